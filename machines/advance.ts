@@ -1,0 +1,84 @@
+// Pure stepping of a persisted machine: rehydrate (status string + JSON context),
+// compute the next snapshot with xstate's pure `transition()`, collect the
+// payloads of `emit(...)` actions in order. No I/O, no timers, no clocks.
+import { initialTransition, transition } from 'xstate';
+import type { AnyStateMachine } from 'xstate';
+
+export interface Advanced<S extends string, C, E> {
+  state: S;
+  context: C;
+  /** payloads of the machine's `emit(...)` actions, in order (the emitted facts) */
+  emitted: E[];
+  /**
+   * false when the event was not accepted in that state (ignored / repeated /
+   * out-of-order input), and also when it was accepted but altered nothing at all
+   * (same state, same context, nothing emitted). The engine counts such inputs
+   * and never emits for them.
+   */
+  changed: boolean;
+  /** true when the machine had an enabled transition for the event (even if it was a no-op) */
+  accepted: boolean;
+}
+
+export type MachineInput = { type: string; [k: string]: unknown };
+
+const EMIT_ACTION = 'xstate.emit';
+
+function stateString(value: unknown): string {
+  if (typeof value === 'string') return value;
+  throw new Error(`machines: expected a flat state value, got ${JSON.stringify(value)}`);
+}
+
+/** Structural equality over small JSON values (key order insensitive). */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a) && Array.isArray(b)) {
+    if (a.length !== b.length) return false;
+    return a.every((v, i) => jsonEqual(v, b[i]));
+  }
+  const ao = a as Record<string, unknown>;
+  const bo = b as Record<string, unknown>;
+  const ak = Object.keys(ao).filter((k) => ao[k] !== undefined);
+  const bk = Object.keys(bo).filter((k) => bo[k] !== undefined);
+  if (ak.length !== bk.length) return false;
+  return ak.every((k) => Object.prototype.hasOwnProperty.call(bo, k) && jsonEqual(ao[k], bo[k]));
+}
+
+function collectEmitted<E>(actions: ReadonlyArray<{ type: string; params: unknown }>): E[] {
+  const out: E[] = [];
+  for (const a of actions) {
+    if (a.type !== EMIT_ACTION) continue;
+    const params = a.params as { event?: unknown } | undefined;
+    if (params && params.event !== undefined) out.push(params.event as E);
+  }
+  return out;
+}
+
+/** The machine's initial {state, context}; `input` feeds a context factory (e.g. the step's `silent`). */
+export function initial<S extends string = string, C = unknown>(
+  machine: AnyStateMachine,
+  input?: unknown,
+): { state: S; context: C } {
+  const [snapshot] = initialTransition(machine, input as never);
+  return { state: stateString(snapshot.value) as S, context: snapshot.context as C };
+}
+
+export function advance<S extends string, C, E>(
+  machine: AnyStateMachine,
+  state: S,
+  context: C,
+  event: { type: string; [k: string]: unknown },
+): Advanced<S, C, E> {
+  const snapshot = machine.resolveState({ value: state, context: context as never });
+  if (!snapshot.can(event as never)) {
+    return { state, context, emitted: [], changed: false, accepted: false };
+  }
+  const [next, actions] = transition(machine, snapshot, event as never);
+  const nextState = stateString(next.value) as S;
+  const nextContext = next.context as C;
+  const emitted = collectEmitted<E>(actions as ReadonlyArray<{ type: string; params: unknown }>);
+  const changed = nextState !== state || emitted.length > 0 || !jsonEqual(nextContext, context);
+  return { state: nextState, context: nextContext, emitted, changed, accepted: true };
+}

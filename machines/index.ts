@@ -1,0 +1,5 @@
+export * from './advance.ts';
+export * from './step.ts';
+export * from './workflow.ts';
+export * from './runner.ts';
+export * from './health.ts';

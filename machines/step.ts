@@ -1,0 +1,158 @@
+// Workflow step lifecycle (spec 3, contract 4.2 / 5). Pure: no I/O, no clocks.
+import { enqueueActions, setup } from 'xstate';
+import { advance, initial } from './advance.ts';
+import type { Advanced } from './advance.ts';
+
+export type StepStatus =
+  | 'pending'
+  | 'started'
+  | 'awaiting_approval'
+  | 'skipped'
+  | 'succeeded'
+  | 'failed'
+  | 'cancelled';
+
+export const STEP_STATUSES: readonly StepStatus[] = [
+  'pending',
+  'started',
+  'awaiting_approval',
+  'skipped',
+  'succeeded',
+  'failed',
+  'cancelled',
+];
+
+export const TERMINAL_STEP_STATUSES: readonly StepStatus[] = ['succeeded', 'failed', 'cancelled', 'skipped'];
+
+export function isTerminalStepStatus(s: StepStatus): boolean {
+  return TERMINAL_STEP_STATUSES.includes(s);
+}
+
+export interface StepContext {
+  /** true for execution_type hidden / skipped: state changes, nothing is emitted */
+  silent: boolean;
+}
+
+export interface StepInput {
+  silent?: boolean;
+}
+
+export type StepEvent =
+  | { type: 'start' }
+  | { type: 'succeed' }
+  | { type: 'fail'; error?: string }
+  | { type: 'cancel' }
+  | { type: 'skip' }
+  | { type: 'request_approval' }
+  | { type: 'approve' }
+  | { type: 'reject'; error?: string };
+
+export type StepLifecycleFact = {
+  type: 'lifecycle';
+  transition: 'started' | 'succeeded' | 'failed' | 'cancelled';
+  error?: string;
+};
+export type StepApprovalFact = { type: 'approval'; transition: 'requested' | 'approved' | 'rejected' };
+export type StepFact = StepLifecycleFact | StepApprovalFact;
+
+const started: StepFact = { type: 'lifecycle', transition: 'started' };
+const succeeded: StepFact = { type: 'lifecycle', transition: 'succeeded' };
+const cancelled: StepFact = { type: 'lifecycle', transition: 'cancelled' };
+
+function failed(error: string | undefined): StepFact {
+  return error === undefined
+    ? { type: 'lifecycle', transition: 'failed' }
+    : { type: 'lifecycle', transition: 'failed', error };
+}
+
+function errorOf(event: StepEvent): string | undefined {
+  return 'error' in event && typeof event.error === 'string' ? event.error : undefined;
+}
+
+export const stepMachine = setup({
+  types: {
+    context: {} as StepContext,
+    events: {} as StepEvent,
+    input: {} as StepInput | undefined,
+    emitted: {} as StepFact,
+  },
+  actions: {
+    facts: enqueueActions(({ context, enqueue }, params: { facts: StepFact[] }) => {
+      if (context.silent) return;
+      for (const f of params.facts) enqueue.emit({ ...f });
+    }),
+  },
+}).createMachine({
+  id: 'step',
+  initial: 'pending',
+  context: ({ input }) => ({ silent: input?.silent ?? false }),
+  states: {
+    pending: {
+      on: {
+        start: { target: 'started', actions: { type: 'facts', params: { facts: [started] } } },
+        succeed: { target: 'succeeded', actions: { type: 'facts', params: { facts: [started, succeeded] } } },
+        fail: {
+          target: 'failed',
+          actions: { type: 'facts', params: ({ event }) => ({ facts: [started, failed(errorOf(event))] }) },
+        },
+        cancel: { target: 'cancelled' },
+        skip: { target: 'skipped' },
+        request_approval: {
+          target: 'awaiting_approval',
+          actions: {
+            type: 'facts',
+            params: { facts: [started, { type: 'approval', transition: 'requested' }] },
+          },
+        },
+      },
+    },
+    started: {
+      on: {
+        succeed: { target: 'succeeded', actions: { type: 'facts', params: { facts: [succeeded] } } },
+        fail: {
+          target: 'failed',
+          actions: { type: 'facts', params: ({ event }) => ({ facts: [failed(errorOf(event))] }) },
+        },
+        cancel: { target: 'cancelled', actions: { type: 'facts', params: { facts: [cancelled] } } },
+      },
+    },
+    awaiting_approval: {
+      on: {
+        approve: {
+          target: 'succeeded',
+          actions: {
+            type: 'facts',
+            params: { facts: [{ type: 'approval', transition: 'approved' }, succeeded] },
+          },
+        },
+        reject: {
+          target: 'failed',
+          actions: {
+            type: 'facts',
+            params: ({ event }) => ({
+              facts: [{ type: 'approval', transition: 'rejected' }, failed(errorOf(event) ?? 'rejected')],
+            }),
+          },
+        },
+        cancel: { target: 'cancelled', actions: { type: 'facts', params: { facts: [cancelled] } } },
+      },
+    },
+    // terminal: accept nothing
+    skipped: {},
+    succeeded: {},
+    failed: {},
+    cancelled: {},
+  },
+});
+
+export function initialStep(input?: StepInput): { state: StepStatus; context: StepContext } {
+  return initial<StepStatus, StepContext>(stepMachine, input ?? {});
+}
+
+export function advanceStep(
+  state: StepStatus,
+  context: StepContext,
+  event: StepEvent,
+): Advanced<StepStatus, StepContext, StepFact> {
+  return advance<StepStatus, StepContext, StepFact>(stepMachine, state, context, event);
+}

@@ -1,0 +1,128 @@
+// Workflow lifecycle (spec 3, contract 5). Pure: no I/O, no clocks.
+import { emit, setup } from 'xstate';
+import { advance, initial } from './advance.ts';
+import type { Advanced } from './advance.ts';
+import { isTerminalStepStatus } from './step.ts';
+import type { StepStatus } from './step.ts';
+
+export type WorkflowStatus = 'pending' | 'started' | 'succeeded' | 'failed' | 'cancelled';
+export type WorkflowOutcome = 'succeeded' | 'failed' | 'cancelled';
+
+export const WORKFLOW_STATUSES: readonly WorkflowStatus[] = ['pending', 'started', 'succeeded', 'failed', 'cancelled'];
+
+export function isTerminalWorkflowStatus(s: WorkflowStatus): boolean {
+  return s === 'succeeded' || s === 'failed' || s === 'cancelled';
+}
+
+/** The workflow machine keeps no data of its own: its status is the whole state. */
+export type WorkflowContext = Record<string, never>;
+
+export type WorkflowEvent =
+  | { type: 'start' }
+  | { type: 'finish'; outcome: WorkflowOutcome; error?: string; stepStatuses: StepStatus[] };
+
+export type WorkflowFact = {
+  type: 'lifecycle';
+  transition: 'started' | WorkflowOutcome;
+  error?: string;
+};
+
+/**
+ * The workflow's outcome from its steps' statuses: null while any step is not
+ * terminal; failed if any failed; cancelled if any cancelled and none failed;
+ * else succeeded (skipped steps count as done).
+ */
+export function workflowOutcome(stepStatuses: readonly StepStatus[]): WorkflowOutcome | null {
+  if (!stepStatuses.every(isTerminalStepStatus)) return null;
+  if (stepStatuses.includes('failed')) return 'failed';
+  if (stepStatuses.includes('cancelled')) return 'cancelled';
+  return 'succeeded';
+}
+
+function terminalFact(event: WorkflowEvent): WorkflowFact {
+  if (event.type !== 'finish') throw new Error('workflow: terminal fact from a non-finish event');
+  return event.error === undefined
+    ? { type: 'lifecycle', transition: event.outcome }
+    : { type: 'lifecycle', transition: event.outcome, error: event.error };
+}
+
+export const workflowMachine = setup({
+  types: {
+    context: {} as WorkflowContext,
+    events: {} as WorkflowEvent,
+    emitted: {} as WorkflowFact,
+  },
+  guards: {
+    /** accepted only with this outcome and once every step is terminal */
+    finishable: ({ event }, params: { outcome: WorkflowOutcome }) =>
+      event.type === 'finish' &&
+      event.outcome === params.outcome &&
+      Array.isArray(event.stepStatuses) &&
+      event.stepStatuses.every(isTerminalStepStatus),
+  },
+}).createMachine({
+  id: 'workflow',
+  initial: 'pending',
+  context: {},
+  states: {
+    pending: {
+      on: {
+        start: { target: 'started', actions: emit({ type: 'lifecycle', transition: 'started' }) },
+        finish: [
+          {
+            guard: { type: 'finishable', params: { outcome: 'succeeded' } },
+            target: 'succeeded',
+            actions: [emit({ type: 'lifecycle', transition: 'started' }), emit(({ event }) => terminalFact(event))],
+          },
+          {
+            guard: { type: 'finishable', params: { outcome: 'failed' } },
+            target: 'failed',
+            actions: [emit({ type: 'lifecycle', transition: 'started' }), emit(({ event }) => terminalFact(event))],
+          },
+          {
+            guard: { type: 'finishable', params: { outcome: 'cancelled' } },
+            target: 'cancelled',
+            actions: [emit({ type: 'lifecycle', transition: 'started' }), emit(({ event }) => terminalFact(event))],
+          },
+        ],
+      },
+    },
+    started: {
+      on: {
+        finish: [
+          {
+            guard: { type: 'finishable', params: { outcome: 'succeeded' } },
+            target: 'succeeded',
+            actions: emit(({ event }) => terminalFact(event)),
+          },
+          {
+            guard: { type: 'finishable', params: { outcome: 'failed' } },
+            target: 'failed',
+            actions: emit(({ event }) => terminalFact(event)),
+          },
+          {
+            guard: { type: 'finishable', params: { outcome: 'cancelled' } },
+            target: 'cancelled',
+            actions: emit(({ event }) => terminalFact(event)),
+          },
+        ],
+      },
+    },
+    // terminal: accept nothing
+    succeeded: {},
+    failed: {},
+    cancelled: {},
+  },
+});
+
+export function initialWorkflow(): { state: WorkflowStatus; context: WorkflowContext } {
+  return initial<WorkflowStatus, WorkflowContext>(workflowMachine);
+}
+
+export function advanceWorkflow(
+  state: WorkflowStatus,
+  context: WorkflowContext,
+  event: WorkflowEvent,
+): Advanced<WorkflowStatus, WorkflowContext, WorkflowFact> {
+  return advance<WorkflowStatus, WorkflowContext, WorkflowFact>(workflowMachine, state, context, event);
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env node
+// Run by `npm test` before vitest: makes sure a nats-server binary is available for the NATS tests.
+// Found → exit 0 silently. Missing and root with apt-get → install the Debian package. Else exit 1.
+import { accessSync, constants, statSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+
+const DIRS = ['/usr/sbin', '/usr/bin', '/usr/local/bin', '/usr/local/sbin'];
+
+function isExecutable(file) {
+  try {
+    if (!statSync(file).isFile()) return false;
+    accessSync(file, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function findOnPath(name) {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (!dir) continue;
+    const file = join(dir, name);
+    if (isExecutable(file)) return file;
+  }
+  return null;
+}
+
+function findNatsServer() {
+  const fromEnv = process.env.SVC_NATS_SERVER;
+  if (fromEnv && isExecutable(fromEnv)) return fromEnv;
+  for (const dir of DIRS) {
+    const file = join(dir, 'nats-server');
+    if (isExecutable(file)) return file;
+  }
+  return findOnPath('nats-server');
+}
+
+function tryAptInstall() {
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const aptGet = isExecutable('/usr/bin/apt-get') ? '/usr/bin/apt-get' : findOnPath('apt-get');
+  if (!isRoot || !aptGet) return false;
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  process.stderr.write('ensure-nats: nats-server not found; installing it with apt-get\n');
+  // An index refresh that fails (offline mirror, …) is not fatal: the package may still be installable.
+  spawnSync(aptGet, ['update', '-qq'], { stdio: 'inherit', env });
+  const r = spawnSync(aptGet, ['install', '-y', '-qq', 'nats-server'], { stdio: 'inherit', env });
+  return r.status === 0;
+}
+
+if (findNatsServer()) process.exit(0);
+if (tryAptInstall() && findNatsServer()) process.exit(0);
+process.stderr.write(
+  'nats-server is required for the NATS tests: install it with `apt-get install -y nats-server` (Debian) ' +
+    'or put it on PATH / set SVC_NATS_SERVER\n',
+);
+process.exit(1);

@@ -1,0 +1,104 @@
+/**
+ * The message bus: core pub/sub + request/reply for jobs and ingest, plus durable event
+ * publication and shared consumption for dispatch. Two implementations: the in-process bus
+ * (memory.ts, used by `npm start`) and NATS with JetStream (nats.ts). Subjects come from
+ * subjects.ts only.
+ */
+
+export interface BusMessage {
+  subject: string;
+  data: Uint8Array;
+  reply?: string;
+  json<T = unknown>(): T;
+  /** Answers a request; false when the message has no reply subject. */
+  respond(data: Uint8Array | string): boolean;
+}
+
+export interface Subscription {
+  unsubscribe(): void;
+}
+
+export interface Bus {
+  readonly kind: 'memory' | 'nats';
+  publish(subject: string, data: Uint8Array | string): void;
+  /** `*` and `>` wildcards; with `queue`, one member of the group gets each message. */
+  subscribe(subject: string, handler: (msg: BusMessage) => void | Promise<void>, opts?: { queue?: string }): Subscription;
+  /** Rejects with a {@link BusRequestError} on timeout or when nobody subscribes. */
+  request(subject: string, data: Uint8Array | string, opts?: { timeoutMs?: number }): Promise<BusMessage>;
+  /**
+   * Publish one event durably: plain subscribers of `subject` see it, and the shared durable
+   * consumer gets it once. msgId dedupes re-publication after a crash (JetStream Nats-Msg-Id).
+   * Resolves when the server stored it (NATS) or at once (memory).
+   */
+  publishEvent(subject: string, data: string, msgId: string): Promise<void>;
+  /**
+   * Consume events (`svc.events.>`) for dispatch: memory = a subscription; NATS = the durable
+   * consumer 'svc-dispatch' on stream 'SVC_EVENTS'. The message is acked after the handler
+   * resolves. Several processes consuming share the work.
+   */
+  consumeEvents(handler: (subject: string, data: Uint8Array) => Promise<void>): Promise<Subscription>;
+  flush(): Promise<void>;
+  /** Drains: stops consuming, lets in-flight handlers finish, then closes. */
+  close(): Promise<void>;
+}
+
+export interface BusLogger {
+  warn(o: object, m?: string): void;
+}
+
+export type BusRequestErrorCode = 'timeout' | 'no_responders' | 'closed' | 'failed';
+
+/** The error `Bus.request` rejects with. */
+export class BusRequestError extends Error {
+  readonly code: BusRequestErrorCode;
+  readonly subject: string;
+  constructor(code: BusRequestErrorCode, subject: string, message?: string, options?: { cause?: unknown }) {
+    super(message ?? defaultMessage(code, subject), options);
+    this.name = 'BusRequestError';
+    this.code = code;
+    this.subject = subject;
+  }
+}
+
+function defaultMessage(code: BusRequestErrorCode, subject: string): string {
+  switch (code) {
+    case 'timeout':
+      return `request timed out: ${subject}`;
+    case 'no_responders':
+      return `no responders: ${subject}`;
+    case 'closed':
+      return `bus closed: ${subject}`;
+    default:
+      return `request failed: ${subject}`;
+  }
+}
+
+/** Default timeout of `Bus.request`. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 5000;
+/** The JetStream duplicate window, also used by the in-process bus to dedupe msgIds. */
+export const EVENT_DEDUPE_WINDOW_MS = 2 * 60 * 1000;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export function toBytes(data: Uint8Array | string): Uint8Array {
+  return typeof data === 'string' ? encoder.encode(data) : data;
+}
+
+export function bytesToString(data: Uint8Array): string {
+  return decoder.decode(data);
+}
+
+export function parseJson<T>(data: Uint8Array): T {
+  return JSON.parse(decoder.decode(data)) as T;
+}
+
+export const consoleBusLogger: BusLogger = {
+  warn(o: object, m?: string) {
+    console.warn(m ?? 'bus warning', o);
+  },
+};
+
+export function errorInfo(err: unknown): { err: string } {
+  return { err: err instanceof Error ? (err.stack ?? err.message) : String(err) };
+}

@@ -1,0 +1,276 @@
+/**
+ * The in-process bus (`npm start`, no NATS). NATS semantics on the same subjects: tokens split on
+ * '.', `*` one token, `>` one or more trailing tokens; queue groups (round robin); request/reply
+ * through inbox subjects with a `no responders` error; delivery asynchronous but ordered per
+ * subscription; handler exceptions are logged, never thrown to the publisher.
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  BusRequestError,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  EVENT_DEDUPE_WINDOW_MS,
+  consoleBusLogger,
+  errorInfo,
+  parseJson,
+  toBytes,
+  type Bus,
+  type BusLogger,
+  type BusMessage,
+  type Subscription,
+} from './bus.ts';
+import { eventsWildcard, isValidSubject, subjectMatches } from './subjects.ts';
+
+/** Name of the shared consumer (a queue group here, a JetStream durable on NATS). */
+const DISPATCH_GROUP = 'svc-dispatch';
+/** Attempts of an event whose dispatch handler rejects (JetStream: nak + max_deliver). */
+const EVENT_MAX_DELIVER = 10;
+const EVENT_RETRY_DELAY_MS = 1000;
+
+interface MemorySub {
+  pattern: string;
+  queue?: string;
+  handler: (msg: BusMessage) => void | Promise<void>;
+  pending: BusMessage[];
+  scheduled: boolean;
+  closed: boolean;
+}
+
+interface MemoryConsumer {
+  sub: MemorySub;
+  enqueue(subject: string, data: Uint8Array, attempt: number): void;
+}
+
+export interface MemoryBusOptions {
+  logger?: BusLogger;
+}
+
+export function createMemoryBus(opts: MemoryBusOptions = {}): Bus {
+  const logger = opts.logger ?? consoleBusLogger;
+  let subs: MemorySub[] = [];
+  const roundRobin = new Map<string, number>();
+  const seenMsgIds = new Map<string, number>();
+  const inflight = new Set<Promise<unknown>>();
+  const timers = new Set<NodeJS.Timeout>();
+  let consumers: MemoryConsumer[] = [];
+  let closed = false;
+
+  function track<T>(p: Promise<T>): Promise<T> {
+    inflight.add(p);
+    const done = () => inflight.delete(p);
+    p.then(done, done);
+    return p;
+  }
+
+  function makeMessage(subject: string, data: Uint8Array, reply?: string): BusMessage {
+    return {
+      subject,
+      data,
+      reply,
+      json<T = unknown>(): T {
+        return parseJson<T>(data);
+      },
+      respond(resp: Uint8Array | string): boolean {
+        if (!reply || closed) return false;
+        route(reply, toBytes(resp));
+        return true;
+      },
+    };
+  }
+
+  function schedule(sub: MemorySub): void {
+    if (sub.scheduled) return;
+    sub.scheduled = true;
+    setImmediate(() => drain(sub));
+  }
+
+  function drain(sub: MemorySub): void {
+    sub.scheduled = false;
+    while (sub.pending.length > 0) {
+      const msg = sub.pending.shift()!;
+      if (sub.closed) {
+        sub.pending.length = 0;
+        return;
+      }
+      try {
+        const r = sub.handler(msg);
+        if (r && typeof (r as Promise<void>).then === 'function') {
+          track(
+            (r as Promise<void>).catch((err: unknown) =>
+              logger.warn({ subject: msg.subject, ...errorInfo(err) }, 'bus handler failed'),
+            ),
+          );
+        }
+      } catch (err) {
+        logger.warn({ subject: msg.subject, ...errorInfo(err) }, 'bus handler failed');
+      }
+    }
+  }
+
+  /** Delivers to the matching subscriptions; returns how many got the message. */
+  function route(subject: string, data: Uint8Array, reply?: string): number {
+    if (!isValidSubject(subject)) throw new Error(`invalid publish subject: ${JSON.stringify(subject)}`);
+    const groups = new Map<string, MemorySub[]>();
+    const targets: MemorySub[] = [];
+    for (const sub of subs) {
+      if (sub.closed || !subjectMatches(sub.pattern, subject)) continue;
+      if (sub.queue === undefined) targets.push(sub);
+      else {
+        const g = groups.get(sub.queue);
+        if (g) g.push(sub);
+        else groups.set(sub.queue, [sub]);
+      }
+    }
+    for (const [name, members] of groups) {
+      const n = roundRobin.get(name) ?? 0;
+      roundRobin.set(name, n + 1);
+      targets.push(members[n % members.length]);
+    }
+    for (const sub of targets) {
+      sub.pending.push(makeMessage(subject, data, reply));
+      schedule(sub);
+    }
+    return targets.length;
+  }
+
+  function addSub(subject: string, handler: MemorySub['handler'], queue?: string): MemorySub {
+    if (closed) throw new Error('bus closed');
+    if (!isValidSubject(subject, { wildcards: true })) throw new Error(`invalid subscription subject: ${JSON.stringify(subject)}`);
+    if (queue !== undefined && !isValidSubject(queue)) throw new Error(`invalid queue group: ${JSON.stringify(queue)}`);
+    const sub: MemorySub = { pattern: subject, queue, handler, pending: [], scheduled: false, closed: false };
+    subs.push(sub);
+    return sub;
+  }
+
+  function removeSub(sub: MemorySub): void {
+    sub.closed = true;
+    sub.pending.length = 0;
+    subs = subs.filter((s) => s !== sub);
+  }
+
+  function redeliver(subject: string, data: Uint8Array, n: number): void {
+    const live = consumers.filter((c) => !c.sub.closed);
+    if (live.length === 0) return;
+    const i = roundRobin.get(DISPATCH_GROUP) ?? 0;
+    roundRobin.set(DISPATCH_GROUP, i + 1);
+    live[i % live.length].enqueue(subject, data, n);
+  }
+
+  function later(ms: number, fn: () => void): void {
+    const t = setTimeout(() => {
+      timers.delete(t);
+      fn();
+    }, ms);
+    t.unref?.();
+    timers.add(t);
+  }
+
+  const bus: Bus = {
+    kind: 'memory',
+
+    publish(subject, data) {
+      if (closed) throw new Error('bus closed');
+      route(subject, toBytes(data));
+    },
+
+    subscribe(subject, handler, o) {
+      const sub = addSub(subject, handler, o?.queue);
+      return { unsubscribe: () => removeSub(sub) };
+    },
+
+    request(subject, data, o) {
+      if (closed) return Promise.reject(new BusRequestError('closed', subject));
+      const timeoutMs = o?.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+      const inbox = `_INBOX.${randomBytes(12).toString('hex')}`;
+      return new Promise<BusMessage>((resolve, reject) => {
+        let timer: NodeJS.Timeout | undefined;
+        const sub = addSub(inbox, (msg) => {
+          if (timer) clearTimeout(timer);
+          removeSub(sub);
+          resolve(msg);
+        });
+        let n: number;
+        try {
+          n = route(subject, toBytes(data), inbox);
+        } catch (err) {
+          removeSub(sub);
+          reject(err);
+          return;
+        }
+        if (n === 0) {
+          removeSub(sub);
+          reject(new BusRequestError('no_responders', subject));
+          return;
+        }
+        timer = setTimeout(() => {
+          removeSub(sub);
+          reject(new BusRequestError('timeout', subject));
+        }, timeoutMs);
+      });
+    },
+
+    async publishEvent(subject, data, msgId) {
+      if (closed) throw new Error('bus closed');
+      if (!subjectMatches(eventsWildcard, subject)) throw new Error(`not an event subject: ${JSON.stringify(subject)}`);
+      const now = Date.now();
+      for (const [id, at] of seenMsgIds) {
+        if (now - at < EVENT_DEDUPE_WINDOW_MS) break; // insertion order = time order
+        seenMsgIds.delete(id);
+      }
+      if (seenMsgIds.has(msgId)) return; // duplicate within the window: stored once
+      seenMsgIds.set(msgId, now);
+      route(subject, toBytes(data));
+    },
+
+    async consumeEvents(handler) {
+      // Serial per consumer, like one pull consumer: the next event waits for the previous "ack".
+      let chain: Promise<void> = Promise.resolve();
+      const consumer: MemoryConsumer = {
+        sub: undefined as unknown as MemorySub,
+        enqueue(subject, data, n) {
+          chain = chain.then(async () => {
+            if (consumer.sub.closed) return;
+            try {
+              await handler(subject, data);
+            } catch (err) {
+              logger.warn({ subject, attempt: n, ...errorInfo(err) }, 'event handler failed');
+              // Redelivered later to any consumer, like a nak on JetStream.
+              if (n < EVENT_MAX_DELIVER && !closed) later(EVENT_RETRY_DELAY_MS, () => redeliver(subject, data, n + 1));
+            }
+          });
+          track(chain);
+        },
+      };
+      consumer.sub = addSub(eventsWildcard, (msg) => consumer.enqueue(msg.subject, msg.data, 1), DISPATCH_GROUP);
+      consumers.push(consumer);
+      return {
+        unsubscribe: () => {
+          removeSub(consumer.sub);
+          consumers = consumers.filter((c) => c !== consumer);
+        },
+      };
+    },
+
+    async flush() {
+      // Wait until every queued message has been handed to its handler.
+      for (let i = 0; i < 10_000; i++) {
+        if (!subs.some((s) => s.pending.length > 0 || s.scheduled)) return;
+        await new Promise<void>((r) => setImmediate(r));
+      }
+    },
+
+    async close() {
+      if (closed) return;
+      await bus.flush();
+      while (inflight.size > 0) await Promise.allSettled([...inflight]);
+      closed = true;
+      for (const t of timers) clearTimeout(t);
+      timers.clear();
+      for (const s of subs) {
+        s.closed = true;
+        s.pending.length = 0;
+      }
+      subs = [];
+    },
+  };
+  return bus;
+}

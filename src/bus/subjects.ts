@@ -1,0 +1,126 @@
+/**
+ * NATS subjects used by svc. This module is the only place where subject strings are built or
+ * parsed (CONTRACT 5.2); the in-process bus uses exactly the same subjects.
+ *
+ *   svc.jobs.<org>.<runner>              engine → runner (core NATS)
+ *   svc.ingest.<org>.<family>.<id>       producers → engine (core NATS request/reply, never in a stream)
+ *   svc.events.<ce subject with / → .>   engine → subscribers (+ the SVC_EVENTS stream)
+ */
+
+export const SUBJECT_PREFIX = 'svc';
+export const jobsWildcard = 'svc.jobs.>';
+export const ingestWildcard = 'svc.ingest.>';
+export const eventsWildcard = 'svc.events.>';
+
+export const ingestFamilies = ['jobs', 'workflows', 'runners', 'health'] as const;
+export type IngestFamily = (typeof ingestFamilies)[number];
+
+export interface IngestSubject {
+  orgId: string;
+  family: IngestFamily;
+  id: string;
+}
+
+/** An id usable as one subject token: `[A-Za-z0-9_]`, 1..64 characters (svc ids are lowercase). */
+const SAFE_TOKEN = /^[a-z0-9_]{1,64}$/i;
+
+export function isSafeToken(token: string): boolean {
+  return typeof token === 'string' && SAFE_TOKEN.test(token);
+}
+
+function token(value: string, what: string): string {
+  if (!isSafeToken(value)) throw new Error(`invalid ${what} for a subject token: ${JSON.stringify(value)}`);
+  return value;
+}
+
+/**
+ * `svc.events.` + the CloudEvents subject with `/` replaced by `.`
+ * (`org_1/workflow_step/wf_1/st_2/succeeded` → `svc.events.org_1.workflow_step.wf_1.st_2.succeeded`).
+ * Throws when a segment is empty or not a safe token.
+ */
+export function eventSubject(ceSubject: string): string {
+  const parts = String(ceSubject).split('/');
+  for (const p of parts) token(p, 'CloudEvents subject segment');
+  return `svc.events.${parts.join('.')}`;
+}
+
+/** `svc.jobs.<org>.<runner>`: where the engine sends jobs for one runner. */
+export function jobSubject(orgId: string, runnerId: string): string {
+  return `svc.jobs.${token(orgId, 'org id')}.${token(runnerId, 'runner id')}`;
+}
+
+/** Inverse of {@link jobSubject}; null for anything else. */
+export function parseJobSubject(subject: string): { orgId: string; runnerId: string } | null {
+  const t = typeof subject === 'string' ? subject.split('.') : [];
+  if (t.length !== 4 || t[0] !== 'svc' || t[1] !== 'jobs') return null;
+  if (!isSafeToken(t[2]) || !isSafeToken(t[3])) return null;
+  return { orgId: t[2], runnerId: t[3] };
+}
+
+/** `svc.ingest.<org>.<family>.<id>` */
+export function ingestSubject(orgId: string, family: IngestFamily, id: string): string {
+  if (!(ingestFamilies as readonly string[]).includes(family)) throw new Error(`invalid ingest family: ${JSON.stringify(family)}`);
+  return `svc.ingest.${token(orgId, 'org id')}.${family}.${token(id, 'id')}`;
+}
+
+/** `svc.ingest.<org>.jobs.<job_id>`: where a runner reports a job's status. */
+export function jobResultSubject(orgId: string, jobId: string): string {
+  return ingestSubject(orgId, 'jobs', jobId);
+}
+
+/** Parses `svc.ingest.<org>.<family>.<id>` (exactly 5 tokens, safe tokens, known family); null otherwise. */
+export function parseIngestSubject(subject: string): IngestSubject | null {
+  if (typeof subject !== 'string') return null;
+  const t = subject.split('.');
+  if (t.length !== 5 || t[0] !== 'svc' || t[1] !== 'ingest') return null;
+  const [, , orgId, family, id] = t;
+  if (!isSafeToken(orgId) || !isSafeToken(id)) return null;
+  if (!(ingestFamilies as readonly string[]).includes(family)) return null;
+  return { orgId, family: family as IngestFamily, id };
+}
+
+/**
+ * A syntactically valid NATS subject: non-empty tokens separated by '.', no whitespace; with
+ * `wildcards`, `*` may be a whole token and `>` the whole last token.
+ */
+export function isValidSubject(subject: string, opts: { wildcards?: boolean } = {}): boolean {
+  if (typeof subject !== 'string' || subject.length === 0) return false;
+  const t = subject.split('.');
+  for (let i = 0; i < t.length; i++) {
+    const tok = t[i];
+    if (tok.length === 0 || /\s/.test(tok)) return false;
+    if (tok === '*' || tok === '>') {
+      if (!opts.wildcards) return false;
+      if (tok === '>' && i !== t.length - 1) return false;
+      continue;
+    }
+    if (tok.includes('*') || tok.includes('>')) return false;
+  }
+  return true;
+}
+
+/** NATS matching: `*` matches one token, a trailing `>` one or more tokens. */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  const p = pattern.split('.');
+  const s = subject.split('.');
+  for (let i = 0; i < p.length; i++) {
+    const pt = p[i];
+    if (pt === '>') return i === p.length - 1 && s.length > i;
+    if (i >= s.length) return false;
+    if (pt !== '*' && pt !== s[i]) return false;
+  }
+  return p.length === s.length;
+}
+
+/** Whether two subject patterns (each possibly with wildcards) can match a common subject. */
+export function subjectsOverlap(a: string, b: string): boolean {
+  const x = a.split('.');
+  const y = b.split('.');
+  for (let i = 0; ; i++) {
+    const xe = i >= x.length;
+    const ye = i >= y.length;
+    if (xe || ye) return xe && ye;
+    if (x[i] === '>' || y[i] === '>') return true;
+    if (x[i] !== '*' && y[i] !== '*' && x[i] !== y[i]) return false;
+  }
+}

@@ -1,0 +1,93 @@
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { parseBool, parseDuration, parsePort, parseUrl, type ServeConfig } from '../config.ts';
+import { UsageError } from './errors.ts';
+
+const arg =
+  <T>(fn: (s: string) => T) =>
+  (value: string): T => {
+    try {
+      return fn(value);
+    } catch (err) {
+      throw new InvalidArgumentError(err instanceof Error ? err.message : String(err));
+    }
+  };
+
+const driftInterval = (s: string): number | null => (s.trim().toLowerCase() === 'off' ? null : parseDuration(s));
+
+interface ServeOptions {
+  port: number;
+  host: string;
+  db: string;
+  nats?: string;
+  baseUrl?: string;
+  dashboardUrl?: string;
+  localRunner: boolean;
+  runnerHealthInterval: number;
+  deliveryTimeout: number;
+  allowPrivateTargets?: boolean;
+  driftInterval: number | null;
+}
+
+export function registerServeCommand(program: Command): void {
+  program
+    .command('serve')
+    .description('run the engine: HTTP API, dashboard, bus, dispatch and delivery')
+    .addOption(new Option('--port <port>', 'HTTP port (0 picks a free one)').env('SVC_PORT').argParser(arg(parsePort)).default(8080))
+    .addOption(new Option('--host <host>', 'HTTP host').env('SVC_HOST').default('127.0.0.1'))
+    .addOption(new Option('--db <path>', 'SQLite database file').env('SVC_DB').default('./data/svc.db'))
+    .addOption(new Option('--nats <url>', 'NATS server URL (unset: in-process bus)').env('SVC_NATS_URL').argParser(arg(parseUrl)))
+    .addOption(new Option('--base-url <url>', 'public base URL (default http://<host>:<port>)').env('SVC_BASE_URL').argParser(arg(parseUrl)))
+    .addOption(new Option('--dashboard-url <url>', 'dashboard URL used in event links (default <base-url>/dashboard)').env('SVC_DASHBOARD_URL').argParser(arg(parseUrl)))
+    .addOption(new Option('--no-local-runner', 'do not run jobs in process; wait for external runners'))
+    .addOption(new Option('--runner-health-interval <duration>', 'runner health check interval').env('SVC_RUNNER_HEALTH_INTERVAL').argParser(arg(parseDuration)).default(15 * 60_000, '15m'))
+    .addOption(new Option('--delivery-timeout <duration>', 'webhook response wait').env('SVC_DELIVERY_TIMEOUT').argParser(arg(parseDuration)).default(5000, '5s'))
+    .addOption(new Option('--allow-private-targets', 'allow webhook targets on loopback and private addresses'))
+    .addOption(new Option('--drift-interval <duration|off>', 'scheduled drift scans').env('SVC_DRIFT_INTERVAL').argParser(arg(driftInterval)).default(24 * 3_600_000, '24h'))
+    .action(async (opts: ServeOptions, cmd: Command) => {
+      const config = toConfig(opts, cmd);
+      const { startServer } = await import('../server.ts');
+      const running = await startServer(config);
+      let exiting = false;
+      const shutdown = async (signal: string) => {
+        if (exiting) return;
+        exiting = true;
+        running.ctx.logger.info({ signal }, 'shutting down');
+        const hard = setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 5000);
+        hard.unref();
+        await running.stop();
+        process.exit(0);
+      };
+      process.on('SIGTERM', () => void shutdown('SIGTERM'));
+      process.on('SIGINT', () => void shutdown('SIGINT'));
+    });
+}
+
+function toConfig(opts: ServeOptions, cmd: Command): ServeConfig {
+  let localRunner = opts.localRunner;
+  if (cmd.getOptionValueSource('localRunner') === 'default' && process.env.SVC_LOCAL_RUNNER !== undefined) {
+    const v = process.env.SVC_LOCAL_RUNNER.trim().toLowerCase();
+    if (!['on', 'off', '1', '0', 'true', 'false'].includes(v)) throw new UsageError(`SVC_LOCAL_RUNNER must be on or off, not ${JSON.stringify(v)}`);
+    localRunner = v === 'on' || v === '1' || v === 'true';
+  }
+  let allowPrivate = !!opts.allowPrivateTargets;
+  if (!allowPrivate && process.env.SVC_ALLOW_PRIVATE_TARGETS !== undefined) {
+    try {
+      allowPrivate = parseBool(process.env.SVC_ALLOW_PRIVATE_TARGETS);
+    } catch (err) {
+      throw new UsageError(`SVC_ALLOW_PRIVATE_TARGETS: ${(err as Error).message}`);
+    }
+  }
+  return {
+    port: opts.port,
+    host: opts.host,
+    db: opts.db,
+    natsUrl: opts.nats ?? null,
+    baseUrl: opts.baseUrl ?? null,
+    dashboardUrl: opts.dashboardUrl ?? null,
+    localRunner,
+    runnerHealthIntervalMs: opts.runnerHealthInterval,
+    deliveryTimeoutMs: opts.deliveryTimeout,
+    allowPrivateTargets: allowPrivate,
+    driftIntervalMs: opts.driftInterval,
+  };
+}

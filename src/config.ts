@@ -1,0 +1,66 @@
+// `svc serve` configuration: CONTRACT 1 options, each also an environment variable.
+
+export interface ServeConfig {
+  port: number;
+  host: string;
+  db: string;
+  natsUrl: string | null;
+  /** as given; null = http://<host>:<bound port> */
+  baseUrl: string | null;
+  /** as given; null = <base-url>/dashboard */
+  dashboardUrl: string | null;
+  localRunner: boolean;
+  runnerHealthIntervalMs: number;
+  deliveryTimeoutMs: number;
+  allowPrivateTargets: boolean;
+  /** null = scheduled drift scans off */
+  driftIntervalMs: number | null;
+}
+
+const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** '500ms', '2s', '15m', '24h' → milliseconds. Throws on anything else. */
+export function parseDuration(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim());
+  if (!m) throw new Error(`invalid duration ${JSON.stringify(text)} (use e.g. 500ms, 2s, 15m, 24h)`);
+  const ms = Number(m[1]) * UNITS[m[2]];
+  if (!(ms > 0)) throw new Error(`duration ${JSON.stringify(text)} must be positive`);
+  return Math.round(ms);
+}
+
+export function parsePort(text: string): number {
+  if (!/^\d+$/.test(text.trim())) throw new Error(`invalid port ${JSON.stringify(text)}`);
+  const n = Number(text);
+  if (n < 0 || n > 65535) throw new Error(`port ${n} out of range 0-65535`);
+  return n;
+}
+
+export function parseUrl(text: string): string {
+  let u: URL;
+  try {
+    u = new URL(text);
+  } catch {
+    throw new Error(`invalid URL ${JSON.stringify(text)}`);
+  }
+  if (!['http:', 'https:', 'nats:', 'tls:'].includes(u.protocol) || !u.host) throw new Error(`invalid URL ${JSON.stringify(text)}`);
+  return text.replace(/\/+$/, '');
+}
+
+export function parseBool(text: string): boolean {
+  const t = text.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(t)) return true;
+  if (['0', 'false', 'no', 'off', ''].includes(t)) return false;
+  throw new Error(`invalid boolean ${JSON.stringify(text)}`);
+}
+
+export function effectiveBaseUrl(cfg: ServeConfig, boundPort: number): string {
+  return cfg.baseUrl ?? `http://${hostForUrl(cfg.host)}:${boundPort}`;
+}
+
+export function effectiveDashboardUrl(cfg: ServeConfig, baseUrl: string): string {
+  return (cfg.dashboardUrl ?? `${baseUrl}/dashboard`).replace(/\/+$/, '');
+}
+
+export function hostForUrl(host: string): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+}

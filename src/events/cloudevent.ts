@@ -1,0 +1,203 @@
+// Fact -> CloudEvents 1.0 envelope (spec 6.3-6.5, CONTRACT 6.2).
+import { randomUUID } from 'node:crypto';
+import type { Fact, Outcome, StepRef, WorkflowRef } from './facts.ts';
+import { classify } from './classify.ts';
+import { slugsFor } from './slugs.ts';
+import { linksFor } from './links.ts';
+
+export interface CloudEvent {
+  specversion: '1.0';
+  id: string;
+  type: string;
+  source: string;
+  time: string;
+  subject: string;
+  datacontenttype: 'application/json';
+  svcorgid: string;
+  svckind: string;
+  svctransition: string;
+  interests: string[];
+  data: Record<string, unknown>;
+}
+
+export interface EnvelopeOptions {
+  /** '//<authority>/ctl-api', see sourceFor() */
+  source: string;
+  dashboardUrl: string;
+  /** CloudEvents id; a fresh UUID when omitted */
+  id?: string;
+}
+
+/** Approval plans whose JSON is larger than this are left out of the event (plan_truncated). */
+export const MAX_PLAN_BYTES = 64 * 1024;
+
+const TYPES: Readonly<Record<Fact['kind'], string>> = {
+  workflow: 'com.svc.workflow.lifecycle.v1',
+  workflow_step: 'com.svc.workflow_step.lifecycle.v1',
+  workflow_step_approval: 'com.svc.workflow_step.approval.v1',
+  drift_detected: 'com.svc.drift.detected.v1',
+  component_health: 'com.svc.component.health.v1',
+  install_health: 'com.svc.install.health.v1',
+  runner_unhealthy: 'com.svc.runner.unhealthy.v1',
+  runner_inactive: 'com.svc.runner.inactive.v1',
+  webhook_ping: 'com.svc.webhook.ping.v1',
+};
+
+/** `//<host[:port] of baseUrl>/ctl-api` */
+export function sourceFor(baseUrl: string): string {
+  return `//${new URL(baseUrl).host}/ctl-api`;
+}
+
+export function ceType(fact: Fact): string {
+  return TYPES[fact.kind];
+}
+
+export function ceSubject(fact: Fact): string {
+  const o = fact.org_id;
+  switch (fact.kind) {
+    case 'workflow':
+      return `${o}/workflow/${fact.workflow.id}/${fact.transition}`;
+    case 'workflow_step':
+      return `${o}/workflow_step/${fact.workflow.id}/${fact.step.id}/${fact.transition}`;
+    case 'workflow_step_approval':
+      return `${o}/workflow_step_approval/${fact.workflow.id}/${fact.step.id}/${fact.transition}`;
+    case 'drift_detected':
+      return `${o}/drift_detected/${fact.workflow.id}/${fact.step.id}/detected`;
+    case 'component_health':
+      return `${o}/component_health/${fact.install_id}/${fact.component_id}/${fact.transition}`;
+    case 'install_health':
+      return `${o}/install_health/${fact.install_id}/${fact.transition}`;
+    case 'runner_unhealthy':
+      return `${o}/runner_unhealthy/${fact.runner.id}/unhealthy`;
+    case 'runner_inactive':
+      return `${o}/runner_inactive/${fact.runner.id}/inactive`;
+    case 'webhook_ping':
+      return `${o}/webhook_ping/${fact.webhook_id}/ping`;
+  }
+}
+
+function workflowData(w: WorkflowRef): Record<string, unknown> {
+  return { id: w.id, type: w.type, owner_id: w.owner_id, owner_type: w.owner_type };
+}
+
+/** Every step field of spec 6.5; a field the step does not have is null. */
+function stepData(s: StepRef): Record<string, unknown> {
+  return {
+    id: s.id,
+    name: s.name,
+    idx: s.idx,
+    target_type: s.target_type ?? null,
+    target_id: s.target_id ?? null,
+    component_id: s.component_id ?? null,
+    sandbox_id: s.sandbox_id ?? null,
+    execution_type: s.execution_type,
+  };
+}
+
+function outcomeData(transition: 'succeeded' | 'failed' | 'cancelled', o: Outcome | undefined): Record<string, unknown> {
+  const d = Number(o?.duration_ms);
+  const out: Record<string, unknown> = {
+    status: transition,
+    duration_ms: Number.isFinite(d) && d > 0 ? Math.round(d) : 0,
+  };
+  if (transition === 'failed') out.error = o?.error && o.error.length > 0 ? o.error : 'failed';
+  return out;
+}
+
+function jsonBytes(v: unknown): number {
+  try {
+    const s = JSON.stringify(v);
+    return s === undefined ? 0 : Buffer.byteLength(s, 'utf8');
+  } catch {
+    return Number.POSITIVE_INFINITY;
+  }
+}
+
+function approvalData(a: { status: string; plan?: unknown; note?: string; responded_at?: string }): Record<string, unknown> {
+  const out: Record<string, unknown> = { status: a.status };
+  if (a.plan !== undefined && a.plan !== null) {
+    if (jsonBytes(a.plan) > MAX_PLAN_BYTES) out.plan_truncated = true;
+    else out.plan = a.plan;
+  }
+  if (a.note !== undefined && a.note !== null) out.note = a.note;
+  if (a.responded_at !== undefined && a.responded_at !== null) out.responded_at = a.responded_at;
+  return out;
+}
+
+/** data per CONTRACT 6.2 (kind, transition, org_id first; links last). */
+export function ceData(fact: Fact, dashboardUrl: string): Record<string, unknown> {
+  const d: Record<string, unknown> = { kind: fact.kind, transition: fact.transition, org_id: fact.org_id };
+  switch (fact.kind) {
+    case 'workflow':
+    case 'workflow_step': {
+      d.workflow = workflowData(fact.workflow);
+      if (fact.workflow.parent) {
+        const p = fact.workflow.parent;
+        d.parent = { workflow_id: p.workflow_id, step_id: p.step_id, kind: p.kind };
+      }
+      if (fact.kind === 'workflow_step') d.step = stepData(fact.step);
+      if (fact.action) d.action = { id: fact.action.id, name: fact.action.name };
+      if (fact.transition !== 'started') d.outcome = outcomeData(fact.transition, fact.outcome);
+      break;
+    }
+    case 'workflow_step_approval':
+      d.workflow = workflowData(fact.workflow);
+      d.step = stepData(fact.step);
+      d.approval = approvalData(fact.approval);
+      break;
+    case 'drift_detected':
+      d.workflow = workflowData(fact.workflow);
+      d.step = stepData(fact.step);
+      d.install_id = fact.install_id;
+      d.drift = {
+        ...(fact.drift.component_id ? { component_id: fact.drift.component_id } : {}),
+        ...(fact.drift.sandbox_id ? { sandbox_id: fact.drift.sandbox_id } : {}),
+        changes: fact.drift.changes.map((ch) => ({ address: ch.address, action: ch.action })),
+      };
+      break;
+    case 'component_health':
+      d.install_id = fact.install_id;
+      d.component_id = fact.component_id;
+      d.health = {
+        verdict: fact.health.verdict,
+        previous: fact.health.previous ?? null,
+        ...(fact.health.reason !== undefined ? { reason: fact.health.reason } : {}),
+      };
+      break;
+    case 'install_health':
+      d.install_id = fact.install_id;
+      d.health = { verdict: fact.health.verdict, previous: fact.health.previous ?? null, component_id: fact.health.component_id };
+      break;
+    case 'runner_unhealthy':
+    case 'runner_inactive':
+      d.runner = { id: fact.runner.id, name: fact.runner.name, group_id: fact.runner.group_id, group_type: fact.runner.group_type };
+      if (fact.reason !== undefined) d.reason = fact.reason;
+      if (fact.install_id) d.install_id = fact.install_id;
+      break;
+    case 'webhook_ping':
+      d.webhook_id = fact.webhook_id;
+      break;
+  }
+  d.links = linksFor(fact, dashboardUrl);
+  return d;
+}
+
+/** The CloudEvent of a fact; null when the fact is not classified (never for ping). */
+export function toCloudEvent(fact: Fact, opts: EnvelopeOptions): CloudEvent | null {
+  const cls = classify(fact);
+  if (!cls && fact.kind !== 'webhook_ping') return null;
+  return {
+    specversion: '1.0',
+    id: opts.id ?? randomUUID(),
+    type: ceType(fact),
+    source: opts.source,
+    time: fact.time,
+    subject: ceSubject(fact),
+    datacontenttype: 'application/json',
+    svcorgid: fact.org_id,
+    svckind: fact.kind,
+    svctransition: fact.transition,
+    interests: slugsFor(fact, cls),
+    data: ceData(fact, opts.dashboardUrl),
+  };
+}

@@ -1,0 +1,141 @@
+// Facts: what the engine records. Each fact becomes exactly one CloudEvent (src/events/cloudevent.ts).
+// The engine builds facts from machine outputs; events/ turns them into envelopes; dispatch/ routes them.
+
+export type OwnerType = 'installs' | 'apps' | 'app_branches';
+export type LifecycleTransition = 'started' | 'succeeded' | 'failed' | 'cancelled';
+export type ExecutionType = 'system' | 'user' | 'approval' | 'skipped' | 'hidden';
+export type Verdict = 'healthy' | 'degraded' | 'unhealthy' | 'unknown';
+
+export interface ParentRef {
+  workflow_id: string;
+  step_id: string;
+  kind: 'workflow_step';
+}
+
+export interface WorkflowRef {
+  id: string;
+  type: string;
+  owner_id: string;
+  owner_type: OwnerType;
+  /** present only when launched from another workflow's step */
+  parent?: ParentRef | null;
+}
+
+export interface StepRef {
+  id: string;
+  name: string;
+  idx: number;
+  target_type?: string | null;
+  target_id?: string | null;
+  component_id?: string | null;
+  sandbox_id?: string | null;
+  execution_type: ExecutionType;
+}
+
+export interface Outcome {
+  status: 'succeeded' | 'failed' | 'cancelled';
+  error?: string;
+  duration_ms: number;
+}
+
+/** Entities an event is about, for `match` (CONTRACT 6.3) and for links. */
+export interface FactScope {
+  install_id?: string | null;
+  component_id?: string | null;
+  sandbox_id?: string | null;
+  action?: { id: string; name: string } | null;
+}
+
+interface Base {
+  org_id: string;
+  /** ISO 8601 UTC: when the engine recorded the fact */
+  time: string;
+}
+
+export interface WorkflowFact extends Base, FactScope {
+  kind: 'workflow';
+  transition: LifecycleTransition;
+  workflow: WorkflowRef;
+  /** terminal transitions only */
+  outcome?: Outcome;
+}
+
+export interface StepFact extends Base, FactScope {
+  kind: 'workflow_step';
+  transition: LifecycleTransition;
+  workflow: WorkflowRef;
+  step: StepRef;
+  outcome?: Outcome;
+}
+
+export interface ApprovalFact extends Base, FactScope {
+  kind: 'workflow_step_approval';
+  transition: 'requested' | 'approved' | 'rejected';
+  workflow: WorkflowRef;
+  step: StepRef;
+  approval: { status: 'requested' | 'approved' | 'rejected'; plan?: unknown; note?: string; responded_at?: string };
+}
+
+export interface DriftFact extends Base, FactScope {
+  kind: 'drift_detected';
+  transition: 'detected';
+  workflow: WorkflowRef;
+  step: StepRef;
+  install_id: string;
+  drift: { component_id?: string; sandbox_id?: string; changes: Array<{ address: string; action: string }> };
+}
+
+export interface ComponentHealthFact extends Base {
+  kind: 'component_health';
+  transition: 'unhealthy' | 'recovered';
+  install_id: string;
+  component_id: string;
+  health: { verdict: Verdict; previous: Verdict | null; reason?: string };
+}
+
+export interface InstallHealthFact extends Base {
+  kind: 'install_health';
+  transition: 'degraded' | 'recovered';
+  install_id: string;
+  health: { verdict: Verdict; previous: Verdict | null; component_id: string };
+}
+
+export interface RunnerInfo {
+  id: string;
+  name: string;
+  group_id: string;
+  group_type: string;
+}
+
+export interface RunnerUnhealthyFact extends Base {
+  kind: 'runner_unhealthy';
+  transition: 'unhealthy';
+  runner: RunnerInfo;
+  reason: string;
+  install_id?: string | null;
+}
+
+export interface RunnerInactiveFact extends Base {
+  kind: 'runner_inactive';
+  transition: 'inactive';
+  runner: RunnerInfo;
+  reason?: string;
+  install_id?: string | null;
+}
+
+export interface PingFact extends Base {
+  kind: 'webhook_ping';
+  transition: 'ping';
+  webhook_id: string;
+}
+
+export type Fact =
+  | WorkflowFact
+  | StepFact
+  | ApprovalFact
+  | DriftFact
+  | ComponentHealthFact
+  | InstallHealthFact
+  | RunnerUnhealthyFact
+  | RunnerInactiveFact
+  | PingFact;

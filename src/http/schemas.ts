@@ -1,0 +1,69 @@
+// Request bodies of the /v1 API (apps, installs, workflows, rollback). One schema validates a
+// request and documents it in the OpenAPI document. Webhook bodies live in src/webhooks/subscription.ts.
+import { z } from 'zod';
+
+const name = z.string().trim().min(1).max(200);
+const labels = z.record(z.string().min(1).max(200), z.string().max(200));
+const id = z.string().min(1).max(64);
+
+export const createAppSchema = z.strictObject({ name });
+
+export const componentSpecSchema = z.strictObject({
+  name,
+  type: z.string().max(200).optional(),
+  labels: labels.optional(),
+  values: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const actionSpecSchema = z.strictObject({
+  name,
+  labels: labels.optional(),
+  inputs: z.record(z.string().min(1), z.strictObject({ required: z.boolean().optional() })).optional(),
+});
+
+export const appConfigSchema = z
+  .strictObject({
+    sandbox: z.record(z.string(), z.unknown()).optional(),
+    components: z.array(componentSpecSchema),
+    actions: z.array(actionSpecSchema).optional(),
+    inputs: z.record(z.string(), z.unknown()).optional(),
+  })
+  .superRefine((c, ctx) => {
+    const dup = (list: Array<{ name: string }>, path: string) => {
+      const seen = new Set<string>();
+      list.forEach((x, i) => {
+        if (seen.has(x.name)) ctx.addIssue({ code: 'custom', path: [path, i, 'name'], message: `duplicate ${path} name ${x.name}` });
+        seen.add(x.name);
+      });
+    };
+    dup(c.components, 'components');
+    dup(c.actions ?? [], 'actions');
+  });
+
+export const selectorSchema = z.strictObject({ match_labels: labels.refine((l) => Object.keys(l).length > 0, 'match_labels must not be empty') });
+
+export const createBranchSchema = z.strictObject({
+  name,
+  install_groups: z
+    .array(
+      z
+        .strictObject({ name, install_ids: z.array(id).optional(), selector: selectorSchema.optional() })
+        .refine((g) => g.install_ids !== undefined || g.selector !== undefined, 'a group needs install_ids or a selector'),
+    )
+    .min(1),
+});
+
+export const createInstallSchema = z.strictObject({
+  app_id: id,
+  name,
+  app_config_id: id.optional(),
+  labels: labels.optional(),
+  app_branch_id: id.optional(),
+});
+
+export const actionRunSchema = z.strictObject({ inputs: z.record(z.string(), z.unknown()).optional() });
+export const driftScanSchema = z.strictObject({ sandbox: z.boolean().optional() });
+export const inputsUpdateSchema = z.strictObject({ inputs: z.record(z.string(), z.unknown()) });
+export const approvalSchema = z.strictObject({ response: z.enum(['approved', 'rejected']), note: z.string().max(4000).optional() });
+export const configUpdateSchema = z.strictObject({ app_config_id: id, plan_only: z.boolean().optional() });
+export const branchRunSchema = z.strictObject({ app_config_id: id, skip_builds: z.boolean().optional() });

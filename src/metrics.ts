@@ -1,0 +1,63 @@
+// Prometheus metrics (CONTRACT 6.5). Each call builds its own Registry so that tests and
+// several service instances in one process never share counters.
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export type IngestResult = 'accepted' | 'duplicate' | 'ignored' | 'invalid';
+export type DeliveryOutcome = 'success' | 'failure';
+
+export interface Metrics {
+  registry: Registry;
+  /** svc_ingest_messages_total{result} */
+  ingestMessages: Counter<'result'>;
+  /** svc_events_emitted_total{type} */
+  eventsEmitted: Counter<'type'>;
+  /** svc_deliveries_total{outcome} */
+  deliveries: Counter<'outcome'>;
+  /** svc_delivery_duration_seconds (every delivery attempt) */
+  deliveryDuration: Histogram<string>;
+}
+
+/** Buckets from 1 ms to 10 s (the delivery timeout is 5 s by default). */
+export const DELIVERY_DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics {
+  const registry = new Registry();
+  const ingestMessages = new Counter({
+    name: 'svc_ingest_messages_total',
+    help: 'Producer messages received on svc.ingest.>, by result',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  for (const result of ['accepted', 'duplicate', 'ignored', 'invalid'] satisfies IngestResult[]) ingestMessages.inc({ result }, 0);
+
+  const eventsEmitted = new Counter({
+    name: 'svc_events_emitted_total',
+    help: 'CloudEvents emitted by the engine, by CloudEvents type',
+    labelNames: ['type'] as const,
+    registers: [registry],
+  });
+
+  const deliveries = new Counter({
+    name: 'svc_deliveries_total',
+    help: 'Webhook delivery attempts, by outcome (no retries: one attempt per event and webhook)',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  for (const outcome of ['success', 'failure'] satisfies DeliveryOutcome[]) deliveries.inc({ outcome }, 0);
+
+  const deliveryDuration = new Histogram({
+    name: 'svc_delivery_duration_seconds',
+    help: 'Duration of webhook delivery attempts in seconds (target check, request and response)',
+    buckets: DELIVERY_DURATION_BUCKETS,
+    registers: [registry],
+  });
+
+  if (opts.defaultMetrics) collectDefaultMetrics({ register: registry });
+
+  return { registry, ingestMessages, eventsEmitted, deliveries, deliveryDuration };
+}
+
+/** Prometheus text exposition of a Metrics registry. */
+export async function renderMetrics(m: Metrics): Promise<{ contentType: string; body: string }> {
+  return { contentType: m.registry.contentType, body: await m.registry.metrics() };
+}

@@ -1,0 +1,39 @@
+// Building facts from stored rows: the one place that knows which entities an event is about.
+import type { Db } from '../../store/db.ts';
+import { getActionById } from '../../store/installs.ts';
+import type { StepRow, WorkflowRow } from '../../store/workflows.ts';
+import type { FactScope, StepRef, WorkflowRef } from '../events/facts.ts';
+
+export function workflowRef(wf: WorkflowRow): WorkflowRef {
+  const ref: WorkflowRef = { id: wf.workflow_id, type: wf.type, owner_id: wf.owner_id, owner_type: wf.owner_type };
+  if (wf.parent) ref.parent = wf.parent;
+  return ref;
+}
+
+export function stepRef(s: StepRow): StepRef {
+  const ref: StepRef = { id: s.step_id, name: s.name, idx: s.idx, execution_type: s.execution_type };
+  if (s.target_type) ref.target_type = s.target_type;
+  if (s.target_id) ref.target_id = s.target_id;
+  if (s.component_id) ref.component_id = s.component_id;
+  if (s.sandbox_id) ref.sandbox_id = s.sandbox_id;
+  return ref;
+}
+
+/** The install, component, sandbox and action a workflow (step) event concerns. */
+export function scopeOf(db: Db, wf: WorkflowRow, step?: StepRow): FactScope {
+  const scope: FactScope = {};
+  if (wf.owner_type === 'installs') scope.install_id = wf.owner_id;
+  if (step?.component_id) scope.component_id = step.component_id;
+  if (step?.sandbox_id) scope.sandbox_id = step.sandbox_id;
+  const actionId = wf.action_id ?? (step?.params?.action_id as string | undefined);
+  if (actionId) {
+    const a = getActionById(db, actionId);
+    scope.action = { id: actionId, name: a?.name ?? actionId };
+  }
+  return scope;
+}
+
+export function durationMs(startedAt: string | null, endIso: string): number {
+  if (!startedAt) return 0;
+  return Math.max(0, Date.parse(endIso) - Date.parse(startedAt));
+}

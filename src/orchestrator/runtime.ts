@@ -1,0 +1,509 @@
+// The orchestrator: runs the workflows the engine starts, step by step, one transaction per fact.
+// Every state change goes through a pure machine (machines/) and is persisted with the facts it emits.
+import type { Logger } from 'pino';
+import { nowIso } from '../../store/db.ts';
+import { getConfig } from '../../store/apps.ts';
+import {
+  getInstallById,
+  getActionById,
+  listComponents,
+  setProvisioned,
+  type Install,
+} from '../../store/installs.ts';
+import { orgRunner } from '../../store/runners.ts';
+import {
+  cancelWorkflowJobs,
+  getJob,
+  getStep,
+  getWorkflow,
+  insertJob,
+  insertStep,
+  insertWorkflow,
+  listChildWorkflows,
+  listSteps,
+  setJobStatus,
+  setVersionStatusForWorkflow,
+  updateStep,
+  updateWorkflowStatus,
+  type Status,
+  type StepRow,
+  type WorkflowRow,
+} from '../../store/workflows.ts';
+import { advance, stepMachine, workflowMachine } from '../../machines/index.ts';
+import type { Engine, Tx } from '../engine/engine.ts';
+import type { OwnerType, ParentRef } from '../events/facts.ts';
+import { ConflictError, NotFoundError } from '../errors.ts';
+import { newId } from '../ids.ts';
+import type { StepDef } from './definitions.ts';
+import { diffConfigs } from './diff.ts';
+import { durationMs, scopeOf, stepRef, workflowRef } from './facts.ts';
+import { applyConfigUpdate } from './config-update.ts';
+
+export type IngestResult = 'accepted' | 'duplicate' | 'ignored';
+
+const TERMINAL: ReadonlySet<Status> = new Set(['succeeded', 'failed', 'cancelled', 'skipped']);
+
+export interface StartWorkflow {
+  org_id: string;
+  type: string;
+  owner_id: string;
+  owner_type: OwnerType;
+  parent?: ParentRef | null;
+  action_id?: string | null;
+  params?: Record<string, unknown>;
+  steps: StepDef[];
+}
+
+type StepEvent =
+  | { type: 'start' }
+  | { type: 'succeed' }
+  | { type: 'fail'; error: string }
+  | { type: 'cancel' }
+  | { type: 'skip' }
+  | { type: 'request_approval' }
+  | { type: 'approve' }
+  | { type: 'reject'; error?: string };
+
+interface LifecycleEmit {
+  type: 'lifecycle' | 'approval';
+  transition: string;
+  error?: string;
+}
+
+export class Orchestrator {
+  constructor(
+    readonly engine: Engine,
+    private readonly logger: Logger,
+  ) {}
+
+  private get db() {
+    return this.engine.db;
+  }
+
+  // ------------------------------------------------------------------ workflows
+
+  /** Create a workflow and its steps, emit `started`, and run its first step. */
+  startWorkflow(spec: StartWorkflow): WorkflowRow {
+    return this.engine.tx((t) => {
+      const id = newId('wf');
+      insertWorkflow(this.db, {
+        workflow_id: id,
+        org_id: spec.org_id,
+        type: spec.type,
+        owner_id: spec.owner_id,
+        owner_type: spec.owner_type,
+        parent: spec.parent ?? null,
+        action_id: spec.action_id ?? null,
+        external: false,
+        status: 'pending',
+        error: null,
+        params: spec.params ?? {},
+        started_at: null,
+        finished_at: null,
+      });
+      spec.steps.forEach((d, idx) => {
+        insertStep(this.db, {
+          step_id: newId('st'),
+          workflow_id: id,
+          org_id: spec.org_id,
+          idx,
+          name: d.name,
+          target_type: d.target_type,
+          target_id: d.target_id ?? (d.target_type ? this.targetIdFor(d.target_type) : null),
+          component_id: d.component_id ?? null,
+          sandbox_id: d.sandbox_id ?? null,
+          execution_type: d.execution_type,
+          operation: d.operation ?? null,
+          status: 'pending',
+          error: null,
+          plan: null,
+          approval: null,
+          params: { ...(d.params ?? {}), kind: d.kind, runner: d.runner ?? null, action_id: d.action_id ?? null },
+          started_at: null,
+          finished_at: null,
+        });
+      });
+      const wf = getWorkflow(this.db, id)!;
+      this.workflowEvent(t, wf, { type: 'start' });
+      this.advance(t, id);
+      return getWorkflow(this.db, id)!;
+    });
+  }
+
+  private targetIdFor(targetType: string): string {
+    const prefix: Record<string, string> = {
+      install_deploys: 'dep',
+      install_sandbox_runs: 'sbr',
+      install_action_workflow_runs: 'awr',
+      install_stack_versions: 'stv',
+    };
+    return newId(prefix[targetType] ?? 'tgt');
+  }
+
+  /** Run the workflow forward until it waits for something (a job, an approval, children) or ends. */
+  advance(t: Tx, workflowId: string): void {
+    for (let guard = 0; guard < 10_000; guard++) {
+      const wf = getWorkflow(this.db, workflowId);
+      if (!wf || TERMINAL.has(wf.status)) return;
+      const steps = listSteps(this.db, workflowId);
+      if (steps.some((s) => s.status === 'started' || s.status === 'awaiting_approval')) return;
+      const failed = steps.find((s) => s.status === 'failed');
+      if (failed) {
+        this.cancelPending(t, wf, steps);
+        this.finishWorkflow(t, wf, 'failed', failed.error ?? `step ${failed.name} failed`);
+        return;
+      }
+      const next = steps.find((s) => s.status === 'pending');
+      if (!next) {
+        const cancelled = steps.some((s) => s.status === 'cancelled');
+        this.finishWorkflow(t, wf, cancelled ? 'cancelled' : 'succeeded');
+        return;
+      }
+      if (!this.runStep(t, wf, next)) return;
+    }
+  }
+
+  /** Begin one step. Returns true when the step finished at once and the loop should go on. */
+  private runStep(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
+    const kind = step.params.kind as string;
+    if (step.execution_type === 'skipped' || step.execution_type === 'hidden') {
+      if (kind !== 'job' || step.execution_type === 'skipped') {
+        this.stepEvent(t, wf, step, { type: 'skip' });
+        return true;
+      }
+    }
+    if (kind === 'approval') {
+      const plan = this.branchGroupPlan(wf, step);
+      updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan, approval: { status: 'requested', plan } });
+      this.stepEvent(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, { type: 'request_approval' });
+      return false;
+    }
+    if (kind === 'children') {
+      this.stepEvent(t, wf, step, { type: 'start' });
+      const started = this.startGroupChildren(t, wf, step);
+      if (started === 0) {
+        this.stepEvent(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, { type: 'succeed' });
+        return true;
+      }
+      return false;
+    }
+    // a job for a runner
+    const missing = this.missingActionInput(wf, step);
+    if (missing) {
+      this.stepEvent(t, wf, step, { type: 'fail', error: `missing required input: ${missing}` });
+      return true;
+    }
+    if (step.params.job_id) return false; // already sent, waiting for the runner
+    this.queueJob(t, wf, step);
+    return false;
+  }
+
+  private missingActionInput(wf: WorkflowRow, step: StepRow): string | null {
+    if (step.operation !== 'action.run' || !wf.action_id) return null;
+    const action = getActionById(this.db, wf.action_id);
+    const given = (wf.params.inputs as Record<string, unknown> | undefined) ?? {};
+    for (const [name, spec] of Object.entries(action?.inputs ?? {})) {
+      if (spec?.required && (given[name] === undefined || given[name] === null)) return name;
+    }
+    return null;
+  }
+
+  private queueJob(t: Tx, wf: WorkflowRow, step: StepRow): void {
+    const install = wf.owner_type === 'installs' ? getInstallById(this.db, wf.owner_id) : undefined;
+    const runnerId =
+      step.params.runner === 'org' || !install ? orgRunner(this.db, wf.org_id)?.runner_id : install.runner_id;
+    if (!runnerId) {
+      this.stepEvent(t, wf, step, { type: 'fail', error: 'no runner for this step' });
+      return;
+    }
+    const jobId = newId('job');
+    const payload: Record<string, unknown> = {
+      job_id: jobId,
+      org_id: wf.org_id,
+      runner_id: runnerId,
+      install_id: install?.install_id ?? null,
+      workflow_id: wf.workflow_id,
+      step_id: step.step_id,
+      operation: step.operation,
+      plan_only: step.operation === 'component.plan' || step.operation === 'sandbox.plan',
+    };
+    if (step.component_id) payload.component_id = step.component_id;
+    if (step.sandbox_id) payload.sandbox_id = step.sandbox_id;
+    if (step.params.action_id) payload.action_id = step.params.action_id;
+    const cfg = (wf.params.app_config_id as string | undefined) ?? install?.app_config_id;
+    if (cfg) payload.app_config_id = cfg;
+    insertJob(this.db, { job_id: jobId, org_id: wf.org_id, runner_id: runnerId, workflow_id: wf.workflow_id, step_id: step.step_id, payload, status: 'queued' });
+    updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, params: { ...step.params, job_id: jobId } });
+    t.jobsChanged();
+  }
+
+  private cancelPending(t: Tx, wf: WorkflowRow, steps: StepRow[]): void {
+    for (const s of steps) if (s.status === 'pending') this.stepEvent(t, wf, s, { type: 'cancel' });
+  }
+
+  private finishWorkflow(t: Tx, wf: WorkflowRow, outcome: 'succeeded' | 'failed' | 'cancelled', error?: string): void {
+    const stepStatuses = listSteps(this.db, wf.workflow_id).map((s) => s.status);
+    const r = this.workflowEvent(t, wf, { type: 'finish', outcome, error, stepStatuses });
+    if (!r) return;
+    cancelWorkflowJobs(this.db, wf.workflow_id);
+    setVersionStatusForWorkflow(this.db, wf.workflow_id, outcome);
+    if (outcome === 'succeeded' && wf.owner_type === 'installs') {
+      if (wf.type === 'provision' || wf.type === 'reprovision') setProvisioned(this.db, wf.owner_id, true);
+      if (wf.type === 'deprovision') setProvisioned(this.db, wf.owner_id, false);
+    }
+    if (wf.parent) this.childFinished(t, wf.parent);
+  }
+
+  // ------------------------------------------------------------------ machines → facts
+
+  /** Apply an event to a step through the step machine; persist; emit its facts. Returns whether it was accepted. */
+  stepEvent(t: Tx, wf: WorkflowRow, step: StepRow, ev: StepEvent, extra?: { duration_ms?: number }): boolean {
+    const silent = step.execution_type === 'hidden' || step.execution_type === 'skipped';
+    const r = advance(stepMachine, step.status, { silent }, ev);
+    if (!r.changed) return false;
+    const now = nowIso();
+    const status = r.state as Status;
+    const startedAt = step.started_at ?? (status !== 'pending' && status !== 'cancelled' && status !== 'skipped' ? now : null);
+    const terminal = status === 'succeeded' || status === 'failed' || status === 'cancelled';
+    const error = ev.type === 'fail' ? ev.error : ev.type === 'reject' ? (ev.error ?? 'approval rejected') : null;
+    updateStep(this.db, {
+      workflow_id: step.workflow_id,
+      step_id: step.step_id,
+      status,
+      started_at: startedAt ?? undefined,
+      finished_at: terminal ? now : undefined,
+      error: error ?? undefined,
+    });
+    const fresh = getStep(this.db, step.workflow_id, step.step_id)!;
+    const scope = scopeOf(this.db, wf, fresh);
+    for (const e of r.emitted as LifecycleEmit[]) {
+      if (e.type === 'lifecycle') {
+        const tr = e.transition as 'started' | 'succeeded' | 'failed' | 'cancelled';
+        t.emit({
+          kind: 'workflow_step',
+          transition: tr,
+          org_id: wf.org_id,
+          time: now,
+          workflow: workflowRef(wf),
+          step: stepRef(fresh),
+          ...scope,
+          ...(tr === 'started'
+            ? {}
+            : {
+                outcome: {
+                  status: tr,
+                  duration_ms: extra?.duration_ms ?? durationMs(startedAt, now),
+                  ...(tr === 'failed' ? { error: error ?? e.error ?? 'failed' } : {}),
+                },
+              }),
+        });
+      } else {
+        const a = fresh.approval ?? { status: e.transition };
+        t.emit({
+          kind: 'workflow_step_approval',
+          transition: e.transition as 'requested' | 'approved' | 'rejected',
+          org_id: wf.org_id,
+          time: now,
+          workflow: workflowRef(wf),
+          step: stepRef(fresh),
+          ...scope,
+          approval: { ...a, status: e.transition as 'requested' | 'approved' | 'rejected' },
+        });
+      }
+    }
+    return true;
+  }
+
+  /** Apply an event to a workflow through the workflow machine; persist; emit. */
+  workflowEvent(
+    t: Tx,
+    wf: WorkflowRow,
+    ev: { type: 'start' } | { type: 'finish'; outcome: 'succeeded' | 'failed' | 'cancelled'; error?: string; stepStatuses: Status[] },
+    extra?: { duration_ms?: number },
+  ): boolean {
+    const r = advance(workflowMachine, wf.status, {}, ev);
+    if (!r.changed) return false;
+    const now = nowIso();
+    const status = r.state as Status;
+    const startedAt = wf.started_at ?? now;
+    const terminal = status !== 'started' && status !== 'pending';
+    const error = ev.type === 'finish' && ev.outcome === 'failed' ? (ev.error ?? 'workflow failed') : null;
+    updateWorkflowStatus(this.db, wf.workflow_id, status, { started_at: startedAt, finished_at: terminal ? now : undefined, error });
+    const scope = scopeOf(this.db, wf);
+    for (const e of r.emitted as LifecycleEmit[]) {
+      const tr = e.transition as 'started' | 'succeeded' | 'failed' | 'cancelled';
+      t.emit({
+        kind: 'workflow',
+        transition: tr,
+        org_id: wf.org_id,
+        time: now,
+        workflow: workflowRef(wf),
+        ...scope,
+        ...(tr === 'started'
+          ? {}
+          : {
+              outcome: {
+                status: tr,
+                duration_ms: extra?.duration_ms ?? durationMs(startedAt, now),
+                ...(tr === 'failed' ? { error: error ?? 'workflow failed' } : {}),
+              },
+            }),
+      });
+    }
+    return true;
+  }
+
+  // ------------------------------------------------------------------ runner results
+
+  /** A runner's report on a job (CONTRACT 5.2). Throws NotFoundError for an unknown job. */
+  onJobResult(
+    orgId: string,
+    jobId: string,
+    msg: { status: 'started' | 'succeeded' | 'failed' | 'cancelled'; error?: string; plan?: { changes: Array<{ address: string; action: string }> } },
+  ): IngestResult {
+    return this.engine.tx((t) => {
+      const job = getJob(this.db, orgId, jobId);
+      if (!job) throw new NotFoundError('job', jobId);
+      const wf = getWorkflow(this.db, job.workflow_id);
+      const step = getStep(this.db, job.workflow_id, job.step_id);
+      if (!wf || !step) throw new NotFoundError('job', jobId);
+      if (job.status === 'cancelled' || job.status === 'done') return step.status === msg.status ? 'duplicate' : 'ignored';
+      if (msg.status === 'started') {
+        if (!this.stepEvent(t, wf, step, { type: 'start' })) return step.status === 'started' ? 'duplicate' : 'ignored';
+        setJobStatus(this.db, jobId, 'started');
+        return 'accepted';
+      }
+      const ev: StepEvent =
+        msg.status === 'succeeded' ? { type: 'succeed' } : msg.status === 'failed' ? { type: 'fail', error: msg.error || 'job failed' } : { type: 'cancel' };
+      if (msg.plan) updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan: msg.plan });
+      if (!this.stepEvent(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, ev)) return step.status === msg.status ? 'duplicate' : 'ignored';
+      setJobStatus(this.db, jobId, 'done');
+      if (msg.status === 'succeeded' && msg.plan) this.detectDrift(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, msg.plan.changes);
+      this.advance(t, wf.workflow_id);
+      return 'accepted';
+    });
+  }
+
+  private detectDrift(t: Tx, wf: WorkflowRow, step: StepRow, changes: Array<{ address: string; action: string }>): void {
+    if (wf.type !== 'drift_run' && wf.type !== 'drift_run_reprovision_sandbox') return;
+    const real = changes.filter((c) => c.action !== 'no-op');
+    if (!real.length) return;
+    t.emit({
+      kind: 'drift_detected',
+      transition: 'detected',
+      org_id: wf.org_id,
+      time: nowIso(),
+      workflow: workflowRef(wf),
+      step: stepRef(step),
+      install_id: wf.owner_id,
+      ...(step.component_id ? { component_id: step.component_id } : {}),
+      ...(step.sandbox_id ? { sandbox_id: step.sandbox_id } : {}),
+      drift: {
+        ...(step.component_id ? { component_id: step.component_id } : {}),
+        ...(step.sandbox_id ? { sandbox_id: step.sandbox_id } : {}),
+        changes: real,
+      },
+    });
+  }
+
+  // ------------------------------------------------------------------ approvals, cancel
+
+  respondToApproval(orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string): StepRow {
+    return this.engine.tx((t) => {
+      const wf = getWorkflow(this.db, workflowId);
+      if (!wf || wf.org_id !== orgId) throw new NotFoundError('workflow', workflowId);
+      const step = getStep(this.db, workflowId, stepId);
+      if (!step) throw new NotFoundError('step', stepId);
+      if (step.status !== 'awaiting_approval') throw new ConflictError(`step ${step.name} is not awaiting approval (status ${step.status})`);
+      const approval = { ...(step.approval ?? {}), status: response, responded_at: nowIso(), ...(note !== undefined ? { note } : {}) };
+      delete (approval as { plan?: unknown }).plan;
+      updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval });
+      const fresh = getStep(this.db, workflowId, stepId)!;
+      const ok =
+        response === 'approved'
+          ? this.stepEvent(t, wf, fresh, { type: 'approve' })
+          : this.stepEvent(t, wf, fresh, { type: 'reject', error: `approval rejected${note ? `: ${note}` : ''}` });
+      if (!ok) throw new ConflictError(`step ${step.name} is not awaiting approval`);
+      // keep the plan on the step for GET workflow
+      updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval: { ...approval, plan: step.plan ?? undefined } });
+      this.advance(t, workflowId);
+      return getStep(this.db, workflowId, stepId)!;
+    });
+  }
+
+  cancelWorkflow(orgId: string, workflowId: string): WorkflowRow {
+    return this.engine.tx((t) => {
+      const wf = getWorkflow(this.db, workflowId);
+      if (!wf || wf.org_id !== orgId) throw new NotFoundError('workflow', workflowId);
+      if (TERMINAL.has(wf.status)) throw new ConflictError(`workflow ${workflowId} already ${wf.status}`);
+      this.cancelTree(t, wf);
+      return getWorkflow(this.db, workflowId)!;
+    });
+  }
+
+  private cancelTree(t: Tx, wf: WorkflowRow): void {
+    for (const s of listSteps(this.db, wf.workflow_id)) {
+      for (const child of listChildWorkflows(this.db, wf.workflow_id, s.step_id)) {
+        if (!TERMINAL.has(child.status)) this.cancelTree(t, child);
+      }
+      const fresh = getStep(this.db, wf.workflow_id, s.step_id)!;
+      if (!TERMINAL.has(fresh.status)) this.stepEvent(t, wf, fresh, { type: 'cancel' });
+    }
+    cancelWorkflowJobs(this.db, wf.workflow_id);
+    const fresh = getWorkflow(this.db, wf.workflow_id)!;
+    if (!TERMINAL.has(fresh.status)) this.finishWorkflow(t, fresh, 'cancelled');
+  }
+
+  // ------------------------------------------------------------------ branch runs
+
+  private branchGroupPlan(wf: WorkflowRow, step: StepRow): unknown {
+    const target = getConfig(this.db, wf.org_id, wf.params.app_config_id as string);
+    const installs = ((step.params.install_ids as string[]) ?? [])
+      .map((id) => getInstallById(this.db, id))
+      .filter((i): i is Install => !!i);
+    return {
+      install_group: step.params.group,
+      installs: installs.map((i) => {
+        const current = i.app_config_id ? getConfig(this.db, wf.org_id, i.app_config_id) : undefined;
+        return {
+          install_id: i.install_id,
+          install_name: i.name,
+          labels: i.labels,
+          old_app_config_id: i.app_config_id,
+          new_app_config_id: target?.app_config_id ?? null,
+          diff: diffConfigs(current?.body ?? null, target?.body ?? { components: [] }),
+        };
+      }),
+    };
+  }
+
+  private startGroupChildren(t: Tx, wf: WorkflowRow, step: StepRow): number {
+    const target = getConfig(this.db, wf.org_id, wf.params.app_config_id as string);
+    if (!target) return 0;
+    let n = 0;
+    for (const id of (step.params.install_ids as string[]) ?? []) {
+      const install = getInstallById(this.db, id);
+      if (!install) continue;
+      applyConfigUpdate(this, t, install, target, { workflow_id: wf.workflow_id, step_id: step.step_id, kind: 'workflow_step' });
+      n++;
+    }
+    return n;
+  }
+
+  private childFinished(t: Tx, parent: ParentRef): void {
+    const wf = getWorkflow(this.db, parent.workflow_id);
+    const step = wf && getStep(this.db, parent.workflow_id, parent.step_id);
+    if (!wf || !step || step.status !== 'started') return;
+    const children = listChildWorkflows(this.db, parent.workflow_id, parent.step_id);
+    if (children.some((c) => !TERMINAL.has(c.status))) return;
+    const bad = children.filter((c) => c.status !== 'succeeded');
+    if (bad.length) this.stepEvent(t, wf, step, { type: 'fail', error: `${bad.length} of ${children.length} installs did not apply the config` });
+    else this.stepEvent(t, wf, step, { type: 'succeed' });
+    this.advance(t, wf.workflow_id);
+  }
+
+  /** Installs' current components (for definitions). */
+  components(installId: string) {
+    return listComponents(this.db, installId);
+  }
+}

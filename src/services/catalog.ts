@@ -1,0 +1,50 @@
+// Apps, their immutable configs and their branches (CONTRACT 4.2).
+import type { z } from 'zod';
+import type { AppContext } from '../context.ts';
+import { InvalidError, NotFoundError } from '../errors.ts';
+import { newId } from '../ids.ts';
+import { getApp, insertApp, insertBranch, insertConfig, listConfigs as dbListConfigs, type AppConfig } from '../../store/apps.ts';
+import { getInstall } from '../../store/installs.ts';
+import type { appConfigSchema, createBranchSchema } from '../http/schemas.ts';
+
+export function createApp(ctx: AppContext, orgId: string, name: string) {
+  const app = insertApp(ctx.db, { app_id: newId('app'), org_id: orgId, name });
+  return { app_id: app.app_id, name: app.name, created_at: app.created_at };
+}
+
+export function mustGetApp(ctx: AppContext, orgId: string, appId: string) {
+  const app = getApp(ctx.db, orgId, appId);
+  if (!app) throw new NotFoundError('app', appId);
+  return app;
+}
+
+export function configView(c: AppConfig) {
+  return { app_config_id: c.app_config_id, app_id: c.app_id, version: c.version, ...c.body, created_at: c.created_at };
+}
+
+export function createConfig(ctx: AppContext, orgId: string, appId: string, body: z.infer<typeof appConfigSchema>) {
+  mustGetApp(ctx, orgId, appId);
+  const c = ctx.db.transaction(() => insertConfig(ctx.db, { app_config_id: newId('cfg'), app_id: appId, org_id: orgId, body })).immediate();
+  return configView(c);
+}
+
+export function listConfigs(ctx: AppContext, orgId: string, appId: string) {
+  mustGetApp(ctx, orgId, appId);
+  return dbListConfigs(ctx.db, appId).map(configView);
+}
+
+export function createBranch(ctx: AppContext, orgId: string, appId: string, body: z.infer<typeof createBranchSchema>) {
+  mustGetApp(ctx, orgId, appId);
+  body.install_groups.forEach((g, gi) =>
+    (g.install_ids ?? []).forEach((id, ii) => {
+      const install = getInstall(ctx.db, orgId, id);
+      if (!install || install.app_id !== appId) {
+        throw new InvalidError(`install ${id} is not an install of app ${appId}`, [
+          { path: `install_groups.${gi}.install_ids.${ii}`, message: 'not an install of this app' },
+        ]);
+      }
+    }),
+  );
+  const b = insertBranch(ctx.db, { app_branch_id: newId('abr'), app_id: appId, org_id: orgId, name: body.name, install_groups: body.install_groups });
+  return b;
+}

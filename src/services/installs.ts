@@ -1,0 +1,179 @@
+// Installs and the workflows that act on them (CONTRACT 4.2).
+import type { z } from 'zod';
+import type { AppContext } from '../context.ts';
+import { InvalidError, NotFoundError } from '../errors.ts';
+import { newId, stableId } from '../ids.ts';
+import { getBranch, getConfig, latestConfig } from '../../store/apps.ts';
+import {
+  getInstall,
+  insertInstall,
+  listActions,
+  listComponents,
+  listInstalls as dbListInstalls,
+  setInstallInputs,
+  type Install,
+} from '../../store/installs.ts';
+import { insertRunner, orgRunner } from '../../store/runners.ts';
+import { insertVersion, listOwnerWorkflows } from '../../store/workflows.ts';
+import { installSteps } from '../orchestrator/definitions.ts';
+import { syncInstallEntities } from '../orchestrator/config-update.ts';
+import type { createInstallSchema } from '../http/schemas.ts';
+import { mustGetApp } from './catalog.ts';
+import { workflowSummary, workflowView } from './workflows.ts';
+
+export function installView(ctx: AppContext, i: Install) {
+  const components = listComponents(ctx.db, i.install_id).map((c) => ({
+    component_id: c.component_id,
+    name: c.name,
+    labels: c.labels,
+    health: c.health_ctx.verdict ?? 'unknown',
+  }));
+  const actions = listActions(ctx.db, i.install_id).map((a) => ({ action_id: a.action_id, name: a.name, labels: a.labels, inputs: a.inputs }));
+  const verdicts = Object.values(i.health_ctx.verdicts ?? {});
+  const rank = { healthy: 0, degraded: 1, unhealthy: 2 } as Record<string, number>;
+  const health = verdicts.length ? verdicts.reduce((w, v) => (rank[v] > rank[w] ? v : w), 'healthy') : 'unknown';
+  return {
+    install_id: i.install_id,
+    name: i.name,
+    app_id: i.app_id,
+    labels: i.labels,
+    app_config_id: i.app_config_id,
+    app_branch_id: i.app_branch_id,
+    components,
+    actions,
+    sandbox_id: i.sandbox_id,
+    runner_id: i.runner_id,
+    inputs: i.inputs,
+    health,
+    provisioned: i.provisioned,
+    created_at: i.created_at,
+  };
+}
+
+export function mustGetInstall(ctx: AppContext, orgId: string, installId: string): Install {
+  const i = getInstall(ctx.db, orgId, installId);
+  if (!i) throw new NotFoundError('install', installId);
+  return i;
+}
+
+export function listInstalls(ctx: AppContext, orgId: string) {
+  return dbListInstalls(ctx.db, orgId).map((i) => installView(ctx, i));
+}
+
+export function getInstallView(ctx: AppContext, orgId: string, installId: string) {
+  return installView(ctx, mustGetInstall(ctx, orgId, installId));
+}
+
+/** The org's runner (group type `org`), created with the first install. */
+function ensureOrgRunner(ctx: AppContext, orgId: string): string {
+  const existing = orgRunner(ctx.db, orgId);
+  if (existing) return existing.runner_id;
+  const runner_id = newId('run');
+  insertRunner(ctx.db, { runner_id, org_id: orgId, install_id: null, name: `org-runner-${orgId}`, group_id: stableId('rgrp', orgId), group_type: 'org' });
+  return runner_id;
+}
+
+/** Create an install, its runner and entities, record version 1 and start `provision` (CONTRACT 4.2). */
+export function createInstall(ctx: AppContext, orgId: string, body: z.infer<typeof createInstallSchema>) {
+  const app = mustGetApp(ctx, orgId, body.app_id);
+  let config;
+  if (body.app_config_id) {
+    config = getConfig(ctx.db, orgId, body.app_config_id);
+    if (!config) throw new NotFoundError('app config', body.app_config_id);
+    if (config.app_id !== app.app_id) {
+      throw new InvalidError(`app config ${config.app_config_id} belongs to another app`, [{ path: 'app_config_id', message: 'config of another app' }]);
+    }
+  } else {
+    config = latestConfig(ctx.db, app.app_id);
+    if (!config) throw new InvalidError(`app ${app.app_id} has no config yet`, [{ path: 'app_id', message: 'app has no config' }]);
+  }
+  if (body.app_branch_id && !getBranch(ctx.db, orgId, app.app_id, body.app_branch_id)) {
+    throw new InvalidError(`app branch ${body.app_branch_id} is not a branch of app ${app.app_id}`, [{ path: 'app_branch_id', message: 'unknown branch of this app' }]);
+  }
+  const installId = newId('inst');
+  ctx.engine.tx(() => {
+    ensureOrgRunner(ctx, orgId);
+    const runnerId = newId('run');
+    insertInstall(ctx.db, {
+      install_id: installId,
+      org_id: orgId,
+      app_id: app.app_id,
+      name: body.name,
+      labels: body.labels ?? {},
+      app_config_id: null,
+      app_branch_id: body.app_branch_id ?? null,
+      sandbox_id: stableId('sbx', installId),
+      runner_id: runnerId,
+      inputs: config.body.inputs ?? {},
+    });
+    insertRunner(ctx.db, { runner_id: runnerId, org_id: orgId, install_id: installId, name: `install-${body.name}`, group_id: stableId('rgrp', installId), group_type: 'install' });
+    const install = getInstall(ctx.db, orgId, installId)!;
+    syncInstallEntities(ctx.db, install, config);
+    const wf = ctx.orchestrator.startWorkflow({
+      org_id: orgId,
+      type: 'provision',
+      owner_id: installId,
+      owner_type: 'installs',
+      params: { app_config_id: config.app_config_id },
+      steps: installSteps('provision', { install, components: listComponents(ctx.db, installId) }),
+    });
+    insertVersion(ctx.db, {
+      version_id: newId('ver'),
+      install_id: installId,
+      org_id: orgId,
+      app_config_id: config.app_config_id,
+      old_app_config_id: null,
+      workflow_id: wf.workflow_id,
+      status: wf.status,
+    });
+  });
+  ctx.labelsChanged(installId);
+  return getInstallView(ctx, orgId, installId);
+}
+
+export type InstallWorkflowType =
+  | 'reprovision'
+  | 'deprovision'
+  | 'manual_deploy'
+  | 'teardown_component'
+  | 'reprovision_sandbox'
+  | 'deprovision_sandbox'
+  | 'action_workflow_run'
+  | 'drift_run'
+  | 'drift_run_reprovision_sandbox'
+  | 'input_update'
+  | 'sync_secrets';
+
+/** Start one of the install workflows of CONTRACT 4.2 and return it. */
+export function startInstallWorkflow(
+  ctx: AppContext,
+  orgId: string,
+  installId: string,
+  type: InstallWorkflowType,
+  opts: { component_id?: string; action_id?: string; inputs?: Record<string, unknown> } = {},
+) {
+  const install = mustGetInstall(ctx, orgId, installId);
+  const components = listComponents(ctx.db, installId);
+  const component = opts.component_id ? components.find((c) => c.component_id === opts.component_id) : undefined;
+  if (opts.component_id && !component) throw new NotFoundError('component', opts.component_id);
+  const action = opts.action_id ? listActions(ctx.db, installId).find((a) => a.action_id === opts.action_id) : undefined;
+  if (opts.action_id && !action) throw new NotFoundError('action', opts.action_id);
+  const wf = ctx.engine.tx(() => {
+    if (type === 'input_update' && opts.inputs) setInstallInputs(ctx.db, installId, { ...install.inputs, ...opts.inputs });
+    return ctx.orchestrator.startWorkflow({
+      org_id: orgId,
+      type,
+      owner_id: installId,
+      owner_type: 'installs',
+      action_id: action?.action_id ?? null,
+      params: { ...(opts.inputs ? { inputs: opts.inputs } : {}) },
+      steps: installSteps(type, { install, components, component, action }),
+    });
+  });
+  return workflowView(ctx, wf.workflow_id);
+}
+
+export function listInstallWorkflows(ctx: AppContext, orgId: string, installId: string) {
+  mustGetInstall(ctx, orgId, installId);
+  return listOwnerWorkflows(ctx.db, orgId, installId).map(workflowSummary);
+}

@@ -1,0 +1,59 @@
+// Reading workflows, answering approvals, cancelling (CONTRACT 4.2).
+import type { AppContext } from '../context.ts';
+import { NotFoundError } from '../errors.ts';
+import { getWorkflow, listSteps, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
+
+export function workflowSummary(w: WorkflowRow) {
+  return {
+    workflow_id: w.workflow_id,
+    type: w.type,
+    owner_id: w.owner_id,
+    owner_type: w.owner_type,
+    parent: w.parent,
+    status: w.status,
+    error: w.error,
+    created_at: w.created_at,
+    started_at: w.started_at,
+    finished_at: w.finished_at,
+  };
+}
+
+export function stepView(s: StepRow) {
+  const v: Record<string, unknown> = {
+    step_id: s.step_id,
+    name: s.name,
+    idx: s.idx,
+    target_type: s.target_type,
+    target_id: s.target_id,
+    component_id: s.component_id,
+    sandbox_id: s.sandbox_id,
+    execution_type: s.execution_type,
+    status: s.status,
+    error: s.error,
+    started_at: s.started_at,
+    finished_at: s.finished_at,
+  };
+  if (s.approval) v.approval = s.approval;
+  if (s.plan !== null) v.plan = s.plan;
+  return v;
+}
+
+export function workflowView(ctx: AppContext, workflowId: string) {
+  const w = getWorkflow(ctx.db, workflowId)!;
+  return { ...workflowSummary(w), action_id: w.action_id, external: w.external, steps: listSteps(ctx.db, workflowId).map(stepView) };
+}
+
+export function getWorkflowView(ctx: AppContext, orgId: string, workflowId: string) {
+  const w = getWorkflow(ctx.db, workflowId);
+  if (!w || w.org_id !== orgId) throw new NotFoundError('workflow', workflowId);
+  return workflowView(ctx, workflowId);
+}
+
+export function respondToApproval(ctx: AppContext, orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string) {
+  return stepView(ctx.orchestrator.respondToApproval(orgId, workflowId, stepId, response, note));
+}
+
+export function cancelWorkflow(ctx: AppContext, orgId: string, workflowId: string) {
+  ctx.orchestrator.cancelWorkflow(orgId, workflowId);
+  return workflowView(ctx, workflowId);
+}

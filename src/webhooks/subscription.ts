@@ -1,0 +1,239 @@
+// Webhook subscription documents: validation of create/PATCH bodies (CONTRACT 4.1, spec 2.1-2.4),
+// normalisation of match for responses, the canonical match used for uniqueness, and the
+// effective interests of a stored webhook.
+import { z } from 'zod';
+
+// ------------------------------------------------------------------ vocabulary
+
+/** Resources of the interests filter and their subscription ops (spec 2.2, plus app_branches). */
+export const RESOURCE_OPS = {
+  installs: ['provision', 'deprovision', 'reprovision'],
+  stacks: ['version_active'],
+  components: ['deploy', 'teardown'],
+  sandboxes: ['provision', 'reprovision', 'deprovision'],
+  install_configurations: ['inputs', 'secrets'],
+  runners: ['provision', 'reprovision', 'inactive', 'unhealthy'],
+  actions: ['run'],
+  app_branches: ['run'],
+} as const satisfies Record<string, readonly [string, ...string[]]>;
+
+export type ResourceName = keyof typeof RESOURCE_OPS;
+export const RESOURCE_NAMES = Object.keys(RESOURCE_OPS) as ResourceName[];
+
+export const OUTCOMES = ['all', 'completion', 'failures', 'none'] as const;
+export type Outcome = (typeof OUTCOMES)[number];
+
+/** Flags that may be `true` only on some resources (`false` is accepted anywhere). */
+const FLAG_RESOURCES = {
+  drift_detected: ['components', 'sandboxes'],
+  component_health: ['components'],
+  install_degraded: ['installs'],
+} as const satisfies Record<string, readonly ResourceName[]>;
+
+export const MATCH_KINDS = ['installs', 'components', 'actions'] as const;
+export type MatchKind = (typeof MATCH_KINDS)[number];
+
+// ------------------------------------------------------------------ types
+
+export interface ResourceConfig {
+  ops?: string[];
+  outcome?: Outcome;
+  approval_requests?: boolean;
+  approval_responses?: boolean;
+  drift_detected?: boolean;
+  component_health?: boolean;
+  install_degraded?: boolean;
+}
+
+export interface Interests {
+  all_events?: boolean;
+  resources?: Partial<Record<ResourceName, ResourceConfig>>;
+}
+
+export interface MatchFilter {
+  ids?: string[];
+  selector?: { match_labels: Record<string, string> };
+}
+
+export type Match = Partial<Record<MatchKind, MatchFilter>>;
+
+// ------------------------------------------------------------------ interests
+
+/** Whole-document rules run only on an otherwise valid document (no redundant issues). */
+const onlyIfValid = { when: (payload: { issues: readonly unknown[] }) => payload.issues.length === 0 };
+
+function resourceConfigSchema(resource: ResourceName) {
+  return z
+    .strictObject({
+      ops: z.array(z.enum(RESOURCE_OPS[resource], { error: `not an op of ${resource} (one of: ${RESOURCE_OPS[resource].join(', ')})` })).optional(),
+      outcome: z.enum(OUTCOMES, { error: `must be one of: ${OUTCOMES.join(', ')}` }).optional(),
+      approval_requests: z.boolean().optional(),
+      approval_responses: z.boolean().optional(),
+      drift_detected: z.boolean().optional(),
+      component_health: z.boolean().optional(),
+      install_degraded: z.boolean().optional(),
+    })
+    .superRefine((cfg, ctx) => {
+      for (const [flag, allowed] of Object.entries(FLAG_RESOURCES) as [keyof typeof FLAG_RESOURCES, readonly ResourceName[]][]) {
+        if (cfg[flag] === true && !allowed.includes(resource)) {
+          ctx.addIssue({ code: 'custom', path: [flag], message: `${flag} applies only to ${allowed.join(' and ')}` });
+        }
+      }
+    });
+}
+
+const resourcesSchema = z.strictObject(
+  Object.fromEntries(RESOURCE_NAMES.map((r) => [r, resourceConfigSchema(r).optional()])) as {
+    [R in ResourceName]: z.ZodOptional<ReturnType<typeof resourceConfigSchema>>;
+  },
+);
+
+export const interestsSchema = z
+  .strictObject({
+    all_events: z.boolean().optional(),
+    resources: resourcesSchema.optional(),
+  })
+  .superRefine((doc, ctx) => {
+    if (doc.all_events === true) {
+      if (doc.resources !== undefined) {
+        ctx.addIssue({ code: 'custom', path: ['resources'], message: 'all_events true cannot be combined with resources' });
+      }
+      return;
+    }
+    if (doc.resources === undefined) {
+      const path = doc.all_events === false ? ['all_events'] : [];
+      ctx.addIssue({ code: 'custom', path, message: 'interests select nothing: set all_events true or name resources' });
+    } else if (Object.keys(doc.resources).length === 0) {
+      ctx.addIssue({ code: 'custom', path: ['resources'], message: 'resources must name at least one resource' });
+    }
+  }, onlyIfValid);
+
+// ------------------------------------------------------------------ match
+
+const matchFilterSchema = z.strictObject({
+  ids: z.array(z.string().min(1, { error: 'must be a non-empty string' })).min(1, { error: 'ids must not be empty' }).optional(),
+  selector: z
+    .strictObject({
+      match_labels: z
+        .record(z.string().min(1, { error: 'label key must be non-empty' }), z.string())
+        .refine((labels) => Object.keys(labels).length > 0, { error: 'match_labels must name at least one label' }),
+    })
+    .optional(),
+});
+
+export const matchSchema = z
+  .strictObject({
+    installs: matchFilterSchema.optional(),
+    components: matchFilterSchema.optional(),
+    actions: matchFilterSchema.optional(),
+  })
+  .refine((m) => MATCH_KINDS.some((k) => m[k] !== undefined), {
+    error: `match must name at least one of: ${MATCH_KINDS.join(', ')}`,
+    ...onlyIfValid,
+  });
+
+// ------------------------------------------------------------------ bodies
+
+const MAX_URL = 2048;
+
+/** Absolute http(s) URL with a non-empty host: the raw text must read `http(s)://<host>...`. */
+function isWebhookUrl(s: string): boolean {
+  if (!/^https?:\/\/[^/\\?#]/i.test(s) || /[\s\u0000-\u001f\u007f]/.test(s)) return false;
+  try {
+    const u = new URL(s);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '';
+  } catch {
+    return false;
+  }
+}
+
+const webhookUrlSchema = z
+  .string({ error: (iss) => (iss.input === undefined ? 'webhook_url is required' : 'webhook_url must be a string') })
+  .max(MAX_URL, { error: `webhook_url must be at most ${MAX_URL} characters` })
+  .refine(isWebhookUrl, { error: 'webhook_url must be an absolute http or https URL with a host' });
+
+const secretSchema = z.string({ error: 'secret must be a string' }).min(1, { error: 'secret must not be empty' }).max(512, {
+  error: 'secret must be at most 512 characters',
+});
+
+export const createWebhookBodySchema = z.strictObject({
+  webhook_url: webhookUrlSchema,
+  secret: secretSchema.optional(),
+  interests: interestsSchema.optional(),
+  match: matchSchema.nullable().optional(),
+});
+
+export const patchWebhookBodySchema = z
+  .strictObject({
+    webhook_url: z.never({ error: 'webhook_url is immutable after create' }).optional(),
+    interests: interestsSchema.optional(),
+    match: matchSchema.nullable().optional(),
+    secret: secretSchema.nullable().optional(),
+  })
+  .refine((b) => b.interests !== undefined || b.match !== undefined || b.secret !== undefined, {
+    error: 'body must name at least one of: interests, match, secret',
+  });
+
+export type CreateWebhookBody = z.infer<typeof createWebhookBodySchema>;
+export type PatchWebhookBody = z.infer<typeof patchWebhookBodySchema>;
+
+// Compile-time checks that the schemas produce the declared types.
+const _interestsFits = (i: z.infer<typeof interestsSchema>): Interests => i;
+const _matchFits = (m: z.infer<typeof matchSchema>): Match => m;
+void _interestsFits;
+void _matchFits;
+
+// ------------------------------------------------------------------ helpers
+
+const sortedSet = (xs: readonly string[]): string[] => [...new Set(xs)].sort();
+
+/** Match as returned by the API: ids deduplicated and sorted, everything else as given. */
+export function normalizeMatch(m: Match | null): Match | null {
+  if (m === null || m === undefined) return null;
+  const out: Match = {};
+  for (const [kind, filter] of Object.entries(m) as [MatchKind, MatchFilter | undefined][]) {
+    if (filter === undefined) continue;
+    const copy: MatchFilter = { ...filter };
+    if (filter.ids) copy.ids = sortedSet(filter.ids);
+    if (filter.selector) copy.selector = { match_labels: { ...filter.selector.match_labels } };
+    out[kind] = copy;
+  }
+  return out;
+}
+
+/**
+ * Deterministic text of a match for the (org, webhook_url, match) unique index: '' for org-wide;
+ * otherwise kinds in fixed order, ids as a sorted set, labels sorted by key.
+ */
+export function canonicalMatch(m: Match | null): string {
+  if (m === null || m === undefined) return '';
+  const parts: unknown[] = [];
+  for (const kind of MATCH_KINDS) {
+    const f = m[kind];
+    if (f === undefined) continue;
+    const ids = f.ids ? sortedSet(f.ids) : null;
+    const labels = f.selector
+      ? Object.entries(f.selector.match_labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      : null;
+    parts.push([kind, ids, labels]);
+  }
+  return JSON.stringify(parts);
+}
+
+/**
+ * Interests of a stored webhook: a valid stored document as is; null, undefined, empty, legacy or
+ * otherwise unreadable documents mean `{all_events: true}` (spec 2.1, 9.3). A JSON string is parsed.
+ */
+export function effectiveInterests(stored: unknown): Interests {
+  let doc = stored;
+  if (typeof doc === 'string') {
+    try {
+      doc = JSON.parse(doc);
+    } catch {
+      return { all_events: true };
+    }
+  }
+  if (doc === null || doc === undefined) return { all_events: true };
+  const r = interestsSchema.safeParse(doc);
+  return r.success ? r.data : { all_events: true };
+}

@@ -1,0 +1,105 @@
+import type { Db } from './db.ts';
+import { fromJson, nowIso, toJson } from './db.ts';
+import type { AppConfigBody } from '../src/orchestrator/diff.ts';
+
+export interface App {
+  app_id: string;
+  org_id: string;
+  name: string;
+  created_at: string;
+}
+
+export interface AppConfig {
+  app_config_id: string;
+  app_id: string;
+  org_id: string;
+  version: number;
+  body: AppConfigBody;
+  created_at: string;
+}
+
+export interface InstallGroup {
+  name: string;
+  install_ids?: string[];
+  selector?: { match_labels: Record<string, string> };
+}
+
+export interface AppBranch {
+  app_branch_id: string;
+  app_id: string;
+  org_id: string;
+  name: string;
+  install_groups: InstallGroup[];
+  created_at: string;
+}
+
+export function insertApp(db: Db, a: Omit<App, 'created_at'>): App {
+  const row = { ...a, created_at: nowIso() };
+  db.prepare('INSERT INTO apps (app_id, org_id, name, created_at) VALUES (?, ?, ?, ?)').run(row.app_id, row.org_id, row.name, row.created_at);
+  return row;
+}
+
+export function getApp(db: Db, orgId: string, appId: string): App | undefined {
+  return db.prepare('SELECT app_id, org_id, name, created_at FROM apps WHERE org_id = ? AND app_id = ?').get(orgId, appId) as App | undefined;
+}
+
+export function listApps(db: Db, orgId: string): App[] {
+  return db.prepare('SELECT app_id, org_id, name, created_at FROM apps WHERE org_id = ? ORDER BY rowid DESC').all(orgId) as App[];
+}
+
+type RawConfig = Omit<AppConfig, 'body'> & { body: string };
+const decodeConfig = (r: RawConfig): AppConfig => ({ ...r, body: fromJson(r.body, { components: [] }) });
+
+/** Configs are immutable and numbered 1, 2, 3 per app. */
+export function insertConfig(db: Db, c: Omit<AppConfig, 'created_at' | 'version'>): AppConfig {
+  const { v } = db.prepare('SELECT COALESCE(MAX(version), 0) + 1 AS v FROM app_configs WHERE app_id = ?').get(c.app_id) as { v: number };
+  const row: AppConfig = { ...c, version: v, created_at: nowIso() };
+  db.prepare('INSERT INTO app_configs (app_config_id, app_id, org_id, version, body, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
+    row.app_config_id,
+    row.app_id,
+    row.org_id,
+    row.version,
+    JSON.stringify(row.body),
+    row.created_at,
+  );
+  return row;
+}
+
+export function getConfig(db: Db, orgId: string, id: string): AppConfig | undefined {
+  const r = db.prepare('SELECT * FROM app_configs WHERE org_id = ? AND app_config_id = ?').get(orgId, id) as RawConfig | undefined;
+  return r && decodeConfig(r);
+}
+
+export function latestConfig(db: Db, appId: string): AppConfig | undefined {
+  const r = db.prepare('SELECT * FROM app_configs WHERE app_id = ? ORDER BY version DESC LIMIT 1').get(appId) as RawConfig | undefined;
+  return r && decodeConfig(r);
+}
+
+export function listConfigs(db: Db, appId: string): AppConfig[] {
+  return (db.prepare('SELECT * FROM app_configs WHERE app_id = ? ORDER BY version DESC').all(appId) as RawConfig[]).map(decodeConfig);
+}
+
+type RawBranch = Omit<AppBranch, 'install_groups'> & { install_groups: string };
+const decodeBranch = (r: RawBranch): AppBranch => ({ ...r, install_groups: fromJson(r.install_groups, []) });
+
+export function insertBranch(db: Db, b: Omit<AppBranch, 'created_at'>): AppBranch {
+  const row = { ...b, created_at: nowIso() };
+  db.prepare('INSERT INTO app_branches (app_branch_id, app_id, org_id, name, install_groups, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
+    row.app_branch_id,
+    row.app_id,
+    row.org_id,
+    row.name,
+    toJson(row.install_groups),
+    row.created_at,
+  );
+  return row;
+}
+
+export function getBranch(db: Db, orgId: string, appId: string, id: string): AppBranch | undefined {
+  const r = db.prepare('SELECT * FROM app_branches WHERE org_id = ? AND app_id = ? AND app_branch_id = ?').get(orgId, appId, id) as RawBranch | undefined;
+  return r && decodeBranch(r);
+}
+
+export function listBranches(db: Db, appId: string): AppBranch[] {
+  return (db.prepare('SELECT * FROM app_branches WHERE app_id = ? ORDER BY rowid DESC').all(appId) as RawBranch[]).map(decodeBranch);
+}

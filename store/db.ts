@@ -1,0 +1,47 @@
+import Database from 'better-sqlite3';
+import fs from 'node:fs';
+import path from 'node:path';
+import { MIGRATIONS } from './migrations.ts';
+
+export type Db = Database.Database;
+
+export class SchemaTooNewError extends Error {}
+
+/** Open (creating if needed) the SQLite store: WAL, foreign keys, migrations applied in order. */
+export function openDb(file: string): Db {
+  if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  const db = new Database(file);
+  db.pragma('journal_mode = WAL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('synchronous = NORMAL');
+  db.pragma('busy_timeout = 5000');
+  migrate(db);
+  return db;
+}
+
+export function migrate(db: Db): void {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  const latest = MIGRATIONS.length;
+  if (current > latest) {
+    throw new SchemaTooNewError(
+      `database schema version ${current} is newer than this svc understands (${latest}); upgrade svc or use another --db`,
+    );
+  }
+  for (let v = current; v < latest; v++) {
+    db.transaction(() => {
+      db.exec(MIGRATIONS[v]);
+      db.pragma(`user_version = ${v + 1}`);
+    }).immediate();
+  }
+}
+
+export function nowIso(): string {
+  return new Date().toISOString();
+}
+
+/** JSON column helpers. */
+export const toJson = (v: unknown): string | null => (v === undefined || v === null ? null : JSON.stringify(v));
+export function fromJson<T>(s: string | null | undefined, fallback: T): T {
+  if (s === null || s === undefined) return fallback;
+  return JSON.parse(s) as T;
+}

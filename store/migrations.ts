@@ -1,0 +1,203 @@
+// Versioned schema migrations, applied in order at start (PRAGMA user_version = how many ran).
+// Never edit a released migration: append a new one.
+
+export const MIGRATIONS: string[] = [
+  /* 1: the whole first schema */ `
+  CREATE TABLE orgs (
+    org_id      TEXT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    created_at  TEXT NOT NULL
+  );
+
+  CREATE TABLE api_tokens (
+    token_id    TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL REFERENCES orgs(org_id) ON DELETE CASCADE,
+    name        TEXT,
+    token_hash  TEXT NOT NULL UNIQUE,
+    created_at  TEXT NOT NULL,
+    revoked_at  TEXT
+  );
+
+  CREATE TABLE webhooks (
+    webhook_id      TEXT PRIMARY KEY,
+    org_id          TEXT NOT NULL REFERENCES orgs(org_id) ON DELETE CASCADE,
+    url             TEXT NOT NULL,
+    secret          TEXT,
+    interests       TEXT,           -- JSON document as given; NULL = legacy = {"all_events": true}
+    match           TEXT,           -- JSON document (ids deduplicated and sorted); NULL = org-wide
+    match_canonical TEXT NOT NULL,  -- '' for org-wide
+    created_at      TEXT NOT NULL,
+    updated_at      TEXT NOT NULL
+  );
+  CREATE UNIQUE INDEX webhooks_unique ON webhooks(org_id, url, match_canonical);
+  CREATE INDEX webhooks_org ON webhooks(org_id);
+
+  CREATE TABLE apps (
+    app_id      TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL REFERENCES orgs(org_id) ON DELETE CASCADE,
+    name        TEXT NOT NULL,
+    created_at  TEXT NOT NULL
+  );
+
+  CREATE TABLE app_configs (
+    app_config_id TEXT PRIMARY KEY,
+    app_id        TEXT NOT NULL REFERENCES apps(app_id) ON DELETE CASCADE,
+    org_id        TEXT NOT NULL,
+    version       INTEGER NOT NULL,
+    body          TEXT NOT NULL,
+    created_at    TEXT NOT NULL,
+    UNIQUE (app_id, version)
+  );
+
+  CREATE TABLE app_branches (
+    app_branch_id TEXT PRIMARY KEY,
+    app_id        TEXT NOT NULL REFERENCES apps(app_id) ON DELETE CASCADE,
+    org_id        TEXT NOT NULL,
+    name          TEXT NOT NULL,
+    install_groups TEXT NOT NULL,
+    created_at    TEXT NOT NULL
+  );
+
+  CREATE TABLE installs (
+    install_id    TEXT PRIMARY KEY,
+    org_id        TEXT NOT NULL REFERENCES orgs(org_id) ON DELETE CASCADE,
+    app_id        TEXT NOT NULL REFERENCES apps(app_id),
+    name          TEXT NOT NULL,
+    labels        TEXT NOT NULL,
+    app_config_id TEXT REFERENCES app_configs(app_config_id),
+    app_branch_id TEXT,
+    sandbox_id    TEXT NOT NULL,
+    runner_id     TEXT NOT NULL,
+    inputs        TEXT NOT NULL DEFAULT '{}',
+    provisioned   INTEGER NOT NULL DEFAULT 0,
+    health_state  TEXT NOT NULL DEFAULT 'ok',
+    health_ctx    TEXT NOT NULL DEFAULT '{"verdicts":{}}',
+    created_at    TEXT NOT NULL
+  );
+  CREATE INDEX installs_org ON installs(org_id);
+
+  CREATE TABLE install_components (
+    component_id TEXT PRIMARY KEY,
+    install_id   TEXT NOT NULL REFERENCES installs(install_id) ON DELETE CASCADE,
+    org_id       TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    labels       TEXT NOT NULL,
+    position     INTEGER NOT NULL,
+    active       INTEGER NOT NULL,
+    health_state TEXT NOT NULL DEFAULT 'ok',
+    health_ctx   TEXT NOT NULL DEFAULT '{"verdict":null}',
+    UNIQUE (install_id, name)
+  );
+
+  CREATE TABLE install_actions (
+    action_id   TEXT PRIMARY KEY,
+    install_id  TEXT NOT NULL REFERENCES installs(install_id) ON DELETE CASCADE,
+    org_id      TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    labels      TEXT NOT NULL,
+    inputs      TEXT NOT NULL,
+    position    INTEGER NOT NULL,
+    active      INTEGER NOT NULL,
+    UNIQUE (install_id, name)
+  );
+
+  CREATE TABLE runners (
+    runner_id   TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL REFERENCES orgs(org_id) ON DELETE CASCADE,
+    install_id  TEXT,
+    name        TEXT NOT NULL,
+    group_id    TEXT NOT NULL,
+    group_type  TEXT NOT NULL,
+    state       TEXT NOT NULL DEFAULT 'pending',
+    ctx         TEXT NOT NULL DEFAULT '{"heartbeatSinceCheck":false,"lastProcess":null}',
+    created_at  TEXT NOT NULL
+  );
+
+  CREATE TABLE workflows (
+    workflow_id TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL,
+    type        TEXT NOT NULL,
+    owner_id    TEXT NOT NULL,
+    owner_type  TEXT NOT NULL,
+    parent      TEXT,
+    action_id   TEXT,
+    external    INTEGER NOT NULL DEFAULT 0,
+    status      TEXT NOT NULL,
+    error       TEXT,
+    params      TEXT NOT NULL DEFAULT '{}',
+    started_at  TEXT,
+    finished_at TEXT,
+    created_at  TEXT NOT NULL
+  );
+  CREATE INDEX workflows_owner ON workflows(org_id, owner_id);
+
+  CREATE TABLE steps (
+    step_id        TEXT NOT NULL,
+    workflow_id    TEXT NOT NULL REFERENCES workflows(workflow_id) ON DELETE CASCADE,
+    org_id         TEXT NOT NULL,
+    idx            INTEGER NOT NULL,
+    name           TEXT NOT NULL,
+    target_type    TEXT,
+    target_id      TEXT,
+    component_id   TEXT,
+    sandbox_id     TEXT,
+    execution_type TEXT NOT NULL,
+    operation      TEXT,
+    status         TEXT NOT NULL,
+    error          TEXT,
+    plan           TEXT,
+    approval       TEXT,
+    params         TEXT NOT NULL DEFAULT '{}',
+    started_at     TEXT,
+    finished_at    TEXT,
+    PRIMARY KEY (workflow_id, step_id)
+  );
+
+  CREATE TABLE jobs (
+    job_id      TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL,
+    runner_id   TEXT NOT NULL,
+    workflow_id TEXT NOT NULL,
+    step_id     TEXT NOT NULL,
+    payload     TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    sent_at     TEXT,
+    created_at  TEXT NOT NULL
+  );
+  CREATE INDEX jobs_status ON jobs(status);
+
+  CREATE TABLE app_config_versions (
+    version_id        TEXT PRIMARY KEY,
+    install_id        TEXT NOT NULL REFERENCES installs(install_id) ON DELETE CASCADE,
+    org_id            TEXT NOT NULL,
+    version           INTEGER NOT NULL,
+    app_config_id     TEXT NOT NULL,
+    old_app_config_id TEXT,
+    workflow_id       TEXT,
+    status            TEXT NOT NULL,
+    created_at        TEXT NOT NULL,
+    UNIQUE (install_id, version)
+  );
+
+  CREATE TABLE outbox (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id   TEXT NOT NULL UNIQUE,
+    org_id     TEXT NOT NULL,
+    subject    TEXT NOT NULL,
+    type       TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    published  INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL
+  );
+  CREATE INDEX outbox_unpublished ON outbox(published, seq);
+
+  CREATE TABLE sessions (
+    session_id  TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL REFERENCES orgs(org_id) ON DELETE CASCADE,
+    csrf        TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    expires_at  TEXT NOT NULL
+  );
+
+  `,
+];

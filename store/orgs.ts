@@ -1,0 +1,74 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Db } from './db.ts';
+import { nowIso } from './db.ts';
+import { newId } from '../src/ids.ts';
+
+export interface Org {
+  org_id: string;
+  name: string;
+  created_at: string;
+}
+
+export interface TokenRow {
+  token_id: string;
+  org_id: string;
+  name: string | null;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+/** Tokens are stored as SHA-256 hashes; the plaintext is shown once. */
+export function hashToken(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
+function mintToken(): string {
+  return `svc_${randomBytes(24).toString('base64url')}`;
+}
+
+export function createOrg(db: Db, name: string): { org: Org; api_token: string; token_id: string } {
+  return db.transaction(() => {
+    const org: Org = { org_id: newId('org'), name, created_at: nowIso() };
+    db.prepare('INSERT INTO orgs (org_id, name, created_at) VALUES (?, ?, ?)').run(org.org_id, org.name, org.created_at);
+    const t = createToken(db, org.org_id, 'default');
+    return { org, ...t };
+  }).immediate();
+}
+
+export function getOrg(db: Db, orgId: string): Org | undefined {
+  return db.prepare('SELECT org_id, name, created_at FROM orgs WHERE org_id = ?').get(orgId) as Org | undefined;
+}
+
+export function createToken(db: Db, orgId: string, name: string | null): { token_id: string; api_token: string } {
+  const api_token = mintToken();
+  const token_id = newId('tok');
+  db.prepare('INSERT INTO api_tokens (token_id, org_id, name, token_hash, created_at) VALUES (?, ?, ?, ?, ?)').run(
+    token_id,
+    orgId,
+    name,
+    hashToken(api_token),
+    nowIso(),
+  );
+  return { token_id, api_token };
+}
+
+/** The org a (plaintext) token belongs to, or undefined for an unknown or revoked token. */
+export function orgOfToken(db: Db, token: string): string | undefined {
+  const row = db
+    .prepare('SELECT org_id FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL')
+    .get(hashToken(token)) as { org_id: string } | undefined;
+  return row?.org_id;
+}
+
+export function listTokens(db: Db, orgId: string): TokenRow[] {
+  return db
+    .prepare('SELECT token_id, org_id, name, created_at, revoked_at FROM api_tokens WHERE org_id = ? ORDER BY rowid DESC')
+    .all(orgId) as TokenRow[];
+}
+
+export function revokeToken(db: Db, orgId: string, tokenId: string): boolean {
+  const r = db
+    .prepare('UPDATE api_tokens SET revoked_at = ? WHERE org_id = ? AND token_id = ? AND revoked_at IS NULL')
+    .run(nowIso(), orgId, tokenId);
+  return r.changes > 0;
+}

@@ -1,0 +1,85 @@
+import type { Db } from './db.ts';
+import { fromJson, nowIso, toJson } from './db.ts';
+
+export interface WebhookRow {
+  webhook_id: string;
+  org_id: string;
+  url: string;
+  secret: string | null;
+  interests: unknown | null;
+  match: unknown | null;
+  match_canonical: string;
+  created_at: string;
+  updated_at: string;
+}
+
+interface RawRow extends Omit<WebhookRow, 'interests' | 'match'> {
+  interests: string | null;
+  match: string | null;
+}
+
+const COLS = 'webhook_id, org_id, url, secret, interests, match, match_canonical, created_at, updated_at';
+
+function decode(r: RawRow): WebhookRow {
+  return { ...r, interests: fromJson(r.interests, null), match: fromJson(r.match, null) };
+}
+
+export class UniqueViolation extends Error {}
+
+function isUnique(err: unknown): boolean {
+  return err instanceof Error && 'code' in err && String((err as { code: unknown }).code).startsWith('SQLITE_CONSTRAINT_UNIQUE');
+}
+
+export function insertWebhook(db: Db, w: Omit<WebhookRow, 'created_at' | 'updated_at'>): WebhookRow {
+  const now = nowIso();
+  try {
+    db.prepare(`INSERT INTO webhooks (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
+      w.webhook_id,
+      w.org_id,
+      w.url,
+      w.secret,
+      toJson(w.interests),
+      toJson(w.match),
+      w.match_canonical,
+      now,
+      now,
+    );
+  } catch (err) {
+    if (isUnique(err)) throw new UniqueViolation('a webhook with this url and match already exists');
+    throw err;
+  }
+  return { ...w, created_at: now, updated_at: now };
+}
+
+export function getWebhook(db: Db, orgId: string, id: string): WebhookRow | undefined {
+  const r = db.prepare(`SELECT ${COLS} FROM webhooks WHERE org_id = ? AND webhook_id = ?`).get(orgId, id) as RawRow | undefined;
+  return r && decode(r);
+}
+
+/** Newest first. */
+export function listWebhooks(db: Db, orgId: string): WebhookRow[] {
+  return (db.prepare(`SELECT ${COLS} FROM webhooks WHERE org_id = ? ORDER BY rowid DESC`).all(orgId) as RawRow[]).map(decode);
+}
+
+export function listAllWebhooks(db: Db): WebhookRow[] {
+  return (db.prepare(`SELECT ${COLS} FROM webhooks ORDER BY rowid`).all() as RawRow[]).map(decode);
+}
+
+export function updateWebhook(
+  db: Db,
+  w: Pick<WebhookRow, 'org_id' | 'webhook_id' | 'secret' | 'interests' | 'match' | 'match_canonical'>,
+): WebhookRow | undefined {
+  try {
+    db.prepare(
+      'UPDATE webhooks SET secret = ?, interests = ?, match = ?, match_canonical = ?, updated_at = ? WHERE org_id = ? AND webhook_id = ?',
+    ).run(w.secret, toJson(w.interests), toJson(w.match), w.match_canonical, nowIso(), w.org_id, w.webhook_id);
+  } catch (err) {
+    if (isUnique(err)) throw new UniqueViolation('a webhook with this url and match already exists');
+    throw err;
+  }
+  return getWebhook(db, w.org_id, w.webhook_id);
+}
+
+export function deleteWebhook(db: Db, orgId: string, id: string): boolean {
+  return db.prepare('DELETE FROM webhooks WHERE org_id = ? AND webhook_id = ?').run(orgId, id).changes > 0;
+}

@@ -1,0 +1,195 @@
+import type { Db } from './db.ts';
+import { fromJson, nowIso, toJson } from './db.ts';
+import type { ParentRef, OwnerType, ExecutionType } from '../src/events/facts.ts';
+
+export type Status = 'pending' | 'started' | 'awaiting_approval' | 'skipped' | 'succeeded' | 'failed' | 'cancelled';
+
+export interface WorkflowRow {
+  workflow_id: string;
+  org_id: string;
+  type: string;
+  owner_id: string;
+  owner_type: OwnerType;
+  parent: ParentRef | null;
+  action_id: string | null;
+  external: boolean;
+  status: Status;
+  error: string | null;
+  params: Record<string, unknown>;
+  started_at: string | null;
+  finished_at: string | null;
+  created_at: string;
+}
+
+export interface StepRow {
+  step_id: string;
+  workflow_id: string;
+  org_id: string;
+  idx: number;
+  name: string;
+  target_type: string | null;
+  target_id: string | null;
+  component_id: string | null;
+  sandbox_id: string | null;
+  execution_type: ExecutionType;
+  operation: string | null;
+  status: Status;
+  error: string | null;
+  plan: unknown | null;
+  approval: { status: string; plan?: unknown; note?: string; responded_at?: string } | null;
+  params: Record<string, unknown>;
+  started_at: string | null;
+  finished_at: string | null;
+}
+
+export interface JobRow {
+  job_id: string;
+  org_id: string;
+  runner_id: string;
+  workflow_id: string;
+  step_id: string;
+  payload: Record<string, unknown>;
+  status: 'queued' | 'sent' | 'started' | 'done' | 'cancelled';
+  sent_at: string | null;
+  created_at: string;
+}
+
+export interface VersionRow {
+  version_id: string;
+  install_id: string;
+  org_id: string;
+  version: number;
+  app_config_id: string;
+  old_app_config_id: string | null;
+  workflow_id: string | null;
+  status: Status;
+  created_at: string;
+}
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+const decodeWf = (r: any): WorkflowRow => ({ ...r, parent: fromJson(r.parent, null), external: !!r.external, params: fromJson(r.params, {}) });
+const decodeStep = (r: any): StepRow => ({ ...r, plan: fromJson(r.plan, null), approval: fromJson(r.approval, null), params: fromJson(r.params, {}) });
+const decodeJob = (r: any): JobRow => ({ ...r, payload: fromJson(r.payload, {}) });
+
+export function insertWorkflow(db: Db, w: Omit<WorkflowRow, 'created_at'>): void {
+  db.prepare(
+    `INSERT INTO workflows (workflow_id, org_id, type, owner_id, owner_type, parent, action_id, external, status, error, params, started_at, finished_at, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  ).run(
+    w.workflow_id, w.org_id, w.type, w.owner_id, w.owner_type, toJson(w.parent), w.action_id, w.external ? 1 : 0,
+    w.status, w.error, toJson(w.params) ?? '{}', w.started_at, w.finished_at, nowIso(),
+  );
+}
+
+export function getWorkflow(db: Db, id: string): WorkflowRow | undefined {
+  const r = db.prepare('SELECT * FROM workflows WHERE workflow_id = ?').get(id);
+  return r ? decodeWf(r) : undefined;
+}
+
+export function listOwnerWorkflows(db: Db, orgId: string, ownerId: string): WorkflowRow[] {
+  return db.prepare('SELECT * FROM workflows WHERE org_id = ? AND owner_id = ? ORDER BY rowid DESC').all(orgId, ownerId).map(decodeWf);
+}
+
+export function listChildWorkflows(db: Db, parentWorkflowId: string, parentStepId: string): WorkflowRow[] {
+  return db
+    .prepare("SELECT * FROM workflows WHERE json_extract(parent, '$.workflow_id') = ? AND json_extract(parent, '$.step_id') = ? ORDER BY rowid")
+    .all(parentWorkflowId, parentStepId)
+    .map(decodeWf);
+}
+
+export function updateWorkflowStatus(db: Db, id: string, status: Status, fields: { error?: string | null; started_at?: string; finished_at?: string } = {}): void {
+  db.prepare(
+    'UPDATE workflows SET status = ?, error = COALESCE(?, error), started_at = COALESCE(?, started_at), finished_at = COALESCE(?, finished_at) WHERE workflow_id = ?',
+  ).run(status, fields.error ?? null, fields.started_at ?? null, fields.finished_at ?? null, id);
+}
+
+export function insertStep(db: Db, s: StepRow): void {
+  db.prepare(
+    `INSERT INTO steps (step_id, workflow_id, org_id, idx, name, target_type, target_id, component_id, sandbox_id, execution_type, operation, status, error, plan, approval, params, started_at, finished_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  ).run(
+    s.step_id, s.workflow_id, s.org_id, s.idx, s.name, s.target_type, s.target_id, s.component_id, s.sandbox_id, s.execution_type,
+    s.operation, s.status, s.error, toJson(s.plan), toJson(s.approval), toJson(s.params) ?? '{}', s.started_at, s.finished_at,
+  );
+}
+
+export function listSteps(db: Db, workflowId: string): StepRow[] {
+  return db.prepare('SELECT * FROM steps WHERE workflow_id = ? ORDER BY idx, rowid').all(workflowId).map(decodeStep);
+}
+
+export function getStep(db: Db, workflowId: string, stepId: string): StepRow | undefined {
+  const r = db.prepare('SELECT * FROM steps WHERE workflow_id = ? AND step_id = ?').get(workflowId, stepId);
+  return r ? decodeStep(r) : undefined;
+}
+
+export function updateStep(db: Db, s: Pick<StepRow, 'workflow_id' | 'step_id'> & Partial<Omit<StepRow, 'workflow_id' | 'step_id'>>): void {
+  const sets: string[] = [];
+  const vals: unknown[] = [];
+  for (const [k, v] of Object.entries(s)) {
+    if (k === 'workflow_id' || k === 'step_id' || v === undefined) continue;
+    sets.push(`${k} = ?`);
+    vals.push(k === 'plan' || k === 'approval' || k === 'params' ? toJson(v) : v);
+  }
+  if (!sets.length) return;
+  db.prepare(`UPDATE steps SET ${sets.join(', ')} WHERE workflow_id = ? AND step_id = ?`).run(...vals, s.workflow_id, s.step_id);
+}
+
+export function insertJob(db: Db, j: Omit<JobRow, 'created_at' | 'sent_at'>): void {
+  db.prepare('INSERT INTO jobs (job_id, org_id, runner_id, workflow_id, step_id, payload, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(
+    j.job_id, j.org_id, j.runner_id, j.workflow_id, j.step_id, JSON.stringify(j.payload), j.status, nowIso(),
+  );
+}
+
+export function getJob(db: Db, orgId: string, jobId: string): JobRow | undefined {
+  const r = db.prepare('SELECT * FROM jobs WHERE org_id = ? AND job_id = ?').get(orgId, jobId);
+  return r ? decodeJob(r) : undefined;
+}
+
+export function setJobStatus(db: Db, jobId: string, status: JobRow['status']): void {
+  db.prepare('UPDATE jobs SET status = ? WHERE job_id = ?').run(status, jobId);
+}
+
+export function markJobSent(db: Db, jobId: string): void {
+  db.prepare("UPDATE jobs SET status = CASE WHEN status = 'queued' THEN 'sent' ELSE status END, sent_at = ? WHERE job_id = ?").run(nowIso(), jobId);
+}
+
+/** Jobs to (re)send: queued ones, and sent ones not started within `olderThanMs`. */
+export function jobsToSend(db: Db, olderThanMs: number): JobRow[] {
+  const cutoff = new Date(Date.now() - olderThanMs).toISOString();
+  return db
+    .prepare("SELECT * FROM jobs WHERE status = 'queued' OR (status = 'sent' AND sent_at < ?) ORDER BY rowid")
+    .all(cutoff)
+    .map(decodeJob);
+}
+
+export function cancelWorkflowJobs(db: Db, workflowId: string): void {
+  db.prepare("UPDATE jobs SET status = 'cancelled' WHERE workflow_id = ? AND status IN ('queued', 'sent', 'started')").run(workflowId);
+}
+
+export function insertVersion(db: Db, v: Omit<VersionRow, 'created_at' | 'version'>): VersionRow {
+  const { n } = db.prepare('SELECT COALESCE(MAX(version), 0) + 1 AS n FROM app_config_versions WHERE install_id = ?').get(v.install_id) as { n: number };
+  const row: VersionRow = { ...v, version: n, created_at: nowIso() };
+  db.prepare(
+    `INSERT INTO app_config_versions (version_id, install_id, org_id, version, app_config_id, old_app_config_id, workflow_id, status, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  ).run(row.version_id, row.install_id, row.org_id, row.version, row.app_config_id, row.old_app_config_id, row.workflow_id, row.status, row.created_at);
+  return row;
+}
+
+export function listVersions(db: Db, installId: string): VersionRow[] {
+  return db.prepare('SELECT * FROM app_config_versions WHERE install_id = ? ORDER BY version DESC').all(installId) as VersionRow[];
+}
+
+export function getVersion(db: Db, installId: string, versionId: string): VersionRow | undefined {
+  return db.prepare('SELECT * FROM app_config_versions WHERE install_id = ? AND version_id = ?').get(installId, versionId) as VersionRow | undefined;
+}
+
+export function previousVersion(db: Db, installId: string, version: number): VersionRow | undefined {
+  return db
+    .prepare('SELECT * FROM app_config_versions WHERE install_id = ? AND version < ? ORDER BY version DESC LIMIT 1')
+    .get(installId, version) as VersionRow | undefined;
+}
+
+export function setVersionStatusForWorkflow(db: Db, workflowId: string, status: Status): void {
+  db.prepare('UPDATE app_config_versions SET status = ? WHERE workflow_id = ?').run(status, workflowId);
+}

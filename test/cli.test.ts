@@ -1,0 +1,481 @@
+// The API commands of the real `svc` binary (CONTRACT 7), run as child processes:
+//  1. usage errors (exit 2) never contact the API;
+//  2. request shapes and error mapping against a small recording HTTP server;
+//  3. end to end against a real `svc serve`.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const BIN = path.join(ROOT, 'bin', 'svc.mjs');
+
+interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  json: any;
+}
+
+/** Run `node bin/svc.mjs …` with stdin not a terminal. SVC_* variables come only from `env`. */
+function cli(args: string[], env: Record<string, string> = {}, timeoutMs = 25_000): Promise<CliResult> {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SVC_'))) as Record<string, string>;
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => {
+      p.kill('SIGKILL');
+      reject(new Error(`svc ${args.join(' ')} timed out\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    p.on('error', reject);
+    p.on('exit', (code) => {
+      clearTimeout(timer);
+      let json: any;
+      try {
+        json = JSON.parse(stdout);
+      } catch {
+        json = undefined;
+      }
+      resolve({ code, stdout, stderr, json });
+    });
+  });
+}
+
+const both = (r: CliResult) => `${r.stdout}\n${r.stderr}`;
+
+interface Recorded {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/** An HTTP server that records requests and answers with `reply` (default: 500, so nothing passes by accident). */
+async function recorder(reply?: (req: Recorded) => { status: number; body?: unknown }) {
+  const requests: Recorded[] = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      const rec = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body };
+      requests.push(rec);
+      const r = reply ? reply(rec) : { status: 500, body: { error: 'internal', message: 'recorder' } };
+      if (r.body === undefined) {
+        res.writeHead(r.status);
+        res.end();
+      } else {
+        res.writeHead(r.status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(r.body));
+      }
+    });
+  });
+  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { url, requests, close: () => new Promise<void>((ok) => server.close(() => ok())) };
+}
+
+/** A port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const s = http.createServer();
+  await new Promise<void>((ok) => s.listen(0, '127.0.0.1', ok));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((ok) => s.close(() => ok()));
+  return port;
+}
+
+const SUB = {
+  interests: { resources: { installs: { ops: ['provision'], outcome: 'completion' }, components: { drift_detected: true } } },
+  match: { installs: { ids: ['inst_b', 'inst_a'] } },
+};
+
+const tmpDir = () => fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cli-'));
+
+// ---------------------------------------------------------------- 1. usage errors
+
+describe('usage errors exit 2 and send nothing', () => {
+  let rec: Awaited<ReturnType<typeof recorder>>;
+  let env: Record<string, string>;
+  beforeAll(async () => {
+    rec = await recorder();
+    env = { SVC_API_URL: rec.url, SVC_API_TOKEN: 'svc_tok', SVC_ORG_ID: 'org_1' };
+  });
+  afterAll(async () => {
+    // nothing was contacted by any of the cases of this group
+    expect(rec.requests).toEqual([]);
+    await rec.close();
+  });
+
+  it('--subscription together with --subscription-file: exit 2, "mutually exclusive"', async () => {
+    const file = path.join(tmpDir(), 'sub.json');
+    fs.writeFileSync(file, JSON.stringify(SUB));
+    const r = await cli(['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--subscription', JSON.stringify(SUB), '--subscription-file', file], env);
+    expect(r.code, both(r)).toBe(2);
+    expect(r.stderr).toMatch(/mutually exclusive/);
+    const u = await cli(['webhooks', 'update', 'wh_1', '--subscription', '{}', '--subscription-file', file], env);
+    expect(u.code, both(u)).toBe(2);
+    expect(u.stderr).toMatch(/mutually exclusive/);
+    expect(rec.requests).toEqual([]);
+  });
+
+  it('create without --url: exit 2', async () => {
+    const r = await cli(['webhooks', 'create', '--subscription', JSON.stringify(SUB)], env);
+    expect(r.code, both(r)).toBe(2);
+    expect(r.stderr).toMatch(/--url/);
+  });
+
+  it('missing token or org: exit 2, even with a closed port as the API URL', async () => {
+    const closed = `http://127.0.0.1:${await closedPort()}`;
+    for (const e of [
+      { ...env, SVC_API_TOKEN: '' } as Record<string, string>,
+      { SVC_API_URL: closed, SVC_ORG_ID: 'org_1' },
+    ]) {
+      const r = await cli(['webhooks', 'list'], e);
+      expect(r.code, both(r)).toBe(2);
+      expect(r.stderr).toMatch(/token/i);
+    }
+    const noOrg = await cli(['installs', 'list', '--token', 't'], { SVC_API_URL: rec.url });
+    expect(noOrg.code, both(noOrg)).toBe(2);
+    expect(noOrg.stderr).toMatch(/org/i);
+  });
+
+  it('a subscription document that is not JSON, not an object, or has unknown keys: exit 2', async () => {
+    for (const doc of ['{not json', '[1]', '{"interests": {"all_events": true}, "scope": {}}']) {
+      const r = await cli(['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--subscription', doc], env);
+      expect(r.code, `${doc}: ${both(r)}`).toBe(2);
+    }
+    const missing = await cli(['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--subscription-file', path.join(tmpDir(), 'nope.json')], env);
+    expect(missing.code, both(missing)).toBe(2);
+  });
+
+  it('update: --secret with --remove-secret, or nothing to update: exit 2', async () => {
+    const r = await cli(['webhooks', 'update', 'wh_1', '--secret', 's', '--remove-secret'], env);
+    expect(r.code, both(r)).toBe(2);
+    expect(r.stderr).toMatch(/mutually exclusive/);
+    const n = await cli(['webhooks', 'update', 'wh_1'], env);
+    expect(n.code, both(n)).toBe(2);
+  });
+
+  it('rollback without a terminal and without --yes refuses (exit 2); missing --app-config is exit 2', async () => {
+    const r = await cli(['installs', 'rollback', 'inst_1', '--app-config', 'cfg_1'], env);
+    expect(r.code, both(r)).toBe(2);
+    expect(r.stderr).toMatch(/--yes/);
+    const m = await cli(['installs', 'rollback', 'inst_1', '--yes'], env);
+    expect(m.code, both(m)).toBe(2);
+  });
+
+  it('unknown options and missing arguments: exit 2', async () => {
+    expect((await cli(['webhooks', 'list', '--bogus'], env)).code).toBe(2);
+    expect((await cli(['webhooks', 'delete'], env)).code).toBe(2);
+    expect((await cli(['workflows', 'approve', 'wf_1'], env)).code).toBe(2);
+  });
+});
+
+// ---------------------------------------------------------------- 2. request shapes (recording server)
+
+describe('requests and error mapping (recording server)', () => {
+  let rec: Awaited<ReturnType<typeof recorder>>;
+  let env: Record<string, string>;
+  const WH = { webhook_id: 'wh_1', webhook_url: 'http://example.test/h', has_secret: true, interests: { all_events: true }, match: null, created_at: 't', updated_at: 't' };
+  const PLAN = { changed: true, components: { added: [], removed: [], changed: [{ name: 'api', changes: [{ path: 'values.image', op: 'replace', old: 'api:2', new: 'api:1' }] }], unchanged: [{ name: 'db' }] }, sandbox_changed: false, inputs_changed: false };
+  beforeAll(async () => {
+    rec = await recorder((r) => {
+      const u = r.url;
+      if (u === '/v1/orgs/current/webhooks' && r.method === 'GET') return { status: 200, body: [WH] };
+      if (u === '/v1/orgs/current/webhooks' && r.method === 'POST') {
+        const b = JSON.parse(r.body);
+        if (b.webhook_url === 'bad') return { status: 400, body: { error: 'invalid_request', message: 'invalid webhook', details: [{ path: 'webhook_url', message: 'must be an absolute http or https URL' }] } };
+        return { status: 201, body: WH };
+      }
+      if (u.startsWith('/v1/orgs/current/webhooks/') && r.method === 'PATCH') return { status: 200, body: WH };
+      if (u === '/v1/orgs/current/webhooks/wh_gone' && r.method === 'DELETE') return { status: 404, body: { error: 'not_found', message: 'no webhook wh_gone' } };
+      if (u.startsWith('/v1/orgs/current/webhooks/') && r.method === 'DELETE') return { status: 204 };
+      if (u.endsWith('/ping')) return { status: 200, body: { delivered: false, status: 503, error: 'receiver answered 503', duration_ms: 3 } };
+      if (u === '/v1/installs/inst_1/app-config-updates') {
+        const b = JSON.parse(r.body);
+        return b.plan_only ? { status: 200, body: { plan: PLAN, applied: false } } : { status: 201, body: { plan: PLAN, applied: true, workflow_id: 'wf_9', version_id: 'ver_9' } };
+      }
+      if (u === '/v1/installs/inst_1/app-config-versions/ver_9/diff') return { status: 200, body: { version_id: 'ver_9', from_app_config_id: 'cfg_2', to_app_config_id: 'cfg_1', ...PLAN } };
+      if (u === '/v1/apps/app_1/branches/br_1/runs') return { status: 201, body: { run_id: 'run_1', workflow_id: 'wf_b' } };
+      if (u.startsWith('/v1/workflows/wf_b/steps/')) return { status: 200, body: { step_id: 'st_2', name: 'plan install group: canary', idx: 1, status: 'succeeded', approval: { status: 'approved', note: 'ok' } } };
+      if (u === '/v1/workflows/wf_b') {
+        return {
+          status: 200,
+          body: {
+            workflow_id: 'wf_b', type: 'app_branch_run', status: 'started', owner_type: 'app_branches', owner_id: 'br_1',
+            steps: [
+              { step_id: 'st_2', name: 'plan install group: canary', idx: 1, status: 'awaiting_approval', execution_type: 'approval', target_type: null, target_id: null,
+                plan: { install_group: 'canary', installs: [{ install_id: 'inst_1', install_name: 'canary-1', old_app_config_id: 'cfg_2', new_app_config_id: 'cfg_1', diff: PLAN }] } },
+              { step_id: 'st_1', name: 'build components', idx: 0, status: 'succeeded', execution_type: 'skipped', target_type: null, target_id: null },
+            ],
+          },
+        };
+      }
+      return { status: 404, body: { error: 'not_found', message: `no route ${r.method} ${u}` } };
+    });
+    env = { SVC_API_URL: rec.url, SVC_API_TOKEN: 'svc_tok', SVC_ORG_ID: 'org_1' };
+  });
+  afterAll(async () => rec.close());
+  const since = (n: number) => rec.requests.slice(n);
+
+  it('sends the bearer token and org header; global flags work after the arguments and override the environment', async () => {
+    const n = rec.requests.length;
+    const r = await cli(['webhooks', 'list', '--json', '--api-url', rec.url, '--token', 'flag_tok', '--org', 'org_flag'], { SVC_API_URL: 'http://127.0.0.1:1', SVC_API_TOKEN: 'env_tok', SVC_ORG_ID: 'org_env' });
+    expect(r.code, both(r)).toBe(0);
+    expect(r.json).toEqual([WH]);
+    const [q] = since(n);
+    expect(q.method).toBe('GET');
+    expect(q.headers.authorization).toBe('Bearer flag_tok');
+    expect(q.headers['x-svc-org-id']).toBe('org_flag');
+    // before the arguments too, and on the group
+    const r2 = await cli(['webhooks', '--json', 'delete', '--org', 'org_x', 'wh_1'], env);
+    expect(r2.code, both(r2)).toBe(0);
+    expect(since(n)[1]).toMatchObject({ method: 'DELETE', url: '/v1/orgs/current/webhooks/wh_1' });
+    expect(since(n)[1].headers['x-svc-org-id']).toBe('org_x');
+  });
+
+  it('create sends webhook_url, secret and the document\'s keys; the secret is never printed', async () => {
+    const n = rec.requests.length;
+    const file = path.join(tmpDir(), 'sub.json');
+    fs.writeFileSync(file, JSON.stringify(SUB));
+    const r = await cli(['webhooks', 'create', '--url', 'http://example.test/h', '--secret', 'top-secret-value', '--subscription-file', file], env);
+    expect(r.code, both(r)).toBe(0);
+    expect(both(r)).not.toContain('top-secret-value');
+    expect(r.stdout).toContain('wh_1');
+    const inline = await cli(['webhooks', 'create', '--url', 'http://example.test/h', '--subscription', JSON.stringify({ interests: SUB.interests })], env);
+    expect(inline.code, both(inline)).toBe(0);
+    const plain = await cli(['webhooks', 'create', '--url', 'http://example.test/h'], env);
+    expect(plain.code, both(plain)).toBe(0);
+    const bodies = since(n).map((q) => JSON.parse(q.body));
+    expect(since(n).every((q) => q.headers['content-type']?.startsWith('application/json'))).toBe(true);
+    expect(bodies).toEqual([
+      { webhook_url: 'http://example.test/h', secret: 'top-secret-value', ...SUB },
+      { webhook_url: 'http://example.test/h', interests: SUB.interests },
+      { webhook_url: 'http://example.test/h' },
+    ]);
+  });
+
+  it('update: --remove-secret sends secret null; a subscription sends its keys; an empty document resets the subscription', async () => {
+    const n = rec.requests.length;
+    expect((await cli(['webhooks', 'update', 'wh_1', '--remove-secret'], env)).code).toBe(0);
+    expect((await cli(['webhooks', 'update', 'wh_1', '--secret', 'rot', '--subscription', JSON.stringify({ interests: SUB.interests })], env)).code).toBe(0);
+    expect((await cli(['webhooks', 'update', 'wh_1', '--subscription', '{}', '--json'], env)).code).toBe(0);
+    expect(since(n).map((q) => [q.method, q.url, JSON.parse(q.body)])).toEqual([
+      ['PATCH', '/v1/orgs/current/webhooks/wh_1', { secret: null }],
+      ['PATCH', '/v1/orgs/current/webhooks/wh_1', { secret: 'rot', interests: SUB.interests }],
+      ['PATCH', '/v1/orgs/current/webhooks/wh_1', { match: null }],
+    ]);
+  });
+
+  it('API errors exit 1 with the server\'s message and the detail paths', async () => {
+    const r = await cli(['webhooks', 'create', '--url', 'bad'], env);
+    expect(r.code, both(r)).toBe(1);
+    expect(r.stderr).toContain('invalid webhook');
+    expect(r.stderr).toContain('webhook_url');
+    const d = await cli(['webhooks', 'delete', 'wh_gone'], env);
+    expect(d.code, both(d)).toBe(1);
+    expect(d.stderr).toContain('no webhook wh_gone');
+  });
+
+  it('a network error exits 1 with a clear message', async () => {
+    const port = await closedPort();
+    const r = await cli(['webhooks', 'list'], { ...env, SVC_API_URL: `http://127.0.0.1:${port}` });
+    expect(r.code, both(r)).toBe(1);
+    expect(r.stderr).toMatch(/cannot reach the svc API/);
+    expect(r.stderr).toContain(String(port));
+  });
+
+  it('ping: an undelivered ping still exits 0 and prints the result', async () => {
+    const r = await cli(['webhooks', 'ping', 'wh_1', '--json'], env);
+    expect(r.code, both(r)).toBe(0);
+    expect(r.json).toEqual({ delivered: false, status: 503, error: 'receiver answered 503', duration_ms: 3 });
+    const p = await cli(['webhooks', 'ping', 'wh_1'], env);
+    expect(p.code).toBe(0);
+    expect(p.stdout).toMatch(/delivered:\s+no/);
+    expect(p.stdout).toContain('503');
+  });
+
+  it('rollback --plan-only posts one plan_only request; --yes plans then applies', async () => {
+    let n = rec.requests.length;
+    const plan = await cli(['installs', 'rollback', 'inst_1', '--app-config', 'cfg_1', '--plan-only'], env);
+    expect(plan.code, both(plan)).toBe(0);
+    expect(plan.stdout).toContain('values.image');
+    expect(plan.stdout).toContain('"api:2" -> "api:1"');
+    expect(since(n).map((q) => JSON.parse(q.body))).toEqual([{ app_config_id: 'cfg_1', plan_only: true }]);
+
+    n = rec.requests.length;
+    const applied = await cli(['installs', 'rollback', 'inst_1', '--app-config', 'cfg_1', '--yes', '--json'], env);
+    expect(applied.code, both(applied)).toBe(0);
+    expect(applied.json).toMatchObject({ applied: true, workflow_id: 'wf_9', version_id: 'ver_9' });
+    expect(since(n).map((q) => [q.method, q.url, JSON.parse(q.body)])).toEqual([
+      ['POST', '/v1/installs/inst_1/app-config-updates', { app_config_id: 'cfg_1', plan_only: true }],
+      ['POST', '/v1/installs/inst_1/app-config-updates', { app_config_id: 'cfg_1' }],
+    ]);
+  });
+
+  it('installs diff is human readable', async () => {
+    const r = await cli(['installs', 'diff', 'inst_1', 'ver_9'], env);
+    expect(r.code, both(r)).toBe(0);
+    expect(r.stdout).toMatch(/~ api/);
+    expect(r.stdout).toMatch(/values\.image: "api:2" -> "api:1"/);
+    expect(r.stdout).toMatch(/= db/);
+  });
+
+  it('branches run, workflows get/approve/reject', async () => {
+    const n = rec.requests.length;
+    const run = await cli(['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--skip-builds', '--json'], env);
+    expect(run.code, both(run)).toBe(0);
+    expect(run.json).toEqual({ run_id: 'run_1', workflow_id: 'wf_b' });
+    const get = await cli(['workflows', 'get', 'wf_b'], env);
+    expect(get.code, both(get)).toBe(0);
+    const lines = get.stdout.split('\n');
+    const head = lines.findIndex((l) => l.startsWith('IDX'));
+    expect(lines[head]).toMatch(/IDX\s+STEP_ID\s+NAME\s+STATUS\s+EXECUTION_TYPE\s+TARGET/);
+    expect(lines[head + 1]).toMatch(/^0\s+st_1\s+build components/);
+    expect(lines[head + 2]).toMatch(/^1\s+st_2\s+plan install group: canary\s+awaiting_approval\s+approval/);
+    expect(get.stdout).toContain('canary-1 (inst_1): cfg_2 -> cfg_1');
+    const ap = await cli(['workflows', 'approve', 'wf_b', 'st_2', '--note', 'ok'], env);
+    expect(ap.code, both(ap)).toBe(0);
+    const rj = await cli(['workflows', 'reject', 'wf_b', 'st_2'], env);
+    expect(rj.code, both(rj)).toBe(0);
+    const reqs = since(n).filter((q) => q.method === 'POST');
+    expect(reqs.map((q) => [q.url, JSON.parse(q.body)])).toEqual([
+      ['/v1/apps/app_1/branches/br_1/runs', { app_config_id: 'cfg_1', skip_builds: true }],
+      ['/v1/workflows/wf_b/steps/st_2/approval', { response: 'approved', note: 'ok' }],
+      ['/v1/workflows/wf_b/steps/st_2/approval', { response: 'rejected' }],
+    ]);
+  });
+});
+
+// ---------------------------------------------------------------- 3. end to end with `svc serve`
+
+describe('against a real svc serve', () => {
+  let dir: string;
+  let db: string;
+  let server: ChildProcess | undefined;
+  let url = '';
+  let serverLog = '';
+  let rx: Awaited<ReturnType<typeof recorder>>;
+  let env: Record<string, string>;
+  let org: { org_id: string; api_token: string };
+
+  beforeAll(async () => {
+    dir = tmpDir();
+    db = path.join(dir, 'svc.db');
+    rx = await recorder(() => ({ status: 200, body: { ok: true } }));
+    const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SVC_'))) as Record<string, string>;
+    server = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--db', db, '--allow-private-targets'], { cwd: ROOT, env: base, stdio: ['ignore', 'pipe', 'pipe'] });
+    url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`svc serve did not print "listening on" within 20 s:\n${serverLog}`)), 20_000);
+      const onData = (d: Buffer) => {
+        serverLog += d;
+        const m = /listening on (http:\/\/[A-Za-z0-9.:\[\]-]+)/.exec(serverLog);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1]);
+        }
+      };
+      server!.stdout!.on('data', onData);
+      server!.stderr!.on('data', (d) => (serverLog += d));
+      server!.on('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`svc serve exited (${code}) before listening:\n${serverLog}`));
+      });
+    });
+    const o = await cli(['orgs', 'create', '--name', 'cli-e2e', '--db', db]);
+    expect(o.code, both(o)).toBe(0);
+    org = o.json;
+    env = { SVC_API_URL: url, SVC_API_TOKEN: org.api_token, SVC_ORG_ID: org.org_id };
+  }, 30_000);
+
+  afterAll(async () => {
+    if (server && server.exitCode === null) {
+      const exited = new Promise((ok) => server!.once('exit', ok));
+      server.kill('SIGTERM');
+      await Promise.race([exited, new Promise((ok) => setTimeout(ok, 5000))]);
+      if (server.exitCode === null) server.kill('SIGKILL');
+    }
+    await rx?.close();
+  });
+
+  it('create (file, inline, none), list, update, delete', async () => {
+    const file = path.join(dir, 'sub.json');
+    fs.writeFileSync(file, JSON.stringify(SUB));
+    const c1 = await cli(['webhooks', 'create', '--url', `${rx.url}/a`, '--secret', 'e2e-secret-1', '--subscription-file', file, '--json'], env);
+    expect(c1.code, both(c1)).toBe(0);
+    expect(c1.json).toMatchObject({ webhook_url: `${rx.url}/a`, has_secret: true, interests: SUB.interests, match: { installs: { ids: ['inst_a', 'inst_b'] } } });
+    expect(both(c1)).not.toContain('e2e-secret-1');
+    const c2 = await cli(['webhooks', 'create', '--url', `${rx.url}/b`, '--subscription', JSON.stringify({ interests: { resources: { sandboxes: { outcome: 'failures' } } } }), '--json'], env);
+    expect(c2.code, both(c2)).toBe(0);
+    expect(c2.json.match).toBeNull();
+    const c3 = await cli(['webhooks', 'create', '--url', `${rx.url}/c`, '--json'], env);
+    expect(c3.code, both(c3)).toBe(0);
+    expect(c3.json.interests).toEqual({ all_events: true });
+
+    const list = await cli(['webhooks', 'list', '--json'], env);
+    expect(list.code, both(list)).toBe(0);
+    expect(list.json.map((w: any) => w.webhook_id).sort()).toEqual([c1.json.webhook_id, c2.json.webhook_id, c3.json.webhook_id].sort());
+    const plain = await cli(['webhooks', 'list'], env);
+    expect(plain.code).toBe(0);
+    for (const w of [c1, c2, c3]) expect(plain.stdout).toContain(w.json.webhook_id);
+
+    const id = c1.json.webhook_id;
+    const u = await cli(['webhooks', 'update', id, '--subscription', JSON.stringify({ interests: { resources: { components: { ops: ['deploy'] } } } }), '--json'], env);
+    expect(u.code, both(u)).toBe(0);
+    expect(u.json).toMatchObject({ interests: { resources: { components: { ops: ['deploy'] } } }, match: null, has_secret: true });
+    const rs = await cli(['webhooks', 'update', id, '--remove-secret', '--json'], env);
+    expect(rs.code, both(rs)).toBe(0);
+    expect(rs.json).toMatchObject({ has_secret: false, interests: { resources: { components: { ops: ['deploy'] } } } });
+
+    const d = await cli(['webhooks', 'delete', id], env);
+    expect(d.code, both(d)).toBe(0);
+    const again = await cli(['webhooks', 'delete', id], env);
+    expect(again.code, both(again)).toBe(1);
+    const after = await cli(['webhooks', 'list', '--json'], env);
+    expect(after.json.map((w: any) => w.webhook_id)).not.toContain(id);
+  });
+
+  it('ping delivers one signed ping', async () => {
+    const c = await cli(['webhooks', 'create', '--url', `${rx.url}/ping`, '--secret', 'ping-secret', '--json'], env);
+    expect(c.code, both(c)).toBe(0);
+    const before = rx.requests.length;
+    const p = await cli(['webhooks', 'ping', c.json.webhook_id, '--json'], env);
+    expect(p.code, both(p)).toBe(0);
+    expect(p.json).toMatchObject({ delivered: true, status: 200 });
+    expect(Number.isInteger(p.json.duration_ms)).toBe(true);
+    const got = rx.requests.slice(before).filter((q) => q.url === '/ping');
+    expect(got).toHaveLength(1);
+    expect(JSON.parse(got[0].body).type).toBe('com.svc.webhook.ping.v1');
+    expect(got[0].headers['x-svc-signature']).toBe(createHmac('sha256', 'ping-secret').update(got[0].body).digest('hex'));
+  });
+
+  it('API errors exit 1 and print the server\'s message; nothing is created', async () => {
+    const before = (await cli(['webhooks', 'list', '--json'], env)).json.length;
+    const bad = await cli(['webhooks', 'create', '--url', 'ftp://127.0.0.1/x'], env);
+    expect(bad.code, both(bad)).toBe(1);
+    expect(bad.stderr.trim().length).toBeGreaterThan(0);
+    const dup1 = await cli(['webhooks', 'create', '--url', `${rx.url}/dup`], env);
+    expect(dup1.code, both(dup1)).toBe(0);
+    const dup2 = await cli(['webhooks', 'create', '--url', `${rx.url}/dup`], env);
+    expect(dup2.code, both(dup2)).toBe(1);
+    expect(dup2.stderr).toMatch(/409|conflict/);
+    const unauth = await cli(['webhooks', 'list'], { ...env, SVC_API_TOKEN: 'svc_not_a_token_000000000000' });
+    expect(unauth.code, both(unauth)).toBe(1);
+    expect((await cli(['webhooks', 'list', '--json'], env)).json.length).toBe(before + 1);
+  });
+
+  it('installs list on an org with no installs', async () => {
+    const r = await cli(['installs', 'list', '--json'], env);
+    expect(r.code, both(r)).toBe(0);
+    expect(r.json).toEqual([]);
+    const plain = await cli(['installs', 'list'], env);
+    expect(plain.code, both(plain)).toBe(0);
+  });
+});

@@ -1,0 +1,104 @@
+/**
+ * Starts a private nats-server (JetStream on, random port, temp store dir) for a test file.
+ * Never the system server on 4222.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { accessSync, constants, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+
+const DIRS = ['/usr/sbin', '/usr/bin', '/usr/local/bin', '/usr/local/sbin'];
+
+function isExecutable(file: string): boolean {
+  try {
+    if (!statSync(file).isFile()) return false;
+    accessSync(file, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Same search as scripts/ensure-nats.mjs: $SVC_NATS_SERVER, the usual dirs, then $PATH. */
+export function findNatsServer(): string | null {
+  const fromEnv = process.env.SVC_NATS_SERVER;
+  if (fromEnv && isExecutable(fromEnv)) return fromEnv;
+  for (const dir of DIRS) {
+    const file = join(dir, 'nats-server');
+    if (isExecutable(file)) return file;
+  }
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir && isExecutable(join(dir, 'nats-server'))) return join(dir, 'nats-server');
+  }
+  return null;
+}
+
+export interface NatsServerHandle {
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const p of running) p.kill('SIGKILL');
+});
+
+export async function startNatsServer(opts: { timeoutMs?: number } = {}): Promise<NatsServerHandle> {
+  const bin = findNatsServer();
+  if (!bin) {
+    throw new Error('nats-server not found: install it with `apt-get install -y nats-server` or set SVC_NATS_SERVER');
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'svc-nats-'));
+  const child = spawn(bin, ['-a', '127.0.0.1', '-p', '-1', '-js', '-sd', dir], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  running.add(child);
+  let log = '';
+  let port = 0;
+
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const t = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await exited;
+      clearTimeout(t);
+    }
+    running.delete(child);
+    rmSync(dir, { recursive: true, force: true });
+  };
+
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`nats-server did not become ready:\n${log}`)),
+        opts.timeoutMs ?? 10_000,
+      );
+      const onData = (chunk: Buffer) => {
+        log += chunk.toString();
+        const m = /Listening for client connections on [^\s:]+:(\d+)/.exec(log);
+        if (m) port = Number(m[1]);
+        if (port && log.includes('Server is ready')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+      child.stdout!.on('data', onData);
+      child.stderr!.on('data', onData);
+      child.once('error', (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        reject(new Error(`nats-server exited (${code ?? signal}):\n${log}`));
+      });
+    });
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  // keep draining output so the pipe never fills
+  return { url: `nats://127.0.0.1:${port}`, port, stop };
+}
