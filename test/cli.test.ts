@@ -471,11 +471,120 @@ describe('against a real svc serve', () => {
     expect((await cli(['webhooks', 'list', '--json'], env)).json.length).toBe(before + 1);
   });
 
-  it('installs list on an org with no installs', async () => {
-    const r = await cli(['installs', 'list', '--json'], env);
+  /** The HTTP API directly, to set up apps, configs and installs. */
+  async function http(method: string, p: string, body?: unknown): Promise<any> {
+    const res = await fetch(`${url}${p}`, {
+      method,
+      headers: { authorization: `Bearer ${org.api_token}`, 'x-svc-org-id': org.org_id, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${text}`);
+    return text ? JSON.parse(text) : undefined;
+  }
+  async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
+    const end = Date.now() + ms;
+    for (;;) {
+      const v = await fn();
+      if (v !== undefined) return v;
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((ok) => setTimeout(ok, 200));
+    }
+  }
+  const cfgBody = (image: string) => ({ components: [{ name: 'api', values: { image, replicas: 2 } }, { name: 'db', values: { size: 's' } }] });
+
+  it('installs versions, rollback (--plan-only, --yes), diff, workflows get', { timeout: 60_000 }, async () => {
+    const app = await http('POST', '/v1/apps', { name: 'cli-rb' });
+    const v1 = await http('POST', `/v1/apps/${app.app_id}/configs`, cfgBody('api:1'));
+    const v2 = await http('POST', `/v1/apps/${app.app_id}/configs`, cfgBody('api:2'));
+    const inst = await http('POST', '/v1/installs', { app_id: app.app_id, name: 'rb-1', app_config_id: v2.app_config_id, labels: { ring: 'canary' } });
+    const id = inst.install_id;
+    await until('provisioned version', async () => {
+      const r = await cli(['installs', 'versions', id, '--json'], env);
+      return r.code === 0 && r.json?.[0]?.status === 'succeeded' ? r.json : undefined;
+    });
+    const list = await cli(['installs', 'list'], env);
+    expect(list.code, both(list)).toBe(0);
+    expect(list.stdout).toMatch(new RegExp(`${id}\\s+rb-1\\s+${app.app_id}\\s+${v2.app_config_id}\\s+ring=canary`));
+
+    const plan = await cli(['installs', 'rollback', id, '--app-config', v1.app_config_id, '--plan-only'], env);
+    expect(plan.code, both(plan)).toBe(0);
+    expect(plan.stdout).toContain('values.image: "api:2" -> "api:1"');
+    expect(plan.stdout).not.toContain('replicas');
+    const refused = await cli(['installs', 'rollback', id, '--app-config', v1.app_config_id], env);
+    expect(refused.code, both(refused)).toBe(2);
+    expect((await cli(['installs', 'versions', id, '--json'], env)).json).toHaveLength(1);
+
+    const applied = await cli(['installs', 'rollback', id, '--app-config', v1.app_config_id, '--yes', '--json'], env);
+    expect(applied.code, both(applied)).toBe(0);
+    expect(applied.json).toMatchObject({ applied: true });
+    const { workflow_id, version_id } = applied.json;
+    const versions = await until('rollback version succeeded', async () => {
+      const r = await cli(['installs', 'versions', id, '--json'], env);
+      return r.json?.[0]?.status === 'succeeded' ? r.json : undefined;
+    });
+    expect(versions[0]).toMatchObject({ version_id, app_config_id: v1.app_config_id, old_app_config_id: v2.app_config_id, workflow_id });
+    const plainVersions = await cli(['installs', 'versions', id], env);
+    expect(plainVersions.stdout).toContain(version_id);
+
+    const diff = await cli(['installs', 'diff', id, version_id], env);
+    expect(diff.code, both(diff)).toBe(0);
+    expect(diff.stdout).toMatch(/~ api/);
+    expect(diff.stdout).toContain('values.image: "api:2" -> "api:1"');
+    expect(diff.stdout).toMatch(/= db/);
+    const missing = await cli(['installs', 'diff', id, 'ver_does_not_exist'], env);
+    expect(missing.code, both(missing)).toBe(1);
+
+    const wf = await cli(['workflows', 'get', workflow_id], env);
+    expect(wf.code, both(wf)).toBe(0);
+    expect(wf.stdout).toMatch(/type:\s+app_config_update/);
+    expect(wf.stdout).toMatch(/^0\s+\S+\s+deploy api\s+succeeded/m);
+    expect(wf.stdout).not.toContain('deploy db');
+    const cancel = await cli(['workflows', 'cancel', workflow_id], env);
+    expect(cancel.code, `cancelling a finished workflow is an API error: ${both(cancel)}`).toBe(1);
+  });
+
+  it('branches run with --skip-builds, then approve the group plan', async () => {
+    const app = await http('POST', '/v1/apps', { name: 'cli-br' });
+    const v1 = await http('POST', `/v1/apps/${app.app_id}/configs`, cfgBody('api:1'));
+    const v2 = await http('POST', `/v1/apps/${app.app_id}/configs`, cfgBody('api:2'));
+    const branch = await http('POST', `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'canary', selector: { match_labels: { ring: 'canary' } } }] });
+    const inst = await http('POST', '/v1/installs', { app_id: app.app_id, name: 'br-1', app_config_id: v2.app_config_id, labels: { ring: 'canary' } });
+    await until('provisioned', async () => {
+      const r = await cli(['installs', 'versions', inst.install_id, '--json'], env);
+      return r.json?.[0]?.status === 'succeeded' ? true : undefined;
+    });
+    const run = await cli(['branches', 'run', app.app_id, branch.app_branch_id, '--app-config', v1.app_config_id, '--skip-builds', '--json'], env);
+    expect(run.code, both(run)).toBe(0);
+    const wfId = run.json.workflow_id;
+    expect(typeof wfId).toBe('string');
+    const step = await until('a step awaiting approval', async () => {
+      const r = await cli(['workflows', 'get', wfId, '--json'], env);
+      return r.json?.steps?.find((s: any) => s.status === 'awaiting_approval');
+    });
+    expect(step.name).toBe('plan install group: canary');
+    const shown = await cli(['workflows', 'get', wfId], env);
+    expect(shown.stdout).toContain(`awaits approval: svc workflows approve|reject ${wfId} ${step.step_id}`);
+    expect(shown.stdout).toContain(`br-1 (${inst.install_id}): ${v2.app_config_id} -> ${v1.app_config_id}`);
+    const ok = await cli(['workflows', 'approve', wfId, step.step_id, '--note', 'looks good', '--json'], env);
+    expect(ok.code, both(ok)).toBe(0);
+    const again = await cli(['workflows', 'approve', wfId, step.step_id], env);
+    expect(again.code, `approving an answered step: ${both(again)}`).toBe(1);
+    const done = await until('branch run finished', async () => {
+      const r = await cli(['workflows', 'get', wfId, '--json'], env);
+      return ['succeeded', 'failed', 'cancelled'].includes(r.json?.status) ? r.json : undefined;
+    }, 20_000);
+    expect(done.status).toBe('succeeded');
+  }, 60_000);
+
+  it('installs list on an org with no installs (another org sees none of this org\'s installs)', async () => {
+    const o = await cli(['orgs', 'create', '--name', 'cli-empty', '--db', db]);
+    expect(o.code, both(o)).toBe(0);
+    const env2 = { SVC_API_URL: url, SVC_API_TOKEN: o.json.api_token, SVC_ORG_ID: o.json.org_id };
+    const r = await cli(['installs', 'list', '--json'], env2);
     expect(r.code, both(r)).toBe(0);
     expect(r.json).toEqual([]);
-    const plain = await cli(['installs', 'list'], env);
+    const plain = await cli(['installs', 'list'], env2);
     expect(plain.code, both(plain)).toBe(0);
   });
 });

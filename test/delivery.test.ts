@@ -510,3 +510,22 @@ describe('connection reuse, metrics, shutdown', () => {
     expect(r).toMatchObject({ delivered: false, error: 'aborted' });
   });
 });
+
+describe('metrics registry', () => {
+  it('pre-initialises the ingest and delivery series and keeps registries separate', async () => {
+    const a = createMetrics();
+    const b = createMetrics();
+    for (const result of ['accepted', 'duplicate', 'ignored', 'invalid']) expect(await counter(a, 'svc_ingest_messages_total', { result })).toBe(0);
+    expect(await counter(a, 'svc_deliveries_total', { outcome: 'success' })).toBe(0);
+    expect(await counter(a, 'svc_delivery_duration_seconds_bucket', { le: '0.001' })).toBe(0);
+    expect(await counter(a, 'svc_delivery_duration_seconds_bucket', { le: '+Inf' })).toBe(0);
+    a.eventsEmitted.inc({ type: 'com.svc.workflow.lifecycle.v1' });
+    a.ingestMessages.inc({ result: 'accepted' });
+    expect(await counter(a, 'svc_events_emitted_total', { type: 'com.svc.workflow.lifecycle.v1' })).toBe(1);
+    expect(await counter(a, 'svc_ingest_messages_total', { result: 'accepted' })).toBe(1);
+    expect(await counter(b, 'svc_events_emitted_total')).toBeUndefined();
+    const { contentType, body } = await renderMetrics(a);
+    expect(contentType).toMatch(/^text\/plain/);
+    expect(body).toContain('# TYPE svc_delivery_duration_seconds histogram');
+  });
+});

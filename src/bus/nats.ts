@@ -57,6 +57,7 @@ const NAK_DELAY_MS = 1000;
 /** Small pull batches so that several processes share the work evenly. */
 const PULL_BATCH = 10;
 const JS_TIMEOUT_MS = 10_000;
+const DRAIN_TIMEOUT_MS = 10_000;
 
 export interface NatsBusOptions {
   name?: string;
@@ -221,9 +222,9 @@ export async function createNatsBus(url: string, opts: NatsBusOptions = {}): Pro
   let jsm: JetStreamManager;
   try {
     jsm = await jetstreamManager(nc, { timeout: JS_TIMEOUT_MS });
+    await checkIngestNotCaptured(jsm);
     await ensureStream(jsm, logger);
     await ensureConsumer(jsm);
-    await checkIngestNotCaptured(jsm);
   } catch (err) {
     await nc.close().catch(() => undefined);
     const hint = /jetstream not enabled|JetStreamNotEnabled/i.test(String((err as Error)?.message ?? err))
@@ -385,10 +386,18 @@ export async function createNatsBus(url: string, opts: NatsBusOptions = {}): Pro
       closing = true;
       await Promise.allSettled([...stoppers].map((s) => s()));
       if (!nc.isClosed()) {
-        await nc.drain().catch(async (err: unknown) => {
+        // Drain flushes pending acks and publishes; bounded, since it cannot finish while disconnected.
+        let timer: NodeJS.Timeout | undefined;
+        const timedOut = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), DRAIN_TIMEOUT_MS)));
+        const r = await Promise.race([nc.drain().then(() => 'ok' as const), timedOut]).catch((err: unknown) => {
           logger.warn({ ...errorInfo(err) }, 'nats drain failed');
-          await nc.close().catch(() => undefined);
+          return 'failed' as const;
         });
+        clearTimeout(timer);
+        if (r !== 'ok') {
+          if (r === 'timeout') logger.warn({ timeoutMs: DRAIN_TIMEOUT_MS }, 'nats drain timed out; closing');
+          await nc.close().catch(() => undefined);
+        }
       }
     },
   };

@@ -100,6 +100,7 @@ export class Engine {
       return this.flushing;
     }
     this.flushing = (async () => {
+      await Promise.resolve(); // never finish before `this.flushing` is assigned
       try {
         do {
           this.flushAgain = false;
