@@ -27,7 +27,7 @@ export class Producers {
 
   /** A transition of a workflow the engine did not start. */
   externalWorkflow(orgId: string, workflowId: string, msg: WorkflowMessage): IngestResult {
-    return this.orch.engine.tx(() => {
+    return this.orch.engine.tx((t) => {
       if (msg.workflow && msg.workflow.id !== workflowId) throw new InvalidError(`workflow.id ${msg.workflow.id} does not match the subject's ${workflowId}`);
       let wf = getWorkflow(this.db, workflowId);
       if (wf && (!wf.external || wf.org_id !== orgId)) throw new InvalidError(`workflow ${workflowId} is run by the engine; producers cannot report it`);
@@ -50,7 +50,6 @@ export class Producers {
         });
         wf = getWorkflow(this.db, workflowId)!;
       }
-      const t = this.currentTx();
       const extra = msg.duration_ms !== undefined ? { duration_ms: msg.duration_ms } : undefined;
       if (msg.kind === 'workflow') {
         const accepted =
@@ -101,11 +100,6 @@ export class Producers {
       if (this.orch.stepEvent(t, wf, step, ev, extra)) return 'accepted';
       return step.status === (msg.transition as Status) ? 'duplicate' : 'ignored';
     });
-  }
-
-  private currentTx(): Tx {
-    // engine.tx re-enters the current transaction
-    return this.orch.engine.tx((t) => t);
   }
 
   /** A heartbeat or an inactive message from a runner. */

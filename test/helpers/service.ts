@@ -1,0 +1,109 @@
+// Test helpers: a real svc (in process, real SQLite file, real HTTP, memory or NATS bus).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
+import type { ServeConfig } from '../../src/config.ts';
+import { startServer, type RunningServer } from '../../src/server.ts';
+import { openDb } from '../../store/db.ts';
+import { createOrg } from '../../store/orgs.ts';
+
+export interface OrgCreds {
+  org_id: string;
+  api_token: string;
+}
+
+export interface ApiResponse<T = any> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  status: number;
+  body: T;
+  text: string;
+}
+
+export interface TestService {
+  url: string;
+  dir: string;
+  db: string;
+  server: RunningServer;
+  createOrg(name?: string): OrgCreds;
+  api(org: OrgCreds): ApiClient;
+  stop(): Promise<void>;
+}
+
+export interface ApiClient {
+  get<T = any>(p: string): Promise<ApiResponse<T>>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  post<T = any>(p: string, body?: unknown): Promise<ApiResponse<T>>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  patch<T = any>(p: string, body?: unknown): Promise<ApiResponse<T>>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  del<T = any>(p: string): Promise<ApiResponse<T>>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  raw(method: string, p: string, init?: { body?: string | Buffer; headers?: Record<string, string> }): Promise<ApiResponse>;
+}
+
+export function tmpDir(prefix = 'svc-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/** Start svc in this process on a free port with a fresh database (or `db`, to restart on one). */
+export async function startService(overrides: Partial<ServeConfig> = {}): Promise<TestService> {
+  const dir = overrides.db ? path.dirname(overrides.db) : tmpDir();
+  const config: ServeConfig = {
+    port: 0,
+    host: '127.0.0.1',
+    db: path.join(dir, 'svc.db'),
+    natsUrl: null,
+    baseUrl: null,
+    dashboardUrl: null,
+    localRunner: true,
+    runnerHealthIntervalMs: 15 * 60_000,
+    deliveryTimeoutMs: 5000,
+    allowPrivateTargets: true,
+    driftIntervalMs: null,
+    ...overrides,
+  };
+  const server = await startServer(config, { logger: pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }) });
+  const url = server.url;
+  return {
+    url,
+    dir,
+    db: config.db,
+    server,
+    createOrg(name = 'test-org') {
+      const db = openDb(config.db);
+      try {
+        const { org, api_token } = createOrg(db, name);
+        return { org_id: org.org_id, api_token };
+      } finally {
+        db.close();
+      }
+    },
+    api: (org) => apiClient(url, org),
+    stop: () => server.stop(),
+  };
+}
+
+export function apiClient(url: string, org: OrgCreds): ApiClient {
+  const auth = { authorization: `Bearer ${org.api_token}`, 'x-svc-org-id': org.org_id };
+  const raw = async (method: string, p: string, init: { body?: string | Buffer; headers?: Record<string, string> } = {}) => {
+    const res = await fetch(url + p, { method, headers: { ...auth, ...(init.headers ?? {}) }, body: init.body, redirect: 'manual' });
+    const text = await res.text();
+    let body: unknown;
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {
+      body = undefined;
+    }
+    return { status: res.status, body, text } as ApiResponse;
+  };
+  const json = (method: string) => (p: string, body?: unknown) =>
+    raw(method, p, body === undefined ? {} : { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  return { get: (p) => raw('GET', p), post: json('POST'), patch: json('PATCH'), del: (p) => raw('DELETE', p), raw };
+}
+
+/** Poll until `fn` returns a truthy value. */
+export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, what = 'condition'): Promise<NonNullable<T>> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v as NonNullable<T>;
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
