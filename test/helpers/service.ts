@@ -82,7 +82,7 @@ export async function startService(overrides: Partial<ServeConfig> = {}): Promis
 export function apiClient(url: string, org: OrgCreds): ApiClient {
   const auth = { authorization: `Bearer ${org.api_token}`, 'x-svc-org-id': org.org_id };
   const raw = async (method: string, p: string, init: { body?: string | Buffer; headers?: Record<string, string> } = {}) => {
-    const res = await fetch(url + p, { method, headers: { ...auth, ...(init.headers ?? {}) }, body: init.body, redirect: 'manual' });
+    const res = await fetch(url + p, { method, headers: { ...auth, ...(init.headers ?? {}) }, body: init.body as BodyInit | undefined, redirect: 'manual' });
     const text = await res.text();
     let body: unknown;
     try {
