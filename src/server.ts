@@ -23,6 +23,8 @@ import { Scheduler } from './orchestrator/scheduler.ts';
 export interface RunningServer {
   url: string;
   ctx: AppContext;
+  /** the bus this server uses (tests drive producers through it in memory mode) */
+  bus: Bus;
   stop(): Promise<void>;
 }
 
@@ -30,7 +32,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   const logger = opts.logger ?? pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
   const db = openDb(config.db);
   const metrics = createMetrics();
-  const bus: Bus = config.natsUrl ? await createNatsBus(config.natsUrl, { name: 'svc', logger }) : createMemoryBus();
+  const bus: Bus = config.natsUrl ? await createNatsBus(config.natsUrl, { name: 'svc', logger }) : createMemoryBus({ logger });
   const urls = { base: '', dashboard: '', source: '' };
   const deliverer = new Deliverer({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets, logger, metrics });
   const engine = new Engine({ db, bus, logger, metrics, urls: () => urls });
@@ -82,6 +84,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   return {
     url: listenUrl,
     ctx,
+    bus,
     stop: () =>
       (stopping ??= (async () => {
         scheduler.stop();
