@@ -1,6 +1,7 @@
 // `svc serve`: wires store → engine → bus → dispatch → delivery, and the HTTP layer.
 import { serve, type ServerType } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { openDb } from '../store/db.ts';
 import { effectiveBaseUrl, effectiveDashboardUrl, hostForUrl, type ServeConfig } from './config.ts';
@@ -17,6 +18,7 @@ import { LocalRunner } from './orchestrator/local-runner.ts';
 import { Dispatcher } from './dispatch/dispatcher.ts';
 import { startIngest } from './ingest/ingest.ts';
 import { sourceFor } from './events/cloudevent.ts';
+import { controlSubject } from './bus/subjects.ts';
 import { createHttpApp } from './http/app.ts';
 import { Scheduler } from './orchestrator/scheduler.ts';
 
@@ -34,6 +36,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   const metrics = createMetrics();
   const bus: Bus = config.natsUrl ? await createNatsBus(config.natsUrl, { name: 'svc', logger }) : createMemoryBus({ logger });
   const urls = { base: '', dashboard: '', source: '' };
+  const processId = randomUUID();
   const deliverer = new Deliverer({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets, logger, metrics });
   const engine = new Engine({ db, bus, logger, metrics, urls: () => urls });
   const orchestrator = new Orchestrator(engine, logger);
@@ -49,8 +52,15 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     engine,
     orchestrator,
     urls,
-    webhookChanged: (orgId, webhookId) => dispatcher.refresh(orgId, webhookId),
-    labelsChanged: () => dispatcher.invalidateLabels(),
+    // other svc processes on the same bus hear about changes too (their dispatch indexes refresh)
+    webhookChanged: (orgId, webhookId) => {
+      dispatcher.refresh(orgId, webhookId);
+      bus.publish(controlSubject, JSON.stringify({ kind: 'webhook', org_id: orgId, webhook_id: webhookId, from: processId }));
+    },
+    labelsChanged: (installId) => {
+      dispatcher.invalidateLabels();
+      bus.publish(controlSubject, JSON.stringify({ kind: 'labels', install_id: installId, from: processId }));
+    },
   };
 
   const app = createHttpApp(ctx);
@@ -67,6 +77,12 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
 
   const eventSub = await bus.consumeEvents(async (_subject, data) => {
     dispatcher.dispatch(Buffer.from(data).toString('utf8'));
+  });
+  const controlSub = bus.subscribe(controlSubject, (msg) => {
+    const m = msg.json<{ kind: string; org_id?: string; webhook_id?: string; from?: string }>();
+    if (m.from === processId) return;
+    if (m.kind === 'webhook' && m.org_id && m.webhook_id) dispatcher.refresh(m.org_id, m.webhook_id);
+    if (m.kind === 'labels') dispatcher.invalidateLabels();
   });
   const ingestSub = startIngest({ bus, logger, metrics, orchestrator, producers });
   const localRunner = config.localRunner
@@ -91,6 +107,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
         localRunner?.stop();
         await new Promise<void>((r) => server.close(() => r()));
         ingestSub.unsubscribe();
+        controlSub.unsubscribe();
         eventSub.unsubscribe();
         await engine.close();
         await deliverer.close(config.deliveryTimeoutMs);

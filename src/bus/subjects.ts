@@ -124,3 +124,6 @@ export function subjectsOverlap(a: string, b: string): boolean {
     if (x[i] !== '*' && y[i] !== '*' && x[i] !== y[i]) return false;
   }
 }
+
+/** Where svc processes tell each other that webhooks or labels changed (core NATS, no stream). */
+export const controlSubject = 'svc.control.changes';

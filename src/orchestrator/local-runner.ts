@@ -2,7 +2,7 @@
 // the same producer protocol an external runner uses, and sends the heartbeats of the runners it serves.
 import type { Logger } from 'pino';
 import type { Bus, Subscription } from '../bus/bus.ts';
-import { jobResultSubject, jobsWildcard } from '../bus/subjects.ts';
+import { ingestSubject, jobResultSubject, jobsWildcard } from '../bus/subjects.ts';
 import type { Db } from '../../store/db.ts';
 import { listRunners } from '../../store/runners.ts';
 
@@ -69,7 +69,7 @@ export class LocalRunner {
   heartbeats(): void {
     if (this.stopped) return;
     for (const r of listRunners(this.db)) {
-      this.bus.publish(`svc.ingest.${r.org_id}.runners.${r.runner_id}`, JSON.stringify({ type: 'heartbeat', process: 'running' }));
+      this.bus.publish(ingestSubject(r.org_id, 'runners', r.runner_id), JSON.stringify({ type: 'heartbeat', process: 'running' }));
     }
   }
 
