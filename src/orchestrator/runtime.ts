@@ -443,11 +443,11 @@ export class Orchestrator {
 
   private cancelTree(t: Tx, wf: WorkflowRow): void {
     for (const s of listSteps(this.db, wf.workflow_id)) {
+      // the step first, so that its children ending cancelled do not fail it
+      if (!TERMINAL.has(s.status)) this.stepEvent(t, wf, s, { type: 'cancel' });
       for (const child of listChildWorkflows(this.db, wf.workflow_id, s.step_id)) {
         if (!TERMINAL.has(child.status)) this.cancelTree(t, child);
       }
-      const fresh = getStep(this.db, wf.workflow_id, s.step_id)!;
-      if (!TERMINAL.has(fresh.status)) this.stepEvent(t, wf, fresh, { type: 'cancel' });
     }
     cancelWorkflowJobs(this.db, wf.workflow_id);
     const fresh = getWorkflow(this.db, wf.workflow_id)!;
