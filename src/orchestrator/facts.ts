@@ -2,7 +2,7 @@
 import type { Db } from '../../store/db.ts';
 import { getActionById } from '../../store/installs.ts';
 import type { StepRow, WorkflowRow } from '../../store/workflows.ts';
-import type { FactScope, StepRef, WorkflowRef } from '../events/facts.ts';
+import type { FactScope, LifecycleTransition, Outcome, StepRef, WorkflowRef } from '../events/facts.ts';
 
 export function workflowRef(wf: WorkflowRow): WorkflowRef {
   const ref: WorkflowRef = { id: wf.workflow_id, type: wf.type, owner_id: wf.owner_id, owner_type: wf.owner_type };
@@ -36,4 +36,10 @@ export function scopeOf(db: Db, wf: WorkflowRow, step?: StepRow): FactScope {
 export function durationMs(startedAt: string | null, endIso: string): number {
   if (!startedAt) return 0;
   return Math.max(0, Date.parse(endIso) - Date.parse(startedAt));
+}
+
+/** `{outcome}` for a terminal lifecycle transition (error only on failed), `{}` for started. */
+export function outcomeOf(transition: LifecycleTransition, duration_ms: number, error: string): { outcome?: Outcome } {
+  if (transition === 'started') return {};
+  return { outcome: { status: transition, duration_ms, ...(transition === 'failed' ? { error } : {}) } };
 }

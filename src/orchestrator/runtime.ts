@@ -36,7 +36,7 @@ import { ConflictError, NotFoundError } from '../errors.ts';
 import { newId } from '../ids.ts';
 import type { StepDef } from './definitions.ts';
 import { diffConfigs } from './diff.ts';
-import { durationMs, scopeOf, stepRef, workflowRef } from './facts.ts';
+import { durationMs, outcomeOf, scopeOf, stepRef, workflowRef } from './facts.ts';
 import { applyConfigUpdate } from './config-update.ts';
 
 export type IngestResult = 'accepted' | 'duplicate' | 'ignored';
@@ -287,15 +287,7 @@ export class Orchestrator {
           workflow: workflowRef(wf),
           step: stepRef(fresh),
           ...scope,
-          ...(tr === 'started'
-            ? {}
-            : {
-                outcome: {
-                  status: tr,
-                  duration_ms: extra?.duration_ms ?? durationMs(startedAt, now),
-                  ...(tr === 'failed' ? { error: error ?? e.error ?? 'failed' } : {}),
-                },
-              }),
+          ...outcomeOf(tr, extra?.duration_ms ?? durationMs(startedAt, now), error ?? e.error ?? 'failed'),
         });
       } else {
         const a = fresh.approval ?? { status: e.transition };
@@ -339,15 +331,7 @@ export class Orchestrator {
         time: now,
         workflow: workflowRef(wf),
         ...scope,
-        ...(tr === 'started'
-          ? {}
-          : {
-              outcome: {
-                status: tr,
-                duration_ms: extra?.duration_ms ?? durationMs(startedAt, now),
-                ...(tr === 'failed' ? { error: error ?? 'workflow failed' } : {}),
-              },
-            }),
+        ...outcomeOf(tr, extra?.duration_ms ?? durationMs(startedAt, now), error ?? 'workflow failed'),
       });
     }
     return true;
