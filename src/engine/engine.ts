@@ -28,6 +28,20 @@ export interface EngineDeps {
 const JOB_RESEND_MS = 10_000;
 
 /**
+ * FAULT INJECTION, for test/crash.test.ts only; inert unless SVC_FAULT_CRASH_BEFORE_PUBLISH=1 is
+ * in the environment. Then the first outbox flush that finds committed, unpublished events kills
+ * the process with SIGKILL before publishing any of them: the window between commit and publish.
+ * It waits 100 ms first so that the answers to producers whose facts are already committed
+ * ({ok: true}) reach them, as they would in a real crash just after commit.
+ */
+async function crashBeforePublishIfAsked(): Promise<void> {
+  if (process.env.SVC_FAULT_CRASH_BEFORE_PUBLISH !== '1') return;
+  await new Promise((r) => setTimeout(r, 100));
+  process.kill(process.pid, 'SIGKILL');
+  await new Promise(() => {}); // never resumes
+}
+
+/**
  * The engine core: one SQLite transaction per fact (state + outbox), then publication.
  * The outbox is published in order; after a crash, whatever was committed but not yet
  * published is published at start (JetStream dedupes by event id).
@@ -107,6 +121,7 @@ export class Engine {
           for (;;) {
             const rows = unpublished(this.deps.db);
             if (!rows.length || this.closed) break;
+            await crashBeforePublishIfAsked();
             for (const row of rows) {
               await this.deps.bus.publishEvent(row.subject, row.body, row.event_id);
               markPublished(this.deps.db, row.seq);
