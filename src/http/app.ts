@@ -18,6 +18,9 @@ export function createHttpApp(ctx: AppContext, extra?: (app: Hono) => void): Hon
   app.onError((err, c) => {
     const e = toHttpError(err);
     if (e.status >= 500) ctx.logger.error({ err: err instanceof Error ? err.message : String(err), path: c.req.path }, 'request failed');
+    // An oversized body is left unread and the server drops the connection: say so, or a
+    // keep-alive client reuses the socket for its next request and that request fails.
+    if (e.status === 413) c.header('connection', 'close');
     return errorResponse(c, e);
   });
   app.notFound((c) => errorResponse(c, new HttpError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`)));
