@@ -45,11 +45,17 @@ export async function readJson<S extends z.ZodType>(c: Context, schema: S, empty
     if (ct !== 'application/json' && !ct.endsWith('+json')) {
       throw new HttpError(415, 'unsupported_media_type', 'request body must be application/json');
     }
+    let protoPath: string | null = null;
     try {
-      value = JSON.parse(text);
+      // `__proto__` would be dropped or rewire prototypes when copied: refuse it outright
+      value = JSON.parse(text, function (this: unknown, key) {
+        if (key === '__proto__') protoPath ??= '__proto__';
+        return arguments[1];
+      });
     } catch {
       throw new HttpError(400, 'invalid_request', 'malformed JSON body', [{ path: '(body)', message: 'malformed JSON' }]);
     }
+    if (protoPath) throw invalid([{ path: protoPath, message: 'the key __proto__ is not allowed' }]);
   }
   const r = schema.safeParse(value);
   if (!r.success) throw invalid(issuesToDetails(r.error.issues));
