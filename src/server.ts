@@ -21,6 +21,7 @@ import { sourceFor } from './events/cloudevent.ts';
 import { controlSubject } from './bus/subjects.ts';
 import { createHttpApp } from './http/app.ts';
 import { Scheduler } from './orchestrator/scheduler.ts';
+import { mountDashboard } from './dashboard/routes.tsx';
 
 export interface RunningServer {
   url: string;
@@ -64,6 +65,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   };
 
   const app = createHttpApp(ctx);
+  mountDashboard(app, ctx); // under the dashboard URL's path, resolved per request (urls are set after listen)
 
   const server: ServerType = await new Promise((resolve, reject) => {
     const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
@@ -108,10 +110,13 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
         await new Promise<void>((r) => server.close(() => r()));
         ingestSub.unsubscribe();
         controlSub.unsubscribe();
-        eventSub.unsubscribe();
+        // Publish what is committed, and let the bus hand it to dispatch, before the event consumer
+        // goes: an event published after it went would be marked published yet never delivered
+        // (in memory mode nothing would ever deliver it again, not even after a restart).
         await engine.close();
-        await deliverer.close(config.deliveryTimeoutMs);
         await bus.close().catch(() => {});
+        eventSub.unsubscribe();
+        await deliverer.close(config.deliveryTimeoutMs);
         db.close();
       })()),
   };

@@ -1,0 +1,408 @@
+// Installs: the list, one install (config, versions with diffs, rollback), its sandbox and components.
+import type { Hono } from 'hono';
+import type { AppContext } from '../../context.ts';
+import { ConflictError, InvalidError, NotFoundError } from '../../errors.ts';
+import { getInstallView, listInstalls, listInstallWorkflows } from '../../services/installs.ts';
+import { listInstallVersions, updateInstallConfig, versionDiff } from '../../services/rollback.ts';
+import { getWorkflowView } from '../../services/workflows.ts';
+import { csrfOf, render } from '../render.tsx';
+import { flash, type DashContext, type DashEnv } from '../session.ts';
+import { Csrf, Diff, duration, Json, Labels, Status, Time, type DiffShape } from '../ui.tsx';
+import { InstallsTable, WorkflowsTable } from './overview.tsx';
+
+type InstallView = ReturnType<typeof getInstallView>;
+type Version = ReturnType<typeof listInstallVersions>[number];
+type WorkflowView = ReturnType<typeof getWorkflowView>;
+type StepView = WorkflowView['steps'][number] & {
+  step_id: string;
+  name: string;
+  status: string;
+  error: string | null;
+  started_at: string | null;
+  finished_at: string | null;
+  component_id: string | null;
+  sandbox_id: string | null;
+};
+
+/** How many of an install's newest workflows the sandbox and component pages scan for their steps. */
+const HISTORY_WORKFLOWS = 30;
+
+const InstallFacts = ({ install, c }: { install: InstallView; c: DashContext }) => {
+  const paths = c.get('paths');
+  return (
+    <dl class="facts">
+      <dt>Install ID</dt>
+      <dd>
+        <code>{install.install_id}</code>
+      </dd>
+      <dt>App</dt>
+      <dd>
+        <code>{install.app_id}</code>
+      </dd>
+      <dt>App config</dt>
+      <dd>
+        <code>{install.app_config_id ?? '—'}</code>
+      </dd>
+      <dt>Health</dt>
+      <dd>
+        <Status status={install.health} />
+      </dd>
+      <dt>Provisioned</dt>
+      <dd>{install.provisioned ? 'yes' : 'no'}</dd>
+      <dt>Labels</dt>
+      <dd>
+        <Labels labels={install.labels} />
+      </dd>
+      <dt>Sandbox</dt>
+      <dd>
+        <a href={paths.sandbox(install.install_id)}>{install.sandbox_id}</a>
+      </dd>
+      <dt>Runner</dt>
+      <dd>
+        <code>{install.runner_id}</code>
+      </dd>
+      {install.app_branch_id ? (
+        <>
+          <dt>Branch</dt>
+          <dd>
+            <code>{install.app_branch_id}</code>
+          </dd>
+        </>
+      ) : null}
+    </dl>
+  );
+};
+
+const configLabel = (v: Version) => `config v${v.app_config?.version ?? '?'} (${v.app_config_id})`;
+
+/** Earlier configs of the install's history, newest first, without the current one. */
+function rollbackChoices(versions: Version[], currentConfigId: string | null): Version[] {
+  const seen = new Set<string>(currentConfigId ? [currentConfigId] : []);
+  return versions.filter((v) => !seen.has(v.app_config_id) && (seen.add(v.app_config_id), true));
+}
+
+const VersionHistory = ({ versions, diffs, c }: { versions: Version[]; diffs: Map<string, DiffShape & { from_app_config_id: string | null }>; c: DashContext }) => (
+  <ul class="plain">
+    {versions.map((v) => (
+      <li>
+        <p>
+          <strong>Version {v.version}</strong> · {configLabel(v)} · <Status status={v.status} /> · <Time iso={v.created_at} />
+          {v.workflow_id ? (
+            <>
+              {' '}
+              · <a href={c.get('paths').workflow(v.workflow_id)}>workflow</a>
+            </>
+          ) : null}
+        </p>
+        <details>
+          <summary>
+            {diffs.get(v.version_id)?.from_app_config_id ? `Diff from ${diffs.get(v.version_id)!.from_app_config_id}` : 'Diff from nothing (first config)'}
+          </summary>
+          {diffs.get(v.version_id) ? <Diff diff={diffs.get(v.version_id)!} /> : <p class="muted">No diff.</p>}
+        </details>
+      </li>
+    ))}
+  </ul>
+);
+
+const RollbackForm = ({ install, choices, c }: { install: InstallView; choices: Version[]; c: DashContext }) =>
+  choices.length ? (
+    <form method="post" action={c.get('paths').rollbackPlan(install.install_id)} class="stack">
+      <Csrf token={csrfOf(c)} />
+      <div>
+        <label for="rollback-config">Roll back to</label>
+        <select id="rollback-config" name="app_config_id" required>
+          {choices.map((v) => (
+            <option value={v.app_config_id}>
+              {configLabel(v)}, as in version {v.version}
+            </option>
+          ))}
+        </select>
+        <p class="hint">You will see the plan first; nothing changes until you apply it.</p>
+      </div>
+      <div>
+        <button type="submit">Plan rollback</button>
+      </div>
+    </form>
+  ) : (
+    <p class="muted">No earlier config in this install's history.</p>
+  );
+
+/** The install's newest workflows, each with its steps (for the sandbox and component histories). */
+function recentWorkflowViews(ctx: AppContext, orgId: string, installId: string): WorkflowView[] {
+  return listInstallWorkflows(ctx, orgId, installId)
+    .slice(0, HISTORY_WORKFLOWS)
+    .map((w) => getWorkflowView(ctx, orgId, w.workflow_id));
+}
+
+const StepHistory = ({ rows, c }: { rows: Array<{ wf: WorkflowView; step: StepView }>; c: DashContext }) =>
+  rows.length ? (
+    <div class="table-wrap">
+      <table class="stack-sm">
+        <thead>
+          <tr>
+            <th scope="col">Step</th>
+            <th scope="col">Workflow</th>
+            <th scope="col">Status</th>
+            <th scope="col">Started</th>
+            <th scope="col">Duration</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map(({ wf, step }) => (
+            <tr>
+              <td data-label="Step">{step.name}</td>
+              <td data-label="Workflow">
+                <a href={c.get('paths').workflow(wf.workflow_id)}>{wf.type}</a>
+              </td>
+              <td data-label="Status">
+                <Status status={step.status} />
+                {step.error ? <div class="step-error">{step.error}</div> : null}
+              </td>
+              <td data-label="Started">
+                <Time iso={step.started_at} />
+              </td>
+              <td data-label="Duration">{duration(step.started_at, step.finished_at)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  ) : (
+    <p class="muted">No runs yet.</p>
+  );
+
+function stepsWhere(views: WorkflowView[], pred: (s: StepView) => boolean) {
+  return views.flatMap((wf) => (wf.steps as StepView[]).filter(pred).map((step) => ({ wf, step })));
+}
+
+const currentConfig = (versions: Version[], install: InstallView) => versions.find((v) => v.app_config_id === install.app_config_id)?.app_config ?? null;
+
+function planFailed(c: DashContext, installId: string, err: unknown) {
+  if (err instanceof InvalidError || err instanceof ConflictError || err instanceof NotFoundError) {
+    flash(c, { kind: 'error', text: `Rollback refused: ${err.message}` });
+    return c.redirect(c.get('paths').install(installId), 303);
+  }
+  throw err;
+}
+
+const formField = async (c: DashContext, name: string) => {
+  const v = (await c.req.parseBody())[name];
+  return typeof v === 'string' ? v : '';
+};
+
+export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
+  r.get('/:org/installs', (c) =>
+    render(c, {
+      title: 'Installs',
+      current: 'installs',
+      children: (
+        <>
+          <h1>Installs</h1>
+          <section>
+            <InstallsTable installs={listInstalls(ctx, c.req.param('org'))} paths={c.get('paths')} />
+          </section>
+        </>
+      ),
+    }),
+  );
+
+  r.get('/:org/installs/:install', (c) => {
+    const orgId = c.req.param('org');
+    const install = getInstallView(ctx, orgId, c.req.param('install'));
+    const paths = c.get('paths');
+    const versions = listInstallVersions(ctx, orgId, install.install_id);
+    const diffs = new Map(versions.map((v) => [v.version_id, versionDiff(ctx, orgId, install.install_id, v.version_id) as DiffShape & { from_app_config_id: string | null }]));
+    const workflows = listInstallWorkflows(ctx, orgId, install.install_id).slice(0, 15);
+    return render(c, {
+      title: install.name,
+      current: 'installs',
+      children: (
+        <>
+          <p class="muted">
+            <a href={paths.installs}>Installs</a> /
+          </p>
+          <h1>{install.name}</h1>
+          <section aria-labelledby="h-facts">
+            <h2 id="h-facts">Details</h2>
+            <InstallFacts install={install} c={c} />
+          </section>
+          <section aria-labelledby="h-components">
+            <h2 id="h-components">Components</h2>
+            {install.components.length ? (
+              <ul>
+                {install.components.map((cmp) => (
+                  <li>
+                    <a href={paths.component(install.install_id, cmp.component_id)}>{cmp.name}</a> <Status status={cmp.health} /> <Labels labels={cmp.labels} />
+                  </li>
+                ))}
+              </ul>
+            ) : (
+              <p class="muted">No components.</p>
+            )}
+          </section>
+          <section aria-labelledby="h-config">
+            <h2 id="h-config">Current config</h2>
+            <Json value={currentConfig(versions, install)} label="Current app config" />
+          </section>
+          <section aria-labelledby="h-rollback">
+            <h2 id="h-rollback">Roll back</h2>
+            <RollbackForm install={install} choices={rollbackChoices(versions, install.app_config_id)} c={c} />
+          </section>
+          <section aria-labelledby="h-versions">
+            <h2 id="h-versions">Version history</h2>
+            <VersionHistory versions={versions} diffs={diffs} c={c} />
+          </section>
+          <section aria-labelledby="h-workflows">
+            <h2 id="h-workflows">Workflows</h2>
+            <WorkflowsTable workflows={workflows} paths={paths} />
+          </section>
+        </>
+      ),
+    });
+  });
+
+  r.post('/:org/installs/:install/rollback/plan', async (c) => {
+    const orgId = c.req.param('org');
+    const install = getInstallView(ctx, orgId, c.req.param('install'));
+    const appConfigId = await formField(c, 'app_config_id');
+    let plan;
+    try {
+      plan = updateInstallConfig(ctx, orgId, install.install_id, { app_config_id: appConfigId, plan_only: true }).body.plan;
+    } catch (err) {
+      return planFailed(c, install.install_id, err);
+    }
+    const paths = c.get('paths');
+    return render(c, {
+      title: `Rollback plan · ${install.name}`,
+      current: 'installs',
+      children: (
+        <>
+          <p class="muted">
+            <a href={paths.installs}>Installs</a> / <a href={paths.install(install.install_id)}>{install.name}</a> /
+          </p>
+          <h1>Rollback plan</h1>
+          <section aria-labelledby="h-plan">
+            <h2 id="h-plan">
+              {plan.from_app_config_id ?? '—'} → {plan.to_app_config_id}
+            </h2>
+            <Diff diff={plan as DiffShape} />
+            <p class="hint">Applying reprovisions the sandbox if it changed, deploys only added or changed components and tears down removed ones.</p>
+            <div class="actions">
+              <form method="post" action={paths.rollbackApply(install.install_id)} class="inline">
+                <Csrf token={csrfOf(c)} />
+                <input type="hidden" name="app_config_id" value={plan.to_app_config_id} />
+                <button type="submit">Apply rollback</button>
+              </form>
+              <a class="button secondary" href={paths.install(install.install_id)}>
+                Cancel
+              </a>
+            </div>
+          </section>
+        </>
+      ),
+    });
+  });
+
+  r.post('/:org/installs/:install/rollback/apply', async (c) => {
+    const orgId = c.req.param('org');
+    const installId = c.req.param('install');
+    getInstallView(ctx, orgId, installId);
+    let res;
+    try {
+      res = updateInstallConfig(ctx, orgId, installId, { app_config_id: await formField(c, 'app_config_id') });
+    } catch (err) {
+      return planFailed(c, installId, err);
+    }
+    const body = res.body as { workflow_id: string; version_id: string };
+    flash(c, { kind: 'ok', text: `Rollback started: version ${body.version_id}.` });
+    return c.redirect(c.get('paths').workflow(body.workflow_id), 303);
+  });
+
+  r.get('/:org/installs/:install/sandbox', (c) => {
+    const orgId = c.req.param('org');
+    const install = getInstallView(ctx, orgId, c.req.param('install'));
+    const paths = c.get('paths');
+    const versions = listInstallVersions(ctx, orgId, install.install_id);
+    const rows = stepsWhere(recentWorkflowViews(ctx, orgId, install.install_id), (s) => s.sandbox_id === install.sandbox_id);
+    return render(c, {
+      title: `Sandbox · ${install.name}`,
+      current: 'installs',
+      children: (
+        <>
+          <p class="muted">
+            <a href={paths.installs}>Installs</a> / <a href={paths.install(install.install_id)}>{install.name}</a> /
+          </p>
+          <h1>Sandbox</h1>
+          <section aria-labelledby="h-sbx">
+            <h2 id="h-sbx">Details</h2>
+            <dl class="facts">
+              <dt>Sandbox ID</dt>
+              <dd>
+                <code>{install.sandbox_id}</code>
+              </dd>
+              <dt>Install</dt>
+              <dd>
+                <a href={paths.install(install.install_id)}>{install.name}</a>
+              </dd>
+              <dt>Provisioned</dt>
+              <dd>{install.provisioned ? 'yes' : 'no'}</dd>
+            </dl>
+            <h3>Sandbox config</h3>
+            <Json value={currentConfig(versions, install)?.sandbox ?? {}} label="Sandbox config" />
+          </section>
+          <section aria-labelledby="h-sbx-runs">
+            <h2 id="h-sbx-runs">Runs</h2>
+            <StepHistory rows={rows} c={c} />
+          </section>
+        </>
+      ),
+    });
+  });
+
+  r.get('/:org/installs/:install/components/:component', (c) => {
+    const orgId = c.req.param('org');
+    const install = getInstallView(ctx, orgId, c.req.param('install'));
+    const componentId = c.req.param('component');
+    const paths = c.get('paths');
+    const rows = stepsWhere(recentWorkflowViews(ctx, orgId, install.install_id), (s) => s.component_id === componentId);
+    const active = install.components.find((x) => x.component_id === componentId);
+    // a component removed by a later config still has its page (event links stay valid)
+    if (!active && !rows.length) throw new NotFoundError('component', componentId);
+    const name = active?.name ?? rows[0].step.name.replace(/^\S+\s+/, '');
+    const spec = currentConfig(listInstallVersions(ctx, orgId, install.install_id), install)?.components.find((x) => x.name === name);
+    return render(c, {
+      title: `${name} · ${install.name}`,
+      current: 'installs',
+      children: (
+        <>
+          <p class="muted">
+            <a href={paths.installs}>Installs</a> / <a href={paths.install(install.install_id)}>{install.name}</a> /
+          </p>
+          <h1>Component {name}</h1>
+          <section aria-labelledby="h-cmp">
+            <h2 id="h-cmp">Details</h2>
+            <dl class="facts">
+              <dt>Component ID</dt>
+              <dd>
+                <code>{componentId}</code>
+              </dd>
+              <dt>Health</dt>
+              <dd>{active ? <Status status={active.health} /> : <span class="muted">not in the current config</span>}</dd>
+              <dt>Labels</dt>
+              <dd>
+                <Labels labels={active?.labels} />
+              </dd>
+            </dl>
+            <h3>Spec in the current config</h3>
+            <Json value={spec ?? null} label="Component spec" />
+          </section>
+          <section aria-labelledby="h-cmp-runs">
+            <h2 id="h-cmp-runs">Deploys and plans</h2>
+            <StepHistory rows={rows} c={c} />
+          </section>
+        </>
+      ),
+    });
+  });
+}

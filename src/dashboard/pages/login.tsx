@@ -1,0 +1,103 @@
+// Sign-in (CONTRACT 7): org id + API token, a double-submit CSRF token, then a session cookie.
+import type { Hono } from 'hono';
+import { getCookie } from 'hono/cookie';
+import type { AppContext } from '../../context.ts';
+import { orgOfToken } from '../../../store/orgs.ts';
+import { createSession, deleteSession, randomToken } from '../../../store/sessions.ts';
+import { pathsFor, safeNext } from '../paths.ts';
+import { errorPage, render } from '../render.tsx';
+import {
+  clearCookie,
+  formCsrf,
+  LOGIN_CSRF_COOKIE,
+  sameToken,
+  SESSION_COOKIE,
+  SESSION_TTL_MS,
+  setLoginCsrfCookie,
+  setSessionCookie,
+  type DashContext,
+  type DashEnv,
+} from '../session.ts';
+import { Csrf } from '../ui.tsx';
+
+interface LoginProps {
+  action: string;
+  csrf: string;
+  next?: string;
+  orgId?: string;
+  error?: string;
+  signedInAs?: string;
+}
+
+const LoginForm = (p: LoginProps) => (
+  <>
+    <h1>Sign in</h1>
+    {p.signedInAs ? <p class="muted">You are signed in as {p.signedInAs}. Signing in again replaces that session.</p> : null}
+    {p.error ? (
+      <p class="flash error" role="alert">
+        {p.error}
+      </p>
+    ) : null}
+    <form method="post" action={p.action} class="stack card">
+      <Csrf token={p.csrf} />
+      {p.next ? <input type="hidden" name="next" value={p.next} /> : null}
+      <div>
+        <label for="org_id">Org ID</label>
+        <input type="text" id="org_id" name="org_id" value={p.orgId ?? ''} required autocomplete="username" autocapitalize="none" spellcheck={false} />
+      </div>
+      <div>
+        <label for="api_token">API token</label>
+        <input type="password" id="api_token" name="api_token" required autocomplete="current-password" />
+        <p class="hint">Create one with <code>svc tokens create</code> or on the org settings page.</p>
+      </div>
+      <div>
+        <button type="submit">Sign in</button>
+      </div>
+    </form>
+  </>
+);
+
+function showLogin(c: DashContext, props: Omit<LoginProps, 'action' | 'csrf'>, status: 200 | 400 | 401 = 200) {
+  // one token per browser (not per page view), so two sign-in tabs do not invalidate each other
+  const existing = getCookie(c, LOGIN_CSRF_COOKIE);
+  const csrf = existing && /^[A-Za-z0-9_-]{43}$/.test(existing) ? existing : randomToken();
+  setLoginCsrfCookie(c, csrf);
+  const s = c.get('session');
+  const action = c.get('paths').login();
+  return render(c, { title: 'Sign in', children: <LoginForm {...props} action={action} csrf={csrf} signedInAs={s?.org_id} /> }, status);
+}
+
+const field = (v: unknown) => (typeof v === 'string' ? v : '');
+
+export function registerLogin(r: Hono<DashEnv>, ctx: AppContext) {
+  r.get('/login', (c) => showLogin(c, { next: safeNext(c.req.query('next'), c.get('prefix')) }));
+
+  r.post('/login', async (c) => {
+    const body = await c.req.parseBody();
+    if (!sameToken(await formCsrf(c), getCookie(c, LOGIN_CSRF_COOKIE))) {
+      return errorPage(c, 403, 'Forbidden', 'The sign-in form expired or did not come from this site. Reload the sign-in page and try again.');
+    }
+    const orgId = field(body.org_id).trim();
+    const token = field(body.api_token).trim();
+    const next = safeNext(field(body.next), c.get('prefix'));
+    if (!orgId || !token || orgOfToken(ctx.db, token) !== orgId) {
+      return showLogin(c, { next, orgId, error: 'Unknown org ID or API token.' }, 401);
+    }
+    const old = getCookie(c, SESSION_COOKIE);
+    if (old) deleteSession(ctx.db, old);
+    const { token: sessionToken } = createSession(ctx.db, orgId, SESSION_TTL_MS);
+    setSessionCookie(c, sessionToken);
+    clearCookie(c, LOGIN_CSRF_COOKIE);
+    return c.redirect(next ?? pathsFor(c.get('prefix'), orgId).org, 303);
+  });
+
+  r.post('/logout', async (c) => {
+    const s = c.get('session');
+    if (s) {
+      if (!sameToken(await formCsrf(c), s.csrf)) return errorPage(c, 403, 'Forbidden', 'Missing or invalid CSRF token.');
+      deleteSession(ctx.db, s.token);
+    }
+    clearCookie(c, SESSION_COOKIE);
+    return c.redirect(c.get('paths').login(), 303);
+  });
+}

@@ -1,0 +1,130 @@
+// Org overview: installs, recent workflows, webhooks count.
+import type { Hono } from 'hono';
+import type { AppContext } from '../../context.ts';
+import { getOrg } from '../../../store/orgs.ts';
+import { listInstalls, listInstallWorkflows } from '../../services/installs.ts';
+import { listWebhooks } from '../../services/webhooks.ts';
+import type { Paths } from '../paths.ts';
+import { render } from '../render.tsx';
+import type { DashEnv } from '../session.ts';
+import { duration, Status, Time } from '../ui.tsx';
+
+export type InstallRow = ReturnType<typeof listInstalls>[number];
+export type WorkflowSummary = ReturnType<typeof listInstallWorkflows>[number];
+
+export const InstallsTable = ({ installs, paths }: { installs: InstallRow[]; paths: Paths }) =>
+  installs.length ? (
+    <div class="table-wrap">
+      <table class="stack-sm">
+        <thead>
+          <tr>
+            <th scope="col">Install</th>
+            <th scope="col">Health</th>
+            <th scope="col">Provisioned</th>
+            <th scope="col">App config</th>
+            <th scope="col">Components</th>
+          </tr>
+        </thead>
+        <tbody>
+          {installs.map((i) => (
+            <tr>
+              <td data-label="Install">
+                <a href={paths.install(i.install_id)}>{i.name}</a> <span class="muted">{i.install_id}</span>
+              </td>
+              <td data-label="Health">
+                <Status status={i.health} />
+              </td>
+              <td data-label="Provisioned">{i.provisioned ? 'yes' : 'no'}</td>
+              <td data-label="App config">
+                <code>{i.app_config_id ?? '—'}</code>
+              </td>
+              <td data-label="Components">{i.components.length}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  ) : (
+    <p class="muted">No installs yet. Create one with the API: POST /v1/installs.</p>
+  );
+
+export const WorkflowsTable = ({ workflows, paths, installNames }: { workflows: WorkflowSummary[]; paths: Paths; installNames?: Map<string, string> }) =>
+  workflows.length ? (
+    <div class="table-wrap">
+      <table class="stack-sm">
+        <thead>
+          <tr>
+            <th scope="col">Workflow</th>
+            {installNames ? <th scope="col">Install</th> : null}
+            <th scope="col">Status</th>
+            <th scope="col">Created</th>
+            <th scope="col">Duration</th>
+          </tr>
+        </thead>
+        <tbody>
+          {workflows.map((w) => (
+            <tr>
+              <td data-label="Workflow">
+                <a href={paths.workflow(w.workflow_id)}>{w.type}</a> <span class="muted">{w.workflow_id}</span>
+              </td>
+              {installNames ? (
+                <td data-label="Install">
+                  <a href={paths.install(w.owner_id)}>{installNames.get(w.owner_id) ?? w.owner_id}</a>
+                </td>
+              ) : null}
+              <td data-label="Status">
+                <Status status={w.status} />
+                {w.error ? <div class="step-error">{w.error}</div> : null}
+              </td>
+              <td data-label="Created">
+                <Time iso={w.created_at} />
+              </td>
+              <td data-label="Duration">{duration(w.started_at, w.finished_at)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  ) : (
+    <p class="muted">No workflows yet.</p>
+  );
+
+export function registerOverview(r: Hono<DashEnv>, ctx: AppContext) {
+  r.get('/:org', (c) => {
+    const orgId = c.req.param('org');
+    const paths = c.get('paths');
+    const org = getOrg(ctx.db, orgId);
+    const installs = listInstalls(ctx, orgId);
+    const names = new Map(installs.map((i) => [i.install_id, i.name]));
+    const recent = installs
+      .flatMap((i) => listInstallWorkflows(ctx, orgId, i.install_id))
+      .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0))
+      .slice(0, 10);
+    const webhooks = listWebhooks(ctx, orgId).length;
+    return render(c, {
+      title: org?.name ?? orgId,
+      current: 'overview',
+      children: (
+        <>
+          <h1>
+            {org?.name ?? orgId} <span class="muted">{orgId}</span>
+          </h1>
+          <section aria-labelledby="h-installs">
+            <h2 id="h-installs">Installs ({installs.length})</h2>
+            <InstallsTable installs={installs} paths={paths} />
+          </section>
+          <section aria-labelledby="h-recent">
+            <h2 id="h-recent">Recent workflows</h2>
+            <WorkflowsTable workflows={recent} paths={paths} installNames={names} />
+          </section>
+          <section aria-labelledby="h-webhooks">
+            <h2 id="h-webhooks">Webhooks</h2>
+            <p>
+              {webhooks === 1 ? '1 webhook' : `${webhooks} webhooks`} registered. <a href={paths.webhooks}>Manage webhooks</a>
+            </p>
+          </section>
+        </>
+      ),
+    });
+  });
+}

@@ -1,0 +1,110 @@
+// Org settings: API tokens (a new token is shown once, on the response that created it; revoke).
+import type { Hono } from 'hono';
+import type { AppContext } from '../../context.ts';
+import { NotFoundError } from '../../errors.ts';
+import { createToken, listTokens, revokeToken } from '../../../store/orgs.ts';
+import { csrfOf, render } from '../render.tsx';
+import { flash, type DashContext, type DashEnv } from '../session.ts';
+import { Csrf, Time } from '../ui.tsx';
+
+function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: string; api_token: string; name: string | null }) {
+  const orgId = c.req.param('org') as string;
+  const paths = c.get('paths');
+  const tokens = listTokens(ctx.db, orgId);
+  return render(c, {
+    title: 'Settings',
+    current: 'settings',
+    children: (
+      <>
+        <h1>Settings</h1>
+        <section aria-labelledby="h-new-token">
+          <h2 id="h-new-token">New API token</h2>
+          {created ? (
+            <div class="flash ok" role="status">
+              <p>
+                Token {created.name ? `“${created.name}” ` : ''}created. Copy it now: it is shown only once.
+              </p>
+              <p>
+                <label for="new-token">API token</label>
+                <input type="text" id="new-token" class="secret-once" readonly value={created.api_token} />
+              </p>
+              <p class="hint">
+                Use it with <code>Authorization: Bearer …</code> and <code>X-Svc-Org-ID: {orgId}</code>.
+              </p>
+            </div>
+          ) : null}
+          <form method="post" action={`${paths.settings}/tokens`} class="stack">
+            <Csrf token={csrfOf(c)} />
+            <div>
+              <label for="token-name">Name (optional)</label>
+              <input type="text" id="token-name" name="name" maxlength={100} placeholder="ci, cli, laptop…" />
+            </div>
+            <div>
+              <button type="submit">Create token</button>
+            </div>
+          </form>
+        </section>
+        <section aria-labelledby="h-tokens">
+          <h2 id="h-tokens">API tokens</h2>
+          <div class="table-wrap">
+            <table class="stack-sm">
+              <thead>
+                <tr>
+                  <th scope="col">Name</th>
+                  <th scope="col">Token ID</th>
+                  <th scope="col">Created</th>
+                  <th scope="col">State</th>
+                  <th scope="col">
+                    <span class="muted">Actions</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {tokens.map((t) => (
+                  <tr>
+                    <td data-label="Name">{t.name ?? <span class="muted">—</span>}</td>
+                    <td data-label="Token ID">
+                      <code>{t.token_id}</code>
+                    </td>
+                    <td data-label="Created">
+                      <Time iso={t.created_at} />
+                    </td>
+                    <td data-label="State">{t.revoked_at ? <>revoked <Time iso={t.revoked_at} /></> : 'active'}</td>
+                    <td>
+                      {t.revoked_at ? null : (
+                        <form method="post" action={`${paths.settings}/tokens/${encodeURIComponent(t.token_id)}/revoke`} class="inline">
+                          <Csrf token={csrfOf(c)} />
+                          <button type="submit" class="danger" aria-label={`Revoke token ${t.name ?? t.token_id}`}>
+                            Revoke
+                          </button>
+                        </form>
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </section>
+      </>
+    ),
+  });
+}
+
+export function registerSettings(r: Hono<DashEnv>, ctx: AppContext) {
+  r.get('/:org/settings', (c) => settingsPage(c, ctx));
+
+  r.post('/:org/settings/tokens', async (c) => {
+    const body = await c.req.parseBody();
+    const name = typeof body.name === 'string' && body.name.trim() !== '' ? body.name.trim().slice(0, 100) : null;
+    const t = createToken(ctx.db, c.req.param('org'), name);
+    // rendered directly (no redirect): the plaintext token never goes into a URL or cookie
+    return settingsPage(c, ctx, { ...t, name });
+  });
+
+  r.post('/:org/settings/tokens/:token/revoke', (c) => {
+    if (!revokeToken(ctx.db, c.req.param('org'), c.req.param('token'))) throw new NotFoundError('token', c.req.param('token'));
+    flash(c, { kind: 'ok', text: `Token ${c.req.param('token')} revoked.` });
+    return c.redirect(c.get('paths').settings, 303);
+  });
+}

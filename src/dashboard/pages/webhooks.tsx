@@ -1,0 +1,334 @@
+// Webhooks: list, create, edit (secret rotate/keep/remove, interests, match), delete, send a test event.
+import type { Hono } from 'hono';
+import type { AppContext } from '../../context.ts';
+import { ConflictError, type ErrorDetail } from '../../errors.ts';
+import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, pingWebhook, type WebhookView } from '../../services/webhooks.ts';
+import { OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../webhooks/subscription.ts';
+import { csrfOf, render } from '../render.tsx';
+import { flash, type DashContext, type DashEnv } from '../session.ts';
+import { Csrf, Errors, Time } from '../ui.tsx';
+import {
+  createBodyOf,
+  describeInterests,
+  describeMatch,
+  flagsOf,
+  formStateFromForm,
+  formStateOf,
+  OPS_OF,
+  patchBodyOf,
+  type FormData,
+  type ResourceState,
+  type WebhookFormState,
+} from '../webhook-form.ts';
+
+const FLAG_LABELS: Record<string, string> = {
+  approval_requests: 'Approval requests',
+  approval_responses: 'Approval responses',
+  drift_detected: 'Drift detected',
+  component_health: 'Component health',
+  install_degraded: 'Install degraded / recovered',
+};
+
+const ResourceFields = ({ r, s }: { r: ResourceName; s: ResourceState }) => {
+  const id = (x: string) => `res_${r}_${x}`;
+  return (
+    <fieldset class="resource">
+      <legend>{r.replace(/_/g, ' ')}</legend>
+      <label class="check">
+        <input type="checkbox" name={id('enabled')} id={id('enabled')} value="1" checked={s.enabled} /> Subscribe to {r.replace(/_/g, ' ')}
+      </label>
+      <div class="opts">
+        <div class="check" role="group" aria-label={`${r} ops (none ticked = every op)`}>
+          <span class="muted">Ops (none = all):</span>{' '}
+          {OPS_OF[r].map((op) => (
+            <label class="check">
+              <input type="checkbox" name={id('ops')} value={op} checked={s.ops.includes(op)} /> {op}
+            </label>
+          ))}
+        </div>
+        <div>
+          <label for={id('outcome')}>Lifecycle outcome</label>
+          <select name={id('outcome')} id={id('outcome')}>
+            {OUTCOMES.map((o) => (
+              <option value={o} selected={s.outcome === o}>
+                {o}
+              </option>
+            ))}
+          </select>
+        </div>
+        <div class="check">
+          {flagsOf(r).map((f) => (
+            <label class="check">
+              <input type="checkbox" name={id(f)} value="1" checked={!!s.flags[f]} /> {FLAG_LABELS[f]}
+            </label>
+          ))}
+        </div>
+      </div>
+    </fieldset>
+  );
+};
+
+interface FormProps {
+  c: DashContext;
+  state: WebhookFormState;
+  webhook?: WebhookView;
+  errors?: ErrorDetail[];
+}
+
+const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
+  const paths = c.get('paths');
+  return (
+    <form method="post" action={webhook ? paths.webhook(webhook.webhook_id) : paths.webhooks} class="stack">
+      <Errors errors={errors} />
+      <Csrf token={csrfOf(c)} />
+      {webhook ? (
+        <p>
+          URL: <code>{webhook.webhook_url}</code>
+          <span class="hint"> (to change the URL, delete this webhook and create a new one)</span>
+        </p>
+      ) : (
+        <div>
+          <label for="webhook_url">Webhook URL</label>
+          <input type="url" id="webhook_url" name="webhook_url" value={state.webhook_url} required maxlength={2048} placeholder="https://example.com/hooks/svc" />
+        </div>
+      )}
+      {webhook ? (
+        <fieldset>
+          <legend>Signing secret ({webhook.has_secret ? 'set' : 'none'})</legend>
+          <label class="check">
+            <input type="radio" name="secret_action" value="keep" checked={state.secret_action === 'keep'} /> Keep {webhook.has_secret ? 'the current secret' : 'no secret'}
+          </label>
+          <label class="check">
+            <input type="radio" name="secret_action" value="rotate" checked={state.secret_action === 'rotate'} /> {webhook.has_secret ? 'Rotate to a new secret' : 'Set a secret'}
+          </label>
+          {webhook.has_secret ? (
+            <label class="check">
+              <input type="radio" name="secret_action" value="remove" checked={state.secret_action === 'remove'} /> Remove the secret (unsigned deliveries)
+            </label>
+          ) : null}
+          <div>
+            <label for="new_secret">New secret</label>
+            <input type="password" id="new_secret" name="new_secret" maxlength={512} autocomplete="new-password" />
+          </div>
+        </fieldset>
+      ) : (
+        <div>
+          <label for="secret">Signing secret (optional)</label>
+          <input type="password" id="secret" name="secret" maxlength={512} autocomplete="new-password" />
+          <p class="hint">Deliveries carry X-Svc-Signature, the HMAC-SHA256 of the body with this secret.</p>
+        </div>
+      )}
+      <fieldset>
+        <legend>Events</legend>
+        <label class="check">
+          <input type="checkbox" id="all_events" name="all_events" value="1" checked={state.all_events} /> Send all events
+        </label>
+        <p class="hint">Switch off to choose per resource; the choices start from the recommended baseline.</p>
+        <div class="resources">
+          {RESOURCE_NAMES.map((r) => (
+            <ResourceFields r={r} s={state.resources[r]} />
+          ))}
+        </div>
+      </fieldset>
+      <div>
+        <label for="match">Scope (match, JSON)</label>
+        <textarea id="match" name="match" rows={5} spellcheck={false} aria-describedby="match-hint">
+          {state.match_text}
+        </textarea>
+        <p class="hint" id="match-hint">
+          Empty = org-wide. Example: {'{"installs": {"selector": {"match_labels": {"env": "prod"}}}}'}. Kinds: installs, components, actions, each with ids and/or
+          selector.
+        </p>
+      </div>
+      <div class="actions">
+        <button type="submit">{webhook ? 'Save webhook' : 'Create webhook'}</button>
+        <a class="button secondary" href={paths.webhooks}>
+          Cancel
+        </a>
+      </div>
+    </form>
+  );
+};
+
+const PingButton = ({ c, id }: { c: DashContext; id: string }) => (
+  <form method="post" action={`${c.get('paths').webhook(id)}/ping`} class="inline">
+    <Csrf token={csrfOf(c)} />
+    <button type="submit" class="secondary">
+      Send test event
+    </button>
+  </form>
+);
+
+const WebhookList = ({ c, webhooks }: { c: DashContext; webhooks: WebhookView[] }) =>
+  webhooks.length ? (
+    <div class="table-wrap">
+      <table class="stack-sm">
+        <thead>
+          <tr>
+            <th scope="col">URL</th>
+            <th scope="col">Events</th>
+            <th scope="col">Scope</th>
+            <th scope="col">Secret</th>
+            <th scope="col">Updated</th>
+            <th scope="col">
+              <span class="muted">Actions</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {webhooks.map((w) => (
+            <tr>
+              <td data-label="URL">
+                <a href={c.get('paths').webhook(w.webhook_id)}>{w.webhook_url}</a>
+              </td>
+              <td data-label="Events">{describeInterests(w.interests)}</td>
+              <td data-label="Scope">{describeMatch(w.match)}</td>
+              <td data-label="Secret">{w.has_secret ? 'yes' : 'no'}</td>
+              <td data-label="Updated">
+                <Time iso={w.updated_at} />
+              </td>
+              <td class="actions">
+                <a href={c.get('paths').webhook(w.webhook_id)} aria-label={`Edit ${w.webhook_url}`}>
+                  Edit
+                </a>
+                <PingButton c={c} id={w.webhook_id} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  ) : (
+    <p class="muted">No webhooks yet.</p>
+  );
+
+async function formOf(c: DashContext): Promise<FormData> {
+  const raw = await c.req.parseBody({ all: true });
+  const out: FormData = {};
+  for (const [k, v] of Object.entries(raw)) {
+    if (typeof v === 'string') out[k] = v;
+    else if (Array.isArray(v)) out[k] = v.filter((x): x is string => typeof x === 'string');
+  }
+  return out;
+}
+
+function showForm(c: DashContext, props: Omit<FormProps, 'c'>, status: 200 | 400 | 409 = 200) {
+  const title = props.webhook ? 'Edit webhook' : 'New webhook';
+  return render(
+    c,
+    {
+      title,
+      current: 'webhooks',
+      children: (
+        <>
+          <p class="muted">
+            <a href={c.get('paths').webhooks}>Webhooks</a> /
+          </p>
+          <h1>{title}</h1>
+          <section>
+            <WebhookForm c={c} {...props} />
+          </section>
+          {props.webhook ? (
+            <section aria-labelledby="h-more">
+              <h2 id="h-more">More</h2>
+              <div class="actions">
+                <PingButton c={c} id={props.webhook.webhook_id} />
+                <form method="post" action={`${c.get('paths').webhook(props.webhook.webhook_id)}/delete`} class="inline">
+                  <Csrf token={csrfOf(c)} />
+                  <button type="submit" class="danger">
+                    Delete webhook
+                  </button>
+                </form>
+              </div>
+            </section>
+          ) : null}
+        </>
+      ),
+    },
+    status,
+  );
+}
+
+const conflict = (err: ConflictError): ErrorDetail[] => [{ path: 'match', message: err.message }];
+
+export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
+  r.get('/:org/webhooks', (c) =>
+    render(c, {
+      title: 'Webhooks',
+      current: 'webhooks',
+      children: (
+        <>
+          <h1>Webhooks</h1>
+          <p>
+            <a class="button" href={c.get('paths').newWebhook}>
+              New webhook
+            </a>
+          </p>
+          <section>
+            <WebhookList c={c} webhooks={listWebhooks(ctx, c.req.param('org'))} />
+          </section>
+        </>
+      ),
+    }),
+  );
+
+  r.get('/:org/webhooks/new', (c) => showForm(c, { state: formStateOf({}) }));
+
+  r.post('/:org/webhooks', async (c) => {
+    const form = await formOf(c);
+    const parsed = createBodyOf(form);
+    if (!parsed.ok) return showForm(c, { state: formStateFromForm(form), errors: parsed.errors }, 400);
+    try {
+      const w = createWebhook(ctx, c.req.param('org'), parsed.value);
+      flash(c, { kind: 'ok', text: `Webhook created for ${w.webhook_url}.` });
+    } catch (err) {
+      if (err instanceof ConflictError) return showForm(c, { state: formStateFromForm(form), errors: conflict(err) }, 409);
+      throw err;
+    }
+    return c.redirect(c.get('paths').webhooks, 303);
+  });
+
+  r.get('/:org/webhooks/:id', (c) => {
+    const w = getWebhook(ctx, c.req.param('org'), c.req.param('id'));
+    return showForm(c, { state: formStateOf(w), webhook: w });
+  });
+
+  r.post('/:org/webhooks/:id', async (c) => {
+    const orgId = c.req.param('org');
+    const w = getWebhook(ctx, orgId, c.req.param('id'));
+    const form = await formOf(c);
+    const parsed = patchBodyOf(form);
+    const again = (errors: ErrorDetail[], status: 400 | 409) => showForm(c, { state: formStateFromForm(form), webhook: w, errors }, status);
+    if (!parsed.ok) return again(parsed.errors, 400);
+    try {
+      patchWebhook(ctx, orgId, w.webhook_id, parsed.value);
+    } catch (err) {
+      if (err instanceof ConflictError) return again(conflict(err), 409);
+      throw err;
+    }
+    flash(c, { kind: 'ok', text: `Webhook for ${w.webhook_url} saved.` });
+    return c.redirect(c.get('paths').webhooks, 303);
+  });
+
+  r.post('/:org/webhooks/:id/delete', (c) => {
+    const orgId = c.req.param('org');
+    const w = getWebhook(ctx, orgId, c.req.param('id'));
+    deleteWebhook(ctx, orgId, w.webhook_id);
+    flash(c, { kind: 'ok', text: `Webhook for ${w.webhook_url} deleted.` });
+    return c.redirect(c.get('paths').webhooks, 303);
+  });
+
+  r.post('/:org/webhooks/:id/ping', async (c) => {
+    const orgId = c.req.param('org');
+    const w = getWebhook(ctx, orgId, c.req.param('id'));
+    const res = await pingWebhook(ctx, orgId, w.webhook_id);
+    const http = res.status !== undefined ? `HTTP ${res.status}` : 'no response';
+    flash(
+      c,
+      res.delivered
+        ? { kind: 'ok', text: `Test event delivered to ${w.webhook_url}: ${http} in ${res.duration_ms} ms.` }
+        : { kind: 'error', text: `Test event to ${w.webhook_url} failed: ${res.error ?? http} (${http}, ${res.duration_ms} ms).` },
+    );
+    return c.redirect(c.get('paths').webhooks, 303);
+  });
+}

@@ -1,0 +1,70 @@
+// Dashboard URL paths (CONTRACT 6.2 links), all under the dashboard's path prefix.
+const seg = encodeURIComponent;
+
+export interface Paths {
+  prefix: string;
+  login(next?: string): string;
+  logout: string;
+  style: string;
+  org: string;
+  installs: string;
+  install(id: string): string;
+  sandbox(installId: string): string;
+  component(installId: string, componentId: string): string;
+  rollbackPlan(installId: string): string;
+  rollbackApply(installId: string): string;
+  workflow(id: string): string;
+  webhooks: string;
+  newWebhook: string;
+  webhook(id: string): string;
+  settings: string;
+}
+
+/** `prefix` is the dashboard URL's path without a trailing slash ('' at the root). */
+export function pathsFor(prefix: string, orgId: string): Paths {
+  const org = `${prefix}/${seg(orgId)}`;
+  const install = (id: string) => `${org}/installs/${seg(id)}`;
+  return {
+    prefix,
+    login: (next) => `${prefix}/login${next ? `?next=${seg(next)}` : ''}`,
+    logout: `${prefix}/logout`,
+    style: `${prefix}/style.css`,
+    org,
+    installs: `${org}/installs`,
+    install,
+    sandbox: (id) => `${install(id)}/sandbox`,
+    component: (id, c) => `${install(id)}/components/${seg(c)}`,
+    rollbackPlan: (id) => `${install(id)}/rollback/plan`,
+    rollbackApply: (id) => `${install(id)}/rollback/apply`,
+    workflow: (id) => `${org}/workflows/${seg(id)}`,
+    webhooks: `${org}/webhooks`,
+    newWebhook: `${org}/webhooks/new`,
+    webhook: (id) => `${org}/webhooks/${seg(id)}`,
+    settings: `${org}/settings`,
+  };
+}
+
+/** The dashboard's path prefix from its absolute URL: '/dashboard', '/ops/dash', or '' at the root. */
+export function prefixOf(dashboardUrl: string): string {
+  return new URL(dashboardUrl).pathname.replace(/\/+$/, '');
+}
+
+/**
+ * `next` after sign-in: only a local path under the dashboard (no scheme, no `//host`, no
+ * backslashes or control characters); anything else is ignored.
+ */
+export function safeNext(next: string | undefined, prefix: string): string | undefined {
+  if (!next || next.length > 2048) return undefined;
+  if (!next.startsWith('/') || next.startsWith('//') || /[\\\u0000-\u001f\u007f]/.test(next)) return undefined;
+  let url: URL;
+  try {
+    url = new URL(next, 'http://local.invalid');
+  } catch {
+    return undefined;
+  }
+  if (url.host !== 'local.invalid') return undefined;
+  const path = url.pathname;
+  if (prefix && path !== prefix && !path.startsWith(`${prefix}/`)) return undefined;
+  if (path === `${prefix}/login`) return undefined;
+  return path + url.search;
+}

@@ -1,0 +1,101 @@
+// The dashboard (CONTRACT 7): server-rendered pages under the dashboard URL's path.
+// Mounted lazily: the dashboard URL is known only once the server listens, so a catch-all
+// middleware hands every request under that path to the dashboard app (built once per prefix).
+import { Hono, type MiddlewareHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import type { AppContext } from '../context.ts';
+import { ConflictError, InvalidError, NotFoundError } from '../errors.ts';
+import { pathsFor, prefixOf } from './paths.ts';
+import { errorPage, notFoundPage } from './render.tsx';
+import { formCsrf, loadSession, sameToken, takeFlash, type DashEnv } from './session.ts';
+import { STYLESHEET } from './styles.ts';
+import { registerLogin } from './pages/login.tsx';
+import { registerOverview } from './pages/overview.tsx';
+import { registerInstalls } from './pages/installs.tsx';
+import { registerWorkflows } from './pages/workflow.tsx';
+import { registerWebhooks } from './pages/webhooks.tsx';
+import { registerSettings } from './pages/settings.tsx';
+
+const MAX_FORM_BYTES = 1024 * 1024;
+
+const SECURITY_HEADERS: Record<string, string> = {
+  'content-security-policy': "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'same-origin',
+  'x-frame-options': 'DENY',
+};
+
+/** Every page but sign-in: signed in (else to sign-in, with `next`), as this org (else 404), CSRF on POST (else 403). */
+const requireOrgSession: MiddlewareHandler<DashEnv> = async (c, next) => {
+  const s = c.get('session');
+  const org = c.req.param('org');
+  if (!s) {
+    const url = new URL(c.req.url);
+    const back = c.req.method === 'GET' ? url.pathname + url.search : undefined;
+    return c.redirect(c.get('paths').login(back), c.req.method === 'GET' ? 302 : 303);
+  }
+  if (org !== s.org_id) return notFoundPage(c);
+  c.set('paths', pathsFor(c.get('prefix'), s.org_id));
+  if (c.req.method !== 'GET' && c.req.method !== 'HEAD') {
+    if (!sameToken(await formCsrf(c), s.csrf)) return errorPage(c, 403, 'Forbidden', 'Missing or invalid CSRF token. Reload the page and try again.');
+  }
+  await next();
+};
+
+export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEnv> {
+  const secure = new URL(ctx.urls.dashboard).protocol === 'https:';
+  const r = new Hono<DashEnv>().basePath(prefix || '/');
+  r.use('*', async (c, next) => {
+    c.set('prefix', prefix);
+    c.set('secure', secure);
+    await next();
+    for (const [k, v] of Object.entries(SECURITY_HEADERS)) c.header(k, v);
+    if (!c.res.headers.has('cache-control')) c.header('cache-control', 'no-store');
+  });
+  r.use(
+    '*',
+    bodyLimit({ maxSize: MAX_FORM_BYTES, onError: (c) => c.text('request body is over 1 MiB', 413, { connection: 'close' }) }),
+  );
+  r.use('*', loadSession(ctx));
+  r.use('*', async (c, next) => {
+    c.set('paths', pathsFor(prefix, c.get('session')?.org_id ?? ''));
+    await next();
+  });
+  r.use('*', takeFlash);
+  r.onError((err, c) => {
+    if (err instanceof NotFoundError) return notFoundPage(c);
+    if (err instanceof InvalidError || err instanceof ConflictError) return errorPage(c, err instanceof InvalidError ? 400 : 409, 'Request refused', err.message);
+    ctx.logger.error({ err: err instanceof Error ? err.message : String(err), path: c.req.path }, 'dashboard request failed');
+    return errorPage(c, 500, 'Something went wrong', 'The request failed. Try again; if it keeps failing, check the service logs.');
+  });
+  r.notFound((c) => notFoundPage(c));
+
+  r.get('/style.css', (c) => c.body(STYLESHEET, 200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'public, max-age=3600' }));
+  r.get('/', (c) => {
+    const s = c.get('session');
+    return c.redirect(s ? pathsFor(prefix, s.org_id).org : c.get('paths').login(), 302);
+  });
+  registerLogin(r, ctx);
+
+  r.use('/:org', requireOrgSession);
+  r.use('/:org/*', requireOrgSession);
+  registerOverview(r, ctx);
+  registerInstalls(r, ctx);
+  registerWorkflows(r, ctx);
+  registerWebhooks(r, ctx);
+  registerSettings(r, ctx);
+  return r;
+}
+
+/** Serve the dashboard from `app` under the path of `ctx.urls.dashboard` (read at request time). */
+export function mountDashboard(app: Hono, ctx: AppContext): void {
+  let built: { prefix: string; app: Hono<DashEnv> } | undefined;
+  app.use('*', async (c, next) => {
+    if (!ctx.urls.dashboard) return next();
+    const prefix = prefixOf(ctx.urls.dashboard);
+    const path = c.req.path;
+    if (prefix && path !== prefix && !path.startsWith(`${prefix}/`)) return next();
+    if (!built || built.prefix !== prefix) built = { prefix, app: createDashboardApp(ctx, prefix) };
+    return built.app.fetch(c.req.raw, c.env);
+  });
+}

@@ -1,0 +1,207 @@
+// The webhook form of the dashboard: form fields <-> subscription documents (pure functions).
+// Field names: all_events, res_<resource>_enabled, res_<resource>_ops (repeated),
+// res_<resource>_outcome, res_<resource>_<flag>, match (JSON text), secret / secret_action / new_secret.
+import type { z } from 'zod';
+import { issuesToDetails } from '../http/validation.ts';
+import type { ErrorDetail } from '../errors.ts';
+import {
+  createWebhookBodySchema,
+  OUTCOMES,
+  patchWebhookBodySchema,
+  RESOURCE_NAMES,
+  RESOURCE_OPS,
+  type CreateWebhookBody,
+  type Interests,
+  type Match,
+  type Outcome,
+  type PatchWebhookBody,
+  type ResourceConfig,
+  type ResourceName,
+} from '../webhooks/subscription.ts';
+
+export type FormData = Record<string, string | string[]>;
+
+export const FLAGS = ['approval_requests', 'approval_responses', 'drift_detected', 'component_health', 'install_degraded'] as const;
+export type Flag = (typeof FLAGS)[number];
+
+/** Which flags each resource offers (approvals everywhere; the others where the API accepts them). */
+export function flagsOf(resource: ResourceName): Flag[] {
+  const flags: Flag[] = ['approval_requests', 'approval_responses'];
+  if (resource === 'components' || resource === 'sandboxes') flags.push('drift_detected');
+  if (resource === 'components') flags.push('component_health');
+  if (resource === 'installs') flags.push('install_degraded');
+  return flags;
+}
+
+const approvals = { outcome: 'completion', approval_requests: true, approval_responses: true } as const;
+
+/** Spec 4 behaviour 5: where the form starts when "Send all events" is switched off. */
+export const BASELINE: Required<Pick<Interests, 'resources'>> = {
+  resources: {
+    installs: { ...approvals },
+    stacks: { outcome: 'completion' },
+    components: { ...approvals, drift_detected: true },
+    sandboxes: { ...approvals, drift_detected: true },
+    install_configurations: { ...approvals },
+  },
+};
+
+/** What the form shows for one resource. */
+export interface ResourceState {
+  enabled: boolean;
+  ops: string[];
+  outcome: Outcome;
+  flags: Partial<Record<Flag, boolean>>;
+}
+
+export interface WebhookFormState {
+  webhook_url: string;
+  all_events: boolean;
+  resources: Record<ResourceName, ResourceState>;
+  match_text: string;
+  secret_action: 'keep' | 'rotate' | 'remove';
+}
+
+function stateOf(cfg: ResourceConfig | undefined): ResourceState {
+  const flags: Partial<Record<Flag, boolean>> = {};
+  for (const f of FLAGS) if (cfg?.[f]) flags[f] = true;
+  return { enabled: cfg !== undefined, ops: cfg?.ops ? [...cfg.ops] : [], outcome: cfg?.outcome ?? 'all', flags };
+}
+
+/** The form state of a subscription; all_events shows the baseline underneath the toggle. */
+export function formStateOf(sub: { webhook_url?: string; interests?: Interests; match?: Match | null }): WebhookFormState {
+  const interests = sub.interests ?? { all_events: true };
+  const all = interests.all_events === true || !interests.resources;
+  const source = all ? BASELINE.resources : interests.resources!;
+  const resources = Object.fromEntries(RESOURCE_NAMES.map((r) => [r, stateOf(source[r])])) as Record<ResourceName, ResourceState>;
+  return {
+    webhook_url: sub.webhook_url ?? '',
+    all_events: all,
+    resources,
+    match_text: sub.match ? JSON.stringify(sub.match, null, 2) : '',
+    secret_action: 'keep',
+  };
+}
+
+const one = (v: string | string[] | undefined): string => (Array.isArray(v) ? (v[v.length - 1] ?? '') : (v ?? ''));
+const many = (v: string | string[] | undefined): string[] => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
+const checked = (v: string | string[] | undefined) => v !== undefined && one(v) !== '';
+
+/** The form state of a submitted form (to show it again with its errors). */
+export function formStateFromForm(form: FormData): WebhookFormState {
+  const resources = {} as Record<ResourceName, ResourceState>;
+  for (const r of RESOURCE_NAMES) {
+    const outcome = one(form[`res_${r}_outcome`]);
+    const flags: Partial<Record<Flag, boolean>> = {};
+    for (const f of flagsOf(r)) if (checked(form[`res_${r}_${f}`])) flags[f] = true;
+    resources[r] = {
+      enabled: checked(form[`res_${r}_enabled`]),
+      ops: many(form[`res_${r}_ops`]),
+      outcome: (OUTCOMES as readonly string[]).includes(outcome) ? (outcome as Outcome) : 'all',
+      flags,
+    };
+  }
+  const action = one(form.secret_action);
+  return {
+    webhook_url: one(form.webhook_url).trim(),
+    all_events: checked(form.all_events),
+    resources,
+    match_text: one(form.match),
+    secret_action: action === 'rotate' || action === 'remove' ? action : 'keep',
+  };
+}
+
+/**
+ * Interests from the form state. Ops, outcome and flags are passed through as submitted (the
+ * schema rejects what is not in the vocabulary); no ops ticked means every op; false flags are left out.
+ */
+export function interestsOf(state: WebhookFormState): Interests {
+  if (state.all_events) return { all_events: true };
+  const resources: Record<string, ResourceConfig> = {};
+  for (const r of RESOURCE_NAMES) {
+    const s = state.resources[r];
+    if (!s.enabled) continue;
+    const cfg: ResourceConfig = {};
+    if (s.ops.length) cfg.ops = [...s.ops];
+    cfg.outcome = s.outcome;
+    for (const f of FLAGS) if (s.flags[f]) cfg[f] = true;
+    resources[r] = cfg;
+  }
+  return { resources };
+}
+
+type Parsed<T> = { ok: true; value: T } | { ok: false; errors: ErrorDetail[] };
+
+/** The match textarea: empty = org-wide (null); otherwise a JSON document. */
+function matchOf(text: string): Parsed<unknown> {
+  if (text.trim() === '') return { ok: true, value: null };
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false, errors: [{ path: 'match', message: 'is not valid JSON' }] };
+  }
+}
+
+function validate<S extends z.ZodType>(schema: S, body: unknown): Parsed<z.infer<S>> {
+  const r = schema.safeParse(body);
+  return r.success ? { ok: true, value: r.data } : { ok: false, errors: issuesToDetails(r.error.issues) };
+}
+
+/** The create body of a submitted form, validated by the API's own schema. */
+export function createBodyOf(form: FormData): Parsed<CreateWebhookBody> {
+  const state = formStateFromForm(form);
+  const match = matchOf(state.match_text);
+  if (!match.ok) return match;
+  const secret = one(form.secret);
+  return validate(createWebhookBodySchema, {
+    webhook_url: state.webhook_url,
+    ...(secret !== '' ? { secret } : {}),
+    interests: interestsOf(state),
+    match: match.value,
+  });
+}
+
+/**
+ * The PATCH body of a submitted edit form. It always names interests and match (both replace the
+ * subscription wholesale), so the match shown in the form is what is saved: a scoped webhook stays scoped.
+ */
+export function patchBodyOf(form: FormData): Parsed<PatchWebhookBody> {
+  const state = formStateFromForm(form);
+  const match = matchOf(state.match_text);
+  if (!match.ok) return match;
+  const body: Record<string, unknown> = { interests: interestsOf(state), match: match.value };
+  if (state.secret_action === 'remove') body.secret = null;
+  if (state.secret_action === 'rotate') {
+    const secret = one(form.new_secret);
+    if (secret === '') return { ok: false, errors: [{ path: 'new_secret', message: 'enter the new secret to rotate to' }] };
+    body.secret = secret;
+  }
+  return validate(patchWebhookBodySchema, body);
+}
+
+/** A one-line summary of interests for the list page. */
+export function describeInterests(i: Interests): string {
+  if (i.all_events || !i.resources) return 'All events';
+  return Object.entries(i.resources)
+    .map(([r, cfg]) => {
+      const bits = [cfg?.ops?.length ? cfg.ops.join('/') : 'all ops', `outcome ${cfg?.outcome ?? 'all'}`];
+      for (const f of FLAGS) if (cfg?.[f]) bits.push(f.replace(/_/g, ' '));
+      return `${r} (${bits.join(', ')})`;
+    })
+    .join('; ');
+}
+
+/** A one-line summary of match for the list page. */
+export function describeMatch(m: Match | null): string {
+  if (!m) return 'Org-wide';
+  return Object.entries(m)
+    .map(([kind, f]) => {
+      const bits: string[] = [];
+      if (f?.ids) bits.push(`ids ${f.ids.join(', ')}`);
+      if (f?.selector) bits.push(Object.entries(f.selector.match_labels).map(([k, v]) => `${k}=${v}`).join(', '));
+      return `${kind}: ${bits.length ? bits.join('; ') : 'any'}`;
+    })
+    .join(' · ');
+}
+
+export const OPS_OF: Record<ResourceName, readonly string[]> = RESOURCE_OPS;
