@@ -71,6 +71,9 @@ interface LifecycleEmit {
 }
 
 export class Orchestrator {
+  /** children steps whose child workflows are being started right now (see runStep) */
+  private readonly spawning = new Set<string>();
+
   constructor(
     readonly engine: Engine,
     private readonly logger: Logger,
@@ -180,12 +183,15 @@ export class Orchestrator {
     }
     if (kind === 'children') {
       this.stepEvent(t, wf, step, { type: 'start' });
-      const started = this.startGroupChildren(t, wf, step);
-      if (started === 0) {
-        this.stepEvent(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, { type: 'succeed' });
-        return true;
+      // A child with nothing to do ends inside startGroupChildren; it must not end this step
+      // while later children are still to be started. The step ends here if all of them ended.
+      this.spawning.add(step.step_id);
+      try {
+        this.startGroupChildren(t, wf, step);
+      } finally {
+        this.spawning.delete(step.step_id);
       }
-      return false;
+      return this.settleChildren(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!);
     }
     // a job for a runner
     const missing = this.missingActionInput(wf, step);
@@ -475,15 +481,21 @@ export class Orchestrator {
   }
 
   private childFinished(t: Tx, parent: ParentRef): void {
+    if (this.spawning.has(parent.step_id)) return; // runStep settles the step once every child is started
     const wf = getWorkflow(this.db, parent.workflow_id);
     const step = wf && getStep(this.db, parent.workflow_id, parent.step_id);
-    if (!wf || !step || step.status !== 'started') return;
-    const children = listChildWorkflows(this.db, parent.workflow_id, parent.step_id);
-    if (children.some((c) => !TERMINAL.has(c.status))) return;
+    if (!wf || !step) return;
+    if (this.settleChildren(t, wf, step)) this.advance(t, wf.workflow_id);
+  }
+
+  /** End a started children step whose child workflows have all ended (none = succeeded). Returns whether it ended. */
+  private settleChildren(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
+    if (step.status !== 'started') return false;
+    const children = listChildWorkflows(this.db, wf.workflow_id, step.step_id);
+    if (children.some((c) => !TERMINAL.has(c.status))) return false;
     const bad = children.filter((c) => c.status !== 'succeeded');
-    if (bad.length) this.stepEvent(t, wf, step, { type: 'fail', error: `${bad.length} of ${children.length} installs did not apply the config` });
-    else this.stepEvent(t, wf, step, { type: 'succeed' });
-    this.advance(t, wf.workflow_id);
+    if (bad.length) return this.stepEvent(t, wf, step, { type: 'fail', error: `${bad.length} of ${children.length} installs did not apply the config` });
+    return this.stepEvent(t, wf, step, { type: 'succeed' });
   }
 
   /** Installs' current components (for definitions). */
