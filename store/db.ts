@@ -16,7 +16,23 @@ export function openDb(file: string): Db {
   db.pragma('synchronous = NORMAL');
   db.pragma('busy_timeout = 5000');
   migrate(db);
+  cacheStatements(db);
   return db;
+}
+
+/**
+ * The store calls db.prepare(sql) where it runs a statement; compiling the SQL every time cost
+ * about as much as running it. Prepare each distinct SQL text once per connection instead. Safe
+ * because no store module changes a statement's mode (pluck/raw/expand/bind) or iterates one.
+ */
+function cacheStatements(db: Db): void {
+  const prepare = db.prepare.bind(db);
+  const cache = new Map<string, Database.Statement>();
+  db.prepare = ((sql: string) => {
+    let stmt = cache.get(sql);
+    if (!stmt) cache.set(sql, (stmt = prepare(sql)));
+    return stmt;
+  }) as Db['prepare'];
 }
 
 export function migrate(db: Db): void {

@@ -200,4 +200,8 @@ export const MIGRATIONS: string[] = [
   );
 
   `,
+  /* 2: a dashboard session remembers the API token it signed in with, so revoking ends it */ `
+  ALTER TABLE sessions ADD COLUMN token_id TEXT;
+  CREATE INDEX sessions_token ON sessions(token_id);
+  `,
 ];

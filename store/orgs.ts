@@ -52,12 +52,16 @@ export function createToken(db: Db, orgId: string, name: string | null): { token
   return { token_id, api_token };
 }
 
+/** The live token row of a (plaintext) token, or undefined for an unknown or revoked token. */
+export function lookupToken(db: Db, token: string): { token_id: string; org_id: string } | undefined {
+  return db
+    .prepare('SELECT token_id, org_id FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL')
+    .get(hashToken(token)) as { token_id: string; org_id: string } | undefined;
+}
+
 /** The org a (plaintext) token belongs to, or undefined for an unknown or revoked token. */
 export function orgOfToken(db: Db, token: string): string | undefined {
-  const row = db
-    .prepare('SELECT org_id FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL')
-    .get(hashToken(token)) as { org_id: string } | undefined;
-  return row?.org_id;
+  return lookupToken(db, token)?.org_id;
 }
 
 export function listTokens(db: Db, orgId: string): TokenRow[] {
@@ -66,9 +70,13 @@ export function listTokens(db: Db, orgId: string): TokenRow[] {
     .all(orgId) as TokenRow[];
 }
 
+/** Revoke a token; dashboard sessions signed in with it end too. */
 export function revokeToken(db: Db, orgId: string, tokenId: string): boolean {
-  const r = db
-    .prepare('UPDATE api_tokens SET revoked_at = ? WHERE org_id = ? AND token_id = ? AND revoked_at IS NULL')
-    .run(nowIso(), orgId, tokenId);
-  return r.changes > 0;
+  return db.transaction(() => {
+    const r = db
+      .prepare('UPDATE api_tokens SET revoked_at = ? WHERE org_id = ? AND token_id = ? AND revoked_at IS NULL')
+      .run(nowIso(), orgId, tokenId);
+    db.prepare('DELETE FROM sessions WHERE token_id = ?').run(tokenId);
+    return r.changes > 0;
+  })();
 }

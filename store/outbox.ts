@@ -20,8 +20,13 @@ export function unpublished(db: Db, limit = 500): OutboxRow[] {
   return db.prepare('SELECT seq, event_id, org_id, subject, type, body FROM outbox WHERE published = 0 ORDER BY seq LIMIT ?').all(limit) as OutboxRow[];
 }
 
-export function markPublished(db: Db, seq: number): void {
-  db.prepare('UPDATE outbox SET published = 1 WHERE seq = ?').run(seq);
+/** Marks rows published, all in one transaction. */
+export function markPublished(db: Db, seqs: number[]): void {
+  if (!seqs.length) return;
+  const stmt = db.prepare('UPDATE outbox SET published = 1 WHERE seq = ?');
+  db.transaction(() => {
+    for (const seq of seqs) stmt.run(seq);
+  })();
 }
 
 /** Published events older than the cutoff are only history; keep the table small. */

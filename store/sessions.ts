@@ -14,7 +14,7 @@ const hash = (token: string) => createHash('sha256').update(token).digest('hex')
 export const randomToken = () => randomBytes(32).toString('base64url');
 
 /** Create a session; returns the cookie value (shown to the browser only) and the row. */
-export function createSession(db: Db, orgId: string, ttlMs: number, now = new Date()): { token: string; session: Session } {
+export function createSession(db: Db, orgId: string, ttlMs: number, now = new Date(), tokenId: string | null = null): { token: string; session: Session } {
   const token = randomToken();
   const session: Session = {
     org_id: orgId,
@@ -23,12 +23,13 @@ export function createSession(db: Db, orgId: string, ttlMs: number, now = new Da
     expires_at: new Date(now.getTime() + ttlMs).toISOString(),
   };
   db.prepare('DELETE FROM sessions WHERE expires_at <= ?').run(session.created_at);
-  db.prepare('INSERT INTO sessions (session_id, org_id, csrf, created_at, expires_at) VALUES (?, ?, ?, ?, ?)').run(
+  db.prepare('INSERT INTO sessions (session_id, org_id, csrf, created_at, expires_at, token_id) VALUES (?, ?, ?, ?, ?, ?)').run(
     hash(token),
     session.org_id,
     session.csrf,
     session.created_at,
     session.expires_at,
+    tokenId,
   );
   return { token, session };
 }

@@ -1,5 +1,7 @@
 // The dashboard (CONTRACT 7, spec 4 behaviour 5): pages driven in headless Chromium, plus
 // HTTP-level checks of redirects, 404s and CSRF, and unit checks of the webhook form.
+import { openDb } from '../store/db.ts';
+import { createToken, lookupToken, revokeToken } from '../store/orgs.ts';
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -309,6 +311,19 @@ describe('dashboard over HTTP', () => {
     dash = `${svc.url}/dashboard`;
   });
   afterAll(async () => svc?.stop());
+
+  it('revoking the API token a session signed in with ends that session', async () => {
+    const db = openDb(svc.db);
+    const extra = { org_id: org.org_id, api_token: createToken(db, org.org_id, 'short-lived').api_token };
+    const { session } = await login(extra);
+    expect((await get(`/${org.org_id}`, session)).status).toBe(200);
+    const tokenId = lookupToken(db, extra.api_token)!.token_id;
+    expect(revokeToken(db, org.org_id, tokenId)).toBe(true);
+    db.close();
+    const after = await get(`/${org.org_id}`, session);
+    expect(after.status).toBe(302);
+    expect(after.headers.get('location')).toMatch(/\/dashboard\/login/);
+  });
 
   it('the login form has org_id, api_token and a hidden csrf', async () => {
     const res = await get('/login');

@@ -2,7 +2,7 @@
 import type { Hono } from 'hono';
 import { getCookie } from 'hono/cookie';
 import type { AppContext } from '../../context.ts';
-import { orgOfToken } from '../../../store/orgs.ts';
+import { lookupToken } from '../../../store/orgs.ts';
 import { createSession, deleteSession, randomToken } from '../../../store/sessions.ts';
 import { pathsFor, safeNext } from '../paths.ts';
 import { errorPage, render } from '../render.tsx';
@@ -80,12 +80,13 @@ export function registerLogin(r: Hono<DashEnv>, ctx: AppContext) {
     const orgId = field(body.org_id).trim();
     const token = field(body.api_token).trim();
     const next = safeNext(field(body.next), c.get('prefix'));
-    if (!orgId || !token || orgOfToken(ctx.db, token) !== orgId) {
+    const known = token ? lookupToken(ctx.db, token) : undefined;
+    if (!orgId || !known || known.org_id !== orgId) {
       return showLogin(c, { next, orgId, error: 'Unknown org ID or API token.' }, 401);
     }
     const old = getCookie(c, SESSION_COOKIE);
     if (old) deleteSession(ctx.db, old);
-    const { token: sessionToken } = createSession(ctx.db, orgId, SESSION_TTL_MS);
+    const { token: sessionToken } = createSession(ctx.db, orgId, SESSION_TTL_MS, new Date(), known.token_id);
     setSessionCookie(c, sessionToken);
     clearCookie(c, LOGIN_CSRF_COOKIE);
     return c.redirect(next ?? pathsFor(c.get('prefix'), orgId).org, 303);
