@@ -22,10 +22,11 @@ export function unpublished(db: Db, limit = 500): OutboxRow[] {
 
 /** Marks rows published, all in one transaction. */
 export function markPublished(db: Db, seqs: number[]): void {
-  if (!seqs.length) return;
+  const list = seqs;
+  if (!list.length) return;
   const stmt = db.prepare('UPDATE outbox SET published = 1 WHERE seq = ?');
   db.transaction(() => {
-    for (const seq of seqs) stmt.run(seq);
+    for (const seq of list) stmt.run(seq);
   })();
 }
 

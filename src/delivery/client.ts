@@ -75,7 +75,12 @@ export class Deliverer {
   private readonly lookupAll?: LookupAll;
   private readonly pools = new Map<string, PoolEntry>();
   private readonly running = new Set<Promise<DeliveryResult>>();
-  private readonly shutdown = new AbortController();
+  /**
+   * The controller of each delivery in flight, aborted by close(). (Not a listener per delivery on
+   * one shared signal: adding and removing a listener scans that signal's listener list, which is
+   * as long as the number of deliveries in flight.)
+   */
+  private readonly controllers = new Set<AbortController>();
   private sweeper: NodeJS.Timeout | null = null;
   private closed = false;
 
@@ -89,8 +94,6 @@ export class Deliverer {
     this.poolIdleMs = opts.poolIdleMs ?? 60_000;
     this.maxPools = opts.maxPools ?? 256;
     this.lookupAll = opts.lookup;
-    // every in-flight delivery listens on it: no "possible leak" warning past 10
-    setMaxListeners(0, this.shutdown.signal);
   }
 
   /** Deliveries started and not yet finished. */
@@ -123,7 +126,8 @@ export class Deliverer {
       await Promise.race([Promise.allSettled([...this.running]), grace]);
       clearTimeout(timer);
     }
-    this.shutdown.abort(new DeliveryAborted('aborted: shutting down'));
+    const reason = new DeliveryAborted('aborted: shutting down');
+    for (const ac of this.controllers) ac.abort(reason);
     if (this.running.size) await Promise.allSettled([...this.running]);
     if (this.sweeper) clearInterval(this.sweeper);
     this.sweeper = null;
@@ -142,13 +146,12 @@ export class Deliverer {
     const ac = new AbortController();
     const timer = setTimeout(() => ac.abort(new DeliveryTimeout(this.timeoutMs)), this.timeoutMs);
     const onExternal = () => ac.abort(new DeliveryAborted('aborted'));
-    const onShutdown = () => ac.abort(this.shutdown.signal.reason);
     if (external) {
       // a caller's signal shared by many concurrent deliveries is normal, not a leak
       setMaxListeners(0, external);
       external.addEventListener('abort', onExternal, { once: true });
     }
-    this.shutdown.signal.addEventListener('abort', onShutdown, { once: true });
+    this.controllers.add(ac);
     try {
       if (this.closed) throw new DeliveryAborted('deliverer closed');
       if (external?.aborted) throw new DeliveryAborted('aborted');
@@ -192,7 +195,7 @@ export class Deliverer {
     } finally {
       clearTimeout(timer);
       external?.removeEventListener('abort', onExternal);
-      this.shutdown.signal.removeEventListener('abort', onShutdown);
+      this.controllers.delete(ac);
       if (entry) {
         entry.active--;
         entry.lastUsed = Date.now();

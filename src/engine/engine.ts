@@ -122,10 +122,14 @@ export class Engine {
             const rows = unpublished(this.deps.db);
             if (!rows.length || this.closed) break;
             await crashBeforePublishIfAsked();
-            for (const row of rows) {
-              await this.deps.bus.publishEvent(row.subject, row.body, row.event_id);
-              markPublished(this.deps.db, row.seq);
-            }
+            // The batch goes out back to back on one connection (so it is stored in outbox order)
+            // and the acknowledged prefix is marked in one transaction: not a round trip and a
+            // commit per event. After a failure the rest is published again (deduped by event id).
+            const acks = await Promise.allSettled(rows.map((row) => this.deps.bus.publishEvent(row.subject, row.body, row.event_id)));
+            let stored = 0;
+            while (stored < rows.length && acks[stored].status === 'fulfilled') stored++;
+            markPublished(this.deps.db, rows.slice(0, stored).map((row) => row.seq));
+            if (stored < rows.length) throw (acks[stored] as PromiseRejectedResult).reason;
           }
         } while (this.flushAgain && !this.closed);
       } catch (err) {

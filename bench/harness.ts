@@ -1,0 +1,355 @@
+// Benchmark harness: the webhook receiver, the producer's load phases and the statistics.
+// The receiver and the producer run in the bench process, so both share one clock: the latency
+// of a delivery is its receipt time minus the time its fact was sent (performance.now()).
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { ingestSubject } from '../src/bus/subjects.ts';
+
+/** External workflow ids are `bwf_<seq>`: the receiver finds the seq in the delivered body. */
+export const WF_PREFIX = 'bwf_';
+const MARK = Buffer.from(WF_PREFIX);
+
+export function workflowId(seq: number): string {
+  return `${WF_PREFIX}${seq}`;
+}
+
+/** The seq of the first `bwf_<digits>` in a body, or -1. */
+export function seqOf(body: Buffer): number {
+  const i = body.indexOf(MARK);
+  if (i < 0) return -1;
+  let n = 0;
+  let j = i + MARK.length;
+  const start = j;
+  for (; j < body.length; j++) {
+    const c = body[j];
+    if (c < 48 || c > 57) break;
+    n = n * 10 + (c - 48);
+  }
+  return j > start ? n : -1;
+}
+
+/** One external workflow fact (CONTRACT 5.2): a new workflow, `started`. Every seq is a distinct fact. */
+export function factFor(seq: number): string {
+  return JSON.stringify({
+    kind: 'workflow',
+    transition: 'started',
+    workflow: { id: workflowId(seq), type: 'provision', owner_id: 'inst_bench', owner_type: 'installs' },
+  });
+}
+
+// ------------------------------------------------------------------------------- receiver
+
+interface Sink {
+  record(seq: number, at: number, bytes: number): void;
+}
+
+export interface BenchReceiver {
+  url: string;
+  /** where deliveries go; deliveries of no phase (stragglers) are counted as stray */
+  sink: Sink | null;
+  stray: number;
+  requests: number;
+  close(): Promise<void>;
+}
+
+/** node:http, keep-alive, answers 204 as soon as the request body has arrived. */
+export async function startBenchReceiver(): Promise<BenchReceiver> {
+  const r: BenchReceiver = {
+    url: '',
+    sink: null,
+    stray: 0,
+    requests: 0,
+    close: async () => {},
+  };
+  const server = http.createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const at = performance.now();
+      const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+      r.requests++;
+      const seq = seqOf(body);
+      if (r.sink && seq >= 0) r.sink.record(seq, at, body.length);
+      else r.stray++;
+      res.writeHead(204).end();
+    });
+  });
+  server.headersTimeout = 65_000;
+  server.maxRequestsPerSocket = 0;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  r.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  r.close = async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  };
+  return r;
+}
+
+// ------------------------------------------------------------------------------- CPU accounting
+
+const TICK_MS = 10; // USER_HZ is 100 on Linux
+
+/** CPU time (user + system, all threads) a process has used so far, ms; null off Linux or when gone. */
+export function cpuMsOf(pid: number): number | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * TICK_MS; // utime, stime (fields 14 and 15)
+  } catch {
+    return null;
+  }
+}
+
+/** The pid of a direct child of this process running `comm` (e.g. the nats-server the helper started). */
+export function childPid(comm: string): number | null {
+  try {
+    for (const d of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      try {
+        const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+        const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        if (name === comm && ppid === process.pid) return Number(d);
+      } catch {
+        /* gone */
+      }
+    }
+  } catch {
+    /* no /proc */
+  }
+  return null;
+}
+
+/** Processes whose CPU time a phase reports: the system under test, nats-server; the bench process itself is added. */
+export type CpuPids = Record<string, number | null>;
+
+function cpuSnapshot(pids: CpuPids): Record<string, number | null> {
+  const out: Record<string, number | null> = {};
+  for (const [k, pid] of Object.entries(pids)) out[k] = pid ? cpuMsOf(pid) : null;
+  const u = process.cpuUsage();
+  out.bench = (u.user + u.system) / 1000;
+  return out;
+}
+
+// ------------------------------------------------------------------------------- load phases
+
+export interface PhaseOptions {
+  name: string;
+  orgId: string;
+  fanout: number;
+  /** facts to send; seqs firstSeq .. firstSeq + events - 1 */
+  events: number;
+  firstSeq: number;
+  /**
+   * closed loop: at most this many facts outstanding (sent, not yet delivered to every webhook);
+   * ignored when ratePerSec is set
+   */
+  window?: number;
+  /** open loop: send at this many facts per second, whatever happens downstream */
+  ratePerSec?: number;
+  /** stop sending after this long; then wait at most drainMs for what is still coming */
+  timeLimitMs: number;
+  drainMs: number;
+  /** processes whose CPU time to report for the phase */
+  cpuPids?: CpuPids;
+}
+
+export interface Percentiles {
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+  mean: number;
+}
+
+export interface PhaseResult {
+  name: string;
+  mode: 'closed' | 'paced';
+  fanout: number;
+  window: number | null;
+  rate_events_per_sec: number | null;
+  events_planned: number;
+  events_sent: number;
+  events_complete: number;
+  deliveries_expected: number;
+  deliveries: number;
+  duplicates: number;
+  missing: number;
+  ingest_errors: number;
+  timed_out: boolean;
+  /** first send → last delivery */
+  duration_ms: number;
+  deliveries_per_sec: number;
+  /** the same rate between the 10th and the 90th percentile of receipts (ramp-up/drain left out) */
+  steady_deliveries_per_sec: number;
+  events_per_sec: number;
+  body_bytes_mean: number;
+  /** send → receipt at the receiver, per delivery, ms */
+  latency_ms: Percentiles;
+  /** send → {ok: true} from the ingest request, per fact, ms */
+  ack_ms: Percentiles;
+  /** CPU time used during the phase per process (sut = system under test), ms, and per delivery, µs */
+  cpu_ms: Record<string, number | null>;
+  cpu_us_per_delivery: Record<string, number | null>;
+}
+
+export function percentiles(values: Float64Array): Percentiles {
+  if (values.length === 0) return { p50: NaN, p90: NaN, p99: NaN, max: NaN, mean: NaN };
+  const s = Float64Array.from(values).sort();
+  const at = (q: number) => s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
+  let sum = 0;
+  for (const v of s) sum += v;
+  const r = (v: number) => Math.round(v * 100) / 100;
+  return { p50: r(at(0.5)), p90: r(at(0.9)), p99: r(at(0.99)), max: r(s[s.length - 1]), mean: r(sum / s.length) };
+}
+
+/**
+ * Run one phase: the producer sends `events` distinct facts as NATS requests on
+ * svc.ingest.<org>.workflows.<wf>; the receiver counts and times every delivery.
+ */
+export async function runPhase(nc: NatsConnection, receiver: BenchReceiver, o: PhaseOptions): Promise<PhaseResult> {
+  const n = o.fanout;
+  const sentAt = new Float64Array(o.events);
+  const ackMs = new Float64Array(o.events);
+  const got = new Uint16Array(o.events);
+  const lat = new Float64Array(o.events * n);
+  const receivedAt = new Float64Array(o.events * n);
+  let deliveries = 0;
+  let duplicates = 0;
+  let bytes = 0;
+  let sent = 0;
+  let acked = 0;
+  let complete = 0;
+  let ingestErrors = 0;
+  let sending = true;
+  let done!: () => void;
+  const finished = new Promise<void>((resolve) => (done = resolve));
+  const encoder = new TextEncoder();
+  const decoder = new TextDecoder();
+
+  const send = () => {
+    const i = sent++;
+    const seq = o.firstSeq + i;
+    const subject = ingestSubject(o.orgId, 'workflows', workflowId(seq));
+    const data = encoder.encode(factFor(seq));
+    const t = performance.now();
+    sentAt[i] = t;
+    nc.request(subject, data, { timeout: 30_000 }).then(
+      (m) => {
+        ackMs[acked++] = performance.now() - t;
+        const reply = JSON.parse(decoder.decode(m.data)) as { ok: boolean };
+        if (!reply.ok) ingestErrors++;
+      },
+      () => {
+        ingestErrors++;
+      },
+    );
+  };
+
+  const window = o.ratePerSec ? null : Math.max(1, o.window ?? 1);
+  const pump = () => {
+    if (!sending || window === null) return;
+    while (sent < o.events && sent - complete < window) send();
+  };
+
+  receiver.stray = 0;
+  receiver.sink = {
+    record(seq, at, len) {
+      const i = seq - o.firstSeq;
+      if (i < 0 || i >= o.events) {
+        receiver.stray++;
+        return;
+      }
+      if (got[i] >= n) {
+        duplicates++;
+        return;
+      }
+      got[i]++;
+      lat[deliveries] = at - sentAt[i];
+      receivedAt[deliveries] = at;
+      deliveries++;
+      bytes += len;
+      if (got[i] === n) {
+        complete++;
+        if (complete === o.events) done();
+        else pump();
+      }
+    },
+  };
+
+  const cpu0 = cpuSnapshot(o.cpuPids ?? {});
+  const t0 = performance.now();
+  const limit = setTimeout(() => {
+    sending = false;
+    done();
+  }, o.timeLimitMs);
+  let pacer: NodeJS.Timeout | null = null;
+  if (o.ratePerSec) {
+    const rate = o.ratePerSec;
+    pacer = setInterval(() => {
+      const due = Math.min(o.events, Math.floor(((performance.now() - t0) / 1000) * rate) + 1);
+      while (sending && sent < due) send();
+      if (sent >= o.events && pacer) clearInterval(pacer);
+    }, 1);
+  } else {
+    pump();
+  }
+  await finished;
+  clearTimeout(limit);
+  if (pacer) clearInterval(pacer);
+  const timedOut = complete < o.events;
+  if (timedOut) {
+    // let what is in flight arrive, bounded
+    const until = performance.now() + o.drainMs;
+    while (complete < sent && performance.now() < until) await new Promise((r) => setTimeout(r, 50));
+  }
+  receiver.sink = null;
+  const cpu1 = cpuSnapshot(o.cpuPids ?? {});
+  const cpuMs: Record<string, number | null> = {};
+  const cpuPerDelivery: Record<string, number | null> = {};
+  for (const k of Object.keys(cpu1)) {
+    const a = cpu0[k];
+    const b = cpu1[k];
+    cpuMs[k] = a !== null && b !== null ? Math.round(b - a) : null;
+    cpuPerDelivery[k] = cpuMs[k] !== null && deliveries ? Math.round(((cpuMs[k] as number) * 1000) / deliveries) : null;
+  }
+
+  const last = deliveries ? receivedAt[deliveries - 1] : t0;
+  const first = sent ? sentAt[0] : t0;
+  const durationMs = Math.max(1e-3, last - first);
+  let steady = NaN;
+  if (deliveries >= 100) {
+    const a = Math.floor(deliveries * 0.1);
+    const b = Math.floor(deliveries * 0.9);
+    const span = receivedAt[b] - receivedAt[a];
+    steady = span > 0 ? ((b - a) / span) * 1000 : NaN;
+  }
+  const round = (v: number) => Math.round(v);
+  return {
+    name: o.name,
+    mode: o.ratePerSec ? 'paced' : 'closed',
+    fanout: n,
+    window,
+    rate_events_per_sec: o.ratePerSec ?? null,
+    events_planned: o.events,
+    events_sent: sent,
+    events_complete: complete,
+    deliveries_expected: sent * n,
+    deliveries,
+    duplicates,
+    missing: sent * n - deliveries,
+    ingest_errors: ingestErrors,
+    timed_out: timedOut,
+    duration_ms: round(durationMs),
+    deliveries_per_sec: round((deliveries / durationMs) * 1000),
+    steady_deliveries_per_sec: round(steady),
+    events_per_sec: round((complete / durationMs) * 1000),
+    body_bytes_mean: deliveries ? round(bytes / deliveries) : 0,
+    latency_ms: percentiles(lat.subarray(0, deliveries)),
+    ack_ms: percentiles(ackMs.subarray(0, acked)),
+    cpu_ms: cpuMs,
+    cpu_us_per_delivery: cpuPerDelivery,
+  };
+}
