@@ -5,11 +5,11 @@
 // server's own bus.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Bus, Subscription } from '../src/bus/bus.ts';
-import { jobResultSubject } from '../src/bus/subjects.ts';
 import type { Db } from '../store/db.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from './helpers/service.ts';
+import { autoAnswer, FakeRunner, type Answer, type Job } from './helpers/fake-runner.ts';
+import { getWf, post, waitStep, waitWf } from './helpers/workflows.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -20,63 +20,6 @@ const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-interface Job {
-  job_id: string;
-  org_id: string;
-  runner_id: string;
-  install_id: string | null;
-  workflow_id: string;
-  step_id: string;
-  operation: string;
-  component_id?: string;
-  sandbox_id?: string;
-  action_id?: string;
-  app_config_id?: string;
-  plan_only: boolean;
-}
-
-type Answer = Array<{ status: string; error?: string; plan?: { changes: Array<{ address: string; action: string }> } }>;
-
-/**
- * An external runner on the server's bus (svc runs with localRunner: false). `policy` decides per
- * job: the messages to send, in order, or 'hold' to keep it unanswered (answer it later by hand).
- * By default every job is started then succeeded (plans with no changes).
- */
-class FakeRunner {
-  readonly jobs: Job[] = [];
-  readonly held: Job[] = [];
-  private readonly seen = new Set<string>();
-  private readonly sub: Subscription;
-  policy: (job: Job) => Answer | 'hold' = (job) => [
-    { status: 'started' },
-    { status: 'succeeded', ...(job.operation.endsWith('.plan') ? { plan: { changes: [] } } : {}) },
-  ];
-
-  constructor(private readonly bus: Bus) {
-    this.sub = bus.subscribe('svc.jobs.>', (msg) => {
-      const job = msg.json<Job>();
-      if (this.seen.has(job.job_id)) return; // sent again: already held (CONTRACT 5.2)
-      this.seen.add(job.job_id);
-      this.jobs.push(job);
-      const what = this.policy(job);
-      if (what === 'hold') this.held.push(job);
-      else void this.send(job, what);
-    });
-  }
-
-  async send(job: Job, answer: Answer): Promise<Json[]> {
-    const replies: Json[] = [];
-    for (const body of answer) {
-      const r = await this.bus.request(jobResultSubject(job.org_id, job.job_id), JSON.stringify(body), { timeoutMs: 5000 });
-      replies.push(r.json());
-    }
-    return replies;
-  }
-
-  stop(): void {
-    this.sub.unsubscribe();
-  }
-}
 
 /** Every event committed for an org, in commit order (the outbox). */
 function outbox(db: Db, orgId: string): Json[] {
@@ -98,41 +41,6 @@ function successTrail(stepNames: string[]): string[] {
     ...stepNames.flatMap((n) => [`workflow_step:${n}:started`, `workflow_step:${n}:succeeded`]),
     'workflow::succeeded',
   ];
-}
-
-async function getWf(api: ApiClient, id: string): Promise<Json> {
-  const r = await api.get(`/v1/workflows/${id}`);
-  expect(r.status, r.text).toBe(200);
-  return r.body;
-}
-
-async function waitWf(api: ApiClient, id: string, timeoutMs = 15_000): Promise<Json> {
-  return waitFor(
-    async () => {
-      const wf = await getWf(api, id);
-      return TERMINAL.includes(wf.status) ? wf : null;
-    },
-    timeoutMs,
-    `workflow ${id} to end`,
-  );
-}
-
-async function waitStep(api: ApiClient, wfId: string, name: string, status: string, timeoutMs = 15_000): Promise<Json> {
-  return waitFor(
-    async () => {
-      const wf = await getWf(api, wfId);
-      const s = wf.steps.find((x: Json) => x.name === name);
-      return s && s.status === status ? { wf, step: s } : null;
-    },
-    timeoutMs,
-    `step ${name} of ${wfId} to be ${status}`,
-  );
-}
-
-async function post(api: ApiClient, path: string, body?: unknown, status = 201): Promise<Json> {
-  const r = await api.post(path, body);
-  expect(r.status, `${path}: ${r.text}`).toBe(status);
-  return r.body;
 }
 
 const CONFIG = {

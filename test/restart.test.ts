@@ -8,12 +8,12 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Bus, Subscription } from '../src/bus/bus.ts';
-import { jobResultSubject } from '../src/bus/subjects.ts';
 import { openDb } from '../store/db.ts';
 import { createOrg } from '../store/orgs.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
 import { apiClient, startService, tmpDir, waitFor, type ApiClient, type OrgCreds, type TestService } from './helpers/service.ts';
+import { FakeRunner } from './helpers/fake-runner.ts';
+import { getWf, post, waitStep, waitWf } from './helpers/workflows.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -25,52 +25,6 @@ const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-interface Job {
-  job_id: string;
-  org_id: string;
-  workflow_id: string;
-  step_id: string;
-  operation: string;
-  component_id?: string;
-}
-
-type Answer = Array<{ status: string; error?: string }>;
-
-/** An external runner on one server's bus: answers jobs per `policy` ('hold' keeps a job unanswered). */
-class FakeRunner {
-  readonly jobs: Job[] = [];
-  readonly held: Job[] = [];
-  private readonly seen = new Set<string>();
-  private readonly sub: Subscription;
-
-  constructor(
-    private readonly bus: Bus,
-    public policy: (job: Job) => Answer | 'hold' = () => [{ status: 'started' }, { status: 'succeeded' }],
-  ) {
-    this.sub = bus.subscribe('svc.jobs.>', (msg) => {
-      const job = msg.json<Job>();
-      if (this.seen.has(job.job_id)) return;
-      this.seen.add(job.job_id);
-      this.jobs.push(job);
-      const what = this.policy(job);
-      if (what === 'hold') this.held.push(job);
-      else void this.send(job, what);
-    });
-  }
-
-  async send(job: Job, answer: Answer): Promise<Json[]> {
-    const out: Json[] = [];
-    for (const body of answer) {
-      const r = await this.bus.request(jobResultSubject(job.org_id, job.job_id), JSON.stringify(body), { timeoutMs: 5000 });
-      out.push(r.json());
-    }
-    return out;
-  }
-
-  stop(): void {
-    this.sub.unsubscribe();
-  }
-}
 
 /** The outbox of an org, read through a separate read-only connection (works while a child process owns the file). */
 function outboxRows(db: string, orgId: string): Array<{ subject: string; type: string; published: number; body: string }> {
@@ -115,33 +69,6 @@ async function expectDeliveredExactlyOnce(rcv: Receiver, hook: string, db: strin
   return got;
 }
 
-async function post(api: ApiClient, p: string, body?: unknown, status = 201): Promise<Json> {
-  const r = await api.post(p, body);
-  expect(r.status, `${p}: ${r.text}`).toBe(status);
-  return r.body;
-}
-
-async function getWf(api: ApiClient, id: string): Promise<Json> {
-  const r = await api.get(`/v1/workflows/${id}`);
-  expect(r.status, r.text).toBe(200);
-  return r.body;
-}
-
-async function waitWf(api: ApiClient, id: string, timeoutMs = 15_000): Promise<Json> {
-  return waitFor(async () => {
-    const wf = await getWf(api, id);
-    return TERMINAL.includes(wf.status) ? wf : null;
-  }, timeoutMs, `workflow ${id} to end`);
-}
-
-async function waitStep(api: ApiClient, wfId: string, name: string, status: string, timeoutMs = 15_000): Promise<Json> {
-  return waitFor(async () => {
-    const wf = await getWf(api, wfId);
-    const s = wf.steps.find((x: Json) => x.name === name);
-    return s && s.status === status ? s : null;
-  }, timeoutMs, `step ${name} to be ${status}`);
-}
-
 const V1 = { sandbox: { size: 'small' }, components: [{ name: 'api', values: { image: 'api:1' } }, { name: 'worker', values: { image: 'worker:1' } }] };
 const V2 = { sandbox: { size: 'small' }, components: [{ name: 'api', values: { image: 'api:2' } }, { name: 'worker', values: { image: 'worker:1' } }] };
 
@@ -160,7 +87,7 @@ async function branchRunWaitingForApproval(api: ApiClient, rcv: Receiver, hook: 
   expect((await waitWf(api, prov.workflow_id)).status).toBe('succeeded');
   const branch = await post(api, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'all', install_ids: [install.install_id] }] });
   const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true });
-  const plan = await waitStep(api, run.workflow_id, 'plan install group: all', 'awaiting_approval');
+  const { step: plan } = await waitStep(api, run.workflow_id, 'plan install group: all', 'awaiting_approval');
   return { app, v1, v2, install, run, plan };
 }
 

@@ -4,11 +4,11 @@
 // different times. A real svc in process with a recording receiver.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Bus, Subscription } from '../src/bus/bus.ts';
-import { jobResultSubject } from '../src/bus/subjects.ts';
 import type { Db } from '../store/db.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from './helpers/service.ts';
+import { FakeRunner } from './helpers/fake-runner.ts';
+import { get, post, waitStep, waitWf } from './helpers/workflows.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -18,73 +18,6 @@ const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-interface Job {
-  job_id: string;
-  org_id: string;
-  install_id: string | null;
-  workflow_id: string;
-  operation: string;
-  component_id?: string;
-  app_config_id?: string;
-}
-
-/** An external runner on the server's bus: answers started+succeeded, or holds jobs per `hold`. */
-class FakeRunner {
-  readonly jobs: Job[] = [];
-  readonly held: Job[] = [];
-  hold: (job: Job) => boolean = () => false;
-  private readonly seen = new Set<string>();
-  private readonly sub: Subscription;
-
-  constructor(private readonly bus: Bus) {
-    this.sub = bus.subscribe('svc.jobs.>', (msg) => {
-      const job = msg.json<Job>();
-      if (this.seen.has(job.job_id)) return;
-      this.seen.add(job.job_id);
-      this.jobs.push(job);
-      if (this.hold(job)) this.held.push(job);
-      else void this.finish(job);
-    });
-  }
-
-  async finish(job: Job): Promise<void> {
-    for (const status of ['started', 'succeeded']) {
-      await this.bus.request(jobResultSubject(job.org_id, job.job_id), JSON.stringify({ status }), { timeoutMs: 5000 });
-    }
-  }
-
-  stop(): void {
-    this.sub.unsubscribe();
-  }
-}
-
-async function post(api: ApiClient, p: string, body?: unknown, status = 201): Promise<Json> {
-  const r = await api.post(p, body);
-  expect(r.status, `${p}: ${r.text}`).toBe(status);
-  return r.body;
-}
-
-async function get(api: ApiClient, p: string): Promise<Json> {
-  const r = await api.get(p);
-  expect(r.status, `${p}: ${r.text}`).toBe(200);
-  return r.body;
-}
-
-async function waitWf(api: ApiClient, id: string, timeoutMs = 15_000): Promise<Json> {
-  return waitFor(async () => {
-    const wf = await get(api, `/v1/workflows/${id}`);
-    return TERMINAL.includes(wf.status) ? wf : null;
-  }, timeoutMs, `workflow ${id} to end`);
-}
-
-async function waitStep(api: ApiClient, wfId: string, name: string, status: string): Promise<{ wf: Json; step: Json }> {
-  return waitFor(async () => {
-    const wf = await get(api, `/v1/workflows/${wfId}`);
-    const step = wf.steps.find((x: Json) => x.name === name);
-    return step && step.status === status ? { wf, step } : null;
-  }, 15_000, `step ${name} to be ${status}`);
-}
 
 function outbox(db: Db, orgId: string): Json[] {
   return (db.prepare('SELECT body FROM outbox WHERE org_id = ? ORDER BY seq').all(orgId) as Array<{ body: string }>).map((r) => JSON.parse(r.body));
@@ -524,7 +457,7 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
     const same = await provisionedOn(api, app.app_id, v1.app_config_id, { ring: 'g' }); // already on the target: nothing to do
     const slow = await provisionedOn(api, app.app_id, v2.app_config_id, { ring: 'g' });
     const branch = await post(api, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'g', selector: { match_labels: { ring: 'g' } } }] });
-    runner.hold = (job) => job.install_id === slow.install_id && job.app_config_id === v1.app_config_id;
+    runner.holdWhen((job) => job.install_id === slow.install_id && job.app_config_id === v1.app_config_id);
     const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true });
     const { step } = await waitStep(api, run.workflow_id, 'plan install group: g', 'awaiting_approval');
     expect(step.plan.installs.map((x: Json) => [x.install_id, x.diff.changed])).toEqual([
@@ -545,7 +478,7 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
     expect(slowChild).toMatchObject({ type: 'app_config_update', status: 'started' });
     expect(slowChild.parent).toEqual({ workflow_id: run.workflow_id, step_id: mid.steps[2].step_id, kind: 'workflow_step' });
 
-    runner.hold = () => false;
+    runner.holdWhen(() => false);
     await runner.finish(held);
     const done = await waitWf(api, run.workflow_id);
     expect(done.status).toBe('succeeded');
@@ -577,16 +510,14 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
         { name: 'later', install_ids: [later.install_id] },
       ],
     });
-    runner.hold = (job) => job.install_id === bad.install_id && job.app_config_id === v1.app_config_id;
+    runner.holdWhen((job) => job.install_id === bad.install_id && job.app_config_id === v1.app_config_id);
     const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true });
     const { step } = await waitStep(api, run.workflow_id, 'plan install group: g', 'awaiting_approval');
     await post(api, `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
     const held = await waitFor(() => runner.held.find((j) => j.install_id === bad.install_id), 5000, 'the bad install\'s job');
-    runner.hold = () => false;
+    runner.holdWhen(() => false);
     await new Promise((r) => setTimeout(r, 100));
-    for (const body of [{ status: 'started' }, { status: 'failed', error: 'sandbox quota exceeded' }]) {
-      await svc.server.bus.request(jobResultSubject(held.org_id, held.job_id), JSON.stringify(body), { timeoutMs: 5000 });
-    }
+    await runner.send(held, [{ status: 'started' }, { status: 'failed', error: 'sandbox quota exceeded' }]);
     const wf = await waitWf(api, run.workflow_id);
     expect(wf.status).toBe('failed');
     expect(wf.steps.map((s: Json) => s.status)).toEqual(['succeeded', 'succeeded', 'failed', 'cancelled', 'cancelled']);
