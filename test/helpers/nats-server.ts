@@ -19,7 +19,7 @@ function isExecutable(file: string): boolean {
   }
 }
 
-/** Same search as scripts/ensure-nats.mjs: $SVC_NATS_SERVER, the usual dirs, then $PATH. */
+/** Same search as scripts/ensure-test-tools.mjs: $SVC_NATS_SERVER, the usual dirs, then $PATH. */
 export function findNatsServer(): string | null {
   const fromEnv = process.env.SVC_NATS_SERVER;
   if (fromEnv && isExecutable(fromEnv)) return fromEnv;
