@@ -12,7 +12,7 @@ import { renderMetrics } from '../metrics.ts';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-export function createHttpApp(ctx: AppContext, extra?: (app: Hono) => void): Hono {
+export function createHttpApp(ctx: AppContext): Hono {
   const app = new Hono();
 
   app.onError((err, c) => {
@@ -49,6 +49,5 @@ export function createHttpApp(ctx: AppContext, extra?: (app: Hono) => void): Hon
   v1.route('/workflows', workflowRoutes(ctx));
   app.route('/v1', v1);
 
-  extra?.(app);
   return app;
 }
