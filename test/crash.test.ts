@@ -5,7 +5,6 @@
 // The window "committed, not yet published" is hit deterministically through the fault-injection
 // point of src/engine/engine.ts (SVC_FAULT_CRASH_BEFORE_PUBLISH=1: the process SIGKILLs itself
 // when the outbox holds committed events, before publishing any of them).
-import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
@@ -17,61 +16,19 @@ import { createOrg } from '../store/orgs.ts';
 import { EVENTS_STREAM } from '../src/bus/nats.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from './helpers/nats-server.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
+import { children, spawnService, type ChildService } from './helpers/child-service.ts';
 import { apiClient, tmpDir, waitFor, type OrgCreds } from './helpers/service.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const BIN = path.resolve('bin/svc.mjs');
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const rid = (prefix: string) => `${prefix}_${randomBytes(6).toString('hex')}`;
 
-interface Child {
-  proc: ChildProcess;
-  url: string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  output: () => string;
-}
+type Child = ChildService;
 
-const children = new Set<ChildProcess>();
-
-/** `svc serve` as a child process on NATS with no local runner; resolves once it listens. */
-async function spawnSvc(natsUrl: string, db: string, opts: { faultBeforePublish?: boolean } = {}): Promise<Child> {
-  const env = { ...process.env };
-  delete env.SVC_FAULT_CRASH_BEFORE_PUBLISH;
-  if (opts.faultBeforePublish) env.SVC_FAULT_CRASH_BEFORE_PUBLISH = '1';
-  const proc = spawn(
-    process.execPath,
-    [BIN, 'serve', '--nats', natsUrl, '--port', '0', '--db', db, '--allow-private-targets', '--no-local-runner', '--drift-interval', 'off'],
-    { env, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  children.add(proc);
-  let out = '';
-  proc.stdout!.on('data', (d: Buffer) => (out += d));
-  proc.stderr!.on('data', (d: Buffer) => (out += d));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    proc.once('exit', (code, signal) => {
-      children.delete(proc);
-      resolve({ code, signal });
-    }),
-  );
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`svc did not start:\n${out}`)), 20_000);
-    const onData = () => {
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        proc.stdout!.off('data', onData);
-        resolve(m[1]);
-      }
-    };
-    proc.stdout!.on('data', onData);
-    void exited.then(({ code, signal }) => {
-      clearTimeout(timer);
-      reject(new Error(`svc exited (${code ?? signal}) before listening:\n${out}`));
-    });
-  });
-  return { proc, url, exited, output: () => out };
-}
+/** svc on NATS with no local runner, optionally with the crash-before-publish fault switched on. */
+const spawnSvc = (natsUrl: string, db: string, opts: { faultBeforePublish?: boolean } = {}): Promise<Child> =>
+  spawnService(db, ['--nats', natsUrl, '--no-local-runner'], opts.faultBeforePublish ? { SVC_FAULT_CRASH_BEFORE_PUBLISH: '1' } : {});
 
 function newDb(): { db: string; org: OrgCreds } {
   const db = path.join(tmpDir('svc-crash-'), 'svc.db');

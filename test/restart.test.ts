@@ -3,7 +3,6 @@
 // SQLite file and completes; a job in flight across a restart is answered afterwards (or sent
 // again) and the workflow carries on. A recording receiver with an all-events webhook must see each
 // logical event (CloudEvents subject) exactly once across both processes.
-import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
@@ -11,13 +10,13 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDb } from '../store/db.ts';
 import { createOrg } from '../store/orgs.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
+import { children, spawnService, type ChildService } from './helpers/child-service.ts';
 import { apiClient, startService, tmpDir, waitFor, type ApiClient, type OrgCreds, type TestService } from './helpers/service.ts';
 import { FakeRunner } from './helpers/fake-runner.ts';
 import { getWf, post, waitStep, waitWf } from './helpers/workflows.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const BIN = path.resolve('bin/svc.mjs');
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const rid = (prefix: string) => `${prefix}_${randomBytes(5).toString('hex')}`;
 const TERMINAL = ['succeeded', 'failed', 'cancelled'];
@@ -140,7 +139,6 @@ function runSubjects(orgId: string, run: Json, child: Json): string[] {
 // ---------------------------------------------------------------------------------------------
 
 const services: TestService[] = [];
-const children = new Set<ChildProcess>();
 let rcv: Receiver;
 
 beforeEach(async () => {
@@ -336,38 +334,5 @@ describe('a job in flight across a restart (localRunner: false)', () => {
 
 // ---------------------------------------------------------------------------------------------
 
-/** `svc serve` as a child process (in-process bus, local runner); resolves once it listens. */
-async function spawnSvc(db: string): Promise<{ proc: ChildProcess; url: string; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> }> {
-  const env = { ...process.env };
-  for (const k of Object.keys(env)) if (k.startsWith('SVC_')) delete env[k];
-  const proc = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--db', db, '--allow-private-targets', '--drift-interval', 'off'], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.add(proc);
-  let out = '';
-  proc.stdout!.on('data', (d: Buffer) => (out += d));
-  proc.stderr!.on('data', (d: Buffer) => (out += d));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    proc.once('exit', (code, signal) => {
-      children.delete(proc);
-      resolve({ code, signal });
-    }),
-  );
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`svc did not start:\n${out}`)), 20_000);
-    const onData = () => {
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    };
-    proc.stdout!.on('data', onData);
-    void exited.then(({ code, signal }) => {
-      clearTimeout(timer);
-      reject(new Error(`svc exited (${code ?? signal}) before listening:\n${out}`));
-    });
-  });
-  return { proc, url, exited };
-}
+
+const spawnSvc = (db: string): Promise<ChildService> => spawnService(db);
