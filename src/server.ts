@@ -78,7 +78,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   urls.source = sourceFor(urls.base);
 
   const eventSub = await bus.consumeEvents(async (_subject, data) => {
-    dispatcher.dispatch(Buffer.from(data).toString('utf8'));
+    dispatcher.dispatch(data);
   });
   const controlSub = bus.subscribe(controlSubject, (msg) => {
     const m = msg.json<{ kind: string; org_id?: string; webhook_id?: string; from?: string }>();

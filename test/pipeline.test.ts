@@ -10,6 +10,7 @@ import { sign, verify } from '../src/delivery/sign.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from './helpers/nats-server.ts';
 import { startReceiver, type Received, type Receiver } from './helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from './helpers/service.ts';
+import type { Job } from './helpers/fake-runner.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -64,16 +65,6 @@ async function natsProducer(url: string): Promise<Producer> {
       await nc.drain();
     },
   };
-}
-
-interface Job {
-  job_id: string;
-  org_id: string;
-  runner_id: string;
-  install_id: string | null;
-  workflow_id: string;
-  step_id: string;
-  operation: string;
 }
 
 /**

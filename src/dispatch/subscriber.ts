@@ -16,7 +16,7 @@ export class WebhookSubscriber {
   private url!: string;
   private secret!: string | null;
   private inFlight = 0;
-  private readonly queue: string[] = [];
+  private readonly queue: Buffer[] = [];
   private stopped = false;
 
   constructor(
@@ -47,7 +47,7 @@ export class WebhookSubscriber {
   }
 
   /** Queue the exact body bytes for delivery. */
-  offer(body: string): void {
+  offer(body: Buffer): void {
     if (this.stopped) return;
     if (this.inFlight < MAX_IN_FLIGHT) {
       this.send(body);
@@ -60,7 +60,7 @@ export class WebhookSubscriber {
     this.queue.push(body);
   }
 
-  private send(body: string): void {
+  private send(body: Buffer): void {
     this.inFlight++;
     void this.deliverer
       .deliver({ url: this.url, secret: this.secret }, body)
