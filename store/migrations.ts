@@ -204,4 +204,29 @@ export const MIGRATIONS: string[] = [
   ALTER TABLE sessions ADD COLUMN token_id TEXT;
   CREATE INDEX sessions_token ON sessions(token_id);
   `,
+  /* 3: secret rotation with an overlap, delivery status per webhook, the outbox as the embedded
+        delivery queue (route beside the body, per-webhook progress), settings (the data plane key) */ `
+  ALTER TABLE webhooks ADD COLUMN previous_secret TEXT;
+  ALTER TABLE webhooks ADD COLUMN previous_secret_expires_at TEXT;
+
+  CREATE TABLE webhook_delivery_status (
+    webhook_id           TEXT PRIMARY KEY REFERENCES webhooks(webhook_id) ON DELETE CASCADE,
+    org_id               TEXT NOT NULL,
+    last_attempt_at      TEXT,
+    last_outcome         TEXT,
+    last_status_code     INTEGER,
+    last_error           TEXT,
+    consecutive_failures INTEGER NOT NULL DEFAULT 0,
+    attempts_total       INTEGER NOT NULL DEFAULT 0,
+    failures_total       INTEGER NOT NULL DEFAULT 0
+  );
+
+  ALTER TABLE outbox ADD COLUMN route TEXT;
+  ALTER TABLE outbox ADD COLUMN progress TEXT;
+
+  CREATE TABLE settings (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+  );
+  `,
 ];
