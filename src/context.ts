@@ -5,10 +5,12 @@ import type { Metrics } from './metrics.ts';
 import type { Deliverer } from './delivery/client.ts';
 import type { Engine } from './engine/engine.ts';
 import type { Orchestrator } from './orchestrator/runtime.ts';
+import type { Clock } from './domain/clock.ts';
 
 /** What services need at run time. Built once by src/server.ts. */
 export interface AppContext {
   db: Db;
+  clock: Clock;
   config: ServeConfig;
   logger: Logger;
   metrics: Metrics;

@@ -22,6 +22,7 @@ import { controlSubject } from './bus/subjects.ts';
 import { createHttpApp } from './http/app.ts';
 import { Scheduler } from './orchestrator/scheduler.ts';
 import { mountDashboard } from './dashboard/routes.tsx';
+import { systemClock, type Clock } from './domain/clock.ts';
 
 export interface RunningServer {
   url: string;
@@ -31,7 +32,7 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-export async function startServer(config: ServeConfig, opts: { logger?: pino.Logger } = {}): Promise<RunningServer> {
+export async function startServer(config: ServeConfig, opts: { logger?: pino.Logger; clock?: Clock } = {}): Promise<RunningServer> {
   const logger = opts.logger ?? pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
   const db = openDb(config.db);
   const metrics = createMetrics();
@@ -46,6 +47,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
 
   const ctx: AppContext = {
     db,
+    clock: opts.clock ?? systemClock,
     config,
     logger,
     metrics,

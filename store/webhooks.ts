@@ -6,6 +6,9 @@ export interface WebhookRow {
   org_id: string;
   url: string;
   secret: string | null;
+  /** a rotated-out secret that still signs beside `secret` until previous_secret_expires_at */
+  previous_secret: string | null;
+  previous_secret_expires_at: string | null;
   interests: unknown | null;
   match: unknown | null;
   match_canonical: string;
@@ -18,7 +21,7 @@ interface RawRow extends Omit<WebhookRow, 'interests' | 'match'> {
   match: string | null;
 }
 
-const COLS = 'webhook_id, org_id, url, secret, interests, match, match_canonical, created_at, updated_at';
+const COLS = 'webhook_id, org_id, url, secret, previous_secret, previous_secret_expires_at, interests, match, match_canonical, created_at, updated_at';
 
 function decode(r: RawRow): WebhookRow {
   return { ...r, interests: fromJson(r.interests, null), match: fromJson(r.match, null) };
@@ -33,11 +36,13 @@ function isUnique(err: unknown): boolean {
 export function insertWebhook(db: Db, w: Omit<WebhookRow, 'created_at' | 'updated_at'>): WebhookRow {
   const now = nowIso();
   try {
-    db.prepare(`INSERT INTO webhooks (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
+    db.prepare(`INSERT INTO webhooks (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
       w.webhook_id,
       w.org_id,
       w.url,
       w.secret,
+      w.previous_secret,
+      w.previous_secret_expires_at,
       toJson(w.interests),
       toJson(w.match),
       w.match_canonical,
@@ -67,12 +72,26 @@ export function listAllWebhooks(db: Db): WebhookRow[] {
 
 export function updateWebhook(
   db: Db,
-  w: Pick<WebhookRow, 'org_id' | 'webhook_id' | 'secret' | 'interests' | 'match' | 'match_canonical'>,
+  w: Pick<
+    WebhookRow,
+    'org_id' | 'webhook_id' | 'secret' | 'previous_secret' | 'previous_secret_expires_at' | 'interests' | 'match' | 'match_canonical'
+  >,
 ): WebhookRow | undefined {
   try {
     db.prepare(
-      'UPDATE webhooks SET secret = ?, interests = ?, match = ?, match_canonical = ?, updated_at = ? WHERE org_id = ? AND webhook_id = ?',
-    ).run(w.secret, toJson(w.interests), toJson(w.match), w.match_canonical, nowIso(), w.org_id, w.webhook_id);
+      `UPDATE webhooks SET secret = ?, previous_secret = ?, previous_secret_expires_at = ?, interests = ?, match = ?, match_canonical = ?,
+       updated_at = ? WHERE org_id = ? AND webhook_id = ?`,
+    ).run(
+      w.secret,
+      w.previous_secret,
+      w.previous_secret_expires_at,
+      toJson(w.interests),
+      toJson(w.match),
+      w.match_canonical,
+      nowIso(),
+      w.org_id,
+      w.webhook_id,
+    );
   } catch (err) {
     if (isUnique(err)) throw new UniqueViolation('a webhook with this url and match already exists');
     throw err;

@@ -17,6 +17,7 @@ import {
   UniqueViolation,
   type WebhookRow,
 } from '../../store/webhooks.ts';
+import { getDeliveryStatus, listDeliveryStatus, NO_DELIVERIES, type DeliveryStatus } from '../../store/delivery-status.ts';
 import { toCloudEvent } from '../events/cloudevent.ts';
 import type { DeliveryResult } from '../delivery/client.ts';
 
@@ -29,9 +30,18 @@ export interface WebhookView {
   match: Match | null;
   created_at: string;
   updated_at: string;
+  /** while a rotated-out secret still signs: when it stops (ISO 8601); else null */
+  previous_secret_expires_at: string | null;
+  delivery_status: DeliveryStatus;
 }
 
-export function view(w: WebhookRow): WebhookView {
+/** The rotated-out secret's expiry, or null once it has passed (or when there is none). */
+export function previousSecretExpiry(w: Pick<WebhookRow, 'previous_secret' | 'previous_secret_expires_at'>, nowMs: number): string | null {
+  if (w.previous_secret === null || w.previous_secret_expires_at === null) return null;
+  return Date.parse(w.previous_secret_expires_at) > nowMs ? w.previous_secret_expires_at : null;
+}
+
+export function view(w: WebhookRow, status: DeliveryStatus, nowMs: number): WebhookView {
   return {
     webhook_id: w.webhook_id,
     webhook_url: w.url,
@@ -40,8 +50,12 @@ export function view(w: WebhookRow): WebhookView {
     match: (w.match as Match | null) ?? null,
     created_at: w.created_at,
     updated_at: w.updated_at,
+    previous_secret_expires_at: previousSecretExpiry(w, nowMs),
+    delivery_status: status,
   };
 }
+
+const viewOne = (ctx: AppContext, w: WebhookRow) => view(w, getDeliveryStatus(ctx.db, w.webhook_id), ctx.clock.now());
 
 export interface CreateWebhookInput {
   webhook_url: string;
@@ -52,6 +66,8 @@ export interface CreateWebhookInput {
 
 export interface PatchWebhookInput {
   secret?: string | null;
+  /** with a new secret: how long the old one keeps signing beside it (0 = a hard cut) */
+  previous_secret_ttl_s?: number;
   interests?: Interests;
   match?: Match | null;
 }
@@ -59,11 +75,13 @@ export interface PatchWebhookInput {
 const CONFLICT = 'a webhook with this webhook_url and match already exists in this org';
 
 export function listWebhooks(ctx: AppContext, orgId: string): WebhookView[] {
-  return dbList(ctx.db, orgId).map(view);
+  const statuses = listDeliveryStatus(ctx.db, orgId);
+  const now = ctx.clock.now();
+  return dbList(ctx.db, orgId).map((w) => view(w, statuses.get(w.webhook_id) ?? { ...NO_DELIVERIES }, now));
 }
 
 export function getWebhook(ctx: AppContext, orgId: string, id: string): WebhookView {
-  return view(mustGet(ctx, orgId, id));
+  return viewOne(ctx, mustGet(ctx, orgId, id));
 }
 
 function mustGet(ctx: AppContext, orgId: string, id: string): WebhookRow {
@@ -80,12 +98,14 @@ export function createWebhook(ctx: AppContext, orgId: string, input: CreateWebho
       org_id: orgId,
       url: input.webhook_url,
       secret: input.secret ?? null,
+      previous_secret: null,
+      previous_secret_expires_at: null,
       interests: input.interests ?? { all_events: true },
       match,
       match_canonical: canonicalMatch(match),
     });
     ctx.webhookChanged(orgId, row.webhook_id);
-    return view(row);
+    return viewOne(ctx, row);
   } catch (err) {
     if (err instanceof UniqueViolation) throw new ConflictError(CONFLICT);
     throw err;
@@ -98,22 +118,43 @@ export function patchWebhook(ctx: AppContext, orgId: string, id: string, input: 
   const replacesSubscription = 'interests' in input || 'match' in input;
   const interests = replacesSubscription ? (input.interests ?? { all_events: true }) : current.interests;
   const match = replacesSubscription ? normalizeMatch(input.match ?? null) : (current.match as Match | null);
-  const secret = 'secret' in input ? (input.secret ?? null) : current.secret;
+  const rotation = secretChange(current, input, ctx.clock.now());
   try {
     const row = dbUpdate(ctx.db, {
       org_id: orgId,
       webhook_id: id,
-      secret,
+      ...rotation,
       interests,
       match,
       match_canonical: canonicalMatch(match),
     });
     ctx.webhookChanged(orgId, id);
-    return view(row!);
+    return viewOne(ctx, row!);
   } catch (err) {
     if (err instanceof UniqueViolation) throw new ConflictError(CONFLICT);
     throw err;
   }
+}
+
+/**
+ * The secret columns after a PATCH (CONTRACT 4.1): omitted = unchanged; null = removed (with any
+ * previous one); a new string = rotated, the old one signing beside it for previous_secret_ttl_s
+ * (0 or omitted = a hard cut).
+ */
+export function secretChange(
+  current: Pick<WebhookRow, 'secret' | 'previous_secret' | 'previous_secret_expires_at'>,
+  input: PatchWebhookInput,
+  nowMs: number,
+): Pick<WebhookRow, 'secret' | 'previous_secret' | 'previous_secret_expires_at'> {
+  if (!('secret' in input)) {
+    return { secret: current.secret, previous_secret: current.previous_secret, previous_secret_expires_at: current.previous_secret_expires_at };
+  }
+  const secret = input.secret ?? null;
+  const ttl = input.previous_secret_ttl_s ?? 0;
+  if (secret === null || ttl <= 0 || current.secret === null || current.secret === secret) {
+    return { secret, previous_secret: null, previous_secret_expires_at: null };
+  }
+  return { secret, previous_secret: current.secret, previous_secret_expires_at: new Date(nowMs + ttl * 1000).toISOString() };
 }
 
 export function deleteWebhook(ctx: AppContext, orgId: string, id: string): void {

@@ -152,6 +152,9 @@ const webhookUrlSchema = z
   .max(MAX_URL, { error: `webhook_url must be at most ${MAX_URL} characters` })
   .refine(isWebhookUrl, { error: 'webhook_url must be an absolute http or https URL with a host' });
 
+/** How long a rotated-out secret may keep signing beside the new one (CONTRACT 4.1): 7 days. */
+export const MAX_PREVIOUS_SECRET_TTL_S = 7 * 24 * 3600;
+
 const secretSchema = z.string({ error: 'secret must be a string' }).min(1, { error: 'secret must not be empty' }).max(512, {
   error: 'secret must be at most 512 characters',
 });
@@ -169,9 +172,19 @@ export const patchWebhookBodySchema = z
     interests: interestsSchema.optional(),
     match: matchSchema.nullable().optional(),
     secret: secretSchema.nullable().optional(),
+    previous_secret_ttl_s: z
+      .number({ error: 'previous_secret_ttl_s must be an integer' })
+      .int({ error: 'previous_secret_ttl_s must be an integer' })
+      .min(0, { error: 'previous_secret_ttl_s must be at least 0' })
+      .max(MAX_PREVIOUS_SECRET_TTL_S, { error: `previous_secret_ttl_s must be at most ${MAX_PREVIOUS_SECRET_TTL_S} (7 days)` })
+      .optional(),
   })
   .refine((b) => b.interests !== undefined || b.match !== undefined || b.secret !== undefined, {
     error: 'body must name at least one of: interests, match, secret',
+  })
+  .refine((b) => b.previous_secret_ttl_s === undefined || typeof b.secret === 'string', {
+    error: 'previous_secret_ttl_s needs a new secret in the same request',
+    path: ['previous_secret_ttl_s'],
   });
 
 export type CreateWebhookBody = z.infer<typeof createWebhookBodySchema>;
