@@ -11,7 +11,7 @@ import { connect } from '@nats-io/transport-node';
 import { Pool } from 'undici';
 import { toCloudEvent, sourceFor } from '../src/events/cloudevent.ts';
 import { CE_CONTENT_TYPE } from '../src/delivery/client.ts';
-import { MAX_IN_FLIGHT } from '../src/dispatch/subscriber.ts';
+import { PER_WEBHOOK_IN_FLIGHT as MAX_IN_FLIGHT } from '../src/dataplane/pipeline.ts';
 import { ingestWildcard } from '../src/bus/subjects.ts';
 
 const CONNECTIONS_PER_ORIGIN = 64; // svc's Deliverer default

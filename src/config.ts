@@ -15,6 +15,27 @@ export interface ServeConfig {
   allowPrivateTargets: boolean;
   /** null = scheduled drift scans off */
   driftIntervalMs: number | null;
+  /** attempts in flight at most per process, all webhooks together (CONTRACT 6.6) */
+  deliveryConcurrency: number;
+  /** false (--no-deliver, NATS mode only): svc worker processes deliver */
+  deliver: boolean;
+  /** a NATS .creds file (CONTRACT 6.7) */
+  natsCreds: string | null;
+  /** delivery threads (NATS mode); null = one per spare core, at least one; 0 = on the engine's thread */
+  deliveryThreads: number | null;
+}
+
+/** Default --delivery-concurrency (CONTRACT 1). */
+export const DEFAULT_DELIVERY_CONCURRENCY = 256;
+
+export function parsePositiveInt(text: string): number {
+  if (!/^\d+$/.test(text.trim()) || Number(text) < 1) throw new Error(`invalid number ${JSON.stringify(text)} (a whole number, at least 1)`);
+  return Number(text);
+}
+
+export function parseCount(text: string): number {
+  if (!/^\d+$/.test(text.trim())) throw new Error(`invalid number ${JSON.stringify(text)} (a whole number)`);
+  return Number(text);
 }
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };

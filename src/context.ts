@@ -1,8 +1,10 @@
 import type { Logger } from 'pino';
 import type { Db } from '../store/db.ts';
+import type { DeliveryStatus } from '../store/delivery-status.ts';
+import type { WebhookRow } from '../store/webhooks.ts';
 import type { ServeConfig } from './config.ts';
 import type { Metrics } from './metrics.ts';
-import type { Deliverer } from './delivery/client.ts';
+import type { AttemptResult } from './delivery/client.ts';
 import type { Engine } from './engine/engine.ts';
 import type { Orchestrator } from './orchestrator/runtime.ts';
 import type { Clock } from './domain/clock.ts';
@@ -14,13 +16,17 @@ export interface AppContext {
   config: ServeConfig;
   logger: Logger;
   metrics: Metrics;
-  deliverer: Deliverer;
   engine: Engine;
   orchestrator: Orchestrator;
   /** set once the HTTP server is bound */
   urls: { base: string; dashboard: string; source: string };
-  /** tells dispatch that a webhook was created, changed or deleted */
+  /** replicates a created, changed or deleted webhook to the data plane */
   webhookChanged(orgId: string, webhookId: string): void;
-  /** tells dispatch that labels of an install (or its components/actions) changed */
-  labelsChanged(installId: string): void;
+  /** delivery status per webhook, fed by delivery outcomes */
+  deliveryStatus: {
+    get(webhookId: string): DeliveryStatus;
+    list(orgId: string): Map<string, DeliveryStatus>;
+  };
+  /** one signed attempt of an event at this webhook alone, counted in its delivery status (the ping) */
+  attemptNow(webhook: WebhookRow, eventId: string, type: string, body: Buffer): Promise<AttemptResult>;
 }

@@ -1,6 +1,6 @@
 // Prometheus metrics (CONTRACT 6.5). Each call builds its own Registry so that tests and
 // several service instances in one process never share counters.
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export type IngestResult = 'accepted' | 'duplicate' | 'ignored' | 'invalid';
 export type DeliveryOutcome = 'success' | 'failure';
@@ -15,6 +15,12 @@ export interface Metrics {
   deliveries: Counter<'outcome'>;
   /** svc_delivery_duration_seconds (every delivery attempt) */
   deliveryDuration: Histogram<string>;
+  /** svc_deliveries_in_flight (attempts under way over the data planes; set by the collector) */
+  deliveriesInFlight: Gauge<string>;
+  /** svc_events_dropped_total{reason}: events taken off the bus and not delivered */
+  eventsDropped: Counter<'reason'>;
+  /** where svc_deliveries_in_flight reads its value at each scrape */
+  setInFlightSource(fn: () => number): void;
 }
 
 /** Buckets from 1 ms to 10 s (the delivery timeout is 5 s by default). */
@@ -52,9 +58,38 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
     registers: [registry],
   });
 
+  const deliveriesInFlight = new Gauge({
+    name: 'svc_deliveries_in_flight',
+    help: 'Webhook delivery attempts under way, over the data planes that reported in the last 10 s',
+    registers: [registry],
+    collect() {
+      this.set(inFlight());
+    },
+  });
+  let inFlight: () => number = () => 0;
+
+  const eventsDropped = new Counter({
+    name: 'svc_events_dropped_total',
+    help: 'Events taken off the bus and not delivered, by reason (forged: not sealed by the engine; unparseable)',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  for (const reason of ['forged', 'unparseable']) eventsDropped.inc({ reason }, 0);
+
   if (opts.defaultMetrics) collectDefaultMetrics({ register: registry });
 
-  return { registry, ingestMessages, eventsEmitted, deliveries, deliveryDuration };
+  return {
+    registry,
+    ingestMessages,
+    eventsEmitted,
+    deliveries,
+    deliveryDuration,
+    deliveriesInFlight,
+    eventsDropped,
+    setInFlightSource: (fn: () => number) => {
+      inFlight = fn;
+    },
+  };
 }
 
 /** Prometheus text exposition of a Metrics registry. */

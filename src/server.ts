@@ -1,28 +1,46 @@
-// `svc serve`: wires store → engine → bus → dispatch → delivery, and the HTTP layer.
+// `svc serve`: the control plane (store, engine, outbox relay, registry relay, HTTP, dashboard)
+// and, unless --no-deliver, a data plane: worker threads on JetStream (NATS mode) or the in-process
+// pipeline fed by the outbox (embedded mode).
+import os from 'node:os';
 import { serve, type ServerType } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { openDb } from '../store/db.ts';
 import { effectiveBaseUrl, effectiveDashboardUrl, hostForUrl, type ServeConfig } from './config.ts';
 import type { AppContext } from './context.ts';
+import { systemClock, type Clock } from './domain/clock.ts';
 import { createMemoryBus } from './bus/memory.ts';
-import { createNatsBus } from './bus/nats.ts';
+import { createNatsBus, type NatsBus } from './bus/nats.ts';
 import type { Bus } from './bus/bus.ts';
+import { ensureLayout, REGISTRY_BUCKET } from './bus/jetstream.ts';
+import { KvRegistryPublisher } from './bus/kv-registry.ts';
+import { natsConnection } from './bus/credentials.ts';
+import { Seal } from './bus/seal.ts';
 import { createMetrics } from './metrics.ts';
 import { Deliverer } from './delivery/client.ts';
+import { WebhookRegistry } from './dispatch/registry.ts';
+import { WebhookSubscriber } from './dispatch/subscriber.ts';
 import { Engine } from './engine/engine.ts';
 import { Producers } from './engine/producers.ts';
+import { DeliveryStatusBook } from './engine/delivery-status.ts';
 import { Orchestrator } from './orchestrator/runtime.ts';
 import { LocalRunner } from './orchestrator/local-runner.ts';
-import { Dispatcher } from './dispatch/dispatcher.ts';
-import { startIngest } from './ingest/ingest.ts';
-import { sourceFor } from './events/cloudevent.ts';
-import { controlSubject } from './bus/subjects.ts';
-import { createHttpApp } from './http/app.ts';
 import { Scheduler } from './orchestrator/scheduler.ts';
+import { startIngest } from './ingest/ingest.ts';
+import { consumeOutcomes } from './ingest/outcomes.ts';
+import { sourceFor } from './events/cloudevent.ts';
+import { createHttpApp } from './http/app.ts';
 import { mountDashboard } from './dashboard/routes.tsx';
-import { systemClock, type Clock } from './domain/clock.ts';
+import { entryOf, RegistryRelay, type RegistryPublisher } from './relay/registry.ts';
+import { JetStreamRelay } from './relay/jetstream-relay.ts';
+import { resolveDataplaneKey } from './relay/dataplane-key.ts';
+import { LocalRelay } from './relay/local-relay.ts';
+import { startLocalDataPlane, startNatsDataPlane, type DataPlane, type DeliveryLimits } from './dataplane/data-plane.ts';
+import { DeliveryThreads } from './dataplane/threads.ts';
+import { makeSigner } from './dataplane/signer.ts';
 
 export interface RunningServer {
   url: string;
@@ -32,37 +50,81 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
+/** Delivery threads for this machine: one per spare core, at least one. */
+export function defaultDeliveryThreads(): number {
+  return Math.max(1, (os.availableParallelism?.() ?? os.cpus().length) - 1);
+}
+
 export async function startServer(config: ServeConfig, opts: { logger?: pino.Logger; clock?: Clock } = {}): Promise<RunningServer> {
   const logger = opts.logger ?? pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
+  const clock = opts.clock ?? systemClock;
   const db = openDb(config.db);
   const metrics = createMetrics();
-  const bus: Bus = config.natsUrl ? await createNatsBus(config.natsUrl, { name: 'svc', logger }) : createMemoryBus({ logger });
+  const key = resolveDataplaneKey(db, config.natsCreds);
+  const seal = new Seal(key);
+  const limits: DeliveryLimits = { concurrency: config.deliveryConcurrency, timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets };
+
+  let nats: NatsBus | null = null;
+  if (config.natsUrl) {
+    if (!config.natsCreds) logger.warn({ url: config.natsUrl }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
+    nats = await createNatsBus(config.natsUrl, { name: 'svc', logger, connection: natsConnection(config.natsCreds, 'engine') });
+    try {
+      await ensureLayout(nats.nc, await jetstreamManager(nats.nc, { timeout: 10_000 }));
+    } catch (err) {
+      await nats.close();
+      const msg = (err as Error)?.message ?? String(err);
+      const hint = /jetstream not enabled|JetStreamNotEnabled|503/i.test(msg) ? ' (start nats-server with JetStream enabled: -js)' : '';
+      throw new Error(`NATS setup failed at ${config.natsUrl}: ${msg}${hint}`, { cause: err });
+    }
+  }
+  const bus: Bus = nats ?? createMemoryBus({ logger });
+  const js = nats ? jetstream(nats.nc, { timeout: 10_000 }) : null;
+
+  const status = new DeliveryStatusBook(db, metrics, clock, logger);
+  metrics.setInFlightSource(() => status.inFlight());
+
+  // the webhook registry the data plane matches with: NATS KV, or in process
+  const localRegistry = nats ? null : new WebhookRegistry();
+  const publisher: RegistryPublisher = js
+    ? new KvRegistryPublisher(await new Kvm(js).open(REGISTRY_BUCKET), seal)
+    : {
+        async publish(orgId, webhookId, v, entry) {
+          if (entry) localRegistry!.upsert(entry, v);
+          else localRegistry!.remove(orgId, webhookId, v);
+        },
+        async replicated() {
+          return [];
+        },
+      };
+  const registryRelay = new RegistryRelay(db, publisher, logger);
+  await registryRelay.syncAll();
+
   const urls = { base: '', dashboard: '', source: '' };
-  const processId = randomUUID();
-  const deliverer = new Deliverer({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets, logger, metrics });
-  const engine = new Engine({ db, bus, logger, metrics, urls: () => urls });
+  let kickRelay: () => void = () => {};
+  const engine = new Engine({ db, bus, logger, metrics, urls: () => urls, registryRev: () => registryRelay.version, outboxChanged: () => kickRelay() });
   const orchestrator = new Orchestrator(engine, logger);
   const producers = new Producers(orchestrator);
-  const dispatcher = new Dispatcher(db, deliverer, logger);
+
+  // pings: one signed attempt from the control plane, counted like any other
+  const pinger = new Deliverer({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets, clock });
+  const sign = makeSigner();
 
   const ctx: AppContext = {
     db,
-    clock: opts.clock ?? systemClock,
+    clock,
     config,
     logger,
     metrics,
-    deliverer,
     engine,
     orchestrator,
     urls,
-    // other svc processes on the same bus hear about changes too (their dispatch indexes refresh)
-    webhookChanged: (orgId, webhookId) => {
-      dispatcher.refresh(orgId, webhookId);
-      bus.publish(controlSubject, JSON.stringify({ kind: 'webhook', org_id: orgId, webhook_id: webhookId, from: processId }));
-    },
-    labelsChanged: (installId) => {
-      dispatcher.invalidateLabels();
-      bus.publish(controlSubject, JSON.stringify({ kind: 'labels', install_id: installId, from: processId }));
+    webhookChanged: (orgId, webhookId) => registryRelay.changed(orgId, webhookId),
+    deliveryStatus: status,
+    async attemptNow(webhook, eventId, type, body) {
+      const sub = new WebhookSubscriber(entryOf(webhook));
+      const r = await pinger.attempt(webhook.url, sign(sub, eventId, body, clock.now()), body);
+      status.record({ webhook_id: webhook.webhook_id, org_id: webhook.org_id, event_id: eventId, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at: clock.now() });
+      return r;
     },
   };
 
@@ -79,26 +141,48 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   urls.dashboard = effectiveDashboardUrl(config, urls.base);
   urls.source = sourceFor(urls.base);
 
-  const eventSub = await bus.consumeEvents(async (_subject, data) => {
-    dispatcher.dispatch(data);
-  });
-  const controlSub = bus.subscribe(controlSubject, (msg) => {
-    const m = msg.json<{ kind: string; org_id?: string; webhook_id?: string; from?: string }>();
-    if (m.from === processId) return;
-    if (m.kind === 'webhook' && m.org_id && m.webhook_id) dispatcher.refresh(m.org_id, m.webhook_id);
-    if (m.kind === 'labels') dispatcher.invalidateLabels();
-  });
-  const ingestSub = startIngest({ bus, logger, metrics, orchestrator, producers });
+  // events: outbox → JetStream (NATS) or → the in-process data plane (embedded)
+  let dataPlane: DataPlane | null = null;
+  let threads: DeliveryThreads | null = null;
+  let outcomes: { stop(): Promise<void> } | null = null;
+  let jsRelay: JetStreamRelay | null = null;
+  let localRelay: LocalRelay | null = null;
+  if (js && nats) {
+    jsRelay = new JetStreamRelay(db, js, seal, logger);
+    kickRelay = () => jsRelay!.kick();
+    outcomes = await consumeOutcomes(js, seal, (b) => status.apply(b), logger);
+    if (config.deliver) {
+      const n = config.deliveryThreads ?? defaultDeliveryThreads();
+      const processId = randomUUID().slice(0, 8);
+      if (n > 0) {
+        threads = new DeliveryThreads(
+          n,
+          { natsUrl: config.natsUrl!, credsFile: config.natsCreds, key: key.toString('base64'), limits: { ...limits, concurrency: Math.max(1, Math.ceil(limits.concurrency / n)) }, workerIdPrefix: `serve_${processId}`, logLevel: logger.level },
+          logger,
+        );
+        await threads.start();
+      } else {
+        dataPlane = await startNatsDataPlane({ nc: nats.nc, seal, limits, workerId: `serve_${processId}`, clock, logger });
+      }
+    }
+  } else {
+    localRelay = new LocalRelay(db, bus, logger);
+    dataPlane = startLocalDataPlane({ registry: localRegistry!, progress: localRelay, outcomes: (b) => status.apply(b), limits, clock, logger });
+    localRelay.attach(dataPlane.pipeline);
+    kickRelay = () => localRelay!.kick();
+  }
+
+  const ingestSub = startIngest({ bus, logger, metrics, engine, orchestrator, producers });
   const localRunner = config.localRunner
     ? new LocalRunner(bus, db, logger, Math.max(100, Math.min(Math.floor(config.runnerHealthIntervalMs / 3), 10_000)))
     : null;
   localRunner?.start();
   const scheduler = new Scheduler(ctx, producers, engine);
   scheduler.start();
-  await engine.kickOutbox(); // what was committed before a crash but not yet published
+  kickRelay(); // what was committed before a stop or a crash and not yet published or delivered
   engine.kickJobs();
 
-  logger.info({ url: listenUrl, base_url: urls.base, bus: bus.kind }, `listening on ${listenUrl}`);
+  logger.info({ url: listenUrl, base_url: urls.base, bus: bus.kind, delivery: config.deliver ? (threads ? `${config.deliveryThreads ?? defaultDeliveryThreads()} threads` : 'in process') : 'off' }, `listening on ${listenUrl}`);
 
   let stopping: Promise<void> | null = null;
   return {
@@ -111,14 +195,17 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
         localRunner?.stop();
         await new Promise<void>((r) => server.close(() => r()));
         ingestSub.unsubscribe();
-        controlSub.unsubscribe();
-        // Publish what is committed, and let the bus hand it to dispatch, before the event consumer
-        // goes: an event published after it went would be marked published yet never delivered
-        // (in memory mode nothing would ever deliver it again, not even after a restart).
-        await engine.close();
+        // the data plane: stop taking events, finish attempts in flight, leave the rest queued
+        await Promise.all([threads?.drain(), dataPlane?.drain()]);
+        localRelay?.close();
+        await jsRelay?.close();
+        await outcomes?.stop();
+        status.close();
+        await Promise.race([registryRelay.settled(), new Promise((r) => setTimeout(r, 2000))]);
+        registryRelay.close();
+        engine.close();
         await bus.close().catch(() => {});
-        eventSub.unsubscribe();
-        await deliverer.close(config.deliveryTimeoutMs);
+        await pinger.close(0);
         db.close();
       })()),
   };

@@ -155,3 +155,13 @@ export function getActionById(db: Db, actionId: string): Action | undefined {
   const r = db.prepare('SELECT * FROM install_actions WHERE action_id = ?').get(actionId);
   return r ? decodeAction(r) : undefined;
 }
+
+/**
+ * Labels of an install, component or action of one org, for `match` (CONTRACT 6.3, 6.7): an id
+ * that belongs to another org, or to nothing, has no labels (null).
+ */
+export function entityLabels(db: Db, orgId: string, kind: 'install' | 'component' | 'action', id: string): Record<string, string> | null {
+  const table = kind === 'install' ? 'installs' : kind === 'component' ? 'install_components' : 'install_actions';
+  const r = db.prepare(`SELECT labels FROM ${table} WHERE ${kind}_id = ? AND org_id = ?`).get(id, orgId) as { labels: string } | undefined;
+  return r ? fromJson<Record<string, string>>(r.labels, {}) : null;
+}

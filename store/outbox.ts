@@ -1,36 +1,62 @@
+// The outbox: events committed with the facts that caused them (one SQLite transaction), each with
+// its route. In NATS mode a row lives until JetStream has stored it; in embedded mode the outbox is
+// the delivery queue itself: a row lives until every attempt it needs has an outcome, and
+// `progress` lists the webhooks already attempted, so that a restart repeats none of them.
 import type { Db } from './db.ts';
-import { nowIso } from './db.ts';
+import { fromJson, nowIso } from './db.ts';
 
 export interface OutboxRow {
   seq: number;
   event_id: string;
   org_id: string;
+  /** the NATS subject (svc.events.…) */
   subject: string;
   type: string;
   body: string;
+  /** the encoded route (src/domain/route.ts) */
+  route: string;
+  /** webhook ids already attempted (embedded mode) */
+  progress: string[];
 }
 
-export function insertOutbox(db: Db, e: Omit<OutboxRow, 'seq'>): void {
-  db.prepare('INSERT INTO outbox (event_id, org_id, subject, type, body, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
-    e.event_id, e.org_id, e.subject, e.type, e.body, nowIso(),
+export function insertOutbox(db: Db, e: Omit<OutboxRow, 'seq' | 'progress'>): void {
+  db.prepare('INSERT INTO outbox (event_id, org_id, subject, type, body, route, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+    e.event_id,
+    e.org_id,
+    e.subject,
+    e.type,
+    e.body,
+    e.route,
+    nowIso(),
   );
 }
 
-export function unpublished(db: Db, limit = 500): OutboxRow[] {
-  return db.prepare('SELECT seq, event_id, org_id, subject, type, body FROM outbox WHERE published = 0 ORDER BY seq LIMIT ?').all(limit) as OutboxRow[];
+/** Rows after a sequence number, oldest first. */
+export function readOutbox(db: Db, afterSeq: number, limit: number): OutboxRow[] {
+  const rows = db
+    .prepare('SELECT seq, event_id, org_id, subject, type, body, route, progress FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?')
+    .all(afterSeq, limit) as Array<Omit<OutboxRow, 'progress'> & { progress: string | null }>;
+  return rows.map((r) => ({ ...r, route: r.route ?? '', progress: fromJson<string[]>(r.progress, []) }));
 }
 
-/** Marks rows published, all in one transaction. */
-export function markPublished(db: Db, seqs: number[]): void {
-  const list = seqs;
-  if (!list.length) return;
-  const stmt = db.prepare('UPDATE outbox SET published = 1 WHERE seq = ?');
+/** Delete rows (delivered, or stored by JetStream), in one transaction. */
+export function deleteOutbox(db: Db, seqs: readonly number[]): void {
+  if (!seqs.length) return;
+  const stmt = db.prepare('DELETE FROM outbox WHERE seq = ?');
   db.transaction(() => {
-    for (const seq of list) stmt.run(seq);
+    for (const seq of seqs) stmt.run(seq);
   })();
 }
 
-/** Published events older than the cutoff are only history; keep the table small. */
-export function prunePublished(db: Db, olderThanIso: string): number {
-  return db.prepare('DELETE FROM outbox WHERE published = 1 AND created_at < ?').run(olderThanIso).changes;
+/** Record which webhooks rows have been attempted at (embedded mode), in one transaction. */
+export function saveOutboxProgress(db: Db, rows: ReadonlyArray<{ seq: number; done: readonly string[] }>): void {
+  if (!rows.length) return;
+  const stmt = db.prepare('UPDATE outbox SET progress = ? WHERE seq = ?');
+  db.transaction(() => {
+    for (const r of rows) stmt.run(JSON.stringify(r.done), r.seq);
+  })();
+}
+
+export function outboxSize(db: Db): number {
+  return (db.prepare('SELECT COUNT(*) AS n FROM outbox').get() as { n: number }).n;
 }

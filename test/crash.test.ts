@@ -13,7 +13,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../store/db.ts';
 import { createOrg } from '../store/orgs.ts';
-import { EVENTS_STREAM } from '../src/bus/nats.ts';
+import { EVENTS_STREAM } from '../src/bus/jetstream.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from './helpers/nats-server.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
 import { children, spawnService, type ChildService } from './helpers/child-service.ts';

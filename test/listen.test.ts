@@ -3,11 +3,11 @@ import { spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { formatEventLine, startListener, type Listener } from '../src/cli/listen.ts';
 import { Deliverer } from '../src/delivery/client.ts';
-import { createMetrics } from '../src/metrics.ts';
+import { WebhookSubscriber } from '../src/dispatch/subscriber.ts';
+import { makeSigner } from '../src/dataplane/signer.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -54,10 +54,18 @@ async function listen(opts: Parameters<typeof startListener>[0]) {
   listeners.push(l);
   return l;
 }
+const signer = makeSigner();
 function deliverer() {
-  const d = new Deliverer({ timeoutMs: 2000, allowPrivateTargets: true, logger: pino({ level: 'silent' }), metrics: createMetrics() });
+  const d = new Deliverer({ timeoutMs: 2000, allowPrivateTargets: true });
   deliverers.push(d);
-  return d;
+  return {
+    /** one signed attempt, as the pipeline makes it */
+    deliver(target: { url: string; secret: string | null }, body: string) {
+      const buf = Buffer.from(body, 'utf8');
+      const sub = new WebhookSubscriber({ webhook_id: 'wh_l', org_id: 'org_l', url: target.url, secret: target.secret, previous_secret: null, previous_secret_expires_at: null, interests: { all_events: true }, match: null });
+      return d.attempt(target.url, signer(sub, 'ev_l', buf, Date.now()), buf);
+    },
+  };
 }
 const post = (url: string, body: string, headers: Record<string, string> = {}) =>
   fetch(url, { method: 'POST', body, headers: { 'content-type': 'application/cloudevents+json; charset=utf-8', ...headers } });

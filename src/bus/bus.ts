@@ -1,8 +1,7 @@
 /**
- * The message bus: core pub/sub + request/reply for jobs and ingest, plus durable event
- * publication and shared consumption for dispatch. Two implementations: the in-process bus
- * (memory.ts, used by `npm start`) and NATS with JetStream (nats.ts). Subjects come from
- * subjects.ts only.
+ * The message bus: core pub/sub + request/reply for jobs, ingest and control messages. Two
+ * implementations: the in-process bus (memory.ts, used by `npm start`) and NATS (nats.ts), whose
+ * connection also carries JetStream (jetstream.ts). Subjects come from subjects.ts only.
  */
 
 export interface BusMessage {
@@ -25,18 +24,6 @@ export interface Bus {
   subscribe(subject: string, handler: (msg: BusMessage) => void | Promise<void>, opts?: { queue?: string }): Subscription;
   /** Rejects with a {@link BusRequestError} on timeout or when nobody subscribes. */
   request(subject: string, data: Uint8Array | string, opts?: { timeoutMs?: number }): Promise<BusMessage>;
-  /**
-   * Publish one event durably: plain subscribers of `subject` see it, and the shared durable
-   * consumer gets it once. msgId dedupes re-publication after a crash (JetStream Nats-Msg-Id).
-   * Resolves when the server stored it (NATS) or at once (memory).
-   */
-  publishEvent(subject: string, data: string, msgId: string): Promise<void>;
-  /**
-   * Consume events (`svc.events.>`) for dispatch: memory = a subscription; NATS = the durable
-   * consumer 'svc-dispatch' on stream 'SVC_EVENTS'. The message is acked after the handler
-   * resolves. Several processes consuming share the work.
-   */
-  consumeEvents(handler: (subject: string, data: Uint8Array) => Promise<void>): Promise<Subscription>;
   flush(): Promise<void>;
   /** Drains: stops consuming, lets in-flight handlers finish, then closes. */
   close(): Promise<void>;
@@ -75,8 +62,6 @@ function defaultMessage(code: BusRequestErrorCode, subject: string): string {
 
 /** Default timeout of `Bus.request`. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 5000;
-/** The JetStream duplicate window, also used by the in-process bus to dedupe msgIds. */
-export const EVENT_DEDUPE_WINDOW_MS = 2 * 60 * 1000;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

@@ -8,7 +8,6 @@ import { randomBytes } from 'node:crypto';
 import {
   BusRequestError,
   DEFAULT_REQUEST_TIMEOUT_MS,
-  EVENT_DEDUPE_WINDOW_MS,
   consoleBusLogger,
   errorInfo,
   parseJson,
@@ -18,13 +17,8 @@ import {
   type BusMessage,
   type Subscription,
 } from './bus.ts';
-import { eventsWildcard, isValidSubject, subjectMatches } from './subjects.ts';
+import { isValidSubject, subjectMatches } from './subjects.ts';
 
-/** Name of the shared consumer (a queue group here, a JetStream durable on NATS). */
-const DISPATCH_GROUP = 'svc-dispatch';
-/** Attempts of an event whose dispatch handler rejects (JetStream: nak + max_deliver). */
-const EVENT_MAX_DELIVER = 10;
-const EVENT_RETRY_DELAY_MS = 1000;
 
 interface MemorySub {
   pattern: string;
@@ -35,11 +29,6 @@ interface MemorySub {
   closed: boolean;
 }
 
-interface MemoryConsumer {
-  sub: MemorySub;
-  enqueue(subject: string, data: Uint8Array, attempt: number): void;
-}
-
 export interface MemoryBusOptions {
   logger?: BusLogger;
 }
@@ -48,10 +37,7 @@ export function createMemoryBus(opts: MemoryBusOptions = {}): Bus {
   const logger = opts.logger ?? consoleBusLogger;
   let subs: MemorySub[] = [];
   const roundRobin = new Map<string, number>();
-  const seenMsgIds = new Map<string, number>();
   const inflight = new Set<Promise<unknown>>();
-  const timers = new Set<NodeJS.Timeout>();
-  let consumers: MemoryConsumer[] = [];
   let closed = false;
 
   function track<T>(p: Promise<T>): Promise<T> {
@@ -147,23 +133,6 @@ export function createMemoryBus(opts: MemoryBusOptions = {}): Bus {
     subs = subs.filter((s) => s !== sub);
   }
 
-  function redeliver(subject: string, data: Uint8Array, n: number): void {
-    const live = consumers.filter((c) => !c.sub.closed);
-    if (live.length === 0) return;
-    const i = roundRobin.get(DISPATCH_GROUP) ?? 0;
-    roundRobin.set(DISPATCH_GROUP, i + 1);
-    live[i % live.length].enqueue(subject, data, n);
-  }
-
-  function later(ms: number, fn: () => void): void {
-    const t = setTimeout(() => {
-      timers.delete(t);
-      fn();
-    }, ms);
-    t.unref?.();
-    timers.add(t);
-  }
-
   const bus: Bus = {
     kind: 'memory',
 
@@ -208,48 +177,6 @@ export function createMemoryBus(opts: MemoryBusOptions = {}): Bus {
       });
     },
 
-    async publishEvent(subject, data, msgId) {
-      if (closed) throw new Error('bus closed');
-      if (!subjectMatches(eventsWildcard, subject)) throw new Error(`not an event subject: ${JSON.stringify(subject)}`);
-      const now = Date.now();
-      for (const [id, at] of seenMsgIds) {
-        if (now - at < EVENT_DEDUPE_WINDOW_MS) break; // insertion order = time order
-        seenMsgIds.delete(id);
-      }
-      if (seenMsgIds.has(msgId)) return; // duplicate within the window: stored once
-      seenMsgIds.set(msgId, now);
-      route(subject, toBytes(data));
-    },
-
-    async consumeEvents(handler) {
-      // Serial per consumer, like one pull consumer: the next event waits for the previous "ack".
-      let chain: Promise<void> = Promise.resolve();
-      const consumer: MemoryConsumer = {
-        sub: undefined as unknown as MemorySub,
-        enqueue(subject, data, n) {
-          chain = chain.then(async () => {
-            if (consumer.sub.closed) return;
-            try {
-              await handler(subject, data);
-            } catch (err) {
-              logger.warn({ subject, attempt: n, ...errorInfo(err) }, 'event handler failed');
-              // Redelivered later to any consumer, like a nak on JetStream.
-              if (n < EVENT_MAX_DELIVER && !closed) later(EVENT_RETRY_DELAY_MS, () => redeliver(subject, data, n + 1));
-            }
-          });
-          track(chain);
-        },
-      };
-      consumer.sub = addSub(eventsWildcard, (msg) => consumer.enqueue(msg.subject, msg.data, 1), DISPATCH_GROUP);
-      consumers.push(consumer);
-      return {
-        unsubscribe: () => {
-          removeSub(consumer.sub);
-          consumers = consumers.filter((c) => c !== consumer);
-        },
-      };
-    },
-
     async flush() {
       // Wait until every queued message has been handed to its handler.
       for (let i = 0; i < 10_000; i++) {
@@ -263,8 +190,6 @@ export function createMemoryBus(opts: MemoryBusOptions = {}): Bus {
       await bus.flush();
       while (inflight.size > 0) await Promise.allSettled([...inflight]);
       closed = true;
-      for (const t of timers) clearTimeout(t);
-      timers.clear();
       for (const s of subs) {
         s.closed = true;
         s.pending.length = 0;

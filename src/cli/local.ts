@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { openDb } from '../../store/db.ts';
 import { createOrg, createToken, getOrg } from '../../store/orgs.ts';
 import { UsageError } from './errors.ts';
+import { resolveDataplaneKey } from '../relay/dataplane-key.ts';
 
 const DEFAULT_DB = './data/svc.db';
 
@@ -41,6 +42,19 @@ export function registerLocalCommands(program: Command): void {
         if (!getOrg(db, opts.org)) throw new UsageError(`no org ${opts.org} in ${dbPath(opts.db)}`);
         const t = createToken(db, opts.org, opts.name ?? null);
         process.stdout.write(`${JSON.stringify(t)}\n`);
+      } finally {
+        db.close();
+      }
+    });
+
+  program
+    .command('dataplane-key')
+    .description("print this database's data plane key, for SVC_DATAPLANE_KEY of a svc worker (keep it secret)")
+    .option('--db <path>', 'SQLite database file (SVC_DB)')
+    .action((opts: { db?: string }) => {
+      const db = openDb(dbPath(opts.db));
+      try {
+        process.stdout.write(`${resolveDataplaneKey(db, null).toString('base64')}\n`);
       } finally {
         db.close();
       }

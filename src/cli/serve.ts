@@ -1,8 +1,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { parseBool, parseDuration, parsePort, parseUrl, type ServeConfig } from '../config.ts';
+import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, parsePort, parsePositiveInt, parseUrl, type ServeConfig } from '../config.ts';
 import { UsageError } from './errors.ts';
 
-const arg =
+export const arg =
   <T>(fn: (s: string) => T) =>
   (value: string): T => {
     try {
@@ -26,6 +26,10 @@ interface ServeOptions {
   deliveryTimeout: number;
   allowPrivateTargets?: boolean;
   driftInterval: number | null;
+  deliveryConcurrency: number;
+  deliver: boolean;
+  natsCreds?: string;
+  deliveryThreads?: number;
 }
 
 export function registerServeCommand(program: Command): void {
@@ -43,6 +47,10 @@ export function registerServeCommand(program: Command): void {
     .addOption(new Option('--delivery-timeout <duration>', 'webhook response wait').env('SVC_DELIVERY_TIMEOUT').argParser(arg(parseDuration)).default(5000, '5s'))
     .addOption(new Option('--allow-private-targets', 'allow webhook targets on loopback and private addresses'))
     .addOption(new Option('--drift-interval <duration|off>', 'scheduled drift scans').env('SVC_DRIFT_INTERVAL').argParser(arg(driftInterval)).default(24 * 3_600_000, '24h'))
+    .addOption(deliveryConcurrencyOption())
+    .addOption(new Option('--no-deliver', 'NATS mode: run the engine and the API only; svc worker processes deliver'))
+    .addOption(natsCredsOption())
+    .addOption(new Option('--delivery-threads <n>', 'NATS mode: delivery threads (default: one per spare core; 0 = on the engine thread)').env('SVC_DELIVERY_THREADS').argParser(arg(parseCount)))
     .action(async (opts: ServeOptions, cmd: Command) => {
       const config = toConfig(opts, cmd);
       const { startServer } = await import('../server.ts');
@@ -52,7 +60,7 @@ export function registerServeCommand(program: Command): void {
         if (exiting) return;
         exiting = true;
         running.ctx.logger.info({ signal }, 'shutting down');
-        const hard = setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 5000);
+        const hard = setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 15_000);
         hard.unref();
         await running.stop();
         process.exit(0);
@@ -69,14 +77,16 @@ function toConfig(opts: ServeOptions, cmd: Command): ServeConfig {
     if (!['on', 'off', '1', '0', 'true', 'false'].includes(v)) throw new UsageError(`SVC_LOCAL_RUNNER must be on or off, not ${JSON.stringify(v)}`);
     localRunner = v === 'on' || v === '1' || v === 'true';
   }
-  let allowPrivate = !!opts.allowPrivateTargets;
-  if (!allowPrivate && process.env.SVC_ALLOW_PRIVATE_TARGETS !== undefined) {
+  const allowPrivate = allowPrivateTargets(opts.allowPrivateTargets);
+  let deliver = opts.deliver;
+  if (cmd.getOptionValueSource('deliver') === 'default' && process.env.SVC_DELIVER !== undefined) {
     try {
-      allowPrivate = parseBool(process.env.SVC_ALLOW_PRIVATE_TARGETS);
+      deliver = parseBool(process.env.SVC_DELIVER);
     } catch (err) {
-      throw new UsageError(`SVC_ALLOW_PRIVATE_TARGETS: ${(err as Error).message}`);
+      throw new UsageError(`SVC_DELIVER must be on or off: ${(err as Error).message}`);
     }
   }
+  if (!deliver && !opts.nats) throw new UsageError('--no-deliver needs --nats: in embedded mode this process is the only one that can deliver');
   return {
     port: opts.port,
     host: opts.host,
@@ -89,5 +99,28 @@ function toConfig(opts: ServeOptions, cmd: Command): ServeConfig {
     deliveryTimeoutMs: opts.deliveryTimeout,
     allowPrivateTargets: allowPrivate,
     driftIntervalMs: opts.driftInterval,
+    deliveryConcurrency: opts.deliveryConcurrency,
+    deliver,
+    natsCreds: opts.natsCreds ?? null,
+    deliveryThreads: opts.deliveryThreads ?? null,
   };
+}
+
+export const deliveryConcurrencyOption = () =>
+  new Option('--delivery-concurrency <n>', 'delivery attempts in flight at most, all webhooks together (8 per webhook)')
+    .env('SVC_DELIVERY_CONCURRENCY')
+    .argParser(arg(parsePositiveInt))
+    .default(DEFAULT_DELIVERY_CONCURRENCY);
+
+export const natsCredsOption = () => new Option('--nats-creds <file>', 'NATS credentials file (svc nats init)').env('SVC_NATS_CREDS');
+
+/** --allow-private-targets, or SVC_ALLOW_PRIVATE_TARGETS=1. */
+export function allowPrivateTargets(flag: boolean | undefined): boolean {
+  if (flag) return true;
+  if (process.env.SVC_ALLOW_PRIVATE_TARGETS === undefined) return false;
+  try {
+    return parseBool(process.env.SVC_ALLOW_PRIVATE_TARGETS);
+  } catch (err) {
+    throw new UsageError(`SVC_ALLOW_PRIVATE_TARGETS: ${(err as Error).message}`);
+  }
 }

@@ -1,21 +1,15 @@
-// Outgoing webhook delivery (spec 5, 6.1, 8; CONTRACT 6.4). One POST per call, no retry, no
-// redirects, the whole exchange bounded by the delivery timeout, at most 64 KiB of the answer
-// read. Never throws: every outcome is a DeliveryResult.
+// Outgoing webhook attempts (spec 5, 6.1, 8; CONTRACT 6.4). One POST per call, no retry, no
+// redirects; the timeout covers the whole exchange (connect, request, response) and starts when
+// the attempt starts — a caller that waits for a slot calls attempt() only once it has one. At most
+// 64 KiB of the answer is read. Never throws: every outcome is an AttemptResult. Signing is the
+// caller's (src/delivery/signatures.ts): the headers come in ready.
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
-import { setMaxListeners } from 'node:events';
 import { isIP } from 'node:net';
-import type { Logger } from 'pino';
 import { Pool } from 'undici';
-import type { Metrics } from '../metrics.ts';
+import { systemClock, type Clock } from '../domain/clock.ts';
 import { checkTarget, TargetLookupError, TargetRefusedError, urlHostname, type LookupAll, type ResolvedTarget } from './guard.ts';
-import { sign } from './sign.ts';
 
-export interface DeliveryTarget {
-  url: string;
-  secret: string | null;
-}
-
-export interface DeliveryResult {
+export interface AttemptResult {
   delivered: boolean;
   status?: number;
   error?: string;
@@ -23,11 +17,10 @@ export interface DeliveryResult {
 }
 
 export interface DelivererOptions {
-  /** Whole-exchange timeout per delivery (spec 8: 5 s). */
+  /** Whole-exchange timeout per attempt (spec 8: 5 s). */
   timeoutMs: number;
   allowPrivateTargets: boolean;
-  logger: Logger;
-  metrics: Metrics;
+  clock?: Clock;
   userAgent?: string;
   /** Connections per origin (default 64). */
   connectionsPerOrigin?: number;
@@ -35,15 +28,16 @@ export interface DelivererOptions {
   poolIdleMs?: number;
   /** At most this many cached pools; the least recently used idle ones go first (default 256). */
   maxPools?: number;
+  /** How long a host's checked addresses are reused before it is resolved and checked again (default 30 s). */
+  targetTtlMs?: number;
   /** Name resolution for the target guard (tests). */
   lookup?: LookupAll;
 }
 
 export const CE_CONTENT_TYPE = 'application/cloudevents+json; charset=utf-8';
-export const SIGNATURE_HEADER = 'x-svc-signature';
 /** At most this much of a receiver's answer is read (and discarded). */
 export const MAX_RESPONSE_BYTES = 64 * 1024;
-const DEFAULT_USER_AGENT = 'svc-webhooks/0.1';
+const DEFAULT_USER_AGENT = 'svc-webhooks/0.2';
 
 interface PoolEntry {
   key: string;
@@ -52,34 +46,46 @@ interface PoolEntry {
   active: number;
 }
 
+/** A parsed webhook URL, cached by its text. */
+interface ParsedTarget {
+  url: URL;
+  /** path and query, as sent in the request line */
+  path: string;
+  /** `protocol//host` — what the target guard's answer is cached under */
+  hostKey: string;
+}
+
+/** The target guard's answer for a host, reused for targetTtlMs. */
+interface CheckedHost {
+  at: number;
+  resolved?: ResolvedTarget;
+  refused?: unknown;
+}
+
 class DeliveryTimeout extends Error {
   constructor(readonly ms: number) {
     super(`timeout after ${ms} ms`);
   }
 }
-class DeliveryAborted extends Error {
-  constructor(why: string) {
-    super(why);
-  }
-}
+class DeliveryAborted extends Error {}
+
+const MAX_CACHED_TARGETS = 10_000;
 
 export class Deliverer {
   private readonly timeoutMs: number;
   private readonly allowPrivate: boolean;
-  private readonly logger: Logger;
-  private readonly metrics: Metrics;
+  private readonly clock: Clock;
   private readonly userAgent: string;
   private readonly connections: number;
   private readonly poolIdleMs: number;
   private readonly maxPools: number;
+  private readonly targetTtlMs: number;
   private readonly lookupAll?: LookupAll;
   private readonly pools = new Map<string, PoolEntry>();
-  private readonly running = new Set<Promise<DeliveryResult>>();
-  /**
-   * The controller of each delivery in flight, aborted by close(). (Not a listener per delivery on
-   * one shared signal: adding and removing a listener scans that signal's listener list, which is
-   * as long as the number of deliveries in flight.)
-   */
+  private readonly targets = new Map<string, ParsedTarget>();
+  private readonly hosts = new Map<string, CheckedHost>();
+  private readonly running = new Set<Promise<AttemptResult>>();
+  /** The controller of each attempt in flight, aborted by close(). */
   private readonly controllers = new Set<AbortController>();
   private sweeper: NodeJS.Timeout | null = null;
   private closed = false;
@@ -87,42 +93,48 @@ export class Deliverer {
   constructor(opts: DelivererOptions) {
     this.timeoutMs = opts.timeoutMs > 0 ? opts.timeoutMs : 5000;
     this.allowPrivate = opts.allowPrivateTargets;
-    this.logger = opts.logger;
-    this.metrics = opts.metrics;
+    this.clock = opts.clock ?? systemClock;
     this.userAgent = opts.userAgent ?? DEFAULT_USER_AGENT;
     this.connections = opts.connectionsPerOrigin ?? 64;
     this.poolIdleMs = opts.poolIdleMs ?? 60_000;
     this.maxPools = opts.maxPools ?? 256;
+    this.targetTtlMs = opts.targetTtlMs ?? 30_000;
     this.lookupAll = opts.lookup;
   }
 
-  /** Deliveries started and not yet finished. */
+  /** Attempts started and not yet finished. */
   inFlight(): number {
     return this.running.size;
   }
 
-  /** POST body to the target once. Never throws. */
-  deliver(target: DeliveryTarget, body: string | Buffer, opts: { signal?: AbortSignal } = {}): Promise<DeliveryResult> {
-    const p = this.attempt(target, body, opts.signal).catch((err): DeliveryResult => {
-      // attempt() handles its own errors; this is a last line of defence
-      return { delivered: false, error: `internal error: ${err instanceof Error ? err.message : String(err)}`, duration_ms: 0 };
-    });
+  /** The host (and port) of a URL, for logs: never the path or query, which may carry credentials. */
+  hostOf(url: string): string {
+    try {
+      return this.parse(url).url.host;
+    } catch {
+      return '?';
+    }
+  }
+
+  /** POST body to url once, with these extra headers (signatures, ids). Never throws. */
+  attempt(url: string, headers: Record<string, string>, body: Buffer): Promise<AttemptResult> {
+    const p = this.run(url, headers, body).catch(
+      (err): AttemptResult => ({ delivered: false, error: `internal error: ${err instanceof Error ? err.message : String(err)}`, duration_ms: 0 }),
+    );
     this.running.add(p);
     void p.finally(() => this.running.delete(p));
     return p;
   }
 
   /**
-   * Stop taking deliveries, wait for the in-flight ones (at most graceMs, default the delivery
-   * timeout), abort what is left, then close every pool.
+   * Stop taking attempts, wait for the ones in flight (at most graceMs, default the timeout),
+   * abort what is left, then close every pool.
    */
   async close(graceMs: number = this.timeoutMs): Promise<void> {
     this.closed = true;
     if (this.running.size) {
       let timer: NodeJS.Timeout | undefined;
-      const grace = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, Math.max(0, graceMs));
-      });
+      const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, graceMs))));
       await Promise.race([Promise.allSettled([...this.running]), grace]);
       clearTimeout(timer);
     }
@@ -138,89 +150,85 @@ export class Deliverer {
 
   // ---------------------------------------------------------------- internals
 
-  private async attempt(target: DeliveryTarget, body: string | Buffer, external?: AbortSignal): Promise<DeliveryResult> {
+  private parse(text: string): ParsedTarget {
+    let t = this.targets.get(text);
+    if (!t) {
+      const url = new URL(text);
+      t = { url, path: `${url.pathname || '/'}${url.search}`, hostKey: `${url.protocol}//${url.host}` };
+      if (this.targets.size >= MAX_CACHED_TARGETS) this.targets.clear();
+      this.targets.set(text, t);
+    }
+    return t;
+  }
+
+  /** The guard's answer for this host: from the cache while fresh, else resolved and checked again. */
+  private async check(t: ParsedTarget, now: number): Promise<ResolvedTarget> {
+    const hit = this.hosts.get(t.hostKey);
+    if (hit && now - hit.at < this.targetTtlMs) {
+      if (hit.resolved) return hit.resolved;
+      throw hit.refused;
+    }
+    try {
+      const resolved = await checkTarget(t.url, { allowPrivate: this.allowPrivate, lookup: this.lookupAll });
+      this.remember(t.hostKey, { at: now, resolved });
+      return resolved;
+    } catch (err) {
+      // a refusal stands for the TTL; a failed lookup is tried again next time
+      if (err instanceof TargetRefusedError) this.remember(t.hostKey, { at: now, refused: err });
+      throw err;
+    }
+  }
+
+  private remember(key: string, c: CheckedHost): void {
+    if (this.hosts.size >= MAX_CACHED_TARGETS) this.hosts.clear();
+    this.hosts.set(key, c);
+  }
+
+  private async run(url: string, extra: Record<string, string>, body: Buffer): Promise<AttemptResult> {
     const started = performance.now();
-    let host = '?';
     let status: number | undefined;
     let entry: PoolEntry | null = null;
     const ac = new AbortController();
-    const timer = setTimeout(() => ac.abort(new DeliveryTimeout(this.timeoutMs)), this.timeoutMs);
-    const onExternal = () => ac.abort(new DeliveryAborted('aborted'));
-    if (external) {
-      // a caller's signal shared by many concurrent deliveries is normal, not a leak
-      setMaxListeners(0, external);
-      external.addEventListener('abort', onExternal, { once: true });
-    }
+    const timer = this.clock.setTimeout(() => ac.abort(new DeliveryTimeout(this.timeoutMs)), this.timeoutMs);
     this.controllers.add(ac);
     try {
       if (this.closed) throw new DeliveryAborted('deliverer closed');
-      if (external?.aborted) throw new DeliveryAborted('aborted');
-      let url: URL;
+      let t: ParsedTarget;
       try {
-        url = new URL(target.url);
+        t = this.parse(url);
       } catch {
         throw new DeliveryAborted('invalid url');
       }
-      host = url.host;
-      const resolved = await abortable(checkTarget(url, { allowPrivate: this.allowPrivate, lookup: this.lookupAll }), ac.signal);
-
-      const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
-      const headers: Record<string, string> = {
-        'content-type': CE_CONTENT_TYPE,
-        'user-agent': this.userAgent,
-      };
-      if (target.secret) headers[SIGNATURE_HEADER] = sign(target.secret, payload);
-
-      entry = this.acquirePool(url, resolved);
+      const resolved = await abortable(this.check(t, this.clock.now()), ac.signal);
+      entry = this.acquirePool(t.url, resolved);
       const res = await entry.pool.request({
         method: 'POST',
-        path: `${url.pathname || '/'}${url.search}`,
-        headers,
-        body: payload,
+        path: t.path,
+        headers: { 'content-type': CE_CONTENT_TYPE, 'user-agent': this.userAgent, ...extra },
+        body,
         signal: ac.signal,
         // the overall timer is authoritative; these only stop undici from waiting longer
         headersTimeout: this.timeoutMs + 1000,
         bodyTimeout: this.timeoutMs + 1000,
       });
       status = res.statusCode;
-      const complete = await drain(res.body, MAX_RESPONSE_BYTES);
-      // undici hands the connection back to the pool a tick after the body ends; resolving
-      // after that lets the next delivery to this origin reuse it instead of opening another
-      if (complete) await new Promise<void>((resolve) => setImmediate(resolve));
-      if (status >= 200 && status < 300) return this.finish(started, host, { delivered: true, status });
-      return this.finish(started, host, { delivered: false, status, error: `HTTP ${status}` });
+      await res.body.dump({ limit: MAX_RESPONSE_BYTES, signal: ac.signal });
+      // undici hands the connection back to the pool a tick after the body ends; resolving after
+      // that lets the next attempt at this origin reuse it instead of opening another
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (status >= 200 && status < 300) return result(started, { delivered: true, status });
+      return result(started, { delivered: false, status, error: `HTTP ${status}` });
     } catch (err) {
       const reason = ac.signal.aborted ? ac.signal.reason : err;
-      return this.finish(started, host, { delivered: false, status, error: describeError(reason, this.timeoutMs) });
+      return result(started, { delivered: false, status, error: describeError(reason, this.timeoutMs) });
     } finally {
-      clearTimeout(timer);
-      external?.removeEventListener('abort', onExternal);
+      timer.cancel();
       this.controllers.delete(ac);
       if (entry) {
         entry.active--;
-        entry.lastUsed = Date.now();
+        entry.lastUsed = this.clock.now();
       }
     }
-  }
-
-  private finish(started: number, host: string, r: Omit<DeliveryResult, 'duration_ms'>): DeliveryResult {
-    const seconds = (performance.now() - started) / 1000;
-    // no undefined keys: the result is serialised as is (ping endpoint)
-    const result: DeliveryResult = {
-      delivered: r.delivered,
-      ...(r.status !== undefined ? { status: r.status } : {}),
-      ...(r.error !== undefined ? { error: r.error } : {}),
-      duration_ms: Math.max(0, Math.round(seconds * 1000)),
-    };
-    this.metrics.deliveries.inc({ outcome: result.delivered ? 'success' : 'failure' });
-    this.metrics.deliveryDuration.observe(seconds);
-    if (result.delivered) {
-      this.logger.debug({ host, status: result.status, duration_ms: result.duration_ms }, 'webhook delivered');
-    } else {
-      // the host only: never the path or query (they may carry tokens), the secret or the body
-      this.logger.warn({ host, status: result.status, error: result.error, duration_ms: result.duration_ms }, 'webhook delivery failed');
-    }
-    return result;
   }
 
   /**
@@ -229,14 +237,11 @@ export class Deliverer {
    */
   private acquirePool(url: URL, resolved: ResolvedTarget): PoolEntry {
     const key = `${url.origin}|${resolved.addresses.map((a) => a.address).join(',')}`;
-    const now = Date.now();
+    const now = this.clock.now();
     let entry = this.pools.get(key);
     if (entry) {
       entry.lastUsed = now;
       entry.active++;
-      // keep the Map in LRU order
-      this.pools.delete(key);
-      this.pools.set(key, entry);
       return entry;
     }
     const hostname = urlHostname(url);
@@ -261,7 +266,7 @@ export class Deliverer {
     this.pools.set(key, entry);
     this.evict(now);
     if (!this.sweeper) {
-      this.sweeper = setInterval(() => this.evict(Date.now()), Math.min(30_000, Math.max(1000, this.poolIdleMs / 2)));
+      this.sweeper = setInterval(() => this.evict(this.clock.now()), Math.min(30_000, Math.max(1000, this.poolIdleMs / 2)));
       this.sweeper.unref();
     }
     return entry;
@@ -270,10 +275,10 @@ export class Deliverer {
   /** Close pools idle for poolIdleMs, and the least recently used idle ones above maxPools. */
   private evict(now: number): void {
     let excess = this.pools.size - this.maxPools;
-    for (const [key, e] of this.pools) {
-      if (e.active > 0) continue;
+    const idle = [...this.pools.values()].filter((e) => e.active === 0).sort((a, b) => a.lastUsed - b.lastUsed);
+    for (const e of idle) {
       if (excess > 0 || now - e.lastUsed >= this.poolIdleMs) {
-        this.pools.delete(key);
+        this.pools.delete(e.key);
         excess--;
         e.pool.close().catch(() => e.pool.destroy().catch(() => {}));
       }
@@ -285,20 +290,14 @@ export class Deliverer {
   }
 }
 
-/**
- * Read at most limit bytes of a response body, discarding them; past that, destroy the stream
- * (and with it the connection). True when the body was read to its end.
- */
-async function drain(body: NodeJS.ReadableStream & { destroy(err?: Error): unknown }, limit: number): Promise<boolean> {
-  let seen = 0;
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    seen += chunk.length;
-    if (seen > limit) {
-      body.destroy();
-      return false;
-    }
-  }
-  return true;
+function result(started: number, r: Omit<AttemptResult, 'duration_ms'>): AttemptResult {
+  // no undefined keys: the result is serialised as is (ping endpoint)
+  return {
+    delivered: r.delivered,
+    ...(r.status !== undefined ? { status: r.status } : {}),
+    ...(r.error !== undefined ? { error: r.error } : {}),
+    duration_ms: Math.max(0, Math.round(performance.now() - started)),
+  };
 }
 
 /** Settle with p, or reject with the signal's reason when it aborts first. */

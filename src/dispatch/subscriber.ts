@@ -1,73 +1,22 @@
-// One subscriber actor per webhook: it applies the webhook's interests and match and delivers,
-// with a bounded number of deliveries in flight so a hanging receiver only slows itself.
-import type { Logger } from 'pino';
-import type { Deliverer } from '../delivery/client.ts';
-import type { WebhookRow } from '../../store/webhooks.ts';
-import { effectiveInterests, type Interests, type Match } from '../webhooks/subscription.ts';
-import { interestsAdmit, type RoutedEvent } from './interests.ts';
-import { matchAdmits, type EventEntities } from './match.ts';
-
-export const MAX_IN_FLIGHT = 8;
-export const MAX_QUEUED = 10_000;
+// One subscriber per webhook: the webhook's interests and match, applied to routed events
+// (spec 2.2, 2.3; CONTRACT 6.3). Immutable: a changed webhook gets a new subscriber.
+import type { Route } from '../domain/route.ts';
+import type { WebhookEntry } from '../domain/webhook-entry.ts';
+import { interestsAdmit } from './interests.ts';
+import { matchAdmits } from './match.ts';
 
 export class WebhookSubscriber {
-  private interests!: Interests;
-  private match!: Match | null;
-  private url!: string;
-  private secret!: string | null;
-  private inFlight = 0;
-  private readonly queue: Buffer[] = [];
-  private stopped = false;
+  readonly id: string;
+  readonly org: string;
 
-  constructor(
-    readonly webhookId: string,
-    row: WebhookRow,
-    private readonly deliverer: Deliverer,
-    private readonly logger: Logger,
-  ) {
-    this.update(row);
-  }
-
-  update(row: WebhookRow): void {
-    this.interests = effectiveInterests(row.interests);
-    this.match = (row.match as Match | null) ?? null;
-    this.url = row.url;
-    this.secret = row.secret;
-  }
-
-  stop(): void {
-    this.stopped = true;
-    this.queue.length = 0;
+  constructor(readonly entry: WebhookEntry) {
+    this.id = entry.webhook_id;
+    this.org = entry.org_id;
   }
 
   /** Does this webhook want the event? */
-  wants(route: RoutedEvent, entities: () => EventEntities): boolean {
-    if (!interestsAdmit(this.interests, route)) return false;
-    return this.match === null || matchAdmits(this.match, entities());
-  }
-
-  /** Queue the exact body bytes for delivery. */
-  offer(body: Buffer): void {
-    if (this.stopped) return;
-    if (this.inFlight < MAX_IN_FLIGHT) {
-      this.send(body);
-      return;
-    }
-    if (this.queue.length >= MAX_QUEUED) {
-      this.logger.warn({ webhook_id: this.webhookId }, 'delivery queue full; event dropped');
-      return;
-    }
-    this.queue.push(body);
-  }
-
-  private send(body: Buffer): void {
-    this.inFlight++;
-    void this.deliverer
-      .deliver({ url: this.url, secret: this.secret }, body)
-      .finally(() => {
-        this.inFlight--;
-        const next = this.queue.shift();
-        if (next !== undefined && !this.stopped) this.send(next);
-      });
+  wants(route: Route): boolean {
+    if (!interestsAdmit(this.entry.interests, route)) return false;
+    return this.entry.match === null || matchAdmits(this.entry.match, route);
   }
 }

@@ -1,10 +1,13 @@
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
-import { insertOutbox, markPublished, unpublished } from '../../store/outbox.ts';
+import { insertOutbox } from '../../store/outbox.ts';
+import { entityLabels } from '../../store/installs.ts';
 import { jobsToSend, markJobSent } from '../../store/workflows.ts';
 import type { Bus } from '../bus/bus.ts';
 import { eventSubject, jobSubject } from '../bus/subjects.ts';
-import { toCloudEvent } from '../events/cloudevent.ts';
+import { encodeRoute } from '../domain/route.ts';
+import { emit } from '../events/cloudevent.ts';
+import type { LabelLookup } from '../events/route.ts';
 import type { Fact } from '../events/facts.ts';
 import type { Metrics } from '../metrics.ts';
 
@@ -13,8 +16,6 @@ export interface Tx {
   emit(fact: Fact): void;
   /** ask for the job queue to be looked at after commit */
   jobsChanged(): void;
-  /** run after a successful commit */
-  afterCommit(fn: () => void): void;
 }
 
 export interface EngineDeps {
@@ -23,70 +24,81 @@ export interface EngineDeps {
   logger: Logger;
   metrics: Metrics;
   urls: () => { source: string; dashboard: string };
+  /** the webhook registry revision that events emitted now must be matched against */
+  registryRev: () => number;
+  /** called after a commit that wrote outbox rows (the relay publishes or delivers them) */
+  outboxChanged: () => void;
 }
 
 const JOB_RESEND_MS = 10_000;
 
-/**
- * FAULT INJECTION, for test/crash.test.ts only; inert unless SVC_FAULT_CRASH_BEFORE_PUBLISH=1 is
- * in the environment. Then the first outbox flush that finds committed, unpublished events kills
- * the process with SIGKILL before publishing any of them: the window between commit and publish.
- * It waits 100 ms first so that the answers to producers whose facts are already committed
- * ({ok: true}) reach them, as they would in a real crash just after commit.
- */
-async function crashBeforePublishIfAsked(): Promise<void> {
-  if (process.env.SVC_FAULT_CRASH_BEFORE_PUBLISH !== '1') return;
-  await new Promise((r) => setTimeout(r, 100));
-  process.kill(process.pid, 'SIGKILL');
-  await new Promise(() => {}); // never resumes
+interface OpenTx extends Tx {
+  types: string[];
+  jobs: boolean;
 }
 
+/** Per item of a group commit: its result, or the error that rolled back its part alone. */
+export type BatchResult<R> = { ok: true; value: R } | { ok: false; error: unknown };
+
 /**
- * The engine core: one SQLite transaction per fact (state + outbox), then publication.
- * The outbox is published in order; after a crash, whatever was committed but not yet
- * published is published at start (JetStream dedupes by event id).
+ * The engine core: one SQLite transaction per fact (state + outbox rows with their routes), or one
+ * per group of facts under load (group commit: each fact in its own savepoint). What the outbox
+ * holds is published or delivered by a relay (src/relay/); the engine never talks to the data plane.
  */
 export class Engine {
-  private current: (Tx & { committed: Array<() => void>; types: string[]; jobs: boolean }) | null = null;
-  private flushing: Promise<void> | null = null;
-  private flushAgain = false;
+  private current: OpenTx | null = null;
   private sendingJobs = false;
   private closed = false;
+  private readonly labels: LabelLookup;
 
-  constructor(private readonly deps: EngineDeps) {}
+  constructor(private readonly deps: EngineDeps) {
+    const db = deps.db;
+    this.labels = {
+      install: (org, id) => entityLabels(db, org, 'install', id),
+      component: (org, id) => entityLabels(db, org, 'component', id),
+      action: (org, id) => entityLabels(db, org, 'action', id),
+    };
+  }
 
   get db(): Db {
     return this.deps.db;
   }
 
-  tx<T>(fn: (t: Tx) => T): T {
-    if (this.current) return fn(this.current);
-    const committed: Array<() => void> = [];
-    const types: string[] = [];
-    const t = {
-      committed,
-      types,
+  private open(): OpenTx {
+    const t: OpenTx = {
+      types: [],
       jobs: false,
       emit: (fact: Fact) => {
         const urls = this.deps.urls();
-        const ev = toCloudEvent(fact, { source: urls.source, dashboardUrl: urls.dashboard });
+        const ev = emit(fact, { source: urls.source, dashboardUrl: urls.dashboard, labels: this.labels, rev: this.deps.registryRev() });
         if (!ev) return;
         insertOutbox(this.deps.db, {
           event_id: ev.id,
           org_id: fact.org_id,
           subject: eventSubject(ev.subject),
           type: ev.type,
-          body: JSON.stringify(ev),
+          body: ev.body,
+          route: encodeRoute(ev.route),
         });
-        types.push(ev.type);
+        t.types.push(ev.type);
       },
       jobsChanged: () => {
         t.jobs = true;
       },
-      afterCommit: (f: () => void) => {
-        committed.push(f);
-      },
     };
+    return t;
+  }
+
+  private committed(t: OpenTx): void {
+    for (const type of t.types) this.deps.metrics.eventsEmitted.inc({ type });
+    if (t.types.length) this.deps.outboxChanged();
+    if (t.jobs) this.kickJobs();
+  }
+
+  /** Run fn in one transaction (joining the open one when called inside it). */
+  tx<T>(fn: (t: Tx) => T): T {
+    if (this.current) return fn(this.current);
+    const t = this.open();
     this.current = t;
     let result: T;
     try {
@@ -94,52 +106,40 @@ export class Engine {
     } finally {
       this.current = null;
     }
-    for (const type of types) this.deps.metrics.eventsEmitted.inc({ type });
-    if (types.length) this.kickOutbox();
-    if (t.jobs) this.kickJobs();
-    for (const f of committed) {
-      try {
-        f();
-      } catch (err) {
-        this.deps.logger.error({ err: String(err) }, 'after-commit hook failed');
-      }
-    }
+    this.committed(t);
     return result;
   }
 
-  /** Publish the outbox in order (single flight; re-runs if kicked while running). */
-  kickOutbox(): Promise<void> {
-    if (this.flushing) {
-      this.flushAgain = true;
-      return this.flushing;
-    }
-    this.flushing = (async () => {
-      await Promise.resolve(); // never finish before `this.flushing` is assigned
-      try {
-        do {
-          this.flushAgain = false;
-          for (;;) {
-            const rows = unpublished(this.deps.db);
-            if (!rows.length || this.closed) break;
-            await crashBeforePublishIfAsked();
-            // The batch goes out back to back on one connection (so it is stored in outbox order)
-            // and the acknowledged prefix is marked in one transaction: not a round trip and a
-            // commit per event. After a failure the rest is published again (deduped by event id).
-            const acks = await Promise.allSettled(rows.map((row) => this.deps.bus.publishEvent(row.subject, row.body, row.event_id)));
-            let stored = 0;
-            while (stored < rows.length && acks[stored].status === 'fulfilled') stored++;
-            markPublished(this.deps.db, rows.slice(0, stored).map((row) => row.seq));
-            if (stored < rows.length) throw (acks[stored] as PromiseRejectedResult).reason;
+  /**
+   * Group commit: run fn for every item in ONE transaction, each item in its own savepoint, so
+   * that an item that throws rolls back alone. Results come back in order once everything is
+   * committed (a caller answers each producer only then).
+   */
+  batch<I, R>(items: readonly I[], fn: (t: Tx, item: I) => R): Array<BatchResult<R>> {
+    if (this.current) throw new Error('engine.batch inside a transaction');
+    const t = this.open();
+    this.current = t;
+    const db = this.deps.db;
+    const results: Array<BatchResult<R>> = [];
+    try {
+      db.transaction(() => {
+        for (const item of items) {
+          const mark = t.types.length;
+          const jobs = t.jobs;
+          try {
+            results.push({ ok: true, value: db.transaction(() => fn(t, item))() });
+          } catch (error) {
+            t.types.length = mark;
+            t.jobs = jobs;
+            results.push({ ok: false, error });
           }
-        } while (this.flushAgain && !this.closed);
-      } catch (err) {
-        this.deps.logger.warn({ err: String(err) }, 'outbox publish failed; will retry');
-        setTimeout(() => void this.kickOutbox(), 1000).unref();
-      } finally {
-        this.flushing = null;
-      }
-    })();
-    return this.flushing;
+        }
+      }).immediate();
+    } finally {
+      this.current = null;
+    }
+    this.committed(t);
+    return results;
   }
 
   /** Send queued jobs, and re-send jobs not started within 10 s (same job_id). */
@@ -158,8 +158,7 @@ export class Engine {
     }
   }
 
-  async close(): Promise<void> {
-    if (this.flushing) await this.flushing.catch(() => {});
+  close(): void {
     this.closed = true;
   }
 }

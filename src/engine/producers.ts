@@ -108,7 +108,9 @@ export class Producers {
       const runner = getRunner(this.db, orgId, runnerId);
       if (!runner) throw new NotFoundError('runner', runnerId);
       const event = msg.type === 'heartbeat' ? { type: 'heartbeat', process: msg.process } : { type: 'inactive', reason: msg.reason };
-      return this.applyRunner(t, runner, event);
+      const result = this.applyRunner(t, runner, event);
+      // a heartbeat is news or nothing: never a `duplicate` (CONTRACT 5.2)
+      return msg.type === 'heartbeat' && result === 'duplicate' ? 'accepted' : result;
     });
   }
 

@@ -1,9 +1,11 @@
 // Fact -> CloudEvents 1.0 envelope (spec 6.3-6.5, CONTRACT 6.2).
 import { randomUUID } from 'node:crypto';
 import type { Fact, Outcome, StepRef, WorkflowRef } from './facts.ts';
-import { classify } from './classify.ts';
+import { classify, type Classification } from './classify.ts';
 import { slugsFor } from './slugs.ts';
 import { linksFor } from './links.ts';
+import { routeOf, type LabelLookup } from './route.ts';
+import type { Route } from '../domain/route.ts';
 
 export interface CloudEvent {
   specversion: '1.0';
@@ -184,7 +186,10 @@ export function ceData(fact: Fact, dashboardUrl: string): Record<string, unknown
 
 /** The CloudEvent of a fact; null when the fact is not classified (never for ping). */
 export function toCloudEvent(fact: Fact, opts: EnvelopeOptions): CloudEvent | null {
-  const cls = classify(fact);
+  return envelope(fact, classify(fact), opts);
+}
+
+function envelope(fact: Fact, cls: Classification | null, opts: EnvelopeOptions): CloudEvent | null {
   if (!cls && fact.kind !== 'webhook_ping') return null;
   return {
     specversion: '1.0',
@@ -200,4 +205,28 @@ export function toCloudEvent(fact: Fact, opts: EnvelopeOptions): CloudEvent | nu
     interests: slugsFor(fact, cls),
     data: ceData(fact, opts.dashboardUrl),
   };
+}
+
+/** An event ready for the outbox: the envelope, its exact bytes, and its route (computed here, once). */
+export interface EmittedEvent {
+  id: string;
+  type: string;
+  /** the CloudEvents subject */
+  subject: string;
+  body: string;
+  route: Route;
+}
+
+export interface EmitOptions extends EnvelopeOptions {
+  labels: LabelLookup;
+  /** the webhook registry revision the event must be matched against */
+  rev: number;
+}
+
+/** The event of a fact with its route; null when the fact is not delivered (not classified). */
+export function emit(fact: Fact, opts: EmitOptions): EmittedEvent | null {
+  const cls = classify(fact);
+  const ev = envelope(fact, cls, opts);
+  if (!ev) return null;
+  return { id: ev.id, type: ev.type, subject: ev.subject, body: JSON.stringify(ev), route: routeOf(fact, ev.type, cls, opts.labels, opts.rev) };
 }

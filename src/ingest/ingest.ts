@@ -1,9 +1,15 @@
 // Producer ingest (CONTRACT 5.2): svc.ingest.<org>.<family>.<id> → validated input → engine.
 // The reply {ok: true} is sent only after the fact is committed (or recognised as a duplicate).
+// Under load, messages that arrive while a commit is under way are committed together (group
+// commit: one transaction, each fact in its own savepoint), and each producer is still answered
+// only once its own fact is committed.
 import type { Logger } from 'pino';
 import type { z } from 'zod';
+import { getOrg } from '../../store/orgs.ts';
 import type { Bus, BusMessage, Subscription } from '../bus/bus.ts';
-import { ingestWildcard, parseIngestSubject } from '../bus/subjects.ts';
+import { ingestWildcard, parseIngestSubject, type IngestSubject } from '../bus/subjects.ts';
+import type { Engine } from '../engine/engine.ts';
+import { InvalidError } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Orchestrator } from '../orchestrator/runtime.ts';
 import type { Producers } from '../engine/producers.ts';
@@ -15,58 +21,124 @@ export interface IngestDeps {
   bus: Bus;
   logger: Logger;
   metrics: Metrics;
+  engine: Engine;
   orchestrator: Orchestrator;
   producers: Producers;
 }
+
+/** Facts committed together at most. */
+const MAX_GROUP = 512;
 
 function parse<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
   const r = schema.safeParse(value);
   if (!r.success) {
     const first = r.error.issues[0];
-    throw new Error(`invalid message: ${first.path.join('.') || '(message)'}: ${first.message}`);
+    throw new InvalidError(`invalid message: ${first.path.join('.') || '(message)'}: ${first.message}`);
   }
   return r.data;
 }
 
-/** Handle one ingest message; returns the result or throws with a reason (invalid). */
-export function handleIngest(deps: IngestDeps, subject: string, data: Uint8Array): Result {
+/** A message checked and parsed, ready to be applied inside a transaction. */
+type Parsed =
+  | { where: IngestSubject & { family: 'jobs' }; body: z.infer<typeof jobResultSchema> }
+  | { where: IngestSubject & { family: 'workflows' }; body: z.infer<typeof workflowMessageSchema> }
+  | { where: IngestSubject & { family: 'runners' }; body: z.infer<typeof runnerMessageSchema> }
+  | { where: IngestSubject & { family: 'health' }; body: z.infer<typeof healthMessageSchema> };
+
+/** Subject and payload checks that need no transaction; throws with the reason (invalid). */
+export function parseIngest(subject: string, data: Uint8Array): Parsed {
   const where = parseIngestSubject(subject);
-  if (!where) throw new Error(`unknown ingest subject ${subject}`);
+  if (!where) throw new InvalidError(`unknown ingest subject ${subject}`);
   let body: unknown;
   try {
-    body = JSON.parse(Buffer.from(data).toString('utf8'));
+    body = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8'));
   } catch {
-    throw new Error('message is not JSON');
+    throw new InvalidError('message is not JSON');
   }
   switch (where.family) {
     case 'jobs':
-      return deps.orchestrator.onJobResult(where.orgId, where.id, parse(jobResultSchema, body));
+      return { where: where as Parsed['where'] & { family: 'jobs' }, body: parse(jobResultSchema, body) };
     case 'workflows':
-      return deps.producers.externalWorkflow(where.orgId, where.id, parse(workflowMessageSchema, body));
+      return { where: where as Parsed['where'] & { family: 'workflows' }, body: parse(workflowMessageSchema, body) };
     case 'runners':
-      return deps.producers.runner(where.orgId, where.id, parse(runnerMessageSchema, body));
+      return { where: where as Parsed['where'] & { family: 'runners' }, body: parse(runnerMessageSchema, body) };
     case 'health':
-      return deps.producers.health(where.orgId, where.id, parse(healthMessageSchema, body));
+      return { where: where as Parsed['where'] & { family: 'health' }, body: parse(healthMessageSchema, body) };
   }
 }
 
+/** Apply one parsed message (inside the engine's transaction). */
+export function applyIngest(deps: IngestDeps, p: Parsed): Result {
+  const { orgId, id } = p.where;
+  if (!getOrg(deps.engine.db, orgId)) throw new InvalidError('unknown org');
+  switch (p.where.family) {
+    case 'jobs':
+      return deps.orchestrator.onJobResult(orgId, id, p.body as z.infer<typeof jobResultSchema>);
+    case 'workflows':
+      return deps.producers.externalWorkflow(orgId, id, p.body as z.infer<typeof workflowMessageSchema>);
+    case 'runners':
+      return deps.producers.runner(orgId, id, p.body as z.infer<typeof runnerMessageSchema>);
+    case 'health':
+      return deps.producers.health(orgId, id, p.body as z.infer<typeof healthMessageSchema>);
+  }
+}
+
+type Reply = { ok: true } | { ok: false; error: string };
+
 export function startIngest(deps: IngestDeps): Subscription {
+  let queue: BusMessage[] = [];
+  let scheduled = false;
+
+  const answer = (msg: BusMessage, reply: Reply, result: Result | 'invalid') => {
+    deps.metrics.ingestMessages.inc({ result });
+    if (!reply.ok) deps.logger.warn({ subject: msg.subject, error: reply.error }, 'ingest message dropped');
+    if (msg.reply) msg.respond(JSON.stringify(reply));
+  };
+
+  const run = () => {
+    scheduled = false;
+    const msgs = queue.splice(0, MAX_GROUP);
+    if (queue.length) schedule();
+    const ready: Array<{ msg: BusMessage; parsed: Parsed }> = [];
+    for (const msg of msgs) {
+      try {
+        ready.push({ msg, parsed: parseIngest(msg.subject, msg.data) });
+      } catch (err) {
+        answer(msg, { ok: false, error: errorText(err) }, 'invalid');
+      }
+    }
+    if (!ready.length) return;
+    let results;
+    try {
+      results = deps.engine.batch(ready, (_t, r) => applyIngest(deps, r.parsed));
+    } catch (err) {
+      // the commit itself failed: nothing of the group is recorded; producers send again
+      deps.logger.error({ err: errorText(err), facts: ready.length }, 'ingest commit failed');
+      for (const r of ready) if (r.msg.reply) r.msg.respond(JSON.stringify({ ok: false, error: 'not recorded, try again' }));
+      return;
+    }
+    results.forEach((res, i) => {
+      if (res.ok) answer(ready[i].msg, { ok: true }, res.value);
+      else answer(ready[i].msg, { ok: false, error: errorText(res.error) }, 'invalid');
+    });
+  };
+
+  const schedule = () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(run);
+  };
+
   return deps.bus.subscribe(
     ingestWildcard,
     (msg: BusMessage) => {
-      let reply: { ok: true } | { ok: false; error: string };
-      try {
-        const result = handleIngest(deps, msg.subject, msg.data);
-        deps.metrics.ingestMessages.inc({ result });
-        reply = { ok: true };
-      } catch (err) {
-        const error = err instanceof Error ? err.message : String(err);
-        deps.metrics.ingestMessages.inc({ result: 'invalid' });
-        deps.logger.warn({ subject: msg.subject, error }, 'ingest message dropped');
-        reply = { ok: false, error };
-      }
-      if (msg.reply) msg.respond(JSON.stringify(reply));
+      queue.push(msg);
+      schedule();
     },
     { queue: 'svc-ingest' },
   );
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }

@@ -127,7 +127,6 @@ export function createInstall(ctx: AppContext, orgId: string, body: z.infer<type
       status: wf.status,
     });
   });
-  ctx.labelsChanged(installId);
   return getInstallView(ctx, orgId, installId);
 }
 

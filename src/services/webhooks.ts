@@ -17,9 +17,9 @@ import {
   UniqueViolation,
   type WebhookRow,
 } from '../../store/webhooks.ts';
-import { getDeliveryStatus, listDeliveryStatus, NO_DELIVERIES, type DeliveryStatus } from '../../store/delivery-status.ts';
+import { NO_DELIVERIES, type DeliveryStatus } from '../../store/delivery-status.ts';
 import { toCloudEvent } from '../events/cloudevent.ts';
-import type { DeliveryResult } from '../delivery/client.ts';
+import type { AttemptResult } from '../delivery/client.ts';
 
 /** The webhook as the API returns it (CONTRACT 4.1). The secret never leaves the store. */
 export interface WebhookView {
@@ -55,7 +55,7 @@ export function view(w: WebhookRow, status: DeliveryStatus, nowMs: number): Webh
   };
 }
 
-const viewOne = (ctx: AppContext, w: WebhookRow) => view(w, getDeliveryStatus(ctx.db, w.webhook_id), ctx.clock.now());
+const viewOne = (ctx: AppContext, w: WebhookRow) => view(w, ctx.deliveryStatus.get(w.webhook_id), ctx.clock.now());
 
 export interface CreateWebhookInput {
   webhook_url: string;
@@ -75,7 +75,7 @@ export interface PatchWebhookInput {
 const CONFLICT = 'a webhook with this webhook_url and match already exists in this org';
 
 export function listWebhooks(ctx: AppContext, orgId: string): WebhookView[] {
-  const statuses = listDeliveryStatus(ctx.db, orgId);
+  const statuses = ctx.deliveryStatus.list(orgId);
   const now = ctx.clock.now();
   return dbList(ctx.db, orgId).map((w) => view(w, statuses.get(w.webhook_id) ?? { ...NO_DELIVERIES }, now));
 }
@@ -163,11 +163,11 @@ export function deleteWebhook(ctx: AppContext, orgId: string, id: string): void 
 }
 
 /** Send one ping event to this webhook alone, ignoring interests and match (CONTRACT 4.1, 6.4). */
-export async function pingWebhook(ctx: AppContext, orgId: string, id: string): Promise<DeliveryResult> {
+export async function pingWebhook(ctx: AppContext, orgId: string, id: string): Promise<AttemptResult> {
   const w = mustGet(ctx, orgId, id);
   const ev = toCloudEvent(
-    { kind: 'webhook_ping', transition: 'ping', org_id: orgId, webhook_id: id, time: new Date().toISOString() },
+    { kind: 'webhook_ping', transition: 'ping', org_id: orgId, webhook_id: id, time: new Date(ctx.clock.now()).toISOString() },
     { source: ctx.urls.source, dashboardUrl: ctx.urls.dashboard },
-  );
-  return ctx.deliverer.deliver({ url: w.url, secret: w.secret }, JSON.stringify(ev));
+  )!;
+  return ctx.attemptNow(w, ev.id, ev.type, Buffer.from(JSON.stringify(ev), 'utf8'));
 }

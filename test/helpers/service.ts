@@ -56,6 +56,10 @@ export async function startService(overrides: Partial<ServeConfig> = {}): Promis
     deliveryTimeoutMs: 5000,
     allowPrivateTargets: true,
     driftIntervalMs: null,
+    deliveryConcurrency: 256,
+    deliver: true,
+    natsCreds: null,
+    deliveryThreads: 0,
     ...overrides,
   };
   const server = await startServer(config, { logger: pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }) });

@@ -1,0 +1,185 @@
+// The JetStream layout shared by the control plane and the data plane (NATS mode):
+//
+//   SVC_EVENTS    stream, work queue, subjects svc.events.>  — the durable delivery queue. The
+//                 relay publishes each outbox row here (msg id = event id, route and seal in
+//                 headers); the shared durable pull consumer `svc-dispatch` hands each event to one
+//                 data plane, which acks it only once every attempt it needs has an outcome.
+//   SVC_OUTCOMES  stream, work queue, subjects svc.outcomes.> — outcome batches from data planes to
+//                 the engine (durable consumer `svc-engine`).
+//   KV svc_webhooks  the webhook registry the engine replicates to data planes (encrypted entries).
+//   KV svc_progress  which webhooks a slow event has already had (so a redelivery repeats nothing else).
+//
+// The engine creates all of these; data planes only use them.
+import {
+  AckPolicy,
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  type ConsumerConfig,
+  type JetStreamManager,
+  type StreamConfig,
+} from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
+import { eventsWildcard, ingestWildcard, subjectsOverlap } from './subjects.ts';
+
+export const EVENTS_STREAM = 'SVC_EVENTS';
+export const DISPATCH_CONSUMER = 'svc-dispatch';
+export const OUTCOMES_STREAM = 'SVC_OUTCOMES';
+export const OUTCOMES_CONSUMER = 'svc-engine';
+export const outcomesWildcard = 'svc.outcomes.>';
+export const REGISTRY_BUCKET = 'svc_webhooks';
+export const PROGRESS_BUCKET = 'svc_progress';
+
+/** An event not acked within this long goes to another data plane (a holder signals `working()` well before). */
+export const EVENT_ACK_WAIT_MS = 60_000;
+/** JetStream's duplicate window for event ids (a relay that republishes after a crash). */
+export const EVENT_DEDUPE_WINDOW_MS = 10 * 60_000;
+/** Events handed out and not yet acked, all data planes together (each bounds its own share). */
+export const EVENT_MAX_ACK_PENDING = 100_000;
+const PROGRESS_TTL_MS = 24 * 3_600_000;
+const OUTCOMES_MAX_AGE_MS = 24 * 3_600_000;
+
+/** Headers of an event message (besides Nats-Msg-Id = the event id). */
+export const ROUTE_HEADER = 'Svc-Route';
+export const SEAL_HEADER = 'Svc-Seal';
+export const EVENT_ID_HEADER = 'Nats-Msg-Id';
+
+export function outcomesSubject(workerId: string): string {
+  return `svc.outcomes.${workerId}`;
+}
+
+export function eventHeaders(route: string, seal: string): MsgHdrs {
+  const h = natsHeaders();
+  h.set(ROUTE_HEADER, route);
+  h.set(SEAL_HEADER, seal);
+  return h;
+}
+
+export function sealHeaders(seal: string): MsgHdrs {
+  const h = natsHeaders();
+  h.set(SEAL_HEADER, seal);
+  return h;
+}
+
+type StreamCfg = Partial<StreamConfig> & { name: string };
+
+const eventsStream = (): StreamCfg => ({
+  name: EVENTS_STREAM,
+  subjects: [eventsWildcard],
+  retention: RetentionPolicy.Workqueue,
+  storage: StorageType.File,
+  duplicate_window: nanos(EVENT_DEDUPE_WINDOW_MS),
+});
+
+const dispatchConsumer = (): Partial<ConsumerConfig> => ({
+  durable_name: DISPATCH_CONSUMER,
+  description: 'svc delivery (shared by every data plane)',
+  ack_policy: AckPolicy.Explicit,
+  deliver_policy: DeliverPolicy.All,
+  ack_wait: nanos(EVENT_ACK_WAIT_MS),
+  max_deliver: -1,
+  max_ack_pending: EVENT_MAX_ACK_PENDING,
+  filter_subject: eventsWildcard,
+});
+
+const outcomesStream = (): StreamCfg => ({
+  name: OUTCOMES_STREAM,
+  subjects: [outcomesWildcard],
+  retention: RetentionPolicy.Workqueue,
+  storage: StorageType.File,
+  max_age: nanos(OUTCOMES_MAX_AGE_MS),
+});
+
+const outcomesConsumer = (): Partial<ConsumerConfig> => ({
+  durable_name: OUTCOMES_CONSUMER,
+  description: 'svc engine: delivery outcomes',
+  ack_policy: AckPolicy.Explicit,
+  deliver_policy: DeliverPolicy.All,
+  ack_wait: nanos(30_000),
+  max_deliver: -1,
+  filter_subject: outcomesWildcard,
+});
+
+const isApiError = (err: unknown, code: number) => err instanceof JetStreamApiError && err.code === code;
+
+/** Create the stream, or bring an existing one in line (a stream of another retention is recreated when empty). */
+async function ensureStream(jsm: JetStreamManager, cfg: StreamCfg): Promise<void> {
+  const name = cfg.name;
+  let info;
+  try {
+    info = await jsm.streams.info(name);
+  } catch (err) {
+    if (!isApiError(err, JetStreamApiCodes.StreamNotFound)) throw err;
+    try {
+      await jsm.streams.add(cfg);
+    } catch (addErr) {
+      // another svc process created it meanwhile
+      await jsm.streams.info(name).catch(() => {
+        throw addErr;
+      });
+    }
+    return;
+  }
+  if (info.config.retention !== cfg.retention) {
+    if (info.state.messages > 0) {
+      throw new Error(
+        `JetStream stream ${name} has retention ${info.config.retention} and ${info.state.messages} messages; svc needs a work queue. ` +
+          `Let an older svc deliver them, or remove the stream (nats stream rm ${name}).`,
+      );
+    }
+    await jsm.streams.delete(name);
+    await jsm.streams.add(cfg);
+    return;
+  }
+  const c = info.config;
+  if (JSON.stringify(c.subjects) !== JSON.stringify(cfg.subjects) || c.duplicate_window !== (cfg.duplicate_window ?? c.duplicate_window) || c.max_age !== (cfg.max_age ?? 0)) {
+    await jsm.streams.update(name, { subjects: cfg.subjects, duplicate_window: cfg.duplicate_window ?? c.duplicate_window, max_age: cfg.max_age ?? 0 });
+  }
+}
+
+async function ensureConsumer(jsm: JetStreamManager, stream: string, cfg: Partial<ConsumerConfig>): Promise<void> {
+  try {
+    const c = (await jsm.consumers.info(stream, cfg.durable_name!)).config;
+    if (c.ack_wait !== cfg.ack_wait || c.max_deliver !== cfg.max_deliver || c.max_ack_pending !== cfg.max_ack_pending || c.description !== cfg.description) {
+      await jsm.consumers.update(stream, cfg.durable_name!, {
+        ack_wait: cfg.ack_wait,
+        max_deliver: cfg.max_deliver,
+        description: cfg.description,
+        ...(cfg.max_ack_pending !== undefined ? { max_ack_pending: cfg.max_ack_pending } : {}),
+      });
+    }
+  } catch (err) {
+    if (!isApiError(err, JetStreamApiCodes.ConsumerNotFound)) throw err;
+    // adding a durable with an identical config is idempotent, so a concurrent start is fine
+    await jsm.consumers.add(stream, cfg);
+  }
+}
+
+/** Refuses to run when a stream would capture ingest subjects: it would answer producers' requests itself. */
+async function checkIngestNotCaptured(jsm: JetStreamManager): Promise<void> {
+  for await (const si of jsm.streams.list()) {
+    const hit = (si.config.subjects ?? []).find((s) => subjectsOverlap(s, ingestWildcard));
+    if (hit) {
+      throw new Error(
+        `JetStream stream ${si.config.name} captures ${hit}, which overlaps ${ingestWildcard}: ` +
+          'it would answer ingest requests itself (producers would think unrecorded facts were recorded). Remove that subject from the stream.',
+      );
+    }
+  }
+}
+
+/** The engine's part: every stream, consumer and bucket of the layout, created or brought in line. */
+export async function ensureLayout(nc: NatsConnection, jsm: JetStreamManager): Promise<void> {
+  await checkIngestNotCaptured(jsm);
+  await ensureStream(jsm, eventsStream());
+  await ensureConsumer(jsm, EVENTS_STREAM, dispatchConsumer());
+  await ensureStream(jsm, outcomesStream());
+  await ensureConsumer(jsm, OUTCOMES_STREAM, outcomesConsumer());
+  const kvm = new Kvm(jetstream(nc));
+  await kvm.create(REGISTRY_BUCKET, { history: 1, storage: StorageType.File });
+  await kvm.create(PROGRESS_BUCKET, { history: 1, storage: StorageType.File, ttl: PROGRESS_TTL_MS });
+}

@@ -1,0 +1,75 @@
+// `svc worker` (CONTRACT 1): a delivery worker. No database, no HTTP API: it consumes events from
+// JetStream and delivers them, sharing the work with every other worker and svc serve's threads;
+// one that dies loses nothing. It needs the data plane key: from its credentials file (svc nats
+// init writes it into worker.creds) or SVC_DATAPLANE_KEY (printed by `svc dataplane-key`).
+import { randomUUID } from 'node:crypto';
+import { Command, Option } from 'commander';
+import pino from 'pino';
+import { parseDuration, parseUrl } from '../config.ts';
+import { systemClock } from '../domain/clock.ts';
+import { connectNats } from '../bus/nats.ts';
+import { dataplaneKeyOf, natsConnection } from '../bus/credentials.ts';
+import { parseDataplaneKey, Seal } from '../bus/seal.ts';
+import { startNatsDataPlane } from '../dataplane/data-plane.ts';
+import { UsageError } from './errors.ts';
+import { allowPrivateTargets, arg, deliveryConcurrencyOption, natsCredsOption } from './serve.ts';
+
+interface WorkerOptions {
+  nats?: string;
+  natsCreds?: string;
+  deliveryConcurrency: number;
+  deliveryTimeout: number;
+  allowPrivateTargets?: boolean;
+}
+
+export function registerWorkerCommand(program: Command): void {
+  program
+    .command('worker')
+    .description('a delivery worker: consumes events from JetStream and delivers them (no database, no HTTP API)')
+    .addOption(new Option('--nats <url>', 'NATS server URL').env('SVC_NATS_URL').argParser(arg(parseUrl)))
+    .addOption(natsCredsOption())
+    .addOption(deliveryConcurrencyOption())
+    .addOption(new Option('--delivery-timeout <duration>', 'webhook response wait').env('SVC_DELIVERY_TIMEOUT').argParser(arg(parseDuration)).default(5000, '5s'))
+    .addOption(new Option('--allow-private-targets', 'allow webhook targets on loopback and private addresses'))
+    .action(async (opts: WorkerOptions) => {
+      if (!opts.nats) throw new UsageError('svc worker needs --nats <url> (or SVC_NATS_URL)');
+      const keyText = (opts.natsCreds ? dataplaneKeyOf(opts.natsCreds) : null) ?? process.env.SVC_DATAPLANE_KEY;
+      if (!keyText) {
+        throw new UsageError(
+          'svc worker needs the data plane key: --nats-creds with the worker.creds of `svc nats init`, or SVC_DATAPLANE_KEY (`svc dataplane-key --db <engine database>` prints it)',
+        );
+      }
+      let key: Buffer;
+      try {
+        key = parseDataplaneKey(keyText);
+      } catch (err) {
+        throw new UsageError(`the data plane key: ${(err as Error).message}`);
+      }
+      const logger = pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
+      const workerId = `worker_${randomUUID().slice(0, 8)}`;
+      if (!opts.natsCreds) logger.warn({ url: opts.nats }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
+      const nc = await connectNats(opts.nats, { name: `svc-${workerId}`, logger, waitForServer: true, connection: natsConnection(opts.natsCreds ?? null, 'worker') });
+      const plane = await startNatsDataPlane({
+        nc,
+        seal: new Seal(key),
+        limits: { concurrency: opts.deliveryConcurrency, timeoutMs: opts.deliveryTimeout, allowPrivateTargets: allowPrivateTargets(opts.allowPrivateTargets) },
+        workerId,
+        clock: systemClock,
+        logger,
+      });
+      logger.info({ worker: workerId, concurrency: opts.deliveryConcurrency }, 'worker ready');
+      let exiting = false;
+      const shutdown = async (signal: string) => {
+        if (exiting) return;
+        exiting = true;
+        logger.info({ signal }, 'draining');
+        const hard = setTimeout(() => process.exit(1), opts.deliveryTimeout + 15_000);
+        hard.unref();
+        await plane.drain();
+        await nc.drain().catch(() => nc.close());
+        process.exit(0);
+      };
+      process.on('SIGTERM', () => void shutdown('SIGTERM'));
+      process.on('SIGINT', () => void shutdown('SIGINT'));
+    });
+}

@@ -1,0 +1,138 @@
+// A data plane: registry + pipeline + deliverer, fed from JetStream (NATS mode: a worker thread of
+// svc serve, or a svc worker process anywhere) or from the outbox (embedded mode). It reads no
+// SQLite: webhooks arrive replicated, events carry their route, outcomes go back in batches.
+import type { Logger } from 'pino';
+import { jetstream } from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Clock } from '../domain/clock.ts';
+import { encodeOutcomeBatch, type OutcomeBatch } from '../domain/outcomes.ts';
+import { outcomesSubject, PROGRESS_BUCKET, REGISTRY_BUCKET, sealHeaders } from '../bus/jetstream.ts';
+import { watchRegistry } from '../bus/kv-registry.ts';
+import type { Seal } from '../bus/seal.ts';
+import { WebhookRegistry } from '../dispatch/registry.ts';
+import { Deliverer } from '../delivery/client.ts';
+import { DeliveryPipeline, type ProgressStore } from './pipeline.ts';
+import { BatchingOutcomeSink } from './outcomes.ts';
+import { JetStreamSource, KvProgress } from './jetstream-source.ts';
+import { makeSigner } from './signer.ts';
+
+export interface DeliveryLimits {
+  /** attempts in flight at most (CONTRACT 1 --delivery-concurrency) */
+  concurrency: number;
+  timeoutMs: number;
+  allowPrivateTargets: boolean;
+}
+
+export interface DataPlane {
+  readonly pipeline: DeliveryPipeline;
+  readonly registry: WebhookRegistry;
+  /** SIGTERM: take nothing more, finish attempts in flight, leave the rest queued. */
+  drain(): Promise<void>;
+}
+
+async function openBucket(kvm: Kvm, name: string, logger: Logger, stopped: () => boolean): Promise<KV> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await kvm.open(name);
+    } catch (err) {
+      if (stopped()) throw err;
+      if (attempt === 1) logger.warn({ bucket: name, err: String(err) }, 'waiting for the KV bucket (svc serve creates it)');
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+}
+
+/**
+ * NATS mode: watch the replicated registry, then pull events from the shared durable consumer.
+ * Resolves once the registry is loaded and pulling has started.
+ */
+export async function startNatsDataPlane(o: {
+  nc: NatsConnection;
+  seal: Seal;
+  limits: DeliveryLimits;
+  workerId: string;
+  clock: Clock;
+  logger: Logger;
+}): Promise<DataPlane> {
+  const js = jetstream(o.nc);
+  const kvm = new Kvm(js);
+  let stopping = false;
+  const registryKv = await openBucket(kvm, REGISTRY_BUCKET, o.logger, () => stopping);
+  const progressKv = await openBucket(kvm, PROGRESS_BUCKET, o.logger, () => stopping);
+  const registry = new WebhookRegistry();
+  const watch = await watchRegistry(registryKv, o.seal, {
+    apply: (orgId, webhookId, v, entry) => (entry ? registry.upsert(entry, v) : registry.remove(orgId, webhookId, v)),
+    refused: (key) => o.logger.warn({ key }, 'a webhook registry entry does not open with the data plane key; ignored'),
+  });
+  await watch.ready;
+
+  const deliverer = new Deliverer({ timeoutMs: o.limits.timeoutMs, allowPrivateTargets: o.limits.allowPrivateTargets, clock: o.clock });
+  const subject = outcomesSubject(o.workerId);
+  const send = async (batch: OutcomeBatch) => {
+    const body = encodeOutcomeBatch(batch);
+    await js.publish(subject, body, { headers: sealHeaders(o.seal.sealBatch(body)) });
+  };
+  let pipeline: DeliveryPipeline;
+  const sink = new BatchingOutcomeSink(o.workerId, send, () => pipeline.inFlight(), o.clock, o.logger);
+  const progress = new KvProgress(progressKv);
+  pipeline = new DeliveryPipeline({
+    registry,
+    deliverer,
+    sign: makeSigner(),
+    outcomes: sink,
+    progress,
+    clock: o.clock,
+    logger: o.logger,
+    concurrency: o.limits.concurrency,
+  });
+  const source = new JetStreamSource({ js, seal: o.seal, pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r) => sink.droppedEvent(r) });
+  await source.start();
+  return {
+    pipeline,
+    registry,
+    async drain() {
+      stopping = true;
+      await source.stop();
+      await pipeline.drain();
+      sink.close();
+      await sink.flush();
+      watch.stop();
+      await deliverer.close(0);
+    },
+  };
+}
+
+/** Embedded mode: fed by the outbox relay; outcomes go straight to the control plane. */
+export function startLocalDataPlane(o: {
+  registry: WebhookRegistry;
+  progress: ProgressStore;
+  outcomes: (batch: OutcomeBatch) => void;
+  limits: DeliveryLimits;
+  clock: Clock;
+  logger: Logger;
+}): DataPlane {
+  const deliverer = new Deliverer({ timeoutMs: o.limits.timeoutMs, allowPrivateTargets: o.limits.allowPrivateTargets, clock: o.clock });
+  let pipeline: DeliveryPipeline;
+  const sink = new BatchingOutcomeSink('local', async (batch) => o.outcomes(batch), () => pipeline.inFlight(), o.clock, o.logger);
+  pipeline = new DeliveryPipeline({
+    registry: o.registry,
+    deliverer,
+    sign: makeSigner(),
+    outcomes: sink,
+    progress: o.progress,
+    clock: o.clock,
+    logger: o.logger,
+    concurrency: o.limits.concurrency,
+  });
+  return {
+    pipeline,
+    registry: o.registry,
+    async drain() {
+      await pipeline.drain();
+      sink.close();
+      await sink.flush();
+      await deliverer.close(0);
+    },
+  };
+}

@@ -1,0 +1,167 @@
+// NATS mode: events from the shared durable consumer `svc-dispatch` into one pipeline. It pulls
+// only as many events as the pipeline has room for (the backlog stays in JetStream), drops and
+// counts what the engine did not seal (CONTRACT 6.7), keeps held events alive with `working()`,
+// acks an event once the pipeline settles it, and naks what the pipeline releases at a drain.
+import type { Logger } from 'pino';
+import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import type { KV } from '@nats-io/kv';
+import type { Clock, Timer } from '../domain/clock.ts';
+import { decodeRoute } from '../domain/route.ts';
+import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENT_ID_HEADER, EVENTS_STREAM, ROUTE_HEADER, SEAL_HEADER } from '../bus/jetstream.ts';
+import type { Seal } from '../bus/seal.ts';
+import type { DeliveryPipeline, InboundEvent, ProgressStore } from './pipeline.ts';
+
+export type DropReason = 'forged' | 'unparseable';
+
+const MAX_PULL = 256;
+const PULL_EXPIRES_MS = 5000;
+
+/** Which webhooks a redelivered event already had: NATS KV svc_progress, key = event id. */
+export class KvProgress implements ProgressStore {
+  constructor(private readonly kv: KV) {}
+
+  async save(events: ReadonlyArray<{ event: InboundEvent; done: readonly string[] }>): Promise<void> {
+    await Promise.all(events.map((e) => this.kv.put(progressKey(e.event.id), JSON.stringify(e.done))));
+  }
+
+  async load(eventId: string): Promise<string[]> {
+    const e = await this.kv.get(progressKey(eventId));
+    if (!e || e.operation !== 'PUT') return [];
+    try {
+      const v = e.json<unknown>();
+      return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
+    } catch {
+      return [];
+    }
+  }
+}
+
+/** KV keys allow [-/_=.a-zA-Z0-9]: event ids are UUIDs. */
+const progressKey = (eventId: string) => eventId.replace(/[^-/_=.a-zA-Z0-9]/g, '_');
+
+export interface JetStreamSourceOptions {
+  js: JetStreamClient;
+  seal: Seal;
+  pipeline: DeliveryPipeline;
+  progress: KvProgress;
+  clock: Clock;
+  logger: Logger;
+  dropped(reason: DropReason): void;
+}
+
+export class JetStreamSource {
+  private consumer: Consumer | null = null;
+  private stopped = false;
+  private loop: Promise<void> | null = null;
+  private current: { stop(): void } | null = null;
+  private readonly held = new Map<JsMsg, number>();
+  private keepAlive: Timer | null = null;
+
+  constructor(private readonly o: JetStreamSourceOptions) {}
+
+  /** Start pulling (waits for the engine to have created the stream and consumer). */
+  async start(): Promise<void> {
+    for (let attempt = 1; !this.consumer; attempt++) {
+      try {
+        this.consumer = await this.o.js.consumers.get(EVENTS_STREAM, DISPATCH_CONSUMER);
+      } catch (err) {
+        if (attempt === 1) this.o.logger.warn({ err: String(err) }, `waiting for the ${EVENTS_STREAM} stream (svc serve creates it)`);
+        if (this.stopped) return;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+    const every = Math.floor(EVENT_ACK_WAIT_MS / 3);
+    this.keepAlive = this.o.clock.setInterval(() => this.signalWorking(every), every);
+    this.loop = this.run();
+  }
+
+  private async run(): Promise<void> {
+    const consumer = this.consumer!;
+    let failing = false;
+    while (!this.stopped) {
+      const room = this.o.pipeline.room();
+      if (room === 0) {
+        await new Promise<void>((r) => this.o.pipeline.whenRoom(r));
+        continue;
+      }
+      try {
+        const batch = await consumer.fetch({ max_messages: Math.min(room, MAX_PULL), expires: PULL_EXPIRES_MS });
+        this.current = batch;
+        for await (const m of batch) {
+          if (this.stopped) m.nak();
+          else await this.take(m);
+        }
+        if (failing) this.o.logger.warn('pulling events again');
+        failing = false;
+      } catch (err) {
+        if (this.stopped) break;
+        if (!failing) this.o.logger.warn({ err: String(err) }, 'could not pull events; retrying');
+        failing = true;
+        await new Promise((r) => setTimeout(r, 1000));
+      } finally {
+        this.current = null;
+      }
+    }
+  }
+
+  private async take(m: JsMsg): Promise<void> {
+    const h = m.headers;
+    const id = h?.get(EVENT_ID_HEADER) ?? '';
+    const routeText = h?.get(ROUTE_HEADER) ?? '';
+    const seal = h?.get(SEAL_HEADER) ?? '';
+    if (!id || !routeText || !seal || !this.o.seal.opensEvent(id, routeText, m.data, seal)) {
+      this.o.dropped('forged');
+      m.term('not sealed by the engine');
+      return;
+    }
+    const route = decodeRoute(routeText);
+    if (!route) {
+      this.o.dropped('unparseable');
+      m.term('unreadable route');
+      return;
+    }
+    let done: string[] = [];
+    if (m.redelivered) {
+      try {
+        done = await this.o.progress.load(id);
+      } catch (err) {
+        this.o.logger.warn({ event_id: id, err: String(err) }, 'could not read delivery progress; attempting every webhook');
+      }
+    }
+    this.held.set(m, this.o.clock.now());
+    const ev: InboundEvent = {
+      id,
+      route,
+      body: Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength),
+      done,
+      settle: () => {
+        this.held.delete(m);
+        m.ack();
+      },
+      release: () => {
+        this.held.delete(m);
+        m.nak();
+      },
+    };
+    this.o.pipeline.accept(ev);
+  }
+
+  /** Held events not yet done tell JetStream they are being worked on (not redelivered elsewhere). */
+  private signalWorking(olderThanMs: number): void {
+    const now = this.o.clock.now();
+    for (const [m, since] of this.held) {
+      if (now - since >= olderThanMs) {
+        m.working();
+        this.held.set(m, now);
+      }
+    }
+  }
+
+  /** Stop pulling (the pipeline's drain then settles or releases what it holds). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.current?.stop();
+    this.keepAlive?.cancel();
+    await this.loop;
+  }
+}

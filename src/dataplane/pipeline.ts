@@ -1,0 +1,327 @@
+// The delivery pipeline of one data plane (a worker thread, a `svc worker`, or embedded mode):
+// events in, attempts out, each event settled (acked, or its outbox row done) only once every
+// attempt it needs has an outcome (CONTRACT 6.6).
+//
+//   event ─▶ registry.match(route) ─▶ one attempt per webhook ─▶ per-webhook queue (8 in flight)
+//                                                                   └▶ global slots (concurrency)
+//
+// Memory stays bounded whatever the fan-out: the pipeline asks its source for more events only
+// while it has room (events held, attempts queued), so a burst waits in the durable queue. A slow
+// webhook counts for at most PARKED attempts of "pressure", so it delays nothing else until the
+// pipeline holds maxEvents events for it. Webhooks already attempted for an event are recorded
+// (progress) when the event is slow to finish, so a redelivered event repeats only the attempts
+// that were in flight.
+import type { Logger } from 'pino';
+import type { Clock, Timer } from '../domain/clock.ts';
+import type { Route } from '../domain/route.ts';
+import type { WebhookRegistry } from '../dispatch/registry.ts';
+import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
+import type { AttemptResult, Deliverer } from '../delivery/client.ts';
+import type { Outcome } from '../domain/outcomes.ts';
+import { FailureLog } from './failure-log.ts';
+
+export interface InboundEvent {
+  id: string;
+  route: Route;
+  /** the exact CloudEvent bytes to POST */
+  body: Buffer;
+  /** webhooks already attempted before (a redelivered event) */
+  done: readonly string[];
+  /** every attempt it needs has an outcome: take it off the durable queue */
+  settle(): void;
+  /** the pipeline stops before finishing it: leave it queued for the next process */
+  release(): void;
+}
+
+export interface OutcomeSink {
+  record(o: Outcome): void;
+  flush(): Promise<void>;
+}
+
+/** Where the webhooks already attempted for an event are kept, for a redelivery. */
+export interface ProgressStore {
+  save(events: ReadonlyArray<{ event: InboundEvent; done: readonly string[] }>): Promise<void>;
+}
+
+/** Signature and id headers of one attempt (CONTRACT 6.4). */
+export type Signer = (sub: WebhookSubscriber, eventId: string, body: Buffer, nowMs: number) => Record<string, string>;
+
+export interface PipelineOptions {
+  registry: WebhookRegistry;
+  deliverer: Deliverer;
+  sign: Signer;
+  outcomes: OutcomeSink;
+  progress: ProgressStore | null;
+  clock: Clock;
+  logger: Logger;
+  /** attempts in flight at most, all webhooks together (CONTRACT 1: default 256) */
+  concurrency: number;
+  /** attempts in flight at most per webhook (8) */
+  perWebhook?: number;
+  /** events held at most (default 5000) */
+  maxEvents?: number;
+  /** attempts queued at most, all webhooks together (default 100 000) */
+  maxQueued?: number;
+  /** an event still unfinished after this long gets its progress recorded (default 250 ms) */
+  progressAfterMs?: number;
+  /** how long an event waits for the registry revision it names (default 2 s) */
+  registryWaitMs?: number;
+}
+
+/** Attempts in flight at most per webhook (CONTRACT 6.6). */
+export const PER_WEBHOOK_IN_FLIGHT = 8;
+
+/** Queued attempts of one webhook beyond this many do not count as pressure (it is parked: slow). */
+const PARKED = 32;
+
+interface EventState {
+  ev: InboundEvent;
+  remaining: number;
+  done: string[];
+  saved: number;
+  since: number;
+}
+
+interface Attempt {
+  state: EventState;
+  sub: WebhookSubscriber;
+}
+
+interface HookQueue {
+  id: string;
+  inFlight: number;
+  queue: Attempt[];
+  ready: boolean;
+}
+
+export class DeliveryPipeline {
+  private readonly o: Required<Omit<PipelineOptions, 'progress'>> & { progress: ProgressStore | null };
+  private readonly events = new Map<string, EventState>();
+  private readonly hooks = new Map<string, HookQueue>();
+  private readonly ready: HookQueue[] = [];
+  private readyHead = 0;
+  private inFlightCount = 0;
+  private queued = 0;
+  private pressure = 0;
+  private stopped = false;
+  private freeListeners: Array<() => void> = [];
+  private readonly progressTimer: Timer | null;
+  private readonly failures: FailureLog;
+  private idle: Array<() => void> = [];
+
+  constructor(opts: PipelineOptions) {
+    this.o = {
+      perWebhook: PER_WEBHOOK_IN_FLIGHT,
+      maxEvents: 5000,
+      maxQueued: 100_000,
+      progressAfterMs: 250,
+      registryWaitMs: 2000,
+      ...opts,
+    };
+    this.failures = new FailureLog(opts.logger, opts.clock);
+    this.progressTimer = opts.progress ? opts.clock.setInterval(() => void this.saveProgress(false), this.o.progressAfterMs) : null;
+  }
+
+  /** Attempts in flight. */
+  inFlight(): number {
+    return this.inFlightCount;
+  }
+
+  /** Events held (matched or waiting, not yet settled). */
+  held(): number {
+    return this.events.size;
+  }
+
+  /** How many more events the pipeline wants now (0 when it is full or stopping). */
+  room(): number {
+    if (this.stopped) return 0;
+    if (this.queued >= this.o.maxQueued || this.pressure >= 4 * this.o.concurrency) return 0;
+    return Math.max(0, this.o.maxEvents - this.events.size);
+  }
+
+  /** Calls fn once, the next time room() may have grown. */
+  whenRoom(fn: () => void): void {
+    this.freeListeners.push(fn);
+  }
+
+  /** Take an event. Never throws; a stopped pipeline releases it at once. */
+  accept(ev: InboundEvent): void {
+    if (this.stopped) {
+      ev.release();
+      return;
+    }
+    const state: EventState = { ev, remaining: 0, done: [...ev.done], saved: ev.done.length, since: this.o.clock.now() };
+    this.events.set(ev.id, state);
+    const rev = ev.route.rev;
+    if (rev > this.o.registry.revision) {
+      let timer: Timer | null = null;
+      const late = new Promise<void>((r) => (timer = this.o.clock.setTimeout(r, this.o.registryWaitMs)));
+      void Promise.race([this.o.registry.reached(rev), late]).then(() => {
+        (timer as Timer | null)?.cancel();
+        if (this.o.registry.revision < rev) {
+          this.o.logger.warn({ event_id: ev.id, rev, registry_rev: this.o.registry.revision }, 'webhook registry behind the event; matching with what it has');
+        }
+        this.fanOut(state);
+      });
+      return;
+    }
+    this.fanOut(state);
+  }
+
+  private fanOut(state: EventState): void {
+    if (this.stopped && state.remaining === 0) {
+      this.events.delete(state.ev.id);
+      state.ev.release();
+      return;
+    }
+    const done = state.done.length ? new Set(state.done) : null;
+    const subs = this.o.registry.match(state.ev.route);
+    for (const sub of subs) {
+      if (done?.has(sub.id)) continue;
+      state.remaining++;
+      this.enqueue({ state, sub });
+    }
+    if (state.remaining === 0) this.settle(state);
+    else this.pump();
+  }
+
+  private enqueue(a: Attempt): void {
+    let h = this.hooks.get(a.sub.id);
+    if (!h) this.hooks.set(a.sub.id, (h = { id: a.sub.id, inFlight: 0, queue: [], ready: false }));
+    h.queue.push(a);
+    this.queued++;
+    if (h.queue.length <= PARKED) this.pressure++;
+    if (!h.ready && h.inFlight < this.o.perWebhook) {
+      h.ready = true;
+      this.ready.push(h);
+    }
+  }
+
+  /** Start queued attempts while there are free slots, round robin over webhooks. */
+  private pump(): void {
+    while (this.inFlightCount < this.o.concurrency && this.readyHead < this.ready.length) {
+      const h = this.ready[this.readyHead++];
+      h.ready = false;
+      const a = h.queue.shift();
+      if (!a) continue;
+      if (h.queue.length < PARKED) this.pressure--;
+      this.queued--;
+      this.start(h, a);
+      if (h.queue.length > 0 && h.inFlight < this.o.perWebhook) {
+        h.ready = true;
+        this.ready.push(h);
+      }
+    }
+    if (this.readyHead > 1024 && this.readyHead * 2 > this.ready.length) {
+      this.ready.splice(0, this.readyHead);
+      this.readyHead = 0;
+    }
+  }
+
+  private start(h: HookQueue, a: Attempt): void {
+    this.inFlightCount++;
+    h.inFlight++;
+    const { state, sub } = a;
+    const ev = state.ev;
+    const headers = this.o.sign(sub, ev.id, ev.body, this.o.clock.now());
+    void this.o.deliverer.attempt(sub.entry.url, headers, ev.body).then((r) => this.finish(h, a, r));
+  }
+
+  private finish(h: HookQueue, a: Attempt, r: AttemptResult): void {
+    this.inFlightCount--;
+    h.inFlight--;
+    const { state, sub } = a;
+    const ev = state.ev;
+    const outcome: Outcome = {
+      webhook_id: sub.id,
+      org_id: sub.org,
+      event_id: ev.id,
+      type: ev.route.type,
+      ok: r.delivered,
+      status: r.status ?? null,
+      error: r.error ?? null,
+      duration_ms: r.duration_ms,
+      at: this.o.clock.now(),
+    };
+    this.o.outcomes.record(outcome);
+    if (!r.delivered) this.failures.failed(outcome, this.o.deliverer.hostOf(sub.entry.url));
+    state.done.push(sub.id);
+    if (--state.remaining === 0) this.settle(state);
+    if (h.queue.length > 0) {
+      if (!h.ready && h.inFlight < this.o.perWebhook) {
+        h.ready = true;
+        this.ready.push(h);
+      }
+    } else if (h.inFlight === 0) {
+      this.hooks.delete(h.id);
+    }
+    this.pump();
+    this.notify();
+  }
+
+  private settle(state: EventState): void {
+    this.events.delete(state.ev.id);
+    state.ev.settle();
+    this.notify();
+  }
+
+  private notify(): void {
+    if (this.inFlightCount === 0 && this.idle.length) {
+      const idle = this.idle;
+      this.idle = [];
+      for (const f of idle) f();
+    }
+    if (!this.freeListeners.length || this.room() === 0) return;
+    const fns = this.freeListeners;
+    this.freeListeners = [];
+    for (const f of fns) f();
+  }
+
+  /** Record the progress of events unfinished for a while (all of them when `all`). */
+  private async saveProgress(all: boolean): Promise<void> {
+    if (!this.o.progress) return;
+    const now = this.o.clock.now();
+    const batch: Array<{ event: InboundEvent; done: readonly string[] }> = [];
+    const before = new Map<EventState, number>();
+    for (const s of this.events.values()) {
+      if (s.done.length > s.saved && (all || now - s.since >= this.o.progressAfterMs)) {
+        batch.push({ event: s.ev, done: [...s.done] });
+        before.set(s, s.saved);
+        s.saved = s.done.length;
+      }
+    }
+    if (!batch.length) return;
+    try {
+      await this.o.progress.save(batch);
+    } catch (err) {
+      for (const [s, saved] of before) s.saved = Math.min(s.saved, saved);
+      this.o.logger.warn({ err: String(err), events: batch.length }, 'could not record delivery progress; will try again');
+    }
+  }
+
+  /**
+   * Stop (SIGTERM, CONTRACT 6.6): take no more events, finish the attempts in flight (the
+   * deliverer bounds each by the timeout), record what each unfinished event has had, and release
+   * those events to the durable queue for the next process.
+   */
+  async drain(): Promise<void> {
+    this.stopped = true;
+    // queued attempts are dropped: their events stay unfinished (remaining > 0) and are released
+    for (const h of this.hooks.values()) {
+      this.queued -= h.queue.length;
+      h.queue.length = 0;
+    }
+    this.pressure = 0;
+    this.ready.length = 0;
+    this.readyHead = 0;
+    if (this.inFlightCount > 0) await new Promise<void>((r) => this.idle.push(r));
+    this.progressTimer?.cancel();
+    await this.saveProgress(true);
+    for (const s of [...this.events.values()]) {
+      this.events.delete(s.ev.id);
+      s.ev.release();
+    }
+    this.failures.flush();
+    await this.o.outcomes.flush();
+  }
+}

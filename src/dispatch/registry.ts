@@ -1,0 +1,69 @@
+// The webhook registry of a data plane: one subscriber per webhook, indexed by org, so that an
+// event costs only its own org's webhooks. Fed by the control plane (NATS KV watch, or directly in
+// embedded mode); `revision` is the last replicated revision applied, which events name (Route.rev)
+// so that a data plane never matches an event against a registry older than the event.
+import type { Route } from '../domain/route.ts';
+import type { WebhookEntry } from '../domain/webhook-entry.ts';
+import { WebhookSubscriber } from './subscriber.ts';
+
+export class WebhookRegistry {
+  private readonly byOrg = new Map<string, Map<string, WebhookSubscriber>>();
+  private rev = 0;
+  private waiters: Array<{ rev: number; resolve: () => void }> = [];
+
+  get revision(): number {
+    return this.rev;
+  }
+
+  /** Add or replace a webhook. */
+  upsert(entry: WebhookEntry, rev = 0): void {
+    let org = this.byOrg.get(entry.org_id);
+    if (!org) this.byOrg.set(entry.org_id, (org = new Map()));
+    org.set(entry.webhook_id, new WebhookSubscriber(entry));
+    this.advance(rev);
+  }
+
+  remove(orgId: string, webhookId: string, rev = 0): void {
+    const org = this.byOrg.get(orgId);
+    if (org) {
+      org.delete(webhookId);
+      if (org.size === 0) this.byOrg.delete(orgId);
+    }
+    this.advance(rev);
+  }
+
+  /** Note that the replicated registry has reached rev (also when an entry was refused). */
+  advance(rev: number): void {
+    if (rev <= this.rev) return;
+    this.rev = rev;
+    if (!this.waiters.length) return;
+    const ready = this.waiters.filter((w) => w.rev <= rev);
+    this.waiters = this.waiters.filter((w) => w.rev > rev);
+    for (const w of ready) w.resolve();
+  }
+
+  /** Resolves once the registry has reached rev (at once when it has). */
+  reached(rev: number): Promise<void> {
+    if (rev <= this.rev) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push({ rev, resolve }));
+  }
+
+  get(orgId: string, webhookId: string): WebhookSubscriber | undefined {
+    return this.byOrg.get(orgId)?.get(webhookId);
+  }
+
+  /** The subscribers of the event's org that want it. */
+  match(route: Route): WebhookSubscriber[] {
+    const org = this.byOrg.get(route.org);
+    if (!org) return [];
+    const out: WebhookSubscriber[] = [];
+    for (const sub of org.values()) if (sub.wants(route)) out.push(sub);
+    return out;
+  }
+
+  size(): number {
+    let n = 0;
+    for (const org of this.byOrg.values()) n += org.size;
+    return n;
+  }
+}

@@ -1,0 +1,53 @@
+// Delivery outcomes travelling from a data plane back to the control plane, in batches (CONTRACT
+// 4.1 delivery_status, 6.5 metrics). Compact on the wire: one array per outcome.
+
+export interface Outcome {
+  webhook_id: string;
+  org_id: string;
+  event_id: string;
+  /** the CloudEvents type */
+  type: string;
+  ok: boolean;
+  status: number | null;
+  error: string | null;
+  duration_ms: number;
+  /** when the attempt ended (ms since the epoch) */
+  at: number;
+}
+
+export interface OutcomeBatch {
+  /** the data plane that sent it (a thread of svc serve, or a svc worker) */
+  worker: string;
+  /** its attempts in flight when it sent the batch */
+  in_flight: number;
+  /** events it dropped since its previous batch, by reason */
+  dropped: Record<string, number>;
+  outcomes: Outcome[];
+}
+
+type WireOutcome = [string, string, string, string, 0 | 1, number | null, string | null, number, number];
+
+export function encodeOutcomeBatch(b: OutcomeBatch): string {
+  const outcomes: WireOutcome[] = b.outcomes.map((o) => [o.webhook_id, o.org_id, o.event_id, o.type, o.ok ? 1 : 0, o.status, o.error, o.duration_ms, o.at]);
+  return JSON.stringify({ w: b.worker, f: b.in_flight, d: b.dropped, o: outcomes });
+}
+
+export function decodeOutcomeBatch(text: string): OutcomeBatch | null {
+  try {
+    const v = JSON.parse(text) as { w: unknown; f: unknown; d: unknown; o: unknown };
+    if (typeof v.w !== 'string' || typeof v.f !== 'number' || !Array.isArray(v.o) || typeof v.d !== 'object' || v.d === null) return null;
+    const outcomes: Outcome[] = [];
+    for (const x of v.o as unknown[]) {
+      if (!Array.isArray(x) || x.length !== 9) return null;
+      const [webhook_id, org_id, event_id, type, ok, status, error, duration_ms, at] = x as WireOutcome;
+      if (typeof webhook_id !== 'string' || typeof org_id !== 'string' || typeof event_id !== 'string' || typeof type !== 'string') return null;
+      if (typeof duration_ms !== 'number' || typeof at !== 'number') return null;
+      outcomes.push({ webhook_id, org_id, event_id, type, ok: ok === 1, status: typeof status === 'number' ? status : null, error: typeof error === 'string' ? error : null, duration_ms, at });
+    }
+    const dropped: Record<string, number> = {};
+    for (const [k, n] of Object.entries(v.d as Record<string, unknown>)) if (typeof n === 'number' && n > 0) dropped[k] = n;
+    return { worker: v.w, in_flight: v.f, dropped, outcomes };
+  } catch {
+    return null;
+  }
+}

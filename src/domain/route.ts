@@ -1,0 +1,59 @@
+// The route of an event: what dispatch needs to decide which webhooks get it, computed once where
+// the event is emitted (src/events/route.ts) and carried beside the body (an outbox column, a bus
+// header). Dispatch never parses the body, and never turns slugs back into a route.
+
+export type Labels = Record<string, string>;
+
+/** An entity an event is about, with its labels at emission time (null: unknown to this org). */
+export interface RouteEntity {
+  id: string;
+  labels: Labels | null;
+}
+
+export interface Route {
+  /** the org whose webhooks may get the event */
+  org: string;
+  /** the CloudEvents type (for logs and outcomes) */
+  type: string;
+  /** classification (CONTRACT 6.1); '' for an event that is not classified (ping) */
+  resource: string;
+  op: string;
+  /** the `event:` slug without its prefix: 'lifecycle.started', 'approval.request', 'runner.unhealthy', … */
+  event: string;
+  /** the entities `match` tests (CONTRACT 6.3): install, component, action of the event */
+  install: RouteEntity | null;
+  component: RouteEntity | null;
+  action: RouteEntity | null;
+  /**
+   * The webhook registry revision this event must be matched against: a data plane that has not
+   * yet seen this revision of the replicated registry waits for it (0 = any).
+   */
+  rev: number;
+}
+
+/** The route as carried on the wire (an outbox column, a NATS header): compact JSON. */
+export function encodeRoute(r: Route): string {
+  return JSON.stringify(r);
+}
+
+const isEntity = (v: unknown): v is RouteEntity | null =>
+  v === null ||
+  (typeof v === 'object' &&
+    typeof (v as RouteEntity).id === 'string' &&
+    ((v as RouteEntity).labels === null || (typeof (v as RouteEntity).labels === 'object' && !Array.isArray((v as RouteEntity).labels))));
+
+/** The route of a wire string; null when it is not one. */
+export function decodeRoute(text: string): Route | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (!v || typeof v !== 'object') return null;
+  const r = v as Route;
+  if (typeof r.org !== 'string' || typeof r.type !== 'string' || typeof r.resource !== 'string') return null;
+  if (typeof r.op !== 'string' || typeof r.event !== 'string' || typeof r.rev !== 'number') return null;
+  if (!isEntity(r.install) || !isEntity(r.component) || !isEntity(r.action)) return null;
+  return r;
+}

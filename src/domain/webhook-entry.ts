@@ -1,0 +1,17 @@
+// A webhook as the data plane knows it: what dispatch matches and delivery signs with. The control
+// plane builds it from the store and replicates it (NATS KV, or in memory); the data plane reads
+// nothing else about webhooks.
+import type { Interests, Match } from '../webhooks/subscription.ts';
+
+export interface WebhookEntry {
+  webhook_id: string;
+  org_id: string;
+  url: string;
+  secret: string | null;
+  /** a rotated-out secret that still signs beside `secret` until previous_secret_expires_at */
+  previous_secret: string | null;
+  previous_secret_expires_at: string | null;
+  /** effective interests (legacy and empty documents already mean all_events) */
+  interests: Interests;
+  match: Match | null;
+}

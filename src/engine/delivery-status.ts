@@ -1,0 +1,118 @@
+// Delivery status per webhook (CONTRACT 4.1) and the delivery metrics (6.5), built from the
+// outcome batches every data plane sends back, and from pings. Held in memory and written to
+// SQLite in one transaction a second (never a write per attempt); read back at start, so it
+// survives a restart within about a second.
+import type { Logger } from 'pino';
+import type { Db } from '../../store/db.ts';
+import { getDeliveryStatus, listDeliveryStatus, saveDeliveryStatuses, type DeliveryStatus } from '../../store/delivery-status.ts';
+import type { Clock, Timer } from '../domain/clock.ts';
+import type { Outcome, OutcomeBatch } from '../domain/outcomes.ts';
+import type { Metrics } from '../metrics.ts';
+
+const FLUSH_EVERY_MS = 1000;
+/** A data plane that has sent nothing for this long no longer counts in svc_deliveries_in_flight. */
+const WORKER_STALE_MS = 10_000;
+
+interface Live {
+  org_id: string;
+  status: DeliveryStatus;
+  /** when the newest outcome applied ended (ms), to ignore older ones arriving late for the last_* fields */
+  lastAt: number;
+  dirty: boolean;
+}
+
+export class DeliveryStatusBook {
+  private readonly live = new Map<string, Live>();
+  private readonly workers = new Map<string, { inFlight: number; at: number }>();
+  private readonly timer: Timer;
+
+  constructor(
+    private readonly db: Db,
+    private readonly metrics: Metrics,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+  ) {
+    this.timer = clock.setInterval(() => this.flush(), FLUSH_EVERY_MS);
+  }
+
+  /** A batch from a data plane. */
+  apply(batch: OutcomeBatch): void {
+    this.workers.set(batch.worker, { inFlight: batch.in_flight, at: this.clock.now() });
+    for (const [reason, n] of Object.entries(batch.dropped)) this.metrics.eventsDropped.inc({ reason }, n);
+    for (const o of batch.outcomes) this.record(o);
+  }
+
+  /** One outcome (a data plane's, or a ping's). */
+  record(o: Outcome): void {
+    this.metrics.deliveries.inc({ outcome: o.ok ? 'success' : 'failure' });
+    this.metrics.deliveryDuration.observe(o.duration_ms / 1000);
+    let l = this.live.get(o.webhook_id);
+    if (!l) {
+      l = { org_id: o.org_id, status: getDeliveryStatus(this.db, o.webhook_id), lastAt: 0, dirty: false };
+      l.lastAt = l.status.last_attempt_at ? Date.parse(l.status.last_attempt_at) : 0;
+      this.live.set(o.webhook_id, l);
+    }
+    const s = l.status;
+    s.attempts_total++;
+    if (!o.ok) s.failures_total++;
+    if (o.at >= l.lastAt) {
+      l.lastAt = o.at;
+      s.last_attempt_at = new Date(o.at).toISOString();
+      s.last_outcome = o.ok ? 'success' : 'failure';
+      s.last_status_code = o.status;
+      s.last_error = o.ok ? null : o.error;
+    }
+    s.consecutive_failures = o.ok ? 0 : s.consecutive_failures + 1;
+    l.dirty = true;
+  }
+
+  get(webhookId: string): DeliveryStatus {
+    const l = this.live.get(webhookId);
+    return l ? { ...l.status } : getDeliveryStatus(this.db, webhookId);
+  }
+
+  /** Statuses of an org's webhooks that have any (by webhook id). */
+  list(orgId: string): Map<string, DeliveryStatus> {
+    const out = listDeliveryStatus(this.db, orgId);
+    for (const [id, l] of this.live) if (l.org_id === orgId) out.set(id, { ...l.status });
+    return out;
+  }
+
+  /** Attempts in flight over every data plane heard from lately. */
+  inFlight(): number {
+    const now = this.clock.now();
+    let n = 0;
+    for (const w of this.workers.values()) if (now - w.at < WORKER_STALE_MS) n += w.inFlight;
+    return n;
+  }
+
+  /** Write the changed statuses (one transaction). */
+  flush(): void {
+    const rows: Array<{ webhook_id: string; org_id: string; status: DeliveryStatus }> = [];
+    for (const [webhook_id, l] of this.live) {
+      if (!l.dirty) continue;
+      l.dirty = false;
+      rows.push({ webhook_id, org_id: l.org_id, status: { ...l.status } });
+    }
+    if (!rows.length) return;
+    try {
+      saveDeliveryStatuses(this.db, rows);
+    } catch (err) {
+      for (const r of rows) {
+        const l = this.live.get(r.webhook_id);
+        if (l) l.dirty = true;
+      }
+      this.logger.warn({ err: String(err) }, 'could not save delivery status; will try again');
+    }
+  }
+
+  /** Forget a deleted webhook. */
+  forget(webhookId: string): void {
+    this.live.delete(webhookId);
+  }
+
+  close(): void {
+    this.timer.cancel();
+    this.flush();
+  }
+}

@@ -1,0 +1,98 @@
+// NATS mode: the outbox relay. Publishes committed events to the SVC_EVENTS stream in order, in
+// batches (back to back on one connection, so they are stored in outbox order), each with its
+// route and the engine's seal in headers and its id as Nats-Msg-Id (JetStream drops a re-publish
+// after a crash as a duplicate). A row JetStream has stored is deleted: from then on JetStream is
+// the durable queue. While NATS is away, rows wait and the relay tries again.
+import type { Logger } from 'pino';
+import type { JetStreamClient } from '@nats-io/jetstream';
+import type { Db } from '../../store/db.ts';
+import { deleteOutbox, readOutbox } from '../../store/outbox.ts';
+import { eventHeaders } from '../bus/jetstream.ts';
+import type { Seal } from '../bus/seal.ts';
+
+const BATCH = 500;
+const RETRY_MS = 1000;
+
+/**
+ * FAULT INJECTION, for test/crash.test.ts only; inert unless SVC_FAULT_CRASH_BEFORE_PUBLISH=1 is
+ * in the environment. Then the first batch that finds committed, unpublished events kills the
+ * process with SIGKILL before publishing any of them: the window between commit and publish.
+ * It waits 100 ms first so that the answers to producers whose facts are already committed
+ * ({ok: true}) reach them, as they would in a real crash just after commit.
+ */
+async function crashBeforePublishIfAsked(): Promise<void> {
+  if (process.env.SVC_FAULT_CRASH_BEFORE_PUBLISH !== '1') return;
+  await new Promise((r) => setTimeout(r, 100));
+  process.kill(process.pid, 'SIGKILL');
+  await new Promise(() => {}); // never resumes
+}
+
+export class JetStreamRelay {
+  private running: Promise<void> | null = null;
+  private again = false;
+  private closed = false;
+  private failing = false;
+  private retry: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly db: Db,
+    private readonly js: JetStreamClient,
+    private readonly seal: Seal,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Publish what the outbox holds (single flight; runs again if kicked meanwhile). */
+  kick(): void {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.run().finally(() => {
+      this.running = null;
+      if (this.again && !this.closed && !this.retry) this.kick();
+    });
+  }
+
+  private async run(): Promise<void> {
+    try {
+      do {
+        this.again = false;
+        for (;;) {
+          if (this.closed) return;
+          const rows = readOutbox(this.db, 0, BATCH);
+          if (!rows.length) break;
+          await crashBeforePublishIfAsked();
+          const acks = await Promise.allSettled(
+            rows.map((r) => this.js.publish(r.subject, r.body, { msgID: r.event_id, headers: eventHeaders(r.route, this.seal.sealEvent(r.event_id, r.route, r.body)) })),
+          );
+          let stored = 0;
+          while (stored < rows.length && acks[stored].status === 'fulfilled') stored++;
+          deleteOutbox(this.db, rows.slice(0, stored).map((r) => r.seq));
+          if (stored < rows.length) throw (acks[stored] as PromiseRejectedResult).reason;
+          if (this.failing) {
+            this.failing = false;
+            this.logger.warn('publishing events to JetStream again');
+          }
+        }
+      } while (this.again);
+    } catch (err) {
+      if (!this.failing) this.logger.warn({ err: String(err) }, 'could not publish events to JetStream; they wait in the outbox, retrying');
+      this.failing = true;
+      this.retry = setTimeout(() => {
+        this.retry = null;
+        this.kick();
+      }, RETRY_MS);
+      this.retry.unref();
+    }
+  }
+
+  /** Publish what is committed (unless NATS is away), then stop; what is left waits for the next start. */
+  async close(): Promise<void> {
+    if (this.running) await this.running;
+    if (!this.closed && !this.failing) await this.run();
+    this.closed = true;
+    if (this.retry) clearTimeout(this.retry);
+    this.retry = null;
+  }
+}
