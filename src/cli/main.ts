@@ -12,6 +12,7 @@ export async function buildProgram(): Promise<Command> {
     import('./local.ts').then((m) => m.registerLocalCommands(program)),
     import('./api-commands.ts').then((m) => m.registerApiCommands(program)),
     import('./listen.ts').then((m) => m.registerListenCommand(program)),
+    import('./nats.ts').then((m) => m.registerNatsCommands(program)),
   ]);
   for (const g of groups) if (g.status === 'rejected' && process.env.SVC_DEBUG_CLI) console.error(g.reason);
   return program;
