@@ -13,6 +13,7 @@ export async function buildProgram(): Promise<Command> {
     import('./api-commands.ts').then((m) => m.registerApiCommands(program)),
     import('./listen.ts').then((m) => m.registerListenCommand(program)),
     import('./worker.ts').then((m) => m.registerWorkerCommand(program)),
+    import('./nats.ts').then((m) => m.registerNatsCommands(program)),
   ]);
   for (const g of groups) if (g.status === 'rejected' && process.env.SVC_DEBUG_CLI) console.error(g.reason);
   return program;

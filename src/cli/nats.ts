@@ -1,0 +1,57 @@
+// `svc nats init` and `svc nats creds` (CONTRACT 1, 6.7): NATS decentralized auth for svc.
+import { InvalidArgumentError, type Command } from 'commander';
+import { initNatsDir, NATS_FILES, NatsSetupError, producerCreds } from '../bus/nats-auth.ts';
+import { UsageError } from './errors.ts';
+
+function parsePort(v: string): number {
+  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 65535) throw new InvalidArgumentError('a port number from 1 to 65535');
+  return Number(v);
+}
+
+/** Setup errors (a used or missing directory, a bad org id) are usage errors: exit 2. */
+async function asUsage<T>(f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (err) {
+    if (err instanceof NatsSetupError) throw new UsageError(err.message);
+    throw err;
+  }
+}
+
+export function registerNatsCommands(program: Command): void {
+  const nats = program.command('nats').description('NATS credentials: a server configuration and credentials for each svc role');
+
+  nats
+    .command('init')
+    .description('write DIR/nats.conf (JetStream, authentication required), DIR/engine.creds and DIR/worker.creds')
+    .requiredOption('--dir <dir>', 'directory to write into (created if missing; must not hold a setup already)')
+    .option('--port <port>', 'port nats-server listens on, on 127.0.0.1', parsePort, 4222)
+    .action(async (opts: { dir: string; port: number }) => {
+      const r = await asUsage(() => initNatsDir({ dir: opts.dir, port: opts.port }));
+      const url = `nats://127.0.0.1:${r.port}`;
+      process.stdout.write(
+        [
+          `wrote a NATS setup in ${r.dir}:`,
+          `  ${NATS_FILES.conf}  nats-server configuration: 127.0.0.1:${r.port}, JetStream in ${r.storeDir}, every client authenticates`,
+          `  ${NATS_FILES.engineCreds}  credentials of the engine (svc serve --nats-creds); secret`,
+          `  ${NATS_FILES.workerCreds}  credentials of delivery workers (svc worker --nats-creds); secret`,
+          `  ${NATS_FILES.producerSigningKey}  signs producer credentials (svc nats creds); secret`,
+          `start the server:  nats-server -c ${r.files.conf}`,
+          `then:              svc serve --nats ${url} --nats-creds ${r.files.engineCreds}`,
+          `                   svc worker --nats ${url} --nats-creds ${r.files.workerCreds}`,
+          `a producer of an org:  svc nats creds --dir ${r.dir} --org ORG_ID > ORG_ID.creds`,
+          '',
+        ].join('\n'),
+      );
+    });
+
+  nats
+    .command('creds')
+    .description("print the NATS credentials of a producer of an org (publish svc.ingest.<org>.>, subscribe svc.jobs.<org>.>)")
+    .requiredOption('--dir <dir>', 'directory written by `svc nats init`')
+    .requiredOption('--org <org_id>', 'org id')
+    .action(async (opts: { dir: string; org: string }) => {
+      const creds = await asUsage(() => producerCreds(opts.dir, opts.org));
+      process.stdout.write(creds);
+    });
+}
