@@ -17,7 +17,6 @@ import { createNatsBus, type NatsBus } from './bus/nats.ts';
 import type { Bus } from './bus/bus.ts';
 import { ensureLayout, REGISTRY_BUCKET } from './bus/jetstream.ts';
 import { KvRegistryPublisher } from './bus/kv-registry.ts';
-import { natsConnection } from './bus/credentials.ts';
 import { Seal } from './bus/seal.ts';
 import { createMetrics } from './metrics.ts';
 import { Deliverer } from './delivery/client.ts';
@@ -67,7 +66,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   let nats: NatsBus | null = null;
   if (config.natsUrl) {
     if (!config.natsCreds) logger.warn({ url: config.natsUrl }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
-    nats = await createNatsBus(config.natsUrl, { name: 'svc', logger, connection: natsConnection(config.natsCreds, 'engine') });
+    nats = await createNatsBus(config.natsUrl, { name: 'svc', logger, role: 'engine', credsFile: config.natsCreds });
     try {
       await ensureLayout(nats.nc, await jetstreamManager(nats.nc, { timeout: 10_000 }));
     } catch (err) {

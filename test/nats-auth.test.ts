@@ -17,15 +17,18 @@ import {
   producerCreds,
   natsConnectOptions,
   NatsSetupError,
-  OUTCOMES_CONSUMER,
-  OUTCOMES_STREAM,
-  outcomesWildcard,
-  PROGRESS_BUCKET,
   readCredsFile,
-  WEBHOOKS_BUCKET,
   type NatsRole,
 } from '../src/bus/nats-auth.ts';
-import { DISPATCH_CONSUMER, EVENTS_STREAM } from '../src/bus/nats.ts';
+import {
+  DISPATCH_CONSUMER,
+  ensureLayout,
+  EVENTS_STREAM,
+  OUTCOMES_CONSUMER,
+  OUTCOMES_STREAM,
+  PROGRESS_BUCKET,
+  REGISTRY_BUCKET as WEBHOOKS_BUCKET,
+} from '../src/bus/jetstream.ts';
 import { eventsWildcard, ingestWildcard } from '../src/bus/subjects.ts';
 import { findNatsServer } from './helpers/nats-server.ts';
 
@@ -183,13 +186,7 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
     // The engine sets up what the data plane uses (as the NATS bus does).
     engine = await client('engine', path.join(dir, 'engine.creds'));
     jsm = await jetstreamManager(engine.nc);
-    await jsm.streams.add({ name: EVENTS_STREAM, subjects: [eventsWildcard], retention: RetentionPolicy.Workqueue, storage: StorageType.File });
-    await jsm.consumers.add(EVENTS_STREAM, { durable_name: DISPATCH_CONSUMER, ack_policy: AckPolicy.Explicit });
-    await jsm.streams.add({ name: OUTCOMES_STREAM, subjects: [outcomesWildcard], retention: RetentionPolicy.Workqueue, storage: StorageType.File });
-    await jsm.consumers.add(OUTCOMES_STREAM, { durable_name: OUTCOMES_CONSUMER, ack_policy: AckPolicy.Explicit });
-    const kvm = new Kvm(engine.nc);
-    await kvm.create(WEBHOOKS_BUCKET, { history: 1 });
-    await kvm.create(PROGRESS_BUCKET, { ttl: 24 * 60 * 60 * 1000 });
+    await ensureLayout(engine.nc, jsm); // what svc serve creates at start
     engine.nc.subscribe(ingestWildcard, {
       callback: (_err, m: Msg) => {
         ingested.push(m.subject);
@@ -518,6 +515,8 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       for (let i = 0; i < 64; i++) await ekv.put(`wh_${i}`, big);
       await ekv.put('wh_one', '{"url":"https://example.test/one"}');
       const kv = await new Kvm(jetstream(worker.nc)).open(WEBHOOKS_BUCKET);
+      // how far the registry goes (the data plane waits until its watch has caught up with it)
+      expect((await kv.status()).streamInfo.state.last_seq).toBeGreaterThanOrEqual(65);
       const entries: KvWatchEntry[] = [];
       const watch = await kv.watch();
       const done = (async () => {

@@ -37,23 +37,9 @@ import {
 } from '@nats-io/jwt';
 import { credsAuthenticator, type ConnectionOptions } from '@nats-io/transport-node';
 import { ID_RE } from '../ids.ts';
-import { DISPATCH_CONSUMER, EVENTS_STREAM } from './nats.ts';
+import { DISPATCH_CONSUMER, EVENTS_STREAM, outcomesWildcard, PROGRESS_BUCKET, REGISTRY_BUCKET } from './jetstream.ts';
+import { DATAPLANE_KEY_BYTES } from './seal.ts';
 import { isValidSubject, subjectMatches } from './subjects.ts';
-
-// ---------------------------------------------------------------------------------------------
-// JetStream resources that the permissions govern (the engine creates them). Kept here until the
-// NATS bus exports them; EVENTS_STREAM and DISPATCH_CONSUMER come from ./nats.ts. Note: ./nats.ts
-// may import this module, so nothing below reads those two bindings at module load.
-
-/** Work-queue stream of delivery outcomes (workers → engine), subjects `svc.outcomes.>`. */
-export const OUTCOMES_STREAM = 'SVC_OUTCOMES';
-export const outcomesWildcard = 'svc.outcomes.>';
-/** The engine's durable consumer on SVC_OUTCOMES. */
-export const OUTCOMES_CONSUMER = 'svc-engine';
-/** KV bucket of the webhook registry (engine writes, workers watch and read). */
-export const WEBHOOKS_BUCKET = 'svc_webhooks';
-/** KV bucket of delivery progress (workers read and write). */
-export const PROGRESS_BUCKET = 'svc_progress';
 
 export type NatsRole = 'engine' | 'worker' | 'producer';
 
@@ -78,7 +64,8 @@ export interface PermissionLists {
  * each operation and fails without any one of these entries):
  *  - events: `js.consumers.get` (CONSUMER.INFO), `fetch`/`next`/`consume` (CONSUMER.MSG.NEXT),
  *    ack/nak/working/term (publish to the message's `$JS.ACK.<stream>.<consumer>.…` reply);
- *  - webhooks (read only): `Kvm.open` (no API call), `kv.watch` = an ordered push consumer named
+ *  - webhooks (read only): `Kvm.open` (no API call), `kv.status()` (STREAM.INFO: how far the
+ *    registry goes, to know when the watch has caught up), `kv.watch` = an ordered push consumer named
  *    `oc_<nuid>_<n>` created with the ≥2.9 API (`CONSUMER.CREATE.<stream>.<name>.<filter>`),
  *    answered flow control (`$JS.FC.<stream>.…`), and the delete an ordered consumer sends when
  *    it resets; `kv.get` (STREAM.MSG.GET: a bucket bound by `open()` does not use direct get);
@@ -90,7 +77,7 @@ export interface PermissionLists {
  * 12-token `$JS.ACK.<domain>.<hash>.…` ack subjects (not sent by 2.9 servers).
  */
 export function workerPermissions(): PermissionLists {
-  const webhooksStream = `KV_${WEBHOOKS_BUCKET}`;
+  const webhooksStream = `KV_${REGISTRY_BUCKET}`;
   const progressStream = `KV_${PROGRESS_BUCKET}`;
   return {
     pub: {
@@ -98,7 +85,8 @@ export function workerPermissions(): PermissionLists {
         `$JS.API.CONSUMER.INFO.${EVENTS_STREAM}.${DISPATCH_CONSUMER}`,
         `$JS.API.CONSUMER.MSG.NEXT.${EVENTS_STREAM}.${DISPATCH_CONSUMER}`,
         `$JS.ACK.${EVENTS_STREAM}.${DISPATCH_CONSUMER}.>`,
-        `$JS.API.CONSUMER.CREATE.${webhooksStream}.*.$KV.${WEBHOOKS_BUCKET}.>`,
+        `$JS.API.STREAM.INFO.${webhooksStream}`,
+        `$JS.API.CONSUMER.CREATE.${webhooksStream}.*.$KV.${REGISTRY_BUCKET}.>`,
         `$JS.API.CONSUMER.DELETE.${webhooksStream}.*`,
         `$JS.FC.${webhooksStream}.>`,
         `$JS.API.STREAM.MSG.GET.${webhooksStream}`,
@@ -132,10 +120,15 @@ export function enginePermissions(): PermissionLists | null {
  * Whether the engine may answer a producer's request on this reply subject. NATS does not check
  * a publisher's reply subject against its permissions: a producer could name `svc.events.…` (or
  * another org's job subject, or a worker inbox) as its reply and have the engine publish there.
- * Producers' stock clients reply on `_INBOX.…`; answer nothing else.
+ * Producers' stock clients reply on `_INBOX.…` (and the engine's own local runner on the engine's
+ * inbox); answer nothing else.
  */
 export function isProducerReplySubject(reply: string | undefined | null): boolean {
-  return typeof reply === 'string' && reply.startsWith(`${INBOX_PREFIX.producer}.`) && isValidSubject(reply);
+  return (
+    typeof reply === 'string' &&
+    (reply.startsWith(`${INBOX_PREFIX.producer}.`) || reply.startsWith(`${INBOX_PREFIX.engine}.`)) &&
+    isValidSubject(reply)
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -155,7 +148,6 @@ export const NATS_FILES = {
 
 const DATAPLANE_BEGIN = '-----BEGIN SVC DATAPLANE KEY-----';
 const DATAPLANE_END = '------END SVC DATAPLANE KEY------';
-export const DATAPLANE_KEY_BYTES = 32;
 
 /** An error about the user's input or files, worded for them (the CLI turns it into exit 2). */
 export class NatsSetupError extends Error {}

@@ -26,14 +26,16 @@ import {
   type BusRequestErrorCode,
 } from './bus.ts';
 import { eventsWildcard, subjectMatches } from './subjects.ts';
+import { natsConnectOptions, type NatsRole } from './nats-auth.ts';
 
 const DRAIN_TIMEOUT_MS = 10_000;
 
 export interface NatsBusOptions {
   name?: string;
   logger?: BusLogger;
-  /** extra connection options (credentials, inbox prefix) */
-  connection?: Partial<ConnectionOptions>;
+  /** whose credentials (a .creds file, CONTRACT 6.7) and which inbox prefix */
+  role?: Exclude<NatsRole, 'producer'>;
+  credsFile?: string | null;
   /** keep trying to connect until it works (a worker) instead of failing at once (svc serve) */
   waitForServer?: boolean;
 }
@@ -64,15 +66,13 @@ export function natsServers(url: string): string[] {
 export async function connectNats(url: string, opts: NatsBusOptions = {}): Promise<NatsConnection> {
   const logger = opts.logger ?? consoleBusLogger;
   const options: ConnectionOptions = {
-    servers: natsServers(url),
-    name: opts.name ?? 'svc',
+    ...natsConnectOptions({ servers: natsServers(url), name: opts.name ?? 'svc', credsFile: opts.credsFile ?? null, role: opts.role ?? 'engine' }),
     maxReconnectAttempts: -1, // reconnect forever once connected
     reconnectTimeWait: 1000,
     reconnectJitter: 250,
     timeout: 5000,
     pingInterval: 20_000,
     maxPingOut: 3,
-    ...opts.connection,
   };
   for (let attempt = 1; ; attempt++) {
     try {

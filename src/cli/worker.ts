@@ -8,7 +8,7 @@ import pino from 'pino';
 import { parseDuration, parseUrl } from '../config.ts';
 import { systemClock } from '../domain/clock.ts';
 import { connectNats } from '../bus/nats.ts';
-import { dataplaneKeyOf, natsConnection } from '../bus/credentials.ts';
+import { readCredsFile } from '../bus/nats-auth.ts';
 import { parseDataplaneKey, Seal } from '../bus/seal.ts';
 import { startNatsDataPlane } from '../dataplane/data-plane.ts';
 import { UsageError } from './errors.ts';
@@ -33,22 +33,24 @@ export function registerWorkerCommand(program: Command): void {
     .addOption(new Option('--allow-private-targets', 'allow webhook targets on loopback and private addresses'))
     .action(async (opts: WorkerOptions) => {
       if (!opts.nats) throw new UsageError('svc worker needs --nats <url> (or SVC_NATS_URL)');
-      const keyText = (opts.natsCreds ? dataplaneKeyOf(opts.natsCreds) : null) ?? process.env.SVC_DATAPLANE_KEY;
-      if (!keyText) {
-        throw new UsageError(
-          'svc worker needs the data plane key: --nats-creds with the worker.creds of `svc nats init`, or SVC_DATAPLANE_KEY (`svc dataplane-key --db <engine database>` prints it)',
-        );
-      }
       let key: Buffer;
       try {
-        key = parseDataplaneKey(keyText);
+        const fromCreds = opts.natsCreds ? readCredsFile(opts.natsCreds).dataplaneKey : null;
+        const fromEnv = process.env.SVC_DATAPLANE_KEY;
+        if (!fromCreds && !fromEnv) {
+          throw new UsageError(
+            'svc worker needs the data plane key: --nats-creds with the worker.creds of `svc nats init`, or SVC_DATAPLANE_KEY (`svc dataplane-key --db <engine database>` prints it)',
+          );
+        }
+        key = fromCreds ?? parseDataplaneKey(fromEnv!);
       } catch (err) {
+        if (err instanceof UsageError) throw err;
         throw new UsageError(`the data plane key: ${(err as Error).message}`);
       }
       const logger = pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
       const workerId = `worker_${randomUUID().slice(0, 8)}`;
       if (!opts.natsCreds) logger.warn({ url: opts.nats }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
-      const nc = await connectNats(opts.nats, { name: `svc-${workerId}`, logger, waitForServer: true, connection: natsConnection(opts.natsCreds ?? null, 'worker') });
+      const nc = await connectNats(opts.nats, { name: `svc-${workerId}`, logger, waitForServer: true, role: 'worker', credsFile: opts.natsCreds ?? null });
       const plane = await startNatsDataPlane({
         nc,
         seal: new Seal(key),

@@ -4,7 +4,6 @@ import pino from 'pino';
 import { systemClock } from '../domain/clock.ts';
 import { connectNats } from '../bus/nats.ts';
 import { Seal, parseDataplaneKey } from '../bus/seal.ts';
-import { natsConnection } from '../bus/credentials.ts';
 import { startNatsDataPlane } from './data-plane.ts';
 import type { FromThread, ThreadConfig, ToThread } from './threads.ts';
 
@@ -17,7 +16,8 @@ async function main(): Promise<void> {
     name: `svc-delivery-${config.workerId}`,
     logger,
     waitForServer: true,
-    connection: natsConnection(config.credsFile, 'worker'),
+    role: 'worker',
+    credsFile: config.credsFile,
   });
   const plane = await startNatsDataPlane({ nc, seal: new Seal(parseDataplaneKey(config.key)), limits: config.limits, workerId: config.workerId, clock: systemClock, logger });
   parentPort!.on('message', (m: ToThread) => {

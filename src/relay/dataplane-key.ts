@@ -3,13 +3,13 @@
 // database generated at its first start (printed by `svc dataplane-key` for a svc worker).
 import type { Db } from '../../store/db.ts';
 import { setSettingOnce } from '../../store/settings.ts';
-import { dataplaneKeyOf } from '../bus/credentials.ts';
+import { readCredsFile } from '../bus/nats-auth.ts';
 import { newDataplaneKey, parseDataplaneKey } from '../bus/seal.ts';
 
 const KEY_SETTING = 'dataplane_key';
 
 export function resolveDataplaneKey(db: Db, natsCreds: string | null): Buffer {
-  const fromCreds = natsCreds ? dataplaneKeyOf(natsCreds) : null;
-  const text = fromCreds ?? process.env.SVC_DATAPLANE_KEY ?? setSettingOnce(db, KEY_SETTING, newDataplaneKey().toString('base64'));
-  return parseDataplaneKey(text);
+  const fromCreds = natsCreds ? readCredsFile(natsCreds).dataplaneKey : null;
+  if (fromCreds) return fromCreds;
+  return parseDataplaneKey(process.env.SVC_DATAPLANE_KEY ?? setSettingOnce(db, KEY_SETTING, newDataplaneKey().toString('base64')));
 }

@@ -14,14 +14,15 @@ const BATCH = 500;
 const RETRY_MS = 1000;
 
 /**
- * FAULT INJECTION, for test/crash.test.ts only; inert unless SVC_FAULT_CRASH_BEFORE_PUBLISH=1 is
- * in the environment. Then the first batch that finds committed, unpublished events kills the
- * process with SIGKILL before publishing any of them: the window between commit and publish.
- * It waits 100 ms first so that the answers to producers whose facts are already committed
- * ({ok: true}) reach them, as they would in a real crash just after commit.
+ * FAULT INJECTION, for test/crash.test.ts only; inert unless one of these is in the environment:
+ * SVC_FAULT_CRASH_BEFORE_PUBLISH=1 kills the process (SIGKILL) at the first batch of committed
+ * events, before publishing any of them (the window between commit and publish);
+ * SVC_FAULT_CRASH_AFTER_PUBLISH=1 kills it once JetStream has stored the first batch, before the
+ * rows are deleted (the window between publish and prune). Each waits 100 ms first so that the
+ * answers to producers whose facts are already committed ({ok: true}) reach them.
  */
-async function crashBeforePublishIfAsked(): Promise<void> {
-  if (process.env.SVC_FAULT_CRASH_BEFORE_PUBLISH !== '1') return;
+async function crashIfAsked(point: 'BEFORE' | 'AFTER'): Promise<void> {
+  if (process.env[`SVC_FAULT_CRASH_${point}_PUBLISH`] !== '1') return;
   await new Promise((r) => setTimeout(r, 100));
   process.kill(process.pid, 'SIGKILL');
   await new Promise(() => {}); // never resumes
@@ -62,12 +63,13 @@ export class JetStreamRelay {
           if (this.closed) return;
           const rows = readOutbox(this.db, 0, BATCH);
           if (!rows.length) break;
-          await crashBeforePublishIfAsked();
+          await crashIfAsked('BEFORE');
           const acks = await Promise.allSettled(
             rows.map((r) => this.js.publish(r.subject, r.body, { msgID: r.event_id, headers: eventHeaders(r.route, this.seal.sealEvent(r.event_id, r.route, r.body)) })),
           );
           let stored = 0;
           while (stored < rows.length && acks[stored].status === 'fulfilled') stored++;
+          if (stored > 0) await crashIfAsked('AFTER');
           deleteOutbox(this.db, rows.slice(0, stored).map((r) => r.seq));
           if (stored < rows.length) throw (acks[stored] as PromiseRejectedResult).reason;
           if (this.failing) {

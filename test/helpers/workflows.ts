@@ -38,3 +38,38 @@ export async function waitStep(api: ApiClient, wfId: string, name: string, statu
     return step && step.status === status ? { wf, step } : null;
   }, timeoutMs, `step ${name} of ${wfId} to be ${status}`);
 }
+
+const DRIFT = ['drift_run', 'drift_run_reprovision_sandbox'];
+
+/**
+ * The CloudEvents subjects a workflow has emitted so far, derived from what the API shows
+ * (CONTRACT 5, 6.2): the workflow's started and terminal events, and for each step that ran (not
+ * hidden or skipped) its started and terminal events, plus an approval step's request and answer.
+ * The ledger of what must have reached an all-events webhook.
+ */
+export function emittedSubjects(orgId: string, wf: Json): string[] {
+  if (DRIFT.includes(wf.type)) return [];
+  const W = wf.workflow_id;
+  const out: string[] = [];
+  if (wf.started_at) out.push(`${orgId}/workflow/${W}/started`);
+  for (const s of wf.steps as Json[]) {
+    if (s.execution_type === 'hidden' || s.execution_type === 'skipped' || !s.started_at) continue;
+    out.push(`${orgId}/workflow_step/${W}/${s.step_id}/started`);
+    if (s.execution_type === 'approval') {
+      out.push(`${orgId}/workflow_step_approval/${W}/${s.step_id}/requested`);
+      if (s.approval?.status === 'approved' || s.approval?.status === 'rejected') out.push(`${orgId}/workflow_step_approval/${W}/${s.step_id}/${s.approval.status}`);
+    }
+    if (TERMINAL.includes(s.status)) out.push(`${orgId}/workflow_step/${W}/${s.step_id}/${s.status}`);
+  }
+  if (TERMINAL.includes(wf.status)) out.push(`${orgId}/workflow/${W}/${wf.status}`);
+  return out;
+}
+
+/** emittedSubjects of every workflow of these installs and of these other workflows (e.g. branch runs). */
+export async function emittedByAll(api: ApiClient, orgId: string, opts: { installs?: string[]; workflows?: string[] }): Promise<string[]> {
+  const ids = new Set(opts.workflows ?? []);
+  for (const i of opts.installs ?? []) for (const w of await get(api, `/v1/installs/${i}/workflows`)) ids.add(w.workflow_id);
+  const out: string[] = [];
+  for (const id of ids) out.push(...emittedSubjects(orgId, await getWf(api, id)));
+  return out;
+}
