@@ -39,7 +39,8 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   const bus: Bus = config.natsUrl ? await createNatsBus(config.natsUrl, { name: 'svc', logger }) : createMemoryBus({ logger });
   const urls = { base: '', dashboard: '', source: '' };
   const processId = randomUUID();
-  const deliverer = new Deliverer({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets, logger, metrics });
+  const clock = opts.clock ?? systemClock;
+  const deliverer = new Deliverer({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets, logger, metrics, clock });
   const engine = new Engine({ db, bus, logger, metrics, urls: () => urls });
   const orchestrator = new Orchestrator(engine, logger);
   const producers = new Producers(orchestrator);
@@ -47,7 +48,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
 
   const ctx: AppContext = {
     db,
-    clock: opts.clock ?? systemClock,
+    clock,
     config,
     logger,
     metrics,

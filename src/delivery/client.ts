@@ -1,18 +1,31 @@
 // Outgoing webhook delivery (spec 5, 6.1, 8; CONTRACT 6.4). One POST per call, no retry, no
 // redirects, the whole exchange bounded by the delivery timeout, at most 64 KiB of the answer
 // read. Never throws: every outcome is a DeliveryResult.
+import { randomUUID } from 'node:crypto';
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
 import { setMaxListeners } from 'node:events';
 import { isIP } from 'node:net';
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
 import type { Metrics } from '../metrics.ts';
+import { systemClock, type Clock } from '../domain/clock.ts';
 import { checkTarget, TargetLookupError, TargetRefusedError, urlHostname, type LookupAll, type ResolvedTarget } from './guard.ts';
-import { sign } from './sign.ts';
+import { signatureHeaders, signingKeys, type SigningKeys } from './signatures.ts';
 
 export interface DeliveryTarget {
   url: string;
-  secret: string | null;
+  /**
+   * The webhook's signing keys, prepared once per webhook (signatures.ts signingKeys(row): the
+   * current secret and, during a rotation's overlap, the previous one); or a bare current secret
+   * (prepared per call); null or '' = unsigned.
+   */
+  secret: SigningKeys | string | null;
+}
+
+export interface DeliverOptions {
+  /** The CloudEvent id: the webhook-id header. Without it, the body's `id` is read (one parse). */
+  eventId?: string;
+  signal?: AbortSignal;
 }
 
 export interface DeliveryResult {
@@ -37,10 +50,11 @@ export interface DelivererOptions {
   maxPools?: number;
   /** Name resolution for the target guard (tests). */
   lookup?: LookupAll;
+  /** webhook-timestamp and the end of a rotation's overlap come from it (default the system clock). */
+  clock?: Clock;
 }
 
 export const CE_CONTENT_TYPE = 'application/cloudevents+json; charset=utf-8';
-export const SIGNATURE_HEADER = 'x-svc-signature';
 /** At most this much of a receiver's answer is read (and discarded). */
 export const MAX_RESPONSE_BYTES = 64 * 1024;
 const DEFAULT_USER_AGENT = 'svc-webhooks/0.1';
@@ -73,6 +87,7 @@ export class Deliverer {
   private readonly poolIdleMs: number;
   private readonly maxPools: number;
   private readonly lookupAll?: LookupAll;
+  private readonly clock: Clock;
   private readonly pools = new Map<string, PoolEntry>();
   private readonly running = new Set<Promise<DeliveryResult>>();
   /**
@@ -94,6 +109,7 @@ export class Deliverer {
     this.poolIdleMs = opts.poolIdleMs ?? 60_000;
     this.maxPools = opts.maxPools ?? 256;
     this.lookupAll = opts.lookup;
+    this.clock = opts.clock ?? systemClock;
   }
 
   /** Deliveries started and not yet finished. */
@@ -102,8 +118,8 @@ export class Deliverer {
   }
 
   /** POST body to the target once. Never throws. */
-  deliver(target: DeliveryTarget, body: string | Buffer, opts: { signal?: AbortSignal } = {}): Promise<DeliveryResult> {
-    const p = this.attempt(target, body, opts.signal).catch((err): DeliveryResult => {
+  deliver(target: DeliveryTarget, body: string | Buffer, opts: DeliverOptions = {}): Promise<DeliveryResult> {
+    const p = this.attempt(target, body, opts.eventId, opts.signal).catch((err): DeliveryResult => {
       // attempt() handles its own errors; this is a last line of defence
       return { delivered: false, error: `internal error: ${err instanceof Error ? err.message : String(err)}`, duration_ms: 0 };
     });
@@ -138,7 +154,7 @@ export class Deliverer {
 
   // ---------------------------------------------------------------- internals
 
-  private async attempt(target: DeliveryTarget, body: string | Buffer, external?: AbortSignal): Promise<DeliveryResult> {
+  private async attempt(target: DeliveryTarget, body: string | Buffer, eventId: string | undefined, external?: AbortSignal): Promise<DeliveryResult> {
     const started = performance.now();
     let host = '?';
     let status: number | undefined;
@@ -165,11 +181,12 @@ export class Deliverer {
       const resolved = await abortable(checkTarget(url, { allowPrivate: this.allowPrivate, lookup: this.lookupAll }), ac.signal);
 
       const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
+      const keys = typeof target.secret === 'string' ? signingKeys({ secret: target.secret }) : target.secret;
       const headers: Record<string, string> = {
         'content-type': CE_CONTENT_TYPE,
         'user-agent': this.userAgent,
+        ...signatureHeaders(keys, eventId ?? idOf(payload), payload, this.clock.now()),
       };
-      if (target.secret) headers[SIGNATURE_HEADER] = sign(target.secret, payload);
 
       entry = this.acquirePool(url, resolved);
       const res = await entry.pool.request({
@@ -283,6 +300,17 @@ export class Deliverer {
       this.sweeper = null;
     }
   }
+}
+
+/** The `id` of a CloudEvent body, for callers that did not pass it; a fresh one when there is none. */
+function idOf(body: Buffer): string {
+  try {
+    const id = (JSON.parse(body.toString('utf8')) as { id?: unknown } | null)?.id;
+    if (typeof id === 'string' && id && !/[\r\n]/.test(id)) return id;
+  } catch {
+    // not JSON: fall through
+  }
+  return `msg_${randomUUID().replace(/-/g, '')}`;
 }
 
 /**

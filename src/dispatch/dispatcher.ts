@@ -70,7 +70,7 @@ export class Dispatcher {
     let entities: EventEntities | undefined;
     const lazyEntities = () => (entities ??= this.entitiesOf(ev));
     for (const sub of org.values()) {
-      if (sub.wants(route, lazyEntities)) sub.offer(body);
+      if (sub.wants(route, lazyEntities)) sub.offer(body, ev.id);
     }
   }
 

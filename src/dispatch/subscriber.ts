@@ -2,6 +2,7 @@
 // with a bounded number of deliveries in flight so a hanging receiver only slows itself.
 import type { Logger } from 'pino';
 import type { Deliverer } from '../delivery/client.ts';
+import { signingKeys, type SigningKeys } from '../delivery/signatures.ts';
 import type { WebhookRow } from '../../store/webhooks.ts';
 import { effectiveInterests, type Interests, type Match } from '../webhooks/subscription.ts';
 import { interestsAdmit, type RoutedEvent } from './interests.ts';
@@ -14,9 +15,9 @@ export class WebhookSubscriber {
   private interests!: Interests;
   private match!: Match | null;
   private url!: string;
-  private secret!: string | null;
+  private keys!: SigningKeys | null;
   private inFlight = 0;
-  private readonly queue: Buffer[] = [];
+  private readonly queue: Array<{ body: Buffer; id: string }> = [];
   private stopped = false;
 
   constructor(
@@ -32,7 +33,7 @@ export class WebhookSubscriber {
     this.interests = effectiveInterests(row.interests);
     this.match = (row.match as Match | null) ?? null;
     this.url = row.url;
-    this.secret = row.secret;
+    this.keys = signingKeys(row); // decoded once per change, not per delivery
   }
 
   stop(): void {
@@ -46,28 +47,28 @@ export class WebhookSubscriber {
     return this.match === null || matchAdmits(this.match, entities());
   }
 
-  /** Queue the exact body bytes for delivery. */
-  offer(body: Buffer): void {
+  /** Queue the exact body bytes (of the CloudEvent with this id) for delivery. */
+  offer(body: Buffer, id: string): void {
     if (this.stopped) return;
     if (this.inFlight < MAX_IN_FLIGHT) {
-      this.send(body);
+      this.send(body, id);
       return;
     }
     if (this.queue.length >= MAX_QUEUED) {
       this.logger.warn({ webhook_id: this.webhookId }, 'delivery queue full; event dropped');
       return;
     }
-    this.queue.push(body);
+    this.queue.push({ body, id });
   }
 
-  private send(body: Buffer): void {
+  private send(body: Buffer, id: string): void {
     this.inFlight++;
     void this.deliverer
-      .deliver({ url: this.url, secret: this.secret }, body)
+      .deliver({ url: this.url, secret: this.keys }, body, { eventId: id })
       .finally(() => {
         this.inFlight--;
         const next = this.queue.shift();
-        if (next !== undefined && !this.stopped) this.send(next);
+        if (next !== undefined && !this.stopped) this.send(next.body, next.id);
       });
   }
 }

@@ -20,6 +20,7 @@ import {
 import { getDeliveryStatus, listDeliveryStatus, NO_DELIVERIES, type DeliveryStatus } from '../../store/delivery-status.ts';
 import { toCloudEvent } from '../events/cloudevent.ts';
 import type { DeliveryResult } from '../delivery/client.ts';
+import { signingKeys } from '../delivery/signatures.ts';
 
 /** The webhook as the API returns it (CONTRACT 4.1). The secret never leaves the store. */
 export interface WebhookView {
@@ -165,9 +166,10 @@ export function deleteWebhook(ctx: AppContext, orgId: string, id: string): void 
 /** Send one ping event to this webhook alone, ignoring interests and match (CONTRACT 4.1, 6.4). */
 export async function pingWebhook(ctx: AppContext, orgId: string, id: string): Promise<DeliveryResult> {
   const w = mustGet(ctx, orgId, id);
+  // a ping always has an envelope (toCloudEvent returns null only for unclassified facts)
   const ev = toCloudEvent(
     { kind: 'webhook_ping', transition: 'ping', org_id: orgId, webhook_id: id, time: new Date().toISOString() },
     { source: ctx.urls.source, dashboardUrl: ctx.urls.dashboard },
-  );
-  return ctx.deliverer.deliver({ url: w.url, secret: w.secret }, JSON.stringify(ev));
+  )!;
+  return ctx.deliverer.deliver({ url: w.url, secret: signingKeys(w) }, JSON.stringify(ev), { eventId: ev.id });
 }
