@@ -8,8 +8,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { InvalidArgumentError, type Command } from 'commander';
-import { request } from 'undici';
-import { describeError, MAX_RESPONSE_BYTES } from '../delivery/client.ts';
 import { SIGNATURE_HEADER } from '../delivery/sign.ts';
 import { checkDelivery, signingKeys, TIMESTAMP_TOLERANCE_S, WEBHOOK_SIGNATURE_HEADER, type DeliveryCheck } from '../delivery/signatures.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
@@ -149,8 +147,13 @@ interface ForwardResult {
   duration_ms: number;
 }
 
-/** POST raw on to url with these headers; never throws. At most MAX_RESPONSE_BYTES of the answer is kept. */
+/**
+ * POST raw on to url with these headers; never throws. At most MAX_RESPONSE_BYTES of the answer
+ * is kept. (undici and the delivery client load only when forwarding: every `svc` command loads
+ * this file.)
+ */
 async function forward(url: string, headers: string[], raw: Buffer, timeoutMs: number): Promise<ForwardResult> {
+  const [{ request }, { describeError, MAX_RESPONSE_BYTES }] = await Promise.all([import('undici'), import('../delivery/client.ts')]);
   const started = performance.now();
   const ms = () => Math.round(performance.now() - started);
   const ac = new AbortController();
