@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -22,15 +23,19 @@ interface CliResult {
   json: any;
 }
 
-/** Run `node bin/svc.mjs …` with stdin not a terminal. SVC_* variables come only from `env`. */
-function cli(args: string[], env: Record<string, string> = {}, timeoutMs = 25_000): Promise<CliResult> {
+/**
+ * Run `node bin/svc.mjs …` with stdin not a terminal (empty, or `input`). SVC_* variables come
+ * only from `env`.
+ */
+function cli(args: string[], env: Record<string, string> = {}, timeoutMs = 25_000, input?: string): Promise<CliResult> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SVC_'))) as Record<string, string>;
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...base, ...env }, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    if (input !== undefined) p.stdin!.end(input);
     let stdout = '';
     let stderr = '';
-    p.stdout.on('data', (d) => (stdout += d));
-    p.stderr.on('data', (d) => (stderr += d));
+    p.stdout!.on('data', (d) => (stdout += d));
+    p.stderr!.on('data', (d) => (stderr += d));
     const timer = setTimeout(() => {
       p.kill('SIGKILL');
       reject(new Error(`svc ${args.join(' ')} timed out\n${stdout}\n${stderr}`));
@@ -163,6 +168,47 @@ describe('usage errors exit 2 and send nothing', () => {
     expect(n.code, both(n)).toBe(2);
   });
 
+  it('--secret-file with --secret or --remove-secret, an unreadable or empty one: exit 2, the secret never echoed', async () => {
+    const file = path.join(tmpDir(), 'secret.txt');
+    fs.writeFileSync(file, 'file-secret-value\n');
+    const empty = path.join(tmpDir(), 'empty.txt');
+    fs.writeFileSync(empty, '\n');
+    const cases: Array<[string[], RegExp, string?]> = [
+      [['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--secret', 'inline-secret-value', '--secret-file', file], /--secret and --secret-file are mutually exclusive/],
+      [['webhooks', 'update', 'wh_1', '--secret', 'inline-secret-value', '--secret-file', file], /mutually exclusive/],
+      [['webhooks', 'update', 'wh_1', '--secret-file', file, '--remove-secret'], /--secret-file and --remove-secret are mutually exclusive/],
+      [['webhooks', 'update', 'wh_1', '--secret-file', '-', '--remove-secret'], /mutually exclusive/, 'stdin-secret-value\n'],
+      [['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--secret-file', path.join(tmpDir(), 'nope.txt')], /cannot read --secret-file .*ENOENT/],
+      [['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--secret-file', empty], /is empty/],
+      [['webhooks', 'update', 'wh_1', '--secret-file', '-'], /--secret-file - \(stdin\) is empty/, ''],
+    ];
+    const results = await Promise.all(cases.map(([args, , input]) => cli(args, env, 60_000, input)));
+    for (const [i, [args, message]] of cases.entries()) {
+      const r = results[i];
+      expect(r.code, `${args.join(' ')}: ${both(r)}`).toBe(2);
+      expect(r.stderr).toMatch(message);
+      expect(both(r)).not.toMatch(/(file|inline|stdin)-secret-value/);
+    }
+  }, 120_000);
+
+  it('--previous-secret-ttl without a new secret, over 7 days, or not a duration: exit 2', async () => {
+    const cases: Array<[string[], RegExp]> = [
+      [['webhooks', 'update', 'wh_1', '--previous-secret-ttl', '1h'], /needs a new secret/],
+      [['webhooks', 'update', 'wh_1', '--remove-secret', '--previous-secret-ttl', '1h'], /needs a new secret/],
+      [['webhooks', 'update', 'wh_1', '--subscription', '{}', '--previous-secret-ttl', '1h'], /needs a new secret/],
+      [['webhooks', 'update', 'wh_1', '--secret', 's', '--previous-secret-ttl', '8d'], /over 7 days/],
+      [['webhooks', 'update', 'wh_1', '--secret', 's', '--previous-secret-ttl', '168h1m'], /not a duration/],
+      [['webhooks', 'update', 'wh_1', '--secret', 's', '--previous-secret-ttl', 'soon'], /not a duration/],
+      [['webhooks', 'update', 'wh_1', '--secret', 's', '--previous-secret-ttl', '1500ms'], /whole number of seconds/],
+      [['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--secret', 's', '--previous-secret-ttl', '1h'], /unknown option/],
+    ];
+    const results = await Promise.all(cases.map(([args]) => cli(args, env, 60_000)));
+    for (const [i, [args, message]] of cases.entries()) {
+      expect(results[i].code, `${args.join(' ')}: ${both(results[i])}`).toBe(2);
+      expect(results[i].stderr).toMatch(message);
+    }
+  }, 120_000);
+
   it('rollback without a terminal and without --yes refuses (exit 2); missing --app-config is exit 2', async () => {
     const r = await cli(['installs', 'rollback', 'inst_1', '--app-config', 'cfg_1'], env);
     expect(r.code, both(r)).toBe(2);
@@ -183,12 +229,20 @@ describe('usage errors exit 2 and send nothing', () => {
 describe('requests and error mapping (recording server)', () => {
   let rec: Awaited<ReturnType<typeof recorder>>;
   let env: Record<string, string>;
-  const WH = { webhook_id: 'wh_1', webhook_url: 'http://example.test/h', has_secret: true, interests: { all_events: true }, match: null, created_at: 't', updated_at: 't' };
+  const WH = {
+    webhook_id: 'wh_1', webhook_url: 'http://example.test/h', has_secret: true, interests: { all_events: true }, match: null, created_at: 't', updated_at: 't',
+    previous_secret_expires_at: '2026-01-02T00:00:00.000Z',
+    delivery_status: { last_attempt_at: '2026-01-01T10:00:00.000Z', last_outcome: 'failure', last_status_code: 503, last_error: 'HTTP 503', consecutive_failures: 2, attempts_total: 9, failures_total: 3 },
+  };
+  const WH2 = {
+    ...WH, webhook_id: 'wh_2', webhook_url: 'http://example.test/h2', previous_secret_expires_at: null,
+    delivery_status: { last_attempt_at: null, last_outcome: null, last_status_code: null, last_error: null, consecutive_failures: 0, attempts_total: 0, failures_total: 0 },
+  };
   const PLAN = { changed: true, components: { added: [], removed: [], changed: [{ name: 'api', changes: [{ path: 'values.image', op: 'replace', old: 'api:2', new: 'api:1' }] }], unchanged: [{ name: 'db' }] }, sandbox_changed: false, inputs_changed: false };
   beforeAll(async () => {
     rec = await recorder((r) => {
       const u = r.url;
-      if (u === '/v1/orgs/current/webhooks' && r.method === 'GET') return { status: 200, body: [WH] };
+      if (u === '/v1/orgs/current/webhooks' && r.method === 'GET') return { status: 200, body: [WH, WH2] };
       if (u === '/v1/orgs/current/webhooks' && r.method === 'POST') {
         const b = JSON.parse(r.body);
         if (b.webhook_url === 'bad') return { status: 400, body: { error: 'invalid_request', message: 'invalid webhook', details: [{ path: 'webhook_url', message: 'must be an absolute http or https URL' }] } };
@@ -229,7 +283,7 @@ describe('requests and error mapping (recording server)', () => {
     const n = rec.requests.length;
     const r = await cli(['webhooks', 'list', '--json', '--api-url', rec.url, '--token', 'flag_tok', '--org', 'org_flag'], { SVC_API_URL: 'http://127.0.0.1:1', SVC_API_TOKEN: 'env_tok', SVC_ORG_ID: 'org_env' });
     expect(r.code, both(r)).toBe(0);
-    expect(r.json).toEqual([WH]);
+    expect(r.json).toEqual([WH, WH2]); // --json: the whole objects, as the API returned them
     const [q] = since(n);
     expect(q.method).toBe('GET');
     expect(q.headers.authorization).toBe('Bearer flag_tok');
@@ -262,6 +316,47 @@ describe('requests and error mapping (recording server)', () => {
     ]);
   });
 
+  it('list: a table with the delivery status columns (LAST, FAILS in a row, ATTEMPTS, FAILURES) and the secret\'s state', async () => {
+    const r = await cli(['webhooks', 'list'], env);
+    expect(r.code, both(r)).toBe(0);
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^WEBHOOK_ID\s+WEBHOOK_URL\s+SECRET\s+INTERESTS\s+MATCH\s+LAST\s+FAILS\s+ATTEMPTS\s+FAILURES\s+CREATED_AT$/);
+    expect(lines[1]).toMatch(/^wh_1\s+http:\/\/example\.test\/h\s+rotating\s+all events\s+org-wide\s+failure 503 2026-01-01T10:00:00\.000Z\s+2\s+9\s+3\s+t$/);
+    expect(lines[2]).toMatch(/^wh_2\s+http:\/\/example\.test\/h2\s+yes\s+all events\s+org-wide\s+-\s+0\s+0\s+0\s+t$/);
+  });
+
+  it('--secret-file (a file or - for stdin) sends its contents without one trailing newline; --previous-secret-ttl sends seconds', async () => {
+    const n = rec.requests.length;
+    const dir = tmpDir();
+    const one = path.join(dir, 'one');
+    fs.writeFileSync(one, 'from-a-file\n');
+    const two = path.join(dir, 'two');
+    fs.writeFileSync(two, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n\n');
+    const runs: Array<[string[], string?]> = [
+      [['webhooks', 'create', '--url', 'http://example.test/h', '--secret-file', one]],
+      [['webhooks', 'create', '--url', 'http://example.test/h', '--secret-file', '-'], 'from stdin\r\n'],
+      [['webhooks', 'update', 'wh_1', '--secret-file', two]],
+      [['webhooks', 'update', 'wh_1', '--secret-file', '-', '--previous-secret-ttl', '1h'], 'rotated-via-stdin'],
+      [['webhooks', 'update', 'wh_1', '--secret', 'inline', '--previous-secret-ttl', '7d']],
+      [['webhooks', 'update', 'wh_1', '--previous-secret-ttl', '30m', '--secret', 'after', '--json']],
+      [['webhooks', 'update', 'wh_1', '--secret', 'cut', '--previous-secret-ttl', '0']],
+    ];
+    for (const [args, input] of runs) {
+      const r = await cli(args, env, 25_000, input);
+      expect(r.code, `${args.join(' ')}: ${both(r)}`).toBe(0);
+      expect(both(r)).not.toMatch(/from-a-file|from stdin|MfKQ9r8G|rotated-via-stdin/);
+    }
+    expect(since(n).map((q) => [q.method, JSON.parse(q.body)])).toEqual([
+      ['POST', { webhook_url: 'http://example.test/h', secret: 'from-a-file' }],
+      ['POST', { webhook_url: 'http://example.test/h', secret: 'from stdin' }],
+      ['PATCH', { secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n' }], // exactly one newline dropped
+      ['PATCH', { secret: 'rotated-via-stdin', previous_secret_ttl_s: 3600 }],
+      ['PATCH', { secret: 'inline', previous_secret_ttl_s: 604800 }],
+      ['PATCH', { secret: 'after', previous_secret_ttl_s: 1800 }],
+      ['PATCH', { secret: 'cut', previous_secret_ttl_s: 0 }],
+    ]);
+  }, 120_000);
+
   it('update: --remove-secret sends secret null; a subscription sends its keys; an empty document resets the subscription', async () => {
     const n = rec.requests.length;
     expect((await cli(['webhooks', 'update', 'wh_1', '--remove-secret'], env)).code).toBe(0);
@@ -292,12 +387,13 @@ describe('requests and error mapping (recording server)', () => {
     expect(r.stderr).toContain(String(port));
   });
 
-  it('ping: an undelivered ping still exits 0 and prints the result', async () => {
+  it('ping: an undelivered ping exits 1 and still prints the result', async () => {
     const r = await cli(['webhooks', 'ping', 'wh_1', '--json'], env);
-    expect(r.code, both(r)).toBe(0);
+    expect(r.code, both(r)).toBe(1);
     expect(r.json).toEqual({ delivered: false, status: 503, error: 'receiver answered 503', duration_ms: 3 });
+    expect(r.stderr).toMatch(/not delivered \(receiver answered 503\)/);
     const p = await cli(['webhooks', 'ping', 'wh_1'], env);
-    expect(p.code).toBe(0);
+    expect(p.code).toBe(1);
     expect(p.stdout).toMatch(/delivered:\s+no/);
     expect(p.stdout).toContain('503');
   });
@@ -455,6 +551,42 @@ describe('against a real svc serve', () => {
     expect(JSON.parse(got[0].body).type).toBe('com.svc.webhook.ping.v1');
     expect(got[0].headers['x-svc-signature']).toBe(createHmac('sha256', 'ping-secret').update(got[0].body).digest('hex'));
   });
+
+  it('rotate with --secret-file - and --previous-secret-ttl: a ping verifies under both secrets; list shows it rotating; an undelivered ping exits 1', async () => {
+    const OLD = 'whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD';
+    const NEW = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+    const c = await cli(['webhooks', 'create', '--url', `${rx.url}/rotate`, '--secret-file', '-', '--json'], env, 25_000, `${OLD}\n`);
+    expect(c.code, both(c)).toBe(0);
+    const id = c.json.webhook_id;
+    const u = await cli(['webhooks', 'update', id, '--secret-file', '-', '--previous-secret-ttl', '2h', '--json'], env, 25_000, `${NEW}\n`);
+    expect(u.code, both(u)).toBe(0);
+    const expires = Date.parse(u.json.previous_secret_expires_at);
+    expect(Math.abs(expires - (Date.now() + 2 * 3600_000))).toBeLessThan(60_000);
+    expect(both(c) + both(u)).not.toContain('whsec_');
+
+    const before = rx.requests.length;
+    const p = await cli(['webhooks', 'ping', id, '--json'], env);
+    expect(p.code, both(p)).toBe(0);
+    const [got] = rx.requests.slice(before).filter((q) => q.url === '/rotate');
+    const headers = got.headers as Record<string, string>;
+    expect(headers['webhook-signature'].split(' ')).toHaveLength(2);
+    expect(new Webhook(NEW).verify(got.body, headers)).toMatchObject({ type: 'com.svc.webhook.ping.v1' });
+    expect(new Webhook(OLD).verify(got.body, headers)).toMatchObject({ type: 'com.svc.webhook.ping.v1' });
+    expect(headers['x-svc-signature']).toBe(createHmac('sha256', NEW).update(got.body).digest('hex'));
+
+    const list = await cli(['webhooks', 'list'], env);
+    expect(list.code, both(list)).toBe(0);
+    expect(list.stdout.split('\n')[0]).toMatch(/\bLAST\s+FAILS\s+ATTEMPTS\s+FAILURES\b/);
+    expect(list.stdout).toMatch(new RegExp(`^${id}\\s+\\S+\\s+rotating\\s`, 'm'));
+
+    const port = await closedPort();
+    const dead = await cli(['webhooks', 'create', '--url', `http://127.0.0.1:${port}/gone`, '--json'], env);
+    expect(dead.code, both(dead)).toBe(0);
+    const fail = await cli(['webhooks', 'ping', dead.json.webhook_id], env);
+    expect(fail.code, both(fail)).toBe(1);
+    expect(fail.stdout).toMatch(/delivered:\s+no/);
+    expect(fail.stderr).toMatch(/not delivered \(connection refused\)/);
+  }, 120_000);
 
   it('API errors exit 1 and print the server\'s message; nothing is created', async () => {
     const before = (await cli(['webhooks', 'list', '--json'], env)).json.length;

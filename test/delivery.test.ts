@@ -2,13 +2,11 @@
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CE_CONTENT_TYPE, Deliverer, type AttemptResult, type DelivererOptions } from '../src/delivery/client.ts';
+import { CE_CONTENT_TYPE, type DelivererOptions } from '../src/delivery/client.ts';
 import { verify } from '../src/delivery/sign.ts';
-import { WebhookSubscriber } from '../src/dispatch/subscriber.ts';
-import { makeSigner } from '../src/dataplane/signer.ts';
+import { testDeliverer, type TestDeliverer } from './helpers/deliverer.ts';
 import { DeliveryStatusBook } from '../src/engine/delivery-status.ts';
 import { systemClock } from '../src/domain/clock.ts';
 import { openDb } from '../store/db.ts';
@@ -126,39 +124,11 @@ type Receiver = Awaited<ReturnType<typeof startReceiver>>;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const hmacHex = (secret: string, raw: Buffer | string) => createHmac('sha256', secret).update(raw).digest('hex');
 
-function captureLogger() {
-  const lines: string[] = [];
-  const stream = new Writable({
-    write(chunk, _enc, cb) {
-      lines.push(String(chunk));
-      cb();
-    },
-  });
-  return { logger: pino({ level: 'debug' }, stream), lines };
-}
-
-const made: Deliverer[] = [];
+const made: TestDeliverer[] = [];
 function deliverer(over: Partial<DelivererOptions> = {}) {
-  const d = new Deliverer({ timeoutMs: 5000, allowPrivateTargets: true, ...over });
+  const d = testDeliverer(over);
   made.push(d);
   return { d };
-}
-
-const signer = makeSigner();
-/** One signed attempt of body at target, as the pipeline makes it. */
-function deliver(d: Deliverer, target: { url: string; secret: string | null }, body: string | Buffer): Promise<AttemptResult> {
-  const buf = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
-  const sub = new WebhookSubscriber({
-    webhook_id: 'wh_test',
-    org_id: 'org_test',
-    url: target.url,
-    secret: target.secret || null,
-    previous_secret: null,
-    previous_secret_expires_at: null,
-    interests: { all_events: true },
-    match: null,
-  });
-  return d.attempt(target.url, signer(sub, 'ev_1', buf, Date.now()), buf);
 }
 
 async function counter(m: Metrics, name: string, labels: Record<string, string> = {}) {
@@ -196,7 +166,7 @@ describe('request shape and signature', () => {
   it('POSTs the exact body with the CloudEvents content type and a lowercase hex HMAC of the body bytes', async () => {
     const { d } = deliverer();
     const secret = 'whsec_test_0123456789';
-    const r = await deliver(d, { url: rx.hook('signed') + '?q=1', secret }, EVENT);
+    const r = await d.deliver({ url: rx.hook('signed') + '?q=1', secret }, EVENT);
     expect(r).toMatchObject({ delivered: true, status: 200 });
     expect(r.error).toBeUndefined();
     expect(Number.isInteger(r.duration_ms)).toBe(true);
@@ -215,7 +185,7 @@ describe('request shape and signature', () => {
   it('signs the exact bytes of a Buffer body too', async () => {
     const { d } = deliverer();
     const buf = Buffer.from('{"a":"\u00e9"}\n', 'utf8');
-    await deliver(d, { url: rx.hook('signed-buf'), secret: 's' }, buf);
+    await d.deliver({ url: rx.hook('signed-buf'), secret: 's' }, buf);
     const [rec] = rx.at('signed-buf');
     expect(rec.raw.equals(buf)).toBe(true);
     expect(rec.headers['x-svc-signature']).toBe(hmacHex('s', buf));
@@ -223,8 +193,8 @@ describe('request shape and signature', () => {
 
   it('sends no signature header without a secret', async () => {
     const { d } = deliverer();
-    expect((await deliver(d, { url: rx.hook('plain'), secret: null }, EVENT)).delivered).toBe(true);
-    expect((await deliver(d, { url: rx.hook('plain'), secret: '' }, EVENT)).delivered).toBe(true);
+    expect((await d.deliver({ url: rx.hook('plain'), secret: null }, EVENT)).delivered).toBe(true);
+    expect((await d.deliver({ url: rx.hook('plain'), secret: '' }, EVENT)).delivered).toBe(true);
     for (const rec of rx.at('plain')) expect(rec.headers['x-svc-signature']).toBeUndefined();
     expect(rx.at('plain')).toHaveLength(2);
   });
@@ -234,7 +204,7 @@ describe('failures: exactly one attempt each', () => {
   it.each([500, 401, 404, 503])('HTTP %i is a failure with its status, no retry', async (code) => {
     const { d } = deliverer();
     rx.set(`e${code}`, { status: code });
-    const r = await deliver(d, { url: rx.hook(`e${code}`), secret: 'x' }, EVENT);
+    const r = await d.deliver({ url: rx.hook(`e${code}`), secret: 'x' }, EVENT);
     expect(r).toMatchObject({ delivered: false, status: code, error: `HTTP ${code}` });
     await sleep(300);
     expect(rx.at(`e${code}`)).toHaveLength(1);
@@ -244,16 +214,16 @@ describe('failures: exactly one attempt each', () => {
     const { d } = deliverer();
     rx.set('e204', { status: 204, body: '' });
     rx.set('e299', { status: 299 });
-    expect(await deliver(d, { url: rx.hook('e204'), secret: null }, EVENT)).toMatchObject({ delivered: true, status: 204 });
-    expect(await deliver(d, { url: rx.hook('e299'), secret: null }, EVENT)).toMatchObject({ delivered: true, status: 299 });
+    expect(await d.deliver({ url: rx.hook('e204'), secret: null }, EVENT)).toMatchObject({ delivered: true, status: 204 });
+    expect(await d.deliver({ url: rx.hook('e299'), secret: null }, EVENT)).toMatchObject({ delivered: true, status: 299 });
   });
 
   it('does not follow redirects: a 3xx is a failure with that status and the target is never contacted', async () => {
     const { d } = deliverer();
     rx.set('redir', { redirect: rx.hook('redir-target'), status: 302 });
     rx.set('redir307', { redirect: rx.hook('redir-target'), status: 307 });
-    expect(await deliver(d, { url: rx.hook('redir'), secret: null }, EVENT)).toMatchObject({ delivered: false, status: 302, error: 'HTTP 302' });
-    expect(await deliver(d, { url: rx.hook('redir307'), secret: null }, EVENT)).toMatchObject({ delivered: false, status: 307 });
+    expect(await d.deliver({ url: rx.hook('redir'), secret: null }, EVENT)).toMatchObject({ delivered: false, status: 302, error: 'HTTP 302' });
+    expect(await d.deliver({ url: rx.hook('redir307'), secret: null }, EVENT)).toMatchObject({ delivered: false, status: 307 });
     await sleep(300);
     expect(rx.at('redir-target')).toHaveLength(0);
     expect(rx.at('redir')).toHaveLength(1);
@@ -265,20 +235,20 @@ describe('failures: exactly one attempt each', () => {
     const port = (srv.address() as AddressInfo).port;
     await new Promise<void>((r) => srv.close(() => r()));
     const { d } = deliverer();
-    const r = await deliver(d, { url: `http://127.0.0.1:${port}/x`, secret: null }, EVENT);
+    const r = await d.deliver({ url: `http://127.0.0.1:${port}/x`, secret: null }, EVENT);
     expect(r).toMatchObject({ delivered: false, error: 'connection refused' });
     expect(r.status).toBeUndefined();
   });
 
   it('reports an unresolvable host without throwing', async () => {
     const { d } = deliverer({ lookup: async () => Promise.reject(Object.assign(new Error('nope'), { code: 'ENOTFOUND' })) });
-    const r = await deliver(d, { url: 'https://nowhere.invalid/x', secret: null }, EVENT);
+    const r = await d.deliver({ url: 'https://nowhere.invalid/x', secret: null }, EVENT);
     expect(r).toMatchObject({ delivered: false, error: 'dns lookup failed (ENOTFOUND)' });
   });
 
   it('reports an invalid URL without throwing', async () => {
     const { d } = deliverer();
-    expect(await deliver(d, { url: 'not a url', secret: null }, EVENT)).toMatchObject({ delivered: false, error: 'invalid url' });
+    expect(await d.deliver({ url: 'not a url', secret: null }, EVENT)).toMatchObject({ delivered: false, error: 'invalid url' });
   });
 });
 
@@ -289,8 +259,8 @@ describe('timeouts and large answers', () => {
     const t0 = Date.now();
     let fastAt = 0;
     const [hang, fast] = await Promise.all([
-      deliver(d, { url: rx.hook('hang'), secret: null }, EVENT),
-      deliver(d, { url: rx.hook('fast'), secret: null }, EVENT).then((r) => {
+      d.deliver({ url: rx.hook('hang'), secret: null }, EVENT),
+      d.deliver({ url: rx.hook('fast'), secret: null }, EVENT).then((r) => {
         fastAt = Date.now() - t0;
         return r;
       }),
@@ -308,7 +278,7 @@ describe('timeouts and large answers', () => {
   it('a slow but timely answer is delivered', async () => {
     const { d } = deliverer({ timeoutMs: 1000 });
     rx.set('slow', { delayMs: 400 });
-    const r = await deliver(d, { url: rx.hook('slow'), secret: null }, EVENT);
+    const r = await d.deliver({ url: rx.hook('slow'), secret: null }, EVENT);
     expect(r.delivered).toBe(true);
     expect(r.duration_ms).toBeGreaterThanOrEqual(380);
   });
@@ -317,7 +287,7 @@ describe('timeouts and large answers', () => {
     const { d } = deliverer({ timeoutMs: 2000 });
     rx.set('huge', { bodyBytes: 32 * 1024 * 1024 });
     const t0 = Date.now();
-    const r = await deliver(d, { url: rx.hook('huge'), secret: null }, EVENT);
+    const r = await d.deliver({ url: rx.hook('huge'), secret: null }, EVENT);
     expect(r).toMatchObject({ delivered: true, status: 200 });
     expect(Date.now() - t0).toBeLessThan(1500);
   });
@@ -326,7 +296,7 @@ describe('timeouts and large answers', () => {
     const { d } = deliverer({ timeoutMs: 3000 });
     rx.set('trickle', { trickle: { chunk: 4096, everyMs: 5, totalBytes: 64 * 1024 * 1024 } });
     const before = rx.bytesWritten();
-    const r = await deliver(d, { url: rx.hook('trickle'), secret: null }, EVENT);
+    const r = await d.deliver({ url: rx.hook('trickle'), secret: null }, EVENT);
     expect(r).toMatchObject({ delivered: true, status: 200 });
     expect(r.duration_ms).toBeLessThan(2000);
     await sleep(200);
@@ -338,7 +308,7 @@ describe('timeouts and large answers', () => {
     const { d } = deliverer({ timeoutMs: 300 });
     rx.set('trickle-slow', { trickle: { chunk: 16, everyMs: 50, totalBytes: 1 << 20 } });
     const t0 = Date.now();
-    const r = await deliver(d, { url: rx.hook('trickle-slow'), secret: null }, EVENT);
+    const r = await d.deliver({ url: rx.hook('trickle-slow'), secret: null }, EVENT);
     expect(r).toMatchObject({ delivered: false, status: 200, error: 'timeout after 300 ms' });
     expect(Date.now() - t0).toBeLessThan(1000);
   });
@@ -358,13 +328,13 @@ describe('target guard at delivery', () => {
     const { d } = deliverer({ allowPrivateTargets: false });
     const conns = rx.connections();
     const url = mk(rx.port) + '?token=SECRET_QUERY';
-    const r = await deliver(d, { url, secret: 'TOP_SECRET' }, EVENT);
+    const r = await d.deliver({ url, secret: 'TOP_SECRET' }, EVENT);
     expect(r).toMatchObject({ delivered: false, error: `target refused: ${reason} address` });
     expect(r.status).toBeUndefined();
     await sleep(50);
     expect(rx.connections()).toBe(conns);
     expect(rx.at('guarded')).toHaveLength(0);
-    expect(d.hostOf(url)).not.toMatch(/SECRET_QUERY|guarded|meta-data/); // what failure logs name
+    expect(d.d.hostOf(url)).not.toMatch(/SECRET_QUERY|guarded|meta-data/); // what failure logs name
   });
 
   it('refuses a name when any of its addresses is private', async () => {
@@ -375,7 +345,7 @@ describe('target guard at delivery', () => {
         { address: '10.1.2.3', family: 4 },
       ],
     });
-    expect(await deliver(d, { url: 'https://mixed.example.test/h', secret: null }, EVENT)).toMatchObject({
+    expect(await d.deliver({ url: 'https://mixed.example.test/h', secret: null }, EVENT)).toMatchObject({
       delivered: false,
       error: 'target refused: private address',
     });
@@ -390,7 +360,7 @@ describe('target guard at delivery', () => {
         return [{ address: '127.0.0.1', family: 4 }];
       },
     });
-    const r = await deliver(d, { url: `http://hooks.example.test:${rx.port}/h/pinned`, secret: null }, EVENT);
+    const r = await d.deliver({ url: `http://hooks.example.test:${rx.port}/h/pinned`, secret: null }, EVENT);
     expect(r).toMatchObject({ delivered: true, status: 200 });
     expect(asked).toEqual(['hooks.example.test']);
     expect(rx.at('pinned')[0].headers.host).toBe(`hooks.example.test:${rx.port}`);
@@ -413,7 +383,7 @@ describe('target guard at delivery', () => {
           { address: '::1', family: 6 },
         ],
       });
-      const r = await deliver(d, { url: `http://dual.example.test:${port}/h`, secret: null }, EVENT);
+      const r = await d.deliver({ url: `http://dual.example.test:${port}/h`, secret: null }, EVENT);
       // 127.0.0.1:<port> is (almost certainly) closed: the connection moves on to ::1
       expect(r).toMatchObject({ delivered: true, status: 200 });
     } finally {
@@ -425,7 +395,7 @@ describe('target guard at delivery', () => {
 describe('connection reuse, metrics, shutdown', () => {
   it('reuses one keep-alive connection for sequential deliveries to an origin', async () => {
     const { d } = deliverer();
-    for (let i = 0; i < 5; i++) expect((await deliver(d, { url: rx.hook('ka'), secret: null }, EVENT)).delivered).toBe(true);
+    for (let i = 0; i < 5; i++) expect((await d.deliver({ url: rx.hook('ka'), secret: null }, EVENT)).delivered).toBe(true);
     const socketIds = new Set(rx.at('ka').map((r) => r.socketId));
     expect(rx.at('ka')).toHaveLength(5);
     expect(socketIds.size).toBe(1);
@@ -434,7 +404,7 @@ describe('connection reuse, metrics, shutdown', () => {
   it('a failed status (small body) still reuses the connection', async () => {
     const { d } = deliverer();
     rx.set('ka500', { status: 500 });
-    for (let i = 0; i < 3; i++) await deliver(d, { url: rx.hook('ka500'), secret: null }, EVENT);
+    for (let i = 0; i < 3; i++) await d.deliver({ url: rx.hook('ka500'), secret: null }, EVENT);
     expect(new Set(rx.at('ka500').map((r) => r.socketId)).size).toBe(1);
   });
 
@@ -445,7 +415,7 @@ describe('connection reuse, metrics, shutdown', () => {
     try {
       const { d } = deliverer();
       const results = await Promise.all(
-        Array.from({ length: 40 }, (_, i) => deliver(d, { url: rx.hook(`many-${i % 4}`), secret: 's' }, EVENT)),
+        Array.from({ length: 40 }, (_, i) => d.deliver({ url: rx.hook(`many-${i % 4}`), secret: 's' }, EVENT)),
       );
       expect(results.every((r) => r.delivered)).toBe(true);
       expect(d.inFlight()).toBe(0);
@@ -462,12 +432,12 @@ describe('connection reuse, metrics, shutdown', () => {
       const { d } = deliverer({ poolIdleMs: 200, maxPools: 1 });
       const c1 = rx.connections();
       const c2 = rx2.connections();
-      expect((await deliver(d, { url: rx.hook('evict'), secret: null }, EVENT)).delivered).toBe(true);
-      expect((await deliver(d, { url: rx2.hook('evict'), secret: null }, EVENT)).delivered).toBe(true); // evicts rx's pool
-      expect((await deliver(d, { url: rx.hook('evict'), secret: null }, EVENT)).delivered).toBe(true); // a new connection
+      expect((await d.deliver({ url: rx.hook('evict'), secret: null }, EVENT)).delivered).toBe(true);
+      expect((await d.deliver({ url: rx2.hook('evict'), secret: null }, EVENT)).delivered).toBe(true); // evicts rx's pool
+      expect((await d.deliver({ url: rx.hook('evict'), secret: null }, EVENT)).delivered).toBe(true); // a new connection
       expect(rx.connections() - c1).toBe(2);
       await sleep(1300); // idle past poolIdleMs, one sweep later
-      expect((await deliver(d, { url: rx.hook('evict'), secret: null }, EVENT)).delivered).toBe(true);
+      expect((await d.deliver({ url: rx.hook('evict'), secret: null }, EVENT)).delivered).toBe(true);
       expect(rx.connections() - c1).toBe(3);
       expect(rx2.connections() - c2).toBe(1);
     } finally {
@@ -486,7 +456,7 @@ describe('connection reuse, metrics, shutdown', () => {
       expect(await counter(metrics, 'svc_delivery_duration_seconds_count')).toBe(0);
       rx.set('m500', { status: 500 });
       for (const path of ['m-ok', 'm-ok', 'm500']) {
-        const r = await deliver(d, { url: rx.hook(path), secret: null }, EVENT);
+        const r = await d.deliver({ url: rx.hook(path), secret: null }, EVENT);
         book.record({ webhook_id: 'wh_m', org_id: 'org_m', event_id: 'ev', type: 't', ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at: Date.now() });
       }
       expect(await counter(metrics, 'svc_deliveries_total', { outcome: 'success' })).toBe(2);
@@ -503,19 +473,19 @@ describe('connection reuse, metrics, shutdown', () => {
   it('counts in-flight deliveries; close() waits for them within the grace period', async () => {
     const { d } = deliverer({ timeoutMs: 2000 });
     rx.set('slow-close', { delayMs: 200 });
-    const p = deliver(d, { url: rx.hook('slow-close'), secret: null }, EVENT);
+    const p = d.deliver({ url: rx.hook('slow-close'), secret: null }, EVENT);
     expect(d.inFlight()).toBe(1);
     await d.close(1000);
     expect((await p).delivered).toBe(true);
     expect(d.inFlight()).toBe(0);
-    expect(await deliver(d, { url: rx.hook('after-close'), secret: null }, EVENT)).toMatchObject({ delivered: false, error: 'deliverer closed' });
+    expect(await d.deliver({ url: rx.hook('after-close'), secret: null }, EVENT)).toMatchObject({ delivered: false, error: 'deliverer closed' });
     expect(rx.at('after-close')).toHaveLength(0);
   });
 
   it('close() aborts deliveries still running after the grace period', async () => {
     const { d } = deliverer({ timeoutMs: 5000 });
     rx.set('hang-close', { hang: true });
-    const p = deliver(d, { url: rx.hook('hang-close'), secret: null }, EVENT);
+    const p = d.deliver({ url: rx.hook('hang-close'), secret: null }, EVENT);
     await sleep(50);
     const t0 = Date.now();
     await d.close(200);

@@ -4,9 +4,11 @@
 import fs from 'node:fs';
 import readline from 'node:readline/promises';
 import type { Command } from 'commander';
+import type { DeliveryStatus } from '../../store/delivery-status.ts';
+import { parseDuration } from '../config.ts';
 import { createApiClient, resolveConnection, seg, type ApiClient, type GlobalApiOptions } from './api-client.ts';
 import { UsageError } from './errors.ts';
-import { formatDiff, formatLabels, printFields, printJson, printTable, println, type DiffLike } from './output.ts';
+import { formatDiff, formatLabels, formatLastDelivery, printFields, printJson, printTable, println, type DiffLike } from './output.ts';
 
 // ---------------------------------------------------------------- plumbing
 
@@ -103,6 +105,70 @@ export function readSubscriptionDocument(opts: Record<string, unknown>): Record<
   return out;
 }
 
+// ---------------------------------------------------------------- secrets (--secret, --secret-file, --previous-secret-ttl)
+
+/**
+ * Check the secret options of create (and update, with removeSecret and previousSecretTtl) for
+ * conflicts, before anything is read or sent. True when they name a new secret.
+ */
+export function checkSecretOptions(opts: Record<string, unknown>): boolean {
+  const inline = str(opts.secret) !== undefined;
+  const file = str(opts.secretFile) !== undefined;
+  if (inline && file) throw new UsageError('--secret and --secret-file are mutually exclusive: give the secret one way');
+  if (opts.removeSecret === true && (inline || file)) {
+    throw new UsageError(`${inline ? '--secret' : '--secret-file'} and --remove-secret are mutually exclusive`);
+  }
+  if (opts.previousSecretTtl !== undefined && !inline && !file) {
+    throw new UsageError('--previous-secret-ttl needs a new secret (--secret or --secret-file): it is how long the old one keeps signing beside it');
+  }
+  return inline || file;
+}
+
+/**
+ * --previous-secret-ttl as whole seconds (CONTRACT 4.1 previous_secret_ttl_s): a duration like
+ * 30m, 1h or 7d, at most 7 days; 0 is a hard cut.
+ */
+export async function parseSecretTtl(text: string): Promise<number> {
+  // the limit lives with the API's validation (zod), loaded only when this option is used
+  const { MAX_PREVIOUS_SECRET_TTL_S } = await import('../webhooks/subscription.ts');
+  const t = text.trim();
+  if (/^0+(?:\.0*)?(?:ms|s|m|h|d)?$/.test(t)) return 0;
+  let ms: number;
+  try {
+    ms = parseDuration(t);
+  } catch {
+    throw new UsageError(`--previous-secret-ttl ${JSON.stringify(text)} is not a duration (use e.g. 30m, 1h, 7d)`);
+  }
+  if (ms % 1000 !== 0) throw new UsageError(`--previous-secret-ttl ${JSON.stringify(text)} is not a whole number of seconds`);
+  if (ms / 1000 > MAX_PREVIOUS_SECRET_TTL_S) throw new UsageError(`--previous-secret-ttl ${JSON.stringify(text)} is over 7 days (7d)`);
+  return ms / 1000;
+}
+
+async function readStream(stream: NodeJS.ReadableStream): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of stream as AsyncIterable<Buffer | string>) chunks.push(typeof c === 'string' ? Buffer.from(c) : c);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * The new secret of --secret, or of --secret-file (`-` = stdin) without exactly one trailing
+ * newline (\n or \r\n); undefined when neither. Never echoes the secret in an error.
+ */
+export async function readSecret(opts: Record<string, unknown>, stdin: NodeJS.ReadableStream = process.stdin): Promise<string | undefined> {
+  const file = str(opts.secretFile);
+  if (file === undefined) return str(opts.secret);
+  const where = file === '-' ? '--secret-file - (stdin)' : `--secret-file ${file}`;
+  let text: string;
+  try {
+    text = file === '-' ? await readStream(stdin) : fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read ${where}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  const secret = text.replace(/\r?\n$/, '');
+  if (!secret) throw new UsageError(`${where} is empty`);
+  return secret;
+}
+
 // ---------------------------------------------------------------- webhooks
 
 interface Webhook {
@@ -113,6 +179,8 @@ interface Webhook {
   match: unknown;
   created_at?: string;
   updated_at?: string;
+  previous_secret_expires_at?: string | null;
+  delivery_status?: Partial<DeliveryStatus> | null;
 }
 
 const WEBHOOKS = '/v1/orgs/current/webhooks';
@@ -151,15 +219,24 @@ export function summarizeMatch(m: unknown): string {
   return parts.join(' ');
 }
 
+/** The SECRET cell: yes, no, or rotating (a rotated-out secret still signs beside the new one). */
+const secretCell = (w: Webhook) => (!w.has_secret ? 'no' : w.previous_secret_expires_at ? 'rotating' : 'yes');
+
 function printWebhook(w: Webhook): void {
+  const d = w.delivery_status ?? {};
   printFields([
     ['webhook_id', w.webhook_id],
     ['webhook_url', w.webhook_url],
     ['has_secret', w.has_secret],
+    ...(w.previous_secret_expires_at ? [['previous_secret_expires_at', w.previous_secret_expires_at] as [string, unknown]] : []),
     ['interests', w.interests],
     ['match', w.match === null ? 'null (org-wide)' : w.match],
     ['created_at', w.created_at],
     ['updated_at', w.updated_at],
+    ['last_delivery', formatLastDelivery(d)],
+    ['consecutive_failures', d.consecutive_failures ?? 0],
+    ['attempts_total', d.attempts_total ?? 0],
+    ['failures_total', d.failures_total ?? 0],
   ]);
 }
 
@@ -169,9 +246,24 @@ function registerWebhooks(program: Command): void {
   handle(leaf(webhooks, 'list', 'list the org\'s webhooks'), async (run) => {
     const list = await run.api().get<Webhook[]>(WEBHOOKS);
     if (run.json) return printJson(list);
+    // FAILS: consecutive failures now; ATTEMPTS and FAILURES: totals (CONTRACT 4.1 delivery_status)
     printTable(
-      ['webhook_id', 'webhook_url', 'secret', 'interests', 'match', 'created_at'],
-      (list ?? []).map((w) => [w.webhook_id, w.webhook_url, w.has_secret ? 'yes' : 'no', summarizeInterests(w.interests), summarizeMatch(w.match), w.created_at]),
+      ['webhook_id', 'webhook_url', 'secret', 'interests', 'match', 'last', 'fails', 'attempts', 'failures', 'created_at'],
+      (list ?? []).map((w) => {
+        const d = w.delivery_status ?? {};
+        return [
+          w.webhook_id,
+          w.webhook_url,
+          secretCell(w),
+          summarizeInterests(w.interests),
+          summarizeMatch(w.match),
+          formatLastDelivery(d),
+          d.consecutive_failures ?? 0,
+          d.attempts_total ?? 0,
+          d.failures_total ?? 0,
+          w.created_at,
+        ];
+      }),
       'no webhooks',
     );
   });
@@ -179,13 +271,15 @@ function registerWebhooks(program: Command): void {
   handle(
     leaf(webhooks, 'create', 'register a webhook (default subscription: every event, org-wide)')
       .requiredOption('--url <url>', 'the receiver URL (absolute http or https)')
-      .option('--secret <secret>', 'signing secret (HMAC-SHA256 in X-Svc-Signature); never printed')
+      .option('--secret <secret>', 'signing secret (X-Svc-Signature and webhook-signature; whsec_<base64> or any string); never printed')
+      .option('--secret-file <path>', 'read the signing secret from a file (- = stdin; one trailing newline dropped), so it stays out of the process list')
       .option('--subscription <json>', 'subscription document {"interests"?, "match"?} as inline JSON')
       .option('--subscription-file <path>', 'subscription document {"interests"?, "match"?} from a JSON file'),
     async (run) => {
+      checkSecretOptions(run.opts);
       const sub = readSubscriptionDocument(run.opts);
       const body: Record<string, unknown> = { webhook_url: str(run.opts.url) };
-      const secret = str(run.opts.secret);
+      const secret = await readSecret(run.opts);
       if (secret !== undefined) body.secret = secret;
       if (sub) Object.assign(body, sub);
       const w = await run.api().post<Webhook>(WEBHOOKS, body);
@@ -198,27 +292,30 @@ function registerWebhooks(program: Command): void {
   handle(
     leaf(webhooks, 'update <webhook_id>', 'rotate or remove the secret, or replace the subscription wholesale')
       .option('--secret <secret>', 'a new signing secret (rotation); never printed')
+      .option('--secret-file <path>', 'read the new signing secret from a file (- = stdin; one trailing newline dropped)')
+      .option('--previous-secret-ttl <duration>', 'with a new secret: keep the old one signing beside it this long (e.g. 30m, 1h, 7d; at most 7d; default a hard cut)')
       .option('--remove-secret', 'remove the signing secret (deliveries are no longer signed)')
       .option('--subscription <json>', 'new subscription document {"interests"?, "match"?} (replaces both)')
       .option('--subscription-file <path>', 'new subscription document from a JSON file (replaces both)'),
     async (run) => {
       const [id] = run.args;
-      const secret = str(run.opts.secret);
-      if (secret !== undefined && run.opts.removeSecret === true) {
-        throw new UsageError('--secret and --remove-secret are mutually exclusive');
-      }
+      const newSecret = checkSecretOptions(run.opts);
+      const ttlText = str(run.opts.previousSecretTtl);
+      const ttl = ttlText === undefined ? undefined : await parseSecretTtl(ttlText);
       const sub = readSubscriptionDocument(run.opts);
+      if (!newSecret && run.opts.removeSecret !== true && !sub) {
+        throw new UsageError('nothing to update: pass --secret, --secret-file, --remove-secret, --subscription or --subscription-file');
+      }
       const body: Record<string, unknown> = {};
+      const secret = await readSecret(run.opts);
       if (secret !== undefined) body.secret = secret;
+      if (ttl !== undefined) body.previous_secret_ttl_s = ttl;
       if (run.opts.removeSecret === true) body.secret = null;
       if (sub) {
         Object.assign(body, sub);
         // An empty document still means "replace the subscription" (with the defaults: every event,
         // org-wide); naming match makes the body a subscription replacement (CONTRACT 4.1).
         if (!('interests' in sub) && !('match' in sub)) body.match = null;
-      }
-      if (!Object.keys(body).length) {
-        throw new UsageError('nothing to update: pass --secret, --remove-secret, --subscription or --subscription-file');
       }
       const w = await run.api().patch<Webhook>(`${WEBHOOKS}/${seg(id)}`, body);
       if (run.json) return printJson(w);
@@ -234,18 +331,22 @@ function registerWebhooks(program: Command): void {
     println(`deleted webhook ${id}`);
   });
 
-  handle(leaf(webhooks, 'ping <webhook_id>', 'send one signed com.svc.webhook.ping.v1 event to a webhook'), async (run) => {
+  handle(leaf(webhooks, 'ping <webhook_id>', 'send one signed com.svc.webhook.ping.v1 event to a webhook (exit 1 when it is not delivered)'), async (run) => {
     const [id] = run.args;
     const r = await run.api().post<{ delivered: boolean; status?: number | null; error?: string | null; duration_ms?: number }>(
       `${WEBHOOKS}/${seg(id)}/ping`,
     );
-    if (run.json) return printJson(r);
-    printFields([
-      ['delivered', r.delivered ? 'yes' : 'no'],
-      ['status', r.status],
-      ['error', r.error],
-      ['duration_ms', r.duration_ms],
-    ]);
+    if (run.json) printJson(r);
+    else {
+      printFields([
+        ['delivered', r.delivered ? 'yes' : 'no'],
+        ['status', r.status],
+        ['error', r.error],
+        ['duration_ms', r.duration_ms],
+      ]);
+    }
+    // the result is printed either way; an undelivered ping is a failure of the command (exit 1)
+    if (!r.delivered) throw new Error(`the ping was not delivered${r.error ? ` (${r.error})` : r.status ? ` (HTTP ${r.status})` : ''}`);
   });
 }
 

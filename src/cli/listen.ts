@@ -1,9 +1,16 @@
 // `svc listen`: a local webhook receiver for development (like `stripe listen`). Prints one line
-// per delivered event; with --secret it checks X-Svc-Signature and answers 401 on a mismatch.
+// per delivered event. With --secret it checks X-Svc-Signature and the Standard Webhooks
+// webhook-signature (either secret form; any listed v1 signature may verify), refuses a
+// webhook-timestamp more than 5 minutes from now (a replay), answers 401 when nothing verifies,
+// and says which signature(s) verified. With --forward-to, every accepted delivery is POSTed on
+// to that URL with its body and headers unchanged, and the answer's status is printed and
+// returned to the sender.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { InvalidArgumentError, type Command } from 'commander';
-import { verify } from '../delivery/sign.ts';
+import { SIGNATURE_HEADER } from '../delivery/sign.ts';
+import { checkDelivery, signingKeys, TIMESTAMP_TOLERANCE_S, WEBHOOK_SIGNATURE_HEADER, type DeliveryCheck } from '../delivery/signatures.ts';
+import { systemClock, type Clock } from '../domain/clock.ts';
 
 export interface LineSink {
   write(chunk: string): unknown;
@@ -13,8 +20,12 @@ export interface ListenerOptions {
   port: number;
   /** Default 127.0.0.1. */
   host?: string;
-  /** When set, deliveries must carry a valid X-Svc-Signature (else 401). */
+  /** When set, deliveries must carry a valid X-Svc-Signature or webhook-signature (else 401). */
   secret?: string | null;
+  /** POST every accepted delivery on to this URL (body and headers unchanged). */
+  forwardTo?: string | null;
+  /** How long a forward may take (default 30 s); then the sender gets 504. */
+  forwardTimeoutMs?: number;
   /** Print each event as one JSON line instead of a summary line. */
   json?: boolean;
   /** Where event lines go (default process.stdout). */
@@ -23,14 +34,28 @@ export interface ListenerOptions {
   err?: LineSink;
   /** Largest request body accepted (default 1 MiB). */
   maxBodyBytes?: number;
+  /** "Now" of the replay window (default the system clock). */
+  clock?: Clock;
 }
 
 export interface ReceivedEvent {
   /** The parsed body, or undefined when it is not JSON. */
   event: Record<string, unknown> | undefined;
   raw: Buffer;
-  signature: 'valid' | 'invalid' | 'missing' | 'unchecked';
+  /** The request's headers as received. */
+  headers: http.IncomingHttpHeaders;
+  /**
+   * valid: a signature verified (and the timestamp, if any, is fresh); invalid: signatures were
+   * given and none verified; missing: none was given; stale: a signature verified but
+   * webhook-timestamp is not within 5 minutes of now; unchecked: no --secret.
+   */
+  signature: 'valid' | 'invalid' | 'missing' | 'stale' | 'unchecked';
+  /** The headers that verified, e.g. ['X-Svc-Signature', 'webhook-signature'] (empty when unchecked). */
+  verified: string[];
+  /** The status answered to the sender. */
   status: number;
+  /** With --forward-to: the forward's answer (status) or why it failed (error). */
+  forwarded?: { status?: number; error?: string; duration_ms: number };
 }
 
 export interface Listener {
@@ -52,6 +77,109 @@ export function formatEventLine(ev: Record<string, unknown> | undefined, mark?: 
   return parts.join('  ');
 }
 
+const ORDINALS = ['1st', '2nd', '3rd'];
+const ordinal = (i: number) => ORDINALS[i] ?? `${i + 1}th`;
+
+/** The headers that verified, e.g. ['X-Svc-Signature', 'webhook-signature (2nd of 2)']. */
+export function verifiedHeaders(c: DeliveryCheck): string[] {
+  const out: string[] = [];
+  if (c.svc === 'valid') out.push(SIGNATURE_HEADER);
+  if (c.standard === 'valid') out.push(c.standardCount > 1 ? `${WEBHOOK_SIGNATURE_HEADER} (${ordinal(c.standardIndex)} of ${c.standardCount})` : WEBHOOK_SIGNATURE_HEADER);
+  return out;
+}
+
+/** Why a delivery was refused, for its line: each signature header's state, or the timestamp's age. */
+function refusal(c: DeliveryCheck, signature: ReceivedEvent['signature']): { mark: string; message: string } {
+  if (signature === 'stale') {
+    const age = c.ageS === null ? 'not a unix time' : c.ageS >= 0 ? `${c.ageS} s old` : `${-c.ageS} s in the future`;
+    return {
+      mark: `BAD TIMESTAMP (${age})`,
+      message: `webhook-timestamp is more than ${TIMESTAMP_TOLERANCE_S / 60} minutes from now (a replay?)`,
+    };
+  }
+  if (signature === 'missing') return { mark: 'BAD SIGNATURE (missing)', message: `no ${SIGNATURE_HEADER} or ${WEBHOOK_SIGNATURE_HEADER}` };
+  const state = `${SIGNATURE_HEADER}: ${c.svc}, ${WEBHOOK_SIGNATURE_HEADER}: ${c.standard}`;
+  return { mark: `BAD SIGNATURE (${state})`, message: `no signature matches (${state})` };
+}
+
+/**
+ * Hop-by-hop headers (RFC 9110 7.6.1) and those the forward sets itself: not copied. Everything
+ * else goes on unchanged, in order, names as the sender spelled them.
+ */
+const NOT_FORWARDED = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'host',
+  'content-length',
+]);
+
+/** The request's raw headers to forward, as a flat [name, value, …] list. */
+export function forwardableHeaders(rawHeaders: string[]): string[] {
+  const named = new Set<string>();
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i].toLowerCase() === 'connection') {
+      for (const t of rawHeaders[i + 1].split(',')) if (t.trim()) named.add(t.trim().toLowerCase());
+    }
+  }
+  const out: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i].toLowerCase();
+    if (NOT_FORWARDED.has(name) || named.has(name)) continue;
+    out.push(rawHeaders[i], rawHeaders[i + 1]);
+  }
+  return out;
+}
+
+interface ForwardResult {
+  status?: number;
+  contentType?: string;
+  body?: Buffer;
+  error?: string;
+  timedOut?: boolean;
+  duration_ms: number;
+}
+
+/**
+ * POST raw on to url with these headers; never throws. At most MAX_RESPONSE_BYTES of the answer
+ * is kept. (undici and the delivery client load only when forwarding: every `svc` command loads
+ * this file.)
+ */
+async function forward(url: string, headers: string[], raw: Buffer, timeoutMs: number): Promise<ForwardResult> {
+  const [{ request }, { describeError, MAX_RESPONSE_BYTES }] = await Promise.all([import('undici'), import('../delivery/client.ts')]);
+  const started = performance.now();
+  const ms = () => Math.round(performance.now() - started);
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(new Error('timeout')), timeoutMs);
+  try {
+    const res = await request(url, { method: 'POST', headers, body: raw, signal: ac.signal, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const c of res.body as AsyncIterable<Buffer>) {
+      if (size < MAX_RESPONSE_BYTES) chunks.push(c.subarray(0, MAX_RESPONSE_BYTES - size));
+      size += c.length;
+      if (size >= MAX_RESPONSE_BYTES) {
+        res.body.destroy();
+        break;
+      }
+    }
+    const ct = res.headers['content-type'];
+    return { status: res.statusCode, contentType: Array.isArray(ct) ? ct[0] : ct, body: Buffer.concat(chunks), duration_ms: ms() };
+  } catch (err) {
+    const timedOut = ac.signal.aborted;
+    return { error: timedOut ? `timeout after ${timeoutMs} ms` : describeError(err, timeoutMs), timedOut, duration_ms: ms() };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 function hostForUrl(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
@@ -61,9 +189,14 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
   const host = opts.host ?? '127.0.0.1';
   const out = opts.out ?? process.stdout;
   const errOut = opts.err ?? process.stderr;
-  const secret = opts.secret ? opts.secret : null;
+  const keys = opts.secret ? signingKeys({ secret: opts.secret }) : null;
+  const forwardTo = opts.forwardTo ? opts.forwardTo : null;
+  const forwardTimeoutMs = opts.forwardTimeoutMs ?? 30_000;
+  const clock = opts.clock ?? systemClock;
   const maxBody = opts.maxBodyBytes ?? 1024 * 1024;
   const received: ReceivedEvent[] = [];
+  /** Event lines: stdout, or stderr when stdout carries the JSON lines. */
+  const note = (line: string) => (opts.json ? errOut : out).write(`${line}\n`);
 
   const answer = (res: http.ServerResponse, status: number, body?: Record<string, unknown>) => {
     if (body) {
@@ -73,6 +206,30 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
       res.writeHead(status);
       res.end();
     }
+  };
+
+  const accept = async (req: http.IncomingMessage, res: http.ServerResponse, rec: ReceivedEvent, verified: string) => {
+    received.push(rec);
+    if (opts.json) {
+      out.write(`${JSON.stringify(rec.event)}\n`);
+      if (verified) errOut.write(`${String(rec.event?.id ?? '-')}  ${verified}\n`);
+    } else {
+      out.write(`${formatEventLine(rec.event)}${verified ? `  ${verified}` : ''}\n`);
+    }
+    if (!forwardTo) return answer(res, 204);
+    const f = await forward(forwardTo, forwardableHeaders(req.rawHeaders), rec.raw, forwardTimeoutMs);
+    if (f.status !== undefined) {
+      rec.status = f.status;
+      rec.forwarded = { status: f.status, duration_ms: f.duration_ms };
+      note(`  -> ${forwardTo}: ${f.status} (${f.duration_ms} ms)`);
+      res.writeHead(f.status, f.contentType && f.body?.length ? { 'content-type': f.contentType } : {});
+      res.end(f.body);
+      return;
+    }
+    rec.status = f.timedOut ? 504 : 502;
+    rec.forwarded = { error: f.error, duration_ms: f.duration_ms };
+    note(`  -> ${forwardTo}: failed, ${f.error} (answered ${rec.status})`);
+    answer(res, rec.status, { error: f.timedOut ? 'gateway_timeout' : 'bad_gateway', message: `forwarding failed: ${f.error}` });
   };
 
   const server = http.createServer((req, res) => {
@@ -103,25 +260,31 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
         event = undefined;
       }
       let signature: ReceivedEvent['signature'] = 'unchecked';
-      if (secret) {
-        const header = req.headers['x-svc-signature'];
-        signature = header === undefined ? 'missing' : verify(secret, raw, header) ? 'valid' : 'invalid';
-      }
-      if (signature === 'missing' || signature === 'invalid') {
-        const mark = signature === 'missing' ? 'BAD SIGNATURE (missing)' : 'BAD SIGNATURE';
-        received.push({ event, raw, signature, status: 401 });
-        if (opts.json) errOut.write(`${formatEventLine(event, mark)}\n`);
-        else out.write(`${formatEventLine(event, mark)}\n`);
-        return answer(res, 401, { error: 'unauthorized', message: 'X-Svc-Signature does not match' });
+      let verified: string[] = [];
+      if (keys) {
+        const c = checkDelivery(keys, req.headers, raw, clock.now());
+        verified = verifiedHeaders(c);
+        if (c.ok) signature = 'valid';
+        else if (verified.length) signature = 'stale';
+        else signature = c.svc === 'missing' && c.standard === 'missing' ? 'missing' : 'invalid';
+        if (!c.ok) {
+          const why = refusal(c, signature);
+          received.push({ event, raw, headers: req.headers, signature, verified, status: 401 });
+          note(formatEventLine(event, why.mark));
+          return answer(res, 401, { error: 'unauthorized', message: why.message });
+        }
       }
       if (!event) {
-        received.push({ event, raw, signature, status: 400 });
+        received.push({ event, raw, headers: req.headers, signature, verified, status: 400 });
         errOut.write(`rejected a body that is not a JSON object (${raw.length} bytes)\n`);
         return answer(res, 400, { error: 'invalid_request', message: 'body is not a JSON object' });
       }
-      received.push({ event, raw, signature, status: 204 });
-      out.write(opts.json ? `${JSON.stringify(event)}\n` : `${formatEventLine(event)}\n`);
-      answer(res, 204);
+      const rec: ReceivedEvent = { event, raw, headers: req.headers, signature, verified, status: 204 };
+      accept(req, res, rec, verified.length ? `verified: ${verified.join(', ')}` : '').catch((err: unknown) => {
+        // accept() and forward() handle their own errors; this is a last line of defence
+        errOut.write(`internal error: ${err instanceof Error ? err.message : String(err)}\n`);
+        if (!res.headersSent) answer(res, 500, { error: 'internal', message: 'listener error' });
+      });
     });
   });
   server.keepAliveTimeout = 65_000;
@@ -136,7 +299,8 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
   });
   const addr = server.address() as AddressInfo;
   const url = `http://${hostForUrl(addr.address)}:${addr.port}`;
-  (opts.json ? errOut : out).write(`listening on ${url}${secret ? ' (verifying X-Svc-Signature)' : ''}\n`);
+  const what = [keys ? `verifying ${SIGNATURE_HEADER} and ${WEBHOOK_SIGNATURE_HEADER}` : '', forwardTo ? `forwarding to ${forwardTo}` : ''].filter(Boolean);
+  (opts.json ? errOut : out).write(`listening on ${url}${what.length ? ` (${what.join('; ')})` : ''}\n`);
 
   let closing: Promise<void> | null = null;
   return {
@@ -160,16 +324,31 @@ function parsePort(v: string): number {
   return Number(v);
 }
 
+function parseForwardUrl(v: string): string {
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new InvalidArgumentError('an absolute http or https URL');
+  }
+  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || !u.host) throw new InvalidArgumentError('an absolute http or https URL');
+  return v;
+}
+
 export function registerListenCommand(program: Command): void {
   program
     .command('listen')
-    .description('run a local webhook receiver that prints every delivered event (verifies X-Svc-Signature with --secret)')
+    .description('run a local webhook receiver that prints every delivered event (verifies signatures with --secret; forwards with --forward-to)')
     .requiredOption('--port <port>', 'port to listen on (0 picks a free one)', parsePort)
     .option('--host <host>', 'address to bind', '127.0.0.1')
-    .option('--secret <secret>', 'the webhook secret: reject (401) deliveries whose X-Svc-Signature does not match')
+    .option(
+      '--secret <secret>',
+      'the webhook secret (plain or whsec_…): reject (401) deliveries whose X-Svc-Signature and webhook-signature both fail, or whose webhook-timestamp is over 5 minutes from now',
+    )
+    .option('--forward-to <url>', 'POST every accepted delivery on to this URL (body and headers unchanged) and answer with its status', parseForwardUrl)
     .option('--json', 'print each event as one JSON line')
     .action(async (_opts: unknown, cmd: Command) => {
-      const local = cmd.opts<{ port: number; host: string; secret?: string; json?: boolean }>();
+      const local = cmd.opts<{ port: number; host: string; secret?: string; forwardTo?: string; json?: boolean }>();
       const globals = cmd.optsWithGlobals<{ json?: boolean }>();
       const secret = local.secret ?? process.env.SVC_LISTEN_SECRET ?? null;
       // handlers first, so that a signal arriving while the server starts still ends it cleanly
@@ -185,7 +364,13 @@ export function registerListenCommand(program: Command): void {
       process.on('SIGTERM', stop);
       let listener: Listener;
       try {
-        listener = await startListener({ port: local.port, host: local.host, secret, json: Boolean(local.json || globals.json) });
+        listener = await startListener({
+          port: local.port,
+          host: local.host,
+          secret,
+          forwardTo: local.forwardTo ?? null,
+          json: Boolean(local.json || globals.json),
+        });
       } catch (err) {
         stop();
         throw err;

@@ -1,4 +1,5 @@
 // Output of the API commands: plain aligned tables for people, pretty JSON with --json.
+import type { DeliveryStatus } from '../../store/delivery-status.ts';
 
 /** Write a line (or lines) to stdout. */
 export function println(text = ''): void {
@@ -16,6 +17,18 @@ export function cell(v: unknown): string {
   if (typeof v === 'string') return v;
   if (typeof v === 'number' || typeof v === 'boolean') return String(v);
   return JSON.stringify(v);
+}
+
+/**
+ * A webhook's last delivery attempt (CONTRACT 4.1 delivery_status) in one cell: outcome, then the
+ * receiver's status code or the error, then when; `-` when it was never attempted.
+ */
+export function formatLastDelivery(d: Partial<DeliveryStatus> | null | undefined): string {
+  if (!d || (!d.last_outcome && !d.last_attempt_at)) return '-';
+  const detail = d.last_status_code ?? d.last_error;
+  return [d.last_outcome ?? '?', detail === null || detail === undefined || detail === '' ? undefined : String(detail), d.last_attempt_at ?? undefined]
+    .filter((x) => x !== undefined)
+    .join(' ');
 }
 
 /** `k=v,k=v` for a label map (sorted), `-` when empty. */
