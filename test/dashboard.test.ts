@@ -286,7 +286,7 @@ describe('dashboard in a browser', () => {
     await expect(cell('Consecutive failures')).resolves.toBe('3');
     await expect(cell('Attempts / failures')).resolves.toBe('10 / 4');
     const freshRow = page.locator(`#webhook-${fresh.webhook_id}`);
-    await expect(freshRow.locator('td[data-label="Last outcome"]').textContent()).resolves.toBe('no deliveries yet');
+    await expect(freshRow.locator('td[data-label="Last outcome"]').textContent()).resolves.toBe('none yet');
     await expect(freshRow.locator('td[data-label="Attempts / failures"]').textContent()).resolves.toBe('0 / 0');
     await screenshot(page, 'webhooks-status');
     await expectAccessible(page, 'webhooks list with delivery status');

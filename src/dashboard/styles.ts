@@ -50,12 +50,13 @@ label { font-weight:600; display:block; margin-bottom:.2rem; }
 input[type=text], input[type=password], input[type=url], select, textarea { width:100%; padding:.5rem; border:1px solid #aab2bf; border-radius:6px; font:inherit; background:#fff; }
 textarea { min-height:7rem; font-family: ui-monospace, monospace; font-size:.88rem; }
 .hint { color:var(--muted); font-size:.85rem; margin:.2rem 0 0; }
-button, .button { display:inline-block; font:inherit; padding:.45rem .9rem; border-radius:6px; border:1px solid var(--accent); background:var(--accent); color:#fff; cursor:pointer; text-decoration:none; min-height:2.4rem; }
+button, .button { white-space:nowrap; display:inline-block; font:inherit; padding:.45rem .9rem; border-radius:6px; border:1px solid var(--accent); background:var(--accent); color:#fff; cursor:pointer; text-decoration:none; min-height:2.4rem; }
 button.secondary, .button.secondary { background:#fff; color:var(--accent); }
 button.danger { background:var(--bad); border-color:var(--bad); }
 button.link { background:none; border:none; color:inherit; text-decoration:underline; padding:0; min-height:0; }
 form.inline { display:inline; margin:0; }
 .actions { display:flex; flex-wrap:wrap; gap:.5rem; align-items:center; }
+td .actions { gap:.3rem .5rem; }
 fieldset { border:1px solid var(--line); border-radius:6px; padding:.6rem .8rem; margin:0; min-width:0; }
 legend { font-weight:600; padding:0 .3rem; }
 fieldset.resource { margin-bottom:.6rem; }
@@ -75,7 +76,6 @@ dl.facts + form, dl.facts + .actions { margin-top:.8rem; }
   table.stack-sm thead { display:none; }
   table.stack-sm tr { display:block; border-bottom:1px solid var(--line); padding:.3rem 0; }
   table.stack-sm td { display:block; border:none; padding:.15rem .2rem; }
-  table.stack-sm td.actions { display:flex; }
   table.stack-sm td[data-label]::before { content: attr(data-label) ": "; color:var(--muted); font-size:.85rem; }
 }
 `;

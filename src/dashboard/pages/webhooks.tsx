@@ -186,7 +186,8 @@ const PingButton = ({ c, w, from }: { c: DashContext; w: WebhookView; from: 'lis
 
 type DeliveryStatus = WebhookView['delivery_status'];
 
-const Outcome = ({ s }: { s: DeliveryStatus }) => (s.last_outcome ? <Status status={s.last_outcome} /> : <span class="muted">no deliveries yet</span>);
+const Outcome = ({ s, short }: { s: DeliveryStatus; short?: boolean }) =>
+  s.last_outcome ? <Status status={s.last_outcome} /> : <span class="muted">{short ? 'none yet' : 'no deliveries yet'}</span>;
 
 /** Every field of a webhook's delivery status (CONTRACT 4.1). */
 const DeliveryFacts = ({ s }: { s: DeliveryStatus }) => (
@@ -241,7 +242,7 @@ const WebhookList = ({ c, webhooks }: { c: DashContext; webhooks: WebhookView[] 
               <td data-label="Scope">{describeMatch(w.match)}</td>
               <td data-label="Secret">{w.has_secret ? (w.previous_secret_expires_at ? 'yes (rotating)' : 'yes') : 'no'}</td>
               <td data-label="Last outcome">
-                <Outcome s={w.delivery_status} />
+                <Outcome s={w.delivery_status} short />
                 {w.delivery_status.last_status_code !== null ? <span class="muted"> HTTP {w.delivery_status.last_status_code}</span> : null}
               </td>
               <td data-label="Last attempt">
@@ -251,11 +252,13 @@ const WebhookList = ({ c, webhooks }: { c: DashContext; webhooks: WebhookView[] 
               <td data-label="Attempts / failures">
                 {w.delivery_status.attempts_total} / {w.delivery_status.failures_total}
               </td>
-              <td class="actions">
-                <a href={c.get('paths').webhook(w.webhook_id)} aria-label={`Edit ${w.webhook_url}`}>
-                  Edit
-                </a>
-                <PingButton c={c} w={w} from="list" />
+              <td>
+                <div class="actions">
+                  <a href={c.get('paths').webhook(w.webhook_id)} aria-label={`Edit ${w.webhook_url}`}>
+                    Edit
+                  </a>
+                  <PingButton c={c} w={w} from="list" />
+                </div>
               </td>
             </tr>
           ))}
