@@ -103,3 +103,9 @@ export function getBranch(db: Db, orgId: string, appId: string, id: string): App
 export function listBranches(db: Db, appId: string): AppBranch[] {
   return (db.prepare('SELECT * FROM app_branches WHERE app_id = ? ORDER BY rowid DESC').all(appId) as RawBranch[]).map(decodeBranch);
 }
+
+/** A branch of any app of the org, by its id alone (names for workflows owned by a branch). */
+export function findBranch(db: Db, orgId: string, id: string): AppBranch | undefined {
+  const r = db.prepare('SELECT * FROM app_branches WHERE org_id = ? AND app_branch_id = ?').get(orgId, id) as RawBranch | undefined;
+  return r && decodeBranch(r);
+}

@@ -229,4 +229,8 @@ export const MIGRATIONS: string[] = [
     value TEXT NOT NULL
   );
   `,
+  /* 4: steps awaiting approval per org (the dashboard's approvals page and navigation count on
+        every page): a partial index, as small as the number of waiting steps */ `
+  CREATE INDEX steps_awaiting_approval ON steps(org_id) WHERE status = 'awaiting_approval';
+  `,
 ];

@@ -193,3 +193,18 @@ export function previousVersion(db: Db, installId: string, version: number): Ver
 export function setVersionStatusForWorkflow(db: Db, workflowId: string, status: Status): void {
   db.prepare('UPDATE app_config_versions SET status = ? WHERE workflow_id = ?').run(status, workflowId);
 }
+
+// Steps waiting for an approval response, across an org (the dashboard's approvals page and its
+// navigation count, on every page): found through the partial index steps_awaiting_approval
+// (migration 4), so the cost follows the number of waiting steps, not the org's history.
+const AWAITING_FROM = `FROM steps s JOIN workflows w ON w.workflow_id = s.workflow_id
+  WHERE s.org_id = ? AND s.status = 'awaiting_approval' AND w.status IN ('pending', 'started')`;
+
+/** An org's steps awaiting approval, oldest workflow first, in step order. */
+export function listAwaitingApprovalSteps(db: Db, orgId: string): StepRow[] {
+  return db.prepare(`SELECT s.* ${AWAITING_FROM} ORDER BY w.rowid, s.idx`).all(orgId).map(decodeStep);
+}
+
+export function countAwaitingApprovalSteps(db: Db, orgId: string): number {
+  return (db.prepare(`SELECT COUNT(*) AS n ${AWAITING_FROM}`).get(orgId) as { n: number }).n;
+}

@@ -6,6 +6,7 @@ export interface Paths {
   login(next?: string): string;
   logout: string;
   style: string;
+  script: string;
   org: string;
   installs: string;
   install(id: string): string;
@@ -14,6 +15,7 @@ export interface Paths {
   rollbackPlan(installId: string): string;
   rollbackApply(installId: string): string;
   workflow(id: string): string;
+  approvals: string;
   webhooks: string;
   newWebhook: string;
   webhook(id: string): string;
@@ -29,6 +31,7 @@ export function pathsFor(prefix: string, orgId: string): Paths {
     login: (next) => `${prefix}/login${next ? `?next=${seg(next)}` : ''}`,
     logout: `${prefix}/logout`,
     style: `${prefix}/style.css`,
+    script: `${prefix}/app.js`,
     org,
     installs: `${org}/installs`,
     install,
@@ -37,6 +40,7 @@ export function pathsFor(prefix: string, orgId: string): Paths {
     rollbackPlan: (id) => `${install(id)}/rollback/plan`,
     rollbackApply: (id) => `${install(id)}/rollback/apply`,
     workflow: (id) => `${org}/workflows/${seg(id)}`,
+    approvals: `${org}/approvals`,
     webhooks: `${org}/webhooks`,
     newWebhook: `${org}/webhooks/new`,
     webhook: (id) => `${org}/webhooks/${seg(id)}`,

@@ -3,12 +3,18 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { DashContext } from './session.ts';
 import { Layout, type PageProps } from './ui.tsx';
 
-export type PageOptions = Omit<PageProps, 'paths' | 'org' | 'flash'>;
+export type PageOptions = Omit<PageProps, 'paths' | 'org' | 'flash' | 'pendingApprovals'>;
 
 export function render(c: DashContext, opts: PageOptions, status: ContentfulStatusCode = 200) {
   const s = c.get('session');
   return c.html(
-    <Layout {...opts} paths={c.get('paths')} org={s ? { id: s.org_id, csrf: s.csrf } : undefined} flash={c.get('flash')} />,
+    <Layout
+      {...opts}
+      paths={c.get('paths')}
+      org={s ? { id: s.org_id, csrf: s.csrf } : undefined}
+      flash={c.get('flash')}
+      pendingApprovals={c.get('pendingApprovals')}
+    />,
     status,
   );
 }

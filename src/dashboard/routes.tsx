@@ -9,24 +9,30 @@ import { pathsFor, prefixOf } from './paths.ts';
 import { errorPage, notFoundPage } from './render.tsx';
 import { formCsrf, loadSession, sameToken, takeFlash, type DashEnv } from './session.ts';
 import { STYLESHEET } from './styles.ts';
+import { SCRIPT } from './script.ts';
 import { registerLogin } from './pages/login.tsx';
 import { registerOverview } from './pages/overview.tsx';
 import { registerInstalls } from './pages/installs.tsx';
 import { registerWorkflows } from './pages/workflow.tsx';
 import { registerWebhooks } from './pages/webhooks.tsx';
 import { registerSettings } from './pages/settings.tsx';
+import { registerApprovals } from './pages/approvals.tsx';
+import { countPendingApprovals } from '../services/approvals.ts';
 
 const MAX_FORM_BYTES = 1024 * 1024;
 
 const SECURITY_HEADERS: Record<string, string> = {
-  'content-security-policy': "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',
   'x-frame-options': 'DENY',
 };
 
-/** Every page but sign-in: signed in (else to sign-in, with `next`), as this org (else 404), CSRF on POST (else 403). */
-const requireOrgSession: MiddlewareHandler<DashEnv> = async (c, next) => {
+/**
+ * Every page but sign-in: signed in (else to sign-in, with `next`), as this org (else 404), CSRF on
+ * POST (else 403). Counts the org's steps awaiting approval for the navigation.
+ */
+const requireOrgSession = (ctx: AppContext): MiddlewareHandler<DashEnv> => async (c, next) => {
   const s = c.get('session');
   const org = c.req.param('org');
   if (!s) {
@@ -39,6 +45,7 @@ const requireOrgSession: MiddlewareHandler<DashEnv> = async (c, next) => {
   if (c.req.method !== 'GET' && c.req.method !== 'HEAD') {
     if (!sameToken(await formCsrf(c), s.csrf)) return errorPage(c, 403, 'Forbidden', 'Missing or invalid CSRF token. Reload the page and try again.');
   }
+  c.set('pendingApprovals', countPendingApprovals(ctx, s.org_id));
   await next();
 };
 
@@ -71,23 +78,30 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
   r.notFound((c) => notFoundPage(c));
 
   r.get('/style.css', (c) => c.body(STYLESHEET, 200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'public, max-age=3600' }));
+  r.get('/app.js', (c) => c.body(SCRIPT, 200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, max-age=3600' }));
   r.get('/', (c) => {
     const s = c.get('session');
     return c.redirect(s ? pathsFor(prefix, s.org_id).org : c.get('paths').login(), 302);
   });
   registerLogin(r, ctx);
 
-  r.use('/:org', requireOrgSession);
-  r.use('/:org/*', requireOrgSession);
+  const guard = requireOrgSession(ctx);
+  r.use('/:org', guard);
+  r.use('/:org/*', guard);
   registerOverview(r, ctx);
   registerInstalls(r, ctx);
   registerWorkflows(r, ctx);
+  registerApprovals(r, ctx);
   registerWebhooks(r, ctx);
   registerSettings(r, ctx);
   return r;
 }
 
-/** Serve the dashboard from `app` under the path of `ctx.urls.dashboard` (read at request time). */
+/**
+ * Serve the dashboard from `app` under the path of `ctx.urls.dashboard` (read at request time), and
+ * send `/` there: a 302 to the path the dashboard is served under on this server (even when the
+ * dashboard URL names another host, as behind a proxy). With the dashboard at the root, `/` is its own.
+ */
 export function mountDashboard(app: Hono, ctx: AppContext): void {
   let built: { prefix: string; app: Hono<DashEnv> } | undefined;
   app.use('*', async (c, next) => {
@@ -98,4 +112,5 @@ export function mountDashboard(app: Hono, ctx: AppContext): void {
     if (!built || built.prefix !== prefix) built = { prefix, app: createDashboardApp(ctx, prefix) };
     return built.app.fetch(c.req.raw, c.env);
   });
+  app.get('/', (c, next) => (ctx.urls.dashboard ? c.redirect(prefixOf(ctx.urls.dashboard) || '/', 302) : next()));
 }

@@ -15,6 +15,8 @@ export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 export interface Flash {
   kind: 'ok' | 'error';
   text: string;
+  /** label/value pairs shown under the text (a test event's result) */
+  details?: Array<[string, string]>;
 }
 
 export type DashEnv = {
@@ -24,6 +26,8 @@ export type DashEnv = {
     session: (Session & { token: string }) | undefined;
     paths: Paths;
     flash: Flash | undefined;
+    /** steps awaiting approval in the signed-in org (the navigation's count); set on org pages */
+    pendingApprovals: number | undefined;
   };
 };
 export type DashContext = Context<DashEnv>;
@@ -77,7 +81,8 @@ export async function formCsrf(c: DashContext): Promise<string | undefined> {
 
 /** Sets a message shown once, by the next page rendered. */
 export function flash(c: DashContext, f: Flash): void {
-  const value = Buffer.from(JSON.stringify({ kind: f.kind, text: f.text.slice(0, 500) })).toString('base64url');
+  const details = f.details?.slice(0, 10).map(([k, v]) => [k.slice(0, 100), v.slice(0, 500)]);
+  const value = Buffer.from(JSON.stringify({ kind: f.kind, text: f.text.slice(0, 500), ...(details ? { details } : {}) })).toString('base64url');
   setCookie(c, FLASH_COOKIE, value, cookieOpts(c, 60));
 }
 
@@ -88,7 +93,10 @@ export const takeFlash: MiddlewareHandler<DashEnv> = async (c, next) => {
   if (raw) {
     try {
       const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Flash;
-      if ((v.kind === 'ok' || v.kind === 'error') && typeof v.text === 'string') f = v;
+      if ((v.kind === 'ok' || v.kind === 'error') && typeof v.text === 'string') {
+        const details = Array.isArray(v.details) && v.details.every((d) => Array.isArray(d) && d.length === 2 && d.every((x) => typeof x === 'string')) ? v.details : undefined;
+        f = { kind: v.kind, text: v.text, ...(details ? { details } : {}) };
+      }
     } catch {
       f = undefined;
     }

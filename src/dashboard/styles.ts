@@ -1,8 +1,9 @@
 // The dashboard's one stylesheet (served at <dashboard>/style.css). Phone width first.
 export const STYLESHEET = `
 :root { --fg:#1d2330; --muted:#5d6677; --bg:#f6f7f9; --card:#fff; --line:#d9dde4; --accent:#2f5bd3;
-  --ok:#1d7a46; --bad:#b42318; --warn:#9a6700; --run:#2f5bd3; font-family: system-ui, -apple-system, "Segoe UI", sans-serif; }
+  --ok:#1d7a46; --bad:#b42318; --warn:#805500; --run:#2f5bd3; font-family: system-ui, -apple-system, "Segoe UI", sans-serif; }
 * { box-sizing: border-box; }
+[hidden] { display:none !important; }
 body { margin:0; color:var(--fg); background:var(--bg); line-height:1.45; font-size:16px; }
 a { color:var(--accent); }
 a:focus-visible, button:focus-visible, input:focus-visible, select:focus-visible, textarea:focus-visible, summary:focus-visible
@@ -15,6 +16,11 @@ nav { display:flex; flex-wrap:wrap; gap:.5rem 1rem; align-items:center; flex:1; 
 nav ul { display:flex; flex-wrap:wrap; gap:.25rem .9rem; list-style:none; margin:0; padding:0; }
 nav a[aria-current=page] { text-decoration:underline; text-underline-offset:4px; font-weight:600; }
 nav .muted { color:#c3c9d4; }
+nav .count { display:inline-block; min-width:1.4rem; padding:0 .4rem; border-radius:999px; background:#ffd666; color:#1d2330; font-weight:700; font-size:.8rem; text-align:center; }
+.sr-only { position:absolute; width:1px; height:1px; padding:0; margin:-1px; overflow:hidden; clip:rect(0 0 0 0); white-space:nowrap; border:0; }
+.h-sub { font-weight:400; font-size:1rem; color:var(--muted); }
+.id { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size:.8rem; word-break:break-all; }
+.flash dl.facts { margin-top:.4rem; }
 main { max-width:72rem; margin:0 auto; padding:1rem; }
 h1 { font-size:1.45rem; margin:.4rem 0 1rem; word-break:break-word; }
 h2 { font-size:1.15rem; margin:1.6rem 0 .6rem; }
@@ -31,8 +37,8 @@ dl.facts dt { color:var(--muted); } dl.facts dd { margin:0; word-break:break-wor
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size:.88rem; }
 pre.json { background:#f0f2f5; padding:.6rem; border-radius:6px; overflow:auto; max-height:24rem; margin:.4rem 0; }
 .badge { display:inline-block; padding:.05rem .5rem; border-radius:999px; font-size:.8rem; font-weight:600; background:#e7e9ee; white-space:nowrap; }
-.s-succeeded, .s-healthy, .s-ok, .s-approved { background:#dcf3e5; color:var(--ok); }
-.s-failed, .s-unhealthy, .s-rejected { background:#fde4e1; color:var(--bad); }
+.s-succeeded, .s-healthy, .s-ok, .s-approved, .s-success { background:#dcf3e5; color:var(--ok); }
+.s-failed, .s-unhealthy, .s-rejected, .s-failure { background:#fde4e1; color:var(--bad); }
 .s-cancelled, .s-degraded, .s-awaiting_approval { background:#fff2cc; color:var(--warn); }
 .s-started, .s-pending, .s-requested { background:#e1e9fd; color:var(--run); }
 .flash { padding:.6rem .8rem; border-radius:6px; margin:0 0 1rem; border:1px solid; }
@@ -44,12 +50,13 @@ label { font-weight:600; display:block; margin-bottom:.2rem; }
 input[type=text], input[type=password], input[type=url], select, textarea { width:100%; padding:.5rem; border:1px solid #aab2bf; border-radius:6px; font:inherit; background:#fff; }
 textarea { min-height:7rem; font-family: ui-monospace, monospace; font-size:.88rem; }
 .hint { color:var(--muted); font-size:.85rem; margin:.2rem 0 0; }
-button, .button { display:inline-block; font:inherit; padding:.45rem .9rem; border-radius:6px; border:1px solid var(--accent); background:var(--accent); color:#fff; cursor:pointer; text-decoration:none; min-height:2.4rem; }
+button, .button { white-space:nowrap; display:inline-block; font:inherit; padding:.45rem .9rem; border-radius:6px; border:1px solid var(--accent); background:var(--accent); color:#fff; cursor:pointer; text-decoration:none; min-height:2.4rem; }
 button.secondary, .button.secondary { background:#fff; color:var(--accent); }
 button.danger { background:var(--bad); border-color:var(--bad); }
 button.link { background:none; border:none; color:inherit; text-decoration:underline; padding:0; min-height:0; }
 form.inline { display:inline; margin:0; }
 .actions { display:flex; flex-wrap:wrap; gap:.5rem; align-items:center; }
+td .actions { gap:.3rem .5rem; }
 fieldset { border:1px solid var(--line); border-radius:6px; padding:.6rem .8rem; margin:0; min-width:0; }
 legend { font-weight:600; padding:0 .3rem; }
 fieldset.resource { margin-bottom:.6rem; }
@@ -62,12 +69,13 @@ ul.diff { list-style:none; padding-left:0; margin:.3rem 0; } ul.diff ul { list-s
 ol.steps { list-style:none; padding:0; } ol.steps > li > p:first-child { margin-top:0; }
 details > summary { cursor:pointer; color:var(--accent); }
 .step-error { color:var(--bad); }
+.refresh { margin:0 0 .6rem; font-size:.9rem; }
+dl.facts + form, dl.facts + .actions { margin-top:.8rem; }
 @media (max-width: 40rem) {
   main { padding:.6rem; }
   table.stack-sm thead { display:none; }
   table.stack-sm tr { display:block; border-bottom:1px solid var(--line); padding:.3rem 0; }
   table.stack-sm td { display:block; border:none; padding:.15rem .2rem; }
-  table.stack-sm td.actions { display:flex; }
   table.stack-sm td[data-label]::before { content: attr(data-label) ": "; color:var(--muted); font-size:.85rem; }
 }
 `;

@@ -9,10 +9,12 @@ export interface PageProps {
   paths: Paths;
   /** signed-in org and the session's CSRF token; absent on the login page */
   org?: { id: string; csrf: string };
+  /** steps awaiting approval in the org (shown in the navigation) */
+  pendingApprovals?: number;
   flash?: Flash;
-  /** seconds; set while a workflow is running */
+  /** seconds; set while a workflow is running: the page reloads itself (app.js) unless the reader pauses it */
   refresh?: number;
-  current?: 'overview' | 'installs' | 'webhooks' | 'settings';
+  current?: 'overview' | 'installs' | 'approvals' | 'webhooks' | 'settings';
   children?: Child;
 }
 
@@ -23,9 +25,9 @@ export const Layout: FC<PageProps> = (p) => (
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
-        {p.refresh ? <meta http-equiv="refresh" content={String(p.refresh)} /> : null}
         <title>{p.title} · svc</title>
         <link rel="stylesheet" href={p.paths.style} />
+        {p.refresh ? <script src={p.paths.script} defer></script> : null}
       </head>
       <body>
         <a class="skip" href="#main">
@@ -35,14 +37,11 @@ export const Layout: FC<PageProps> = (p) => (
           <a class="brand" href={p.org ? p.paths.org : p.paths.login()}>
             svc
           </a>
-          {p.org ? <Nav paths={p.paths} org={p.org} current={p.current} /> : null}
+          {p.org ? <Nav paths={p.paths} org={p.org} current={p.current} pending={p.pendingApprovals} /> : null}
         </header>
         <main id="main">
-          {p.flash ? (
-            <p class={`flash ${p.flash.kind}`} role={p.flash.kind === 'error' ? 'alert' : 'status'}>
-              {p.flash.text}
-            </p>
-          ) : null}
+          {p.flash ? <FlashBox flash={p.flash} /> : null}
+          {p.refresh ? <RefreshControl seconds={p.refresh} /> : null}
           {p.children}
         </main>
       </body>
@@ -50,11 +49,38 @@ export const Layout: FC<PageProps> = (p) => (
   </>
 );
 
-const Nav: FC<{ paths: Paths; org: { id: string; csrf: string }; current?: PageProps['current'] }> = ({ paths, org, current }) => {
-  const item = (key: NonNullable<PageProps['current']>, href: string, label: string) => (
+/** The auto-refresh switch (shown by app.js, which does the refreshing) and a plain reload link. */
+const RefreshControl: FC<{ seconds: number }> = ({ seconds }) => (
+  <p class="refresh" data-refresh-seconds={String(seconds)}>
+    <label class="check" hidden>
+      <input type="checkbox" id="auto-refresh" checked /> Refresh this page every {seconds} s
+    </label>{' '}
+    <a href="">Reload</a>
+  </p>
+);
+
+const FlashBox: FC<{ flash: Flash }> = ({ flash }) => (
+  <div class={`flash ${flash.kind}`} role={flash.kind === 'error' ? 'alert' : 'status'}>
+    <p>{flash.text}</p>
+    {flash.details?.length ? (
+      <dl class="facts">
+        {flash.details.map(([k, v]) => (
+          <>
+            <dt>{k}</dt>
+            <dd>{v}</dd>
+          </>
+        ))}
+      </dl>
+    ) : null}
+  </div>
+);
+
+const Nav: FC<{ paths: Paths; org: { id: string; csrf: string }; current?: PageProps['current']; pending?: number }> = ({ paths, org, current, pending }) => {
+  const item = (key: NonNullable<PageProps['current']>, href: string, label: string, extra?: Child) => (
     <li>
       <a href={href} aria-current={current === key ? 'page' : undefined}>
         {label}
+        {extra}
       </a>
     </li>
   );
@@ -63,6 +89,20 @@ const Nav: FC<{ paths: Paths; org: { id: string; csrf: string }; current?: PageP
       <ul>
         {item('overview', paths.org, 'Overview')}
         {item('installs', paths.installs, 'Installs')}
+        {item(
+          'approvals',
+          paths.approvals,
+          'Approvals',
+          pending ? (
+            <>
+              {' '}
+              <span class="count">
+                {pending}
+                <span class="sr-only"> waiting</span>
+              </span>
+            </>
+          ) : null,
+        )}
         {item('webhooks', paths.webhooks, 'Webhooks')}
         {item('settings', paths.settings, 'Settings')}
       </ul>
@@ -176,3 +216,32 @@ export const Errors: FC<{ errors: Array<{ path: string; message: string }> | und
       </ul>
     </div>
   ) : null;
+
+/** Who a workflow belongs to, in words: "install rb-1", "branch main of app shop", "app shop". */
+export interface OwnerLike {
+  type: string;
+  id: string;
+  name: string | null;
+  app: { app_id: string; name: string } | null;
+}
+
+export function ownerText(o: OwnerLike): string {
+  if (o.type === 'installs') return o.name ? `install ${o.name}` : `install ${o.id}`;
+  if (o.type === 'app_branches') return o.name ? `branch ${o.name}${o.app ? ` of app ${o.app.name}` : ''}` : `branch ${o.id}`;
+  if (o.type === 'apps') return o.name ? `app ${o.name}` : `app ${o.id}`;
+  return `${o.type} ${o.id}`;
+}
+
+/** The owner in words, linked when it has a page (installs), with its id as secondary text. */
+export const Owner: FC<{ owner: OwnerLike; paths: Paths }> = ({ owner, paths }) => (
+  <>
+    {owner.type === 'installs' && owner.name ? (
+      <>
+        install <a href={paths.install(owner.id)}>{owner.name}</a>
+      </>
+    ) : (
+      ownerText(owner)
+    )}{' '}
+    <span class="muted id">{owner.id}</span>
+  </>
+);

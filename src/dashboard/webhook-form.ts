@@ -1,6 +1,7 @@
 // The webhook form of the dashboard: form fields <-> subscription documents (pure functions).
 // Field names: all_events, res_<resource>_enabled, res_<resource>_ops (repeated),
-// res_<resource>_outcome, res_<resource>_<flag>, match (JSON text), secret / secret_action / new_secret.
+// res_<resource>_outcome, res_<resource>_<flag>, match (JSON text), secret / secret_action / new_secret /
+// previous_secret_ttl (seconds the rotated-out secret keeps signing).
 import type { z } from 'zod';
 import { issuesToDetails } from '../http/validation.ts';
 import type { ErrorDetail } from '../errors.ts';
@@ -60,7 +61,17 @@ export interface WebhookFormState {
   resources: Record<ResourceName, ResourceState>;
   match_text: string;
   secret_action: 'keep' | 'rotate' | 'remove';
+  /** with a rotation: seconds the old secret keeps signing beside the new one, as a form value */
+  previous_secret_ttl: string;
 }
+
+/** How long a rotated-out secret may keep signing (CONTRACT 4.1 previous_secret_ttl_s): the form's choices. */
+export const OVERLAP_CHOICES: ReadonlyArray<{ seconds: number; label: string }> = [
+  { seconds: 0, label: 'No overlap (hard cut)' },
+  { seconds: 3600, label: '1 hour' },
+  { seconds: 86_400, label: '1 day' },
+  { seconds: 604_800, label: '7 days' },
+];
 
 function stateOf(cfg: ResourceConfig | undefined): ResourceState {
   const flags: Partial<Record<Flag, boolean>> = {};
@@ -80,6 +91,7 @@ export function formStateOf(sub: { webhook_url?: string; interests?: Interests; 
     resources,
     match_text: sub.match ? JSON.stringify(sub.match, null, 2) : '',
     secret_action: 'keep',
+    previous_secret_ttl: '0',
   };
 }
 
@@ -108,6 +120,7 @@ export function formStateFromForm(form: FormData): WebhookFormState {
     resources,
     match_text: one(form.match),
     secret_action: action === 'rotate' || action === 'remove' ? action : 'keep',
+    previous_secret_ttl: one(form.previous_secret_ttl) || '0',
   };
 }
 
@@ -175,6 +188,12 @@ export function patchBodyOf(form: FormData): Parsed<PatchWebhookBody> {
     const secret = one(form.new_secret);
     if (secret === '') return { ok: false, errors: [{ path: 'new_secret', message: 'enter the new secret to rotate to' }] };
     body.secret = secret;
+    // an overlap only with a rotation (the API refuses previous_secret_ttl_s without a new secret)
+    const ttl = state.previous_secret_ttl.trim();
+    if (ttl !== '0') {
+      if (!/^\d{1,7}$/.test(ttl)) return { ok: false, errors: [{ path: 'previous_secret_ttl_s', message: 'choose how long the old secret keeps signing' }] };
+      body.previous_secret_ttl_s = Number(ttl);
+    }
   }
   return validate(patchWebhookBodySchema, body);
 }

@@ -2,6 +2,9 @@
 import type { AppContext } from '../context.ts';
 import { NotFoundError } from '../errors.ts';
 import { getWorkflow, listSteps, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
+import { findBranch, getApp } from '../../store/apps.ts';
+import { getInstall } from '../../store/installs.ts';
+import type { OwnerType } from '../events/facts.ts';
 
 export function workflowSummary(w: WorkflowRow) {
   return {
@@ -62,4 +65,31 @@ export function respondToApproval(ctx: AppContext, orgId: string, workflowId: st
 export function cancelWorkflow(ctx: AppContext, orgId: string, workflowId: string) {
   ctx.orchestrator.cancelWorkflow(orgId, workflowId);
   return workflowView(ctx, workflowId);
+}
+
+/** Who a workflow belongs to, by name (for people: the dashboard's titles and headings). */
+export interface WorkflowOwner {
+  type: OwnerType;
+  id: string;
+  /** null when the engine does not know the owner (an external producer's workflow may name any id) */
+  name: string | null;
+  /** the app of an install or a branch (the app itself for an app) */
+  app: { app_id: string; name: string } | null;
+}
+
+export function workflowOwner(ctx: AppContext, orgId: string, type: OwnerType, id: string): WorkflowOwner {
+  const appOf = (appId: string) => {
+    const a = getApp(ctx.db, orgId, appId);
+    return a ? { app_id: a.app_id, name: a.name } : null;
+  };
+  if (type === 'installs') {
+    const i = getInstall(ctx.db, orgId, id);
+    return { type, id, name: i?.name ?? null, app: i ? appOf(i.app_id) : null };
+  }
+  if (type === 'app_branches') {
+    const b = findBranch(ctx.db, orgId, id);
+    return { type, id, name: b?.name ?? null, app: b ? appOf(b.app_id) : null };
+  }
+  const app = appOf(id);
+  return { type, id, name: app?.name ?? null, app };
 }

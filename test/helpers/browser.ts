@@ -1,5 +1,6 @@
 // Headless Chromium (the system's /usr/bin/chromium) through playwright-core, for dashboard tests.
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import type { OrgCreds } from './service.ts';
@@ -31,4 +32,38 @@ export async function signIn(page: Page, dashboardUrl: string, org: OrgCreds, ne
 export async function screenshot(page: Page, name: string): Promise<void> {
   fs.mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+}
+
+const AXE_SOURCE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+export interface AxeViolation {
+  id: string;
+  impact: string | null;
+  help: string;
+  nodes: Array<{ target: unknown; summary: string | undefined }>;
+}
+
+/**
+ * axe-core's violations on the page as it is now (every rule axe runs by default, WCAG 2 A/AA
+ * and best practices). The script goes in through the DevTools protocol, so the page's CSP stays on.
+ */
+export async function axeViolations(page: Page): Promise<AxeViolation[]> {
+  if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const result = await page.evaluate(() => (window as any).axe.run(document, { resultTypes: ['violations'] }));
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  return (result.violations as any[]).map((v) => ({
+    id: v.id,
+    impact: v.impact,
+    help: v.help,
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    nodes: v.nodes.map((n: any) => ({ target: n.target, summary: n.failureSummary })),
+  }));
+}
+
+/** A readable list of violations for a failing assertion's message. */
+export function describeViolations(where: string, vs: AxeViolation[]): string {
+  return vs
+    .map((v) => `${where}: [${v.impact}] ${v.id}: ${v.help}\n${v.nodes.map((n) => `  ${JSON.stringify(n.target)}: ${n.summary ?? ''}`).join('\n')}`)
+    .join('\n');
 }

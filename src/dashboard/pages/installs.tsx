@@ -5,10 +5,13 @@ import { ConflictError, InvalidError, NotFoundError } from '../../errors.ts';
 import { getInstallView, listInstalls, listInstallWorkflows } from '../../services/installs.ts';
 import { listInstallVersions, updateInstallConfig, versionDiff } from '../../services/rollback.ts';
 import { getWorkflowView } from '../../services/workflows.ts';
+import { findBranch, getApp, getConfig } from '../../../store/apps.ts';
+import { getComponent } from '../../../store/installs.ts';
+import { configNamer } from '../names.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, Diff, duration, Json, Labels, Status, Time, type DiffShape } from '../ui.tsx';
-import { InstallsTable, WorkflowsTable } from './overview.tsx';
+import { installNamesOf, InstallsTable, WorkflowsTable } from './overview.tsx';
 
 type InstallView = ReturnType<typeof getInstallView>;
 type Version = ReturnType<typeof listInstallVersions>[number];
@@ -27,7 +30,18 @@ type StepView = WorkflowView['steps'][number] & {
 /** How many of an install's newest workflows the sandbox and component pages scan for their steps. */
 const HISTORY_WORKFLOWS = 30;
 
-const InstallFacts = ({ install, c }: { install: InstallView; c: DashContext }) => {
+/** Names of what an install refers to by id: its app, its config's version, its branch. */
+function installRefs(ctx: AppContext, orgId: string, install: InstallView) {
+  return {
+    app: getApp(ctx.db, orgId, install.app_id)?.name ?? null,
+    configVersion: install.app_config_id ? (getConfig(ctx.db, orgId, install.app_config_id)?.version ?? null) : null,
+    branch: install.app_branch_id ? (findBranch(ctx.db, orgId, install.app_branch_id)?.name ?? null) : null,
+  };
+}
+
+const Id = ({ id }: { id: string }) => <span class="muted id">{id}</span>;
+
+const InstallFacts = ({ install, refs, c }: { install: InstallView; refs: ReturnType<typeof installRefs>; c: DashContext }) => {
   const paths = c.get('paths');
   return (
     <dl class="facts">
@@ -37,12 +51,10 @@ const InstallFacts = ({ install, c }: { install: InstallView; c: DashContext }) 
       </dd>
       <dt>App</dt>
       <dd>
-        <code>{install.app_id}</code>
+        {refs.app ?? null} <Id id={install.app_id} />
       </dd>
       <dt>App config</dt>
-      <dd>
-        <code>{install.app_config_id ?? '—'}</code>
-      </dd>
+      <dd>{install.app_config_id ? <>{refs.configVersion !== null ? `v${refs.configVersion} ` : null}<Id id={install.app_config_id} /></> : '—'}</dd>
       <dt>Health</dt>
       <dd>
         <Status status={install.health} />
@@ -55,7 +67,7 @@ const InstallFacts = ({ install, c }: { install: InstallView; c: DashContext }) 
       </dd>
       <dt>Sandbox</dt>
       <dd>
-        <a href={paths.sandbox(install.install_id)}>{install.sandbox_id}</a>
+        <a href={paths.sandbox(install.install_id)}>Sandbox of {install.name}</a> <Id id={install.sandbox_id} />
       </dd>
       <dt>Runner</dt>
       <dd>
@@ -65,7 +77,7 @@ const InstallFacts = ({ install, c }: { install: InstallView; c: DashContext }) 
         <>
           <dt>Branch</dt>
           <dd>
-            <code>{install.app_branch_id}</code>
+            {refs.branch ?? null} <Id id={install.app_branch_id} />
           </dd>
         </>
       ) : null}
@@ -75,13 +87,16 @@ const InstallFacts = ({ install, c }: { install: InstallView; c: DashContext }) 
 
 const configLabel = (v: Version) => `config v${v.app_config?.version ?? '?'} (${v.app_config_id})`;
 
+
 /** Earlier configs of the install's history, newest first, without the current one. */
 function rollbackChoices(versions: Version[], currentConfigId: string | null): Version[] {
   const seen = new Set<string>(currentConfigId ? [currentConfigId] : []);
   return versions.filter((v) => !seen.has(v.app_config_id) && (seen.add(v.app_config_id), true));
 }
 
-const VersionHistory = ({ versions, diffs, c }: { versions: Version[]; diffs: Map<string, DiffShape & { from_app_config_id: string | null }>; c: DashContext }) => (
+type VersionDiff = DiffShape & { from_app_config_id: string | null; from_name: string };
+
+const VersionHistory = ({ versions, diffs, c }: { versions: Version[]; diffs: Map<string, VersionDiff>; c: DashContext }) => (
   <ul class="plain">
     {versions.map((v) => (
       <li>
@@ -96,7 +111,7 @@ const VersionHistory = ({ versions, diffs, c }: { versions: Version[]; diffs: Ma
         </p>
         <details>
           <summary>
-            {diffs.get(v.version_id)?.from_app_config_id ? `Diff from ${diffs.get(v.version_id)!.from_app_config_id}` : 'Diff from nothing (first config)'}
+            {diffs.get(v.version_id)?.from_app_config_id ? `Diff from ${diffs.get(v.version_id)!.from_name}` : 'Diff from nothing (first config)'}
           </summary>
           {diffs.get(v.version_id) ? <Diff diff={diffs.get(v.version_id)!} /> : <p class="muted">No diff.</p>}
         </details>
@@ -192,27 +207,35 @@ const formField = async (c: DashContext, name: string) => {
 };
 
 export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
-  r.get('/:org/installs', (c) =>
-    render(c, {
+  r.get('/:org/installs', (c) => {
+    const orgId = c.req.param('org');
+    const installs = listInstalls(ctx, orgId);
+    return render(c, {
       title: 'Installs',
       current: 'installs',
       children: (
         <>
           <h1>Installs</h1>
-          <section>
-            <InstallsTable installs={listInstalls(ctx, c.req.param('org'))} paths={c.get('paths')} />
+          <section aria-label="Installs">
+            <InstallsTable installs={installs} paths={c.get('paths')} names={installNamesOf(ctx, orgId, installs)} />
           </section>
         </>
       ),
-    }),
-  );
+    });
+  });
 
   r.get('/:org/installs/:install', (c) => {
     const orgId = c.req.param('org');
     const install = getInstallView(ctx, orgId, c.req.param('install'));
     const paths = c.get('paths');
     const versions = listInstallVersions(ctx, orgId, install.install_id);
-    const diffs = new Map(versions.map((v) => [v.version_id, versionDiff(ctx, orgId, install.install_id, v.version_id) as DiffShape & { from_app_config_id: string | null }]));
+    const configName = configNamer(ctx, orgId);
+    const diffs = new Map(
+      versions.map((v) => {
+        const d = versionDiff(ctx, orgId, install.install_id, v.version_id) as DiffShape & { from_app_config_id: string | null };
+        return [v.version_id, { ...d, from_name: configName(d.from_app_config_id) }];
+      }),
+    );
     const workflows = listInstallWorkflows(ctx, orgId, install.install_id).slice(0, 15);
     return render(c, {
       title: install.name,
@@ -225,7 +248,7 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
           <h1>{install.name}</h1>
           <section aria-labelledby="h-facts">
             <h2 id="h-facts">Details</h2>
-            <InstallFacts install={install} c={c} />
+            <InstallFacts install={install} refs={installRefs(ctx, orgId, install)} c={c} />
           </section>
           <section aria-labelledby="h-components">
             <h2 id="h-components">Components</h2>
@@ -273,6 +296,7 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
       return planFailed(c, install.install_id, err);
     }
     const paths = c.get('paths');
+    const configName = configNamer(ctx, orgId);
     return render(c, {
       title: `Rollback plan · ${install.name}`,
       current: 'installs',
@@ -281,11 +305,14 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
           <p class="muted">
             <a href={paths.installs}>Installs</a> / <a href={paths.install(install.install_id)}>{install.name}</a> /
           </p>
-          <h1>Rollback plan</h1>
+          <h1>Rollback plan for {install.name}</h1>
           <section aria-labelledby="h-plan">
             <h2 id="h-plan">
-              {plan.from_app_config_id ?? '—'} → {plan.to_app_config_id}
+              {configName(plan.from_app_config_id)} → {configName(plan.to_app_config_id)}
             </h2>
+            <p class="muted">
+              <span class="id">{plan.from_app_config_id ?? '—'}</span> → <span class="id">{plan.to_app_config_id}</span>
+            </p>
             <Diff diff={plan as DiffShape} />
             <p class="hint">Applying reprovisions the sandbox if it changed, deploys only added or changed components and tears down removed ones.</p>
             <div class="actions">
@@ -333,7 +360,7 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
           <p class="muted">
             <a href={paths.installs}>Installs</a> / <a href={paths.install(install.install_id)}>{install.name}</a> /
           </p>
-          <h1>Sandbox</h1>
+          <h1>Sandbox of {install.name}</h1>
           <section aria-labelledby="h-sbx">
             <h2 id="h-sbx">Details</h2>
             <dl class="facts">
@@ -369,7 +396,7 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
     const active = install.components.find((x) => x.component_id === componentId);
     // a component removed by a later config still has its page (event links stay valid)
     if (!active && !rows.length) throw new NotFoundError('component', componentId);
-    const name = active?.name ?? rows[0].step.name.replace(/^\S+\s+/, '');
+    const name = active?.name ?? getComponent(ctx.db, install.install_id, componentId)?.name ?? rows[0].step.name.replace(/^\S+\s+/, '');
     const spec = currentConfig(listInstallVersions(ctx, orgId, install.install_id), install)?.components.find((x) => x.name === name);
     return render(c, {
       title: `${name} · ${install.name}`,
@@ -379,7 +406,9 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
           <p class="muted">
             <a href={paths.installs}>Installs</a> / <a href={paths.install(install.install_id)}>{install.name}</a> /
           </p>
-          <h1>Component {name}</h1>
+          <h1>
+            Component {name} <span class="h-sub">of {install.name}</span>
+          </h1>
           <section aria-labelledby="h-cmp">
             <h2 id="h-cmp">Details</h2>
             <dl class="facts">

@@ -2,6 +2,7 @@
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { getOrg } from '../../../store/orgs.ts';
+import { getConfig, listApps } from '../../../store/apps.ts';
 import { listInstalls, listInstallWorkflows } from '../../services/installs.ts';
 import { listWebhooks } from '../../services/webhooks.ts';
 import type { Paths } from '../paths.ts';
@@ -12,13 +13,31 @@ import { duration, Status, Time } from '../ui.tsx';
 export type InstallRow = ReturnType<typeof listInstalls>[number];
 export type WorkflowSummary = ReturnType<typeof listInstallWorkflows>[number];
 
-export const InstallsTable = ({ installs, paths }: { installs: InstallRow[]; paths: Paths }) =>
+/** App names and config version numbers of the installs in a table. */
+export interface InstallNames {
+  apps: Map<string, string>;
+  configs: Map<string, number>;
+}
+
+export function installNamesOf(ctx: AppContext, orgId: string, installs: InstallRow[]): InstallNames {
+  const apps = new Map(listApps(ctx.db, orgId).map((a) => [a.app_id, a.name]));
+  const configs = new Map<string, number>();
+  for (const i of installs) {
+    if (!i.app_config_id || configs.has(i.app_config_id)) continue;
+    const cfg = getConfig(ctx.db, orgId, i.app_config_id);
+    if (cfg) configs.set(cfg.app_config_id, cfg.version);
+  }
+  return { apps, configs };
+}
+
+export const InstallsTable = ({ installs, paths, names }: { installs: InstallRow[]; paths: Paths; names: InstallNames }) =>
   installs.length ? (
     <div class="table-wrap">
       <table class="stack-sm">
         <thead>
           <tr>
             <th scope="col">Install</th>
+            <th scope="col">App</th>
             <th scope="col">Health</th>
             <th scope="col">Provisioned</th>
             <th scope="col">App config</th>
@@ -31,12 +50,20 @@ export const InstallsTable = ({ installs, paths }: { installs: InstallRow[]; pat
               <td data-label="Install">
                 <a href={paths.install(i.install_id)}>{i.name}</a> <span class="muted">{i.install_id}</span>
               </td>
+              <td data-label="App">{names.apps.get(i.app_id) ?? <code>{i.app_id}</code>}</td>
               <td data-label="Health">
                 <Status status={i.health} />
               </td>
               <td data-label="Provisioned">{i.provisioned ? 'yes' : 'no'}</td>
               <td data-label="App config">
-                <code>{i.app_config_id ?? '—'}</code>
+                {i.app_config_id ? (
+                  <>
+                    {names.configs.has(i.app_config_id) ? `v${names.configs.get(i.app_config_id)} ` : null}
+                    <span class="muted id">{i.app_config_id}</span>
+                  </>
+                ) : (
+                  '—'
+                )}
               </td>
               <td data-label="Components">{i.components.length}</td>
             </tr>
@@ -111,7 +138,7 @@ export function registerOverview(r: Hono<DashEnv>, ctx: AppContext) {
           </h1>
           <section aria-labelledby="h-installs">
             <h2 id="h-installs">Installs ({installs.length})</h2>
-            <InstallsTable installs={installs} paths={paths} />
+            <InstallsTable installs={installs} paths={paths} names={installNamesOf(ctx, orgId, installs)} />
           </section>
           <section aria-labelledby="h-recent">
             <h2 id="h-recent">Recent workflows</h2>

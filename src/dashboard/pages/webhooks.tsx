@@ -1,4 +1,5 @@
-// Webhooks: list, create, edit (secret rotate/keep/remove, interests, match), delete, send a test event.
+// Webhooks: list with delivery status, create, a webhook's page (delivery status, test event with its
+// result, edit: secret rotate with an overlap / keep / remove, interests, match), delete.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { ConflictError, type ErrorDetail } from '../../errors.ts';
@@ -6,7 +7,7 @@ import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, p
 import { OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../webhooks/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Errors, Time } from '../ui.tsx';
+import { Csrf, Errors, Status, Time } from '../ui.tsx';
 import {
   createBodyOf,
   describeInterests,
@@ -15,6 +16,7 @@ import {
   formStateFromForm,
   formStateOf,
   OPS_OF,
+  OVERLAP_CHOICES,
   patchBodyOf,
   type FormData,
   type ResourceState,
@@ -110,6 +112,27 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
             <label for="new_secret">New secret</label>
             <input type="password" id="new_secret" name="new_secret" maxlength={512} autocomplete="new-password" />
           </div>
+          {webhook.has_secret ? (
+            <div>
+              <label for="previous_secret_ttl">With a rotation, the old secret keeps signing for</label>
+              <select id="previous_secret_ttl" name="previous_secret_ttl" aria-describedby="overlap-hint">
+                {OVERLAP_CHOICES.map((o) => (
+                  <option value={String(o.seconds)} selected={state.previous_secret_ttl === String(o.seconds)}>
+                    {o.label}
+                  </option>
+                ))}
+              </select>
+              <p class="hint" id="overlap-hint">
+                During the overlap, webhook-signature carries a signature with each secret (new first), so receivers can switch over; X-Svc-Signature uses the new
+                secret only.
+              </p>
+            </div>
+          ) : null}
+          {webhook.previous_secret_expires_at ? (
+            <p class="hint">
+              The previous secret still signs until <Time iso={webhook.previous_secret_expires_at} />.
+            </p>
+          ) : null}
         </fieldset>
       ) : (
         <div>
@@ -150,13 +173,44 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
   );
 };
 
-const PingButton = ({ c, id }: { c: DashContext; id: string }) => (
-  <form method="post" action={`${c.get('paths').webhook(id)}/ping`} class="inline">
+/** Sends a ping; the result shows on the page it was sent from (`from`: the list or the webhook's page). */
+const PingButton = ({ c, w, from }: { c: DashContext; w: WebhookView; from: 'list' | 'webhook' }) => (
+  <form method="post" action={`${c.get('paths').webhook(w.webhook_id)}/ping`} class="inline">
     <Csrf token={csrfOf(c)} />
-    <button type="submit" class="secondary">
+    <input type="hidden" name="from" value={from} />
+    <button type="submit" class="secondary" aria-label={from === 'list' ? `Send test event to ${w.webhook_url}` : undefined}>
       Send test event
     </button>
   </form>
+);
+
+type DeliveryStatus = WebhookView['delivery_status'];
+
+const Outcome = ({ s, short }: { s: DeliveryStatus; short?: boolean }) =>
+  s.last_outcome ? <Status status={s.last_outcome} /> : <span class="muted">{short ? 'none yet' : 'no deliveries yet'}</span>;
+
+/** Every field of a webhook's delivery status (CONTRACT 4.1). */
+const DeliveryFacts = ({ s }: { s: DeliveryStatus }) => (
+  <dl class="facts" id="delivery-status">
+    <dt>Last outcome</dt>
+    <dd>
+      <Outcome s={s} />
+    </dd>
+    <dt>Last attempt</dt>
+    <dd>
+      <Time iso={s.last_attempt_at} />
+    </dd>
+    <dt>Last HTTP status</dt>
+    <dd>{s.last_status_code ?? <span class="muted">—</span>}</dd>
+    <dt>Last error</dt>
+    <dd class={s.last_error ? 'step-error' : undefined}>{s.last_error ?? <span class="muted">—</span>}</dd>
+    <dt>Consecutive failures</dt>
+    <dd>{s.consecutive_failures}</dd>
+    <dt>Attempts</dt>
+    <dd>{s.attempts_total}</dd>
+    <dt>Failures</dt>
+    <dd>{s.failures_total}</dd>
+  </dl>
 );
 
 const WebhookList = ({ c, webhooks }: { c: DashContext; webhooks: WebhookView[] }) =>
@@ -169,7 +223,10 @@ const WebhookList = ({ c, webhooks }: { c: DashContext; webhooks: WebhookView[] 
             <th scope="col">Events</th>
             <th scope="col">Scope</th>
             <th scope="col">Secret</th>
-            <th scope="col">Updated</th>
+            <th scope="col">Last outcome</th>
+            <th scope="col">Last attempt</th>
+            <th scope="col">Consecutive failures</th>
+            <th scope="col">Attempts / failures</th>
             <th scope="col">
               <span class="muted">Actions</span>
             </th>
@@ -177,21 +234,31 @@ const WebhookList = ({ c, webhooks }: { c: DashContext; webhooks: WebhookView[] 
         </thead>
         <tbody>
           {webhooks.map((w) => (
-            <tr>
+            <tr id={`webhook-${w.webhook_id}`}>
               <td data-label="URL">
                 <a href={c.get('paths').webhook(w.webhook_id)}>{w.webhook_url}</a>
               </td>
               <td data-label="Events">{describeInterests(w.interests)}</td>
               <td data-label="Scope">{describeMatch(w.match)}</td>
-              <td data-label="Secret">{w.has_secret ? 'yes' : 'no'}</td>
-              <td data-label="Updated">
-                <Time iso={w.updated_at} />
+              <td data-label="Secret">{w.has_secret ? (w.previous_secret_expires_at ? 'yes (rotating)' : 'yes') : 'no'}</td>
+              <td data-label="Last outcome">
+                <Outcome s={w.delivery_status} short />
+                {w.delivery_status.last_status_code !== null ? <span class="muted"> HTTP {w.delivery_status.last_status_code}</span> : null}
               </td>
-              <td class="actions">
-                <a href={c.get('paths').webhook(w.webhook_id)} aria-label={`Edit ${w.webhook_url}`}>
-                  Edit
-                </a>
-                <PingButton c={c} id={w.webhook_id} />
+              <td data-label="Last attempt">
+                <Time iso={w.delivery_status.last_attempt_at} />
+              </td>
+              <td data-label="Consecutive failures">{w.delivery_status.consecutive_failures}</td>
+              <td data-label="Attempts / failures">
+                {w.delivery_status.attempts_total} / {w.delivery_status.failures_total}
+              </td>
+              <td>
+                <div class="actions">
+                  <a href={c.get('paths').webhook(w.webhook_id)} aria-label={`Edit ${w.webhook_url}`}>
+                    Edit
+                  </a>
+                  <PingButton c={c} w={w} from="list" />
+                </div>
               </td>
             </tr>
           ))}
@@ -213,35 +280,84 @@ async function formOf(c: DashContext): Promise<FormData> {
 }
 
 function showForm(c: DashContext, props: Omit<FormProps, 'c'>, status: 200 | 400 | 409 = 200) {
-  const title = props.webhook ? 'Edit webhook' : 'New webhook';
+  const paths = c.get('paths');
+  const w = props.webhook;
   return render(
     c,
     {
-      title,
+      title: w ? `Webhook ${w.webhook_url}` : 'New webhook',
       current: 'webhooks',
       children: (
         <>
           <p class="muted">
-            <a href={c.get('paths').webhooks}>Webhooks</a> /
+            <a href={paths.webhooks}>Webhooks</a> /
           </p>
-          <h1>{title}</h1>
-          <section>
-            <WebhookForm c={c} {...props} />
-          </section>
-          {props.webhook ? (
-            <section aria-labelledby="h-more">
-              <h2 id="h-more">More</h2>
-              <div class="actions">
-                <PingButton c={c} id={props.webhook.webhook_id} />
-                <form method="post" action={`${c.get('paths').webhook(props.webhook.webhook_id)}/delete`} class="inline">
+          {w ? (
+            <>
+              <h1>
+                Webhook <span class="h-sub">{w.webhook_url}</span>
+              </h1>
+              <section aria-labelledby="h-details">
+                <h2 id="h-details">Details</h2>
+                <dl class="facts">
+                  <dt>URL</dt>
+                  <dd>
+                    <code>{w.webhook_url}</code>
+                  </dd>
+                  <dt>Webhook ID</dt>
+                  <dd>
+                    <code>{w.webhook_id}</code>
+                  </dd>
+                  <dt>Signing secret</dt>
+                  <dd>{w.has_secret ? 'set' : 'none (deliveries are unsigned)'}</dd>
+                  {w.previous_secret_expires_at ? (
+                    <>
+                      <dt>Previous secret</dt>
+                      <dd id="previous-secret">
+                        still signs until <Time iso={w.previous_secret_expires_at} />
+                      </dd>
+                    </>
+                  ) : null}
+                  <dt>Created</dt>
+                  <dd>
+                    <Time iso={w.created_at} />
+                  </dd>
+                  <dt>Updated</dt>
+                  <dd>
+                    <Time iso={w.updated_at} />
+                  </dd>
+                </dl>
+              </section>
+              <section aria-labelledby="h-delivery">
+                <h2 id="h-delivery">Delivery status</h2>
+                <DeliveryFacts s={w.delivery_status} />
+                <p class="actions">
+                  <PingButton c={c} w={w} from="webhook" />
+                  <span class="hint">Sends one com.svc.webhook.ping.v1 event to this webhook alone and shows the result here.</span>
+                </p>
+              </section>
+              <section aria-labelledby="h-edit">
+                <h2 id="h-edit">Edit</h2>
+                <WebhookForm c={c} {...props} />
+              </section>
+              <section aria-labelledby="h-delete">
+                <h2 id="h-delete">Delete</h2>
+                <form method="post" action={`${paths.webhook(w.webhook_id)}/delete`} class="inline">
                   <Csrf token={csrfOf(c)} />
                   <button type="submit" class="danger">
                     Delete webhook
                   </button>
                 </form>
-              </div>
-            </section>
-          ) : null}
+              </section>
+            </>
+          ) : (
+            <>
+              <h1>New webhook</h1>
+              <section aria-label="New webhook">
+                <WebhookForm c={c} {...props} />
+              </section>
+            </>
+          )}
         </>
       ),
     },
@@ -321,14 +437,21 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/webhooks/:id/ping', async (c) => {
     const orgId = c.req.param('org');
     const w = getWebhook(ctx, orgId, c.req.param('id'));
+    const back = (await c.req.parseBody()).from === 'webhook' ? c.get('paths').webhook(w.webhook_id) : c.get('paths').webhooks;
     const res = await pingWebhook(ctx, orgId, w.webhook_id);
     const http = res.status !== undefined ? `HTTP ${res.status}` : 'no response';
+    const details: Array<[string, string]> = [
+      ['Delivered', res.delivered ? 'yes' : 'no'],
+      ['HTTP status', res.status !== undefined ? String(res.status) : 'no response'],
+      ['Error', res.error ?? '—'],
+      ['Duration', `${res.duration_ms} ms`],
+    ];
     flash(
       c,
       res.delivered
-        ? { kind: 'ok', text: `Test event delivered to ${w.webhook_url}: ${http} in ${res.duration_ms} ms.` }
-        : { kind: 'error', text: `Test event to ${w.webhook_url} failed: ${res.error ?? http} (${http}, ${res.duration_ms} ms).` },
+        ? { kind: 'ok', text: `Test event delivered to ${w.webhook_url}: ${http} in ${res.duration_ms} ms.`, details }
+        : { kind: 'error', text: `Test event to ${w.webhook_url} was not delivered: ${res.error ?? http}.`, details },
     );
-    return c.redirect(c.get('paths').webhooks, 303);
+    return c.redirect(back, 303);
   });
 }

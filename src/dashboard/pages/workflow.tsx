@@ -2,13 +2,18 @@
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { ConflictError, InvalidError } from '../../errors.ts';
-import { cancelWorkflow, getWorkflowView, respondToApproval } from '../../services/workflows.ts';
+import { listComponents } from '../../../store/installs.ts';
+import { getStep, getWorkflow } from '../../../store/workflows.ts';
+import { cancelWorkflow, getWorkflowView, respondToApproval, workflowOwner, type WorkflowOwner } from '../../services/workflows.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, isTerminal, Json, Labels, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, Diff, duration, isTerminal, Json, Labels, Owner, ownerText, Status, Time, type DiffShape } from '../ui.tsx';
+import { configNamer } from '../names.ts';
+
+export type ConfigName = ReturnType<typeof configNamer>;
 
 type WorkflowView = ReturnType<typeof getWorkflowView>;
-interface Step {
+export interface Step {
   step_id: string;
   name: string;
   idx: number;
@@ -32,7 +37,8 @@ const REFRESH_SECONDS = 3;
 
 const isGroupPlan = (p: unknown): p is GroupPlan => !!p && typeof p === 'object' && Array.isArray((p as GroupPlan).installs);
 
-const Plan = ({ plan, c }: { plan: unknown; c: DashContext }) =>
+/** A step's plan: a branch run's group plan as installs with their diffs, anything else as JSON. */
+export const Plan = ({ plan, c, configName }: { plan: unknown; c: DashContext; configName: ConfigName }) =>
   isGroupPlan(plan) ? (
     <div>
       <p>
@@ -41,8 +47,11 @@ const Plan = ({ plan, c }: { plan: unknown; c: DashContext }) =>
       <ul>
         {plan.installs.map((i) => (
           <li>
-            <a href={c.get('paths').install(i.install_id)}>{i.install_name}</a> <Labels labels={i.labels} />: <code>{i.old_app_config_id ?? '—'}</code> →{' '}
-            <code>{i.new_app_config_id}</code>
+            <a href={c.get('paths').install(i.install_id)}>{i.install_name}</a> <Labels labels={i.labels} />: {configName(i.old_app_config_id)} →{' '}
+            {configName(i.new_app_config_id)}{' '}
+            <span class="muted id">
+              {i.old_app_config_id ?? '—'} → {i.new_app_config_id}
+            </span>
             <Diff diff={i.diff} />
           </li>
         ))}
@@ -55,12 +64,17 @@ const Plan = ({ plan, c }: { plan: unknown; c: DashContext }) =>
     </details>
   );
 
-const ApprovalForm = ({ wf, step, c }: { wf: WorkflowView; step: Step; c: DashContext }) => (
-  <form method="post" action={`${c.get('paths').workflow(wf.workflow_id)}/steps/${encodeURIComponent(step.step_id)}/approval`} class="stack">
+/** Where an approval answer returns to: the workflow's page, or the approvals page it was given on. */
+export type ApprovalBack = 'workflow' | 'approvals';
+
+/** Approve or reject a waiting step, with a note. */
+export const ApprovalForm = ({ workflowId, step, c, back = 'workflow' }: { workflowId: string; step: Pick<Step, 'step_id'>; c: DashContext; back?: ApprovalBack }) => (
+  <form method="post" action={`${c.get('paths').workflow(workflowId)}/steps/${encodeURIComponent(step.step_id)}/approval`} class="stack">
     <Csrf token={csrfOf(c)} />
+    {back !== 'workflow' ? <input type="hidden" name="back" value={back} /> : null}
     <div>
-      <label for={`note-${step.step_id}`}>Note (optional)</label>
-      <textarea id={`note-${step.step_id}`} name="note" rows={2} maxlength={2000}></textarea>
+      <label for={`note-${workflowId}-${step.step_id}`}>Note (optional)</label>
+      <textarea id={`note-${workflowId}-${step.step_id}`} name="note" rows={2} maxlength={2000}></textarea>
     </div>
     <div class="actions">
       <button type="submit" name="response" value="approved">
@@ -73,7 +87,7 @@ const ApprovalForm = ({ wf, step, c }: { wf: WorkflowView; step: Step; c: DashCo
   </form>
 );
 
-const StepCard = ({ wf, step, c }: { wf: WorkflowView; step: Step; c: DashContext }) => (
+const StepCard = ({ wf, step, c, components, configName }: { wf: WorkflowView; step: Step; c: DashContext; components: Map<string, string>; configName: ConfigName }) => (
   <li class="card" id={`step-${step.step_id}`}>
     <p>
       <strong>
@@ -87,9 +101,18 @@ const StepCard = ({ wf, step, c }: { wf: WorkflowView; step: Step; c: DashContex
     </p>
     {wf.owner_type === 'installs' && (step.component_id || step.sandbox_id) ? (
       <p>
-        {step.component_id ? <a href={c.get('paths').component(wf.owner_id, step.component_id)}>Component {step.component_id}</a> : null}
+        {step.component_id ? (
+          <>
+            <a href={c.get('paths').component(wf.owner_id, step.component_id)}>Component {components.get(step.component_id) ?? step.component_id}</a>{' '}
+            <span class="muted id">{step.component_id}</span>
+          </>
+        ) : null}
         {step.component_id && step.sandbox_id ? ' · ' : null}
-        {step.sandbox_id ? <a href={c.get('paths').sandbox(wf.owner_id)}>Sandbox {step.sandbox_id}</a> : null}
+        {step.sandbox_id ? (
+          <>
+            <a href={c.get('paths').sandbox(wf.owner_id)}>Sandbox</a> <span class="muted id">{step.sandbox_id}</span>
+          </>
+        ) : null}
       </p>
     ) : null}
     {step.error ? <p class="step-error">Error: {step.error}</p> : null}
@@ -98,33 +121,59 @@ const StepCard = ({ wf, step, c }: { wf: WorkflowView; step: Step; c: DashContex
         Approval: <Status status={step.approval.status} /> {step.approval.note ? `“${step.approval.note}”` : ''} <Time iso={step.approval.responded_at} />
       </p>
     ) : null}
-    {step.plan !== undefined && step.plan !== null ? <Plan plan={step.plan} c={c} /> : null}
-    {step.status === 'awaiting_approval' ? <ApprovalForm wf={wf} step={step} c={c} /> : null}
+    {step.plan !== undefined && step.plan !== null ? <Plan plan={step.plan} c={c} configName={configName} /> : null}
+    {step.status === 'awaiting_approval' ? <ApprovalForm workflowId={wf.workflow_id} step={step} c={c} /> : null}
   </li>
 );
 
-function WorkflowPage({ wf, c }: { wf: WorkflowView; c: DashContext }) {
+/** "provision for install rb-1" (page titles, headings, links). */
+export const workflowTitle = (type: string, owner: WorkflowOwner) => `${type} for ${ownerText(owner)}`;
+
+interface ParentInfo {
+  workflow_id: string;
+  type: string;
+  owner: WorkflowOwner;
+  step_id: string;
+  step_name: string | null;
+}
+
+interface PageData {
+  wf: WorkflowView;
+  owner: WorkflowOwner;
+  parent: ParentInfo | null;
+  components: Map<string, string>;
+  configName: ConfigName;
+  c: DashContext;
+}
+
+function WorkflowPage({ wf, owner, parent, components, configName, c }: PageData) {
   const paths = c.get('paths');
   const steps = wf.steps as unknown as Step[];
   return (
     <>
       <p class="muted">
-        {wf.owner_type === 'installs' ? (
+        {owner.type === 'installs' ? (
           <>
-            <a href={paths.install(wf.owner_id)}>Install {wf.owner_id}</a> /
+            <a href={paths.installs}>Installs</a> / <a href={paths.install(owner.id)}>{owner.name ?? owner.id}</a> /
           </>
         ) : (
-          <>
-            {wf.owner_type} {wf.owner_id} /
-          </>
+          <>{ownerText(owner)} /</>
         )}
       </p>
       <h1>
-        {wf.type} <Status status={wf.status} />
+        {wf.type} <span class="h-sub">for {ownerText(owner)}</span> <Status status={wf.status} />
       </h1>
       <section aria-labelledby="h-wf">
         <h2 id="h-wf">Details</h2>
         <dl class="facts">
+          <dt>Type</dt>
+          <dd>
+            <code>{wf.type}</code>
+          </dd>
+          <dt>Owner</dt>
+          <dd>
+            <Owner owner={owner} paths={paths} />
+          </dd>
           <dt>Workflow ID</dt>
           <dd>
             <code>{wf.workflow_id}</code>
@@ -147,7 +196,16 @@ function WorkflowPage({ wf, c }: { wf: WorkflowView; c: DashContext }) {
             <>
               <dt>Launched by</dt>
               <dd>
-                <a href={paths.workflow(wf.parent.workflow_id)}>workflow {wf.parent.workflow_id}</a>, step <code>{wf.parent.step_id}</code>
+                {parent ? (
+                  <>
+                    <a href={paths.workflow(parent.workflow_id)}>{workflowTitle(parent.type, parent.owner)}</a>, step {parent.step_name ?? <code>{parent.step_id}</code>}{' '}
+                    <span class="muted id">{parent.workflow_id}</span>
+                  </>
+                ) : (
+                  <>
+                    workflow <code>{wf.parent.workflow_id}</code>, step <code>{wf.parent.step_id}</code>
+                  </>
+                )}
               </dd>
             </>
           ) : null}
@@ -171,7 +229,7 @@ function WorkflowPage({ wf, c }: { wf: WorkflowView; c: DashContext }) {
       {steps.length ? (
         <ol class="steps">
           {steps.map((s) => (
-            <StepCard wf={wf} step={s} c={c} />
+            <StepCard wf={wf} step={s} c={c} components={components} configName={configName} />
           ))}
         </ol>
       ) : (
@@ -183,11 +241,34 @@ function WorkflowPage({ wf, c }: { wf: WorkflowView; c: DashContext }) {
 
 export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org/workflows/:wf', (c) => {
-    const wf = getWorkflowView(ctx, c.req.param('org'), c.req.param('wf'));
+    const orgId = c.req.param('org');
+    const wf = getWorkflowView(ctx, orgId, c.req.param('wf'));
+    const owner = workflowOwner(ctx, orgId, wf.owner_type, wf.owner_id);
+    let parent: ParentInfo | null = null;
+    if (wf.parent) {
+      const ref = wf.parent;
+      const p = getWorkflow(ctx.db, ref.workflow_id);
+      parent =
+        p && p.org_id === orgId
+          ? {
+              workflow_id: p.workflow_id,
+              type: p.type,
+              owner: workflowOwner(ctx, orgId, p.owner_type, p.owner_id),
+              step_id: ref.step_id,
+              step_name: getStep(ctx.db, p.workflow_id, ref.step_id)?.name ?? null,
+            }
+          : null;
+    }
+    // components by id, removed ones too (a step of an old workflow may name one)
+    const components = new Map(owner.type === 'installs' && owner.name ? listComponents(ctx.db, owner.id, false).map((x) => [x.component_id, x.name]) : []);
     const waiting = (wf.steps as unknown as Step[]).some((s) => s.status === 'awaiting_approval');
     // refresh while running, but not while a form waits for an answer (it would wipe the note)
     const refresh = !isTerminal(wf.status) && !waiting ? REFRESH_SECONDS : undefined;
-    return render(c, { title: `Workflow ${wf.type}`, refresh, children: <WorkflowPage wf={wf} c={c} /> });
+    return render(c, {
+      title: workflowTitle(wf.type, owner),
+      refresh,
+      children: <WorkflowPage wf={wf} owner={owner} parent={parent} components={components} configName={configNamer(ctx, orgId)} c={c} />,
+    });
   });
 
   r.post('/:org/workflows/:wf/steps/:step/approval', async (c) => {
@@ -195,6 +276,7 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
     const wfId = c.req.param('wf');
     getWorkflowView(ctx, orgId, wfId);
     const body = await c.req.parseBody();
+    const back = body.back === 'approvals' ? c.get('paths').approvals : c.get('paths').workflow(wfId);
     const response = body.response;
     const note = typeof body.note === 'string' && body.note.trim() !== '' ? body.note.trim() : undefined;
     if (response !== 'approved' && response !== 'rejected') {
@@ -208,7 +290,7 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
         flash(c, { kind: 'error', text: err.message });
       }
     }
-    return c.redirect(c.get('paths').workflow(wfId), 303);
+    return c.redirect(back, 303);
   });
 
   r.post('/:org/workflows/:wf/cancel', (c) => {

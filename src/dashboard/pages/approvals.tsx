@@ -1,0 +1,68 @@
+// Approvals: every step of the org awaiting an approval response (install workflows and app branch
+// runs), each with its workflow, its plan and the approve / reject form of the workflow page.
+import type { Hono } from 'hono';
+import type { AppContext } from '../../context.ts';
+import { listPendingApprovals, type PendingApproval } from '../../services/approvals.ts';
+import { render } from '../render.tsx';
+import type { DashContext, DashEnv } from '../session.ts';
+import { duration, Owner, Status, Time } from '../ui.tsx';
+import { configNamer } from '../names.ts';
+import { ApprovalForm, Plan, workflowTitle, type ConfigName, type Step } from './workflow.tsx';
+
+const ApprovalCard = ({ item, c, configName }: { item: PendingApproval; c: DashContext; configName: ConfigName }) => {
+  const { workflow: wf } = item;
+  const step = item.step as unknown as Step;
+  const paths = c.get('paths');
+  const hid = `h-${wf.workflow_id}-${step.step_id}`;
+  return (
+    <section class="approval" id={`approval-${wf.workflow_id}-${step.step_id}`} aria-labelledby={hid}>
+      <h2 id={hid}>{step.name}</h2>
+      <dl class="facts">
+        <dt>Workflow</dt>
+        <dd>
+          <a href={paths.workflow(wf.workflow_id)}>{workflowTitle(wf.type, wf.owner)}</a> <Status status={wf.status} />{' '}
+          <span class="muted id">{wf.workflow_id}</span>
+        </dd>
+        <dt>Owner</dt>
+        <dd>
+          <Owner owner={wf.owner} paths={paths} />
+        </dd>
+        <dt>Step</dt>
+        <dd>
+          {step.idx}. {step.name} <Status status={step.status} /> <span class="muted id">{step.step_id}</span>
+        </dd>
+        <dt>Waiting</dt>
+        <dd>
+          since <Time iso={step.started_at} /> ({duration(step.started_at, null)})
+        </dd>
+      </dl>
+      {step.plan !== undefined && step.plan !== null ? <Plan plan={step.plan} c={c} configName={configName} /> : <p class="muted">No plan.</p>}
+      <ApprovalForm workflowId={wf.workflow_id} step={step} c={c} back="approvals" />
+    </section>
+  );
+};
+
+export function registerApprovals(r: Hono<DashEnv>, ctx: AppContext) {
+  r.get('/:org/approvals', (c) => {
+    const orgId = c.req.param('org');
+    const items = listPendingApprovals(ctx, orgId);
+    const configName = configNamer(ctx, orgId);
+    return render(c, {
+      title: items.length ? `Approvals (${items.length})` : 'Approvals',
+      current: 'approvals',
+      children: (
+        <>
+          <h1>Approvals</h1>
+          <p class="muted">Steps waiting for an approval response in this org: install workflows and app branch runs, oldest first.</p>
+          {items.length ? (
+            items.map((item) => <ApprovalCard item={item} c={c} configName={configName} />)
+          ) : (
+            <section>
+              <p>Nothing is waiting for approval.</p>
+            </section>
+          )}
+        </>
+      ),
+    });
+  });
+}
