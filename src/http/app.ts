@@ -3,11 +3,8 @@ import { bodyLimit } from 'hono/body-limit';
 import type { AppContext } from '../context.ts';
 import { requireOrg, type AuthEnv } from './auth.ts';
 import { errorResponse, HttpError, toHttpError } from './errors.ts';
-import { webhookRoutes } from './routes/webhooks.ts';
-import { appRoutes } from './routes/apps.ts';
-import { installRoutes } from './routes/installs.ts';
-import { workflowRoutes } from './routes/workflows.ts';
-import { openApiDocument } from './openapi.ts';
+import { API_ROUTES } from './routes/index.ts';
+import { mountRoutes } from './route.ts';
 import { renderMetrics } from '../metrics.ts';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -41,12 +38,10 @@ export function createHttpApp(ctx: AppContext): Hono {
       },
     }),
   );
-  v1.get('/openapi.json', (c) => c.json(openApiDocument()));
+  // every /v1 route comes from one definition that the OpenAPI document is generated from (CONTRACT 4.4)
+  mountRoutes(v1, ctx, API_ROUTES.filter((r) => r.public));
   v1.use('*', requireOrg(ctx.db));
-  v1.route('/orgs/current/webhooks', webhookRoutes(ctx));
-  v1.route('/apps', appRoutes(ctx));
-  v1.route('/installs', installRoutes(ctx));
-  v1.route('/workflows', workflowRoutes(ctx));
+  mountRoutes(v1, ctx, API_ROUTES.filter((r) => !r.public));
   app.route('/v1', v1);
 
   return app;

@@ -1,87 +1,142 @@
-// OpenAPI 3.1 document of /v1, generated from the same zod schemas that validate requests.
+// OpenAPI 3.1 document of /v1 (CONTRACT 4.4), generated from the route definitions that the router
+// serves (src/http/route.ts): their paths, path parameters, request body schemas (the ones that
+// validate requests) and response schemas (the ones that shape responses). zod writes the JSON
+// Schema (draft 2020-12, the dialect of OpenAPI 3.1).
 import { z } from 'zod';
-import * as s from './schemas.ts';
-import { createWebhookBodySchema, patchWebhookBodySchema } from '../webhooks/subscription.ts';
+import type { ApiRoute, ErrorStatus } from './route.ts';
+import { apiSchemas, errorSchema } from './responses.ts';
 
-type Op = { summary: string; body?: z.ZodType; status: number };
+type Json = Record<string, unknown>;
 
-const ROUTES: Record<string, Record<string, Op>> = {
-  '/v1/orgs/current/webhooks': {
-    get: { summary: 'List webhooks, newest first', status: 200 },
-    post: { summary: 'Create a webhook', body: createWebhookBodySchema, status: 201 },
-  },
-  '/v1/orgs/current/webhooks/{webhook_id}': {
-    get: { summary: 'Get a webhook', status: 200 },
-    patch: { summary: 'Update a webhook (subscription replaced wholesale; secret rotated or removed)', body: patchWebhookBodySchema, status: 200 },
-    delete: { summary: 'Delete a webhook', status: 204 },
-  },
-  '/v1/orgs/current/webhooks/{webhook_id}/ping': { post: { summary: 'Send one ping event to this webhook', status: 200 } },
-  '/v1/apps': { post: { summary: 'Create an app', body: s.createAppSchema, status: 201 } },
-  '/v1/apps/{app_id}/configs': {
-    get: { summary: 'List app configs, newest first', status: 200 },
-    post: { summary: 'Create an app config (immutable, versioned)', body: s.appConfigSchema, status: 201 },
-  },
-  '/v1/apps/{app_id}/branches': { post: { summary: 'Create an app branch with ordered install groups', body: s.createBranchSchema, status: 201 } },
-  '/v1/apps/{app_id}/branches/{app_branch_id}/runs': { post: { summary: 'Start an app branch run', body: s.branchRunSchema, status: 201 } },
-  '/v1/installs': {
-    get: { summary: 'List installs', status: 200 },
-    post: { summary: 'Create an install and provision it', body: s.createInstallSchema, status: 201 },
-  },
-  '/v1/installs/{install_id}': { get: { summary: 'Get an install', status: 200 } },
-  '/v1/installs/{install_id}/workflows': { get: { summary: "List an install's workflows, newest first", status: 200 } },
-  '/v1/installs/{install_id}/reprovision': { post: { summary: 'Start a reprovision workflow', status: 201 } },
-  '/v1/installs/{install_id}/deprovision': { post: { summary: 'Start a deprovision workflow', status: 201 } },
-  '/v1/installs/{install_id}/sandbox/reprovision': { post: { summary: 'Reprovision the sandbox', status: 201 } },
-  '/v1/installs/{install_id}/components/{component_id}/deploy': { post: { summary: 'Deploy a component', status: 201 } },
-  '/v1/installs/{install_id}/components/{component_id}/teardown': { post: { summary: 'Tear down a component', status: 201 } },
-  '/v1/installs/{install_id}/actions/{action_id}/runs': { post: { summary: 'Run an action', body: s.actionRunSchema, status: 201 } },
-  '/v1/installs/{install_id}/drift-scans': { post: { summary: 'Start a drift scan', body: s.driftScanSchema, status: 201 } },
-  '/v1/installs/{install_id}/inputs': { patch: { summary: 'Update inputs', body: s.inputsUpdateSchema, status: 201 } },
-  '/v1/installs/{install_id}/secrets/sync': { post: { summary: 'Sync secrets', status: 201 } },
-  '/v1/installs/{install_id}/app-config-versions': { get: { summary: 'App config version history, newest first', status: 200 } },
-  '/v1/installs/{install_id}/app-config-versions/{version_id}/diff': { get: { summary: 'What a version changed', status: 200 } },
-  '/v1/installs/{install_id}/app-config-updates': { post: { summary: 'Plan or apply an app config', body: s.configUpdateSchema, status: 201 } },
-  '/v1/workflows/{workflow_id}': { get: { summary: 'Get a workflow with its steps', status: 200 } },
-  '/v1/workflows/{workflow_id}/steps/{step_id}/approval': { post: { summary: 'Approve or reject a step', body: s.approvalSchema, status: 200 } },
-  '/v1/workflows/{workflow_id}/cancel': { post: { summary: 'Cancel a workflow', status: 200 } },
+const componentRef = (id: string) => `#/components/schemas/${id}`;
+
+const ERROR_DESCRIPTIONS: Record<ErrorStatus | 401 | 403 | 413 | 415, string> = {
+  400: 'invalid_request: malformed JSON, wrong types, unknown fields or invalid values (details name each field path)',
+  401: 'unauthorized: no or unknown API token',
+  403: 'forbidden: the API token is not valid for this org, or X-Svc-Org-ID is missing',
+  404: 'not_found: no such resource in this org',
+  409: 'conflict: a uniqueness rule or an illegal state change',
+  413: 'payload_too_large: the request body is over 1 MiB (the connection is closed)',
+  415: 'unsupported_media_type: a body that is not application/json',
 };
 
-const ERROR = {
-  type: 'object',
-  required: ['error', 'message'],
-  properties: { error: { type: 'string' }, message: { type: 'string' }, details: { type: 'array', items: { type: 'object' } } },
-};
-
-let cached: unknown;
-
-export function openApiDocument(): unknown {
-  if (cached) return cached;
-  const paths: Record<string, unknown> = {};
-  for (const [path, ops] of Object.entries(ROUTES)) {
-    const params = [...path.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
-    const item: Record<string, unknown> = {};
-    for (const [method, op] of Object.entries(ops)) {
-      item[method] = {
-        summary: op.summary,
-        ...(params.length ? { parameters: params } : {}),
-        ...(op.body ? { requestBody: { required: true, content: { 'application/json': { schema: z.toJSONSchema(op.body, { io: 'input', unrepresentable: 'any' }) } } } } : {}),
-        responses: {
-          [String(op.status)]: { description: 'success' },
-          default: { description: 'error (CONTRACT 3)', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
-        },
-      };
-    }
-    paths[path] = item;
+/** The named schemas of `apiSchemas`, referring to each other as `#/components/schemas/<id>`. */
+function componentSchemas(): Record<string, Json> {
+  const { schemas } = z.toJSONSchema(apiSchemas, { target: 'draft-2020-12', io: 'output', unrepresentable: 'any', metadata: apiSchemas, uri: componentRef });
+  const out: Record<string, Json> = {};
+  for (const [id, schema] of Object.entries(schemas)) {
+    const { $schema: _s, $id: _i, ...rest } = schema as Json;
+    out[id] = rest;
   }
-  cached = {
+  return out;
+}
+
+/** Replace `#/$defs/<id>` by the component of that id (every named schema is a component). */
+function toComponentRefs(node: unknown, components: Record<string, Json>): unknown {
+  if (Array.isArray(node)) return node.map((x) => toComponentRefs(x, components));
+  if (node === null || typeof node !== 'object') return node;
+  const out: Json = {};
+  for (const [k, v] of Object.entries(node as Json)) {
+    if (k === '$defs' || k === '$schema') continue;
+    if (k === '$ref' && typeof v === 'string' && v.startsWith('#/$defs/')) {
+      const id = v.slice('#/$defs/'.length);
+      if (!(id in components)) throw new Error(`schema ${id} is not a component`);
+      out[k] = componentRef(id);
+    } else out[k] = toComponentRefs(v, components);
+  }
+  return out;
+}
+
+/** A response body schema: named schemas become references to their component. */
+function responseSchema(schema: z.ZodType, components: Record<string, Json>): Json {
+  const js = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'output', unrepresentable: 'any', metadata: apiSchemas, cycles: 'ref' });
+  return toComponentRefs(js, components) as Json;
+}
+
+/** A request body schema, inline (what the API accepts, as zod validates it). */
+function requestSchema(schema: z.ZodType): Json {
+  const { $schema: _s, ...rest } = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' }) as Json;
+  return rest;
+}
+
+function operation(route: ApiRoute, components: Record<string, Json>): Json {
+  const responses: Json = {};
+  for (const [status, def] of Object.entries(route.responses)) {
+    if (!def) continue;
+    responses[status] = {
+      description: def.description,
+      ...(def.schema ? { content: { 'application/json': { schema: responseSchema(def.schema, components) } } } : {}),
+    };
+  }
+  const errors = new Set<ErrorStatus | 401 | 403 | 413 | 415>(route.errors);
+  if (!route.public) [401, 403].forEach((s) => errors.add(s as 401 | 403));
+  if (route.body) [400, 413, 415].forEach((s) => errors.add(s as 400 | 413 | 415));
+  for (const status of [...errors].sort()) {
+    responses[String(status)] = {
+      description: ERROR_DESCRIPTIONS[status],
+      content: { 'application/json': { schema: { $ref: componentRef('Error') } } },
+    };
+  }
+  return {
+    operationId: route.operationId,
+    summary: route.summary,
+    ...(route.description ? { description: route.description } : {}),
+    tags: [route.tag],
+    ...(route.public ? { security: [] } : {}),
+    ...(route.paramNames.length
+      ? {
+          parameters: route.paramNames.map((name) => ({
+            name,
+            in: 'path',
+            required: true,
+            schema: requestSchema(route.params.shape[name]),
+          })),
+        }
+      : {}),
+    ...(route.body
+      ? {
+          requestBody: {
+            required: !route.body.optional,
+            content: { 'application/json': { schema: requestSchema(route.body.schema) } },
+          },
+        }
+      : {}),
+    responses,
+  };
+}
+
+const cache = new WeakMap<readonly ApiRoute[], Json>();
+
+/** The OpenAPI 3.1 document of these routes (made once per route table). */
+export function openApiDocument(routes: readonly ApiRoute[]): Json {
+  const cached = cache.get(routes);
+  if (cached) return cached;
+  if (!apiSchemas.get(errorSchema)) throw new Error('the Error schema must be a component');
+  const components = componentSchemas();
+  const paths: Record<string, Json> = {};
+  for (const route of routes) {
+    const item = (paths[route.path] ??= {});
+    if (item[route.method]) throw new Error(`${route.method} ${route.path} is defined twice`);
+    item[route.method] = operation(route, components);
+  }
+  const doc: Json = {
     openapi: '3.1.0',
-    info: { title: 'svc API', version: '1' },
-    components: {
-      schemas: { Error: ERROR },
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' }, org: { type: 'apiKey', in: 'header', name: 'X-Svc-Org-ID' } },
+    info: {
+      title: 'svc API',
+      version: '1',
+      description: 'Webhooks that receive CloudEvents, and the apps, installs and workflows they report on. Errors: CONTRACT 3.',
     },
+    tags: [...new Set(routes.map((r) => r.tag))].map((name) => ({ name })),
     security: [{ bearer: [], org: [] }],
     paths,
+    components: {
+      schemas: components,
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'an API token of the org' },
+        org: { type: 'apiKey', in: 'header', name: 'X-Svc-Org-ID', description: 'the org id' },
+      },
+    },
   };
-  return cached;
+  cache.set(routes, doc);
+  return doc;
 }

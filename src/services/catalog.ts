@@ -1,11 +1,10 @@
 // Apps, their immutable configs and their branches (CONTRACT 4.2).
-import type { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import { InvalidError, NotFoundError } from '../errors.ts';
 import { newId } from '../ids.ts';
-import { getApp, insertApp, insertBranch, insertConfig, listConfigs as dbListConfigs, type AppConfig } from '../../store/apps.ts';
+import { getApp, insertApp, insertBranch, insertConfig, listConfigs as dbListConfigs, type AppConfig, type InstallGroup } from '../../store/apps.ts';
 import { getInstall } from '../../store/installs.ts';
-import type { appConfigSchema, createBranchSchema } from '../http/schemas.ts';
+import type { AppConfigBody } from '../orchestrator/diff.ts';
 
 export function createApp(ctx: AppContext, orgId: string, name: string) {
   const app = insertApp(ctx.db, { app_id: newId('app'), org_id: orgId, name });
@@ -22,7 +21,7 @@ export function configView(c: AppConfig) {
   return { app_config_id: c.app_config_id, app_id: c.app_id, version: c.version, ...c.body, created_at: c.created_at };
 }
 
-export function createConfig(ctx: AppContext, orgId: string, appId: string, body: z.infer<typeof appConfigSchema>) {
+export function createConfig(ctx: AppContext, orgId: string, appId: string, body: AppConfigBody) {
   mustGetApp(ctx, orgId, appId);
   const c = ctx.db.transaction(() => insertConfig(ctx.db, { app_config_id: newId('cfg'), app_id: appId, org_id: orgId, body })).immediate();
   return configView(c);
@@ -33,7 +32,7 @@ export function listConfigs(ctx: AppContext, orgId: string, appId: string) {
   return dbListConfigs(ctx.db, appId).map(configView);
 }
 
-export function createBranch(ctx: AppContext, orgId: string, appId: string, body: z.infer<typeof createBranchSchema>) {
+export function createBranch(ctx: AppContext, orgId: string, appId: string, body: { name: string; install_groups: InstallGroup[] }) {
   mustGetApp(ctx, orgId, appId);
   body.install_groups.forEach((g, gi) =>
     (g.install_ids ?? []).forEach((id, ii) => {

@@ -1,5 +1,4 @@
 // Installs and the workflows that act on them (CONTRACT 4.2).
-import type { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import { InvalidError, NotFoundError } from '../errors.ts';
 import { newId, stableId } from '../ids.ts';
@@ -17,7 +16,7 @@ import { insertRunner, orgRunner } from '../../store/runners.ts';
 import { insertVersion, listOwnerWorkflows } from '../../store/workflows.ts';
 import { installSteps } from '../orchestrator/definitions.ts';
 import { syncInstallEntities } from '../orchestrator/config-update.ts';
-import type { createInstallSchema } from '../http/schemas.ts';
+import type { Verdict } from '../events/facts.ts';
 import { mustGetApp } from './catalog.ts';
 import { workflowSummary, workflowView } from './workflows.ts';
 
@@ -26,12 +25,12 @@ export function installView(ctx: AppContext, i: Install) {
     component_id: c.component_id,
     name: c.name,
     labels: c.labels,
-    health: c.health_ctx.verdict ?? 'unknown',
+    health: (c.health_ctx.verdict ?? 'unknown') as Verdict,
   }));
   const actions = listActions(ctx.db, i.install_id).map((a) => ({ action_id: a.action_id, name: a.name, labels: a.labels, inputs: a.inputs }));
   const verdicts = Object.values(i.health_ctx.verdicts ?? {});
   const rank = { healthy: 0, degraded: 1, unhealthy: 2 } as Record<string, number>;
-  const health = verdicts.length ? verdicts.reduce((w, v) => (rank[v] > rank[w] ? v : w), 'healthy') : 'unknown';
+  const health = (verdicts.length ? verdicts.reduce((w, v) => (rank[v] > rank[w] ? v : w), 'healthy') : 'unknown') as Verdict;
   return {
     install_id: i.install_id,
     name: i.name,
@@ -73,8 +72,17 @@ function ensureOrgRunner(ctx: AppContext, orgId: string): string {
   return runner_id;
 }
 
+/** The body of POST /v1/installs (validated by src/http/schemas.ts createInstallSchema). */
+export interface CreateInstallInput {
+  app_id: string;
+  name: string;
+  app_config_id?: string;
+  labels?: Record<string, string>;
+  app_branch_id?: string;
+}
+
 /** Create an install, its runner and entities, record version 1 and start `provision` (CONTRACT 4.2). */
-export function createInstall(ctx: AppContext, orgId: string, body: z.infer<typeof createInstallSchema>) {
+export function createInstall(ctx: AppContext, orgId: string, body: CreateInstallInput) {
   const app = mustGetApp(ctx, orgId, body.app_id);
   let config;
   if (body.app_config_id) {

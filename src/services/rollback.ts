@@ -62,11 +62,11 @@ export function updateInstallConfig(ctx: AppContext, orgId: string, installId: s
   const target = configOfApp(ctx, orgId, install.app_id, body.app_config_id);
   const fromId = install.app_config_id;
   const withIds = (plan: ReturnType<typeof planFor>) => ({ from_app_config_id: fromId, to_app_config_id: target.app_config_id, ...plan });
-  if (body.plan_only) return { status: 200 as const, body: { plan: withIds(planFor(ctx.db, install, target)), applied: false } };
+  if (body.plan_only) return { status: 200 as const, body: { plan: withIds(planFor(ctx.db, install, target)), applied: false as const } };
   const r = ctx.engine.tx((t) => applyConfigUpdate(ctx.orchestrator, t, install, target));
   return {
     status: 201 as const,
-    body: { plan: withIds(r.plan), applied: true, workflow_id: r.workflow.workflow_id, version_id: r.version.version_id },
+    body: { plan: withIds(r.plan), applied: true as const, workflow_id: r.workflow.workflow_id, version_id: r.version.version_id },
   };
 }
 

@@ -27,8 +27,26 @@ export function workflowSummary(w: WorkflowRow) {
  */
 export const reportedStatus = (s: StepRow) => (s.status === 'skipped' ? 'succeeded' : s.status);
 
-export function stepView(s: StepRow) {
-  const v: Record<string, unknown> = {
+/** A step as the API returns it (CONTRACT 4.2): `approval` and `plan` only when the step has them. */
+export interface StepView {
+  step_id: string;
+  name: string;
+  idx: number;
+  target_type: string | null;
+  target_id: string | null;
+  component_id: string | null;
+  sandbox_id: string | null;
+  execution_type: StepRow['execution_type'];
+  status: StepRow['status'];
+  error: string | null;
+  started_at: string | null;
+  finished_at: string | null;
+  approval?: { status: 'requested' | 'approved' | 'rejected'; plan?: unknown; note?: string; responded_at?: string };
+  plan?: unknown;
+}
+
+export function stepView(s: StepRow): StepView {
+  const v: StepView = {
     step_id: s.step_id,
     name: s.name,
     idx: s.idx,
@@ -42,7 +60,7 @@ export function stepView(s: StepRow) {
     started_at: s.started_at,
     finished_at: s.finished_at,
   };
-  if (s.approval) v.approval = s.approval;
+  if (s.approval) v.approval = s.approval as StepView['approval']; // the orchestrator writes only these statuses
   if (s.plan !== null) v.plan = s.plan;
   return v;
 }

@@ -41,8 +41,11 @@ export function tmpDir(prefix = 'svc-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
-/** Start svc in this process on a free port with a fresh database (or `db`, to restart on one). */
-export async function startService(overrides: Partial<ServeConfig> = {}): Promise<TestService> {
+/**
+ * Start svc in this process on a free port with a fresh database (or `db`, to restart on one).
+ * `opts.logger` replaces the silent logger (a test that reads what svc logs).
+ */
+export async function startService(overrides: Partial<ServeConfig> = {}, opts: { logger?: pino.Logger } = {}): Promise<TestService> {
   const dir = overrides.db ? path.dirname(overrides.db) : tmpDir();
   const config: ServeConfig = {
     port: 0,
@@ -62,7 +65,7 @@ export async function startService(overrides: Partial<ServeConfig> = {}): Promis
     deliveryThreads: 0,
     ...overrides,
   };
-  const server = await startServer(config, { logger: pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }) });
+  const server = await startServer(config, { logger: opts.logger ?? pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }) });
   const url = server.url;
   return {
     url,

@@ -1,68 +1,182 @@
-import { Hono } from 'hono';
-import type { AppContext } from '../../context.ts';
-import type { AuthEnv } from '../auth.ts';
-import { readJson } from '../validation.ts';
-import { actionRunSchema, configUpdateSchema, createInstallSchema, driftScanSchema, inputsUpdateSchema } from '../schemas.ts';
+// CONTRACT 4.2 and 4.3: installs, the workflows that act on them, their config versions and updates.
 import * as installs from '../../services/installs.ts';
+import type { InstallWorkflowType } from '../../services/installs.ts';
 import * as rollback from '../../services/rollback.ts';
+import { defineRoute, reply, type ApiRoute } from '../route.ts';
+import { actionRunSchema, configUpdateSchema, createInstallSchema, driftScanSchema, inputsUpdateSchema } from '../schemas.ts';
+import {
+  configUpdateAppliedSchema,
+  configUpdatePlannedSchema,
+  installListSchema,
+  installSchema,
+  versionDiffSchema,
+  versionListSchema,
+  workflowSchema,
+  workflowSummaryListSchema,
+} from '../responses.ts';
 
-export function installRoutes(ctx: AppContext) {
-  const r = new Hono<AuthEnv>();
-  const org = (c: { get(k: 'orgId'): string }) => c.get('orgId');
-  r.get('/', (c) => c.json(installs.listInstalls(ctx, org(c))));
-  r.post('/', async (c) => {
-    const body = await readJson(c, createInstallSchema);
-    return c.json(installs.createInstall(ctx, org(c), body), 201);
-  });
-  r.get('/:id', (c) => c.json(installs.getInstallView(ctx, org(c), c.req.param('id'))));
-  r.get('/:id/workflows', (c) => c.json(installs.listInstallWorkflows(ctx, org(c), c.req.param('id'))));
+const tag = 'installs';
+const INSTALL = '/v1/installs/{install_id}';
+const started = (type: string) => ({ 201: { description: `the ${type} workflow`, schema: workflowSchema } });
 
-  const simple = [
-    ['/:id/reprovision', 'reprovision'],
-    ['/:id/deprovision', 'deprovision'],
-    ['/:id/sandbox/reprovision', 'reprovision_sandbox'],
-    ['/:id/sandbox/deprovision', 'deprovision_sandbox'],
-    ['/:id/secrets/sync', 'sync_secrets'],
-  ] as const;
-  for (const [path, type] of simple) {
-    r.post(path, (c) => c.json(installs.startInstallWorkflow(ctx, org(c), c.req.param('id'), type), 201));
-  }
-  r.post('/:id/components/:component/deploy', (c) =>
-    c.json(installs.startInstallWorkflow(ctx, org(c), c.req.param('id'), 'manual_deploy', { component_id: c.req.param('component') }), 201),
-  );
-  r.post('/:id/components/:component/teardown', (c) =>
-    c.json(installs.startInstallWorkflow(ctx, org(c), c.req.param('id'), 'teardown_component', { component_id: c.req.param('component') }), 201),
-  );
-  r.post('/:id/actions/:action/runs', async (c) => {
-    installs.mustGetInstall(ctx, org(c), c.req.param('id'));
-    const body = await readJson(c, actionRunSchema, {});
-    const wf = installs.startInstallWorkflow(ctx, org(c), c.req.param('id'), 'action_workflow_run', {
-      action_id: c.req.param('action'),
-      inputs: body.inputs ?? {},
-    });
-    return c.json(wf, 201);
+/** Routes that start a workflow of the install and take no body. */
+function simpleWorkflowRoute(operationId: string, suffix: string, type: InstallWorkflowType, summary: string): ApiRoute {
+  return defineRoute({
+    operationId,
+    method: 'post',
+    path: `${INSTALL}${suffix}`,
+    tag,
+    summary,
+    responses: started(type),
+    errors: [404],
+    handle: ({ ctx, orgId, params }) => reply.created(installs.startInstallWorkflow(ctx, orgId, params.install_id, type)),
   });
-  r.post('/:id/drift-scans', async (c) => {
-    installs.mustGetInstall(ctx, org(c), c.req.param('id'));
-    const body = await readJson(c, driftScanSchema, {});
-    const type = body.sandbox ? 'drift_run_reprovision_sandbox' : 'drift_run';
-    return c.json(installs.startInstallWorkflow(ctx, org(c), c.req.param('id'), type), 201);
-  });
-  r.patch('/:id/inputs', async (c) => {
-    installs.mustGetInstall(ctx, org(c), c.req.param('id'));
-    const body = await readJson(c, inputsUpdateSchema);
-    return c.json(installs.startInstallWorkflow(ctx, org(c), c.req.param('id'), 'input_update', { inputs: body.inputs }), 201);
-  });
-
-  r.get('/:id/app-config-versions', (c) => c.json(rollback.listInstallVersions(ctx, org(c), c.req.param('id'))));
-  r.get('/:id/app-config-versions/:version/diff', (c) =>
-    c.json(rollback.versionDiff(ctx, org(c), c.req.param('id'), c.req.param('version'))),
-  );
-  r.post('/:id/app-config-updates', async (c) => {
-    installs.mustGetInstall(ctx, org(c), c.req.param('id'));
-    const body = await readJson(c, configUpdateSchema);
-    const res = rollback.updateInstallConfig(ctx, org(c), c.req.param('id'), body);
-    return c.json(res.body, res.status);
-  });
-  return r;
 }
+
+export const installRoutes = [
+  defineRoute({
+    operationId: 'listInstalls',
+    method: 'get',
+    path: '/v1/installs',
+    tag,
+    summary: 'List installs',
+    responses: { 200: { description: 'the installs of the org', schema: installListSchema } },
+    errors: [],
+    handle: ({ ctx, orgId }) => reply.ok(installs.listInstalls(ctx, orgId)),
+  }),
+  defineRoute({
+    operationId: 'createInstall',
+    method: 'post',
+    path: '/v1/installs',
+    tag,
+    summary: 'Create an install and start its provision workflow (latest config when none is named)',
+    body: { schema: createInstallSchema },
+    responses: { 201: { description: 'the install', schema: installSchema } },
+    errors: [404],
+    handle: ({ ctx, orgId, body }) => reply.created(installs.createInstall(ctx, orgId, body)),
+  }),
+  defineRoute({
+    operationId: 'getInstall',
+    method: 'get',
+    path: INSTALL,
+    tag,
+    summary: 'Get an install',
+    responses: { 200: { description: 'the install', schema: installSchema } },
+    errors: [404],
+    handle: ({ ctx, orgId, params }) => reply.ok(installs.getInstallView(ctx, orgId, params.install_id)),
+  }),
+  defineRoute({
+    operationId: 'listInstallWorkflows',
+    method: 'get',
+    path: `${INSTALL}/workflows`,
+    tag,
+    summary: "List an install's workflows, newest first",
+    responses: { 200: { description: 'the workflows (without steps)', schema: workflowSummaryListSchema } },
+    errors: [404],
+    handle: ({ ctx, orgId, params }) => reply.ok(installs.listInstallWorkflows(ctx, orgId, params.install_id)),
+  }),
+  simpleWorkflowRoute('reprovisionInstall', '/reprovision', 'reprovision', 'Start a reprovision workflow'),
+  simpleWorkflowRoute('deprovisionInstall', '/deprovision', 'deprovision', 'Start a deprovision workflow'),
+  simpleWorkflowRoute('reprovisionSandbox', '/sandbox/reprovision', 'reprovision_sandbox', 'Reprovision the sandbox'),
+  simpleWorkflowRoute('deprovisionSandbox', '/sandbox/deprovision', 'deprovision_sandbox', 'Deprovision the sandbox'),
+  simpleWorkflowRoute('syncInstallSecrets', '/secrets/sync', 'sync_secrets', 'Sync secrets'),
+  defineRoute({
+    operationId: 'deployComponent',
+    method: 'post',
+    path: `${INSTALL}/components/{component_id}/deploy`,
+    tag,
+    summary: 'Deploy a component',
+    responses: started('manual_deploy'),
+    errors: [404],
+    handle: ({ ctx, orgId, params }) =>
+      reply.created(installs.startInstallWorkflow(ctx, orgId, params.install_id, 'manual_deploy', { component_id: params.component_id })),
+  }),
+  defineRoute({
+    operationId: 'teardownComponent',
+    method: 'post',
+    path: `${INSTALL}/components/{component_id}/teardown`,
+    tag,
+    summary: 'Tear down a component',
+    responses: started('teardown_component'),
+    errors: [404],
+    handle: ({ ctx, orgId, params }) =>
+      reply.created(installs.startInstallWorkflow(ctx, orgId, params.install_id, 'teardown_component', { component_id: params.component_id })),
+  }),
+  defineRoute({
+    operationId: 'runAction',
+    method: 'post',
+    path: `${INSTALL}/actions/{action_id}/runs`,
+    tag,
+    summary: 'Run an action',
+    description: 'A run missing an input that the action declares required still starts; its step fails naming the input.',
+    before: ({ ctx, orgId, params }) => void installs.mustGetInstall(ctx, orgId, params.install_id),
+    body: { schema: actionRunSchema, optional: true },
+    responses: started('action_workflow_run'),
+    errors: [404],
+    handle: ({ ctx, orgId, params, body }) =>
+      reply.created(
+        installs.startInstallWorkflow(ctx, orgId, params.install_id, 'action_workflow_run', { action_id: params.action_id, inputs: body.inputs ?? {} }),
+      ),
+  }),
+  defineRoute({
+    operationId: 'startDriftScan',
+    method: 'post',
+    path: `${INSTALL}/drift-scans`,
+    tag,
+    summary: 'Start a drift scan (drift_run, or drift_run_reprovision_sandbox with sandbox: true)',
+    before: ({ ctx, orgId, params }) => void installs.mustGetInstall(ctx, orgId, params.install_id),
+    body: { schema: driftScanSchema, optional: true },
+    responses: started('drift_run'),
+    errors: [404],
+    handle: ({ ctx, orgId, params, body }) =>
+      reply.created(installs.startInstallWorkflow(ctx, orgId, params.install_id, body.sandbox ? 'drift_run_reprovision_sandbox' : 'drift_run')),
+  }),
+  defineRoute({
+    operationId: 'updateInstallInputs',
+    method: 'patch',
+    path: `${INSTALL}/inputs`,
+    tag,
+    summary: 'Update inputs',
+    before: ({ ctx, orgId, params }) => void installs.mustGetInstall(ctx, orgId, params.install_id),
+    body: { schema: inputsUpdateSchema },
+    responses: started('input_update'),
+    errors: [404],
+    handle: ({ ctx, orgId, params, body }) =>
+      reply.created(installs.startInstallWorkflow(ctx, orgId, params.install_id, 'input_update', { inputs: body.inputs })),
+  }),
+  defineRoute({
+    operationId: 'listAppConfigVersions',
+    method: 'get',
+    path: `${INSTALL}/app-config-versions`,
+    tag,
+    summary: "The install's app config version history, newest first",
+    responses: { 200: { description: 'the versions', schema: versionListSchema } },
+    errors: [404],
+    handle: ({ ctx, orgId, params }) => reply.ok(rollback.listInstallVersions(ctx, orgId, params.install_id)),
+  }),
+  defineRoute({
+    operationId: 'getAppConfigVersionDiff',
+    method: 'get',
+    path: `${INSTALL}/app-config-versions/{version_id}/diff`,
+    tag,
+    summary: 'What a version changed',
+    responses: { 200: { description: 'the diff from the previous version', schema: versionDiffSchema } },
+    errors: [404],
+    handle: ({ ctx, orgId, params }) => reply.ok(rollback.versionDiff(ctx, orgId, params.install_id, params.version_id)),
+  }),
+  defineRoute({
+    operationId: 'updateInstallAppConfig',
+    method: 'post',
+    path: `${INSTALL}/app-config-updates`,
+    tag,
+    summary: 'Plan (plan_only) or apply an app config: a rollback or a roll forward',
+    before: ({ ctx, orgId, params }) => void installs.mustGetInstall(ctx, orgId, params.install_id),
+    body: { schema: configUpdateSchema },
+    responses: {
+      200: { description: 'plan_only: the plan; nothing changed and no workflow started', schema: configUpdatePlannedSchema },
+      201: { description: 'applied: an app_config_update workflow and a new version', schema: configUpdateAppliedSchema },
+    },
+    errors: [404],
+    handle: ({ ctx, orgId, params, body }) => rollback.updateInstallConfig(ctx, orgId, params.install_id, body),
+  }),
+];

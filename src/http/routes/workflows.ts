@@ -1,18 +1,43 @@
-import { Hono } from 'hono';
-import type { AppContext } from '../../context.ts';
-import type { AuthEnv } from '../auth.ts';
-import { readJson } from '../validation.ts';
-import { approvalSchema } from '../schemas.ts';
+// CONTRACT 4.2: workflows, approvals, cancel.
 import * as workflows from '../../services/workflows.ts';
+import { defineRoute, reply } from '../route.ts';
+import { approvalSchema } from '../schemas.ts';
+import { stepSchema, workflowSchema } from '../responses.ts';
 
-export function workflowRoutes(ctx: AppContext) {
-  const r = new Hono<AuthEnv>();
-  r.get('/:id', (c) => c.json(workflows.getWorkflowView(ctx, c.get('orgId'), c.req.param('id'))));
-  r.post('/:id/steps/:step/approval', async (c) => {
-    workflows.getWorkflowView(ctx, c.get('orgId'), c.req.param('id'));
-    const body = await readJson(c, approvalSchema);
-    return c.json(workflows.respondToApproval(ctx, c.get('orgId'), c.req.param('id'), c.req.param('step'), body.response, body.note));
-  });
-  r.post('/:id/cancel', (c) => c.json(workflows.cancelWorkflow(ctx, c.get('orgId'), c.req.param('id'))));
-  return r;
-}
+const tag = 'workflows';
+
+export const workflowRoutes = [
+  defineRoute({
+    operationId: 'getWorkflow',
+    method: 'get',
+    path: '/v1/workflows/{workflow_id}',
+    tag,
+    summary: 'Get a workflow with its steps',
+    responses: { 200: { description: 'the workflow', schema: workflowSchema } },
+    errors: [404],
+    handle: ({ ctx, orgId, params }) => reply.ok(workflows.getWorkflowView(ctx, orgId, params.workflow_id)),
+  }),
+  defineRoute({
+    operationId: 'respondToApproval',
+    method: 'post',
+    path: '/v1/workflows/{workflow_id}/steps/{step_id}/approval',
+    tag,
+    summary: 'Approve or reject a step that awaits approval',
+    before: ({ ctx, orgId, params }) => void workflows.getWorkflowView(ctx, orgId, params.workflow_id),
+    body: { schema: approvalSchema },
+    responses: { 200: { description: 'the step', schema: stepSchema } },
+    errors: [404, 409],
+    handle: ({ ctx, orgId, params, body }) =>
+      reply.ok(workflows.respondToApproval(ctx, orgId, params.workflow_id, params.step_id, body.response, body.note)),
+  }),
+  defineRoute({
+    operationId: 'cancelWorkflow',
+    method: 'post',
+    path: '/v1/workflows/{workflow_id}/cancel',
+    tag,
+    summary: 'Cancel a workflow (409 once it has ended)',
+    responses: { 200: { description: 'the workflow', schema: workflowSchema } },
+    errors: [404, 409],
+    handle: ({ ctx, orgId, params }) => reply.ok(workflows.cancelWorkflow(ctx, orgId, params.workflow_id)),
+  }),
+];

@@ -1,0 +1,292 @@
+// Response bodies of the /v1 API (CONTRACT 3, 4), beside the request schemas of ./schemas.ts and
+// src/webhooks/subscription.ts. Every success body goes out through its schema (src/http/route.ts)
+// and the OpenAPI document is generated from the same schemas (src/http/openapi.ts). Each schema
+// registered in `apiSchemas` becomes a named component (`#/components/schemas/<id>`).
+import { z } from 'zod';
+import type { ErrorDetail } from '../errors.ts';
+import type { DeliveryStatus } from '../../store/delivery-status.ts';
+import type { Status } from '../../store/workflows.ts';
+import type { ExecutionType, OwnerType, ParentRef, Verdict } from '../events/facts.ts';
+import type { ConfigDiff, FieldChange } from '../orchestrator/diff.ts';
+import type { DeliveryResult } from '../delivery/client.ts';
+import { interestsSchema, matchSchema } from '../webhooks/subscription.ts';
+import { actionSpecSchema, componentSpecSchema } from './schemas.ts';
+
+/** The named schemas of the document's `components.schemas`. */
+export const apiSchemas = z.registry<{ id?: string; description?: string }>();
+
+/** A description for the document (kept in `apiSchemas`, the registry the document is made with). */
+function described<S extends z.ZodType>(schema: S, description: string): S {
+  apiSchemas.add(schema as z.ZodType, { description });
+  return schema;
+}
+
+const timestamp = described(z.string(), 'ISO 8601 timestamp');
+const labels = z.record(z.string(), z.string());
+const json = z.record(z.string(), z.unknown());
+
+// ------------------------------------------------------------------ errors (CONTRACT 3)
+
+export const ERROR_CODES = [
+  'invalid_request',
+  'unauthorized',
+  'forbidden',
+  'not_found',
+  'conflict',
+  'payload_too_large',
+  'unsupported_media_type',
+  'internal',
+] as const;
+
+export const errorDetailSchema = z
+  .object({ path: described(z.string(), 'the field path, dotted (`(body)` for the body as a whole)'), message: z.string() })
+  .register(apiSchemas, { id: 'ErrorDetail' });
+
+export const errorSchema = z
+  .object({
+    error: z.enum(ERROR_CODES),
+    message: z.string(),
+    details: z.array(errorDetailSchema).optional(),
+  })
+  .register(apiSchemas, { id: 'Error', description: 'Every error response (CONTRACT 3)' });
+
+// ------------------------------------------------------------------ webhooks (CONTRACT 4.1)
+
+export const deliveryStatusSchema = z
+  .object({
+    last_attempt_at: timestamp.nullable(),
+    last_outcome: z.enum(['success', 'failure']).nullable(),
+    last_status_code: z.number().int().nullable(),
+    last_error: z.string().nullable(),
+    consecutive_failures: z.number().int(),
+    attempts_total: z.number().int(),
+    failures_total: z.number().int(),
+  })
+  .register(apiSchemas, { id: 'DeliveryStatus' });
+
+export const webhookSchema = z
+  .object({
+    webhook_id: z.string(),
+    webhook_url: z.string(),
+    has_secret: z.boolean(),
+    interests: interestsSchema.register(apiSchemas, { id: 'Interests' }),
+    match: matchSchema.register(apiSchemas, { id: 'Match' }).nullable(),
+    created_at: timestamp,
+    updated_at: timestamp,
+    previous_secret_expires_at: described(timestamp.nullable(), 'while a rotated-out secret still signs: when it stops'),
+    delivery_status: deliveryStatusSchema,
+  })
+  .register(apiSchemas, { id: 'Webhook' });
+
+export const webhookListSchema = z.array(webhookSchema);
+
+export const pingResultSchema = z
+  .object({
+    delivered: z.boolean(),
+    status: described(z.number().int().optional(), "the receiver's HTTP status, when it answered"),
+    error: z.string().optional(),
+    duration_ms: z.number(),
+  })
+  .register(apiSchemas, { id: 'PingResult' });
+
+// ------------------------------------------------------------------ apps, configs, branches (CONTRACT 4.2)
+
+export const appSchema = z
+  .object({
+    app_id: z.string(),
+    org_id: described(z.string().optional(), 'returned by GET only'),
+    name: z.string(),
+    created_at: timestamp,
+  })
+  .register(apiSchemas, { id: 'App' });
+
+const configBodyShape = {
+  sandbox: json.optional(),
+  components: z.array(componentSpecSchema.register(apiSchemas, { id: 'ComponentSpec' })),
+  actions: z.array(actionSpecSchema.register(apiSchemas, { id: 'ActionSpec' })).optional(),
+  inputs: json.optional(),
+};
+
+export const appConfigViewSchema = z
+  .object({ app_config_id: z.string(), app_id: z.string(), version: z.number().int(), ...configBodyShape, created_at: timestamp })
+  .register(apiSchemas, { id: 'AppConfig' });
+
+export const appConfigListSchema = z.array(appConfigViewSchema);
+
+export const branchSchema = z
+  .object({
+    app_branch_id: z.string(),
+    app_id: z.string(),
+    org_id: z.string(),
+    name: z.string(),
+    install_groups: z.array(
+      z.object({
+        name: z.string(),
+        install_ids: z.array(z.string()).optional(),
+        selector: z.object({ match_labels: labels }).optional(),
+      }),
+    ),
+    created_at: timestamp,
+  })
+  .register(apiSchemas, { id: 'AppBranch' });
+
+// ------------------------------------------------------------------ workflows (CONTRACT 4.2)
+
+export const STATUSES = ['pending', 'started', 'awaiting_approval', 'skipped', 'succeeded', 'failed', 'cancelled'] as const;
+const status = z.enum(STATUSES);
+const OWNER_TYPES = ['installs', 'apps', 'app_branches'] as const;
+const EXECUTION_TYPES = ['system', 'user', 'approval', 'skipped', 'hidden'] as const;
+const VERDICTS = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;
+
+export const parentRefSchema = z
+  .object({ workflow_id: z.string(), step_id: z.string(), kind: z.literal('workflow_step') })
+  .register(apiSchemas, { id: 'ParentRef' });
+
+export const approvalSchema = z
+  .object({
+    status: z.enum(['requested', 'approved', 'rejected']),
+    plan: z.unknown().optional(),
+    note: z.string().optional(),
+    responded_at: timestamp.optional(),
+  })
+  .register(apiSchemas, { id: 'Approval' });
+
+export const stepSchema = z
+  .object({
+    step_id: z.string(),
+    name: z.string(),
+    idx: z.number().int(),
+    target_type: z.string().nullable(),
+    target_id: z.string().nullable(),
+    component_id: z.string().nullable(),
+    sandbox_id: z.string().nullable(),
+    execution_type: z.enum(EXECUTION_TYPES),
+    status: status,
+    error: z.string().nullable(),
+    started_at: timestamp.nullable(),
+    finished_at: timestamp.nullable(),
+    approval: approvalSchema.optional(),
+    plan: z.unknown().optional(),
+  })
+  .register(apiSchemas, { id: 'Step' });
+
+const workflowSummaryShape = {
+  workflow_id: z.string(),
+  type: z.string(),
+  owner_id: z.string(),
+  owner_type: z.enum(OWNER_TYPES),
+  parent: parentRefSchema.nullable(),
+  status,
+  error: z.string().nullable(),
+  created_at: timestamp,
+  started_at: timestamp.nullable(),
+  finished_at: timestamp.nullable(),
+};
+
+export const workflowSummarySchema = z.object(workflowSummaryShape).register(apiSchemas, { id: 'WorkflowSummary' });
+export const workflowSummaryListSchema = z.array(workflowSummarySchema);
+
+export const workflowSchema = z
+  .object({ ...workflowSummaryShape, action_id: z.string().nullable(), external: z.boolean(), steps: z.array(stepSchema) })
+  .register(apiSchemas, { id: 'Workflow' });
+
+// ------------------------------------------------------------------ installs (CONTRACT 4.2)
+
+export const installSchema = z
+  .object({
+    install_id: z.string(),
+    name: z.string(),
+    app_id: z.string(),
+    labels,
+    app_config_id: z.string().nullable(),
+    app_branch_id: z.string().nullable(),
+    components: z.array(z.object({ component_id: z.string(), name: z.string(), labels, health: z.enum(VERDICTS) })),
+    actions: z.array(
+      z.object({ action_id: z.string(), name: z.string(), labels, inputs: z.record(z.string(), z.object({ required: z.boolean().optional() })) }),
+    ),
+    sandbox_id: z.string(),
+    runner_id: z.string(),
+    inputs: json,
+    health: z.enum(VERDICTS),
+    provisioned: z.boolean(),
+    created_at: timestamp,
+  })
+  .register(apiSchemas, { id: 'Install' });
+
+export const installListSchema = z.array(installSchema);
+
+// ------------------------------------------------------------------ rollback (CONTRACT 4.3)
+
+export const versionSchema = z
+  .object({
+    version_id: z.string(),
+    install_id: z.string(),
+    version: z.number().int(),
+    app_config_id: z.string(),
+    app_config: z.object({ app_config_id: z.string(), version: z.number().int(), ...configBodyShape }).nullable(),
+    old_app_config_id: z.string().nullable(),
+    workflow_id: z.string().nullable(),
+    status,
+    created_at: timestamp,
+  })
+  .register(apiSchemas, { id: 'AppConfigVersion' });
+
+export const versionListSchema = z.array(versionSchema);
+
+const fieldChangeSchema = z
+  .object({ path: z.string(), op: z.enum(['add', 'remove', 'replace']), old: z.unknown().optional(), new: z.unknown().optional() })
+  .register(apiSchemas, { id: 'FieldChange' });
+
+const named = z.object({ name: z.string() });
+const configDiffShape = {
+  changed: z.boolean(),
+  components: z.object({
+    added: z.array(named),
+    removed: z.array(named),
+    changed: z.array(z.object({ name: z.string(), changes: z.array(fieldChangeSchema) })),
+    unchanged: z.array(named),
+  }),
+  sandbox_changed: z.boolean(),
+  inputs_changed: z.boolean(),
+};
+
+export const versionDiffSchema = z
+  .object({ version_id: z.string(), from_app_config_id: z.string().nullable(), to_app_config_id: z.string(), ...configDiffShape })
+  .register(apiSchemas, { id: 'AppConfigVersionDiff' });
+
+export const configPlanSchema = z
+  .object({ from_app_config_id: z.string().nullable(), to_app_config_id: z.string(), ...configDiffShape })
+  .register(apiSchemas, { id: 'AppConfigPlan' });
+
+export const configUpdatePlannedSchema = z
+  .object({ plan: configPlanSchema, applied: z.literal(false) })
+  .register(apiSchemas, { id: 'AppConfigUpdatePlanned', description: 'plan_only: nothing changed and no workflow started' });
+
+export const configUpdateAppliedSchema = z
+  .object({ plan: configPlanSchema, applied: z.literal(true), workflow_id: z.string(), version_id: z.string() })
+  .register(apiSchemas, { id: 'AppConfigUpdateApplied' });
+
+export const branchRunResultSchema = z
+  .object({ run_id: z.string(), workflow_id: z.string(), app_branch_id: z.string(), app_config_id: z.string(), status })
+  .register(apiSchemas, { id: 'AppBranchRun' });
+
+// ------------------------------------------------------------------ the API description itself
+
+export const openApiDocumentSchema = described(z.record(z.string(), z.unknown()), 'this OpenAPI 3.1 document');
+
+// ------------------------------------------------------------------ one vocabulary: the enums above are the store's
+
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const sameTypes: [
+  Same<(typeof STATUSES)[number], Status>,
+  Same<(typeof OWNER_TYPES)[number], OwnerType>,
+  Same<(typeof EXECUTION_TYPES)[number], ExecutionType>,
+  Same<(typeof VERDICTS)[number], Verdict>,
+  Same<z.infer<typeof parentRefSchema>, ParentRef>,
+  Same<z.infer<typeof deliveryStatusSchema>, DeliveryStatus>,
+  Same<z.infer<typeof errorDetailSchema>, ErrorDetail>,
+  Same<z.infer<typeof fieldChangeSchema>['op'], FieldChange['op']>,
+  Same<z.infer<typeof pingResultSchema>, DeliveryResult>,
+  Same<Omit<z.infer<typeof versionDiffSchema>, 'version_id' | 'from_app_config_id' | 'to_app_config_id'>['components']['added'], ConfigDiff['components']['added']>,
+] = [true, true, true, true, true, true, true, true, true, true];
+void sameTypes;

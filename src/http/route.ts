@@ -1,0 +1,154 @@
+// One definition per /v1 route: method, path, path parameters, request body schema, response
+// schemas and handler. mountRoutes() serves the definitions; src/http/openapi.ts documents the same
+// definitions, so the document cannot drift from what is served (CONTRACT 4.4).
+import type { Context, Hono } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { z } from 'zod';
+import type { AppContext } from '../context.ts';
+import type { AuthEnv } from './auth.ts';
+import { HttpError } from './errors.ts';
+import { invalid, issuesToDetails, readJson } from './validation.ts';
+
+export type Method = 'get' | 'post' | 'patch' | 'delete';
+export type SuccessStatus = 200 | 201 | 204;
+/** The CONTRACT 3 statuses a route may answer with (401 and 403 are added to every authenticated route). */
+export type ErrorStatus = 400 | 404 | 409;
+
+export interface ResponseDef {
+  description: string;
+  /** null: no body (204) */
+  schema: z.ZodType | null;
+}
+
+export type Responses = { [S in SuccessStatus]?: ResponseDef };
+
+type BodyOf<D> = D extends { schema: infer S extends z.ZodType } ? z.input<S> : null;
+
+/** What a handler returns: one of the route's success statuses and a body its schema accepts. */
+export type Reply<R extends Responses> = { [S in keyof R & SuccessStatus]: { status: S; body: BodyOf<R[S]> } }[keyof R & SuccessStatus];
+
+/** `/v1/installs/{install_id}/components/{component_id}` → 'install_id' | 'component_id' */
+export type PathParams<P extends string> = P extends `${string}{${infer Name}}${infer Rest}` ? Name | PathParams<Rest> : never;
+
+export interface RouteArgs<Path extends string> {
+  ctx: AppContext;
+  c: Context<AuthEnv>;
+  /** the authenticated org (empty on public routes) */
+  orgId: string;
+  params: { [K in PathParams<Path>]: string };
+}
+
+export interface RouteDef<Path extends string, B extends z.ZodType, R extends Responses> {
+  operationId: string;
+  method: Method;
+  /** the OpenAPI path, `{name}` for a path parameter */
+  path: Path;
+  summary: string;
+  description?: string;
+  tag: string;
+  /** served without authentication */
+  public?: boolean;
+  /**
+   * The request body schema. `optional`: an absent body reads as `{}`. Read with readJson
+   * (CONTRACT 3: 415, malformed JSON 400, `__proto__` 400, unknown fields 400 by path).
+   */
+  body?: { schema: B; optional?: boolean };
+  responses: R;
+  /** error statuses besides 401/403 (and 413/415 of routes with a body) */
+  errors: ErrorStatus[];
+  /** checks made before the body is read: a missing resource is 404 before its body is 400 */
+  before?: (a: RouteArgs<Path>) => void;
+  handle: (a: RouteArgs<Path> & { body: z.output<B> }) => Reply<R> | Promise<Reply<R>>;
+}
+
+/** A route definition with its types erased, as the router and the document see it. */
+export interface ApiRoute {
+  operationId: string;
+  method: Method;
+  path: string;
+  summary: string;
+  description?: string;
+  tag: string;
+  public?: boolean;
+  /** the path parameters, `{name}` of the path, each a non-empty string */
+  params: z.ZodObject<Record<string, z.ZodString>>;
+  paramNames: string[];
+  body?: { schema: z.ZodType; optional?: boolean };
+  responses: Responses;
+  errors: ErrorStatus[];
+  before?: (a: RouteArgs<string>) => void;
+  handle: (a: RouteArgs<string> & { body: unknown }) => { status: SuccessStatus; body: unknown } | Promise<{ status: SuccessStatus; body: unknown }>;
+}
+
+/** A path parameter: the API's ids are matched as given (an unknown or malformed id is a 404). */
+export const pathParamSchema = z.string().min(1);
+
+export function defineRoute<const Path extends string, B extends z.ZodType = z.ZodNever, const R extends Responses = Responses>(
+  def: RouteDef<Path, B, R>,
+): ApiRoute {
+  if (!def.path.startsWith('/v1/')) throw new Error(`route ${def.operationId}: path must start with /v1/`);
+  const paramNames = [...def.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
+  const params = z.strictObject(Object.fromEntries(paramNames.map((n) => [n, pathParamSchema])));
+  return { ...(def as unknown as Omit<ApiRoute, 'params' | 'paramNames'>), params, paramNames };
+}
+
+export const reply = {
+  ok: <T>(body: T) => ({ status: 200 as const, body }),
+  created: <T>(body: T) => ({ status: 201 as const, body }),
+  noContent: () => ({ status: 204 as const, body: null }),
+};
+
+/** `/v1/installs/{install_id}` → `/installs/:install_id` (relative to the /v1 router). */
+export const honoPath = (path: string) => path.slice('/v1'.length).replace(/\{(\w+)\}/g, ':$1');
+
+/** Serve each route on `router` (mounted at /v1). */
+export function mountRoutes(router: Hono<AuthEnv>, ctx: AppContext, routes: readonly ApiRoute[]): void {
+  for (const route of routes) {
+    router.on(route.method.toUpperCase(), honoPath(route.path), async (c) => {
+      const p = route.params.safeParse(c.req.param());
+      if (!p.success) throw invalid(issuesToDetails(p.error.issues));
+      const args: RouteArgs<string> = { ctx, c, orgId: route.public ? '' : c.get('orgId'), params: p.data };
+      route.before?.(args);
+      const body = route.body ? await readJson(c, route.body.schema, route.body.optional ? {} : undefined) : undefined;
+      const out = await route.handle({ ...args, body });
+      return respond(c, ctx, route, out);
+    });
+  }
+}
+
+/** Send a success body through its documented schema: what is not in the schema does not go out. */
+function respond(c: Context, ctx: AppContext, route: ApiRoute, out: { status: SuccessStatus; body: unknown }): Response {
+  const def = route.responses[out.status];
+  if (!def) {
+    ctx.logger.error({ operation: route.operationId, status: out.status }, 'response status is not documented');
+    throw new HttpError(500, 'internal', 'internal error');
+  }
+  if (def.schema === null) return c.body(null, out.status as 204);
+  const r = def.schema.safeParse(out.body);
+  if (!r.success) {
+    const issues = r.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }));
+    ctx.logger.error({ operation: route.operationId, issues }, 'response does not match its documented schema');
+    throw new HttpError(500, 'internal', 'internal error');
+  }
+  const dropped = droppedFields(out.body, r.data);
+  if (dropped.length) ctx.logger.error({ operation: route.operationId, dropped }, 'response fields missing from the documented schema were left out');
+  return c.json(r.data, out.status as ContentfulStatusCode);
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** Paths of the fields of `before` (with a value) that shaping left out of `after`. */
+export function droppedFields(before: unknown, after: unknown, path = ''): string[] {
+  const out: string[] = [];
+  if (Array.isArray(before) && Array.isArray(after)) {
+    before.forEach((x, i) => out.push(...droppedFields(x, after[i], `${path}[${i}]`)));
+  } else if (isObject(before) && isObject(after)) {
+    for (const [k, v] of Object.entries(before)) {
+      const p = path ? `${path}.${k}` : k;
+      if (!(k in after)) {
+        if (v !== undefined) out.push(p);
+      } else out.push(...droppedFields(v, after[k], p));
+    }
+  }
+  return out;
+}

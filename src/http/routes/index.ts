@@ -1,0 +1,22 @@
+// Every /v1 route, served by src/http/app.ts and documented by src/http/openapi.ts.
+import { defineRoute, reply, type ApiRoute } from '../route.ts';
+import { openApiDocument } from '../openapi.ts';
+import { openApiDocumentSchema } from '../responses.ts';
+import { webhookRoutes } from './webhooks.ts';
+import { appRoutes } from './apps.ts';
+import { installRoutes } from './installs.ts';
+import { workflowRoutes } from './workflows.ts';
+
+const openApiRoute = defineRoute({
+  operationId: 'getOpenApiDocument',
+  method: 'get',
+  path: '/v1/openapi.json',
+  tag: 'meta',
+  summary: 'This API description (no authentication)',
+  public: true,
+  responses: { 200: { description: 'the OpenAPI 3.1 document', schema: openApiDocumentSchema } },
+  errors: [],
+  handle: () => reply.ok(openApiDocument(API_ROUTES)),
+});
+
+export const API_ROUTES: readonly ApiRoute[] = [openApiRoute, ...webhookRoutes, ...appRoutes, ...installRoutes, ...workflowRoutes];
