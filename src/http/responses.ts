@@ -8,7 +8,7 @@ import type { DeliveryStatus } from '../../store/delivery-status.ts';
 import type { Status } from '../../store/workflows.ts';
 import type { ExecutionType, OwnerType, ParentRef, Verdict } from '../events/facts.ts';
 import type { ConfigDiff, FieldChange } from '../orchestrator/diff.ts';
-import type { DeliveryResult } from '../delivery/client.ts';
+import type { AttemptResult } from '../delivery/client.ts';
 import { interestsSchema, matchSchema } from '../webhooks/subscription.ts';
 import { actionSpecSchema, componentSpecSchema } from './schemas.ts';
 
@@ -286,7 +286,7 @@ const sameTypes: [
   Same<z.infer<typeof deliveryStatusSchema>, DeliveryStatus>,
   Same<z.infer<typeof errorDetailSchema>, ErrorDetail>,
   Same<z.infer<typeof fieldChangeSchema>['op'], FieldChange['op']>,
-  Same<z.infer<typeof pingResultSchema>, DeliveryResult>,
+  Same<z.infer<typeof pingResultSchema>, AttemptResult>,
   Same<Omit<z.infer<typeof versionDiffSchema>, 'version_id' | 'from_app_config_id' | 'to_app_config_id'>['components']['added'], ConfigDiff['components']['added']>,
 ] = [true, true, true, true, true, true, true, true, true, true];
 void sameTypes;
