@@ -1,7 +1,7 @@
 // Integration tests of workflow orchestration (CONTRACT 4.2, 5, 5.1, 5.2; spec 1, 3): a real svc in
 // process (HTTP, SQLite, engine, memory bus, dispatch, delivery) and a recording receiver. The
-// events a workflow produced are read from the outbox (commit order, authoritative) and, where the
-// delivery matters, from the receiver. With `localRunner: false` this file plays the runner on the
+// events a workflow produced are read from the server's bus (svc.events.>, in commit order) and,
+// where the delivery matters, from the receiver. With `localRunner: false` this file plays the runner on the
 // server's own bus.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,11 +21,6 @@ const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 // helpers
 
 
-/** Every event committed for an org, in commit order (the outbox). */
-function outbox(db: Db, orgId: string): Json[] {
-  const rows = db.prepare('SELECT body FROM outbox WHERE org_id = ? ORDER BY seq').all(orgId) as Array<{ body: string }>;
-  return rows.map((r) => JSON.parse(r.body));
-}
 
 /** The lifecycle, approval and drift events of one workflow, as `kind:step name:transition`. */
 function trail(events: Json[], workflowId: string): string[] {
@@ -206,7 +201,7 @@ describe('with the local runner', () => {
     expect(names(dsb)).toEqual(['deprovision sandbox']);
 
     // events (commit order): workflow started; per step started then succeeded; workflow succeeded
-    const events = outbox(svc.server.ctx.db, org.org_id);
+    const events = (await svc.events(org.org_id));
     for (const wf of [provision, ...seen.filter((w) => !w.type.startsWith('drift_run')), inputs, acu, deprov, dsb]) {
       expect(trail(events, wf.workflow_id), wf.type).toEqual(successTrail(names(wf)));
     }
@@ -245,7 +240,7 @@ describe('with the local runner', () => {
     expect(wf.steps[0].error).not.toMatch(/dry_run/);
     expect(wf.error).toMatch(/\btarget\b/);
 
-    const events = outbox(svc.server.ctx.db, org.org_id);
+    const events = (await svc.events(org.org_id));
     expect(trail(events, wf.workflow_id)).toEqual([
       'workflow::started',
       'workflow_step:run migrate:started',
@@ -290,7 +285,7 @@ describe('with the local runner', () => {
     expect(cancelled.status).toBe('cancelled');
     expect(statuses(cancelled)).toEqual(['succeeded', 'cancelled', 'cancelled', 'cancelled', 'cancelled']);
 
-    const events = outbox(svc.server.ctx.db, org.org_id);
+    const events = (await svc.events(org.org_id));
     expect(trail(events, run.workflow_id)).toEqual([
       'workflow::started',
       'workflow_step:build components:started',
@@ -310,7 +305,7 @@ describe('with the local runner', () => {
     expect(late.status).toBe(409);
     expect((await api.post(`/v1/workflows/${run.workflow_id}/cancel`)).status).toBe(409);
     expect((await api.get(`/v1/installs/${install.install_id}/workflows`)).body.map((w: Json) => w.type)).toEqual(['provision']);
-    expect(outbox(svc.server.ctx.db, org.org_id)).toHaveLength(events.length);
+    expect((await svc.events(org.org_id))).toHaveLength(events.length);
   });
 
   it('drift scans with the local runner: plans have no changes, so no drift event', async () => {
@@ -320,7 +315,7 @@ describe('with the local runner', () => {
     const b = await waitWf(api, (await post(api, `/v1/installs/${install.install_id}/drift-scans`, { sandbox: true })).workflow_id);
     expect([a.status, b.status]).toEqual(['succeeded', 'succeeded']);
     for (const s of [...a.steps, ...b.steps]) expect(s.plan).toEqual({ changes: [] });
-    const drift = outbox(svc.server.ctx.db, org.org_id).filter((e) => e.type === 'com.svc.drift.detected.v1');
+    const drift = (await svc.events(org.org_id)).filter((e) => e.type === 'com.svc.drift.detected.v1');
     expect(drift).toEqual([]);
   });
 });
@@ -378,15 +373,15 @@ describe('with an external runner (localRunner: false)', () => {
     const job = await waitFor(() => runner.held.find((j) => j.workflow_id === wf.workflow_id), 5000, 'the job');
     await sleep(150);
     expect(statuses(await getWf(api, wf.workflow_id))).toEqual(['pending']);
-    expect(trail(outbox(svc.server.ctx.db, org.org_id), wf.workflow_id)).toEqual(['workflow::started']);
+    expect(trail((await svc.events(org.org_id)), wf.workflow_id)).toEqual(['workflow::started']);
     // a terminal status with no started before it counts as both
     expect(await runner.send(job, [{ status: 'succeeded' }])).toEqual([{ ok: true }]);
     const done = await waitWf(api, wf.workflow_id);
     expect(done.status).toBe('succeeded');
-    expect(trail(outbox(svc.server.ctx.db, org.org_id), wf.workflow_id)).toEqual(successTrail(['reprovision sandbox']));
+    expect(trail((await svc.events(org.org_id)), wf.workflow_id)).toEqual(successTrail(['reprovision sandbox']));
     // a repeat changes nothing
     await runner.send(job, [{ status: 'succeeded' }, { status: 'started' }]);
-    expect(trail(outbox(svc.server.ctx.db, org.org_id), wf.workflow_id)).toEqual(successTrail(['reprovision sandbox']));
+    expect(trail((await svc.events(org.org_id)), wf.workflow_id)).toEqual(successTrail(['reprovision sandbox']));
   });
 
   it('a failed job fails its step and workflow with the runner\'s error; the later steps end cancelled without events', async () => {
@@ -399,7 +394,7 @@ describe('with an external runner (localRunner: false)', () => {
     expect(wf.error).toBe('image api:1 not found');
     expect(statuses(wf)).toEqual(['succeeded', 'failed', 'cancelled', 'cancelled']);
     expect(wf.steps[1].error).toBe('image api:1 not found');
-    const events = outbox(svc.server.ctx.db, org.org_id);
+    const events = (await svc.events(org.org_id));
     expect(trail(events, wf.workflow_id)).toEqual([
       'workflow::started',
       'workflow_step:reprovision sandbox:started',
@@ -435,7 +430,7 @@ describe('with an external runner (localRunner: false)', () => {
       'workflow_step:deploy api:cancelled',
       'workflow::cancelled',
     ];
-    expect(trail(outbox(svc.server.ctx.db, org.org_id), started.workflow_id)).toEqual(trailAfterCancel);
+    expect(trail((await svc.events(org.org_id)), started.workflow_id)).toEqual(trailAfterCancel);
     const jobRow = svc.server.ctx.db.prepare('SELECT status FROM jobs WHERE job_id = ?').get(job.job_id) as { status: string };
     expect(jobRow.status).toBe('cancelled');
 
@@ -443,7 +438,7 @@ describe('with an external runner (localRunner: false)', () => {
     const replies = await runner.send(job, [{ status: 'succeeded' }]);
     expect(replies[0].ok).toBe(true);
     expect(statuses(await getWf(api, started.workflow_id))).toEqual(['succeeded', 'cancelled', 'cancelled', 'cancelled']);
-    expect(trail(outbox(svc.server.ctx.db, org.org_id), started.workflow_id)).toEqual(trailAfterCancel);
+    expect(trail((await svc.events(org.org_id)), started.workflow_id)).toEqual(trailAfterCancel);
     // and no further job was sent for it
     expect(runner.jobs.filter((j) => j.workflow_id === started.workflow_id)).toHaveLength(2);
 
@@ -468,9 +463,9 @@ describe('with an external runner (localRunner: false)', () => {
     const cancelled = await post(api, `/v1/workflows/${started.workflow_id}/cancel`, undefined, 200);
     expect(cancelled.status).toBe('cancelled');
     expect(statuses(cancelled)).toEqual(['cancelled', 'cancelled', 'cancelled', 'cancelled']);
-    expect(trail(outbox(svc.server.ctx.db, org.org_id), started.workflow_id)).toEqual(['workflow::started', 'workflow::cancelled']);
+    expect(trail((await svc.events(org.org_id)), started.workflow_id)).toEqual(['workflow::started', 'workflow::cancelled']);
     await runner.send(job, [{ status: 'started' }, { status: 'succeeded' }]);
-    expect(trail(outbox(svc.server.ctx.db, org.org_id), started.workflow_id)).toEqual(['workflow::started', 'workflow::cancelled']);
+    expect(trail((await svc.events(org.org_id)), started.workflow_id)).toEqual(['workflow::started', 'workflow::cancelled']);
     // the install stays provisioned: the deprovision never finished
     expect((await api.get(`/v1/installs/${install.install_id}`)).body.provisioned).toBe(true);
   });
@@ -497,7 +492,7 @@ describe('with an external runner (localRunner: false)', () => {
     expect(planJobs.every((j) => j.plan_only === true)).toBe(true);
     expect(wf.steps.find((s: Json) => s.name === 'plan worker').plan).toEqual({ changes });
 
-    const drift = outbox(svc.server.ctx.db, org.org_id).filter((e) => e.type === 'com.svc.drift.detected.v1' && e.data.workflow.id === wf.workflow_id);
+    const drift = (await svc.events(org.org_id)).filter((e) => e.type === 'com.svc.drift.detected.v1' && e.data.workflow.id === wf.workflow_id);
     expect(drift).toHaveLength(1);
     const stepId = wf.steps.find((s: Json) => s.name === 'plan worker').step_id;
     expect(drift[0].subject).toBe(`${org.org_id}/drift_detected/${wf.workflow_id}/${stepId}/detected`);
@@ -521,7 +516,7 @@ describe('with an external runner (localRunner: false)', () => {
     runner.policy = (job) => (job.operation === 'sandbox.plan' ? [{ status: 'succeeded', plan: { changes: [{ address: 'aws_vpc.main', action: 'replace' }] } }] : autoAnswer(job));
     const sb = await waitWf(api, (await post(api, `/v1/installs/${install.install_id}/drift-scans`, { sandbox: true })).workflow_id);
     expect(sb.status).toBe('succeeded');
-    const sbDrift = outbox(svc.server.ctx.db, org.org_id).filter((e) => e.type === 'com.svc.drift.detected.v1' && e.data.workflow.id === sb.workflow_id);
+    const sbDrift = (await svc.events(org.org_id)).filter((e) => e.type === 'com.svc.drift.detected.v1' && e.data.workflow.id === sb.workflow_id);
     expect(sbDrift).toHaveLength(1);
     expect(sbDrift[0].data.drift).toEqual({ sandbox_id: install.sandbox_id, changes: [{ address: 'aws_vpc.main', action: 'replace' }] });
     expect(sbDrift[0].interests).toEqual(expect.arrayContaining(['resource:sandboxes', 'op:sandboxes.drift']));
@@ -533,7 +528,7 @@ describe('with an external runner (localRunner: false)', () => {
     runner.policy = (job) => (job.operation === 'component.deploy' ? [{ status: 'succeeded', plan: { changes: [{ address: 'a', action: 'create' }] } }] : autoAnswer(job));
     const dep = await waitWf(api, (await post(api, `/v1/installs/${install.install_id}/components/${worker}/deploy`)).workflow_id);
     expect(dep.status).toBe('succeeded');
-    const all = outbox(svc.server.ctx.db, org.org_id).filter((e) => e.type === 'com.svc.drift.detected.v1');
+    const all = (await svc.events(org.org_id)).filter((e) => e.type === 'com.svc.drift.detected.v1');
     expect(all.map((e) => e.data.workflow.id).sort()).toEqual([wf.workflow_id, sb.workflow_id].sort());
   });
 });
@@ -583,6 +578,6 @@ describe('scheduled drift scans', () => {
     await sleep(900);
     expect(await scans(b.install_id)).toEqual([]);
     // and, the local runner's plans being clean, no drift event
-    expect(outbox(svc.server.ctx.db, org.org_id).filter((e) => e.type === 'com.svc.drift.detected.v1')).toEqual([]);
+    expect((await svc.events(org.org_id)).filter((e) => e.type === 'com.svc.drift.detected.v1')).toEqual([]);
   });
 });

@@ -26,6 +26,11 @@ export interface TestService {
   server: RunningServer;
   createOrg(name?: string): OrgCreds;
   api(org: OrgCreds): ApiClient;
+  /**
+   * Every event emitted for an org so far, in commit order: what svc.events.> carried on this
+   * server's bus (the outbox relay mirrors each event there as it hands it to delivery).
+   */
+  events(orgId: string): Promise<any[]>; // eslint-disable-line @typescript-eslint/no-explicit-any
   stop(): Promise<void>;
 }
 
@@ -67,6 +72,8 @@ export async function startService(overrides: Partial<ServeConfig> = {}, opts: {
   };
   const server = await startServer(config, { logger: opts.logger ?? pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }) });
   const url = server.url;
+  const seen: any[] = []; // eslint-disable-line @typescript-eslint/no-explicit-any
+  server.bus.subscribe('svc.events.>', (m) => void seen.push(m.json()));
   return {
     url,
     dir,
@@ -82,6 +89,10 @@ export async function startService(overrides: Partial<ServeConfig> = {}, opts: {
       }
     },
     api: (org) => apiClient(url, org),
+    async events(orgId) {
+      await server.bus.flush();
+      return seen.filter((e) => e.svcorgid === orgId);
+    },
     stop: () => server.stop(),
   };
 }
