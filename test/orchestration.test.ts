@@ -5,7 +5,6 @@
 // server's own bus.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Db } from '../store/db.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from './helpers/service.ts';
 import { autoAnswer, FakeRunner, type Answer, type Job } from './helpers/fake-runner.ts';
