@@ -45,20 +45,24 @@ export function registerServeCommand(program: Command): void {
     .addOption(new Option('--drift-interval <duration|off>', 'scheduled drift scans').env('SVC_DRIFT_INTERVAL').argParser(arg(driftInterval)).default(24 * 3_600_000, '24h'))
     .action(async (opts: ServeOptions, cmd: Command) => {
       const config = toConfig(opts, cmd);
-      const { startServer } = await import('../server.ts');
-      const running = await startServer(config);
+      const started = import('../server.ts').then(({ startServer }) => startServer(config));
+      // The handlers go in before the server starts: a SIGTERM that comes as soon as `listening on`
+      // is printed (or during start-up) still drains and exits 0 instead of killing the process.
       let exiting = false;
       const shutdown = async (signal: string) => {
         if (exiting) return;
         exiting = true;
-        running.ctx.logger.info({ signal }, 'shutting down');
-        const hard = setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 5000);
+        const hard = setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 5000); // also bounds a start-up that hangs
         hard.unref();
+        const running = await started.catch(() => null);
+        if (!running) return; // start-up failed: main reports it (exit 1)
+        running.ctx.logger.info({ signal }, 'shutting down');
         await running.stop();
         process.exit(0);
       };
       process.on('SIGTERM', () => void shutdown('SIGTERM'));
       process.on('SIGINT', () => void shutdown('SIGINT'));
+      await started;
     });
 }
 
