@@ -4,12 +4,12 @@
 // sources through tsx instead (a dev dependency; slower to start), saying so on stderr.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { distState } from '../scripts/dist-state.mjs';
 
 const argv = process.argv.slice(2);
 
 /** The CLI's main(): from dist/, or from the sources through tsx; null when neither can run. */
 async function loadMain() {
+  const { distState } = await import('../scripts/dist-state.mjs');
   const root = fileURLToPath(new URL('..', import.meta.url));
   const dist = distState(root);
   if (dist.state === 'fresh') return (await import('../dist/src/cli/main.js')).main;
