@@ -57,6 +57,57 @@ describe('classifyAddress', () => {
     },
   );
 
+  // More special-purpose ranges (the table is ipaddr.js's; guard.ts maps each to a reason).
+  it.each([
+    ['192.0.2.10', 'reserved'], // TEST-NET-1 (documentation)
+    ['198.51.100.7', 'reserved'], // TEST-NET-2
+    ['203.0.113.200', 'reserved'], // TEST-NET-3
+    ['198.18.0.1', 'reserved'], // benchmarking
+    ['192.0.0.8', 'reserved'], // IETF protocol assignments
+    ['100.64.1.2', 'shared'], // CGNAT
+    ['2001:db8::1', 'reserved'], // IPv6 documentation
+    ['3fff::1', 'reserved'], // IPv6 documentation (RFC 9637)
+    ['2001:2::1', 'reserved'], // IPv6 benchmarking
+    ['2001:0:4136:e378:8000:63bf:3fff:fdd2', 'reserved'], // Teredo
+    ['100::1', 'reserved'], // discard
+    ['fec0::1', 'private'], // site-local (deprecated)
+    ['fe80::1%eth-0.1', 'link-local'], // a zone id ipaddr.js would not parse
+    ['::ffff:0a00:0001', 'private'], // IPv4-mapped in hex
+    ['::ffff:c0a8:1', 'private'],
+    ['::ffff:100.64.0.1', 'shared'],
+    ['::ffff:192.0.2.1', 'reserved'],
+    ['::ffff:224.0.0.1', 'multicast'],
+    ['::ffff:0:10.0.0.1', 'private'], // SIIT
+    ['64:ff9b::10.0.0.1', 'private'], // NAT64 well-known prefix
+    ['64:ff9b::a9fe:a9fe', 'metadata'],
+    ['64:ff9b:1::8.8.8.8', 'private'], // NAT64 local-use prefix (RFC 8215)
+    ['2002:a00:1::1', 'private'], // 6to4 of 10.0.0.1
+    ['2002:a9fe:a9fe::', 'metadata'], // 6to4 of 169.254.169.254
+    ['2002:6440::', 'shared'], // 6to4 of 100.64.0.0
+    ['::10.1.2.3', 'private'], // IPv4-compatible
+    ['127.1', 'reserved'], // not a dotted quad: not an address (URLs are normalized before)
+    ['010.0.0.1', 'reserved'],
+    ['', 'reserved'],
+  ])('%s is %s', (addr, reason) => {
+    expect(classifyAddress(addr)).toBe(reason);
+  });
+
+  it.each(['1.1.1.1', '100.63.255.255', '192.0.3.1', '198.20.0.1', '203.0.114.1', '2001:4:112::1', '2001:3::1', '2a00:1450:4001:80b::200e', '::ffff:1.1.1.1', '64:ff9b::1.1.1.1', '2002:101:101::'])(
+    '%s is allowed too',
+    (addr) => {
+      expect(classifyAddress(addr)).toBeNull();
+    },
+  );
+
+  it('is cheap per call', () => {
+    const addrs = ['8.8.8.8', '10.0.0.1', '2001:4860:4860::8888', '::ffff:127.0.0.1', 'fd00:ec2::254', '2002:a00:1::1'];
+    const n = 30_000;
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) classifyAddress(addrs[i % addrs.length]);
+    const perCallUs = ((performance.now() - t0) * 1000) / n;
+    expect(perCallUs).toBeLessThan(100); // a few µs on an idle machine; generous for a loaded one
+  });
+
   it('parses IPv6 forms', () => {
     expect(parseIPv6('::')).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
     expect(parseIPv6('1::')).toEqual([1, 0, 0, 0, 0, 0, 0, 0]);

@@ -53,20 +53,24 @@ export function registerServeCommand(program: Command): void {
     .addOption(new Option('--delivery-threads <n>', 'NATS mode: delivery threads (default: one per spare core; 0 = on the engine thread)').env('SVC_DELIVERY_THREADS').argParser(arg(parseCount)))
     .action(async (opts: ServeOptions, cmd: Command) => {
       const config = toConfig(opts, cmd);
-      const { startServer } = await import('../server.ts');
-      const running = await startServer(config);
+      const started = import('../server.ts').then(({ startServer }) => startServer(config));
+      // The handlers go in before the server starts: a SIGTERM that comes as soon as `listening on`
+      // is printed (or during start-up) still drains and exits 0 instead of killing the process.
       let exiting = false;
       const shutdown = async (signal: string) => {
         if (exiting) return;
         exiting = true;
-        running.ctx.logger.info({ signal }, 'shutting down');
-        const hard = setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 15_000);
+        const hard = setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 15_000); // also bounds a start-up that hangs
         hard.unref();
+        const running = await started.catch(() => null);
+        if (!running) return; // start-up failed: main reports it (exit 1)
+        running.ctx.logger.info({ signal }, 'shutting down');
         await running.stop();
         process.exit(0);
       };
       process.on('SIGTERM', () => void shutdown('SIGTERM'));
       process.on('SIGINT', () => void shutdown('SIGINT'));
+      await started;
     });
 }
 

@@ -4,6 +4,7 @@
 // here (never resolving the name again), so a DNS answer cannot change between check and use.
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP, isIPv4, isIPv6 } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 export type RefusalReason =
   | 'loopback'
@@ -103,95 +104,96 @@ export async function checkTarget(url: string | URL, opts: CheckTargetOptions): 
 }
 
 // ------------------------------------------------------------------ address classification
+// The special-purpose ranges are ipaddr.js's (IANA's registries, RFC by RFC); this table only says
+// which of them refuse a target and why. A range it does not name (one a later ipaddr.js adds)
+// is refused as reserved: the guard fails closed.
 
-type V4Rule = [base: number, prefix: number, reason: RefusalReason];
+/** What each ipaddr.js range (`addr.range()`) means for a webhook target; null = allowed. */
+const V4_RANGES: Record<string, RefusalReason | null> = {
+  unicast: null,
+  unspecified: 'unspecified', // 0.0.0.0/8
+  broadcast: 'reserved', // 255.255.255.255
+  multicast: 'multicast', // 224.0.0.0/4
+  linkLocal: 'link-local', // 169.254.0.0/16
+  loopback: 'loopback', // 127.0.0.0/8
+  carrierGradeNat: 'shared', // 100.64.0.0/10
+  private: 'private', // 10/8, 172.16/12, 192.168/16
+  reserved: 'reserved', // 192.0.0/24, documentation, 192.88.99/24, 198.18/15 benchmarking, 240/4
+  as112: null, // public anycast DNS sinks
+  amt: null, // public AMT relays
+};
 
-// Order matters: the first matching rule names the reason (metadata before link-local).
-const V4_RULES: V4Rule[] = [
-  [ipv4ToInt('169.254.169.254'), 32, 'metadata'],
-  [ipv4ToInt('0.0.0.0'), 8, 'unspecified'],
-  [ipv4ToInt('127.0.0.0'), 8, 'loopback'],
-  [ipv4ToInt('10.0.0.0'), 8, 'private'],
-  [ipv4ToInt('172.16.0.0'), 12, 'private'],
-  [ipv4ToInt('192.168.0.0'), 16, 'private'],
-  [ipv4ToInt('169.254.0.0'), 16, 'link-local'],
-  [ipv4ToInt('100.64.0.0'), 10, 'shared'],
-  [ipv4ToInt('192.0.0.0'), 24, 'reserved'], // IETF protocol assignments
-  [ipv4ToInt('198.18.0.0'), 15, 'reserved'], // benchmarking
-  [ipv4ToInt('224.0.0.0'), 4, 'multicast'],
-  [ipv4ToInt('240.0.0.0'), 4, 'reserved'], // incl. 255.255.255.255 broadcast
-];
+const V6_RANGES: Record<string, RefusalReason | null> = {
+  unicast: null,
+  unspecified: 'unspecified', // ::
+  loopback: 'loopback', // ::1
+  linkLocal: 'link-local', // fe80::/10
+  multicast: 'multicast', // ff00::/8
+  uniqueLocal: 'private', // fc00::/7
+  deprecatedSiteLocal: 'private', // fec0::/10
+  discard: 'reserved', // 100::/64
+  teredo: 'reserved', // 2001::/32, a tunnel to an address we cannot check
+  benchmarking: 'reserved', // 2001:2::/48
+  deprecatedOrchid: 'reserved', // 2001:10::/28, identifiers, not locators
+  segmentRouting: 'reserved', // 5f00::/16 SRv6 SIDs
+  reserved: 'reserved', // 2001::/23 (the rest), 2001:db8::/32 and 3fff::/20 documentation
+  amt: null, // the ranges IANA marks globally reachable
+  as112v6: null,
+  orchid2: null,
+  droneRemoteIdProtocolEntityTags: null,
+  // The forms that embed an IPv4 address are decided by it (classifyV6): ipv4Mapped, rfc6145,
+  // rfc6052, 6to4.
+};
 
-function ipv4ToInt(s: string): number {
-  const p = s.split('.').map(Number);
-  return ((p[0] << 24) | (p[1] << 16) | (p[2] << 8) | p[3]) >>> 0;
+// Exact addresses with a reason of their own, checked first (they lie inside a broader range).
+const METADATA_V4 = ipaddr.IPv4.parse('169.254.169.254'); // cloud instance metadata
+const METADATA_V6 = ipaddr.IPv6.parse('fd00:ec2::254'); // AWS IMDS over IPv6
+const NAT64_WELL_KNOWN: [ipaddr.IPv6, number] = ipaddr.IPv6.parseCIDR('64:ff9b::/96'); // RFC 6052
+const IPV4_COMPATIBLE: [ipaddr.IPv6, number] = ipaddr.IPv6.parseCIDR('::/96'); // deprecated ::a.b.c.d
+
+function classifyV4(a: ipaddr.IPv4): RefusalReason | null {
+  if (a.match(METADATA_V4, 32)) return 'metadata';
+  const range = a.range() as string;
+  return Object.hasOwn(V4_RANGES, range) ? V4_RANGES[range] : 'reserved';
 }
 
-function classifyV4Int(n: number): RefusalReason | null {
-  for (const [base, prefix, reason] of V4_RULES) {
-    const mask = prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
-    if (((n & mask) >>> 0) === ((base & mask) >>> 0)) return reason;
+/** The IPv4 address at parts[hi], parts[lo] of an IPv6 address. */
+const v4At = (p: number[], hi: number, lo: number) => new ipaddr.IPv4([p[hi] >> 8, p[hi] & 0xff, p[lo] >> 8, p[lo] & 0xff]);
+
+function classifyV6(a: ipaddr.IPv6): RefusalReason | null {
+  if (a.match(METADATA_V6, 128)) return 'metadata';
+  const range = a.range() as string;
+  const p = a.parts;
+  switch (range) {
+    // IPv4-mapped ::ffff:a.b.c.d and SIIT ::ffff:0:a.b.c.d: the embedded IPv4 address decides
+    case 'ipv4Mapped':
+    case 'rfc6145':
+      return classifyV4(v4At(p, 6, 7));
+    // NAT64: the well-known prefix 64:ff9b::/96 embeds an IPv4 address; 64:ff9b:1::/48 is local use
+    case 'rfc6052':
+      return a.match(NAT64_WELL_KNOWN) ? classifyV4(v4At(p, 6, 7)) : 'private';
+    // 6to4 2002:aabb:ccdd::/48 embeds aa.bb.cc.dd
+    case '6to4':
+      return classifyV4(v4At(p, 1, 2));
   }
-  return null;
+  // IPv4-compatible ::a.b.c.d (deprecated; :: and ::1 matched their own ranges above)
+  if (range === 'unicast' && a.match(IPV4_COMPATIBLE)) return classifyV4(v4At(p, 6, 7));
+  return Object.hasOwn(V6_RANGES, range) ? V6_RANGES[range] : 'reserved';
 }
+
+/** An address node:net calls IPv6; the zone id (whose syntax ipaddr.js takes narrowly) is dropped. */
+const parseV6 = (address: string) => ipaddr.IPv6.parse(address.split('%')[0]);
 
 /** Eight 16-bit groups of an IPv6 address (zone id dropped), or null if it is not one. */
 export function parseIPv6(input: string): number[] | null {
-  const s = input.split('%')[0];
-  if (!isIPv6(s)) return null;
-  let head = s;
-  let tailV4: number[] = [];
-  const lastColon = s.lastIndexOf(':');
-  const last = s.slice(lastColon + 1);
-  if (last.includes('.')) {
-    if (!isIPv4(last)) return null;
-    const n = ipv4ToInt(last);
-    tailV4 = [n >>> 16, n & 0xffff];
-    head = s.slice(0, lastColon + 1);
-    if (head.endsWith(':') && !head.endsWith('::')) head = head.slice(0, -1);
-  }
-  const parseGroups = (part: string): number[] => (part === '' ? [] : part.split(':').map((g) => parseInt(g, 16)));
-  let groups: number[];
-  const dbl = head.indexOf('::');
-  if (dbl >= 0) {
-    const left = parseGroups(head.slice(0, dbl));
-    const right = parseGroups(head.slice(dbl + 2));
-    const fill = 8 - left.length - right.length - tailV4.length;
-    if (fill < 0) return null;
-    groups = [...left, ...new Array<number>(fill).fill(0), ...right, ...tailV4];
-  } else {
-    groups = [...parseGroups(head), ...tailV4];
-  }
-  if (groups.length !== 8 || groups.some((g) => !Number.isInteger(g) || g < 0 || g > 0xffff)) return null;
-  return groups;
-}
-
-function classifyV6(g: number[]): RefusalReason | null {
-  const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
-  const v4At = (hi: number, lo: number) => (((g[hi] << 16) | g[lo]) >>> 0);
-  if (zeros(0, 8)) return 'unspecified';
-  if (zeros(0, 7) && g[7] === 1) return 'loopback';
-  // IPv4-mapped ::ffff:a.b.c.d, IPv4-compatible ::a.b.c.d, SIIT ::ffff:0:a.b.c.d, NAT64 64:ff9b::a.b.c.d:
-  // the embedded IPv4 address decides (an unremarkable one passes).
-  if (zeros(0, 5) && g[5] === 0xffff) return classifyV4Int(v4At(6, 7));
-  if (zeros(0, 6)) return classifyV4Int(v4At(6, 7));
-  if (zeros(0, 4) && g[4] === 0xffff && g[5] === 0) return classifyV4Int(v4At(6, 7));
-  if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return classifyV4Int(v4At(6, 7));
-  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) return 'private'; // local-use NAT64 (RFC 8215)
-  if (g[0] === 0x2002) return classifyV4Int(v4At(1, 2)); // 6to4 embeds the IPv4 address
-  if (g[0] === 0xfd00 && g[1] === 0x0ec2 && zeros(2, 7) && g[7] === 0x254) return 'metadata'; // AWS IMDS
-  if ((g[0] & 0xfe00) === 0xfc00) return 'private'; // fc00::/7 unique local
-  if ((g[0] & 0xffc0) === 0xfe80) return 'link-local'; // fe80::/10
-  if ((g[0] & 0xffc0) === 0xfec0) return 'private'; // fec0::/10 site-local (deprecated)
-  if ((g[0] & 0xff00) === 0xff00) return 'multicast'; // ff00::/8
-  if (g[0] === 0x0100 && zeros(1, 4)) return 'reserved'; // 100::/64 discard
-  return null;
+  return isIPv6(input) ? parseV6(input).parts : null;
 }
 
 /** Why an address must not be a webhook target, or null when it may be. Non-IP input is 'reserved'. */
 export function classifyAddress(address: string): RefusalReason | null {
-  if (isIPv4(address)) return classifyV4Int(ipv4ToInt(address));
-  const g = parseIPv6(address);
-  if (!g) return 'reserved';
-  return classifyV6(g);
+  // node:net decides what is an address (strict dotted quads, IPv6 with an optional zone id);
+  // ipaddr.js's parser alone would also take 127.1 or 0x7f000001.
+  if (isIPv4(address)) return classifyV4(ipaddr.IPv4.parse(address));
+  if (isIPv6(address)) return classifyV6(parseV6(address));
+  return 'reserved';
 }
