@@ -1,15 +1,14 @@
 // `svc nats init` / `svc nats creds` against a real nats-server started from the generated
 // nats.conf (CONTRACT 1, 6.7): who may connect, and what each role (engine, worker, producer of
 // an org) may and may not do, with the same nats.js / JetStream / KV 3.3.0 calls svc makes.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, credsAuthenticator, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
-import { jetstream, jetstreamManager, AckPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, AckPolicy, RetentionPolicy, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, type KvWatchEntry } from '@nats-io/kv';
 import {
   initNatsDir,
@@ -30,7 +29,7 @@ import {
   REGISTRY_BUCKET as WEBHOOKS_BUCKET,
 } from '../src/bus/jetstream.ts';
 import { eventsWildcard, ingestWildcard } from '../src/bus/subjects.ts';
-import { findNatsServer } from './helpers/nats-server.ts';
+import { findNatsServer, freePort, startNatsServer, type NatsServerHandle } from './helpers/nats-server.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const BIN = path.join(ROOT, 'bin', 'svc.mjs');
@@ -65,56 +64,6 @@ function cli(args: string[]): Promise<CliResult> {
   });
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-const servers = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const p of servers) p.kill('SIGKILL');
-});
-
-/** nats-server -c <conf>; resolves once it is ready. */
-async function startServer(conf: string): Promise<{ stop(): Promise<void>; log(): string }> {
-  const child = spawn(NATS_BIN!, ['-c', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
-  servers.add(child);
-  let log = '';
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`nats-server did not become ready:\n${log}`)), 10_000);
-    const onData = (d: Buffer) => {
-      log += d.toString();
-      if (log.includes('Server is ready')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`nats-server exited (${code}):\n${log}`));
-    });
-  });
-  return {
-    log: () => log,
-    stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGTERM');
-        await exited;
-      }
-      servers.delete(child);
-    },
-  };
-}
-
 async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!(await cond())) {
@@ -135,7 +84,7 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
   let dir: string;
   let port: number;
   let url: string;
-  let server: Awaited<ReturnType<typeof startServer>>;
+  let server: NatsServerHandle;
   let initOut: CliResult;
   const clients: Client[] = [];
   let engine: Client;
@@ -181,7 +130,7 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
     url = `nats://127.0.0.1:${port}`;
     initOut = await cli(['nats', 'init', '--dir', dir, '--port', String(port)]);
     expect(initOut.code, initOut.stderr).toBe(0);
-    server = await startServer(path.join(dir, 'nats.conf'));
+    server = await startNatsServer({ config: path.join(dir, 'nats.conf') });
 
     // The engine sets up what the data plane uses (as the NATS bus does).
     engine = await client('engine', path.join(dir, 'engine.creds'));

@@ -8,6 +8,7 @@ import type { z } from 'zod';
 import { getOrg } from '../../store/orgs.ts';
 import type { Bus, BusMessage, Subscription } from '../bus/bus.ts';
 import { ingestWildcard, parseIngestSubject, type IngestSubject } from '../bus/subjects.ts';
+import { isProducerReplySubject } from '../bus/nats-auth.ts';
 import type { Engine } from '../engine/engine.ts';
 import { InvalidError } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
@@ -92,7 +93,7 @@ export function startIngest(deps: IngestDeps): Subscription {
   const answer = (msg: BusMessage, reply: Reply, result: Result | 'invalid') => {
     deps.metrics.ingestMessages.inc({ result });
     if (!reply.ok) deps.logger.warn({ subject: msg.subject, error: reply.error }, 'ingest message dropped');
-    if (msg.reply) msg.respond(JSON.stringify(reply));
+    respond(msg, reply);
   };
 
   const run = () => {
@@ -114,7 +115,7 @@ export function startIngest(deps: IngestDeps): Subscription {
     } catch (err) {
       // the commit itself failed: nothing of the group is recorded; producers send again
       deps.logger.error({ err: errorText(err), facts: ready.length }, 'ingest commit failed');
-      for (const r of ready) if (r.msg.reply) r.msg.respond(JSON.stringify({ ok: false, error: 'not recorded, try again' }));
+      for (const r of ready) respond(r.msg, { ok: false, error: 'not recorded, try again' });
       return;
     }
     results.forEach((res, i) => {
@@ -137,6 +138,15 @@ export function startIngest(deps: IngestDeps): Subscription {
     },
     { queue: 'svc-ingest' },
   );
+}
+
+/**
+ * Answer a request, but only on an inbox: NATS does not check a publisher's reply subject against
+ * its permissions, so a producer could otherwise have the engine publish on svc.events.… or on
+ * another org's subjects (src/bus/nats-auth.ts isProducerReplySubject).
+ */
+function respond(msg: BusMessage, reply: Reply): void {
+  if (msg.reply && isProducerReplySubject(msg.reply)) msg.respond(JSON.stringify(reply));
 }
 
 function errorText(err: unknown): string {

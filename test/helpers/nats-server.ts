@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import net from 'node:net';
 import { delimiter, join } from 'node:path';
 
 const DIRS = ['/usr/sbin', '/usr/bin', '/usr/local/bin', '/usr/local/sbin'];
@@ -36,7 +37,21 @@ export function findNatsServer(): string | null {
 export interface NatsServerHandle {
   url: string;
   port: number;
+  /** everything the server printed so far */
+  log(): string;
   stop(): Promise<void>;
+}
+
+/** A free TCP port on 127.0.0.1 (for a server that must be told its port up front). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
 }
 
 const running = new Set<ChildProcess>();
@@ -44,13 +59,18 @@ process.once('exit', () => {
   for (const p of running) p.kill('SIGKILL');
 });
 
-export async function startNatsServer(opts: { timeoutMs?: number } = {}): Promise<NatsServerHandle> {
+/**
+ * A private nats-server: JetStream in a temp dir on a random port, or, with `config`, the server
+ * that configuration file describes (e.g. the output of `svc nats init`).
+ */
+export async function startNatsServer(opts: { timeoutMs?: number; config?: string } = {}): Promise<NatsServerHandle> {
   const bin = findNatsServer();
   if (!bin) {
     throw new Error('nats-server not found: install it with `apt-get install -y nats-server` or set SVC_NATS_SERVER');
   }
   const dir = mkdtempSync(join(tmpdir(), 'svc-nats-'));
-  const child = spawn(bin, ['-a', '127.0.0.1', '-p', '-1', '-js', '-sd', dir], {
+  const args = opts.config ? ['-c', opts.config] : ['-a', '127.0.0.1', '-p', '-1', '-js', '-sd', dir];
+  const child = spawn(bin, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(child);
@@ -100,5 +120,5 @@ export async function startNatsServer(opts: { timeoutMs?: number } = {}): Promis
     throw err;
   }
   // keep draining output so the pipe never fills
-  return { url: `nats://127.0.0.1:${port}`, port, stop };
+  return { url: `nats://127.0.0.1:${port}`, port, log: () => log, stop };
 }
