@@ -6,7 +6,7 @@ import type { ServeConfig } from './config.ts';
 import type { Metrics } from './metrics.ts';
 import type { AttemptResult } from './delivery/client.ts';
 import type { Engine } from './engine/engine.ts';
-import type { Orchestrator } from './orchestrator/runtime.ts';
+import type { Orchestrator } from './engine/workflows.ts';
 import type { Clock } from './domain/clock.ts';
 
 /** What services need at run time. Built once by src/server.ts. */

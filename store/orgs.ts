@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from './db.ts';
 import { nowIso } from './db.ts';
-import { newId } from '../src/ids.ts';
+import { newId } from '../src/domain/ids.ts';
 
 export interface Org {
   org_id: string;

@@ -1,6 +1,6 @@
 import type { Db } from './db.ts';
 import { fromJson, nowIso, toJson } from './db.ts';
-import type { ParentRef, OwnerType, ExecutionType } from '../src/events/facts.ts';
+import type { ParentRef, OwnerType, ExecutionType } from '../src/domain/facts.ts';
 
 export type Status = 'pending' | 'started' | 'awaiting_approval' | 'skipped' | 'succeeded' | 'failed' | 'cancelled';
 

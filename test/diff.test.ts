@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { deepEqual, diffConfigs, type AppConfigBody } from '../src/orchestrator/diff.ts';
+import { deepEqual, diffConfigs, type AppConfigBody } from '../src/engine/config-diff.ts';
 
 const cfg = (image: string, extra: Partial<AppConfigBody> = {}): AppConfigBody => ({
   sandbox: { terraform: 'sandbox:1' },

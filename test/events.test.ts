@@ -3,7 +3,7 @@ import { CloudEvent as SdkCloudEvent } from 'cloudevents';
 import type {
   ApprovalFact, ComponentHealthFact, DriftFact, Fact, InstallHealthFact, PingFact, RunnerInactiveFact,
   RunnerUnhealthyFact, StepFact, StepRef, WorkflowFact, WorkflowRef,
-} from '../src/events/facts.ts';
+} from '../src/domain/facts.ts';
 import { classify } from '../src/events/classify.ts';
 import { slugsFor } from '../src/events/slugs.ts';
 import { linksFor } from '../src/events/links.ts';

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { interestsAdmit, routeFromSlugs, type RoutedEvent } from '../src/dispatch/interests.ts';
 import { matchAdmits, type Entity, type EventEntities } from '../src/dispatch/match.ts';
-import type { Interests, Match, ResourceConfig } from '../src/webhooks/subscription.ts';
+import type { Interests, Match, ResourceConfig } from '../src/domain/subscription.ts';
 
 const lc = (resource: string, op: string, transition: string): RoutedEvent => ({ resource, op, event: `lifecycle.${transition}` });
 const only = (resource: string, cfg: ResourceConfig): Interests => ({ resources: { [resource]: cfg } });

@@ -12,7 +12,7 @@ import {
   normalizeMatch,
   patchWebhookBodySchema,
   type Match,
-} from '../src/webhooks/subscription.ts';
+} from '../src/domain/subscription.ts';
 
 const URL_OK = 'http://127.0.0.1:9999/hook';
 

@@ -36,7 +36,7 @@ import {
   type User,
 } from '@nats-io/jwt';
 import { credsAuthenticator, type ConnectionOptions } from '@nats-io/transport-node';
-import { ID_RE } from '../ids.ts';
+import { ID_RE } from '../domain/ids.ts';
 import { DISPATCH_CONSUMER, EVENTS_STREAM, outcomesWildcard, PROGRESS_BUCKET, REGISTRY_BUCKET } from './jetstream.ts';
 import { DATAPLANE_KEY_BYTES } from './seal.ts';
 import { isValidSubject, subjectMatches } from './subjects.ts';

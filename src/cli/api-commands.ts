@@ -130,7 +130,7 @@ export function checkSecretOptions(opts: Record<string, unknown>): boolean {
  */
 export async function parseSecretTtl(text: string): Promise<number> {
   // the limit lives with the API's validation (zod), loaded only when this option is used
-  const { MAX_PREVIOUS_SECRET_TTL_S } = await import('../webhooks/subscription.ts');
+  const { MAX_PREVIOUS_SECRET_TTL_S } = await import('../domain/subscription.ts');
   const t = text.trim();
   if (/^0+(?:\.0*)?(?:ms|s|m|h|d)?$/.test(t)) return 0;
   let ms: number;

@@ -4,7 +4,7 @@
 import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AppContext } from '../context.ts';
-import { ConflictError, InvalidError, NotFoundError } from '../errors.ts';
+import { ConflictError, InvalidError, NotFoundError } from '../domain/errors.ts';
 import { pathsFor, prefixOf } from './paths.ts';
 import { errorPage, notFoundPage } from './render.tsx';
 import { formCsrf, loadSession, sameToken, takeFlash, type DashEnv } from './session.ts';

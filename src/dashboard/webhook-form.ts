@@ -4,7 +4,7 @@
 // previous_secret_ttl (seconds the rotated-out secret keeps signing).
 import type { z } from 'zod';
 import { issuesToDetails } from '../http/validation.ts';
-import type { ErrorDetail } from '../errors.ts';
+import type { ErrorDetail } from '../domain/errors.ts';
 import {
   createWebhookBodySchema,
   OUTCOMES,
@@ -18,7 +18,7 @@ import {
   type PatchWebhookBody,
   type ResourceConfig,
   type ResourceName,
-} from '../webhooks/subscription.ts';
+} from '../domain/subscription.ts';
 
 export type FormData = Record<string, string | string[]>;
 

@@ -1,5 +1,5 @@
 // Interests filter of a webhook against a routed event (spec 2.2, CONTRACT 6.3).
-import type { Interests, ResourceConfig } from '../webhooks/subscription.ts';
+import type { Interests, ResourceConfig } from '../domain/subscription.ts';
 
 /** What the interests filter needs of an event, read from its slugs (CONTRACT 6.2). */
 export interface RoutedEvent {

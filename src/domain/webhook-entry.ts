@@ -1,7 +1,7 @@
 // A webhook as the data plane knows it: what dispatch matches and delivery signs with. The control
 // plane builds it from the store and replicates it (NATS KV, or in memory); the data plane reads
 // nothing else about webhooks.
-import type { Interests, Match } from '../webhooks/subscription.ts';
+import type { Interests, Match } from './subscription.ts';
 
 export interface WebhookEntry {
   webhook_id: string;

@@ -8,7 +8,7 @@ import { eventSubject, jobSubject } from '../bus/subjects.ts';
 import { encodeRoute } from '../domain/route.ts';
 import { emit } from '../events/cloudevent.ts';
 import type { LabelLookup } from '../events/route.ts';
-import type { Fact } from '../events/facts.ts';
+import type { Fact } from '../domain/facts.ts';
 import type { Metrics } from '../metrics.ts';
 
 /** A unit of work: facts recorded inside it reach the outbox in the same SQLite transaction. */

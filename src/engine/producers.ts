@@ -12,10 +12,10 @@ import { getStep, getWorkflow, insertStep, insertWorkflow, listSteps, type Statu
 import { advance, componentHealthMachine, installHealthMachine, runnerMachine } from '../../machines/index.ts';
 import type { RunnerFact } from '../../machines/runner.ts';
 import type { ComponentHealthFact as CHFact, InstallHealthFact as IHFact } from '../../machines/health.ts';
-import { InvalidError, NotFoundError } from '../errors.ts';
-import type { RunnerInfo, Verdict } from '../events/facts.ts';
+import { InvalidError, NotFoundError } from '../domain/errors.ts';
+import type { RunnerInfo, Verdict } from '../domain/facts.ts';
 import type { HealthMessage, RunnerMessage, WorkflowMessage } from '../ingest/schemas.ts';
-import type { IngestResult, Orchestrator } from '../orchestrator/runtime.ts';
+import type { IngestResult, Orchestrator } from './workflows.ts';
 import type { Tx } from './engine.ts';
 
 export class Producers {

@@ -2,7 +2,7 @@
 // null means the event is never delivered to webhooks (drift workflow lifecycle, unknown workflow
 // types whose step target type does not classify them). Ping has no classification: it is sent
 // only by the ping endpoint, bypassing interests.
-import type { Fact, StepRef } from './facts.ts';
+import type { Fact, StepRef } from '../domain/facts.ts';
 
 export interface Classification {
   resource: string;

@@ -1,6 +1,6 @@
 // Fact -> CloudEvents 1.0 envelope (spec 6.3-6.5, CONTRACT 6.2).
 import { randomUUID } from 'node:crypto';
-import type { Fact, Outcome, StepRef, WorkflowRef } from './facts.ts';
+import type { Fact, Outcome, StepRef, WorkflowRef } from '../domain/facts.ts';
 import { classify, type Classification } from './classify.ts';
 import { slugsFor } from './slugs.ts';
 import { linksFor } from './links.ts';

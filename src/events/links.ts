@@ -1,5 +1,5 @@
 // Dashboard links of an event (spec 6.5, CONTRACT 6.2).
-import type { Fact } from './facts.ts';
+import type { Fact } from '../domain/facts.ts';
 
 export interface Links {
   org: string;

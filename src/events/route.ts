@@ -1,6 +1,6 @@
 // The route of a fact's event (src/domain/route.ts), computed once, where the event is emitted.
 import type { Route, RouteEntity, Labels } from '../domain/route.ts';
-import type { Fact } from './facts.ts';
+import type { Fact } from '../domain/facts.ts';
 import type { Classification } from './classify.ts';
 import { eventSlug } from './slugs.ts';
 

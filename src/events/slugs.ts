@@ -1,5 +1,5 @@
 // Interest slugs of an event (spec 6.4, CONTRACT 6.2).
-import type { Fact } from './facts.ts';
+import type { Fact } from '../domain/facts.ts';
 import type { Classification } from './classify.ts';
 
 const TERMINAL: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled']);

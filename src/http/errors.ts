@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { ConflictError, InvalidError, NotFoundError, type ErrorDetail } from '../errors.ts';
+import { ConflictError, InvalidError, NotFoundError, type ErrorDetail } from '../domain/errors.ts';
 
 /** An HTTP error with the body of CONTRACT 3: {error, message, details?}. */
 export class HttpError extends Error {

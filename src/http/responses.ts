@@ -1,15 +1,15 @@
 // Response bodies of the /v1 API (CONTRACT 3, 4), beside the request schemas of ./schemas.ts and
-// src/webhooks/subscription.ts. Every success body goes out through its schema (src/http/route.ts)
+// src/domain/subscription.ts. Every success body goes out through its schema (src/http/route.ts)
 // and the OpenAPI document is generated from the same schemas (src/http/openapi.ts). Each schema
 // registered in `apiSchemas` becomes a named component (`#/components/schemas/<id>`).
 import { z } from 'zod';
-import type { ErrorDetail } from '../errors.ts';
+import type { ErrorDetail } from '../domain/errors.ts';
 import type { DeliveryStatus } from '../../store/delivery-status.ts';
 import type { Status } from '../../store/workflows.ts';
-import type { ExecutionType, OwnerType, ParentRef, Verdict } from '../events/facts.ts';
-import type { ConfigDiff, FieldChange } from '../orchestrator/diff.ts';
+import type { ExecutionType, OwnerType, ParentRef, Verdict } from '../domain/facts.ts';
+import type { ConfigDiff, FieldChange } from '../engine/config-diff.ts';
 import type { AttemptResult } from '../delivery/client.ts';
-import { interestsSchema, matchSchema } from '../webhooks/subscription.ts';
+import { interestsSchema, matchSchema } from '../domain/subscription.ts';
 import { actionSpecSchema, componentSpecSchema } from './schemas.ts';
 
 /** The named schemas of the document's `components.schemas`. */

@@ -1,5 +1,5 @@
 // Request bodies of the /v1 API (apps, installs, workflows, rollback). One schema validates a
-// request and documents it in the OpenAPI document. Webhook bodies live in src/webhooks/subscription.ts.
+// request and documents it in the OpenAPI document. Webhook bodies live in src/domain/subscription.ts.
 import { z } from 'zod';
 
 const name = z.string().trim().min(1).max(200);

@@ -1,7 +1,7 @@
 import type { Context } from 'hono';
 import type { z } from 'zod';
 import { HttpError } from './errors.ts';
-import type { ErrorDetail } from '../errors.ts';
+import type { ErrorDetail } from '../domain/errors.ts';
 
 /** zod issues → CONTRACT 3 details, each naming the field path (unknown keys named one by one). */
 export function issuesToDetails(issues: readonly z.core.$ZodIssue[]): ErrorDetail[] {

@@ -10,9 +10,9 @@ import type { Bus, BusMessage, Subscription } from '../bus/bus.ts';
 import { ingestWildcard, parseIngestSubject, type IngestSubject } from '../bus/subjects.ts';
 import { isProducerReplySubject } from '../bus/nats-auth.ts';
 import type { Engine } from '../engine/engine.ts';
-import { InvalidError } from '../errors.ts';
+import { InvalidError } from '../domain/errors.ts';
 import type { Metrics } from '../metrics.ts';
-import type { Orchestrator } from '../orchestrator/runtime.ts';
+import type { Orchestrator } from '../engine/workflows.ts';
 import type { Producers } from '../engine/producers.ts';
 import { healthMessageSchema, jobResultSchema, runnerMessageSchema, workflowMessageSchema } from './schemas.ts';
 

@@ -8,7 +8,7 @@ import type { Db } from '../../store/db.ts';
 import { getWebhook, listAllWebhooks, type WebhookRow } from '../../store/webhooks.ts';
 import { getSetting, setSetting } from '../../store/settings.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
-import { effectiveInterests, type Match } from '../webhooks/subscription.ts';
+import { effectiveInterests, type Match } from '../domain/subscription.ts';
 
 /** Where entries go: KV, or the in-process registry. */
 export interface RegistryPublisher {

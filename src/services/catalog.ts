@@ -1,10 +1,10 @@
 // Apps, their immutable configs and their branches (CONTRACT 4.2).
 import type { AppContext } from '../context.ts';
-import { InvalidError, NotFoundError } from '../errors.ts';
-import { newId } from '../ids.ts';
+import { InvalidError, NotFoundError } from '../domain/errors.ts';
+import { newId } from '../domain/ids.ts';
 import { getApp, insertApp, insertBranch, insertConfig, listConfigs as dbListConfigs, type AppConfig, type InstallGroup } from '../../store/apps.ts';
 import { getInstall } from '../../store/installs.ts';
-import type { AppConfigBody } from '../orchestrator/diff.ts';
+import type { AppConfigBody } from '../engine/config-diff.ts';
 
 export function createApp(ctx: AppContext, orgId: string, name: string) {
   const app = insertApp(ctx.db, { app_id: newId('app'), org_id: orgId, name });

@@ -1,7 +1,7 @@
 // Installs and the workflows that act on them (CONTRACT 4.2).
 import type { AppContext } from '../context.ts';
-import { InvalidError, NotFoundError } from '../errors.ts';
-import { newId, stableId } from '../ids.ts';
+import { InvalidError, NotFoundError } from '../domain/errors.ts';
+import { newId, stableId } from '../domain/ids.ts';
 import { getBranch, getConfig, latestConfig } from '../../store/apps.ts';
 import {
   getInstall,
@@ -14,9 +14,9 @@ import {
 } from '../../store/installs.ts';
 import { insertRunner, orgRunner } from '../../store/runners.ts';
 import { insertVersion, listOwnerWorkflows } from '../../store/workflows.ts';
-import { installSteps } from '../orchestrator/definitions.ts';
-import { syncInstallEntities } from '../orchestrator/config-update.ts';
-import type { Verdict } from '../events/facts.ts';
+import { installSteps } from '../engine/definitions.ts';
+import { syncInstallEntities } from '../engine/config-apply.ts';
+import type { Verdict } from '../domain/facts.ts';
 import { mustGetApp } from './catalog.ts';
 import { workflowSummary, workflowView } from './workflows.ts';
 

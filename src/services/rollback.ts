@@ -1,13 +1,13 @@
 // Config rollback (spec 4, CONTRACT 4.3): version history, diffs, app config updates and branch runs.
 import type { AppContext } from '../context.ts';
-import { InvalidError, NotFoundError } from '../errors.ts';
-import { newId } from '../ids.ts';
+import { InvalidError, NotFoundError } from '../domain/errors.ts';
+import { newId } from '../domain/ids.ts';
 import { getBranch, getConfig, type AppConfig } from '../../store/apps.ts';
 import { listAppInstalls } from '../../store/installs.ts';
 import { getVersion, listVersions, previousVersion, type VersionRow } from '../../store/workflows.ts';
-import { applyConfigUpdate, planFor } from '../orchestrator/config-update.ts';
-import { branchRunSteps } from '../orchestrator/definitions.ts';
-import { diffConfigs } from '../orchestrator/diff.ts';
+import { applyConfigUpdate, planFor } from '../engine/config-apply.ts';
+import { branchRunSteps } from '../engine/definitions.ts';
+import { diffConfigs } from '../engine/config-diff.ts';
 import { matchAdmits } from '../dispatch/match.ts';
 import { mustGetApp } from './catalog.ts';
 import { mustGetInstall } from './installs.ts';

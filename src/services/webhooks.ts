@@ -1,13 +1,13 @@
 import type { AppContext } from '../context.ts';
-import { ConflictError, NotFoundError } from '../errors.ts';
-import { newId } from '../ids.ts';
+import { ConflictError, NotFoundError } from '../domain/errors.ts';
+import { newId } from '../domain/ids.ts';
 import {
   canonicalMatch,
   effectiveInterests,
   normalizeMatch,
   type Interests,
   type Match,
-} from '../webhooks/subscription.ts';
+} from '../domain/subscription.ts';
 import {
   deleteWebhook as dbDelete,
   getWebhook as dbGet,

@@ -1,10 +1,10 @@
 // Reading workflows, answering approvals, cancelling (CONTRACT 4.2).
 import type { AppContext } from '../context.ts';
-import { NotFoundError } from '../errors.ts';
+import { NotFoundError } from '../domain/errors.ts';
 import { getWorkflow, listSteps, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
 import { findBranch, getApp } from '../../store/apps.ts';
 import { getInstall } from '../../store/installs.ts';
-import type { OwnerType } from '../events/facts.ts';
+import type { OwnerType } from '../domain/facts.ts';
 
 export function workflowSummary(w: WorkflowRow) {
   return {

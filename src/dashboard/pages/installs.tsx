@@ -1,7 +1,7 @@
 // Installs: the list, one install (config, versions with diffs, rollback), its sandbox and components.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { ConflictError, InvalidError, NotFoundError } from '../../errors.ts';
+import { ConflictError, InvalidError, NotFoundError } from '../../domain/errors.ts';
 import { getInstallView, listInstalls, listInstallWorkflows } from '../../services/installs.ts';
 import { listInstallVersions, updateInstallConfig, versionDiff } from '../../services/rollback.ts';
 import { getWorkflowView } from '../../services/workflows.ts';

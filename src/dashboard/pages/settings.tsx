@@ -1,7 +1,7 @@
 // Org settings: API tokens (a new token is shown once, on the response that created it; revoke).
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { NotFoundError } from '../../errors.ts';
+import { NotFoundError } from '../../domain/errors.ts';
 import { createToken, listTokens, revokeToken } from '../../../store/orgs.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';

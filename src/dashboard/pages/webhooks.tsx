@@ -2,9 +2,9 @@
 // result, edit: secret rotate with an overlap / keep / remove, interests, match), delete.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { ConflictError, type ErrorDetail } from '../../errors.ts';
+import { ConflictError, type ErrorDetail } from '../../domain/errors.ts';
 import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, pingWebhook, type WebhookView } from '../../services/webhooks.ts';
-import { OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../webhooks/subscription.ts';
+import { OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, Errors, Status, Time } from '../ui.tsx';

@@ -1,7 +1,7 @@
 // One workflow: steps with status, durations, errors and plans; approvals; cancel; refresh while running.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { ConflictError, InvalidError } from '../../errors.ts';
+import { ConflictError, InvalidError } from '../../domain/errors.ts';
 import { listComponents } from '../../../store/installs.ts';
 import { getStep, getWorkflow } from '../../../store/workflows.ts';
 import { cancelWorkflow, getWorkflowView, respondToApproval, workflowOwner, type WorkflowOwner } from '../../services/workflows.ts';

@@ -1,5 +1,5 @@
 // CONTRACT 4.1: the org's webhooks.
-import { createWebhookBodySchema, patchWebhookBodySchema } from '../../webhooks/subscription.ts';
+import { createWebhookBodySchema, patchWebhookBodySchema } from '../../domain/subscription.ts';
 import * as svc from '../../services/webhooks.ts';
 import { defineRoute, reply } from '../route.ts';
 import { pingResultSchema, webhookListSchema, webhookSchema } from '../responses.ts';

@@ -30,14 +30,14 @@ import {
   type WorkflowRow,
 } from '../../store/workflows.ts';
 import { advance, stepMachine, workflowMachine } from '../../machines/index.ts';
-import type { Engine, Tx } from '../engine/engine.ts';
-import type { OwnerType, ParentRef } from '../events/facts.ts';
-import { ConflictError, NotFoundError } from '../errors.ts';
-import { newId } from '../ids.ts';
+import type { Engine, Tx } from './engine.ts';
+import type { OwnerType, ParentRef } from '../domain/facts.ts';
+import { ConflictError, NotFoundError } from '../domain/errors.ts';
+import { newId } from '../domain/ids.ts';
 import type { StepDef } from './definitions.ts';
-import { diffConfigs } from './diff.ts';
-import { durationMs, outcomeOf, scopeOf, stepRef, workflowRef } from './facts.ts';
-import { applyConfigUpdate } from './config-update.ts';
+import { diffConfigs } from './config-diff.ts';
+import { durationMs, outcomeOf, scopeOf, stepRef, workflowRef } from './fact-refs.ts';
+import { applyConfigUpdate } from './config-apply.ts';
 
 export type IngestResult = 'accepted' | 'duplicate' | 'ignored';
 

@@ -13,12 +13,12 @@ import {
   type Install,
 } from '../../store/installs.ts';
 import { insertVersion, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
-import type { Tx } from '../engine/engine.ts';
-import type { ParentRef } from '../events/facts.ts';
-import { newId, stableId } from '../ids.ts';
+import type { Tx } from './engine.ts';
+import type { ParentRef } from '../domain/facts.ts';
+import { newId, stableId } from '../domain/ids.ts';
 import { installSteps } from './definitions.ts';
-import { diffConfigs, type ConfigDiff } from './diff.ts';
-import type { Orchestrator } from './runtime.ts';
+import { diffConfigs, type ConfigDiff } from './config-diff.ts';
+import type { Orchestrator } from './workflows.ts';
 
 export const componentId = (installId: string, name: string) => stableId('cmp', installId, name);
 export const actionId = (installId: string, name: string) => stableId('act', installId, name);

@@ -1,5 +1,5 @@
 // Workflow definitions: the steps of each workflow type, in order (CONTRACT 4.2).
-import type { ExecutionType } from '../events/facts.ts';
+import type { ExecutionType } from '../domain/facts.ts';
 import type { Component, Action, Install } from '../../store/installs.ts';
 
 export type Operation =

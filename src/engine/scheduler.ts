@@ -1,7 +1,7 @@
 // Timers: the runner health check (CONTRACT 5.1), job re-sends, and scheduled drift scans.
 import type { AppContext } from '../context.ts';
-import type { Engine } from '../engine/engine.ts';
-import type { Producers } from '../engine/producers.ts';
+import type { Engine } from './engine.ts';
+import type { Producers } from './producers.ts';
 import { listProvisionedInstalls, listComponents } from '../../store/installs.ts';
 import { installSteps } from './definitions.ts';
 
