@@ -3,8 +3,8 @@
 import { assign, emit, setup } from 'xstate';
 import { advance, initial } from './advance.ts';
 import type { Advanced } from './advance.ts';
+import type { Verdict } from '../src/domain/status.ts';
 
-export type Verdict = 'healthy' | 'degraded' | 'unhealthy' | 'unknown';
 /** A verdict that is remembered: `unknown` never is (the last known verdict stands). */
 export type KnownVerdict = Exclude<Verdict, 'unknown'>;
 export type HealthStatus = 'ok' | 'bad';

@@ -3,11 +3,12 @@
 import { assign, emit, setup } from 'xstate';
 import { advance, initial } from './advance.ts';
 import type { Advanced } from './advance.ts';
+import type { RunnerState } from '../src/domain/status.ts';
 
-export type RunnerStatus = 'pending' | 'active' | 'offline';
+/** The runner's health state (CONTRACT 5.1). */
+export type RunnerStatus = RunnerState;
 export type RunnerProcess = 'running' | 'missing';
 
-export const RUNNER_STATUSES: readonly RunnerStatus[] = ['pending', 'active', 'offline'];
 
 export interface RunnerContext {
   /** a `running` heartbeat arrived since the previous health check */

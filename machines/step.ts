@@ -2,31 +2,9 @@
 import { enqueueActions, setup } from 'xstate';
 import { advance, initial } from './advance.ts';
 import type { Advanced } from './advance.ts';
+import type { StepStatus } from '../src/domain/status.ts';
 
-export type StepStatus =
-  | 'pending'
-  | 'started'
-  | 'awaiting_approval'
-  | 'skipped'
-  | 'succeeded'
-  | 'failed'
-  | 'cancelled';
-
-export const STEP_STATUSES: readonly StepStatus[] = [
-  'pending',
-  'started',
-  'awaiting_approval',
-  'skipped',
-  'succeeded',
-  'failed',
-  'cancelled',
-];
-
-export const TERMINAL_STEP_STATUSES: readonly StepStatus[] = ['succeeded', 'failed', 'cancelled', 'skipped'];
-
-export function isTerminalStepStatus(s: StepStatus): boolean {
-  return TERMINAL_STEP_STATUSES.includes(s);
-}
+export type { StepStatus };
 
 export interface StepContext {
   /** true for execution_type hidden / skipped: state changes, nothing is emitted */

@@ -2,17 +2,9 @@
 import { emit, setup } from 'xstate';
 import { advance, initial } from './advance.ts';
 import type { Advanced } from './advance.ts';
-import { isTerminalStepStatus } from './step.ts';
-import type { StepStatus } from './step.ts';
+import { isFinal, type Outcome as WorkflowOutcome, type StepStatus, type WorkflowStatus } from '../src/domain/status.ts';
 
-export type WorkflowStatus = 'pending' | 'started' | 'succeeded' | 'failed' | 'cancelled';
-export type WorkflowOutcome = 'succeeded' | 'failed' | 'cancelled';
-
-export const WORKFLOW_STATUSES: readonly WorkflowStatus[] = ['pending', 'started', 'succeeded', 'failed', 'cancelled'];
-
-export function isTerminalWorkflowStatus(s: WorkflowStatus): boolean {
-  return s === 'succeeded' || s === 'failed' || s === 'cancelled';
-}
+export type { WorkflowStatus };
 
 /** The workflow machine keeps no data of its own: its status is the whole state. */
 export type WorkflowContext = Record<string, never>;
@@ -33,7 +25,7 @@ export type WorkflowFact = {
  * else succeeded (skipped steps count as done).
  */
 export function workflowOutcome(stepStatuses: readonly StepStatus[]): WorkflowOutcome | null {
-  if (!stepStatuses.every(isTerminalStepStatus)) return null;
+  if (!stepStatuses.every(isFinal)) return null;
   if (stepStatuses.includes('failed')) return 'failed';
   if (stepStatuses.includes('cancelled')) return 'cancelled';
   return 'succeeded';
@@ -58,7 +50,7 @@ export const workflowMachine = setup({
       event.type === 'finish' &&
       event.outcome === params.outcome &&
       Array.isArray(event.stepStatuses) &&
-      event.stepStatuses.every(isTerminalStepStatus),
+      event.stepStatuses.every(isFinal),
   },
 }).createMachine({
   id: 'workflow',

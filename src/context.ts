@@ -6,7 +6,6 @@ import type { ServeConfig } from './config.ts';
 import type { Metrics } from './metrics.ts';
 import type { AttemptResult } from './delivery/client.ts';
 import type { Engine } from './engine/engine.ts';
-import type { Orchestrator } from './engine/workflows.ts';
 import type { Clock } from './domain/clock.ts';
 
 /** What services need at run time. Built once by src/server.ts. */
@@ -17,7 +16,6 @@ export interface AppContext {
   logger: Logger;
   metrics: Metrics;
   engine: Engine;
-  orchestrator: Orchestrator;
   /** set once the HTTP server is bound */
   urls: { base: string; dashboard: string; source: string };
   /** replicates a created, changed or deleted webhook to the data plane */

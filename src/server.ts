@@ -23,9 +23,7 @@ import { Deliverer } from './delivery/client.ts';
 import { WebhookRegistry } from './dispatch/registry.ts';
 import { WebhookSubscriber } from './dispatch/subscriber.ts';
 import { Engine } from './engine/engine.ts';
-import { Producers } from './engine/producers.ts';
 import { DeliveryStatusBook } from './engine/delivery-status.ts';
-import { Orchestrator } from './engine/workflows.ts';
 import { LocalRunner } from './runner/local-runner.ts';
 import { Scheduler } from './engine/scheduler.ts';
 import { startIngest } from './ingest/ingest.ts';
@@ -100,9 +98,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
 
   const urls = { base: '', dashboard: '', source: '' };
   let kickRelay: () => void = () => {};
-  const engine = new Engine({ db, bus, logger, metrics, urls: () => urls, registryRev: () => registryRelay.version, outboxChanged: () => kickRelay() });
-  const orchestrator = new Orchestrator(engine, logger);
-  const producers = new Producers(orchestrator);
+  const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => registryRelay.version, outboxChanged: () => kickRelay() });
 
   // pings: one signed attempt from the control plane, counted like any other
   const pinger = new Deliverer({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets, clock });
@@ -115,7 +111,6 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     logger,
     metrics,
     engine,
-    orchestrator,
     urls,
     webhookChanged: (orgId, webhookId) => registryRelay.changed(orgId, webhookId),
     deliveryStatus: status,
@@ -171,13 +166,13 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     kickRelay = () => localRelay!.kick();
   }
 
-  const ingestSub = startIngest({ bus, logger, metrics, engine, orchestrator, producers });
+  const ingestSub = startIngest({ bus, logger, metrics, engine });
   const localRunner = config.localRunner
-    ? new LocalRunner(bus, db, logger, Math.max(100, Math.min(Math.floor(config.runnerHealthIntervalMs / 3), 10_000)))
+    ? new LocalRunner(bus, db, logger, clock, Math.max(100, Math.min(Math.floor(config.runnerHealthIntervalMs / 3), 10_000)))
     : null;
   localRunner?.start();
-  const scheduler = new Scheduler(ctx, producers, engine);
-  scheduler.start();
+  const scheduler = new Scheduler(engine, clock, logger);
+  scheduler.start({ runnerHealthIntervalMs: config.runnerHealthIntervalMs, driftIntervalMs: config.driftIntervalMs });
   kickRelay(); // what was committed before a stop or a crash and not yet published or delivered
   engine.kickJobs();
 

@@ -1,5 +1,6 @@
 import type { Db } from './db.ts';
 import { fromJson, nowIso, toJson } from './db.ts';
+import type { ComponentHealthContext, HealthStatus, InstallHealthContext } from '../machines/health.ts';
 
 export interface Install {
   install_id: string;
@@ -13,8 +14,8 @@ export interface Install {
   runner_id: string;
   inputs: Record<string, unknown>;
   provisioned: boolean;
-  health_state: string;
-  health_ctx: { verdicts: Record<string, string> };
+  health_state: HealthStatus;
+  health_ctx: InstallHealthContext;
   created_at: string;
 }
 
@@ -26,8 +27,8 @@ export interface Component {
   labels: Record<string, string>;
   position: number;
   active: boolean;
-  health_state: string;
-  health_ctx: { verdict: string | null };
+  health_state: HealthStatus;
+  health_ctx: ComponentHealthContext;
 }
 
 export interface Action {
@@ -98,7 +99,7 @@ export function setProvisioned(db: Db, id: string, provisioned: boolean): void {
   db.prepare('UPDATE installs SET provisioned = ? WHERE install_id = ?').run(provisioned ? 1 : 0, id);
 }
 
-export function setInstallHealth(db: Db, id: string, state: string, ctx: unknown): void {
+export function setInstallHealth(db: Db, id: string, state: HealthStatus, ctx: InstallHealthContext): void {
   db.prepare('UPDATE installs SET health_state = ?, health_ctx = ? WHERE install_id = ?').run(state, toJson(ctx), id);
 }
 
@@ -130,7 +131,7 @@ export function getComponentById(db: Db, componentId: string): Component | undef
   return r ? decodeComponent(r) : undefined;
 }
 
-export function setComponentHealth(db: Db, componentId: string, state: string, ctx: unknown): void {
+export function setComponentHealth(db: Db, componentId: string, state: HealthStatus, ctx: ComponentHealthContext): void {
   db.prepare('UPDATE install_components SET health_state = ?, health_ctx = ? WHERE component_id = ?').run(state, toJson(ctx), componentId);
 }
 

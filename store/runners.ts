@@ -1,5 +1,7 @@
 import type { Db } from './db.ts';
 import { fromJson, nowIso, toJson } from './db.ts';
+import type { RunnerContext } from '../machines/runner.ts';
+import type { RunnerState } from '../src/domain/status.ts';
 
 export interface RunnerRow {
   runner_id: string;
@@ -8,8 +10,8 @@ export interface RunnerRow {
   name: string;
   group_id: string;
   group_type: string;
-  state: 'pending' | 'active' | 'offline';
-  ctx: { heartbeatSinceCheck: boolean; lastProcess: 'running' | 'missing' | null };
+  state: RunnerState;
+  ctx: RunnerContext;
   created_at: string;
 }
 
@@ -36,6 +38,6 @@ export function listRunners(db: Db): RunnerRow[] {
   return db.prepare('SELECT * FROM runners ORDER BY rowid').all().map(decode);
 }
 
-export function saveRunnerState(db: Db, id: string, state: string, ctx: unknown): void {
+export function saveRunnerState(db: Db, id: string, state: RunnerState, ctx: RunnerContext): void {
   db.prepare('UPDATE runners SET state = ?, ctx = ? WHERE runner_id = ?').run(state, toJson(ctx), id);
 }

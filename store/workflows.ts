@@ -1,8 +1,9 @@
 import type { Db } from './db.ts';
 import { fromJson, nowIso, toJson } from './db.ts';
-import type { ParentRef, OwnerType, ExecutionType } from '../src/domain/facts.ts';
+import type { ParentRef } from '../src/domain/facts.ts';
+import type { OwnerType, ExecutionType } from '../src/domain/status.ts';
 
-export type Status = 'pending' | 'started' | 'awaiting_approval' | 'skipped' | 'succeeded' | 'failed' | 'cancelled';
+import type { Status, StepStatus, WorkflowStatus } from '../src/domain/status.ts';
 
 export interface WorkflowRow {
   workflow_id: string;
@@ -13,7 +14,7 @@ export interface WorkflowRow {
   parent: ParentRef | null;
   action_id: string | null;
   external: boolean;
-  status: Status;
+  status: WorkflowStatus;
   error: string | null;
   params: Record<string, unknown>;
   started_at: string | null;
@@ -33,7 +34,7 @@ export interface StepRow {
   sandbox_id: string | null;
   execution_type: ExecutionType;
   operation: string | null;
-  status: Status;
+  status: StepStatus;
   error: string | null;
   plan: unknown | null;
   approval: { status: string; plan?: unknown; note?: string; responded_at?: string } | null;
@@ -97,7 +98,7 @@ export function listChildWorkflows(db: Db, parentWorkflowId: string, parentStepI
     .map(decodeWf);
 }
 
-export function updateWorkflowStatus(db: Db, id: string, status: Status, fields: { error?: string | null; started_at?: string; finished_at?: string } = {}): void {
+export function updateWorkflowStatus(db: Db, id: string, status: WorkflowStatus, fields: { error?: string | null; started_at?: string; finished_at?: string } = {}): void {
   db.prepare(
     'UPDATE workflows SET status = ?, error = COALESCE(?, error), started_at = COALESCE(?, started_at), finished_at = COALESCE(?, finished_at) WHERE workflow_id = ?',
   ).run(status, fields.error ?? null, fields.started_at ?? null, fields.finished_at ?? null, id);
@@ -149,13 +150,13 @@ export function setJobStatus(db: Db, jobId: string, status: JobRow['status']): v
   db.prepare('UPDATE jobs SET status = ? WHERE job_id = ?').run(status, jobId);
 }
 
-export function markJobSent(db: Db, jobId: string): void {
-  db.prepare("UPDATE jobs SET status = CASE WHEN status = 'queued' THEN 'sent' ELSE status END, sent_at = ? WHERE job_id = ?").run(nowIso(), jobId);
+export function markJobSent(db: Db, jobId: string, atIso: string): void {
+  db.prepare("UPDATE jobs SET status = CASE WHEN status = 'queued' THEN 'sent' ELSE status END, sent_at = ? WHERE job_id = ?").run(atIso, jobId);
 }
 
-/** Jobs to (re)send: queued ones, and sent ones not started within `olderThanMs`. */
-export function jobsToSend(db: Db, olderThanMs: number): JobRow[] {
-  const cutoff = new Date(Date.now() - olderThanMs).toISOString();
+/** Jobs to (re)send: queued ones, and sent ones not started since `cutoffIso`. */
+export function jobsToSend(db: Db, cutoffIso: string): JobRow[] {
+  const cutoff = cutoffIso;
   return db
     .prepare("SELECT * FROM jobs WHERE status = 'queued' OR (status = 'sent' AND sent_at < ?) ORDER BY rowid")
     .all(cutoff)

@@ -222,7 +222,7 @@ describe('stopping right after a commit', () => {
     await expectDeliveredExactlyOnce(rcv, 'all', api1, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] });
 
     // the cancel commits its events; the stop begins before anything had a chance to publish them
-    svc1.server.ctx.orchestrator.cancelWorkflow(org.org_id, ctx.run.workflow_id);
+    svc1.server.ctx.engine.cancelWorkflow(org.org_id, ctx.run.workflow_id);
     await svc1.stop();
     services.splice(services.indexOf(svc1), 1);
 

@@ -1,10 +1,7 @@
 // Facts: what the engine records. Each fact becomes exactly one CloudEvent (src/events/cloudevent.ts).
 // The engine builds facts from machine outputs; events/ turns them into envelopes; dispatch/ routes them.
 
-export type OwnerType = 'installs' | 'apps' | 'app_branches';
-export type LifecycleTransition = 'started' | 'succeeded' | 'failed' | 'cancelled';
-export type ExecutionType = 'system' | 'user' | 'approval' | 'skipped' | 'hidden';
-export type Verdict = 'healthy' | 'degraded' | 'unhealthy' | 'unknown';
+import type { ExecutionType, LifecycleTransition, Outcome as OutcomeStatus, OwnerType, Verdict } from './status.ts';
 
 export interface ParentRef {
   workflow_id: string;
@@ -33,7 +30,7 @@ export interface StepRef {
 }
 
 export interface Outcome {
-  status: 'succeeded' | 'failed' | 'cancelled';
+  status: OutcomeStatus;
   error?: string;
   duration_ms: number;
 }

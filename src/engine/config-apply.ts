@@ -1,10 +1,14 @@
-// Applying an app config to an install: entities, the version row and the workflow that deploys it.
+// App configs applied to installs (CONTRACT 4.2, 4.3): creating an install on a config, moving an
+// install to another config (its entities, a new version, the workflow that deploys the change),
+// and the children of a branch run's deploy step.
 import type { Db } from '../../store/db.ts';
-import type { AppConfig } from '../../store/apps.ts';
-import { getConfig } from '../../store/apps.ts';
+import { getConfig, type AppConfig } from '../../store/apps.ts';
 import {
   deactivateActionsExcept,
   deactivateComponentsExcept,
+  getInstall,
+  getInstallById,
+  insertInstall,
   listComponents,
   setInstallConfig,
   upsertAction,
@@ -12,13 +16,14 @@ import {
   type Component,
   type Install,
 } from '../../store/installs.ts';
-import { insertVersion, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
-import type { Tx } from './engine.ts';
+import { insertRunner, orgRunner } from '../../store/runners.ts';
+import { insertVersion, type StepRow, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
 import type { ParentRef } from '../domain/facts.ts';
 import { newId, stableId } from '../domain/ids.ts';
 import { installSteps } from './definitions.ts';
 import { diffConfigs, type ConfigDiff } from './config-diff.ts';
-import type { Orchestrator } from './workflows.ts';
+import type { Tx } from './transaction.ts';
+import type { Workflows } from './workflows.ts';
 
 export const componentId = (installId: string, name: string) => stableId('cmp', installId, name);
 export const actionId = (installId: string, name: string) => stableId('act', installId, name);
@@ -57,18 +62,68 @@ export function planFor(db: Db, install: Install, target: AppConfig): ConfigDiff
   return diffConfigs(current?.body ?? null, target.body);
 }
 
+export interface NewInstall {
+  org_id: string;
+  app_id: string;
+  name: string;
+  labels: Record<string, string>;
+  app_branch_id: string | null;
+}
+
+/** Create an install, its runner (and the org's, with the first install) and entities, record version 1 and start `provision`. */
+export function createInstall(t: Tx, db: Db, workflows: Workflows, input: NewInstall, config: AppConfig): Install {
+  if (!orgRunner(db, input.org_id)) {
+    insertRunner(db, { runner_id: newId('run'), org_id: input.org_id, install_id: null, name: `org-runner-${input.org_id}`, group_id: stableId('rgrp', input.org_id), group_type: 'org' });
+  }
+  const installId = newId('inst');
+  const runnerId = newId('run');
+  insertInstall(db, {
+    install_id: installId,
+    org_id: input.org_id,
+    app_id: input.app_id,
+    name: input.name,
+    labels: input.labels,
+    app_config_id: null,
+    app_branch_id: input.app_branch_id,
+    sandbox_id: stableId('sbx', installId),
+    runner_id: runnerId,
+    inputs: config.body.inputs ?? {},
+  });
+  insertRunner(db, { runner_id: runnerId, org_id: input.org_id, install_id: installId, name: `install-${input.name}`, group_id: stableId('rgrp', installId), group_type: 'install' });
+  const install = getInstall(db, input.org_id, installId)!;
+  syncInstallEntities(db, install, config);
+  const wf = workflows.start(t, {
+    org_id: input.org_id,
+    type: 'provision',
+    owner_id: installId,
+    owner_type: 'installs',
+    params: { app_config_id: config.app_config_id },
+    steps: installSteps('provision', { install, components: listComponents(db, installId) }),
+  });
+  insertVersion(db, {
+    version_id: newId('ver'),
+    install_id: installId,
+    org_id: input.org_id,
+    app_config_id: config.app_config_id,
+    old_app_config_id: null,
+    workflow_id: wf.workflow_id,
+    status: wf.status,
+  });
+  return getInstall(db, input.org_id, installId)!;
+}
+
 /**
  * Start an `app_config_update` workflow (CONTRACT 4.3): reprovision the sandbox if it changed,
  * tear down removed components, deploy added or changed ones; record a new version.
  */
-export function applyConfigUpdate(
-  orch: Orchestrator,
-  _t: Tx,
+export function applyConfig(
+  t: Tx,
+  db: Db,
+  workflows: Workflows,
   install: Install,
   target: AppConfig,
   parent?: ParentRef,
 ): { workflow: WorkflowRow; version: VersionRow; plan: ConfigDiff } {
-  const db = orch.engine.db;
   const plan = planFor(db, install, target);
   const before = listComponents(db, install.install_id);
   const removedNames = new Set(plan.components.removed.map((c) => c.name));
@@ -77,28 +132,33 @@ export function applyConfigUpdate(
   const after = listComponents(db, install.install_id);
   const deployNames = new Set([...plan.components.added, ...plan.components.changed].map((c) => c.name));
   const deploy: Component[] = after.filter((c) => deployNames.has(c.name));
-  const oldConfigId = install.app_config_id;
-  const workflow = orch.startWorkflow({
+  const workflow = workflows.start(t, {
     org_id: install.org_id,
     type: 'app_config_update',
     owner_id: install.install_id,
     owner_type: 'installs',
     parent: parent ?? null,
     params: { app_config_id: target.app_config_id },
-    steps: installSteps('app_config_update', {
-      install,
-      components: after,
-      update: { sandboxChanged: plan.sandbox_changed, removed, deploy },
-    }),
+    steps: installSteps('app_config_update', { install, components: after, update: { sandboxChanged: plan.sandbox_changed, removed, deploy } }),
   });
   const version = insertVersion(db, {
     version_id: newId('ver'),
     install_id: install.install_id,
     org_id: install.org_id,
     app_config_id: target.app_config_id,
-    old_app_config_id: oldConfigId,
+    old_app_config_id: install.app_config_id,
     workflow_id: workflow.workflow_id,
     status: workflow.status,
   });
   return { workflow, version, plan };
+}
+
+/** The children of a branch run's `deploy install group` step: one app_config_update per install of the group. */
+export function deployGroup(t: Tx, db: Db, workflows: Workflows, wf: WorkflowRow, step: StepRow): void {
+  const target = getConfig(db, wf.org_id, wf.params.app_config_id as string);
+  if (!target) return;
+  for (const id of (step.params.install_ids as string[]) ?? []) {
+    const install = getInstallById(db, id);
+    if (install) applyConfig(t, db, workflows, install, target, { workflow_id: wf.workflow_id, step_id: step.step_id, kind: 'workflow_step' });
+  }
 }

@@ -1,5 +1,5 @@
 // Workflow definitions: the steps of each workflow type, in order (CONTRACT 4.2).
-import type { ExecutionType } from '../domain/facts.ts';
+import type { ExecutionType } from '../domain/status.ts';
 import type { Component, Action, Install } from '../../store/installs.ts';
 
 export type Operation =
@@ -55,23 +55,20 @@ const componentStep = (c: Pick<Component, 'component_id' | 'name'>, verb: 'deplo
   runner: 'install',
 });
 
-export const INSTALL_WORKFLOW_TYPES = [
-  'provision',
-  'reprovision',
-  'deprovision',
-  'manual_deploy',
-  'teardown_component',
-  'reprovision_sandbox',
-  'deprovision_sandbox',
-  'action_workflow_run',
-  'drift_run',
-  'drift_run_reprovision_sandbox',
-  'input_update',
-  'sync_secrets',
-  'provision_runner',
-  'reprovision_runner',
-  'app_config_update',
-] as const;
+/** Install workflows the API starts by type (CONTRACT 4.2); provision and app_config_update have their own operations. */
+export type InstallWorkflowType =
+  | 'reprovision'
+  | 'deprovision'
+  | 'manual_deploy'
+  | 'teardown_component'
+  | 'reprovision_sandbox'
+  | 'deprovision_sandbox'
+  | 'action_workflow_run'
+  | 'drift_run'
+  | 'drift_run_reprovision_sandbox'
+  | 'input_update'
+  | 'sync_secrets';
+
 
 export interface InstallStepsInput {
   install: Install;

@@ -1,155 +1,173 @@
+// The engine: the one owner of workflows, steps, jobs, runners, health and drift. Every operation
+// is one transaction (or, for producers' facts under load, one group commit): the machines decide
+// what is legal and what it emits, the new state and its events commit together, and what the
+// outbox holds is handed on by a relay (src/relay/). The API's services, ingest and the scheduler
+// all come through here.
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
-import { insertOutbox } from '../../store/outbox.ts';
-import { entityLabels } from '../../store/installs.ts';
-import { jobsToSend, markJobSent } from '../../store/workflows.ts';
+import type { AppConfig } from '../../store/apps.ts';
+import { listComponents, listProvisionedInstalls, setInstallInputs, type Action, type Component, type Install } from '../../store/installs.ts';
+import { listRunners } from '../../store/runners.ts';
+import { getOrg } from '../../store/orgs.ts';
+import { jobsToSend, markJobSent, type StepRow, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
 import type { Bus } from '../bus/bus.ts';
-import { eventSubject, jobSubject } from '../bus/subjects.ts';
-import { encodeRoute } from '../domain/route.ts';
-import { emit } from '../events/cloudevent.ts';
-import type { LabelLookup } from '../events/route.ts';
-import type { Fact } from '../domain/facts.ts';
+import { jobSubject } from '../bus/subjects.ts';
+import { isoNow, type Clock } from '../domain/clock.ts';
+import { InvalidError } from '../domain/errors.ts';
+import type { HealthMessage, JobResult, RunnerMessage, WorkflowMessage } from '../ingest/schemas.ts';
 import type { Metrics } from '../metrics.ts';
+import { applyConfig, createInstall, deployGroup, type NewInstall } from './config-apply.ts';
+import type { ConfigDiff } from './config-diff.ts';
+import { branchRunSteps, installSteps, type InstallWorkflowType } from './definitions.ts';
+import { reportExternalWorkflow } from './external.ts';
+import { reportHealth } from './health.ts';
+import { checkRunner, reportRunner } from './runners.ts';
+import { Transactions, type BatchResult } from './transaction.ts';
+import { Workflows, type IngestResult } from './workflows.ts';
 
-/** A unit of work: facts recorded inside it reach the outbox in the same SQLite transaction. */
-export interface Tx {
-  emit(fact: Fact): void;
-  /** ask for the job queue to be looked at after commit */
-  jobsChanged(): void;
-}
+export type { IngestResult };
 
 export interface EngineDeps {
   db: Db;
   bus: Bus;
+  clock: Clock;
   logger: Logger;
   metrics: Metrics;
   urls: () => { source: string; dashboard: string };
-  /** the webhook registry revision that events emitted now must be matched against */
+  /** the webhook registry version that events emitted now must be matched against */
   registryRev: () => number;
-  /** called after a commit that wrote outbox rows (the relay publishes or delivers them) */
+  /** called after a commit that wrote outbox rows */
   outboxChanged: () => void;
 }
 
-const JOB_RESEND_MS = 10_000;
+/** A producer's message, checked and parsed (src/ingest), for one org. */
+export type ProducerFact =
+  | { family: 'jobs'; orgId: string; id: string; body: JobResult }
+  | { family: 'workflows'; orgId: string; id: string; body: WorkflowMessage }
+  | { family: 'runners'; orgId: string; id: string; body: RunnerMessage }
+  | { family: 'health'; orgId: string; id: string; body: HealthMessage };
 
-interface OpenTx extends Tx {
-  types: string[];
-  jobs: boolean;
-}
+/** A job not started within this long is sent again with the same job_id (CONTRACT 5.2). */
+export const JOB_RESEND_MS = 10_000;
 
-/** Per item of a group commit: its result, or the error that rolled back its part alone. */
-export type BatchResult<R> = { ok: true; value: R } | { ok: false; error: unknown };
-
-/**
- * The engine core: one SQLite transaction per fact (state + outbox rows with their routes), or one
- * per group of facts under load (group commit: each fact in its own savepoint). What the outbox
- * holds is published or delivered by a relay (src/relay/); the engine never talks to the data plane.
- */
 export class Engine {
-  private current: OpenTx | null = null;
+  readonly db: Db;
+  private readonly tx: Transactions;
+  private readonly workflows: Workflows;
   private sendingJobs = false;
   private closed = false;
-  private readonly labels: LabelLookup;
 
   constructor(private readonly deps: EngineDeps) {
-    const db = deps.db;
-    this.labels = {
-      install: (org, id) => entityLabels(db, org, 'install', id),
-      component: (org, id) => entityLabels(db, org, 'component', id),
-      action: (org, id) => entityLabels(db, org, 'action', id),
-    };
+    this.db = deps.db;
+    this.tx = new Transactions({ ...deps, jobsChanged: () => this.kickJobs() });
+    this.workflows = new Workflows(deps.db, (t, wf, step) => deployGroup(t, deps.db, this.workflows, wf, step));
   }
 
-  get db(): Db {
-    return this.deps.db;
+  // ------------------------------------------------------------------ producers (CONTRACT 5.2)
+
+  /** Producers' facts, committed together (each in its own savepoint); results in order. */
+  ingest(facts: readonly ProducerFact[]): Array<BatchResult<IngestResult>> {
+    return this.tx.batch(facts, (t, f) => {
+      if (!getOrg(this.db, f.orgId)) throw new InvalidError('unknown org');
+      switch (f.family) {
+        case 'jobs':
+          return this.workflows.jobReport(t, f.orgId, f.id, f.body);
+        case 'workflows':
+          return reportExternalWorkflow(t, this.db, this.workflows, f.orgId, f.id, f.body);
+        case 'runners':
+          return reportRunner(t, this.db, f.orgId, f.id, f.body);
+        case 'health':
+          return reportHealth(t, this.db, f.orgId, f.id, f.body);
+      }
+    });
   }
 
-  private open(): OpenTx {
-    const t: OpenTx = {
-      types: [],
-      jobs: false,
-      emit: (fact: Fact) => {
-        const urls = this.deps.urls();
-        const ev = emit(fact, { source: urls.source, dashboardUrl: urls.dashboard, labels: this.labels, rev: this.deps.registryRev() });
-        if (!ev) return;
-        insertOutbox(this.deps.db, {
-          event_id: ev.id,
-          org_id: fact.org_id,
-          subject: eventSubject(ev.subject),
-          type: ev.type,
-          body: ev.body,
-          route: encodeRoute(ev.route),
-        });
-        t.types.push(ev.type);
-      },
-      jobsChanged: () => {
-        t.jobs = true;
-      },
-    };
-    return t;
+  // ------------------------------------------------------------------ the API's operations
+
+  /** A new install on a config, provisioned (CONTRACT 4.2). */
+  createInstall(input: NewInstall, config: AppConfig): Install {
+    return this.tx.run((t) => createInstall(t, this.db, this.workflows, input, config));
   }
 
-  private committed(t: OpenTx): void {
-    for (const type of t.types) this.deps.metrics.eventsEmitted.inc({ type });
-    if (t.types.length) this.deps.outboxChanged();
-    if (t.jobs) this.kickJobs();
+  /** One of the install workflows of CONTRACT 4.2. */
+  startInstallWorkflow(
+    install: Install,
+    type: InstallWorkflowType,
+    opts: { component?: Component; action?: Action; inputs?: Record<string, unknown> } = {},
+  ): WorkflowRow {
+    return this.tx.run((t) => {
+      if (type === 'input_update' && opts.inputs) setInstallInputs(this.db, install.install_id, { ...install.inputs, ...opts.inputs });
+      return this.workflows.start(t, {
+        org_id: install.org_id,
+        type,
+        owner_id: install.install_id,
+        owner_type: 'installs',
+        action_id: opts.action?.action_id ?? null,
+        params: opts.inputs ? { inputs: opts.inputs } : {},
+        steps: installSteps(type, { install, components: listComponents(this.db, install.install_id), component: opts.component, action: opts.action }),
+      });
+    });
   }
 
-  /** Run fn in one transaction (joining the open one when called inside it). */
-  tx<T>(fn: (t: Tx) => T): T {
-    if (this.current) return fn(this.current);
-    const t = this.open();
-    this.current = t;
-    let result: T;
-    try {
-      result = this.deps.db.transaction(() => fn(t)).immediate();
-    } finally {
-      this.current = null;
+  /** Apply an app config to an install (rollback, CONTRACT 4.3). */
+  applyConfig(install: Install, target: AppConfig): { workflow: WorkflowRow; version: VersionRow; plan: ConfigDiff } {
+    return this.tx.run((t) => applyConfig(t, this.db, this.workflows, install, target));
+  }
+
+  /** An app branch run over install groups (CONTRACT 4.3). */
+  startBranchRun(
+    orgId: string,
+    appId: string,
+    branchId: string,
+    target: AppConfig,
+    groups: Array<{ name: string; install_ids: string[] }>,
+    skipBuilds: boolean,
+  ): WorkflowRow {
+    return this.tx.run((t) =>
+      this.workflows.start(t, {
+        org_id: orgId,
+        type: 'app_branch_run',
+        owner_id: branchId,
+        owner_type: 'app_branches',
+        params: { app_config_id: target.app_config_id, app_id: appId, skip_builds: skipBuilds },
+        steps: branchRunSteps(groups, skipBuilds),
+      }),
+    );
+  }
+
+  respondToApproval(orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string): StepRow {
+    return this.tx.run((t) => this.workflows.respondToApproval(t, orgId, workflowId, stepId, response, note));
+  }
+
+  cancelWorkflow(orgId: string, workflowId: string): WorkflowRow {
+    return this.tx.run((t) => this.workflows.cancel(t, orgId, workflowId));
+  }
+
+  // ------------------------------------------------------------------ the scheduler's (src/engine/scheduler.ts)
+
+  /** The runner health check (CONTRACT 5.1): one transaction per active runner. */
+  runnerHealthCheck(): void {
+    for (const r of listRunners(this.db)) {
+      if (r.state === 'active') this.tx.run((t) => checkRunner(t, this.db, r.org_id, r.runner_id));
     }
-    this.committed(t);
-    return result;
   }
 
-  /**
-   * Group commit: run fn for every item in ONE transaction, each item in its own savepoint, so
-   * that an item that throws rolls back alone. Results come back in order once everything is
-   * committed (a caller answers each producer only then).
-   */
-  batch<I, R>(items: readonly I[], fn: (t: Tx, item: I) => R): Array<BatchResult<R>> {
-    if (this.current) throw new Error('engine.batch inside a transaction');
-    const t = this.open();
-    this.current = t;
-    const db = this.deps.db;
-    const results: Array<BatchResult<R>> = [];
-    try {
-      db.transaction(() => {
-        for (const item of items) {
-          const mark = t.types.length;
-          const jobs = t.jobs;
-          try {
-            results.push({ ok: true, value: db.transaction(() => fn(t, item))() });
-          } catch (error) {
-            t.types.length = mark;
-            t.jobs = jobs;
-            results.push({ ok: false, error });
-          }
-        }
-      }).immediate();
-    } finally {
-      this.current = null;
+  /** Scheduled drift scans: a drift_run and a drift_run_reprovision_sandbox for every provisioned install. */
+  driftScans(): void {
+    for (const install of listProvisionedInstalls(this.db)) {
+      for (const type of ['drift_run', 'drift_run_reprovision_sandbox'] as const) this.startInstallWorkflow(install, type);
     }
-    this.committed(t);
-    return results;
   }
 
-  /** Send queued jobs, and re-send jobs not started within 10 s (same job_id). */
+  /** Send queued jobs, and send again jobs not started within JOB_RESEND_MS (same job_id). */
   kickJobs(): void {
     if (this.sendingJobs || this.closed) return;
     this.sendingJobs = true;
     try {
-      for (const job of jobsToSend(this.deps.db, JOB_RESEND_MS)) {
+      const now = this.deps.clock.now();
+      for (const job of jobsToSend(this.db, new Date(now - JOB_RESEND_MS).toISOString())) {
         this.deps.bus.publish(jobSubject(job.org_id, job.runner_id), JSON.stringify(job.payload));
-        markJobSent(this.deps.db, job.job_id);
+        markJobSent(this.db, job.job_id, isoNow(this.deps.clock));
       }
     } catch (err) {
       this.deps.logger.warn({ err: String(err) }, 'sending jobs failed');

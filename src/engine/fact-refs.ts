@@ -2,7 +2,8 @@
 import type { Db } from '../../store/db.ts';
 import { getActionById } from '../../store/installs.ts';
 import type { StepRow, WorkflowRow } from '../../store/workflows.ts';
-import type { FactScope, LifecycleTransition, Outcome, StepRef, WorkflowRef } from '../domain/facts.ts';
+import type { FactScope, Outcome, StepRef, WorkflowRef } from '../domain/facts.ts';
+import type { LifecycleTransition } from '../domain/status.ts';
 
 export function workflowRef(wf: WorkflowRow): WorkflowRef {
   const ref: WorkflowRef = { id: wf.workflow_id, type: wf.type, owner_id: wf.owner_id, owner_type: wf.owner_type };

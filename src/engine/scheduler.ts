@@ -1,54 +1,46 @@
-// Timers: the runner health check (CONTRACT 5.1), job re-sends, and scheduled drift scans.
-import type { AppContext } from '../context.ts';
+// The engine's timers, on the injected clock: the runner health check (CONTRACT 5.1), sending
+// jobs again that were not started (5.2), and scheduled drift scans (1 --drift-interval).
+import type { Logger } from 'pino';
+import type { Clock, Timer } from '../domain/clock.ts';
 import type { Engine } from './engine.ts';
-import type { Producers } from './producers.ts';
-import { listProvisionedInstalls, listComponents } from '../../store/installs.ts';
-import { installSteps } from './definitions.ts';
+
+/** How often the job queue is looked at for jobs to send again. */
+const JOB_SWEEP_MS = 1000;
+
+export interface Schedule {
+  runnerHealthIntervalMs: number;
+  /** null: no scheduled drift scans */
+  driftIntervalMs: number | null;
+}
 
 export class Scheduler {
-  private timers: NodeJS.Timeout[] = [];
+  private timers: Timer[] = [];
 
   constructor(
-    private readonly ctx: AppContext,
-    private readonly producers: Producers,
     private readonly engine: Engine,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
   ) {}
 
-  start(): void {
-    const every = (ms: number, fn: () => void) => {
-      const t = setInterval(() => {
-        try {
-          fn();
-        } catch (err) {
-          this.ctx.logger.error({ err: String(err) }, 'scheduled task failed');
-        }
-      }, ms);
-      t.unref();
-      this.timers.push(t);
+  start(s: Schedule): void {
+    const every = (ms: number, what: string, fn: () => void) => {
+      this.timers.push(
+        this.clock.setInterval(() => {
+          try {
+            fn();
+          } catch (err) {
+            this.logger.error({ err: String(err), task: what }, 'scheduled task failed');
+          }
+        }, ms),
+      );
     };
-    every(this.ctx.config.runnerHealthIntervalMs, () => this.producers.runnerHealthCheck());
-    every(1000, () => this.engine.kickJobs());
-    if (this.ctx.config.driftIntervalMs) every(this.ctx.config.driftIntervalMs, () => this.driftScans());
-  }
-
-  /** A drift_run and a drift_run_reprovision_sandbox for every provisioned install. */
-  driftScans(): void {
-    for (const install of listProvisionedInstalls(this.ctx.db)) {
-      const components = listComponents(this.ctx.db, install.install_id);
-      for (const type of ['drift_run', 'drift_run_reprovision_sandbox'] as const) {
-        this.ctx.orchestrator.startWorkflow({
-          org_id: install.org_id,
-          type,
-          owner_id: install.install_id,
-          owner_type: 'installs',
-          steps: installSteps(type, { install, components }),
-        });
-      }
-    }
+    every(s.runnerHealthIntervalMs, 'runner health check', () => this.engine.runnerHealthCheck());
+    every(JOB_SWEEP_MS, 'job re-send', () => this.engine.kickJobs());
+    if (s.driftIntervalMs) every(s.driftIntervalMs, 'drift scans', () => this.engine.driftScans());
   }
 
   stop(): void {
-    for (const t of this.timers) clearInterval(t);
+    for (const t of this.timers) t.cancel();
     this.timers = [];
   }
 }

@@ -1,15 +1,8 @@
-// The orchestrator: runs the workflows the engine starts, step by step, one transaction per fact.
-// Every state change goes through a pure machine (machines/) and is persisted with the facts it emits.
-import type { Logger } from 'pino';
-import { nowIso } from '../../store/db.ts';
+// Workflows the engine runs, step by step (CONTRACT 4.2, 5): every change of a workflow or step
+// goes through its pure machine (machines/), which says whether it is legal and which facts it
+// emits; the new state and the facts commit in the caller's transaction (Tx).
 import { getConfig } from '../../store/apps.ts';
-import {
-  getInstallById,
-  getActionById,
-  listComponents,
-  setProvisioned,
-  type Install,
-} from '../../store/installs.ts';
+import { getActionById, getInstallById, setProvisioned, type Install } from '../../store/installs.ts';
 import { orgRunner } from '../../store/runners.ts';
 import {
   cancelWorkflowJobs,
@@ -25,23 +18,22 @@ import {
   setVersionStatusForWorkflow,
   updateStep,
   updateWorkflowStatus,
-  type Status,
   type StepRow,
   type WorkflowRow,
 } from '../../store/workflows.ts';
-import { advance, stepMachine, workflowMachine } from '../../machines/index.ts';
-import type { Engine, Tx } from './engine.ts';
-import type { OwnerType, ParentRef } from '../domain/facts.ts';
+import type { Db } from '../../store/db.ts';
+import { advanceStep, advanceWorkflow, type StepEvent, type WorkflowEvent } from '../../machines/index.ts';
+import type { ParentRef } from '../domain/facts.ts';
+import { isFinal, type Outcome, type OwnerType } from '../domain/status.ts';
 import { ConflictError, NotFoundError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import type { StepDef } from './definitions.ts';
 import { diffConfigs } from './config-diff.ts';
 import { durationMs, outcomeOf, scopeOf, stepRef, workflowRef } from './fact-refs.ts';
-import { applyConfigUpdate } from './config-apply.ts';
+import type { Tx } from './transaction.ts';
 
+/** What a producer's message did (CONTRACT 5.2 svc_ingest_messages_total), invalid ones aside. */
 export type IngestResult = 'accepted' | 'duplicate' | 'ignored';
-
-const TERMINAL: ReadonlySet<Status> = new Set(['succeeded', 'failed', 'cancelled', 'skipped']);
 
 export interface StartWorkflow {
   org_id: string;
@@ -54,112 +46,93 @@ export interface StartWorkflow {
   steps: StepDef[];
 }
 
-type StepEvent =
-  | { type: 'start' }
-  | { type: 'succeed' }
-  | { type: 'fail'; error: string }
-  | { type: 'cancel' }
-  | { type: 'skip' }
-  | { type: 'request_approval' }
-  | { type: 'approve' }
-  | { type: 'reject'; error?: string };
-
-interface LifecycleEmit {
-  type: 'lifecycle' | 'approval';
-  transition: string;
+/** A runner's report on a job (CONTRACT 5.2). */
+export interface JobReport {
+  status: 'started' | Outcome;
   error?: string;
+  plan?: { changes: Array<{ address: string; action: string }> };
 }
 
-export class Orchestrator {
+/** A step of kind `children` starts child workflows; which ones is the engine's business (config-apply). */
+export type StartChildren = (t: Tx, wf: WorkflowRow, step: StepRow) => void;
+
+const TARGET_PREFIX: Record<string, string> = {
+  install_deploys: 'dep',
+  install_sandbox_runs: 'sbr',
+  install_action_workflow_runs: 'awr',
+  install_stack_versions: 'stv',
+};
+
+export class Workflows {
   /** children steps whose child workflows are being started right now (see runStep) */
   private readonly spawning = new Set<string>();
 
   constructor(
-    readonly engine: Engine,
-    private readonly logger: Logger,
+    private readonly db: Db,
+    private readonly startChildren: StartChildren,
   ) {}
 
-  private get db() {
-    return this.engine.db;
-  }
-
-  // ------------------------------------------------------------------ workflows
-
   /** Create a workflow and its steps, emit `started`, and run its first step. */
-  startWorkflow(spec: StartWorkflow): WorkflowRow {
-    return this.engine.tx((t) => {
-      const id = newId('wf');
-      insertWorkflow(this.db, {
+  start(t: Tx, spec: StartWorkflow): WorkflowRow {
+    const id = newId('wf');
+    insertWorkflow(this.db, {
+      workflow_id: id,
+      org_id: spec.org_id,
+      type: spec.type,
+      owner_id: spec.owner_id,
+      owner_type: spec.owner_type,
+      parent: spec.parent ?? null,
+      action_id: spec.action_id ?? null,
+      external: false,
+      status: 'pending',
+      error: null,
+      params: spec.params ?? {},
+      started_at: null,
+      finished_at: null,
+    });
+    spec.steps.forEach((d, idx) => {
+      insertStep(this.db, {
+        step_id: newId('st'),
         workflow_id: id,
         org_id: spec.org_id,
-        type: spec.type,
-        owner_id: spec.owner_id,
-        owner_type: spec.owner_type,
-        parent: spec.parent ?? null,
-        action_id: spec.action_id ?? null,
-        external: false,
+        idx,
+        name: d.name,
+        target_type: d.target_type,
+        target_id: d.target_id ?? (d.target_type ? newId(TARGET_PREFIX[d.target_type] ?? 'tgt') : null),
+        component_id: d.component_id ?? null,
+        sandbox_id: d.sandbox_id ?? null,
+        execution_type: d.execution_type,
+        operation: d.operation ?? null,
         status: 'pending',
         error: null,
-        params: spec.params ?? {},
+        plan: null,
+        approval: null,
+        params: { ...(d.params ?? {}), kind: d.kind, runner: d.runner ?? null, action_id: d.action_id ?? null },
         started_at: null,
         finished_at: null,
       });
-      spec.steps.forEach((d, idx) => {
-        insertStep(this.db, {
-          step_id: newId('st'),
-          workflow_id: id,
-          org_id: spec.org_id,
-          idx,
-          name: d.name,
-          target_type: d.target_type,
-          target_id: d.target_id ?? (d.target_type ? this.targetIdFor(d.target_type) : null),
-          component_id: d.component_id ?? null,
-          sandbox_id: d.sandbox_id ?? null,
-          execution_type: d.execution_type,
-          operation: d.operation ?? null,
-          status: 'pending',
-          error: null,
-          plan: null,
-          approval: null,
-          params: { ...(d.params ?? {}), kind: d.kind, runner: d.runner ?? null, action_id: d.action_id ?? null },
-          started_at: null,
-          finished_at: null,
-        });
-      });
-      const wf = getWorkflow(this.db, id)!;
-      this.workflowEvent(t, wf, { type: 'start' });
-      this.advance(t, id);
-      return getWorkflow(this.db, id)!;
     });
-  }
-
-  private targetIdFor(targetType: string): string {
-    const prefix: Record<string, string> = {
-      install_deploys: 'dep',
-      install_sandbox_runs: 'sbr',
-      install_action_workflow_runs: 'awr',
-      install_stack_versions: 'stv',
-    };
-    return newId(prefix[targetType] ?? 'tgt');
+    this.workflowEvent(t, getWorkflow(this.db, id)!, { type: 'start' });
+    this.advance(t, id);
+    return getWorkflow(this.db, id)!;
   }
 
   /** Run the workflow forward until it waits for something (a job, an approval, children) or ends. */
   advance(t: Tx, workflowId: string): void {
     for (let guard = 0; guard < 10_000; guard++) {
       const wf = getWorkflow(this.db, workflowId);
-      if (!wf || TERMINAL.has(wf.status)) return;
+      if (!wf || isFinal(wf.status)) return;
       const steps = listSteps(this.db, workflowId);
       if (steps.some((s) => s.status === 'started' || s.status === 'awaiting_approval')) return;
       const failed = steps.find((s) => s.status === 'failed');
       if (failed) {
-        this.cancelPending(t, wf, steps);
-        this.finishWorkflow(t, wf, 'failed', failed.error ?? `step ${failed.name} failed`);
+        for (const s of steps) if (s.status === 'pending') this.stepEvent(t, wf, s, { type: 'cancel' });
+        this.finish(t, wf, 'failed', failed.error ?? `step ${failed.name} failed`);
         return;
       }
       const next = steps.find((s) => s.status === 'pending');
       if (!next) {
-        const cancelled = steps.some((s) => s.status === 'cancelled');
-        this.finishWorkflow(t, wf, cancelled ? 'cancelled' : 'succeeded');
+        this.finish(t, wf, steps.some((s) => s.status === 'cancelled') ? 'cancelled' : 'succeeded');
         return;
       }
       if (!this.runStep(t, wf, next)) return;
@@ -169,11 +142,9 @@ export class Orchestrator {
   /** Begin one step. Returns true when the step finished at once and the loop should go on. */
   private runStep(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
     const kind = step.params.kind as string;
-    if (step.execution_type === 'skipped' || step.execution_type === 'hidden') {
-      if (kind !== 'job' || step.execution_type === 'skipped') {
-        this.stepEvent(t, wf, step, { type: 'skip' });
-        return true;
-      }
+    if (step.execution_type === 'skipped' || (step.execution_type === 'hidden' && kind !== 'job')) {
+      this.stepEvent(t, wf, step, { type: 'skip' });
+      return true;
     }
     if (kind === 'approval') {
       const plan = this.branchGroupPlan(wf, step);
@@ -183,11 +154,11 @@ export class Orchestrator {
     }
     if (kind === 'children') {
       this.stepEvent(t, wf, step, { type: 'start' });
-      // A child with nothing to do ends inside startGroupChildren; it must not end this step
-      // while later children are still to be started. The step ends here if all of them ended.
+      // A child with nothing to do ends while the children are being started; it must not end this
+      // step while later children are still to be started. The step ends here if all of them ended.
       this.spawning.add(step.step_id);
       try {
-        this.startGroupChildren(t, wf, step);
+        this.startChildren(t, wf, step);
       } finally {
         this.spawning.delete(step.step_id);
       }
@@ -216,8 +187,7 @@ export class Orchestrator {
 
   private queueJob(t: Tx, wf: WorkflowRow, step: StepRow): void {
     const install = wf.owner_type === 'installs' ? getInstallById(this.db, wf.owner_id) : undefined;
-    const runnerId =
-      step.params.runner === 'org' || !install ? orgRunner(this.db, wf.org_id)?.runner_id : install.runner_id;
+    const runnerId = step.params.runner === 'org' || !install ? orgRunner(this.db, wf.org_id)?.runner_id : install.runner_id;
     if (!runnerId) {
       this.stepEvent(t, wf, step, { type: 'fail', error: 'no runner for this step' });
       return;
@@ -243,14 +213,9 @@ export class Orchestrator {
     t.jobsChanged();
   }
 
-  private cancelPending(t: Tx, wf: WorkflowRow, steps: StepRow[]): void {
-    for (const s of steps) if (s.status === 'pending') this.stepEvent(t, wf, s, { type: 'cancel' });
-  }
-
-  private finishWorkflow(t: Tx, wf: WorkflowRow, outcome: 'succeeded' | 'failed' | 'cancelled', error?: string): void {
+  private finish(t: Tx, wf: WorkflowRow, outcome: Outcome, error?: string): void {
     const stepStatuses = listSteps(this.db, wf.workflow_id).map((s) => s.status);
-    const r = this.workflowEvent(t, wf, { type: 'finish', outcome, error, stepStatuses });
-    if (!r) return;
+    if (!this.workflowEvent(t, wf, { type: 'finish', outcome, error, stepStatuses })) return;
     cancelWorkflowJobs(this.db, wf.workflow_id);
     setVersionStatusForWorkflow(this.db, wf.workflow_id, outcome);
     if (outcome === 'succeeded' && wf.owner_type === 'installs') {
@@ -262,50 +227,48 @@ export class Orchestrator {
 
   // ------------------------------------------------------------------ machines → facts
 
-  /** Apply an event to a step through the step machine; persist; emit its facts. Returns whether it was accepted. */
+  /** Apply an event to a step through the step machine; persist; emit its facts. Returns whether it changed anything. */
   stepEvent(t: Tx, wf: WorkflowRow, step: StepRow, ev: StepEvent, extra?: { duration_ms?: number }): boolean {
     const silent = step.execution_type === 'hidden' || step.execution_type === 'skipped';
-    const r = advance(stepMachine, step.status, { silent }, ev);
+    const r = advanceStep(step.status, { silent }, ev);
     if (!r.changed) return false;
-    const now = nowIso();
-    const status = r.state as Status;
+    const now = t.now;
+    const status = r.state;
     const startedAt = step.started_at ?? (status !== 'pending' && status !== 'cancelled' && status !== 'skipped' ? now : null);
-    const terminal = status === 'succeeded' || status === 'failed' || status === 'cancelled';
-    const error = ev.type === 'fail' ? ev.error : ev.type === 'reject' ? (ev.error ?? 'approval rejected') : null;
+    const error = ev.type === 'fail' ? (ev.error ?? 'failed') : ev.type === 'reject' ? (ev.error ?? 'approval rejected') : null;
     updateStep(this.db, {
       workflow_id: step.workflow_id,
       step_id: step.step_id,
       status,
       started_at: startedAt ?? undefined,
-      finished_at: terminal ? now : undefined,
+      finished_at: isFinal(status) && status !== 'skipped' ? now : undefined,
       error: error ?? undefined,
     });
     const fresh = getStep(this.db, step.workflow_id, step.step_id)!;
     const scope = scopeOf(this.db, wf, fresh);
-    for (const e of r.emitted as LifecycleEmit[]) {
-      if (e.type === 'lifecycle') {
-        const tr = e.transition as 'started' | 'succeeded' | 'failed' | 'cancelled';
+    for (const f of r.emitted) {
+      if (f.type === 'lifecycle') {
         t.emit({
           kind: 'workflow_step',
-          transition: tr,
+          transition: f.transition,
           org_id: wf.org_id,
           time: now,
           workflow: workflowRef(wf),
           step: stepRef(fresh),
           ...scope,
-          ...outcomeOf(tr, extra?.duration_ms ?? durationMs(startedAt, now), error ?? e.error ?? 'failed'),
+          ...outcomeOf(f.transition, extra?.duration_ms ?? durationMs(startedAt, now), error ?? f.error ?? 'failed'),
         });
       } else {
-        const a = fresh.approval ?? { status: e.transition };
+        const a = fresh.approval ?? { status: f.transition };
         t.emit({
           kind: 'workflow_step_approval',
-          transition: e.transition as 'requested' | 'approved' | 'rejected',
+          transition: f.transition,
           org_id: wf.org_id,
           time: now,
           workflow: workflowRef(wf),
           step: stepRef(fresh),
           ...scope,
-          approval: { ...a, status: e.transition as 'requested' | 'approved' | 'rejected' },
+          approval: { ...a, status: f.transition },
         });
       }
     }
@@ -313,31 +276,23 @@ export class Orchestrator {
   }
 
   /** Apply an event to a workflow through the workflow machine; persist; emit. */
-  workflowEvent(
-    t: Tx,
-    wf: WorkflowRow,
-    ev: { type: 'start' } | { type: 'finish'; outcome: 'succeeded' | 'failed' | 'cancelled'; error?: string; stepStatuses: Status[] },
-    extra?: { duration_ms?: number },
-  ): boolean {
-    const r = advance(workflowMachine, wf.status, {}, ev);
+  workflowEvent(t: Tx, wf: WorkflowRow, ev: WorkflowEvent, extra?: { duration_ms?: number }): boolean {
+    const r = advanceWorkflow(wf.status, {}, ev);
     if (!r.changed) return false;
-    const now = nowIso();
-    const status = r.state as Status;
+    const now = t.now;
     const startedAt = wf.started_at ?? now;
-    const terminal = status !== 'started' && status !== 'pending';
     const error = ev.type === 'finish' && ev.outcome === 'failed' ? (ev.error ?? 'workflow failed') : null;
-    updateWorkflowStatus(this.db, wf.workflow_id, status, { started_at: startedAt, finished_at: terminal ? now : undefined, error });
+    updateWorkflowStatus(this.db, wf.workflow_id, r.state, { started_at: startedAt, finished_at: isFinal(r.state) ? now : undefined, error });
     const scope = scopeOf(this.db, wf);
-    for (const e of r.emitted as LifecycleEmit[]) {
-      const tr = e.transition as 'started' | 'succeeded' | 'failed' | 'cancelled';
+    for (const f of r.emitted) {
       t.emit({
         kind: 'workflow',
-        transition: tr,
+        transition: f.transition,
         org_id: wf.org_id,
         time: now,
         workflow: workflowRef(wf),
         ...scope,
-        ...outcomeOf(tr, extra?.duration_ms ?? durationMs(startedAt, now), error ?? 'workflow failed'),
+        ...outcomeOf(f.transition, extra?.duration_ms ?? durationMs(startedAt, now), error ?? 'workflow failed'),
       });
     }
     return true;
@@ -346,111 +301,95 @@ export class Orchestrator {
   // ------------------------------------------------------------------ runner results
 
   /** A runner's report on a job (CONTRACT 5.2). Throws NotFoundError for an unknown job. */
-  onJobResult(
-    orgId: string,
-    jobId: string,
-    msg: { status: 'started' | 'succeeded' | 'failed' | 'cancelled'; error?: string; plan?: { changes: Array<{ address: string; action: string }> } },
-  ): IngestResult {
-    return this.engine.tx((t) => {
-      const job = getJob(this.db, orgId, jobId);
-      if (!job) throw new NotFoundError('job', jobId);
-      const wf = getWorkflow(this.db, job.workflow_id);
-      const step = getStep(this.db, job.workflow_id, job.step_id);
-      if (!wf || !step) throw new NotFoundError('job', jobId);
-      if (job.status === 'cancelled' || job.status === 'done') return step.status === msg.status ? 'duplicate' : 'ignored';
-      if (msg.status === 'started') {
-        if (!this.stepEvent(t, wf, step, { type: 'start' })) return step.status === 'started' ? 'duplicate' : 'ignored';
-        setJobStatus(this.db, jobId, 'started');
-        return 'accepted';
-      }
-      const ev: StepEvent =
-        msg.status === 'succeeded' ? { type: 'succeed' } : msg.status === 'failed' ? { type: 'fail', error: msg.error || 'job failed' } : { type: 'cancel' };
-      if (msg.plan) updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan: msg.plan });
-      if (!this.stepEvent(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, ev)) return step.status === msg.status ? 'duplicate' : 'ignored';
-      setJobStatus(this.db, jobId, 'done');
-      if (msg.status === 'succeeded' && msg.plan) this.detectDrift(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, msg.plan.changes);
-      this.advance(t, wf.workflow_id);
+  jobReport(t: Tx, orgId: string, jobId: string, msg: JobReport): IngestResult {
+    const job = getJob(this.db, orgId, jobId);
+    if (!job) throw new NotFoundError('job', jobId);
+    const wf = getWorkflow(this.db, job.workflow_id);
+    const step = getStep(this.db, job.workflow_id, job.step_id);
+    if (!wf || !step) throw new NotFoundError('job', jobId);
+    if (job.status === 'cancelled' || job.status === 'done') return step.status === msg.status ? 'duplicate' : 'ignored';
+    if (msg.status === 'started') {
+      if (!this.stepEvent(t, wf, step, { type: 'start' })) return step.status === 'started' ? 'duplicate' : 'ignored';
+      setJobStatus(this.db, jobId, 'started');
       return 'accepted';
-    });
+    }
+    const ev: StepEvent = msg.status === 'succeeded' ? { type: 'succeed' } : msg.status === 'failed' ? { type: 'fail', error: msg.error || 'job failed' } : { type: 'cancel' };
+    if (msg.plan) updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan: msg.plan });
+    if (!this.stepEvent(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, ev)) return step.status === msg.status ? 'duplicate' : 'ignored';
+    setJobStatus(this.db, jobId, 'done');
+    if (msg.status === 'succeeded' && msg.plan) this.detectDrift(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, msg.plan.changes);
+    this.advance(t, wf.workflow_id);
+    return 'accepted';
   }
 
+  /** Drift (CONTRACT 5.2): a plan of a drift scan with any change that is not a no-op. */
   private detectDrift(t: Tx, wf: WorkflowRow, step: StepRow, changes: Array<{ address: string; action: string }>): void {
     if (wf.type !== 'drift_run' && wf.type !== 'drift_run_reprovision_sandbox') return;
     const real = changes.filter((c) => c.action !== 'no-op');
     if (!real.length) return;
+    const on = { ...(step.component_id ? { component_id: step.component_id } : {}), ...(step.sandbox_id ? { sandbox_id: step.sandbox_id } : {}) };
     t.emit({
       kind: 'drift_detected',
       transition: 'detected',
       org_id: wf.org_id,
-      time: nowIso(),
+      time: t.now,
       workflow: workflowRef(wf),
       step: stepRef(step),
       install_id: wf.owner_id,
-      ...(step.component_id ? { component_id: step.component_id } : {}),
-      ...(step.sandbox_id ? { sandbox_id: step.sandbox_id } : {}),
-      drift: {
-        ...(step.component_id ? { component_id: step.component_id } : {}),
-        ...(step.sandbox_id ? { sandbox_id: step.sandbox_id } : {}),
-        changes: real,
-      },
+      ...on,
+      drift: { ...on, changes: real },
     });
   }
 
   // ------------------------------------------------------------------ approvals, cancel
 
-  respondToApproval(orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string): StepRow {
-    return this.engine.tx((t) => {
-      const wf = getWorkflow(this.db, workflowId);
-      if (!wf || wf.org_id !== orgId) throw new NotFoundError('workflow', workflowId);
-      const step = getStep(this.db, workflowId, stepId);
-      if (!step) throw new NotFoundError('step', stepId);
-      if (step.status !== 'awaiting_approval') throw new ConflictError(`step ${step.name} is not awaiting approval (status ${step.status})`);
-      const approval = { ...(step.approval ?? {}), status: response, responded_at: nowIso(), ...(note !== undefined ? { note } : {}) };
-      delete (approval as { plan?: unknown }).plan;
-      updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval });
-      const fresh = getStep(this.db, workflowId, stepId)!;
-      const ok =
-        response === 'approved'
-          ? this.stepEvent(t, wf, fresh, { type: 'approve' })
-          : this.stepEvent(t, wf, fresh, { type: 'reject', error: `approval rejected${note ? `: ${note}` : ''}` });
-      if (!ok) throw new ConflictError(`step ${step.name} is not awaiting approval`);
-      // keep the plan on the step for GET workflow
-      updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval: { ...approval, plan: step.plan ?? undefined } });
-      this.advance(t, workflowId);
-      return getStep(this.db, workflowId, stepId)!;
-    });
+  respondToApproval(t: Tx, orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string): StepRow {
+    const wf = getWorkflow(this.db, workflowId);
+    if (!wf || wf.org_id !== orgId) throw new NotFoundError('workflow', workflowId);
+    const step = getStep(this.db, workflowId, stepId);
+    if (!step) throw new NotFoundError('step', stepId);
+    if (step.status !== 'awaiting_approval') throw new ConflictError(`step ${step.name} is not awaiting approval (status ${step.status})`);
+    const approval = { ...(step.approval ?? {}), status: response, responded_at: t.now, ...(note !== undefined ? { note } : {}) };
+    delete (approval as { plan?: unknown }).plan;
+    updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval });
+    const fresh = getStep(this.db, workflowId, stepId)!;
+    const ok =
+      response === 'approved'
+        ? this.stepEvent(t, wf, fresh, { type: 'approve' })
+        : this.stepEvent(t, wf, fresh, { type: 'reject', error: `approval rejected${note ? `: ${note}` : ''}` });
+    if (!ok) throw new ConflictError(`step ${step.name} is not awaiting approval`);
+    // keep the plan on the step for GET workflow
+    updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval: { ...approval, plan: step.plan ?? undefined } });
+    this.advance(t, workflowId);
+    return getStep(this.db, workflowId, stepId)!;
   }
 
-  cancelWorkflow(orgId: string, workflowId: string): WorkflowRow {
-    return this.engine.tx((t) => {
-      const wf = getWorkflow(this.db, workflowId);
-      if (!wf || wf.org_id !== orgId) throw new NotFoundError('workflow', workflowId);
-      if (TERMINAL.has(wf.status)) throw new ConflictError(`workflow ${workflowId} already ${wf.status}`);
-      this.cancelTree(t, wf);
-      return getWorkflow(this.db, workflowId)!;
-    });
+  cancel(t: Tx, orgId: string, workflowId: string): WorkflowRow {
+    const wf = getWorkflow(this.db, workflowId);
+    if (!wf || wf.org_id !== orgId) throw new NotFoundError('workflow', workflowId);
+    if (isFinal(wf.status)) throw new ConflictError(`workflow ${workflowId} already ${wf.status}`);
+    this.cancelTree(t, wf);
+    return getWorkflow(this.db, workflowId)!;
   }
 
   private cancelTree(t: Tx, wf: WorkflowRow): void {
     for (const s of listSteps(this.db, wf.workflow_id)) {
       // the step first, so that its children ending cancelled do not fail it
-      if (!TERMINAL.has(s.status)) this.stepEvent(t, wf, s, { type: 'cancel' });
+      if (!isFinal(s.status)) this.stepEvent(t, wf, s, { type: 'cancel' });
       for (const child of listChildWorkflows(this.db, wf.workflow_id, s.step_id)) {
-        if (!TERMINAL.has(child.status)) this.cancelTree(t, child);
+        if (!isFinal(child.status)) this.cancelTree(t, child);
       }
     }
     cancelWorkflowJobs(this.db, wf.workflow_id);
     const fresh = getWorkflow(this.db, wf.workflow_id)!;
-    if (!TERMINAL.has(fresh.status)) this.finishWorkflow(t, fresh, 'cancelled');
+    if (!isFinal(fresh.status)) this.finish(t, fresh, 'cancelled');
   }
 
   // ------------------------------------------------------------------ branch runs
 
   private branchGroupPlan(wf: WorkflowRow, step: StepRow): unknown {
     const target = getConfig(this.db, wf.org_id, wf.params.app_config_id as string);
-    const installs = ((step.params.install_ids as string[]) ?? [])
-      .map((id) => getInstallById(this.db, id))
-      .filter((i): i is Install => !!i);
+    const installs = ((step.params.install_ids as string[]) ?? []).map((id) => getInstallById(this.db, id)).filter((i): i is Install => !!i);
     return {
       install_group: step.params.group,
       installs: installs.map((i) => {
@@ -467,19 +406,6 @@ export class Orchestrator {
     };
   }
 
-  private startGroupChildren(t: Tx, wf: WorkflowRow, step: StepRow): number {
-    const target = getConfig(this.db, wf.org_id, wf.params.app_config_id as string);
-    if (!target) return 0;
-    let n = 0;
-    for (const id of (step.params.install_ids as string[]) ?? []) {
-      const install = getInstallById(this.db, id);
-      if (!install) continue;
-      applyConfigUpdate(this, t, install, target, { workflow_id: wf.workflow_id, step_id: step.step_id, kind: 'workflow_step' });
-      n++;
-    }
-    return n;
-  }
-
   private childFinished(t: Tx, parent: ParentRef): void {
     if (this.spawning.has(parent.step_id)) return; // runStep settles the step once every child is started
     const wf = getWorkflow(this.db, parent.workflow_id);
@@ -492,14 +418,9 @@ export class Orchestrator {
   private settleChildren(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
     if (step.status !== 'started') return false;
     const children = listChildWorkflows(this.db, wf.workflow_id, step.step_id);
-    if (children.some((c) => !TERMINAL.has(c.status))) return false;
+    if (children.some((c) => !isFinal(c.status))) return false;
     const bad = children.filter((c) => c.status !== 'succeeded');
     if (bad.length) return this.stepEvent(t, wf, step, { type: 'fail', error: `${bad.length} of ${children.length} installs did not apply the config` });
     return this.stepEvent(t, wf, step, { type: 'succeed' });
-  }
-
-  /** Installs' current components (for definitions). */
-  components(installId: string) {
-    return listComponents(this.db, installId);
   }
 }

@@ -5,8 +5,9 @@
 import { z } from 'zod';
 import type { ErrorDetail } from '../domain/errors.ts';
 import type { DeliveryStatus } from '../../store/delivery-status.ts';
-import type { Status } from '../../store/workflows.ts';
-import type { ExecutionType, OwnerType, ParentRef, Verdict } from '../domain/facts.ts';
+import type { Status } from '../domain/status.ts';
+import type { ParentRef } from '../domain/facts.ts';
+import type { ExecutionType, OwnerType, Verdict } from '../domain/status.ts';
 import type { ConfigDiff, FieldChange } from '../engine/config-diff.ts';
 import type { AttemptResult } from '../delivery/client.ts';
 import { interestsSchema, matchSchema } from '../domain/subscription.ts';

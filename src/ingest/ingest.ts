@@ -5,26 +5,19 @@
 // only once its own fact is committed.
 import type { Logger } from 'pino';
 import type { z } from 'zod';
-import { getOrg } from '../../store/orgs.ts';
 import type { Bus, BusMessage, Subscription } from '../bus/bus.ts';
-import { ingestWildcard, parseIngestSubject, type IngestSubject } from '../bus/subjects.ts';
+import { ingestWildcard, parseIngestSubject } from '../bus/subjects.ts';
 import { isProducerReplySubject } from '../bus/nats-auth.ts';
-import type { Engine } from '../engine/engine.ts';
+import type { Engine, IngestResult, ProducerFact } from '../engine/engine.ts';
 import { InvalidError } from '../domain/errors.ts';
 import type { Metrics } from '../metrics.ts';
-import type { Orchestrator } from '../engine/workflows.ts';
-import type { Producers } from '../engine/producers.ts';
 import { healthMessageSchema, jobResultSchema, runnerMessageSchema, workflowMessageSchema } from './schemas.ts';
-
-type Result = 'accepted' | 'duplicate' | 'ignored';
 
 export interface IngestDeps {
   bus: Bus;
   logger: Logger;
   metrics: Metrics;
   engine: Engine;
-  orchestrator: Orchestrator;
-  producers: Producers;
 }
 
 /** Facts committed together at most. */
@@ -39,15 +32,8 @@ function parse<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
   return r.data;
 }
 
-/** A message checked and parsed, ready to be applied inside a transaction. */
-type Parsed =
-  | { where: IngestSubject & { family: 'jobs' }; body: z.infer<typeof jobResultSchema> }
-  | { where: IngestSubject & { family: 'workflows' }; body: z.infer<typeof workflowMessageSchema> }
-  | { where: IngestSubject & { family: 'runners' }; body: z.infer<typeof runnerMessageSchema> }
-  | { where: IngestSubject & { family: 'health' }; body: z.infer<typeof healthMessageSchema> };
-
 /** Subject and payload checks that need no transaction; throws with the reason (invalid). */
-export function parseIngest(subject: string, data: Uint8Array): Parsed {
+export function parseIngest(subject: string, data: Uint8Array): ProducerFact {
   const where = parseIngestSubject(subject);
   if (!where) throw new InvalidError(`unknown ingest subject ${subject}`);
   let body: unknown;
@@ -56,31 +42,16 @@ export function parseIngest(subject: string, data: Uint8Array): Parsed {
   } catch {
     throw new InvalidError('message is not JSON');
   }
+  const { orgId, id } = where;
   switch (where.family) {
     case 'jobs':
-      return { where: where as Parsed['where'] & { family: 'jobs' }, body: parse(jobResultSchema, body) };
+      return { family: 'jobs', orgId, id, body: parse(jobResultSchema, body) };
     case 'workflows':
-      return { where: where as Parsed['where'] & { family: 'workflows' }, body: parse(workflowMessageSchema, body) };
+      return { family: 'workflows', orgId, id, body: parse(workflowMessageSchema, body) };
     case 'runners':
-      return { where: where as Parsed['where'] & { family: 'runners' }, body: parse(runnerMessageSchema, body) };
+      return { family: 'runners', orgId, id, body: parse(runnerMessageSchema, body) };
     case 'health':
-      return { where: where as Parsed['where'] & { family: 'health' }, body: parse(healthMessageSchema, body) };
-  }
-}
-
-/** Apply one parsed message (inside the engine's transaction). */
-export function applyIngest(deps: IngestDeps, p: Parsed): Result {
-  const { orgId, id } = p.where;
-  if (!getOrg(deps.engine.db, orgId)) throw new InvalidError('unknown org');
-  switch (p.where.family) {
-    case 'jobs':
-      return deps.orchestrator.onJobResult(orgId, id, p.body as z.infer<typeof jobResultSchema>);
-    case 'workflows':
-      return deps.producers.externalWorkflow(orgId, id, p.body as z.infer<typeof workflowMessageSchema>);
-    case 'runners':
-      return deps.producers.runner(orgId, id, p.body as z.infer<typeof runnerMessageSchema>);
-    case 'health':
-      return deps.producers.health(orgId, id, p.body as z.infer<typeof healthMessageSchema>);
+      return { family: 'health', orgId, id, body: parse(healthMessageSchema, body) };
   }
 }
 
@@ -90,7 +61,7 @@ export function startIngest(deps: IngestDeps): Subscription {
   let queue: BusMessage[] = [];
   let scheduled = false;
 
-  const answer = (msg: BusMessage, reply: Reply, result: Result | 'invalid') => {
+  const answer = (msg: BusMessage, reply: Reply, result: IngestResult | 'invalid') => {
     deps.metrics.ingestMessages.inc({ result });
     if (!reply.ok) deps.logger.warn({ subject: msg.subject, error: reply.error }, 'ingest message dropped');
     respond(msg, reply);
@@ -100,10 +71,10 @@ export function startIngest(deps: IngestDeps): Subscription {
     scheduled = false;
     const msgs = queue.splice(0, MAX_GROUP);
     if (queue.length) schedule();
-    const ready: Array<{ msg: BusMessage; parsed: Parsed }> = [];
+    const ready: Array<{ msg: BusMessage; fact: ProducerFact }> = [];
     for (const msg of msgs) {
       try {
-        ready.push({ msg, parsed: parseIngest(msg.subject, msg.data) });
+        ready.push({ msg, fact: parseIngest(msg.subject, msg.data) });
       } catch (err) {
         answer(msg, { ok: false, error: errorText(err) }, 'invalid');
       }
@@ -111,7 +82,7 @@ export function startIngest(deps: IngestDeps): Subscription {
     if (!ready.length) return;
     let results;
     try {
-      results = deps.engine.batch(ready, (_t, r) => applyIngest(deps, r.parsed));
+      results = deps.engine.ingest(ready.map((r) => r.fact));
     } catch (err) {
       // the commit itself failed: nothing of the group is recorded; producers send again
       deps.logger.error({ err: errorText(err), facts: ready.length }, 'ingest commit failed');

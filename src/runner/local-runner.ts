@@ -1,6 +1,7 @@
 // The built-in local runner (CONTRACT 5.1): executes jobs in process and reports success through
 // the same producer protocol an external runner uses, and sends the heartbeats of the runners it serves.
 import type { Logger } from 'pino';
+import type { Clock, Timer } from '../domain/clock.ts';
 import type { Bus, Subscription } from '../bus/bus.ts';
 import { ingestSubject, jobResultSubject, jobsWildcard } from '../bus/subjects.ts';
 import type { Db } from '../../store/db.ts';
@@ -16,7 +17,7 @@ interface Job {
 
 export class LocalRunner {
   private sub: Subscription | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private timer: Timer | null = null;
   private readonly held = new Set<string>();
   private stopped = false;
 
@@ -24,6 +25,7 @@ export class LocalRunner {
     private readonly bus: Bus,
     private readonly db: Db,
     private readonly logger: Logger,
+    private readonly clock: Clock,
     private readonly heartbeatEveryMs: number,
   ) {}
 
@@ -40,8 +42,7 @@ export class LocalRunner {
       void this.run(job);
     });
     this.heartbeats();
-    this.timer = setInterval(() => this.heartbeats(), this.heartbeatEveryMs);
-    this.timer.unref();
+    this.timer = this.clock.setInterval(() => this.heartbeats(), this.heartbeatEveryMs);
   }
 
   private async run(job: Job): Promise<void> {
@@ -76,6 +77,6 @@ export class LocalRunner {
   stop(): void {
     this.stopped = true;
     this.sub?.unsubscribe();
-    if (this.timer) clearInterval(this.timer);
+    this.timer?.cancel();
   }
 }

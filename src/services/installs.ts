@@ -1,22 +1,11 @@
 // Installs and the workflows that act on them (CONTRACT 4.2).
 import type { AppContext } from '../context.ts';
 import { InvalidError, NotFoundError } from '../domain/errors.ts';
-import { newId, stableId } from '../domain/ids.ts';
 import { getBranch, getConfig, latestConfig } from '../../store/apps.ts';
-import {
-  getInstall,
-  insertInstall,
-  listActions,
-  listComponents,
-  listInstalls as dbListInstalls,
-  setInstallInputs,
-  type Install,
-} from '../../store/installs.ts';
-import { insertRunner, orgRunner } from '../../store/runners.ts';
-import { insertVersion, listOwnerWorkflows } from '../../store/workflows.ts';
-import { installSteps } from '../engine/definitions.ts';
-import { syncInstallEntities } from '../engine/config-apply.ts';
-import type { Verdict } from '../domain/facts.ts';
+import { getInstall, listActions, listComponents, listInstalls as dbListInstalls, type Install } from '../../store/installs.ts';
+import { listOwnerWorkflows } from '../../store/workflows.ts';
+import type { InstallWorkflowType } from '../engine/definitions.ts';
+import type { Verdict } from '../domain/status.ts';
 import { mustGetApp } from './catalog.ts';
 import { workflowSummary, workflowView } from './workflows.ts';
 
@@ -63,15 +52,6 @@ export function getInstallView(ctx: AppContext, orgId: string, installId: string
   return installView(ctx, mustGetInstall(ctx, orgId, installId));
 }
 
-/** The org's runner (group type `org`), created with the first install. */
-function ensureOrgRunner(ctx: AppContext, orgId: string): string {
-  const existing = orgRunner(ctx.db, orgId);
-  if (existing) return existing.runner_id;
-  const runner_id = newId('run');
-  insertRunner(ctx.db, { runner_id, org_id: orgId, install_id: null, name: `org-runner-${orgId}`, group_id: stableId('rgrp', orgId), group_type: 'org' });
-  return runner_id;
-}
-
 /** The body of POST /v1/installs (validated by src/http/schemas.ts createInstallSchema). */
 export interface CreateInstallInput {
   app_id: string;
@@ -98,58 +78,12 @@ export function createInstall(ctx: AppContext, orgId: string, body: CreateInstal
   if (body.app_branch_id && !getBranch(ctx.db, orgId, app.app_id, body.app_branch_id)) {
     throw new InvalidError(`app branch ${body.app_branch_id} is not a branch of app ${app.app_id}`, [{ path: 'app_branch_id', message: 'unknown branch of this app' }]);
   }
-  const installId = newId('inst');
-  ctx.engine.tx(() => {
-    ensureOrgRunner(ctx, orgId);
-    const runnerId = newId('run');
-    insertInstall(ctx.db, {
-      install_id: installId,
-      org_id: orgId,
-      app_id: app.app_id,
-      name: body.name,
-      labels: body.labels ?? {},
-      app_config_id: null,
-      app_branch_id: body.app_branch_id ?? null,
-      sandbox_id: stableId('sbx', installId),
-      runner_id: runnerId,
-      inputs: config.body.inputs ?? {},
-    });
-    insertRunner(ctx.db, { runner_id: runnerId, org_id: orgId, install_id: installId, name: `install-${body.name}`, group_id: stableId('rgrp', installId), group_type: 'install' });
-    const install = getInstall(ctx.db, orgId, installId)!;
-    syncInstallEntities(ctx.db, install, config);
-    const wf = ctx.orchestrator.startWorkflow({
-      org_id: orgId,
-      type: 'provision',
-      owner_id: installId,
-      owner_type: 'installs',
-      params: { app_config_id: config.app_config_id },
-      steps: installSteps('provision', { install, components: listComponents(ctx.db, installId) }),
-    });
-    insertVersion(ctx.db, {
-      version_id: newId('ver'),
-      install_id: installId,
-      org_id: orgId,
-      app_config_id: config.app_config_id,
-      old_app_config_id: null,
-      workflow_id: wf.workflow_id,
-      status: wf.status,
-    });
-  });
-  return getInstallView(ctx, orgId, installId);
+  const install = ctx.engine.createInstall(
+    { org_id: orgId, app_id: app.app_id, name: body.name, labels: body.labels ?? {}, app_branch_id: body.app_branch_id ?? null },
+    config,
+  );
+  return installView(ctx, install);
 }
-
-export type InstallWorkflowType =
-  | 'reprovision'
-  | 'deprovision'
-  | 'manual_deploy'
-  | 'teardown_component'
-  | 'reprovision_sandbox'
-  | 'deprovision_sandbox'
-  | 'action_workflow_run'
-  | 'drift_run'
-  | 'drift_run_reprovision_sandbox'
-  | 'input_update'
-  | 'sync_secrets';
 
 /** Start one of the install workflows of CONTRACT 4.2 and return it. */
 export function startInstallWorkflow(
@@ -165,18 +99,7 @@ export function startInstallWorkflow(
   if (opts.component_id && !component) throw new NotFoundError('component', opts.component_id);
   const action = opts.action_id ? listActions(ctx.db, installId).find((a) => a.action_id === opts.action_id) : undefined;
   if (opts.action_id && !action) throw new NotFoundError('action', opts.action_id);
-  const wf = ctx.engine.tx(() => {
-    if (type === 'input_update' && opts.inputs) setInstallInputs(ctx.db, installId, { ...install.inputs, ...opts.inputs });
-    return ctx.orchestrator.startWorkflow({
-      org_id: orgId,
-      type,
-      owner_id: installId,
-      owner_type: 'installs',
-      action_id: action?.action_id ?? null,
-      params: { ...(opts.inputs ? { inputs: opts.inputs } : {}) },
-      steps: installSteps(type, { install, components, component, action }),
-    });
-  });
+  const wf = ctx.engine.startInstallWorkflow(install, type, { component, action, inputs: opts.inputs });
   return workflowView(ctx, wf.workflow_id);
 }
 

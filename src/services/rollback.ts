@@ -1,12 +1,10 @@
 // Config rollback (spec 4, CONTRACT 4.3): version history, diffs, app config updates and branch runs.
 import type { AppContext } from '../context.ts';
 import { InvalidError, NotFoundError } from '../domain/errors.ts';
-import { newId } from '../domain/ids.ts';
 import { getBranch, getConfig, type AppConfig } from '../../store/apps.ts';
 import { listAppInstalls } from '../../store/installs.ts';
 import { getVersion, listVersions, previousVersion, type VersionRow } from '../../store/workflows.ts';
-import { applyConfigUpdate, planFor } from '../engine/config-apply.ts';
-import { branchRunSteps } from '../engine/definitions.ts';
+import { planFor } from '../engine/config-apply.ts';
 import { diffConfigs } from '../engine/config-diff.ts';
 import { matchAdmits } from '../dispatch/match.ts';
 import { mustGetApp } from './catalog.ts';
@@ -63,7 +61,7 @@ export function updateInstallConfig(ctx: AppContext, orgId: string, installId: s
   const fromId = install.app_config_id;
   const withIds = (plan: ReturnType<typeof planFor>) => ({ from_app_config_id: fromId, to_app_config_id: target.app_config_id, ...plan });
   if (body.plan_only) return { status: 200 as const, body: { plan: withIds(planFor(ctx.db, install, target)), applied: false as const } };
-  const r = ctx.engine.tx((t) => applyConfigUpdate(ctx.orchestrator, t, install, target));
+  const r = ctx.engine.applyConfig(install, target);
   return {
     status: 201 as const,
     body: { plan: withIds(r.plan), applied: true as const, workflow_id: r.workflow.workflow_id, version_id: r.version.version_id },
@@ -83,13 +81,7 @@ export function startBranchRun(ctx: AppContext, orgId: string, appId: string, br
       .filter((i) => (g.install_ids ?? []).includes(i.install_id) || (g.selector ? matchAdmits({ installs: { selector: g.selector } }, { install: { id: i.install_id, labels: i.labels } }) : false))
       .map((i) => i.install_id),
   }));
-  const wf = ctx.orchestrator.startWorkflow({
-    org_id: orgId,
-    type: 'app_branch_run',
-    owner_id: branchId,
-    owner_type: 'app_branches',
-    params: { app_config_id: target.app_config_id, app_id: appId, skip_builds: !!body.skip_builds },
-    steps: branchRunSteps(groups, !!body.skip_builds),
-  });
-  return { run_id: newId('brun'), workflow_id: wf.workflow_id, app_branch_id: branchId, app_config_id: target.app_config_id, status: wf.status };
+  const wf = ctx.engine.startBranchRun(orgId, appId, branchId, target, groups, !!body.skip_builds);
+  // a branch run is its workflow: run_id names the same thing (there is nothing else to look up)
+  return { run_id: wf.workflow_id, workflow_id: wf.workflow_id, app_branch_id: branchId, app_config_id: target.app_config_id, status: wf.status };
 }

@@ -4,7 +4,7 @@ import { NotFoundError } from '../domain/errors.ts';
 import { getWorkflow, listSteps, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
 import { findBranch, getApp } from '../../store/apps.ts';
 import { getInstall } from '../../store/installs.ts';
-import type { OwnerType } from '../domain/facts.ts';
+import type { OwnerType } from '../domain/status.ts';
 
 export function workflowSummary(w: WorkflowRow) {
   return {
@@ -60,7 +60,7 @@ export function stepView(s: StepRow): StepView {
     started_at: s.started_at,
     finished_at: s.finished_at,
   };
-  if (s.approval) v.approval = s.approval as StepView['approval']; // the orchestrator writes only these statuses
+  if (s.approval) v.approval = s.approval as StepView['approval']; // the engine writes only these statuses
   if (s.plan !== null) v.plan = s.plan;
   return v;
 }
@@ -77,11 +77,11 @@ export function getWorkflowView(ctx: AppContext, orgId: string, workflowId: stri
 }
 
 export function respondToApproval(ctx: AppContext, orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string) {
-  return stepView(ctx.orchestrator.respondToApproval(orgId, workflowId, stepId, response, note));
+  return stepView(ctx.engine.respondToApproval(orgId, workflowId, stepId, response, note));
 }
 
 export function cancelWorkflow(ctx: AppContext, orgId: string, workflowId: string) {
-  ctx.orchestrator.cancelWorkflow(orgId, workflowId);
+  ctx.engine.cancelWorkflow(orgId, workflowId);
   return workflowView(ctx, workflowId);
 }
 

@@ -1,6 +1,6 @@
 // CONTRACT 4.2 and 4.3: installs, the workflows that act on them, their config versions and updates.
 import * as installs from '../../services/installs.ts';
-import type { InstallWorkflowType } from '../../services/installs.ts';
+import type { InstallWorkflowType } from '../../engine/definitions.ts';
 import * as rollback from '../../services/rollback.ts';
 import { defineRoute, reply, type ApiRoute } from '../route.ts';
 import { actionRunSchema, configUpdateSchema, createInstallSchema, driftScanSchema, inputsUpdateSchema } from '../schemas.ts';

@@ -1,0 +1,136 @@
+// One SQLite transaction per fact: the new state and the events it emits (outbox rows, each with
+// its route) commit together, or not at all. Under load, facts arriving together share one
+// transaction (group commit), each in its own savepoint so that one that throws rolls back alone.
+import type { Db } from '../../store/db.ts';
+import { insertOutbox } from '../../store/outbox.ts';
+import { entityLabels } from '../../store/installs.ts';
+import { eventSubject } from '../bus/subjects.ts';
+import { isoNow, type Clock } from '../domain/clock.ts';
+import type { Fact } from '../domain/facts.ts';
+import { encodeRoute } from '../domain/route.ts';
+import { emit } from '../events/cloudevent.ts';
+import type { LabelLookup } from '../events/route.ts';
+import type { Metrics } from '../metrics.ts';
+
+/** A unit of work: facts recorded inside it reach the outbox in the same SQLite transaction. */
+export interface Tx {
+  /** record a fact: its event joins the outbox in this transaction */
+  emit(fact: Fact): void;
+  /** the job queue changed: look at it after commit */
+  jobsChanged(): void;
+  /** when this transaction records things (ISO 8601, from the engine's clock) */
+  readonly now: string;
+}
+
+export interface TransactionDeps {
+  db: Db;
+  clock: Clock;
+  metrics: Metrics;
+  urls: () => { source: string; dashboard: string };
+  /** the webhook registry version that events emitted now must be matched against */
+  registryRev: () => number;
+  /** after a commit that wrote outbox rows (the relay publishes or delivers them) */
+  outboxChanged: () => void;
+  /** after a commit that changed the job queue */
+  jobsChanged: () => void;
+}
+
+interface OpenTx extends Tx {
+  types: string[];
+  jobs: boolean;
+}
+
+/** Per item of a group commit: its result, or the error that rolled back its part alone. */
+export type BatchResult<R> = { ok: true; value: R } | { ok: false; error: unknown };
+
+export class Transactions {
+  private current: OpenTx | null = null;
+  private readonly labels: LabelLookup;
+
+  constructor(private readonly deps: TransactionDeps) {
+    const db = deps.db;
+    this.labels = {
+      install: (org, id) => entityLabels(db, org, 'install', id),
+      component: (org, id) => entityLabels(db, org, 'component', id),
+      action: (org, id) => entityLabels(db, org, 'action', id),
+    };
+  }
+
+  private open(): OpenTx {
+    const t: OpenTx = {
+      types: [],
+      jobs: false,
+      now: isoNow(this.deps.clock),
+      emit: (fact: Fact) => {
+        const urls = this.deps.urls();
+        const ev = emit(fact, { source: urls.source, dashboardUrl: urls.dashboard, labels: this.labels, rev: this.deps.registryRev() });
+        if (!ev) return;
+        insertOutbox(this.deps.db, {
+          event_id: ev.id,
+          org_id: fact.org_id,
+          subject: eventSubject(ev.subject),
+          type: ev.type,
+          body: ev.body,
+          route: encodeRoute(ev.route),
+        });
+        t.types.push(ev.type);
+      },
+      jobsChanged: () => {
+        t.jobs = true;
+      },
+    };
+    return t;
+  }
+
+  private committed(t: OpenTx): void {
+    for (const type of t.types) this.deps.metrics.eventsEmitted.inc({ type });
+    if (t.types.length) this.deps.outboxChanged();
+    if (t.jobs) this.deps.jobsChanged();
+  }
+
+  /** Run fn in one transaction (joining the open one when called inside it). */
+  run<T>(fn: (t: Tx) => T): T {
+    if (this.current) return fn(this.current);
+    const t = this.open();
+    this.current = t;
+    let result: T;
+    try {
+      result = this.deps.db.transaction(() => fn(t)).immediate();
+    } finally {
+      this.current = null;
+    }
+    this.committed(t);
+    return result;
+  }
+
+  /**
+   * Group commit: fn for every item in ONE transaction, each in its own savepoint. Results come
+   * back in order once everything is committed (a caller answers each producer only then).
+   */
+  batch<I, R>(items: readonly I[], fn: (t: Tx, item: I) => R): Array<BatchResult<R>> {
+    if (this.current) throw new Error('a group commit inside a transaction');
+    const t = this.open();
+    this.current = t;
+    const db = this.deps.db;
+    const results: Array<BatchResult<R>> = [];
+    try {
+      db.transaction(() => {
+        for (const item of items) {
+          const mark = t.types.length;
+          const jobs = t.jobs;
+          try {
+            results.push({ ok: true, value: db.transaction(() => fn(t, item))() });
+          } catch (error) {
+            t.types.length = mark;
+            t.jobs = jobs;
+            results.push({ ok: false, error });
+          }
+        }
+      }).immediate();
+    } finally {
+      this.current = null;
+    }
+    this.committed(t);
+    return results;
+  }
+}
