@@ -1,6 +1,6 @@
 import type { Db } from './db.ts';
 import { fromJson, nowIso, toJson } from './db.ts';
-import type { AppConfigBody } from '../src/engine/config-diff.ts';
+import type { AppConfigBody } from '../src/domain/app-config.ts';
 
 export interface App {
   app_id: string;

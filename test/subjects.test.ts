@@ -79,8 +79,9 @@ describe('subjects', () => {
 
   it('knows safe tokens', () => {
     expect(isSafeToken('org_1')).toBe(true);
-    expect(isSafeToken('ABC_123')).toBe(true);
-    for (const t of ['', '*', '>', 'a.b', 'a b', 'a-b', 'é']) expect(isSafeToken(t), t).toBe(false);
+    expect(isSafeToken('abc_123')).toBe(true);
+    // an svc id (CONTRACT 2): lowercase [a-z0-9_], 1..64 characters
+    for (const t of ['', '*', '>', 'a.b', 'a b', 'a-b', 'é', 'ABC_123', 'x'.repeat(65)]) expect(isSafeToken(t), t).toBe(false);
   });
 
   it('validates subjects', () => {

@@ -7,6 +7,8 @@
  *   svc.events.<ce subject with / → .>   engine → subscribers (+ the SVC_EVENTS stream)
  */
 
+import { ID_RE } from '../domain/ids.ts';
+
 export const SUBJECT_PREFIX = 'svc';
 export const jobsWildcard = 'svc.jobs.>';
 export const ingestWildcard = 'svc.ingest.>';
@@ -21,11 +23,9 @@ export interface IngestSubject {
   id: string;
 }
 
-/** An id usable as one subject token: `[A-Za-z0-9_]`, 1..64 characters (svc ids are lowercase). */
-const SAFE_TOKEN = /^[a-z0-9_]{1,64}$/i;
-
+/** An id usable as one subject token: an svc id (CONTRACT 2: lowercase [a-z0-9_], 1..64 characters). */
 export function isSafeToken(token: string): boolean {
-  return typeof token === 'string' && SAFE_TOKEN.test(token);
+  return typeof token === 'string' && ID_RE.test(token);
 }
 
 function token(value: string, what: string): string {

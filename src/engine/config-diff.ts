@@ -2,19 +2,7 @@
 // Components are matched by name; field changes are found by deep comparison, with dotted paths
 // (`values.image`, `labels.tier`). Arrays are compared as whole values. Unchanged values are never reported.
 
-export interface ComponentSpec {
-  name: string;
-  type?: string;
-  labels?: Record<string, string>;
-  values?: Record<string, unknown>;
-}
-
-export interface AppConfigBody {
-  sandbox?: Record<string, unknown>;
-  components: ComponentSpec[];
-  actions?: Array<{ name: string; labels?: Record<string, string>; inputs?: Record<string, { required?: boolean }> }>;
-  inputs?: Record<string, unknown>;
-}
+import type { AppConfigBody, ComponentSpec } from '../domain/app-config.ts';
 
 export interface FieldChange {
   path: string;

@@ -14,7 +14,7 @@ import type { Bus } from '../bus/bus.ts';
 import { jobSubject } from '../bus/subjects.ts';
 import { isoNow, type Clock } from '../domain/clock.ts';
 import { InvalidError } from '../domain/errors.ts';
-import type { HealthMessage, JobResult, RunnerMessage, WorkflowMessage } from '../ingest/schemas.ts';
+import type { HealthMessage, JobResult, RunnerMessage, WorkflowMessage } from '../domain/producer-messages.ts';
 import type { Metrics } from '../metrics.ts';
 import { applyConfig, createInstall, deployGroup, type NewInstall } from './config-apply.ts';
 import type { ConfigDiff } from './config-diff.ts';

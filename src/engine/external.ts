@@ -4,7 +4,7 @@ import type { Db } from '../../store/db.ts';
 import { getStep, getWorkflow, insertStep, insertWorkflow, listSteps } from '../../store/workflows.ts';
 import type { StepEvent } from '../../machines/index.ts';
 import { InvalidError } from '../domain/errors.ts';
-import type { WorkflowMessage } from '../ingest/schemas.ts';
+import type { WorkflowMessage } from '../domain/producer-messages.ts';
 import type { Tx } from './transaction.ts';
 import type { IngestResult, Workflows } from './workflows.ts';
 

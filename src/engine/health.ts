@@ -4,7 +4,7 @@ import type { Db } from '../../store/db.ts';
 import { getComponent, getInstall, setComponentHealth, setInstallHealth } from '../../store/installs.ts';
 import { advanceComponentHealth, advanceInstallHealth } from '../../machines/index.ts';
 import { NotFoundError } from '../domain/errors.ts';
-import type { HealthMessage } from '../ingest/schemas.ts';
+import type { HealthMessage } from '../domain/producer-messages.ts';
 import type { Tx } from './transaction.ts';
 import type { IngestResult } from './workflows.ts';
 

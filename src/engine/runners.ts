@@ -5,7 +5,7 @@ import { getRunner, saveRunnerState, type RunnerRow } from '../../store/runners.
 import { advanceRunner, type RunnerEvent } from '../../machines/index.ts';
 import { NotFoundError } from '../domain/errors.ts';
 import type { RunnerInfo } from '../domain/facts.ts';
-import type { RunnerMessage } from '../ingest/schemas.ts';
+import type { RunnerMessage } from '../domain/producer-messages.ts';
 import type { Tx } from './transaction.ts';
 import type { IngestResult } from './workflows.ts';
 

@@ -11,7 +11,7 @@ import { isProducerReplySubject } from '../bus/nats-auth.ts';
 import type { Engine, IngestResult, ProducerFact } from '../engine/engine.ts';
 import { InvalidError } from '../domain/errors.ts';
 import type { Metrics } from '../metrics.ts';
-import { healthMessageSchema, jobResultSchema, runnerMessageSchema, workflowMessageSchema } from './schemas.ts';
+import { healthMessageSchema, jobResultSchema, runnerMessageSchema, workflowMessageSchema } from '../domain/producer-messages.ts';
 
 export interface IngestDeps {
   bus: Bus;

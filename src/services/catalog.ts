@@ -4,7 +4,7 @@ import { InvalidError, NotFoundError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import { getApp, insertApp, insertBranch, insertConfig, listConfigs as dbListConfigs, type AppConfig, type InstallGroup } from '../../store/apps.ts';
 import { getInstall } from '../../store/installs.ts';
-import type { AppConfigBody } from '../engine/config-diff.ts';
+import type { AppConfigBody } from '../domain/app-config.ts';
 
 export function createApp(ctx: AppContext, orgId: string, name: string) {
   const app = insertApp(ctx.db, { app_id: newId('app'), org_id: orgId, name });

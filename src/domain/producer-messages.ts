@@ -1,8 +1,9 @@
 // Producer messages (CONTRACT 5.2), one schema per subject family.
 import { z } from 'zod';
+import { ID_RE } from './ids.ts';
 
 const lifecycle = z.enum(['started', 'succeeded', 'failed', 'cancelled']);
-const token = z.string().regex(/^[a-z0-9_]{1,64}$/, 'must be lowercase [a-z0-9_], at most 64 characters');
+const token = z.string().regex(ID_RE, 'must be lowercase [a-z0-9_], at most 64 characters');
 
 export const jobResultSchema = z.object({
   status: lifecycle,
