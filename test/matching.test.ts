@@ -1,46 +1,11 @@
 // Interests filter and match predicate against events (spec 2.2, 2.3; CONTRACT 6.2, 6.3).
 import { describe, expect, it } from 'vitest';
-import { interestsAdmit, routeFromSlugs, type RoutedEvent } from '../src/dispatch/interests.ts';
+import { interestsAdmit, type RoutedEvent } from '../src/dispatch/interests.ts';
 import { matchAdmits, type Entity, type EventEntities } from '../src/dispatch/match.ts';
 import type { Interests, Match, ResourceConfig } from '../src/domain/subscription.ts';
 
 const lc = (resource: string, op: string, transition: string): RoutedEvent => ({ resource, op, event: `lifecycle.${transition}` });
 const only = (resource: string, cfg: ResourceConfig): Interests => ({ resources: { [resource]: cfg } });
-
-describe('routeFromSlugs', () => {
-  it('reads resource, op (after the dot) and event', () => {
-    expect(routeFromSlugs(['resource:installs', 'op:installs.provision', 'event:lifecycle.failed', 'outcome:completion', 'outcome:failures'])).toEqual({
-      resource: 'installs',
-      op: 'provision',
-      event: 'lifecycle.failed',
-    });
-    expect(routeFromSlugs(['resource:install_configurations', 'op:install_configurations.inputs', 'event:lifecycle.started'])).toEqual({
-      resource: 'install_configurations',
-      op: 'inputs',
-      event: 'lifecycle.started',
-    });
-    expect(routeFromSlugs(['resource:components', 'op:components.drift', 'event:drift.detected'])).toEqual({
-      resource: 'components',
-      op: 'drift',
-      event: 'drift.detected',
-    });
-    expect(routeFromSlugs(['resource:stacks', 'op:stacks.version_active', 'event:approval.response.rejected'])?.event).toBe('approval.response.rejected');
-  });
-
-  it('ping routes with empty resource and op', () => {
-    expect(routeFromSlugs(['event:webhook.ping'])).toEqual({ resource: '', op: '', event: 'webhook.ping' });
-  });
-
-  it('is null when slugs are missing or inconsistent', () => {
-    expect(routeFromSlugs([])).toBeNull();
-    expect(routeFromSlugs(['resource:installs', 'op:installs.provision'])).toBeNull();
-    expect(routeFromSlugs(['op:installs.provision', 'event:lifecycle.started'])).toBeNull();
-    expect(routeFromSlugs(['resource:installs', 'event:lifecycle.started'])).toBeNull();
-    expect(routeFromSlugs(['resource:installs', 'op:components.deploy', 'event:lifecycle.started'])).toBeNull();
-    expect(routeFromSlugs(['resource:installs', 'op:installs', 'event:lifecycle.started'])).toBeNull();
-    expect(routeFromSlugs(['resource:installs', 'op:installs.', 'event:lifecycle.started'])).toBeNull();
-  });
-});
 
 describe('interestsAdmit: all_events and resource gating', () => {
   const events: RoutedEvent[] = [

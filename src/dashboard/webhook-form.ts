@@ -7,11 +7,14 @@ import { issuesToDetails } from '../http/validation.ts';
 import type { ErrorDetail } from '../domain/errors.ts';
 import {
   createWebhookBodySchema,
+  FLAGS,
+  flagsOf,
   OUTCOMES,
   patchWebhookBodySchema,
   RESOURCE_NAMES,
   RESOURCE_OPS,
   type CreateWebhookBody,
+  type Flag,
   type Interests,
   type Match,
   type Outcome,
@@ -22,17 +25,7 @@ import {
 
 export type FormData = Record<string, string | string[]>;
 
-export const FLAGS = ['approval_requests', 'approval_responses', 'drift_detected', 'component_health', 'install_degraded'] as const;
-export type Flag = (typeof FLAGS)[number];
-
-/** Which flags each resource offers (approvals everywhere; the others where the API accepts them). */
-export function flagsOf(resource: ResourceName): Flag[] {
-  const flags: Flag[] = ['approval_requests', 'approval_responses'];
-  if (resource === 'components' || resource === 'sandboxes') flags.push('drift_detected');
-  if (resource === 'components') flags.push('component_health');
-  if (resource === 'installs') flags.push('install_degraded');
-  return flags;
-}
+export { FLAGS, flagsOf, type Flag };
 
 const approvals = { outcome: 'completion', approval_requests: true, approval_responses: true } as const;
 

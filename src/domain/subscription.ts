@@ -23,12 +23,27 @@ export const RESOURCE_NAMES = Object.keys(RESOURCE_OPS) as ResourceName[];
 export const OUTCOMES = ['all', 'completion', 'failures', 'none'] as const;
 export type Outcome = (typeof OUTCOMES)[number];
 
-/** Flags that may be `true` only on some resources (`false` is accepted anywhere). */
+/** The boolean flags of a resource's config (spec 2.2). */
+export const FLAGS = ['approval_requests', 'approval_responses', 'drift_detected', 'component_health', 'install_degraded'] as const;
+export type Flag = (typeof FLAGS)[number];
+
+/** Flags that may be `true` only on some resources (`false` is accepted anywhere); the others apply everywhere. */
 const FLAG_RESOURCES = {
   drift_detected: ['components', 'sandboxes'],
   component_health: ['components'],
   install_degraded: ['installs'],
-} as const satisfies Record<string, readonly ResourceName[]>;
+} as const satisfies Partial<Record<Flag, readonly ResourceName[]>>;
+
+/** Whether a flag means something on a resource. */
+export function flagApplies(flag: Flag, resource: string): boolean {
+  const only = (FLAG_RESOURCES as Partial<Record<Flag, readonly string[]>>)[flag];
+  return only === undefined || only.includes(resource);
+}
+
+/** The flags a resource offers. */
+export function flagsOf(resource: ResourceName): Flag[] {
+  return FLAGS.filter((f) => flagApplies(f, resource));
+}
 
 export const MATCH_KINDS = ['installs', 'components', 'actions'] as const;
 export type MatchKind = (typeof MATCH_KINDS)[number];
