@@ -7,7 +7,7 @@ import type { AnyStateMachine } from 'xstate';
 export interface Advanced<S extends string, C, E> {
   state: S;
   context: C;
-  /** payloads of the machine's `emit(...)` actions, in order (the emitted facts) */
+  /** payloads of the machine's `emit(...)` actions, in order (what the transition emits; the engine turns it into facts) */
   emitted: E[];
   /**
    * false when the event was not accepted in that state (ignored / repeated /

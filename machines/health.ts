@@ -46,7 +46,7 @@ export interface ComponentHealthContext {
 
 export type ComponentHealthEvent = { type: 'verdict'; verdict: Verdict; reason?: string };
 
-export type ComponentHealthFact =
+export type ComponentHealthEmit =
   | { type: 'unhealthy'; verdict: 'degraded' | 'unhealthy'; previous: KnownVerdict | null; reason?: string }
   | { type: 'recovered'; verdict: 'healthy'; previous: KnownVerdict | null; reason?: string };
 
@@ -54,8 +54,8 @@ function componentFact(
   type: 'unhealthy' | 'recovered',
   context: ComponentHealthContext,
   event: ComponentHealthEvent,
-): ComponentHealthFact {
-  const fact = { type, verdict: event.verdict, previous: context.verdict } as ComponentHealthFact;
+): ComponentHealthEmit {
+  const fact = { type, verdict: event.verdict, previous: context.verdict } as ComponentHealthEmit;
   if (typeof event.reason === 'string') fact.reason = event.reason;
   return fact;
 }
@@ -64,7 +64,7 @@ export const componentHealthMachine = setup({
   types: {
     context: {} as ComponentHealthContext,
     events: {} as ComponentHealthEvent,
-    emitted: {} as ComponentHealthFact,
+    emitted: {} as ComponentHealthEmit,
   },
   guards: {
     known: ({ event }) => isKnownVerdict(event.verdict),
@@ -116,8 +116,8 @@ export function advanceComponentHealth(
   state: HealthStatus,
   context: ComponentHealthContext,
   event: ComponentHealthEvent,
-): Advanced<HealthStatus, ComponentHealthContext, ComponentHealthFact> {
-  return advance<HealthStatus, ComponentHealthContext, ComponentHealthFact>(
+): Advanced<HealthStatus, ComponentHealthContext, ComponentHealthEmit> {
+  return advance<HealthStatus, ComponentHealthContext, ComponentHealthEmit>(
     componentHealthMachine,
     state,
     context,
@@ -135,7 +135,7 @@ export interface InstallHealthContext {
 
 export type InstallHealthEvent = { type: 'verdict'; component_id: string; verdict: Verdict; reason?: string };
 
-export type InstallHealthFact =
+export type InstallHealthEmit =
   | { type: 'degraded'; verdict: 'degraded' | 'unhealthy'; previous: KnownVerdict | null; component_id: string }
   | { type: 'recovered'; verdict: 'healthy'; previous: KnownVerdict | null; component_id: string };
 
@@ -152,20 +152,20 @@ function installFact(
   type: 'degraded' | 'recovered',
   context: InstallHealthContext,
   event: InstallHealthEvent,
-): InstallHealthFact {
+): InstallHealthEmit {
   return {
     type,
     verdict: nextComposite(context, event),
     previous: compositeVerdict(context.verdicts),
     component_id: event.component_id,
-  } as InstallHealthFact;
+  } as InstallHealthEmit;
 }
 
 export const installHealthMachine = setup({
   types: {
     context: {} as InstallHealthContext,
     events: {} as InstallHealthEvent,
-    emitted: {} as InstallHealthFact,
+    emitted: {} as InstallHealthEmit,
   },
   guards: {
     known: ({ event }) => isKnownVerdict(event.verdict) && typeof event.component_id === 'string',
@@ -218,6 +218,6 @@ export function advanceInstallHealth(
   state: HealthStatus,
   context: InstallHealthContext,
   event: InstallHealthEvent,
-): Advanced<HealthStatus, InstallHealthContext, InstallHealthFact> {
-  return advance<HealthStatus, InstallHealthContext, InstallHealthFact>(installHealthMachine, state, context, event);
+): Advanced<HealthStatus, InstallHealthContext, InstallHealthEmit> {
+  return advance<HealthStatus, InstallHealthContext, InstallHealthEmit>(installHealthMachine, state, context, event);
 }

@@ -25,11 +25,11 @@ export type RunnerEvent =
 export const RUNNER_REASON_NO_HEARTBEAT = 'no heartbeat since the last health check';
 export const RUNNER_REASON_PROCESS_MISSING = 'runner process missing';
 
-export type RunnerFact =
+export type RunnerEmit =
   | { type: 'unhealthy'; reason: string }
   | { type: 'inactive'; reason?: string };
 
-function inactiveFact(event: RunnerEvent): RunnerFact {
+function inactiveFact(event: RunnerEvent): RunnerEmit {
   return event.type === 'inactive' && typeof event.reason === 'string'
     ? { type: 'inactive', reason: event.reason }
     : { type: 'inactive' };
@@ -39,7 +39,7 @@ export const runnerMachine = setup({
   types: {
     context: {} as RunnerContext,
     events: {} as RunnerEvent,
-    emitted: {} as RunnerFact,
+    emitted: {} as RunnerEmit,
   },
   guards: {
     running: ({ event }) => event.type === 'heartbeat' && event.process === 'running',
@@ -112,6 +112,6 @@ export function advanceRunner(
   state: RunnerStatus,
   context: RunnerContext,
   event: RunnerEvent,
-): Advanced<RunnerStatus, RunnerContext, RunnerFact> {
-  return advance<RunnerStatus, RunnerContext, RunnerFact>(runnerMachine, state, context, event);
+): Advanced<RunnerStatus, RunnerContext, RunnerEmit> {
+  return advance<RunnerStatus, RunnerContext, RunnerEmit>(runnerMachine, state, context, event);
 }

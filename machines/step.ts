@@ -25,19 +25,19 @@ export type StepEvent =
   | { type: 'approve' }
   | { type: 'reject'; error?: string };
 
-export type StepLifecycleFact = {
+export type StepLifecycleEmit = {
   type: 'lifecycle';
   transition: 'started' | 'succeeded' | 'failed' | 'cancelled';
   error?: string;
 };
-export type StepApprovalFact = { type: 'approval'; transition: 'requested' | 'approved' | 'rejected' };
-export type StepFact = StepLifecycleFact | StepApprovalFact;
+export type StepApprovalEmit = { type: 'approval'; transition: 'requested' | 'approved' | 'rejected' };
+export type StepEmit = StepLifecycleEmit | StepApprovalEmit;
 
-const started: StepFact = { type: 'lifecycle', transition: 'started' };
-const succeeded: StepFact = { type: 'lifecycle', transition: 'succeeded' };
-const cancelled: StepFact = { type: 'lifecycle', transition: 'cancelled' };
+const started: StepEmit = { type: 'lifecycle', transition: 'started' };
+const succeeded: StepEmit = { type: 'lifecycle', transition: 'succeeded' };
+const cancelled: StepEmit = { type: 'lifecycle', transition: 'cancelled' };
 
-function failed(error: string | undefined): StepFact {
+function failed(error: string | undefined): StepEmit {
   return error === undefined
     ? { type: 'lifecycle', transition: 'failed' }
     : { type: 'lifecycle', transition: 'failed', error };
@@ -52,12 +52,12 @@ export const stepMachine = setup({
     context: {} as StepContext,
     events: {} as StepEvent,
     input: {} as StepInput | undefined,
-    emitted: {} as StepFact,
+    emitted: {} as StepEmit,
   },
   actions: {
-    facts: enqueueActions(({ context, enqueue }, params: { facts: StepFact[] }) => {
+    emits: enqueueActions(({ context, enqueue }, params: { emits: StepEmit[] }) => {
       if (context.silent) return;
-      for (const f of params.facts) enqueue.emit({ ...f });
+      for (const f of params.emits) enqueue.emit({ ...f });
     }),
   },
 }).createMachine({
@@ -67,31 +67,31 @@ export const stepMachine = setup({
   states: {
     pending: {
       on: {
-        start: { target: 'started', actions: { type: 'facts', params: { facts: [started] } } },
-        succeed: { target: 'succeeded', actions: { type: 'facts', params: { facts: [started, succeeded] } } },
+        start: { target: 'started', actions: { type: 'emits', params: { emits: [started] } } },
+        succeed: { target: 'succeeded', actions: { type: 'emits', params: { emits: [started, succeeded] } } },
         fail: {
           target: 'failed',
-          actions: { type: 'facts', params: ({ event }) => ({ facts: [started, failed(errorOf(event))] }) },
+          actions: { type: 'emits', params: ({ event }) => ({ emits: [started, failed(errorOf(event))] }) },
         },
         cancel: { target: 'cancelled' },
         skip: { target: 'skipped' },
         request_approval: {
           target: 'awaiting_approval',
           actions: {
-            type: 'facts',
-            params: { facts: [started, { type: 'approval', transition: 'requested' }] },
+            type: 'emits',
+            params: { emits: [started, { type: 'approval', transition: 'requested' }] },
           },
         },
       },
     },
     started: {
       on: {
-        succeed: { target: 'succeeded', actions: { type: 'facts', params: { facts: [succeeded] } } },
+        succeed: { target: 'succeeded', actions: { type: 'emits', params: { emits: [succeeded] } } },
         fail: {
           target: 'failed',
-          actions: { type: 'facts', params: ({ event }) => ({ facts: [failed(errorOf(event))] }) },
+          actions: { type: 'emits', params: ({ event }) => ({ emits: [failed(errorOf(event))] }) },
         },
-        cancel: { target: 'cancelled', actions: { type: 'facts', params: { facts: [cancelled] } } },
+        cancel: { target: 'cancelled', actions: { type: 'emits', params: { emits: [cancelled] } } },
       },
     },
     awaiting_approval: {
@@ -99,20 +99,20 @@ export const stepMachine = setup({
         approve: {
           target: 'succeeded',
           actions: {
-            type: 'facts',
-            params: { facts: [{ type: 'approval', transition: 'approved' }, succeeded] },
+            type: 'emits',
+            params: { emits: [{ type: 'approval', transition: 'approved' }, succeeded] },
           },
         },
         reject: {
           target: 'failed',
           actions: {
-            type: 'facts',
+            type: 'emits',
             params: ({ event }) => ({
-              facts: [{ type: 'approval', transition: 'rejected' }, failed(errorOf(event) ?? 'rejected')],
+              emits: [{ type: 'approval', transition: 'rejected' }, failed(errorOf(event) ?? 'rejected')],
             }),
           },
         },
-        cancel: { target: 'cancelled', actions: { type: 'facts', params: { facts: [cancelled] } } },
+        cancel: { target: 'cancelled', actions: { type: 'emits', params: { emits: [cancelled] } } },
       },
     },
     // terminal: accept nothing
@@ -131,6 +131,6 @@ export function advanceStep(
   state: StepStatus,
   context: StepContext,
   event: StepEvent,
-): Advanced<StepStatus, StepContext, StepFact> {
-  return advance<StepStatus, StepContext, StepFact>(stepMachine, state, context, event);
+): Advanced<StepStatus, StepContext, StepEmit> {
+  return advance<StepStatus, StepContext, StepEmit>(stepMachine, state, context, event);
 }

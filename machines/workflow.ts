@@ -13,7 +13,7 @@ export type WorkflowEvent =
   | { type: 'start' }
   | { type: 'finish'; outcome: WorkflowOutcome; error?: string; stepStatuses: StepStatus[] };
 
-export type WorkflowFact = {
+export type WorkflowEmit = {
   type: 'lifecycle';
   transition: 'started' | WorkflowOutcome;
   error?: string;
@@ -31,7 +31,7 @@ export function workflowOutcome(stepStatuses: readonly StepStatus[]): WorkflowOu
   return 'succeeded';
 }
 
-function terminalFact(event: WorkflowEvent): WorkflowFact {
+function terminalFact(event: WorkflowEvent): WorkflowEmit {
   if (event.type !== 'finish') throw new Error('workflow: terminal fact from a non-finish event');
   return event.error === undefined
     ? { type: 'lifecycle', transition: event.outcome }
@@ -42,7 +42,7 @@ export const workflowMachine = setup({
   types: {
     context: {} as WorkflowContext,
     events: {} as WorkflowEvent,
-    emitted: {} as WorkflowFact,
+    emitted: {} as WorkflowEmit,
   },
   guards: {
     /** accepted only with this outcome and once every step is terminal */
@@ -115,6 +115,6 @@ export function advanceWorkflow(
   state: WorkflowStatus,
   context: WorkflowContext,
   event: WorkflowEvent,
-): Advanced<WorkflowStatus, WorkflowContext, WorkflowFact> {
-  return advance<WorkflowStatus, WorkflowContext, WorkflowFact>(workflowMachine, state, context, event);
+): Advanced<WorkflowStatus, WorkflowContext, WorkflowEmit> {
+  return advance<WorkflowStatus, WorkflowContext, WorkflowEmit>(workflowMachine, state, context, event);
 }

@@ -32,7 +32,7 @@ import type {
   RunnerEvent,
   RunnerStatus,
   StepEvent,
-  StepFact,
+  StepEmit,
   StepStatus,
   WorkflowEvent,
   WorkflowStatus,
@@ -41,9 +41,9 @@ import type {
 const loud = { silent: false };
 const quiet = { silent: true };
 
-const L = (transition: 'started' | 'succeeded' | 'failed' | 'cancelled', error?: string): StepFact =>
+const L = (transition: 'started' | 'succeeded' | 'failed' | 'cancelled', error?: string): StepEmit =>
   error === undefined ? { type: 'lifecycle', transition } : { type: 'lifecycle', transition, error };
-const A = (transition: 'requested' | 'approved' | 'rejected'): StepFact => ({ type: 'approval', transition });
+const A = (transition: 'requested' | 'approved' | 'rejected'): StepEmit => ({ type: 'approval', transition });
 
 const ALL_STEP_EVENTS: StepEvent[] = [
   { type: 'start' },
@@ -74,7 +74,7 @@ describe('advance / initial', () => {
 
   it('generic advance rehydrates from a plain status string + JSON context', () => {
     const persisted = JSON.parse(JSON.stringify({ state: 'started', context: { silent: false } }));
-    const r = advance<StepStatus, { silent: boolean }, StepFact>(stepMachine, persisted.state, persisted.context, {
+    const r = advance<StepStatus, { silent: boolean }, StepEmit>(stepMachine, persisted.state, persisted.context, {
       type: 'fail',
       error: 'disk full',
     });
@@ -127,7 +127,7 @@ describe('advance / initial', () => {
 
 // ---------------------------------------------------------------------------
 describe('step machine', () => {
-  const legal: Array<[StepStatus, StepEvent, StepStatus, StepFact[]]> = [
+  const legal: Array<[StepStatus, StepEvent, StepStatus, StepEmit[]]> = [
     ['pending', { type: 'start' }, 'started', [L('started')]],
     ['pending', { type: 'succeed' }, 'succeeded', [L('started'), L('succeeded')]],
     ['pending', { type: 'fail', error: 'missing input: region' }, 'failed', [L('started'), L('failed', 'missing input: region')]],
@@ -201,7 +201,7 @@ describe('step machine', () => {
 
   it('a full run: start, then succeed, then duplicates are ignored', () => {
     let s = initialStep();
-    const out: StepFact[] = [];
+    const out: StepEmit[] = [];
     const changes: boolean[] = [];
     const events: StepEvent[] = [{ type: 'start' }, { type: 'start' }, { type: 'succeed' }, { type: 'succeed' }, { type: 'fail', error: 'late' }];
     for (const e of events) {
@@ -217,7 +217,7 @@ describe('step machine', () => {
 
   it('approval handshake run', () => {
     let s = initialStep();
-    const out: StepFact[] = [];
+    const out: StepEmit[] = [];
     for (const e of [{ type: 'request_approval' }, { type: 'approve' }, { type: 'approve' }] as StepEvent[]) {
       const r = advanceStep(s.state, s.context, e);
       out.push(...r.emitted);
