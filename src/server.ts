@@ -9,13 +9,14 @@ import pino from 'pino';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { openDb } from '../store/db.ts';
+import { outboxSize } from '../store/outbox.ts';
 import { effectiveBaseUrl, effectiveDashboardUrl, hostForUrl, type ServeConfig } from './config.ts';
 import type { AppContext } from './context.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { createMemoryBus } from './bus/memory.ts';
 import { createNatsBus, type NatsBus } from './bus/nats.ts';
 import type { Bus } from './bus/bus.ts';
-import { ensureLayout, REGISTRY_BUCKET } from './bus/jetstream.ts';
+import { ensureLayout, EVENTS_STREAM, REGISTRY_BUCKET } from './bus/jetstream.ts';
 import { KvRegistryPublisher } from './bus/kv-registry.ts';
 import { Seal } from './bus/seal.ts';
 import { createMetrics } from './metrics.ts';
@@ -44,6 +45,12 @@ export interface RunningServer {
   ctx: AppContext;
   /** the bus this server uses (tests drive producers through it in memory mode) */
   bus: Bus;
+  /**
+   * Whether every event committed so far has been delivered (or failed) everywhere: nothing in the
+   * outbox, nothing in the durable queue, nothing held by this process's data plane. A test that
+   * waits for this can then assert that nothing more arrives.
+   */
+  deliveryIdle(): Promise<boolean>;
   stop(): Promise<void>;
 }
 
@@ -52,6 +59,12 @@ export function defaultDeliveryThreads(): number {
   return Math.max(1, (os.availableParallelism?.() ?? os.cpus().length) - 1);
 }
 
+/**
+ * `clock` is the engine's time: its timers (runner health checks, job re-sends, drift scans, the
+ * local runner's heartbeats), the time of facts, a rotated secret's expiry. The delivery machinery
+ * (timeouts, outcome batches, status writes) runs on real time whatever `clock` is, so a test can
+ * move the engine's time without stopping deliveries.
+ */
 export async function startServer(config: ServeConfig, opts: { logger?: pino.Logger; clock?: Clock } = {}): Promise<RunningServer> {
   const logger = opts.logger ?? pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
   const clock = opts.clock ?? systemClock;
@@ -77,7 +90,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   const bus: Bus = nats ?? createMemoryBus({ logger });
   const js = nats ? jetstream(nats.nc, { timeout: 10_000 }) : null;
 
-  const status = new DeliveryStatusBook(db, metrics, clock, logger);
+  const status = new DeliveryStatusBook(db, metrics, systemClock, logger);
   metrics.setInFlightSource(() => status.inFlight());
 
   // the webhook registry the data plane matches with: NATS KV, or in process
@@ -101,7 +114,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => registryRelay.version, outboxChanged: () => kickRelay() });
 
   // pings: one signed attempt from the control plane, counted like any other
-  const pinger = new Deliverer({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets, clock });
+  const pinger = new Deliverer({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets });
   const sign = makeSigner();
 
   const ctx: AppContext = {
@@ -117,7 +130,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     async attemptNow(webhook, eventId, type, body) {
       const sub = new WebhookSubscriber(entryOf(webhook));
       const r = await pinger.attempt(webhook.url, sign(sub, eventId, body, clock.now()), body);
-      status.record({ webhook_id: webhook.webhook_id, org_id: webhook.org_id, event_id: eventId, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at: clock.now() });
+      status.record({ webhook_id: webhook.webhook_id, org_id: webhook.org_id, event_id: eventId, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at: systemClock.now() });
       return r;
     },
   };
@@ -156,12 +169,12 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
         );
         await threads.start();
       } else {
-        dataPlane = await startNatsDataPlane({ nc: nats.nc, seal, limits, workerId: `serve_${processId}`, clock, logger });
+        dataPlane = await startNatsDataPlane({ nc: nats.nc, seal, limits, workerId: `serve_${processId}`, clock: systemClock, logger });
       }
     }
   } else {
     localRelay = new LocalRelay(db, bus, logger);
-    dataPlane = startLocalDataPlane({ registry: localRegistry!, progress: localRelay, outcomes: (b) => status.apply(b), limits, clock, logger });
+    dataPlane = startLocalDataPlane({ registry: localRegistry!, progress: localRelay, outcomes: (b) => status.apply(b), limits, clock: systemClock, logger });
     localRelay.attach(dataPlane.pipeline);
     kickRelay = () => localRelay!.kick();
   }
@@ -178,11 +191,18 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
 
   logger.info({ url: listenUrl, base_url: urls.base, bus: bus.kind, delivery: config.deliver ? (threads ? `${config.deliveryThreads ?? defaultDeliveryThreads()} threads` : 'in process') : 'off' }, `listening on ${listenUrl}`);
 
+  const jsm = nats ? await jetstreamManager(nats.nc, { timeout: 10_000 }) : null;
   let stopping: Promise<void> | null = null;
   return {
     url: listenUrl,
     ctx,
     bus,
+    async deliveryIdle() {
+      if (outboxSize(db) > 0) return false;
+      if (dataPlane && (dataPlane.pipeline.held() > 0 || dataPlane.pipeline.inFlight() > 0)) return false;
+      if (jsm && (await jsm.streams.info(EVENTS_STREAM)).state.messages > 0) return false;
+      return true;
+    },
     stop: () =>
       (stopping ??= (async () => {
         scheduler.stop();

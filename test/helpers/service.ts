@@ -31,6 +31,8 @@ export interface TestService {
    * server's bus (the outbox relay mirrors each event there as it hands it to delivery).
    */
   events(orgId: string): Promise<any[]>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  /** Wait until every event committed so far is delivered (or failed): nothing more will arrive. */
+  settled(timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -92,6 +94,9 @@ export async function startService(overrides: Partial<ServeConfig> = {}, opts: {
     async events(orgId) {
       await server.bus.flush();
       return seen.filter((e) => e.svcorgid === orgId);
+    },
+    async settled(timeoutMs = 10_000) {
+      await waitFor(() => server.deliveryIdle(), timeoutMs, 'every committed event to be delivered');
     },
     stop: () => server.stop(),
   };
