@@ -73,6 +73,8 @@ export async function connectNats(url: string, opts: NatsBusOptions = {}): Promi
     timeout: 5000,
     pingInterval: 20_000,
     maxPingOut: 3,
+    // no stack capture per request and per JetStream publish (a measurable share of the hot path)
+    noAsyncTraces: true,
   };
   for (let attempt = 1; ; attempt++) {
     try {

@@ -161,6 +161,14 @@ export class Deliverer {
     return t;
   }
 
+  /** The guard's cached answer for this host while fresh (throws a cached refusal); undefined when it must be checked. */
+  private checked(t: ParsedTarget, now: number): ResolvedTarget | undefined {
+    const hit = this.hosts.get(t.hostKey);
+    if (!hit || now - hit.at >= this.targetTtlMs) return undefined;
+    if (hit.resolved) return hit.resolved;
+    throw hit.refused;
+  }
+
   /** The guard's answer for this host: from the cache while fresh, else resolved and checked again. */
   private async check(t: ParsedTarget, now: number): Promise<ResolvedTarget> {
     const hit = this.hosts.get(t.hostKey);
@@ -199,7 +207,7 @@ export class Deliverer {
       } catch {
         throw new DeliveryAborted('invalid url');
       }
-      const resolved = await abortable(this.check(t, this.clock.now()), ac.signal);
+      const resolved = this.checked(t, this.clock.now()) ?? (await abortable(this.check(t, this.clock.now()), ac.signal));
       entry = this.acquirePool(t.url, resolved);
       const res = await entry.pool.request({
         method: 'POST',
@@ -212,7 +220,9 @@ export class Deliverer {
         bodyTimeout: this.timeoutMs + 1000,
       });
       status = res.statusCode;
-      await res.body.dump({ limit: MAX_RESPONSE_BYTES, signal: ac.signal });
+      // the request's signal also ends the body: a timeout while reading it shows as aborted
+      await res.body.dump({ limit: MAX_RESPONSE_BYTES });
+      if (ac.signal.aborted) throw ac.signal.reason;
       // undici hands the connection back to the pool a tick after the body ends; resolving after
       // that lets the next attempt at this origin reuse it instead of opening another
       await new Promise<void>((resolve) => setImmediate(resolve));
