@@ -72,13 +72,13 @@ export function advance<S extends string, C, E>(
   event: { type: string; [k: string]: unknown },
 ): Advanced<S, C, E> {
   const snapshot = machine.resolveState({ value: state, context: context as never });
-  if (!snapshot.can(event as never)) {
-    return { state, context, emitted: [], changed: false, accepted: false };
-  }
   const [next, actions] = transition(machine, snapshot, event as never);
   const nextState = stateString(next.value) as S;
   const nextContext = next.context as C;
   const emitted = collectEmitted<E>(actions as ReadonlyArray<{ type: string; params: unknown }>);
   const changed = nextState !== state || emitted.length > 0 || !jsonEqual(nextContext, context);
-  return { state: nextState, context: nextContext, emitted, changed, accepted: true };
+  if (changed) return { state: nextState, context: nextContext, emitted, changed, accepted: true };
+  // nothing happened: was the event legal here at all (a no-op) or not (ignored)? Asked only now,
+  // so the common path computes one transition, not two.
+  return { state, context, emitted: [], changed: false, accepted: snapshot.can(event as never) };
 }
