@@ -63,13 +63,14 @@ process.once('exit', () => {
  * A private nats-server: JetStream in a temp dir on a random port, or, with `config`, the server
  * that configuration file describes (e.g. the output of `svc nats init`).
  */
-export async function startNatsServer(opts: { timeoutMs?: number; config?: string } = {}): Promise<NatsServerHandle> {
+export async function startNatsServer(opts: { timeoutMs?: number; config?: string; port?: number; storeDir?: string } = {}): Promise<NatsServerHandle> {
   const bin = findNatsServer();
   if (!bin) {
     throw new Error('nats-server not found: install it with `apt-get install -y nats-server` or set SVC_NATS_SERVER');
   }
-  const dir = mkdtempSync(join(tmpdir(), 'svc-nats-'));
-  const args = opts.config ? ['-c', opts.config] : ['-a', '127.0.0.1', '-p', '-1', '-js', '-sd', dir];
+  // a given store dir is the caller's (it outlives this server: a restart on it keeps JetStream's data)
+  const dir = opts.storeDir ?? mkdtempSync(join(tmpdir(), 'svc-nats-'));
+  const args = opts.config ? ['-c', opts.config] : ['-a', '127.0.0.1', '-p', String(opts.port ?? -1), '-js', '-sd', dir];
   const child = spawn(bin, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -86,7 +87,7 @@ export async function startNatsServer(opts: { timeoutMs?: number; config?: strin
       clearTimeout(t);
     }
     running.delete(child);
-    rmSync(dir, { recursive: true, force: true });
+    if (!opts.storeDir) rmSync(dir, { recursive: true, force: true });
   };
 
   try {
