@@ -178,6 +178,7 @@ export async function runWorkersScenario(env: ScenarioEnv): Promise<WorkersResul
       const workers: Child[] = await Promise.all(
         Array.from({ length: n }, (_, i) => startSvcWorker({ natsUrl: nats.url, key, concurrency: S.concurrency, logFile: path.join(env.tmp, `worker-${n}-${i}.log`) })),
       );
+      let run: WorkersRun | null = null;
       try {
         await sleep(S.settle_s * 1000);
         const pids: CpuPids = { engine: serve.pid, nats: nats.pid };
@@ -190,7 +191,7 @@ export async function runWorkersScenario(env: ScenarioEnv): Promise<WorkersResul
         const after = await pendingEvents(jsm);
         const inWindow = times.filter((t) => t >= a && t < b).length;
         const rate = Math.round((inWindow / (b - a)) * 1000);
-        runs.push({
+        run = {
           workers: n,
           deliveries_per_sec: rate,
           bound_deliveries_per_sec: Math.round(bound),
@@ -201,12 +202,13 @@ export async function runWorkersScenario(env: ScenarioEnv): Promise<WorkersResul
           backlog_events_after: after,
           ...cpuDelta(c0, c1, inWindow),
           worker_warnings: 0,
-        });
+        };
+        runs.push(run);
         log(`workers ×${n}: ${rate} deliveries/s (${Math.round((rate / bound) * 100)} % of ${n} × ${S.concurrency} in flight / ${S.delay_ms} ms); backlog ${pending} → ${after} events`);
       } finally {
         slow.sink = null;
         await Promise.all(workers.map((w) => stopChild(w.child)));
-        runs.at(-1)!.worker_warnings = workers.reduce((k, w) => k + warnings(w.lines).length, 0);
+        if (run) run.worker_warnings = workers.reduce((k, w) => k + warnings(w.lines).length, 0);
       }
     }
     counters = await svcCounters(serve.url);
@@ -271,8 +273,11 @@ export async function runBurstScenario(env: ScenarioEnv): Promise<BurstResult> {
       if (w.deliveries === w.deliveries_expected) break;
       await sleep(1000);
     }
-    await sleep(500);
-    const before = await svcCounters(serve.url);
+    // every warm-up outcome counted before the burst's own are
+    const warmed = warmup.reduce((k, w) => k + w.deliveries, 0);
+    const zero: SvcCounters = { deliveries_success: 0, deliveries_failure: 0, ingest_accepted: 0, events_dropped: 0 };
+    const before = await awaitOutcomes(serve.url, zero, warmed, 10_000);
+    await sleep(300);
     const rss = sampleRss(serve.pid, 10);
     const burst = await runPhase(nc, env.receiver, {
       ...common,
