@@ -54,8 +54,12 @@ export interface BenchReceiver {
   close(): Promise<void>;
 }
 
-/** node:http, keep-alive, answers 204 as soon as the request body has arrived. */
-export async function startBenchReceiver(): Promise<BenchReceiver> {
+/**
+ * node:http, keep-alive, answers 204 as soon as the request body has arrived, or `delayMs` after
+ * (a slow webhook: the receipt is still timed when the body arrives).
+ */
+export async function startBenchReceiver(opts: { delayMs?: number } = {}): Promise<BenchReceiver> {
+  const delay = opts.delayMs ?? 0;
   const r: BenchReceiver = {
     url: '',
     sink: null,
@@ -73,7 +77,8 @@ export async function startBenchReceiver(): Promise<BenchReceiver> {
       const seq = seqOf(body);
       if (r.sink && seq >= 0) r.sink.record(seq, at, body.length);
       else r.stray++;
-      res.writeHead(204).end();
+      if (delay > 0) setTimeout(() => res.writeHead(204).end(), delay);
+      else res.writeHead(204).end();
     });
   });
   server.headersTimeout = 65_000;
@@ -102,8 +107,9 @@ export function cpuMsOf(pid: number): number | null {
   }
 }
 
-/** The pid of a direct child of this process running `comm` (e.g. the nats-server the helper started). */
-export function childPid(comm: string): number | null {
+/** The pids of the direct children of this process running `comm` (e.g. the nats-servers the helper started). */
+export function childPids(comm: string): number[] {
+  const out: number[] = [];
   try {
     for (const d of fs.readdirSync('/proc')) {
       if (!/^\d+$/.test(d)) continue;
@@ -111,7 +117,7 @@ export function childPid(comm: string): number | null {
         const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
         const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
         const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-        if (name === comm && ppid === process.pid) return Number(d);
+        if (name === comm && ppid === process.pid) out.push(Number(d));
       } catch {
         /* gone */
       }
@@ -119,13 +125,58 @@ export function childPid(comm: string): number | null {
   } catch {
     /* no /proc */
   }
-  return null;
+  return out;
+}
+
+/** The pid of a direct child of this process running `comm`, or null. */
+export function childPid(comm: string): number | null {
+  return childPids(comm)[0] ?? null;
+}
+
+/** Resident memory of a process now (VmRSS) and at its peak so far (VmHWM), KiB; null off Linux or when gone. */
+export function memKbOf(pid: number): { rss: number; hwm: number } | null {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const rss = /^VmRSS:\s+(\d+) kB/m.exec(status);
+    const hwm = /^VmHWM:\s+(\d+) kB/m.exec(status);
+    return rss && hwm ? { rss: Number(rss[1]), hwm: Number(hwm[1]) } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Samples a process's VmRSS every `everyMs` until stopped; reports the first, peak and last sample, MiB. */
+export function sampleRss(pid: number | null, everyMs = 20): { stop(): { start_mib: number | null; peak_mib: number | null; end_mib: number | null; hwm_mib: number | null; samples: number } } {
+  const first = pid ? memKbOf(pid) : null;
+  let peak = first?.rss ?? 0;
+  let last = first;
+  let samples = first ? 1 : 0;
+  const timer = setInterval(() => {
+    const m = pid ? memKbOf(pid) : null;
+    if (!m) return;
+    samples++;
+    last = m;
+    if (m.rss > peak) peak = m.rss;
+  }, everyMs);
+  const mib = (kb: number | null | undefined) => (kb === null || kb === undefined ? null : Math.round((kb / 1024) * 10) / 10);
+  return {
+    stop() {
+      clearInterval(timer);
+      const m = pid ? memKbOf(pid) : null;
+      if (m) {
+        samples++;
+        last = m;
+        if (m.rss > peak) peak = m.rss;
+      }
+      return { start_mib: mib(first?.rss), peak_mib: samples ? mib(peak) : null, end_mib: mib(last?.rss), hwm_mib: mib(last?.hwm), samples };
+    },
+  };
 }
 
 /** Processes whose CPU time a phase reports: the system under test, nats-server; the bench process itself is added. */
 export type CpuPids = Record<string, number | null>;
 
-function cpuSnapshot(pids: CpuPids): Record<string, number | null> {
+export function cpuSnapshot(pids: CpuPids): Record<string, number | null> {
   const out: Record<string, number | null> = {};
   for (const [k, pid] of Object.entries(pids)) out[k] = pid ? cpuMsOf(pid) : null;
   const u = process.cpuUsage();
@@ -170,6 +221,8 @@ export interface PhaseResult {
   fanout: number;
   window: number | null;
   rate_events_per_sec: number | null;
+  /** paced only: deliveries/s offered (facts/s × fan-out) */
+  offered_deliveries_per_sec: number | null;
   events_planned: number;
   events_sent: number;
   events_complete: number;
@@ -181,6 +234,13 @@ export interface PhaseResult {
   timed_out: boolean;
   /** first send → last delivery */
   duration_ms: number;
+  /** last send → last delivery: a few ms when the system keeps up with a paced load, seconds when it falls behind */
+  tail_ms: number;
+  /**
+   * paced only: everything arrived and the last delivery came within KEPT_UP_TAIL_MS of the last send
+   * (otherwise the offered load was above capacity and the latencies are mostly queueing); null when closed
+   */
+  kept_up: boolean | null;
   deliveries_per_sec: number;
   /** the same rate between the 10th and the 90th percentile of receipts (ramp-up/drain left out) */
   steady_deliveries_per_sec: number;
@@ -194,6 +254,9 @@ export interface PhaseResult {
   cpu_ms: Record<string, number | null>;
   cpu_us_per_delivery: Record<string, number | null>;
 }
+
+/** A paced phase kept up when its last delivery came at most this long after its last send. */
+export const KEPT_UP_TAIL_MS = 500;
 
 export function percentiles(values: Float64Array): Percentiles {
   if (values.length === 0) return { p50: NaN, p90: NaN, p99: NaN, max: NaN, mean: NaN };
@@ -317,6 +380,8 @@ export async function runPhase(nc: NatsConnection, receiver: BenchReceiver, o: P
   }
 
   const last = deliveries ? receivedAt[deliveries - 1] : t0;
+  const lastSent = sent ? sentAt[sent - 1] : t0;
+  const tailMs = Math.max(0, last - lastSent);
   const first = sent ? sentAt[0] : t0;
   const durationMs = Math.max(1e-3, last - first);
   let steady = NaN;
@@ -333,6 +398,7 @@ export async function runPhase(nc: NatsConnection, receiver: BenchReceiver, o: P
     fanout: n,
     window,
     rate_events_per_sec: o.ratePerSec ?? null,
+    offered_deliveries_per_sec: o.ratePerSec ? Math.round(o.ratePerSec * n) : null,
     events_planned: o.events,
     events_sent: sent,
     events_complete: complete,
@@ -343,6 +409,8 @@ export async function runPhase(nc: NatsConnection, receiver: BenchReceiver, o: P
     ingest_errors: ingestErrors,
     timed_out: timedOut,
     duration_ms: round(durationMs),
+    tail_ms: round(tailMs),
+    kept_up: o.ratePerSec ? sent === o.events && deliveries === sent * n && tailMs <= KEPT_UP_TAIL_MS : null,
     deliveries_per_sec: round((deliveries / durationMs) * 1000),
     steady_deliveries_per_sec: round(steady),
     events_per_sec: round((complete / durationMs) * 1000),
@@ -351,5 +419,130 @@ export async function runPhase(nc: NatsConnection, receiver: BenchReceiver, o: P
     ack_ms: percentiles(ackMs.subarray(0, acked)),
     cpu_ms: cpuMs,
     cpu_us_per_delivery: cpuPerDelivery,
+  };
+}
+
+// ------------------------------------------------------------------------------- ingest alone
+
+export interface IngestOptions {
+  name: string;
+  orgId: string;
+  /** facts to send; seqs firstSeq .. firstSeq + facts - 1 */
+  facts: number;
+  firstSeq: number;
+  /** requests outstanding at most (closed loop) */
+  window: number;
+  /** stop sending after this long */
+  timeLimitMs: number;
+  cpuPids?: CpuPids;
+}
+
+export interface IngestResult {
+  name: string;
+  window: number;
+  facts_planned: number;
+  facts_sent: number;
+  /** answered {ok: true}: committed */
+  facts_acked: number;
+  errors: number;
+  timed_out: boolean;
+  /** first send → last answer */
+  duration_ms: number;
+  facts_per_sec: number;
+  /** the same rate between the 10th and the 90th percentile of answers */
+  steady_facts_per_sec: number;
+  /** send → answer, per fact */
+  ack_ms: Percentiles;
+  cpu_ms: Record<string, number | null>;
+  cpu_us_per_fact: Record<string, number | null>;
+}
+
+/**
+ * Ingest alone: the producer keeps `window` requests outstanding (each a distinct external workflow
+ * fact) until `facts` are answered; the rate is answered facts per second. Nothing is delivered.
+ */
+export async function runIngestPhase(nc: NatsConnection, o: IngestOptions): Promise<IngestResult> {
+  const ackAt = new Float64Array(o.facts);
+  const ackMs = new Float64Array(o.facts);
+  let sent = 0;
+  let answered = 0;
+  let acked = 0;
+  let errors = 0;
+  let sending = true;
+  let done!: () => void;
+  const finished = new Promise<void>((resolve) => (done = resolve));
+  const encoder = new TextEncoder();
+  const decoder = new TextDecoder();
+  const window = Math.max(1, o.window);
+
+  const pump = () => {
+    while (sending && sent < o.facts && sent - answered < window) send();
+  };
+  const send = () => {
+    const seq = o.firstSeq + sent++;
+    const t = performance.now();
+    nc.request(ingestSubject(o.orgId, 'workflows', workflowId(seq)), encoder.encode(factFor(seq)), { timeout: 30_000 }).then(
+      (m) => {
+        const now = performance.now();
+        const reply = JSON.parse(decoder.decode(m.data)) as { ok: boolean };
+        if (reply.ok) {
+          ackAt[acked] = now;
+          ackMs[acked++] = now - t;
+        } else errors++;
+        answer();
+      },
+      () => {
+        errors++;
+        answer();
+      },
+    );
+  };
+  const answer = () => {
+    answered++;
+    if (answered === o.facts || (!sending && answered === sent)) done();
+    else pump();
+  };
+
+  const cpu0 = cpuSnapshot(o.cpuPids ?? {});
+  const t0 = performance.now();
+  const limit = setTimeout(() => {
+    sending = false;
+    if (answered === sent) done();
+  }, o.timeLimitMs);
+  pump();
+  await finished;
+  clearTimeout(limit);
+  const cpu1 = cpuSnapshot(o.cpuPids ?? {});
+  const cpuMs: Record<string, number | null> = {};
+  const perFact: Record<string, number | null> = {};
+  for (const k of Object.keys(cpu1)) {
+    const a = cpu0[k];
+    const b = cpu1[k];
+    cpuMs[k] = a !== null && b !== null ? Math.round(b - a) : null;
+    perFact[k] = cpuMs[k] !== null && acked ? Math.round(((cpuMs[k] as number) * 1000) / acked) : null;
+  }
+  const sorted = Float64Array.from(ackAt.subarray(0, acked)).sort();
+  const durationMs = Math.max(1e-3, (acked ? sorted[acked - 1] : t0) - t0);
+  let steady = NaN;
+  if (acked >= 100) {
+    const a = Math.floor(acked * 0.1);
+    const b = Math.floor(acked * 0.9);
+    const span = sorted[b] - sorted[a];
+    steady = span > 0 ? ((b - a) / span) * 1000 : NaN;
+  }
+  return {
+    name: o.name,
+    window,
+    facts_planned: o.facts,
+    facts_sent: sent,
+    facts_acked: acked,
+    errors,
+    timed_out: sent < o.facts,
+    duration_ms: Math.round(durationMs),
+    facts_per_sec: Math.round((acked / durationMs) * 1000),
+    steady_facts_per_sec: Math.round(steady),
+    ack_ms: percentiles(ackMs.subarray(0, acked)),
+    cpu_ms: cpuMs,
+    cpu_us_per_fact: perFact,
   };
 }

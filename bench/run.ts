@@ -1,47 +1,93 @@
-// `npm run bench`: svc against a bare NATS → undici baseline, webhook fan-out to 10 and 100 hooks.
+// `npm run bench`: svc against a bare NATS → undici baseline, webhook fan-out to 10 and 100 hooks,
+// and the other scenarios of issue 10 (bench/scenarios.ts: workers scale-out, burst, ingest alone).
 //
 //   private nats-server (JetStream, temp dir, free port)
 //   producer (this process) ── NATS requests svc.ingest.<org>.workflows.bwf_<seq> ──▶ system under test
 //   system under test (a child process) ── HTTP POST × fan-out ──▶ receiver (this process, 204 at once)
 //
-// The system under test is the baseline (bench/baseline.ts) or svc (`bin/svc.mjs serve --nats …`),
-// each alone and in its own process, so that neither shares an event loop with the producer and
-// the receiver. They alternate over several rounds (baseline, svc, baseline, svc, …): each svc
-// figure is compared with the baseline of its own round and the report gives the median over
-// rounds, so that other load on the machine does not skew one side only. For each fan-out: a
-// warm-up, a saturated closed-loop phase (throughput; latency under load, mostly queueing) and a
-// paced open-loop phase at a fixed offered load that both sustain (latency when not overloaded).
+// The system under test is the baseline (bench/baseline.ts) or svc (`bin/svc.mjs serve --nats …`,
+// its delivery threads included), each alone and in its own process, so that neither shares an
+// event loop with the producer and the receiver. They alternate over several rounds (baseline, svc,
+// baseline, svc, …): each svc figure is compared with the baseline of its own round and the report
+// gives the median over rounds, so that other load on the machine does not skew one side only. For
+// each fan-out: a warm-up, a saturated closed-loop phase (throughput; latency under load, mostly
+// queueing) and a paced open-loop phase at a fixed offered load (latency when not overloaded).
 // Results: a table on stdout, JSON in bench/results/latest.json.
 //
-// Environment knobs: BENCH_ROUNDS (default 4), BENCH_FANOUTS (default 10,100), BENCH_SCALE
-// (default 1: multiplies event counts), BENCH_PACED_RATE (deliveries/s offered in the paced phase,
-// default 2000), BENCH_SVC_NODE_ARGS (extra node flags for the svc child, e.g.
-// "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_ONLY=svc|baseline.
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+// Environment knobs (BENCHMARKS.md has them all): BENCH_SCENARIOS (default
+// throughput,paced,workers,burst,ingest), BENCH_ROUNDS (default 3), BENCH_FANOUTS (default 10,100),
+// BENCH_SCALE (multiplies the saturated phase's fact counts), BENCH_PACED_RATE (deliveries/s offered
+// in the paced phase: one number for every fan-out, or fanout:rate pairs; default 10:10000, else
+// 2000), BENCH_PACED_SECONDS, BENCH_SVC_NODE_ARGS (node flags for every svc process, e.g.
+// "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_ONLY=svc|baseline, and the sizes of the other
+// scenarios (BENCH_WORKERS_*, BENCH_BURST_*, BENCH_INGEST_*).
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { findNatsServer, startNatsServer } from '../test/helpers/nats-server.ts';
+import { findNatsServer } from '../test/helpers/nats-server.ts';
 import { openDb } from '../store/db.ts';
 import { createOrg } from '../store/orgs.ts';
-import { childPid, runPhase, startBenchReceiver, type BenchReceiver, type CpuPids, type PhaseResult } from './harness.ts';
+import { KEPT_UP_TAIL_MS, runPhase, startBenchReceiver, type BenchReceiver, type CpuPids, type PhaseResult } from './harness.ts';
+import { createWebhooks, log, ROOT, sleep, spawnChild, startNats, startSvcServe, stopChild, svcCounters, warnings } from './procs.ts';
+import { runBurstScenario, runIngestScenario, runWorkersScenario, SIZES, type BurstResult, type IngestScenarioResult, type ScenarioEnv, type WorkersResult } from './scenarios.ts';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
 const RESULTS = path.join(ROOT, 'bench', 'results');
 const SCALE = Number(process.env.BENCH_SCALE ?? '1') || 1;
 const ONLY = process.env.BENCH_ONLY ?? '';
-const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? '4') || 4);
+/** BENCH_KEEP_LOGS=1: keep the work directory (svc logs, databases) after a successful run too. */
+const KEEP_LOGS = /^(1|true|yes|on)$/i.test(process.env.BENCH_KEEP_LOGS ?? '');
+const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? '3') || 3);
+
+const ALL_SCENARIOS = ['throughput', 'paced', 'workers', 'burst', 'ingest'] as const;
+type Scenario = (typeof ALL_SCENARIOS)[number];
+const SCENARIOS: Set<Scenario> = (() => {
+  const raw = (process.env.BENCH_SCENARIOS ?? '').trim();
+  if (!raw) return new Set(ALL_SCENARIOS);
+  const names = raw.split(',').map((x) => x.trim()).filter(Boolean);
+  const unknown = names.filter((n) => !(ALL_SCENARIOS as readonly string[]).includes(n));
+  if (unknown.length) throw new Error(`BENCH_SCENARIOS: unknown ${unknown.join(', ')} (known: ${ALL_SCENARIOS.join(', ')})`);
+  return new Set(names as Scenario[]);
+})();
+const COMPARE = SCENARIOS.has('throughput') || SCENARIOS.has('paced');
 
 /** Deliveries in flight at most per closed-loop phase: enough to keep every hook's 8 slots busy. */
 const WINDOW_DELIVERIES = 2000;
-/** The paced phase offers this many deliveries per second (facts/s × fan-out), the same for both systems. */
-const PACED_DELIVERIES_PER_SEC = Math.max(1, Number(process.env.BENCH_PACED_RATE ?? '2000') || 2000);
+
+/**
+ * Deliveries/s offered in the paced phase of each fan-out. Issue 10's target is 1 000 facts/s × 10
+ * webhooks with a p99 ≤ 10 ms, so x10 is paced at 10 000 deliveries/s; other fan-outs at 2 000.
+ * BENCH_PACED_RATE=N sets every fan-out; BENCH_PACED_RATE=10:10000,100:2000 sets them one by one.
+ */
+const PACED_DEFAULT: Record<number, number> = { 10: 10_000 };
+const PACED_FALLBACK = 2000;
+const pacedRateFor: (fanout: number) => number = (() => {
+  const raw = (process.env.BENCH_PACED_RATE ?? '').trim();
+  if (/^\d+(\.\d+)?$/.test(raw) && Number(raw) > 0) return () => Number(raw);
+  const map: Record<number, number> = raw ? {} : { ...PACED_DEFAULT };
+  for (const pair of raw.split(',').filter(Boolean)) {
+    const m = /^\s*(\d+)\s*:\s*(\d+(?:\.\d+)?)\s*$/.exec(pair);
+    if (!m || Number(m[2]) <= 0) throw new Error(`BENCH_PACED_RATE: "${pair}" is not <deliveries/s> or <fanout>:<deliveries/s>`);
+    map[Number(m[1])] = Number(m[2]);
+  }
+  return (fanout) => map[fanout] ?? PACED_FALLBACK;
+})();
+/**
+ * The paced phase lasts long enough for at least MIN_PACED_FACTS facts and at least 3 s (at most
+ * 10 s), unless BENCH_PACED_SECONDS says otherwise: at 1 000 facts/s × 10, 3 s = 30 000
+ * deliveries (the p99 is the 300th slowest); at 20 facts/s × 100, 5 s = 100 facts, 10 000 deliveries.
+ */
+const MIN_PACED_FACTS = 100;
+const PACED_SECONDS_KNOB = Number(process.env.BENCH_PACED_SECONDS ?? '') || null;
+const pacedSecondsFor = (factsPerSec: number) => PACED_SECONDS_KNOB ?? Math.min(10, Math.max(3, MIN_PACED_FACTS / factsPerSec));
 
 interface CaseSpec {
   fanout: number;
   warmupEvents: number;
   events: number;
+  /** deliveries/s offered in the paced phase */
+  pacedDeliveriesPerSec: number;
   pacedSeconds: number;
 }
 
@@ -50,12 +96,16 @@ const CASES: CaseSpec[] = (process.env.BENCH_FANOUTS ?? '10,100')
   .split(',')
   .map((x) => Number(x))
   .filter((f) => Number.isInteger(f) && f > 0)
-  .map((fanout) => ({
-    fanout,
-    warmupEvents: Math.ceil(3000 / fanout),
-    events: Math.max(1, Math.round((Math.min(5000 * fanout, 25_000) / fanout) * SCALE)),
-    pacedSeconds: 2,
-  }));
+  .map((fanout) => {
+    const paced = pacedRateFor(fanout);
+    return {
+      fanout,
+      warmupEvents: Math.ceil(3000 / fanout),
+      events: Math.max(1, Math.round((Math.min(5000 * fanout, 25_000) / fanout) * SCALE)),
+      pacedDeliveriesPerSec: paced,
+      pacedSeconds: Math.round(pacedSecondsFor(paced / fanout) * 10) / 10,
+    };
+  });
 const PHASE_LIMIT_MS = 25_000;
 const DRAIN_MS = 10_000;
 
@@ -63,76 +113,16 @@ type System = 'baseline' | 'svc';
 
 interface CaseResult {
   fanout: number;
-  saturated: PhaseResult;
-  paced: PhaseResult;
+  /** null when the throughput scenario is not selected */
+  saturated: PhaseResult | null;
+  /** null when the paced scenario is not selected */
+  paced: PhaseResult | null;
 }
 
 interface SystemRun {
   cases: CaseResult[];
   notes: Record<string, unknown>;
 }
-
-const children = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const c of children) c.kill('SIGKILL');
-});
-
-function log(msg: string): void {
-  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
-}
-
-/** Spawn a node child; resolves once a stdout line satisfies `ready` (returns that line). */
-async function spawnChild(
-  name: string,
-  args: string[],
-  env: NodeJS.ProcessEnv,
-  ready: (line: string) => boolean,
-  logFile: string,
-): Promise<{ child: ChildProcess; line: string; lines: string[] }> {
-  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  const out = fs.createWriteStream(logFile);
-  child.once('exit', () => {
-    children.delete(child);
-    out.end();
-  });
-  const lines: string[] = [];
-  let buf = '';
-  const line = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${name} did not start within 30 s; log: ${logFile}`)), 30_000);
-    child.stdout!.on('data', (c: Buffer) => {
-      out.write(c);
-      buf += c.toString('utf8');
-      let nl: number;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const l = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        lines.push(l);
-        if (ready(l)) {
-          clearTimeout(timer);
-          resolve(l);
-        }
-      }
-    });
-    child.stderr!.on('data', (c: Buffer) => out.write(c));
-    child.once('exit', (code, sig) => {
-      clearTimeout(timer);
-      reject(new Error(`${name} exited (${code ?? sig}) before it was ready; log: ${logFile}`));
-    });
-  });
-  return { child, line, lines };
-}
-
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  child.kill('SIGTERM');
-  const t = setTimeout(() => child.kill('SIGKILL'), 15_000);
-  await exited;
-  clearTimeout(t);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let nextSeq = 1;
 function takeSeqs(n: number): number {
@@ -142,13 +132,7 @@ function takeSeqs(n: number): number {
 }
 
 /** Warm-up, saturated and paced phases of every case against whatever answers the ingest subjects now. */
-async function runCases(
-  system: System,
-  nc: NatsConnection,
-  receiver: BenchReceiver,
-  orgOf: (fanout: number) => string,
-  cpuPids: CpuPids,
-): Promise<CaseResult[]> {
+async function runCases(system: System, nc: NatsConnection, receiver: BenchReceiver, orgOf: (fanout: number) => string, cpuPids: CpuPids): Promise<CaseResult[]> {
   const out: CaseResult[] = [];
   for (const c of CASES) {
     const orgId = orgOf(c.fanout);
@@ -157,26 +141,26 @@ async function runCases(
     const warm = await runPhase(nc, receiver, { ...common, name: `${system} warm-up x${c.fanout}`, events: c.warmupEvents, firstSeq: takeSeqs(c.warmupEvents), window });
     log(`${system} x${c.fanout} warm-up: ${warm.deliveries}/${warm.deliveries_expected} deliveries, ${warm.deliveries_per_sec}/s`);
     await sleep(300);
-    const saturated = await runPhase(nc, receiver, { ...common, name: `${system} saturated x${c.fanout}`, events: c.events, firstSeq: takeSeqs(c.events), window });
-    log(
-      `${system} x${c.fanout} saturated: ${saturated.deliveries}/${saturated.deliveries_expected} deliveries in ${saturated.duration_ms} ms = ` +
-        `${saturated.deliveries_per_sec}/s; latency p50 ${saturated.latency_ms.p50} p99 ${saturated.latency_ms.p99} ms`,
-    );
-    await sleep(300);
-    const rate = PACED_DELIVERIES_PER_SEC / c.fanout;
-    const pacedEvents = Math.max(10, Math.round(rate * c.pacedSeconds));
-    const paced = await runPhase(nc, receiver, {
-      ...common,
-      name: `${system} paced x${c.fanout}`,
-      events: pacedEvents,
-      firstSeq: takeSeqs(pacedEvents),
-      ratePerSec: rate,
-    });
-    log(
-      `${system} x${c.fanout} paced at ${Math.round(rate)} facts/s: ${paced.deliveries}/${paced.deliveries_expected} deliveries; ` +
-        `latency p50 ${paced.latency_ms.p50} p99 ${paced.latency_ms.p99} ms`,
-    );
-    await sleep(300);
+    let saturated: PhaseResult | null = null;
+    if (SCENARIOS.has('throughput')) {
+      saturated = await runPhase(nc, receiver, { ...common, name: `${system} saturated x${c.fanout}`, events: c.events, firstSeq: takeSeqs(c.events), window });
+      log(
+        `${system} x${c.fanout} saturated: ${saturated.deliveries}/${saturated.deliveries_expected} deliveries in ${saturated.duration_ms} ms = ` +
+          `${saturated.deliveries_per_sec}/s; latency p50 ${saturated.latency_ms.p50} p99 ${saturated.latency_ms.p99} ms`,
+      );
+      await sleep(300);
+    }
+    let paced: PhaseResult | null = null;
+    if (SCENARIOS.has('paced')) {
+      const rate = c.pacedDeliveriesPerSec / c.fanout;
+      const pacedEvents = Math.max(10, Math.round(rate * c.pacedSeconds));
+      paced = await runPhase(nc, receiver, { ...common, name: `${system} paced x${c.fanout}`, events: pacedEvents, firstSeq: takeSeqs(pacedEvents), ratePerSec: rate });
+      log(
+        `${system} x${c.fanout} paced at ${Math.round(rate)} facts/s for ${c.pacedSeconds} s: ${paced.deliveries}/${paced.deliveries_expected} deliveries; ` +
+          `latency p50 ${paced.latency_ms.p50} p99 ${paced.latency_ms.p99} ms${paced.kept_up ? '' : `; DID NOT KEEP UP (last delivery ${paced.tail_ms} ms after the last send)`}`,
+      );
+      await sleep(300);
+    }
     out.push({ fanout: c.fanout, saturated, paced });
   }
   return out;
@@ -206,51 +190,31 @@ async function runBaseline(env: Env, round: number): Promise<SystemRun> {
   }
 }
 
+/** svc serve --nats (delivery threads: svc's default); its pid's CPU time includes every thread. */
 async function runSvc(env: Env, round: number): Promise<SystemRun> {
-  const nodeArgs = (process.env.BENCH_SVC_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
-  const logFile = path.join(env.tmp, `svc-${round}.log`);
-  const { child, line, lines } = await spawnChild(
-    'svc',
-    [...nodeArgs, 'bin/svc.mjs', 'serve', '--nats', env.natsUrl, '--db', env.db, '--port', '0', '--no-local-runner', '--allow-private-targets', '--drift-interval', 'off'],
-    {},
-    (l) => l.includes('listening on'),
-    logFile,
-  );
-  const url = /listening on (http:\/\/[^\s"]+)/.exec(line)![1];
+  const svc = await startSvcServe({ natsUrl: env.natsUrl, db: env.db, logFile: path.join(env.tmp, `svc-${round}.log`) });
   try {
     if (round === 1) {
       // webhooks over the HTTP API: all_events, signed (a secret), one URL each on the one receiver;
       // they stay in svc's database for the later rounds
-      for (const [fanout, org] of env.orgs) {
-        const headers = { authorization: `Bearer ${org.api_token}`, 'x-svc-org-id': org.org_id, 'content-type': 'application/json' };
-        for (const u of hookUrls(env.receiver, fanout)) {
-          const res = await fetch(`${url}/v1/orgs/current/webhooks`, {
-            method: 'POST',
-            headers,
-            body: JSON.stringify({ webhook_url: u, secret: 'whsec_bench', interests: { all_events: true } }),
-          });
-          if (res.status !== 201 && res.status !== 200) throw new Error(`creating a webhook: HTTP ${res.status} ${await res.text()}`);
-          await res.arrayBuffer();
-        }
-      }
+      for (const [fanout, org] of env.orgs) await createWebhooks(svc.url, org, hookUrls(env.receiver, fanout));
     }
     const loadavg = os.loadavg()[0];
-    const cpuPids = { sut: child.pid ?? null, nats: env.natsPid };
+    const delivery = /"delivery":"([^"]*)"/.exec(svc.line)?.[1] ?? null;
+    const cpuPids = { sut: svc.pid, nats: env.natsPid };
     const cases = await runCases('svc', env.nc, env.receiver, (f) => env.orgs.get(f)!.org_id, cpuPids);
-    const metrics = await (await fetch(`${url}/metrics`)).text();
-    const pick = (re: RegExp) => Number(re.exec(metrics)?.[1] ?? 0);
+    const counters = await svcCounters(svc.url);
     const notes = {
       loadavg_1m_at_start: Math.round(loadavg * 100) / 100,
-      deliveries_success: pick(/^svc_deliveries_total\{outcome="success"\} (\d+)/m),
-      deliveries_failure: pick(/^svc_deliveries_total\{outcome="failure"\} (\d+)/m),
-      ingest_accepted: pick(/^svc_ingest_messages_total\{result="accepted"\} (\d+)/m),
-      log_warnings: lines.filter((l) => /"level":(40|50|60)/.test(l)).length,
+      delivery,
+      ...counters,
+      log_warnings: warnings(svc.lines).length,
     };
     return { cases, notes };
   } finally {
-    await stopChild(child);
-    const warnings = lines.filter((l) => /"level":(40|50|60)/.test(l));
-    if (warnings.length) log(`svc logged ${warnings.length} warnings/errors, e.g. ${warnings[0].slice(0, 300)}`);
+    await stopChild(svc.child);
+    const w = warnings(svc.lines);
+    if (w.length) log(`svc logged ${w.length} warnings/errors, e.g. ${w[0].slice(0, 300)}`);
   }
 }
 
@@ -297,10 +261,11 @@ function machine(): Record<string, unknown> {
   };
 }
 
-const ratio = (a: number, b: number) => (b > 0 && Number.isFinite(a) ? Math.round((a / b) * 1000) / 1000 : null);
+const ratio = (a: number | null | undefined, b: number | null | undefined) =>
+  a !== null && a !== undefined && b !== null && b !== undefined && b > 0 && Number.isFinite(a) ? Math.round((a / b) * 1000) / 1000 : null;
 
-function median(values: Array<number | null>): number | null {
-  const v = values.filter((x): x is number => x !== null && Number.isFinite(x)).sort((a, b) => a - b);
+function median(values: Array<number | null | undefined>): number | null {
+  const v = values.filter((x): x is number => x !== null && x !== undefined && Number.isFinite(x)).sort((a, b) => a - b);
   if (!v.length) return null;
   const m = v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
   return Math.round(m * 1000) / 1000;
@@ -311,13 +276,13 @@ type Ratios = ReturnType<typeof ratiosOf>;
 function ratiosOf(svc: CaseResult, base: CaseResult) {
   return {
     fanout: svc.fanout,
-    throughput: ratio(svc.saturated.deliveries_per_sec, base.saturated.deliveries_per_sec),
-    steady_throughput: ratio(svc.saturated.steady_deliveries_per_sec, base.saturated.steady_deliveries_per_sec),
-    saturated_latency_p50: ratio(svc.saturated.latency_ms.p50, base.saturated.latency_ms.p50),
-    saturated_latency_p99: ratio(svc.saturated.latency_ms.p99, base.saturated.latency_ms.p99),
-    paced_latency_p50: svc.paced && base.paced ? ratio(svc.paced.latency_ms.p50, base.paced.latency_ms.p50) : null,
-    paced_latency_p99: svc.paced && base.paced ? ratio(svc.paced.latency_ms.p99, base.paced.latency_ms.p99) : null,
-    sut_cpu_per_delivery: ratio(svc.saturated.cpu_us_per_delivery.sut ?? NaN, base.saturated.cpu_us_per_delivery.sut ?? NaN),
+    throughput: ratio(svc.saturated?.deliveries_per_sec, base.saturated?.deliveries_per_sec),
+    steady_throughput: ratio(svc.saturated?.steady_deliveries_per_sec, base.saturated?.steady_deliveries_per_sec),
+    saturated_latency_p50: ratio(svc.saturated?.latency_ms.p50, base.saturated?.latency_ms.p50),
+    saturated_latency_p99: ratio(svc.saturated?.latency_ms.p99, base.saturated?.latency_ms.p99),
+    paced_latency_p50: ratio(svc.paced?.latency_ms.p50, base.paced?.latency_ms.p50),
+    paced_latency_p99: ratio(svc.paced?.latency_ms.p99, base.paced?.latency_ms.p99),
+    sut_cpu_per_delivery: ratio(svc.saturated?.cpu_us_per_delivery.sut, base.saturated?.cpu_us_per_delivery.sut),
   };
 }
 
@@ -330,18 +295,22 @@ function summarise(runs: Array<Partial<Record<System, SystemRun>>>) {
       const rs = runs.map((r) => r[sys]?.cases.find((x) => x.fanout === c.fanout)).filter((x): x is CaseResult => !!x);
       if (!rs.length) continue;
       per[sys] = {
-        deliveries_per_sec: median(rs.map((r) => r.saturated.deliveries_per_sec)),
-        steady_deliveries_per_sec: median(rs.map((r) => r.saturated.steady_deliveries_per_sec)),
-        saturated_p50_ms: median(rs.map((r) => r.saturated.latency_ms.p50)),
-        saturated_p99_ms: median(rs.map((r) => r.saturated.latency_ms.p99)),
-        paced_facts_per_sec: median(rs.map((r) => r.paced?.rate_events_per_sec ?? null)),
-        paced_p50_ms: median(rs.map((r) => r.paced?.latency_ms.p50 ?? null)),
-        paced_p99_ms: median(rs.map((r) => r.paced?.latency_ms.p99 ?? null)),
-        sut_cpu_us_per_delivery: median(rs.map((r) => r.saturated.cpu_us_per_delivery.sut ?? null)),
-        nats_cpu_us_per_delivery: median(rs.map((r) => r.saturated.cpu_us_per_delivery.nats ?? null)),
-        bench_cpu_us_per_delivery: median(rs.map((r) => r.saturated.cpu_us_per_delivery.bench ?? null)),
-        missing: rs.reduce((n, r) => n + r.saturated.missing + (r.paced?.missing ?? 0), 0),
-        duplicates: rs.reduce((n, r) => n + r.saturated.duplicates + (r.paced?.duplicates ?? 0), 0),
+        deliveries_per_sec: median(rs.map((r) => r.saturated?.deliveries_per_sec)),
+        steady_deliveries_per_sec: median(rs.map((r) => r.saturated?.steady_deliveries_per_sec)),
+        saturated_p50_ms: median(rs.map((r) => r.saturated?.latency_ms.p50)),
+        saturated_p99_ms: median(rs.map((r) => r.saturated?.latency_ms.p99)),
+        paced_facts_per_sec: median(rs.map((r) => r.paced?.rate_events_per_sec)),
+        paced_deliveries_per_sec: median(rs.map((r) => r.paced?.offered_deliveries_per_sec)),
+        paced_p50_ms: median(rs.map((r) => r.paced?.latency_ms.p50)),
+        paced_p99_ms: median(rs.map((r) => r.paced?.latency_ms.p99)),
+        /** rounds whose paced phase kept up with the offered load */
+        paced_kept_up_rounds: rs.filter((r) => r.paced?.kept_up).length,
+        paced_rounds: rs.filter((r) => r.paced).length,
+        sut_cpu_us_per_delivery: median(rs.map((r) => r.saturated?.cpu_us_per_delivery.sut)),
+        nats_cpu_us_per_delivery: median(rs.map((r) => r.saturated?.cpu_us_per_delivery.nats)),
+        bench_cpu_us_per_delivery: median(rs.map((r) => r.saturated?.cpu_us_per_delivery.bench)),
+        missing: rs.reduce((n, r) => n + (r.saturated?.missing ?? 0) + (r.paced?.missing ?? 0), 0),
+        duplicates: rs.reduce((n, r) => n + (r.saturated?.duplicates ?? 0) + (r.paced?.duplicates ?? 0), 0),
       };
     }
     out[`x${c.fanout}`] = per;
@@ -380,11 +349,18 @@ function medianRatios(perRound: Ratios[][]): Ratios[] {
   });
 }
 
+const fmt = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? '-' : String(Math.round(v * 100) / 100));
+const times = (v: number | null | undefined) => (v === null || v === undefined ? '-' : `${Math.round(v * 100) / 100}x`);
+
+function grid(rows: string[][], leftColumns = 2): string {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  return rows.map((r) => r.map((cell, i) => (i < leftColumns ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  ')).join('\n');
+}
+
 function table(summary: ReturnType<typeof summarise>, ratios: Ratios[]): string {
   const rows: string[][] = [
-    ['fan-out', 'system', 'del/s', 'steady del/s', 'sat p50 ms', 'sat p99 ms', 'paced facts/s', 'paced p50 ms', 'paced p99 ms', 'cpu µs/del', 'nats µs/del', 'missing'],
+    ['fan-out', 'system', 'del/s', 'steady del/s', 'sat p50 ms', 'sat p99 ms', 'paced del/s', 'paced p50 ms', 'paced p99 ms', 'kept up', 'cpu µs/del', 'nats µs/del', 'missing'],
   ];
-  const f = (v: number | null | undefined) => (v === null || v === undefined ? '-' : String(Math.round(v * 100) / 100));
   for (const c of CASES) {
     const per = summary[`x${c.fanout}`] ?? {};
     for (const sys of ['baseline', 'svc'] as System[]) {
@@ -393,35 +369,74 @@ function table(summary: ReturnType<typeof summarise>, ratios: Ratios[]): string 
       rows.push([
         String(c.fanout),
         sys,
-        f(s.deliveries_per_sec),
-        f(s.steady_deliveries_per_sec),
-        f(s.saturated_p50_ms),
-        f(s.saturated_p99_ms),
-        f(s.paced_facts_per_sec === null ? null : Math.round(s.paced_facts_per_sec)),
-        f(s.paced_p50_ms),
-        f(s.paced_p99_ms),
-        f(s.sut_cpu_us_per_delivery),
-        f(s.nats_cpu_us_per_delivery),
+        fmt(s.deliveries_per_sec),
+        fmt(s.steady_deliveries_per_sec),
+        fmt(s.saturated_p50_ms),
+        fmt(s.saturated_p99_ms),
+        fmt(s.paced_deliveries_per_sec),
+        fmt(s.paced_p50_ms),
+        fmt(s.paced_p99_ms),
+        s.paced_rounds ? `${s.paced_kept_up_rounds}/${s.paced_rounds}` : '-',
+        fmt(s.sut_cpu_us_per_delivery),
+        fmt(s.nats_cpu_us_per_delivery),
         String(s.missing),
       ]);
     }
     const r = ratios.find((x) => x.fanout === c.fanout);
     if (r) {
-      const x = (v: number | null) => (v === null ? '-' : `${Math.round(v * 100) / 100}x`);
-      rows.push([String(c.fanout), 'svc/baseline', x(r.throughput), x(r.steady_throughput), x(r.saturated_latency_p50), x(r.saturated_latency_p99), '', x(r.paced_latency_p50), x(r.paced_latency_p99), x(r.sut_cpu_per_delivery), '', '']);
+      rows.push([String(c.fanout), 'svc/baseline', times(r.throughput), times(r.steady_throughput), times(r.saturated_latency_p50), times(r.saturated_latency_p99), '', times(r.paced_latency_p50), times(r.paced_latency_p99), '', times(r.sut_cpu_per_delivery), '', '']);
     }
   }
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  return rows.map((r) => r.map((cell, i) => (i < 2 ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  ')).join('\n');
+  return grid(rows);
+}
+
+function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult | null; ingest?: IngestScenarioResult | null }): string {
+  const out: string[] = [];
+  if (s.workers) {
+    const w = s.workers;
+    const rows = [['workers', 'del/s', 'bound del/s', 'of bound', 'backlog after', 'engine µs/del', 'workers µs/del', 'nats µs/del']];
+    for (const r of w.runs) {
+      const workersCpu = Object.entries(r.cpu_us_per_delivery)
+        .filter(([k]) => k.startsWith('worker'))
+        .reduce((n, [, v]) => n + (v ?? 0), 0);
+      rows.push([String(r.workers), fmt(r.deliveries_per_sec), fmt(r.bound_deliveries_per_sec), `${Math.round(r.of_bound * 100)} %`, String(r.backlog_events_after), fmt(r.cpu_us_per_delivery.engine), fmt(workersCpu), fmt(r.cpu_us_per_delivery.nats)]);
+    }
+    out.push(
+      `workers: svc serve --no-deliver + svc worker × 1, 2; ${w.config.webhooks} webhooks (fan-out ${w.config.fanout}), --delivery-concurrency ${w.config.concurrency}, receiver answers after ${w.config.delay_ms} ms\n` +
+        `${grid(rows, 1)}\nscale-out two/one: ${times(w.scale_ratio)} (target ≥ 1.7x)`,
+    );
+  }
+  if (s.burst) {
+    const b = s.burst;
+    out.push(
+      `burst: ${b.config.events} events × ${b.config.webhooks} webhooks (one org) = ${b.deliveries_expected} deliveries, svc serve, delivery: ${b.delivery ?? '?'}\n` +
+        `  duration (first send → last receipt) ${b.burst.duration_ms} ms = ${b.burst.deliveries_per_sec} deliveries/s; latency p50 ${b.burst.latency_ms.p50} p99 ${b.burst.latency_ms.p99} ms\n` +
+        `  failures: receiver ${b.receiver_failures} (missing ${b.burst.missing}, duplicates ${b.burst.duplicates}), svc_deliveries_total{outcome="failure"} +${b.svc_failures} (success +${b.svc_successes})\n` +
+        `  svc serve RSS: ${b.rss.start_mib} MiB before, peak ${b.rss.peak_mib} MiB (${b.rss.samples} samples), ${b.rss.end_mib} MiB at the end; VmHWM ${b.rss.hwm_mib} MiB; ` +
+        `CPU ${b.burst.cpu_us_per_delivery.sut} µs/delivery; ${b.config.webhooks} webhooks created in ${b.webhooks_create_ms} ms`,
+    );
+  }
+  if (s.ingest) {
+    const g = s.ingest;
+    const rows = [['round', 'baseline facts/s', 'svc facts/s', 'svc/baseline', 'svc ack p50 ms', 'svc ack p99 ms', 'svc µs/fact', 'nats µs/fact', 'svc errors']];
+    g.rounds.forEach((r, i) =>
+      rows.push([String(i + 1), fmt(r.baseline.facts_per_sec), fmt(r.svc.facts_per_sec), times(r.ratio), fmt(r.svc.ack_ms.p50), fmt(r.svc.ack_ms.p99), fmt(r.svc.cpu_us_per_fact.sut), fmt(r.svc.cpu_us_per_fact.nats), String(r.svc.errors)]),
+    );
+    rows.push(['median', fmt(g.median.baseline_facts_per_sec), fmt(g.median.svc_facts_per_sec), times(g.median.ratio), '', '', '', '', '']);
+    out.push(`ingest alone: ${g.config.facts} facts per measurement, ${g.config.window} requests outstanding, svc serve --no-deliver, no webhooks (target ≥ 20 000 facts/s)\n${grid(rows, 1)}`);
+  }
+  return out.join('\n\n');
 }
 
 async function main(): Promise<void> {
   const started = Date.now();
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
-  const nats = await startNatsServer();
+  const nats = await startNats();
   const receiver = await startBenchReceiver();
-  const nc = await connect({ servers: nats.url, name: 'bench-producer' });
-  log(`nats ${nats.url}, receiver ${receiver.url}, work dir ${tmp}, ${ROUNDS} rounds`);
+  // noAsyncTraces: no stack captured per request, which halves the producer's CPU per request
+  const nc = await connect({ servers: nats.url, name: 'bench-producer', noAsyncTraces: true });
+  const loadStart = os.loadavg().map((x) => Math.round(x * 100) / 100);
+  log(`nats ${nats.url}, receiver ${receiver.url}, work dir ${tmp}; scenarios ${[...SCENARIOS].join(',')}; ${COMPARE ? `${ROUNDS} rounds; ` : ''}load average ${loadStart.join(' ')}`);
 
   // the orgs (one per fan-out) exist in svc's database before it starts; the baseline uses the same ids
   const db = path.join(tmp, 'svc.db');
@@ -432,19 +447,37 @@ async function main(): Promise<void> {
     orgs.set(c.fanout, { org_id: org.org_id, api_token });
   }
   handle.close();
-  const env: Env = { natsUrl: nats.url, nc, receiver, orgs, db, tmp, natsPid: childPid('nats-server') };
+  const env: Env = { natsUrl: nats.url, nc, receiver, orgs, db, tmp, natsPid: nats.pid };
+  const scenarioEnv: ScenarioEnv = { tmp, receiver, natsUrl: nats.url, natsPid: nats.pid, nc, takeSeqs };
 
   const rounds: Array<Partial<Record<System, SystemRun>>> = [];
-  let failed: unknown = null;
-  try {
-    for (let round = 1; round <= ROUNDS; round++) {
-      const r: Partial<Record<System, SystemRun>> = {};
-      rounds.push(r);
-      if (ONLY !== 'svc') r.baseline = await runBaseline(env, round);
-      if (ONLY !== 'baseline') r.svc = await runSvc(env, round);
+  let workers: WorkersResult | null = null;
+  let burst: BurstResult | null = null;
+  let ingest: IngestScenarioResult | null = null;
+  const errors: string[] = [];
+  const attempt = async <T>(name: string, fn: () => Promise<T>): Promise<T | null> => {
+    try {
+      return await fn();
+    } catch (err) {
+      errors.push(`${name}: ${String((err as Error).stack ?? err)}`);
+      log(`${name} failed: ${String((err as Error).message ?? err)}`);
+      return null;
     }
-  } catch (err) {
-    failed = err;
+  };
+  try {
+    if (COMPARE) {
+      await attempt('comparison', async () => {
+        for (let round = 1; round <= ROUNDS; round++) {
+          const r: Partial<Record<System, SystemRun>> = {};
+          rounds.push(r);
+          if (ONLY !== 'svc') r.baseline = await runBaseline(env, round);
+          if (ONLY !== 'baseline') r.svc = await runSvc(env, round);
+        }
+      });
+    }
+    if (SCENARIOS.has('workers')) workers = await attempt('workers', () => runWorkersScenario(scenarioEnv));
+    if (SCENARIOS.has('burst')) burst = await attempt('burst', () => runBurstScenario(scenarioEnv));
+    if (SCENARIOS.has('ingest')) ingest = await attempt('ingest', () => runIngestScenario(scenarioEnv));
   } finally {
     await nc.drain().catch(() => {});
     await receiver.close();
@@ -459,45 +492,60 @@ async function main(): Promise<void> {
   const result = {
     generated_at: new Date().toISOString(),
     wall_seconds: Math.round((Date.now() - started) / 1000),
+    loadavg_at_start: loadStart,
+    loadavg_at_end: os.loadavg().map((x) => Math.round(x * 100) / 100),
     machine: machine(),
     config: {
+      scenarios: [...SCENARIOS],
       rounds: ROUNDS,
       cases: CASES,
       window_deliveries: WINDOW_DELIVERIES,
-      paced_deliveries_per_sec: PACED_DELIVERIES_PER_SEC,
+      paced_kept_up_tail_ms: KEPT_UP_TAIL_MS,
       phase_time_limit_ms: PHASE_LIMIT_MS,
       max_in_flight_per_webhook: 8,
       connections_per_origin: 64,
       scale: SCALE,
+      sizes: SIZES,
     },
     ratios_median: perRound.length ? ratios : [],
     ratios_range: perRound.length ? ratioRanges(perRound) : [],
     ratios_per_round: perRound,
     summary_median: summary,
     rounds,
-    error: failed ? String((failed as Error).stack ?? failed) : null,
+    workers,
+    burst,
+    ingest,
+    error: errors.length ? errors.join('\n') : null,
   };
   fs.mkdirSync(RESULTS, { recursive: true });
   const file = path.join(RESULTS, 'latest.json');
   fs.writeFileSync(`${file}.tmp`, `${JSON.stringify(result, null, 2)}\n`);
   fs.renameSync(`${file}.tmp`, file);
 
-  process.stdout.write(`\nmedians over ${rounds.length} round(s); ratios are svc / baseline of the same round\n${table(summary, perRound.length ? ratios : [])}\n\n`);
-  const ranges = perRound.length ? ratioRanges(perRound) : [];
-  for (const r of perRound.length ? ratios : []) {
-    const pct = (v: number | null) => (v === null ? '-' : `${Math.round(v * 100)} %`);
-    const range = ranges.find((x) => x.fanout === r.fanout)?.throughput as [number, number] | null | undefined;
-    process.stdout.write(
-      `x${r.fanout}: svc throughput ${pct(r.throughput)} of the baseline` +
-        `${range ? ` (rounds ${pct(range[0])}–${pct(range[1])})` : ''}, steady state ${pct(r.steady_throughput)}; ` +
-        `latency p50/p99 ${r.saturated_latency_p50}x/${r.saturated_latency_p99}x saturated, ${r.paced_latency_p50}x/${r.paced_latency_p99}x paced; ` +
-        `svc CPU per delivery ${r.sut_cpu_per_delivery}x\n`,
-    );
+  if (rounds.length) {
+    process.stdout.write(`\nmedians over ${rounds.length} round(s); ratios are svc / baseline of the same round\n${table(summary, perRound.length ? ratios : [])}\n\n`);
+    const ranges = perRound.length ? ratioRanges(perRound) : [];
+    for (const r of perRound.length ? ratios : []) {
+      const pct = (v: number | null) => (v === null ? '-' : `${Math.round(v * 100)} %`);
+      const range = ranges.find((x) => x.fanout === r.fanout)?.throughput as [number, number] | null | undefined;
+      const svcPaced = summary[`x${r.fanout}`]?.svc;
+      process.stdout.write(
+        `x${r.fanout}: svc throughput ${pct(r.throughput)} of the baseline` +
+          `${range ? ` (rounds ${pct(range[0])}–${pct(range[1])})` : ''}, steady state ${pct(r.steady_throughput)}; ` +
+          `latency p50/p99 ${r.saturated_latency_p50}x/${r.saturated_latency_p99}x saturated, ${r.paced_latency_p50}x/${r.paced_latency_p99}x paced` +
+          `${svcPaced?.paced_p99_ms !== null && svcPaced?.paced_p99_ms !== undefined ? ` (svc paced p99 ${svcPaced.paced_p99_ms} ms at ${svcPaced.paced_deliveries_per_sec} deliveries/s)` : ''}; ` +
+          `svc CPU per delivery ${r.sut_cpu_per_delivery}x\n`,
+      );
+    }
   }
-  process.stdout.write(`results: ${path.relative(ROOT, file)} (${result.wall_seconds} s)\n`);
-  if (failed) {
-    log(`failed: ${String((failed as Error).stack ?? failed)}; logs in ${tmp}`);
+  const more = scenarioTables({ workers, burst, ingest });
+  if (more) process.stdout.write(`\n${more}\n`);
+  process.stdout.write(`\nload average ${result.loadavg_at_start.join(' ')} at the start, ${result.loadavg_at_end.join(' ')} at the end\nresults: ${path.relative(ROOT, file)} (${result.wall_seconds} s)\n`);
+  if (errors.length) {
+    log(`failed: ${errors.join('\n')}; logs in ${tmp}`);
     process.exitCode = 1;
+  } else if (KEEP_LOGS) {
+    log(`logs and databases kept in ${tmp}`);
   } else {
     fs.rmSync(tmp, { recursive: true, force: true });
   }

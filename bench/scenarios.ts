@@ -1,0 +1,396 @@
+// The scenarios of issue 10 beyond the svc/baseline comparison (bench/run.ts runs them):
+//
+//   workers  svc serve --no-deliver + 1, then 2 `svc worker` processes against a receiver that
+//            answers after 50 ms: deliveries/s of each and the ratio (scale-out of the data plane)
+//   burst    10 events × 5 000 webhooks of one org, all sent at once, against a fast receiver:
+//            duration, failures, peak RSS of the delivering process (svc serve and its threads)
+//   ingest   acknowledged facts/s of svc serve --no-deliver with no webhooks, and of the baseline's
+//            "answer at once" responder as the ceiling, interleaved
+//
+// Each scenario has its own nats-server and SQLite file, so that no stream, consumer, registry or
+// data plane key of one svc instance is seen by the next.
+import path from 'node:path';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { openDb } from '../store/db.ts';
+import { createOrg } from '../store/orgs.ts';
+import { DISPATCH_CONSUMER, EVENTS_STREAM } from '../src/bus/jetstream.ts';
+import {
+  cpuSnapshot,
+  runIngestPhase,
+  runPhase,
+  sampleRss,
+  startBenchReceiver,
+  type BenchReceiver,
+  type CpuPids,
+  type IngestResult,
+  type PhaseResult,
+} from './harness.ts';
+import {
+  awaitOutcomes,
+  createWebhooks,
+  dataplaneKey,
+  log,
+  sleep,
+  spawnChild,
+  startNats,
+  startSvcServe,
+  startSvcWorker,
+  stopChild,
+  svcCounters,
+  warnings,
+  type Child,
+  type SvcCounters,
+} from './procs.ts';
+
+const num = (name: string, dflt: number, min = 1) => {
+  const v = Number(process.env[name] ?? dflt);
+  return Number.isFinite(v) && v >= min ? v : dflt;
+};
+
+/** Sizes of the scenarios (environment knobs; see BENCHMARKS.md). */
+export const SIZES = {
+  workers: {
+    webhooks: Math.round(num('BENCH_WORKERS_WEBHOOKS', 16)),
+    concurrency: Math.round(num('BENCH_WORKERS_CONCURRENCY', 64)),
+    delay_ms: num('BENCH_WORKERS_DELAY_MS', 50, 0),
+    /** after every worker is ready, this long before the window opens */
+    settle_s: num('BENCH_WORKERS_SETTLE_S', 1, 0),
+    /** deliveries are counted in a window of this length */
+    window_s: num('BENCH_WORKERS_SECONDS', 5),
+  },
+  burst: {
+    webhooks: Math.round(num('BENCH_BURST_WEBHOOKS', 5000)),
+    events: Math.round(num('BENCH_BURST_EVENTS', 10)),
+    /** webhook creation requests at a time */
+    create_parallel: Math.round(num('BENCH_BURST_CREATE_PARALLEL', 32)),
+  },
+  ingest: {
+    facts: Math.round(num('BENCH_INGEST_FACTS', 20_000)),
+    window: Math.round(num('BENCH_INGEST_WINDOW', 1000)),
+    rounds: Math.round(num('BENCH_INGEST_ROUNDS', 2)),
+    warmup_facts: 2000,
+  },
+};
+
+export interface ScenarioEnv {
+  tmp: string;
+  /** the fast receiver (answers 204 at once) */
+  receiver: BenchReceiver;
+  /** the comparison's nats-server: nothing else answers svc.ingest.> on it between rounds */
+  natsUrl: string;
+  natsPid: number | null;
+  nc: NatsConnection;
+  takeSeqs(n: number): number;
+}
+
+function newOrg(db: string, name: string): { org_id: string; api_token: string } {
+  const h = openDb(db);
+  try {
+    const { org, api_token } = createOrg(h, name);
+    return { org_id: org.org_id, api_token };
+  } finally {
+    h.close();
+  }
+}
+
+function cpuDelta(a: Record<string, number | null>, b: Record<string, number | null>, per: number): { cpu_ms: Record<string, number | null>; cpu_us_per_delivery: Record<string, number | null> } {
+  const cpu_ms: Record<string, number | null> = {};
+  const cpu_us_per_delivery: Record<string, number | null> = {};
+  for (const k of Object.keys(b)) {
+    const d = a[k] !== null && a[k] !== undefined && b[k] !== null ? Math.round((b[k] as number) - (a[k] as number)) : null;
+    cpu_ms[k] = d;
+    cpu_us_per_delivery[k] = d !== null && per > 0 ? Math.round((d * 1000) / per) : null;
+  }
+  return { cpu_ms, cpu_us_per_delivery };
+}
+
+async function pendingEvents(jsm: JetStreamManager): Promise<number> {
+  return (await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER)).num_pending;
+}
+
+// ------------------------------------------------------------------------------- workers
+
+export interface WorkersRun {
+  workers: number;
+  /** deliveries received in the window / its length */
+  deliveries_per_sec: number;
+  /** workers × concurrency / receiver delay: what the in-flight bound allows at most */
+  bound_deliveries_per_sec: number;
+  /** deliveries_per_sec / bound */
+  of_bound: number;
+  window_ms: number;
+  deliveries_in_window: number;
+  /** events still queued in JetStream when the window closed (0 would mean the workers ran dry) */
+  backlog_events_after: number;
+  backlog_events_before: number;
+  cpu_ms: Record<string, number | null>;
+  cpu_us_per_delivery: Record<string, number | null>;
+  worker_warnings: number;
+}
+
+export interface WorkersResult {
+  config: (typeof SIZES)['workers'] & { fanout: number };
+  runs: WorkersRun[];
+  /** two workers / one worker */
+  scale_ratio: number | null;
+  svc_counters: SvcCounters | null;
+  serve_warnings: number;
+}
+
+/**
+ * Scale-out of the data plane. The engine (`svc serve --no-deliver`) fills the durable queue with a
+ * backlog before the workers start, so that during the measured window the workers never wait for
+ * events and the engine does nothing but take outcomes; then deliveries are counted in a fixed
+ * window once every worker is up. The receiver answers after 50 ms, so a worker with N attempts in
+ * flight delivers at most N / 50 ms whatever its CPU.
+ */
+export async function runWorkersScenario(env: ScenarioEnv): Promise<WorkersResult> {
+  const S = SIZES.workers;
+  const fanout = S.webhooks; // every webhook matches every event (all_events)
+  const nats = await startNats();
+  const slow = await startBenchReceiver({ delayMs: S.delay_ms });
+  const db = path.join(env.tmp, 'workers.db');
+  const org = newOrg(db, 'bench-workers');
+  const serve = await startSvcServe({ natsUrl: nats.url, db, logFile: path.join(env.tmp, 'workers-serve.log'), extra: ['--no-deliver'] });
+  const nc = await connect({ servers: nats.url, name: 'bench-workers', noAsyncTraces: true });
+  const runs: WorkersRun[] = [];
+  let counters: SvcCounters | null = null;
+  try {
+    await createWebhooks(serve.url, org, Array.from({ length: S.webhooks }, (_, i) => `${slow.url}/w/${i}`), 4);
+    const key = dataplaneKey(db);
+    const jsm = await jetstreamManager(nc);
+    for (const n of [1, 2]) {
+      const bound = (n * S.concurrency * 1000) / Math.max(1, S.delay_ms);
+      // the backlog: what n workers deliver in settle + window, with half again as margin, plus what
+      // each may hold (a pull is up to 256 events; a worker pulls again once its queues run low)
+      const need = Math.ceil((bound * (S.settle_s + S.window_s) * 1.5) / fanout) + n * 300;
+      let pending = await pendingEvents(jsm);
+      if (pending < need) {
+        const add = need - pending;
+        const r = await runIngestPhase(nc, { name: `workers backlog ${n}`, orgId: org.org_id, facts: add, firstSeq: env.takeSeqs(add), window: 500, timeLimitMs: 60_000 });
+        if (r.errors) throw new Error(`workers: ${r.errors} of ${add} backlog facts were refused`);
+        const until = Date.now() + 20_000;
+        while ((pending = await pendingEvents(jsm)) < need && Date.now() < until) await sleep(100);
+      }
+      const times: number[] = [];
+      slow.sink = { record: (_seq, at) => void times.push(at) };
+      const workers: Child[] = await Promise.all(
+        Array.from({ length: n }, (_, i) => startSvcWorker({ natsUrl: nats.url, key, concurrency: S.concurrency, logFile: path.join(env.tmp, `worker-${n}-${i}.log`) })),
+      );
+      let run: WorkersRun | null = null;
+      try {
+        await sleep(S.settle_s * 1000);
+        const pids: CpuPids = { engine: serve.pid, nats: nats.pid };
+        workers.forEach((w, i) => (pids[`worker${i + 1}`] = w.pid));
+        const c0 = cpuSnapshot(pids);
+        const a = performance.now();
+        await sleep(S.window_s * 1000);
+        const b = performance.now();
+        const c1 = cpuSnapshot(pids);
+        const after = await pendingEvents(jsm);
+        const inWindow = times.filter((t) => t >= a && t < b).length;
+        const rate = Math.round((inWindow / (b - a)) * 1000);
+        run = {
+          workers: n,
+          deliveries_per_sec: rate,
+          bound_deliveries_per_sec: Math.round(bound),
+          of_bound: Math.round((rate / bound) * 1000) / 1000,
+          window_ms: Math.round(b - a),
+          deliveries_in_window: inWindow,
+          backlog_events_before: pending,
+          backlog_events_after: after,
+          ...cpuDelta(c0, c1, inWindow),
+          worker_warnings: 0,
+        };
+        runs.push(run);
+        log(`workers ×${n}: ${rate} deliveries/s (${Math.round((rate / bound) * 100)} % of ${n} × ${S.concurrency} in flight / ${S.delay_ms} ms); backlog ${pending} → ${after} events`);
+      } finally {
+        slow.sink = null;
+        await Promise.all(workers.map((w) => stopChild(w.child)));
+        if (run) run.worker_warnings = workers.reduce((k, w) => k + warnings(w.lines).length, 0);
+      }
+    }
+    counters = await svcCounters(serve.url);
+  } finally {
+    await nc.drain().catch(() => {});
+    await stopChild(serve.child);
+    await slow.close();
+    await nats.stop();
+  }
+  const one = runs.find((r) => r.workers === 1);
+  const two = runs.find((r) => r.workers === 2);
+  return {
+    config: { ...S, fanout },
+    runs,
+    scale_ratio: one && two && one.deliveries_per_sec > 0 ? Math.round((two.deliveries_per_sec / one.deliveries_per_sec) * 1000) / 1000 : null,
+    svc_counters: counters,
+    serve_warnings: warnings(serve.lines).length,
+  };
+}
+
+// ------------------------------------------------------------------------------- burst
+
+export interface BurstResult {
+  config: (typeof SIZES)['burst'];
+  /** svc serve's delivery, from its `listening on` line (e.g. "1 threads") */
+  delivery: string | null;
+  webhooks_create_ms: number;
+  /** one event to every webhook before the burst (retried while the data plane's registry is incomplete) */
+  warmup: Array<Pick<PhaseResult, 'deliveries' | 'deliveries_expected' | 'duration_ms'>>;
+  burst: PhaseResult;
+  deliveries_expected: number;
+  /** expected − received at the receiver (missing), plus duplicates */
+  receiver_failures: number;
+  /** svc_deliveries_total{outcome="failure"} counted during the burst */
+  svc_failures: number | null;
+  svc_successes: number | null;
+  /** VmRSS of svc serve (its delivery threads included), MiB: before, peak and at the end of the burst; VmHWM */
+  rss: ReturnType<ReturnType<typeof sampleRss>['stop']>;
+  serve_warnings: number;
+  warning_examples: string[];
+}
+
+/** 10 events × 5 000 webhooks of one org, sent at once: svc serve with its default delivery threads. */
+export async function runBurstScenario(env: ScenarioEnv): Promise<BurstResult> {
+  const S = SIZES.burst;
+  const nats = await startNats();
+  const db = path.join(env.tmp, 'burst.db');
+  const org = newOrg(db, 'bench-burst');
+  const serve = await startSvcServe({ natsUrl: nats.url, db, logFile: path.join(env.tmp, 'burst-serve.log') });
+  const nc = await connect({ servers: nats.url, name: 'bench-burst', noAsyncTraces: true });
+  try {
+    const t0 = performance.now();
+    await createWebhooks(serve.url, org, Array.from({ length: S.webhooks }, (_, i) => `${env.receiver.url}/b/${i}`), S.create_parallel);
+    const createMs = Math.round(performance.now() - t0);
+    log(`burst: ${S.webhooks} webhooks created in ${createMs} ms`);
+    const common = { orgId: org.org_id, fanout: S.webhooks, drainMs: 3000 };
+    const warmup: BurstResult['warmup'] = [];
+    for (let i = 0; i < 3; i++) {
+      const w = await runPhase(nc, env.receiver, { ...common, name: 'burst warm-up', events: 1, firstSeq: env.takeSeqs(1), window: 1, timeLimitMs: 30_000 });
+      warmup.push({ deliveries: w.deliveries, deliveries_expected: w.deliveries_expected, duration_ms: w.duration_ms });
+      log(`burst warm-up: ${w.deliveries}/${w.deliveries_expected} deliveries in ${w.duration_ms} ms`);
+      if (w.deliveries === w.deliveries_expected) break;
+      await sleep(1000);
+    }
+    // every warm-up outcome counted before the burst's own are
+    const warmed = warmup.reduce((k, w) => k + w.deliveries, 0);
+    const zero: SvcCounters = { deliveries_success: 0, deliveries_failure: 0, ingest_accepted: 0, events_dropped: 0 };
+    const before = await awaitOutcomes(serve.url, zero, warmed, 10_000);
+    await sleep(300);
+    const rss = sampleRss(serve.pid, 10);
+    const burst = await runPhase(nc, env.receiver, {
+      ...common,
+      name: 'burst',
+      events: S.events,
+      firstSeq: env.takeSeqs(S.events),
+      window: S.events,
+      timeLimitMs: 120_000,
+      drainMs: 10_000,
+      cpuPids: { sut: serve.pid, nats: nats.pid },
+    });
+    const mem = rss.stop();
+    const expected = S.events * S.webhooks;
+    const after = await awaitOutcomes(serve.url, before, expected, 10_000);
+    const w = warnings(serve.lines);
+    log(
+      `burst: ${burst.deliveries}/${expected} deliveries in ${burst.duration_ms} ms (${burst.deliveries_per_sec}/s); ` +
+        `svc failures ${after.deliveries_failure - before.deliveries_failure}; RSS ${mem.start_mib} → peak ${mem.peak_mib} MiB`,
+    );
+    return {
+      config: S,
+      delivery: /"delivery":"([^"]*)"/.exec(serve.line)?.[1] ?? null,
+      webhooks_create_ms: createMs,
+      warmup,
+      burst,
+      deliveries_expected: expected,
+      receiver_failures: burst.missing + burst.duplicates,
+      svc_failures: after.deliveries_failure - before.deliveries_failure,
+      svc_successes: after.deliveries_success - before.deliveries_success,
+      rss: mem,
+      serve_warnings: w.length,
+      warning_examples: w.slice(0, 3).map((l) => l.slice(0, 300)),
+    };
+  } finally {
+    await nc.drain().catch(() => {});
+    await stopChild(serve.child);
+    await nats.stop();
+  }
+}
+
+// ------------------------------------------------------------------------------- ingest
+
+export interface IngestScenarioResult {
+  config: (typeof SIZES)['ingest'];
+  rounds: Array<{ baseline: IngestResult; svc: IngestResult; ratio: number | null }>;
+  median: { baseline_facts_per_sec: number | null; svc_facts_per_sec: number | null; ratio: number | null };
+  svc_ingest_accepted: number | null;
+  serve_warnings: number;
+}
+
+const median = (v: number[]) => {
+  const s = v.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (!s.length) return null;
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+/**
+ * Ingest alone: svc serve --no-deliver on its own nats-server (no webhooks; the events pile up in
+ * the stream), and the baseline on the comparison's nats-server, both running the whole time and
+ * measured in turn (baseline, svc, baseline, svc, …) with the same closed-loop producer.
+ */
+export async function runIngestScenario(env: ScenarioEnv): Promise<IngestScenarioResult> {
+  const S = SIZES.ingest;
+  const nats = await startNats();
+  const db = path.join(env.tmp, 'ingest.db');
+  const org = newOrg(db, 'bench-ingest');
+  const serve = await startSvcServe({ natsUrl: nats.url, db, logFile: path.join(env.tmp, 'ingest-serve.log'), extra: ['--no-deliver'] });
+  let base: Child | null = null;
+  const nc = await connect({ servers: nats.url, name: 'bench-ingest', noAsyncTraces: true });
+  const rounds: IngestScenarioResult['rounds'] = [];
+  let accepted: number | null = null;
+  try {
+    base = await spawnChild(
+      'baseline',
+      ['--import', 'tsx', 'bench/baseline.ts'],
+      { BENCH_NATS_URL: env.natsUrl, BENCH_TARGETS: '{}' },
+      (l) => l.trim() === 'ready',
+      path.join(env.tmp, 'ingest-baseline.log'),
+    );
+    const phase = (c: NatsConnection, name: string, facts: number, pids: CpuPids) =>
+      runIngestPhase(c, { name, orgId: org.org_id, facts, firstSeq: env.takeSeqs(facts), window: S.window, timeLimitMs: 60_000, cpuPids: pids });
+    const basePids = { sut: base.pid, nats: env.natsPid };
+    const svcPids = { sut: serve.pid, nats: nats.pid };
+    await phase(env.nc, 'baseline ingest warm-up', S.warmup_facts, basePids);
+    await phase(nc, 'svc ingest warm-up', S.warmup_facts, svcPids);
+    for (let r = 1; r <= S.rounds; r++) {
+      await sleep(300);
+      const b = await phase(env.nc, `baseline ingest ${r}`, S.facts, basePids);
+      await sleep(300);
+      const s = await phase(nc, `svc ingest ${r}`, S.facts, svcPids);
+      const ratio = b.facts_per_sec > 0 ? Math.round((s.facts_per_sec / b.facts_per_sec) * 1000) / 1000 : null;
+      rounds.push({ baseline: b, svc: s, ratio });
+      log(
+        `ingest round ${r}: baseline ${b.facts_per_sec} facts/s (${b.facts_acked}/${S.facts}), svc ${s.facts_per_sec} facts/s (${s.facts_acked}/${S.facts}, ` +
+          `ack p50 ${s.ack_ms.p50} p99 ${s.ack_ms.p99} ms, ${s.errors} errors): ${ratio}x`,
+      );
+    }
+    accepted = (await svcCounters(serve.url)).ingest_accepted;
+  } finally {
+    await nc.drain().catch(() => {});
+    if (base) await stopChild(base.child);
+    await stopChild(serve.child);
+    await nats.stop();
+  }
+  return {
+    config: S,
+    rounds,
+    median: {
+      baseline_facts_per_sec: median(rounds.map((r) => r.baseline.facts_per_sec)),
+      svc_facts_per_sec: median(rounds.map((r) => r.svc.facts_per_sec)),
+      ratio: median(rounds.map((r) => r.ratio ?? NaN)),
+    },
+    svc_ingest_accepted: accepted,
+    serve_warnings: warnings(serve.lines).length,
+  };
+}
