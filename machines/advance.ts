@@ -65,12 +65,37 @@ export function initial<S extends string = string, C = unknown>(
   return { state: stateString(snapshot.value) as S, context: snapshot.context as C };
 }
 
+/** Results of advance() already computed, per machine: a transition is a pure function of its inputs. */
+const memo = new WeakMap<AnyStateMachine, Map<string, Advanced<string, unknown, unknown>>>();
+const MEMO_MAX = 10_000;
+
+/**
+ * Step a machine from (state, context) with an event. Pure, so the answer for the same inputs is
+ * remembered: the engine steps the same few transitions (a workflow starting, a step succeeding,
+ * a heartbeat) over and over, and xstate's transition() is the costly part of a fact. Every call
+ * gets its own copies (the caller's context back when nothing changed).
+ */
 export function advance<S extends string, C, E>(
   machine: AnyStateMachine,
   state: S,
   context: C,
   event: { type: string; [k: string]: unknown },
 ): Advanced<S, C, E> {
+  let cache = memo.get(machine);
+  if (!cache) memo.set(machine, (cache = new Map()));
+  const key = `${state}\u0000${JSON.stringify(context)}\u0000${JSON.stringify(event)}`;
+  let r = cache.get(key) as Advanced<S, C, E> | undefined;
+  if (!r) {
+    r = step<S, C, E>(machine, state, context, event);
+    if (cache.size >= MEMO_MAX) cache.clear();
+    cache.set(key, { ...r, context: structuredClone(r.context), emitted: r.emitted.map((e) => structuredClone(e)) } as Advanced<string, unknown, unknown>);
+    return r;
+  }
+  if (!r.changed) return { state, context, emitted: [], changed: false, accepted: r.accepted };
+  return { state: r.state, context: structuredClone(r.context), emitted: r.emitted.map((e) => structuredClone(e)), changed: true, accepted: true };
+}
+
+function step<S extends string, C, E>(machine: AnyStateMachine, state: S, context: C, event: { type: string; [k: string]: unknown }): Advanced<S, C, E> {
   const snapshot = machine.resolveState({ value: state, context: context as never });
   const [next, actions] = transition(machine, snapshot, event as never);
   const nextState = stateString(next.value) as S;

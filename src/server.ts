@@ -34,6 +34,9 @@ import { createHttpApp } from './http/app.ts';
 import { mountDashboard } from './dashboard/routes.tsx';
 import { entryOf, RegistryRelay, type RegistryPublisher } from './relay/registry.ts';
 import { JetStreamRelay } from './relay/jetstream-relay.ts';
+import { JetStreamPublisher } from './bus/jetstream-publisher.ts';
+import { natsConnectOptions } from './bus/nats-auth.ts';
+import type { OutboxRow } from '../store/outbox.ts';
 import { resolveDataplaneKey } from './relay/dataplane-key.ts';
 import { LocalRelay } from './relay/local-relay.ts';
 import { startLocalDataPlane, startNatsDataPlane, type DataPlane, type DeliveryLimits } from './dataplane/data-plane.ts';
@@ -110,8 +113,8 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   await registryRelay.syncAll();
 
   const urls = { base: '', dashboard: '', source: '' };
-  let kickRelay: () => void = () => {};
-  const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => registryRelay.version, outboxChanged: () => kickRelay() });
+  let outboxChanged: (rows: OutboxRow[]) => void = () => {};
+  const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => registryRelay.version, outboxChanged: (rows) => outboxChanged(rows) });
 
   // pings: one signed attempt from the control plane, counted like any other
   const pinger = new Deliverer({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets });
@@ -153,10 +156,12 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   let threads: DeliveryThreads | null = null;
   let outcomes: { stop(): Promise<void> } | null = null;
   let jsRelay: JetStreamRelay | null = null;
+  let eventPublisher: JetStreamPublisher | null = null;
   let localRelay: LocalRelay | null = null;
   if (js && nats) {
-    jsRelay = new JetStreamRelay(db, js, seal, logger);
-    kickRelay = () => jsRelay!.kick();
+    eventPublisher = new JetStreamPublisher(nats.nc, natsConnectOptions({ servers: [], name: 'svc', role: 'engine' }).inboxPrefix!);
+    jsRelay = new JetStreamRelay(db, eventPublisher, seal, logger);
+    outboxChanged = (rows) => jsRelay!.handoff(rows);
     outcomes = await consumeOutcomes(js, seal, (b) => status.apply(b), logger);
     if (config.deliver) {
       const n = config.deliveryThreads ?? defaultDeliveryThreads();
@@ -176,7 +181,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     localRelay = new LocalRelay(db, bus, logger);
     dataPlane = startLocalDataPlane({ registry: localRegistry!, progress: localRelay, outcomes: (b) => status.apply(b), limits, clock: systemClock, logger });
     localRelay.attach(dataPlane.pipeline);
-    kickRelay = () => localRelay!.kick();
+    outboxChanged = () => localRelay!.kick();
   }
 
   const ingestSub = startIngest({ bus, logger, metrics, engine });
@@ -186,7 +191,8 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   localRunner?.start();
   const scheduler = new Scheduler(engine, clock, logger);
   scheduler.start({ runnerHealthIntervalMs: config.runnerHealthIntervalMs, driftIntervalMs: config.driftIntervalMs });
-  kickRelay(); // what was committed before a stop or a crash and not yet published or delivered
+  jsRelay?.kick(); // what was committed before a stop or a crash and not yet published or delivered
+  localRelay?.kick();
   engine.kickJobs();
 
   logger.info({ url: listenUrl, base_url: urls.base, bus: bus.kind, delivery: config.deliver ? (threads ? `${config.deliveryThreads ?? defaultDeliveryThreads()} threads` : 'in process') : 'off' }, `listening on ${listenUrl}`);
@@ -213,6 +219,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
         await Promise.all([threads?.drain(), dataPlane?.drain()]);
         localRelay?.close();
         await jsRelay?.close();
+        eventPublisher?.close();
         await outcomes?.stop();
         status.close();
         await Promise.race([registryRelay.settled(), new Promise((r) => setTimeout(r, 2000))]);

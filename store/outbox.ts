@@ -19,8 +19,9 @@ export interface OutboxRow {
   progress: string[];
 }
 
-export function insertOutbox(db: Db, e: Omit<OutboxRow, 'seq' | 'progress'>): void {
-  db.prepare('INSERT INTO outbox (event_id, org_id, subject, type, body, route, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+/** Insert a row; returns its sequence number. */
+export function insertOutbox(db: Db, e: Omit<OutboxRow, 'seq' | 'progress'>): number {
+  const r = db.prepare('INSERT INTO outbox (event_id, org_id, subject, type, body, route, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
     e.event_id,
     e.org_id,
     e.subject,
@@ -29,6 +30,7 @@ export function insertOutbox(db: Db, e: Omit<OutboxRow, 'seq' | 'progress'>): vo
     e.route,
     nowIso(),
   );
+  return Number(r.lastInsertRowid);
 }
 
 /** Rows after a sequence number, oldest first. */

@@ -10,6 +10,7 @@ import { listComponents, listProvisionedInstalls, setInstallInputs, type Action,
 import { listRunners } from '../../store/runners.ts';
 import { getOrg } from '../../store/orgs.ts';
 import { jobsToSend, markJobSent, type StepRow, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
+import type { OutboxRow } from '../../store/outbox.ts';
 import type { Bus } from '../bus/bus.ts';
 import { jobSubject } from '../bus/subjects.ts';
 import { isoNow, type Clock } from '../domain/clock.ts';
@@ -36,8 +37,8 @@ export interface EngineDeps {
   urls: () => { source: string; dashboard: string };
   /** the webhook registry version that events emitted now must be matched against */
   registryRev: () => number;
-  /** called after a commit that wrote outbox rows */
-  outboxChanged: () => void;
+  /** called after a commit that wrote outbox rows, with the rows in order */
+  outboxChanged: (rows: OutboxRow[]) => void;
 }
 
 /** A producer's message, checked and parsed (src/ingest), for one org. */
@@ -56,6 +57,8 @@ export class Engine {
   private readonly workflows: Workflows;
   private sendingJobs = false;
   private closed = false;
+  /** orgs seen to exist (orgs are never deleted; another process may add one, so a miss asks the store) */
+  private readonly knownOrgs = new Set<string>();
 
   constructor(private readonly deps: EngineDeps) {
     this.db = deps.db;
@@ -68,7 +71,10 @@ export class Engine {
   /** Producers' facts, committed together (each in its own savepoint); results in order. */
   ingest(facts: readonly ProducerFact[]): Array<BatchResult<IngestResult>> {
     return this.tx.batch(facts, (t, f) => {
-      if (!getOrg(this.db, f.orgId)) throw new InvalidError('unknown org');
+      if (!this.knownOrgs.has(f.orgId)) {
+        if (!getOrg(this.db, f.orgId)) throw new InvalidError('unknown org');
+        this.knownOrgs.add(f.orgId);
+      }
       switch (f.family) {
         case 'jobs':
           return this.workflows.jobReport(t, f.orgId, f.id, f.body);

@@ -2,7 +2,7 @@
 // its route) commit together, or not at all. Under load, facts arriving together share one
 // transaction (group commit), each in its own savepoint so that one that throws rolls back alone.
 import type { Db } from '../../store/db.ts';
-import { insertOutbox } from '../../store/outbox.ts';
+import { insertOutbox, type OutboxRow } from '../../store/outbox.ts';
 import { entityLabels } from '../../store/installs.ts';
 import { eventSubject } from '../bus/subjects.ts';
 import { isoNow, type Clock } from '../domain/clock.ts';
@@ -29,14 +29,15 @@ export interface TransactionDeps {
   urls: () => { source: string; dashboard: string };
   /** the webhook registry version that events emitted now must be matched against */
   registryRev: () => number;
-  /** after a commit that wrote outbox rows (the relay publishes or delivers them) */
-  outboxChanged: () => void;
+  /** after a commit that wrote outbox rows: the rows, in order (the relay publishes or delivers them) */
+  outboxChanged: (rows: OutboxRow[]) => void;
   /** after a commit that changed the job queue */
   jobsChanged: () => void;
 }
 
 interface OpenTx extends Tx {
   types: string[];
+  rows: OutboxRow[];
   jobs: boolean;
 }
 
@@ -59,20 +60,15 @@ export class Transactions {
   private open(): OpenTx {
     const t: OpenTx = {
       types: [],
+      rows: [],
       jobs: false,
       now: isoNow(this.deps.clock),
       emit: (fact: Fact) => {
         const urls = this.deps.urls();
         const ev = emit(fact, { source: urls.source, dashboardUrl: urls.dashboard, labels: this.labels, rev: this.deps.registryRev() });
         if (!ev) return;
-        insertOutbox(this.deps.db, {
-          event_id: ev.id,
-          org_id: fact.org_id,
-          subject: eventSubject(ev.subject),
-          type: ev.type,
-          body: ev.body,
-          route: encodeRoute(ev.route),
-        });
+        const row = { event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route: encodeRoute(ev.route) };
+        t.rows.push({ ...row, seq: insertOutbox(this.deps.db, row), progress: [] });
         t.types.push(ev.type);
       },
       jobsChanged: () => {
@@ -84,7 +80,7 @@ export class Transactions {
 
   private committed(t: OpenTx): void {
     for (const type of t.types) this.deps.metrics.eventsEmitted.inc({ type });
-    if (t.types.length) this.deps.outboxChanged();
+    if (t.rows.length) this.deps.outboxChanged(t.rows);
     if (t.jobs) this.deps.jobsChanged();
   }
 
@@ -104,33 +100,48 @@ export class Transactions {
   }
 
   /**
-   * Group commit: fn for every item in ONE transaction, each in its own savepoint. Results come
-   * back in order once everything is committed (a caller answers each producer only then).
+   * Group commit: fn for every item in ONE transaction. Results come back in order once everything
+   * is committed (a caller answers each producer only then). Items that throw are rolled back
+   * alone: the group is first tried as it is (the common case, no savepoints); if an item throws,
+   * the whole attempt is undone and the group runs again with each item in its own savepoint.
    */
   batch<I, R>(items: readonly I[], fn: (t: Tx, item: I) => R): Array<BatchResult<R>> {
     if (this.current) throw new Error('a group commit inside a transaction');
-    const t = this.open();
-    this.current = t;
     const db = this.deps.db;
-    const results: Array<BatchResult<R>> = [];
-    try {
-      db.transaction(() => {
-        for (const item of items) {
-          const mark = t.types.length;
-          const jobs = t.jobs;
-          try {
-            results.push({ ok: true, value: db.transaction(() => fn(t, item))() });
-          } catch (error) {
-            t.types.length = mark;
-            t.jobs = jobs;
-            results.push({ ok: false, error });
+    const attempt = (isolated: boolean): { t: OpenTx; results: Array<BatchResult<R>> } => {
+      const t = this.open();
+      const results: Array<BatchResult<R>> = [];
+      this.current = t;
+      try {
+        db.transaction(() => {
+          for (const item of items) {
+            if (!isolated) {
+              results.push({ ok: true, value: fn(t, item) });
+              continue;
+            }
+            const marks = { types: t.types.length, rows: t.rows.length, jobs: t.jobs };
+            try {
+              results.push({ ok: true, value: db.transaction(() => fn(t, item))() });
+            } catch (error) {
+              t.types.length = marks.types;
+              t.rows.length = marks.rows;
+              t.jobs = marks.jobs;
+              results.push({ ok: false, error });
+            }
           }
-        }
-      }).immediate();
-    } finally {
-      this.current = null;
+        }).immediate();
+      } finally {
+        this.current = null;
+      }
+      return { t, results };
+    };
+    let done: { t: OpenTx; results: Array<BatchResult<R>> };
+    try {
+      done = attempt(false);
+    } catch {
+      done = attempt(true);
     }
-    this.committed(t);
-    return results;
+    this.committed(done.t);
+    return done.results;
   }
 }

@@ -3,11 +3,14 @@
 // route and the engine's seal in headers and its id as Nats-Msg-Id (JetStream drops a re-publish
 // after a crash as a duplicate). A row JetStream has stored is deleted: from then on JetStream is
 // the durable queue. While NATS is away, rows wait and the relay tries again.
+//
+// The outbox table is the truth; the rows a commit wrote are also handed to the relay in memory,
+// so that once it has caught up with the table (at start, or after a failure) it publishes them
+// without reading them back.
 import type { Logger } from 'pino';
-import type { JetStreamClient } from '@nats-io/jetstream';
 import type { Db } from '../../store/db.ts';
-import { deleteOutbox, readOutbox } from '../../store/outbox.ts';
-import { eventHeaders } from '../bus/jetstream.ts';
+import { deleteOutbox, readOutbox, type OutboxRow } from '../../store/outbox.ts';
+import type { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
 import type { Seal } from '../bus/seal.ts';
 
 const BATCH = 500;
@@ -34,13 +37,31 @@ export class JetStreamRelay {
   private closed = false;
   private failing = false;
   private retry: NodeJS.Timeout | null = null;
+  /** read the table (at start and after a failure) until caught up; then take the rows handed over */
+  private fromTable = true;
+  private handed: OutboxRow[] = [];
 
   constructor(
     private readonly db: Db,
-    private readonly js: JetStreamClient,
+    private readonly publisher: JetStreamPublisher,
     private readonly seal: Seal,
     private readonly logger: Logger,
   ) {}
+
+  /** Rows a commit just wrote (in order): published from memory once the relay has caught up with the table. */
+  handoff(rows: readonly OutboxRow[]): void {
+    if (!this.fromTable) for (const r of rows) this.handed.push(r);
+    this.kick();
+  }
+
+  /** The next rows to publish, oldest first. */
+  private nextRows(): OutboxRow[] {
+    if (!this.fromTable) return this.handed.splice(0, BATCH);
+    const rows = readOutbox(this.db, 0, BATCH);
+    // caught up: no commit can come between this read and the switch (both run in this turn)
+    if (!rows.length) this.fromTable = false;
+    return rows;
+  }
 
   /** Publish what the outbox holds (single flight; runs again if kicked meanwhile). */
   kick(): void {
@@ -61,11 +82,11 @@ export class JetStreamRelay {
         this.again = false;
         for (;;) {
           if (this.closed) return;
-          const rows = readOutbox(this.db, 0, BATCH);
+          const rows = this.nextRows();
           if (!rows.length) break;
           await crashIfAsked('BEFORE');
           const acks = await Promise.allSettled(
-            rows.map((r) => this.js.publish(r.subject, r.body, { msgID: r.event_id, headers: eventHeaders(r.route, this.seal.sealEvent(r.event_id, r.route, r.body)) })),
+            rows.map((r) => this.publisher.publish(r.subject, r.body, r.event_id, r.route, this.seal.sealEvent(r.event_id, r.route, r.body))),
           );
           let stored = 0;
           while (stored < rows.length && acks[stored].status === 'fulfilled') stored++;
@@ -81,6 +102,9 @@ export class JetStreamRelay {
     } catch (err) {
       if (!this.failing) this.logger.warn({ err: String(err) }, 'could not publish events to JetStream; they wait in the outbox, retrying');
       this.failing = true;
+      // the table has every row not yet stored: start over from it
+      this.fromTable = true;
+      this.handed = [];
       this.retry = setTimeout(() => {
         this.retry = null;
         this.kick();

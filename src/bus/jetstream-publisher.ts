@@ -1,0 +1,86 @@
+// Publishing events into a JetStream stream, pipelined: one reply subscription for every publish
+// and one timer for them all, instead of a request (reply subscription, timer and error objects)
+// per message. Each publish resolves when the stream stored the message (or recognised its msg id
+// as a duplicate), and rejects on an error answer, no answer within the timeout, or no stream.
+import { headers as natsHeaders, nuid, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { EVENT_ID_HEADER, ROUTE_HEADER, SEAL_HEADER } from './jetstream.ts';
+
+interface Pending {
+  resolve(): void;
+  reject(err: Error): void;
+  at: number;
+}
+
+const dec = new TextDecoder();
+
+export class JetStreamPublisher {
+  private readonly prefix: string;
+  private readonly sub: Subscription;
+  private readonly pending = new Map<string, Pending>();
+  private next = 0;
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    inboxPrefix: string,
+    private readonly timeoutMs = 10_000,
+  ) {
+    this.prefix = `${inboxPrefix}.pub_${nuid.next()}`;
+    this.sub = nc.subscribe(`${this.prefix}.*`, { callback: (_err, m) => this.answered(m) });
+    this.sweeper = setInterval(() => this.expire(), Math.min(1000, timeoutMs));
+    this.sweeper.unref();
+  }
+
+  /** Publish an event (its id as Nats-Msg-Id, route and seal in headers); resolves once stored. */
+  publish(subject: string, body: string | Uint8Array, eventId: string, route: string, seal: string): Promise<void> {
+    const token = (this.next++).toString(36);
+    const h = natsHeaders();
+    h.set(EVENT_ID_HEADER, eventId);
+    h.set(ROUTE_HEADER, route);
+    h.set(SEAL_HEADER, seal);
+    return new Promise<void>((resolve, reject) => {
+      this.pending.set(token, { resolve, reject, at: Date.now() });
+      try {
+        this.nc.publish(subject, body, { reply: `${this.prefix}.${token}`, headers: h });
+      } catch (err) {
+        this.pending.delete(token);
+        reject(err as Error);
+      }
+    });
+  }
+
+  private answered(m: Msg): void {
+    const token = m.subject.slice(this.prefix.length + 1);
+    const p = this.pending.get(token);
+    if (!p) return;
+    this.pending.delete(token);
+    if (m.headers?.hasError) {
+      p.reject(new Error(`no stream stored the event (${m.headers.code} ${m.headers.description})`));
+      return;
+    }
+    try {
+      const ack = JSON.parse(dec.decode(m.data)) as { stream?: string; error?: { description?: string; code?: number } };
+      if (ack.error) p.reject(new Error(`JetStream refused the event: ${ack.error.description ?? ack.error.code}`));
+      else if (!ack.stream) p.reject(new Error('JetStream answered without a stream'));
+      else p.resolve();
+    } catch {
+      p.reject(new Error('JetStream answered something that is not an acknowledgement'));
+    }
+  }
+
+  private expire(): void {
+    const cutoff = Date.now() - this.timeoutMs;
+    for (const [token, p] of this.pending) {
+      if (p.at > cutoff) break; // insertion order = time order
+      this.pending.delete(token);
+      p.reject(new Error(`JetStream did not acknowledge the event within ${this.timeoutMs} ms`));
+    }
+  }
+
+  close(): void {
+    clearInterval(this.sweeper);
+    this.sub.unsubscribe();
+    for (const p of this.pending.values()) p.reject(new Error('publisher closed'));
+    this.pending.clear();
+  }
+}
