@@ -54,6 +54,8 @@ export class JetStreamSource {
   private stopped = false;
   private loop: Promise<void> | null = null;
   private current: { stop(): void } | null = null;
+  /** ends the wait for room in the pipeline (stop() calls it: a full pipeline may never make room) */
+  private wake: (() => void) | null = null;
   private readonly held = new Map<JsMsg, number>();
   private keepAlive: Timer | null = null;
 
@@ -81,7 +83,11 @@ export class JetStreamSource {
     while (!this.stopped) {
       const room = this.o.pipeline.room();
       if (room === 0) {
-        await new Promise<void>((r) => this.o.pipeline.whenRoom(r));
+        await new Promise<void>((r) => {
+          this.wake = r;
+          this.o.pipeline.whenRoom(r);
+        });
+        this.wake = null;
         continue;
       }
       try {
@@ -161,6 +167,7 @@ export class JetStreamSource {
   async stop(): Promise<void> {
     this.stopped = true;
     this.current?.stop();
+    this.wake?.();
     this.keepAlive?.cancel();
     await this.loop;
   }
