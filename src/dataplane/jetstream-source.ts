@@ -86,7 +86,8 @@ export class JetStreamSource {
         await new Promise((r) => setTimeout(r, 500));
       }
     }
-    const every = Math.floor(EVENT_ACK_WAIT_MS / 3);
+    // a held event is signalled at most 2/5 of the ack wait after it was taken or last signalled
+    const every = Math.floor(EVENT_ACK_WAIT_MS / 5);
     this.keepAlive = this.o.clock.setInterval(() => this.signalWorking(every), every);
     this.loop = this.run();
   }
