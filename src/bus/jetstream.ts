@@ -34,8 +34,16 @@ export const outcomesWildcard = 'svc.outcomes.>';
 export const REGISTRY_BUCKET = 'svc_webhooks';
 export const PROGRESS_BUCKET = 'svc_progress';
 
-/** An event not acked within this long goes to another data plane (a holder signals `working()` well before). */
-export const EVENT_ACK_WAIT_MS = 60_000;
+/**
+ * An event not acked within this long goes to another data plane; a holder signals `working()`
+ * well before (src/dataplane/jetstream-source.ts). It is also how long the events a killed data
+ * plane held wait before anyone else may take them — for a slow webhook that is its whole share of
+ * the backlog, up to the pipeline's 5000 events — so it is the recovery time after a kill -9
+ * (test/ledger.test.ts). Short, then: the `working()` heartbeat keeps slow events with their holder.
+ * It must stay well above a pull request's lifetime (2 s), so that what a killed plane held comes
+ * back only after its pull requests are gone (see the nats-server defect in jetstream-source.ts).
+ */
+export const EVENT_ACK_WAIT_MS = 10_000;
 /** JetStream's duplicate window for event ids (a relay that republishes after a crash). */
 export const EVENT_DEDUPE_WINDOW_MS = 10 * 60_000;
 /** Events handed out and not yet acked, all data planes together (each bounds its own share). */

@@ -2,6 +2,15 @@
 // only as many events as the pipeline has room for (the backlog stays in JetStream), drops and
 // counts what the engine did not seal (CONTRACT 6.7), keeps held events alive with `working()`,
 // acks an event once the pipeline settles it, and naks what the pipeline releases at a drain.
+//
+// Two guards against a nats-server defect (fixed upstream in April 2024, nats-io/nats-server#5305
+// and #5338; Debian's 2.9.10 has it): when the server picks an event to redeliver (after a nak)
+// while the only pull requests it has are dead ones (their client unsubscribed), it steps the
+// consumer back by one and later hands out the last event it delivered once more, as a new
+// delivery (delivery count 1), usually to the same data plane. So events released at a drain are
+// nak'd with a delay that outlives this plane's own pull request (the dead one a drain leaves
+// behind), and a second copy of an event this plane already holds is not attempted again: it is
+// settled with the first.
 import type { Logger } from 'pino';
 import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
@@ -14,7 +23,10 @@ import type { DeliveryPipeline, InboundEvent, ProgressStore } from './pipeline.t
 export type DropReason = 'forged' | 'unparseable';
 
 const MAX_PULL = 256;
-const PULL_EXPIRES_MS = 5000;
+/** How long a pull request waits on the server for events (a stopped plane's last one outlives it that long). */
+const PULL_EXPIRES_MS = 2000;
+/** Events released at a drain come back this much later, once this plane's last pull request has expired. */
+export const RELEASE_DELAY_MS = PULL_EXPIRES_MS + 1000;
 
 /** Which webhooks a redelivered event already had: NATS KV svc_progress, key = event id. */
 export class KvProgress implements ProgressStore {
@@ -54,7 +66,11 @@ export class JetStreamSource {
   private stopped = false;
   private loop: Promise<void> | null = null;
   private current: { stop(): void } | null = null;
+  /** ends the wait for room in the pipeline (stop() calls it: a full pipeline may never make room) */
+  private wake: (() => void) | null = null;
   private readonly held = new Map<JsMsg, number>();
+  /** copies of an event this plane holds (same event id), settled with it */
+  private readonly copies = new Map<string, JsMsg[]>();
   private keepAlive: Timer | null = null;
 
   constructor(private readonly o: JetStreamSourceOptions) {}
@@ -70,7 +86,8 @@ export class JetStreamSource {
         await new Promise((r) => setTimeout(r, 500));
       }
     }
-    const every = Math.floor(EVENT_ACK_WAIT_MS / 3);
+    // a held event is signalled at most 2/5 of the ack wait after it was taken or last signalled
+    const every = Math.floor(EVENT_ACK_WAIT_MS / 5);
     this.keepAlive = this.o.clock.setInterval(() => this.signalWorking(every), every);
     this.loop = this.run();
   }
@@ -81,14 +98,18 @@ export class JetStreamSource {
     while (!this.stopped) {
       const room = this.o.pipeline.room();
       if (room === 0) {
-        await new Promise<void>((r) => this.o.pipeline.whenRoom(r));
+        await new Promise<void>((r) => {
+          this.wake = r;
+          this.o.pipeline.whenRoom(r);
+        });
+        this.wake = null;
         continue;
       }
       try {
         const batch = await consumer.fetch({ max_messages: Math.min(room, MAX_PULL), expires: PULL_EXPIRES_MS });
         this.current = batch;
         for await (const m of batch) {
-          if (this.stopped) m.nak();
+          if (this.stopped) m.nak(RELEASE_DELAY_MS);
           else await this.take(m);
         }
         if (failing) this.o.logger.warn('pulling events again');
@@ -128,19 +149,34 @@ export class JetStreamSource {
         this.o.logger.warn({ event_id: id, err: String(err) }, 'could not read delivery progress; attempting every webhook');
       }
     }
+    const copies = this.copies.get(id);
+    if (copies) {
+      // already held here: the same event handed out again (see the header), not a new one
+      this.o.logger.warn({ event_id: id, stream_seq: m.seq, deliveries: m.info.deliveryCount }, 'JetStream handed out an event this data plane already holds; it is not attempted twice');
+      copies.push(m);
+      this.held.set(m, this.o.clock.now());
+      return;
+    }
+    this.copies.set(id, []);
     this.held.set(m, this.o.clock.now());
+    const forget = () => {
+      for (const c of this.copies.get(id) ?? []) this.held.delete(c);
+      this.copies.delete(id);
+      this.held.delete(m);
+    };
     const ev: InboundEvent = {
       id,
       route,
       body: Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength),
       done,
       settle: () => {
-        this.held.delete(m);
+        for (const c of this.copies.get(id) ?? []) c.ack();
+        forget();
         m.ack();
       },
       release: () => {
-        this.held.delete(m);
-        m.nak();
+        forget();
+        m.nak(RELEASE_DELAY_MS);
       },
     };
     this.o.pipeline.accept(ev);
@@ -161,6 +197,7 @@ export class JetStreamSource {
   async stop(): Promise<void> {
     this.stopped = true;
     this.current?.stop();
+    this.wake?.();
     this.keepAlive?.cancel();
     await this.loop;
   }

@@ -90,11 +90,17 @@ export class LocalRelay implements ProgressStore {
     }
   }
 
+  /**
+   * A settled row is deleted in a microtask: before the attempt the pipeline starts in the freed
+   * slot gets past its first await, so before that attempt can reach its webhook. A kill therefore
+   * finds without a recorded end only attempts in flight (those a restart repeats, CONTRACT 6.6),
+   * never a finished one whose delete waited for a later loop turn.
+   */
   private done(seq: number): void {
     this.toDelete.push(seq);
     if (this.deleteScheduled) return;
     this.deleteScheduled = true;
-    setImmediate(() => this.flushDeletes());
+    queueMicrotask(() => this.flushDeletes());
   }
 
   private flushDeletes(): void {

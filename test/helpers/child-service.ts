@@ -1,14 +1,19 @@
-// `svc serve` as a child process (for tests that kill it or restart it): resolves once it listens.
-import { spawn, type ChildProcess } from 'node:child_process';
+// `svc serve` and `svc worker` as child processes (for tests that kill them or restart them):
+// each resolves once the process is ready.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 
 const BIN = path.resolve('bin/svc.mjs');
 
-export interface ChildService {
+/** A svc child process: its exit, and everything it printed so far. */
+export interface SvcChild {
   proc: ChildProcess;
-  url: string;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   output: () => string;
+}
+
+export interface ChildService extends SvcChild {
+  url: string;
 }
 
 /** Every child still running; kill them in afterAll/afterEach. */
@@ -19,14 +24,40 @@ export const children = new Set<ChildProcess>();
  * with no SVC_* variables from this process but those in `env`.
  */
 export async function spawnService(db: string, args: string[] = [], env: Record<string, string> = {}): Promise<ChildService> {
+  const { child, ready } = spawnSvc(
+    ['serve', '--port', '0', '--db', db, '--allow-private-targets', '--drift-interval', 'off', ...args],
+    env,
+    (out) => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1] ?? null,
+  );
+  const url = await ready;
+  return { ...child, url };
+}
+
+/**
+ * Start `svc worker --nats <url> --allow-private-targets <extra args>` (CONTRACT 1) with no SVC_*
+ * variables from this process but those in `env` (SVC_DATAPLANE_KEY, see dataplaneKey); resolves
+ * once it prints `worker ready`.
+ */
+export async function spawnWorker(natsUrl: string, args: string[] = [], env: Record<string, string> = {}): Promise<SvcChild> {
+  const { child, ready } = spawnSvc(['worker', '--nats', natsUrl, '--allow-private-targets', ...args], env, (out) => (out.includes('worker ready') ? 'ready' : null));
+  await ready;
+  return child;
+}
+
+/** `svc dataplane-key --db <db>`: the key a svc worker needs for that engine's events. */
+export function dataplaneKey(db: string): string {
+  return execFileSync(process.execPath, [BIN, 'dataplane-key', '--db', db], { encoding: 'utf8', env: cleanEnv({}) }).trim();
+}
+
+function cleanEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   const childEnv: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(childEnv)) if (k.startsWith('SVC_')) delete childEnv[k];
-  Object.assign(childEnv, env);
-  const proc = spawn(
-    process.execPath,
-    [BIN, 'serve', '--port', '0', '--db', db, '--allow-private-targets', '--drift-interval', 'off', ...args],
-    { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  return Object.assign(childEnv, env);
+}
+
+/** Spawn bin/svc.mjs with `args`; `ready` resolves with what `readyOn` finds in its output. */
+function spawnSvc(args: string[], env: Record<string, string>, readyOn: (out: string) => string | null): { child: SvcChild; ready: Promise<string> } {
+  const proc = spawn(process.execPath, [BIN, ...args], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(proc);
   let out = '';
   proc.stdout!.on('data', (d: Buffer) => (out += d));
@@ -37,21 +68,21 @@ export async function spawnService(db: string, args: string[] = [], env: Record<
       resolve({ code, signal });
     }),
   );
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`svc did not start:\n${out}`)), 20_000);
+  const ready = new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`svc ${args[0]} did not start:\n${out}`)), 20_000);
     const onData = () => {
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m) {
+      const found = readyOn(out);
+      if (found !== null) {
         clearTimeout(timer);
         proc.stdout!.off('data', onData);
-        resolve(m[1]);
+        resolve(found);
       }
     };
     proc.stdout!.on('data', onData);
     void exited.then(({ code, signal }) => {
       clearTimeout(timer);
-      reject(new Error(`svc exited (${code ?? signal}) before listening:\n${out}`));
+      reject(new Error(`svc ${args[0]} exited (${code ?? signal}) before it was ready:\n${out}`));
     });
   });
-  return { proc, url, exited, output: () => out };
+  return { child: { proc, exited, output: () => out }, ready };
 }
