@@ -62,7 +62,7 @@ export interface PipelineOptions {
   maxEvents?: number;
   /** attempts queued at most, all webhooks together (default 100 000) */
   maxQueued?: number;
-  /** an event still unfinished after this long gets its progress recorded (default 250 ms) */
+  /** an event still unfinished after this long gets its progress recorded, and again as it goes on (default 50 ms) */
   progressAfterMs?: number;
   /** how long an event waits for the registry revision it names (default 2 s) */
   registryWaitMs?: number;
@@ -114,7 +114,7 @@ export class DeliveryPipeline {
       perWebhook: PER_WEBHOOK_IN_FLIGHT,
       maxEvents: 5000,
       maxQueued: 100_000,
-      progressAfterMs: 250,
+      progressAfterMs: 50,
       registryWaitMs: 2000,
       ...opts,
     };
