@@ -5,8 +5,8 @@
 // caller's (src/delivery/signatures.ts): the headers come in ready.
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
 import { isIP } from 'node:net';
-import { Pool } from 'undici';
-import { systemClock, type Clock } from '../domain/clock.ts';
+import { Pool, type Dispatcher } from 'undici';
+import { systemClock, type Clock, type Timer } from '../domain/clock.ts';
 import { checkTarget, TargetLookupError, TargetRefusedError, urlHostname, type LookupAll, type ResolvedTarget } from './guard.ts';
 
 export interface AttemptResult {
@@ -85,8 +85,8 @@ export class Deliverer {
   private readonly targets = new Map<string, ParsedTarget>();
   private readonly hosts = new Map<string, CheckedHost>();
   private readonly running = new Set<Promise<AttemptResult>>();
-  /** The controller of each attempt in flight, aborted by close(). */
-  private readonly controllers = new Set<AbortController>();
+  /** Attempts in flight, aborted by close(). */
+  private readonly attempts = new Set<Attempt>();
   private sweeper: NodeJS.Timeout | null = null;
   private closed = false;
 
@@ -139,7 +139,7 @@ export class Deliverer {
       clearTimeout(timer);
     }
     const reason = new DeliveryAborted('aborted: shutting down');
-    for (const ac of this.controllers) ac.abort(reason);
+    for (const a of this.attempts) a.abort(reason);
     if (this.running.size) await Promise.allSettled([...this.running]);
     if (this.sweeper) clearInterval(this.sweeper);
     this.sweeper = null;
@@ -194,11 +194,9 @@ export class Deliverer {
 
   private async run(url: string, extra: Record<string, string>, body: Buffer): Promise<AttemptResult> {
     const started = performance.now();
-    let status: number | undefined;
+    const attempt = new Attempt(this.timeoutMs, this.clock);
+    this.attempts.add(attempt);
     let entry: PoolEntry | null = null;
-    const ac = new AbortController();
-    const timer = this.clock.setTimeout(() => ac.abort(new DeliveryTimeout(this.timeoutMs)), this.timeoutMs);
-    this.controllers.add(ac);
     try {
       if (this.closed) throw new DeliveryAborted('deliverer closed');
       let t: ParsedTarget;
@@ -207,33 +205,16 @@ export class Deliverer {
       } catch {
         throw new DeliveryAborted('invalid url');
       }
-      const resolved = this.checked(t, this.clock.now()) ?? (await abortable(this.check(t, this.clock.now()), ac.signal));
+      const resolved = this.checked(t, this.clock.now()) ?? (await attempt.within(this.check(t, this.clock.now())));
       entry = this.acquirePool(t.url, resolved);
-      const res = await entry.pool.request({
-        method: 'POST',
-        path: t.path,
-        headers: { 'content-type': CE_CONTENT_TYPE, 'user-agent': this.userAgent, ...extra },
-        body,
-        signal: ac.signal,
-        // the overall timer is authoritative; these only stop undici from waiting longer
-        headersTimeout: this.timeoutMs + 1000,
-        bodyTimeout: this.timeoutMs + 1000,
-      });
-      status = res.statusCode;
-      // the request's signal also ends the body: a timeout while reading it shows as aborted
-      await res.body.dump({ limit: MAX_RESPONSE_BYTES });
-      if (ac.signal.aborted) throw ac.signal.reason;
-      // undici hands the connection back to the pool a tick after the body ends; resolving after
-      // that lets the next attempt at this origin reuse it instead of opening another
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      const status = await attempt.post(entry.pool, t.path, { 'content-type': CE_CONTENT_TYPE, 'user-agent': this.userAgent, ...extra }, body);
       if (status >= 200 && status < 300) return result(started, { delivered: true, status });
       return result(started, { delivered: false, status, error: `HTTP ${status}` });
     } catch (err) {
-      const reason = ac.signal.aborted ? ac.signal.reason : err;
-      return result(started, { delivered: false, status, error: describeError(reason, this.timeoutMs) });
+      return result(started, { delivered: false, status: attempt.status, error: describeError(err, this.timeoutMs) });
     } finally {
-      timer.cancel();
-      this.controllers.delete(ac);
+      attempt.done();
+      this.attempts.delete(attempt);
       if (entry) {
         entry.active--;
         entry.lastUsed = this.clock.now();
@@ -310,23 +291,114 @@ function result(started: number, r: Omit<AttemptResult, 'duration_ms'>): Attempt
   };
 }
 
-/** Settle with p, or reject with the signal's reason when it aborts first. */
-function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
-  });
+/** The response is larger than we read: cut, and judged by its status. */
+class ResponseTooLong extends Error {}
+
+/**
+ * One POST on undici's dispatch API: no AbortController, no body stream. The timeout covers the
+ * whole exchange from the start of the attempt (connecting included); at most MAX_RESPONSE_BYTES
+ * of the answer are read (past that the connection is dropped and the status decides).
+ */
+class Attempt implements Dispatcher.DispatchHandler {
+  status: number | undefined;
+  private controller: Dispatcher.DispatchController | null = null;
+  private readonly timer: Timer;
+  private failure: Error | null = null;
+  private settle: ((err: Error | null) => void) | null = null;
+  private bytes = 0;
+  private ended = false;
+
+  constructor(
+    private readonly timeoutMs: number,
+    clock: Clock,
+  ) {
+    this.timer = clock.setTimeout(() => this.abort(new DeliveryTimeout(timeoutMs)), timeoutMs);
+  }
+
+  /** Resolves or rejects with p, or rejects at the timeout (or an abort) first. */
+  within<T>(p: Promise<T>): Promise<T> {
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise<T>((resolve, reject) => {
+      this.settle = (err) => err && reject(err);
+      p.then(
+        (v) => (this.settle = null, this.failure ? reject(this.failure) : resolve(v)),
+        (e) => (this.settle = null, reject(this.failure ?? e)),
+      );
+    });
+  }
+
+  /** POST and read the answer; resolves with the status, rejects with why it failed. */
+  post(pool: Pool, path: string, headers: Record<string, string>, body: Buffer): Promise<number> {
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise<number>((resolve, reject) => {
+      this.settle = (err) => {
+        this.settle = null;
+        if (err && !(err instanceof ResponseTooLong)) reject(err);
+        else if (this.status === undefined) reject(err ?? new DeliveryAborted('no response'));
+        else resolve(this.status);
+      };
+      pool.dispatch(
+        {
+          method: 'POST',
+          path,
+          headers,
+          body,
+          // the attempt's own timer is authoritative; these only stop undici from waiting longer
+          headersTimeout: this.timeoutMs + 1000,
+          bodyTimeout: this.timeoutMs + 1000,
+        },
+        this,
+      );
+    });
+  }
+
+  abort(err: Error): void {
+    if (this.ended) return;
+    this.failure ??= err;
+    this.controller?.abort(err);
+    this.finish(err);
+  }
+
+  done(): void {
+    this.ended = true;
+    this.timer.cancel();
+  }
+
+  private finish(err: Error | null): void {
+    const settle = this.settle;
+    this.settle = null;
+    settle?.(err);
+  }
+
+  // ---- undici's DispatchHandler
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.failure) controller.abort(this.failure);
+  }
+
+  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number): void {
+    this.status = statusCode;
+  }
+
+  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.bytes += chunk.length;
+    if (this.bytes > MAX_RESPONSE_BYTES) {
+      const cut = new ResponseTooLong('response over the limit');
+      c.abort(cut);
+      this.finish(cut);
+    }
+  }
+
+  onResponseEnd(): void {
+    // undici hands the connection back to the pool shortly after this (measured: after two
+    // turns of the event loop); resolving then lets the next attempt at this origin reuse it
+    // instead of opening another
+    setImmediate(() => setImmediate(() => this.finish(null)));
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    this.finish(this.failure ?? err);
+  }
 }
 
 const TLS_CODES = new Set([
