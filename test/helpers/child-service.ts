@@ -1,8 +1,6 @@
 // `svc serve` as a child process (for tests that kill it or restart it): resolves once it listens.
 import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
-
-const BIN = path.resolve('bin/svc.mjs');
+import { BIN } from './paths.ts';
 
 export interface ChildService {
   proc: ChildProcess;
