@@ -8,7 +8,8 @@ import { CE_CONTENT_TYPE, type DelivererOptions } from '../../src/delivery/clien
 import { verify } from '../../src/delivery/sign.ts';
 import { testDeliverer, type TestDeliverer } from '../helpers/deliverer.ts';
 import { DeliveryStatusBook } from '../../src/engine/delivery-status.ts';
-import { systemClock } from '../../src/domain/clock.ts';
+import { ManualClock, systemClock } from '../../src/domain/clock.ts';
+import { waitFor } from '../helpers/service.ts';
 import { openDb } from '../../store/db.ts';
 import { createMetrics, renderMetrics, type Metrics } from '../../src/metrics.ts';
 
@@ -39,7 +40,7 @@ async function startReceiver() {
   let nextSocket = 0;
   let connections = 0;
   let bytesWritten = 0;
-  const server = http.createServer((req, res) => {
+  const server = http.createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -107,6 +108,16 @@ async function startReceiver() {
     set: (name: string, b: Behaviour) => behaviours.set(`/h/${name}`, b),
     at: (name: string) => requests.filter((r) => r.path === `/h/${name}`),
     connections: () => connections,
+    /** whether the connection a request came on is still open (a client closing its pool shows here) */
+    socketOpen: (id: number) => [...sockets].some((sk) => socketIds.get(sk) === id),
+    /**
+     * A request on a new connection, answered: the server accepts connections in order, so a
+     * connection opened before this one has been counted when it resolves.
+     */
+    barrier: () =>
+      new Promise<void>((resolve, reject) => {
+        http.get(`${url}/h/barrier`, { agent: false }, (res) => res.resume().on('end', resolve)).on('error', reject);
+      }),
     bytesWritten: () => bytesWritten,
     openResponses: () => open.size,
     async close() {
@@ -121,7 +132,6 @@ type Receiver = Awaited<ReturnType<typeof startReceiver>>;
 
 // ------------------------------------------------------------------ helpers
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const hmacHex = (secret: string, raw: Buffer | string) => createHmac('sha256', secret).update(raw).digest('hex');
 
 const made: TestDeliverer[] = [];
@@ -206,7 +216,9 @@ describe('failures: exactly one attempt each', () => {
     rx.set(`e${code}`, { status: code });
     const r = await d.deliver({ url: rx.hook(`e${code}`), secret: 'x' }, EVENT);
     expect(r).toMatchObject({ delivered: false, status: code, error: `HTTP ${code}` });
-    await sleep(300);
+    // nothing left running, and once closed the deliverer sends nothing more: a retry would show now
+    expect(d.inFlight()).toBe(0);
+    await d.close();
     expect(rx.at(`e${code}`)).toHaveLength(1);
   });
 
@@ -224,7 +236,8 @@ describe('failures: exactly one attempt each', () => {
     rx.set('redir307', { redirect: rx.hook('redir-target'), status: 307 });
     expect(await d.deliver({ url: rx.hook('redir'), secret: null }, EVENT)).toMatchObject({ delivered: false, status: 302, error: 'HTTP 302' });
     expect(await d.deliver({ url: rx.hook('redir307'), secret: null }, EVENT)).toMatchObject({ delivered: false, status: 307 });
-    await sleep(300);
+    expect(d.inFlight()).toBe(0);
+    await d.close(); // nothing more can be sent
     expect(rx.at('redir-target')).toHaveLength(0);
     expect(rx.at('redir')).toHaveLength(1);
   });
@@ -299,8 +312,8 @@ describe('timeouts and large answers', () => {
     const r = await d.deliver({ url: rx.hook('trickle'), secret: null }, EVENT);
     expect(r).toMatchObject({ delivered: true, status: 200 });
     expect(r.duration_ms).toBeLessThan(2000);
-    await sleep(200);
-    expect(rx.openResponses()).toBe(0); // the connection was dropped, the receiver stopped writing
+    // the connection was dropped, so the receiver stops writing (it would go on for 64 MiB otherwise)
+    await waitFor(() => rx.openResponses() === 0, 2000, 'the trickling response to be cut');
     expect(rx.bytesWritten() - before).toBeLessThan(4 * 1024 * 1024);
   });
 
@@ -331,8 +344,8 @@ describe('target guard at delivery', () => {
     const r = await d.deliver({ url, secret: 'TOP_SECRET' }, EVENT);
     expect(r).toMatchObject({ delivered: false, error: `target refused: ${reason} address` });
     expect(r.status).toBeUndefined();
-    await sleep(50);
-    expect(rx.connections()).toBe(conns);
+    await rx.barrier(); // a connection from the deliverer would be counted by now
+    expect(rx.connections()).toBe(conns + 1);
     expect(rx.at('guarded')).toHaveLength(0);
     expect(d.d.hostOf(url)).not.toMatch(/SECRET_QUERY|guarded|meta-data/); // what failure logs name
   });
@@ -419,30 +432,42 @@ describe('connection reuse, metrics, shutdown', () => {
       );
       expect(results.every((r) => r.delivered)).toBe(true);
       expect(d.inFlight()).toBe(0);
-      await sleep(20);
+      await new Promise((r) => setImmediate(r)); // process warnings are emitted on the next tick
       expect(warnings.map((w) => w.message)).toEqual([]);
     } finally {
       process.off('warning', onWarning);
     }
   });
 
-  it('closes idle pools and keeps at most maxPools', async () => {
+  it('keeps at most maxPools: the least recently used idle pool is closed', async () => {
     const rx2 = await startReceiver();
     try {
-      const { d } = deliverer({ poolIdleMs: 200, maxPools: 1 });
+      const { d } = deliverer({ maxPools: 1 });
       const c1 = rx.connections();
       const c2 = rx2.connections();
       expect((await d.deliver({ url: rx.hook('evict'), secret: null }, EVENT)).delivered).toBe(true);
       expect((await d.deliver({ url: rx2.hook('evict'), secret: null }, EVENT)).delivered).toBe(true); // evicts rx's pool
       expect((await d.deliver({ url: rx.hook('evict'), secret: null }, EVENT)).delivered).toBe(true); // a new connection
       expect(rx.connections() - c1).toBe(2);
-      await sleep(1300); // idle past poolIdleMs, one sweep later
-      expect((await d.deliver({ url: rx.hook('evict'), secret: null }, EVENT)).delivered).toBe(true);
-      expect(rx.connections() - c1).toBe(3);
       expect(rx2.connections() - c2).toBe(1);
     } finally {
       await rx2.close();
     }
+  });
+
+  it('closes a pool idle for poolIdleMs on its clock (the periodic sweep), and keeps one in use', async () => {
+    const clock = new ManualClock(Date.now());
+    const { d } = deliverer({ poolIdleMs: 2000, clock });
+    expect((await d.deliver({ url: rx.hook('idle'), secret: null }, EVENT)).delivered).toBe(true);
+    clock.advance(1999);
+    expect((await d.deliver({ url: rx.hook('idle'), secret: null }, EVENT)).delivered).toBe(true); // reused
+    const [first, second] = rx.at('idle');
+    expect(second.socketId).toBe(first.socketId);
+    // idle for poolIdleMs since its last use: the next sweep (real time, every second) closes it
+    clock.advance(2000);
+    await waitFor(() => !rx.socketOpen(first.socketId), 5000, 'the idle pool to be closed');
+    expect((await d.deliver({ url: rx.hook('idle'), secret: null }, EVENT)).delivered).toBe(true);
+    expect(rx.at('idle')[2].socketId).not.toBe(first.socketId);
   });
 
   it('outcomes move svc_deliveries_total and the duration histogram (the control plane counts them)', async () => {
@@ -486,7 +511,7 @@ describe('connection reuse, metrics, shutdown', () => {
     const { d } = deliverer({ timeoutMs: 5000 });
     rx.set('hang-close', { hang: true });
     const p = d.deliver({ url: rx.hook('hang-close'), secret: null }, EVENT);
-    await sleep(50);
+    await waitFor(() => rx.at('hang-close').length === 1, 5000, 'the request to reach the receiver');
     const t0 = Date.now();
     await d.close(200);
     expect(Date.now() - t0).toBeLessThan(1000);
