@@ -5,6 +5,7 @@
 // server's own bus.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/domain/clock.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { autoAnswer, FakeRunner, type Answer, type Job } from '../helpers/fake-runner.ts';
@@ -12,7 +13,6 @@ import { getWf, post, waitStep, waitWf } from '../helpers/workflows.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const rid = (prefix: string) => `${prefix}_${randomBytes(5).toString('hex')}`;
 const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 
@@ -217,10 +217,10 @@ describe('with the local runner', () => {
     const act = events.find((e) => e.data.kind === 'workflow_step' && e.data.workflow.id === migrate.workflow_id);
     expect(act.data.action).toEqual({ id: action.migrate, name: 'migrate' });
 
-    // the receiver sees exactly the committed events, each once
+    // the receiver sees exactly the committed events, each once (after settled() nothing more arrives)
     const committed = events.map((e) => e.subject).sort();
-    await waitFor(() => rcv.at('all').length >= committed.length, 10_000, 'deliveries');
-    await sleep(200);
+    await svc.settled();
+    expect((await svc.events(org.org_id)).map((e) => e.subject).sort()).toEqual(committed);
     expect(rcv.subjects('all').filter((s) => s.startsWith(org.org_id)).sort()).toEqual(committed);
   });
 
@@ -370,7 +370,7 @@ describe('with an external runner (localRunner: false)', () => {
     runner.policy = () => 'hold';
     const wf = await post(api, `/v1/installs/${install.install_id}/sandbox/reprovision`);
     const job = await waitFor(() => runner.held.find((j) => j.workflow_id === wf.workflow_id), 5000, 'the job');
-    await sleep(150);
+    await runner.idle(); // nothing moves until the runner answers
     expect(statuses(await getWf(api, wf.workflow_id))).toEqual(['pending']);
     expect(trail((await svc.events(org.org_id)), wf.workflow_id)).toEqual(['workflow::started']);
     // a terminal status with no started before it counts as both
@@ -444,7 +444,7 @@ describe('with an external runner (localRunner: false)', () => {
     // the deliveries match: the step's cancelled event reached the receiver once, the pending steps' nothing
     const wfCancelled = `${org.org_id}/workflow/${started.workflow_id}/cancelled`;
     await waitFor(() => rcv.subjects('all').includes(wfCancelled), 5000, 'the cancelled delivery');
-    await sleep(200);
+    await svc.settled();
     const [sandboxStep, apiStep] = cancelled.steps;
     const base = `${org.org_id}/workflow_step/${started.workflow_id}`;
     expect(rcv.subjects('all').filter((s) => s.startsWith(base)).sort()).toEqual(
@@ -507,7 +507,7 @@ describe('with an external runner (localRunner: false)', () => {
 
     // the drift-only webhook gets it once, and nothing else of this scan
     await waitFor(() => rcv.at('drift').length > before, 5000, 'the drift delivery');
-    await sleep(200);
+    await svc.settled();
     const got = rcv.at('drift').slice(before);
     expect(got.map((r) => r.json.subject)).toEqual([drift[0].subject]);
 
@@ -534,14 +534,16 @@ describe('with an external runner (localRunner: false)', () => {
 
 // ---------------------------------------------------------------------------------------------
 
-describe('scheduled drift scans', () => {
+describe('scheduled drift scans (the engine\'s clock advanced by the test)', () => {
   let svc: TestService;
   afterAll(async () => {
     await svc?.stop();
   });
 
-  it('start a drift_run and a drift_run_reprovision_sandbox for every provisioned install, and none for the others', { timeout: 30_000 }, async () => {
-    svc = await startService({ driftIntervalMs: 400 });
+  it('start a drift_run and a drift_run_reprovision_sandbox for every provisioned install, and none for the others; the local runner runs them', async () => {
+    const DRIFT_EVERY_MS = 3_600_000;
+    const clock = new ManualClock(Date.now());
+    svc = await startService({ driftIntervalMs: DRIFT_EVERY_MS }, { clock });
     const org = svc.createOrg('drift-schedule');
     const api = svc.api(org);
     const { app_id } = await createApp(api);
@@ -549,19 +551,14 @@ describe('scheduled drift scans', () => {
     const { install: b } = await provisioned(api, app_id);
     const deprov = await waitWf(api, (await post(api, `/v1/installs/${b.install_id}/deprovision`)).workflow_id);
     expect(deprov.status).toBe('succeeded');
-    const since = deprov.finished_at as string;
 
-    const scans = async (iid: string) =>
-      (await api.get(`/v1/installs/${iid}/workflows`)).body.filter((w: Json) => w.type.startsWith('drift_run') && w.created_at > since);
-    const found = await waitFor(
-      async () => {
-        const list = await scans(a.install_id);
-        const types = new Set(list.map((w: Json) => w.type));
-        return types.has('drift_run') && types.has('drift_run_reprovision_sandbox') ? list : null;
-      },
-      10_000,
-      'scheduled scans of the provisioned install',
-    );
+    const scans = async (iid: string) => (await api.get(`/v1/installs/${iid}/workflows`)).body.filter((w: Json) => w.type.startsWith('drift_run'));
+    clock.advance(DRIFT_EVERY_MS - 1);
+    expect(await scans(a.install_id)).toEqual([]);
+    clock.advance(1); // the scans start in this call, before it returns
+    const found = await scans(a.install_id);
+    expect(found.map((w: Json) => w.type).sort()).toEqual(['drift_run', 'drift_run_reprovision_sandbox']);
+    expect(await scans(b.install_id)).toEqual([]); // deprovisioned: not scanned
     const run = found.find((w: Json) => w.type === 'drift_run');
     const sandbox = found.find((w: Json) => w.type === 'drift_run_reprovision_sandbox');
     expect(run).toMatchObject({ owner_id: a.install_id, owner_type: 'installs', parent: null });
@@ -572,10 +569,10 @@ describe('scheduled drift scans', () => {
     expect(sbWf.status).toBe('succeeded');
     expect(names(sbWf)).toEqual(['plan sandbox']);
     // they keep coming, in pairs
-    await waitFor(async () => (await scans(a.install_id)).length >= 4, 10_000, 'a second round');
-    // the deprovisioned install is not scanned any more
-    await sleep(900);
+    clock.advance(DRIFT_EVERY_MS);
+    expect(await scans(a.install_id)).toHaveLength(4);
     expect(await scans(b.install_id)).toEqual([]);
+    for (const w of await scans(a.install_id)) expect((await waitWf(api, w.workflow_id)).status).toBe('succeeded');
     // and, the local runner's plans being clean, no drift event
     expect((await svc.events(org.org_id)).filter((e) => e.type === 'com.svc.drift.detected.v1')).toEqual([]);
   });

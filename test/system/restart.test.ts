@@ -10,14 +10,15 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDb } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
-import { children, spawnService, type ChildService } from '../helpers/child-service.ts';
+import { children, childSettled, spawnService, type ChildService } from '../helpers/child-service.ts';
 import { apiClient, startService, tmpDir, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { FakeRunner } from '../helpers/fake-runner.ts';
 import { emittedByAll, getWf, post, waitStep, waitWf } from '../helpers/workflows.ts';
+import { ManualClock } from '../../src/domain/clock.ts';
+import { JOB_RESEND_MS } from '../../src/engine/engine.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const rid = (prefix: string) => `${prefix}_${randomBytes(5).toString('hex')}`;
 const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 
@@ -43,14 +44,21 @@ function counts(subjects: string[]): Map<string, number> {
 
 /**
  * Every event the org's workflows emitted (as the API shows them: emittedByAll) reached the
- * receiver exactly once, and nothing else did. Waits for the deliveries first, then a little
- * longer so that a late duplicate would show.
+ * receiver exactly once, and nothing else did. Waits for the deliveries, then until the service
+ * has delivered everything it committed (`settled`): a late duplicate would have arrived by then.
  */
-async function expectDeliveredExactlyOnce(rcv: Receiver, hook: string, api: ApiClient, orgId: string, ids: { installs?: string[]; workflows?: string[] }): Promise<string[]> {
+async function expectDeliveredExactlyOnce(
+  rcv: Receiver,
+  hook: string,
+  api: ApiClient,
+  orgId: string,
+  ids: { installs?: string[]; workflows?: string[] },
+  settled: () => Promise<void>,
+): Promise<string[]> {
   const emitted = await emittedByAll(api, orgId, ids);
   expect(new Set(emitted).size, 'no logical event twice').toBe(emitted.length);
   await waitFor(() => new Set(rcv.subjects(hook)).size >= emitted.length, 10_000, `${emitted.length} deliveries`);
-  await sleep(300);
+  await settled();
   const got = rcv.subjects(hook);
   const dup = [...counts(got)].filter(([, n]) => n > 1).map(([s]) => s);
   expect(dup, 'delivered more than once').toEqual([]);
@@ -151,7 +159,7 @@ describe('a branch run waiting for approval survives a restart', () => {
     const ctx = await branchRunWaitingForApproval(api1, rcv, 'all');
     const requested = `${org.org_id}/workflow_step_approval/${ctx.run.workflow_id}/${ctx.plan.step_id}/requested`;
     await waitFor(() => rcv.subjects('all').includes(requested), 5000, 'the approval request delivery');
-    const beforeStop = await expectDeliveredExactlyOnce(rcv, 'all', api1, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] });
+    const beforeStop = await expectDeliveredExactlyOnce(rcv, 'all', api1, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] }, () => svc1.settled());
     await svc1.stop();
     services.splice(services.indexOf(svc1), 1);
 
@@ -164,13 +172,13 @@ describe('a branch run waiting for approval survives a restart', () => {
     expect(waiting.status).toBe('started');
     expect(waiting.steps.map((s: Json) => s.status)).toEqual(['succeeded', 'awaiting_approval', 'pending']);
     expect(waiting.steps[1].plan.installs.map((i: Json) => i.install_id)).toEqual([ctx.install.install_id]);
-    await sleep(300);
+    await svc2.settled(); // whatever the restart would deliver again is delivered by now
     expect(rcv.subjects('all'), 'a restart alone delivers nothing again').toEqual(beforeStop);
 
     const approved = await api2.post(`/v1/workflows/${ctx.run.workflow_id}/steps/${ctx.plan.step_id}/approval`, { response: 'approved', note: 'after restart' });
     expect(approved.status, approved.text).toBe(200);
     const { wf, child } = await expectRolledBack(api2, ctx);
-    const got = await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] });
+    const got = await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] }, () => svc2.settled());
     expect(got).toEqual(expect.arrayContaining(runSubjects(org.org_id, wf, child)));
     // the skipped build step never emitted
     expect(got.filter((s) => s.includes(wf.steps[0].step_id))).toEqual([]);
@@ -190,7 +198,7 @@ describe('a branch run waiting for approval survives a restart', () => {
     const ctx = await branchRunWaitingForApproval(api1, rcv, 'all');
     const requested = `${org.org_id}/workflow_step_approval/${ctx.run.workflow_id}/${ctx.plan.step_id}/requested`;
     await waitFor(() => rcv.subjects('all').includes(requested), 5000, 'the approval request delivery');
-    const beforeKill = await expectDeliveredExactlyOnce(rcv, 'all', api1, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] });
+    const beforeKill = await expectDeliveredExactlyOnce(rcv, 'all', api1, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] }, () => childSettled(db));
 
     child.proc.kill('SIGKILL');
     const exit = await child.exited;
@@ -201,13 +209,13 @@ describe('a branch run waiting for approval survives a restart', () => {
     const api2 = svc2.api(org);
     const waiting = await getWf(api2, ctx.run.workflow_id);
     expect(waiting.steps.map((s: Json) => s.status)).toEqual(['succeeded', 'awaiting_approval', 'pending']);
-    await sleep(300);
+    await svc2.settled();
     expect(rcv.subjects('all')).toEqual(beforeKill);
 
     const approved = await api2.post(`/v1/workflows/${ctx.run.workflow_id}/steps/${ctx.plan.step_id}/approval`, { response: 'approved' });
     expect(approved.status, approved.text).toBe(200);
     const { wf, child: cwf } = await expectRolledBack(api2, ctx);
-    const got = await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] });
+    const got = await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] }, () => svc2.settled());
     expect(got).toEqual(expect.arrayContaining(runSubjects(org.org_id, wf, cwf)));
   });
 });
@@ -219,7 +227,7 @@ describe('stopping right after a commit', () => {
     const org = svc1.createOrg('stop-after-commit');
     const api1 = svc1.api(org);
     const ctx = await branchRunWaitingForApproval(api1, rcv, 'all');
-    await expectDeliveredExactlyOnce(rcv, 'all', api1, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] });
+    await expectDeliveredExactlyOnce(rcv, 'all', api1, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] }, () => svc1.settled());
 
     // the cancel commits its events; the stop begins before anything had a chance to publish them
     svc1.server.ctx.engine.cancelWorkflow(org.org_id, ctx.run.workflow_id);
@@ -235,7 +243,7 @@ describe('stopping right after a commit', () => {
     for (const c of cancelled) expect(left.includes(c) || rcv.subjects('all').includes(c), c).toBe(true);
     const svc2 = await startService({ db: svc1.db });
     services.push(svc2);
-    const got = await expectDeliveredExactlyOnce(rcv, 'all', svc2.api(org), org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] });
+    const got = await expectDeliveredExactlyOnce(rcv, 'all', svc2.api(org), org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] }, () => svc2.settled());
     expect(got).toEqual(expect.arrayContaining(cancelled));
   });
 });
@@ -280,7 +288,7 @@ describe('a job in flight across a restart (localRunner: false)', () => {
     ]);
     // the next jobs went out on the new process's bus
     expect(runner2.jobs.filter((j) => j.workflow_id === started.workflow_id).map((j) => j.operation)).toEqual(['component.deploy', 'component.deploy']);
-    const got = await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [install.install_id] });
+    const got = await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [install.install_id] }, () => svc2.settled());
     const W = started.workflow_id;
     const mine = got.filter((s) => s.includes(`/${W}/`));
     expect(mine).toHaveLength(2 + 3 * 2);
@@ -288,8 +296,9 @@ describe('a job in flight across a restart (localRunner: false)', () => {
     runner2.stop();
   });
 
-  it('a job sent but never started: after a restart it is sent again with the same job_id, and the workflow completes', { timeout: 40_000 }, async () => {
-    const svc1 = await startService({ localRunner: false });
+  it(`a job sent but never started: after a restart it is sent again with the same job_id once ${JOB_RESEND_MS} ms have passed on the engine's clock, and the workflow completes`, async () => {
+    const clock = new ManualClock(Date.now()); // both processes' time
+    const svc1 = await startService({ localRunner: false }, { clock });
     services.push(svc1);
     const org = svc1.createOrg('restart-resend');
     const api1 = svc1.api(org);
@@ -309,17 +318,24 @@ describe('a job in flight across a restart (localRunner: false)', () => {
     await svc1.stop();
     services.splice(services.indexOf(svc1), 1);
 
-    const svc2 = await startService({ db: svc1.db, localRunner: false });
+    const svc2 = await startService({ db: svc1.db, localRunner: false }, { clock });
     services.push(svc2);
     const api2 = svc2.api(org);
     const runner2 = new FakeRunner(svc2.server.bus);
     expect((await getWf(api2, started.workflow_id)).steps.map((s: Json) => s.status)).toEqual(['pending']);
-    const again = await waitFor(() => runner2.jobs.find((j) => j.job_id === job.job_id), 20_000, 'the job sent again');
+    // sent too recently to be sent again at start, or a second before the time is up
+    await runner2.idle();
+    expect(runner2.jobs).toEqual([]);
+    clock.advance(JOB_RESEND_MS - 1000);
+    await runner2.idle();
+    expect(runner2.jobs).toEqual([]);
+    clock.advance(2000); // the next sweep sends it again
+    const again = await waitFor(() => runner2.jobs.find((j) => j.job_id === job.job_id), 5000, 'the job sent again');
     expect(again).toEqual(job);
     const wf = await waitWf(api2, started.workflow_id);
     expect(wf.status).toBe('succeeded');
     expect(runner2.jobs.filter((j) => j.workflow_id === started.workflow_id)).toHaveLength(1);
-    await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [install.install_id] });
+    await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [install.install_id] }, () => svc2.settled());
     runner2.stop();
   });
 });

@@ -12,7 +12,6 @@ import { get, post, waitStep, waitWf } from '../helpers/workflows.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const rid = (prefix: string) => `${prefix}_${randomBytes(5).toString('hex')}`;
 const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 
@@ -283,8 +282,7 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
       }
     }
     // approval events went to the approvals-only webhook too (both requests, both responses, nothing else)
-    await waitFor(() => rcv.at('approvals').filter((r) => r.json.data.workflow.id === W).length >= 4, 5000, 'approval deliveries');
-    await sleep(200);
+    await svc.settled(); // every committed event delivered: nothing more arrives
     expect(rcv.at('approvals').filter((r) => r.json.data.workflow.id === W).map((r) => `${r.json.data.step.name}:${r.json.data.transition}`).sort()).toEqual(
       ['plan install group: canary:approved', 'plan install group: canary:requested', 'plan install group: main:approved', 'plan install group: main:requested'],
     );
@@ -424,11 +422,11 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
   it('plan_only changes nothing at all: every table is the same before and after, and no event is sent', async () => {
     const { app, v1, v2 } = await appWithTwoConfigs(api);
     const i = await provisionedOn(api, app.app_id, v2.app_config_id, { ring: 'a' });
-    // quiet: every delivery made, nothing in flight
-    const committed = (await svc.events(org.org_id)).length;
-    await waitFor(() => rcv.at('all').length >= committed, 5000, 'deliveries');
-    await sleep(300);
+    // quiet: every job answered, every delivery made, nothing in flight
+    await runner.idle();
+    await svc.settled();
     const delivered = rcv.all.length;
+    expect(delivered).toBe((await svc.events(org.org_id)).length);
     const jobs = runner.jobs.length;
     const before = dumpStore(svc.server.ctx.db);
     expect(Object.keys(before)).toEqual(expect.arrayContaining(['app_config_versions', 'installs', 'install_components', 'workflows', 'steps', 'jobs', 'outbox', 'runners']));
@@ -441,7 +439,9 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
     expect(r2.plan.changed).toBe(false);
     expect(r2.workflow_id).toBeUndefined();
 
-    await sleep(500);
+    // a job or an event would show now: the runner took everything off the bus, every event is delivered
+    await runner.idle();
+    await svc.settled();
     expect(dumpStore(svc.server.ctx.db)).toEqual(before);
     expect(rcv.all.length).toBe(delivered);
     expect(runner.jobs.length).toBe(jobs);
@@ -473,7 +473,7 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
     // one child finished at once (no steps), the other is held: the run must wait for it
     const [sameChild] = await get(api, `/v1/installs/${same.install_id}/workflows`);
     expect(sameChild).toMatchObject({ type: 'app_config_update', status: 'succeeded' });
-    await sleep(200);
+    await runner.idle(); // everything but the held job is done: the run waits for it
     const mid = await get(api, `/v1/workflows/${run.workflow_id}`);
     expect(mid.status).toBe('started');
     expect(mid.steps.map((s: Json) => s.status)).toEqual(['succeeded', 'succeeded', 'started']);
@@ -519,7 +519,8 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
     await post(api, `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
     const held = await waitFor(() => runner.held.find((j) => j.install_id === bad.install_id), 5000, 'the bad install\'s job');
     runner.holdWhen(() => false);
-    await new Promise((r) => setTimeout(r, 100));
+    await runner.idle(); // the good install has applied the config
+    expect((await get(api, `/v1/installs/${good.install_id}/app-config-versions`))[0]).toMatchObject({ app_config_id: v1.app_config_id, status: 'succeeded' });
     await runner.send(held, [{ status: 'started' }, { status: 'failed', error: 'sandbox quota exceeded' }]);
     const wf = await waitWf(api, run.workflow_id);
     expect(wf.status).toBe('failed');
