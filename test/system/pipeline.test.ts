@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Bus } from '../../src/bus/bus.ts';
+import { ManualClock } from '../../src/domain/clock.ts';
 import { sign, verify } from '../../src/delivery/sign.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { startReceiver, type Received, type Receiver } from '../helpers/receiver.ts';
@@ -14,9 +15,7 @@ import type { Job } from '../helpers/fake-runner.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const rid = (prefix: string) => `${prefix}_${randomBytes(6).toString('hex')}`;
-const HEALTH_INTERVAL_MS = 300;
 
 // ---------------------------------------------------------------------------------------------
 // producers: the same protocol over either bus
@@ -144,10 +143,13 @@ function provisionSubjects(org: string, wf: Json, stepFilter: (s: Json) => boole
 
 const sorted = (xs: string[]) => [...xs].sort();
 
-/** Wait until `name` got at least n requests, then a little longer, so extra deliveries would show. */
-async function settle(rx: Receiver, name: string, n: number, settleMs = 400): Promise<Received[]> {
+/**
+ * Wait until `name` got at least n requests, then until svc has delivered everything it
+ * committed: extra deliveries (a duplicate, a retry, an event that should not match) would show.
+ */
+async function settle(svc: TestService, rx: Receiver, name: string, n: number): Promise<Received[]> {
   await waitFor(() => rx.at(name).length >= n, 10_000, `${n} deliveries to ${name} (have ${rx.at(name).length})`);
-  await sleep(settleMs);
+  await svc.settled();
   return rx.at(name);
 }
 
@@ -169,7 +171,6 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     svc = await startService({
       natsUrl: nats?.url ?? null,
       localRunner: false, // this file plays the runners
-      runnerHealthIntervalMs: HEALTH_INTERVAL_MS,
       deliveryTimeoutMs: 3000,
     });
     expect(svc.server.bus.kind).toBe(mode);
@@ -298,7 +299,7 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     expect(everything).toHaveLength(17);
     expect(stepNamed('deploy api').component_id).toBe(apiComp.component_id);
 
-    await settle(rx, `${O}-all`, everything.length, 600);
+    await settle(svc, rx, `${O}-all`, everything.length);
     for (const name of Object.keys(hooks)) {
       expect(sorted(rx.subjects(`${O}-${name}`)), `webhook ${name}`).toEqual(sorted(expected[name]));
     }
@@ -322,8 +323,8 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     await createHook(api, { webhook_url: rx.hook(`${O}-signed`), secret });
     await createHook(api, { webhook_url: rx.hook(`${O}-plain`) });
     const subjects = await externalRun(O, 2);
-    const signed = await settle(rx, `${O}-signed`, subjects.length);
-    const plain = await settle(rx, `${O}-plain`, subjects.length, 0);
+    const signed = await settle(svc, rx, `${O}-signed`, subjects.length);
+    const plain = await settle(svc, rx, `${O}-plain`, subjects.length);
     expect(sorted(signed.map((r) => r.json.subject))).toEqual(sorted(subjects));
     for (const r of signed) {
       const header = r.headers['x-svc-signature'];
@@ -340,32 +341,38 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     const hook = (await api.get('/v1/orgs/current/webhooks')).body.find((w: Json) => w.webhook_url === rx.hook(`${O}-signed`));
     expect((await api.patch(`/v1/orgs/current/webhooks/${hook.webhook_id}`, { secret: 'rotated' })).status).toBe(200);
     await externalRun(O, 0);
-    const afterRotation = (await settle(rx, `${O}-signed`, subjects.length + 2, 0)).slice(subjects.length);
+    const afterRotation = (await settle(svc, rx, `${O}-signed`, subjects.length + 2)).slice(subjects.length);
+    expect(afterRotation).toHaveLength(2);
     for (const r of afterRotation) expect(r.headers['x-svc-signature']).toBe(sign('rotated', r.raw));
     expect((await api.patch(`/v1/orgs/current/webhooks/${hook.webhook_id}`, { secret: null })).status).toBe(200);
     await externalRun(O, 0);
-    const afterRemoval = (await settle(rx, `${O}-signed`, subjects.length + 4, 0)).slice(subjects.length + 2);
+    const afterRemoval = (await settle(svc, rx, `${O}-signed`, subjects.length + 4)).slice(subjects.length + 2);
     expect(afterRemoval).toHaveLength(2);
     for (const r of afterRemoval) expect(r.headers).not.toHaveProperty('x-svc-signature');
   });
 
   it.skipIf(skip)('a hanging receiver next to a healthy one: the healthy one gets every event well under a second after its time', async () => {
     const { O, api } = await freshOrg();
-    rx.set(`${O}-hang`, { hang: true });
-    await createHook(api, { webhook_url: rx.hook(`${O}-hang`) });
+    const stuck = await startReceiver(); // its own server: closing it ends the hanging attempts at once
+    stuck.set(`${O}-hang`, { hang: true });
+    await createHook(api, { webhook_url: stuck.hook(`${O}-hang`) });
     await createHook(api, { webhook_url: rx.hook(`${O}-fast`) });
     // more events than a subscriber keeps in flight, so the hanging webhook builds a queue
     const subjects = await externalRun(O, 12);
     expect(subjects).toHaveLength(26);
-    const fast = await settle(rx, `${O}-fast`, subjects.length, 200);
+    await waitFor(() => rx.at(`${O}-fast`).length >= subjects.length, 10_000, 'every event at the healthy receiver');
+    const hung = stuck.at(`${O}-hang`).length;
+    await stuck.close(); // the hanging attempts fail now, and the rest of its queue fails fast
+    await svc.settled(); // nothing more will arrive anywhere
+    const fast = rx.at(`${O}-fast`);
     expect(sorted(fast.map((r) => r.json.subject))).toEqual(sorted(subjects));
     const lags = fast.map((r) => r.at - Date.parse(r.json.time));
     for (const lag of lags) {
       expect(lag).toBeGreaterThanOrEqual(-5); // same clock; a little rounding of `time` to ms
       expect(lag).toBeLessThan(500);
     }
-    expect(rx.at(`${O}-hang`).length).toBeGreaterThan(0); // it was offered events, and is stuck on them
-    expect(rx.at(`${O}-hang`).length).toBeLessThan(subjects.length);
+    expect(hung).toBeGreaterThan(0); // it was offered events, and was stuck on them
+    expect(hung).toBeLessThan(subjects.length);
   });
 
   it.skipIf(skip)('a 500 and a 401 receiver get exactly one attempt per event (no retry)', async () => {
@@ -375,10 +382,9 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     rx.set(`${O}-e302`, { status: 302, redirect: rx.hook(`${O}-redirected`) });
     for (const n of ['e500', 'e401', 'e302', 'ok']) await createHook(api, { webhook_url: rx.hook(`${O}-${n}`) });
     const subjects = await externalRun(O, 3);
-    await settle(rx, `${O}-ok`, subjects.length, 0);
-    await waitFor(() => ['e500', 'e401', 'e302'].every((n) => rx.at(`${O}-${n}`).length >= subjects.length), 5000, 'the failing receivers');
-    // a retry of a failure would come within a couple of seconds (the bus redelivers after 1 s)
-    await sleep(2500);
+    await waitFor(() => ['e500', 'e401', 'e302', 'ok'].every((n) => rx.at(`${O}-${n}`).length >= subjects.length), 5000, 'every receiver');
+    // delivered or failed, and acknowledged: a retry (or a redelivery by the bus) cannot come after this
+    await svc.settled();
     for (const n of ['e500', 'e401', 'e302', 'ok']) {
       const got = rx.at(`${O}-${n}`);
       expect(got, n).toHaveLength(subjects.length);
@@ -463,106 +469,12 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     }
 
     const all = [...extSubjects, ...provisionAll];
-    const got = await settle(rx, `${O}-all`, all.length, 800);
+    const got = await settle(svc, rx, `${O}-all`, all.length);
     expect(sorted(got.map((r) => r.json.subject))).toEqual(sorted(all));
     // the engine-run workflow was not touched by the invalid report
     expect((await api.get(`/v1/workflows/${P}`)).body.status).toBe('succeeded');
     const w2 = (await api.get(`/v1/workflows/${W2}`)).body;
     expect(w2.status).toBe('started');
-  });
-
-  it.skipIf(skip)('runner health: one unhealthy event per outage, recovery on a running heartbeat, inactive is not unhealthy', async () => {
-    const { O, api } = await freshOrg();
-    await createHook(api, {
-      webhook_url: rx.hook(`${O}-runners`),
-      interests: { resources: { runners: { ops: ['unhealthy', 'inactive'] } } },
-    });
-    const { install } = await provisionInstall(api);
-    const R: string = install.runner_id;
-    expect(R).toBeTruthy();
-    const hb = (process: 'running' | 'missing') => producer.request(`svc.ingest.${O}.runners.${R}`, { type: 'heartbeat', process });
-
-    // the runner's heartbeat loop: every 40 ms while `beating` says what to send
-    let beating: 'running' | 'missing' | null = null;
-    let beats = 0;
-    let done = false;
-    const loop = (async () => {
-      while (!done) {
-        if (beating) {
-          expect(await hb(beating)).toEqual({ ok: true });
-          beats++;
-        }
-        await sleep(40);
-      }
-    })();
-    const unhealthy = () => rx.at(`${O}-runners`).filter((r) => r.json.type === 'com.svc.runner.unhealthy.v1');
-    const inactive = () => rx.at(`${O}-runners`).filter((r) => r.json.type === 'com.svc.runner.inactive.v1');
-    const checks = (n: number) => sleep(n * HEALTH_INTERVAL_MS);
-
-    try {
-      // a pending runner (no heartbeat yet) is never unhealthy
-      await checks(3);
-      expect(unhealthy()).toHaveLength(0);
-
-      // active while it heart-beats
-      beating = 'running';
-      await checks(4);
-      expect(beats).toBeGreaterThan(5);
-      expect(unhealthy()).toHaveLength(0);
-
-      // outage 1: exactly one event, however many checks pass
-      beating = null;
-      await waitFor(() => unhealthy().length >= 1, 5 * HEALTH_INTERVAL_MS, 'the first unhealthy event');
-      await checks(6);
-      expect(unhealthy()).toHaveLength(1);
-      const ev = unhealthy()[0].json;
-      expect(ev).toMatchObject({
-        type: 'com.svc.runner.unhealthy.v1',
-        subject: `${O}/runner_unhealthy/${R}/unhealthy`,
-        svckind: 'runner_unhealthy',
-        svctransition: 'unhealthy',
-        data: { kind: 'runner_unhealthy', transition: 'unhealthy', org_id: O, install_id: install.install_id, runner: { id: R, group_type: 'install' } },
-      });
-      expect(ev.data.reason).toEqual(expect.any(String));
-      expect(ev.interests).toEqual(['resource:runners', 'op:runners.unhealthy', 'event:runner.unhealthy', 'outcome:completion', 'outcome:failures']);
-      expect(ev.data.links.install).toMatch(new RegExp(`/${O}/installs/${install.install_id}$`));
-
-      // recovery: running heartbeats, several checks, no event
-      beating = 'running';
-      await checks(5);
-      expect(unhealthy()).toHaveLength(1);
-
-      // outage 2 emits again, once
-      beating = null;
-      await waitFor(() => unhealthy().length >= 2, 5 * HEALTH_INTERVAL_MS, 'the second unhealthy event');
-      await checks(5);
-      expect(unhealthy()).toHaveLength(2);
-
-      // back; an inactive message emits runner inactive and does not make it unhealthy
-      beating = 'running';
-      await checks(3);
-      expect(await producer.request(`svc.ingest.${O}.runners.${R}`, { type: 'inactive', reason: 'scheduled rotation' })).toEqual({ ok: true });
-      await waitFor(() => inactive().length >= 1, 3000, 'the inactive event');
-      await checks(5);
-      expect(inactive()).toHaveLength(1);
-      expect(inactive()[0].json).toMatchObject({
-        subject: `${O}/runner_inactive/${R}/inactive`,
-        data: { kind: 'runner_inactive', reason: 'scheduled rotation', install_id: install.install_id, runner: { id: R } },
-      });
-      expect(unhealthy()).toHaveLength(2);
-
-      // outage 3: heartbeats keep coming but say the process is missing
-      beating = 'missing';
-      await waitFor(() => unhealthy().length >= 3, 5 * HEALTH_INTERVAL_MS, 'the third unhealthy event');
-      await checks(5);
-      expect(unhealthy()).toHaveLength(3);
-      expect(unhealthy()[2].json.data.reason).not.toBe(unhealthy()[0].json.data.reason);
-      expect(rx.at(`${O}-runners`)).toHaveLength(4);
-    } finally {
-      done = true;
-      beating = null;
-      await loop;
-    }
   });
 
   it.skipIf(skip)('component and install health crossings end to end', async () => {
@@ -593,7 +505,7 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
       seen.comp += expectComp.length;
       seen.inst += expectInst.length;
       await waitFor(() => rx.at(`${O}-comp`).length >= seen.comp && rx.at(`${O}-inst`).length >= seen.inst, 5000, `events after ${c.name} ${v}`);
-      await sleep(250);
+      await svc.settled(); // an extra event would have arrived by now
       const comp = rx.at(`${O}-comp`);
       const inst = rx.at(`${O}-inst`);
       expect(comp, `component events after ${c.name} ${v}`).toHaveLength(seen.comp);
@@ -635,5 +547,112 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     );
     // GET install reports the composite of the last known verdicts
     expect((await api.get(`/v1/installs/${I}`)).body.health).toBe('unhealthy');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The runner health check runs on the engine's clock: here a ManualClock the test advances, one
+// health check per advance, with heartbeats sent (and committed) between them. Its own svc per
+// bus, as the engine's time of facts is the clock's (the tests above measure lags in real time).
+
+const HEALTH_EVERY_MS = 60_000;
+
+describe.each(modes)('runner health on the %s bus (the engine\'s clock advanced by the test)', (mode) => {
+  const skip = mode === 'nats' && !haveNats;
+  const clock = new ManualClock(Date.now());
+  let nats: NatsServerHandle | null = null;
+  let svc: TestService;
+  let producer: Producer;
+  let rx: Receiver;
+
+  beforeAll(async () => {
+    if (skip) return;
+    if (mode === 'nats') nats = await startNatsServer();
+    svc = await startService({ natsUrl: nats?.url ?? null, localRunner: false, runnerHealthIntervalMs: HEALTH_EVERY_MS }, { clock });
+    producer = mode === 'nats' ? await natsProducer(nats!.url) : memoryProducer(svc.server.bus);
+    rx = await startReceiver();
+  });
+
+  afterAll(async () => {
+    if (skip) return;
+    await producer?.close();
+    await svc?.stop();
+    await rx?.close();
+    await nats?.stop();
+  });
+
+  it.skipIf(skip)('one unhealthy event per outage, recovery on a running heartbeat, inactive is not unhealthy', async () => {
+    const org: OrgCreds = svc.createOrg(rid('org'));
+    const O = org.org_id;
+    const api = svc.api(org);
+    await externalRunner(producer, O);
+    await createHook(api, {
+      webhook_url: rx.hook(`${O}-runners`),
+      interests: { resources: { runners: { ops: ['unhealthy', 'inactive'] } } },
+    });
+    const { install } = await provisionInstall(api);
+    const R: string = install.runner_id;
+    expect(R).toBeTruthy();
+    const hb = (process: 'running' | 'missing') => producer.request(`svc.ingest.${O}.runners.${R}`, { type: 'heartbeat', process });
+    const unhealthy = () => rx.at(`${O}-runners`).filter((r) => r.json.type === 'com.svc.runner.unhealthy.v1');
+    const inactive = () => rx.at(`${O}-runners`).filter((r) => r.json.type === 'com.svc.runner.inactive.v1');
+    /** n health checks, each after a heartbeat `beat` (committed: the reply comes after the commit) or none; then everything delivered */
+    const checks = async (n: number, beat?: 'running' | 'missing') => {
+      for (let i = 0; i < n; i++) {
+        if (beat) expect(await hb(beat)).toEqual({ ok: true });
+        clock.advance(HEALTH_EVERY_MS);
+      }
+      await svc.settled();
+    };
+
+    // a pending runner (no heartbeat yet) is never unhealthy
+    await checks(3);
+    expect(unhealthy()).toHaveLength(0);
+
+    // active while it heart-beats
+    await checks(4, 'running');
+    expect(unhealthy()).toHaveLength(0);
+
+    // outage 1: exactly one event, however many checks pass
+    await checks(1);
+    expect(unhealthy()).toHaveLength(1);
+    await checks(6);
+    expect(unhealthy()).toHaveLength(1);
+    const ev = unhealthy()[0].json;
+    expect(ev).toMatchObject({
+      type: 'com.svc.runner.unhealthy.v1',
+      subject: `${O}/runner_unhealthy/${R}/unhealthy`,
+      svckind: 'runner_unhealthy',
+      svctransition: 'unhealthy',
+      data: { kind: 'runner_unhealthy', transition: 'unhealthy', org_id: O, install_id: install.install_id, runner: { id: R, group_type: 'install' } },
+    });
+    expect(ev.data.reason).toEqual(expect.any(String));
+    expect(ev.interests).toEqual(['resource:runners', 'op:runners.unhealthy', 'event:runner.unhealthy', 'outcome:completion', 'outcome:failures']);
+    expect(ev.data.links.install).toMatch(new RegExp(`/${O}/installs/${install.install_id}$`));
+
+    // recovery: running heartbeats, several checks, no event
+    await checks(5, 'running');
+    expect(unhealthy()).toHaveLength(1);
+
+    // outage 2 emits again, once
+    await checks(5);
+    expect(unhealthy()).toHaveLength(2);
+
+    // back; an inactive message emits runner inactive and does not make it unhealthy
+    await checks(3, 'running');
+    expect(await producer.request(`svc.ingest.${O}.runners.${R}`, { type: 'inactive', reason: 'scheduled rotation' })).toEqual({ ok: true });
+    await checks(5, 'running');
+    expect(inactive()).toHaveLength(1);
+    expect(inactive()[0].json).toMatchObject({
+      subject: `${O}/runner_inactive/${R}/inactive`,
+      data: { kind: 'runner_inactive', reason: 'scheduled rotation', install_id: install.install_id, runner: { id: R } },
+    });
+    expect(unhealthy()).toHaveLength(2);
+
+    // outage 3: heartbeats keep coming but say the process is missing
+    await checks(5, 'missing');
+    expect(unhealthy()).toHaveLength(3);
+    expect(unhealthy()[2].json.data.reason).not.toBe(unhealthy()[0].json.data.reason);
+    expect(rx.at(`${O}-runners`)).toHaveLength(4);
   });
 });
