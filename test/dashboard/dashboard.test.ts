@@ -662,6 +662,7 @@ describe('dashboard over HTTP', () => {
     expect(html).toContain('Cancel workflow');
     expect(html).toContain('<title>provision for install waits · svc</title>');
     const bctx = await newContext(await browserOnce());
+    await bctx.clock.install(); // the pages' timers move when the test says (the refresh every 3 s)
     try {
       const p = await bctx.newPage();
       await signIn(p, dash, org, `/dashboard/${org.org_id}/workflows/${wfId}`);
@@ -669,7 +670,9 @@ describe('dashboard over HTTP', () => {
       // it reloads itself until the reader switches that off
       const toggle = p.getByLabel('Refresh this page every 3 s');
       await expect(toggle.isChecked()).resolves.toBe(true);
-      await p.waitForEvent('load', { timeout: 10_000 });
+      const reloaded = p.waitForEvent('load', { timeout: 10_000 });
+      await p.clock.runFor(3000);
+      await reloaded;
       await p.getByLabel('Refresh this page every 3 s').uncheck();
       await screenshot(p, 'workflow-running');
       await expectAccessible(p, 'running workflow');
