@@ -612,15 +612,18 @@ describe('against a real svc serve', () => {
     if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${text}`);
     return text ? JSON.parse(text) : undefined;
   }
+  /** Poll the HTTP API (cheap, unlike a CLI process per poll) until `fn` gives a value; the CLI's view of it is checked after. */
   async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
     const end = Date.now() + ms;
     for (;;) {
       const v = await fn();
       if (v !== undefined) return v;
       if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((ok) => setTimeout(ok, 200));
+      await new Promise((ok) => setTimeout(ok, 25));
     }
   }
+  const versionsOf = (id: string) => http('GET', `/v1/installs/${id}/app-config-versions`);
+  const workflowOf = (id: string) => http('GET', `/v1/workflows/${id}`);
   const cfgBody = (image: string) => ({ components: [{ name: 'api', values: { image, replicas: 2 } }, { name: 'db', values: { size: 's' } }] });
 
   it('installs versions, rollback (--plan-only, --yes), diff, workflows get', { timeout: 60_000 }, async () => {
@@ -629,10 +632,10 @@ describe('against a real svc serve', () => {
     const v2 = await http('POST', `/v1/apps/${app.app_id}/configs`, cfgBody('api:2'));
     const inst = await http('POST', '/v1/installs', { app_id: app.app_id, name: 'rb-1', app_config_id: v2.app_config_id, labels: { ring: 'canary' } });
     const id = inst.install_id;
-    await until('provisioned version', async () => {
-      const r = await cli(['installs', 'versions', id, '--json'], env);
-      return r.code === 0 && r.json?.[0]?.status === 'succeeded' ? r.json : undefined;
-    });
+    await until('provisioned version', async () => ((await versionsOf(id))[0]?.status === 'succeeded' ? true : undefined));
+    const provisioned = await cli(['installs', 'versions', id, '--json'], env);
+    expect(provisioned.code, both(provisioned)).toBe(0);
+    expect(provisioned.json).toMatchObject([{ version: 1, app_config_id: v2.app_config_id, status: 'succeeded' }]);
     const list = await cli(['installs', 'list'], env);
     expect(list.code, both(list)).toBe(0);
     expect(list.stdout).toMatch(new RegExp(`${id}\\s+rb-1\\s+${app.app_id}\\s+${v2.app_config_id}\\s+ring=canary`));
@@ -649,10 +652,9 @@ describe('against a real svc serve', () => {
     expect(applied.code, both(applied)).toBe(0);
     expect(applied.json).toMatchObject({ applied: true });
     const { workflow_id, version_id } = applied.json;
-    const versions = await until('rollback version succeeded', async () => {
-      const r = await cli(['installs', 'versions', id, '--json'], env);
-      return r.json?.[0]?.status === 'succeeded' ? r.json : undefined;
-    });
+    await until('rollback version succeeded', async () => ((await versionsOf(id))[0]?.status === 'succeeded' ? true : undefined));
+    const versions = (await cli(['installs', 'versions', id, '--json'], env)).json;
+    expect(versions[0].status).toBe('succeeded');
     expect(versions[0]).toMatchObject({ version_id, app_config_id: v1.app_config_id, old_app_config_id: v2.app_config_id, workflow_id });
     const plainVersions = await cli(['installs', 'versions', id], env);
     expect(plainVersions.stdout).toContain(version_id);
@@ -680,18 +682,13 @@ describe('against a real svc serve', () => {
     const v2 = await http('POST', `/v1/apps/${app.app_id}/configs`, cfgBody('api:2'));
     const branch = await http('POST', `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'canary', selector: { match_labels: { ring: 'canary' } } }] });
     const inst = await http('POST', '/v1/installs', { app_id: app.app_id, name: 'br-1', app_config_id: v2.app_config_id, labels: { ring: 'canary' } });
-    await until('provisioned', async () => {
-      const r = await cli(['installs', 'versions', inst.install_id, '--json'], env);
-      return r.json?.[0]?.status === 'succeeded' ? true : undefined;
-    });
+    await until('provisioned', async () => ((await versionsOf(inst.install_id))[0]?.status === 'succeeded' ? true : undefined));
     const run = await cli(['branches', 'run', app.app_id, branch.app_branch_id, '--app-config', v1.app_config_id, '--skip-builds', '--json'], env);
     expect(run.code, both(run)).toBe(0);
     const wfId = run.json.workflow_id;
     expect(typeof wfId).toBe('string');
-    const step = await until('a step awaiting approval', async () => {
-      const r = await cli(['workflows', 'get', wfId, '--json'], env);
-      return r.json?.steps?.find((s: any) => s.status === 'awaiting_approval');
-    });
+    await until('a step awaiting approval', async () => (await workflowOf(wfId)).steps.find((s: any) => s.status === 'awaiting_approval'));
+    const step = (await cli(['workflows', 'get', wfId, '--json'], env)).json.steps.find((s: any) => s.status === 'awaiting_approval');
     expect(step.name).toBe('plan install group: canary');
     const shown = await cli(['workflows', 'get', wfId], env);
     expect(shown.stdout).toContain(`awaits approval: svc workflows approve|reject ${wfId} ${step.step_id}`);
@@ -700,11 +697,10 @@ describe('against a real svc serve', () => {
     expect(ok.code, both(ok)).toBe(0);
     const again = await cli(['workflows', 'approve', wfId, step.step_id], env);
     expect(again.code, `approving an answered step: ${both(again)}`).toBe(1);
-    const done = await until('branch run finished', async () => {
-      const r = await cli(['workflows', 'get', wfId, '--json'], env);
-      return ['succeeded', 'failed', 'cancelled'].includes(r.json?.status) ? r.json : undefined;
-    }, 20_000);
-    expect(done.status).toBe('succeeded');
+    await until('branch run finished', async () => (['succeeded', 'failed', 'cancelled'].includes((await workflowOf(wfId)).status) ? true : undefined), 20_000);
+    const done = await cli(['workflows', 'get', wfId, '--json'], env);
+    expect(done.code, both(done)).toBe(0);
+    expect(done.json.status).toBe('succeeded');
   }, 60_000);
 
   it('installs list on an org with no installs (another org sees none of this org\'s installs)', async () => {

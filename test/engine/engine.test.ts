@@ -362,6 +362,22 @@ describe('approvals and cancel', () => {
     expect(() => w.engine.cancelWorkflow(O, wf.workflow_id)).toThrow(ConflictError);
     expect(() => w.engine.cancelWorkflow(w.org(), wf.workflow_id)).toThrow(NotFoundError);
   });
+  it('cancel while the job is sent but not started: that step is still pending, so every step ends cancelled silently; a late answer changes nothing', async () => {
+    const w = world();
+    const O = w.org();
+    const install = w.install(O, w.config(O));
+    await w.runJobs();
+    const wf = w.engine.startInstallWorkflow(getInstall(w.db, O, install.install_id)!, 'deprovision');
+    const [job] = (await w.jobs()).filter((j) => j.workflow_id === wf.workflow_id);
+    expect(getJob(w.db, O, job.job_id)!.status).toBe('sent');
+    w.engine.cancelWorkflow(O, wf.workflow_id);
+    expect(statuses(w, wf.workflow_id)).toEqual(['cancelled', 'cancelled', 'cancelled']);
+    expect(trail(w.events(), wf.workflow_id)).toEqual(['workflow::started', 'workflow::cancelled']);
+    expect(w.report(job, { status: 'started' })).toBe('ignored');
+    expect(w.report(job, { status: 'succeeded' })).toBe('ignored');
+    expect(trail(w.events(), wf.workflow_id)).toEqual(['workflow::started', 'workflow::cancelled']);
+    expect(getInstall(w.db, O, install.install_id)!.provisioned).toBe(true); // the deprovision never finished
+  });
 });
 
 describe('the engine\'s timers on the clock', () => {
