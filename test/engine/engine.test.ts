@@ -1,146 +1,25 @@
-// The engine (src/engine/engine.ts) on its own, on a ManualClock: no HTTP, no delivery. An
-// in-memory SQLite store, the in-process bus (the engine sends jobs on it; this file plays the
-// runner through engine.ingest, as src/ingest would), and the outbox read back as the CloudEvents
-// each commit wrote. Time moves only when a test advances the clock: the runner health check, the
-// re-sending of jobs not started and the scheduled drift scans run on it (src/engine/scheduler.ts).
-import pino from 'pino';
+// The engine (src/engine/engine.ts) on its own, on a ManualClock: no HTTP, no delivery (the setup:
+// test/helpers/engine.ts). This file plays the runner through engine.ingest, as src/ingest would,
+// and reads the outbox back as the CloudEvents each commit wrote. Time moves only when a test
+// advances the clock: the runner health check, the re-sending of jobs not started and the
+// scheduled drift scans run on it (src/engine/scheduler.ts).
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Bus } from '../../src/bus/bus.ts';
-import { createMemoryBus } from '../../src/bus/memory.ts';
-import { ManualClock } from '../../src/domain/clock.ts';
 import { ConflictError, InvalidError, NotFoundError } from '../../src/domain/errors.ts';
 import { newId } from '../../src/domain/ids.ts';
-import type { AppConfigBody } from '../../src/domain/app-config.ts';
-import type { HealthMessage, JobResult, RunnerMessage, WorkflowMessage } from '../../src/domain/producer-messages.ts';
-import { Engine, JOB_RESEND_MS, type ProducerFact } from '../../src/engine/engine.ts';
-import { Scheduler } from '../../src/engine/scheduler.ts';
-import { createMetrics, type Metrics } from '../../src/metrics.ts';
-import { insertApp, insertConfig, type AppConfig } from '../../store/apps.ts';
-import { openDb, type Db } from '../../store/db.ts';
+import type { HealthMessage, RunnerMessage, WorkflowMessage } from '../../src/domain/producer-messages.ts';
+import { JOB_RESEND_MS, type ProducerFact } from '../../src/engine/engine.ts';
 import { getInstall, listComponents, type Install } from '../../store/installs.ts';
-import { createOrg } from '../../store/orgs.ts';
-import { readOutbox } from '../../store/outbox.ts';
 import { getRunner } from '../../store/runners.ts';
 import { getJob, getWorkflow, listOwnerWorkflows, listSteps, listVersions } from '../../store/workflows.ts';
-import type { Job } from '../helpers/fake-runner.ts';
+import { CONFIG_V2, DASHBOARD, EngineWorld, HEALTH_EVERY_MS, SOURCE } from '../helpers/engine.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const logger = pino({ level: 'silent' });
-const SOURCE = '//svc.test/ctl-api';
-const DASHBOARD = 'http://svc.test/dashboard';
-const HEALTH_EVERY_MS = 60_000;
 const DRIFT_EVERY_MS = 3_600_000;
 
-const CONFIG: AppConfigBody = {
-  sandbox: { size: 'small' },
-  components: [
-    { name: 'api', labels: { tier: 'web' }, values: { image: 'api:1' } },
-    { name: 'worker', values: { image: 'worker:1' } },
-  ],
-};
-const CONFIG_V2: AppConfigBody = {
-  sandbox: { size: 'small' },
-  components: [
-    { name: 'api', labels: { tier: 'web' }, values: { image: 'api:2' } },
-    { name: 'worker', values: { image: 'worker:1' } },
-  ],
-};
-
-/** One engine with everything it needs, and what a test reads back. */
-class World {
-  readonly db: Db = openDb(':memory:');
-  readonly bus: Bus = createMemoryBus({ logger });
-  readonly clock = new ManualClock();
-  readonly metrics: Metrics = createMetrics();
-  /** every job message the engine published, re-sends included, in order */
-  readonly sent: Job[] = [];
-  /** how many commits told the relay that the outbox changed */
-  outboxKicks = 0;
-  readonly engine: Engine;
-  private scheduler: Scheduler | null = null;
-  private readonly answered = new Set<string>();
-
-  constructor() {
-    this.engine = new Engine({
-      db: this.db,
-      bus: this.bus,
-      clock: this.clock,
-      logger,
-      metrics: this.metrics,
-      urls: () => ({ source: SOURCE, dashboard: DASHBOARD }),
-      registryRev: () => 0,
-      outboxChanged: () => void this.outboxKicks++,
-    });
-    this.bus.subscribe('svc.jobs.>', (m) => void this.sent.push(m.json<Job>()));
-  }
-
-  /** The engine's timers on this world's clock (what `svc serve` starts). */
-  schedule(opts: { driftIntervalMs?: number } = {}): void {
-    this.scheduler = new Scheduler(this.engine, this.clock, logger);
-    this.scheduler.start({ runnerHealthIntervalMs: HEALTH_EVERY_MS, driftIntervalMs: opts.driftIntervalMs ?? null });
-  }
-
-  org(): string {
-    return createOrg(this.db, 'engine-test').org.org_id;
-  }
-
-  config(orgId: string, body: AppConfigBody = CONFIG, appId = insertApp(this.db, { app_id: newId('app'), org_id: orgId, name: 'shop' }).app_id): AppConfig {
-    return insertConfig(this.db, { app_config_id: newId('cfg'), app_id: appId, org_id: orgId, body });
-  }
-
-  install(orgId: string, config: AppConfig, labels: Record<string, string> = {}): Install {
-    return this.engine.createInstall({ org_id: orgId, app_id: config.app_id, name: `i${this.sent.length}`, labels, app_branch_id: null }, config);
-  }
-
-  /** The CloudEvents committed so far, in commit order. */
-  events(): Json[] {
-    return readOutbox(this.db, 0, 100_000).map((r) => JSON.parse(r.body));
-  }
-
-  /** The jobs sent so far (first sending of each). */
-  async jobs(): Promise<Job[]> {
-    await this.bus.flush();
-    const seen = new Set<string>();
-    return this.sent.filter((j) => !seen.has(j.job_id) && seen.add(j.job_id));
-  }
-
-  /** Producers' facts through the engine; each must commit. Resolves the results. */
-  ingest(...facts: ProducerFact[]): string[] {
-    return this.engine.ingest(facts).map((r, i) => {
-      if (!r.ok) throw new Error(`fact ${i} refused: ${String(r.error)}`);
-      return r.value;
-    });
-  }
-
-  report(job: Job, body: JobResult): string {
-    this.answered.add(job.job_id);
-    return this.ingest({ family: 'jobs', orgId: job.org_id, id: job.job_id, body })[0];
-  }
-
-  /** Answer every job not answered yet (by default started, then succeeded with a clean plan), until none is left. */
-  async runJobs(answer: (job: Job) => JobResult[] = (j) => [{ status: 'started' }, { status: 'succeeded', ...(j.plan_only ? { plan: { changes: [] } } : {}) }]): Promise<Job[]> {
-    const done: Job[] = [];
-    for (;;) {
-      const next = (await this.jobs()).find((j) => !this.answered.has(j.job_id));
-      if (!next) return done;
-      this.answered.add(next.job_id);
-      for (const body of answer(next)) this.report(next, body);
-      done.push(next);
-    }
-  }
-
-  close(): void {
-    this.scheduler?.stop();
-    this.engine.close();
-    void this.bus.close();
-    this.db.close();
-  }
-}
-
-const worlds: World[] = [];
-function world(): World {
-  const w = new World();
+const worlds: EngineWorld[] = [];
+function world(): EngineWorld {
+  const w = new EngineWorld();
   worlds.push(w);
   return w;
 }
@@ -153,8 +32,8 @@ function trail(events: Json[], workflowId: string): string[] {
   return events.filter((e) => e.data?.workflow?.id === workflowId).map((e) => `${e.data.kind}:${e.data.step?.name ?? ''}:${e.data.transition}`);
 }
 const successTrail = (steps: string[]) => ['workflow::started', ...steps.flatMap((n) => [`workflow_step:${n}:started`, `workflow_step:${n}:succeeded`]), 'workflow::succeeded'];
-const provisionOf = (w: World, install: Install) => listOwnerWorkflows(w.db, install.org_id, install.install_id).find((x) => x.type === 'provision')!;
-const statuses = (w: World, workflowId: string) => listSteps(w.db, workflowId).map((s) => s.status);
+const provisionOf = (w: EngineWorld, install: Install) => listOwnerWorkflows(w.db, install.org_id, install.install_id).find((x) => x.type === 'provision')!;
+const statuses = (w: EngineWorld, workflowId: string) => listSteps(w.db, workflowId).map((s) => s.status);
 
 // ---------------------------------------------------------------------------------------------
 
@@ -255,7 +134,7 @@ describe('a provision workflow through job reports', () => {
 
 describe('approvals and cancel', () => {
   /** Two installs on v1 and a branch run to v2 over groups [a], [b], waiting at the first plan. */
-  async function branchRun(w: World) {
+  async function branchRun(w: EngineWorld) {
     const O = w.org();
     const v1 = w.config(O);
     const v2 = w.config(O, CONFIG_V2, v1.app_id);
