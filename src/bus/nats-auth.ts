@@ -60,7 +60,7 @@ export interface PermissionLists {
 
 /**
  * The worker (data plane): exactly what @nats-io/jetstream + @nats-io/kv 3.3.0 publish for its
- * operations on nats-server 2.9 (measured with nats-server tracing; test/nats-auth.test.ts does
+ * operations on nats-server 2.9 (measured with nats-server tracing; test/bus/nats-auth.test.ts does
  * each operation and fails without any one of these entries):
  *  - events: `js.consumers.get` (CONSUMER.INFO), `fetch`/`next`/`consume` (CONSUMER.MSG.NEXT),
  *    ack/nak/working/term (publish to the message's `$JS.ACK.<stream>.<consumer>.…` reply);

@@ -17,7 +17,7 @@ const BATCH = 500;
 const RETRY_MS = 1000;
 
 /**
- * FAULT INJECTION, for test/crash.test.ts only; inert unless one of these is in the environment:
+ * FAULT INJECTION, for test/system/crash.test.ts only; inert unless one of these is in the environment:
  * SVC_FAULT_CRASH_BEFORE_PUBLISH=1 kills the process (SIGKILL) at the first batch of committed
  * events, before publishing any of them (the window between commit and publish);
  * SVC_FAULT_CRASH_AFTER_PUBLISH=1 kills it once JetStream has stored the first batch, before the

@@ -1,9 +1,11 @@
 // `svc serve` and `svc worker` as child processes (for tests that kill them or restart them):
 // each resolves once the process is ready.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
-
-const BIN = path.resolve('bin/svc.mjs');
+import Database from 'better-sqlite3';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import { EVENTS_STREAM } from '../../src/bus/jetstream.ts';
+import { BIN } from './paths.ts';
+import { waitFor } from './service.ts';
 
 /** A svc child process: its exit, and everything it printed so far. */
 export interface SvcChild {
@@ -85,4 +87,29 @@ function spawnSvc(args: string[], env: Record<string, string>, readyOn: (out: st
     });
   });
   return { child: { proc, exited, output: () => out }, ready };
+}
+
+/** Rows in the outbox of a database file (committed events not yet handed on), read-only. */
+export function outboxCount(db: string): number {
+  const h = new Database(db, { readonly: true, fileMustExist: true });
+  try {
+    return (h.prepare('SELECT COUNT(*) AS n FROM outbox').get() as { n: number }).n;
+  } finally {
+    h.close();
+  }
+}
+
+/**
+ * Wait until svc, seen from outside (a child process, or one that was killed), has delivered or
+ * failed every event committed so far, as TestService.settled() does in process: the outbox is
+ * empty (in embedded mode a row lives until every attempt it needs has an outcome) and, with `jsm`
+ * (NATS mode), so is the SVC_EVENTS work queue (a message is acked once its attempts are done).
+ * After it, nothing more will be delivered.
+ */
+export async function childSettled(db: string, opts: { jsm?: JetStreamManager; timeoutMs?: number } = {}): Promise<void> {
+  await waitFor(
+    async () => outboxCount(db) === 0 && (!opts.jsm || (await opts.jsm.streams.info(EVENTS_STREAM)).state.messages === 0),
+    opts.timeoutMs ?? 15_000,
+    'every committed event to be delivered',
+  );
 }

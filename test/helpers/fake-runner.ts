@@ -35,6 +35,8 @@ export class FakeRunner {
   readonly held: Job[] = [];
   private readonly seen = new Set<string>();
   private readonly sub: Subscription;
+  /** answers on their way (requests not yet replied to) */
+  private sending = 0;
 
   constructor(
     private readonly bus: Bus,
@@ -58,12 +60,33 @@ export class FakeRunner {
 
   /** Send the messages of `answer` for a job; resolves the engine's replies. */
   async send(job: Job, answer: Answer): Promise<Array<{ ok: boolean; error?: string }>> {
-    const replies: Array<{ ok: boolean; error?: string }> = [];
-    for (const body of answer) {
-      const r = await this.bus.request(jobResultSubject(job.org_id, job.job_id), JSON.stringify(body), { timeoutMs: 5000 });
-      replies.push(r.json());
+    this.sending++;
+    try {
+      const replies: Array<{ ok: boolean; error?: string }> = [];
+      for (const body of answer) {
+        const r = await this.bus.request(jobResultSubject(job.org_id, job.job_id), JSON.stringify(body), { timeoutMs: 5000 });
+        replies.push(r.json());
+      }
+      return replies;
+    } finally {
+      this.sending--;
     }
-    return replies;
+  }
+
+  /**
+   * Wait until the engine and this runner are still: every job sent so far has been taken off the
+   * bus, and every answer sent is committed (the engine replies only after the commit, and sends
+   * the next job before it replies). Only held jobs remain: nothing moves until the test acts.
+   */
+  async idle(timeoutMs = 10_000): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      const jobs = this.jobs.length;
+      await this.bus.flush();
+      if (this.sending === 0 && this.jobs.length === jobs) return;
+      if (Date.now() > end) throw new Error(`the runner is still busy after ${timeoutMs} ms (${this.sending} answers on their way)`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
   }
 
   /** Answer a (held) job: started, then succeeded. */

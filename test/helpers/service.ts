@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import type { ServeConfig } from '../../src/config.ts';
+import type { Clock } from '../../src/domain/clock.ts';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { openDb } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
@@ -50,9 +51,11 @@ export function tmpDir(prefix = 'svc-test-'): string {
 
 /**
  * Start svc in this process on a free port with a fresh database (or `db`, to restart on one).
- * `opts.logger` replaces the silent logger (a test that reads what svc logs).
+ * `opts.logger` replaces the silent logger (a test that reads what svc logs). `opts.clock` is the
+ * engine's time (a ManualClock: the test moves the runner health checks, job re-sends, drift scans
+ * and the local runner's heartbeats by advancing it); delivery runs on real time whatever it is.
  */
-export async function startService(overrides: Partial<ServeConfig> = {}, opts: { logger?: pino.Logger } = {}): Promise<TestService> {
+export async function startService(overrides: Partial<ServeConfig> = {}, opts: { logger?: pino.Logger; clock?: Clock } = {}): Promise<TestService> {
   const dir = overrides.db ? path.dirname(overrides.db) : tmpDir();
   const config: ServeConfig = {
     port: 0,
@@ -72,7 +75,7 @@ export async function startService(overrides: Partial<ServeConfig> = {}, opts: {
     deliveryThreads: 0,
     ...overrides,
   };
-  const server = await startServer(config, { logger: opts.logger ?? pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }) });
+  const server = await startServer(config, { logger: opts.logger ?? pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }), clock: opts.clock });
   const url = server.url;
   const seen: any[] = []; // eslint-disable-line @typescript-eslint/no-explicit-any
   server.bus.subscribe('svc.events.>', (m) => void seen.push(m.json()));

@@ -1,0 +1,412 @@
+// `svc listen`: the local receiver, through startListener() and through the real CLI: signature
+// checks (X-Svc-Signature, and webhook-signature built with the stock standardwebhooks library),
+// the replay window (an injected clock, no sleeping), and --forward-to a real receiver.
+import { spawn } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { forwardableHeaders, formatEventLine, startListener, type Listener } from '../../src/cli/listen.ts';
+import { testDeliverer, type TestDeliverer } from '../helpers/deliverer.ts';
+import { ManualClock } from '../../src/domain/clock.ts';
+import { startReceiver, type Receiver } from '../helpers/receiver.ts';
+import { BIN, ROOT } from '../helpers/paths.ts';
+
+
+function sink() {
+  const lines: string[] = [];
+  let buf = '';
+  return {
+    lines,
+    write(chunk: string) {
+      buf += chunk;
+      let i: number;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        lines.push(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+      }
+      return true;
+    },
+  };
+}
+
+const EVENT = {
+  specversion: '1.0',
+  id: 'evt_1',
+  type: 'com.svc.workflow.lifecycle.v1',
+  source: '//127.0.0.1:8080/ctl-api',
+  time: '2025-01-02T03:04:05.678Z',
+  subject: 'org_1/workflow/wf_1/succeeded',
+  datacontenttype: 'application/json',
+  interests: ['resource:installs', 'op:installs.provision', 'event:lifecycle.succeeded', 'outcome:completion'],
+  data: { kind: 'workflow', transition: 'succeeded', note: 'ünïcødé ✓' },
+};
+const BODY = JSON.stringify(EVENT);
+const hmacHex = (secret: string, raw: string) => createHmac('sha256', secret).update(raw).digest('hex');
+
+const listeners: Listener[] = [];
+const deliverers: TestDeliverer[] = [];
+afterEach(async () => {
+  await Promise.all(deliverers.splice(0).map((d) => d.close(0)));
+  await Promise.all(listeners.splice(0).map((l) => l.close()));
+});
+
+async function listen(opts: Parameters<typeof startListener>[0]) {
+  const l = await startListener(opts);
+  listeners.push(l);
+  return l;
+}
+function deliverer() {
+  const d = testDeliverer({timeoutMs: 2000, allowPrivateTargets: true});
+  deliverers.push(d);
+  return d;
+}
+/** A POST through node:http, headers exactly as given. */
+function rawPost(url: string, body: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: 'POST', headers, agent: false }, (res) => {
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const post = (url: string, body: string, headers: Record<string, string> = {}) =>
+  fetch(url, { method: 'POST', body, headers: { 'content-type': 'application/cloudevents+json; charset=utf-8', ...headers } });
+
+/** Standard Webhooks headers made by the stock library (its sign()), for `secret` at `at`. */
+function stockHeaders(secret: string, at: Date, body = BODY, id = EVENT.id): Record<string, string> {
+  const wh = secret.startsWith('whsec_') ? new Webhook(secret) : new Webhook(secret, { format: 'raw' });
+  return { 'webhook-id': id, 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': wh.sign(id, at, body) };
+}
+const WHSEC = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+const WHSEC_OTHER = 'whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD';
+
+let rx: Receiver;
+beforeAll(async () => {
+  rx = await startReceiver();
+});
+afterAll(async () => {
+  await rx.close();
+});
+
+describe('startListener', () => {
+  it('prints the listening line, then one line per event: time, type, subject, slugs; answers 204', async () => {
+    const out = sink();
+    const l = await listen({ port: 0, out, err: sink() });
+    expect(l.url).toBe(`http://127.0.0.1:${l.port}`);
+    expect(out.lines[0]).toBe(`listening on ${l.url}`);
+    const r = await deliverer().deliver({ url: `${l.url}/hooks/x`, secret: null }, BODY);
+    expect(r).toMatchObject({ delivered: true, status: 204 });
+    expect(out.lines[1]).toBe(
+      '2025-01-02T03:04:05.678Z  com.svc.workflow.lifecycle.v1  org_1/workflow/wf_1/succeeded  [resource:installs op:installs.provision event:lifecycle.succeeded outcome:completion]',
+    );
+    expect(l.received).toHaveLength(1);
+    expect(l.received[0]).toMatchObject({ signature: 'unchecked', status: 204 });
+  });
+
+  it('with a secret: accepts a delivery from the Deliverer (both signatures verify), rejects a wrong or missing one with 401', async () => {
+    const out = sink();
+    const l = await listen({ port: 0, secret: 'whsec_listen', out, err: sink() });
+    expect(out.lines[0]).toBe(`listening on ${l.url} (verifying X-Svc-Signature and webhook-signature)`);
+    const d = deliverer();
+    expect(await d.deliver({ url: l.url, secret: 'whsec_listen' }, BODY, { eventId: EVENT.id })).toMatchObject({ delivered: true, status: 204 });
+    expect(await d.deliver({ url: l.url, secret: 'wrong' }, BODY)).toMatchObject({ delivered: false, status: 401, error: 'HTTP 401' });
+    expect(await d.deliver({ url: l.url, secret: null }, BODY)).toMatchObject({ delivered: false, status: 401 });
+    // a correct signature over different bytes is still wrong
+    const tampered = await post(l.url, BODY.replace('succeeded', 'failed'), { 'x-svc-signature': hmacHex('whsec_listen', BODY) });
+    expect(tampered.status).toBe(401);
+    // X-Svc-Signature alone (uppercase hex of the right digest) is accepted
+    expect((await post(l.url, BODY, { 'x-svc-signature': hmacHex('whsec_listen', BODY).toUpperCase() })).status).toBe(204);
+
+    expect(out.lines[1]).toBe(`${formatEventLine(EVENT)}  verified: X-Svc-Signature, webhook-signature`);
+    expect(out.lines[2]).toMatch(
+      /^BAD SIGNATURE \(X-Svc-Signature: invalid, webhook-signature: invalid\) {2}2025-01-02T03:04:05.678Z {2}com\.svc\.workflow\.lifecycle\.v1 {2}org_1\/workflow\/wf_1\/succeeded/,
+    );
+    expect(out.lines[3]).toMatch(/^BAD SIGNATURE \(missing\) {2}/);
+    expect(out.lines[4]).toMatch(/^BAD SIGNATURE \(X-Svc-Signature: invalid, webhook-signature: missing\) {2}/);
+    expect(out.lines[5]).toBe(`${formatEventLine(EVENT)}  verified: X-Svc-Signature`);
+    expect(l.received.map((r) => r.signature)).toEqual(['valid', 'invalid', 'missing', 'invalid', 'valid']);
+    expect(l.received.map((r) => r.status)).toEqual([204, 401, 401, 401, 204]);
+    expect(out.lines.join('\n')).not.toContain('whsec_listen');
+  });
+
+  it('verifies webhook-signature made by the stock standardwebhooks library, for a whsec_ and a plain secret; any listed v1 signature may match', async () => {
+    for (const secret of [WHSEC, 'a plain secret']) {
+      const out = sink();
+      const l = await listen({ port: 0, secret, out, err: sink() });
+      const now = new Date();
+      const good = stockHeaders(secret, now);
+      const r = await post(l.url, BODY, good);
+      expect(r.status, secret).toBe(204);
+      expect(out.lines[1]).toBe(`${formatEventLine(EVENT)}  verified: webhook-signature`);
+      // a rotation's overlap as the sender lists it: another secret's first, this one's second
+      const other = stockHeaders(WHSEC_OTHER, now)['webhook-signature'];
+      expect((await post(l.url, BODY, { ...good, 'webhook-signature': `${other} ${good['webhook-signature']}` })).status).toBe(204);
+      expect(out.lines[2]).toBe(`${formatEventLine(EVENT)}  verified: webhook-signature (2nd of 2)`);
+      // only other secrets' signatures, an unknown version, a different id or body: 401
+      expect((await post(l.url, BODY, { ...good, 'webhook-signature': other })).status).toBe(401);
+      expect((await post(l.url, BODY, { ...good, 'webhook-signature': good['webhook-signature'].replace('v1,', 'v2,') })).status).toBe(401);
+      expect((await post(l.url, BODY, { ...good, 'webhook-id': 'evt_other' })).status).toBe(401);
+      expect((await post(l.url, BODY.replace('wf_1', 'wf_2'), good)).status).toBe(401);
+      expect(l.received.map((x) => x.signature)).toEqual(['valid', 'valid', 'invalid', 'invalid', 'invalid', 'invalid']);
+      expect(out.lines[3]).toMatch(/^BAD SIGNATURE \(X-Svc-Signature: missing, webhook-signature: invalid\)/);
+    }
+  });
+
+  it('refuses (401) a webhook-timestamp more than 5 minutes from its clock: a replay, even with a good signature', async () => {
+    const clock = new ManualClock(Date.now());
+    const out = sink();
+    const l = await listen({ port: 0, secret: WHSEC, out, err: sink(), clock });
+    const signedAt = new Date(clock.now());
+    const headers = { ...stockHeaders(WHSEC, signedAt), 'x-svc-signature': hmacHex(WHSEC, BODY) };
+    expect((await post(l.url, BODY, headers)).status).toBe(204);
+    clock.advance(5 * 60_000); // exactly 5 minutes later: still inside the window
+    expect((await post(l.url, BODY, headers)).status).toBe(204);
+    clock.advance(2000); // 302 s after the signed second
+    const replay = await post(l.url, BODY, headers);
+    expect(replay.status).toBe(401);
+    expect(await replay.json()).toMatchObject({ error: 'unauthorized', message: expect.stringMatching(/5 minutes/) });
+    expect(out.lines[3]).toMatch(/^BAD TIMESTAMP \(302 s old\) {2}2025-01-02T03:04:05\.678Z/);
+    // from the future too
+    const future = new Date(clock.now() + 6 * 60_000);
+    const early = await post(l.url, BODY, stockHeaders(WHSEC, future));
+    expect(early.status).toBe(401);
+    expect(out.lines[4]).toMatch(/^BAD TIMESTAMP \(\d+ s in the future\)/);
+    expect(l.received.map((x) => [x.signature, x.status])).toEqual([
+      ['valid', 204],
+      ['valid', 204],
+      ['stale', 401],
+      ['stale', 401],
+    ]);
+    expect(l.received[2].verified).toEqual(['X-Svc-Signature', 'webhook-signature']);
+  });
+
+  it('--json prints each event as one JSON line (and the listening line on stderr)', async () => {
+    const out = sink();
+    const err = sink();
+    const l = await listen({ port: 0, json: true, out, err });
+    expect(err.lines[0]).toBe(`listening on ${l.url}`);
+    await deliverer().deliver({ url: l.url, secret: null }, BODY);
+    await deliverer().deliver({ url: l.url, secret: null }, JSON.stringify({ ...EVENT, id: 'evt_2' }));
+    expect(out.lines).toHaveLength(2);
+    expect(JSON.parse(out.lines[0])).toEqual(EVENT);
+    expect(JSON.parse(out.lines[1]).id).toBe('evt_2');
+    // with a secret: stdout stays JSON lines; what verified goes to stderr
+    const out2 = sink();
+    const err2 = sink();
+    const l2 = await listen({ port: 0, json: true, secret: WHSEC, out: out2, err: err2 });
+    await deliverer().deliver({ url: l2.url, secret: WHSEC }, BODY, { eventId: EVENT.id });
+    expect(out2.lines.map((x) => JSON.parse(x))).toEqual([EVENT]);
+    expect(err2.lines[1]).toBe('evt_1  verified: X-Svc-Signature, webhook-signature');
+  });
+
+  it('answers 405 to other methods and 400 to a body that is not a JSON object', async () => {
+    const out = sink();
+    const l = await listen({ port: 0, out, err: sink() });
+    const g = await fetch(l.url);
+    expect(g.status).toBe(405);
+    expect(g.headers.get('allow')).toBe('POST');
+    expect((await post(l.url, 'not json')).status).toBe(400);
+    expect((await post(l.url, '[1,2]')).status).toBe(400);
+    expect(out.lines).toHaveLength(1);
+  });
+
+  it('formats events with missing fields', () => {
+    expect(formatEventLine({ time: 't', type: 'x' })).toBe('t  x  -');
+    expect(formatEventLine({ time: 't', type: 'x', subject: 's', interests: ['event:webhook.ping'] }, 'BAD SIGNATURE')).toBe(
+      'BAD SIGNATURE  t  x  s  [event:webhook.ping]',
+    );
+  });
+});
+
+describe('startListener --forward-to', () => {
+  /** Headers as a receiver compares them: hop-by-hop ones (set per connection) left out. */
+  const endToEnd = (h: http.IncomingHttpHeaders) => Object.fromEntries(Object.entries(h).filter(([k]) => !['host', 'connection'].includes(k)));
+
+  it('forwards a verified delivery to a real receiver with the exact body and headers; the answer\'s status goes back to the sender and is printed', async () => {
+    const out = sink();
+    rx.set('fwd', { status: 202 });
+    const l = await listen({ port: 0, secret: WHSEC, forwardTo: rx.hook('fwd'), out, err: sink() });
+    expect(out.lines[0]).toBe(`listening on ${l.url} (verifying X-Svc-Signature and webhook-signature; forwarding to ${rx.hook('fwd')})`);
+    // as svc sends it (the Deliverer), plus a header of the sender's own
+    const r = await deliverer().deliver({ url: `${l.url}/any/path`, secret: WHSEC }, BODY, { eventId: EVENT.id });
+    expect(r).toMatchObject({ delivered: true, status: 202 });
+    // node:http sends a Connection header as given (undici would rewrite it)
+    const res = await rawPost(l.url, BODY, {
+      'content-type': 'application/cloudevents+json; charset=utf-8',
+      'X-Trace': 'abc',
+      ...stockHeaders(WHSEC, new Date()),
+      connection: 'keep-alive, x-hop',
+      'x-hop': 'drop me',
+    });
+    expect(res.status).toBe(202);
+    expect(res.body).toBe('ok'); // the receiver's answer, passed back
+    expect(l.received[1].headers['x-hop']).toBe('drop me');
+
+    const got = rx.at('fwd');
+    expect(got).toHaveLength(2);
+    for (const [i, g] of got.entries()) {
+      const sent = l.received[i];
+      expect(g.raw.equals(sent.raw)).toBe(true);
+      expect(g.raw.toString('utf8')).toBe(BODY);
+      const { 'x-hop': _hop, ...expected } = endToEnd(sent.headers);
+      expect(endToEnd(g.headers)).toEqual(expected);
+      expect(g.headers.host).toBe(new URL(rx.url).host);
+      // the forwarded request still verifies at the final receiver with the stock library
+      expect(new Webhook(WHSEC).verify(g.raw, g.headers as Record<string, string>)).toEqual(EVENT);
+    }
+    expect(got[0].headers['x-svc-signature']).toBe(hmacHex(WHSEC, BODY));
+    expect(got[1].headers['x-trace']).toBe('abc');
+    expect(got[1].headers['x-hop']).toBeUndefined(); // named by Connection: hop-by-hop
+    expect(l.received.map((x) => [x.status, x.forwarded?.status])).toEqual([
+      [202, 202],
+      [202, 202],
+    ]);
+    expect(out.lines[2]).toMatch(new RegExp(`^  -> ${rx.hook('fwd').replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: 202 \\(\\d+ ms\\)$`));
+  });
+
+  it('a delivery that does not verify is answered 401 and not forwarded; a replay neither', async () => {
+    const clock = new ManualClock(Date.now());
+    const l = await listen({ port: 0, secret: WHSEC, forwardTo: rx.hook('fwd-no'), out: sink(), err: sink(), clock });
+    expect((await post(l.url, BODY, stockHeaders(WHSEC_OTHER, new Date(clock.now())))).status).toBe(401);
+    expect((await post(l.url, BODY)).status).toBe(401);
+    expect((await post(l.url, BODY, { 'x-svc-signature': hmacHex('nope', BODY) })).status).toBe(401);
+    const old = stockHeaders(WHSEC, new Date(clock.now() - 10 * 60_000));
+    expect((await post(l.url, BODY, old)).status).toBe(401);
+    expect(rx.at('fwd-no')).toHaveLength(0);
+    expect(l.received.every((x) => x.forwarded === undefined)).toBe(true);
+    // and the same listener forwards a good one
+    expect((await post(l.url, BODY, stockHeaders(WHSEC, new Date(clock.now())))).status).toBe(200);
+    expect(rx.at('fwd-no')).toHaveLength(1);
+  });
+
+  it('without --secret forwards every delivery; a failing or unreachable forward target is reported and answered', async () => {
+    const out = sink();
+    rx.set('fwd-500', { status: 500 });
+    const l = await listen({ port: 0, forwardTo: rx.hook('fwd-500'), out, err: sink() });
+    const r = await deliverer().deliver({ url: l.url, secret: null }, BODY);
+    expect(r).toMatchObject({ delivered: false, status: 500 });
+    expect(rx.at('fwd-500')).toHaveLength(1);
+    expect(out.lines[1]).toBe(formatEventLine(EVENT));
+    expect(out.lines[2]).toMatch(/^  -> .*: 500 \(\d+ ms\)$/);
+
+    const closed = http.createServer();
+    await new Promise<void>((ok) => closed.listen(0, '127.0.0.1', ok));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((ok) => closed.close(() => ok()));
+    const out2 = sink();
+    const l2 = await listen({ port: 0, forwardTo: `http://127.0.0.1:${port}/x`, out: out2, err: sink() });
+    const bad = await post(l2.url, BODY);
+    expect(bad.status).toBe(502);
+    expect(await bad.json()).toMatchObject({ error: 'bad_gateway', message: 'forwarding failed: connection refused' });
+    expect(out2.lines[2]).toMatch(/-> http:\/\/127\.0\.0\.1:\d+\/x: failed, connection refused \(answered 502\)/);
+
+    rx.set('fwd-hang', { hang: true });
+    const l3 = await listen({ port: 0, forwardTo: rx.hook('fwd-hang'), forwardTimeoutMs: 200, out: sink(), err: sink() });
+    const slow = await post(l3.url, BODY);
+    expect(slow.status).toBe(504);
+    expect(l3.received[0].forwarded?.error).toBe('timeout after 200 ms');
+  });
+
+  it('forwardableHeaders drops hop-by-hop headers (and those Connection names), keeps the rest in order with their spelling', () => {
+    expect(
+      forwardableHeaders([
+        'Host', 'a:1', 'Connection', 'keep-alive, X-Hop', 'Content-Length', '3', 'X-Hop', 'h', 'Webhook-Id', 'evt_1',
+        'Transfer-Encoding', 'chunked', 'X-Svc-Signature', 'ab', 'Keep-Alive', 'timeout=5', 'x-a', '1', 'x-a', '2', 'TE', 'trailers',
+      ]),
+    ).toEqual(['Webhook-Id', 'evt_1', 'X-Svc-Signature', 'ab', 'x-a', '1', 'x-a', '2']);
+  });
+});
+
+describe('svc listen (CLI)', () => {
+  function run(args: string[]) {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d));
+    child.stderr.on('data', (d: Buffer) => (stderr += d));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.on('exit', (code, signal) => resolve({ code, signal })),
+    );
+    const waitOut = async (pred: (s: string) => boolean, ms = 20000) => {
+      const deadline = Date.now() + ms;
+      while (!pred(stdout)) {
+        if (Date.now() > deadline) throw new Error(`timed out; stdout=${stdout} stderr=${stderr}`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    };
+    return { child, exited, waitOut, out: () => stdout, err: () => stderr };
+  }
+
+  it('listens on --port 0, verifies --secret, prints events, exits 0 on SIGINT', async () => {
+    const p = run(['listen', '--port', '0', '--secret', 'cli-secret']);
+    try {
+      await p.waitOut((s) => /listening on http:\/\/127\.0\.0\.1:\d+/.test(s));
+      const url = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(p.out())![1];
+      const d = deliverer();
+      expect(await d.deliver({ url, secret: 'cli-secret' }, BODY)).toMatchObject({ delivered: true, status: 204 });
+      expect(await d.deliver({ url, secret: 'nope' }, BODY)).toMatchObject({ delivered: false, status: 401 });
+      await p.waitOut((s) => s.includes('BAD SIGNATURE'));
+      const lines = p.out().trim().split('\n');
+      expect(lines[1]).toContain('com.svc.workflow.lifecycle.v1  org_1/workflow/wf_1/succeeded  [resource:installs');
+      expect(lines[2]).toMatch(/^BAD SIGNATURE/);
+      p.child.kill('SIGINT');
+      expect(await p.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      p.child.kill('SIGKILL');
+    }
+  });
+
+  it('--json prints JSON lines; SIGTERM exits 0', async () => {
+    const p = run(['listen', '--port', '0', '--json']);
+    try {
+      await p.waitOut(() => /listening on/.test(p.err()));
+      const url = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(p.err())![1];
+      await deliverer().deliver({ url, secret: null }, BODY);
+      await p.waitOut((s) => s.includes('\n'));
+      expect(JSON.parse(p.out().trim())).toEqual(EVENT);
+      p.child.kill('SIGTERM');
+      expect(await p.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      p.child.kill('SIGKILL');
+    }
+  });
+
+  it('--forward-to: a verified delivery reaches the receiver with its answer\'s status printed; an unverified one is 401 and not forwarded', async () => {
+    rx.set('cli-fwd', { status: 201 });
+    const p = run(['listen', '--port', '0', '--secret', WHSEC, '--forward-to', rx.hook('cli-fwd')]);
+    try {
+      await p.waitOut((s) => /listening on http:\/\/127\.0\.0\.1:\d+/.test(s));
+      expect(p.out()).toContain(`forwarding to ${rx.hook('cli-fwd')}`);
+      const url = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(p.out())![1];
+      const d = deliverer();
+      expect(await d.deliver({ url, secret: WHSEC }, BODY)).toMatchObject({ delivered: true, status: 201 });
+      expect(await d.deliver({ url, secret: WHSEC_OTHER }, BODY)).toMatchObject({ delivered: false, status: 401 });
+      await p.waitOut((s) => s.includes('BAD SIGNATURE'));
+      expect(rx.at('cli-fwd')).toHaveLength(1);
+      expect(rx.at('cli-fwd')[0].raw.toString('utf8')).toBe(BODY);
+      expect(new Webhook(WHSEC).verify(rx.at('cli-fwd')[0].raw, rx.at('cli-fwd')[0].headers as Record<string, string>)).toEqual(EVENT);
+      const lines = p.out().trim().split('\n');
+      expect(lines[1]).toMatch(/verified: X-Svc-Signature, webhook-signature$/);
+      expect(lines[2]).toMatch(new RegExp(`^  -> ${rx.hook('cli-fwd').replace(/[.]/g, '\\.')}: 201 \\(\\d+ ms\\)$`));
+      expect(lines[3]).toMatch(/^BAD SIGNATURE/);
+      p.child.kill('SIGINT');
+      expect(await p.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      p.child.kill('SIGKILL');
+    }
+  });
+
+  it('a bad --port or --forward-to is a usage error (exit 2)', async () => {
+    for (const args of [['--port', 'abc'], [], ['--port', '0', '--forward-to', 'not a url'], ['--port', '0', '--forward-to', 'ftp://127.0.0.1/x']]) {
+      const p = run(['listen', ...args]);
+      expect((await p.exited).code, args.join(' ')).toBe(2);
+      if (args.includes('--forward-to')) expect(p.err()).toMatch(/--forward-to/);
+    }
+  });
+});

@@ -1,0 +1,95 @@
+// `svc serve` options (CONTRACT 1): usage errors, environment variables, schema version guard, SIGTERM.
+import { spawn, spawnSync } from 'node:child_process';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { parseDuration, parsePort } from '../../src/config.ts';
+import { openDb } from '../../store/db.ts';
+import { MIGRATIONS } from '../../store/migrations.ts';
+import { tmpDir } from '../helpers/service.ts';
+import { BIN } from '../helpers/paths.ts';
+
+const run = (args: string[], env: Record<string, string> = {}) =>
+  spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 20_000 });
+
+describe('durations and ports', () => {
+  it('parses the contract formats', () => {
+    expect(parseDuration('500ms')).toBe(500);
+    expect(parseDuration('2s')).toBe(2000);
+    expect(parseDuration('15m')).toBe(900_000);
+    expect(parseDuration('24h')).toBe(86_400_000);
+    for (const bad of ['', '5', 's', '-1s', '1.5.2m', '10 parsecs', '0s']) expect(() => parseDuration(bad)).toThrow();
+    expect(parsePort('0')).toBe(0);
+    for (const bad of ['-1', '65536', 'http', '80a']) expect(() => parsePort(bad)).toThrow();
+  });
+});
+
+describe('svc serve usage errors', () => {
+  it('an unknown option prints the usage and exits 2', () => {
+    const r = run(['serve', '--bogus']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/unknown option '--bogus'/);
+    expect(r.stderr).toMatch(/Usage: svc serve/);
+  });
+
+  it.each([
+    [['--port', 'eighty']],
+    [['--runner-health-interval', 'soon']],
+    [['--delivery-timeout', '5']],
+    [['--drift-interval', 'weekly']],
+    [['--nats', 'not a url']],
+  ])('a bad value %j prints the usage and exits 2', (args) => {
+    const r = run(['serve', ...args]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/Usage: svc serve/);
+  });
+
+  it('a bad environment value is a usage error too', () => {
+    const r = run(['serve', '--port', '0'], { SVC_DELIVERY_TIMEOUT: 'forever' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/forever/);
+  });
+});
+
+describe('schema versions', () => {
+  it('refuses a database with a newer schema than the code knows: exit 1 with the reason', () => {
+    const file = path.join(tmpDir(), 'svc.db');
+    openDb(file).close();
+    const db = new Database(file);
+    db.pragma(`user_version = ${MIGRATIONS.length + 1}`);
+    db.close();
+    const r = run(['serve', '--port', '0', '--db', file]);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/newer than this svc understands/);
+  });
+});
+
+describe('svc serve lifecycle', () => {
+  it('prints "listening on" with the bound address, honours SVC_PORT/SVC_HOST, and exits 0 on SIGTERM', async () => {
+    const dir = tmpDir();
+    const child = spawn(process.execPath, [BIN, 'serve'], {
+      env: { ...process.env, SVC_PORT: '0', SVC_HOST: '127.0.0.1', SVC_DB: path.join(dir, 'svc.db') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no listening line: ${out}`)), 20_000);
+      child.stdout.on('data', (d: Buffer) => {
+        out += d;
+        const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1]);
+        }
+      });
+    });
+    const res = await fetch(`${url}/metrics`);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toMatch(/svc_deliveries_total/);
+    const code = await new Promise<number | null>((resolve) => {
+      child.once('exit', (c) => resolve(c));
+      child.kill('SIGTERM');
+    });
+    expect(code).toBe(0);
+  });
+});

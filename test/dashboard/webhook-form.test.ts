@@ -1,0 +1,59 @@
+// The dashboard's webhook form (src/dashboard/webhook-form.ts) and its `next` paths
+// (src/dashboard/paths.ts), without a browser: form state ↔ API bodies, validated by the API's schemas.
+import { describe, expect, it } from 'vitest';
+import { BASELINE, createBodyOf, formStateOf, interestsOf, patchBodyOf } from '../../src/dashboard/webhook-form.ts';
+import { safeNext } from '../../src/dashboard/paths.ts';
+
+describe('webhook form', () => {
+  const form = (f: Record<string, string | string[]>) => f;
+
+  it('starts from the spec baseline under the toggle, and all_events wins when on', () => {
+    const s = formStateOf({ interests: { all_events: true } });
+    expect(s.all_events).toBe(true);
+    expect(interestsOf({ ...s, all_events: false })).toEqual(BASELINE);
+    expect(interestsOf(s)).toEqual({ all_events: true });
+  });
+
+  it('round-trips a per-resource subscription and its match', () => {
+    const interests = { resources: { runners: { ops: ['unhealthy'], outcome: 'failures' as const }, components: { outcome: 'none' as const, component_health: true } } };
+    const match = { components: { ids: ['cmp_1'] } };
+    const s = formStateOf({ interests, match });
+    expect(interestsOf(s)).toEqual(interests);
+    expect(JSON.parse(s.match_text)).toEqual(match);
+  });
+
+  it('validates with the API schemas', () => {
+    expect(createBodyOf(form({ webhook_url: 'ftp://x' })).ok).toBe(false);
+    const none = createBodyOf(form({ webhook_url: 'https://x.example/h' }));
+    expect(none.ok ? none.value : none.errors).toEqual([{ path: 'interests.resources', message: 'resources must name at least one resource' }]);
+    const bad = patchBodyOf(form({ all_events: '1', match: '{oops' }));
+    expect(bad.ok).toBe(false);
+    const rotate = patchBodyOf(form({ all_events: '1', secret_action: 'rotate', new_secret: 's3' }));
+    expect(rotate.ok && rotate.value).toEqual({ interests: { all_events: true }, match: null, secret: 's3' });
+    const hardCut = patchBodyOf(form({ all_events: '1', secret_action: 'rotate', new_secret: 's3', previous_secret_ttl: '0' }));
+    expect(hardCut.ok && hardCut.value).toEqual({ interests: { all_events: true }, match: null, secret: 's3' });
+    const overlap = patchBodyOf(form({ all_events: '1', secret_action: 'rotate', new_secret: 's3', previous_secret_ttl: '3600' }));
+    expect(overlap.ok && overlap.value).toEqual({ interests: { all_events: true }, match: null, secret: 's3', previous_secret_ttl_s: 3600 });
+    // the overlap choice is ignored unless the secret is rotated (the API refuses it alone)
+    const kept = patchBodyOf(form({ all_events: '1', secret_action: 'keep', previous_secret_ttl: '86400' }));
+    expect(kept.ok && kept.value).toEqual({ interests: { all_events: true }, match: null });
+    for (const bad of ['-1', 'abc', '604801']) {
+      const r = patchBodyOf(form({ all_events: '1', secret_action: 'rotate', new_secret: 's3', previous_secret_ttl: bad }));
+      expect(r.ok ? r.value : r.errors.map((e) => e.path), bad).toEqual(['previous_secret_ttl_s']);
+    }
+    const keep = patchBodyOf(form({ all_events: '1', match: '{"installs": {}}' }));
+    expect(keep.ok && keep.value).toEqual({ interests: { all_events: true }, match: { installs: {} } });
+    const remove = patchBodyOf(form({ all_events: '1', secret_action: 'remove' }));
+    expect(remove.ok && remove.value).toMatchObject({ secret: null });
+    const flagged = createBodyOf(form({ webhook_url: 'https://x.example/h', res_stacks_enabled: '1', res_stacks_drift_detected: '1' }));
+    expect(flagged.ok && flagged.value.interests).toEqual({ resources: { stacks: { outcome: 'all' } } });
+  });
+
+  it('accepts only local next paths under the dashboard', () => {
+    expect(safeNext('/dashboard/org_1/webhooks?x=1', '/dashboard')).toBe('/dashboard/org_1/webhooks?x=1');
+    for (const bad of ['//evil', '/\\evil', 'https://evil/', '/v1/x', '/dashboardx', '/dashboard/login', undefined, '']) {
+      expect(safeNext(bad, '/dashboard'), String(bad)).toBeUndefined();
+    }
+    expect(safeNext('/org_1', '')).toBe('/org_1');
+  });
+});

@@ -1,0 +1,130 @@
+// Producer ingest (src/ingest/ingest.ts, CONTRACT 5.2) over the in-process bus, in front of a real
+// engine (test/helpers/engine.ts), without HTTP or delivery: each subject family parsed by its
+// schema, {ok: false, error} for what cannot be recorded, the answer only after the commit, one
+// group commit for what arrives together, and svc_ingest_messages_total by result. The same over
+// NATS, end to end: test/system/pipeline.test.ts.
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Subscription } from '../../src/bus/bus.ts';
+import { InvalidError } from '../../src/domain/errors.ts';
+import { parseIngest, startIngest } from '../../src/ingest/ingest.ts';
+import { listComponents } from '../../store/installs.ts';
+import { getWorkflow } from '../../store/workflows.ts';
+import { EngineWorld, logger } from '../helpers/engine.ts';
+
+type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const enc = (v: unknown) => new TextEncoder().encode(typeof v === 'string' ? v : JSON.stringify(v));
+const workflow = (id: string) => ({ kind: 'workflow', transition: 'started', workflow: { id, type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' } });
+
+describe('parseIngest', () => {
+  it('parses each family by its schema', () => {
+    expect(parseIngest('svc.ingest.org_a.jobs.job_1', enc({ status: 'succeeded', plan: { changes: [] } }))).toEqual({
+      family: 'jobs',
+      orgId: 'org_a',
+      id: 'job_1',
+      body: { status: 'succeeded', plan: { changes: [] } },
+    });
+    expect(parseIngest('svc.ingest.org_a.workflows.wfx_1', enc(workflow('wfx_1')))).toMatchObject({ family: 'workflows', id: 'wfx_1', body: { kind: 'workflow' } });
+    expect(parseIngest('svc.ingest.org_a.runners.run_1', enc({ type: 'heartbeat', process: 'running' }))).toMatchObject({ family: 'runners', body: { type: 'heartbeat' } });
+    expect(parseIngest('svc.ingest.org_a.health.inst_1', enc({ component_id: 'cmp_1', verdict: 'degraded' }))).toMatchObject({ family: 'health', id: 'inst_1' });
+    // a step's execution type defaults to system
+    const step = parseIngest('svc.ingest.org_a.workflows.wfx_1', enc({ kind: 'workflow_step', transition: 'started', step: { id: 'st_1', name: 'x', idx: 0 } }));
+    expect(step.family === 'workflows' && step.body.step?.execution_type).toBe('system');
+  });
+
+  it('refuses an unknown subject, a body that is not JSON, and a body its schema refuses, naming the field', () => {
+    const refused = (subject: string, body: unknown) => {
+      try {
+        parseIngest(subject, enc(body));
+      } catch (err) {
+        expect(err).toBeInstanceOf(InvalidError);
+        return (err as Error).message;
+      }
+      throw new Error(`accepted: ${subject}`);
+    };
+    expect(refused('svc.ingest.org_a.builds.b_1', {})).toMatch(/unknown ingest subject/);
+    expect(refused('svc.ingest.org_a.jobs', {})).toMatch(/unknown ingest subject/);
+    expect(refused('svc.ingest.org_a.jobs.job_1', 'not json')).toBe('message is not JSON');
+    expect(refused('svc.ingest.org_a.jobs.job_1', { status: 'done' })).toMatch(/^invalid message: status:/);
+    expect(refused('svc.ingest.org_a.runners.run_1', { type: 'heartbeat', process: 'sleeping' })).toMatch(/^invalid message: process:/);
+    expect(refused('svc.ingest.org_a.health.inst_1', { verdict: 'healthy' })).toMatch(/^invalid message: component_id:/);
+    expect(refused('svc.ingest.org_a.workflows.wfx_1', { kind: 'workflow_step', transition: 'started' })).toMatch(/^invalid message: step:/);
+    expect(refused('svc.ingest.org_a.workflows.wfx_1', { kind: 'workflow', transition: 'started', workflow: { ...workflow('Not An Id').workflow } })).toMatch(
+      /^invalid message: workflow\.id:/,
+    );
+  });
+});
+
+describe('startIngest', () => {
+  const open: Array<{ w: EngineWorld; sub: Subscription }> = [];
+  afterEach(() => {
+    for (const { w, sub } of open.splice(0)) {
+      sub.unsubscribe();
+      w.close();
+    }
+  });
+  function setup() {
+    const w = new EngineWorld();
+    const sub = startIngest({ bus: w.bus, logger, metrics: w.metrics, engine: w.engine });
+    open.push({ w, sub });
+    const request = async (subject: string, body: unknown): Promise<Json> => (await w.bus.request(subject, enc(body), { timeoutMs: 5000 })).json();
+    const counted = async () =>
+      Object.fromEntries((await w.metrics.ingestMessages.get()).values.map((v) => [v.labels.result, v.value])) as Record<string, number>;
+    return { w, O: w.org(), request, counted };
+  }
+
+  it('answers {ok: true} once the fact is committed: its event is in the outbox when the answer arrives', async () => {
+    const { w, O, request, counted } = setup();
+    const r = await request(`svc.ingest.${O}.workflows.wfx_1`, workflow('wfx_1'));
+    expect(r).toEqual({ ok: true });
+    expect(w.events().map((e) => e.subject)).toEqual([`${O}/workflow/wfx_1/started`]);
+    expect(getWorkflow(w.db, 'wfx_1')).toMatchObject({ status: 'started', external: true });
+    // the same message again: {ok: true}, counted duplicate, nothing new
+    expect(await request(`svc.ingest.${O}.workflows.wfx_1`, workflow('wfx_1'))).toEqual({ ok: true });
+    // a step that ended before it started... then started: accepted once, ignored after
+    const step = { id: 'st_1', name: 'deploy api', idx: 0 };
+    expect(await request(`svc.ingest.${O}.workflows.wfx_1`, { kind: 'workflow_step', transition: 'succeeded', step })).toEqual({ ok: true });
+    expect(await request(`svc.ingest.${O}.workflows.wfx_1`, { kind: 'workflow_step', transition: 'started', step })).toEqual({ ok: true });
+    expect(await counted()).toEqual({ accepted: 2, duplicate: 1, ignored: 1, invalid: 0 });
+    expect(w.events()).toHaveLength(3); // started, and the step's started + succeeded
+  });
+
+  it('answers {ok: false, error} for what cannot be recorded, records nothing, and counts it invalid', async () => {
+    const { w, O, request, counted } = setup();
+    const install = w.install(O, w.config(O));
+    const [api] = listComponents(w.db, install.install_id);
+    const before = w.events().length;
+    const cases: Array<[string, unknown, RegExp]> = [
+      [`svc.ingest.${O}.jobs.job_1`, 'not json', /not JSON/],
+      [`svc.ingest.${O}.jobs.job_1`, { status: 'done' }, /status/],
+      [`svc.ingest.${O}.jobs.job_unknown`, { status: 'started' }, /job/],
+      [`svc.ingest.org_unknown.workflows.wfx_2`, workflow('wfx_2'), /unknown org/],
+      [`svc.ingest.${O}.workflows.wfx_2`, workflow('wfx_3'), /does not match/],
+      [`svc.ingest.${O}.workflows.wfx_2`, { kind: 'workflow', transition: 'started' }, /first message/],
+      [`svc.ingest.${O}.runners.run_unknown`, { type: 'heartbeat', process: 'running' }, /runner/],
+      [`svc.ingest.${O}.health.${install.install_id}`, { component_id: 'cmp_unknown', verdict: 'degraded' }, /component/],
+      [`svc.ingest.${O}.health.inst_unknown`, { component_id: api.component_id, verdict: 'degraded' }, /install/],
+    ];
+    for (const [subject, body, why] of cases) {
+      const r = await request(subject, body);
+      expect(Object.keys(r).sort(), subject).toEqual(['error', 'ok']);
+      expect(r.ok, subject).toBe(false);
+      expect(r.error, subject).toMatch(why);
+    }
+    expect(getWorkflow(w.db, 'wfx_2')).toBeUndefined();
+    expect(w.events()).toHaveLength(before);
+    expect((await counted()).invalid).toBe(cases.length);
+  });
+
+  it('commits what arrives together in one transaction (group commit) and answers each producer', async () => {
+    const { w, O, request } = setup();
+    const kicks = w.outboxKicks;
+    const ids = Array.from({ length: 40 }, (_, i) => `wfx_g${i}`);
+    // all sent at once, plus one bad message among them
+    const replies = await Promise.all([...ids.map((id) => request(`svc.ingest.${O}.workflows.${id}`, workflow(id))), request(`svc.ingest.${O}.jobs.job_unknown`, { status: 'started' })]);
+    expect(replies.slice(0, ids.length)).toEqual(ids.map(() => ({ ok: true })));
+    expect(replies.at(-1)).toMatchObject({ ok: false });
+    expect(w.events().map((e) => e.subject).sort()).toEqual(ids.map((id) => `${O}/workflow/${id}/started`).sort());
+    expect(w.outboxKicks - kicks).toBe(1); // one commit wrote them all
+  });
+});

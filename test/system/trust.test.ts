@@ -1,0 +1,293 @@
+// Trust on the bus (CONTRACT 5.2, 6.7): only events the engine published are delivered, even on a
+// NATS server with no authentication; labels that `match` tests come from the event's own org;
+// ingest naming an unknown org stores nothing; and the whole path works with the credentials of
+// `svc nats init` (engine, a separate svc worker, a producer of one org).
+import { spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
+import { eventHeaders } from '../../src/bus/jetstream.ts';
+import { natsConnectOptions } from '../../src/bus/nats-auth.ts';
+import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
+import { encodeRoute, type Route } from '../../src/domain/route.ts';
+import { resolveDataplaneKey } from '../../src/relay/dataplane-key.ts';
+import { openDb } from '../../store/db.ts';
+import { createOrg } from '../../store/orgs.ts';
+import { findNatsServer, freePort, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
+import { startReceiver, type Receiver } from '../helpers/receiver.ts';
+import { children, spawnService, type ChildService } from '../helpers/child-service.ts';
+import { apiClient, startService, tmpDir, waitFor, type OrgCreds, type TestService } from '../helpers/service.ts';
+import { post } from '../helpers/workflows.ts';
+import { BIN } from '../helpers/paths.ts';
+
+type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const rid = (p: string) => `${p}_${randomBytes(5).toString('hex')}`;
+
+/** An external workflow's `started` fact (CONTRACT 5.2) and the subject of its event. */
+function externalStarted(orgId: string, owner = 'inst_ext') {
+  const id = rid('wfx');
+  return {
+    natsSubject: `svc.ingest.${orgId}.workflows.${id}`,
+    body: JSON.stringify({ kind: 'workflow', transition: 'started', workflow: { id, type: 'provision', owner_id: owner, owner_type: 'installs' } }),
+    ceSubject: `${orgId}/workflow/${id}/started`,
+  };
+}
+
+/** A CloudEvent as an attacker would write it, for a workflow of the org. */
+function forgedEvent(orgId: string) {
+  const wf = rid('wf_forged');
+  const body = JSON.stringify({
+    specversion: '1.0',
+    id: randomUUID(),
+    type: 'com.svc.workflow.lifecycle.v1',
+    source: '//evil/ctl-api',
+    time: new Date().toISOString(),
+    subject: `${orgId}/workflow/${wf}/started`,
+    datacontenttype: 'application/json',
+    svcorgid: orgId,
+    svckind: 'workflow',
+    svctransition: 'started',
+    interests: ['resource:installs', 'op:installs.provision', 'event:lifecycle.started'],
+    data: { kind: 'workflow', transition: 'started', org_id: orgId, workflow: { id: wf, type: 'provision', owner_id: 'inst_x', owner_type: 'installs' } },
+  });
+  const route: Route = { org: orgId, type: 'com.svc.workflow.lifecycle.v1', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 0 };
+  return { id: JSON.parse(body).id as string, wf, body, route: encodeRoute(route), natsSubject: `svc.events.${orgId}.workflow.${wf}.started`, ceSubject: `${orgId}/workflow/${wf}/started` };
+}
+
+async function metric(url: string, name: string, labels: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+describe.skipIf(findNatsServer() === null)('only the engine\'s events are delivered (NATS without authentication)', () => {
+  let nats: NatsServerHandle;
+  let svc: TestService;
+  let rx: Receiver;
+  let nc: NatsConnection;
+  let org: OrgCreds;
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    rx = await startReceiver();
+    svc = await startService({ natsUrl: nats.url });
+    org = svc.createOrg('trust');
+    await post(svc.api(org), '/v1/orgs/current/webhooks', { webhook_url: rx.hook('all') });
+    nc = await connect({ servers: nats.url, name: 'attacker' });
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await svc?.stop();
+    await rx?.close();
+    await nats?.stop();
+  });
+
+  it('plain and JetStream publishes on svc.events.> are dropped and counted; a genuine event after them is delivered', async () => {
+    const js = jetstream(nc);
+    const forged0 = await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"');
+    const attempts: Array<{ ceSubject: string }> = [];
+
+    // 1. a plain publish, captured by the stream
+    const plain = forgedEvent(org.org_id);
+    nc.publish(plain.natsSubject, plain.body);
+    attempts.push(plain);
+    // 2. a JetStream publish with a route and a seal made up
+    const madeUp = forgedEvent(org.org_id);
+    await js.publish(madeUp.natsSubject, madeUp.body, { msgID: madeUp.id, headers: eventHeaders(madeUp.route, 'AAAA') });
+    attempts.push(madeUp);
+    // 3. sealed, but with another key than the engine's
+    const otherKey = forgedEvent(org.org_id);
+    await js.publish(otherKey.natsSubject, otherKey.body, {
+      msgID: otherKey.id,
+      headers: eventHeaders(otherKey.route, new Seal(newDataplaneKey()).sealEvent(otherKey.id, otherKey.route, otherKey.body)),
+    });
+    attempts.push(otherKey);
+    // 4. sealed with the engine's key, then the body changed (a captured event, tampered with)
+    const key = (() => {
+      const db = openDb(svc.db);
+      try {
+        return resolveDataplaneKey(db, null);
+      } finally {
+        db.close();
+      }
+    })();
+    const tampered = forgedEvent(org.org_id);
+    const seal = new Seal(key).sealEvent(tampered.id, tampered.route, tampered.body);
+    await js.publish(tampered.natsSubject, tampered.body.replace('//evil/ctl-api', '//evil/ctl-apj'), { msgID: tampered.id, headers: eventHeaders(tampered.route, seal) });
+    attempts.push(tampered);
+    // 5. no headers at all, but a JetStream publish
+    const bare = forgedEvent(org.org_id);
+    const h = headers();
+    h.set('X-Anything', '1');
+    await js.publish(bare.natsSubject, bare.body, { msgID: bare.id, headers: h });
+    attempts.push(bare);
+
+    // the control: the engine's key and the untouched body are delivered (the check is the seal)
+    const control = forgedEvent(org.org_id);
+    await js.publish(control.natsSubject, control.body, { msgID: control.id, headers: eventHeaders(control.route, new Seal(key).sealEvent(control.id, control.route, control.body)) });
+
+    // a genuine fact, reported by a producer after all of them
+    const fact = externalStarted(org.org_id);
+    const reply = await nc.request(fact.natsSubject, fact.body, { timeout: 5000 });
+    expect(reply.json()).toEqual({ ok: true });
+
+    await waitFor(() => rx.subjects('all').includes(fact.ceSubject), 10_000, 'the genuine event');
+    await waitFor(() => rx.subjects('all').includes(control.ceSubject), 10_000, 'the control event sealed with the engine key');
+    await waitFor(async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) - forged0 >= attempts.length, 10_000, 'the drops counted');
+    expect((await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) - forged0).toBe(attempts.length);
+    for (const a of attempts) expect(rx.subjects('all'), a.ceSubject).not.toContain(a.ceSubject);
+  });
+
+  it('a producer naming an event subject as its reply gets no answer there (the engine answers on inboxes only)', async () => {
+    const fact = externalStarted(org.org_id);
+    const victim = `svc.events.${org.org_id}.workflow.wf_reply.started`;
+    const seen: string[] = [];
+    const sub = nc.subscribe(victim, { callback: (_e, m) => void seen.push(m.string()) });
+    nc.publish(fact.natsSubject, fact.body, { reply: victim });
+    await waitFor(() => rx.subjects('all').includes(fact.ceSubject), 10_000, 'the fact recorded and delivered');
+    await nc.flush();
+    expect(seen).toEqual([]);
+    sub.unsubscribe();
+  });
+});
+
+describe('labels and orgs (CONTRACT 5.2, 6.7)', () => {
+  let svc: TestService;
+  let rx: Receiver;
+
+  beforeAll(async () => {
+    rx = await startReceiver();
+    svc = await startService();
+  });
+  afterAll(async () => {
+    await svc?.stop();
+    await rx?.close();
+  });
+
+  it("another org's install id has no labels for this org: a selector on them matches nothing, an id filter still does", async () => {
+    const a = svc.createOrg('org-a');
+    const b = svc.createOrg('org-b');
+    const apiA = svc.api(a);
+    const apiB = svc.api(b);
+    const app = await post(apiA, '/v1/apps', { name: 'a-app' });
+    await post(apiA, `/v1/apps/${app.app_id}/configs`, { components: [{ name: 'api' }] });
+    const install = await post(apiA, '/v1/installs', { app_id: app.app_id, name: 'a-1', labels: { secret: 'orange' } });
+
+    // org B subscribes by A's labels, by A's install id, and org-wide
+    await post(apiB, '/v1/orgs/current/webhooks', { webhook_url: rx.hook('b-selector'), match: { installs: { selector: { match_labels: { secret: 'orange' } } } } });
+    await post(apiB, '/v1/orgs/current/webhooks', { webhook_url: rx.hook('b-ids'), match: { installs: { ids: [install.install_id] } } });
+    await post(apiB, '/v1/orgs/current/webhooks', { webhook_url: rx.hook('b-all') });
+
+    // org B's producer reports a workflow whose owner is A's install
+    const probe = externalStarted(b.org_id, install.install_id);
+    const reply = await svc.server.bus.request(probe.natsSubject, probe.body, { timeoutMs: 5000 });
+    expect(reply.json()).toEqual({ ok: true });
+
+    await waitFor(() => rx.subjects('b-all').includes(probe.ceSubject), 5000, 'the org-wide delivery');
+    await waitFor(() => rx.subjects('b-ids').includes(probe.ceSubject), 5000, 'the id-filter delivery');
+    // the org-wide and id deliveries came first (same event): the selector one would have come with them
+    await svc.server.bus.flush();
+    expect(rx.subjects('b-selector')).toEqual([]);
+    for (const r of rx.all) expect(r.raw.toString()).not.toContain('orange');
+  });
+
+  it('ingest naming an org that does not exist is {ok: false, error: "unknown org"} and stores nothing', async () => {
+    const ghost = 'org_does_not_exist';
+    const db = () => openDb(svc.db);
+    const count = () => {
+      const h = db();
+      try {
+        return ['workflows', 'steps', 'runners', 'outbox'].map((t) => (h.prepare(`SELECT COUNT(*) AS n FROM ${t} WHERE org_id = ?`).get(ghost) as { n: number }).n);
+      } finally {
+        h.close();
+      }
+    };
+    const before = await metric(svc.url, 'svc_ingest_messages_total', 'result="invalid"');
+    for (const [subject, body] of [
+      [`svc.ingest.${ghost}.workflows.wf_ghost`, { kind: 'workflow', transition: 'started', workflow: { id: 'wf_ghost', type: 'provision', owner_id: 'i', owner_type: 'installs' } }],
+      [`svc.ingest.${ghost}.runners.run_ghost`, { type: 'heartbeat', process: 'running' }],
+      [`svc.ingest.${ghost}.health.inst_ghost`, { component_id: 'c', verdict: 'degraded' }],
+      [`svc.ingest.${ghost}.jobs.job_ghost`, { status: 'started' }],
+    ] as const) {
+      const r = await svc.server.bus.request(subject, JSON.stringify(body), { timeoutMs: 5000 });
+      expect(r.json(), subject).toEqual({ ok: false, error: 'unknown org' });
+    }
+    expect(count()).toEqual([0, 0, 0, 0]);
+    expect((await metric(svc.url, 'svc_ingest_messages_total', 'result="invalid"')) - before).toBe(4);
+  });
+});
+
+describe.skipIf(findNatsServer() === null)('with the credentials of svc nats init: engine, a svc worker, a producer', () => {
+  let tmp: string;
+  let nats: NatsServerHandle;
+  let rx: Receiver;
+  let serve: ChildService;
+  let worker: ChildService;
+  let producer: NatsConnection;
+  let org: OrgCreds;
+
+  const cli = (args: string[]) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const p = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      p.stdout.on('data', (d) => (stdout += d));
+      p.stderr.on('data', (d) => (stderr += d));
+      p.on('exit', (code) => resolve({ code, stdout, stderr }));
+    });
+
+  beforeAll(async () => {
+    tmp = tmpDir('svc-trust-creds-');
+    const dir = path.join(tmp, 'nats');
+    const port = await freePort();
+    const init = await cli(['nats', 'init', '--dir', dir, '--port', String(port)]);
+    expect(init.code, init.stderr).toBe(0);
+    nats = await startNatsServer({ config: path.join(dir, 'nats.conf') });
+    rx = await startReceiver();
+    const db = path.join(tmp, 'svc.db');
+    const h = openDb(db);
+    const created = createOrg(h, 'creds');
+    h.close();
+    org = { org_id: created.org.org_id, api_token: created.api_token };
+    serve = await spawnService(db, ['--nats', nats.url, '--nats-creds', path.join(dir, 'engine.creds'), '--no-deliver', '--no-local-runner']);
+    worker = await spawnWorker(nats.url, path.join(dir, 'worker.creds'));
+    const creds = await cli(['nats', 'creds', '--dir', dir, '--org', org.org_id]);
+    expect(creds.code, creds.stderr).toBe(0);
+    const file = path.join(tmp, 'producer.creds');
+    fs.writeFileSync(file, creds.stdout, { mode: 0o600 });
+    producer = await connect({ ...natsConnectOptions({ servers: [nats.url], name: 'producer', credsFile: file, role: 'producer' }), reconnect: false });
+  });
+  afterAll(async () => {
+    await producer?.close();
+    for (const c of children) c.kill('SIGKILL');
+    await rx?.close();
+    await nats?.stop();
+  });
+
+  async function spawnWorker(url: string, creds: string): Promise<ChildService> {
+    const proc = spawn(process.execPath, [BIN, 'worker', '--nats', url, '--nats-creds', creds, '--allow-private-targets'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    children.add(proc);
+    let out = '';
+    proc.stdout.on('data', (d) => (out += d));
+    proc.stderr.on('data', (d) => (out += d));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+    await waitFor(() => out.includes('worker ready'), 20_000, `svc worker to be ready:\n${out}`);
+    return { proc, url, exited, output: () => out };
+  }
+
+  it('a producer\'s fact reaches the webhook through the engine and a separate worker, signed; the engine logged no warning about credentials', async () => {
+    await post(apiClient(serve.url, org), '/v1/orgs/current/webhooks', { webhook_url: rx.hook('creds'), secret: 'whsec_dHJ1c3QtY3JlZHMtc2VjcmV0' });
+    const fact = externalStarted(org.org_id);
+    const reply = await producer.request(fact.natsSubject, fact.body, { timeout: 5000 });
+    expect(reply.json()).toEqual({ ok: true });
+    await waitFor(() => rx.subjects('creds').includes(fact.ceSubject), 10_000, 'the delivery through the worker');
+    const got = rx.at('creds').find((r) => r.json?.subject === fact.ceSubject)!;
+    expect(got.headers['webhook-signature']).toMatch(/^v1,/);
+    expect(serve.output()).not.toContain('no --nats-creds');
+    expect(worker.output()).not.toContain('no --nats-creds');
+  });
+});
