@@ -29,6 +29,18 @@ export class JetStreamPublisher {
     this.sub = nc.subscribe(`${this.prefix}.*`, { callback: (_err, m) => this.answered(m) });
     this.sweeper = setInterval(() => this.expire(), Math.min(1000, timeoutMs));
     this.sweeper.unref();
+    // After a reconnect, publishes the client held while disconnected go out before the reply
+    // subscription is back, so their acks are lost: fail them at once (the caller publishes again;
+    // JetStream drops a second copy by its msg id) rather than at the timeout.
+    void (async () => {
+      for await (const st of nc.status()) if (st.type === 'reconnect') this.failAll('reconnected to NATS; publishing again');
+    })().catch(() => undefined);
+  }
+
+  private failAll(why: string): void {
+    const pending = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of pending) p.reject(new Error(why));
   }
 
   /** Publish an event (its id as Nats-Msg-Id, route and seal in headers); resolves once stored. */
@@ -80,7 +92,6 @@ export class JetStreamPublisher {
   close(): void {
     clearInterval(this.sweeper);
     this.sub.unsubscribe();
-    for (const p of this.pending.values()) p.reject(new Error('publisher closed'));
-    this.pending.clear();
+    this.failAll('publisher closed');
   }
 }
