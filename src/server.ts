@@ -106,7 +106,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
           else localRegistry!.remove(orgId, webhookId, v);
         },
         async replicated() {
-          return [];
+          return new Map();
         },
       };
   const registryRelay = new RegistryRelay(db, publisher, logger);

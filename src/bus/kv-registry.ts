@@ -31,14 +31,36 @@ export class KvRegistryPublisher {
     await this.kv.put(key, this.seal.encrypt(JSON.stringify(wire), key));
   }
 
-  async replicated(): Promise<Array<{ orgId: string; webhookId: string }>> {
-    const out: Array<{ orgId: string; webhookId: string }> = [];
-    for await (const key of await this.kv.keys()) {
-      const k = splitKey(key);
-      if (k) out.push(k);
+  /** Every entry replicated now (null for a tombstone), by key; a value that does not open counts as missing. */
+  async replicated(): Promise<Map<string, WebhookEntry | null>> {
+    const out = new Map<string, WebhookEntry | null>();
+    const last = (await this.kv.status()).streamInfo.state.last_seq;
+    if (last === 0) return out;
+    const it = await this.kv.watch({ key: '>' });
+    for await (const e of it) {
+      if (e.operation === 'PUT') {
+        const wire = openWire(this.seal, e.key, e.string());
+        if (wire) out.set(e.key, wire.entry);
+      }
+      if (e.revision >= last || e.delta === 0) break;
     }
+    it.stop();
     return out;
   }
+}
+
+/** The entry in a replicated value, or null when it does not open with the key or is not an entry. */
+function openWire(seal: Seal, key: string, value: string): Wire | null {
+  const k = splitKey(key);
+  const text = k ? seal.decrypt(value, key) : null;
+  let wire: Wire | null = null;
+  try {
+    wire = text ? (JSON.parse(text) as Wire) : null;
+  } catch {
+    return null;
+  }
+  if (!k || !wire || typeof wire.v !== 'number' || (wire.entry !== null && wire.entry.webhook_id !== k.webhookId)) return null;
+  return wire;
 }
 
 export interface RegistryWatchHandlers {
@@ -62,18 +84,9 @@ export async function watchRegistry(kv: KV, seal: Seal, h: RegistryWatchHandlers
     for await (const e of it) {
       if (e.operation === 'PUT') {
         const k = splitKey(e.key);
-        const text = k ? seal.decrypt(e.string(), e.key) : null;
-        let wire: Wire | null = null;
-        try {
-          wire = text ? (JSON.parse(text) as Wire) : null;
-        } catch {
-          wire = null;
-        }
-        if (k && wire && typeof wire.v === 'number' && (wire.entry === null || wire.entry.webhook_id === k.webhookId)) {
-          h.apply(k.orgId, k.webhookId, wire.v, wire.entry);
-        } else {
-          h.refused(e.key);
-        }
+        const wire = openWire(seal, e.key, e.string());
+        if (k && wire) h.apply(k.orgId, k.webhookId, wire.v, wire.entry);
+        else h.refused(e.key);
       }
       if (e.revision >= last) markReady();
     }

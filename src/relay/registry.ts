@@ -9,13 +9,14 @@ import { getWebhook, listAllWebhooks, type WebhookRow } from '../../store/webhoo
 import { getSetting, setSetting } from '../../store/settings.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { effectiveInterests, type Match } from '../domain/subscription.ts';
+import { jsonEqual } from '../../machines/advance.ts';
 
 /** Where entries go: KV, or the in-process registry. */
 export interface RegistryPublisher {
   /** Replicate one webhook at version v (entry null: deleted). Rejects when it could not. */
   publish(orgId: string, webhookId: string, v: number, entry: WebhookEntry | null): Promise<void>;
-  /** The (org, webhook) pairs replicated now, to remove those the store no longer has. */
-  replicated(): Promise<Array<{ orgId: string; webhookId: string }>>;
+  /** What is replicated now, by `<org>.<webhook>`: each entry (null: a tombstone), to publish only what differs. */
+  replicated(): Promise<Map<string, WebhookEntry | null>>;
 }
 
 export function entryOf(row: WebhookRow): WebhookEntry {
@@ -66,16 +67,30 @@ export class RegistryRelay {
     this.track(this.publishRetrying(orgId, webhookId, v));
   }
 
-  /** At start: every webhook of the store at a new version, and a tombstone for any the store lost. */
+  /**
+   * At start: publish, at a new version, every webhook the replica lacks or holds otherwise than the
+   * store (a change whose publication a crash cut short), and a tombstone for any the store lost.
+   * When the replica already agrees, nothing is published and the version stays.
+   */
   async syncAll(): Promise<void> {
-    const v = this.bump();
     const rows = listAllWebhooks(this.db);
-    const keep = new Set(rows.map((r) => `${r.org_id}.${r.webhook_id}`));
-    const work: Array<Promise<void>> = rows.map((r) => this.publishRetrying(r.org_id, r.webhook_id, v));
-    for (const k of await this.publisher.replicated()) {
-      if (!keep.has(`${k.orgId}.${k.webhookId}`)) work.push(this.publishRetrying(k.orgId, k.webhookId, v));
+    const replica = await this.publisher.replicated();
+    const stale: Array<{ orgId: string; webhookId: string }> = [];
+    const keep = new Set<string>();
+    for (const r of rows) {
+      const key = `${r.org_id}.${r.webhook_id}`;
+      keep.add(key);
+      const have = replica.get(key);
+      if (!have || !jsonEqual(have, entryOf(r))) stale.push({ orgId: r.org_id, webhookId: r.webhook_id });
     }
-    await Promise.all(work);
+    for (const [key, entry] of replica) {
+      if (keep.has(key) || entry === null) continue;
+      const dot = key.indexOf('.');
+      stale.push({ orgId: key.slice(0, dot), webhookId: key.slice(dot + 1) });
+    }
+    if (!stale.length) return;
+    const v = this.bump();
+    await Promise.all(stale.map((k) => this.publishRetrying(k.orgId, k.webhookId, v)));
   }
 
   /** Resolves when every change so far is replicated (or given up at close). */

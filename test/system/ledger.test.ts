@@ -13,14 +13,17 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it, type TestContext } from 'vitest';
 import { openDb } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
+import { insertWebhook } from '../../store/webhooks.ts';
+import { newId } from '../../src/domain/ids.ts';
 import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
 import { decodeOutcomeBatch } from '../../src/domain/outcomes.ts';
 import { outcomesSubject } from '../../src/bus/jetstream.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
-import { children, dataplaneKey, spawnService, spawnWorker, type ChildService, type SvcChild } from '../helpers/child-service.ts';
+import { childSettled, children, dataplaneKey, spawnService, spawnWorker, type ChildService, type SvcChild } from '../helpers/child-service.ts';
 import { apiClient, tmpDir, waitFor, type ApiClient, type OrgCreds } from '../helpers/service.ts';
 import { emittedByAll, get, post, waitWf } from '../helpers/workflows.ts';
 import { ledgerLine, ledgerOf, ledgerSeed, metric, prng, rssBytes, startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
@@ -33,7 +36,6 @@ const SEED = ledgerSeed();
 console.log(`ledger seed ${SEED} (LEDGER_SEED=${SEED} replays these kill moments)`);
 
 /** After everything is delivered, wait this long more: a late repeat would arrive meanwhile. */
-const QUIET_MS = 500;
 /** How long a test may take (they run side by side on a small machine). */
 const TEST_MS = 180_000;
 
@@ -86,6 +88,14 @@ function harness(ctx: TestContext) {
       cleanup.push(() => nc.close());
       return nc;
     },
+    /**
+     * Wait until every committed event is delivered (nothing in the outbox; with a NATS server,
+     * nothing in the work queue either): after it, nothing more arrives (a late repeat would have).
+     */
+    async settled(db: string, server?: NatsServerHandle): Promise<void> {
+      const jsm = server ? await jetstreamManager(await this.natsClient(server.url)) : undefined;
+      await childSettled(db, { jsm, timeoutMs: 30_000 });
+    },
     async receiver(delayMs: number): Promise<LedgerReceiver> {
       const rx = await startLedgerReceiver({ delayMs });
       cleanup.push(() => rx.close());
@@ -106,6 +116,30 @@ function newDb(): { db: string; org: OrgCreds } {
   try {
     const { org, api_token } = createOrg(h, 'ledger');
     return { db, org: { org_id: org.org_id, api_token } };
+  } finally {
+    h.close();
+  }
+}
+
+/** Org-wide all-events webhooks, written to the store directly (svc need not be running). */
+function insertWebhooks(db: string, orgId: string, urls: string[]): void {
+  const h = openDb(db);
+  try {
+    h.transaction(() => {
+      for (const url of urls) {
+        insertWebhook(h, {
+          webhook_id: newId('wh'),
+          org_id: orgId,
+          url,
+          secret: null,
+          previous_secret: null,
+          previous_secret_expires_at: null,
+          interests: { all_events: true },
+          match: null,
+          match_canonical: '',
+        });
+      }
+    })();
   } finally {
     h.close();
   }
@@ -286,7 +320,7 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
     await producing;
     expect(acked).toHaveLength(N);
     await waitFor(() => delivered() >= N, 90_000, `all ${N} acknowledged events delivered (have ${delivered()})`);
-    await sleep(QUIET_MS);
+    await t.settled(db, server);
     // one delivery thread: at most 8 attempts in flight for the webhook when each kill hit
     expectLedger('nats', acked, rx, '/h/all', KILLS * PER_WEBHOOK_IN_FLIGHT, `kills ${KILLS} at moments ${moments.join(', ')} (${at.join('; ')})`);
     expect(rx.maxInFlightPerPath()).toBeLessThanOrEqual(PER_WEBHOOK_IN_FLIGHT);
@@ -320,7 +354,7 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
 
       svc = await t.serve(db, args);
       await waitFor(() => delivered() >= N, 60_000, `all ${N} delivered after the restart (have ${delivered()})`);
-      await sleep(QUIET_MS);
+      await t.settled(db, server);
       expectLedger(name, acked, rx, '/h/all', 0, `${left} left queued at SIGTERM`);
       expect((await sigterm(svc)).code).toBe(0);
     }
@@ -358,7 +392,7 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
     const at = delivered();
 
     await waitFor(() => delivered() >= N, 60_000, `all ${N} delivered by the surviving worker (have ${delivered()})`);
-    await sleep(QUIET_MS);
+    await t.settled(db, server);
     expectLedger('two workers', acked, rx, '/h/all', PER_WEBHOOK_IN_FLIGHT, `worker ${victim + 1} killed at ${at} delivered; outcomes of each before the kill: ${before.join(', ')}`);
     for (const n of before) expect(n, 'each worker had delivered some before the kill').toBeGreaterThan(0);
     expect((await sigterm(workers[1 - victim])).code).toBe(0);
@@ -372,12 +406,11 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
     const server = await t.nats();
     const rx = await t.receiver(0);
     const { db, org } = newDb();
-    const svc = await t.serve(db, ['--nats', server.url, '--no-local-runner', '--delivery-threads', '1']);
-    const api = apiClient(svc.url, org);
+    // the webhooks go straight into the database before svc starts (2000 API calls would be most of
+    // this test's time); svc replicates them to its data plane at start like any other
     const t0 = Date.now();
-    for (let i = 0; i < HOOKS; i += 20) {
-      await Promise.all(Array.from({ length: Math.min(20, HOOKS - i) }, (_, j) => createWebhook(api, `${rx.url}/h/${i + j}`)));
-    }
+    insertWebhooks(db, org.org_id, Array.from({ length: HOOKS }, (_, i) => `${rx.url}/h/${i}`));
+    const svc = await t.serve(db, ['--nats', server.url, '--no-local-runner', '--delivery-threads', '1']);
     const createdMs = Date.now() - t0;
     const nc = await t.natsClient(server.url);
     const failuresBefore = await metric(svc.url, 'svc_deliveries_total', { outcome: 'failure' });
@@ -394,12 +427,12 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
     await waitFor(() => rx.deliveries.length >= HOOKS * EVENTS, 90_000, `${HOOKS * EVENTS} deliveries (have ${rx.deliveries.length})`);
     const burstMs = Date.now() - t1;
     await waitFor(async () => (await metric(svc.url, 'svc_deliveries_total', { outcome: 'success' })) >= successBefore + HOOKS * EVENTS, 30_000, 'the outcomes counted');
-    await sleep(QUIET_MS);
+    await t.settled(db, server);
     clearInterval(sampler);
 
     const growth = peak - base;
     console.log(
-      `burst nats: ${EVENTS} events × ${HOOKS} webhooks = ${rx.deliveries.length} deliveries in ${burstMs} ms (webhooks created in ${createdMs} ms); ` +
+      `burst nats: ${EVENTS} events × ${HOOKS} webhooks = ${rx.deliveries.length} deliveries in ${burstMs} ms (${HOOKS} webhooks stored and svc started in ${createdMs} ms); ` +
         `svc RSS ${(base / 2 ** 20).toFixed(0)} MB before, peak growth ${(growth / 2 ** 20).toFixed(1)} MB`,
     );
     expect(rx.deliveries).toHaveLength(HOOKS * EVENTS);
@@ -461,7 +494,7 @@ describe.concurrent('ledger, embedded mode', () => {
     const acknowledged = await emittedByAll(api, org.org_id, { installs });
     expect(new Set(acknowledged).size).toBe(acknowledged.length);
     await waitFor(() => delivered() >= acknowledged.length, 90_000, `all ${acknowledged.length} events delivered (have ${delivered()})`);
-    await sleep(QUIET_MS);
+    await t.settled(db);
     expectLedger('embedded', acknowledged, rx, '/h/all', KILLS * PER_WEBHOOK_IN_FLIGHT, `${installs.length} installs × ${perInstall} events; kills ${KILLS} at moments ${moments.join(', ')} (${at.join('; ')})`);
     expect(rx.maxInFlightPerPath()).toBeLessThanOrEqual(PER_WEBHOOK_IN_FLIGHT);
     expect((await sigterm(svc!)).code).toBe(0);
@@ -490,7 +523,7 @@ describe.concurrent('ledger, embedded mode', () => {
 
     svc = await t.serve(db, args);
     await waitFor(() => delivered() >= N, 60_000, `all ${N} delivered after the restart (have ${delivered()})`);
-    await sleep(QUIET_MS);
+    await t.settled(db);
     expectLedger('sigterm embedded', acknowledged, rx, '/h/all', 0, `${left} left queued at SIGTERM`);
     expect((await sigterm(svc)).code).toBe(0);
   }, TEST_MS);
