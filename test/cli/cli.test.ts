@@ -1,7 +1,11 @@
-// The API commands of the real `svc` binary (CONTRACT 7), run as child processes:
+// The API commands of `svc` (CONTRACT 7):
 //  1. usage errors (exit 2) never contact the API;
 //  2. request shapes and error mapping against a small recording HTTP server;
-//  3. end to end against a real `svc serve`.
+//  3. end to end against a real `svc serve` (one child process for the whole group).
+// The commands run in this process (runCli: main(argv) with the call's SVC_* variables, stdin,
+// stdout, stderr and exit code), except a few that run the real binary as a child process
+// (runCliProcess) to prove what a user sees: a usage error (exit 2), an API error (exit 1 with the
+// server's message), --secret-file - through a real stdin pipe, an undelivered ping (exit 1).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import fs from 'node:fs';
@@ -11,46 +15,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli as cli, runCliProcess, type CliResult } from '../helpers/cli.ts';
 import { BIN, ROOT } from '../helpers/paths.ts';
-
-
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  json: any;
-}
-
-/**
- * Run `node bin/svc.mjs …` with stdin not a terminal (empty, or `input`). SVC_* variables come
- * only from `env`.
- */
-function cli(args: string[], env: Record<string, string> = {}, timeoutMs = 25_000, input?: string): Promise<CliResult> {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SVC_'))) as Record<string, string>;
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...base, ...env }, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
-    if (input !== undefined) p.stdin!.end(input);
-    let stdout = '';
-    let stderr = '';
-    p.stdout!.on('data', (d) => (stdout += d));
-    p.stderr!.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => {
-      p.kill('SIGKILL');
-      reject(new Error(`svc ${args.join(' ')} timed out\n${stdout}\n${stderr}`));
-    }, timeoutMs);
-    p.on('error', reject);
-    p.on('exit', (code) => {
-      clearTimeout(timer);
-      let json: any;
-      try {
-        json = JSON.parse(stdout);
-      } catch {
-        json = undefined;
-      }
-      resolve({ code, stdout, stderr, json });
-    });
-  });
-}
 
 const both = (r: CliResult) => `${r.stdout}\n${r.stderr}`;
 
@@ -128,8 +94,8 @@ describe('usage errors exit 2 and send nothing', () => {
     expect(rec.requests).toEqual([]);
   });
 
-  it('create without --url: exit 2', async () => {
-    const r = await cli(['webhooks', 'create', '--subscription', JSON.stringify(SUB)], env);
+  it('create without --url: exit 2 (the real binary)', async () => {
+    const r = await runCliProcess(['webhooks', 'create', '--subscription', JSON.stringify(SUB)], env);
     expect(r.code, both(r)).toBe(2);
     expect(r.stderr).toMatch(/--url/);
   });
@@ -180,7 +146,7 @@ describe('usage errors exit 2 and send nothing', () => {
       [['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--secret-file', empty], /is empty/],
       [['webhooks', 'update', 'wh_1', '--secret-file', '-'], /--secret-file - \(stdin\) is empty/, ''],
     ];
-    const results = await Promise.all(cases.map(([args, , input]) => cli(args, env, 60_000, input)));
+    const results = await Promise.all(cases.map(([args, , input]) => cli(args, env, input)));
     for (const [i, [args, message]] of cases.entries()) {
       const r = results[i];
       expect(r.code, `${args.join(' ')}: ${both(r)}`).toBe(2);
@@ -200,7 +166,7 @@ describe('usage errors exit 2 and send nothing', () => {
       [['webhooks', 'update', 'wh_1', '--secret', 's', '--previous-secret-ttl', '1500ms'], /whole number of seconds/],
       [['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--secret', 's', '--previous-secret-ttl', '1h'], /unknown option/],
     ];
-    const results = await Promise.all(cases.map(([args]) => cli(args, env, 60_000)));
+    const results = await Promise.all(cases.map(([args]) => cli(args, env)));
     for (const [i, [args, message]] of cases.entries()) {
       expect(results[i].code, `${args.join(' ')}: ${both(results[i])}`).toBe(2);
       expect(results[i].stderr).toMatch(message);
@@ -340,7 +306,7 @@ describe('requests and error mapping (recording server)', () => {
       [['webhooks', 'update', 'wh_1', '--secret', 'cut', '--previous-secret-ttl', '0']],
     ];
     for (const [args, input] of runs) {
-      const r = await cli(args, env, 25_000, input);
+      const r = await cli(args, env, input);
       expect(r.code, `${args.join(' ')}: ${both(r)}`).toBe(0);
       expect(both(r)).not.toMatch(/from-a-file|from stdin|MfKQ9r8G|rotated-via-stdin/);
     }
@@ -368,7 +334,7 @@ describe('requests and error mapping (recording server)', () => {
   });
 
   it('API errors exit 1 with the server\'s message and the detail paths', async () => {
-    const r = await cli(['webhooks', 'create', '--url', 'bad'], env);
+    const r = await runCliProcess(['webhooks', 'create', '--url', 'bad'], env);
     expect(r.code, both(r)).toBe(1);
     expect(r.stderr).toContain('invalid webhook');
     expect(r.stderr).toContain('webhook_url');
@@ -386,7 +352,7 @@ describe('requests and error mapping (recording server)', () => {
   });
 
   it('ping: an undelivered ping exits 1 and still prints the result', async () => {
-    const r = await cli(['webhooks', 'ping', 'wh_1', '--json'], env);
+    const r = await runCliProcess(['webhooks', 'ping', 'wh_1', '--json'], env);
     expect(r.code, both(r)).toBe(1);
     expect(r.json).toEqual({ delivered: false, status: 503, error: 'receiver answered 503', duration_ms: 3 });
     expect(r.stderr).toMatch(/not delivered \(receiver answered 503\)/);
@@ -553,10 +519,11 @@ describe('against a real svc serve', () => {
   it('rotate with --secret-file - and --previous-secret-ttl: a ping verifies under both secrets; list shows it rotating; an undelivered ping exits 1', async () => {
     const OLD = 'whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD';
     const NEW = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
-    const c = await cli(['webhooks', 'create', '--url', `${rx.url}/rotate`, '--secret-file', '-', '--json'], env, 25_000, `${OLD}\n`);
+    // through the real binary: the secret comes through a real stdin pipe
+    const c = await runCliProcess(['webhooks', 'create', '--url', `${rx.url}/rotate`, '--secret-file', '-', '--json'], env, `${OLD}\n`);
     expect(c.code, both(c)).toBe(0);
     const id = c.json.webhook_id;
-    const u = await cli(['webhooks', 'update', id, '--secret-file', '-', '--previous-secret-ttl', '2h', '--json'], env, 25_000, `${NEW}\n`);
+    const u = await cli(['webhooks', 'update', id, '--secret-file', '-', '--previous-secret-ttl', '2h', '--json'], env, `${NEW}\n`);
     expect(u.code, both(u)).toBe(0);
     const expires = Date.parse(u.json.previous_secret_expires_at);
     expect(Math.abs(expires - (Date.now() + 2 * 3600_000))).toBeLessThan(60_000);

@@ -1,16 +1,24 @@
 // `svc serve` options (CONTRACT 1): usage errors, environment variables, schema version guard, SIGTERM.
-import { spawn, spawnSync } from 'node:child_process';
+// Usage errors run in this process (they stop at option parsing, before any server starts); the
+// schema guard and the lifecycle run the real binary, as a process that exits.
+import { spawn } from 'node:child_process';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { parseDuration, parsePort } from '../../src/config.ts';
 import { openDb } from '../../store/db.ts';
 import { MIGRATIONS } from '../../store/migrations.ts';
+import { runCli, runCliProcess } from '../helpers/cli.ts';
 import { tmpDir } from '../helpers/service.ts';
 import { BIN } from '../helpers/paths.ts';
 
-const run = (args: string[], env: Record<string, string> = {}) =>
-  spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 20_000 });
+/** `svc serve <args>` in this process, for usage errors: it must stop before a server starts (which would add its SIGTERM handler). */
+async function serveUsage(args: string[], env: Record<string, string> = {}) {
+  const handlers = process.listenerCount('SIGTERM');
+  const r = await runCli(['serve', ...args], env);
+  expect(process.listenerCount('SIGTERM'), `svc serve ${args.join(' ')} started a server`).toBe(handlers);
+  return { status: r.code, stderr: r.stderr };
+}
 
 describe('durations and ports', () => {
   it('parses the contract formats', () => {
@@ -25,8 +33,8 @@ describe('durations and ports', () => {
 });
 
 describe('svc serve usage errors', () => {
-  it('an unknown option prints the usage and exits 2', () => {
-    const r = run(['serve', '--bogus']);
+  it('an unknown option prints the usage and exits 2', async () => {
+    const r = await serveUsage(['--bogus']);
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/unknown option '--bogus'/);
     expect(r.stderr).toMatch(/Usage: svc serve/);
@@ -38,28 +46,28 @@ describe('svc serve usage errors', () => {
     [['--delivery-timeout', '5']],
     [['--drift-interval', 'weekly']],
     [['--nats', 'not a url']],
-  ])('a bad value %j prints the usage and exits 2', (args) => {
-    const r = run(['serve', ...args]);
+  ])('a bad value %j prints the usage and exits 2', async (args) => {
+    const r = await serveUsage(args);
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/Usage: svc serve/);
   });
 
-  it('a bad environment value is a usage error too', () => {
-    const r = run(['serve', '--port', '0'], { SVC_DELIVERY_TIMEOUT: 'forever' });
+  it('a bad environment value is a usage error too', async () => {
+    const r = await serveUsage(['--port', '0'], { SVC_DELIVERY_TIMEOUT: 'forever' });
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/forever/);
   });
 });
 
 describe('schema versions', () => {
-  it('refuses a database with a newer schema than the code knows: exit 1 with the reason', () => {
+  it('refuses a database with a newer schema than the code knows: exit 1 with the reason', async () => {
     const file = path.join(tmpDir(), 'svc.db');
     openDb(file).close();
     const db = new Database(file);
     db.pragma(`user_version = ${MIGRATIONS.length + 1}`);
     db.close();
-    const r = run(['serve', '--port', '0', '--db', file]);
-    expect(r.status).toBe(1);
+    const r = await runCliProcess(['serve', '--port', '0', '--db', file], {}, undefined, 20_000);
+    expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/newer than this svc understands/);
   });
 });
