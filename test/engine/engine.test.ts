@@ -12,6 +12,7 @@ import { getInstall, listComponents, type Install } from '../../store/installs.t
 import { getRunner } from '../../store/runners.ts';
 import { getJob, getWorkflow, listOwnerWorkflows, listSteps, listVersions } from '../../store/workflows.ts';
 import { CONFIG_V2, DASHBOARD, EngineWorld, HEALTH_EVERY_MS, SOURCE } from '../helpers/engine.ts';
+import { successTrail, trail } from '../helpers/workflows.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -27,11 +28,6 @@ afterEach(() => {
   for (const w of worlds.splice(0)) w.close();
 });
 
-/** A workflow's events as `kind:step name:transition`, in commit order. */
-function trail(events: Json[], workflowId: string): string[] {
-  return events.filter((e) => e.data?.workflow?.id === workflowId).map((e) => `${e.data.kind}:${e.data.step?.name ?? ''}:${e.data.transition}`);
-}
-const successTrail = (steps: string[]) => ['workflow::started', ...steps.flatMap((n) => [`workflow_step:${n}:started`, `workflow_step:${n}:succeeded`]), 'workflow::succeeded'];
 const provisionOf = (w: EngineWorld, install: Install) => listOwnerWorkflows(w.db, install.org_id, install.install_id).find((x) => x.type === 'provision')!;
 const statuses = (w: EngineWorld, workflowId: string) => listSteps(w.db, workflowId).map((s) => s.status);
 

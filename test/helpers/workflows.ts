@@ -4,7 +4,18 @@ import { waitFor, type ApiClient } from './service.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const TERMINAL = ['succeeded', 'failed', 'cancelled'];
+/** the statuses a workflow or step ends in */
+export const TERMINAL = ['succeeded', 'failed', 'cancelled'];
+
+/** A workflow's events as `kind:step name:transition`, in the order they came. */
+export function trail(events: Json[], workflowId: string): string[] {
+  return events.filter((e) => e.data?.workflow?.id === workflowId).map((e) => `${e.data.kind}:${e.data.step?.name ?? ''}:${e.data.transition}`);
+}
+
+/** The trail of a workflow whose steps all ran one after the other and succeeded. */
+export function successTrail(stepNames: string[]): string[] {
+  return ['workflow::started', ...stepNames.flatMap((n) => [`workflow_step:${n}:started`, `workflow_step:${n}:succeeded`]), 'workflow::succeeded'];
+}
 
 /** POST and expect `status` (201 by default); resolves the body. */
 export async function post(api: ApiClient, p: string, body?: unknown, status = 201): Promise<Json> {

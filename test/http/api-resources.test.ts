@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { startService, waitFor, type ApiClient, type ApiResponse, type OrgCreds, type TestService } from '../helpers/service.ts';
+import { TERMINAL } from '../helpers/workflows.ts';
 
 let svc: TestService;
 let db: Database.Database;
@@ -43,8 +44,6 @@ const TABLES = [
   'app_config_versions',
   'webhooks',
 ] as const;
-
-const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 
 /** Row counts of every table a rejected request could touch, plus the rows that must not move. */
 function storeState() {

@@ -13,12 +13,12 @@ import { createHttpApp } from '../../src/http/app.ts';
 import { defineRoute, mountRoutes, reply } from '../../src/http/route.ts';
 import { errorResponse, toHttpError } from '../../src/http/errors.ts';
 import type { AuthEnv } from '../../src/http/auth.ts';
+import { TERMINAL } from '../helpers/workflows.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const HOOKS = '/v1/orgs/current/webhooks';
 const METHODS = ['get', 'post', 'patch', 'put', 'delete'];
-const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 
 const logs: Json[] = [];
 const logger = pino(

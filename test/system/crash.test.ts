@@ -6,7 +6,6 @@
 // deterministically through the fault-injection points of src/relay/jetstream-relay.ts
 // (SVC_FAULT_CRASH_BEFORE_PUBLISH=1 / SVC_FAULT_CRASH_AFTER_PUBLISH=1: the process SIGKILLs itself).
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
@@ -17,11 +16,11 @@ import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpe
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { children, childSettled, spawnService, type ChildService } from '../helpers/child-service.ts';
 import { apiClient, tmpDir, waitFor, type OrgCreds } from '../helpers/service.ts';
+import { rid } from '../helpers/ids.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const rid = (prefix: string) => `${prefix}_${randomBytes(6).toString('hex')}`;
 
 type Child = ChildService;
 

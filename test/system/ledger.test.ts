@@ -10,7 +10,6 @@
 // The tests run concurrently (each has its own nats-server, receiver, database and processes):
 // most of their time is spent waiting on slow receivers and on JetStream's ack wait after a kill.
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -27,9 +26,9 @@ import { childSettled, children, dataplaneKey, spawnService, spawnWorker, type C
 import { apiClient, tmpDir, waitFor, type ApiClient, type OrgCreds } from '../helpers/service.ts';
 import { emittedByAll, get, post, waitWf } from '../helpers/workflows.ts';
 import { ledgerLine, ledgerOf, ledgerSeed, metric, prng, rssBytes, startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
+import { rid } from '../helpers/ids.ts';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const rid = (prefix: string) => `${prefix}_${randomBytes(6).toString('hex')}`;
 const HAVE_NATS = findNatsServer() !== null;
 
 const SEED = ledgerSeed();

@@ -3,39 +3,18 @@
 // events a workflow produced are read from the server's bus (svc.events.>, in commit order) and,
 // where the delivery matters, from the receiver. With `localRunner: false` this file plays the runner on the
 // server's own bus.
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { autoAnswer, FakeRunner, type Answer, type Job } from '../helpers/fake-runner.ts';
-import { getWf, post, waitStep, waitWf } from '../helpers/workflows.ts';
+import { getWf, post, successTrail, TERMINAL, trail, waitStep, waitWf } from '../helpers/workflows.ts';
+import { rid } from '../helpers/ids.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const rid = (prefix: string) => `${prefix}_${randomBytes(5).toString('hex')}`;
-const TERMINAL = ['succeeded', 'failed', 'cancelled'];
-
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-
-
-/** The lifecycle, approval and drift events of one workflow, as `kind:step name:transition`. */
-function trail(events: Json[], workflowId: string): string[] {
-  return events
-    .filter((e) => e.data?.workflow?.id === workflowId)
-    .map((e) => `${e.data.kind}:${e.data.step?.name ?? ''}:${e.data.transition}`);
-}
-
-/** The trail of a workflow whose steps all ran one after the other and succeeded. */
-function successTrail(stepNames: string[]): string[] {
-  return [
-    'workflow::started',
-    ...stepNames.flatMap((n) => [`workflow_step:${n}:started`, `workflow_step:${n}:succeeded`]),
-    'workflow::succeeded',
-  ];
-}
 
 const CONFIG = {
   sandbox: { size: 'small' },

@@ -2,7 +2,6 @@
 // svc (HTTP, SQLite, engine, bus, dispatch, delivery) in both bus modes: the in-process bus and a
 // real nats-server with JetStream. Producers and the external runner are played by this file:
 // in memory mode through the server's own bus, in NATS mode through a separate NATS connection.
-import { randomBytes } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Bus } from '../../src/bus/bus.ts';
@@ -12,10 +11,9 @@ import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpe
 import { startReceiver, type Received, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import type { Job } from '../helpers/fake-runner.ts';
+import { rid } from '../helpers/ids.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
-
-const rid = (prefix: string) => `${prefix}_${randomBytes(6).toString('hex')}`;
 
 // ---------------------------------------------------------------------------------------------
 // producers: the same protocol over either bus

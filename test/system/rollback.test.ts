@@ -2,28 +2,18 @@
 // config through a branch run with approvals, per-install version history and diffs, plan_only
 // changing nothing at all, a rejected group, an empty group, and a group whose installs finish at
 // different times. A real svc in process with a recording receiver.
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../store/db.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { FakeRunner } from '../helpers/fake-runner.ts';
-import { get, post, waitStep, waitWf } from '../helpers/workflows.ts';
+import { get, post, TERMINAL, trail, waitStep, waitWf } from '../helpers/workflows.ts';
+import { rid } from '../helpers/ids.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const rid = (prefix: string) => `${prefix}_${randomBytes(5).toString('hex')}`;
-const TERMINAL = ['succeeded', 'failed', 'cancelled'];
-
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-
-function trail(events: Json[], workflowId: string): string[] {
-  return events
-    .filter((e) => e.data?.workflow?.id === workflowId)
-    .map((e) => `${e.data.kind}:${e.data.step?.name ?? ''}:${e.data.transition}`);
-}
 
 /** Every row of every table of the store (sqlite_sequence included), in rowid order. */
 /**

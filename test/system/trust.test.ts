@@ -3,7 +3,7 @@
 // ingest naming an unknown org stores nothing; and the whole path works with the credentials of
 // `svc nats init` (engine, a separate svc worker, a producer of one org).
 import { spawn } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,10 +22,9 @@ import { children, spawnService, type ChildService } from '../helpers/child-serv
 import { apiClient, startService, tmpDir, waitFor, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { post } from '../helpers/workflows.ts';
 import { BIN } from '../helpers/paths.ts';
+import { rid } from '../helpers/ids.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
-
-const rid = (p: string) => `${p}_${randomBytes(5).toString('hex')}`;
 
 /** An external workflow's `started` fact (CONTRACT 5.2) and the subject of its event. */
 function externalStarted(orgId: string, owner = 'inst_ext') {
