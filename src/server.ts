@@ -188,7 +188,11 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   const localRunner = config.localRunner
     ? new LocalRunner(bus, db, logger, clock, Math.max(100, Math.min(Math.floor(config.runnerHealthIntervalMs / 3), 10_000)))
     : null;
-  localRunner?.start();
+  if (localRunner) {
+    const resumed = engine.resumeLocalJobs();
+    if (resumed) logger.info({ jobs: resumed }, 'running again the jobs the local runner had started before the last stop');
+    localRunner.start();
+  }
   const scheduler = new Scheduler(engine, clock, logger);
   scheduler.start({ runnerHealthIntervalMs: config.runnerHealthIntervalMs, driftIntervalMs: config.driftIntervalMs });
   jsRelay?.kick(); // what was committed before a stop or a crash and not yet published or delivered

@@ -154,6 +154,11 @@ export function markJobSent(db: Db, jobId: string, atIso: string): void {
   db.prepare("UPDATE jobs SET status = CASE WHEN status = 'queued' THEN 'sent' ELSE status END, sent_at = ? WHERE job_id = ?").run(atIso, jobId);
 }
 
+/** Queue again every job a runner reported started and has not finished; returns how many. */
+export function requeueStartedJobs(db: Db): number {
+  return db.prepare("UPDATE jobs SET status = 'queued' WHERE status = 'started'").run().changes;
+}
+
 /** Jobs to (re)send: queued ones, and sent ones not started since `cutoffIso`. */
 export function jobsToSend(db: Db, cutoffIso: string): JobRow[] {
   const cutoff = cutoffIso;

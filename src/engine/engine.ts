@@ -9,7 +9,7 @@ import type { AppConfig } from '../../store/apps.ts';
 import { listComponents, listProvisionedInstalls, setInstallInputs, type Action, type Component, type Install } from '../../store/installs.ts';
 import { listRunners } from '../../store/runners.ts';
 import { getOrg } from '../../store/orgs.ts';
-import { jobsToSend, markJobSent, type StepRow, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
+import { jobsToSend, markJobSent, requeueStartedJobs, type StepRow, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
 import type { OutboxRow } from '../../store/outbox.ts';
 import type { Bus } from '../bus/bus.ts';
 import { jobSubject } from '../bus/subjects.ts';
@@ -180,6 +180,15 @@ export class Engine {
     } finally {
       this.sendingJobs = false;
     }
+  }
+
+  /**
+   * At the start of a process whose local runner runs every job: the jobs it had started when the
+   * process stopped (or died) stopped with it. Queue them again; they go out with the same job_id,
+   * the step's second `started` is a duplicate, and its end carries the workflow on.
+   */
+  resumeLocalJobs(): number {
+    return requeueStartedJobs(this.db);
   }
 
   close(): void {

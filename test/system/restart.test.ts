@@ -4,7 +4,6 @@
 // again) and the workflow carries on. A recording receiver with an all-events webhook must see each
 // logical event (CloudEvents subject) exactly once across both processes.
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDb } from '../../store/db.ts';
@@ -13,18 +12,15 @@ import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { children, childSettled, spawnService, type ChildService } from '../helpers/child-service.ts';
 import { apiClient, startService, tmpDir, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { FakeRunner } from '../helpers/fake-runner.ts';
-import { emittedByAll, getWf, post, waitStep, waitWf } from '../helpers/workflows.ts';
+import { emittedByAll, getWf, post, TERMINAL, waitStep, waitWf } from '../helpers/workflows.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { JOB_RESEND_MS } from '../../src/engine/engine.ts';
+import { rid } from '../helpers/ids.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const rid = (prefix: string) => `${prefix}_${randomBytes(5).toString('hex')}`;
-const TERMINAL = ['succeeded', 'failed', 'cancelled'];
-
 // ---------------------------------------------------------------------------------------------
 // helpers
-
 
 /** CloudEvents subjects in the outbox (committed, not yet delivered), through a read-only connection. */
 function outboxSubjects(db: string, orgId: string): string[] {
@@ -340,7 +336,39 @@ describe('a job in flight across a restart (localRunner: false)', () => {
   });
 });
 
-// ---------------------------------------------------------------------------------------------
+describe('a job the local runner had started when the process stopped', () => {
+  it('the next process with a local runner runs it again (same job_id) at start: the step starts once, succeeds, and the workflow completes', async () => {
+    // the first process plays the local runner that reported `started` and then died with its process
+    const svc1 = await startService({ localRunner: false });
+    services.push(svc1);
+    const org = svc1.createOrg('restart-local-job');
+    const api1 = svc1.api(org);
+    await post(api1, '/v1/orgs/current/webhooks', { webhook_url: rcv.hook('all') });
+    const runner1 = new FakeRunner(svc1.server.bus);
+    const app = await post(api1, '/v1/apps', { name: rid('app') });
+    await post(api1, `/v1/apps/${app.app_id}/configs`, V1);
+    runner1.policy = (job) => (job.operation === 'sandbox.provision' ? 'hold' : [{ status: 'started' }, { status: 'succeeded' }]);
+    const install = await post(api1, '/v1/installs', { app_id: app.app_id, name: rid('inst') });
+    const prov = (await api1.get(`/v1/installs/${install.install_id}/workflows`)).body[0];
+    const job = await waitFor(() => runner1.held.find((j) => j.workflow_id === prov.workflow_id), 5000, 'the sandbox job');
+    expect(await runner1.send(job, [{ status: 'started' }])).toEqual([{ ok: true }]);
+    await waitStep(api1, prov.workflow_id, 'provision sandbox', 'started');
+    runner1.stop();
+    await svc1.stop();
+    services.splice(services.indexOf(svc1), 1);
 
+    const svc2 = await startService({ db: svc1.db, localRunner: true });
+    services.push(svc2);
+    const api2 = svc2.api(org);
+    const wf = await waitWf(api2, prov.workflow_id);
+    expect(wf.status).toBe('succeeded');
+    expect(wf.steps.every((s: Json) => s.status === 'succeeded')).toBe(true);
+    const got = await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [install.install_id] }, () => svc2.settled());
+    const sandboxStep = `${org.org_id}/workflow_step/${prov.workflow_id}/${job.step_id}`;
+    expect(got.filter((s) => s.startsWith(`${sandboxStep}/`)).sort()).toEqual([`${sandboxStep}/started`, `${sandboxStep}/succeeded`]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
 
 const spawnSvc = (db: string): Promise<ChildService> => spawnService(db);
