@@ -1,8 +1,11 @@
-// Micro-benchmark of the per-attempt signature headers (src/delivery/signatures.ts):
+// Micro-benchmark of what trust costs per event and per attempt: the per-attempt signature headers
+// (src/delivery/signatures.ts) and the engine's seal on the bus (src/bus/seal.ts, once per event
+// at the relay, checked once per event by the data plane):
 //   npx tsx bench/signatures.ts            (BENCH_N iterations per case, default 200000)
 // Prints µs per call for a ~1 KB CloudEvent body: no secret, one secret (plain and whsec_),
 // a rotation's overlap (two webhook-signature entries), and the key preparation done once per
 // webhook. Checking a delivery (svc listen) is measured too.
+import { Seal, newDataplaneKey } from '../src/bus/seal.ts';
 import { signatureHeaders, signingKeys, checkDelivery } from '../src/delivery/signatures.ts';
 
 const N = Number(process.env.BENCH_N ?? 200_000);
@@ -50,5 +53,10 @@ bench('signatureHeaders, rotation overlap (2 x v1)', () => signatureHeaders(over
 bench('signingKeys (once per webhook), overlap', () =>
   signingKeys({ secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', previous_secret: 'old', previous_secret_expires_at: '2026-01-09T00:00:00Z' }),
 );
+const seal = new Seal(newDataplaneKey());
+const route = '1|org_1|installs|installs.provision|completion|inst_1||';
+const sealed = seal.sealEvent(event.id, route, body);
+bench('seal an event (relay, once per event)', () => seal.sealEvent(event.id, route, body));
+bench('open a sealed event (data plane, once per event)', () => seal.opensEvent(event.id, route, body, sealed));
 bench('checkDelivery (svc listen), both signatures', () => checkDelivery(whsec, received as unknown as Record<string, string>, body, now).ok);
 if (sink < 0) console.log(sink);
