@@ -7,17 +7,9 @@ import { createNatsBus } from '../../src/bus/nats.ts';
 import { ensureLayout } from '../../src/bus/jetstream.ts';
 import { ingestWildcard, jobResultSubject, jobSubject } from '../../src/bus/subjects.ts';
 import { startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const dec = new TextDecoder();
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-async function waitFor(cond: () => boolean, timeoutMs = 5000, what = 'condition'): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 interface Warning {
   o: object;

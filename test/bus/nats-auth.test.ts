@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../helpers/wait.ts';
 import { connect, credsAuthenticator, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, AckPolicy, RetentionPolicy, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, type KvWatchEntry } from '@nats-io/kv';
@@ -60,14 +61,6 @@ function cli(args: string[]): Promise<CliResult> {
       resolve({ code, stdout, stderr });
     });
   });
-}
-
-async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 /** A connection with the errors the server sent it (permission violations), in order. */
@@ -302,7 +295,7 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       other.nc.subscribe('svc.control.>', { callback: (_e, m) => void got.push(m.subject) });
       await other.nc.flush();
       engine.nc.publish('svc.control.changes', '{"webhooks":true}');
-      await waitFor(() => got.length === 1, 'the control message');
+      await waitFor(() => got.length === 1, 10_000, 'the control message');
       expect(got).toEqual(['svc.control.changes']);
     });
 
@@ -314,7 +307,7 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       const leaky = await connect({ servers: [url], authenticator: credsAuthenticator(readCredsFile(path.join(dir, 'engine.creds')).creds), reconnect: false });
       await (await jetstreamManager(leaky, { checkAPI: false })).streams.info(EVENTS_STREAM);
       await leaky.close();
-      await waitFor(() => snooped.length === 1, 'the control reply seen on _INBOX.>');
+      await waitFor(() => snooped.length === 1, 10_000, 'the control reply seen on _INBOX.>');
       // the engine proper: its JetStream replies come to _SVC_ENGINE_INBOX
       await jsm.streams.info(EVENTS_STREAM);
       await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
@@ -364,7 +357,7 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       producerA.nc.publish('svc.ingest.org_b.jobs.job_9', '{}');
       await expect(producerA.nc.request('svc.ingest.org_b.jobs.job_9', '{}', { timeout: 5000 })).rejects.toThrow(/Permissions Violation for Publish to "svc.ingest.org_b.jobs.job_9"/);
       await barrier(producerA);
-      await waitFor(() => producerA.violations().length >= 2, 'two violations');
+      await waitFor(() => producerA.violations().length >= 2, 10_000, 'two violations');
       expect(ingested.slice(before)).toEqual([]);
     });
 
@@ -372,7 +365,7 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       const n = producerA.violations().length;
       producerA.nc.publish('svc.events.org_a.workflow.wf_1.started', '{}');
       await barrier(producerA);
-      await waitFor(() => producerA.violations().length > n, 'the plain publish violation');
+      await waitFor(() => producerA.violations().length > n, 10_000, 'the plain publish violation');
       expect(producerA.violations().at(-1)).toMatch(/Publish to "svc.events.org_a.workflow.wf_1.started"/);
       await expect(jetstream(producerA.nc).publish('svc.events.org_a.workflow.wf_2.started', '{}')).rejects.toThrow(/Permissions Violation/);
       expect(await jsm.streams.getMessage(EVENTS_STREAM, { last_by_subj: 'svc.events.org_a.workflow.wf_1.started' })).toBeNull();
@@ -403,13 +396,13 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
         });
       }
       await producerA.nc.flush();
-      await waitFor(() => denied.every((d) => d.err !== null), 'four subscription violations');
+      await waitFor(() => denied.every((d) => d.err !== null), 10_000, 'four subscription violations');
       for (const d of denied) expect(d.err!.message).toContain(`Permissions Violation for Subscription to "${d.subject}"`);
       engine.nc.publish('svc.jobs.org_b.runner_1', '{"job":"b"}');
       await jsm.streams.info(EVENTS_STREAM); // a reply on the engine inbox while A asked for it
       await jetstream(engine.nc).publish('svc.events.org_a.workflow.wf_3.started', '{}');
       engine.nc.publish('svc.jobs.org_a.runner_1', '{"job":"a"}');
-      await waitFor(() => jobsA.length === 1, 'the job of org A');
+      await waitFor(() => jobsA.length === 1, 10_000, 'the job of org A');
       expect(jobsA).toEqual(['svc.jobs.org_a.runner_1']);
       await producerA.nc.flush();
       expect(denied.map((d) => d.got)).toEqual([[], [], [], []]);
@@ -450,8 +443,8 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       await waitFor(async () => {
         const ci = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
         return ci.num_pending === 0 && ci.num_ack_pending === 0;
-      }, 'every event settled');
-      await waitFor(async () => (await jsm.streams.info(EVENTS_STREAM)).state.messages === 0, 'work queue empty');
+      }, 10_000, 'every event settled');
+      await waitFor(async () => (await jsm.streams.info(EVENTS_STREAM)).state.messages === 0, 10_000, 'work queue empty');
       expect(worker.violations()).toEqual([]);
     });
 
@@ -472,7 +465,7 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
           if (e.key === 'wh_two') break;
         }
       })();
-      await waitFor(() => entries.length === 65, 'the 65 initial values', 20_000);
+      await waitFor(() => entries.length === 65, 20_000, 'the 65 initial values');
       expect(entries.every((e) => !e.isUpdate || e.key === 'wh_one')).toBe(true);
       await ekv.put('wh_two', '{"url":"https://example.test/two"}');
       await done;
@@ -535,7 +528,7 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       worker.nc.publish('svc.events.org_a.workflow.wf_x.started', '{}');
       worker.nc.publish('svc.ingest.org_a.jobs.job_1', '{}');
       await barrier(worker);
-      await waitFor(() => worker.violations().length >= n + 2, 'two publish violations');
+      await waitFor(() => worker.violations().length >= n + 2, 10_000, 'two publish violations');
       expect(worker.violations().slice(n)).toEqual([
         expect.stringContaining('Publish to "svc.events.org_a.workflow.wf_x.started"'),
         expect.stringContaining('Publish to "svc.ingest.org_a.jobs.job_1"'),

@@ -8,6 +8,9 @@ import type { Clock } from '../../src/domain/clock.ts';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { openDb } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
+import { waitFor } from './wait.ts';
+
+export { waitFor };
 
 export interface OrgCreds {
   org_id: string;
@@ -123,13 +126,3 @@ export function apiClient(url: string, org: OrgCreds): ApiClient {
   return { get: (p) => raw('GET', p), post: json('POST'), patch: json('PATCH'), del: (p) => raw('DELETE', p), raw };
 }
 
-/** Poll until `fn` returns a truthy value. */
-export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, what = 'condition'): Promise<NonNullable<T>> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v as NonNullable<T>;
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
