@@ -67,38 +67,23 @@ export async function startNatsDataPlane(o: {
   });
   await watch.ready;
 
-  const deliverer = new Deliverer({ timeoutMs: o.limits.timeoutMs, allowPrivateTargets: o.limits.allowPrivateTargets, clock: o.clock });
   const subject = outcomesSubject(o.workerId);
   const send = async (batch: OutcomeBatch) => {
     const body = encodeOutcomeBatch(batch);
     await js.publish(subject, body, { headers: sealHeaders(o.seal.sealBatch(body)) });
   };
-  let pipeline: DeliveryPipeline;
-  const sink = new BatchingOutcomeSink(o.workerId, send, () => pipeline.inFlight(), o.clock, o.logger);
   const progress = new KvProgress(progressKv);
-  pipeline = new DeliveryPipeline({
-    registry,
-    deliverer,
-    sign: makeSigner(),
-    outcomes: sink,
-    progress,
-    clock: o.clock,
-    logger: o.logger,
-    concurrency: o.limits.concurrency,
-  });
-  const source = new JetStreamSource({ js, seal: o.seal, pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r) => sink.droppedEvent(r) });
+  const parts = assemble({ worker: o.workerId, registry, progress, send, limits: o.limits, clock: o.clock, logger: o.logger });
+  const source = new JetStreamSource({ js, seal: o.seal, pipeline: parts.pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r) => parts.sink.droppedEvent(r) });
   await source.start();
   return {
-    pipeline,
+    pipeline: parts.pipeline,
     registry,
     async drain() {
       stopping = true;
       await source.stop();
-      await pipeline.drain();
-      sink.close();
-      await sink.flush();
+      await parts.drain();
       watch.stop();
-      await deliverer.close(0);
     },
   };
 }
@@ -112,9 +97,23 @@ export function startLocalDataPlane(o: {
   clock: Clock;
   logger: Logger;
 }): DataPlane {
+  const parts = assemble({ worker: 'local', registry: o.registry, progress: o.progress, send: async (batch) => o.outcomes(batch), limits: o.limits, clock: o.clock, logger: o.logger });
+  return { pipeline: parts.pipeline, registry: o.registry, drain: () => parts.drain() };
+}
+
+/** What every data plane is made of: a deliverer, outcome batches and the pipeline over them. */
+function assemble(o: {
+  worker: string;
+  registry: WebhookRegistry;
+  progress: ProgressStore;
+  send: (batch: OutcomeBatch) => Promise<void>;
+  limits: DeliveryLimits;
+  clock: Clock;
+  logger: Logger;
+}): { pipeline: DeliveryPipeline; sink: BatchingOutcomeSink; drain(): Promise<void> } {
   const deliverer = new Deliverer({ timeoutMs: o.limits.timeoutMs, allowPrivateTargets: o.limits.allowPrivateTargets, clock: o.clock });
   let pipeline: DeliveryPipeline;
-  const sink = new BatchingOutcomeSink('local', async (batch) => o.outcomes(batch), () => pipeline.inFlight(), o.clock, o.logger);
+  const sink = new BatchingOutcomeSink(o.worker, o.send, () => pipeline.inFlight(), o.clock, o.logger);
   pipeline = new DeliveryPipeline({
     registry: o.registry,
     deliverer,
@@ -127,7 +126,8 @@ export function startLocalDataPlane(o: {
   });
   return {
     pipeline,
-    registry: o.registry,
+    sink,
+    /** finish the attempts in flight (the pipeline releases the rest), send the last outcomes, close the connections */
     async drain() {
       await pipeline.drain();
       sink.close();

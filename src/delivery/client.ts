@@ -169,13 +169,8 @@ export class Deliverer {
     throw hit.refused;
   }
 
-  /** The guard's answer for this host: from the cache while fresh, else resolved and checked again. */
+  /** Resolve and check the host (when checked() had no fresh answer), and remember the answer. */
   private async check(t: ParsedTarget, now: number): Promise<ResolvedTarget> {
-    const hit = this.hosts.get(t.hostKey);
-    if (hit && now - hit.at < this.targetTtlMs) {
-      if (hit.resolved) return hit.resolved;
-      throw hit.refused;
-    }
     try {
       const resolved = await checkTarget(t.url, { allowPrivate: this.allowPrivate, lookup: this.lookupAll });
       this.remember(t.hostKey, { at: now, resolved });
