@@ -17,7 +17,7 @@ import {
   type BusMessage,
   type Subscription,
 } from './bus.ts';
-import { isValidSubject, subjectMatches } from './subjects.ts';
+import { INBOX_PREFIX, isValidSubject, subjectMatches } from './subjects.ts';
 
 
 interface MemorySub {
@@ -149,7 +149,7 @@ export function createMemoryBus(opts: MemoryBusOptions = {}): Bus {
     request(subject, data, o) {
       if (closed) return Promise.reject(new BusRequestError('closed', subject));
       const timeoutMs = o?.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-      const inbox = `_INBOX.${randomBytes(12).toString('hex')}`;
+      const inbox = `${INBOX_PREFIX.engine}.${randomBytes(12).toString('hex')}`;
       return new Promise<BusMessage>((resolve, reject) => {
         let timer: NodeJS.Timeout | undefined;
         const sub = addSub(inbox, (msg) => {

@@ -39,16 +39,12 @@ import { credsAuthenticator, type ConnectionOptions } from '@nats-io/transport-n
 import { ID_RE } from '../domain/ids.ts';
 import { DISPATCH_CONSUMER, EVENTS_STREAM, outcomesWildcard, PROGRESS_BUCKET, REGISTRY_BUCKET } from './jetstream.ts';
 import { DATAPLANE_KEY_BYTES } from './seal.ts';
-import { isValidSubject, subjectMatches } from './subjects.ts';
+import { INBOX_PREFIX, isValidSubject, producerInboxPrefix, subjectMatches } from './subjects.ts';
+
+export { INBOX_PREFIX };
 
 export type NatsRole = 'engine' | 'worker' | 'producer';
 
-/** Inbox prefixes: producers use the stock `_INBOX`, so the engine's and workers' replies stay out of their reach. */
-export const INBOX_PREFIX: Record<NatsRole, string> = {
-  engine: '_SVC_ENGINE_INBOX',
-  worker: '_SVC_WORKER_INBOX',
-  producer: '_INBOX',
-};
 
 // ---------------------------------------------------------------------------------------------
 // Permissions
@@ -101,15 +97,22 @@ export function workerPermissions(): PermissionLists {
 
 /**
  * A producer of one org (CONTRACT 6.7): publish `svc.ingest.<org>.>`, subscribe `svc.jobs.<org>.>`
- * and `_INBOX.>` (replies to a stock client's requests). As a template of the scoped signing key,
+ * and `_INBOX_<org>.>` (replies to its requests, made with that inbox prefix). As a template of the scoped signing key,
  * `{{name()}}` being the user's name, which `svc nats creds` sets to the org id.
  */
-export function producerPermissions(org = '{{name()}}'): PermissionLists {
+export function producerPermissions(org?: string): PermissionLists {
+  // nats-server expands a template only as a whole token: the inbox prefix comes from the user's
+  // `inbox` tag, which `svc nats creds` sets to `_INBOX_<org>` beside the name
+  const name = org ?? '{{name()}}';
+  const inbox = org ? producerInboxPrefix(org) : `{{tag(${PRODUCER_INBOX_TAG})}}`;
   return {
-    pub: { allow: [`svc.ingest.${org}.>`] },
-    sub: { allow: [`svc.jobs.${org}.>`, `${INBOX_PREFIX.producer}.>`] },
+    pub: { allow: [`svc.ingest.${name}.>`] },
+    sub: { allow: [`svc.jobs.${name}.>`, `${inbox}.>`] },
   };
 }
+
+/** The producer user's tag that carries its inbox prefix (`inbox:_INBOX_<org>`). */
+const PRODUCER_INBOX_TAG = 'inbox';
 
 /** The engine may do everything (an empty permission list is no restriction). */
 export function enginePermissions(): PermissionLists | null {
@@ -117,16 +120,17 @@ export function enginePermissions(): PermissionLists | null {
 }
 
 /**
- * Whether the engine may answer a producer's request on this reply subject. NATS does not check
- * a publisher's reply subject against its permissions: a producer could name `svc.events.…` (or
- * another org's job subject, or a worker inbox) as its reply and have the engine publish there.
- * Producers' stock clients reply on `_INBOX.…` (and the engine's own local runner on the engine's
- * inbox); answer nothing else.
+ * Whether the engine may answer a request on an ingest subject of `org` on this reply subject.
+ * NATS does not check a publisher's reply subject against its permissions: a producer could name
+ * `svc.events.…`, another org's job subject or another org's inbox (NUIDs are predictable) as its
+ * reply and have the engine publish there. Producers of `org` request with the inbox prefix
+ * `_INBOX_<org>` (CONTRACT 5.2), the engine's own local runner on the engine's inbox; answer
+ * nothing else.
  */
-export function isProducerReplySubject(reply: string | undefined | null): boolean {
+export function isProducerReplySubject(reply: string | undefined | null, org: string): boolean {
   return (
     typeof reply === 'string' &&
-    (reply.startsWith(`${INBOX_PREFIX.producer}.`) || reply.startsWith(`${INBOX_PREFIX.engine}.`)) &&
+    (reply.startsWith(`${producerInboxPrefix(org)}.`) || reply.startsWith(`${INBOX_PREFIX.engine}.`)) &&
     isValidSubject(reply)
   );
 }
@@ -387,8 +391,9 @@ export async function producerCreds(dir: string, orgId: string): Promise<string>
     throw new NatsSetupError(`${join(abs, NATS_FILES.producerSigningKey)} does not hold this setup's producer signing key`);
   }
   const user = createUser();
-  // Scoped: the permissions are the signing key's template; the user's name is the org id.
-  const jwt = await encodeUser(orgId, user, meta.account, {}, { signer, scopedUser: true });
+  // Scoped: the permissions are the signing key's template; the user's name is the org id, its
+  // `inbox` tag the org's reply inbox prefix.
+  const jwt = await encodeUser(orgId, user, meta.account, { tags: [`${PRODUCER_INBOX_TAG}:${producerInboxPrefix(orgId)}`] }, { signer, scopedUser: true });
   const creds = renderCreds(jwt, new TextDecoder().decode(user.getSeed()));
   signer.clear();
   user.clear();
@@ -481,8 +486,11 @@ export function natsConnectOptions(opts: {
   name: string;
   credsFile?: string | null;
   role: NatsRole;
+  /** the producer's org (role producer): its inbox prefix is `_INBOX_<org>` */
+  org?: string;
 }): ConnectionOptions {
-  const inboxPrefix = INBOX_PREFIX[opts.role];
+  if (opts.role === 'producer' && !opts.org) throw new NatsSetupError('a producer connection needs its org (its inbox prefix is _INBOX_<org>)');
+  const inboxPrefix = opts.role === 'producer' ? producerInboxPrefix(opts.org!) : INBOX_PREFIX[opts.role];
   const options: ConnectionOptions = { servers: opts.servers, name: opts.name, inboxPrefix };
   if (opts.credsFile) {
     const { creds, user } = readCredsFile(opts.credsFile);

@@ -14,6 +14,24 @@ export const jobsWildcard = 'svc.jobs.>';
 export const ingestWildcard = 'svc.ingest.>';
 export const eventsWildcard = 'svc.events.>';
 
+/**
+ * Inbox prefixes: the engine's and workers' replies stay out of producers' reach, and each org's
+ * producers get their replies under their own `_INBOX_<org>` (CONTRACT 5.2), which no other org
+ * may subscribe to. A request on the in-process bus is the engine's own.
+ */
+export const INBOX_PREFIX: { engine: string; worker: string } = {
+  engine: '_SVC_ENGINE_INBOX',
+  worker: '_SVC_WORKER_INBOX',
+} as const;
+
+/**
+ * The reply inbox prefix of an org's producers (CONTRACT 5.2): requests on `svc.ingest.<org>.…`
+ * are answered only under it, and `svc nats creds` lets a producer subscribe to its own only.
+ */
+export function producerInboxPrefix(orgId: string): string {
+  return `_INBOX_${orgId}`;
+}
+
 export const ingestFamilies = ['jobs', 'workflows', 'runners', 'health'] as const;
 export type IngestFamily = (typeof ingestFamilies)[number];
 

@@ -112,12 +112,14 @@ export function startIngest(deps: IngestDeps): Subscription {
 }
 
 /**
- * Answer a request, but only on an inbox: NATS does not check a publisher's reply subject against
- * its permissions, so a producer could otherwise have the engine publish on svc.events.… or on
- * another org's subjects (src/bus/nats-auth.ts isProducerReplySubject).
+ * Answer a request, but only on an inbox of the subject's org: NATS does not check a publisher's
+ * reply subject against its permissions, so a producer could otherwise have the engine publish on
+ * svc.events.… or answer another org's request (src/bus/nats-auth.ts isProducerReplySubject).
  */
 function respond(msg: BusMessage, reply: Reply): void {
-  if (msg.reply && isProducerReplySubject(msg.reply)) msg.respond(JSON.stringify(reply));
+  if (!msg.reply) return;
+  const org = parseIngestSubject(msg.subject)?.orgId;
+  if (org && isProducerReplySubject(msg.reply, org)) msg.respond(JSON.stringify(reply));
 }
 
 function errorText(err: unknown): string {

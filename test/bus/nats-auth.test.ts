@@ -86,8 +86,8 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
   /** Subjects of the core-NATS ingest requests the engine received. */
   const ingested: string[] = [];
 
-  async function client(role: NatsRole, credsFile: string, name: string = role): Promise<Client> {
-    const nc = await connect({ ...natsConnectOptions({ servers: [url], name, credsFile, role }), reconnect: false });
+  async function client(role: NatsRole, credsFile: string, name: string = role, org?: string): Promise<Client> {
+    const nc = await connect({ ...natsConnectOptions({ servers: [url], name, credsFile, role, org }), reconnect: false });
     const c: Client = {
       nc,
       errors: [],
@@ -130,15 +130,15 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
     engine.nc.subscribe(ingestWildcard, {
       callback: (_err, m: Msg) => {
         ingested.push(m.subject);
-        if (isProducerReplySubject(m.reply)) m.respond(JSON.stringify({ ok: true, subject: m.subject }));
+        if (isProducerReplySubject(m.reply, m.subject.split('.')[2])) m.respond(JSON.stringify({ ok: true, subject: m.subject }));
       },
     });
     await engine.nc.flush();
 
     worker = await client('worker', path.join(dir, 'worker.creds'));
     // Producer credentials are made after the server started: no reload.
-    producerA = await client('producer', await producerCredsFile('org_a'), 'producer-a');
-    producerB = await client('producer', await producerCredsFile('org_b'), 'producer-b');
+    producerA = await client('producer', await producerCredsFile('org_a'), 'producer-a', 'org_a');
+    producerB = await client('producer', await producerCredsFile('org_b'), 'producer-b', 'org_b');
   }, 90_000);
 
   afterAll(async () => {
@@ -244,7 +244,10 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       expect(w.inboxPrefix).toBe('_SVC_WORKER_INBOX');
       expect(typeof w.authenticator).toBe('function');
       expect(natsConnectOptions({ servers: [url], name: 'e', role: 'engine' }).inboxPrefix).toBe('_SVC_ENGINE_INBOX');
-      expect(natsConnectOptions({ servers: [url], name: 'p', role: 'producer', credsFile: null }).authenticator).toBeUndefined();
+      const p = natsConnectOptions({ servers: [url], name: 'p', role: 'producer', org: 'org_a', credsFile: null });
+      expect(p.authenticator).toBeUndefined();
+      expect(p.inboxPrefix).toBe('_INBOX_org_a');
+      expect(() => natsConnectOptions({ servers: [url], name: 'p', role: 'producer' })).toThrow(/needs its org/);
       expect(() => natsConnectOptions({ servers: [url], name: 'e', credsFile: path.join(dir, 'worker.creds'), role: 'engine' })).toThrow(
         /may not subscribe to _SVC_ENGINE_INBOX\.>: not credentials for the engine/,
       );
@@ -299,15 +302,15 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       expect(got).toEqual(['svc.control.changes']);
     });
 
-    it('gets its JetStream replies on _SVC_ENGINE_INBOX, out of reach of producers (who may read _INBOX.>)', async () => {
+    it('gets its JetStream replies on _SVC_ENGINE_INBOX, out of reach of producers', async () => {
       const snooped: string[] = [];
-      producerA.nc.subscribe('_INBOX.>', { callback: (_e, m) => void snooped.push(m.subject) });
+      producerA.nc.subscribe('_INBOX_org_a.>', { callback: (_e, m) => void snooped.push(m.subject) });
       await producerA.nc.flush();
-      // control: a client on the default inbox would leak its JetStream replies to _INBOX.> subscribers
-      const leaky = await connect({ servers: [url], authenticator: credsAuthenticator(readCredsFile(path.join(dir, 'engine.creds')).creds), reconnect: false });
+      // control: a client with org A's inbox prefix leaks its JetStream replies to A's subscription
+      const leaky = await connect({ servers: [url], authenticator: credsAuthenticator(readCredsFile(path.join(dir, 'engine.creds')).creds), inboxPrefix: '_INBOX_org_a', reconnect: false });
       await (await jetstreamManager(leaky, { checkAPI: false })).streams.info(EVENTS_STREAM);
       await leaky.close();
-      await waitFor(() => snooped.length === 1, 10_000, 'the control reply seen on _INBOX.>');
+      await waitFor(() => snooped.length === 1, 10_000, 'the control reply seen on _INBOX_org_a.>');
       // the engine proper: its JetStream replies come to _SVC_ENGINE_INBOX
       await jsm.streams.info(EVENTS_STREAM);
       await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
@@ -328,26 +331,28 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       expect(server.log()).not.toMatch(/reload/i);
     });
 
-    it('may name any reply subject (NATS does not check it): the engine must answer only _INBOX.… replies', async () => {
+    it("may name any reply subject (NATS does not check it): the engine answers only A's own _INBOX_org_a.… replies", async () => {
       const forged: string[] = [];
       const answered: string[] = [];
       const responder = await client('engine', path.join(dir, 'engine.creds'), 'engine-guarded');
       responder.nc.subscribe('svc.ingest.org_a.runners.>', {
         callback: (_e, m) => {
-          if (!isProducerReplySubject(m.reply)) return void forged.push(String(m.reply));
+          if (!isProducerReplySubject(m.reply, 'org_a')) return void forged.push(String(m.reply));
           answered.push(m.reply!);
           m.respond('{"ok":true}');
         },
       });
       await responder.nc.flush();
       producerA.nc.publish('svc.ingest.org_a.runners.run_1', '{}', { reply: 'svc.events.org_b.workflow.wf_1.started' });
+      // org B's inbox (predictable NUIDs): A must not get the engine to answer B's request
+      producerA.nc.publish('svc.ingest.org_a.runners.run_3', '{}', { reply: '_INBOX_org_b.x1.y1' });
       await producerA.nc.request('svc.ingest.org_a.runners.run_2', '{}');
-      expect(forged).toEqual(['svc.events.org_b.workflow.wf_1.started']);
+      expect(forged).toEqual(['svc.events.org_b.workflow.wf_1.started', '_INBOX_org_b.x1.y1']);
       expect(answered).toHaveLength(1);
-      expect(answered[0]).toMatch(/^_INBOX\./);
-      expect(isProducerReplySubject('_INBOX.abc.def')).toBe(true);
-      for (const bad of [undefined, '', '_INBOX', '_INBOX.>', '_INBOX.*', '_SVC_WORKER_INBOX.x', 'svc.jobs.org_b.r', '_INBOX. x']) {
-        expect(isProducerReplySubject(bad), String(bad)).toBe(false);
+      expect(answered[0]).toMatch(/^_INBOX_org_a\./);
+      expect(isProducerReplySubject('_INBOX_org_a.abc.def', 'org_a')).toBe(true);
+      for (const bad of [undefined, '', '_INBOX.abc', '_INBOX_org_a', '_INBOX_org_a.>', '_INBOX_org_a.*', '_INBOX_org_b.abc', '_INBOX_org_ab.abc', '_SVC_WORKER_INBOX.x', 'svc.jobs.org_b.r', '_INBOX_org_a. x']) {
+        expect(isProducerReplySubject(bad, 'org_a'), String(bad)).toBe(false);
       }
       await responder.nc.close();
     });
@@ -385,7 +390,7 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       const jobsA: string[] = [];
       const denied: Array<{ subject: string; got: string[]; err: Error | null }> = [];
       producerA.nc.subscribe('svc.jobs.org_a.>', { callback: (_e, m) => void jobsA.push(m.subject) });
-      for (const subject of ['svc.jobs.org_b.>', 'svc.events.>', '_SVC_ENGINE_INBOX.>', '_SVC_WORKER_INBOX.>']) {
+      for (const subject of ['svc.jobs.org_b.>', 'svc.events.>', '_SVC_ENGINE_INBOX.>', '_SVC_WORKER_INBOX.>', '_INBOX.>', '_INBOX_org_b.>']) {
         const d = { subject, got: [] as string[], err: null as Error | null };
         denied.push(d);
         producerA.nc.subscribe(subject, {
@@ -396,7 +401,7 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
         });
       }
       await producerA.nc.flush();
-      await waitFor(() => denied.every((d) => d.err !== null), 10_000, 'four subscription violations');
+      await waitFor(() => denied.every((d) => d.err !== null), 10_000, 'six subscription violations');
       for (const d of denied) expect(d.err!.message).toContain(`Permissions Violation for Subscription to "${d.subject}"`);
       engine.nc.publish('svc.jobs.org_b.runner_1', '{"job":"b"}');
       await jsm.streams.info(EVENTS_STREAM); // a reply on the engine inbox while A asked for it
@@ -405,7 +410,7 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       await waitFor(() => jobsA.length === 1, 10_000, 'the job of org A');
       expect(jobsA).toEqual(['svc.jobs.org_a.runner_1']);
       await producerA.nc.flush();
-      expect(denied.map((d) => d.got)).toEqual([[], [], [], []]);
+      expect(denied.map((d) => d.got)).toEqual([[], [], [], [], [], []]);
       // leave the work queue as it was for the worker tests
       const c = await jetstream(engine.nc).consumers.get(EVENTS_STREAM, DISPATCH_CONSUMER);
       const m = await c.next({ expires: 5000 });

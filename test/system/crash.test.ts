@@ -17,6 +17,7 @@ import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { children, childSettled, spawnService, type ChildService } from '../helpers/child-service.ts';
 import { apiClient, tmpDir, waitFor, type OrgCreds } from '../helpers/service.ts';
 import { rid } from '../helpers/ids.ts';
+import { ingestRequest } from '../helpers/producer.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -98,7 +99,7 @@ describe.skipIf(findNatsServer() === null)('crash recovery (NATS, svc as a child
   async function sendReliably(subject: string, body: unknown, generation: () => number): Promise<number> {
     for (let attempt = 0; attempt < 200; attempt++) {
       try {
-        const m = await nc.request(subject, JSON.stringify(body), { timeout: 1000 });
+        const m = await ingestRequest(nc, subject, JSON.stringify(body), { timeout: 1000 });
         const r = m.json<{ ok: boolean; error?: string }>();
         if (r.ok !== true) throw new Error(`refused: ${r.error}`); // invalid is a test bug: fail loudly
         return generation();

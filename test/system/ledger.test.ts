@@ -27,6 +27,7 @@ import { apiClient, tmpDir, waitFor, type ApiClient, type OrgCreds } from '../he
 import { emittedByAll, get, post, waitWf } from '../helpers/workflows.ts';
 import { ledgerLine, ledgerOf, ledgerSeed, metric, prng, rssBytes, startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
 import { rid } from '../helpers/ids.ts';
+import { ingestRequest } from '../helpers/producer.ts';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const HAVE_NATS = findNatsServer() !== null;
@@ -185,7 +186,7 @@ function startedFact(orgId: string) {
 async function sendReliably(nc: NatsConnection, subject: string, body: unknown): Promise<void> {
   for (let attempt = 0; attempt < 1200; attempt++) {
     try {
-      const m = await nc.request(subject, JSON.stringify(body), { timeout: 1000 });
+      const m = await ingestRequest(nc, subject, JSON.stringify(body), { timeout: 1000 });
       const r = m.json<{ ok: boolean; error?: string }>();
       if (r.ok === true) return;
       if (!/try again/.test(r.error ?? '')) throw new Error(`refused: ${r.error}`); // invalid is a test bug: fail loudly

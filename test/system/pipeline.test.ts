@@ -12,6 +12,7 @@ import { startReceiver, type Received, type Receiver } from '../helpers/receiver
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import type { Job } from '../helpers/fake-runner.ts';
 import { rid } from '../helpers/ids.ts';
+import { ingestRequest } from '../helpers/producer.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -46,7 +47,7 @@ async function natsProducer(url: string): Promise<Producer> {
   const nc: NatsConnection = await connect({ servers: url, name: 'pipeline-test-producer' });
   return {
     async request(subject, body) {
-      const m = await nc.request(subject, encode(body), { timeout: 5000 });
+      const m = await ingestRequest(nc, subject, encode(body), { timeout: 5000 });
       return m.json();
     },
     async subscribe(subject, fn) {

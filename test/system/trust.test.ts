@@ -23,6 +23,7 @@ import { apiClient, startService, tmpDir, waitFor, type OrgCreds, type TestServi
 import { post } from '../helpers/workflows.ts';
 import { BIN } from '../helpers/paths.ts';
 import { rid } from '../helpers/ids.ts';
+import { ingestRequest } from '../helpers/producer.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -131,7 +132,7 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
 
     // a genuine fact, reported by a producer after all of them
     const fact = externalStarted(org.org_id);
-    const reply = await nc.request(fact.natsSubject, fact.body, { timeout: 5000 });
+    const reply = await ingestRequest(nc, fact.natsSubject, fact.body, { timeout: 5000 });
     expect(reply.json()).toEqual({ ok: true });
 
     await waitFor(() => rx.subjects('all').includes(fact.ceSubject), 10_000, 'the genuine event');
@@ -258,7 +259,7 @@ describe.skipIf(findNatsServer() === null)('with the credentials of svc nats ini
     expect(creds.code, creds.stderr).toBe(0);
     const file = path.join(tmp, 'producer.creds');
     fs.writeFileSync(file, creds.stdout, { mode: 0o600 });
-    producer = await connect({ ...natsConnectOptions({ servers: [nats.url], name: 'producer', credsFile: file, role: 'producer' }), reconnect: false });
+    producer = await connect({ ...natsConnectOptions({ servers: [nats.url], name: 'producer', credsFile: file, role: 'producer', org: org.org_id }), reconnect: false });
   });
   afterAll(async () => {
     await producer?.close();
