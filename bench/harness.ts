@@ -4,8 +4,8 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { ingestSubject } from '../src/bus/subjects.ts';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { ingestSubject, producerInboxPrefix } from '../src/bus/subjects.ts';
 
 /** External workflow ids are `bwf_<seq>`: the receiver finds the seq in the delivered body. */
 export const WF_PREFIX = 'bwf_';
@@ -184,6 +184,33 @@ export function cpuSnapshot(pids: CpuPids): Record<string, number | null> {
   return out;
 }
 
+// ------------------------------------------------------------------------------- producers
+
+const producers = new Map<string, Promise<NatsConnection>>();
+
+/**
+ * The producer of an org on nc's server: a connection of its own whose request inbox is the org's
+ * (`_INBOX_<org>`, CONTRACT 5.2: svc answers no other), kept for the whole run.
+ */
+function producerOf(nc: NatsConnection, orgId: string): Promise<NatsConnection> {
+  const server = nc.getServer();
+  const key = `${server} ${orgId}`;
+  let p = producers.get(key);
+  if (!p) {
+    // noAsyncTraces: no stack captured per request, which halves the producer's CPU per request
+    p = connect({ servers: server, name: `bench-producer-${orgId}`, inboxPrefix: producerInboxPrefix(orgId), noAsyncTraces: true });
+    producers.set(key, p);
+  }
+  return p;
+}
+
+/** Close every producer connection made by the phases. */
+export async function closeProducers(): Promise<void> {
+  const all = [...producers.values()];
+  producers.clear();
+  await Promise.allSettled(all.map(async (p) => (await p).drain()));
+}
+
 // ------------------------------------------------------------------------------- load phases
 
 export interface PhaseOptions {
@@ -272,7 +299,8 @@ export function percentiles(values: Float64Array): Percentiles {
  * Run one phase: the producer sends `events` distinct facts as NATS requests on
  * svc.ingest.<org>.workflows.<wf>; the receiver counts and times every delivery.
  */
-export async function runPhase(nc: NatsConnection, receiver: BenchReceiver, o: PhaseOptions): Promise<PhaseResult> {
+export async function runPhase(server: NatsConnection, receiver: BenchReceiver, o: PhaseOptions): Promise<PhaseResult> {
+  const nc = await producerOf(server, o.orgId);
   const n = o.fanout;
   const sentAt = new Float64Array(o.events);
   const ackMs = new Float64Array(o.events);
@@ -461,7 +489,8 @@ export interface IngestResult {
  * Ingest alone: the producer keeps `window` requests outstanding (each a distinct external workflow
  * fact) until `facts` are answered; the rate is answered facts per second. Nothing is delivered.
  */
-export async function runIngestPhase(nc: NatsConnection, o: IngestOptions): Promise<IngestResult> {
+export async function runIngestPhase(server: NatsConnection, o: IngestOptions): Promise<IngestResult> {
+  const nc = await producerOf(server, o.orgId);
   const ackAt = new Float64Array(o.facts);
   const ackMs = new Float64Array(o.facts);
   let sent = 0;

@@ -29,7 +29,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { findNatsServer } from '../test/helpers/nats-server.ts';
 import { openDb } from '../store/db.ts';
 import { createOrg } from '../store/orgs.ts';
-import { KEPT_UP_TAIL_MS, runPhase, startBenchReceiver, type BenchReceiver, type CpuPids, type PhaseResult } from './harness.ts';
+import { closeProducers, KEPT_UP_TAIL_MS, runPhase, startBenchReceiver, type BenchReceiver, type CpuPids, type PhaseResult } from './harness.ts';
 import { createWebhooks, log, ROOT, sleep, spawnChild, startNats, startSvcServe, stopChild, svcCounters, warnings } from './procs.ts';
 import { runBurstScenario, runIngestScenario, runWorkersScenario, SIZES, type BurstResult, type IngestScenarioResult, type ScenarioEnv, type WorkersResult } from './scenarios.ts';
 
@@ -479,6 +479,7 @@ async function main(): Promise<void> {
     if (SCENARIOS.has('burst')) burst = await attempt('burst', () => runBurstScenario(scenarioEnv));
     if (SCENARIOS.has('ingest')) ingest = await attempt('ingest', () => runIngestScenario(scenarioEnv));
   } finally {
+    await closeProducers();
     await nc.drain().catch(() => {});
     await receiver.close();
     await nats.stop();
