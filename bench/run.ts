@@ -15,7 +15,7 @@
 // Results: a table on stdout, JSON in bench/results/latest.json.
 //
 // Environment knobs (BENCHMARKS.md has them all): BENCH_SCENARIOS (default
-// throughput,paced,workers,burst,ingest), BENCH_ROUNDS (default 3), BENCH_FANOUTS (default 10,100),
+// throughput,paced,workers,burst,ingest,tenancy), BENCH_ROUNDS (default 3), BENCH_FANOUTS (default 10,100),
 // BENCH_SCALE (multiplies the saturated phase's fact counts), BENCH_PACED_RATE (deliveries/s offered
 // in the paced phase: one number for every fan-out, or fanout:rate pairs; default 10:10000, else
 // 2000), BENCH_PACED_SECONDS, BENCH_SVC_NODE_ARGS (node flags for every svc process, e.g.
@@ -31,7 +31,7 @@ import { openDb } from '../store/db.ts';
 import { createOrg } from '../store/orgs.ts';
 import { closeProducers, KEPT_UP_TAIL_MS, runPhase, startBenchReceiver, type BenchReceiver, type CpuPids, type PhaseResult } from './harness.ts';
 import { createWebhooks, log, ROOT, sleep, spawnChild, startNats, startSvcServe, stopChild, svcCounters, warnings } from './procs.ts';
-import { runBurstScenario, runIngestScenario, runWorkersScenario, SIZES, type BurstResult, type IngestScenarioResult, type ScenarioEnv, type WorkersResult } from './scenarios.ts';
+import { runBurstScenario, runIngestScenario, runTenancyScenario, runWorkersScenario, SIZES, type BurstResult, type IngestScenarioResult, type ScenarioEnv, type TenancyResult, type WorkersResult } from './scenarios.ts';
 
 const RESULTS = path.join(ROOT, 'bench', 'results');
 const SCALE = Number(process.env.BENCH_SCALE ?? '1') || 1;
@@ -40,7 +40,7 @@ const ONLY = process.env.BENCH_ONLY ?? '';
 const KEEP_LOGS = /^(1|true|yes|on)$/i.test(process.env.BENCH_KEEP_LOGS ?? '');
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? '3') || 3);
 
-const ALL_SCENARIOS = ['throughput', 'paced', 'workers', 'burst', 'ingest'] as const;
+const ALL_SCENARIOS = ['throughput', 'paced', 'workers', 'burst', 'ingest', 'tenancy'] as const;
 type Scenario = (typeof ALL_SCENARIOS)[number];
 const SCENARIOS: Set<Scenario> = (() => {
   const raw = (process.env.BENCH_SCENARIOS ?? '').trim();
@@ -390,7 +390,7 @@ function table(summary: ReturnType<typeof summarise>, ratios: Ratios[]): string 
   return grid(rows);
 }
 
-function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult | null; ingest?: IngestScenarioResult | null }): string {
+function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult | null; ingest?: IngestScenarioResult | null; tenancy?: TenancyResult | null }): string {
   const out: string[] = [];
   if (s.workers) {
     const w = s.workers;
@@ -425,6 +425,16 @@ function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult
     rows.push(['median', fmt(g.median.baseline_facts_per_sec), fmt(g.median.svc_facts_per_sec), times(g.median.ratio), '', '', '', '', '']);
     out.push(`ingest alone: ${g.config.facts} facts per measurement, ${g.config.window} requests outstanding, svc serve --no-deliver, no webhooks (target ≥ 20 000 facts/s)\n${grid(rows, 1)}`);
   }
+  if (s.tenancy) {
+    const t = s.tenancy;
+    const rows = [['org B', 'deliveries', 'p50 ms', 'p99 ms', 'max ms']];
+    for (const [name, p] of [['alone', t.alone], ['beside A', t.beside]] as const) rows.push([name, `${p.deliveries}/${p.deliveries_expected}`, fmt(p.latency_ms.p50), fmt(p.latency_ms.p99), fmt(p.latency_ms.max)]);
+    rows.push(['beside/alone', '', times(t.ratio.p50), times(t.ratio.p99), times(t.ratio.max)]);
+    out.push(
+      `tenancy: org B ${t.config.rate} facts/s × ${t.config.webhooks} webhooks for ${t.config.seconds} s, alone and beside org A's ${t.config.tarpit_webhooks} webhooks that never answer ` +
+        `(${t.tarpit_attempts} of A's attempts held meanwhile); B's slowest delivery ${t.added_max_ms} ms later beside A (target ≤ 1 000 ms)\n${grid(rows, 1)}`,
+    );
+  }
   return out.join('\n\n');
 }
 
@@ -454,6 +464,7 @@ async function main(): Promise<void> {
   let workers: WorkersResult | null = null;
   let burst: BurstResult | null = null;
   let ingest: IngestScenarioResult | null = null;
+  let tenancy: TenancyResult | null = null;
   const errors: string[] = [];
   const attempt = async <T>(name: string, fn: () => Promise<T>): Promise<T | null> => {
     try {
@@ -478,6 +489,7 @@ async function main(): Promise<void> {
     if (SCENARIOS.has('workers')) workers = await attempt('workers', () => runWorkersScenario(scenarioEnv));
     if (SCENARIOS.has('burst')) burst = await attempt('burst', () => runBurstScenario(scenarioEnv));
     if (SCENARIOS.has('ingest')) ingest = await attempt('ingest', () => runIngestScenario(scenarioEnv));
+    if (SCENARIOS.has('tenancy')) tenancy = await attempt('tenancy', () => runTenancyScenario(scenarioEnv));
   } finally {
     await closeProducers();
     await nc.drain().catch(() => {});
@@ -516,6 +528,7 @@ async function main(): Promise<void> {
     workers,
     burst,
     ingest,
+    tenancy,
     error: errors.length ? errors.join('\n') : null,
   };
   fs.mkdirSync(RESULTS, { recursive: true });
@@ -539,7 +552,7 @@ async function main(): Promise<void> {
       );
     }
   }
-  const more = scenarioTables({ workers, burst, ingest });
+  const more = scenarioTables({ workers, burst, ingest, tenancy });
   if (more) process.stdout.write(`\n${more}\n`);
   process.stdout.write(`\nload average ${result.loadavg_at_start.join(' ')} at the start, ${result.loadavg_at_end.join(' ')} at the end\nresults: ${path.relative(ROOT, file)} (${result.wall_seconds} s)\n`);
   if (errors.length) {

@@ -6,9 +6,14 @@
 //            duration, failures, peak RSS of the delivering process (svc serve and its threads)
 //   ingest   acknowledged facts/s of svc serve --no-deliver with no webhooks, and of the baseline's
 //            "answer at once" responder as the ceiling, interleaved
+//   tenancy  org B's paced deliveries to a fast receiver, alone and beside org A's webhooks that
+//            never answer (a tarpit holding each attempt for the whole delivery timeout): B's
+//            latency p50/p99 with A over without A (CONTRACT 8: at most 1 s more)
 //
 // Each scenario has its own nats-server and SQLite file, so that no stream, consumer, registry or
 // data plane key of one svc instance is seen by the next.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
@@ -64,6 +69,17 @@ export const SIZES = {
     events: Math.round(num('BENCH_BURST_EVENTS', 10)),
     /** webhook creation requests at a time */
     create_parallel: Math.round(num('BENCH_BURST_CREATE_PARALLEL', 32)),
+  },
+  tenancy: {
+    /** org A: webhooks whose receiver never answers */
+    tarpit_webhooks: Math.round(num('BENCH_TENANCY_TARPITS', 40)),
+    /** org A: events sent at the start of the phase with A, and then per second */
+    tarpit_events: Math.round(num('BENCH_TENANCY_TARPIT_EVENTS', 20)),
+    tarpit_events_per_sec: num('BENCH_TENANCY_TARPIT_RATE', 10, 0),
+    /** org B: webhooks at the fast receiver, facts/s, seconds per measurement */
+    webhooks: Math.round(num('BENCH_TENANCY_WEBHOOKS', 4)),
+    rate: num('BENCH_TENANCY_RATE', 100),
+    seconds: num('BENCH_TENANCY_SECONDS', 8),
   },
   ingest: {
     facts: Math.round(num('BENCH_INGEST_FACTS', 20_000)),
@@ -393,4 +409,98 @@ export async function runIngestScenario(env: ScenarioEnv): Promise<IngestScenari
     svc_ingest_accepted: accepted,
     serve_warnings: warnings(serve.lines).length,
   };
+}
+
+// ------------------------------------------------------------------------------- tenancy
+
+export interface TenancyResult {
+  config: (typeof SIZES)['tenancy'];
+  /** B alone */
+  alone: PhaseResult;
+  /** B while A's tarpit attempts are under way */
+  beside: PhaseResult;
+  /** A's attempts that reached the tarpit during B's phase beside it (A really held slots) */
+  tarpit_attempts: number;
+  ratio: { p50: number | null; p99: number | null; max: number | null };
+  /** how much later B's slowest delivery came beside A, ms (CONTRACT 8: at most 1 000) */
+  added_max_ms: number;
+  serve_warnings: number;
+}
+
+/** An HTTP server that reads each request and never answers; close() drops every connection. */
+async function startTarpit(): Promise<{ url: string; requests: () => number; close(): Promise<void> }> {
+  let requests = 0;
+  const server = http.createServer({ keepAliveTimeout: 60_000 }, (req) => {
+    req.on('data', () => {});
+    req.on('end', () => void requests++);
+  });
+  server.headersTimeout = 0;
+  server.requestTimeout = 0;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests: () => requests,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/**
+ * Two orgs on one svc serve (default delivery threads and concurrency): B's paced load alone, then
+ * again while A keeps its tarpit webhooks busy (events sent before and during B's phase, each
+ * attempt held for the whole delivery timeout).
+ */
+export async function runTenancyScenario(env: ScenarioEnv): Promise<TenancyResult> {
+  const S = SIZES.tenancy;
+  const nats = await startNats();
+  const tarpit = await startTarpit();
+  const db = path.join(env.tmp, 'tenancy.db');
+  const a = newOrg(db, 'bench-tenancy-a');
+  const b = newOrg(db, 'bench-tenancy-b');
+  const serve = await startSvcServe({ natsUrl: nats.url, db, logFile: path.join(env.tmp, 'tenancy-serve.log') });
+  const nc = await connect({ servers: nats.url, name: 'bench-tenancy', noAsyncTraces: true });
+  let flood: NodeJS.Timeout | null = null;
+  try {
+    await createWebhooks(serve.url, a, Array.from({ length: S.tarpit_webhooks }, (_, i) => `${tarpit.url}/a/${i}`), 4);
+    await createWebhooks(serve.url, b, Array.from({ length: S.webhooks }, (_, i) => `${env.receiver.url}/b/${i}`), 4);
+    const events = Math.max(1, Math.round(S.rate * S.seconds));
+    const phase = (name: string) =>
+      runPhase(nc, env.receiver, { name, orgId: b.org_id, fanout: S.webhooks, events, firstSeq: env.takeSeqs(events), ratePerSec: S.rate, timeLimitMs: S.seconds * 1000 + 30_000, drainMs: 10_000 });
+    // warm-up: every webhook of B in the data plane's registry, connections open
+    await runPhase(nc, env.receiver, { name: 'tenancy warm-up', orgId: b.org_id, fanout: S.webhooks, events: 50, firstSeq: env.takeSeqs(50), window: 10, timeLimitMs: 30_000, drainMs: 3000 });
+    const alone = await phase('tenancy B alone');
+    log(`tenancy: B alone ${alone.deliveries}/${alone.deliveries_expected}, latency p50 ${alone.latency_ms.p50} p99 ${alone.latency_ms.p99} max ${alone.latency_ms.max} ms`);
+
+    // A: a first batch, then a steady trickle for as long as B's phase lasts
+    const sendA = (n: number) => runIngestPhase(nc, { name: 'tenancy A', orgId: a.org_id, facts: n, firstSeq: env.takeSeqs(n), window: n, timeLimitMs: 30_000 });
+    await sendA(S.tarpit_events);
+    const t0 = tarpit.requests();
+    const until = Date.now() + 20_000;
+    while (tarpit.requests() - t0 < Math.min(S.tarpit_webhooks * 8, 200) && tarpit.requests() < S.tarpit_events * S.tarpit_webhooks && Date.now() < until) await sleep(50);
+    if (S.tarpit_events_per_sec > 0) {
+      flood = setInterval(() => void sendA(Math.max(1, Math.round(S.tarpit_events_per_sec / 10))).catch(() => {}), 100);
+    }
+    const held0 = tarpit.requests();
+    const beside = await phase('tenancy B beside A');
+    const held = tarpit.requests() - held0;
+    log(`tenancy: B beside A ${beside.deliveries}/${beside.deliveries_expected}, latency p50 ${beside.latency_ms.p50} p99 ${beside.latency_ms.p99} max ${beside.latency_ms.max} ms; A's attempts at the tarpit meanwhile ${held}`);
+    const r = (x: number, y: number) => (y > 0 ? Math.round((x / y) * 100) / 100 : null);
+    return {
+      config: S,
+      alone,
+      beside,
+      tarpit_attempts: held,
+      ratio: { p50: r(beside.latency_ms.p50, alone.latency_ms.p50), p99: r(beside.latency_ms.p99, alone.latency_ms.p99), max: r(beside.latency_ms.max, alone.latency_ms.max) },
+      added_max_ms: Math.round(beside.latency_ms.max - alone.latency_ms.max),
+      serve_warnings: warnings(serve.lines).length,
+    };
+  } finally {
+    if (flood) clearInterval(flood);
+    await nc.drain().catch(() => {});
+    await tarpit.close();
+    await stopChild(serve.child);
+    await nats.stop();
+  }
 }
