@@ -145,7 +145,9 @@ export class RegistryRelay {
 
   private track(p: Promise<void>): void {
     this.pending.add(p);
-    void p.finally(() => this.pending.delete(p));
+    void p
+      .catch((err: unknown) => this.logger.warn({ err: String(err) }, 'webhook registry replication stopped'))
+      .finally(() => this.pending.delete(p));
   }
 
   /**
@@ -159,13 +161,15 @@ export class RegistryRelay {
     let setAside = false;
     let warned = false;
     while (!this.closed && this.newest.get(key) === v) {
-      const row = setAside ? undefined : getWebhook(this.db, orgId, webhookId);
-      const entry = row ? entryOf(row) : null;
+      let entry: WebhookEntry | null = null;
       try {
+        const row = setAside ? undefined : getWebhook(this.db, orgId, webhookId);
+        entry = row ? entryOf(row) : null;
         await this.publisher.publish(orgId, webhookId, v, entry);
         if (this.newest.get(key) === v) this.newest.delete(key);
         return;
       } catch (err) {
+        if (this.closed) return;
         if (entry && isUnpublishable(err)) {
           this.aside.registry(entry, err instanceof Error ? err.message : String(err));
           setAside = true;

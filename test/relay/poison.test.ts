@@ -12,7 +12,18 @@ import { startService, tmpDir, waitFor, type OrgCreds, type TestService } from '
 import { post } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 import { deadLetters, plantEvent, plantWebhook, unpublishableCount } from '../helpers/poison.ts';
-import { MAX_EVENT_BYTES } from '../../src/relay/set-aside.ts';
+import { isUnpublishable, MAX_EVENT_BYTES } from '../../src/relay/set-aside.ts';
+import pino from 'pino';
+import { connect } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { REGISTRY_BUCKET } from '../../src/bus/jetstream.ts';
+import { KvRegistryPublisher } from '../../src/bus/kv-registry.ts';
+import { Seal, newDataplaneKey } from '../../src/bus/seal.ts';
+import { RegistryRelay } from '../../src/relay/registry.ts';
+import { createMetrics } from '../../src/metrics.ts';
+import { canonicalMatch } from '../../src/domain/subscription.ts';
+import { updateWebhook } from '../../store/webhooks.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -42,6 +53,28 @@ async function hookAndInstall(svc: TestService, org: OrgCreds, rcv: Receiver, ho
 }
 
 const orgsOf = (rcv: Receiver, hook: string) => new Set(rcv.at(hook).map((r) => (r.json as Json)?.svcorgid));
+
+describe('what cannot be carried', () => {
+  it('is an error that names a size; NATS away, no answer or a full stream are waited out', () => {
+    for (const e of [
+      "'payload' max_payload size exceeded",
+      'JetStream refused the event: header size exceeds maximum allowed of 64k',
+      'JetStream refused the event: message size exceeds maximum allowed',
+      'Maximum Payload Violation',
+    ])
+      expect(isUnpublishable(new Error(e)), e).toBe(true);
+    for (const e of [
+      'JetStream did not acknowledge the event within 10000 ms',
+      'reconnected to NATS; publishing again',
+      'no stream stored the event (503 No Responders Available For Request)',
+      'JetStream refused the event: maximum messages exceeded',
+      'JetStream refused the event: maximum bytes exceeded',
+      'CONNECTION_CLOSED',
+      'publisher closed',
+    ])
+      expect(isUnpublishable(new Error(e)), e).toBe(false);
+  });
+});
 
 describe.skipIf(findNatsServer() === null)('poison items, NATS mode', () => {
   let nats: NatsServerHandle;
@@ -120,6 +153,46 @@ describe.skipIf(findNatsServer() === null)('poison items, NATS mode', () => {
     services.push(again);
     expect(deadLetters(file).filter((d) => d.kind === 'registry')).toHaveLength(1);
     expect(await unpublishableCount(again.url)).toBe(0);
+  });
+
+  it('a webhook changed to an entry over max_payload is replaced on the replica by a tombstone, and replicated again once it fits', async () => {
+    // the layout exists: the services above created it on this server
+    const nc = await connect({ servers: nats.url });
+    const db = openDb(path.join(tmpDir('svc-poison-kv-'), 'svc.db'));
+    try {
+      const kv = await new Kvm(jetstream(nc)).open(REGISTRY_BUCKET);
+      const seal = new Seal(newDataplaneKey());
+      const metrics = createMetrics();
+      const orgA = createOrg(db, 'org-a').org.org_id;
+      const orgB = createOrg(db, 'org-b').org.org_id;
+      const hookA = plantWebhook(db, orgA, 'https://a.example.test/h', 2);
+      const hookB = plantWebhook(db, orgB, 'https://b.example.test/h', 2);
+      const relay = new RegistryRelay(db, new KvRegistryPublisher(kv, seal), pino({ level: 'silent' }), metrics);
+      await relay.start();
+      const replica = () => new KvRegistryPublisher(kv, seal).replicated();
+      expect((await replica()).get(`${orgA}.${hookA}`)?.match?.installs?.ids).toHaveLength(2);
+
+      const setIds = (n: number) => {
+        const match = { installs: { ids: Array.from({ length: n }, (_, i) => `inst_${String(i).padStart(20, '0')}`) } };
+        updateWebhook(db, { org_id: orgA, webhook_id: hookA, secret: 's', previous_secret: null, previous_secret_expires_at: null, interests: { all_events: true }, match, match_canonical: canonicalMatch(match) });
+        relay.changed(orgA, hookA);
+      };
+      setIds(40_000);
+      await relay.settled();
+      const after = await replica();
+      expect(after.get(`${orgA}.${hookA}`)).toBeNull(); // a tombstone: no entry with the old match left behind
+      expect(after.get(`${orgB}.${hookB}`)?.webhook_id).toBe(hookB); // the other org's entry untouched
+      const dropped = (await metrics.registry.getSingleMetric('svc_events_dropped_total')!.get()).values;
+      expect(dropped.find((v) => v.labels.reason === 'unpublishable')?.value).toBe(1);
+
+      setIds(3); // fits again
+      await relay.settled();
+      expect((await replica()).get(`${orgA}.${hookA}`)?.match?.installs?.ids).toHaveLength(3);
+      relay.close();
+    } finally {
+      db.close();
+      await nc.close();
+    }
   });
 });
 
