@@ -70,11 +70,11 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
 
   const eventsDropped = new Counter({
     name: 'svc_events_dropped_total',
-    help: 'Events taken off the bus and not delivered, by reason (forged: not sealed by the engine; unparseable)',
+    help: 'Events taken off the bus and not delivered, by reason (forged: not sealed by the engine; unparseable; unpublishable: set aside, the bus cannot carry it)',
     labelNames: ['reason'] as const,
     registers: [registry],
   });
-  for (const reason of ['forged', 'unparseable']) eventsDropped.inc({ reason }, 0);
+  for (const reason of ['forged', 'unparseable', 'unpublishable']) eventsDropped.inc({ reason }, 0);
 
   if (opts.defaultMetrics) collectDefaultMetrics({ register: registry });
 

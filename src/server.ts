@@ -109,8 +109,8 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
           return new Map();
         },
       };
-  const registryRelay = new RegistryRelay(db, publisher, logger);
-  await registryRelay.syncAll();
+  const registryRelay = new RegistryRelay(db, publisher, logger, metrics);
+  await registryRelay.start(); // never holds up listening (CONTRACT 8): the sync catches up behind it
 
   const urls = { base: '', dashboard: '', source: '' };
   let outboxChanged: (rows: OutboxRow[]) => void = () => {};
@@ -160,7 +160,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   let localRelay: LocalRelay | null = null;
   if (js && nats) {
     eventPublisher = new JetStreamPublisher(nats.nc, natsConnectOptions({ servers: [], name: 'svc', role: 'engine' }).inboxPrefix!);
-    jsRelay = new JetStreamRelay(db, eventPublisher, seal, logger);
+    jsRelay = new JetStreamRelay(db, eventPublisher, seal, logger, metrics);
     outboxChanged = (rows) => jsRelay!.handoff(rows);
     outcomes = await consumeOutcomes(js, seal, (b) => status.apply(b), logger);
     if (config.deliver) {
@@ -178,7 +178,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
       }
     }
   } else {
-    localRelay = new LocalRelay(db, bus, logger);
+    localRelay = new LocalRelay(db, bus, logger, metrics);
     dataPlane = startLocalDataPlane({ registry: localRegistry!, progress: localRelay, outcomes: (b) => status.apply(b), limits, clock: systemClock, logger });
     localRelay.attach(dataPlane.pipeline);
     outboxChanged = () => localRelay!.kick();

@@ -233,4 +233,17 @@ export const MIGRATIONS: string[] = [
         every page): a partial index, as small as the number of waiting steps */ `
   CREATE INDEX steps_awaiting_approval ON steps(org_id) WHERE status = 'awaiting_approval';
   `,
+  /* 5: dead letters (CONTRACT 8): an outbox row or a registry entry the bus cannot carry, set aside
+        with its reason instead of retried in front of everything behind it */ `
+  CREATE TABLE dead_letters (
+    id         TEXT PRIMARY KEY,  -- the event id; for a registry entry <webhook id>@<digest of the entry>
+    kind       TEXT NOT NULL,     -- 'event' | 'registry'
+    org_id     TEXT NOT NULL,
+    item_id    TEXT NOT NULL,     -- the event id or the webhook id
+    reason     TEXT NOT NULL,
+    data       TEXT NOT NULL,     -- JSON: the outbox row (subject, type, body, route), or the entry without its secrets
+    created_at TEXT NOT NULL
+  );
+  CREATE INDEX dead_letters_org ON dead_letters(org_id, created_at);
+  `,
 ];

@@ -2,7 +2,9 @@
 // batches (back to back on one connection, so they are stored in outbox order), each with its
 // route and the engine's seal in headers and its id as Nats-Msg-Id (JetStream drops a re-publish
 // after a crash as a duplicate). A row JetStream has stored is deleted: from then on JetStream is
-// the durable queue. While NATS is away, rows wait and the relay tries again.
+// the durable queue. While NATS is away, rows wait and the relay tries again. A row the bus cannot
+// carry (over 256 KiB, or refused for its size) is set aside (src/relay/set-aside.ts) and the rows
+// behind it go on.
 //
 // The outbox table is the truth; the rows a commit wrote are also handed to the relay in memory,
 // so that once it has caught up with the table (at start, or after a failure) it publishes them
@@ -12,6 +14,8 @@ import type { Db } from '../../store/db.ts';
 import { deleteOutbox, readOutbox, type OutboxRow } from '../../store/outbox.ts';
 import type { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
 import type { Seal } from '../bus/seal.ts';
+import type { Metrics } from '../metrics.ts';
+import { isUnpublishable, oversized, SetAside } from './set-aside.ts';
 
 const BATCH = 500;
 const RETRY_MS = 1000;
@@ -40,13 +44,17 @@ export class JetStreamRelay {
   /** read the table (at start and after a failure) until caught up; then take the rows handed over */
   private fromTable = true;
   private handed: OutboxRow[] = [];
+  private readonly aside: SetAside;
 
   constructor(
     private readonly db: Db,
     private readonly publisher: JetStreamPublisher,
     private readonly seal: Seal,
     private readonly logger: Logger,
-  ) {}
+    metrics: Metrics | null = null,
+  ) {
+    this.aside = new SetAside(db, logger, metrics);
+  }
 
   /** Rows a commit just wrote (in order): published from memory once the relay has caught up with the table. */
   handoff(rows: readonly OutboxRow[]): void {
@@ -85,14 +93,27 @@ export class JetStreamRelay {
           const rows = this.nextRows();
           if (!rows.length) break;
           await crashIfAsked('BEFORE');
+          const tried: OutboxRow[] = [];
+          for (const r of rows) {
+            const tooBig = oversized(r);
+            if (tooBig) this.aside.event(r, tooBig);
+            else tried.push(r);
+          }
           const acks = await Promise.allSettled(
-            rows.map((r) => this.publisher.publish(r.subject, r.body, r.event_id, r.route, this.seal.sealEvent(r.event_id, r.route, r.body))),
+            tried.map((r) => this.publisher.publish(r.subject, r.body, r.event_id, r.route, this.seal.sealEvent(r.event_id, r.route, r.body))),
           );
-          let stored = 0;
-          while (stored < rows.length && acks[stored].status === 'fulfilled') stored++;
-          if (stored > 0) await crashIfAsked('AFTER');
-          deleteOutbox(this.db, rows.slice(0, stored).map((r) => r.seq));
-          if (stored < rows.length) throw (acks[stored] as PromiseRejectedResult).reason;
+          // in order: stored, or refused for its size (set aside), up to the first other failure
+          const stored: number[] = [];
+          let failure: { reason: unknown } | null = null;
+          for (let i = 0; i < tried.length && !failure; i++) {
+            const ack = acks[i];
+            if (ack.status === 'fulfilled') stored.push(tried[i].seq);
+            else if (isUnpublishable(ack.reason)) this.aside.event(tried[i], errorText(ack.reason));
+            else failure = { reason: ack.reason };
+          }
+          if (stored.length > 0) await crashIfAsked('AFTER');
+          deleteOutbox(this.db, stored);
+          if (failure) throw failure.reason;
           if (this.failing) {
             this.failing = false;
             this.logger.warn('publishing events to JetStream again');
@@ -122,3 +143,5 @@ export class JetStreamRelay {
     this.retry = null;
   }
 }
+
+const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));

@@ -3,12 +3,15 @@
 // outcome, and records which webhooks a slow row has already had (so that after a crash only the
 // attempts in flight are repeated). On start every row left is handed over again, with its progress.
 // Plain subscribers of svc.events.> on the in-process bus see each event once as it is handed over.
+// An event over 256 KiB (CONTRACT 8) is set aside instead (src/relay/set-aside.ts).
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import { deleteOutbox, readOutbox, saveOutboxProgress, type OutboxRow } from '../../store/outbox.ts';
 import type { Bus } from '../bus/bus.ts';
 import { decodeRoute } from '../domain/route.ts';
 import type { DeliveryPipeline, InboundEvent, ProgressStore } from '../dataplane/pipeline.ts';
+import type { Metrics } from '../metrics.ts';
+import { oversized, SetAside } from './set-aside.ts';
 
 const BATCH = 500;
 
@@ -20,12 +23,16 @@ export class LocalRelay implements ProgressStore {
   private toDelete: number[] = [];
   private deleteScheduled = false;
   private pipeline: DeliveryPipeline | null = null;
+  private readonly aside: SetAside;
 
   constructor(
     private readonly db: Db,
     private readonly bus: Bus,
     private readonly logger: Logger,
-  ) {}
+    metrics: Metrics | null = null,
+  ) {
+    this.aside = new SetAside(db, logger, metrics);
+  }
 
   /** The data plane rows go to (set once, before the first kick). */
   attach(pipeline: DeliveryPipeline): void {
@@ -48,7 +55,9 @@ export class LocalRelay implements ProgressStore {
         if (!rows.length) return;
         for (const row of rows) {
           this.lastSeq = row.seq;
-          this.hand(p, row);
+          const tooBig = oversized(row);
+          if (tooBig) this.aside.event(row, tooBig);
+          else this.hand(p, row);
         }
       }
     } finally {

@@ -3,6 +3,12 @@
 // entry at that version — to NATS KV (encrypted), or straight into the in-process registry in
 // embedded mode. Events carry the version current when they were emitted (Route.rev), so a data
 // plane never matches an event against an older registry than the one the API had answered with.
+//
+// Nothing here holds up the engine (CONTRACT 8): the sync at start runs behind `listening` (start()
+// waits a few seconds at most for it to read the replica and pick its version), and an entry the
+// bus cannot carry (over NATS max_payload: data from before the limits) is set aside — a dead
+// letter without its secrets, counted, logged — and replaced on the data plane by a tombstone at
+// its version: that webhook gets no deliveries until it changes, and every other entry goes on.
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import { getWebhook, listAllWebhooks, type WebhookRow } from '../../store/webhooks.ts';
@@ -10,6 +16,9 @@ import { getSetting, setSetting } from '../../store/settings.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { effectiveInterests, type Match } from '../domain/subscription.ts';
 import { jsonEqual } from '../../machines/advance.ts';
+import { hasDeadLetter } from '../../store/dead-letters.ts';
+import type { Metrics } from '../metrics.ts';
+import { isUnpublishable, registryDeadLetterId, SetAside } from './set-aside.ts';
 
 /** Where entries go: KV, or the in-process registry. */
 export interface RegistryPublisher {
@@ -34,6 +43,8 @@ export function entryOf(row: WebhookRow): WebhookEntry {
 
 const VERSION_KEY = 'registry_version';
 const RETRY_MS = 1000;
+/** How long start() waits for the sync before going on (the sync goes on behind). */
+const START_WAIT_MS = 3000;
 
 export class RegistryRelay {
   private v: number;
@@ -41,13 +52,16 @@ export class RegistryRelay {
   /** the newest version of each webhook's change: an older one still retrying is dropped */
   private readonly newest = new Map<string, number>();
   private closed = false;
+  private readonly aside: SetAside;
 
   constructor(
     private readonly db: Db,
     private readonly publisher: RegistryPublisher,
     private readonly logger: Logger,
+    metrics: Metrics | null = null,
   ) {
     this.v = Number(getSetting(db, VERSION_KEY) ?? '0');
+    this.aside = new SetAside(db, logger, metrics);
   }
 
   /** The version of the newest change (what events emitted now carry). */
@@ -68,19 +82,46 @@ export class RegistryRelay {
   }
 
   /**
+   * At start, without holding it up: syncAll(), tried again while the replica cannot be read.
+   * Resolves once the sync is done (at once in embedded mode; in NATS mode as soon as the replica
+   * is read and what differs is published, or set aside), or after a few seconds whatever it is
+   * still doing: it goes on behind the caller.
+   */
+  async start(waitMs = START_WAIT_MS): Promise<void> {
+    const run = async () => {
+      for (let attempt = 1; !this.closed; attempt++) {
+        try {
+          await this.syncAll();
+          return;
+        } catch (err) {
+          if (attempt === 1) this.logger.warn({ err: String(err) }, 'could not read the replicated webhook registry; retrying');
+          await new Promise((r) => setTimeout(r, RETRY_MS).unref());
+        }
+      }
+    };
+    const done = run();
+    this.track(done);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([done, new Promise<void>((r) => (timer = setTimeout(r, waitMs)))]);
+    clearTimeout(timer);
+  }
+
+  /**
    * At start: publish, at a new version, every webhook the replica lacks or holds otherwise than the
    * store (a change whose publication a crash cut short), and a tombstone for any the store lost.
-   * When the replica already agrees, nothing is published and the version stays.
+   * When the replica already agrees, nothing is published and the version stays. An entry set
+   * aside before (the replica holds its tombstone) agrees.
    */
   async syncAll(): Promise<void> {
-    const rows = listAllWebhooks(this.db);
     const replica = await this.publisher.replicated();
+    const rows = listAllWebhooks(this.db);
     const stale: Array<{ orgId: string; webhookId: string }> = [];
     const keep = new Set<string>();
     for (const r of rows) {
       const key = `${r.org_id}.${r.webhook_id}`;
       keep.add(key);
       const have = replica.get(key);
+      if (have === null && hasDeadLetter(this.db, registryDeadLetterId(entryOf(r)))) continue;
       if (!have || !jsonEqual(have, entryOf(r))) stale.push({ orgId: r.org_id, webhookId: r.webhook_id });
     }
     for (const [key, entry] of replica) {
@@ -104,22 +145,39 @@ export class RegistryRelay {
 
   private track(p: Promise<void>): void {
     this.pending.add(p);
-    void p.finally(() => this.pending.delete(p));
+    void p
+      .catch((err: unknown) => this.logger.warn({ err: String(err) }, 'webhook registry replication stopped'))
+      .finally(() => this.pending.delete(p));
   }
 
-  /** Publish the webhook as the store has it now, at version v, until it works, a newer change supersedes it, or close. */
+  /**
+   * Publish the webhook as the store has it now, at version v, until it works, a newer change
+   * supersedes it, or close. An entry the bus cannot carry is set aside and a tombstone published
+   * in its place.
+   */
   private async publishRetrying(orgId: string, webhookId: string, v: number): Promise<void> {
     const key = `${orgId}.${webhookId}`;
     this.newest.set(key, v);
-    for (let attempt = 1; !this.closed && this.newest.get(key) === v; attempt++) {
+    let setAside = false;
+    let warned = false;
+    while (!this.closed && this.newest.get(key) === v) {
+      let entry: WebhookEntry | null = null;
       try {
-        const row = getWebhook(this.db, orgId, webhookId);
-        await this.publisher.publish(orgId, webhookId, v, row ? entryOf(row) : null);
+        const row = setAside ? undefined : getWebhook(this.db, orgId, webhookId);
+        entry = row ? entryOf(row) : null;
+        await this.publisher.publish(orgId, webhookId, v, entry);
         if (this.newest.get(key) === v) this.newest.delete(key);
         return;
       } catch (err) {
-        if (attempt === 1) this.logger.warn({ webhook_id: webhookId, err: String(err) }, 'could not replicate a webhook change; retrying');
-        await new Promise((r) => setTimeout(r, RETRY_MS));
+        if (this.closed) return;
+        if (entry && isUnpublishable(err)) {
+          this.aside.registry(entry, err instanceof Error ? err.message : String(err));
+          setAside = true;
+          continue; // the tombstone, at once
+        }
+        if (!warned) this.logger.warn({ webhook_id: webhookId, err: String(err) }, 'could not replicate a webhook change; retrying');
+        warned = true;
+        await new Promise((r) => setTimeout(r, RETRY_MS).unref());
       }
     }
   }
