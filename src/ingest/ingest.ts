@@ -101,7 +101,7 @@ export function startIngest(deps: IngestDeps): Subscription {
     setImmediate(run);
   };
 
-  return deps.bus.subscribe(
+  const sub = deps.bus.subscribe(
     ingestWildcard,
     (msg: BusMessage) => {
       queue.push(msg);
@@ -109,6 +109,16 @@ export function startIngest(deps: IngestDeps): Subscription {
     },
     { queue: 'svc-ingest' },
   );
+  return {
+    unsubscribe: () => sub.unsubscribe(),
+    // Shutdown (CONTRACT 1): later requests find no responder (the producer sends to another
+    // process); every one already received is committed and answered, and the answers are sent.
+    async drain() {
+      await sub.drain();
+      while (scheduled || queue.length > 0) await new Promise<void>((r) => setImmediate(r));
+      await deps.bus.flush().catch(() => undefined);
+    },
+  };
 }
 
 /**
