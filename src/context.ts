@@ -7,6 +7,7 @@ import type { Metrics } from './metrics.ts';
 import type { AttemptResult } from './delivery/client.ts';
 import type { Engine } from './engine/engine.ts';
 import type { Clock } from './domain/clock.ts';
+import type { Readiness } from './readiness.ts';
 
 /** What services need at run time. Built once by src/server.ts. */
 export interface AppContext {
@@ -18,6 +19,8 @@ export interface AppContext {
   engine: Engine;
   /** set once the HTTP server is bound */
   urls: { base: string; dashboard: string; source: string };
+  /** whether this process should get traffic (GET /readyz) */
+  readiness: Readiness;
   /** replicates a created, changed or deleted webhook to the data plane */
   webhookChanged(orgId: string, webhookId: string): void;
   /** delivery status per webhook, fed by delivery outcomes */

@@ -42,12 +42,15 @@ import { LocalRelay } from './relay/local-relay.ts';
 import { startLocalDataPlane, startNatsDataPlane, type DataPlane, type DeliveryLimits } from './dataplane/data-plane.ts';
 import { DeliveryThreads } from './dataplane/threads.ts';
 import { makeSigner } from './dataplane/signer.ts';
+import { Readiness, trackNatsConnection } from './readiness.ts';
 
 export interface RunningServer {
   url: string;
   ctx: AppContext;
   /** the bus this server uses (tests drive producers through it in memory mode) */
   bus: Bus;
+  /** whether this process should get traffic (GET /readyz, CONTRACT 1) */
+  readiness: Readiness;
   /**
    * Whether every event committed so far has been delivered (or failed) everywhere: nothing in the
    * outbox, nothing in the durable queue, nothing held by this process's data plane. A test that
@@ -76,11 +79,18 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   const key = resolveDataplaneKey(db, config.natsCreds);
   const seal = new Seal(key);
   const limits: DeliveryLimits = { concurrency: config.deliveryConcurrency, timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets };
+  // Ready means ready (CONTRACT 1): each part reports here; `listening on` waits for all of them.
+  const readiness = new Readiness({
+    http: 'the HTTP port is not bound yet',
+    subscriptions: 'the bus subscriptions are not confirmed by the server yet',
+    delivery: 'the outbox relay and the consumers have not started yet',
+  });
 
   let nats: NatsBus | null = null;
   if (config.natsUrl) {
     if (!config.natsCreds) logger.warn({ url: config.natsUrl }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
     nats = await createNatsBus(config.natsUrl, { name: 'svc', logger, role: 'engine', credsFile: config.natsCreds });
+    trackNatsConnection(nats.nc, readiness);
     try {
       await ensureLayout(nats.nc, await jetstreamManager(nats.nc, { timeout: 10_000 }));
     } catch (err) {
@@ -128,6 +138,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     metrics,
     engine,
     urls,
+    readiness,
     webhookChanged: (orgId, webhookId) => registryRelay.changed(orgId, webhookId),
     deliveryStatus: status,
     async attemptNow(webhook, eventId, type, body) {
@@ -146,6 +157,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     s.once('error', reject);
   });
   const port = (server.address() as AddressInfo).port;
+  readiness.ready('http');
   const listenUrl = `http://${hostForUrl(config.host)}:${port}`;
   urls.base = effectiveBaseUrl(config, port).replace(/\/+$/, '');
   urls.dashboard = effectiveDashboardUrl(config, urls.base);
@@ -193,12 +205,18 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     if (resumed) logger.info({ jobs: resumed }, 'running again the jobs the local runner had started before the last stop');
     localRunner.start();
   }
+  // One round trip after the last subscription of this connection (ingest, the local runner's jobs,
+  // the relay's acks, the outcome consumer's pull): the server has them all, in order.
+  await bus.flush();
+  readiness.ready('subscriptions');
   const scheduler = new Scheduler(engine, clock, logger);
   scheduler.start({ runnerHealthIntervalMs: config.runnerHealthIntervalMs, driftIntervalMs: config.driftIntervalMs });
   jsRelay?.kick(); // what was committed before a stop or a crash and not yet published or delivered
   localRelay?.kick();
   engine.kickJobs();
+  readiness.ready('delivery'); // the relay runs, the consumers and delivery threads pull (each confirmed)
 
+  await readiness.whenReady();
   logger.info({ url: listenUrl, base_url: urls.base, bus: bus.kind, delivery: config.deliver ? (threads ? `${config.deliveryThreads ?? defaultDeliveryThreads()} threads` : 'in process') : 'off' }, `listening on ${listenUrl}`);
 
   const jsm = nats ? await jetstreamManager(nats.nc, { timeout: 10_000 }) : null;
@@ -207,6 +225,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     url: listenUrl,
     ctx,
     bus,
+    readiness,
     async deliveryIdle() {
       if (outboxSize(db) > 0) return false;
       if (dataPlane && (dataPlane.pipeline.held() > 0 || dataPlane.pipeline.inFlight() > 0)) return false;
@@ -215,12 +234,16 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     },
     stop: () =>
       (stopping ??= (async () => {
+        // Shutdown mirrors start-up (CONTRACT 1): /readyz says 503 first (traffic moves), then
+        // the ingest subscription is drained: requests already received are committed and
+        // answered, later ones find no responder here. HTTP answers until the drain is done.
+        readiness.stopping();
         scheduler.stop();
         localRunner?.stop();
-        await new Promise<void>((r) => server.close(() => r()));
-        ingestSub.unsubscribe();
+        await ingestSub.drain();
         // the data plane: stop taking events, finish attempts in flight, leave the rest queued
         await Promise.all([threads?.drain(), dataPlane?.drain()]);
+        await new Promise<void>((r) => server.close(() => r()));
         localRelay?.close();
         await jsRelay?.close();
         eventPublisher?.close();

@@ -15,6 +15,11 @@ export interface BusMessage {
 
 export interface Subscription {
   unsubscribe(): void;
+  /**
+   * Stops taking messages (the server routes later ones elsewhere, or finds no responder) and
+   * resolves once every message already received has been handed to the handler.
+   */
+  drain(): Promise<void>;
 }
 
 export interface Bus {

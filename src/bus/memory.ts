@@ -143,7 +143,15 @@ export function createMemoryBus(opts: MemoryBusOptions = {}): Bus {
 
     subscribe(subject, handler, o) {
       const sub = addSub(subject, handler, o?.queue);
-      return { unsubscribe: () => removeSub(sub) };
+      return {
+        unsubscribe: () => removeSub(sub),
+        drain: async () => {
+          // no new messages (a request finds no responder); those already queued are handled
+          subs = subs.filter((s) => s !== sub);
+          while (!sub.closed && (sub.pending.length > 0 || sub.scheduled)) await new Promise<void>((r) => setImmediate(r));
+          removeSub(sub);
+        },
+      };
     },
 
     request(subject, data, o) {

@@ -164,6 +164,15 @@ export async function createNatsBus(url: string, opts: NatsBusOptions = {}): Pro
         unsubscribe: () => {
           if (!sub.isClosed()) sub.unsubscribe();
         },
+        drain: async () => {
+          if (sub.isClosed() || nc.isClosed()) return;
+          // the server has the UNSUB once this resolves, and every message it sent before has been
+          // given to the callback; bounded, since it cannot finish while disconnected
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([sub.drain().catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, DRAIN_TIMEOUT_MS)))]);
+          clearTimeout(timer);
+          if (!sub.isClosed()) sub.unsubscribe();
+        },
       };
     },
 

@@ -12,6 +12,7 @@ import { readCredsFile } from '../bus/nats-auth.ts';
 import { parseDataplaneKey, Seal } from '../bus/seal.ts';
 import { startNatsDataPlane } from '../dataplane/data-plane.ts';
 import { UsageError } from './errors.ts';
+import { Readiness, trackNatsConnection } from '../readiness.ts';
 import { allowPrivateTargets, arg, deliveryConcurrencyOption, natsCredsOption } from './serve.ts';
 
 interface WorkerOptions {
@@ -50,7 +51,11 @@ export function registerWorkerCommand(program: Command): void {
       const logger = pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
       const workerId = `worker_${randomUUID().slice(0, 8)}`;
       if (!opts.natsCreds) logger.warn({ url: opts.nats }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
+      // `worker ready` is a promise (CONTRACT 1): printed once the consumer is attached and its
+      // first pull request is confirmed by the server (this process has no HTTP server, no /readyz)
+      const readiness = new Readiness({ consumers: 'the event consumer is not attached yet' });
       const nc = await connectNats(opts.nats, { name: `svc-${workerId}`, logger, waitForServer: true, role: 'worker', credsFile: opts.natsCreds ?? null });
+      trackNatsConnection(nc, readiness);
       const plane = await startNatsDataPlane({
         nc,
         seal: new Seal(key),
@@ -59,11 +64,14 @@ export function registerWorkerCommand(program: Command): void {
         clock: systemClock,
         logger,
       });
+      readiness.ready('consumers');
+      await readiness.whenReady();
       logger.info({ worker: workerId, concurrency: opts.deliveryConcurrency }, 'worker ready');
       let exiting = false;
       const shutdown = async (signal: string) => {
         if (exiting) return;
         exiting = true;
+        readiness.stopping();
         logger.info({ signal }, 'draining');
         const hard = setTimeout(() => process.exit(1), opts.deliveryTimeout + 15_000);
         hard.unref();

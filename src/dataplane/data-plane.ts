@@ -76,6 +76,8 @@ export async function startNatsDataPlane(o: {
   const parts = assemble({ worker: o.workerId, registry, progress, send, limits: o.limits, clock: o.clock, logger: o.logger });
   const source = new JetStreamSource({ js, seal: o.seal, pipeline: parts.pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r) => parts.sink.droppedEvent(r) });
   await source.start();
+  // attached and pulling: the server has this connection's pull request (and every subscription)
+  await o.nc.flush();
   return {
     pipeline: parts.pipeline,
     registry,

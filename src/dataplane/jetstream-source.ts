@@ -72,10 +72,15 @@ export class JetStreamSource {
   /** copies of an event this plane holds (same event id), settled with it */
   private readonly copies = new Map<string, JsMsg[]>();
   private keepAlive: Timer | null = null;
+  /** resolves start() once the first pull request is sent */
+  private pulling: (() => void) | null = null;
 
   constructor(private readonly o: JetStreamSourceOptions) {}
 
-  /** Start pulling (waits for the engine to have created the stream and consumer). */
+  /**
+   * Start pulling (waits for the engine to have created the stream and consumer); resolves once
+   * the first pull request has been sent (a flush after it confirms that the server has it).
+   */
   async start(): Promise<void> {
     for (let attempt = 1; !this.consumer; attempt++) {
       try {
@@ -89,7 +94,10 @@ export class JetStreamSource {
     // a held event is signalled at most 2/5 of the ack wait after it was taken or last signalled
     const every = Math.floor(EVENT_ACK_WAIT_MS / 5);
     this.keepAlive = this.o.clock.setInterval(() => this.signalWorking(every), every);
+    if (this.stopped) return;
+    const pulling = new Promise<void>((r) => (this.pulling = r));
     this.loop = this.run();
+    await pulling;
   }
 
   private async run(): Promise<void> {
@@ -108,6 +116,8 @@ export class JetStreamSource {
       try {
         const batch = await consumer.fetch({ max_messages: Math.min(room, MAX_PULL), expires: PULL_EXPIRES_MS });
         this.current = batch;
+        this.pulling?.();
+        this.pulling = null;
         for await (const m of batch) {
           if (this.stopped) m.nak(RELEASE_DELAY_MS);
           else await this.take(m);
@@ -198,6 +208,7 @@ export class JetStreamSource {
     this.stopped = true;
     this.current?.stop();
     this.wake?.();
+    this.pulling?.();
     this.keepAlive?.cancel();
     await this.loop;
   }

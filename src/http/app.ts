@@ -26,7 +26,12 @@ export function createHttpApp(ctx: AppContext): Hono {
     const m = await renderMetrics(ctx.metrics);
     return c.body(m.body, 200, { 'content-type': m.contentType });
   });
+  // liveness: 200 while the process runs; readiness: 200 only while it should get traffic (CONTRACT 1)
   app.get('/healthz', (c) => c.json({ ok: true }));
+  app.get('/readyz', (c) => {
+    const { ready, reasons } = ctx.readiness.state();
+    return ready ? c.json({ ready: true }, 200) : c.json({ ready: false, reasons }, 503);
+  });
 
   const v1 = new Hono<AuthEnv>();
   v1.use(

@@ -1,4 +1,5 @@
-// OpenAPI 3.1 document of /v1 (CONTRACT 4.4), generated from the route definitions that the router
+// OpenAPI 3.1 document of /v1 (CONTRACT 4.4) and of the operations endpoints /healthz and /readyz
+// (CONTRACT 1), generated from the route definitions that the router
 // serves (src/http/route.ts): their paths, path parameters, request body schemas (the ones that
 // validate requests) and response schemas (the ones that shape responses). zod writes the JSON
 // Schema (draft 2020-12, the dialect of OpenAPI 3.1).
@@ -105,6 +106,57 @@ function operation(route: ApiRoute, components: Record<string, Json>): Json {
   };
 }
 
+/**
+ * Operations endpoints outside /v1 (CONTRACT 1), served by src/http/app.ts without authentication:
+ * liveness and readiness, for load balancers, Kubernetes probes and compose healthchecks.
+ */
+export const OPERATIONS_PATHS: Record<string, Json> = {
+  '/healthz': {
+    get: {
+      operationId: 'getHealth',
+      summary: 'liveness: 200 while the process runs',
+      description: 'Answers 200 from the moment the HTTP port is bound until the process exits, during a shutdown drain too. A liveness probe, not a readiness probe: use /readyz to decide whether to send traffic.',
+      tags: ['operations'],
+      security: [],
+      responses: {
+        200: {
+          description: 'the process runs',
+          content: { 'application/json': { schema: { type: 'object', properties: { ok: { const: true } }, required: ['ok'], additionalProperties: false } } },
+        },
+      },
+    },
+  },
+  '/readyz': {
+    get: {
+      operationId: 'getReadiness',
+      summary: 'readiness: 200 only while this process should get traffic',
+      description:
+        'Answers 200 once svc serve is ready (the HTTP port bound, every NATS subscription it answers on confirmed by the server, the relay and the consumers started: the moment it prints `listening on`), and 503 with the reasons before that, while the NATS connection is down or reconnecting, and from SIGTERM on (traffic moves before the drain).',
+      tags: ['operations'],
+      security: [],
+      responses: {
+        200: {
+          description: 'ready',
+          content: { 'application/json': { schema: { type: 'object', properties: { ready: { const: true } }, required: ['ready'], additionalProperties: false } } },
+        },
+        503: {
+          description: 'not ready: starting, the NATS connection down, or shutting down',
+          content: {
+            'application/json': {
+              schema: {
+                type: 'object',
+                properties: { ready: { const: false }, reasons: { type: 'array', items: { type: 'string' }, minItems: 1 } },
+                required: ['ready', 'reasons'],
+                additionalProperties: false,
+              },
+            },
+          },
+        },
+      },
+    },
+  },
+};
+
 const cache = new WeakMap<readonly ApiRoute[], Json>();
 
 /** The OpenAPI 3.1 document of these routes (made once per route table). */
@@ -113,7 +165,7 @@ export function openApiDocument(routes: readonly ApiRoute[]): Json {
   if (cached) return cached;
   if (!apiSchemas.get(errorSchema)) throw new Error('the Error schema must be a component');
   const components = componentSchemas();
-  const paths: Record<string, Json> = {};
+  const paths: Record<string, Json> = { ...OPERATIONS_PATHS };
   for (const route of routes) {
     const item = (paths[route.path] ??= {});
     if (item[route.method]) throw new Error(`${route.method} ${route.path} is defined twice`);
@@ -126,7 +178,7 @@ export function openApiDocument(routes: readonly ApiRoute[]): Json {
       version: '1',
       description: 'Webhooks that receive CloudEvents, and the apps, installs and workflows they report on. Errors: CONTRACT 3.',
     },
-    tags: [...new Set(routes.map((r) => r.tag))].map((name) => ({ name })),
+    tags: [...new Set([...routes.map((r) => r.tag), 'operations'])].map((name) => ({ name })),
     security: [{ bearer: [], org: [] }],
     paths,
     components: {

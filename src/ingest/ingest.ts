@@ -101,7 +101,7 @@ export function startIngest(deps: IngestDeps): Subscription {
     setImmediate(run);
   };
 
-  return deps.bus.subscribe(
+  const sub = deps.bus.subscribe(
     ingestWildcard,
     (msg: BusMessage) => {
       queue.push(msg);
@@ -109,6 +109,18 @@ export function startIngest(deps: IngestDeps): Subscription {
     },
     { queue: 'svc-ingest' },
   );
+  return {
+    unsubscribe: () => sub.unsubscribe(),
+    // Shutdown (CONTRACT 1): later requests find no responder (the producer sends to another
+    // process); every one already received is committed and answered, and the answers are sent.
+    // Bounded: with the NATS connection down nothing can be confirmed (nor answered), and the
+    // deliveries still have to drain within the shutdown's limit.
+    async drain() {
+      await within(sub.drain(), DRAIN_BOUND_MS);
+      while (scheduled || queue.length > 0) await new Promise<void>((r) => setImmediate(r));
+      await within(deps.bus.flush(), DRAIN_BOUND_MS);
+    },
+  };
 }
 
 /**
@@ -120,6 +132,15 @@ function respond(msg: BusMessage, reply: Reply): void {
   if (!msg.reply) return;
   const org = parseIngestSubject(msg.subject)?.orgId;
   if (org && isProducerReplySubject(msg.reply, org)) msg.respond(JSON.stringify(reply));
+}
+
+const DRAIN_BOUND_MS = 3000;
+
+/** `p`, but no longer than `ms` (and never rejecting). */
+async function within(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p.catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
 }
 
 function errorText(err: unknown): string {

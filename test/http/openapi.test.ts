@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { startService, waitFor, type ApiClient, type ApiResponse, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { createHttpApp } from '../../src/http/app.ts';
+import { Readiness } from '../../src/readiness.ts';
 import { defineRoute, mountRoutes, reply } from '../../src/http/route.ts';
 import { errorResponse, toHttpError } from '../../src/http/errors.ts';
 import type { AuthEnv } from '../../src/http/auth.ts';
@@ -133,17 +134,17 @@ afterAll(async () => {
 // ------------------------------------------------------------------ the document and the router agree
 
 describe('the document and the served routes', () => {
-  it('every route the app serves under /v1 is documented, and every documented operation is served', () => {
+  it('every route the app serves under /v1 is documented, and every documented operation is served (and /healthz, /readyz)', () => {
     const app = createHttpApp(svc.server.ctx);
     const served = app.routes
-      .filter((r) => r.method !== 'ALL' && r.path.startsWith('/v1/'))
+      .filter((r) => r.method !== 'ALL' && (r.path.startsWith('/v1/') || r.path === '/healthz' || r.path === '/readyz'))
       .map((r) => `${r.method} ${r.path.replace(/:(\w+)/g, '{$1}')}`);
     expect(new Set(served).size, 'no route is served twice').toBe(served.length);
     const documented = operations().map(({ method, path }) => `${method.toUpperCase()} ${path}`);
     expect([...served].sort()).toEqual([...documented].sort());
     // the two that the hand-kept table missed, and the document itself
     expect(documented).toEqual(
-      expect.arrayContaining(['GET /v1/apps/{app_id}', 'POST /v1/installs/{install_id}/sandbox/deprovision', 'GET /v1/openapi.json']),
+      expect.arrayContaining(['GET /v1/apps/{app_id}', 'POST /v1/installs/{install_id}/sandbox/deprovision', 'GET /v1/openapi.json', 'GET /healthz', 'GET /readyz']),
     );
     expect(served.length).toBeGreaterThanOrEqual(32);
   });
@@ -171,13 +172,14 @@ describe('the document and the served routes', () => {
         expect(resp.description, `${where} ${code}: description`).toBeTypeOf('string');
         if (code === '204') expect(resp.content, `${where} 204 has no body`).toBeUndefined();
         else if (code.startsWith('2')) expect(resp.content?.['application/json']?.schema, `${where} ${code}: body schema`).toBeDefined();
+        else if (code === '503' && op.operationId === 'getReadiness') expect(resp.content['application/json'].schema.required).toEqual(['ready', 'reasons']);
         else {
           expect(code, `${where}: only CONTRACT 3 statuses`).toMatch(/^(400|401|403|404|409|413|415)$/);
           expect(resp.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Error' });
         }
       }
-      if (op.operationId === 'getOpenApiDocument') {
-        expect(op.security).toEqual([]);
+      if (['getOpenApiDocument', 'getHealth', 'getReadiness'].includes(op.operationId)) {
+        expect(op.security, `${where}: no authentication`).toEqual([]);
       } else {
         expect(codes, `${where}: 401 and 403`).toEqual(expect.arrayContaining(['401', '403']));
       }
@@ -217,6 +219,17 @@ describe('real responses validate against the document', () => {
 
   it('the document validates against its own operation', async () => {
     check(await api.get('/v1/openapi.json'), 'get', '/v1/openapi.json', 200);
+  });
+
+  it('the operations endpoints: /healthz, /readyz (ready, and not ready with its reasons)', async () => {
+    const plain = async (r: Response): Promise<ApiResponse> => {
+      const text = await r.text();
+      return { status: r.status, text, body: JSON.parse(text) };
+    };
+    check(await plain(await fetch(`${svc.url}/healthz`)), 'get', '/healthz', 200);
+    expect(check(await plain(await fetch(`${svc.url}/readyz`)), 'get', '/readyz', 200)).toEqual({ ready: true });
+    const starting = createHttpApp({ ...svc.server.ctx, readiness: new Readiness({ subs: 'the bus subscriptions are not confirmed by the server yet' }) });
+    expect(check(await plain(await starting.request('/readyz')), 'get', '/readyz', 503).reasons).toHaveLength(1);
   });
 
   it('webhooks: create, list, get, rotate, ping (delivered, refused, unreachable), delivery status, delete', async () => {
@@ -525,7 +538,7 @@ describe('real responses validate against the document', () => {
       }
     }
     expect(missing).toEqual([]);
-    expect(statuses.filter((s) => s.status >= 500)).toEqual([]);
+    expect(statuses.filter((s) => s.status >= 500 && !(s.what === 'get /readyz' && s.status === 503)), 'a 5xx (but the documented 503 of /readyz)').toEqual([]);
     const shaping = logs.filter((l) => /documented/.test(String(l.msg)));
     expect(shaping, JSON.stringify(shaping.slice(0, 3))).toEqual([]);
   });
