@@ -2,7 +2,7 @@
 // result, edit: secret rotate with an overlap / keep / remove, interests, match), delete.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { ConflictError, type ErrorDetail } from '../../domain/errors.ts';
+import { ConflictError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
 import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, pingWebhook, type WebhookView } from '../../services/webhooks.ts';
 import { OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
@@ -366,6 +366,8 @@ function showForm(c: DashContext, props: Omit<FormProps, 'c'>, status: 200 | 400
 }
 
 const conflict = (err: ConflictError): ErrorDetail[] => [{ path: 'match', message: err.message }];
+/** A per-org limit (CONTRACT 8): about the org, not one field, so it names the whole form as the API names the body. */
+const limitExceeded = (err: LimitExceededError): ErrorDetail[] => [{ path: '(body)', message: err.message }];
 
 export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org/webhooks', (c) =>
@@ -399,6 +401,7 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
       flash(c, { kind: 'ok', text: `Webhook created for ${w.webhook_url}.` });
     } catch (err) {
       if (err instanceof ConflictError) return showForm(c, { state: formStateFromForm(form), errors: conflict(err) }, 409);
+      if (err instanceof LimitExceededError) return showForm(c, { state: formStateFromForm(form), errors: limitExceeded(err) }, 409);
       throw err;
     }
     return c.redirect(c.get('paths').webhooks, 303);
@@ -413,7 +416,7 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
     const orgId = c.req.param('org');
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const form = await formOf(c);
-    const parsed = patchBodyOf(form);
+    const parsed = patchBodyOf(form, w);
     const again = (errors: ErrorDetail[], status: 400 | 409) => showForm(c, { state: formStateFromForm(form), webhook: w, errors }, status);
     if (!parsed.ok) return again(parsed.errors, 400);
     try {
