@@ -49,6 +49,23 @@ export const labelsSchema = z
     description: `at most ${LIMITS.labelsPerEntity} labels; keys 1 to ${LIMITS.labelKeyChars} characters, not blank, no control characters; values at most ${LIMITS.labelValueChars} characters`,
   });
 
+/**
+ * The label sets of a stored app config that break the limits (`components.0.labels`, ...): a config
+ * stored before them. Creating an install from it would write those labels anew, so that is refused.
+ */
+export function labelsOverLimits(config: {
+  components?: ReadonlyArray<{ labels?: unknown }>;
+  actions?: ReadonlyArray<{ labels?: unknown }>;
+}): string[] {
+  const out: string[] = [];
+  for (const kind of ['components', 'actions'] as const) {
+    (config[kind] ?? []).forEach((entity, i) => {
+      if (entity.labels !== undefined && !labelsSchema.safeParse(entity.labels).success) out.push(`${kind}.${i}.labels`);
+    });
+  }
+  return out;
+}
+
 // ------------------------------------------------------------------ webhook subscriptions
 
 /**

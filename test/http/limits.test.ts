@@ -349,6 +349,14 @@ describe('data stored before the limits', () => {
     const versions = await api.get(`/v1/installs/${installId}/app-config-versions`);
     expect(versions.status, versions.text.slice(0, 500)).toBe(200);
 
+    // a new install from that config would write its labels anew: refused, nothing stored
+    const installs = () => db.prepare('SELECT install_id FROM installs ORDER BY rowid').all();
+    const before = installs();
+    const fresh = await api.post('/v1/installs', { app_id: app.app_id, name: 'new-from-old', app_config_id: cfg.app_config_id });
+    expect400(fresh, 'app_config_id');
+    expect(fresh.body.message).toMatch(/components\.0\.labels, actions\.0\.labels/);
+    expect(installs()).toEqual(before);
+
     // an event about the install is still delivered
     const hook = await api.post(HOOKS, { webhook_url: rx.hook('install'), match: { installs: { ids: [installId] } } });
     expect(hook.status, hook.text).toBe(201);
