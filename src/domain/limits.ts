@@ -1,5 +1,6 @@
-// The size limits of CONTRACT 8, defined once: every layer that checks one (the API's request
-// schemas, the webhook service, the dashboard forms, `svc serve` options) imports it from here.
+// The size limits of CONTRACT 8, defined once: every layer that checks or shows one (the request
+// schemas of the API and the dashboard forms, install creation, the default of `svc serve
+// --max-webhooks-per-org` that the webhook service enforces) imports it from here.
 // They are enforced where data enters; what was stored before them is read and delivered as it is.
 import { z } from 'zod';
 

@@ -3,6 +3,7 @@
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { ConflictError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
+import { LIMITS } from '../../domain/limits.ts';
 import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, pingWebhook, type WebhookView } from '../../services/webhooks.ts';
 import { OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
@@ -160,7 +161,8 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
         </textarea>
         <p class="hint" id="match-hint">
           Empty = org-wide. Example: {'{"installs": {"selector": {"match_labels": {"env": "prod"}}}}'}. Kinds: installs, components, actions, each with ids and/or
-          selector.
+          selector. At most {LIMITS.matchIdsPerKind.toLocaleString('en')} ids per kind and {LIMITS.labelsPerEntity} labels per selector; the whole
+          subscription at most {LIMITS.subscriptionBytes / 1024} KiB.
         </p>
       </div>
       <div class="actions">
