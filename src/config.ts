@@ -23,6 +23,8 @@ export interface ServeConfig {
   natsCreds: string | null;
   /** delivery threads (NATS mode); null = one per spare core, at least one; 0 = on the engine's thread */
   deliveryThreads: number | null;
+  /** webhooks one org may have (CONTRACT 8); creating one more is 409 limit_exceeded */
+  maxWebhooksPerOrg: number;
 }
 
 /** Default --delivery-concurrency (CONTRACT 1). */

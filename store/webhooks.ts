@@ -66,6 +66,11 @@ export function listWebhooks(db: Db, orgId: string): WebhookRow[] {
   return (db.prepare(`SELECT ${COLS} FROM webhooks WHERE org_id = ? ORDER BY rowid DESC`).all(orgId) as RawRow[]).map(decode);
 }
 
+/** How many webhooks the org has (CONTRACT 8 webhooks per org; counted on the webhooks_org index). */
+export function countWebhooks(db: Db, orgId: string): number {
+  return (db.prepare('SELECT COUNT(*) AS n FROM webhooks WHERE org_id = ?').get(orgId) as { n: number }).n;
+}
+
 export function listAllWebhooks(db: Db): WebhookRow[] {
   return (db.prepare(`SELECT ${COLS} FROM webhooks ORDER BY rowid`).all() as RawRow[]).map(decode);
 }

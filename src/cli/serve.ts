@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, parsePort, parsePositiveInt, parseUrl, type ServeConfig } from '../config.ts';
+import { LIMITS } from '../domain/limits.ts';
 import { UsageError } from './errors.ts';
 
 export const arg =
@@ -30,6 +31,7 @@ interface ServeOptions {
   deliver: boolean;
   natsCreds?: string;
   deliveryThreads?: number;
+  maxWebhooksPerOrg: number;
 }
 
 export function registerServeCommand(program: Command): void {
@@ -51,6 +53,7 @@ export function registerServeCommand(program: Command): void {
     .addOption(new Option('--no-deliver', 'NATS mode: run the engine and the API only; svc worker processes deliver'))
     .addOption(natsCredsOption())
     .addOption(new Option('--delivery-threads <n>', 'NATS mode: delivery threads (default: one per spare core; 0 = on the engine thread)').env('SVC_DELIVERY_THREADS').argParser(arg(parseCount)))
+    .addOption(new Option('--max-webhooks-per-org <n>', 'webhooks one org may have (more: 409 limit_exceeded)').env('SVC_MAX_WEBHOOKS_PER_ORG').argParser(arg(parsePositiveInt)).default(LIMITS.webhooksPerOrg))
     .action(async (opts: ServeOptions, cmd: Command) => {
       const config = toConfig(opts, cmd);
       const started = import('../server.ts').then(({ startServer }) => startServer(config));
@@ -107,6 +110,7 @@ function toConfig(opts: ServeOptions, cmd: Command): ServeConfig {
     deliver,
     natsCreds: opts.natsCreds ?? null,
     deliveryThreads: opts.deliveryThreads ?? null,
+    maxWebhooksPerOrg: opts.maxWebhooksPerOrg,
   };
 }
 

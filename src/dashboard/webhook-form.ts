@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import { issuesToDetails } from '../http/validation.ts';
 import type { ErrorDetail } from '../domain/errors.ts';
 import {
+  canonicalMatch,
   createWebhookBodySchema,
   FLAGS,
   flagsOf,
@@ -13,6 +14,7 @@ import {
   patchWebhookBodySchema,
   RESOURCE_NAMES,
   RESOURCE_OPS,
+  storedMatchSchema,
   type CreateWebhookBody,
   type Flag,
   type Interests,
@@ -167,15 +169,33 @@ export function createBodyOf(form: FormData): Parsed<CreateWebhookBody> {
   });
 }
 
+/** JSON with object keys sorted: equal texts mean equal documents, whatever the key order. */
+function sortedJson(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) =>
+    x !== null && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x,
+  );
+}
+
+/** Whether the submitted subscription is the stored one (interests as a document, match canonically). */
+function sameSubscription(interests: Interests, match: unknown, current: { interests: Interests; match: Match | null }): boolean {
+  if (sortedJson(interests) !== sortedJson(current.interests)) return false;
+  const m = storedMatchSchema.safeParse(match); // without the limits: an old oversized match compares too
+  return (match === null || m.success) && canonicalMatch(match === null ? null : (m.data as Match)) === canonicalMatch(current.match);
+}
+
 /**
- * The PATCH body of a submitted edit form. It always names interests and match (both replace the
- * subscription wholesale), so the match shown in the form is what is saved: a scoped webhook stays scoped.
+ * The PATCH body of a submitted edit form. It names interests and match (both replace the
+ * subscription wholesale), so the match shown in the form is what is saved: a scoped webhook stays
+ * scoped. With `current` (the stored webhook), a secret change that leaves the subscription as it
+ * is names only the secret: a webhook stored before the limits of CONTRACT 8 keeps its oversized
+ * subscription and can still have its secret rotated or removed.
  */
-export function patchBodyOf(form: FormData): Parsed<PatchWebhookBody> {
+export function patchBodyOf(form: FormData, current?: { interests: Interests; match: Match | null }): Parsed<PatchWebhookBody> {
   const state = formStateFromForm(form);
   const match = matchOf(state.match_text);
   if (!match.ok) return match;
-  const body: Record<string, unknown> = { interests: interestsOf(state), match: match.value };
+  const interests = interestsOf(state);
+  const body: Record<string, unknown> = { interests, match: match.value };
   if (state.secret_action === 'remove') body.secret = null;
   if (state.secret_action === 'rotate') {
     const secret = one(form.new_secret);
@@ -187,6 +207,10 @@ export function patchBodyOf(form: FormData): Parsed<PatchWebhookBody> {
       if (!/^\d{1,7}$/.test(ttl)) return { ok: false, errors: [{ path: 'previous_secret_ttl_s', message: 'choose how long the old secret keeps signing' }] };
       body.previous_secret_ttl_s = Number(ttl);
     }
+  }
+  if (current && 'secret' in body && sameSubscription(interests, match.value, current)) {
+    delete body.interests;
+    delete body.match;
   }
   return validate(patchWebhookBodySchema, body);
 }

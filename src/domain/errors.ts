@@ -21,3 +21,15 @@ export class NotFoundError extends Error {
 }
 
 export class ConflictError extends Error {}
+
+/** A per-org limit of CONTRACT 8 (409 `limit_exceeded`); the message names the limit. */
+export class LimitExceededError extends Error {
+  override readonly name = 'LimitExceededError';
+  constructor(
+    /** which limit, e.g. `webhooks_per_org` */
+    readonly limit: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}

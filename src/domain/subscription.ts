@@ -2,6 +2,7 @@
 // normalisation of match for responses, the canonical match used for uniqueness, and the
 // effective interests of a stored webhook.
 import { z } from 'zod';
+import { largerPart, LIMITS, labelsSchema, subscriptionBytes } from './limits.ts';
 
 // ------------------------------------------------------------------ vocabulary
 
@@ -125,27 +126,59 @@ export const interestsSchema = z
 
 // ------------------------------------------------------------------ match
 
-const matchFilterSchema = z.strictObject({
-  ids: z.array(z.string().min(1, { error: 'must be a non-empty string' })).min(1, { error: 'ids must not be empty' }).optional(),
-  selector: z
-    .strictObject({
-      match_labels: z
-        .record(z.string().min(1, { error: 'label key must be non-empty' }), z.string())
-        .refine((labels) => Object.keys(labels).length > 0, { error: 'match_labels must name at least one label' }),
-    })
-    .optional(),
-});
-
-export const matchSchema = z
-  .strictObject({
-    installs: matchFilterSchema.optional(),
-    components: matchFilterSchema.optional(),
-    actions: matchFilterSchema.optional(),
-  })
-  .refine((m) => MATCH_KINDS.some((k) => m[k] !== undefined), {
-    error: `match must name at least one of: ${MATCH_KINDS.join(', ')}`,
-    ...onlyIfValid,
+/**
+ * A kind's filter. `limits` (CONTRACT 8: ids per kind, the label rules) apply to what a request
+ * sets; a stored match is read without them (data from before the limits still reads).
+ */
+function matchFilterSchema(limits: boolean) {
+  const ids = z.array(z.string().min(1, { error: 'must be a non-empty string' })).min(1, { error: 'ids must not be empty' });
+  const labels = limits ? labelsSchema : z.record(z.string().min(1, { error: 'label key must be non-empty' }), z.string());
+  return z.strictObject({
+    ids: (limits
+      ? ids.max(LIMITS.matchIdsPerKind, { error: `at most ${LIMITS.matchIdsPerKind} ids in one kind` })
+      : ids
+    ).optional(),
+    selector: z
+      .strictObject({
+        match_labels: labels.refine((l) => Object.keys(l).length > 0, { error: 'match_labels must name at least one label' }),
+      })
+      .optional(),
   });
+}
+
+function matchSchemaOf(limits: boolean) {
+  const filter = matchFilterSchema(limits);
+  return z
+    .strictObject({
+      installs: filter.optional(),
+      components: filter.optional(),
+      actions: filter.optional(),
+    })
+    .refine((m) => MATCH_KINDS.some((k) => m[k] !== undefined), {
+      error: `match must name at least one of: ${MATCH_KINDS.join(', ')}`,
+      ...onlyIfValid,
+    });
+}
+
+/** A match as a request sets it (CONTRACT 4.1, within the limits of CONTRACT 8). */
+export const matchSchema = matchSchemaOf(true);
+
+/** A match as stored and returned: the same shape, without the limits of CONTRACT 8. */
+export const storedMatchSchema = matchSchemaOf(false);
+
+/** CONTRACT 8: a subscription (interests + match as JSON) of at most 16 KiB, named by its larger part. */
+function checkSubscriptionSize(body: { interests?: unknown; match?: unknown }, ctx: z.core.$RefinementCtx): void {
+  if (body.interests === undefined && body.match === undefined) return;
+  const bytes = subscriptionBytes(body);
+  if (bytes <= LIMITS.subscriptionBytes) return;
+  ctx.addIssue({
+    code: 'custom',
+    path: [largerPart(body)],
+    message: `the subscription (interests + match as JSON) is ${bytes} bytes; at most ${LIMITS.subscriptionBytes} (16 KiB)`,
+  });
+}
+
+const SUBSCRIPTION_SIZE = `interests + match as JSON: at most ${LIMITS.subscriptionBytes} bytes (16 KiB)`;
 
 // ------------------------------------------------------------------ bodies
 
@@ -174,12 +207,15 @@ const secretSchema = z.string({ error: 'secret must be a string' }).min(1, { err
   error: 'secret must be at most 512 characters',
 });
 
-export const createWebhookBodySchema = z.strictObject({
-  webhook_url: webhookUrlSchema,
-  secret: secretSchema.optional(),
-  interests: interestsSchema.optional(),
-  match: matchSchema.nullable().optional(),
-});
+export const createWebhookBodySchema = z
+  .strictObject({
+    webhook_url: webhookUrlSchema,
+    secret: secretSchema.optional(),
+    interests: interestsSchema.optional(),
+    match: matchSchema.nullable().optional(),
+  })
+  .superRefine(checkSubscriptionSize, onlyIfValid)
+  .describe(SUBSCRIPTION_SIZE);
 
 export const patchWebhookBodySchema = z
   .strictObject({
@@ -200,7 +236,9 @@ export const patchWebhookBodySchema = z
   .refine((b) => b.previous_secret_ttl_s === undefined || typeof b.secret === 'string', {
     error: 'previous_secret_ttl_s needs a new secret in the same request',
     path: ['previous_secret_ttl_s'],
-  });
+  })
+  .superRefine(checkSubscriptionSize, onlyIfValid)
+  .describe(SUBSCRIPTION_SIZE);
 
 export type CreateWebhookBody = z.infer<typeof createWebhookBodySchema>;
 export type PatchWebhookBody = z.infer<typeof patchWebhookBodySchema>;
@@ -208,8 +246,10 @@ export type PatchWebhookBody = z.infer<typeof patchWebhookBodySchema>;
 // Compile-time checks that the schemas produce the declared types.
 const _interestsFits = (i: z.infer<typeof interestsSchema>): Interests => i;
 const _matchFits = (m: z.infer<typeof matchSchema>): Match => m;
+const _storedMatchFits = (m: z.infer<typeof storedMatchSchema>): Match => m;
 void _interestsFits;
 void _matchFits;
+void _storedMatchFits;
 
 // ------------------------------------------------------------------ helpers
 

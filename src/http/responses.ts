@@ -10,8 +10,8 @@ import type { ParentRef } from '../domain/facts.ts';
 import type { ExecutionType, OwnerType, Verdict } from '../domain/status.ts';
 import type { ConfigDiff, FieldChange } from '../engine/config-diff.ts';
 import type { AttemptResult } from '../delivery/client.ts';
-import { interestsSchema, matchSchema } from '../domain/subscription.ts';
-import { actionSpecSchema, componentSpecSchema } from './schemas.ts';
+import { interestsSchema, storedMatchSchema } from '../domain/subscription.ts';
+import { storedActionSpecSchema, storedComponentSpecSchema } from './schemas.ts';
 
 /** The named schemas of the document's `components.schemas`. */
 export const apiSchemas = z.registry<{ id?: string; description?: string }>();
@@ -34,6 +34,7 @@ export const ERROR_CODES = [
   'forbidden',
   'not_found',
   'conflict',
+  'limit_exceeded',
   'payload_too_large',
   'unsupported_media_type',
   'internal',
@@ -71,7 +72,7 @@ export const webhookSchema = z
     webhook_url: z.string(),
     has_secret: z.boolean(),
     interests: interestsSchema.register(apiSchemas, { id: 'Interests' }),
-    match: matchSchema.register(apiSchemas, { id: 'Match' }).nullable(),
+    match: storedMatchSchema.register(apiSchemas, { id: 'Match' }).nullable(),
     created_at: timestamp,
     updated_at: timestamp,
     previous_secret_expires_at: described(timestamp.nullable(), 'while a rotated-out secret still signs: when it stops'),
@@ -103,8 +104,8 @@ export const appSchema = z
 
 const configBodyShape = {
   sandbox: json.optional(),
-  components: z.array(componentSpecSchema.register(apiSchemas, { id: 'ComponentSpec' })),
-  actions: z.array(actionSpecSchema.register(apiSchemas, { id: 'ActionSpec' })).optional(),
+  components: z.array(storedComponentSpecSchema.register(apiSchemas, { id: 'ComponentSpec' })),
+  actions: z.array(storedActionSpecSchema.register(apiSchemas, { id: 'ActionSpec' })).optional(),
   inputs: json.optional(),
 };
 

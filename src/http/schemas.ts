@@ -1,25 +1,37 @@
 // Request bodies of the /v1 API (apps, installs, workflows, rollback). One schema validates a
 // request and documents it in the OpenAPI document. Webhook bodies live in src/domain/subscription.ts.
 import { z } from 'zod';
+import { labelsSchema as labels } from '../domain/limits.ts';
 
 const name = z.string().trim().min(1).max(200);
-const labels = z.record(z.string().min(1).max(200), z.string().max(200));
+/** Labels as stored: read back without the limits of CONTRACT 8 (configs made before them still read). */
+const storedLabels = z.record(z.string(), z.string());
 const id = z.string().min(1).max(64);
 
 export const createAppSchema = z.strictObject({ name });
 
-export const componentSpecSchema = z.strictObject({
-  name,
-  type: z.string().max(200).optional(),
-  labels: labels.optional(),
-  values: z.record(z.string(), z.unknown()).optional(),
-});
+const componentSpecOf = (l: z.ZodType<Record<string, string>>) =>
+  z.strictObject({
+    name,
+    type: z.string().max(200).optional(),
+    labels: l.optional(),
+    values: z.record(z.string(), z.unknown()).optional(),
+  });
 
-export const actionSpecSchema = z.strictObject({
-  name,
-  labels: labels.optional(),
-  inputs: z.record(z.string().min(1), z.strictObject({ required: z.boolean().optional() })).optional(),
-});
+const actionSpecOf = (l: z.ZodType<Record<string, string>>) =>
+  z.strictObject({
+    name,
+    labels: l.optional(),
+    inputs: z.record(z.string().min(1), z.strictObject({ required: z.boolean().optional() })).optional(),
+  });
+
+/** A component of a config as a request sets it (labels within CONTRACT 8). */
+export const componentSpecSchema = componentSpecOf(labels);
+/** An action of a config as a request sets it (labels within CONTRACT 8). */
+export const actionSpecSchema = actionSpecOf(labels);
+/** The same as stored and returned. */
+export const storedComponentSpecSchema = componentSpecOf(storedLabels);
+export const storedActionSpecSchema = actionSpecOf(storedLabels);
 
 export const appConfigSchema = z
   .strictObject({

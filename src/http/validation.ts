@@ -12,6 +12,11 @@ export function issuesToDetails(issues: readonly z.core.$ZodIssue[]): ErrorDetai
       for (const key of issue.keys) out.push({ path: [...base, key].join('.'), message: 'unknown field' });
       continue;
     }
+    if (issue.code === 'invalid_key' && issue.issues.length) {
+      // a record key that fails its schema (a label key, CONTRACT 8): the path names the key
+      for (const inner of issue.issues) out.push({ path: base.join('.'), message: inner.message });
+      continue;
+    }
     if (issue.code === 'invalid_union' && Array.isArray(issue.errors) && issue.errors.length) {
       const nested = issue.errors.flat();
       if (nested.length) {

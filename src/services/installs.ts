@@ -6,6 +6,7 @@ import { getInstall, listActions, listComponents, listInstalls as dbListInstalls
 import { listOwnerWorkflows } from '../../store/workflows.ts';
 import type { InstallWorkflowType } from '../engine/definitions.ts';
 import type { Verdict } from '../domain/status.ts';
+import { labelsOverLimits } from '../domain/limits.ts';
 import { mustGetApp } from './catalog.ts';
 import { workflowSummary, workflowView } from './workflows.ts';
 
@@ -74,6 +75,13 @@ export function createInstall(ctx: AppContext, orgId: string, body: CreateInstal
   } else {
     config = latestConfig(ctx.db, app.app_id);
     if (!config) throw new InvalidError(`app ${app.app_id} has no config yet`, [{ path: 'app_id', message: 'app has no config' }]);
+  }
+  const over = labelsOverLimits(config.body);
+  if (over.length) {
+    // a config stored before CONTRACT 8: a new install would write its labels anew (existing installs keep working)
+    throw new InvalidError(`app config ${config.app_config_id} has labels over the limits (${over.join(', ')}); create a config within them`, [
+      { path: body.app_config_id ? 'app_config_id' : 'app_id', message: `app config ${config.app_config_id}: ${over.join(', ')} over the label limits` },
+    ]);
   }
   if (body.app_branch_id && !getBranch(ctx.db, orgId, app.app_id, body.app_branch_id)) {
     throw new InvalidError(`app branch ${body.app_branch_id} is not a branch of app ${app.app_id}`, [{ path: 'app_branch_id', message: 'unknown branch of this app' }]);

@@ -1,5 +1,5 @@
 import type { AppContext } from '../context.ts';
-import { ConflictError, NotFoundError } from '../domain/errors.ts';
+import { ConflictError, LimitExceededError, NotFoundError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import {
   canonicalMatch,
@@ -9,6 +9,7 @@ import {
   type Match,
 } from '../domain/subscription.ts';
 import {
+  countWebhooks,
   deleteWebhook as dbDelete,
   getWebhook as dbGet,
   insertWebhook,
@@ -90,20 +91,37 @@ function mustGet(ctx: AppContext, orgId: string, id: string): WebhookRow {
   return w;
 }
 
+/**
+ * Create a webhook: the one place every caller (API, dashboard, CLI over the API) goes through, so
+ * the per-org limit of CONTRACT 8 (`--max-webhooks-per-org`) holds for all of them. The count and
+ * the insert are one write transaction: two creates at the limit cannot both pass.
+ */
 export function createWebhook(ctx: AppContext, orgId: string, input: CreateWebhookInput): WebhookView {
   const match = normalizeMatch(input.match ?? null);
+  const max = ctx.config.maxWebhooksPerOrg;
   try {
-    const row = insertWebhook(ctx.db, {
-      webhook_id: newId('wh'),
-      org_id: orgId,
-      url: input.webhook_url,
-      secret: input.secret ?? null,
-      previous_secret: null,
-      previous_secret_expires_at: null,
-      interests: input.interests ?? { all_events: true },
-      match,
-      match_canonical: canonicalMatch(match),
-    });
+    const row = ctx.db
+      .transaction(() => {
+        const have = countWebhooks(ctx.db, orgId);
+        if (have >= max) {
+          throw new LimitExceededError(
+            'webhooks_per_org',
+            `webhooks per org: this org has ${have} webhooks, the limit is ${max} (--max-webhooks-per-org); delete one to create another`,
+          );
+        }
+        return insertWebhook(ctx.db, {
+          webhook_id: newId('wh'),
+          org_id: orgId,
+          url: input.webhook_url,
+          secret: input.secret ?? null,
+          previous_secret: null,
+          previous_secret_expires_at: null,
+          interests: input.interests ?? { all_events: true },
+          match,
+          match_canonical: canonicalMatch(match),
+        });
+      })
+      .immediate();
     ctx.webhookChanged(orgId, row.webhook_id);
     return viewOne(ctx, row);
   } catch (err) {

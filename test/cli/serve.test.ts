@@ -46,6 +46,7 @@ describe('svc serve usage errors', () => {
     [['--delivery-timeout', '5']],
     [['--drift-interval', 'weekly']],
     [['--nats', 'not a url']],
+    [['--max-webhooks-per-org', '0']],
   ])('a bad value %j prints the usage and exits 2', async (args) => {
     const r = await serveUsage(args);
     expect(r.status).toBe(2);
@@ -56,6 +57,9 @@ describe('svc serve usage errors', () => {
     const r = await serveUsage(['--port', '0'], { SVC_DELIVERY_TIMEOUT: 'forever' });
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/forever/);
+    const limit = await serveUsage(['--port', '0'], { SVC_MAX_WEBHOOKS_PER_ORG: 'many' });
+    expect(limit.status).toBe(2);
+    expect(limit.stderr).toMatch(/many/);
   });
 });
 

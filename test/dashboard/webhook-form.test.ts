@@ -49,6 +49,31 @@ describe('webhook form', () => {
     expect(flagged.ok && flagged.value.interests).toEqual({ resources: { stacks: { outcome: 'all' } } });
   });
 
+  it('answers a subscription over the limits of CONTRACT 8 with errors naming the path', () => {
+    const ids = (n: number) => Array.from({ length: n }, (_, i) => `i${i}`);
+    const over = createBodyOf(form({ webhook_url: 'https://x.example/h', all_events: '1', match: JSON.stringify({ installs: { ids: ids(1001) } }) }));
+    expect(over.ok ? over.value : over.errors.map((e) => e.path)).toEqual(['match.installs.ids']);
+    const labels = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`k${i}`, 'v']));
+    const tooMany = patchBodyOf(form({ all_events: '1', match: JSON.stringify({ components: { selector: { match_labels: labels } } }) }));
+    expect(tooMany.ok ? tooMany.value : tooMany.errors.map((e) => e.path)).toEqual(['match.components.selector.match_labels']);
+    const big = createBodyOf(form({ webhook_url: 'https://x.example/h', all_events: '1', match: JSON.stringify({ installs: { ids: ['x'.repeat(17_000)] } }) }));
+    expect(big.ok ? big.value : big.errors.map((e) => e.path)).toEqual(['match']);
+  });
+
+  it('rotates the secret of a webhook stored over the limits without resending its unchanged subscription', () => {
+    const current = { interests: { all_events: true }, match: { installs: { ids: Array.from({ length: 1500 }, (_, i) => `i${i}`) } } };
+    const shown = formStateOf(current);
+    const submitted = form({ all_events: '1', match: shown.match_text, secret_action: 'rotate', new_secret: 's4' });
+    const rotate = patchBodyOf(submitted, current);
+    expect(rotate.ok && rotate.value).toEqual({ secret: 's4' });
+    // without a secret change the form saves the subscription, which is then held to the limits
+    const save = patchBodyOf(form({ all_events: '1', match: shown.match_text }), current);
+    expect(save.ok ? save.value : save.errors.map((e) => e.path)).toEqual(['match.installs.ids']);
+    // a changed subscription is sent (and checked) with the new secret
+    const changed = patchBodyOf(form({ all_events: '1', match: '{"installs": {}}', secret_action: 'rotate', new_secret: 's4' }), current);
+    expect(changed.ok && changed.value).toEqual({ interests: { all_events: true }, match: { installs: {} }, secret: 's4' });
+  });
+
   it('accepts only local next paths under the dashboard', () => {
     expect(safeNext('/dashboard/org_1/webhooks?x=1', '/dashboard')).toBe('/dashboard/org_1/webhooks?x=1');
     for (const bad of ['//evil', '/\\evil', 'https://evil/', '/v1/x', '/dashboardx', '/dashboard/login', undefined, '']) {

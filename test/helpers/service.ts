@@ -5,6 +5,7 @@ import path from 'node:path';
 import pino from 'pino';
 import type { ServeConfig } from '../../src/config.ts';
 import type { Clock } from '../../src/domain/clock.ts';
+import { LIMITS } from '../../src/domain/limits.ts';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { openDb } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
@@ -76,6 +77,7 @@ export async function startService(overrides: Partial<ServeConfig> = {}, opts: {
     deliver: true,
     natsCreds: null,
     deliveryThreads: 0,
+    maxWebhooksPerOrg: LIMITS.webhooksPerOrg,
     ...overrides,
   };
   const server = await startServer(config, { logger: opts.logger ?? pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }), clock: opts.clock });

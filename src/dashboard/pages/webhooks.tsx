@@ -2,7 +2,8 @@
 // result, edit: secret rotate with an overlap / keep / remove, interests, match), delete.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { ConflictError, type ErrorDetail } from '../../domain/errors.ts';
+import { ConflictError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
+import { LIMITS } from '../../domain/limits.ts';
 import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, pingWebhook, type WebhookView } from '../../services/webhooks.ts';
 import { OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
@@ -160,7 +161,8 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
         </textarea>
         <p class="hint" id="match-hint">
           Empty = org-wide. Example: {'{"installs": {"selector": {"match_labels": {"env": "prod"}}}}'}. Kinds: installs, components, actions, each with ids and/or
-          selector.
+          selector. At most {LIMITS.matchIdsPerKind.toLocaleString('en')} ids per kind and {LIMITS.labelsPerEntity} labels per selector; the whole
+          subscription at most {LIMITS.subscriptionBytes / 1024} KiB.
         </p>
       </div>
       <div class="actions">
@@ -366,6 +368,8 @@ function showForm(c: DashContext, props: Omit<FormProps, 'c'>, status: 200 | 400
 }
 
 const conflict = (err: ConflictError): ErrorDetail[] => [{ path: 'match', message: err.message }];
+/** A per-org limit (CONTRACT 8): about the org, not one field, so it names the whole form as the API names the body. */
+const limitExceeded = (err: LimitExceededError): ErrorDetail[] => [{ path: '(body)', message: err.message }];
 
 export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org/webhooks', (c) =>
@@ -399,6 +403,7 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
       flash(c, { kind: 'ok', text: `Webhook created for ${w.webhook_url}.` });
     } catch (err) {
       if (err instanceof ConflictError) return showForm(c, { state: formStateFromForm(form), errors: conflict(err) }, 409);
+      if (err instanceof LimitExceededError) return showForm(c, { state: formStateFromForm(form), errors: limitExceeded(err) }, 409);
       throw err;
     }
     return c.redirect(c.get('paths').webhooks, 303);
@@ -413,7 +418,7 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
     const orgId = c.req.param('org');
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const form = await formOf(c);
-    const parsed = patchBodyOf(form);
+    const parsed = patchBodyOf(form, w);
     const again = (errors: ErrorDetail[], status: 400 | 409) => showForm(c, { state: formStateFromForm(form), webhook: w, errors }, status);
     if (!parsed.ok) return again(parsed.errors, 400);
     try {
