@@ -74,7 +74,14 @@ export async function startNatsDataPlane(o: {
   };
   const progress = new KvProgress(progressKv);
   const parts = assemble({ worker: o.workerId, registry, progress, send, limits: o.limits, clock: o.clock, logger: o.logger });
-  const source = new JetStreamSource({ js, seal: o.seal, pipeline: parts.pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r) => parts.sink.droppedEvent(r) });
+  const source = new JetStreamSource({ js, workerId: o.workerId, seal: o.seal, pipeline: parts.pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r) => parts.sink.droppedEvent(r) });
+  // what the source holds and settled lately outlives a lost connection (a nats-server restart)
+  void (async () => {
+    for await (const st of o.nc.status()) {
+      if (st.type === 'disconnect') source.disconnected();
+      else if (st.type === 'reconnect') void source.reconnected();
+    }
+  })();
   await source.start();
   // attached and pulling: the server has this connection's pull request (and every subscription)
   await o.nc.flush();

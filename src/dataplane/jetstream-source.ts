@@ -11,6 +11,21 @@
 // nak'd with a delay that outlives this plane's own pull request (the dead one a drain leaves
 // behind), and a second copy of an event this plane already holds is not attempted again: it is
 // settled with the first.
+//
+// A nats-server restart (CONTRACT 6.6: afterwards only attempts in flight when it died are made
+// again). A nats-server killed with kill -9 comes back with JetStream state seconds old (measured
+// on 2.9: acks and deliveries of up to ~4 s before the kill forgotten): it hands out again, as new
+// deliveries (delivery count 1), events this plane still holds and events it settled and acked, to
+// this plane or another. So the plane keeps what it knows across the reconnect:
+//  - events it settled (acked) in the last minute: handed out again here, they are acked at once;
+//  - at the reconnect, before pulling again, it re-signals `working()` for what it holds and writes
+//    progress records (KV svc_progress) naming itself as the holder of each event it holds, and
+//    every event it settled from ACK_RISK_MS before the disconnect on as settled; then it waits
+//    RECONNECT_GRACE_MS, so that every plane has written its records before any pulls;
+//  - for SUSPECT_MS after that, every event handed out is looked up in svc_progress (not only
+//    redeliveries): settled elsewhere → acked; held by another plane (recently marked) → nak'd
+//    with a delay (its holder's `working()` keeps it from coming back; if the holder died it comes
+//    back and is attempted with what the record says was done); else attempted minus what was done.
 import type { Logger } from 'pino';
 import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
@@ -28,23 +43,86 @@ const PULL_EXPIRES_MS = 2000;
 /** Events released at a drain come back this much later, once this plane's last pull request has expired. */
 export const RELEASE_DELAY_MS = PULL_EXPIRES_MS + 1000;
 
+/** Events settled here are remembered this long (and at most MAX_SETTLED of them), to ack them again. */
+const SETTLED_MEMORY_MS = 60_000;
+const MAX_SETTLED = 100_000;
+/** Acks sent this long before a disconnect may be forgotten by a restarted nats-server (measured: ~4 s). */
+export const ACK_RISK_MS = EVENT_ACK_WAIT_MS;
+/** After a reconnect, no pulling for this long: every plane writes its records first (reconnects are 1 s ± 0.25 s apart). */
+export const RECONNECT_GRACE_MS = 2000;
+/** Writing the records after a reconnect holds pulling up this long at most. */
+const MARK_MAX_MS = 10_000;
+/** After a reconnect, events handed out are looked up in svc_progress for this long. */
+export const SUSPECT_MS = 2 * EVENT_ACK_WAIT_MS;
+
+/** What svc_progress says of an event: the webhooks it had; the plane holding it (since when); settled. */
+export interface ProgressRecord {
+  done: string[];
+  holder?: string;
+  at?: number;
+  settled?: boolean;
+}
+
 /** Which webhooks a redelivered event already had: NATS KV svc_progress, key = event id. */
 export class KvProgress implements ProgressStore {
+  /** events held here and marked as this plane's after a reconnect: their progress keeps the mark */
+  private readonly marks = new Map<string, { holder: string; at: number }>();
+
   constructor(private readonly kv: KV) {}
 
   async save(events: ReadonlyArray<{ event: InboundEvent; done: readonly string[] }>): Promise<void> {
-    await Promise.all(events.map((e) => this.kv.put(progressKey(e.event.id), JSON.stringify(e.done))));
+    await Promise.all(
+      events.map((e) => {
+        const mark = this.marks.get(e.event.id);
+        return this.kv.put(progressKey(e.event.id), JSON.stringify(mark ? { done: e.done, ...mark } : e.done));
+      }),
+    );
   }
 
-  async load(eventId: string): Promise<string[]> {
+  async load(eventId: string): Promise<ProgressRecord | null> {
     const e = await this.kv.get(progressKey(eventId));
-    if (!e || e.operation !== 'PUT') return [];
+    if (!e || e.operation !== 'PUT') return null;
     try {
       const v = e.json<unknown>();
-      return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
+      const strings = (a: unknown) => (Array.isArray(a) ? a.filter((x): x is string => typeof x === 'string') : []);
+      if (Array.isArray(v)) return { done: strings(v) };
+      if (!v || typeof v !== 'object') return null;
+      const o = v as Record<string, unknown>;
+      return {
+        done: strings(o.done),
+        holder: typeof o.holder === 'string' ? o.holder : undefined,
+        at: typeof o.at === 'number' ? o.at : undefined,
+        settled: o.settled === true,
+      };
     } catch {
-      return [];
+      return null;
     }
+  }
+
+  /**
+   * Write these records (an unsettled one with a holder keeps its mark in later saves), trying
+   * again what fails until `deadline` (ms, clock time) or `stopped()`. Resolves how many were not written.
+   */
+  async mark(records: ReadonlyArray<{ id: string; rec: ProgressRecord }>, clock: Clock, deadline: number, stopped: () => boolean): Promise<number> {
+    for (const { id, rec } of records) if (rec.holder && !rec.settled) this.marks.set(id, { holder: rec.holder, at: rec.at ?? clock.now() });
+    let left = [...records];
+    while (left.length && !stopped()) {
+      const failed: typeof left = [];
+      for (let i = 0; i < left.length; i += 256) {
+        const chunk = left.slice(i, i + 256);
+        const results = await Promise.allSettled(chunk.map((r) => this.kv.put(progressKey(r.id), JSON.stringify(r.rec))));
+        results.forEach((r, j) => r.status === 'rejected' && failed.push(chunk[j]));
+      }
+      left = failed;
+      if (!left.length || clock.now() >= deadline) break;
+      await new Promise<void>((r) => clock.setTimeout(r, 250));
+    }
+    return left.length;
+  }
+
+  /** The event is no longer held here. */
+  unmark(eventId: string): void {
+    this.marks.delete(eventId);
   }
 }
 
@@ -53,6 +131,8 @@ const progressKey = (eventId: string) => eventId.replace(/[^-/_=.a-zA-Z0-9]/g, '
 
 export interface JetStreamSourceOptions {
   js: JetStreamClient;
+  /** this data plane (named as the holder in progress records) */
+  workerId: string;
   seal: Seal;
   pipeline: DeliveryPipeline;
   progress: KvProgress;
@@ -74,6 +154,15 @@ export class JetStreamSource {
   private keepAlive: Timer | null = null;
   /** resolves start() once the first pull request is sent */
   private pulling: (() => void) | null = null;
+  /** events settled (acked) here lately, oldest first: the webhooks each had, and when */
+  private readonly settled = new Map<string, { done: readonly string[]; at: number }>();
+  /** while disconnected (and the grace after): pulling waits for this */
+  private gate: { promise: Promise<void>; open(): void } | null = null;
+  private disconnectedAt: number | null = null;
+  private epoch = 0;
+  private suspectUntil = 0;
+  /** since the last summary: events acked again (settled here or elsewhere), deferred (held elsewhere) */
+  private readonly counts = { reacked: 0, settledElsewhere: 0, heldElsewhere: 0 };
 
   constructor(private readonly o: JetStreamSourceOptions) {}
 
@@ -93,7 +182,10 @@ export class JetStreamSource {
     }
     // a held event is signalled at most 2/5 of the ack wait after it was taken or last signalled
     const every = Math.floor(EVENT_ACK_WAIT_MS / 5);
-    this.keepAlive = this.o.clock.setInterval(() => this.signalWorking(every), every);
+    this.keepAlive = this.o.clock.setInterval(() => {
+      this.signalWorking(every);
+      this.forgetSettled();
+    }, every);
     if (this.stopped) return;
     const pulling = new Promise<void>((r) => (this.pulling = r));
     this.loop = this.run();
@@ -104,6 +196,10 @@ export class JetStreamSource {
     const consumer = this.consumer!;
     let failing = false;
     while (!this.stopped) {
+      if (this.gate) {
+        await this.gate.promise;
+        continue;
+      }
       const room = this.o.pipeline.room();
       if (room === 0) {
         await new Promise<void>((r) => {
@@ -114,13 +210,16 @@ export class JetStreamSource {
         continue;
       }
       try {
+        const epoch = this.epoch;
         const batch = await consumer.fetch({ max_messages: Math.min(room, MAX_PULL), expires: PULL_EXPIRES_MS });
         this.current = batch;
         this.pulling?.();
         this.pulling = null;
         for await (const m of batch) {
           if (this.stopped) m.nak(RELEASE_DELAY_MS);
-          else await this.take(m);
+          else if (this.epoch === epoch) await this.take(m, epoch);
+          // else handed out before the connection was lost: not taken (neither acked nor nak'd), it
+          // comes back from the server, which may have forgotten it or handed it out again meanwhile
         }
         if (failing) this.o.logger.warn('pulling events again');
         failing = false;
@@ -135,7 +234,7 @@ export class JetStreamSource {
     }
   }
 
-  private async take(m: JsMsg): Promise<void> {
+  private async take(m: JsMsg, epoch: number): Promise<void> {
     const h = m.headers;
     const id = h?.get(EVENT_ID_HEADER) ?? '';
     const routeText = h?.get(ROUTE_HEADER) ?? '';
@@ -151,21 +250,31 @@ export class JetStreamSource {
       m.term('unreadable route');
       return;
     }
+    if (this.holdsOrSettled(id, m)) return;
     let done: string[] = [];
-    if (m.redelivered) {
+    if (m.redelivered || this.o.clock.now() < this.suspectUntil) {
       try {
-        done = await this.o.progress.load(id);
+        const rec = await this.o.progress.load(id);
+        if (rec?.settled) {
+          // settled by another plane whose ack the restarted server forgot
+          this.counts.settledElsewhere++;
+          m.ack();
+          return;
+        }
+        if (rec?.holder && rec.holder !== this.o.workerId && rec.at !== undefined && this.o.clock.now() - rec.at < EVENT_ACK_WAIT_MS) {
+          // still held by the plane that had it before the server restarted: leave it to that one
+          // (its working() keeps this delivery from coming back; if it died, it comes back later)
+          this.counts.heldElsewhere++;
+          m.nak(EVENT_ACK_WAIT_MS);
+          return;
+        }
+        done = rec?.done ?? [];
       } catch (err) {
+        if (this.epoch !== epoch) return; // the connection was lost meanwhile: see run()
         this.o.logger.warn({ event_id: id, err: String(err) }, 'could not read delivery progress; attempting every webhook');
       }
-    }
-    const copies = this.copies.get(id);
-    if (copies) {
-      // already held here: the same event handed out again (see the header), not a new one
-      this.o.logger.warn({ event_id: id, stream_seq: m.seq, deliveries: m.info.deliveryCount }, 'JetStream handed out an event this data plane already holds; it is not attempted twice');
-      copies.push(m);
-      this.held.set(m, this.o.clock.now());
-      return;
+      if (this.epoch !== epoch) return;
+      if (this.holdsOrSettled(id, m)) return;
     }
     this.copies.set(id, []);
     this.held.set(m, this.o.clock.now());
@@ -173,16 +282,18 @@ export class JetStreamSource {
       for (const c of this.copies.get(id) ?? []) this.held.delete(c);
       this.copies.delete(id);
       this.held.delete(m);
+      this.o.progress.unmark(id);
     };
     const ev: InboundEvent = {
       id,
       route,
       body: Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength),
       done,
-      settle: () => {
+      settle: (had) => {
         for (const c of this.copies.get(id) ?? []) c.ack();
         forget();
         m.ack();
+        this.settled.set(id, { done: had, at: this.o.clock.now() });
       },
       release: () => {
         forget();
@@ -190,6 +301,82 @@ export class JetStreamSource {
       },
     };
     this.o.pipeline.accept(ev);
+  }
+
+  /**
+   * An event handed out that this plane holds (a copy: settled with the first) or settled lately
+   * (acked again at once): true when dealt with so.
+   */
+  private holdsOrSettled(id: string, m: JsMsg): boolean {
+    const copies = this.copies.get(id);
+    if (copies) {
+      // already held here: the same event handed out again (see the header), not a new one
+      this.o.logger.warn({ event_id: id, stream_seq: m.seq, deliveries: m.info.deliveryCount }, 'JetStream handed out an event this data plane already holds; it is not attempted twice');
+      copies.push(m);
+      this.held.set(m, this.o.clock.now());
+      return true;
+    }
+    if (this.settled.has(id)) {
+      this.counts.reacked++;
+      m.ack();
+      return true;
+    }
+    return false;
+  }
+
+  private forgetSettled(): void {
+    const before = this.o.clock.now() - SETTLED_MEMORY_MS;
+    for (const [id, s] of this.settled) {
+      if (s.at >= before && this.settled.size <= MAX_SETTLED) break;
+      this.settled.delete(id);
+    }
+    const c = this.counts;
+    if (c.reacked || c.settledElsewhere || c.heldElsewhere) {
+      this.o.logger.warn(
+        { settled_here: c.reacked, settled_elsewhere: c.settledElsewhere, held_elsewhere: c.heldElsewhere },
+        'JetStream handed out again events already settled or held (a nats-server restart forgot acks and deliveries); acked or left to their holder, not attempted again',
+      );
+      c.reacked = c.settledElsewhere = c.heldElsewhere = 0;
+    }
+  }
+
+  /** The connection to NATS is lost: pull nothing until reconnected() has done its work. */
+  disconnected(): void {
+    this.epoch++;
+    this.disconnectedAt ??= this.o.clock.now();
+    if (!this.gate) {
+      let open!: () => void;
+      const promise = new Promise<void>((r) => (open = r));
+      this.gate = { promise, open };
+    }
+    this.current?.stop();
+  }
+
+  /**
+   * The connection is back, maybe to a restarted server that forgot the last seconds: claim what
+   * this plane holds (working(), and a record naming it the holder), record what it settled lately
+   * as settled, wait for the other planes to do the same, then pull again, looking up every event
+   * handed out for a while.
+   */
+  async reconnected(): Promise<void> {
+    const epoch = ++this.epoch;
+    const now = this.o.clock.now();
+    const since = (this.disconnectedAt ?? now) - ACK_RISK_MS;
+    for (const m of this.held.keys()) m.working();
+    const records: Array<{ id: string; rec: ProgressRecord }> = [];
+    for (const id of this.copies.keys()) records.push({ id, rec: { done: [...(this.o.pipeline.attempted(id) ?? [])], holder: this.o.workerId, at: now } });
+    for (const [id, st] of this.settled) if (st.at >= since) records.push({ id, rec: { done: [...st.done], holder: this.o.workerId, at: now, settled: true } });
+    const unwritten = await this.o.progress.mark(records, this.o.clock, now + MARK_MAX_MS, () => this.stopped || this.epoch !== epoch);
+    if (this.epoch !== epoch) return; // disconnected again meanwhile: the next reconnect does it again
+    this.o.logger.warn({ held: this.copies.size, records: records.length, unwritten }, 'reconnected to NATS: recorded what this data plane holds and settled lately; pulling again shortly');
+    const wait = now + RECONNECT_GRACE_MS - this.o.clock.now();
+    if (wait > 0) await new Promise<void>((r) => this.o.clock.setTimeout(r, wait));
+    if (this.epoch !== epoch) return;
+    this.disconnectedAt = null;
+    this.suspectUntil = this.o.clock.now() + SUSPECT_MS;
+    const gate = this.gate;
+    this.gate = null;
+    gate?.open();
   }
 
   /** Held events not yet done tell JetStream they are being worked on (not redelivered elsewhere). */
@@ -209,6 +396,7 @@ export class JetStreamSource {
     this.current?.stop();
     this.wake?.();
     this.pulling?.();
+    this.gate?.open();
     this.keepAlive?.cancel();
     await this.loop;
   }

@@ -27,8 +27,8 @@ export interface InboundEvent {
   body: Buffer;
   /** webhooks already attempted before (a redelivered event) */
   done: readonly string[];
-  /** every attempt it needs has an outcome: take it off the durable queue */
-  settle(): void;
+  /** every attempt it needs has an outcome (`done`: the webhooks it had, here and before): take it off the durable queue */
+  settle(done: readonly string[]): void;
   /** the pipeline stops before finishing it: leave it queued for the next process */
   release(): void;
 }
@@ -125,6 +125,11 @@ export class DeliveryPipeline {
   /** Attempts in flight. */
   inFlight(): number {
     return this.inFlightCount;
+  }
+
+  /** The webhooks an event held here has had so far (undefined when it is not held). */
+  attempted(eventId: string): readonly string[] | undefined {
+    return this.events.get(eventId)?.done;
   }
 
   /** Events held (matched or waiting, not yet settled). */
@@ -261,7 +266,7 @@ export class DeliveryPipeline {
 
   private settle(state: EventState): void {
     this.events.delete(state.ev.id);
-    state.ev.settle();
+    state.ev.settle(state.done);
     this.notify();
   }
 

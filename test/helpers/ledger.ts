@@ -13,6 +13,8 @@ export interface Delivery {
   subject: string;
   webhookId: string;
   at: number;
+  /** when the answer went (or the client went away); undefined while in flight */
+  answeredAt?: number;
 }
 
 export interface LedgerReceiver {
@@ -32,8 +34,8 @@ export interface LedgerReceiver {
   close(): Promise<void>;
 }
 
-/** A receiver answering 200 after `delayMs` to every POST on any path. */
-export async function startLedgerReceiver(opts: { delayMs?: number } = {}): Promise<LedgerReceiver> {
+/** A receiver answering `status` (200) after `delayMs` to every POST on any path. */
+export async function startLedgerReceiver(opts: { delayMs?: number; status?: number } = {}): Promise<LedgerReceiver> {
   const deliveries: Delivery[] = [];
   const subjectsByPath = new Map<string, Set<string>>();
   const allSubjects = new Set<string>();
@@ -54,7 +56,8 @@ export async function startLedgerReceiver(opts: { delayMs?: number } = {}): Prom
         // recorded with empty fields: the ledger then fails on it
       }
       const subject = String(ce.subject ?? '');
-      deliveries.push({ path, id: String(ce.id ?? ''), subject, webhookId: String(req.headers['webhook-id'] ?? ''), at: Date.now() });
+      const d: Delivery = { path, id: String(ce.id ?? ''), subject, webhookId: String(req.headers['webhook-id'] ?? ''), at: Date.now() };
+      deliveries.push(d);
       let set = subjectsByPath.get(path);
       if (!set) subjectsByPath.set(path, (set = new Set()));
       set.add(subject);
@@ -67,6 +70,7 @@ export async function startLedgerReceiver(opts: { delayMs?: number } = {}): Prom
       const finish = () => {
         if (done) return;
         done = true;
+        d.answeredAt = Date.now();
         inFlight--;
         inFlightByPath.set(path, inFlightByPath.get(path)! - 1);
       };
@@ -75,7 +79,7 @@ export async function startLedgerReceiver(opts: { delayMs?: number } = {}): Prom
         finish();
       });
       const answer = () => {
-        if (!res.destroyed) res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+        if (!res.destroyed) res.writeHead(opts.status ?? 200, { 'content-type': 'text/plain' }).end('ok');
       };
       if (rx.delayMs > 0) setTimeout(answer, rx.delayMs);
       else answer();

@@ -40,6 +40,8 @@ export interface NatsServerHandle {
   /** everything the server printed so far */
   log(): string;
   stop(): Promise<void>;
+  /** kill -9 (no shutdown: what it had not written to its store is lost); resolves once it is gone. The store dir stays. */
+  kill(): Promise<void>;
 }
 
 /** A free TCP port on 127.0.0.1 (for a server that must be told its port up front). */
@@ -120,6 +122,13 @@ export async function startNatsServer(opts: { timeoutMs?: number; config?: strin
     await stop();
     throw err;
   }
+  const kill = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await exited;
+    }
+    running.delete(child);
+  };
   // keep draining output so the pipe never fills
-  return { url: `nats://127.0.0.1:${port}`, port, log: () => log, stop };
+  return { url: `nats://127.0.0.1:${port}`, port, log: () => log, stop, kill };
 }
