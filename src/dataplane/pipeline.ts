@@ -3,7 +3,12 @@
 // attempt it needs has an outcome (CONTRACT 6.6).
 //
 //   event ─▶ registry.match(route) ─▶ one attempt per webhook ─▶ per-webhook queue (8 in flight)
-//                                                                   └▶ global slots (concurrency)
+//                                                                   └▶ slots (concurrency), fair
+//                                                                      across orgs then webhooks
+//
+// The slots (./slots.ts) are shared so that one org's hanging receivers cost another org at most
+// a second (CONTRACT 8): round robin over orgs, a share cap while others wait, a reserve that only
+// fast webhooks may fill, and 1 in flight for a webhook whose recent attempts all failed.
 //
 // Memory stays bounded whatever the fan-out: the pipeline asks its source for more events only
 // while it has room (events held, attempts queued), so a burst waits in the durable queue. A slow
@@ -19,6 +24,7 @@ import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { AttemptResult, Deliverer } from '../delivery/client.ts';
 import type { Outcome } from '../domain/outcomes.ts';
 import { FailureLog } from './failure-log.ts';
+import { FairSlots, type Grant, type SlotOptions } from './slots.ts';
 
 export interface InboundEvent {
   id: string;
@@ -66,6 +72,8 @@ export interface PipelineOptions {
   progressAfterMs?: number;
   /** how long an event waits for the registry revision it names (default 2 s) */
   registryWaitMs?: number;
+  /** fairness knobs of the slots (tests); the defaults follow from concurrency */
+  slots?: Pick<SlotOptions, 'reserve' | 'minShare' | 'tripAfter' | 'fastMs'>;
 }
 
 /** Attempts in flight at most per webhook (CONTRACT 6.6). */
@@ -87,21 +95,10 @@ interface Attempt {
   sub: WebhookSubscriber;
 }
 
-interface HookQueue {
-  id: string;
-  inFlight: number;
-  queue: Attempt[];
-  ready: boolean;
-}
-
 export class DeliveryPipeline {
-  private readonly o: Required<Omit<PipelineOptions, 'progress'>> & { progress: ProgressStore | null };
+  private readonly o: Required<Omit<PipelineOptions, 'progress' | 'slots'>> & { progress: ProgressStore | null };
   private readonly events = new Map<string, EventState>();
-  private readonly hooks = new Map<string, HookQueue>();
-  private readonly ready: HookQueue[] = [];
-  private readyHead = 0;
-  private inFlightCount = 0;
-  private queued = 0;
+  private readonly slots: FairSlots<Attempt>;
   private pressure = 0;
   private stopped = false;
   private freeListeners: Array<() => void> = [];
@@ -118,13 +115,14 @@ export class DeliveryPipeline {
       registryWaitMs: 2000,
       ...opts,
     };
+    this.slots = new FairSlots({ clock: opts.clock, concurrency: this.o.concurrency, perWebhook: this.o.perWebhook, ...opts.slots });
     this.failures = new FailureLog(opts.logger, opts.clock);
     this.progressTimer = opts.progress ? opts.clock.setInterval(() => void this.saveProgress(false), this.o.progressAfterMs) : null;
   }
 
   /** Attempts in flight. */
   inFlight(): number {
-    return this.inFlightCount;
+    return this.slots.inFlight;
   }
 
   /** Events held (matched or waiting, not yet settled). */
@@ -135,7 +133,7 @@ export class DeliveryPipeline {
   /** How many more events the pipeline wants now (0 when it is full or stopping). */
   room(): number {
     if (this.stopped) return 0;
-    if (this.queued >= this.o.maxQueued || this.pressure >= 4 * this.o.concurrency) return 0;
+    if (this.slots.queued >= this.o.maxQueued || this.pressure >= 4 * this.o.concurrency) return 0;
     return Math.max(0, this.o.maxEvents - this.events.size);
   }
 
@@ -186,51 +184,27 @@ export class DeliveryPipeline {
   }
 
   private enqueue(a: Attempt): void {
-    let h = this.hooks.get(a.sub.id);
-    if (!h) this.hooks.set(a.sub.id, (h = { id: a.sub.id, inFlight: 0, queue: [], ready: false }));
-    h.queue.push(a);
-    this.queued++;
-    if (h.queue.length <= PARKED) this.pressure++;
-    if (!h.ready && h.inFlight < this.o.perWebhook) {
-      h.ready = true;
-      this.ready.push(h);
-    }
+    if (this.slots.push(a.sub.org, a.sub.id, a) <= PARKED) this.pressure++;
   }
 
-  /** Start queued attempts while there are free slots, round robin over webhooks. */
+  /** Start queued attempts while the slots give one (fair across orgs, then webhooks). */
   private pump(): void {
-    while (this.inFlightCount < this.o.concurrency && this.readyHead < this.ready.length) {
-      const h = this.ready[this.readyHead++];
-      h.ready = false;
-      const a = h.queue.shift();
-      if (!a) continue;
-      if (h.queue.length < PARKED) this.pressure--;
-      this.queued--;
-      this.start(h, a);
-      if (h.queue.length > 0 && h.inFlight < this.o.perWebhook) {
-        h.ready = true;
-        this.ready.push(h);
-      }
-    }
-    if (this.readyHead > 1024 && this.readyHead * 2 > this.ready.length) {
-      this.ready.splice(0, this.readyHead);
-      this.readyHead = 0;
+    for (let g = this.slots.next(); g; g = this.slots.next()) {
+      if (g.left < PARKED) this.pressure--;
+      this.start(g);
     }
   }
 
-  private start(h: HookQueue, a: Attempt): void {
-    this.inFlightCount++;
-    h.inFlight++;
-    const { state, sub } = a;
+  private start(g: Grant<Attempt>): void {
+    const { state, sub } = g.item;
     const ev = state.ev;
     const headers = this.o.sign(sub, ev.id, ev.body, this.o.clock.now());
-    void this.o.deliverer.attempt(sub.entry.url, headers, ev.body).then((r) => this.finish(h, a, r));
+    void this.o.deliverer.attempt(sub.entry.url, headers, ev.body).then((r) => this.finish(g, r));
   }
 
-  private finish(h: HookQueue, a: Attempt, r: AttemptResult): void {
-    this.inFlightCount--;
-    h.inFlight--;
-    const { state, sub } = a;
+  private finish(g: Grant<Attempt>, r: AttemptResult): void {
+    this.slots.done(g, r.delivered);
+    const { state, sub } = g.item;
     const ev = state.ev;
     const outcome: Outcome = {
       webhook_id: sub.id,
@@ -247,14 +221,6 @@ export class DeliveryPipeline {
     if (!r.delivered) this.failures.failed(outcome, this.o.deliverer.hostOf(sub.entry.url));
     state.done.push(sub.id);
     if (--state.remaining === 0) this.settle(state);
-    if (h.queue.length > 0) {
-      if (!h.ready && h.inFlight < this.o.perWebhook) {
-        h.ready = true;
-        this.ready.push(h);
-      }
-    } else if (h.inFlight === 0) {
-      this.hooks.delete(h.id);
-    }
     this.pump();
     this.notify();
   }
@@ -266,7 +232,7 @@ export class DeliveryPipeline {
   }
 
   private notify(): void {
-    if (this.inFlightCount === 0 && this.idle.length) {
+    if (this.slots.inFlight === 0 && this.idle.length) {
       const idle = this.idle;
       this.idle = [];
       for (const f of idle) f();
@@ -307,14 +273,9 @@ export class DeliveryPipeline {
   async drain(): Promise<void> {
     this.stopped = true;
     // queued attempts are dropped: their events stay unfinished (remaining > 0) and are released
-    for (const h of this.hooks.values()) {
-      this.queued -= h.queue.length;
-      h.queue.length = 0;
-    }
+    this.slots.clear();
     this.pressure = 0;
-    this.ready.length = 0;
-    this.readyHead = 0;
-    if (this.inFlightCount > 0) await new Promise<void>((r) => this.idle.push(r));
+    if (this.slots.inFlight > 0) await new Promise<void>((r) => this.idle.push(r));
     this.progressTimer?.cancel();
     await this.saveProgress(true);
     for (const s of [...this.events.values()]) {
