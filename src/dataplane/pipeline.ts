@@ -11,9 +11,10 @@
 // fast webhooks may fill, and 1 in flight for a webhook whose recent attempts all failed.
 //
 // Memory stays bounded whatever the fan-out: the pipeline asks its source for more events only
-// while it has room (events held, attempts queued), so a burst waits in the durable queue. A slow
-// webhook counts for at most PARKED attempts of "pressure", so it delays nothing else until the
-// pipeline holds maxEvents events for it. Webhooks already attempted for an event are recorded
+// while it has room (events held, attempts queued), so a burst waits in the durable queue. Only the
+// backlog of webhooks known to answer fast counts as "pressure", at most 32 attempts each (the
+// slots' `pressure`): the backlog of slow, failing or new webhooks delays nothing else until the
+// pipeline holds maxEvents events or maxQueued attempts for them. Webhooks already attempted for an event are recorded
 // (progress) when the event is slow to finish, so a redelivered event repeats only the attempts
 // that were in flight.
 import type { Logger } from 'pino';
@@ -79,9 +80,6 @@ export interface PipelineOptions {
 /** Attempts in flight at most per webhook (CONTRACT 6.6). */
 export const PER_WEBHOOK_IN_FLIGHT = 8;
 
-/** Queued attempts of one webhook beyond this many do not count as pressure (it is parked: slow). */
-const PARKED = 32;
-
 interface EventState {
   ev: InboundEvent;
   remaining: number;
@@ -99,7 +97,6 @@ export class DeliveryPipeline {
   private readonly o: Required<Omit<PipelineOptions, 'progress' | 'slots'>> & { progress: ProgressStore | null };
   private readonly events = new Map<string, EventState>();
   private readonly slots: FairSlots<Attempt>;
-  private pressure = 0;
   private stopped = false;
   private freeListeners: Array<() => void> = [];
   private readonly progressTimer: Timer | null;
@@ -133,7 +130,7 @@ export class DeliveryPipeline {
   /** How many more events the pipeline wants now (0 when it is full or stopping). */
   room(): number {
     if (this.stopped) return 0;
-    if (this.slots.queued >= this.o.maxQueued || this.pressure >= 4 * this.o.concurrency) return 0;
+    if (this.slots.queued >= this.o.maxQueued || this.slots.pressure >= 4 * this.o.concurrency) return 0;
     return Math.max(0, this.o.maxEvents - this.events.size);
   }
 
@@ -184,13 +181,12 @@ export class DeliveryPipeline {
   }
 
   private enqueue(a: Attempt): void {
-    if (this.slots.push(a.sub.org, a.sub.id, a) <= PARKED) this.pressure++;
+    this.slots.push(a.sub.org, a.sub.id, a);
   }
 
   /** Start queued attempts while the slots give one (fair across orgs, then webhooks). */
   private pump(): void {
     for (let g = this.slots.next(); g; g = this.slots.next()) {
-      if (g.left < PARKED) this.pressure--;
       this.start(g);
     }
   }
@@ -274,7 +270,6 @@ export class DeliveryPipeline {
     this.stopped = true;
     // queued attempts are dropped: their events stay unfinished (remaining > 0) and are released
     this.slots.clear();
-    this.pressure = 0;
     if (this.slots.inFlight > 0) await new Promise<void>((r) => this.idle.push(r));
     this.progressTimer?.cancel();
     await this.saveProgress(true);

@@ -13,6 +13,11 @@
 //   - breaker: a webhook whose last tripAfter attempts all failed (or timed out) gets 1 attempt
 //             in flight (half-open) until one is delivered
 //
+// Pressure (what the pipeline weighs before taking more events) counts only the backlog that will
+// drain soon: at most `parked` queued attempts of each webhook known fast, none of the others (new,
+// slow, failing). So one org's hanging receivers do not close the intake for every org; their
+// backlog is bounded by the pipeline's held events and queued attempts instead.
+//
 // Every decision is O(1) amortised in the number of webhooks: rings of ready orgs and ready
 // webhooks, entries checked lazily when taken. What is remembered about a webhook between its
 // bursts (fast, failures in a row) is kept for at most maxTracked webhooks, the oldest forgotten
@@ -35,6 +40,8 @@ export interface SlotOptions {
   fastMs?: number;
   /** webhooks whose health is remembered (default 50 000) */
   maxTracked?: number;
+  /** queued attempts of one fast webhook that count as pressure at most (default 32) */
+  parked?: number;
 }
 
 /** A started attempt: hand it back to done() when it has an outcome. */
@@ -42,8 +49,6 @@ export interface Grant<T> {
   readonly item: T;
   readonly org: string;
   readonly webhook: string;
-  /** attempts of this webhook still queued behind it */
-  readonly left: number;
 }
 
 interface Health {
@@ -71,11 +76,16 @@ interface HookState {
   inFlight: number;
   queue: Ring<unknown>;
   health: Health;
+  /** what its queue adds to the pressure now */
+  counted: number;
   /** the org ring it is live in (an entry left behind in the other ring when its kind changed is skipped) */
   ring: Kind | null;
 }
 
 type Kind = 'fast' | 'slow';
+const FAST_ONLY: readonly Kind[] = ['fast'];
+const FAST_FIRST: readonly Kind[] = ['fast', 'slow'];
+const SLOW_FIRST: readonly Kind[] = ['slow', 'fast'];
 
 interface GrantState<T> extends Grant<T> {
   hook: HookState;
@@ -128,6 +138,7 @@ export class FairSlots<T> {
   private readonly tripAfter: number;
   private readonly fastMs: number;
   private readonly maxTracked: number;
+  private readonly parked: number;
   private readonly orgs = new Map<string, OrgState>();
   private readonly hooks = new Map<string, HookState>();
   private readonly health = new Map<string, Health>();
@@ -136,6 +147,7 @@ export class FairSlots<T> {
   private readyOrgs = 0;
   private running = 0;
   private waiting = 0;
+  private weight = 0;
 
   constructor(o: SlotOptions) {
     this.clock = o.clock;
@@ -146,6 +158,7 @@ export class FairSlots<T> {
     this.tripAfter = o.tripAfter ?? 3;
     this.fastMs = o.fastMs ?? 1000;
     this.maxTracked = o.maxTracked ?? 50_000;
+    this.parked = o.parked ?? 32;
   }
 
   /** Attempts in flight. */
@@ -158,23 +171,28 @@ export class FairSlots<T> {
     return this.waiting;
   }
 
+  /** Queued attempts that will drain soon: at most `parked` per webhook known fast, none of the others. */
+  get pressure(): number {
+    return this.weight;
+  }
+
   /** Attempts the webhook may have in flight now: perWebhook, or 1 while its breaker is open. */
   limitOf(webhook: string): number {
     const h = this.hooks.get(webhook)?.health ?? this.health.get(webhook);
     return h && h.fails >= this.tripAfter ? 1 : this.perWebhook;
   }
 
-  /** Queue an attempt; returns how many this webhook has queued now. */
-  push(org: string, webhook: string, item: T): number {
+  /** Queue an attempt. */
+  push(org: string, webhook: string, item: T): void {
     let o = this.orgs.get(org);
     if (!o) this.orgs.set(org, (o = { id: org, inFlight: 0, queued: 0, fast: new Ring(), slow: new Ring(), slowTurn: false, inRing: false }));
     let h = this.hooks.get(webhook);
-    if (!h) this.hooks.set(webhook, (h = { id: webhook, org: o, inFlight: 0, queue: new Ring(), health: this.healthOf(webhook), ring: null }));
+    if (!h) this.hooks.set(webhook, (h = { id: webhook, org: o, inFlight: 0, queue: new Ring(), health: this.healthOf(webhook), counted: 0, ring: null }));
     h.queue.push(item);
     o.queued++;
     this.waiting++;
+    this.weigh(h);
     this.markReady(h);
-    return h.queue.size;
   }
 
   /** The next attempt to start now, or null when no slot may be taken. */
@@ -205,9 +223,10 @@ export class FairSlots<T> {
       h.inFlight++;
       o.inFlight++;
       this.running++;
+      this.weigh(h);
       this.ringHook(h);
       if (this.hasReady(o)) this.requeueOrg(o);
-      const g: GrantState<T> = { item, org: o.id, webhook: h.id, left: h.queue.size, hook: h, startedAt: this.clock.now() };
+      const g: GrantState<T> = { item, org: o.id, webhook: h.id, hook: h, startedAt: this.clock.now() };
       return g;
     }
     return null;
@@ -229,6 +248,7 @@ export class FairSlots<T> {
       health.fast = false;
     }
     this.remember(h.id, health);
+    this.weigh(h);
     if (h.queue.size === 0 && h.inFlight === 0) this.hooks.delete(h.id);
     else this.markReady(h);
     if (o.queued === 0 && o.inFlight === 0) this.orgs.delete(o.id);
@@ -239,6 +259,7 @@ export class FairSlots<T> {
     for (const h of this.hooks.values()) {
       h.queue.clear();
       h.ring = null;
+      h.counted = 0;
       if (h.inFlight === 0) this.hooks.delete(h.id);
     }
     for (const o of this.orgs.values()) {
@@ -251,6 +272,13 @@ export class FairSlots<T> {
     this.ready.clear();
     this.readyOrgs = 0;
     this.waiting = 0;
+    this.weight = 0;
+  }
+
+  private weigh(h: HookState): void {
+    const c = h.health.fast ? Math.min(h.queue.size, this.parked) : 0;
+    this.weight += c - h.counted;
+    h.counted = c;
   }
 
   private isReady(h: HookState): boolean {
@@ -289,8 +317,7 @@ export class FairSlots<T> {
    * back to the ring of its kind when it is started (or when fastOnly turns it away).
    */
   private pick(o: OrgState, fastOnly: boolean): HookState | null {
-    const order: Kind[] = fastOnly ? ['fast'] : o.slowTurn ? ['slow', 'fast'] : ['fast', 'slow'];
-    for (const kind of order) {
+    for (const kind of fastOnly ? FAST_ONLY : o.slowTurn ? SLOW_FIRST : FAST_FIRST) {
       const ring = o[kind];
       for (let n = ring.size; n > 0; n--) {
         const h = ring.shift() as HookState;

@@ -1,8 +1,10 @@
 // Fair delivery between orgs (CONTRACT 8, issue 16), through the real pipeline, Deliverer and HTTP
 // receivers: org A's 40 webhooks never answer (a tarpit holds each attempt for the whole 5 s
 // delivery timeout) while org B's one fast webhook gets events at the same time. B's slowest
-// delivery (the event entering the pipeline → the receiver getting it) stays within 1 s, when A
+// delivery (the event offered to the pipeline → the receiver getting it) stays within 1 s, when A
 // fills the slots first and again when A's attempts time out and its webhooks come back for more.
+// Events reach the pipeline the way its sources feed it (JetStream, the outbox relay): one stream
+// for every org, taken only while the pipeline has room() — so A's backlog must not close it.
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/domain/clock.ts';
@@ -50,7 +52,7 @@ const route = (org: string): Route => ({
 interface Rig {
   pipeline: DeliveryPipeline;
   outcomes: Outcome[];
-  /** when each event entered the pipeline (ms since the epoch) */
+  /** when each event was offered (put in the stream the pipeline takes from; ms since the epoch) */
   entered: Map<string, number>;
   settled: Set<string>;
   released: Set<string>;
@@ -63,6 +65,20 @@ function rig(registry: WebhookRegistry): Rig {
   const entered = new Map<string, number>();
   const settled = new Set<string>();
   const released = new Set<string>();
+  const stream: InboundEvent[] = [];
+  let waiting = false;
+  // what a source does: take events while the pipeline has room, else wait to be told it has
+  const pull = () => {
+    let room = pipeline.room();
+    while (stream.length && room-- > 0) pipeline.accept(stream.shift()!);
+    if (stream.length && !waiting) {
+      waiting = true;
+      pipeline.whenRoom(() => {
+        waiting = false;
+        pull();
+      });
+    }
+  };
   const deliverer = new Deliverer({ timeoutMs: TIMEOUT_MS, allowPrivateTargets: true });
   const pipeline = new DeliveryPipeline({
     registry,
@@ -84,7 +100,8 @@ function rig(registry: WebhookRegistry): Rig {
       const body = Buffer.from(JSON.stringify({ specversion: '1.0', id, source: 'test', type: 'com.svc.test.fairness', data: {} }));
       const ev: InboundEvent = { id, route: route(org), body, done: [], settle: () => void settled.add(id), release: () => void released.add(id) };
       entered.set(id, Date.now());
-      pipeline.accept(ev);
+      stream.push(ev);
+      pull();
     },
     async close() {
       await pipeline.drain();

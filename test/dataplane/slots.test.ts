@@ -168,6 +168,25 @@ describe('FairSlots', () => {
     expect(t.drain().map((x) => x.webhook)).toContain('quiet');
   });
 
+  it('counts as pressure only the backlog of webhooks known fast, at most `parked` each', () => {
+    const t = slots({ concurrency: 4, reserve: 0, parked: 32 });
+    warm(t, 'B', ['fast']);
+    t.push('B', 'fast', 100);
+    expect(t.s.pressure).toBe(32);
+    // 40 new webhooks (they will hang), 20 attempts each: no pressure, so intake stays open for others
+    for (const h of names('a', 40)) t.push('A', h, 20);
+    expect(t.s.pressure).toBe(32);
+    // the fast one turns failing: its backlog no longer counts either
+    const g = t.drain();
+    t.clock.advance(5000);
+    for (const x of g) t.s.done(x, x.webhook !== 'fast');
+    const failed = g.some((x) => x.webhook === 'fast');
+    expect(failed).toBe(true);
+    expect(t.s.pressure).toBe(0);
+    t.s.clear();
+    expect(t.s.pressure).toBe(0);
+  });
+
   it('forgets queued attempts on clear() but keeps the slots of those in flight until done()', () => {
     const t = slots({ concurrency: 4, reserve: 0 });
     t.push('A', 'a', 10);
