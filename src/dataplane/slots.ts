@@ -240,6 +240,7 @@ export class FairSlots<T> {
     o.inFlight--;
     this.running--;
     const health = h.health;
+    const before = health.fails === 0 && health.fast;
     if (delivered) {
       health.fails = 0;
       health.fast = this.clock.now() - startedAt <= this.fastMs;
@@ -247,7 +248,8 @@ export class FairSlots<T> {
       health.fails++;
       health.fast = false;
     }
-    this.remember(h.id, health);
+    // a fast webhook that stays fast (the common case) is not moved to the recent end each time
+    if (!before || !health.fast || !this.health.has(h.id)) this.remember(h.id, health);
     this.weigh(h);
     if (h.queue.size === 0 && h.inFlight === 0) this.hooks.delete(h.id);
     else this.markReady(h);

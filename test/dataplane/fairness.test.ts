@@ -144,6 +144,8 @@ describe('fair delivery between orgs (CONTRACT 8)', () => {
     // B alone: what its deliveries cost without A
     const alone = rig(registry);
     cleanup.push(() => alone.close());
+    alone.send('org_b', 'evt_warm'); // a first connection and a warm process, as B has beside A
+    await waitFor(() => alone.settled.has('evt_warm'), 10_000, "B's first event, alone");
     const aloneIds = Array.from({ length: B_EVENTS }, (_, i) => `evt_alone_${i}`);
     for (const id of aloneIds) alone.send('org_b', id);
     await waitFor(() => aloneIds.every((id) => alone.settled.has(id)), 10_000, "B's events, alone");
