@@ -14,9 +14,9 @@
 // while it has room (events held, attempts queued), so a burst waits in the durable queue. Only the
 // backlog of webhooks known to answer fast counts as "pressure", at most 32 attempts each (the
 // slots' `pressure`): the backlog of slow, failing or new webhooks delays nothing else until the
-// pipeline holds maxEvents events or maxQueued attempts for them. Webhooks already attempted for an event are recorded
-// (progress) when the event is slow to finish, so a redelivered event repeats only the attempts
-// that were in flight.
+// pipeline holds maxEvents events or maxQueued attempts for them. Webhooks already attempted for
+// an event are recorded (progress) when the event is slow to finish, so a redelivered event
+// repeats only the attempts that were in flight.
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
 import type { Route } from '../domain/route.ts';
@@ -25,7 +25,7 @@ import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { AttemptResult, Deliverer } from '../delivery/client.ts';
 import type { Outcome } from '../domain/outcomes.ts';
 import { FailureLog } from './failure-log.ts';
-import { FairSlots, type Grant, type SlotOptions } from './slots.ts';
+import { FairSlots, type Grant } from './slots.ts';
 
 export interface InboundEvent {
   id: string;
@@ -73,8 +73,6 @@ export interface PipelineOptions {
   progressAfterMs?: number;
   /** how long an event waits for the registry revision it names (default 2 s) */
   registryWaitMs?: number;
-  /** fairness knobs of the slots (tests); the defaults follow from concurrency */
-  slots?: Pick<SlotOptions, 'reserve' | 'minShare' | 'tripAfter' | 'fastMs'>;
 }
 
 /** Attempts in flight at most per webhook (CONTRACT 6.6). */
@@ -94,7 +92,7 @@ interface Attempt {
 }
 
 export class DeliveryPipeline {
-  private readonly o: Required<Omit<PipelineOptions, 'progress' | 'slots'>> & { progress: ProgressStore | null };
+  private readonly o: Required<Omit<PipelineOptions, 'progress'>> & { progress: ProgressStore | null };
   private readonly events = new Map<string, EventState>();
   private readonly slots: FairSlots<Attempt>;
   private stopped = false;
@@ -112,7 +110,7 @@ export class DeliveryPipeline {
       registryWaitMs: 2000,
       ...opts,
     };
-    this.slots = new FairSlots({ clock: opts.clock, concurrency: this.o.concurrency, perWebhook: this.o.perWebhook, ...opts.slots });
+    this.slots = new FairSlots({ clock: opts.clock, concurrency: this.o.concurrency, perWebhook: this.o.perWebhook });
     this.failures = new FailureLog(opts.logger, opts.clock);
     this.progressTimer = opts.progress ? opts.clock.setInterval(() => void this.saveProgress(false), this.o.progressAfterMs) : null;
   }
