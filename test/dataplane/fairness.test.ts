@@ -160,9 +160,9 @@ describe('fair delivery between orgs (CONTRACT 8)', () => {
       if (i < B_EVENTS) r.send('org_b', first[i]);
     }
     await waitFor(() => first.every((id) => r.settled.has(id)), 10_000, "B's first events delivered");
-    // A's tarpits took every slot B did not need, and hold them
-    await waitFor(() => rxA.all.length >= CONCURRENCY - 4, 5_000, "A's attempts reaching its receivers");
-    expect(r.pipeline.inFlight()).toBeGreaterThanOrEqual(CONCURRENCY - 4);
+    // A's tarpits took most slots (all but a reserve that only fast webhooks may fill), and hold them
+    await waitFor(() => rxA.all.length > 0, 5_000, "A's attempts reaching its receivers");
+    expect(r.pipeline.inFlight()).toBeGreaterThanOrEqual(CONCURRENCY / 2);
     const d1 = delays(r, rxB, first);
 
     // A's first attempts time out: their slots free, A's webhooks (now failing) want more; B sends again
@@ -176,19 +176,20 @@ describe('fair delivery between orgs (CONTRACT 8)', () => {
     const report = `B alone p50 ${p50(base)} max ${max(base)} ms; beside A's tarpits p50 ${p50(all)} max ${max(all)} ms (as A fills the slots: max ${max(d1)}; as A's attempts time out: max ${max(d2)})`;
     console.log(report);
     expect(max(all), report).toBeLessThanOrEqual(BOUND_MS);
-    // A's attempts did fail as timeouts, and none of A's events is settled: they wait on their tarpits
+    // A's attempts did fail as timeouts, and an event of A is settled only once all 40 have an outcome
     expect(r.outcomes.filter((o) => o.org_id === 'org_a').every((o) => !o.ok && /timeout/.test(o.error ?? '')), JSON.stringify(r.outcomes.find((o) => o.org_id === 'org_a'))).toBe(true);
-    expect([...r.settled].some((id) => id.startsWith('evt_a_'))).toBe(false);
+    for (const id of [...r.settled].filter((x) => x.startsWith('evt_a_'))) expect(r.outcomes.filter((o) => o.event_id === id)).toHaveLength(TARPITS);
     // never more than the concurrency in flight, nor more than 8 at one tarpit
     expect(r.pipeline.inFlight()).toBeLessThanOrEqual(CONCURRENCY);
     const perHook = new Map<string, number>();
     for (const x of rxA.all) perHook.set(x.path, (perHook.get(x.path) ?? 0) + 1);
     expect(Math.max(...perHook.values())).toBeLessThanOrEqual(8 + 1); // 8, then 1 half-open probe after the timeouts
 
-    // drain (SIGTERM): the attempts in flight end at their timeout, A's events go back unsettled
+    // drain (SIGTERM): the attempts in flight end at their timeout, A's unfinished events go back to the queue
     await r.close();
     cleanup.pop();
-    for (let i = 0; i < A_EVENTS; i++) expect(r.released.has(`evt_a_${i}`)).toBe(true);
+    for (let i = 0; i < A_EVENTS; i++) expect(r.released.has(`evt_a_${i}`) !== r.settled.has(`evt_a_${i}`), `evt_a_${i} settled or released, once`).toBe(true);
+    expect(r.released.size).toBeGreaterThan(0);
     expect(r.pipeline.inFlight()).toBe(0);
   }, 60_000);
 });
