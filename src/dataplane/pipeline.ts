@@ -3,14 +3,20 @@
 // attempt it needs has an outcome (CONTRACT 6.6).
 //
 //   event ─▶ registry.match(route) ─▶ one attempt per webhook ─▶ per-webhook queue (8 in flight)
-//                                                                   └▶ global slots (concurrency)
+//                                                                   └▶ slots (concurrency), fair
+//                                                                      across orgs then webhooks
+//
+// The slots (./slots.ts) are shared so that one org's hanging receivers cost another org at most
+// a second (CONTRACT 8): round robin over orgs, a share cap while others wait, a reserve that only
+// fast webhooks may fill, and 1 in flight for a webhook whose recent attempts all failed.
 //
 // Memory stays bounded whatever the fan-out: the pipeline asks its source for more events only
-// while it has room (events held, attempts queued), so a burst waits in the durable queue. A slow
-// webhook counts for at most PARKED attempts of "pressure", so it delays nothing else until the
-// pipeline holds maxEvents events for it. Webhooks already attempted for an event are recorded
-// (progress) when the event is slow to finish, so a redelivered event repeats only the attempts
-// that were in flight.
+// while it has room (events held, attempts queued), so a burst waits in the durable queue. Only the
+// backlog of webhooks known to answer fast counts as "pressure", at most 32 attempts each (the
+// slots' `pressure`): the backlog of slow, failing or new webhooks delays nothing else until the
+// pipeline holds maxEvents events or maxQueued attempts for them. Webhooks already attempted for
+// an event are recorded (progress) when the event is slow to finish, so a redelivered event
+// repeats only the attempts that were in flight.
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
 import type { Route } from '../domain/route.ts';
@@ -19,6 +25,7 @@ import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { AttemptResult, Deliverer } from '../delivery/client.ts';
 import type { Outcome } from '../domain/outcomes.ts';
 import { FailureLog } from './failure-log.ts';
+import { FairSlots, type Grant } from './slots.ts';
 
 export interface InboundEvent {
   id: string;
@@ -71,9 +78,6 @@ export interface PipelineOptions {
 /** Attempts in flight at most per webhook (CONTRACT 6.6). */
 export const PER_WEBHOOK_IN_FLIGHT = 8;
 
-/** Queued attempts of one webhook beyond this many do not count as pressure (it is parked: slow). */
-const PARKED = 32;
-
 interface EventState {
   ev: InboundEvent;
   remaining: number;
@@ -87,22 +91,10 @@ interface Attempt {
   sub: WebhookSubscriber;
 }
 
-interface HookQueue {
-  id: string;
-  inFlight: number;
-  queue: Attempt[];
-  ready: boolean;
-}
-
 export class DeliveryPipeline {
   private readonly o: Required<Omit<PipelineOptions, 'progress'>> & { progress: ProgressStore | null };
   private readonly events = new Map<string, EventState>();
-  private readonly hooks = new Map<string, HookQueue>();
-  private readonly ready: HookQueue[] = [];
-  private readyHead = 0;
-  private inFlightCount = 0;
-  private queued = 0;
-  private pressure = 0;
+  private readonly slots: FairSlots<Attempt>;
   private stopped = false;
   private freeListeners: Array<() => void> = [];
   private readonly progressTimer: Timer | null;
@@ -118,13 +110,14 @@ export class DeliveryPipeline {
       registryWaitMs: 2000,
       ...opts,
     };
+    this.slots = new FairSlots({ clock: opts.clock, concurrency: this.o.concurrency, perWebhook: this.o.perWebhook });
     this.failures = new FailureLog(opts.logger, opts.clock);
     this.progressTimer = opts.progress ? opts.clock.setInterval(() => void this.saveProgress(false), this.o.progressAfterMs) : null;
   }
 
   /** Attempts in flight. */
   inFlight(): number {
-    return this.inFlightCount;
+    return this.slots.inFlight;
   }
 
   /** The webhooks an event held here has had so far (undefined when it is not held). */
@@ -140,7 +133,7 @@ export class DeliveryPipeline {
   /** How many more events the pipeline wants now (0 when it is full or stopping). */
   room(): number {
     if (this.stopped) return 0;
-    if (this.queued >= this.o.maxQueued || this.pressure >= 4 * this.o.concurrency) return 0;
+    if (this.slots.queued >= this.o.maxQueued || this.slots.pressure >= 4 * this.o.concurrency) return 0;
     return Math.max(0, this.o.maxEvents - this.events.size);
   }
 
@@ -191,51 +184,26 @@ export class DeliveryPipeline {
   }
 
   private enqueue(a: Attempt): void {
-    let h = this.hooks.get(a.sub.id);
-    if (!h) this.hooks.set(a.sub.id, (h = { id: a.sub.id, inFlight: 0, queue: [], ready: false }));
-    h.queue.push(a);
-    this.queued++;
-    if (h.queue.length <= PARKED) this.pressure++;
-    if (!h.ready && h.inFlight < this.o.perWebhook) {
-      h.ready = true;
-      this.ready.push(h);
-    }
+    this.slots.push(a.sub.org, a.sub.id, a);
   }
 
-  /** Start queued attempts while there are free slots, round robin over webhooks. */
+  /** Start queued attempts while the slots give one (fair across orgs, then webhooks). */
   private pump(): void {
-    while (this.inFlightCount < this.o.concurrency && this.readyHead < this.ready.length) {
-      const h = this.ready[this.readyHead++];
-      h.ready = false;
-      const a = h.queue.shift();
-      if (!a) continue;
-      if (h.queue.length < PARKED) this.pressure--;
-      this.queued--;
-      this.start(h, a);
-      if (h.queue.length > 0 && h.inFlight < this.o.perWebhook) {
-        h.ready = true;
-        this.ready.push(h);
-      }
-    }
-    if (this.readyHead > 1024 && this.readyHead * 2 > this.ready.length) {
-      this.ready.splice(0, this.readyHead);
-      this.readyHead = 0;
+    for (let g = this.slots.next(); g; g = this.slots.next()) {
+      this.start(g);
     }
   }
 
-  private start(h: HookQueue, a: Attempt): void {
-    this.inFlightCount++;
-    h.inFlight++;
-    const { state, sub } = a;
+  private start(g: Grant<Attempt>): void {
+    const { state, sub } = g.item;
     const ev = state.ev;
     const headers = this.o.sign(sub, ev.id, ev.body, this.o.clock.now());
-    void this.o.deliverer.attempt(sub.entry.url, headers, ev.body).then((r) => this.finish(h, a, r));
+    void this.o.deliverer.attempt(sub.entry.url, headers, ev.body).then((r) => this.finish(g, r));
   }
 
-  private finish(h: HookQueue, a: Attempt, r: AttemptResult): void {
-    this.inFlightCount--;
-    h.inFlight--;
-    const { state, sub } = a;
+  private finish(g: Grant<Attempt>, r: AttemptResult): void {
+    this.slots.done(g, r.delivered);
+    const { state, sub } = g.item;
     const ev = state.ev;
     const outcome: Outcome = {
       webhook_id: sub.id,
@@ -252,14 +220,6 @@ export class DeliveryPipeline {
     if (!r.delivered) this.failures.failed(outcome, this.o.deliverer.hostOf(sub.entry.url));
     state.done.push(sub.id);
     if (--state.remaining === 0) this.settle(state);
-    if (h.queue.length > 0) {
-      if (!h.ready && h.inFlight < this.o.perWebhook) {
-        h.ready = true;
-        this.ready.push(h);
-      }
-    } else if (h.inFlight === 0) {
-      this.hooks.delete(h.id);
-    }
     this.pump();
     this.notify();
   }
@@ -271,7 +231,7 @@ export class DeliveryPipeline {
   }
 
   private notify(): void {
-    if (this.inFlightCount === 0 && this.idle.length) {
+    if (this.slots.inFlight === 0 && this.idle.length) {
       const idle = this.idle;
       this.idle = [];
       for (const f of idle) f();
@@ -312,14 +272,8 @@ export class DeliveryPipeline {
   async drain(): Promise<void> {
     this.stopped = true;
     // queued attempts are dropped: their events stay unfinished (remaining > 0) and are released
-    for (const h of this.hooks.values()) {
-      this.queued -= h.queue.length;
-      h.queue.length = 0;
-    }
-    this.pressure = 0;
-    this.ready.length = 0;
-    this.readyHead = 0;
-    if (this.inFlightCount > 0) await new Promise<void>((r) => this.idle.push(r));
+    this.slots.clear();
+    if (this.slots.inFlight > 0) await new Promise<void>((r) => this.idle.push(r));
     this.progressTimer?.cancel();
     await this.saveProgress(true);
     for (const s of [...this.events.values()]) {
