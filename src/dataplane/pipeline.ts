@@ -18,7 +18,7 @@ import type { WebhookRegistry } from '../dispatch/registry.ts';
 import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { AttemptResult, Deliverer } from '../delivery/client.ts';
 import type { Outcome } from '../domain/outcomes.ts';
-import { FailureLog } from './failure-log.ts';
+import { RepeatedWarnings } from '../log-summary.ts';
 
 export interface InboundEvent {
   id: string;
@@ -73,6 +73,8 @@ export const PER_WEBHOOK_IN_FLIGHT = 8;
 
 /** Queued attempts of one webhook beyond this many do not count as pressure (it is parked: slow). */
 const PARKED = 32;
+/** failing webhooks whose failures the log follows one by one (the rest are summed up together) */
+const FAILING_WEBHOOKS_LOGGED = 100;
 
 interface EventState {
   ev: InboundEvent;
@@ -106,7 +108,8 @@ export class DeliveryPipeline {
   private stopped = false;
   private freeListeners: Array<() => void> = [];
   private readonly progressTimer: Timer | null;
-  private readonly failures: FailureLog;
+  /** failed attempts in the log: each webhook's first in full, then its count every 10 s (CONTRACT §8) */
+  private readonly failures: RepeatedWarnings;
   private idle: Array<() => void> = [];
 
   constructor(opts: PipelineOptions) {
@@ -118,7 +121,7 @@ export class DeliveryPipeline {
       registryWaitMs: 2000,
       ...opts,
     };
-    this.failures = new FailureLog(opts.logger, opts.clock);
+    this.failures = new RepeatedWarnings(opts.logger, opts.clock, 'webhook delivery failed', { maxSources: FAILING_WEBHOOKS_LOGGED });
     this.progressTimer = opts.progress ? opts.clock.setInterval(() => void this.saveProgress(false), this.o.progressAfterMs) : null;
   }
 
@@ -244,7 +247,11 @@ export class DeliveryPipeline {
       at: this.o.clock.now(),
     };
     this.o.outcomes.record(outcome);
-    if (!r.delivered) this.failures.failed(outcome, this.o.deliverer.hostOf(sub.entry.url));
+    if (!r.delivered) {
+      // the host only: never the path, query or a secret of the URL
+      const { event_id, type, status, error, duration_ms } = outcome;
+      this.failures.warn({ org_id: outcome.org_id, webhook_id: outcome.webhook_id }, { event_id, type, outcome: 'failure', status, error, duration_ms, host: this.o.deliverer.hostOf(sub.entry.url) });
+    }
     state.done.push(sub.id);
     if (--state.remaining === 0) this.settle(state);
     if (h.queue.length > 0) {
@@ -321,7 +328,7 @@ export class DeliveryPipeline {
       this.events.delete(s.ev.id);
       s.ev.release();
     }
-    this.failures.flush();
+    this.failures.close();
     await this.o.outcomes.flush();
   }
 }
