@@ -24,7 +24,7 @@ import type { WebhookRegistry } from '../dispatch/registry.ts';
 import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { AttemptResult, Deliverer } from '../delivery/client.ts';
 import type { Outcome } from '../domain/outcomes.ts';
-import { FailureLog } from './failure-log.ts';
+import { RepeatedWarnings } from '../log-summary.ts';
 import { FairSlots, type Grant } from './slots.ts';
 
 export interface InboundEvent {
@@ -78,6 +78,9 @@ export interface PipelineOptions {
 /** Attempts in flight at most per webhook (CONTRACT 6.6). */
 export const PER_WEBHOOK_IN_FLIGHT = 8;
 
+/** failing webhooks whose failures the log follows one by one (the rest are summed up together) */
+const FAILING_WEBHOOKS_LOGGED = 100;
+
 interface EventState {
   ev: InboundEvent;
   remaining: number;
@@ -98,7 +101,8 @@ export class DeliveryPipeline {
   private stopped = false;
   private freeListeners: Array<() => void> = [];
   private readonly progressTimer: Timer | null;
-  private readonly failures: FailureLog;
+  /** failed attempts in the log: each webhook's first in full, then its count every 10 s (CONTRACT §8) */
+  private readonly failures: RepeatedWarnings;
   private idle: Array<() => void> = [];
 
   constructor(opts: PipelineOptions) {
@@ -111,7 +115,7 @@ export class DeliveryPipeline {
       ...opts,
     };
     this.slots = new FairSlots({ clock: opts.clock, concurrency: this.o.concurrency, perWebhook: this.o.perWebhook });
-    this.failures = new FailureLog(opts.logger, opts.clock);
+    this.failures = new RepeatedWarnings(opts.logger, opts.clock, 'webhook delivery failed', { maxSources: FAILING_WEBHOOKS_LOGGED });
     this.progressTimer = opts.progress ? opts.clock.setInterval(() => void this.saveProgress(false), this.o.progressAfterMs) : null;
   }
 
@@ -217,7 +221,11 @@ export class DeliveryPipeline {
       at: this.o.clock.now(),
     };
     this.o.outcomes.record(outcome);
-    if (!r.delivered) this.failures.failed(outcome, this.o.deliverer.hostOf(sub.entry.url));
+    if (!r.delivered) {
+      // the host only: never the path, query or a secret of the URL
+      const { event_id, type, status, error, duration_ms } = outcome;
+      this.failures.warn({ org_id: outcome.org_id, webhook_id: outcome.webhook_id }, { event_id, type, outcome: 'failure', status, error, duration_ms, host: this.o.deliverer.hostOf(sub.entry.url) });
+    }
     state.done.push(sub.id);
     if (--state.remaining === 0) this.settle(state);
     this.pump();
@@ -280,7 +288,7 @@ export class DeliveryPipeline {
       this.events.delete(s.ev.id);
       s.ev.release();
     }
-    this.failures.flush();
+    this.failures.close();
     await this.o.outcomes.flush();
   }
 }

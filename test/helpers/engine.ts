@@ -43,7 +43,7 @@ export const CONFIG_V2: AppConfigBody = {
 
 /** One engine with everything it needs, and what a test reads back. */
 export class EngineWorld {
-  readonly db: Db = openDb(':memory:');
+  readonly db: Db;
   readonly bus: Bus = createMemoryBus({ logger });
   readonly clock = new ManualClock();
   readonly metrics: Metrics = createMetrics();
@@ -55,7 +55,9 @@ export class EngineWorld {
   private scheduler: Scheduler | null = null;
   private readonly answered = new Set<string>();
 
-  constructor() {
+  /** dbFile: a store on disk (WAL, as svc serve has it) instead of in memory */
+  constructor(opts: { dbFile?: string } = {}) {
+    this.db = openDb(opts.dbFile ?? ':memory:');
     this.engine = new Engine({
       db: this.db,
       bus: this.bus,

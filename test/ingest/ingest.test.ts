@@ -1,8 +1,10 @@
 // Producer ingest (src/ingest/ingest.ts, CONTRACT 5.2) over the in-process bus, in front of a real
 // engine (test/helpers/engine.ts), without HTTP or delivery: each subject family parsed by its
 // schema, {ok: false, error} for what cannot be recorded, the answer only after the commit, one
-// group commit for what arrives together, and svc_ingest_messages_total by result. The same over
-// NATS, end to end: test/system/pipeline.test.ts.
+// group commit for what arrives together, svc_ingest_messages_total by result, and an invalid flood
+// logged once per org and reason (then counted every 10 s). Fairness between orgs, over real NATS:
+// fairness.test.ts. The same over NATS, end to end: test/system/pipeline.test.ts.
+import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Subscription } from '../../src/bus/bus.ts';
 import { InvalidError } from '../../src/domain/errors.ts';
@@ -126,5 +128,21 @@ describe('startIngest', () => {
     expect(replies.at(-1)).toMatchObject({ ok: false });
     expect(w.events().map((e) => e.subject).sort()).toEqual(ids.map((id) => `${O}/workflow/${id}/started`).sort());
     expect(w.outboxKicks - kicks).toBe(1); // one commit wrote them all
+  });
+
+  it('writes an invalid flood to the log once per org and reason, then one line per 10 s with the count', async () => {
+    const w = new EngineWorld();
+    const lines: Array<{ obj: Json; msg: string }> = [];
+    const capture = pino({ level: 'warn' }, { write: (line: string) => void lines.push(((j) => ({ obj: j, msg: j.msg }))(JSON.parse(line))) });
+    const sub = startIngest({ bus: w.bus, logger: capture, metrics: w.metrics, engine: w.engine, clock: w.clock });
+    open.push({ w, sub });
+    const O = w.org();
+    const replies = await Promise.all(Array.from({ length: 300 }, (_, i) => w.bus.request(`svc.ingest.${O}.jobs.job_${i}`, enc('not json'), { timeoutMs: 5000 }).then((m) => m.json<Json>())));
+    expect(replies.every((r) => r.ok === false && r.error === 'message is not JSON')).toBe(true);
+    expect(lines.map((l) => [l.obj.org_id, l.obj.error, l.msg])).toEqual([[O, 'message is not JSON', 'ingest message dropped']]);
+    w.clock.advance(10_000);
+    expect(lines.map((l) => l.msg).slice(1)).toEqual(['ingest message dropped (299 more like this in the last 10 s)']);
+    w.clock.advance(30_000);
+    expect(lines).toHaveLength(2);
   });
 });

@@ -1,0 +1,81 @@
+// Per-org queues taken round robin (CONTRACT §8: ingest is shared between orgs). Items wait in
+// the queue of their key; next() takes one from each key with items in turn, so a group that
+// takes n items gives every waiting key an equal share (and a key with fewer items leaves the rest
+// to the others). With one key it is a plain FIFO.
+
+/** A FIFO that does not copy on shift: a head index, compacted now and then. */
+class Fifo<T> {
+  private items: T[] = [];
+  private head = 0;
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+
+  push(item: T): void {
+    this.items.push(item);
+  }
+
+  shift(): T | undefined {
+    if (this.head >= this.items.length) return undefined;
+    const item = this.items[this.head];
+    this.items[this.head++] = undefined as T;
+    if (this.head >= 1024 && this.head * 2 >= this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return item;
+  }
+}
+
+export class FairQueue<T> {
+  private readonly queues = new Map<string, Fifo<T>>();
+  /** keys with items, in the order they take turns */
+  private readonly ring: string[] = [];
+  private turn = 0;
+  private count = 0;
+
+  /** Items waiting, all keys together. */
+  get size(): number {
+    return this.count;
+  }
+
+  /** Items waiting under one key. */
+  sizeOf(key: string): number {
+    return this.queues.get(key)?.length ?? 0;
+  }
+
+  /** Keys with items waiting. */
+  get keys(): number {
+    return this.ring.length;
+  }
+
+  push(key: string, item: T): void {
+    let q = this.queues.get(key);
+    if (!q) {
+      this.queues.set(key, (q = new Fifo<T>()));
+      // a key that starts waiting takes its turn last in the current round
+      this.ring.splice(this.turn, 0, key);
+      this.turn = (this.turn + 1) % this.ring.length;
+    }
+    q.push(item);
+    this.count++;
+  }
+
+  /** The next item: the oldest of the key whose turn it is; then it is the next key's turn. */
+  next(): T | undefined {
+    if (this.ring.length === 0) return undefined;
+    const key = this.ring[this.turn];
+    const q = this.queues.get(key)!;
+    const item = q.shift() as T;
+    this.count--;
+    if (q.length === 0) {
+      this.queues.delete(key);
+      this.ring.splice(this.turn, 1);
+    } else {
+      this.turn++;
+    }
+    if (this.turn >= this.ring.length) this.turn = 0;
+    return item;
+  }
+}

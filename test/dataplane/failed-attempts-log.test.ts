@@ -1,0 +1,67 @@
+// Failed attempts in the log (CONTRACT §8, bounded logs): a webhook's first failed attempt is
+// written in full (host only, never the path), its further failures are counted and summed up
+// every 10 s, and nothing is written once it stops failing. The data plane's pipeline with a
+// deliverer that always fails, on a ManualClock.
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/domain/clock.ts';
+import type { Route } from '../../src/domain/route.ts';
+import type { WebhookEntry } from '../../src/domain/webhook-entry.ts';
+import type { Deliverer } from '../../src/delivery/client.ts';
+import type { WebhookRegistry } from '../../src/dispatch/registry.ts';
+import { WebhookSubscriber } from '../../src/dispatch/subscriber.ts';
+import { DeliveryPipeline, type InboundEvent } from '../../src/dataplane/pipeline.ts';
+import type { Outcome } from '../../src/domain/outcomes.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+describe('failed attempts in the log', () => {
+  it("writes each failing webhook's first failure, then one count per webhook every 10 s, then nothing", async () => {
+    const clock = new ManualClock();
+    const lines: Array<{ obj: Json; msg: string }> = [];
+    const logger = { warn: (obj: Json, msg: string) => void lines.push({ obj, msg }), info() {}, error() {}, debug() {} };
+    const subs = ['wh_1', 'wh_2'].map((id) => new WebhookSubscriber({ webhook_id: id, org_id: 'org_a', url: `https://hooks.example.com/${id}/secret-path?token=x`, interests: null, match: null } as unknown as WebhookEntry));
+    const registry = { revision: 0, reached: async () => {}, match: () => subs } as unknown as WebhookRegistry;
+    const deliverer = {
+      attempt: async () => ({ delivered: false, status: 500, duration_ms: 3 }),
+      hostOf: (url: string) => new URL(url).host,
+    } as unknown as Deliverer;
+    const outcomes: Outcome[] = [];
+    const pipeline = new DeliveryPipeline({
+      registry,
+      deliverer,
+      sign: () => ({}),
+      outcomes: { record: (o: Outcome) => void outcomes.push(o), flush: async () => {} },
+      progress: null,
+      clock,
+      logger: logger as Json,
+      concurrency: 16,
+    });
+    let settled = 0;
+    const event = (i: number): InboundEvent => ({
+      id: `evt_${i}`,
+      route: { org: 'org_a', type: 'com.example.test', rev: 0 } as unknown as Route,
+      body: Buffer.from('{}'),
+      done: [],
+      settle: () => void settled++,
+      release: () => {},
+    });
+    for (let i = 0; i < 50; i++) pipeline.accept(event(i));
+    await waitFor(() => settled === 50, 10_000, 'the 50 events settled');
+    expect(outcomes).toHaveLength(100);
+
+    expect(lines.map((l) => l.msg)).toEqual(['webhook delivery failed', 'webhook delivery failed']);
+    expect(lines.map((l) => l.obj.webhook_id).sort()).toEqual(['wh_1', 'wh_2']);
+    expect(lines[0].obj).toMatchObject({ org_id: 'org_a', outcome: 'failure', status: 500, host: 'hooks.example.com', type: 'com.example.test' });
+    expect(JSON.stringify(lines)).not.toContain('secret-path');
+
+    clock.advance(10_000);
+    expect(lines.slice(2).map((l) => [l.obj.webhook_id, l.obj.repeated, l.msg]).sort()).toEqual([
+      ['wh_1', 49, 'webhook delivery failed (49 more like this in the last 10 s)'],
+      ['wh_2', 49, 'webhook delivery failed (49 more like this in the last 10 s)'],
+    ]);
+    clock.advance(60_000);
+    expect(lines).toHaveLength(4);
+    await pipeline.drain();
+  });
+});

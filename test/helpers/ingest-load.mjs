@@ -1,0 +1,69 @@
+// A producer in a process of its own (test/ingest/fairness.test.ts, forked with an IPC channel),
+// so that its client work does not share the engine's event loop and its timings are what the
+// producer itself sees. Plain JavaScript: node runs it without the test's TypeScript transform.
+//
+// SVC_LOAD (JSON): { url, org, mode: 'flood', outstanding } keeps that many requests in flight
+// until the parent sends 'stop', then reports { done: { sent, ok, refused, failed, errors, ms } };
+// { url, org, mode: 'paced', count } sends count facts one at a time and reports
+// { done: { latencies, answers } }. Each fact is a new external workflow (accepted, one outbox
+// row), answered on _INBOX_<org>.
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { connect } from '@nats-io/transport-node';
+
+const workerData = JSON.parse(process.env.SVC_LOAD);
+const { url, org, mode } = workerData;
+const parentPort = { postMessage: (m) => process.send(m), on: (e, f) => process.on(e, f) };
+const nc = await connect({ servers: [url], inboxPrefix: `_INBOX_${org}`, noAsyncTraces: true });
+const tag = randomBytes(3).toString('hex');
+let n = 0;
+
+function send() {
+  const id = `wfx_${tag}_${n++}`;
+  const body = JSON.stringify({ kind: 'workflow', transition: 'started', workflow: { id, type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' } });
+  // the connection's inbox prefix is the org's: its replies come to _INBOX_<org>.<nuid>.<n>
+  return nc.request(`svc.ingest.${org}.workflows.${id}`, body, { timeout: 30_000 }).then((m) => m.json());
+}
+
+if (mode === 'flood') {
+  const tally = { sent: 0, ok: 0, refused: 0, failed: 0, errors: [], ms: 0 };
+  const t0 = performance.now();
+  let stopping = false;
+  const inflight = new Set();
+  const one = () => {
+    tally.sent++;
+    const p = send().then(
+      (r) => void (r.ok ? tally.ok++ : (tally.refused++, tally.errors.length < 5 && tally.errors.push(r.error))),
+      (err) => void (tally.failed++, tally.errors.length < 5 && tally.errors.push(String(err))),
+    );
+    inflight.add(p);
+    p.then(() => {
+      inflight.delete(p);
+      if (!stopping) one();
+    });
+  };
+  parentPort.on('message', async (m) => {
+    if (m === 'progress') return parentPort.postMessage({ progress: tally.ok });
+    if (m !== 'stop') return;
+    stopping = true;
+    while (inflight.size) await Promise.all([...inflight]);
+    tally.ms = Math.round(performance.now() - t0);
+    await nc.close();
+    parentPort.postMessage({ done: tally });
+    process.disconnect();
+  });
+  for (let i = 0; i < workerData.outstanding; i++) one();
+  parentPort.postMessage({ started: true });
+} else {
+  const latencies = [];
+  const answers = [];
+  for (let i = 0; i < workerData.count; i++) {
+    const t0 = performance.now();
+    const r = await send();
+    latencies.push(performance.now() - t0);
+    answers.push(r);
+  }
+  await nc.close();
+  parentPort.postMessage({ done: { latencies, answers } });
+  process.disconnect();
+}
