@@ -7,8 +7,6 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
-import { insertWebhook } from '../../store/webhooks.ts';
-import { newId } from '../../src/domain/ids.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { children, dataplaneKey, spawnService, spawnWorker, type SvcChild } from '../helpers/child-service.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
@@ -18,6 +16,7 @@ import { createHttpApp } from '../../src/http/app.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { rid } from '../helpers/ids.ts';
 import { ingestRequest } from '../helpers/producer.ts';
+import { insertWebhooks } from '../helpers/webhooks.ts';
 
 const HAVE_NATS = findNatsServer() !== null;
 /** starts of svc serve on one database, and the burst each start gets at its line */
@@ -167,27 +166,6 @@ describe.skipIf(!HAVE_NATS)('svc serve --nats: the line is a promise', () => {
   }, 40_000 + STARTS * 6_000);
 });
 
-/** Org-wide all-events webhooks, written to the store directly (before svc starts). */
-function insertWebhooks(db: string, orgId: string, urls: string[]): void {
-  const h = openDb(db);
-  try {
-    for (const url of urls) {
-      insertWebhook(h, {
-        webhook_id: newId('wh'),
-        org_id: orgId,
-        url,
-        secret: null,
-        previous_secret: null,
-        previous_secret_expires_at: null,
-        interests: { all_events: true },
-        match: null,
-        match_canonical: '',
-      });
-    }
-  } finally {
-    h.close();
-  }
-}
 
 /** Whether the fact of this external workflow is committed. */
 function committed(db: string, workflowId: string): boolean {

@@ -16,8 +16,6 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it, type TestContext } from 'vitest';
 import { openDb } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
-import { insertWebhook } from '../../store/webhooks.ts';
-import { newId } from '../../src/domain/ids.ts';
 import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
 import { decodeOutcomeBatch } from '../../src/domain/outcomes.ts';
 import { outcomesSubject } from '../../src/bus/jetstream.ts';
@@ -28,6 +26,7 @@ import { emittedByAll, get, post, waitWf } from '../helpers/workflows.ts';
 import { ledgerLine, ledgerOf, ledgerSeed, metric, prng, rssBytes, startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
 import { rid } from '../helpers/ids.ts';
 import { ingestRequest } from '../helpers/producer.ts';
+import { createWebhook, insertWebhooks } from '../helpers/webhooks.ts';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const HAVE_NATS = findNatsServer() !== null;
@@ -121,35 +120,7 @@ function newDb(): { db: string; org: OrgCreds } {
   }
 }
 
-/** Org-wide all-events webhooks, written to the store directly (svc need not be running). */
-function insertWebhooks(db: string, orgId: string, urls: string[]): void {
-  const h = openDb(db);
-  try {
-    h.transaction(() => {
-      for (const url of urls) {
-        insertWebhook(h, {
-          webhook_id: newId('wh'),
-          org_id: orgId,
-          url,
-          secret: null,
-          previous_secret: null,
-          previous_secret_expires_at: null,
-          interests: { all_events: true },
-          match: null,
-          match_canonical: '',
-        });
-      }
-    })();
-  } finally {
-    h.close();
-  }
-}
 
-async function createWebhook(api: ApiClient, target: string): Promise<string> {
-  const r = await api.post('/v1/orgs/current/webhooks', { webhook_url: target });
-  expect(r.status, r.text).toBe(201);
-  return r.body.webhook_id;
-}
 
 /** kill -9, and wait until it is gone. */
 async function kill9(c: SvcChild): Promise<void> {
