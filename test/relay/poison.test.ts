@@ -3,7 +3,7 @@
 // letter with its reason, counted svc_events_dropped_total{reason="unpublishable"} — and another
 // org's events go on being delivered, in NATS mode (real nats-server) and in embedded mode.
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
@@ -85,8 +85,15 @@ describe.skipIf(findNatsServer() === null)('poison items, NATS mode', () => {
     nats = await startNatsServer();
     rcv = await startReceiver();
   });
+  // Each test's services stop with it: svc processes on one nats-server are one installation
+  // (they share the svc-dispatch consumer, the svc-ingest queue group and svc.jobs.>). A service
+  // left running from an earlier test (another database, another data plane key) would take this
+  // test's events and drop them as not sealed by its engine, and answer its runners' job reports
+  // "unknown org": the workflow of an org stalls.
+  afterEach(async () => {
+    for (const s of services.splice(0)) await s.stop();
+  });
   afterAll(async () => {
-    for (const s of services) await s.stop();
     await rcv?.close();
     await nats?.stop();
   });
