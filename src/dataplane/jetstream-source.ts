@@ -241,13 +241,15 @@ export class JetStreamSource {
     const seal = h?.get(SEAL_HEADER) ?? '';
     if (!id || !routeText || !seal || !this.o.seal.opensEvent(id, routeText, m.data, seal)) {
       this.o.dropped('forged');
-      m.term('not sealed by the engine');
+      // term() without a reason: nats-server 2.9 ignores a `+TERM <reason>` ack, and the message
+      // would come back after every ack wait (and be counted again)
+      m.term();
       return;
     }
     const route = decodeRoute(routeText);
     if (!route) {
       this.o.dropped('unparseable');
-      m.term('unreadable route');
+      m.term();
       return;
     }
     if (this.holdsOrSettled(id, m)) return;

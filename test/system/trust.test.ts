@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
-import { jetstream } from '@nats-io/jetstream';
-import { eventHeaders } from '../../src/bus/jetstream.ts';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENTS_STREAM, eventHeaders } from '../../src/bus/jetstream.ts';
 import { natsConnectOptions } from '../../src/bus/nats-auth.ts';
 import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
 import { encodeRoute, type Route } from '../../src/domain/route.ts';
@@ -140,6 +140,10 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
     await waitFor(async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) - forged0 >= attempts.length, 10_000, 'the drops counted');
     expect((await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) - forged0).toBe(attempts.length);
     for (const a of attempts) expect(rx.subjects('all'), a.ceSubject).not.toContain(a.ceSubject);
+    // dropped for good: nothing left pending on the consumer (a term the server ignored would keep
+    // them pending until the ack wait, then hand them out again, counted again each time)
+    const jsm = await jetstreamManager(nc);
+    await waitFor(async () => (await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER)).num_ack_pending === 0, EVENT_ACK_WAIT_MS / 2, 'the forged events terminated');
   });
 
   it('a producer naming an event subject as its reply gets no answer there (the engine answers on inboxes only)', async () => {
