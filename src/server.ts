@@ -14,7 +14,7 @@ import { effectiveBaseUrl, effectiveDashboardUrl, hostForUrl, type ServeConfig }
 import type { AppContext } from './context.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { createMemoryBus } from './bus/memory.ts';
-import { createNatsBus, type NatsBus } from './bus/nats.ts';
+import { createNatsBus, redactNatsUrl, type NatsBus } from './bus/nats.ts';
 import type { Bus } from './bus/bus.ts';
 import { ensureLayout, EVENTS_STREAM, REGISTRY_BUCKET } from './bus/jetstream.ts';
 import { KvRegistryPublisher } from './bus/kv-registry.ts';
@@ -88,7 +88,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
 
   let nats: NatsBus | null = null;
   if (config.natsUrl) {
-    if (!config.natsCreds) logger.warn({ url: config.natsUrl }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
+    if (!config.natsCreds) logger.warn({ url: redactNatsUrl(config.natsUrl) }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
     nats = await createNatsBus(config.natsUrl, { name: 'svc', logger, role: 'engine', credsFile: config.natsCreds });
     trackNatsConnection(nats.nc, readiness);
     try {
@@ -97,7 +97,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
       await nats.close();
       const msg = (err as Error)?.message ?? String(err);
       const hint = /jetstream not enabled|JetStreamNotEnabled|503/i.test(msg) ? ' (start nats-server with JetStream enabled: -js)' : '';
-      throw new Error(`NATS setup failed at ${config.natsUrl}: ${msg}${hint}`, { cause: err });
+      throw new Error(`NATS setup failed at ${redactNatsUrl(config.natsUrl)}: ${msg}${hint}`, { cause: err });
     }
   }
   const bus: Bus = nats ?? createMemoryBus({ logger });

@@ -62,11 +62,59 @@ export function natsServers(url: string): string[] {
     .filter(Boolean);
 }
 
+/**
+ * A NATS URL list as nats.js takes it: the servers without user info, and the credentials a URL
+ * names (`nats://user:pass@host`, or `nats://token@host`) as connection options; nats.js does not
+ * read them from the URL itself (CONTRACT 6.7).
+ */
+export function natsUrlOptions(url: string): { servers: string[]; user?: string; pass?: string; token?: string } {
+  const out: { servers: string[]; user?: string; pass?: string; token?: string } = { servers: [] };
+  for (const server of natsServers(url)) {
+    const at = userInfoAt(server);
+    if (at < 0) {
+      out.servers.push(server);
+      continue;
+    }
+    const scheme = server.indexOf('://') + 3;
+    const info = server.slice(scheme > 2 ? scheme : 0, at);
+    const colon = info.indexOf(':');
+    if (colon >= 0) {
+      out.user = decodeURIComponent(info.slice(0, colon));
+      out.pass = decodeURIComponent(info.slice(colon + 1));
+    } else out.token = decodeURIComponent(info);
+    out.servers.push(`${scheme > 2 ? server.slice(0, scheme) : ''}${server.slice(at + 1)}`);
+  }
+  return out;
+}
+
+/** The URL list with every user name, password or token replaced by `***` (what logs and errors show). */
+export function redactNatsUrl(url: string): string {
+  return natsServers(url)
+    .map((server) => {
+      const at = userInfoAt(server);
+      if (at < 0) return server;
+      const scheme = server.indexOf('://') + 3;
+      return `${scheme > 2 ? server.slice(0, scheme) : ''}***@${server.slice(at + 1)}`;
+    })
+    .join(',');
+}
+
+/** Where a server's user info ends (its `@`), or -1 when it names none. */
+function userInfoAt(server: string): number {
+  const scheme = server.indexOf('://');
+  const start = scheme >= 0 ? scheme + 3 : 0;
+  const end = server.indexOf('/', start);
+  const authority = server.slice(start, end < 0 ? undefined : end);
+  const at = authority.lastIndexOf('@');
+  return at < 0 ? -1 : start + at;
+}
+
 /** Connect; an unreachable server is an error naming the URL (or, with waitForServer, a warning and another try). */
 export async function connectNats(url: string, opts: NatsBusOptions = {}): Promise<NatsConnection> {
   const logger = opts.logger ?? consoleBusLogger;
   const options: ConnectionOptions = {
-    ...natsConnectOptions({ servers: natsServers(url), name: opts.name ?? 'svc', credsFile: opts.credsFile ?? null, role: opts.role ?? 'engine' }),
+    ...natsConnectOptions({ servers: [], name: opts.name ?? 'svc', credsFile: opts.credsFile ?? null, role: opts.role ?? 'engine' }),
+    ...natsUrlOptions(url),
     maxReconnectAttempts: -1, // reconnect forever once connected
     reconnectTimeWait: 1000,
     reconnectJitter: 250,
@@ -81,8 +129,8 @@ export async function connectNats(url: string, opts: NatsBusOptions = {}): Promi
       return await connect(options);
     } catch (err) {
       const why = (err as Error)?.message ?? String(err);
-      if (!opts.waitForServer) throw new Error(`cannot connect to NATS at ${url}: ${why}`, { cause: err });
-      if (attempt === 1 || attempt % 30 === 0) logger.warn({ url, err: why, attempt }, 'cannot reach NATS; retrying');
+      if (!opts.waitForServer) throw new Error(`cannot connect to NATS at ${redactNatsUrl(url)}: ${why}`, { cause: err });
+      if (attempt === 1 || attempt % 30 === 0) logger.warn({ url: redactNatsUrl(url), err: why, attempt }, 'cannot reach NATS; retrying');
       await new Promise((r) => setTimeout(r, 1000));
     }
   }

@@ -7,7 +7,7 @@ import { Command, Option } from 'commander';
 import pino from 'pino';
 import { parseDuration, parseUrl } from '../config.ts';
 import { systemClock } from '../domain/clock.ts';
-import { connectNats } from '../bus/nats.ts';
+import { connectNats, redactNatsUrl } from '../bus/nats.ts';
 import { readCredsFile } from '../bus/nats-auth.ts';
 import { parseDataplaneKey, Seal } from '../bus/seal.ts';
 import { startNatsDataPlane } from '../dataplane/data-plane.ts';
@@ -50,7 +50,7 @@ export function registerWorkerCommand(program: Command): void {
       }
       const logger = pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
       const workerId = `worker_${randomUUID().slice(0, 8)}`;
-      if (!opts.natsCreds) logger.warn({ url: opts.nats }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
+      if (!opts.natsCreds) logger.warn({ url: redactNatsUrl(opts.nats) }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
       // `worker ready` is a promise (CONTRACT 1): printed once the consumer is attached and its
       // first pull request is confirmed by the server (this process has no HTTP server, no /readyz)
       const readiness = new Readiness({ consumers: 'the event consumer is not attached yet' });
