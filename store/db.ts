@@ -9,7 +9,12 @@ export class SchemaTooNewError extends Error {}
 
 /** Open (creating if needed) the SQLite store: WAL, foreign keys, migrations applied in order. */
 export function openDb(file: string): Db {
-  if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  if (file !== ':memory:') {
+    // it holds webhook secrets (CONTRACT 6.7): a directory svc makes is 0700, a database file it
+    // makes 0600, and SQLite gives the -wal and -shm files the database file's mode
+    fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true, mode: 0o700 });
+    fs.closeSync(fs.openSync(file, 'a', 0o600));
+  }
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
   db.pragma('foreign_keys = ON');

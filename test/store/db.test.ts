@@ -1,5 +1,6 @@
 // store/db.ts: opening a store applies the migrations in order, once, and refuses a schema newer
 // than the code knows (`svc serve` turns that into exit 1: test/cli/serve.test.ts).
+import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
@@ -8,6 +9,25 @@ import { MIGRATIONS } from '../../store/migrations.ts';
 import { tmpDir } from '../helpers/service.ts';
 
 describe('openDb', () => {
+  it('makes the database 0600 (its -wal and -shm too) in a directory of its own made 0700: it holds webhook secrets', () => {
+    const dir = path.join(tmpDir('svc-db-mode-'), 'data', 'nested');
+    const file = path.join(dir, 'svc.db');
+    const umask = process.umask(0o022); // the usual umask, whatever this process runs with
+    try {
+      const db = openDb(file);
+      db.prepare("INSERT INTO orgs (org_id, name, created_at) VALUES ('org_mode', 'm', '2026-01-01T00:00:00Z')").run();
+      const mode = (p: string) => fs.statSync(p).mode & 0o777;
+      expect(mode(file).toString(8)).toBe('600');
+      expect(mode(`${file}-wal`).toString(8)).toBe('600');
+      expect(mode(`${file}-shm`).toString(8)).toBe('600');
+      expect(mode(dir).toString(8)).toBe('700');
+      expect(mode(path.dirname(dir)).toString(8)).toBe('700');
+      db.close();
+    } finally {
+      process.umask(umask);
+    }
+  });
+
   it('applies every migration to a new file, and none again on the next open', () => {
     const file = path.join(tmpDir(), 'nested', 'svc.db'); // the folder is created too
     const db = openDb(file);
