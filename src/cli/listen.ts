@@ -1,8 +1,9 @@
 // `svc listen`: a local webhook receiver for development (like `stripe listen`). Prints one line
-// per delivered event. With --secret it checks X-Svc-Signature and the Standard Webhooks
-// webhook-signature (either secret form; any listed v1 signature may verify), refuses a
-// webhook-timestamp more than 5 minutes from now (a replay), answers 401 when nothing verifies,
-// and says which signature(s) verified. With --forward-to, every accepted delivery is POSTed on
+// per delivered event. With --secret (or --secret-file) it checks X-Svc-Signature and the Standard
+// Webhooks webhook-signature (either secret form; any listed v1 signature may verify), and accepts
+// only a valid webhook-signature with a webhook-timestamp within 5 minutes of now (X-Svc-Signature
+// alone signs no time: a replay could not be told apart); it answers 401 otherwise, and says which
+// signature(s) verified. With --forward-to, every accepted delivery is POSTed on
 // to that URL with its body and headers unchanged, and the answer's status is printed and
 // returned to the sender.
 import http from 'node:http';
@@ -11,6 +12,8 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { SIGNATURE_HEADER } from '../delivery/sign.ts';
 import { checkDelivery, signingKeys, TIMESTAMP_TOLERANCE_S, WEBHOOK_SIGNATURE_HEADER, type DeliveryCheck } from '../delivery/signatures.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
+import { readSecret } from './api-commands.ts';
+import { UsageError } from './errors.ts';
 
 export interface LineSink {
   write(chunk: string): unknown;
@@ -45,11 +48,12 @@ export interface ReceivedEvent {
   /** The request's headers as received. */
   headers: http.IncomingHttpHeaders;
   /**
-   * valid: a signature verified (and the timestamp, if any, is fresh); invalid: signatures were
-   * given and none verified; missing: none was given; stale: a signature verified but
-   * webhook-timestamp is not within 5 minutes of now; unchecked: no --secret.
+   * valid: webhook-signature verified and webhook-timestamp is fresh; invalid: signatures were
+   * given and none verified; missing: none was given; stale: webhook-signature verified but
+   * webhook-timestamp is not within 5 minutes of now; unprotected: only X-Svc-Signature verified
+   * (it signs no time: no replay protection); unchecked: no --secret.
    */
-  signature: 'valid' | 'invalid' | 'missing' | 'stale' | 'unchecked';
+  signature: 'valid' | 'invalid' | 'missing' | 'stale' | 'unprotected' | 'unchecked';
   /** The headers that verified, e.g. ['X-Svc-Signature', 'webhook-signature'] (empty when unchecked). */
   verified: string[];
   /** The status answered to the sender. */
@@ -95,6 +99,12 @@ function refusal(c: DeliveryCheck, signature: ReceivedEvent['signature']): { mar
     return {
       mark: `BAD TIMESTAMP (${age})`,
       message: `webhook-timestamp is more than ${TIMESTAMP_TOLERANCE_S / 60} minutes from now (a replay?)`,
+    };
+  }
+  if (signature === 'unprotected') {
+    return {
+      mark: `NO REPLAY PROTECTION (${SIGNATURE_HEADER} only)`,
+      message: `${SIGNATURE_HEADER} alone signs no time, so it could be a replay: a valid ${WEBHOOK_SIGNATURE_HEADER} with webhook-id and webhook-timestamp is required`,
     };
   }
   if (signature === 'missing') return { mark: 'BAD SIGNATURE (missing)', message: `no ${SIGNATURE_HEADER} or ${WEBHOOK_SIGNATURE_HEADER}` };
@@ -265,7 +275,8 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
         const c = checkDelivery(keys, req.headers, raw, clock.now());
         verified = verifiedHeaders(c);
         if (c.ok) signature = 'valid';
-        else if (verified.length) signature = 'stale';
+        else if (c.standard === 'valid') signature = 'stale';
+        else if (c.svc === 'valid') signature = 'unprotected';
         else signature = c.svc === 'missing' && c.standard === 'missing' ? 'missing' : 'invalid';
         if (!c.ok) {
           const why = refusal(c, signature);
@@ -343,14 +354,16 @@ export function registerListenCommand(program: Command): void {
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option(
       '--secret <secret>',
-      'the webhook secret (plain or whsec_…): reject (401) deliveries whose X-Svc-Signature and webhook-signature both fail, or whose webhook-timestamp is over 5 minutes from now',
+      'the webhook secret (plain or whsec_…): reject (401) deliveries without a valid webhook-signature and a webhook-timestamp within 5 minutes of now (X-Svc-Signature alone has no replay protection)',
     )
+    .option('--secret-file <path>', 'read the secret from a file (- = stdin; one trailing newline dropped), so it stays out of the process list')
     .option('--forward-to <url>', 'POST every accepted delivery on to this URL (body and headers unchanged) and answer with its status', parseForwardUrl)
     .option('--json', 'print each event as one JSON line')
     .action(async (_opts: unknown, cmd: Command) => {
-      const local = cmd.opts<{ port: number; host: string; secret?: string; forwardTo?: string; json?: boolean }>();
+      const local = cmd.opts<{ port: number; host: string; secret?: string; secretFile?: string; forwardTo?: string; json?: boolean }>();
       const globals = cmd.optsWithGlobals<{ json?: boolean }>();
-      const secret = local.secret ?? process.env.SVC_LISTEN_SECRET ?? null;
+      if (local.secret !== undefined && local.secretFile !== undefined) throw new UsageError('--secret and --secret-file are mutually exclusive: give the secret one way');
+      const secret = (await readSecret(local)) ?? process.env.SVC_LISTEN_SECRET ?? null;
       // handlers first, so that a signal arriving while the server starts still ends it cleanly
       let stop!: () => void;
       const stopped = new Promise<void>((resolve) => {

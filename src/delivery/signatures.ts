@@ -141,15 +141,16 @@ export interface DeliveryCheck {
   timestamp: 'ok' | 'stale' | 'invalid' | 'missing';
   /** seconds between webhook-timestamp and now (positive: in the past), when it is a number */
   ageS: number | null;
-  /** accepted: some signature verified and the timestamp, when given, is fresh */
+  /** accepted: webhook-signature verified and webhook-timestamp is fresh (CONTRACT 6.7) */
   ok: boolean;
 }
 
 /**
  * Check a received delivery against one secret (prepared with signingKeys({secret})): accepted
- * when X-Svc-Signature or any v1 entry of webhook-signature verifies, and webhook-timestamp,
- * if present, is within TIMESTAMP_TOLERANCE_S of nowMs (a replay is refused even with a good
- * signature). `headers` are Node's (lowercase names).
+ * when a v1 entry of webhook-signature verifies and webhook-timestamp is within
+ * TIMESTAMP_TOLERANCE_S of nowMs (a replay is refused even with a good signature). X-Svc-Signature
+ * is checked and reported, but alone it is not enough: it signs no time (CONTRACT 6.7).
+ * `headers` are Node's (lowercase names).
  */
 export function checkDelivery(keys: SigningKeys, headers: Record<string, HeaderValue>, body: Buffer, nowMs: number): DeliveryCheck {
   const svcHeader = headers[SVC_SIGNATURE_HEADER];
@@ -179,6 +180,7 @@ export function checkDelivery(keys: SigningKeys, headers: Record<string, HeaderV
       if (standardIndex >= 0) standard = 'valid';
     }
   }
-  const ok = (svc === 'valid' || standard === 'valid') && (timestamp === 'ok' || timestamp === 'missing');
+  // X-Svc-Signature alone signs no time: a captured delivery could be replayed for ever
+  const ok = standard === 'valid' && timestamp === 'ok';
   return { svc, standard, standardIndex, standardCount, timestamp, ageS, ok };
 }

@@ -3,6 +3,9 @@
 // the replay window (an injected clock, no sleeping), and --forward-to a real receiver.
 import { spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
@@ -120,8 +123,10 @@ describe('startListener', () => {
     // a correct signature over different bytes is still wrong
     const tampered = await post(l.url, BODY.replace('succeeded', 'failed'), { 'x-svc-signature': hmacHex('whsec_listen', BODY) });
     expect(tampered.status).toBe(401);
-    // X-Svc-Signature alone (uppercase hex of the right digest) is accepted
-    expect((await post(l.url, BODY, { 'x-svc-signature': hmacHex('whsec_listen', BODY).toUpperCase() })).status).toBe(204);
+    // X-Svc-Signature alone, right (uppercase hex of the right digest) but signing no time: refused
+    const unprotected = await post(l.url, BODY, { 'x-svc-signature': hmacHex('whsec_listen', BODY).toUpperCase() });
+    expect(unprotected.status).toBe(401);
+    expect(((await unprotected.json()) as { message: string }).message).toMatch(/X-Svc-Signature alone signs no time/);
 
     expect(out.lines[1]).toBe(`${formatEventLine(EVENT)}  verified: X-Svc-Signature, webhook-signature`);
     expect(out.lines[2]).toMatch(
@@ -129,9 +134,9 @@ describe('startListener', () => {
     );
     expect(out.lines[3]).toMatch(/^BAD SIGNATURE \(missing\) {2}/);
     expect(out.lines[4]).toMatch(/^BAD SIGNATURE \(X-Svc-Signature: invalid, webhook-signature: missing\) {2}/);
-    expect(out.lines[5]).toBe(`${formatEventLine(EVENT)}  verified: X-Svc-Signature`);
-    expect(l.received.map((r) => r.signature)).toEqual(['valid', 'invalid', 'missing', 'invalid', 'valid']);
-    expect(l.received.map((r) => r.status)).toEqual([204, 401, 401, 401, 204]);
+    expect(out.lines[5]).toMatch(/^NO REPLAY PROTECTION \(X-Svc-Signature only\) {2}/);
+    expect(l.received.map((r) => r.signature)).toEqual(['valid', 'invalid', 'missing', 'invalid', 'unprotected']);
+    expect(l.received.map((r) => r.status)).toEqual([204, 401, 401, 401, 401]);
     expect(out.lines.join('\n')).not.toContain('whsec_listen');
   });
 
@@ -400,6 +405,32 @@ describe('svc listen (CLI)', () => {
     } finally {
       p.child.kill('SIGKILL');
     }
+  });
+
+  it('--secret-file: the secret read from a file; X-Svc-Signature alone (no timestamp) is refused and not forwarded', async () => {
+    rx.set('cli-fwd-file', { status: 204 });
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-listen-secret-'));
+    const file = path.join(dir, 'secret');
+    fs.writeFileSync(file, `${WHSEC}\n`, { mode: 0o600 });
+    const p = run(['listen', '--port', '0', '--secret-file', file, '--forward-to', rx.hook('cli-fwd-file')]);
+    try {
+      await p.waitOut((s) => /listening on http:\/\/127\.0\.0\.1:\d+/.test(s));
+      const url = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(p.out())![1];
+      expect(await deliverer().deliver({ url, secret: WHSEC }, BODY)).toMatchObject({ delivered: true, status: 204 });
+      const svcOnly = await post(url, BODY, { 'x-svc-signature': hmacHex(WHSEC, BODY) });
+      expect(svcOnly.status).toBe(401);
+      await p.waitOut((s) => s.includes('NO REPLAY PROTECTION'));
+      expect(rx.at('cli-fwd-file')).toHaveLength(1);
+      expect(p.out() + p.err()).not.toContain(WHSEC);
+      p.child.kill('SIGINT');
+      expect(await p.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      p.child.kill('SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    const both = run(['listen', '--port', '0', '--secret', 'x', '--secret-file', file]);
+    expect((await both.exited).code).toBe(2);
+    expect(both.err()).toMatch(/--secret and --secret-file are mutually exclusive/);
   });
 
   it('a bad --port or --forward-to is a usage error (exit 2)', async () => {

@@ -211,7 +211,9 @@ describe('secret forms (pure)', () => {
     expect(checkDelivery(keys, headers, Buffer.concat([body, Buffer.from(' ')]), now)).toMatchObject({ ok: false });
     expect(checkDelivery(keys, { ...headers, 'webhook-timestamp': 'soon' }, body, now)).toMatchObject({ ok: false, timestamp: 'invalid' });
     expect(checkDelivery(keys, {}, body, now)).toMatchObject({ ok: false, svc: 'missing', standard: 'missing', timestamp: 'missing' });
-    // X-Svc-Signature alone (no Standard Webhooks headers) is enough
-    expect(checkDelivery(keys, { 'x-svc-signature': hmacHex(WHSEC_NEW, body) }, body, now)).toMatchObject({ ok: true, svc: 'valid', standard: 'missing' });
+    // X-Svc-Signature alone (no Standard Webhooks headers) verifies but is not enough: it signs no
+    // time, so a replay could not be told apart (CONTRACT 6.7); nor with a fresh timestamp beside it
+    expect(checkDelivery(keys, { 'x-svc-signature': hmacHex(WHSEC_NEW, body) }, body, now)).toMatchObject({ ok: false, svc: 'valid', standard: 'missing' });
+    expect(checkDelivery(keys, { 'x-svc-signature': hmacHex(WHSEC_NEW, body), 'webhook-timestamp': String(ts) }, body, now)).toMatchObject({ ok: false, svc: 'valid', timestamp: 'ok' });
   });
 });
