@@ -61,8 +61,16 @@ export async function startNatsDataPlane(o: {
   const registryKv = await openBucket(kvm, REGISTRY_BUCKET, o.logger, () => stopping);
   const progressKv = await openBucket(kvm, PROGRESS_BUCKET, o.logger, () => stopping);
   const registry = new WebhookRegistry();
+  // refused entries older than the one held, counted once the outcome batches exist
+  let stale = 0;
+  let counted: ((reason: 'stale_registry') => void) | null = null;
   const watch = await watchRegistry(registryKv, o.seal, {
-    apply: (orgId, webhookId, v, entry) => (entry ? registry.upsert(entry, v) : registry.remove(orgId, webhookId, v)),
+    apply: (orgId, webhookId, v, entry) => {
+      if (entry ? registry.upsert(entry, v) : registry.remove(orgId, webhookId, v)) return;
+      o.logger.warn({ org_id: orgId, webhook_id: webhookId, version: v }, 'a webhook registry entry older than the one held; refused');
+      if (counted) counted('stale_registry');
+      else stale++;
+    },
     refused: (key) => o.logger.warn({ key }, 'a webhook registry entry does not open with the data plane key; ignored'),
   });
   await watch.ready;
@@ -74,6 +82,8 @@ export async function startNatsDataPlane(o: {
   };
   const progress = new KvProgress(progressKv);
   const parts = assemble({ worker: o.workerId, registry, progress, send, limits: o.limits, clock: o.clock, logger: o.logger });
+  counted = (reason) => parts.sink.droppedEvent(reason);
+  for (; stale > 0; stale--) counted('stale_registry');
   const source = new JetStreamSource({ js, workerId: o.workerId, seal: o.seal, pipeline: parts.pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r) => parts.sink.droppedEvent(r) });
   // what the source holds and settled lately outlives a lost connection (a nats-server restart)
   void (async () => {

@@ -8,6 +8,8 @@ import { WebhookSubscriber } from './subscriber.ts';
 
 export class WebhookRegistry {
   private readonly byOrg = new Map<string, Map<string, WebhookSubscriber>>();
+  /** the version of each webhook's newest entry applied, deletions (tombstones) included */
+  private readonly versions = new Map<string, number>();
   private rev = 0;
   private waiters: Array<{ rev: number; resolve: () => void }> = [];
 
@@ -15,21 +17,37 @@ export class WebhookRegistry {
     return this.rev;
   }
 
-  /** Add or replace a webhook. */
-  upsert(entry: WebhookEntry, rev = 0): void {
+  /**
+   * Add or replace a webhook at version rev. An entry older than the one held for that webhook
+   * (an old value put back: a deleted webhook, a rotated-out secret) is refused: false.
+   */
+  upsert(entry: WebhookEntry, rev = 0): boolean {
+    if (this.stale(entry.org_id, entry.webhook_id, rev)) return false;
     let org = this.byOrg.get(entry.org_id);
     if (!org) this.byOrg.set(entry.org_id, (org = new Map()));
     org.set(entry.webhook_id, new WebhookSubscriber(entry));
     this.advance(rev);
+    return true;
   }
 
-  remove(orgId: string, webhookId: string, rev = 0): void {
+  /** Remove a webhook at version rev (a tombstone); false when a newer entry is held (refused). */
+  remove(orgId: string, webhookId: string, rev = 0): boolean {
+    if (this.stale(orgId, webhookId, rev)) return false;
     const org = this.byOrg.get(orgId);
     if (org) {
       org.delete(webhookId);
       if (org.size === 0) this.byOrg.delete(orgId);
     }
     this.advance(rev);
+    return true;
+  }
+
+  /** Whether version rev of this webhook is older than the one applied; else it becomes the one held. */
+  private stale(orgId: string, webhookId: string, rev: number): boolean {
+    const key = `${orgId}.${webhookId}`;
+    if (rev < (this.versions.get(key) ?? 0)) return true;
+    this.versions.set(key, rev);
+    return false;
   }
 
   /** Note that the replicated registry has reached rev (also when an entry was refused). */

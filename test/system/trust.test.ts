@@ -9,7 +9,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENTS_STREAM, eventHeaders } from '../../src/bus/jetstream.ts';
+import { Kvm } from '@nats-io/kv';
+import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENTS_STREAM, eventHeaders, REGISTRY_BUCKET } from '../../src/bus/jetstream.ts';
 import { natsConnectOptions } from '../../src/bus/nats-auth.ts';
 import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
 import { encodeRoute, type Route } from '../../src/domain/route.ts';
@@ -156,6 +157,28 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
     await nc.flush();
     expect(seen).toEqual([]);
     sub.unsubscribe();
+  });
+
+  it("a registry entry put back after its webhook was deleted is refused: the next event does not go to it, counted stale_registry", async () => {
+    const api = svc.api(org);
+    const created = await api.post('/v1/orgs/current/webhooks', { webhook_url: rx.hook('stale'), secret: 'whsec_c3RhbGUtc2VjcmV0' });
+    expect(created.status, created.text).toBe(201);
+    const key = `${org.org_id}.${created.body.webhook_id}`;
+    const kv = await new Kvm(nc).open(REGISTRY_BUCKET);
+    const saved = await waitFor(async () => (await kv.get(key))?.value ?? null, 10_000, 'the entry replicated');
+    const stale0 = await metric(svc.url, 'svc_events_dropped_total', 'reason="stale_registry"');
+    expect((await api.del(`/v1/orgs/current/webhooks/${created.body.webhook_id}`)).status).toBe(204);
+    await waitFor(async () => {
+      const now = (await kv.get(key))?.value;
+      return now !== undefined && Buffer.compare(Buffer.from(now), Buffer.from(saved)) !== 0;
+    }, 10_000, 'the tombstone replicated');
+    await kv.put(key, saved); // the old value, as it was sealed: it opens with the key
+    await waitFor(async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="stale_registry"')) > stale0, 10_000, 'the stale entry refused and counted');
+    const fact = externalStarted(org.org_id);
+    expect((await ingestRequest(nc, fact.natsSubject, fact.body, { timeout: 5000 })).json()).toEqual({ ok: true });
+    await waitFor(() => rx.subjects('all').includes(fact.ceSubject), 10_000, 'the next event delivered to the webhook that exists');
+    await svc.settled(10_000);
+    expect(rx.subjects('stale')).toEqual([]);
   });
 });
 

@@ -1,0 +1,41 @@
+// The data plane's webhook registry refuses an entry older than the one it holds for that webhook
+// (CONTRACT 6.7): an old value put back cannot undo a deletion or a secret rotation.
+import { describe, expect, it } from 'vitest';
+import { WebhookRegistry } from '../../src/dispatch/registry.ts';
+import type { WebhookEntry } from '../../src/domain/webhook-entry.ts';
+
+const entry = (secret: string | null): WebhookEntry => ({
+  webhook_id: 'wh_1',
+  org_id: 'org_1',
+  url: 'https://example.com/hook',
+  secret,
+  previous_secret: null,
+  previous_secret_expires_at: null,
+  interests: { all_events: true },
+  match: null,
+});
+
+describe('WebhookRegistry versions', () => {
+  it('applies newer entries, refuses older ones, deletions included', () => {
+    const r = new WebhookRegistry();
+    expect(r.upsert(entry('old'), 3)).toBe(true);
+    expect(r.upsert(entry('new'), 5)).toBe(true); // a rotation
+    expect(r.upsert(entry('old'), 3)).toBe(false); // the rotated-out secret put back
+    expect(r.get('org_1', 'wh_1')?.entry.secret).toBe('new');
+    expect(r.remove('org_1', 'wh_1', 7)).toBe(true); // deleted: a tombstone at 7
+    expect(r.upsert(entry('new'), 5)).toBe(false); // the deleted webhook put back
+    expect(r.get('org_1', 'wh_1')).toBeUndefined();
+    expect(r.remove('org_1', 'wh_1', 6)).toBe(false);
+    expect(r.upsert(entry('again'), 8)).toBe(true); // a later change is applied
+    expect(r.revision).toBe(8);
+  });
+
+  it('takes the same version again (a replay of what it holds changes nothing) and unversioned entries (embedded mode)', () => {
+    const r = new WebhookRegistry();
+    expect(r.upsert(entry('a'), 2)).toBe(true);
+    expect(r.upsert(entry('a'), 2)).toBe(true);
+    const e = new WebhookRegistry();
+    expect(e.upsert(entry('a'))).toBe(true);
+    expect(e.remove('org_1', 'wh_1')).toBe(true);
+  });
+});
