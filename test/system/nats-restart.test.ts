@@ -16,11 +16,12 @@ import { createOrg } from '../../store/orgs.ts';
 import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
 import { decodeOutcomeBatch } from '../../src/domain/outcomes.ts';
 import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENTS_STREAM, outcomesSubject } from '../../src/bus/jetstream.ts';
-import { findNatsServer, freePort, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
+import { findNatsServer, freePort, startNatsServer } from '../helpers/nats-server.ts';
 import { children, outboxCount, dataplaneKey, spawnService, spawnWorker, type SvcChild } from '../helpers/child-service.ts';
-import { apiClient, tmpDir, type ApiClient } from '../helpers/service.ts';
+import { apiClient, tmpDir } from '../helpers/service.ts';
+import { createWebhook } from '../helpers/webhooks.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { ledgerLine, ledgerOf, startLedgerReceiver, type Delivery, type LedgerReceiver } from '../helpers/ledger.ts';
+import { ledgerLine, ledgerOf, startLedgerReceiver, type Delivery } from '../helpers/ledger.ts';
 import { rid } from '../helpers/ids.ts';
 import { ingestRequest } from '../helpers/producer.ts';
 
@@ -268,12 +269,6 @@ function newDb(): { db: string; org: { org_id: string; api_token: string } } {
   } finally {
     h.close();
   }
-}
-
-async function createWebhook(api: ApiClient, target: string): Promise<string> {
-  const r = await api.post('/v1/orgs/current/webhooks', { webhook_url: target });
-  expect(r.status, r.text).toBe(201);
-  return r.body.webhook_id;
 }
 
 /** An external workflow's `started`: one fact, one event, known by its subject. */
