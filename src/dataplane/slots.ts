@@ -23,6 +23,7 @@
 // bursts (fast, failures in a row) is kept for at most maxTracked webhooks, the oldest forgotten
 // first.
 import type { Clock } from '../domain/clock.ts';
+import { Fifo } from '../domain/fifo.ts';
 
 export interface SlotOptions {
   clock: Clock;
@@ -63,8 +64,8 @@ interface OrgState {
   inFlight: number;
   queued: number;
   /** ready webhooks known fast, and the others (new, slow, failing) */
-  fast: Ring<HookState>;
-  slow: Ring<HookState>;
+  fast: Fifo<HookState>;
+  slow: Fifo<HookState>;
   /** which ring goes first next time (webhooks of both kinds take turns) */
   slowTurn: boolean;
   inRing: boolean;
@@ -74,7 +75,7 @@ interface HookState {
   id: string;
   org: OrgState;
   inFlight: number;
-  queue: Ring<unknown>;
+  queue: Fifo<unknown>;
   health: Health;
   /** what its queue adds to the pressure now */
   counted: number;
@@ -92,43 +93,6 @@ interface GrantState<T> extends Grant<T> {
   startedAt: number;
 }
 
-/** A FIFO with O(1) push and shift. */
-class Ring<T> {
-  private items: T[] = [];
-  private head = 0;
-
-  get size(): number {
-    return this.items.length - this.head;
-  }
-
-  push(x: T): void {
-    this.items.push(x);
-  }
-
-  peek(): T | undefined {
-    return this.head < this.items.length ? this.items[this.head] : undefined;
-  }
-
-  shift(): T | undefined {
-    if (this.head >= this.items.length) return undefined;
-    const x = this.items[this.head];
-    (this.items as Array<T | undefined>)[this.head++] = undefined;
-    if (this.head === this.items.length) {
-      this.items = [];
-      this.head = 0;
-    } else if (this.head > 1024 && this.head * 2 > this.items.length) {
-      this.items = this.items.slice(this.head);
-      this.head = 0;
-    }
-    return x;
-  }
-
-  clear(): void {
-    this.items = [];
-    this.head = 0;
-  }
-}
-
 export class FairSlots<T> {
   private readonly clock: Clock;
   private readonly concurrency: number;
@@ -143,7 +107,7 @@ export class FairSlots<T> {
   private readonly hooks = new Map<string, HookState>();
   private readonly health = new Map<string, Health>();
   /** orgs with a ready webhook (checked lazily) */
-  private readonly ready = new Ring<OrgState>();
+  private readonly ready = new Fifo<OrgState>();
   private readyOrgs = 0;
   private running = 0;
   private waiting = 0;
@@ -185,9 +149,9 @@ export class FairSlots<T> {
   /** Queue an attempt. */
   push(org: string, webhook: string, item: T): void {
     let o = this.orgs.get(org);
-    if (!o) this.orgs.set(org, (o = { id: org, inFlight: 0, queued: 0, fast: new Ring(), slow: new Ring(), slowTurn: false, inRing: false }));
+    if (!o) this.orgs.set(org, (o = { id: org, inFlight: 0, queued: 0, fast: new Fifo(), slow: new Fifo(), slowTurn: false, inRing: false }));
     let h = this.hooks.get(webhook);
-    if (!h) this.hooks.set(webhook, (h = { id: webhook, org: o, inFlight: 0, queue: new Ring(), health: this.healthOf(webhook), counted: 0, ring: null }));
+    if (!h) this.hooks.set(webhook, (h = { id: webhook, org: o, inFlight: 0, queue: new Fifo(), health: this.healthOf(webhook), counted: 0, ring: null }));
     h.queue.push(item);
     o.queued++;
     this.waiting++;

@@ -2,31 +2,7 @@
 // the queue of their key; next() takes one from each key with items in turn, so a group that
 // takes n items gives every waiting key an equal share (and a key with fewer items leaves the rest
 // to the others). With one key it is a plain FIFO.
-
-/** A FIFO that does not copy on shift: a head index, compacted now and then. */
-class Fifo<T> {
-  private items: T[] = [];
-  private head = 0;
-
-  get length(): number {
-    return this.items.length - this.head;
-  }
-
-  push(item: T): void {
-    this.items.push(item);
-  }
-
-  shift(): T | undefined {
-    if (this.head >= this.items.length) return undefined;
-    const item = this.items[this.head];
-    this.items[this.head++] = undefined as T;
-    if (this.head >= 1024 && this.head * 2 >= this.items.length) {
-      this.items = this.items.slice(this.head);
-      this.head = 0;
-    }
-    return item;
-  }
-}
+import { Fifo } from '../domain/fifo.ts';
 
 export class FairQueue<T> {
   private readonly queues = new Map<string, Fifo<T>>();
@@ -42,7 +18,7 @@ export class FairQueue<T> {
 
   /** Items waiting under one key. */
   sizeOf(key: string): number {
-    return this.queues.get(key)?.length ?? 0;
+    return this.queues.get(key)?.size ?? 0;
   }
 
   /** Keys with items waiting. */
@@ -69,7 +45,7 @@ export class FairQueue<T> {
     const q = this.queues.get(key)!;
     const item = q.shift() as T;
     this.count--;
-    if (q.length === 0) {
+    if (q.size === 0) {
       this.queues.delete(key);
       this.ring.splice(this.turn, 1);
     } else {
