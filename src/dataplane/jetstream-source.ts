@@ -154,8 +154,8 @@ export class JetStreamSource {
   private keepAlive: Timer | null = null;
   /** resolves start() once the first pull request is sent */
   private pulling: (() => void) | null = null;
-  /** events settled (acked) here lately, oldest first: the webhooks each had, and when */
-  private readonly settled = new Map<string, { done: readonly string[]; at: number }>();
+  /** events settled (acked) here lately, oldest first, and when */
+  private readonly settled = new Map<string, number>();
   /** while disconnected (and the grace after): pulling waits for this */
   private gate: { promise: Promise<void>; open(): void } | null = null;
   private disconnectedAt: number | null = null;
@@ -291,11 +291,11 @@ export class JetStreamSource {
       route,
       body: Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength),
       done,
-      settle: (had) => {
+      settle: () => {
         for (const c of this.copies.get(id) ?? []) c.ack();
         forget();
         m.ack();
-        this.settled.set(id, { done: had, at: this.o.clock.now() });
+        this.settled.set(id, this.o.clock.now());
       },
       release: () => {
         forget();
@@ -328,8 +328,8 @@ export class JetStreamSource {
 
   private forgetSettled(): void {
     const before = this.o.clock.now() - SETTLED_MEMORY_MS;
-    for (const [id, s] of this.settled) {
-      if (s.at >= before && this.settled.size <= MAX_SETTLED) break;
+    for (const [id, at] of this.settled) {
+      if (at >= before && this.settled.size <= MAX_SETTLED) break;
       this.settled.delete(id);
     }
     const c = this.counts;
@@ -367,7 +367,8 @@ export class JetStreamSource {
     for (const m of this.held.keys()) m.working();
     const records: Array<{ id: string; rec: ProgressRecord }> = [];
     for (const id of this.copies.keys()) records.push({ id, rec: { done: [...(this.o.pipeline.attempted(id) ?? [])], holder: this.o.workerId, at: now } });
-    for (const [id, st] of this.settled) if (st.at >= since) records.push({ id, rec: { done: [...st.done], holder: this.o.workerId, at: now, settled: true } });
+    // a settled record is acked wherever it is handed out again: what the event had does not matter
+    for (const [id, at] of this.settled) if (at >= since) records.push({ id, rec: { done: [], holder: this.o.workerId, at: now, settled: true } });
     const unwritten = await this.o.progress.mark(records, this.o.clock, now + MARK_MAX_MS, () => this.stopped || this.epoch !== epoch);
     if (this.epoch !== epoch) return; // disconnected again meanwhile: the next reconnect does it again
     this.o.logger.warn({ held: this.copies.size, records: records.length, unwritten }, 'reconnected to NATS: recorded what this data plane holds and settled lately; pulling again shortly');

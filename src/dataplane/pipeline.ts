@@ -34,8 +34,8 @@ export interface InboundEvent {
   body: Buffer;
   /** webhooks already attempted before (a redelivered event) */
   done: readonly string[];
-  /** every attempt it needs has an outcome (`done`: the webhooks it had, here and before): take it off the durable queue */
-  settle(done: readonly string[]): void;
+  /** every attempt it needs has an outcome: take it off the durable queue */
+  settle(): void;
   /** the pipeline stops before finishing it: leave it queued for the next process */
   release(): void;
 }
@@ -234,7 +234,7 @@ export class DeliveryPipeline {
 
   private settle(state: EventState): void {
     this.events.delete(state.ev.id);
-    state.ev.settle(state.done);
+    state.ev.settle();
     this.notify();
   }
 
