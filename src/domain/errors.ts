@@ -33,3 +33,8 @@ export class LimitExceededError extends Error {
     super(message);
   }
 }
+
+/** The message of whatever was thrown. */
+export function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

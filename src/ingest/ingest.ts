@@ -14,7 +14,7 @@ import { ingestWildcard, parseIngestSubject } from '../bus/subjects.ts';
 import { isProducerReplySubject } from '../bus/nats-auth.ts';
 import type { Engine, IngestResult, ProducerFact } from '../engine/engine.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
-import { InvalidError } from '../domain/errors.ts';
+import { errorText, InvalidError } from '../domain/errors.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 import type { Metrics } from '../metrics.ts';
 import { FairQueue } from './fair-queue.ts';
@@ -97,7 +97,7 @@ export function startIngest(deps: IngestDeps): Subscription {
     deps.metrics.ingestMessages.inc({ result });
     // one line per org and reason, then a count every 10 s (the subject is the first one's only)
     if (!reply.ok) dropped.warn({ org_id: w.orgId, error: reply.error.replace(w.msg.subject, '<subject>') }, { subject: w.msg.subject });
-    respond(w.msg, reply);
+    respond(w, reply);
   };
 
   const run = () => {
@@ -129,7 +129,7 @@ export function startIngest(deps: IngestDeps): Subscription {
     } catch (err) {
       // the commit itself failed: nothing of the group is recorded; producers send again
       deps.logger.error({ err: errorText(err), facts: ready.length }, 'ingest commit failed');
-      for (const r of ready) respond(r.w.msg, { ok: false, error: 'not recorded, try again' });
+      for (const r of ready) respond(r.w, { ok: false, error: 'not recorded, try again' });
       return;
     }
     results.forEach((res, i) => {
@@ -177,10 +177,8 @@ export function startIngest(deps: IngestDeps): Subscription {
  * reply subject against its permissions, so a producer could otherwise have the engine publish on
  * svc.events.… or answer another org's request (src/bus/nats-auth.ts isProducerReplySubject).
  */
-function respond(msg: BusMessage, reply: Reply): void {
-  if (!msg.reply) return;
-  const org = parseIngestSubject(msg.subject)?.orgId;
-  if (org && isProducerReplySubject(msg.reply, org)) msg.respond(JSON.stringify(reply));
+function respond({ msg, orgId }: Waiting, reply: Reply): void {
+  if (msg.reply && orgId && isProducerReplySubject(msg.reply, orgId)) msg.respond(JSON.stringify(reply));
 }
 
 const DRAIN_BOUND_MS = 3000;
@@ -192,6 +190,3 @@ async function within(p: Promise<unknown>, ms: number): Promise<void> {
   clearTimeout(timer);
 }
 
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}

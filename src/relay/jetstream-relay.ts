@@ -14,6 +14,7 @@ import type { Db } from '../../store/db.ts';
 import { deleteOutbox, readOutbox, type OutboxRow } from '../../store/outbox.ts';
 import type { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
 import type { Seal } from '../bus/seal.ts';
+import { errorText } from '../domain/errors.ts';
 import type { Metrics } from '../metrics.ts';
 import { isUnpublishable, oversized, SetAside } from './set-aside.ts';
 
@@ -143,5 +144,3 @@ export class JetStreamRelay {
     this.retry = null;
   }
 }
-
-const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));

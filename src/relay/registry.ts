@@ -14,6 +14,7 @@ import type { Db } from '../../store/db.ts';
 import { getWebhook, listAllWebhooks, type WebhookRow } from '../../store/webhooks.ts';
 import { getSetting, setSetting } from '../../store/settings.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
+import { errorText } from '../domain/errors.ts';
 import { effectiveInterests, type Match } from '../domain/subscription.ts';
 import { jsonEqual } from '../../machines/advance.ts';
 import { hasDeadLetter } from '../../store/dead-letters.ts';
@@ -171,7 +172,7 @@ export class RegistryRelay {
       } catch (err) {
         if (this.closed) return;
         if (entry && isUnpublishable(err)) {
-          this.aside.registry(entry, err instanceof Error ? err.message : String(err));
+          this.aside.registry(entry, errorText(err));
           setAside = true;
           continue; // the tombstone, at once
         }
