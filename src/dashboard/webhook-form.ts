@@ -4,6 +4,7 @@
 // previous_secret_ttl (seconds the rotated-out secret keeps signing).
 import type { z } from 'zod';
 import { issuesToDetails } from '../http/validation.ts';
+import { jsonEqual } from '../../machines/advance.ts';
 import type { ErrorDetail } from '../domain/errors.ts';
 import {
   canonicalMatch,
@@ -169,16 +170,9 @@ export function createBodyOf(form: FormData): Parsed<CreateWebhookBody> {
   });
 }
 
-/** JSON with object keys sorted: equal texts mean equal documents, whatever the key order. */
-function sortedJson(v: unknown): string {
-  return JSON.stringify(v, (_k, x: unknown) =>
-    x !== null && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x,
-  );
-}
-
 /** Whether the submitted subscription is the stored one (interests as a document, match canonically). */
 function sameSubscription(interests: Interests, match: unknown, current: { interests: Interests; match: Match | null }): boolean {
-  if (sortedJson(interests) !== sortedJson(current.interests)) return false;
+  if (!jsonEqual(interests, current.interests)) return false;
   const m = storedMatchSchema.safeParse(match); // without the limits: an old oversized match compares too
   return (match === null || m.success) && canonicalMatch(match === null ? null : (m.data as Match)) === canonicalMatch(current.match);
 }
