@@ -10,13 +10,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/domain/clock.ts';
 import type { Outcome } from '../../src/domain/outcomes.ts';
 import type { Route } from '../../src/domain/route.ts';
-import type { WebhookEntry } from '../../src/domain/webhook-entry.ts';
 import { Deliverer } from '../../src/delivery/client.ts';
 import { WebhookRegistry } from '../../src/dispatch/registry.ts';
 import { DeliveryPipeline, type InboundEvent } from '../../src/dataplane/pipeline.ts';
 import { makeSigner } from '../../src/dataplane/signer.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { allEventsEntry } from '../helpers/webhooks.ts';
 
 const CONCURRENCY = 16;
 const TIMEOUT_MS = 5000;
@@ -26,16 +26,7 @@ const B_EVENTS = 20;
 /** CONTRACT 8: another org's slow receivers delay an org's deliveries by at most this */
 const BOUND_MS = 1000;
 
-const entry = (org: string, id: string, url: string): WebhookEntry => ({
-  webhook_id: id,
-  org_id: org,
-  url,
-  secret: null,
-  previous_secret: null,
-  previous_secret_expires_at: null,
-  interests: { all_events: true },
-  match: null,
-});
+const entry = allEventsEntry;
 
 const route = (org: string): Route => ({
   org,

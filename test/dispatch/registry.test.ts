@@ -3,17 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import { WebhookRegistry } from '../../src/dispatch/registry.ts';
 import type { WebhookEntry } from '../../src/domain/webhook-entry.ts';
+import { allEventsEntry } from '../helpers/webhooks.ts';
 
-const entry = (secret: string | null): WebhookEntry => ({
-  webhook_id: 'wh_1',
-  org_id: 'org_1',
-  url: 'https://example.com/hook',
-  secret,
-  previous_secret: null,
-  previous_secret_expires_at: null,
-  interests: { all_events: true },
-  match: null,
-});
+const entry = (secret: string | null): WebhookEntry => allEventsEntry('org_1', 'wh_1', 'https://example.com/hook', secret);
 
 describe('WebhookRegistry versions', () => {
   it('applies newer entries, refuses older ones, deletions included', () => {

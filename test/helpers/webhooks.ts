@@ -4,7 +4,22 @@ import { expect } from 'vitest';
 import { openDb } from '../../store/db.ts';
 import { insertWebhook } from '../../store/webhooks.ts';
 import { newId } from '../../src/domain/ids.ts';
+import type { WebhookEntry } from '../../src/domain/webhook-entry.ts';
 import type { ApiClient } from './service.ts';
+
+/** An org-wide all-events webhook as the registry holds it. */
+export function allEventsEntry(orgId: string, webhookId: string, url: string, secret: string | null = null): WebhookEntry {
+  return {
+    webhook_id: webhookId,
+    org_id: orgId,
+    url,
+    secret,
+    previous_secret: null,
+    previous_secret_expires_at: null,
+    interests: { all_events: true },
+    match: null,
+  };
+}
 
 /** Org-wide all-events webhooks without a secret, written to the store in one transaction. */
 export function insertWebhooks(db: string, orgId: string, urls: string[]): void {
@@ -12,17 +27,7 @@ export function insertWebhooks(db: string, orgId: string, urls: string[]): void 
   try {
     h.transaction(() => {
       for (const url of urls) {
-        insertWebhook(h, {
-          webhook_id: newId('wh'),
-          org_id: orgId,
-          url,
-          secret: null,
-          previous_secret: null,
-          previous_secret_expires_at: null,
-          interests: { all_events: true },
-          match: null,
-          match_canonical: '',
-        });
+        insertWebhook(h, { ...allEventsEntry(orgId, newId('wh'), url), match_canonical: '' });
       }
     })();
   } finally {
