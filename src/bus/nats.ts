@@ -70,19 +70,17 @@ export function natsServers(url: string): string[] {
 export function natsUrlOptions(url: string): { servers: string[]; user?: string; pass?: string; token?: string } {
   const out: { servers: string[]; user?: string; pass?: string; token?: string } = { servers: [] };
   for (const server of natsServers(url)) {
-    const at = userInfoAt(server);
-    if (at < 0) {
+    const u = userInfoOf(server);
+    if (!u) {
       out.servers.push(server);
       continue;
     }
-    const scheme = server.indexOf('://') + 3;
-    const info = server.slice(scheme > 2 ? scheme : 0, at);
-    const colon = info.indexOf(':');
+    const colon = u.info.indexOf(':');
     if (colon >= 0) {
-      out.user = decodeURIComponent(info.slice(0, colon));
-      out.pass = decodeURIComponent(info.slice(colon + 1));
-    } else out.token = decodeURIComponent(info);
-    out.servers.push(`${scheme > 2 ? server.slice(0, scheme) : ''}${server.slice(at + 1)}`);
+      out.user = decodeURIComponent(u.info.slice(0, colon));
+      out.pass = decodeURIComponent(u.info.slice(colon + 1));
+    } else out.token = decodeURIComponent(u.info);
+    out.servers.push(`${u.scheme}${u.rest}`);
   }
   return out;
 }
@@ -91,22 +89,20 @@ export function natsUrlOptions(url: string): { servers: string[]; user?: string;
 export function redactNatsUrl(url: string): string {
   return natsServers(url)
     .map((server) => {
-      const at = userInfoAt(server);
-      if (at < 0) return server;
-      const scheme = server.indexOf('://') + 3;
-      return `${scheme > 2 ? server.slice(0, scheme) : ''}***@${server.slice(at + 1)}`;
+      const u = userInfoOf(server);
+      return u ? `${u.scheme}***@${u.rest}` : server;
     })
     .join(',');
 }
 
-/** Where a server's user info ends (its `@`), or -1 when it names none. */
-function userInfoAt(server: string): number {
-  const scheme = server.indexOf('://');
-  const start = scheme >= 0 ? scheme + 3 : 0;
+/** A server URL cut around its user info (`scheme://` + info + `@` + rest), or null when it names none. */
+function userInfoOf(server: string): { scheme: string; info: string; rest: string } | null {
+  const s = server.indexOf('://');
+  const start = s >= 0 ? s + 3 : 0;
   const end = server.indexOf('/', start);
-  const authority = server.slice(start, end < 0 ? undefined : end);
-  const at = authority.lastIndexOf('@');
-  return at < 0 ? -1 : start + at;
+  const at = server.slice(start, end < 0 ? undefined : end).lastIndexOf('@');
+  if (at < 0) return null;
+  return { scheme: server.slice(0, start), info: server.slice(start, start + at), rest: server.slice(start + at + 1) };
 }
 
 /** Connect; an unreachable server is an error naming the URL (or, with waitForServer, a warning and another try). */
