@@ -2,15 +2,13 @@
 // producer that sends the moment it reads the line is answered, never "no responders"; GET /readyz
 // says whether this process should get traffic (before ready, while NATS is down, from SIGTERM on).
 // Real processes (bin/svc.mjs), a real nats-server, a real HTTP receiver.
-import path from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../store/db.ts';
-import { createOrg } from '../../store/orgs.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { children, dataplaneKey, spawnService, spawnWorker, type SvcChild } from '../helpers/child-service.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
-import { startService, tmpDir } from '../helpers/service.ts';
+import { newDbWithOrg, startService, tmpDir } from '../helpers/service.ts';
 import { Readiness } from '../../src/readiness.ts';
 import { createHttpApp } from '../../src/http/app.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -27,15 +25,9 @@ afterAll(() => {
   for (const c of children) c.kill('SIGKILL');
 });
 
-/** A fresh database with one org (svc creates its schema on open). */
 function newDb(): { db: string; orgId: string } {
-  const db = path.join(tmpDir('svc-ready-'), 'svc.db');
-  const h = openDb(db);
-  try {
-    return { db, orgId: createOrg(h, 'ready').org.org_id };
-  } finally {
-    h.close();
-  }
+  const { db, org } = newDbWithOrg('ready');
+  return { db, orgId: org.org_id };
 }
 
 /** An external workflow's `started`: one valid fact (CONTRACT 5.2), a distinct workflow each time. */

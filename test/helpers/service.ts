@@ -53,6 +53,18 @@ export function tmpDir(prefix = 'svc-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
+/** A fresh database file with one org (svc creates its schema on open; a running server shares it). */
+export function newDbWithOrg(name: string): { db: string; org: OrgCreds } {
+  const db = path.join(tmpDir(`svc-${name}-`), 'svc.db');
+  const h = openDb(db);
+  try {
+    const { org, api_token } = createOrg(h, name);
+    return { db, org: { org_id: org.org_id, api_token } };
+  } finally {
+    h.close();
+  }
+}
+
 /**
  * Start svc in this process on a free port with a fresh database (or `db`, to restart on one).
  * `opts.logger` replaces the silent logger (a test that reads what svc logs). `opts.clock` is the

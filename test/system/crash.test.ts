@@ -5,17 +5,14 @@
 // The windows "committed, not yet published" and "published, outbox row not yet pruned" are hit
 // deterministically through the fault-injection points of src/relay/jetstream-relay.ts
 // (SVC_FAULT_CRASH_BEFORE_PUBLISH=1 / SVC_FAULT_CRASH_AFTER_PUBLISH=1: the process SIGKILLs itself).
-import path from 'node:path';
 import Database from 'better-sqlite3';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDb } from '../../store/db.ts';
-import { createOrg } from '../../store/orgs.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { children, childSettled, spawnService, type ChildService } from '../helpers/child-service.ts';
-import { apiClient, tmpDir, waitFor, type OrgCreds } from '../helpers/service.ts';
+import { apiClient, newDbWithOrg, waitFor } from '../helpers/service.ts';
 import { rid } from '../helpers/ids.ts';
 import { ingestRequest } from '../helpers/producer.ts';
 
@@ -29,16 +26,6 @@ type Child = ChildService;
 const spawnSvc = (natsUrl: string, db: string, opts: { fault?: 'BEFORE' | 'AFTER'; noDeliver?: boolean } = {}): Promise<Child> =>
   spawnService(db, ['--nats', natsUrl, '--no-local-runner', ...(opts.noDeliver ? ['--no-deliver'] : [])], opts.fault ? { [`SVC_FAULT_CRASH_${opts.fault}_PUBLISH`]: '1' } : {});
 
-function newDb(): { db: string; org: OrgCreds } {
-  const db = path.join(tmpDir('svc-crash-'), 'svc.db');
-  const h = openDb(db);
-  try {
-    const { org, api_token } = createOrg(h, 'crash-test');
-    return { db, org: { org_id: org.org_id, api_token } };
-  } finally {
-    h.close();
-  }
-}
 
 function outboxRows(db: string, orgId: string): Array<{ event_id: string; subject: string }> {
   const h = new Database(db, { readonly: true, fileMustExist: true });
@@ -112,7 +99,7 @@ describe.skipIf(findNatsServer() === null)('crash recovery (NATS, svc as a child
   }
 
   it('kill -9 between commit and publish: every acknowledged fact is delivered exactly once after a restart', async () => {
-    const { db, org } = newDb();
+    const { db, org } = newDbWithOrg('crash-test');
     const O = org.org_id;
     let generation = 1;
 
@@ -162,7 +149,7 @@ describe.skipIf(findNatsServer() === null)('crash recovery (NATS, svc as a child
   });
 
   it('kill -9 after JetStream stored a batch but before its outbox rows were pruned: published again, delivered once (msg id = event id)', async () => {
-    const { db, org } = newDb();
+    const { db, org } = newDbWithOrg('crash-test');
     const O = org.org_id;
     const setup = await spawnSvc(nats.url, db);
     const hook = await apiClient(setup.url, org).post('/v1/orgs/current/webhooks', { webhook_url: rx.hook(`${O}-b`) });

@@ -9,19 +9,16 @@
 //
 // The tests run concurrently (each has its own nats-server, receiver, database and processes):
 // most of their time is spent waiting on slow receivers and on JetStream's ack wait after a kill.
-import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it, type TestContext } from 'vitest';
-import { openDb } from '../../store/db.ts';
-import { createOrg } from '../../store/orgs.ts';
 import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
 import { decodeOutcomeBatch } from '../../src/domain/outcomes.ts';
 import { outcomesSubject } from '../../src/bus/jetstream.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { childSettled, children, dataplaneKey, spawnService, spawnWorker, type ChildService, type SvcChild } from '../helpers/child-service.ts';
-import { apiClient, tmpDir, waitFor, type ApiClient, type OrgCreds } from '../helpers/service.ts';
+import { apiClient, newDbWithOrg, waitFor, type ApiClient, type OrgCreds } from '../helpers/service.ts';
 import { emittedByAll, get, post, waitWf } from '../helpers/workflows.ts';
 import { ledgerLine, ledgerOf, ledgerSeed, metric, prng, rssBytes, startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
 import { rid } from '../helpers/ids.ts';
@@ -108,17 +105,6 @@ function harness(ctx: TestContext) {
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-/** A fresh database with one org (svc creates its schema on open; a running server shares it). */
-function newDb(): { db: string; org: OrgCreds } {
-  const db = path.join(tmpDir('svc-ledger-'), 'svc.db');
-  const h = openDb(db);
-  try {
-    const { org, api_token } = createOrg(h, 'ledger');
-    return { db, org: { org_id: org.org_id, api_token } };
-  } finally {
-    h.close();
-  }
-}
 
 
 
@@ -271,7 +257,7 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
     const KILLS = 2;
     const server = await t.nats();
     const rx = await t.receiver(150); // 8 in flight → ~50 deliveries/s: a backlog of a few hundred
-    const { db, org } = newDb();
+    const { db, org } = newDbWithOrg('ledger');
     const args = ['--nats', server.url, '--no-local-runner', '--delivery-threads', '1'];
     let svc = await t.serve(db, args);
     await createWebhook(apiClient(svc.url, org), `${rx.url}/h/all`);
@@ -309,7 +295,7 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
       const TIMEOUT_MS = 2000;
       const server = await t.nats();
       const rx = await t.receiver(300);
-      const { db, org } = newDb();
+      const { db, org } = newDbWithOrg('ledger');
       const args = ['--nats', server.url, '--no-local-runner', '--delivery-threads', '1', '--delivery-timeout', `${TIMEOUT_MS}ms`, ...extra];
       let svc = await t.serve(db, args);
       await createWebhook(apiClient(svc.url, org), `${rx.url}/h/all`);
@@ -336,7 +322,7 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
     const N = 400;
     const server = await t.nats();
     const rx = await t.receiver(150); // 2 workers × 8 in flight → ~100 deliveries/s
-    const { db, org } = newDb();
+    const { db, org } = newDbWithOrg('ledger');
     const svc = await t.serve(db, ['--nats', server.url, '--no-local-runner', '--no-deliver']);
     await createWebhook(apiClient(svc.url, org), `${rx.url}/h/all`);
     const env = { SVC_DATAPLANE_KEY: dataplaneKey(db) };
@@ -376,7 +362,7 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
     const EVENTS = 10;
     const server = await t.nats();
     const rx = await t.receiver(0);
-    const { db, org } = newDb();
+    const { db, org } = newDbWithOrg('ledger');
     // the webhooks go straight into the database before svc starts (2000 API calls would be most of
     // this test's time); svc replicates them to its data plane at start like any other
     const t0 = Date.now();
@@ -425,7 +411,7 @@ describe.concurrent('ledger, embedded mode', () => {
     const INSTALLS = 36;
     const KILLS = 2;
     const rx = await t.receiver(150);
-    const { db, org } = newDb();
+    const { db, org } = newDbWithOrg('ledger');
     let svc: ChildService | null = await t.serve(db, []);
     const api0 = apiClient(svc.url, org);
     await createWebhook(api0, `${rx.url}/h/all`);
@@ -476,7 +462,7 @@ describe.concurrent('ledger, embedded mode', () => {
     const INSTALLS = 16;
     const TIMEOUT_MS = 2000;
     const rx = await t.receiver(300);
-    const { db, org } = newDb();
+    const { db, org } = newDbWithOrg('ledger');
     const args = ['--delivery-timeout', `${TIMEOUT_MS}ms`];
     let svc = await t.serve(db, args);
     const api = apiClient(svc.url, org);

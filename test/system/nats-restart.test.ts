@@ -6,19 +6,16 @@
 // every acknowledged fact's event delivered (missing 0), and repeats (same CloudEvent id, same
 // webhook-id) at most workers × kills × 8 per webhook. Each repeat is classified by where its
 // first attempt stood when the server died (printed, to tell causes apart).
-import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openDb } from '../../store/db.ts';
-import { createOrg } from '../../store/orgs.ts';
 import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
 import { decodeOutcomeBatch } from '../../src/domain/outcomes.ts';
 import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENTS_STREAM, outcomesSubject } from '../../src/bus/jetstream.ts';
 import { findNatsServer, freePort, startNatsServer } from '../helpers/nats-server.ts';
 import { children, outboxCount, dataplaneKey, spawnService, spawnWorker, type SvcChild } from '../helpers/child-service.ts';
-import { apiClient, tmpDir } from '../helpers/service.ts';
+import { apiClient, newDbWithOrg, tmpDir } from '../helpers/service.ts';
 import { createWebhook } from '../helpers/webhooks.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { ledgerLine, ledgerOf, startLedgerReceiver, type Delivery } from '../helpers/ledger.ts';
@@ -91,7 +88,7 @@ async function underLoad(name: string, o: { slowMs?: number }, faults: (t: Scena
   const failing = await startLedgerReceiver({ status: 500 });
   cleanup.push(() => slow.close(), () => failing.close());
 
-  const { db, org } = newDb();
+  const { db, org } = newDbWithOrg('restart');
   const svc = await spawnService(db, ['--nats', server.url, '--no-local-runner', '--no-deliver']);
   procs.add(svc.proc);
   const api = apiClient(svc.url, org);
@@ -260,16 +257,6 @@ function classify(deliveries: readonly Delivery[], p: string, kills: number[], s
   );
 }
 
-function newDb(): { db: string; org: { org_id: string; api_token: string } } {
-  const db = path.join(tmpDir('svc-nats-restart-db-'), 'svc.db');
-  const h = openDb(db);
-  try {
-    const { org, api_token } = createOrg(h, 'restart');
-    return { db, org: { org_id: org.org_id, api_token } };
-  } finally {
-    h.close();
-  }
-}
 
 /** An external workflow's `started`: one fact, one event, known by its subject. */
 function startedFact(orgId: string) {
