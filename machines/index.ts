@@ -3,3 +3,4 @@ export * from './step.ts';
 export * from './workflow.ts';
 export * from './runner.ts';
 export * from './health.ts';
+export * from './health-gate.ts';

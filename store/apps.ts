@@ -16,6 +16,13 @@ export interface AppConfig {
   version: number;
   body: AppConfigBody;
   created_at: string;
+  /** set while the config is vetoed: applying it is refused (CONTRACT 4.3) */
+  vetoed: Veto | null;
+}
+
+export interface Veto {
+  reason: string;
+  at: string;
 }
 
 export interface InstallGroup {
@@ -47,13 +54,17 @@ export function listApps(db: Db, orgId: string): App[] {
   return db.prepare('SELECT app_id, org_id, name, created_at FROM apps WHERE org_id = ? ORDER BY rowid DESC').all(orgId) as App[];
 }
 
-type RawConfig = Omit<AppConfig, 'body'> & { body: string };
-const decodeConfig = (r: RawConfig): AppConfig => ({ ...r, body: fromJson(r.body, { components: [] }) });
+type RawConfig = Omit<AppConfig, 'body' | 'vetoed'> & { body: string; vetoed_reason: string | null; vetoed_at: string | null };
+const decodeConfig = ({ vetoed_reason, vetoed_at, ...r }: RawConfig): AppConfig => ({
+  ...r,
+  body: fromJson(r.body, { components: [] }),
+  vetoed: vetoed_reason !== null && vetoed_at !== null ? { reason: vetoed_reason, at: vetoed_at } : null,
+});
 
 /** Configs are immutable and numbered 1, 2, 3 per app. */
-export function insertConfig(db: Db, c: Omit<AppConfig, 'created_at' | 'version'>): AppConfig {
+export function insertConfig(db: Db, c: Omit<AppConfig, 'created_at' | 'version' | 'vetoed'>): AppConfig {
   const { v } = db.prepare('SELECT COALESCE(MAX(version), 0) + 1 AS v FROM app_configs WHERE app_id = ?').get(c.app_id) as { v: number };
-  const row: AppConfig = { ...c, version: v, created_at: nowIso() };
+  const row: AppConfig = { ...c, version: v, created_at: nowIso(), vetoed: null };
   db.prepare('INSERT INTO app_configs (app_config_id, app_id, org_id, version, body, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
     row.app_config_id,
     row.app_id,
@@ -68,6 +79,11 @@ export function insertConfig(db: Db, c: Omit<AppConfig, 'created_at' | 'version'
 export function getConfig(db: Db, orgId: string, id: string): AppConfig | undefined {
   const r = db.prepare('SELECT * FROM app_configs WHERE org_id = ? AND app_config_id = ?').get(orgId, id) as RawConfig | undefined;
   return r && decodeConfig(r);
+}
+
+/** Veto a config (reason and time) or lift its veto (null). */
+export function setConfigVeto(db: Db, appConfigId: string, veto: Veto | null): void {
+  db.prepare('UPDATE app_configs SET vetoed_reason = ?, vetoed_at = ? WHERE app_config_id = ?').run(veto?.reason ?? null, veto?.at ?? null, appConfigId);
 }
 
 export function latestConfig(db: Db, appId: string): AppConfig | undefined {

@@ -29,6 +29,8 @@ export interface Component {
   active: boolean;
   health_state: HealthStatus;
   health_ctx: ComponentHealthContext;
+  /** the reason the producer gave with the last known verdict (null when none) */
+  health_reason: string | null;
 }
 
 export interface Action {
@@ -103,7 +105,7 @@ export function setInstallHealth(db: Db, id: string, state: HealthStatus, ctx: I
   db.prepare('UPDATE installs SET health_state = ?, health_ctx = ? WHERE install_id = ?').run(state, toJson(ctx), id);
 }
 
-export function upsertComponent(db: Db, c: Omit<Component, 'health_state' | 'health_ctx'>): void {
+export function upsertComponent(db: Db, c: Omit<Component, 'health_state' | 'health_ctx' | 'health_reason'>): void {
   db.prepare(
     `INSERT INTO install_components (component_id, install_id, org_id, name, labels, position, active) VALUES (?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (component_id) DO UPDATE SET labels = excluded.labels, position = excluded.position, active = excluded.active`,
@@ -131,8 +133,8 @@ export function getComponentById(db: Db, componentId: string): Component | undef
   return r ? decodeComponent(r) : undefined;
 }
 
-export function setComponentHealth(db: Db, componentId: string, state: HealthStatus, ctx: ComponentHealthContext): void {
-  db.prepare('UPDATE install_components SET health_state = ?, health_ctx = ? WHERE component_id = ?').run(state, toJson(ctx), componentId);
+export function setComponentHealth(db: Db, componentId: string, state: HealthStatus, ctx: ComponentHealthContext, reason: string | null): void {
+  db.prepare('UPDATE install_components SET health_state = ?, health_ctx = ?, health_reason = ? WHERE component_id = ?').run(state, toJson(ctx), reason, componentId);
 }
 
 export function upsertAction(db: Db, a: Action): void {

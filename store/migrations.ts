@@ -246,4 +246,11 @@ export const MIGRATIONS: string[] = [
   );
   CREATE INDEX dead_letters_org ON dead_letters(org_id, created_at);
   `,
+  /* 7: a vetoed app config (CONTRACT 4.3: applying it is 409 vetoed), and the reason of each
+        component's last known verdict (a health gate names it when a verdict is already bad) */ `
+  ALTER TABLE app_configs ADD COLUMN vetoed_reason TEXT;
+  ALTER TABLE app_configs ADD COLUMN vetoed_at TEXT;
+  ALTER TABLE install_components ADD COLUMN health_reason TEXT;
+  CREATE INDEX steps_baking ON steps(org_id) WHERE status = 'started' AND json_extract(params, '$.kind') = 'bake';
+  `,
 ];

@@ -104,6 +104,22 @@ export function updateWorkflowStatus(db: Db, id: string, status: WorkflowStatus,
   ).run(status, fields.error ?? null, fields.started_at ?? null, fields.finished_at ?? null, id);
 }
 
+export function setWorkflowParams(db: Db, id: string, params: Record<string, unknown>): void {
+  db.prepare('UPDATE workflows SET params = ? WHERE workflow_id = ?').run(toJson(params) ?? '{}', id);
+}
+
+// Health gates baking right now (the scheduler's tick, and every health verdict, look at them):
+// found through the partial index steps_baking (migration 7), as small as the number of bakes.
+const BAKING_WHERE = `status = 'started' AND json_extract(params, '$.kind') = 'bake'`;
+
+/** Every started bake step (of one org, or of all). */
+export function listBakingSteps(db: Db, orgId?: string): StepRow[] {
+  const rows = orgId === undefined
+    ? db.prepare(`SELECT * FROM steps INDEXED BY steps_baking WHERE ${BAKING_WHERE} ORDER BY rowid`).all()
+    : db.prepare(`SELECT * FROM steps WHERE ${BAKING_WHERE} AND org_id = ? ORDER BY rowid`).all(orgId);
+  return rows.map(decodeStep);
+}
+
 export function insertStep(db: Db, s: StepRow): void {
   db.prepare(
     `INSERT INTO steps (step_id, workflow_id, org_id, idx, name, target_type, target_id, component_id, sandbox_id, execution_type, operation, status, error, plan, approval, params, started_at, finished_at)

@@ -22,6 +22,11 @@ export class NotFoundError extends Error {
 
 export class ConflictError extends Error {}
 
+/** Applying an app config that is vetoed (409 `vetoed`, CONTRACT 4.3); the message carries the reason. */
+export class VetoedError extends Error {
+  override readonly name = 'VetoedError';
+}
+
 /** A per-org limit of CONTRACT 8 (409 `limit_exceeded`); the message names the limit. */
 export class LimitExceededError extends Error {
   override readonly name = 'LimitExceededError';

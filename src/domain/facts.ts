@@ -1,6 +1,7 @@
 // Facts: what the engine records. Each fact becomes exactly one CloudEvent (src/events/cloudevent.ts).
 // The engine builds facts from machine outputs; events/ turns them into envelopes; dispatch/ routes them.
 
+import type { Rollout } from './rollout.ts';
 import type { ExecutionType, LifecycleTransition, Outcome as OutcomeStatus, OwnerType, Verdict } from './status.ts';
 
 export interface ParentRef {
@@ -55,6 +56,8 @@ export interface WorkflowFact extends Base, FactScope {
   workflow: WorkflowRef;
   /** terminal transitions only */
   outcome?: Outcome;
+  /** a run whose health gate has tripped (CONTRACT 4.3) */
+  rollout?: Rollout;
 }
 
 export interface StepFact extends Base, FactScope {
@@ -63,6 +66,8 @@ export interface StepFact extends Base, FactScope {
   workflow: WorkflowRef;
   step: StepRef;
   outcome?: Outcome;
+  /** a step of a run whose health gate has tripped (CONTRACT 4.3) */
+  rollout?: Rollout;
 }
 
 export interface ApprovalFact extends Base, FactScope {

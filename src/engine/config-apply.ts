@@ -17,13 +17,13 @@ import {
   type Install,
 } from '../../store/installs.ts';
 import { insertRunner, orgRunner } from '../../store/runners.ts';
-import { insertVersion, type StepRow, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
+import { insertVersion, updateStep, type StepRow, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
 import type { ParentRef } from '../domain/facts.ts';
 import { newId, stableId } from '../domain/ids.ts';
 import { installSteps } from './definitions.ts';
 import { diffConfigs, type ConfigDiff } from './config-diff.ts';
 import type { Tx } from './transaction.ts';
-import type { Workflows } from './workflows.ts';
+import { runTargetOf, type Workflows } from './workflows.ts';
 
 export const componentId = (installId: string, name: string) => stableId('cmp', installId, name);
 export const actionId = (installId: string, name: string) => stableId('act', installId, name);
@@ -153,12 +153,32 @@ export function applyConfig(
   return { workflow, version, plan };
 }
 
-/** The children of a branch run's `deploy install group` step: one app_config_update per install of the group. */
-export function deployGroup(t: Tx, db: Db, workflows: Workflows, wf: WorkflowRow, step: StepRow): void {
-  const target = getConfig(db, wf.org_id, wf.params.app_config_id as string);
-  if (!target) return;
+/** Why applying a vetoed config is refused (CONTRACT 3 `vetoed`: the message carries the veto's reason). */
+export function vetoMessage(cfg: Pick<AppConfig, 'app_config_id' | 'version' | 'vetoed'>): string {
+  return `app config ${cfg.app_config_id} (version ${cfg.version}) is vetoed: ${cfg.vetoed?.reason ?? ''}`;
+}
+
+/**
+ * The children of a run's `deploy install group` step (one app_config_update per install of the
+ * group, to the run's config for it) or of a `rollback install group` step (each install back to the
+ * config it had before the run). A deploy records those configs in its step (`before`); it refuses
+ * to apply a config vetoed since the run started.
+ */
+export function deployGroup(t: Tx, db: Db, workflows: Workflows, wf: WorkflowRow, step: StepRow): string | void {
+  const rollback = !!step.params.rollback;
+  const own = step.params.targets as Record<string, string> | undefined;
+  const moves: Array<{ install: Install; target: AppConfig }> = [];
   for (const id of (step.params.install_ids as string[]) ?? []) {
     const install = getInstallById(db, id);
-    if (install) applyConfig(t, db, workflows, install, target, { workflow_id: wf.workflow_id, step_id: step.step_id, kind: 'workflow_step' });
+    const target = getConfig(db, wf.org_id, own?.[id] ?? runTargetOf(wf, id));
+    if (!install || !target) continue;
+    if (target.vetoed && !rollback) return vetoMessage(target);
+    moves.push({ install, target });
   }
+  if (!rollback) {
+    const before = Object.fromEntries(moves.filter((m) => m.install.app_config_id).map((m) => [m.install.install_id, m.install.app_config_id!]));
+    updateStep(db, { workflow_id: wf.workflow_id, step_id: step.step_id, params: { ...step.params, before } });
+  }
+  const parent: ParentRef = { workflow_id: wf.workflow_id, step_id: step.step_id, kind: 'workflow_step' };
+  for (const m of moves) applyConfig(t, db, workflows, m.install, m.target, parent);
 }

@@ -17,8 +17,8 @@ export type Operation =
   | 'stack.version'
   | 'runner.provision';
 
-/** How a step runs: a job for a runner, an approval, child workflows, or nothing at all. */
-export type StepKind = 'job' | 'approval' | 'children';
+/** How a step runs: a job for a runner, an approval, child workflows, or a health gate's bake. */
+export type StepKind = 'job' | 'approval' | 'children' | 'bake';
 
 export interface StepDef {
   name: string;
@@ -148,31 +148,49 @@ function runnerStep(install: Install, verb: 'provision' | 'reprovision'): StepDe
   };
 }
 
-/** The steps of an app branch run (CONTRACT 4.3). */
-export function branchRunSteps(groups: Array<{ name: string; install_ids: string[] }>, skipBuilds: boolean): StepDef[] {
-  const steps: StepDef[] = [
-    { name: 'build components', target_type: null, execution_type: skipBuilds ? 'skipped' : 'system', kind: 'job', operation: 'build', runner: 'org' },
-  ];
+/** An install group of a run: its name and its installs, in order. */
+export interface RunGroup {
+  name: string;
+  install_ids: string[];
+}
+
+/** Per group: its plan (an approval step, unless approvals are off), its deploy and, with a health gate, its bake. */
+function groupSteps(groups: RunGroup[], opts: { approval: boolean; gate: boolean }): StepDef[] {
+  const steps: StepDef[] = [];
   for (const g of groups) {
     const empty = g.install_ids.length === 0;
-    steps.push(
-      {
-        name: `plan install group: ${g.name}`,
-        target_type: null,
-        execution_type: empty ? 'skipped' : 'approval',
-        kind: 'approval',
-        params: { group: g.name, install_ids: g.install_ids },
-      },
-      {
-        name: `deploy install group: ${g.name}`,
-        target_type: null,
-        execution_type: empty ? 'skipped' : 'system',
-        kind: 'children',
-        params: { group: g.name, install_ids: g.install_ids },
-      },
-    );
+    const params = { group: g.name, install_ids: g.install_ids };
+    if (opts.approval) {
+      steps.push({ name: `plan install group: ${g.name}`, target_type: null, execution_type: empty ? 'skipped' : 'approval', kind: 'approval', params });
+    }
+    steps.push({ name: `deploy install group: ${g.name}`, target_type: null, execution_type: empty ? 'skipped' : 'system', kind: 'children', params });
+    if (opts.gate) steps.push({ name: `bake install group: ${g.name}`, target_type: null, execution_type: empty ? 'skipped' : 'system', kind: 'bake', params });
   }
   return steps;
+}
+
+/** The steps of an app branch run (CONTRACT 4.3). */
+export function branchRunSteps(groups: RunGroup[], skipBuilds: boolean, gate = false): StepDef[] {
+  return [
+    { name: 'build components', target_type: null, execution_type: skipBuilds ? 'skipped' : 'system', kind: 'job', operation: 'build', runner: 'org' },
+    ...groupSteps(groups, { approval: true, gate }),
+  ];
+}
+
+/** The steps of an app rollback (CONTRACT 4.3): no build; each group planned (unless approvals are off), deployed, baked. */
+export function appRollbackSteps(groups: RunGroup[], opts: { approval: boolean; gate: boolean }): StepDef[] {
+  return groupSteps(groups, opts);
+}
+
+/** A step added to a run whose gate tripped with `action: "rollback"`: a deployed group back to its configs before the run. */
+export function rollbackGroupStep(group: string, installIds: string[], targets: Record<string, string>): StepDef {
+  return {
+    name: `rollback install group: ${group}`,
+    target_type: null,
+    execution_type: 'system',
+    kind: 'children',
+    params: { group, install_ids: installIds, targets, rollback: true },
+  };
 }
 
 function need<T>(v: T | undefined): T {

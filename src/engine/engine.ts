@@ -9,7 +9,7 @@ import type { AppConfig } from '../../store/apps.ts';
 import { listComponents, listProvisionedInstalls, setInstallInputs, type Action, type Component, type Install } from '../../store/installs.ts';
 import { listRunners } from '../../store/runners.ts';
 import { getOrg } from '../../store/orgs.ts';
-import { jobsToSend, markJobSent, requeueStartedJobs, type StepRow, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
+import { jobsToSend, listBakingSteps, markJobSent, requeueStartedJobs, type StepRow, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
 import type { OutboxRow } from '../../store/outbox.ts';
 import type { Bus } from '../bus/bus.ts';
 import { jobSubject } from '../bus/subjects.ts';
@@ -19,7 +19,8 @@ import type { HealthMessage, JobResult, RunnerMessage, WorkflowMessage } from '.
 import type { Metrics } from '../metrics.ts';
 import { applyConfig, createInstall, deployGroup, type NewInstall } from './config-apply.ts';
 import type { ConfigDiff } from './config-diff.ts';
-import { branchRunSteps, installSteps, type InstallWorkflowType } from './definitions.ts';
+import { appRollbackSteps, branchRunSteps, installSteps, type InstallWorkflowType, type RunGroup } from './definitions.ts';
+import type { HealthGate } from '../domain/rollout.ts';
 import { reportExternalWorkflow } from './external.ts';
 import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
@@ -82,8 +83,11 @@ export class Engine {
           return reportExternalWorkflow(t, this.db, this.workflows, f.orgId, f.id, f.body);
         case 'runners':
           return reportRunner(t, this.db, f.orgId, f.id, f.body);
-        case 'health':
-          return reportHealth(t, this.db, f.orgId, f.id, f.body);
+        case 'health': {
+          const r = reportHealth(t, this.db, f.orgId, f.id, f.body);
+          if (r === 'accepted') this.workflows.installHealthChanged(t, f.orgId, f.id);
+          return r;
+        }
       }
     });
   }
@@ -120,23 +124,36 @@ export class Engine {
     return this.tx.run((t) => applyConfig(t, this.db, this.workflows, install, target));
   }
 
-  /** An app branch run over install groups (CONTRACT 4.3). */
-  startBranchRun(
-    orgId: string,
-    appId: string,
-    branchId: string,
-    target: AppConfig,
-    groups: Array<{ name: string; install_ids: string[] }>,
-    skipBuilds: boolean,
-  ): WorkflowRow {
+  /** An app branch run over install groups (CONTRACT 4.3), health-gated when `gate` is given. */
+  startBranchRun(orgId: string, appId: string, branchId: string, target: AppConfig, groups: RunGroup[], skipBuilds: boolean, gate: HealthGate | null = null): WorkflowRow {
     return this.tx.run((t) =>
       this.workflows.start(t, {
         org_id: orgId,
         type: 'app_branch_run',
         owner_id: branchId,
         owner_type: 'app_branches',
-        params: { app_config_id: target.app_config_id, app_id: appId, skip_builds: skipBuilds },
-        steps: branchRunSteps(groups, skipBuilds),
+        params: { app_config_id: target.app_config_id, app_id: appId, skip_builds: skipBuilds, ...(gate ? { health_gate: gate } : {}) },
+        steps: branchRunSteps(groups, skipBuilds, !!gate),
+      }),
+    );
+  }
+
+  /** A fleet rollback (CONTRACT 4.3): an `app_rollback` workflow moving each install to its own target, group by group. */
+  startAppRollback(
+    orgId: string,
+    appId: string,
+    groups: RunGroup[],
+    targets: Record<string, string>,
+    opts: { to: string; approval: boolean; gate: HealthGate | null },
+  ): WorkflowRow {
+    return this.tx.run((t) =>
+      this.workflows.start(t, {
+        org_id: orgId,
+        type: 'app_rollback',
+        owner_id: appId,
+        owner_type: 'apps',
+        params: { app_id: appId, to: opts.to, targets, approval: opts.approval ? 'per_group' : 'none', ...(opts.gate ? { health_gate: opts.gate } : {}) },
+        steps: appRollbackSteps(groups, { approval: opts.approval, gate: !!opts.gate }),
       }),
     );
   }
@@ -163,6 +180,12 @@ export class Engine {
     for (const install of listProvisionedInstalls(this.db)) {
       for (const type of ['drift_run', 'drift_run_reprovision_sandbox'] as const) this.startInstallWorkflow(install, type);
     }
+  }
+
+  /** Health gates: bakes whose time is up on the engine's clock pass (CONTRACT 4.3). */
+  bakeTick(): void {
+    if (this.closed || !listBakingSteps(this.db).length) return;
+    this.tx.run((t) => this.workflows.bakeTick(t));
   }
 
   /** Send queued jobs, and send again jobs not started within JOB_RESEND_MS (same job_id). */

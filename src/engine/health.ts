@@ -2,7 +2,7 @@
 // composite health, each through its machine; crossings emit component and install health events.
 import type { Db } from '../../store/db.ts';
 import { getComponent, getInstall, setComponentHealth, setInstallHealth } from '../../store/installs.ts';
-import { advanceComponentHealth, advanceInstallHealth } from '../../machines/index.ts';
+import { advanceComponentHealth, advanceInstallHealth, isKnownVerdict } from '../../machines/index.ts';
 import { NotFoundError } from '../domain/errors.ts';
 import type { HealthMessage } from '../domain/producer-messages.ts';
 import type { Tx } from './transaction.ts';
@@ -16,7 +16,7 @@ export function reportHealth(t: Tx, db: Db, orgId: string, installId: string, ms
   const reason = msg.reason !== undefined ? { reason: msg.reason } : {};
   const c = advanceComponentHealth(component.health_state, component.health_ctx, { type: 'verdict', verdict: msg.verdict, ...reason });
   if (!c.accepted) return 'ignored';
-  setComponentHealth(db, component.component_id, c.state, c.context);
+  setComponentHealth(db, component.component_id, c.state, c.context, isKnownVerdict(msg.verdict) ? (msg.reason ?? null) : component.health_reason);
   for (const f of c.emitted) {
     t.emit({
       kind: 'component_health',

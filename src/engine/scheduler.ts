@@ -1,11 +1,14 @@
 // The engine's timers, on the injected clock: the runner health check (CONTRACT 5.1), sending
-// jobs again that were not started (5.2), and scheduled drift scans (1 --drift-interval).
+// jobs again that were not started (5.2), health gates' bakes (4.3), and scheduled drift scans
+// (1 --drift-interval).
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
 import type { Engine } from './engine.ts';
 
 /** How often the job queue is looked at for jobs to send again. */
 const JOB_SWEEP_MS = 1000;
+/** How often baking health gates look at the clock (a bake ends at most this late). */
+const BAKE_TICK_MS = 1000;
 
 export interface Schedule {
   runnerHealthIntervalMs: number;
@@ -36,6 +39,7 @@ export class Scheduler {
     };
     every(s.runnerHealthIntervalMs, 'runner health check', () => this.engine.runnerHealthCheck());
     every(JOB_SWEEP_MS, 'job re-send', () => this.engine.kickJobs());
+    every(BAKE_TICK_MS, 'health gate bakes', () => this.engine.bakeTick());
     if (s.driftIntervalMs) every(s.driftIntervalMs, 'drift scans', () => this.engine.driftScans());
   }
 

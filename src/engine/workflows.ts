@@ -2,7 +2,7 @@
 // goes through its pure machine (machines/), which says whether it is legal and which facts it
 // emits; the new state and the facts commit in the caller's transaction (Tx).
 import { getConfig } from '../../store/apps.ts';
-import { getActionById, getInstallById, setProvisioned, type Install } from '../../store/installs.ts';
+import { getActionById, getComponent, getInstallById, setProvisioned, type Install } from '../../store/installs.ts';
 import { orgRunner } from '../../store/runners.ts';
 import {
   cancelWorkflowJobs,
@@ -12,8 +12,10 @@ import {
   insertJob,
   insertStep,
   insertWorkflow,
+  listBakingSteps,
   listChildWorkflows,
   listSteps,
+  setWorkflowParams,
   setJobStatus,
   setVersionStatusForWorkflow,
   updateStep,
@@ -22,12 +24,26 @@ import {
   type WorkflowRow,
 } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
-import { advanceStep, advanceWorkflow, type StepEvent, type WorkflowEvent } from '../../machines/index.ts';
+import {
+  advanceHealthGate,
+  advanceStep,
+  advanceWorkflow,
+  compositeVerdict,
+  initialHealthGate,
+  type GateContext,
+  type GateEmit,
+  type GateEvent,
+  type GateStatus,
+  type GateTrip,
+  type StepEvent,
+  type WorkflowEvent,
+} from '../../machines/index.ts';
 import type { ParentRef } from '../domain/facts.ts';
+import { GATE_VERDICTS, type HealthGate, type Rollout } from '../domain/rollout.ts';
 import { isFinal, type Outcome, type OwnerType } from '../domain/status.ts';
 import { ConflictError, NotFoundError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
-import type { StepDef } from './definitions.ts';
+import { rollbackGroupStep, type StepDef } from './definitions.ts';
 import { diffConfigs } from './config-diff.ts';
 import { durationMs, outcomeOf, scopeOf, stepRef, workflowRef } from './fact-refs.ts';
 import type { Tx } from './transaction.ts';
@@ -53,8 +69,20 @@ export interface JobReport {
   plan?: { changes: Array<{ address: string; action: string }> };
 }
 
-/** A step of kind `children` starts child workflows; which ones is the engine's business (config-apply). */
-export type StartChildren = (t: Tx, wf: WorkflowRow, step: StepRow) => void;
+/**
+ * A step of kind `children` starts child workflows; which ones is the engine's business
+ * (config-apply). Returns why it started none when it refuses (the step fails with that error).
+ */
+export type StartChildren = (t: Tx, wf: WorkflowRow, step: StepRow) => string | void;
+
+/** A bake step's health gate machine, kept in the step's params. */
+interface GateSnapshot {
+  state: GateStatus;
+  context: GateContext;
+}
+
+/** The run's rollout record once its health gate tripped (CONTRACT 4.3 `data.rollout`). */
+const rolloutOf = (wf: WorkflowRow): { rollout?: Rollout } => (wf.params.rollout ? { rollout: wf.params.rollout as Rollout } : {});
 
 const TARGET_PREFIX: Record<string, string> = {
   install_deploys: 'dep',
@@ -90,12 +118,19 @@ export class Workflows {
       started_at: null,
       finished_at: null,
     });
-    spec.steps.forEach((d, idx) => {
+    this.insertSteps(spec.org_id, id, spec.steps, 0);
+    this.workflowEvent(t, getWorkflow(this.db, id)!, { type: 'start' });
+    this.advance(t, id);
+    return getWorkflow(this.db, id)!;
+  }
+
+  private insertSteps(orgId: string, workflowId: string, defs: StepDef[], firstIdx: number): void {
+    defs.forEach((d, i) => {
       insertStep(this.db, {
         step_id: newId('st'),
-        workflow_id: id,
-        org_id: spec.org_id,
-        idx,
+        workflow_id: workflowId,
+        org_id: orgId,
+        idx: firstIdx + i,
         name: d.name,
         target_type: d.target_type,
         target_id: d.target_id ?? (d.target_type ? newId(TARGET_PREFIX[d.target_type] ?? 'tgt') : null),
@@ -112,9 +147,6 @@ export class Workflows {
         finished_at: null,
       });
     });
-    this.workflowEvent(t, getWorkflow(this.db, id)!, { type: 'start' });
-    this.advance(t, id);
-    return getWorkflow(this.db, id)!;
   }
 
   /** Run the workflow forward until it waits for something (a job, an approval, children) or ends. */
@@ -126,7 +158,13 @@ export class Workflows {
       if (steps.some((s) => s.status === 'started' || s.status === 'awaiting_approval')) return;
       const failed = steps.find((s) => s.status === 'failed');
       if (failed) {
-        for (const s of steps) if (s.status === 'pending') this.stepEvent(t, wf, s, { type: 'cancel' });
+        // a failed run ends; the rollback steps its health gate added run first (CONTRACT 4.3)
+        for (const s of steps) if (s.status === 'pending' && !s.params.rollback) this.stepEvent(t, wf, s, { type: 'cancel' });
+        const rollback = steps.find((s) => s.status === 'pending' && s.params.rollback);
+        if (rollback) {
+          if (!this.runStep(t, wf, rollback)) return;
+          continue;
+        }
         this.finish(t, wf, 'failed', failed.error ?? `step ${failed.name} failed`);
         return;
       }
@@ -146,8 +184,9 @@ export class Workflows {
       this.stepEvent(t, wf, step, { type: 'skip' });
       return true;
     }
+    if (kind === 'bake') return this.startBake(t, wf, step);
     if (kind === 'approval') {
-      const plan = this.branchGroupPlan(wf, step);
+      const plan = this.groupPlan(wf, step);
       updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan, approval: { status: 'requested', plan } });
       this.stepEvent(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, { type: 'request_approval' });
       return false;
@@ -157,10 +196,15 @@ export class Workflows {
       // A child with nothing to do ends while the children are being started; it must not end this
       // step while later children are still to be started. The step ends here if all of them ended.
       this.spawning.add(step.step_id);
+      let refused: string | void;
       try {
-        this.startChildren(t, wf, step);
+        refused = this.startChildren(t, wf, step);
       } finally {
         this.spawning.delete(step.step_id);
+      }
+      if (refused) {
+        this.stepEvent(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, { type: 'fail', error: refused });
+        return true;
       }
       return this.settleChildren(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!);
     }
@@ -257,6 +301,7 @@ export class Workflows {
           step: stepRef(fresh),
           ...scope,
           ...outcomeOf(f.transition, extra?.duration_ms ?? durationMs(startedAt, now), error ?? f.error ?? 'failed'),
+          ...rolloutOf(wf),
         });
       } else {
         const a = fresh.approval ?? { status: f.transition };
@@ -293,6 +338,7 @@ export class Workflows {
         workflow: workflowRef(wf),
         ...scope,
         ...outcomeOf(f.transition, extra?.duration_ms ?? durationMs(startedAt, now), error ?? 'workflow failed'),
+        ...rolloutOf(wf),
       });
     }
     return true;
@@ -385,15 +431,16 @@ export class Workflows {
     if (!isFinal(fresh.status)) this.finish(t, fresh, 'cancelled');
   }
 
-  // ------------------------------------------------------------------ branch runs
+  // ------------------------------------------------------------------ branch runs and app rollbacks
 
-  private branchGroupPlan(wf: WorkflowRow, step: StepRow): unknown {
-    const target = getConfig(this.db, wf.org_id, wf.params.app_config_id as string);
+  /** The plan of a group's approval step: per install, its current config, the run's target for it and the diff. */
+  private groupPlan(wf: WorkflowRow, step: StepRow): unknown {
     const installs = ((step.params.install_ids as string[]) ?? []).map((id) => getInstallById(this.db, id)).filter((i): i is Install => !!i);
     return {
       install_group: step.params.group,
       installs: installs.map((i) => {
         const current = i.app_config_id ? getConfig(this.db, wf.org_id, i.app_config_id) : undefined;
+        const target = getConfig(this.db, wf.org_id, runTargetOf(wf, i.install_id));
         return {
           install_id: i.install_id,
           install_name: i.name,
@@ -404,6 +451,100 @@ export class Workflows {
         };
       }),
     };
+  }
+
+  // ------------------------------------------------------------------ health gates (CONTRACT 4.3)
+
+  /** Begin a bake: the gate starts from the group's verdicts now (one already bad counts). Returns whether it ended at once. */
+  private startBake(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
+    this.stepEvent(t, wf, step, { type: 'start' });
+    const gate = wf.params.health_gate as HealthGate | undefined;
+    const at = Date.parse(t.now);
+    const from = initialHealthGate({ on: gate?.on ?? [...GATE_VERDICTS], ends_at: at + (gate?.bake_ms ?? 0) });
+    const now = ((step.params.install_ids as string[]) ?? []).map((id) => this.healthNow(id)).filter((e): e is GateEvent => e !== null);
+    return this.feedGate(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, [...now, { type: 'tick', at }], from);
+  }
+
+  /** An install's composite verdict now, with the component behind it and that component's reason; null when none is known. */
+  private healthNow(installId: string): GateEvent | null {
+    const install = getInstallById(this.db, installId);
+    if (!install) return null;
+    const verdicts = install.health_ctx.verdicts;
+    const verdict = compositeVerdict(verdicts);
+    if (!verdict) return null;
+    const componentId = Object.keys(verdicts).find((id) => verdicts[id] === verdict)!;
+    return { type: 'health', install_id: installId, component_id: componentId, verdict, reason: getComponent(this.db, installId, componentId)?.health_reason ?? null };
+  }
+
+  /** Feed a baking step's gate; act on what it emits (pass: the step succeeds; trip: it fails). Returns whether the step ended. */
+  private feedGate(t: Tx, wf: WorkflowRow, step: StepRow, events: GateEvent[], from?: GateSnapshot): boolean {
+    let gate = from ?? (step.params.gate as GateSnapshot);
+    const emitted: GateEmit[] = [];
+    for (const ev of events) {
+      const r = advanceHealthGate(gate.state, gate.context, ev);
+      if (!r.changed) continue;
+      gate = { state: r.state, context: r.context };
+      emitted.push(...r.emitted);
+    }
+    updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, params: { ...step.params, gate } });
+    const fresh = getStep(this.db, step.workflow_id, step.step_id)!;
+    for (const e of emitted) {
+      if (e.type === 'passed') return this.stepEvent(t, wf, fresh, { type: 'succeed' });
+      if (e.type === 'tripped') {
+        this.tripGate(t, wf, fresh, e.trip);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * The gate tripped: the run records why (its events carry `rollout` from now on), the bake fails,
+   * later groups are cancelled and, with `action: "rollback"`, every group already deployed gets a
+   * rollback step, newest first, back to the configs its installs had before the run.
+   */
+  private tripGate(t: Tx, wf: WorkflowRow, step: StepRow, trip: GateTrip): void {
+    const rollout: Rollout = { run_id: wf.workflow_id, trigger: 'health_gate', ...trip };
+    setWorkflowParams(this.db, wf.workflow_id, { ...wf.params, rollout });
+    const run = getWorkflow(this.db, wf.workflow_id)!;
+    this.stepEvent(t, run, step, { type: 'fail', error: this.tripError(trip) });
+    const steps = listSteps(this.db, run.workflow_id);
+    for (const s of steps) if (s.status === 'pending') this.stepEvent(t, run, s, { type: 'cancel' });
+    if ((run.params.health_gate as HealthGate | undefined)?.action !== 'rollback') return;
+    const deployed = steps.filter((s) => s.params.kind === 'children' && !s.params.rollback && s.status === 'succeeded').reverse();
+    const rollbacks = deployed.map((d) => {
+      const before = (d.params.before as Record<string, string> | undefined) ?? {};
+      return rollbackGroupStep(String(d.params.group), Object.keys(before), before);
+    });
+    this.insertSteps(run.org_id, run.workflow_id, rollbacks, Math.max(...steps.map((s) => s.idx)) + 1);
+  }
+
+  /** outcome.error of a tripped bake: the install, the component, the verdict and its reason. */
+  private tripError(trip: GateTrip): string {
+    const install = getInstallById(this.db, trip.install_id);
+    const component = getComponent(this.db, trip.install_id, trip.component_id);
+    const name = (n: string | undefined, id: string) => (n ? `${n} (${id})` : id);
+    return `health gate: install ${name(install?.name, trip.install_id)} component ${name(component?.name, trip.component_id)} is ${trip.verdict}: ${trip.reason ?? 'no reason given'}`;
+  }
+
+  /** A verdict changed an install's health: the bakes watching it see its composite verdict. */
+  installHealthChanged(t: Tx, orgId: string, installId: string): void {
+    for (const step of listBakingSteps(this.db, orgId)) {
+      if (!((step.params.install_ids as string[]) ?? []).includes(installId)) continue;
+      const ev = this.healthNow(installId);
+      const wf = getWorkflow(this.db, step.workflow_id);
+      if (!ev || !wf) continue;
+      if (this.feedGate(t, wf, step, [ev])) this.advance(t, wf.workflow_id);
+    }
+  }
+
+  /** The engine's clock moved: bakes whose time is up pass. */
+  bakeTick(t: Tx): void {
+    const at = Date.parse(t.now);
+    for (const step of listBakingSteps(this.db)) {
+      const wf = getWorkflow(this.db, step.workflow_id);
+      if (wf && this.feedGate(t, wf, step, [{ type: 'tick', at }])) this.advance(t, wf.workflow_id);
+    }
   }
 
   private childFinished(t: Tx, parent: ParentRef): void {
@@ -423,4 +564,9 @@ export class Workflows {
     if (bad.length) return this.stepEvent(t, wf, step, { type: 'fail', error: `${bad.length} of ${children.length} installs did not apply the config` });
     return this.stepEvent(t, wf, step, { type: 'succeed' });
   }
+}
+
+/** The config a run (branch run or app rollback) moves an install to: its own target, else the run's one config. */
+export function runTargetOf(wf: WorkflowRow, installId: string): string {
+  return (wf.params.targets as Record<string, string> | undefined)?.[installId] ?? (wf.params.app_config_id as string);
 }

@@ -30,6 +30,8 @@ const WORKFLOW_CLASSES: Readonly<Record<string, Classification>> = {
   provision_runner: c('runners', 'provision'),
   reprovision_runner: c('runners', 'reprovision'),
   app_branch_run: c('app_branches', 'run'),
+  // a fleet rollback is a rollout across installs like a branch run (CONTRACT 6.1 does not list it)
+  app_rollback: c('app_branches', 'run'),
 };
 
 /** Classification of a workflow-level lifecycle event, by workflow type. */
@@ -42,7 +44,7 @@ export function classifyWorkflow(workflowType: string): Classification | null {
 /** Classification of a step event (also used for approvals), by target type then workflow type. */
 export function classifyStep(workflowType: string, step: Pick<StepRef, 'name' | 'target_type'>): Classification | null {
   if (DRIFT_WORKFLOW_TYPES.has(workflowType)) return null;
-  if (workflowType === 'app_branch_run') return c('app_branches', 'run');
+  if (workflowType === 'app_branch_run' || workflowType === 'app_rollback') return c('app_branches', 'run');
   switch (step.target_type ?? null) {
     case 'install_sandbox_runs':
       if (workflowType === 'provision') return c('sandboxes', 'provision');

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Fact, Outcome, StepRef, WorkflowRef } from '../domain/facts.ts';
 import { classify, type Classification } from './classify.ts';
 import { slugsFor } from './slugs.ts';
-import { linksFor } from './links.ts';
+import { approvalUrl, linksFor } from './links.ts';
 import { routeOf, type LabelLookup } from './route.ts';
 import type { Route } from '../domain/route.ts';
 
@@ -140,12 +140,17 @@ export function ceData(fact: Fact, dashboardUrl: string): Record<string, unknown
       if (fact.kind === 'workflow_step') d.step = stepData(fact.step);
       if (fact.action) d.action = { id: fact.action.id, name: fact.action.name };
       if (fact.transition !== 'started') d.outcome = outcomeData(fact.transition, fact.outcome);
+      if (fact.rollout) {
+        const r = fact.rollout;
+        d.rollout = { run_id: r.run_id, trigger: r.trigger, install_id: r.install_id, component_id: r.component_id, verdict: r.verdict, reason: r.reason };
+      }
       break;
     }
     case 'workflow_step_approval':
       d.workflow = workflowData(fact.workflow);
       d.step = stepData(fact.step);
       d.approval = approvalData(fact.approval);
+      if (fact.transition === 'requested') (d.approval as Record<string, unknown>).url = approvalUrl(fact.org_id, fact.workflow.id, fact.step.id, dashboardUrl);
       break;
     case 'drift_detected':
       d.workflow = workflowData(fact.workflow);

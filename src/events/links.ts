@@ -54,3 +54,12 @@ export function linksFor(fact: Fact, dashboardUrl: string): Links {
   if (inst && component) links.component = `${inst}/components/${encodeURIComponent(component)}`;
   return links;
 }
+
+/**
+ * Where an approval step is approved or rejected (CONTRACT 4.3 `data.approval.url`): its card, with
+ * the approve and reject form, on the workflow's dashboard page.
+ */
+export function approvalUrl(orgId: string, workflowId: string, stepId: string, dashboardUrl: string): string {
+  const dash = dashboardUrl.replace(/\/+$/, '');
+  return `${dash}/${encodeURIComponent(orgId)}/workflows/${encodeURIComponent(workflowId)}#step-${encodeURIComponent(stepId)}`;
+}

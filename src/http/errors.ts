@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { ConflictError, InvalidError, LimitExceededError, NotFoundError, type ErrorDetail } from '../domain/errors.ts';
+import { ConflictError, InvalidError, LimitExceededError, NotFoundError, VetoedError, type ErrorDetail } from '../domain/errors.ts';
 
 /** An HTTP error with the body of CONTRACT 3: {error, message, details?}. */
 export class HttpError extends Error {
@@ -30,5 +30,6 @@ export function toHttpError(err: unknown): HttpError {
   if (err instanceof NotFoundError) return new HttpError(404, 'not_found', err.message);
   if (err instanceof ConflictError) return new HttpError(409, 'conflict', err.message);
   if (err instanceof LimitExceededError) return new HttpError(409, 'limit_exceeded', err.message);
+  if (err instanceof VetoedError) return new HttpError(409, 'vetoed', err.message);
   return new HttpError(500, 'internal', 'internal error');
 }

@@ -16,7 +16,7 @@ const ERROR_DESCRIPTIONS: Record<ErrorStatus | 401 | 403 | 413 | 415, string> = 
   401: 'unauthorized: no or unknown API token',
   403: 'forbidden: the API token is not valid for this org, or X-Svc-Org-ID is missing',
   404: 'not_found: no such resource in this org',
-  409: 'conflict: a uniqueness rule or an illegal state change; limit_exceeded: a per-org limit of CONTRACT 8 (e.g. webhooks per org), named in the message',
+  409: 'conflict: a uniqueness rule or an illegal state change; limit_exceeded: a per-org limit of CONTRACT 8 (e.g. webhooks per org), named in the message; vetoed: applying an app config that is vetoed (the message carries the reason)',
   413: 'payload_too_large: the request body is over 1 MiB (the connection is closed)',
   415: 'unsupported_media_type: a body that is not application/json',
 };

@@ -35,6 +35,7 @@ export const ERROR_CODES = [
   'not_found',
   'conflict',
   'limit_exceeded',
+  'vetoed',
   'payload_too_large',
   'unsupported_media_type',
   'internal',
@@ -109,8 +110,19 @@ const configBodyShape = {
   inputs: json.optional(),
 };
 
+export const vetoViewSchema = z
+  .object({ reason: z.string(), at: timestamp })
+  .register(apiSchemas, { id: 'Veto', description: 'why and since when an app config is vetoed: applying it is 409 vetoed (CONTRACT 4.3)' });
+
 export const appConfigViewSchema = z
-  .object({ app_config_id: z.string(), app_id: z.string(), version: z.number().int(), ...configBodyShape, created_at: timestamp })
+  .object({
+    app_config_id: z.string(),
+    app_id: z.string(),
+    version: z.number().int(),
+    ...configBodyShape,
+    created_at: timestamp,
+    vetoed: vetoViewSchema.nullable(),
+  })
   .register(apiSchemas, { id: 'AppConfig' });
 
 export const appConfigListSchema = z.array(appConfigViewSchema);
@@ -257,7 +269,7 @@ export const versionDiffSchema = z
   .register(apiSchemas, { id: 'AppConfigVersionDiff' });
 
 export const configPlanSchema = z
-  .object({ from_app_config_id: z.string().nullable(), to_app_config_id: z.string(), ...configDiffShape })
+  .object({ from_app_config_id: z.string().nullable(), to_app_config_id: z.string(), ...configDiffShape, vetoed: vetoViewSchema.optional() })
   .register(apiSchemas, { id: 'AppConfigPlan' });
 
 export const configUpdatePlannedSchema = z
@@ -267,6 +279,34 @@ export const configUpdatePlannedSchema = z
 export const configUpdateAppliedSchema = z
   .object({ plan: configPlanSchema, applied: z.literal(true), workflow_id: z.string(), version_id: z.string() })
   .register(apiSchemas, { id: 'AppConfigUpdateApplied' });
+
+const configDiffSchema = z.object(configDiffShape).register(apiSchemas, { id: 'AppConfigDiff' });
+
+export const fleetRollbackPlanSchema = z
+  .object({
+    installs: z.array(
+      z.object({
+        install_id: z.string(),
+        install_name: z.string(),
+        labels,
+        install_group: described(z.string(), "the group the install is rolled back in: its group in the app's branches, else `other`"),
+        old_app_config_id: z.string().nullable(),
+        new_app_config_id: z.string(),
+        diff: configDiffSchema,
+        vetoed: vetoViewSchema.optional(),
+      }),
+    ),
+    skipped: z.array(z.object({ install_id: z.string(), reason: z.string() })),
+  })
+  .register(apiSchemas, { id: 'FleetRollbackPlan' });
+
+export const fleetRollbackPlannedSchema = z
+  .object({ plan: fleetRollbackPlanSchema, applied: z.literal(false) })
+  .register(apiSchemas, { id: 'FleetRollbackPlanned', description: 'plan_only: nothing changed and no workflow started' });
+
+export const fleetRollbackStartedSchema = z
+  .object({ run_id: z.string(), workflow_id: z.string(), status, plan: fleetRollbackPlanSchema, applied: z.literal(true) })
+  .register(apiSchemas, { id: 'FleetRollback', description: 'an app_rollback workflow owned by the app' });
 
 export const branchRunResultSchema = z
   .object({ run_id: z.string(), workflow_id: z.string(), app_branch_id: z.string(), app_config_id: z.string(), status })

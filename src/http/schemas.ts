@@ -2,6 +2,7 @@
 // request and documents it in the OpenAPI document. Webhook bodies live in src/domain/subscription.ts.
 import { z } from 'zod';
 import { labelsSchema as labels } from '../domain/limits.ts';
+import { bakeMs, GATE_ACTIONS, GATE_VERDICTS, MAX_BAKE_MS, type HealthGate } from '../domain/rollout.ts';
 
 const name = z.string().trim().min(1).max(200);
 /** Labels as stored: read back without the limits of CONTRACT 8 (configs made before them still read). */
@@ -78,4 +79,27 @@ export const driftScanSchema = z.strictObject({ sandbox: z.boolean().optional() 
 export const inputsUpdateSchema = z.strictObject({ inputs: z.record(z.string(), z.unknown()) });
 export const approvalSchema = z.strictObject({ response: z.enum(['approved', 'rejected']), note: z.string().max(4000).optional() });
 export const configUpdateSchema = z.strictObject({ app_config_id: id, plan_only: z.boolean().optional() });
-export const branchRunSchema = z.strictObject({ app_config_id: id, skip_builds: z.boolean().optional() });
+/** A run's health gate (CONTRACT 4.3): the bake from 0s to 24h, the verdicts that trip it, what then. */
+export const healthGateSchema = z
+  .strictObject({
+    bake: z
+      .string()
+      .refine((b) => bakeMs(b) !== null, 'a duration such as 0s, 90s, 10m or 1h')
+      .refine((b) => (bakeMs(b) ?? 0) <= MAX_BAKE_MS, 'at most 24h'),
+    on: z.array(z.enum(GATE_VERDICTS)).min(1).optional(),
+    action: z.enum(GATE_ACTIONS).optional(),
+  })
+  .transform((g): HealthGate => ({ bake: g.bake, bake_ms: bakeMs(g.bake)!, on: [...new Set(g.on ?? GATE_VERDICTS)], action: g.action ?? 'halt' }));
+
+export const branchRunSchema = z.strictObject({ app_config_id: id, skip_builds: z.boolean().optional(), health_gate: healthGateSchema.optional() });
+
+export const fleetRollbackSchema = z.strictObject({
+  to: z.union([z.literal('previous'), id]),
+  install_ids: z.array(id).min(1).optional(),
+  selector: selectorSchema.optional(),
+  plan_only: z.boolean().optional(),
+  health_gate: healthGateSchema.optional(),
+  approval: z.enum(['per_group', 'none']).optional(),
+});
+
+export const vetoSchema = z.strictObject({ reason: z.string().trim().min(1).max(1000) });

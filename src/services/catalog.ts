@@ -2,7 +2,17 @@
 import type { AppContext } from '../context.ts';
 import { InvalidError, NotFoundError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
-import { getApp, insertApp, insertBranch, insertConfig, listConfigs as dbListConfigs, type AppConfig, type InstallGroup } from '../../store/apps.ts';
+import {
+  getApp,
+  getConfig,
+  insertApp,
+  insertBranch,
+  insertConfig,
+  listConfigs as dbListConfigs,
+  setConfigVeto,
+  type AppConfig,
+  type InstallGroup,
+} from '../../store/apps.ts';
 import { getInstall } from '../../store/installs.ts';
 import type { AppConfigBody } from '../domain/app-config.ts';
 
@@ -18,7 +28,29 @@ export function mustGetApp(ctx: AppContext, orgId: string, appId: string) {
 }
 
 export function configView(c: AppConfig) {
-  return { app_config_id: c.app_config_id, app_id: c.app_id, version: c.version, ...c.body, created_at: c.created_at };
+  return { app_config_id: c.app_config_id, app_id: c.app_id, version: c.version, ...c.body, created_at: c.created_at, vetoed: c.vetoed };
+}
+
+/** A config of this app (another app's, or none: 404). */
+export function mustGetAppConfig(ctx: AppContext, orgId: string, appId: string, appConfigId: string): AppConfig {
+  mustGetApp(ctx, orgId, appId);
+  const cfg = getConfig(ctx.db, orgId, appConfigId);
+  if (!cfg || cfg.app_id !== appId) throw new NotFoundError('app config', appConfigId);
+  return cfg;
+}
+
+/** Veto a config (CONTRACT 4.3): from now on applying it is 409 `vetoed`. Vetoing again replaces the reason. */
+export function vetoConfig(ctx: AppContext, orgId: string, appId: string, appConfigId: string, reason: string) {
+  const cfg = mustGetAppConfig(ctx, orgId, appId, appConfigId);
+  setConfigVeto(ctx.db, cfg.app_config_id, { reason, at: new Date(ctx.clock.now()).toISOString() });
+  return configView(getConfig(ctx.db, orgId, appConfigId)!);
+}
+
+/** Lift a config's veto (none: nothing changes). */
+export function unvetoConfig(ctx: AppContext, orgId: string, appId: string, appConfigId: string) {
+  const cfg = mustGetAppConfig(ctx, orgId, appId, appConfigId);
+  setConfigVeto(ctx.db, cfg.app_config_id, null);
+  return configView(getConfig(ctx.db, orgId, appConfigId)!);
 }
 
 export function createConfig(ctx: AppContext, orgId: string, appId: string, body: AppConfigBody) {

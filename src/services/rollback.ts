@@ -1,10 +1,12 @@
 // Config rollback (spec 4, CONTRACT 4.3): version history, diffs, app config updates and branch runs.
 import type { AppContext } from '../context.ts';
-import { InvalidError, NotFoundError } from '../domain/errors.ts';
-import { getBranch, getConfig, type AppConfig } from '../../store/apps.ts';
-import { listAppInstalls } from '../../store/installs.ts';
+import { ConflictError, InvalidError, NotFoundError, VetoedError } from '../domain/errors.ts';
+import type { HealthGate } from '../domain/rollout.ts';
+import { getBranch, getConfig, listBranches, type AppConfig, type InstallGroup } from '../../store/apps.ts';
+import { listAppInstalls, type Install } from '../../store/installs.ts';
 import { getVersion, listVersions, previousVersion, type VersionRow } from '../../store/workflows.ts';
-import { planFor } from '../engine/config-apply.ts';
+import { planFor, vetoMessage } from '../engine/config-apply.ts';
+import type { RunGroup } from '../engine/definitions.ts';
 import { diffConfigs } from '../engine/config-diff.ts';
 import { matchAdmits } from '../dispatch/match.ts';
 import { mustGetApp } from './catalog.ts';
@@ -45,22 +47,28 @@ export function versionDiff(ctx: AppContext, orgId: string, installId: string, v
   };
 }
 
-function configOfApp(ctx: AppContext, orgId: string, appId: string, appConfigId: string): AppConfig {
+function configOf(ctx: AppContext, orgId: string, appId: string, appConfigId: string, path: string): AppConfig {
   const cfg = getConfig(ctx.db, orgId, appConfigId);
   if (!cfg) throw new NotFoundError('app config', appConfigId);
-  if (cfg.app_id !== appId) {
-    throw new InvalidError(`app config ${appConfigId} belongs to another app`, [{ path: 'app_config_id', message: 'config of another app' }]);
-  }
+  if (cfg.app_id !== appId) throw new InvalidError(`app config ${appConfigId} belongs to another app`, [{ path, message: 'config of another app' }]);
   return cfg;
 }
+
+const configOfApp = (ctx: AppContext, orgId: string, appId: string, appConfigId: string) => configOf(ctx, orgId, appId, appConfigId, 'app_config_id');
 
 /** POST app-config-updates: the plan only, or an `app_config_update` workflow and a new version. */
 export function updateInstallConfig(ctx: AppContext, orgId: string, installId: string, body: { app_config_id: string; plan_only?: boolean }) {
   const install = mustGetInstall(ctx, orgId, installId);
   const target = configOfApp(ctx, orgId, install.app_id, body.app_config_id);
   const fromId = install.app_config_id;
-  const withIds = (plan: ReturnType<typeof planFor>) => ({ from_app_config_id: fromId, to_app_config_id: target.app_config_id, ...plan });
+  const withIds = (plan: ReturnType<typeof planFor>) => ({
+    from_app_config_id: fromId,
+    to_app_config_id: target.app_config_id,
+    ...plan,
+    ...(target.vetoed ? { vetoed: target.vetoed } : {}),
+  });
   if (body.plan_only) return { status: 200 as const, body: { plan: withIds(planFor(ctx.db, install, target)), applied: false as const } };
+  if (target.vetoed) throw new VetoedError(vetoMessage(target));
   const r = ctx.engine.applyConfig(install, target);
   return {
     status: 201 as const,
@@ -69,19 +77,133 @@ export function updateInstallConfig(ctx: AppContext, orgId: string, installId: s
 }
 
 /** POST branch runs: an `app_branch_run` workflow over the branch's install groups (CONTRACT 4.3). */
-export function startBranchRun(ctx: AppContext, orgId: string, appId: string, branchId: string, body: { app_config_id: string; skip_builds?: boolean }) {
+export function startBranchRun(
+  ctx: AppContext,
+  orgId: string,
+  appId: string,
+  branchId: string,
+  body: { app_config_id: string; skip_builds?: boolean; health_gate?: HealthGate },
+) {
   mustGetApp(ctx, orgId, appId);
   const branch = getBranch(ctx.db, orgId, appId, branchId);
   if (!branch) throw new NotFoundError('app branch', branchId);
   const target = configOfApp(ctx, orgId, appId, body.app_config_id);
+  if (target.vetoed) throw new VetoedError(vetoMessage(target));
   const installs = listAppInstalls(ctx.db, appId);
-  const groups = branch.install_groups.map((g) => ({
-    name: g.name,
-    install_ids: installs
-      .filter((i) => (g.install_ids ?? []).includes(i.install_id) || (g.selector ? matchAdmits({ installs: { selector: g.selector } }, { install: { id: i.install_id, labels: i.labels } }) : false))
-      .map((i) => i.install_id),
-  }));
-  const wf = ctx.engine.startBranchRun(orgId, appId, branchId, target, groups, !!body.skip_builds);
+  const groups = branch.install_groups.map((g) => ({ name: g.name, install_ids: installs.filter((i) => inGroup(g, i)).map((i) => i.install_id) }));
+  const wf = ctx.engine.startBranchRun(orgId, appId, branchId, target, groups, !!body.skip_builds, body.health_gate ?? null);
   // a branch run is its workflow: run_id names the same thing (there is nothing else to look up)
   return { run_id: wf.workflow_id, workflow_id: wf.workflow_id, app_branch_id: branchId, app_config_id: target.app_config_id, status: wf.status };
+}
+
+/** Whether an install group takes an install: listed in its install_ids or matching its selector (CONTRACT 4.3). */
+function inGroup(g: Pick<InstallGroup, 'install_ids' | 'selector'>, i: Install): boolean {
+  if ((g.install_ids ?? []).includes(i.install_id)) return true;
+  return g.selector ? matchAdmits({ installs: { selector: g.selector } }, { install: { id: i.install_id, labels: i.labels } }) : false;
+}
+
+/** The body of POST /v1/apps/{app_id}/rollbacks (validated by src/http/schemas.ts fleetRollbackSchema). */
+export interface FleetRollbackInput {
+  to: string;
+  install_ids?: string[];
+  selector?: { match_labels: Record<string, string> };
+  plan_only?: boolean;
+  health_gate?: HealthGate;
+  approval?: 'per_group' | 'none';
+}
+
+/** The group that installs in no group of the app's branches form, last (CONTRACT 4.3). */
+export const OTHER_GROUP = 'other';
+
+/**
+ * The plan of a fleet rollback: per install (in group order) the move and its diff, and the
+ * installs left out with why; and the groups the run goes through.
+ */
+function planFleetRollback(ctx: AppContext, orgId: string, appId: string, body: FleetRollbackInput) {
+  const fixed = body.to === 'previous' ? null : configOf(ctx, orgId, appId, body.to, 'to');
+  const all = listAppInstalls(ctx.db, appId);
+  (body.install_ids ?? []).forEach((id, i) => {
+    if (!all.some((x) => x.install_id === id)) {
+      throw new InvalidError(`install ${id} is not an install of app ${appId}`, [{ path: `install_ids.${i}`, message: 'not an install of this app' }]);
+    }
+  });
+  const chosen = body.install_ids || body.selector ? all.filter((i) => inGroup({ install_ids: body.install_ids, selector: body.selector }, i)) : all;
+
+  // groups as the app's branches group installs (oldest branch first, its groups in order; an install in the first that takes it)
+  const groupOf = new Map<string, string>();
+  const order: string[] = [];
+  for (const b of listBranches(ctx.db, appId).reverse()) {
+    for (const g of b.install_groups) {
+      if (!order.includes(g.name)) order.push(g.name);
+      for (const i of all) if (!groupOf.has(i.install_id) && inGroup(g, i)) groupOf.set(i.install_id, g.name);
+    }
+  }
+  if (!order.includes(OTHER_GROUP)) order.push(OTHER_GROUP);
+
+  const skipped: Array<{ install_id: string; reason: string }> = [];
+  const moves: Array<{ install: Install; target: AppConfig; group: string }> = [];
+  for (const install of chosen) {
+    let target: AppConfig | null | undefined = fixed;
+    if (!install.app_config_id) {
+      skipped.push({ install_id: install.install_id, reason: 'no app config applied yet' });
+      continue;
+    }
+    if (!target) {
+      const [current] = listVersions(ctx.db, install.install_id);
+      const before = current && previousVersion(ctx.db, install.install_id, current.version);
+      if (!before) {
+        skipped.push({ install_id: install.install_id, reason: 'no earlier version' });
+        continue;
+      }
+      target = getConfig(ctx.db, orgId, before.app_config_id);
+      if (!target) {
+        skipped.push({ install_id: install.install_id, reason: `app config ${before.app_config_id} of its earlier version no longer exists` });
+        continue;
+      }
+    }
+    if (target.app_config_id === install.app_config_id) {
+      skipped.push({ install_id: install.install_id, reason: `already on app config ${target.app_config_id} (version ${target.version})` });
+      continue;
+    }
+    moves.push({ install, target, group: groupOf.get(install.install_id) ?? OTHER_GROUP });
+  }
+  const groups: RunGroup[] = order
+    .map((name) => ({ name, install_ids: moves.filter((m) => m.group === name).map((m) => m.install.install_id) }))
+    .filter((g) => g.install_ids.length > 0);
+  const byGroup = groups.flatMap((g) => moves.filter((m) => m.group === g.name));
+  return {
+    moves: byGroup,
+    groups,
+    plan: {
+      installs: byGroup.map((m) => ({
+        install_id: m.install.install_id,
+        install_name: m.install.name,
+        labels: m.install.labels,
+        install_group: m.group,
+        old_app_config_id: m.install.app_config_id,
+        new_app_config_id: m.target.app_config_id,
+        diff: planFor(ctx.db, m.install, m.target),
+        ...(m.target.vetoed ? { vetoed: m.target.vetoed } : {}),
+      })),
+      skipped,
+    },
+  };
+}
+
+/**
+ * POST /v1/apps/{app_id}/rollbacks (CONTRACT 4.3): the plan only, or an `app_rollback` workflow
+ * over the selected installs, grouped as the app's branches group them, each group planned
+ * (approval unless `approval: "none"`), deployed and, with a health gate, baked.
+ */
+export function rollBackFleet(ctx: AppContext, orgId: string, appId: string, body: FleetRollbackInput) {
+  mustGetApp(ctx, orgId, appId);
+  const { moves, groups, plan } = planFleetRollback(ctx, orgId, appId, body);
+  if (body.plan_only) return { status: 200 as const, body: { plan, applied: false as const } };
+  const vetoed = moves.find((m) => m.target.vetoed);
+  if (vetoed) throw new VetoedError(vetoMessage(vetoed.target));
+  if (!moves.length) throw new ConflictError(`nothing to roll back: ${plan.skipped.map((s) => `${s.install_id} (${s.reason})`).join(', ') || 'the selection has no installs'}`);
+  const targets = Object.fromEntries(moves.map((m) => [m.install.install_id, m.target.app_config_id]));
+  const wf = ctx.engine.startAppRollback(orgId, appId, groups, targets, { to: body.to, approval: body.approval !== 'none', gate: body.health_gate ?? null });
+  // a fleet rollback is its workflow: run_id names the same thing
+  return { status: 201 as const, body: { run_id: wf.workflow_id, workflow_id: wf.workflow_id, status: wf.status, plan, applied: true as const } };
 }

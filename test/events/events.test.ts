@@ -386,7 +386,8 @@ describe('data shapes (CONTRACT 6.2)', () => {
     const plan = { install_group: 'canary', installs: [{ install_id: 'inst_1' }] };
     const req = mustEvent(approvalFact('app_branch_run', 'requested', { name: 'plan install group: canary' }, { plan }, { owner_type: 'app_branches', owner_id: 'br_1' }));
     expect(Object.keys(req.data)).toEqual(['kind', 'transition', 'org_id', 'workflow', 'step', 'approval', 'links']);
-    expect(req.data.approval).toEqual({ status: 'requested', plan });
+    // the request links to the step's card on its workflow's page, where it is approved or rejected (CONTRACT 4.3)
+    expect(req.data.approval).toEqual({ status: 'requested', plan, url: `${DASH}/${ORG}/workflows/wf_1#step-st_1` });
     expect(req.data.workflow).toEqual({ id: 'wf_1', type: 'app_branch_run', owner_id: 'br_1', owner_type: 'app_branches' });
     expect(req.data.links).toEqual({ org: `${DASH}/${ORG}`, workflow: `${DASH}/${ORG}/workflows/wf_1` });
     const resp = mustEvent(approvalFact('app_branch_run', 'approved', {}, { note: 'looks right', responded_at: TIME }));
@@ -397,14 +398,14 @@ describe('data shapes (CONTRACT 6.2)', () => {
   it('approval plan over 64 KiB is left out and plan_truncated is set', () => {
     const big = { blob: 'x'.repeat(MAX_PLAN_BYTES) };
     const ev = mustEvent(approvalFact('app_branch_run', 'requested', {}, { plan: big }));
-    expect(ev.data.approval).toEqual({ status: 'requested', plan_truncated: true });
+    expect(ev.data.approval).toEqual({ status: 'requested', plan_truncated: true, url: `${DASH}/${ORG}/workflows/wf_1#step-st_1` });
     // exactly 64 KiB of JSON is kept
     const exact = { b: 'y'.repeat(MAX_PLAN_BYTES - JSON.stringify({ b: '' }).length) };
     expect(Buffer.byteLength(JSON.stringify(exact))).toBe(MAX_PLAN_BYTES);
     expect((mustEvent(approvalFact('app_branch_run', 'requested', {}, { plan: exact })).data.approval as Record<string, unknown>).plan).toEqual(exact);
     // multi-byte characters count as bytes
     const wide = { b: 'é'.repeat(MAX_PLAN_BYTES / 2) };
-    expect(mustEvent(approvalFact('app_branch_run', 'requested', {}, { plan: wide })).data.approval).toEqual({ status: 'requested', plan_truncated: true });
+    expect(mustEvent(approvalFact('app_branch_run', 'requested', {}, { plan: wide })).data.approval).toMatchObject({ status: 'requested', plan_truncated: true });
   });
 
   it('drift', () => {

@@ -478,6 +478,29 @@ describe('real responses validate against the document', () => {
     check(await api.post(`/v1/workflows/${run.workflow_id}/cancel`), 'post', CANCEL, 409);
   });
 
+  it('veto and fleet rollback: veto, a vetoed update (409 vetoed), unveto, a plan_only rollback, a gated rollback without approvals', async () => {
+    const VETO = '/v1/apps/{app_id}/configs/{app_config_id}/veto';
+    const vetoed = check(await api.post(`/v1/apps/${ids.app}/configs/${ids.cfg2}/veto`, { reason: 'bad image' }), 'post', VETO, 200);
+    expect(vetoed).toMatchObject({ app_config_id: ids.cfg2, vetoed: { reason: 'bad image', at: expect.any(String) } });
+    const refused = check(await api.post(`/v1/installs/${ids.inst}/app-config-updates`, { app_config_id: ids.cfg2 }), 'post', '/v1/installs/{install_id}/app-config-updates', 409);
+    expect(refused.error).toBe('vetoed');
+    const lifted = check(await api.del(`/v1/apps/${ids.app}/configs/${ids.cfg2}/veto`), 'delete', VETO, 200);
+    expect(lifted.vetoed).toBeNull();
+
+    const ROLLBACKS = '/v1/apps/{app_id}/rollbacks';
+    const planned = check(await api.post(`/v1/apps/${ids.app}/rollbacks`, { to: 'previous', plan_only: true }), 'post', ROLLBACKS, 200);
+    expect(planned.applied).toBe(false);
+    const started = check(
+      await api.post(`/v1/apps/${ids.app}/rollbacks`, { to: ids.cfg2, install_ids: [ids.inst], approval: 'none', health_gate: { bake: '0s', on: ['unhealthy'] } }),
+      'post',
+      ROLLBACKS,
+      201,
+    );
+    expect(started.plan.installs.map((i: Json) => i.install_id)).toEqual([ids.inst]);
+    const done = await ended(started.workflow_id);
+    expect(done.status, done.error).toBe('succeeded');
+  });
+
   it('a workflow that a producer reports (external) reads back through the same schema', async () => {
     const wfId = 'ext_openapi_1';
     const send = async (msg: unknown) => {

@@ -146,7 +146,7 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
     const reqSubject = `${org.org_id}/workflow_step_approval/${W}/${plan1.step_id}/requested`;
     const request = (await waitFor(() => rcv.at('all').find((r) => r.json.subject === reqSubject), 5000, 'the approval request')).json;
     expect(request.type).toBe('com.svc.workflow_step.approval.v1');
-    expect(request.data.approval).toEqual({ status: 'requested', plan: expectedPlan1 });
+    expect(request.data.approval).toEqual({ status: 'requested', plan: expectedPlan1, url: `${svc.url}/dashboard/${org.org_id}/workflows/${W}#step-${plan1.step_id}` });
     expect(request.data.step).toMatchObject({ id: plan1.step_id, name: 'plan install group: canary', execution_type: 'approval' });
     expect(request.data.workflow).toMatchObject({ id: W, type: 'app_branch_run', owner_type: 'app_branches' });
     expect(request.interests).toEqual(expect.arrayContaining(['event:approval.request']));

@@ -52,7 +52,7 @@ export const installRoutes = [
     summary: 'Create an install and start its provision workflow (latest config when none is named)',
     body: { schema: createInstallSchema },
     responses: { 201: { description: 'the install', schema: installSchema } },
-    errors: [404],
+    errors: [404, 409],
     handle: ({ ctx, orgId, body }) => reply.created(installs.createInstall(ctx, orgId, body)),
   }),
   defineRoute({
@@ -176,7 +176,7 @@ export const installRoutes = [
       200: { description: 'plan_only: the plan; nothing changed and no workflow started', schema: configUpdatePlannedSchema },
       201: { description: 'applied: an app_config_update workflow and a new version', schema: configUpdateAppliedSchema },
     },
-    errors: [404],
+    errors: [404, 409],
     handle: ({ ctx, orgId, params, body }) => rollback.updateInstallConfig(ctx, orgId, params.install_id, body),
   }),
 ];

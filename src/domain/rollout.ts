@@ -1,0 +1,37 @@
+// Health-gated rollouts and fleet rollbacks (CONTRACT 4.3): the gate a run carries and what a run
+// records once its gate trips (`data.rollout` of its events).
+import type { GateAction, GateVerdict } from '../../machines/health-gate.ts';
+
+export type { GateAction, GateVerdict };
+
+export const GATE_VERDICTS = ['degraded', 'unhealthy'] as const satisfies readonly GateVerdict[];
+export const GATE_ACTIONS = ['halt', 'rollback'] as const satisfies readonly GateAction[];
+/** The longest bake (CONTRACT 4.3: `bake` from 0s to 24h). */
+export const MAX_BAKE_MS = 24 * 3_600_000;
+
+/** A run's health gate as the engine keeps it (the request's, with the defaults filled in). */
+export interface HealthGate {
+  /** as given, e.g. `10m` */
+  bake: string;
+  bake_ms: number;
+  on: GateVerdict[];
+  action: GateAction;
+}
+
+/** `data.rollout` of a run's events once its gate has tripped. */
+export interface Rollout {
+  run_id: string;
+  trigger: 'health_gate';
+  install_id: string;
+  component_id: string;
+  verdict: GateVerdict;
+  reason: string | null;
+}
+
+const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** A bake duration (`0s`, `90s`, `10m`, `1h`) in milliseconds; null when it is not one. */
+export function bakeMs(text: string): number | null {
+  const m = /^(\d{1,9})(ms|s|m|h)$/.exec(text);
+  return m ? Number(m[1]) * UNITS[m[2]] : null;
+}
