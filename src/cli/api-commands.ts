@@ -1,5 +1,5 @@
-// The API commands of `svc` (CONTRACT 7): webhooks, installs (versions, diff, rollback), branch runs
-// and workflows. Each talks to a running `svc serve` over HTTP. Exit codes: 0 success, 1 API error
+// The API commands of `svc` (CONTRACT 7): webhooks, installs (versions, diff, rollback), branch runs,
+// fleet rollbacks, config vetoes and workflows. Each talks to a running `svc serve` over HTTP. Exit codes: 0 success, 1 API error
 // (main prints the server's message), 2 usage error (always before any request).
 import fs from 'node:fs';
 import readline from 'node:readline/promises';
@@ -497,6 +497,140 @@ function registerBranches(program: Command): void {
   );
 }
 
+// ---------------------------------------------------------------- apps: fleet rollback; configs: veto
+
+interface FleetPlan {
+  installs: Array<{
+    install_id: string;
+    install_name: string;
+    install_group: string;
+    old_app_config_id: string | null;
+    new_app_config_id: string;
+    diff: DiffLike;
+    vetoed?: { reason: string; at: string };
+  }>;
+  skipped: Array<{ install_id: string; reason: string }>;
+}
+
+/** A fleet rollback plan as people read it: per group and install the move and its diff, then what is skipped and why. */
+export function formatFleetPlan(plan: FleetPlan): string {
+  const out: string[] = [];
+  let group: string | null = null;
+  for (const i of plan.installs) {
+    if (i.install_group !== group) {
+      group = i.install_group;
+      out.push(`group ${group}:`);
+    }
+    out.push(`  install ${i.install_name} (${i.install_id}): ${i.old_app_config_id ?? '(none)'} -> ${i.new_app_config_id}${i.vetoed ? ` VETOED: ${i.vetoed.reason}` : ''}`);
+    out.push(formatDiff(i.diff, '    '));
+  }
+  if (!plan.installs.length) out.push('no install to roll back');
+  for (const s of plan.skipped) out.push(`skipped ${s.install_id}: ${s.reason}`);
+  return out.join('\n');
+}
+
+/** `k=v,k=v` of --selector as match_labels. */
+export function parseSelector(text: string): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const part of text.split(',')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) throw new UsageError(`--selector ${JSON.stringify(text)}: each part is key=value (e.g. ring=canary,region=eu)`);
+    labels[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
+  }
+  return labels;
+}
+
+const collect = (v: string, prev: string[]) => [...prev, v];
+
+function registerApps(program: Command): void {
+  const apps = group(program, 'apps', 'apps: roll a fleet of installs back');
+  handle(
+    leaf(apps, 'rollback <app_id>', "roll an app's installs back, group by group (the app's branch groups, then `other`); shows the plan first")
+      .option('--to <previous|app_config_id>', 'each install to the config of its version before the current one (previous), or one app config', 'previous')
+      .option('--selector <k=v,...>', 'only the installs with these labels')
+      .option('--install <install_id>', 'only this install (repeat for more)', collect, [] as string[])
+      .option('--plan-only', 'only show the plan; change nothing')
+      .option('--yes', 'apply without asking for confirmation')
+      .option('--bake <duration>', 'health gate: after each group deploys, watch its installs this long (0s to 24h, e.g. 10m)')
+      .option('--on-bad <action>', 'health gate: when a verdict turns bad, halt (default) or rollback the groups deployed')
+      .option('--no-approval', 'deploy each group without waiting for an approval'),
+    async (run) => {
+      const [app] = run.args;
+      const onBad = str(run.opts.onBad);
+      if (onBad !== undefined && onBad !== 'halt' && onBad !== 'rollback') throw new UsageError(`--on-bad ${JSON.stringify(onBad)}: halt or rollback`);
+      const bake = str(run.opts.bake);
+      if (onBad !== undefined && bake === undefined) throw new UsageError('--on-bad needs --bake (the health gate it configures)');
+      const selector = str(run.opts.selector);
+      const installs = (run.opts.install as string[] | undefined) ?? [];
+      const planOnly = run.opts.planOnly === true;
+      const yes = run.opts.yes === true;
+      if (!planOnly && !yes && process.stdin.isTTY !== true) {
+        throw new UsageError('refusing to apply without confirmation: stdin is not a terminal; pass --yes to apply (or --plan-only to only see the plan)');
+      }
+      const body: Record<string, unknown> = { to: str(run.opts.to) ?? 'previous' };
+      if (installs.length) body.install_ids = installs;
+      if (selector !== undefined) body.selector = { match_labels: parseSelector(selector) };
+      if (bake !== undefined) body.health_gate = { bake, ...(onBad ? { action: onBad } : {}) };
+      if (run.opts.approval === false) body.approval = 'none';
+      const api = run.api();
+      const path = `/v1/apps/${seg(app)}/rollbacks`;
+      const planned = await api.post<{ plan: FleetPlan; applied: false }>(path, { ...body, plan_only: true });
+      const planText = `plan for app ${app} -> ${String(body.to)}:\n${formatFleetPlan(planned.plan)}`;
+      if (planOnly) {
+        if (run.json) return printJson(planned);
+        println(planText);
+        println('plan only: nothing was applied');
+        return;
+      }
+      // the plan comes first (on stderr with --json, so that stdout stays one JSON document)
+      if (run.json) process.stderr.write(`${planText}\n`);
+      else println(planText);
+      if (!yes && !(await confirm(`roll back ${planned.plan.installs.length} install(s) of app ${app}? [y/N] `))) {
+        throw new Error('aborted: nothing was applied');
+      }
+      const r = await api.post<{ run_id: string; workflow_id: string; status: string }>(path, body);
+      if (run.json) return printJson(r);
+      printFields([
+        ['run_id', r.run_id],
+        ['workflow_id', r.workflow_id],
+        ['status', r.status],
+      ]);
+      println(`follow it with: svc workflows get ${r.workflow_id}`);
+    },
+  );
+}
+
+interface AppConfigView {
+  app_config_id: string;
+  version: number;
+  vetoed: { reason: string; at: string } | null;
+}
+
+function registerConfigs(program: Command): void {
+  const configs = group(program, 'configs', "an app's configs: veto one so that nobody applies it");
+  const show = (c: AppConfigView) =>
+    printFields([
+      ['app_config_id', c.app_config_id],
+      ['version', c.version],
+      ['vetoed', c.vetoed ? `${c.vetoed.reason} (since ${c.vetoed.at})` : 'no'],
+    ]);
+  handle(
+    leaf(configs, 'veto <app_id> <app_config_id>', 'veto an app config: applying it is refused (409 vetoed) until unvetoed').requiredOption('--reason <reason>', 'why (shown to whoever tries to apply it)'),
+    async (run) => {
+      const [app, cfg] = run.args;
+      const c = await run.api().post<AppConfigView>(`/v1/apps/${seg(app)}/configs/${seg(cfg)}/veto`, { reason: str(run.opts.reason) });
+      if (run.json) return printJson(c);
+      show(c);
+    },
+  );
+  handle(leaf(configs, 'unveto <app_id> <app_config_id>', "lift an app config's veto"), async (run) => {
+    const [app, cfg] = run.args;
+    const c = await run.api().del<AppConfigView>(`/v1/apps/${seg(app)}/configs/${seg(cfg)}/veto`);
+    if (run.json) return printJson(c);
+    show(c);
+  });
+}
+
 // ---------------------------------------------------------------- workflows
 
 interface Step {
@@ -609,10 +743,12 @@ function registerWorkflows(program: Command): void {
 
 // ---------------------------------------------------------------- entry point
 
-/** Register `svc webhooks|installs|branches|workflows …` on the program. */
+/** Register `svc webhooks|installs|branches|apps|configs|workflows …` on the program. */
 export function registerApiCommands(program: Command): void {
   registerWebhooks(program);
   registerInstalls(program);
   registerBranches(program);
+  registerApps(program);
+  registerConfigs(program);
   registerWorkflows(program);
 }
