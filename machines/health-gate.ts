@@ -7,10 +7,9 @@ import { assign, emit, setup } from 'xstate';
 import { advance, initial } from './advance.ts';
 import type { Advanced } from './advance.ts';
 import type { KnownVerdict } from './health.ts';
+import type { GateVerdict } from '../src/domain/rollout.ts';
 
 export type GateStatus = 'baking' | 'passed' | 'tripped';
-export type GateVerdict = 'degraded' | 'unhealthy';
-export type GateAction = 'halt' | 'rollback';
 
 /** What tripped a gate: the install, the component behind its composite verdict, the verdict, the reason. */
 export interface GateTrip {

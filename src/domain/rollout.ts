@@ -1,11 +1,12 @@
 // Health-gated rollouts and fleet rollbacks (CONTRACT 4.3): the gate a run carries and what a run
 // records once its gate trips (`data.rollout` of its events).
-import type { GateAction, GateVerdict } from '../../machines/health-gate.ts';
 
-export type { GateAction, GateVerdict };
-
-export const GATE_VERDICTS = ['degraded', 'unhealthy'] as const satisfies readonly GateVerdict[];
-export const GATE_ACTIONS = ['halt', 'rollback'] as const satisfies readonly GateAction[];
+/** The composite verdicts a gate can watch for (`on`). */
+export const GATE_VERDICTS = ['degraded', 'unhealthy'] as const;
+export type GateVerdict = (typeof GATE_VERDICTS)[number];
+/** What a tripped gate does: stop the run, or also roll back the groups it deployed. */
+export const GATE_ACTIONS = ['halt', 'rollback'] as const;
+export type GateAction = (typeof GATE_ACTIONS)[number];
 /** The longest bake (CONTRACT 4.3: `bake` from 0s to 24h). */
 export const MAX_BAKE_MS = 24 * 3_600_000;
 
