@@ -272,6 +272,12 @@ describe('fleet rollback (CONTRACT 4.3)', () => {
     const requests = seen.filter((r) => r.json.type === 'com.svc.workflow_step.approval.v1' && r.json.data.transition === 'requested');
     expect(requests).toHaveLength(3);
     for (const r of requests) expect(r.json.data.approval.url).toBe(`${svc.url}/dashboard/${org.org_id}/workflows/${W}#step-${r.json.data.step.id}`);
+    // the rollback run's page (owned by the app) opens, with each group's step card
+    const session = await dashboardSession(`${svc.url}/dashboard`, org);
+    const page = await session.get(new URL(requests[0].json.data.approval.url).pathname.slice('/dashboard'.length));
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    for (const r of requests) expect(html).toContain(`id="step-${r.json.data.step.id}"`);
   });
 });
 
