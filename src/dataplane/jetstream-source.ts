@@ -47,6 +47,7 @@ import { decodeRoute } from '../domain/route.ts';
 import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENT_ID_HEADER, EVENTS_STREAM, REPLAY_WINDOW_MS, ROUTE_HEADER, SEAL_HEADER } from '../bus/jetstream.ts';
 import type { Seal } from '../bus/seal.ts';
 import type { DeliveryPipeline, InboundEvent, ProgressStore } from './pipeline.ts';
+import { RepeatedWarnings } from '../log-summary.ts';
 
 export type DropReason = 'forged' | 'unparseable' | 'replayed';
 
@@ -197,8 +198,14 @@ export class JetStreamSource {
   private readonly replayWindowMs: number;
   /** how long settled events are remembered: longer than the replay window (see the header) */
   private readonly settledMemoryMs: number;
+  private readonly replays: RepeatedWarnings;
 
   constructor(private readonly o: JetStreamSourceOptions) {
+    this.replays = new RepeatedWarnings(
+      o.logger,
+      o.clock,
+      'an event stored long after the engine sealed it was dropped: published again by someone (a replay), or the clocks of the engine and the nats-server differ by more than the replay window',
+    );
     this.replayWindowMs = o.replayWindowMs ?? REPLAY_WINDOW_MS;
     this.settledMemoryMs = Math.max(SETTLED_MEMORY_MS, this.replayWindowMs + EVENT_ACK_WAIT_MS);
   }
@@ -284,8 +291,10 @@ export class JetStreamSource {
       m.term();
       return;
     }
-    if (Number(m.info.timestampNanos) / 1e6 - sealedAt > this.replayWindowMs) {
+    const late = Number(m.info.timestampNanos) / 1e6 - sealedAt;
+    if (late > this.replayWindowMs) {
       this.o.dropped('replayed');
+      this.replays.warn({ subject: m.subject.split('.').slice(0, 3).join('.') }, { event_id: id, stored_after_ms: Math.round(late), window_ms: this.replayWindowMs });
       m.term();
       return;
     }
@@ -445,5 +454,6 @@ export class JetStreamSource {
     this.gate?.open();
     this.keepAlive?.cancel();
     await this.loop;
+    this.replays.close();
   }
 }
