@@ -35,7 +35,7 @@
 // after an outage (it seals each publish afresh; the NATS client drops what it buffered while
 // disconnected, so nothing sealed before an outage is stored after it). Within the window a copy
 // is a JetStream duplicate (same Nats-Msg-Id, 10 min window; a copy without one does not open:
-// the id is in the seal), and this plane remembers what it settled for longer than the window
+// the id is in the seal), and this plane remembers what it settled for longer than the window (at most MAX_SETTLED ids)
 // (after a nats-server restart, whose duplicate tracking forgets acked messages). Progress records
 // are sealed (HMAC with the data plane key, bound to the event id): a record someone else wrote is
 // ignored. The embedded mode has nothing to replay: its data plane reads the outbox in process.
@@ -59,7 +59,7 @@ export const RELEASE_DELAY_MS = PULL_EXPIRES_MS + 1000;
 
 /** Events settled here are remembered at least this long (and at most MAX_SETTLED of them), to ack them again. */
 const SETTLED_MEMORY_MS = 60_000;
-const MAX_SETTLED = 200_000;
+const MAX_SETTLED = 100_000;
 /** Acks sent this long before a disconnect may be forgotten by a restarted nats-server (measured: ~4 s). */
 export const ACK_RISK_MS = EVENT_ACK_WAIT_MS;
 /** After a reconnect, no pulling for this long: every plane writes its records first (reconnects are 1 s ± 0.25 s apart). */
