@@ -55,8 +55,15 @@ bench('signingKeys (once per webhook), overlap', () =>
 );
 const seal = new Seal(newDataplaneKey());
 const route = '1|org_1|installs|installs.provision|completion|inst_1||';
-const sealed = seal.sealEvent(event.id, route, body);
-bench('seal an event (relay, once per event)', () => seal.sealEvent(event.id, route, body));
-bench('open a sealed event (data plane, once per event)', () => seal.opensEvent(event.id, route, body, sealed));
+const sealed = seal.sealEvent(event.id, route, body, now);
+bench('seal an event (relay, once per event)', () => seal.sealEvent(event.id, route, body, now));
+bench('open a sealed event (data plane, once per event)', () => seal.openEvent(event.id, route, body, sealed));
+// the replay check on top of opening: JetStream's stored time, from the ack subject of a delivery
+const ackSubject = `$JS.ACK.SVC_EVENTS.svc-dispatch.1.123456.123456.${now * 1_000_000}.0`;
+bench('open + replay check (stored time from the ack subject)', () => {
+  const at = seal.openEvent(event.id, route, body, sealed);
+  const stored = Number(ackSubject.split('.')[7]) / 1e6;
+  return at !== null && stored - at < 120_000;
+});
 bench('checkDelivery (svc listen), both signatures', () => checkDelivery(whsec, received as unknown as Record<string, string>, body, now).ok);
 if (sink < 0) console.log(sink);

@@ -69,9 +69,10 @@ export function defaultDeliveryThreads(): number {
  * `clock` is the engine's time: its timers (runner health checks, job re-sends, drift scans, the
  * local runner's heartbeats), the time of facts, a rotated secret's expiry. The delivery machinery
  * (timeouts, outcome batches, status writes) runs on real time whatever `clock` is, so a test can
- * move the engine's time without stopping deliveries.
+ * move the engine's time without stopping deliveries. `replayWindowMs`: a test's shortened replay
+ * window (src/bus/jetstream.ts REPLAY_WINDOW_MS) for the data plane on this thread and the outcomes.
  */
-export async function startServer(config: ServeConfig, opts: { logger?: pino.Logger; clock?: Clock } = {}): Promise<RunningServer> {
+export async function startServer(config: ServeConfig, opts: { logger?: pino.Logger; clock?: Clock; replayWindowMs?: number } = {}): Promise<RunningServer> {
   const logger = opts.logger ?? pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
   const clock = opts.clock ?? systemClock;
   const db = openDb(config.db);
@@ -174,7 +175,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     eventPublisher = new JetStreamPublisher(nats.nc, natsConnectOptions({ servers: [], name: 'svc', role: 'engine' }).inboxPrefix!);
     jsRelay = new JetStreamRelay(db, eventPublisher, seal, logger, metrics);
     outboxChanged = (rows) => jsRelay!.handoff(rows);
-    outcomes = await consumeOutcomes(js, seal, (b) => status.apply(b), logger);
+    outcomes = await consumeOutcomes(js, seal, (b) => status.apply(b), logger, { replayWindowMs: opts.replayWindowMs });
     if (config.deliver) {
       const n = config.deliveryThreads ?? defaultDeliveryThreads();
       const processId = randomUUID().slice(0, 8);
@@ -186,7 +187,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
         );
         await threads.start();
       } else {
-        dataPlane = await startNatsDataPlane({ nc: nats.nc, seal, limits, workerId: `serve_${processId}`, clock: systemClock, logger });
+        dataPlane = await startNatsDataPlane({ nc: nats.nc, seal, limits, workerId: `serve_${processId}`, clock: systemClock, logger, replayWindowMs: opts.replayWindowMs });
       }
     }
   } else {

@@ -46,10 +46,20 @@ export const PROGRESS_BUCKET = 'svc_progress';
 export const EVENT_ACK_WAIT_MS = 10_000;
 /** JetStream's duplicate window for event ids (a relay that republishes after a crash). */
 export const EVENT_DEDUPE_WINDOW_MS = 10 * 60_000;
+/**
+ * An event or outcome batch stored this long after it was sealed is a replay (CONTRACT 6.7,
+ * src/dataplane/jetstream-source.ts). It covers the clock difference between the sealer's host and
+ * the nats-server's, and the publish latency (a publish times out after 10 s; one the NATS client
+ * held during a reconnect waits at most its dial timeout, 20 s). Shorter than both duplicate
+ * windows: any copy stored within it is a JetStream duplicate.
+ */
+export const REPLAY_WINDOW_MS = 2 * 60_000;
 /** Events handed out and not yet acked, all data planes together (each bounds its own share). */
 export const EVENT_MAX_ACK_PENDING = 100_000;
 const PROGRESS_TTL_MS = 24 * 3_600_000;
 const OUTCOMES_MAX_AGE_MS = 24 * 3_600_000;
+/** JetStream's duplicate window for outcome batch ids (a data plane that sends a batch again). */
+const OUTCOMES_DEDUPE_WINDOW_MS = 10 * 60_000;
 
 /** Headers of an event message (besides Nats-Msg-Id = the event id). */
 export const ROUTE_HEADER = 'Svc-Route';
@@ -100,6 +110,7 @@ const outcomesStream = (): StreamCfg => ({
   retention: RetentionPolicy.Workqueue,
   storage: StorageType.File,
   max_age: nanos(OUTCOMES_MAX_AGE_MS),
+  duplicate_window: nanos(OUTCOMES_DEDUPE_WINDOW_MS),
 });
 
 const outcomesConsumer = (): Partial<ConsumerConfig> => ({

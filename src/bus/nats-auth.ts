@@ -63,12 +63,15 @@ export interface PermissionLists {
  *  - webhooks (read only): `Kvm.open` (no API call), `kv.status()` (STREAM.INFO: how far the
  *    registry goes, to know when the watch has caught up), `kv.watch` = an ordered push consumer named
  *    `oc_<nuid>_<n>` created with the ≥2.9 API (`CONSUMER.CREATE.<stream>.<name>.<filter>`),
- *    answered flow control (`$JS.FC.<stream>.…`), and the delete an ordered consumer sends when
- *    it resets; `kv.get` (STREAM.MSG.GET: a bucket bound by `open()` does not use direct get);
+ *    answered flow control (`$JS.FC.<stream>.…`); `kv.get` (STREAM.MSG.GET: a bucket bound by
+ *    `open()` does not use direct get);
  *  - progress: get (STREAM.MSG.GET), put/delete (JetStream publish on `$KV.svc_progress.<key>`);
  *  - outcomes: JetStream publish on `svc.outcomes.…`.
  * Every reply comes to `_SVC_WORKER_INBOX.…`, the only thing it may subscribe to.
- * Not granted: `$JS.API.INFO` (`Kvm.open` and `consumers.get` do not need it; `jetstreamManager()`
+ * Not granted: deleting any consumer or stream (an ordered consumer that resets asks to delete its
+ * previous consumer and ignores the refusal: the server removes it after 5 min of inactivity; one
+ * worker cannot take another's watch away), publishing or reading events other than through
+ * svc-dispatch, `$JS.API.INFO` (`Kvm.open` and `consumers.get` do not need it; `jetstreamManager()`
  * does), `$JS.API.DIRECT.GET.…` (only if a bucket is opened with `allow_direct: true`), and the
  * 12-token `$JS.ACK.<domain>.<hash>.…` ack subjects (not sent by 2.9 servers).
  */
@@ -83,7 +86,6 @@ export function workerPermissions(): PermissionLists {
         `$JS.ACK.${EVENTS_STREAM}.${DISPATCH_CONSUMER}.>`,
         `$JS.API.STREAM.INFO.${webhooksStream}`,
         `$JS.API.CONSUMER.CREATE.${webhooksStream}.*.$KV.${REGISTRY_BUCKET}.>`,
-        `$JS.API.CONSUMER.DELETE.${webhooksStream}.*`,
         `$JS.FC.${webhooksStream}.>`,
         `$JS.API.STREAM.MSG.GET.${webhooksStream}`,
         `$JS.API.STREAM.MSG.GET.${progressStream}`,

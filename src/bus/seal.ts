@@ -1,9 +1,11 @@
 // Trust between the control plane and the data plane (CONTRACT 6.7), with one 32-byte data plane
-// key: the engine seals every event it publishes (HMAC over id, route and body) and the data plane
-// drops what does not open; webhook entries replicated to the data plane are encrypted and
-// authenticated (AES-256-GCM), so the bus never carries a webhook secret in the clear and a forged
-// entry is refused; outcome batches travelling back are sealed too. This holds on a NATS server
-// with no authentication at all: only holders of the key can seal.
+// key: the engine seals every event it publishes (HMAC over id, route, the time it publishes it and
+// body) and the data plane drops what does not open, or was stored by JetStream long after it was
+// sealed (a replay, src/dataplane/jetstream-source.ts); webhook entries replicated to the data
+// plane are encrypted and authenticated (AES-256-GCM), so the bus never carries a webhook secret in
+// the clear and a forged entry is refused; progress records and outcome batches travelling back are
+// sealed too. This holds on a NATS server with no authentication at all: only holders of the key
+// can seal.
 import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const DATAPLANE_KEY_BYTES = 32;
@@ -31,26 +33,36 @@ export class Seal {
   private readonly eventKey: Buffer;
   private readonly entryKey: Buffer;
   private readonly batchKey: Buffer;
+  private readonly progressKey: Buffer;
 
   constructor(key: Buffer) {
     if (key.length !== DATAPLANE_KEY_BYTES) throw new Error(`a data plane key is ${DATAPLANE_KEY_BYTES} bytes`);
-    this.eventKey = subkey(key, 'event seal');
+    this.eventKey = subkey(key, 'event seal v2');
     this.entryKey = subkey(key, 'registry entry');
     this.batchKey = subkey(key, 'outcome batch');
+    this.progressKey = subkey(key, 'progress record');
   }
 
-  private eventMac(id: string, route: string, body: Uint8Array | string): Buffer {
-    return createHmac('sha256', this.eventKey).update(id).update(NL).update(route).update(NL).update(body).digest();
+  private eventMac(id: string, route: string, sealedAt: string, body: Uint8Array | string): Buffer {
+    return createHmac('sha256', this.eventKey).update(id).update(NL).update(route).update(NL).update(sealedAt).update(NL).update(body).digest();
   }
 
-  /** The seal of an event (base64url), over its id, its encoded route and its exact body bytes. */
-  sealEvent(id: string, route: string, body: Uint8Array | string): string {
-    return this.eventMac(id, route, body).toString('base64url');
+  /**
+   * The seal of an event, `<ms>.<base64url mac>`: the time it is published (ms since the epoch) and
+   * a MAC over its id, its encoded route, that time and its exact body bytes.
+   */
+  sealEvent(id: string, route: string, body: Uint8Array | string, sealedAt: number): string {
+    const at = String(Math.floor(sealedAt));
+    return `${at}.${this.eventMac(id, route, at, body).toString('base64url')}`;
   }
 
-  /** Whether seal is the engine's seal of exactly this id, route and body. Constant time. */
-  opensEvent(id: string, route: string, body: Uint8Array | string, seal: string): boolean {
-    return sameMac(seal, this.eventMac(id, route, body));
+  /** When the engine sealed exactly this id, route and body (ms), or null when seal is not its seal of them. Constant time. */
+  openEvent(id: string, route: string, body: Uint8Array | string, seal: string): number | null {
+    const dot = seal.indexOf('.');
+    if (dot < 1 || dot > 16) return null;
+    const at = seal.slice(0, dot);
+    if (!/^\d+$/.test(at)) return null;
+    return sameMac(seal.slice(dot + 1), this.eventMac(id, route, at, body)) ? Number(at) : null;
   }
 
   /** Encrypt and authenticate a replicated value (base64: iv | ciphertext | tag); aad binds it to its key. */
@@ -82,5 +94,22 @@ export class Seal {
 
   opensBatch(body: Uint8Array | string, seal: string): boolean {
     return sameMac(seal, createHmac('sha256', this.batchKey).update(body).digest());
+  }
+
+  private recordMac(key: string, text: string): Buffer {
+    return createHmac('sha256', this.progressKey).update(key).update(NL).update(text).digest();
+  }
+
+  /** A progress record as stored (`<base64url mac>.<text>`), bound to its key (the event id). */
+  sealRecord(key: string, text: string): string {
+    return `${this.recordMac(key, text).toString('base64url')}.${text}`;
+  }
+
+  /** The text of a sealed progress record, or null when it was not sealed with this key for this key. */
+  openRecord(key: string, sealed: string): string | null {
+    const dot = sealed.indexOf('.');
+    if (dot < 1) return null;
+    const text = sealed.slice(dot + 1);
+    return sameMac(sealed.slice(0, dot), this.recordMac(key, text)) ? text : null;
   }
 }

@@ -1,14 +1,21 @@
 // Dashboard sign-in state: the session cookie, CSRF checks and one-shot flash messages.
-import { timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import type { AppContext } from '../context.ts';
-import { getSession, type Session } from '../../store/sessions.ts';
+import { getSession, randomToken, type Session } from '../../store/sessions.ts';
+import { setSettingOnce } from '../../store/settings.ts';
 import type { Paths } from './paths.ts';
 
 export const SESSION_COOKIE = 'svc_session';
-/** Double-submit token of the login form (there is no session yet to hold it). */
+/**
+ * The login form's CSRF cookie (there is no session yet to hold a token): a random value per
+ * browser; each form carries a token signed with the server's key over it (LoginCsrf). Over https
+ * it is a `__Host-` cookie, which a sibling subdomain cannot set (cookie tossing).
+ */
 export const LOGIN_CSRF_COOKIE = 'svc_login_csrf';
+/** A login form's token is accepted this long after the form was served. */
+export const LOGIN_FORM_TTL_MS = 60 * 60 * 1000;
 const FLASH_COOKIE = 'svc_flash';
 export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 
@@ -46,8 +53,55 @@ export function setSessionCookie(c: DashContext, token: string): void {
   setCookie(c, SESSION_COOKIE, token, cookieOpts(c, Math.floor(SESSION_TTL_MS / 1000)));
 }
 
-export function setLoginCsrfCookie(c: DashContext, token: string): void {
-  setCookie(c, LOGIN_CSRF_COOKIE, token, cookieOpts(c, 60 * 60));
+// over https a `__Host-` cookie (Secure, for the path /, no domain)
+const loginCsrfCookieOpts = (c: DashContext, maxAgeSeconds?: number) => ({ ...cookieOpts(c, maxAgeSeconds), ...(c.get('secure') ? { path: '/', prefix: 'host' as const } : {}) });
+
+/** This browser's login CSRF value (from its cookie), if it has a well-formed one. */
+export function loginCsrfCookie(c: DashContext): string | undefined {
+  const v = c.get('secure') ? getCookie(c, LOGIN_CSRF_COOKIE, 'host') : getCookie(c, LOGIN_CSRF_COOKIE);
+  return v && /^[A-Za-z0-9_-]{43}$/.test(v) ? v : undefined;
+}
+
+export function setLoginCsrfCookie(c: DashContext, value: string): void {
+  setCookie(c, LOGIN_CSRF_COOKIE, value, loginCsrfCookieOpts(c, Math.floor(LOGIN_FORM_TTL_MS / 1000)));
+}
+
+export function clearLoginCsrfCookie(c: DashContext): void {
+  deleteCookie(c, LOGIN_CSRF_COOKIE, loginCsrfCookieOpts(c));
+}
+
+/**
+ * Login form tokens: `<issued at ms>.<HMAC(server key, "login", cookie value, issued at)>`. A token
+ * is good only with the cookie it was made for, for LOGIN_FORM_TTL_MS, and for the login form only
+ * (a session's CSRF token is another thing). Nobody without the server's key can make one for a
+ * cookie value of their choosing.
+ */
+export class LoginCsrf {
+  constructor(private readonly key: Buffer) {}
+
+  /** The server's key, made once per database. */
+  static forDb(db: Parameters<typeof setSettingOnce>[0]): LoginCsrf {
+    return new LoginCsrf(Buffer.from(setSettingOnce(db, 'dashboard_csrf_key', randomToken()), 'base64url'));
+  }
+
+  private mac(cookie: string, at: string): string {
+    return createHmac('sha256', this.key).update('login\n').update(cookie).update('\n').update(at).digest('base64url');
+  }
+
+  token(cookie: string, nowMs: number): string {
+    const at = String(Math.floor(nowMs));
+    return `${at}.${this.mac(cookie, at)}`;
+  }
+
+  verify(cookie: string | undefined, token: string | undefined, nowMs: number): boolean {
+    if (!cookie || !token) return false;
+    const dot = token.indexOf('.');
+    const at = token.slice(0, dot);
+    if (dot < 1 || !/^\d{1,16}$/.test(at)) return false;
+    const age = nowMs - Number(at);
+    if (age > LOGIN_FORM_TTL_MS || age < -60_000) return false;
+    return sameToken(token.slice(dot + 1), this.mac(cookie, at));
+  }
 }
 
 export function clearCookie(c: DashContext, name: string): void {

@@ -54,6 +54,8 @@ export async function startNatsDataPlane(o: {
   workerId: string;
   clock: Clock;
   logger: Logger;
+  /** a test's shortened replay window (src/dataplane/jetstream-source.ts) */
+  replayWindowMs?: number;
 }): Promise<DataPlane> {
   const js = jetstream(o.nc);
   const kvm = new Kvm(js);
@@ -76,15 +78,16 @@ export async function startNatsDataPlane(o: {
   await watch.ready;
 
   const subject = outcomesSubject(o.workerId);
+  // sealed, with the time it is sent, and its id as Nats-Msg-Id (a copy sent again is a JetStream duplicate)
   const send = async (batch: OutcomeBatch) => {
-    const body = encodeOutcomeBatch(batch);
-    await js.publish(subject, body, { headers: sealHeaders(o.seal.sealBatch(body)) });
+    const body = encodeOutcomeBatch({ ...batch, sent_at: o.clock.now() });
+    await js.publish(subject, body, { msgID: batch.id, headers: sealHeaders(o.seal.sealBatch(body)) });
   };
-  const progress = new KvProgress(progressKv);
+  const progress = new KvProgress(progressKv, o.seal, (eventId) => o.logger.warn({ event_id: eventId }, 'a delivery progress record does not open with the data plane key; ignored'));
   const parts = assemble({ worker: o.workerId, registry, progress, send, limits: o.limits, clock: o.clock, logger: o.logger });
   counted = (reason) => parts.sink.droppedEvent(reason);
   for (; stale > 0; stale--) counted('stale_registry');
-  const source = new JetStreamSource({ js, workerId: o.workerId, seal: o.seal, pipeline: parts.pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r) => parts.sink.droppedEvent(r) });
+  const source = new JetStreamSource({ js, workerId: o.workerId, seal: o.seal, pipeline: parts.pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r) => parts.sink.droppedEvent(r), replayWindowMs: o.replayWindowMs });
   // what the source holds and settled lately outlives a lost connection (a nats-server restart)
   void (async () => {
     for await (const st of o.nc.status()) {

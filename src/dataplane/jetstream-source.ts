@@ -26,16 +26,30 @@
 //    redeliveries): settled elsewhere → acked; held by another plane (recently marked) → nak'd
 //    with a delay (its holder's `working()` keeps it from coming back; if the holder died it comes
 //    back and is attempted with what the record says was done); else attempted minus what was done.
+//
+// Replays (CONTRACT 6.7). The relay seals each event with the time it publishes it; JetStream
+// stamps each message with the time it stored it (in the ack subject each delivery carries, so
+// reading it costs nothing). An event stored more than REPLAY_WINDOW_MS after it was sealed was
+// published again by someone else, later: dropped and counted `replayed`. A backlog however old
+// is delivered (it was stored right after it was sealed), and so are rows a relay publishes late
+// after an outage (it seals each publish afresh; the NATS client drops what it buffered while
+// disconnected, so nothing sealed before an outage is stored after it). Within the window a copy
+// is a JetStream duplicate (same Nats-Msg-Id, 10 min window; a copy without one does not open:
+// the id is in the seal), and this plane remembers what it settled for longer than the window (at most MAX_SETTLED ids)
+// (after a nats-server restart, whose duplicate tracking forgets acked messages). Progress records
+// are sealed (HMAC with the data plane key, bound to the event id): a record someone else wrote is
+// ignored. The embedded mode has nothing to replay: its data plane reads the outbox in process.
 import type { Logger } from 'pino';
 import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { Clock, Timer } from '../domain/clock.ts';
 import { decodeRoute } from '../domain/route.ts';
-import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENT_ID_HEADER, EVENTS_STREAM, ROUTE_HEADER, SEAL_HEADER } from '../bus/jetstream.ts';
+import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENT_ID_HEADER, EVENTS_STREAM, REPLAY_WINDOW_MS, ROUTE_HEADER, SEAL_HEADER } from '../bus/jetstream.ts';
 import type { Seal } from '../bus/seal.ts';
 import type { DeliveryPipeline, InboundEvent, ProgressStore } from './pipeline.ts';
+import { RepeatedWarnings } from '../log-summary.ts';
 
-export type DropReason = 'forged' | 'unparseable';
+export type DropReason = 'forged' | 'unparseable' | 'replayed';
 
 const MAX_PULL = 256;
 /** How long a pull request waits on the server for events (a stopped plane's last one outlives it that long). */
@@ -43,7 +57,7 @@ const PULL_EXPIRES_MS = 2000;
 /** Events released at a drain come back this much later, once this plane's last pull request has expired. */
 export const RELEASE_DELAY_MS = PULL_EXPIRES_MS + 1000;
 
-/** Events settled here are remembered this long (and at most MAX_SETTLED of them), to ack them again. */
+/** Events settled here are remembered at least this long (and at most MAX_SETTLED of them), to ack them again. */
 const SETTLED_MEMORY_MS = 60_000;
 const MAX_SETTLED = 100_000;
 /** Acks sent this long before a disconnect may be forgotten by a restarted nats-server (measured: ~4 s). */
@@ -68,22 +82,38 @@ export class KvProgress implements ProgressStore {
   /** events held here and marked as this plane's after a reconnect: their progress keeps the mark */
   private readonly marks = new Map<string, { holder: string; at: number }>();
 
-  constructor(private readonly kv: KV) {}
+  constructor(
+    private readonly kv: KV,
+    private readonly seal: Seal,
+    /** a record that does not open with the data plane key (written by someone else): ignored */
+    private readonly refused: (eventId: string) => void = () => {},
+  ) {}
+
+  private put(eventId: string, rec: unknown): Promise<number> {
+    const key = progressKey(eventId);
+    return this.kv.put(key, this.seal.sealRecord(key, JSON.stringify(rec)));
+  }
 
   async save(events: ReadonlyArray<{ event: InboundEvent; done: readonly string[] }>): Promise<void> {
     await Promise.all(
       events.map((e) => {
         const mark = this.marks.get(e.event.id);
-        return this.kv.put(progressKey(e.event.id), JSON.stringify(mark ? { done: e.done, ...mark } : e.done));
+        return this.put(e.event.id, mark ? { done: e.done, ...mark } : e.done);
       }),
     );
   }
 
   async load(eventId: string): Promise<ProgressRecord | null> {
-    const e = await this.kv.get(progressKey(eventId));
+    const key = progressKey(eventId);
+    const e = await this.kv.get(key);
     if (!e || e.operation !== 'PUT') return null;
+    const text = this.seal.openRecord(key, e.string());
+    if (text === null) {
+      this.refused(eventId);
+      return null;
+    }
     try {
-      const v = e.json<unknown>();
+      const v = JSON.parse(text) as unknown;
       const strings = (a: unknown) => (Array.isArray(a) ? a.filter((x): x is string => typeof x === 'string') : []);
       if (Array.isArray(v)) return { done: strings(v) };
       if (!v || typeof v !== 'object') return null;
@@ -110,7 +140,7 @@ export class KvProgress implements ProgressStore {
       const failed: typeof left = [];
       for (let i = 0; i < left.length; i += 256) {
         const chunk = left.slice(i, i + 256);
-        const results = await Promise.allSettled(chunk.map((r) => this.kv.put(progressKey(r.id), JSON.stringify(r.rec))));
+        const results = await Promise.allSettled(chunk.map((r) => this.put(r.id, r.rec)));
         results.forEach((r, j) => r.status === 'rejected' && failed.push(chunk[j]));
       }
       left = failed;
@@ -139,6 +169,8 @@ export interface JetStreamSourceOptions {
   clock: Clock;
   logger: Logger;
   dropped(reason: DropReason): void;
+  /** REPLAY_WINDOW_MS unless a test shortens it */
+  replayWindowMs?: number;
 }
 
 export class JetStreamSource {
@@ -163,8 +195,20 @@ export class JetStreamSource {
   private suspectUntil = 0;
   /** since the last summary: events acked again (settled here or elsewhere), deferred (held elsewhere) */
   private readonly counts = { reacked: 0, settledElsewhere: 0, heldElsewhere: 0 };
+  private readonly replayWindowMs: number;
+  /** how long settled events are remembered: longer than the replay window (see the header) */
+  private readonly settledMemoryMs: number;
+  private readonly replays: RepeatedWarnings;
 
-  constructor(private readonly o: JetStreamSourceOptions) {}
+  constructor(private readonly o: JetStreamSourceOptions) {
+    this.replays = new RepeatedWarnings(
+      o.logger,
+      o.clock,
+      'an event stored long after the engine sealed it was dropped: published again by someone (a replay), or the clocks of the engine and the nats-server differ by more than the replay window',
+    );
+    this.replayWindowMs = o.replayWindowMs ?? REPLAY_WINDOW_MS;
+    this.settledMemoryMs = Math.max(SETTLED_MEMORY_MS, this.replayWindowMs + EVENT_ACK_WAIT_MS);
+  }
 
   /**
    * Start pulling (waits for the engine to have created the stream and consumer); resolves once
@@ -239,10 +283,18 @@ export class JetStreamSource {
     const id = h?.get(EVENT_ID_HEADER) ?? '';
     const routeText = h?.get(ROUTE_HEADER) ?? '';
     const seal = h?.get(SEAL_HEADER) ?? '';
-    if (!id || !routeText || !seal || !this.o.seal.opensEvent(id, routeText, m.data, seal)) {
+    const sealedAt = id && routeText && seal ? this.o.seal.openEvent(id, routeText, m.data, seal) : null;
+    if (sealedAt === null) {
       this.o.dropped('forged');
       // term() without a reason: nats-server 2.9 ignores a `+TERM <reason>` ack, and the message
       // would come back after every ack wait (and be counted again)
+      m.term();
+      return;
+    }
+    const late = Number(m.info.timestampNanos) / 1e6 - sealedAt;
+    if (late > this.replayWindowMs) {
+      this.o.dropped('replayed');
+      this.replays.warn({ subject: m.subject.split('.').slice(0, 3).join('.') }, { event_id: id, stored_after_ms: Math.round(late), window_ms: this.replayWindowMs });
       m.term();
       return;
     }
@@ -327,7 +379,7 @@ export class JetStreamSource {
   }
 
   private forgetSettled(): void {
-    const before = this.o.clock.now() - SETTLED_MEMORY_MS;
+    const before = this.o.clock.now() - this.settledMemoryMs;
     for (const [id, at] of this.settled) {
       if (at >= before && this.settled.size <= MAX_SETTLED) break;
       this.settled.delete(id);
@@ -402,5 +454,6 @@ export class JetStreamSource {
     this.gate?.open();
     this.keepAlive?.cancel();
     await this.loop;
+    this.replays.close();
   }
 }

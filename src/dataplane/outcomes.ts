@@ -1,6 +1,8 @@
 // Outcomes of one data plane, gathered into batches (every 100 ms, or sooner when many) and sent
 // back to the control plane: never a write per attempt on the hot path. A batch that cannot be
-// sent is kept and sent again (bounded: past MAX_BUFFERED the oldest are dropped, with a warning).
+// sent is sent again as it was, with the same id (the control plane applies a batch id once, so a
+// send whose answer was lost counts once), before anything newer; what comes meanwhile waits in
+// the buffer (bounded: past MAX_BUFFERED the oldest are dropped, with a warning).
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
 import type { Outcome, OutcomeBatch } from '../domain/outcomes.ts';
@@ -13,6 +15,9 @@ const MAX_BUFFERED = 50_000;
 export class BatchingOutcomeSink implements OutcomeSink {
   private buffer: Outcome[] = [];
   private dropped: Record<string, number> = {};
+  /** a batch whose send failed: sent again first */
+  private unsent: OutcomeBatch | null = null;
+  private seq = 0;
   private readonly timer: Timer;
   private sending: Promise<void> | null = null;
   private failing = false;
@@ -45,19 +50,22 @@ export class BatchingOutcomeSink implements OutcomeSink {
   /** Send what is buffered now (waits for a send under way first). */
   async flush(): Promise<void> {
     while (this.sending) await this.sending;
-    if (!this.buffer.length && !Object.keys(this.dropped).length) return;
-    const outcomes = this.buffer.splice(0, MAX_BATCH);
-    const dropped = this.dropped;
-    this.dropped = {};
-    const batch: OutcomeBatch = { worker: this.worker, in_flight: this.inFlight(), dropped, outcomes };
-    this.sending = this.send(batch).then(
+    let batch = this.unsent;
+    if (!batch) {
+      if (!this.buffer.length && !Object.keys(this.dropped).length) return;
+      const dropped = this.dropped;
+      this.dropped = {};
+      batch = { id: `${this.worker}.${(++this.seq).toString(36)}`, sent_at: 0, worker: this.worker, in_flight: this.inFlight(), dropped, outcomes: this.buffer.splice(0, MAX_BATCH) };
+    }
+    const sent = batch;
+    this.sending = this.send(sent).then(
       () => {
+        this.unsent = null;
         if (this.failing) this.logger.warn('sending delivery outcomes again');
         this.failing = false;
       },
       (err: unknown) => {
-        this.buffer.unshift(...outcomes);
-        for (const [k, n] of Object.entries(dropped)) this.dropped[k] = (this.dropped[k] ?? 0) + n;
+        this.unsent = sent;
         if (!this.failing) this.logger.warn({ err: String(err) }, 'could not send delivery outcomes; keeping them');
         this.failing = true;
       },

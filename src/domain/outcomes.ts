@@ -1,5 +1,6 @@
 // Delivery outcomes travelling from a data plane back to the control plane, in batches (CONTRACT
-// 4.1 delivery_status, 6.5 metrics). Compact on the wire: one array per outcome.
+// 4.1 delivery_status, 6.5 metrics). Compact on the wire: one array per outcome; the envelope
+// carries the batch's id (applied once, src/ingest/outcomes.ts) and when it was sent.
 
 export interface Outcome {
   webhook_id: string;
@@ -16,6 +17,10 @@ export interface Outcome {
 }
 
 export interface OutcomeBatch {
+  /** unique per batch, the same when the batch is sent again (its Nats-Msg-Id too): applied once */
+  id: string;
+  /** when the data plane sent it (ms since the epoch; set at each send, 0 before) */
+  sent_at: number;
   /** the data plane that sent it (a thread of svc serve, or a svc worker) */
   worker: string;
   /** its attempts in flight when it sent the batch */
@@ -29,13 +34,13 @@ type WireOutcome = [string, string, string, string, 0 | 1, number | null, string
 
 export function encodeOutcomeBatch(b: OutcomeBatch): string {
   const outcomes: WireOutcome[] = b.outcomes.map((o) => [o.webhook_id, o.org_id, o.event_id, o.type, o.ok ? 1 : 0, o.status, o.error, o.duration_ms, o.at]);
-  return JSON.stringify({ w: b.worker, f: b.in_flight, d: b.dropped, o: outcomes });
+  return JSON.stringify({ i: b.id, t: b.sent_at, w: b.worker, f: b.in_flight, d: b.dropped, o: outcomes });
 }
 
 export function decodeOutcomeBatch(text: string): OutcomeBatch | null {
   try {
-    const v = JSON.parse(text) as { w: unknown; f: unknown; d: unknown; o: unknown };
-    if (typeof v.w !== 'string' || typeof v.f !== 'number' || !Array.isArray(v.o) || typeof v.d !== 'object' || v.d === null) return null;
+    const v = JSON.parse(text) as { i: unknown; t: unknown; w: unknown; f: unknown; d: unknown; o: unknown };
+    if (typeof v.i !== 'string' || !v.i || typeof v.t !== 'number' || typeof v.w !== 'string' || typeof v.f !== 'number' || !Array.isArray(v.o) || typeof v.d !== 'object' || v.d === null) return null;
     const outcomes: Outcome[] = [];
     for (const x of v.o as unknown[]) {
       if (!Array.isArray(x) || x.length !== 9) return null;
@@ -46,7 +51,7 @@ export function decodeOutcomeBatch(text: string): OutcomeBatch | null {
     }
     const dropped: Record<string, number> = {};
     for (const [k, n] of Object.entries(v.d as Record<string, unknown>)) if (typeof n === 'number' && n > 0) dropped[k] = n;
-    return { worker: v.w, in_flight: v.f, dropped, outcomes };
+    return { id: v.i, sent_at: v.t, worker: v.w, in_flight: v.f, dropped, outcomes };
   } catch {
     return null;
   }

@@ -1,7 +1,9 @@
 // NATS mode: the outbox relay. Publishes committed events to the SVC_EVENTS stream in order, in
 // batches (back to back on one connection, so they are stored in outbox order), each with its
 // route and the engine's seal in headers and its id as Nats-Msg-Id (JetStream drops a re-publish
-// after a crash as a duplicate). A row JetStream has stored is deleted: from then on JetStream is
+// after a crash as a duplicate). The seal covers the time of this publish (not the event's): a
+// data plane drops an event stored long after it was sealed as a replay, and a row published late
+// (NATS was away for hours) is sealed when it is published. A row JetStream has stored is deleted: from then on JetStream is
 // the durable queue. While NATS is away, rows wait and the relay tries again. A row the bus cannot
 // carry (over 256 KiB, or refused for its size) is set aside (src/relay/set-aside.ts) and the rows
 // behind it go on.
@@ -14,6 +16,7 @@ import type { Db } from '../../store/db.ts';
 import { deleteOutbox, readOutbox, type OutboxRow } from '../../store/outbox.ts';
 import type { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
 import type { Seal } from '../bus/seal.ts';
+import { systemClock, type Clock } from '../domain/clock.ts';
 import { errorText } from '../domain/errors.ts';
 import type { Metrics } from '../metrics.ts';
 import { isUnpublishable, oversized, SetAside } from './set-aside.ts';
@@ -53,6 +56,8 @@ export class JetStreamRelay {
     private readonly seal: Seal,
     private readonly logger: Logger,
     metrics: Metrics | null = null,
+    /** the time seals carry: the real time (data planes compare it with JetStream's) */
+    private readonly clock: Clock = systemClock,
   ) {
     this.aside = new SetAside(db, logger, metrics);
   }
@@ -100,8 +105,9 @@ export class JetStreamRelay {
             if (tooBig) this.aside.event(r, tooBig);
             else tried.push(r);
           }
+          const now = this.clock.now();
           const acks = await Promise.allSettled(
-            tried.map((r) => this.publisher.publish(r.subject, r.body, r.event_id, r.route, this.seal.sealEvent(r.event_id, r.route, r.body))),
+            tried.map((r) => this.publisher.publish(r.subject, r.body, r.event_id, r.route, this.seal.sealEvent(r.event_id, r.route, r.body, now))),
           );
           // in order: stored, or refused for its size (set aside), up to the first other failure
           const stored: number[] = [];

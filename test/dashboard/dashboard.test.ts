@@ -730,7 +730,8 @@ describe('dashboard over HTTP', () => {
       const r = await fetch(`${s2.url}/ops/dash/${o.org_id}`, { redirect: 'manual' });
       expect(r.headers.get('location')).toBe(`/ops/dash/login?next=${encodeURIComponent(`/ops/dash/${o.org_id}`)}`);
       const login = await fetch(`${s2.url}/ops/dash/login`);
-      expect(login.headers.getSetCookie()[0]).toMatch(/Path=\/ops\/dash; HttpOnly; Secure; SameSite=Lax/);
+      // over https the login CSRF cookie is a __Host- cookie (for the path /: no sibling subdomain can set it)
+      expect(login.headers.getSetCookie()[0]).toMatch(/^__Host-svc_login_csrf=[^;]+; Max-Age=3600; Path=\/; HttpOnly; Secure; SameSite=Lax/);
       const old = await fetch(`${s2.url}/dashboard/login`);
       expect(old.status).toBe(404);
       expect(await old.json()).toMatchObject({ error: 'not_found' });

@@ -71,7 +71,7 @@ export function newDbWithOrg(name: string): { db: string; org: OrgCreds } {
  * engine's time (a ManualClock: the test moves the runner health checks, job re-sends, drift scans
  * and the local runner's heartbeats by advancing it); delivery runs on real time whatever it is.
  */
-export async function startService(overrides: Partial<ServeConfig> = {}, opts: { logger?: pino.Logger; clock?: Clock } = {}): Promise<TestService> {
+export async function startService(overrides: Partial<ServeConfig> = {}, opts: { logger?: pino.Logger; clock?: Clock; replayWindowMs?: number } = {}): Promise<TestService> {
   const dir = overrides.db ? path.dirname(overrides.db) : tmpDir();
   const config: ServeConfig = {
     port: 0,
@@ -92,7 +92,7 @@ export async function startService(overrides: Partial<ServeConfig> = {}, opts: {
     maxWebhooksPerOrg: LIMITS.webhooksPerOrg,
     ...overrides,
   };
-  const server = await startServer(config, { logger: opts.logger ?? pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }), clock: opts.clock });
+  const server = await startServer(config, { logger: opts.logger ?? pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }), clock: opts.clock, replayWindowMs: opts.replayWindowMs });
   const url = server.url;
   const seen: any[] = []; // eslint-disable-line @typescript-eslint/no-explicit-any
   server.bus.subscribe('svc.events.>', (m) => void seen.push(m.json()));

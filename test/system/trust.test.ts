@@ -104,7 +104,7 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
     const otherKey = forgedEvent(org.org_id);
     await js.publish(otherKey.natsSubject, otherKey.body, {
       msgID: otherKey.id,
-      headers: eventHeaders(otherKey.route, new Seal(newDataplaneKey()).sealEvent(otherKey.id, otherKey.route, otherKey.body)),
+      headers: eventHeaders(otherKey.route, new Seal(newDataplaneKey()).sealEvent(otherKey.id, otherKey.route, otherKey.body, Date.now())),
     });
     attempts.push(otherKey);
     // 4. sealed with the engine's key, then the body changed (a captured event, tampered with)
@@ -117,7 +117,7 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
       }
     })();
     const tampered = forgedEvent(org.org_id);
-    const seal = new Seal(key).sealEvent(tampered.id, tampered.route, tampered.body);
+    const seal = new Seal(key).sealEvent(tampered.id, tampered.route, tampered.body, Date.now());
     await js.publish(tampered.natsSubject, tampered.body.replace('//evil/ctl-api', '//evil/ctl-apj'), { msgID: tampered.id, headers: eventHeaders(tampered.route, seal) });
     attempts.push(tampered);
     // 5. no headers at all, but a JetStream publish
@@ -129,7 +129,7 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
 
     // the control: the engine's key and the untouched body are delivered (the check is the seal)
     const control = forgedEvent(org.org_id);
-    await js.publish(control.natsSubject, control.body, { msgID: control.id, headers: eventHeaders(control.route, new Seal(key).sealEvent(control.id, control.route, control.body)) });
+    await js.publish(control.natsSubject, control.body, { msgID: control.id, headers: eventHeaders(control.route, new Seal(key).sealEvent(control.id, control.route, control.body, Date.now())) });
 
     // a genuine fact, reported by a producer after all of them
     const fact = externalStarted(org.org_id);
