@@ -2,6 +2,7 @@
 // Events are written with their outbox row (one transaction with the facts that caused them);
 // attempts in batches beside the delivery status (never a write per attempt); everything older
 // than the retention is pruned by age, and reads never return it even before a prune.
+import type { Statement } from 'better-sqlite3';
 import type { Db } from './db.ts';
 
 export interface StoredEvent {
@@ -15,8 +16,13 @@ export interface StoredEvent {
   created_ms: number;
 }
 
+/** The insert of insertEvent, prepared once per connection (it runs for every event emitted). */
+const insertEventStmt = new WeakMap<Db, Statement<unknown[]>>();
+
 export function insertEvent(db: Db, e: Omit<StoredEvent, 'seq'>): void {
-  db.prepare('INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+  let stmt = insertEventStmt.get(db);
+  if (!stmt) insertEventStmt.set(db, (stmt = db.prepare('INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)')));
+  stmt.run(
     e.event_id,
     e.org_id,
     e.type,
