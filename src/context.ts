@@ -23,6 +23,8 @@ export interface AppContext {
   readiness: Readiness;
   /** replicates a created, changed or deleted webhook to the data plane */
   webhookChanged(orgId: string, webhookId: string): void;
+  /** the webhook registry version of the newest change (what work queued now must be matched against) */
+  registryRevision(): number;
   /** delivery status per webhook, fed by delivery outcomes */
   deliveryStatus: {
     get(webhookId: string): DeliveryStatus;

@@ -145,6 +145,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     urls,
     readiness,
     webhookChanged: (orgId, webhookId) => registryRelay.changed(orgId, webhookId),
+    registryRevision: () => registryRelay.version,
     deliveryStatus: status,
     async attemptNow(webhook, eventId, type, body, recovery) {
       const sub = new WebhookSubscriber(entryOf(webhook));

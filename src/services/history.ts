@@ -217,6 +217,7 @@ export function recoverWebhook(ctx: AppContext, orgId: string, webhookId: string
   const onlyFailed = input.only_failed ?? true;
   const sub = new WebhookSubscriber(entryOf(w));
   const recoveryId = newId('rcv');
+  const rev = ctx.registryRevision();
   let events = 0;
   if (onlyFailed) ctx.deliveryStatus.flush();
   ctx.db
@@ -236,7 +237,8 @@ export function recoverWebhook(ctx: AppContext, orgId: string, webhookId: string
             subject: eventSubject(e.subject),
             type: e.type,
             body: e.body,
-            route: encodeRoute({ ...route, recovery: { id: recoveryId, webhook: webhookId, event_id: e.event_id } }),
+            // the registry revision of now: a data plane waits until it holds the webhook as it is now
+            route: encodeRoute({ ...route, rev, recovery: { id: recoveryId, webhook: webhookId, event_id: e.event_id } }),
           });
           events++;
         }
