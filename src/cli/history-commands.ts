@@ -10,6 +10,8 @@ const WEBHOOKS = '/v1/orgs/current/webhooks';
 const PAGE = 500;
 /** How often `recover` asks how far the recovery has come. */
 const FOLLOW_EVERY_MS = 500;
+/** A recovery whose counts have not moved for this long is left (exit 1): its last counts may have been lost to a crash. */
+const STALLED_MS = 120_000;
 
 interface CloudEvent {
   id: string;
@@ -135,11 +137,19 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
       if (!run.json) println(`recovery ${started.recovery_id}: ${started.events} event${started.events === 1 ? '' : 's'} to attempt`);
       const path = `${WEBHOOKS}/${seg(id)}/recoveries/${seg(started.recovery_id)}`;
       let last = '';
+      let movedAt = Date.now();
       for (;;) {
         const r = await run.api().get<Recovery>(path);
         const line = `${r.attempted}/${r.events} attempted, ${r.succeeded} succeeded, ${r.failed} failed`;
-        if (!run.json && line !== last) println(line);
+        if (line !== last) {
+          if (!run.json) println(line);
+          movedAt = Date.now();
+        }
         last = line;
+        if (r.state !== 'done' && Date.now() - movedAt > STALLED_MS) {
+          // counts are written once a second: a kill -9 of svc may lose the last second's (the attempts are made)
+          throw new Error(`recovery ${r.recovery_id} has not moved for ${STALLED_MS / 1000} s (${line}); see svc webhooks attempts ${id}`);
+        }
         if (r.state === 'done') {
           if (run.json) return printJson(r);
           printFields([

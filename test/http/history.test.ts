@@ -123,6 +123,8 @@ describe.each(modes)('event history, attempts, recover and resend (%s mode)', (m
   });
 
   it('GET …/attempts lists each attempt, newest first, with filters and pagination', async () => {
+    // outcomes come back from the data plane in batches: wait for the last ones
+    await waitFor(async () => (await get(api, `${HOOKS}/${hook}/attempts?limit=500`)).data.length >= emitted.length, 5000, 'the attempt log');
     const attempts = await allPages(`${HOOKS}/${hook}/attempts`);
     expect(attempts.length).toBe(emitted.length);
     expect(new Set(attempts.map((a) => a.event_id))).toEqual(new Set(emitted.map((e) => e.id)));
