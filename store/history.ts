@@ -65,6 +65,11 @@ export function listEvents(db: Db, q: EventQuery): StoredEvent[] {
   return db.prepare(`SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ?`).all(...args) as StoredEvent[];
 }
 
+/** The newest event's seq (0 when none). */
+export function lastEventSeq(db: Db): number {
+  return (db.prepare('SELECT COALESCE(MAX(seq), 0) AS n FROM events').get() as { n: number }).n;
+}
+
 /** One kept event of an org (created at or after keptSinceMs), or undefined. */
 export function getEvent(db: Db, orgId: string, eventId: string, keptSinceMs: number): StoredEvent | undefined {
   return db.prepare('SELECT * FROM events WHERE event_id = ? AND org_id = ? AND created_ms >= ?').get(eventId, orgId, keptSinceMs) as StoredEvent | undefined;
@@ -158,9 +163,12 @@ export function listAttempts(db: Db, q: AttemptQuery): StoredAttempt[] {
     .all(...args) as StoredAttempt[];
 }
 
-/** Event ids that got through to this webhook at least once. */
-export function deliveredEventIds(db: Db, webhookId: string): Set<string> {
-  const rows = db.prepare('SELECT DISTINCT event_id FROM delivery_attempts WHERE webhook_id = ? AND ok = 1').all(webhookId) as Array<{ event_id: string }>;
+/** Which of these events got through to this webhook at least once. */
+export function deliveredEventIds(db: Db, webhookId: string, eventIds: readonly string[]): Set<string> {
+  if (!eventIds.length) return new Set();
+  const rows = db
+    .prepare(`SELECT DISTINCT event_id FROM delivery_attempts WHERE webhook_id = ? AND ok = 1 AND event_id IN (${eventIds.map(() => '?').join(',')})`)
+    .all(webhookId, ...eventIds) as Array<{ event_id: string }>;
   return new Set(rows.map((r) => r.event_id));
 }
 
@@ -174,11 +182,19 @@ export interface RecoveryRow {
   attempted: number;
   succeeded: number;
   failed: number;
+  /** 1 once every item is queued */
+  prepared: number;
   created_ms: number;
 }
 
-export function insertRecovery(db: Db, r: Omit<RecoveryRow, 'attempted' | 'succeeded' | 'failed'>): void {
-  db.prepare('INSERT INTO recoveries (recovery_id, org_id, webhook_id, events, created_ms) VALUES (?, ?, ?, ?, ?)').run(r.recovery_id, r.org_id, r.webhook_id, r.events, r.created_ms);
+/** A recovery being prepared (no item queued yet). */
+export function insertRecovery(db: Db, r: Pick<RecoveryRow, 'recovery_id' | 'org_id' | 'webhook_id' | 'created_ms'>): void {
+  db.prepare('INSERT INTO recoveries (recovery_id, org_id, webhook_id, events, created_ms) VALUES (?, ?, ?, 0, ?)').run(r.recovery_id, r.org_id, r.webhook_id, r.created_ms);
+}
+
+/** More items of a recovery are queued (in the transaction that queued them); `last`: all of them are. */
+export function recoveryQueued(db: Db, recoveryId: string, items: number, last: boolean): void {
+  db.prepare('UPDATE recoveries SET events = events + ?, prepared = MAX(prepared, ?) WHERE recovery_id = ?').run(items, last ? 1 : 0, recoveryId);
 }
 
 export function getRecovery(db: Db, orgId: string, webhookId: string, recoveryId: string): RecoveryRow | undefined {

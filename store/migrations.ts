@@ -289,6 +289,7 @@ export const MIGRATIONS: string[] = [
     attempted   INTEGER NOT NULL DEFAULT 0,
     succeeded   INTEGER NOT NULL DEFAULT 0,
     failed      INTEGER NOT NULL DEFAULT 0,
+    prepared    INTEGER NOT NULL DEFAULT 0,  -- 1 once every item of it is queued (events is final)
     created_ms  INTEGER NOT NULL
   );
   CREATE INDEX recoveries_time ON recoveries(created_ms);

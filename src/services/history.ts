@@ -17,6 +17,8 @@ import {
   getEvent as dbGetEvent,
   getRecovery as dbGetRecovery,
   insertRecovery,
+  lastEventSeq,
+  recoveryQueued,
   listAttempts as dbListAttempts,
   listEvents as dbListEvents,
   type StoredEvent,
@@ -208,8 +210,11 @@ export async function resendEvent(ctx: AppContext, orgId: string, webhookId: str
  * window that it matches now and (only_failed, the default) that never got through to it. Each is a
  * queue item like any event (an outbox row, then in NATS mode a JetStream message), targeted at
  * this webhook: the same data plane, bounds and fairness, durable across kill -9 (CONTRACT 6.6).
+ * The items are queued in transactions of RECOVERY_CHUNK events, yielding between them, so that a
+ * large recovery does not hold the database (and every org's commits) for seconds; it answers once
+ * all of them are queued.
  */
-export function recoverWebhook(ctx: AppContext, orgId: string, webhookId: string, input: RecoverInput): { recovery_id: string; events: number } {
+export async function recoverWebhook(ctx: AppContext, orgId: string, webhookId: string, input: RecoverInput): Promise<{ recovery_id: string; events: number }> {
   const w = mustGetWebhook(ctx, orgId, webhookId);
   const now = ctx.clock.now();
   const since = Math.max(keptSince(ctx), timeBound(input.since, now, 'since'));
@@ -218,15 +223,21 @@ export function recoverWebhook(ctx: AppContext, orgId: string, webhookId: string
   const sub = new WebhookSubscriber(entryOf(w));
   const recoveryId = newId('rcv');
   const rev = ctx.registryRevision();
-  let events = 0;
   if (onlyFailed) ctx.deliveryStatus.flush();
-  ctx.db
-    .transaction(() => {
-      const delivered = onlyFailed && Number.isFinite(since) ? deliveredEventIds(ctx.db, webhookId) : null;
-      for (let after = 0; Number.isFinite(since); ) {
-        const rows = dbListEvents(ctx.db, { orgId, sinceMs: since, untilMs: until, type: null, subjectPrefix: null, afterSeq: after, limit: RECOVERY_CHUNK });
-        if (!rows.length) break;
+  insertRecovery(ctx.db, { recovery_id: recoveryId, org_id: orgId, webhook_id: webhookId, created_ms: now });
+  // the events kept when it was asked for: not those emitted while it is prepared (they are delivered as usual)
+  const lastSeq = lastEventSeq(ctx.db);
+  let events = 0;
+  let after = 0;
+  for (let more = Number.isFinite(since); more; ) {
+    more = ctx.db
+      .transaction(() => {
+        const page = dbListEvents(ctx.db, { orgId, sinceMs: since, untilMs: until, type: null, subjectPrefix: null, afterSeq: after, limit: RECOVERY_CHUNK });
+        const rows = page.filter((e) => e.seq <= lastSeq);
+        if (!rows.length) return false;
         after = rows[rows.length - 1].seq;
+        const delivered = onlyFailed ? deliveredEventIds(ctx.db, webhookId, rows.map((e) => e.event_id)) : null;
+        let n = 0;
         for (const e of rows) {
           if (delivered?.has(e.event_id)) continue;
           const route = decodeRoute(e.route);
@@ -240,13 +251,17 @@ export function recoverWebhook(ctx: AppContext, orgId: string, webhookId: string
             // the registry revision of now: a data plane waits until it holds the webhook as it is now
             route: encodeRoute({ ...route, rev, recovery: { id: recoveryId, webhook: webhookId, event_id: e.event_id } }),
           });
-          events++;
+          n++;
         }
-      }
-      insertRecovery(ctx.db, { recovery_id: recoveryId, org_id: orgId, webhook_id: webhookId, events, created_ms: now });
-    })
-    .immediate();
-  if (events > 0) ctx.deliveryQueued();
+        recoveryQueued(ctx.db, recoveryId, n, false);
+        events += n;
+        return rows.length === RECOVERY_CHUNK && after < lastSeq;
+      })
+      .immediate();
+    if (events > 0) ctx.deliveryQueued();
+    if (more) await new Promise((r) => setImmediate(r));
+  }
+  recoveryQueued(ctx.db, recoveryId, 0, true);
   return { recovery_id: recoveryId, events };
 }
 
@@ -260,7 +275,7 @@ export function getRecovery(ctx: AppContext, orgId: string, webhookId: string, r
   const attempted = Math.min(r.attempted, r.events);
   return {
     recovery_id: r.recovery_id,
-    state: attempted >= r.events ? 'done' : 'running',
+    state: r.prepared === 1 && attempted >= r.events ? 'done' : 'running',
     events: r.events,
     attempted,
     succeeded: Math.min(r.succeeded, attempted),

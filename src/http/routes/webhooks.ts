@@ -106,7 +106,7 @@ export const webhookRoutes = [
     body: { schema: recoverBodySchema },
     responses: { 202: { description: 'the recovery, started', schema: recoveryStartedSchema } },
     errors: [404],
-    handle: ({ ctx, orgId, params, body: input }) => reply.accepted(history.recoverWebhook(ctx, orgId, params.webhook_id, input)),
+    handle: async ({ ctx, orgId, params, body: input }) => reply.accepted(await history.recoverWebhook(ctx, orgId, params.webhook_id, input)),
   }),
   defineRoute({
     operationId: 'getWebhookRecovery',
