@@ -139,7 +139,7 @@ export class DeliveryStatusBook {
     } catch (err) {
       // kept for the next flush (bounded: an attempt log that cannot be written loses its oldest)
       this.attempts = rows.concat(this.attempts).slice(-MAX_UNSAVED_ATTEMPTS);
-      this.logger.warn({ err: String(err) }, 'could not save the attempt log; will try again');
+      this.logger.warn({ err }, 'could not save the attempt log; will try again');
     }
   }
 

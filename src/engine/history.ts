@@ -27,7 +27,7 @@ export class HistoryPruner {
       const n = pruneHistory(this.db, this.clock.now() - this.retentionMs);
       if (n > 0) this.logger.info({ rows: n }, 'pruned event history and attempts past the retention');
     } catch (err) {
-      this.logger.warn({ err: String(err) }, 'could not prune the event history; will try again');
+      this.logger.warn({ err }, 'could not prune the event history; will try again');
     }
   }
 
