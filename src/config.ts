@@ -25,7 +25,12 @@ export interface ServeConfig {
   deliveryThreads: number | null;
   /** webhooks one org may have (CONTRACT 8); creating one more is 409 limit_exceeded */
   maxWebhooksPerOrg: number;
+  /** how long emitted events and attempts are kept (CONTRACT 4.5 --event-retention); 0 = none; undefined = the default */
+  eventRetentionMs?: number;
 }
+
+/** Default --event-retention (CONTRACT 4.5): 7 days. */
+export const DEFAULT_EVENT_RETENTION_MS = 7 * 86_400_000;
 
 /** Default --delivery-concurrency (CONTRACT 1). */
 export const DEFAULT_DELIVERY_CONCURRENCY = 256;

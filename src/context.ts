@@ -23,11 +23,20 @@ export interface AppContext {
   readiness: Readiness;
   /** replicates a created, changed or deleted webhook to the data plane */
   webhookChanged(orgId: string, webhookId: string): void;
+  /** the webhook registry version of the newest change (what work queued now must be matched against) */
+  registryRevision(): number;
   /** delivery status per webhook, fed by delivery outcomes */
   deliveryStatus: {
     get(webhookId: string): DeliveryStatus;
     list(orgId: string): Map<string, DeliveryStatus>;
+    /** write what the outcomes received lately changed (statuses, the attempt log) */
+    flush(): void;
   };
-  /** one signed attempt of an event at this webhook alone, counted in its delivery status (the ping) */
-  attemptNow(webhook: WebhookRow, eventId: string, type: string, body: Buffer): Promise<AttemptResult>;
+  /**
+   * One signed attempt of an event at this webhook alone, counted in its delivery status and the
+   * attempt log (the ping; a resend, with `recovery` = 'resend' sent as X-Svc-Recovery).
+   */
+  attemptNow(webhook: WebhookRow, eventId: string, type: string, body: Buffer, recovery?: string): Promise<AttemptResult>;
+  /** rows were added to the outbox outside the engine's commits (a recovery's items): deliver them */
+  deliveryQueued(): void;
 }

@@ -19,6 +19,8 @@ export interface Metrics {
   deliveriesInFlight: Gauge<string>;
   /** svc_events_dropped_total{reason}: events taken off the bus and not delivered */
   eventsDropped: Counter<'reason'>;
+  /** svc_recovery_attempts_total{outcome}: attempts made by recoveries (CONTRACT 4.5) */
+  recoveryAttempts: Counter<'outcome'>;
   /** where svc_deliveries_in_flight reads its value at each scrape */
   setInFlightSource(fn: () => number): void;
 }
@@ -76,6 +78,14 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
   });
   for (const reason of ['forged', 'unparseable', 'unpublishable']) eventsDropped.inc({ reason }, 0);
 
+  const recoveryAttempts = new Counter({
+    name: 'svc_recovery_attempts_total',
+    help: 'Webhook delivery attempts made by recoveries (POST …/recover), by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  for (const outcome of ['success', 'failure'] satisfies DeliveryOutcome[]) recoveryAttempts.inc({ outcome }, 0);
+
   if (opts.defaultMetrics) collectDefaultMetrics({ register: registry });
 
   return {
@@ -86,6 +96,7 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
     deliveryDuration,
     deliveriesInFlight,
     eventsDropped,
+    recoveryAttempts,
     setInFlightSource: (fn: () => number) => {
       inFlight = fn;
     },

@@ -10,7 +10,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { openDb } from '../store/db.ts';
 import { outboxSize } from '../store/outbox.ts';
-import { effectiveBaseUrl, effectiveDashboardUrl, hostForUrl, type ServeConfig } from './config.ts';
+import { DEFAULT_EVENT_RETENTION_MS, effectiveBaseUrl, effectiveDashboardUrl, hostForUrl, type ServeConfig } from './config.ts';
 import type { AppContext } from './context.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { createMemoryBus } from './bus/memory.ts';
@@ -25,6 +25,8 @@ import { WebhookRegistry } from './dispatch/registry.ts';
 import { WebhookSubscriber } from './dispatch/subscriber.ts';
 import { Engine } from './engine/engine.ts';
 import { DeliveryStatusBook } from './engine/delivery-status.ts';
+import { HistoryPruner } from './engine/history.ts';
+import { RECOVERY_HEADER } from './domain/outcomes.ts';
 import { LocalRunner } from './runner/local-runner.ts';
 import { Scheduler } from './engine/scheduler.ts';
 import { startIngest } from './ingest/ingest.ts';
@@ -104,7 +106,8 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   const bus: Bus = nats ?? createMemoryBus({ logger });
   const js = nats ? jetstream(nats.nc, { timeout: 10_000 }) : null;
 
-  const status = new DeliveryStatusBook(db, metrics, systemClock, logger);
+  const retention = config.eventRetentionMs ?? DEFAULT_EVENT_RETENTION_MS;
+  const status = new DeliveryStatusBook(db, metrics, systemClock, logger, retention > 0 ? { engineClock: clock } : null);
   metrics.setInFlightSource(() => status.inFlight());
 
   // the webhook registry the data plane matches with: NATS KV, or in process
@@ -125,7 +128,9 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
 
   const urls = { base: '', dashboard: '', source: '' };
   let outboxChanged: (rows: OutboxRow[]) => void = () => {};
-  const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => registryRelay.version, outboxChanged: (rows) => outboxChanged(rows) });
+  let deliveryQueued: () => void = () => {};
+  const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => registryRelay.version, outboxChanged: (rows) => outboxChanged(rows), keepEvents: retention > 0 });
+  const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger) : null;
 
   // pings: one signed attempt from the control plane, counted like any other
   const pinger = new Deliverer({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets });
@@ -141,13 +146,17 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     urls,
     readiness,
     webhookChanged: (orgId, webhookId) => registryRelay.changed(orgId, webhookId),
+    registryRevision: () => registryRelay.version,
     deliveryStatus: status,
-    async attemptNow(webhook, eventId, type, body) {
+    async attemptNow(webhook, eventId, type, body, recovery) {
       const sub = new WebhookSubscriber(entryOf(webhook));
-      const r = await pinger.attempt(webhook.url, sign(sub, eventId, body, clock.now()), body);
-      status.record({ webhook_id: webhook.webhook_id, org_id: webhook.org_id, event_id: eventId, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at: systemClock.now() });
+      const headers = sign(sub, eventId, body, clock.now());
+      if (recovery) headers[RECOVERY_HEADER] = recovery;
+      const r = await pinger.attempt(webhook.url, headers, body);
+      status.record({ webhook_id: webhook.webhook_id, org_id: webhook.org_id, event_id: eventId, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at: systemClock.now(), ...(recovery ? { recovery_id: recovery } : {}) });
       return r;
     },
+    deliveryQueued: () => deliveryQueued(),
   };
 
   const app = createHttpApp(ctx);
@@ -175,6 +184,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     eventPublisher = new JetStreamPublisher(nats.nc, natsConnectOptions({ servers: [], name: 'svc', role: 'engine' }).inboxPrefix!);
     jsRelay = new JetStreamRelay(db, eventPublisher, seal, logger, metrics);
     outboxChanged = (rows) => jsRelay!.handoff(rows);
+    deliveryQueued = () => jsRelay!.reread();
     outcomes = await consumeOutcomes(js, seal, (b) => status.apply(b), logger, { replayWindowMs: opts.replayWindowMs });
     if (config.deliver) {
       const n = config.deliveryThreads ?? defaultDeliveryThreads();
@@ -195,6 +205,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     dataPlane = startLocalDataPlane({ registry: localRegistry!, progress: localRelay, outcomes: (b) => status.apply(b), limits, clock: systemClock, logger });
     localRelay.attach(dataPlane.pipeline);
     outboxChanged = () => localRelay!.kick();
+    deliveryQueued = () => localRelay!.kick();
   }
 
   const ingestSub = startIngest({ bus, logger, metrics, engine });
@@ -250,6 +261,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
         eventPublisher?.close();
         await outcomes?.stop();
         status.close();
+        pruner?.close();
         await Promise.race([registryRelay.settled(), new Promise((r) => setTimeout(r, 2000))]);
         registryRelay.close();
         engine.close();

@@ -246,6 +246,54 @@ export const MIGRATIONS: string[] = [
   );
   CREATE INDEX dead_letters_org ON dead_letters(org_id, created_at);
   `,
+  /* 6: event history, the attempt log and recoveries (CONTRACT 4.5), kept for --event-retention:
+        every event the engine emits (written with its outbox row), every attempt's outcome
+        (written in batches with the delivery status), and each recovery's progress */ `
+  CREATE TABLE events (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,  -- the cursor of GET /v1/events
+    event_id   TEXT NOT NULL UNIQUE,
+    org_id     TEXT NOT NULL,
+    type       TEXT NOT NULL,
+    subject    TEXT NOT NULL,     -- the CloudEvents subject
+    body       TEXT NOT NULL,     -- the CloudEvent exactly as delivered
+    route      TEXT NOT NULL,     -- its route (src/domain/route.ts), to match it again at a recovery
+    created_ms INTEGER NOT NULL   -- when emitted (the engine's clock)
+  );
+  CREATE INDEX events_org ON events(org_id, seq);
+  CREATE INDEX events_org_time ON events(org_id, created_ms);
+  CREATE INDEX events_time ON events(created_ms);
+
+  CREATE TABLE delivery_attempts (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,  -- the cursor of GET …/attempts
+    webhook_id   TEXT NOT NULL,
+    org_id       TEXT NOT NULL,
+    event_id     TEXT NOT NULL,
+    type         TEXT NOT NULL,
+    attempted_ms INTEGER NOT NULL,
+    ok           INTEGER NOT NULL,
+    status_code  INTEGER,
+    error        TEXT,
+    duration_ms  INTEGER NOT NULL,
+    recovery_id  TEXT,              -- a recovery's id, 'resend', or NULL for the automatic attempt
+    kept_ms      INTEGER NOT NULL   -- when recorded (the engine's clock): retention counts from it
+  );
+  CREATE INDEX delivery_attempts_webhook ON delivery_attempts(webhook_id, seq);
+  CREATE INDEX delivery_attempts_event ON delivery_attempts(webhook_id, event_id);
+  CREATE INDEX delivery_attempts_kept ON delivery_attempts(kept_ms);
+
+  CREATE TABLE recoveries (
+    recovery_id TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL,
+    webhook_id  TEXT NOT NULL,
+    events      INTEGER NOT NULL,
+    attempted   INTEGER NOT NULL DEFAULT 0,
+    succeeded   INTEGER NOT NULL DEFAULT 0,
+    failed      INTEGER NOT NULL DEFAULT 0,
+    prepared    INTEGER NOT NULL DEFAULT 0,  -- 1 once every item of it is queued (events is final)
+    created_ms  INTEGER NOT NULL
+  );
+  CREATE INDEX recoveries_time ON recoveries(created_ms);
+  `,
   /* 7: a vetoed app config (CONTRACT 4.3: applying it is 409 vetoed), and the reason of each
         component's last known verdict (a health gate names it when a verdict is already bad) */ `
   ALTER TABLE app_configs ADD COLUMN vetoed_reason TEXT;

@@ -6,59 +6,11 @@ import readline from 'node:readline/promises';
 import type { Command } from 'commander';
 import type { DeliveryStatus } from '../../store/delivery-status.ts';
 import { parseDuration } from '../config.ts';
-import { createApiClient, resolveConnection, seg, type ApiClient, type GlobalApiOptions } from './api-client.ts';
+import { seg } from './api-client.ts';
+import { group, handle, leaf, str } from './command-kit.ts';
+import { registerHistoryCommands } from './history-commands.ts';
 import { UsageError } from './errors.ts';
 import { formatDiff, formatLabels, formatLastDelivery, printFields, printJson, printTable, println, type DiffLike } from './output.ts';
-
-// ---------------------------------------------------------------- plumbing
-
-type Opts = GlobalApiOptions & Record<string, unknown>;
-
-interface Run {
-  /** Options of the command, its groups' options merged in (the leaf's win). */
-  opts: Opts;
-  /** The command's positional arguments. */
-  args: string[];
-  json: boolean;
-  /** The API client; resolving it checks token and org (a UsageError when missing). */
-  api(): ApiClient;
-}
-
-/** Add the global API options (CONTRACT 7) to a command, so they work before or after its arguments. */
-function withApiOptions(cmd: Command): Command {
-  return cmd
-    .option('--api-url <url>', 'svc API base URL (SVC_API_URL, default http://127.0.0.1:8080)')
-    .option('--token <token>', 'API token (SVC_API_TOKEN)')
-    .option('--org <org_id>', 'org id (SVC_ORG_ID)')
-    .option('--json', 'print the response as JSON');
-}
-
-/** A command group (`svc webhooks`, …) that also accepts the global options. */
-function group(program: Command, name: string, description: string): Command {
-  return withApiOptions(program.command(name).description(description));
-}
-
-/** A leaf command with the global options and an async handler. */
-function leaf(parent: Command, nameAndArgs: string, description: string): Command {
-  return withApiOptions(parent.command(nameAndArgs).description(description));
-}
-
-function handle(cmd: Command, fn: (run: Run) => Promise<void>): Command {
-  return cmd.action(async (...actionArgs: unknown[]) => {
-    const command = actionArgs[actionArgs.length - 1] as Command;
-    const opts = command.optsWithGlobals<Opts>();
-    let client: ApiClient | undefined;
-    const run: Run = {
-      opts,
-      args: command.processedArgs.map((a) => String(a)),
-      json: opts.json === true,
-      api: () => (client ??= createApiClient(resolveConnection(opts))),
-    };
-    await fn(run);
-  });
-}
-
-const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
 // ---------------------------------------------------------------- subscription documents (spec 2.4)
 
@@ -240,7 +192,7 @@ function printWebhook(w: Webhook): void {
   ]);
 }
 
-function registerWebhooks(program: Command): void {
+function registerWebhooks(program: Command): Command {
   const webhooks = group(program, 'webhooks', 'manage the org\'s webhook subscriptions');
 
   handle(leaf(webhooks, 'list', 'list the org\'s webhooks'), async (run) => {
@@ -348,6 +300,7 @@ function registerWebhooks(program: Command): void {
     // the result is printed either way; an undelivered ping is a failure of the command (exit 1)
     if (!r.delivered) throw new Error(`the ping was not delivered${r.error ? ` (${r.error})` : r.status ? ` (HTTP ${r.status})` : ''}`);
   });
+  return webhooks;
 }
 
 // ---------------------------------------------------------------- installs and rollback
@@ -745,7 +698,7 @@ function registerWorkflows(program: Command): void {
 
 /** Register `svc webhooks|installs|branches|apps|configs|workflows …` on the program. */
 export function registerApiCommands(program: Command): void {
-  registerWebhooks(program);
+  registerHistoryCommands(program, registerWebhooks(program));
   registerInstalls(program);
   registerBranches(program);
   registerApps(program);

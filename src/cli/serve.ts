@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, parsePort, parsePositiveInt, parseUrl, type ServeConfig } from '../config.ts';
+import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, parsePort, parsePositiveInt, parseUrl, type ServeConfig, DEFAULT_EVENT_RETENTION_MS } from '../config.ts';
 import { LIMITS } from '../domain/limits.ts';
 import { UsageError } from './errors.ts';
 
@@ -12,6 +12,9 @@ export const arg =
       throw new InvalidArgumentError(err instanceof Error ? err.message : String(err));
     }
   };
+
+/** CONTRACT 4.5: a duration, or 0 to keep no history. */
+const eventRetention = (s: string): number => (s.trim() === '0' ? 0 : parseDuration(s));
 
 const driftInterval = (s: string): number | null => (s.trim().toLowerCase() === 'off' ? null : parseDuration(s));
 
@@ -32,6 +35,7 @@ interface ServeOptions {
   natsCreds?: string;
   deliveryThreads?: number;
   maxWebhooksPerOrg: number;
+  eventRetention: number;
 }
 
 export function registerServeCommand(program: Command): void {
@@ -54,6 +58,7 @@ export function registerServeCommand(program: Command): void {
     .addOption(natsCredsOption())
     .addOption(new Option('--delivery-threads <n>', 'NATS mode: delivery threads (default: one per spare core; 0 = on the engine thread)').env('SVC_DELIVERY_THREADS').argParser(arg(parseCount)))
     .addOption(new Option('--max-webhooks-per-org <n>', 'webhooks one org may have (more: 409 limit_exceeded)').env('SVC_MAX_WEBHOOKS_PER_ORG').argParser(arg(parsePositiveInt)).default(LIMITS.webhooksPerOrg))
+    .addOption(new Option('--event-retention <duration|0>', 'how long emitted events and delivery attempts are kept (0: none)').env('SVC_EVENT_RETENTION').argParser(arg(eventRetention)).default(DEFAULT_EVENT_RETENTION_MS, '7d'))
     .action(async (opts: ServeOptions, cmd: Command) => {
       const config = toConfig(opts, cmd);
       const started = import('../server.ts').then(({ startServer }) => startServer(config));
@@ -111,6 +116,7 @@ function toConfig(opts: ServeOptions, cmd: Command): ServeConfig {
     natsCreds: opts.natsCreds ?? null,
     deliveryThreads: opts.deliveryThreads ?? null,
     maxWebhooksPerOrg: opts.maxWebhooksPerOrg,
+    eventRetentionMs: opts.eventRetention,
   };
 }
 

@@ -23,7 +23,7 @@ import type { Route } from '../domain/route.ts';
 import type { WebhookRegistry } from '../dispatch/registry.ts';
 import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { AttemptResult, Deliverer } from '../delivery/client.ts';
-import type { Outcome } from '../domain/outcomes.ts';
+import { RECOVERY_HEADER, type Outcome } from '../domain/outcomes.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 import { FairSlots, type Grant } from './slots.ts';
 
@@ -177,7 +177,7 @@ export class DeliveryPipeline {
       return;
     }
     const done = state.done.length ? new Set(state.done) : null;
-    const subs = this.o.registry.match(state.ev.route);
+    const subs = this.targets(state);
     for (const sub of subs) {
       if (done?.has(sub.id)) continue;
       state.remaining++;
@@ -185,6 +185,21 @@ export class DeliveryPipeline {
     }
     if (state.remaining === 0) this.settle(state);
     else this.pump();
+  }
+
+  /**
+   * The webhooks an event goes to: those whose subscription admits it, or for a recovery item
+   * (CONTRACT 4.5) its one webhook, matched when the recovery was asked for. A recovery item whose
+   * webhook is gone gets a failed outcome, so that its recovery still comes to an end.
+   */
+  private targets(state: EventState): WebhookSubscriber[] {
+    const route = state.ev.route;
+    if (!route.recovery) return this.o.registry.match(route);
+    const sub = this.o.registry.get(route.org, route.recovery.webhook);
+    if (sub) return [sub];
+    const r = route.recovery;
+    this.o.outcomes.record({ webhook_id: r.webhook, org_id: route.org, event_id: r.event_id, type: route.type, ok: false, status: null, error: 'the webhook no longer exists', duration_ms: 0, at: this.o.clock.now(), recovery_id: r.id });
+    return [];
   }
 
   private enqueue(a: Attempt): void {
@@ -201,7 +216,9 @@ export class DeliveryPipeline {
   private start(g: Grant<Attempt>): void {
     const { state, sub } = g.item;
     const ev = state.ev;
-    const headers = this.o.sign(sub, ev.id, ev.body, this.o.clock.now());
+    const recovery = ev.route.recovery;
+    const headers = this.o.sign(sub, recovery?.event_id ?? ev.id, ev.body, this.o.clock.now());
+    if (recovery) headers[RECOVERY_HEADER] = recovery.id;
     void this.o.deliverer.attempt(sub.entry.url, headers, ev.body).then((r) => this.finish(g, r));
   }
 
@@ -212,13 +229,14 @@ export class DeliveryPipeline {
     const outcome: Outcome = {
       webhook_id: sub.id,
       org_id: sub.org,
-      event_id: ev.id,
+      event_id: ev.route.recovery?.event_id ?? ev.id,
       type: ev.route.type,
       ok: r.delivered,
       status: r.status ?? null,
       error: r.error ?? null,
       duration_ms: r.duration_ms,
       at: this.o.clock.now(),
+      ...(ev.route.recovery ? { recovery_id: ev.route.recovery.id } : {}),
     };
     this.o.outcomes.record(outcome);
     if (!r.delivered) {

@@ -2,6 +2,11 @@
 // 4.1 delivery_status, 6.5 metrics). Compact on the wire: one array per outcome; the envelope
 // carries the batch's id (applied once, src/ingest/outcomes.ts) and when it was sent.
 
+/** The header of a recovered or resent attempt (CONTRACT 4.5): the recovery id, or `resend`. */
+export const RECOVERY_HEADER = 'x-svc-recovery';
+/** The recovery id of a resent attempt (`X-Svc-Recovery: resend`). */
+export const RESEND = 'resend';
+
 export interface Outcome {
   webhook_id: string;
   org_id: string;
@@ -14,6 +19,8 @@ export interface Outcome {
   duration_ms: number;
   /** when the attempt ended (ms since the epoch) */
   at: number;
+  /** a recovery's id, or 'resend' (CONTRACT 4.5); absent for the automatic attempt */
+  recovery_id?: string | null;
 }
 
 export interface OutcomeBatch {
@@ -30,10 +37,15 @@ export interface OutcomeBatch {
   outcomes: Outcome[];
 }
 
-type WireOutcome = [string, string, string, string, 0 | 1, number | null, string | null, number, number];
+/** 9 fields, and a 10th (the recovery id) only when there is one: older 9-field tuples still decode. */
+type WireOutcome = [string, string, string, string, 0 | 1, number | null, string | null, number, number, string?];
 
 export function encodeOutcomeBatch(b: OutcomeBatch): string {
-  const outcomes: WireOutcome[] = b.outcomes.map((o) => [o.webhook_id, o.org_id, o.event_id, o.type, o.ok ? 1 : 0, o.status, o.error, o.duration_ms, o.at]);
+  const outcomes: WireOutcome[] = b.outcomes.map((o) => {
+    const t: WireOutcome = [o.webhook_id, o.org_id, o.event_id, o.type, o.ok ? 1 : 0, o.status, o.error, o.duration_ms, o.at];
+    if (o.recovery_id) t.push(o.recovery_id);
+    return t;
+  });
   return JSON.stringify({ i: b.id, t: b.sent_at, w: b.worker, f: b.in_flight, d: b.dropped, o: outcomes });
 }
 
@@ -43,11 +55,12 @@ export function decodeOutcomeBatch(text: string): OutcomeBatch | null {
     if (typeof v.i !== 'string' || !v.i || typeof v.t !== 'number' || typeof v.w !== 'string' || typeof v.f !== 'number' || !Array.isArray(v.o) || typeof v.d !== 'object' || v.d === null) return null;
     const outcomes: Outcome[] = [];
     for (const x of v.o as unknown[]) {
-      if (!Array.isArray(x) || x.length !== 9) return null;
-      const [webhook_id, org_id, event_id, type, ok, status, error, duration_ms, at] = x as WireOutcome;
+      if (!Array.isArray(x) || (x.length !== 9 && x.length !== 10)) return null;
+      const [webhook_id, org_id, event_id, type, ok, status, error, duration_ms, at, recovery_id] = x as WireOutcome;
+      if (recovery_id !== undefined && typeof recovery_id !== 'string') return null;
       if (typeof webhook_id !== 'string' || typeof org_id !== 'string' || typeof event_id !== 'string' || typeof type !== 'string') return null;
       if (typeof duration_ms !== 'number' || typeof at !== 'number') return null;
-      outcomes.push({ webhook_id, org_id, event_id, type, ok: ok === 1, status: typeof status === 'number' ? status : null, error: typeof error === 'string' ? error : null, duration_ms, at });
+      outcomes.push({ webhook_id, org_id, event_id, type, ok: ok === 1, status: typeof status === 'number' ? status : null, error: typeof error === 'string' ? error : null, duration_ms, at, ...(recovery_id ? { recovery_id } : {}) });
     }
     const dropped: Record<string, number> = {};
     for (const [k, n] of Object.entries(v.d as Record<string, unknown>)) if (typeof n === 'number' && n > 0) dropped[k] = n;

@@ -29,6 +29,25 @@ export interface Route {
    * yet seen this revision of the replicated registry waits for it (0 = any).
    */
   rev: number;
+  /**
+   * A recovery (CONTRACT 4.5): this queue item is one attempt of a kept event at one webhook alone
+   * (not matched again), carrying the event's own id and `X-Svc-Recovery: <id>`. The item's own id
+   * (the queue's message id) differs from the event's, so that a recovery is not a duplicate.
+   */
+  recovery?: RouteRecovery;
+}
+
+export interface RouteRecovery {
+  /** the recovery id (the X-Svc-Recovery header) */
+  id: string;
+  webhook: string;
+  /** the CloudEvent id (webhook-id) */
+  event_id: string;
+}
+
+/** The id of the queue item that carries one recovery attempt of an event. */
+export function recoveryItemId(eventId: string, recoveryId: string): string {
+  return `${eventId}.${recoveryId}`;
 }
 
 /** The route as carried on the wire (an outbox column, a NATS header): compact JSON. */
@@ -55,5 +74,9 @@ export function decodeRoute(text: string): Route | null {
   if (typeof r.org !== 'string' || typeof r.type !== 'string' || typeof r.resource !== 'string') return null;
   if (typeof r.op !== 'string' || typeof r.event !== 'string' || typeof r.rev !== 'number') return null;
   if (!isEntity(r.install) || !isEntity(r.component) || !isEntity(r.action)) return null;
+  if (r.recovery !== undefined) {
+    const x = r.recovery as Partial<RouteRecovery> | null;
+    if (!x || typeof x !== 'object' || typeof x.id !== 'string' || typeof x.webhook !== 'string' || typeof x.event_id !== 'string') return null;
+  }
   return r;
 }

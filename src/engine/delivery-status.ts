@@ -1,15 +1,18 @@
-// Delivery status per webhook (CONTRACT 4.1) and the delivery metrics (6.5), built from the
-// outcome batches every data plane sends back, and from pings. Held in memory and written to
-// SQLite in one transaction a second (never a write per attempt); read back at start, so it
-// survives a restart within about a second.
+// Delivery status per webhook (CONTRACT 4.1), the attempt log (4.5) and the delivery metrics (6.5),
+// built from the outcome batches every data plane sends back, and from pings and resends. Held in
+// memory and written to SQLite in one transaction a second (never a write per attempt); read back
+// at start, so it survives a restart within about a second.
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import { getDeliveryStatus, listDeliveryStatus, saveDeliveryStatuses, type DeliveryStatus } from '../../store/delivery-status.ts';
+import { saveAttempts, type AttemptRow } from '../../store/history.ts';
 import type { Clock, Timer } from '../domain/clock.ts';
-import type { Outcome, OutcomeBatch } from '../domain/outcomes.ts';
+import { RESEND, type Outcome, type OutcomeBatch } from '../domain/outcomes.ts';
 import type { Metrics } from '../metrics.ts';
 
 const FLUSH_EVERY_MS = 1000;
+const MAX_UNSAVED_ATTEMPTS = 100_000;
+
 /** A data plane that has sent nothing for this long no longer counts in svc_deliveries_in_flight. */
 const WORKER_STALE_MS = 10_000;
 
@@ -25,12 +28,16 @@ export class DeliveryStatusBook {
   private readonly live = new Map<string, Live>();
   private readonly workers = new Map<string, { inFlight: number; at: number }>();
   private readonly timer: Timer;
+  /** attempts not yet in the attempt log (written with the statuses) */
+  private attempts: AttemptRow[] = [];
 
   constructor(
     private readonly db: Db,
     private readonly metrics: Metrics,
     private readonly clock: Clock,
     private readonly logger: Logger,
+    /** the attempt log (CONTRACT 4.5): kept when the retention is not 0, stamped with the engine's clock */
+    private readonly attemptLog: { engineClock: Clock } | null = null,
   ) {
     this.timer = clock.setInterval(() => this.flush(), FLUSH_EVERY_MS);
   }
@@ -46,6 +53,22 @@ export class DeliveryStatusBook {
   record(o: Outcome): void {
     this.metrics.deliveries.inc({ outcome: o.ok ? 'success' : 'failure' });
     this.metrics.deliveryDuration.observe(o.duration_ms / 1000);
+    if (o.recovery_id && o.recovery_id !== RESEND) this.metrics.recoveryAttempts.inc({ outcome: o.ok ? 'success' : 'failure' });
+    if (this.attemptLog) {
+      this.attempts.push({
+        webhook_id: o.webhook_id,
+        org_id: o.org_id,
+        event_id: o.event_id,
+        type: o.type,
+        attempted_ms: Math.round(o.at - o.duration_ms),
+        ok: o.ok,
+        status_code: o.status,
+        error: o.ok ? null : o.error,
+        duration_ms: o.duration_ms,
+        recovery_id: o.recovery_id ?? null,
+        kept_ms: this.attemptLog.engineClock.now(),
+      });
+    }
     let l = this.live.get(o.webhook_id);
     if (!l) {
       l = { org_id: o.org_id, status: getDeliveryStatus(this.db, o.webhook_id), lastAt: 0, dirty: false };
@@ -86,8 +109,9 @@ export class DeliveryStatusBook {
     return n;
   }
 
-  /** Write the changed statuses (one transaction). */
+  /** Write the changed statuses (one transaction) and the attempts since the last flush (another). */
   flush(): void {
+    this.flushAttempts();
     const rows: Array<{ webhook_id: string; org_id: string; status: DeliveryStatus }> = [];
     for (const [webhook_id, l] of this.live) {
       if (!l.dirty) continue;
@@ -103,6 +127,19 @@ export class DeliveryStatusBook {
         if (l) l.dirty = true;
       }
       this.logger.warn({ err: String(err) }, 'could not save delivery status; will try again');
+    }
+  }
+
+  private flushAttempts(): void {
+    if (!this.attempts.length) return;
+    const rows = this.attempts;
+    this.attempts = [];
+    try {
+      saveAttempts(this.db, rows);
+    } catch (err) {
+      // kept for the next flush (bounded: an attempt log that cannot be written loses its oldest)
+      this.attempts = rows.concat(this.attempts).slice(-MAX_UNSAVED_ATTEMPTS);
+      this.logger.warn({ err }, 'could not save the attempt log; will try again');
     }
   }
 

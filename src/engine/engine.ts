@@ -40,6 +40,8 @@ export interface EngineDeps {
   registryRev: () => number;
   /** called after a commit that wrote outbox rows, with the rows in order */
   outboxChanged: (rows: OutboxRow[]) => void;
+  /** keep every emitted event in the history (CONTRACT 4.5 --event-retention > 0; default true) */
+  keepEvents?: boolean;
 }
 
 /** A producer's message, checked and parsed (src/ingest), for one org. */
@@ -63,7 +65,7 @@ export class Engine {
 
   constructor(private readonly deps: EngineDeps) {
     this.db = deps.db;
-    this.tx = new Transactions({ ...deps, jobsChanged: () => this.kickJobs() });
+    this.tx = new Transactions({ ...deps, keepEvents: deps.keepEvents ?? true, jobsChanged: () => this.kickJobs() });
     this.workflows = new Workflows(deps.db, (t, wf, step) => deployGroup(t, deps.db, this.workflows, wf, step));
   }
 

@@ -3,6 +3,7 @@
 // transaction (group commit), each in its own savepoint so that one that throws rolls back alone.
 import type { Db } from '../../store/db.ts';
 import { insertOutbox, type OutboxRow } from '../../store/outbox.ts';
+import { insertEvent } from '../../store/history.ts';
 import { entityLabels } from '../../store/installs.ts';
 import { eventSubject } from '../bus/subjects.ts';
 import { isoNow, type Clock } from '../domain/clock.ts';
@@ -31,6 +32,8 @@ export interface TransactionDeps {
   registryRev: () => number;
   /** after a commit that wrote outbox rows: the rows, in order (the relay publishes or delivers them) */
   outboxChanged: (rows: OutboxRow[]) => void;
+  /** keep each emitted event in the history too (CONTRACT 4.5), in the same transaction */
+  keepEvents: boolean;
   /** after a commit that changed the job queue */
   jobsChanged: () => void;
 }
@@ -69,6 +72,9 @@ export class Transactions {
         if (!ev) return;
         const row = { event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route: encodeRoute(ev.route) };
         t.rows.push({ ...row, seq: insertOutbox(this.deps.db, row), progress: [] });
+        if (this.deps.keepEvents) {
+          insertEvent(this.deps.db, { event_id: ev.id, org_id: fact.org_id, type: ev.type, subject: ev.subject, body: ev.body, route: row.route, created_ms: this.deps.clock.now() });
+        }
         t.types.push(ev.type);
       },
       jobsChanged: () => {

@@ -72,6 +72,7 @@ function operation(route: ApiRoute, components: Record<string, Json>): Json {
   const errors = new Set<ErrorStatus | 401 | 403 | 413 | 415>(route.errors);
   if (!route.public) [401, 403].forEach((s) => errors.add(s as 401 | 403));
   if (route.body) [400, 413, 415].forEach((s) => errors.add(s as 400 | 413 | 415));
+  if (route.query) errors.add(400);
   for (const status of [...errors].sort()) {
     responses[String(status)] = {
       description: ERROR_DESCRIPTIONS[status],
@@ -84,14 +85,23 @@ function operation(route: ApiRoute, components: Record<string, Json>): Json {
     ...(route.description ? { description: route.description } : {}),
     tags: [route.tag],
     ...(route.public ? { security: [] } : {}),
-    ...(route.paramNames.length
+    ...(route.paramNames.length || route.query
       ? {
-          parameters: route.paramNames.map((name) => ({
-            name,
-            in: 'path',
-            required: true,
-            schema: requestSchema(route.params.shape[name]),
-          })),
+          parameters: [
+            ...route.paramNames.map((name) => ({
+              name,
+              in: 'path',
+              required: true,
+              schema: requestSchema(route.params.shape[name]),
+            })),
+            ...Object.entries(route.query?.shape ?? {}).map(([name, schema]) => ({
+              name,
+              in: 'query',
+              required: !schema.safeParse(undefined).success,
+              ...(schema.description ? { description: schema.description } : {}),
+              schema: requestSchema(schema),
+            })),
+          ],
         }
       : {}),
     ...(route.body

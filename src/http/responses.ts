@@ -92,6 +92,54 @@ export const pingResultSchema = z
   })
   .register(apiSchemas, { id: 'PingResult' });
 
+// ------------------------------------------------------------------ history, attempts, recovery (CONTRACT 4.5)
+
+export const cloudEventSchema = z
+  .looseObject({
+    specversion: z.string(),
+    id: z.string(),
+    source: z.string(),
+    type: z.string(),
+    subject: z.string().optional(),
+    time: z.string().optional(),
+  })
+  .register(apiSchemas, { id: 'CloudEvent', description: 'a CloudEvent exactly as delivered (CONTRACT 6.2)' });
+
+const nextCursor = described(z.string().nullable(), 'pass as `after` for the next page; null on the last page');
+
+export const eventPageSchema = z.object({ data: z.array(cloudEventSchema), next_cursor: nextCursor }).register(apiSchemas, { id: 'EventPage' });
+
+export const attemptSchema = z
+  .object({
+    event_id: z.string(),
+    type: z.string(),
+    subject: z.string().nullable(),
+    attempted_at: timestamp,
+    outcome: z.enum(['success', 'failure']),
+    status_code: z.number().int().nullable(),
+    error: z.string().nullable(),
+    duration_ms: z.number(),
+    recovery_id: described(z.string().nullable(), "the recovery that made it, 'resend', or null for the event's own attempt"),
+  })
+  .register(apiSchemas, { id: 'Attempt' });
+
+export const attemptPageSchema = z.object({ data: z.array(attemptSchema), next_cursor: nextCursor }).register(apiSchemas, { id: 'AttemptPage' });
+
+export const recoveryStartedSchema = z
+  .object({ recovery_id: z.string(), events: described(z.number().int(), 'how many events it attempts') })
+  .register(apiSchemas, { id: 'RecoveryStarted' });
+
+export const recoverySchema = z
+  .object({
+    recovery_id: z.string(),
+    state: z.enum(['running', 'done']),
+    events: z.number().int(),
+    attempted: z.number().int(),
+    succeeded: z.number().int(),
+    failed: z.number().int(),
+  })
+  .register(apiSchemas, { id: 'Recovery' });
+
 // ------------------------------------------------------------------ apps, configs, branches (CONTRACT 4.2)
 
 export const appSchema = z

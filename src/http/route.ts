@@ -10,7 +10,7 @@ import { HttpError } from './errors.ts';
 import { invalid, issuesToDetails, readJson } from './validation.ts';
 
 export type Method = 'get' | 'post' | 'patch' | 'delete';
-export type SuccessStatus = 200 | 201 | 204;
+export type SuccessStatus = 200 | 201 | 202 | 204;
 /** The CONTRACT 3 statuses a route may answer with (401 and 403 are added to every authenticated route). */
 export type ErrorStatus = 400 | 404 | 409;
 
@@ -38,7 +38,10 @@ export interface RouteArgs<Path extends string> {
   params: { [K in PathParams<Path>]: string };
 }
 
-export interface RouteDef<Path extends string, B extends z.ZodType, R extends Responses> {
+/** Query parameters: each a string as given in the URL (zod turns them into what the handler gets). */
+export type QuerySchema = z.ZodObject<Record<string, z.ZodType<unknown, string | undefined>>>;
+
+export interface RouteDef<Path extends string, B extends z.ZodType, R extends Responses, Q extends QuerySchema> {
   operationId: string;
   method: Method;
   /** the OpenAPI path, `{name}` for a path parameter */
@@ -53,12 +56,14 @@ export interface RouteDef<Path extends string, B extends z.ZodType, R extends Re
    * (CONTRACT 3: 415, malformed JSON 400, `__proto__` 400, unknown fields 400 by path).
    */
   body?: { schema: B; optional?: boolean };
+  /** the query parameters (a strict object: an unknown one is 400, CONTRACT 3) */
+  query?: Q;
   responses: R;
   /** error statuses besides 401/403 (and 413/415 of routes with a body) */
   errors: ErrorStatus[];
   /** checks made before the body is read: a missing resource is 404 before its body is 400 */
   before?: (a: RouteArgs<Path>) => void;
-  handle: (a: RouteArgs<Path> & { body: z.output<B> }) => Reply<R> | Promise<Reply<R>>;
+  handle: (a: RouteArgs<Path> & { body: z.output<B>; query: z.output<Q> }) => Reply<R> | Promise<Reply<R>>;
 }
 
 /** A route definition with its types erased, as the router and the document see it. */
@@ -74,17 +79,18 @@ export interface ApiRoute {
   params: z.ZodObject<Record<string, z.ZodString>>;
   paramNames: string[];
   body?: { schema: z.ZodType; optional?: boolean };
+  query?: QuerySchema;
   responses: Responses;
   errors: ErrorStatus[];
   before?: (a: RouteArgs<string>) => void;
-  handle: (a: RouteArgs<string> & { body: unknown }) => { status: SuccessStatus; body: unknown } | Promise<{ status: SuccessStatus; body: unknown }>;
+  handle: (a: RouteArgs<string> & { body: unknown; query: unknown }) => { status: SuccessStatus; body: unknown } | Promise<{ status: SuccessStatus; body: unknown }>;
 }
 
 /** A path parameter: the API's ids are matched as given (an unknown or malformed id is a 404). */
 export const pathParamSchema = z.string().min(1);
 
-export function defineRoute<const Path extends string, B extends z.ZodType = z.ZodNever, const R extends Responses = Responses>(
-  def: RouteDef<Path, B, R>,
+export function defineRoute<const Path extends string, B extends z.ZodType = z.ZodNever, const R extends Responses = Responses, Q extends QuerySchema = z.ZodObject<{}>>(
+  def: RouteDef<Path, B, R, Q>,
 ): ApiRoute {
   if (!def.path.startsWith('/v1/')) throw new Error(`route ${def.operationId}: path must start with /v1/`);
   const paramNames = [...def.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
@@ -95,6 +101,7 @@ export function defineRoute<const Path extends string, B extends z.ZodType = z.Z
 export const reply = {
   ok: <T>(body: T) => ({ status: 200 as const, body }),
   created: <T>(body: T) => ({ status: 201 as const, body }),
+  accepted: <T>(body: T) => ({ status: 202 as const, body }),
   noContent: () => ({ status: 204 as const, body: null }),
 };
 
@@ -109,8 +116,14 @@ export function mountRoutes(router: Hono<AuthEnv>, ctx: AppContext, routes: read
       if (!p.success) throw invalid(issuesToDetails(p.error.issues));
       const args: RouteArgs<string> = { ctx, c, orgId: route.public ? '' : c.get('orgId'), params: p.data };
       route.before?.(args);
+      let query: unknown = {};
+      if (route.query) {
+        const q = route.query.strict().safeParse(c.req.query());
+        if (!q.success) throw invalid(issuesToDetails(q.error.issues));
+        query = q.data;
+      }
       const body = route.body ? await readJson(c, route.body.schema, route.body.optional ? {} : undefined) : undefined;
-      const out = await route.handle({ ...args, body });
+      const out = await route.handle({ ...args, body, query });
       return respond(c, ctx, route, out);
     });
   }

@@ -103,3 +103,40 @@ export const fleetRollbackSchema = z.strictObject({
 });
 
 export const vetoSchema = z.strictObject({ reason: z.string().trim().min(1).max(1000) });
+
+// ------------------------------------------------------------------ history, attempts, recovery (CONTRACT 4.5)
+
+const timeBound = (what: string) => z.string().min(1).max(64).describe(`${what}: an ISO 8601 time, or a duration back from now (e.g. 2h, 30m, 7d)`);
+const pageCursor = z.string().min(1).max(32).describe('the next_cursor of the previous page');
+const pageLimit = z
+  .string()
+  .regex(/^\d+$/, 'a whole number from 1 to 500')
+  .transform(Number)
+  .pipe(z.number().int().min(1, 'a whole number from 1 to 500').max(500, 'a whole number from 1 to 500'))
+  .describe('page size, 1 to 500 (default 100)');
+
+export const eventListQuerySchema = z.object({
+  since: timeBound('kept events emitted at or after').optional(),
+  until: timeBound('events emitted before').optional(),
+  type: z.string().min(1).max(200).describe('the CloudEvents type').optional(),
+  subject_prefix: z.string().min(1).max(1000).describe('the CloudEvents subject starts with this').optional(),
+  after: pageCursor.optional(),
+  limit: pageLimit.optional(),
+});
+
+export const attemptListQuerySchema = z.object({
+  since: timeBound('attempts made at or after').optional(),
+  until: timeBound('attempts made before').optional(),
+  outcome: z.enum(['success', 'failure']).optional(),
+  event_id: z.string().min(1).max(200).optional(),
+  after: pageCursor.optional(),
+  limit: pageLimit.optional(),
+});
+
+export const recoverBodySchema = z.strictObject({
+  since: timeBound('kept events emitted at or after'),
+  until: timeBound('events emitted before').optional(),
+  only_failed: z.boolean().describe('only the events whose attempts at this webhook all failed, or that it never had (default true)').optional(),
+});
+
+export const resendBodySchema = z.strictObject({ event_id: z.string().min(1).max(200) });

@@ -68,6 +68,17 @@ export class JetStreamRelay {
     this.kick();
   }
 
+  /**
+   * Rows were written outside the engine's commits (a recovery's items, CONTRACT 4.5): read the
+   * table again rather than holding them all in memory. Rows handed over and not yet published are
+   * in the table too; a row published twice is dropped by JetStream as a duplicate (its msg id).
+   */
+  reread(): void {
+    this.fromTable = true;
+    this.handed = [];
+    this.kick();
+  }
+
   /** The next rows to publish, oldest first. */
   private nextRows(): OutboxRow[] {
     if (!this.fromTable) return this.handed.splice(0, BATCH);

@@ -72,7 +72,8 @@ export class LocalRelay implements ProgressStore {
       this.done(row.seq);
       return;
     }
-    if (row.progress.length === 0) this.mirror(row);
+    // a recovery item (CONTRACT 4.5) repeats an event for one webhook: subscribers saw it already
+    if (row.progress.length === 0 && !route.recovery) this.mirror(row);
     this.held.set(row.event_id, row.seq);
     const ev: InboundEvent = {
       id: row.event_id,

@@ -553,6 +553,26 @@ describe('real responses validate against the document', () => {
     check({ status: wrongOrg.status, text: '', body: await wrongOrg.json() } as ApiResponse, 'get', '/v1/installs', 403);
   });
 
+  it('event history, attempts, recover and resend (CONTRACT 4.5)', async () => {
+    const page = check(await api.get('/v1/events?limit=2'), 'get', '/v1/events', 200);
+    expect(page.data.length).toBeGreaterThan(0);
+    check(await api.get(`/v1/events?after=${page.next_cursor}`), 'get', '/v1/events', 200);
+    check(await api.get('/v1/events?limit=0'), 'get', '/v1/events', 400);
+    const ev = check(await api.get(`/v1/events/${page.data[0].id}`), 'get', '/v1/events/{event_id}', 200);
+    check(await api.get('/v1/events/nope'), 'get', '/v1/events/{event_id}', 404);
+    const ATTEMPTS = `${HOOKS}/{webhook_id}/attempts`;
+    check(await api.get(`${HOOKS}/${ids.hookA}/attempts?limit=1`), 'get', ATTEMPTS, 200);
+    check(await api.get(`${HOOKS}/${ids.hookA}/attempts?outcome=no`), 'get', ATTEMPTS, 400);
+    const sent = check(await api.post(`${HOOKS}/${ids.hookA}/resend`, { event_id: ev.id }), 'post', `${HOOKS}/{webhook_id}/resend`, 200);
+    expect(sent.delivered).toBe(true);
+    check(await api.post(`${HOOKS}/${ids.hookA}/resend`, { event_id: 'nope' }), 'post', `${HOOKS}/{webhook_id}/resend`, 404);
+    const rec = check(await api.post(`${HOOKS}/${ids.hookA}/recover`, { since: '1h', only_failed: false }), 'post', `${HOOKS}/{webhook_id}/recover`, 202);
+    expect(rec.events).toBeGreaterThan(0);
+    check(await api.post(`${HOOKS}/${ids.hookA}/recover`, { since: 'x' }), 'post', `${HOOKS}/{webhook_id}/recover`, 400);
+    check(await api.get(`${HOOKS}/${ids.hookA}/recoveries/${rec.recovery_id}`), 'get', `${HOOKS}/{webhook_id}/recoveries/{recovery_id}`, 200);
+    check(await api.get(`${HOOKS}/${ids.hookA}/recoveries/nope`), 'get', `${HOOKS}/{webhook_id}/recoveries/{recovery_id}`, 404);
+  });
+
   it('every documented operation and success status was exercised and validated; nothing was a 5xx or left out', () => {
     const missing: string[] = [];
     for (const { op } of operations()) {

@@ -6,6 +6,7 @@ import { webhookRoutes } from './webhooks.ts';
 import { appRoutes } from './apps.ts';
 import { installRoutes } from './installs.ts';
 import { workflowRoutes } from './workflows.ts';
+import { eventRoutes } from './events.ts';
 
 const openApiRoute = defineRoute({
   operationId: 'getOpenApiDocument',
@@ -19,4 +20,4 @@ const openApiRoute = defineRoute({
   handle: () => reply.ok(openApiDocument(API_ROUTES)),
 });
 
-export const API_ROUTES: readonly ApiRoute[] = [openApiRoute, ...webhookRoutes, ...appRoutes, ...installRoutes, ...workflowRoutes];
+export const API_ROUTES: readonly ApiRoute[] = [openApiRoute, ...webhookRoutes, ...appRoutes, ...installRoutes, ...workflowRoutes, ...eventRoutes];

@@ -1,8 +1,10 @@
 // CONTRACT 4.1: the org's webhooks.
 import { createWebhookBodySchema, patchWebhookBodySchema } from '../../domain/subscription.ts';
 import * as svc from '../../services/webhooks.ts';
+import * as history from '../../services/history.ts';
+import { attemptListQuerySchema, recoverBodySchema, resendBodySchema } from '../schemas.ts';
 import { defineRoute, reply } from '../route.ts';
-import { pingResultSchema, webhookListSchema, webhookSchema } from '../responses.ts';
+import { attemptPageSchema, pingResultSchema, recoverySchema, recoveryStartedSchema, webhookListSchema, webhookSchema } from '../responses.ts';
 import type { z } from 'zod';
 
 type WebhookBody = z.input<typeof webhookSchema>;
@@ -80,5 +82,53 @@ export const webhookRoutes = [
     responses: { 200: { description: 'the outcome of the delivery', schema: pingResultSchema } },
     errors: [404],
     handle: async ({ ctx, orgId, params }) => reply.ok(await svc.pingWebhook(ctx, orgId, params.webhook_id)),
+  }),
+  defineRoute({
+    operationId: 'listWebhookAttempts',
+    method: 'get',
+    path: `${HOOKS}/{webhook_id}/attempts`,
+    tag,
+    summary: "This webhook's kept delivery attempts, newest first",
+    query: attemptListQuerySchema,
+    responses: { 200: { description: 'a page of attempts', schema: attemptPageSchema } },
+    errors: [400, 404],
+    handle: ({ ctx, orgId, params, query }) => reply.ok(history.listAttempts(ctx, orgId, params.webhook_id, query)),
+  }),
+  defineRoute({
+    operationId: 'recoverWebhook',
+    method: 'post',
+    path: `${HOOKS}/{webhook_id}/recover`,
+    tag,
+    summary: 'Attempt again, at this webhook alone, the kept events of a window that it missed',
+    description:
+      'One new attempt for every kept event of the window that the webhook matches now and (only_failed, the default) whose attempts at it all failed or that it never had. Durable like any delivery; each attempt carries the event\'s body and id and X-Svc-Recovery: <recovery_id>.',
+    before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
+    body: { schema: recoverBodySchema },
+    responses: { 202: { description: 'the recovery, started', schema: recoveryStartedSchema } },
+    errors: [404],
+    handle: async ({ ctx, orgId, params, body: input }) => reply.accepted(await history.recoverWebhook(ctx, orgId, params.webhook_id, input)),
+  }),
+  defineRoute({
+    operationId: 'getWebhookRecovery',
+    method: 'get',
+    path: `${HOOKS}/{webhook_id}/recoveries/{recovery_id}`,
+    tag,
+    summary: 'How far a recovery has come',
+    responses: { 200: { description: 'the recovery', schema: recoverySchema } },
+    errors: [404],
+    handle: ({ ctx, orgId, params }) => reply.ok(history.getRecovery(ctx, orgId, params.webhook_id, params.recovery_id)),
+  }),
+  defineRoute({
+    operationId: 'resendEvent',
+    method: 'post',
+    path: `${HOOKS}/{webhook_id}/resend`,
+    tag,
+    summary: 'Send one kept event to this webhook now, whatever its subscription',
+    description: "The event's own body and id, a fresh webhook-timestamp and X-Svc-Recovery: resend; counted in delivery_status and the attempt log.",
+    before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
+    body: { schema: resendBodySchema },
+    responses: { 200: { description: 'the outcome of the delivery', schema: pingResultSchema } },
+    errors: [404],
+    handle: async ({ ctx, orgId, params, body: input }) => reply.ok(await history.resendEvent(ctx, orgId, params.webhook_id, input.event_id)),
   }),
 ];

@@ -1,0 +1,183 @@
+// The history commands of `svc` (CONTRACT 7, 4.5): `svc events list|get`, and on a webhook
+// `attempts`, `recover` (followed to done with a progress line) and `resend`.
+import type { Command } from 'commander';
+import { seg } from './api-client.ts';
+import { group, handle, leaf, str, type Run } from './command-kit.ts';
+import { UsageError } from './errors.ts';
+import { printFields, printJson, printTable, println } from './output.ts';
+
+const WEBHOOKS = '/v1/orgs/current/webhooks';
+const PAGE = 500;
+/** How often `recover` asks how far the recovery has come. */
+const FOLLOW_EVERY_MS = 500;
+/** A recovery whose counts have not moved for this long is left (exit 1): its last counts may have been lost to a crash. */
+const STALLED_MS = 120_000;
+
+interface CloudEvent {
+  id: string;
+  type: string;
+  subject?: string;
+  time?: string;
+}
+
+interface Attempt {
+  event_id: string;
+  type: string;
+  subject: string | null;
+  attempted_at: string;
+  outcome: 'success' | 'failure';
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number;
+  recovery_id: string | null;
+}
+
+interface Recovery {
+  recovery_id: string;
+  state: 'running' | 'done';
+  events: number;
+  attempted: number;
+  succeeded: number;
+  failed: number;
+}
+
+interface Page<T> {
+  data: T[];
+  next_cursor: string | null;
+}
+
+/** `--since`/`--until`: an ISO 8601 time or a duration back from now; checked before any request (exit 2). */
+function timeOption(run: Run, name: 'since' | 'until'): string | undefined {
+  const v = str(run.opts[name]);
+  if (v === undefined) return undefined;
+  if (/^\d+(?:\.\d+)?(ms|s|m|h|d)$/.test(v.trim()) || (/^\d{4}-\d{2}-\d{2}/.test(v) && !Number.isNaN(Date.parse(v)))) return v.trim();
+  throw new UsageError(`--${name} ${JSON.stringify(v)}: an ISO 8601 time or a duration back from now (e.g. 2h, 30m, 7d)`);
+}
+
+function query(params: Record<string, string | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, v);
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}
+
+/** Every page of a list. */
+async function allPages<T>(run: Run, path: string, params: Record<string, string | undefined>): Promise<T[]> {
+  const out: T[] = [];
+  let after: string | undefined;
+  do {
+    const page = await run.api().get<Page<T>>(`${path}${query({ ...params, limit: String(PAGE), after })}`);
+    out.push(...page.data);
+    after = page.next_cursor ?? undefined;
+  } while (after);
+  return out;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export function registerHistoryCommands(program: Command, webhooks: Command): void {
+  const events = group(program, 'events', "the org's event history (kept for --event-retention)");
+
+  handle(
+    leaf(events, 'list', 'list kept events, oldest first')
+      .option('--since <time>', 'emitted at or after: ISO 8601 or a duration back from now (2h, 7d)')
+      .option('--until <time>', 'emitted before: ISO 8601 or a duration back from now')
+      .option('--type <type>', 'only this CloudEvents type')
+      .option('--subject-prefix <prefix>', 'only subjects starting with this'),
+    async (run) => {
+      const list = await allPages<CloudEvent>(run, '/v1/events', {
+        since: timeOption(run, 'since'),
+        until: timeOption(run, 'until'),
+        type: str(run.opts.type),
+        subject_prefix: str(run.opts.subjectPrefix),
+      });
+      if (run.json) return printJson(list);
+      printTable(['time', 'type', 'subject', 'id'], list.map((e) => [e.time, e.type, e.subject, e.id]), 'no events');
+    },
+  );
+
+  handle(leaf(events, 'get <event_id>', 'one kept event, as delivered (JSON)'), async (run) => {
+    const [id] = run.args;
+    printJson(await run.api().get(`/v1/events/${seg(id)}`));
+  });
+
+  handle(
+    leaf(webhooks, 'attempts <webhook_id>', "a webhook's delivery attempts, newest first")
+      .option('--failed', 'only the failed ones')
+      .option('--since <time>', 'made at or after: ISO 8601 or a duration back from now (2h, 7d)'),
+    async (run) => {
+      const [id] = run.args;
+      const list = await allPages<Attempt>(run, `${WEBHOOKS}/${seg(id)}/attempts`, {
+        since: timeOption(run, 'since'),
+        outcome: run.opts.failed === true ? 'failure' : undefined,
+      });
+      if (run.json) return printJson(list);
+      printTable(
+        ['attempted_at', 'outcome', 'status', 'ms', 'event_id', 'type', 'recovery', 'error'],
+        list.map((a) => [a.attempted_at, a.outcome, a.status_code, a.duration_ms, a.event_id, a.type, a.recovery_id, a.error]),
+        'no attempts',
+      );
+    },
+  );
+
+  handle(
+    leaf(webhooks, 'recover <webhook_id>', 'attempt again at this webhook the kept events of a window it missed, and follow the recovery to done')
+      .option('--since <time>', 'events emitted at or after: ISO 8601 or a duration back from now (2h, 7d); required')
+      .option('--until <time>', 'events emitted before: ISO 8601 or a duration back from now')
+      .option('--all', 'every matching event of the window, not only those that never got through'),
+    async (run) => {
+      const [id] = run.args;
+      const since = timeOption(run, 'since');
+      if (since === undefined) throw new UsageError('--since is required (e.g. --since 2h)');
+      const until = timeOption(run, 'until');
+      const body: Record<string, unknown> = { since };
+      if (until !== undefined) body.until = until;
+      if (run.opts.all === true) body.only_failed = false;
+      const started = await run.api().post<{ recovery_id: string; events: number }>(`${WEBHOOKS}/${seg(id)}/recover`, body);
+      if (!run.json) println(`recovery ${started.recovery_id}: ${started.events} event${started.events === 1 ? '' : 's'} to attempt`);
+      const path = `${WEBHOOKS}/${seg(id)}/recoveries/${seg(started.recovery_id)}`;
+      let last = '';
+      let movedAt = Date.now();
+      for (;;) {
+        const r = await run.api().get<Recovery>(path);
+        const line = `${r.attempted}/${r.events} attempted, ${r.succeeded} succeeded, ${r.failed} failed`;
+        if (line !== last) {
+          if (!run.json) println(line);
+          movedAt = Date.now();
+        }
+        last = line;
+        if (r.state !== 'done' && Date.now() - movedAt > STALLED_MS) {
+          // counts are written once a second: a kill -9 of svc may lose the last second's (the attempts are made)
+          throw new Error(`recovery ${r.recovery_id} has not moved for ${STALLED_MS / 1000} s (${line}); see svc webhooks attempts ${id}`);
+        }
+        if (r.state === 'done') {
+          if (run.json) return printJson(r);
+          printFields([
+            ['recovery_id', r.recovery_id],
+            ['state', r.state],
+            ['events', r.events],
+            ['succeeded', r.succeeded],
+            ['failed', r.failed],
+          ]);
+          return;
+        }
+        await sleep(FOLLOW_EVERY_MS);
+      }
+    },
+  );
+
+  handle(leaf(webhooks, 'resend <webhook_id> <event_id>', 'send one kept event to this webhook now (exit 1 when it is not delivered)'), async (run) => {
+    const [id, eventId] = run.args;
+    const r = await run.api().post<{ delivered: boolean; status?: number | null; error?: string | null; duration_ms?: number }>(`${WEBHOOKS}/${seg(id)}/resend`, { event_id: eventId });
+    if (run.json) printJson(r);
+    else {
+      printFields([
+        ['delivered', r.delivered ? 'yes' : 'no'],
+        ['status', r.status],
+        ['error', r.error],
+        ['duration_ms', r.duration_ms],
+      ]);
+    }
+    if (!r.delivered) throw new Error(`the event was not delivered${r.error ? ` (${r.error})` : r.status ? ` (HTTP ${r.status})` : ''}`);
+  });
+}

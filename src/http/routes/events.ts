@@ -1,0 +1,32 @@
+// CONTRACT 4.5: the event history of the org.
+import * as svc from '../../services/history.ts';
+import { defineRoute, reply } from '../route.ts';
+import { cloudEventSchema, eventPageSchema } from '../responses.ts';
+import { eventListQuerySchema } from '../schemas.ts';
+
+const tag = 'events';
+
+export const eventRoutes = [
+  defineRoute({
+    operationId: 'listEvents',
+    method: 'get',
+    path: '/v1/events',
+    tag,
+    summary: "The org's kept events, oldest first",
+    description: 'Every event the engine emitted (not pings) is kept for --event-retention (default 7 days). Each CloudEvent is returned exactly as delivered.',
+    query: eventListQuerySchema,
+    responses: { 200: { description: 'a page of events', schema: eventPageSchema } },
+    errors: [400],
+    handle: ({ ctx, orgId, query }) => reply.ok(svc.listEvents(ctx, orgId, query)),
+  }),
+  defineRoute({
+    operationId: 'getEvent',
+    method: 'get',
+    path: '/v1/events/{event_id}',
+    tag,
+    summary: 'One kept event (past the retention: 404)',
+    responses: { 200: { description: 'the CloudEvent as delivered', schema: cloudEventSchema } },
+    errors: [404],
+    handle: ({ ctx, orgId, params }) => reply.ok(svc.getEvent(ctx, orgId, params.event_id)),
+  }),
+];

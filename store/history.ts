@@ -1,0 +1,214 @@
+// Event history, the attempt log and recoveries (CONTRACT 4.5), kept for --event-retention.
+// Events are written with their outbox row (one transaction with the facts that caused them);
+// attempts in batches beside the delivery status (never a write per attempt); everything older
+// than the retention is pruned by age, and reads never return it even before a prune.
+import type { Statement } from 'better-sqlite3';
+import type { Db } from './db.ts';
+
+export interface StoredEvent {
+  seq: number;
+  event_id: string;
+  org_id: string;
+  type: string;
+  subject: string;
+  body: string;
+  route: string;
+  created_ms: number;
+}
+
+/** The insert of insertEvent, prepared once per connection (it runs for every event emitted). */
+const insertEventStmt = new WeakMap<Db, Statement<unknown[]>>();
+
+export function insertEvent(db: Db, e: Omit<StoredEvent, 'seq'>): void {
+  let stmt = insertEventStmt.get(db);
+  if (!stmt) insertEventStmt.set(db, (stmt = db.prepare('INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)')));
+  stmt.run(
+    e.event_id,
+    e.org_id,
+    e.type,
+    e.subject,
+    e.body,
+    e.route,
+    e.created_ms,
+  );
+}
+
+export interface EventQuery {
+  orgId: string;
+  /** kept: created at or after this (ms); also the retention cut-off */
+  sinceMs: number;
+  untilMs: number | null;
+  type: string | null;
+  subjectPrefix: string | null;
+  afterSeq: number;
+  limit: number;
+}
+
+/** An org's kept events in a window, oldest first (by seq, after a cursor). */
+export function listEvents(db: Db, q: EventQuery): StoredEvent[] {
+  const where = ['org_id = ?', 'seq > ?', 'created_ms >= ?'];
+  const args: unknown[] = [q.orgId, q.afterSeq, q.sinceMs];
+  if (q.untilMs !== null) {
+    where.push('created_ms < ?');
+    args.push(q.untilMs);
+  }
+  if (q.type !== null) {
+    where.push('type = ?');
+    args.push(q.type);
+  }
+  if (q.subjectPrefix !== null) {
+    // a prefix match without LIKE's wildcards
+    where.push('substr(subject, 1, ?) = ?');
+    args.push(q.subjectPrefix.length, q.subjectPrefix);
+  }
+  args.push(q.limit);
+  return db.prepare(`SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ?`).all(...args) as StoredEvent[];
+}
+
+/** The newest event's seq (0 when none). */
+export function lastEventSeq(db: Db): number {
+  return (db.prepare('SELECT COALESCE(MAX(seq), 0) AS n FROM events').get() as { n: number }).n;
+}
+
+/** One kept event of an org (created at or after keptSinceMs), or undefined. */
+export function getEvent(db: Db, orgId: string, eventId: string, keptSinceMs: number): StoredEvent | undefined {
+  return db.prepare('SELECT * FROM events WHERE event_id = ? AND org_id = ? AND created_ms >= ?').get(eventId, orgId, keptSinceMs) as StoredEvent | undefined;
+}
+
+// ---------------------------------------------------------------- attempts
+
+export interface AttemptRow {
+  webhook_id: string;
+  org_id: string;
+  event_id: string;
+  type: string;
+  attempted_ms: number;
+  ok: boolean;
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number;
+  recovery_id: string | null;
+  kept_ms: number;
+}
+
+export interface StoredAttempt extends Omit<AttemptRow, 'ok'> {
+  seq: number;
+  ok: number;
+  subject: string | null;
+}
+
+/** Append attempts and count the recoveries' ones, in one transaction. */
+export function saveAttempts(db: Db, rows: readonly AttemptRow[]): void {
+  if (!rows.length) return;
+  const ins = db.prepare(
+    `INSERT INTO delivery_attempts (webhook_id, org_id, event_id, type, attempted_ms, ok, status_code, error, duration_ms, recovery_id, kept_ms)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  const counts = new Map<string, { ok: number; failed: number }>();
+  for (const r of rows) {
+    if (!r.recovery_id) continue;
+    const c = counts.get(r.recovery_id) ?? { ok: 0, failed: 0 };
+    if (r.ok) c.ok++;
+    else c.failed++;
+    counts.set(r.recovery_id, c);
+  }
+  const upd = db.prepare('UPDATE recoveries SET attempted = attempted + ?, succeeded = succeeded + ?, failed = failed + ? WHERE recovery_id = ?');
+  db.transaction(() => {
+    for (const r of rows) {
+      ins.run(r.webhook_id, r.org_id, r.event_id, r.type, r.attempted_ms, r.ok ? 1 : 0, r.status_code, r.error, Math.round(r.duration_ms), r.recovery_id, r.kept_ms);
+    }
+    for (const [id, c] of counts) upd.run(c.ok + c.failed, c.ok, c.failed, id);
+  })();
+}
+
+export interface AttemptQuery {
+  webhookId: string;
+  keptSinceMs: number;
+  sinceMs: number | null;
+  untilMs: number | null;
+  ok: boolean | null;
+  eventId: string | null;
+  /** 0 = from the newest */
+  beforeSeq: number;
+  limit: number;
+}
+
+/** A webhook's kept attempts, newest first (by seq, before a cursor), with each event's subject. */
+export function listAttempts(db: Db, q: AttemptQuery): StoredAttempt[] {
+  const where = ['a.webhook_id = ?', 'a.kept_ms >= ?'];
+  const args: unknown[] = [q.webhookId, q.keptSinceMs];
+  if (q.beforeSeq > 0) {
+    where.push('a.seq < ?');
+    args.push(q.beforeSeq);
+  }
+  if (q.sinceMs !== null) {
+    where.push('a.attempted_ms >= ?');
+    args.push(q.sinceMs);
+  }
+  if (q.untilMs !== null) {
+    where.push('a.attempted_ms < ?');
+    args.push(q.untilMs);
+  }
+  if (q.ok !== null) {
+    where.push('a.ok = ?');
+    args.push(q.ok ? 1 : 0);
+  }
+  if (q.eventId !== null) {
+    where.push('a.event_id = ?');
+    args.push(q.eventId);
+  }
+  args.push(q.limit);
+  return db
+    .prepare(`SELECT a.*, e.subject AS subject FROM delivery_attempts a LEFT JOIN events e ON e.event_id = a.event_id WHERE ${where.join(' AND ')} ORDER BY a.seq DESC LIMIT ?`)
+    .all(...args) as StoredAttempt[];
+}
+
+/** Which of these events got through to this webhook at least once. */
+export function deliveredEventIds(db: Db, webhookId: string, eventIds: readonly string[]): Set<string> {
+  if (!eventIds.length) return new Set();
+  const rows = db
+    .prepare(`SELECT DISTINCT event_id FROM delivery_attempts WHERE webhook_id = ? AND ok = 1 AND event_id IN (${eventIds.map(() => '?').join(',')})`)
+    .all(webhookId, ...eventIds) as Array<{ event_id: string }>;
+  return new Set(rows.map((r) => r.event_id));
+}
+
+// ---------------------------------------------------------------- recoveries
+
+export interface RecoveryRow {
+  recovery_id: string;
+  org_id: string;
+  webhook_id: string;
+  events: number;
+  attempted: number;
+  succeeded: number;
+  failed: number;
+  /** 1 once every item is queued */
+  prepared: number;
+  created_ms: number;
+}
+
+/** A recovery being prepared (no item queued yet). */
+export function insertRecovery(db: Db, r: Pick<RecoveryRow, 'recovery_id' | 'org_id' | 'webhook_id' | 'created_ms'>): void {
+  db.prepare('INSERT INTO recoveries (recovery_id, org_id, webhook_id, events, created_ms) VALUES (?, ?, ?, 0, ?)').run(r.recovery_id, r.org_id, r.webhook_id, r.created_ms);
+}
+
+/** More items of a recovery are queued (in the transaction that queued them); `last`: all of them are. */
+export function recoveryQueued(db: Db, recoveryId: string, items: number, last: boolean): void {
+  db.prepare('UPDATE recoveries SET events = events + ?, prepared = MAX(prepared, ?) WHERE recovery_id = ?').run(items, last ? 1 : 0, recoveryId);
+}
+
+export function getRecovery(db: Db, orgId: string, webhookId: string, recoveryId: string): RecoveryRow | undefined {
+  return db.prepare('SELECT * FROM recoveries WHERE recovery_id = ? AND org_id = ? AND webhook_id = ?').get(recoveryId, orgId, webhookId) as RecoveryRow | undefined;
+}
+
+// ---------------------------------------------------------------- retention
+
+/** Delete what is older than the cut-off (ms, the engine's clock); how many rows went. */
+export function pruneHistory(db: Db, cutoffMs: number): number {
+  return db.transaction(() => {
+    let n = db.prepare('DELETE FROM events WHERE created_ms < ?').run(cutoffMs).changes;
+    n += db.prepare('DELETE FROM delivery_attempts WHERE kept_ms < ?').run(cutoffMs).changes;
+    n += db.prepare('DELETE FROM recoveries WHERE created_ms < ?').run(cutoffMs).changes;
+    return n;
+  })();
+}

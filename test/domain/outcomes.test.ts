@@ -1,0 +1,31 @@
+// The outcome batch on the wire (src/domain/outcomes.ts): a recovery id travels as an optional
+// 10th field of an outcome's tuple, and the 9-field tuples of data planes from before it still decode.
+import { describe, expect, it } from 'vitest';
+import { decodeOutcomeBatch, encodeOutcomeBatch, type Outcome } from '../../src/domain/outcomes.ts';
+import { decodeRoute, encodeRoute, type Route } from '../../src/domain/route.ts';
+
+const base: Outcome = { webhook_id: 'wh_1', org_id: 'org_1', event_id: 'ev_1', type: 't', ok: false, status: 503, error: 'HTTP 503', duration_ms: 12, at: 1000 };
+
+describe('outcome batches', () => {
+  it('round-trip with and without a recovery id; a 9-field tuple (older data plane) decodes', () => {
+    const batch = { id: 'b_1', sent_at: 900, worker: 'w', in_flight: 2, dropped: { forged: 1 }, outcomes: [base, { ...base, ok: true, status: 200, error: null, recovery_id: 'rcv_1' }] };
+    expect(decodeOutcomeBatch(encodeOutcomeBatch(batch))).toEqual(batch);
+    const wire = JSON.parse(encodeOutcomeBatch(batch));
+    expect(wire.o[0]).toHaveLength(9);
+    expect(wire.o[1]).toHaveLength(10);
+    const old = JSON.stringify({ i: 'b_0', t: 900, w: 'w', f: 0, d: {}, o: [['wh_1', 'org_1', 'ev_1', 't', 1, 200, null, 5, 1000]] });
+    expect(decodeOutcomeBatch(old)?.outcomes[0]).toEqual({ ...base, ok: true, status: 200, error: null, duration_ms: 5 });
+    const bad = JSON.stringify({ i: 'b_0', t: 900, w: 'w', f: 0, d: {}, o: [['wh_1', 'org_1', 'ev_1', 't', 1, 200, null, 5, 1000, 7]] });
+    expect(decodeOutcomeBatch(bad)).toBeNull();
+  });
+});
+
+describe('routes of recovery items', () => {
+  const route: Route = { org: 'org_1', type: 't', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 3 };
+  it('carry the recovery (id, webhook, event id); a malformed one is refused', () => {
+    const r = { ...route, recovery: { id: 'rcv_1', webhook: 'wh_1', event_id: 'ev_1' } };
+    expect(decodeRoute(encodeRoute(r))).toEqual(r);
+    expect(decodeRoute(encodeRoute(route))).toEqual(route);
+    expect(decodeRoute(JSON.stringify({ ...route, recovery: { id: 'rcv_1' } }))).toBeNull();
+  });
+});
