@@ -97,9 +97,14 @@ export interface StoredAttempt extends Omit<AttemptRow, 'ok'> {
   subject: string | null;
 }
 
-/** Append attempts and count the recoveries' ones, in one transaction. */
-export function saveAttempts(db: Db, rows: readonly AttemptRow[]): void {
-  if (!rows.length) return;
+/**
+ * Append attempts and count the recoveries' ones, in one transaction. Rows arrive in the order the
+ * attempts ended; they are stored in the order they started, so that the log (newest first by seq)
+ * reads in attempt time.
+ */
+export function saveAttempts(db: Db, given: readonly AttemptRow[]): void {
+  if (!given.length) return;
+  const rows = [...given].sort((a, b) => a.attempted_ms - b.attempted_ms);
   const ins = db.prepare(
     `INSERT INTO delivery_attempts (webhook_id, org_id, event_id, type, attempted_ms, ok, status_code, error, duration_ms, recovery_id, kept_ms)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
