@@ -1,4 +1,5 @@
 // `svc serve` configuration: CONTRACT 1 options, each also an environment variable.
+import { durationMs } from './domain/duration.ts';
 
 export interface ServeConfig {
   port: number;
@@ -45,15 +46,12 @@ export function parseCount(text: string): number {
   return Number(text);
 }
 
-const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** '500ms', '2s', '15m', '24h' → milliseconds. Throws on anything else. */
+/** '500ms', '2s', '15m', '24h' → milliseconds (more than 0). Throws on anything else. */
 export function parseDuration(text: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim());
-  if (!m) throw new Error(`invalid duration ${JSON.stringify(text)} (use e.g. 500ms, 2s, 15m, 24h)`);
-  const ms = Number(m[1]) * UNITS[m[2]];
+  const ms = durationMs(text);
+  if (ms === null) throw new Error(`invalid duration ${JSON.stringify(text)} (use e.g. 500ms, 2s, 15m, 24h)`);
   if (!(ms > 0)) throw new Error(`duration ${JSON.stringify(text)} must be positive`);
-  return Math.round(ms);
+  return ms;
 }
 
 export function parsePort(text: string): number {

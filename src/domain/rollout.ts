@@ -1,6 +1,8 @@
 // Health-gated rollouts and fleet rollbacks (CONTRACT 4.3): the gate a run carries and what a run
 // records once its gate trips (`data.rollout` of its events).
 
+import { durationMs } from './duration.ts';
+
 /** The composite verdicts a gate can watch for (`on`). */
 export const GATE_VERDICTS = ['degraded', 'unhealthy'] as const;
 export type GateVerdict = (typeof GATE_VERDICTS)[number];
@@ -29,10 +31,5 @@ export interface Rollout {
   reason: string | null;
 }
 
-const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-
 /** A bake duration (`0s`, `90s`, `10m`, `1h`) in milliseconds; null when it is not one. */
-export function bakeMs(text: string): number | null {
-  const m = /^(\d{1,9})(ms|s|m|h)$/.exec(text);
-  return m ? Number(m[1]) * UNITS[m[2]] : null;
-}
+export const bakeMs = durationMs;
