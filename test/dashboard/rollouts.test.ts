@@ -10,6 +10,7 @@ import { ingestSubject } from '../../src/bus/subjects.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { axeViolations, describeViolations, launchBrowser, newContext, screenshot, signIn } from '../helpers/browser.ts';
 import { get, post, waitStep, waitWf } from '../helpers/workflows.ts';
+import { dashboardSession } from '../helpers/dashboard.ts';
 import { rid } from '../helpers/ids.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -115,6 +116,15 @@ describe('the app page', () => {
     await page.getByRole('button', { name: 'Veto config v2' }).click();
     await expect(page.locator('.flash.error').textContent()).resolves.toContain('reason');
     expect((await get(api, `/v1/apps/${app.app_id}/configs`)).find((c: Json) => c.version === 2).vetoed).toBeNull();
+
+    // a fleet rollback onto it: the plan marks it; applying is refused with the reason, nothing starts
+    await Promise.all([page.waitForURL(/\/rollback\?/), page.getByRole('button', { name: 'Plan fleet rollback' }).click()]);
+    await expect(page.getByRole('alert').textContent()).resolves.toContain('config v1: api:1 leaks memory');
+    await expect(page.locator('li.plan-install .badge').textContent()).resolves.toBe('vetoed');
+    await page.getByRole('button', { name: 'Apply fleet rollback' }).click();
+    await expect(page.locator('.flash.error').textContent()).resolves.toContain('api:1 leaks memory');
+    await expectAccessible(page, 'fleet rollback refused: vetoed');
+    expect((await get(api, `/v1/installs/${inst.install_id}/workflows`)).map((w: Json) => w.type)).toEqual(['app_config_update', 'provision']);
 
     // the install's rollback to v1: the plan says it is vetoed, applying is refused with the reason
     await page.goto(`${dash}/${org.org_id}/installs/${inst.install_id}`);
@@ -300,5 +310,28 @@ describe('a health-gated rollout page', () => {
     await screenshot(page, 'rollout-tripped');
     await expectAccessible(page, 'rollout page tripped');
     expect((await get(api, `/v1/installs/${y.install_id}`)).app_config_id).toBe(v2.app_config_id);
+  });
+});
+
+describe('tenancy and CSRF', () => {
+  it("another org's app and its forms are 404; a veto without the CSRF token is 403 and changes nothing", { timeout: 60_000 }, async () => {
+    const { app, v1 } = await app3();
+    const other = svc.createOrg('dash-rollouts-other');
+    const theirs = await dashboardSession(dash, other);
+    expect((await theirs.get(`/${other.org_id}/apps`)).status).toBe(200);
+    expect((await theirs.get(`/${other.org_id}/apps/${app.app_id}`)).status).toBe(404);
+    expect((await theirs.get(`/${other.org_id}/apps/${app.app_id}/rollback?to=previous`)).status).toBe(404);
+    expect((await theirs.get(`/${org.org_id}/apps/${app.app_id}`)).status).toBe(404);
+    const veto = await theirs.submit(`/${other.org_id}/apps`, `/${other.org_id}/apps/${app.app_id}/configs/${v1.app_config_id}/veto`, { reason: 'not yours' });
+    expect(veto.status).toBe(404);
+    const session = (await context.cookies()).find((c) => c.name === 'svc_session')!;
+    const noCsrf = await fetch(`${dash}/${org.org_id}/apps/${app.app_id}/configs/${v1.app_config_id}/veto`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `svc_session=${session.value}` },
+      body: new URLSearchParams({ reason: 'forged' }),
+    });
+    expect(noCsrf.status).toBe(403);
+    expect((await get(api, `/v1/apps/${app.app_id}/configs`)).every((c: Json) => c.vetoed === null)).toBe(true);
   });
 });
