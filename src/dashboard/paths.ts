@@ -15,6 +15,12 @@ export interface Paths {
   rollbackPlan(installId: string): string;
   rollbackApply(installId: string): string;
   workflow(id: string): string;
+  apps: string;
+  app(id: string): string;
+  /** GET: a fleet rollback's plan (query: to, selector); POST: apply it */
+  fleetRollback(appId: string): string;
+  configVeto(appId: string, configId: string): string;
+  configUnveto(appId: string, configId: string): string;
   approvals: string;
   webhooks: string;
   newWebhook: string;
@@ -26,6 +32,7 @@ export interface Paths {
 export function pathsFor(prefix: string, orgId: string): Paths {
   const org = `${prefix}/${seg(orgId)}`;
   const install = (id: string) => `${org}/installs/${seg(id)}`;
+  const app = (id: string) => `${org}/apps/${seg(id)}`;
   return {
     prefix,
     login: (next) => `${prefix}/login${next ? `?next=${seg(next)}` : ''}`,
@@ -40,6 +47,11 @@ export function pathsFor(prefix: string, orgId: string): Paths {
     rollbackPlan: (id) => `${install(id)}/rollback/plan`,
     rollbackApply: (id) => `${install(id)}/rollback/apply`,
     workflow: (id) => `${org}/workflows/${seg(id)}`,
+    apps: `${org}/apps`,
+    app,
+    fleetRollback: (id) => `${app(id)}/rollback`,
+    configVeto: (id, cfg) => `${app(id)}/configs/${seg(cfg)}/veto`,
+    configUnveto: (id, cfg) => `${app(id)}/configs/${seg(cfg)}/unveto`,
     approvals: `${org}/approvals`,
     webhooks: `${org}/webhooks`,
     newWebhook: `${org}/webhooks/new`,

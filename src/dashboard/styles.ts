@@ -71,6 +71,12 @@ details > summary { cursor:pointer; color:var(--accent); }
 .step-error { color:var(--bad); }
 .refresh { margin:0 0 .6rem; font-size:.9rem; }
 dl.facts + form, dl.facts + .actions { margin-top:.8rem; }
+section.trip { background:#fdeceb; border-color:#f1b0aa; }
+section.group > h2 { margin-top:.2rem; } section.group ol.steps { margin:0; }
+.bake, ul.children { margin:.4rem 0 0; } ul.verdicts, ul.children { padding-left:1.2rem; } .bake p { margin:.2rem 0; }
+tr.row-vetoed td { background:#fff7f6; } .vetoed p { margin:0 0 .3rem; }
+input.grow { flex:1; min-width:10rem; width:auto; }
+ul.skipped { padding-left:1.2rem; margin:0; }
 @media (max-width: 40rem) {
   main { padding:.6rem; }
   table.stack-sm thead { display:none; }

@@ -14,7 +14,7 @@ export interface PageProps {
   flash?: Flash;
   /** seconds; set while a workflow is running: the page reloads itself (app.js) unless the reader pauses it */
   refresh?: number;
-  current?: 'overview' | 'installs' | 'approvals' | 'webhooks' | 'settings';
+  current?: 'overview' | 'installs' | 'apps' | 'approvals' | 'webhooks' | 'settings';
   children?: Child;
 }
 
@@ -89,6 +89,7 @@ const Nav: FC<{ paths: Paths; org: { id: string; csrf: string }; current?: PageP
       <ul>
         {item('overview', paths.org, 'Overview')}
         {item('installs', paths.installs, 'Installs')}
+        {item('apps', paths.apps, 'Apps')}
         {item(
           'approvals',
           paths.approvals,
@@ -238,6 +239,14 @@ export const Owner: FC<{ owner: OwnerLike; paths: Paths }> = ({ owner, paths }) 
     {owner.type === 'installs' && owner.name ? (
       <>
         install <a href={paths.install(owner.id)}>{owner.name}</a>
+      </>
+    ) : owner.type === 'apps' && owner.name ? (
+      <>
+        app <a href={paths.app(owner.id)}>{owner.name}</a>
+      </>
+    ) : owner.type === 'app_branches' && owner.name && owner.app ? (
+      <>
+        branch {owner.name} of app <a href={paths.app(owner.app.app_id)}>{owner.app.name}</a>
       </>
     ) : (
       ownerText(owner)

@@ -1,7 +1,7 @@
 // Installs: the list, one install (config, versions with diffs, rollback), its sandbox and components.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { ConflictError, InvalidError, NotFoundError } from '../../domain/errors.ts';
+import { ConflictError, InvalidError, NotFoundError, VetoedError } from '../../domain/errors.ts';
 import { getInstallView, listInstalls, listInstallWorkflows } from '../../services/installs.ts';
 import { listInstallVersions, updateInstallConfig, versionDiff } from '../../services/rollback.ts';
 import { getWorkflowView } from '../../services/workflows.ts';
@@ -51,7 +51,7 @@ const InstallFacts = ({ install, refs, c }: { install: InstallView; refs: Return
       </dd>
       <dt>App</dt>
       <dd>
-        {refs.app ?? null} <Id id={install.app_id} />
+        {refs.app ? <a href={paths.app(install.app_id)}>{refs.app}</a> : null} <Id id={install.app_id} />
       </dd>
       <dt>App config</dt>
       <dd>{install.app_config_id ? <>{refs.configVersion !== null ? `v${refs.configVersion} ` : null}<Id id={install.app_config_id} /></> : '—'}</dd>
@@ -194,7 +194,7 @@ function stepsWhere(views: WorkflowView[], pred: (s: StepView) => boolean) {
 const currentConfig = (versions: Version[], install: InstallView) => versions.find((v) => v.app_config_id === install.app_config_id)?.app_config ?? null;
 
 function planFailed(c: DashContext, installId: string, err: unknown) {
-  if (err instanceof InvalidError || err instanceof ConflictError || err instanceof NotFoundError) {
+  if (err instanceof InvalidError || err instanceof ConflictError || err instanceof NotFoundError || err instanceof VetoedError) {
     flash(c, { kind: 'error', text: `Rollback refused: ${err.message}` });
     return c.redirect(c.get('paths').install(installId), 303);
   }
@@ -313,6 +313,12 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
             <p class="muted">
               <span class="id">{plan.from_app_config_id ?? '—'}</span> → <span class="id">{plan.to_app_config_id}</span>
             </p>
+            {plan.vetoed ? (
+              <p class="step-error" role="alert">
+                {configName(plan.to_app_config_id)} is vetoed: {plan.vetoed.reason}. Applying it will be refused; lift the veto on the{' '}
+                <a href={paths.app(install.app_id)}>app's page</a> first.
+              </p>
+            ) : null}
             <Diff diff={plan as DiffShape} />
             <p class="hint">Applying reprovisions the sandbox if it changed, deploys only added or changed components and tears down removed ones.</p>
             <div class="actions">

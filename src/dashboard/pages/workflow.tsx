@@ -1,5 +1,6 @@
 // One workflow: steps with status, durations, errors and plans; approvals; cancel; refresh while running.
 import type { Hono } from 'hono';
+import type { Child } from 'hono/jsx';
 import type { AppContext } from '../../context.ts';
 import { ConflictError, InvalidError } from '../../domain/errors.ts';
 import { listComponents } from '../../../store/installs.ts';
@@ -9,6 +10,7 @@ import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, Diff, duration, isTerminal, Json, Labels, Owner, ownerText, Status, Time, type DiffShape } from '../ui.tsx';
 import { configNamer } from '../names.ts';
+import { groupStatus, rolloutData, RolloutFacts, stepExtra, TripCause, type RolloutData } from './rollout.tsx';
 
 export type ConfigName = ReturnType<typeof configNamer>;
 
@@ -87,7 +89,7 @@ export const ApprovalForm = ({ workflowId, step, c, back = 'workflow' }: { workf
   </form>
 );
 
-const StepCard = ({ wf, step, c, components, configName }: { wf: WorkflowView; step: Step; c: DashContext; components: Map<string, string>; configName: ConfigName }) => (
+const StepCard = ({ wf, step, c, components, configName, extra }: { wf: WorkflowView; step: Step; c: DashContext; components: Map<string, string>; configName: ConfigName; extra?: Child }) => (
   <li class="card" id={`step-${step.step_id}`}>
     <p>
       <strong>
@@ -116,6 +118,7 @@ const StepCard = ({ wf, step, c, components, configName }: { wf: WorkflowView; s
       </p>
     ) : null}
     {step.error ? <p class="step-error">Error: {step.error}</p> : null}
+    {extra ?? null}
     {step.approval && step.approval.status !== 'requested' ? (
       <p>
         Approval: <Status status={step.approval.status} /> {step.approval.note ? `“${step.approval.note}”` : ''} <Time iso={step.approval.responded_at} />
@@ -144,9 +147,52 @@ interface PageData {
   components: Map<string, string>;
   configName: ConfigName;
   c: DashContext;
+  ctx: AppContext;
+  rollout: RolloutData | null;
 }
 
-function WorkflowPage({ wf, owner, parent, components, configName, c }: PageData) {
+const GROUP_BADGE: Record<string, string> = {
+  succeeded: 's-succeeded',
+  failed: 's-failed',
+  'rollback failed': 's-failed',
+  'rolled back': 's-cancelled',
+  cancelled: 's-cancelled',
+  'awaiting approval': 's-awaiting_approval',
+  pending: 's-pending',
+};
+
+/** A rollout's steps: those of no group, then each install group's plan, deploy, bake and rollback. */
+function RolloutSteps({ wf, steps, components, configName, c, ctx, rollout }: Omit<PageData, 'owner' | 'parent'> & { steps: Step[]; rollout: RolloutData }) {
+  const byId = new Map(steps.map((s) => [s.step_id, s]));
+  const card = (id: string) => {
+    const s = byId.get(id);
+    return s ? <StepCard wf={wf} step={s} c={c} components={components} configName={configName} extra={stepExtra(ctx, c, rollout, id)} /> : null;
+  };
+  return (
+    <>
+      {rollout.ungrouped.length ? (
+        <>
+          <h2>Steps</h2>
+          <ol class="steps">{rollout.ungrouped.map(card)}</ol>
+        </>
+      ) : null}
+      {rollout.groups.map((g, n) => {
+        const status = groupStatus(rollout, g);
+        return (
+          <section class="group" aria-labelledby={`h-group-${n}`} id={`group-${n}`}>
+            <h2 id={`h-group-${n}`}>
+              Group {n + 1}: {g.name} <span class={`badge ${GROUP_BADGE[status] ?? 's-started'}`}>{status}</span>
+            </h2>
+            <p class="muted">{g.install_ids.length} install(s)</p>
+            <ol class="steps">{g.step_ids.map(card)}</ol>
+          </section>
+        );
+      })}
+    </>
+  );
+}
+
+function WorkflowPage({ wf, owner, parent, components, configName, c, ctx, rollout }: PageData) {
   const paths = c.get('paths');
   const steps = wf.steps as unknown as Step[];
   return (
@@ -155,6 +201,10 @@ function WorkflowPage({ wf, owner, parent, components, configName, c }: PageData
         {owner.type === 'installs' ? (
           <>
             <a href={paths.installs}>Installs</a> / <a href={paths.install(owner.id)}>{owner.name ?? owner.id}</a> /
+          </>
+        ) : owner.app ? (
+          <>
+            <a href={paths.apps}>Apps</a> / <a href={paths.app(owner.app.app_id)}>{owner.app.name}</a> /
           </>
         ) : (
           <>{ownerText(owner)} /</>
@@ -192,6 +242,7 @@ function WorkflowPage({ wf, owner, parent, components, configName, c }: PageData
           </dd>
           <dt>Duration</dt>
           <dd>{duration(wf.started_at, wf.finished_at)}</dd>
+          {rollout ? <RolloutFacts ctx={ctx} c={c} data={rollout} /> : null}
           {wf.parent ? (
             <>
               <dt>Launched by</dt>
@@ -225,15 +276,22 @@ function WorkflowPage({ wf, owner, parent, components, configName, c }: PageData
           </form>
         ) : null}
       </section>
-      <h2>Steps</h2>
-      {steps.length ? (
-        <ol class="steps">
-          {steps.map((s) => (
-            <StepCard wf={wf} step={s} c={c} components={components} configName={configName} />
-          ))}
-        </ol>
+      {rollout ? <TripCause ctx={ctx} c={c} data={rollout} /> : null}
+      {rollout ? (
+        <RolloutSteps wf={wf} steps={steps} components={components} configName={configName} c={c} ctx={ctx} rollout={rollout} />
       ) : (
-        <p class="muted">No steps.</p>
+        <>
+          <h2>Steps</h2>
+          {steps.length ? (
+            <ol class="steps">
+              {steps.map((s) => (
+                <StepCard wf={wf} step={s} c={c} components={components} configName={configName} />
+              ))}
+            </ol>
+          ) : (
+            <p class="muted">No steps.</p>
+          )}
+        </>
       )}
     </>
   );
@@ -267,7 +325,9 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
     return render(c, {
       title: workflowTitle(wf.type, owner),
       refresh,
-      children: <WorkflowPage wf={wf} owner={owner} parent={parent} components={components} configName={configNamer(ctx, orgId)} c={c} />,
+      children: (
+        <WorkflowPage wf={wf} owner={owner} parent={parent} components={components} configName={configNamer(ctx, orgId)} c={c} ctx={ctx} rollout={rolloutData(ctx, wf.workflow_id)} />
+      ),
     });
   });
 

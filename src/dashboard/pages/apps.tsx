@@ -1,0 +1,566 @@
+// Apps: the list, and one app: its configs (each with veto / lift veto), its installs, its rollouts
+// (branch runs and fleet rollbacks) and "Roll back fleet": the plan first, then apply with a health
+// gate and approvals (CONTRACT 4.3). The same service functions and request schemas as the API.
+import type { Hono } from 'hono';
+import type { AppContext } from '../../context.ts';
+import { ConflictError, InvalidError, NotFoundError, VetoedError, type ErrorDetail } from '../../domain/errors.ts';
+import { GATE_VERDICTS } from '../../domain/rollout.ts';
+import { fleetRollbackSchema, vetoSchema } from '../../http/schemas.ts';
+import { issuesToDetails } from '../../http/validation.ts';
+import { listConfigs, mustGetApp, unvetoConfig, vetoConfig } from '../../services/catalog.ts';
+import { listInstalls } from '../../services/installs.ts';
+import { rollBackFleet, type FleetRollbackInput } from '../../services/rollback.ts';
+import { workflowSummary } from '../../services/workflows.ts';
+import { listApps, listBranches } from '../../../store/apps.ts';
+import { listOwnerWorkflows } from '../../../store/workflows.ts';
+import { configNamer } from '../names.ts';
+import { csrfOf, render } from '../render.tsx';
+import { flash, type DashContext, type DashEnv } from '../session.ts';
+import { Csrf, Diff, duration, Errors, Labels, Status, Time, type DiffShape } from '../ui.tsx';
+import { installNamesOf, InstallsTable } from './overview.tsx';
+
+type ConfigView = ReturnType<typeof listConfigs>[number];
+type App = ReturnType<typeof mustGetApp>;
+
+/** The rollout workflows: an app's fleet rollbacks and its branches' runs. */
+const ROLLOUT_TYPES = new Set(['app_rollback', 'app_branch_run']);
+const ROLLOUTS_SHOWN = 20;
+const pathsOf = (c: DashContext) => c.get('paths');
+
+// ------------------------------------------------------------------ the fleet rollback form
+
+/** What the "Roll back fleet" forms carry (the plan's query, the apply form's fields). */
+interface RollbackFields {
+  to: string;
+  /** `k=v,k=v`: only the installs with these labels ('' = all of the app's installs) */
+  selector: string;
+  /** '' = no health gate */
+  bake: string;
+  on: string[];
+  action: string;
+  approval: string;
+}
+
+const defaultFields = (to = 'previous', selector = ''): RollbackFields => ({ to, selector, bake: '', on: [...GATE_VERDICTS], action: 'halt', approval: 'per_group' });
+
+/** `k=v,k=v` as match_labels; errors name the `selector` field. */
+function parseSelector(text: string): { labels?: Record<string, string>; errors: ErrorDetail[] } {
+  const t = text.trim();
+  if (!t) return { errors: [] };
+  const labels: Record<string, string> = {};
+  for (const part of t.split(',')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) return { errors: [{ path: 'selector', message: `"${part.trim()}" is not key=value (e.g. ring=canary,region=eu)` }] };
+    labels[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
+  }
+  return { labels, errors: [] };
+}
+
+/** The API body of a fleet rollback from the form, validated by the API's own schema. */
+function rollbackBody(f: RollbackFields, planOnly: boolean): { body?: FleetRollbackInput; errors: ErrorDetail[] } {
+  const sel = parseSelector(f.selector);
+  if (sel.errors.length) return { errors: sel.errors };
+  const raw: Record<string, unknown> = { to: f.to, plan_only: planOnly };
+  if (sel.labels) raw.selector = { match_labels: sel.labels };
+  if (!planOnly) {
+    if (f.bake.trim()) raw.health_gate = { bake: f.bake.trim(), on: f.on, action: f.action };
+    raw.approval = f.approval;
+  }
+  const parsed = fleetRollbackSchema.safeParse(raw);
+  return parsed.success ? { body: parsed.data, errors: [] } : { errors: issuesToDetails(parsed.error.issues) };
+}
+
+const str = (v: unknown) => (typeof v === 'string' ? v : '');
+const strs = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : typeof v === 'string' ? [v] : []);
+
+const isRefusal = (err: unknown) => err instanceof InvalidError || err instanceof ConflictError || err instanceof VetoedError || err instanceof NotFoundError;
+const refusalDetails = (err: unknown): ErrorDetail[] =>
+  err instanceof InvalidError && err.details?.length ? err.details : [{ path: err instanceof VetoedError ? 'to' : '(request)', message: err instanceof Error ? err.message : String(err) }];
+
+// ------------------------------------------------------------------ pages
+
+const Breadcrumb = ({ c, app }: { c: DashContext; app?: App }) => (
+  <p class="muted">
+    <a href={c.get('paths').apps}>Apps</a> /{app ? <> <a href={c.get('paths').app(app.app_id)}>{app.name}</a> /</> : null}
+  </p>
+);
+
+const VetoCell = ({ app, cfg, c }: { app: App; cfg: ConfigView; c: DashContext }) => {
+  const paths = c.get('paths');
+  return cfg.vetoed ? (
+    <div class="vetoed">
+      <p>
+        <span class="badge s-failed">vetoed</span> {cfg.vetoed.reason} <span class="muted">since</span> <Time iso={cfg.vetoed.at} />
+      </p>
+      <form method="post" action={paths.configUnveto(app.app_id, cfg.app_config_id)} class="inline">
+        <Csrf token={csrfOf(c)} />
+        <button type="submit" class="secondary">
+          Lift veto<span class="sr-only"> on config v{cfg.version}</span>
+        </button>
+      </form>
+    </div>
+  ) : (
+    <form method="post" action={paths.configVeto(app.app_id, cfg.app_config_id)} class="actions">
+      <Csrf token={csrfOf(c)} />
+      <label for={`veto-${cfg.app_config_id}`} class="sr-only">
+        Reason for vetoing config v{cfg.version}
+      </label>
+      <input type="text" id={`veto-${cfg.app_config_id}`} name="reason" required maxlength={1000} placeholder="why it must not be applied" class="grow" />
+      <button type="submit" class="danger">
+        Veto<span class="sr-only"> config v{cfg.version}</span>
+      </button>
+    </form>
+  );
+};
+
+const ConfigsTable = ({ app, configs, installsOn, c }: { app: App; configs: ConfigView[]; installsOn: Map<string, number>; c: DashContext }) =>
+  configs.length ? (
+    <div class="table-wrap">
+      <table class="stack-sm">
+        <thead>
+          <tr>
+            <th scope="col">Config</th>
+            <th scope="col">Created</th>
+            <th scope="col">Installs on it</th>
+            <th scope="col">Veto</th>
+          </tr>
+        </thead>
+        <tbody>
+          {configs.map((cfg) => (
+            <tr id={`config-${cfg.app_config_id}`} class={cfg.vetoed ? 'row-vetoed' : undefined}>
+              <td data-label="Config">
+                <strong>v{cfg.version}</strong> <span class="muted id">{cfg.app_config_id}</span>
+                <details>
+                  <summary>
+                    Components<span class="sr-only"> of v{cfg.version}</span>
+                  </summary>
+                  <ul>
+                    {cfg.components.map((cmp) => (
+                      <li>
+                        {cmp.name} <span class="muted">{JSON.stringify(cmp.values ?? {})}</span>
+                      </li>
+                    ))}
+                  </ul>
+                </details>
+              </td>
+              <td data-label="Created">
+                <Time iso={cfg.created_at} />
+              </td>
+              <td data-label="Installs on it">{installsOn.get(cfg.app_config_id) ?? 0}</td>
+              <td data-label="Veto">
+                <VetoCell app={app} cfg={cfg} c={c} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  ) : (
+    <p class="muted">No configs yet. Create one with the API: POST /v1/apps/{app.app_id}/configs.</p>
+  );
+
+const ToOptions = ({ configs, selected }: { configs: ConfigView[]; selected: string }) => (
+  <>
+    <option value="previous" selected={selected === 'previous'}>
+      previous: each install to the config of its version before the current one
+    </option>
+    {configs.map((cfg) => (
+      <option value={cfg.app_config_id} selected={selected === cfg.app_config_id}>
+        config v{cfg.version} ({cfg.app_config_id}){cfg.vetoed ? ' — vetoed' : ''}
+      </option>
+    ))}
+  </>
+);
+
+const FleetRollbackForm = ({ app, configs, c }: { app: App; configs: ConfigView[]; c: DashContext }) => (
+  <form method="get" action={c.get('paths').fleetRollback(app.app_id)} class="stack">
+    <div>
+      <label for="fleet-to">Roll back to</label>
+      <select id="fleet-to" name="to">
+        <ToOptions configs={configs} selected="previous" />
+      </select>
+    </div>
+    <div>
+      <label for="fleet-selector">Only installs with labels (optional)</label>
+      <input type="text" id="fleet-selector" name="selector" placeholder="ring=canary,region=eu" aria-describedby="fleet-selector-hint" />
+      <p class="hint" id="fleet-selector-hint">
+        Comma-separated <code>key=value</code> pairs; blank: every install of the app. You will see the plan per install first; nothing changes until you apply it.
+      </p>
+    </div>
+    <div>
+      <button type="submit">Plan fleet rollback</button>
+    </div>
+  </form>
+);
+
+type FleetPlan = Extract<ReturnType<typeof rollBackFleet>, { status: 200 }>['body']['plan'];
+
+interface PlanPageData {
+  app: App;
+  fields: RollbackFields;
+  plan: FleetPlan;
+  errors?: ErrorDetail[];
+}
+
+/** The plan: per group, per install the move and its diff; the installs left out and why; then apply with gate options. */
+function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, errors }: PlanPageData, status: 200 | 400 | 409 = 200) {
+  const orgId = c.req.param('org')!;
+  const paths = c.get('paths');
+  const configName = configNamer(ctx, orgId);
+  const installNames = new Map(listInstalls(ctx, orgId).map((i) => [i.install_id, i.name]));
+  const groups: string[] = [];
+  for (const i of plan.installs) if (!groups.includes(i.install_group)) groups.push(i.install_group);
+  const vetoed = plan.installs.filter((i) => i.vetoed);
+  const target = fields.to === 'previous' ? 'previous (each install to the config of its version before the current one)' : configName(fields.to);
+  return render(
+    c,
+    {
+      title: `Fleet rollback plan · ${app.name}`,
+      current: 'apps',
+      children: (
+        <>
+          <Breadcrumb c={c} app={app} />
+          <h1>Fleet rollback plan for {app.name}</h1>
+          <Errors errors={errors} title="The rollback was not started:" />
+          <section aria-labelledby="h-plan-what">
+            <h2 id="h-plan-what">What it does</h2>
+            <dl class="facts">
+              <dt>To</dt>
+              <dd>{target}</dd>
+              <dt>Installs</dt>
+              <dd>{fields.selector.trim() ? <>with labels <code>{fields.selector.trim()}</code></> : 'every install of the app'}</dd>
+              <dt>Moves</dt>
+              <dd>
+                {plan.installs.length} install(s) in {groups.length} group(s); {plan.skipped.length} skipped
+              </dd>
+            </dl>
+            {vetoed.length ? (
+              <p class="step-error" role="alert">
+                {vetoed.length} install(s) would get a vetoed config ({[...new Set(vetoed.map((i) => `${configName(i.new_app_config_id)}: ${i.vetoed!.reason}`))].join('; ')}). Applying will be refused;
+                lift the veto first.
+              </p>
+            ) : null}
+          </section>
+          {groups.map((g, n) => (
+            <section aria-labelledby={`h-group-${n}`} class="group">
+              <h2 id={`h-group-${n}`}>
+                Group {n + 1}: {g}
+              </h2>
+              <ul class="plain">
+                {plan.installs
+                  .filter((i) => i.install_group === g)
+                  .map((i) => (
+                    <li class="plan-install">
+                      <p>
+                        <a href={paths.install(i.install_id)}>{i.install_name}</a> <Labels labels={i.labels} />: {configName(i.old_app_config_id)} → {configName(i.new_app_config_id)}{' '}
+                        {i.vetoed ? <span class="badge s-failed">vetoed</span> : null}{' '}
+                        <span class="muted id">
+                          {i.old_app_config_id ?? '—'} → {i.new_app_config_id}
+                        </span>
+                      </p>
+                      <Diff diff={i.diff as DiffShape} />
+                    </li>
+                  ))}
+              </ul>
+            </section>
+          ))}
+          <section aria-labelledby="h-skipped">
+            <h2 id="h-skipped">Skipped ({plan.skipped.length})</h2>
+            {plan.skipped.length ? (
+              <ul class="skipped">
+                {plan.skipped.map((s) => (
+                  <li>
+                    <a href={paths.install(s.install_id)}>{installNames.get(s.install_id) ?? s.install_id}</a>: {s.reason}
+                  </li>
+                ))}
+              </ul>
+            ) : (
+              <p class="muted">None: every selected install moves.</p>
+            )}
+          </section>
+          <section aria-labelledby="h-apply">
+            <h2 id="h-apply">Apply</h2>
+            {plan.installs.length ? (
+              <ApplyForm app={app} fields={fields} c={c} />
+            ) : (
+              <p>
+                Nothing to roll back. <a href={paths.app(app.app_id)}>Back to {app.name}</a>
+              </p>
+            )}
+          </section>
+        </>
+      ),
+    },
+    status,
+  );
+}
+
+const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: DashContext }) => {
+  const paths = c.get('paths');
+  return (
+    <form method="post" action={paths.fleetRollback(app.app_id)} class="stack">
+      <Csrf token={csrfOf(c)} />
+      <input type="hidden" name="to" value={fields.to} />
+      <input type="hidden" name="selector" value={fields.selector} />
+      <fieldset>
+        <legend>Health gate</legend>
+        <div>
+          <label for="gate-bake">Bake time after each group deploys</label>
+          <input type="text" id="gate-bake" name="bake" value={fields.bake} placeholder="10m" aria-describedby="gate-bake-hint" />
+          <p class="hint" id="gate-bake-hint">
+            0s to 24h (e.g. 90s, 10m, 1h) on the engine's clock. Blank: no health gate.
+          </p>
+        </div>
+        <fieldset>
+          <legend>Trip on a verdict</legend>
+          {GATE_VERDICTS.map((v) => (
+            <label class="check">
+              <input type="checkbox" name="on" value={v} checked={fields.on.includes(v)} /> {v}
+            </label>
+          ))}
+        </fieldset>
+        <div>
+          <label for="gate-action">When the gate trips</label>
+          <select id="gate-action" name="action">
+            <option value="halt" selected={fields.action === 'halt'}>
+              halt: stop the run, cancel the later groups
+            </option>
+            <option value="rollback" selected={fields.action === 'rollback'}>
+              rollback: also return the groups deployed to their configs before the run
+            </option>
+          </select>
+        </div>
+      </fieldset>
+      <fieldset>
+        <legend>Approval</legend>
+        <label class="check">
+          <input type="radio" name="approval" value="per_group" checked={fields.approval !== 'none'} /> Approve each group's plan before it deploys
+        </label>
+        <label class="check">
+          <input type="radio" name="approval" value="none" checked={fields.approval === 'none'} /> No approval: deploy group after group
+        </label>
+      </fieldset>
+      <div class="actions">
+        <button type="submit">Apply fleet rollback</button>
+        <a class="button secondary" href={paths.app(app.app_id)}>
+          Cancel
+        </a>
+      </div>
+    </form>
+  );
+};
+
+export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
+  r.get('/:org/apps', (c) => {
+    const orgId = c.req.param('org');
+    const paths = c.get('paths');
+    const apps = listApps(ctx.db, orgId);
+    const installs = listInstalls(ctx, orgId);
+    return render(c, {
+      title: 'Apps',
+      current: 'apps',
+      children: (
+        <>
+          <h1>Apps</h1>
+          <section aria-label="Apps">
+            {apps.length ? (
+              <div class="table-wrap">
+                <table class="stack-sm">
+                  <thead>
+                    <tr>
+                      <th scope="col">App</th>
+                      <th scope="col">Configs</th>
+                      <th scope="col">Installs</th>
+                      <th scope="col">Created</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {apps.map((a) => {
+                      const configs = listConfigs(ctx, orgId, a.app_id);
+                      const vetoed = configs.filter((x) => x.vetoed).length;
+                      return (
+                        <tr>
+                          <td data-label="App">
+                            <a href={paths.app(a.app_id)}>{a.name}</a> <span class="muted id">{a.app_id}</span>
+                          </td>
+                          <td data-label="Configs">
+                            {configs.length}
+                            {vetoed ? ` (${vetoed} vetoed)` : ''}
+                          </td>
+                          <td data-label="Installs">{installs.filter((i) => i.app_id === a.app_id).length}</td>
+                          <td data-label="Created">
+                            <Time iso={a.created_at} />
+                          </td>
+                        </tr>
+                      );
+                    })}
+                  </tbody>
+                </table>
+              </div>
+            ) : (
+              <p class="muted">No apps yet. Create one with the API: POST /v1/apps.</p>
+            )}
+          </section>
+        </>
+      ),
+    });
+  });
+
+  r.get('/:org/apps/:app', (c) => {
+    const orgId = c.req.param('org');
+    const app = mustGetApp(ctx, orgId, c.req.param('app'));
+    const paths = c.get('paths');
+    const configs = listConfigs(ctx, orgId, app.app_id);
+    const installs = listInstalls(ctx, orgId).filter((i) => i.app_id === app.app_id);
+    const installsOn = new Map<string, number>();
+    for (const i of installs) if (i.app_config_id) installsOn.set(i.app_config_id, (installsOn.get(i.app_config_id) ?? 0) + 1);
+    const branches = listBranches(ctx.db, app.app_id);
+    const branchName = new Map(branches.map((b) => [b.app_branch_id, b.name]));
+    const rollouts = [app.app_id, ...branches.map((b) => b.app_branch_id)]
+      .flatMap((owner) => listOwnerWorkflows(ctx.db, orgId, owner))
+      .filter((w) => ROLLOUT_TYPES.has(w.type))
+      .map(workflowSummary)
+      .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0))
+      .slice(0, ROLLOUTS_SHOWN);
+    return render(c, {
+      title: app.name,
+      current: 'apps',
+      children: (
+        <>
+          <Breadcrumb c={c} />
+          <h1>
+            {app.name} <span class="muted id">{app.app_id}</span>
+          </h1>
+          <section aria-labelledby="h-configs">
+            <h2 id="h-configs">Configs</h2>
+            <p class="hint">A vetoed config is refused wherever it would be applied (install updates, branch runs, fleet rollbacks, new installs).</p>
+            <ConfigsTable app={app} configs={configs} installsOn={installsOn} c={c} />
+          </section>
+          <section aria-labelledby="h-fleet">
+            <h2 id="h-fleet">Roll back fleet</h2>
+            {installs.length ? <FleetRollbackForm app={app} configs={configs} c={c} /> : <p class="muted">No installs to roll back.</p>}
+          </section>
+          <section aria-labelledby="h-app-installs">
+            <h2 id="h-app-installs">Installs ({installs.length})</h2>
+            <InstallsTable installs={installs} paths={paths} names={installNamesOf(ctx, orgId, installs)} />
+          </section>
+          <section aria-labelledby="h-rollouts">
+            <h2 id="h-rollouts">Rollouts</h2>
+            {rollouts.length ? (
+              <div class="table-wrap">
+                <table class="stack-sm">
+                  <thead>
+                    <tr>
+                      <th scope="col">Rollout</th>
+                      <th scope="col">Status</th>
+                      <th scope="col">Created</th>
+                      <th scope="col">Duration</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {rollouts.map((w) => (
+                      <tr>
+                        <td data-label="Rollout">
+                          <a href={paths.workflow(w.workflow_id)}>{w.type === 'app_rollback' ? 'fleet rollback' : `branch run of ${branchName.get(w.owner_id) ?? w.owner_id}`}</a>{' '}
+                          <span class="muted id">{w.workflow_id}</span>
+                        </td>
+                        <td data-label="Status">
+                          <Status status={w.status} />
+                          {w.error ? <div class="step-error">{w.error}</div> : null}
+                        </td>
+                        <td data-label="Created">
+                          <Time iso={w.created_at} />
+                        </td>
+                        <td data-label="Duration">{duration(w.started_at, w.finished_at)}</td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            ) : (
+              <p class="muted">No branch runs or fleet rollbacks yet.</p>
+            )}
+          </section>
+        </>
+      ),
+    });
+  });
+
+  r.post('/:org/apps/:app/configs/:cfg/veto', async (c) => {
+    const orgId = c.req.param('org');
+    const app = mustGetApp(ctx, orgId, c.req.param('app'));
+    const body = await c.req.parseBody();
+    const parsed = vetoSchema.safeParse({ reason: str(body.reason) });
+    if (!parsed.success) {
+      flash(c, { kind: 'error', text: `Veto refused: ${issuesToDetails(parsed.error.issues).map((d) => `${d.path}: ${d.message}`).join('; ')}` });
+    } else {
+      const cfg = vetoConfig(ctx, orgId, app.app_id, c.req.param('cfg'), parsed.data.reason);
+      flash(c, { kind: 'ok', text: `Config v${cfg.version} vetoed: applying it is refused until the veto is lifted.` });
+    }
+    return c.redirect(pathsOf(c).app(app.app_id), 303);
+  });
+
+  r.post('/:org/apps/:app/configs/:cfg/unveto', (c) => {
+    const orgId = c.req.param('org');
+    const app = mustGetApp(ctx, orgId, c.req.param('app'));
+    const cfg = unvetoConfig(ctx, orgId, app.app_id, c.req.param('cfg'));
+    flash(c, { kind: 'ok', text: `Veto on config v${cfg.version} lifted.` });
+    return c.redirect(pathsOf(c).app(app.app_id), 303);
+  });
+
+  r.get('/:org/apps/:app/rollback', (c) => {
+    const orgId = c.req.param('org');
+    const app = mustGetApp(ctx, orgId, c.req.param('app'));
+    const fields = defaultFields(c.req.query('to') || 'previous', c.req.query('selector') ?? '');
+    const { body, errors } = rollbackBody(fields, true);
+    let plan: FleetPlan | undefined;
+    try {
+      if (body) plan = (rollBackFleet(ctx, orgId, app.app_id, body) as Extract<ReturnType<typeof rollBackFleet>, { status: 200 }>).body.plan;
+    } catch (err) {
+      if (!isRefusal(err)) throw err;
+      errors.push(...refusalDetails(err));
+    }
+    if (!plan) {
+      flash(c, { kind: 'error', text: `Fleet rollback refused: ${errors.map((d) => `${d.path}: ${d.message}`).join('; ')}` });
+      return c.redirect(pathsOf(c).app(app.app_id), 303);
+    }
+    return renderPlanPage(ctx, c, { app, fields, plan });
+  });
+
+  r.post('/:org/apps/:app/rollback', async (c) => {
+    const orgId = c.req.param('org');
+    const app = mustGetApp(ctx, orgId, c.req.param('app'));
+    const form = await c.req.parseBody({ all: true });
+    const fields: RollbackFields = {
+      to: str(form.to) || 'previous',
+      selector: str(form.selector),
+      bake: str(form.bake),
+      on: strs(form.on),
+      action: str(form.action) || 'halt',
+      approval: str(form.approval) || 'per_group',
+    };
+    const planned = rollbackBody(fields, true);
+    let plan: FleetPlan | undefined;
+    try {
+      if (planned.body) plan = (rollBackFleet(ctx, orgId, app.app_id, planned.body) as Extract<ReturnType<typeof rollBackFleet>, { status: 200 }>).body.plan;
+    } catch (err) {
+      if (!isRefusal(err)) throw err;
+      planned.errors.push(...refusalDetails(err));
+    }
+    if (!plan) {
+      flash(c, { kind: 'error', text: `Fleet rollback refused: ${planned.errors.map((d) => `${d.path}: ${d.message}`).join('; ')}` });
+      return c.redirect(pathsOf(c).app(app.app_id), 303);
+    }
+    const { body, errors } = rollbackBody(fields, false);
+    if (!body) return renderPlanPage(ctx, c, { app, fields, plan, errors }, 400);
+    try {
+      const res = rollBackFleet(ctx, orgId, app.app_id, body) as Extract<ReturnType<typeof rollBackFleet>, { status: 201 }>;
+      flash(c, { kind: 'ok', text: `Fleet rollback started: ${res.body.plan.installs.length} install(s).` });
+      return c.redirect(pathsOf(c).workflow(res.body.workflow_id), 303);
+    } catch (err) {
+      if (!isRefusal(err)) throw err;
+      return renderPlanPage(ctx, c, { app, fields, plan, errors: refusalDetails(err) }, err instanceof InvalidError ? 400 : 409);
+    }
+  });
+}
+

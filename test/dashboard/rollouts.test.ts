@@ -1,0 +1,337 @@
+// The dashboard's side of issue 19 (CONTRACT 4.3, 7), driven in headless Chromium (every page
+// checked by axe-core): vetoing a config from the app page, rolling back a fleet from it (plan,
+// then apply) onto the rollout's page, and a health gate's bake and trip as that page shows them.
+// A real svc in process on a ManualClock (advanced through the bakes), health verdicts published
+// on the ingest subject like a health checker (CONTRACT 5.2).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { ManualClock } from '../../src/domain/clock.ts';
+import { ingestSubject } from '../../src/bus/subjects.ts';
+import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
+import { axeViolations, describeViolations, launchBrowser, newContext, screenshot, signIn } from '../helpers/browser.ts';
+import { get, post, waitStep, waitWf } from '../helpers/workflows.ts';
+import { dashboardSession } from '../helpers/dashboard.ts';
+import { rid } from '../helpers/ids.ts';
+
+type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const cfg = (image: string) => ({ sandbox: { size: 'small' }, components: [{ name: 'api', values: { image } }, { name: 'worker', values: { image: 'worker:1' } }] });
+const MIN = 60_000;
+
+let svc: TestService;
+let org: OrgCreds;
+let api: ApiClient;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+let dash: string;
+const clock = new ManualClock(Date.parse('2026-04-01T00:00:00.000Z'));
+
+beforeAll(async () => {
+  [svc, browser] = await Promise.all([startService({}, { clock }), launchBrowser()]);
+  org = svc.createOrg('dash-rollouts');
+  api = svc.api(org);
+  dash = `${svc.url}/dashboard`;
+  context = await newContext(browser);
+  page = await context.newPage();
+  await signIn(page, dash, org);
+}, 60_000);
+afterAll(async () => {
+  await context?.close();
+  await browser?.close();
+  await svc?.stop();
+});
+
+async function expectAccessible(p: Page, where: string): Promise<void> {
+  const found = await axeViolations(p);
+  expect(found, describeViolations(where, found)).toEqual([]);
+}
+
+/** An app with configs v1, v2, v3 (api:1, api:2, api:3). */
+async function app3() {
+  const app = await post(api, '/v1/apps', { name: rid('shop') });
+  const out: Json[] = [];
+  for (const image of ['api:1', 'api:2', 'api:3']) out.push(await post(api, `/v1/apps/${app.app_id}/configs`, cfg(image)));
+  return { app, v1: out[0], v2: out[1], v3: out[2] };
+}
+
+/** An install provisioned on `cfgId`, then moved through `then` (each update awaited). */
+async function installWith(appId: string, cfgId: string, labels: Record<string, string> = {}, then: string[] = []): Promise<Json> {
+  const install = await post(api, '/v1/installs', { app_id: appId, name: rid('inst'), labels, app_config_id: cfgId });
+  const [prov] = await get(api, `/v1/installs/${install.install_id}/workflows`);
+  expect((await waitWf(api, prov.workflow_id)).status).toBe('succeeded');
+  for (const id of then) {
+    const u = await post(api, `/v1/installs/${install.install_id}/app-config-updates`, { app_config_id: id });
+    expect((await waitWf(api, u.workflow_id)).status).toBe('succeeded');
+  }
+  return get(api, `/v1/installs/${install.install_id}`);
+}
+
+/** A health checker's verdict on one component (CONTRACT 5.2), answered once committed. */
+async function verdict(install: Json, component: string, v: string, reason?: string): Promise<void> {
+  const componentId = install.components.find((c: Json) => c.name === component).component_id;
+  const r = await svc.server.bus.request(ingestSubject(org.org_id, 'health', install.install_id), JSON.stringify({ component_id: componentId, verdict: v, ...(reason ? { reason } : {}) }), { timeoutMs: 5000 });
+  expect(r.json()).toMatchObject({ ok: true });
+}
+
+/** The app's page, reached from the navigation as a user would. */
+async function openApp(name: string): Promise<void> {
+  await page.goto(`${dash}/${org.org_id}`);
+  await Promise.all([page.waitForURL(/\/apps$/), page.getByRole('link', { name: 'Apps', exact: true }).click()]);
+  await Promise.all([page.waitForURL(/\/apps\/app_/), page.getByRole('link', { name, exact: true }).click()]);
+}
+
+/** Stop the running workflow page from reloading itself while a test reads it (the reader's switch). */
+async function pauseRefresh(): Promise<void> {
+  const toggle = page.locator('#auto-refresh');
+  if ((await toggle.count()) && (await toggle.isVisible()) && (await toggle.isChecked())) await toggle.uncheck();
+}
+
+const section = (heading: string | RegExp) => page.locator('section').filter({ has: page.getByRole('heading', { name: heading }) });
+
+describe('the app page', () => {
+  it('vetoes a config with a reason: shown as vetoed, the install rollback to it is refused with the reason, lifting the veto allows it', { timeout: 90_000 }, async () => {
+    const { app, v1, v2 } = await app3();
+    const inst = await installWith(app.app_id, v1.app_config_id, {}, [v2.app_config_id]);
+
+    await openApp(app.name);
+    await expect(page.title()).resolves.toBe(`${app.name} · svc`);
+    await page.getByLabel('Reason for vetoing config v1').fill('api:1 leaks memory');
+    await Promise.all([page.waitForURL((u) => u.pathname.endsWith(`/apps/${app.app_id}`)), page.getByRole('button', { name: 'Veto config v1' }).click()]);
+    await expect(page.locator('.flash.ok').textContent()).resolves.toContain('Config v1 vetoed');
+    const row = page.locator(`#config-${v1.app_config_id}`);
+    await expect(row.locator('.vetoed').textContent()).resolves.toContain('api:1 leaks memory');
+    await expect(page.locator(`#config-${v2.app_config_id} .vetoed`).count()).resolves.toBe(0);
+    await screenshot(page, 'app-vetoed');
+    await expectAccessible(page, 'app page with a vetoed config');
+    const configs = await get(api, `/v1/apps/${app.app_id}/configs`);
+    expect(configs.map((c: Json) => [c.version, c.vetoed?.reason ?? null])).toEqual([
+      [3, null],
+      [2, null],
+      [1, 'api:1 leaks memory'],
+    ]);
+
+    // an empty reason is refused and changes nothing
+    await page.getByLabel('Reason for vetoing config v2').evaluate((el) => el.removeAttribute('required'));
+    await page.getByRole('button', { name: 'Veto config v2' }).click();
+    await expect(page.locator('.flash.error').textContent()).resolves.toContain('reason');
+    expect((await get(api, `/v1/apps/${app.app_id}/configs`)).find((c: Json) => c.version === 2).vetoed).toBeNull();
+
+    // a fleet rollback onto it: the plan marks it; applying is refused with the reason, nothing starts
+    await Promise.all([page.waitForURL(/\/rollback\?/), page.getByRole('button', { name: 'Plan fleet rollback' }).click()]);
+    await expect(page.getByRole('alert').textContent()).resolves.toContain('config v1: api:1 leaks memory');
+    await expect(page.locator('li.plan-install .badge').textContent()).resolves.toBe('vetoed');
+    await page.getByRole('button', { name: 'Apply fleet rollback' }).click();
+    await expect(page.locator('.flash.error').textContent()).resolves.toContain('api:1 leaks memory');
+    await expectAccessible(page, 'fleet rollback refused: vetoed');
+    expect((await get(api, `/v1/installs/${inst.install_id}/workflows`)).map((w: Json) => w.type)).toEqual(['app_config_update', 'provision']);
+
+    // the install's rollback to v1: the plan says it is vetoed, applying is refused with the reason
+    await page.goto(`${dash}/${org.org_id}/installs/${inst.install_id}`);
+    await page.getByLabel('Roll back to').selectOption(v1.app_config_id);
+    await page.getByRole('button', { name: 'Plan rollback' }).click();
+    await expect(page.getByRole('alert').textContent()).resolves.toContain('is vetoed: api:1 leaks memory');
+    await expectAccessible(page, 'install rollback plan of a vetoed config');
+    await Promise.all([page.waitForURL((u) => u.pathname.endsWith(`/installs/${inst.install_id}`)), page.getByRole('button', { name: 'Apply rollback' }).click()]);
+    const refused = await page.locator('.flash.error').textContent();
+    expect(refused).toContain('Rollback refused');
+    expect(refused).toContain('api:1 leaks memory');
+    const versions = await get(api, `/v1/installs/${inst.install_id}/app-config-versions`);
+    expect(versions.map((v: Json) => v.app_config_id)).toEqual([v2.app_config_id, v1.app_config_id]);
+    expect((await get(api, `/v1/installs/${inst.install_id}`)).app_config_id).toBe(v2.app_config_id);
+
+    // lifting the veto: the same rollback applies
+    await openApp(app.name);
+    await Promise.all([page.waitForURL((u) => u.pathname.endsWith(`/apps/${app.app_id}`)), page.getByRole('button', { name: 'Lift veto on config v1' }).click()]);
+    await expect(page.locator('.flash.ok').textContent()).resolves.toContain('Veto on config v1 lifted');
+    expect((await get(api, `/v1/apps/${app.app_id}/configs`)).find((c: Json) => c.version === 1).vetoed).toBeNull();
+    await page.goto(`${dash}/${org.org_id}/installs/${inst.install_id}`);
+    await page.getByLabel('Roll back to').selectOption(v1.app_config_id);
+    await page.getByRole('button', { name: 'Plan rollback' }).click();
+    await Promise.all([page.waitForURL(/\/workflows\//), page.getByRole('button', { name: 'Apply rollback' }).click()]);
+    await waitFor(async () => (await get(api, `/v1/installs/${inst.install_id}`)).app_config_id === v1.app_config_id, 15_000, 'the rollback to v1');
+  });
+
+  it('rolls back a fleet: the plan per group with skips and their reasons (nothing changes), a selector narrows it, then apply lands on the rollout page by group', { timeout: 120_000 }, async () => {
+    const { app, v1, v2, v3 } = await app3();
+    const a = await installWith(app.app_id, v1.app_config_id, { ring: 'canary' }, [v2.app_config_id]); // back to v1
+    const b = await installWith(app.app_id, v3.app_config_id, { ring: 'main' }, [v2.app_config_id]); // back to v3
+    const c = await installWith(app.app_id, v2.app_config_id, { ring: 'main' }); // no earlier version: skipped
+    await post(api, `/v1/apps/${app.app_id}/branches`, {
+      name: 'main',
+      install_groups: [
+        { name: 'canary', selector: { match_labels: { ring: 'canary' } } },
+        { name: 'main', selector: { match_labels: { ring: 'main' } } },
+      ],
+    });
+    const histories = async () => Promise.all([a, b, c].map((i) => get(api, `/v1/installs/${i.install_id}/app-config-versions`)));
+    const before = await histories();
+
+    // a bad selector is refused on the app page
+    await openApp(app.name);
+    await page.getByLabel('Only installs with labels (optional)').fill('ring');
+    await Promise.all([page.waitForURL((u) => u.pathname.endsWith(`/apps/${app.app_id}`)), page.getByRole('button', { name: 'Plan fleet rollback' }).click()]);
+    await expect(page.locator('.flash.error').textContent()).resolves.toContain('selector');
+
+    // the plan: per group, per install; the skipped install with its reason
+    await expect(page.getByLabel('Roll back to').inputValue()).resolves.toBe('previous');
+    await Promise.all([page.waitForURL(/\/rollback\?/), page.getByRole('button', { name: 'Plan fleet rollback' }).click()]);
+    await expect(page.title()).resolves.toBe(`Fleet rollback plan · ${app.name} · svc`);
+    const canary = section('Group 1: canary');
+    const main = section('Group 2: main');
+    await expect(canary.locator('li.plan-install').allTextContents()).resolves.toEqual([expect.stringMatching(new RegExp(`${a.name}.*config v2 → config v1`))]);
+    await expect(main.locator('li.plan-install').allTextContents()).resolves.toEqual([expect.stringMatching(new RegExp(`${b.name}.*config v2 → config v3`))]);
+    await expect(canary.locator('ul.diff').textContent()).resolves.toContain('"api:2" → "api:1"');
+    await expect(section(/^Skipped/).textContent()).resolves.toContain(`${c.name}: no earlier version`);
+    await screenshot(page, 'fleet-rollback-plan');
+    await expectAccessible(page, 'fleet rollback plan');
+    expect(await histories()).toEqual(before);
+
+    // a selector narrows it
+    await openApp(app.name);
+    await page.getByLabel('Only installs with labels (optional)').fill('ring=canary');
+    await Promise.all([page.waitForURL(/\/rollback\?/), page.getByRole('button', { name: 'Plan fleet rollback' }).click()]);
+    await expect(page.locator('li.plan-install').count()).resolves.toBe(1);
+    await expect(section('Group 2: main').count()).resolves.toBe(0);
+
+    // back to every install; a bad bake is shown back on the plan with nothing started
+    await page.goBack();
+    await page.getByLabel('Only installs with labels (optional)').fill('');
+    await Promise.all([page.waitForURL(/\/rollback\?/), page.getByRole('button', { name: 'Plan fleet rollback' }).click()]);
+    await page.getByLabel('Bake time after each group deploys').fill('25h');
+    await page.getByRole('button', { name: 'Apply fleet rollback' }).click();
+    await expect(page.getByRole('alert').first().textContent()).resolves.toContain('health_gate.bake');
+    await expect(page.getByLabel('Bake time after each group deploys').inputValue()).resolves.toBe('25h');
+    await expectAccessible(page, 'fleet rollback plan with an error');
+    expect(await histories()).toEqual(before);
+
+    // apply, approvals per group (the default), no gate
+    await page.getByLabel('Bake time after each group deploys').fill('');
+    await Promise.all([page.waitForURL(/\/workflows\//), page.getByRole('button', { name: 'Apply fleet rollback' }).click()]);
+    await expect(page.locator('.flash.ok').textContent()).resolves.toContain('Fleet rollback started: 2 install(s)');
+    const W = new URL(page.url()).pathname.split('/').at(-1)!;
+    expect((await get(api, `/v1/workflows/${W}`)).type).toBe('app_rollback');
+    await expect(page.locator('h1').textContent()).resolves.toContain('app_rollback');
+    await expect(section(/^Group 1: canary/).locator('ol.steps > li > p:first-child > strong').allTextContents()).resolves.toEqual(['0. plan install group: canary', '1. deploy install group: canary']);
+    await expect(section(/^Group 2: main/).locator('ol.steps > li > p:first-child > strong').allTextContents()).resolves.toEqual(['2. plan install group: main', '3. deploy install group: main']);
+    await expect(section(/^Group 1: canary/).locator('h2 .badge').textContent()).resolves.toBe('awaiting approval');
+    await expectAccessible(page, 'rollout page awaiting approval');
+
+    // approve each group where it is shown
+    for (const g of ['canary', 'main']) {
+      await waitStep(api, W, `plan install group: ${g}`, 'awaiting_approval');
+      await page.reload();
+      await pauseRefresh();
+      await Promise.all([page.waitForURL(/\/workflows\//), section(new RegExp(`^Group \\d: ${g}`)).getByRole('button', { name: 'Approve' }).click()]);
+    }
+    expect((await waitWf(api, W)).status).toBe('succeeded');
+    await page.reload();
+    await expect(section(/^Group 1: canary/).locator('h2 .badge').textContent()).resolves.toBe('succeeded');
+    await expect(section(/^Group 2: main/).locator('ul.children').textContent()).resolves.toMatch(new RegExp(`${b.name}: app_config_update\\s*succeeded`));
+    await screenshot(page, 'fleet-rollback-done');
+    await expectAccessible(page, 'rollout page done');
+    expect((await get(api, `/v1/installs/${a.install_id}`)).app_config_id).toBe(v1.app_config_id);
+    expect((await get(api, `/v1/installs/${b.install_id}`)).app_config_id).toBe(v3.app_config_id);
+    expect(await get(api, `/v1/installs/${c.install_id}/app-config-versions`)).toEqual(before[2]);
+
+    // the app page lists the rollout
+    await openApp(app.name);
+    await expect(section('Rollouts').getByRole('link', { name: 'fleet rollback' }).getAttribute('href')).resolves.toBe(`/dashboard/${org.org_id}/workflows/${W}`);
+  });
+});
+
+describe('a health-gated rollout page', () => {
+  it('shows each bake\'s time left on the engine clock, then the tripped gate\'s cause and the groups rolled back', { timeout: 120_000 }, async () => {
+    const { app, v1, v2 } = await app3();
+    const x = await installWith(app.app_id, v1.app_config_id, { ring: 'canary' }, [v2.app_config_id]);
+    const y = await installWith(app.app_id, v1.app_config_id, { ring: 'main' }, [v2.app_config_id]);
+    await post(api, `/v1/apps/${app.app_id}/branches`, {
+      name: 'main',
+      install_groups: [
+        { name: 'canary', install_ids: [x.install_id] },
+        { name: 'main', install_ids: [y.install_id] },
+      ],
+    });
+
+    await openApp(app.name);
+    await Promise.all([page.waitForURL(/\/rollback\?/), page.getByRole('button', { name: 'Plan fleet rollback' }).click()]);
+    await page.getByLabel('Bake time after each group deploys').fill('10m');
+    await page.getByLabel('degraded').uncheck();
+    await page.getByLabel('When the gate trips').selectOption('rollback');
+    await page.getByLabel('No approval: deploy group after group').check();
+    await Promise.all([page.waitForURL(/\/workflows\//), page.getByRole('button', { name: 'Apply fleet rollback' }).click()]);
+    await pauseRefresh();
+    const W = new URL(page.url()).pathname.split('/').at(-1)!;
+    const wf = await get(api, `/v1/workflows/${W}`);
+    expect(wf.steps.map((s: Json) => s.name)).toEqual(['deploy install group: canary', 'bake install group: canary', 'deploy install group: main', 'bake install group: main']);
+
+    // the canary bake: time left moves with the engine's clock, not the wall clock
+    await waitStep(api, W, 'bake install group: canary', 'started');
+    await page.reload();
+    await expect(page.locator('dl.facts').first().textContent()).resolves.toContain('bake 10m after each group deploys; trips on unhealthy; then rollback');
+    const canaryBake = section(/^Group 1: canary/).locator('.bake-left');
+    await expect(canaryBake.textContent()).resolves.toContain('10 min left of 10m');
+    await verdict(x, 'api', 'healthy');
+    clock.advance(4 * MIN);
+    await page.reload();
+    await expect(canaryBake.textContent()).resolves.toContain('6 min left of 10m');
+    await expect(section(/^Group 1: canary/).locator('ul.verdicts').textContent()).resolves.toContain(x.name);
+    await expect(section(/^Group 1: canary/).locator('h2 .badge').textContent()).resolves.toBe('baking');
+    await expectAccessible(page, 'rollout page baking');
+    clock.advance(6 * MIN);
+    await waitStep(api, W, 'bake install group: main', 'started');
+    await page.reload();
+    await expect(canaryBake.textContent()).resolves.toContain('Passed');
+    await expect(page.locator('#trip').count()).resolves.toBe(0);
+
+    // main turns unhealthy during its bake: the gate trips, both groups roll back
+    clock.advance(2 * MIN);
+    await verdict(y, 'worker', 'unhealthy', 'crash loop');
+    const done = await waitWf(api, W);
+    expect(done.status).toBe('failed');
+    await waitFor(async () => (await get(api, `/v1/installs/${x.install_id}`)).app_config_id === v2.app_config_id, 15_000, 'canary back on v2');
+    await page.reload();
+    const trip = page.locator('#trip');
+    await expect(trip.getByRole('heading').textContent()).resolves.toBe('Health gate tripped');
+    const facts = await trip.locator('dd').allTextContents();
+    expect(facts[0]).toContain(y.name);
+    expect(facts[1]).toContain('worker');
+    expect(facts[2]).toBe('unhealthy');
+    expect(facts[3]).toBe('crash loop');
+    expect(facts[4]).toContain('roll back');
+    await expect(section(/^Group 2: main/).locator('.bake-left').textContent()).resolves.toMatch(new RegExp(`Tripped: install ${y.name}, component worker was unhealthy: crash loop`));
+    await expect(section(/^Group 2: main/).locator('ol.steps > li > p:first-child > strong').allTextContents()).resolves.toEqual([
+      '2. deploy install group: main',
+      '3. bake install group: main',
+      '4. rollback install group: main',
+    ]);
+    await expect(section(/^Group 1: canary/).locator('ol.steps > li > p:first-child > strong').last().textContent()).resolves.toBe('5. rollback install group: canary');
+    for (const g of [/^Group 1: canary/, /^Group 2: main/]) await expect(section(g).locator('h2 .badge').textContent()).resolves.toBe('rolled back');
+    await screenshot(page, 'rollout-tripped');
+    await expectAccessible(page, 'rollout page tripped');
+    expect((await get(api, `/v1/installs/${y.install_id}`)).app_config_id).toBe(v2.app_config_id);
+  });
+});
+
+describe('tenancy and CSRF', () => {
+  it("another org's app and its forms are 404; a veto without the CSRF token is 403 and changes nothing", { timeout: 60_000 }, async () => {
+    const { app, v1 } = await app3();
+    const other = svc.createOrg('dash-rollouts-other');
+    const theirs = await dashboardSession(dash, other);
+    expect((await theirs.get(`/${other.org_id}/apps`)).status).toBe(200);
+    expect((await theirs.get(`/${other.org_id}/apps/${app.app_id}`)).status).toBe(404);
+    expect((await theirs.get(`/${other.org_id}/apps/${app.app_id}/rollback?to=previous`)).status).toBe(404);
+    expect((await theirs.get(`/${org.org_id}/apps/${app.app_id}`)).status).toBe(404);
+    const veto = await theirs.submit(`/${other.org_id}/apps`, `/${other.org_id}/apps/${app.app_id}/configs/${v1.app_config_id}/veto`, { reason: 'not yours' });
+    expect(veto.status).toBe(404);
+    const session = (await context.cookies()).find((c) => c.name === 'svc_session')!;
+    const noCsrf = await fetch(`${dash}/${org.org_id}/apps/${app.app_id}/configs/${v1.app_config_id}/veto`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `svc_session=${session.value}` },
+      body: new URLSearchParams({ reason: 'forged' }),
+    });
+    expect(noCsrf.status).toBe(403);
+    expect((await get(api, `/v1/apps/${app.app_id}/configs`)).every((c: Json) => c.vetoed === null)).toBe(true);
+  });
+});
