@@ -32,6 +32,7 @@ describe('dashboard: events, attempts, recover and resend', () => {
   let api: ApiClient;
   let dash: string;
   let hook: string;
+  let upHook: string;
   let appId: string;
   let okIds: string[];
   let failedIds: string[];
@@ -65,6 +66,7 @@ describe('dashboard: events, attempts, recover and resend', () => {
     appId = (await post(api, '/v1/apps', { name: 'shop' })).app_id;
     await post(api, `/v1/apps/${appId}/configs`, { components: [{ name: 'api' }] });
     hook = (await post(api, HOOKS, { webhook_url: rx.hook('down') })).webhook_id;
+    upHook = (await post(api, HOOKS, { webhook_url: rx.hook('up') })).webhook_id; // a receiver that stays up
     context = await newContext(browser);
     page = await context.newPage();
     await signIn(page, dash, org);
@@ -106,7 +108,7 @@ describe('dashboard: events, attempts, recover and resend', () => {
 
   it('"Recover since…" shows the recovery and its progress, refreshing until done; every missed event arrives once with X-Svc-Recovery', async () => {
     // the receiver is back, slow enough that the recovery is seen running
-    rx.set('down', { status: 200, delayMs: 1500 });
+    rx.set('down', { status: 200, delayMs: 2500 });
     const seen = rx.at('down').length;
     const bctx = await newContext(browser);
     await bctx.clock.install(); // the page's refresh timer moves when the test says
@@ -269,6 +271,13 @@ describe('dashboard: events, attempts, recover and resend', () => {
     expect(rows[0]).toContain('success');
     expect(rows[1]).toContain('503');
     expect(rows[1]).toContain('automatic');
+    // the webhook that was up: its one automatic attempt, in a card of its own
+    const upCard = page.locator(`#event-attempts [data-webhook-id="${upHook}"]`);
+    const upRows = await upCard.locator('tbody tr').allTextContents();
+    expect(upRows).toHaveLength(1);
+    expect(upRows[0]).toContain('success');
+    expect(upRows[0]).toContain('automatic');
+    await expect(page.locator('#event-attempts [data-webhook-id]').count()).resolves.toBe(2);
     await screenshot(page, 'event');
     await expectAccessible(page, 'event page');
 
