@@ -168,6 +168,19 @@ export function listAttempts(db: Db, q: AttemptQuery): StoredAttempt[] {
     .all(...args) as StoredAttempt[];
 }
 
+/**
+ * One event's kept attempts at each of the org's webhooks, newest first per webhook: a lookup per
+ * webhook of the org on the (webhook_id, event_id) index.
+ */
+export function listEventAttempts(db: Db, orgId: string, eventId: string, keptSinceMs: number): Array<StoredAttempt & { webhook_url: string }> {
+  return db
+    .prepare(
+      `SELECT a.*, w.url AS webhook_url, NULL AS subject FROM webhooks w JOIN delivery_attempts a ON a.webhook_id = w.webhook_id AND a.event_id = ?
+       WHERE w.org_id = ? AND a.org_id = ? AND a.kept_ms >= ? ORDER BY w.url, w.webhook_id, a.seq DESC`,
+    )
+    .all(eventId, orgId, orgId, keptSinceMs) as Array<StoredAttempt & { webhook_url: string }>;
+}
+
 /** Which of these events got through to this webhook at least once. */
 export function deliveredEventIds(db: Db, webhookId: string, eventIds: readonly string[]): Set<string> {
   if (!eventIds.length) return new Set();

@@ -25,6 +25,9 @@ export interface Paths {
   webhooks: string;
   newWebhook: string;
   webhook(id: string): string;
+  recovery(webhookId: string, recoveryId: string): string;
+  events: string;
+  event(id: string): string;
   settings: string;
 }
 
@@ -56,6 +59,9 @@ export function pathsFor(prefix: string, orgId: string): Paths {
     webhooks: `${org}/webhooks`,
     newWebhook: `${org}/webhooks/new`,
     webhook: (id) => `${org}/webhooks/${seg(id)}`,
+    recovery: (id, r) => `${org}/webhooks/${seg(id)}/recoveries/${seg(r)}`,
+    events: `${org}/events`,
+    event: (id) => `${org}/events/${seg(id)}`,
     settings: `${org}/settings`,
   };
 }

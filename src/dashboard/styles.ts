@@ -40,7 +40,8 @@ pre.json { background:#f0f2f5; padding:.6rem; border-radius:6px; overflow:auto; 
 .s-succeeded, .s-healthy, .s-ok, .s-approved, .s-success { background:#dcf3e5; color:var(--ok); }
 .s-failed, .s-unhealthy, .s-rejected, .s-failure { background:#fde4e1; color:var(--bad); }
 .s-cancelled, .s-degraded, .s-awaiting_approval { background:#fff2cc; color:var(--warn); }
-.s-started, .s-pending, .s-requested { background:#e1e9fd; color:var(--run); }
+.s-done { background:#dcf3e5; color:var(--ok); }
+.s-started, .s-pending, .s-requested, .s-running { background:#e1e9fd; color:var(--run); }
 .flash { padding:.6rem .8rem; border-radius:6px; margin:0 0 1rem; border:1px solid; }
 .flash.ok { background:#e8f6ee; border-color:#a7d8b9; } .flash.error { background:#fdeceb; border-color:#f1b0aa; }
 .flash p { margin:0; } .flash ul { margin:.3rem 0 0; padding-left:1.2rem; }

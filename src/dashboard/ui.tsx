@@ -14,7 +14,7 @@ export interface PageProps {
   flash?: Flash;
   /** seconds; set while a workflow is running: the page reloads itself (app.js) unless the reader pauses it */
   refresh?: number;
-  current?: 'overview' | 'installs' | 'apps' | 'approvals' | 'webhooks' | 'settings';
+  current?: 'overview' | 'installs' | 'apps' | 'approvals' | 'webhooks' | 'events' | 'settings';
   children?: Child;
 }
 
@@ -105,6 +105,7 @@ const Nav: FC<{ paths: Paths; org: { id: string; csrf: string }; current?: PageP
           ) : null,
         )}
         {item('webhooks', paths.webhooks, 'Webhooks')}
+        {item('events', paths.events, 'Events')}
         {item('settings', paths.settings, 'Settings')}
       </ul>
       <form method="post" action={paths.logout} class="inline">

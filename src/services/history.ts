@@ -21,6 +21,8 @@ import {
   recoveryQueued,
   listAttempts as dbListAttempts,
   listEvents as dbListEvents,
+  listEventAttempts as dbListEventAttempts,
+  type StoredAttempt,
   type StoredEvent,
 } from '../../store/history.ts';
 
@@ -178,20 +180,44 @@ export function listAttempts(ctx: AppContext, orgId: string, webhookId: string, 
   });
   const more = rows.length > limit;
   const page = more ? rows.slice(0, limit) : rows;
-  return {
-    data: page.map((a) => ({
-      event_id: a.event_id,
-      type: a.type,
-      subject: a.subject,
-      attempted_at: new Date(a.attempted_ms).toISOString(),
-      outcome: a.ok ? 'success' : 'failure',
-      status_code: a.status_code,
-      error: a.error,
-      duration_ms: a.duration_ms,
-      recovery_id: a.recovery_id,
-    })),
-    next_cursor: more ? String(page[page.length - 1].seq) : null,
-  };
+  return { data: page.map(attemptView), next_cursor: more ? String(page[page.length - 1].seq) : null };
+}
+
+const attemptView = (a: StoredAttempt): AttemptView => ({
+  event_id: a.event_id,
+  type: a.type,
+  subject: a.subject,
+  attempted_at: new Date(a.attempted_ms).toISOString(),
+  outcome: a.ok ? 'success' : 'failure',
+  status_code: a.status_code,
+  error: a.error,
+  duration_ms: a.duration_ms,
+  recovery_id: a.recovery_id,
+});
+
+export interface EventAttempts {
+  webhook_id: string;
+  webhook_url: string;
+  /** newest first */
+  attempts: AttemptView[];
+}
+
+/**
+ * One kept event and its kept attempts at each webhook of the org (the webhooks it never reached
+ * are not listed); the dashboard's event page.
+ */
+export function getEventAttempts(ctx: AppContext, orgId: string, eventId: string): { event: CloudEventJson; webhooks: EventAttempts[] } {
+  const kept = keptSince(ctx);
+  const e = mustGetEvent(ctx, orgId, eventId);
+  ctx.deliveryStatus.flush();
+  const subject = e.subject;
+  const byHook = new Map<string, EventAttempts>();
+  for (const a of dbListEventAttempts(ctx.db, orgId, e.event_id, kept)) {
+    let w = byHook.get(a.webhook_id);
+    if (!w) byHook.set(a.webhook_id, (w = { webhook_id: a.webhook_id, webhook_url: a.webhook_url, attempts: [] }));
+    w.attempts.push(attemptView({ ...a, subject }));
+  }
+  return { event: eventJson(e), webhooks: [...byHook.values()] };
 }
 
 /**

@@ -1,5 +1,6 @@
 // Webhooks: list with delivery status, create, a webhook's page (delivery status, test event with its
-// result, edit: secret rotate with an overlap / keep / remove, interests, match), delete.
+// result, its attempts with "Resend" and "Recover since…" (webhook-history.tsx), edit: secret rotate
+// with an overlap / keep / remove, interests, match), delete.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { ConflictError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
@@ -9,6 +10,7 @@ import { OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscr
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, Errors, Status, Time } from '../ui.tsx';
+import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
 import {
   createBodyOf,
   describeInterests,
@@ -281,7 +283,8 @@ async function formOf(c: DashContext): Promise<FormData> {
   return out;
 }
 
-function showForm(c: DashContext, props: Omit<FormProps, 'c'>, status: 200 | 400 | 409 = 200) {
+/** A webhook's page (with `ctx`: its attempts and the recover form, as `recover` says), or the new webhook form. */
+export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: AppContext; recover?: RecoverFormState }, status: 200 | 400 | 409 = 200) {
   const paths = c.get('paths');
   const w = props.webhook;
   return render(
@@ -338,6 +341,7 @@ function showForm(c: DashContext, props: Omit<FormProps, 'c'>, status: 200 | 400
                   <span class="hint">Sends one com.svc.webhook.ping.v1 event to this webhook alone and shows the result here.</span>
                 </p>
               </section>
+              {props.ctx ? <WebhookHistory c={c} ctx={props.ctx} w={w} recover={props.recover} /> : null}
               <section aria-labelledby="h-edit">
                 <h2 id="h-edit">Edit</h2>
                 <WebhookForm c={c} {...props} />
@@ -411,7 +415,7 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
 
   r.get('/:org/webhooks/:id', (c) => {
     const w = getWebhook(ctx, c.req.param('org'), c.req.param('id'));
-    return showForm(c, { state: formStateOf(w), webhook: w });
+    return showForm(c, { state: formStateOf(w), webhook: w, ctx });
   });
 
   r.post('/:org/webhooks/:id', async (c) => {
@@ -419,7 +423,7 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const form = await formOf(c);
     const parsed = patchBodyOf(form, w);
-    const again = (errors: ErrorDetail[], status: 400 | 409) => showForm(c, { state: formStateFromForm(form), webhook: w, errors }, status);
+    const again = (errors: ErrorDetail[], status: 400 | 409) => showForm(c, { state: formStateFromForm(form), webhook: w, errors, ctx }, status);
     if (!parsed.ok) return again(parsed.errors, 400);
     try {
       patchWebhook(ctx, orgId, w.webhook_id, parsed.value);

@@ -1,0 +1,368 @@
+// Event history in the dashboard (CONTRACT 4.5): the org's kept events (filters, pages), an event's
+// page (its CloudEvent JSON and its attempts per webhook, each with "Resend"), and the webhook
+// page's forms: "Recover since…" (then the recovery's progress, refreshing while it runs) and
+// "Resend" (its result shown like a test event's). The same service functions as the API.
+import type { Hono } from 'hono';
+import type { AppContext } from '../../context.ts';
+import { InvalidError, type ErrorDetail } from '../../domain/errors.ts';
+import { getEventAttempts, getRecovery, listEvents, recoverWebhook, resendEvent, type CloudEventJson, type EventListInput } from '../../services/history.ts';
+import { getWebhook } from '../../services/webhooks.ts';
+import { eventListQuerySchema, recoverBodySchema, resendBodySchema } from '../../http/schemas.ts';
+import { issuesToDetails } from '../../http/validation.ts';
+import { errorPage, render } from '../render.tsx';
+import { flash, type DashContext, type DashEnv } from '../session.ts';
+import { Errors, Json, Status, Time } from '../ui.tsx';
+import { formStateOf } from '../webhook-form.ts';
+import { showForm } from './webhooks.tsx';
+import { AttemptResultCells, AttemptVia, ResendButton, type RecoverFormState } from './webhook-history.tsx';
+
+export const EVENTS_PAGE = 50;
+const REFRESH_SECONDS = 3;
+const FILTERS = ['since', 'until', 'type', 'subject_prefix'] as const;
+
+type Filters = Partial<Record<(typeof FILTERS)[number], string>>;
+
+/** The filters as given in the query (empty fields dropped). */
+function filtersOf(c: DashContext): Filters {
+  const out: Filters = {};
+  for (const k of FILTERS) {
+    const v = c.req.query(k)?.trim();
+    if (v) out[k] = v;
+  }
+  return out;
+}
+
+const queryOf = (f: Record<string, string | undefined>) => {
+  const q = new URLSearchParams(Object.entries(f).filter((e): e is [string, string] => !!e[1])).toString();
+  return q ? `?${q}` : '';
+};
+
+const FilterForm = ({ c, f }: { c: DashContext; f: Filters }) => (
+  <form method="get" action={c.get('paths').events} class="stack" aria-label="Filter events">
+    <div>
+      <label for="f_since">Since</label>
+      <input type="text" id="f_since" name="since" value={f.since ?? ''} maxlength={64} placeholder="2h" aria-describedby="f-time-hint" />
+    </div>
+    <div>
+      <label for="f_until">Until</label>
+      <input type="text" id="f_until" name="until" value={f.until ?? ''} maxlength={64} aria-describedby="f-time-hint" />
+      <p class="hint" id="f-time-hint">
+        An ISO 8601 time (2026-01-31T08:00:00Z) or a duration back from now (30m, 2h, 7d). Empty: every kept event.
+      </p>
+    </div>
+    <div>
+      <label for="f_type">Type</label>
+      <input type="text" id="f_type" name="type" value={f.type ?? ''} maxlength={200} placeholder="com.svc.workflow.lifecycle.v1" />
+    </div>
+    <div>
+      <label for="f_subject_prefix">Subject prefix</label>
+      <input type="text" id="f_subject_prefix" name="subject_prefix" value={f.subject_prefix ?? ''} maxlength={1000} placeholder={`${c.req.param('org') ?? ''}/workflow/…`} />
+    </div>
+    <div class="actions">
+      <button type="submit">Filter</button>
+      <a class="button secondary" href={c.get('paths').events}>
+        Clear
+      </a>
+    </div>
+  </form>
+);
+
+const EventTable = ({ c, events }: { c: DashContext; events: CloudEventJson[] }) => (
+  <div class="table-wrap">
+    <table class="stack-sm" id="events-table">
+      <thead>
+        <tr>
+          <th scope="col">Time</th>
+          <th scope="col">Type</th>
+          <th scope="col">Subject</th>
+          <th scope="col">Event ID</th>
+        </tr>
+      </thead>
+      <tbody>
+        {events.map((e) => (
+          <tr class="event" data-event-id={e.id}>
+            <td data-label="Time">
+              <Time iso={typeof e.time === 'string' ? e.time : null} />
+            </td>
+            <td data-label="Type">{e.type}</td>
+            <td data-label="Subject" class="id">
+              {typeof e.subject === 'string' ? e.subject : <span class="muted">—</span>}
+            </td>
+            <td data-label="Event ID">
+              <a href={c.get('paths').event(e.id)} class="id">
+                {e.id}
+              </a>
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  </div>
+);
+
+function eventsPage(c: DashContext, ctx: AppContext) {
+  const f = filtersOf(c);
+  const after = c.req.query('after') || undefined;
+  const limit = c.req.query('limit') || undefined;
+  let errors: ErrorDetail[] | undefined;
+  let page: ReturnType<typeof listEvents> | undefined;
+  const parsed = eventListQuerySchema.safeParse({ ...f, ...(after ? { after } : {}), ...(limit ? { limit } : {}) });
+  if (!parsed.success) errors = issuesToDetails(parsed.error.issues);
+  else {
+    const q: EventListInput = { ...parsed.data, limit: parsed.data.limit ?? EVENTS_PAGE };
+    try {
+      page = listEvents(ctx, c.req.param('org') ?? '', q);
+    } catch (err) {
+      if (!(err instanceof InvalidError)) throw err;
+      errors = err.details ?? [{ path: '(query)', message: err.message }];
+    }
+  }
+  const paths = c.get('paths');
+  const keep = { ...f, ...(limit ? { limit } : {}) };
+  return render(
+    c,
+    {
+      title: 'Events',
+      current: 'events',
+      children: (
+        <>
+          <h1>Events</h1>
+          <p class="hint">
+            Every event emitted in this org (not test events), oldest first, kept for the event retention. Quick ranges:{' '}
+            <a href={`${paths.events}?since=1h`}>last hour</a> · <a href={`${paths.events}?since=24h`}>last 24 hours</a>.
+          </p>
+          <section aria-label="Filters">
+            <FilterForm c={c} f={f} />
+          </section>
+          <section aria-labelledby="h-events">
+            <h2 id="h-events">Kept events</h2>
+            <Errors errors={errors} title="These filters are not valid:" />
+            {page ? (
+              page.data.length ? (
+                <EventTable c={c} events={page.data} />
+              ) : (
+                <p class="muted" id="no-events">
+                  No kept events {Object.keys(f).length ? 'match these filters' : 'yet'}.
+                </p>
+              )
+            ) : null}
+            {after || page?.next_cursor ? (
+              <p class="actions">
+                {after ? <a href={`${paths.events}${queryOf(keep)}`}>First page</a> : null}
+                {page?.next_cursor ? (
+                  <a href={`${paths.events}${queryOf({ ...keep, after: page.next_cursor })}`} rel="next">
+                    Next page
+                  </a>
+                ) : null}
+              </p>
+            ) : null}
+          </section>
+        </>
+      ),
+    },
+    errors ? 400 : 200,
+  );
+}
+
+function eventPage(c: DashContext, ctx: AppContext) {
+  const { event, webhooks } = getEventAttempts(ctx, c.req.param('org') ?? '', c.req.param('id') ?? '');
+  const paths = c.get('paths');
+  return render(c, {
+    title: `Event ${event.type}`,
+    current: 'events',
+    children: (
+      <>
+        <p class="muted">
+          <a href={paths.events}>Events</a> /
+        </p>
+        <h1>
+          Event <span class="h-sub">{event.type}</span>
+        </h1>
+        <section aria-labelledby="h-event">
+          <h2 id="h-event">Details</h2>
+          <dl class="facts">
+            <dt>Event ID</dt>
+            <dd>
+              <code>{event.id}</code>
+            </dd>
+            <dt>Type</dt>
+            <dd>{event.type}</dd>
+            <dt>Subject</dt>
+            <dd class="id">{typeof event.subject === 'string' ? event.subject : '—'}</dd>
+            <dt>Time</dt>
+            <dd>
+              <Time iso={typeof event.time === 'string' ? event.time : null} />
+            </dd>
+            <dt>Source</dt>
+            <dd class="id">{event.source}</dd>
+          </dl>
+        </section>
+        <section aria-labelledby="h-event-attempts" id="event-attempts">
+          <h2 id="h-event-attempts">Attempts per webhook</h2>
+          {webhooks.length ? (
+            webhooks.map((w) => (
+              <div class="card" data-webhook-id={w.webhook_id}>
+                <h3>
+                  <a href={paths.webhook(w.webhook_id)}>{w.webhook_url}</a>
+                </h3>
+                <div class="table-wrap">
+                  <table class="stack-sm">
+                    <caption class="sr-only">Attempts of this event at {w.webhook_url}, newest first</caption>
+                    <thead>
+                      <tr>
+                        <th scope="col">Attempted</th>
+                        <th scope="col">Outcome</th>
+                        <th scope="col">HTTP status</th>
+                        <th scope="col">Error</th>
+                        <th scope="col">Duration</th>
+                        <th scope="col">Via</th>
+                      </tr>
+                    </thead>
+                    <tbody>
+                      {w.attempts.map((a) => (
+                        <tr class={`attempt attempt-${a.outcome}`}>
+                          <td data-label="Attempted">
+                            <Time iso={a.attempted_at} />
+                          </td>
+                          <AttemptResultCells a={a} />
+                          <td data-label="Via">
+                            <AttemptVia a={a} webhookId={w.webhook_id} paths={paths} />
+                          </td>
+                        </tr>
+                      ))}
+                    </tbody>
+                  </table>
+                </div>
+                <p class="actions">
+                  <ResendButton c={c} webhookId={w.webhook_id} eventId={event.id} back="event" label={`Resend to ${w.webhook_url}`} />
+                </p>
+              </div>
+            ))
+          ) : (
+            <p class="muted">No webhook has had an attempt of this event.</p>
+          )}
+        </section>
+        <section aria-labelledby="h-event-json">
+          <h2 id="h-event-json">CloudEvent</h2>
+          <p class="hint">Exactly as delivered.</p>
+          <Json value={event} label="CloudEvent JSON" />
+        </section>
+      </>
+    ),
+  });
+}
+
+async function textFields(c: DashContext): Promise<Record<string, string>> {
+  const body = await c.req.parseBody();
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(body)) if (typeof v === 'string') out[k] = v;
+  return out;
+}
+
+export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
+  r.get('/:org/events', (c) => eventsPage(c, ctx));
+  r.get('/:org/events/:id', (c) => eventPage(c, ctx));
+
+  r.post('/:org/webhooks/:id/recover', async (c) => {
+    const orgId = c.req.param('org');
+    const w = getWebhook(ctx, orgId, c.req.param('id'));
+    const form = await textFields(c);
+    const state: RecoverFormState = { since: (form.since ?? '').trim(), until: (form.until ?? '').trim(), only_failed: form.only_failed === '1' };
+    const again = (errors: ErrorDetail[]) => showForm(c, { state: formStateOf(w), webhook: w, ctx, recover: { ...state, errors } }, 400);
+    const parsed = recoverBodySchema.safeParse({ since: state.since, ...(state.until ? { until: state.until } : {}), only_failed: state.only_failed });
+    if (!parsed.success) return again(issuesToDetails(parsed.error.issues));
+    let started: { recovery_id: string; events: number };
+    try {
+      started = await recoverWebhook(ctx, orgId, w.webhook_id, parsed.data);
+    } catch (err) {
+      if (err instanceof InvalidError) return again(err.details ?? [{ path: '(body)', message: err.message }]);
+      throw err;
+    }
+    flash(c, {
+      kind: 'ok',
+      text: `Recovery ${started.recovery_id} started: ${started.events} event(s) to send again to ${w.webhook_url}.`,
+      details: [
+        ['Recovery ID', started.recovery_id],
+        ['Events', String(started.events)],
+      ],
+    });
+    return c.redirect(c.get('paths').recovery(w.webhook_id, started.recovery_id), 303);
+  });
+
+  r.get('/:org/webhooks/:id/recoveries/:rid', (c) => {
+    const orgId = c.req.param('org');
+    const w = getWebhook(ctx, orgId, c.req.param('id'));
+    const rec = getRecovery(ctx, orgId, w.webhook_id, c.req.param('rid'));
+    const paths = c.get('paths');
+    const running = rec.state === 'running';
+    return render(c, {
+      title: `Recovery ${rec.recovery_id}`,
+      current: 'webhooks',
+      refresh: running ? REFRESH_SECONDS : undefined,
+      children: (
+        <>
+          <p class="muted">
+            <a href={paths.webhooks}>Webhooks</a> / <a href={paths.webhook(w.webhook_id)}>{w.webhook_url}</a> /
+          </p>
+          <h1>
+            Recovery <span class="h-sub">{rec.recovery_id}</span>
+          </h1>
+          <section aria-labelledby="h-recovery">
+            <h2 id="h-recovery">Progress</h2>
+            <dl class="facts" id="recovery-status">
+              <dt>State</dt>
+              <dd id="recovery-state">
+                <Status status={rec.state} />
+              </dd>
+              <dt>Events</dt>
+              <dd id="recovery-events">{rec.events}</dd>
+              <dt>Attempted</dt>
+              <dd id="recovery-attempted">{rec.attempted}</dd>
+              <dt>Succeeded</dt>
+              <dd id="recovery-succeeded">{rec.succeeded}</dd>
+              <dt>Failed</dt>
+              <dd id="recovery-failed">{rec.failed}</dd>
+            </dl>
+            <p>
+              <label for="recovery-progress">Attempted {rec.attempted} of {rec.events}</label>
+              <progress id="recovery-progress" max={String(Math.max(rec.events, 1))} value={String(rec.events ? rec.attempted : 1)}>
+                {rec.attempted} of {rec.events}
+              </progress>
+            </p>
+            <p class="hint">
+              Each attempt carries the header X-Svc-Recovery: {rec.recovery_id}. Its outcomes are in the webhook's{' '}
+              <a href={`${paths.webhook(w.webhook_id)}#attempts`}>attempts</a>.
+            </p>
+          </section>
+        </>
+      ),
+    });
+  });
+
+  r.post('/:org/webhooks/:id/resend', async (c) => {
+    const orgId = c.req.param('org');
+    const w = getWebhook(ctx, orgId, c.req.param('id'));
+    const form = await textFields(c);
+    const parsed = resendBodySchema.safeParse({ event_id: form.event_id ?? '' });
+    if (!parsed.success) return errorPage(c, 400, 'Request refused', 'No event to resend was named.');
+    const eventId = parsed.data.event_id;
+    const res = await resendEvent(ctx, orgId, w.webhook_id, eventId);
+    const http = res.status !== undefined ? `HTTP ${res.status}` : 'no response';
+    const details: Array<[string, string]> = [
+      ['Event', eventId],
+      ['Delivered', res.delivered ? 'yes' : 'no'],
+      ['HTTP status', res.status !== undefined ? String(res.status) : 'no response'],
+      ['Error', res.error ?? '—'],
+      ['Duration', `${res.duration_ms} ms`],
+    ];
+    flash(
+      c,
+      res.delivered
+        ? { kind: 'ok', text: `Event resent to ${w.webhook_url}: delivered, ${http} in ${res.duration_ms} ms.`, details }
+        : { kind: 'error', text: `Event resent to ${w.webhook_url} was not delivered: ${res.error ?? http}.`, details },
+    );
+    const paths = c.get('paths');
+    const back = form.back === 'event' ? paths.event(eventId) : `${paths.webhook(w.webhook_id)}${form.outcome === 'failure' ? '?outcome=failure' : ''}#attempts`;
+    return c.redirect(back, 303);
+  });
+}
