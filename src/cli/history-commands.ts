@@ -5,6 +5,7 @@ import { seg } from './api-client.ts';
 import { group, handle, leaf, str, type Run } from './command-kit.ts';
 import { UsageError } from './errors.ts';
 import { printFields, printJson, printTable, println } from './output.ts';
+import type { AttemptView as Attempt, Page, RecoveryView as Recovery } from '../services/history.ts';
 
 const WEBHOOKS = '/v1/orgs/current/webhooks';
 const PAGE = 500;
@@ -20,31 +21,6 @@ interface CloudEvent {
   time?: string;
 }
 
-interface Attempt {
-  event_id: string;
-  type: string;
-  subject: string | null;
-  attempted_at: string;
-  outcome: 'success' | 'failure';
-  status_code: number | null;
-  error: string | null;
-  duration_ms: number;
-  recovery_id: string | null;
-}
-
-interface Recovery {
-  recovery_id: string;
-  state: 'running' | 'done';
-  events: number;
-  attempted: number;
-  succeeded: number;
-  failed: number;
-}
-
-interface Page<T> {
-  data: T[];
-  next_cursor: string | null;
-}
 
 /** `--since`/`--until`: an ISO 8601 time or a duration back from now; checked before any request (exit 2). */
 function timeOption(run: Run, name: 'since' | 'until'): string | undefined {

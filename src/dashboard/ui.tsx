@@ -126,6 +126,20 @@ export const Status: FC<{ status: string | null | undefined }> = ({ status }) =>
   return <span class={`badge s-${s.replace(/[^a-z_]/g, '')}`}>{s.replace(/_/g, ' ')}</span>;
 };
 
+/** The status (with its error), time and duration cells of a workflow's or a step's row. */
+export const RunCells: FC<{ run: { status: string; error?: string | null; started_at: string | null; finished_at: string | null }; time: string | null; timeLabel: string }> = ({ run, time, timeLabel }) => (
+  <>
+    <td data-label="Status">
+      <Status status={run.status} />
+      {run.error ? <div class="step-error">{run.error}</div> : null}
+    </td>
+    <td data-label={timeLabel}>
+      <Time iso={time} />
+    </td>
+    <td data-label="Duration">{duration(run.started_at, run.finished_at)}</td>
+  </>
+);
+
 export const Json: FC<{ value: unknown; label?: string }> = ({ value, label }) => (
   <pre class="json" aria-label={label} tabindex={0}>
     {JSON.stringify(value, null, 2)}

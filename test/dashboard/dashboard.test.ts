@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
-import { axeViolations, describeViolations, launchBrowser, newContext, screenshot, signIn } from '../helpers/browser.ts';
+import { expectAccessible, launchBrowser, newContext, screenshot, signIn } from '../helpers/browser.ts';
 import { BASELINE } from '../../src/dashboard/webhook-form.ts';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -23,13 +23,6 @@ const browserOnce = () => (sharedBrowser ??= launchBrowser());
 afterAll(async () => {
   await (await sharedBrowser)?.close();
 });
-
-/** axe-core finds no violation on the page as it is now (they are printed when it does). */
-async function expectAccessible(p: Page, where: string): Promise<void> {
-  const found = await axeViolations(p);
-  if (found.length) console.error(describeViolations(where, found));
-  expect(found, describeViolations(where, found)).toEqual([]);
-}
 
 describe('dashboard in a browser', () => {
   let svc: TestService;

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
-import { axeViolations, describeViolations, launchBrowser, newContext, screenshot, signIn } from '../helpers/browser.ts';
+import { expectAccessible, launchBrowser, newContext, screenshot, signIn } from '../helpers/browser.ts';
 import { dashboardSession } from '../helpers/dashboard.ts';
 import { get, post, waitWf } from '../helpers/workflows.ts';
 import { ATTEMPTS_PAGE } from '../../src/dashboard/pages/webhook-history.tsx';
@@ -15,11 +15,6 @@ import { ATTEMPTS_PAGE } from '../../src/dashboard/pages/webhook-history.tsx';
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const HOOKS = '/v1/orgs/current/webhooks';
-
-async function expectAccessible(p: Page, where: string): Promise<void> {
-  const found = await axeViolations(p);
-  expect(found, describeViolations(where, found)).toEqual([]);
-}
 
 describe('dashboard: events, attempts, recover and resend', () => {
   let svc: TestService;

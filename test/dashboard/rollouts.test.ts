@@ -8,8 +8,8 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { ingestSubject } from '../../src/bus/subjects.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
-import { axeViolations, describeViolations, launchBrowser, newContext, screenshot, signIn } from '../helpers/browser.ts';
-import { get, post, waitStep, waitWf } from '../helpers/workflows.ts';
+import { expectAccessible, launchBrowser, newContext, screenshot, signIn } from '../helpers/browser.ts';
+import { appWithThreeConfigs, get, installWith as installWithHistory, post, waitStep, waitWf } from '../helpers/workflows.ts';
 import { dashboardSession } from '../helpers/dashboard.ts';
 import { rid } from '../helpers/ids.ts';
 
@@ -42,30 +42,10 @@ afterAll(async () => {
   await svc?.stop();
 });
 
-async function expectAccessible(p: Page, where: string): Promise<void> {
-  const found = await axeViolations(p);
-  expect(found, describeViolations(where, found)).toEqual([]);
-}
+const app3 = () => appWithThreeConfigs(api, rid('shop'), cfg);
 
-/** An app with configs v1, v2, v3 (api:1, api:2, api:3). */
-async function app3() {
-  const app = await post(api, '/v1/apps', { name: rid('shop') });
-  const out: Json[] = [];
-  for (const image of ['api:1', 'api:2', 'api:3']) out.push(await post(api, `/v1/apps/${app.app_id}/configs`, cfg(image)));
-  return { app, v1: out[0], v2: out[1], v3: out[2] };
-}
-
-/** An install provisioned on `cfgId`, then moved through `then` (each update awaited). */
-async function installWith(appId: string, cfgId: string, labels: Record<string, string> = {}, then: string[] = []): Promise<Json> {
-  const install = await post(api, '/v1/installs', { app_id: appId, name: rid('inst'), labels, app_config_id: cfgId });
-  const [prov] = await get(api, `/v1/installs/${install.install_id}/workflows`);
-  expect((await waitWf(api, prov.workflow_id)).status).toBe('succeeded');
-  for (const id of then) {
-    const u = await post(api, `/v1/installs/${install.install_id}/app-config-updates`, { app_config_id: id });
-    expect((await waitWf(api, u.workflow_id)).status).toBe('succeeded');
-  }
-  return get(api, `/v1/installs/${install.install_id}`);
-}
+const installWith = (appId: string, cfgId: string, labels: Record<string, string> = {}, then: string[] = []): Promise<Json> =>
+  installWithHistory(api, rid('inst'), appId, cfgId, labels, then);
 
 /** A health checker's verdict on one component (CONTRACT 5.2), answered once committed. */
 async function verdict(install: Json, component: string, v: string, reason?: string): Promise<void> {

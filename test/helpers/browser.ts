@@ -2,6 +2,7 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { expect } from 'vitest';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import type { OrgCreds } from './service.ts';
 
@@ -66,4 +67,11 @@ export function describeViolations(where: string, vs: AxeViolation[]): string {
   return vs
     .map((v) => `${where}: [${v.impact}] ${v.id}: ${v.help}\n${v.nodes.map((n) => `  ${JSON.stringify(n.target)}: ${n.summary ?? ''}`).join('\n')}`)
     .join('\n');
+}
+
+/** axe-core finds no violation on the page as it is now (they are printed when it does). */
+export async function expectAccessible(p: Page, where: string): Promise<void> {
+  const found = await axeViolations(p);
+  if (found.length) console.error(describeViolations(where, found));
+  expect(found, describeViolations(where, found)).toEqual([]);
 }

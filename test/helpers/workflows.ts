@@ -84,3 +84,23 @@ export async function emittedByAll(api: ApiClient, orgId: string, opts: { instal
   for (const id of ids) out.push(...emittedSubjects(orgId, await getWf(api, id)));
   return out;
 }
+
+/** An app with configs v1, v2, v3 made by `cfg` from the images api:1, api:2, api:3. */
+export async function appWithThreeConfigs(api: ApiClient, name: string, cfg: (image: string) => Json) {
+  const app = await post(api, '/v1/apps', { name });
+  const out: Json[] = [];
+  for (const image of ['api:1', 'api:2', 'api:3']) out.push(await post(api, `/v1/apps/${app.app_id}/configs`, cfg(image)));
+  return { app, v1: out[0], v2: out[1], v3: out[2] };
+}
+
+/** An install provisioned on `cfgId`, then moved through `then` (each update awaited): the install as it is then. */
+export async function installWith(api: ApiClient, name: string, appId: string, cfgId: string, labels: Record<string, string> = {}, then: string[] = []): Promise<Json> {
+  const install = await post(api, '/v1/installs', { app_id: appId, name, labels, app_config_id: cfgId });
+  const [prov] = await get(api, `/v1/installs/${install.install_id}/workflows`);
+  expect((await waitWf(api, prov.workflow_id)).status).toBe('succeeded');
+  for (const id of then) {
+    const u = await post(api, `/v1/installs/${install.install_id}/app-config-updates`, { app_config_id: id });
+    expect((await waitWf(api, u.workflow_id)).status).toBe('succeeded');
+  }
+  return get(api, `/v1/installs/${install.install_id}`);
+}

@@ -8,7 +8,7 @@ import { ingestSubject } from '../../src/bus/subjects.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { dashboardSession } from '../helpers/dashboard.ts';
-import { get, getWf, post, trail, waitStep, waitWf } from '../helpers/workflows.ts';
+import { appWithThreeConfigs, get, getWf, installWith as installWithHistory, post, trail, waitStep, waitWf } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -40,25 +40,10 @@ afterAll(async () => {
   await rcv?.close();
 });
 
-/** An app with configs v1, v2, v3 (api:1, api:2, api:3). */
-async function app3() {
-  const app = await post(api, '/v1/apps', { name: rid('shop') });
-  const out: Json[] = [];
-  for (const image of ['api:1', 'api:2', 'api:3']) out.push(await post(api, `/v1/apps/${app.app_id}/configs`, cfg(image)));
-  return { app, v1: out[0], v2: out[1], v3: out[2] };
-}
+const app3 = () => appWithThreeConfigs(api, rid('shop'), cfg);
 
-/** An install provisioned on `cfgId`, then moved through `then` (each update awaited): its history. */
-async function installWith(appId: string, cfgId: string, labels: Record<string, string> = {}, then: string[] = []): Promise<Json> {
-  const install = await post(api, '/v1/installs', { app_id: appId, name: rid('inst'), labels, app_config_id: cfgId });
-  const [prov] = await get(api, `/v1/installs/${install.install_id}/workflows`);
-  expect((await waitWf(api, prov.workflow_id)).status).toBe('succeeded');
-  for (const id of then) {
-    const u = await post(api, `/v1/installs/${install.install_id}/app-config-updates`, { app_config_id: id });
-    expect((await waitWf(api, u.workflow_id)).status).toBe('succeeded');
-  }
-  return get(api, `/v1/installs/${install.install_id}`);
-}
+const installWith = (appId: string, cfgId: string, labels: Record<string, string> = {}, then: string[] = []): Promise<Json> =>
+  installWithHistory(api, rid('inst'), appId, cfgId, labels, then);
 
 const componentOf = (install: Json, name: string): string => install.components.find((c: Json) => c.name === name).component_id;
 

@@ -16,7 +16,7 @@ import { listOwnerWorkflows } from '../../../store/workflows.ts';
 import { configNamer } from '../names.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, Errors, Labels, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, RunCells, Diff, duration, Errors, Labels, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable } from './overview.tsx';
 
 type ConfigView = ReturnType<typeof listConfigs>[number];
@@ -464,14 +464,7 @@ export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
                           <a href={paths.workflow(w.workflow_id)}>{w.type === 'app_rollback' ? 'fleet rollback' : `branch run of ${branchName.get(w.owner_id) ?? w.owner_id}`}</a>{' '}
                           <span class="muted id">{w.workflow_id}</span>
                         </td>
-                        <td data-label="Status">
-                          <Status status={w.status} />
-                          {w.error ? <div class="step-error">{w.error}</div> : null}
-                        </td>
-                        <td data-label="Created">
-                          <Time iso={w.created_at} />
-                        </td>
-                        <td data-label="Duration">{duration(w.started_at, w.finished_at)}</td>
+                        <RunCells run={w} time={w.created_at} timeLabel="Created" />
                       </tr>
                     ))}
                   </tbody>

@@ -10,7 +10,7 @@ import { getComponent } from '../../../store/installs.ts';
 import { configNamer } from '../names.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, Json, Labels, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, RunCells, Diff, duration, Json, Labels, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable, WorkflowsTable } from './overview.tsx';
 
 type InstallView = ReturnType<typeof getInstallView>;
@@ -170,14 +170,7 @@ const StepHistory = ({ rows, c }: { rows: Array<{ wf: WorkflowView; step: StepVi
               <td data-label="Workflow">
                 <a href={c.get('paths').workflow(wf.workflow_id)}>{wf.type}</a>
               </td>
-              <td data-label="Status">
-                <Status status={step.status} />
-                {step.error ? <div class="step-error">{step.error}</div> : null}
-              </td>
-              <td data-label="Started">
-                <Time iso={step.started_at} />
-              </td>
-              <td data-label="Duration">{duration(step.started_at, step.finished_at)}</td>
+              <RunCells run={step} time={step.started_at} timeLabel="Started" />
             </tr>
           ))}
         </tbody>

@@ -8,7 +8,7 @@ import { listWebhooks } from '../../services/webhooks.ts';
 import type { Paths } from '../paths.ts';
 import { render } from '../render.tsx';
 import type { DashEnv } from '../session.ts';
-import { duration, Status, Time } from '../ui.tsx';
+import { RunCells, Status } from '../ui.tsx';
 
 export type InstallRow = ReturnType<typeof listInstalls>[number];
 export type WorkflowSummary = ReturnType<typeof listInstallWorkflows>[number];
@@ -99,14 +99,7 @@ export const WorkflowsTable = ({ workflows, paths, installNames }: { workflows: 
                   <a href={paths.install(w.owner_id)}>{installNames.get(w.owner_id) ?? w.owner_id}</a>
                 </td>
               ) : null}
-              <td data-label="Status">
-                <Status status={w.status} />
-                {w.error ? <div class="step-error">{w.error}</div> : null}
-              </td>
-              <td data-label="Created">
-                <Time iso={w.created_at} />
-              </td>
-              <td data-label="Duration">{duration(w.started_at, w.finished_at)}</td>
+              <RunCells run={w} time={w.created_at} timeLabel="Created" />
             </tr>
           ))}
         </tbody>
