@@ -10,7 +10,7 @@ import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, Diff, duration, isTerminal, Json, Labels, Owner, ownerText, Status, Time, type DiffShape } from '../ui.tsx';
 import { configNamer } from '../names.ts';
-import { groupStatus, rolloutData, RolloutFacts, stepExtra, TripCause, type RolloutData } from './rollout.tsx';
+import { groupStatus, rolloutData, RolloutFacts, stepExtra, TripCause, type RolloutData } from './rollouts.tsx';
 
 export type ConfigName = ReturnType<typeof configNamer>;
 
