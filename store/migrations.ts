@@ -301,4 +301,10 @@ export const MIGRATIONS: string[] = [
   ALTER TABLE install_components ADD COLUMN health_reason TEXT;
   CREATE INDEX steps_baking ON steps(org_id) WHERE status = 'started' AND json_extract(params, '$.kind') = 'bake';
   `,
+  /* 8: external workflow ids are scoped by org (CONTRACT 6.7): a producer's workflow keeps the id it
+        reported (external_id, unique per org) whatever id it is stored under */ `
+  ALTER TABLE workflows ADD COLUMN external_id TEXT;
+  UPDATE workflows SET external_id = workflow_id WHERE external = 1;
+  CREATE UNIQUE INDEX workflows_external_id ON workflows(org_id, external_id) WHERE external_id IS NOT NULL;
+  `,
 ];

@@ -14,6 +14,8 @@ export interface WorkflowRow {
   parent: ParentRef | null;
   action_id: string | null;
   external: boolean;
+  /** the id a producer reported an external workflow under (unique in its org); null for the engine's own */
+  external_id: string | null;
   status: WorkflowStatus;
   error: string | null;
   params: Record<string, unknown>;
@@ -74,16 +76,29 @@ const decodeJob = (r: any): JobRow => ({ ...r, payload: fromJson(r.payload, {}) 
 
 export function insertWorkflow(db: Db, w: Omit<WorkflowRow, 'created_at'>): void {
   db.prepare(
-    `INSERT INTO workflows (workflow_id, org_id, type, owner_id, owner_type, parent, action_id, external, status, error, params, started_at, finished_at, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO workflows (workflow_id, org_id, type, owner_id, owner_type, parent, action_id, external, external_id, status, error, params, started_at, finished_at, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
-    w.workflow_id, w.org_id, w.type, w.owner_id, w.owner_type, toJson(w.parent), w.action_id, w.external ? 1 : 0,
+    w.workflow_id, w.org_id, w.type, w.owner_id, w.owner_type, toJson(w.parent), w.action_id, w.external ? 1 : 0, w.external_id,
     w.status, w.error, toJson(w.params) ?? '{}', w.started_at, w.finished_at, nowIso(),
   );
 }
 
 export function getWorkflow(db: Db, id: string): WorkflowRow | undefined {
   const r = db.prepare('SELECT * FROM workflows WHERE workflow_id = ?').get(id);
+  return r ? decodeWf(r) : undefined;
+}
+
+/** The id the outside knows a workflow by: the producer's for an external workflow, else the engine's. */
+export function publicWorkflowId(w: WorkflowRow): string {
+  return w.external_id ?? w.workflow_id;
+}
+
+/** An org's workflow by the id the outside knows it by (or the id it is stored under). */
+export function findOrgWorkflow(db: Db, orgId: string, id: string): WorkflowRow | undefined {
+  const r = db
+    .prepare('SELECT * FROM workflows WHERE org_id = ? AND (external_id = ? OR workflow_id = ?) ORDER BY external_id IS NOT ? LIMIT 1')
+    .get(orgId, id, id, id);
   return r ? decodeWf(r) : undefined;
 }
 

@@ -1,12 +1,12 @@
 // Building facts from stored rows: the one place that knows which entities an event is about.
 import type { Db } from '../../store/db.ts';
 import { getActionById } from '../../store/installs.ts';
-import type { StepRow, WorkflowRow } from '../../store/workflows.ts';
+import { publicWorkflowId, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
 import type { FactScope, Outcome, StepRef, WorkflowRef } from '../domain/facts.ts';
 import type { LifecycleTransition } from '../domain/status.ts';
 
 export function workflowRef(wf: WorkflowRow): WorkflowRef {
-  const ref: WorkflowRef = { id: wf.workflow_id, type: wf.type, owner_id: wf.owner_id, owner_type: wf.owner_type };
+  const ref: WorkflowRef = { id: publicWorkflowId(wf), type: wf.type, owner_id: wf.owner_id, owner_type: wf.owner_type };
   if (wf.parent) ref.parent = wf.parent;
   return ref;
 }

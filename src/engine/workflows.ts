@@ -112,6 +112,7 @@ export class Workflows {
       parent: spec.parent ?? null,
       action_id: spec.action_id ?? null,
       external: false,
+      external_id: null,
       status: 'pending',
       error: null,
       params: spec.params ?? {},

@@ -1,14 +1,14 @@
 // Reading workflows, answering approvals, cancelling (CONTRACT 4.2).
 import type { AppContext } from '../context.ts';
 import { NotFoundError } from '../domain/errors.ts';
-import { getWorkflow, listSteps, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
+import { findOrgWorkflow, getWorkflow, listSteps, publicWorkflowId, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
 import { findBranch, getApp } from '../../store/apps.ts';
 import { getInstall } from '../../store/installs.ts';
 import type { OwnerType } from '../domain/status.ts';
 
 export function workflowSummary(w: WorkflowRow) {
   return {
-    workflow_id: w.workflow_id,
+    workflow_id: publicWorkflowId(w),
     type: w.type,
     owner_id: w.owner_id,
     owner_type: w.owner_type,
@@ -66,23 +66,32 @@ export function stepView(s: StepRow): StepView {
 }
 
 export function workflowView(ctx: AppContext, workflowId: string) {
-  const w = getWorkflow(ctx.db, workflowId)!;
-  return { ...workflowSummary(w), action_id: w.action_id, external: w.external, steps: listSteps(ctx.db, workflowId).map(stepView) };
+  return viewOf(ctx, getWorkflow(ctx.db, workflowId)!);
+}
+
+function viewOf(ctx: AppContext, w: WorkflowRow) {
+  return { ...workflowSummary(w), action_id: w.action_id, external: w.external, steps: listSteps(ctx.db, w.workflow_id).map(stepView) };
+}
+
+/** An org's workflow by the id the org knows it by (another org's is 404). */
+function orgWorkflow(ctx: AppContext, orgId: string, workflowId: string): WorkflowRow {
+  const w = findOrgWorkflow(ctx.db, orgId, workflowId);
+  if (!w) throw new NotFoundError('workflow', workflowId);
+  return w;
 }
 
 export function getWorkflowView(ctx: AppContext, orgId: string, workflowId: string) {
-  const w = getWorkflow(ctx.db, workflowId);
-  if (!w || w.org_id !== orgId) throw new NotFoundError('workflow', workflowId);
-  return workflowView(ctx, workflowId);
+  return viewOf(ctx, orgWorkflow(ctx, orgId, workflowId));
 }
 
 export function respondToApproval(ctx: AppContext, orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string) {
-  return stepView(ctx.engine.respondToApproval(orgId, workflowId, stepId, response, note));
+  return stepView(ctx.engine.respondToApproval(orgId, orgWorkflow(ctx, orgId, workflowId).workflow_id, stepId, response, note));
 }
 
 export function cancelWorkflow(ctx: AppContext, orgId: string, workflowId: string) {
-  ctx.engine.cancelWorkflow(orgId, workflowId);
-  return workflowView(ctx, workflowId);
+  const w = orgWorkflow(ctx, orgId, workflowId);
+  ctx.engine.cancelWorkflow(orgId, w.workflow_id);
+  return workflowView(ctx, w.workflow_id);
 }
 
 /** Who a workflow belongs to, by name (for people: the dashboard's titles and headings). */

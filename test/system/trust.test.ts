@@ -222,6 +222,42 @@ describe('labels and orgs (CONTRACT 5.2, 6.7)', () => {
     for (const r of rx.all) expect(r.raw.toString()).not.toContain('orange');
   });
 
+  it("external workflow ids are the org's own: another org's id (external or the engine's) is simply a different workflow, and taking it first changes nothing for its owner", async () => {
+    const a = svc.createOrg('ids-a');
+    const b = svc.createOrg('ids-b');
+    const apiA = svc.api(a);
+    const apiB = svc.api(b);
+    await post(apiA, '/v1/orgs/current/webhooks', { webhook_url: rx.hook('ids-a') });
+    await post(apiB, '/v1/orgs/current/webhooks', { webhook_url: rx.hook('ids-b') });
+    const report = (orgId: string, id: string, transition: string, owner = 'inst_x') =>
+      svc.server.bus
+        .request(`svc.ingest.${orgId}.workflows.${id}`, JSON.stringify({ kind: 'workflow', transition, workflow: { id, type: 'sync_secrets', owner_id: owner, owner_type: 'installs' } }), { timeoutMs: 5000 })
+        .then((r) => r.json() as Json);
+
+    // B reports an id first; A then reports the same id: two workflows, each delivered to its own org under that id
+    const shared = rid('wfx');
+    expect(await report(b.org_id, shared, 'started')).toEqual({ ok: true });
+    expect(await report(a.org_id, shared, 'started')).toEqual({ ok: true });
+    expect(await report(a.org_id, shared, 'succeeded')).toEqual({ ok: true });
+    await waitFor(() => rx.subjects('ids-a').includes(`${a.org_id}/workflow/${shared}/succeeded`), 5000, "A's workflow finished");
+    await waitFor(() => rx.subjects('ids-b').includes(`${b.org_id}/workflow/${shared}/started`), 5000, "B's workflow started");
+    expect((await apiA.get(`/v1/workflows/${shared}`)).body).toMatchObject({ workflow_id: shared, status: 'succeeded', external: true });
+    expect((await apiB.get(`/v1/workflows/${shared}`)).body).toMatchObject({ workflow_id: shared, status: 'started', external: true });
+
+    // B probes an id of A's engine workflow: no "run by the engine" answer; B gets a workflow of its own
+    const app = await post(apiA, '/v1/apps', { name: rid('ids-app') });
+    const cfg = await post(apiA, `/v1/apps/${app.app_id}/configs`, { components: [{ name: 'api' }] });
+    const install = await post(apiA, '/v1/installs', { app_id: app.app_id, name: rid('ids-i'), app_config_id: cfg.app_config_id });
+    const engineWf = (await apiA.get(`/v1/installs/${install.install_id}/workflows`)).body[0];
+    expect(await report(b.org_id, engineWf.workflow_id, 'failed')).toEqual({ ok: true });
+    expect((await apiB.get(`/v1/workflows/${engineWf.workflow_id}`)).body).toMatchObject({ external: true, status: 'failed' });
+    const mine = (await apiA.get(`/v1/workflows/${engineWf.workflow_id}`)).body;
+    expect(mine).toMatchObject({ external: false, type: 'provision' });
+    expect(mine.status).not.toBe('failed');
+    // the same probe from A itself is still refused (CONTRACT 5.2)
+    expect((await report(a.org_id, engineWf.workflow_id, 'failed')).ok).toBe(false);
+  });
+
   it('ingest naming an org that does not exist is {ok: false, error: "unknown org"} and stores nothing', async () => {
     const ghost = 'org_does_not_exist';
     const db = () => openDb(svc.db);

@@ -4,7 +4,7 @@ import type { Child } from 'hono/jsx';
 import type { AppContext } from '../../context.ts';
 import { ConflictError, InvalidError } from '../../domain/errors.ts';
 import { listComponents } from '../../../store/installs.ts';
-import { getStep, getWorkflow } from '../../../store/workflows.ts';
+import { findOrgWorkflow, getStep, publicWorkflowId } from '../../../store/workflows.ts';
 import { cancelWorkflow, getWorkflowView, respondToApproval, workflowOwner, type WorkflowOwner } from '../../services/workflows.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
@@ -305,11 +305,10 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
     let parent: ParentInfo | null = null;
     if (wf.parent) {
       const ref = wf.parent;
-      const p = getWorkflow(ctx.db, ref.workflow_id);
-      parent =
-        p && p.org_id === orgId
+      const p = findOrgWorkflow(ctx.db, orgId, ref.workflow_id);
+      parent = p
           ? {
-              workflow_id: p.workflow_id,
+              workflow_id: publicWorkflowId(p),
               type: p.type,
               owner: workflowOwner(ctx, orgId, p.owner_type, p.owner_id),
               step_id: ref.step_id,
