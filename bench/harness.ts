@@ -204,6 +204,14 @@ function producerOf(nc: NatsConnection, orgId: string): Promise<NatsConnection> 
   return p;
 }
 
+/** Close the producer connections made for nc's server (before that server stops: a connection to a stopped one may not drain). */
+export async function closeProducersOf(nc: NatsConnection): Promise<void> {
+  const prefix = `${nc.getServer()} `;
+  const mine = [...producers.entries()].filter(([k]) => k.startsWith(prefix));
+  for (const [k] of mine) producers.delete(k);
+  await Promise.allSettled(mine.map(async ([, p]) => (await p).drain()));
+}
+
 /** Close every producer connection made by the phases. */
 export async function closeProducers(): Promise<void> {
   const all = [...producers.values()];

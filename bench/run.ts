@@ -15,12 +15,14 @@
 // Results: a table on stdout, JSON in bench/results/latest.json.
 //
 // Environment knobs (BENCHMARKS.md has them all): BENCH_SCENARIOS (default
-// throughput,paced,workers,burst,ingest,tenancy), BENCH_ROUNDS (default 3), BENCH_FANOUTS (default 10,100),
+// throughput,paced,workers,burst,ingest,tenancy; also history, which only runs when named),
+// BENCH_ROUNDS (default 3; also the history scenario's rounds), BENCH_FANOUTS (default 10,100),
 // BENCH_SCALE (multiplies the saturated phase's fact counts), BENCH_PACED_RATE (deliveries/s offered
 // in the paced phase: one number for every fan-out, or fanout:rate pairs; default 10:10000, else
 // 2000), BENCH_PACED_SECONDS, BENCH_SVC_NODE_ARGS (node flags for every svc process, e.g.
 // "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_ONLY=svc|baseline, and the sizes of the other
-// scenarios (BENCH_WORKERS_*, BENCH_BURST_*, BENCH_INGEST_*).
+// scenarios (BENCH_WORKERS_*, BENCH_BURST_*, BENCH_INGEST_*, BENCH_TENANCY_*, BENCH_HISTORY_*,
+// BENCH_RECOVERY_EVENTS, BENCH_RECOVERY_MISSED).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -31,7 +33,20 @@ import { openDb } from '../store/db.ts';
 import { createOrg } from '../store/orgs.ts';
 import { closeProducers, KEPT_UP_TAIL_MS, runPhase, startBenchReceiver, type BenchReceiver, type CpuPids, type PhaseResult } from './harness.ts';
 import { createWebhooks, log, ROOT, sleep, spawnChild, startNats, startSvcServe, stopChild, svcCounters, warnings } from './procs.ts';
-import { runBurstScenario, runIngestScenario, runTenancyScenario, runWorkersScenario, SIZES, type BurstResult, type IngestScenarioResult, type ScenarioEnv, type TenancyResult, type WorkersResult } from './scenarios.ts';
+import {
+  runBurstScenario,
+  runHistoryScenario,
+  runIngestScenario,
+  runTenancyScenario,
+  runWorkersScenario,
+  SIZES,
+  type BurstResult,
+  type HistoryResult,
+  type IngestScenarioResult,
+  type ScenarioEnv,
+  type TenancyResult,
+  type WorkersResult,
+} from './scenarios.ts';
 
 const RESULTS = path.join(ROOT, 'bench', 'results');
 const SCALE = Number(process.env.BENCH_SCALE ?? '1') || 1;
@@ -40,11 +55,13 @@ const ONLY = process.env.BENCH_ONLY ?? '';
 const KEEP_LOGS = /^(1|true|yes|on)$/i.test(process.env.BENCH_KEEP_LOGS ?? '');
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? '3') || 3);
 
-const ALL_SCENARIOS = ['throughput', 'paced', 'workers', 'burst', 'ingest', 'tenancy'] as const;
+const ALL_SCENARIOS = ['throughput', 'paced', 'workers', 'burst', 'ingest', 'tenancy', 'history'] as const;
+/** What runs when BENCH_SCENARIOS is not set: all but `history` (3–6 min on its own; BENCH_SCENARIOS=history). */
+const DEFAULT_SCENARIOS = ALL_SCENARIOS.filter((s) => s !== 'history');
 type Scenario = (typeof ALL_SCENARIOS)[number];
 const SCENARIOS: Set<Scenario> = (() => {
   const raw = (process.env.BENCH_SCENARIOS ?? '').trim();
-  if (!raw) return new Set(ALL_SCENARIOS);
+  if (!raw) return new Set(DEFAULT_SCENARIOS);
   const names = raw.split(',').map((x) => x.trim()).filter(Boolean);
   const unknown = names.filter((n) => !(ALL_SCENARIOS as readonly string[]).includes(n));
   if (unknown.length) throw new Error(`BENCH_SCENARIOS: unknown ${unknown.join(', ')} (known: ${ALL_SCENARIOS.join(', ')})`);
@@ -390,7 +407,7 @@ function table(summary: ReturnType<typeof summarise>, ratios: Ratios[]): string 
   return grid(rows);
 }
 
-function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult | null; ingest?: IngestScenarioResult | null; tenancy?: TenancyResult | null }): string {
+function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult | null; ingest?: IngestScenarioResult | null; tenancy?: TenancyResult | null; history?: HistoryResult | null }): string {
   const out: string[] = [];
   if (s.workers) {
     const w = s.workers;
@@ -435,6 +452,57 @@ function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult
         `(${t.tarpit_attempts} of A's attempts held meanwhile); B's slowest delivery ${t.added_max_ms} ms later beside A (target ≤ 1 000 ms)\n${grid(rows, 1)}`,
     );
   }
+  if (s.history) {
+    const h = s.history;
+    const rows = [['round', 'order', 'ret. 0 facts/s', 'ret. 0 del/s', '7d facts/s', '7d del/s', '7d/0 facts/s', '7d/0 del/s', '7d/0 cpu/del', 'missing']];
+    h.rounds.forEach((r, i) =>
+      rows.push([
+        String(i + 1),
+        r.order.map((o) => (o === 'none' ? '0' : '7d')).join(','),
+        fmt(r.none.events_per_sec),
+        fmt(r.none.deliveries_per_sec),
+        fmt(r.kept.events_per_sec),
+        fmt(r.kept.deliveries_per_sec),
+        times(r.ratio.facts_per_sec),
+        times(r.ratio.deliveries_per_sec),
+        times(r.ratio.sut_cpu_per_delivery),
+        String(r.none.missing + r.kept.missing),
+      ]),
+    );
+    const m = h.median;
+    rows.push(['median', '', fmt(m.none_facts_per_sec), fmt(m.none_deliveries_per_sec), fmt(m.kept_facts_per_sec), fmt(m.kept_deliveries_per_sec), times(m.ratio_facts_per_sec), times(m.ratio_deliveries_per_sec), times(m.ratio_sut_cpu_per_delivery), '']);
+    let text =
+      `history: ${h.config.facts} facts × ${h.config.fanout} webhooks per measurement, svc serve --event-retention 0 and with the default 7d, interleaved; ` +
+      `GET /v1/events listed ${h.events_listed.none ?? '?'} (retention 0) and ${h.events_listed.kept ?? '?'} (7d) with limit=1\n${grid(rows, 2)}`;
+    const r = h.recovery;
+    if (r) {
+      const rec = [
+        ['recovery', 'events', 'request → 202 ms', 'request → all received ms', 'events/s', '202 → all received ms', 'events/s after 202', 'request → done ms', 'duplicates', 'no header', 'svc µs/event'],
+        [
+          `${r.recovery_events}/${r.events}`,
+          String(r.received),
+          fmt(r.request_ms),
+          fmt(r.received_ms),
+          fmt(r.events_per_sec),
+          fmt(r.received_ms_after_202),
+          fmt(r.events_per_sec_after_202),
+          fmt(r.done_ms),
+          String(r.duplicates),
+          String(r.without_header),
+          fmt(r.cpu_us_per_event.sut),
+        ],
+      ];
+      text +=
+        `\nrecovery: ${r.events} events missed by one webhook (` +
+        (r.missed === 'failing'
+          ? `receiver 503: ${r.emit.failed_attempts} failed attempts in ${r.emit.duration_ms} ms, ${r.emit.attempts_per_sec}/s; `
+          : 'emitted before the webhook existed; ') +
+        `facts committed at ${r.emit.ingest.facts_per_sec}/s), then recovered to it answering 200; svc serve RSS peak ${r.rss.peak_mib ?? '-'} MiB\n${grid(rec, 1)}`;
+    } else if (h.recovery_error) {
+      text += `\nrecovery: failed (${h.recovery_error.split('\n')[0]})`;
+    }
+    out.push(text);
+  }
   return out.join('\n\n');
 }
 
@@ -465,6 +533,7 @@ async function main(): Promise<void> {
   let burst: BurstResult | null = null;
   let ingest: IngestScenarioResult | null = null;
   let tenancy: TenancyResult | null = null;
+  let history: HistoryResult | null = null;
   const errors: string[] = [];
   const attempt = async <T>(name: string, fn: () => Promise<T>): Promise<T | null> => {
     try {
@@ -490,6 +559,10 @@ async function main(): Promise<void> {
     if (SCENARIOS.has('burst')) burst = await attempt('burst', () => runBurstScenario(scenarioEnv));
     if (SCENARIOS.has('ingest')) ingest = await attempt('ingest', () => runIngestScenario(scenarioEnv));
     if (SCENARIOS.has('tenancy')) tenancy = await attempt('tenancy', () => runTenancyScenario(scenarioEnv));
+    if (SCENARIOS.has('history')) {
+      history = await attempt('history', () => runHistoryScenario(scenarioEnv));
+      if (history?.recovery_error) errors.push(`history recovery: ${history.recovery_error}`);
+    }
   } finally {
     await closeProducers();
     await nc.drain().catch(() => {});
@@ -529,6 +602,7 @@ async function main(): Promise<void> {
     burst,
     ingest,
     tenancy,
+    history,
     error: errors.length ? errors.join('\n') : null,
   };
   fs.mkdirSync(RESULTS, { recursive: true });
@@ -552,7 +626,7 @@ async function main(): Promise<void> {
       );
     }
   }
-  const more = scenarioTables({ workers, burst, ingest, tenancy });
+  const more = scenarioTables({ workers, burst, ingest, tenancy, history });
   if (more) process.stdout.write(`\n${more}\n`);
   process.stdout.write(`\nload average ${result.loadavg_at_start.join(' ')} at the start, ${result.loadavg_at_end.join(' ')} at the end\nresults: ${path.relative(ROOT, file)} (${result.wall_seconds} s)\n`);
   if (errors.length) {

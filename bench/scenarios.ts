@@ -9,6 +9,10 @@
 //   tenancy  org B's paced deliveries to a fast receiver, alone and beside org A's webhooks that
 //            never answer (a tarpit holding each attempt for the whole delivery timeout): B's
 //            latency p50/p99 with A over without A (CONTRACT 8: at most 1 s more)
+//   history  (issue 18) the same delivered workload against svc serve --event-retention 0 and with
+//            the default 7d, interleaved: facts/s, deliveries/s and the ratio kept/none; then a
+//            recovery of 100 000 events missed by one webhook (its receiver answered 503) to the
+//            same receiver answering 200: events/s
 //
 // Each scenario has its own nats-server and SQLite file, so that no stream, consumer, registry or
 // data plane key of one svc instance is seen by the next.
@@ -21,10 +25,12 @@ import { openDb } from '../store/db.ts';
 import { createOrg } from '../store/orgs.ts';
 import { DISPATCH_CONSUMER, EVENTS_STREAM } from '../src/bus/jetstream.ts';
 import {
+  closeProducersOf,
   cpuSnapshot,
   runIngestPhase,
   runPhase,
   sampleRss,
+  seqOf,
   startBenchReceiver,
   type BenchReceiver,
   type CpuPids,
@@ -45,6 +51,8 @@ import {
   svcCounters,
   warnings,
   type Child,
+  type Nats,
+  type Svc,
   type SvcCounters,
 } from './procs.ts';
 
@@ -80,6 +88,22 @@ export const SIZES = {
     webhooks: Math.round(num('BENCH_TENANCY_WEBHOOKS', 4)),
     rate: num('BENCH_TENANCY_RATE', 100),
     seconds: num('BENCH_TENANCY_SECONDS', 8),
+  },
+  history: {
+    /** interleaved measurements of each side (the comparison's BENCH_ROUNDS) */
+    rounds: Math.round(num('BENCH_ROUNDS', 3)),
+    /** webhooks (all events) of the cost measurement, and facts per measurement */
+    fanout: Math.round(num('BENCH_HISTORY_FANOUT', 10)),
+    facts: Math.round(num('BENCH_HISTORY_FACTS', 2500)),
+    warmup_facts: Math.round(num('BENCH_HISTORY_WARMUP_FACTS', 300)),
+    /** events the recovery sends again to its one webhook */
+    recovery_events: Math.round(num('BENCH_RECOVERY_EVENTS', 100_000)),
+    /**
+     * how the webhook missed them: `failing` (it exists and its receiver answers 503, so each event's
+     * own attempt fails, one at a time once the breaker is open) or `absent` (created after them, so
+     * they are emitted at ingest speed and it never had them)
+     */
+    recovery_missed: process.env.BENCH_RECOVERY_MISSED === 'absent' ? ('absent' as const) : ('failing' as const),
   },
   ingest: {
     facts: Math.round(num('BENCH_INGEST_FACTS', 20_000)),
@@ -501,6 +525,471 @@ export async function runTenancyScenario(env: ScenarioEnv): Promise<TenancyResul
     await nc.drain().catch(() => {});
     await tarpit.close();
     await stopChild(serve.child);
+    await nats.stop();
+  }
+}
+
+// ------------------------------------------------------------------------------- history (issue 18)
+
+export interface HistoryRound {
+  /** which side was measured first in this round (they alternate) */
+  order: Array<'none' | 'kept'>;
+  /** svc serve --event-retention 0 */
+  none: PhaseResult;
+  /** svc serve with the default --event-retention (7d) */
+  kept: PhaseResult;
+  /** kept / none */
+  ratio: { facts_per_sec: number | null; deliveries_per_sec: number | null; steady_deliveries_per_sec: number | null; sut_cpu_per_delivery: number | null };
+}
+
+export interface RecoveryResult {
+  /** how the webhook missed the events (BENCH_RECOVERY_MISSED) */
+  missed: 'failing' | 'absent';
+  /** events emitted while the receiver answered 503 (or before the webhook existed) */
+  events: number;
+  /** the 202's `events`: what the recovery set out to attempt */
+  recovery_events: number;
+  emit: {
+    ingest: IngestResult;
+    /** 503s the receiver answered (each event's own attempt; 0 when the webhook was absent) */
+    failed_attempts: number;
+    /** first send → the last event's own attempt at the receiver (absent: → the last fact committed) */
+    duration_ms: number;
+    attempts_per_sec: number;
+    /** svc_deliveries_total{outcome="failure"} counted meanwhile */
+    svc_failures: number;
+  };
+  /** POST …/recover sent → its 202 (the recovery's items are all queued when it answers) */
+  request_ms: number;
+  /** POST sent → the receiver has every event (the primary figure), and 202 → the same */
+  received_ms: number;
+  received_ms_after_202: number;
+  /** POST sent → GET …/recoveries/{id} says `done`, and 202 → the same (progress is written about once a second) */
+  done_ms: number;
+  done_ms_after_202: number;
+  /** events / received_ms: the headline figure */
+  events_per_sec: number;
+  events_per_sec_after_202: number;
+  events_per_sec_done: number;
+  /** distinct events received (of recovery_events), repeats, deliveries without this recovery's X-Svc-Recovery */
+  received: number;
+  duplicates: number;
+  without_header: number;
+  /** the recovery as GET …/recoveries/{id} last reported it */
+  final: { state: string; events: number; attempted: number; succeeded: number; failed: number } | null;
+  cpu_ms: Record<string, number | null>;
+  cpu_us_per_event: Record<string, number | null>;
+  rss: ReturnType<ReturnType<typeof sampleRss>['stop']>;
+}
+
+export interface HistoryResult {
+  config: (typeof SIZES)['history'];
+  rounds: HistoryRound[];
+  median: {
+    none_facts_per_sec: number | null;
+    kept_facts_per_sec: number | null;
+    none_deliveries_per_sec: number | null;
+    kept_deliveries_per_sec: number | null;
+    /** median of the per-round ratios kept / none */
+    ratio_facts_per_sec: number | null;
+    ratio_deliveries_per_sec: number | null;
+    ratio_sut_cpu_per_delivery: number | null;
+  };
+  /** events GET /v1/events lists on each side at the end (limit 1): 0 with retention 0, 1 with the default */
+  events_listed: { none: number | null; kept: number | null };
+  recovery: RecoveryResult | null;
+  /** why the recovery part failed (the cost part is kept) */
+  recovery_error: string | null;
+  /** pino warnings of each svc serve; the recovery's include its 503s ("webhook delivery failed", rate-limited) */
+  serve_warnings: { none: number; kept: number; recovery: number };
+  recovery_warning_examples: string[];
+}
+
+interface OrgAuth {
+  org_id: string;
+  api_token: string;
+}
+
+/** A JSON request to svc's API as the org; throws unless the status is `want`. */
+async function apiJson(svcUrl: string, org: OrgAuth, method: 'GET' | 'POST', p: string, body: unknown, want: number): Promise<Record<string, unknown>> {
+  const res = await fetch(`${svcUrl}${p}`, {
+    method,
+    headers: { authorization: `Bearer ${org.api_token}`, 'x-svc-org-id': org.org_id, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (res.status !== want) throw new Error(`${method} ${p}: HTTP ${res.status} ${text.slice(0, 300)}`);
+  return JSON.parse(text) as Record<string, unknown>;
+}
+
+const ratio3 = (a: number | null | undefined, b: number | null | undefined) =>
+  a !== null && a !== undefined && b !== null && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0 ? Math.round((a / b) * 1000) / 1000 : null;
+
+const median3 = (v: Array<number | null | undefined>) => {
+  const m = median(v.filter((x): x is number => x !== null && x !== undefined));
+  return m === null ? null : Math.round(m * 1000) / 1000;
+};
+
+/** svc serve on a nats-server and SQLite file of its own, with its webhooks; runs until stop(). */
+async function startHistorySide(env: ScenarioEnv, name: string, extra: string[], fanout: number): Promise<{ serve: Svc; nats: Nats; org: OrgAuth; stop(): Promise<void> }> {
+  const nats = await startNats();
+  const db = path.join(env.tmp, `${name}.db`);
+  const org = newOrg(db, `bench-${name}`);
+  let serve: Svc;
+  try {
+    serve = await startSvcServe({ natsUrl: nats.url, db, logFile: path.join(env.tmp, `${name}-serve.log`), extra });
+  } catch (err) {
+    await nats.stop();
+    throw err;
+  }
+  const stop = async () => {
+    await stopChild(serve.child);
+    await nats.stop();
+  };
+  try {
+    await createWebhooks(serve.url, org, Array.from({ length: fanout }, (_, i) => `${env.receiver.url}/${name}/${i}`), 4);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { serve, nats, org, stop };
+}
+
+/**
+ * The cost of keeping history and attempts: two svc serve processes, each on its own nats-server
+ * and SQLite file (`--event-retention 0`, and the default 7d), both running the whole time, the
+ * same closed-loop workload against each in turn (the order alternates per round).
+ */
+export async function runHistoryScenario(env: ScenarioEnv): Promise<HistoryResult> {
+  const S = SIZES.history;
+  const none = await startHistorySide(env, 'history-none', ['--event-retention', '0'], S.fanout);
+  let kept: Awaited<ReturnType<typeof startHistorySide>> | null = null;
+  const rounds: HistoryRound[] = [];
+  const events_listed: HistoryResult['events_listed'] = { none: null, kept: null };
+  try {
+    kept = await startHistorySide(env, 'history-kept', [], S.fanout);
+    const sides = { none, kept };
+    const window = Math.max(1, Math.floor(2000 / S.fanout));
+    // the producer must reach each side's own nats-server
+    const ncs = { none: await connect({ servers: none.nats.url, name: 'bench-history-none', noAsyncTraces: true }), kept: await connect({ servers: kept.nats.url, name: 'bench-history-kept', noAsyncTraces: true }) };
+    try {
+      const run = (side: 'none' | 'kept', name: string, facts: number) => {
+        const s = sides[side];
+        return runPhase(ncs[side], env.receiver, {
+          name,
+          orgId: s.org.org_id,
+          fanout: S.fanout,
+          events: facts,
+          firstSeq: env.takeSeqs(facts),
+          window,
+          timeLimitMs: 60_000,
+          drainMs: 10_000,
+          cpuPids: { sut: s.serve.pid, nats: s.nats.pid },
+        });
+      };
+      for (const side of ['none', 'kept'] as const) {
+        const w = await run(side, `history ${side} warm-up`, S.warmup_facts);
+        log(`history ${side} warm-up: ${w.deliveries}/${w.deliveries_expected} deliveries, ${w.deliveries_per_sec}/s`);
+      }
+      for (let r = 1; r <= S.rounds; r++) {
+        const order: Array<'none' | 'kept'> = r % 2 ? ['none', 'kept'] : ['kept', 'none'];
+        const got: Partial<Record<'none' | 'kept', PhaseResult>> = {};
+        for (const side of order) {
+          // the other side's last attempt-log flush (once a second) is over before this one starts
+          await sleep(1200);
+          got[side] = await run(side, `history ${side} ${r}`, S.facts);
+        }
+        const n = got.none!;
+        const k = got.kept!;
+        const round: HistoryRound = {
+          order,
+          none: n,
+          kept: k,
+          ratio: {
+            facts_per_sec: ratio3(k.events_per_sec, n.events_per_sec),
+            deliveries_per_sec: ratio3(k.deliveries_per_sec, n.deliveries_per_sec),
+            steady_deliveries_per_sec: ratio3(k.steady_deliveries_per_sec, n.steady_deliveries_per_sec),
+            sut_cpu_per_delivery: ratio3(k.cpu_us_per_delivery.sut, n.cpu_us_per_delivery.sut),
+          },
+        };
+        rounds.push(round);
+        log(
+          `history round ${r}: retention 0 ${n.events_per_sec} facts/s ${n.deliveries_per_sec} del/s (${n.deliveries}/${n.deliveries_expected}), ` +
+            `7d ${k.events_per_sec} facts/s ${k.deliveries_per_sec} del/s (${k.deliveries}/${k.deliveries_expected}): ${round.ratio.deliveries_per_sec}x`,
+        );
+      }
+    } finally {
+      await Promise.allSettled([closeProducersOf(ncs.none), closeProducersOf(ncs.kept)]);
+      await Promise.allSettled([ncs.none.drain(), ncs.kept.drain()]);
+    }
+    for (const side of ['none', 'kept'] as const) {
+      const page = await apiJson(sides[side].serve.url, sides[side].org, 'GET', '/v1/events?limit=1', undefined, 200);
+      events_listed[side] = (page.data as unknown[]).length;
+    }
+  } finally {
+    await none.stop();
+    if (kept) await kept.stop();
+  }
+  let recovery: RecoveryResult | null = null;
+  let recoveryError: string | null = null;
+  let recoveryWarnings: string[] = [];
+  try {
+    const r = await runRecovery(env, S.recovery_events);
+    recovery = r.result;
+    recoveryWarnings = r.warnings;
+  } catch (err) {
+    recoveryError = String((err as Error).stack ?? err);
+    log(`history recovery failed: ${String((err as Error).message ?? err)}`);
+  }
+  return {
+    config: S,
+    rounds,
+    median: {
+      none_facts_per_sec: median3(rounds.map((r) => r.none.events_per_sec)),
+      kept_facts_per_sec: median3(rounds.map((r) => r.kept.events_per_sec)),
+      none_deliveries_per_sec: median3(rounds.map((r) => r.none.deliveries_per_sec)),
+      kept_deliveries_per_sec: median3(rounds.map((r) => r.kept.deliveries_per_sec)),
+      ratio_facts_per_sec: median3(rounds.map((r) => r.ratio.facts_per_sec)),
+      ratio_deliveries_per_sec: median3(rounds.map((r) => r.ratio.deliveries_per_sec)),
+      ratio_sut_cpu_per_delivery: median3(rounds.map((r) => r.ratio.sut_cpu_per_delivery)),
+    },
+    events_listed,
+    recovery,
+    recovery_error: recoveryError,
+    serve_warnings: { none: warnings(none.serve.lines).length, kept: kept ? warnings(kept.serve.lines).length : 0, recovery: recoveryWarnings.length },
+    recovery_warning_examples: recoveryWarnings.slice(0, 3).map((l) => l.slice(0, 300)),
+  };
+}
+
+/** The recovery's receiver: answers `status` (503 while "down", 200 once back); counts the events firstSeq.. by seq. */
+interface RecoveryReceiver {
+  url: string;
+  status: number;
+  /** every request, the warm-up's included */
+  requests: number;
+  /** events of the range answered with a failure (their own attempts) */
+  failed: number;
+  lastFailedAt: number;
+  /** distinct events of the range answered 2xx, and when the last of `expect` arrived */
+  received: number;
+  duplicates: number;
+  expect: number;
+  allAt: number | null;
+  /** X-Svc-Recovery of the deliveries answered 2xx → how many */
+  headers: Map<string, number>;
+  close(): Promise<void>;
+}
+
+async function startRecoveryReceiver(firstSeq: number, n: number): Promise<RecoveryReceiver> {
+  const got = new Uint8Array(n);
+  const r: RecoveryReceiver = {
+    url: '',
+    status: 200,
+    requests: 0,
+    failed: 0,
+    lastFailedAt: 0,
+    received: 0,
+    duplicates: 0,
+    expect: n,
+    allAt: null,
+    headers: new Map(),
+    close: async () => {},
+  };
+  const server = http.createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const at = performance.now();
+      r.requests++;
+      const status = r.status;
+      const i = seqOf(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)) - firstSeq;
+      if (i >= 0 && i < n) {
+        if (status >= 300) {
+          r.failed++;
+          r.lastFailedAt = at;
+        } else if (got[i]) {
+          r.duplicates++;
+        } else {
+          got[i] = 1;
+          r.received++;
+          const h = String(req.headers['x-svc-recovery'] ?? '');
+          r.headers.set(h, (r.headers.get(h) ?? 0) + 1);
+          if (r.received === r.expect) r.allAt = at;
+        }
+      }
+      res.writeHead(status).end();
+    });
+  });
+  server.headersTimeout = 65_000;
+  server.maxRequestsPerSocket = 0;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  r.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  r.close = async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  };
+  return r;
+}
+
+/** Waits until `progress()` reaches `target`; throws when it has not moved for `stallMs`. */
+async function awaitProgress(what: string, progress: () => number, target: number, stallMs: number): Promise<void> {
+  let last = progress();
+  let movedAt = Date.now();
+  while (progress() < target) {
+    await sleep(50);
+    const now = progress();
+    if (now !== last) {
+      last = now;
+      movedAt = Date.now();
+    } else if (Date.now() - movedAt > stallMs) {
+      throw new Error(`${what}: stuck at ${now} of ${target} for ${Math.round(stallMs / 1000)} s`);
+    }
+  }
+}
+
+/**
+ * A recovery of `n` events to one fast webhook: svc serve (default retention) on its own
+ * nats-server and SQLite file, one all-events webhook; `n` facts while its receiver answers 503
+ * (each event's own attempt fails; with the breaker open, one at a time), then, with the receiver
+ * answering 200, `POST …/recover {since: <before the first of them>}`, timed to the receiver having
+ * every event and to the recovery's `state: "done"`.
+ */
+async function runRecovery(env: ScenarioEnv, n: number): Promise<{ result: RecoveryResult; warnings: string[] }> {
+  const nats = await startNats();
+  const db = path.join(env.tmp, 'recovery.db');
+  const org = newOrg(db, 'bench-recovery');
+  const warmSeq = env.takeSeqs(3);
+  const firstSeq = env.takeSeqs(n);
+  const rx = await startRecoveryReceiver(firstSeq, n);
+  let serve: Svc | null = null;
+  let nc: NatsConnection | null = null;
+  try {
+    serve = await startSvcServe({ natsUrl: nats.url, db, logFile: path.join(env.tmp, 'recovery-serve.log') });
+    const svc = serve;
+    nc = await connect({ servers: nats.url, name: 'bench-recovery', noAsyncTraces: true });
+    const producer = nc;
+    const missed = SIZES.history.recovery_missed;
+    let hooks = '';
+    const hookUp = async () => {
+      const hook = await apiJson(svc.url, org, 'POST', '/v1/orgs/current/webhooks', { webhook_url: `${rx.url}/recovery`, secret: 'whsec_bench', interests: { all_events: true } }, 201);
+      hooks = `/v1/orgs/current/webhooks/${String(hook.webhook_id)}`;
+      // warm-up: one event delivered (200), retried while the data plane's registry lacks the webhook
+      rx.status = 200;
+      for (let i = 0; i < 3 && rx.requests === 0; i++) {
+        await runIngestPhase(producer, { name: 'recovery warm-up', orgId: org.org_id, facts: 1, firstSeq: warmSeq + i, window: 1, timeLimitMs: 10_000 });
+        const until = Date.now() + 5000;
+        while (rx.requests === 0 && Date.now() < until) await sleep(20);
+      }
+      if (rx.requests === 0) throw new Error('recovery: the warm-up event never reached the receiver');
+    };
+    if (missed === 'failing') await hookUp();
+    await sleep(20);
+    const since = new Date().toISOString();
+    await sleep(20);
+
+    // the receiver is down (or the webhook not there yet): no event gets through
+    rx.status = 503;
+    const before = await svcCounters(svc.url);
+    const t0 = performance.now();
+    const ingest = await runIngestPhase(nc, { name: 'recovery emit', orgId: org.org_id, facts: n, firstSeq, window: 1000, timeLimitMs: Math.max(120_000, n * 2) });
+    if (ingest.facts_acked < n) throw new Error(`recovery: ${ingest.facts_acked} of ${n} facts acknowledged (${ingest.errors} errors)`);
+    let emitMs = ingest.duration_ms;
+    let svcFailures = 0;
+    if (missed === 'failing') {
+      log(`recovery: ${n} facts committed at ${ingest.facts_per_sec}/s; waiting for their attempts to fail`);
+      await awaitProgress('recovery: the events’ own attempts', () => rx.failed, n, 30_000);
+      emitMs = Math.round(rx.lastFailedAt - t0);
+      const after = await awaitOutcomes(svc.url, before, n, 30_000);
+      svcFailures = after.deliveries_failure - before.deliveries_failure;
+      log(`recovery: ${rx.failed} attempts failed (503) in ${emitMs} ms (${Math.round((rx.failed / emitMs) * 1000)}/s); svc counted ${svcFailures} failures`);
+    } else {
+      // every event through the data plane (to no webhook) before the webhook exists, so none reaches it
+      const jsm = await jetstreamManager(nc);
+      const until = Date.now() + 120_000;
+      for (;;) {
+        const info = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
+        if (info.num_pending + info.num_ack_pending === 0) break;
+        if (Date.now() > until) throw new Error(`recovery: ${info.num_pending + info.num_ack_pending} events still queued 120 s after they were emitted`);
+        await sleep(100);
+      }
+      log(`recovery: ${n} facts committed at ${ingest.facts_per_sec}/s, before the webhook existed`);
+      await hookUp();
+    }
+    if (rx.received > 0) throw new Error(`recovery: ${rx.received} of the events reached the receiver before the recovery`);
+    // every outcome written to the attempt log (once a second) before the recovery reads it
+    await sleep(1500);
+
+    // the receiver is back: recover since before the first event
+    rx.status = 200;
+    const pids = { sut: svc.pid, nats: nats.pid };
+    const cpu0 = cpuSnapshot(pids);
+    const rss = sampleRss(svc.pid, 100);
+    const t1 = performance.now();
+    const started = await apiJson(svc.url, org, 'POST', `${hooks}/recover`, { since }, 202);
+    const t202 = performance.now();
+    const id = String(started.recovery_id);
+    const events = Number(started.events);
+    rx.expect = events;
+    if (rx.received >= events) rx.allAt = rx.allAt ?? performance.now();
+    log(`recovery ${id}: ${events} events queued in ${Math.round(t202 - t1)} ms`);
+    if (events === 0) throw new Error('recovery: the recovery found no event to attempt');
+    let final: RecoveryResult['final'] = null;
+    let doneAt: number | null = null;
+    let movedAt = Date.now();
+    let last = -1;
+    while (doneAt === null || rx.allAt === null) {
+      if (doneAt === null) {
+        const st = await apiJson(svc.url, org, 'GET', `${hooks}/recoveries/${id}`, undefined, 200);
+        final = { state: String(st.state), events: Number(st.events), attempted: Number(st.attempted), succeeded: Number(st.succeeded), failed: Number(st.failed) };
+        if (final.state === 'done') doneAt = performance.now();
+      }
+      const progress = rx.received + (final?.attempted ?? 0);
+      if (progress !== last) {
+        last = progress;
+        movedAt = Date.now();
+      } else if (Date.now() - movedAt > 60_000) {
+        throw new Error(`recovery ${id}: stuck at ${rx.received} received, ${final?.attempted} attempted of ${events} for 60 s`);
+      }
+      if (doneAt === null || rx.allAt === null) await sleep(200);
+    }
+    const cpu1 = cpuSnapshot(pids);
+    const mem = rss.stop();
+    const { cpu_ms, cpu_us_per_delivery } = cpuDelta(cpu0, cpu1, events);
+    const receivedAt = rx.allAt as number;
+    const rate = (ms: number) => (ms > 0 ? Math.round((events / ms) * 1000) : 0);
+    const result: RecoveryResult = {
+      missed,
+      events: n,
+      recovery_events: events,
+      emit: { ingest, failed_attempts: rx.failed, duration_ms: emitMs, attempts_per_sec: emitMs > 0 ? Math.round((rx.failed / emitMs) * 1000) : 0, svc_failures: svcFailures },
+      request_ms: Math.round(t202 - t1),
+      received_ms: Math.round(receivedAt - t1),
+      received_ms_after_202: Math.round(receivedAt - t202),
+      done_ms: Math.round(doneAt - t1),
+      done_ms_after_202: Math.round(doneAt - t202),
+      events_per_sec: rate(receivedAt - t1),
+      events_per_sec_after_202: rate(receivedAt - t202),
+      events_per_sec_done: rate(doneAt - t1),
+      received: rx.received,
+      duplicates: rx.duplicates,
+      without_header: rx.received - (rx.headers.get(id) ?? 0),
+      final,
+      cpu_ms,
+      cpu_us_per_event: cpu_us_per_delivery,
+      rss: mem,
+    };
+    log(
+      `recovery ${id}: ${rx.received}/${events} events at the receiver ${result.received_ms} ms after the request (${result.events_per_sec}/s; ` +
+        `${result.received_ms_after_202} ms after the 202), done after ${result.done_ms} ms; ${rx.duplicates} duplicates, ${result.without_header} without the header`,
+    );
+    return { result, warnings: warnings(svc.lines) };
+  } finally {
+    if (nc) {
+      await closeProducersOf(nc);
+      await nc.drain().catch(() => {});
+    }
+    if (serve) await stopChild(serve.child);
+    await rx.close();
     await nats.stop();
   }
 }
