@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import type { DeliveryStatus } from '../../store/delivery-status.ts';
 import { parseDuration } from '../config.ts';
 import { seg } from './api-client.ts';
-import { group, handle, leaf, str } from './command-kit.ts';
+import { group, handle, leaf, reportAttempt, str, type AttemptNow } from './command-kit.ts';
 import { registerHistoryCommands } from './history-commands.ts';
 import { UsageError } from './errors.ts';
 import { formatDiff, formatLabels, formatLastDelivery, printFields, printJson, printTable, println, type DiffLike } from './output.ts';
@@ -285,20 +285,7 @@ function registerWebhooks(program: Command): Command {
 
   handle(leaf(webhooks, 'ping <webhook_id>', 'send one signed com.svc.webhook.ping.v1 event to a webhook (exit 1 when it is not delivered)'), async (run) => {
     const [id] = run.args;
-    const r = await run.api().post<{ delivered: boolean; status?: number | null; error?: string | null; duration_ms?: number }>(
-      `${WEBHOOKS}/${seg(id)}/ping`,
-    );
-    if (run.json) printJson(r);
-    else {
-      printFields([
-        ['delivered', r.delivered ? 'yes' : 'no'],
-        ['status', r.status],
-        ['error', r.error],
-        ['duration_ms', r.duration_ms],
-      ]);
-    }
-    // the result is printed either way; an undelivered ping is a failure of the command (exit 1)
-    if (!r.delivered) throw new Error(`the ping was not delivered${r.error ? ` (${r.error})` : r.status ? ` (HTTP ${r.status})` : ''}`);
+    reportAttempt(run, await run.api().post<AttemptNow>(`${WEBHOOKS}/${seg(id)}/ping`), 'the ping');
   });
   return webhooks;
 }

@@ -2,6 +2,7 @@
 // API options before or after their arguments, and a handler that gets the options, the arguments
 // and a lazily resolved API client.
 import type { Command } from 'commander';
+import { printFields, printJson } from './output.ts';
 import { createApiClient, resolveConnection, type ApiClient, type GlobalApiOptions } from './api-client.ts';
 
 export type Opts = GlobalApiOptions & Record<string, unknown>;
@@ -52,3 +53,25 @@ export function handle(cmd: Command, fn: (run: Run) => Promise<void>): Command {
 
 export const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
+
+/** The answer of one attempt made now (a ping, a resend). */
+export interface AttemptNow {
+  delivered: boolean;
+  status?: number | null;
+  error?: string | null;
+  duration_ms?: number;
+}
+
+/** Print an attempt made now either way; one that was not delivered fails the command (exit 1). */
+export function reportAttempt(run: Run, r: AttemptNow, what: string): void {
+  if (run.json) printJson(r);
+  else {
+    printFields([
+      ['delivered', r.delivered ? 'yes' : 'no'],
+      ['status', r.status],
+      ['error', r.error],
+      ['duration_ms', r.duration_ms],
+    ]);
+  }
+  if (!r.delivered) throw new Error(`${what} was not delivered${r.error ? ` (${r.error})` : r.status ? ` (HTTP ${r.status})` : ''}`);
+}

@@ -2,7 +2,7 @@
 // `attempts`, `recover` (followed to done with a progress line) and `resend`.
 import type { Command } from 'commander';
 import { seg } from './api-client.ts';
-import { group, handle, leaf, str, type Run } from './command-kit.ts';
+import { group, handle, leaf, reportAttempt, str, type AttemptNow, type Run } from './command-kit.ts';
 import { UsageError } from './errors.ts';
 import { printFields, printJson, printTable, println } from './output.ts';
 import type { AttemptView as Attempt, Page, RecoveryView as Recovery } from '../services/history.ts';
@@ -144,16 +144,6 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
 
   handle(leaf(webhooks, 'resend <webhook_id> <event_id>', 'send one kept event to this webhook now (exit 1 when it is not delivered)'), async (run) => {
     const [id, eventId] = run.args;
-    const r = await run.api().post<{ delivered: boolean; status?: number | null; error?: string | null; duration_ms?: number }>(`${WEBHOOKS}/${seg(id)}/resend`, { event_id: eventId });
-    if (run.json) printJson(r);
-    else {
-      printFields([
-        ['delivered', r.delivered ? 'yes' : 'no'],
-        ['status', r.status],
-        ['error', r.error],
-        ['duration_ms', r.duration_ms],
-      ]);
-    }
-    if (!r.delivered) throw new Error(`the event was not delivered${r.error ? ` (${r.error})` : r.status ? ` (HTTP ${r.status})` : ''}`);
+    reportAttempt(run, await run.api().post<AttemptNow>(`${WEBHOOKS}/${seg(id)}/resend`, { event_id: eventId }), 'the event');
   });
 }
