@@ -2,7 +2,6 @@
 // Events are written with their outbox row (one transaction with the facts that caused them);
 // attempts in batches beside the delivery status (never a write per attempt); everything older
 // than the retention is pruned by age, and reads never return it even before a prune.
-import type { Statement } from 'better-sqlite3';
 import type { Db } from './db.ts';
 
 export interface StoredEvent {
@@ -16,13 +15,8 @@ export interface StoredEvent {
   created_ms: number;
 }
 
-/** The insert of insertEvent, prepared once per connection (it runs for every event emitted). */
-const insertEventStmt = new WeakMap<Db, Statement<unknown[]>>();
-
 export function insertEvent(db: Db, e: Omit<StoredEvent, 'seq'>): void {
-  let stmt = insertEventStmt.get(db);
-  if (!stmt) insertEventStmt.set(db, (stmt = db.prepare('INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)')));
-  stmt.run(
+  db.prepare('INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
     e.event_id,
     e.org_id,
     e.type,
@@ -184,9 +178,10 @@ export function listEventAttempts(db: Db, orgId: string, eventId: string, keptSi
 /** Which of these events got through to this webhook at least once. */
 export function deliveredEventIds(db: Db, webhookId: string, eventIds: readonly string[]): Set<string> {
   if (!eventIds.length) return new Set();
+  // one statement whatever the number of ids (the connection caches statements by their text)
   const rows = db
-    .prepare(`SELECT DISTINCT event_id FROM delivery_attempts WHERE webhook_id = ? AND ok = 1 AND event_id IN (${eventIds.map(() => '?').join(',')})`)
-    .all(webhookId, ...eventIds) as Array<{ event_id: string }>;
+    .prepare('SELECT DISTINCT event_id FROM delivery_attempts WHERE webhook_id = ? AND ok = 1 AND event_id IN (SELECT value FROM json_each(?))')
+    .all(webhookId, JSON.stringify(eventIds)) as Array<{ event_id: string }>;
   return new Set(rows.map((r) => r.event_id));
 }
 
