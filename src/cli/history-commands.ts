@@ -5,6 +5,7 @@ import { seg } from './api-client.ts';
 import { group, handle, leaf, reportAttempt, str, type AttemptNow, type Run } from './command-kit.ts';
 import { UsageError } from './errors.ts';
 import { printFields, printJson, printTable, println } from './output.ts';
+import { timeBoundMs } from '../domain/duration.ts';
 import type { AttemptView as Attempt, Page, RecoveryView as Recovery } from '../services/history.ts';
 
 const WEBHOOKS = '/v1/orgs/current/webhooks';
@@ -26,7 +27,7 @@ interface CloudEvent {
 function timeOption(run: Run, name: 'since' | 'until'): string | undefined {
   const v = str(run.opts[name]);
   if (v === undefined) return undefined;
-  if (/^\d+(?:\.\d+)?(ms|s|m|h|d)$/.test(v.trim()) || (/^\d{4}-\d{2}-\d{2}/.test(v) && !Number.isNaN(Date.parse(v)))) return v.trim();
+  if (timeBoundMs(v, Date.now()) !== null) return v.trim();
   throw new UsageError(`--${name} ${JSON.stringify(v)}: an ISO 8601 time or a duration back from now (e.g. 2h, 30m, 7d)`);
 }
 

@@ -9,3 +9,15 @@ export function durationMs(text: string): number | null {
   const m = /^(\d{1,12}(?:\.\d{1,6})?)(ms|s|m|h|d)$/.exec(text.trim());
   return m ? Math.round(Number(m[1]) * UNITS[m[2]]) : null;
 }
+
+/**
+ * A time bound as people give it (`since`, `until`): an ISO 8601 time, or a duration back from
+ * `nowMs` (`2h`). Milliseconds since the epoch; null when the text is neither.
+ */
+export function timeBoundMs(text: string, nowMs: number): number | null {
+  const t = text.trim();
+  const back = durationMs(t);
+  if (back !== null) return nowMs - back;
+  const ms = /^\d{4}-\d{2}-\d{2}/.test(t) ? Date.parse(t) : Number.NaN;
+  return Number.isNaN(ms) ? null : ms;
+}

@@ -1,7 +1,8 @@
 // Event history, attempt logs, recover and resend (CONTRACT 4.5): one function per operation,
 // shared by the API, the CLI (over the API) and the dashboard.
 import type { AppContext } from '../context.ts';
-import { DEFAULT_EVENT_RETENTION_MS, parseDuration } from '../config.ts';
+import { DEFAULT_EVENT_RETENTION_MS } from '../config.ts';
+import { timeBoundMs } from '../domain/duration.ts';
 import { InvalidError, NotFoundError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import { RESEND } from '../domain/outcomes.ts';
@@ -94,17 +95,8 @@ function keptSince(ctx: AppContext): number {
 
 /** `since`/`until`: ISO 8601, or a duration back from now (`2h`). */
 export function timeBound(text: string, nowMs: number, field: string): number {
-  const t = text.trim();
-  if (/^\d+(?:\.\d+)?(ms|s|m|h|d)$/.test(t)) {
-    try {
-      return nowMs - parseDuration(t);
-    } catch {
-      // a zero duration: now
-      return nowMs;
-    }
-  }
-  const ms = /^\d{4}-\d{2}-\d{2}/.test(t) ? Date.parse(t) : Number.NaN;
-  if (Number.isNaN(ms)) {
+  const ms = timeBoundMs(text, nowMs);
+  if (ms === null) {
     throw new InvalidError(`invalid request: ${field}: an ISO 8601 time or a duration back from now (e.g. 2h, 30m, 7d)`, [
       { path: field, message: 'an ISO 8601 time or a duration back from now (e.g. 2h, 30m, 7d)' },
     ]);
