@@ -19,6 +19,7 @@ import {
   StorageType,
   type ConsumerConfig,
   type JetStreamManager,
+  type JsMsg,
   type StreamConfig,
 } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
@@ -65,6 +66,11 @@ const OUTCOMES_DEDUPE_WINDOW_MS = 10 * 60_000;
 export const ROUTE_HEADER = 'Svc-Route';
 export const SEAL_HEADER = 'Svc-Seal';
 export const EVENT_ID_HEADER = 'Nats-Msg-Id';
+
+/** When JetStream stored a message (ms since the epoch, the server's clock): what replays are judged by. */
+export function storedAtMs(m: JsMsg): number {
+  return Number(m.info.timestampNanos) / 1e6;
+}
 
 export function outcomesSubject(workerId: string): string {
   return `svc.outcomes.${workerId}`;

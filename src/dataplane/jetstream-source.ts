@@ -44,7 +44,7 @@ import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { Clock, Timer } from '../domain/clock.ts';
 import { decodeRoute } from '../domain/route.ts';
-import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENT_ID_HEADER, EVENTS_STREAM, REPLAY_WINDOW_MS, ROUTE_HEADER, SEAL_HEADER } from '../bus/jetstream.ts';
+import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENT_ID_HEADER, EVENTS_STREAM, REPLAY_WINDOW_MS, ROUTE_HEADER, SEAL_HEADER, storedAtMs } from '../bus/jetstream.ts';
 import type { Seal } from '../bus/seal.ts';
 import type { DeliveryPipeline, InboundEvent, ProgressStore } from './pipeline.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
@@ -291,7 +291,7 @@ export class JetStreamSource {
       m.term();
       return;
     }
-    const late = Number(m.info.timestampNanos) / 1e6 - sealedAt;
+    const late = storedAtMs(m) - sealedAt;
     if (late > this.replayWindowMs) {
       this.o.dropped('replayed');
       this.replays.warn({ subject: m.subject.split('.').slice(0, 3).join('.') }, { event_id: id, stored_after_ms: Math.round(late), window_ms: this.replayWindowMs });

@@ -8,10 +8,10 @@
 //  - within that window, the ids applied are remembered here (a nats-server restart forgets its
 //    duplicate tracking of acked messages).
 import type { Logger } from 'pino';
-import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import type { JetStreamClient } from '@nats-io/jetstream';
 import { systemClock, type Clock } from '../domain/clock.ts';
 import { decodeOutcomeBatch, type OutcomeBatch } from '../domain/outcomes.ts';
-import { EVENT_ID_HEADER, OUTCOMES_CONSUMER, OUTCOMES_STREAM, REPLAY_WINDOW_MS, SEAL_HEADER } from '../bus/jetstream.ts';
+import { EVENT_ID_HEADER, OUTCOMES_CONSUMER, OUTCOMES_STREAM, REPLAY_WINDOW_MS, SEAL_HEADER, storedAtMs } from '../bus/jetstream.ts';
 import type { Seal } from '../bus/seal.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 
@@ -49,8 +49,6 @@ export class OutcomeBatchGate {
   }
 }
 
-const storedAt = (m: JsMsg) => Number(m.info.timestampNanos) / 1e6;
-
 export async function consumeOutcomes(
   js: JetStreamClient,
   seal: Seal,
@@ -64,7 +62,7 @@ export async function consumeOutcomes(
   const refused = new RepeatedWarnings(logger, opts.clock ?? systemClock, 'an outcome batch refused (forged: not sealed by a data plane; replayed: applied already, or sent long ago)');
   const loop = (async () => {
     for await (const m of messages) {
-      const r = gate.check(m.data, m.headers?.get(SEAL_HEADER) ?? '', m.headers?.get(EVENT_ID_HEADER) ?? '', storedAt(m));
+      const r = gate.check(m.data, m.headers?.get(SEAL_HEADER) ?? '', m.headers?.get(EVENT_ID_HEADER) ?? '', storedAtMs(m));
       if (r.verdict !== 'apply') {
         refused.warn({ reason: r.verdict, subject: m.subject });
         m.term();
