@@ -22,8 +22,8 @@ export class NotFoundError extends Error {
 
 export class ConflictError extends Error {}
 
-/** Applying an app config that is vetoed (409 `vetoed`, CONTRACT 4.3); the message carries the reason. */
-export class VetoedError extends Error {
+/** Applying an app config that is vetoed (a conflict: 409 `vetoed`, CONTRACT 4.3); the message carries the reason. */
+export class VetoedError extends ConflictError {
   override readonly name = 'VetoedError';
 }
 

@@ -18,6 +18,7 @@ import {
 } from '../../store/installs.ts';
 import { insertRunner, orgRunner } from '../../store/runners.ts';
 import { insertVersion, updateStep, type StepRow, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
+import { VetoedError } from '../domain/errors.ts';
 import type { ParentRef } from '../domain/facts.ts';
 import { newId, stableId } from '../domain/ids.ts';
 import { installSteps } from './definitions.ts';
@@ -156,6 +157,11 @@ export function applyConfig(
 /** Why applying a vetoed config is refused (CONTRACT 3 `vetoed`: the message carries the veto's reason). */
 export function vetoMessage(cfg: Pick<AppConfig, 'app_config_id' | 'version' | 'vetoed'>): string {
   return `app config ${cfg.app_config_id} (version ${cfg.version}) is vetoed: ${cfg.vetoed?.reason ?? ''}`;
+}
+
+/** Applying a vetoed config is refused everywhere it could be applied (409 `vetoed`). */
+export function refuseVetoed(cfg: Pick<AppConfig, 'app_config_id' | 'version' | 'vetoed'>): void {
+  if (cfg.vetoed) throw new VetoedError(vetoMessage(cfg));
 }
 
 /**

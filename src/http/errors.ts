@@ -28,8 +28,8 @@ export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
   if (err instanceof InvalidError) return new HttpError(400, 'invalid_request', err.message, err.details);
   if (err instanceof NotFoundError) return new HttpError(404, 'not_found', err.message);
-  if (err instanceof ConflictError) return new HttpError(409, 'conflict', err.message);
   if (err instanceof LimitExceededError) return new HttpError(409, 'limit_exceeded', err.message);
   if (err instanceof VetoedError) return new HttpError(409, 'vetoed', err.message);
+  if (err instanceof ConflictError) return new HttpError(409, 'conflict', err.message);
   return new HttpError(500, 'internal', 'internal error');
 }

@@ -1,7 +1,7 @@
 // Installs and the workflows that act on them (CONTRACT 4.2).
 import type { AppContext } from '../context.ts';
-import { InvalidError, NotFoundError, VetoedError } from '../domain/errors.ts';
-import { vetoMessage } from '../engine/config-apply.ts';
+import { InvalidError, NotFoundError } from '../domain/errors.ts';
+import { refuseVetoed } from '../engine/config-apply.ts';
 import { getBranch, getConfig, latestConfig } from '../../store/apps.ts';
 import { getInstall, listActions, listComponents, listInstalls as dbListInstalls, type Install } from '../../store/installs.ts';
 import { listOwnerWorkflows } from '../../store/workflows.ts';
@@ -77,7 +77,7 @@ export function createInstall(ctx: AppContext, orgId: string, body: CreateInstal
     config = latestConfig(ctx.db, app.app_id);
     if (!config) throw new InvalidError(`app ${app.app_id} has no config yet`, [{ path: 'app_id', message: 'app has no config' }]);
   }
-  if (config.vetoed) throw new VetoedError(vetoMessage(config));
+  refuseVetoed(config);
   const over = labelsOverLimits(config.body);
   if (over.length) {
     // a config stored before CONTRACT 8: a new install would write its labels anew (existing installs keep working)

@@ -1,11 +1,11 @@
 // Config rollback (spec 4, CONTRACT 4.3): version history, diffs, app config updates and branch runs.
 import type { AppContext } from '../context.ts';
-import { ConflictError, InvalidError, NotFoundError, VetoedError } from '../domain/errors.ts';
+import { ConflictError, InvalidError, NotFoundError } from '../domain/errors.ts';
 import type { HealthGate } from '../domain/rollout.ts';
 import { getBranch, getConfig, listBranches, type AppConfig, type InstallGroup } from '../../store/apps.ts';
 import { listAppInstalls, type Install } from '../../store/installs.ts';
 import { getVersion, listVersions, previousVersion, type VersionRow } from '../../store/workflows.ts';
-import { planFor, vetoMessage } from '../engine/config-apply.ts';
+import { planFor, refuseVetoed } from '../engine/config-apply.ts';
 import type { RunGroup } from '../engine/definitions.ts';
 import { diffConfigs } from '../engine/config-diff.ts';
 import { matchAdmits } from '../dispatch/match.ts';
@@ -68,7 +68,7 @@ export function updateInstallConfig(ctx: AppContext, orgId: string, installId: s
     ...(target.vetoed ? { vetoed: target.vetoed } : {}),
   });
   if (body.plan_only) return { status: 200 as const, body: { plan: withIds(planFor(ctx.db, install, target)), applied: false as const } };
-  if (target.vetoed) throw new VetoedError(vetoMessage(target));
+  refuseVetoed(target);
   const r = ctx.engine.applyConfig(install, target);
   return {
     status: 201 as const,
@@ -88,7 +88,7 @@ export function startBranchRun(
   const branch = getBranch(ctx.db, orgId, appId, branchId);
   if (!branch) throw new NotFoundError('app branch', branchId);
   const target = configOfApp(ctx, orgId, appId, body.app_config_id);
-  if (target.vetoed) throw new VetoedError(vetoMessage(target));
+  refuseVetoed(target);
   const installs = listAppInstalls(ctx.db, appId);
   const groups = branch.install_groups.map((g) => ({ name: g.name, install_ids: installs.filter((i) => inGroup(g, i)).map((i) => i.install_id) }));
   const wf = ctx.engine.startBranchRun(orgId, appId, branchId, target, groups, !!body.skip_builds, body.health_gate ?? null);
@@ -200,7 +200,7 @@ export function rollBackFleet(ctx: AppContext, orgId: string, appId: string, bod
   const { moves, groups, plan } = planFleetRollback(ctx, orgId, appId, body);
   if (body.plan_only) return { status: 200 as const, body: { plan, applied: false as const } };
   const vetoed = moves.find((m) => m.target.vetoed);
-  if (vetoed) throw new VetoedError(vetoMessage(vetoed.target));
+  if (vetoed) refuseVetoed(vetoed.target);
   if (!moves.length) throw new ConflictError(`nothing to roll back: ${plan.skipped.map((s) => `${s.install_id} (${s.reason})`).join(', ') || 'the selection has no installs'}`);
   const targets = Object.fromEntries(moves.map((m) => [m.install.install_id, m.target.app_config_id]));
   const wf = ctx.engine.startAppRollback(orgId, appId, groups, targets, { to: body.to, approval: body.approval !== 'none', gate: body.health_gate ?? null });

@@ -73,7 +73,7 @@ function rollbackBody(f: RollbackFields, planOnly: boolean): { body?: FleetRollb
 const str = (v: unknown) => (typeof v === 'string' ? v : '');
 const strs = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : typeof v === 'string' ? [v] : []);
 
-const isRefusal = (err: unknown) => err instanceof InvalidError || err instanceof ConflictError || err instanceof VetoedError || err instanceof NotFoundError;
+const isRefusal = (err: unknown) => err instanceof InvalidError || err instanceof ConflictError || err instanceof NotFoundError;
 const refusalDetails = (err: unknown): ErrorDetail[] =>
   err instanceof InvalidError && err.details?.length ? err.details : [{ path: err instanceof VetoedError ? 'to' : '(request)', message: err instanceof Error ? err.message : String(err) }];
 

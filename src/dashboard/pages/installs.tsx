@@ -1,7 +1,7 @@
 // Installs: the list, one install (config, versions with diffs, rollback), its sandbox and components.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { ConflictError, InvalidError, NotFoundError, VetoedError } from '../../domain/errors.ts';
+import { ConflictError, InvalidError, NotFoundError } from '../../domain/errors.ts';
 import { getInstallView, listInstalls, listInstallWorkflows } from '../../services/installs.ts';
 import { listInstallVersions, updateInstallConfig, versionDiff } from '../../services/rollback.ts';
 import { getWorkflowView } from '../../services/workflows.ts';
@@ -187,7 +187,7 @@ function stepsWhere(views: WorkflowView[], pred: (s: StepView) => boolean) {
 const currentConfig = (versions: Version[], install: InstallView) => versions.find((v) => v.app_config_id === install.app_config_id)?.app_config ?? null;
 
 function planFailed(c: DashContext, installId: string, err: unknown) {
-  if (err instanceof InvalidError || err instanceof ConflictError || err instanceof NotFoundError || err instanceof VetoedError) {
+  if (err instanceof InvalidError || err instanceof ConflictError || err instanceof NotFoundError) {
     flash(c, { kind: 'error', text: `Rollback refused: ${err.message}` });
     return c.redirect(c.get('paths').install(installId), 303);
   }
