@@ -83,13 +83,20 @@ export async function startBenchReceiver(opts: { delayMs?: number } = {}): Promi
   });
   server.headersTimeout = 65_000;
   server.maxRequestsPerSocket = 0;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  r.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  r.close = async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  };
+  Object.assign(r, await listenOnLoopback(server));
   return r;
+}
+
+/** A bench server listening on a free loopback port: its URL, and a close() that drops every connection. */
+export async function listenOnLoopback(server: http.Server): Promise<{ url: string; close(): Promise<void> }> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
 }
 
 // ------------------------------------------------------------------------------- CPU accounting

@@ -17,7 +17,6 @@
 // Each scenario has its own nats-server and SQLite file, so that no stream, consumer, registry or
 // data plane key of one svc instance is seen by the next.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
@@ -27,6 +26,7 @@ import { DISPATCH_CONSUMER, EVENTS_STREAM } from '../src/bus/jetstream.ts';
 import {
   closeProducersOf,
   cpuSnapshot,
+  listenOnLoopback,
   runIngestPhase,
   runPhase,
   sampleRss,
@@ -460,15 +460,7 @@ async function startTarpit(): Promise<{ url: string; requests: () => number; clo
   });
   server.headersTimeout = 0;
   server.requestTimeout = 0;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    requests: () => requests,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+  return { ...(await listenOnLoopback(server)), requests: () => requests };
 }
 
 /**
@@ -822,12 +814,7 @@ async function startRecoveryReceiver(firstSeq: number, n: number): Promise<Recov
   });
   server.headersTimeout = 65_000;
   server.maxRequestsPerSocket = 0;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  r.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  r.close = async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  };
+  Object.assign(r, await listenOnLoopback(server));
   return r;
 }
 
