@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
-import { expectAccessible, launchBrowser, newContext, screenshot, signIn } from '../helpers/browser.ts';
+import { expectAccessible, launchBrowser, newContext, screenshot, signedInPage, signIn } from '../helpers/browser.ts';
 import { BASELINE } from '../../src/dashboard/webhook-form.ts';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -55,9 +55,7 @@ describe('dashboard in a browser', () => {
     org = svc.createOrg('dash-org');
     api = svc.api(org);
     dash = `${svc.url}/dashboard`;
-    context = await newContext(browser);
-    page = await context.newPage();
-    await signIn(page, dash, org);
+    ({ context, page } = await signedInPage(browser, dash, org));
   }, 60_000);
 
   afterAll(async () => {

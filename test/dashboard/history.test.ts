@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
-import { expectAccessible, launchBrowser, newContext, screenshot, signIn } from '../helpers/browser.ts';
+import { expectAccessible, launchBrowser, newContext, screenshot, signedInPage, signIn } from '../helpers/browser.ts';
 import { dashboardSession } from '../helpers/dashboard.ts';
 import { get, post, waitWf } from '../helpers/workflows.ts';
 import { ATTEMPTS_PAGE } from '../../src/dashboard/pages/webhook-history.tsx';
@@ -62,9 +62,7 @@ describe('dashboard: events, attempts, recover and resend', () => {
     await post(api, `/v1/apps/${appId}/configs`, { components: [{ name: 'api' }] });
     hook = (await post(api, HOOKS, { webhook_url: rx.hook('down') })).webhook_id;
     upHook = (await post(api, HOOKS, { webhook_url: rx.hook('up') })).webhook_id; // a receiver that stays up
-    context = await newContext(browser);
-    page = await context.newPage();
-    await signIn(page, dash, org);
+    ({ context, page } = await signedInPage(browser, dash, org));
   }, 60_000);
 
   afterAll(async () => {

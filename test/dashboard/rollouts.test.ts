@@ -8,7 +8,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { ingestSubject } from '../../src/bus/subjects.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
-import { expectAccessible, launchBrowser, newContext, screenshot, signIn } from '../helpers/browser.ts';
+import { expectAccessible, launchBrowser, screenshot, signedInPage } from '../helpers/browser.ts';
 import { appWithThreeConfigs, get, installWith as installWithHistory, post, waitStep, waitWf } from '../helpers/workflows.ts';
 import { dashboardSession } from '../helpers/dashboard.ts';
 import { rid } from '../helpers/ids.ts';
@@ -32,9 +32,7 @@ beforeAll(async () => {
   org = svc.createOrg('dash-rollouts');
   api = svc.api(org);
   dash = `${svc.url}/dashboard`;
-  context = await newContext(browser);
-  page = await context.newPage();
-  await signIn(page, dash, org);
+  ({ context, page } = await signedInPage(browser, dash, org));
 }, 60_000);
 afterAll(async () => {
   await context?.close();

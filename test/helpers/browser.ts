@@ -75,3 +75,11 @@ export async function expectAccessible(p: Page, where: string): Promise<void> {
   if (found.length) console.error(describeViolations(where, found));
   expect(found, describeViolations(where, found)).toEqual([]);
 }
+
+/** A new browser context with one page signed in to the dashboard as `org`. */
+export async function signedInPage(browser: Browser, dashboardUrl: string, org: OrgCreds): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await newContext(browser);
+  const page = await context.newPage();
+  await signIn(page, dashboardUrl, org);
+  return { context, page };
+}
