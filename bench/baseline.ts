@@ -1,7 +1,7 @@
 // The baseline: a bare NATS subscription that, for each fact the producer sends, answers the
 // request at once and POSTs a prebuilt CloudEvent body with undici (one keep-alive Pool for the
 // receiver's origin) once per simulated webhook, with svc's bounds: at most 8 POSTs in flight per
-// webhook (a FIFO queue behind them) and 64 connections per origin.
+// webhook (a FIFO queue behind them) and 64 connections per origin (bench/fanout.ts).
 // No SQLite, no JetStream, no validation, no signing: the cost floor of "NATS in, N POSTs out".
 //
 // Run by bench/run.ts as a child process: `node --import tsx bench/baseline.ts`, with
@@ -9,77 +9,29 @@
 // Prints "ready" once subscribed; exits on SIGTERM.
 import { connect } from '@nats-io/transport-node';
 import { Pool } from 'undici';
-import { toCloudEvent, sourceFor } from '../src/events/cloudevent.ts';
-import { CE_CONTENT_TYPE } from '../src/delivery/client.ts';
-import { PER_WEBHOOK_IN_FLIGHT as MAX_IN_FLIGHT } from '../src/dataplane/pipeline.ts';
 import { ingestWildcard } from '../src/bus/subjects.ts';
-
-const CONNECTIONS_PER_ORIGIN = 64; // svc's Deliverer default
+import { cloudEventTemplate, CONNECTIONS_PER_ORIGIN, eventBody, WebhookLane } from './fanout.ts';
 
 const natsUrl = process.env.BENCH_NATS_URL;
 const targets = JSON.parse(process.env.BENCH_TARGETS ?? '{}') as Record<string, string[]>;
 if (!natsUrl) throw new Error('BENCH_NATS_URL is not set');
 
-/** A body of the shape and size svc delivers for an external workflow `started`, split at the workflow id. */
-function template(orgId: string, baseUrl: string): string[] {
-  const SENTINEL = 'bwf_SENTINEL';
-  const ev = toCloudEvent(
-    {
-      kind: 'workflow',
-      transition: 'started',
-      org_id: orgId,
-      time: new Date().toISOString(),
-      workflow: { id: SENTINEL, type: 'provision', owner_id: 'inst_bench', owner_type: 'installs' },
-      install_id: 'inst_bench',
-    },
-    { source: sourceFor(baseUrl), dashboardUrl: `${baseUrl}/dashboard` },
-  );
-  if (!ev) throw new Error('the template event is not classified');
-  return JSON.stringify(ev).split(SENTINEL);
-}
-
-/** One simulated webhook: at most MAX_IN_FLIGHT POSTs in flight, the rest queued in order. */
-class Hook {
-  private inFlight = 0;
-  private readonly queue: Buffer[] = [];
-  constructor(
-    private readonly pool: Pool,
-    private readonly path: string,
-  ) {}
-
-  offer(body: Buffer): void {
-    if (this.inFlight < MAX_IN_FLIGHT) this.send(body);
-    else this.queue.push(body);
-  }
-
-  private send(body: Buffer): void {
-    this.inFlight++;
-    this.pool
-      .request({ method: 'POST', path: this.path, headers: { 'content-type': CE_CONTENT_TYPE }, body })
-      .then((res) => res.body.dump())
-      .catch((err: unknown) => {
-        failures++;
-        if (failures <= 5) console.error('baseline POST failed:', err instanceof Error ? err.message : err);
-      })
-      .finally(() => {
-        this.inFlight--;
-        const next = this.queue.shift();
-        if (next !== undefined) this.send(next);
-      });
-  }
-}
-
 let failures = 0;
+const outcome = (delivered: boolean, err: unknown) => {
+  if (delivered) return;
+  failures++;
+  if (failures <= 5) console.error('baseline POST failed:', err instanceof Error ? err.message : (err ?? 'not 2xx'));
+};
 const pools = new Map<string, Pool>();
-const orgs = new Map<string, { hooks: Hook[]; parts: string[] }>();
+const orgs = new Map<string, { lanes: WebhookLane[]; template: string[] }>();
 for (const [orgId, urls] of Object.entries(targets)) {
-  const hooks = urls.map((u) => {
+  const lanes = urls.map((u) => {
     const url = new URL(u);
     let pool = pools.get(url.origin);
     if (!pool) pools.set(url.origin, (pool = new Pool(url.origin, { connections: CONNECTIONS_PER_ORIGIN, keepAliveTimeout: 10_000 })));
-    return new Hook(pool, url.pathname + url.search);
+    return new WebhookLane(pool, url.pathname + url.search, { outcome });
   });
-  orgs.set(orgId, { hooks, parts: template(orgId, 'http://127.0.0.1:8080') });
+  orgs.set(orgId, { lanes, template: cloudEventTemplate(orgId) });
 }
 
 const nc = await connect({ servers: natsUrl, name: 'bench-baseline' });
@@ -92,8 +44,8 @@ nc.subscribe(ingestWildcard, {
     const org = orgs.get(t[2]);
     m.respond(OK);
     if (!org || t[3] !== 'workflows') return;
-    const body = Buffer.from(org.parts.join(t[4]), 'utf8');
-    for (const h of org.hooks) h.offer(body);
+    const body = eventBody(org.template, t[4]);
+    for (const lane of org.lanes) lane.offer(body);
   },
 });
 await nc.flush();

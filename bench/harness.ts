@@ -180,12 +180,27 @@ export function sampleRss(pid: number | null, everyMs = 20): { stop(): { start_m
   };
 }
 
-/** Processes whose CPU time a phase reports: the system under test, nats-server; the bench process itself is added. */
-export type CpuPids = Record<string, number | null>;
+/**
+ * Processes whose CPU time a phase reports: the system under test, nats-server; the bench process
+ * itself is added. A list is reported as the sum of its processes (the peer's `sut` is its ingest
+ * and its worker).
+ */
+export type CpuPids = Record<string, number | number[] | null>;
+
+/** CPU time of every process of a list, ms; null when any is unknown. */
+function cpuMsOfAll(pids: number[]): number | null {
+  let sum = 0;
+  for (const pid of pids) {
+    const ms = cpuMsOf(pid);
+    if (ms === null) return null;
+    sum += ms;
+  }
+  return sum;
+}
 
 export function cpuSnapshot(pids: CpuPids): Record<string, number | null> {
   const out: Record<string, number | null> = {};
-  for (const [k, pid] of Object.entries(pids)) out[k] = pid ? cpuMsOf(pid) : null;
+  for (const [k, pid] of Object.entries(pids)) out[k] = Array.isArray(pid) ? cpuMsOfAll(pid) : pid ? cpuMsOf(pid) : null;
   const u = process.cpuUsage();
   out.bench = (u.user + u.system) / 1000;
   return out;

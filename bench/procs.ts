@@ -1,13 +1,21 @@
-// Processes of the benchmark: nats-servers, `svc serve`, `svc worker`, the baseline; each a child of
-// the bench process, killed when it exits. Also svc's API (webhooks) and /metrics as the bench uses them.
+// Processes of the benchmark: nats-servers, redis-server, `svc serve`, `svc worker`, the embedded
+// svc, the baseline and the peer; each a child of the bench process, killed when it exits. Also
+// svc's API (orgs, webhooks) and /metrics as the bench uses them.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { startNatsServer } from '../test/helpers/nats-server.ts';
 import { childPids } from './harness.ts';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
-const SVC_BIN = path.join(ROOT, 'bin', 'svc.mjs');
+/**
+ * The svc checkout under test (BENCH_SVC_ROOT; default this one): its bin/svc.mjs runs serve,
+ * worker and the CLI, and the embedded child loads its dist/. The bench itself (producer,
+ * receiver, floor, peer) always runs from ROOT, so two checkouts are measured by the same bench.
+ */
+export const SVC_ROOT = path.resolve(process.env.BENCH_SVC_ROOT || ROOT);
+const SVC_BIN = path.join(SVC_ROOT, 'bin', 'svc.mjs');
 
 /** Node flags for every svc process (serve and worker), e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`. */
 export const SVC_NODE_ARGS = (process.env.BENCH_SVC_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
@@ -34,8 +42,13 @@ export interface Child {
 }
 
 /** Spawn a node child; resolves once a stdout line satisfies `ready`. */
-export async function spawnChild(name: string, args: string[], env: NodeJS.ProcessEnv, ready: (line: string) => boolean, logFile: string): Promise<Child> {
-  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export function spawnChild(name: string, args: string[], env: NodeJS.ProcessEnv, ready: (line: string) => boolean, logFile: string): Promise<Child> {
+  return spawnProcess(name, process.execPath, args, env, ready, logFile);
+}
+
+/** Spawn a child (cwd: this checkout); resolves once a stdout line satisfies `ready`. */
+export async function spawnProcess(name: string, command: string, args: string[], env: NodeJS.ProcessEnv, ready: (line: string) => boolean, logFile: string): Promise<Child> {
+  const child = spawn(command, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   const out = fs.createWriteStream(logFile);
   child.once('exit', () => {
@@ -99,6 +112,45 @@ export async function startNats(): Promise<Nats> {
   return { url: h.url, pid, stop: () => h.stop() };
 }
 
+// ------------------------------------------------------------------------------- redis-server
+
+/** Debian's redis-server, or $BENCH_REDIS_SERVER. */
+const REDIS_SERVER = process.env.BENCH_REDIS_SERVER || '/usr/bin/redis-server';
+
+export interface Redis {
+  port: number;
+  pid: number | null;
+  stop(): Promise<void>;
+}
+
+/** A free loopback port (closed again: whoever binds it next gets it, barring a race). */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/**
+ * A private redis-server for the peer: loopback, a free port (never the system's 6379), the
+ * append-only file fsynced once a second and no RDB snapshots, in `dir`. Stopped with SIGTERM
+ * (and killed with the bench process like every child).
+ */
+export async function startRedis(dir: string, logFile: string): Promise<Redis> {
+  fs.mkdirSync(dir, { recursive: true });
+  const port = await freePort();
+  const c = await spawnProcess(
+    'redis-server',
+    REDIS_SERVER,
+    ['--port', String(port), '--bind', '127.0.0.1', '--appendonly', 'yes', '--appendfsync', 'everysec', '--save', '', '--dir', dir, '--daemonize', 'no'],
+    {},
+    (l) => l.includes('Ready to accept connections'),
+    logFile,
+  );
+  return { port, pid: c.pid, stop: () => stopChild(c.child) };
+}
+
 // ------------------------------------------------------------------------------- svc
 
 export interface Svc extends Child {
@@ -125,6 +177,22 @@ export function dataplaneKey(db: string): string {
   return execFileSync(process.execPath, [SVC_BIN, 'dataplane-key', '--db', db], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
     .toString()
     .trim();
+}
+
+export interface OrgAuth {
+  org_id: string;
+  api_token: string;
+}
+
+/**
+ * `svc orgs create --db …` of the checkout under test: the database is created (and migrated) by
+ * the svc that will open it, whichever commit that is.
+ */
+export function createSvcOrg(db: string, name: string): OrgAuth {
+  const out = execFileSync(process.execPath, [SVC_BIN, 'orgs', 'create', '--name', name, '--db', db], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] }).toString();
+  const line = out.trim().split('\n').pop() ?? '';
+  const org = JSON.parse(line) as OrgAuth;
+  return { org_id: org.org_id, api_token: org.api_token };
 }
 
 /** `svc worker --nats … --allow-private-targets --delivery-concurrency N`; resolves at `worker ready`. */
@@ -177,7 +245,7 @@ export async function awaitOutcomes(url: string, before: SvcCounters, n: number,
  * Webhooks over the HTTP API: `all_events`, signed (a secret), one per URL; at most `parallel`
  * requests at a time.
  */
-export async function createWebhooks(svcUrl: string, org: { org_id: string; api_token: string }, urls: string[], parallel = 1): Promise<void> {
+export async function createWebhooks(svcUrl: string, org: OrgAuth, urls: string[], parallel = 1): Promise<void> {
   const headers = { authorization: `Bearer ${org.api_token}`, 'x-svc-org-id': org.org_id, 'content-type': 'application/json' };
   let next = 0;
   const one = async () => {

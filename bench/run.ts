@@ -1,38 +1,52 @@
-// `npm run bench`: svc against a bare NATS → undici baseline, webhook fan-out to 10 and 100 hooks,
-// and the other scenarios of issue 10 (bench/scenarios.ts: workers scale-out, burst, ingest alone).
+// `npm run bench`: svc against a bare NATS → undici baseline (the floor) and a Redis + BullMQ peer,
+// webhook fan-out to 10 and 100 hooks; svc in embedded mode against the same floor; and the other
+// scenarios of issue 10 (bench/scenarios.ts: workers scale-out, burst, ingest alone, …).
 //
 //   private nats-server (JetStream, temp dir, free port)
 //   producer (this process) ── NATS requests svc.ingest.<org>.workflows.bwf_<seq> ──▶ system under test
-//   system under test (a child process) ── HTTP POST × fan-out ──▶ receiver (this process, 204 at once)
+//   system under test (child processes) ── HTTP POST × fan-out ──▶ receiver (this process, 204 at once)
 //
-// The system under test is the baseline (bench/baseline.ts) or svc (`bin/svc.mjs serve --nats …`,
-// its delivery threads included), each alone and in its own process, so that neither shares an
-// event loop with the producer and the receiver. They alternate over several rounds (baseline, svc,
-// baseline, svc, …): each svc figure is compared with the baseline of its own round and the report
-// gives the median over rounds, so that other load on the machine does not skew one side only. For
-// each fan-out: a warm-up, a saturated closed-loop phase (throughput; latency under load, mostly
-// queueing) and a paced open-loop phase at a fixed offered load (latency when not overloaded).
-// Results: a table on stdout, JSON in bench/results/latest.json.
+// The systems under test: the baseline (bench/baseline.ts), the peer (bench/peer.ts: an ingest and
+// a worker process on a private redis-server), svc (`bin/svc.mjs serve --nats …`, its delivery
+// threads included) and, in the `embedded` scenario, svc without NATS (bench/embedded-svc.ts), each
+// alone and in processes of its own, so that none shares an event loop with the producer and the
+// receiver; all answer svc.ingest.>, so never two at once. They alternate over several rounds
+// (baseline, peer, svc, baseline, peer, svc, …): each figure is compared with the other systems' of
+// its own round and the report gives the median of those ratios over rounds, so that other load on
+// the machine does not skew one side only. For each fan-out: a warm-up, a saturated closed-loop
+// phase (throughput; latency under load, mostly queueing) and a paced open-loop phase at a fixed
+// offered load (latency when not overloaded). Results: tables on stdout, JSON in
+// bench/results/latest.json.
 //
-// Environment knobs (BENCHMARKS.md has them all): BENCH_SCENARIOS (default
-// throughput,paced,workers,burst,ingest,tenancy; also history, which only runs when named),
-// BENCH_ROUNDS (default 3; also the history scenario's rounds), BENCH_FANOUTS (default 10,100),
-// BENCH_SCALE (multiplies the saturated phase's fact counts), BENCH_PACED_RATE (deliveries/s offered
-// in the paced phase: one number for every fan-out, or fanout:rate pairs; default 10:10000, else
-// 2000), BENCH_PACED_SECONDS, BENCH_SVC_NODE_ARGS (node flags for every svc process, e.g.
-// "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_ONLY=svc|baseline, and the sizes of the other
-// scenarios (BENCH_WORKERS_*, BENCH_BURST_*, BENCH_INGEST_*, BENCH_TENANCY_*, BENCH_HISTORY_*,
-// BENCH_RECOVERY_EVENTS, BENCH_RECOVERY_MISSED).
+// Environment knobs: BENCHMARKS.md has them all (BENCH_SCENARIOS, BENCH_ROUNDS, BENCH_FANOUTS,
+// BENCH_SCALE, BENCH_PACED_RATE, BENCH_PACED_SECONDS, BENCH_ONLY, BENCH_PEER, BENCH_SVC_ROOT,
+// BENCH_EMBEDDED_*, BENCH_SVC_NODE_ARGS, and the sizes of the other scenarios).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { findNatsServer } from '../test/helpers/nats-server.ts';
-import { openDb } from '../store/db.ts';
-import { createOrg } from '../store/orgs.ts';
 import { closeProducers, KEPT_UP_TAIL_MS, runPhase, startBenchReceiver, type BenchReceiver, type CpuPids, type PhaseResult } from './harness.ts';
-import { createWebhooks, log, ROOT, sleep, spawnChild, startNats, startSvcServe, stopChild, svcCounters, warnings } from './procs.ts';
+import {
+  createSvcOrg,
+  createWebhooks,
+  log,
+  ROOT,
+  sleep,
+  spawnChild,
+  startNats,
+  startRedis,
+  startSvcServe,
+  stopChild,
+  SVC_NODE_ARGS,
+  SVC_ROOT,
+  svcCounters,
+  warnings,
+  type Child,
+  type OrgAuth,
+  type Redis,
+} from './procs.ts';
 import {
   runBurstScenario,
   runHistoryScenario,
@@ -50,12 +64,11 @@ import {
 
 const RESULTS = path.join(ROOT, 'bench', 'results');
 const SCALE = Number(process.env.BENCH_SCALE ?? '1') || 1;
-const ONLY = process.env.BENCH_ONLY ?? '';
 /** BENCH_KEEP_LOGS=1: keep the work directory (svc logs, databases) after a successful run too. */
 const KEEP_LOGS = /^(1|true|yes|on)$/i.test(process.env.BENCH_KEEP_LOGS ?? '');
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? '3') || 3);
 
-const ALL_SCENARIOS = ['throughput', 'paced', 'workers', 'burst', 'ingest', 'tenancy', 'history'] as const;
+const ALL_SCENARIOS = ['throughput', 'paced', 'embedded', 'workers', 'burst', 'ingest', 'tenancy', 'history'] as const;
 /** What runs when BENCH_SCENARIOS is not set: all but `history` (3–6 min on its own; BENCH_SCENARIOS=history). */
 const DEFAULT_SCENARIOS = ALL_SCENARIOS.filter((s) => s !== 'history');
 type Scenario = (typeof ALL_SCENARIOS)[number];
@@ -69,27 +82,53 @@ const SCENARIOS: Set<Scenario> = (() => {
 })();
 const COMPARE = SCENARIOS.has('throughput') || SCENARIOS.has('paced');
 
+/** The systems under test: the floor, the BullMQ peer, svc in NATS mode, svc embedded. */
+const ALL_SYSTEMS = ['baseline', 'peer', 'svc', 'embedded'] as const;
+type System = (typeof ALL_SYSTEMS)[number];
+/** BENCH_ONLY=svc,peer (any of ALL_SYSTEMS): only these systems run; ratios need both of their sides. */
+const ONLY: Set<System> | null = (() => {
+  const names = (process.env.BENCH_ONLY ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+  if (!names.length) return null;
+  const unknown = names.filter((n) => !(ALL_SYSTEMS as readonly string[]).includes(n));
+  if (unknown.length) throw new Error(`BENCH_ONLY: unknown ${unknown.join(', ')} (known: ${ALL_SYSTEMS.join(', ')})`);
+  return new Set(names as System[]);
+})();
+/** BENCH_PEER=off leaves the Redis + BullMQ peer out of the comparison. */
+const PEER_ON = !/^(0|off|false|no)$/i.test((process.env.BENCH_PEER ?? '').trim());
+const selected = (s: System) => (ONLY ? ONLY.has(s) : s !== 'peer' || PEER_ON);
+
 /** Deliveries in flight at most per closed-loop phase: enough to keep every hook's 8 slots busy. */
 const WINDOW_DELIVERIES = 2000;
 
 /**
- * Deliveries/s offered in the paced phase of each fan-out. Issue 10's target is 1 000 facts/s × 10
- * webhooks with a p99 ≤ 10 ms, so x10 is paced at 10 000 deliveries/s; other fan-outs at 2 000.
- * BENCH_PACED_RATE=N sets every fan-out; BENCH_PACED_RATE=10:10000,100:2000 sets them one by one.
+ * A knob of deliveries/s per fan-out: one number for every fan-out (`10000`), or `fanout:rate`
+ * pairs (`10:10000,100:2000`); a fan-out it does not name gets `fallback`.
  */
-const PACED_DEFAULT: Record<number, number> = { 10: 10_000 };
-const PACED_FALLBACK = 2000;
-const pacedRateFor: (fanout: number) => number = (() => {
-  const raw = (process.env.BENCH_PACED_RATE ?? '').trim();
+function rateKnob(name: string, defaults: Record<number, number>, fallback: number): (fanout: number) => number {
+  const raw = (process.env[name] ?? '').trim();
   if (/^\d+(\.\d+)?$/.test(raw) && Number(raw) > 0) return () => Number(raw);
-  const map: Record<number, number> = raw ? {} : { ...PACED_DEFAULT };
+  const map: Record<number, number> = raw ? {} : { ...defaults };
   for (const pair of raw.split(',').filter(Boolean)) {
     const m = /^\s*(\d+)\s*:\s*(\d+(?:\.\d+)?)\s*$/.exec(pair);
-    if (!m || Number(m[2]) <= 0) throw new Error(`BENCH_PACED_RATE: "${pair}" is not <deliveries/s> or <fanout>:<deliveries/s>`);
+    if (!m || Number(m[2]) <= 0) throw new Error(`${name}: "${pair}" is not <deliveries/s> or <fanout>:<deliveries/s>`);
     map[Number(m[1])] = Number(m[2]);
   }
-  return (fanout) => map[fanout] ?? PACED_FALLBACK;
-})();
+  return (fanout) => map[fanout] ?? fallback;
+}
+
+/**
+ * Deliveries/s offered in the paced phase of each fan-out. Issue 10's target is 1 000 facts/s × 10
+ * webhooks with a p99 ≤ 10 ms, so x10 is paced at 10 000 deliveries/s; other fan-outs at 2 000.
+ */
+const pacedRateFor = rateKnob('BENCH_PACED_RATE', { 10: 10_000 }, 2000);
+/**
+ * The embedded scenario's paced load: a rate embedded svc sustains on the 2-core bench machine
+ * (one process for the engine, the bridge and delivery), the same for the floor of its rounds.
+ */
+const embeddedPacedRateFor = rateKnob('BENCH_EMBEDDED_PACED_RATE', {}, 2000);
+/** The embedded scenario's saturated phase: this share of the comparison's (BENCH_SCALE included). */
+const EMBEDDED_SCALE = Number(process.env.BENCH_EMBEDDED_SCALE ?? '') || 0.4;
+const EMBEDDED_ROUNDS = Math.max(1, Number(process.env.BENCH_EMBEDDED_ROUNDS ?? '') || 2);
 /**
  * The paced phase lasts long enough for at least MIN_PACED_FACTS facts and at least 3 s (at most
  * 10 s), unless BENCH_PACED_SECONDS says otherwise: at 1 000 facts/s × 10, 3 s = 30 000
@@ -108,25 +147,34 @@ interface CaseSpec {
   pacedSeconds: number;
 }
 
-/** Each case: 25 000 deliveries measured (3 000 in the warm-up), e.g. 2 500 facts × 10 hooks. */
-const CASES: CaseSpec[] = (process.env.BENCH_FANOUTS ?? '10,100')
+const FANOUTS = (process.env.BENCH_FANOUTS ?? '10,100')
   .split(',')
   .map((x) => Number(x))
-  .filter((f) => Number.isInteger(f) && f > 0)
-  .map((fanout) => {
-    const paced = pacedRateFor(fanout);
+  .filter((f) => Number.isInteger(f) && f > 0);
+
+/** Each case: 25 000 deliveries measured × scale (3 000 in the warm-up), e.g. 2 500 facts × 10 hooks. */
+function casesFor(scale: number, pacedRate: (fanout: number) => number): CaseSpec[] {
+  return FANOUTS.map((fanout) => {
+    const paced = pacedRate(fanout);
     return {
       fanout,
       warmupEvents: Math.ceil(3000 / fanout),
-      events: Math.max(1, Math.round((Math.min(5000 * fanout, 25_000) / fanout) * SCALE)),
+      events: Math.max(1, Math.round((Math.min(5000 * fanout, 25_000) / fanout) * scale)),
       pacedDeliveriesPerSec: paced,
       pacedSeconds: Math.round(pacedSecondsFor(paced / fanout) * 10) / 10,
     };
   });
+}
+const CASES = casesFor(SCALE, pacedRateFor);
+const EMBEDDED_CASES = casesFor(SCALE * EMBEDDED_SCALE, embeddedPacedRateFor);
 const PHASE_LIMIT_MS = 25_000;
 const DRAIN_MS = 10_000;
 
-type System = 'baseline' | 'svc';
+/** Which phases of a case run. */
+interface Phases {
+  saturated: boolean;
+  paced: boolean;
+}
 
 interface CaseResult {
   fanout: number;
@@ -141,6 +189,9 @@ interface SystemRun {
   notes: Record<string, unknown>;
 }
 
+/** One round of a comparison: each selected system's run. */
+type Round = Partial<Record<System, SystemRun>>;
+
 let nextSeq = 1;
 function takeSeqs(n: number): number {
   const first = nextSeq;
@@ -149,17 +200,18 @@ function takeSeqs(n: number): number {
 }
 
 /** Warm-up, saturated and paced phases of every case against whatever answers the ingest subjects now. */
-async function runCases(system: System, nc: NatsConnection, receiver: BenchReceiver, orgOf: (fanout: number) => string, cpuPids: CpuPids): Promise<CaseResult[]> {
+async function runCases(system: System, env: Env, orgs: Map<number, OrgAuth>, cpuPids: CpuPids, cases: CaseSpec[], phases: Phases): Promise<CaseResult[]> {
+  const { nc, receiver } = env;
   const out: CaseResult[] = [];
-  for (const c of CASES) {
-    const orgId = orgOf(c.fanout);
+  for (const c of cases) {
+    const orgId = orgs.get(c.fanout)!.org_id;
     const window = Math.max(1, Math.floor(WINDOW_DELIVERIES / c.fanout));
     const common = { orgId, fanout: c.fanout, timeLimitMs: PHASE_LIMIT_MS, drainMs: DRAIN_MS, cpuPids };
     const warm = await runPhase(nc, receiver, { ...common, name: `${system} warm-up x${c.fanout}`, events: c.warmupEvents, firstSeq: takeSeqs(c.warmupEvents), window });
     log(`${system} x${c.fanout} warm-up: ${warm.deliveries}/${warm.deliveries_expected} deliveries, ${warm.deliveries_per_sec}/s`);
     await sleep(300);
     let saturated: PhaseResult | null = null;
-    if (SCENARIOS.has('throughput')) {
+    if (phases.saturated) {
       saturated = await runPhase(nc, receiver, { ...common, name: `${system} saturated x${c.fanout}`, events: c.events, firstSeq: takeSeqs(c.events), window });
       log(
         `${system} x${c.fanout} saturated: ${saturated.deliveries}/${saturated.deliveries_expected} deliveries in ${saturated.duration_ms} ms = ` +
@@ -168,7 +220,7 @@ async function runCases(system: System, nc: NatsConnection, receiver: BenchRecei
       await sleep(300);
     }
     let paced: PhaseResult | null = null;
-    if (SCENARIOS.has('paced')) {
+    if (phases.paced) {
       const rate = c.pacedDeliveriesPerSec / c.fanout;
       const pacedEvents = Math.max(10, Math.round(rate * c.pacedSeconds));
       paced = await runPhase(nc, receiver, { ...common, name: `${system} paced x${c.fanout}`, events: pacedEvents, firstSeq: takeSeqs(pacedEvents), ratePerSec: rate });
@@ -187,51 +239,136 @@ function hookUrls(receiver: BenchReceiver, fanout: number): string[] {
   return Array.from({ length: fanout }, (_, i) => `${receiver.url}/h/${fanout}/${i}`);
 }
 
-async function runBaseline(env: Env, round: number): Promise<SystemRun> {
+/** BENCH_TARGETS of the floor and the peer: each org's webhook URLs, the same ones svc's webhooks have. */
+function targetsOf(env: Env, orgs: Map<number, OrgAuth>): string {
   const targets: Record<string, string[]> = {};
-  for (const [fanout, org] of env.orgs) targets[org.org_id] = hookUrls(env.receiver, fanout);
+  for (const [fanout, org] of orgs) targets[org.org_id] = hookUrls(env.receiver, fanout);
+  return JSON.stringify(targets);
+}
+
+const loadNow = () => Math.round(os.loadavg()[0] * 100) / 100;
+
+/** What a comparison runs: its cases and phases, the orgs its systems serve, a name for its logs. */
+interface Comparison {
+  name: string;
+  cases: CaseSpec[];
+  phases: Phases;
+  orgs: Map<number, OrgAuth>;
+}
+
+async function runBaseline(env: Env, cmp: Comparison, round: number): Promise<SystemRun> {
   const { child } = await spawnChild(
     'baseline',
     ['--import', 'tsx', 'bench/baseline.ts'],
-    { BENCH_NATS_URL: env.natsUrl, BENCH_TARGETS: JSON.stringify(targets) },
+    { BENCH_NATS_URL: env.natsUrl, BENCH_TARGETS: targetsOf(env, cmp.orgs) },
     (l) => l.trim() === 'ready',
-    path.join(env.tmp, `baseline-${round}.log`),
+    path.join(env.tmp, `${cmp.name}-baseline-${round}.log`),
   );
   try {
-    const loadavg = os.loadavg()[0];
-    const cpuPids = { sut: child.pid ?? null, nats: env.natsPid };
-    const cases = await runCases('baseline', env.nc, env.receiver, (f) => env.orgs.get(f)!.org_id, cpuPids);
-    return { cases, notes: { loadavg_1m_at_start: Math.round(loadavg * 100) / 100 } };
+    const loadavg = loadNow();
+    const cases = await runCases('baseline', env, cmp.orgs, { sut: child.pid ?? null, nats: env.natsPid }, cmp.cases, cmp.phases);
+    return { cases, notes: { loadavg_1m_at_start: loadavg } };
   } finally {
     await stopChild(child);
   }
 }
 
+/**
+ * The peer: its ingest and worker processes, on the run's redis-server (started once; what the
+ * last round left there is finished work, kept a while for the jobId dedup). Its CPU (`sut`) is
+ * both processes'; redis-server's is reported beside nats-server's.
+ */
+async function runPeer(env: Env, cmp: Comparison, round: number): Promise<SystemRun> {
+  if (!env.redis) throw new Error('the peer needs the run’s redis-server');
+  const common = { BENCH_NATS_URL: env.natsUrl, BENCH_REDIS_PORT: String(env.redis.port), BENCH_TARGETS: targetsOf(env, cmp.orgs) };
+  const started: Child[] = [];
+  try {
+    // the worker first: the ingest's first answer means a job is queued, not that anyone takes it
+    for (const role of ['worker', 'ingest'] as const) {
+      started.push(await spawnChild(`peer ${role}`, ['--import', 'tsx', 'bench/peer.ts', role], common, (l) => l.trim() === 'ready', path.join(env.tmp, `${cmp.name}-peer-${role}-${round}.log`)));
+    }
+    const [worker, ingest] = started;
+    const loadavg = loadNow();
+    const pids: CpuPids = { sut: [ingest.pid ?? 0, worker.pid ?? 0], ingest: ingest.pid, worker: worker.pid, nats: env.natsPid, redis: env.redis.pid };
+    const cases = await runCases('peer', env, cmp.orgs, pids, cmp.cases, cmp.phases);
+    return { cases, notes: { loadavg_1m_at_start: loadavg } };
+  } finally {
+    // the ingest first, so that nothing is queued that the worker will not take
+    for (const c of started.reverse()) await stopChild(c.child);
+  }
+}
+
+/** The svc process's notes: its delivery setup, /metrics counters and pino warnings. */
+async function svcNotes(line: string, url: string, lines: string[], loadavg: number): Promise<Record<string, unknown>> {
+  return {
+    loadavg_1m_at_start: loadavg,
+    delivery: /"delivery":"([^"]*)"/.exec(line)?.[1] ?? null,
+    ...(await svcCounters(url)),
+    log_warnings: warnings(lines).length,
+  };
+}
+
+function reportWarnings(what: string, lines: string[]): void {
+  const w = warnings(lines);
+  if (w.length) log(`${what} logged ${w.length} warnings/errors, e.g. ${w[0].slice(0, 300)}`);
+}
+
 /** svc serve --nats (delivery threads: svc's default); its pid's CPU time includes every thread. */
-async function runSvc(env: Env, round: number): Promise<SystemRun> {
-  const svc = await startSvcServe({ natsUrl: env.natsUrl, db: env.db, logFile: path.join(env.tmp, `svc-${round}.log`) });
+async function runSvc(env: Env, cmp: Comparison, round: number): Promise<SystemRun> {
+  const svc = await startSvcServe({ natsUrl: env.natsUrl, db: env.db, logFile: path.join(env.tmp, `${cmp.name}-svc-${round}.log`) });
   try {
     if (round === 1) {
       // webhooks over the HTTP API: all_events, signed (a secret), one URL each on the one receiver;
       // they stay in svc's database for the later rounds
-      for (const [fanout, org] of env.orgs) await createWebhooks(svc.url, org, hookUrls(env.receiver, fanout));
+      for (const [fanout, org] of cmp.orgs) await createWebhooks(svc.url, org, hookUrls(env.receiver, fanout));
     }
-    const loadavg = os.loadavg()[0];
-    const delivery = /"delivery":"([^"]*)"/.exec(svc.line)?.[1] ?? null;
-    const cpuPids = { sut: svc.pid, nats: env.natsPid };
-    const cases = await runCases('svc', env.nc, env.receiver, (f) => env.orgs.get(f)!.org_id, cpuPids);
-    const counters = await svcCounters(svc.url);
-    const notes = {
-      loadavg_1m_at_start: Math.round(loadavg * 100) / 100,
-      delivery,
-      ...counters,
-      log_warnings: warnings(svc.lines).length,
-    };
-    return { cases, notes };
+    const loadavg = loadNow();
+    const cases = await runCases('svc', env, cmp.orgs, { sut: svc.pid, nats: env.natsPid }, cmp.cases, cmp.phases);
+    return { cases, notes: await svcNotes(svc.line, svc.url, svc.lines, loadavg) };
   } finally {
     await stopChild(svc.child);
-    const w = warnings(svc.lines);
-    if (w.length) log(`svc logged ${w.length} warnings/errors, e.g. ${w[0].slice(0, 300)}`);
+    reportWarnings('svc', svc.lines);
+  }
+}
+
+/**
+ * svc in embedded mode (bench/embedded-svc.ts: startServer with no NATS, and the bridge from the
+ * bench's NATS into its in-process bus), on a database of its own kept over the rounds.
+ */
+async function runEmbedded(env: Env, cmp: Comparison, round: number): Promise<SystemRun> {
+  const svc = await spawnChild(
+    'embedded svc',
+    [...SVC_NODE_ARGS, '--import', 'tsx', 'bench/embedded-svc.ts'],
+    { BENCH_SVC_ROOT: SVC_ROOT, BENCH_NATS_URL: env.natsUrl, BENCH_DB: env.embeddedDb },
+    (l) => l.startsWith('embedded ready '),
+    path.join(env.tmp, `${cmp.name}-embedded-${round}.log`),
+  );
+  const url = svc.line.slice('embedded ready '.length).trim();
+  try {
+    if (round === 1) for (const [fanout, org] of cmp.orgs) await createWebhooks(url, org, hookUrls(env.receiver, fanout));
+    const loadavg = loadNow();
+    const listening = svc.lines.find((l) => l.includes('listening on')) ?? '';
+    const cases = await runCases('embedded', env, cmp.orgs, { sut: svc.pid, nats: env.natsPid }, cmp.cases, cmp.phases);
+    return { cases, notes: await svcNotes(listening, url, svc.lines, loadavg) };
+  } finally {
+    await stopChild(svc.child);
+    reportWarnings('embedded svc', svc.lines);
+  }
+}
+
+const RUNNERS: Record<System, (env: Env, cmp: Comparison, round: number) => Promise<SystemRun>> = {
+  baseline: runBaseline,
+  peer: runPeer,
+  svc: runSvc,
+  embedded: runEmbedded,
+};
+
+/** Rounds of a comparison: every system in turn (in the order given), each alone, `rounds` times. */
+async function runRounds(env: Env, cmp: Comparison, systems: System[], rounds: number, into: Round[]): Promise<void> {
+  for (let round = 1; round <= rounds; round++) {
+    const r: Round = {};
+    into.push(r);
+    for (const sys of systems) r[sys] = await RUNNERS[sys](env, cmp, round);
   }
 }
 
@@ -239,27 +376,36 @@ interface Env {
   natsUrl: string;
   nc: NatsConnection;
   receiver: BenchReceiver;
-  orgs: Map<number, { org_id: string; api_token: string }>;
+  /** svc's database of the comparison (NATS mode) */
   db: string;
+  /** embedded svc's database */
+  embeddedDb: string;
   tmp: string;
   natsPid: number | null;
+  /** the peer's redis-server, when the peer runs */
+  redis: Redis | null;
 }
 
-function machine(): Record<string, unknown> {
-  const cpus = os.cpus();
-  let commit = 'unknown';
-  let dirty: string[] = [];
+/** A checkout's commit and its uncommitted service files (src, store, machines). */
+function gitState(dir: string): { commit: string; dirty: string[] } {
   try {
-    const quiet = { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] as ['ignore', 'pipe', 'ignore'] };
-    commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], quiet).toString().trim();
-    dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'store', 'machines'], quiet)
+    const quiet = { cwd: dir, stdio: ['ignore', 'pipe', 'ignore'] as ['ignore', 'pipe', 'ignore'] };
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], quiet).toString().trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'store', 'machines'], quiet)
       .toString()
       .split('\n')
       .filter(Boolean)
       .map((l) => l.slice(3));
+    return { commit, dirty };
   } catch {
-    /* not a git checkout */
+    return { commit: 'unknown', dirty: [] }; // not a git checkout
   }
+}
+
+function machine(): Record<string, unknown> {
+  const cpus = os.cpus();
+  const bench = gitState(ROOT);
+  const svc = SVC_ROOT === ROOT ? bench : gitState(SVC_ROOT);
   let nats = 'unknown';
   try {
     nats = execFileSync(findNatsServer() ?? 'nats-server', ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
@@ -273,8 +419,12 @@ function machine(): Record<string, unknown> {
     os: `${os.type()} ${os.release()} ${os.arch()}`,
     node: process.version,
     nats_server: nats,
-    git_commit: commit,
-    uncommitted_service_files: dirty,
+    git_commit: bench.commit,
+    uncommitted_service_files: bench.dirty,
+    /** the svc measured (BENCH_SVC_ROOT), when it is not this checkout */
+    svc_root: SVC_ROOT === ROOT ? null : SVC_ROOT,
+    svc_git_commit: svc.commit,
+    svc_uncommitted_service_files: svc.dirty,
   };
 }
 
@@ -288,28 +438,78 @@ function median(values: Array<number | null | undefined>): number | null {
   return Math.round(m * 1000) / 1000;
 }
 
+/** CPU per delivery of the system and its brokers: the system's processes, nats-server and (the peer's) redis-server. */
+function withBrokersCpu(p: PhaseResult | null | undefined): number | null {
+  const c = p?.cpu_us_per_delivery;
+  if (!c || c.sut === null || c.sut === undefined || c.nats === null || c.nats === undefined) return null;
+  return c.sut + c.nats + (c.redis ?? 0);
+}
+
 type Ratios = ReturnType<typeof ratiosOf>;
 
-function ratiosOf(svc: CaseResult, base: CaseResult) {
+/** Each figure of `a` over the same figure of `b` (one round, one fan-out). */
+function ratiosOf(a: CaseResult, b: CaseResult) {
   return {
-    fanout: svc.fanout,
-    throughput: ratio(svc.saturated?.deliveries_per_sec, base.saturated?.deliveries_per_sec),
-    steady_throughput: ratio(svc.saturated?.steady_deliveries_per_sec, base.saturated?.steady_deliveries_per_sec),
-    saturated_latency_p50: ratio(svc.saturated?.latency_ms.p50, base.saturated?.latency_ms.p50),
-    saturated_latency_p99: ratio(svc.saturated?.latency_ms.p99, base.saturated?.latency_ms.p99),
-    paced_latency_p50: ratio(svc.paced?.latency_ms.p50, base.paced?.latency_ms.p50),
-    paced_latency_p99: ratio(svc.paced?.latency_ms.p99, base.paced?.latency_ms.p99),
-    sut_cpu_per_delivery: ratio(svc.saturated?.cpu_us_per_delivery.sut, base.saturated?.cpu_us_per_delivery.sut),
+    fanout: a.fanout,
+    throughput: ratio(a.saturated?.deliveries_per_sec, b.saturated?.deliveries_per_sec),
+    steady_throughput: ratio(a.saturated?.steady_deliveries_per_sec, b.saturated?.steady_deliveries_per_sec),
+    saturated_latency_p50: ratio(a.saturated?.latency_ms.p50, b.saturated?.latency_ms.p50),
+    saturated_latency_p99: ratio(a.saturated?.latency_ms.p99, b.saturated?.latency_ms.p99),
+    paced_latency_p50: ratio(a.paced?.latency_ms.p50, b.paced?.latency_ms.p50),
+    paced_latency_p99: ratio(a.paced?.latency_ms.p99, b.paced?.latency_ms.p99),
+    /** 1 when both sides' paced phases kept up (their p99s are latencies, not queue lengths), else 0 */
+    paced_both_kept_up: a.paced && b.paced ? (a.paced.kept_up && b.paced.kept_up ? 1 : 0) : null,
+    sut_cpu_per_delivery: ratio(a.saturated?.cpu_us_per_delivery.sut, b.saturated?.cpu_us_per_delivery.sut),
+    /** with nats-server and redis-server: what the whole pipeline costs */
+    with_brokers_cpu_per_delivery: ratio(withBrokersCpu(a.saturated), withBrokersCpu(b.saturated)),
   };
 }
 
+/** A ratio between two systems of a comparison, e.g. svc over the baseline. */
+type Pair = readonly [System, System];
+const pairName = ([a, b]: Pair) => `${a}/${b}`;
+
+interface PairReport {
+  /** per round, per fan-out */
+  per_round: Ratios[][];
+  /** per fan-out: the median over rounds of each ratio */
+  median: Ratios[];
+  /** per fan-out: the lowest and highest per-round ratio of each figure */
+  range: Array<{ fanout: number } & Record<string, [number, number] | null | number>>;
+}
+
+function pairReport(rounds: Round[], cases: CaseSpec[], [a, b]: Pair): PairReport | null {
+  const perRound = rounds
+    .filter((r) => r[a] && r[b])
+    .map((r) => r[a]!.cases.map((s) => ratiosOf(s, r[b]!.cases.find((x) => x.fanout === s.fanout)!)));
+  if (!perRound.length) return null;
+  const ofCase = (fanout: number) => perRound.map((r) => r.find((x) => x.fanout === fanout)).filter((x): x is Ratios => !!x);
+  const keys = Object.keys(perRound[0][0] ?? {}).filter((k) => k !== 'fanout') as Array<Exclude<keyof Ratios, 'fanout'>>;
+  const med = cases.map((c) => {
+    const rs = ofCase(c.fanout);
+    const out = { fanout: c.fanout } as Ratios;
+    for (const k of keys) out[k] = median(rs.map((r) => r[k]));
+    return out;
+  });
+  const range = cases.map((c) => {
+    const rs = ofCase(c.fanout);
+    const out: Record<string, [number, number] | null> = {};
+    for (const k of keys) {
+      const v = rs.map((r) => r[k]).filter((x): x is number => typeof x === 'number');
+      out[k] = v.length ? [Math.min(...v), Math.max(...v)] : null;
+    }
+    return { fanout: c.fanout, ...out };
+  });
+  return { per_round: perRound, median: med, range };
+}
+
 /** Per fan-out and system: the median over rounds of each headline figure. */
-function summarise(runs: Array<Partial<Record<System, SystemRun>>>) {
+function summarise(rounds: Round[], cases: CaseSpec[], systems: readonly System[]) {
   const out: Record<string, Record<string, Record<string, number | null>>> = {};
-  for (const c of CASES) {
+  for (const c of cases) {
     const per: Record<string, Record<string, number | null>> = {};
-    for (const sys of ['baseline', 'svc'] as System[]) {
-      const rs = runs.map((r) => r[sys]?.cases.find((x) => x.fanout === c.fanout)).filter((x): x is CaseResult => !!x);
+    for (const sys of systems) {
+      const rs = rounds.map((r) => r[sys]?.cases.find((x) => x.fanout === c.fanout)).filter((x): x is CaseResult => !!x);
       if (!rs.length) continue;
       per[sys] = {
         deliveries_per_sec: median(rs.map((r) => r.saturated?.deliveries_per_sec)),
@@ -325,6 +525,8 @@ function summarise(runs: Array<Partial<Record<System, SystemRun>>>) {
         paced_rounds: rs.filter((r) => r.paced).length,
         sut_cpu_us_per_delivery: median(rs.map((r) => r.saturated?.cpu_us_per_delivery.sut)),
         nats_cpu_us_per_delivery: median(rs.map((r) => r.saturated?.cpu_us_per_delivery.nats)),
+        redis_cpu_us_per_delivery: median(rs.map((r) => r.saturated?.cpu_us_per_delivery.redis)),
+        with_brokers_cpu_us_per_delivery: median(rs.map((r) => withBrokersCpu(r.saturated))),
         bench_cpu_us_per_delivery: median(rs.map((r) => r.saturated?.cpu_us_per_delivery.bench)),
         missing: rs.reduce((n, r) => n + (r.saturated?.missing ?? 0) + (r.paced?.missing ?? 0), 0),
         duplicates: rs.reduce((n, r) => n + (r.saturated?.duplicates ?? 0) + (r.paced?.duplicates ?? 0), 0),
@@ -335,37 +537,6 @@ function summarise(runs: Array<Partial<Record<System, SystemRun>>>) {
   return out;
 }
 
-/** Per fan-out: the lowest and highest per-round ratio of each figure. */
-function ratioRanges(perRound: Ratios[][]): Array<{ fanout: number } & Record<string, [number, number] | null | number>> {
-  return CASES.map((c) => {
-    const rs = perRound.map((r) => r.find((x) => x.fanout === c.fanout)).filter((x): x is Ratios => !!x);
-    const range: Record<string, [number, number] | null> = {};
-    for (const k of Object.keys(rs[0] ?? {}) as Array<keyof Ratios>) {
-      if (k === 'fanout') continue;
-      const v = rs.map((r) => r[k]).filter((x): x is number => typeof x === 'number');
-      range[k] = v.length ? [Math.min(...v), Math.max(...v)] : null;
-    }
-    return { fanout: c.fanout, ...range };
-  });
-}
-
-function medianRatios(perRound: Ratios[][]): Ratios[] {
-  return CASES.map((c) => {
-    const rs = perRound.map((r) => r.find((x) => x.fanout === c.fanout)).filter((x): x is Ratios => !!x);
-    const m = (k: keyof Ratios) => median(rs.map((r) => r[k] as number | null));
-    return {
-      fanout: c.fanout,
-      throughput: m('throughput'),
-      steady_throughput: m('steady_throughput'),
-      saturated_latency_p50: m('saturated_latency_p50'),
-      saturated_latency_p99: m('saturated_latency_p99'),
-      paced_latency_p50: m('paced_latency_p50'),
-      paced_latency_p99: m('paced_latency_p99'),
-      sut_cpu_per_delivery: m('sut_cpu_per_delivery'),
-    };
-  });
-}
-
 const fmt = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? '-' : String(Math.round(v * 100) / 100));
 const times = (v: number | null | undefined) => (v === null || v === undefined ? '-' : `${Math.round(v * 100) / 100}x`);
 
@@ -374,13 +545,14 @@ function grid(rows: string[][], leftColumns = 2): string {
   return rows.map((r) => r.map((cell, i) => (i < leftColumns ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  ')).join('\n');
 }
 
-function table(summary: ReturnType<typeof summarise>, ratios: Ratios[]): string {
+/** Per fan-out: a row per system (medians), then a row per ratio (medians of the per-round ratios). */
+function table(summary: ReturnType<typeof summarise>, cases: CaseSpec[], systems: readonly System[], pairs: Array<[string, PairReport]>): string {
   const rows: string[][] = [
-    ['fan-out', 'system', 'del/s', 'steady del/s', 'sat p50 ms', 'sat p99 ms', 'paced del/s', 'paced p50 ms', 'paced p99 ms', 'kept up', 'cpu µs/del', 'nats µs/del', 'missing'],
+    ['fan-out', 'system', 'del/s', 'steady del/s', 'sat p50 ms', 'sat p99 ms', 'paced del/s', 'paced p50 ms', 'paced p99 ms', 'kept up', 'cpu µs/del', 'nats µs/del', 'redis µs/del', 'all µs/del', 'missing', 'dup'],
   ];
-  for (const c of CASES) {
+  for (const c of cases) {
     const per = summary[`x${c.fanout}`] ?? {};
-    for (const sys of ['baseline', 'svc'] as System[]) {
+    for (const sys of systems) {
       const s = per[sys];
       if (!s) continue;
       rows.push([
@@ -396,15 +568,58 @@ function table(summary: ReturnType<typeof summarise>, ratios: Ratios[]): string 
         s.paced_rounds ? `${s.paced_kept_up_rounds}/${s.paced_rounds}` : '-',
         fmt(s.sut_cpu_us_per_delivery),
         fmt(s.nats_cpu_us_per_delivery),
+        fmt(s.redis_cpu_us_per_delivery),
+        fmt(s.with_brokers_cpu_us_per_delivery),
         String(s.missing),
+        String(s.duplicates),
       ]);
     }
-    const r = ratios.find((x) => x.fanout === c.fanout);
-    if (r) {
-      rows.push([String(c.fanout), 'svc/baseline', times(r.throughput), times(r.steady_throughput), times(r.saturated_latency_p50), times(r.saturated_latency_p99), '', times(r.paced_latency_p50), times(r.paced_latency_p99), '', times(r.sut_cpu_per_delivery), '', '']);
+    for (const [name, rep] of pairs) {
+      const r = rep.median.find((x) => x.fanout === c.fanout);
+      if (!r) continue;
+      const kept = rep.per_round.map((x) => x.find((y) => y.fanout === c.fanout)?.paced_both_kept_up).filter((x) => x !== null && x !== undefined);
+      rows.push([
+        String(c.fanout),
+        name,
+        times(r.throughput),
+        times(r.steady_throughput),
+        times(r.saturated_latency_p50),
+        times(r.saturated_latency_p99),
+        '',
+        times(r.paced_latency_p50),
+        times(r.paced_latency_p99),
+        kept.length ? `${kept.filter((x) => x === 1).length}/${kept.length}` : '',
+        times(r.sut_cpu_per_delivery),
+        '',
+        '',
+        times(r.with_brokers_cpu_per_delivery),
+        '',
+        '',
+      ]);
     }
   }
   return grid(rows);
+}
+
+/** One line per ratio and fan-out: the headline figures with their range over rounds. */
+function ratioLines(pairs: Array<[string, PairReport]>, summary: ReturnType<typeof summarise>): string {
+  const pct = (v: number | null | undefined) => (v === null || v === undefined ? '-' : `${Math.round(v * 100)} %`);
+  const span = (v: unknown, f: (x: number) => string) => (Array.isArray(v) ? ` (rounds ${f(v[0] as number)}–${f(v[1] as number)})` : '');
+  const lines: string[] = [];
+  for (const [name, rep] of pairs) {
+    const [a] = name.split('/');
+    for (const r of rep.median) {
+      const range = rep.range.find((x) => x.fanout === r.fanout);
+      const own = summary[`x${r.fanout}`]?.[a];
+      lines.push(
+        `x${r.fanout} ${name}: throughput ${pct(r.throughput)}${span(range?.throughput, pct)}, steady state ${pct(r.steady_throughput)}; ` +
+          `latency p50/p99 ${times(r.saturated_latency_p50)}/${times(r.saturated_latency_p99)} saturated, ${times(r.paced_latency_p50)}/${times(r.paced_latency_p99)}${span(range?.paced_latency_p99, times)} paced` +
+          `${own?.paced_p99_ms !== null && own?.paced_p99_ms !== undefined ? ` (${a} paced p99 ${own.paced_p99_ms} ms at ${own.paced_deliveries_per_sec} deliveries/s)` : ''}; ` +
+          `CPU per delivery ${times(r.sut_cpu_per_delivery)}${span(range?.sut_cpu_per_delivery, times)}, with the brokers ${times(r.with_brokers_cpu_per_delivery)}`,
+      );
+    }
+  }
+  return lines.join('\n');
 }
 
 function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult | null; ingest?: IngestScenarioResult | null; tenancy?: TenancyResult | null; history?: HistoryResult | null }): string {
@@ -506,29 +721,59 @@ function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult
   return out.join('\n\n');
 }
 
+
+/** BENCH_SVC_ROOT names another checkout: build its dist/ when stale, as `npm run bench` does this one's. */
+function ensureSvcBuilt(): void {
+  if (!fs.existsSync(path.join(SVC_ROOT, 'bin', 'svc.mjs'))) throw new Error(`BENCH_SVC_ROOT=${SVC_ROOT}: no bin/svc.mjs there`);
+  const build = path.join(SVC_ROOT, 'scripts', 'build.mjs');
+  if (fs.existsSync(build)) execFileSync(process.execPath, [build, '--if-stale'], { cwd: SVC_ROOT, stdio: 'inherit' });
+}
+
+/** The comparison's ratios: svc and the peer against the floor, and svc against the peer. */
+const COMPARE_PAIRS: Pair[] = [
+  ['svc', 'baseline'],
+  ['peer', 'baseline'],
+  ['svc', 'peer'],
+];
+const EMBEDDED_PAIRS: Pair[] = [['embedded', 'baseline']];
+
+function pairReports(rounds: Round[], cases: CaseSpec[], pairs: Pair[]): Array<[string, PairReport]> {
+  return pairs.map((p) => [pairName(p), pairReport(rounds, cases, p)] as const).filter((x): x is [string, PairReport] => x[1] !== null);
+}
+
 async function main(): Promise<void> {
   const started = Date.now();
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
+  if (SVC_ROOT !== ROOT) ensureSvcBuilt();
+  const compareSystems = (['baseline', 'peer', 'svc'] as const).filter(selected);
+  const embeddedSystems = (['baseline', 'embedded'] as const).filter(selected);
+  const runCompare = COMPARE && compareSystems.length > 0;
+  const runEmbeddedScenario = SCENARIOS.has('embedded') && embeddedSystems.length > 0;
+
+  // the orgs (one per fan-out) exist in svc's databases before it starts, created by the svc under
+  // test; the floor and the peer serve the same ids
+  const db = path.join(tmp, 'svc.db');
+  const embeddedDb = path.join(tmp, 'embedded.db');
+  const orgs = new Map<number, OrgAuth>();
+  const embeddedOrgs = new Map<number, OrgAuth>();
+  if (runCompare) for (const c of CASES) orgs.set(c.fanout, createSvcOrg(db, `bench-x${c.fanout}`));
+  if (runEmbeddedScenario) for (const c of EMBEDDED_CASES) embeddedOrgs.set(c.fanout, createSvcOrg(embeddedDb, `bench-embedded-x${c.fanout}`));
+
   const nats = await startNats();
   const receiver = await startBenchReceiver();
   // noAsyncTraces: no stack captured per request, which halves the producer's CPU per request
   const nc = await connect({ servers: nats.url, name: 'bench-producer', noAsyncTraces: true });
   const loadStart = os.loadavg().map((x) => Math.round(x * 100) / 100);
-  log(`nats ${nats.url}, receiver ${receiver.url}, work dir ${tmp}; scenarios ${[...SCENARIOS].join(',')}; ${COMPARE ? `${ROUNDS} rounds; ` : ''}load average ${loadStart.join(' ')}`);
+  log(
+    `nats ${nats.url}, receiver ${receiver.url}, work dir ${tmp}; svc from ${SVC_ROOT}; scenarios ${[...SCENARIOS].join(',')}; ` +
+      `${runCompare ? `${ROUNDS} rounds of ${compareSystems.join(', ')}; ` : ''}${runEmbeddedScenario ? `${EMBEDDED_ROUNDS} embedded rounds; ` : ''}load average ${loadStart.join(' ')}`,
+  );
 
-  // the orgs (one per fan-out) exist in svc's database before it starts; the baseline uses the same ids
-  const db = path.join(tmp, 'svc.db');
-  const orgs = new Map<number, { org_id: string; api_token: string }>();
-  const handle = openDb(db);
-  for (const c of CASES) {
-    const { org, api_token } = createOrg(handle, `bench-x${c.fanout}`);
-    orgs.set(c.fanout, { org_id: org.org_id, api_token });
-  }
-  handle.close();
-  const env: Env = { natsUrl: nats.url, nc, receiver, orgs, db, tmp, natsPid: nats.pid };
+  const env: Env = { natsUrl: nats.url, nc, receiver, db, embeddedDb, tmp, natsPid: nats.pid, redis: null };
   const scenarioEnv: ScenarioEnv = { tmp, receiver, natsUrl: nats.url, natsPid: nats.pid, nc, takeSeqs };
 
-  const rounds: Array<Partial<Record<System, SystemRun>>> = [];
+  const rounds: Round[] = [];
+  const embeddedRounds: Round[] = [];
   let workers: WorkersResult | null = null;
   let burst: BurstResult | null = null;
   let ingest: IngestScenarioResult | null = null;
@@ -545,15 +790,20 @@ async function main(): Promise<void> {
     }
   };
   try {
-    if (COMPARE) {
+    if (runCompare) {
       await attempt('comparison', async () => {
-        for (let round = 1; round <= ROUNDS; round++) {
-          const r: Partial<Record<System, SystemRun>> = {};
-          rounds.push(r);
-          if (ONLY !== 'svc') r.baseline = await runBaseline(env, round);
-          if (ONLY !== 'baseline') r.svc = await runSvc(env, round);
+        if (compareSystems.includes('peer')) env.redis = await startRedis(path.join(tmp, 'redis'), path.join(tmp, 'redis.log'));
+        try {
+          const phases = { saturated: SCENARIOS.has('throughput'), paced: SCENARIOS.has('paced') };
+          await runRounds(env, { name: 'compare', cases: CASES, phases, orgs }, compareSystems, ROUNDS, rounds);
+        } finally {
+          // not left running (idle but awake) during the scenarios that follow
+          await env.redis?.stop();
         }
       });
+    }
+    if (runEmbeddedScenario) {
+      await attempt('embedded', () => runRounds(env, { name: 'embedded', cases: EMBEDDED_CASES, phases: { saturated: true, paced: true }, orgs: embeddedOrgs }, embeddedSystems, EMBEDDED_ROUNDS, embeddedRounds));
     }
     if (SCENARIOS.has('workers')) workers = await attempt('workers', () => runWorkersScenario(scenarioEnv));
     if (SCENARIOS.has('burst')) burst = await attempt('burst', () => runBurstScenario(scenarioEnv));
@@ -567,14 +817,15 @@ async function main(): Promise<void> {
     await closeProducers();
     await nc.drain().catch(() => {});
     await receiver.close();
+    await env.redis?.stop();
     await nats.stop();
   }
 
-  const perRound = rounds
-    .filter((r) => r.baseline && r.svc)
-    .map((r) => r.svc!.cases.map((s) => ratiosOf(s, r.baseline!.cases.find((b) => b.fanout === s.fanout)!)));
-  const ratios = medianRatios(perRound);
-  const summary = summarise(rounds);
+  const pairs = pairReports(rounds, CASES, COMPARE_PAIRS);
+  const svcFloor = pairs.find(([n]) => n === 'svc/baseline')?.[1] ?? null;
+  const summary = summarise(rounds, CASES, compareSystems);
+  const embeddedPairs = pairReports(embeddedRounds, EMBEDDED_CASES, EMBEDDED_PAIRS);
+  const embeddedSummary = summarise(embeddedRounds, EMBEDDED_CASES, embeddedSystems);
   const result = {
     generated_at: new Date().toISOString(),
     wall_seconds: Math.round((Date.now() - started) / 1000),
@@ -584,6 +835,7 @@ async function main(): Promise<void> {
     config: {
       scenarios: [...SCENARIOS],
       rounds: ROUNDS,
+      systems: compareSystems,
       cases: CASES,
       window_deliveries: WINDOW_DELIVERIES,
       paced_kept_up_tail_ms: KEPT_UP_TAIL_MS,
@@ -593,11 +845,22 @@ async function main(): Promise<void> {
       scale: SCALE,
       sizes: SIZES,
     },
-    ratios_median: perRound.length ? ratios : [],
-    ratios_range: perRound.length ? ratioRanges(perRound) : [],
-    ratios_per_round: perRound,
+    // svc over the floor, as before the peer existed (the same figures as comparison.pairs["svc/baseline"])
+    ratios_median: svcFloor?.median ?? [],
+    ratios_range: svcFloor?.range ?? [],
+    ratios_per_round: svcFloor?.per_round ?? [],
     summary_median: summary,
+    /** every ratio of the comparison: per round, median and range, per fan-out */
+    comparison: { systems: compareSystems, pairs: Object.fromEntries(pairs) },
     rounds,
+    embedded: runEmbeddedScenario
+      ? {
+          config: { rounds: EMBEDDED_ROUNDS, systems: embeddedSystems, cases: EMBEDDED_CASES, scale: SCALE * EMBEDDED_SCALE },
+          pairs: Object.fromEntries(embeddedPairs),
+          summary_median: embeddedSummary,
+          rounds: embeddedRounds,
+        }
+      : null,
     workers,
     burst,
     ingest,
@@ -611,20 +874,16 @@ async function main(): Promise<void> {
   fs.renameSync(`${file}.tmp`, file);
 
   if (rounds.length) {
-    process.stdout.write(`\nmedians over ${rounds.length} round(s); ratios are svc / baseline of the same round\n${table(summary, perRound.length ? ratios : [])}\n\n`);
-    const ranges = perRound.length ? ratioRanges(perRound) : [];
-    for (const r of perRound.length ? ratios : []) {
-      const pct = (v: number | null) => (v === null ? '-' : `${Math.round(v * 100)} %`);
-      const range = ranges.find((x) => x.fanout === r.fanout)?.throughput as [number, number] | null | undefined;
-      const svcPaced = summary[`x${r.fanout}`]?.svc;
-      process.stdout.write(
-        `x${r.fanout}: svc throughput ${pct(r.throughput)} of the baseline` +
-          `${range ? ` (rounds ${pct(range[0])}–${pct(range[1])})` : ''}, steady state ${pct(r.steady_throughput)}; ` +
-          `latency p50/p99 ${r.saturated_latency_p50}x/${r.saturated_latency_p99}x saturated, ${r.paced_latency_p50}x/${r.paced_latency_p99}x paced` +
-          `${svcPaced?.paced_p99_ms !== null && svcPaced?.paced_p99_ms !== undefined ? ` (svc paced p99 ${svcPaced.paced_p99_ms} ms at ${svcPaced.paced_deliveries_per_sec} deliveries/s)` : ''}; ` +
-          `svc CPU per delivery ${r.sut_cpu_per_delivery}x\n`,
-      );
-    }
+    process.stdout.write(
+      `\nmedians over ${rounds.length} round(s); a/b rows are the median of the per-round ratios; "all µs/del" adds nats-server and redis-server\n` +
+        `${table(summary, CASES, compareSystems, pairs)}\n\n${ratioLines(pairs, summary)}\n`,
+    );
+  }
+  if (embeddedRounds.length) {
+    process.stdout.write(
+      `\nembedded: svc without NATS (bench/embedded-svc.ts; the NATS bridge's cost is inside its figures), against the floor; medians over ${embeddedRounds.length} round(s)\n` +
+        `${table(embeddedSummary, EMBEDDED_CASES, embeddedSystems, embeddedPairs)}\n\n${ratioLines(embeddedPairs, embeddedSummary)}\n`,
+    );
   }
   const more = scenarioTables({ workers, burst, ingest, tenancy, history });
   if (more) process.stdout.write(`\n${more}\n`);

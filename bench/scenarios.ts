@@ -20,8 +20,6 @@ import http from 'node:http';
 import path from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { openDb } from '../store/db.ts';
-import { createOrg } from '../store/orgs.ts';
 import { DISPATCH_CONSUMER, EVENTS_STREAM } from '../src/bus/jetstream.ts';
 import {
   closeProducersOf,
@@ -39,6 +37,7 @@ import {
 } from './harness.ts';
 import {
   awaitOutcomes,
+  createSvcOrg,
   createWebhooks,
   dataplaneKey,
   log,
@@ -52,6 +51,7 @@ import {
   warnings,
   type Child,
   type Nats,
+  type OrgAuth,
   type Svc,
   type SvcCounters,
 } from './procs.ts';
@@ -124,16 +124,6 @@ export interface ScenarioEnv {
   takeSeqs(n: number): number;
 }
 
-function newOrg(db: string, name: string): { org_id: string; api_token: string } {
-  const h = openDb(db);
-  try {
-    const { org, api_token } = createOrg(h, name);
-    return { org_id: org.org_id, api_token };
-  } finally {
-    h.close();
-  }
-}
-
 function cpuDelta(a: Record<string, number | null>, b: Record<string, number | null>, per: number): { cpu_ms: Record<string, number | null>; cpu_us_per_delivery: Record<string, number | null> } {
   const cpu_ms: Record<string, number | null> = {};
   const cpu_us_per_delivery: Record<string, number | null> = {};
@@ -191,7 +181,7 @@ export async function runWorkersScenario(env: ScenarioEnv): Promise<WorkersResul
   const nats = await startNats();
   const slow = await startBenchReceiver({ delayMs: S.delay_ms });
   const db = path.join(env.tmp, 'workers.db');
-  const org = newOrg(db, 'bench-workers');
+  const org = createSvcOrg(db, 'bench-workers');
   const serve = await startSvcServe({ natsUrl: nats.url, db, logFile: path.join(env.tmp, 'workers-serve.log'), extra: ['--no-deliver'] });
   const nc = await connect({ servers: nats.url, name: 'bench-workers', noAsyncTraces: true });
   const runs: WorkersRun[] = [];
@@ -296,7 +286,7 @@ export async function runBurstScenario(env: ScenarioEnv): Promise<BurstResult> {
   const S = SIZES.burst;
   const nats = await startNats();
   const db = path.join(env.tmp, 'burst.db');
-  const org = newOrg(db, 'bench-burst');
+  const org = createSvcOrg(db, 'bench-burst');
   const serve = await startSvcServe({ natsUrl: nats.url, db, logFile: path.join(env.tmp, 'burst-serve.log') });
   const nc = await connect({ servers: nats.url, name: 'bench-burst', noAsyncTraces: true });
   try {
@@ -383,7 +373,7 @@ export async function runIngestScenario(env: ScenarioEnv): Promise<IngestScenari
   const S = SIZES.ingest;
   const nats = await startNats();
   const db = path.join(env.tmp, 'ingest.db');
-  const org = newOrg(db, 'bench-ingest');
+  const org = createSvcOrg(db, 'bench-ingest');
   const serve = await startSvcServe({ natsUrl: nats.url, db, logFile: path.join(env.tmp, 'ingest-serve.log'), extra: ['--no-deliver'] });
   let base: Child | null = null;
   const nc = await connect({ servers: nats.url, name: 'bench-ingest', noAsyncTraces: true });
@@ -473,8 +463,8 @@ export async function runTenancyScenario(env: ScenarioEnv): Promise<TenancyResul
   const nats = await startNats();
   const tarpit = await startTarpit();
   const db = path.join(env.tmp, 'tenancy.db');
-  const a = newOrg(db, 'bench-tenancy-a');
-  const b = newOrg(db, 'bench-tenancy-b');
+  const a = createSvcOrg(db, 'bench-tenancy-a');
+  const b = createSvcOrg(db, 'bench-tenancy-b');
   const serve = await startSvcServe({ natsUrl: nats.url, db, logFile: path.join(env.tmp, 'tenancy-serve.log') });
   const nc = await connect({ servers: nats.url, name: 'bench-tenancy', noAsyncTraces: true });
   let flood: NodeJS.Timeout | null = null;
@@ -597,11 +587,6 @@ export interface HistoryResult {
   recovery_warning_examples: string[];
 }
 
-interface OrgAuth {
-  org_id: string;
-  api_token: string;
-}
-
 /** A JSON request to svc's API as the org; throws unless the status is `want`. */
 async function apiJson(svcUrl: string, org: OrgAuth, method: 'GET' | 'POST', p: string, body: unknown, want: number): Promise<Record<string, unknown>> {
   const res = await fetch(`${svcUrl}${p}`, {
@@ -626,7 +611,7 @@ const median3 = (v: Array<number | null | undefined>) => {
 async function startHistorySide(env: ScenarioEnv, name: string, extra: string[], fanout: number): Promise<{ serve: Svc; nats: Nats; org: OrgAuth; stop(): Promise<void> }> {
   const nats = await startNats();
   const db = path.join(env.tmp, `${name}.db`);
-  const org = newOrg(db, `bench-${name}`);
+  const org = createSvcOrg(db, `bench-${name}`);
   let serve: Svc;
   try {
     serve = await startSvcServe({ natsUrl: nats.url, db, logFile: path.join(env.tmp, `${name}-serve.log`), extra });
@@ -844,7 +829,7 @@ async function awaitProgress(what: string, progress: () => number, target: numbe
 async function runRecovery(env: ScenarioEnv, n: number): Promise<{ result: RecoveryResult; warnings: string[] }> {
   const nats = await startNats();
   const db = path.join(env.tmp, 'recovery.db');
-  const org = newOrg(db, 'bench-recovery');
+  const org = createSvcOrg(db, 'bench-recovery');
   const warmSeq = env.takeSeqs(3);
   const firstSeq = env.takeSeqs(n);
   const rx = await startRecoveryReceiver(firstSeq, n);
