@@ -33,6 +33,7 @@ async function distModule<T>(rel: string): Promise<T> {
   return (await import(pathToFileURL(file).href)) as T;
 }
 
+console.log(`embedded svc from ${path.join(root, 'dist')}`);
 const { startServer } = await distModule<{ startServer(config: ServeConfig): Promise<RunningServer> }>('src/server.js');
 // svc serve's defaults as that checkout defines them (a checkout that lacks one gets the value of today's)
 const defaults = await distModule<{ DEFAULT_DELIVERY_CONCURRENCY?: number; DEFAULT_EVENT_RETENTION_MS?: number }>('src/config.js');

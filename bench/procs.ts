@@ -78,6 +78,10 @@ export async function spawnProcess(name: string, command: string, args: string[]
       clearTimeout(timer);
       reject(new Error(`${name} exited (${code ?? sig}) before it was ready; log: ${logFile}`));
     });
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} could not start: ${err.message}`));
+    });
   });
   return { child, pid: child.pid ?? null, line, lines, logFile };
 }
@@ -138,6 +142,7 @@ async function freePort(): Promise<number> {
  * (and killed with the bench process like every child).
  */
 export async function startRedis(dir: string, logFile: string): Promise<Redis> {
+  if (!fs.existsSync(REDIS_SERVER)) throw new Error(`no redis-server at ${REDIS_SERVER}: install it (Debian: redis-server), set BENCH_REDIS_SERVER, or leave the peer out (BENCH_PEER=off)`);
   fs.mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const c = await spawnProcess(
