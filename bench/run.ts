@@ -577,22 +577,29 @@ function table(summary: ReturnType<typeof summarise>, cases: CaseSpec[], systems
     for (const [name, rep] of pairs) {
       const r = rep.median.find((x) => x.fanout === c.fanout);
       if (!r) continue;
+      const range = rep.range.find((x) => x.fanout === c.fanout);
+      // the median, and the lowest–highest round when there are several and they differ
+      const cell = (k: Exclude<keyof Ratios, 'fanout' | 'paced_both_kept_up'>) => {
+        const span = range?.[k];
+        const spread = Array.isArray(span) && span[0] !== span[1] ? ` (${fmt(span[0])}–${fmt(span[1])})` : '';
+        return `${times(r[k])}${spread}`;
+      };
       const kept = rep.per_round.map((x) => x.find((y) => y.fanout === c.fanout)?.paced_both_kept_up).filter((x) => x !== null && x !== undefined);
       rows.push([
         String(c.fanout),
         name,
-        times(r.throughput),
-        times(r.steady_throughput),
-        times(r.saturated_latency_p50),
-        times(r.saturated_latency_p99),
+        cell('throughput'),
+        cell('steady_throughput'),
+        cell('saturated_latency_p50'),
+        cell('saturated_latency_p99'),
         '',
-        times(r.paced_latency_p50),
-        times(r.paced_latency_p99),
+        cell('paced_latency_p50'),
+        cell('paced_latency_p99'),
         kept.length ? `${kept.filter((x) => x === 1).length}/${kept.length}` : '',
-        times(r.sut_cpu_per_delivery),
+        cell('sut_cpu_per_delivery'),
         '',
         '',
-        times(r.with_brokers_cpu_per_delivery),
+        cell('with_brokers_cpu_per_delivery'),
         '',
         '',
       ]);
@@ -875,7 +882,7 @@ async function main(): Promise<void> {
 
   if (rounds.length) {
     process.stdout.write(
-      `\nmedians over ${rounds.length} round(s); a/b rows are the median of the per-round ratios; "all µs/del" adds nats-server and redis-server\n` +
+      `\nmedians over ${rounds.length} round(s); a/b rows are the median of the per-round ratios (lowest–highest round); "kept up" of a/b: rounds where both kept up; "all µs/del" adds nats-server and redis-server\n` +
         `${table(summary, CASES, compareSystems, pairs)}\n\n${ratioLines(pairs, summary)}\n`,
     );
   }
