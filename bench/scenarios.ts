@@ -1,4 +1,4 @@
-// The scenarios of issue 10 beyond the svc/baseline comparison (bench/run.ts runs them):
+// The scenarios of issue 10 beyond the comparison of svc, the peer and the baseline (bench/run.ts runs them):
 //
 //   workers  svc serve --no-deliver + 1, then 2 `svc worker` processes against a receiver that
 //            answers after 50 ms: deliveries/s of each and the ratio (scale-out of the data plane)
