@@ -31,6 +31,7 @@ function sameMac(given: string, expected: Buffer): boolean {
 
 export class Seal {
   private readonly eventKey: Buffer;
+  private readonly hopKey: Buffer;
   private readonly entryKey: Buffer;
   private readonly batchKey: Buffer;
   private readonly progressKey: Buffer;
@@ -38,6 +39,7 @@ export class Seal {
   constructor(key: Buffer) {
     if (key.length !== DATAPLANE_KEY_BYTES) throw new Error(`a data plane key is ${DATAPLANE_KEY_BYTES} bytes`);
     this.eventKey = subkey(key, 'event seal v2');
+    this.hopKey = subkey(key, 'event batch v1');
     this.entryKey = subkey(key, 'registry entry');
     this.batchKey = subkey(key, 'outcome batch');
     this.progressKey = subkey(key, 'progress record');
@@ -63,6 +65,29 @@ export class Seal {
     const at = seal.slice(0, dot);
     if (!/^\d+$/.test(at)) return null;
     return sameMac(seal.slice(dot + 1), this.eventMac(id, route, at, body)) ? Number(at) : null;
+  }
+
+  private hopMac(batchId: string, sealedAt: string, body: Uint8Array | string): Buffer {
+    return createHmac('sha256', this.hopKey).update(batchId).update(NL).update(sealedAt).update(NL).update(body).digest();
+  }
+
+  /**
+   * The seal of a batch of events (src/bus/hop.ts), `<ms>.<base64url mac>`: the time it is
+   * published and a MAC over the batch id, that time and the exact message body (every event's id,
+   * route and body). Its own key: a batch seal never opens as an event seal, nor the reverse.
+   */
+  sealHop(batchId: string, body: Uint8Array | string, sealedAt: number): string {
+    const at = String(Math.floor(sealedAt));
+    return `${at}.${this.hopMac(batchId, at, body).toString('base64url')}`;
+  }
+
+  /** When the engine sealed exactly this batch (ms), or null when seal is not its seal of it. Constant time. */
+  openHop(batchId: string, body: Uint8Array | string, seal: string): number | null {
+    const dot = seal.indexOf('.');
+    if (dot < 1 || dot > 16) return null;
+    const at = seal.slice(0, dot);
+    if (!/^\d+$/.test(at)) return null;
+    return sameMac(seal.slice(dot + 1), this.hopMac(batchId, at, body)) ? Number(at) : null;
   }
 
   /** Encrypt and authenticate a replicated value (base64: iv | ciphertext | tag); aad binds it to its key. */
