@@ -64,8 +64,7 @@ const OUTCOMES_MAX_AGE_MS = 24 * 3_600_000;
 /** JetStream's duplicate window for outcome batch ids (a data plane that sends a batch again). */
 const OUTCOMES_DEDUPE_WINDOW_MS = 10 * 60_000;
 
-/** Headers of an event message (besides Nats-Msg-Id = the event id). */
-export const ROUTE_HEADER = 'Svc-Route';
+/** The seal of a batch of events (src/bus/hop.ts; besides Nats-Msg-Id = the batch id), or of an outcome batch. */
 export const SEAL_HEADER = 'Svc-Seal';
 export const EVENT_ID_HEADER = 'Nats-Msg-Id';
 
@@ -76,13 +75,6 @@ export function storedAtMs(m: JsMsg): number {
 
 export function outcomesSubject(workerId: string): string {
   return `svc.outcomes.${workerId}`;
-}
-
-export function eventHeaders(route: string, seal: string): MsgHdrs {
-  const h = natsHeaders();
-  h.set(ROUTE_HEADER, route);
-  h.set(SEAL_HEADER, seal);
-  return h;
 }
 
 export function sealHeaders(seal: string): MsgHdrs {

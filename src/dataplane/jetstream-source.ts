@@ -248,10 +248,14 @@ export class JetStreamSource {
   /** how long settled batches are remembered: longer than the replay window (see the header) */
   private readonly settledMemoryMs: number;
   private readonly replays: RepeatedWarnings;
+  private readonly progressFailures: RepeatedWarnings;
   /** events per batch lately: pulls ask for as many batches as the pipeline has room for events */
   private eventsPerBatch = 1;
   /** records being written for batches released at a drain (nak'd once written) */
   private readonly releasing = new Set<Promise<void>>();
+  /** held batches with events settled since their record was last written */
+  private readonly dirty = new Set<HeldBatch>();
+  private recording = false;
 
   constructor(private readonly o: JetStreamSourceOptions) {
     this.replays = new RepeatedWarnings(
@@ -259,6 +263,7 @@ export class JetStreamSource {
       o.clock,
       'a batch of events stored long after the engine sealed it was dropped: published again by someone (a replay), or the clocks of the engine and the nats-server differ by more than the replay window',
     );
+    this.progressFailures = new RepeatedWarnings(o.logger, o.clock, 'could not record the events of a batch settled so far; if this plane dies they are attempted again');
     this.replayWindowMs = o.replayWindowMs ?? REPLAY_WINDOW_MS;
     this.settledMemoryMs = Math.max(SETTLED_MEMORY_MS, this.replayWindowMs + EVENT_ACK_WAIT_MS);
   }
@@ -407,6 +412,7 @@ export class JetStreamSource {
           b.finished.add(e.id);
           b.done.delete(e.id);
           if (--b.left === 0) this.finish(b);
+          else this.recordSettled(b);
         },
         release: () => {
           b.released = true;
@@ -427,8 +433,29 @@ export class JetStreamSource {
     for (const ev of inbound) this.o.pipeline.accept(ev);
   }
 
+  /**
+   * An event of a batch still held settled: its record says so before anything else happens here
+   * (written in a microtask, one write per batch for all its events settled meanwhile), as the ack
+   * of an event alone would: if this plane dies, the batch's next holder repeats only the attempts
+   * that were in flight (CONTRACT 6.6), not the events already settled.
+   */
+  private recordSettled(b: HeldBatch): void {
+    this.dirty.add(b);
+    if (this.recording) return;
+    this.recording = true;
+    queueMicrotask(() => {
+      this.recording = false;
+      for (const d of this.dirty) {
+        if (!this.batches.has(d.id)) continue; // acked or released meanwhile
+        this.o.progress.write(d).catch((err: unknown) => this.progressFailures.warn({ reason: 'settled events' }, { batch_id: d.id, err: String(err) }));
+      }
+      this.dirty.clear();
+    });
+  }
+
   /** Every event of a held batch settled (ack), or some released at a drain (record, then nak). */
   private finish(b: HeldBatch): void {
+    this.dirty.delete(b);
     const entry = this.batches.get(b.id);
     for (const c of entry?.copies ?? []) this.held.delete(c);
     this.batches.delete(b.id);
@@ -554,6 +581,7 @@ export class JetStreamSource {
     this.keepAlive?.cancel();
     await this.loop;
     this.replays.close();
+    this.progressFailures.close();
   }
 
   /** Batches released at a drain are back in the queue (their records written first). */
