@@ -5,6 +5,7 @@
 // Prints µs per call for a ~1 KB CloudEvent body: no secret, one secret (plain and whsec_),
 // a rotation's overlap (two webhook-signature entries), and the key preparation done once per
 // webhook. Checking a delivery (svc listen) is measured too.
+import { encodeHopBatch } from '../src/bus/hop.ts';
 import { Seal, newDataplaneKey } from '../src/bus/seal.ts';
 import { signatureHeaders, signingKeys, checkDelivery } from '../src/delivery/signatures.ts';
 
@@ -55,13 +56,15 @@ bench('signingKeys (once per webhook), overlap', () =>
 );
 const seal = new Seal(newDataplaneKey());
 const route = '1|org_1|installs|installs.provision|completion|inst_1||';
-const sealed = seal.sealEvent(event.id, route, body, now);
-bench('seal an event (relay, once per event)', () => seal.sealEvent(event.id, route, body, now));
-bench('open a sealed event (data plane, once per event)', () => seal.openEvent(event.id, route, body, sealed));
+// a batch of one event (src/bus/hop.ts): under load a batch holds many, and its seal is paid once
+const batch = encodeHopBatch([{ id: event.id, route, body }]);
+const sealed = seal.sealHop(event.id, batch, now);
+bench('seal a batch of one event (relay, once per batch)', () => seal.sealHop(event.id, batch, now));
+bench('open a sealed batch of one event (data plane, once per batch)', () => seal.openHop(event.id, batch, sealed));
 // the replay check on top of opening: JetStream's stored time, from the ack subject of a delivery
 const ackSubject = `$JS.ACK.SVC_EVENTS.svc-dispatch.1.123456.123456.${now * 1_000_000}.0`;
 bench('open + replay check (stored time from the ack subject)', () => {
-  const at = seal.openEvent(event.id, route, body, sealed);
+  const at = seal.openHop(event.id, batch, sealed);
   const stored = Number(ackSubject.split('.')[7]) / 1e6;
   return at !== null && stored - at < 120_000;
 });

@@ -129,7 +129,25 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   const urls = { base: '', dashboard: '', source: '' };
   let outboxChanged: (rows: OutboxRow[]) => void = () => {};
   let deliveryQueued: () => void = () => {};
-  const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => registryRelay.version, outboxChanged: (rows) => outboxChanged(rows), keepEvents: retention > 0 });
+  // NATS mode: the relay (made below) gives each outbox row its batch and prunes in the engine's commits
+  let jsRelay: JetStreamRelay | null = null;
+  const engine = new Engine({
+    db,
+    bus,
+    clock,
+    logger,
+    metrics,
+    urls: () => urls,
+    registryRev: () => registryRelay.version,
+    outboxChanged: (rows) => outboxChanged(rows),
+    keepEvents: retention > 0,
+    ...(nats
+      ? {
+          outboxBatch: (eventId: string, bytes: number) => jsRelay?.assign(eventId, bytes) ?? null,
+          piggyback: { write: () => jsRelay?.piggyback.write(), committed: () => jsRelay?.piggyback.committed(), rolledBack: () => jsRelay?.piggyback.rolledBack() },
+        }
+      : {}),
+  });
   const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger) : null;
 
   // pings: one signed attempt from the control plane, counted like any other
@@ -157,6 +175,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
       return r;
     },
     deliveryQueued: () => deliveryQueued(),
+    outboxBatch: (eventId, bytes) => jsRelay?.assign(eventId, bytes) ?? null,
   };
 
   const app = createHttpApp(ctx);
@@ -177,7 +196,6 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   let dataPlane: DataPlane | null = null;
   let threads: DeliveryThreads | null = null;
   let outcomes: { stop(): Promise<void> } | null = null;
-  let jsRelay: JetStreamRelay | null = null;
   let eventPublisher: JetStreamPublisher | null = null;
   let localRelay: LocalRelay | null = null;
   if (js && nats) {

@@ -307,4 +307,9 @@ export const MIGRATIONS: string[] = [
   UPDATE workflows SET external_id = workflow_id WHERE external = 1;
   CREATE UNIQUE INDEX workflows_external_id ON workflows(org_id, external_id) WHERE external_id IS NOT NULL;
   `,
+  /* 9: NATS mode publishes the outbox in batches, one JetStream message each (src/bus/hop.ts): a
+        row's batch is fixed when it is committed, so that after a crash the same rows make the
+        same message (its id = the batch id, a JetStream duplicate if it was stored already) */ `
+  ALTER TABLE outbox ADD COLUMN batch TEXT;
+  `,
 ];

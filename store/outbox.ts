@@ -17,11 +17,16 @@ export interface OutboxRow {
   route: string;
   /** webhook ids already attempted (embedded mode) */
   progress: string[];
+  /**
+   * NATS mode: the batch the row is published in (src/bus/hop.ts), fixed at commit; a batch's rows
+   * are consecutive in seq. Null: a batch of its own (embedded mode, rows from before migration 9).
+   */
+  batch: string | null;
 }
 
 /** Insert a row; returns its sequence number. */
-export function insertOutbox(db: Db, e: Omit<OutboxRow, 'seq' | 'progress'>): number {
-  const r = db.prepare('INSERT INTO outbox (event_id, org_id, subject, type, body, route, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+export function insertOutbox(db: Db, e: Omit<OutboxRow, 'seq' | 'progress' | 'batch'> & { batch?: string | null }): number {
+  const r = db.prepare('INSERT INTO outbox (event_id, org_id, subject, type, body, route, created_at, batch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(
     e.event_id,
     e.org_id,
     e.subject,
@@ -29,6 +34,7 @@ export function insertOutbox(db: Db, e: Omit<OutboxRow, 'seq' | 'progress'>): nu
     e.body,
     e.route,
     nowIso(),
+    e.batch ?? null,
   );
   return Number(r.lastInsertRowid);
 }
@@ -36,7 +42,7 @@ export function insertOutbox(db: Db, e: Omit<OutboxRow, 'seq' | 'progress'>): nu
 /** Rows after a sequence number, oldest first. */
 export function readOutbox(db: Db, afterSeq: number, limit: number): OutboxRow[] {
   const rows = db
-    .prepare('SELECT seq, event_id, org_id, subject, type, body, route, progress FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?')
+    .prepare('SELECT seq, event_id, org_id, subject, type, body, route, progress, batch FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?')
     .all(afterSeq, limit) as Array<Omit<OutboxRow, 'progress'> & { progress: string | null }>;
   return rows.map((r) => ({ ...r, route: r.route ?? '', progress: fromJson<string[]>(r.progress, []) }));
 }
@@ -48,6 +54,19 @@ export function deleteOutbox(db: Db, seqs: readonly number[]): void {
   db.transaction(() => {
     for (const seq of seqs) stmt.run(seq);
   })();
+}
+
+/** A batch JetStream has stored (NATS mode): its rows' seq range and its batch (null: one row alone). */
+export interface PublishedBatch {
+  first: number;
+  last: number;
+  batch: string | null;
+}
+
+/** Delete the rows of stored batches (in the caller's transaction): one range scan of the key each. */
+export function deleteOutboxBatches(db: Db, batches: readonly PublishedBatch[]): void {
+  const stmt = db.prepare('DELETE FROM outbox WHERE seq BETWEEN ? AND ? AND batch IS ?');
+  for (const b of batches) stmt.run(b.first, b.last, b.batch);
 }
 
 /** Record which webhooks rows have been attempted at (embedded mode), in one transaction. */

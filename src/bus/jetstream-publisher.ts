@@ -3,7 +3,7 @@
 // per message. Each publish resolves when the stream stored the message (or recognised its msg id
 // as a duplicate), and rejects on an error answer, no answer within the timeout, or no stream.
 import { headers as natsHeaders, nuid, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
-import { EVENT_ID_HEADER, ROUTE_HEADER, SEAL_HEADER } from './jetstream.ts';
+import { EVENT_ID_HEADER, SEAL_HEADER } from './jetstream.ts';
 
 interface Pending {
   resolve(): void;
@@ -43,12 +43,11 @@ export class JetStreamPublisher {
     for (const p of pending) p.reject(new Error(why));
   }
 
-  /** Publish an event (its id as Nats-Msg-Id, route and seal in headers); resolves once stored. */
-  publish(subject: string, body: string | Uint8Array, eventId: string, route: string, seal: string): Promise<void> {
+  /** Publish a message (`msgId` as Nats-Msg-Id, its seal in a header); resolves once stored. */
+  publish(subject: string, body: string | Uint8Array, msgId: string, seal: string): Promise<void> {
     const token = (this.next++).toString(36);
     const h = natsHeaders();
-    h.set(EVENT_ID_HEADER, eventId);
-    h.set(ROUTE_HEADER, route);
+    h.set(EVENT_ID_HEADER, msgId);
     h.set(SEAL_HEADER, seal);
     return new Promise<void>((resolve, reject) => {
       this.pending.set(token, { resolve, reject, at: Date.now() });
@@ -59,6 +58,11 @@ export class JetStreamPublisher {
         reject(err as Error);
       }
     });
+  }
+
+  /** A plain publish (no stream captures it, nothing answers): observers' copy of an event. */
+  mirror(subject: string, body: string | Uint8Array): void {
+    this.nc.publish(subject, body);
   }
 
   private answered(m: Msg): void {

@@ -1,9 +1,11 @@
 // The JetStream layout shared by the control plane and the data plane (NATS mode):
 //
-//   SVC_EVENTS    stream, work queue, subjects svc.events.>  — the durable delivery queue. The
-//                 relay publishes each outbox row here (msg id = event id, route and seal in
-//                 headers); the shared durable pull consumer `svc-dispatch` hands each event to one
-//                 data plane, which acks it only once every attempt it needs has an outcome.
+//   SVC_EVENTS    stream, work queue, subjects svc.hop.>  — the durable delivery queue. The relay
+//                 publishes batches of outbox rows here (src/bus/hop.ts: msg id = the batch id,
+//                 seal in a header); the shared durable pull consumer `svc-dispatch` hands each
+//                 batch to one data plane, which acks it only once every attempt each of its events
+//                 needs has an outcome. Observers get one plain message per event on svc.events.…
+//                 (CONTRACT 5.2), which no stream captures: they cost nothing durable.
 //   SVC_OUTCOMES  stream, work queue, subjects svc.outcomes.> — outcome batches from data planes to
 //                 the engine (durable consumer `svc-engine`).
 //   KV svc_webhooks  the webhook registry the engine replicates to data planes (encrypted entries).
@@ -25,7 +27,7 @@ import {
 import { Kvm } from '@nats-io/kv';
 import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
-import { eventsWildcard, ingestWildcard, subjectsOverlap } from './subjects.ts';
+import { hopWildcard, ingestWildcard, subjectsOverlap } from './subjects.ts';
 
 export const EVENTS_STREAM = 'SVC_EVENTS';
 export const DISPATCH_CONSUMER = 'svc-dispatch';
@@ -62,8 +64,7 @@ const OUTCOMES_MAX_AGE_MS = 24 * 3_600_000;
 /** JetStream's duplicate window for outcome batch ids (a data plane that sends a batch again). */
 const OUTCOMES_DEDUPE_WINDOW_MS = 10 * 60_000;
 
-/** Headers of an event message (besides Nats-Msg-Id = the event id). */
-export const ROUTE_HEADER = 'Svc-Route';
+/** The seal of a batch of events (src/bus/hop.ts; besides Nats-Msg-Id = the batch id), or of an outcome batch. */
 export const SEAL_HEADER = 'Svc-Seal';
 export const EVENT_ID_HEADER = 'Nats-Msg-Id';
 
@@ -76,13 +77,6 @@ export function outcomesSubject(workerId: string): string {
   return `svc.outcomes.${workerId}`;
 }
 
-export function eventHeaders(route: string, seal: string): MsgHdrs {
-  const h = natsHeaders();
-  h.set(ROUTE_HEADER, route);
-  h.set(SEAL_HEADER, seal);
-  return h;
-}
-
 export function sealHeaders(seal: string): MsgHdrs {
   const h = natsHeaders();
   h.set(SEAL_HEADER, seal);
@@ -93,7 +87,7 @@ type StreamCfg = Partial<StreamConfig> & { name: string };
 
 const eventsStream = (): StreamCfg => ({
   name: EVENTS_STREAM,
-  subjects: [eventsWildcard],
+  subjects: [hopWildcard],
   retention: RetentionPolicy.Workqueue,
   storage: StorageType.File,
   duplicate_window: nanos(EVENT_DEDUPE_WINDOW_MS),
@@ -107,7 +101,7 @@ const dispatchConsumer = (): Partial<ConsumerConfig> => ({
   ack_wait: nanos(EVENT_ACK_WAIT_MS),
   max_deliver: -1,
   max_ack_pending: EVENT_MAX_ACK_PENDING,
-  filter_subject: eventsWildcard,
+  filter_subject: hopWildcard,
 });
 
 const outcomesStream = (): StreamCfg => ({
@@ -169,6 +163,13 @@ async function ensureStream(jsm: JetStreamManager, cfg: StreamCfg): Promise<void
 async function ensureConsumer(jsm: JetStreamManager, stream: string, cfg: Partial<ConsumerConfig>): Promise<void> {
   try {
     const c = (await jsm.consumers.info(stream, cfg.durable_name!)).config;
+    if (cfg.filter_subject && c.filter_subject !== cfg.filter_subject) {
+      // an older svc's consumer (svc.events.>): nats-server 2.9 cannot change a filter in place; what
+      // the stream holds stays there for the new consumer (deliver policy all)
+      await jsm.consumers.delete(stream, cfg.durable_name!);
+      await jsm.consumers.add(stream, cfg);
+      return;
+    }
     if (c.ack_wait !== cfg.ack_wait || c.max_deliver !== cfg.max_deliver || c.max_ack_pending !== cfg.max_ack_pending || c.description !== cfg.description) {
       await jsm.consumers.update(stream, cfg.durable_name!, {
         ack_wait: cfg.ack_wait,

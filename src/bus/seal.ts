@@ -1,7 +1,8 @@
 // Trust between the control plane and the data plane (CONTRACT 6.7), with one 32-byte data plane
-// key: the engine seals every event it publishes (HMAC over id, route, the time it publishes it and
-// body) and the data plane drops what does not open, or was stored by JetStream long after it was
-// sealed (a replay, src/dataplane/jetstream-source.ts); webhook entries replicated to the data
+// key: the engine seals every batch of events it publishes (HMAC over the batch id, the time it
+// publishes it and the message, which holds each event's id, route and body) and the data plane
+// drops what does not open, or was stored by JetStream long after it was sealed (a replay,
+// src/dataplane/jetstream-source.ts); webhook entries replicated to the data
 // plane are encrypted and authenticated (AES-256-GCM), so the bus never carries a webhook secret in
 // the clear and a forged entry is refused; progress records and outcome batches travelling back are
 // sealed too. This holds on a NATS server with no authentication at all: only holders of the key
@@ -30,39 +31,40 @@ function sameMac(given: string, expected: Buffer): boolean {
 }
 
 export class Seal {
-  private readonly eventKey: Buffer;
+  private readonly hopKey: Buffer;
   private readonly entryKey: Buffer;
   private readonly batchKey: Buffer;
   private readonly progressKey: Buffer;
 
   constructor(key: Buffer) {
     if (key.length !== DATAPLANE_KEY_BYTES) throw new Error(`a data plane key is ${DATAPLANE_KEY_BYTES} bytes`);
-    this.eventKey = subkey(key, 'event seal v2');
+    this.hopKey = subkey(key, 'event batch v1');
     this.entryKey = subkey(key, 'registry entry');
     this.batchKey = subkey(key, 'outcome batch');
     this.progressKey = subkey(key, 'progress record');
   }
 
-  private eventMac(id: string, route: string, sealedAt: string, body: Uint8Array | string): Buffer {
-    return createHmac('sha256', this.eventKey).update(id).update(NL).update(route).update(NL).update(sealedAt).update(NL).update(body).digest();
+  private hopMac(batchId: string, sealedAt: string, body: Uint8Array | string): Buffer {
+    return createHmac('sha256', this.hopKey).update(batchId).update(NL).update(sealedAt).update(NL).update(body).digest();
   }
 
   /**
-   * The seal of an event, `<ms>.<base64url mac>`: the time it is published (ms since the epoch) and
-   * a MAC over its id, its encoded route, that time and its exact body bytes.
+   * The seal of a batch of events (src/bus/hop.ts), `<ms>.<base64url mac>`: the time it is
+   * published and a MAC over the batch id, that time and the exact message body (every event's id,
+   * route and body). Its own key, apart from those of the other sealed things.
    */
-  sealEvent(id: string, route: string, body: Uint8Array | string, sealedAt: number): string {
+  sealHop(batchId: string, body: Uint8Array | string, sealedAt: number): string {
     const at = String(Math.floor(sealedAt));
-    return `${at}.${this.eventMac(id, route, at, body).toString('base64url')}`;
+    return `${at}.${this.hopMac(batchId, at, body).toString('base64url')}`;
   }
 
-  /** When the engine sealed exactly this id, route and body (ms), or null when seal is not its seal of them. Constant time. */
-  openEvent(id: string, route: string, body: Uint8Array | string, seal: string): number | null {
+  /** When the engine sealed exactly this batch (ms), or null when seal is not its seal of it. Constant time. */
+  openHop(batchId: string, body: Uint8Array | string, seal: string): number | null {
     const dot = seal.indexOf('.');
     if (dot < 1 || dot > 16) return null;
     const at = seal.slice(0, dot);
     if (!/^\d+$/.test(at)) return null;
-    return sameMac(seal.slice(dot + 1), this.eventMac(id, route, at, body)) ? Number(at) : null;
+    return sameMac(seal.slice(dot + 1), this.hopMac(batchId, at, body)) ? Number(at) : null;
   }
 
   /** Encrypt and authenticate a replicated value (base64: iv | ciphertext | tag); aad binds it to its key. */

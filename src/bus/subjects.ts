@@ -4,7 +4,8 @@
  *
  *   svc.jobs.<org>.<runner>              engine → runner (core NATS)
  *   svc.ingest.<org>.<family>.<id>       producers → engine (core NATS request/reply, never in a stream)
- *   svc.events.<ce subject with / → .>   engine → subscribers (+ the SVC_EVENTS stream)
+ *   svc.events.<ce subject with / → .>   engine → subscribers (core NATS, one message per event)
+ *   svc.hop.events                       engine → data planes (the SVC_EVENTS stream: batches of events)
  */
 
 import { ID_RE } from '../domain/ids.ts';
@@ -13,6 +14,9 @@ export const SUBJECT_PREFIX = 'svc';
 export const jobsWildcard = 'svc.jobs.>';
 export const ingestWildcard = 'svc.ingest.>';
 export const eventsWildcard = 'svc.events.>';
+/** The durable hop (src/bus/hop.ts): where the relay publishes batches of events into SVC_EVENTS. */
+export const hopSubject = 'svc.hop.events';
+export const hopWildcard = 'svc.hop.>';
 
 /**
  * Inbox prefixes: the engine's and workers' replies stay out of producers' reach, and each org's

@@ -83,11 +83,13 @@ export async function startNatsDataPlane(o: {
     const body = encodeOutcomeBatch({ ...batch, sent_at: o.clock.now() });
     await js.publish(subject, body, { msgID: batch.id, headers: sealHeaders(o.seal.sealBatch(body)) });
   };
-  const progress = new KvProgress(progressKv, o.seal, (eventId) => o.logger.warn({ event_id: eventId }, 'a delivery progress record does not open with the data plane key; ignored'));
+  const progress = new KvProgress(progressKv, o.seal, (batchId) => o.logger.warn({ batch_id: batchId }, 'a delivery progress record does not open with the data plane key; ignored'));
   const parts = assemble({ worker: o.workerId, registry, progress, send, limits: o.limits, clock: o.clock, logger: o.logger });
   counted = (reason) => parts.sink.droppedEvent(reason);
   for (; stale > 0; stale--) counted('stale_registry');
-  const source = new JetStreamSource({ js, workerId: o.workerId, seal: o.seal, pipeline: parts.pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r) => parts.sink.droppedEvent(r), replayWindowMs: o.replayWindowMs });
+  const source = new JetStreamSource({ js, workerId: o.workerId, seal: o.seal, pipeline: parts.pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r, events = 1) => {
+      for (let i = 0; i < events; i++) parts.sink.droppedEvent(r);
+    }, replayWindowMs: o.replayWindowMs });
   // what the source holds and settled lately outlives a lost connection (a nats-server restart)
   void (async () => {
     for await (const st of o.nc.status()) {
@@ -105,6 +107,7 @@ export async function startNatsDataPlane(o: {
       stopping = true;
       await source.stop();
       await parts.drain();
+      await source.released();
       watch.stop();
     },
   };

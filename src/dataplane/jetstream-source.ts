@@ -1,15 +1,19 @@
-// NATS mode: events from the shared durable consumer `svc-dispatch` into one pipeline. It pulls
-// only as many events as the pipeline has room for (the backlog stays in JetStream), drops and
-// counts what the engine did not seal (CONTRACT 6.7), keeps held events alive with `working()`,
-// acks an event once the pipeline settles it, and naks what the pipeline releases at a drain.
+// NATS mode: events from the shared durable consumer `svc-dispatch` into one pipeline. Each
+// message is a batch of events (src/bus/hop.ts) and the unit of everything JetStream does: it is
+// sealed, acked, nak'd, kept alive and recorded (progress) as a whole, so those costs are paid once
+// per batch. It pulls only as many batches as the pipeline has room for (the backlog stays in
+// JetStream), drops and counts what the engine did not seal (CONTRACT 6.7), keeps held batches
+// alive with `working()`, acks a batch once the pipeline has settled every event of it, and naks a
+// batch an event of which the pipeline released at a drain (its record says which events were
+// settled and which webhooks the others had, so the next holder repeats nothing else).
 //
 // Two guards against a nats-server defect (fixed upstream in April 2024, nats-io/nats-server#5305
 // and #5338; Debian's 2.9.10 has it): when the server picks an event to redeliver (after a nak)
 // while the only pull requests it has are dead ones (their client unsubscribed), it steps the
 // consumer back by one and later hands out the last event it delivered once more, as a new
-// delivery (delivery count 1), usually to the same data plane. So events released at a drain are
+// delivery (delivery count 1), usually to the same data plane. So batches released at a drain are
 // nak'd with a delay that outlives this plane's own pull request (the dead one a drain leaves
-// behind), and a second copy of an event this plane already holds is not attempted again: it is
+// behind), and a second copy of a batch this plane already holds is not attempted again: it is
 // settled with the first.
 //
 // A nats-server restart (CONTRACT 6.6: afterwards only attempts in flight when it died are made
@@ -17,47 +21,49 @@
 // on 2.9: acks and deliveries of up to ~4 s before the kill forgotten): it hands out again, as new
 // deliveries (delivery count 1), events this plane still holds and events it settled and acked, to
 // this plane or another. So the plane keeps what it knows across the reconnect:
-//  - events it settled (acked) in the last minute: handed out again here, they are acked at once;
+//  - batches it settled (acked) in the last minute: handed out again here, they are acked at once;
 //  - at the reconnect, before pulling again, it re-signals `working()` for what it holds and writes
-//    progress records (KV svc_progress) naming itself as the holder of each event it holds, and
-//    every event it settled from ACK_RISK_MS before the disconnect on as settled; then it waits
-//    RECONNECT_GRACE_MS, so that every plane has written its records before any pulls;
-//  - for SUSPECT_MS after that, every event handed out is looked up in svc_progress (not only
+//    progress records (KV svc_progress, key = batch id) naming itself as the holder of each batch it
+//    holds, and every batch it settled from ACK_RISK_MS before the disconnect on as settled; then it
+//    waits RECONNECT_GRACE_MS, so that every plane has written its records before any pulls;
+//  - for SUSPECT_MS after that, every batch handed out is looked up in svc_progress (not only
 //    redeliveries): settled elsewhere → acked; held by another plane (recently marked) → nak'd
 //    with a delay (its holder's `working()` keeps it from coming back; if the holder died it comes
 //    back and is attempted with what the record says was done); else attempted minus what was done.
 //
-// Replays (CONTRACT 6.7). The relay seals each event with the time it publishes it; JetStream
+// Replays (CONTRACT 6.7). The relay seals each batch with the time it publishes it; JetStream
 // stamps each message with the time it stored it (in the ack subject each delivery carries, so
-// reading it costs nothing). An event stored more than REPLAY_WINDOW_MS after it was sealed was
+// reading it costs nothing). A batch stored more than REPLAY_WINDOW_MS after it was sealed was
 // published again by someone else, later: dropped and counted `replayed`. A backlog however old
 // is delivered (it was stored right after it was sealed), and so are rows a relay publishes late
 // after an outage (it seals each publish afresh; the NATS client drops what it buffered while
 // disconnected, so nothing sealed before an outage is stored after it). Within the window a copy
 // is a JetStream duplicate (same Nats-Msg-Id, 10 min window; a copy without one does not open:
-// the id is in the seal), and this plane remembers what it settled for longer than the window (at most MAX_SETTLED ids)
+// the batch id is in the seal), and this plane remembers what it settled for longer than the window (at most MAX_SETTLED ids)
 // (after a nats-server restart, whose duplicate tracking forgets acked messages). Progress records
-// are sealed (HMAC with the data plane key, bound to the event id): a record someone else wrote is
+// are sealed (HMAC with the data plane key, bound to the batch id): a record someone else wrote is
 // ignored. The embedded mode has nothing to replay: its data plane reads the outbox in process.
 import type { Logger } from 'pino';
 import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { Clock, Timer } from '../domain/clock.ts';
 import { decodeRoute } from '../domain/route.ts';
-import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENT_ID_HEADER, EVENTS_STREAM, REPLAY_WINDOW_MS, ROUTE_HEADER, SEAL_HEADER, storedAtMs } from '../bus/jetstream.ts';
+import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENT_ID_HEADER, EVENTS_STREAM, REPLAY_WINDOW_MS, SEAL_HEADER, storedAtMs } from '../bus/jetstream.ts';
+import { decodeHopBatch } from '../bus/hop.ts';
 import type { Seal } from '../bus/seal.ts';
 import type { DeliveryPipeline, InboundEvent, ProgressStore } from './pipeline.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 
 export type DropReason = 'forged' | 'unparseable' | 'replayed';
 
+/** Batches pulled at a time at most. */
 const MAX_PULL = 256;
 /** How long a pull request waits on the server for events (a stopped plane's last one outlives it that long). */
 const PULL_EXPIRES_MS = 2000;
-/** Events released at a drain come back this much later, once this plane's last pull request has expired. */
+/** Batches released at a drain come back this much later, once this plane's last pull request has expired. */
 export const RELEASE_DELAY_MS = PULL_EXPIRES_MS + 1000;
 
-/** Events settled here are remembered at least this long (and at most MAX_SETTLED of them), to ack them again. */
+/** Batches settled here are remembered at least this long (and at most MAX_SETTLED of them), to ack them again. */
 const SETTLED_MEMORY_MS = 60_000;
 const MAX_SETTLED = 100_000;
 /** Acks sent this long before a disconnect may be forgotten by a restarted nats-server (measured: ~4 s). */
@@ -66,64 +72,110 @@ export const ACK_RISK_MS = EVENT_ACK_WAIT_MS;
 export const RECONNECT_GRACE_MS = 2000;
 /** Writing the records after a reconnect holds pulling up this long at most. */
 const MARK_MAX_MS = 10_000;
-/** After a reconnect, events handed out are looked up in svc_progress for this long. */
+/** After a reconnect, batches handed out are looked up in svc_progress for this long. */
 export const SUSPECT_MS = 2 * EVENT_ACK_WAIT_MS;
 
-/** What svc_progress says of an event: the webhooks it had; the plane holding it (since when); settled. */
+/**
+ * What svc_progress says of a batch: the webhooks each of its events had, the events settled (every
+ * attempt had an outcome), the plane holding it (since when); or the whole batch settled.
+ */
 export interface ProgressRecord {
-  done: string[];
+  done: Record<string, string[]>;
+  finished: string[];
   holder?: string;
   at?: number;
   settled?: boolean;
 }
 
-/** Which webhooks a redelivered event already had: NATS KV svc_progress, key = event id. */
+/** A batch held by this plane: its message and where each of its events stands. */
+export interface HeldBatch {
+  id: string;
+  m: JsMsg;
+  /** webhooks each unfinished event has had (from its record, then as the pipeline saves them) */
+  readonly done: Map<string, readonly string[]>;
+  /** events settled (here, or before, by the record) */
+  readonly finished: Set<string>;
+  /** the events handed to the pipeline */
+  readonly ids: string[];
+  /** events still with the pipeline */
+  left: number;
+  /** an event of it was released (a drain): the batch goes back to the queue */
+  released: boolean;
+}
+
+/** Which webhooks the events of a redelivered batch already had: NATS KV svc_progress, key = batch id. */
 export class KvProgress implements ProgressStore {
-  /** events held here and marked as this plane's after a reconnect: their progress keeps the mark */
+  /** batches held here and marked as this plane's after a reconnect: their records keep the mark */
   private readonly marks = new Map<string, { holder: string; at: number }>();
+  /** the batch each held event belongs to */
+  private readonly batchOf = new Map<string, HeldBatch>();
 
   constructor(
     private readonly kv: KV,
     private readonly seal: Seal,
     /** a record that does not open with the data plane key (written by someone else): ignored */
-    private readonly refused: (eventId: string) => void = () => {},
+    private readonly refused: (batchId: string) => void = () => {},
   ) {}
 
-  private put(eventId: string, rec: unknown): Promise<number> {
-    const key = progressKey(eventId);
+  /** Events of this batch are with the pipeline: their progress is saved in its record. */
+  track(b: HeldBatch): void {
+    for (const id of b.ids) this.batchOf.set(id, b);
+  }
+
+  /** The batch is no longer held here. */
+  untrack(b: HeldBatch): void {
+    for (const id of b.ids) this.batchOf.delete(id);
+    this.marks.delete(b.id);
+  }
+
+  private put(batchId: string, rec: ProgressRecord): Promise<number> {
+    const key = progressKey(batchId);
     return this.kv.put(key, this.seal.sealRecord(key, JSON.stringify(rec)));
   }
 
-  async save(events: ReadonlyArray<{ event: InboundEvent; done: readonly string[] }>): Promise<void> {
-    await Promise.all(
-      events.map((e) => {
-        const mark = this.marks.get(e.event.id);
-        return this.put(e.event.id, mark ? { done: e.done, ...mark } : e.done);
-      }),
-    );
+  /** A held batch's record as it stands. */
+  recordOf(b: HeldBatch, extra: Partial<ProgressRecord> = {}): ProgressRecord {
+    return { done: Object.fromEntries(b.done) as Record<string, string[]>, finished: [...b.finished], ...this.marks.get(b.id), ...extra };
   }
 
-  async load(eventId: string): Promise<ProgressRecord | null> {
-    const key = progressKey(eventId);
+  /** Write a held batch's record now. */
+  write(b: HeldBatch): Promise<number> {
+    return this.put(b.id, this.recordOf(b));
+  }
+
+  /** ProgressStore: the pipeline's progress of some events; one record per batch they belong to. */
+  async save(events: ReadonlyArray<{ event: InboundEvent; done: readonly string[] }>): Promise<void> {
+    const batches = new Set<HeldBatch>();
+    for (const e of events) {
+      const b = this.batchOf.get(e.event.id);
+      if (!b || b.finished.has(e.event.id)) continue;
+      b.done.set(e.event.id, e.done);
+      batches.add(b);
+    }
+    await Promise.all([...batches].map((b) => this.write(b)));
+  }
+
+  async load(batchId: string): Promise<ProgressRecord | null> {
+    const key = progressKey(batchId);
     const e = await this.kv.get(key);
     if (!e || e.operation !== 'PUT') return null;
     const text = this.seal.openRecord(key, e.string());
     if (text === null) {
-      this.refused(eventId);
+      this.refused(batchId);
       return null;
     }
     try {
       const v = JSON.parse(text) as unknown;
-      const strings = (a: unknown) => (Array.isArray(a) ? a.filter((x): x is string => typeof x === 'string') : []);
-      if (Array.isArray(v)) return { done: strings(v) };
-      if (!v || typeof v !== 'object') return null;
+      if (!v || typeof v !== 'object' || Array.isArray(v)) return null;
       const o = v as Record<string, unknown>;
-      return {
-        done: strings(o.done),
-        holder: typeof o.holder === 'string' ? o.holder : undefined,
-        at: typeof o.at === 'number' ? o.at : undefined,
-        settled: o.settled === true,
-      };
+      const strings = (a: unknown) => (Array.isArray(a) ? a.filter((x): x is string => typeof x === 'string') : []);
+      const done: Record<string, string[]> = {};
+      if (o.done && typeof o.done === 'object' && !Array.isArray(o.done)) for (const [id, hooks] of Object.entries(o.done)) done[id] = strings(hooks);
+      const rec: ProgressRecord = { done, finished: strings(o.finished) };
+      if (typeof o.holder === 'string') rec.holder = o.holder;
+      if (typeof o.at === 'number') rec.at = o.at;
+      if (o.settled === true) rec.settled = true;
+      return rec;
     } catch {
       return null;
     }
@@ -149,15 +201,10 @@ export class KvProgress implements ProgressStore {
     }
     return left.length;
   }
-
-  /** The event is no longer held here. */
-  unmark(eventId: string): void {
-    this.marks.delete(eventId);
-  }
 }
 
-/** KV keys allow [-/_=.a-zA-Z0-9]: event ids are UUIDs. */
-const progressKey = (eventId: string) => eventId.replace(/[^-/_=.a-zA-Z0-9]/g, '_');
+/** KV keys allow [-/_=.a-zA-Z0-9]: batch ids are event ids (UUIDs, or a recovery item's `<uuid>.<rcv id>`). */
+const progressKey = (batchId: string) => batchId.replace(/[^-/_=.a-zA-Z0-9]/g, '_');
 
 export interface JetStreamSourceOptions {
   js: JetStreamClient;
@@ -168,7 +215,8 @@ export interface JetStreamSourceOptions {
   progress: KvProgress;
   clock: Clock;
   logger: Logger;
-  dropped(reason: DropReason): void;
+  /** counted per event */
+  dropped(reason: DropReason, events?: number): void;
   /** REPLAY_WINDOW_MS unless a test shortens it */
   replayWindowMs?: number;
 }
@@ -180,32 +228,42 @@ export class JetStreamSource {
   private current: { stop(): void } | null = null;
   /** ends the wait for room in the pipeline (stop() calls it: a full pipeline may never make room) */
   private wake: (() => void) | null = null;
+  /** messages held (a batch, or a copy of one) and when last signalled */
   private readonly held = new Map<JsMsg, number>();
-  /** copies of an event this plane holds (same event id), settled with it */
-  private readonly copies = new Map<string, JsMsg[]>();
+  /** batches this plane holds, by id, and copies of them handed out again (settled with them) */
+  private readonly batches = new Map<string, { batch: HeldBatch; copies: JsMsg[] }>();
   private keepAlive: Timer | null = null;
   /** resolves start() once the first pull request is sent */
   private pulling: (() => void) | null = null;
-  /** events settled (acked) here lately, oldest first, and when */
+  /** batches settled (acked) here lately, oldest first, and when */
   private readonly settled = new Map<string, number>();
   /** while disconnected (and the grace after): pulling waits for this */
   private gate: { promise: Promise<void>; open(): void } | null = null;
   private disconnectedAt: number | null = null;
   private epoch = 0;
   private suspectUntil = 0;
-  /** since the last summary: events acked again (settled here or elsewhere), deferred (held elsewhere) */
+  /** since the last summary: batches acked again (settled here or elsewhere), deferred (held elsewhere) */
   private readonly counts = { reacked: 0, settledElsewhere: 0, heldElsewhere: 0 };
   private readonly replayWindowMs: number;
-  /** how long settled events are remembered: longer than the replay window (see the header) */
+  /** how long settled batches are remembered: longer than the replay window (see the header) */
   private readonly settledMemoryMs: number;
   private readonly replays: RepeatedWarnings;
+  private readonly progressFailures: RepeatedWarnings;
+  /** events per batch lately: pulls ask for as many batches as the pipeline has room for events */
+  private eventsPerBatch = 1;
+  /** records being written for batches released at a drain (nak'd once written) */
+  private readonly releasing = new Set<Promise<void>>();
+  /** held batches with events settled since their record was last written */
+  private readonly dirty = new Set<HeldBatch>();
+  private recording = false;
 
   constructor(private readonly o: JetStreamSourceOptions) {
     this.replays = new RepeatedWarnings(
       o.logger,
       o.clock,
-      'an event stored long after the engine sealed it was dropped: published again by someone (a replay), or the clocks of the engine and the nats-server differ by more than the replay window',
+      'a batch of events stored long after the engine sealed it was dropped: published again by someone (a replay), or the clocks of the engine and the nats-server differ by more than the replay window',
     );
+    this.progressFailures = new RepeatedWarnings(o.logger, o.clock, 'could not record the events of a batch settled so far; if this plane dies they are attempted again');
     this.replayWindowMs = o.replayWindowMs ?? REPLAY_WINDOW_MS;
     this.settledMemoryMs = Math.max(SETTLED_MEMORY_MS, this.replayWindowMs + EVENT_ACK_WAIT_MS);
   }
@@ -224,7 +282,7 @@ export class JetStreamSource {
         await new Promise((r) => setTimeout(r, 500));
       }
     }
-    // a held event is signalled at most 2/5 of the ack wait after it was taken or last signalled
+    // a held batch is signalled at most 2/5 of the ack wait after it was taken or last signalled
     const every = Math.floor(EVENT_ACK_WAIT_MS / 5);
     this.keepAlive = this.o.clock.setInterval(() => {
       this.signalWorking(every);
@@ -255,7 +313,7 @@ export class JetStreamSource {
       }
       try {
         const epoch = this.epoch;
-        const batch = await consumer.fetch({ max_messages: Math.min(room, MAX_PULL), expires: PULL_EXPIRES_MS });
+        const batch = await consumer.fetch({ max_messages: Math.max(1, Math.min(MAX_PULL, Math.floor(room / this.eventsPerBatch))), expires: PULL_EXPIRES_MS });
         this.current = batch;
         this.pulling?.();
         this.pulling = null;
@@ -281,9 +339,8 @@ export class JetStreamSource {
   private async take(m: JsMsg, epoch: number): Promise<void> {
     const h = m.headers;
     const id = h?.get(EVENT_ID_HEADER) ?? '';
-    const routeText = h?.get(ROUTE_HEADER) ?? '';
     const seal = h?.get(SEAL_HEADER) ?? '';
-    const sealedAt = id && routeText && seal ? this.o.seal.openEvent(id, routeText, m.data, seal) : null;
+    const sealedAt = id && seal ? this.o.seal.openHop(id, m.data, seal) : null;
     if (sealedAt === null) {
       this.o.dropped('forged');
       // term() without a reason: nats-server 2.9 ignores a `+TERM <reason>` ack, and the message
@@ -291,24 +348,24 @@ export class JetStreamSource {
       m.term();
       return;
     }
-    const late = storedAtMs(m) - sealedAt;
-    if (late > this.replayWindowMs) {
-      this.o.dropped('replayed');
-      this.replays.warn({ subject: m.subject.split('.').slice(0, 3).join('.') }, { event_id: id, stored_after_ms: Math.round(late), window_ms: this.replayWindowMs });
-      m.term();
-      return;
-    }
-    const route = decodeRoute(routeText);
-    if (!route) {
+    const events = decodeHopBatch(m.data);
+    if (!events) {
       this.o.dropped('unparseable');
       m.term();
       return;
     }
+    const late = storedAtMs(m) - sealedAt;
+    if (late > this.replayWindowMs) {
+      this.o.dropped('replayed', events.length);
+      this.replays.warn({ subject: m.subject }, { batch_id: id, events: events.length, stored_after_ms: Math.round(late), window_ms: this.replayWindowMs });
+      m.term();
+      return;
+    }
     if (this.holdsOrSettled(id, m)) return;
-    let done: string[] = [];
+    let rec: ProgressRecord | null = null;
     if (m.redelivered || this.o.clock.now() < this.suspectUntil) {
       try {
-        const rec = await this.o.progress.load(id);
+        rec = await this.o.progress.load(id);
         if (rec?.settled) {
           // settled by another plane whose ack the restarted server forgot
           this.counts.settledElsewhere++;
@@ -322,51 +379,115 @@ export class JetStreamSource {
           m.nak(EVENT_ACK_WAIT_MS);
           return;
         }
-        done = rec?.done ?? [];
       } catch (err) {
         if (this.epoch !== epoch) return; // the connection was lost meanwhile: see run()
-        this.o.logger.warn({ event_id: id, err: String(err) }, 'could not read delivery progress; attempting every webhook');
+        rec = null;
+        this.o.logger.warn({ batch_id: id, err: String(err) }, 'could not read delivery progress; attempting every webhook');
       }
       if (this.epoch !== epoch) return;
       if (this.holdsOrSettled(id, m)) return;
     }
-    this.copies.set(id, []);
+    this.eventsPerBatch = 0.8 * this.eventsPerBatch + 0.2 * events.length;
+    const ids: string[] = [];
+    const b: HeldBatch = { id, m, done: new Map(), finished: new Set(rec?.finished ?? []), ids, left: 0, released: false };
+    const inbound: InboundEvent[] = [];
+    let unparseable = 0;
+    for (const e of events) {
+      if (b.finished.has(e.id)) continue;
+      const route = decodeRoute(e.route);
+      if (!route) {
+        unparseable++;
+        b.finished.add(e.id);
+        continue;
+      }
+      const done = rec?.done[e.id] ?? [];
+      if (done.length) b.done.set(e.id, done);
+      ids.push(e.id);
+      inbound.push({
+        id: e.id,
+        route,
+        body: e.body,
+        done,
+        settle: () => {
+          b.finished.add(e.id);
+          b.done.delete(e.id);
+          if (--b.left === 0) this.finish(b);
+          else this.recordSettled(b);
+        },
+        release: () => {
+          b.released = true;
+          if (--b.left === 0) this.finish(b);
+        },
+      });
+    }
+    if (unparseable) this.o.dropped('unparseable', unparseable);
+    b.left = inbound.length;
+    this.batches.set(id, { batch: b, copies: [] });
     this.held.set(m, this.o.clock.now());
-    const forget = () => {
-      for (const c of this.copies.get(id) ?? []) this.held.delete(c);
-      this.copies.delete(id);
-      this.held.delete(m);
-      this.o.progress.unmark(id);
-    };
-    const ev: InboundEvent = {
-      id,
-      route,
-      body: Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength),
-      done,
-      settle: () => {
-        for (const c of this.copies.get(id) ?? []) c.ack();
-        forget();
-        m.ack();
-        this.settled.set(id, this.o.clock.now());
-      },
-      release: () => {
-        forget();
-        m.nak(RELEASE_DELAY_MS);
-      },
-    };
-    this.o.pipeline.accept(ev);
+    this.o.progress.track(b);
+    if (b.left === 0) {
+      this.finish(b);
+      return;
+    }
+    // counted in full first: the pipeline may settle an event (no webhook wants it) as it takes it
+    for (const ev of inbound) this.o.pipeline.accept(ev);
   }
 
   /**
-   * An event handed out that this plane holds (a copy: settled with the first) or settled lately
+   * An event of a batch still held settled: its record says so before anything else happens here
+   * (written in a microtask, one write per batch for all its events settled meanwhile), as the ack
+   * of an event alone would: if this plane dies, the batch's next holder repeats only the attempts
+   * that were in flight (CONTRACT 6.6), not the events already settled.
+   */
+  private recordSettled(b: HeldBatch): void {
+    this.dirty.add(b);
+    if (this.recording) return;
+    this.recording = true;
+    queueMicrotask(() => {
+      this.recording = false;
+      for (const d of this.dirty) {
+        if (!this.batches.has(d.id)) continue; // acked or released meanwhile
+        this.o.progress.write(d).catch((err: unknown) => this.progressFailures.warn({ reason: 'settled events' }, { batch_id: d.id, err: String(err) }));
+      }
+      this.dirty.clear();
+    });
+  }
+
+  /** Every event of a held batch settled (ack), or some released at a drain (record, then nak). */
+  private finish(b: HeldBatch): void {
+    this.dirty.delete(b);
+    const entry = this.batches.get(b.id);
+    for (const c of entry?.copies ?? []) this.held.delete(c);
+    this.batches.delete(b.id);
+    this.held.delete(b.m);
+    if (!b.released) {
+      this.o.progress.untrack(b);
+      for (const c of entry?.copies ?? []) c.ack();
+      b.m.ack();
+      this.settled.set(b.id, this.o.clock.now());
+      return;
+    }
+    // what its events had goes with it (the pipeline saved the unfinished ones' progress before releasing them)
+    const writing = (b.finished.size || b.done.size ? this.o.progress.write(b).then(() => undefined) : Promise.resolve())
+      .catch((err: unknown) => this.o.logger.warn({ batch_id: b.id, err: String(err) }, 'could not record the progress of a released batch; its settled events will be attempted again'))
+      .finally(() => {
+        this.o.progress.untrack(b);
+        b.m.nak(RELEASE_DELAY_MS);
+        this.releasing.delete(writing);
+      });
+    this.releasing.add(writing);
+  }
+
+  /**
+   * A batch handed out that this plane holds (a copy: settled with the first) or settled lately
    * (acked again at once): true when dealt with so.
    */
   private holdsOrSettled(id: string, m: JsMsg): boolean {
-    const copies = this.copies.get(id);
-    if (copies) {
-      // already held here: the same event handed out again (see the header), not a new one
-      this.o.logger.warn({ event_id: id, stream_seq: m.seq, deliveries: m.info.deliveryCount }, 'JetStream handed out an event this data plane already holds; it is not attempted twice');
-      copies.push(m);
+    const entry = this.batches.get(id);
+    if (entry) {
+      // already held here: the same batch handed out again (see the header), not a new one
+      this.o.logger.warn({ batch_id: id, stream_seq: m.seq, deliveries: m.info.deliveryCount }, 'JetStream handed out a batch of events this data plane already holds; it is not attempted twice');
+      entry.copies.push(m);
       this.held.set(m, this.o.clock.now());
       return true;
     }
@@ -388,7 +509,7 @@ export class JetStreamSource {
     if (c.reacked || c.settledElsewhere || c.heldElsewhere) {
       this.o.logger.warn(
         { settled_here: c.reacked, settled_elsewhere: c.settledElsewhere, held_elsewhere: c.heldElsewhere },
-        'JetStream handed out again events already settled or held (a nats-server restart forgot acks and deliveries); acked or left to their holder, not attempted again',
+        'JetStream handed out again batches already settled or held (a nats-server restart forgot acks and deliveries); acked or left to their holder, not attempted again',
       );
       c.reacked = c.settledElsewhere = c.heldElsewhere = 0;
     }
@@ -409,7 +530,7 @@ export class JetStreamSource {
   /**
    * The connection is back, maybe to a restarted server that forgot the last seconds: claim what
    * this plane holds (working(), and a record naming it the holder), record what it settled lately
-   * as settled, wait for the other planes to do the same, then pull again, looking up every event
+   * as settled, wait for the other planes to do the same, then pull again, looking up every batch
    * handed out for a while.
    */
   async reconnected(): Promise<void> {
@@ -418,12 +539,17 @@ export class JetStreamSource {
     const since = (this.disconnectedAt ?? now) - ACK_RISK_MS;
     for (const m of this.held.keys()) m.working();
     const records: Array<{ id: string; rec: ProgressRecord }> = [];
-    for (const id of this.copies.keys()) records.push({ id, rec: { done: [...(this.o.pipeline.attempted(id) ?? [])], holder: this.o.workerId, at: now } });
-    // a settled record is acked wherever it is handed out again: what the event had does not matter
-    for (const [id, at] of this.settled) if (at >= since) records.push({ id, rec: { done: [], holder: this.o.workerId, at: now, settled: true } });
+    for (const { batch: b } of this.batches.values()) {
+      // what each unfinished event has had so far, as the pipeline knows it now
+      const done: Record<string, string[]> = {};
+      for (const id of b.ids) if (!b.finished.has(id)) done[id] = [...(this.o.pipeline.attempted(id) ?? b.done.get(id) ?? [])];
+      records.push({ id: b.id, rec: { done, finished: [...b.finished], holder: this.o.workerId, at: now } });
+    }
+    // a settled record is acked wherever it is handed out again: what the batch had does not matter
+    for (const [id, at] of this.settled) if (at >= since) records.push({ id, rec: { done: {}, finished: [], holder: this.o.workerId, at: now, settled: true } });
     const unwritten = await this.o.progress.mark(records, this.o.clock, now + MARK_MAX_MS, () => this.stopped || this.epoch !== epoch);
     if (this.epoch !== epoch) return; // disconnected again meanwhile: the next reconnect does it again
-    this.o.logger.warn({ held: this.copies.size, records: records.length, unwritten }, 'reconnected to NATS: recorded what this data plane holds and settled lately; pulling again shortly');
+    this.o.logger.warn({ held: this.batches.size, records: records.length, unwritten }, 'reconnected to NATS: recorded what this data plane holds and settled lately; pulling again shortly');
     const wait = now + RECONNECT_GRACE_MS - this.o.clock.now();
     if (wait > 0) await new Promise<void>((r) => this.o.clock.setTimeout(r, wait));
     if (this.epoch !== epoch) return;
@@ -434,7 +560,7 @@ export class JetStreamSource {
     gate?.open();
   }
 
-  /** Held events not yet done tell JetStream they are being worked on (not redelivered elsewhere). */
+  /** Held batches not yet done tell JetStream they are being worked on (not redelivered elsewhere). */
   private signalWorking(olderThanMs: number): void {
     const now = this.o.clock.now();
     for (const [m, since] of this.held) {
@@ -455,5 +581,11 @@ export class JetStreamSource {
     this.keepAlive?.cancel();
     await this.loop;
     this.replays.close();
+    this.progressFailures.close();
+  }
+
+  /** Batches released at a drain are back in the queue (their records written first). */
+  async released(): Promise<void> {
+    while (this.releasing.size) await Promise.all([...this.releasing]);
   }
 }

@@ -50,6 +50,11 @@ export function recoveryItemId(eventId: string, recoveryId: string): string {
   return `${eventId}.${recoveryId}`;
 }
 
+/** Whether a queue item's id is a recovery item's (event ids are UUIDs: no dot). */
+export function isRecoveryItemId(id: string): boolean {
+  return id.includes('.');
+}
+
 /** The route as carried on the wire (an outbox column, a NATS header): compact JSON. */
 export function encodeRoute(r: Route): string {
   return JSON.stringify(r);

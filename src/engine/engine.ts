@@ -24,7 +24,7 @@ import type { HealthGate } from '../domain/rollout.ts';
 import { reportExternalWorkflow } from './external.ts';
 import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
-import { Transactions, type BatchResult } from './transaction.ts';
+import { Transactions, type BatchResult, type Piggyback, type TransactionDeps } from './transaction.ts';
 import { Workflows, type IngestResult } from './workflows.ts';
 
 export type { IngestResult };
@@ -42,6 +42,9 @@ export interface EngineDeps {
   outboxChanged: (rows: OutboxRow[]) => void;
   /** keep every emitted event in the history (CONTRACT 4.5 --event-retention > 0; default true) */
   keepEvents?: boolean;
+  /** NATS mode: the batch each outbox row joins, and the relay's prune riding in every commit (src/engine/transaction.ts) */
+  outboxBatch?: TransactionDeps['outboxBatch'];
+  piggyback?: Piggyback;
 }
 
 /** A producer's message, checked and parsed (src/ingest), for one org. */

@@ -36,6 +36,20 @@ export interface TransactionDeps {
   keepEvents: boolean;
   /** after a commit that changed the job queue */
   jobsChanged: () => void;
+  /** NATS mode: the batch an outbox row joins (src/relay/jetstream-relay.ts assign), given its event id and size */
+  outboxBatch?: (eventId: string, bytes: number) => string | null;
+  /** work that rides along in every commit (the relay's prune of outbox rows JetStream has stored) */
+  piggyback?: Piggyback;
+}
+
+/**
+ * Writes that need no transaction of their own: done inside the next commit instead (`write`, in
+ * the transaction, last), and known done once it committed (`committed`) or undone (`rolledBack`).
+ */
+export interface Piggyback {
+  write(): void;
+  committed(): void;
+  rolledBack(): void;
 }
 
 interface OpenTx extends Tx {
@@ -70,7 +84,8 @@ export class Transactions {
         const urls = this.deps.urls();
         const ev = emit(fact, { source: urls.source, dashboardUrl: urls.dashboard, labels: this.labels, rev: this.deps.registryRev() });
         if (!ev) return;
-        const row = { event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route: encodeRoute(ev.route) };
+        const base = { event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route: encodeRoute(ev.route) };
+        const row = { ...base, batch: this.deps.outboxBatch?.(ev.id, ev.body.length + base.route.length) ?? null };
         t.rows.push({ ...row, seq: insertOutbox(this.deps.db, row), progress: [] });
         if (this.deps.keepEvents) {
           insertEvent(this.deps.db, { event_id: ev.id, org_id: fact.org_id, type: ev.type, subject: ev.subject, body: ev.body, route: row.route, created_ms: this.deps.clock.now() });
@@ -95,12 +110,23 @@ export class Transactions {
     if (this.current) return fn(this.current);
     const t = this.open();
     this.current = t;
+    const ride = this.deps.piggyback;
     let result: T;
     try {
-      result = this.deps.db.transaction(() => fn(t)).immediate();
+      result = this.deps.db
+        .transaction(() => {
+          const r = fn(t);
+          ride?.write();
+          return r;
+        })
+        .immediate();
+    } catch (err) {
+      ride?.rolledBack();
+      throw err;
     } finally {
       this.current = null;
     }
+    ride?.committed();
     this.committed(t);
     return result;
   }
@@ -118,6 +144,7 @@ export class Transactions {
       const t = this.open();
       const results: Array<BatchResult<R>> = [];
       this.current = t;
+      const ride = this.deps.piggyback;
       try {
         db.transaction(() => {
           for (const item of items) {
@@ -135,10 +162,15 @@ export class Transactions {
               results.push({ ok: false, error });
             }
           }
+          ride?.write();
         }).immediate();
+      } catch (err) {
+        ride?.rolledBack();
+        throw err;
       } finally {
         this.current = null;
       }
+      ride?.committed();
       return { t, results };
     };
     let done: { t: OpenTx; results: Array<BatchResult<R>> };

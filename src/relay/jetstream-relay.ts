@@ -1,28 +1,53 @@
-// NATS mode: the outbox relay. Publishes committed events to the SVC_EVENTS stream in order, in
-// batches (back to back on one connection, so they are stored in outbox order), each with its
-// route and the engine's seal in headers and its id as Nats-Msg-Id (JetStream drops a re-publish
-// after a crash as a duplicate). The seal covers the time of this publish (not the event's): a
-// data plane drops an event stored long after it was sealed as a replay, and a row published late
-// (NATS was away for hours) is sealed when it is published. A row JetStream has stored is deleted: from then on JetStream is
-// the durable queue. While NATS is away, rows wait and the relay tries again. A row the bus cannot
-// carry (over 256 KiB, or refused for its size) is set aside (src/relay/set-aside.ts) and the rows
-// behind it go on.
+// NATS mode: the outbox relay. Publishes committed events to the SVC_EVENTS stream in batches, one
+// JetStream message per batch (src/bus/hop.ts), so that the durable hop's fixed costs (seal, publish,
+// store, delivery, ack, removal, progress) are paid per batch (ARCHITECTURE). Observers get one plain
+// message per event on svc.events.… (CONTRACT 5.2) once its batch is stored; no stream keeps those.
+//
+// Batches are made where rows are committed, not here: each outbox row names its batch (`assign`,
+// called by the engine's transaction for every row it inserts), and a batch takes rows until the
+// relay takes it, or until it is full. While a publish is under way the rows of later commits gather
+// in the open batch, so under load batches grow by themselves and an idle relay publishes a lone
+// event at once (no timer). Because a row's batch is in the table, the same rows make the same
+// message after a crash: its id (Nats-Msg-Id, the batch id) is then a JetStream duplicate, and
+// nothing is delivered twice (CONTRACT 6.6). Every writer of outbox rows in NATS mode assigns
+// through here (engine commits, recoveries), one at a time on this thread, so a batch's rows are
+// consecutive in seq.
+//
+// The seal covers the batch and the time of this publish (not the events'): a data plane drops a
+// batch stored long after it was sealed as a replay, and rows published late (NATS was away for
+// hours) are sealed when they are published. Stored rows are deleted in the engine's next commit
+// (`piggyback`), or on their own shortly after when no commit comes: from then on JetStream is the
+// durable queue. While NATS is away, rows wait and the relay tries again. A row the bus cannot carry
+// (over 256 KiB, or refused for its size) is set aside (src/relay/set-aside.ts) and the rows behind
+// it go on.
 //
 // The outbox table is the truth; the rows a commit wrote are also handed to the relay in memory,
 // so that once it has caught up with the table (at start, or after a failure) it publishes them
 // without reading them back.
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
-import { deleteOutbox, readOutbox, type OutboxRow } from '../../store/outbox.ts';
+import { deleteOutboxBatches, readOutbox, type OutboxRow, type PublishedBatch } from '../../store/outbox.ts';
+import { encodeHopBatch } from '../bus/hop.ts';
 import type { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
 import type { Seal } from '../bus/seal.ts';
+import { hopSubject } from '../bus/subjects.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
 import { errorText } from '../domain/errors.ts';
+import { isRecoveryItemId } from '../domain/route.ts';
 import type { Metrics } from '../metrics.ts';
 import { isUnpublishable, oversized, SetAside } from './set-aside.ts';
 
-const BATCH = 500;
+/** Events in one batch at most. */
+export const MAX_BATCH_EVENTS = 256;
+/** A batch takes no more events once its bodies and routes reach this (an event alone may be up to 256 KiB). */
+export const MAX_BATCH_BYTES = 256 * 1024;
+/** Batches published at once (each awaits its store acknowledgement). */
+const IN_FLIGHT = 8;
+/** Rows read from the table at a time (more than a full batch, so a read holds at least one whole batch). */
+const TABLE_READ = 4 * MAX_BATCH_EVENTS;
 const RETRY_MS = 1000;
+/** Stored rows wait at most this long for a commit to delete them in; then they are deleted on their own. */
+const PRUNE_ALONE_MS = 25;
 
 /**
  * FAULT INJECTION, for test/system/crash.test.ts only; inert unless one of these is in the environment:
@@ -39,6 +64,27 @@ async function crashIfAsked(point: 'BEFORE' | 'AFTER'): Promise<void> {
   await new Promise(() => {}); // never resumes
 }
 
+/** Rows of one batch, in seq order. */
+interface Batch {
+  /** the batch id (Nats-Msg-Id): the row's `batch`, or its event id for a row that is a batch of its own */
+  id: string;
+  rows: OutboxRow[];
+}
+
+const batchOf = (r: OutboxRow): string => r.batch ?? r.event_id;
+
+/** Consecutive rows of the same batch together, in order. */
+function groupRows(rows: readonly OutboxRow[]): Batch[] {
+  const out: Batch[] = [];
+  for (const r of rows) {
+    const id = batchOf(r);
+    const last = out[out.length - 1];
+    if (last && last.id === id) last.rows.push(r);
+    else out.push({ id, rows: [r] });
+  }
+  return out;
+}
+
 export class JetStreamRelay {
   private running: Promise<void> | null = null;
   private again = false;
@@ -48,6 +94,14 @@ export class JetStreamRelay {
   /** read the table (at start and after a failure) until caught up; then take the rows handed over */
   private fromTable = true;
   private handed: OutboxRow[] = [];
+  /** every row up to this seq is stored (or set aside): the table is read after it */
+  private storedUpTo = 0;
+  /** the batch new rows join (null: the next row starts one) */
+  private open: { id: string; events: number; bytes: number } | null = null;
+  /** stored batches whose rows wait to be deleted, and those deleted in the commit under way */
+  private prunable: PublishedBatch[] = [];
+  private pruning: PublishedBatch[] | null = null;
+  private pruneTimer: NodeJS.Timeout | null = null;
   private readonly aside: SetAside;
 
   constructor(
@@ -62,6 +116,22 @@ export class JetStreamRelay {
     this.aside = new SetAside(db, logger, metrics);
   }
 
+  /**
+   * The batch an outbox row joins, for a row about to be inserted (its event id and roughly its
+   * size: body and route). Called inside the inserting transaction; a row rolled back leaves a batch
+   * a little smaller than it could have been, nothing else.
+   */
+  assign(eventId: string, bytes: number): string {
+    const o = this.open;
+    if (o && o.events < MAX_BATCH_EVENTS && o.bytes + bytes <= MAX_BATCH_BYTES) {
+      o.events++;
+      o.bytes += bytes;
+      return o.id;
+    }
+    this.open = { id: eventId, events: 1, bytes };
+    return eventId;
+  }
+
   /** Rows a commit just wrote (in order): published from memory once the relay has caught up with the table. */
   handoff(rows: readonly OutboxRow[]): void {
     if (!this.fromTable) for (const r of rows) this.handed.push(r);
@@ -71,7 +141,7 @@ export class JetStreamRelay {
   /**
    * Rows were written outside the engine's commits (a recovery's items, CONTRACT 4.5): read the
    * table again rather than holding them all in memory. Rows handed over and not yet published are
-   * in the table too; a row published twice is dropped by JetStream as a duplicate (its msg id).
+   * in the table too; a batch published twice is dropped by JetStream as a duplicate (its msg id).
    */
   reread(): void {
     this.fromTable = true;
@@ -79,13 +149,30 @@ export class JetStreamRelay {
     this.kick();
   }
 
-  /** The next rows to publish, oldest first. */
-  private nextRows(): OutboxRow[] {
-    if (!this.fromTable) return this.handed.splice(0, BATCH);
-    const rows = readOutbox(this.db, 0, BATCH);
-    // caught up: no commit can come between this read and the switch (both run in this turn)
-    if (!rows.length) this.fromTable = false;
-    return rows;
+  /** The next batches to publish, oldest first; closes the open batch when they include it (later rows start another). */
+  private nextBatches(): Batch[] {
+    let batches: Batch[];
+    if (!this.fromTable) {
+      batches = groupRows(this.handed);
+      if (batches.length > IN_FLIGHT) batches.length = IN_FLIGHT;
+      let n = 0;
+      for (const b of batches) n += b.rows.length;
+      this.handed.splice(0, n);
+    } else {
+      const rows = readOutbox(this.db, this.storedUpTo, TABLE_READ);
+      // caught up: no commit can come between this read and the switch (both run in this turn)
+      if (!rows.length) {
+        this.fromTable = false;
+        return [];
+      }
+      batches = groupRows(rows);
+      // a full read may have cut its last batch short: that one waits for the next read
+      if (rows.length === TABLE_READ && batches.length > 1) batches.pop();
+      if (batches.length > IN_FLIGHT) batches.length = IN_FLIGHT;
+    }
+    const last = batches[batches.length - 1];
+    if (last && this.open?.id === last.id) this.open = null;
+    return batches;
   }
 
   /** Publish what the outbox holds (single flight; runs again if kicked meanwhile). */
@@ -101,36 +188,77 @@ export class JetStreamRelay {
     });
   }
 
+  /** One batch as a message: its rows the bus can carry (the others set aside). Null when none is left. */
+  private message(b: Batch): { id: string; rows: OutboxRow[]; body: Buffer } | null {
+    const rows: OutboxRow[] = [];
+    for (const r of b.rows) {
+      const tooBig = oversized(r);
+      if (tooBig) this.aside.event(r, tooBig);
+      else rows.push(r);
+    }
+    if (!rows.length) return null;
+    return { id: b.id, rows, body: encodeHopBatch(rows.map((r) => ({ id: r.event_id, route: r.route, body: r.body }))) };
+  }
+
+  private publish(msg: { id: string; body: Buffer }, now: number): Promise<void> {
+    return this.publisher.publish(hopSubject, msg.body, msg.id, this.seal.sealHop(msg.id, msg.body, now));
+  }
+
+  /**
+   * A batch refused for its size: each event alone (its event id as the message id, so a crash
+   * that makes the batch again splits it the same way), setting aside what is refused even so.
+   */
+  private async publishAlone(rows: readonly OutboxRow[]): Promise<void> {
+    for (const r of rows) {
+      const single = { id: r.event_id, body: encodeHopBatch([{ id: r.event_id, route: r.route, body: r.body }]) };
+      try {
+        await this.publish(single, this.clock.now());
+      } catch (err) {
+        if (!isUnpublishable(err)) throw err;
+        this.aside.event(r, errorText(err));
+      }
+    }
+  }
+
   private async run(): Promise<void> {
     try {
       do {
         this.again = false;
         for (;;) {
           if (this.closed) return;
-          const rows = this.nextRows();
-          if (!rows.length) break;
+          const batches = this.nextBatches();
+          if (!batches.length) break;
           await crashIfAsked('BEFORE');
-          const tried: OutboxRow[] = [];
-          for (const r of rows) {
-            const tooBig = oversized(r);
-            if (tooBig) this.aside.event(r, tooBig);
-            else tried.push(r);
-          }
           const now = this.clock.now();
-          const acks = await Promise.allSettled(
-            tried.map((r) => this.publisher.publish(r.subject, r.body, r.event_id, r.route, this.seal.sealEvent(r.event_id, r.route, r.body, now))),
-          );
-          // in order: stored, or refused for its size (set aside), up to the first other failure
-          const stored: number[] = [];
+          const messages = batches.map((b) => this.message(b));
+          const acks = await Promise.allSettled(messages.map((m) => (m ? this.publish(m, now) : Promise.resolve())));
+          // in order: stored, or refused for its size (each event alone), up to the first other failure
+          const stored: Batch[] = [];
           let failure: { reason: unknown } | null = null;
-          for (let i = 0; i < tried.length && !failure; i++) {
+          for (let i = 0; i < batches.length && !failure; i++) {
             const ack = acks[i];
-            if (ack.status === 'fulfilled') stored.push(tried[i].seq);
-            else if (isUnpublishable(ack.reason)) this.aside.event(tried[i], errorText(ack.reason));
-            else failure = { reason: ack.reason };
+            if (ack.status === 'rejected') {
+              if (!isUnpublishable(ack.reason)) {
+                failure = { reason: ack.reason };
+                break;
+              }
+              try {
+                await this.publishAlone(messages[i]!.rows);
+              } catch (err) {
+                failure = { reason: err };
+                break;
+              }
+            }
+            stored.push(batches[i]);
           }
           if (stored.length > 0) await crashIfAsked('AFTER');
-          deleteOutbox(this.db, stored);
+          for (const b of stored) {
+            const rows = b.rows;
+            this.storedUpTo = rows[rows.length - 1].seq;
+            this.prunable.push({ first: rows[0].seq, last: rows[rows.length - 1].seq, batch: rows[0].batch });
+          }
+          this.mirror(stored);
+          this.schedulePrune();
           if (failure) throw failure.reason;
           if (this.failing) {
             this.failing = false;
@@ -152,6 +280,63 @@ export class JetStreamRelay {
     }
   }
 
+  /** Observers' copy of each stored event (CONTRACT 5.2); a recovery item repeats an event they saw already. */
+  private mirror(batches: readonly Batch[]): void {
+    for (const b of batches) {
+      for (const r of b.rows) {
+        if (isRecoveryItemId(r.event_id)) continue;
+        try {
+          this.publisher.mirror(r.subject, r.body);
+        } catch {
+          // the connection is closing: observers are best effort
+        }
+      }
+    }
+  }
+
+  /**
+   * Deleting stored rows rides along in the engine's next commit (one transaction fewer per batch);
+   * the transaction calls write() inside itself and committed() or rolledBack() after.
+   */
+  readonly piggyback = {
+    write: (): void => {
+      if (!this.prunable.length || this.pruning) return;
+      this.pruning = this.prunable;
+      this.prunable = [];
+      deleteOutboxBatches(this.db, this.pruning);
+    },
+    committed: (): void => {
+      this.pruning = null;
+    },
+    rolledBack: (): void => {
+      if (this.pruning) this.prunable.unshift(...this.pruning);
+      this.pruning = null;
+    },
+  };
+
+  /** Stored rows are deleted on their own if no commit takes them along soon. */
+  private schedulePrune(): void {
+    if (this.pruneTimer || !this.prunable.length) return;
+    this.pruneTimer = setTimeout(() => {
+      this.pruneTimer = null;
+      this.pruneAlone();
+    }, PRUNE_ALONE_MS);
+    this.pruneTimer.unref();
+  }
+
+  private pruneAlone(): void {
+    if (!this.prunable.length) return;
+    const batches = this.prunable;
+    this.prunable = [];
+    try {
+      this.db.transaction(() => deleteOutboxBatches(this.db, batches)).immediate();
+    } catch (err) {
+      this.prunable.unshift(...batches);
+      if (!this.closed) this.logger.warn({ err: String(err) }, 'could not delete published outbox rows; will try again');
+      this.schedulePrune();
+    }
+  }
+
   /** Publish what is committed (unless NATS is away), then stop; what is left waits for the next start. */
   async close(): Promise<void> {
     if (this.running) await this.running;
@@ -159,5 +344,8 @@ export class JetStreamRelay {
     this.closed = true;
     if (this.retry) clearTimeout(this.retry);
     this.retry = null;
+    if (this.pruneTimer) clearTimeout(this.pruneTimer);
+    this.pruneTimer = null;
+    this.pruneAlone();
   }
 }

@@ -260,14 +260,17 @@ export async function recoverWebhook(ctx: AppContext, orgId: string, webhookId: 
           if (delivered?.has(e.event_id)) continue;
           const route = decodeRoute(e.route);
           if (!route || !sub.wants(route)) continue;
+          const itemId = recoveryItemId(e.event_id, recoveryId);
+          // the registry revision of now: a data plane waits until it holds the webhook as it is now
+          const itemRoute = encodeRoute({ ...route, rev, recovery: { id: recoveryId, webhook: webhookId, event_id: e.event_id } });
           insertOutbox(ctx.db, {
-            event_id: recoveryItemId(e.event_id, recoveryId),
+            event_id: itemId,
             org_id: orgId,
             subject: eventSubject(e.subject),
             type: e.type,
             body: e.body,
-            // the registry revision of now: a data plane waits until it holds the webhook as it is now
-            route: encodeRoute({ ...route, rev, recovery: { id: recoveryId, webhook: webhookId, event_id: e.event_id } }),
+            route: itemRoute,
+            batch: ctx.outboxBatch(itemId, e.body.length + itemRoute.length),
           });
           n++;
         }

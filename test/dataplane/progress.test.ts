@@ -8,11 +8,14 @@ import { Kvm, type KV } from '@nats-io/kv';
 import { ensureLayout, PROGRESS_BUCKET } from '../../src/bus/jetstream.ts';
 import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
 import { ManualClock } from '../../src/domain/clock.ts';
-import { KvProgress } from '../../src/dataplane/jetstream-source.ts';
+import type { JsMsg } from '@nats-io/jetstream';
+import { KvProgress, type HeldBatch } from '../../src/dataplane/jetstream-source.ts';
 import type { InboundEvent } from '../../src/dataplane/pipeline.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 
 const eventOf = (id: string) => ({ id }) as InboundEvent;
+/** A batch held by a plane (its message is not needed to record its progress). */
+const batchOf = (id: string, ids: string[]): HeldBatch => ({ id, m: {} as JsMsg, done: new Map(), finished: new Set(), ids, left: ids.length, released: false });
 
 describe.skipIf(findNatsServer() === null)('sealed progress records', () => {
   let nats: NatsServerHandle;
@@ -35,8 +38,15 @@ describe.skipIf(findNatsServer() === null)('sealed progress records', () => {
     const refused: string[] = [];
     const progress = new KvProgress(kv, seal, (id) => refused.push(id));
     const mine = randomUUID();
-    await progress.save([{ event: eventOf(mine), done: ['wh_1', 'wh_2'] }]);
-    expect(await progress.load(mine)).toEqual({ done: ['wh_1', 'wh_2'] });
+    const [e1, e2, e3] = [randomUUID(), randomUUID(), randomUUID()];
+    const held = batchOf(mine, [e1, e2, e3]);
+    progress.track(held);
+    held.finished.add(e3);
+    await progress.save([{ event: eventOf(e1), done: ['wh_1', 'wh_2'] }]);
+    // one record for the batch: what each unfinished event had, and which events were settled
+    expect(await progress.load(mine)).toEqual({ done: { [e1]: ['wh_1', 'wh_2'] }, finished: [e3] });
+    await progress.save([{ event: eventOf(e2), done: ['wh_1'] }]);
+    expect(await progress.load(mine)).toEqual({ done: { [e1]: ['wh_1', 'wh_2'], [e2]: ['wh_1'] }, finished: [e3] });
 
     // written in the clear, as before records were sealed: "every webhook done", "settled elsewhere"
     const plain = randomUUID();
@@ -44,7 +54,7 @@ describe.skipIf(findNatsServer() === null)('sealed progress records', () => {
     expect(await progress.load(plain)).toBeNull();
     // sealed with another key
     const other = randomUUID();
-    await kv.put(other, new Seal(newDataplaneKey()).sealRecord(other, JSON.stringify({ done: [], settled: true })));
+    await kv.put(other, new Seal(newDataplaneKey()).sealRecord(other, JSON.stringify({ done: {}, finished: [], settled: true })));
     expect(await progress.load(other)).toBeNull();
     // a genuine record copied onto another event
     const copied = randomUUID();
@@ -55,7 +65,7 @@ describe.skipIf(findNatsServer() === null)('sealed progress records', () => {
     // the records a plane writes after a reconnect are sealed too
     const settled = randomUUID();
     const clock = new ManualClock();
-    expect(await progress.mark([{ id: settled, rec: { done: [], holder: 'plane_a', at: clock.now(), settled: true } }], clock, clock.now() + 1000, () => false)).toBe(0);
-    expect(await new KvProgress(kv, seal).load(settled)).toEqual({ done: [], holder: 'plane_a', at: clock.now(), settled: true });
+    expect(await progress.mark([{ id: settled, rec: { done: {}, finished: [], holder: 'plane_a', at: clock.now(), settled: true } }], clock, clock.now() + 1000, () => false)).toBe(0);
+    expect(await new KvProgress(kv, seal).load(settled)).toEqual({ done: {}, finished: [], holder: 'plane_a', at: clock.now(), settled: true });
   });
 });

@@ -10,7 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENTS_STREAM, eventHeaders, REGISTRY_BUCKET } from '../../src/bus/jetstream.ts';
+import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENTS_STREAM, REGISTRY_BUCKET, sealHeaders } from '../../src/bus/jetstream.ts';
+import { encodeHopBatch } from '../../src/bus/hop.ts';
+import { hopSubject } from '../../src/bus/subjects.ts';
 import { natsConnectOptions } from '../../src/bus/nats-auth.ts';
 import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
 import { encodeRoute, type Route } from '../../src/domain/route.ts';
@@ -56,7 +58,11 @@ function forgedEvent(orgId: string) {
     data: { kind: 'workflow', transition: 'started', org_id: orgId, workflow: { id: wf, type: 'provision', owner_id: 'inst_x', owner_type: 'installs' } },
   });
   const route: Route = { org: orgId, type: 'com.svc.workflow.lifecycle.v1', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 0 };
-  return { id: JSON.parse(body).id as string, wf, body, route: encodeRoute(route), natsSubject: `svc.events.${orgId}.workflow.${wf}.started`, ceSubject: `${orgId}/workflow/${wf}/started` };
+  const id = JSON.parse(body).id as string;
+  const encodedRoute = encodeRoute(route);
+  // as the relay would carry it: a batch of this one event on the durable hop (src/bus/hop.ts)
+  const batch = encodeHopBatch([{ id, route: encodedRoute, body }]);
+  return { id, wf, body, batch, route: encodedRoute, natsSubject: `svc.events.${orgId}.workflow.${wf}.started`, ceSubject: `${orgId}/workflow/${wf}/started` };
 }
 
 async function metric(url: string, name: string, labels: string): Promise<number> {
@@ -87,27 +93,27 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
     await nats?.stop();
   });
 
-  it('plain and JetStream publishes on svc.events.> are dropped and counted; a genuine event after them is delivered', async () => {
+  it('plain and JetStream publishes on the durable hop are dropped and counted, and one on svc.events.> reaches no webhook; a genuine event after them is delivered', async () => {
     const js = jetstream(nc);
     const forged0 = await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"');
     const attempts: Array<{ ceSubject: string }> = [];
 
-    // 1. a plain publish, captured by the stream
+    // 0. a plain publish where observers listen (CONTRACT 5.2): no stream keeps it, no data plane takes it
+    const observed = forgedEvent(org.org_id);
+    nc.publish(observed.natsSubject, observed.body);
+    // 1. a plain publish on the hop subject, captured by the stream
     const plain = forgedEvent(org.org_id);
-    nc.publish(plain.natsSubject, plain.body);
+    nc.publish(hopSubject, plain.batch);
     attempts.push(plain);
-    // 2. a JetStream publish with a route and a seal made up
+    // 2. a JetStream publish with a seal made up
     const madeUp = forgedEvent(org.org_id);
-    await js.publish(madeUp.natsSubject, madeUp.body, { msgID: madeUp.id, headers: eventHeaders(madeUp.route, 'AAAA') });
+    await js.publish(hopSubject, madeUp.batch, { msgID: madeUp.id, headers: sealHeaders('AAAA') });
     attempts.push(madeUp);
     // 3. sealed, but with another key than the engine's
     const otherKey = forgedEvent(org.org_id);
-    await js.publish(otherKey.natsSubject, otherKey.body, {
-      msgID: otherKey.id,
-      headers: eventHeaders(otherKey.route, new Seal(newDataplaneKey()).sealEvent(otherKey.id, otherKey.route, otherKey.body, Date.now())),
-    });
+    await js.publish(hopSubject, otherKey.batch, { msgID: otherKey.id, headers: sealHeaders(new Seal(newDataplaneKey()).sealHop(otherKey.id, otherKey.batch, Date.now())) });
     attempts.push(otherKey);
-    // 4. sealed with the engine's key, then the body changed (a captured event, tampered with)
+    // 4. sealed with the engine's key, then the body changed (a captured batch, tampered with)
     const key = (() => {
       const db = openDb(svc.db);
       try {
@@ -117,19 +123,18 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
       }
     })();
     const tampered = forgedEvent(org.org_id);
-    const seal = new Seal(key).sealEvent(tampered.id, tampered.route, tampered.body, Date.now());
-    await js.publish(tampered.natsSubject, tampered.body.replace('//evil/ctl-api', '//evil/ctl-apj'), { msgID: tampered.id, headers: eventHeaders(tampered.route, seal) });
+    const seal = new Seal(key).sealHop(tampered.id, tampered.batch, Date.now());
+    await js.publish(hopSubject, Buffer.from(tampered.batch.toString().replace('//evil/ctl-api', '//evil/ctl-apj')), { msgID: tampered.id, headers: sealHeaders(seal) });
     attempts.push(tampered);
-    // 5. no headers at all, but a JetStream publish
+    // 5. no seal at all, but a JetStream publish
     const bare = forgedEvent(org.org_id);
     const h = headers();
     h.set('X-Anything', '1');
-    await js.publish(bare.natsSubject, bare.body, { msgID: bare.id, headers: h });
+    await js.publish(hopSubject, bare.batch, { msgID: bare.id, headers: h });
     attempts.push(bare);
-
-    // the control: the engine's key and the untouched body are delivered (the check is the seal)
+    // the control: the engine's key and the untouched batch are delivered (the check is the seal)
     const control = forgedEvent(org.org_id);
-    await js.publish(control.natsSubject, control.body, { msgID: control.id, headers: eventHeaders(control.route, new Seal(key).sealEvent(control.id, control.route, control.body, Date.now())) });
+    await js.publish(hopSubject, control.batch, { msgID: control.id, headers: sealHeaders(new Seal(key).sealHop(control.id, control.batch, Date.now())) });
 
     // a genuine fact, reported by a producer after all of them
     const fact = externalStarted(org.org_id);
@@ -140,7 +145,7 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
     await waitFor(() => rx.subjects('all').includes(control.ceSubject), 10_000, 'the control event sealed with the engine key');
     await waitFor(async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) - forged0 >= attempts.length, 10_000, 'the drops counted');
     expect((await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) - forged0).toBe(attempts.length);
-    for (const a of attempts) expect(rx.subjects('all'), a.ceSubject).not.toContain(a.ceSubject);
+    for (const a of [...attempts, observed]) expect(rx.subjects('all'), a.ceSubject).not.toContain(a.ceSubject);
     // dropped for good: nothing left pending on the consumer (a term the server ignored would keep
     // them pending until the ack wait, then hand them out again, counted again each time)
     const jsm = await jetstreamManager(nc);
