@@ -216,6 +216,8 @@ export interface SvcCounters {
   deliveries_failure: number;
   ingest_accepted: number;
   events_dropped: number;
+  /** events per message the relay published on the durable hop (NATS mode, issue 20; null before it) */
+  hop_events_per_message: number | null;
 }
 
 /** The counters the bench checks, from svc's /metrics. */
@@ -229,6 +231,9 @@ export async function svcCounters(url: string): Promise<SvcCounters> {
     deliveries_failure: pick(/^svc_deliveries_total\{outcome="failure"\} (\d+)/m),
     ingest_accepted: pick(/^svc_ingest_messages_total\{result="accepted"\} (\d+)/m),
     events_dropped: dropped,
+    hop_events_per_message: /^svc_hop_batch_events_count /m.test(text)
+      ? pick(/^svc_hop_batch_events_sum (\d+)/m) / Math.max(1, pick(/^svc_hop_batch_events_count (\d+)/m))
+      : null,
   };
 }
 

@@ -300,10 +300,12 @@ async function runPeer(env: Env, cmp: Comparison, round: number): Promise<System
 
 /** The svc process's notes: its delivery setup, /metrics counters and pino warnings. */
 async function svcNotes(line: string, url: string, lines: string[], loadavg: number): Promise<Record<string, unknown>> {
+  const counters = await svcCounters(url);
+  if (counters.hop_events_per_message !== null) log(`svc published ${counters.hop_events_per_message.toFixed(1)} events per hop message`);
   return {
     loadavg_1m_at_start: loadavg,
     delivery: /"delivery":"([^"]*)"/.exec(line)?.[1] ?? null,
-    ...(await svcCounters(url)),
+    ...counters,
     log_warnings: warnings(lines).length,
   };
 }

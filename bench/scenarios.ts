@@ -305,7 +305,7 @@ export async function runBurstScenario(env: ScenarioEnv): Promise<BurstResult> {
     }
     // every warm-up outcome counted before the burst's own are
     const warmed = warmup.reduce((k, w) => k + w.deliveries, 0);
-    const zero: SvcCounters = { deliveries_success: 0, deliveries_failure: 0, ingest_accepted: 0, events_dropped: 0 };
+    const zero: SvcCounters = { deliveries_success: 0, deliveries_failure: 0, ingest_accepted: 0, events_dropped: 0, hop_events_per_message: null };
     const before = await awaitOutcomes(serve.url, zero, warmed, 10_000);
     await sleep(300);
     const rss = sampleRss(serve.pid, 10);

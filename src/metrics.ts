@@ -21,6 +21,8 @@ export interface Metrics {
   eventsDropped: Counter<'reason'>;
   /** svc_recovery_attempts_total{outcome}: attempts made by recoveries (CONTRACT 4.5) */
   recoveryAttempts: Counter<'outcome'>;
+  /** svc_hop_batch_events: events per message the relay publishes on the durable hop (NATS mode) */
+  hopBatchEvents: Histogram<string>;
   /** where svc_deliveries_in_flight reads its value at each scrape */
   setInFlightSource(fn: () => number): void;
 }
@@ -86,6 +88,13 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
   });
   for (const outcome of ['success', 'failure'] satisfies DeliveryOutcome[]) recoveryAttempts.inc({ outcome }, 0);
 
+  const hopBatchEvents = new Histogram({
+    name: 'svc_hop_batch_events',
+    help: 'Events per JetStream message the outbox relay publishes (NATS mode: the durable hop pays its costs per message)',
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    registers: [registry],
+  });
+
   if (opts.defaultMetrics) collectDefaultMetrics({ register: registry });
 
   return {
@@ -97,6 +106,7 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
     deliveriesInFlight,
     eventsDropped,
     recoveryAttempts,
+    hopBatchEvents,
     setInFlightSource: (fn: () => number) => {
       inFlight = fn;
     },

@@ -434,16 +434,16 @@ export class JetStreamSource {
   }
 
   /**
-   * An event of a batch still held settled: its record says so before anything else happens here
-   * (written in a microtask, one write per batch for all its events settled meanwhile), as the ack
-   * of an event alone would: if this plane dies, the batch's next holder repeats only the attempts
-   * that were in flight (CONTRACT 6.6), not the events already settled.
+   * An event of a batch still held settled: its record says so at the end of this turn of the event
+   * loop (one write per batch for all its events settled in the turn: responses that arrive
+   * together are one turn), as the ack of an event alone would: if this plane dies, the batch's next
+   * holder repeats only the attempts that were in flight (CONTRACT 6.6), not the events settled.
    */
   private recordSettled(b: HeldBatch): void {
     this.dirty.add(b);
     if (this.recording) return;
     this.recording = true;
-    queueMicrotask(() => {
+    setImmediate(() => {
       this.recording = false;
       for (const d of this.dirty) {
         if (!this.batches.has(d.id)) continue; // acked or released meanwhile

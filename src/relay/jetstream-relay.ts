@@ -103,6 +103,7 @@ export class JetStreamRelay {
   private pruning: PublishedBatch[] | null = null;
   private pruneTimer: NodeJS.Timeout | null = null;
   private readonly aside: SetAside;
+  private readonly metrics: Metrics | null;
 
   constructor(
     private readonly db: Db,
@@ -114,6 +115,7 @@ export class JetStreamRelay {
     private readonly clock: Clock = systemClock,
   ) {
     this.aside = new SetAside(db, logger, metrics);
+    this.metrics = metrics;
   }
 
   /**
@@ -197,6 +199,7 @@ export class JetStreamRelay {
       else rows.push(r);
     }
     if (!rows.length) return null;
+    this.metrics?.hopBatchEvents.observe(rows.length);
     return { id: b.id, rows, body: encodeHopBatch(rows.map((r) => ({ id: r.event_id, route: r.route, body: r.body }))) };
   }
 
