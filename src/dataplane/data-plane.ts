@@ -83,7 +83,12 @@ export async function startNatsDataPlane(o: {
     const body = encodeOutcomeBatch({ ...batch, sent_at: o.clock.now() });
     await js.publish(subject, body, { msgID: batch.id, headers: sealHeaders(o.seal.sealBatch(body)) });
   };
-  const progress = new KvProgress(progressKv, o.seal, (batchId) => o.logger.warn({ batch_id: batchId }, 'a delivery progress record does not open with the data plane key; ignored'));
+  const progress = new KvProgress(
+    progressKv,
+    o.seal,
+    (batchId) => o.logger.warn({ batch_id: batchId }, 'a delivery progress record does not open with the data plane key; ignored'),
+    (subject, data) => o.nc.publish(subject, data),
+  );
   const parts = assemble({ worker: o.workerId, registry, progress, send, limits: o.limits, clock: o.clock, logger: o.logger });
   counted = (reason) => parts.sink.droppedEvent(reason);
   for (; stale > 0; stale--) counted('stale_registry');

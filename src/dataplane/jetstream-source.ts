@@ -48,7 +48,7 @@ import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { Clock, Timer } from '../domain/clock.ts';
 import { decodeRoute } from '../domain/route.ts';
-import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENT_ID_HEADER, EVENTS_STREAM, REPLAY_WINDOW_MS, SEAL_HEADER, storedAtMs } from '../bus/jetstream.ts';
+import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENT_ID_HEADER, EVENTS_STREAM, PROGRESS_BUCKET, REPLAY_WINDOW_MS, SEAL_HEADER, storedAtMs } from '../bus/jetstream.ts';
 import { decodeHopBatch } from '../bus/hop.ts';
 import type { Seal } from '../bus/seal.ts';
 import type { DeliveryPipeline, InboundEvent, ProgressStore } from './pipeline.ts';
@@ -115,6 +115,11 @@ export class KvProgress implements ProgressStore {
     private readonly seal: Seal,
     /** a record that does not open with the data plane key (written by someone else): ignored */
     private readonly refused: (batchId: string) => void = () => {},
+    /**
+     * A plain publish on the bus (the stream behind the bucket stores it; no acknowledgement comes
+     * back): for records written as often as events settle. Without it they are put and awaited.
+     */
+    private readonly publish: ((subject: string, data: string) => void) | null = null,
   ) {}
 
   /** Events of this batch are with the pipeline: their progress is saved in its record. */
@@ -141,6 +146,21 @@ export class KvProgress implements ProgressStore {
   /** Write a held batch's record now. */
   write(b: HeldBatch): Promise<number> {
     return this.put(b.id, this.recordOf(b));
+  }
+
+  /**
+   * Send a held batch's record without waiting for it to be stored: it is on its way as an ack
+   * would be (records of one batch are stored in the order they are sent, on one connection).
+   */
+  send(b: HeldBatch): Promise<void> {
+    if (!this.publish) return this.write(b).then(() => undefined);
+    const key = progressKey(b.id);
+    try {
+      this.publish(`$KV.${PROGRESS_BUCKET}.${key}`, this.seal.sealRecord(key, JSON.stringify(this.recordOf(b))));
+      return Promise.resolve();
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
   }
 
   /** ProgressStore: the pipeline's progress of some events; one record per batch they belong to. */
@@ -447,7 +467,7 @@ export class JetStreamSource {
       this.recording = false;
       for (const d of this.dirty) {
         if (!this.batches.has(d.id)) continue; // acked or released meanwhile
-        this.o.progress.write(d).catch((err: unknown) => this.progressFailures.warn({ reason: 'settled events' }, { batch_id: d.id, err: String(err) }));
+        this.o.progress.send(d).catch((err: unknown) => this.progressFailures.warn({ reason: 'settled events' }, { batch_id: d.id, err: String(err) }));
       }
       this.dirty.clear();
     });
