@@ -155,6 +155,13 @@ async function ensureStream(jsm: JetStreamManager, cfg: StreamCfg): Promise<void
     return;
   }
   const c = info.config;
+  if (JSON.stringify(c.subjects) !== JSON.stringify(cfg.subjects) && info.state.messages > 0) {
+    // an older svc's queue (SVC_EVENTS on svc.events.>, one event per message): nothing here reads it
+    throw new Error(
+      `JetStream stream ${name} holds ${info.state.messages} messages on ${(c.subjects ?? []).join(', ')}, queued by an older svc; this one queues on ${(cfg.subjects ?? []).join(', ')}. ` +
+        `Let the older svc deliver them first (its svc serve and workers, until the stream is empty), or remove the stream (nats stream rm ${name}).`,
+    );
+  }
   if (JSON.stringify(c.subjects) !== JSON.stringify(cfg.subjects) || c.duplicate_window !== (cfg.duplicate_window ?? c.duplicate_window) || c.max_age !== (cfg.max_age ?? 0)) {
     await jsm.streams.update(name, { subjects: cfg.subjects, duplicate_window: cfg.duplicate_window ?? c.duplicate_window, max_age: cfg.max_age ?? 0 });
   }
