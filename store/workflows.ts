@@ -24,6 +24,9 @@ export interface WorkflowRow {
   created_at: string;
 }
 
+/** A workflow as it is inserted (the store sets created_at). */
+export type WorkflowFields = Omit<WorkflowRow, 'created_at'>;
+
 export interface StepRow {
   step_id: string;
   workflow_id: string;
@@ -74,14 +77,17 @@ const decodeWf = (r: any): WorkflowRow => ({ ...r, parent: fromJson(r.parent, nu
 const decodeStep = (r: any): StepRow => ({ ...r, plan: fromJson(r.plan, null), approval: fromJson(r.approval, null), params: fromJson(r.params, {}) });
 const decodeJob = (r: any): JobRow => ({ ...r, payload: fromJson(r.payload, {}) });
 
-export function insertWorkflow(db: Db, w: Omit<WorkflowRow, 'created_at'>): void {
+/** Insert a workflow; returns the row as stored. */
+export function insertWorkflow(db: Db, w: WorkflowFields): WorkflowRow {
+  const row: WorkflowRow = { ...w, created_at: nowIso() };
   db.prepare(
     `INSERT INTO workflows (workflow_id, org_id, type, owner_id, owner_type, parent, action_id, external, external_id, status, error, params, started_at, finished_at, created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
-    w.workflow_id, w.org_id, w.type, w.owner_id, w.owner_type, toJson(w.parent), w.action_id, w.external ? 1 : 0, w.external_id,
-    w.status, w.error, toJson(w.params) ?? '{}', w.started_at, w.finished_at, nowIso(),
+    row.workflow_id, row.org_id, row.type, row.owner_id, row.owner_type, toJson(row.parent), row.action_id, row.external ? 1 : 0, row.external_id,
+    row.status, row.error, toJson(row.params) ?? '{}', row.started_at, row.finished_at, row.created_at,
   );
+  return row;
 }
 
 export function getWorkflow(db: Db, id: string): WorkflowRow | undefined {
@@ -90,7 +96,7 @@ export function getWorkflow(db: Db, id: string): WorkflowRow | undefined {
 }
 
 /** The id the outside knows a workflow by: the producer's for an external workflow, else the engine's. */
-export function publicWorkflowId(w: WorkflowRow): string {
+export function publicWorkflowId(w: WorkflowFields): string {
   return w.external_id ?? w.workflow_id;
 }
 
@@ -100,6 +106,17 @@ export function findOrgWorkflow(db: Db, orgId: string, id: string): WorkflowRow 
     .prepare('SELECT * FROM workflows WHERE org_id = ? AND (external_id = ? OR workflow_id = ?) ORDER BY external_id IS NOT ? LIMIT 1')
     .get(orgId, id, id, id);
   return r ? decodeWf(r) : undefined;
+}
+
+/**
+ * What a producer's workflow id names, in one lookup: the org's workflow known by it (as
+ * findOrgWorkflow finds it), and whether any org's workflow is stored under it (then a new
+ * external workflow of that id needs an id of its own).
+ */
+export function lookupReportedWorkflow(db: Db, orgId: string, id: string): { workflow: WorkflowRow | undefined; idTaken: boolean } {
+  const rows = (db.prepare('SELECT * FROM workflows WHERE (org_id = ? AND external_id = ?) OR workflow_id = ?').all(orgId, id, id) as unknown[]).map(decodeWf);
+  const workflow = rows.find((r) => r.org_id === orgId && r.external_id === id) ?? rows.find((r) => r.org_id === orgId && r.workflow_id === id);
+  return { workflow, idTaken: rows.some((r) => r.workflow_id === id) };
 }
 
 export function listOwnerWorkflows(db: Db, orgId: string, ownerId: string): WorkflowRow[] {

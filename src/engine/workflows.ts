@@ -21,6 +21,7 @@ import {
   updateStep,
   updateWorkflowStatus,
   type StepRow,
+  type WorkflowFields,
   type WorkflowRow,
 } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
@@ -39,6 +40,7 @@ import {
   type WorkflowEvent,
 } from '../../machines/index.ts';
 import type { ParentRef } from '../domain/facts.ts';
+import type { WorkflowStatus } from '../domain/status.ts';
 import { GATE_VERDICTS, type HealthGate, type Rollout } from '../domain/rollout.ts';
 import { isFinal, type Outcome, type OwnerType } from '../domain/status.ts';
 import { ConflictError, NotFoundError } from '../domain/errors.ts';
@@ -82,7 +84,7 @@ interface GateSnapshot {
 }
 
 /** The run's rollout record once its health gate tripped (CONTRACT 4.3 `data.rollout`). */
-const rolloutOf = (wf: WorkflowRow): { rollout?: Rollout } => (wf.params.rollout ? { rollout: wf.params.rollout as Rollout } : {});
+const rolloutOf = (wf: WorkflowFields): { rollout?: Rollout } => (wf.params.rollout ? { rollout: wf.params.rollout as Rollout } : {});
 
 const TARGET_PREFIX: Record<string, string> = {
   install_deploys: 'dep',
@@ -103,24 +105,28 @@ export class Workflows {
   /** Create a workflow and its steps, emit `started`, and run its first step. */
   start(t: Tx, spec: StartWorkflow): WorkflowRow {
     const id = newId('wf');
-    insertWorkflow(this.db, {
-      workflow_id: id,
-      org_id: spec.org_id,
-      type: spec.type,
-      owner_id: spec.owner_id,
-      owner_type: spec.owner_type,
-      parent: spec.parent ?? null,
-      action_id: spec.action_id ?? null,
-      external: false,
-      external_id: null,
-      status: 'pending',
-      error: null,
-      params: spec.params ?? {},
-      started_at: null,
-      finished_at: null,
-    });
+    // stored started (one INSERT, its `started` emitted), then its steps
+    this.insertWorkflowWithEvent(
+      t,
+      {
+        workflow_id: id,
+        org_id: spec.org_id,
+        type: spec.type,
+        owner_id: spec.owner_id,
+        owner_type: spec.owner_type,
+        parent: spec.parent ?? null,
+        action_id: spec.action_id ?? null,
+        external: false,
+        external_id: null,
+        status: 'pending',
+        error: null,
+        params: spec.params ?? {},
+        started_at: null,
+        finished_at: null,
+      },
+      { type: 'start' },
+    );
     this.insertSteps(spec.org_id, id, spec.steps, 0);
-    this.workflowEvent(t, getWorkflow(this.db, id)!, { type: 'start' });
     this.advance(t, id);
     return getWorkflow(this.db, id)!;
   }
@@ -323,12 +329,37 @@ export class Workflows {
 
   /** Apply an event to a workflow through the workflow machine; persist; emit. */
   workflowEvent(t: Tx, wf: WorkflowRow, ev: WorkflowEvent, extra?: { duration_ms?: number }): boolean {
+    return this.applyWorkflowEvent(t, wf, ev, extra, (status, fields) => updateWorkflowStatus(this.db, wf.workflow_id, status, fields)) !== null;
+  }
+
+  /**
+   * A workflow not stored yet, stored in the state its first event leads to (one INSERT, not an
+   * INSERT and an UPDATE of the same row), and that event's facts emitted. Returns the row as
+   * stored and whether the event changed anything (when not, the row is stored as given).
+   */
+  insertWorkflowWithEvent(t: Tx, wf: WorkflowFields, ev: WorkflowEvent, extra?: { duration_ms?: number }): { workflow: WorkflowRow; changed: boolean } {
+    const stored: { row?: WorkflowRow } = {};
+    const changed =
+      this.applyWorkflowEvent(t, wf, ev, extra, (status, fields) => {
+        stored.row = insertWorkflow(this.db, { ...wf, status, error: fields.error ?? wf.error, started_at: fields.started_at, finished_at: fields.finished_at ?? wf.finished_at });
+      }) !== null;
+    return { workflow: stored.row ?? insertWorkflow(this.db, wf), changed };
+  }
+
+  /** The machine's step for a workflow event; `write` persists the new state; then the facts. Null when nothing changed. */
+  private applyWorkflowEvent(
+    t: Tx,
+    wf: WorkflowFields,
+    ev: WorkflowEvent,
+    extra: { duration_ms?: number } | undefined,
+    write: (status: WorkflowStatus, fields: { error: string | null; started_at: string; finished_at: string | undefined }) => void,
+  ): WorkflowStatus | null {
     const r = advanceWorkflow(wf.status, {}, ev);
-    if (!r.changed) return false;
+    if (!r.changed) return null;
     const now = t.now;
     const startedAt = wf.started_at ?? now;
     const error = ev.type === 'finish' && ev.outcome === 'failed' ? (ev.error ?? 'workflow failed') : null;
-    updateWorkflowStatus(this.db, wf.workflow_id, r.state, { started_at: startedAt, finished_at: isFinal(r.state) ? now : undefined, error });
+    write(r.state, { started_at: startedAt, finished_at: isFinal(r.state) ? now : undefined, error });
     const scope = scopeOf(this.db, wf);
     for (const f of r.emitted) {
       t.emit({
@@ -342,7 +373,7 @@ export class Workflows {
         ...rolloutOf(wf),
       });
     }
-    return true;
+    return r.state;
   }
 
   // ------------------------------------------------------------------ runner results
