@@ -5,7 +5,8 @@
 // (process.cpuUsage: user + system, the parse and the commit apart) and SQLite statements run per
 // fact (a second, counted pass: counting costs CPU, so it is not timed).
 //
-//   npx tsx bench/ingest-engine.ts [facts per size, default 20000] [group sizes, default 1,8,64]
+//   npx tsx bench/ingest-engine.ts [facts per size, default 20000] [group sizes, default 1,8,64] [workflow|step]
+// `step`: instead, each fact is a new step's `started` (workflow_step) of one external workflow.
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof --import tsx bench/ingest-engine.ts 20000 64
 import fs from 'node:fs';
 import os from 'node:os';
@@ -23,6 +24,7 @@ import { factFor } from './harness.ts';
 
 const N = Number(process.argv[2] ?? 20_000);
 const SIZES = (process.argv[3] ?? '1,8,64').split(',').map(Number);
+const FACT = process.argv[4] ?? 'workflow';
 const WARMUP = 2_000;
 
 /**
@@ -78,7 +80,12 @@ function messages(orgId: string, n: number): Array<{ subject: string; data: Uint
   const out = [];
   for (let i = 0; i < n; i++) {
     const s = seq++;
-    out.push({ subject: `svc.ingest.${orgId}.workflows.bwf_${s}`, data: Buffer.from(factFor(s)) });
+    if (FACT === 'step') {
+      const body = { kind: 'workflow_step', transition: 'started', workflow: JSON.parse(factFor(0)).workflow, step: { id: `st_${s}`, name: `step ${s}`, idx: s, execution_type: 'system' } };
+      out.push({ subject: `svc.ingest.${orgId}.workflows.bwf_0`, data: Buffer.from(JSON.stringify(body)) });
+    } else {
+      out.push({ subject: `svc.ingest.${orgId}.workflows.bwf_${s}`, data: Buffer.from(factFor(s)) });
+    }
   }
   return out;
 }

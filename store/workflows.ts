@@ -136,8 +136,10 @@ export function updateWorkflowStatus(db: Db, id: string, status: WorkflowStatus,
   ).run(status, fields.error ?? null, fields.started_at ?? null, fields.finished_at ?? null, id);
 }
 
-export function setWorkflowParams(db: Db, id: string, params: Record<string, unknown>): void {
-  db.prepare('UPDATE workflows SET params = ? WHERE workflow_id = ?').run(toJson(params) ?? '{}', id);
+/** Replace a workflow's params; returns the row as updated. */
+export function setWorkflowParams(db: Db, id: string, params: Record<string, unknown>): WorkflowRow | undefined {
+  const r = db.prepare('UPDATE workflows SET params = ? WHERE workflow_id = ? RETURNING *').get(toJson(params) ?? '{}', id);
+  return r ? decodeWf(r) : undefined;
 }
 
 // Health gates baking right now (the scheduler's tick, and every health verdict, look at them):
@@ -152,7 +154,8 @@ export function listBakingSteps(db: Db, orgId?: string): StepRow[] {
   return rows.map(decodeStep);
 }
 
-export function insertStep(db: Db, s: StepRow): void {
+/** Insert a step; returns the row as stored. */
+export function insertStep(db: Db, s: StepRow): StepRow {
   db.prepare(
     `INSERT INTO steps (step_id, workflow_id, org_id, idx, name, target_type, target_id, component_id, sandbox_id, execution_type, operation, status, error, plan, approval, params, started_at, finished_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -160,6 +163,7 @@ export function insertStep(db: Db, s: StepRow): void {
     s.step_id, s.workflow_id, s.org_id, s.idx, s.name, s.target_type, s.target_id, s.component_id, s.sandbox_id, s.execution_type,
     s.operation, s.status, s.error, toJson(s.plan), toJson(s.approval), toJson(s.params) ?? '{}', s.started_at, s.finished_at,
   );
+  return s;
 }
 
 export function listSteps(db: Db, workflowId: string): StepRow[] {
@@ -171,7 +175,8 @@ export function getStep(db: Db, workflowId: string, stepId: string): StepRow | u
   return r ? decodeStep(r) : undefined;
 }
 
-export function updateStep(db: Db, s: Pick<StepRow, 'workflow_id' | 'step_id'> & Partial<Omit<StepRow, 'workflow_id' | 'step_id'>>): void {
+/** Update the given fields of a step; returns the row as updated (undefined when there is no such step). */
+export function updateStep(db: Db, s: Pick<StepRow, 'workflow_id' | 'step_id'> & Partial<Omit<StepRow, 'workflow_id' | 'step_id'>>): StepRow | undefined {
   const sets: string[] = [];
   const vals: unknown[] = [];
   for (const [k, v] of Object.entries(s)) {
@@ -179,8 +184,9 @@ export function updateStep(db: Db, s: Pick<StepRow, 'workflow_id' | 'step_id'> &
     sets.push(`${k} = ?`);
     vals.push(k === 'plan' || k === 'approval' || k === 'params' ? toJson(v) : v);
   }
-  if (!sets.length) return;
-  db.prepare(`UPDATE steps SET ${sets.join(', ')} WHERE workflow_id = ? AND step_id = ?`).run(...vals, s.workflow_id, s.step_id);
+  if (!sets.length) return getStep(db, s.workflow_id, s.step_id);
+  const r = db.prepare(`UPDATE steps SET ${sets.join(', ')} WHERE workflow_id = ? AND step_id = ? RETURNING *`).get(...vals, s.workflow_id, s.step_id);
+  return r ? decodeStep(r) : undefined;
 }
 
 export function insertJob(db: Db, j: Omit<JobRow, 'created_at' | 'sent_at'>): void {

@@ -52,7 +52,7 @@ export function reportExternalWorkflow(t: Tx, db: Db, workflows: Workflows, orgI
   const s = msg.step!;
   let step = getStep(db, wf.workflow_id, s.id);
   if (!step) {
-    insertStep(db, {
+    step = insertStep(db, {
       step_id: s.id,
       workflow_id: wf.workflow_id,
       org_id: orgId,
@@ -72,7 +72,6 @@ export function reportExternalWorkflow(t: Tx, db: Db, workflows: Workflows, orgI
       started_at: null,
       finished_at: null,
     });
-    step = getStep(db, wf.workflow_id, s.id)!;
   }
   const ev: StepEvent =
     msg.transition === 'started'

@@ -194,8 +194,8 @@ export class Workflows {
     if (kind === 'bake') return this.startBake(t, wf, step);
     if (kind === 'approval') {
       const plan = this.groupPlan(wf, step);
-      updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan, approval: { status: 'requested', plan } });
-      this.stepEvent(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, { type: 'request_approval' });
+      const requested = updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan, approval: { status: 'requested', plan } })!;
+      this.stepEvent(t, wf, requested, { type: 'request_approval' });
       return false;
     }
     if (kind === 'children') {
@@ -280,22 +280,26 @@ export class Workflows {
 
   /** Apply an event to a step through the step machine; persist; emit its facts. Returns whether it changed anything. */
   stepEvent(t: Tx, wf: WorkflowRow, step: StepRow, ev: StepEvent, extra?: { duration_ms?: number }): boolean {
+    return this.stepEventRow(t, wf, step, ev, extra) !== null;
+  }
+
+  /** stepEvent, returning the step as updated (null when nothing changed). */
+  private stepEventRow(t: Tx, wf: WorkflowRow, step: StepRow, ev: StepEvent, extra?: { duration_ms?: number }): StepRow | null {
     const silent = step.execution_type === 'hidden' || step.execution_type === 'skipped';
     const r = advanceStep(step.status, { silent }, ev);
-    if (!r.changed) return false;
+    if (!r.changed) return null;
     const now = t.now;
     const status = r.state;
     const startedAt = step.started_at ?? (status !== 'pending' && status !== 'cancelled' && status !== 'skipped' ? now : null);
     const error = ev.type === 'fail' ? (ev.error ?? 'failed') : ev.type === 'reject' ? (ev.error ?? 'approval rejected') : null;
-    updateStep(this.db, {
+    const fresh = updateStep(this.db, {
       workflow_id: step.workflow_id,
       step_id: step.step_id,
       status,
       started_at: startedAt ?? undefined,
       finished_at: isFinal(status) && status !== 'skipped' ? now : undefined,
       error: error ?? undefined,
-    });
-    const fresh = getStep(this.db, step.workflow_id, step.step_id)!;
+    })!;
     const scope = scopeOf(this.db, wf, fresh);
     for (const f of r.emitted) {
       if (f.type === 'lifecycle') {
@@ -324,7 +328,7 @@ export class Workflows {
         });
       }
     }
-    return true;
+    return fresh;
   }
 
   /** Apply an event to a workflow through the workflow machine; persist; emit. */
@@ -392,10 +396,11 @@ export class Workflows {
       return 'accepted';
     }
     const ev: StepEvent = msg.status === 'succeeded' ? { type: 'succeed' } : msg.status === 'failed' ? { type: 'fail', error: msg.error || 'job failed' } : { type: 'cancel' };
-    if (msg.plan) updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan: msg.plan });
-    if (!this.stepEvent(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, ev)) return step.status === msg.status ? 'duplicate' : 'ignored';
+    const planned = msg.plan ? updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan: msg.plan })! : step;
+    const ended = this.stepEventRow(t, wf, planned, ev);
+    if (!ended) return step.status === msg.status ? 'duplicate' : 'ignored';
     setJobStatus(this.db, jobId, 'done');
-    if (msg.status === 'succeeded' && msg.plan) this.detectDrift(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, msg.plan.changes);
+    if (msg.status === 'succeeded' && msg.plan) this.detectDrift(t, wf, ended, msg.plan.changes);
     this.advance(t, wf.workflow_id);
     return 'accepted';
   }
@@ -429,8 +434,7 @@ export class Workflows {
     if (step.status !== 'awaiting_approval') throw new ConflictError(`step ${step.name} is not awaiting approval (status ${step.status})`);
     const approval = { ...(step.approval ?? {}), status: response, responded_at: t.now, ...(note !== undefined ? { note } : {}) };
     delete (approval as { plan?: unknown }).plan;
-    updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval });
-    const fresh = getStep(this.db, workflowId, stepId)!;
+    const fresh = updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval })!;
     const ok =
       response === 'approved'
         ? this.stepEvent(t, wf, fresh, { type: 'approve' })
@@ -489,12 +493,12 @@ export class Workflows {
 
   /** Begin a bake: the gate starts from the group's verdicts now (one already bad counts). Returns whether it ended at once. */
   private startBake(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
-    this.stepEvent(t, wf, step, { type: 'start' });
+    const started = this.stepEventRow(t, wf, step, { type: 'start' }) ?? step;
     const gate = wf.params.health_gate as HealthGate | undefined;
     const at = Date.parse(t.now);
     const from = initialHealthGate({ on: gate?.on ?? [...GATE_VERDICTS], ends_at: at + (gate?.bake_ms ?? 0) });
     const now = ((step.params.install_ids as string[]) ?? []).map((id) => this.healthNow(id)).filter((e): e is GateEvent => e !== null);
-    return this.feedGate(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, [...now, { type: 'tick', at }], from);
+    return this.feedGate(t, wf, started, [...now, { type: 'tick', at }], from);
   }
 
   /** An install's composite verdict now, with the component behind it and that component's reason; null when none is known. */
@@ -518,8 +522,7 @@ export class Workflows {
       gate = { state: r.state, context: r.context };
       emitted.push(...r.emitted);
     }
-    updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, params: { ...step.params, gate } });
-    const fresh = getStep(this.db, step.workflow_id, step.step_id)!;
+    const fresh = updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, params: { ...step.params, gate } })!;
     for (const e of emitted) {
       if (e.type === 'passed') return this.stepEvent(t, wf, fresh, { type: 'succeed' });
       if (e.type === 'tripped') {
@@ -537,8 +540,7 @@ export class Workflows {
    */
   private tripGate(t: Tx, wf: WorkflowRow, step: StepRow, trip: GateTrip): void {
     const rollout: Rollout = { run_id: wf.workflow_id, trigger: 'health_gate', ...trip };
-    setWorkflowParams(this.db, wf.workflow_id, { ...wf.params, rollout });
-    const run = getWorkflow(this.db, wf.workflow_id)!;
+    const run = setWorkflowParams(this.db, wf.workflow_id, { ...wf.params, rollout })!;
     this.stepEvent(t, run, step, { type: 'fail', error: this.tripError(trip) });
     const steps = listSteps(this.db, run.workflow_id);
     for (const s of steps) if (s.status === 'pending') this.stepEvent(t, run, s, { type: 'cancel' });
