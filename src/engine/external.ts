@@ -1,7 +1,7 @@
 // Workflows the engine did not start, reported by a producer (CONTRACT 5.2
 // svc.ingest.<org>.workflows.<id>): recorded and stepped through the same machines as the engine's own.
 import type { Db } from '../../store/db.ts';
-import { getStep, insertStep, insertWorkflow, listSteps, lookupReportedWorkflow, type WorkflowFields } from '../../store/workflows.ts';
+import { getStep, insertWorkflow, listSteps, lookupReportedWorkflow, type StepRow, type WorkflowFields } from '../../store/workflows.ts';
 import { newId } from '../domain/ids.ts';
 import type { StepEvent, WorkflowEvent } from '../../machines/index.ts';
 import { InvalidError } from '../domain/errors.ts';
@@ -50,9 +50,18 @@ export function reportExternalWorkflow(t: Tx, db: Db, workflows: Workflows, orgI
     return wf.status === msg.transition ? 'duplicate' : 'ignored';
   }
   const s = msg.step!;
-  let step = getStep(db, wf.workflow_id, s.id);
+  const ev: StepEvent =
+    msg.transition === 'started'
+      ? { type: 'start' }
+      : msg.transition === 'succeeded'
+        ? { type: 'succeed' }
+        : msg.transition === 'failed'
+          ? { type: 'fail', error: msg.error || 'failed' }
+          : { type: 'cancel' };
+  const step = getStep(db, wf.workflow_id, s.id);
   if (!step) {
-    step = insertStep(db, {
+    // a new step is inserted in the state its first message leads to, in one write
+    const row: StepRow = {
       step_id: s.id,
       workflow_id: wf.workflow_id,
       org_id: orgId,
@@ -71,16 +80,9 @@ export function reportExternalWorkflow(t: Tx, db: Db, workflows: Workflows, orgI
       params: {},
       started_at: null,
       finished_at: null,
-    });
+    };
+    return workflows.insertStepWithEvent(t, wf, row, ev, extra) ? 'accepted' : 'ignored';
   }
-  const ev: StepEvent =
-    msg.transition === 'started'
-      ? { type: 'start' }
-      : msg.transition === 'succeeded'
-        ? { type: 'succeed' }
-        : msg.transition === 'failed'
-          ? { type: 'fail', error: msg.error || 'failed' }
-          : { type: 'cancel' };
   if (workflows.stepEvent(t, wf, step, ev, extra)) return 'accepted';
   return step.status === msg.transition ? 'duplicate' : 'ignored';
 }

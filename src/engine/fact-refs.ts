@@ -39,8 +39,8 @@ export function durationMs(startedAt: string | null, endIso: string): number {
   return Math.max(0, Date.parse(endIso) - Date.parse(startedAt));
 }
 
-/** `{outcome}` for a terminal lifecycle transition (error only on failed), `{}` for started. */
-export function outcomeOf(transition: LifecycleTransition, duration_ms: number, error: string): { outcome?: Outcome } {
+/** `{outcome}` for a terminal lifecycle transition (error only on failed), `{}` for started (no duration computed for it). */
+export function outcomeOf(transition: LifecycleTransition, duration_ms: () => number, error: string): { outcome?: Outcome } {
   if (transition === 'started') return {};
-  return { outcome: { status: transition, duration_ms, ...(transition === 'failed' ? { error } : {}) } };
+  return { outcome: { status: transition, duration_ms: duration_ms(), ...(transition === 'failed' ? { error } : {}) } };
 }

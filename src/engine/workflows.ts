@@ -283,8 +283,26 @@ export class Workflows {
     return this.stepEventRow(t, wf, step, ev, extra) !== null;
   }
 
-  /** stepEvent, returning the step as updated (null when nothing changed). */
-  private stepEventRow(t: Tx, wf: WorkflowRow, step: StepRow, ev: StepEvent, extra?: { duration_ms?: number }): StepRow | null {
+  /**
+   * A step not stored yet, stored in the state its first event leads to (one INSERT, not an
+   * INSERT and an UPDATE of the same row), and that event's facts emitted. Returns whether the
+   * event changed anything (when not, the step is stored as given).
+   */
+  insertStepWithEvent(t: Tx, wf: WorkflowRow, step: StepRow, ev: StepEvent, extra?: { duration_ms?: number }): boolean {
+    const changed = this.stepEventRow(t, wf, step, ev, extra, (fields) => insertStep(this.db, { ...step, ...definedOnly(fields) })) !== null;
+    if (!changed) insertStep(this.db, step);
+    return changed;
+  }
+
+  /** stepEvent, returning the step as updated (null when nothing changed); `write` stores the changed fields (an UPDATE by default). */
+  private stepEventRow(
+    t: Tx,
+    wf: WorkflowRow,
+    step: StepRow,
+    ev: StepEvent,
+    extra?: { duration_ms?: number },
+    write: (fields: Partial<StepRow>) => StepRow = (fields) => updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, ...fields })!,
+  ): StepRow | null {
     const silent = step.execution_type === 'hidden' || step.execution_type === 'skipped';
     const r = advanceStep(step.status, { silent }, ev);
     if (!r.changed) return null;
@@ -292,14 +310,12 @@ export class Workflows {
     const status = r.state;
     const startedAt = step.started_at ?? (status !== 'pending' && status !== 'cancelled' && status !== 'skipped' ? now : null);
     const error = ev.type === 'fail' ? (ev.error ?? 'failed') : ev.type === 'reject' ? (ev.error ?? 'approval rejected') : null;
-    const fresh = updateStep(this.db, {
-      workflow_id: step.workflow_id,
-      step_id: step.step_id,
+    const fresh = write({
       status,
       started_at: startedAt ?? undefined,
       finished_at: isFinal(status) && status !== 'skipped' ? now : undefined,
       error: error ?? undefined,
-    })!;
+    });
     const scope = scopeOf(this.db, wf, fresh);
     for (const f of r.emitted) {
       if (f.type === 'lifecycle') {
@@ -311,7 +327,7 @@ export class Workflows {
           workflow: workflowRef(wf),
           step: stepRef(fresh),
           ...scope,
-          ...outcomeOf(f.transition, extra?.duration_ms ?? durationMs(startedAt, now), error ?? f.error ?? 'failed'),
+          ...outcomeOf(f.transition, () => extra?.duration_ms ?? durationMs(startedAt, now), error ?? f.error ?? 'failed'),
           ...rolloutOf(wf),
         });
       } else {
@@ -373,7 +389,7 @@ export class Workflows {
         time: now,
         workflow: workflowRef(wf),
         ...scope,
-        ...outcomeOf(f.transition, extra?.duration_ms ?? durationMs(startedAt, now), error ?? 'workflow failed'),
+        ...outcomeOf(f.transition, () => extra?.duration_ms ?? durationMs(startedAt, now), error ?? 'workflow failed'),
         ...rolloutOf(wf),
       });
     }
@@ -598,6 +614,11 @@ export class Workflows {
     if (bad.length) return this.stepEvent(t, wf, step, { type: 'fail', error: `${bad.length} of ${children.length} installs did not apply the config` });
     return this.stepEvent(t, wf, step, { type: 'succeed' });
   }
+}
+
+/** The fields given a value (an update leaves the others as they are). */
+function definedOnly<T extends object>(fields: T): Partial<T> {
+  return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
 /** The config a run (branch run or app rollback) moves an install to: its own target, else the run's one config. */

@@ -511,7 +511,15 @@ describe('workflows a producer reports (CONTRACT 5.2 svc.ingest.<org>.workflows.
     const step = { id: 'st_a', name: 'plan', idx: 0, execution_type: 'system' as const };
     expect(w.ingest(reported(O, 'bwf_3', { kind: 'workflow_step', transition: 'started', workflow: about('bwf_3'), step }))).toEqual(['accepted']);
     expect(getWorkflow(w.db, 'bwf_3')!.status).toBe('pending');
-    expect(listSteps(w.db, 'bwf_3').map((s) => [s.step_id, s.status])).toEqual([['st_a', 'started']]);
+    expect(listSteps(w.db, 'bwf_3').map((s) => [s.step_id, s.status, s.started_at, s.finished_at])).toEqual([['st_a', 'started', now, null]]);
+    expect(w.events().at(-1)).toMatchObject({ subject: `${O}/workflow_step/bwf_3/st_a/started`, data: { step: { id: 'st_a', name: 'plan', idx: 0 } } });
+    expect(w.ingest(reported(O, 'bwf_3', { kind: 'workflow_step', transition: 'started', step }))).toEqual(['duplicate']);
+    // a new step whose first message ends it: started and ended at once, with its error
+    w.clock.advance(100);
+    const ended = new Date(w.clock.now()).toISOString();
+    expect(w.ingest(reported(O, 'bwf_3', { kind: 'workflow_step', transition: 'failed', error: 'no quota', step: { ...step, id: 'st_b', idx: 1 } }))).toEqual(['accepted']);
+    expect(listSteps(w.db, 'bwf_3')[1]).toMatchObject({ step_id: 'st_b', status: 'failed', error: 'no quota', started_at: ended, finished_at: ended });
+    expect(w.events().at(-1).data.outcome).toEqual({ status: 'failed', duration_ms: 0, error: 'no quota' });
   });
 
   it('ids are the org\'s own: another org\'s workflow of the same id is stored under an id of its own; an id the engine runs is refused; no workflow and no first message: refused', async () => {
