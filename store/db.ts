@@ -56,8 +56,13 @@ export function migrate(db: Db): void {
   }
 }
 
+/** The last time formatted, by its ms: rows written in the same millisecond (a group commit's) format it once. */
+let formatted = { ms: -1, iso: '' };
+
 export function nowIso(): string {
-  return new Date().toISOString();
+  const ms = Date.now();
+  if (ms !== formatted.ms) formatted = { ms, iso: new Date(ms).toISOString() };
+  return formatted.iso;
 }
 
 /** JSON column helpers. */

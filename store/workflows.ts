@@ -24,6 +24,9 @@ export interface WorkflowRow {
   created_at: string;
 }
 
+/** A workflow as it is inserted (the store sets created_at). */
+export type WorkflowFields = Omit<WorkflowRow, 'created_at'>;
+
 export interface StepRow {
   step_id: string;
   workflow_id: string;
@@ -74,14 +77,17 @@ const decodeWf = (r: any): WorkflowRow => ({ ...r, parent: fromJson(r.parent, nu
 const decodeStep = (r: any): StepRow => ({ ...r, plan: fromJson(r.plan, null), approval: fromJson(r.approval, null), params: fromJson(r.params, {}) });
 const decodeJob = (r: any): JobRow => ({ ...r, payload: fromJson(r.payload, {}) });
 
-export function insertWorkflow(db: Db, w: Omit<WorkflowRow, 'created_at'>): void {
+/** Insert a workflow; returns the row as stored. */
+export function insertWorkflow(db: Db, w: WorkflowFields): WorkflowRow {
+  const row: WorkflowRow = { ...w, created_at: nowIso() };
   db.prepare(
     `INSERT INTO workflows (workflow_id, org_id, type, owner_id, owner_type, parent, action_id, external, external_id, status, error, params, started_at, finished_at, created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
-    w.workflow_id, w.org_id, w.type, w.owner_id, w.owner_type, toJson(w.parent), w.action_id, w.external ? 1 : 0, w.external_id,
-    w.status, w.error, toJson(w.params) ?? '{}', w.started_at, w.finished_at, nowIso(),
+    row.workflow_id, row.org_id, row.type, row.owner_id, row.owner_type, toJson(row.parent), row.action_id, row.external ? 1 : 0, row.external_id,
+    row.status, row.error, toJson(row.params) ?? '{}', row.started_at, row.finished_at, row.created_at,
   );
+  return row;
 }
 
 export function getWorkflow(db: Db, id: string): WorkflowRow | undefined {
@@ -90,7 +96,7 @@ export function getWorkflow(db: Db, id: string): WorkflowRow | undefined {
 }
 
 /** The id the outside knows a workflow by: the producer's for an external workflow, else the engine's. */
-export function publicWorkflowId(w: WorkflowRow): string {
+export function publicWorkflowId(w: WorkflowFields): string {
   return w.external_id ?? w.workflow_id;
 }
 
@@ -100,6 +106,17 @@ export function findOrgWorkflow(db: Db, orgId: string, id: string): WorkflowRow 
     .prepare('SELECT * FROM workflows WHERE org_id = ? AND (external_id = ? OR workflow_id = ?) ORDER BY external_id IS NOT ? LIMIT 1')
     .get(orgId, id, id, id);
   return r ? decodeWf(r) : undefined;
+}
+
+/**
+ * What a producer's workflow id names, in one lookup: the org's workflow known by it (as
+ * findOrgWorkflow finds it), and whether any org's workflow is stored under it (then a new
+ * external workflow of that id needs an id of its own).
+ */
+export function lookupReportedWorkflow(db: Db, orgId: string, id: string): { workflow: WorkflowRow | undefined; idTaken: boolean } {
+  const rows = (db.prepare('SELECT * FROM workflows WHERE (org_id = ? AND external_id = ?) OR workflow_id = ?').all(orgId, id, id) as unknown[]).map(decodeWf);
+  const workflow = rows.find((r) => r.org_id === orgId && r.external_id === id) ?? rows.find((r) => r.org_id === orgId && r.workflow_id === id);
+  return { workflow, idTaken: rows.some((r) => r.workflow_id === id) };
 }
 
 export function listOwnerWorkflows(db: Db, orgId: string, ownerId: string): WorkflowRow[] {
@@ -119,8 +136,10 @@ export function updateWorkflowStatus(db: Db, id: string, status: WorkflowStatus,
   ).run(status, fields.error ?? null, fields.started_at ?? null, fields.finished_at ?? null, id);
 }
 
-export function setWorkflowParams(db: Db, id: string, params: Record<string, unknown>): void {
-  db.prepare('UPDATE workflows SET params = ? WHERE workflow_id = ?').run(toJson(params) ?? '{}', id);
+/** Replace a workflow's params; returns the row as updated. */
+export function setWorkflowParams(db: Db, id: string, params: Record<string, unknown>): WorkflowRow | undefined {
+  const r = db.prepare('UPDATE workflows SET params = ? WHERE workflow_id = ? RETURNING *').get(toJson(params) ?? '{}', id);
+  return r ? decodeWf(r) : undefined;
 }
 
 // Health gates baking right now (the scheduler's tick, and every health verdict, look at them):
@@ -135,7 +154,8 @@ export function listBakingSteps(db: Db, orgId?: string): StepRow[] {
   return rows.map(decodeStep);
 }
 
-export function insertStep(db: Db, s: StepRow): void {
+/** Insert a step; returns the row as stored. */
+export function insertStep(db: Db, s: StepRow): StepRow {
   db.prepare(
     `INSERT INTO steps (step_id, workflow_id, org_id, idx, name, target_type, target_id, component_id, sandbox_id, execution_type, operation, status, error, plan, approval, params, started_at, finished_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -143,6 +163,7 @@ export function insertStep(db: Db, s: StepRow): void {
     s.step_id, s.workflow_id, s.org_id, s.idx, s.name, s.target_type, s.target_id, s.component_id, s.sandbox_id, s.execution_type,
     s.operation, s.status, s.error, toJson(s.plan), toJson(s.approval), toJson(s.params) ?? '{}', s.started_at, s.finished_at,
   );
+  return s;
 }
 
 export function listSteps(db: Db, workflowId: string): StepRow[] {
@@ -154,7 +175,8 @@ export function getStep(db: Db, workflowId: string, stepId: string): StepRow | u
   return r ? decodeStep(r) : undefined;
 }
 
-export function updateStep(db: Db, s: Pick<StepRow, 'workflow_id' | 'step_id'> & Partial<Omit<StepRow, 'workflow_id' | 'step_id'>>): void {
+/** Update the given fields of a step; returns the row as updated (undefined when there is no such step). */
+export function updateStep(db: Db, s: Pick<StepRow, 'workflow_id' | 'step_id'> & Partial<Omit<StepRow, 'workflow_id' | 'step_id'>>): StepRow | undefined {
   const sets: string[] = [];
   const vals: unknown[] = [];
   for (const [k, v] of Object.entries(s)) {
@@ -162,8 +184,9 @@ export function updateStep(db: Db, s: Pick<StepRow, 'workflow_id' | 'step_id'> &
     sets.push(`${k} = ?`);
     vals.push(k === 'plan' || k === 'approval' || k === 'params' ? toJson(v) : v);
   }
-  if (!sets.length) return;
-  db.prepare(`UPDATE steps SET ${sets.join(', ')} WHERE workflow_id = ? AND step_id = ?`).run(...vals, s.workflow_id, s.step_id);
+  if (!sets.length) return getStep(db, s.workflow_id, s.step_id);
+  const r = db.prepare(`UPDATE steps SET ${sets.join(', ')} WHERE workflow_id = ? AND step_id = ? RETURNING *`).get(...vals, s.workflow_id, s.step_id);
+  return r ? decodeStep(r) : undefined;
 }
 
 export function insertJob(db: Db, j: Omit<JobRow, 'created_at' | 'sent_at'>): void {

@@ -1,25 +1,27 @@
 // Workflows the engine did not start, reported by a producer (CONTRACT 5.2
 // svc.ingest.<org>.workflows.<id>): recorded and stepped through the same machines as the engine's own.
 import type { Db } from '../../store/db.ts';
-import { findOrgWorkflow, getStep, getWorkflow, insertStep, insertWorkflow, listSteps } from '../../store/workflows.ts';
+import { getStep, insertWorkflow, listSteps, lookupReportedWorkflow, type StepRow, type WorkflowFields } from '../../store/workflows.ts';
 import { newId } from '../domain/ids.ts';
-import type { StepEvent } from '../../machines/index.ts';
+import type { StepEvent, WorkflowEvent } from '../../machines/index.ts';
 import { InvalidError } from '../domain/errors.ts';
 import type { WorkflowMessage } from '../domain/producer-messages.ts';
+import type { StepStatus } from '../domain/status.ts';
 import type { Tx } from './transaction.ts';
 import type { IngestResult, Workflows } from './workflows.ts';
 
 export function reportExternalWorkflow(t: Tx, db: Db, workflows: Workflows, orgId: string, workflowId: string, msg: WorkflowMessage): IngestResult {
   if (msg.workflow && msg.workflow.id !== workflowId) throw new InvalidError(`workflow.id ${msg.workflow.id} does not match the subject's ${workflowId}`);
-  let wf = findOrgWorkflow(db, orgId, workflowId);
+  const found = lookupReportedWorkflow(db, orgId, workflowId);
+  let wf = found.workflow;
   if (wf && !wf.external) throw new InvalidError(`workflow ${workflowId} is run by the engine; producers cannot report it`);
+  const extra = msg.duration_ms !== undefined ? { duration_ms: msg.duration_ms } : undefined;
   if (!wf) {
     if (!msg.workflow) throw new InvalidError('the first message of a workflow must carry workflow {id, type, owner_id, owner_type}');
-    // Ids are the org's own: another org's workflow of the same id is a different workflow, stored
-    // under an id of its own, and this org learns nothing of it.
-    const storedId = getWorkflow(db, workflowId) ? newId('wf') : workflowId;
-    insertWorkflow(db, {
-      workflow_id: storedId,
+    const row: WorkflowFields = {
+      // Ids are the org's own: another org's workflow of the same id is a different workflow, stored
+      // under an id of its own, and this org learns nothing of it.
+      workflow_id: found.idTaken ? newId('wf') : workflowId,
       org_id: orgId,
       type: msg.workflow.type,
       owner_id: msg.workflow.owner_id,
@@ -33,22 +35,33 @@ export function reportExternalWorkflow(t: Tx, db: Db, workflows: Workflows, orgI
       params: {},
       started_at: null,
       finished_at: null,
-    });
-    wf = getWorkflow(db, storedId)!;
+    };
+    if (msg.kind === 'workflow') {
+      // the common first message (a workflow `started`): the row is inserted in the state it leads
+      // to, in one write; a new workflow has no steps yet
+      const r = workflows.insertWorkflowWithEvent(t, row, workflowMessageEvent(msg, []), extra);
+      return r.changed ? 'accepted' : 'ignored';
+    }
+    wf = insertWorkflow(db, row);
   }
-  const extra = msg.duration_ms !== undefined ? { duration_ms: msg.duration_ms } : undefined;
   if (msg.kind === 'workflow') {
-    const accepted =
-      msg.transition === 'started'
-        ? workflows.workflowEvent(t, wf, { type: 'start' }, extra)
-        : workflows.workflowEvent(t, wf, { type: 'finish', outcome: msg.transition, error: msg.error, stepStatuses: listSteps(db, wf.workflow_id).map((s) => s.status) }, extra);
-    if (accepted) return 'accepted';
+    const stepStatuses = msg.transition === 'started' ? [] : listSteps(db, wf.workflow_id).map((s) => s.status);
+    if (workflows.workflowEvent(t, wf, workflowMessageEvent(msg, stepStatuses), extra)) return 'accepted';
     return wf.status === msg.transition ? 'duplicate' : 'ignored';
   }
   const s = msg.step!;
-  let step = getStep(db, wf.workflow_id, s.id);
+  const ev: StepEvent =
+    msg.transition === 'started'
+      ? { type: 'start' }
+      : msg.transition === 'succeeded'
+        ? { type: 'succeed' }
+        : msg.transition === 'failed'
+          ? { type: 'fail', error: msg.error || 'failed' }
+          : { type: 'cancel' };
+  const step = getStep(db, wf.workflow_id, s.id);
   if (!step) {
-    insertStep(db, {
+    // a new step is inserted in the state its first message leads to, in one write
+    const row: StepRow = {
       step_id: s.id,
       workflow_id: wf.workflow_id,
       org_id: orgId,
@@ -67,17 +80,14 @@ export function reportExternalWorkflow(t: Tx, db: Db, workflows: Workflows, orgI
       params: {},
       started_at: null,
       finished_at: null,
-    });
-    step = getStep(db, wf.workflow_id, s.id)!;
+    };
+    return workflows.insertStepWithEvent(t, wf, row, ev, extra) ? 'accepted' : 'ignored';
   }
-  const ev: StepEvent =
-    msg.transition === 'started'
-      ? { type: 'start' }
-      : msg.transition === 'succeeded'
-        ? { type: 'succeed' }
-        : msg.transition === 'failed'
-          ? { type: 'fail', error: msg.error || 'failed' }
-          : { type: 'cancel' };
   if (workflows.stepEvent(t, wf, step, ev, extra)) return 'accepted';
   return step.status === msg.transition ? 'duplicate' : 'ignored';
+}
+
+/** The workflow machine's event for a producer's workflow message (stepStatuses: for a finish). */
+function workflowMessageEvent(msg: WorkflowMessage, stepStatuses: StepStatus[]): WorkflowEvent {
+  return msg.transition === 'started' ? { type: 'start' } : { type: 'finish', outcome: msg.transition, error: msg.error, stepStatuses };
 }

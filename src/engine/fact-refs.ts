@@ -1,11 +1,11 @@
 // Building facts from stored rows: the one place that knows which entities an event is about.
 import type { Db } from '../../store/db.ts';
 import { getActionById } from '../../store/installs.ts';
-import { publicWorkflowId, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
+import { publicWorkflowId, type StepRow, type WorkflowFields } from '../../store/workflows.ts';
 import type { FactScope, Outcome, StepRef, WorkflowRef } from '../domain/facts.ts';
 import type { LifecycleTransition } from '../domain/status.ts';
 
-export function workflowRef(wf: WorkflowRow): WorkflowRef {
+export function workflowRef(wf: WorkflowFields): WorkflowRef {
   const ref: WorkflowRef = { id: publicWorkflowId(wf), type: wf.type, owner_id: wf.owner_id, owner_type: wf.owner_type };
   if (wf.parent) ref.parent = wf.parent;
   return ref;
@@ -21,7 +21,7 @@ export function stepRef(s: StepRow): StepRef {
 }
 
 /** The install, component, sandbox and action a workflow (step) event concerns. */
-export function scopeOf(db: Db, wf: WorkflowRow, step?: StepRow): FactScope {
+export function scopeOf(db: Db, wf: WorkflowFields, step?: StepRow): FactScope {
   const scope: FactScope = {};
   if (wf.owner_type === 'installs') scope.install_id = wf.owner_id;
   if (step?.component_id) scope.component_id = step.component_id;
@@ -39,8 +39,8 @@ export function durationMs(startedAt: string | null, endIso: string): number {
   return Math.max(0, Date.parse(endIso) - Date.parse(startedAt));
 }
 
-/** `{outcome}` for a terminal lifecycle transition (error only on failed), `{}` for started. */
-export function outcomeOf(transition: LifecycleTransition, duration_ms: number, error: string): { outcome?: Outcome } {
+/** `{outcome}` for a terminal lifecycle transition (error only on failed), `{}` for started (no duration computed for it). */
+export function outcomeOf(transition: LifecycleTransition, duration_ms: () => number, error: string): { outcome?: Outcome } {
   if (transition === 'started') return {};
-  return { outcome: { status: transition, duration_ms, ...(transition === 'failed' ? { error } : {}) } };
+  return { outcome: { status: transition, duration_ms: duration_ms(), ...(transition === 'failed' ? { error } : {}) } };
 }

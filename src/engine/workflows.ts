@@ -21,6 +21,7 @@ import {
   updateStep,
   updateWorkflowStatus,
   type StepRow,
+  type WorkflowFields,
   type WorkflowRow,
 } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
@@ -39,6 +40,7 @@ import {
   type WorkflowEvent,
 } from '../../machines/index.ts';
 import type { ParentRef } from '../domain/facts.ts';
+import type { WorkflowStatus } from '../domain/status.ts';
 import { GATE_VERDICTS, type HealthGate, type Rollout } from '../domain/rollout.ts';
 import { isFinal, type Outcome, type OwnerType } from '../domain/status.ts';
 import { ConflictError, NotFoundError } from '../domain/errors.ts';
@@ -82,7 +84,7 @@ interface GateSnapshot {
 }
 
 /** The run's rollout record once its health gate tripped (CONTRACT 4.3 `data.rollout`). */
-const rolloutOf = (wf: WorkflowRow): { rollout?: Rollout } => (wf.params.rollout ? { rollout: wf.params.rollout as Rollout } : {});
+const rolloutOf = (wf: WorkflowFields): { rollout?: Rollout } => (wf.params.rollout ? { rollout: wf.params.rollout as Rollout } : {});
 
 const TARGET_PREFIX: Record<string, string> = {
   install_deploys: 'dep',
@@ -103,24 +105,28 @@ export class Workflows {
   /** Create a workflow and its steps, emit `started`, and run its first step. */
   start(t: Tx, spec: StartWorkflow): WorkflowRow {
     const id = newId('wf');
-    insertWorkflow(this.db, {
-      workflow_id: id,
-      org_id: spec.org_id,
-      type: spec.type,
-      owner_id: spec.owner_id,
-      owner_type: spec.owner_type,
-      parent: spec.parent ?? null,
-      action_id: spec.action_id ?? null,
-      external: false,
-      external_id: null,
-      status: 'pending',
-      error: null,
-      params: spec.params ?? {},
-      started_at: null,
-      finished_at: null,
-    });
+    // stored started (one INSERT, its `started` emitted), then its steps
+    this.insertWorkflowWithEvent(
+      t,
+      {
+        workflow_id: id,
+        org_id: spec.org_id,
+        type: spec.type,
+        owner_id: spec.owner_id,
+        owner_type: spec.owner_type,
+        parent: spec.parent ?? null,
+        action_id: spec.action_id ?? null,
+        external: false,
+        external_id: null,
+        status: 'pending',
+        error: null,
+        params: spec.params ?? {},
+        started_at: null,
+        finished_at: null,
+      },
+      { type: 'start' },
+    );
     this.insertSteps(spec.org_id, id, spec.steps, 0);
-    this.workflowEvent(t, getWorkflow(this.db, id)!, { type: 'start' });
     this.advance(t, id);
     return getWorkflow(this.db, id)!;
   }
@@ -188,8 +194,8 @@ export class Workflows {
     if (kind === 'bake') return this.startBake(t, wf, step);
     if (kind === 'approval') {
       const plan = this.groupPlan(wf, step);
-      updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan, approval: { status: 'requested', plan } });
-      this.stepEvent(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, { type: 'request_approval' });
+      const requested = updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan, approval: { status: 'requested', plan } })!;
+      this.stepEvent(t, wf, requested, { type: 'request_approval' });
       return false;
     }
     if (kind === 'children') {
@@ -274,22 +280,42 @@ export class Workflows {
 
   /** Apply an event to a step through the step machine; persist; emit its facts. Returns whether it changed anything. */
   stepEvent(t: Tx, wf: WorkflowRow, step: StepRow, ev: StepEvent, extra?: { duration_ms?: number }): boolean {
+    return this.stepEventRow(t, wf, step, ev, extra) !== null;
+  }
+
+  /**
+   * A step not stored yet, stored in the state its first event leads to (one INSERT, not an
+   * INSERT and an UPDATE of the same row), and that event's facts emitted. Returns whether the
+   * event changed anything (when not, the step is stored as given).
+   */
+  insertStepWithEvent(t: Tx, wf: WorkflowRow, step: StepRow, ev: StepEvent, extra?: { duration_ms?: number }): boolean {
+    const changed = this.stepEventRow(t, wf, step, ev, extra, (fields) => insertStep(this.db, { ...step, ...definedOnly(fields) })) !== null;
+    if (!changed) insertStep(this.db, step);
+    return changed;
+  }
+
+  /** stepEvent, returning the step as updated (null when nothing changed); `write` stores the changed fields (an UPDATE by default). */
+  private stepEventRow(
+    t: Tx,
+    wf: WorkflowRow,
+    step: StepRow,
+    ev: StepEvent,
+    extra?: { duration_ms?: number },
+    write: (fields: Partial<StepRow>) => StepRow = (fields) => updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, ...fields })!,
+  ): StepRow | null {
     const silent = step.execution_type === 'hidden' || step.execution_type === 'skipped';
     const r = advanceStep(step.status, { silent }, ev);
-    if (!r.changed) return false;
+    if (!r.changed) return null;
     const now = t.now;
     const status = r.state;
     const startedAt = step.started_at ?? (status !== 'pending' && status !== 'cancelled' && status !== 'skipped' ? now : null);
     const error = ev.type === 'fail' ? (ev.error ?? 'failed') : ev.type === 'reject' ? (ev.error ?? 'approval rejected') : null;
-    updateStep(this.db, {
-      workflow_id: step.workflow_id,
-      step_id: step.step_id,
+    const fresh = write({
       status,
       started_at: startedAt ?? undefined,
       finished_at: isFinal(status) && status !== 'skipped' ? now : undefined,
       error: error ?? undefined,
     });
-    const fresh = getStep(this.db, step.workflow_id, step.step_id)!;
     const scope = scopeOf(this.db, wf, fresh);
     for (const f of r.emitted) {
       if (f.type === 'lifecycle') {
@@ -301,7 +327,7 @@ export class Workflows {
           workflow: workflowRef(wf),
           step: stepRef(fresh),
           ...scope,
-          ...outcomeOf(f.transition, extra?.duration_ms ?? durationMs(startedAt, now), error ?? f.error ?? 'failed'),
+          ...outcomeOf(f.transition, () => extra?.duration_ms ?? durationMs(startedAt, now), error ?? f.error ?? 'failed'),
           ...rolloutOf(wf),
         });
       } else {
@@ -318,17 +344,42 @@ export class Workflows {
         });
       }
     }
-    return true;
+    return fresh;
   }
 
   /** Apply an event to a workflow through the workflow machine; persist; emit. */
   workflowEvent(t: Tx, wf: WorkflowRow, ev: WorkflowEvent, extra?: { duration_ms?: number }): boolean {
+    return this.applyWorkflowEvent(t, wf, ev, extra, (status, fields) => updateWorkflowStatus(this.db, wf.workflow_id, status, fields)) !== null;
+  }
+
+  /**
+   * A workflow not stored yet, stored in the state its first event leads to (one INSERT, not an
+   * INSERT and an UPDATE of the same row), and that event's facts emitted. Returns the row as
+   * stored and whether the event changed anything (when not, the row is stored as given).
+   */
+  insertWorkflowWithEvent(t: Tx, wf: WorkflowFields, ev: WorkflowEvent, extra?: { duration_ms?: number }): { workflow: WorkflowRow; changed: boolean } {
+    const stored: { row?: WorkflowRow } = {};
+    const changed =
+      this.applyWorkflowEvent(t, wf, ev, extra, (status, fields) => {
+        stored.row = insertWorkflow(this.db, { ...wf, status, error: fields.error ?? wf.error, started_at: fields.started_at, finished_at: fields.finished_at ?? wf.finished_at });
+      }) !== null;
+    return { workflow: stored.row ?? insertWorkflow(this.db, wf), changed };
+  }
+
+  /** The machine's step for a workflow event; `write` persists the new state; then the facts. Null when nothing changed. */
+  private applyWorkflowEvent(
+    t: Tx,
+    wf: WorkflowFields,
+    ev: WorkflowEvent,
+    extra: { duration_ms?: number } | undefined,
+    write: (status: WorkflowStatus, fields: { error: string | null; started_at: string; finished_at: string | undefined }) => void,
+  ): WorkflowStatus | null {
     const r = advanceWorkflow(wf.status, {}, ev);
-    if (!r.changed) return false;
+    if (!r.changed) return null;
     const now = t.now;
     const startedAt = wf.started_at ?? now;
     const error = ev.type === 'finish' && ev.outcome === 'failed' ? (ev.error ?? 'workflow failed') : null;
-    updateWorkflowStatus(this.db, wf.workflow_id, r.state, { started_at: startedAt, finished_at: isFinal(r.state) ? now : undefined, error });
+    write(r.state, { started_at: startedAt, finished_at: isFinal(r.state) ? now : undefined, error });
     const scope = scopeOf(this.db, wf);
     for (const f of r.emitted) {
       t.emit({
@@ -338,11 +389,11 @@ export class Workflows {
         time: now,
         workflow: workflowRef(wf),
         ...scope,
-        ...outcomeOf(f.transition, extra?.duration_ms ?? durationMs(startedAt, now), error ?? 'workflow failed'),
+        ...outcomeOf(f.transition, () => extra?.duration_ms ?? durationMs(startedAt, now), error ?? 'workflow failed'),
         ...rolloutOf(wf),
       });
     }
-    return true;
+    return r.state;
   }
 
   // ------------------------------------------------------------------ runner results
@@ -361,10 +412,11 @@ export class Workflows {
       return 'accepted';
     }
     const ev: StepEvent = msg.status === 'succeeded' ? { type: 'succeed' } : msg.status === 'failed' ? { type: 'fail', error: msg.error || 'job failed' } : { type: 'cancel' };
-    if (msg.plan) updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan: msg.plan });
-    if (!this.stepEvent(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, ev)) return step.status === msg.status ? 'duplicate' : 'ignored';
+    const planned = msg.plan ? updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan: msg.plan })! : step;
+    const ended = this.stepEventRow(t, wf, planned, ev);
+    if (!ended) return step.status === msg.status ? 'duplicate' : 'ignored';
     setJobStatus(this.db, jobId, 'done');
-    if (msg.status === 'succeeded' && msg.plan) this.detectDrift(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, msg.plan.changes);
+    if (msg.status === 'succeeded' && msg.plan) this.detectDrift(t, wf, ended, msg.plan.changes);
     this.advance(t, wf.workflow_id);
     return 'accepted';
   }
@@ -398,8 +450,7 @@ export class Workflows {
     if (step.status !== 'awaiting_approval') throw new ConflictError(`step ${step.name} is not awaiting approval (status ${step.status})`);
     const approval = { ...(step.approval ?? {}), status: response, responded_at: t.now, ...(note !== undefined ? { note } : {}) };
     delete (approval as { plan?: unknown }).plan;
-    updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval });
-    const fresh = getStep(this.db, workflowId, stepId)!;
+    const fresh = updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval })!;
     const ok =
       response === 'approved'
         ? this.stepEvent(t, wf, fresh, { type: 'approve' })
@@ -458,12 +509,12 @@ export class Workflows {
 
   /** Begin a bake: the gate starts from the group's verdicts now (one already bad counts). Returns whether it ended at once. */
   private startBake(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
-    this.stepEvent(t, wf, step, { type: 'start' });
+    const started = this.stepEventRow(t, wf, step, { type: 'start' }) ?? step;
     const gate = wf.params.health_gate as HealthGate | undefined;
     const at = Date.parse(t.now);
     const from = initialHealthGate({ on: gate?.on ?? [...GATE_VERDICTS], ends_at: at + (gate?.bake_ms ?? 0) });
     const now = ((step.params.install_ids as string[]) ?? []).map((id) => this.healthNow(id)).filter((e): e is GateEvent => e !== null);
-    return this.feedGate(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!, [...now, { type: 'tick', at }], from);
+    return this.feedGate(t, wf, started, [...now, { type: 'tick', at }], from);
   }
 
   /** An install's composite verdict now, with the component behind it and that component's reason; null when none is known. */
@@ -487,8 +538,7 @@ export class Workflows {
       gate = { state: r.state, context: r.context };
       emitted.push(...r.emitted);
     }
-    updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, params: { ...step.params, gate } });
-    const fresh = getStep(this.db, step.workflow_id, step.step_id)!;
+    const fresh = updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, params: { ...step.params, gate } })!;
     for (const e of emitted) {
       if (e.type === 'passed') return this.stepEvent(t, wf, fresh, { type: 'succeed' });
       if (e.type === 'tripped') {
@@ -506,8 +556,7 @@ export class Workflows {
    */
   private tripGate(t: Tx, wf: WorkflowRow, step: StepRow, trip: GateTrip): void {
     const rollout: Rollout = { run_id: wf.workflow_id, trigger: 'health_gate', ...trip };
-    setWorkflowParams(this.db, wf.workflow_id, { ...wf.params, rollout });
-    const run = getWorkflow(this.db, wf.workflow_id)!;
+    const run = setWorkflowParams(this.db, wf.workflow_id, { ...wf.params, rollout })!;
     this.stepEvent(t, run, step, { type: 'fail', error: this.tripError(trip) });
     const steps = listSteps(this.db, run.workflow_id);
     for (const s of steps) if (s.status === 'pending') this.stepEvent(t, run, s, { type: 'cancel' });
@@ -565,6 +614,11 @@ export class Workflows {
     if (bad.length) return this.stepEvent(t, wf, step, { type: 'fail', error: `${bad.length} of ${children.length} installs did not apply the config` });
     return this.stepEvent(t, wf, step, { type: 'succeed' });
   }
+}
+
+/** The fields given a value (an update leaves the others as they are). */
+function definedOnly<T extends object>(fields: T): Partial<T> {
+  return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
 /** The config a run (branch run or app rollback) moves an install to: its own target, else the run's one config. */

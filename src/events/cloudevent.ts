@@ -45,6 +45,18 @@ const TYPES: Readonly<Record<Fact['kind'], string>> = {
   webhook_ping: 'com.svc.webhook.ping.v1',
 };
 
+/**
+ * A new event id: a UUID (RFC 9562 version 7) whose first 48 bits are the time in ms, the rest
+ * random (74 bits). Unique per event as CONTRACT 6.2 asks; ordered by time, so that the unique
+ * indexes on event_id (outbox, events) take each commit's ids at their end, a few pages, instead
+ * of one random page per event for the commit to write (a random v4 id did that).
+ */
+export function eventId(nowMs = Date.now()): string {
+  const random = randomUUID(); // xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx: its variant and random bits are kept
+  const ms = nowMs.toString(16).padStart(12, '0');
+  return `${ms.slice(0, 8)}-${ms.slice(8, 12)}-7${random.slice(15)}`;
+}
+
 /** `//<host[:port] of baseUrl>/ctl-api` */
 export function sourceFor(baseUrl: string): string {
   return `//${new URL(baseUrl).host}/ctl-api`;
@@ -198,7 +210,7 @@ function envelope(fact: Fact, cls: Classification | null, opts: EnvelopeOptions)
   if (!cls && fact.kind !== 'webhook_ping') return null;
   return {
     specversion: '1.0',
-    id: opts.id ?? randomUUID(),
+    id: opts.id ?? eventId(),
     type: ceType(fact),
     source: opts.source,
     time: fact.time,

@@ -479,3 +479,74 @@ describe('group commit and refusals', () => {
     expect(getRunner(w.db, O, install.runner_id)!.state).toBe('pending');
   });
 });
+
+describe('workflows a producer reports (CONTRACT 5.2 svc.ingest.<org>.workflows.<id>)', () => {
+  const reported = (orgId: string, id: string, body: Omit<WorkflowMessage, 'workflow'> & { workflow?: WorkflowMessage['workflow'] }): ProducerFact => ({ family: 'workflows', orgId, id, body: body as WorkflowMessage });
+  const about = (id: string) => ({ id, type: 'provision', owner_id: 'inst_elsewhere', owner_type: 'installs' as const });
+
+  it('the first `started` stores the workflow started, at the clock\'s time, with one event; repeats are duplicates; a later end is timed from it', () => {
+    const w = world();
+    const O = w.org();
+    const before = w.events().length;
+    const startedAt = new Date(w.clock.now()).toISOString();
+    expect(w.ingest(reported(O, 'bwf_1', { kind: 'workflow', transition: 'started', workflow: about('bwf_1') }))).toEqual(['accepted']);
+    expect(getWorkflow(w.db, 'bwf_1')).toMatchObject({ org_id: O, external: true, external_id: 'bwf_1', status: 'started', started_at: startedAt, finished_at: null, error: null, owner_id: 'inst_elsewhere' });
+    expect(w.ingest(reported(O, 'bwf_1', { kind: 'workflow', transition: 'started', workflow: about('bwf_1') }))).toEqual(['duplicate']);
+    expect(w.events().slice(before).map((e) => [e.subject, e.data.workflow.id])).toEqual([[`${O}/workflow/bwf_1/started`, 'bwf_1']]);
+    w.clock.advance(2500);
+    expect(w.ingest(reported(O, 'bwf_1', { kind: 'workflow', transition: 'failed', error: 'boom' }))).toEqual(['accepted']);
+    expect(getWorkflow(w.db, 'bwf_1')).toMatchObject({ status: 'failed', started_at: startedAt, finished_at: new Date(w.clock.now()).toISOString(), error: 'boom' });
+    expect(w.events().at(-1).data.outcome).toEqual({ status: 'failed', duration_ms: 2500, error: 'boom' });
+    expect(w.ingest(reported(O, 'bwf_1', { kind: 'workflow', transition: 'started' }))).toEqual(['ignored']);
+  });
+
+  it('a first message that ends the workflow starts and ends it at once; a first step message stores the workflow pending', () => {
+    const w = world();
+    const O = w.org();
+    const before = w.events().length;
+    expect(w.ingest(reported(O, 'bwf_2', { kind: 'workflow', transition: 'succeeded', workflow: about('bwf_2') }))).toEqual(['accepted']);
+    const now = new Date(w.clock.now()).toISOString();
+    expect(getWorkflow(w.db, 'bwf_2')).toMatchObject({ status: 'succeeded', started_at: now, finished_at: now, error: null });
+    expect(w.events().slice(before).map((e) => e.data.transition)).toEqual(['started', 'succeeded']);
+    const step = { id: 'st_a', name: 'plan', idx: 0, execution_type: 'system' as const };
+    expect(w.ingest(reported(O, 'bwf_3', { kind: 'workflow_step', transition: 'started', workflow: about('bwf_3'), step }))).toEqual(['accepted']);
+    expect(getWorkflow(w.db, 'bwf_3')!.status).toBe('pending');
+    expect(listSteps(w.db, 'bwf_3').map((s) => [s.step_id, s.status, s.started_at, s.finished_at])).toEqual([['st_a', 'started', now, null]]);
+    expect(w.events().at(-1)).toMatchObject({ subject: `${O}/workflow_step/bwf_3/st_a/started`, data: { step: { id: 'st_a', name: 'plan', idx: 0 } } });
+    expect(w.ingest(reported(O, 'bwf_3', { kind: 'workflow_step', transition: 'started', step }))).toEqual(['duplicate']);
+    // a new step whose first message ends it: started and ended at once, with its error
+    w.clock.advance(100);
+    const ended = new Date(w.clock.now()).toISOString();
+    expect(w.ingest(reported(O, 'bwf_3', { kind: 'workflow_step', transition: 'failed', error: 'no quota', step: { ...step, id: 'st_b', idx: 1 } }))).toEqual(['accepted']);
+    expect(listSteps(w.db, 'bwf_3')[1]).toMatchObject({ step_id: 'st_b', status: 'failed', error: 'no quota', started_at: ended, finished_at: ended });
+    expect(w.events().at(-1).data.outcome).toEqual({ status: 'failed', duration_ms: 0, error: 'no quota' });
+  });
+
+  it('ids are the org\'s own: another org\'s workflow of the same id is stored under an id of its own; an id the engine runs is refused; no workflow and no first message: refused', async () => {
+    const w = world();
+    const A = w.org();
+    const B = w.org();
+    expect(w.ingest(reported(A, 'bwf_same', { kind: 'workflow', transition: 'started', workflow: about('bwf_same') }))).toEqual(['accepted']);
+    expect(w.ingest(reported(B, 'bwf_same', { kind: 'workflow', transition: 'started', workflow: about('bwf_same') }))).toEqual(['accepted']);
+    const b = listOwnerWorkflows(w.db, B, 'inst_elsewhere');
+    expect(b).toHaveLength(1);
+    expect(b[0].workflow_id).not.toBe('bwf_same');
+    expect(b[0]).toMatchObject({ external_id: 'bwf_same', status: 'started' });
+    expect(getWorkflow(w.db, 'bwf_same')!.org_id).toBe(A);
+    expect(w.events().at(-1).subject).toBe(`${B}/workflow/bwf_same/started`);
+    // B's next message reaches B's workflow, not A's
+    expect(w.ingest(reported(B, 'bwf_same', { kind: 'workflow', transition: 'succeeded' }))).toEqual(['accepted']);
+    expect(getWorkflow(w.db, 'bwf_same')!.status).toBe('started');
+    expect(getWorkflow(w.db, b[0].workflow_id)!.status).toBe('succeeded');
+
+    const install = w.install(A, w.config(A));
+    const own = provisionOf(w, install);
+    const refused = w.engine.ingest([
+      reported(A, own.workflow_id, { kind: 'workflow', transition: 'succeeded', workflow: about(own.workflow_id) }),
+      reported(A, 'bwf_new', { kind: 'workflow', transition: 'started' }),
+    ]);
+    expect(refused.map((r) => !r.ok && r.error instanceof InvalidError)).toEqual([true, true]);
+    expect(getWorkflow(w.db, own.workflow_id)!.status).toBe('started');
+    expect(getWorkflow(w.db, 'bwf_new')).toBeUndefined();
+  });
+});

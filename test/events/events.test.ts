@@ -7,7 +7,7 @@ import type {
 import { classify } from '../../src/events/classify.ts';
 import { slugsFor } from '../../src/events/slugs.ts';
 import { linksFor } from '../../src/events/links.ts';
-import { ceSubject, ceType, sourceFor, toCloudEvent, MAX_PLAN_BYTES, type CloudEvent } from '../../src/events/cloudevent.ts';
+import { ceSubject, ceType, eventId, sourceFor, toCloudEvent, MAX_PLAN_BYTES, type CloudEvent } from '../../src/events/cloudevent.ts';
 
 const ORG = 'org_1';
 const INST = 'inst_1';
@@ -315,6 +315,17 @@ describe('envelope', () => {
     expect(a.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(a.id).not.toBe(b.id);
     expect(toCloudEvent(wfFact('provision'), { ...OPTS, id: 'fixed-1' })!.id).toBe('fixed-1');
+  });
+
+  it('fresh ids are UUIDs of version 7: the time in ms first (ordered by it, for the event_id indexes), then random bits', () => {
+    const at = Date.UTC(2026, 10, 26, 7, 0, 0, 123);
+    const ids = Array.from({ length: 1000 }, (_, i) => eventId(at + (i >> 4)));
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(parseInt(ids[0].slice(0, 8) + ids[0].slice(9, 13), 16)).toBe(at);
+    expect(new Set(ids).size).toBe(ids.length);
+    // ids of later milliseconds sort after earlier ones
+    for (let i = 16; i < ids.length; i += 16) expect(ids[i - 1] < ids[i]).toBe(true);
+    expect(mustEvent(wfFact('provision')).id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7/);
   });
 
   it('unclassified facts give no event; ping always gives one', () => {
