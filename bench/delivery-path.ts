@@ -13,7 +13,11 @@
 // the deliveries; the sides are interleaved, ROUNDS rounds, and the median of the rounds reported.
 //
 //   npx tsx bench/delivery-path.ts [--rounds 3] [--deliveries 30000] [--fanouts 10,100] [--only svc|floor]
-//                                  [--shared-secret] [--from dist|src]
+//                                  [--shared-secret] [--from dist|src] [--before DIR]
+//
+// --before DIR adds a third side, svc as built in another checkout (DIR/dist, e.g. `git archive` of
+// the commit before a change, with node_modules linked and `node scripts/build.mjs` run there), so
+// that a change is measured before and after in the same run.
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof --import tsx bench/delivery-path.ts --only svc
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -48,13 +52,24 @@ if (FROM === 'dist') {
   const b = spawnSync(process.execPath, ['scripts/build.mjs', '--if-stale'], { stdio: 'inherit', cwd: new URL('..', import.meta.url) });
   if (b.status !== 0) throw new Error('node scripts/build.mjs failed');
 }
-const load = <T>(p: string): Promise<T> => import(FROM === 'dist' ? `../dist/src/${p}.js` : `../src/${p}.ts`) as Promise<T>;
-const { systemClock } = await load<typeof import('../src/domain/clock.ts')>('domain/clock');
-const { CE_CONTENT_TYPE, Deliverer } = await load<typeof import('../src/delivery/client.ts')>('delivery/client');
-const { WebhookRegistry } = await load<typeof import('../src/dispatch/registry.ts')>('dispatch/registry');
-const { DeliveryPipeline, PER_WEBHOOK_IN_FLIGHT } = await load<typeof import('../src/dataplane/pipeline.ts')>('dataplane/pipeline');
-const { BatchingOutcomeSink } = await load<typeof import('../src/dataplane/outcomes.ts')>('dataplane/outcomes');
-const { makeSigner } = await load<typeof import('../src/dataplane/signer.ts')>('dataplane/signer');
+const BEFORE = arg('before', '');
+
+/** svc's delivery modules from one build */
+async function loadSvc(from: (p: string) => string) {
+  const load = <T>(p: string): Promise<T> => import(from(p)) as Promise<T>;
+  return {
+    ...(await load<typeof import('../src/domain/clock.ts')>('domain/clock')),
+    ...(await load<typeof import('../src/delivery/client.ts')>('delivery/client')),
+    ...(await load<typeof import('../src/dispatch/registry.ts')>('dispatch/registry')),
+    ...(await load<typeof import('../src/dataplane/pipeline.ts')>('dataplane/pipeline')),
+    ...(await load<typeof import('../src/dataplane/outcomes.ts')>('dataplane/outcomes')),
+    ...(await load<typeof import('../src/dataplane/signer.ts')>('dataplane/signer')),
+  };
+}
+type Svc = Awaited<ReturnType<typeof loadSvc>>;
+const SVC: Svc = await loadSvc((p) => (FROM === 'dist' ? `../dist/src/${p}.js` : `../src/${p}.ts`));
+const SVC_BEFORE: Svc | null = BEFORE ? await loadSvc((p) => `${new URL(`file://${BEFORE.replace(/\/$/, '')}/`).href}dist/src/${p}.js`) : null;
+const { CE_CONTENT_TYPE, PER_WEBHOOK_IN_FLIGHT } = SVC;
 
 // ------------------------------------------------------------------ the receiver (a child process)
 
@@ -151,7 +166,8 @@ async function runFloor(url: string, fanout: number, events: number): Promise<vo
 const silent = pino({ level: 'silent' });
 const noProgress: ProgressStore = { save: async () => {} };
 
-async function runSvc(url: string, fanout: number, events: number): Promise<void> {
+async function runSvc(svc: Svc, url: string, fanout: number, events: number): Promise<void> {
+  const { systemClock, Deliverer, WebhookRegistry, DeliveryPipeline, BatchingOutcomeSink, makeSigner } = svc;
   const registry = new WebhookRegistry();
   for (let i = 0; i < fanout; i++) {
     const entry: WebhookEntry = { webhook_id: `wh_${i}`, org_id: ORG, url: `${url}/h/${i}`, secret: SHARED_SECRET ? 'whsec_bench' : `whsec_${Buffer.from(`bench secret ${i}`).toString('base64')}`, previous_secret: null, previous_secret_expires_at: null, interests: { all_events: true }, match: null };
@@ -212,28 +228,37 @@ const rx = await startReceiver();
 try {
   // warm-up: JIT, the receiver's connections
   if (ONLY !== 'svc') await runFloor(rx.url, 10, 500);
-  if (ONLY !== 'floor') await runSvc(rx.url, 10, 500);
-  const results = new Map<string, { floor: number[]; svc: number[] }>();
+  if (ONLY !== 'floor') await runSvc(SVC, rx.url, 10, 500);
+  if (SVC_BEFORE && !ONLY) await runSvc(SVC_BEFORE, rx.url, 10, 500);
+  type Side = 'floor' | 'svc' | 'before';
+  const run: Record<Side, (fanout: number, events: number) => Promise<void>> = {
+    floor: (f, e) => runFloor(rx.url, f, e),
+    svc: (f, e) => runSvc(SVC, rx.url, f, e),
+    before: (f, e) => runSvc(SVC_BEFORE as Svc, rx.url, f, e),
+  };
+  const results = new Map<string, Record<Side, number[]>>();
   for (let round = 1; round <= ROUNDS; round++) {
     for (const fanout of FANOUTS) {
       const events = Math.max(1, Math.round(DELIVERIES / fanout));
       const deliveries = events * fanout;
-      const r = results.get(String(fanout)) ?? { floor: [], svc: [] };
+      const r = results.get(String(fanout)) ?? { floor: [], svc: [], before: [] };
       results.set(String(fanout), r);
-      // alternate which side goes first
-      const order: Array<'floor' | 'svc'> = round % 2 ? ['floor', 'svc'] : ['svc', 'floor'];
+      // rotate which side goes first
+      const sides: Side[] = SVC_BEFORE ? ['floor', 'svc', 'before'] : ['floor', 'svc'];
+      const order = [...sides.slice((round - 1) % sides.length), ...sides.slice(0, (round - 1) % sides.length)];
       const line: string[] = [];
       for (const side of order) {
         if (ONLY && side !== ONLY) continue;
         const before = await rx.requests();
-        const m = await measure(() => (side === 'floor' ? runFloor(rx.url, fanout, events) : runSvc(rx.url, fanout, events)), deliveries);
+        const m = await measure(() => run[side](fanout, events), deliveries);
         const got = (await rx.requests()) - before;
         if (got !== deliveries) throw new Error(`${side}: the receiver got ${got} of ${deliveries}`);
         r[side].push(m.cpuUs);
         line.push(`${side} ${m.cpuUs.toFixed(1)} µs/delivery (${Math.round(deliveries / (m.wallMs / 1000))}/s)`);
       }
       const ratio = r.floor.length === round && r.svc.length === round ? ` ratio ${(r.svc[round - 1] / r.floor[round - 1]).toFixed(2)}` : '';
-      console.log(`round ${round} x${fanout}: ${line.join(', ')}${ratio}`);
+      const was = r.floor.length === round && r.before.length === round ? ` (before ${(r.before[round - 1] / r.floor[round - 1]).toFixed(2)})` : '';
+      console.log(`round ${round} x${fanout}: ${line.join(', ')}${ratio}${was}`);
     }
   }
   for (const [fanout, r] of results) {
@@ -241,6 +266,11 @@ try {
     const s = r.svc.length ? median(r.svc) : NaN;
     const ratios = r.floor.map((x, i) => r.svc[i] / x).filter(Number.isFinite);
     console.log(`x${fanout} median: floor ${f.toFixed(1)} µs, svc ${s.toFixed(1)} µs per delivery; ratio median ${ratios.length ? median(ratios).toFixed(2) : '-'} (rounds ${ratios.map((x) => x.toFixed(2)).join(', ')})`);
+    if (r.before.length) {
+      const was = r.floor.map((x, i) => r.before[i] / x);
+      const gain = r.before.map((x, i) => x - r.svc[i]);
+      console.log(`x${fanout} before: ${median(r.before).toFixed(1)} µs per delivery; ratio median ${median(was).toFixed(2)} (rounds ${was.map((x) => x.toFixed(2)).join(', ')}); before − after median ${median(gain).toFixed(1)} µs (rounds ${gain.map((x) => x.toFixed(1)).join(', ')})`);
+    }
   }
 } finally {
   rx.child.kill();

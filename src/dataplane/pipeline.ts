@@ -219,7 +219,7 @@ export class DeliveryPipeline {
     const recovery = ev.route.recovery;
     const headers = this.o.sign(sub, recovery?.event_id ?? ev.id, ev.body, this.o.clock.now());
     if (recovery) headers[RECOVERY_HEADER] = recovery.id;
-    void this.o.deliverer.attempt(sub.entry.url, headers, ev.body).then((r) => this.finish(g, r));
+    this.o.deliverer.send(sub.entry.url, headers, ev.body, (r) => this.finish(g, r));
   }
 
   private finish(g: Grant<Attempt>, r: AttemptResult): void {
