@@ -149,7 +149,7 @@ export class Deliverer {
   send(url: string, headers: Record<string, string>, body: Buffer, done: AttemptCallback): void {
     const a = new Attempt(this, this.timeoutMs, performance.now(), done);
     this.attempts.add(a);
-    this.joinTimeout(a);
+    const now = this.joinTimeout(a);
     if (this.closed) return a.failSoon(new DeliveryAborted('deliverer closed'));
     let t: ParsedTarget;
     try {
@@ -157,7 +157,6 @@ export class Deliverer {
     } catch {
       return a.failSoon(new DeliveryAborted('invalid url'));
     }
-    const now = this.clock.now();
     let host: CheckedHost | undefined;
     try {
       host = this.checked(t, now);
@@ -213,11 +212,9 @@ export class Deliverer {
       g.timer?.cancel();
       if (this.timeoutGroup === g) this.timeoutGroup = null;
     }
+    // idle since when matters only once nothing uses the pool (evict)
     const entry = a.entry;
-    if (entry) {
-      entry.active--;
-      entry.lastUsed = this.clock.now();
-    }
+    if (entry && --entry.active === 0) entry.lastUsed = this.clock.now();
     if (this.attempts.size === 0 && this.idleWaiters.length) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];
@@ -225,7 +222,8 @@ export class Deliverer {
     }
   }
 
-  private joinTimeout(a: Attempt): void {
+  /** Into the timeout group of this millisecond; returns the clock's now. */
+  private joinTimeout(a: Attempt): number {
     const now = this.clock.now();
     let g = this.timeoutGroup;
     if (!g || g.startedAt !== now) {
@@ -236,6 +234,7 @@ export class Deliverer {
     g.live++;
     g.attempts.push(a);
     a.timeout = g;
+    return now;
   }
 
   private expire(g: TimeoutGroup): void {
