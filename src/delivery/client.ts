@@ -72,11 +72,13 @@ interface CheckedHost {
 /**
  * The attempts started in one millisecond of the clock share one timer: they all time out at the
  * same instant, timeoutMs after they started (CONTRACT 6.4), and under load a timer per group costs
- * a fraction of a timer per attempt. The timer is cancelled once every attempt of the group is over.
+ * a fraction of a timer per attempt. An attempt leaves its group as soon as it is over (so a
+ * hanging attempt keeps no finished one, nor its event's body, alive), and the timer is cancelled
+ * once the group is empty.
  */
 interface TimeoutGroup {
   startedAt: number;
-  live: number;
+  /** the attempts of the group not yet over (each knows its index: Attempt.slot) */
   attempts: Attempt[];
   timer: Timer | null;
 }
@@ -208,9 +210,17 @@ export class Deliverer {
   ended(a: Attempt): void {
     this.attempts.delete(a);
     const g = a.timeout;
-    if (g && --g.live === 0) {
-      g.timer?.cancel();
-      if (this.timeoutGroup === g) this.timeoutGroup = null;
+    if (g) {
+      // out of the group in O(1): the last one takes its place
+      const last = g.attempts.pop() as Attempt;
+      if (last !== a) {
+        g.attempts[a.slot] = last;
+        last.slot = a.slot;
+      }
+      if (g.attempts.length === 0) {
+        g.timer?.cancel();
+        if (this.timeoutGroup === g) this.timeoutGroup = null;
+      }
     }
     // idle since when matters only once nothing uses the pool (evict)
     const entry = a.entry;
@@ -227,11 +237,11 @@ export class Deliverer {
     const now = this.clock.now();
     let g = this.timeoutGroup;
     if (!g || g.startedAt !== now) {
-      const group: TimeoutGroup = { startedAt: now, live: 0, attempts: [], timer: null };
+      const group: TimeoutGroup = { startedAt: now, attempts: [], timer: null };
       group.timer = this.clock.setTimeout(() => this.expire(group), this.timeoutMs);
       this.timeoutGroup = g = group;
     }
-    g.live++;
+    a.slot = g.attempts.length;
     g.attempts.push(a);
     a.timeout = g;
     return now;
@@ -240,7 +250,8 @@ export class Deliverer {
   private expire(g: TimeoutGroup): void {
     if (this.timeoutGroup === g) this.timeoutGroup = null;
     const timeout = new DeliveryTimeout(this.timeoutMs);
-    for (const a of g.attempts) a.abort(timeout);
+    // each abort takes its attempt out of the group: go over a copy
+    for (const a of g.attempts.slice()) a.abort(timeout);
   }
 
   /** undici's flat header list: ours, then the caller's (signatures, ids). */
@@ -410,6 +421,8 @@ class Attempt implements Dispatcher.DispatchHandler {
   status: number | undefined;
   ended = false;
   timeout: TimeoutGroup | null = null;
+  /** its index in timeout.attempts */
+  slot = 0;
   entry: PoolEntry | null = null;
   private controller: Dispatcher.DispatchController | null = null;
   private failure: Error | null = null;
