@@ -214,30 +214,32 @@ export class DeliveryPipeline {
   }
 
   private start(g: Grant<Attempt>): void {
-    const { state, sub } = g.item;
-    const ev = state.ev;
+    const sub = g.item.sub;
+    const ev = g.item.state.ev;
     const recovery = ev.route.recovery;
     const headers = this.o.sign(sub, recovery?.event_id ?? ev.id, ev.body, this.o.clock.now());
     if (recovery) headers[RECOVERY_HEADER] = recovery.id;
-    void this.o.deliverer.attempt(sub.entry.url, headers, ev.body).then((r) => this.finish(g, r));
+    this.o.deliverer.send(sub.entry.url, headers, ev.body, (r) => this.finish(g, r));
   }
 
   private finish(g: Grant<Attempt>, r: AttemptResult): void {
     this.slots.done(g, r.delivered);
-    const { state, sub } = g.item;
+    const state = g.item.state;
+    const sub = g.item.sub;
     const ev = state.ev;
+    const recovery = ev.route.recovery;
     const outcome: Outcome = {
       webhook_id: sub.id,
       org_id: sub.org,
-      event_id: ev.route.recovery?.event_id ?? ev.id,
+      event_id: recovery ? recovery.event_id : ev.id,
       type: ev.route.type,
       ok: r.delivered,
       status: r.status ?? null,
       error: r.error ?? null,
       duration_ms: r.duration_ms,
       at: this.o.clock.now(),
-      ...(ev.route.recovery ? { recovery_id: ev.route.recovery.id } : {}),
     };
+    if (recovery) outcome.recovery_id = recovery.id;
     this.o.outcomes.record(outcome);
     if (!r.delivered) {
       // the host only: never the path, query or a secret of the URL

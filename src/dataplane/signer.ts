@@ -1,14 +1,53 @@
 // The signer of a pipeline: each subscriber's key material prepared once (src/delivery/signatures.ts),
 // then the signature and id headers of each attempt (CONTRACT 6.4).
-import { signatureHeaders, signingKeys, type SigningKeys } from '../delivery/signatures.ts';
+//
+// An HMAC is a function of its key and message alone, so webhooks that share a secret can share
+// an event's signatures: X-Svc-Signature is the HMAC of (secret, body), the same at every attempt
+// of that body; webhook-signature the HMAC of (secret, "<id>.<timestamp>.<body>"), the same within
+// one second of the clock. The last signatures made for each body are kept beside it (a WeakMap:
+// they go when the body does) and reused when the next attempt of that body has the same secret.
+// A webhook in a rotation's overlap (two keys) is always signed afresh.
+import { sign } from '../delivery/sign.ts';
+import { signatureHeaders, signingKeys, standardSignature, type SigningKeys } from '../delivery/signatures.ts';
 import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { Signer } from './pipeline.ts';
 
+/** The signatures last made for one body. */
+interface BodySignatures {
+  secret: string;
+  /** X-Svc-Signature under secret */
+  svc: string;
+  id: string;
+  timestamp: string;
+  /** webhook-signature of (id, timestamp) under secret */
+  standard: string;
+}
+
 export function makeSigner(): Signer {
-  const cache = new WeakMap<WebhookSubscriber, SigningKeys | null>();
+  const prepared = new WeakMap<WebhookSubscriber, SigningKeys | null>();
+  const lastSigned = new WeakMap<Buffer, BodySignatures>();
   return (sub, eventId, body, nowMs) => {
-    let keys = cache.get(sub);
-    if (keys === undefined) cache.set(sub, (keys = signingKeys(sub.entry)));
-    return signatureHeaders(keys, eventId, body, nowMs) as unknown as Record<string, string>;
+    let keys = prepared.get(sub);
+    if (keys === undefined) prepared.set(sub, (keys = signingKeys(sub.entry)));
+    const secret = sub.entry.secret;
+    if (!keys || keys.previous || !secret) return signatureHeaders(keys, eventId, body, nowMs) as unknown as Record<string, string>;
+    const timestamp = String(Math.floor(nowMs / 1000));
+    let last = lastSigned.get(body);
+    if (!last) {
+      last = { secret, svc: sign(keys.svc, body), id: eventId, timestamp, standard: standardSignature(keys.current, eventId, timestamp, body) };
+      lastSigned.set(body, last);
+    } else if (last.secret !== secret) {
+      last.secret = secret;
+      last.svc = sign(keys.svc, body);
+      last.id = eventId;
+      last.timestamp = timestamp;
+      last.standard = standardSignature(keys.current, eventId, timestamp, body);
+    } else if (last.timestamp !== timestamp || last.id !== eventId) {
+      last.id = eventId;
+      last.timestamp = timestamp;
+      last.standard = standardSignature(keys.current, eventId, timestamp, body);
+    }
+    // a new object each time: the caller may add a header to it (X-Svc-Recovery)
+    return { 'webhook-id': eventId, 'webhook-timestamp': timestamp, 'webhook-signature': last.standard, 'x-svc-signature': last.svc };
   };
 }

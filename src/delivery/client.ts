@@ -16,6 +16,9 @@ export interface AttemptResult {
   duration_ms: number;
 }
 
+/** Called once with the result of Deliverer.send(), never from within the call itself. */
+export type AttemptCallback = (r: AttemptResult) => void;
+
 export interface DelivererOptions {
   /** Whole-exchange timeout per attempt (spec 8: 5 s). */
   timeoutMs: number;
@@ -44,6 +47,8 @@ interface PoolEntry {
   pool: Pool;
   lastUsed: number;
   active: number;
+  /** evicted: the host that cached it (CheckedHost.entry) must look it up again */
+  closed: boolean;
 }
 
 /** A parsed webhook URL, cached by its text. */
@@ -60,6 +65,22 @@ interface CheckedHost {
   at: number;
   resolved?: ResolvedTarget;
   refused?: unknown;
+  /** the pool for these checked addresses, found once per answer instead of once per attempt */
+  entry?: PoolEntry;
+}
+
+/**
+ * The attempts started in one millisecond of the clock share one timer: they all time out at the
+ * same instant, timeoutMs after they started (CONTRACT 6.4), and under load a timer per group costs
+ * a fraction of a timer per attempt. An attempt leaves its group as soon as it is over (so a
+ * hanging attempt keeps no finished one, nor its event's body, alive), and the timer is cancelled
+ * once the group is empty.
+ */
+interface TimeoutGroup {
+  startedAt: number;
+  /** the attempts of the group not yet over (each knows its index: Attempt.slot) */
+  attempts: Attempt[];
+  timer: Timer | null;
 }
 
 class DeliveryTimeout extends Error {
@@ -84,9 +105,11 @@ export class Deliverer {
   private readonly pools = new Map<string, PoolEntry>();
   private readonly targets = new Map<string, ParsedTarget>();
   private readonly hosts = new Map<string, CheckedHost>();
-  private readonly running = new Set<Promise<AttemptResult>>();
-  /** Attempts in flight, aborted by close(). */
+  /** Attempts started and not yet over (aborted by close()). */
   private readonly attempts = new Set<Attempt>();
+  private idleWaiters: Array<() => void> = [];
+  /** the group the attempts starting now join (TimeoutGroup) */
+  private timeoutGroup: TimeoutGroup | null = null;
   private sweeper: NodeJS.Timeout | null = null;
   private closed = false;
 
@@ -104,7 +127,7 @@ export class Deliverer {
 
   /** Attempts started and not yet finished. */
   inFlight(): number {
-    return this.running.size;
+    return this.attempts.size;
   }
 
   /** The host (and port) of a URL, for logs: never the path or query, which may carry credentials. */
@@ -118,12 +141,39 @@ export class Deliverer {
 
   /** POST body to url once, with these extra headers (signatures, ids). Never throws. */
   attempt(url: string, headers: Record<string, string>, body: Buffer): Promise<AttemptResult> {
-    const p = this.run(url, headers, body).catch(
-      (err): AttemptResult => ({ delivered: false, error: `internal error: ${err instanceof Error ? err.message : String(err)}`, duration_ms: 0 }),
+    return new Promise((resolve) => this.send(url, headers, body, resolve));
+  }
+
+  /**
+   * attempt() without a promise, for the data plane's hot path: done gets the result once, always
+   * after send() has returned (a caller may start the next attempt from it without recursing).
+   */
+  send(url: string, headers: Record<string, string>, body: Buffer, done: AttemptCallback): void {
+    const a = new Attempt(this, this.timeoutMs, performance.now(), done);
+    this.attempts.add(a);
+    const now = this.joinTimeout(a);
+    if (this.closed) return a.failSoon(new DeliveryAborted('deliverer closed'));
+    let t: ParsedTarget;
+    try {
+      t = this.parse(url);
+    } catch {
+      return a.failSoon(new DeliveryAborted('invalid url'));
+    }
+    let host: CheckedHost | undefined;
+    try {
+      host = this.checked(t, now);
+    } catch (refusal) {
+      return a.failSoon(refusal);
+    }
+    const list = this.headerList(headers);
+    if (host) return this.post(a, t, host, list, body);
+    // not checked lately: resolve and check first; the attempt's timeout runs meanwhile
+    this.check(t, now).then(
+      (checked) => {
+        if (!a.ended) this.post(a, t, checked, list, body);
+      },
+      (err: unknown) => a.fail(err),
     );
-    this.running.add(p);
-    void p.finally(() => this.running.delete(p));
-    return p;
   }
 
   /**
@@ -132,15 +182,15 @@ export class Deliverer {
    */
   async close(graceMs: number = this.timeoutMs): Promise<void> {
     this.closed = true;
-    if (this.running.size) {
+    if (this.attempts.size) {
       let timer: NodeJS.Timeout | undefined;
       const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, graceMs))));
-      await Promise.race([Promise.allSettled([...this.running]), grace]);
+      await Promise.race([this.idle(), grace]);
       clearTimeout(timer);
     }
     const reason = new DeliveryAborted('aborted: shutting down');
-    for (const a of this.attempts) a.abort(reason);
-    if (this.running.size) await Promise.allSettled([...this.running]);
+    for (const a of [...this.attempts]) a.abort(reason);
+    await this.idle();
     if (this.sweeper) clearInterval(this.sweeper);
     this.sweeper = null;
     const pools = [...this.pools.values()];
@@ -149,6 +199,90 @@ export class Deliverer {
   }
 
   // ---------------------------------------------------------------- internals
+
+  /** Resolves once no attempt is in flight. */
+  private idle(): Promise<void> {
+    if (!this.attempts.size) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** The attempt is over (called once, by Attempt only): free what it held. */
+  ended(a: Attempt): void {
+    this.attempts.delete(a);
+    const g = a.timeout;
+    if (g) {
+      // out of the group in O(1): the last one takes its place
+      const last = g.attempts.pop() as Attempt;
+      if (last !== a) {
+        g.attempts[a.slot] = last;
+        last.slot = a.slot;
+      }
+      if (g.attempts.length === 0) {
+        g.timer?.cancel();
+        if (this.timeoutGroup === g) this.timeoutGroup = null;
+      }
+    }
+    // idle since when matters only once nothing uses the pool (evict)
+    const entry = a.entry;
+    if (entry && --entry.active === 0) entry.lastUsed = this.clock.now();
+    if (this.attempts.size === 0 && this.idleWaiters.length) {
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const w of waiters) w();
+    }
+  }
+
+  /** Into the timeout group of this millisecond; returns the clock's now. */
+  private joinTimeout(a: Attempt): number {
+    const now = this.clock.now();
+    let g = this.timeoutGroup;
+    if (!g || g.startedAt !== now) {
+      const group: TimeoutGroup = { startedAt: now, attempts: [], timer: null };
+      group.timer = this.clock.setTimeout(() => this.expire(group), this.timeoutMs);
+      this.timeoutGroup = g = group;
+    }
+    a.slot = g.attempts.length;
+    g.attempts.push(a);
+    a.timeout = g;
+    return now;
+  }
+
+  private expire(g: TimeoutGroup): void {
+    if (this.timeoutGroup === g) this.timeoutGroup = null;
+    const timeout = new DeliveryTimeout(this.timeoutMs);
+    // each abort takes its attempt out of the group: go over a copy
+    for (const a of g.attempts.slice()) a.abort(timeout);
+  }
+
+  /** undici's flat header list: ours, then the caller's (signatures, ids). */
+  private headerList(extra: Record<string, string>): string[] {
+    const list = ['content-type', CE_CONTENT_TYPE, 'user-agent', this.userAgent];
+    for (const name in extra) list.push(name, extra[name]);
+    return list;
+  }
+
+  private post(a: Attempt, t: ParsedTarget, host: CheckedHost, headers: string[], body: Buffer): void {
+    try {
+      let entry = host.entry;
+      if (!entry || entry.closed) host.entry = entry = this.acquirePool(t.url, host.resolved as ResolvedTarget);
+      entry.active++;
+      a.entry = entry;
+      entry.pool.dispatch(
+        {
+          method: 'POST',
+          path: t.path,
+          headers,
+          body,
+          // the attempt's own timer is authoritative; these only stop undici from waiting longer
+          headersTimeout: this.timeoutMs + 1000,
+          bodyTimeout: this.timeoutMs + 1000,
+        },
+        a,
+      );
+    } catch (err) {
+      a.fail(err);
+    }
+  }
 
   private parse(text: string): ParsedTarget {
     let t = this.targets.get(text);
@@ -162,19 +296,20 @@ export class Deliverer {
   }
 
   /** The guard's cached answer for this host while fresh (throws a cached refusal); undefined when it must be checked. */
-  private checked(t: ParsedTarget, now: number): ResolvedTarget | undefined {
+  private checked(t: ParsedTarget, now: number): CheckedHost | undefined {
     const hit = this.hosts.get(t.hostKey);
     if (!hit || now - hit.at >= this.targetTtlMs) return undefined;
-    if (hit.resolved) return hit.resolved;
+    if (hit.resolved) return hit;
     throw hit.refused;
   }
 
   /** Resolve and check the host (when checked() had no fresh answer), and remember the answer. */
-  private async check(t: ParsedTarget, now: number): Promise<ResolvedTarget> {
+  private async check(t: ParsedTarget, now: number): Promise<CheckedHost> {
     try {
       const resolved = await checkTarget(t.url, { allowPrivate: this.allowPrivate, lookup: this.lookupAll });
-      this.remember(t.hostKey, { at: now, resolved });
-      return resolved;
+      const host: CheckedHost = { at: now, resolved };
+      this.remember(t.hostKey, host);
+      return host;
     } catch (err) {
       // a refusal stands for the TTL; a failed lookup is tried again next time
       if (err instanceof TargetRefusedError) this.remember(t.hostKey, { at: now, refused: err });
@@ -187,39 +322,9 @@ export class Deliverer {
     this.hosts.set(key, c);
   }
 
-  private async run(url: string, extra: Record<string, string>, body: Buffer): Promise<AttemptResult> {
-    const started = performance.now();
-    const attempt = new Attempt(this.timeoutMs, this.clock);
-    this.attempts.add(attempt);
-    let entry: PoolEntry | null = null;
-    try {
-      if (this.closed) throw new DeliveryAborted('deliverer closed');
-      let t: ParsedTarget;
-      try {
-        t = this.parse(url);
-      } catch {
-        throw new DeliveryAborted('invalid url');
-      }
-      const resolved = this.checked(t, this.clock.now()) ?? (await attempt.within(this.check(t, this.clock.now())));
-      entry = this.acquirePool(t.url, resolved);
-      const status = await attempt.post(entry.pool, t.path, { 'content-type': CE_CONTENT_TYPE, 'user-agent': this.userAgent, ...extra }, body);
-      if (status >= 200 && status < 300) return result(started, { delivered: true, status });
-      return result(started, { delivered: false, status, error: `HTTP ${status}` });
-    } catch (err) {
-      return result(started, { delivered: false, status: attempt.status, error: describeError(err, this.timeoutMs) });
-    } finally {
-      attempt.done();
-      this.attempts.delete(attempt);
-      if (entry) {
-        entry.active--;
-        entry.lastUsed = this.clock.now();
-      }
-    }
-  }
-
   /**
-   * The keep-alive pool for this origin and vetted addresses (connecting to nothing else),
-   * marked in use; the caller releases it.
+   * The keep-alive pool for this origin and vetted addresses (connecting to nothing else); the
+   * caller marks it in use.
    */
   private acquirePool(url: URL, resolved: ResolvedTarget): PoolEntry {
     const key = `${url.origin}|${resolved.addresses.map((a) => a.address).join(',')}`;
@@ -227,7 +332,6 @@ export class Deliverer {
     let entry = this.pools.get(key);
     if (entry) {
       entry.lastUsed = now;
-      entry.active++;
       return entry;
     }
     const hostname = urlHostname(url);
@@ -248,7 +352,7 @@ export class Deliverer {
         ...(isIP(hostname) ? {} : { lookup: pinned as never, servername: hostname }),
       },
     });
-    entry = { key, pool, lastUsed: now, active: 1 };
+    entry = { key, pool, lastUsed: now, active: 0, closed: false };
     this.pools.set(key, entry);
     this.evict(now);
     if (!this.sweeper) {
@@ -265,6 +369,7 @@ export class Deliverer {
     for (const e of idle) {
       if (excess > 0 || now - e.lastUsed >= this.poolIdleMs) {
         this.pools.delete(e.key);
+        e.closed = true;
         excess--;
         e.pool.close().catch(() => e.pool.destroy().catch(() => {}));
       }
@@ -276,93 +381,93 @@ export class Deliverer {
   }
 }
 
-function result(started: number, r: Omit<AttemptResult, 'duration_ms'>): AttemptResult {
-  // no undefined keys: the result is serialised as is (ping endpoint)
-  return {
-    delivered: r.delivered,
-    ...(r.status !== undefined ? { status: r.status } : {}),
-    ...(r.error !== undefined ? { error: r.error } : {}),
-    duration_ms: Math.max(0, Math.round(performance.now() - started)),
-  };
-}
-
 /** The response is larger than we read: cut, and judged by its status. */
 class ResponseTooLong extends Error {}
 
 /**
- * One POST on undici's dispatch API: no AbortController, no body stream. The timeout covers the
- * whole exchange from the start of the attempt (connecting included); at most MAX_RESPONSE_BYTES
- * of the answer are read (past that the connection is dropped and the status decides).
+ * Attempts whose answer has ended, waiting for undici to hand their connection back to the pool:
+ * it does shortly after onResponseEnd (measured: after two turns of the event loop), and
+ * settling them then lets the next attempt at that origin reuse the connection instead of opening
+ * another. Two stages, each moved on by one setImmediate for all of them instead of two per attempt.
+ */
+let endedNow: Attempt[] = [];
+let endedBefore: Attempt[] = [];
+let endTurns = false;
+
+function settleEnded(): void {
+  const ready = endedBefore;
+  endedBefore = endedNow;
+  endedNow = [];
+  for (const a of ready) a.settle(null);
+  if (endedBefore.length || endedNow.length) setImmediate(settleEnded);
+  else endTurns = false;
+}
+
+function settleAfterTwoTurns(a: Attempt): void {
+  endedNow.push(a);
+  if (!endTurns) {
+    endTurns = true;
+    setImmediate(settleEnded);
+  }
+}
+
+/**
+ * One POST on undici's dispatch API: no AbortController, no body stream, no promise. The timeout
+ * (the deliverer's TimeoutGroup) covers the whole exchange from the start of the attempt
+ * (connecting included); at most MAX_RESPONSE_BYTES of the answer are read (past that the
+ * connection is dropped and the status decides).
  */
 class Attempt implements Dispatcher.DispatchHandler {
   status: number | undefined;
+  ended = false;
+  timeout: TimeoutGroup | null = null;
+  /** its index in timeout.attempts */
+  slot = 0;
+  entry: PoolEntry | null = null;
   private controller: Dispatcher.DispatchController | null = null;
-  private readonly timer: Timer;
   private failure: Error | null = null;
-  private settle: ((err: Error | null) => void) | null = null;
   private bytes = 0;
-  private ended = false;
 
   constructor(
+    private readonly deliverer: Deliverer,
     private readonly timeoutMs: number,
-    clock: Clock,
-  ) {
-    this.timer = clock.setTimeout(() => this.abort(new DeliveryTimeout(timeoutMs)), timeoutMs);
+    private readonly started: number,
+    private readonly done: AttemptCallback,
+  ) {}
+
+  /** Fail before anything was sent: the result comes after send() returned. */
+  failSoon(err: unknown): void {
+    queueMicrotask(() => this.fail(err));
   }
 
-  /** Resolves or rejects with p, or rejects at the timeout (or an abort) first. */
-  within<T>(p: Promise<T>): Promise<T> {
-    if (this.failure) return Promise.reject(this.failure);
-    return new Promise<T>((resolve, reject) => {
-      this.settle = (err) => err && reject(err);
-      p.then(
-        (v) => (this.settle = null, this.failure ? reject(this.failure) : resolve(v)),
-        (e) => (this.settle = null, reject(this.failure ?? e)),
-      );
-    });
+  fail(err: unknown): void {
+    this.settle(err instanceof Error ? err : new Error(String(err)));
   }
 
-  /** POST and read the answer; resolves with the status, rejects with why it failed. */
-  post(pool: Pool, path: string, headers: Record<string, string>, body: Buffer): Promise<number> {
-    if (this.failure) return Promise.reject(this.failure);
-    return new Promise<number>((resolve, reject) => {
-      this.settle = (err) => {
-        this.settle = null;
-        if (err && !(err instanceof ResponseTooLong)) reject(err);
-        else if (this.status === undefined) reject(err ?? new DeliveryAborted('no response'));
-        else resolve(this.status);
-      };
-      pool.dispatch(
-        {
-          method: 'POST',
-          path,
-          headers,
-          body,
-          // the attempt's own timer is authoritative; these only stop undici from waiting longer
-          headersTimeout: this.timeoutMs + 1000,
-          bodyTimeout: this.timeoutMs + 1000,
-        },
-        this,
-      );
-    });
-  }
-
+  /** The timeout, or close(): stop the exchange; it has failed unless it had already ended. */
   abort(err: Error): void {
     if (this.ended) return;
     this.failure ??= err;
     this.controller?.abort(err);
-    this.finish(err);
+    this.settle(err);
   }
 
-  done(): void {
+  /** The attempt is over: its result, once. err null = the answer ended (the status decides). */
+  settle(err: Error | null): void {
+    if (this.ended) return;
     this.ended = true;
-    this.timer.cancel();
-  }
-
-  private finish(err: Error | null): void {
-    const settle = this.settle;
-    this.settle = null;
-    settle?.(err);
+    this.deliverer.ended(this);
+    const status = this.status;
+    const duration_ms = Math.max(0, Math.round(performance.now() - this.started));
+    // no undefined keys: the result is serialised as is (ping endpoint)
+    let r: AttemptResult;
+    if (status !== undefined && (err === null || err instanceof ResponseTooLong)) {
+      r = status >= 200 && status < 300 ? { delivered: true, status, duration_ms } : { delivered: false, status, error: `HTTP ${status}`, duration_ms };
+    } else {
+      const error = describeError(err ?? new DeliveryAborted('no response'), this.timeoutMs);
+      r = status !== undefined ? { delivered: false, status, error, duration_ms } : { delivered: false, error, duration_ms };
+    }
+    this.done(r);
   }
 
   // ---- undici's DispatchHandler
@@ -380,19 +485,16 @@ class Attempt implements Dispatcher.DispatchHandler {
     if (this.bytes > MAX_RESPONSE_BYTES) {
       const cut = new ResponseTooLong('response over the limit');
       c.abort(cut);
-      this.finish(cut);
+      this.settle(cut);
     }
   }
 
   onResponseEnd(): void {
-    // undici hands the connection back to the pool shortly after this (measured: after two
-    // turns of the event loop); resolving then lets the next attempt at this origin reuse it
-    // instead of opening another
-    setImmediate(() => setImmediate(() => this.finish(null)));
+    settleAfterTwoTurns(this);
   }
 
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
-    this.finish(this.failure ?? err);
+    this.settle(this.failure ?? err);
   }
 }
 

@@ -1,17 +1,18 @@
 // Failed attempts in the log (CONTRACT §8, bounded logs): a webhook's first failed attempt is
 // written in full (host only, never the path), its further failures are counted and summed up
 // every 10 s, and nothing is written once it stops failing. The data plane's pipeline with a
-// deliverer that always fails, on a ManualClock.
+// real deliverer and a receiver that always answers 500, on a ManualClock.
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/domain/clock.ts';
 import type { Route } from '../../src/domain/route.ts';
 import type { WebhookEntry } from '../../src/domain/webhook-entry.ts';
-import type { Deliverer } from '../../src/delivery/client.ts';
+import { Deliverer } from '../../src/delivery/client.ts';
 import type { WebhookRegistry } from '../../src/dispatch/registry.ts';
 import { WebhookSubscriber } from '../../src/dispatch/subscriber.ts';
 import { DeliveryPipeline, type InboundEvent } from '../../src/dataplane/pipeline.ts';
 import type { Outcome } from '../../src/domain/outcomes.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { startReceiver } from '../helpers/receiver.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -20,12 +21,13 @@ describe('failed attempts in the log', () => {
     const clock = new ManualClock();
     const lines: Array<{ obj: Json; msg: string }> = [];
     const logger = { warn: (obj: Json, msg: string) => void lines.push({ obj, msg }), info() {}, error() {}, debug() {} };
-    const subs = ['wh_1', 'wh_2'].map((id) => new WebhookSubscriber({ webhook_id: id, org_id: 'org_a', url: `https://hooks.example.com/${id}/secret-path?token=x`, interests: null, match: null } as unknown as WebhookEntry));
+    const rx = await startReceiver();
+    const subs = ['wh_1', 'wh_2'].map((id) => {
+      rx.set(`${id}/secret-path`, { status: 500 });
+      return new WebhookSubscriber({ webhook_id: id, org_id: 'org_a', url: `${rx.hook(id)}/secret-path?token=x`, interests: null, match: null } as unknown as WebhookEntry);
+    });
     const registry = { revision: 0, reached: async () => {}, match: () => subs } as unknown as WebhookRegistry;
-    const deliverer = {
-      attempt: async () => ({ delivered: false, status: 500, duration_ms: 3 }),
-      hostOf: (url: string) => new URL(url).host,
-    } as unknown as Deliverer;
+    const deliverer = new Deliverer({ timeoutMs: 5000, allowPrivateTargets: true, clock });
     const outcomes: Outcome[] = [];
     const pipeline = new DeliveryPipeline({
       registry,
@@ -52,7 +54,7 @@ describe('failed attempts in the log', () => {
 
     expect(lines.map((l) => l.msg)).toEqual(['webhook delivery failed', 'webhook delivery failed']);
     expect(lines.map((l) => l.obj.webhook_id).sort()).toEqual(['wh_1', 'wh_2']);
-    expect(lines[0].obj).toMatchObject({ org_id: 'org_a', outcome: 'failure', status: 500, host: 'hooks.example.com', type: 'com.example.test' });
+    expect(lines[0].obj).toMatchObject({ org_id: 'org_a', outcome: 'failure', status: 500, host: new URL(rx.url).host, type: 'com.example.test' });
     expect(JSON.stringify(lines)).not.toContain('secret-path');
 
     clock.advance(10_000);
@@ -63,5 +65,7 @@ describe('failed attempts in the log', () => {
     clock.advance(60_000);
     expect(lines).toHaveLength(4);
     await pipeline.drain();
+    await deliverer.close(0);
+    await rx.close();
   });
 });
