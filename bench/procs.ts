@@ -260,11 +260,12 @@ export async function createWebhooks(svcUrl: string, org: OrgAuth, urls: string[
   let next = 0;
   const one = async () => {
     while (next < urls.length) {
-      const u = urls[next++];
+      const i = next++;
+      // a secret of its own, as real webhooks have (and as the peer signs): no signature is shared
       const res = await fetch(`${svcUrl}/v1/orgs/current/webhooks`, {
         method: 'POST',
         headers,
-        body: JSON.stringify({ webhook_url: u, secret: 'whsec_bench', interests: { all_events: true } }),
+        body: JSON.stringify({ webhook_url: urls[i], secret: `whsec_bench_${org.org_id}_${i}`, interests: { all_events: true } }),
       });
       if (res.status !== 201 && res.status !== 200) throw new Error(`creating a webhook: HTTP ${res.status} ${await res.text()}`);
       await res.arrayBuffer();
