@@ -41,13 +41,15 @@ export function readOutbox(db: Db, afterSeq: number, limit: number): OutboxRow[]
   return rows.map((r) => ({ ...r, route: r.route ?? '', progress: fromJson<string[]>(r.progress, []) }));
 }
 
-/** Delete rows (delivered, or stored by JetStream), in one transaction. */
+/**
+ * Delete rows (delivered, or stored by JetStream): one statement, so one short write transaction
+ * however many rows (in embedded mode the delivery thread's deletes contend with the engine's
+ * commits for the write lock).
+ */
 export function deleteOutbox(db: Db, seqs: readonly number[]): void {
   if (!seqs.length) return;
-  const stmt = db.prepare('DELETE FROM outbox WHERE seq = ?');
-  db.transaction(() => {
-    for (const seq of seqs) stmt.run(seq);
-  })();
+  if (seqs.length === 1) db.prepare('DELETE FROM outbox WHERE seq = ?').run(seqs[0]);
+  else db.prepare('DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))').run(JSON.stringify(seqs));
 }
 
 /** Record which webhooks rows have been attempted at (embedded mode), in one transaction. */

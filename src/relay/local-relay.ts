@@ -1,42 +1,52 @@
 // Embedded mode: the outbox is the durable delivery queue. The relay hands committed rows to the
-// in-process data plane while it has room, deletes a row once every attempt it needs has an
-// outcome, and records which webhooks a slow row has already had (so that after a crash only the
-// attempts in flight are repeated). On start every row left is handed over again, with its progress.
-// Plain subscribers of svc.events.> on the in-process bus see each event once as it is handed over.
+// data plane while it has room, deletes a row once every attempt it needs has an outcome, and
+// records which webhooks a slow row has already had (so that after a crash only the attempts in
+// flight are repeated, CONTRACT 6.6). On start every row left is handed over again, with its
+// progress. It runs where the data plane runs: on the delivery thread, through that thread's own
+// SQLite connection (src/relay/local-thread.ts), or on the engine's thread for a database that
+// cannot have a second connection. Plain subscribers of svc.events.> see each event when it is
+// committed, on the engine's thread (src/topology/embedded.ts), not here.
 // An event over 256 KiB (CONTRACT 8) is set aside instead (src/relay/set-aside.ts).
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import { deleteOutbox, readOutbox, saveOutboxProgress, type OutboxRow } from '../../store/outbox.ts';
-import type { Bus } from '../bus/bus.ts';
 import { decodeRoute } from '../domain/route.ts';
 import type { DeliveryPipeline, InboundEvent, ProgressStore } from '../dataplane/pipeline.ts';
-import type { Metrics } from '../metrics.ts';
-import { oversized, SetAside } from './set-aside.ts';
+import { oversized, SetAside, UNPUBLISHABLE } from './set-aside.ts';
 
 const BATCH = 500;
+/** A delete the engine's write lock kept out past busy_timeout is tried again this much later. */
+const DELETE_RETRY_MS = 100;
 
 export class LocalRelay implements ProgressStore {
   private lastSeq = 0;
   private feeding = false;
+  private waitingForRoom = false;
   private closed = false;
   private readonly held = new Map<string, number>();
   private toDelete: number[] = [];
   private deleteScheduled = false;
+  private retryTimer: NodeJS.Timeout | null = null;
   private pipeline: DeliveryPipeline | null = null;
   private readonly aside: SetAside;
 
   constructor(
     private readonly db: Db,
-    private readonly bus: Bus,
     private readonly logger: Logger,
-    metrics: Metrics | null = null,
+    /** an event taken off the queue and not delivered (svc_events_dropped_total, counted by the control plane) */
+    private readonly dropped: (reason: string) => void,
   ) {
-    this.aside = new SetAside(db, logger, metrics);
+    this.aside = new SetAside(db, logger, null);
   }
 
   /** The data plane rows go to (set once, before the first kick). */
   attach(pipeline: DeliveryPipeline): void {
     this.pipeline = pipeline;
+  }
+
+  /** Events held by the relay and not yet settled, and deletes not yet written. */
+  busy(): boolean {
+    return this.held.size > 0 || this.toDelete.length > 0;
   }
 
   /** Hand over committed rows while the data plane has room. */
@@ -48,7 +58,14 @@ export class LocalRelay implements ProgressStore {
       for (;;) {
         const room = p.room();
         if (room === 0) {
-          p.whenRoom(() => this.kick());
+          // one listener however many commits are kicked meanwhile
+          if (!this.waitingForRoom) {
+            this.waitingForRoom = true;
+            p.whenRoom(() => {
+              this.waitingForRoom = false;
+              this.kick();
+            });
+          }
           return;
         }
         const rows = readOutbox(this.db, this.lastSeq, Math.min(room, BATCH));
@@ -56,8 +73,9 @@ export class LocalRelay implements ProgressStore {
         for (const row of rows) {
           this.lastSeq = row.seq;
           const tooBig = oversized(row);
-          if (tooBig) this.aside.event(row, tooBig);
-          else this.hand(p, row);
+          if (tooBig) {
+            if (this.aside.event(row, tooBig)) this.dropped(UNPUBLISHABLE);
+          } else this.hand(p, row);
         }
       }
     } finally {
@@ -72,8 +90,6 @@ export class LocalRelay implements ProgressStore {
       this.done(row.seq);
       return;
     }
-    // a recovery item (CONTRACT 4.5) repeats an event for one webhook: subscribers saw it already
-    if (row.progress.length === 0 && !route.recovery) this.mirror(row);
     this.held.set(row.event_id, row.seq);
     const ev: InboundEvent = {
       id: row.event_id,
@@ -91,20 +107,12 @@ export class LocalRelay implements ProgressStore {
     p.accept(ev);
   }
 
-  /** Plain subscribers of svc.events.> on the in-process bus (CONTRACT 5.2). */
-  private mirror(row: OutboxRow): void {
-    try {
-      this.bus.publish(row.subject, row.body);
-    } catch {
-      // the bus is closing
-    }
-  }
-
   /**
    * A settled row is deleted in a microtask: before the attempt the pipeline starts in the freed
    * slot gets past its first await, so before that attempt can reach its webhook. A kill therefore
    * finds without a recorded end only attempts in flight (those a restart repeats, CONTRACT 6.6),
-   * never a finished one whose delete waited for a later loop turn.
+   * never a finished one whose delete waited for a later loop turn. Rows settled in the same turn
+   * share one delete (one write transaction against the engine's).
    */
   private done(seq: number): void {
     this.toDelete.push(seq);
@@ -116,12 +124,19 @@ export class LocalRelay implements ProgressStore {
   private flushDeletes(): void {
     this.deleteScheduled = false;
     const seqs = this.toDelete;
-    this.toDelete = [];
     if (!seqs.length) return;
     try {
       deleteOutbox(this.db, seqs);
+      this.toDelete = [];
     } catch (err) {
-      if (!this.closed) this.logger.warn({ err: String(err) }, 'could not delete delivered outbox rows');
+      // SQLITE_BUSY past busy_timeout (the engine held the write lock that long): kept, tried
+      // again, so a delivered row is not delivered again after a restart
+      this.logger.warn({ err: String(err), rows: seqs.length }, 'could not delete delivered outbox rows; will try again');
+      if (this.closed) return;
+      this.retryTimer ??= setTimeout(() => {
+        this.retryTimer = null;
+        this.flushDeletes();
+      }, DELETE_RETRY_MS);
     }
   }
 
@@ -138,6 +153,8 @@ export class LocalRelay implements ProgressStore {
   /** Stop handing over; delete what is done. */
   close(): void {
     this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
     this.flushDeletes();
   }
 }
