@@ -61,12 +61,14 @@ export class LocalDeliveryThread {
       registry: () => RegistryChange[];
       outcomes: (batch: OutcomeBatch) => void;
       logger: Logger;
+      /** how a thread is started (a test keeps the Worker, to make it die) */
+      spawn?: (entry: URL, workerData: LocalThreadConfig) => Worker;
     },
   ) {}
 
   /** Start the thread; resolves once it has loaded the registry and started reading the outbox. */
   start(): Promise<void> {
-    const w = spawnThread(entryBeside(import.meta.url, 'local-thread'), this.o.config);
+    const w = (this.o.spawn ?? spawnThread)(entryBeside(import.meta.url, 'local-thread'), this.o.config);
     this.worker = w;
     // posted at once, so that every change after this one reaches this thread too, in order
     this.post({ type: 'registry', changes: this.o.registry() });
