@@ -29,6 +29,9 @@ export class LocalRelay implements ProgressStore {
   private retryTimer: NodeJS.Timeout | null = null;
   private pipeline: DeliveryPipeline | null = null;
   private readonly aside: SetAside;
+  /** rows deleted, and in how many write transactions (logged at close: the batching, measured) */
+  private deleted = 0;
+  private deletes = 0;
 
   constructor(
     private readonly db: Db,
@@ -128,6 +131,8 @@ export class LocalRelay implements ProgressStore {
     try {
       deleteOutbox(this.db, seqs);
       this.toDelete = [];
+      this.deleted += seqs.length;
+      this.deletes++;
     } catch (err) {
       // SQLITE_BUSY past busy_timeout (the engine held the write lock that long): kept, tried
       // again, so a delivered row is not delivered again after a restart
@@ -156,5 +161,6 @@ export class LocalRelay implements ProgressStore {
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = null;
     this.flushDeletes();
+    this.logger.info({ rows_deleted: this.deleted, delete_transactions: this.deletes }, 'outbox relay stopped');
   }
 }
