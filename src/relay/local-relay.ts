@@ -10,6 +10,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import { deleteOutbox, readOutbox, saveOutboxProgress, type OutboxRow } from '../../store/outbox.ts';
+import { systemClock, type Clock, type Timer } from '../domain/clock.ts';
 import { decodeRoute } from '../domain/route.ts';
 import type { DeliveryPipeline, InboundEvent, ProgressStore } from '../dataplane/pipeline.ts';
 import { oversized, SetAside, UNPUBLISHABLE } from './set-aside.ts';
@@ -26,7 +27,7 @@ export class LocalRelay implements ProgressStore {
   private readonly held = new Map<string, number>();
   private toDelete: number[] = [];
   private deleteScheduled = false;
-  private retryTimer: NodeJS.Timeout | null = null;
+  private retryTimer: Timer | null = null;
   private pipeline: DeliveryPipeline | null = null;
   private readonly aside: SetAside;
   /** rows deleted, and in how many write transactions (logged at close: the batching, measured) */
@@ -38,6 +39,7 @@ export class LocalRelay implements ProgressStore {
     private readonly logger: Logger,
     /** an event taken off the queue and not delivered (svc_events_dropped_total, counted by the control plane) */
     private readonly dropped: (reason: string) => void,
+    private readonly clock: Clock = systemClock,
   ) {
     this.aside = new SetAside(db, logger, null);
   }
@@ -138,7 +140,7 @@ export class LocalRelay implements ProgressStore {
       // again, so a delivered row is not delivered again after a restart
       this.logger.warn({ err: String(err), rows: seqs.length }, 'could not delete delivered outbox rows; will try again');
       if (this.closed) return;
-      this.retryTimer ??= setTimeout(() => {
+      this.retryTimer ??= this.clock.setTimeout(() => {
         this.retryTimer = null;
         this.flushDeletes();
       }, DELETE_RETRY_MS);
@@ -158,7 +160,7 @@ export class LocalRelay implements ProgressStore {
   /** Stop handing over; delete what is done. */
   close(): void {
     this.closed = true;
-    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer?.cancel();
     this.retryTimer = null;
     this.flushDeletes();
     this.logger.info({ rows_deleted: this.deleted, delete_transactions: this.deletes }, 'outbox relay stopped');

@@ -35,6 +35,16 @@ function main(): void {
 
   let loaded = false;
   let draining = false;
+  // the kicks of every commit that arrived in one turn of this loop: one read of the outbox
+  let kickScheduled = false;
+  const kick = () => {
+    if (kickScheduled) return;
+    kickScheduled = true;
+    setImmediate(() => {
+      kickScheduled = false;
+      if (!draining) relay.kick();
+    });
+  };
   port.on('message', (m: ToLocalThread) => {
     switch (m.type) {
       case 'registry':
@@ -46,7 +56,7 @@ function main(): void {
         }
         break;
       case 'kick':
-        if (loaded && !draining) relay.kick();
+        if (loaded && !draining) kick();
         break;
       case 'idle':
         post({ type: 'idle', id: m.id, idle: plane.pipeline.held() === 0 && plane.pipeline.inFlight() === 0 && !relay.busy() });
