@@ -20,6 +20,9 @@ const post = (m: FromLocalThread) => port.postMessage(m);
 
 function main(): void {
   const db = openDb(config.db);
+  // checkpoints (copying the WAL back into the file, with an fsync) are left to the engine's
+  // connection, which runs them as it commits: this thread's deletes stay short writes
+  db.pragma('wal_autocheckpoint = 0');
   const registry = new WebhookRegistry();
   const relay = new LocalRelay(db, logger, (reason) => plane.dropped(reason));
   const plane = startLocalDataPlane({ registry, progress: relay, outcomes: (batch) => post({ type: 'outcomes', batch }), limits: config.limits, clock: systemClock, logger });
