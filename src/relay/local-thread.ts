@@ -1,12 +1,14 @@
 // Entry of embedded mode's delivery thread (see local-delivery.ts): the outbox relay, the pipeline,
 // the deliverer and the outcome batches, off the engine's thread, over this thread's own SQLite
-// connection to the same file (WAL: its reads never wait for the engine; its deletes and progress
-// writes take the write lock briefly, batched, with busy_timeout). It delivers nothing before the
+// connection to the same file (WAL: its reads never wait for the engine). A settled row is marked
+// delivered in a file of this thread's own (`<db>-delivered`) and deleted from the outbox in
+// batches; progress records are batched too (every 50 ms). It delivers nothing before the
 // registry the engine's thread sends first is loaded; events name the registry revision they need
 // (Route.rev) and the pipeline waits for later ones.
 import { parentPort, workerData } from 'node:worker_threads';
 import pino from 'pino';
 import { openDb } from '../../store/db.ts';
+import { DeliveryLedger } from '../../store/outbox.ts';
 import { systemClock } from '../domain/clock.ts';
 import { WebhookRegistry } from '../dispatch/registry.ts';
 import { startLocalDataPlane } from '../dataplane/data-plane.ts';
@@ -23,8 +25,11 @@ function main(): void {
   // checkpoints (copying the WAL back into the file, with an fsync) are left to the engine's
   // connection, which runs them as it commits: this thread's deletes stay short writes
   db.pragma('wal_autocheckpoint = 0');
-  const registry = new WebhookRegistry();
-  const relay = new LocalRelay(db, logger, (reason) => plane.dropped(reason));
+  // delivered rows and progress are recorded in a file this thread alone writes, and delivered rows
+  // deleted from the outbox in batches: a settled row costs no wait for the engine's write lock
+  // (measured: about 0.7 ms a row under load when each was deleted from the outbox at once)
+  const ledger = new DeliveryLedger(config.db);  const registry = new WebhookRegistry();
+  const relay = new LocalRelay(db, logger, (reason) => plane.dropped(reason), systemClock, ledger);
   const plane = startLocalDataPlane({ registry, progress: relay, outcomes: (batch) => post({ type: 'outcomes', batch }), limits: config.limits, clock: systemClock, logger });
   relay.attach(plane.pipeline);
 
@@ -72,6 +77,7 @@ function main(): void {
           // the rest and leave it in the outbox; the last outcomes go before `drained`
           await plane.drain();
           relay.close();
+          ledger.close();
           db.close();
           post({ type: 'drained' });
         })().catch((err: unknown) => {

@@ -7,7 +7,7 @@ import type { Worker } from 'node:worker_threads';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openDb, type Db } from '../../store/db.ts';
-import { insertOutbox, outboxSize, readOutbox } from '../../store/outbox.ts';
+import { DeliveryLedger, insertOutbox, outboxSize, readOutbox } from '../../store/outbox.ts';
 import type { OutcomeBatch } from '../../src/domain/outcomes.ts';
 import { encodeRoute, type Route } from '../../src/domain/route.ts';
 import { LocalDeliveryThread, type RegistryChange } from '../../src/relay/local-delivery.ts';
@@ -138,6 +138,30 @@ describe('embedded delivery thread', () => {
     expect(repeats).toBeLessThanOrEqual(Math.max(inFlight, 8));
   });
 
+  it('after a crash: a row the ledger marks delivered is deleted, never sent again; a row with recorded progress goes only to the webhooks it has not had; stale records mean nothing', async () => {
+    freshDb();
+    const h1 = hook(orgId, `${rx.url}/c1`, 1);
+    const h2 = hook(orgId, `${rx.url}/c2`, 2);
+    const [delivered, halfway, fresh] = commit(db, orgId, 3, 2);
+    const rows = readOutbox(db, 0, 10);
+    const ledger = new DeliveryLedger(file);
+    try {
+      // as a killed thread left them: a delivered row not yet deleted, another row's progress, and
+      // records of a seq that now holds another event (a row deleted, its seq reused)
+      ledger.mark([{ seq: rows[0].seq, event_id: rows[0].event_id }, { seq: rows[2].seq, event_id: 'ev_gone' }]);
+      ledger.saveProgress([{ seq: rows[1].seq, event_id: rows[1].event_id, done: [h1.webhookId] }]);
+    } finally {
+      ledger.close();
+    }
+    const { t } = start([h1, h2]);
+    await t.start();
+    await waitFor(async () => outboxSize(db) === 0 && (await t.idle()), 10_000, 'the rows left handled');
+    const at = (path: string) => rx.deliveries.filter((d) => d.path === path).map((d) => d.subject).sort();
+    expect(at('/c1')).toEqual([fresh].sort());
+    expect(at('/c2')).toEqual([halfway, fresh].sort());
+    expect([...at('/c1'), ...at('/c2')]).not.toContain(delivered);
+  });
+
   it('drain: starts nothing new, finishes the attempts in flight, records their progress, leaves the rest in the outbox', async () => {
     freshDb();
     const h1 = hook(orgId, `${rx.url}/s1`, 1);
@@ -160,8 +184,15 @@ describe('embedded delivery thread', () => {
     const left = readOutbox(db, 0, 1000);
     expect(left.length).toBeGreaterThan(0);
     expect(left.length).toBeLessThan(40);
-    // every attempt made is either a deleted row or recorded as progress on the row left
-    const progressed = left.reduce((n, r) => n + r.progress.length, 0);
-    expect((40 - left.length) * 2 + progressed).toBe(attempts);
+    // every attempt made is either a deleted row or recorded as progress (the thread's ledger) on a row left
+    const ledger = new DeliveryLedger(file);
+    try {
+      const recorded = ledger.load(db);
+      expect(recorded.delivered, 'delivered rows are deleted from the outbox at the drain').toEqual([]);
+      const progressed = left.reduce((n, r) => n + (recorded.progress.get(r.seq)?.done.length ?? 0), 0);
+      expect((40 - left.length) * 2 + progressed).toBe(attempts);
+    } finally {
+      ledger.close();
+    }
   });
 });
