@@ -20,6 +20,14 @@ const BATCH = 500;
 const DELETE_RETRY_MS = 100;
 /** With a delivered ledger: how often delivered rows are deleted from the outbox (one write each time). */
 const PRUNE_MS = 100;
+/** Prunes that found the engine's write lock taken before one waits for it (busy_timeout). */
+const PRUNE_PATIENCE = 10;
+/** busy_timeout of every connection (store/db.ts) */
+const BUSY_TIMEOUT_MS = 5000;
+
+function isBusy(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && String((err as { code?: unknown }).code ?? '').startsWith('SQLITE_BUSY');
+}
 
 export class LocalRelay implements ProgressStore {
   private lastSeq = 0;
@@ -32,6 +40,7 @@ export class LocalRelay implements ProgressStore {
   private readonly delivered = new Set<number>();
   private toPrune: number[] = [];
   private pruneTimer: Timer | null = null;
+  private pruneMisses = 0;
   /** with a ledger: the progress a previous thread recorded for rows left in the outbox */
   private progressLeft = new Map<number, { event_id: string; done: string[] }>();
   private deleteScheduled = false;
@@ -196,19 +205,29 @@ export class LocalRelay implements ProgressStore {
   }
 
   /** Delete the rows marked delivered from the outbox: one write of the database for all of them. */
-  private prune(): void {
+  /**
+   * The rows are marked delivered already, so their delete can wait: it does not wait for the
+   * engine's write lock (which would stop this thread's deliveries meanwhile) but tries again at
+   * the next prune, and waits only after PRUNE_PATIENCE misses in a row, or when closing.
+   */
+  private prune(wait = this.pruneMisses >= PRUNE_PATIENCE): void {
     const seqs = this.toPrune;
     if (!seqs.length || !this.ledger) return;
+    if (!wait) this.db.pragma('busy_timeout = 0');
     try {
       this.ledger.prune(this.db, seqs);
       this.toPrune = [];
       for (const seq of seqs) this.delivered.delete(seq);
       this.deleted += seqs.length;
       this.deletes++;
+      this.pruneMisses = 0;
     } catch (err) {
       // kept marked (so never handed over again): deleted at the next prune, or after a restart
-      this.logger.warn({ err: String(err), rows: seqs.length }, 'could not delete delivered outbox rows; will try again');
+      if (!wait && isBusy(err)) this.pruneMisses++;
+      else this.logger.warn({ err: String(err), rows: seqs.length }, 'could not delete delivered outbox rows; will try again');
       if (!this.closed) this.schedulePrune();
+    } finally {
+      if (!wait) this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     }
   }
 
@@ -231,7 +250,7 @@ export class LocalRelay implements ProgressStore {
     this.flushDeletes();
     this.pruneTimer?.cancel();
     this.pruneTimer = null;
-    this.prune();
+    this.prune(true);
     this.logger.info({ rows_deleted: this.deleted, delete_transactions: this.deletes }, 'outbox relay stopped');
   }
 }
