@@ -1,10 +1,11 @@
 // Embedded mode: the outbox is the durable delivery queue. The relay hands committed rows to the
-// data plane while it has room, deletes a row once every attempt it needs has an outcome, and
-// records which webhooks a slow row has already had (so that after a crash only the attempts in
-// flight are repeated, CONTRACT 6.6). On start every row left is handed over again, with its
-// progress. It runs where the data plane runs: on the delivery thread, through that thread's own
-// SQLite connection (src/relay/local-thread.ts), or on the engine's thread for a database that
-// cannot have a second connection. Plain subscribers of svc.events.> see each event when it is
+// data plane while it has room, records a row as delivered once every attempt it needs has an
+// outcome, and records which webhooks a slow row has already had (so that after a crash only the
+// attempts in flight are repeated, CONTRACT 6.6). On start every row left is handed over again,
+// with its progress. It runs where the data plane runs: on the delivery thread, through that
+// thread's own SQLite connection and its own ledger file (src/relay/local-thread.ts: delivered
+// marks and progress there, delivered rows deleted from the outbox in batches), or on the engine's
+// thread (--delivery-threads 0, a ':memory:' database: rows deleted and progress written at once). Plain subscribers of svc.events.> see each event when it is
 // committed, on the engine's thread (src/topology/embedded.ts), not here.
 // An event over 256 KiB (CONTRACT 8) is set aside instead (src/relay/set-aside.ts).
 import type { Logger } from 'pino';
@@ -177,10 +178,7 @@ export class LocalRelay implements ProgressStore {
         }
         this.schedulePrune();
       } else {
-        deleteOutbox(
-          this.db,
-          marks.map((m) => m.seq),
-        );
+        deleteOutbox(this.db, marks.map((m) => m.seq));
         this.deleted += marks.length;
         this.deletes++;
       }
