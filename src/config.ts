@@ -22,7 +22,7 @@ export interface ServeConfig {
   deliver: boolean;
   /** a NATS .creds file (CONTRACT 6.7) */
   natsCreds: string | null;
-  /** delivery threads (NATS mode); null = one per spare core, at least one; 0 = on the engine's thread */
+  /** delivery threads: NATS mode null = one per spare core, at least one; embedded mode one whatever n; 0 = on the engine's thread */
   deliveryThreads: number | null;
   /** webhooks one org may have (CONTRACT 8); creating one more is 409 limit_exceeded */
   maxWebhooksPerOrg: number;

@@ -1,6 +1,6 @@
 // `svc serve`: the control plane (store, engine, outbox relay, registry relay, HTTP, dashboard)
-// and, unless --no-deliver, a data plane: worker threads on JetStream (NATS mode) or the in-process
-// pipeline fed by the outbox (embedded mode).
+// and, unless --no-deliver, a data plane: worker threads on JetStream (NATS mode), or a thread fed
+// by the outbox (embedded mode, src/topology/embedded.ts).
 import os from 'node:os';
 import { serve, type ServerType } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
@@ -21,7 +21,6 @@ import { KvRegistryPublisher } from './bus/kv-registry.ts';
 import { Seal } from './bus/seal.ts';
 import { createMetrics } from './metrics.ts';
 import { Deliverer } from './delivery/client.ts';
-import { WebhookRegistry } from './dispatch/registry.ts';
 import { WebhookSubscriber } from './dispatch/subscriber.ts';
 import { Engine } from './engine/engine.ts';
 import { DeliveryStatusBook } from './engine/delivery-status.ts';
@@ -40,8 +39,8 @@ import { JetStreamPublisher } from './bus/jetstream-publisher.ts';
 import { natsConnectOptions } from './bus/nats-auth.ts';
 import type { OutboxRow } from '../store/outbox.ts';
 import { resolveDataplaneKey } from './relay/dataplane-key.ts';
-import { LocalRelay } from './relay/local-relay.ts';
-import { startLocalDataPlane, startNatsDataPlane, type DataPlane, type DeliveryLimits } from './dataplane/data-plane.ts';
+import { embeddedTopology, type EmbeddedTopology } from './topology/embedded.ts';
+import { startNatsDataPlane, type DataPlane, type DeliveryLimits } from './dataplane/data-plane.ts';
 import { DeliveryThreads } from './dataplane/threads.ts';
 import { makeSigner } from './dataplane/signer.ts';
 import { Readiness, trackNatsConnection } from './readiness.ts';
@@ -110,19 +109,12 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   const status = new DeliveryStatusBook(db, metrics, systemClock, logger, retention > 0 ? { engineClock: clock } : null);
   metrics.setInFlightSource(() => status.inFlight());
 
+  // embedded mode: the registry, the mirror to svc.events.> and the data plane on its own thread
+  const embedded: EmbeddedTopology | null = nats
+    ? null
+    : embeddedTopology({ db, dbFile: config.db, bus, limits, thread: config.deliveryThreads !== 0, outcomes: (b) => status.apply(b), logger });
   // the webhook registry the data plane matches with: NATS KV, or in process
-  const localRegistry = nats ? null : new WebhookRegistry();
-  const publisher: RegistryPublisher = js
-    ? new KvRegistryPublisher(await new Kvm(js).open(REGISTRY_BUCKET), seal)
-    : {
-        async publish(orgId, webhookId, v, entry) {
-          if (entry) localRegistry!.upsert(entry, v);
-          else localRegistry!.remove(orgId, webhookId, v);
-        },
-        async replicated() {
-          return new Map();
-        },
-      };
+  const publisher: RegistryPublisher = js ? new KvRegistryPublisher(await new Kvm(js).open(REGISTRY_BUCKET), seal) : embedded!.registry;
   const registryRelay = new RegistryRelay(db, publisher, logger, metrics);
   await registryRelay.start(); // never holds up listening (CONTRACT 8): the sync catches up behind it
 
@@ -197,7 +189,6 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   let threads: DeliveryThreads | null = null;
   let outcomes: { stop(): Promise<void> } | null = null;
   let eventPublisher: JetStreamPublisher | null = null;
-  let localRelay: LocalRelay | null = null;
   if (js && nats) {
     eventPublisher = new JetStreamPublisher(nats.nc, natsConnectOptions({ servers: [], name: 'svc', role: 'engine' }).inboxPrefix!);
     jsRelay = new JetStreamRelay(db, eventPublisher, seal, logger, metrics);
@@ -218,12 +209,10 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
         dataPlane = await startNatsDataPlane({ nc: nats.nc, seal, limits, workerId: `serve_${processId}`, clock: systemClock, logger, replayWindowMs: opts.replayWindowMs });
       }
     }
-  } else {
-    localRelay = new LocalRelay(db, bus, logger, metrics);
-    dataPlane = startLocalDataPlane({ registry: localRegistry!, progress: localRelay, outcomes: (b) => status.apply(b), limits, clock: systemClock, logger });
-    localRelay.attach(dataPlane.pipeline);
-    outboxChanged = () => localRelay!.kick();
-    deliveryQueued = () => localRelay!.kick();
+  } else if (embedded) {
+    outboxChanged = (rows) => embedded.outboxChanged(rows);
+    deliveryQueued = () => embedded.deliveryQueued();
+    await embedded.start(); // hands over what was committed before a stop or a crash
   }
 
   const ingestSub = startIngest({ bus, logger, metrics, engine });
@@ -242,12 +231,11 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   const scheduler = new Scheduler(engine, clock, logger);
   scheduler.start({ runnerHealthIntervalMs: config.runnerHealthIntervalMs, driftIntervalMs: config.driftIntervalMs });
   jsRelay?.kick(); // what was committed before a stop or a crash and not yet published or delivered
-  localRelay?.kick();
   engine.kickJobs();
   readiness.ready('delivery'); // the relay runs, the consumers and delivery threads pull (each confirmed)
 
   await readiness.whenReady();
-  logger.info({ url: listenUrl, base_url: urls.base, bus: bus.kind, delivery: config.deliver ? (threads ? `${config.deliveryThreads ?? defaultDeliveryThreads()} threads` : 'in process') : 'off' }, `listening on ${listenUrl}`);
+  logger.info({ url: listenUrl, base_url: urls.base, bus: bus.kind, delivery: config.deliver ? (threads ? `${config.deliveryThreads ?? defaultDeliveryThreads()} threads` : (embedded?.delivery ?? 'in process')) : 'off' }, `listening on ${listenUrl}`);
 
   const jsm = nats ? await jetstreamManager(nats.nc, { timeout: 10_000 }) : null;
   let stopping: Promise<void> | null = null;
@@ -259,6 +247,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     async deliveryIdle() {
       if (outboxSize(db) > 0) return false;
       if (dataPlane && (dataPlane.pipeline.held() > 0 || dataPlane.pipeline.inFlight() > 0)) return false;
+      if (embedded && !(await embedded.idle())) return false;
       if (jsm && (await jsm.streams.info(EVENTS_STREAM)).state.messages > 0) return false;
       return true;
     },
@@ -272,9 +261,8 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
         localRunner?.stop();
         await ingestSub.drain();
         // the data plane: stop taking events, finish attempts in flight, leave the rest queued
-        await Promise.all([threads?.drain(), dataPlane?.drain()]);
+        await Promise.all([threads?.drain(), dataPlane?.drain(), embedded?.stop()]);
         await new Promise<void>((r) => server.close(() => r()));
-        localRelay?.close();
         await jsRelay?.close();
         eventPublisher?.close();
         await outcomes?.stop();

@@ -2,6 +2,8 @@
 // its route. In NATS mode a row lives until JetStream has stored it; in embedded mode the outbox is
 // the delivery queue itself: a row lives until every attempt it needs has an outcome, and
 // `progress` lists the webhooks already attempted, so that a restart repeats none of them.
+import fs from 'node:fs';
+import Database from 'better-sqlite3';
 import type { Db } from './db.ts';
 import { fromJson, nowIso } from './db.ts';
 
@@ -47,13 +49,15 @@ export function readOutbox(db: Db, afterSeq: number, limit: number): OutboxRow[]
   return rows.map((r) => ({ ...r, route: r.route ?? '', progress: fromJson<string[]>(r.progress, []) }));
 }
 
-/** Delete rows (delivered, or stored by JetStream), in one transaction. */
+/**
+ * Delete rows (delivered, or stored by JetStream): one statement, so one short write transaction
+ * however many rows (in embedded mode the delivery thread's deletes contend with the engine's
+ * commits for the write lock).
+ */
 export function deleteOutbox(db: Db, seqs: readonly number[]): void {
   if (!seqs.length) return;
-  const stmt = db.prepare('DELETE FROM outbox WHERE seq = ?');
-  db.transaction(() => {
-    for (const seq of seqs) stmt.run(seq);
-  })();
+  if (seqs.length === 1) db.prepare('DELETE FROM outbox WHERE seq = ?').run(seqs[0]);
+  else db.prepare('DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))').run(JSON.stringify(seqs));
 }
 
 /** A batch JetStream has stored (NATS mode): its rows' seq range and its batch (null: one row alone). */
@@ -80,4 +84,87 @@ export function saveOutboxProgress(db: Db, rows: ReadonlyArray<{ seq: number; do
 
 export function outboxSize(db: Db): number {
   return (db.prepare('SELECT COUNT(*) AS n FROM outbox').get() as { n: number }).n;
+}
+
+/**
+ * Embedded mode's delivery ledger, in a file of its own beside the database (`<db>-delivered`),
+ * written only by the delivery thread: which rows are delivered, and which webhooks a slow row has
+ * had (its progress). Writing it never waits for the engine's write lock, and is durable at once
+ * (WAL, like the database), so a restart skips a delivered row and repeats none of a row's
+ * recorded attempts (CONTRACT 6.6: nothing but attempts in flight repeats). Delivered rows are
+ * then deleted from the outbox in batches (prune), and their records after them. Every record
+ * names the row's event: one whose row is gone, or whose seq now holds another event, means nothing.
+ */
+export class DeliveryLedger {
+  private readonly db: Db;
+  private readonly markStmt: Database.Statement;
+  private readonly progressStmt: Database.Statement;
+  private readonly forgetStmts: Database.Statement[];
+
+  constructor(dbFile: string) {
+    const file = `${dbFile}-delivered`;
+    fs.closeSync(fs.openSync(file, 'a', 0o600));
+    this.db = new Database(file);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.pragma('busy_timeout = 5000');
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS delivered (seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS progress (seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL, done TEXT NOT NULL);`);
+    this.markStmt = this.db.prepare("INSERT OR REPLACE INTO delivered (seq, event_id) SELECT json_extract(value, '$.seq'), json_extract(value, '$.event_id') FROM json_each(?)");
+    this.progressStmt = this.db.prepare(
+      "INSERT OR REPLACE INTO progress (seq, event_id, done) SELECT json_extract(value, '$.seq'), json_extract(value, '$.event_id'), json_extract(value, '$.done') FROM json_each(?)",
+    );
+    this.forgetStmts = ['delivered', 'progress'].map((t) => this.db.prepare(`DELETE FROM ${t} WHERE seq IN (SELECT value FROM json_each(?))`));
+  }
+
+  /** Mark rows delivered (one transaction). */
+  mark(marks: ReadonlyArray<{ seq: number; event_id: string }>): void {
+    if (marks.length) this.markStmt.run(JSON.stringify(marks));
+  }
+
+  /** Record the webhooks rows have had (one transaction). */
+  saveProgress(rows: ReadonlyArray<{ seq: number; event_id: string; done: readonly string[] }>): void {
+    if (rows.length) this.progressStmt.run(JSON.stringify(rows.map((r) => ({ seq: r.seq, event_id: r.event_id, done: JSON.stringify(r.done) }))));
+  }
+
+  /**
+   * At start, what the previous thread left: the rows of the outbox marked delivered (to delete,
+   * never to hand over), and the progress of the others, by seq. Records of rows no longer in the
+   * outbox are dropped.
+   */
+  load(outbox: Db): { delivered: number[]; progress: Map<number, { event_id: string; done: string[] }> } {
+    const marks = this.db.prepare('SELECT seq, event_id FROM delivered').all() as Array<{ seq: number; event_id: string }>;
+    const recs = this.db.prepare('SELECT seq, event_id, done FROM progress').all() as Array<{ seq: number; event_id: string; done: string }>;
+    const there = outbox.prepare('SELECT 1 AS x FROM outbox WHERE seq = ? AND event_id = ?');
+    const gone: number[] = [];
+    const delivered: number[] = [];
+    for (const m of marks) (there.get(m.seq, m.event_id) ? delivered : gone).push(m.seq);
+    const progress = new Map<number, { event_id: string; done: string[] }>();
+    for (const r of recs) {
+      if (there.get(r.seq, r.event_id)) progress.set(r.seq, { event_id: r.event_id, done: fromJson<string[]>(r.done, []) });
+      else gone.push(r.seq);
+    }
+    this.forget(gone);
+    return { delivered, progress };
+  }
+
+  /** Delete delivered rows from the outbox (one write transaction of the database), then their records. */
+  prune(outbox: Db, seqs: readonly number[]): void {
+    if (!seqs.length) return;
+    deleteOutbox(outbox, seqs);
+    this.forget(seqs);
+  }
+
+  private forget(seqs: readonly number[]): void {
+    if (!seqs.length) return;
+    const list = JSON.stringify(seqs);
+    this.db.transaction(() => {
+      for (const s of this.forgetStmts) s.run(list);
+    })();
+  }
+
+  close(): void {
+    this.db.close();
+  }
 }

@@ -56,7 +56,7 @@ export function registerServeCommand(program: Command): void {
     .addOption(deliveryConcurrencyOption())
     .addOption(new Option('--no-deliver', 'NATS mode: run the engine and the API only; svc worker processes deliver'))
     .addOption(natsCredsOption())
-    .addOption(new Option('--delivery-threads <n>', 'NATS mode: delivery threads (default: one per spare core; 0 = on the engine thread)').env('SVC_DELIVERY_THREADS').argParser(arg(parseCount)))
+    .addOption(new Option('--delivery-threads <n>', 'delivery threads (NATS mode: default one per spare core; embedded mode: one; 0 = on the engine thread)').env('SVC_DELIVERY_THREADS').argParser(arg(parseCount)))
     .addOption(new Option('--max-webhooks-per-org <n>', 'webhooks one org may have (more: 409 limit_exceeded)').env('SVC_MAX_WEBHOOKS_PER_ORG').argParser(arg(parsePositiveInt)).default(LIMITS.webhooksPerOrg))
     .addOption(new Option('--event-retention <duration|0>', 'how long emitted events and delivery attempts are kept (0: none)').env('SVC_EVENT_RETENTION').argParser(arg(eventRetention)).default(DEFAULT_EVENT_RETENTION_MS, '7d'))
     .action(async (opts: ServeOptions, cmd: Command) => {

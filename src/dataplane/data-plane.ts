@@ -118,7 +118,11 @@ export async function startNatsDataPlane(o: {
   };
 }
 
-/** Embedded mode: fed by the outbox relay; outcomes go straight to the control plane. */
+/**
+ * Embedded mode: fed by the outbox relay (src/relay/local-relay.ts) on the same thread, which is a
+ * delivery thread of its own (src/relay/local-thread.ts) unless the database cannot be opened twice;
+ * outcome batches go to `outcomes` (the control plane's status book, or a postMessage to it).
+ */
 export function startLocalDataPlane(o: {
   registry: WebhookRegistry;
   progress: ProgressStore;
@@ -126,9 +130,9 @@ export function startLocalDataPlane(o: {
   limits: DeliveryLimits;
   clock: Clock;
   logger: Logger;
-}): DataPlane {
+}): DataPlane & { dropped(reason: string): void } {
   const parts = assemble({ worker: 'local', registry: o.registry, progress: o.progress, send: async (batch) => o.outcomes(batch), limits: o.limits, clock: o.clock, logger: o.logger });
-  return { pipeline: parts.pipeline, registry: o.registry, drain: () => parts.drain() };
+  return { pipeline: parts.pipeline, registry: o.registry, drain: () => parts.drain(), dropped: (reason) => parts.sink.droppedEvent(reason) };
 }
 
 /** What every data plane is made of: a deliverer, outcome batches and the pipeline over them. */

@@ -22,19 +22,28 @@ export type ToThread = { type: 'drain' };
 export type FromThread = { type: 'ready' } | { type: 'drained' } | { type: 'failed'; error: string };
 
 /**
- * The thread's entry module beside this one. Compiled JavaScript runs as is; TypeScript source
+ * A worker thread running `entry` (a module URL: `new URL('./x.ts', import.meta.url)` beside its
+ * caller, whose compiled twin is `x.js`). Compiled JavaScript runs as is; TypeScript source
  * (development, tests) runs through tsx's loader, registered in the thread before the entry loads.
+ * Shared by the NATS delivery threads (./thread.ts) and embedded mode's (src/relay/local-thread.ts).
  */
-function spawn(config: ThreadConfig): Worker {
-  const here = import.meta.url;
-  const ts = here.endsWith('.ts');
-  const entry = new URL(ts ? './thread.ts' : './thread.js', here);
-  if (!ts) return new Worker(entry, { workerData: config });
-  const require = createRequire(here);
+export function spawnThread(entry: URL, workerData: unknown): Worker {
+  const ts = entry.pathname.endsWith('.ts');
+  if (!ts) return new Worker(entry, { workerData });
+  const require = createRequire(import.meta.url);
   const tsxDir = path.dirname(require.resolve('tsx/package.json'));
   const api = pathToFileURL(path.join(tsxDir, 'dist/esm/api/index.mjs')).href;
   const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(entry.href)}); })`;
-  return new Worker(code, { eval: true, workerData: config });
+  return new Worker(code, { eval: true, workerData });
+}
+
+/** The entry of a module beside `here` (an import.meta.url): `name`.ts from source, `name`.js compiled. */
+export function entryBeside(here: string, name: string): URL {
+  return new URL(`./${name}${here.endsWith('.ts') ? '.ts' : '.js'}`, here);
+}
+
+function spawn(config: ThreadConfig): Worker {
+  return spawnThread(entryBeside(import.meta.url, 'thread'), config);
 }
 
 export class DeliveryThreads {

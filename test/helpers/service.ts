@@ -88,7 +88,9 @@ export async function startService(overrides: Partial<ServeConfig> = {}, opts: {
     deliveryConcurrency: 256,
     deliver: true,
     natsCreds: null,
-    deliveryThreads: 0,
+    // NATS mode: the data plane on this thread (replayWindowMs reaches it); embedded mode: its own
+    // thread, as `npm start` runs it
+    deliveryThreads: overrides.natsUrl ? 0 : null,
     maxWebhooksPerOrg: LIMITS.webhooksPerOrg,
     ...overrides,
   };
