@@ -14,6 +14,7 @@ import { apiClient, tmpDir, waitFor, type OrgCreds } from '../helpers/service.ts
 import { post } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 import { deadLetters, plantEvent, plantWebhook, unpublishableCount } from '../helpers/poison.ts';
+import { MAX_EVENT_BYTES } from '../../src/relay/set-aside.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -51,7 +52,7 @@ describe.skipIf(findNatsServer() === null)('svc serve with poison items stored',
     const bRow = createOrg(db, 'org-b');
     const b: OrgCreds = { org_id: bRow.org.org_id, api_token: bRow.api_token };
     const poisonHook = plantWebhook(db, a.org.org_id, rcv.hook('sys-a-poison'), 40_000, SECRET);
-    const poisonEvent = plantEvent(db, a.org.org_id, { labels: 330 });
+    const poisonEvent = plantEvent(db, a.org.org_id, { padBytes: MAX_EVENT_BYTES + 1024 }); // over 256 KiB (CONTRACT 8)
     db.close();
 
     const args = ['--nats', nats.url, '--delivery-threads', '1', '--delivery-timeout', '2s'];
