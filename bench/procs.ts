@@ -231,9 +231,8 @@ export async function svcCounters(url: string): Promise<SvcCounters> {
     deliveries_failure: pick(/^svc_deliveries_total\{outcome="failure"\} (\d+)/m),
     ingest_accepted: pick(/^svc_ingest_messages_total\{result="accepted"\} (\d+)/m),
     events_dropped: dropped,
-    hop_events_per_message: /^svc_hop_batch_events_count /m.test(text)
-      ? pick(/^svc_hop_batch_events_sum (\d+)/m) / Math.max(1, pick(/^svc_hop_batch_events_count (\d+)/m))
-      : null,
+    // null where nothing went through the hop (embedded mode, or an svc from before it)
+    hop_events_per_message: pick(/^svc_hop_batch_events_count (\d+)/m) > 0 ? pick(/^svc_hop_batch_events_sum (\d+)/m) / pick(/^svc_hop_batch_events_count (\d+)/m) : null,
   };
 }
 

@@ -56,8 +56,10 @@ import { RepeatedWarnings } from '../log-summary.ts';
 
 export type DropReason = 'forged' | 'unparseable' | 'replayed';
 
-/** Batches pulled at a time at most. */
+/** Events asked for in one pull at most (in whole batches, at least one). */
 const MAX_PULL = 256;
+/** Events in a batch at most (src/relay/jetstream-relay.ts): what a pull assumes before it has seen any. */
+const LARGEST_BATCH = 256;
 /** How long a pull request waits on the server for events (a stopped plane's last one outlives it that long). */
 const PULL_EXPIRES_MS = 2000;
 /** Batches released at a drain come back this much later, once this plane's last pull request has expired. */
@@ -269,8 +271,12 @@ export class JetStreamSource {
   private readonly settledMemoryMs: number;
   private readonly replays: RepeatedWarnings;
   private readonly progressFailures: RepeatedWarnings;
-  /** events per batch lately: pulls ask for as many batches as the pipeline has room for events */
-  private eventsPerBatch = 1;
+  /**
+   * Events in the largest of the last batches taken: a pull asks for as many batches as hold the
+   * events it wants, at that size, so a plane never takes much more than its share of a backlog
+   * (another plane may be waiting for it) nor more than the pipeline has room for.
+   */
+  private readonly recentSizes: number[] = [LARGEST_BATCH];
   /** records being written for batches released at a drain (nak'd once written) */
   private readonly releasing = new Set<Promise<void>>();
   /** held batches with events settled since their record was last written */
@@ -333,7 +339,8 @@ export class JetStreamSource {
       }
       try {
         const epoch = this.epoch;
-        const batch = await consumer.fetch({ max_messages: Math.max(1, Math.min(MAX_PULL, Math.floor(room / this.eventsPerBatch))), expires: PULL_EXPIRES_MS });
+        const batchSize = Math.max(...this.recentSizes);
+        const batch = await consumer.fetch({ max_messages: Math.max(1, Math.floor(Math.min(room, MAX_PULL) / batchSize)), expires: PULL_EXPIRES_MS });
         this.current = batch;
         this.pulling?.();
         this.pulling = null;
@@ -407,7 +414,8 @@ export class JetStreamSource {
       if (this.epoch !== epoch) return;
       if (this.holdsOrSettled(id, m)) return;
     }
-    this.eventsPerBatch = 0.8 * this.eventsPerBatch + 0.2 * events.length;
+    this.recentSizes.push(events.length);
+    if (this.recentSizes.length > 16) this.recentSizes.shift();
     const ids: string[] = [];
     const b: HeldBatch = { id, m, done: new Map(), finished: new Set(rec?.finished ?? []), ids, left: 0, released: false };
     const inbound: InboundEvent[] = [];
