@@ -3,9 +3,9 @@
 // its events are committed, and facts committed while a publish is under way share one message.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, RetentionPolicy } from '@nats-io/jetstream';
 import { decodeHopBatch, encodeHopBatch } from '../../src/bus/hop.ts';
-import { EVENTS_STREAM } from '../../src/bus/jetstream.ts';
+import { ensureLayout, EVENTS_STREAM } from '../../src/bus/jetstream.ts';
 import { hopSubject } from '../../src/bus/subjects.ts';
 import { MAX_BATCH_BYTES, MAX_BATCH_EVENTS } from '../../src/relay/jetstream-relay.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
@@ -91,5 +91,25 @@ describe.skipIf(findNatsServer() === null)('batches on the durable hop (NATS mod
     // 400 facts sent at once are committed in groups and published while earlier publishes wait:
     // far fewer messages than events
     expect(sizes.length).toBeLessThan(n / 4);
+  });
+});
+
+describe.skipIf(findNatsServer() === null)('a NATS setup of an older svc', () => {
+  it("an engine refuses to start over the older svc's undelivered queue (svc.events.>), and takes over an empty one", async () => {
+    const nats = await startNatsServer();
+    const nc = await connect({ servers: nats.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.add({ name: EVENTS_STREAM, subjects: ['svc.events.>'], retention: RetentionPolicy.Workqueue });
+      await jetstream(nc).publish('svc.events.org_1.workflow.wf_1.started', '{}');
+      await expect(ensureLayout(nc, jsm)).rejects.toThrow(/holds 1 messages on svc\.events\.>, queued by an older svc.*Let the older svc deliver them first/);
+      expect((await jsm.streams.info(EVENTS_STREAM)).config.subjects).toEqual(['svc.events.>']); // nothing changed
+      await jsm.streams.purge(EVENTS_STREAM);
+      await ensureLayout(nc, jsm);
+      expect((await jsm.streams.info(EVENTS_STREAM)).config.subjects).toEqual(['svc.hop.>']);
+    } finally {
+      await nc.close();
+      await nats.stop();
+    }
   });
 });
