@@ -92,9 +92,7 @@ export async function startNatsDataPlane(o: {
   const parts = assemble({ worker: o.workerId, registry, progress, send, limits: o.limits, clock: o.clock, logger: o.logger });
   counted = (reason) => parts.sink.droppedEvent(reason);
   for (; stale > 0; stale--) counted('stale_registry');
-  const source = new JetStreamSource({ js, workerId: o.workerId, seal: o.seal, pipeline: parts.pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r, events = 1) => {
-      for (let i = 0; i < events; i++) parts.sink.droppedEvent(r);
-    }, replayWindowMs: o.replayWindowMs });
+  const source = new JetStreamSource({ js, workerId: o.workerId, seal: o.seal, pipeline: parts.pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r, events) => parts.sink.droppedEvent(r, events), replayWindowMs: o.replayWindowMs });
   // what the source holds and settled lately outlives a lost connection (a nats-server restart)
   void (async () => {
     for await (const st of o.nc.status()) {

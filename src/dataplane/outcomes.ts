@@ -42,9 +42,9 @@ export class BatchingOutcomeSink implements OutcomeSink {
     if (this.buffer.length >= MAX_BATCH && !this.sending) void this.flush();
   }
 
-  /** An event taken off the bus and not delivered (counted in svc_events_dropped_total). */
-  droppedEvent(reason: string): void {
-    this.dropped[reason] = (this.dropped[reason] ?? 0) + 1;
+  /** Events taken off the bus and not delivered (counted in svc_events_dropped_total). */
+  droppedEvent(reason: string, events = 1): void {
+    this.dropped[reason] = (this.dropped[reason] ?? 0) + events;
   }
 
   /** Send what is buffered now (waits for a send under way first). */
