@@ -121,8 +121,11 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   const urls = { base: '', dashboard: '', source: '' };
   let outboxChanged: (rows: OutboxRow[]) => void = () => {};
   let deliveryQueued: () => void = () => {};
-  // NATS mode: the relay (made below) gives each outbox row its batch and prunes in the engine's commits
-  let jsRelay: JetStreamRelay | null = null;
+  // NATS mode: the outbox relay gives each outbox row its batch (in the engine's commits and a
+  // recovery's) and deletes what JetStream stored inside the engine's next commit
+  const eventPublisher = nats ? new JetStreamPublisher(nats.nc, natsConnectOptions({ servers: [], name: 'svc', role: 'engine' }).inboxPrefix!) : null;
+  const jsRelay = eventPublisher ? new JetStreamRelay(db, eventPublisher, seal, logger, metrics) : null;
+  const outboxBatch = jsRelay ? (eventId: string, bytes: number) => jsRelay.assign(eventId, bytes) : () => null;
   const engine = new Engine({
     db,
     bus,
@@ -133,12 +136,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     registryRev: () => registryRelay.version,
     outboxChanged: (rows) => outboxChanged(rows),
     keepEvents: retention > 0,
-    ...(nats
-      ? {
-          outboxBatch: (eventId: string, bytes: number) => jsRelay?.assign(eventId, bytes) ?? null,
-          piggyback: { write: () => jsRelay?.piggyback.write(), committed: () => jsRelay?.piggyback.committed(), rolledBack: () => jsRelay?.piggyback.rolledBack() },
-        }
-      : {}),
+    ...(jsRelay ? { outboxBatch, piggyback: jsRelay.piggyback } : {}),
   });
   const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger) : null;
 
@@ -167,7 +165,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
       return r;
     },
     deliveryQueued: () => deliveryQueued(),
-    outboxBatch: (eventId, bytes) => jsRelay?.assign(eventId, bytes) ?? null,
+    outboxBatch,
   };
 
   const app = createHttpApp(ctx);
@@ -188,12 +186,9 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   let dataPlane: DataPlane | null = null;
   let threads: DeliveryThreads | null = null;
   let outcomes: { stop(): Promise<void> } | null = null;
-  let eventPublisher: JetStreamPublisher | null = null;
-  if (js && nats) {
-    eventPublisher = new JetStreamPublisher(nats.nc, natsConnectOptions({ servers: [], name: 'svc', role: 'engine' }).inboxPrefix!);
-    jsRelay = new JetStreamRelay(db, eventPublisher, seal, logger, metrics);
-    outboxChanged = (rows) => jsRelay!.handoff(rows);
-    deliveryQueued = () => jsRelay!.reread();
+  if (js && nats && jsRelay) {
+    outboxChanged = (rows) => jsRelay.handoff(rows);
+    deliveryQueued = () => jsRelay.reread();
     outcomes = await consumeOutcomes(js, seal, (b) => status.apply(b), logger, { replayWindowMs: opts.replayWindowMs });
     if (config.deliver) {
       const n = config.deliveryThreads ?? defaultDeliveryThreads();

@@ -84,8 +84,9 @@ export class Transactions {
         const urls = this.deps.urls();
         const ev = emit(fact, { source: urls.source, dashboardUrl: urls.dashboard, labels: this.labels, rev: this.deps.registryRev() });
         if (!ev) return;
-        const base = { event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route: encodeRoute(ev.route) };
-        const row = { ...base, batch: this.deps.outboxBatch?.(ev.id, ev.body.length + base.route.length) ?? null };
+        const route = encodeRoute(ev.route);
+        const batch = this.deps.outboxBatch?.(ev.id, ev.body.length + route.length) ?? null;
+        const row = { event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route, batch };
         t.rows.push({ ...row, seq: insertOutbox(this.deps.db, row), progress: [] });
         if (this.deps.keepEvents) {
           insertEvent(this.deps.db, { event_id: ev.id, org_id: fact.org_id, type: ev.type, subject: ev.subject, body: ev.body, route: row.route, created_ms: this.deps.clock.now() });
