@@ -73,16 +73,19 @@ interface Batch {
 
 const batchOf = (r: OutboxRow): string => r.batch ?? r.event_id;
 
-/** Consecutive rows of the same batch together, in order. */
-function groupRows(rows: readonly OutboxRow[]): Batch[] {
-  const out: Batch[] = [];
+/** Consecutive rows of the same batch together, in order: the first `max` batches, and the rows they hold. */
+function groupRows(rows: readonly OutboxRow[], max: number): { batches: Batch[]; rows: number } {
+  const batches: Batch[] = [];
+  let n = 0;
   for (const r of rows) {
     const id = batchOf(r);
-    const last = out[out.length - 1];
+    const last = batches[batches.length - 1];
     if (last && last.id === id) last.rows.push(r);
-    else out.push({ id, rows: [r] });
+    else if (batches.length === max) break;
+    else batches.push({ id, rows: [r] });
+    n++;
   }
-  return out;
+  return { batches, rows: n };
 }
 
 export class JetStreamRelay {
@@ -103,19 +106,17 @@ export class JetStreamRelay {
   private pruning: PublishedBatch[] | null = null;
   private pruneTimer: NodeJS.Timeout | null = null;
   private readonly aside: SetAside;
-  private readonly metrics: Metrics | null;
 
   constructor(
     private readonly db: Db,
     private readonly publisher: JetStreamPublisher,
     private readonly seal: Seal,
     private readonly logger: Logger,
-    metrics: Metrics | null = null,
+    private readonly metrics: Metrics | null = null,
     /** the time seals carry: the real time (data planes compare it with JetStream's) */
     private readonly clock: Clock = systemClock,
   ) {
     this.aside = new SetAside(db, logger, metrics);
-    this.metrics = metrics;
   }
 
   /**
@@ -155,11 +156,9 @@ export class JetStreamRelay {
   private nextBatches(): Batch[] {
     let batches: Batch[];
     if (!this.fromTable) {
-      batches = groupRows(this.handed);
-      if (batches.length > IN_FLIGHT) batches.length = IN_FLIGHT;
-      let n = 0;
-      for (const b of batches) n += b.rows.length;
-      this.handed.splice(0, n);
+      const taken = groupRows(this.handed, IN_FLIGHT);
+      batches = taken.batches;
+      this.handed.splice(0, taken.rows);
     } else {
       const rows = readOutbox(this.db, this.storedUpTo, TABLE_READ);
       // caught up: no commit can come between this read and the switch (both run in this turn)
@@ -167,10 +166,10 @@ export class JetStreamRelay {
         this.fromTable = false;
         return [];
       }
-      batches = groupRows(rows);
+      const taken = groupRows(rows, IN_FLIGHT);
+      batches = taken.batches;
       // a full read may have cut its last batch short: that one waits for the next read
-      if (rows.length === TABLE_READ && batches.length > 1) batches.pop();
-      if (batches.length > IN_FLIGHT) batches.length = IN_FLIGHT;
+      if (taken.rows === rows.length && rows.length === TABLE_READ && batches.length > 1) batches.pop();
     }
     const last = batches[batches.length - 1];
     if (last && this.open?.id === last.id) this.open = null;
