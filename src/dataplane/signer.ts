@@ -33,16 +33,13 @@ export function makeSigner(): Signer {
     if (!keys || keys.previous || !secret) return signatureHeaders(keys, eventId, body, nowMs) as unknown as Record<string, string>;
     const timestamp = String(Math.floor(nowMs / 1000));
     let last = lastSigned.get(body);
-    if (!last) {
-      last = { secret, svc: sign(keys.svc, body), id: eventId, timestamp, standard: standardSignature(keys.current, eventId, timestamp, body) };
-      lastSigned.set(body, last);
-    } else if (last.secret !== secret) {
+    if (!last) lastSigned.set(body, (last = { secret: '', svc: '', id: '', timestamp: '', standard: '' }));
+    if (last.secret !== secret) {
       last.secret = secret;
       last.svc = sign(keys.svc, body);
-      last.id = eventId;
-      last.timestamp = timestamp;
-      last.standard = standardSignature(keys.current, eventId, timestamp, body);
-    } else if (last.timestamp !== timestamp || last.id !== eventId) {
+      last.id = ''; // webhook-signature is made again below too
+    }
+    if (last.id !== eventId || last.timestamp !== timestamp) {
       last.id = eventId;
       last.timestamp = timestamp;
       last.standard = standardSignature(keys.current, eventId, timestamp, body);
