@@ -5,15 +5,20 @@
 // with its progress. It runs where the data plane runs: on the delivery thread, through that
 // thread's own SQLite connection and its own ledger file (src/relay/local-thread.ts: delivered
 // marks and progress there, delivered rows deleted from the outbox in batches), or on the engine's
-// thread (--delivery-threads 0, a ':memory:' database: rows deleted and progress written at once). Plain subscribers of svc.events.> see each event when it is
-// committed, on the engine's thread (src/topology/embedded.ts), not here.
+// thread (--delivery-threads 0, a ':memory:' database: rows deleted and progress written at once).
+// Plain subscribers of svc.events.> see each event when it is committed, on the engine's thread
+// (src/topology/embedded.ts), not here.
 // An event over 256 KiB (CONTRACT 8) is set aside instead (src/relay/set-aside.ts).
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import { deleteOutbox, readOutbox, saveOutboxProgress, type DeliveryLedger, type OutboxRow } from '../../store/outbox.ts';
 import { systemClock, type Clock, type Timer } from '../domain/clock.ts';
 import { decodeRoute } from '../domain/route.ts';
+import type { OutcomeBatch } from '../domain/outcomes.ts';
+import { WebhookRegistry } from '../dispatch/registry.ts';
 import type { DeliveryPipeline, InboundEvent, ProgressStore } from '../dataplane/pipeline.ts';
+import { startLocalDataPlane, type DeliveryLimits } from '../dataplane/data-plane.ts';
+import type { RegistryChange } from './local-delivery.ts';
 import { oversized, SetAside, UNPUBLISHABLE } from './set-aside.ts';
 
 const BATCH = 500;
@@ -202,8 +207,8 @@ export class LocalRelay implements ProgressStore {
     }, PRUNE_MS);
   }
 
-  /** Delete the rows marked delivered from the outbox: one write of the database for all of them. */
   /**
+   * Delete the rows marked delivered from the outbox: one write of the database for all of them.
    * The rows are marked delivered already, so their delete can wait: it does not wait for the
    * engine's write lock (which would stop this thread's deliveries meanwhile) but tries again at
    * the next prune, and waits only after PRUNE_PATIENCE misses in a row, or when closing.
@@ -251,4 +256,38 @@ export class LocalRelay implements ProgressStore {
     this.prune(true);
     this.logger.info({ rows_deleted: this.deleted, delete_transactions: this.deletes }, 'outbox relay stopped');
   }
+}
+
+/** Embedded mode's data plane, on the thread that calls this: its registry, the relay over `db` and the pipeline the relay feeds. */
+export interface LocalDelivery {
+  readonly relay: LocalRelay;
+  /** a webhook changed (false: older than the version held) */
+  apply(change: RegistryChange): boolean;
+  /** nothing held, in flight, or waiting to be recorded */
+  idle(): boolean;
+  /** SIGTERM (CONTRACT 6.6): finish the attempts in flight, leave the rest in the outbox */
+  drain(): Promise<void>;
+}
+
+export function startLocalDelivery(o: {
+  db: Db;
+  /** the delivery thread's own records (null: on the engine's thread, written to the outbox itself) */
+  ledger: DeliveryLedger | null;
+  outcomes: (batch: OutcomeBatch) => void;
+  limits: DeliveryLimits;
+  logger: Logger;
+}): LocalDelivery {
+  const registry = new WebhookRegistry();
+  const relay = new LocalRelay(o.db, o.logger, (reason) => plane.dropped(reason), systemClock, o.ledger);
+  const plane = startLocalDataPlane({ registry, progress: relay, outcomes: o.outcomes, limits: o.limits, clock: systemClock, logger: o.logger });
+  relay.attach(plane.pipeline);
+  return {
+    relay,
+    apply: (c) => (c.entry ? registry.upsert(c.entry, c.v) : registry.remove(c.orgId, c.webhookId, c.v)),
+    idle: () => plane.pipeline.held() === 0 && plane.pipeline.inFlight() === 0 && !relay.busy(),
+    async drain() {
+      await plane.drain();
+      relay.close();
+    },
+  };
 }

@@ -9,10 +9,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import pino from 'pino';
 import { openDb } from '../../store/db.ts';
 import { DeliveryLedger } from '../../store/outbox.ts';
-import { systemClock } from '../domain/clock.ts';
-import { WebhookRegistry } from '../dispatch/registry.ts';
-import { startLocalDataPlane } from '../dataplane/data-plane.ts';
-import { LocalRelay } from './local-relay.ts';
+import { startLocalDelivery } from './local-relay.ts';
 import type { FromLocalThread, LocalThreadConfig, RegistryChange, ToLocalThread } from './local-delivery.ts';
 
 const config = workerData as LocalThreadConfig;
@@ -28,16 +25,14 @@ function main(): void {
   // delivered rows and progress are recorded in a file this thread alone writes, and delivered rows
   // deleted from the outbox in batches: a settled row costs no wait for the engine's write lock
   // (measured: about 0.7 ms a row under load when each was deleted from the outbox at once)
-  const ledger = new DeliveryLedger(config.db);  const registry = new WebhookRegistry();
-  const relay = new LocalRelay(db, logger, (reason) => plane.dropped(reason), systemClock, ledger);
-  const plane = startLocalDataPlane({ registry, progress: relay, outcomes: (batch) => post({ type: 'outcomes', batch }), limits: config.limits, clock: systemClock, logger });
-  relay.attach(plane.pipeline);
+  const ledger = new DeliveryLedger(config.db);
+  const delivery = startLocalDelivery({ db, ledger, outcomes: (batch) => post({ type: 'outcomes', batch }), limits: config.limits, logger });
+  const relay = delivery.relay;
 
   // the engine's thread publishes versions in order; an older one would be a bug, never a replay
   const apply = (changes: readonly RegistryChange[]) => {
     for (const c of changes) {
-      const applied = c.entry ? registry.upsert(c.entry, c.v) : registry.remove(c.orgId, c.webhookId, c.v);
-      if (!applied) logger.warn({ org_id: c.orgId, webhook_id: c.webhookId, version: c.v }, 'a webhook registry entry older than the one held; refused');
+      if (!delivery.apply(c)) logger.warn({ org_id: c.orgId, webhook_id: c.webhookId, version: c.v }, 'a webhook registry entry older than the one held; refused');
     }
   };
 
@@ -67,7 +62,7 @@ function main(): void {
         if (loaded && !draining) kick();
         break;
       case 'idle':
-        post({ type: 'idle', id: m.id, idle: plane.pipeline.held() === 0 && plane.pipeline.inFlight() === 0 && !relay.busy() });
+        post({ type: 'idle', id: m.id, idle: delivery.idle() });
         break;
       case 'drain':
         if (draining) return;
@@ -75,8 +70,7 @@ function main(): void {
         void (async () => {
           // CONTRACT 6.6: take nothing more, finish the attempts in flight, record the progress of
           // the rest and leave it in the outbox; the last outcomes go before `drained`
-          await plane.drain();
-          relay.close();
+          await delivery.drain();
           ledger.close();
           db.close();
           post({ type: 'drained' });

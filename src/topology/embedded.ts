@@ -13,12 +13,10 @@ import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import type { OutboxRow } from '../../store/outbox.ts';
 import type { Bus } from '../bus/bus.ts';
-import { systemClock } from '../domain/clock.ts';
 import type { OutcomeBatch } from '../domain/outcomes.ts';
-import { WebhookRegistry } from '../dispatch/registry.ts';
-import { startLocalDataPlane, type DeliveryLimits } from '../dataplane/data-plane.ts';
+import type { DeliveryLimits } from '../dataplane/data-plane.ts';
 import { LocalDeliveryThread, type RegistryChange } from '../relay/local-delivery.ts';
-import { LocalRelay } from '../relay/local-relay.ts';
+import { startLocalDelivery } from '../relay/local-relay.ts';
 import type { RegistryPublisher } from '../relay/registry.ts';
 
 export interface EmbeddedTopology {
@@ -103,22 +101,14 @@ function threadDelivery(o: Parameters<typeof embeddedTopology>[0], registry: () 
 
 /** On the engine's thread, over the engine's connection. */
 function inProcessDelivery(o: Parameters<typeof embeddedTopology>[0]): Delivery {
-  const registry = new WebhookRegistry();
-  const relay = new LocalRelay(o.db, o.logger, (reason) => plane.dropped(reason));
-  const plane = startLocalDataPlane({ registry, progress: relay, outcomes: o.outcomes, limits: o.limits, clock: systemClock, logger: o.logger });
-  relay.attach(plane.pipeline);
+  const d = startLocalDelivery({ db: o.db, ledger: null, outcomes: o.outcomes, limits: o.limits, logger: o.logger });
   return {
-    registryChanged: (c) => void (c.entry ? registry.upsert(c.entry, c.v) : registry.remove(c.orgId, c.webhookId, c.v)),
-    kick: () => relay.kick(),
+    registryChanged: (c) => void d.apply(c),
+    kick: () => d.relay.kick(),
     async start() {
-      relay.kick();
+      d.relay.kick();
     },
-    async idle() {
-      return plane.pipeline.held() === 0 && plane.pipeline.inFlight() === 0 && !relay.busy();
-    },
-    async drain() {
-      await plane.drain();
-      relay.close();
-    },
+    idle: async () => d.idle(),
+    drain: () => d.drain(),
   };
 }
