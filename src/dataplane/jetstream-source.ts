@@ -135,14 +135,20 @@ export class KvProgress implements ProgressStore {
     this.marks.delete(b.id);
   }
 
-  private put(batchId: string, rec: ProgressRecord): Promise<number> {
+  /** A record as stored: under the batch's key, sealed with the data plane key and bound to that key. */
+  private sealed(batchId: string, rec: ProgressRecord): { key: string; data: string } {
     const key = progressKey(batchId);
-    return this.kv.put(key, this.seal.sealRecord(key, JSON.stringify(rec)));
+    return { key, data: this.seal.sealRecord(key, JSON.stringify(rec)) };
+  }
+
+  private put(batchId: string, rec: ProgressRecord): Promise<number> {
+    const { key, data } = this.sealed(batchId, rec);
+    return this.kv.put(key, data);
   }
 
   /** A held batch's record as it stands. */
-  recordOf(b: HeldBatch, extra: Partial<ProgressRecord> = {}): ProgressRecord {
-    return { done: Object.fromEntries(b.done) as Record<string, string[]>, finished: [...b.finished], ...this.marks.get(b.id), ...extra };
+  private recordOf(b: HeldBatch): ProgressRecord {
+    return { done: Object.fromEntries(b.done) as Record<string, string[]>, finished: [...b.finished], ...this.marks.get(b.id) };
   }
 
   /** Write a held batch's record now. */
@@ -154,15 +160,13 @@ export class KvProgress implements ProgressStore {
    * Send a held batch's record without waiting for it to be stored: it is on its way as an ack
    * would be (records of one batch are stored in the order they are sent, on one connection).
    */
-  send(b: HeldBatch): Promise<void> {
-    if (!this.publish) return this.write(b).then(() => undefined);
-    const key = progressKey(b.id);
-    try {
-      this.publish(`$KV.${PROGRESS_BUCKET}.${key}`, this.seal.sealRecord(key, JSON.stringify(this.recordOf(b))));
-      return Promise.resolve();
-    } catch (err) {
-      return Promise.reject(err as Error);
+  async send(b: HeldBatch): Promise<void> {
+    if (!this.publish) {
+      await this.write(b);
+      return;
     }
+    const { key, data } = this.sealed(b.id, this.recordOf(b));
+    this.publish(`$KV.${PROGRESS_BUCKET}.${key}`, data);
   }
 
   /** ProgressStore: the pipeline's progress of some events; one record per batch they belong to. */
