@@ -28,6 +28,52 @@ export const systemClock: Clock = {
   },
 };
 
+/** Resolves after `ms` on `clock` (the one sleep of svc: every wait goes through a Clock). */
+export function sleep(clock: Clock, ms: number): Promise<void> {
+  return new Promise((resolve) => clock.setTimeout(resolve, ms));
+}
+
+/**
+ * `p`, but waited for at most `ms`: 'done' if it settled in time (a rejection counts as settled,
+ * never thrown), 'timeout' otherwise. For bounded waits at shutdown (drains, last flushes).
+ */
+export async function within(clock: Clock, p: Promise<unknown>, ms: number): Promise<'done' | 'timeout'> {
+  let timer: Timer | undefined;
+  const timedOut = new Promise<'timeout'>((resolve) => (timer = clock.setTimeout(() => resolve('timeout'), ms)));
+  try {
+    return await Promise.race([p.then(() => 'done' as const, () => 'done' as const), timedOut]);
+  } finally {
+    timer?.cancel();
+  }
+}
+
+export interface RetryPolicy {
+  /** wait before the n-th retry (n from 1) */
+  delayMs(n: number): number;
+  /** give up after this many attempts (default: never, until `stopped()`) */
+  attempts?: number;
+  /** checked before each attempt: true ends the loop (the last error is thrown, or undefined returned) */
+  stopped?: () => boolean;
+  /** told of each failure before the wait (the first one is usually logged) */
+  onError?: (err: unknown, attempt: number) => void;
+}
+
+/** Runs `fn` until it succeeds, waiting on `clock` between attempts as `policy` says. */
+export async function retry<T>(clock: Clock, policy: RetryPolicy, fn: (attempt: number) => Promise<T>): Promise<T | undefined> {
+  let lastErr: unknown;
+  for (let attempt = 1; ; attempt++) {
+    if (policy.stopped?.()) return undefined;
+    try {
+      return await fn(attempt);
+    } catch (err) {
+      lastErr = err;
+      policy.onError?.(err, attempt);
+      if (policy.attempts !== undefined && attempt >= policy.attempts) throw lastErr;
+      await sleep(clock, policy.delayMs(attempt));
+    }
+  }
+}
+
 /** ISO 8601 UTC of a clock's now. */
 export function isoNow(clock: Clock): string {
   return new Date(clock.now()).toISOString();
