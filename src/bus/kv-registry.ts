@@ -18,7 +18,7 @@ function splitKey(key: string): { orgId: string; webhookId: string } | null {
   return { orgId: key.slice(0, dot), webhookId: key.slice(dot + 1) };
 }
 
-/** The control plane's side: publishes entries (a RegistryPublisher of src/relay/registry.ts). */
+/** The control plane's side: publishes entries (a RegistryPublisher of src/handoff/registry-replicator.ts). */
 export class KvRegistryPublisher {
   constructor(
     private readonly kv: KV,

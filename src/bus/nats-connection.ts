@@ -25,6 +25,7 @@ import {
   type BusMessage,
   type BusRequestErrorCode,
 } from './bus.ts';
+import { systemClock, within } from '../domain/clock.ts';
 import { eventsWildcard, subjectMatches } from './subjects.ts';
 import { natsConnectOptions, type NatsRole } from './nats-auth.ts';
 
@@ -127,6 +128,7 @@ export async function connectNats(url: string, opts: NatsBusOptions = {}): Promi
       const why = (err as Error)?.message ?? String(err);
       if (!opts.waitForServer) throw new Error(`cannot connect to NATS at ${redactNatsUrl(url)}: ${why}`, { cause: err });
       if (attempt === 1 || attempt % 30 === 0) logger.warn({ url: redactNatsUrl(url), err: why, attempt }, 'cannot reach NATS; retrying');
+      // a timer that holds the process open: nothing else does while it waits for NATS (svc worker)
       await new Promise((r) => setTimeout(r, 1000));
     }
   }
@@ -212,9 +214,7 @@ export async function createNatsBus(url: string, opts: NatsBusOptions = {}): Pro
           if (sub.isClosed() || nc.isClosed()) return;
           // the server has the UNSUB once this resolves, and every message it sent before has been
           // given to the callback; bounded, since it cannot finish while disconnected
-          let timer: NodeJS.Timeout | undefined;
-          await Promise.race([sub.drain().catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, DRAIN_TIMEOUT_MS)))]);
-          clearTimeout(timer);
+          await within(systemClock, sub.drain(), DRAIN_TIMEOUT_MS);
           if (!sub.isClosed()) sub.unsubscribe();
         },
       };
@@ -238,14 +238,13 @@ export async function createNatsBus(url: string, opts: NatsBusOptions = {}): Pro
       closing = true;
       if (nc.isClosed()) return;
       // Drain flushes pending acks and publishes; bounded, since it cannot finish while disconnected.
-      let timer: NodeJS.Timeout | undefined;
-      const timedOut = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), DRAIN_TIMEOUT_MS)));
-      const r = await Promise.race([nc.drain().then(() => 'ok' as const), timedOut]).catch((err: unknown) => {
+      let failed = false;
+      const drained = nc.drain().catch((err: unknown) => {
+        failed = true;
         logger.warn({ ...errorInfo(err) }, 'nats drain failed');
-        return 'failed' as const;
       });
-      clearTimeout(timer);
-      if (r !== 'ok') {
+      const r = await within(systemClock, drained, DRAIN_TIMEOUT_MS);
+      if (r === 'timeout' || failed) {
         if (r === 'timeout') logger.warn({ timeoutMs: DRAIN_TIMEOUT_MS }, 'nats drain timed out; closing');
         await nc.close().catch(() => undefined);
       }

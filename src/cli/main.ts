@@ -15,7 +15,7 @@ const GROUPS: Array<{ commands: string[]; load: () => Promise<Register> }> = [
   { commands: ['webhooks', 'installs', 'branches', 'workflows'], load: async () => (await import('./api-commands.ts')).registerApiCommands },
   { commands: ['listen'], load: async () => (await import('./listen.ts')).registerListenCommand },
   { commands: ['worker'], load: async () => (await import('./worker.ts')).registerWorkerCommand },
-  { commands: ['nats'], load: async () => (await import('./nats.ts')).registerNatsCommands },
+  { commands: ['nats'], load: async () => (await import('./nats-commands.ts')).registerNatsCommands },
 ];
 
 const VERSION_FLAGS = ['-V', '--version'];

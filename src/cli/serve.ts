@@ -1,6 +1,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, parsePort, parsePositiveInt, parseUrl, type ServeConfig, DEFAULT_EVENT_RETENTION_MS } from '../config.ts';
 import { LIMITS } from '../domain/limits.ts';
+import { sleep, systemClock } from '../domain/clock.ts';
+import type { RelayFault } from '../handoff/outbox-relay.ts';
 import { UsageError } from './errors.ts';
 
 export const arg =
@@ -61,15 +63,14 @@ export function registerServeCommand(program: Command): void {
     .addOption(new Option('--event-retention <duration|0>', 'how long emitted events and delivery attempts are kept (0: none)').env('SVC_EVENT_RETENTION').argParser(arg(eventRetention)).default(DEFAULT_EVENT_RETENTION_MS, '7d'))
     .action(async (opts: ServeOptions, cmd: Command) => {
       const config = toConfig(opts, cmd);
-      const started = import('../server.ts').then(({ startServer }) => startServer(config));
+      const started = import('../server.ts').then(({ startServer }) => startServer(config, { relayFault: relayFaultFromEnv() }));
       // The handlers go in before the server starts: a SIGTERM that comes as soon as `listening on`
       // is printed (or during start-up) still drains and exits 0 instead of killing the process.
       let exiting = false;
       const shutdown = async (signal: string) => {
         if (exiting) return;
         exiting = true;
-        const hard = setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 15_000); // also bounds a start-up that hangs
-        hard.unref();
+        systemClock.setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 15_000); // also bounds a start-up that hangs
         const running = await started.catch(() => null);
         if (!running) return; // start-up failed: main reports it (exit 1)
         running.ctx.logger.info({ signal }, 'shutting down');
@@ -137,4 +138,22 @@ export function allowPrivateTargets(flag: boolean | undefined): boolean {
   } catch (err) {
     throw new UsageError(`SVC_ALLOW_PRIVATE_TARGETS: ${(err as Error).message}`);
   }
+}
+
+/**
+ * FAULT INJECTION, for test/system/crash.test.ts only (src/handoff/outbox-relay.ts RelayFault):
+ * SVC_FAULT_CRASH_BEFORE_PUBLISH=1 kills the process (SIGKILL) at the first batch of committed
+ * events, before publishing any of them; SVC_FAULT_CRASH_AFTER_PUBLISH=1 once JetStream has stored
+ * the first batch, before its rows are deleted. Each waits 100 ms first so that the answers to
+ * producers whose facts are already committed ({ok: true}) reach them. Unset: none.
+ */
+function relayFaultFromEnv(): RelayFault | undefined {
+  const points = (['before-publish', 'after-publish'] as const).filter((p) => process.env[`SVC_FAULT_CRASH_${p === 'before-publish' ? 'BEFORE' : 'AFTER'}_PUBLISH`] === '1');
+  if (!points.length) return undefined;
+  return async (point) => {
+    if (!points.includes(point)) return;
+    await sleep(systemClock, 100);
+    process.kill(process.pid, 'SIGKILL');
+    await new Promise(() => {}); // never resumes
+  };
 }

@@ -7,9 +7,9 @@ import { Command, Option } from 'commander';
 import pino from 'pino';
 import { parseDuration, parseUrl } from '../config.ts';
 import { systemClock } from '../domain/clock.ts';
-import { connectNats, redactNatsUrl } from '../bus/nats.ts';
-import { readCredsFile } from '../bus/nats-auth.ts';
-import { parseDataplaneKey, Seal } from '../bus/seal.ts';
+import { connectNats, redactNatsUrl } from '../bus/nats-connection.ts';
+import { DataplaneKeyMissingError, resolveDataplaneKey } from '../bus/dataplane-key.ts';
+import { Seal } from '../bus/seal.ts';
 import { startNatsDataPlane } from '../dataplane/data-plane.ts';
 import { UsageError } from './errors.ts';
 import { Readiness, trackNatsConnection } from '../readiness.ts';
@@ -34,20 +34,7 @@ export function registerWorkerCommand(program: Command): void {
     .addOption(new Option('--allow-private-targets', 'allow webhook targets on loopback and private addresses'))
     .action(async (opts: WorkerOptions) => {
       if (!opts.nats) throw new UsageError('svc worker needs --nats <url> (or SVC_NATS_URL)');
-      let key: Buffer;
-      try {
-        const fromCreds = opts.natsCreds ? readCredsFile(opts.natsCreds).dataplaneKey : null;
-        const fromEnv = process.env.SVC_DATAPLANE_KEY;
-        if (!fromCreds && !fromEnv) {
-          throw new UsageError(
-            'svc worker needs the data plane key: --nats-creds with the worker.creds of `svc nats init`, or SVC_DATAPLANE_KEY (`svc dataplane-key --db <engine database>` prints it)',
-          );
-        }
-        key = fromCreds ?? parseDataplaneKey(fromEnv!);
-      } catch (err) {
-        if (err instanceof UsageError) throw err;
-        throw new UsageError(`the data plane key: ${(err as Error).message}`);
-      }
+      const key = workerKey(opts.natsCreds ?? null);
       const logger = pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
       const workerId = `worker_${randomUUID().slice(0, 8)}`;
       if (!opts.natsCreds) logger.warn({ url: redactNatsUrl(opts.nats) }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
@@ -73,8 +60,7 @@ export function registerWorkerCommand(program: Command): void {
         exiting = true;
         readiness.stopping();
         logger.info({ signal }, 'draining');
-        const hard = setTimeout(() => process.exit(1), opts.deliveryTimeout + 15_000);
-        hard.unref();
+        systemClock.setTimeout(() => process.exit(1), opts.deliveryTimeout + 15_000); // a drain that hangs
         await plane.drain();
         await nc.drain().catch(() => nc.close());
         process.exit(0);
@@ -82,4 +68,18 @@ export function registerWorkerCommand(program: Command): void {
       process.on('SIGTERM', () => void shutdown('SIGTERM'));
       process.on('SIGINT', () => void shutdown('SIGINT'));
     });
+}
+
+/** The data plane key (src/bus/dataplane-key.ts) without a database: a usage error when it is missing or unreadable. */
+function workerKey(natsCreds: string | null): Buffer {
+  try {
+    return resolveDataplaneKey(null, natsCreds);
+  } catch (err) {
+    if (err instanceof DataplaneKeyMissingError) {
+      throw new UsageError(
+        'svc worker needs the data plane key: --nats-creds with the worker.creds of `svc nats init`, or SVC_DATAPLANE_KEY (`svc dataplane-key --db <engine database>` prints it)',
+      );
+    }
+    throw new UsageError(`the data plane key: ${(err as Error).message}`);
+  }
 }

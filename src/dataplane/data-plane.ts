@@ -1,20 +1,25 @@
-// A data plane: registry + pipeline + deliverer, fed from JetStream (NATS mode: a worker thread of
-// svc serve, or a svc worker process anywhere) or from the outbox (embedded mode). It reads no
-// SQLite: webhooks arrive replicated, events carry their route, outcomes go back in batches.
+// A data plane: registry + pipeline + deliverer, fed by an event source (sources/): from JetStream
+// (NATS mode: a worker thread of svc serve, or a svc worker process anywhere) or from the outbox
+// (embedded mode). In NATS mode it reads no SQLite: webhooks arrive replicated, events carry their
+// route, outcomes go back in batches.
 import type { Logger } from 'pino';
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { Clock } from '../domain/clock.ts';
+import type { Db } from '../../store/db.ts';
+import type { DeliveryLedger } from '../../store/outbox.ts';
+import { retry, systemClock, type Clock } from '../domain/clock.ts';
 import { encodeOutcomeBatch, type OutcomeBatch } from '../domain/outcomes.ts';
 import { outcomesSubject, PROGRESS_BUCKET, REGISTRY_BUCKET, sealHeaders } from '../bus/jetstream.ts';
 import { watchRegistry } from '../bus/kv-registry.ts';
 import type { Seal } from '../bus/seal.ts';
+import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { WebhookRegistry } from '../dispatch/registry.ts';
 import { Deliverer } from '../delivery/client.ts';
 import { DeliveryPipeline, type ProgressStore } from './pipeline.ts';
 import { BatchingOutcomeSink } from './outcomes.ts';
-import { JetStreamSource, KvProgress } from './jetstream-source.ts';
+import { JetStreamSource, KvProgress } from './sources/jetstream-source.ts';
+import { OutboxSource } from './sources/outbox-source.ts';
 import { makeSigner } from './signer.ts';
 
 export interface DeliveryLimits {
@@ -31,16 +36,21 @@ export interface DataPlane {
   drain(): Promise<void>;
 }
 
-async function openBucket(kvm: Kvm, name: string, logger: Logger, stopped: () => boolean): Promise<KV> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await kvm.open(name);
-    } catch (err) {
-      if (stopped()) throw err;
-      if (attempt === 1) logger.warn({ bucket: name, err: String(err) }, 'waiting for the KV bucket (svc serve creates it)');
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
+/** A KV bucket, waited for while svc serve has not created it yet (or until the plane stops). */
+async function openBucket(kvm: Kvm, name: string, clock: Clock, logger: Logger, stopped: () => boolean): Promise<KV> {
+  const kv = await retry(
+    clock,
+    {
+      delayMs: () => 500,
+      stopped,
+      onError: (err, attempt) => {
+        if (attempt === 1) logger.warn({ bucket: name, err: String(err) }, 'waiting for the KV bucket (svc serve creates it)');
+      },
+    },
+    () => kvm.open(name),
+  );
+  if (!kv) throw new Error(`stopped while waiting for the KV bucket ${name}`);
+  return kv;
 }
 
 /**
@@ -60,8 +70,8 @@ export async function startNatsDataPlane(o: {
   const js = jetstream(o.nc);
   const kvm = new Kvm(js);
   let stopping = false;
-  const registryKv = await openBucket(kvm, REGISTRY_BUCKET, o.logger, () => stopping);
-  const progressKv = await openBucket(kvm, PROGRESS_BUCKET, o.logger, () => stopping);
+  const registryKv = await openBucket(kvm, REGISTRY_BUCKET, o.clock, o.logger, () => stopping);
+  const progressKv = await openBucket(kvm, PROGRESS_BUCKET, o.clock, o.logger, () => stopping);
   const registry = new WebhookRegistry();
   // refused entries older than the one held, counted once the outcome batches exist
   let stale = 0;
@@ -116,21 +126,51 @@ export async function startNatsDataPlane(o: {
   };
 }
 
+/** A webhook at version v (entry null: deleted), as the registry replicator publishes it (embedded mode: by postMessage, or a call). */
+export interface RegistryChange {
+  orgId: string;
+  webhookId: string;
+  v: number;
+  entry: WebhookEntry | null;
+}
+
+/** Embedded mode's data plane, on the thread that calls this: its registry, the outbox source over `db` and the pipeline it feeds. */
+export interface OutboxDataPlane {
+  readonly source: OutboxSource;
+  /** a webhook changed (false: older than the version held) */
+  apply(change: RegistryChange): boolean;
+  /** nothing held, in flight, or waiting to be recorded */
+  idle(): boolean;
+  /** SIGTERM (CONTRACT 6.6): finish the attempts in flight, leave the rest in the outbox */
+  drain(): Promise<void>;
+}
+
 /**
- * Embedded mode: fed by the outbox relay (src/relay/local-relay.ts) on the same thread, which is a
- * delivery thread of its own (src/relay/local-thread.ts) unless the database cannot be opened twice;
+ * Embedded mode: fed by the outbox (sources/outbox-source.ts) on the same thread, which is a
+ * delivery thread of its own (outbox-thread-entry.ts) unless the database cannot be opened twice;
  * outcome batches go to `outcomes` (the control plane's status book, or a postMessage to it).
  */
-export function startLocalDataPlane(o: {
-  registry: WebhookRegistry;
-  progress: ProgressStore;
+export function startOutboxDataPlane(o: {
+  db: Db;
+  /** the delivery thread's own records (null: on the engine's thread, written to the outbox itself) */
+  ledger: DeliveryLedger | null;
   outcomes: (batch: OutcomeBatch) => void;
   limits: DeliveryLimits;
-  clock: Clock;
   logger: Logger;
-}): DataPlane & { dropped(reason: string): void } {
-  const parts = assemble({ worker: 'local', registry: o.registry, progress: o.progress, send: async (batch) => o.outcomes(batch), limits: o.limits, clock: o.clock, logger: o.logger });
-  return { pipeline: parts.pipeline, registry: o.registry, drain: () => parts.drain(), dropped: (reason) => parts.sink.droppedEvent(reason) };
+}): OutboxDataPlane {
+  const registry = new WebhookRegistry();
+  const source = new OutboxSource(o.db, o.logger, (reason) => parts.sink.droppedEvent(reason), systemClock, o.ledger);
+  const parts = assemble({ worker: 'local', registry, progress: source, send: async (batch) => o.outcomes(batch), limits: o.limits, clock: systemClock, logger: o.logger });
+  source.attach(parts.pipeline);
+  return {
+    source,
+    apply: (c) => (c.entry ? registry.upsert(c.entry, c.v) : registry.remove(c.orgId, c.webhookId, c.v)),
+    idle: () => parts.pipeline.held() === 0 && parts.pipeline.inFlight() === 0 && !source.busy(),
+    async drain() {
+      await parts.drain();
+      source.close();
+    },
+  };
 }
 
 /** What every data plane is made of: a deliverer, outcome batches and the pipeline over them. */

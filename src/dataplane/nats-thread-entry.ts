@@ -1,15 +1,15 @@
-// Entry of a delivery thread of svc serve (see threads.ts): one NATS data plane.
+// Entry of a delivery thread of svc serve in NATS mode (see nats-threads.ts): one NATS data plane.
 import { parentPort, workerData } from 'node:worker_threads';
 import pino from 'pino';
 import { systemClock } from '../domain/clock.ts';
-import { connectNats } from '../bus/nats.ts';
+import { connectNats } from '../bus/nats-connection.ts';
 import { Seal, parseDataplaneKey } from '../bus/seal.ts';
 import { startNatsDataPlane } from './data-plane.ts';
-import type { FromThread, ThreadConfig, ToThread } from './threads.ts';
+import type { FromNatsThread, NatsThreadConfig, ToNatsThread } from './nats-threads.ts';
 
-const config = workerData as ThreadConfig;
+const config = workerData as NatsThreadConfig;
 const logger = pino({ base: { thread: config.workerId }, level: config.logLevel, timestamp: pino.stdTimeFunctions.isoTime });
-const post = (m: FromThread) => parentPort!.postMessage(m);
+const post = (m: FromNatsThread) => parentPort!.postMessage(m);
 
 async function main(): Promise<void> {
   const nc = await connectNats(config.natsUrl, {
@@ -20,7 +20,7 @@ async function main(): Promise<void> {
     credsFile: config.credsFile,
   });
   const plane = await startNatsDataPlane({ nc, seal: new Seal(parseDataplaneKey(config.key)), limits: config.limits, workerId: config.workerId, clock: systemClock, logger });
-  parentPort!.on('message', (m: ToThread) => {
+  parentPort!.on('message', (m: ToNatsThread) => {
     if (m.type !== 'drain') return;
     void (async () => {
       await plane.drain();

@@ -1,4 +1,4 @@
-// Entry of embedded mode's delivery thread (see local-delivery.ts): the outbox relay, the pipeline,
+// Entry of embedded mode's delivery thread (see outbox-thread.ts): the outbox source, the pipeline,
 // the deliverer and the outcome batches, off the engine's thread, over this thread's own SQLite
 // connection to the same file (WAL: its reads never wait for the engine). A settled row is marked
 // delivered in a file of this thread's own (`<db>-delivered`) and deleted from the outbox in
@@ -9,13 +9,13 @@ import { parentPort, workerData } from 'node:worker_threads';
 import pino from 'pino';
 import { openDb } from '../../store/db.ts';
 import { DeliveryLedger } from '../../store/outbox.ts';
-import { startLocalDelivery } from './local-relay.ts';
-import type { FromLocalThread, LocalThreadConfig, RegistryChange, ToLocalThread } from './local-delivery.ts';
+import { startOutboxDataPlane, type RegistryChange } from './data-plane.ts';
+import type { FromOutboxThread, OutboxThreadConfig, ToOutboxThread } from './outbox-thread.ts';
 
-const config = workerData as LocalThreadConfig;
+const config = workerData as OutboxThreadConfig;
 const port = parentPort!;
 const logger = pino({ base: { thread: 'delivery' }, level: config.logLevel, timestamp: pino.stdTimeFunctions.isoTime });
-const post = (m: FromLocalThread) => port.postMessage(m);
+const post = (m: FromOutboxThread) => port.postMessage(m);
 
 function main(): void {
   const db = openDb(config.db);
@@ -26,8 +26,8 @@ function main(): void {
   // deleted from the outbox in batches: a settled row costs no wait for the engine's write lock
   // (measured: about 0.7 ms a row under load when each was deleted from the outbox at once)
   const ledger = new DeliveryLedger(config.db);
-  const delivery = startLocalDelivery({ db, ledger, outcomes: (batch) => post({ type: 'outcomes', batch }), limits: config.limits, logger });
-  const relay = delivery.relay;
+  const delivery = startOutboxDataPlane({ db, ledger, outcomes: (batch) => post({ type: 'outcomes', batch }), limits: config.limits, logger });
+  const source = delivery.source;
 
   // the engine's thread publishes versions in order; an older one would be a bug, never a replay
   const apply = (changes: readonly RegistryChange[]) => {
@@ -45,17 +45,17 @@ function main(): void {
     kickScheduled = true;
     setImmediate(() => {
       kickScheduled = false;
-      if (!draining) relay.kick();
+      if (!draining) source.kick();
     });
   };
-  port.on('message', (m: ToLocalThread) => {
+  port.on('message', (m: ToOutboxThread) => {
     switch (m.type) {
       case 'registry':
         apply(m.changes);
         if (!loaded) {
           loaded = true;
           post({ type: 'ready' });
-          relay.kick(); // what was committed before a stop or a crash, then everything after
+          source.kick(); // what was committed before a stop or a crash, then everything after
         }
         break;
       case 'kick':

@@ -1,7 +1,9 @@
-// NATS mode: the outbox relay. Publishes committed events to the SVC_EVENTS stream in batches, one
-// JetStream message per batch (src/bus/hop.ts), so that the durable hop's fixed costs (seal, publish,
-// store, delivery, ack, removal, progress) are paid per batch (ARCHITECTURE). Observers get one plain
-// message per event on svc.events.… (CONTRACT 5.2) once its batch is stored; no stream keeps those.
+// NATS mode: the outbox relay (the one thing svc calls a relay: outbox → JetStream; embedded mode
+// has none, its data plane reads the outbox itself). Publishes committed events to the SVC_EVENTS
+// stream in batches, one JetStream message per batch (src/bus/hop.ts), so that the durable hop's
+// fixed costs (seal, publish, store, delivery, ack, removal, progress) are paid per batch
+// (ARCHITECTURE). Observers get one plain message per event on svc.events.… (CONTRACT 5.2) once
+// its batch is stored; no stream keeps those.
 //
 // Batches are made where rows are committed, not here: each outbox row names its batch (`assign`,
 // called by the engine's transaction for every row it inserts), and a batch takes rows until the
@@ -18,7 +20,7 @@
 // hours) are sealed when they are published. Stored rows are deleted in the engine's next commit
 // (`piggyback`), or on their own shortly after when no commit comes: from then on JetStream is the
 // durable queue. While NATS is away, rows wait and the relay tries again. A row the bus cannot carry
-// (over 256 KiB, or refused for its size) is set aside (src/relay/set-aside.ts) and the rows behind
+// (over 256 KiB, or refused for its size) is set aside (set-aside.ts) and the rows behind
 // it go on.
 //
 // The outbox table is the truth; the rows a commit wrote are also handed to the relay in memory,
@@ -31,7 +33,7 @@ import { encodeHopBatch } from '../bus/hop.ts';
 import type { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
 import type { Seal } from '../bus/seal.ts';
 import { hopSubject } from '../bus/subjects.ts';
-import { systemClock, type Clock } from '../domain/clock.ts';
+import { systemClock, type Clock, type Timer } from '../domain/clock.ts';
 import { errorText } from '../domain/errors.ts';
 import { isRecoveryItemId } from '../domain/route.ts';
 import type { Metrics } from '../metrics.ts';
@@ -50,19 +52,13 @@ const RETRY_MS = 1000;
 const PRUNE_ALONE_MS = 25;
 
 /**
- * FAULT INJECTION, for test/system/crash.test.ts only; inert unless one of these is in the environment:
- * SVC_FAULT_CRASH_BEFORE_PUBLISH=1 kills the process (SIGKILL) at the first batch of committed
- * events, before publishing any of them (the window between commit and publish);
- * SVC_FAULT_CRASH_AFTER_PUBLISH=1 kills it once JetStream has stored the first batch, before the
- * rows are deleted (the window between publish and prune). Each waits 100 ms first so that the
- * answers to producers whose facts are already committed ({ok: true}) reach them.
+ * FAULT INJECTION, for test/system/crash.test.ts only: where a crash test stops the process. Called
+ * at the first batch of committed events before publishing any of them ('before-publish': the
+ * window between commit and publish), and once JetStream has stored a batch, before its rows are
+ * deleted ('after-publish': the window between publish and prune). Inert unless given (the CLI
+ * gives one when SVC_FAULT_CRASH_BEFORE_PUBLISH or _AFTER_PUBLISH is set, src/cli/serve.ts).
  */
-async function crashIfAsked(point: 'BEFORE' | 'AFTER'): Promise<void> {
-  if (process.env[`SVC_FAULT_CRASH_${point}_PUBLISH`] !== '1') return;
-  await new Promise((r) => setTimeout(r, 100));
-  process.kill(process.pid, 'SIGKILL');
-  await new Promise(() => {}); // never resumes
-}
+export type RelayFault = (point: 'before-publish' | 'after-publish') => Promise<void>;
 
 /** Rows of one batch, in seq order. */
 interface Batch {
@@ -88,12 +84,12 @@ function groupRows(rows: readonly OutboxRow[], max: number): { batches: Batch[];
   return { batches, rows: n };
 }
 
-export class JetStreamRelay {
+export class OutboxRelay {
   private running: Promise<void> | null = null;
   private again = false;
   private closed = false;
   private failing = false;
-  private retry: NodeJS.Timeout | null = null;
+  private retry: Timer | null = null;
   /** read the table (at start and after a failure) until caught up; then take the rows handed over */
   private fromTable = true;
   private handed: OutboxRow[] = [];
@@ -104,7 +100,7 @@ export class JetStreamRelay {
   /** stored batches whose rows wait to be deleted, and those deleted in the commit under way */
   private prunable: PublishedBatch[] = [];
   private pruning: PublishedBatch[] | null = null;
-  private pruneTimer: NodeJS.Timeout | null = null;
+  private pruneTimer: Timer | null = null;
   private readonly aside: SetAside;
 
   constructor(
@@ -113,8 +109,9 @@ export class JetStreamRelay {
     private readonly seal: Seal,
     private readonly logger: Logger,
     private readonly metrics: Metrics | null = null,
-    /** the time seals carry: the real time (data planes compare it with JetStream's) */
+    /** the time seals carry and the relay's waits run on: the real time (data planes compare it with JetStream's) */
     private readonly clock: Clock = systemClock,
+    private readonly fault: RelayFault | null = null,
   ) {
     this.aside = new SetAside(db, logger, metrics);
   }
@@ -230,7 +227,7 @@ export class JetStreamRelay {
           if (this.closed) return;
           const batches = this.nextBatches();
           if (!batches.length) break;
-          await crashIfAsked('BEFORE');
+          await this.fault?.('before-publish');
           const now = this.clock.now();
           const messages = batches.map((b) => this.message(b));
           const acks = await Promise.allSettled(messages.map((m) => (m ? this.publish(m, now) : Promise.resolve())));
@@ -253,7 +250,7 @@ export class JetStreamRelay {
             }
             stored.push(batches[i]);
           }
-          if (stored.length > 0) await crashIfAsked('AFTER');
+          if (stored.length > 0) await this.fault?.('after-publish');
           for (const b of stored) {
             const rows = b.rows;
             this.storedUpTo = rows[rows.length - 1].seq;
@@ -274,11 +271,10 @@ export class JetStreamRelay {
       // the table has every row not yet stored: start over from it
       this.fromTable = true;
       this.handed = [];
-      this.retry = setTimeout(() => {
+      this.retry = this.clock.setTimeout(() => {
         this.retry = null;
         this.kick();
       }, RETRY_MS);
-      this.retry.unref();
     }
   }
 
@@ -319,11 +315,10 @@ export class JetStreamRelay {
   /** Stored rows are deleted on their own if no commit takes them along soon. */
   private schedulePrune(): void {
     if (this.pruneTimer || !this.prunable.length) return;
-    this.pruneTimer = setTimeout(() => {
+    this.pruneTimer = this.clock.setTimeout(() => {
       this.pruneTimer = null;
       this.pruneAlone();
     }, PRUNE_ALONE_MS);
-    this.pruneTimer.unref();
   }
 
   private pruneAlone(): void {
@@ -344,9 +339,9 @@ export class JetStreamRelay {
     if (this.running) await this.running;
     if (!this.closed && !this.failing) await this.run();
     this.closed = true;
-    if (this.retry) clearTimeout(this.retry);
+    this.retry?.cancel();
     this.retry = null;
-    if (this.pruneTimer) clearTimeout(this.pruneTimer);
+    this.pruneTimer?.cancel();
     this.pruneTimer = null;
     this.pruneAlone();
   }

@@ -1,4 +1,5 @@
-// The webhook registry, replicated from the store to the data plane: every create, update or
+// The webhook registry, replicated from the store to the data plane (RegistryReplicator; the data
+// plane's side is src/dispatch/registry.ts): every create, update or
 // delete of a webhook bumps a version (persisted, so it only grows) and publishes the webhook's
 // entry at that version — to NATS KV (encrypted), or straight into the in-process registry in
 // embedded mode. Events carry the version current when they were emitted (Route.rev), so a data
@@ -15,6 +16,7 @@ import { getWebhook, listAllWebhooks, type WebhookRow } from '../../store/webhoo
 import { getSetting, setSetting } from '../../store/settings.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { errorText } from '../domain/errors.ts';
+import { sleep, systemClock, within, type Clock } from '../domain/clock.ts';
 import { effectiveInterests, type Match } from '../domain/subscription.ts';
 import { jsonEqual } from '../../machines/advance.ts';
 import { hasDeadLetter } from '../../store/dead-letters.ts';
@@ -46,8 +48,10 @@ const VERSION_KEY = 'registry_version';
 const RETRY_MS = 1000;
 /** How long start() waits for the sync before going on (the sync goes on behind). */
 const START_WAIT_MS = 3000;
+/** How long stop() waits for changes still being replicated. */
+const STOP_WAIT_MS = 2000;
 
-export class RegistryRelay {
+export class RegistryReplicator {
   private v: number;
   private readonly pending = new Set<Promise<void>>();
   /** the newest version of each webhook's change: an older one still retrying is dropped */
@@ -60,6 +64,8 @@ export class RegistryRelay {
     private readonly publisher: RegistryPublisher,
     private readonly logger: Logger,
     metrics: Metrics | null = null,
+    /** the waits between tries and at start and stop */
+    private readonly clock: Clock = systemClock,
   ) {
     this.v = Number(getSetting(db, VERSION_KEY) ?? '0');
     this.aside = new SetAside(db, logger, metrics);
@@ -76,7 +82,7 @@ export class RegistryRelay {
     return this.v;
   }
 
-  /** A webhook was created, changed or deleted: replicate it (retrying until it works or the relay closes). */
+  /** A webhook was created, changed or deleted: replicate it (retrying until it works or the replicator closes). */
   changed(orgId: string, webhookId: string): void {
     const v = this.bump();
     this.track(this.publishRetrying(orgId, webhookId, v));
@@ -96,15 +102,13 @@ export class RegistryRelay {
           return;
         } catch (err) {
           if (attempt === 1) this.logger.warn({ err: String(err) }, 'could not read the replicated webhook registry; retrying');
-          await new Promise((r) => setTimeout(r, RETRY_MS).unref());
+          await sleep(this.clock, RETRY_MS);
         }
       }
     };
     const done = run();
     this.track(done);
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([done, new Promise<void>((r) => (timer = setTimeout(r, waitMs)))]);
-    clearTimeout(timer);
+    await within(this.clock, done, waitMs);
   }
 
   /**
@@ -144,6 +148,12 @@ export class RegistryRelay {
     this.closed = true;
   }
 
+  /** At shutdown: wait a little for the changes still being replicated, then give up on the rest (the next start syncs them). */
+  async stop(waitMs = STOP_WAIT_MS): Promise<void> {
+    await within(this.clock, this.settled(), waitMs);
+    this.close();
+  }
+
   private track(p: Promise<void>): void {
     this.pending.add(p);
     void p
@@ -178,7 +188,7 @@ export class RegistryRelay {
         }
         if (!warned) this.logger.warn({ webhook_id: webhookId, err: String(err) }, 'could not replicate a webhook change; retrying');
         warned = true;
-        await new Promise((r) => setTimeout(r, RETRY_MS).unref());
+        await sleep(this.clock, RETRY_MS);
       }
     }
   }

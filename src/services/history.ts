@@ -9,7 +9,7 @@ import { RESEND } from '../domain/outcomes.ts';
 import { decodeRoute, encodeRoute, recoveryItemId } from '../domain/route.ts';
 import { eventSubject } from '../bus/subjects.ts';
 import { WebhookSubscriber } from '../dispatch/subscriber.ts';
-import { entryOf } from '../relay/registry.ts';
+import { entryOf } from '../handoff/registry-replicator.ts';
 import type { AttemptResult } from '../delivery/client.ts';
 import { getWebhook as dbGetWebhook, type WebhookRow } from '../../store/webhooks.ts';
 import { insertOutbox } from '../../store/outbox.ts';

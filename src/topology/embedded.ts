@@ -1,56 +1,31 @@
 // Embedded mode (`npm start`, no NATS): both planes in one process. The SQLite outbox is the durable
-// queue; the data plane (outbox relay, pipeline, deliverer, outcome batches) runs on a thread of its
-// own over its own SQLite connection (src/relay/local-delivery.ts), as NATS mode's delivery threads
-// do, so that the engine's thread only commits. A database that cannot be opened twice (':memory:')
-// or --delivery-threads 0 keeps it on the engine's thread.
+// queue; the data plane (the outbox source, pipeline, deliverer, outcome batches) runs on a thread
+// of its own over its own SQLite connection (src/dataplane/outbox-thread.ts), as NATS mode's
+// delivery threads do, so that the engine's thread only commits. A database that cannot be opened
+// twice (':memory:') or --delivery-threads 0 keeps it on the engine's thread.
 //
-// What the engine's thread still does here: the registry (RegistryRelay publishes each webhook
-// change into it, and it forwards them to the data plane, secrets included: postMessage stays in
-// the process), and the mirror of each committed event to plain subscribers of svc.events.> on the
-// in-process bus (CONTRACT 5.2), once, when it is committed (a recovery item is never committed by
-// the engine, so never mirrored: its subscribers saw the event already).
-import type { Logger } from 'pino';
-import type { Db } from '../../store/db.ts';
-import type { OutboxRow } from '../../store/outbox.ts';
-import type { Bus } from '../bus/bus.ts';
-import type { OutcomeBatch } from '../domain/outcomes.ts';
-import type { DeliveryLimits } from '../dataplane/data-plane.ts';
-import { LocalDeliveryThread, type RegistryChange } from '../relay/local-delivery.ts';
-import { startLocalDelivery } from '../relay/local-relay.ts';
-import type { RegistryPublisher } from '../relay/registry.ts';
+// What the engine's thread still does here: the in-process bus, the registry (the
+// RegistryReplicator publishes each webhook change into it, and it forwards them to the data
+// plane, secrets included: postMessage stays in the process), and the mirror of each committed
+// event to plain subscribers of svc.events.> on the in-process bus (CONTRACT 5.2), once, when it is
+// committed (a recovery item is never committed by the engine, so never mirrored: its subscribers
+// saw the event already).
+import { createMemoryBus } from '../bus/memory.ts';
+import { startOutboxDataPlane, type DeliveryLimits, type RegistryChange } from '../dataplane/data-plane.ts';
+import { OutboxDeliveryThread } from '../dataplane/outbox-thread.ts';
+import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
+import type { Topology, TopologyDeps } from './topology.ts';
 
-export interface EmbeddedTopology {
-  /** where RegistryRelay publishes webhook changes */
-  readonly registry: RegistryPublisher;
-  /** 'thread' or 'in process' (for the `listening` line) */
-  readonly delivery: string;
-  /** after an engine commit that wrote outbox rows */
-  outboxChanged(rows: readonly OutboxRow[]): void;
-  /** rows were written to the outbox outside the engine's commits (a recovery's items, CONTRACT 4.5) */
-  deliveryQueued(): void;
-  /** start delivering (what was left in the outbox first); resolves once the data plane has the registry */
-  start(): Promise<void>;
-  /** nothing held, in flight or being deleted by the data plane (the outbox itself is checked by the caller) */
-  idle(): Promise<boolean>;
-  /** SIGTERM (CONTRACT 6.6): take nothing more, finish the attempts in flight, leave the rest queued */
-  stop(): Promise<void>;
-}
-
-export function embeddedTopology(o: {
-  db: Db;
-  /** the database file, which the delivery thread opens too */
-  dbFile: string;
-  bus: Bus;
-  limits: DeliveryLimits;
-  /** false: deliver on the engine's thread (--delivery-threads 0) */
-  thread: boolean;
-  outcomes: (batch: OutcomeBatch) => void;
-  logger: Logger;
-}): EmbeddedTopology {
+export function embeddedTopology(d: TopologyDeps): Topology {
+  const { config, logger, readiness } = d;
+  readiness.notReady('delivery', 'the outbox source and the data plane have not started yet');
+  const bus = createMemoryBus({ logger });
+  const limits: DeliveryLimits = { concurrency: config.deliveryConcurrency, timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets };
   // the newest version of every webhook (null entry: deleted), what a delivery thread loads first
   const webhooks = new Map<string, RegistryChange>();
-  const useThread = o.thread && o.dbFile !== ':memory:';
-  const delivery = useThread ? threadDelivery(o, () => [...webhooks.values()]) : inProcessDelivery(o);
+  const useThread = config.deliveryThreads !== 0 && config.db !== ':memory:';
+  const delivery = useThread ? threadDelivery(d, limits, () => [...webhooks.values()]) : inProcessDelivery(d, limits);
+  let started = false;
 
   const registry: RegistryPublisher = {
     async publish(orgId, webhookId, v, entry) {
@@ -61,54 +36,70 @@ export function embeddedTopology(o: {
       webhooks.set(key, change);
       delivery.registryChanged(change);
     },
-    // nothing survives a restart in process: RegistryRelay publishes every webhook at start
+    // nothing survives a restart in process: the RegistryReplicator publishes every webhook at start
     async replicated() {
       return new Map();
     },
   };
 
   return {
+    bus,
     registry,
-    delivery: useThread ? 'thread' : 'in process',
-    outboxChanged(rows) {
-      for (const row of rows) {
-        try {
-          o.bus.publish(row.subject, row.body);
-        } catch {
-          // the bus is closing
+    outbox: {
+      // rows committed before start are in the outbox: the data plane reads it first when it starts
+      outboxChanged(rows) {
+        if (!started) return;
+        for (const row of rows) {
+          try {
+            bus.publish(row.subject, row.body);
+          } catch {
+            // the bus is closing
+          }
         }
-      }
-      delivery.kick();
+        delivery.kick();
+      },
     },
-    deliveryQueued: () => delivery.kick(),
-    start: () => delivery.start(),
+    deliveryQueued: () => {
+      if (started) delivery.kick();
+    },
+    delivery: config.deliver ? (useThread ? 'thread' : 'in process') : 'off',
+    async start() {
+      started = true;
+      await delivery.start(); // hands over what was committed before a stop or a crash
+      readiness.ready('delivery');
+    },
     idle: () => delivery.idle(),
-    stop: () => delivery.drain(),
+    drain: () => delivery.drain(),
+    close: async () => {},
   };
 }
 
+/** The data plane, seen from the engine's thread: on its own thread, or on this one. */
 interface Delivery {
   registryChanged(change: RegistryChange): void;
   kick(): void;
+  /** start delivering (what was left in the outbox first); resolves once the data plane has the registry */
   start(): Promise<void>;
+  /** nothing held, in flight or being deleted by the data plane (the outbox itself is checked by the caller) */
   idle(): Promise<boolean>;
+  /** SIGTERM (CONTRACT 6.6): take nothing more, finish the attempts in flight, leave the rest queued */
   drain(): Promise<void>;
 }
 
-function threadDelivery(o: Parameters<typeof embeddedTopology>[0], registry: () => RegistryChange[]): Delivery {
-  return new LocalDeliveryThread({ config: { db: o.dbFile, limits: o.limits, logLevel: o.logger.level }, registry, outcomes: o.outcomes, logger: o.logger });
+function threadDelivery(d: TopologyDeps, limits: DeliveryLimits, registry: () => RegistryChange[]): Delivery {
+  return new OutboxDeliveryThread({ config: { db: d.config.db, limits, logLevel: d.logger.level }, registry, outcomes: d.outcomes, logger: d.logger });
 }
 
 /** On the engine's thread, over the engine's connection. */
-function inProcessDelivery(o: Parameters<typeof embeddedTopology>[0]): Delivery {
-  const d = startLocalDelivery({ db: o.db, ledger: null, outcomes: o.outcomes, limits: o.limits, logger: o.logger });
+function inProcessDelivery(d: TopologyDeps, limits: DeliveryLimits): Delivery {
+  const plane = startOutboxDataPlane({ db: d.db, ledger: null, outcomes: d.outcomes, limits, logger: d.logger });
   return {
-    registryChanged: (c) => void d.apply(c),
-    kick: () => d.relay.kick(),
+    registryChanged: (c) => void plane.apply(c),
+    kick: () => plane.source.kick(),
     async start() {
-      d.relay.kick();
+      plane.source.kick();
     },
-    idle: async () => d.idle(),
-    drain: () => d.drain(),
+    idle: async () => plane.idle(),
+    drain: () => plane.drain(),
   };
 }

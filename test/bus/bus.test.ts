@@ -3,7 +3,7 @@ import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { BusRequestError, type Bus, type BusLogger } from '../../src/bus/bus.ts';
 import { createMemoryBus } from '../../src/bus/memory.ts';
-import { createNatsBus } from '../../src/bus/nats.ts';
+import { createNatsBus } from '../../src/bus/nats-connection.ts';
 import { ensureLayout } from '../../src/bus/jetstream.ts';
 import { ingestWildcard, jobResultSubject, jobSubject } from '../../src/bus/subjects.ts';
 import { startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';

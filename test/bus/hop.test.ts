@@ -1,4 +1,4 @@
-// The durable hop (src/bus/hop.ts, src/relay/jetstream-relay.ts): events travel to data planes in
+// The durable hop (src/bus/hop.ts, src/handoff/outbox-relay.ts): events travel to data planes in
 // batches, one JetStream message each, with the exact bytes of every event; a batch is fixed when
 // its events are committed, and facts committed while a publish is under way share one message.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,7 +7,7 @@ import { jetstream, jetstreamManager, RetentionPolicy } from '@nats-io/jetstream
 import { decodeHopBatch, encodeHopBatch } from '../../src/bus/hop.ts';
 import { ensureLayout, EVENTS_STREAM } from '../../src/bus/jetstream.ts';
 import { hopSubject } from '../../src/bus/subjects.ts';
-import { MAX_BATCH_BYTES, MAX_BATCH_EVENTS } from '../../src/relay/jetstream-relay.ts';
+import { MAX_BATCH_BYTES, MAX_BATCH_EVENTS } from '../../src/handoff/outbox-relay.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { startService, waitFor, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { rid } from '../helpers/ids.ts';

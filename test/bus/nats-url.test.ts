@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectNats, natsUrlOptions, redactNatsUrl } from '../../src/bus/nats.ts';
+import { connectNats, natsUrlOptions, redactNatsUrl } from '../../src/bus/nats-connection.ts';
 import { findNatsServer, freePort, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 
 describe('NATS URL credentials', () => {

@@ -1,4 +1,4 @@
-// Embedded mode's delivery thread (src/relay/local-delivery.ts, local-thread.ts): over its own
+// Embedded mode's delivery thread (src/dataplane/outbox-thread.ts, outbox-thread-entry.ts): over its own
 // SQLite connection to a real database file, it delivers committed outbox rows to a real HTTP
 // receiver, deletes each once its attempts have outcomes, sends the outcomes back to this thread,
 // says truthfully whether it is idle, is started again when it dies (repeating only the attempts
@@ -10,8 +10,9 @@ import { openDb, type Db } from '../../store/db.ts';
 import { DeliveryLedger, insertOutbox, outboxSize, readOutbox } from '../../store/outbox.ts';
 import type { OutcomeBatch } from '../../src/domain/outcomes.ts';
 import { encodeRoute, type Route } from '../../src/domain/route.ts';
-import { LocalDeliveryThread, type RegistryChange } from '../../src/relay/local-delivery.ts';
-import { spawnThread } from '../../src/dataplane/threads.ts';
+import type { RegistryChange } from '../../src/dataplane/data-plane.ts';
+import { OutboxDeliveryThread } from '../../src/dataplane/outbox-thread.ts';
+import { spawnThread } from '../../src/dataplane/thread-supervisor.ts';
 import { newDbWithOrg, waitFor } from '../helpers/service.ts';
 import { startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
 import { rid } from '../helpers/ids.ts';
@@ -44,7 +45,7 @@ describe('embedded delivery thread', () => {
   let db: Db;
   let file: string;
   let orgId: string;
-  const threads: LocalDeliveryThread[] = [];
+  const threads: OutboxDeliveryThread[] = [];
 
   beforeAll(async () => {
     rx = await startLedgerReceiver();
@@ -60,7 +61,7 @@ describe('embedded delivery thread', () => {
 
   function start(registry: RegistryChange[], opts: { spawned?: (w: Worker) => void } = {}) {
     const batches: OutcomeBatch[] = [];
-    const t = new LocalDeliveryThread({
+    const t = new OutboxDeliveryThread({
       config: { db: file, limits: { concurrency: 64, timeoutMs: 5000, allowPrivateTargets: true }, logLevel: 'silent' },
       registry: () => registry,
       outcomes: (b) => batches.push(b),

@@ -13,7 +13,7 @@ import { startService, tmpDir, waitFor, type OrgCreds, type TestService } from '
 import { post } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 import { deadLetters, plantEvent, plantWebhook, unpublishableCount } from '../helpers/poison.ts';
-import { isUnpublishable, MAX_EVENT_BYTES } from '../../src/relay/set-aside.ts';
+import { isUnpublishable, MAX_EVENT_BYTES } from '../../src/handoff/set-aside.ts';
 import pino from 'pino';
 import { connect } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
@@ -21,7 +21,7 @@ import { Kvm } from '@nats-io/kv';
 import { REGISTRY_BUCKET } from '../../src/bus/jetstream.ts';
 import { KvRegistryPublisher } from '../../src/bus/kv-registry.ts';
 import { Seal, newDataplaneKey } from '../../src/bus/seal.ts';
-import { RegistryRelay } from '../../src/relay/registry.ts';
+import { RegistryReplicator } from '../../src/handoff/registry-replicator.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { canonicalMatch } from '../../src/domain/subscription.ts';
 import { updateWebhook } from '../../store/webhooks.ts';
@@ -190,7 +190,7 @@ describe.skipIf(findNatsServer() === null)('poison items, NATS mode', () => {
       const orgB = createOrg(db, 'org-b').org.org_id;
       const hookA = plantWebhook(db, orgA, 'https://a.example.test/h', 2);
       const hookB = plantWebhook(db, orgB, 'https://b.example.test/h', 2);
-      const relay = new RegistryRelay(db, new KvRegistryPublisher(kv, seal), pino({ level: 'silent' }), metrics);
+      const relay = new RegistryReplicator(db, new KvRegistryPublisher(kv, seal), pino({ level: 'silent' }), metrics);
       await relay.start();
       const replica = () => new KvRegistryPublisher(kv, seal).replicated();
       expect((await replica()).get(`${orgA}.${hookA}`)?.match?.installs?.ids).toHaveLength(2);

@@ -1,6 +1,7 @@
-// The webhook registry replicated to NATS KV (src/relay/registry.ts, src/bus/kv-registry.ts): at
-// start only what the replica lacks or holds otherwise is published; changes carry a growing
-// version; entries are encrypted, and one that does not open with the key is refused.
+// The webhook registry replicated to NATS KV (src/handoff/registry-replicator.ts,
+// src/bus/kv-registry.ts): at start only what the replica lacks or holds otherwise is published;
+// changes carry a growing version; entries are encrypted, and one that does not open with the key
+// is refused.
 import path from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +12,7 @@ import { ensureLayout, REGISTRY_BUCKET } from '../../src/bus/jetstream.ts';
 import { KvRegistryPublisher, watchRegistry } from '../../src/bus/kv-registry.ts';
 import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
 import type { WebhookEntry } from '../../src/domain/webhook-entry.ts';
-import { RegistryRelay } from '../../src/relay/registry.ts';
+import { RegistryReplicator } from '../../src/handoff/registry-replicator.ts';
 import { openDb, type Db } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
 import { deleteWebhook, insertWebhook, updateWebhook } from '../../store/webhooks.ts';
@@ -59,13 +60,13 @@ describe.skipIf(findNatsServer() === null)('webhook registry on NATS KV', () => 
   it('publishes at start only what differs; a restart with nothing changed publishes nothing', async () => {
     hook('wh_a', 'https://a.example.test/h');
     hook('wh_b', 'https://b.example.test/h');
-    const relay = new RegistryRelay(db, new KvRegistryPublisher(kv, seal), logger);
+    const relay = new RegistryReplicator(db, new KvRegistryPublisher(kv, seal), logger);
     await relay.syncAll();
     expect(relay.version).toBe(1);
     expect(await lastSeq()).toBe(2);
 
     // a restart: the replica agrees, nothing is written, the version stays
-    const again = new RegistryRelay(db, new KvRegistryPublisher(kv, seal), logger);
+    const again = new RegistryReplicator(db, new KvRegistryPublisher(kv, seal), logger);
     await again.syncAll();
     expect(again.version).toBe(1);
     expect(await lastSeq()).toBe(2);
@@ -74,7 +75,7 @@ describe.skipIf(findNatsServer() === null)('webhook registry on NATS KV', () => 
     updateWebhook(db, { org_id: orgId, webhook_id: 'wh_a', secret: 'rotated', previous_secret: null, previous_secret_expires_at: null, interests: { all_events: true }, match: null, match_canonical: '' });
     deleteWebhook(db, orgId, 'wh_b');
     await new KvRegistryPublisher(kv, seal).publish(orgId, 'wh_stray', 1, { webhook_id: 'wh_stray', org_id: orgId, url: 'https://x.example.test', secret: null, previous_secret: null, previous_secret_expires_at: null, interests: { all_events: true }, match: null });
-    const third = new RegistryRelay(db, new KvRegistryPublisher(kv, seal), logger);
+    const third = new RegistryReplicator(db, new KvRegistryPublisher(kv, seal), logger);
     await third.syncAll();
     expect(third.version).toBe(2);
     const replica = await new KvRegistryPublisher(kv, seal).replicated();
@@ -93,7 +94,7 @@ describe.skipIf(findNatsServer() === null)('webhook registry on NATS KV', () => 
     await watch.ready;
     expect(applied.find((a) => a.id === 'wh_a')?.entry?.secret).toBe('rotated');
 
-    const relay = new RegistryRelay(db, new KvRegistryPublisher(kv, seal), logger);
+    const relay = new RegistryReplicator(db, new KvRegistryPublisher(kv, seal), logger);
     hook('wh_c', 'https://c.example.test/h');
     relay.changed(orgId, 'wh_c');
     await relay.settled();

@@ -10,7 +10,7 @@ import { fork } from 'node:child_process';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createNatsBus, type NatsBus } from '../../src/bus/nats.ts';
+import { createNatsBus, type NatsBus } from '../../src/bus/nats-connection.ts';
 import type { Subscription } from '../../src/bus/bus.ts';
 import { startIngest } from '../../src/ingest/ingest.ts';
 import { EngineWorld, logger } from '../helpers/engine.ts';

@@ -14,7 +14,7 @@ import { apiClient, tmpDir, waitFor, type OrgCreds } from '../helpers/service.ts
 import { post } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 import { deadLetters, plantEvent, plantWebhook, unpublishableCount } from '../helpers/poison.ts';
-import { MAX_EVENT_BYTES } from '../../src/relay/set-aside.ts';
+import { MAX_EVENT_BYTES } from '../../src/handoff/set-aside.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 

@@ -16,7 +16,7 @@ import { Seal } from '../../src/bus/seal.ts';
 import { systemClock } from '../../src/domain/clock.ts';
 import { decodeOutcomeBatch, encodeOutcomeBatch } from '../../src/domain/outcomes.ts';
 import { startNatsDataPlane } from '../../src/dataplane/data-plane.ts';
-import { resolveDataplaneKey } from '../../src/relay/dataplane-key.ts';
+import { resolveDataplaneKey } from '../../src/bus/dataplane-key.ts';
 import { openDb } from '../../store/db.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';

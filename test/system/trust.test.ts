@@ -16,7 +16,7 @@ import { hopSubject } from '../../src/bus/subjects.ts';
 import { natsConnectOptions } from '../../src/bus/nats-auth.ts';
 import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
 import { encodeRoute, type Route } from '../../src/domain/route.ts';
-import { resolveDataplaneKey } from '../../src/relay/dataplane-key.ts';
+import { resolveDataplaneKey } from '../../src/bus/dataplane-key.ts';
 import { openDb } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
 import { findNatsServer, freePort, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';

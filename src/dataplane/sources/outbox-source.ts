@@ -1,25 +1,22 @@
-// Embedded mode: the outbox is the durable delivery queue. The relay hands committed rows to the
-// data plane while it has room, records a row as delivered once every attempt it needs has an
-// outcome, and records which webhooks a slow row has already had (so that after a crash only the
-// attempts in flight are repeated, CONTRACT 6.6). On start every row left is handed over again,
-// with its progress. It runs where the data plane runs: on the delivery thread, through that
-// thread's own SQLite connection and its own ledger file (src/relay/local-thread.ts: delivered
-// marks and progress there, delivered rows deleted from the outbox in batches), or on the engine's
-// thread (--delivery-threads 0, a ':memory:' database: rows deleted and progress written at once).
-// Plain subscribers of svc.events.> see each event when it is committed, on the engine's thread
-// (src/topology/embedded.ts), not here.
-// An event over 256 KiB (CONTRACT 8) is set aside instead (src/relay/set-aside.ts).
+// Embedded mode's event source: the outbox is the durable delivery queue, and this reads it into
+// the pipeline (as sources/jetstream-source.ts reads JetStream in NATS mode). It hands committed
+// rows to the pipeline while it has room, records a row as delivered once every attempt it needs
+// has an outcome, and records which webhooks a slow row has already had (so that after a crash
+// only the attempts in flight are repeated, CONTRACT 6.6). On start every row left is handed over
+// again, with its progress. It runs where the data plane runs: on the delivery thread, through that
+// thread's own SQLite connection and its own ledger file (src/dataplane/outbox-thread-entry.ts:
+// delivered marks and progress there, delivered rows deleted from the outbox in batches), or on
+// the engine's thread (--delivery-threads 0, a ':memory:' database: rows deleted and progress
+// written at once). Plain subscribers of svc.events.> see each event when it is committed, on the
+// engine's thread (src/topology/embedded.ts), not here.
+// An event over 256 KiB (CONTRACT 8) is set aside instead (src/handoff/set-aside.ts).
 import type { Logger } from 'pino';
-import type { Db } from '../../store/db.ts';
-import { deleteOutbox, readOutbox, saveOutboxProgress, type DeliveryLedger, type OutboxRow } from '../../store/outbox.ts';
-import { systemClock, type Clock, type Timer } from '../domain/clock.ts';
-import { decodeRoute } from '../domain/route.ts';
-import type { OutcomeBatch } from '../domain/outcomes.ts';
-import { WebhookRegistry } from '../dispatch/registry.ts';
-import type { DeliveryPipeline, InboundEvent, ProgressStore } from '../dataplane/pipeline.ts';
-import { startLocalDataPlane, type DeliveryLimits } from '../dataplane/data-plane.ts';
-import type { RegistryChange } from './local-delivery.ts';
-import { oversized, SetAside, UNPUBLISHABLE } from './set-aside.ts';
+import type { Db } from '../../../store/db.ts';
+import { deleteOutbox, readOutbox, saveOutboxProgress, type DeliveryLedger, type OutboxRow } from '../../../store/outbox.ts';
+import { systemClock, type Clock, type Timer } from '../../domain/clock.ts';
+import { decodeRoute } from '../../domain/route.ts';
+import { oversized, SetAside, UNPUBLISHABLE } from '../../handoff/set-aside.ts';
+import type { DeliveryPipeline, InboundEvent, ProgressStore } from '../pipeline.ts';
 
 const BATCH = 500;
 /** A delete the engine's write lock kept out past busy_timeout is tried again this much later. */
@@ -35,7 +32,7 @@ function isBusy(err: unknown): boolean {
   return typeof err === 'object' && err !== null && String((err as { code?: unknown }).code ?? '').startsWith('SQLITE_BUSY');
 }
 
-export class LocalRelay implements ProgressStore {
+export class OutboxSource implements ProgressStore {
   private lastSeq = 0;
   private feeding = false;
   private waitingForRoom = false;
@@ -89,7 +86,7 @@ export class LocalRelay implements ProgressStore {
     this.pipeline = pipeline;
   }
 
-  /** Events held by the relay and not yet settled, and deletes not yet written. */
+  /** Events held by the source and not yet settled, and deletes not yet written. */
   busy(): boolean {
     return this.held.size > 0 || this.toDelete.length > 0 || this.toPrune.length > 0;
   }
@@ -254,40 +251,6 @@ export class LocalRelay implements ProgressStore {
     this.pruneTimer?.cancel();
     this.pruneTimer = null;
     this.prune(true);
-    this.logger.info({ rows_deleted: this.deleted, delete_transactions: this.deletes }, 'outbox relay stopped');
+    this.logger.info({ rows_deleted: this.deleted, delete_transactions: this.deletes }, 'outbox source stopped');
   }
-}
-
-/** Embedded mode's data plane, on the thread that calls this: its registry, the relay over `db` and the pipeline the relay feeds. */
-export interface LocalDelivery {
-  readonly relay: LocalRelay;
-  /** a webhook changed (false: older than the version held) */
-  apply(change: RegistryChange): boolean;
-  /** nothing held, in flight, or waiting to be recorded */
-  idle(): boolean;
-  /** SIGTERM (CONTRACT 6.6): finish the attempts in flight, leave the rest in the outbox */
-  drain(): Promise<void>;
-}
-
-export function startLocalDelivery(o: {
-  db: Db;
-  /** the delivery thread's own records (null: on the engine's thread, written to the outbox itself) */
-  ledger: DeliveryLedger | null;
-  outcomes: (batch: OutcomeBatch) => void;
-  limits: DeliveryLimits;
-  logger: Logger;
-}): LocalDelivery {
-  const registry = new WebhookRegistry();
-  const relay = new LocalRelay(o.db, o.logger, (reason) => plane.dropped(reason), systemClock, o.ledger);
-  const plane = startLocalDataPlane({ registry, progress: relay, outcomes: o.outcomes, limits: o.limits, clock: systemClock, logger: o.logger });
-  relay.attach(plane.pipeline);
-  return {
-    relay,
-    apply: (c) => (c.entry ? registry.upsert(c.entry, c.v) : registry.remove(c.orgId, c.webhookId, c.v)),
-    idle: () => plane.pipeline.held() === 0 && plane.pipeline.inFlight() === 0 && !relay.busy(),
-    async drain() {
-      await plane.drain();
-      relay.close();
-    },
-  };
 }

@@ -1,0 +1,131 @@
+// NATS mode (`svc serve --nats`): the control plane here, the data plane on JetStream. This process
+// connects (the engine's credentials), makes sure of the JetStream layout (src/bus/jetstream.ts),
+// replicates webhooks into KV (sealed with the data plane key), relays the outbox to SVC_EVENTS
+// (src/handoff/outbox-relay.ts: batch assignment and the prune ride in the engine's commits), takes
+// the outcome batches of every data plane back into the status book, and — unless --no-deliver —
+// delivers: on N worker threads (src/dataplane/nats-threads.ts), or on this thread
+// (--delivery-threads 0). svc worker processes anywhere share the same durable consumer.
+import os from 'node:os';
+import { randomUUID } from 'node:crypto';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { systemClock } from '../domain/clock.ts';
+import { resolveDataplaneKey } from '../bus/dataplane-key.ts';
+import { ensureLayout, EVENTS_STREAM, REGISTRY_BUCKET } from '../bus/jetstream.ts';
+import { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
+import { KvRegistryPublisher } from '../bus/kv-registry.ts';
+import { natsConnectOptions } from '../bus/nats-auth.ts';
+import { createNatsBus, redactNatsUrl, type NatsBus } from '../bus/nats-connection.ts';
+import { Seal } from '../bus/seal.ts';
+import { startNatsDataPlane, type DataPlane, type DeliveryLimits } from '../dataplane/data-plane.ts';
+import { NatsDeliveryThreads } from '../dataplane/nats-threads.ts';
+import { OutboxRelay } from '../handoff/outbox-relay.ts';
+import { consumeOutcomes } from '../ingest/outcomes.ts';
+import { trackNatsConnection } from '../readiness.ts';
+import type { Topology, TopologyDeps } from './topology.ts';
+
+/** Delivery threads for this machine: one per spare core, at least one. */
+export function defaultDeliveryThreads(): number {
+  return Math.max(1, (os.availableParallelism?.() ?? os.cpus().length) - 1);
+}
+
+/** Connected, with the layout in place; rejects (the connection closed) when NATS cannot be set up. */
+async function connect(d: TopologyDeps, natsUrl: string): Promise<NatsBus> {
+  const { config, logger } = d;
+  if (!config.natsCreds) logger.warn({ url: redactNatsUrl(natsUrl) }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
+  const nats = await createNatsBus(natsUrl, { name: 'svc', logger, role: 'engine', credsFile: config.natsCreds });
+  trackNatsConnection(nats.nc, d.readiness);
+  try {
+    await ensureLayout(nats.nc, await jetstreamManager(nats.nc, { timeout: 10_000 }));
+  } catch (err) {
+    await nats.close();
+    const msg = (err as Error)?.message ?? String(err);
+    const hint = /jetstream not enabled|JetStreamNotEnabled|503/i.test(msg) ? ' (start nats-server with JetStream enabled: -js)' : '';
+    throw new Error(`NATS setup failed at ${redactNatsUrl(natsUrl)}: ${msg}${hint}`, { cause: err });
+  }
+  return nats;
+}
+
+export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<Topology> {
+  const { config, db, logger, metrics, readiness } = d;
+  readiness.notReady('delivery', 'the outbox relay and the consumers have not started yet');
+  const key = resolveDataplaneKey(db, config.natsCreds);
+  const seal = new Seal(key);
+  const nats = await connect(d, natsUrl);
+  const js = jetstream(nats.nc, { timeout: 10_000 });
+  const jsm = await jetstreamManager(nats.nc, { timeout: 10_000 });
+  const registry = new KvRegistryPublisher(await new Kvm(js).open(REGISTRY_BUCKET), seal);
+  const publisher = new JetStreamPublisher(nats.nc, natsConnectOptions({ servers: [], name: 'svc', role: 'engine' }).inboxPrefix!);
+  // gives each outbox row its batch (in the engine's commits and a recovery's) and deletes what
+  // JetStream stored inside the engine's next commit
+  const relay = new OutboxRelay(db, publisher, seal, logger, metrics, systemClock, d.relayFault ?? null);
+  const limits: DeliveryLimits = { concurrency: config.deliveryConcurrency, timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets };
+  const delivery = natsDelivery(d, natsUrl, nats.nc, key, seal, limits);
+  let started = false;
+  let outcomes: { stop(): Promise<void> } = { stop: async () => {} };
+
+  return {
+    bus: nats,
+    registry,
+    outbox: {
+      // rows committed before start are in the table: the relay reads it first when it starts
+      outboxChanged: (rows) => {
+        if (started) relay.handoff(rows);
+      },
+      outboxBatch: (eventId, bytes) => relay.assign(eventId, bytes),
+      piggyback: relay.piggyback,
+    },
+    deliveryQueued: () => {
+      if (started) relay.reread();
+    },
+    delivery: delivery.name,
+    async start() {
+      started = true;
+      outcomes = await consumeOutcomes(js, seal, d.outcomes, logger, { replayWindowMs: d.replayWindowMs });
+      await delivery.start();
+      relay.kick(); // what was committed before a stop or a crash and not yet published
+      readiness.ready('delivery'); // the relay runs, the consumers and delivery threads pull (each confirmed)
+    },
+    async idle() {
+      if (!delivery.idle()) return false;
+      return (await jsm.streams.info(EVENTS_STREAM)).state.messages === 0;
+    },
+    drain: () => delivery.drain(),
+    async close() {
+      await relay.close();
+      publisher.close();
+      await outcomes.stop();
+    },
+  };
+}
+
+/** Where this process delivers in NATS mode: worker threads, this thread, or nowhere (--no-deliver: svc worker processes do). */
+interface NatsDelivery {
+  readonly name: string;
+  start(): Promise<void>;
+  /** nothing held or in flight here */
+  idle(): boolean;
+  drain(): Promise<void>;
+}
+
+function natsDelivery(d: TopologyDeps, natsUrl: string, nc: NatsConnection, key: Buffer, seal: Seal, limits: DeliveryLimits): NatsDelivery {
+  const { config, logger } = d;
+  if (!config.deliver) return { name: 'off', start: async () => {}, idle: () => true, drain: async () => {} };
+  const n = config.deliveryThreads ?? defaultDeliveryThreads();
+  const workerId = `serve_${randomUUID().slice(0, 8)}`;
+  if (n > 0) {
+    const perThread = { ...limits, concurrency: Math.max(1, Math.ceil(limits.concurrency / n)) };
+    const threads = new NatsDeliveryThreads(n, { natsUrl, credsFile: config.natsCreds, key: key.toString('base64'), limits: perThread, workerIdPrefix: workerId, logLevel: logger.level }, logger);
+    return { name: `${n} threads`, start: () => threads.start(), idle: () => true, drain: () => threads.drain() };
+  }
+  let plane: DataPlane | null = null;
+  return {
+    name: 'in process',
+    async start() {
+      plane = await startNatsDataPlane({ nc, seal, limits, workerId, clock: systemClock, logger, replayWindowMs: d.replayWindowMs });
+    },
+    idle: () => !plane || (plane.pipeline.held() === 0 && plane.pipeline.inFlight() === 0),
+    drain: async () => plane?.drain(),
+  };
+}

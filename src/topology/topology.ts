@@ -1,0 +1,69 @@
+// The seam between svc serve and its two runtimes (ARCHITECTURE: "two runtimes behind one
+// interface"): NATS mode (nats.ts) and embedded mode (embedded.ts) each give a bus, a place to
+// replicate webhooks to, the engine's outbox hand-off, a data plane, and their start, idle and
+// stop. src/server.ts composes one of them with the engine, the API and the dashboard and never
+// asks which; open.ts is the one place that picks.
+import type { Logger } from 'pino';
+import type { Db } from '../../store/db.ts';
+import type { OutboxRow } from '../../store/outbox.ts';
+import type { ServeConfig } from '../config.ts';
+import type { Bus } from '../bus/bus.ts';
+import type { OutcomeBatch } from '../domain/outcomes.ts';
+import type { Piggyback } from '../engine/transaction.ts';
+import type { RelayFault } from '../handoff/outbox-relay.ts';
+import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
+import type { Metrics } from '../metrics.ts';
+import type { Readiness } from '../readiness.ts';
+
+/** What the engine's transaction hands the topology (spread into the engine's deps as is). */
+export interface OutboxHandoff {
+  /** after a commit that wrote outbox rows, with the rows in order: publish them (NATS) or deliver them (embedded) */
+  outboxChanged(rows: OutboxRow[]): void;
+  /** NATS mode: the batch each outbox row joins (src/handoff/outbox-relay.ts assign); absent otherwise */
+  outboxBatch?: (eventId: string, bytes: number) => string | null;
+  /** NATS mode: the relay's prune of stored rows, riding in each commit */
+  piggyback?: Piggyback;
+}
+
+export interface Topology {
+  /** the bus producers, runners and observers use: NATS, or in process */
+  readonly bus: Bus;
+  /** where the RegistryReplicator publishes webhook changes: NATS KV, or the data plane's in-process registry */
+  readonly registry: RegistryPublisher;
+  readonly outbox: OutboxHandoff;
+  /**
+   * Rows were written to the outbox outside the engine's commits (a recovery's items, CONTRACT
+   * 4.5): deliver them. (Goes away once recoveries enqueue through the engine, which hands their
+   * rows over through `outbox.outboxChanged` as any commit's.)
+   */
+  deliveryQueued(): void;
+  /** how this process delivers, for the `listening on` line: 'N threads', 'thread', 'in process', 'off' */
+  readonly delivery: string;
+  /**
+   * Start delivering, what was left in the outbox first (after the HTTP port is bound): the relay
+   * or the outbox source, the outcome consumer, the delivery threads or the in-process data plane.
+   * Resolves once each has confirmed it runs; reports the 'delivery' part of readiness then.
+   */
+  start(): Promise<void>;
+  /** nothing held, in flight or queued beyond the outbox (the caller checks the outbox itself) */
+  idle(): Promise<boolean>;
+  /** SIGTERM, first (CONTRACT 6.6): the data plane takes nothing more, finishes its attempts in flight, leaves the rest queued */
+  drain(): Promise<void>;
+  /** SIGTERM, once HTTP is closed: publish what is committed if it can, stop taking outcomes (the bus is closed by the caller, last) */
+  close(): Promise<void>;
+}
+
+/** What either topology is built from. */
+export interface TopologyDeps {
+  config: ServeConfig;
+  db: Db;
+  logger: Logger;
+  metrics: Metrics;
+  readiness: Readiness;
+  /** the control plane's delivery status book, where outcome batches go */
+  outcomes: (batch: OutcomeBatch) => void;
+  /** a test's shortened replay window (src/bus/jetstream.ts REPLAY_WINDOW_MS) for the data plane on this thread and the outcomes */
+  replayWindowMs?: number;
+  /** crash tests only (src/cli/serve.ts): where the outbox relay stops the process */
+  relayFault?: RelayFault;
+}
