@@ -1,5 +1,5 @@
 // Ready means ready (CONTRACT 1): one place owns whether this process should get traffic. The parts
-// of a process (the HTTP port, the bus subscriptions, the relay and the consumers, the NATS
+// of a process (the HTTP port, the bus subscriptions, the outbox relay or source and the consumers, the NATS
 // connection) report to it; `svc serve` prints `listening on` and `svc worker` prints `worker ready`
 // once it is first ready (whenReady), and GET /readyz answers from it at every moment after:
 // ready, or not with the reasons (a part not started yet, the NATS connection down, shutting down).

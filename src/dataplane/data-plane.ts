@@ -64,7 +64,7 @@ export async function startNatsDataPlane(o: {
   workerId: string;
   clock: Clock;
   logger: Logger;
-  /** a test's shortened replay window (src/dataplane/jetstream-source.ts) */
+  /** a test's shortened replay window (src/dataplane/sources/jetstream-source.ts) */
   replayWindowMs?: number;
 }): Promise<DataPlane> {
   const js = jetstream(o.nc);

@@ -6,6 +6,7 @@ import pino from 'pino';
 import type { ServeConfig } from '../../src/config.ts';
 import type { Clock } from '../../src/domain/clock.ts';
 import { LIMITS } from '../../src/domain/limits.ts';
+import type { RelayFault } from '../../src/handoff/outbox-relay.ts';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { openDb } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
@@ -71,7 +72,7 @@ export function newDbWithOrg(name: string): { db: string; org: OrgCreds } {
  * engine's time (a ManualClock: the test moves the runner health checks, job re-sends, drift scans
  * and the local runner's heartbeats by advancing it); delivery runs on real time whatever it is.
  */
-export async function startService(overrides: Partial<ServeConfig> = {}, opts: { logger?: pino.Logger; clock?: Clock; replayWindowMs?: number } = {}): Promise<TestService> {
+export async function startService(overrides: Partial<ServeConfig> = {}, opts: { logger?: pino.Logger; clock?: Clock; replayWindowMs?: number; relayFault?: RelayFault } = {}): Promise<TestService> {
   const dir = overrides.db ? path.dirname(overrides.db) : tmpDir();
   const config: ServeConfig = {
     port: 0,
@@ -94,7 +95,7 @@ export async function startService(overrides: Partial<ServeConfig> = {}, opts: {
     maxWebhooksPerOrg: LIMITS.webhooksPerOrg,
     ...overrides,
   };
-  const server = await startServer(config, { logger: opts.logger ?? pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }), clock: opts.clock, replayWindowMs: opts.replayWindowMs });
+  const server = await startServer(config, { logger: opts.logger ?? pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }), clock: opts.clock, replayWindowMs: opts.replayWindowMs, relayFault: opts.relayFault });
   const url = server.url;
   const seen: any[] = []; // eslint-disable-line @typescript-eslint/no-explicit-any
   server.bus.subscribe('svc.events.>', (m) => void seen.push(m.json()));

@@ -3,8 +3,9 @@
 // a producer got {ok: true} for must reach the receiver exactly once by logical subject.
 //
 // The windows "committed, not yet published" and "published, outbox row not yet pruned" are hit
-// deterministically through the fault-injection points of src/relay/jetstream-relay.ts
-// (SVC_FAULT_CRASH_BEFORE_PUBLISH=1 / SVC_FAULT_CRASH_AFTER_PUBLISH=1: the process SIGKILLs itself).
+// deterministically through the fault-injection points of src/handoff/outbox-relay.ts, which the
+// CLI hooks (src/cli/serve.ts) when SVC_FAULT_CRASH_BEFORE_PUBLISH=1 / SVC_FAULT_CRASH_AFTER_PUBLISH=1
+// is set: the process SIGKILLs itself.
 import Database from 'better-sqlite3';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';

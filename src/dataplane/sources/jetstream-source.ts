@@ -58,7 +58,7 @@ export type DropReason = 'forged' | 'unparseable' | 'replayed';
 
 /** Events asked for in one pull at most (in whole batches, at least one). */
 const MAX_PULL = 256;
-/** Events in a batch at most (src/relay/jetstream-relay.ts): what a pull assumes before it has seen any. */
+/** Events in a batch at most (src/handoff/outbox-relay.ts): what a pull assumes before it has seen any. */
 const LARGEST_BATCH = 256;
 /** How long a pull request waits on the server for events (a stopped plane's last one outlives it that long). */
 const PULL_EXPIRES_MS = 2000;
