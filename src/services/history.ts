@@ -3,7 +3,7 @@
 import type { AppContext } from '../context.ts';
 import { DEFAULT_EVENT_RETENTION_MS } from '../config.ts';
 import { timeBoundMs } from '../domain/duration.ts';
-import { InvalidError, NotFoundError } from '../domain/errors.ts';
+import { ConflictError, InvalidError, NotFoundError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import { RESEND } from '../domain/outcomes.ts';
 import { decodeRoute, encodeRoute, recoveryItemId } from '../domain/route.ts';
@@ -13,6 +13,7 @@ import { entryOf } from '../relay/registry.ts';
 import type { AttemptResult } from '../delivery/client.ts';
 import { getWebhook as dbGetWebhook, type WebhookRow } from '../../store/webhooks.ts';
 import { insertOutbox } from '../../store/outbox.ts';
+import { hasDeadLetter } from '../../store/dead-letters.ts';
 import {
   deliveredEventIds,
   getEvent as dbGetEvent,
@@ -220,6 +221,9 @@ export function getEventAttempts(ctx: AppContext, orgId: string, eventId: string
 export async function resendEvent(ctx: AppContext, orgId: string, webhookId: string, eventId: string): Promise<AttemptResult> {
   const w = mustGetWebhook(ctx, orgId, webhookId);
   const e = mustGetEvent(ctx, orgId, eventId);
+  // CONTRACT 4.5: an event set aside as unpublishable (section 8) is never resent. It exists (GET
+  // /v1/events has it), so not 404: 409, the state of the event forbids the operation (CONTRACT 3)
+  if (hasDeadLetter(ctx.db, e.event_id)) throw new ConflictError(`event ${e.event_id} was set aside as unpublishable (over the bus's limits); it is not resent`);
   return ctx.attemptNow(w, e.event_id, e.type, Buffer.from(e.body, 'utf8'), RESEND);
 }
 
