@@ -8,6 +8,7 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/domain/clock.ts';
 import { SIGN_IN_MAX_KEYS, SignInThrottle } from '../../src/dashboard/sign-in-throttle.ts';
+import { LoginCsrf } from '../../src/dashboard/session.ts';
 import { children, spawnService, type ChildService } from '../helpers/child-service.ts';
 import { newDbWithOrg, startService, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { openDb } from '../../store/db.ts';
@@ -172,5 +173,27 @@ describe('without --trust-proxy (in process)', () => {
     expect(t.size).toBe(SIGN_IN_MAX_KEYS);
     const keys = [...(t as unknown as { failures: Map<string, number[]> }).failures.keys()];
     expect(Math.max(...keys.map((k) => Buffer.byteLength(k)))).toBeLessThanOrEqual(200);
+  });
+
+  it('used login tokens are remembered in bounded memory, and a token it forgets can never be used again', () => {
+    const t0 = 1_000_000;
+    const csrf = new LoginCsrf(Buffer.alloc(32, 7), t0);
+    const cookie = 'c'.repeat(43);
+    const early = csrf.token(cookie, t0); // issued first, never used
+    const tokens = Array.from({ length: 12_000 }, (_, i) => csrf.token(cookie, t0 + 1 + i));
+    const now = t0 + 20_000;
+    for (const tok of tokens) expect(csrf.consume(cookie, tok, now)).toBe(true);
+    const used = (csrf as unknown as { used: Map<string, number> }).used;
+    expect(used.size).toBeLessThanOrEqual(10_000);
+    // forgotten ones stay refused (the floor moved past them), and so does an unused token as old
+    expect(csrf.consume(cookie, tokens[0], now)).toBe(false);
+    expect(csrf.consume(cookie, early, now)).toBe(false);
+    expect(csrf.consume(cookie, tokens[tokens.length - 1], now)).toBe(false);
+    // a fresh form is good, once
+    const fresh = csrf.token(cookie, now);
+    expect(csrf.consume(cookie, fresh, now)).toBe(true);
+    expect(csrf.consume(cookie, fresh, now)).toBe(false);
+    // a token issued before the process started is refused
+    expect(new LoginCsrf(Buffer.alloc(32, 7), now + 1).consume(cookie, csrf.token(cookie, now), now + 2)).toBe(false);
   });
 });
