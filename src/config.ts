@@ -28,6 +28,11 @@ export interface ServeConfig {
   maxWebhooksPerOrg: number;
   /** how long emitted events and attempts are kept (CONTRACT 4.5 --event-retention); 0 = none; undefined = the default */
   eventRetentionMs?: number;
+  /**
+   * --trust-proxy (SVC_TRUST_PROXY): the dashboard sign-in back-off takes the client address from
+   * X-Forwarded-For (CONTRACT 8); otherwise from the connection. undefined = false.
+   */
+  trustProxy?: boolean;
 }
 
 /** Default --event-retention (CONTRACT 4.5): 7 days. */

@@ -58,3 +58,11 @@ export function listDeadLetters(db: Db, opts: { orgId?: string; kind?: DeadLette
     )
     .all(opts.orgId ?? null, opts.orgId ?? null, opts.kind ?? null, opts.kind ?? null, opts.limit ?? 100) as DeadLetter[];
 }
+
+/**
+ * Delete the dead letters set aside before the cut-off (ms; CONTRACT 8: pruned with
+ * --event-retention, on the engine's clock, as the history is). How many went.
+ */
+export function pruneDeadLetters(db: Db, cutoffMs: number): number {
+  return db.prepare('DELETE FROM dead_letters WHERE created_at < ?').run(new Date(cutoffMs).toISOString()).changes;
+}

@@ -3,6 +3,7 @@
 // attempts in batches beside the delivery status (never a write per attempt); everything older
 // than the retention is pruned by age, and reads never return it even before a prune.
 import type { Db } from './db.ts';
+import { pruneDeadLetters } from './dead-letters.ts';
 
 export interface StoredEvent {
   seq: number;
@@ -216,12 +217,13 @@ export function getRecovery(db: Db, orgId: string, webhookId: string, recoveryId
 
 // ---------------------------------------------------------------- retention
 
-/** Delete what is older than the cut-off (ms, the engine's clock); how many rows went. */
+/** Delete what is older than the cut-off (ms, the engine's clock), dead letters included; how many rows went. */
 export function pruneHistory(db: Db, cutoffMs: number): number {
   return db.transaction(() => {
     let n = db.prepare('DELETE FROM events WHERE created_ms < ?').run(cutoffMs).changes;
     n += db.prepare('DELETE FROM delivery_attempts WHERE kept_ms < ?').run(cutoffMs).changes;
     n += db.prepare('DELETE FROM recoveries WHERE created_ms < ?').run(cutoffMs).changes;
+    n += pruneDeadLetters(db, cutoffMs);
     return n;
   })();
 }

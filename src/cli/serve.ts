@@ -4,6 +4,7 @@ import { LIMITS } from '../domain/limits.ts';
 import { sleep, systemClock } from '../domain/clock.ts';
 import type { RelayFault } from '../handoff/outbox-relay.ts';
 import { UsageError } from './errors.ts';
+import { lockStore } from '../../store/lock.ts';
 
 export const arg =
   <T>(fn: (s: string) => T) =>
@@ -38,7 +39,14 @@ interface ServeOptions {
   deliveryThreads?: number;
   maxWebhooksPerOrg: number;
   eventRetention: number;
+  trustProxy?: boolean;
 }
+
+const SERVE_HELP = `
+One svc serve per database: the process holds a lock on <db>.lock while it runs; a second
+svc serve on the same database (any port, any bus) exits 1 naming the holder. The lock goes
+with the process (kill -9 included). svc orgs create, svc tokens create and svc dataplane-key
+work beside it.`;
 
 export function registerServeCommand(program: Command): void {
   program
@@ -60,9 +68,13 @@ export function registerServeCommand(program: Command): void {
     .addOption(natsCredsOption())
     .addOption(new Option('--delivery-threads <n>', 'delivery threads (NATS mode: default one per spare core; embedded mode: one; 0 = on the engine thread)').env('SVC_DELIVERY_THREADS').argParser(arg(parseCount)))
     .addOption(new Option('--max-webhooks-per-org <n>', 'webhooks one org may have (more: 409 limit_exceeded)').env('SVC_MAX_WEBHOOKS_PER_ORG').argParser(arg(parsePositiveInt)).default(LIMITS.webhooksPerOrg))
+    .addOption(new Option('--trust-proxy', 'take the dashboard sign-in client address from X-Forwarded-For (only behind a proxy that sets it)'))
     .addOption(new Option('--event-retention <duration|0>', 'how long emitted events and delivery attempts are kept (0: none)').env('SVC_EVENT_RETENTION').argParser(arg(eventRetention)).default(DEFAULT_EVENT_RETENTION_MS, '7d'))
+    .addHelpText('after', SERVE_HELP)
     .action(async (opts: ServeOptions, cmd: Command) => {
       const config = toConfig(opts, cmd);
+      // One `svc serve` per database (CONTRACT 1): refused here, before anything opens the store
+      lockStore(config.db);
       const started = import('../server.ts').then(({ startServer }) => startServer(config, { relayFault: relayFaultFromEnv() }));
       // The handlers go in before the server starts: a SIGTERM that comes as soon as `listening on`
       // is printed (or during start-up) still drains and exits 0 instead of killing the process.
@@ -118,6 +130,7 @@ function toConfig(opts: ServeOptions, cmd: Command): ServeConfig {
     deliveryThreads: opts.deliveryThreads ?? null,
     maxWebhooksPerOrg: opts.maxWebhooksPerOrg,
     eventRetentionMs: opts.eventRetention,
+    trustProxy: envFlag(opts.trustProxy, 'SVC_TRUST_PROXY'),
   };
 }
 
@@ -128,6 +141,18 @@ export const deliveryConcurrencyOption = () =>
     .default(DEFAULT_DELIVERY_CONCURRENCY);
 
 export const natsCredsOption = () => new Option('--nats-creds <file>', 'NATS credentials file (svc nats init)').env('SVC_NATS_CREDS');
+
+/** A flag, or its environment variable as a boolean (SVC_TRUST_PROXY=1; =0 is off). */
+function envFlag(flag: boolean | undefined, name: string): boolean {
+  if (flag) return true;
+  const v = process.env[name];
+  if (v === undefined) return false;
+  try {
+    return parseBool(v);
+  } catch (err) {
+    throw new UsageError(`${name}: ${(err as Error).message}`);
+  }
+}
 
 /** --allow-private-targets, or SVC_ALLOW_PRIVATE_TARGETS=1. */
 export function allowPrivateTargets(flag: boolean | undefined): boolean {

@@ -1,10 +1,9 @@
 // Dashboard sign-in state: the session cookie, CSRF checks and one-shot flash messages.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import type { AppContext } from '../context.ts';
-import { getSession, randomToken, type Session } from '../../store/sessions.ts';
-import { setSettingOnce } from '../../store/settings.ts';
+import { loginFormKey, sessionOf, type Session } from '../services/sessions.ts';
 import type { Paths } from './paths.ts';
 
 export const SESSION_COOKIE = 'svc_session';
@@ -71,38 +70,75 @@ export function clearLoginCsrfCookie(c: DashContext): void {
 }
 
 /**
- * Login form tokens: `<issued at ms>.<HMAC(server key, "login", cookie value, issued at)>`. A token
- * is good only with the cookie it was made for, for LOGIN_FORM_TTL_MS, and for the login form only
- * (a session's CSRF token is another thing). Nobody without the server's key can make one for a
- * cookie value of their choosing.
+ * Login form tokens: `<issued at ms>.<nonce>.<HMAC(server key, "login", cookie value, issued at, nonce)>`.
+ * A token is good only with the cookie it was made for, for LOGIN_FORM_TTL_MS, for the login form
+ * only (a session's CSRF token is another thing), and for ONE sign-in attempt, failed or not
+ * (CONTRACT 8): `consume` remembers the nonces it took until they expire. Nobody without the
+ * server's key can make one for a cookie value of their choosing.
+ *
+ * The memory of used nonces is bounded (MAX_USED): past it, the ones issued earliest are forgotten
+ * and every token issued at or before them is refused from then on (`floor`), so a forgotten
+ * nonce can never be used again. Tokens issued before this process started are refused too (what
+ * an earlier process took is not known here): a form left open across a restart is reloaded.
  */
 export class LoginCsrf {
-  constructor(private readonly key: Buffer) {}
+  /** nonce → issued at (ms), of tokens already used and not yet expired */
+  private readonly used = new Map<string, number>();
+  /** tokens issued before this (ms) are refused */
+  private floor: number;
 
-  /** The server's key, made once per database. */
-  static forDb(db: Parameters<typeof setSettingOnce>[0]): LoginCsrf {
-    return new LoginCsrf(Buffer.from(setSettingOnce(db, 'dashboard_csrf_key', randomToken()), 'base64url'));
+  constructor(
+    private readonly key: Buffer,
+    startedAt: number,
+  ) {
+    this.floor = startedAt;
   }
 
-  private mac(cookie: string, at: string): string {
-    return createHmac('sha256', this.key).update('login\n').update(cookie).update('\n').update(at).digest('base64url');
+  /** The server's key, made once per database. */
+  static forContext(ctx: AppContext): LoginCsrf {
+    return new LoginCsrf(loginFormKey(ctx), ctx.clock.now());
+  }
+
+  private mac(cookie: string, at: string, nonce: string): string {
+    return createHmac('sha256', this.key).update('login\n').update(cookie).update('\n').update(at).update('\n').update(nonce).digest('base64url');
   }
 
   token(cookie: string, nowMs: number): string {
     const at = String(Math.floor(nowMs));
-    return `${at}.${this.mac(cookie, at)}`;
+    const nonce = randomBytes(12).toString('base64url');
+    return `${at}.${nonce}.${this.mac(cookie, at, nonce)}`;
   }
 
-  verify(cookie: string | undefined, token: string | undefined, nowMs: number): boolean {
-    if (!cookie || !token) return false;
-    const dot = token.indexOf('.');
-    const at = token.slice(0, dot);
-    if (dot < 1 || !/^\d{1,16}$/.test(at)) return false;
-    const age = nowMs - Number(at);
-    if (age > LOGIN_FORM_TTL_MS || age < -60_000) return false;
-    return sameToken(token.slice(dot + 1), this.mac(cookie, at));
+  /** Whether a token is good for this cookie now; a good one is used up (the next try with it is refused). */
+  consume(cookie: string | undefined, token: string | undefined, nowMs: number): boolean {
+    if (!cookie || !token || token.length > 120) return false;
+    const m = /^(\d{1,16})\.([A-Za-z0-9_-]{16})\.([A-Za-z0-9_-]{43})$/.exec(token);
+    if (!m) return false;
+    const [, at, nonce, mac] = m;
+    const issued = Number(at);
+    const age = nowMs - issued;
+    if (age > LOGIN_FORM_TTL_MS || age < -60_000 || issued < this.floor) return false;
+    if (!sameToken(mac, this.mac(cookie, at, nonce))) return false;
+    if (this.used.has(nonce)) return false;
+    this.used.set(nonce, issued);
+    if (this.used.size > MAX_USED) this.forget(nowMs);
+    return true;
+  }
+
+  /** Drop expired nonces; if still too many, the earliest issued tenth, raising the floor past them. */
+  private forget(nowMs: number): void {
+    const expiredBefore = nowMs - LOGIN_FORM_TTL_MS;
+    for (const [nonce, at] of this.used) if (at < expiredBefore) this.used.delete(nonce);
+    if (this.used.size <= MAX_USED) return;
+    const byIssue = [...this.used].sort((a, b) => a[1] - b[1]);
+    const drop = byIssue.slice(0, Math.ceil(MAX_USED / 10));
+    for (const [nonce] of drop) this.used.delete(nonce);
+    this.floor = Math.max(this.floor, drop[drop.length - 1][1] + 1);
   }
 }
+
+/** Used login tokens remembered at most (about 60 bytes each). */
+const MAX_USED = 10_000;
 
 export function clearCookie(c: DashContext, name: string): void {
   deleteCookie(c, name, cookieOpts(c));
@@ -112,7 +148,7 @@ export function clearCookie(c: DashContext, name: string): void {
 export function loadSession(ctx: AppContext): MiddlewareHandler<DashEnv> {
   return async (c, next) => {
     const token = getCookie(c, SESSION_COOKIE);
-    const s = token ? getSession(ctx.db, token) : undefined;
+    const s = token ? sessionOf(ctx, token) : undefined;
     c.set('session', s && token ? { ...s, token } : undefined);
     await next();
   };

@@ -39,6 +39,22 @@ export class LimitExceededError extends Error {
   }
 }
 
+/**
+ * A fact whose event would be over the event size limit (CONTRACT 8, 256 KiB): the whole fact is
+ * refused and nothing of it is stored; a producer is answered `{ok: false, error: "event_too_large"}`.
+ */
+export class EventTooLargeError extends Error {
+  override readonly name = 'EventTooLargeError';
+  readonly code = 'event_too_large';
+  constructor(
+    readonly type: string,
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(`the ${type} event would be ${bytes} bytes, over the ${limit}-byte limit of one event; nothing was recorded`);
+  }
+}
+
 /** The message of whatever was thrown. */
 export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);

@@ -7,6 +7,8 @@ import { insertEvent } from '../../store/history.ts';
 import { entityLabels } from '../../store/installs.ts';
 import { eventSubject } from '../bus/subjects.ts';
 import { isoNow, type Clock } from '../domain/clock.ts';
+import { EventTooLargeError } from '../domain/errors.ts';
+import { LIMITS } from '../domain/limits.ts';
 import type { Fact } from '../domain/facts.ts';
 import { encodeRoute } from '../domain/route.ts';
 import { emit } from '../events/cloudevent.ts';
@@ -85,6 +87,10 @@ export class Transactions {
         const ev = emit(fact, { source: urls.source, dashboardUrl: urls.dashboard, labels: this.labels, rev: this.deps.registryRev() });
         if (!ev) return;
         const route = encodeRoute(ev.route);
+        // CONTRACT 8: an event the bus could not carry is refused with the fact that makes it (the
+        // transaction, or the fact's savepoint, rolls back): never stored, kept or set aside
+        const bytes = (ev.body.length + route.length) * 3 <= LIMITS.eventBytes ? 0 : Buffer.byteLength(ev.body, 'utf8') + Buffer.byteLength(route, 'utf8');
+        if (bytes > LIMITS.eventBytes) throw new EventTooLargeError(ev.type, bytes, LIMITS.eventBytes);
         const batch = this.deps.outboxBatch?.(ev.id, ev.body.length + route.length) ?? null;
         const row = { event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route, batch };
         t.rows.push({ ...row, seq: insertOutbox(this.deps.db, row), progress: [] });

@@ -14,7 +14,7 @@ import { ingestWildcard, parseIngestSubject } from '../bus/subjects.ts';
 import { isProducerReplySubject } from '../bus/nats-auth.ts';
 import type { Engine, IngestResult, ProducerFact } from '../engine/engine.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
-import { errorText, InvalidError } from '../domain/errors.ts';
+import { errorText, EventTooLargeError, InvalidError } from '../domain/errors.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 import type { Metrics } from '../metrics.ts';
 import { FairQueue } from './fair-queue.ts';
@@ -78,7 +78,7 @@ export function parseIngest(subject: string, data: Uint8Array): ProducerFact {
   }
 }
 
-type Reply = { ok: true } | { ok: false; error: string };
+type Reply = { ok: true } | { ok: false; error: string; message?: string };
 
 /** A message waiting in its org's queue: parsed only when a group takes it. */
 interface Waiting {
@@ -134,6 +134,7 @@ export function startIngest(deps: IngestDeps): Subscription {
     }
     results.forEach((res, i) => {
       if (res.ok) answer(ready[i].w, { ok: true }, res.value);
+      else if (res.error instanceof EventTooLargeError) answer(ready[i].w, { ok: false, error: res.error.code, message: res.error.message }, 'invalid');
       else answer(ready[i].w, { ok: false, error: errorText(res.error) }, 'invalid');
     });
   };

@@ -3,7 +3,7 @@
 import type { AppContext } from '../context.ts';
 import { DEFAULT_EVENT_RETENTION_MS } from '../config.ts';
 import { timeBoundMs } from '../domain/duration.ts';
-import { InvalidError, NotFoundError } from '../domain/errors.ts';
+import { ConflictError, InvalidError, NotFoundError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import { RESEND } from '../domain/outcomes.ts';
 import { decodeRoute, encodeRoute, recoveryItemId } from '../domain/route.ts';
@@ -13,6 +13,8 @@ import { entryOf } from '../handoff/registry-replicator.ts';
 import type { AttemptResult } from '../delivery/client.ts';
 import { getWebhook as dbGetWebhook, type WebhookRow } from '../../store/webhooks.ts';
 import { insertOutbox } from '../../store/outbox.ts';
+import { hasDeadLetter } from '../../store/dead-letters.ts';
+import { openCursor, sealCursor, type CursorScope } from './cursors.ts';
 import {
   deliveredEventIds,
   getEvent as dbGetEvent,
@@ -104,11 +106,13 @@ export function timeBound(text: string, nowMs: number, field: string): number {
   return ms;
 }
 
-function cursor(text: string | undefined, field = 'after'): number {
-  if (text === undefined) return 0;
-  if (!/^\d{1,15}$/.test(text)) throw new InvalidError(`invalid request: ${field}: not a cursor of this list`, [{ path: field, message: 'not a cursor of this list' }]);
-  return Number(text);
+/** The sequence number an `after` cursor of this list stands for (0: from the start); opaque, CONTRACT 8. */
+function cursor(ctx: AppContext, scope: CursorScope, text: string | undefined): number {
+  return text === undefined ? 0 : openCursor(ctx.db, scope, text);
 }
+
+const eventsScope = (orgId: string): CursorScope => `events:${orgId}`;
+const attemptsScope = (orgId: string, webhookId: string): CursorScope => `attempts:${orgId}:${webhookId}`;
 
 const eventJson = (e: StoredEvent): CloudEventJson => JSON.parse(e.body) as CloudEventJson;
 
@@ -126,12 +130,12 @@ export function listEvents(ctx: AppContext, orgId: string, q: EventListInput): P
     untilMs: until,
     type: q.type ?? null,
     subjectPrefix: q.subject_prefix ?? null,
-    afterSeq: cursor(q.after),
+    afterSeq: cursor(ctx, eventsScope(orgId), q.after),
     limit: limit + 1,
   });
   const more = rows.length > limit;
   const page = more ? rows.slice(0, limit) : rows;
-  return { data: page.map(eventJson), next_cursor: more ? String(page[page.length - 1].seq) : null };
+  return { data: page.map(eventJson), next_cursor: more ? sealCursor(ctx.db, eventsScope(orgId), page[page.length - 1].seq) : null };
 }
 
 function mustGetEvent(ctx: AppContext, orgId: string, eventId: string): StoredEvent {
@@ -167,12 +171,12 @@ export function listAttempts(ctx: AppContext, orgId: string, webhookId: string, 
     untilMs: q.until !== undefined ? timeBound(q.until, now, 'until') : null,
     ok: q.outcome === undefined ? null : q.outcome === 'success',
     eventId: q.event_id ?? null,
-    beforeSeq: cursor(q.after),
+    beforeSeq: cursor(ctx, attemptsScope(orgId, webhookId), q.after),
     limit: limit + 1,
   });
   const more = rows.length > limit;
   const page = more ? rows.slice(0, limit) : rows;
-  return { data: page.map(attemptView), next_cursor: more ? String(page[page.length - 1].seq) : null };
+  return { data: page.map(attemptView), next_cursor: more ? sealCursor(ctx.db, attemptsScope(orgId, webhookId), page[page.length - 1].seq) : null };
 }
 
 const attemptView = (a: StoredAttempt): AttemptView => ({
@@ -220,6 +224,9 @@ export function getEventAttempts(ctx: AppContext, orgId: string, eventId: string
 export async function resendEvent(ctx: AppContext, orgId: string, webhookId: string, eventId: string): Promise<AttemptResult> {
   const w = mustGetWebhook(ctx, orgId, webhookId);
   const e = mustGetEvent(ctx, orgId, eventId);
+  // CONTRACT 4.5: an event set aside as unpublishable (section 8) is never resent. It exists (GET
+  // /v1/events has it), so not 404: 409, the state of the event forbids the operation (CONTRACT 3)
+  if (hasDeadLetter(ctx.db, e.event_id)) throw new ConflictError(`event ${e.event_id} was set aside as unpublishable (over the bus's limits); it is not resent`);
   return ctx.attemptNow(w, e.event_id, e.type, Buffer.from(e.body, 'utf8'), RESEND);
 }
 

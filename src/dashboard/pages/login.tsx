@@ -1,11 +1,16 @@
-// Sign-in (CONTRACT 7, 6.7): org id + API token, a CSRF token signed for this browser's cookie
-// (src/dashboard/session.ts LoginCsrf), a form posted from the dashboard's own origin, a short
-// back-off after repeated failures for an org; then a session cookie.
+// Sign-in (CONTRACT 7, 6.7, 8): org id + API token, a CSRF token signed for this browser's cookie
+// and good for one attempt (src/dashboard/session.ts LoginCsrf), a form posted from the dashboard's
+// own origin, a short back-off after repeated failures from one client address for one org; then a
+// session cookie. Whatever is posted, what is kept is bounded: a body over 8 KiB is refused before
+// it is read (413), an org id that is not a well-formed id is 400 before the back-off sees it.
+import { isIP } from 'node:net';
 import type { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import { getCookie } from 'hono/cookie';
+import { getConnInfo } from '@hono/node-server/conninfo';
 import type { AppContext } from '../../context.ts';
-import { lookupToken } from '../../../store/orgs.ts';
-import { createSession, deleteSession, randomToken } from '../../../store/sessions.ts';
+import { ID_RE } from '../../domain/ids.ts';
+import { randomToken, signIn, signOut } from '../../services/sessions.ts';
 import { pathsFor, safeNext } from '../paths.ts';
 import { errorPage, render } from '../render.tsx';
 import {
@@ -64,6 +69,28 @@ const LoginForm = (p: LoginProps) => (
 
 const field = (v: unknown) => (typeof v === 'string' ? v : '');
 
+/** A sign-in form is a few hundred bytes; anything over this is refused unread (CONTRACT 8). */
+export const SIGN_IN_MAX_BODY = 8 * 1024;
+
+/**
+ * The client's address, for the back-off: the connection's peer, or with --trust-proxy the last
+ * address of X-Forwarded-For (the one the proxy in front of svc adds; what the client itself wrote
+ * comes before it). Without --trust-proxy the header is ignored: a client cannot choose its address.
+ */
+export function clientAddress(c: DashContext, trustProxy: boolean): string {
+  if (trustProxy) {
+    const last = c.req.header('x-forwarded-for')?.split(',').pop()?.trim() ?? '';
+    if (last.length <= 64 && isIP(last)) return unmapped(last);
+  }
+  try {
+    return unmapped(getConnInfo(c).remote.address ?? 'unknown');
+  } catch {
+    return 'unknown';
+  }
+}
+
+const unmapped = (address: string) => (address.startsWith('::ffff:') && isIP(address.slice(7)) === 4 ? address.slice(7) : address);
+
 /** A form posted from another site (its Origin says so; browsers send it with every form POST). */
 function crossOrigin(c: DashContext, dashboardUrl: string): boolean {
   const origin = c.req.header('origin');
@@ -72,7 +99,7 @@ function crossOrigin(c: DashContext, dashboardUrl: string): boolean {
 }
 
 export function registerLogin(r: Hono<DashEnv>, ctx: AppContext) {
-  const csrfTokens = LoginCsrf.forDb(ctx.db);
+  const csrfTokens = LoginCsrf.forContext(ctx);
   const throttle = new SignInThrottle(ctx.clock);
 
   function showLogin(c: DashContext, props: Omit<LoginProps, 'action' | 'csrf'>, status: 200 | 400 | 401 | 429 = 200) {
@@ -87,29 +114,40 @@ export function registerLogin(r: Hono<DashEnv>, ctx: AppContext) {
 
   r.get('/login', (c) => showLogin(c, { next: safeNext(c.req.query('next'), c.get('prefix')) }));
 
-  r.post('/login', async (c) => {
+  const tooLarge = bodyLimit({
+    maxSize: SIGN_IN_MAX_BODY,
+    onError: (c) => {
+      c.header('connection', 'close');
+      return errorPage(c as DashContext, 413, 'Request too large', `A sign-in is at most ${SIGN_IN_MAX_BODY} bytes.`);
+    },
+  });
+
+  r.post('/login', tooLarge, async (c) => {
     const body = await c.req.parseBody();
-    if (crossOrigin(c, ctx.urls.dashboard) || !csrfTokens.verify(loginCsrfCookie(c), await formCsrf(c), ctx.clock.now())) {
-      return errorPage(c, 403, 'Forbidden', 'The sign-in form expired or did not come from this site. Reload the sign-in page and try again.');
+    // the form's token is used up by this attempt, whatever comes of it
+    if (crossOrigin(c, ctx.urls.dashboard) || !csrfTokens.consume(loginCsrfCookie(c), await formCsrf(c), ctx.clock.now())) {
+      return errorPage(c, 403, 'Forbidden', 'The sign-in form expired, was used already or did not come from this site. Reload the sign-in page and try again.');
     }
     const orgId = field(body.org_id).trim();
     const token = field(body.api_token).trim();
     const next = safeNext(field(body.next), c.get('prefix'));
-    const wait = orgId ? throttle.blockedFor(orgId) : 0;
+    if (!ID_RE.test(orgId)) {
+      // nothing is kept for it (the back-off follows well-formed ids only); not echoed back either
+      return showLogin(c, { next, error: 'An org ID is lowercase letters, digits and _, at most 64 characters.' }, 400);
+    }
+    const address = clientAddress(c, ctx.config.trustProxy ?? false);
+    const wait = throttle.blockedFor(address, orgId);
     if (wait > 0) {
       c.header('retry-after', String(Math.ceil(wait / 1000)));
       return showLogin(c, { next, orgId, error: 'Too many failed sign-ins for this org. Wait a minute and try again.' }, 429);
     }
-    const known = token ? lookupToken(ctx.db, token) : undefined;
-    if (!orgId || !known || known.org_id !== orgId) {
-      if (orgId) throttle.failed(orgId);
+    const signedIn = signIn(ctx, orgId, token, SESSION_TTL_MS, getCookie(c, SESSION_COOKIE));
+    if (!signedIn) {
+      throttle.failed(address, orgId);
       return showLogin(c, { next, orgId, error: 'Unknown org ID or API token.' }, 401);
     }
-    throttle.succeeded(orgId);
-    const old = getCookie(c, SESSION_COOKIE);
-    if (old) deleteSession(ctx.db, old);
-    const { token: sessionToken } = createSession(ctx.db, orgId, SESSION_TTL_MS, new Date(), known.token_id);
-    setSessionCookie(c, sessionToken);
+    throttle.succeeded(address, orgId);
+    setSessionCookie(c, signedIn.cookie);
     clearLoginCsrfCookie(c);
     return c.redirect(next ?? pathsFor(c.get('prefix'), orgId).org, 303);
   });
@@ -118,7 +156,7 @@ export function registerLogin(r: Hono<DashEnv>, ctx: AppContext) {
     const s = c.get('session');
     if (s) {
       if (!sameToken(await formCsrf(c), s.csrf)) return errorPage(c, 403, 'Forbidden', 'Missing or invalid CSRF token.');
-      deleteSession(ctx.db, s.token);
+      signOut(ctx, s.token);
     }
     clearCookie(c, SESSION_COOKIE);
     return c.redirect(c.get('paths').login(), 303);

@@ -128,7 +128,7 @@ export const webhookRoutes = [
     before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
     body: { schema: resendBodySchema },
     responses: { 200: { description: 'the outcome of the delivery', schema: pingResultSchema } },
-    errors: [404],
+    errors: [404, 409],
     handle: async ({ ctx, orgId, params, body: input }) => reply.ok(await history.resendEvent(ctx, orgId, params.webhook_id, input.event_id)),
   }),
 ];
