@@ -24,7 +24,7 @@ import { Deliverer } from './delivery/client.ts';
 import { WebhookSubscriber } from './dispatch/subscriber.ts';
 import { Engine } from './engine/engine.ts';
 import { DeliveryStatusBook } from './engine/delivery-status.ts';
-import { HistoryPruner } from './engine/history.ts';
+import { HistoryPruner } from './engine/history-pruner.ts';
 import { RECOVERY_HEADER } from './domain/outcomes.ts';
 import { LocalRunner } from './runner/local-runner.ts';
 import { Scheduler } from './engine/scheduler.ts';
