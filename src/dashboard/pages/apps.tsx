@@ -402,7 +402,12 @@ export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
       ),
     });
   });
+  registerAppPage(r, ctx);
+  registerAppActions(r, ctx);
+}
 
+/** An app's page: its configs, installs and rollouts. */
+function registerAppPage(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org/apps/:app', (c) => {
     const orgId = c.req.param('org');
     const app = mustGetApp(ctx, orgId, c.req.param('app'));
@@ -468,7 +473,10 @@ export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
       ),
     });
   });
+}
 
+/** Vetoes and the fleet rollback (plan, then apply). */
+function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/apps/:app/configs/:cfg/veto', async (c) => {
     const orgId = c.req.param('org');
     const app = mustGetApp(ctx, orgId, c.req.param('app'));

@@ -265,7 +265,12 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
       ),
     });
   });
+  registerInstallRollback(r, ctx);
+  registerInstallParts(r, ctx);
+}
 
+/** An install's rollback: the plan, then apply. */
+function registerInstallRollback(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/installs/:install/rollback/plan', async (c) => {
     const orgId = c.req.param('org');
     const install = getInstallView(ctx, orgId, c.req.param('install'));
@@ -332,7 +337,10 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
     flash(c, { kind: 'ok', text: `Rollback started: version ${body.version_id}.` });
     return c.redirect(c.get('paths').workflow(body.workflow_id), 303);
   });
+}
 
+/** An install's sandbox and component pages. */
+function registerInstallParts(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org/installs/:install/sandbox', (c) => {
     const orgId = c.req.param('org');
     const install = getInstallView(ctx, orgId, c.req.param('install'));
