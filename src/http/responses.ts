@@ -15,12 +15,14 @@ import { storedActionSpecSchema, storedComponentSpecSchema } from './schemas.ts'
 import {
   approvalViewSchema,
   EXECUTION_TYPES,
+  installViewSchema,
   OWNER_TYPES,
   parentRefSchema as parentRefViewSchema,
   STATUSES,
   statusSchema as status,
   stepViewSchema,
   timestamp as viewTimestamp,
+  VERDICTS,
   workflowSummaryViewSchema,
   workflowViewSchema,
 } from '../services/workflow-views.ts';
@@ -207,7 +209,6 @@ export const branchSchema = z
 // ------------------------------------------------------------------ workflows (CONTRACT 4.2)
 
 export { STATUSES };
-const VERDICTS = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;
 
 // the workflow views are the services' (src/services/workflow-views.ts), registered here as components
 export const parentRefSchema = parentRefViewSchema.register(apiSchemas, { id: 'ParentRef' });
@@ -219,26 +220,7 @@ export const workflowSchema = workflowViewSchema.register(apiSchemas, { id: 'Wor
 
 // ------------------------------------------------------------------ installs (CONTRACT 4.2)
 
-export const installSchema = z
-  .object({
-    install_id: z.string(),
-    name: z.string(),
-    app_id: z.string(),
-    labels,
-    app_config_id: z.string().nullable(),
-    app_branch_id: z.string().nullable(),
-    components: z.array(z.object({ component_id: z.string(), name: z.string(), labels, health: z.enum(VERDICTS) })),
-    actions: z.array(
-      z.object({ action_id: z.string(), name: z.string(), labels, inputs: z.record(z.string(), z.object({ required: z.boolean().optional() })) }),
-    ),
-    sandbox_id: z.string(),
-    runner_id: z.string(),
-    inputs: json,
-    health: z.enum(VERDICTS),
-    provisioned: z.boolean(),
-    created_at: timestamp,
-  })
-  .register(apiSchemas, { id: 'Install' });
+export const installSchema = installViewSchema.register(apiSchemas, { id: 'Install' });
 
 export const installListSchema = z.array(installSchema);
 

@@ -1,5 +1,5 @@
-// The workflow views (CONTRACT 4.2): one zod schema per view type, the types the services return
-// inferred from them. The API registers the same schemas as its response bodies and OpenAPI
+// The workflow and install views (CONTRACT 4.2): one zod schema per view type, the types the
+// services return inferred from them. The API registers the same schemas as its response bodies and OpenAPI
 // components (src/http/responses.ts); the dashboard renders the same types.
 import { z } from 'zod';
 
@@ -55,3 +55,25 @@ export type WorkflowSummary = z.infer<typeof workflowSummaryViewSchema>;
 
 export const workflowViewSchema = z.object({ ...workflowSummaryShape, action_id: z.string().nullable(), external: z.boolean(), steps: z.array(stepViewSchema) });
 export type WorkflowView = z.infer<typeof workflowViewSchema>;
+
+export const VERDICTS = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;
+const labels = z.record(z.string(), z.string());
+
+/** An install as the API returns it: its components with their health, its actions, the worst verdict. */
+export const installViewSchema = z.object({
+  install_id: z.string(),
+  name: z.string(),
+  app_id: z.string(),
+  labels,
+  app_config_id: z.string().nullable(),
+  app_branch_id: z.string().nullable(),
+  components: z.array(z.object({ component_id: z.string(), name: z.string(), labels, health: z.enum(VERDICTS) })),
+  actions: z.array(z.object({ action_id: z.string(), name: z.string(), labels, inputs: z.record(z.string(), z.object({ required: z.boolean().optional() })) })),
+  sandbox_id: z.string(),
+  runner_id: z.string(),
+  inputs: z.record(z.string(), z.unknown()),
+  health: z.enum(VERDICTS),
+  provisioned: z.boolean(),
+  created_at: timestamp,
+});
+export type InstallView = z.infer<typeof installViewSchema>;
