@@ -25,7 +25,7 @@ import {
   VERDICTS,
   workflowSummaryViewSchema,
   workflowViewSchema,
-} from '../services/workflow-views.ts';
+} from '../services/view-schemas.ts';
 
 /** The named schemas of the document's `components.schemas`. */
 export const apiSchemas = z.registry<{ id?: string; description?: string }>();
@@ -210,7 +210,7 @@ export const branchSchema = z
 
 export { STATUSES };
 
-// the workflow views are the services' (src/services/workflow-views.ts), registered here as components
+// the workflow views are the services' (src/services/view-schemas.ts), registered here as components
 export const parentRefSchema = parentRefViewSchema.register(apiSchemas, { id: 'ParentRef' });
 export const approvalSchema = approvalViewSchema.register(apiSchemas, { id: 'Approval' });
 export const stepSchema = stepViewSchema.register(apiSchemas, { id: 'Step' });

@@ -10,7 +10,7 @@ import { getConfig, listBranches } from '../../store/apps.ts';
 import { getInstall, listComponents } from '../../store/installs.ts';
 import { getWorkflow, listChildWorkflows, listOwnerWorkflows, listSteps, type StepRow } from '../../store/workflows.ts';
 import { installView } from './installs.ts';
-import { statusSchema, type WorkflowSummary } from './workflow-views.ts';
+import { statusSchema, type WorkflowSummary } from './view-schemas.ts';
 import { workflowSummary } from './workflows.ts';
 
 /** The workflow types that are rollouts over install groups. */

@@ -5,7 +5,7 @@ import { findOrgWorkflow, getStep, getWorkflow, listSteps, publicWorkflowId, typ
 import { findBranch, getApp } from '../../store/apps.ts';
 import { getInstall } from '../../store/installs.ts';
 import type { OwnerType } from '../domain/status.ts';
-import type { StepView, WorkflowSummary, WorkflowView } from './workflow-views.ts';
+import type { StepView, WorkflowSummary, WorkflowView } from './view-schemas.ts';
 
 export type { StepView, WorkflowSummary, WorkflowView };
 
