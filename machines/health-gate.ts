@@ -4,31 +4,40 @@
 // reaching the end of the bake with none passes it. Pure: no I/O; time is the engine's, given in
 // each event (`at`, milliseconds).
 import { assign, emit, setup } from 'xstate';
+import { z } from 'zod';
 import { advance, initial } from './advance.ts';
 import type { Advanced } from './advance.ts';
 import type { KnownVerdict } from './health.ts';
-import type { GateVerdict } from '../src/domain/rollout.ts';
+import { GATE_VERDICTS, gateTripSchema, type GateTrip } from '../src/domain/rollout.ts';
 
-export type GateStatus = 'baking' | 'passed' | 'tripped';
+export type { GateTrip };
 
-/** What tripped a gate: the install, the component behind its composite verdict, the verdict, the reason. */
-export interface GateTrip {
-  install_id: string;
-  component_id: string;
-  verdict: GateVerdict;
-  reason: string | null;
-}
+export const GATE_STATUSES = ['baking', 'passed', 'tripped'] as const;
+export type GateStatus = (typeof GATE_STATUSES)[number];
 
-export interface GateContext {
-  /** the verdicts that trip the gate */
-  on: GateVerdict[];
-  /** when the bake ends (ms since the epoch, engine clock) */
-  ends_at: number;
-  trip: GateTrip | null;
-}
+/**
+ * A bake step's gate as the engine keeps it in the step's params (`gate`): the machine's state and
+ * context. The one shape of it: the engine feeds it, the rollout view reads it (gateSnapshotOf).
+ */
+export const gateSnapshotSchema = z.object({
+  state: z.enum(GATE_STATUSES),
+  context: z.object({
+    /** the verdicts that trip the gate */
+    on: z.array(z.enum(GATE_VERDICTS)),
+    /** when the bake ends (ms since the epoch, engine clock) */
+    ends_at: z.number(),
+    trip: gateTripSchema.nullable(),
+  }),
+});
+export type GateSnapshot = z.infer<typeof gateSnapshotSchema>;
+export type GateContext = GateSnapshot['context'];
+
+/** The gate kept in a step's params; undefined when the step has none (not a bake, or not begun). */
+export const gateSnapshotOf = (params: Record<string, unknown>): GateSnapshot | undefined =>
+  params.gate === undefined ? undefined : gateSnapshotSchema.parse(params.gate);
 
 export interface GateInput {
-  on: GateVerdict[];
+  on: GateContext['on'];
   ends_at: number;
 }
 
@@ -42,7 +51,7 @@ export type GateEmit = { type: 'tripped'; trip: GateTrip } | { type: 'passed' };
 
 const tripOf = (event: GateEvent): GateTrip =>
   event.type === 'health'
-    ? { install_id: event.install_id, component_id: event.component_id, verdict: event.verdict as GateVerdict, reason: event.reason ?? null }
+    ? { install_id: event.install_id, component_id: event.component_id, verdict: event.verdict as GateTrip['verdict'], reason: event.reason ?? null }
     : (() => {
         throw new Error('health gate: a trip from a non-health event');
       })();
@@ -79,7 +88,7 @@ export const healthGateMachine = setup({
   },
 });
 
-export function initialHealthGate(input: GateInput): { state: GateStatus; context: GateContext } {
+export function initialHealthGate(input: GateInput): GateSnapshot {
   return initial<GateStatus, GateContext>(healthGateMachine, input);
 }
 

@@ -14,7 +14,7 @@ import type { Bus } from './bus/bus.ts';
 import { createMetrics } from './metrics.ts';
 import { Engine } from './engine/engine.ts';
 import { DeliveryStatusBook } from './engine/delivery-status.ts';
-import { HistoryPruner } from './engine/history.ts';
+import { HistoryPruner } from './engine/history-pruner.ts';
 import { LocalRunner } from './runner/local-runner.ts';
 import { Scheduler } from './engine/scheduler.ts';
 import { startIngest } from './ingest/ingest.ts';

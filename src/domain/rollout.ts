@@ -1,6 +1,7 @@
 // Health-gated rollouts and fleet rollbacks (CONTRACT 4.3): the gate a run carries and what a run
 // records once its gate trips (`data.rollout` of its events).
 
+import { z } from 'zod';
 import { durationMs } from './duration.ts';
 
 /** The composite verdicts a gate can watch for (`on`). */
@@ -12,23 +13,35 @@ export type GateAction = (typeof GATE_ACTIONS)[number];
 /** The longest bake (CONTRACT 4.3: `bake` from 0s to 24h). */
 export const MAX_BAKE_MS = 24 * 3_600_000;
 
-/** A run's health gate as the engine keeps it (the request's, with the defaults filled in). */
-export interface HealthGate {
+/** A run's health gate as the engine keeps it in the run's params (the request's, with the defaults filled in). */
+export const healthGateSchema = z.object({
   /** as given, e.g. `10m` */
-  bake: string;
-  bake_ms: number;
-  on: GateVerdict[];
-  action: GateAction;
-}
+  bake: z.string(),
+  bake_ms: z.number(),
+  on: z.array(z.enum(GATE_VERDICTS)),
+  action: z.enum(GATE_ACTIONS),
+});
+export type HealthGate = z.infer<typeof healthGateSchema>;
 
-/** `data.rollout` of a run's events once its gate has tripped. */
-export interface Rollout {
-  run_id: string;
-  trigger: 'health_gate';
-  install_id: string;
-  component_id: string;
-  verdict: GateVerdict;
-  reason: string | null;
+/** What tripped a gate: the install, the component behind its composite verdict, the verdict, the reason. */
+export const gateTripSchema = z.object({
+  install_id: z.string(),
+  component_id: z.string(),
+  verdict: z.enum(GATE_VERDICTS),
+  reason: z.string().nullable(),
+});
+export type GateTrip = z.infer<typeof gateTripSchema>;
+
+/** `data.rollout` of a run's events once its gate has tripped, kept in the run's params. */
+export const rolloutSchema = z.object({ run_id: z.string(), trigger: z.literal('health_gate'), ...gateTripSchema.shape });
+export type Rollout = z.infer<typeof rolloutSchema>;
+
+/** A run's health gate and its rollout record as kept in the run's params (each absent until set). */
+export function rolloutParamsOf(params: Record<string, unknown>): { gate: HealthGate | null; rollout: Rollout | null } {
+  return {
+    gate: params.health_gate === undefined ? null : healthGateSchema.parse(params.health_gate),
+    rollout: params.rollout === undefined ? null : rolloutSchema.parse(params.rollout),
+  };
 }
 
 /** A bake duration (`0s`, `90s`, `10m`, `1h`) in milliseconds; null when it is not one. */

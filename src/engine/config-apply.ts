@@ -24,7 +24,8 @@ import { newId, stableId } from '../domain/ids.ts';
 import { installSteps } from './definitions.ts';
 import { diffConfigs, type ConfigDiff } from './config-diff.ts';
 import type { Tx } from './transaction.ts';
-import { runTargetOf, type Workflows } from './workflows.ts';
+import { runTargetOf } from './rollout-plans.ts';
+import type { Workflows } from './workflows.ts';
 
 export const componentId = (installId: string, name: string) => stableId('cmp', installId, name);
 export const actionId = (installId: string, name: string) => stableId('act', installId, name);

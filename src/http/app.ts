@@ -45,7 +45,7 @@ export function createHttpApp(ctx: AppContext): Hono {
   );
   // every /v1 route comes from one definition that the OpenAPI document is generated from (CONTRACT 4.4)
   mountRoutes(v1, ctx, API_ROUTES.filter((r) => r.public));
-  v1.use('*', requireOrg(ctx.db));
+  v1.use('*', requireOrg(ctx));
   mountRoutes(v1, ctx, API_ROUTES.filter((r) => !r.public));
   app.route('/v1', v1);
 

@@ -4,7 +4,7 @@
 // registered in `apiSchemas` becomes a named component (`#/components/schemas/<id>`).
 import { z } from 'zod';
 import type { ErrorDetail } from '../domain/errors.ts';
-import type { DeliveryStatus } from '../../store/delivery-status.ts';
+import type { AppContext } from '../context.ts';
 import type { Status } from '../domain/status.ts';
 import type { ParentRef } from '../domain/facts.ts';
 import type { ExecutionType, OwnerType, Verdict } from '../domain/status.ts';
@@ -12,6 +12,20 @@ import type { ConfigDiff, FieldChange } from '../engine/config-diff.ts';
 import type { AttemptResult } from '../delivery/client.ts';
 import { interestsSchema, storedMatchSchema } from '../domain/subscription.ts';
 import { storedActionSpecSchema, storedComponentSpecSchema } from './schemas.ts';
+import {
+  approvalViewSchema,
+  EXECUTION_TYPES,
+  installViewSchema,
+  OWNER_TYPES,
+  parentRefSchema as parentRefViewSchema,
+  STATUSES,
+  statusSchema as status,
+  stepViewSchema,
+  timestamp as viewTimestamp,
+  VERDICTS,
+  workflowSummaryViewSchema,
+  workflowViewSchema,
+} from '../services/view-schemas.ts';
 
 /** The named schemas of the document's `components.schemas`. */
 export const apiSchemas = z.registry<{ id?: string; description?: string }>();
@@ -22,7 +36,7 @@ function described<S extends z.ZodType>(schema: S, description: string): S {
   return schema;
 }
 
-const timestamp = described(z.string(), 'ISO 8601 timestamp');
+const timestamp = described(viewTimestamp, 'ISO 8601 timestamp');
 const labels = z.record(z.string(), z.string());
 const json = z.record(z.string(), z.unknown());
 
@@ -194,86 +208,19 @@ export const branchSchema = z
 
 // ------------------------------------------------------------------ workflows (CONTRACT 4.2)
 
-export const STATUSES = ['pending', 'started', 'awaiting_approval', 'skipped', 'succeeded', 'failed', 'cancelled'] as const;
-const status = z.enum(STATUSES);
-const OWNER_TYPES = ['installs', 'apps', 'app_branches'] as const;
-const EXECUTION_TYPES = ['system', 'user', 'approval', 'skipped', 'hidden'] as const;
-const VERDICTS = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;
+export { STATUSES };
 
-export const parentRefSchema = z
-  .object({ workflow_id: z.string(), step_id: z.string(), kind: z.literal('workflow_step') })
-  .register(apiSchemas, { id: 'ParentRef' });
-
-export const approvalSchema = z
-  .object({
-    status: z.enum(['requested', 'approved', 'rejected']),
-    plan: z.unknown().optional(),
-    note: z.string().optional(),
-    responded_at: timestamp.optional(),
-  })
-  .register(apiSchemas, { id: 'Approval' });
-
-export const stepSchema = z
-  .object({
-    step_id: z.string(),
-    name: z.string(),
-    idx: z.number().int(),
-    target_type: z.string().nullable(),
-    target_id: z.string().nullable(),
-    component_id: z.string().nullable(),
-    sandbox_id: z.string().nullable(),
-    execution_type: z.enum(EXECUTION_TYPES),
-    status: status,
-    error: z.string().nullable(),
-    started_at: timestamp.nullable(),
-    finished_at: timestamp.nullable(),
-    approval: approvalSchema.optional(),
-    plan: z.unknown().optional(),
-  })
-  .register(apiSchemas, { id: 'Step' });
-
-const workflowSummaryShape = {
-  workflow_id: z.string(),
-  type: z.string(),
-  owner_id: z.string(),
-  owner_type: z.enum(OWNER_TYPES),
-  parent: parentRefSchema.nullable(),
-  status,
-  error: z.string().nullable(),
-  created_at: timestamp,
-  started_at: timestamp.nullable(),
-  finished_at: timestamp.nullable(),
-};
-
-export const workflowSummarySchema = z.object(workflowSummaryShape).register(apiSchemas, { id: 'WorkflowSummary' });
+// the workflow views are the services' (src/services/view-schemas.ts), registered here as components
+export const parentRefSchema = parentRefViewSchema.register(apiSchemas, { id: 'ParentRef' });
+export const approvalSchema = approvalViewSchema.register(apiSchemas, { id: 'Approval' });
+export const stepSchema = stepViewSchema.register(apiSchemas, { id: 'Step' });
+export const workflowSummarySchema = workflowSummaryViewSchema.register(apiSchemas, { id: 'WorkflowSummary' });
 export const workflowSummaryListSchema = z.array(workflowSummarySchema);
-
-export const workflowSchema = z
-  .object({ ...workflowSummaryShape, action_id: z.string().nullable(), external: z.boolean(), steps: z.array(stepSchema) })
-  .register(apiSchemas, { id: 'Workflow' });
+export const workflowSchema = workflowViewSchema.register(apiSchemas, { id: 'Workflow' });
 
 // ------------------------------------------------------------------ installs (CONTRACT 4.2)
 
-export const installSchema = z
-  .object({
-    install_id: z.string(),
-    name: z.string(),
-    app_id: z.string(),
-    labels,
-    app_config_id: z.string().nullable(),
-    app_branch_id: z.string().nullable(),
-    components: z.array(z.object({ component_id: z.string(), name: z.string(), labels, health: z.enum(VERDICTS) })),
-    actions: z.array(
-      z.object({ action_id: z.string(), name: z.string(), labels, inputs: z.record(z.string(), z.object({ required: z.boolean().optional() })) }),
-    ),
-    sandbox_id: z.string(),
-    runner_id: z.string(),
-    inputs: json,
-    health: z.enum(VERDICTS),
-    provisioned: z.boolean(),
-    created_at: timestamp,
-  })
-  .register(apiSchemas, { id: 'Install' });
+export const installSchema = installViewSchema.register(apiSchemas, { id: 'Install' });
 
 export const installListSchema = z.array(installSchema);
 
@@ -373,7 +320,7 @@ const sameTypes: [
   Same<(typeof EXECUTION_TYPES)[number], ExecutionType>,
   Same<(typeof VERDICTS)[number], Verdict>,
   Same<z.infer<typeof parentRefSchema>, ParentRef>,
-  Same<z.infer<typeof deliveryStatusSchema>, DeliveryStatus>,
+  Same<z.infer<typeof deliveryStatusSchema>, ReturnType<AppContext['deliveryStatus']['get']>>,
   Same<z.infer<typeof errorDetailSchema>, ErrorDetail>,
   Same<z.infer<typeof fieldChangeSchema>['op'], FieldChange['op']>,
   Same<z.infer<typeof pingResultSchema>, AttemptResult>,

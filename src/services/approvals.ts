@@ -1,11 +1,11 @@
 // Steps awaiting an approval response across an org: install workflows and app branch runs alike.
 import type { AppContext } from '../context.ts';
 import { countAwaitingApprovalSteps, getWorkflow, listAwaitingApprovalSteps } from '../../store/workflows.ts';
-import { stepView, workflowOwner, workflowSummary, type WorkflowOwner } from './workflows.ts';
+import { stepView, workflowOwner, workflowSummary, type StepView, type WorkflowOwner, type WorkflowSummary } from './workflows.ts';
 
 export interface PendingApproval {
-  workflow: ReturnType<typeof workflowSummary> & { owner: WorkflowOwner };
-  step: ReturnType<typeof stepView>;
+  workflow: WorkflowSummary & { owner: WorkflowOwner };
+  step: StepView;
 }
 
 /** Every step of the org awaiting approval, oldest workflow first, each with its workflow and owner. */

@@ -8,6 +8,7 @@ import {
   insertApp,
   insertBranch,
   insertConfig,
+  listApps as dbListApps,
   listConfigs as dbListConfigs,
   setConfigVeto,
   type AppConfig,
@@ -19,6 +20,11 @@ import type { AppConfigBody } from '../domain/app-config.ts';
 export function createApp(ctx: AppContext, orgId: string, name: string) {
   const app = insertApp(ctx.db, { app_id: newId('app'), org_id: orgId, name });
   return { app_id: app.app_id, name: app.name, created_at: app.created_at };
+}
+
+/** The org's apps, newest first (as POST /v1/apps returns one). */
+export function listApps(ctx: AppContext, orgId: string) {
+  return dbListApps(ctx.db, orgId).map((a) => ({ app_id: a.app_id, name: a.name, created_at: a.created_at }));
 }
 
 export function mustGetApp(ctx: AppContext, orgId: string, appId: string) {

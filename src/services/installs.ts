@@ -10,8 +10,11 @@ import type { Verdict } from '../domain/status.ts';
 import { labelsOverLimits } from '../domain/limits.ts';
 import { mustGetApp } from './catalog.ts';
 import { workflowSummary, workflowView } from './workflows.ts';
+import type { InstallView } from './view-schemas.ts';
 
-export function installView(ctx: AppContext, i: Install) {
+export type { InstallView };
+
+export function installView(ctx: AppContext, i: Install): InstallView {
   const components = listComponents(ctx.db, i.install_id).map((c) => ({
     component_id: c.component_id,
     name: c.name,
@@ -46,11 +49,11 @@ export function mustGetInstall(ctx: AppContext, orgId: string, installId: string
   return i;
 }
 
-export function listInstalls(ctx: AppContext, orgId: string) {
+export function listInstalls(ctx: AppContext, orgId: string): InstallView[] {
   return dbListInstalls(ctx.db, orgId).map((i) => installView(ctx, i));
 }
 
-export function getInstallView(ctx: AppContext, orgId: string, installId: string) {
+export function getInstallView(ctx: AppContext, orgId: string, installId: string): InstallView {
   return installView(ctx, mustGetInstall(ctx, orgId, installId));
 }
 

@@ -1,12 +1,15 @@
 // Reading workflows, answering approvals, cancelling (CONTRACT 4.2).
 import type { AppContext } from '../context.ts';
 import { NotFoundError } from '../domain/errors.ts';
-import { findOrgWorkflow, getWorkflow, listSteps, publicWorkflowId, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
+import { findOrgWorkflow, getStep, getWorkflow, listSteps, publicWorkflowId, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
 import { findBranch, getApp } from '../../store/apps.ts';
 import { getInstall } from '../../store/installs.ts';
 import type { OwnerType } from '../domain/status.ts';
+import type { StepView, WorkflowSummary, WorkflowView } from './view-schemas.ts';
 
-export function workflowSummary(w: WorkflowRow) {
+export type { StepView, WorkflowSummary, WorkflowView };
+
+export function workflowSummary(w: WorkflowRow): WorkflowSummary {
   return {
     workflow_id: publicWorkflowId(w),
     type: w.type,
@@ -26,24 +29,6 @@ export function workflowSummary(w: WorkflowRow) {
  * suite pins the status strings without `skipped` (CONTRACT 4.2 lists it; see the issue note).
  */
 export const reportedStatus = (s: StepRow) => (s.status === 'skipped' ? 'succeeded' : s.status);
-
-/** A step as the API returns it (CONTRACT 4.2): `approval` and `plan` only when the step has them. */
-export interface StepView {
-  step_id: string;
-  name: string;
-  idx: number;
-  target_type: string | null;
-  target_id: string | null;
-  component_id: string | null;
-  sandbox_id: string | null;
-  execution_type: StepRow['execution_type'];
-  status: StepRow['status'];
-  error: string | null;
-  started_at: string | null;
-  finished_at: string | null;
-  approval?: { status: 'requested' | 'approved' | 'rejected'; plan?: unknown; note?: string; responded_at?: string };
-  plan?: unknown;
-}
 
 export function stepView(s: StepRow): StepView {
   const v: StepView = {
@@ -65,11 +50,11 @@ export function stepView(s: StepRow): StepView {
   return v;
 }
 
-export function workflowView(ctx: AppContext, workflowId: string) {
+export function workflowView(ctx: AppContext, workflowId: string): WorkflowView {
   return viewOf(ctx, getWorkflow(ctx.db, workflowId)!);
 }
 
-function viewOf(ctx: AppContext, w: WorkflowRow) {
+function viewOf(ctx: AppContext, w: WorkflowRow): WorkflowView {
   return { ...workflowSummary(w), action_id: w.action_id, external: w.external, steps: listSteps(ctx.db, w.workflow_id).map(stepView) };
 }
 
@@ -80,7 +65,7 @@ function orgWorkflow(ctx: AppContext, orgId: string, workflowId: string): Workfl
   return w;
 }
 
-export function getWorkflowView(ctx: AppContext, orgId: string, workflowId: string) {
+export function getWorkflowView(ctx: AppContext, orgId: string, workflowId: string): WorkflowView {
   return viewOf(ctx, orgWorkflow(ctx, orgId, workflowId));
 }
 
@@ -119,4 +104,26 @@ export function workflowOwner(ctx: AppContext, orgId: string, type: OwnerType, i
   }
   const app = appOf(id);
   return { type, id, name: app?.name ?? null, app };
+}
+
+/** The workflow and step that launched a workflow, named (null when the parent is not one of the org's). */
+export interface ParentInfo {
+  workflow_id: string;
+  type: string;
+  owner: WorkflowOwner;
+  step_id: string;
+  step_name: string | null;
+}
+
+export function workflowParent(ctx: AppContext, orgId: string, ref: { workflow_id: string; step_id: string }): ParentInfo | null {
+  const p = findOrgWorkflow(ctx.db, orgId, ref.workflow_id);
+  return p
+    ? {
+        workflow_id: publicWorkflowId(p),
+        type: p.type,
+        owner: workflowOwner(ctx, orgId, p.owner_type, p.owner_id),
+        step_id: ref.step_id,
+        step_name: getStep(ctx.db, p.workflow_id, ref.step_id)?.name ?? null,
+      }
+    : null;
 }

@@ -255,6 +255,7 @@ describe('a health-gated rollout page', () => {
     await expect(canaryBake.textContent()).resolves.toContain('6 min left of 10m');
     await expect(section(/^Group 1: canary/).locator('ul.verdicts').textContent()).resolves.toContain(x.name);
     await expect(section(/^Group 1: canary/).locator('h2 .badge').textContent()).resolves.toBe('baking');
+    await screenshot(page, 'rollout-baking');
     await expectAccessible(page, 'rollout page baking');
     clock.advance(6 * MIN);
     await waitStep(api, W, 'bake install group: main', 'started');

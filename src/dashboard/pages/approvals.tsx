@@ -7,11 +7,11 @@ import { render } from '../render.tsx';
 import type { DashContext, DashEnv } from '../session.ts';
 import { duration, Owner, Status, Time } from '../ui.tsx';
 import { configNamer } from '../names.ts';
-import { ApprovalForm, Plan, workflowTitle, type ConfigName, type Step } from './workflow.tsx';
+import { ApprovalForm, Plan, workflowTitle, type ConfigName } from './workflow.tsx';
 
 const ApprovalCard = ({ item, c, configName }: { item: PendingApproval; c: DashContext; configName: ConfigName }) => {
   const { workflow: wf } = item;
-  const step = item.step as unknown as Step;
+  const { step } = item;
   const paths = c.get('paths');
   const hid = `h-${wf.workflow_id}-${step.step_id}`;
   return (

@@ -7,12 +7,10 @@ import { ConflictError, InvalidError, NotFoundError, VetoedError, type ErrorDeta
 import { GATE_VERDICTS } from '../../domain/rollout.ts';
 import { fleetRollbackSchema, vetoSchema } from '../../http/schemas.ts';
 import { issuesToDetails } from '../../http/validation.ts';
-import { listConfigs, mustGetApp, unvetoConfig, vetoConfig } from '../../services/catalog.ts';
+import { listApps, listConfigs, mustGetApp, unvetoConfig, vetoConfig } from '../../services/catalog.ts';
 import { listInstalls } from '../../services/installs.ts';
 import { rollBackFleet, type FleetRollbackInput } from '../../services/rollback.ts';
-import { workflowSummary } from '../../services/workflows.ts';
-import { listApps, listBranches } from '../../../store/apps.ts';
-import { listOwnerWorkflows } from '../../../store/workflows.ts';
+import { listAppRollouts } from '../../services/rollouts.ts';
 import { configNamer } from '../names.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
@@ -22,8 +20,7 @@ import { installNamesOf, InstallsTable } from './overview.tsx';
 type ConfigView = ReturnType<typeof listConfigs>[number];
 type App = ReturnType<typeof mustGetApp>;
 
-/** The rollout workflows: an app's fleet rollbacks and its branches' runs. */
-const ROLLOUT_TYPES = new Set(['app_rollback', 'app_branch_run']);
+/** How many of an app's rollouts (fleet rollbacks and its branches' runs) its page lists. */
 const ROLLOUTS_SHOWN = 20;
 const pathsOf = (c: DashContext) => c.get('paths');
 
@@ -354,7 +351,7 @@ export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org/apps', (c) => {
     const orgId = c.req.param('org');
     const paths = c.get('paths');
-    const apps = listApps(ctx.db, orgId);
+    const apps = listApps(ctx, orgId);
     const installs = listInstalls(ctx, orgId);
     return render(c, {
       title: 'Apps',
@@ -405,7 +402,12 @@ export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
       ),
     });
   });
+  registerAppPage(r, ctx);
+  registerAppActions(r, ctx);
+}
 
+/** An app's page: its configs, installs and rollouts. */
+function registerAppPage(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org/apps/:app', (c) => {
     const orgId = c.req.param('org');
     const app = mustGetApp(ctx, orgId, c.req.param('app'));
@@ -414,14 +416,7 @@ export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
     const installs = listInstalls(ctx, orgId).filter((i) => i.app_id === app.app_id);
     const installsOn = new Map<string, number>();
     for (const i of installs) if (i.app_config_id) installsOn.set(i.app_config_id, (installsOn.get(i.app_config_id) ?? 0) + 1);
-    const branches = listBranches(ctx.db, app.app_id);
-    const branchName = new Map(branches.map((b) => [b.app_branch_id, b.name]));
-    const rollouts = [app.app_id, ...branches.map((b) => b.app_branch_id)]
-      .flatMap((owner) => listOwnerWorkflows(ctx.db, orgId, owner))
-      .filter((w) => ROLLOUT_TYPES.has(w.type))
-      .map(workflowSummary)
-      .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0))
-      .slice(0, ROLLOUTS_SHOWN);
+    const { rollouts, branchNames: branchName } = listAppRollouts(ctx, orgId, app.app_id, ROLLOUTS_SHOWN);
     return render(c, {
       title: app.name,
       current: 'apps',
@@ -478,7 +473,10 @@ export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
       ),
     });
   });
+}
 
+/** Vetoes and the fleet rollback (plan, then apply). */
+function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/apps/:app/configs/:cfg/veto', async (c) => {
     const orgId = c.req.param('org');
     const app = mustGetApp(ctx, orgId, c.req.param('app'));

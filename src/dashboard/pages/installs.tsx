@@ -4,9 +4,8 @@ import type { AppContext } from '../../context.ts';
 import { ConflictError, InvalidError, NotFoundError } from '../../domain/errors.ts';
 import { getInstallView, listInstalls, listInstallWorkflows } from '../../services/installs.ts';
 import { listInstallVersions, updateInstallConfig, versionDiff } from '../../services/rollback.ts';
-import { getWorkflowView } from '../../services/workflows.ts';
-import { findBranch, getApp, getConfig } from '../../../store/apps.ts';
-import { getComponent } from '../../../store/installs.ts';
+import { getWorkflowView, type StepView, type WorkflowView } from '../../services/workflows.ts';
+import { appName, branchName, componentNames, configVersion } from '../../services/names.ts';
 import { configNamer } from '../names.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
@@ -15,17 +14,6 @@ import { installNamesOf, InstallsTable, WorkflowsTable } from './overview.tsx';
 
 type InstallView = ReturnType<typeof getInstallView>;
 type Version = ReturnType<typeof listInstallVersions>[number];
-type WorkflowView = ReturnType<typeof getWorkflowView>;
-type StepView = WorkflowView['steps'][number] & {
-  step_id: string;
-  name: string;
-  status: string;
-  error: string | null;
-  started_at: string | null;
-  finished_at: string | null;
-  component_id: string | null;
-  sandbox_id: string | null;
-};
 
 /** How many of an install's newest workflows the sandbox and component pages scan for their steps. */
 const HISTORY_WORKFLOWS = 30;
@@ -33,9 +21,9 @@ const HISTORY_WORKFLOWS = 30;
 /** Names of what an install refers to by id: its app, its config's version, its branch. */
 function installRefs(ctx: AppContext, orgId: string, install: InstallView) {
   return {
-    app: getApp(ctx.db, orgId, install.app_id)?.name ?? null,
-    configVersion: install.app_config_id ? (getConfig(ctx.db, orgId, install.app_config_id)?.version ?? null) : null,
-    branch: install.app_branch_id ? (findBranch(ctx.db, orgId, install.app_branch_id)?.name ?? null) : null,
+    app: appName(ctx, orgId, install.app_id),
+    configVersion: install.app_config_id ? configVersion(ctx, orgId, install.app_config_id) : null,
+    branch: install.app_branch_id ? branchName(ctx, orgId, install.app_branch_id) : null,
   };
 }
 
@@ -181,7 +169,7 @@ const StepHistory = ({ rows, c }: { rows: Array<{ wf: WorkflowView; step: StepVi
   );
 
 function stepsWhere(views: WorkflowView[], pred: (s: StepView) => boolean) {
-  return views.flatMap((wf) => (wf.steps as StepView[]).filter(pred).map((step) => ({ wf, step })));
+  return views.flatMap((wf) => wf.steps.filter(pred).map((step) => ({ wf, step })));
 }
 
 const currentConfig = (versions: Version[], install: InstallView) => versions.find((v) => v.app_config_id === install.app_config_id)?.app_config ?? null;
@@ -277,7 +265,12 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
       ),
     });
   });
+  registerInstallRollback(r, ctx);
+  registerInstallParts(r, ctx);
+}
 
+/** An install's rollback: the plan, then apply. */
+function registerInstallRollback(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/installs/:install/rollback/plan', async (c) => {
     const orgId = c.req.param('org');
     const install = getInstallView(ctx, orgId, c.req.param('install'));
@@ -344,7 +337,10 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
     flash(c, { kind: 'ok', text: `Rollback started: version ${body.version_id}.` });
     return c.redirect(c.get('paths').workflow(body.workflow_id), 303);
   });
+}
 
+/** An install's sandbox and component pages. */
+function registerInstallParts(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org/installs/:install/sandbox', (c) => {
     const orgId = c.req.param('org');
     const install = getInstallView(ctx, orgId, c.req.param('install'));
@@ -395,7 +391,7 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
     const active = install.components.find((x) => x.component_id === componentId);
     // a component removed by a later config still has its page (event links stay valid)
     if (!active && !rows.length) throw new NotFoundError('component', componentId);
-    const name = active?.name ?? getComponent(ctx.db, install.install_id, componentId)?.name ?? rows[0].step.name.replace(/^\S+\s+/, '');
+    const name = active?.name ?? componentNames(ctx, install.install_id).get(componentId) ?? rows[0].step.name.replace(/^\S+\s+/, '');
     const spec = currentConfig(listInstallVersions(ctx, orgId, install.install_id), install)?.components.find((x) => x.name === name);
     return render(c, {
       title: `${name} · ${install.name}`,

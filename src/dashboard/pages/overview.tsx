@@ -1,8 +1,7 @@
 // Org overview: installs, recent workflows, webhooks count.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { getOrg } from '../../../store/orgs.ts';
-import { getConfig, listApps } from '../../../store/apps.ts';
+import { appNames, configVersion, orgName } from '../../services/names.ts';
 import { listInstalls, listInstallWorkflows } from '../../services/installs.ts';
 import { listWebhooks } from '../../services/webhooks.ts';
 import type { Paths } from '../paths.ts';
@@ -20,12 +19,12 @@ export interface InstallNames {
 }
 
 export function installNamesOf(ctx: AppContext, orgId: string, installs: InstallRow[]): InstallNames {
-  const apps = new Map(listApps(ctx.db, orgId).map((a) => [a.app_id, a.name]));
+  const apps = appNames(ctx, orgId);
   const configs = new Map<string, number>();
   for (const i of installs) {
     if (!i.app_config_id || configs.has(i.app_config_id)) continue;
-    const cfg = getConfig(ctx.db, orgId, i.app_config_id);
-    if (cfg) configs.set(cfg.app_config_id, cfg.version);
+    const version = configVersion(ctx, orgId, i.app_config_id);
+    if (version !== null) configs.set(i.app_config_id, version);
   }
   return { apps, configs };
 }
@@ -113,7 +112,7 @@ export function registerOverview(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org', (c) => {
     const orgId = c.req.param('org');
     const paths = c.get('paths');
-    const org = getOrg(ctx.db, orgId);
+    const org = orgName(ctx, orgId);
     const installs = listInstalls(ctx, orgId);
     const names = new Map(installs.map((i) => [i.install_id, i.name]));
     const recent = installs
@@ -122,12 +121,12 @@ export function registerOverview(r: Hono<DashEnv>, ctx: AppContext) {
       .slice(0, 10);
     const webhooks = listWebhooks(ctx, orgId).length;
     return render(c, {
-      title: org?.name ?? orgId,
+      title: org ?? orgId,
       current: 'overview',
       children: (
         <>
           <h1>
-            {org?.name ?? orgId} <span class="muted">{orgId}</span>
+            {org ?? orgId} <span class="muted">{orgId}</span>
           </h1>
           <section aria-labelledby="h-installs">
             <h2 id="h-installs">Installs ({installs.length})</h2>

@@ -1,8 +1,7 @@
 // Org settings: API tokens (a new token is shown once, on the response that created it; revoke).
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { NotFoundError } from '../../domain/errors.ts';
-import { createToken, listTokens, revokeToken } from '../../../store/orgs.ts';
+import { createToken, listTokens, revokeToken } from '../../services/api-tokens.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, Time } from '../ui.tsx';
@@ -10,7 +9,7 @@ import { Csrf, Time } from '../ui.tsx';
 function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: string; api_token: string; name: string | null }) {
   const orgId = c.req.param('org') as string;
   const paths = c.get('paths');
-  const tokens = listTokens(ctx.db, orgId);
+  const tokens = listTokens(ctx, orgId);
   return render(c, {
     title: 'Settings',
     current: 'settings',
@@ -97,13 +96,13 @@ export function registerSettings(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/settings/tokens', async (c) => {
     const body = await c.req.parseBody();
     const name = typeof body.name === 'string' && body.name.trim() !== '' ? body.name.trim().slice(0, 100) : null;
-    const t = createToken(ctx.db, c.req.param('org'), name);
+    const t = createToken(ctx, c.req.param('org'), name);
     // rendered directly (no redirect): the plaintext token never goes into a URL or cookie
     return settingsPage(c, ctx, { ...t, name });
   });
 
   r.post('/:org/settings/tokens/:token/revoke', (c) => {
-    if (!revokeToken(ctx.db, c.req.param('org'), c.req.param('token'))) throw new NotFoundError('token', c.req.param('token'));
+    revokeToken(ctx, c.req.param('org'), c.req.param('token'));
     flash(c, { kind: 'ok', text: `Token ${c.req.param('token')} revoked.` });
     return c.redirect(c.get('paths').settings, 303);
   });

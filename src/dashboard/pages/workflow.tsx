@@ -3,33 +3,17 @@ import type { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
 import type { AppContext } from '../../context.ts';
 import { ConflictError, InvalidError } from '../../domain/errors.ts';
-import { listComponents } from '../../../store/installs.ts';
-import { findOrgWorkflow, getStep, publicWorkflowId } from '../../../store/workflows.ts';
-import { cancelWorkflow, getWorkflowView, respondToApproval, workflowOwner, type WorkflowOwner } from '../../services/workflows.ts';
+import { componentNames } from '../../services/names.ts';
+import { rolloutView, type RolloutView } from '../../services/rollouts.ts';
+import { cancelWorkflow, getWorkflowView, respondToApproval, workflowOwner, workflowParent, type ParentInfo, type StepView, type WorkflowOwner, type WorkflowView } from '../../services/workflows.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, Diff, duration, isTerminal, Json, Labels, Owner, ownerText, Status, Time, type DiffShape } from '../ui.tsx';
 import { configNamer } from '../names.ts';
-import { groupStatus, rolloutData, RolloutFacts, stepExtra, TripCause, type RolloutData } from './rollouts.tsx';
+import { groupStatus, RolloutFacts, stepExtra, TripCause } from './rollouts.tsx';
 
 export type ConfigName = ReturnType<typeof configNamer>;
 
-type WorkflowView = ReturnType<typeof getWorkflowView>;
-export interface Step {
-  step_id: string;
-  name: string;
-  idx: number;
-  execution_type: string;
-  target_type: string | null;
-  component_id: string | null;
-  sandbox_id: string | null;
-  status: string;
-  error: string | null;
-  started_at: string | null;
-  finished_at: string | null;
-  plan?: unknown;
-  approval?: { status: string; note?: string; responded_at?: string };
-}
 interface GroupPlan {
   install_group: string;
   installs: Array<{ install_id: string; install_name: string; labels: Record<string, string>; old_app_config_id: string | null; new_app_config_id: string; diff: DiffShape }>;
@@ -70,7 +54,7 @@ export const Plan = ({ plan, c, configName }: { plan: unknown; c: DashContext; c
 export type ApprovalBack = 'workflow' | 'approvals';
 
 /** Approve or reject a waiting step, with a note. */
-export const ApprovalForm = ({ workflowId, step, c, back = 'workflow' }: { workflowId: string; step: Pick<Step, 'step_id'>; c: DashContext; back?: ApprovalBack }) => (
+export const ApprovalForm = ({ workflowId, step, c, back = 'workflow' }: { workflowId: string; step: Pick<StepView, 'step_id'>; c: DashContext; back?: ApprovalBack }) => (
   <form method="post" action={`${c.get('paths').workflow(workflowId)}/steps/${encodeURIComponent(step.step_id)}/approval`} class="stack">
     <Csrf token={csrfOf(c)} />
     {back !== 'workflow' ? <input type="hidden" name="back" value={back} /> : null}
@@ -89,7 +73,7 @@ export const ApprovalForm = ({ workflowId, step, c, back = 'workflow' }: { workf
   </form>
 );
 
-const StepCard = ({ wf, step, c, components, configName, extra }: { wf: WorkflowView; step: Step; c: DashContext; components: Map<string, string>; configName: ConfigName; extra?: Child }) => (
+const StepCard = ({ wf, step, c, components, configName, extra }: { wf: WorkflowView; step: StepView; c: DashContext; components: Map<string, string>; configName: ConfigName; extra?: Child }) => (
   <li class="card" id={`step-${step.step_id}`}>
     <p>
       <strong>
@@ -132,14 +116,6 @@ const StepCard = ({ wf, step, c, components, configName, extra }: { wf: Workflow
 /** "provision for install rb-1" (page titles, headings, links). */
 export const workflowTitle = (type: string, owner: WorkflowOwner) => `${type} for ${ownerText(owner)}`;
 
-interface ParentInfo {
-  workflow_id: string;
-  type: string;
-  owner: WorkflowOwner;
-  step_id: string;
-  step_name: string | null;
-}
-
 interface PageData {
   wf: WorkflowView;
   owner: WorkflowOwner;
@@ -147,8 +123,7 @@ interface PageData {
   components: Map<string, string>;
   configName: ConfigName;
   c: DashContext;
-  ctx: AppContext;
-  rollout: RolloutData | null;
+  rollout: RolloutView | null;
 }
 
 const GROUP_BADGE: Record<string, string> = {
@@ -162,11 +137,12 @@ const GROUP_BADGE: Record<string, string> = {
 };
 
 /** A rollout's steps: those of no group, then each install group's plan, deploy, bake and rollback. */
-function RolloutSteps({ wf, steps, components, configName, c, ctx, rollout }: Omit<PageData, 'owner' | 'parent'> & { steps: Step[]; rollout: RolloutData }) {
+function RolloutSteps({ wf, components, configName, c, rollout }: Omit<PageData, 'owner' | 'parent'> & { rollout: RolloutView }) {
+  const steps = wf.steps;
   const byId = new Map(steps.map((s) => [s.step_id, s]));
   const card = (id: string) => {
     const s = byId.get(id);
-    return s ? <StepCard wf={wf} step={s} c={c} components={components} configName={configName} extra={stepExtra(ctx, c, rollout, id)} /> : null;
+    return s ? <StepCard wf={wf} step={s} c={c} components={components} configName={configName} extra={stepExtra(c, rollout, id)} /> : null;
   };
   return (
     <>
@@ -192,9 +168,9 @@ function RolloutSteps({ wf, steps, components, configName, c, ctx, rollout }: Om
   );
 }
 
-function WorkflowPage({ wf, owner, parent, components, configName, c, ctx, rollout }: PageData) {
+function WorkflowPage({ wf, owner, parent, components, configName, c, rollout }: PageData) {
   const paths = c.get('paths');
-  const steps = wf.steps as unknown as Step[];
+  const steps = wf.steps;
   return (
     <>
       <p class="muted">
@@ -242,7 +218,7 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, ctx, rollo
           </dd>
           <dt>Duration</dt>
           <dd>{duration(wf.started_at, wf.finished_at)}</dd>
-          {rollout ? <RolloutFacts ctx={ctx} c={c} data={rollout} /> : null}
+          {rollout ? <RolloutFacts data={rollout} /> : null}
           {wf.parent ? (
             <>
               <dt>Launched by</dt>
@@ -276,9 +252,9 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, ctx, rollo
           </form>
         ) : null}
       </section>
-      {rollout ? <TripCause ctx={ctx} c={c} data={rollout} /> : null}
+      {rollout ? <TripCause c={c} data={rollout} /> : null}
       {rollout ? (
-        <RolloutSteps wf={wf} steps={steps} components={components} configName={configName} c={c} ctx={ctx} rollout={rollout} />
+        <RolloutSteps wf={wf} components={components} configName={configName} c={c} rollout={rollout} />
       ) : (
         <>
           <h2>Steps</h2>
@@ -302,30 +278,17 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
     const orgId = c.req.param('org');
     const wf = getWorkflowView(ctx, orgId, c.req.param('wf'));
     const owner = workflowOwner(ctx, orgId, wf.owner_type, wf.owner_id);
-    let parent: ParentInfo | null = null;
-    if (wf.parent) {
-      const ref = wf.parent;
-      const p = findOrgWorkflow(ctx.db, orgId, ref.workflow_id);
-      parent = p
-          ? {
-              workflow_id: publicWorkflowId(p),
-              type: p.type,
-              owner: workflowOwner(ctx, orgId, p.owner_type, p.owner_id),
-              step_id: ref.step_id,
-              step_name: getStep(ctx.db, p.workflow_id, ref.step_id)?.name ?? null,
-            }
-          : null;
-    }
+    const parent: ParentInfo | null = wf.parent ? workflowParent(ctx, orgId, wf.parent) : null;
     // components by id, removed ones too (a step of an old workflow may name one)
-    const components = new Map(owner.type === 'installs' && owner.name ? listComponents(ctx.db, owner.id, false).map((x) => [x.component_id, x.name]) : []);
-    const waiting = (wf.steps as unknown as Step[]).some((s) => s.status === 'awaiting_approval');
+    const components = owner.type === 'installs' && owner.name ? componentNames(ctx, owner.id) : new Map<string, string>();
+    const waiting = wf.steps.some((s) => s.status === 'awaiting_approval');
     // refresh while running, but not while a form waits for an answer (it would wipe the note)
     const refresh = !isTerminal(wf.status) && !waiting ? REFRESH_SECONDS : undefined;
     return render(c, {
       title: workflowTitle(wf.type, owner),
       refresh,
       children: (
-        <WorkflowPage wf={wf} owner={owner} parent={parent} components={components} configName={configNamer(ctx, orgId)} c={c} ctx={ctx} rollout={rolloutData(ctx, wf.workflow_id)} />
+        <WorkflowPage wf={wf} owner={owner} parent={parent} components={components} configName={configNamer(ctx, orgId)} c={c} rollout={rolloutView(ctx, orgId, wf.workflow_id)} />
       ),
     });
   });

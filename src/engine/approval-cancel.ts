@@ -1,0 +1,63 @@
+// Approvals and cancel (CONTRACT 4.2): a person's answer to a step awaiting approval, and the
+// cancel of a workflow with its child workflows.
+import { cancelWorkflowJobs, getStep, getWorkflow, listChildWorkflows, listSteps, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
+import type { Db } from '../../store/db.ts';
+import { isFinal, type Outcome } from '../domain/status.ts';
+import { ConflictError, NotFoundError } from '../domain/errors.ts';
+import type { WorkflowFacts } from './workflow-facts.ts';
+import type { Tx } from './transaction.ts';
+
+/** What an answer or a cancel asks of the run: go on, or end it. */
+export interface AnsweredRun {
+  advance(t: Tx, workflowId: string): void;
+  finish(t: Tx, wf: WorkflowRow, outcome: Outcome, error?: string): void;
+}
+
+export class ApprovalsAndCancel {
+  constructor(
+    private readonly db: Db,
+    private readonly facts: WorkflowFacts,
+    private readonly run: AnsweredRun,
+  ) {}
+
+  respondToApproval(t: Tx, orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string): StepRow {
+    const wf = getWorkflow(this.db, workflowId);
+    if (!wf || wf.org_id !== orgId) throw new NotFoundError('workflow', workflowId);
+    const step = getStep(this.db, workflowId, stepId);
+    if (!step) throw new NotFoundError('step', stepId);
+    if (step.status !== 'awaiting_approval') throw new ConflictError(`step ${step.name} is not awaiting approval (status ${step.status})`);
+    const approval = { ...(step.approval ?? {}), status: response, responded_at: t.now, ...(note !== undefined ? { note } : {}) };
+    delete (approval as { plan?: unknown }).plan;
+    const fresh = updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval })!;
+    const ok =
+      response === 'approved'
+        ? this.facts.stepEvent(t, wf, fresh, { type: 'approve' })
+        : this.facts.stepEvent(t, wf, fresh, { type: 'reject', error: `approval rejected${note ? `: ${note}` : ''}` });
+    if (!ok) throw new ConflictError(`step ${step.name} is not awaiting approval`);
+    // keep the plan on the step for GET workflow
+    updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval: { ...approval, plan: step.plan ?? undefined } });
+    this.run.advance(t, workflowId);
+    return getStep(this.db, workflowId, stepId)!;
+  }
+
+  cancel(t: Tx, orgId: string, workflowId: string): WorkflowRow {
+    const wf = getWorkflow(this.db, workflowId);
+    if (!wf || wf.org_id !== orgId) throw new NotFoundError('workflow', workflowId);
+    if (isFinal(wf.status)) throw new ConflictError(`workflow ${workflowId} already ${wf.status}`);
+    this.cancelTree(t, wf);
+    return getWorkflow(this.db, workflowId)!;
+  }
+
+  private cancelTree(t: Tx, wf: WorkflowRow): void {
+    for (const s of listSteps(this.db, wf.workflow_id)) {
+      // the step first, so that its children ending cancelled do not fail it
+      if (!isFinal(s.status)) this.facts.stepEvent(t, wf, s, { type: 'cancel' });
+      for (const child of listChildWorkflows(this.db, wf.workflow_id, s.step_id)) {
+        if (!isFinal(child.status)) this.cancelTree(t, child);
+      }
+    }
+    cancelWorkflowJobs(this.db, wf.workflow_id);
+    const fresh = getWorkflow(this.db, wf.workflow_id)!;
+    if (!isFinal(fresh.status)) this.run.finish(t, fresh, 'cancelled');
+  }
+}

@@ -1,0 +1,107 @@
+// Health gates (CONTRACT 4.3): a bake step feeds its gate machine (machines/health-gate.ts) the
+// group's verdicts and the engine's clock; the gate, typed, is kept in the step's params. A pass
+// ends the step; a trip records the run's rollout, fails the bake, cancels later groups and, with
+// `action: "rollback"`, adds the rollback steps.
+import { getComponent, getInstallById } from '../../store/installs.ts';
+import { getWorkflow, listBakingSteps, listSteps, setWorkflowParams, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
+import type { Db } from '../../store/db.ts';
+import { advanceHealthGate, compositeVerdict, gateSnapshotOf, initialHealthGate, type GateEmit, type GateEvent, type GateSnapshot, type GateTrip } from '../../machines/index.ts';
+import { GATE_VERDICTS, rolloutParamsOf, type Rollout } from '../domain/rollout.ts';
+import type { StepDef } from './definitions.ts';
+import { rollbackSteps, tripError } from './rollout-plans.ts';
+import type { WorkflowFacts } from './workflow-facts.ts';
+import type { Tx } from './transaction.ts';
+
+/** What a gate asks of the run it is in (src/engine/workflow-steps.ts): go on, and add steps at the end. */
+export interface GatedRun {
+  advance(t: Tx, workflowId: string): void;
+  addSteps(orgId: string, workflowId: string, defs: StepDef[], firstIdx: number): void;
+}
+
+export class HealthGates {
+  constructor(
+    private readonly db: Db,
+    private readonly facts: WorkflowFacts,
+    private readonly run: GatedRun,
+  ) {}
+
+  /** Begin a bake: the gate starts from the group's verdicts now (one already bad counts). Returns whether it ended at once. */
+  startBake(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
+    const started = this.facts.stepEventRow(t, wf, step, { type: 'start' }) ?? step;
+    const { gate } = rolloutParamsOf(wf.params);
+    const at = Date.parse(t.now);
+    const from = initialHealthGate({ on: gate?.on ?? [...GATE_VERDICTS], ends_at: at + (gate?.bake_ms ?? 0) });
+    const now = installIdsOf(step).map((id) => this.healthNow(id)).filter((e): e is GateEvent => e !== null);
+    return this.feedGate(t, wf, started, [...now, { type: 'tick', at }], from);
+  }
+
+  /** A verdict changed an install's health: the bakes watching it see its composite verdict. */
+  installHealthChanged(t: Tx, orgId: string, installId: string): void {
+    for (const step of listBakingSteps(this.db, orgId)) {
+      if (!installIdsOf(step).includes(installId)) continue;
+      const ev = this.healthNow(installId);
+      const wf = getWorkflow(this.db, step.workflow_id);
+      if (!ev || !wf) continue;
+      if (this.feedGate(t, wf, step, [ev])) this.run.advance(t, wf.workflow_id);
+    }
+  }
+
+  /** The engine's clock moved: bakes whose time is up pass. */
+  bakeTick(t: Tx): void {
+    const at = Date.parse(t.now);
+    for (const step of listBakingSteps(this.db)) {
+      const wf = getWorkflow(this.db, step.workflow_id);
+      if (wf && this.feedGate(t, wf, step, [{ type: 'tick', at }])) this.run.advance(t, wf.workflow_id);
+    }
+  }
+
+  /** An install's composite verdict now, with the component behind it and that component's reason; null when none is known. */
+  private healthNow(installId: string): GateEvent | null {
+    const install = getInstallById(this.db, installId);
+    if (!install) return null;
+    const verdicts = install.health_ctx.verdicts;
+    const verdict = compositeVerdict(verdicts);
+    if (!verdict) return null;
+    const componentId = Object.keys(verdicts).find((id) => verdicts[id] === verdict)!;
+    return { type: 'health', install_id: installId, component_id: componentId, verdict, reason: getComponent(this.db, installId, componentId)?.health_reason ?? null };
+  }
+
+  /** Feed a baking step's gate; act on what it emits (pass: the step succeeds; trip: it fails). Returns whether the step ended. */
+  private feedGate(t: Tx, wf: WorkflowRow, step: StepRow, events: GateEvent[], from?: GateSnapshot): boolean {
+    let gate = from ?? gateSnapshotOf(step.params);
+    if (!gate) throw new Error(`bake step ${step.step_id} has no health gate`);
+    const emitted: GateEmit[] = [];
+    for (const ev of events) {
+      const r = advanceHealthGate(gate.state, gate.context, ev);
+      if (!r.changed) continue;
+      gate = { state: r.state, context: r.context };
+      emitted.push(...r.emitted);
+    }
+    const fresh = updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, params: { ...step.params, gate } })!;
+    for (const e of emitted) {
+      if (e.type === 'passed') return this.facts.stepEvent(t, wf, fresh, { type: 'succeed' });
+      if (e.type === 'tripped') {
+        this.tripGate(t, wf, fresh, e.trip);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * The gate tripped: the run records why (its events carry `rollout` from now on), the bake fails,
+   * later groups are cancelled and, with `action: "rollback"`, every group already deployed gets a
+   * rollback step, newest first, back to the configs its installs had before the run.
+   */
+  private tripGate(t: Tx, wf: WorkflowRow, step: StepRow, trip: GateTrip): void {
+    const rollout: Rollout = { run_id: wf.workflow_id, trigger: 'health_gate', ...trip };
+    const run = setWorkflowParams(this.db, wf.workflow_id, { ...wf.params, rollout })!;
+    this.facts.stepEvent(t, run, step, { type: 'fail', error: tripError(this.db, trip) });
+    const steps = listSteps(this.db, run.workflow_id);
+    for (const s of steps) if (s.status === 'pending') this.facts.stepEvent(t, run, s, { type: 'cancel' });
+    if (rolloutParamsOf(run.params).gate?.action !== 'rollback') return;
+    this.run.addSteps(run.org_id, run.workflow_id, rollbackSteps(steps), Math.max(...steps.map((s) => s.idx)) + 1);
+  }
+}
+
+const installIdsOf = (step: StepRow): string[] => (step.params.install_ids as string[] | undefined) ?? [];

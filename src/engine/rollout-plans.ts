@@ -1,0 +1,52 @@
+// Branch runs and app rollbacks over install groups (CONTRACT 4.3): the config a run moves each
+// install to, a group's plan for its approval step, the rollback steps a tripped gate adds and
+// the error a tripped bake fails with. Reads only; the steps and facts are the engine's.
+import { getConfig } from '../../store/apps.ts';
+import { getComponent, getInstallById, type Install } from '../../store/installs.ts';
+import type { StepRow, WorkflowRow } from '../../store/workflows.ts';
+import type { Db } from '../../store/db.ts';
+import type { GateTrip } from '../domain/rollout.ts';
+import { rollbackGroupStep, type StepDef } from './definitions.ts';
+import { diffConfigs } from './config-diff.ts';
+
+/** The config a run (branch run or app rollback) moves an install to: its own target, else the run's one config. */
+export function runTargetOf(wf: WorkflowRow, installId: string): string {
+  return (wf.params.targets as Record<string, string> | undefined)?.[installId] ?? (wf.params.app_config_id as string);
+}
+
+/** The plan of a group's approval step: per install, its current config, the run's target for it and the diff. */
+export function groupPlan(db: Db, wf: WorkflowRow, step: StepRow): unknown {
+  const installs = ((step.params.install_ids as string[]) ?? []).map((id) => getInstallById(db, id)).filter((i): i is Install => !!i);
+  return {
+    install_group: step.params.group,
+    installs: installs.map((i) => {
+      const current = i.app_config_id ? getConfig(db, wf.org_id, i.app_config_id) : undefined;
+      const target = getConfig(db, wf.org_id, runTargetOf(wf, i.install_id));
+      return {
+        install_id: i.install_id,
+        install_name: i.name,
+        labels: i.labels,
+        old_app_config_id: i.app_config_id,
+        new_app_config_id: target?.app_config_id ?? null,
+        diff: diffConfigs(current?.body ?? null, target?.body ?? { components: [] }),
+      };
+    }),
+  };
+}
+
+/** After a trip with `action: "rollback"`: a rollback step per group already deployed, newest first, back to the configs its installs had before the run. */
+export function rollbackSteps(steps: StepRow[]): StepDef[] {
+  const deployed = steps.filter((s) => s.params.kind === 'children' && !s.params.rollback && s.status === 'succeeded').reverse();
+  return deployed.map((d) => {
+    const before = (d.params.before as Record<string, string> | undefined) ?? {};
+    return rollbackGroupStep(String(d.params.group), Object.keys(before), before);
+  });
+}
+
+/** outcome.error of a tripped bake: the install, the component, the verdict and its reason. */
+export function tripError(db: Db, trip: GateTrip): string {
+  const install = getInstallById(db, trip.install_id);
+  const component = getComponent(db, trip.install_id, trip.component_id);
+  const name = (n: string | undefined, id: string) => (n ? `${n} (${id})` : id);
+  return `health gate: install ${name(install?.name, trip.install_id)} component ${name(component?.name, trip.component_id)} is ${trip.verdict}: ${trip.reason ?? 'no reason given'}`;
+}

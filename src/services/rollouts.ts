@@ -1,0 +1,154 @@
+// A rollout as people follow it (branch runs and fleet rollbacks, CONTRACT 4.3): the run's steps
+// grouped by install group, each step's kind and gate (parsed from its params), the health of
+// the group's installs, the install workflows a deploy started and the cause of a tripped gate,
+// named. The dashboard's rollout page renders it.
+import { z } from 'zod';
+import type { AppContext } from '../context.ts';
+import { gateSnapshotOf, gateSnapshotSchema } from '../../machines/health-gate.ts';
+import { healthGateSchema, rolloutParamsOf, rolloutSchema } from '../domain/rollout.ts';
+import { getConfig, listBranches } from '../../store/apps.ts';
+import { getInstall, listComponents } from '../../store/installs.ts';
+import { getWorkflow, listChildWorkflows, listOwnerWorkflows, listSteps, type StepRow } from '../../store/workflows.ts';
+import { installView } from './installs.ts';
+import { statusSchema, type WorkflowSummary } from './view-schemas.ts';
+import { workflowSummary } from './workflows.ts';
+
+/** The workflow types that are rollouts over install groups. */
+export const ROLLOUT_TYPES = new Set(['app_branch_run', 'app_rollback']);
+
+const installHealthSchema = z.object({
+  install_id: z.string(),
+  /** the install's name (its id when it is gone) */
+  name: z.string(),
+  /** the composite verdict (the worst of its components'), or unknown */
+  health: z.string(),
+  /** components with a verdict other than healthy: name, verdict, reason */
+  bad: z.array(z.object({ name: z.string(), verdict: z.string(), reason: z.string().nullable() })),
+});
+export type InstallHealth = z.infer<typeof installHealthSchema>;
+
+const rolloutStepSchema = z.object({
+  step_id: z.string(),
+  status: statusSchema,
+  /** bake, children (a deploy or a rollback), approval, job */
+  kind: z.string().nullable(),
+  rollback: z.boolean(),
+  /** a bake's gate once it has begun */
+  gate: gateSnapshotSchema.nullable(),
+  /** the name of the component that tripped the gate (its id when unknown) */
+  trip_component_name: z.string().nullable(),
+  /** a children step's install workflows */
+  children: z.array(z.object({ workflow_id: z.string(), type: z.string(), status: statusSchema, install_id: z.string(), install_name: z.string().nullable() })),
+});
+export type RolloutStep = z.infer<typeof rolloutStepSchema>;
+
+const rolloutGroupSchema = z.object({
+  name: z.string(),
+  install_ids: z.array(z.string()),
+  step_ids: z.array(z.string()),
+  /** the health of the group's installs now */
+  health: z.array(installHealthSchema),
+});
+export type RolloutGroup = z.infer<typeof rolloutGroupSchema>;
+
+export const rolloutViewSchema = z.object({
+  /** the run's health gate (null: none) */
+  gate: healthGateSchema.nullable(),
+  /** why the gate tripped (null: it has not), with the install's and component's names */
+  trip: rolloutSchema.extend({ install_name: z.string().nullable(), component_name: z.string() }).nullable(),
+  /** `previous` or an app config id (fleet rollbacks); the app config (branch runs) */
+  to: z.string().nullable(),
+  /** the version of the config `to` names, when it is one of the org's */
+  to_version: z.number().int().nullable(),
+  approval: z.enum(['per_group', 'none']),
+  groups: z.array(rolloutGroupSchema),
+  /** steps of no group (a branch run's build) */
+  ungrouped: z.array(z.string()),
+  steps: z.array(rolloutStepSchema),
+  /** the engine's clock now (ms) */
+  now: z.number(),
+});
+export type RolloutView = z.infer<typeof rolloutViewSchema>;
+
+function installHealth(ctx: AppContext, orgId: string, installId: string): InstallHealth {
+  const i = getInstall(ctx.db, orgId, installId);
+  if (!i) return { install_id: installId, name: installId, health: 'unknown', bad: [] };
+  const view = installView(ctx, i);
+  const reasons = new Map(listComponents(ctx.db, installId).map((c) => [c.component_id, c.health_reason]));
+  const bad = view.components.filter((c) => c.health !== 'healthy' && c.health !== 'unknown').map((c) => ({ name: c.name, verdict: c.health, reason: reasons.get(c.component_id) ?? null }));
+  return { install_id: installId, name: i.name, health: view.health, bad };
+}
+
+/** A component's name, removed ones too (its id when unknown). */
+const componentName = (ctx: AppContext, installId: string, componentId: string) =>
+  listComponents(ctx.db, installId, false).find((c) => c.component_id === componentId)?.name ?? componentId;
+
+function rolloutStep(ctx: AppContext, orgId: string, s: StepRow): RolloutStep {
+  const children = s.params.kind === 'children' ? listChildWorkflows(ctx.db, s.workflow_id, s.step_id) : [];
+  const gate = gateSnapshotOf(s.params) ?? null;
+  const trip = gate?.context.trip;
+  return {
+    step_id: s.step_id,
+    status: s.status,
+    kind: typeof s.params.kind === 'string' ? s.params.kind : null,
+    rollback: !!s.params.rollback,
+    gate,
+    trip_component_name: trip ? componentName(ctx, trip.install_id, trip.component_id) : null,
+    children: children.map((w) => ({ workflow_id: w.workflow_id, type: w.type, status: w.status, install_id: w.owner_id, install_name: getInstall(ctx.db, orgId, w.owner_id)?.name ?? null })),
+  };
+}
+
+/** Groups by name in step order, each with its installs (the union of its steps'). */
+function groupsOf(rows: StepRow[]): { groups: Array<Omit<RolloutGroup, 'health'>>; ungrouped: string[] } {
+  const groups: Array<Omit<RolloutGroup, 'health'>> = [];
+  const ungrouped: string[] = [];
+  for (const s of rows) {
+    const name = typeof s.params.group === 'string' ? s.params.group : null;
+    if (name === null) {
+      ungrouped.push(s.step_id);
+      continue;
+    }
+    let g = groups.find((x) => x.name === name);
+    if (!g) groups.push((g = { name, install_ids: [], step_ids: [] }));
+    g.step_ids.push(s.step_id);
+    for (const id of (s.params.install_ids as string[] | undefined) ?? []) if (!g.install_ids.includes(id)) g.install_ids.push(id);
+  }
+  return { groups, ungrouped };
+}
+
+/** The rollout view of an org's workflow; null when it is not a rollout. */
+export function rolloutView(ctx: AppContext, orgId: string, workflowId: string): RolloutView | null {
+  const wf = getWorkflow(ctx.db, workflowId);
+  if (!wf || wf.org_id !== orgId || !ROLLOUT_TYPES.has(wf.type)) return null;
+  const rows = listSteps(ctx.db, workflowId);
+  const { groups, ungrouped } = groupsOf(rows);
+  const p = wf.params;
+  const { gate, rollout } = rolloutParamsOf(p);
+  const to = typeof p.to === 'string' ? p.to : typeof p.app_config_id === 'string' ? p.app_config_id : null;
+  const cfg = to && to !== 'previous' ? getConfig(ctx.db, orgId, to) : undefined;
+  return {
+    gate,
+    trip: rollout
+      ? { ...rollout, install_name: getInstall(ctx.db, orgId, rollout.install_id)?.name ?? null, component_name: componentName(ctx, rollout.install_id, rollout.component_id) }
+      : null,
+    to,
+    to_version: cfg?.version ?? null,
+    approval: p.approval === 'none' ? 'none' : 'per_group',
+    groups: groups.map((g) => ({ ...g, health: g.install_ids.map((id) => installHealth(ctx, orgId, id)) })),
+    ungrouped,
+    steps: rows.map((s) => rolloutStep(ctx, orgId, s)),
+    now: ctx.clock.now(),
+  };
+}
+
+/** An app's rollouts, newest first (at most `limit`): its fleet rollbacks and its branches' runs, with the branches' names. */
+export function listAppRollouts(ctx: AppContext, orgId: string, appId: string, limit: number): { rollouts: WorkflowSummary[]; branchNames: Map<string, string> } {
+  const branches = listBranches(ctx.db, appId);
+  const rollouts = [appId, ...branches.map((b) => b.app_branch_id)]
+    .flatMap((owner) => listOwnerWorkflows(ctx.db, orgId, owner))
+    .filter((w) => ROLLOUT_TYPES.has(w.type))
+    .map(workflowSummary)
+    .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0))
+    .slice(0, limit);
+  return { rollouts, branchNames: new Map(branches.map((b) => [b.app_branch_id, b.name])) };
+}

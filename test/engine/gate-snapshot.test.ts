@@ -1,0 +1,35 @@
+// The gate snapshot a bake step keeps in its params (machines/health-gate.ts gateSnapshotSchema):
+// what the machine produces is what the schema reads back, and a snapshot that is not one is
+// refused where it is read instead of being cast and misread.
+import { describe, expect, it } from 'vitest';
+import { advanceHealthGate, gateSnapshotOf, initialHealthGate } from '../../machines/index.ts';
+import { rolloutParamsOf } from '../../src/domain/rollout.ts';
+
+const T0 = 1_000_000;
+
+describe('gate snapshot', () => {
+  it('reads back what the machine keeps: baking, then tripped with its cause (through JSON, as the store keeps params)', () => {
+    const baking = initialHealthGate({ on: ['unhealthy'], ends_at: T0 + 60_000 });
+    const stored = (g: unknown) => JSON.parse(JSON.stringify({ kind: 'bake', gate: g })) as Record<string, unknown>;
+    expect(gateSnapshotOf(stored(baking))).toEqual({ state: 'baking', context: { on: ['unhealthy'], ends_at: T0 + 60_000, trip: null } });
+    const r = advanceHealthGate(baking.state, baking.context, { type: 'health', install_id: 'inst_1', component_id: 'cmp_1', verdict: 'unhealthy', reason: 'crash loop' });
+    expect(gateSnapshotOf(stored({ state: r.state, context: r.context }))).toEqual({
+      state: 'tripped',
+      context: { on: ['unhealthy'], ends_at: T0 + 60_000, trip: { install_id: 'inst_1', component_id: 'cmp_1', verdict: 'unhealthy', reason: 'crash loop' } },
+    });
+  });
+
+  it('a step without a gate has none; a malformed gate is refused', () => {
+    expect(gateSnapshotOf({ kind: 'bake' })).toBeUndefined();
+    expect(() => gateSnapshotOf({ gate: { state: 'baking', context: { on: ['unhealthy'], ends_at: 'soon', trip: null } } })).toThrow();
+    expect(() => gateSnapshotOf({ gate: { state: 'melting', context: { on: [], ends_at: 1, trip: null } } })).toThrow();
+  });
+
+  it("a run's health gate and rollout record read from its params; absent ones are null", () => {
+    expect(rolloutParamsOf({ app_id: 'app_1' })).toEqual({ gate: null, rollout: null });
+    const gate = { bake: '10m', bake_ms: 600_000, on: ['unhealthy'], action: 'rollback' };
+    const rollout = { run_id: 'wf_1', trigger: 'health_gate', install_id: 'inst_1', component_id: 'cmp_1', verdict: 'unhealthy', reason: null };
+    expect(rolloutParamsOf({ health_gate: gate, rollout })).toEqual({ gate, rollout });
+    expect(() => rolloutParamsOf({ health_gate: { ...gate, action: 'explode' } })).toThrow();
+  });
+});
