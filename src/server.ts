@@ -120,7 +120,6 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
 
   const urls = { base: '', dashboard: '', source: '' };
   let outboxChanged: (rows: OutboxRow[]) => void = () => {};
-  let deliveryQueued: () => void = () => {};
   // NATS mode: the outbox relay gives each outbox row its batch (in the engine's commits and a
   // recovery's) and deletes what JetStream stored inside the engine's next commit
   const eventPublisher = nats ? new JetStreamPublisher(nats.nc, natsConnectOptions({ servers: [], name: 'svc', role: 'engine' }).inboxPrefix!) : null;
@@ -164,8 +163,6 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
       status.record({ webhook_id: webhook.webhook_id, org_id: webhook.org_id, event_id: eventId, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at: systemClock.now(), ...(recovery ? { recovery_id: recovery } : {}) });
       return r;
     },
-    deliveryQueued: () => deliveryQueued(),
-    outboxBatch,
   };
 
   const app = createHttpApp(ctx);
@@ -188,7 +185,6 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   let outcomes: { stop(): Promise<void> } | null = null;
   if (js && nats && jsRelay) {
     outboxChanged = (rows) => jsRelay.handoff(rows);
-    deliveryQueued = () => jsRelay.reread();
     outcomes = await consumeOutcomes(js, seal, (b) => status.apply(b), logger, { replayWindowMs: opts.replayWindowMs });
     if (config.deliver) {
       const n = config.deliveryThreads ?? defaultDeliveryThreads();
@@ -206,7 +202,6 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     }
   } else if (embedded) {
     outboxChanged = (rows) => embedded.outboxChanged(rows);
-    deliveryQueued = () => embedded.deliveryQueued();
     await embedded.start(); // hands over what was committed before a stop or a crash
   }
 

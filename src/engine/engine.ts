@@ -24,7 +24,7 @@ import type { HealthGate } from '../domain/rollout.ts';
 import { reportExternalWorkflow } from './external.ts';
 import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
-import { Transactions, type BatchResult, type Piggyback, type TransactionDeps } from './transaction.ts';
+import { Transactions, type BatchResult, type Piggyback, type QueueItem, type Tx, type TransactionDeps } from './transaction.ts';
 import { Workflows, type IngestResult } from './workflows.ts';
 
 export type { IngestResult };
@@ -169,6 +169,19 @@ export class Engine {
 
   cancelWorkflow(orgId: string, workflowId: string): WorkflowRow {
     return this.tx.run((t) => this.workflows.cancel(t, orgId, workflowId));
+  }
+
+  // ------------------------------------------------------------------ queue items that are no new fact
+
+  /**
+   * Queue items in one transaction of the engine (a recovery's, CONTRACT 4.5), with `alongside`
+   * writing what must commit with them; handed on after the commit like an emitted event's.
+   */
+  enqueue<T>(items: readonly QueueItem[], alongside: (t: Tx) => T): T {
+    return this.tx.run((t) => {
+      for (const item of items) t.enqueue(item);
+      return alongside(t);
+    });
   }
 
   // ------------------------------------------------------------------ the scheduler's (src/engine/scheduler.ts)

@@ -12,7 +12,7 @@ import { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import { entryOf } from '../relay/registry.ts';
 import type { AttemptResult } from '../delivery/client.ts';
 import { getWebhook as dbGetWebhook, type WebhookRow } from '../../store/webhooks.ts';
-import { insertOutbox } from '../../store/outbox.ts';
+import type { QueueItem } from '../engine/transaction.ts';
 import {
   deliveredEventIds,
   getEvent as dbGetEvent,
@@ -248,38 +248,23 @@ export async function recoverWebhook(ctx: AppContext, orgId: string, webhookId: 
   let events = 0;
   let after = 0;
   for (let more = Number.isFinite(since); more; ) {
-    more = ctx.db
-      .transaction(() => {
-        const page = dbListEvents(ctx.db, { orgId, sinceMs: since, untilMs: until, type: null, subjectPrefix: null, afterSeq: after, limit: RECOVERY_CHUNK });
-        const rows = page.filter((e) => e.seq <= lastSeq);
-        if (!rows.length) return false;
-        after = rows[rows.length - 1].seq;
-        const delivered = onlyFailed ? deliveredEventIds(ctx.db, webhookId, rows.map((e) => e.event_id)) : null;
-        let n = 0;
-        for (const e of rows) {
-          if (delivered?.has(e.event_id)) continue;
-          const route = decodeRoute(e.route);
-          if (!route || !sub.wants(route)) continue;
-          const itemId = recoveryItemId(e.event_id, recoveryId);
-          // the registry revision of now: a data plane waits until it holds the webhook as it is now
-          const itemRoute = encodeRoute({ ...route, rev, recovery: { id: recoveryId, webhook: webhookId, event_id: e.event_id } });
-          insertOutbox(ctx.db, {
-            event_id: itemId,
-            org_id: orgId,
-            subject: eventSubject(e.subject),
-            type: e.type,
-            body: e.body,
-            route: itemRoute,
-            batch: ctx.outboxBatch(itemId, e.body.length + itemRoute.length),
-          });
-          n++;
-        }
-        recoveryQueued(ctx.db, recoveryId, n, false);
-        events += n;
-        return rows.length === RECOVERY_CHUNK && after < lastSeq;
-      })
-      .immediate();
-    if (events > 0) ctx.deliveryQueued();
+    const page = dbListEvents(ctx.db, { orgId, sinceMs: since, untilMs: until, type: null, subjectPrefix: null, afterSeq: after, limit: RECOVERY_CHUNK });
+    const rows = page.filter((e) => e.seq <= lastSeq);
+    if (!rows.length) break;
+    after = rows[rows.length - 1].seq;
+    const delivered = onlyFailed ? deliveredEventIds(ctx.db, webhookId, rows.map((e) => e.event_id)) : null;
+    const items: QueueItem[] = [];
+    for (const e of rows) {
+      if (delivered?.has(e.event_id)) continue;
+      const route = decodeRoute(e.route);
+      if (!route || !sub.wants(route)) continue;
+      // the registry revision of now: a data plane waits until it holds the webhook as it is now
+      const itemRoute = encodeRoute({ ...route, rev, recovery: { id: recoveryId, webhook: webhookId, event_id: e.event_id } });
+      items.push({ event_id: recoveryItemId(e.event_id, recoveryId), org_id: orgId, subject: eventSubject(e.subject), type: e.type, body: e.body, route: itemRoute });
+    }
+    ctx.engine.enqueue(items, () => recoveryQueued(ctx.db, recoveryId, items.length, false));
+    events += items.length;
+    more = rows.length === RECOVERY_CHUNK && after < lastSeq;
     if (more) await new Promise((r) => setImmediate(r));
   }
   recoveryQueued(ctx.db, recoveryId, 0, true);

@@ -7,13 +7,14 @@
 // What the engine's thread still does here: the registry (RegistryRelay publishes each webhook
 // change into it, and it forwards them to the data plane, secrets included: postMessage stays in
 // the process), and the mirror of each committed event to plain subscribers of svc.events.> on the
-// in-process bus (CONTRACT 5.2), once, when it is committed (a recovery item is never committed by
-// the engine, so never mirrored: its subscribers saw the event already).
+// in-process bus (CONTRACT 5.2), once, when it is committed (a recovery's item is not mirrored: its
+// subscribers saw the event already).
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import type { OutboxRow } from '../../store/outbox.ts';
 import type { Bus } from '../bus/bus.ts';
 import type { OutcomeBatch } from '../domain/outcomes.ts';
+import { isRecoveryItemId } from '../domain/route.ts';
 import type { DeliveryLimits } from '../dataplane/data-plane.ts';
 import { LocalDeliveryThread, type RegistryChange } from '../relay/local-delivery.ts';
 import { startLocalDelivery } from '../relay/local-relay.ts';
@@ -72,6 +73,7 @@ export function embeddedTopology(o: {
     delivery: useThread ? 'thread' : 'in process',
     outboxChanged(rows) {
       for (const row of rows) {
+        if (isRecoveryItemId(row.event_id)) continue; // observers saw the event already
         try {
           o.bus.publish(row.subject, row.body);
         } catch {
