@@ -135,6 +135,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     registryRev: () => registryRelay.version,
     outboxChanged: (rows) => outboxChanged(rows),
     keepEvents: retention > 0,
+    recoveryOutcomes: status,
     ...(jsRelay ? { outboxBatch, piggyback: jsRelay.piggyback } : {}),
   });
   const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger) : null;
