@@ -93,11 +93,11 @@ export class RecoveryFeeder {
   constructor(
     private readonly deps: { db: Db; clock: Clock; logger: Logger; tx: Transactions; registryRev: () => number },
   ) {
-    // what was running at the last stop (or crash) goes on; its outstanding items are those fed and
-    // not counted attempted, taken as answered after LEASE_MS if their outcome never comes
-    for (const r of allRunningRecoveries(deps.db)) {
-      this.live.set(r.recovery_id, { outstanding: Math.max(0, r.fed - r.attempted), movedAt: deps.clock.now(), waiters: [] });
-    }
+    // what was running at the last stop (or crash) goes on from its cursor. What the last process
+    // had out (at most MAX_OUTSTANDING items) is not counted: their outcomes may have been lost
+    // with it (the attempt log is written once a second), and waiting for them would stall the
+    // recovery; so for one round after a restart a recovery may have up to twice that out.
+    for (const r of allRunningRecoveries(deps.db)) this.live.set(r.recovery_id, { outstanding: 0, movedAt: deps.clock.now(), waiters: [] });
     this.timer = deps.clock.setInterval(() => this.kick(), TICK_MS);
     if (this.live.size) this.kick();
   }
