@@ -30,7 +30,7 @@ export class DeliveryStatusBook {
   private readonly timer: Timer;
   /** attempts not yet in the attempt log (written with the statuses) */
   private attempts: AttemptRow[] = [];
-  private readonly recoveryListeners: Array<(recoveryId: string) => void> = [];
+  private readonly recoveryListeners: Array<(recoveryId: string, ok: boolean) => void> = [];
 
   constructor(
     private readonly db: Db,
@@ -44,7 +44,7 @@ export class DeliveryStatusBook {
   }
 
   /** Told of each outcome of a recovery's attempt as it arrives (the engine feeds recoveries at the pace of their outcomes). */
-  onRecoveryAttempt(listener: (recoveryId: string) => void): void {
+  onRecoveryAttempt(listener: (recoveryId: string, ok: boolean) => void): void {
     this.recoveryListeners.push(listener);
   }
 
@@ -61,7 +61,7 @@ export class DeliveryStatusBook {
     this.metrics.deliveryDuration.observe(o.duration_ms / 1000);
     if (o.recovery_id && o.recovery_id !== RESEND) {
       this.metrics.recoveryAttempts.inc({ outcome: o.ok ? 'success' : 'failure' });
-      for (const l of this.recoveryListeners) l(o.recovery_id);
+      for (const l of this.recoveryListeners) l(o.recovery_id, o.ok);
     }
     if (this.attemptLog) {
       this.attempts.push({

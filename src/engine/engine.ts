@@ -75,7 +75,7 @@ export class Engine {
     this.tx = new Transactions({ ...deps, keepEvents: deps.keepEvents ?? true, jobsChanged: () => this.kickJobs() });
     this.workflows = new Workflows(deps.db, (t, wf, step) => deployGroup(t, deps.db, this.workflows, wf, step));
     this.recoveries = new RecoveryFeeder({ db: deps.db, clock: deps.clock, logger: deps.logger, tx: this.tx, registryRev: deps.registryRev });
-    deps.recoveryOutcomes?.onRecoveryAttempt((id) => this.recoveries.attempted(id));
+    deps.recoveryOutcomes?.onRecoveryAttempt((id, ok) => this.recoveries.attempted(id, ok));
   }
 
   // ------------------------------------------------------------------ producers (CONTRACT 5.2)

@@ -2,9 +2,10 @@
 // the history that the engine feeds into the outbox as the webhook's share of the data plane frees
 // up"). A recovery row keeps its window and a cursor. The feeder moves the cursor a chunk of events
 // at a time, keeping the items it finds (their seqs) in recovery_items, and queues those items in
-// the outbox through the engine's transaction, at most MAX_OUTSTANDING of one recovery at a time
-// (in the outbox, in JetStream or in an attempt without an outcome yet); each outcome that comes
-// back frees a place. So a recovery's size never reaches memory, the outbox or another org.
+// the outbox through the engine's transaction, a window of them at a time (in the outbox, in
+// JetStream or in an attempt without an outcome yet: 16 to 512, as the webhook's outcomes allow);
+// each outcome that comes back frees a place. So a recovery's size never reaches memory, the outbox
+// or another org.
 //
 // Durable across kill -9: moving the cursor and keeping the items found commit together; queueing
 // items, taking them out of recovery_items and counting them fed commit together (with the outbox
@@ -37,13 +38,17 @@ import { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { QueueItem, Transactions } from './transaction.ts';
 
 /**
- * Items of one recovery outstanding at most: 8 × the webhook's 8 delivery slots (CONTRACT 6.6).
- * Outcomes come back in batches about every 100 ms, so the next items must already wait in the
- * queue for the slots to stay busy across that round trip (with 2 × 8, a receiver answering in
- * 20 ms gets ~160 attempts/s instead of the 400/s its slots allow). At 4 recoveries per org that is
- * at most 256 items of one org's recoveries in the queue and the data plane's window at once.
+ * Items of one recovery outstanding at once (in the outbox, in JetStream, or in an attempt without
+ * an outcome yet): a window between 2 × the webhook's 8 delivery slots (CONTRACT 6.6) and
+ * MAX_OUTSTANDING. It starts at the low end, grows by one with each success and halves with each
+ * failure (never below the low end). A receiver that hangs or fails keeps its recovery at 16 items
+ * (at 4 recoveries per org, 64 items of one org's recoveries in the shared queue and the data
+ * plane's window); one that answers fast earns a window wide enough to keep its slots busy across
+ * the outcomes' round trip (outcome batches come back about every 100 ms, so 16 items would cap a
+ * fast receiver at ~160 attempts/s), and the data plane drains it as fast as it is fed.
  */
-export const MAX_OUTSTANDING = 64;
+export const MIN_OUTSTANDING = 2 * 8;
+export const MAX_OUTSTANDING = 512;
 /** Running recoveries per org (CONTRACT 4.5). */
 export const MAX_RECOVERIES_PER_ORG = 4;
 /** Events looked at per step of a cursor (one short transaction; the event loop is yielded between). */
@@ -72,12 +77,14 @@ export interface RecoveryRequest {
 
 /** Where outcomes of recovery attempts are heard (src/engine/delivery-status.ts). */
 export interface RecoveryOutcomeSource {
-  onRecoveryAttempt(listener: (recoveryId: string) => void): void;
+  onRecoveryAttempt(listener: (recoveryId: string, ok: boolean) => void): void;
 }
 
 interface Live {
   /** items queued whose outcome has not come back */
   outstanding: number;
+  /** how many may be (MIN_OUTSTANDING to MAX_OUTSTANDING) */
+  window: number;
   /** when the last outcome came back or the last item was queued (engine clock) */
   movedAt: number;
   /** set once the whole window has been looked at */
@@ -94,10 +101,10 @@ export class RecoveryFeeder {
     private readonly deps: { db: Db; clock: Clock; logger: Logger; tx: Transactions; registryRev: () => number },
   ) {
     // what was running at the last stop (or crash) goes on from its cursor. What the last process
-    // had out (at most MAX_OUTSTANDING items) is not counted: their outcomes may have been lost
+    // had out (its window, at most MAX_OUTSTANDING items) is not counted: their outcomes may have been lost
     // with it (the attempt log is written once a second), and waiting for them would stall the
     // recovery; so for one round after a restart a recovery may have up to twice that out.
-    for (const r of allRunningRecoveries(deps.db)) this.live.set(r.recovery_id, { outstanding: 0, movedAt: deps.clock.now(), waiters: [] });
+    for (const r of allRunningRecoveries(deps.db)) this.live.set(r.recovery_id, { outstanding: 0, window: MIN_OUTSTANDING, movedAt: deps.clock.now(), waiters: [] });
     this.timer = deps.clock.setInterval(() => this.kick(), TICK_MS);
     if (this.live.size) this.kick();
   }
@@ -132,7 +139,7 @@ export class RecoveryFeeder {
       };
       insertRecovery(db, row);
     });
-    this.live.set(req.recoveryId, { outstanding: 0, movedAt: this.deps.clock.now(), waiters: [] });
+    this.live.set(req.recoveryId, { outstanding: 0, window: MIN_OUTSTANDING, movedAt: this.deps.clock.now(), waiters: [] });
     this.kick();
   }
 
@@ -144,11 +151,12 @@ export class RecoveryFeeder {
     return new Promise((resolve) => l.waiters.push(resolve));
   }
 
-  /** An outcome of one of a recovery's attempts came back: its place is free. */
-  attempted(recoveryId: string): void {
+  /** An outcome of one of a recovery's attempts came back: its place is free, and the window moves. */
+  attempted(recoveryId: string, ok: boolean): void {
     const l = this.live.get(recoveryId);
     if (!l) return;
     l.outstanding = Math.max(0, l.outstanding - 1);
+    l.window = ok ? Math.min(MAX_OUTSTANDING, l.window + 1) : Math.max(MIN_OUTSTANDING, Math.floor(l.window / 2));
     l.movedAt = this.deps.clock.now();
     this.kick();
   }
@@ -236,9 +244,9 @@ export class RecoveryFeeder {
     });
   }
 
-  /** Queue the recovery's next items while it has fewer than MAX_OUTSTANDING out (one transaction); whether any were. */
+  /** Queue the recovery's next items while it has fewer than its window out (one transaction); whether any were. */
   private feed(r: RecoveryRow, l: Live): boolean {
-    const room = MAX_OUTSTANDING - l.outstanding;
+    const room = l.window - l.outstanding;
     if (room <= 0) return false;
     const db = this.deps.db;
     let queued = 0;
