@@ -204,15 +204,19 @@ export class RecoveryFeeder {
         this.deps.logger.info({ recovery_id: id, items: l.outstanding }, 'recovery items without an outcome for long: taken as answered');
         l.outstanding = 0;
       }
+      let cur = r;
       if (r.prepared === 0) {
         this.scan(r);
         more = true;
-        const after = recoveryById(this.deps.db, id);
-        if (after?.prepared === 1) for (const w of l.waiters.splice(0)) w();
+        cur = recoveryById(this.deps.db, id) ?? r;
+        if (cur.prepared === 1) for (const w of l.waiters.splice(0)) w();
       }
-      if (this.feed(r, l)) more = true;
-      const done = recoveryById(this.deps.db, id);
-      if (done && done.prepared === 1 && done.fed >= done.events && l.outstanding === 0) {
+      // items found and not yet queued wait in recovery_items
+      if (cur.fed < cur.events) {
+        this.feed(cur, l);
+        cur = recoveryById(this.deps.db, id) ?? cur;
+      }
+      if (cur.prepared === 1 && cur.fed >= cur.events && l.outstanding === 0) {
         this.deps.tx.run(() => finishRecovery(this.deps.db, id, this.deps.clock.now()));
         this.forget(id, l);
       }
@@ -244,16 +248,14 @@ export class RecoveryFeeder {
     });
   }
 
-  /** Queue the recovery's next items while it has fewer than its window out (one transaction); whether any were. */
-  private feed(r: RecoveryRow, l: Live): boolean {
+  /** Queue the recovery's next items while it has fewer than its window out (one transaction); */
+  private feed(r: RecoveryRow, l: Live): void {
     const room = l.window - l.outstanding;
-    if (room <= 0) return false;
+    if (room <= 0) return;
     const db = this.deps.db;
     let queued = 0;
-    let took = 0;
     this.deps.tx.run((t) => {
       const next = nextRecoveryItems(db, r.recovery_id, room);
-      took = next.length;
       let gone = 0;
       for (const { event: e } of next) {
         const route = e && decodeRoute(e.route);
@@ -273,7 +275,6 @@ export class RecoveryFeeder {
       l.outstanding += queued;
       l.movedAt = this.deps.clock.now();
     }
-    return took > 0 && took === room;
   }
 }
 
