@@ -37,8 +37,4 @@ export interface AppContext {
    * attempt log (the ping; a resend, with `recovery` = 'resend' sent as X-Svc-Recovery).
    */
   attemptNow(webhook: WebhookRow, eventId: string, type: string, body: Buffer, recovery?: string): Promise<AttemptResult>;
-  /** rows were added to the outbox outside the engine's commits (a recovery's items): deliver them */
-  deliveryQueued(): void;
-  /** NATS mode: the batch an outbox row written outside the engine's commits joins (src/handoff/outbox-relay.ts assign); null otherwise */
-  outboxBatch(eventId: string, bytes: number): string | null;
 }

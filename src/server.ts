@@ -74,7 +74,7 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
   const replicator = new RegistryReplicator(db, topology.registry, logger, metrics);
   await replicator.start(); // never holds up listening (CONTRACT 8): the sync catches up behind it
   const urls = { base: '', dashboard: '', source: '' };
-  const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => replicator.version, keepEvents: retention > 0, ...topology.outbox });
+  const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => replicator.version, keepEvents: retention > 0, recoveryOutcomes: status, ...topology.outbox });
   const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger) : null;
   // pings and resends: one signed attempt from the control plane, counted like any other
   const attempts = new ControlPlaneAttempts({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets }, clock, (o) => status.record(o));
@@ -84,9 +84,6 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
     webhookChanged: (orgId, webhookId) => replicator.changed(orgId, webhookId),
     registryRevision: () => replicator.version,
     attemptNow: (webhook, eventId, type, body, recovery) => attempts.attempt(entryOf(webhook), eventId, type, body, recovery),
-    // a recovery's rows (until recoveries enqueue through the engine, which hands them over as any commit's)
-    deliveryQueued: () => topology.deliveryQueued(),
-    outboxBatch: (eventId, bytes) => topology.outbox.outboxBatch?.(eventId, bytes) ?? null,
   };
   const app = createHttpApp(ctx);
   mountDashboard(app, ctx); // under the dashboard URL's path, resolved per request (urls are set after listen)

@@ -192,27 +192,107 @@ export interface RecoveryRow {
   recovery_id: string;
   org_id: string;
   webhook_id: string;
+  /** items found so far (final once prepared) */
   events: number;
   attempted: number;
   succeeded: number;
   failed: number;
-  /** 1 once every item is queued */
+  /** 1 once the whole window has been looked at (events is final) */
   prepared: number;
   created_ms: number;
+  since_ms: number;
+  until_ms: number | null;
+  only_failed: number;
+  backfill: number;
+  /** events with a seq in (from_seq, to_seq] are in the window */
+  from_seq: number;
+  to_seq: number;
+  rev: number;
+  /** JSON {interests, match} as they were when it was asked for */
+  subscription: string | null;
+  /** the cursor: events up to it have been looked at */
+  scanned_seq: number;
+  /** items queued in the outbox so far */
+  fed: number;
+  finished_ms: number | null;
 }
 
-/** A recovery being prepared (no item queued yet). */
-export function insertRecovery(db: Db, r: Pick<RecoveryRow, 'recovery_id' | 'org_id' | 'webhook_id' | 'created_ms'>): void {
-  db.prepare('INSERT INTO recoveries (recovery_id, org_id, webhook_id, events, created_ms) VALUES (?, ?, ?, 0, ?)').run(r.recovery_id, r.org_id, r.webhook_id, r.created_ms);
-}
+export type NewRecovery = Pick<
+  RecoveryRow,
+  'recovery_id' | 'org_id' | 'webhook_id' | 'created_ms' | 'since_ms' | 'until_ms' | 'only_failed' | 'backfill' | 'from_seq' | 'to_seq' | 'rev' | 'subscription'
+>;
 
-/** More items of a recovery are queued (in the transaction that queued them); `last`: all of them are. */
-export function recoveryQueued(db: Db, recoveryId: string, items: number, last: boolean): void {
-  db.prepare('UPDATE recoveries SET events = events + ?, prepared = MAX(prepared, ?) WHERE recovery_id = ?').run(items, last ? 1 : 0, recoveryId);
+/** A recovery that has found nothing yet. */
+export function insertRecovery(db: Db, r: NewRecovery): void {
+  db.prepare(
+    `INSERT INTO recoveries (recovery_id, org_id, webhook_id, events, created_ms, since_ms, until_ms, only_failed, backfill, from_seq, to_seq, rev, subscription, scanned_seq)
+     VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  ).run(r.recovery_id, r.org_id, r.webhook_id, r.created_ms, r.since_ms, r.until_ms, r.only_failed, r.backfill, r.from_seq, r.to_seq, r.rev, r.subscription, r.from_seq);
 }
 
 export function getRecovery(db: Db, orgId: string, webhookId: string, recoveryId: string): RecoveryRow | undefined {
   return db.prepare('SELECT * FROM recoveries WHERE recovery_id = ? AND org_id = ? AND webhook_id = ?').get(recoveryId, orgId, webhookId) as RecoveryRow | undefined;
+}
+
+/** The org's running recoveries (oldest first). */
+export function runningRecoveries(db: Db, orgId: string): Array<Pick<RecoveryRow, 'recovery_id' | 'webhook_id'>> {
+  return db.prepare('SELECT recovery_id, webhook_id FROM recoveries WHERE org_id = ? AND finished_ms IS NULL ORDER BY created_ms, recovery_id').all(orgId) as Array<
+    Pick<RecoveryRow, 'recovery_id' | 'webhook_id'>
+  >;
+}
+
+/** Every running recovery (oldest first): what the engine feeds. */
+export function allRunningRecoveries(db: Db): RecoveryRow[] {
+  return db.prepare('SELECT * FROM recoveries WHERE finished_ms IS NULL ORDER BY created_ms, recovery_id').all() as RecoveryRow[];
+}
+
+export function recoveryById(db: Db, recoveryId: string): RecoveryRow | undefined {
+  return db.prepare('SELECT * FROM recoveries WHERE recovery_id = ?').get(recoveryId) as RecoveryRow | undefined;
+}
+
+/** The next events of a recovery's window after its cursor (the org's, not set aside as unpublishable), without their bodies. */
+export function recoveryCandidates(db: Db, r: RecoveryRow, limit: number): Array<Pick<StoredEvent, 'seq' | 'event_id' | 'route'>> {
+  const until = r.until_ms === null ? '' : ' AND e.created_ms < ?';
+  const args: unknown[] = [r.org_id, r.scanned_seq, r.to_seq, r.since_ms, ...(r.until_ms === null ? [] : [r.until_ms]), limit];
+  return db
+    .prepare(
+      `SELECT e.seq, e.event_id, e.route FROM events e
+       WHERE e.org_id = ? AND e.seq > ? AND e.seq <= ? AND e.created_ms >= ?${until}
+         AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.id = e.event_id)
+       ORDER BY e.seq LIMIT ?`,
+    )
+    .all(...args) as Array<Pick<StoredEvent, 'seq' | 'event_id' | 'route'>>;
+}
+
+/** Items found by a step of the cursor (in the caller's transaction): kept, counted, the cursor moved; `last`: the window is done. */
+export function recoveryFound(db: Db, recoveryId: string, eventSeqs: readonly number[], scannedSeq: number, last: boolean): void {
+  if (eventSeqs.length) {
+    db.prepare("INSERT OR IGNORE INTO recovery_items (recovery_id, event_seq) SELECT ?, value FROM json_each(?)").run(recoveryId, JSON.stringify(eventSeqs));
+  }
+  db.prepare('UPDATE recoveries SET events = events + ?, scanned_seq = ?, prepared = MAX(prepared, ?) WHERE recovery_id = ?').run(eventSeqs.length, scannedSeq, last ? 1 : 0, recoveryId);
+}
+
+/** A recovery's next items to queue, oldest first, with their events (null: the event is gone, past retention). */
+export function nextRecoveryItems(db: Db, recoveryId: string, limit: number): Array<{ event_seq: number; event: StoredEvent | null }> {
+  const rows = db
+    .prepare(
+      `SELECT i.event_seq, e.seq, e.event_id, e.org_id, e.type, e.subject, e.body, e.route, e.created_ms
+       FROM recovery_items i LEFT JOIN events e ON e.seq = i.event_seq WHERE i.recovery_id = ? ORDER BY i.event_seq LIMIT ?`,
+    )
+    .all(recoveryId, limit) as Array<{ event_seq: number } & { [K in keyof StoredEvent]: StoredEvent[K] | null }>;
+  return rows.map((r) => ({ event_seq: r.event_seq, event: r.seq === null ? null : (r as unknown as StoredEvent) }));
+}
+
+/** Items queued (in the transaction that queued them): no longer waiting, counted fed; `gone` items are no longer counted at all. */
+export function recoveryFed(db: Db, recoveryId: string, eventSeqs: readonly number[], gone: number): void {
+  db.prepare('DELETE FROM recovery_items WHERE recovery_id = ? AND event_seq IN (SELECT value FROM json_each(?))').run(recoveryId, JSON.stringify(eventSeqs));
+  db.prepare('UPDATE recoveries SET fed = fed + ?, events = events - ? WHERE recovery_id = ?').run(eventSeqs.length - gone, gone, recoveryId);
+}
+
+/** A recovery ends (everything fed and answered, or its webhook deleted: what was not fed is dropped). */
+export function finishRecovery(db: Db, recoveryId: string, atMs: number): void {
+  db.prepare('DELETE FROM recovery_items WHERE recovery_id = ?').run(recoveryId);
+  db.prepare('UPDATE recoveries SET finished_ms = ?, prepared = 1, events = fed WHERE recovery_id = ? AND finished_ms IS NULL').run(atMs, recoveryId);
 }
 
 // ---------------------------------------------------------------- retention
@@ -224,6 +304,7 @@ export function pruneHistory(db: Db, cutoffMs: number): number {
     n += db.prepare('DELETE FROM delivery_attempts WHERE kept_ms < ?').run(cutoffMs).changes;
     n += db.prepare('DELETE FROM recoveries WHERE created_ms < ?').run(cutoffMs).changes;
     n += pruneDeadLetters(db, cutoffMs);
+    db.prepare('DELETE FROM recovery_items WHERE recovery_id NOT IN (SELECT recovery_id FROM recoveries)').run();
     return n;
   })();
 }

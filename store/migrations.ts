@@ -312,4 +312,29 @@ export const MIGRATIONS: string[] = [
         same message (its id = the batch id, a JetStream duplicate if it was stored already) */ `
   ALTER TABLE outbox ADD COLUMN batch TEXT;
   `,
+  /* recoveries are paced work (CONTRACT 4.5 bounds): a recovery keeps its window and a durable
+        cursor over the history; the items found and not yet queued wait in recovery_items (fed
+        into the outbox a few at a time as the webhook's attempts come back); a webhook remembers
+        the newest event when it was created (recover without backfill starts after it) */ `
+  ALTER TABLE recoveries ADD COLUMN since_ms INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE recoveries ADD COLUMN until_ms INTEGER;
+  ALTER TABLE recoveries ADD COLUMN only_failed INTEGER NOT NULL DEFAULT 1;
+  ALTER TABLE recoveries ADD COLUMN backfill INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE recoveries ADD COLUMN from_seq INTEGER NOT NULL DEFAULT 0;   -- events after it (the webhook's creation, or 0 with backfill)
+  ALTER TABLE recoveries ADD COLUMN to_seq INTEGER NOT NULL DEFAULT 0;     -- the newest event when it was asked for
+  ALTER TABLE recoveries ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;        -- the registry revision when it was asked for
+  ALTER TABLE recoveries ADD COLUMN subscription TEXT;                     -- {interests, match} when it was asked for
+  ALTER TABLE recoveries ADD COLUMN scanned_seq INTEGER NOT NULL DEFAULT 0; -- the cursor: events up to it are looked at
+  ALTER TABLE recoveries ADD COLUMN fed INTEGER NOT NULL DEFAULT 0;        -- items queued in the outbox so far
+  ALTER TABLE recoveries ADD COLUMN finished_ms INTEGER;                   -- NULL while running
+  UPDATE recoveries SET prepared = 1, fed = events, finished_ms = created_ms;
+  CREATE INDEX recoveries_running ON recoveries(org_id, webhook_id) WHERE finished_ms IS NULL;
+  CREATE TABLE recovery_items (
+    recovery_id TEXT NOT NULL,
+    event_seq   INTEGER NOT NULL,
+    PRIMARY KEY (recovery_id, event_seq)
+  ) WITHOUT ROWID;
+  ALTER TABLE webhooks ADD COLUMN created_seq INTEGER NOT NULL DEFAULT 0;
+  UPDATE webhooks SET created_seq = (SELECT COALESCE(MAX(e.seq), 0) FROM events e WHERE e.created_ms < CAST((julianday(webhooks.created_at) - 2440587.5) * 86400000 AS INTEGER));
+  `,
 ];

@@ -53,6 +53,8 @@ export function insertWebhook(db: Db, w: Omit<WebhookRow, 'created_at' | 'update
     if (isUnique(err)) throw new UniqueViolation('a webhook with this url and match already exists');
     throw err;
   }
+  // the newest event it was created after: a recovery without backfill starts there (CONTRACT 4.5)
+  db.prepare('UPDATE webhooks SET created_seq = (SELECT COALESCE(MAX(seq), 0) FROM events) WHERE webhook_id = ?').run(w.webhook_id);
   return { ...w, created_at: now, updated_at: now };
 }
 
@@ -67,6 +69,11 @@ export function listWebhooks(db: Db, orgId: string): WebhookRow[] {
 }
 
 /** How many webhooks the org has (CONTRACT 8 webhooks per org; counted on the webhooks_org index). */
+/** The newest event's seq when the webhook was created (0: none, or unknown). */
+export function webhookCreatedSeq(db: Db, webhookId: string): number {
+  return (db.prepare('SELECT created_seq AS n FROM webhooks WHERE webhook_id = ?').get(webhookId) as { n: number } | undefined)?.n ?? 0;
+}
+
 export function countWebhooks(db: Db, orgId: string): number {
   return (db.prepare('SELECT COUNT(*) AS n FROM webhooks WHERE org_id = ?').get(orgId) as { n: number }).n;
 }

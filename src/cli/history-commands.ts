@@ -101,7 +101,8 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
     leaf(webhooks, 'recover <webhook_id>', 'attempt again at this webhook the kept events of a window it missed, and follow the recovery to done')
       .option('--since <time>', 'events emitted at or after: ISO 8601 or a duration back from now (2h, 7d); required')
       .option('--until <time>', 'events emitted before: ISO 8601 or a duration back from now')
-      .option('--all', 'every matching event of the window, not only those that never got through'),
+      .option('--all', 'every matching event of the window, not only those that never got through')
+      .option('--backfill', 'events emitted before the webhook was created too'),
     async (run) => {
       const [id] = run.args;
       const since = timeOption(run, 'since');
@@ -110,6 +111,7 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
       const body: Record<string, unknown> = { since };
       if (until !== undefined) body.until = until;
       if (run.opts.all === true) body.only_failed = false;
+      if (run.opts.backfill === true) body.backfill = true;
       const started = await run.api().post<{ recovery_id: string; events: number }>(`${WEBHOOKS}/${seg(id)}/recover`, body);
       if (!run.json) println(`recovery ${started.recovery_id}: ${started.events} event${started.events === 1 ? '' : 's'} to attempt`);
       const path = `${WEBHOOKS}/${seg(id)}/recoveries/${seg(started.recovery_id)}`;

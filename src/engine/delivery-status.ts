@@ -30,6 +30,7 @@ export class DeliveryStatusBook {
   private readonly timer: Timer;
   /** attempts not yet in the attempt log (written with the statuses) */
   private attempts: AttemptRow[] = [];
+  private readonly recoveryListeners: Array<(recoveryId: string, ok: boolean) => void> = [];
 
   constructor(
     private readonly db: Db,
@@ -40,6 +41,11 @@ export class DeliveryStatusBook {
     private readonly attemptLog: { engineClock: Clock } | null = null,
   ) {
     this.timer = clock.setInterval(() => this.flush(), FLUSH_EVERY_MS);
+  }
+
+  /** Told of each outcome of a recovery's attempt as it arrives (the engine feeds recoveries at the pace of their outcomes). */
+  onRecoveryAttempt(listener: (recoveryId: string, ok: boolean) => void): void {
+    this.recoveryListeners.push(listener);
   }
 
   /** A batch from a data plane. */
@@ -53,7 +59,10 @@ export class DeliveryStatusBook {
   record(o: Outcome): void {
     this.metrics.deliveries.inc({ outcome: o.ok ? 'success' : 'failure' });
     this.metrics.deliveryDuration.observe(o.duration_ms / 1000);
-    if (o.recovery_id && o.recovery_id !== RESEND) this.metrics.recoveryAttempts.inc({ outcome: o.ok ? 'success' : 'failure' });
+    if (o.recovery_id && o.recovery_id !== RESEND) {
+      this.metrics.recoveryAttempts.inc({ outcome: o.ok ? 'success' : 'failure' });
+      for (const l of this.recoveryListeners) l(o.recovery_id, o.ok);
+    }
     if (this.attemptLog) {
       this.attempts.push({
         webhook_id: o.webhook_id,

@@ -24,6 +24,7 @@ import type { HealthGate } from '../domain/rollout.ts';
 import { reportExternalWorkflow } from './external.ts';
 import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
+import { RecoveryFeeder, type RecoveryOutcomeSource, type RecoveryRequest } from './recoveries.ts';
 import { Transactions, type BatchResult, type Piggyback, type TransactionDeps } from './transaction.ts';
 import { Workflows, type IngestResult } from './workflows.ts';
 
@@ -45,6 +46,8 @@ export interface EngineDeps {
   /** NATS mode: the batch each outbox row joins, and the relay's prune riding in every commit (src/engine/transaction.ts) */
   outboxBatch?: TransactionDeps['outboxBatch'];
   piggyback?: Piggyback;
+  /** where the outcomes of recovery attempts are heard (each frees a place for the next item) */
+  recoveryOutcomes?: RecoveryOutcomeSource;
 }
 
 /** A producer's message, checked and parsed (src/ingest), for one org. */
@@ -61,6 +64,7 @@ export class Engine {
   readonly db: Db;
   private readonly tx: Transactions;
   private readonly workflows: Workflows;
+  private readonly recoveries: RecoveryFeeder;
   private sendingJobs = false;
   private closed = false;
   /** orgs seen to exist (orgs are never deleted; another process may add one, so a miss asks the store) */
@@ -70,6 +74,8 @@ export class Engine {
     this.db = deps.db;
     this.tx = new Transactions({ ...deps, keepEvents: deps.keepEvents ?? true, jobsChanged: () => this.kickJobs() });
     this.workflows = new Workflows(deps.db, (t, wf, step) => deployGroup(t, deps.db, this.workflows, wf, step));
+    this.recoveries = new RecoveryFeeder({ db: deps.db, clock: deps.clock, logger: deps.logger, tx: this.tx, registryRev: deps.registryRev });
+    deps.recoveryOutcomes?.onRecoveryAttempt((id, ok) => this.recoveries.attempted(id, ok));
   }
 
   // ------------------------------------------------------------------ producers (CONTRACT 5.2)
@@ -171,6 +177,18 @@ export class Engine {
     return this.tx.run((t) => this.workflows.cancel(t, orgId, workflowId));
   }
 
+  // ------------------------------------------------------------------ recoveries (CONTRACT 4.5)
+
+  /** Start a recovery: checked against the bounds and kept, then fed behind the caller (src/engine/recoveries.ts). */
+  beginRecovery(req: RecoveryRequest): void {
+    this.recoveries.begin(req);
+  }
+
+  /** Resolves once a recovery's window has been looked at in full (its `events` is final). */
+  recoveryPrepared(recoveryId: string): Promise<void> {
+    return this.recoveries.prepared(recoveryId);
+  }
+
   // ------------------------------------------------------------------ the scheduler's (src/engine/scheduler.ts)
 
   /** The runner health check (CONTRACT 5.1): one transaction per active runner. */
@@ -221,5 +239,6 @@ export class Engine {
 
   close(): void {
     this.closed = true;
+    this.recoveries.close();
   }
 }

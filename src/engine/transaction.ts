@@ -17,8 +17,10 @@ import type { Metrics } from '../metrics.ts';
 
 /** A unit of work: facts recorded inside it reach the outbox in the same SQLite transaction. */
 export interface Tx {
-  /** record a fact: its event joins the outbox in this transaction */
+  /** record a fact: its event joins the outbox in this transaction (and the history) */
   emit(fact: Fact): void;
+  /** put one queue item in the outbox in this transaction (an event, or a recovery's item) */
+  enqueue(item: QueueItem): void;
   /** the job queue changed: look at it after commit */
   jobsChanged(): void;
   /** when this transaction records things (ISO 8601, from the engine's clock) */
@@ -53,6 +55,9 @@ export interface Piggyback {
   committed(): void;
   rolledBack(): void;
 }
+
+/** What a queue item is made of: an outbox row before it has a seq, a batch and a progress. */
+export type QueueItem = Omit<OutboxRow, 'seq' | 'progress' | 'batch'>;
 
 interface OpenTx extends Tx {
   types: string[];
@@ -91,13 +96,17 @@ export class Transactions {
         // transaction, or the fact's savepoint, rolls back): never stored, kept or set aside
         const bytes = (ev.body.length + route.length) * 3 <= LIMITS.eventBytes ? 0 : Buffer.byteLength(ev.body, 'utf8') + Buffer.byteLength(route, 'utf8');
         if (bytes > LIMITS.eventBytes) throw new EventTooLargeError(ev.type, bytes, LIMITS.eventBytes);
-        const batch = this.deps.outboxBatch?.(ev.id, ev.body.length + route.length) ?? null;
-        const row = { event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route, batch };
-        t.rows.push({ ...row, seq: insertOutbox(this.deps.db, row), progress: [] });
+        t.enqueue({ event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route });
         if (this.deps.keepEvents) {
-          insertEvent(this.deps.db, { event_id: ev.id, org_id: fact.org_id, type: ev.type, subject: ev.subject, body: ev.body, route: row.route, created_ms: this.deps.clock.now() });
+          insertEvent(this.deps.db, { event_id: ev.id, org_id: fact.org_id, type: ev.type, subject: ev.subject, body: ev.body, route, created_ms: this.deps.clock.now() });
         }
         t.types.push(ev.type);
+      },
+      // the one place an outbox row is written: its batch assigned, handed on after the commit
+      enqueue: (item: QueueItem) => {
+        const batch = this.deps.outboxBatch?.(item.event_id, item.body.length + item.route.length) ?? null;
+        const row = { ...item, batch };
+        t.rows.push({ ...row, seq: insertOutbox(this.deps.db, row), progress: [] });
       },
       jobsChanged: () => {
         t.jobs = true;

@@ -138,17 +138,6 @@ export class OutboxRelay {
     this.kick();
   }
 
-  /**
-   * Rows were written outside the engine's commits (a recovery's items, CONTRACT 4.5): read the
-   * table again rather than holding them all in memory. Rows handed over and not yet published are
-   * in the table too; a batch published twice is dropped by JetStream as a duplicate (its msg id).
-   */
-  reread(): void {
-    this.fromTable = true;
-    this.handed = [];
-    this.kick();
-  }
-
   /** The next batches to publish, oldest first; closes the open batch when they include it (later rows start another). */
   private nextBatches(): Batch[] {
     let batches: Batch[];

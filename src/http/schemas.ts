@@ -137,6 +137,7 @@ export const recoverBodySchema = z.strictObject({
   since: timeBound('kept events emitted at or after'),
   until: timeBound('events emitted before').optional(),
   only_failed: z.boolean().describe('only the events whose attempts at this webhook all failed, or that it never had (default true)').optional(),
+  backfill: z.boolean().describe('events emitted before the webhook was created too (default false)').optional(),
 });
 
 export const resendBodySchema = z.strictObject({ event_id: z.string().min(1).max(200) });

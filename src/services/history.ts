@@ -2,26 +2,19 @@
 // shared by the API, the CLI (over the API) and the dashboard.
 import type { AppContext } from '../context.ts';
 import { DEFAULT_EVENT_RETENTION_MS } from '../config.ts';
+import { within } from '../domain/clock.ts';
 import { timeBoundMs } from '../domain/duration.ts';
 import { ConflictError, InvalidError, NotFoundError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import { RESEND } from '../domain/outcomes.ts';
-import { decodeRoute, encodeRoute, recoveryItemId } from '../domain/route.ts';
-import { eventSubject } from '../bus/subjects.ts';
-import { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import { entryOf } from '../handoff/registry-replicator.ts';
 import type { AttemptResult } from '../delivery/client.ts';
 import { getWebhook as dbGetWebhook, type WebhookRow } from '../../store/webhooks.ts';
-import { insertOutbox } from '../../store/outbox.ts';
 import { hasDeadLetter } from '../../store/dead-letters.ts';
 import { openCursor, sealCursor, type CursorScope } from './cursors.ts';
 import {
-  deliveredEventIds,
   getEvent as dbGetEvent,
   getRecovery as dbGetRecovery,
-  insertRecovery,
-  lastEventSeq,
-  recoveryQueued,
   listAttempts as dbListAttempts,
   listEvents as dbListEvents,
   listEventAttempts as dbListEventAttempts,
@@ -80,10 +73,13 @@ export interface RecoverInput {
   since: string;
   until?: string;
   only_failed?: boolean;
+  /** events emitted before the webhook was created too */
+  backfill?: boolean;
 }
 
 export const DEFAULT_PAGE = 100;
-const RECOVERY_CHUNK = 1000;
+/** How long POST …/recover waits for the window to be looked at in full before answering with a count still growing (CONTRACT 4.5: within 1 s). */
+const PREPARE_WAIT_MS = 200;
 
 export function retentionMs(ctx: AppContext): number {
   return ctx.config.eventRetentionMs ?? DEFAULT_EVENT_RETENTION_MS;
@@ -232,65 +228,37 @@ export async function resendEvent(ctx: AppContext, orgId: string, webhookId: str
 
 /**
  * POST …/webhooks/{id}/recover: one new attempt at this webhook alone for every kept event of the
- * window that it matches now and (only_failed, the default) that never got through to it. Each is a
- * queue item like any event (an outbox row, then in NATS mode a JetStream message), targeted at
- * this webhook: the same data plane, bounds and fairness, durable across kill -9 (CONTRACT 6.6).
- * The items are queued in transactions of RECOVERY_CHUNK events, yielding between them, so that a
- * large recovery does not hold the database (and every org's commits) for seconds; it answers once
- * all of them are queued.
+ * window that it matches now, emitted after it was created (or, with backfill, before too) and
+ * (only_failed, the default) that never got through to it (CONTRACT 4.5). The engine checks the
+ * bounds (one running per webhook, 4 per org), keeps the recovery with its window and a cursor, and
+ * feeds its items into the queue at the pace their attempts come back (src/engine/recoveries.ts).
+ * Answered once the window is looked at in full, or after PREPARE_WAIT_MS with a count still growing.
  */
 export async function recoverWebhook(ctx: AppContext, orgId: string, webhookId: string, input: RecoverInput): Promise<{ recovery_id: string; events: number }> {
   const w = mustGetWebhook(ctx, orgId, webhookId);
   const now = ctx.clock.now();
-  const since = Math.max(keptSince(ctx), timeBound(input.since, now, 'since'));
+  const asked = timeBound(input.since, now, 'since');
   const until = input.until !== undefined ? timeBound(input.until, now, 'until') : null;
+  if (until !== null && until < asked) throw new InvalidError('invalid request: until: before since', [{ path: 'until', message: 'before since' }]);
   const onlyFailed = input.only_failed ?? true;
-  const sub = new WebhookSubscriber(entryOf(w));
   const recoveryId = newId('rcv');
-  const rev = ctx.registryRevision();
+  // what the last second's outcomes added is still in memory: write it first
   if (onlyFailed) ctx.deliveryStatus.flush();
-  insertRecovery(ctx.db, { recovery_id: recoveryId, org_id: orgId, webhook_id: webhookId, created_ms: now });
-  // the events kept when it was asked for: not those emitted while it is prepared (they are delivered as usual)
-  const lastSeq = lastEventSeq(ctx.db);
-  let events = 0;
-  let after = 0;
-  for (let more = Number.isFinite(since); more; ) {
-    more = ctx.db
-      .transaction(() => {
-        const page = dbListEvents(ctx.db, { orgId, sinceMs: since, untilMs: until, type: null, subjectPrefix: null, afterSeq: after, limit: RECOVERY_CHUNK });
-        const rows = page.filter((e) => e.seq <= lastSeq);
-        if (!rows.length) return false;
-        after = rows[rows.length - 1].seq;
-        const delivered = onlyFailed ? deliveredEventIds(ctx.db, webhookId, rows.map((e) => e.event_id)) : null;
-        let n = 0;
-        for (const e of rows) {
-          if (delivered?.has(e.event_id)) continue;
-          const route = decodeRoute(e.route);
-          if (!route || !sub.wants(route)) continue;
-          const itemId = recoveryItemId(e.event_id, recoveryId);
-          // the registry revision of now: a data plane waits until it holds the webhook as it is now
-          const itemRoute = encodeRoute({ ...route, rev, recovery: { id: recoveryId, webhook: webhookId, event_id: e.event_id } });
-          insertOutbox(ctx.db, {
-            event_id: itemId,
-            org_id: orgId,
-            subject: eventSubject(e.subject),
-            type: e.type,
-            body: e.body,
-            route: itemRoute,
-            batch: ctx.outboxBatch(itemId, e.body.length + itemRoute.length),
-          });
-          n++;
-        }
-        recoveryQueued(ctx.db, recoveryId, n, false);
-        events += n;
-        return rows.length === RECOVERY_CHUNK && after < lastSeq;
-      })
-      .immediate();
-    if (events > 0) ctx.deliveryQueued();
-    if (more) await new Promise((r) => setImmediate(r));
-  }
-  recoveryQueued(ctx.db, recoveryId, 0, true);
-  return { recovery_id: recoveryId, events };
+  const entry = entryOf(w);
+  ctx.engine.beginRecovery({
+    recoveryId,
+    orgId,
+    webhookId,
+    // past the retention nothing is kept: an empty window
+    sinceMs: Math.max(asked, Math.min(keptSince(ctx), Number.MAX_SAFE_INTEGER)),
+    untilMs: until,
+    onlyFailed,
+    backfill: input.backfill ?? false,
+    subscription: { interests: entry.interests, match: entry.match },
+  });
+  await within(ctx.clock, ctx.engine.recoveryPrepared(recoveryId), PREPARE_WAIT_MS);
+  const r = dbGetRecovery(ctx.db, orgId, webhookId, recoveryId);
+  return { recovery_id: recoveryId, events: r?.events ?? 0 };
 }
 
 /** GET …/webhooks/{id}/recoveries/{recovery_id}: how far a recovery has come. */
@@ -303,7 +271,7 @@ export function getRecovery(ctx: AppContext, orgId: string, webhookId: string, r
   const attempted = Math.min(r.attempted, r.events);
   return {
     recovery_id: r.recovery_id,
-    state: r.prepared === 1 && attempted >= r.events ? 'done' : 'running',
+    state: r.finished_ms !== null ? 'done' : 'running',
     events: r.events,
     attempted,
     succeeded: Math.min(r.succeeded, attempted),

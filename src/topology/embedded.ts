@@ -8,11 +8,11 @@
 // RegistryReplicator publishes each webhook change into it, and it forwards them to the data
 // plane, secrets included: postMessage stays in the process), and the mirror of each committed
 // event to plain subscribers of svc.events.> on the in-process bus (CONTRACT 5.2), once, when it is
-// committed (a recovery item is never committed by the engine, so never mirrored: its subscribers
-// saw the event already).
+// committed (a recovery's item is not mirrored: its subscribers saw the event already).
 import { createMemoryBus } from '../bus/memory.ts';
 import { startOutboxDataPlane, type DeliveryLimits, type RegistryChange } from '../dataplane/data-plane.ts';
 import { OutboxDeliveryThread } from '../dataplane/outbox-thread.ts';
+import { isRecoveryItemId } from '../domain/route.ts';
 import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
 import type { Topology, TopologyDeps } from './topology.ts';
 
@@ -50,6 +50,7 @@ export function embeddedTopology(d: TopologyDeps): Topology {
       outboxChanged(rows) {
         if (!started) return;
         for (const row of rows) {
+          if (isRecoveryItemId(row.event_id)) continue; // observers saw the event already
           try {
             bus.publish(row.subject, row.body);
           } catch {
@@ -58,9 +59,6 @@ export function embeddedTopology(d: TopologyDeps): Topology {
         }
         delivery.kick();
       },
-    },
-    deliveryQueued: () => {
-      if (started) delivery.kick();
     },
     delivery: config.deliver ? (useThread ? 'thread' : 'in process') : 'off',
     async start() {

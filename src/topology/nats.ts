@@ -76,9 +76,6 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
       outboxBatch: (eventId, bytes) => relay.assign(eventId, bytes),
       piggyback: relay.piggyback,
     },
-    deliveryQueued: () => {
-      if (started) relay.reread();
-    },
     delivery: delivery.name,
     async start() {
       started = true;

@@ -31,12 +31,6 @@ export interface Topology {
   /** where the RegistryReplicator publishes webhook changes: NATS KV, or the data plane's in-process registry */
   readonly registry: RegistryPublisher;
   readonly outbox: OutboxHandoff;
-  /**
-   * Rows were written to the outbox outside the engine's commits (a recovery's items, CONTRACT
-   * 4.5): deliver them. (Goes away once recoveries enqueue through the engine, which hands their
-   * rows over through `outbox.outboxChanged` as any commit's.)
-   */
-  deliveryQueued(): void;
   /** how this process delivers, for the `listening on` line: 'N threads', 'thread', 'in process', 'off' */
   readonly delivery: string;
   /**

@@ -192,7 +192,7 @@ describe.each(modes)('event history, attempts, recover and resend (%s mode)', (m
 
     // a webhook created after the events missed them all: those it matches now come (here: one install's)
     const late = (await post(api, HOOKS, { webhook_url: rx.hook('late'), match: { installs: { ids: [first.installId] } } })).webhook_id;
-    const lateRec = await post(api, `${HOOKS}/${late}/recover`, { since: '1h' }, 202);
+    const lateRec = await post(api, `${HOOKS}/${late}/recover`, { since: '1h', backfill: true }, 202);
     const wanted = first.events;
     expect(lateRec.events).toBe(wanted.length);
     await waitFor(() => rx.at('late').length >= wanted.length, 15_000, 'the late webhook to get its recovery');

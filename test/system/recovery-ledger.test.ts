@@ -63,7 +63,7 @@ describe.each(modes)('recovery ledger (%s mode)', (mode) => {
       svc = await spawnService(db, args);
       const api = apiClient(svc.url, org);
       const hook = (await api.get('/v1/orgs/current/webhooks')).body[0].webhook_id;
-      const r = await api.post(`/v1/orgs/current/webhooks/${hook}/recover`, { since: '1h' });
+      const r = await api.post(`/v1/orgs/current/webhooks/${hook}/recover`, { since: '1h', backfill: true });
       expect(r.status, r.text).toBe(202);
       expect(r.body.events).toBe(N);
 

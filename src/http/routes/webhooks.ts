@@ -101,11 +101,11 @@ export const webhookRoutes = [
     tag,
     summary: 'Attempt again, at this webhook alone, the kept events of a window that it missed',
     description:
-      'One new attempt for every kept event of the window that the webhook matches now and (only_failed, the default) whose attempts at it all failed or that it never had. Durable like any delivery; each attempt carries the event\'s body and id and X-Svc-Recovery: <recovery_id>.',
+      'One new attempt for every kept event of the window that the webhook matches now, emitted after it was created (backfill: older ones too) and (only_failed, the default) whose attempts at it all failed or that it never had. Durable like any delivery; each attempt carries the event\'s body and id and X-Svc-Recovery: <recovery_id>. Paced: one running recovery per webhook (409 conflict), 4 per org (409 limit_exceeded); answered within 1 s, `events` possibly still growing.',
     before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
     body: { schema: recoverBodySchema },
     responses: { 202: { description: 'the recovery, started', schema: recoveryStartedSchema } },
-    errors: [404],
+    errors: [404, 409],
     handle: async ({ ctx, orgId, params, body: input }) => reply.accepted(await history.recoverWebhook(ctx, orgId, params.webhook_id, input)),
   }),
   defineRoute({
