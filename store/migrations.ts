@@ -312,4 +312,8 @@ export const MIGRATIONS: string[] = [
         same message (its id = the batch id, a JetStream duplicate if it was stored already) */ `
   ALTER TABLE outbox ADD COLUMN batch TEXT;
   `,
+  /* embedded mode's relay reads the outbox per org, round robin (CONTRACT 8: one org's backlog
+        waits in the outbox while another org's events are handed over): an org's rows in order */ `
+  CREATE INDEX IF NOT EXISTS outbox_org ON outbox(org_id, seq);
+  `,
 ];

@@ -155,6 +155,7 @@ function assemble(o: {
     clock: o.clock,
     logger: o.logger,
     concurrency: o.limits.concurrency,
+    dropped: (reason, events) => sink.droppedEvent(reason, events),
   });
   return {
     pipeline,

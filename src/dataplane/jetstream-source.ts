@@ -31,6 +31,12 @@
 //    with a delay (its holder's `working()` keeps it from coming back; if the holder died it comes
 //    back and is attempted with what the record says was done); else attempted minus what was done.
 //
+// Fair intake (CONTRACT 8). A batch holds the events of one org (src/relay/jetstream-relay.ts
+// publishes one message per org). One handed out while its org has no room left in the pipeline
+// (roomFor: its share of the window) is nak'd with a delay (OVER_SHARE_DELAY_MS): that org's
+// backlog waits in JetStream, the pull goes on, and the next batch (another org's) is taken at
+// once. A batch of several orgs (published before this split) is taken while any of them has room.
+//
 // Replays (CONTRACT 6.7). The relay seals each batch with the time it publishes it; JetStream
 // stamps each message with the time it stored it (in the ack subject each delivery carries, so
 // reading it costs nothing). A batch stored more than REPLAY_WINDOW_MS after it was sealed was
@@ -64,6 +70,8 @@ const LARGEST_BATCH = 256;
 const PULL_EXPIRES_MS = 2000;
 /** Batches released at a drain come back this much later, once this plane's last pull request has expired. */
 export const RELEASE_DELAY_MS = PULL_EXPIRES_MS + 1000;
+/** A batch of an org over its share comes back this much later (its events wait in JetStream meanwhile). */
+export const OVER_SHARE_DELAY_MS = 1000;
 
 /** Batches settled here are remembered at least this long (and at most MAX_SETTLED of them), to ack them again. */
 const SETTLED_MEMORY_MS = 60_000;
@@ -286,6 +294,8 @@ export class JetStreamSource {
   /** held batches with events settled since their record was last written */
   private readonly dirty = new Set<HeldBatch>();
   private recording = false;
+  /** batches nak'd because their org had its share of the window (CONTRACT 8) */
+  deferred = 0;
 
   constructor(private readonly o: JetStreamSourceOptions) {
     this.replays = new RepeatedWarnings(
@@ -393,6 +403,13 @@ export class JetStreamSource {
       return;
     }
     if (this.holdsOrSettled(id, m)) return;
+    const routes = events.map((e) => decodeRoute(e.route));
+    if (!routes.some((r) => r && this.o.pipeline.roomFor(r.org) > 0) && routes.some((r) => r)) {
+      // its org has its share of the window already: the batch waits in JetStream, not here
+      this.deferred++;
+      m.nak(OVER_SHARE_DELAY_MS);
+      return;
+    }
     let rec: ProgressRecord | null = null;
     if (m.redelivered || this.o.clock.now() < this.suspectUntil) {
       try {
@@ -424,9 +441,9 @@ export class JetStreamSource {
     const b: HeldBatch = { id, m, done: new Map(), finished: new Set(rec?.finished ?? []), ids, left: 0, released: false };
     const inbound: InboundEvent[] = [];
     let unparseable = 0;
-    for (const e of events) {
+    for (const [i, e] of events.entries()) {
       if (b.finished.has(e.id)) continue;
-      const route = decodeRoute(e.route);
+      const route = routes[i];
       if (!route) {
         unparseable++;
         b.finished.add(e.id);
