@@ -1,6 +1,6 @@
 // Issue 16's tarpit case, looped (CONTRACT 8, issue 27 item 1): org A has 40 webhooks that never
 // answer and sends 20 events (800 attempts); once A's receiver holds 200 of them, org B sends 20
-// facts, 50 ms apart, to one fast webhook. Every one of B's deliveries arrives within 1 s of the
+// facts, 50 ms apart, to one fast webhook at the same receiver host (another path). Every one of B's deliveries arrives within 1 s of the
 // fact being sent, in every run of 20. Default slots (256 in flight) and the default 5 s delivery
 // timeout; NATS mode with delivery in the engine's process (the case that failed), and embedded.
 //
@@ -11,7 +11,7 @@
 // its connections), as it would on a long-running svc.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
-import { startReceiver, type Receiver } from '../helpers/receiver.ts';
+import { startReceiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type TestService } from '../helpers/service.ts';
 import { factProducer, max, p50, receivedAt, type FactProducer } from '../helpers/tenancy.ts';
 import { createWebhook } from '../helpers/webhooks.ts';
@@ -23,7 +23,8 @@ const A_EVENTS = 20;
 const B_EVENTS = 20;
 const B_EVERY_MS = 50;
 /** A's attempts held at its receiver before B starts */
-const HELD = 200;
+const HELD = Number(process.env.TARPIT_HELD ?? '200');
+const HELD_WAIT_MS = 10_000;
 /** CONTRACT 8: another org's slow receivers delay an org's deliveries by at most this */
 const BOUND_MS = 1000;
 
@@ -32,21 +33,18 @@ describe.each(['nats', 'embedded'] as const)('issue 16 tarpit case, %s mode, loo
   let nats: NatsServerHandle | null = null;
   let svc: TestService;
   let producer: FactProducer;
-  let rxB: Receiver;
 
   beforeAll(async () => {
     if (skip) return;
     if (mode === 'nats') nats = await startNatsServer();
     svc = await startService({ natsUrl: nats?.url ?? null, localRunner: false });
     producer = await factProducer({ natsUrl: nats?.url ?? null, bus: svc.server.bus });
-    rxB = await startReceiver();
   });
 
   afterAll(async () => {
     if (skip) return;
     await producer?.close();
     await svc?.stop();
-    await rxB?.close();
     await nats?.stop();
   });
 
@@ -55,20 +53,19 @@ describe.each(['nats', 'embedded'] as const)('issue 16 tarpit case, %s mode, loo
     for (let run = 0; run < RUNS; run++) {
       const a = svc.createOrg(rid('orga'));
       const b = svc.createOrg(rid('orgb'));
-      // A's receivers: 8 webhooks each, so each origin's connections (64) hold all of their attempts
-      const rxAs = await Promise.all(Array.from({ length: TARPITS / 8 }, () => startReceiver()));
-      const heldByA = () => rxAs.reduce((n, rx) => n + rx.all.length, 0);
+      // one receiver host for both orgs (as with a webhook provider they share): A's paths hang, B's answers
+      const rx = await startReceiver();
+      const heldByA = () => rx.all.length;
       try {
         for (let i = 0; i < TARPITS; i++) {
-          const rxA = rxAs[i % rxAs.length];
-          rxA.set(`a${i}`, { hang: true });
-          await createWebhook(svc.api(a), rxA.hook(`a${i}`));
+          rx.set(`a${i}`, { hang: true });
+          await createWebhook(svc.api(a), rx.hook(`a${i}`));
         }
         const hookB = `b${run}`;
-        await createWebhook(svc.api(b), rxB.hook(hookB));
+        await createWebhook(svc.api(b), rx.hook(hookB));
 
         await Promise.all(Array.from({ length: A_EVENTS }, () => producer.fact(a.org_id)));
-        await waitFor(() => heldByA() >= HELD, 10_000, `A's receivers holding ${HELD} attempts`);
+        await waitFor(() => heldByA() >= HELD, HELD_WAIT_MS, `A's receivers holding ${HELD} attempts`);
 
         const sentAt = new Map<string, number>();
         const sends: Array<Promise<string>> = [];
@@ -79,14 +76,14 @@ describe.each(['nats', 'embedded'] as const)('issue 16 tarpit case, %s mode, loo
           await new Promise((r) => setTimeout(r, B_EVERY_MS));
         }
         await Promise.all(sends);
-        await waitFor(() => receivedAt(rxB, hookB).size >= B_EVENTS, 15_000, `B's ${B_EVENTS} deliveries (run ${run})`);
-        const got = receivedAt(rxB, hookB);
+        await waitFor(() => receivedAt(rx, hookB).size >= B_EVENTS, 15_000, `B's ${B_EVENTS} deliveries (run ${run})`);
+        const got = receivedAt(rx, hookB);
         const delays = [...sentAt].map(([id, t]) => got.get(id)! - t).sort((x, y) => x - y);
         runs.push({ run, p50: p50(delays), max: max(delays) });
         // A's attempts were still hanging: B did not merely come after them
-        expect(heldByA()).toBeLessThan(TARPITS * A_EVENTS);
+        expect(rx.all.filter((x) => x.path.startsWith('/h/a')).length).toBeLessThan(TARPITS * A_EVENTS);
       } finally {
-        for (const rxA of rxAs) await rxA.close(); // A's hanging attempts fail now, the rest of its queue fails fast
+        await rx.close(); // A's hanging attempts fail now, the rest of its queue fails fast
       }
       await svc.settled(30_000);
     }
