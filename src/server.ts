@@ -21,11 +21,9 @@ import { KvRegistryPublisher } from './bus/kv-registry.ts';
 import { Seal } from './bus/seal.ts';
 import { createMetrics } from './metrics.ts';
 import { Deliverer } from './delivery/client.ts';
-import { WebhookSubscriber } from './dispatch/subscriber.ts';
 import { Engine } from './engine/engine.ts';
 import { DeliveryStatusBook } from './engine/delivery-status.ts';
 import { HistoryPruner } from './engine/history.ts';
-import { RECOVERY_HEADER } from './domain/outcomes.ts';
 import { LocalRunner } from './runner/local-runner.ts';
 import { Scheduler } from './engine/scheduler.ts';
 import { startIngest } from './ingest/ingest.ts';
@@ -43,6 +41,7 @@ import { embeddedTopology, type EmbeddedTopology } from './topology/embedded.ts'
 import { startNatsDataPlane, type DataPlane, type DeliveryLimits } from './dataplane/data-plane.ts';
 import { DeliveryThreads } from './dataplane/threads.ts';
 import { makeSigner } from './dataplane/signer.ts';
+import { ControlAttempts } from './dataplane/control-attempts.ts';
 import { Readiness, trackNatsConnection } from './readiness.ts';
 
 export interface RunningServer {
@@ -140,9 +139,8 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
   });
   const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger) : null;
 
-  // pings: one signed attempt from the control plane, counted like any other
-  const pinger = new Deliverer({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets });
-  const sign = makeSigner();
+  // pings and resends: one signed attempt from the control plane, in fair slots, counted like any other
+  const pinger = new ControlAttempts({ deliverer: new Deliverer({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets }), sign: makeSigner(), clock: systemClock, signClock: clock, record: (o) => status.record(o) });
 
   const ctx: AppContext = {
     db,
@@ -156,14 +154,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
     webhookChanged: (orgId, webhookId) => registryRelay.changed(orgId, webhookId),
     registryRevision: () => registryRelay.version,
     deliveryStatus: status,
-    async attemptNow(webhook, eventId, type, body, recovery) {
-      const sub = new WebhookSubscriber(entryOf(webhook));
-      const headers = sign(sub, eventId, body, clock.now());
-      if (recovery) headers[RECOVERY_HEADER] = recovery;
-      const r = await pinger.attempt(webhook.url, headers, body);
-      status.record({ webhook_id: webhook.webhook_id, org_id: webhook.org_id, event_id: eventId, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at: systemClock.now(), ...(recovery ? { recovery_id: recovery } : {}) });
-      return r;
-    },
+    attemptNow: (webhook, eventId, type, body, recovery) => pinger.attempt(entryOf(webhook), eventId, type, body, recovery),
     deliveryQueued: () => deliveryQueued(),
     outboxBatch,
   };
