@@ -70,8 +70,13 @@ const LARGEST_BATCH = 256;
 const PULL_EXPIRES_MS = 2000;
 /** Batches released at a drain come back this much later, once this plane's last pull request has expired. */
 export const RELEASE_DELAY_MS = PULL_EXPIRES_MS + 1000;
-/** A batch of an org over its share comes back this much later (its events wait in JetStream meanwhile). */
+/**
+ * A batch of an org over its share comes back this much later (its events wait in JetStream
+ * meanwhile), times the times it was handed out, up to OVER_SHARE_MAX_DELAY_MS: an org's long
+ * backlog is handed out again a few times a minute, not every second.
+ */
 export const OVER_SHARE_DELAY_MS = 1000;
+const OVER_SHARE_MAX_DELAY_MS = 5000;
 
 /** Batches settled here are remembered at least this long (and at most MAX_SETTLED of them), to ack them again. */
 const SETTLED_MEMORY_MS = 60_000;
@@ -407,7 +412,7 @@ export class JetStreamSource {
     if (!routes.some((r) => r && this.o.pipeline.roomFor(r.org) > 0) && routes.some((r) => r)) {
       // its org has its share of the window already: the batch waits in JetStream, not here
       this.deferred++;
-      m.nak(OVER_SHARE_DELAY_MS);
+      m.nak(Math.min(OVER_SHARE_DELAY_MS * Math.max(1, m.info.deliveryCount), OVER_SHARE_MAX_DELAY_MS));
       return;
     }
     let rec: ProgressRecord | null = null;

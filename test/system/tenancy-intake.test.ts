@@ -36,8 +36,7 @@ describe.each(modes)('tenancy: intake, deleted webhooks, pings (%s mode)', (mode
 
   beforeAll(async () => {
     if (mode === 'nats') nats = await startNatsServer();
-    // a delete is checked past the attempts in flight: a 2 s delivery timeout keeps that short
-    svc = await startService({ natsUrl: nats?.url ?? null, localRunner: false, deliveryTimeoutMs: 2000 });
+    svc = await startService({ natsUrl: nats?.url ?? null, localRunner: false });
     producer = await factProducer({ natsUrl: nats?.url ?? null, bus: svc.server.bus });
   });
 
@@ -117,7 +116,8 @@ describe.each(modes)('tenancy: intake, deleted webhooks, pings (%s mode)', (mode
         return r.body?.data?.length ? r.body.data : null;
       }, 5000, "A's event in the history");
       const resends = Array.from({ length: 100 }, (_, i) => svc.api(a).post(`/v1/orgs/current/webhooks/${hooksA[i % 10]}/resend`, { event_id: events[0].id }));
-      await waitFor(() => rx.all.filter((x) => x.path.startsWith('/h/a')).length >= 50, 5000, "A's resends hanging at the receiver");
+      // A holds what it can: its resends' slots (all but a reserve) and its event's 10 deliveries
+      await waitFor(() => rx.all.filter((x) => x.path.startsWith('/h/a')).length >= 60, 5000, "A's resends hanging at the receiver");
       const t = Date.now();
       const ping = await svc.api(b).post(`/v1/orgs/current/webhooks/${hookB}/ping`);
       const took = Date.now() - t;
