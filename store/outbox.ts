@@ -51,10 +51,11 @@ export function readOutbox(db: Db, afterSeq: number, limit: number): OutboxRow[]
 
 /**
  * Orgs with rows after a sequence number, and the last of each (embedded mode's relay learns from it
- * which orgs have events waiting): one pass over those rows.
+ * which orgs have events waiting): one pass over those rows only (NOT INDEXED: by the key's range,
+ * not a scan of every row in index outbox_org; measured 0.05 ms against 13 ms over 20,000 rows).
  */
 export function outboxOrgsAfter(db: Db, afterSeq: number): Array<{ org_id: string; last: number }> {
-  return db.prepare('SELECT org_id, MAX(seq) AS last FROM outbox WHERE seq > ? GROUP BY org_id').all(afterSeq) as Array<{ org_id: string; last: number }>;
+  return db.prepare('SELECT org_id, MAX(seq) AS last FROM outbox NOT INDEXED WHERE seq > ? GROUP BY org_id').all(afterSeq) as Array<{ org_id: string; last: number }>;
 }
 
 /** One org's rows after a sequence number, oldest first (index outbox_org). */

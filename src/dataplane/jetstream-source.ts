@@ -73,10 +73,12 @@ export const RELEASE_DELAY_MS = PULL_EXPIRES_MS + 1000;
 /**
  * A batch of an org over its share comes back this much later (its events wait in JetStream
  * meanwhile), times the times it was handed out, up to OVER_SHARE_MAX_DELAY_MS: an org's long
- * backlog is handed out again a few times a minute, not every second.
+ * backlog is handed out again every 10 s, not every second.
  */
 export const OVER_SHARE_DELAY_MS = 1000;
-const OVER_SHARE_MAX_DELAY_MS = 5000;
+const OVER_SHARE_MAX_DELAY_MS = 10_000;
+/** After a pull whose batches were all deferred, the next pull waits for an event to settle, or this long. */
+const DEFERRED_PAUSE_MS = 50;
 
 /** Batches settled here are remembered at least this long (and at most MAX_SETTLED of them), to ack them again. */
 const SETTLED_MEMORY_MS = 60_000;
@@ -301,6 +303,8 @@ export class JetStreamSource {
   private recording = false;
   /** batches nak'd because their org had its share of the window (CONTRACT 8) */
   deferred = 0;
+  /** a whenRoom listener of a pause after deferred batches is registered */
+  private listening = false;
 
   constructor(private readonly o: JetStreamSourceOptions) {
     this.replays = new RepeatedWarnings(
@@ -363,7 +367,10 @@ export class JetStreamSource {
         this.current = batch;
         this.pulling?.();
         this.pulling = null;
+        const deferredBefore = this.deferred;
+        let handedOut = 0;
         for await (const m of batch) {
+          handedOut++;
           if (this.stopped) m.nak(RELEASE_DELAY_MS);
           else if (this.epoch === epoch) await this.take(m, epoch);
           // else handed out before the connection was lost: not taken (neither acked nor nak'd), it
@@ -371,6 +378,25 @@ export class JetStreamSource {
         }
         if (failing) this.o.logger.warn('pulling events again');
         failing = false;
+        if (handedOut > 0 && this.deferred - deferredBefore === handedOut && !this.stopped) {
+          // every batch of this pull was deferred (their orgs are at their share): pull again once
+          // an event settles, or shortly (another org's batch may be next), not at once
+          await new Promise<void>((r) => {
+            const timer = this.o.clock.setTimeout(() => this.wake?.(), DEFERRED_PAUSE_MS);
+            this.wake = () => {
+              this.wake = null;
+              timer.cancel();
+              r();
+            };
+            // one listener at a time, however many pauses end by their timer first
+            if (this.listening) return;
+            this.listening = true;
+            this.o.pipeline.whenRoom(() => {
+              this.listening = false;
+              this.wake?.();
+            });
+          });
+        }
       } catch (err) {
         if (this.stopped) break;
         if (!failing) this.o.logger.warn({ err: String(err) }, 'could not pull events; retrying');

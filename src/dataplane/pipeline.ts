@@ -330,6 +330,9 @@ export class DeliveryPipeline {
     if (!dropped.length) return 0;
     this.o.dropped('webhook_deleted', dropped.length);
     for (const a of dropped) {
+      // a recovery item gets its outcome, so that its recovery still comes to an end (as targets() does)
+      const r = a.state.ev.route.recovery;
+      if (r) this.o.outcomes.record({ webhook_id: r.webhook, org_id: a.sub.org, event_id: r.event_id, type: a.state.ev.route.type, ok: false, status: null, error: 'the webhook no longer exists', duration_ms: 0, at: this.o.clock.now(), recovery_id: r.id });
       a.state.done.push(a.sub.id);
       if (--a.state.remaining === 0) this.settle(a.state);
     }
