@@ -77,8 +77,10 @@ export const RELEASE_DELAY_MS = PULL_EXPIRES_MS + 1000;
  */
 export const OVER_SHARE_DELAY_MS = 1000;
 const OVER_SHARE_MAX_DELAY_MS = 10_000;
-/** After a pull whose batches were all deferred, the next pull waits for an event to settle, or this long. */
+/** After a pull whose batches were all deferred, the next pull waits for an event to settle, or this long, */
 const DEFERRED_PAUSE_MS = 50;
+/** ... and asks for this many batches at least (what is due again of an over-share org is gone through quickly). */
+const DEFERRED_PULL = 64;
 
 /** Batches settled here are remembered at least this long (and at most MAX_SETTLED of them), to ack them again. */
 const SETTLED_MEMORY_MS = 60_000;
@@ -305,6 +307,8 @@ export class JetStreamSource {
   deferred = 0;
   /** a whenRoom listener of a pause after deferred batches is registered */
   private listening = false;
+  /** the last pull's batches were all deferred */
+  private skipping = false;
 
   constructor(private readonly o: JetStreamSourceOptions) {
     this.replays = new RepeatedWarnings(
@@ -363,7 +367,9 @@ export class JetStreamSource {
       try {
         const epoch = this.epoch;
         const batchSize = Math.max(...this.recentSizes);
-        const batch = await consumer.fetch({ max_messages: Math.max(1, Math.floor(Math.min(room, MAX_PULL) / batchSize)), expires: PULL_EXPIRES_MS });
+        // after a pull that was all deferred, a larger one: what is behind them (another org's) comes sooner
+        const wanted = Math.max(1, Math.floor(Math.min(room, MAX_PULL) / batchSize), this.skipping ? DEFERRED_PULL : 0);
+        const batch = await consumer.fetch({ max_messages: wanted, expires: PULL_EXPIRES_MS });
         this.current = batch;
         this.pulling?.();
         this.pulling = null;
@@ -378,7 +384,8 @@ export class JetStreamSource {
         }
         if (failing) this.o.logger.warn('pulling events again');
         failing = false;
-        if (handedOut > 0 && this.deferred - deferredBefore === handedOut && !this.stopped) {
+        this.skipping = handedOut > 0 && this.deferred - deferredBefore === handedOut;
+        if (this.skipping && !this.stopped) {
           // every batch of this pull was deferred (their orgs are at their share): pull again once
           // an event settles, or shortly (another org's batch may be next), not at once
           await new Promise<void>((r) => {
