@@ -76,8 +76,8 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
   const urls = { base: '', dashboard: '', source: '' };
   const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => replicator.version, keepEvents: retention > 0, recoveryOutcomes: status, ...topology.outbox });
   const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger) : null;
-  // pings and resends: one signed attempt from the control plane, counted like any other
-  const attempts = new ControlPlaneAttempts({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets }, clock, (o) => status.record(o));
+  // pings and resends: one signed attempt from the control plane, in fair slots, counted like any other
+  const attempts = new ControlPlaneAttempts({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets }, { signClock: clock, record: (o) => status.record(o) });
 
   const ctx: AppContext = {
     db, clock, config, logger, metrics, engine, urls, readiness, deliveryStatus: status,

@@ -337,4 +337,8 @@ export const MIGRATIONS: string[] = [
   ALTER TABLE webhooks ADD COLUMN created_seq INTEGER NOT NULL DEFAULT 0;
   UPDATE webhooks SET created_seq = (SELECT COALESCE(MAX(e.seq), 0) FROM events e WHERE e.created_ms < CAST((julianday(webhooks.created_at) - 2440587.5) * 86400000 AS INTEGER));
   `,
+  /* embedded mode's outbox source reads the outbox per org, round robin (CONTRACT 8: one org's backlog
+        waits in the outbox while another org's events are handed over): an org's rows in order */ `
+  CREATE INDEX IF NOT EXISTS outbox_org ON outbox(org_id, seq);
+  `,
 ];

@@ -50,6 +50,23 @@ export function readOutbox(db: Db, afterSeq: number, limit: number): OutboxRow[]
 }
 
 /**
+ * Orgs with rows after a sequence number, and the last of each (embedded mode's relay learns from it
+ * which orgs have events waiting): one pass over those rows only (NOT INDEXED: by the key's range,
+ * not a scan of every row in index outbox_org; measured 0.05 ms against 13 ms over 20,000 rows).
+ */
+export function outboxOrgsAfter(db: Db, afterSeq: number): Array<{ org_id: string; last: number }> {
+  return db.prepare('SELECT org_id, MAX(seq) AS last FROM outbox NOT INDEXED WHERE seq > ? GROUP BY org_id').all(afterSeq) as Array<{ org_id: string; last: number }>;
+}
+
+/** One org's rows after a sequence number, oldest first (index outbox_org). */
+export function readOrgOutbox(db: Db, orgId: string, afterSeq: number, limit: number): OutboxRow[] {
+  const rows = db
+    .prepare('SELECT seq, event_id, org_id, subject, type, body, route, progress, batch FROM outbox WHERE org_id = ? AND seq > ? ORDER BY seq LIMIT ?')
+    .all(orgId, afterSeq, limit) as Array<Omit<OutboxRow, 'progress'> & { progress: string | null }>;
+  return rows.map((r) => ({ ...r, route: r.route ?? '', progress: fromJson<string[]>(r.progress, []) }));
+}
+
+/**
  * Delete rows (delivered, or stored by JetStream): one statement, so one short write transaction
  * however many rows (in embedded mode the delivery thread's deletes contend with the engine's
  * commits for the write lock).

@@ -1,49 +1,111 @@
-// Attempts the control plane makes itself, outside the data plane's queue: a ping, a resend
-// (CONTRACT 4.5). One signed attempt of an event at one webhook, counted like any other: its
-// outcome goes to the delivery status and the attempt log (`record`).
-import type { Clock } from '../domain/clock.ts';
-import { systemClock } from '../domain/clock.ts';
+// Pings and resends (CONTRACT 4.1, 4.5): one signed attempt of an event at one webhook, asked for
+// through the API and answered with its result. They take fair slots as deliveries do (CONTRACT 8,
+// ./slots.ts): round robin over orgs, a share cap while another org waits, 8 in flight per webhook,
+// 1 while its breaker is open, a reserve that an org of hanging receivers cannot fill. So an org's
+// 100 hanging resends hold a few slots and wait for them in their own queue, and another org's
+// ping starts at once; the deliverer's pools do not cap connections per origin (src/delivery/
+// client.ts), so it is not queued behind them at a receiver host they share either. An attempt's
+// timeout starts when it has its slot (CONTRACT 6.4).
+import { systemClock, type Clock } from '../domain/clock.ts';
 import { RECOVERY_HEADER, type Outcome } from '../domain/outcomes.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import { Deliverer, type AttemptResult } from '../delivery/client.ts';
 import type { DeliveryLimits } from './data-plane.ts';
+import type { Signer } from './pipeline.ts';
 import { makeSigner } from './signer.ts';
+import { FairSlots, type Grant } from './slots.ts';
+
+/** Pings and resends in flight at most, all orgs together. */
+const CONTROL_CONCURRENCY = 64;
+/** ... and per webhook (as deliveries, CONTRACT 6.6). */
+const CONTROL_PER_WEBHOOK = 8;
+
+interface ControlAttemptOptions {
+  deliverer: Deliverer;
+  sign: Signer;
+  /** delivery time: the slots, each outcome's time (the delivery machinery's real time) */
+  clock: Clock;
+  /** the time signatures carry (the engine's; default clock) */
+  signClock?: Clock;
+  /** each attempt's outcome (delivery status, the attempt log) */
+  record(outcome: Outcome): void;
+  concurrency?: number;
+}
+
+interface Pending {
+  sub: WebhookSubscriber;
+  eventId: string;
+  type: string;
+  body: Buffer;
+  recovery: string | undefined;
+  resolve(r: AttemptResult): void;
+}
 
 export class ControlPlaneAttempts {
-  private readonly deliverer: Deliverer;
-  private readonly sign = makeSigner();
+  private readonly slots: FairSlots<Pending>;
+  private readonly o: ControlAttemptOptions;
 
-  constructor(
-    limits: Pick<DeliveryLimits, 'timeoutMs' | 'allowPrivateTargets'>,
-    /** the engine's clock: the time the signature carries */
-    private readonly clock: Clock,
-    private readonly record: (outcome: Outcome) => void,
-  ) {
-    this.deliverer = new Deliverer({ timeoutMs: limits.timeoutMs, allowPrivateTargets: limits.allowPrivateTargets });
+  constructor(limits: Pick<DeliveryLimits, 'timeoutMs' | 'allowPrivateTargets'>, o: Partial<ControlAttemptOptions> & Pick<ControlAttemptOptions, 'record'>) {
+    this.o = {
+      deliverer: new Deliverer({ timeoutMs: limits.timeoutMs, allowPrivateTargets: limits.allowPrivateTargets }),
+      sign: makeSigner(),
+      clock: systemClock,
+      ...o,
+    };
+    this.slots = new FairSlots({ clock: this.o.clock, concurrency: this.o.concurrency ?? CONTROL_CONCURRENCY, perWebhook: CONTROL_PER_WEBHOOK });
   }
 
-  /** One signed attempt of `body` at `webhook` (`recovery` = 'resend': sent as X-Svc-Recovery). */
-  async attempt(webhook: WebhookEntry, eventId: string, type: string, body: Buffer, recovery?: string): Promise<AttemptResult> {
-    const headers = this.sign(new WebhookSubscriber(webhook), eventId, body, this.clock.now());
-    if (recovery) headers[RECOVERY_HEADER] = recovery;
-    const r = await this.deliverer.attempt(webhook.url, headers, body);
-    this.record({
-      webhook_id: webhook.webhook_id,
-      org_id: webhook.org_id,
-      event_id: eventId,
-      type,
-      ok: r.delivered,
-      status: r.status ?? null,
-      error: r.error ?? null,
-      duration_ms: r.duration_ms,
-      at: systemClock.now(), // the delivery machinery's real time, as every outcome
-      ...(recovery ? { recovery_id: recovery } : {}),
+  /** One attempt of the event at this webhook, once it has a slot; resolves its result (never rejects). */
+  attempt(webhook: WebhookEntry, eventId: string, type: string, body: Buffer, recovery?: string): Promise<AttemptResult> {
+    return new Promise((resolve) => {
+      this.slots.push(webhook.org_id, webhook.webhook_id, { sub: new WebhookSubscriber(webhook), eventId, type, body, recovery, resolve });
+      this.pump();
     });
-    return r;
   }
 
-  close(): Promise<void> {
-    return this.deliverer.close(0);
+  /** Attempts in flight. */
+  inFlight(): number {
+    return this.slots.inFlight;
+  }
+
+  /** Attempts waiting for a slot. */
+  queued(): number {
+    return this.slots.queued;
+  }
+
+  private pump(): void {
+    for (let g = this.slots.next(); g; g = this.slots.next()) this.start(g);
+  }
+
+  private start(g: Grant<Pending>): void {
+    const p = g.item;
+    const headers = this.o.sign(p.sub, p.eventId, p.body, (this.o.signClock ?? this.o.clock).now());
+    if (p.recovery) headers[RECOVERY_HEADER] = p.recovery;
+    this.o.deliverer.send(p.sub.entry.url, headers, p.body, (r) => {
+      this.slots.done(g, r.delivered);
+      const outcome: Outcome = {
+        webhook_id: p.sub.id,
+        org_id: p.sub.org,
+        event_id: p.eventId,
+        type: p.type,
+        ok: r.delivered,
+        status: r.status ?? null,
+        error: r.error ?? null,
+        duration_ms: r.duration_ms,
+        at: this.o.clock.now(),
+      };
+      if (p.recovery) outcome.recovery_id = p.recovery;
+      this.o.record(outcome);
+      p.resolve(r);
+      this.pump();
+    });
+  }
+
+  /** Stop: what waits for a slot fails at once; what is in flight finishes within graceMs. */
+  async close(graceMs = 0): Promise<void> {
+    // the deliverer is closed first: each attempt still waiting then fails at once when started
+    await this.o.deliverer.close(graceMs);
+    this.pump();
   }
 }

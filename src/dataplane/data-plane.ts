@@ -195,6 +195,7 @@ function assemble(o: {
     clock: o.clock,
     logger: o.logger,
     concurrency: o.limits.concurrency,
+    dropped: (reason, events) => sink.droppedEvent(reason, events),
   });
   return {
     pipeline,

@@ -10,13 +10,20 @@
 // a second (CONTRACT 8): round robin over orgs, a share cap while others wait, a reserve that only
 // fast webhooks may fill, and 1 in flight for a webhook whose recent attempts all failed.
 //
-// Memory stays bounded whatever the fan-out: the pipeline asks its source for more events only
-// while it has room (events held, attempts queued), so a burst waits in the durable queue. Only the
-// backlog of webhooks known to answer fast counts as "pressure", at most 32 attempts each (the
-// slots' `pressure`): the backlog of slow, failing or new webhooks delays nothing else until the
-// pipeline holds maxEvents events or maxQueued attempts for them. Webhooks already attempted for
-// an event are recorded (progress) when the event is slow to finish, so a redelivered event
-// repeats only the attempts that were in flight.
+// Intake is fair too (CONTRACT 8, ARCHITECTURE "intake: a fair share of the window per org"): a
+// source hands over an org's events only while roomFor(org) says so, and the rest of that org's
+// backlog waits in the durable queue (the outbox, JetStream), never here. An org holds at most an
+// equal part of the window among the orgs holding events and one more (so there is always room for
+// a newcomer), and stops taking events while its queued attempts exceed their part of maxQueued or
+// its "pressure" (the backlog of its webhooks known to answer fast, at most 32 attempts each: the
+// slots' pressureOf) reaches 4 × concurrency. Any org may hold minOrgEvents whatever the others
+// hold, out of a reserve above the window: however many orgs hang, another org's events are taken
+// at once. Memory stays bounded whatever the fan-out: maxEvents + reserve events, maxQueued
+// attempts. Webhooks already attempted for an event are recorded (progress) when the event is slow
+// to finish, so a redelivered event repeats only the attempts that were in flight.
+//
+// A webhook deleted or disabled (the registry no longer has it) loses its queued attempts at once
+// (dropWebhook, counted `webhook_deleted`); its attempt in flight finishes.
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
 import type { Route } from '../domain/route.ts';
@@ -69,6 +76,12 @@ export interface PipelineOptions {
   maxEvents?: number;
   /** attempts queued at most, all webhooks together (default 100 000) */
   maxQueued?: number;
+  /** events any org may hold however full the window is, out of a reserve above it (default 64) */
+  minOrgEvents?: number;
+  /** events held above maxEvents at most, for orgs under minOrgEvents (default maxEvents / 4) */
+  reserveEvents?: number;
+  /** events taken off the queue and not delivered (a deleted webhook's queued attempts) */
+  dropped?: (reason: 'webhook_deleted', events: number) => void;
   /** an event still unfinished after this long gets its progress recorded, and again as it goes on (default 50 ms) */
   progressAfterMs?: number;
   /** how long an event waits for the registry revision it names (default 2 s) */
@@ -97,6 +110,8 @@ interface Attempt {
 export class DeliveryPipeline {
   private readonly o: Required<Omit<PipelineOptions, 'progress'>> & { progress: ProgressStore | null };
   private readonly events = new Map<string, EventState>();
+  /** events held per org (orgs holding none are not in it) */
+  private readonly orgHeld = new Map<string, number>();
   private readonly slots: FairSlots<Attempt>;
   private stopped = false;
   private freeListeners: Array<() => void> = [];
@@ -110,12 +125,16 @@ export class DeliveryPipeline {
       perWebhook: PER_WEBHOOK_IN_FLIGHT,
       maxEvents: 5000,
       maxQueued: 100_000,
+      minOrgEvents: 64,
+      reserveEvents: Math.floor((opts.maxEvents ?? 5000) / 4),
       progressAfterMs: 50,
       registryWaitMs: 2000,
+      dropped: () => {},
       ...opts,
     };
     this.slots = new FairSlots({ clock: opts.clock, concurrency: this.o.concurrency, perWebhook: this.o.perWebhook });
     this.failures = new RepeatedWarnings(opts.logger, opts.clock, 'webhook delivery failed', { maxSources: FAILING_WEBHOOKS_LOGGED });
+    opts.registry.onRemoved((_org, webhookId) => this.dropWebhook(webhookId));
     this.progressTimer = opts.progress ? opts.clock.setInterval(() => void this.saveProgress(false), this.o.progressAfterMs) : null;
   }
 
@@ -134,11 +153,40 @@ export class DeliveryPipeline {
     return this.events.size;
   }
 
-  /** How many more events the pipeline wants now (0 when it is full or stopping). */
+  /** Events held of one org. */
+  heldOf(org: string): number {
+    return this.orgHeld.get(org) ?? 0;
+  }
+
+  /**
+   * How many more events the pipeline may take now, all orgs together (0 when it is full or
+   * stopping): what a source may pull at most. Which org's events it takes: roomFor.
+   */
   room(): number {
-    if (this.stopped) return 0;
-    if (this.slots.queued >= this.o.maxQueued || this.slots.pressure >= 4 * this.o.concurrency) return 0;
-    return Math.max(0, this.o.maxEvents - this.events.size);
+    if (this.stopped || this.slots.queued >= this.o.maxQueued) return 0;
+    return Math.max(0, this.o.maxEvents + this.o.reserveEvents - this.events.size);
+  }
+
+  /**
+   * How many more events of this org the pipeline takes now: what is left of its share of the
+   * window (an equal part among the orgs holding events and one more), while its queued attempts
+   * and its pressure are within theirs; else what is left of minOrgEvents (from the reserve).
+   */
+  roomFor(org: string): number {
+    const total = this.room();
+    if (total === 0) return 0;
+    const held = this.heldOf(org);
+    let n = this.o.minOrgEvents - held;
+    const orgs = this.orgHeld.size + (held > 0 ? 0 : 1);
+    const share = Math.floor(this.o.maxEvents / (orgs + 1));
+    if (
+      this.events.size < this.o.maxEvents &&
+      this.slots.queuedOf(org) < Math.floor(this.o.maxQueued / (orgs + 1)) &&
+      this.slots.pressureOf(org) < 4 * this.o.concurrency
+    ) {
+      n = Math.max(n, Math.min(share - held, this.o.maxEvents - this.events.size));
+    }
+    return Math.max(0, Math.min(n, total));
   }
 
   /** Calls fn once, the next time room() may have grown. */
@@ -153,7 +201,7 @@ export class DeliveryPipeline {
       return;
     }
     const state: EventState = { ev, remaining: 0, done: [...ev.done], saved: ev.done.length, since: this.o.clock.now() };
-    this.events.set(ev.id, state);
+    this.hold(state);
     const rev = ev.route.rev;
     if (rev > this.o.registry.revision) {
       let timer: Timer | null = null;
@@ -170,9 +218,23 @@ export class DeliveryPipeline {
     this.fanOut(state);
   }
 
+  private hold(state: EventState): void {
+    this.events.set(state.ev.id, state);
+    const org = state.ev.route.org;
+    this.orgHeld.set(org, this.heldOf(org) + 1);
+  }
+
+  private unhold(state: EventState): void {
+    if (!this.events.delete(state.ev.id)) return;
+    const org = state.ev.route.org;
+    const n = this.heldOf(org) - 1;
+    if (n > 0) this.orgHeld.set(org, n);
+    else this.orgHeld.delete(org);
+  }
+
   private fanOut(state: EventState): void {
     if (this.stopped && state.remaining === 0) {
-      this.events.delete(state.ev.id);
+      this.unhold(state);
       state.ev.release();
       return;
     }
@@ -253,9 +315,30 @@ export class DeliveryPipeline {
   }
 
   private settle(state: EventState): void {
-    this.events.delete(state.ev.id);
+    this.unhold(state);
     state.ev.settle();
     this.notify();
+  }
+
+  /**
+   * A webhook was deleted or disabled (CONTRACT 8): its queued attempts are dropped at once and
+   * counted (`webhook_deleted`), and an event waiting only for them settles; an attempt of it in
+   * flight finishes. Returns how many attempts were dropped.
+   */
+  dropWebhook(webhookId: string): number {
+    const dropped = this.slots.drop(webhookId);
+    if (!dropped.length) return 0;
+    this.o.dropped('webhook_deleted', dropped.length);
+    for (const a of dropped) {
+      // a recovery item gets its outcome, so that its recovery still comes to an end (as targets() does)
+      const r = a.state.ev.route.recovery;
+      if (r) this.o.outcomes.record({ webhook_id: r.webhook, org_id: a.sub.org, event_id: r.event_id, type: a.state.ev.route.type, ok: false, status: null, error: 'the webhook no longer exists', duration_ms: 0, at: this.o.clock.now(), recovery_id: r.id });
+      a.state.done.push(a.sub.id);
+      if (--a.state.remaining === 0) this.settle(a.state);
+    }
+    this.pump();
+    this.notify();
+    return dropped.length;
   }
 
   private notify(): void {
@@ -305,7 +388,7 @@ export class DeliveryPipeline {
     this.progressTimer?.cancel();
     await this.saveProgress(true);
     for (const s of [...this.events.values()]) {
-      this.events.delete(s.ev.id);
+      this.unhold(s);
       s.ev.release();
     }
     this.failures.close();

@@ -13,10 +13,11 @@
 //   - breaker: a webhook whose last tripAfter attempts all failed (or timed out) gets 1 attempt
 //             in flight (half-open) until one is delivered
 //
-// Pressure (what the pipeline weighs before taking more events) counts only the backlog that will
-// drain soon: at most `parked` queued attempts of each webhook known fast, none of the others (new,
-// slow, failing). So one org's hanging receivers do not close the intake for every org; their
-// backlog is bounded by the pipeline's held events and queued attempts instead.
+// Pressure (what the pipeline weighs before taking more events of an org) counts only the backlog
+// that will drain soon: at most `parked` queued attempts of each webhook known fast, none of the
+// others (new, slow, failing); it is kept per org, so one org's backlog closes the intake for that
+// org only (src/dataplane/pipeline.ts). Queued attempts are counted per org too; the attempts
+// queued for a deleted webhook can be taken out (drop).
 //
 // Every decision is O(1) amortised in the number of webhooks: rings of ready orgs and ready
 // webhooks, entries checked lazily when taken. What is remembered about a webhook between its
@@ -63,6 +64,8 @@ interface OrgState {
   id: string;
   inFlight: number;
   queued: number;
+  /** what its webhooks' queues add to the pressure */
+  weight: number;
   /** ready webhooks known fast, and the others (new, slow, failing) */
   fast: Fifo<HookState>;
   slow: Fifo<HookState>;
@@ -140,6 +143,35 @@ export class FairSlots<T> {
     return this.weight;
   }
 
+  /** Attempts of an org queued, not started. */
+  queuedOf(org: string): number {
+    return this.orgs.get(org)?.queued ?? 0;
+  }
+
+  /** An org's part of the pressure (its fast webhooks' backlog). */
+  pressureOf(org: string): number {
+    return this.orgs.get(org)?.weight ?? 0;
+  }
+
+  /**
+   * Take every queued attempt of a webhook out (it was deleted or disabled): they are returned, not
+   * started; its attempts in flight keep their slots until done().
+   */
+  drop(webhook: string): T[] {
+    const h = this.hooks.get(webhook);
+    if (!h || h.queue.size === 0) return [];
+    const items: T[] = [];
+    for (let x = h.queue.shift(); x !== undefined; x = h.queue.shift()) items.push(x as T);
+    const o = h.org;
+    o.queued -= items.length;
+    this.waiting -= items.length;
+    this.weigh(h);
+    // its ring entries are skipped when taken (no longer ready)
+    if (h.inFlight === 0) this.hooks.delete(h.id);
+    if (o.queued === 0 && o.inFlight === 0) this.orgs.delete(o.id);
+    return items;
+  }
+
   /** Attempts the webhook may have in flight now: perWebhook, or 1 while its breaker is open. */
   limitOf(webhook: string): number {
     const h = this.hooks.get(webhook)?.health ?? this.health.get(webhook);
@@ -149,7 +181,7 @@ export class FairSlots<T> {
   /** Queue an attempt. */
   push(org: string, webhook: string, item: T): void {
     let o = this.orgs.get(org);
-    if (!o) this.orgs.set(org, (o = { id: org, inFlight: 0, queued: 0, fast: new Fifo(), slow: new Fifo(), slowTurn: false, inRing: false }));
+    if (!o) this.orgs.set(org, (o = { id: org, inFlight: 0, queued: 0, weight: 0, fast: new Fifo(), slow: new Fifo(), slowTurn: false, inRing: false }));
     let h = this.hooks.get(webhook);
     if (!h) this.hooks.set(webhook, (h = { id: webhook, org: o, inFlight: 0, queue: new Fifo(), health: this.healthOf(webhook), counted: 0, ring: null }));
     h.queue.push(item);
@@ -230,6 +262,7 @@ export class FairSlots<T> {
     }
     for (const o of this.orgs.values()) {
       o.queued = 0;
+      o.weight = 0;
       o.fast.clear();
       o.slow.clear();
       o.inRing = false;
@@ -244,6 +277,7 @@ export class FairSlots<T> {
   private weigh(h: HookState): void {
     const c = h.health.fast ? Math.min(h.queue.size, this.parked) : 0;
     this.weight += c - h.counted;
+    h.org.weight += c - h.counted;
     h.counted = c;
   }
 

@@ -25,8 +25,13 @@ export interface DelivererOptions {
   allowPrivateTargets: boolean;
   clock?: Clock;
   userAgent?: string;
-  /** Connections per origin (default 64). */
-  connectionsPerOrigin?: number;
+  /**
+   * Connections per origin (default: as many as attempts in flight there). The caller's slots bound
+   * what is in flight; a cap here would queue attempts inside the pool with their timeout running
+   * (CONTRACT 6.4: waiting for a slot is not part of it), one org's hanging attempts in front of
+   * another org's at the same origin (CONTRACT 8).
+   */
+  connectionsPerOrigin?: number | null;
   /** An origin's pool unused for this long is closed (default 60 s). */
   poolIdleMs?: number;
   /** At most this many cached pools; the least recently used idle ones go first (default 256). */
@@ -97,7 +102,7 @@ export class Deliverer {
   private readonly allowPrivate: boolean;
   private readonly clock: Clock;
   private readonly userAgent: string;
-  private readonly connections: number;
+  private readonly connections: number | null;
   private readonly poolIdleMs: number;
   private readonly maxPools: number;
   private readonly targetTtlMs: number;
@@ -118,7 +123,7 @@ export class Deliverer {
     this.allowPrivate = opts.allowPrivateTargets;
     this.clock = opts.clock ?? systemClock;
     this.userAgent = opts.userAgent ?? DEFAULT_USER_AGENT;
-    this.connections = opts.connectionsPerOrigin ?? 64;
+    this.connections = opts.connectionsPerOrigin ?? null;
     this.poolIdleMs = opts.poolIdleMs ?? 60_000;
     this.maxPools = opts.maxPools ?? 256;
     this.targetTtlMs = opts.targetTtlMs ?? 30_000;

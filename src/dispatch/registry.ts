@@ -12,6 +12,12 @@ export class WebhookRegistry {
   private readonly versions = new Map<string, number>();
   private rev = 0;
   private waiters: Array<{ rev: number; resolve: () => void }> = [];
+  private removedListeners: Array<(orgId: string, webhookId: string) => void> = [];
+
+  /** Call fn each time a webhook is removed (deleted, or no longer deliverable): the pipeline drops its queue. */
+  onRemoved(fn: (orgId: string, webhookId: string) => void): void {
+    this.removedListeners.push(fn);
+  }
 
   get revision(): number {
     return this.rev;
@@ -34,11 +40,10 @@ export class WebhookRegistry {
   remove(orgId: string, webhookId: string, rev = 0): boolean {
     if (this.stale(orgId, webhookId, rev)) return false;
     const org = this.byOrg.get(orgId);
-    if (org) {
-      org.delete(webhookId);
-      if (org.size === 0) this.byOrg.delete(orgId);
-    }
+    const had = org?.delete(webhookId) ?? false;
+    if (org && org.size === 0) this.byOrg.delete(orgId);
     this.advance(rev);
+    if (had) for (const fn of this.removedListeners) fn(orgId, webhookId);
     return true;
   }
 

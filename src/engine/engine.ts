@@ -1,8 +1,8 @@
 // The engine: the one owner of workflows, steps, jobs, runners, health and drift. Every operation
 // is one transaction (or, for producers' facts under load, one group commit): the machines decide
 // what is legal and what it emits, the new state and its events commit together, and what the
-// outbox holds is handed on by a relay (src/relay/). The API's services, ingest and the scheduler
-// all come through here.
+// outbox holds is handed on by the topology (src/topology/: the outbox relay to JetStream, or the
+// outbox source). The API's services, ingest and the scheduler all come through here.
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import type { AppConfig } from '../../store/apps.ts';

@@ -40,7 +40,7 @@ export interface TransactionDeps {
   keepEvents: boolean;
   /** after a commit that changed the job queue */
   jobsChanged: () => void;
-  /** NATS mode: the batch an outbox row joins (src/relay/jetstream-relay.ts assign), given its event id and size */
+  /** NATS mode: the batch an outbox row joins (src/handoff/outbox-relay.ts assign), given its event id and size */
   outboxBatch?: (eventId: string, bytes: number) => string | null;
   /** work that rides along in every commit (the relay's prune of outbox rows JetStream has stored) */
   piggyback?: Piggyback;

@@ -15,6 +15,12 @@
 // through here (engine commits, recoveries), one at a time on this thread, so a batch's rows are
 // consecutive in seq.
 //
+// A batch is published as one message per org (its rows of that org, in order; id `<batch>.<org>`
+// when it holds more than one org, else the batch id): a data plane takes or defers an org's events
+// by the message (CONTRACT 8: an org over its share of the window leaves its messages in JetStream,
+// src/dataplane/jetstream-source.ts), and the split is the same after a crash (the same rows make
+// the same messages). A batch is stored (and its rows deleted) once all its messages are.
+//
 // The seal covers the batch and the time of this publish (not the events'): a data plane drops a
 // batch stored long after it was sealed as a replay, and rows published late (NATS was away for
 // hours) are sealed when they are published. Stored rows are deleted in the engine's next commit
@@ -175,17 +181,36 @@ export class OutboxRelay {
     });
   }
 
-  /** One batch as a message: its rows the bus can carry (the others set aside). Null when none is left. */
-  private message(b: Batch): { id: string; rows: OutboxRow[]; body: Buffer } | null {
-    const rows: OutboxRow[] = [];
+  /** One batch as messages, one per org: its rows the bus can carry (the others set aside). Empty when none is left. */
+  private messages(b: Batch): Array<{ id: string; rows: OutboxRow[]; body: Buffer }> {
+    const byOrg = new Map<string, OutboxRow[]>();
     for (const r of b.rows) {
       const tooBig = oversized(r);
       if (tooBig) this.aside.event(r, tooBig);
-      else rows.push(r);
+      else {
+        const rows = byOrg.get(r.org_id);
+        if (rows) rows.push(r);
+        else byOrg.set(r.org_id, [r]);
+      }
     }
-    if (!rows.length) return null;
-    this.metrics?.hopBatchEvents.observe(rows.length);
-    return { id: b.id, rows, body: encodeHopBatch(rows.map((r) => ({ id: r.event_id, route: r.route, body: r.body }))) };
+    const out: Array<{ id: string; rows: OutboxRow[]; body: Buffer }> = [];
+    for (const [org, rows] of byOrg) {
+      this.metrics?.hopBatchEvents.observe(rows.length);
+      const id = byOrg.size === 1 ? b.id : `${b.id}.${org}`;
+      out.push({ id, rows, body: encodeHopBatch(rows.map((r) => ({ id: r.event_id, route: r.route, body: r.body }))) });
+    }
+    return out;
+  }
+
+  /** A batch's messages: each stored, or refused for its size and then published event by event. Rejects on any other failure. */
+  private async publishBatch(parts: ReadonlyArray<{ id: string; rows: OutboxRow[]; body: Buffer }>, now: number): Promise<void> {
+    const acks = await Promise.allSettled(parts.map((m) => this.publish(m, now)));
+    for (let i = 0; i < parts.length; i++) {
+      const ack = acks[i];
+      if (ack.status === 'fulfilled') continue;
+      if (!isUnpublishable(ack.reason)) throw ack.reason;
+    }
+    for (let i = 0; i < parts.length; i++) if (acks[i].status === 'rejected') await this.publishAlone(parts[i].rows);
   }
 
   private publish(msg: { id: string; body: Buffer }, now: number): Promise<void> {
@@ -218,24 +243,15 @@ export class OutboxRelay {
           if (!batches.length) break;
           await this.fault?.('before-publish');
           const now = this.clock.now();
-          const messages = batches.map((b) => this.message(b));
-          const acks = await Promise.allSettled(messages.map((m) => (m ? this.publish(m, now) : Promise.resolve())));
-          // in order: stored, or refused for its size (each event alone), up to the first other failure
+          const acks = await Promise.allSettled(batches.map((b) => this.publishBatch(this.messages(b), now)));
+          // in order: stored (a message refused for its size, each event alone), up to the first other failure
           const stored: Batch[] = [];
           let failure: { reason: unknown } | null = null;
-          for (let i = 0; i < batches.length && !failure; i++) {
+          for (let i = 0; i < batches.length; i++) {
             const ack = acks[i];
             if (ack.status === 'rejected') {
-              if (!isUnpublishable(ack.reason)) {
-                failure = { reason: ack.reason };
-                break;
-              }
-              try {
-                await this.publishAlone(messages[i]!.rows);
-              } catch (err) {
-                failure = { reason: err };
-                break;
-              }
+              failure = { reason: ack.reason };
+              break;
             }
             stored.push(batches[i]);
           }

@@ -31,6 +31,12 @@
 //    with a delay (its holder's `working()` keeps it from coming back; if the holder died it comes
 //    back and is attempted with what the record says was done); else attempted minus what was done.
 //
+// Fair intake (CONTRACT 8). A batch holds the events of one org (src/handoff/outbox-relay.ts
+// publishes one message per org). One handed out while its org has no room left in the pipeline
+// (roomFor: its share of the window) is nak'd with a delay (OVER_SHARE_DELAY_MS): that org's
+// backlog waits in JetStream, the pull goes on, and the next batch (another org's) is taken at
+// once. A batch of several orgs (published before this split) is taken while any of them has room.
+//
 // Replays (CONTRACT 6.7). The relay seals each batch with the time it publishes it; JetStream
 // stamps each message with the time it stored it (in the ack subject each delivery carries, so
 // reading it costs nothing). A batch stored more than REPLAY_WINDOW_MS after it was sealed was
@@ -64,6 +70,17 @@ const LARGEST_BATCH = 256;
 const PULL_EXPIRES_MS = 2000;
 /** Batches released at a drain come back this much later, once this plane's last pull request has expired. */
 export const RELEASE_DELAY_MS = PULL_EXPIRES_MS + 1000;
+/**
+ * A batch of an org over its share comes back this much later (its events wait in JetStream
+ * meanwhile), times the times it was handed out, up to OVER_SHARE_MAX_DELAY_MS: an org's long
+ * backlog is handed out again every 10 s, not every second.
+ */
+export const OVER_SHARE_DELAY_MS = 1000;
+const OVER_SHARE_MAX_DELAY_MS = 10_000;
+/** After a pull whose batches were all deferred, the next pull waits for an event to settle, or this long, */
+const DEFERRED_PAUSE_MS = 50;
+/** ... and asks for this many batches at least (what is due again of an over-share org is gone through quickly). */
+const DEFERRED_PULL = 64;
 
 /** Batches settled here are remembered at least this long (and at most MAX_SETTLED of them), to ack them again. */
 const SETTLED_MEMORY_MS = 60_000;
@@ -286,6 +303,12 @@ export class JetStreamSource {
   /** held batches with events settled since their record was last written */
   private readonly dirty = new Set<HeldBatch>();
   private recording = false;
+  /** batches nak'd because their org had its share of the window (CONTRACT 8) */
+  deferred = 0;
+  /** a whenRoom listener of a pause after deferred batches is registered */
+  private listening = false;
+  /** the last pull's batches were all deferred */
+  private skipping = false;
 
   constructor(private readonly o: JetStreamSourceOptions) {
     this.replays = new RepeatedWarnings(
@@ -344,11 +367,16 @@ export class JetStreamSource {
       try {
         const epoch = this.epoch;
         const batchSize = Math.max(...this.recentSizes);
-        const batch = await consumer.fetch({ max_messages: Math.max(1, Math.floor(Math.min(room, MAX_PULL) / batchSize)), expires: PULL_EXPIRES_MS });
+        // after a pull that was all deferred, a larger one: what is behind them (another org's) comes sooner
+        const wanted = Math.max(1, Math.floor(Math.min(room, MAX_PULL) / batchSize), this.skipping ? DEFERRED_PULL : 0);
+        const batch = await consumer.fetch({ max_messages: wanted, expires: PULL_EXPIRES_MS });
         this.current = batch;
         this.pulling?.();
         this.pulling = null;
+        const deferredBefore = this.deferred;
+        let handedOut = 0;
         for await (const m of batch) {
+          handedOut++;
           if (this.stopped) m.nak(RELEASE_DELAY_MS);
           else if (this.epoch === epoch) await this.take(m, epoch);
           // else handed out before the connection was lost: not taken (neither acked nor nak'd), it
@@ -356,6 +384,26 @@ export class JetStreamSource {
         }
         if (failing) this.o.logger.warn('pulling events again');
         failing = false;
+        this.skipping = handedOut > 0 && this.deferred - deferredBefore === handedOut;
+        if (this.skipping && !this.stopped) {
+          // every batch of this pull was deferred (their orgs are at their share): pull again once
+          // an event settles, or shortly (another org's batch may be next), not at once
+          await new Promise<void>((r) => {
+            const timer = this.o.clock.setTimeout(() => this.wake?.(), DEFERRED_PAUSE_MS);
+            this.wake = () => {
+              this.wake = null;
+              timer.cancel();
+              r();
+            };
+            // one listener at a time, however many pauses end by their timer first
+            if (this.listening) return;
+            this.listening = true;
+            this.o.pipeline.whenRoom(() => {
+              this.listening = false;
+              this.wake?.();
+            });
+          });
+        }
       } catch (err) {
         if (this.stopped) break;
         if (!failing) this.o.logger.warn({ err: String(err) }, 'could not pull events; retrying');
@@ -393,6 +441,13 @@ export class JetStreamSource {
       return;
     }
     if (this.holdsOrSettled(id, m)) return;
+    const routes = events.map((e) => decodeRoute(e.route));
+    if (!routes.some((r) => r && this.o.pipeline.roomFor(r.org) > 0) && routes.some((r) => r)) {
+      // its org has its share of the window already: the batch waits in JetStream, not here
+      this.deferred++;
+      m.nak(Math.min(OVER_SHARE_DELAY_MS * Math.max(1, m.info.deliveryCount), OVER_SHARE_MAX_DELAY_MS));
+      return;
+    }
     let rec: ProgressRecord | null = null;
     if (m.redelivered || this.o.clock.now() < this.suspectUntil) {
       try {
@@ -424,9 +479,9 @@ export class JetStreamSource {
     const b: HeldBatch = { id, m, done: new Map(), finished: new Set(rec?.finished ?? []), ids, left: 0, released: false };
     const inbound: InboundEvent[] = [];
     let unparseable = 0;
-    for (const e of events) {
+    for (const [i, e] of events.entries()) {
       if (b.finished.has(e.id)) continue;
-      const route = decodeRoute(e.route);
+      const route = routes[i];
       if (!route) {
         unparseable++;
         b.finished.add(e.id);

@@ -10,15 +10,22 @@
 // written at once). Plain subscribers of svc.events.> see each event when it is committed, on the
 // engine's thread (src/topology/embedded.ts), not here.
 // An event over 256 KiB (CONTRACT 8) is set aside instead (src/handoff/set-aside.ts).
+//
+// Rows are read per org, round robin over the orgs with rows waiting, each org's as many as the
+// pipeline takes of it now (roomFor: its fair share of the window, CONTRACT 8): one org's backlog
+// (a burst, a receiver that hangs) waits in the outbox, and another org's rows committed after it
+// are handed over at once. Which orgs have rows waiting is learnt from the rows committed since the
+// last look (one pass over them), each org's rows are read through the index outbox_org.
 import type { Logger } from 'pino';
 import type { Db } from '../../../store/db.ts';
-import { deleteOutbox, readOutbox, saveOutboxProgress, type DeliveryLedger, type OutboxRow } from '../../../store/outbox.ts';
+import { deleteOutbox, outboxOrgsAfter, readOrgOutbox, saveOutboxProgress, type DeliveryLedger, type OutboxRow } from '../../../store/outbox.ts';
 import { systemClock, type Clock, type Timer } from '../../domain/clock.ts';
 import { decodeRoute } from '../../domain/route.ts';
 import { oversized, SetAside, UNPUBLISHABLE } from '../../handoff/set-aside.ts';
 import type { DeliveryPipeline, InboundEvent, ProgressStore } from '../pipeline.ts';
 
-const BATCH = 500;
+/** Rows of one org read at a time (its turn of the round robin). */
+const ORG_BATCH = 256;
 /** A delete the engine's write lock kept out past busy_timeout is tried again this much later. */
 const DELETE_RETRY_MS = 100;
 /** With a delivered ledger: how often delivered rows are deleted from the outbox (one write each time). */
@@ -32,8 +39,19 @@ function isBusy(err: unknown): boolean {
   return typeof err === 'object' && err !== null && String((err as { code?: unknown }).code ?? '').startsWith('SQLITE_BUSY');
 }
 
+/** An org with rows not yet handed over: the last row handed over (or passed), and the last row known of it. */
+interface OrgCursor {
+  read: number;
+  last: number;
+}
+
 export class OutboxSource implements ProgressStore {
-  private lastSeq = 0;
+  /** every row up to this seq is known (its org is in `orgs`, or was handed over already) */
+  private known = 0;
+  /** each org's cursor (kept when it has caught up: rows it read beyond `known` are not read again) */
+  private readonly cursors = new Map<string, OrgCursor>();
+  /** orgs with rows waiting, in round-robin order (a Set's order: an org's turn moves it to the end) */
+  private readonly waiting = new Set<string>();
   private feeding = false;
   private waitingForRoom = false;
   private closed = false;
@@ -91,39 +109,70 @@ export class OutboxSource implements ProgressStore {
     return this.held.size > 0 || this.toDelete.length > 0 || this.toPrune.length > 0;
   }
 
-  /** Hand over committed rows while the data plane has room. */
+  /** Hand over committed rows while the data plane has room: per org, round robin, each within its share. */
   kick(): void {
     const p = this.pipeline;
     if (!p || this.feeding || this.closed) return;
     this.feeding = true;
     try {
       for (;;) {
-        const room = p.room();
-        if (room === 0) {
-          // one listener however many commits are kicked meanwhile
-          if (!this.waitingForRoom) {
-            this.waitingForRoom = true;
-            p.whenRoom(() => {
-              this.waitingForRoom = false;
-              this.kick();
-            });
+        if (p.room() === 0) return this.waitForRoom(p);
+        this.learnOrgs();
+        let handed = 0;
+        let held = false;
+        // one turn of every org with rows waiting (walked over a copy: a turn reorders the set)
+        for (const org of [...this.waiting]) {
+          const c = this.cursors.get(org)!;
+          const room = p.roomFor(org);
+          if (room === 0) {
+            held = true;
+            continue;
           }
-          return;
+          const rows = readOrgOutbox(this.db, org, c.read, Math.min(room, ORG_BATCH));
+          for (const row of rows) {
+            c.read = row.seq;
+            if (this.delivered.has(row.seq)) continue;
+            const tooBig = oversized(row);
+            if (tooBig) {
+              if (this.aside.event(row, tooBig)) this.dropped(UNPUBLISHABLE);
+            } else this.hand(p, row);
+          }
+          handed += rows.length;
+          this.waiting.delete(org);
+          // caught up with what is known of it (later rows make it wait again); else its next turn after the others'
+          if (rows.length === Math.min(room, ORG_BATCH) && c.read < c.last) this.waiting.add(org);
         }
-        const rows = readOutbox(this.db, this.lastSeq, Math.min(room, BATCH));
-        if (!rows.length) return;
-        for (const row of rows) {
-          this.lastSeq = row.seq;
-          if (this.delivered.has(row.seq)) continue;
-          const tooBig = oversized(row);
-          if (tooBig) {
-            if (this.aside.event(row, tooBig)) this.dropped(UNPUBLISHABLE);
-          } else this.hand(p, row);
+        if (handed === 0) {
+          if (held) this.waitForRoom(p);
+          return;
         }
       }
     } finally {
       this.feeding = false;
     }
+  }
+
+  /** The orgs of the rows committed since the last look, and the last row of each. */
+  private learnOrgs(): void {
+    const from = this.known;
+    for (const { org_id, last } of outboxOrgsAfter(this.db, from)) {
+      const c = this.cursors.get(org_id);
+      // an org new here: its rows up to `from` were none (each row up to it was known, and its org's)
+      if (c) c.last = Math.max(c.last, last);
+      else this.cursors.set(org_id, { read: from, last });
+      if (last > (c?.read ?? from)) this.waiting.add(org_id);
+      this.known = Math.max(this.known, last);
+    }
+  }
+
+  /** One listener however many commits are kicked meanwhile. */
+  private waitForRoom(p: DeliveryPipeline): void {
+    if (this.waitingForRoom) return;
+    this.waitingForRoom = true;
+    p.whenRoom(() => {
+      this.waitingForRoom = false;
+      this.kick();
+    });
   }
 
   private hand(p: DeliveryPipeline, row: OutboxRow): void {

@@ -1,0 +1,141 @@
+// The pipeline's intake per org (CONTRACT 8, issue 27): an org holds at most its share of the
+// window, any org may hold minOrgEvents however full it is, and a deleted webhook's queued attempts
+// are dropped at once (counted webhook_deleted) while its attempt in flight finishes. A manual
+// clock and a deliverer that answers only when the test says so: nothing here waits on time.
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/domain/clock.ts';
+import type { Route } from '../../src/domain/route.ts';
+import type { AttemptCallback, AttemptResult, Deliverer } from '../../src/delivery/client.ts';
+import { WebhookRegistry } from '../../src/dispatch/registry.ts';
+import { DeliveryPipeline, type InboundEvent } from '../../src/dataplane/pipeline.ts';
+import { FairSlots } from '../../src/dataplane/slots.ts';
+import { allEventsEntry } from '../helpers/webhooks.ts';
+
+const route = (org: string): Route => ({ org, type: 'com.svc.test.intake', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 0 });
+
+/** A deliverer whose attempts hang until answer() is called. */
+function heldDeliverer() {
+  const open: Array<{ url: string; done: AttemptCallback }> = [];
+  const d = {
+    send: (url: string, _h: Record<string, string>, _b: Buffer, done: AttemptCallback) => void open.push({ url, done }),
+    hostOf: () => 'host',
+  } as unknown as Deliverer;
+  const answer = (pred: (url: string) => boolean, r: AttemptResult) => {
+    for (const a of open.filter((x) => pred(x.url))) {
+      open.splice(open.indexOf(a), 1);
+      a.done(r);
+    }
+  };
+  return { d, open, answer };
+}
+
+function rig(o: { maxEvents?: number; minOrgEvents?: number } = {}) {
+  const registry = new WebhookRegistry();
+  for (const [i, x] of ['a', 'b', 'c', 'd', 'e'].entries()) registry.upsert(allEventsEntry(`org_${x}`, `wh_${x}`, `http://${x}.test/hook`), i + 1);
+  const { d, open, answer } = heldDeliverer();
+  const dropped: Array<[string, number]> = [];
+  const settled = new Set<string>();
+  const pipeline = new DeliveryPipeline({
+    registry,
+    deliverer: d,
+    sign: () => ({}),
+    outcomes: { record: () => {}, flush: async () => {} },
+    progress: null,
+    clock: new ManualClock(),
+    logger: pino({ level: 'silent' }),
+    concurrency: 16,
+    maxEvents: o.maxEvents ?? 100,
+    minOrgEvents: o.minOrgEvents ?? 4,
+    dropped: (reason, n) => void dropped.push([reason, n]),
+  });
+  let n = 0;
+  const send = (org: string, count = 1) => {
+    for (let i = 0; i < count; i++) {
+      const id = `${org}_${n++}`;
+      const ev: InboundEvent = { id, route: route(org), body: Buffer.from('{}'), done: [], settle: () => void settled.add(id), release: () => {} };
+      pipeline.accept(ev);
+    }
+  };
+  /** what a source does: take an org's events while roomFor(org) says so; how many it took */
+  const offer = (org: string, count: number) => {
+    let took = 0;
+    while (took < count && pipeline.roomFor(org) > 0) {
+      send(org);
+      took++;
+    }
+    return took;
+  };
+  return { registry, pipeline, open, answer, dropped, settled, offer };
+}
+
+describe('intake per org (CONTRACT 8)', () => {
+  it("an org's backlog stops at its share of the window; another org's events are still taken", () => {
+    const r = rig({ maxEvents: 100, minOrgEvents: 4 });
+    // alone, A takes half the window (room is kept for one more org), not all of it
+    expect(r.offer('org_a', 1000)).toBe(50);
+    expect(r.pipeline.roomFor('org_a')).toBe(0);
+    expect(r.pipeline.room()).toBeGreaterThan(0);
+    // B comes: its share is a third of the window (two orgs holding, and room for one more)
+    expect(r.offer('org_b', 1000)).toBe(33);
+    expect(r.pipeline.heldOf('org_a')).toBe(50);
+    expect(r.pipeline.heldOf('org_b')).toBe(33);
+    // C comes while A and B hang: it still gets its share
+    expect(r.pipeline.roomFor('org_c')).toBeGreaterThan(0);
+  });
+
+  it('however full the window, any org may hold minOrgEvents (a reserve above it), and no more', () => {
+    const r = rig({ maxEvents: 12, minOrgEvents: 2 });
+    // three orgs, each taking its share as it comes (6, 4, then what is left): the window is full
+    for (const org of ['org_a', 'org_b', 'org_c']) r.offer(org, 1000);
+    expect(r.pipeline.held()).toBe(12);
+    expect(r.offer('org_a', 1)).toBe(0);
+    // another org: minOrgEvents from the reserve
+    expect(r.offer('org_d', 1000)).toBe(2);
+    // the reserve (12 / 4) bounds what is held whatever comes
+    r.offer('org_e', 1000);
+    expect(r.pipeline.held()).toBe(12 + 3);
+    expect(r.pipeline.room()).toBe(0);
+  });
+
+  it("a deleted webhook's queued attempts are dropped and counted, its events settle, its attempts in flight finish", () => {
+    const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
+    r.offer('org_a', 20);
+    // 8 in flight at wh_a (CONTRACT 6.6), 12 queued
+    expect(r.open).toHaveLength(8);
+    expect(r.registry.remove('org_a', 'wh_a', 10)).toBe(true);
+    expect(r.dropped).toEqual([['webhook_deleted', 12]]);
+    expect(r.settled.size).toBe(12); // their only webhook is gone: settled
+    expect(r.open).toHaveLength(8); // nothing new started
+    r.answer(() => true, { delivered: true, status: 200, duration_ms: 1 });
+    expect(r.settled.size).toBe(20);
+    expect(r.pipeline.held()).toBe(0);
+    expect(r.open).toHaveLength(0);
+  });
+});
+
+describe('FairSlots per org', () => {
+  it('counts queued attempts and pressure per org, and drops a webhook queue', () => {
+    const clock = new ManualClock();
+    const s = new FairSlots<number>({ clock, concurrency: 4, perWebhook: 8 });
+    for (let i = 0; i < 10; i++) s.push('A', 'a1', i);
+    for (let i = 0; i < 3; i++) s.push('B', 'b1', i);
+    expect(s.queuedOf('A')).toBe(10);
+    expect(s.queuedOf('B')).toBe(3);
+    // a webhook known fast adds its backlog (up to 32) to its org's pressure only
+    const g = s.next()!;
+    clock.advance(5);
+    s.done(g, true);
+    expect(s.pressureOf(g.org)).toBeGreaterThan(0);
+    expect(s.pressureOf(g.org === 'A' ? 'B' : 'A')).toBe(0);
+    const before = s.queuedOf('A');
+    expect(s.drop('a1')).toHaveLength(before);
+    expect(s.queuedOf('A')).toBe(0);
+    expect(s.pressureOf('A')).toBe(0);
+    expect(s.queued).toBe(s.queuedOf('B'));
+    // the slots go on with B
+    const rest: number[] = [];
+    for (let n = s.next(); n; n = s.next()) rest.push(n.item);
+    expect(rest.length).toBeGreaterThan(0);
+  });
+});
