@@ -9,7 +9,7 @@ import { parseDuration } from '../config.ts';
 import { seg } from './api-client.ts';
 import { group, handle, leaf, reportAttempt, str, type AttemptNow } from './command-kit.ts';
 import { registerHistoryCommands } from './history-commands.ts';
-import { UsageError } from './errors.ts';
+import { UsageError } from './exit-errors.ts';
 import { formatDiff, formatLabels, formatLastDelivery, printFields, printJson, printTable, println, type DiffLike } from './output.ts';
 
 // ---------------------------------------------------------------- subscription documents (spec 2.4)

@@ -3,7 +3,7 @@
 import type { Command } from 'commander';
 import { seg } from './api-client.ts';
 import { group, handle, leaf, reportAttempt, str, type AttemptNow, type Run } from './command-kit.ts';
-import { UsageError } from './errors.ts';
+import { UsageError } from './exit-errors.ts';
 import { printFields, printJson, printTable, println } from './output.ts';
 import { timeBoundMs } from '../domain/duration.ts';
 import type { AttemptView as Attempt, Page, RecoveryView as Recovery } from '../services/history.ts';

@@ -13,7 +13,7 @@ import { SIGNATURE_HEADER } from '../delivery/sign.ts';
 import { checkDelivery, signingKeys, TIMESTAMP_TOLERANCE_S, WEBHOOK_SIGNATURE_HEADER, type DeliveryCheck } from '../delivery/signatures.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
 import { readSecret } from './api-commands.ts';
-import { UsageError } from './errors.ts';
+import { UsageError } from './exit-errors.ts';
 
 export interface LineSink {
   write(chunk: string): unknown;

@@ -1,7 +1,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, parsePort, parsePositiveInt, parseUrl, type ServeConfig, DEFAULT_EVENT_RETENTION_MS } from '../config.ts';
 import { LIMITS } from '../domain/limits.ts';
-import { UsageError } from './errors.ts';
+import { UsageError } from './exit-errors.ts';
 
 export const arg =
   <T>(fn: (s: string) => T) =>

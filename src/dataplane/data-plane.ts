@@ -6,14 +6,14 @@ import { jetstream } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Clock } from '../domain/clock.ts';
-import { encodeOutcomeBatch, type OutcomeBatch } from '../domain/outcomes.ts';
+import { encodeOutcomeBatch, type OutcomeBatch } from '../outcomes/outcome.ts';
 import { outcomesSubject, PROGRESS_BUCKET, REGISTRY_BUCKET, sealHeaders } from '../bus/jetstream.ts';
 import { watchRegistry } from '../bus/kv-registry.ts';
 import type { Seal } from '../bus/seal.ts';
 import { WebhookRegistry } from '../dispatch/registry.ts';
 import { Deliverer } from '../delivery/client.ts';
 import { DeliveryPipeline, type ProgressStore } from './pipeline.ts';
-import { BatchingOutcomeSink } from './outcomes.ts';
+import { BatchingOutcomeSink } from '../outcomes/batching-sink.ts';
 import { JetStreamSource, KvProgress } from './jetstream-source.ts';
 import { makeSigner } from './signer.ts';
 

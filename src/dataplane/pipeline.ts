@@ -19,11 +19,11 @@
 // repeats only the attempts that were in flight.
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
-import type { Route } from '../domain/route.ts';
+import type { Route } from '../domain/event-route.ts';
 import type { WebhookRegistry } from '../dispatch/registry.ts';
 import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { AttemptResult, Deliverer } from '../delivery/client.ts';
-import { RECOVERY_HEADER, type Outcome } from '../domain/outcomes.ts';
+import { RECOVERY_HEADER, type Outcome } from '../outcomes/outcome.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 import { FairSlots, type Grant } from './slots.ts';
 

@@ -1,5 +1,5 @@
 // Match predicate of a webhook against the entities of an event (spec 2.3, CONTRACT 6.3).
-import type { Route, RouteEntity } from '../domain/route.ts';
+import type { Route, RouteEntity } from '../domain/event-route.ts';
 import { MATCH_KINDS, type Match, type MatchFilter, type MatchKind } from '../domain/subscription.ts';
 
 /** An entity of an event (labels null: unknown to the event's org, matched by id only). */

@@ -1,4 +1,4 @@
-// Domain errors: thrown by services, mapped to HTTP statuses by src/http/errors.ts (CONTRACT 3).
+// Domain errors: thrown by services, mapped to HTTP statuses by src/http/http-error.ts (CONTRACT 3).
 
 export interface ErrorDetail {
   path: string;

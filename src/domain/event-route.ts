@@ -1,5 +1,5 @@
 // The route of an event: what dispatch needs to decide which webhooks get it, computed once where
-// the event is emitted (src/events/route.ts) and carried beside the body (an outbox column, a bus
+// the event is emitted (src/events/routing.ts) and carried beside the body (an outbox column, a bus
 // header). Dispatch never parses the body, and never turns slugs back into a route.
 
 export type Labels = Record<string, string>;

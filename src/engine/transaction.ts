@@ -8,9 +8,9 @@ import { entityLabels } from '../../store/installs.ts';
 import { eventSubject } from '../bus/subjects.ts';
 import { isoNow, type Clock } from '../domain/clock.ts';
 import type { Fact } from '../domain/facts.ts';
-import { encodeRoute } from '../domain/route.ts';
+import { encodeRoute } from '../domain/event-route.ts';
 import { emit } from '../events/cloudevent.ts';
-import type { LabelLookup } from '../events/route.ts';
+import type { LabelLookup } from '../events/routing.ts';
 import type { Metrics } from '../metrics.ts';
 
 /** A unit of work: facts recorded inside it reach the outbox in the same SQLite transaction. */

@@ -4,8 +4,8 @@ import type { Fact, Outcome, StepRef, WorkflowRef } from '../domain/facts.ts';
 import { classify, type Classification } from './classify.ts';
 import { slugsFor } from './slugs.ts';
 import { approvalUrl, linksFor } from './links.ts';
-import { routeOf, type LabelLookup } from './route.ts';
-import type { Route } from '../domain/route.ts';
+import { routeOf, type LabelLookup } from './routing.ts';
+import type { Route } from '../domain/event-route.ts';
 
 export interface CloudEvent {
   specversion: '1.0';

@@ -1,5 +1,5 @@
-// The route of a fact's event (src/domain/route.ts), computed once, where the event is emitted.
-import type { Route, RouteEntity, Labels } from '../domain/route.ts';
+// The route of a fact's event (src/domain/event-route.ts), computed once, where the event is emitted.
+import type { Route, RouteEntity, Labels } from '../domain/event-route.ts';
 import type { Fact } from '../domain/facts.ts';
 import type { Classification } from './classify.ts';
 import { eventSlug } from './slugs.ts';

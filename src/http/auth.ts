@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from 'hono';
 import type { Db } from '../../store/db.ts';
 import { orgOfToken } from '../../store/orgs.ts';
-import { forbidden, unauthorized } from './errors.ts';
+import { forbidden, unauthorized } from './http-error.ts';
 
 export type AuthEnv = { Variables: { orgId: string } };
 

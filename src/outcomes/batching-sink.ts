@@ -5,8 +5,8 @@
 // the buffer (bounded: past MAX_BUFFERED the oldest are dropped, with a warning).
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
-import type { Outcome, OutcomeBatch } from '../domain/outcomes.ts';
-import type { OutcomeSink } from './pipeline.ts';
+import type { Outcome, OutcomeBatch } from './outcome.ts';
+import type { OutcomeSink } from '../dataplane/pipeline.ts';
 
 const EVERY_MS = 100;
 const MAX_BATCH = 1000;

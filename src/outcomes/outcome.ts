@@ -1,6 +1,6 @@
 // Delivery outcomes travelling from a data plane back to the control plane, in batches (CONTRACT
 // 4.1 delivery_status, 6.5 metrics). Compact on the wire: one array per outcome; the envelope
-// carries the batch's id (applied once, src/ingest/outcomes.ts) and when it was sent.
+// carries the batch's id (applied once, src/outcomes/consumer.ts) and when it was sent.
 
 /** The header of a recovered or resent attempt (CONTRACT 4.5): the recovery id, or `resend`. */
 export const RECOVERY_HEADER = 'x-svc-recovery';

@@ -7,7 +7,7 @@ import type { Db } from '../../store/db.ts';
 import { getDeliveryStatus, listDeliveryStatus, saveDeliveryStatuses, type DeliveryStatus } from '../../store/delivery-status.ts';
 import { saveAttempts, type AttemptRow } from '../../store/history.ts';
 import type { Clock, Timer } from '../domain/clock.ts';
-import { RESEND, type Outcome, type OutcomeBatch } from '../domain/outcomes.ts';
+import { RESEND, type Outcome, type OutcomeBatch } from './outcome.ts';
 import type { Metrics } from '../metrics.ts';
 
 const FLUSH_EVERY_MS = 1000;

@@ -8,7 +8,7 @@
 // outbox itself, so a commit costs the engine one postMessage whatever the fan-out.
 import type { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
-import type { OutcomeBatch } from '../domain/outcomes.ts';
+import type { OutcomeBatch } from '../outcomes/outcome.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import type { DeliveryLimits } from '../dataplane/data-plane.ts';
 import { entryBeside, spawnThread } from '../dataplane/threads.ts';

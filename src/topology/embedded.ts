@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import type { OutboxRow } from '../../store/outbox.ts';
 import type { Bus } from '../bus/bus.ts';
-import type { OutcomeBatch } from '../domain/outcomes.ts';
+import type { OutcomeBatch } from '../outcomes/outcome.ts';
 import type { DeliveryLimits } from '../dataplane/data-plane.ts';
 import { LocalDeliveryThread, type RegistryChange } from '../relay/local-delivery.ts';
 import { startLocalDelivery } from '../relay/local-relay.ts';

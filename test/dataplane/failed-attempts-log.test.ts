@@ -4,13 +4,13 @@
 // real deliverer and a receiver that always answers 500, on a ManualClock.
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/domain/clock.ts';
-import type { Route } from '../../src/domain/route.ts';
+import type { Route } from '../../src/domain/event-route.ts';
 import type { WebhookEntry } from '../../src/domain/webhook-entry.ts';
 import { Deliverer } from '../../src/delivery/client.ts';
 import type { WebhookRegistry } from '../../src/dispatch/registry.ts';
 import { WebhookSubscriber } from '../../src/dispatch/subscriber.ts';
 import { DeliveryPipeline, type InboundEvent } from '../../src/dataplane/pipeline.ts';
-import type { Outcome } from '../../src/domain/outcomes.ts';
+import type { Outcome } from '../../src/outcomes/outcome.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startReceiver } from '../helpers/receiver.ts';
 

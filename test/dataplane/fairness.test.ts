@@ -8,8 +8,8 @@
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/domain/clock.ts';
-import type { Outcome } from '../../src/domain/outcomes.ts';
-import type { Route } from '../../src/domain/route.ts';
+import type { Outcome } from '../../src/outcomes/outcome.ts';
+import type { Route } from '../../src/domain/event-route.ts';
 import { Deliverer } from '../../src/delivery/client.ts';
 import { WebhookRegistry } from '../../src/dispatch/registry.ts';
 import { DeliveryPipeline, type InboundEvent } from '../../src/dataplane/pipeline.ts';

@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CE_CONTENT_TYPE, type AttemptResult, type DelivererOptions } from '../../src/delivery/client.ts';
 import { verify } from '../../src/delivery/sign.ts';
 import { testDeliverer, type TestDeliverer } from '../helpers/deliverer.ts';
-import { DeliveryStatusBook } from '../../src/engine/delivery-status.ts';
+import { DeliveryStatusBook } from '../../src/outcomes/status-book.ts';
 import { ManualClock, systemClock } from '../../src/domain/clock.ts';
 import { waitFor } from '../helpers/service.ts';
 import { openDb } from '../../store/db.ts';

@@ -1,8 +1,8 @@
-// The outcome batch on the wire (src/domain/outcomes.ts): a recovery id travels as an optional
+// The outcome batch on the wire (src/outcomes/outcome.ts): a recovery id travels as an optional
 // 10th field of an outcome's tuple, and the 9-field tuples of data planes from before it still decode.
 import { describe, expect, it } from 'vitest';
-import { decodeOutcomeBatch, encodeOutcomeBatch, type Outcome } from '../../src/domain/outcomes.ts';
-import { decodeRoute, encodeRoute, type Route } from '../../src/domain/route.ts';
+import { decodeOutcomeBatch, encodeOutcomeBatch, type Outcome } from '../../src/outcomes/outcome.ts';
+import { decodeRoute, encodeRoute, type Route } from '../../src/domain/event-route.ts';
 
 const base: Outcome = { webhook_id: 'wh_1', org_id: 'org_1', event_id: 'ev_1', type: 't', ok: false, status: 503, error: 'HTTP 503', duration_ms: 12, at: 1000 };
 

@@ -7,7 +7,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
-import { encodeRoute, type Route } from '../../src/domain/route.ts';
+import { encodeRoute, type Route } from '../../src/domain/event-route.ts';
 import { openDb } from '../../store/db.ts';
 import { insertEvent } from '../../store/history.ts';
 import { childSettled, children, spawnService, type ChildService } from '../helpers/child-service.ts';

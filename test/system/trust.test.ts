@@ -15,7 +15,7 @@ import { encodeHopBatch } from '../../src/bus/hop.ts';
 import { hopSubject } from '../../src/bus/subjects.ts';
 import { natsConnectOptions } from '../../src/bus/nats-auth.ts';
 import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
-import { encodeRoute, type Route } from '../../src/domain/route.ts';
+import { encodeRoute, type Route } from '../../src/domain/event-route.ts';
 import { resolveDataplaneKey } from '../../src/relay/dataplane-key.ts';
 import { openDb } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
