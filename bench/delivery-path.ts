@@ -24,7 +24,7 @@ import { once } from 'node:events';
 import pino from 'pino';
 import { Pool } from 'undici';
 import { spawnSync } from 'node:child_process';
-import type { Route } from '../src/domain/event-route.ts';
+import type { EventRoute } from '../src/domain/event-route.ts';
 import type { OutcomeBatch } from '../src/outcomes/outcome.ts';
 import type { WebhookEntry } from '../src/domain/webhook-entry.ts';
 import type { InboundEvent, ProgressStore, DeliveryPipeline as Pipeline } from '../src/dataplane/pipeline.ts';
@@ -181,7 +181,7 @@ async function runSvc(svc: Svc, url: string, fanout: number, events: number): Pr
   const sink = new BatchingOutcomeSink('bench', send, () => pipeline.inFlight(), systemClock, silent);
   pipeline = new DeliveryPipeline({ registry, deliverer, sign: makeSigner(), outcomes: sink, progress: noProgress, clock: systemClock, logger: silent, concurrency: CONCURRENCY });
 
-  const route: Route = { org: ORG, type: 'com.svc.workflow.started', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: 'inst_bench', labels: null }, component: null, action: null, rev: 0 };
+  const route: EventRoute = { org: ORG, type: 'com.svc.workflow.started', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: 'inst_bench', labels: null }, component: null, action: null, rev: 0 };
   let settled = 0;
   let done!: () => void;
   const finished = new Promise<void>((r) => (done = r));

@@ -2,8 +2,9 @@
 // several service instances in one process never share counters.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-export type IngestResult = 'accepted' | 'duplicate' | 'ignored' | 'invalid';
-export type DeliveryOutcome = 'success' | 'failure';
+/** Label values of svc_ingest_messages_total{result} and svc_deliveries_total{outcome}. */
+export type IngestResultLabel = 'accepted' | 'duplicate' | 'ignored' | 'invalid';
+export type DeliveryOutcomeLabel = 'success' | 'failure';
 
 export interface Metrics {
   registry: Registry;
@@ -38,7 +39,7 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
     labelNames: ['result'] as const,
     registers: [registry],
   });
-  for (const result of ['accepted', 'duplicate', 'ignored', 'invalid'] satisfies IngestResult[]) ingestMessages.inc({ result }, 0);
+  for (const result of ['accepted', 'duplicate', 'ignored', 'invalid'] satisfies IngestResultLabel[]) ingestMessages.inc({ result }, 0);
 
   const eventsEmitted = new Counter({
     name: 'svc_events_emitted_total',
@@ -53,7 +54,7 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
     labelNames: ['outcome'] as const,
     registers: [registry],
   });
-  for (const outcome of ['success', 'failure'] satisfies DeliveryOutcome[]) deliveries.inc({ outcome }, 0);
+  for (const outcome of ['success', 'failure'] satisfies DeliveryOutcomeLabel[]) deliveries.inc({ outcome }, 0);
 
   const deliveryDuration = new Histogram({
     name: 'svc_delivery_duration_seconds',
@@ -86,7 +87,7 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
     labelNames: ['outcome'] as const,
     registers: [registry],
   });
-  for (const outcome of ['success', 'failure'] satisfies DeliveryOutcome[]) recoveryAttempts.inc({ outcome }, 0);
+  for (const outcome of ['success', 'failure'] satisfies DeliveryOutcomeLabel[]) recoveryAttempts.inc({ outcome }, 0);
 
   const hopBatchEvents = new Histogram({
     name: 'svc_hop_batch_events',

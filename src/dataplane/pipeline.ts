@@ -19,17 +19,17 @@
 // repeats only the attempts that were in flight.
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
-import type { Route } from '../domain/event-route.ts';
+import type { EventRoute } from '../domain/event-route.ts';
 import type { WebhookRegistry } from '../dispatch/registry.ts';
 import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { AttemptResult, Deliverer } from '../delivery/client.ts';
-import { RECOVERY_HEADER, type Outcome } from '../outcomes/outcome.ts';
+import { RECOVERY_HEADER, type DeliveryOutcome } from '../outcomes/outcome.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 import { FairSlots, type Grant } from './slots.ts';
 
 export interface InboundEvent {
   id: string;
-  route: Route;
+  route: EventRoute;
   /** the exact CloudEvent bytes to POST */
   body: Buffer;
   /** webhooks already attempted before (a redelivered event) */
@@ -41,7 +41,7 @@ export interface InboundEvent {
 }
 
 export interface OutcomeSink {
-  record(o: Outcome): void;
+  record(o: DeliveryOutcome): void;
   flush(): Promise<void>;
 }
 
@@ -228,7 +228,7 @@ export class DeliveryPipeline {
     const sub = g.item.sub;
     const ev = state.ev;
     const recovery = ev.route.recovery;
-    const outcome: Outcome = {
+    const outcome: DeliveryOutcome = {
       webhook_id: sub.id,
       org_id: sub.org,
       event_id: recovery ? recovery.event_id : ev.id,

@@ -42,7 +42,7 @@ import {
 import type { ParentRef } from '../domain/facts.ts';
 import type { WorkflowStatus } from '../domain/status.ts';
 import { GATE_VERDICTS, type HealthGate, type Rollout } from '../domain/rollout.ts';
-import { isFinal, type Outcome, type OwnerType } from '../domain/status.ts';
+import { isFinal, type RunOutcome, type OwnerType } from '../domain/status.ts';
 import { ConflictError, NotFoundError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import { rollbackGroupStep, type StepDef } from './definitions.ts';
@@ -66,7 +66,7 @@ export interface StartWorkflow {
 
 /** A runner's report on a job (CONTRACT 5.2). */
 export interface JobReport {
-  status: 'started' | Outcome;
+  status: 'started' | RunOutcome;
   error?: string;
   plan?: { changes: Array<{ address: string; action: string }> };
 }
@@ -264,7 +264,7 @@ export class Workflows {
     t.jobsChanged();
   }
 
-  private finish(t: Tx, wf: WorkflowRow, outcome: Outcome, error?: string): void {
+  private finish(t: Tx, wf: WorkflowRow, outcome: RunOutcome, error?: string): void {
     const stepStatuses = listSteps(this.db, wf.workflow_id).map((s) => s.status);
     if (!this.workflowEvent(t, wf, { type: 'finish', outcome, error, stepStatuses })) return;
     cancelWorkflowJobs(this.db, wf.workflow_id);

@@ -1,11 +1,11 @@
 // Fact -> CloudEvents 1.0 envelope (spec 6.3-6.5, CONTRACT 6.2).
 import { randomUUID } from 'node:crypto';
-import type { Fact, Outcome, StepRef, WorkflowRef } from '../domain/facts.ts';
+import type { Fact, RunResult, StepRef, WorkflowRef } from '../domain/facts.ts';
 import { classify, type Classification } from './classify.ts';
 import { slugsFor } from './slugs.ts';
 import { approvalUrl, linksFor } from './links.ts';
 import { routeOf, type LabelLookup } from './routing.ts';
-import type { Route } from '../domain/event-route.ts';
+import type { EventRoute } from '../domain/event-route.ts';
 
 export interface CloudEvent {
   specversion: '1.0';
@@ -108,7 +108,7 @@ function stepData(s: StepRef): Record<string, unknown> {
   };
 }
 
-function outcomeData(transition: 'succeeded' | 'failed' | 'cancelled', o: Outcome | undefined): Record<string, unknown> {
+function outcomeData(transition: 'succeeded' | 'failed' | 'cancelled', o: RunResult | undefined): Record<string, unknown> {
   const d = Number(o?.duration_ms);
   const out: Record<string, unknown> = {
     status: transition,
@@ -231,7 +231,7 @@ export interface EmittedEvent {
   /** the CloudEvents subject */
   subject: string;
   body: string;
-  route: Route;
+  route: EventRoute;
 }
 
 export interface EmitOptions extends EnvelopeOptions {

@@ -5,7 +5,7 @@
 // the buffer (bounded: past MAX_BUFFERED the oldest are dropped, with a warning).
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
-import type { Outcome, OutcomeBatch } from './outcome.ts';
+import type { DeliveryOutcome, OutcomeBatch } from './outcome.ts';
 import type { OutcomeSink } from '../dataplane/pipeline.ts';
 
 const EVERY_MS = 100;
@@ -13,7 +13,7 @@ const MAX_BATCH = 1000;
 const MAX_BUFFERED = 50_000;
 
 export class BatchingOutcomeSink implements OutcomeSink {
-  private buffer: Outcome[] = [];
+  private buffer: DeliveryOutcome[] = [];
   private dropped: Record<string, number> = {};
   /** a batch whose send failed: sent again first */
   private unsent: OutcomeBatch | null = null;
@@ -32,7 +32,7 @@ export class BatchingOutcomeSink implements OutcomeSink {
     this.timer = clock.setInterval(() => void this.flush(), EVERY_MS);
   }
 
-  record(o: Outcome): void {
+  record(o: DeliveryOutcome): void {
     this.buffer.push(o);
     if (this.buffer.length > MAX_BUFFERED) {
       const lost = this.buffer.length - MAX_BUFFERED;

@@ -7,7 +7,8 @@ export const RECOVERY_HEADER = 'x-svc-recovery';
 /** The recovery id of a resent attempt (`X-Svc-Recovery: resend`). */
 export const RESEND = 'resend';
 
-export interface Outcome {
+/** How one delivery attempt of an event to a webhook ended. */
+export interface DeliveryOutcome {
   webhook_id: string;
   org_id: string;
   event_id: string;
@@ -34,7 +35,7 @@ export interface OutcomeBatch {
   in_flight: number;
   /** events it dropped since its previous batch, by reason */
   dropped: Record<string, number>;
-  outcomes: Outcome[];
+  outcomes: DeliveryOutcome[];
 }
 
 /** 9 fields, and a 10th (the recovery id) only when there is one: older 9-field tuples still decode. */
@@ -53,7 +54,7 @@ export function decodeOutcomeBatch(text: string): OutcomeBatch | null {
   try {
     const v = JSON.parse(text) as { i: unknown; t: unknown; w: unknown; f: unknown; d: unknown; o: unknown };
     if (typeof v.i !== 'string' || !v.i || typeof v.t !== 'number' || typeof v.w !== 'string' || typeof v.f !== 'number' || !Array.isArray(v.o) || typeof v.d !== 'object' || v.d === null) return null;
-    const outcomes: Outcome[] = [];
+    const outcomes: DeliveryOutcome[] = [];
     for (const x of v.o as unknown[]) {
       if (!Array.isArray(x) || (x.length !== 9 && x.length !== 10)) return null;
       const [webhook_id, org_id, event_id, type, ok, status, error, duration_ms, at, recovery_id] = x as WireOutcome;
