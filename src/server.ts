@@ -25,7 +25,7 @@ import { WebhookSubscriber } from './dispatch/subscriber.ts';
 import { Engine } from './engine/engine.ts';
 import { DeliveryStatusBook } from './outcomes/status-book.ts';
 import { HistoryPruner } from './engine/history.ts';
-import { RECOVERY_HEADER } from './outcomes/outcome.ts';
+import { outcomeOf, RECOVERY_HEADER } from './outcomes/outcome.ts';
 import { LocalRunner } from './runner/local-runner.ts';
 import { Scheduler } from './engine/scheduler.ts';
 import { startIngest } from './ingest/ingest.ts';
@@ -161,7 +161,7 @@ export async function startServer(config: ServeConfig, opts: { logger?: pino.Log
       const headers = sign(sub, eventId, body, clock.now());
       if (recovery) headers[RECOVERY_HEADER] = recovery;
       const r = await pinger.attempt(webhook.url, headers, body);
-      status.record({ webhook_id: webhook.webhook_id, org_id: webhook.org_id, event_id: eventId, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at: systemClock.now(), ...(recovery ? { recovery_id: recovery } : {}) });
+      status.record(outcomeOf({ webhook_id: webhook.webhook_id, org_id: webhook.org_id, event_id: eventId, type, recovery_id: recovery }, r, systemClock.now()));
       return r;
     },
     deliveryQueued: () => deliveryQueued(),

@@ -23,7 +23,7 @@ import type { EventRoute } from '../domain/event-route.ts';
 import type { WebhookRegistry } from '../dispatch/registry.ts';
 import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { AttemptResult, Deliverer } from '../delivery/client.ts';
-import { RECOVERY_HEADER, type DeliveryOutcome } from '../outcomes/outcome.ts';
+import { outcomeOf, RECOVERY_HEADER, type DeliveryOutcome } from '../outcomes/outcome.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 import { FairSlots, type Grant } from './slots.ts';
 
@@ -198,7 +198,7 @@ export class DeliveryPipeline {
     const sub = this.o.registry.get(route.org, route.recovery.webhook);
     if (sub) return [sub];
     const r = route.recovery;
-    this.o.outcomes.record({ webhook_id: r.webhook, org_id: route.org, event_id: r.event_id, type: route.type, ok: false, status: null, error: 'the webhook no longer exists', duration_ms: 0, at: this.o.clock.now(), recovery_id: r.id });
+    this.o.outcomes.record(outcomeOf({ webhook_id: r.webhook, org_id: route.org, event_id: r.event_id, type: route.type, recovery_id: r.id }, { delivered: false, error: 'the webhook no longer exists', duration_ms: 0 }, this.o.clock.now()));
     return [];
   }
 
@@ -228,18 +228,7 @@ export class DeliveryPipeline {
     const sub = g.item.sub;
     const ev = state.ev;
     const recovery = ev.route.recovery;
-    const outcome: DeliveryOutcome = {
-      webhook_id: sub.id,
-      org_id: sub.org,
-      event_id: recovery ? recovery.event_id : ev.id,
-      type: ev.route.type,
-      ok: r.delivered,
-      status: r.status ?? null,
-      error: r.error ?? null,
-      duration_ms: r.duration_ms,
-      at: this.o.clock.now(),
-    };
-    if (recovery) outcome.recovery_id = recovery.id;
+    const outcome = outcomeOf({ webhook_id: sub.id, org_id: sub.org, event_id: recovery ? recovery.event_id : ev.id, type: ev.route.type, recovery_id: recovery?.id }, r, this.o.clock.now());
     this.o.outcomes.record(outcome);
     if (!r.delivered) {
       // the host only: never the path, query or a secret of the URL

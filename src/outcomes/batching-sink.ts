@@ -6,13 +6,13 @@
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
 import type { DeliveryOutcome, OutcomeBatch } from './outcome.ts';
-import type { OutcomeSink } from '../dataplane/pipeline.ts';
 
 const EVERY_MS = 100;
 const MAX_BATCH = 1000;
 const MAX_BUFFERED = 50_000;
 
-export class BatchingOutcomeSink implements OutcomeSink {
+/** A data plane's outcome sink (the pipeline's `OutcomeSink`, met by shape: this folder imports nothing above it). */
+export class BatchingOutcomeSink {
   private buffer: DeliveryOutcome[] = [];
   private dropped: Record<string, number> = {};
   /** a batch whose send failed: sent again first */

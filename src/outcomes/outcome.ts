@@ -1,6 +1,13 @@
 // Delivery outcomes travelling from a data plane back to the control plane, in batches (CONTRACT
 // 4.1 delivery_status, 6.5 metrics). Compact on the wire: one array per outcome; the envelope
 // carries the batch's id (applied once, src/outcomes/consumer.ts) and when it was sent.
+//
+// The outcome path, all in this folder: an attempt becomes an outcome here (outcomeOf, for the
+// pipeline's attempts and the control plane's pings and resends alike) → a data plane gathers
+// outcomes into batches (batching-sink.ts) → the control plane takes the batches off the bus once
+// each (consumer.ts; embedded mode hands them over in process) → the status book turns them into
+// delivery status, metrics and the attempt log (status-book.ts).
+import type { AttemptResult } from '../delivery/client.ts';
 
 /** The header of a recovered or resent attempt (CONTRACT 4.5): the recovery id, or `resend`. */
 export const RECOVERY_HEADER = 'x-svc-recovery';
@@ -22,6 +29,25 @@ export interface DeliveryOutcome {
   at: number;
   /** a recovery's id, or 'resend' (CONTRACT 4.5); absent for the automatic attempt */
   recovery_id?: string | null;
+}
+
+/** Whom an attempt was for: the webhook, the event (a recovery item's: the kept event's id) and a recovery's id. */
+export interface AttemptTarget {
+  webhook_id: string;
+  org_id: string;
+  event_id: string;
+  /** the CloudEvents type */
+  type: string;
+  /** a recovery's id, or 'resend' (CONTRACT 4.5); absent or null for the automatic attempt */
+  recovery_id?: string | null;
+}
+
+/** The outcome of one attempt at `target` that ended at `at` (ms since the epoch): the one place an attempt becomes an outcome. */
+export function outcomeOf(target: AttemptTarget, r: AttemptResult, at: number): DeliveryOutcome {
+  const { webhook_id, org_id, event_id, type, recovery_id } = target;
+  const outcome: DeliveryOutcome = { webhook_id, org_id, event_id, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at };
+  if (recovery_id) outcome.recovery_id = recovery_id;
+  return outcome;
 }
 
 export interface OutcomeBatch {

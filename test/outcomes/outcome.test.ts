@@ -1,7 +1,7 @@
 // The outcome batch on the wire (src/outcomes/outcome.ts): a recovery id travels as an optional
 // 10th field of an outcome's tuple, and the 9-field tuples of data planes from before it still decode.
 import { describe, expect, it } from 'vitest';
-import { decodeOutcomeBatch, encodeOutcomeBatch, type DeliveryOutcome } from '../../src/outcomes/outcome.ts';
+import { decodeOutcomeBatch, encodeOutcomeBatch, outcomeOf, type DeliveryOutcome } from '../../src/outcomes/outcome.ts';
 import { decodeRoute, encodeRoute, type EventRoute } from '../../src/domain/event-route.ts';
 
 const base: DeliveryOutcome = { webhook_id: 'wh_1', org_id: 'org_1', event_id: 'ev_1', type: 't', ok: false, status: 503, error: 'HTTP 503', duration_ms: 12, at: 1000 };
@@ -17,6 +17,19 @@ describe('outcome batches', () => {
     expect(decodeOutcomeBatch(old)?.outcomes[0]).toEqual({ ...base, ok: true, status: 200, error: null, duration_ms: 5 });
     const bad = JSON.stringify({ i: 'b_0', t: 900, w: 'w', f: 0, d: {}, o: [['wh_1', 'org_1', 'ev_1', 't', 1, 200, null, 5, 1000, 7]] });
     expect(decodeOutcomeBatch(bad)).toBeNull();
+  });
+});
+
+describe('outcomeOf', () => {
+  const target = { webhook_id: 'wh_1', org_id: 'org_1', event_id: 'ev_1', type: 't' };
+  it('turns a failed attempt into a failure outcome with its status and error, no recovery id', () => {
+    const o = outcomeOf(target, { delivered: false, status: 503, error: 'HTTP 503', duration_ms: 12 }, 1000);
+    expect(o).toEqual(base);
+    expect('recovery_id' in o).toBe(false);
+  });
+  it('a delivered attempt without a status gives null status and error; a recovery or resend keeps its id', () => {
+    expect(outcomeOf({ ...target, recovery_id: 'resend' }, { delivered: true, duration_ms: 3 }, 5)).toEqual({ ...target, ok: true, status: null, error: null, duration_ms: 3, at: 5, recovery_id: 'resend' });
+    expect('recovery_id' in outcomeOf({ ...target, recovery_id: null }, { delivered: true, duration_ms: 3 }, 5)).toBe(false);
   });
 });
 
