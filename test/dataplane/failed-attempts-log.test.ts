@@ -3,7 +3,7 @@
 // every 10 s, and nothing is written once it stops failing. The data plane's pipeline with a
 // real deliverer and a receiver that always answers 500, on a ManualClock.
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import type { EventRoute } from '../../src/domain/event-route.ts';
 import type { WebhookEntry } from '../../src/domain/webhook-entry.ts';
 import { Deliverer } from '../../src/delivery/client.ts';

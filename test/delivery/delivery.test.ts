@@ -8,7 +8,8 @@ import { CE_CONTENT_TYPE, type AttemptResult, type DelivererOptions } from '../.
 import { verify } from '../../src/delivery/sign.ts';
 import { testDeliverer, type TestDeliverer } from '../helpers/deliverer.ts';
 import { DeliveryStatusBook } from '../../src/outcomes/status-book.ts';
-import { ManualClock, systemClock } from '../../src/domain/clock.ts';
+import { systemClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { waitFor } from '../helpers/service.ts';
 import { openDb } from '../../store/db.ts';
 import { createMetrics, renderMetrics, type Metrics } from '../../src/metrics.ts';
