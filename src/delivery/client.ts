@@ -6,7 +6,7 @@
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
 import { isIP } from 'node:net';
 import { Pool, type Dispatcher } from 'undici';
-import { systemClock, type Clock, type Timer } from '../domain/clock.ts';
+import { systemClock, within, type Clock, type Timer } from '../domain/clock.ts';
 import { checkTarget, TargetLookupError, TargetRefusedError, urlHostname, type LookupAll, type ResolvedTarget } from './guard.ts';
 
 export interface AttemptResult {
@@ -182,12 +182,7 @@ export class Deliverer {
    */
   async close(graceMs: number = this.timeoutMs): Promise<void> {
     this.closed = true;
-    if (this.attempts.size) {
-      let timer: NodeJS.Timeout | undefined;
-      const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, graceMs))));
-      await Promise.race([this.idle(), grace]);
-      clearTimeout(timer);
-    }
+    if (this.attempts.size && graceMs > 0) await within(this.clock, this.idle(), graceMs);
     const reason = new DeliveryAborted('aborted: shutting down');
     for (const a of [...this.attempts]) a.abort(reason);
     await this.idle();
