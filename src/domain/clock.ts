@@ -14,19 +14,29 @@ export interface Clock {
   setInterval(fn: () => void, ms: number): Timer;
 }
 
-export const systemClock: Clock = {
-  now: () => Date.now(),
-  setTimeout(fn, ms) {
-    const t = setTimeout(fn, ms);
-    t.unref?.();
-    return { cancel: () => clearTimeout(t) };
-  },
-  setInterval(fn, ms) {
-    const t = setInterval(fn, ms);
-    t.unref?.();
-    return { cancel: () => clearInterval(t) };
-  },
-};
+function realClock(holdsProcess: boolean): Clock {
+  return {
+    now: () => Date.now(),
+    setTimeout(fn, ms) {
+      const t = setTimeout(fn, ms);
+      if (!holdsProcess) t.unref?.();
+      return { cancel: () => clearTimeout(t) };
+    },
+    setInterval(fn, ms) {
+      const t = setInterval(fn, ms);
+      if (!holdsProcess) t.unref?.();
+      return { cancel: () => clearInterval(t) };
+    },
+  };
+}
+
+export const systemClock: Clock = realClock(false);
+
+/**
+ * The system clock for a command that waits in the foreground (`svc webhooks recover` following a
+ * recovery): its timers hold the process open, where systemClock's never do.
+ */
+export const foregroundClock: Clock = realClock(true);
 
 /** Resolves after `ms` on `clock` (the one sleep of svc: every wait goes through a Clock). */
 export function sleep(clock: Clock, ms: number): Promise<void> {
