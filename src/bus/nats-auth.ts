@@ -156,7 +156,9 @@ const DATAPLANE_BEGIN = '-----BEGIN SVC DATAPLANE KEY-----';
 const DATAPLANE_END = '------END SVC DATAPLANE KEY------';
 
 /** An error about the user's input or files, worded for them (the CLI turns it into exit 2). */
-export class NatsSetupError extends Error {}
+export class NatsSetupError extends Error {
+  override readonly name = 'NatsSetupError';
+}
 
 interface NatsMeta {
   version: 1;
@@ -334,14 +336,14 @@ export async function initNatsDir(opts: { dir: string; port?: number }): Promise
       // 'wx': never overwrite (a concurrent init fails instead of mixing keys).
       writeFileSync(file, text, { flag: 'wx', mode });
     } catch (err) {
-      throw new NatsSetupError(`cannot write ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+      throw new NatsSetupError(`cannot write ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`, { cause: err });
     }
   };
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     if (!statSync(dir).isDirectory()) throw Object.assign(new Error(), { code: 'ENOTDIR' });
   } catch (err) {
-    throw new NatsSetupError(`cannot use ${dir} as a directory: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+    throw new NatsSetupError(`cannot use ${dir} as a directory: ${(err as NodeJS.ErrnoException).code ?? 'error'}`, { cause: err });
   }
   write(files.producerSigningKey, signerSeed, 0o600);
   write(files.meta, `${JSON.stringify(meta, null, 2)}\n`, 0o644);
@@ -361,7 +363,7 @@ function readSetupFile(dir: string, name: string): string {
     if (code === 'ENOENT' || code === 'ENOTDIR') {
       throw new NatsSetupError(`${dir} is not a directory made by \`svc nats init\` (no ${name})`);
     }
-    throw new NatsSetupError(`cannot read ${file}: ${code ?? 'error'}`);
+    throw new NatsSetupError(`cannot read ${file}: ${code ?? 'error'}`, { cause: err });
   }
 }
 
@@ -379,7 +381,7 @@ export async function producerCreds(dir: string, orgId: string): Promise<string>
     meta = JSON.parse(readSetupFile(abs, NATS_FILES.meta)) as NatsMeta;
   } catch (err) {
     if (err instanceof NatsSetupError) throw err;
-    throw new NatsSetupError(`${join(abs, NATS_FILES.meta)} is not valid JSON`);
+    throw new NatsSetupError(`${join(abs, NATS_FILES.meta)} is not valid JSON`, { cause: err });
   }
   if (meta?.version !== 1 || typeof meta.account !== 'string' || !meta.account.startsWith('A')) {
     throw new NatsSetupError(`${join(abs, NATS_FILES.meta)} is not an svc NATS setup (version 1)`);
@@ -390,7 +392,7 @@ export async function producerCreds(dir: string, orgId: string): Promise<string>
     if (meta.producer_signing_key && signer.getPublicKey() !== meta.producer_signing_key) throw new Error('mismatch');
   } catch (err) {
     if (err instanceof NatsSetupError) throw err;
-    throw new NatsSetupError(`${join(abs, NATS_FILES.producerSigningKey)} does not hold this setup's producer signing key`);
+    throw new NatsSetupError(`${join(abs, NATS_FILES.producerSigningKey)} does not hold this setup's producer signing key`, { cause: err });
   }
   const user = createUser();
   // Scoped: the permissions are the signing key's template; the user's name is the org id, its
@@ -429,7 +431,7 @@ export function readCredsFile(path: string): CredsFile {
     if (code === 'ENOENT') throw new NatsSetupError(`NATS credentials file ${path} does not exist`);
     if (code === 'EACCES' || code === 'EPERM') throw new NatsSetupError(`NATS credentials file ${path} is not readable (permission denied)`);
     if (code === 'EISDIR') throw new NatsSetupError(`NATS credentials file ${path} is a directory`);
-    throw new NatsSetupError(`cannot read NATS credentials file ${path} (${code ?? 'error'})`);
+    throw new NatsSetupError(`cannot read NATS credentials file ${path} (${code ?? 'error'})`, { cause: err });
   }
   const invalid = (what: string) => new NatsSetupError(`NATS credentials file ${path} is not valid: ${what}`);
   const blocks = new Map<string, string>();

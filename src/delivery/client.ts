@@ -84,11 +84,14 @@ interface TimeoutGroup {
 }
 
 class DeliveryTimeout extends Error {
+  override readonly name = 'DeliveryTimeout';
   constructor(readonly ms: number) {
     super(`timeout after ${ms} ms`);
   }
 }
-class DeliveryAborted extends Error {}
+class DeliveryAborted extends Error {
+  override readonly name = 'DeliveryAborted';
+}
 
 const MAX_CACHED_TARGETS = 10_000;
 
@@ -377,7 +380,9 @@ export class Deliverer {
 }
 
 /** The response is larger than we read: cut, and judged by its status. */
-class ResponseTooLong extends Error {}
+class ResponseTooLong extends Error {
+  override readonly name = 'ResponseTooLong';
+}
 
 /**
  * Attempts whose answer has ended, waiting for undici to hand their connection back to the pool:

@@ -6,21 +6,26 @@ export interface ErrorDetail {
 }
 
 export class InvalidError extends Error {
+  override readonly name = 'InvalidError';
   constructor(
     message: string,
     readonly details?: ErrorDetail[],
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
   }
 }
 
 export class NotFoundError extends Error {
+  override readonly name = 'NotFoundError';
   constructor(what: string, id?: string) {
     super(id ? `${what} ${id} not found` : `${what} not found`);
   }
 }
 
-export class ConflictError extends Error {}
+export class ConflictError extends Error {
+  override readonly name: string = 'ConflictError';
+}
 
 /** Applying an app config that is vetoed (a conflict: 409 `vetoed`, CONTRACT 4.3); the message carries the reason. */
 export class VetoedError extends ConflictError {
@@ -34,8 +39,9 @@ export class LimitExceededError extends Error {
     /** which limit, e.g. `webhooks_per_org` */
     readonly limit: string,
     message: string,
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
   }
 }
 

@@ -66,7 +66,7 @@ export class BatchingOutcomeSink {
       },
       (err: unknown) => {
         this.unsent = sent;
-        if (!this.failing) this.logger.warn({ err: String(err) }, 'could not send delivery outcomes; keeping them');
+        if (!this.failing) this.logger.warn({ err }, 'could not send delivery outcomes; keeping them');
         this.failing = true;
       },
     );

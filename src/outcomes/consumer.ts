@@ -71,7 +71,7 @@ export async function consumeOutcomes(
       apply(r.batch);
       m.ack();
     }
-  })().catch((err: unknown) => logger.warn({ err: String(err) }, 'outcome consumer stopped'));
+  })().catch((err: unknown) => logger.warn({ err }, 'outcome consumer stopped'));
   return {
     async stop() {
       await messages.close().catch(() => undefined);

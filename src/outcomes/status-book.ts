@@ -126,7 +126,7 @@ export class DeliveryStatusBook {
         const l = this.live.get(r.webhook_id);
         if (l) l.dirty = true;
       }
-      this.logger.warn({ err: String(err) }, 'could not save delivery status; will try again');
+      this.logger.warn({ err }, 'could not save delivery status; will try again');
     }
   }
 
