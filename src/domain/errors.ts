@@ -10,9 +10,8 @@ export class InvalidError extends Error {
   constructor(
     message: string,
     readonly details?: ErrorDetail[],
-    options?: ErrorOptions,
   ) {
-    super(message, options);
+    super(message);
   }
 }
 
@@ -39,9 +38,8 @@ export class LimitExceededError extends Error {
     /** which limit, e.g. `webhooks_per_org` */
     readonly limit: string,
     message: string,
-    options?: ErrorOptions,
   ) {
-    super(message, options);
+    super(message);
   }
 }
 

@@ -94,18 +94,11 @@ function workflowData(w: WorkflowRef): Record<string, unknown> {
   return { id: w.id, type: w.type, owner_id: w.owner_id, owner_type: w.owner_type };
 }
 
-/** Every step field of spec 6.5; a field the step does not have is null. */
+/** Every step field of spec 6.5, in this order; a field the step does not have is null. */
+const STEP_FIELDS = ['id', 'name', 'idx', 'target_type', 'target_id', 'component_id', 'sandbox_id', 'execution_type'] as const satisfies ReadonlyArray<keyof StepRef>;
+
 function stepData(s: StepRef): Record<string, unknown> {
-  return {
-    id: s.id,
-    name: s.name,
-    idx: s.idx,
-    target_type: s.target_type ?? null,
-    target_id: s.target_id ?? null,
-    component_id: s.component_id ?? null,
-    sandbox_id: s.sandbox_id ?? null,
-    execution_type: s.execution_type,
-  };
+  return Object.fromEntries(STEP_FIELDS.map((k) => [k, s[k] ?? null]));
 }
 
 function outcomeData(transition: 'succeeded' | 'failed' | 'cancelled', o: RunResult | undefined): Record<string, unknown> {
