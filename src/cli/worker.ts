@@ -8,7 +8,7 @@ import pino from 'pino';
 import { parseDuration, parseUrl } from '../config.ts';
 import { systemClock } from '../domain/clock.ts';
 import { connectNats, redactNatsUrl } from '../bus/nats.ts';
-import { readCredsFile } from '../bus/nats-auth.ts';
+import { readCredsFile } from '../bus/nats-creds.ts';
 import { parseDataplaneKey, Seal } from '../bus/seal.ts';
 import { startNatsDataPlane } from '../dataplane/data-plane.ts';
 import { UsageError } from './exit-errors.ts';

@@ -3,7 +3,7 @@
 // database generated at its first start (printed by `svc dataplane-key` for a svc worker).
 import type { Db } from '../../store/db.ts';
 import { setSettingOnce } from '../../store/settings.ts';
-import { readCredsFile } from '../bus/nats-auth.ts';
+import { readCredsFile } from '../bus/nats-creds.ts';
 import { newDataplaneKey, parseDataplaneKey } from '../bus/seal.ts';
 
 const KEY_SETTING = 'dataplane_key';
