@@ -12,7 +12,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { SIGNATURE_HEADER } from '../delivery/sign.ts';
 import { checkDelivery, signingKeys, TIMESTAMP_TOLERANCE_S, WEBHOOK_SIGNATURE_HEADER, type DeliveryCheck } from '../delivery/signatures.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
-import { readSecret } from './api-commands.ts';
+import { readSecret } from './webhook-inputs.ts';
 import { UsageError } from './exit-errors.ts';
 
 export interface LineSink {

@@ -26,7 +26,7 @@ export class BatchingOutcomeSink {
     private readonly worker: string,
     private readonly send: (batch: OutcomeBatch) => Promise<void>,
     private readonly inFlight: () => number,
-    private readonly clock: Clock,
+    clock: Clock,
     private readonly logger: Logger,
   ) {
     this.timer = clock.setInterval(() => void this.flush(), EVERY_MS);
