@@ -163,7 +163,7 @@ interface ForwardResult {
  * this file.)
  */
 async function forward(url: string, headers: string[], raw: Buffer, timeoutMs: number, clock: Clock): Promise<ForwardResult> {
-  const [{ request }, { describeError, MAX_RESPONSE_BYTES }] = await Promise.all([import('undici'), import('../delivery/client.ts')]);
+  const [{ request }, { MAX_RESPONSE_BYTES }, { describeError }] = await Promise.all([import('undici'), import('../delivery/client.ts'), import('../delivery/attempt-errors.ts')]);
   const started = performance.now();
   const ms = () => Math.round(performance.now() - started);
   const ac = new AbortController();
