@@ -24,8 +24,8 @@ import { once } from 'node:events';
 import pino from 'pino';
 import { Pool } from 'undici';
 import { spawnSync } from 'node:child_process';
-import type { Route } from '../src/domain/route.ts';
-import type { OutcomeBatch } from '../src/domain/outcomes.ts';
+import type { EventRoute } from '../src/domain/event-route.ts';
+import type { OutcomeBatch } from '../src/outcomes/outcome.ts';
 import type { WebhookEntry } from '../src/domain/webhook-entry.ts';
 import type { InboundEvent, ProgressStore, DeliveryPipeline as Pipeline } from '../src/dataplane/pipeline.ts';
 import { toCloudEvent, sourceFor } from '../src/events/cloudevent.ts';
@@ -62,7 +62,7 @@ async function loadSvc(from: (p: string) => string) {
     ...(await load<typeof import('../src/delivery/client.ts')>('delivery/client')),
     ...(await load<typeof import('../src/dispatch/registry.ts')>('dispatch/registry')),
     ...(await load<typeof import('../src/dataplane/pipeline.ts')>('dataplane/pipeline')),
-    ...(await load<typeof import('../src/dataplane/outcomes.ts')>('dataplane/outcomes')),
+    ...(await load<typeof import('../src/outcomes/batching-sink.ts')>('outcomes/batching-sink')),
     ...(await load<typeof import('../src/dataplane/signer.ts')>('dataplane/signer')),
   };
 }
@@ -181,7 +181,7 @@ async function runSvc(svc: Svc, url: string, fanout: number, events: number): Pr
   const sink = new BatchingOutcomeSink('bench', send, () => pipeline.inFlight(), systemClock, silent);
   pipeline = new DeliveryPipeline({ registry, deliverer, sign: makeSigner(), outcomes: sink, progress: noProgress, clock: systemClock, logger: silent, concurrency: CONCURRENCY });
 
-  const route: Route = { org: ORG, type: 'com.svc.workflow.started', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: 'inst_bench', labels: null }, component: null, action: null, rev: 0 };
+  const route: EventRoute = { org: ORG, type: 'com.svc.workflow.started', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: 'inst_bench', labels: null }, component: null, action: null, rev: 0 };
   let settled = 0;
   let done!: () => void;
   const finished = new Promise<void>((r) => (done = r));

@@ -2,7 +2,7 @@
 import { emit, setup } from 'xstate';
 import { advance, initial } from './advance.ts';
 import type { Advanced } from './advance.ts';
-import { isFinal, type Outcome as WorkflowOutcome, type StepStatus, type WorkflowStatus } from '../src/domain/status.ts';
+import { isFinal, type RunOutcome, type StepStatus, type WorkflowStatus } from '../src/domain/status.ts';
 
 export type { WorkflowStatus };
 
@@ -11,11 +11,11 @@ export type WorkflowContext = Record<string, never>;
 
 export type WorkflowEvent =
   | { type: 'start' }
-  | { type: 'finish'; outcome: WorkflowOutcome; error?: string; stepStatuses: StepStatus[] };
+  | { type: 'finish'; outcome: RunOutcome; error?: string; stepStatuses: StepStatus[] };
 
 export type WorkflowEmit = {
   type: 'lifecycle';
-  transition: 'started' | WorkflowOutcome;
+  transition: 'started' | RunOutcome;
   error?: string;
 };
 
@@ -24,7 +24,7 @@ export type WorkflowEmit = {
  * terminal; failed if any failed; cancelled if any cancelled and none failed;
  * else succeeded (skipped steps count as done).
  */
-export function workflowOutcome(stepStatuses: readonly StepStatus[]): WorkflowOutcome | null {
+export function workflowOutcome(stepStatuses: readonly StepStatus[]): RunOutcome | null {
   if (!stepStatuses.every(isFinal)) return null;
   if (stepStatuses.includes('failed')) return 'failed';
   if (stepStatuses.includes('cancelled')) return 'cancelled';
@@ -46,7 +46,7 @@ export const workflowMachine = setup({
   },
   guards: {
     /** accepted only with this outcome and once every step is terminal */
-    finishable: ({ event }, params: { outcome: WorkflowOutcome }) =>
+    finishable: ({ event }, params: { outcome: RunOutcome }) =>
       event.type === 'finish' &&
       event.outcome === params.outcome &&
       Array.isArray(event.stepStatuses) &&

@@ -2,8 +2,9 @@
 // several service instances in one process never share counters.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-export type IngestResult = 'accepted' | 'duplicate' | 'ignored' | 'invalid';
-export type DeliveryOutcome = 'success' | 'failure';
+/** Label values of svc_ingest_messages_total{result} and svc_deliveries_total{outcome}. */
+export type IngestResultLabel = 'accepted' | 'duplicate' | 'ignored' | 'invalid';
+export type DeliveryOutcomeLabel = 'success' | 'failure';
 
 export interface Metrics {
   registry: Registry;
@@ -30,30 +31,21 @@ export interface Metrics {
 /** Buckets from 1 ms to 10 s (the delivery timeout is 5 s by default). */
 export const DELIVERY_DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
+/** A counter with one label, its known values shown at 0 from the start (Prometheus sees every series). */
+function labelledCounter<L extends string>(registry: Registry, name: string, help: string, label: L, values: readonly string[] = []): Counter<L> {
+  const counter = new Counter({ name, help, labelNames: [label] as const, registers: [registry] });
+  for (const v of values) counter.inc({ [label]: v } as Partial<Record<L, string>>, 0);
+  return counter;
+}
+
+const INGEST_RESULTS = ['accepted', 'duplicate', 'ignored', 'invalid'] as const satisfies readonly IngestResultLabel[];
+const DELIVERY_OUTCOMES = ['success', 'failure'] as const satisfies readonly DeliveryOutcomeLabel[];
+
 export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
-  const ingestMessages = new Counter({
-    name: 'svc_ingest_messages_total',
-    help: 'Producer messages received on svc.ingest.>, by result',
-    labelNames: ['result'] as const,
-    registers: [registry],
-  });
-  for (const result of ['accepted', 'duplicate', 'ignored', 'invalid'] satisfies IngestResult[]) ingestMessages.inc({ result }, 0);
-
-  const eventsEmitted = new Counter({
-    name: 'svc_events_emitted_total',
-    help: 'CloudEvents emitted by the engine, by CloudEvents type',
-    labelNames: ['type'] as const,
-    registers: [registry],
-  });
-
-  const deliveries = new Counter({
-    name: 'svc_deliveries_total',
-    help: 'Webhook delivery attempts, by outcome (no retries: one attempt per event and webhook)',
-    labelNames: ['outcome'] as const,
-    registers: [registry],
-  });
-  for (const outcome of ['success', 'failure'] satisfies DeliveryOutcome[]) deliveries.inc({ outcome }, 0);
+  const ingestMessages = labelledCounter(registry, 'svc_ingest_messages_total', 'Producer messages received on svc.ingest.>, by result', 'result', INGEST_RESULTS);
+  const eventsEmitted = labelledCounter(registry, 'svc_events_emitted_total', 'CloudEvents emitted by the engine, by CloudEvents type', 'type');
+  const deliveries = labelledCounter(registry, 'svc_deliveries_total', 'Webhook delivery attempts, by outcome (no retries: one attempt per event and webhook)', 'outcome', DELIVERY_OUTCOMES);
 
   const deliveryDuration = new Histogram({
     name: 'svc_delivery_duration_seconds',
@@ -72,21 +64,14 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
   });
   let inFlight: () => number = () => 0;
 
-  const eventsDropped = new Counter({
-    name: 'svc_events_dropped_total',
-    help: 'Events taken off the bus and not delivered, by reason (forged: not sealed by the engine; unparseable; unpublishable: set aside, the bus cannot carry it)',
-    labelNames: ['reason'] as const,
-    registers: [registry],
-  });
-  for (const reason of ['forged', 'unparseable', 'unpublishable']) eventsDropped.inc({ reason }, 0);
-
-  const recoveryAttempts = new Counter({
-    name: 'svc_recovery_attempts_total',
-    help: 'Webhook delivery attempts made by recoveries (POST …/recover), by outcome',
-    labelNames: ['outcome'] as const,
-    registers: [registry],
-  });
-  for (const outcome of ['success', 'failure'] satisfies DeliveryOutcome[]) recoveryAttempts.inc({ outcome }, 0);
+  const eventsDropped = labelledCounter(
+    registry,
+    'svc_events_dropped_total',
+    'Events taken off the bus and not delivered, by reason (forged: not sealed by the engine; unparseable; unpublishable: set aside, the bus cannot carry it)',
+    'reason',
+    ['forged', 'unparseable', 'unpublishable'],
+  );
+  const recoveryAttempts = labelledCounter(registry, 'svc_recovery_attempts_total', 'Webhook delivery attempts made by recoveries (POST …/recover), by outcome', 'outcome', DELIVERY_OUTCOMES);
 
   const hopBatchEvents = new Histogram({
     name: 'svc_hop_batch_events',

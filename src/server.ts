@@ -13,7 +13,7 @@ import { systemClock, type Clock } from './domain/clock.ts';
 import type { Bus } from './bus/bus.ts';
 import { createMetrics } from './metrics.ts';
 import { Engine } from './engine/engine.ts';
-import { DeliveryStatusBook } from './engine/delivery-status.ts';
+import { DeliveryStatusBook } from './outcomes/status-book.ts';
 import { HistoryPruner } from './engine/history-pruner.ts';
 import { LocalRunner } from './runner/local-runner.ts';
 import { Scheduler } from './engine/scheduler.ts';

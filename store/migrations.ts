@@ -256,7 +256,7 @@ export const MIGRATIONS: string[] = [
     type       TEXT NOT NULL,
     subject    TEXT NOT NULL,     -- the CloudEvents subject
     body       TEXT NOT NULL,     -- the CloudEvent exactly as delivered
-    route      TEXT NOT NULL,     -- its route (src/domain/route.ts), to match it again at a recovery
+    route      TEXT NOT NULL,     -- its route (src/domain/event-route.ts), to match it again at a recovery
     created_ms INTEGER NOT NULL   -- when emitted (the engine's clock)
   );
   CREATE INDEX events_org ON events(org_id, seq);

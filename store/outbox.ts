@@ -15,7 +15,7 @@ export interface OutboxRow {
   subject: string;
   type: string;
   body: string;
-  /** the encoded route (src/domain/route.ts) */
+  /** the encoded route (src/domain/event-route.ts) */
   route: string;
   /** webhook ids already attempted (embedded mode) */
   progress: string[];

@@ -1,7 +1,7 @@
 // Bounded logs (src/log-summary.ts, CONTRACT §8): a repeated warning is written once per source,
 // then summed up every 10 s while it keeps coming; on a ManualClock, no sleeps.
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/domain/clock.ts';
+import { ManualClock } from './helpers/clock.ts';
 import { RepeatedWarnings } from '../src/log-summary.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any

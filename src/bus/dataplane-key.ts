@@ -4,7 +4,7 @@
 // start. The one resolver of svc serve's NATS topology, svc worker and svc dataplane-key.
 import type { Db } from '../../store/db.ts';
 import { setSettingOnce } from '../../store/settings.ts';
-import { readCredsFile } from './nats-auth.ts';
+import { readCredsFile } from './nats-creds.ts';
 import { newDataplaneKey, parseDataplaneKey } from './seal.ts';
 
 const KEY_SETTING = 'dataplane_key';

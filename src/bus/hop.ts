@@ -15,7 +15,7 @@
 /** What one event of a batch carries. */
 export interface HopEvent {
   id: string;
-  /** the encoded route (src/domain/route.ts) */
+  /** the encoded route (src/domain/event-route.ts) */
   route: string;
   body: Buffer;
 }

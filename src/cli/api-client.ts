@@ -1,7 +1,7 @@
 // HTTP client of the API commands (CONTRACT 2, 3, 7): base URL, bearer token and org header from
 // flags or environment; error bodies become ApiError; network failures a clear message.
 import { ofetch, FetchError } from 'ofetch';
-import { ApiError, UsageError } from './errors.ts';
+import { ApiError, UsageError } from './exit-errors.ts';
 
 export const DEFAULT_API_URL = 'http://127.0.0.1:8080';
 /** How long one request may take (a ping waits for the delivery, at most its timeout). */

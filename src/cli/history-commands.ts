@@ -3,8 +3,9 @@
 import type { Command } from 'commander';
 import { seg } from './api-client.ts';
 import { group, handle, leaf, reportAttempt, str, type AttemptNow, type Run } from './command-kit.ts';
-import { UsageError } from './errors.ts';
+import { UsageError } from './exit-errors.ts';
 import { printFields, printJson, printTable, println } from './output.ts';
+import { foregroundClock as clock, sleep } from '../domain/clock.ts';
 import { timeBoundMs } from '../domain/duration.ts';
 import type { AttemptView as Attempt, Page, RecoveryView as Recovery } from '../services/history.ts';
 
@@ -49,8 +50,6 @@ async function allPages<T>(run: Run, path: string, params: Record<string, string
   } while (after);
   return out;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export function registerHistoryCommands(program: Command, webhooks: Command): void {
   const events = group(program, 'events', "the org's event history (kept for --event-retention)");
@@ -116,16 +115,16 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
       if (!run.json) println(`recovery ${started.recovery_id}: ${started.events} event${started.events === 1 ? '' : 's'} to attempt`);
       const path = `${WEBHOOKS}/${seg(id)}/recoveries/${seg(started.recovery_id)}`;
       let last = '';
-      let movedAt = Date.now();
+      let movedAt = clock.now();
       for (;;) {
         const r = await run.api().get<Recovery>(path);
         const line = `${r.attempted}/${r.events} attempted, ${r.succeeded} succeeded, ${r.failed} failed`;
         if (line !== last) {
           if (!run.json) println(line);
-          movedAt = Date.now();
+          movedAt = clock.now();
         }
         last = line;
-        if (r.state !== 'done' && Date.now() - movedAt > STALLED_MS) {
+        if (r.state !== 'done' && clock.now() - movedAt > STALLED_MS) {
           // counts are written once a second: a kill -9 of svc may lose the last second's (the attempts are made)
           throw new Error(`recovery ${r.recovery_id} has not moved for ${STALLED_MS / 1000} s (${line}); see svc webhooks attempts ${id}`);
         }
@@ -140,7 +139,7 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
           ]);
           return;
         }
-        await sleep(FOLLOW_EVERY_MS);
+        await sleep(clock, FOLLOW_EVERY_MS);
       }
     },
   );

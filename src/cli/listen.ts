@@ -12,8 +12,8 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { SIGNATURE_HEADER } from '../delivery/sign.ts';
 import { checkDelivery, signingKeys, TIMESTAMP_TOLERANCE_S, WEBHOOK_SIGNATURE_HEADER, type DeliveryCheck } from '../delivery/signatures.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
-import { readSecret } from './api-commands.ts';
-import { UsageError } from './errors.ts';
+import { readSecret } from './webhook-inputs.ts';
+import { UsageError } from './exit-errors.ts';
 
 export interface LineSink {
   write(chunk: string): unknown;
@@ -37,7 +37,7 @@ export interface ListenerOptions {
   err?: LineSink;
   /** Largest request body accepted (default 1 MiB). */
   maxBodyBytes?: number;
-  /** "Now" of the replay window (default the system clock). */
+  /** "Now" of the replay window, and the time a forward may take (default the system clock). */
   clock?: Clock;
 }
 
@@ -162,12 +162,12 @@ interface ForwardResult {
  * is kept. (undici and the delivery client load only when forwarding: every `svc` command loads
  * this file.)
  */
-async function forward(url: string, headers: string[], raw: Buffer, timeoutMs: number): Promise<ForwardResult> {
-  const [{ request }, { describeError, MAX_RESPONSE_BYTES }] = await Promise.all([import('undici'), import('../delivery/client.ts')]);
+async function forward(url: string, headers: string[], raw: Buffer, timeoutMs: number, clock: Clock): Promise<ForwardResult> {
+  const [{ request }, { MAX_RESPONSE_BYTES }, { describeError }] = await Promise.all([import('undici'), import('../delivery/client.ts'), import('../delivery/attempt-errors.ts')]);
   const started = performance.now();
   const ms = () => Math.round(performance.now() - started);
   const ac = new AbortController();
-  const timer = setTimeout(() => ac.abort(new Error('timeout')), timeoutMs);
+  const timer = clock.setTimeout(() => ac.abort(new Error('timeout')), timeoutMs);
   try {
     const res = await request(url, { method: 'POST', headers, body: raw, signal: ac.signal, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
     const chunks: Buffer[] = [];
@@ -186,7 +186,7 @@ async function forward(url: string, headers: string[], raw: Buffer, timeoutMs: n
     const timedOut = ac.signal.aborted;
     return { error: timedOut ? `timeout after ${timeoutMs} ms` : describeError(err, timeoutMs), timedOut, duration_ms: ms() };
   } finally {
-    clearTimeout(timer);
+    timer.cancel();
   }
 }
 
@@ -194,136 +194,161 @@ function hostForUrl(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
+/** What one listener needs to answer a request (its options resolved). */
+interface Receiver {
+  keys: ReturnType<typeof signingKeys> | null;
+  forwardTo: string | null;
+  forwardTimeoutMs: number;
+  json: boolean;
+  out: LineSink;
+  errOut: LineSink;
+  clock: Clock;
+  maxBody: number;
+  received: ReceivedEvent[];
+}
+
+/** Event lines: stdout, or stderr when stdout carries the JSON lines. */
+const note = (r: Receiver, line: string) => (r.json ? r.errOut : r.out).write(`${line}\n`);
+
+function answer(res: http.ServerResponse, status: number, body?: Record<string, unknown>): void {
+  if (body) {
+    res.writeHead(status, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(body));
+  } else {
+    res.writeHead(status);
+    res.end();
+  }
+}
+
+/** Print an accepted delivery, then answer 204 or forward it and answer with the forward's status. */
+async function accept(r: Receiver, req: http.IncomingMessage, res: http.ServerResponse, rec: ReceivedEvent, verified: string): Promise<void> {
+  r.received.push(rec);
+  if (r.json) {
+    r.out.write(`${JSON.stringify(rec.event)}\n`);
+    if (verified) r.errOut.write(`${String(rec.event?.id ?? '-')}  ${verified}\n`);
+  } else {
+    r.out.write(`${formatEventLine(rec.event)}${verified ? `  ${verified}` : ''}\n`);
+  }
+  if (!r.forwardTo) return answer(res, 204);
+  const f = await forward(r.forwardTo, forwardableHeaders(req.rawHeaders), rec.raw, r.forwardTimeoutMs, r.clock);
+  if (f.status !== undefined) {
+    rec.status = f.status;
+    rec.forwarded = { status: f.status, duration_ms: f.duration_ms };
+    note(r, `  -> ${r.forwardTo}: ${f.status} (${f.duration_ms} ms)`);
+    res.writeHead(f.status, f.contentType && f.body?.length ? { 'content-type': f.contentType } : {});
+    res.end(f.body);
+    return;
+  }
+  rec.status = f.timedOut ? 504 : 502;
+  rec.forwarded = { error: f.error, duration_ms: f.duration_ms };
+  note(r, `  -> ${r.forwardTo}: failed, ${f.error} (answered ${rec.status})`);
+  answer(res, rec.status, { error: f.timedOut ? 'gateway_timeout' : 'bad_gateway', message: `forwarding failed: ${f.error}` });
+}
+
+/** The body as a JSON object, or undefined when it is not one. */
+function parseEvent(raw: Buffer): Record<string, unknown> | undefined {
+  try {
+    const parsed: unknown = JSON.parse(raw.toString('utf8'));
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+  } catch {
+    // not JSON
+  }
+  return undefined;
+}
+
+/** One whole request body: checked (signatures, JSON), then accepted or refused (401, 400). */
+function receive(r: Receiver, req: http.IncomingMessage, res: http.ServerResponse, raw: Buffer): void {
+  const event = parseEvent(raw);
+  let signature: ReceivedEvent['signature'] = 'unchecked';
+  let verified: string[] = [];
+  if (r.keys) {
+    const c = checkDelivery(r.keys, req.headers, raw, r.clock.now());
+    verified = verifiedHeaders(c);
+    if (c.ok) signature = 'valid';
+    else if (c.standard === 'valid') signature = 'stale';
+    else if (c.svc === 'valid') signature = 'unprotected';
+    else signature = c.svc === 'missing' && c.standard === 'missing' ? 'missing' : 'invalid';
+    if (!c.ok) {
+      const why = refusal(c, signature);
+      r.received.push({ event, raw, headers: req.headers, signature, verified, status: 401 });
+      note(r, formatEventLine(event, why.mark));
+      return answer(res, 401, { error: 'unauthorized', message: why.message });
+    }
+  }
+  if (!event) {
+    r.received.push({ event, raw, headers: req.headers, signature, verified, status: 400 });
+    r.errOut.write(`rejected a body that is not a JSON object (${raw.length} bytes)\n`);
+    return answer(res, 400, { error: 'invalid_request', message: 'body is not a JSON object' });
+  }
+  const rec: ReceivedEvent = { event, raw, headers: req.headers, signature, verified, status: 204 };
+  accept(r, req, res, rec, verified.length ? `verified: ${verified.join(', ')}` : '').catch((err: unknown) => {
+    // accept() and forward() handle their own errors; this is a last line of defence
+    r.errOut.write(`internal error: ${err instanceof Error ? err.message : String(err)}\n`);
+    if (!res.headersSent) answer(res, 500, { error: 'internal', message: 'listener error' });
+  });
+}
+
+/** A request: POST only, its body read up to maxBody (413 beyond), then received. */
+function handle(r: Receiver, req: http.IncomingMessage, res: http.ServerResponse): void {
+  if (req.method !== 'POST') {
+    res.setHeader('allow', 'POST');
+    return answer(res, 405, { error: 'method_not_allowed', message: 'deliveries are POST requests' });
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  req.on('data', (c: Buffer) => {
+    size += c.length;
+    if (size <= r.maxBody) chunks.push(c);
+  });
+  req.on('error', () => {});
+  req.on('end', () => {
+    if (size <= r.maxBody) return receive(r, req, res, Buffer.concat(chunks));
+    r.errOut.write(`rejected a request body of ${size} bytes (over ${r.maxBody})\n`);
+    answer(res, 413, { error: 'payload_too_large', message: `body over ${r.maxBody} bytes` });
+  });
+}
+
 /** Start the receiver; resolves once it listens. */
 export async function startListener(opts: ListenerOptions): Promise<Listener> {
-  const host = opts.host ?? '127.0.0.1';
-  const out = opts.out ?? process.stdout;
-  const errOut = opts.err ?? process.stderr;
-  const keys = opts.secret ? signingKeys({ secret: opts.secret }) : null;
-  const forwardTo = opts.forwardTo ? opts.forwardTo : null;
-  const forwardTimeoutMs = opts.forwardTimeoutMs ?? 30_000;
-  const clock = opts.clock ?? systemClock;
-  const maxBody = opts.maxBodyBytes ?? 1024 * 1024;
-  const received: ReceivedEvent[] = [];
-  /** Event lines: stdout, or stderr when stdout carries the JSON lines. */
-  const note = (line: string) => (opts.json ? errOut : out).write(`${line}\n`);
-
-  const answer = (res: http.ServerResponse, status: number, body?: Record<string, unknown>) => {
-    if (body) {
-      res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(body));
-    } else {
-      res.writeHead(status);
-      res.end();
-    }
+  const r: Receiver = {
+    keys: opts.secret ? signingKeys({ secret: opts.secret }) : null,
+    forwardTo: opts.forwardTo ? opts.forwardTo : null,
+    forwardTimeoutMs: opts.forwardTimeoutMs ?? 30_000,
+    json: Boolean(opts.json),
+    out: opts.out ?? process.stdout,
+    errOut: opts.err ?? process.stderr,
+    clock: opts.clock ?? systemClock,
+    maxBody: opts.maxBodyBytes ?? 1024 * 1024,
+    received: [],
   };
-
-  const accept = async (req: http.IncomingMessage, res: http.ServerResponse, rec: ReceivedEvent, verified: string) => {
-    received.push(rec);
-    if (opts.json) {
-      out.write(`${JSON.stringify(rec.event)}\n`);
-      if (verified) errOut.write(`${String(rec.event?.id ?? '-')}  ${verified}\n`);
-    } else {
-      out.write(`${formatEventLine(rec.event)}${verified ? `  ${verified}` : ''}\n`);
-    }
-    if (!forwardTo) return answer(res, 204);
-    const f = await forward(forwardTo, forwardableHeaders(req.rawHeaders), rec.raw, forwardTimeoutMs);
-    if (f.status !== undefined) {
-      rec.status = f.status;
-      rec.forwarded = { status: f.status, duration_ms: f.duration_ms };
-      note(`  -> ${forwardTo}: ${f.status} (${f.duration_ms} ms)`);
-      res.writeHead(f.status, f.contentType && f.body?.length ? { 'content-type': f.contentType } : {});
-      res.end(f.body);
-      return;
-    }
-    rec.status = f.timedOut ? 504 : 502;
-    rec.forwarded = { error: f.error, duration_ms: f.duration_ms };
-    note(`  -> ${forwardTo}: failed, ${f.error} (answered ${rec.status})`);
-    answer(res, rec.status, { error: f.timedOut ? 'gateway_timeout' : 'bad_gateway', message: `forwarding failed: ${f.error}` });
-  };
-
-  const server = http.createServer((req, res) => {
-    if (req.method !== 'POST') {
-      res.setHeader('allow', 'POST');
-      return answer(res, 405, { error: 'method_not_allowed', message: 'deliveries are POST requests' });
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let tooLarge = false;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > maxBody) tooLarge = true;
-      else chunks.push(c);
-    });
-    req.on('error', () => {});
-    req.on('end', () => {
-      if (tooLarge) {
-        errOut.write(`rejected a request body of ${size} bytes (over ${maxBody})\n`);
-        return answer(res, 413, { error: 'payload_too_large', message: `body over ${maxBody} bytes` });
-      }
-      const raw = Buffer.concat(chunks);
-      let event: Record<string, unknown> | undefined;
-      try {
-        const parsed: unknown = JSON.parse(raw.toString('utf8'));
-        if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) event = parsed as Record<string, unknown>;
-      } catch {
-        event = undefined;
-      }
-      let signature: ReceivedEvent['signature'] = 'unchecked';
-      let verified: string[] = [];
-      if (keys) {
-        const c = checkDelivery(keys, req.headers, raw, clock.now());
-        verified = verifiedHeaders(c);
-        if (c.ok) signature = 'valid';
-        else if (c.standard === 'valid') signature = 'stale';
-        else if (c.svc === 'valid') signature = 'unprotected';
-        else signature = c.svc === 'missing' && c.standard === 'missing' ? 'missing' : 'invalid';
-        if (!c.ok) {
-          const why = refusal(c, signature);
-          received.push({ event, raw, headers: req.headers, signature, verified, status: 401 });
-          note(formatEventLine(event, why.mark));
-          return answer(res, 401, { error: 'unauthorized', message: why.message });
-        }
-      }
-      if (!event) {
-        received.push({ event, raw, headers: req.headers, signature, verified, status: 400 });
-        errOut.write(`rejected a body that is not a JSON object (${raw.length} bytes)\n`);
-        return answer(res, 400, { error: 'invalid_request', message: 'body is not a JSON object' });
-      }
-      const rec: ReceivedEvent = { event, raw, headers: req.headers, signature, verified, status: 204 };
-      accept(req, res, rec, verified.length ? `verified: ${verified.join(', ')}` : '').catch((err: unknown) => {
-        // accept() and forward() handle their own errors; this is a last line of defence
-        errOut.write(`internal error: ${err instanceof Error ? err.message : String(err)}\n`);
-        if (!res.headersSent) answer(res, 500, { error: 'internal', message: 'listener error' });
-      });
-    });
-  });
+  const server = http.createServer((req, res) => handle(r, req, res));
   server.keepAliveTimeout = 65_000;
 
   await new Promise<void>((resolve, reject) => {
     const onError = (e: Error) => reject(e);
     server.once('error', onError);
-    server.listen(opts.port, host, () => {
+    server.listen(opts.port, opts.host ?? '127.0.0.1', () => {
       server.off('error', onError);
       resolve();
     });
   });
   const addr = server.address() as AddressInfo;
   const url = `http://${hostForUrl(addr.address)}:${addr.port}`;
-  const what = [keys ? `verifying ${SIGNATURE_HEADER} and ${WEBHOOK_SIGNATURE_HEADER}` : '', forwardTo ? `forwarding to ${forwardTo}` : ''].filter(Boolean);
-  (opts.json ? errOut : out).write(`listening on ${url}${what.length ? ` (${what.join('; ')})` : ''}\n`);
+  const what = [r.keys ? `verifying ${SIGNATURE_HEADER} and ${WEBHOOK_SIGNATURE_HEADER}` : '', r.forwardTo ? `forwarding to ${r.forwardTo}` : ''].filter(Boolean);
+  (r.json ? r.errOut : r.out).write(`listening on ${url}${what.length ? ` (${what.join('; ')})` : ''}\n`);
 
   let closing: Promise<void> | null = null;
   return {
     url,
     host: addr.address,
     port: addr.port,
-    received,
+    received: r.received,
     close() {
       closing ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeIdleConnections();
-        setTimeout(() => server.closeAllConnections(), 1000).unref();
+        // a real second for open connections to finish, whatever clock the replay window reads
+        systemClock.setTimeout(() => server.closeAllConnections(), 1000);
       });
       return closing;
     },

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { openDb } from '../../store/db.ts';
 import { createOrg, createToken, getOrg } from '../../store/orgs.ts';
-import { UsageError } from './errors.ts';
+import { UsageError } from './exit-errors.ts';
 import { resolveDataplaneKey } from '../bus/dataplane-key.ts';
 
 const DEFAULT_DB = './data/svc.db';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
-import { ApiError, UsageError } from './errors.ts';
+import { ApiError, UsageError } from './exit-errors.ts';
 
 type Register = (program: Command) => void;
 

@@ -1,7 +1,8 @@
 // `svc nats init` and `svc nats creds` (CONTRACT 1, 6.7): NATS decentralized auth for svc.
 import { InvalidArgumentError, type Command } from 'commander';
-import { initNatsDir, NATS_FILES, NatsSetupError, producerCreds } from '../bus/nats-auth.ts';
-import { UsageError } from './errors.ts';
+import { NatsSetupError } from '../bus/nats-creds.ts';
+import { initNatsDir, NATS_FILES, producerCreds } from '../bus/nats-setup.ts';
+import { UsageError } from './exit-errors.ts';
 
 function parsePort(v: string): number {
   if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 65535) throw new InvalidArgumentError('a port number from 1 to 65535');

@@ -3,7 +3,7 @@ import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, par
 import { LIMITS } from '../domain/limits.ts';
 import { sleep, systemClock } from '../domain/clock.ts';
 import type { RelayFault } from '../handoff/outbox-relay.ts';
-import { UsageError } from './errors.ts';
+import { UsageError } from './exit-errors.ts';
 import { lockStore } from '../../store/lock.ts';
 
 export const arg =

@@ -11,7 +11,7 @@ import { connectNats, redactNatsUrl } from '../bus/nats-connection.ts';
 import { DataplaneKeyMissingError, resolveDataplaneKey } from '../bus/dataplane-key.ts';
 import { Seal } from '../bus/seal.ts';
 import { startNatsDataPlane } from '../dataplane/data-plane.ts';
-import { UsageError } from './errors.ts';
+import { UsageError } from './exit-errors.ts';
 import { Readiness, trackNatsConnection } from '../readiness.ts';
 import { allowPrivateTargets, arg, deliveryConcurrencyOption, natsCredsOption } from './serve.ts';
 

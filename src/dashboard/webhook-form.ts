@@ -11,7 +11,7 @@ import {
   createWebhookBodySchema,
   FLAGS,
   flagsOf,
-  OUTCOMES,
+  INTEREST_OUTCOMES,
   patchWebhookBodySchema,
   RESOURCE_NAMES,
   RESOURCE_OPS,
@@ -20,7 +20,7 @@ import {
   type Flag,
   type Interests,
   type Match,
-  type Outcome,
+  type InterestOutcome,
   type PatchWebhookBody,
   type ResourceConfig,
   type ResourceName,
@@ -47,7 +47,7 @@ export const BASELINE: Required<Pick<Interests, 'resources'>> = {
 export interface ResourceState {
   enabled: boolean;
   ops: string[];
-  outcome: Outcome;
+  outcome: InterestOutcome;
   flags: Partial<Record<Flag, boolean>>;
 }
 
@@ -105,7 +105,7 @@ export function formStateFromForm(form: FormData): WebhookFormState {
     resources[r] = {
       enabled: checked(form[`res_${r}_enabled`]),
       ops: many(form[`res_${r}_ops`]),
-      outcome: (OUTCOMES as readonly string[]).includes(outcome) ? (outcome as Outcome) : 'all',
+      outcome: (INTEREST_OUTCOMES as readonly string[]).includes(outcome) ? (outcome as InterestOutcome) : 'all',
       flags,
     };
   }

@@ -7,7 +7,7 @@
 // client.ts), so it is not queued behind them at a receiver host they share either. An attempt's
 // timeout starts when it has its slot (CONTRACT 6.4).
 import { systemClock, type Clock } from '../domain/clock.ts';
-import { RECOVERY_HEADER, type Outcome } from '../domain/outcomes.ts';
+import { outcomeOf, RECOVERY_HEADER, type DeliveryOutcome } from '../outcomes/outcome.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import { Deliverer, type AttemptResult } from '../delivery/client.ts';
@@ -29,7 +29,7 @@ interface ControlAttemptOptions {
   /** the time signatures carry (the engine's; default clock) */
   signClock?: Clock;
   /** each attempt's outcome (delivery status, the attempt log) */
-  record(outcome: Outcome): void;
+  record(outcome: DeliveryOutcome): void;
   concurrency?: number;
 }
 
@@ -84,19 +84,7 @@ export class ControlPlaneAttempts {
     if (p.recovery) headers[RECOVERY_HEADER] = p.recovery;
     this.o.deliverer.send(p.sub.entry.url, headers, p.body, (r) => {
       this.slots.done(g, r.delivered);
-      const outcome: Outcome = {
-        webhook_id: p.sub.id,
-        org_id: p.sub.org,
-        event_id: p.eventId,
-        type: p.type,
-        ok: r.delivered,
-        status: r.status ?? null,
-        error: r.error ?? null,
-        duration_ms: r.duration_ms,
-        at: this.o.clock.now(),
-      };
-      if (p.recovery) outcome.recovery_id = p.recovery;
-      this.o.record(outcome);
+      this.o.record(outcomeOf({ webhook_id: p.sub.id, org_id: p.sub.org, event_id: p.eventId, type: p.type, recovery_id: p.recovery }, r, this.o.clock.now()));
       p.resolve(r);
       this.pump();
     });

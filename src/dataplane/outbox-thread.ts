@@ -8,7 +8,7 @@
 // outbox itself, so a commit costs the engine one postMessage whatever the fan-out.
 import type { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
-import type { OutcomeBatch } from '../domain/outcomes.ts';
+import type { OutcomeBatch } from '../outcomes/outcome.ts';
 import type { DeliveryLimits, RegistryChange } from './data-plane.ts';
 import { entryBeside, SupervisedThread, type ThreadLifecycle } from './thread-supervisor.ts';
 

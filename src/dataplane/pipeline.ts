@@ -26,17 +26,17 @@
 // (dropWebhook, counted `webhook_deleted`); its attempt in flight finishes.
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
-import type { Route } from '../domain/route.ts';
+import type { EventRoute } from '../domain/event-route.ts';
 import type { WebhookRegistry } from '../dispatch/registry.ts';
 import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { AttemptResult, Deliverer } from '../delivery/client.ts';
-import { RECOVERY_HEADER, type Outcome } from '../domain/outcomes.ts';
+import { outcomeOf, RECOVERY_HEADER, type DeliveryOutcome } from '../outcomes/outcome.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 import { FairSlots, type Grant } from './slots.ts';
 
 export interface InboundEvent {
   id: string;
-  route: Route;
+  route: EventRoute;
   /** the exact CloudEvent bytes to POST */
   body: Buffer;
   /** webhooks already attempted before (a redelivered event) */
@@ -48,7 +48,7 @@ export interface InboundEvent {
 }
 
 export interface OutcomeSink {
-  record(o: Outcome): void;
+  record(o: DeliveryOutcome): void;
   flush(): Promise<void>;
 }
 
@@ -260,7 +260,7 @@ export class DeliveryPipeline {
     const sub = this.o.registry.get(route.org, route.recovery.webhook);
     if (sub) return [sub];
     const r = route.recovery;
-    this.o.outcomes.record({ webhook_id: r.webhook, org_id: route.org, event_id: r.event_id, type: route.type, ok: false, status: null, error: 'the webhook no longer exists', duration_ms: 0, at: this.o.clock.now(), recovery_id: r.id });
+    this.o.outcomes.record(outcomeOf({ webhook_id: r.webhook, org_id: route.org, event_id: r.event_id, type: route.type, recovery_id: r.id }, { delivered: false, error: 'the webhook no longer exists', duration_ms: 0 }, this.o.clock.now()));
     return [];
   }
 
@@ -290,18 +290,7 @@ export class DeliveryPipeline {
     const sub = g.item.sub;
     const ev = state.ev;
     const recovery = ev.route.recovery;
-    const outcome: Outcome = {
-      webhook_id: sub.id,
-      org_id: sub.org,
-      event_id: recovery ? recovery.event_id : ev.id,
-      type: ev.route.type,
-      ok: r.delivered,
-      status: r.status ?? null,
-      error: r.error ?? null,
-      duration_ms: r.duration_ms,
-      at: this.o.clock.now(),
-    };
-    if (recovery) outcome.recovery_id = recovery.id;
+    const outcome = outcomeOf({ webhook_id: sub.id, org_id: sub.org, event_id: recovery ? recovery.event_id : ev.id, type: ev.route.type, recovery_id: recovery?.id }, r, this.o.clock.now());
     this.o.outcomes.record(outcome);
     if (!r.delivered) {
       // the host only: never the path, query or a secret of the URL

@@ -6,8 +6,9 @@
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
 import { isIP } from 'node:net';
 import { Pool, type Dispatcher } from 'undici';
-import { systemClock, type Clock, type Timer } from '../domain/clock.ts';
-import { checkTarget, TargetLookupError, TargetRefusedError, urlHostname, type LookupAll, type ResolvedTarget } from './guard.ts';
+import { systemClock, within, type Clock, type Timer } from '../domain/clock.ts';
+import { DeliveryAborted, DeliveryTimeout, describeError } from './attempt-errors.ts';
+import { checkTarget, TargetRefusedError, urlHostname, type LookupAll, type ResolvedTarget } from './guard.ts';
 
 export interface AttemptResult {
   delivered: boolean;
@@ -87,13 +88,6 @@ interface TimeoutGroup {
   attempts: Attempt[];
   timer: Timer | null;
 }
-
-class DeliveryTimeout extends Error {
-  constructor(readonly ms: number) {
-    super(`timeout after ${ms} ms`);
-  }
-}
-class DeliveryAborted extends Error {}
 
 const MAX_CACHED_TARGETS = 10_000;
 
@@ -187,12 +181,7 @@ export class Deliverer {
    */
   async close(graceMs: number = this.timeoutMs): Promise<void> {
     this.closed = true;
-    if (this.attempts.size) {
-      let timer: NodeJS.Timeout | undefined;
-      const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, graceMs))));
-      await Promise.race([this.idle(), grace]);
-      clearTimeout(timer);
-    }
+    if (this.attempts.size && graceMs > 0) await within(this.clock, this.idle(), graceMs);
     const reason = new DeliveryAborted('aborted: shutting down');
     for (const a of [...this.attempts]) a.abort(reason);
     await this.idle();
@@ -387,7 +376,9 @@ export class Deliverer {
 }
 
 /** The response is larger than we read: cut, and judged by its status. */
-class ResponseTooLong extends Error {}
+class ResponseTooLong extends Error {
+  override readonly name = 'ResponseTooLong';
+}
 
 /**
  * Attempts whose answer has ended, waiting for undici to hand their connection back to the pool:
@@ -501,56 +492,4 @@ class Attempt implements Dispatcher.DispatchHandler {
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
     this.settle(this.failure ?? err);
   }
-}
-
-const TLS_CODES = new Set([
-  'CERT_HAS_EXPIRED',
-  'CERT_NOT_YET_VALID',
-  'DEPTH_ZERO_SELF_SIGNED_CERT',
-  'SELF_SIGNED_CERT_IN_CHAIN',
-  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
-  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
-  'ERR_TLS_CERT_ALTNAME_INVALID',
-  'ERR_SSL_WRONG_VERSION_NUMBER',
-]);
-
-/** A short error string that names no URL, secret or body. */
-export function describeError(err: unknown, timeoutMs: number): string {
-  if (err instanceof DeliveryTimeout) return err.message;
-  if (err instanceof DeliveryAborted) return err.message;
-  if (err instanceof TargetRefusedError) return err.short;
-  if (err instanceof TargetLookupError) return `dns lookup failed (${err.code})`;
-  const e = err as { code?: string; name?: string; cause?: unknown } | null;
-  const code = e?.code ?? (e?.cause as { code?: string } | undefined)?.code;
-  switch (code) {
-    case 'ECONNREFUSED':
-      return 'connection refused';
-    case 'ECONNRESET':
-      return 'connection reset';
-    case 'EPIPE':
-    case 'UND_ERR_SOCKET':
-      return 'connection closed by receiver';
-    case 'ETIMEDOUT':
-    case 'UND_ERR_CONNECT_TIMEOUT':
-      return 'connect timeout';
-    case 'UND_ERR_HEADERS_TIMEOUT':
-    case 'UND_ERR_BODY_TIMEOUT':
-      return `timeout after ${timeoutMs} ms`;
-    case 'ENETUNREACH':
-    case 'EHOSTUNREACH':
-      return 'host unreachable';
-    case 'ENOTFOUND':
-    case 'EAI_AGAIN':
-      return `dns lookup failed (${code})`;
-    case 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH':
-    case 'HPE_INVALID_CONSTANT':
-    case 'HPE_INVALID_HEADER_TOKEN':
-    case 'UND_ERR_INFO':
-      return 'invalid HTTP response';
-  }
-  if (code && TLS_CODES.has(code)) return `tls error (${code})`;
-  if (code && /^(ERR_SSL|ERR_TLS)/.test(code)) return `tls error (${code})`;
-  if (code && /^HPE_/.test(code)) return 'invalid HTTP response';
-  if (e?.name === 'AbortError') return 'aborted';
-  return code ? `network error (${code})` : 'network error';
 }

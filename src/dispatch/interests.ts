@@ -1,9 +1,9 @@
 // Interests filter of a webhook against a routed event (spec 2.2, CONTRACT 6.3).
-import type { Route } from '../domain/route.ts';
+import type { EventRoute } from '../domain/event-route.ts';
 import { flagApplies, type Interests, type ResourceConfig } from '../domain/subscription.ts';
 
-/** What the interests filter needs of an event: its classification and event slug (src/domain/route.ts). */
-export type RoutedEvent = Pick<Route, 'resource' | 'op' | 'event'>;
+/** What the interests filter needs of an event: its classification and event slug (src/domain/event-route.ts). */
+export type RoutedEvent = Pick<EventRoute, 'resource' | 'op' | 'event'>;
 
 const opAdmitted = (cfg: ResourceConfig, op: string): boolean => !cfg.ops || cfg.ops.length === 0 || cfg.ops.includes(op);
 

@@ -1,12 +1,12 @@
 // Match predicate of a webhook against the entities of an event (spec 2.3, CONTRACT 6.3).
-import type { Route, RouteEntity } from '../domain/route.ts';
+import type { EventRoute, RouteEntity } from '../domain/event-route.ts';
 import { MATCH_KINDS, type Match, type MatchFilter, type MatchKind } from '../domain/subscription.ts';
 
 /** An entity of an event (labels null: unknown to the event's org, matched by id only). */
 export type Entity = RouteEntity;
 
 /** The entities `match` tests: those of the route (an absent one is null or left out). */
-export type EventEntities = Partial<Pick<Route, 'install' | 'component' | 'action'>>;
+export type EventEntities = Partial<Pick<EventRoute, 'install' | 'component' | 'action'>>;
 
 const ENTITY_OF: Record<MatchKind, keyof EventEntities> = { installs: 'install', components: 'component', actions: 'action' };
 

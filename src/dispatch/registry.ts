@@ -2,7 +2,7 @@
 // event costs only its own org's webhooks. Fed by the control plane (NATS KV watch, or directly in
 // embedded mode); `revision` is the last replicated revision applied, which events name (Route.rev)
 // so that a data plane never matches an event against a registry older than the event.
-import type { Route } from '../domain/route.ts';
+import type { EventRoute } from '../domain/event-route.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { WebhookSubscriber } from './subscriber.ts';
 
@@ -76,7 +76,7 @@ export class WebhookRegistry {
   }
 
   /** The subscribers of the event's org that want it. */
-  match(route: Route): WebhookSubscriber[] {
+  match(route: EventRoute): WebhookSubscriber[] {
     const org = this.byOrg.get(route.org);
     if (!org) return [];
     const out: WebhookSubscriber[] = [];

@@ -1,6 +1,6 @@
 // One subscriber per webhook: the webhook's interests and match, applied to routed events
 // (spec 2.2, 2.3; CONTRACT 6.3). Immutable: a changed webhook gets a new subscriber.
-import type { Route } from '../domain/route.ts';
+import type { EventRoute } from '../domain/event-route.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { interestsAdmit } from './interests.ts';
 import { matchAdmits } from './match.ts';
@@ -15,7 +15,7 @@ export class WebhookSubscriber {
   }
 
   /** Does this webhook want the event? */
-  wants(route: Route): boolean {
+  wants(route: EventRoute): boolean {
     if (!interestsAdmit(this.entry.interests, route)) return false;
     return this.entry.match === null || matchAdmits(this.entry.match, route);
   }

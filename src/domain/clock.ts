@@ -1,5 +1,5 @@
 // Time, injected: every timer and every "now" of svc comes from a Clock, so that tests advance
-// time instead of sleeping. `systemClock` is the real one; `ManualClock` is for tests.
+// time instead of sleeping. `systemClock` is the real one; tests use `ManualClock` (test/helpers/clock.ts).
 
 export interface Timer {
   cancel(): void;
@@ -14,19 +14,29 @@ export interface Clock {
   setInterval(fn: () => void, ms: number): Timer;
 }
 
-export const systemClock: Clock = {
-  now: () => Date.now(),
-  setTimeout(fn, ms) {
-    const t = setTimeout(fn, ms);
-    t.unref?.();
-    return { cancel: () => clearTimeout(t) };
-  },
-  setInterval(fn, ms) {
-    const t = setInterval(fn, ms);
-    t.unref?.();
-    return { cancel: () => clearInterval(t) };
-  },
-};
+function realClock(holdsProcess: boolean): Clock {
+  return {
+    now: () => Date.now(),
+    setTimeout(fn, ms) {
+      const t = setTimeout(fn, ms);
+      if (!holdsProcess) t.unref?.();
+      return { cancel: () => clearTimeout(t) };
+    },
+    setInterval(fn, ms) {
+      const t = setInterval(fn, ms);
+      if (!holdsProcess) t.unref?.();
+      return { cancel: () => clearInterval(t) };
+    },
+  };
+}
+
+export const systemClock: Clock = realClock(false);
+
+/**
+ * The system clock for a command that waits in the foreground (`svc webhooks recover` following a
+ * recovery): its timers hold the process open, where systemClock's never do.
+ */
+export const foregroundClock: Clock = realClock(true);
 
 /** Resolves after `ms` on `clock` (the one sleep of svc: every wait goes through a Clock). */
 export function sleep(clock: Clock, ms: number): Promise<void> {
@@ -77,63 +87,4 @@ export async function retry<T>(clock: Clock, policy: RetryPolicy, fn: (attempt: 
 /** ISO 8601 UTC of a clock's now. */
 export function isoNow(clock: Clock): string {
   return new Date(clock.now()).toISOString();
-}
-
-interface Scheduled {
-  at: number;
-  every: number | null;
-  fn: () => void;
-  cancelled: boolean;
-  seq: number;
-}
-
-/** A clock that moves only when told to: `advance(ms)` runs every timer that falls due, in time order. */
-export class ManualClock implements Clock {
-  private t: number;
-  private seq = 0;
-  private timers: Scheduled[] = [];
-
-  constructor(startMs = Date.parse('2026-01-01T00:00:00.000Z')) {
-    this.t = startMs;
-  }
-
-  now(): number {
-    return this.t;
-  }
-
-  setTimeout(fn: () => void, ms: number): Timer {
-    return this.add(fn, ms, null);
-  }
-
-  setInterval(fn: () => void, ms: number): Timer {
-    return this.add(fn, ms, Math.max(1, ms));
-  }
-
-  /** Timers not yet run or cancelled. */
-  pending(): number {
-    return this.timers.filter((s) => !s.cancelled).length;
-  }
-
-  /** Move time forward by ms, running due timers in order (a timer set by a timer runs too if it falls due). */
-  advance(ms: number): void {
-    const end = this.t + Math.max(0, ms);
-    for (;;) {
-      const next = this.timers
-        .filter((s) => !s.cancelled && s.at <= end)
-        .sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
-      if (!next) break;
-      this.t = Math.max(this.t, next.at);
-      if (next.every !== null) next.at += next.every;
-      else next.cancelled = true;
-      next.fn();
-      this.timers = this.timers.filter((s) => !s.cancelled);
-    }
-    this.t = end;
-  }
-
-  private add(fn: () => void, ms: number, every: number | null): Timer {
-    const s: Scheduled = { at: this.t + Math.max(0, ms), every, fn, cancelled: false, seq: this.seq++ };
-    this.timers.push(s);
-    return { cancel: () => (s.cancelled = true) };
-  }
 }

@@ -1,4 +1,4 @@
-// Domain errors: thrown by services, mapped to HTTP statuses by src/http/errors.ts (CONTRACT 3).
+// Domain errors: thrown by services, mapped to HTTP statuses by src/http/http-error.ts (CONTRACT 3).
 
 export interface ErrorDetail {
   path: string;
@@ -6,6 +6,7 @@ export interface ErrorDetail {
 }
 
 export class InvalidError extends Error {
+  override readonly name = 'InvalidError';
   constructor(
     message: string,
     readonly details?: ErrorDetail[],
@@ -15,12 +16,15 @@ export class InvalidError extends Error {
 }
 
 export class NotFoundError extends Error {
+  override readonly name = 'NotFoundError';
   constructor(what: string, id?: string) {
     super(id ? `${what} ${id} not found` : `${what} not found`);
   }
 }
 
-export class ConflictError extends Error {}
+export class ConflictError extends Error {
+  override readonly name: string = 'ConflictError';
+}
 
 /** Applying an app config that is vetoed (a conflict: 409 `vetoed`, CONTRACT 4.3); the message carries the reason. */
 export class VetoedError extends ConflictError {

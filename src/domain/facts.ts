@@ -2,7 +2,7 @@
 // The engine builds facts from machine outputs; events/ turns them into envelopes; dispatch/ routes them.
 
 import type { Rollout } from './rollout.ts';
-import type { ExecutionType, LifecycleTransition, Outcome as OutcomeStatus, OwnerType, Verdict } from './status.ts';
+import type { ExecutionType, LifecycleTransition, RunOutcome, OwnerType, Verdict } from './status.ts';
 
 export interface ParentRef {
   workflow_id: string;
@@ -30,8 +30,9 @@ export interface StepRef {
   execution_type: ExecutionType;
 }
 
-export interface Outcome {
-  status: OutcomeStatus;
+/** How a run ended, as its terminal lifecycle event tells it: the outcome, an error, how long it took. */
+export interface RunResult {
+  status: RunOutcome;
   error?: string;
   duration_ms: number;
 }
@@ -55,7 +56,7 @@ export interface WorkflowFact extends Base, FactScope {
   transition: LifecycleTransition;
   workflow: WorkflowRef;
   /** terminal transitions only */
-  outcome?: Outcome;
+  outcome?: RunResult;
   /** a run whose health gate has tripped (CONTRACT 4.3) */
   rollout?: Rollout;
 }
@@ -65,7 +66,7 @@ export interface StepFact extends Base, FactScope {
   transition: LifecycleTransition;
   workflow: WorkflowRef;
   step: StepRef;
-  outcome?: Outcome;
+  outcome?: RunResult;
   /** a step of a run whose health gate has tripped (CONTRACT 4.3) */
   rollout?: Rollout;
 }

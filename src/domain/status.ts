@@ -11,21 +11,21 @@ export type StepStatus = (typeof STEP_STATUSES)[number];
 /** Any status a workflow, step or app config version shows (CONTRACT 4.2). */
 export type Status = StepStatus;
 
-/** How a workflow or step ended. */
-export const OUTCOMES = ['succeeded', 'failed', 'cancelled'] as const;
-export type Outcome = (typeof OUTCOMES)[number];
+/** How a run (a workflow or a step) ended: its final status. Not a delivery's outcome (src/outcomes/outcome.ts). */
+export const RUN_OUTCOMES = ['succeeded', 'failed', 'cancelled'] as const;
+export type RunOutcome = (typeof RUN_OUTCOMES)[number];
 
 /** Transitions of workflow and step lifecycle events (spec 6.2). */
-export const LIFECYCLE_TRANSITIONS = ['started', ...OUTCOMES] as const;
+export const LIFECYCLE_TRANSITIONS = ['started', ...RUN_OUTCOMES] as const;
 export type LifecycleTransition = (typeof LIFECYCLE_TRANSITIONS)[number];
 
-export function isOutcome(s: string): s is Outcome {
+export function isRunOutcome(s: string): s is RunOutcome {
   return s === 'succeeded' || s === 'failed' || s === 'cancelled';
 }
 
 /** Whether a status is final: an outcome, or (steps) skipped. */
 export function isFinal(s: Status): boolean {
-  return isOutcome(s) || s === 'skipped';
+  return isRunOutcome(s) || s === 'skipped';
 }
 
 export const EXECUTION_TYPES = ['system', 'user', 'approval', 'skipped', 'hidden'] as const;

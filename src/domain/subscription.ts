@@ -21,8 +21,9 @@ export const RESOURCE_OPS = {
 export type ResourceName = keyof typeof RESOURCE_OPS;
 export const RESOURCE_NAMES = Object.keys(RESOURCE_OPS) as ResourceName[];
 
-export const OUTCOMES = ['all', 'completion', 'failures', 'none'] as const;
-export type Outcome = (typeof OUTCOMES)[number];
+/** Which run outcomes a subscription wants lifecycle events of (its `outcome` filter). */
+export const INTEREST_OUTCOMES = ['all', 'completion', 'failures', 'none'] as const;
+export type InterestOutcome = (typeof INTEREST_OUTCOMES)[number];
 
 /** The boolean flags of a resource's config (spec 2.2). */
 export const FLAGS = ['approval_requests', 'approval_responses', 'drift_detected', 'component_health', 'install_degraded'] as const;
@@ -53,7 +54,7 @@ export type MatchKind = (typeof MATCH_KINDS)[number];
 
 export interface ResourceConfig {
   ops?: string[];
-  outcome?: Outcome;
+  outcome?: InterestOutcome;
   approval_requests?: boolean;
   approval_responses?: boolean;
   drift_detected?: boolean;
@@ -82,7 +83,7 @@ function resourceConfigSchema(resource: ResourceName) {
   return z
     .strictObject({
       ops: z.array(z.enum(RESOURCE_OPS[resource], { error: `not an op of ${resource} (one of: ${RESOURCE_OPS[resource].join(', ')})` })).optional(),
-      outcome: z.enum(OUTCOMES, { error: `must be one of: ${OUTCOMES.join(', ')}` }).optional(),
+      outcome: z.enum(INTEREST_OUTCOMES, { error: `must be one of: ${INTEREST_OUTCOMES.join(', ')}` }).optional(),
       approval_requests: z.boolean().optional(),
       approval_responses: z.boolean().optional(),
       drift_detected: z.boolean().optional(),

@@ -2,7 +2,7 @@
 // cancel of a workflow with its child workflows.
 import { cancelWorkflowJobs, getStep, getWorkflow, listChildWorkflows, listSteps, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
-import { isFinal, type Outcome } from '../domain/status.ts';
+import { isFinal, type RunOutcome } from '../domain/status.ts';
 import { ConflictError, NotFoundError } from '../domain/errors.ts';
 import type { WorkflowFacts } from './workflow-facts.ts';
 import type { Tx } from './transaction.ts';
@@ -10,7 +10,7 @@ import type { Tx } from './transaction.ts';
 /** What an answer or a cancel asks of the run: go on, or end it. */
 export interface AnsweredRun {
   advance(t: Tx, workflowId: string): void;
-  finish(t: Tx, wf: WorkflowRow, outcome: Outcome, error?: string): void;
+  finish(t: Tx, wf: WorkflowRow, outcome: RunOutcome, error?: string): void;
 }
 
 export class ApprovalsAndCancel {

@@ -2,7 +2,7 @@
 import type { Db } from '../../store/db.ts';
 import { getActionById } from '../../store/installs.ts';
 import { publicWorkflowId, type StepRow, type WorkflowFields } from '../../store/workflows.ts';
-import type { FactScope, Outcome, StepRef, WorkflowRef } from '../domain/facts.ts';
+import type { FactScope, RunResult, StepRef, WorkflowRef } from '../domain/facts.ts';
 import type { LifecycleTransition } from '../domain/status.ts';
 
 export function workflowRef(wf: WorkflowFields): WorkflowRef {
@@ -40,7 +40,7 @@ export function durationMs(startedAt: string | null, endIso: string): number {
 }
 
 /** `{outcome}` for a terminal lifecycle transition (error only on failed), `{}` for started (no duration computed for it). */
-export function outcomeOf(transition: LifecycleTransition, duration_ms: () => number, error: string): { outcome?: Outcome } {
+export function outcomeOf(transition: LifecycleTransition, duration_ms: () => number, error: string): { outcome?: RunResult } {
   if (transition === 'started') return {};
   return { outcome: { status: transition, duration_ms: duration_ms(), ...(transition === 'failed' ? { error } : {}) } };
 }

@@ -32,7 +32,7 @@ import { getWebhook, webhookCreatedSeq } from '../../store/webhooks.ts';
 import { eventSubject } from '../bus/subjects.ts';
 import type { Clock, Timer } from '../domain/clock.ts';
 import { ConflictError, LimitExceededError } from '../domain/errors.ts';
-import { decodeRoute, encodeRoute, recoveryItemId } from '../domain/route.ts';
+import { decodeRoute, encodeRoute, recoveryItemId } from '../domain/event-route.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { QueueItem, Transactions } from './transaction.ts';
@@ -75,7 +75,7 @@ export interface RecoveryRequest {
   subscription: Pick<WebhookEntry, 'interests' | 'match'>;
 }
 
-/** Where outcomes of recovery attempts are heard (src/engine/delivery-status.ts). */
+/** Where outcomes of recovery attempts are heard (src/outcomes/status-book.ts). */
 export interface RecoveryOutcomeSource {
   onRecoveryAttempt(listener: (recoveryId: string, ok: boolean) => void): void;
 }

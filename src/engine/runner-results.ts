@@ -3,7 +3,7 @@
 import { getJob, getStep, getWorkflow, setJobStatus, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
 import type { StepEvent } from '../../machines/index.ts';
-import type { Outcome } from '../domain/status.ts';
+import type { RunOutcome } from '../domain/status.ts';
 import { NotFoundError } from '../domain/errors.ts';
 import { stepRef, workflowRef } from './fact-refs.ts';
 import type { WorkflowFacts } from './workflow-facts.ts';
@@ -14,7 +14,7 @@ export type IngestResult = 'accepted' | 'duplicate' | 'ignored';
 
 /** A runner's report on a job (CONTRACT 5.2). */
 export interface JobReport {
-  status: 'started' | Outcome;
+  status: 'started' | RunOutcome;
   error?: string;
   plan?: { changes: Array<{ address: string; action: string }> };
 }

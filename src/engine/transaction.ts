@@ -10,9 +10,9 @@ import { isoNow, type Clock } from '../domain/clock.ts';
 import { EventTooLargeError } from '../domain/errors.ts';
 import { LIMITS } from '../domain/limits.ts';
 import type { Fact } from '../domain/facts.ts';
-import { encodeRoute } from '../domain/route.ts';
+import { encodeRoute } from '../domain/event-route.ts';
 import { emit } from '../events/cloudevent.ts';
-import type { LabelLookup } from '../events/route.ts';
+import type { LabelLookup } from '../events/routing.ts';
 import type { Metrics } from '../metrics.ts';
 
 /** A unit of work: facts recorded inside it reach the outbox in the same SQLite transaction. */

@@ -19,7 +19,7 @@ import {
 } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
 import type { ParentRef } from '../domain/facts.ts';
-import { isFinal, type Outcome, type OwnerType } from '../domain/status.ts';
+import { isFinal, type RunOutcome, type OwnerType } from '../domain/status.ts';
 import { newId } from '../domain/ids.ts';
 import type { StepDef } from './definitions.ts';
 import { HealthGates } from './health-gates.ts';
@@ -148,7 +148,7 @@ export class WorkflowSteps {
   }
 
   /** End a workflow with an outcome: its jobs cancelled, its version's status, an install's provisioned flag, its parent step told. */
-  finish(t: Tx, wf: WorkflowRow, outcome: Outcome, error?: string): void {
+  finish(t: Tx, wf: WorkflowRow, outcome: RunOutcome, error?: string): void {
     const stepStatuses = listSteps(this.db, wf.workflow_id).map((s) => s.status);
     if (!this.facts.workflowEvent(t, wf, { type: 'finish', outcome, error, stepStatuses })) return;
     cancelWorkflowJobs(this.db, wf.workflow_id);

@@ -1,11 +1,11 @@
 // Fact -> CloudEvents 1.0 envelope (spec 6.3-6.5, CONTRACT 6.2).
 import { randomUUID } from 'node:crypto';
-import type { Fact, Outcome, StepRef, WorkflowRef } from '../domain/facts.ts';
+import type { Fact, RunResult, StepRef, WorkflowRef } from '../domain/facts.ts';
 import { classify, type Classification } from './classify.ts';
 import { slugsFor } from './slugs.ts';
 import { approvalUrl, linksFor } from './links.ts';
-import { routeOf, type LabelLookup } from './route.ts';
-import type { Route } from '../domain/route.ts';
+import { routeOf, type LabelLookup } from './routing.ts';
+import type { EventRoute } from '../domain/event-route.ts';
 
 export interface CloudEvent {
   specversion: '1.0';
@@ -94,21 +94,14 @@ function workflowData(w: WorkflowRef): Record<string, unknown> {
   return { id: w.id, type: w.type, owner_id: w.owner_id, owner_type: w.owner_type };
 }
 
-/** Every step field of spec 6.5; a field the step does not have is null. */
+/** Every step field of spec 6.5, in this order; a field the step does not have is null. */
+const STEP_FIELDS = ['id', 'name', 'idx', 'target_type', 'target_id', 'component_id', 'sandbox_id', 'execution_type'] as const satisfies ReadonlyArray<keyof StepRef>;
+
 function stepData(s: StepRef): Record<string, unknown> {
-  return {
-    id: s.id,
-    name: s.name,
-    idx: s.idx,
-    target_type: s.target_type ?? null,
-    target_id: s.target_id ?? null,
-    component_id: s.component_id ?? null,
-    sandbox_id: s.sandbox_id ?? null,
-    execution_type: s.execution_type,
-  };
+  return Object.fromEntries(STEP_FIELDS.map((k) => [k, s[k] ?? null]));
 }
 
-function outcomeData(transition: 'succeeded' | 'failed' | 'cancelled', o: Outcome | undefined): Record<string, unknown> {
+function outcomeData(transition: 'succeeded' | 'failed' | 'cancelled', o: RunResult | undefined): Record<string, unknown> {
   const d = Number(o?.duration_ms);
   const out: Record<string, unknown> = {
     status: transition,
@@ -231,7 +224,7 @@ export interface EmittedEvent {
   /** the CloudEvents subject */
   subject: string;
   body: string;
-  route: Route;
+  route: EventRoute;
 }
 
 export interface EmitOptions extends EnvelopeOptions {

@@ -41,7 +41,7 @@ import type { Seal } from '../bus/seal.ts';
 import { hopSubject } from '../bus/subjects.ts';
 import { systemClock, type Clock, type Timer } from '../domain/clock.ts';
 import { errorText } from '../domain/errors.ts';
-import { isRecoveryItemId } from '../domain/route.ts';
+import { isRecoveryItemId } from '../domain/event-route.ts';
 import type { Metrics } from '../metrics.ts';
 import { isUnpublishable, oversized, SetAside } from './set-aside.ts';
 

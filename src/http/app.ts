@@ -2,9 +2,9 @@ import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AppContext } from '../context.ts';
 import { requireOrg, type AuthEnv } from './auth.ts';
-import { errorResponse, HttpError, toHttpError } from './errors.ts';
+import { errorResponse, HttpError, toHttpError } from './http-error.ts';
 import { API_ROUTES } from './routes/index.ts';
-import { mountRoutes } from './route.ts';
+import { mountRoutes } from './api-route.ts';
 import { renderMetrics } from '../metrics.ts';
 
 export const MAX_BODY_BYTES = 1024 * 1024;

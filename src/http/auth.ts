@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from 'hono';
 import type { AppContext } from '../context.ts';
 import { orgOfToken } from '../services/api-tokens.ts';
-import { forbidden, unauthorized } from './errors.ts';
+import { forbidden, unauthorized } from './http-error.ts';
 
 export type AuthEnv = { Variables: { orgId: string } };
 

@@ -1,10 +1,10 @@
 // OpenAPI 3.1 document of /v1 (CONTRACT 4.4) and of the operations endpoints /healthz and /readyz
 // (CONTRACT 1), generated from the route definitions that the router
-// serves (src/http/route.ts): their paths, path parameters, request body schemas (the ones that
+// serves (src/http/api-route.ts): their paths, path parameters, request body schemas (the ones that
 // validate requests) and response schemas (the ones that shape responses). zod writes the JSON
 // Schema (draft 2020-12, the dialect of OpenAPI 3.1).
 import { z } from 'zod';
-import type { ApiRoute, ErrorStatus } from './route.ts';
+import type { ApiRoute, ErrorStatus } from './api-route.ts';
 import { apiSchemas, errorSchema } from './responses.ts';
 
 type Json = Record<string, unknown>;

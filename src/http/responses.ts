@@ -1,5 +1,5 @@
 // Response bodies of the /v1 API (CONTRACT 3, 4), beside the request schemas of ./schemas.ts and
-// src/domain/subscription.ts. Every success body goes out through its schema (src/http/route.ts)
+// src/domain/subscription.ts. Every success body goes out through its schema (src/http/api-route.ts)
 // and the OpenAPI document is generated from the same schemas (src/http/openapi.ts). Each schema
 // registered in `apiSchemas` becomes a named component (`#/components/schemas/<id>`).
 import { z } from 'zod';

@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import type { z } from 'zod';
-import { HttpError } from './errors.ts';
+import { HttpError } from './http-error.ts';
 import type { ErrorDetail } from '../domain/errors.ts';
 
 /** zod issues → CONTRACT 3 details, each naming the field path (unknown keys named one by one). */

@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { Bus, BusMessage, Subscription } from '../bus/bus.ts';
 import { ingestWildcard, parseIngestSubject } from '../bus/subjects.ts';
-import { isProducerReplySubject } from '../bus/nats-auth.ts';
+import { isProducerReplySubject } from '../bus/nats-permissions.ts';
 import type { Engine, IngestResult, ProducerFact } from '../engine/engine.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
 import { errorText, EventTooLargeError, InvalidError } from '../domain/errors.ts';
@@ -176,7 +176,7 @@ export function startIngest(deps: IngestDeps): Subscription {
 /**
  * Answer a request, but only on an inbox of the subject's org: NATS does not check a publisher's
  * reply subject against its permissions, so a producer could otherwise have the engine publish on
- * svc.events.… or answer another org's request (src/bus/nats-auth.ts isProducerReplySubject).
+ * svc.events.… or answer another org's request (src/bus/nats-permissions.ts isProducerReplySubject).
  */
 function respond({ msg, orgId }: Waiting, reply: Reply): void {
   if (msg.reply && orgId && isProducerReplySubject(msg.reply, orgId)) msg.respond(JSON.stringify(reply));

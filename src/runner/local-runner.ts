@@ -1,7 +1,7 @@
 // The built-in local runner (CONTRACT 5.1): executes jobs in process and reports success through
 // the same producer protocol an external runner uses, and sends the heartbeats of the runners it serves.
 import type { Logger } from 'pino';
-import type { Clock, Timer } from '../domain/clock.ts';
+import { retry, type Clock, type Timer } from '../domain/clock.ts';
 import type { Bus, Subscription } from '../bus/bus.ts';
 import { ingestSubject, jobResultSubject, jobsWildcard } from '../bus/subjects.ts';
 import type { Db } from '../../store/db.ts';
@@ -52,18 +52,14 @@ export class LocalRunner {
     await this.report(subject, { status: 'succeeded', ...(planning ? { plan: { changes: [] } } : {}) });
   }
 
+  /** Sends a job report, 5 times at most (waits of 200, 400, … ms on the clock between them). */
   private async report(subject: string, body: unknown): Promise<void> {
-    for (let attempt = 0; attempt < 5 && !this.stopped; attempt++) {
-      try {
-        const reply = await this.bus.request(subject, JSON.stringify(body), { timeoutMs: 5000 });
-        const r = reply.json<{ ok: boolean; error?: string }>();
-        if (!r.ok) this.logger.warn({ subject, error: r.error }, 'local runner report refused');
-        return;
-      } catch (err) {
-        this.logger.warn({ subject, err: String(err) }, 'local runner report failed; retrying');
-        await new Promise((r) => setTimeout(r, 200 * (attempt + 1)));
-      }
-    }
+    const policy = { attempts: 5, delayMs: (n: number) => 200 * n, stopped: () => this.stopped, onError: (err: unknown) => this.logger.warn({ subject, err }, 'local runner report failed; retrying') };
+    await retry(this.clock, policy, async () => {
+      const reply = await this.bus.request(subject, JSON.stringify(body), { timeoutMs: 5000 });
+      const r = reply.json<{ ok: boolean; error?: string }>();
+      if (!r.ok) this.logger.warn({ subject, error: r.error }, 'local runner report refused');
+    }).catch(() => undefined); // the last failure is logged already
   }
 
   /** A `running` heartbeat for every runner (plain publishes, best effort). */

@@ -12,7 +12,7 @@
 import { createMemoryBus } from '../bus/memory.ts';
 import { startOutboxDataPlane, type DeliveryLimits, type RegistryChange } from '../dataplane/data-plane.ts';
 import { OutboxDeliveryThread } from '../dataplane/outbox-thread.ts';
-import { isRecoveryItemId } from '../domain/route.ts';
+import { isRecoveryItemId } from '../domain/event-route.ts';
 import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
 import type { Topology, TopologyDeps } from './topology.ts';
 

@@ -21,7 +21,7 @@ import { Seal } from '../bus/seal.ts';
 import { startNatsDataPlane, type DataPlane, type DeliveryLimits } from '../dataplane/data-plane.ts';
 import { NatsDeliveryThreads } from '../dataplane/nats-threads.ts';
 import { OutboxRelay } from '../handoff/outbox-relay.ts';
-import { consumeOutcomes } from '../ingest/outcomes.ts';
+import { consumeOutcomes } from '../outcomes/consumer.ts';
 import { trackNatsConnection } from '../readiness.ts';
 import type { Topology, TopologyDeps } from './topology.ts';
 

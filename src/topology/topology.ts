@@ -8,7 +8,7 @@ import type { Db } from '../../store/db.ts';
 import type { OutboxRow } from '../../store/outbox.ts';
 import type { ServeConfig } from '../config.ts';
 import type { Bus } from '../bus/bus.ts';
-import type { OutcomeBatch } from '../domain/outcomes.ts';
+import type { OutcomeBatch } from '../outcomes/outcome.ts';
 import type { Piggyback } from '../engine/transaction.ts';
 import type { RelayFault } from '../handoff/outbox-relay.ts';
 import type { RegistryPublisher } from '../handoff/registry-replicator.ts';

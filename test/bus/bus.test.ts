@@ -8,6 +8,7 @@ import { ensureLayout } from '../../src/bus/jetstream.ts';
 import { ingestWildcard, jobResultSubject, jobSubject } from '../../src/bus/subjects.ts';
 import { startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { ManualClock } from '../helpers/clock.ts';
 
 const dec = new TextDecoder();
 
@@ -237,5 +238,34 @@ describe('nats bus only', () => {
     await server.stop();
     await expect(createNatsBus(url, { logger })).rejects.toThrow(`cannot connect to NATS at ${url}`);
     server = await startNatsServer();
+  });
+});
+
+describe('memory bus on an injected clock', () => {
+  it('times a request out when its clock says so, not before; an answer in time cancels the timeout', async () => {
+    const clock = new ManualClock();
+    const bus = createMemoryBus({ logger: capture().logger, clock });
+    try {
+      bus.subscribe('svc.silent', () => undefined);
+      let settled: string | null = null;
+      const silent = bus.request('svc.silent', 'x', { timeoutMs: 5000 }).then(
+        () => (settled = 'answered'),
+        (err: BusRequestError) => (settled = err.code),
+      );
+      await bus.flush();
+      clock.advance(4999);
+      await bus.flush();
+      expect(settled).toBeNull();
+      clock.advance(1);
+      await silent;
+      expect(settled).toBe('timeout');
+
+      bus.subscribe('svc.echo', (m) => void m.respond(m.data));
+      const r = await bus.request('svc.echo', 'hi', { timeoutMs: 5000 });
+      expect(dec.decode(r.data)).toBe('hi');
+      expect(clock.pending()).toBe(0);
+    } finally {
+      await bus.close();
+    }
   });
 });

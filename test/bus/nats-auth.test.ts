@@ -10,15 +10,10 @@ import { waitFor } from '../helpers/wait.ts';
 import { connect, credsAuthenticator, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, AckPolicy, RetentionPolicy, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, type KvWatchEntry } from '@nats-io/kv';
-import {
-  initNatsDir,
-  isProducerReplySubject,
-  producerCreds,
-  natsConnectOptions,
-  NatsSetupError,
-  readCredsFile,
-  type NatsRole,
-} from '../../src/bus/nats-auth.ts';
+import { natsConnectOptions, type NatsRole } from '../../src/bus/nats-auth.ts';
+import { NatsSetupError, readCredsFile } from '../../src/bus/nats-creds.ts';
+import { isProducerReplySubject } from '../../src/bus/nats-permissions.ts';
+import { initNatsDir, producerCreds } from '../../src/bus/nats-setup.ts';
 import {
   DISPATCH_CONSUMER,
   ensureLayout,

@@ -12,7 +12,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { forwardableHeaders, formatEventLine, startListener, type Listener } from '../../src/cli/listen.ts';
 import { testDeliverer, type TestDeliverer } from '../helpers/deliverer.ts';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { BIN, ROOT } from '../helpers/paths.ts';
 

@@ -3,7 +3,7 @@
 // does not pass), forms posted from another site are refused, and repeated failed sign-ins for an
 // org back off for a minute (the injected clock moves it).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { startService, type OrgCreds, type TestService } from '../helpers/service.ts';
 
 describe('dashboard sign-in', () => {

@@ -5,7 +5,7 @@
 // on the ingest subject like a health checker (CONTRACT 5.2).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { ingestSubject } from '../../src/bus/subjects.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { expectAccessible, launchBrowser, screenshot, signedInPage } from '../helpers/browser.ts';

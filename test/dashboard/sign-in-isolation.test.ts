@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { SIGN_IN_MAX_KEYS, SignInThrottle } from '../../src/dashboard/sign-in-throttle.ts';
 import { LoginCsrf } from '../../src/dashboard/session.ts';
 import { children, spawnService, type ChildService } from '../helpers/child-service.ts';

@@ -3,14 +3,14 @@
 // every 10 s, and nothing is written once it stops failing. The data plane's pipeline with a
 // real deliverer and a receiver that always answers 500, on a ManualClock.
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/domain/clock.ts';
-import type { Route } from '../../src/domain/route.ts';
+import { ManualClock } from '../helpers/clock.ts';
+import type { EventRoute } from '../../src/domain/event-route.ts';
 import type { WebhookEntry } from '../../src/domain/webhook-entry.ts';
 import { Deliverer } from '../../src/delivery/client.ts';
 import type { WebhookRegistry } from '../../src/dispatch/registry.ts';
 import { WebhookSubscriber } from '../../src/dispatch/subscriber.ts';
 import { DeliveryPipeline, type InboundEvent } from '../../src/dataplane/pipeline.ts';
-import type { Outcome } from '../../src/domain/outcomes.ts';
+import type { DeliveryOutcome } from '../../src/outcomes/outcome.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startReceiver } from '../helpers/receiver.ts';
 
@@ -28,12 +28,12 @@ describe('failed attempts in the log', () => {
     });
     const registry = { revision: 0, reached: async () => {}, match: () => subs, onRemoved: () => {} } as unknown as WebhookRegistry;
     const deliverer = new Deliverer({ timeoutMs: 5000, allowPrivateTargets: true, clock });
-    const outcomes: Outcome[] = [];
+    const outcomes: DeliveryOutcome[] = [];
     const pipeline = new DeliveryPipeline({
       registry,
       deliverer,
       sign: () => ({}),
-      outcomes: { record: (o: Outcome) => void outcomes.push(o), flush: async () => {} },
+      outcomes: { record: (o: DeliveryOutcome) => void outcomes.push(o), flush: async () => {} },
       progress: null,
       clock,
       logger: logger as Json,
@@ -42,7 +42,7 @@ describe('failed attempts in the log', () => {
     let settled = 0;
     const event = (i: number): InboundEvent => ({
       id: `evt_${i}`,
-      route: { org: 'org_a', type: 'com.example.test', rev: 0 } as unknown as Route,
+      route: { org: 'org_a', type: 'com.example.test', rev: 0 } as unknown as EventRoute,
       body: Buffer.from('{}'),
       done: [],
       settle: () => void settled++,

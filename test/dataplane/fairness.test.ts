@@ -8,8 +8,8 @@
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/domain/clock.ts';
-import type { Outcome } from '../../src/domain/outcomes.ts';
-import type { Route } from '../../src/domain/route.ts';
+import type { DeliveryOutcome } from '../../src/outcomes/outcome.ts';
+import type { EventRoute } from '../../src/domain/event-route.ts';
 import { Deliverer } from '../../src/delivery/client.ts';
 import { WebhookRegistry } from '../../src/dispatch/registry.ts';
 import { DeliveryPipeline, type InboundEvent } from '../../src/dataplane/pipeline.ts';
@@ -28,7 +28,7 @@ const BOUND_MS = 1000;
 
 const entry = allEventsEntry;
 
-const route = (org: string): Route => ({
+const route = (org: string): EventRoute => ({
   org,
   type: 'com.svc.test.fairness',
   resource: 'installs',
@@ -42,7 +42,7 @@ const route = (org: string): Route => ({
 
 interface Rig {
   pipeline: DeliveryPipeline;
-  outcomes: Outcome[];
+  outcomes: DeliveryOutcome[];
   /** when each event was offered (put in the stream the pipeline takes from; ms since the epoch) */
   entered: Map<string, number>;
   settled: Set<string>;
@@ -52,7 +52,7 @@ interface Rig {
 }
 
 function rig(registry: WebhookRegistry): Rig {
-  const outcomes: Outcome[] = [];
+  const outcomes: DeliveryOutcome[] = [];
   const entered = new Map<string, number>();
   const settled = new Set<string>();
   const released = new Set<string>();

@@ -4,15 +4,15 @@
 // clock and a deliverer that answers only when the test says so: nothing here waits on time.
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/domain/clock.ts';
-import type { Route } from '../../src/domain/route.ts';
+import { ManualClock } from '../helpers/clock.ts';
+import type { EventRoute } from '../../src/domain/event-route.ts';
 import type { AttemptCallback, AttemptResult, Deliverer } from '../../src/delivery/client.ts';
 import { WebhookRegistry } from '../../src/dispatch/registry.ts';
 import { DeliveryPipeline, type InboundEvent } from '../../src/dataplane/pipeline.ts';
 import { FairSlots } from '../../src/dataplane/slots.ts';
 import { allEventsEntry } from '../helpers/webhooks.ts';
 
-const route = (org: string): Route => ({ org, type: 'com.svc.test.intake', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 0 });
+const route = (org: string): EventRoute => ({ org, type: 'com.svc.test.intake', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 0 });
 
 /** A deliverer whose attempts hang until answer() is called. */
 function heldDeliverer() {

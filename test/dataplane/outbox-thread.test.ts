@@ -8,8 +8,8 @@ import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openDb, type Db } from '../../store/db.ts';
 import { DeliveryLedger, insertOutbox, outboxSize, readOutbox } from '../../store/outbox.ts';
-import type { OutcomeBatch } from '../../src/domain/outcomes.ts';
-import { encodeRoute, type Route } from '../../src/domain/route.ts';
+import type { OutcomeBatch } from '../../src/outcomes/outcome.ts';
+import { encodeRoute, type EventRoute } from '../../src/domain/event-route.ts';
 import type { RegistryChange } from '../../src/dataplane/data-plane.ts';
 import { OutboxDeliveryThread } from '../../src/dataplane/outbox-thread.ts';
 import { spawnThread } from '../../src/dataplane/thread-supervisor.ts';
@@ -32,7 +32,7 @@ function commit(db: Db, orgId: string, n: number, rev: number): string[] {
       const wf = rid('wf');
       const subject = `${orgId}/workflow/${wf}/started`;
       const id = rid('ev');
-      const route: Route = { org: orgId, type: 'com.svc.workflow.started.v1', resource: 'workflow', op: 'started', event: 'lifecycle.started', install: null, component: null, action: null, rev };
+      const route: EventRoute = { org: orgId, type: 'com.svc.workflow.started.v1', resource: 'workflow', op: 'started', event: 'lifecycle.started', install: null, component: null, action: null, rev };
       insertOutbox(db, { event_id: id, org_id: orgId, subject: `svc.events.${subject.replaceAll('/', '.')}`, type: route.type, body: JSON.stringify({ id, subject, specversion: '1.0' }), route: encodeRoute(route) });
       subjects.push(subject);
     }

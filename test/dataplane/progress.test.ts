@@ -7,7 +7,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { ensureLayout, PROGRESS_BUCKET } from '../../src/bus/jetstream.ts';
 import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import type { JsMsg } from '@nats-io/jetstream';
 import { KvProgress, type HeldBatch } from '../../src/dataplane/sources/jetstream-source.ts';
 import type { InboundEvent } from '../../src/dataplane/pipeline.ts';

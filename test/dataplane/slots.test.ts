@@ -2,7 +2,7 @@
 // clock: fairness across orgs, the share cap while another org waits, the reserve that a hanging
 // org cannot fill, the breaker's single slot and its recovery, and work conservation when alone.
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { FairSlots, type Grant, type SlotOptions } from '../../src/dataplane/slots.ts';
 
 type Item = { org: string; hook: string; n: number };

@@ -6,7 +6,7 @@
 import type { Worker } from 'node:worker_threads';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { RESTART_MS, spawnThread, SupervisedThread } from '../../src/dataplane/thread-supervisor.ts';
 import { waitFor } from '../helpers/service.ts';
 

@@ -14,7 +14,7 @@ import {
   TIMESTAMP_TOLERANCE_S,
   type WebhookSecrets,
 } from '../../src/delivery/signatures.ts';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { startReceiver, type Received, type Receiver } from '../helpers/receiver.ts';
 
 const hmacHex = (secret: string, raw: Buffer) => createHmac('sha256', secret).update(raw).digest('hex');

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock, retry, sleep, within } from '../../src/domain/clock.ts';
+import { retry, sleep, within } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 
 const turn = () => new Promise<void>((r) => setImmediate(r));
 

@@ -4,7 +4,7 @@
 import pino from 'pino';
 import type { Bus } from '../../src/bus/bus.ts';
 import { createMemoryBus } from '../../src/bus/memory.ts';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from './clock.ts';
 import { newId } from '../../src/domain/ids.ts';
 import type { AppConfigBody } from '../../src/domain/app-config.ts';
 import type { JobResult } from '../../src/domain/producer-messages.ts';

@@ -5,7 +5,7 @@ import type { Db } from '../../store/db.ts';
 import { insertOutbox } from '../../store/outbox.ts';
 import { insertWebhook } from '../../store/webhooks.ts';
 import { canonicalMatch } from '../../src/domain/subscription.ts';
-import { encodeRoute, type Labels } from '../../src/domain/route.ts';
+import { encodeRoute, type Labels } from '../../src/domain/event-route.ts';
 import { eventSubject } from '../../src/bus/subjects.ts';
 import { newId } from '../../src/domain/ids.ts';
 

@@ -1,7 +1,7 @@
 // Event history, attempt logs, recover and resend (CONTRACT 4.5), over the API with real receivers,
 // in embedded mode (the SQLite outbox is the queue) and in NATS mode (JetStream SVC_EVENTS).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { openDb } from '../../store/db.ts';
 import { startNatsServer, findNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';

@@ -11,8 +11,8 @@ import { startService, waitFor, type ApiClient, type ApiResponse, type OrgCreds,
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { createHttpApp } from '../../src/http/app.ts';
 import { Readiness } from '../../src/readiness.ts';
-import { defineRoute, mountRoutes, reply } from '../../src/http/route.ts';
-import { errorResponse, toHttpError } from '../../src/http/errors.ts';
+import { defineRoute, mountRoutes, reply } from '../../src/http/api-route.ts';
+import { errorResponse, toHttpError } from '../../src/http/http-error.ts';
 import type { AuthEnv } from '../../src/http/auth.ts';
 import { TERMINAL } from '../helpers/workflows.ts';
 

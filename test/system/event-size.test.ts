@@ -4,7 +4,7 @@
 // a set-aside event is never resent (409); dead letters go with --event-retention on the engine's
 // clock.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { setAsideEvent } from '../../store/dead-letters.ts';
 import { insertEvent } from '../../store/history.ts';
 import { autoAnswer, FakeRunner, type Answer } from '../helpers/fake-runner.ts';

@@ -14,7 +14,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it, type TestContext } from 'vitest';
 import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
-import { decodeOutcomeBatch } from '../../src/domain/outcomes.ts';
+import { decodeOutcomeBatch } from '../../src/outcomes/outcome.ts';
 import { outcomesSubject } from '../../src/bus/jetstream.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { childSettled, children, dataplaneKey, spawnService, spawnWorker, type ChildService, type SvcChild } from '../helpers/child-service.ts';

@@ -6,7 +6,7 @@ import { findNatsServer, freePort, startNatsServer, type NatsServerHandle } from
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, tmpDir, waitFor, type TestService } from '../helpers/service.ts';
 import { emittedByAll, post } from '../helpers/workflows.ts';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { JOB_RESEND_MS } from '../../src/engine/engine.ts';
 
 describe.skipIf(findNatsServer() === null)('NATS lost while running', () => {

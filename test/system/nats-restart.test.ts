@@ -11,7 +11,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
-import { decodeOutcomeBatch } from '../../src/domain/outcomes.ts';
+import { decodeOutcomeBatch } from '../../src/outcomes/outcome.ts';
 import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENTS_STREAM, outcomesSubject } from '../../src/bus/jetstream.ts';
 import { findNatsServer, freePort, startNatsServer } from '../helpers/nats-server.ts';
 import { children, outboxCount, dataplaneKey, spawnService, spawnWorker, type SvcChild } from '../helpers/child-service.ts';

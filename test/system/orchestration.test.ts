@@ -4,7 +4,7 @@
 // where the delivery matters, from the receiver. With `localRunner: false` this file plays the runner on the
 // server's own bus.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { autoAnswer, FakeRunner, type Answer, type Job } from '../helpers/fake-runner.ts';

@@ -7,7 +7,7 @@
 // each recovery running while the test looks at it.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeRoute, type Route } from '../../src/domain/route.ts';
+import { encodeRoute, type EventRoute } from '../../src/domain/event-route.ts';
 import { openDb } from '../../store/db.ts';
 import { insertEvent } from '../../store/history.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
@@ -33,7 +33,7 @@ describe('recovery bounds (CONTRACT 4.5)', () => {
           const subject = `${org.org_id}/install/inst_${tag}_${i}/started`;
           const type = 'com.svc.install.provision.started.v1';
           const body = JSON.stringify({ specversion: '1.0', id, source: '//127.0.0.1/ctl-api', type, subject, time: new Date(at).toISOString(), svcorgid: org.org_id, data: {} });
-          const route: Route = { org: org.org_id, type, resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: `inst_${tag}_${i}`, labels: {} }, component: null, action: null, rev: 0 };
+          const route: EventRoute = { org: org.org_id, type, resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: `inst_${tag}_${i}`, labels: {} }, component: null, action: null, rev: 0 };
           insertEvent(h, { event_id: id, org_id: org.org_id, type, subject, body, route: encodeRoute(route), created_ms: at });
           ids.push(id);
         }

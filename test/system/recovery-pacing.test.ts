@@ -13,7 +13,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
-import { encodeRoute, type Route } from '../../src/domain/route.ts';
+import { encodeRoute, type EventRoute } from '../../src/domain/event-route.ts';
 import { openDb } from '../../store/db.ts';
 import { insertEvent } from '../../store/history.ts';
 import { childSettled, children, spawnService, type ChildService } from '../helpers/child-service.ts';
@@ -51,7 +51,7 @@ function seedHistory(db: string, orgId: string, n: number, minutesAgo: number, t
         const subject = `${orgId}/install/inst_${tag}${i}/started`;
         const type = 'com.svc.install.provision.started.v1';
         const body = JSON.stringify({ specversion: '1.0', id, source: '//127.0.0.1/ctl-api', type, subject, time: new Date(at).toISOString(), svcorgid: orgId, data: { n: i, pad } });
-        const route: Route = { org: orgId, type, resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: `inst_${tag}${i}`, labels: {} }, component: null, action: null, rev: 0 };
+        const route: EventRoute = { org: orgId, type, resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: `inst_${tag}${i}`, labels: {} }, component: null, action: null, rev: 0 };
         insertEvent(h, { event_id: id, org_id: orgId, type, subject, body, route: encodeRoute(route), created_ms: at });
         subjects.push(subject);
       }

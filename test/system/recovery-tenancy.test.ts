@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeRoute, type Route } from '../../src/domain/route.ts';
+import { encodeRoute, type EventRoute } from '../../src/domain/event-route.ts';
 import { openDb } from '../../store/db.ts';
 import { insertEvent } from '../../store/history.ts';
 import { startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
@@ -65,7 +65,7 @@ describe.each(modes)('a recovering org beside another (%s mode)', (mode) => {
           const subject = `${A.org_id}/install/inst_${i}/started`;
           const type = 'com.svc.install.provision.started.v1';
           const body = JSON.stringify({ specversion: '1.0', id, source: '//127.0.0.1/ctl-api', type, subject, time: new Date(at).toISOString(), svcorgid: A.org_id, data: { n: i } });
-          const route: Route = { org: A.org_id, type, resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: `inst_${i}`, labels: {} }, component: null, action: null, rev: 0 };
+          const route: EventRoute = { org: A.org_id, type, resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: `inst_${i}`, labels: {} }, component: null, action: null, rev: 0 };
           insertEvent(h, { event_id: id, org_id: A.org_id, type, subject, body, route: encodeRoute(route), created_ms: at });
         }
       })();

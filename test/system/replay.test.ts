@@ -14,7 +14,7 @@ import { decodeHopBatch } from '../../src/bus/hop.ts';
 import { hopSubject } from '../../src/bus/subjects.ts';
 import { Seal } from '../../src/bus/seal.ts';
 import { systemClock } from '../../src/domain/clock.ts';
-import { decodeOutcomeBatch, encodeOutcomeBatch } from '../../src/domain/outcomes.ts';
+import { decodeOutcomeBatch, encodeOutcomeBatch } from '../../src/outcomes/outcome.ts';
 import { startNatsDataPlane } from '../../src/dataplane/data-plane.ts';
 import { resolveDataplaneKey } from '../../src/bus/dataplane-key.ts';
 import { openDb } from '../../store/db.ts';

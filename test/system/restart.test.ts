@@ -13,7 +13,7 @@ import { children, childSettled, spawnService, type ChildService } from '../help
 import { apiClient, startService, tmpDir, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { FakeRunner } from '../helpers/fake-runner.ts';
 import { emittedByAll, getWf, post, TERMINAL, waitStep, waitWf } from '../helpers/workflows.ts';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { JOB_RESEND_MS } from '../../src/engine/engine.ts';
 import { rid } from '../helpers/ids.ts';
 

@@ -3,7 +3,7 @@
 // the engine on a ManualClock that the test advances through each bake, a fake health producer
 // publishing verdicts on the ingest subject (CONTRACT 5.2), and a recording receiver.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/domain/clock.ts';
+import { ManualClock } from '../helpers/clock.ts';
 import { ingestSubject } from '../../src/bus/subjects.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';

@@ -15,7 +15,7 @@ import { encodeHopBatch } from '../../src/bus/hop.ts';
 import { hopSubject } from '../../src/bus/subjects.ts';
 import { natsConnectOptions } from '../../src/bus/nats-auth.ts';
 import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
-import { encodeRoute, type Route } from '../../src/domain/route.ts';
+import { encodeRoute, type EventRoute } from '../../src/domain/event-route.ts';
 import { resolveDataplaneKey } from '../../src/bus/dataplane-key.ts';
 import { openDb } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
@@ -57,7 +57,7 @@ function forgedEvent(orgId: string) {
     interests: ['resource:installs', 'op:installs.provision', 'event:lifecycle.started'],
     data: { kind: 'workflow', transition: 'started', org_id: orgId, workflow: { id: wf, type: 'provision', owner_id: 'inst_x', owner_type: 'installs' } },
   });
-  const route: Route = { org: orgId, type: 'com.svc.workflow.lifecycle.v1', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 0 };
+  const route: EventRoute = { org: orgId, type: 'com.svc.workflow.lifecycle.v1', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 0 };
   const id = JSON.parse(body).id as string;
   const encodedRoute = encodeRoute(route);
   // as the relay would carry it: a batch of this one event on the durable hop (src/bus/hop.ts)

@@ -6,7 +6,7 @@ import type { AppContext } from '../../context.ts';
 import { ConflictError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
 import { LIMITS } from '../../domain/limits.ts';
 import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, pingWebhook, type WebhookView } from '../../services/webhooks.ts';
-import { OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
+import { INTEREST_OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, Errors, Status, Time } from '../ui.tsx';
@@ -54,7 +54,7 @@ const ResourceFields = ({ r, s }: { r: ResourceName; s: ResourceState }) => {
         <div>
           <label for={id('outcome')}>Lifecycle outcome</label>
           <select name={id('outcome')} id={id('outcome')}>
-            {OUTCOMES.map((o) => (
+            {INTEREST_OUTCOMES.map((o) => (
               <option value={o} selected={s.outcome === o}>
                 {o}
               </option>

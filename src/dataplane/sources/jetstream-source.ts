@@ -53,7 +53,7 @@ import type { Logger } from 'pino';
 import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { Clock, Timer } from '../../domain/clock.ts';
-import { decodeRoute } from '../../domain/route.ts';
+import { decodeRoute } from '../../domain/event-route.ts';
 import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENT_ID_HEADER, EVENTS_STREAM, PROGRESS_BUCKET, REPLAY_WINDOW_MS, SEAL_HEADER, storedAtMs } from '../../bus/jetstream.ts';
 import { decodeHopBatch } from '../../bus/hop.ts';
 import type { Seal } from '../../bus/seal.ts';

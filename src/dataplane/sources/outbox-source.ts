@@ -20,7 +20,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../../../store/db.ts';
 import { deleteOutbox, outboxOrgsAfter, readOrgOutbox, saveOutboxProgress, type DeliveryLedger, type OutboxRow } from '../../../store/outbox.ts';
 import { systemClock, type Clock, type Timer } from '../../domain/clock.ts';
-import { decodeRoute } from '../../domain/route.ts';
+import { decodeRoute } from '../../domain/event-route.ts';
 import { oversized, SetAside, UNPUBLISHABLE } from '../../handoff/set-aside.ts';
 import type { DeliveryPipeline, InboundEvent, ProgressStore } from '../pipeline.ts';
 

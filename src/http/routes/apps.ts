@@ -1,7 +1,7 @@
 // CONTRACT 4.2 and 4.3: apps, their configs and branches, and branch runs.
 import * as catalog from '../../services/catalog.ts';
 import { rollBackFleet, startBranchRun } from '../../services/rollback.ts';
-import { defineRoute, reply } from '../route.ts';
+import { defineRoute, reply } from '../api-route.ts';
 import { appConfigSchema, branchRunSchema, createAppSchema, createBranchSchema, fleetRollbackSchema, vetoSchema } from '../schemas.ts';
 import {
   appConfigListSchema,

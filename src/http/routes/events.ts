@@ -1,6 +1,6 @@
 // CONTRACT 4.5: the event history of the org.
 import * as svc from '../../services/history.ts';
-import { defineRoute, reply } from '../route.ts';
+import { defineRoute, reply } from '../api-route.ts';
 import { cloudEventSchema, eventPageSchema } from '../responses.ts';
 import { eventListQuerySchema } from '../schemas.ts';
 

@@ -1,5 +1,5 @@
 // Every /v1 route, served by src/http/app.ts and documented by src/http/openapi.ts.
-import { defineRoute, reply, type ApiRoute } from '../route.ts';
+import { defineRoute, reply, type ApiRoute } from '../api-route.ts';
 import { openApiDocument } from '../openapi.ts';
 import { openApiDocumentSchema } from '../responses.ts';
 import { webhookRoutes } from './webhooks.ts';

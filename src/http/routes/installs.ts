@@ -2,7 +2,7 @@
 import * as installs from '../../services/installs.ts';
 import type { InstallWorkflowType } from '../../engine/definitions.ts';
 import * as rollback from '../../services/rollback.ts';
-import { defineRoute, reply, type ApiRoute } from '../route.ts';
+import { defineRoute, reply, type ApiRoute } from '../api-route.ts';
 import { actionRunSchema, configUpdateSchema, createInstallSchema, driftScanSchema, inputsUpdateSchema } from '../schemas.ts';
 import {
   configUpdateAppliedSchema,

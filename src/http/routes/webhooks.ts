@@ -3,7 +3,7 @@ import { createWebhookBodySchema, patchWebhookBodySchema } from '../../domain/su
 import * as svc from '../../services/webhooks.ts';
 import * as history from '../../services/history.ts';
 import { attemptListQuerySchema, recoverBodySchema, resendBodySchema } from '../schemas.ts';
-import { defineRoute, reply } from '../route.ts';
+import { defineRoute, reply } from '../api-route.ts';
 import { attemptPageSchema, pingResultSchema, recoverySchema, recoveryStartedSchema, webhookListSchema, webhookSchema } from '../responses.ts';
 import type { z } from 'zod';
 

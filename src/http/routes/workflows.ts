@@ -1,6 +1,6 @@
 // CONTRACT 4.2: workflows, approvals, cancel.
 import * as workflows from '../../services/workflows.ts';
-import { defineRoute, reply } from '../route.ts';
+import { defineRoute, reply } from '../api-route.ts';
 import { approvalSchema } from '../schemas.ts';
 import { stepSchema, workflowSchema } from '../responses.ts';
 

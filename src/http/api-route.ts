@@ -6,7 +6,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import type { AuthEnv } from './auth.ts';
-import { HttpError } from './errors.ts';
+import { HttpError } from './http-error.ts';
 import { invalid, issuesToDetails, readJson } from './validation.ts';
 
 export type Method = 'get' | 'post' | 'patch' | 'delete';

@@ -4,6 +4,7 @@ import { ConflictError, InvalidError, LimitExceededError, NotFoundError, VetoedE
 
 /** An HTTP error with the body of CONTRACT 3: {error, message, details?}. */
 export class HttpError extends Error {
+  override readonly name = 'HttpError';
   constructor(
     readonly status: ContentfulStatusCode,
     readonly code: string,

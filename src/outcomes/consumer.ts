@@ -10,7 +10,7 @@
 import type { Logger } from 'pino';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { systemClock, type Clock } from '../domain/clock.ts';
-import { decodeOutcomeBatch, type OutcomeBatch } from '../domain/outcomes.ts';
+import { decodeOutcomeBatch, type OutcomeBatch } from './outcome.ts';
 import { EVENT_ID_HEADER, OUTCOMES_CONSUMER, OUTCOMES_STREAM, REPLAY_WINDOW_MS, SEAL_HEADER, storedAtMs } from '../bus/jetstream.ts';
 import type { Seal } from '../bus/seal.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
@@ -71,7 +71,7 @@ export async function consumeOutcomes(
       apply(r.batch);
       m.ack();
     }
-  })().catch((err: unknown) => logger.warn({ err: String(err) }, 'outcome consumer stopped'));
+  })().catch((err: unknown) => logger.warn({ err }, 'outcome consumer stopped'));
   return {
     async stop() {
       await messages.close().catch(() => undefined);

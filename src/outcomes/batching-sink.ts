@@ -5,15 +5,15 @@
 // the buffer (bounded: past MAX_BUFFERED the oldest are dropped, with a warning).
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
-import type { Outcome, OutcomeBatch } from '../domain/outcomes.ts';
-import type { OutcomeSink } from './pipeline.ts';
+import type { DeliveryOutcome, OutcomeBatch } from './outcome.ts';
 
 const EVERY_MS = 100;
 const MAX_BATCH = 1000;
 const MAX_BUFFERED = 50_000;
 
-export class BatchingOutcomeSink implements OutcomeSink {
-  private buffer: Outcome[] = [];
+/** A data plane's outcome sink (the pipeline's `OutcomeSink`, met by shape: this folder imports nothing above it). */
+export class BatchingOutcomeSink {
+  private buffer: DeliveryOutcome[] = [];
   private dropped: Record<string, number> = {};
   /** a batch whose send failed: sent again first */
   private unsent: OutcomeBatch | null = null;
@@ -26,13 +26,13 @@ export class BatchingOutcomeSink implements OutcomeSink {
     private readonly worker: string,
     private readonly send: (batch: OutcomeBatch) => Promise<void>,
     private readonly inFlight: () => number,
-    private readonly clock: Clock,
+    clock: Clock,
     private readonly logger: Logger,
   ) {
     this.timer = clock.setInterval(() => void this.flush(), EVERY_MS);
   }
 
-  record(o: Outcome): void {
+  record(o: DeliveryOutcome): void {
     this.buffer.push(o);
     if (this.buffer.length > MAX_BUFFERED) {
       const lost = this.buffer.length - MAX_BUFFERED;
@@ -66,7 +66,7 @@ export class BatchingOutcomeSink implements OutcomeSink {
       },
       (err: unknown) => {
         this.unsent = sent;
-        if (!this.failing) this.logger.warn({ err: String(err) }, 'could not send delivery outcomes; keeping them');
+        if (!this.failing) this.logger.warn({ err }, 'could not send delivery outcomes; keeping them');
         this.failing = true;
       },
     );

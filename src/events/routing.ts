@@ -1,5 +1,5 @@
-// The route of a fact's event (src/domain/route.ts), computed once, where the event is emitted.
-import type { Route, RouteEntity, Labels } from '../domain/route.ts';
+// The route of a fact's event (src/domain/event-route.ts), computed once, where the event is emitted.
+import type { EventRoute, RouteEntity, Labels } from '../domain/event-route.ts';
 import type { Fact } from '../domain/facts.ts';
 import type { Classification } from './classify.ts';
 import { eventSlug } from './slugs.ts';
@@ -34,7 +34,7 @@ function actionIdOf(fact: Fact): string | undefined {
   return undefined;
 }
 
-export function routeOf(fact: Fact, type: string, cls: Classification | null, labels: LabelLookup, rev: number): Route {
+export function routeOf(fact: Fact, type: string, cls: Classification | null, labels: LabelLookup, rev: number): EventRoute {
   const org = fact.org_id;
   const entity = (id: string | undefined, find: (o: string, i: string) => Labels | null): RouteEntity | null =>
     id === undefined ? null : { id, labels: find(org, id) };

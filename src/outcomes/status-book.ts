@@ -7,7 +7,7 @@ import type { Db } from '../../store/db.ts';
 import { getDeliveryStatus, listDeliveryStatus, saveDeliveryStatuses, type DeliveryStatus } from '../../store/delivery-status.ts';
 import { saveAttempts, type AttemptRow } from '../../store/history.ts';
 import type { Clock, Timer } from '../domain/clock.ts';
-import { RESEND, type Outcome, type OutcomeBatch } from '../domain/outcomes.ts';
+import { RESEND, type DeliveryOutcome, type OutcomeBatch } from './outcome.ts';
 import type { Metrics } from '../metrics.ts';
 
 const FLUSH_EVERY_MS = 1000;
@@ -56,7 +56,7 @@ export class DeliveryStatusBook {
   }
 
   /** One outcome (a data plane's, or a ping's). */
-  record(o: Outcome): void {
+  record(o: DeliveryOutcome): void {
     this.metrics.deliveries.inc({ outcome: o.ok ? 'success' : 'failure' });
     this.metrics.deliveryDuration.observe(o.duration_ms / 1000);
     if (o.recovery_id && o.recovery_id !== RESEND) {
@@ -135,7 +135,7 @@ export class DeliveryStatusBook {
         const l = this.live.get(r.webhook_id);
         if (l) l.dirty = true;
       }
-      this.logger.warn({ err: String(err) }, 'could not save delivery status; will try again');
+      this.logger.warn({ err }, 'could not save delivery status; will try again');
     }
   }
 

@@ -1,13 +1,21 @@
 // Delivery outcomes travelling from a data plane back to the control plane, in batches (CONTRACT
 // 4.1 delivery_status, 6.5 metrics). Compact on the wire: one array per outcome; the envelope
-// carries the batch's id (applied once, src/ingest/outcomes.ts) and when it was sent.
+// carries the batch's id (applied once, src/outcomes/consumer.ts) and when it was sent.
+//
+// The outcome path, all in this folder: an attempt becomes an outcome here (outcomeOf, for the
+// pipeline's attempts and the control plane's pings and resends alike) → a data plane gathers
+// outcomes into batches (batching-sink.ts) → the control plane takes the batches off the bus once
+// each (consumer.ts; embedded mode hands them over in process) → the status book turns them into
+// delivery status, metrics and the attempt log (status-book.ts).
+import type { AttemptResult } from '../delivery/client.ts';
 
 /** The header of a recovered or resent attempt (CONTRACT 4.5): the recovery id, or `resend`. */
 export const RECOVERY_HEADER = 'x-svc-recovery';
 /** The recovery id of a resent attempt (`X-Svc-Recovery: resend`). */
 export const RESEND = 'resend';
 
-export interface Outcome {
+/** How one delivery attempt of an event to a webhook ended. */
+export interface DeliveryOutcome {
   webhook_id: string;
   org_id: string;
   event_id: string;
@@ -23,6 +31,25 @@ export interface Outcome {
   recovery_id?: string | null;
 }
 
+/** Whom an attempt was for: the webhook, the event (a recovery item's: the kept event's id) and a recovery's id. */
+export interface AttemptTarget {
+  webhook_id: string;
+  org_id: string;
+  event_id: string;
+  /** the CloudEvents type */
+  type: string;
+  /** a recovery's id, or 'resend' (CONTRACT 4.5); absent or null for the automatic attempt */
+  recovery_id?: string | null;
+}
+
+/** The outcome of one attempt at `target` that ended at `at` (ms since the epoch): the one place an attempt becomes an outcome. */
+export function outcomeOf(target: AttemptTarget, r: AttemptResult, at: number): DeliveryOutcome {
+  const { webhook_id, org_id, event_id, type, recovery_id } = target;
+  const outcome: DeliveryOutcome = { webhook_id, org_id, event_id, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at };
+  if (recovery_id) outcome.recovery_id = recovery_id;
+  return outcome;
+}
+
 export interface OutcomeBatch {
   /** unique per batch, the same when the batch is sent again (its Nats-Msg-Id too): applied once */
   id: string;
@@ -34,7 +61,7 @@ export interface OutcomeBatch {
   in_flight: number;
   /** events it dropped since its previous batch, by reason */
   dropped: Record<string, number>;
-  outcomes: Outcome[];
+  outcomes: DeliveryOutcome[];
 }
 
 /** 9 fields, and a 10th (the recovery id) only when there is one: older 9-field tuples still decode. */
@@ -53,7 +80,7 @@ export function decodeOutcomeBatch(text: string): OutcomeBatch | null {
   try {
     const v = JSON.parse(text) as { i: unknown; t: unknown; w: unknown; f: unknown; d: unknown; o: unknown };
     if (typeof v.i !== 'string' || !v.i || typeof v.t !== 'number' || typeof v.w !== 'string' || typeof v.f !== 'number' || !Array.isArray(v.o) || typeof v.d !== 'object' || v.d === null) return null;
-    const outcomes: Outcome[] = [];
+    const outcomes: DeliveryOutcome[] = [];
     for (const x of v.o as unknown[]) {
       if (!Array.isArray(x) || (x.length !== 9 && x.length !== 10)) return null;
       const [webhook_id, org_id, event_id, type, ok, status, error, duration_ms, at, recovery_id] = x as WireOutcome;

@@ -1,10 +1,10 @@
-// The outcome batch on the wire (src/domain/outcomes.ts): a recovery id travels as an optional
+// The outcome batch on the wire (src/outcomes/outcome.ts): a recovery id travels as an optional
 // 10th field of an outcome's tuple, and the 9-field tuples of data planes from before it still decode.
 import { describe, expect, it } from 'vitest';
-import { decodeOutcomeBatch, encodeOutcomeBatch, type Outcome } from '../../src/domain/outcomes.ts';
-import { decodeRoute, encodeRoute, type Route } from '../../src/domain/route.ts';
+import { decodeOutcomeBatch, encodeOutcomeBatch, outcomeOf, type DeliveryOutcome } from '../../src/outcomes/outcome.ts';
+import { decodeRoute, encodeRoute, type EventRoute } from '../../src/domain/event-route.ts';
 
-const base: Outcome = { webhook_id: 'wh_1', org_id: 'org_1', event_id: 'ev_1', type: 't', ok: false, status: 503, error: 'HTTP 503', duration_ms: 12, at: 1000 };
+const base: DeliveryOutcome = { webhook_id: 'wh_1', org_id: 'org_1', event_id: 'ev_1', type: 't', ok: false, status: 503, error: 'HTTP 503', duration_ms: 12, at: 1000 };
 
 describe('outcome batches', () => {
   it('round-trip with and without a recovery id; a 9-field tuple (older data plane) decodes', () => {
@@ -20,8 +20,21 @@ describe('outcome batches', () => {
   });
 });
 
+describe('outcomeOf', () => {
+  const target = { webhook_id: 'wh_1', org_id: 'org_1', event_id: 'ev_1', type: 't' };
+  it('turns a failed attempt into a failure outcome with its status and error, no recovery id', () => {
+    const o = outcomeOf(target, { delivered: false, status: 503, error: 'HTTP 503', duration_ms: 12 }, 1000);
+    expect(o).toEqual(base);
+    expect('recovery_id' in o).toBe(false);
+  });
+  it('a delivered attempt without a status gives null status and error; a recovery or resend keeps its id', () => {
+    expect(outcomeOf({ ...target, recovery_id: 'resend' }, { delivered: true, duration_ms: 3 }, 5)).toEqual({ ...target, ok: true, status: null, error: null, duration_ms: 3, at: 5, recovery_id: 'resend' });
+    expect('recovery_id' in outcomeOf({ ...target, recovery_id: null }, { delivered: true, duration_ms: 3 }, 5)).toBe(false);
+  });
+});
+
 describe('routes of recovery items', () => {
-  const route: Route = { org: 'org_1', type: 't', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 3 };
+  const route: EventRoute = { org: 'org_1', type: 't', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 3 };
   it('carry the recovery (id, webhook, event id); a malformed one is refused', () => {
     const r = { ...route, recovery: { id: 'rcv_1', webhook: 'wh_1', event_id: 'ev_1' } };
     expect(decodeRoute(encodeRoute(r))).toEqual(r);

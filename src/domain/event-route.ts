@@ -1,5 +1,5 @@
 // The route of an event: what dispatch needs to decide which webhooks get it, computed once where
-// the event is emitted (src/events/route.ts) and carried beside the body (an outbox column, a bus
+// the event is emitted (src/events/routing.ts) and carried beside the body (an outbox column, a bus
 // header). Dispatch never parses the body, and never turns slugs back into a route.
 
 export type Labels = Record<string, string>;
@@ -10,7 +10,7 @@ export interface RouteEntity {
   labels: Labels | null;
 }
 
-export interface Route {
+export interface EventRoute {
   /** the org whose webhooks may get the event */
   org: string;
   /** the CloudEvents type (for logs and outcomes) */
@@ -56,7 +56,7 @@ export function isRecoveryItemId(id: string): boolean {
 }
 
 /** The route as carried on the wire (an outbox column, a NATS header): compact JSON. */
-export function encodeRoute(r: Route): string {
+export function encodeRoute(r: EventRoute): string {
   return JSON.stringify(r);
 }
 
@@ -67,7 +67,7 @@ const isEntity = (v: unknown): v is RouteEntity | null =>
     ((v as RouteEntity).labels === null || (typeof (v as RouteEntity).labels === 'object' && !Array.isArray((v as RouteEntity).labels))));
 
 /** The route of a wire string; null when it is not one. */
-export function decodeRoute(text: string): Route | null {
+export function decodeRoute(text: string): EventRoute | null {
   let v: unknown;
   try {
     v = JSON.parse(text);
@@ -75,7 +75,7 @@ export function decodeRoute(text: string): Route | null {
     return null;
   }
   if (!v || typeof v !== 'object') return null;
-  const r = v as Route;
+  const r = v as EventRoute;
   if (typeof r.org !== 'string' || typeof r.type !== 'string' || typeof r.resource !== 'string') return null;
   if (typeof r.op !== 'string' || typeof r.event !== 'string' || typeof r.rev !== 'number') return null;
   if (!isEntity(r.install) || !isEntity(r.component) || !isEntity(r.action)) return null;
