@@ -13,7 +13,7 @@ import type { Bus, BusMessage, Subscription } from '../bus/bus.ts';
 import { ingestWildcard, parseIngestSubject } from '../bus/subjects.ts';
 import { isProducerReplySubject } from '../bus/nats-auth.ts';
 import type { Engine, IngestResult, ProducerFact } from '../engine/engine.ts';
-import { systemClock, type Clock } from '../domain/clock.ts';
+import { systemClock, within, type Clock } from '../domain/clock.ts';
 import { errorText, InvalidError } from '../domain/errors.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 import type { Metrics } from '../metrics.ts';
@@ -25,7 +25,7 @@ export interface IngestDeps {
   logger: Logger;
   metrics: Metrics;
   engine: Engine;
-  /** the time of the log summaries (real time by default) */
+  /** the time of the log summaries and of the drain's bounds (real time by default) */
   clock?: Clock;
   /** what one group commit may cost, in ms (GROUP_BUDGET_MS; for measurements) */
   groupBudgetMs?: number;
@@ -88,7 +88,8 @@ interface Waiting {
 
 export function startIngest(deps: IngestDeps): Subscription {
   const waiting = new FairQueue<Waiting>();
-  const dropped = new RepeatedWarnings(deps.logger, deps.clock ?? systemClock, 'ingest message dropped');
+  const clock = deps.clock ?? systemClock;
+  const dropped = new RepeatedWarnings(deps.logger, clock, 'ingest message dropped');
   const budgetMs = deps.groupBudgetMs ?? GROUP_BUDGET_MS;
   let msPerItem = FIRST_GUESS_MS_PER_ITEM;
   let scheduled = false;
@@ -164,9 +165,9 @@ export function startIngest(deps: IngestDeps): Subscription {
     // Bounded: with the NATS connection down nothing can be confirmed (nor answered), and the
     // deliveries still have to drain within the shutdown's limit.
     async drain() {
-      await within(sub.drain(), DRAIN_BOUND_MS);
+      await within(clock, sub.drain(), DRAIN_BOUND_MS);
       while (scheduled || waiting.size > 0) await new Promise<void>((r) => setImmediate(r));
-      await within(deps.bus.flush(), DRAIN_BOUND_MS);
+      await within(clock, deps.bus.flush(), DRAIN_BOUND_MS);
       dropped.close();
     },
   };
@@ -182,11 +183,3 @@ function respond({ msg, orgId }: Waiting, reply: Reply): void {
 }
 
 const DRAIN_BOUND_MS = 3000;
-
-/** `p`, but no longer than `ms` (and never rejecting). */
-async function within(p: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([p.catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
-  clearTimeout(timer);
-}
-
