@@ -24,6 +24,7 @@ import type { HealthGate } from '../domain/rollout.ts';
 import { reportExternalWorkflow } from './external.ts';
 import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
+import { WalCheckpoints } from './checkpoints.ts';
 import { Transactions, type BatchResult, type Piggyback, type TransactionDeps } from './transaction.ts';
 import { Workflows, type IngestResult } from './workflows.ts';
 
@@ -61,6 +62,8 @@ export class Engine {
   readonly db: Db;
   private readonly tx: Transactions;
   private readonly workflows: Workflows;
+  /** WAL checkpoints on a thread of their own, not in the commits that producers' answers wait for */
+  private readonly checkpoints: WalCheckpoints;
   private sendingJobs = false;
   private closed = false;
   /** orgs seen to exist (orgs are never deleted; another process may add one, so a miss asks the store) */
@@ -70,6 +73,7 @@ export class Engine {
     this.db = deps.db;
     this.tx = new Transactions({ ...deps, keepEvents: deps.keepEvents ?? true, jobsChanged: () => this.kickJobs() });
     this.workflows = new Workflows(deps.db, (t, wf, step) => deployGroup(t, deps.db, this.workflows, wf, step));
+    this.checkpoints = new WalCheckpoints(deps.db, deps.logger);
   }
 
   // ------------------------------------------------------------------ producers (CONTRACT 5.2)
@@ -221,5 +225,6 @@ export class Engine {
 
   close(): void {
     this.closed = true;
+    this.checkpoints.close();
   }
 }
