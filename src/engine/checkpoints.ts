@@ -96,11 +96,21 @@ export class WalCheckpoints {
     });
   }
 
-  /** Stop the thread (its connection closes; what is in the log stays there, committed). */
+  /**
+   * Stop the thread, and copy the whole log into the database file and empty it (waiting for a pass
+   * of the thread's to end): as SQLite's last connection does at its close, which the engine's
+   * may not be, the thread's closing on its own.
+   */
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.worker?.postMessage('stop');
+    if (!this.worker) return;
+    this.worker.postMessage('stop');
     this.worker = null;
+    try {
+      if (this.db.open) this.db.pragma('wal_checkpoint(TRUNCATE)');
+    } catch (err) {
+      this.logger.warn({ err: String(err) }, 'the last WAL checkpoint failed (the log stays, committed)');
+    }
   }
 }

@@ -2,7 +2,7 @@
 // nothing back into the database file (no checkpoint in a commit that producers' answers wait for),
 // the log still starts again from its beginning under a steady run of commits (its file stays
 // bounded), and everything committed is in the database once the engine is closed. On a real file.
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -44,6 +44,8 @@ describe('WAL checkpoints', () => {
     // once the thread has copied it and it passed 4,000 pages (16 MB)
     expect(walMax).toBeLessThan(30_000_000);
     w.close();
+    // at the close, the whole log is copied into the database file and emptied
+    expect(existsSync(`${file}-wal`) ? statSync(`${file}-wal`).size : 0).toBe(0);
     const db = openDb(file);
     expect(db.prepare('SELECT count(*) AS n FROM workflows WHERE org_id = ?').get(O)).toEqual({ n: GROUPS * SIZE });
     db.close();
