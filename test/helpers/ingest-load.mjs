@@ -5,9 +5,10 @@
 // SVC_LOAD (JSON): { url, org, mode: 'flood', outstanding } keeps that many requests in flight
 // until the parent sends 'stop', then reports { done: { sent, ok, refused, failed, errors, ms } };
 // { url, org, mode: 'paced', count, intervalMs? } sends count facts one at a time (each
-// intervalMs after the last was sent, or at once when it was answered later; default: back to
-// back) and reports { done: { latencies, answers, sentAt } } (sentAt: epoch ms of each send). Each fact is a new external workflow (accepted, one outbox
-// row), answered on _INBOX_<org>.
+// intervalMs after the one before was sent, or as soon as it was answered if that is later;
+// default: back to back) and reports { done: { latencies, answers, sentAt } } (sentAt: the epoch
+// ms of each request, to set beside the engine's timing logs). Each fact is a new external
+// workflow (accepted, one outbox row), answered on _INBOX_<org>.
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { connect } from '@nats-io/transport-node';
