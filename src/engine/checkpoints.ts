@@ -20,6 +20,8 @@ import type { Db } from '../../store/db.ts';
 const PASS_EVERY_MS = 50;
 /** Log pages (of 4 KiB) after which the engine's connection finishes a checkpoint itself. */
 const RESTART_PAGES = 4000;
+/** How long the engine's close waits for the thread to end a pass and close its connection. */
+const STOP_WAIT_MS = 2000;
 /** SQLite's default wal_autocheckpoint, for the engine's connection when the thread is gone. */
 const AUTOCHECKPOINT_PAGES = 1000;
 
@@ -35,23 +37,34 @@ const THREAD = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.file, { fileMustExist: true });
+// a pass's result (or error) is told when it differs from the one before: the engine is not woken
+// 20 times a second while nothing is written
+let last = '';
+const tell = (m) => {
+  const text = JSON.stringify(m);
+  if (text !== last) parentPort.postMessage(m);
+  last = text;
+};
 const timer = setInterval(() => {
   try {
-    const [pass] = db.pragma('wal_checkpoint(PASSIVE)');
-    if (pass && pass.log > 0) parentPort.postMessage(pass);
+    tell(db.pragma('wal_checkpoint(PASSIVE)')[0]);
   } catch (err) {
-    parentPort.postMessage({ error: String(err && err.message || err) });
+    tell({ error: String((err && err.message) || err) });
   }
 }, workerData.everyMs);
 parentPort.on('message', () => {
   clearInterval(timer);
   db.close();
+  Atomics.store(workerData.stopped, 0, 1);
+  Atomics.notify(workerData.stopped, 0);
   parentPort.close();
 });
 `;
 
 export class WalCheckpoints {
   private worker: Worker | null = null;
+  /** set to 1 by the thread once its connection is closed */
+  private readonly stopped = new Int32Array(new SharedArrayBuffer(4));
   private finishing = false;
   private closed = false;
 
@@ -62,11 +75,12 @@ export class WalCheckpoints {
   ) {
     if (db.memory || String(db.pragma('journal_mode', { simple: true })).toLowerCase() !== 'wal') return;
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    const worker = new Worker(THREAD, { eval: true, workerData: { driver, file: db.name, everyMs: PASS_EVERY_MS } });
+    const worker = new Worker(THREAD, { eval: true, workerData: { driver, file: db.name, everyMs: PASS_EVERY_MS, stopped: this.stopped } });
     worker.unref();
     db.pragma('wal_autocheckpoint = 0');
     worker.on('message', (m: Pass | { error: string }) => {
-      if ('error' in m) return this.logger.warn({ err: m.error }, 'WAL checkpoint failed (tried again)');
+      if ('error' in m) return this.logger.warn({ err: m.error }, 'WAL checkpoint failed (tried again every 50 ms; logged when the error changes)');
+      // (a pass's figures are of the log as it began: commits may have added to it since)
       if (m.log >= RESTART_PAGES) this.finish();
     });
     const gone = (why: string) => {
@@ -97,9 +111,9 @@ export class WalCheckpoints {
   }
 
   /**
-   * Stop the thread, and copy the whole log into the database file and empty it (waiting for a pass
-   * of the thread's to end): as SQLite's last connection does at its close, which the engine's
-   * may not be, the thread's closing on its own.
+   * Stop the thread once its pass under way ends, its connection closed (waiting up to
+   * STOP_WAIT_MS), then copy the whole log into the database file and empty it, as the engine's
+   * connection would have done at its close if it were the last one.
    */
   close(): void {
     if (this.closed) return;
@@ -107,6 +121,7 @@ export class WalCheckpoints {
     if (!this.worker) return;
     this.worker.postMessage('stop');
     this.worker = null;
+    Atomics.wait(this.stopped, 0, 0, STOP_WAIT_MS);
     try {
       if (this.db.open) this.db.pragma('wal_checkpoint(TRUNCATE)');
     } catch (err) {
