@@ -25,6 +25,7 @@ import { reportExternalWorkflow } from './external.ts';
 import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
 import { RecoveryFeeder, type RecoveryOutcomeSource, type RecoveryRequest } from './recoveries.ts';
+import { WalCheckpoints } from './checkpoints.ts';
 import { Transactions, type BatchResult, type Piggyback, type TransactionDeps } from './transaction.ts';
 import { Workflows, type IngestResult } from './workflows.ts';
 
@@ -65,6 +66,8 @@ export class Engine {
   private readonly tx: Transactions;
   private readonly workflows: Workflows;
   private readonly recoveries: RecoveryFeeder;
+  /** WAL checkpoints on a thread of their own, not in the commits that producers' answers wait for */
+  private readonly checkpoints: WalCheckpoints;
   private sendingJobs = false;
   private closed = false;
   /** orgs seen to exist (orgs are never deleted; another process may add one, so a miss asks the store) */
@@ -76,6 +79,7 @@ export class Engine {
     this.workflows = new Workflows(deps.db, (t, wf, step) => deployGroup(t, deps.db, this.workflows, wf, step));
     this.recoveries = new RecoveryFeeder({ db: deps.db, clock: deps.clock, logger: deps.logger, tx: this.tx, registryRev: deps.registryRev });
     deps.recoveryOutcomes?.onRecoveryAttempt((id, ok) => this.recoveries.attempted(id, ok));
+    this.checkpoints = new WalCheckpoints(deps.db, deps.logger);
   }
 
   // ------------------------------------------------------------------ producers (CONTRACT 5.2)
@@ -240,5 +244,6 @@ export class Engine {
   close(): void {
     this.closed = true;
     this.recoveries.close();
+    this.checkpoints.close();
   }
 }

@@ -26,6 +26,13 @@ export class FairQueue<T> {
     return this.ring.length;
   }
 
+  /** The fewest items any key has waiting (0 when none waits). */
+  get fewest(): number {
+    let fewest = Infinity;
+    for (const q of this.queues.values()) fewest = Math.min(fewest, q.size);
+    return fewest === Infinity ? 0 : fewest;
+  }
+
   push(key: string, item: T): void {
     let q = this.queues.get(key);
     if (!q) {

@@ -4,8 +4,10 @@
 // commit: one transaction, each fact in its own savepoint), and each producer is still answered
 // only once its own fact is committed. Shared fairly between orgs (CONTRACT §8): messages wait in
 // their org's queue, and each group takes from every org with messages in turn (fair-queue.ts),
-// parsing each only when it is taken; a group is bounded by a time budget, so an org's flood
-// never makes another org's fact wait for more than the group under way and its own.
+// parsing each only when it is taken; a group is bounded by a time budget, and an org with only a
+// few messages waiting beside another's backlog has them in a short group (one turn of each org),
+// so an org's flood never makes another org's fact wait for more than the group under way and a
+// short one. (The WAL checkpoints, 10-60 ms on the disk, are off this thread: src/engine/checkpoints.ts.)
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
@@ -13,7 +15,7 @@ import type { Bus, BusMessage, Subscription } from '../bus/bus.ts';
 import { ingestWildcard, parseIngestSubject } from '../bus/subjects.ts';
 import { isProducerReplySubject } from '../bus/nats-permissions.ts';
 import type { Engine, IngestResult, ProducerFact } from '../engine/engine.ts';
-import { systemClock, type Clock } from '../domain/clock.ts';
+import { systemClock, within, type Clock } from '../domain/clock.ts';
 import { errorText, EventTooLargeError, InvalidError } from '../domain/errors.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 import type { Metrics } from '../metrics.ts';
@@ -25,7 +27,7 @@ export interface IngestDeps {
   logger: Logger;
   metrics: Metrics;
   engine: Engine;
-  /** the time of the log summaries (real time by default) */
+  /** the time of the log summaries and of the drain's bounds (real time by default) */
   clock?: Clock;
   /** what one group commit may cost, in ms (GROUP_BUDGET_MS; for measurements) */
   groupBudgetMs?: number;
@@ -38,13 +40,15 @@ const MIN_GROUP = 8;
 /**
  * What one group may cost (parsing, the commit, the answers), in wall time, estimated from the
  * recent cost per message. A group runs without a break on this thread, and a fact that arrives
- * while one runs waits for it and then for its own: this keeps another org's answer within 100 ms
- * (CONTRACT §8) while a flood fills every group. The fixed cost of a commit is under 1 ms: groups
+ * while one runs waits for it and then for its own (a short one, below): this keeps another org's
+ * answer within 100 ms (CONTRACT §8) while a flood fills every group. The fixed cost of a commit is under 1 ms: groups
  * of this size (~80 workflow facts on an idle core, fewer on a busy one) cost a few per cent more
  * engine CPU per fact than groups of 512 (measured: 113 µs at 512, 115 at 128, 120 at 64).
  */
 const GROUP_BUDGET_MS = 10;
 const FIRST_GUESS_MS_PER_ITEM = 0.1;
+/** An org with at most this many messages waiting, beside one with more, is answered in a short group. */
+const SPARSE = 4;
 
 function parse<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
   const r = schema.safeParse(value);
@@ -88,10 +92,12 @@ interface Waiting {
 
 export function startIngest(deps: IngestDeps): Subscription {
   const waiting = new FairQueue<Waiting>();
-  const dropped = new RepeatedWarnings(deps.logger, deps.clock ?? systemClock, 'ingest message dropped');
+  const clock = deps.clock ?? systemClock;
+  const dropped = new RepeatedWarnings(deps.logger, clock, 'ingest message dropped');
   const budgetMs = deps.groupBudgetMs ?? GROUP_BUDGET_MS;
   let msPerItem = FIRST_GUESS_MS_PER_ITEM;
   let scheduled = false;
+  let lastShort = false;
 
   const answer = (w: Waiting, reply: Reply, result: IngestResult | 'invalid') => {
     deps.metrics.ingestMessages.inc({ result });
@@ -104,7 +110,14 @@ export function startIngest(deps: IngestDeps): Subscription {
     scheduled = false;
     const started = performance.now();
     // as many as fit in the time budget at the recent cost per message, at most MAX_GROUP
-    const limit = Math.max(MIN_GROUP, Math.min(MAX_GROUP, Math.floor(budgetMs / msPerItem)));
+    let limit = Math.max(MIN_GROUP, Math.min(MAX_GROUP, Math.floor(budgetMs / msPerItem)));
+    // an org with only a few messages waiting beside a backlog: one turn of each org (at least
+    // MIN_GROUP messages), committed at once, so that its answer does not wait for a full group
+    // after the one under way; at most every other group, so that steady trickles cost a flood
+    // no more than a small commit per full one
+    const short = !lastShort && waiting.keys > 1 && waiting.fewest <= SPARSE && waiting.size > Math.max(MIN_GROUP, waiting.keys);
+    if (short) limit = Math.min(limit, Math.max(MIN_GROUP, waiting.keys));
+    lastShort = short;
     const ready: Array<{ w: Waiting; fact: ProducerFact }> = [];
     let taken = 0;
     while (taken < limit) {
@@ -119,7 +132,8 @@ export function startIngest(deps: IngestDeps): Subscription {
     }
     if (waiting.size) schedule();
     if (ready.length) commit(ready);
-    msPerItem = 0.7 * msPerItem + 0.3 * ((performance.now() - started) / Math.max(1, taken));
+    // the recent cost per message, from full groups (a short one's includes the commit's fixed cost)
+    if (!short) msPerItem = 0.7 * msPerItem + 0.3 * ((performance.now() - started) / Math.max(1, taken));
   };
 
   const commit = (ready: Array<{ w: Waiting; fact: ProducerFact }>) => {
@@ -165,9 +179,9 @@ export function startIngest(deps: IngestDeps): Subscription {
     // Bounded: with the NATS connection down nothing can be confirmed (nor answered), and the
     // deliveries still have to drain within the shutdown's limit.
     async drain() {
-      await within(sub.drain(), DRAIN_BOUND_MS);
+      await within(clock, sub.drain(), DRAIN_BOUND_MS);
       while (scheduled || waiting.size > 0) await new Promise<void>((r) => setImmediate(r));
-      await within(deps.bus.flush(), DRAIN_BOUND_MS);
+      await within(clock, deps.bus.flush(), DRAIN_BOUND_MS);
       dropped.close();
     },
   };
@@ -183,11 +197,3 @@ function respond({ msg, orgId }: Waiting, reply: Reply): void {
 }
 
 const DRAIN_BOUND_MS = 3000;
-
-/** `p`, but no longer than `ms` (and never rejecting). */
-async function within(p: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([p.catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
-  clearTimeout(timer);
-}
-

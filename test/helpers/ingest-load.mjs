@@ -4,9 +4,11 @@
 //
 // SVC_LOAD (JSON): { url, org, mode: 'flood', outstanding } keeps that many requests in flight
 // until the parent sends 'stop', then reports { done: { sent, ok, refused, failed, errors, ms } };
-// { url, org, mode: 'paced', count } sends count facts one at a time and reports
-// { done: { latencies, answers } }. Each fact is a new external workflow (accepted, one outbox
-// row), answered on _INBOX_<org>.
+// { url, org, mode: 'paced', count, intervalMs? } sends count facts one at a time (each
+// intervalMs after the one before was sent, or as soon as it was answered if that is later;
+// default: back to back) and reports { done: { latencies, answers, sentAt } } (sentAt: the epoch
+// ms of each request, to set beside the engine's timing logs). Each fact is a new external
+// workflow (accepted, one outbox row), answered on _INBOX_<org>.
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { connect } from '@nats-io/transport-node';
@@ -57,13 +59,18 @@ if (mode === 'flood') {
 } else {
   const latencies = [];
   const answers = [];
+  const sentAt = [];
+  const interval = workerData.intervalMs ?? 0;
   for (let i = 0; i < workerData.count; i++) {
     const t0 = performance.now();
+    sentAt.push(performance.timeOrigin + t0);
     const r = await send();
     latencies.push(performance.now() - t0);
     answers.push(r);
+    const rest = interval - (performance.now() - t0);
+    if (rest > 0) await new Promise((resolve) => setTimeout(resolve, rest));
   }
   await nc.close();
-  parentPort.postMessage({ done: { latencies, answers } });
+  parentPort.postMessage({ done: { latencies, answers, sentAt } });
   process.disconnect();
 }

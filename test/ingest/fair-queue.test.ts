@@ -62,4 +62,17 @@ describe('FairQueue', () => {
     expect(take(q, 5).sort()).toEqual(['a1', 'b0', 'b1']);
     expect(q.size).toBe(0);
   });
+
+  it('tells the fewest items any waiting org has', () => {
+    const q = new FairQueue<string>();
+    expect(q.fewest).toBe(0);
+    for (let i = 0; i < 100; i++) q.push('org_a', `a${i}`);
+    expect(q.fewest).toBe(100);
+    q.push('org_b', 'b0');
+    q.push('org_b', 'b1');
+    expect(q.fewest).toBe(2);
+    take(q, 4); // a, b, a, b: org_b has none left
+    expect(q.keys).toBe(1);
+    expect(q.fewest).toBe(98);
+  });
 });

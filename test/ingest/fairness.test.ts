@@ -1,17 +1,20 @@
-// Fair ingest (CONTRACT §8, issue 16): org A keeps 1,000 requests outstanding while org B sends
-// facts one at a time; B's answers stay within 100 ms and every one of A's is still answered ok.
-// Real NATS and a real engine (test/helpers/engine.ts) on a file store; each producer runs in a
-// thread of its own (test/helpers/ingest-load.mjs), so that what it measures is the time from its
-// request to its answer as a producer elsewhere would see it, not the engine's event loop.
+// Fair ingest (CONTRACT §8, issues 16 and 27): org A keeps 1,000 requests outstanding while org B
+// sends 60 facts 40 ms apart; B's answers stay within 100 ms, in every one of RUNS runs, and every
+// one of A's is still answered ok. Real NATS and a real engine (test/helpers/engine.ts) on a file
+// store, a fresh one each run; each producer runs in a process of its own
+// (test/helpers/ingest-load.mjs), so that what it measures is the time from its request to its
+// answer as a producer elsewhere would see it, not the engine's event loop. A's producer runs at a
+// lower priority: a producer elsewhere takes no CPU from the engine (on 2 cores, at the same
+// priority, it takes a third of it).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fork } from 'node:child_process';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNatsBus, type NatsBus } from '../../src/bus/nats-connection.ts';
-import type { Subscription } from '../../src/bus/bus.ts';
 import { startIngest } from '../../src/ingest/ingest.ts';
 import { EngineWorld, logger } from '../helpers/engine.ts';
 import { startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
@@ -22,6 +25,11 @@ type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 const LOAD = new URL('../helpers/ingest-load.mjs', import.meta.url);
 /** what CONTRACT §8 allows another org's flood to cost */
 const BOUND_MS = 100;
+/** runs of the whole scenario (issue 27: the bound holds in every one; SVC_FAIRNESS_RUNS to change) */
+const RUNS = Number(process.env.SVC_FAIRNESS_RUNS ?? 20);
+/** org B: this many facts, one every B_INTERVAL_MS */
+const B_FACTS = 60;
+const B_INTERVAL_MS = 40;
 
 /** A producer process; `nice` lowers its priority (a producer elsewhere takes no CPU from the engine). */
 function producer(data: Record<string, unknown>, o: { nice?: number } = {}) {
@@ -51,70 +59,76 @@ function producer(data: Record<string, unknown>, o: { nice?: number } = {}) {
 }
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
-const figures = (xs: number[]) => ({ p50: +pct(xs, 50).toFixed(1), p99: +pct(xs, 99).toFixed(1), max: +Math.max(...xs).toFixed(1) });
+type Figures = { p50: number; p99: number; max: number };
+const figures = (xs: number[]): Figures => ({ p50: +pct(xs, 50).toFixed(1), p99: +pct(xs, 99).toFixed(1), max: +Math.max(...xs).toFixed(1) });
 
 describe('fair ingest between orgs', () => {
   let nats: NatsServerHandle;
   let bus: NatsBus;
-  let w: EngineWorld;
-  let sub: Subscription;
-  let dir: string;
 
   beforeAll(async () => {
     nats = await startNatsServer();
-    dir = mkdtempSync(path.join(tmpdir(), 'svc-fair-'));
-    w = new EngineWorld({ dbFile: path.join(dir, 'svc.db') });
     bus = await createNatsBus(nats.url, { name: 'svc-fairness', logger });
-    sub = startIngest({ bus, logger, metrics: w.metrics, engine: w.engine });
   });
   afterAll(async () => {
-    sub?.unsubscribe();
     await bus?.close();
-    w?.close();
     await nats?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  // Every attempt is a whole measurement. Retried because a machine shared with other work stalls
-  // a process now and then for ~100 ms whatever it runs (seen at a load of 10 on 2 cores: one of
-  // ~350 groups of ~40 facts took 219 ms); the engine's own part is ~2 groups of 10 ms.
-  it("answers org B within 100 ms while org A keeps 1,000 requests outstanding, and answers all of A's", { retry: 2, timeout: 120_000 }, async () => {
+  /** One run: a fresh engine and store, A's flood in full flow, then B's paced facts beside it. */
+  async function run(i: number): Promise<{ run: number; alone: Figures | null; beside: Figures; aDuring: number; aPerSecond: number }> {
+    const dir = mkdtempSync(path.join(tmpdir(), 'svc-fair-'));
+    const w = new EngineWorld({ dbFile: path.join(dir, 'svc.db') });
+    const sub = startIngest({ bus, logger, metrics: w.metrics, engine: w.engine });
     const A = w.org();
     const B = w.org();
-    const paced = async (count: number) => {
-      const b = producer({ url: nats.url, org: B, mode: 'paced', count });
-      const r = await b.next('done');
-      b.child.kill();
-      expect(r.answers).toEqual(r.answers.map(() => ({ ok: true })));
-      return r.latencies as number[];
-    };
+    let a: ReturnType<typeof producer> | null = null;
+    try {
+      const paced = async (count: number) => {
+        const b = producer({ url: nats.url, org: B, mode: 'paced', count, intervalMs: B_INTERVAL_MS });
+        const r = await b.next('done');
+        b.child.kill();
+        expect(r.answers).toEqual(r.answers.map(() => ({ ok: true })));
+        return r.latencies as number[];
+      };
+      // B alone once, for comparison (the first run: the engine's code is not warm before)
+      const alone = i === 1 ? figures(await paced(B_FACTS)) : null;
+      a = producer({ url: nats.url, org: A, mode: 'flood', outstanding: 1000 }, { nice: 10 });
+      await a.next('started');
+      const flood = a;
+      const progress = async () => (flood.post('progress'), (await flood.next('progress')) as number);
+      // the flood in full flow: thousands of A's facts committed before B starts
+      await waitFor(async () => (await progress()) >= 3000, 60_000, "3,000 of org A's facts answered");
+      const before = await progress();
+      const t0 = performance.now();
+      const beside = figures(await paced(B_FACTS));
+      const aDuring = (await progress()) - before;
+      const aPerSecond = Math.round(aDuring / ((performance.now() - t0) / 1000));
+      a.post('stop');
+      const tally = await a.next('done');
+      expect(tally.errors).toEqual([]);
+      expect(tally.ok).toBe(tally.sent);
+      // A's flood went on all the while B was measured: far more of A's facts than B's committed
+      expect(aDuring).toBeGreaterThan(1000);
+      return { run: i, alone, beside, aDuring, aPerSecond };
+    } finally {
+      a?.child.kill();
+      sub.unsubscribe();
+      w.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
 
-    const alone = await paced(50);
-
-    const a = producer({ url: nats.url, org: A, mode: 'flood', outstanding: 1000 });
-    await a.next('started');
-    const progress = async () => (a.post('progress'), (await a.next('progress')) as number);
-    // the flood in full flow: thousands of A's facts committed before B starts
-    await waitFor(
-      async () => (await progress()) >= 3000,
-      60_000,
-      "3,000 of org A's facts answered",
-    );
-    const before = await progress();
-    const flooded = await paced(100);
-    const during = (await progress()) - before;
-    a.post('stop');
-    const tally = await a.next('done');
-    a.child.kill();
-
-    console.log(
-      `org B's answers alone ${JSON.stringify(figures(alone))} ms; with org A flooding ${JSON.stringify(figures(flooded))} ms; ` +
-        `org A: ${during} answered while B sent its 100, ${JSON.stringify(tally)}`,
-    );
-    expect(tally.errors).toEqual([]);
-    expect(tally.ok).toBe(tally.sent);
-    // A's flood went on all the while B was measured: far more of A's facts than B's committed
-    expect(during).toBeGreaterThan(1000);
-    expect(Math.max(...flooded)).toBeLessThanOrEqual(BOUND_MS);
+  it(`answers org B within 100 ms while org A keeps 1,000 requests outstanding, in each of ${RUNS} runs, and answers all of A's`, { timeout: RUNS * 30_000 }, async () => {
+    const runs = [];
+    for (let i = 1; i <= RUNS; i++) {
+      const r = await run(i);
+      runs.push(r);
+      console.log(`run ${i}: org B's answers ${r.alone ? `alone ${JSON.stringify(r.alone)} ms, ` : ''}beside A's flood ${JSON.stringify(r.beside)} ms; org A ${r.aPerSecond} facts/s meanwhile`);
+    }
+    const worst = [...runs].sort((x, y) => y.beside.max - x.beside.max);
+    console.log(`org B's slowest answer per run, worst first: ${worst.map((r) => r.beside.max).join(' ')} ms; p50s ${runs.map((r) => r.beside.p50).join(' ')} ms; org A ${runs.map((r) => r.aPerSecond).join(' ')} facts/s`);
+    // every run, not most of them
+    expect(worst.filter((r) => r.beside.max > BOUND_MS).map((r) => `run ${r.run}: ${r.beside.max} ms`)).toEqual([]);
   });
 });

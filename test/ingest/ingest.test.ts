@@ -130,6 +130,69 @@ describe('startIngest', () => {
     expect(w.outboxKicks - kicks).toBe(1); // one commit wrote them all
   });
 
+  it("commits an org's few messages beside another's backlog in a short group, at most every other group", async () => {
+    const { w, request } = setup();
+    const [A, B, C] = [w.org(), w.org(), w.org()];
+    const name = new Map([[A, 'A'], [B, 'B'], [C, 'C']]);
+    // the orgs of each group commit, in order
+    const groups: string[][] = [];
+    const ingest = w.engine.ingest.bind(w.engine);
+    w.engine.ingest = (facts) => (groups.push(facts.map((f) => name.get(f.orgId)!)), ingest(facts));
+    const send = (org: string, id: string) => request(`svc.ingest.${org}.workflows.${id}`, workflow(id));
+    // A's backlog, one of B's and four of C's, all waiting before the first group
+    const replies = await Promise.all([
+      ...Array.from({ length: 300 }, (_, i) => send(A, `wfx_a${i}`)),
+      send(B, 'wfx_b0'),
+      ...Array.from({ length: 4 }, (_, i) => send(C, `wfx_c${i}`)),
+    ]);
+    expect(replies).toEqual(replies.map(() => ({ ok: true })));
+    const count = (g: string[], org: string) => g.filter((o) => o === org).length;
+    // a short group first (turns of each org, 8 messages): B's one, and some of C's
+    expect(groups[0]).toHaveLength(8);
+    expect(count(groups[0], 'B')).toBe(1);
+    expect(count(groups[0], 'C')).toBeLessThan(4);
+    // C still has a few waiting beside A's backlog, but two short groups never follow each other
+    expect(groups[1].length).toBeGreaterThan(8);
+    expect(count(groups[0], 'C') + count(groups[1], 'C')).toBe(4);
+    expect(groups.flat()).toHaveLength(305);
+  });
+
+  it('makes no short groups when every waiting org has a backlog', async () => {
+    const { w, request } = setup();
+    const orgs = [w.org(), w.org()];
+    const sizes: number[] = [];
+    const ingest = w.engine.ingest.bind(w.engine);
+    w.engine.ingest = (facts) => (sizes.push(facts.length), ingest(facts));
+    const replies = await Promise.all(orgs.flatMap((org) => Array.from({ length: 150 }, (_, i) => request(`svc.ingest.${org}.workflows.wfx_${i}`, workflow(`wfx_${i}`)))));
+    expect(replies).toEqual(replies.map(() => ({ ok: true })));
+    // every group but the last is cut by the time budget only (its first guess: 100 messages)
+    expect(sizes.slice(0, -1).every((n) => n > 8)).toBe(true);
+    expect(sizes.reduce((x, y) => x + y, 0)).toBe(300);
+  });
+
+  it("drains within bounds on its clock: a flush that never completes (NATS down) holds the drain 3 s of the clock's time, no more", async () => {
+    const w = new EngineWorld();
+    // the in-process bus, but its flush never completes, as with the NATS connection down
+    let flushing = false;
+    const bus = { ...w.bus, flush: () => ((flushing = true), new Promise<void>(() => {})) };
+    const sub = startIngest({ bus, logger, metrics: w.metrics, engine: w.engine, clock: w.clock });
+    open.push({ w, sub });
+    const O = w.org();
+    expect(await (await w.bus.request(`svc.ingest.${O}.workflows.wfx_d`, enc(workflow('wfx_d')), { timeoutMs: 5000 })).json()).toEqual({ ok: true });
+    let drained = false;
+    const drain = sub.drain().then(() => (drained = true));
+    // the drain waits on the flush, bounded by a timer of the injected clock
+    while (!flushing) await new Promise<void>((r) => setImmediate(r));
+    const timers = w.clock.pending();
+    w.clock.advance(2999);
+    await new Promise<void>((r) => setImmediate(r));
+    expect(drained).toBe(false);
+    w.clock.advance(1);
+    await drain;
+    expect(drained).toBe(true);
+    expect(w.clock.pending()).toBe(timers - 1);
+  });
+
   it('writes an invalid flood to the log once per org and reason, then one line per 10 s with the count', async () => {
     const w = new EngineWorld();
     const lines: Array<{ obj: Json; msg: string }> = [];

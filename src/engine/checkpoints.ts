@@ -1,0 +1,131 @@
+// WAL checkpoints off the engine's thread. SQLite copies the write-ahead log back into the database
+// file (a checkpoint: the pages, and an fsync of each file) in the commit that takes the log past
+// 1,000 pages: under a flood of producers' facts that is every ~800 facts, 10–60 ms of waiting on
+// the disk in the engine's thread, and every producer answered after that commit waits too
+// (CONTRACT §8: another org's answers within 100 ms). Instead, a thread of its own checkpoints on a
+// connection of its own every PASS_EVERY_MS (PASSIVE: it never waits for the engine nor holds it
+// up), and the engine's connection checkpoints nothing in its commits.
+//
+// A checkpoint beside commits never quite catches up (what was committed during it is left), and
+// the log starts again from its beginning only once it has been copied whole: so once the log holds
+// RESTART_PAGES, the engine's connection copies the few pages the thread left, between two turns
+// of the event loop (not in a commit: the answers of the commit before are sent first), and its
+// next commit starts the log again. A store in memory, or not in WAL mode, is left as it is.
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+import type { Logger } from 'pino';
+import type { Db } from '../../store/db.ts';
+
+/** How often the thread checkpoints (a pass with nothing to copy costs microseconds). */
+const PASS_EVERY_MS = 50;
+/** Log pages (of 4 KiB) after which the engine's connection finishes a checkpoint itself. */
+const RESTART_PAGES = 4000;
+/** How long the engine's close waits for the thread to end a pass and close its connection. */
+const STOP_WAIT_MS = 2000;
+/** SQLite's default wal_autocheckpoint, for the engine's connection when the thread is gone. */
+const AUTOCHECKPOINT_PAGES = 1000;
+
+/** One pass's result, as PRAGMA wal_checkpoint gives it: pages in the log, and of them copied. */
+interface Pass {
+  busy: number;
+  log: number;
+  checkpointed: number;
+}
+
+// The thread: plain JavaScript (it needs no TypeScript transform, from source or dist/).
+const THREAD = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const db = new Database(workerData.file, { fileMustExist: true });
+// a pass's result (or error) is told when it differs from the one before: the engine is not woken
+// 20 times a second while nothing is written
+let last = '';
+const tell = (m) => {
+  const text = JSON.stringify(m);
+  if (text !== last) parentPort.postMessage(m);
+  last = text;
+};
+const timer = setInterval(() => {
+  try {
+    tell(db.pragma('wal_checkpoint(PASSIVE)')[0]);
+  } catch (err) {
+    tell({ error: String((err && err.message) || err) });
+  }
+}, workerData.everyMs);
+parentPort.on('message', () => {
+  clearInterval(timer);
+  db.close();
+  Atomics.store(workerData.stopped, 0, 1);
+  Atomics.notify(workerData.stopped, 0);
+  parentPort.close();
+});
+`;
+
+export class WalCheckpoints {
+  private worker: Worker | null = null;
+  /** set to 1 by the thread once its connection is closed */
+  private readonly stopped = new Int32Array(new SharedArrayBuffer(4));
+  private finishing = false;
+  private closed = false;
+
+  /** Checkpoints for `db` on a thread of their own; nothing for a store in memory or not in WAL mode. */
+  constructor(
+    private readonly db: Db,
+    private readonly logger: Logger,
+  ) {
+    if (db.memory || String(db.pragma('journal_mode', { simple: true })).toLowerCase() !== 'wal') return;
+    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+    const worker = new Worker(THREAD, { eval: true, workerData: { driver, file: db.name, everyMs: PASS_EVERY_MS, stopped: this.stopped } });
+    worker.unref();
+    db.pragma('wal_autocheckpoint = 0');
+    worker.on('message', (m: Pass | { error: string }) => {
+      if ('error' in m) return this.logger.warn({ err: m.error }, 'WAL checkpoint failed (tried again every 50 ms; logged when the error changes)');
+      // (a pass's figures are of the log as it began: commits may have added to it since)
+      if (m.log >= RESTART_PAGES) this.finish();
+    });
+    const gone = (why: string) => {
+      if (this.closed || this.worker !== worker) return;
+      this.worker = null;
+      // the engine's commits checkpoint again, as SQLite does by default
+      if (db.open) db.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+      this.logger.warn({ err: why }, 'the WAL checkpoint thread stopped; the engine checkpoints in its commits');
+    };
+    worker.on('error', (err) => gone(String(err)));
+    worker.on('exit', (code) => gone(`exit ${code}`));
+    this.worker = worker;
+  }
+
+  /** Whether the checkpoints run on their own thread. */
+  get threaded(): boolean {
+    return this.worker !== null;
+  }
+
+  /** The log is long: copy what the thread has left, at the next turn of the event loop. */
+  private finish(): void {
+    if (this.finishing) return;
+    this.finishing = true;
+    setImmediate(() => {
+      this.finishing = false;
+      if (!this.closed && this.db.open) this.db.pragma('wal_checkpoint(PASSIVE)');
+    });
+  }
+
+  /**
+   * Stop the thread once its pass under way ends, its connection closed (waiting up to
+   * STOP_WAIT_MS), then copy the whole log into the database file and empty it, as the engine's
+   * connection would have done at its close if it were the last one.
+   */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (!this.worker) return;
+    this.worker.postMessage('stop');
+    this.worker = null;
+    Atomics.wait(this.stopped, 0, 0, STOP_WAIT_MS);
+    try {
+      if (this.db.open) this.db.pragma('wal_checkpoint(TRUNCATE)');
+    } catch (err) {
+      this.logger.warn({ err: String(err) }, 'the last WAL checkpoint failed (the log stays, committed)');
+    }
+  }
+}
