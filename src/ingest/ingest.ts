@@ -90,6 +90,19 @@ interface Waiting {
   orgId: string | null;
 }
 
+/**
+ * How many messages the next group takes. As many as fit in the time budget at the recent cost per
+ * message (at least MIN_GROUP, at most MAX_GROUP); but when an org has only a few messages waiting
+ * beside a backlog, one turn of each org (at least MIN_GROUP messages), committed at once, so that
+ * its answer does not wait for a full group after the one under way; at most every other group, so
+ * that steady trickles cost a flood no more than a small commit per full one.
+ */
+export function nextGroup(q: { budgetMs: number; msPerItem: number; lastShort: boolean; keys: number; fewest: number; size: number }): { limit: number; short: boolean } {
+  const full = Math.max(MIN_GROUP, Math.min(MAX_GROUP, Math.floor(q.budgetMs / q.msPerItem)));
+  const short = !q.lastShort && q.keys > 1 && q.fewest <= SPARSE && q.size > Math.max(MIN_GROUP, q.keys);
+  return { limit: short ? Math.min(full, Math.max(MIN_GROUP, q.keys)) : full, short };
+}
+
 export function startIngest(deps: IngestDeps): Subscription {
   const waiting = new FairQueue<Waiting>();
   const clock = deps.clock ?? systemClock;
@@ -109,14 +122,7 @@ export function startIngest(deps: IngestDeps): Subscription {
   const run = () => {
     scheduled = false;
     const started = performance.now();
-    // as many as fit in the time budget at the recent cost per message, at most MAX_GROUP
-    let limit = Math.max(MIN_GROUP, Math.min(MAX_GROUP, Math.floor(budgetMs / msPerItem)));
-    // an org with only a few messages waiting beside a backlog: one turn of each org (at least
-    // MIN_GROUP messages), committed at once, so that its answer does not wait for a full group
-    // after the one under way; at most every other group, so that steady trickles cost a flood
-    // no more than a small commit per full one
-    const short = !lastShort && waiting.keys > 1 && waiting.fewest <= SPARSE && waiting.size > Math.max(MIN_GROUP, waiting.keys);
-    if (short) limit = Math.min(limit, Math.max(MIN_GROUP, waiting.keys));
+    const { limit, short } = nextGroup({ budgetMs, msPerItem, lastShort, keys: waiting.keys, fewest: waiting.fewest, size: waiting.size });
     lastShort = short;
     const ready: Array<{ w: Waiting; fact: ProducerFact }> = [];
     let taken = 0;

@@ -8,7 +8,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Subscription } from '../../src/bus/bus.ts';
 import { InvalidError } from '../../src/domain/errors.ts';
-import { parseIngest, startIngest } from '../../src/ingest/ingest.ts';
+import { nextGroup, parseIngest, startIngest } from '../../src/ingest/ingest.ts';
 import { listComponents } from '../../store/installs.ts';
 import { getWorkflow } from '../../store/workflows.ts';
 import { EngineWorld, logger } from '../helpers/engine.ts';
@@ -157,24 +157,28 @@ describe('startIngest', () => {
     expect(groups.flat()).toHaveLength(305);
   });
 
-  it('makes no short groups when every waiting org has a backlog', async () => {
-    const { w, request } = setup();
-    const orgs = [w.org(), w.org()];
-    const sizes: number[] = [];
-    const ingest = w.engine.ingest.bind(w.engine);
-    w.engine.ingest = (facts) => (sizes.push(facts.length), ingest(facts));
-    const replies = await Promise.all(orgs.flatMap((org) => Array.from({ length: 150 }, (_, i) => request(`svc.ingest.${org}.workflows.wfx_${i}`, workflow(`wfx_${i}`)))));
-    expect(replies).toEqual(replies.map(() => ({ ok: true })));
-    // every group but the last is cut by the time budget only (its first guess: 100 messages)
-    expect(sizes.slice(0, -1).every((n) => n > 8)).toBe(true);
-    expect(sizes.reduce((x, y) => x + y, 0)).toBe(300);
+  it('makes no short groups when every waiting org has a backlog, and never two short groups in a row', () => {
+    const q = { budgetMs: 10, msPerItem: 0.1, lastShort: false };
+    // two orgs, 150 each waiting: a full group (the budget's 100 messages)
+    expect(nextGroup({ ...q, keys: 2, fewest: 150, size: 300 })).toEqual({ limit: 100, short: false });
+    // one of them down to 3 beside the other's backlog: one turn of each org, at least 8
+    expect(nextGroup({ ...q, keys: 2, fewest: 3, size: 153 })).toEqual({ limit: 8, short: true });
+    // ...but not right after a short group
+    expect(nextGroup({ ...q, lastShort: true, keys: 2, fewest: 3, size: 153 })).toEqual({ limit: 100, short: false });
+    // one org alone, or few messages in all: a plain group
+    expect(nextGroup({ ...q, keys: 1, fewest: 3, size: 3 }).short).toBe(false);
+    expect(nextGroup({ ...q, keys: 2, fewest: 1, size: 6 }).short).toBe(false);
+    // a slow machine: the budget's group shrinks, never under 8 nor over 512
+    expect(nextGroup({ ...q, msPerItem: 5, keys: 2, fewest: 150, size: 300 }).limit).toBe(8);
+    expect(nextGroup({ ...q, msPerItem: 0.001, keys: 2, fewest: 150, size: 300 }).limit).toBe(512);
   });
 
   it("drains within bounds on its clock: a flush that never completes (NATS down) holds the drain 3 s of the clock's time, no more", async () => {
     const w = new EngineWorld();
     // the in-process bus, but its flush never completes, as with the NATS connection down
     let flushing = false;
-    const bus = { ...w.bus, flush: () => ((flushing = true), new Promise<void>(() => {})) };
+    // a class instance: its methods are on the prototype, so the override goes on an object made from it
+    const bus = Object.assign(Object.create(w.bus) as typeof w.bus, { flush: () => ((flushing = true), new Promise<void>(() => {})) });
     const sub = startIngest({ bus, logger, metrics: w.metrics, engine: w.engine, clock: w.clock });
     open.push({ w, sub });
     const O = w.org();
