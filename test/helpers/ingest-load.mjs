@@ -1,4 +1,4 @@
-// A producer in a process of its own (test/ingest/fairness.test.ts, forked with an IPC channel),
+// A producer in a process of its own (test/isolation/ingest-flood.test.ts, forked with an IPC channel),
 // so that its client work does not share the engine's event loop and its timings are what the
 // producer itself sees. Plain JavaScript: node runs it without the test's TypeScript transform.
 //

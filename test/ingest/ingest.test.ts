@@ -3,7 +3,7 @@
 // schema, {ok: false, error} for what cannot be recorded, the answer only after the commit, one
 // group commit for what arrives together, svc_ingest_messages_total by result, and an invalid flood
 // logged once per org and reason (then counted every 10 s). Fairness between orgs, over real NATS:
-// fairness.test.ts. The same over NATS, end to end: test/system/pipeline.test.ts.
+// test/isolation/ingest-flood.test.ts. The same over NATS, end to end: test/system/pipeline.test.ts.
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Subscription } from '../../src/bus/bus.ts';

@@ -25,7 +25,9 @@ function dumpStore(db: Db): Record<string, unknown[]> {
     name: string;
   }>).map((t) => t.name);
   const out: Record<string, unknown[]> = {};
-  for (const t of tables) out[t] = db.prepare(`SELECT * FROM "${t}" ORDER BY rowid`).all();
+  // a WITHOUT ROWID table (recovery_items) is ordered by its primary key, the first column
+  const withoutRowid = (t: string) => /WITHOUT\s+ROWID/i.test((db.prepare('SELECT sql FROM sqlite_master WHERE name = ?').get(t) as { sql: string }).sql);
+  for (const t of tables) out[t] = db.prepare(`SELECT * FROM "${t}" ORDER BY ${withoutRowid(t) ? 1 : 'rowid'}`).all();
   return out;
 }
 
