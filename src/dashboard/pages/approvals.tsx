@@ -6,7 +6,7 @@ import { listPendingApprovals, type PendingApproval } from '../../services/appro
 import { render } from '../render.tsx';
 import type { DashContext, DashEnv } from '../session.ts';
 import { duration, Owner, Status, Time } from '../ui.tsx';
-import { configNamer } from '../names.ts';
+import { configNamer } from '../config-namer.ts';
 import { ApprovalForm, Plan, workflowTitle, type ConfigName } from './workflow.tsx';
 
 const ApprovalCard = ({ item, c, configName }: { item: PendingApproval; c: DashContext; configName: ConfigName }) => {

@@ -11,7 +11,7 @@ import { listApps, listConfigs, mustGetApp, unvetoConfig, vetoConfig } from '../
 import { listInstalls } from '../../services/installs.ts';
 import { rollBackFleet, type FleetRollbackInput } from '../../services/rollback.ts';
 import { listAppRollouts } from '../../services/rollouts.ts';
-import { configNamer } from '../names.ts';
+import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, RunCells, Diff, duration, Errors, Labels, Status, Time, type DiffShape } from '../ui.tsx';

@@ -6,7 +6,7 @@ import { getInstallView, listInstalls, listInstallWorkflows } from '../../servic
 import { listInstallVersions, updateInstallConfig, versionDiff } from '../../services/rollback.ts';
 import { getWorkflowView, type StepView, type WorkflowView } from '../../services/workflows.ts';
 import { appName, branchName, componentNames, configVersion } from '../../services/names.ts';
-import { configNamer } from '../names.ts';
+import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, RunCells, Diff, duration, Json, Labels, Status, Time, type DiffShape } from '../ui.tsx';

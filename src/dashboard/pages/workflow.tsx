@@ -9,7 +9,7 @@ import { cancelWorkflow, getWorkflowView, respondToApproval, workflowOwner, work
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, Diff, duration, isTerminal, Json, Labels, Owner, ownerText, Status, Time, type DiffShape } from '../ui.tsx';
-import { configNamer } from '../names.ts';
+import { configNamer } from '../config-namer.ts';
 import { groupStatus, RolloutFacts, stepExtra, TripCause } from './rollouts.tsx';
 
 export type ConfigName = ReturnType<typeof configNamer>;
