@@ -3,6 +3,7 @@ import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { appNames, configVersion, orgName } from '../../services/names.ts';
 import { listInstalls, listInstallWorkflows } from '../../services/installs.ts';
+import type { WorkflowSummary } from '../../services/workflows.ts';
 import { listWebhooks } from '../../services/webhooks.ts';
 import type { Paths } from '../paths.ts';
 import { render } from '../render.tsx';
@@ -10,7 +11,6 @@ import type { DashEnv } from '../session.ts';
 import { RunCells, Status } from '../ui.tsx';
 
 export type InstallRow = ReturnType<typeof listInstalls>[number];
-export type WorkflowSummary = ReturnType<typeof listInstallWorkflows>[number];
 
 /** App names and config version numbers of the installs in a table. */
 export interface InstallNames {
