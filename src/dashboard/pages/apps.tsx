@@ -14,7 +14,7 @@ import { listAppRollouts } from '../../services/rollouts.ts';
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, RunCells, Diff, duration, Errors, Labels, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, RunCells, StackTable, Diff, duration, Errors, Labels, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable } from './overview.tsx';
 
 type ConfigView = ReturnType<typeof listConfigs>[number];
@@ -110,51 +110,39 @@ const VetoCell = ({ app, cfg, c }: { app: App; cfg: ConfigView; c: DashContext }
   );
 };
 
-const ConfigsTable = ({ app, configs, installsOn, c }: { app: App; configs: ConfigView[]; installsOn: Map<string, number>; c: DashContext }) =>
-  configs.length ? (
-    <div class="table-wrap">
-      <table class="stack-sm">
-        <thead>
-          <tr>
-            <th scope="col">Config</th>
-            <th scope="col">Created</th>
-            <th scope="col">Installs on it</th>
-            <th scope="col">Veto</th>
-          </tr>
-        </thead>
-        <tbody>
-          {configs.map((cfg) => (
-            <tr id={`config-${cfg.app_config_id}`} class={cfg.vetoed ? 'row-vetoed' : undefined}>
-              <td data-label="Config">
-                <strong>v{cfg.version}</strong> <span class="muted id">{cfg.app_config_id}</span>
-                <details>
-                  <summary>
-                    Components<span class="sr-only"> of v{cfg.version}</span>
-                  </summary>
-                  <ul>
-                    {cfg.components.map((cmp) => (
-                      <li>
-                        {cmp.name} <span class="muted">{JSON.stringify(cmp.values ?? {})}</span>
-                      </li>
-                    ))}
-                  </ul>
-                </details>
-              </td>
-              <td data-label="Created">
-                <Time iso={cfg.created_at} />
-              </td>
-              <td data-label="Installs on it">{installsOn.get(cfg.app_config_id) ?? 0}</td>
-              <td data-label="Veto">
-                <VetoCell app={app} cfg={cfg} c={c} />
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
-  ) : (
-    <p class="muted">No configs yet. Create one with the API: POST /v1/apps/{app.app_id}/configs.</p>
-  );
+const ConfigsTable = ({ app, configs, installsOn, c }: { app: App; configs: ConfigView[]; installsOn: Map<string, number>; c: DashContext }) => (
+  <StackTable
+    columns={['Config', 'Created', 'Installs on it', 'Veto']}
+    items={configs}
+    empty={`No configs yet. Create one with the API: POST /v1/apps/${app.app_id}/configs.`}
+    row={(cfg) => (
+      <tr id={`config-${cfg.app_config_id}`} class={cfg.vetoed ? 'row-vetoed' : undefined}>
+        <td data-label="Config">
+          <strong>v{cfg.version}</strong> <span class="muted id">{cfg.app_config_id}</span>
+          <details>
+            <summary>
+              Components<span class="sr-only"> of v{cfg.version}</span>
+            </summary>
+            <ul>
+              {cfg.components.map((cmp) => (
+                <li>
+                  {cmp.name} <span class="muted">{JSON.stringify(cmp.values ?? {})}</span>
+                </li>
+              ))}
+            </ul>
+          </details>
+        </td>
+        <td data-label="Created">
+          <Time iso={cfg.created_at} />
+        </td>
+        <td data-label="Installs on it">{installsOn.get(cfg.app_config_id) ?? 0}</td>
+        <td data-label="Veto">
+          <VetoCell app={app} cfg={cfg} c={c} />
+        </td>
+      </tr>
+    )}
+  />
+);
 
 const ToOptions = ({ configs, selected }: { configs: ConfigView[]; selected: string }) => (
   <>
@@ -360,43 +348,30 @@ export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
         <>
           <h1>Apps</h1>
           <section aria-label="Apps">
-            {apps.length ? (
-              <div class="table-wrap">
-                <table class="stack-sm">
-                  <thead>
-                    <tr>
-                      <th scope="col">App</th>
-                      <th scope="col">Configs</th>
-                      <th scope="col">Installs</th>
-                      <th scope="col">Created</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {apps.map((a) => {
-                      const configs = listConfigs(ctx, orgId, a.app_id);
-                      const vetoed = configs.filter((x) => x.vetoed).length;
-                      return (
-                        <tr>
-                          <td data-label="App">
-                            <a href={paths.app(a.app_id)}>{a.name}</a> <span class="muted id">{a.app_id}</span>
-                          </td>
-                          <td data-label="Configs">
-                            {configs.length}
-                            {vetoed ? ` (${vetoed} vetoed)` : ''}
-                          </td>
-                          <td data-label="Installs">{installs.filter((i) => i.app_id === a.app_id).length}</td>
-                          <td data-label="Created">
-                            <Time iso={a.created_at} />
-                          </td>
-                        </tr>
-                      );
-                    })}
-                  </tbody>
-                </table>
-              </div>
-            ) : (
-              <p class="muted">No apps yet. Create one with the API: POST /v1/apps.</p>
-            )}
+            <StackTable
+              columns={['App', 'Configs', 'Installs', 'Created']}
+              items={apps}
+              empty="No apps yet. Create one with the API: POST /v1/apps."
+              row={(a) => {
+                const configs = listConfigs(ctx, orgId, a.app_id);
+                const vetoed = configs.filter((x) => x.vetoed).length;
+                return (
+                  <tr>
+                    <td data-label="App">
+                      <a href={paths.app(a.app_id)}>{a.name}</a> <span class="muted id">{a.app_id}</span>
+                    </td>
+                    <td data-label="Configs">
+                      {configs.length}
+                      {vetoed ? ` (${vetoed} vetoed)` : ''}
+                    </td>
+                    <td data-label="Installs">{installs.filter((i) => i.app_id === a.app_id).length}</td>
+                    <td data-label="Created">
+                      <Time iso={a.created_at} />
+                    </td>
+                  </tr>
+                );
+              }}
+            />
           </section>
         </>
       ),
@@ -441,33 +416,20 @@ function registerAppPage(r: Hono<DashEnv>, ctx: AppContext) {
           </section>
           <section aria-labelledby="h-rollouts">
             <h2 id="h-rollouts">Rollouts</h2>
-            {rollouts.length ? (
-              <div class="table-wrap">
-                <table class="stack-sm">
-                  <thead>
-                    <tr>
-                      <th scope="col">Rollout</th>
-                      <th scope="col">Status</th>
-                      <th scope="col">Created</th>
-                      <th scope="col">Duration</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {rollouts.map((w) => (
-                      <tr>
-                        <td data-label="Rollout">
-                          <a href={paths.workflow(w.workflow_id)}>{w.type === 'app_rollback' ? 'fleet rollback' : `branch run of ${branchName.get(w.owner_id) ?? w.owner_id}`}</a>{' '}
-                          <span class="muted id">{w.workflow_id}</span>
-                        </td>
-                        <RunCells run={w} time={w.created_at} timeLabel="Created" />
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-            ) : (
-              <p class="muted">No branch runs or fleet rollbacks yet.</p>
-            )}
+            <StackTable
+              columns={['Rollout', 'Status', 'Created', 'Duration']}
+              items={rollouts}
+              empty="No branch runs or fleet rollbacks yet."
+              row={(w) => (
+                <tr>
+                  <td data-label="Rollout">
+                    <a href={paths.workflow(w.workflow_id)}>{w.type === 'app_rollback' ? 'fleet rollback' : `branch run of ${branchName.get(w.owner_id) ?? w.owner_id}`}</a>{' '}
+                    <span class="muted id">{w.workflow_id}</span>
+                  </td>
+                  <RunCells run={w} time={w.created_at} timeLabel="Created" />
+                </tr>
+              )}
+            />
           </section>
         </>
       ),

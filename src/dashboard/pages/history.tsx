@@ -11,7 +11,7 @@ import { eventListQuerySchema, recoverBodySchema, resendBodySchema } from '../..
 import { issuesToDetails } from '../../http/validation.ts';
 import { errorPage, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Errors, Json, Status, Time } from '../ui.tsx';
+import { Errors, Json, StackTable, Status, Time } from '../ui.tsx';
 import { formStateOf } from '../webhook-form.ts';
 import { showForm } from './webhooks.tsx';
 import { AttemptResultCells, AttemptVia, ResendButton, type RecoverFormState } from './webhook-history.tsx';
@@ -68,36 +68,27 @@ const FilterForm = ({ c, f }: { c: DashContext; f: Filters }) => (
 );
 
 const EventTable = ({ c, events }: { c: DashContext; events: CloudEventJson[] }) => (
-  <div class="table-wrap">
-    <table class="stack-sm" id="events-table">
-      <thead>
-        <tr>
-          <th scope="col">Time</th>
-          <th scope="col">Type</th>
-          <th scope="col">Subject</th>
-          <th scope="col">Event ID</th>
-        </tr>
-      </thead>
-      <tbody>
-        {events.map((e) => (
-          <tr class="event" data-event-id={e.id}>
-            <td data-label="Time">
-              <Time iso={typeof e.time === 'string' ? e.time : null} />
-            </td>
-            <td data-label="Type">{e.type}</td>
-            <td data-label="Subject" class="id">
-              {typeof e.subject === 'string' ? e.subject : <span class="muted">—</span>}
-            </td>
-            <td data-label="Event ID">
-              <a href={c.get('paths').event(e.id)} class="id">
-                {e.id}
-              </a>
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
-  </div>
+  <StackTable
+    columns={['Time', 'Type', 'Subject', 'Event ID']}
+    items={events}
+    id="events-table"
+    row={(e) => (
+      <tr class="event" data-event-id={e.id}>
+        <td data-label="Time">
+          <Time iso={typeof e.time === 'string' ? e.time : null} />
+        </td>
+        <td data-label="Type">{e.type}</td>
+        <td data-label="Subject" class="id">
+          {typeof e.subject === 'string' ? e.subject : <span class="muted">—</span>}
+        </td>
+        <td data-label="Event ID">
+          <a href={c.get('paths').event(e.id)} class="id">
+            {e.id}
+          </a>
+        </td>
+      </tr>
+    )}
+  />
 );
 
 function eventsPage(c: DashContext, ctx: AppContext) {
@@ -205,34 +196,22 @@ function eventPage(c: DashContext, ctx: AppContext) {
                 <h3>
                   <a href={paths.webhook(w.webhook_id)}>{w.webhook_url}</a>
                 </h3>
-                <div class="table-wrap">
-                  <table class="stack-sm">
-                    <caption class="sr-only">Attempts of this event at {w.webhook_url}, newest first</caption>
-                    <thead>
-                      <tr>
-                        <th scope="col">Attempted</th>
-                        <th scope="col">Outcome</th>
-                        <th scope="col">HTTP status</th>
-                        <th scope="col">Error</th>
-                        <th scope="col">Duration</th>
-                        <th scope="col">Via</th>
-                      </tr>
-                    </thead>
-                    <tbody>
-                      {w.attempts.map((a) => (
-                        <tr class={`attempt attempt-${a.outcome}`}>
-                          <td data-label="Attempted">
-                            <Time iso={a.attempted_at} />
-                          </td>
-                          <AttemptResultCells a={a} />
-                          <td data-label="Via">
-                            <AttemptVia a={a} webhookId={w.webhook_id} paths={paths} />
-                          </td>
-                        </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                </div>
+                <StackTable
+                  columns={['Attempted', 'Outcome', 'HTTP status', 'Error', 'Duration', 'Via']}
+                  items={w.attempts}
+                  caption={`Attempts of this event at ${w.webhook_url}, newest first`}
+                  row={(a) => (
+                    <tr class={`attempt attempt-${a.outcome}`}>
+                      <td data-label="Attempted">
+                        <Time iso={a.attempted_at} />
+                      </td>
+                      <AttemptResultCells a={a} />
+                      <td data-label="Via">
+                        <AttemptVia a={a} webhookId={w.webhook_id} paths={paths} />
+                      </td>
+                    </tr>
+                  )}
+                />
                 <p class="actions">
                   <ResendButton c={c} webhookId={w.webhook_id} eventId={event.id} back="event" label={`Resend to ${w.webhook_url}`} />
                 </p>

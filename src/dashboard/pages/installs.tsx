@@ -9,7 +9,7 @@ import { appName, branchName, componentNames, configVersion } from '../../servic
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, RunCells, Diff, duration, Json, Labels, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, RunCells, StackTable, Diff, duration, Json, Labels, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable, WorkflowsTable } from './overview.tsx';
 
 type InstallView = ReturnType<typeof getInstallView>;
@@ -138,35 +138,22 @@ function recentWorkflowViews(ctx: AppContext, orgId: string, installId: string):
     .map((w) => getWorkflowView(ctx, orgId, w.workflow_id));
 }
 
-const StepHistory = ({ rows, c }: { rows: Array<{ wf: WorkflowView; step: StepView }>; c: DashContext }) =>
-  rows.length ? (
-    <div class="table-wrap">
-      <table class="stack-sm">
-        <thead>
-          <tr>
-            <th scope="col">Step</th>
-            <th scope="col">Workflow</th>
-            <th scope="col">Status</th>
-            <th scope="col">Started</th>
-            <th scope="col">Duration</th>
-          </tr>
-        </thead>
-        <tbody>
-          {rows.map(({ wf, step }) => (
-            <tr>
-              <td data-label="Step">{step.name}</td>
-              <td data-label="Workflow">
-                <a href={c.get('paths').workflow(wf.workflow_id)}>{wf.type}</a>
-              </td>
-              <RunCells run={step} time={step.started_at} timeLabel="Started" />
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
-  ) : (
-    <p class="muted">No runs yet.</p>
-  );
+const StepHistory = ({ rows, c }: { rows: Array<{ wf: WorkflowView; step: StepView }>; c: DashContext }) => (
+  <StackTable
+    columns={['Step', 'Workflow', 'Status', 'Started', 'Duration']}
+    items={rows}
+    empty="No runs yet."
+    row={({ wf, step }) => (
+      <tr>
+        <td data-label="Step">{step.name}</td>
+        <td data-label="Workflow">
+          <a href={c.get('paths').workflow(wf.workflow_id)}>{wf.type}</a>
+        </td>
+        <RunCells run={step} time={step.started_at} timeLabel="Started" />
+      </tr>
+    )}
+  />
+);
 
 function stepsWhere(views: WorkflowView[], pred: (s: StepView) => boolean) {
   return views.flatMap((wf) => wf.steps.filter(pred).map((step) => ({ wf, step })));

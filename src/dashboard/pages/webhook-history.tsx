@@ -8,7 +8,7 @@ import type { WebhookView } from '../../services/webhooks.ts';
 import type { Paths } from '../paths.ts';
 import { csrfOf } from '../render.tsx';
 import type { DashContext } from '../session.ts';
-import { Csrf, Errors, Status, Time } from '../ui.tsx';
+import { Csrf, Errors, StackTable, Status, Time } from '../ui.tsx';
 
 export const ATTEMPTS_PAGE = 25;
 
@@ -78,47 +78,31 @@ export const ResendButton = ({
 const AttemptTable = ({ c, w, attempts, failedOnly }: { c: DashContext; w: WebhookView; attempts: AttemptView[]; failedOnly: boolean }) => {
   const paths = c.get('paths');
   return (
-    <div class="table-wrap">
-      <table class="stack-sm" id="attempts-table">
-        <thead>
-          <tr>
-            <th scope="col">Attempted</th>
-            <th scope="col">Event</th>
-            <th scope="col">Subject</th>
-            <th scope="col">Outcome</th>
-            <th scope="col">HTTP status</th>
-            <th scope="col">Error</th>
-            <th scope="col">Duration</th>
-            <th scope="col">Via</th>
-            <th scope="col">
-              <span class="muted">Actions</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {attempts.map((a) => (
-            <tr class={`attempt attempt-${a.outcome}`} data-event-id={a.event_id}>
-              <td data-label="Attempted">
-                <Time iso={a.attempted_at} />
-              </td>
-              <td data-label="Event">
-                {a.type} <a href={paths.event(a.event_id)} class="id">{a.event_id}</a>
-              </td>
-              <td data-label="Subject" class="id">
-                {a.subject ?? <span class="muted">—</span>}
-              </td>
-              <AttemptResultCells a={a} />
-              <td data-label="Via">
-                <AttemptVia a={a} webhookId={w.webhook_id} paths={paths} />
-              </td>
-              <td>
-                <ResendButton c={c} webhookId={w.webhook_id} eventId={a.event_id} back="webhook" failedOnly={failedOnly} label={`Resend event ${a.event_id}`} />
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <StackTable
+      columns={['Attempted', 'Event', 'Subject', 'Outcome', 'HTTP status', 'Error', 'Duration', 'Via', <span class="muted">Actions</span>]}
+      items={attempts}
+      id="attempts-table"
+      row={(a) => (
+        <tr class={`attempt attempt-${a.outcome}`} data-event-id={a.event_id}>
+          <td data-label="Attempted">
+            <Time iso={a.attempted_at} />
+          </td>
+          <td data-label="Event">
+            {a.type} <a href={paths.event(a.event_id)} class="id">{a.event_id}</a>
+          </td>
+          <td data-label="Subject" class="id">
+            {a.subject ?? <span class="muted">—</span>}
+          </td>
+          <AttemptResultCells a={a} />
+          <td data-label="Via">
+            <AttemptVia a={a} webhookId={w.webhook_id} paths={paths} />
+          </td>
+          <td>
+            <ResendButton c={c} webhookId={w.webhook_id} eventId={a.event_id} back="webhook" failedOnly={failedOnly} label={`Resend event ${a.event_id}`} />
+          </td>
+        </tr>
+      )}
+    />
   );
 };
 

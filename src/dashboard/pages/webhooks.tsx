@@ -9,7 +9,7 @@ import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, p
 import { INTEREST_OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Errors, Status, Time } from '../ui.tsx';
+import { Csrf, Errors, StackTable, Status, Time } from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
 import {
   createBodyOf,
@@ -217,61 +217,42 @@ const DeliveryFacts = ({ s }: { s: DeliveryStatus }) => (
   </dl>
 );
 
-const WebhookList = ({ c, webhooks }: { c: DashContext; webhooks: WebhookView[] }) =>
-  webhooks.length ? (
-    <div class="table-wrap">
-      <table class="stack-sm">
-        <thead>
-          <tr>
-            <th scope="col">URL</th>
-            <th scope="col">Events</th>
-            <th scope="col">Scope</th>
-            <th scope="col">Secret</th>
-            <th scope="col">Last outcome</th>
-            <th scope="col">Last attempt</th>
-            <th scope="col">Consecutive failures</th>
-            <th scope="col">Attempts / failures</th>
-            <th scope="col">
-              <span class="muted">Actions</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {webhooks.map((w) => (
-            <tr id={`webhook-${w.webhook_id}`}>
-              <td data-label="URL">
-                <a href={c.get('paths').webhook(w.webhook_id)}>{w.webhook_url}</a>
-              </td>
-              <td data-label="Events">{describeInterests(w.interests)}</td>
-              <td data-label="Scope">{describeMatch(w.match)}</td>
-              <td data-label="Secret">{w.has_secret ? (w.previous_secret_expires_at ? 'yes (rotating)' : 'yes') : 'no'}</td>
-              <td data-label="Last outcome">
-                <Outcome s={w.delivery_status} short />
-                {w.delivery_status.last_status_code !== null ? <span class="muted"> HTTP {w.delivery_status.last_status_code}</span> : null}
-              </td>
-              <td data-label="Last attempt">
-                <Time iso={w.delivery_status.last_attempt_at} />
-              </td>
-              <td data-label="Consecutive failures">{w.delivery_status.consecutive_failures}</td>
-              <td data-label="Attempts / failures">
-                {w.delivery_status.attempts_total} / {w.delivery_status.failures_total}
-              </td>
-              <td>
-                <div class="actions">
-                  <a href={c.get('paths').webhook(w.webhook_id)} aria-label={`Edit ${w.webhook_url}`}>
-                    Edit
-                  </a>
-                  <PingButton c={c} w={w} from="list" />
-                </div>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
-  ) : (
-    <p class="muted">No webhooks yet.</p>
-  );
+const WebhookList = ({ c, webhooks }: { c: DashContext; webhooks: WebhookView[] }) => (
+  <StackTable
+    columns={['URL', 'Events', 'Scope', 'Secret', 'Last outcome', 'Last attempt', 'Consecutive failures', 'Attempts / failures', <span class="muted">Actions</span>]}
+    items={webhooks}
+    empty="No webhooks yet."
+    row={(w) => (
+      <tr id={`webhook-${w.webhook_id}`}>
+        <td data-label="URL">
+          <a href={c.get('paths').webhook(w.webhook_id)}>{w.webhook_url}</a>
+        </td>
+        <td data-label="Events">{describeInterests(w.interests)}</td>
+        <td data-label="Scope">{describeMatch(w.match)}</td>
+        <td data-label="Secret">{w.has_secret ? (w.previous_secret_expires_at ? 'yes (rotating)' : 'yes') : 'no'}</td>
+        <td data-label="Last outcome">
+          <Outcome s={w.delivery_status} short />
+          {w.delivery_status.last_status_code !== null ? <span class="muted"> HTTP {w.delivery_status.last_status_code}</span> : null}
+        </td>
+        <td data-label="Last attempt">
+          <Time iso={w.delivery_status.last_attempt_at} />
+        </td>
+        <td data-label="Consecutive failures">{w.delivery_status.consecutive_failures}</td>
+        <td data-label="Attempts / failures">
+          {w.delivery_status.attempts_total} / {w.delivery_status.failures_total}
+        </td>
+        <td>
+          <div class="actions">
+            <a href={c.get('paths').webhook(w.webhook_id)} aria-label={`Edit ${w.webhook_url}`}>
+              Edit
+            </a>
+            <PingButton c={c} w={w} from="list" />
+          </div>
+        </td>
+      </tr>
+    )}
+  />
+);
 
 async function formOf(c: DashContext): Promise<FormData> {
   const raw = await c.req.parseBody({ all: true });
