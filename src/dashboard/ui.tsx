@@ -140,6 +140,14 @@ export const RunCells: FC<{ run: { status: string; error?: string | null; starte
   </>
 );
 
+/** A page section named by its heading: `<section aria-labelledby>` around an `<h2>` of that id. */
+export const Section: FC<{ headingId: string; title: Child; id?: string; children?: Child }> = ({ headingId, title, id, children }) => (
+  <section aria-labelledby={headingId} id={id}>
+    <h2 id={headingId}>{title}</h2>
+    {children}
+  </section>
+);
+
 /**
  * A table that stacks into labelled cards on narrow screens (class `stack-sm`; each cell carries
  * its column as data-label): one header row of `columns` (a falsy entry is a column left out),

@@ -14,7 +14,7 @@ import { listAppRollouts } from '../../services/rollouts.ts';
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, RunCells, StackTable, Diff, duration, Errors, Labels, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, Diff, duration, Errors, Labels, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable } from './overview.tsx';
 
 type ConfigView = ReturnType<typeof listConfigs>[number];
@@ -207,8 +207,7 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
           <Breadcrumb c={c} app={app} />
           <h1>Fleet rollback plan for {app.name}</h1>
           <Errors errors={errors} title="The rollback was not started:" />
-          <section aria-labelledby="h-plan-what">
-            <h2 id="h-plan-what">What it does</h2>
+          <Section headingId="h-plan-what" title="What it does">
             <dl class="facts">
               <dt>To</dt>
               <dd>{target}</dd>
@@ -225,7 +224,7 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
                 lift the veto first.
               </p>
             ) : null}
-          </section>
+          </Section>
           {groups.map((g, n) => (
             <section aria-labelledby={`h-group-${n}`} class="group">
               <h2 id={`h-group-${n}`}>
@@ -249,8 +248,7 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
               </ul>
             </section>
           ))}
-          <section aria-labelledby="h-skipped">
-            <h2 id="h-skipped">Skipped ({plan.skipped.length})</h2>
+          <Section headingId="h-skipped" title={`Skipped (${plan.skipped.length})`}>
             {plan.skipped.length ? (
               <ul class="skipped">
                 {plan.skipped.map((s) => (
@@ -262,9 +260,8 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
             ) : (
               <p class="muted">None: every selected install moves.</p>
             )}
-          </section>
-          <section aria-labelledby="h-apply">
-            <h2 id="h-apply">Apply</h2>
+          </Section>
+          <Section headingId="h-apply" title="Apply">
             {plan.installs.length ? (
               <ApplyForm app={app} fields={fields} c={c} />
             ) : (
@@ -272,7 +269,7 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
                 Nothing to roll back. <a href={paths.app(app.app_id)}>Back to {app.name}</a>
               </p>
             )}
-          </section>
+          </Section>
         </>
       ),
     },
@@ -401,21 +398,17 @@ function registerAppPage(r: Hono<DashEnv>, ctx: AppContext) {
           <h1>
             {app.name} <span class="muted id">{app.app_id}</span>
           </h1>
-          <section aria-labelledby="h-configs">
-            <h2 id="h-configs">Configs</h2>
+          <Section headingId="h-configs" title="Configs">
             <p class="hint">A vetoed config is refused wherever it would be applied (install updates, branch runs, fleet rollbacks, new installs).</p>
             <ConfigsTable app={app} configs={configs} installsOn={installsOn} c={c} />
-          </section>
-          <section aria-labelledby="h-fleet">
-            <h2 id="h-fleet">Roll back fleet</h2>
+          </Section>
+          <Section headingId="h-fleet" title="Roll back fleet">
             {installs.length ? <FleetRollbackForm app={app} configs={configs} c={c} /> : <p class="muted">No installs to roll back.</p>}
-          </section>
-          <section aria-labelledby="h-app-installs">
-            <h2 id="h-app-installs">Installs ({installs.length})</h2>
+          </Section>
+          <Section headingId="h-app-installs" title={`Installs (${installs.length})`}>
             <InstallsTable installs={installs} paths={paths} names={installNamesOf(ctx, orgId, installs)} />
-          </section>
-          <section aria-labelledby="h-rollouts">
-            <h2 id="h-rollouts">Rollouts</h2>
+          </Section>
+          <Section headingId="h-rollouts" title="Rollouts">
             <StackTable
               columns={['Rollout', 'Status', 'Created', 'Duration']}
               items={rollouts}
@@ -430,7 +423,7 @@ function registerAppPage(r: Hono<DashEnv>, ctx: AppContext) {
                 </tr>
               )}
             />
-          </section>
+          </Section>
         </>
       ),
     });

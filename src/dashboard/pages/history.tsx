@@ -11,7 +11,7 @@ import { eventListQuerySchema, recoverBodySchema, resendBodySchema } from '../..
 import { issuesToDetails } from '../../http/validation.ts';
 import { errorPage, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Errors, Json, StackTable, Status, Time } from '../ui.tsx';
+import { Errors, Json, Section, StackTable, Status, Time } from '../ui.tsx';
 import { formStateOf } from '../webhook-form.ts';
 import { showForm } from './webhooks.tsx';
 import { AttemptResultCells, AttemptVia, ResendButton, type RecoverFormState } from './webhook-history.tsx';
@@ -125,8 +125,7 @@ function eventsPage(c: DashContext, ctx: AppContext) {
           <section aria-label="Filters">
             <FilterForm c={c} f={f} />
           </section>
-          <section aria-labelledby="h-events">
-            <h2 id="h-events">Kept events</h2>
+          <Section headingId="h-events" title="Kept events">
             <Errors errors={errors} title="These filters are not valid:" />
             {page ? (
               page.data.length ? (
@@ -147,7 +146,7 @@ function eventsPage(c: DashContext, ctx: AppContext) {
                 ) : null}
               </p>
             ) : null}
-          </section>
+          </Section>
         </>
       ),
     },
@@ -169,8 +168,7 @@ function eventPage(c: DashContext, ctx: AppContext) {
         <h1>
           Event <span class="h-sub">{event.type}</span>
         </h1>
-        <section aria-labelledby="h-event">
-          <h2 id="h-event">Details</h2>
+        <Section headingId="h-event" title="Details">
           <dl class="facts">
             <dt>Event ID</dt>
             <dd>
@@ -187,9 +185,8 @@ function eventPage(c: DashContext, ctx: AppContext) {
             <dt>Source</dt>
             <dd class="id">{event.source}</dd>
           </dl>
-        </section>
-        <section aria-labelledby="h-event-attempts" id="event-attempts">
-          <h2 id="h-event-attempts">Attempts per webhook</h2>
+        </Section>
+        <Section headingId="h-event-attempts" id="event-attempts" title="Attempts per webhook">
           {webhooks.length ? (
             webhooks.map((w) => (
               <div class="card" data-webhook-id={w.webhook_id}>
@@ -220,12 +217,11 @@ function eventPage(c: DashContext, ctx: AppContext) {
           ) : (
             <p class="muted">No webhook has had an attempt of this event.</p>
           )}
-        </section>
-        <section aria-labelledby="h-event-json">
-          <h2 id="h-event-json">CloudEvent</h2>
+        </Section>
+        <Section headingId="h-event-json" title="CloudEvent">
           <p class="hint">Exactly as delivered.</p>
           <Json value={event} label="CloudEvent JSON" />
-        </section>
+        </Section>
       </>
     ),
   });
@@ -286,8 +282,7 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
           <h1>
             Recovery <span class="h-sub">{rec.recovery_id}</span>
           </h1>
-          <section aria-labelledby="h-recovery">
-            <h2 id="h-recovery">Progress</h2>
+          <Section headingId="h-recovery" title="Progress">
             <dl class="facts" id="recovery-status">
               <dt>State</dt>
               <dd id="recovery-state">
@@ -312,7 +307,7 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
               Each attempt carries the header X-Svc-Recovery: {rec.recovery_id}. Its outcomes are in the webhook's{' '}
               <a href={`${paths.webhook(w.webhook_id)}#attempts`}>attempts</a>.
             </p>
-          </section>
+          </Section>
         </>
       ),
     });

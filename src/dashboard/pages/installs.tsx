@@ -9,7 +9,7 @@ import { appName, branchName, componentNames, configVersion } from '../../servic
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, RunCells, StackTable, Diff, duration, Json, Labels, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, Diff, duration, Json, Labels, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable, WorkflowsTable } from './overview.tsx';
 
 type InstallView = ReturnType<typeof getInstallView>;
@@ -214,12 +214,10 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
             <a href={paths.installs}>Installs</a> /
           </p>
           <h1>{install.name}</h1>
-          <section aria-labelledby="h-facts">
-            <h2 id="h-facts">Details</h2>
+          <Section headingId="h-facts" title="Details">
             <InstallFacts install={install} refs={installRefs(ctx, orgId, install)} c={c} />
-          </section>
-          <section aria-labelledby="h-components">
-            <h2 id="h-components">Components</h2>
+          </Section>
+          <Section headingId="h-components" title="Components">
             {install.components.length ? (
               <ul>
                 {install.components.map((cmp) => (
@@ -231,23 +229,19 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
             ) : (
               <p class="muted">No components.</p>
             )}
-          </section>
-          <section aria-labelledby="h-config">
-            <h2 id="h-config">Current config</h2>
+          </Section>
+          <Section headingId="h-config" title="Current config">
             <Json value={currentConfig(versions, install)} label="Current app config" />
-          </section>
-          <section aria-labelledby="h-rollback">
-            <h2 id="h-rollback">Roll back</h2>
+          </Section>
+          <Section headingId="h-rollback" title="Roll back">
             <RollbackForm install={install} choices={rollbackChoices(versions, install.app_config_id)} c={c} />
-          </section>
-          <section aria-labelledby="h-versions">
-            <h2 id="h-versions">Version history</h2>
+          </Section>
+          <Section headingId="h-versions" title="Version history">
             <VersionHistory versions={versions} diffs={diffs} c={c} />
-          </section>
-          <section aria-labelledby="h-workflows">
-            <h2 id="h-workflows">Workflows</h2>
+          </Section>
+          <Section headingId="h-workflows" title="Workflows">
             <WorkflowsTable workflows={workflows} paths={paths} />
-          </section>
+          </Section>
         </>
       ),
     });
@@ -343,8 +337,7 @@ function registerInstallParts(r: Hono<DashEnv>, ctx: AppContext) {
             <a href={paths.installs}>Installs</a> / <a href={paths.install(install.install_id)}>{install.name}</a> /
           </p>
           <h1>Sandbox of {install.name}</h1>
-          <section aria-labelledby="h-sbx">
-            <h2 id="h-sbx">Details</h2>
+          <Section headingId="h-sbx" title="Details">
             <dl class="facts">
               <dt>Sandbox ID</dt>
               <dd>
@@ -359,11 +352,10 @@ function registerInstallParts(r: Hono<DashEnv>, ctx: AppContext) {
             </dl>
             <h3>Sandbox config</h3>
             <Json value={currentConfig(versions, install)?.sandbox ?? {}} label="Sandbox config" />
-          </section>
-          <section aria-labelledby="h-sbx-runs">
-            <h2 id="h-sbx-runs">Runs</h2>
+          </Section>
+          <Section headingId="h-sbx-runs" title="Runs">
             <StepHistory rows={rows} c={c} />
-          </section>
+          </Section>
         </>
       ),
     });
@@ -391,8 +383,7 @@ function registerInstallParts(r: Hono<DashEnv>, ctx: AppContext) {
           <h1>
             Component {name} <span class="h-sub">of {install.name}</span>
           </h1>
-          <section aria-labelledby="h-cmp">
-            <h2 id="h-cmp">Details</h2>
+          <Section headingId="h-cmp" title="Details">
             <dl class="facts">
               <dt>Component ID</dt>
               <dd>
@@ -407,11 +398,10 @@ function registerInstallParts(r: Hono<DashEnv>, ctx: AppContext) {
             </dl>
             <h3>Spec in the current config</h3>
             <Json value={spec ?? null} label="Component spec" />
-          </section>
-          <section aria-labelledby="h-cmp-runs">
-            <h2 id="h-cmp-runs">Deploys and plans</h2>
+          </Section>
+          <Section headingId="h-cmp-runs" title="Deploys and plans">
             <StepHistory rows={rows} c={c} />
-          </section>
+          </Section>
         </>
       ),
     });

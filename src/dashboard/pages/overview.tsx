@@ -8,7 +8,7 @@ import { listWebhooks } from '../../services/webhooks.ts';
 import type { Paths } from '../paths.ts';
 import { render } from '../render.tsx';
 import type { DashEnv } from '../session.ts';
-import { RunCells, StackTable, Status } from '../ui.tsx';
+import { RunCells, Section, StackTable, Status } from '../ui.tsx';
 
 export type InstallRow = ReturnType<typeof listInstalls>[number];
 
@@ -101,20 +101,17 @@ export function registerOverview(r: Hono<DashEnv>, ctx: AppContext) {
           <h1>
             {org ?? orgId} <span class="muted">{orgId}</span>
           </h1>
-          <section aria-labelledby="h-installs">
-            <h2 id="h-installs">Installs ({installs.length})</h2>
+          <Section headingId="h-installs" title={`Installs (${installs.length})`}>
             <InstallsTable installs={installs} paths={paths} names={installNamesOf(ctx, orgId, installs)} />
-          </section>
-          <section aria-labelledby="h-recent">
-            <h2 id="h-recent">Recent workflows</h2>
+          </Section>
+          <Section headingId="h-recent" title="Recent workflows">
             <WorkflowsTable workflows={recent} paths={paths} installNames={names} />
-          </section>
-          <section aria-labelledby="h-webhooks">
-            <h2 id="h-webhooks">Webhooks</h2>
+          </Section>
+          <Section headingId="h-webhooks" title="Webhooks">
             <p>
               {webhooks === 1 ? '1 webhook' : `${webhooks} webhooks`} registered. <a href={paths.webhooks}>Manage webhooks</a>
             </p>
-          </section>
+          </Section>
         </>
       ),
     });

@@ -4,7 +4,7 @@ import type { AppContext } from '../../context.ts';
 import { createToken, listTokens, revokeToken } from '../../services/api-tokens.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, StackTable, Time } from '../ui.tsx';
+import { Csrf, Section, StackTable, Time } from '../ui.tsx';
 
 function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: string; api_token: string; name: string | null }) {
   const orgId = c.req.param('org') as string;
@@ -16,8 +16,7 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
     children: (
       <>
         <h1>Settings</h1>
-        <section aria-labelledby="h-new-token">
-          <h2 id="h-new-token">New API token</h2>
+        <Section headingId="h-new-token" title="New API token">
           {created ? (
             <div class="flash ok" role="status">
               <p>
@@ -42,9 +41,8 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
               <button type="submit">Create token</button>
             </div>
           </form>
-        </section>
-        <section aria-labelledby="h-tokens">
-          <h2 id="h-tokens">API tokens</h2>
+        </Section>
+        <Section headingId="h-tokens" title="API tokens">
           <StackTable
             columns={['Name', 'Token ID', 'Created', 'State', <span class="muted">Actions</span>]}
             items={tokens}
@@ -71,7 +69,7 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
               </tr>
             )}
           />
-        </section>
+        </Section>
       </>
     ),
   });

@@ -8,7 +8,7 @@ import type { WebhookView } from '../../services/webhooks.ts';
 import type { Paths } from '../paths.ts';
 import { csrfOf } from '../render.tsx';
 import type { DashContext } from '../session.ts';
-import { Csrf, Errors, StackTable, Status, Time } from '../ui.tsx';
+import { Csrf, Errors, Section, StackTable, Status, Time } from '../ui.tsx';
 
 export const ATTEMPTS_PAGE = 25;
 
@@ -117,8 +117,7 @@ export const WebhookHistory = ({ c, ctx, w, recover }: { c: DashContext; ctx: Ap
   const r = recover ?? EMPTY_RECOVER;
   return (
     <>
-      <section aria-labelledby="h-attempts" id="attempts">
-        <h2 id="h-attempts">Attempts</h2>
+      <Section headingId="h-attempts" id="attempts" title="Attempts">
         <nav aria-label="Attempts shown" class="actions">
           <a href={`${base}#attempts`} aria-current={failedOnly ? undefined : 'true'}>
             All attempts
@@ -145,9 +144,8 @@ export const WebhookHistory = ({ c, ctx, w, recover }: { c: DashContext; ctx: Ap
             ) : null}
           </p>
         ) : null}
-      </section>
-      <section aria-labelledby="h-recover" id="recover">
-        <h2 id="h-recover">Recover since…</h2>
+      </Section>
+      <Section headingId="h-recover" id="recover" title="Recover since…">
         <p class="hint">
           One new attempt at this webhook alone for each kept event of the window that it matches now. Each carries the event's own body and id and the header
           X-Svc-Recovery.
@@ -173,7 +171,7 @@ export const WebhookHistory = ({ c, ctx, w, recover }: { c: DashContext; ctx: Ap
             <button type="submit">Recover</button>
           </div>
         </form>
-      </section>
+      </Section>
     </>
   );
 };

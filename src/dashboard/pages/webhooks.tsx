@@ -9,7 +9,7 @@ import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, p
 import { INTEREST_OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Errors, StackTable, Status, Time } from '../ui.tsx';
+import { Csrf, Errors, Section, StackTable, Status, Time } from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
 import {
   createBodyOf,
@@ -283,8 +283,7 @@ export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: A
               <h1>
                 Webhook <span class="h-sub">{w.webhook_url}</span>
               </h1>
-              <section aria-labelledby="h-details">
-                <h2 id="h-details">Details</h2>
+              <Section headingId="h-details" title="Details">
                 <dl class="facts">
                   <dt>URL</dt>
                   <dd>
@@ -313,29 +312,26 @@ export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: A
                     <Time iso={w.updated_at} />
                   </dd>
                 </dl>
-              </section>
-              <section aria-labelledby="h-delivery">
-                <h2 id="h-delivery">Delivery status</h2>
+              </Section>
+              <Section headingId="h-delivery" title="Delivery status">
                 <DeliveryFacts s={w.delivery_status} />
                 <p class="actions">
                   <PingButton c={c} w={w} from="webhook" />
                   <span class="hint">Sends one com.svc.webhook.ping.v1 event to this webhook alone and shows the result here.</span>
                 </p>
-              </section>
+              </Section>
               {props.ctx ? <WebhookHistory c={c} ctx={props.ctx} w={w} recover={props.recover} /> : null}
-              <section aria-labelledby="h-edit">
-                <h2 id="h-edit">Edit</h2>
+              <Section headingId="h-edit" title="Edit">
                 <WebhookForm c={c} {...props} />
-              </section>
-              <section aria-labelledby="h-delete">
-                <h2 id="h-delete">Delete</h2>
+              </Section>
+              <Section headingId="h-delete" title="Delete">
                 <form method="post" action={`${paths.webhook(w.webhook_id)}/delete`} class="inline">
                   <Csrf token={csrfOf(c)} />
                   <button type="submit" class="danger">
                     Delete webhook
                   </button>
                 </form>
-              </section>
+              </Section>
             </>
           ) : (
             <>

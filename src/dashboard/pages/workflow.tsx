@@ -8,7 +8,7 @@ import { rolloutView, type RolloutView } from '../../services/rollouts.ts';
 import { cancelWorkflow, getWorkflowView, respondToApproval, workflowOwner, workflowParent, type ParentInfo, type StepView, type WorkflowOwner, type WorkflowView } from '../../services/workflows.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, isTerminal, Json, Labels, Owner, ownerText, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, Diff, duration, isTerminal, Json, Labels, Owner, ownerText, Section, Status, Time, type DiffShape } from '../ui.tsx';
 import { configNamer } from '../config-namer.ts';
 import { groupStatus, RolloutFacts, stepExtra, TripCause } from './rollouts.tsx';
 
@@ -189,8 +189,7 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout }:
       <h1>
         {wf.type} <span class="h-sub">for {ownerText(owner)}</span> <Status status={wf.status} />
       </h1>
-      <section aria-labelledby="h-wf">
-        <h2 id="h-wf">Details</h2>
+      <Section headingId="h-wf" title="Details">
         <dl class="facts">
           <dt>Type</dt>
           <dd>
@@ -251,7 +250,7 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout }:
             </button>
           </form>
         ) : null}
-      </section>
+      </Section>
       {rollout ? <TripCause c={c} data={rollout} /> : null}
       {rollout ? (
         <RolloutSteps wf={wf} components={components} configName={configName} c={c} rollout={rollout} />
