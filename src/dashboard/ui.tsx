@@ -140,6 +140,14 @@ export const RunCells: FC<{ run: { status: string; error?: string | null; starte
   </>
 );
 
+/** One entry of a facts list (`<dl class="facts">`): the term's `<dt>` and the `<dd>` of its value. */
+export const Fact: FC<{ term: Child; id?: string; children?: Child }> = ({ term, id, children }) => (
+  <>
+    <dt>{term}</dt>
+    <dd id={id}>{children}</dd>
+  </>
+);
+
 /** A page section named by its heading: `<section aria-labelledby>` around an `<h2>` of that id. */
 export const Section: FC<{ headingId: string; title: Child; id?: string; children?: Child }> = ({ headingId, title, id, children }) => (
   <section aria-labelledby={headingId} id={id}>

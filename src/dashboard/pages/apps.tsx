@@ -14,7 +14,7 @@ import { listAppRollouts } from '../../services/rollouts.ts';
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, Errors, Labels, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, Diff, duration, Errors, Fact, Labels, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable } from './overview.tsx';
 
 type ConfigView = ReturnType<typeof listConfigs>[number];
@@ -209,14 +209,11 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
           <Errors errors={errors} title="The rollback was not started:" />
           <Section headingId="h-plan-what" title="What it does">
             <dl class="facts">
-              <dt>To</dt>
-              <dd>{target}</dd>
-              <dt>Installs</dt>
-              <dd>{fields.selector.trim() ? <>with labels <code>{fields.selector.trim()}</code></> : 'every install of the app'}</dd>
-              <dt>Moves</dt>
-              <dd>
+              <Fact term="To">{target}</Fact>
+              <Fact term="Installs">{fields.selector.trim() ? <>with labels <code>{fields.selector.trim()}</code></> : 'every install of the app'}</Fact>
+              <Fact term="Moves">
                 {plan.installs.length} install(s) in {groups.length} group(s); {plan.skipped.length} skipped
-              </dd>
+              </Fact>
             </dl>
             {vetoed.length ? (
               <p class="step-error" role="alert">

@@ -10,8 +10,8 @@ import { getWebhook } from '../../services/webhooks.ts';
 import { eventListQuerySchema, recoverBodySchema, resendBodySchema } from '../../http/schemas.ts';
 import { issuesToDetails } from '../../http/validation.ts';
 import { errorPage, render } from '../render.tsx';
-import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Errors, Json, Section, StackTable, Status, Time } from '../ui.tsx';
+import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
+import { Errors, Fact, Json, Section, StackTable, Status, Time } from '../ui.tsx';
 import { formStateOf } from '../webhook-form.ts';
 import { showForm } from './webhooks.tsx';
 import { AttemptResultCells, AttemptVia, ResendButton, type RecoverFormState } from './webhook-history.tsx';
@@ -170,18 +170,15 @@ function eventPage(c: DashContext, ctx: AppContext) {
         </h1>
         <Section headingId="h-event" title="Details">
           <dl class="facts">
-            <dt>Event ID</dt>
-            <dd>
+            <Fact term="Event ID">
               <code>{event.id}</code>
-            </dd>
-            <dt>Type</dt>
-            <dd>{event.type}</dd>
+            </Fact>
+            <Fact term="Type">{event.type}</Fact>
             <dt>Subject</dt>
             <dd class="id">{typeof event.subject === 'string' ? event.subject : '—'}</dd>
-            <dt>Time</dt>
-            <dd>
+            <Fact term="Time">
               <Time iso={typeof event.time === 'string' ? event.time : null} />
-            </dd>
+            </Fact>
             <dt>Source</dt>
             <dd class="id">{event.source}</dd>
           </dl>
@@ -284,18 +281,13 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
           </h1>
           <Section headingId="h-recovery" title="Progress">
             <dl class="facts" id="recovery-status">
-              <dt>State</dt>
-              <dd id="recovery-state">
+              <Fact term="State" id="recovery-state">
                 <Status status={rec.state} />
-              </dd>
-              <dt>Events</dt>
-              <dd id="recovery-events">{rec.events}</dd>
-              <dt>Attempted</dt>
-              <dd id="recovery-attempted">{rec.attempted}</dd>
-              <dt>Succeeded</dt>
-              <dd id="recovery-succeeded">{rec.succeeded}</dd>
-              <dt>Failed</dt>
-              <dd id="recovery-failed">{rec.failed}</dd>
+              </Fact>
+              <Fact term="Events" id="recovery-events">{rec.events}</Fact>
+              <Fact term="Attempted" id="recovery-attempted">{rec.attempted}</Fact>
+              <Fact term="Succeeded" id="recovery-succeeded">{rec.succeeded}</Fact>
+              <Fact term="Failed" id="recovery-failed">{rec.failed}</Fact>
             </dl>
             <p>
               <label for="recovery-progress">Attempted {rec.attempted} of {rec.events}</label>
@@ -321,19 +313,14 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
     if (!parsed.success) return errorPage(c, 400, 'Request refused', 'No event to resend was named.');
     const eventId = parsed.data.event_id;
     const res = await resendEvent(ctx, orgId, w.webhook_id, eventId);
-    const http = res.status !== undefined ? `HTTP ${res.status}` : 'no response';
-    const details: Array<[string, string]> = [
-      ['Event', eventId],
-      ['Delivered', res.delivered ? 'yes' : 'no'],
-      ['HTTP status', res.status !== undefined ? String(res.status) : 'no response'],
-      ['Error', res.error ?? '—'],
-      ['Duration', `${res.duration_ms} ms`],
-    ];
-    flash(
+    flashAttempt(
       c,
-      res.delivered
-        ? { kind: 'ok', text: `Event resent to ${w.webhook_url}: delivered, ${http} in ${res.duration_ms} ms.`, details }
-        : { kind: 'error', text: `Event resent to ${w.webhook_url} was not delivered: ${res.error ?? http}.`, details },
+      res,
+      {
+        ok: (http) => `Event resent to ${w.webhook_url}: delivered, ${http} in ${res.duration_ms} ms.`,
+        failed: (why) => `Event resent to ${w.webhook_url} was not delivered: ${why}.`,
+      },
+      [['Event', eventId]],
     );
     const paths = c.get('paths');
     const back = form.back === 'event' ? paths.event(eventId) : `${paths.webhook(w.webhook_id)}${form.outcome === 'failure' ? '?outcome=failure' : ''}#attempts`;

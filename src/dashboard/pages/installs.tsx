@@ -9,7 +9,7 @@ import { appName, branchName, componentNames, configVersion } from '../../servic
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, Json, Labels, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, Diff, duration, Fact, Json, Labels, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable, WorkflowsTable } from './overview.tsx';
 
 type InstallView = ReturnType<typeof getInstallView>;
@@ -33,40 +33,31 @@ const InstallFacts = ({ install, refs, c }: { install: InstallView; refs: Return
   const paths = c.get('paths');
   return (
     <dl class="facts">
-      <dt>Install ID</dt>
-      <dd>
+      <Fact term="Install ID">
         <code>{install.install_id}</code>
-      </dd>
-      <dt>App</dt>
-      <dd>
+      </Fact>
+      <Fact term="App">
         {refs.app ? <a href={paths.app(install.app_id)}>{refs.app}</a> : null} <Id id={install.app_id} />
-      </dd>
-      <dt>App config</dt>
-      <dd>{install.app_config_id ? <>{refs.configVersion !== null ? `v${refs.configVersion} ` : null}<Id id={install.app_config_id} /></> : '—'}</dd>
-      <dt>Health</dt>
-      <dd>
+      </Fact>
+      <Fact term="App config">{install.app_config_id ? <>{refs.configVersion !== null ? `v${refs.configVersion} ` : null}<Id id={install.app_config_id} /></> : '—'}</Fact>
+      <Fact term="Health">
         <Status status={install.health} />
-      </dd>
-      <dt>Provisioned</dt>
-      <dd>{install.provisioned ? 'yes' : 'no'}</dd>
-      <dt>Labels</dt>
-      <dd>
+      </Fact>
+      <Fact term="Provisioned">{install.provisioned ? 'yes' : 'no'}</Fact>
+      <Fact term="Labels">
         <Labels labels={install.labels} />
-      </dd>
-      <dt>Sandbox</dt>
-      <dd>
+      </Fact>
+      <Fact term="Sandbox">
         <a href={paths.sandbox(install.install_id)}>Sandbox of {install.name}</a> <Id id={install.sandbox_id} />
-      </dd>
-      <dt>Runner</dt>
-      <dd>
+      </Fact>
+      <Fact term="Runner">
         <code>{install.runner_id}</code>
-      </dd>
+      </Fact>
       {install.app_branch_id ? (
         <>
-          <dt>Branch</dt>
-          <dd>
+          <Fact term="Branch">
             {refs.branch ?? null} <Id id={install.app_branch_id} />
-          </dd>
+          </Fact>
         </>
       ) : null}
     </dl>
@@ -339,16 +330,13 @@ function registerInstallParts(r: Hono<DashEnv>, ctx: AppContext) {
           <h1>Sandbox of {install.name}</h1>
           <Section headingId="h-sbx" title="Details">
             <dl class="facts">
-              <dt>Sandbox ID</dt>
-              <dd>
+              <Fact term="Sandbox ID">
                 <code>{install.sandbox_id}</code>
-              </dd>
-              <dt>Install</dt>
-              <dd>
+              </Fact>
+              <Fact term="Install">
                 <a href={paths.install(install.install_id)}>{install.name}</a>
-              </dd>
-              <dt>Provisioned</dt>
-              <dd>{install.provisioned ? 'yes' : 'no'}</dd>
+              </Fact>
+              <Fact term="Provisioned">{install.provisioned ? 'yes' : 'no'}</Fact>
             </dl>
             <h3>Sandbox config</h3>
             <Json value={currentConfig(versions, install)?.sandbox ?? {}} label="Sandbox config" />
@@ -385,16 +373,13 @@ function registerInstallParts(r: Hono<DashEnv>, ctx: AppContext) {
           </h1>
           <Section headingId="h-cmp" title="Details">
             <dl class="facts">
-              <dt>Component ID</dt>
-              <dd>
+              <Fact term="Component ID">
                 <code>{componentId}</code>
-              </dd>
-              <dt>Health</dt>
-              <dd>{active ? <Status status={active.health} /> : <span class="muted">not in the current config</span>}</dd>
-              <dt>Labels</dt>
-              <dd>
+              </Fact>
+              <Fact term="Health">{active ? <Status status={active.health} /> : <span class="muted">not in the current config</span>}</Fact>
+              <Fact term="Labels">
                 <Labels labels={active?.labels} />
-              </dd>
+              </Fact>
             </dl>
             <h3>Spec in the current config</h3>
             <Json value={spec ?? null} label="Component spec" />

@@ -8,8 +8,8 @@ import { LIMITS } from '../../domain/limits.ts';
 import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, pingWebhook, type WebhookView } from '../../services/webhooks.ts';
 import { INTEREST_OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
-import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Errors, Section, StackTable, Status, Time } from '../ui.tsx';
+import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
+import { Csrf, Errors, Fact, Section, StackTable, Status, Time } from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
 import {
   createBodyOf,
@@ -196,24 +196,18 @@ const Outcome = ({ s, short }: { s: DeliveryStatus; short?: boolean }) =>
 /** Every field of a webhook's delivery status (CONTRACT 4.1). */
 const DeliveryFacts = ({ s }: { s: DeliveryStatus }) => (
   <dl class="facts" id="delivery-status">
-    <dt>Last outcome</dt>
-    <dd>
+    <Fact term="Last outcome">
       <Outcome s={s} />
-    </dd>
-    <dt>Last attempt</dt>
-    <dd>
+    </Fact>
+    <Fact term="Last attempt">
       <Time iso={s.last_attempt_at} />
-    </dd>
-    <dt>Last HTTP status</dt>
-    <dd>{s.last_status_code ?? <span class="muted">—</span>}</dd>
+    </Fact>
+    <Fact term="Last HTTP status">{s.last_status_code ?? <span class="muted">—</span>}</Fact>
     <dt>Last error</dt>
     <dd class={s.last_error ? 'step-error' : undefined}>{s.last_error ?? <span class="muted">—</span>}</dd>
-    <dt>Consecutive failures</dt>
-    <dd>{s.consecutive_failures}</dd>
-    <dt>Attempts</dt>
-    <dd>{s.attempts_total}</dd>
-    <dt>Failures</dt>
-    <dd>{s.failures_total}</dd>
+    <Fact term="Consecutive failures">{s.consecutive_failures}</Fact>
+    <Fact term="Attempts">{s.attempts_total}</Fact>
+    <Fact term="Failures">{s.failures_total}</Fact>
   </dl>
 );
 
@@ -285,32 +279,26 @@ export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: A
               </h1>
               <Section headingId="h-details" title="Details">
                 <dl class="facts">
-                  <dt>URL</dt>
-                  <dd>
+                  <Fact term="URL">
                     <code>{w.webhook_url}</code>
-                  </dd>
-                  <dt>Webhook ID</dt>
-                  <dd>
+                  </Fact>
+                  <Fact term="Webhook ID">
                     <code>{w.webhook_id}</code>
-                  </dd>
-                  <dt>Signing secret</dt>
-                  <dd>{w.has_secret ? 'set' : 'none (deliveries are unsigned)'}</dd>
+                  </Fact>
+                  <Fact term="Signing secret">{w.has_secret ? 'set' : 'none (deliveries are unsigned)'}</Fact>
                   {w.previous_secret_expires_at ? (
                     <>
-                      <dt>Previous secret</dt>
-                      <dd id="previous-secret">
+                      <Fact term="Previous secret" id="previous-secret">
                         still signs until <Time iso={w.previous_secret_expires_at} />
-                      </dd>
+                      </Fact>
                     </>
                   ) : null}
-                  <dt>Created</dt>
-                  <dd>
+                  <Fact term="Created">
                     <Time iso={w.created_at} />
-                  </dd>
-                  <dt>Updated</dt>
-                  <dd>
+                  </Fact>
+                  <Fact term="Updated">
                     <Time iso={w.updated_at} />
-                  </dd>
+                  </Fact>
                 </dl>
               </Section>
               <Section headingId="h-delivery" title="Delivery status">
@@ -425,19 +413,10 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const back = (await c.req.parseBody()).from === 'webhook' ? c.get('paths').webhook(w.webhook_id) : c.get('paths').webhooks;
     const res = await pingWebhook(ctx, orgId, w.webhook_id);
-    const http = res.status !== undefined ? `HTTP ${res.status}` : 'no response';
-    const details: Array<[string, string]> = [
-      ['Delivered', res.delivered ? 'yes' : 'no'],
-      ['HTTP status', res.status !== undefined ? String(res.status) : 'no response'],
-      ['Error', res.error ?? '—'],
-      ['Duration', `${res.duration_ms} ms`],
-    ];
-    flash(
-      c,
-      res.delivered
-        ? { kind: 'ok', text: `Test event delivered to ${w.webhook_url}: ${http} in ${res.duration_ms} ms.`, details }
-        : { kind: 'error', text: `Test event to ${w.webhook_url} was not delivered: ${res.error ?? http}.`, details },
-    );
+    flashAttempt(c, res, {
+      ok: (http) => `Test event delivered to ${w.webhook_url}: ${http} in ${res.duration_ms} ms.`,
+      failed: (why) => `Test event to ${w.webhook_url} was not delivered: ${why}.`,
+    });
     return c.redirect(back, 303);
   });
 }
