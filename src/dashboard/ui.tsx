@@ -156,6 +156,13 @@ export const Section: FC<{ headingId: string; title: Child; id?: string; childre
   </section>
 );
 
+/** A page's Details section: its facts list (`Fact` entries as children). */
+export const DetailsSection: FC<{ headingId: string; children?: Child }> = ({ headingId, children }) => (
+  <Section headingId={headingId} title="Details">
+    <dl class="facts">{children}</dl>
+  </Section>
+);
+
 /**
  * A table that stacks into labelled cards on narrow screens (class `stack-sm`; each cell carries
  * its column as data-label): one header row of `columns` (a falsy entry is a column left out),

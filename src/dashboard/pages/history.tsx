@@ -11,7 +11,7 @@ import { eventListQuerySchema, recoverBodySchema, resendBodySchema } from '../..
 import { issuesToDetails } from '../../http/validation.ts';
 import { errorPage, render } from '../render.tsx';
 import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
-import { Errors, Fact, Json, Section, StackTable, Status, Time } from '../ui.tsx';
+import { DetailsSection, Errors, Fact, Json, Section, StackTable, Status, Time } from '../ui.tsx';
 import { formStateOf } from '../webhook-form.ts';
 import { showForm } from './webhooks.tsx';
 import { AttemptResultCells, AttemptVia, ResendButton, type RecoverFormState } from './webhook-history.tsx';
@@ -168,21 +168,19 @@ function eventPage(c: DashContext, ctx: AppContext) {
         <h1>
           Event <span class="h-sub">{event.type}</span>
         </h1>
-        <Section headingId="h-event" title="Details">
-          <dl class="facts">
-            <Fact term="Event ID">
-              <code>{event.id}</code>
-            </Fact>
-            <Fact term="Type">{event.type}</Fact>
-            <dt>Subject</dt>
-            <dd class="id">{typeof event.subject === 'string' ? event.subject : '—'}</dd>
-            <Fact term="Time">
-              <Time iso={typeof event.time === 'string' ? event.time : null} />
-            </Fact>
-            <dt>Source</dt>
-            <dd class="id">{event.source}</dd>
-          </dl>
-        </Section>
+        <DetailsSection headingId="h-event">
+          <Fact term="Event ID">
+            <code>{event.id}</code>
+          </Fact>
+          <Fact term="Type">{event.type}</Fact>
+          <dt>Subject</dt>
+          <dd class="id">{typeof event.subject === 'string' ? event.subject : '—'}</dd>
+          <Fact term="Time">
+            <Time iso={typeof event.time === 'string' ? event.time : null} />
+          </Fact>
+          <dt>Source</dt>
+          <dd class="id">{event.source}</dd>
+        </DetailsSection>
         <Section headingId="h-event-attempts" id="event-attempts" title="Attempts per webhook">
           {webhooks.length ? (
             webhooks.map((w) => (

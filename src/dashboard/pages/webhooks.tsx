@@ -9,7 +9,7 @@ import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, p
 import { INTEREST_OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Errors, Fact, Section, StackTable, Status, Time } from '../ui.tsx';
+import { Csrf, DetailsSection, Errors, Fact, Section, StackTable, Status, Time } from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
 import {
   createBodyOf,
@@ -277,30 +277,28 @@ export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: A
               <h1>
                 Webhook <span class="h-sub">{w.webhook_url}</span>
               </h1>
-              <Section headingId="h-details" title="Details">
-                <dl class="facts">
-                  <Fact term="URL">
-                    <code>{w.webhook_url}</code>
-                  </Fact>
-                  <Fact term="Webhook ID">
-                    <code>{w.webhook_id}</code>
-                  </Fact>
-                  <Fact term="Signing secret">{w.has_secret ? 'set' : 'none (deliveries are unsigned)'}</Fact>
-                  {w.previous_secret_expires_at ? (
-                    <>
-                      <Fact term="Previous secret" id="previous-secret">
-                        still signs until <Time iso={w.previous_secret_expires_at} />
-                      </Fact>
-                    </>
-                  ) : null}
-                  <Fact term="Created">
-                    <Time iso={w.created_at} />
-                  </Fact>
-                  <Fact term="Updated">
-                    <Time iso={w.updated_at} />
-                  </Fact>
-                </dl>
-              </Section>
+              <DetailsSection headingId="h-details">
+                <Fact term="URL">
+                  <code>{w.webhook_url}</code>
+                </Fact>
+                <Fact term="Webhook ID">
+                  <code>{w.webhook_id}</code>
+                </Fact>
+                <Fact term="Signing secret">{w.has_secret ? 'set' : 'none (deliveries are unsigned)'}</Fact>
+                {w.previous_secret_expires_at ? (
+                  <>
+                    <Fact term="Previous secret" id="previous-secret">
+                      still signs until <Time iso={w.previous_secret_expires_at} />
+                    </Fact>
+                  </>
+                ) : null}
+                <Fact term="Created">
+                  <Time iso={w.created_at} />
+                </Fact>
+                <Fact term="Updated">
+                  <Time iso={w.updated_at} />
+                </Fact>
+              </DetailsSection>
               <Section headingId="h-delivery" title="Delivery status">
                 <DeliveryFacts s={w.delivery_status} />
                 <p class="actions">
