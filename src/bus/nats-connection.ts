@@ -25,7 +25,7 @@ import {
   type BusMessage,
   type BusRequestErrorCode,
 } from './bus.ts';
-import { systemClock, within } from '../domain/clock.ts';
+import { foregroundClock, sleep, systemClock, within } from '../domain/clock.ts';
 import { eventsWildcard, subjectMatches } from './subjects.ts';
 import { natsConnectOptions, type NatsRole } from './nats-auth.ts';
 
@@ -128,8 +128,8 @@ export async function connectNats(url: string, opts: NatsBusOptions = {}): Promi
       const why = (err as Error)?.message ?? String(err);
       if (!opts.waitForServer) throw new Error(`cannot connect to NATS at ${redactNatsUrl(url)}: ${why}`, { cause: err });
       if (attempt === 1 || attempt % 30 === 0) logger.warn({ url: redactNatsUrl(url), err: why, attempt }, 'cannot reach NATS; retrying');
-      // a timer that holds the process open: nothing else does while it waits for NATS (svc worker)
-      await new Promise((r) => setTimeout(r, 1000));
+      // on the foreground clock: its timer holds the process open, nothing else does while it waits for NATS (svc worker)
+      await sleep(foregroundClock, 1000);
     }
   }
 }

@@ -176,6 +176,30 @@ export function flash(c: DashContext, f: Flash): void {
   setCookie(c, FLASH_COOKIE, value, cookieOpts(c, 60));
 }
 
+/** The result of one attempt sent from the dashboard (a test event, a resend). */
+export interface SentAttempt {
+  delivered: boolean;
+  status?: number;
+  error?: string;
+  duration_ms: number;
+}
+
+/**
+ * Flashes how an attempt sent from the dashboard went: `ok(http)` or `failed(why)` the sentence,
+ * then its details (`first` ones, then delivered, HTTP status, error, duration).
+ */
+export function flashAttempt(c: DashContext, res: SentAttempt, text: { ok: (http: string) => string; failed: (why: string) => string }, first: Array<[string, string]> = []): void {
+  const http = res.status !== undefined ? `HTTP ${res.status}` : 'no response';
+  const details: Array<[string, string]> = [
+    ...first,
+    ['Delivered', res.delivered ? 'yes' : 'no'],
+    ['HTTP status', res.status !== undefined ? String(res.status) : 'no response'],
+    ['Error', res.error ?? '—'],
+    ['Duration', `${res.duration_ms} ms`],
+  ];
+  flash(c, res.delivered ? { kind: 'ok', text: text.ok(http), details } : { kind: 'error', text: text.failed(res.error ?? http), details });
+}
+
 /** Takes the pending flash message (if any) into `flash`. */
 export const takeFlash: MiddlewareHandler<DashEnv> = async (c, next) => {
   const raw = getCookie(c, FLASH_COOKIE);

@@ -140,6 +140,49 @@ export const RunCells: FC<{ run: { status: string; error?: string | null; starte
   </>
 );
 
+/** One entry of a facts list (`<dl class="facts">`): the term's `<dt>` and the `<dd>` of its value. */
+export const Fact: FC<{ term: Child; id?: string; children?: Child }> = ({ term, id, children }) => (
+  <>
+    <dt>{term}</dt>
+    <dd id={id}>{children}</dd>
+  </>
+);
+
+/** A page section named by its heading: `<section aria-labelledby>` around an `<h2>` of that id. */
+export const Section: FC<{ headingId: string; title: Child; id?: string; children?: Child }> = ({ headingId, title, id, children }) => (
+  <section aria-labelledby={headingId} id={id}>
+    <h2 id={headingId}>{title}</h2>
+    {children}
+  </section>
+);
+
+/** A page's Details section: its facts list (`Fact` entries as children). */
+export const DetailsSection: FC<{ headingId: string; children?: Child }> = ({ headingId, children }) => (
+  <Section headingId={headingId} title="Details">
+    <dl class="facts">{children}</dl>
+  </Section>
+);
+
+/**
+ * A table that stacks into labelled cards on narrow screens (class `stack-sm`; each cell carries
+ * its column as data-label): one header row of `columns` (a falsy entry is a column left out),
+ * one `row` per item. With `empty`, no items show that muted line instead of an empty table.
+ */
+export function StackTable<T>(p: { columns: Child[]; items: T[]; row: (item: T) => Child; empty?: Child; id?: string; caption?: Child }) {
+  if (!p.items.length && p.empty !== undefined) return <p class="muted">{p.empty}</p>;
+  return (
+    <div class="table-wrap">
+      <table class="stack-sm" id={p.id}>
+        {p.caption ? <caption class="sr-only">{p.caption}</caption> : null}
+        <thead>
+          <tr>{p.columns.map((c) => (c ? <th scope="col">{c}</th> : null))}</tr>
+        </thead>
+        <tbody>{p.items.map(p.row)}</tbody>
+      </table>
+    </div>
+  );
+}
+
 export const Json: FC<{ value: unknown; label?: string }> = ({ value, label }) => (
   <pre class="json" aria-label={label} tabindex={0}>
     {JSON.stringify(value, null, 2)}

@@ -125,13 +125,23 @@ export class Transactions {
   run<T>(fn: (t: Tx) => T): T {
     if (this.current) return fn(this.current);
     const t = this.open();
+    const result = this.immediate(t, () => fn(t));
+    this.committed(t);
+    return result;
+  }
+
+  /**
+   * `body` in one IMMEDIATE transaction open as `t`, the piggyback riding along: its rows written
+   * inside, then told whether they were rolled back or committed.
+   */
+  private immediate<T>(t: OpenTx, body: () => T): T {
     this.current = t;
     const ride = this.deps.piggyback;
     let result: T;
     try {
       result = this.deps.db
         .transaction(() => {
-          const r = fn(t);
+          const r = body();
           ride?.write();
           return r;
         })
@@ -143,7 +153,6 @@ export class Transactions {
       this.current = null;
     }
     ride?.committed();
-    this.committed(t);
     return result;
   }
 
@@ -159,34 +168,23 @@ export class Transactions {
     const attempt = (isolated: boolean): { t: OpenTx; results: Array<BatchResult<R>> } => {
       const t = this.open();
       const results: Array<BatchResult<R>> = [];
-      this.current = t;
-      const ride = this.deps.piggyback;
-      try {
-        db.transaction(() => {
-          for (const item of items) {
-            if (!isolated) {
-              results.push({ ok: true, value: fn(t, item) });
-              continue;
-            }
-            const marks = { types: t.types.length, rows: t.rows.length, jobs: t.jobs };
-            try {
-              results.push({ ok: true, value: db.transaction(() => fn(t, item))() });
-            } catch (error) {
-              t.types.length = marks.types;
-              t.rows.length = marks.rows;
-              t.jobs = marks.jobs;
-              results.push({ ok: false, error });
-            }
+      this.immediate(t, () => {
+        for (const item of items) {
+          if (!isolated) {
+            results.push({ ok: true, value: fn(t, item) });
+            continue;
           }
-          ride?.write();
-        }).immediate();
-      } catch (err) {
-        ride?.rolledBack();
-        throw err;
-      } finally {
-        this.current = null;
-      }
-      ride?.committed();
+          const marks = { types: t.types.length, rows: t.rows.length, jobs: t.jobs };
+          try {
+            results.push({ ok: true, value: db.transaction(() => fn(t, item))() });
+          } catch (error) {
+            t.types.length = marks.types;
+            t.rows.length = marks.rows;
+            t.jobs = marks.jobs;
+            results.push({ ok: false, error });
+          }
+        }
+      });
       return { t, results };
     };
     let done: { t: OpenTx; results: Array<BatchResult<R>> };

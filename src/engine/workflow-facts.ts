@@ -64,17 +64,14 @@ export class WorkflowFacts {
       finished_at: isFinal(status) && status !== 'skipped' ? now : undefined,
       error: error ?? undefined,
     });
-    const scope = scopeOf(this.db, wf, fresh);
+    // what every fact of this step says after its kind and transition
+    const about = { org_id: wf.org_id, time: now, workflow: workflowRef(wf), step: stepRef(fresh), ...scopeOf(this.db, wf, fresh) };
     for (const f of r.emitted) {
       if (f.type === 'lifecycle') {
         t.emit({
           kind: 'workflow_step',
           transition: f.transition,
-          org_id: wf.org_id,
-          time: now,
-          workflow: workflowRef(wf),
-          step: stepRef(fresh),
-          ...scope,
+          ...about,
           ...outcomeOf(f.transition, () => extra?.duration_ms ?? durationMs(startedAt, now), error ?? f.error ?? 'failed'),
           ...rolloutOf(wf),
         });
@@ -83,11 +80,7 @@ export class WorkflowFacts {
         t.emit({
           kind: 'workflow_step_approval',
           transition: f.transition,
-          org_id: wf.org_id,
-          time: now,
-          workflow: workflowRef(wf),
-          step: stepRef(fresh),
-          ...scope,
+          ...about,
           approval: { ...a, status: f.transition },
         });
       }

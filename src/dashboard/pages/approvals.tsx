@@ -5,8 +5,8 @@ import type { AppContext } from '../../context.ts';
 import { listPendingApprovals, type PendingApproval } from '../../services/approvals.ts';
 import { render } from '../render.tsx';
 import type { DashContext, DashEnv } from '../session.ts';
-import { duration, Owner, Status, Time } from '../ui.tsx';
-import { configNamer } from '../names.ts';
+import { duration, Fact, Owner, Status, Time } from '../ui.tsx';
+import { configNamer } from '../config-namer.ts';
 import { ApprovalForm, Plan, workflowTitle, type ConfigName } from './workflow.tsx';
 
 const ApprovalCard = ({ item, c, configName }: { item: PendingApproval; c: DashContext; configName: ConfigName }) => {
@@ -18,23 +18,19 @@ const ApprovalCard = ({ item, c, configName }: { item: PendingApproval; c: DashC
     <section class="approval" id={`approval-${wf.workflow_id}-${step.step_id}`} aria-labelledby={hid}>
       <h2 id={hid}>{step.name}</h2>
       <dl class="facts">
-        <dt>Workflow</dt>
-        <dd>
+        <Fact term="Workflow">
           <a href={paths.workflow(wf.workflow_id)}>{workflowTitle(wf.type, wf.owner)}</a> <Status status={wf.status} />{' '}
           <span class="muted id">{wf.workflow_id}</span>
-        </dd>
-        <dt>Owner</dt>
-        <dd>
+        </Fact>
+        <Fact term="Owner">
           <Owner owner={wf.owner} paths={paths} />
-        </dd>
-        <dt>Step</dt>
-        <dd>
+        </Fact>
+        <Fact term="Step">
           {step.idx}. {step.name} <Status status={step.status} /> <span class="muted id">{step.step_id}</span>
-        </dd>
-        <dt>Waiting</dt>
-        <dd>
+        </Fact>
+        <Fact term="Waiting">
           since <Time iso={step.started_at} /> ({duration(step.started_at, null)})
-        </dd>
+        </Fact>
       </dl>
       {step.plan !== undefined && step.plan !== null ? <Plan plan={step.plan} c={c} configName={configName} /> : <p class="muted">No plan.</p>}
       <ApprovalForm workflowId={wf.workflow_id} step={step} c={c} back="approvals" />

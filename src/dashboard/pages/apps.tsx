@@ -11,10 +11,10 @@ import { listApps, listConfigs, mustGetApp, unvetoConfig, vetoConfig } from '../
 import { listInstalls } from '../../services/installs.ts';
 import { rollBackFleet, type FleetRollbackInput } from '../../services/rollback.ts';
 import { listAppRollouts } from '../../services/rollouts.ts';
-import { configNamer } from '../names.ts';
+import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, RunCells, Diff, duration, Errors, Labels, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, Diff, duration, Errors, Fact, Labels, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable } from './overview.tsx';
 
 type ConfigView = ReturnType<typeof listConfigs>[number];
@@ -110,51 +110,39 @@ const VetoCell = ({ app, cfg, c }: { app: App; cfg: ConfigView; c: DashContext }
   );
 };
 
-const ConfigsTable = ({ app, configs, installsOn, c }: { app: App; configs: ConfigView[]; installsOn: Map<string, number>; c: DashContext }) =>
-  configs.length ? (
-    <div class="table-wrap">
-      <table class="stack-sm">
-        <thead>
-          <tr>
-            <th scope="col">Config</th>
-            <th scope="col">Created</th>
-            <th scope="col">Installs on it</th>
-            <th scope="col">Veto</th>
-          </tr>
-        </thead>
-        <tbody>
-          {configs.map((cfg) => (
-            <tr id={`config-${cfg.app_config_id}`} class={cfg.vetoed ? 'row-vetoed' : undefined}>
-              <td data-label="Config">
-                <strong>v{cfg.version}</strong> <span class="muted id">{cfg.app_config_id}</span>
-                <details>
-                  <summary>
-                    Components<span class="sr-only"> of v{cfg.version}</span>
-                  </summary>
-                  <ul>
-                    {cfg.components.map((cmp) => (
-                      <li>
-                        {cmp.name} <span class="muted">{JSON.stringify(cmp.values ?? {})}</span>
-                      </li>
-                    ))}
-                  </ul>
-                </details>
-              </td>
-              <td data-label="Created">
-                <Time iso={cfg.created_at} />
-              </td>
-              <td data-label="Installs on it">{installsOn.get(cfg.app_config_id) ?? 0}</td>
-              <td data-label="Veto">
-                <VetoCell app={app} cfg={cfg} c={c} />
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
-  ) : (
-    <p class="muted">No configs yet. Create one with the API: POST /v1/apps/{app.app_id}/configs.</p>
-  );
+const ConfigsTable = ({ app, configs, installsOn, c }: { app: App; configs: ConfigView[]; installsOn: Map<string, number>; c: DashContext }) => (
+  <StackTable
+    columns={['Config', 'Created', 'Installs on it', 'Veto']}
+    items={configs}
+    empty={`No configs yet. Create one with the API: POST /v1/apps/${app.app_id}/configs.`}
+    row={(cfg) => (
+      <tr id={`config-${cfg.app_config_id}`} class={cfg.vetoed ? 'row-vetoed' : undefined}>
+        <td data-label="Config">
+          <strong>v{cfg.version}</strong> <span class="muted id">{cfg.app_config_id}</span>
+          <details>
+            <summary>
+              Components<span class="sr-only"> of v{cfg.version}</span>
+            </summary>
+            <ul>
+              {cfg.components.map((cmp) => (
+                <li>
+                  {cmp.name} <span class="muted">{JSON.stringify(cmp.values ?? {})}</span>
+                </li>
+              ))}
+            </ul>
+          </details>
+        </td>
+        <td data-label="Created">
+          <Time iso={cfg.created_at} />
+        </td>
+        <td data-label="Installs on it">{installsOn.get(cfg.app_config_id) ?? 0}</td>
+        <td data-label="Veto">
+          <VetoCell app={app} cfg={cfg} c={c} />
+        </td>
+      </tr>
+    )}
+  />
+);
 
 const ToOptions = ({ configs, selected }: { configs: ConfigView[]; selected: string }) => (
   <>
@@ -219,17 +207,13 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
           <Breadcrumb c={c} app={app} />
           <h1>Fleet rollback plan for {app.name}</h1>
           <Errors errors={errors} title="The rollback was not started:" />
-          <section aria-labelledby="h-plan-what">
-            <h2 id="h-plan-what">What it does</h2>
+          <Section headingId="h-plan-what" title="What it does">
             <dl class="facts">
-              <dt>To</dt>
-              <dd>{target}</dd>
-              <dt>Installs</dt>
-              <dd>{fields.selector.trim() ? <>with labels <code>{fields.selector.trim()}</code></> : 'every install of the app'}</dd>
-              <dt>Moves</dt>
-              <dd>
+              <Fact term="To">{target}</Fact>
+              <Fact term="Installs">{fields.selector.trim() ? <>with labels <code>{fields.selector.trim()}</code></> : 'every install of the app'}</Fact>
+              <Fact term="Moves">
                 {plan.installs.length} install(s) in {groups.length} group(s); {plan.skipped.length} skipped
-              </dd>
+              </Fact>
             </dl>
             {vetoed.length ? (
               <p class="step-error" role="alert">
@@ -237,7 +221,7 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
                 lift the veto first.
               </p>
             ) : null}
-          </section>
+          </Section>
           {groups.map((g, n) => (
             <section aria-labelledby={`h-group-${n}`} class="group">
               <h2 id={`h-group-${n}`}>
@@ -261,8 +245,7 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
               </ul>
             </section>
           ))}
-          <section aria-labelledby="h-skipped">
-            <h2 id="h-skipped">Skipped ({plan.skipped.length})</h2>
+          <Section headingId="h-skipped" title={`Skipped (${plan.skipped.length})`}>
             {plan.skipped.length ? (
               <ul class="skipped">
                 {plan.skipped.map((s) => (
@@ -274,9 +257,8 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
             ) : (
               <p class="muted">None: every selected install moves.</p>
             )}
-          </section>
-          <section aria-labelledby="h-apply">
-            <h2 id="h-apply">Apply</h2>
+          </Section>
+          <Section headingId="h-apply" title="Apply">
             {plan.installs.length ? (
               <ApplyForm app={app} fields={fields} c={c} />
             ) : (
@@ -284,7 +266,7 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
                 Nothing to roll back. <a href={paths.app(app.app_id)}>Back to {app.name}</a>
               </p>
             )}
-          </section>
+          </Section>
         </>
       ),
     },
@@ -360,43 +342,30 @@ export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
         <>
           <h1>Apps</h1>
           <section aria-label="Apps">
-            {apps.length ? (
-              <div class="table-wrap">
-                <table class="stack-sm">
-                  <thead>
-                    <tr>
-                      <th scope="col">App</th>
-                      <th scope="col">Configs</th>
-                      <th scope="col">Installs</th>
-                      <th scope="col">Created</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {apps.map((a) => {
-                      const configs = listConfigs(ctx, orgId, a.app_id);
-                      const vetoed = configs.filter((x) => x.vetoed).length;
-                      return (
-                        <tr>
-                          <td data-label="App">
-                            <a href={paths.app(a.app_id)}>{a.name}</a> <span class="muted id">{a.app_id}</span>
-                          </td>
-                          <td data-label="Configs">
-                            {configs.length}
-                            {vetoed ? ` (${vetoed} vetoed)` : ''}
-                          </td>
-                          <td data-label="Installs">{installs.filter((i) => i.app_id === a.app_id).length}</td>
-                          <td data-label="Created">
-                            <Time iso={a.created_at} />
-                          </td>
-                        </tr>
-                      );
-                    })}
-                  </tbody>
-                </table>
-              </div>
-            ) : (
-              <p class="muted">No apps yet. Create one with the API: POST /v1/apps.</p>
-            )}
+            <StackTable
+              columns={['App', 'Configs', 'Installs', 'Created']}
+              items={apps}
+              empty="No apps yet. Create one with the API: POST /v1/apps."
+              row={(a) => {
+                const configs = listConfigs(ctx, orgId, a.app_id);
+                const vetoed = configs.filter((x) => x.vetoed).length;
+                return (
+                  <tr>
+                    <td data-label="App">
+                      <a href={paths.app(a.app_id)}>{a.name}</a> <span class="muted id">{a.app_id}</span>
+                    </td>
+                    <td data-label="Configs">
+                      {configs.length}
+                      {vetoed ? ` (${vetoed} vetoed)` : ''}
+                    </td>
+                    <td data-label="Installs">{installs.filter((i) => i.app_id === a.app_id).length}</td>
+                    <td data-label="Created">
+                      <Time iso={a.created_at} />
+                    </td>
+                  </tr>
+                );
+              }}
+            />
           </section>
         </>
       ),
@@ -426,49 +395,32 @@ function registerAppPage(r: Hono<DashEnv>, ctx: AppContext) {
           <h1>
             {app.name} <span class="muted id">{app.app_id}</span>
           </h1>
-          <section aria-labelledby="h-configs">
-            <h2 id="h-configs">Configs</h2>
+          <Section headingId="h-configs" title="Configs">
             <p class="hint">A vetoed config is refused wherever it would be applied (install updates, branch runs, fleet rollbacks, new installs).</p>
             <ConfigsTable app={app} configs={configs} installsOn={installsOn} c={c} />
-          </section>
-          <section aria-labelledby="h-fleet">
-            <h2 id="h-fleet">Roll back fleet</h2>
+          </Section>
+          <Section headingId="h-fleet" title="Roll back fleet">
             {installs.length ? <FleetRollbackForm app={app} configs={configs} c={c} /> : <p class="muted">No installs to roll back.</p>}
-          </section>
-          <section aria-labelledby="h-app-installs">
-            <h2 id="h-app-installs">Installs ({installs.length})</h2>
+          </Section>
+          <Section headingId="h-app-installs" title={`Installs (${installs.length})`}>
             <InstallsTable installs={installs} paths={paths} names={installNamesOf(ctx, orgId, installs)} />
-          </section>
-          <section aria-labelledby="h-rollouts">
-            <h2 id="h-rollouts">Rollouts</h2>
-            {rollouts.length ? (
-              <div class="table-wrap">
-                <table class="stack-sm">
-                  <thead>
-                    <tr>
-                      <th scope="col">Rollout</th>
-                      <th scope="col">Status</th>
-                      <th scope="col">Created</th>
-                      <th scope="col">Duration</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {rollouts.map((w) => (
-                      <tr>
-                        <td data-label="Rollout">
-                          <a href={paths.workflow(w.workflow_id)}>{w.type === 'app_rollback' ? 'fleet rollback' : `branch run of ${branchName.get(w.owner_id) ?? w.owner_id}`}</a>{' '}
-                          <span class="muted id">{w.workflow_id}</span>
-                        </td>
-                        <RunCells run={w} time={w.created_at} timeLabel="Created" />
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-            ) : (
-              <p class="muted">No branch runs or fleet rollbacks yet.</p>
-            )}
-          </section>
+          </Section>
+          <Section headingId="h-rollouts" title="Rollouts">
+            <StackTable
+              columns={['Rollout', 'Status', 'Created', 'Duration']}
+              items={rollouts}
+              empty="No branch runs or fleet rollbacks yet."
+              row={(w) => (
+                <tr>
+                  <td data-label="Rollout">
+                    <a href={paths.workflow(w.workflow_id)}>{w.type === 'app_rollback' ? 'fleet rollback' : `branch run of ${branchName.get(w.owner_id) ?? w.owner_id}`}</a>{' '}
+                    <span class="muted id">{w.workflow_id}</span>
+                  </td>
+                  <RunCells run={w} time={w.created_at} timeLabel="Created" />
+                </tr>
+              )}
+            />
+          </Section>
         </>
       ),
     });

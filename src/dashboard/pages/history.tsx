@@ -10,8 +10,8 @@ import { getWebhook } from '../../services/webhooks.ts';
 import { eventListQuerySchema, recoverBodySchema, resendBodySchema } from '../../http/schemas.ts';
 import { issuesToDetails } from '../../http/validation.ts';
 import { errorPage, render } from '../render.tsx';
-import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Errors, Json, Status, Time } from '../ui.tsx';
+import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
+import { DetailsSection, Errors, Fact, Json, Section, StackTable, Status, Time } from '../ui.tsx';
 import { formStateOf } from '../webhook-form.ts';
 import { showForm } from './webhooks.tsx';
 import { AttemptResultCells, AttemptVia, ResendButton, type RecoverFormState } from './webhook-history.tsx';
@@ -68,36 +68,27 @@ const FilterForm = ({ c, f }: { c: DashContext; f: Filters }) => (
 );
 
 const EventTable = ({ c, events }: { c: DashContext; events: CloudEventJson[] }) => (
-  <div class="table-wrap">
-    <table class="stack-sm" id="events-table">
-      <thead>
-        <tr>
-          <th scope="col">Time</th>
-          <th scope="col">Type</th>
-          <th scope="col">Subject</th>
-          <th scope="col">Event ID</th>
-        </tr>
-      </thead>
-      <tbody>
-        {events.map((e) => (
-          <tr class="event" data-event-id={e.id}>
-            <td data-label="Time">
-              <Time iso={typeof e.time === 'string' ? e.time : null} />
-            </td>
-            <td data-label="Type">{e.type}</td>
-            <td data-label="Subject" class="id">
-              {typeof e.subject === 'string' ? e.subject : <span class="muted">—</span>}
-            </td>
-            <td data-label="Event ID">
-              <a href={c.get('paths').event(e.id)} class="id">
-                {e.id}
-              </a>
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
-  </div>
+  <StackTable
+    columns={['Time', 'Type', 'Subject', 'Event ID']}
+    items={events}
+    id="events-table"
+    row={(e) => (
+      <tr class="event" data-event-id={e.id}>
+        <td data-label="Time">
+          <Time iso={typeof e.time === 'string' ? e.time : null} />
+        </td>
+        <td data-label="Type">{e.type}</td>
+        <td data-label="Subject" class="id">
+          {typeof e.subject === 'string' ? e.subject : <span class="muted">—</span>}
+        </td>
+        <td data-label="Event ID">
+          <a href={c.get('paths').event(e.id)} class="id">
+            {e.id}
+          </a>
+        </td>
+      </tr>
+    )}
+  />
 );
 
 function eventsPage(c: DashContext, ctx: AppContext) {
@@ -134,8 +125,7 @@ function eventsPage(c: DashContext, ctx: AppContext) {
           <section aria-label="Filters">
             <FilterForm c={c} f={f} />
           </section>
-          <section aria-labelledby="h-events">
-            <h2 id="h-events">Kept events</h2>
+          <Section headingId="h-events" title="Kept events">
             <Errors errors={errors} title="These filters are not valid:" />
             {page ? (
               page.data.length ? (
@@ -156,7 +146,7 @@ function eventsPage(c: DashContext, ctx: AppContext) {
                 ) : null}
               </p>
             ) : null}
-          </section>
+          </Section>
         </>
       ),
     },
@@ -178,61 +168,42 @@ function eventPage(c: DashContext, ctx: AppContext) {
         <h1>
           Event <span class="h-sub">{event.type}</span>
         </h1>
-        <section aria-labelledby="h-event">
-          <h2 id="h-event">Details</h2>
-          <dl class="facts">
-            <dt>Event ID</dt>
-            <dd>
-              <code>{event.id}</code>
-            </dd>
-            <dt>Type</dt>
-            <dd>{event.type}</dd>
-            <dt>Subject</dt>
-            <dd class="id">{typeof event.subject === 'string' ? event.subject : '—'}</dd>
-            <dt>Time</dt>
-            <dd>
-              <Time iso={typeof event.time === 'string' ? event.time : null} />
-            </dd>
-            <dt>Source</dt>
-            <dd class="id">{event.source}</dd>
-          </dl>
-        </section>
-        <section aria-labelledby="h-event-attempts" id="event-attempts">
-          <h2 id="h-event-attempts">Attempts per webhook</h2>
+        <DetailsSection headingId="h-event">
+          <Fact term="Event ID">
+            <code>{event.id}</code>
+          </Fact>
+          <Fact term="Type">{event.type}</Fact>
+          <dt>Subject</dt>
+          <dd class="id">{typeof event.subject === 'string' ? event.subject : '—'}</dd>
+          <Fact term="Time">
+            <Time iso={typeof event.time === 'string' ? event.time : null} />
+          </Fact>
+          <dt>Source</dt>
+          <dd class="id">{event.source}</dd>
+        </DetailsSection>
+        <Section headingId="h-event-attempts" id="event-attempts" title="Attempts per webhook">
           {webhooks.length ? (
             webhooks.map((w) => (
               <div class="card" data-webhook-id={w.webhook_id}>
                 <h3>
                   <a href={paths.webhook(w.webhook_id)}>{w.webhook_url}</a>
                 </h3>
-                <div class="table-wrap">
-                  <table class="stack-sm">
-                    <caption class="sr-only">Attempts of this event at {w.webhook_url}, newest first</caption>
-                    <thead>
-                      <tr>
-                        <th scope="col">Attempted</th>
-                        <th scope="col">Outcome</th>
-                        <th scope="col">HTTP status</th>
-                        <th scope="col">Error</th>
-                        <th scope="col">Duration</th>
-                        <th scope="col">Via</th>
-                      </tr>
-                    </thead>
-                    <tbody>
-                      {w.attempts.map((a) => (
-                        <tr class={`attempt attempt-${a.outcome}`}>
-                          <td data-label="Attempted">
-                            <Time iso={a.attempted_at} />
-                          </td>
-                          <AttemptResultCells a={a} />
-                          <td data-label="Via">
-                            <AttemptVia a={a} webhookId={w.webhook_id} paths={paths} />
-                          </td>
-                        </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                </div>
+                <StackTable
+                  columns={['Attempted', 'Outcome', 'HTTP status', 'Error', 'Duration', 'Via']}
+                  items={w.attempts}
+                  caption={`Attempts of this event at ${w.webhook_url}, newest first`}
+                  row={(a) => (
+                    <tr class={`attempt attempt-${a.outcome}`}>
+                      <td data-label="Attempted">
+                        <Time iso={a.attempted_at} />
+                      </td>
+                      <AttemptResultCells a={a} />
+                      <td data-label="Via">
+                        <AttemptVia a={a} webhookId={w.webhook_id} paths={paths} />
+                      </td>
+                    </tr>
+                  )}
+                />
                 <p class="actions">
                   <ResendButton c={c} webhookId={w.webhook_id} eventId={event.id} back="event" label={`Resend to ${w.webhook_url}`} />
                 </p>
@@ -241,12 +212,11 @@ function eventPage(c: DashContext, ctx: AppContext) {
           ) : (
             <p class="muted">No webhook has had an attempt of this event.</p>
           )}
-        </section>
-        <section aria-labelledby="h-event-json">
-          <h2 id="h-event-json">CloudEvent</h2>
+        </Section>
+        <Section headingId="h-event-json" title="CloudEvent">
           <p class="hint">Exactly as delivered.</p>
           <Json value={event} label="CloudEvent JSON" />
-        </section>
+        </Section>
       </>
     ),
   });
@@ -307,21 +277,15 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
           <h1>
             Recovery <span class="h-sub">{rec.recovery_id}</span>
           </h1>
-          <section aria-labelledby="h-recovery">
-            <h2 id="h-recovery">Progress</h2>
+          <Section headingId="h-recovery" title="Progress">
             <dl class="facts" id="recovery-status">
-              <dt>State</dt>
-              <dd id="recovery-state">
+              <Fact term="State" id="recovery-state">
                 <Status status={rec.state} />
-              </dd>
-              <dt>Events</dt>
-              <dd id="recovery-events">{rec.events}</dd>
-              <dt>Attempted</dt>
-              <dd id="recovery-attempted">{rec.attempted}</dd>
-              <dt>Succeeded</dt>
-              <dd id="recovery-succeeded">{rec.succeeded}</dd>
-              <dt>Failed</dt>
-              <dd id="recovery-failed">{rec.failed}</dd>
+              </Fact>
+              <Fact term="Events" id="recovery-events">{rec.events}</Fact>
+              <Fact term="Attempted" id="recovery-attempted">{rec.attempted}</Fact>
+              <Fact term="Succeeded" id="recovery-succeeded">{rec.succeeded}</Fact>
+              <Fact term="Failed" id="recovery-failed">{rec.failed}</Fact>
             </dl>
             <p>
               <label for="recovery-progress">Attempted {rec.attempted} of {rec.events}</label>
@@ -333,7 +297,7 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
               Each attempt carries the header X-Svc-Recovery: {rec.recovery_id}. Its outcomes are in the webhook's{' '}
               <a href={`${paths.webhook(w.webhook_id)}#attempts`}>attempts</a>.
             </p>
-          </section>
+          </Section>
         </>
       ),
     });
@@ -347,19 +311,14 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
     if (!parsed.success) return errorPage(c, 400, 'Request refused', 'No event to resend was named.');
     const eventId = parsed.data.event_id;
     const res = await resendEvent(ctx, orgId, w.webhook_id, eventId);
-    const http = res.status !== undefined ? `HTTP ${res.status}` : 'no response';
-    const details: Array<[string, string]> = [
-      ['Event', eventId],
-      ['Delivered', res.delivered ? 'yes' : 'no'],
-      ['HTTP status', res.status !== undefined ? String(res.status) : 'no response'],
-      ['Error', res.error ?? '—'],
-      ['Duration', `${res.duration_ms} ms`],
-    ];
-    flash(
+    flashAttempt(
       c,
-      res.delivered
-        ? { kind: 'ok', text: `Event resent to ${w.webhook_url}: delivered, ${http} in ${res.duration_ms} ms.`, details }
-        : { kind: 'error', text: `Event resent to ${w.webhook_url} was not delivered: ${res.error ?? http}.`, details },
+      res,
+      {
+        ok: (http) => `Event resent to ${w.webhook_url}: delivered, ${http} in ${res.duration_ms} ms.`,
+        failed: (why) => `Event resent to ${w.webhook_url} was not delivered: ${why}.`,
+      },
+      [['Event', eventId]],
     );
     const paths = c.get('paths');
     const back = form.back === 'event' ? paths.event(eventId) : `${paths.webhook(w.webhook_id)}${form.outcome === 'failure' ? '?outcome=failure' : ''}#attempts`;

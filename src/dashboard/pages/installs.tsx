@@ -6,10 +6,10 @@ import { getInstallView, listInstalls, listInstallWorkflows } from '../../servic
 import { listInstallVersions, updateInstallConfig, versionDiff } from '../../services/rollback.ts';
 import { getWorkflowView, type StepView, type WorkflowView } from '../../services/workflows.ts';
 import { appName, branchName, componentNames, configVersion } from '../../services/names.ts';
-import { configNamer } from '../names.ts';
+import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, RunCells, Diff, duration, Json, Labels, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, Diff, duration, Fact, Json, Labels, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable, WorkflowsTable } from './overview.tsx';
 
 type InstallView = ReturnType<typeof getInstallView>;
@@ -33,40 +33,31 @@ const InstallFacts = ({ install, refs, c }: { install: InstallView; refs: Return
   const paths = c.get('paths');
   return (
     <dl class="facts">
-      <dt>Install ID</dt>
-      <dd>
+      <Fact term="Install ID">
         <code>{install.install_id}</code>
-      </dd>
-      <dt>App</dt>
-      <dd>
+      </Fact>
+      <Fact term="App">
         {refs.app ? <a href={paths.app(install.app_id)}>{refs.app}</a> : null} <Id id={install.app_id} />
-      </dd>
-      <dt>App config</dt>
-      <dd>{install.app_config_id ? <>{refs.configVersion !== null ? `v${refs.configVersion} ` : null}<Id id={install.app_config_id} /></> : '—'}</dd>
-      <dt>Health</dt>
-      <dd>
+      </Fact>
+      <Fact term="App config">{install.app_config_id ? <>{refs.configVersion !== null ? `v${refs.configVersion} ` : null}<Id id={install.app_config_id} /></> : '—'}</Fact>
+      <Fact term="Health">
         <Status status={install.health} />
-      </dd>
-      <dt>Provisioned</dt>
-      <dd>{install.provisioned ? 'yes' : 'no'}</dd>
-      <dt>Labels</dt>
-      <dd>
+      </Fact>
+      <Fact term="Provisioned">{install.provisioned ? 'yes' : 'no'}</Fact>
+      <Fact term="Labels">
         <Labels labels={install.labels} />
-      </dd>
-      <dt>Sandbox</dt>
-      <dd>
+      </Fact>
+      <Fact term="Sandbox">
         <a href={paths.sandbox(install.install_id)}>Sandbox of {install.name}</a> <Id id={install.sandbox_id} />
-      </dd>
-      <dt>Runner</dt>
-      <dd>
+      </Fact>
+      <Fact term="Runner">
         <code>{install.runner_id}</code>
-      </dd>
+      </Fact>
       {install.app_branch_id ? (
         <>
-          <dt>Branch</dt>
-          <dd>
+          <Fact term="Branch">
             {refs.branch ?? null} <Id id={install.app_branch_id} />
-          </dd>
+          </Fact>
         </>
       ) : null}
     </dl>
@@ -138,35 +129,22 @@ function recentWorkflowViews(ctx: AppContext, orgId: string, installId: string):
     .map((w) => getWorkflowView(ctx, orgId, w.workflow_id));
 }
 
-const StepHistory = ({ rows, c }: { rows: Array<{ wf: WorkflowView; step: StepView }>; c: DashContext }) =>
-  rows.length ? (
-    <div class="table-wrap">
-      <table class="stack-sm">
-        <thead>
-          <tr>
-            <th scope="col">Step</th>
-            <th scope="col">Workflow</th>
-            <th scope="col">Status</th>
-            <th scope="col">Started</th>
-            <th scope="col">Duration</th>
-          </tr>
-        </thead>
-        <tbody>
-          {rows.map(({ wf, step }) => (
-            <tr>
-              <td data-label="Step">{step.name}</td>
-              <td data-label="Workflow">
-                <a href={c.get('paths').workflow(wf.workflow_id)}>{wf.type}</a>
-              </td>
-              <RunCells run={step} time={step.started_at} timeLabel="Started" />
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
-  ) : (
-    <p class="muted">No runs yet.</p>
-  );
+const StepHistory = ({ rows, c }: { rows: Array<{ wf: WorkflowView; step: StepView }>; c: DashContext }) => (
+  <StackTable
+    columns={['Step', 'Workflow', 'Status', 'Started', 'Duration']}
+    items={rows}
+    empty="No runs yet."
+    row={({ wf, step }) => (
+      <tr>
+        <td data-label="Step">{step.name}</td>
+        <td data-label="Workflow">
+          <a href={c.get('paths').workflow(wf.workflow_id)}>{wf.type}</a>
+        </td>
+        <RunCells run={step} time={step.started_at} timeLabel="Started" />
+      </tr>
+    )}
+  />
+);
 
 function stepsWhere(views: WorkflowView[], pred: (s: StepView) => boolean) {
   return views.flatMap((wf) => wf.steps.filter(pred).map((step) => ({ wf, step })));
@@ -227,12 +205,10 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
             <a href={paths.installs}>Installs</a> /
           </p>
           <h1>{install.name}</h1>
-          <section aria-labelledby="h-facts">
-            <h2 id="h-facts">Details</h2>
+          <Section headingId="h-facts" title="Details">
             <InstallFacts install={install} refs={installRefs(ctx, orgId, install)} c={c} />
-          </section>
-          <section aria-labelledby="h-components">
-            <h2 id="h-components">Components</h2>
+          </Section>
+          <Section headingId="h-components" title="Components">
             {install.components.length ? (
               <ul>
                 {install.components.map((cmp) => (
@@ -244,23 +220,19 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
             ) : (
               <p class="muted">No components.</p>
             )}
-          </section>
-          <section aria-labelledby="h-config">
-            <h2 id="h-config">Current config</h2>
+          </Section>
+          <Section headingId="h-config" title="Current config">
             <Json value={currentConfig(versions, install)} label="Current app config" />
-          </section>
-          <section aria-labelledby="h-rollback">
-            <h2 id="h-rollback">Roll back</h2>
+          </Section>
+          <Section headingId="h-rollback" title="Roll back">
             <RollbackForm install={install} choices={rollbackChoices(versions, install.app_config_id)} c={c} />
-          </section>
-          <section aria-labelledby="h-versions">
-            <h2 id="h-versions">Version history</h2>
+          </Section>
+          <Section headingId="h-versions" title="Version history">
             <VersionHistory versions={versions} diffs={diffs} c={c} />
-          </section>
-          <section aria-labelledby="h-workflows">
-            <h2 id="h-workflows">Workflows</h2>
+          </Section>
+          <Section headingId="h-workflows" title="Workflows">
             <WorkflowsTable workflows={workflows} paths={paths} />
-          </section>
+          </Section>
         </>
       ),
     });
@@ -356,27 +328,22 @@ function registerInstallParts(r: Hono<DashEnv>, ctx: AppContext) {
             <a href={paths.installs}>Installs</a> / <a href={paths.install(install.install_id)}>{install.name}</a> /
           </p>
           <h1>Sandbox of {install.name}</h1>
-          <section aria-labelledby="h-sbx">
-            <h2 id="h-sbx">Details</h2>
+          <Section headingId="h-sbx" title="Details">
             <dl class="facts">
-              <dt>Sandbox ID</dt>
-              <dd>
+              <Fact term="Sandbox ID">
                 <code>{install.sandbox_id}</code>
-              </dd>
-              <dt>Install</dt>
-              <dd>
+              </Fact>
+              <Fact term="Install">
                 <a href={paths.install(install.install_id)}>{install.name}</a>
-              </dd>
-              <dt>Provisioned</dt>
-              <dd>{install.provisioned ? 'yes' : 'no'}</dd>
+              </Fact>
+              <Fact term="Provisioned">{install.provisioned ? 'yes' : 'no'}</Fact>
             </dl>
             <h3>Sandbox config</h3>
             <Json value={currentConfig(versions, install)?.sandbox ?? {}} label="Sandbox config" />
-          </section>
-          <section aria-labelledby="h-sbx-runs">
-            <h2 id="h-sbx-runs">Runs</h2>
+          </Section>
+          <Section headingId="h-sbx-runs" title="Runs">
             <StepHistory rows={rows} c={c} />
-          </section>
+          </Section>
         </>
       ),
     });
@@ -404,27 +371,22 @@ function registerInstallParts(r: Hono<DashEnv>, ctx: AppContext) {
           <h1>
             Component {name} <span class="h-sub">of {install.name}</span>
           </h1>
-          <section aria-labelledby="h-cmp">
-            <h2 id="h-cmp">Details</h2>
+          <Section headingId="h-cmp" title="Details">
             <dl class="facts">
-              <dt>Component ID</dt>
-              <dd>
+              <Fact term="Component ID">
                 <code>{componentId}</code>
-              </dd>
-              <dt>Health</dt>
-              <dd>{active ? <Status status={active.health} /> : <span class="muted">not in the current config</span>}</dd>
-              <dt>Labels</dt>
-              <dd>
+              </Fact>
+              <Fact term="Health">{active ? <Status status={active.health} /> : <span class="muted">not in the current config</span>}</Fact>
+              <Fact term="Labels">
                 <Labels labels={active?.labels} />
-              </dd>
+              </Fact>
             </dl>
             <h3>Spec in the current config</h3>
             <Json value={spec ?? null} label="Component spec" />
-          </section>
-          <section aria-labelledby="h-cmp-runs">
-            <h2 id="h-cmp-runs">Deploys and plans</h2>
+          </Section>
+          <Section headingId="h-cmp-runs" title="Deploys and plans">
             <StepHistory rows={rows} c={c} />
-          </section>
+          </Section>
         </>
       ),
     });

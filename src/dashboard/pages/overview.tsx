@@ -3,14 +3,14 @@ import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { appNames, configVersion, orgName } from '../../services/names.ts';
 import { listInstalls, listInstallWorkflows } from '../../services/installs.ts';
+import type { WorkflowSummary } from '../../services/workflows.ts';
 import { listWebhooks } from '../../services/webhooks.ts';
 import type { Paths } from '../paths.ts';
 import { render } from '../render.tsx';
 import type { DashEnv } from '../session.ts';
-import { RunCells, Status } from '../ui.tsx';
+import { RunCells, Section, StackTable, Status } from '../ui.tsx';
 
 export type InstallRow = ReturnType<typeof listInstalls>[number];
-export type WorkflowSummary = ReturnType<typeof listInstallWorkflows>[number];
 
 /** App names and config version numbers of the installs in a table. */
 export interface InstallNames {
@@ -29,84 +29,57 @@ export function installNamesOf(ctx: AppContext, orgId: string, installs: Install
   return { apps, configs };
 }
 
-export const InstallsTable = ({ installs, paths, names }: { installs: InstallRow[]; paths: Paths; names: InstallNames }) =>
-  installs.length ? (
-    <div class="table-wrap">
-      <table class="stack-sm">
-        <thead>
-          <tr>
-            <th scope="col">Install</th>
-            <th scope="col">App</th>
-            <th scope="col">Health</th>
-            <th scope="col">Provisioned</th>
-            <th scope="col">App config</th>
-            <th scope="col">Components</th>
-          </tr>
-        </thead>
-        <tbody>
-          {installs.map((i) => (
-            <tr>
-              <td data-label="Install">
-                <a href={paths.install(i.install_id)}>{i.name}</a> <span class="muted">{i.install_id}</span>
-              </td>
-              <td data-label="App">{names.apps.get(i.app_id) ?? <code>{i.app_id}</code>}</td>
-              <td data-label="Health">
-                <Status status={i.health} />
-              </td>
-              <td data-label="Provisioned">{i.provisioned ? 'yes' : 'no'}</td>
-              <td data-label="App config">
-                {i.app_config_id ? (
-                  <>
-                    {names.configs.has(i.app_config_id) ? `v${names.configs.get(i.app_config_id)} ` : null}
-                    <span class="muted id">{i.app_config_id}</span>
-                  </>
-                ) : (
-                  '—'
-                )}
-              </td>
-              <td data-label="Components">{i.components.length}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
-  ) : (
-    <p class="muted">No installs yet. Create one with the API: POST /v1/installs.</p>
-  );
+export const InstallsTable = ({ installs, paths, names }: { installs: InstallRow[]; paths: Paths; names: InstallNames }) => (
+  <StackTable
+    columns={['Install', 'App', 'Health', 'Provisioned', 'App config', 'Components']}
+    items={installs}
+    empty="No installs yet. Create one with the API: POST /v1/installs."
+    row={(i) => (
+      <tr>
+        <td data-label="Install">
+          <a href={paths.install(i.install_id)}>{i.name}</a> <span class="muted">{i.install_id}</span>
+        </td>
+        <td data-label="App">{names.apps.get(i.app_id) ?? <code>{i.app_id}</code>}</td>
+        <td data-label="Health">
+          <Status status={i.health} />
+        </td>
+        <td data-label="Provisioned">{i.provisioned ? 'yes' : 'no'}</td>
+        <td data-label="App config">
+          {i.app_config_id ? (
+            <>
+              {names.configs.has(i.app_config_id) ? `v${names.configs.get(i.app_config_id)} ` : null}
+              <span class="muted id">{i.app_config_id}</span>
+            </>
+          ) : (
+            '—'
+          )}
+        </td>
+        <td data-label="Components">{i.components.length}</td>
+      </tr>
+    )}
+  />
+);
 
-export const WorkflowsTable = ({ workflows, paths, installNames }: { workflows: WorkflowSummary[]; paths: Paths; installNames?: Map<string, string> }) =>
-  workflows.length ? (
-    <div class="table-wrap">
-      <table class="stack-sm">
-        <thead>
-          <tr>
-            <th scope="col">Workflow</th>
-            {installNames ? <th scope="col">Install</th> : null}
-            <th scope="col">Status</th>
-            <th scope="col">Created</th>
-            <th scope="col">Duration</th>
-          </tr>
-        </thead>
-        <tbody>
-          {workflows.map((w) => (
-            <tr>
-              <td data-label="Workflow">
-                <a href={paths.workflow(w.workflow_id)}>{w.type}</a> <span class="muted">{w.workflow_id}</span>
-              </td>
-              {installNames ? (
-                <td data-label="Install">
-                  <a href={paths.install(w.owner_id)}>{installNames.get(w.owner_id) ?? w.owner_id}</a>
-                </td>
-              ) : null}
-              <RunCells run={w} time={w.created_at} timeLabel="Created" />
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
-  ) : (
-    <p class="muted">No workflows yet.</p>
-  );
+export const WorkflowsTable = ({ workflows, paths, installNames }: { workflows: WorkflowSummary[]; paths: Paths; installNames?: Map<string, string> }) => (
+  <StackTable
+    columns={['Workflow', installNames ? 'Install' : null, 'Status', 'Created', 'Duration']}
+    items={workflows}
+    empty="No workflows yet."
+    row={(w) => (
+      <tr>
+        <td data-label="Workflow">
+          <a href={paths.workflow(w.workflow_id)}>{w.type}</a> <span class="muted">{w.workflow_id}</span>
+        </td>
+        {installNames ? (
+          <td data-label="Install">
+            <a href={paths.install(w.owner_id)}>{installNames.get(w.owner_id) ?? w.owner_id}</a>
+          </td>
+        ) : null}
+        <RunCells run={w} time={w.created_at} timeLabel="Created" />
+      </tr>
+    )}
+  />
+);
 
 export function registerOverview(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org', (c) => {
@@ -128,20 +101,17 @@ export function registerOverview(r: Hono<DashEnv>, ctx: AppContext) {
           <h1>
             {org ?? orgId} <span class="muted">{orgId}</span>
           </h1>
-          <section aria-labelledby="h-installs">
-            <h2 id="h-installs">Installs ({installs.length})</h2>
+          <Section headingId="h-installs" title={`Installs (${installs.length})`}>
             <InstallsTable installs={installs} paths={paths} names={installNamesOf(ctx, orgId, installs)} />
-          </section>
-          <section aria-labelledby="h-recent">
-            <h2 id="h-recent">Recent workflows</h2>
+          </Section>
+          <Section headingId="h-recent" title="Recent workflows">
             <WorkflowsTable workflows={recent} paths={paths} installNames={names} />
-          </section>
-          <section aria-labelledby="h-webhooks">
-            <h2 id="h-webhooks">Webhooks</h2>
+          </Section>
+          <Section headingId="h-webhooks" title="Webhooks">
             <p>
               {webhooks === 1 ? '1 webhook' : `${webhooks} webhooks`} registered. <a href={paths.webhooks}>Manage webhooks</a>
             </p>
-          </section>
+          </Section>
         </>
       ),
     });

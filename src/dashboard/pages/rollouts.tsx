@@ -4,7 +4,7 @@
 import type { Child } from 'hono/jsx';
 import type { RolloutGroup, RolloutStep, RolloutView } from '../../services/rollouts.ts';
 import type { DashContext } from '../session.ts';
-import { Status, Time } from '../ui.tsx';
+import { Fact, Status, Time } from '../ui.tsx';
 
 /** "9 min 30 s", "45 s", "1 h 5 min". */
 export function span(ms: number): string {
@@ -25,22 +25,17 @@ export const TripCause = ({ c, data }: { c: DashContext; data: RolloutView }) =>
     <section class="trip" aria-labelledby="h-trip" id="trip">
       <h2 id="h-trip">Health gate tripped</h2>
       <dl class="facts">
-        <dt>Install</dt>
-        <dd>
+        <Fact term="Install">
           {trip.install_name !== null ? <a href={c.get('paths').install(trip.install_id)}>{trip.install_name}</a> : null} <span class="muted id">{trip.install_id}</span>
-        </dd>
-        <dt>Component</dt>
-        <dd>
+        </Fact>
+        <Fact term="Component">
           {trip.component_name} <span class="muted id">{trip.component_id}</span>
-        </dd>
-        <dt>Verdict</dt>
-        <dd>
+        </Fact>
+        <Fact term="Verdict">
           <Status status={trip.verdict} />
-        </dd>
-        <dt>Reason</dt>
-        <dd>{trip.reason ?? <span class="muted">none given</span>}</dd>
-        <dt>Then</dt>
-        <dd>{rollingBack ? 'the run stopped, later groups were cancelled and the groups already deployed roll back to the configs they had before the run' : 'the run stopped and later groups were cancelled (halt)'}</dd>
+        </Fact>
+        <Fact term="Reason">{trip.reason ?? <span class="muted">none given</span>}</Fact>
+        <Fact term="Then">{rollingBack ? 'the run stopped, later groups were cancelled and the groups already deployed roll back to the configs they had before the run' : 'the run stopped and later groups were cancelled (halt)'}</Fact>
       </dl>
     </section>
   );
@@ -51,14 +46,11 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
   const cfg = data.to && data.to_version !== null ? { app_config_id: data.to, version: data.to_version } : undefined;
   return (
     <>
-      <dt>To</dt>
-      <dd>
+      <Fact term="To">
         {data.to === 'previous' ? 'previous: each install to the config of its version before the current one' : cfg ? <>config v{cfg.version} <span class="muted id">{cfg.app_config_id}</span></> : (data.to ?? '—')}
-      </dd>
-      <dt>Approval</dt>
-      <dd>{data.approval === 'none' ? 'none: groups deploy one after another' : "each group's plan is approved before it deploys"}</dd>
-      <dt>Health gate</dt>
-      <dd>
+      </Fact>
+      <Fact term="Approval">{data.approval === 'none' ? 'none: groups deploy one after another' : "each group's plan is approved before it deploys"}</Fact>
+      <Fact term="Health gate">
         {data.gate ? (
           <>
             bake <strong>{data.gate.bake}</strong> after each group deploys; trips on {data.gate.on.join(' or ')}; then <strong>{data.gate.action}</strong>
@@ -66,7 +58,7 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
         ) : (
           'none'
         )}
-      </dd>
+      </Fact>
     </>
   );
 };

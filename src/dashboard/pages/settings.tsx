@@ -4,7 +4,7 @@ import type { AppContext } from '../../context.ts';
 import { createToken, listTokens, revokeToken } from '../../services/api-tokens.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Time } from '../ui.tsx';
+import { Csrf, Section, StackTable, Time } from '../ui.tsx';
 
 function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: string; api_token: string; name: string | null }) {
   const orgId = c.req.param('org') as string;
@@ -16,8 +16,7 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
     children: (
       <>
         <h1>Settings</h1>
-        <section aria-labelledby="h-new-token">
-          <h2 id="h-new-token">New API token</h2>
+        <Section headingId="h-new-token" title="New API token">
           {created ? (
             <div class="flash ok" role="status">
               <p>
@@ -42,49 +41,35 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
               <button type="submit">Create token</button>
             </div>
           </form>
-        </section>
-        <section aria-labelledby="h-tokens">
-          <h2 id="h-tokens">API tokens</h2>
-          <div class="table-wrap">
-            <table class="stack-sm">
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Token ID</th>
-                  <th scope="col">Created</th>
-                  <th scope="col">State</th>
-                  <th scope="col">
-                    <span class="muted">Actions</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {tokens.map((t) => (
-                  <tr>
-                    <td data-label="Name">{t.name ?? <span class="muted">—</span>}</td>
-                    <td data-label="Token ID">
-                      <code>{t.token_id}</code>
-                    </td>
-                    <td data-label="Created">
-                      <Time iso={t.created_at} />
-                    </td>
-                    <td data-label="State">{t.revoked_at ? <>revoked <Time iso={t.revoked_at} /></> : 'active'}</td>
-                    <td>
-                      {t.revoked_at ? null : (
-                        <form method="post" action={`${paths.settings}/tokens/${encodeURIComponent(t.token_id)}/revoke`} class="inline">
-                          <Csrf token={csrfOf(c)} />
-                          <button type="submit" class="danger" aria-label={`Revoke token ${t.name ?? t.token_id}`}>
-                            Revoke
-                          </button>
-                        </form>
-                      )}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        </section>
+        </Section>
+        <Section headingId="h-tokens" title="API tokens">
+          <StackTable
+            columns={['Name', 'Token ID', 'Created', 'State', <span class="muted">Actions</span>]}
+            items={tokens}
+            row={(t) => (
+              <tr>
+                <td data-label="Name">{t.name ?? <span class="muted">—</span>}</td>
+                <td data-label="Token ID">
+                  <code>{t.token_id}</code>
+                </td>
+                <td data-label="Created">
+                  <Time iso={t.created_at} />
+                </td>
+                <td data-label="State">{t.revoked_at ? <>revoked <Time iso={t.revoked_at} /></> : 'active'}</td>
+                <td>
+                  {t.revoked_at ? null : (
+                    <form method="post" action={`${paths.settings}/tokens/${encodeURIComponent(t.token_id)}/revoke`} class="inline">
+                      <Csrf token={csrfOf(c)} />
+                      <button type="submit" class="danger" aria-label={`Revoke token ${t.name ?? t.token_id}`}>
+                        Revoke
+                      </button>
+                    </form>
+                  )}
+                </td>
+              </tr>
+            )}
+          />
+        </Section>
       </>
     ),
   });

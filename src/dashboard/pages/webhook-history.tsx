@@ -8,7 +8,7 @@ import type { WebhookView } from '../../services/webhooks.ts';
 import type { Paths } from '../paths.ts';
 import { csrfOf } from '../render.tsx';
 import type { DashContext } from '../session.ts';
-import { Csrf, Errors, Status, Time } from '../ui.tsx';
+import { Csrf, Errors, Section, StackTable, Status, Time } from '../ui.tsx';
 
 export const ATTEMPTS_PAGE = 25;
 
@@ -78,47 +78,31 @@ export const ResendButton = ({
 const AttemptTable = ({ c, w, attempts, failedOnly }: { c: DashContext; w: WebhookView; attempts: AttemptView[]; failedOnly: boolean }) => {
   const paths = c.get('paths');
   return (
-    <div class="table-wrap">
-      <table class="stack-sm" id="attempts-table">
-        <thead>
-          <tr>
-            <th scope="col">Attempted</th>
-            <th scope="col">Event</th>
-            <th scope="col">Subject</th>
-            <th scope="col">Outcome</th>
-            <th scope="col">HTTP status</th>
-            <th scope="col">Error</th>
-            <th scope="col">Duration</th>
-            <th scope="col">Via</th>
-            <th scope="col">
-              <span class="muted">Actions</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {attempts.map((a) => (
-            <tr class={`attempt attempt-${a.outcome}`} data-event-id={a.event_id}>
-              <td data-label="Attempted">
-                <Time iso={a.attempted_at} />
-              </td>
-              <td data-label="Event">
-                {a.type} <a href={paths.event(a.event_id)} class="id">{a.event_id}</a>
-              </td>
-              <td data-label="Subject" class="id">
-                {a.subject ?? <span class="muted">—</span>}
-              </td>
-              <AttemptResultCells a={a} />
-              <td data-label="Via">
-                <AttemptVia a={a} webhookId={w.webhook_id} paths={paths} />
-              </td>
-              <td>
-                <ResendButton c={c} webhookId={w.webhook_id} eventId={a.event_id} back="webhook" failedOnly={failedOnly} label={`Resend event ${a.event_id}`} />
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <StackTable
+      columns={['Attempted', 'Event', 'Subject', 'Outcome', 'HTTP status', 'Error', 'Duration', 'Via', <span class="muted">Actions</span>]}
+      items={attempts}
+      id="attempts-table"
+      row={(a) => (
+        <tr class={`attempt attempt-${a.outcome}`} data-event-id={a.event_id}>
+          <td data-label="Attempted">
+            <Time iso={a.attempted_at} />
+          </td>
+          <td data-label="Event">
+            {a.type} <a href={paths.event(a.event_id)} class="id">{a.event_id}</a>
+          </td>
+          <td data-label="Subject" class="id">
+            {a.subject ?? <span class="muted">—</span>}
+          </td>
+          <AttemptResultCells a={a} />
+          <td data-label="Via">
+            <AttemptVia a={a} webhookId={w.webhook_id} paths={paths} />
+          </td>
+          <td>
+            <ResendButton c={c} webhookId={w.webhook_id} eventId={a.event_id} back="webhook" failedOnly={failedOnly} label={`Resend event ${a.event_id}`} />
+          </td>
+        </tr>
+      )}
+    />
   );
 };
 
@@ -133,8 +117,7 @@ export const WebhookHistory = ({ c, ctx, w, recover }: { c: DashContext; ctx: Ap
   const r = recover ?? EMPTY_RECOVER;
   return (
     <>
-      <section aria-labelledby="h-attempts" id="attempts">
-        <h2 id="h-attempts">Attempts</h2>
+      <Section headingId="h-attempts" id="attempts" title="Attempts">
         <nav aria-label="Attempts shown" class="actions">
           <a href={`${base}#attempts`} aria-current={failedOnly ? undefined : 'true'}>
             All attempts
@@ -161,9 +144,8 @@ export const WebhookHistory = ({ c, ctx, w, recover }: { c: DashContext; ctx: Ap
             ) : null}
           </p>
         ) : null}
-      </section>
-      <section aria-labelledby="h-recover" id="recover">
-        <h2 id="h-recover">Recover since…</h2>
+      </Section>
+      <Section headingId="h-recover" id="recover" title="Recover since…">
         <p class="hint">
           One new attempt at this webhook alone for each kept event of the window that it matches now. Each carries the event's own body and id and the header
           X-Svc-Recovery.
@@ -189,7 +171,7 @@ export const WebhookHistory = ({ c, ctx, w, recover }: { c: DashContext; ctx: Ap
             <button type="submit">Recover</button>
           </div>
         </form>
-      </section>
+      </Section>
     </>
   );
 };

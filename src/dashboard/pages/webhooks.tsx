@@ -8,8 +8,8 @@ import { LIMITS } from '../../domain/limits.ts';
 import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, pingWebhook, type WebhookView } from '../../services/webhooks.ts';
 import { INTEREST_OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
-import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Errors, Status, Time } from '../ui.tsx';
+import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
+import { Csrf, DetailsSection, Errors, Fact, Section, StackTable, Status, Time } from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
 import {
   createBodyOf,
@@ -196,82 +196,57 @@ const Outcome = ({ s, short }: { s: DeliveryStatus; short?: boolean }) =>
 /** Every field of a webhook's delivery status (CONTRACT 4.1). */
 const DeliveryFacts = ({ s }: { s: DeliveryStatus }) => (
   <dl class="facts" id="delivery-status">
-    <dt>Last outcome</dt>
-    <dd>
+    <Fact term="Last outcome">
       <Outcome s={s} />
-    </dd>
-    <dt>Last attempt</dt>
-    <dd>
+    </Fact>
+    <Fact term="Last attempt">
       <Time iso={s.last_attempt_at} />
-    </dd>
-    <dt>Last HTTP status</dt>
-    <dd>{s.last_status_code ?? <span class="muted">—</span>}</dd>
+    </Fact>
+    <Fact term="Last HTTP status">{s.last_status_code ?? <span class="muted">—</span>}</Fact>
     <dt>Last error</dt>
     <dd class={s.last_error ? 'step-error' : undefined}>{s.last_error ?? <span class="muted">—</span>}</dd>
-    <dt>Consecutive failures</dt>
-    <dd>{s.consecutive_failures}</dd>
-    <dt>Attempts</dt>
-    <dd>{s.attempts_total}</dd>
-    <dt>Failures</dt>
-    <dd>{s.failures_total}</dd>
+    <Fact term="Consecutive failures">{s.consecutive_failures}</Fact>
+    <Fact term="Attempts">{s.attempts_total}</Fact>
+    <Fact term="Failures">{s.failures_total}</Fact>
   </dl>
 );
 
-const WebhookList = ({ c, webhooks }: { c: DashContext; webhooks: WebhookView[] }) =>
-  webhooks.length ? (
-    <div class="table-wrap">
-      <table class="stack-sm">
-        <thead>
-          <tr>
-            <th scope="col">URL</th>
-            <th scope="col">Events</th>
-            <th scope="col">Scope</th>
-            <th scope="col">Secret</th>
-            <th scope="col">Last outcome</th>
-            <th scope="col">Last attempt</th>
-            <th scope="col">Consecutive failures</th>
-            <th scope="col">Attempts / failures</th>
-            <th scope="col">
-              <span class="muted">Actions</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {webhooks.map((w) => (
-            <tr id={`webhook-${w.webhook_id}`}>
-              <td data-label="URL">
-                <a href={c.get('paths').webhook(w.webhook_id)}>{w.webhook_url}</a>
-              </td>
-              <td data-label="Events">{describeInterests(w.interests)}</td>
-              <td data-label="Scope">{describeMatch(w.match)}</td>
-              <td data-label="Secret">{w.has_secret ? (w.previous_secret_expires_at ? 'yes (rotating)' : 'yes') : 'no'}</td>
-              <td data-label="Last outcome">
-                <Outcome s={w.delivery_status} short />
-                {w.delivery_status.last_status_code !== null ? <span class="muted"> HTTP {w.delivery_status.last_status_code}</span> : null}
-              </td>
-              <td data-label="Last attempt">
-                <Time iso={w.delivery_status.last_attempt_at} />
-              </td>
-              <td data-label="Consecutive failures">{w.delivery_status.consecutive_failures}</td>
-              <td data-label="Attempts / failures">
-                {w.delivery_status.attempts_total} / {w.delivery_status.failures_total}
-              </td>
-              <td>
-                <div class="actions">
-                  <a href={c.get('paths').webhook(w.webhook_id)} aria-label={`Edit ${w.webhook_url}`}>
-                    Edit
-                  </a>
-                  <PingButton c={c} w={w} from="list" />
-                </div>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
-  ) : (
-    <p class="muted">No webhooks yet.</p>
-  );
+const WebhookList = ({ c, webhooks }: { c: DashContext; webhooks: WebhookView[] }) => (
+  <StackTable
+    columns={['URL', 'Events', 'Scope', 'Secret', 'Last outcome', 'Last attempt', 'Consecutive failures', 'Attempts / failures', <span class="muted">Actions</span>]}
+    items={webhooks}
+    empty="No webhooks yet."
+    row={(w) => (
+      <tr id={`webhook-${w.webhook_id}`}>
+        <td data-label="URL">
+          <a href={c.get('paths').webhook(w.webhook_id)}>{w.webhook_url}</a>
+        </td>
+        <td data-label="Events">{describeInterests(w.interests)}</td>
+        <td data-label="Scope">{describeMatch(w.match)}</td>
+        <td data-label="Secret">{w.has_secret ? (w.previous_secret_expires_at ? 'yes (rotating)' : 'yes') : 'no'}</td>
+        <td data-label="Last outcome">
+          <Outcome s={w.delivery_status} short />
+          {w.delivery_status.last_status_code !== null ? <span class="muted"> HTTP {w.delivery_status.last_status_code}</span> : null}
+        </td>
+        <td data-label="Last attempt">
+          <Time iso={w.delivery_status.last_attempt_at} />
+        </td>
+        <td data-label="Consecutive failures">{w.delivery_status.consecutive_failures}</td>
+        <td data-label="Attempts / failures">
+          {w.delivery_status.attempts_total} / {w.delivery_status.failures_total}
+        </td>
+        <td>
+          <div class="actions">
+            <a href={c.get('paths').webhook(w.webhook_id)} aria-label={`Edit ${w.webhook_url}`}>
+              Edit
+            </a>
+            <PingButton c={c} w={w} from="list" />
+          </div>
+        </td>
+      </tr>
+    )}
+  />
+);
 
 async function formOf(c: DashContext): Promise<FormData> {
   const raw = await c.req.parseBody({ all: true });
@@ -302,59 +277,47 @@ export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: A
               <h1>
                 Webhook <span class="h-sub">{w.webhook_url}</span>
               </h1>
-              <section aria-labelledby="h-details">
-                <h2 id="h-details">Details</h2>
-                <dl class="facts">
-                  <dt>URL</dt>
-                  <dd>
-                    <code>{w.webhook_url}</code>
-                  </dd>
-                  <dt>Webhook ID</dt>
-                  <dd>
-                    <code>{w.webhook_id}</code>
-                  </dd>
-                  <dt>Signing secret</dt>
-                  <dd>{w.has_secret ? 'set' : 'none (deliveries are unsigned)'}</dd>
-                  {w.previous_secret_expires_at ? (
-                    <>
-                      <dt>Previous secret</dt>
-                      <dd id="previous-secret">
-                        still signs until <Time iso={w.previous_secret_expires_at} />
-                      </dd>
-                    </>
-                  ) : null}
-                  <dt>Created</dt>
-                  <dd>
-                    <Time iso={w.created_at} />
-                  </dd>
-                  <dt>Updated</dt>
-                  <dd>
-                    <Time iso={w.updated_at} />
-                  </dd>
-                </dl>
-              </section>
-              <section aria-labelledby="h-delivery">
-                <h2 id="h-delivery">Delivery status</h2>
+              <DetailsSection headingId="h-details">
+                <Fact term="URL">
+                  <code>{w.webhook_url}</code>
+                </Fact>
+                <Fact term="Webhook ID">
+                  <code>{w.webhook_id}</code>
+                </Fact>
+                <Fact term="Signing secret">{w.has_secret ? 'set' : 'none (deliveries are unsigned)'}</Fact>
+                {w.previous_secret_expires_at ? (
+                  <>
+                    <Fact term="Previous secret" id="previous-secret">
+                      still signs until <Time iso={w.previous_secret_expires_at} />
+                    </Fact>
+                  </>
+                ) : null}
+                <Fact term="Created">
+                  <Time iso={w.created_at} />
+                </Fact>
+                <Fact term="Updated">
+                  <Time iso={w.updated_at} />
+                </Fact>
+              </DetailsSection>
+              <Section headingId="h-delivery" title="Delivery status">
                 <DeliveryFacts s={w.delivery_status} />
                 <p class="actions">
                   <PingButton c={c} w={w} from="webhook" />
                   <span class="hint">Sends one com.svc.webhook.ping.v1 event to this webhook alone and shows the result here.</span>
                 </p>
-              </section>
+              </Section>
               {props.ctx ? <WebhookHistory c={c} ctx={props.ctx} w={w} recover={props.recover} /> : null}
-              <section aria-labelledby="h-edit">
-                <h2 id="h-edit">Edit</h2>
+              <Section headingId="h-edit" title="Edit">
                 <WebhookForm c={c} {...props} />
-              </section>
-              <section aria-labelledby="h-delete">
-                <h2 id="h-delete">Delete</h2>
+              </Section>
+              <Section headingId="h-delete" title="Delete">
                 <form method="post" action={`${paths.webhook(w.webhook_id)}/delete`} class="inline">
                   <Csrf token={csrfOf(c)} />
                   <button type="submit" class="danger">
                     Delete webhook
                   </button>
                 </form>
-              </section>
+              </Section>
             </>
           ) : (
             <>
@@ -448,19 +411,10 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const back = (await c.req.parseBody()).from === 'webhook' ? c.get('paths').webhook(w.webhook_id) : c.get('paths').webhooks;
     const res = await pingWebhook(ctx, orgId, w.webhook_id);
-    const http = res.status !== undefined ? `HTTP ${res.status}` : 'no response';
-    const details: Array<[string, string]> = [
-      ['Delivered', res.delivered ? 'yes' : 'no'],
-      ['HTTP status', res.status !== undefined ? String(res.status) : 'no response'],
-      ['Error', res.error ?? '—'],
-      ['Duration', `${res.duration_ms} ms`],
-    ];
-    flash(
-      c,
-      res.delivered
-        ? { kind: 'ok', text: `Test event delivered to ${w.webhook_url}: ${http} in ${res.duration_ms} ms.`, details }
-        : { kind: 'error', text: `Test event to ${w.webhook_url} was not delivered: ${res.error ?? http}.`, details },
-    );
+    flashAttempt(c, res, {
+      ok: (http) => `Test event delivered to ${w.webhook_url}: ${http} in ${res.duration_ms} ms.`,
+      failed: (why) => `Test event to ${w.webhook_url} was not delivered: ${why}.`,
+    });
     return c.redirect(back, 303);
   });
 }

@@ -8,8 +8,8 @@ import { rolloutView, type RolloutView } from '../../services/rollouts.ts';
 import { cancelWorkflow, getWorkflowView, respondToApproval, workflowOwner, workflowParent, type ParentInfo, type StepView, type WorkflowOwner, type WorkflowView } from '../../services/workflows.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, isTerminal, Json, Labels, Owner, ownerText, Status, Time, type DiffShape } from '../ui.tsx';
-import { configNamer } from '../names.ts';
+import { Csrf, Diff, duration, Fact, isTerminal, Json, Labels, Owner, ownerText, Section, Status, Time, type DiffShape } from '../ui.tsx';
+import { configNamer } from '../config-namer.ts';
 import { groupStatus, RolloutFacts, stepExtra, TripCause } from './rollouts.tsx';
 
 export type ConfigName = ReturnType<typeof configNamer>;
@@ -189,40 +189,31 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout }:
       <h1>
         {wf.type} <span class="h-sub">for {ownerText(owner)}</span> <Status status={wf.status} />
       </h1>
-      <section aria-labelledby="h-wf">
-        <h2 id="h-wf">Details</h2>
+      <Section headingId="h-wf" title="Details">
         <dl class="facts">
-          <dt>Type</dt>
-          <dd>
+          <Fact term="Type">
             <code>{wf.type}</code>
-          </dd>
-          <dt>Owner</dt>
-          <dd>
+          </Fact>
+          <Fact term="Owner">
             <Owner owner={owner} paths={paths} />
-          </dd>
-          <dt>Workflow ID</dt>
-          <dd>
+          </Fact>
+          <Fact term="Workflow ID">
             <code>{wf.workflow_id}</code>
-          </dd>
-          <dt>Created</dt>
-          <dd>
+          </Fact>
+          <Fact term="Created">
             <Time iso={wf.created_at} />
-          </dd>
-          <dt>Started</dt>
-          <dd>
+          </Fact>
+          <Fact term="Started">
             <Time iso={wf.started_at} />
-          </dd>
-          <dt>Finished</dt>
-          <dd>
+          </Fact>
+          <Fact term="Finished">
             <Time iso={wf.finished_at} />
-          </dd>
-          <dt>Duration</dt>
-          <dd>{duration(wf.started_at, wf.finished_at)}</dd>
+          </Fact>
+          <Fact term="Duration">{duration(wf.started_at, wf.finished_at)}</Fact>
           {rollout ? <RolloutFacts data={rollout} /> : null}
           {wf.parent ? (
             <>
-              <dt>Launched by</dt>
-              <dd>
+              <Fact term="Launched by">
                 {parent ? (
                   <>
                     <a href={paths.workflow(parent.workflow_id)}>{workflowTitle(parent.type, parent.owner)}</a>, step {parent.step_name ?? <code>{parent.step_id}</code>}{' '}
@@ -233,7 +224,7 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout }:
                     workflow <code>{wf.parent.workflow_id}</code>, step <code>{wf.parent.step_id}</code>
                   </>
                 )}
-              </dd>
+              </Fact>
             </>
           ) : null}
           {wf.error ? (
@@ -251,7 +242,7 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout }:
             </button>
           </form>
         ) : null}
-      </section>
+      </Section>
       {rollout ? <TripCause c={c} data={rollout} /> : null}
       {rollout ? (
         <RolloutSteps wf={wf} components={components} configName={configName} c={c} rollout={rollout} />

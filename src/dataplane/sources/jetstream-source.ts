@@ -52,7 +52,7 @@
 import type { Logger } from 'pino';
 import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
-import type { Clock, Timer } from '../../domain/clock.ts';
+import { sleep, type Clock, type Timer } from '../../domain/clock.ts';
 import { decodeRoute } from '../../domain/event-route.ts';
 import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENT_ID_HEADER, EVENTS_STREAM, PROGRESS_BUCKET, REPLAY_WINDOW_MS, SEAL_HEADER, storedAtMs } from '../../bus/jetstream.ts';
 import { decodeHopBatch } from '../../bus/hop.ts';
@@ -240,7 +240,7 @@ export class KvProgress implements ProgressStore {
       }
       left = failed;
       if (!left.length || clock.now() >= deadline) break;
-      await new Promise<void>((r) => clock.setTimeout(r, 250));
+      await sleep(clock, 250);
     }
     return left.length;
   }
@@ -332,7 +332,7 @@ export class JetStreamSource {
       } catch (err) {
         if (attempt === 1) this.o.logger.warn({ err: String(err) }, `waiting for the ${EVENTS_STREAM} stream (svc serve creates it)`);
         if (this.stopped) return;
-        await new Promise((r) => setTimeout(r, 500));
+        await sleep(this.o.clock, 500);
       }
     }
     // a held batch is signalled at most 2/5 of the ack wait after it was taken or last signalled
@@ -408,7 +408,7 @@ export class JetStreamSource {
         if (this.stopped) break;
         if (!failing) this.o.logger.warn({ err: String(err) }, 'could not pull events; retrying');
         failing = true;
-        await new Promise((r) => setTimeout(r, 1000));
+        await sleep(this.o.clock, 1000);
       } finally {
         this.current = null;
       }
