@@ -10,7 +10,6 @@ import { listComponents, listProvisionedInstalls, setInstallInputs, type Action,
 import { listRunners } from '../../store/runners.ts';
 import { getOrg } from '../../store/orgs.ts';
 import { jobsToSend, listBakingSteps, markJobSent, requeueStartedJobs, type StepRow, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
-import type { OutboxRow } from '../../store/outbox.ts';
 import type { Bus } from '../bus/bus.ts';
 import { jobSubject } from '../bus/subjects.ts';
 import { isoNow, type Clock } from '../domain/clock.ts';
@@ -26,27 +25,17 @@ import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
 import { RecoveryFeeder, type RecoveryOutcomeSource, type RecoveryRequest } from './recoveries.ts';
 import { WalCheckpoints } from './checkpoints.ts';
-import { Transactions, type BatchResult, type Piggyback, type TransactionDeps } from './transaction.ts';
+import { Transactions, type BatchResult, type TransactionDeps } from './transaction.ts';
 import { Workflows, type IngestResult } from './workflows.ts';
 
 export type { IngestResult };
 
-export interface EngineDeps {
-  db: Db;
+/** What the engine is built from: its transactions' needs (src/engine/transaction.ts), and more. */
+export interface EngineDeps extends Omit<TransactionDeps, 'keepEvents' | 'jobsChanged'> {
   bus: Bus;
-  clock: Clock;
   logger: Logger;
-  metrics: Metrics;
-  urls: () => { source: string; dashboard: string };
-  /** the webhook registry version that events emitted now must be matched against */
-  registryRev: () => number;
-  /** called after a commit that wrote outbox rows, with the rows in order */
-  outboxChanged: (rows: OutboxRow[]) => void;
   /** keep every emitted event in the history (CONTRACT 4.5 --event-retention > 0; default true) */
   keepEvents?: boolean;
-  /** NATS mode: the batch each outbox row joins, and the relay's prune riding in every commit (src/engine/transaction.ts) */
-  outboxBatch?: TransactionDeps['outboxBatch'];
-  piggyback?: Piggyback;
   /** where the outcomes of recovery attempts are heard (each frees a place for the next item) */
   recoveryOutcomes?: RecoveryOutcomeSource;
 }
