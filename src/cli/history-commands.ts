@@ -24,6 +24,15 @@ interface CloudEvent {
 }
 
 
+/**
+ * The time window of a history command: `--since` (and `--until`) of what it lists, each an ISO
+ * 8601 time or a duration back from now; read with timeOption.
+ */
+function timeWindow(cmd: Command, what: string, o: { until?: boolean; required?: boolean } = {}): Command {
+  cmd.option('--since <time>', `${what} at or after: ISO 8601 or a duration back from now (2h, 7d)${o.required ? '; required' : ''}`);
+  return o.until === false ? cmd : cmd.option('--until <time>', `${what} before: ISO 8601 or a duration back from now`);
+}
+
 /** `--since`/`--until`: an ISO 8601 time or a duration back from now; checked before any request (exit 2). */
 function timeOption(run: Run, name: 'since' | 'until'): string | undefined {
   const v = str(run.opts[name]);
@@ -55,9 +64,7 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
   const events = group(program, 'events', "the org's event history (kept for --event-retention)");
 
   handle(
-    leaf(events, 'list', 'list kept events, oldest first')
-      .option('--since <time>', 'emitted at or after: ISO 8601 or a duration back from now (2h, 7d)')
-      .option('--until <time>', 'emitted before: ISO 8601 or a duration back from now')
+    timeWindow(leaf(events, 'list', 'list kept events, oldest first'), 'emitted')
       .option('--type <type>', 'only this CloudEvents type')
       .option('--subject-prefix <prefix>', 'only subjects starting with this'),
     async (run) => {
@@ -78,9 +85,7 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
   });
 
   handle(
-    leaf(webhooks, 'attempts <webhook_id>', "a webhook's delivery attempts, newest first")
-      .option('--failed', 'only the failed ones')
-      .option('--since <time>', 'made at or after: ISO 8601 or a duration back from now (2h, 7d)'),
+    timeWindow(leaf(webhooks, 'attempts <webhook_id>', "a webhook's delivery attempts, newest first").option('--failed', 'only the failed ones'), 'made', { until: false }),
     async (run) => {
       const [id] = run.args;
       const list = await allPages<Attempt>(run, `${WEBHOOKS}/${seg(id)}/attempts`, {
@@ -97,9 +102,7 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
   );
 
   handle(
-    leaf(webhooks, 'recover <webhook_id>', 'attempt again at this webhook the kept events of a window it missed, and follow the recovery to done')
-      .option('--since <time>', 'events emitted at or after: ISO 8601 or a duration back from now (2h, 7d); required')
-      .option('--until <time>', 'events emitted before: ISO 8601 or a duration back from now')
+    timeWindow(leaf(webhooks, 'recover <webhook_id>', 'attempt again at this webhook the kept events of a window it missed, and follow the recovery to done'), 'events emitted', { required: true })
       .option('--all', 'every matching event of the window, not only those that never got through')
       .option('--backfill', 'events emitted before the webhook was created too'),
     async (run) => {
