@@ -156,6 +156,14 @@ export const Section: FC<{ headingId: string; title: Child; id?: string; childre
   </section>
 );
 
+/** A page that is one list: its heading, and the list in a section labelled by it. */
+export const ListPage: FC<{ title: string; children?: Child }> = ({ title, children }) => (
+  <>
+    <h1>{title}</h1>
+    <section aria-label={title}>{children}</section>
+  </>
+);
+
 /** A page's Details section: its facts list (`Fact` entries as children). */
 export const DetailsSection: FC<{ headingId: string; children?: Child }> = ({ headingId, children }) => (
   <Section headingId={headingId} title="Details">

@@ -14,7 +14,7 @@ import { listAppRollouts } from '../../services/rollouts.ts';
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, Errors, Fact, Labels, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, Diff, duration, Errors, Fact, Labels, ListPage, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable } from './overview.tsx';
 
 type ConfigView = ReturnType<typeof listConfigs>[number];
@@ -339,35 +339,32 @@ export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
       title: 'Apps',
       current: 'apps',
       children: (
-        <>
-          <h1>Apps</h1>
-          <section aria-label="Apps">
-            <StackTable
-              columns={['App', 'Configs', 'Installs', 'Created']}
-              items={apps}
-              empty="No apps yet. Create one with the API: POST /v1/apps."
-              row={(a) => {
-                const configs = listConfigs(ctx, orgId, a.app_id);
-                const vetoed = configs.filter((x) => x.vetoed).length;
-                return (
-                  <tr>
-                    <td data-label="App">
-                      <a href={paths.app(a.app_id)}>{a.name}</a> <span class="muted id">{a.app_id}</span>
-                    </td>
-                    <td data-label="Configs">
-                      {configs.length}
-                      {vetoed ? ` (${vetoed} vetoed)` : ''}
-                    </td>
-                    <td data-label="Installs">{installs.filter((i) => i.app_id === a.app_id).length}</td>
-                    <td data-label="Created">
-                      <Time iso={a.created_at} />
-                    </td>
-                  </tr>
-                );
-              }}
-            />
-          </section>
-        </>
+        <ListPage title="Apps">
+          <StackTable
+            columns={['App', 'Configs', 'Installs', 'Created']}
+            items={apps}
+            empty="No apps yet. Create one with the API: POST /v1/apps."
+            row={(a) => {
+              const configs = listConfigs(ctx, orgId, a.app_id);
+              const vetoed = configs.filter((x) => x.vetoed).length;
+              return (
+                <tr>
+                  <td data-label="App">
+                    <a href={paths.app(a.app_id)}>{a.name}</a> <span class="muted id">{a.app_id}</span>
+                  </td>
+                  <td data-label="Configs">
+                    {configs.length}
+                    {vetoed ? ` (${vetoed} vetoed)` : ''}
+                  </td>
+                  <td data-label="Installs">{installs.filter((i) => i.app_id === a.app_id).length}</td>
+                  <td data-label="Created">
+                    <Time iso={a.created_at} />
+                  </td>
+                </tr>
+              );
+            }}
+          />
+        </ListPage>
       ),
     });
   });

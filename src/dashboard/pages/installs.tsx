@@ -9,7 +9,7 @@ import { appName, branchName, componentNames, configVersion } from '../../servic
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, Fact, Json, Labels, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, Diff, duration, Fact, Json, Labels, ListPage, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable, WorkflowsTable } from './overview.tsx';
 
 type InstallView = ReturnType<typeof getInstallView>;
@@ -173,12 +173,9 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
       title: 'Installs',
       current: 'installs',
       children: (
-        <>
-          <h1>Installs</h1>
-          <section aria-label="Installs">
-            <InstallsTable installs={installs} paths={c.get('paths')} names={installNamesOf(ctx, orgId, installs)} />
-          </section>
-        </>
+        <ListPage title="Installs">
+          <InstallsTable installs={installs} paths={c.get('paths')} names={installNamesOf(ctx, orgId, installs)} />
+        </ListPage>
       ),
     });
   });
