@@ -51,12 +51,14 @@ import {
   runBurstScenario,
   runHistoryScenario,
   runIngestScenario,
+  runRecoveryTenancyScenario,
   runTenancyScenario,
   runWorkersScenario,
   SIZES,
   type BurstResult,
   type HistoryResult,
   type IngestScenarioResult,
+  type RecoveryTenancyResult,
   type ScenarioEnv,
   type TenancyResult,
   type WorkersResult,
@@ -68,7 +70,7 @@ const SCALE = Number(process.env.BENCH_SCALE ?? '1') || 1;
 const KEEP_LOGS = /^(1|true|yes|on)$/i.test(process.env.BENCH_KEEP_LOGS ?? '');
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? '3') || 3);
 
-const ALL_SCENARIOS = ['throughput', 'paced', 'embedded', 'workers', 'burst', 'ingest', 'tenancy', 'history'] as const;
+const ALL_SCENARIOS = ['throughput', 'paced', 'embedded', 'workers', 'burst', 'ingest', 'tenancy', 'recovery', 'history'] as const;
 /** What runs when BENCH_SCENARIOS is not set: all but `history` (3–6 min on its own; BENCH_SCENARIOS=history). */
 const DEFAULT_SCENARIOS = ALL_SCENARIOS.filter((s) => s !== 'history');
 type Scenario = (typeof ALL_SCENARIOS)[number];
@@ -631,7 +633,7 @@ function ratioLines(pairs: Array<[string, PairReport]>, summary: ReturnType<type
   return lines.join('\n');
 }
 
-function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult | null; ingest?: IngestScenarioResult | null; tenancy?: TenancyResult | null; history?: HistoryResult | null }): string {
+function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult | null; ingest?: IngestScenarioResult | null; tenancy?: TenancyResult | null; recovery?: RecoveryTenancyResult | null; history?: HistoryResult | null }): string {
   const out: string[] = [];
   if (s.workers) {
     const w = s.workers;
@@ -674,6 +676,19 @@ function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult
     out.push(
       `tenancy: org B ${t.config.rate} facts/s × ${t.config.webhooks} webhooks for ${t.config.seconds} s, alone and beside org A's ${t.config.tarpit_webhooks} webhooks that never answer ` +
         `(${t.tarpit_attempts} of A's attempts held meanwhile); B's slowest delivery ${t.added_max_ms} ms later beside A (target ≤ 1 000 ms)\n${grid(rows, 1)}`,
+    );
+  }
+  if (s.recovery) {
+    const t = s.recovery;
+    const rows = [['org B', 'deliveries', 'p50 ms', 'p99 ms', 'max ms']];
+    for (const [name, p] of [['alone', t.alone], ["beside A's recoveries", t.beside]] as const) rows.push([name, `${p.deliveries}/${p.deliveries_expected}`, fmt(p.latency_ms.p50), fmt(p.latency_ms.p99), fmt(p.latency_ms.max)]);
+    rows.push(['beside/alone', '', times(t.ratio.p50), times(t.ratio.p99), times(t.ratio.max)]);
+    const c = t.recover_calls;
+    out.push(
+      `recovery: org B ${t.config.rate} facts/s × 1 webhook for ${t.config.seconds} s, alone and beside org A's recoveries of ${t.config.events} events (${t.recovery_events ?? '?'} per recovery) ` +
+        `into ${t.config.tarpit_webhooks} webhooks that never answer; A's recover calls: ${c.started} started, 409 × ${c.conflict + c.limit_exceeded} (conflict ${c.conflict}, limit_exceeded ${c.limit_exceeded})` +
+        `${c.other ? `, other ${c.other}` : ''}; A's attempts at the tarpit meanwhile ${t.tarpit_attempts} (recoveries' attempted ${t.recovery_attempted.at_start} → ${t.recovery_attempted.at_end}); ` +
+        `B's slowest delivery ${t.added_max_ms} ms later beside A (target: each within 1 000 ms)\n${grid(rows, 1)}`,
     );
   }
   if (s.history) {
@@ -787,6 +802,7 @@ async function main(): Promise<void> {
   let burst: BurstResult | null = null;
   let ingest: IngestScenarioResult | null = null;
   let tenancy: TenancyResult | null = null;
+  let recovery: RecoveryTenancyResult | null = null;
   let history: HistoryResult | null = null;
   const errors: string[] = [];
   const attempt = async <T>(name: string, fn: () => Promise<T>): Promise<T | null> => {
@@ -818,6 +834,7 @@ async function main(): Promise<void> {
     if (SCENARIOS.has('burst')) burst = await attempt('burst', () => runBurstScenario(scenarioEnv));
     if (SCENARIOS.has('ingest')) ingest = await attempt('ingest', () => runIngestScenario(scenarioEnv));
     if (SCENARIOS.has('tenancy')) tenancy = await attempt('tenancy', () => runTenancyScenario(scenarioEnv));
+    if (SCENARIOS.has('recovery')) recovery = await attempt('recovery', () => runRecoveryTenancyScenario(scenarioEnv));
     if (SCENARIOS.has('history')) {
       history = await attempt('history', () => runHistoryScenario(scenarioEnv));
       if (history?.recovery_error) errors.push(`history recovery: ${history.recovery_error}`);
@@ -874,6 +891,7 @@ async function main(): Promise<void> {
     burst,
     ingest,
     tenancy,
+    recovery,
     history,
     error: errors.length ? errors.join('\n') : null,
   };
@@ -894,7 +912,7 @@ async function main(): Promise<void> {
         `${table(embeddedSummary, EMBEDDED_CASES, embeddedSystems, embeddedPairs)}\n\n${ratioLines(embeddedPairs, embeddedSummary)}\n`,
     );
   }
-  const more = scenarioTables({ workers, burst, ingest, tenancy, history });
+  const more = scenarioTables({ workers, burst, ingest, tenancy, recovery, history });
   if (more) process.stdout.write(`\n${more}\n`);
   process.stdout.write(`\nload average ${result.loadavg_at_start.join(' ')} at the start, ${result.loadavg_at_end.join(' ')} at the end\nresults: ${path.relative(ROOT, file)} (${result.wall_seconds} s)\n`);
   if (errors.length) {

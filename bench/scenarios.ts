@@ -9,6 +9,9 @@
 //   tenancy  org B's paced deliveries to a fast receiver, alone and beside org A's webhooks that
 //            never answer (a tarpit holding each attempt for the whole delivery timeout): B's
 //            latency p50/p99 with A over without A (CONTRACT 8: at most 1 s more)
+//   recovery (issue 27) org B's paced deliveries to a fast webhook, alone and then beside org A's
+//            recoveries of 20 000 events into 4 webhooks that never answer, started as often as A's
+//            limits allow (4 running per org; the calls past them answer 409): B's p50/p99/max
 //   history  (issue 18) the same delivered workload against svc serve --event-retention 0 and with
 //            the default 7d, interleaved: facts/s, deliveries/s and the ratio kept/none; then a
 //            recovery of 100 000 events missed by one webhook (its receiver answered 503) to the
@@ -88,6 +91,17 @@ export const SIZES = {
     webhooks: Math.round(num('BENCH_TENANCY_WEBHOOKS', 4)),
     rate: num('BENCH_TENANCY_RATE', 100),
     seconds: num('BENCH_TENANCY_SECONDS', 8),
+  },
+  recovery_tenancy: {
+    /** org A: events emitted (before its webhooks exist) and then recovered into each webhook */
+    events: Math.round(num('BENCH_RECOVERY_TENANCY_EVENTS', 20_000)),
+    /** org A: webhooks whose receiver never answers, one recovery each (the org's limit is 4) */
+    tarpit_webhooks: Math.round(num('BENCH_RECOVERY_TENANCY_TARPITS', 4)),
+    /** org B: facts/s to its one fast webhook (the issue's case is 1/s; 10/s gives 200 samples in 20 s), seconds per measurement */
+    rate: num('BENCH_RECOVERY_TENANCY_RATE', 10),
+    seconds: num('BENCH_RECOVERY_TENANCY_SECONDS', 20),
+    /** org A calls recover on each of its webhooks this often during B's phase beside it */
+    retry_ms: num('BENCH_RECOVERY_TENANCY_RETRY_MS', 1000, 50),
   },
   history: {
     /** interleaved measurements of each side (the comparison's BENCH_ROUNDS) */
@@ -504,6 +518,164 @@ export async function runTenancyScenario(env: ScenarioEnv): Promise<TenancyResul
     };
   } finally {
     if (flood) clearInterval(flood);
+    await nc.drain().catch(() => {});
+    await tarpit.close();
+    await stopChild(serve.child);
+    await nats.stop();
+  }
+}
+
+// ------------------------------------------------------------------------------- recovery beside another org (issue 27)
+
+export interface RecoveryTenancyResult {
+  config: (typeof SIZES)['recovery_tenancy'];
+  /** A's facts committed (before its webhooks existed) */
+  emit: IngestResult;
+  /** B alone */
+  alone: PhaseResult;
+  /** B while A's recoveries run */
+  beside: PhaseResult;
+  /** A's recover calls: 202 (started), 409 by code (conflict: one running on that webhook; limit_exceeded: 4 per org), others */
+  recover_calls: { started: number; conflict: number; limit_exceeded: number; other: number };
+  /** the first 202's `events` (what one recovery set out to attempt) */
+  recovery_events: number | null;
+  /** A's attempts that reached the tarpit during B's phase beside it */
+  tarpit_attempts: number;
+  /** the recoveries' `attempted` (GET …/recoveries/{id}) summed, at the start and at the end of B's phase beside them */
+  recovery_attempted: { at_start: number; at_end: number };
+  ratio: { p50: number | null; p99: number | null; max: number | null };
+  added_max_ms: number;
+  serve_warnings: number;
+}
+
+/**
+ * Org A's recoveries beside org B on one svc serve (NATS mode, default delivery threads): A's
+ * events emitted before its webhooks exist (the recoveries backfill them), webhooks at a tarpit;
+ * B's paced load alone, then A starts a recovery on each of its webhooks (202 up to its limits, 409
+ * past them) and keeps trying every retry_ms while B's load runs again.
+ */
+export async function runRecoveryTenancyScenario(env: ScenarioEnv): Promise<RecoveryTenancyResult> {
+  const S = SIZES.recovery_tenancy;
+  const nats = await startNats();
+  const tarpit = await startTarpit();
+  const db = path.join(env.tmp, 'recovery-tenancy.db');
+  const a = createSvcOrg(db, 'bench-recovery-tenancy-a');
+  const b = createSvcOrg(db, 'bench-recovery-tenancy-b');
+  const serve = await startSvcServe({ natsUrl: nats.url, db, logFile: path.join(env.tmp, 'recovery-tenancy-serve.log') });
+  const nc = await connect({ servers: nats.url, name: 'bench-recovery-tenancy', noAsyncTraces: true });
+  let retry: NodeJS.Timeout | null = null;
+  try {
+    await createWebhooks(serve.url, b, [`${env.receiver.url}/rb/0`], 1);
+    // A's events, emitted while A has no webhook (so none is attempted but by the recoveries)
+    const emit = await runIngestPhase(nc, { name: 'recovery tenancy A emit', orgId: a.org_id, facts: S.events, firstSeq: env.takeSeqs(S.events), window: 1000, timeLimitMs: Math.max(120_000, S.events * 2) });
+    if (emit.facts_acked < S.events) throw new Error(`recovery tenancy: ${emit.facts_acked} of ${S.events} of A's facts acknowledged (${emit.errors} errors)`);
+    const jsm = await jetstreamManager(nc);
+    const until = Date.now() + 120_000;
+    for (;;) {
+      const info = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
+      if (info.num_pending + info.num_ack_pending === 0) break;
+      if (Date.now() > until) throw new Error(`recovery tenancy: ${info.num_pending + info.num_ack_pending} events still queued 120 s after they were emitted`);
+      await sleep(100);
+    }
+    log(`recovery tenancy: A's ${S.events} facts committed at ${emit.facts_per_sec}/s`);
+    const aHooks: string[] = [];
+    for (let i = 0; i < S.tarpit_webhooks; i++) {
+      const hook = await apiJson(serve.url, a, 'POST', '/v1/orgs/current/webhooks', { webhook_url: `${tarpit.url}/ra/${i}`, secret: `whsec_bench_ra_${i}`, interests: { all_events: true } }, 201);
+      aHooks.push(String(hook.webhook_id));
+    }
+
+    const events = Math.max(1, Math.round(S.rate * S.seconds));
+    const phase = (name: string) =>
+      runPhase(nc, env.receiver, { name, orgId: b.org_id, fanout: 1, events, firstSeq: env.takeSeqs(events), ratePerSec: S.rate, timeLimitMs: S.seconds * 1000 + 30_000, drainMs: 10_000 });
+    await runPhase(nc, env.receiver, { name: 'recovery tenancy warm-up', orgId: b.org_id, fanout: 1, events: 20, firstSeq: env.takeSeqs(20), window: 5, timeLimitMs: 30_000, drainMs: 3000 });
+    const alone = await phase('recovery tenancy B alone');
+    log(`recovery tenancy: B alone ${alone.deliveries}/${alone.deliveries_expected}, latency p50 ${alone.latency_ms.p50} p99 ${alone.latency_ms.p99} max ${alone.latency_ms.max} ms`);
+
+    // A recovers into every webhook as often as it may
+    const calls = { started: 0, conflict: 0, limit_exceeded: 0, other: 0 };
+    const recoveries: Array<{ hook: string; id: string }> = [];
+    let recoveryEvents: number | null = null;
+    const recoverAll = async () => {
+      for (const w of aHooks) {
+        const res = await fetch(`${serve.url}/v1/orgs/current/webhooks/${w}/recover`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${a.api_token}`, 'x-svc-org-id': a.org_id, 'content-type': 'application/json' },
+          body: JSON.stringify({ since: '2h', only_failed: false, backfill: true }),
+        });
+        const text = await res.text();
+        if (res.status === 202) {
+          calls.started++;
+          const body = JSON.parse(text) as Record<string, unknown>;
+          recoveries.push({ hook: w, id: String(body.recovery_id) });
+          recoveryEvents ??= Number(body.events);
+        } else if (res.status === 409) {
+          let code: unknown = null;
+          try {
+            code = (JSON.parse(text) as { error?: unknown }).error;
+          } catch {
+            code = null;
+          }
+          if (code === 'conflict') calls.conflict++;
+          else if (code === 'limit_exceeded') calls.limit_exceeded++;
+          else calls.other++;
+        } else {
+          calls.other++;
+          log(`recovery tenancy: recover answered ${res.status} ${text.slice(0, 200)}`);
+        }
+      }
+    };
+    const attempted = async () => {
+      let n = 0;
+      for (const r of recoveries) {
+        const st = await apiJson(serve.url, a, 'GET', `/v1/orgs/current/webhooks/${r.hook}/recoveries/${r.id}`, undefined, 200);
+        n += Number(st.attempted ?? 0);
+      }
+      return n;
+    };
+    await recoverAll();
+    if (calls.started === 0) throw new Error('recovery tenancy: no recovery started');
+    log(`recovery tenancy: A's recoveries ${calls.started} started (${recoveryEvents} events each), ${calls.conflict + calls.limit_exceeded} refused (409)`);
+    // the recoveries under way: their first attempts held at the tarpit
+    const t0 = tarpit.requests();
+    const waitUntil = Date.now() + 20_000;
+    while (tarpit.requests() - t0 < calls.started && Date.now() < waitUntil) await sleep(50);
+    let busy = false;
+    retry = setInterval(() => {
+      if (busy) return;
+      busy = true;
+      void recoverAll()
+        .catch(() => {})
+        .finally(() => (busy = false));
+    }, S.retry_ms);
+    const held0 = tarpit.requests();
+    const attempted0 = await attempted();
+    const beside = await phase('recovery tenancy B beside A');
+    const held = tarpit.requests() - held0;
+    clearInterval(retry);
+    retry = null;
+    while (busy) await sleep(20);
+    const attempted1 = await attempted();
+    log(
+      `recovery tenancy: B beside A ${beside.deliveries}/${beside.deliveries_expected}, latency p50 ${beside.latency_ms.p50} p99 ${beside.latency_ms.p99} max ${beside.latency_ms.max} ms; ` +
+        `A's attempts at the tarpit meanwhile ${held}, recoveries' attempted ${attempted0} → ${attempted1}; recover calls ${JSON.stringify(calls)}`,
+    );
+    const r = (x: number, y: number) => (y > 0 ? Math.round((x / y) * 100) / 100 : null);
+    return {
+      config: S,
+      emit,
+      alone,
+      beside,
+      recover_calls: calls,
+      recovery_events: recoveryEvents,
+      tarpit_attempts: held,
+      recovery_attempted: { at_start: attempted0, at_end: attempted1 },
+      ratio: { p50: r(beside.latency_ms.p50, alone.latency_ms.p50), p99: r(beside.latency_ms.p99, alone.latency_ms.p99), max: r(beside.latency_ms.max, alone.latency_ms.max) },
+      added_max_ms: Math.round(beside.latency_ms.max - alone.latency_ms.max),
+      serve_warnings: warnings(serve.lines).length,
+    };
+  } finally {
+    if (retry) clearInterval(retry);
+    await closeProducersOf(nc);
     await nc.drain().catch(() => {});
     await tarpit.close();
     await stopChild(serve.child);
