@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeRoute, type EventRoute } from '../../src/domain/event-route.ts';
 import { openDb } from '../../store/db.ts';
 import { insertEvent } from '../../store/history.ts';
+import { dashboardSession } from '../helpers/dashboard.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 
@@ -124,6 +125,14 @@ describe('recovery bounds (CONTRACT 4.5)', () => {
     expect(again.status, again.text).toBe(409);
     expect(again.body.error).toBe('conflict');
     expect(again.body.message).toContain(ids[0]);
+    // the dashboard's "Recover since…" form says the same, on the form (409), not as an error page
+    const dash = await dashboardSession(`${svc.url}/dashboard`, org);
+    const page = `/${org.org_id}/webhooks/${hooks[0]}`;
+    const form = await dash.submit(page, `${page}/recover`, { since: '1h', only_failed: '1' });
+    expect(form.status).toBe(409);
+    const html = await form.text();
+    expect(html).toContain(ids[0]);
+    expect(html).toContain('Recover');
     // a fifth webhook of the org: over the limit
     const fifth = await api.post(`${HOOKS}/${hooks[4]}/recover`, { since: '1h', backfill: true });
     expect(fifth.status, fifth.text).toBe(409);

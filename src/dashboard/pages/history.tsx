@@ -4,7 +4,7 @@
 // "Resend" (its result shown like a test event's). The same service functions as the API.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { InvalidError, type ErrorDetail } from '../../domain/errors.ts';
+import { ConflictError, InvalidError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
 import { getEventAttempts, getRecovery, listEvents, recoverWebhook, resendEvent, type CloudEventJson, type EventListInput } from '../../services/history.ts';
 import { getWebhook } from '../../services/webhooks.ts';
 import { eventListQuerySchema, recoverBodySchema, resendBodySchema } from '../../http/schemas.ts';
@@ -238,7 +238,7 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const form = await textFields(c);
     const state: RecoverFormState = { since: (form.since ?? '').trim(), until: (form.until ?? '').trim(), only_failed: form.only_failed === '1' };
-    const again = (errors: ErrorDetail[]) => showForm(c, { state: formStateOf(w), webhook: w, ctx, recover: { ...state, errors } }, 400);
+    const again = (errors: ErrorDetail[], status: 400 | 409 = 400) => showForm(c, { state: formStateOf(w), webhook: w, ctx, recover: { ...state, errors } }, status);
     const parsed = recoverBodySchema.safeParse({ since: state.since, ...(state.until ? { until: state.until } : {}), only_failed: state.only_failed });
     if (!parsed.success) return again(issuesToDetails(parsed.error.issues));
     let started: { recovery_id: string; events: number };
@@ -246,6 +246,8 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
       started = await recoverWebhook(ctx, orgId, w.webhook_id, parsed.data);
     } catch (err) {
       if (err instanceof InvalidError) return again(err.details ?? [{ path: '(body)', message: err.message }]);
+      // a recovery of this webhook still running, or the org's running recoveries at their limit (CONTRACT 4.5)
+      if (err instanceof ConflictError || err instanceof LimitExceededError) return again([{ path: '(body)', message: err.message }], 409);
       throw err;
     }
     flash(c, {
