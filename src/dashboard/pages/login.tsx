@@ -77,6 +77,25 @@ export const SIGN_IN_MAX_BODY = 8 * 1024;
  * address of X-Forwarded-For (the one the proxy in front of svc adds; what the client itself wrote
  * comes before it). Without --trust-proxy the header is ignored: a client cannot choose its address.
  */
+/** How much of a refused sign-in body is read and dropped before the 413 (a larger one: cut off). */
+const DISCARD_MAX = 4 * 1024 * 1024;
+
+async function discard(body: ReadableStream<Uint8Array> | null, max: number): Promise<void> {
+  if (!body) return;
+  const reader = body.getReader();
+  try {
+    for (let n = 0; n <= max; ) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      n += value.byteLength;
+    }
+  } catch {
+    // the client went away
+  } finally {
+    void reader.cancel().catch(() => {});
+  }
+}
+
 export function clientAddress(c: DashContext, trustProxy: boolean): string {
   if (trustProxy) {
     const last = c.req.header('x-forwarded-for')?.split(',').pop()?.trim() ?? '';
@@ -116,7 +135,10 @@ export function registerLogin(r: Hono<DashEnv>, ctx: AppContext) {
 
   const tooLarge = bodyLimit({
     maxSize: SIGN_IN_MAX_BODY,
-    onError: (c) => {
+    // the body is read and dropped (nothing of it kept) up to DISCARD_MAX before the 413, so that a
+    // client still writing it reads the answer instead of a broken pipe; then the connection closes
+    onError: async (c) => {
+      await discard(c.req.raw.body, DISCARD_MAX);
       c.header('connection', 'close');
       return errorPage(c as DashContext, 413, 'Request too large', `A sign-in is at most ${SIGN_IN_MAX_BODY} bytes.`);
     },
