@@ -12,14 +12,12 @@ import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import { Deliverer, type AttemptResult } from '../delivery/client.ts';
 import type { DeliveryLimits } from './data-plane.ts';
-import type { Signer } from './pipeline.ts';
+import { PER_WEBHOOK_IN_FLIGHT, type Signer } from './pipeline.ts';
 import { makeSigner } from './signer.ts';
 import { FairSlots, type Grant } from './slots.ts';
 
-/** Pings and resends in flight at most, all orgs together. */
+/** Pings and resends in flight at most, all orgs together (and 8 per webhook, as deliveries: PER_WEBHOOK_IN_FLIGHT). */
 const CONTROL_CONCURRENCY = 64;
-/** ... and per webhook (as deliveries, CONTRACT 6.6). */
-const CONTROL_PER_WEBHOOK = 8;
 
 interface ControlAttemptOptions {
   deliverer: Deliverer;
@@ -53,7 +51,7 @@ export class ControlPlaneAttempts {
       clock: systemClock,
       ...o,
     };
-    this.slots = new FairSlots({ clock: this.o.clock, concurrency: this.o.concurrency ?? CONTROL_CONCURRENCY, perWebhook: CONTROL_PER_WEBHOOK });
+    this.slots = new FairSlots({ clock: this.o.clock, concurrency: this.o.concurrency ?? CONTROL_CONCURRENCY, perWebhook: PER_WEBHOOK_IN_FLIGHT });
   }
 
   /** One attempt of the event at this webhook, once it has a slot; resolves its result (never rejects). */
