@@ -14,7 +14,10 @@
 // delivery (delivery count 1), usually to the same data plane. So batches released at a drain are
 // nak'd with a delay that outlives this plane's own pull request (the dead one a drain leaves
 // behind), and a second copy of a batch this plane already holds is not attempted again: it is
-// settled with the first.
+// settled with the first. And a third (the same server): a pull request that expires as an event
+// arrives is dropped without the 408 that ends it, so the client's fetch would wait for two missed
+// heartbeats (2 s more, nothing pulled meanwhile: every org's events late by up to 3 s); a pull
+// request not ended PULL_GRACE_MS after it expired is ended here, and the next pull goes out at once.
 //
 // A nats-server restart (CONTRACT 6.6: afterwards only attempts in flight when it died are made
 // again). A nats-server killed with kill -9 comes back with JetStream state seconds old (measured
@@ -68,6 +71,8 @@ const MAX_PULL = 256;
 const LARGEST_BATCH = 256;
 /** How long a pull request waits on the server for events (a stopped plane's last one outlives it that long). */
 const PULL_EXPIRES_MS = 2000;
+/** A pull request not ended by the server this long after it expired is ended here (see run()). */
+const PULL_GRACE_MS = 150;
 /** Batches released at a drain come back this much later, once this plane's last pull request has expired. */
 export const RELEASE_DELAY_MS = PULL_EXPIRES_MS + 1000;
 /**
@@ -303,6 +308,8 @@ export class JetStreamSource {
   /** held batches with events settled since their record was last written */
   private readonly dirty = new Set<HeldBatch>();
   private recording = false;
+  /** pull requests the server let expire without ending them (ended here instead) */
+  overdue = 0;
   /** batches nak'd because their org had its share of the window (CONTRACT 8) */
   deferred = 0;
   /** a whenRoom listener of a pause after deferred batches is registered */
@@ -364,6 +371,7 @@ export class JetStreamSource {
         this.wake = null;
         continue;
       }
+      let deadline: Timer | null = null;
       try {
         const epoch = this.epoch;
         const batchSize = Math.max(...this.recentSizes);
@@ -371,6 +379,12 @@ export class JetStreamSource {
         const wanted = Math.max(1, Math.floor(Math.min(room, MAX_PULL) / batchSize), this.skipping ? DEFERRED_PULL : 0);
         const batch = await consumer.fetch({ max_messages: wanted, expires: PULL_EXPIRES_MS });
         this.current = batch;
+        // nats-server 2.9 may let an expired pull request go without a word (no 408): the client
+        // would learn it only from missed heartbeats, seconds later, pulling nothing meanwhile
+        deadline = this.o.clock.setTimeout(() => {
+          this.overdue++;
+          batch.stop();
+        }, PULL_EXPIRES_MS + PULL_GRACE_MS);
         this.pulling?.();
         this.pulling = null;
         const deferredBefore = this.deferred;
@@ -410,6 +424,7 @@ export class JetStreamSource {
         failing = true;
         await sleep(this.o.clock, 1000);
       } finally {
+        deadline?.cancel();
         this.current = null;
       }
     }
