@@ -57,7 +57,10 @@ export async function consumeOutcomes(
   opts: { clock?: Clock; replayWindowMs?: number } = {},
 ): Promise<{ stop(): Promise<void> }> {
   const consumer = await js.consumers.get(OUTCOMES_STREAM, OUTCOMES_CONSUMER);
-  const messages = await consumer.consume({ max_messages: 64 });
+  // short pull requests: one nats-server 2.9 drops without a word (see the header of
+  // src/dataplane/sources/jetstream-source.ts) is noticed after two missed heartbeats (half of
+  // expires each), so outcomes wait at most seconds for it, not the default's minute
+  const messages = await consumer.consume({ max_messages: 64, expires: 5000 });
   const gate = new OutcomeBatchGate(seal, opts.clock, opts.replayWindowMs);
   const refused = new RepeatedWarnings(logger, opts.clock ?? systemClock, 'an outcome batch refused (forged: not sealed by a data plane; replayed: applied already, or sent long ago)');
   const loop = (async () => {
