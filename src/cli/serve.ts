@@ -5,6 +5,7 @@ import { sleep, systemClock } from '../domain/clock.ts';
 import type { RelayFault } from '../handoff/outbox-relay.ts';
 import { UsageError } from './exit-errors.ts';
 import { lockStore } from '../../store/lock.ts';
+import { collectEagerly } from './heap.ts';
 
 export const arg =
   <T>(fn: (s: string) => T) =>
@@ -72,6 +73,7 @@ export function registerServeCommand(program: Command): void {
     .addOption(new Option('--event-retention <duration|0>', 'how long emitted events and delivery attempts are kept (0: none)').env('SVC_EVENT_RETENTION').argParser(arg(eventRetention)).default(DEFAULT_EVENT_RETENTION_MS, '7d'))
     .addHelpText('after', SERVE_HELP)
     .action(async (opts: ServeOptions, cmd: Command) => {
+      collectEagerly();
       const config = toConfig(opts, cmd);
       // One `svc serve` per database (CONTRACT 1): refused here, before anything opens the store
       lockStore(config.db);

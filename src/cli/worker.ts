@@ -14,6 +14,7 @@ import { startNatsDataPlane } from '../dataplane/data-plane.ts';
 import { UsageError } from './exit-errors.ts';
 import { Readiness, trackNatsConnection } from '../readiness.ts';
 import { allowPrivateTargets, arg, deliveryConcurrencyOption, natsCredsOption } from './serve.ts';
+import { collectEagerly } from './heap.ts';
 
 interface WorkerOptions {
   nats?: string;
@@ -33,6 +34,7 @@ export function registerWorkerCommand(program: Command): void {
     .addOption(new Option('--delivery-timeout <duration>', 'webhook response wait').env('SVC_DELIVERY_TIMEOUT').argParser(arg(parseDuration)).default(5000, '5s'))
     .addOption(new Option('--allow-private-targets', 'allow webhook targets on loopback and private addresses'))
     .action(async (opts: WorkerOptions) => {
+      collectEagerly();
       if (!opts.nats) throw new UsageError('svc worker needs --nats <url> (or SVC_NATS_URL)');
       const key = workerKey(opts.natsCreds ?? null);
       const logger = pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
