@@ -34,6 +34,9 @@ async function distModule<T>(rel: string): Promise<T> {
 }
 
 console.log(`embedded svc from ${path.join(root, 'dist')}`);
+// as `svc serve` tunes its heap (src/cli/heap.ts), when the checkout has it
+const heapFile = path.join(root, 'dist', 'src/cli/heap.js');
+if (fs.existsSync(heapFile)) ((await import(pathToFileURL(heapFile).href)) as { collectEagerly(): void }).collectEagerly();
 const { startServer } = await distModule<{ startServer(config: ServeConfig): Promise<RunningServer> }>('src/server.js');
 // svc serve's defaults as that checkout defines them (a checkout that lacks one gets the value of today's)
 const defaults = await distModule<{ DEFAULT_DELIVERY_CONCURRENCY?: number; DEFAULT_EVENT_RETENTION_MS?: number }>('src/config.js');
