@@ -16,6 +16,7 @@ const GROUPS: Array<{ commands: string[]; load: () => Promise<Register> }> = [
   { commands: ['listen'], load: async () => (await import('./listen.ts')).registerListenCommand },
   { commands: ['worker'], load: async () => (await import('./worker.ts')).registerWorkerCommand },
   { commands: ['nats'], load: async () => (await import('./nats-commands.ts')).registerNatsCommands },
+  { commands: ['produce'], load: async () => (await import('./produce.ts')).registerProduceCommands },
 ];
 
 const VERSION_FLAGS = ['-V', '--version'];
