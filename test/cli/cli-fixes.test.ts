@@ -199,3 +199,28 @@ describe('svc nats creds and init', () => {
     expect(fs.existsSync(path.join(tmp, 'outside', 'engine.creds'))).toBe(true);
   });
 });
+
+describe('a webhook to a target this svc refuses', () => {
+  let svc: TestService;
+  let org: OrgCreds;
+  beforeAll(async () => {
+    svc = await startService({ allowPrivateTargets: false });
+    org = svc.createOrg('guarded');
+  });
+  afterAll(() => svc.stop());
+
+  it('is created with a warning in the response, which the CLI prints on stderr; a public target has none', async () => {
+    const api = svc.api(org);
+    const local = await api.post('/v1/orgs/current/webhooks', { webhook_url: 'http://127.0.0.1:9/hook' });
+    expect(local.status).toBe(201);
+    expect(local.body.warnings).toHaveLength(1);
+    expect(local.body.warnings[0]).toMatch(/target refused: .*loopback.*--allow-private-targets/);
+    const pub = await api.post('/v1/orgs/current/webhooks', { webhook_url: 'http://93.184.216.34/hook' });
+    expect(pub.status).toBe(201);
+    expect(pub.body.warnings).toBeUndefined();
+    const r = await cli(['webhooks', 'create', '--url', 'http://10.1.2.3/hook'], { SVC_API_URL: svc.url, SVC_API_TOKEN: org.api_token, SVC_ORG_ID: org.org_id });
+    expect(r.code, both(r)).toBe(0);
+    expect(r.stdout).toMatch(/created webhook wh_/);
+    expect(r.stderr).toMatch(/^warning: target refused: .*private/m);
+  });
+});
