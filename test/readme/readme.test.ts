@@ -11,12 +11,18 @@ import { ROOT } from '../helpers/paths.ts';
 import { extractSteps, runSteps, Session, walkthroughNames, WalkthroughError } from './walkthroughs.ts';
 
 const README = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-const tmp = (prefix: string) => fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+const made: string[] = [];
+const tmp = (prefix: string) => {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  made.push(d);
+  return d;
+};
 
 const WALKTHROUGHS = ['quickstart', 'health-gated-rollback', 'delivery-with-workers', 'after-an-outage', 'operations'];
 
 describe('the README walkthroughs run as written', () => {
   const steps = extractSteps(README);
+  let failed: string | null = null;
   let session: Session;
   let dir: string;
   beforeAll(async () => {
@@ -28,6 +34,8 @@ describe('the README walkthroughs run as written', () => {
     await session?.close();
     // what every block and process printed, for whoever reads a failure
     if (session) fs.writeFileSync(path.join(dir, '.readme-test', 'transcript.txt'), session.transcript.join('\n\n'));
+    if (!failed) fs.rmSync(dir, { recursive: true, force: true });
+    else console.error(`README walkthrough ${failed} failed: its directory and transcript are kept in ${dir}`);
   });
 
   it('every walkthrough is marked', () => {
@@ -35,7 +43,6 @@ describe('the README walkthroughs run as written', () => {
   });
 
   // one after the other, in one session: a later walkthrough continues an earlier one, as the README says
-  let failed: string | null = null;
   for (const name of WALKTHROUGHS) {
     it(name, { timeout: 300_000 }, async () => {
       if (failed) throw new Error(`not run: walkthrough ${failed} failed before it`);
@@ -50,6 +57,10 @@ describe('the README walkthroughs run as written', () => {
 });
 
 describe('a broken README fails', () => {
+  afterAll(() => {
+    for (const d of made.filter((d) => d.includes('broken'))) fs.rmSync(d, { recursive: true, force: true });
+  });
+
   it('a marker without its block, or with an unknown option, does not extract', () => {
     expect(() => extractSteps('<!-- walkthrough: x -->\nsome text\n')).toThrow(/must be followed by a ```sh block/);
     expect(() => extractSteps('<!-- walkthrough: x colour=red -->\n```sh\ntrue\n```\n')).toThrow(/unknown walkthrough option colour=red/);

@@ -105,6 +105,18 @@ function freePort(): Promise<number> {
   });
 }
 
+/** Every process group a session started and has not stopped: killed if the test process exits first. */
+const groups = new Set<number>();
+process.once('exit', () => {
+  for (const pid of groups) {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+});
+
 interface Background {
   name: string;
   child: ChildProcess;
@@ -265,7 +277,11 @@ export class Session {
       output: '',
       exited: new Promise((ok) => child.once('exit', (code, signal) => ok(code ?? (signal ? 128 : null)))),
     };
-    void b.exited.then((code) => (b.exitCode = code));
+    groups.add(child.pid!);
+    void b.exited.then((code) => {
+      b.exitCode = code;
+      groups.delete(child.pid!);
+    });
     child.stdout!.on('data', (d) => (b.output += d));
     child.stderr!.on('data', (d) => (b.output += d));
     this.bg.set(name, b);
