@@ -7,6 +7,12 @@ import { fileURLToPath } from 'node:url';
 
 const argv = process.argv.slice(2);
 
+// A reader that goes away (`svc … | head`) is not an error of svc: stop quietly, exit 0 (CONTRACT 7).
+process.stdout.on('error', (err) => {
+  if (err.code === 'EPIPE') process.exit(0);
+  throw err;
+});
+
 /** The CLI's main(): from dist/, or from the sources through tsx; null when neither can run. */
 async function loadMain() {
   const { distState } = await import('../scripts/dist-state.mjs');

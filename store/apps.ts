@@ -50,8 +50,16 @@ export function getApp(db: Db, orgId: string, appId: string): App | undefined {
   return db.prepare('SELECT app_id, org_id, name, created_at FROM apps WHERE org_id = ? AND app_id = ?').get(orgId, appId) as App | undefined;
 }
 
-export function listApps(db: Db, orgId: string): App[] {
-  return db.prepare('SELECT app_id, org_id, name, created_at FROM apps WHERE org_id = ? ORDER BY rowid DESC').all(orgId) as App[];
+/** The org's apps, newest first; with a page, at most `limit` of those created before the app `after`. */
+export function listApps(db: Db, orgId: string, page?: { after?: string; limit: number }): App[] {
+  if (!page) return db.prepare('SELECT app_id, org_id, name, created_at FROM apps WHERE org_id = ? ORDER BY rowid DESC').all(orgId) as App[];
+  return db
+    .prepare(
+      `SELECT app_id, org_id, name, created_at FROM apps WHERE org_id = ?
+         AND (? IS NULL OR rowid < (SELECT rowid FROM apps WHERE org_id = ? AND app_id = ?))
+       ORDER BY rowid DESC LIMIT ?`,
+    )
+    .all(orgId, page.after ?? null, orgId, page.after ?? null, page.limit) as App[];
 }
 
 type RawConfig = Omit<AppConfig, 'body' | 'vetoed'> & { body: string; vetoed_reason: string | null; vetoed_at: string | null };

@@ -77,9 +77,11 @@ export function errorMessage(body: unknown, status: number, statusText: string):
     const parts = (b.details as ErrorDetailLike[]).map((d) => {
       const p = typeof d?.path === 'string' && d.path ? d.path : '';
       const m = typeof d?.message === 'string' ? d.message : '';
-      return p && m ? `${p}: ${m}` : p || m;
+      // a message that names its path already (`webhook_url must be …`) is not prefixed with it again
+      return p && m ? (m.startsWith(`${p} `) || m.startsWith(`${p}:`) ? m : `${p}: ${m}`) : p || m;
     });
-    const list = parts.filter(Boolean).join('; ');
+    // the server's message names the first detail already (`invalid request: webhook_url: …`): say each once
+    const list = parts.filter((p) => p && !message.includes(p)).join('; ');
     if (list) message += ` (${list})`;
   }
   return { code, message };

@@ -4,11 +4,12 @@
 // usage error (always before any request).
 import readline from 'node:readline/promises';
 import type { Command } from 'commander';
-import { seg } from './api-client.ts';
+import { seg, type ApiClient } from './api-client.ts';
 import { group, handle, leaf, str } from './command-kit.ts';
 import { registerHistoryCommands } from './history-commands.ts';
 import { registerWebhooks } from './webhook-commands.ts';
-import { UsageError } from './exit-errors.ts';
+import { ApiError, UsageError } from './exit-errors.ts';
+import { bakeMs, MAX_BAKE_MS } from '../domain/rollout.ts';
 import { formatDiff, formatLabels, printFields, printJson, printTable, println, type DiffLike } from './output.ts';
 
 // ---------------------------------------------------------------- installs and rollback
@@ -48,6 +49,15 @@ async function confirm(question: string): Promise<boolean> {
   }
 }
 
+/** A version as `installs diff` takes it: the number `installs versions` shows (1, 2, …) or its ver_ id. */
+async function versionIdOf(api: ApiClient, installId: string, given: string): Promise<string> {
+  if (!/^\d+$/.test(given)) return given;
+  const list = await api.get<ConfigVersion[]>(`/v1/installs/${seg(installId)}/app-config-versions`);
+  const v = (list ?? []).find((x) => x.version === Number(given));
+  if (!v) throw new ApiError(404, 'not_found', `install ${installId} has no version ${given} (svc installs versions ${installId} lists them)`);
+  return v.version_id;
+}
+
 function registerInstalls(program: Command): void {
   const installs = group(program, 'installs', 'installs, their app config versions and rollback');
 
@@ -72,8 +82,9 @@ function registerInstalls(program: Command): void {
     );
   });
 
-  handle(leaf(installs, 'diff <install_id> <version_id>', 'show what an app config version changed'), async (run) => {
-    const [id, version] = run.args;
+  handle(leaf(installs, 'diff <install_id> <version>', 'show what an app config version changed (its number, as `installs versions` shows it, or its ver_ id)'), async (run) => {
+    const [id, given] = run.args;
+    const version = await versionIdOf(run.api(), id, given);
     const d = await run.api().get<DiffLike & { version_id?: string; from_app_config_id?: string | null; to_app_config_id?: string }>(
       `/v1/installs/${seg(id)}/app-config-versions/${seg(version)}/diff`,
     );
@@ -204,7 +215,23 @@ export function parseSelector(text: string): Record<string, string> {
 const collect = (v: string, prev: string[]) => [...prev, v];
 
 function registerApps(program: Command): void {
-  const apps = group(program, 'apps', 'apps: roll a fleet of installs back');
+  const apps = group(program, 'apps', "apps: list them, roll a fleet of installs back");
+  handle(
+    leaf(apps, 'list', "list the org's apps, newest first")
+      .option('--limit <n>', 'at most this many (1 to 500, default 100)')
+      .option('--after <app_id>', 'the apps created before this one (the next page)'),
+    async (run) => {
+      const limit = str(run.opts.limit);
+      if (limit !== undefined && (!/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > 500)) throw new UsageError(`--limit ${JSON.stringify(limit)}: a whole number from 1 to 500`);
+      const q = new URLSearchParams();
+      if (limit !== undefined) q.set('limit', limit);
+      const after = str(run.opts.after);
+      if (after !== undefined) q.set('after', after);
+      const list = await run.api().get<Array<{ app_id: string; name: string; created_at: string }>>(`/v1/apps${q.size ? `?${q}` : ''}`);
+      if (run.json) return printJson(list);
+      printTable(['app_id', 'name', 'created_at'], (list ?? []).map((a) => [a.app_id, a.name, a.created_at]), 'no apps');
+    },
+  );
   handle(
     leaf(apps, 'rollback <app_id>', "roll an app's installs back, group by group (the app's branch groups, then `other`); shows the plan first")
       .option('--to <previous|app_config_id>', 'each install to the config of its version before the current one (previous), or one app config', 'previous')
@@ -220,6 +247,10 @@ function registerApps(program: Command): void {
       const onBad = str(run.opts.onBad);
       if (onBad !== undefined && onBad !== 'halt' && onBad !== 'rollback') throw new UsageError(`--on-bad ${JSON.stringify(onBad)}: halt or rollback`);
       const bake = str(run.opts.bake);
+      if (bake !== undefined) {
+        const ms = bakeMs(bake);
+        if (ms === null || ms > MAX_BAKE_MS) throw new UsageError(`--bake ${JSON.stringify(bake)}: a duration from 0s to 24h with its unit (e.g. 90s, 10m, 1h)`);
+      }
       if (onBad !== undefined && bake === undefined) throw new UsageError('--on-bad needs --bake (the health gate it configures)');
       const selector = str(run.opts.selector);
       const installs = (run.opts.install as string[] | undefined) ?? [];

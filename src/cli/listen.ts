@@ -71,11 +71,42 @@ export interface Listener {
   close(): Promise<void>;
 }
 
-/** The summary line of an event: time, type, subject, interest slugs. */
+type Json = Record<string, unknown>;
+const obj = (v: unknown): Json | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Json) : undefined);
+const text = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);
+
+/**
+ * What a person reading along needs of an event's data, as `key: value` parts: the workflow's type,
+ * the step's name, the install and component it acts on, a health verdict and its reason, the
+ * error of a failed outcome, and the URL that answers an approval request.
+ */
+export function eventDetails(ev: Json | undefined): string[] {
+  const d = obj(ev?.data);
+  if (!d) return [];
+  const wf = obj(d.workflow);
+  const step = obj(d.step);
+  const health = obj(d.health);
+  const rollout = obj(d.rollout);
+  const out: string[] = [];
+  if (wf && !step && text(wf.type)) out.push(`workflow: ${text(wf.type)}`);
+  if (step && text(step.name)) out.push(`step: ${JSON.stringify(step.name)}`);
+  const install = text(d.install_id) ?? (wf?.owner_type === 'installs' ? text(wf.owner_id) : undefined) ?? text(rollout?.install_id);
+  if (install) out.push(`install: ${install}`);
+  const component = text(step?.component_id) ?? text(d.component_id) ?? text(health?.component_id);
+  if (component) out.push(`component: ${component}`);
+  if (health && text(health.verdict)) out.push(`verdict: ${text(health.verdict)}${text(health.reason) ? ` (${text(health.reason)})` : ''}`);
+  const error = text(obj(d.outcome)?.error);
+  if (error) out.push(`error: ${JSON.stringify(error)}`);
+  const url = text(obj(d.approval)?.url);
+  if (url) out.push(`approve or reject: ${url}`);
+  return out;
+}
+
+/** The summary line of an event: time, type, subject, what it is about (eventDetails), interest slugs. */
 export function formatEventLine(ev: Record<string, unknown> | undefined, mark?: string): string {
   const str = (v: unknown) => (typeof v === 'string' && v ? v : '-');
   const slugs = Array.isArray(ev?.interests) ? (ev.interests as unknown[]).map(String).join(' ') : '';
-  const parts = [str(ev?.time ?? new Date().toISOString()), str(ev?.type), str(ev?.subject)];
+  const parts = [str(ev?.time ?? new Date().toISOString()), str(ev?.type), str(ev?.subject), ...eventDetails(ev)];
   if (slugs) parts.push(`[${slugs}]`);
   if (mark) parts.unshift(mark);
   return parts.join('  ');

@@ -10,6 +10,16 @@ function dbPath(opt: string | undefined): string {
   return opt ?? process.env.SVC_DB ?? DEFAULT_DB;
 }
 
+/** Whether the database at `path` holds the org (`svc nats creds` issues credentials to existing orgs only). */
+export function orgExists(path: string, orgId: string): boolean {
+  const db = openDb(path);
+  try {
+    return getOrg(db, orgId) !== undefined;
+  } finally {
+    db.close();
+  }
+}
+
 /** `svc orgs create` and `svc tokens create`: bootstrap on the local database (safe while a server runs on it). */
 export function registerLocalCommands(program: Command): void {
   const orgs = program.command('orgs').description('manage orgs in the local database');

@@ -1,4 +1,6 @@
 // `svc nats init` and `svc nats creds` (CONTRACT 1, 6.7): NATS decentralized auth for svc.
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
 import { NatsSetupError } from '../bus/nats-creds.ts';
 import { initNatsDir, NATS_FILES, producerCreds } from '../bus/nats-setup.ts';
@@ -19,6 +21,18 @@ async function asUsage<T>(f: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * The top of the git work tree holding `file` of `dir` when git would not ignore that file (a
+ * secret that `git add .` would commit); null outside a work tree, when ignored, or without git.
+ */
+export function unignoredWorkTree(dir: string, file: string): string | null {
+  const git = (...args: string[]) => spawnSync('git', args, { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const top = git('rev-parse', '--show-toplevel');
+  if (top.error || top.status !== 0) return null;
+  const ignored = git('check-ignore', '-q', file);
+  return ignored.status === 1 ? top.stdout.trim() : null;
+}
+
 export function registerNatsCommands(program: Command): void {
   const nats = program.command('nats').description('NATS credentials: a server configuration and credentials for each svc role');
 
@@ -30,6 +44,13 @@ export function registerNatsCommands(program: Command): void {
     .action(async (opts: { dir: string; port: number }) => {
       const r = await asUsage(() => initNatsDir({ dir: opts.dir, port: opts.port }));
       const url = `nats://127.0.0.1:${r.port}`;
+      const tracked = unignoredWorkTree(r.dir, NATS_FILES.engineCreds);
+      if (tracked) {
+        process.stderr.write(
+          `warning: ${r.dir} is inside the git work tree ${tracked} and git does not ignore it: its .creds and signing key are secrets; ` +
+            `add it to .gitignore (or use a directory outside the checkout)\n`,
+        );
+      }
       process.stdout.write(
         [
           `wrote a NATS setup in ${r.dir}:`,
@@ -50,9 +71,14 @@ export function registerNatsCommands(program: Command): void {
     .command('creds')
     .description("print the NATS credentials of a producer of an org (publish svc.ingest.<org>.>, subscribe svc.jobs.<org>.>)")
     .requiredOption('--dir <dir>', 'directory written by `svc nats init`')
-    .requiredOption('--org <org_id>', 'org id')
-    .action(async (opts: { dir: string; org: string }) => {
+    .requiredOption('--org <org_id>', 'org id (an org of the database)')
+    .option('--db <path>', "svc serve's SQLite database, where the org must exist (SVC_DB, default ./data/svc.db)")
+    .action(async (opts: { dir: string; org: string; db?: string }) => {
       const creds = await asUsage(() => producerCreds(opts.dir, opts.org));
+      const { orgExists } = await import('./local.ts');
+      const db = opts.db ?? process.env.SVC_DB ?? './data/svc.db';
+      if (!existsSync(db)) throw new UsageError(`no database at ${db}: pass --db (the one svc serve uses) so that the org can be checked`);
+      if (!orgExists(db, opts.org)) throw new UsageError(`no org ${opts.org} in ${db}: credentials are issued only to an org that exists`);
       process.stdout.write(creds);
     });
 }

@@ -121,7 +121,9 @@ export function registerWebhooks(program: Command): Command {
       const secret = await readSecret(run.opts);
       if (secret !== undefined) body.secret = secret;
       if (sub) Object.assign(body, sub);
-      const w = await run.api().post<Webhook>(WEBHOOKS, body);
+      const w = await run.api().post<Webhook & { warnings?: string[] }>(WEBHOOKS, body);
+      // a target the server would refuse: said on stderr either way (stdout stays the webhook)
+      for (const warning of w.warnings ?? []) process.stderr.write(`warning: ${warning}\n`);
       if (run.json) return printJson(w);
       println(`created webhook ${w.webhook_id}`);
       printWebhook(w);

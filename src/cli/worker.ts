@@ -55,7 +55,9 @@ export function registerWorkerCommand(program: Command): void {
       });
       readiness.ready('consumers');
       await readiness.whenReady();
-      logger.info({ worker: workerId, concurrency: opts.deliveryConcurrency }, 'worker ready');
+      // the guard's setting is the worker's own (svc serve's pings and resends follow svc serve's):
+      // said here so that a worker and an engine that disagree can be told apart
+      logger.info({ worker: workerId, concurrency: opts.deliveryConcurrency, allow_private_targets: allowPrivateTargets(opts.allowPrivateTargets) }, 'worker ready');
       let exiting = false;
       const shutdown = async (signal: string) => {
         if (exiting) return;

@@ -95,6 +95,15 @@ export const webhookSchema = z
   })
   .register(apiSchemas, { id: 'Webhook' });
 
+export const webhookCreatedSchema = webhookSchema
+  .extend({
+    warnings: described(
+      z.array(z.string()).optional(),
+      'things that will stop its deliveries, found when it was created (a target this svc serve refuses: a loopback or private address without --allow-private-targets, a host that does not resolve); the webhook is created all the same',
+    ),
+  })
+  .register(apiSchemas, { id: 'WebhookCreated' });
+
 export const webhookListSchema = z.array(webhookSchema);
 
 export const pingResultSchema = z
@@ -164,6 +173,8 @@ export const appSchema = z
     created_at: timestamp,
   })
   .register(apiSchemas, { id: 'App' });
+
+export const appListSchema = z.array(appSchema);
 
 const configBodyShape = {
   sandbox: json.optional(),

@@ -115,6 +115,11 @@ const pageLimit = z
   .pipe(z.number().int().min(1, 'a whole number from 1 to 500').max(500, 'a whole number from 1 to 500'))
   .describe('page size, 1 to 500 (default 100)');
 
+export const appListQuerySchema = z.object({
+  after: id.describe('the app_id of the last app of the previous page: the apps created before it').optional(),
+  limit: pageLimit.optional(),
+});
+
 export const eventListQuerySchema = z.object({
   since: timeBound('kept events emitted at or after').optional(),
   until: timeBound('events emitted before').optional(),

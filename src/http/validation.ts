@@ -29,9 +29,14 @@ export function issuesToDetails(issues: readonly z.core.$ZodIssue[]): ErrorDetai
   return out;
 }
 
+/** `path: message`, or the message alone when it names its path already (`webhook_url must be …`). */
+export function detailText(d: ErrorDetail): string {
+  return d.message.startsWith(`${d.path} `) || d.message.startsWith(`${d.path}:`) ? d.message : `${d.path}: ${d.message}`;
+}
+
 export function invalid(details: ErrorDetail[]): HttpError {
   const first = details[0];
-  const summary = first ? `${first.path}: ${first.message}` : 'invalid request';
+  const summary = first ? detailText(first) : 'invalid request';
   return new HttpError(400, 'invalid_request', `invalid request: ${summary}`, details);
 }
 

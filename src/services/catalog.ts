@@ -27,6 +27,14 @@ export function listApps(ctx: AppContext, orgId: string) {
   return dbListApps(ctx.db, orgId).map((a) => ({ app_id: a.app_id, name: a.name, created_at: a.created_at }));
 }
 
+/** A page of the org's apps, newest first: at most `limit` (default 100), those created before `after`. */
+export function listAppsPage(ctx: AppContext, orgId: string, page: { after?: string; limit?: number }) {
+  if (page.after !== undefined && !getApp(ctx.db, orgId, page.after)) {
+    throw new InvalidError(`after: no app ${page.after}`, [{ path: 'after', message: `no app ${page.after}` }]);
+  }
+  return dbListApps(ctx.db, orgId, { after: page.after, limit: page.limit ?? 100 }).map((a) => ({ app_id: a.app_id, name: a.name, created_at: a.created_at }));
+}
+
 export function mustGetApp(ctx: AppContext, orgId: string, appId: string) {
   const app = getApp(ctx.db, orgId, appId);
   if (!app) throw new NotFoundError('app', appId);

@@ -26,6 +26,7 @@ import {
 import { hopSubject, hopWildcard, ingestWildcard } from '../../src/bus/subjects.ts';
 import { findNatsServer, freePort, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { BIN, ROOT } from '../helpers/paths.ts';
+import { openDb } from '../../store/db.ts';
 
 const NATS_BIN = findNatsServer();
 const enc = new TextEncoder();
@@ -102,7 +103,11 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
   }
 
   async function producerCredsFile(org: string): Promise<string> {
-    const r = await cli(['nats', 'creds', '--dir', dir, '--org', org]);
+    // `svc nats creds` issues credentials to an org of the database only
+    const db = openDb(path.join(tmp, 'svc.db'));
+    db.prepare('INSERT OR IGNORE INTO orgs (org_id, name, created_at) VALUES (?, ?, ?)').run(org, org, new Date().toISOString());
+    db.close();
+    const r = await cli(['nats', 'creds', '--dir', dir, '--org', org, '--db', path.join(tmp, 'svc.db')]);
     expect(r.code, r.stderr).toBe(0);
     const file = path.join(tmp, `${org}.creds`);
     fs.writeFileSync(file, r.stdout, { mode: 0o600 });

@@ -221,6 +221,39 @@ describe('startListener', () => {
     expect(out.lines).toHaveLength(1);
   });
 
+  it('names the step, install and component, a failure and the approval URL (CONTRACT 6.2 data)', () => {
+    const step = {
+      time: 't',
+      type: 'com.svc.workflow_step.lifecycle.v1',
+      subject: 'org_1/workflow_step/wf_1/st_1/failed',
+      data: {
+        workflow: { id: 'wf_1', type: 'app_rollback', owner_id: 'app_1', owner_type: 'apps' },
+        step: { id: 'st_1', name: 'bake install group: canary', component_id: null },
+        outcome: { status: 'failed', error: 'health gate: install eu-1 is unhealthy' },
+        rollout: { install_id: 'inst_1', component_id: 'cmp_1' },
+      },
+    };
+    expect(formatEventLine(step)).toBe(
+      't  com.svc.workflow_step.lifecycle.v1  org_1/workflow_step/wf_1/st_1/failed  step: "bake install group: canary"  install: inst_1  error: "health gate: install eu-1 is unhealthy"',
+    );
+    const deploy = { time: 't', type: 'x', subject: 's', data: { workflow: { type: 'provision', owner_id: 'inst_2', owner_type: 'installs' }, step: { name: 'deploy api', component_id: 'cmp_2' } } };
+    expect(formatEventLine(deploy)).toBe('t  x  s  step: "deploy api"  install: inst_2  component: cmp_2');
+    const approval = {
+      time: 't',
+      type: 'com.svc.workflow_step.approval.v1',
+      subject: 'org_1/workflow_step_approval/wf_1/st_2/requested',
+      interests: ['event:approval.requested'],
+      data: { workflow: { type: 'app_branch_run', owner_id: 'app_1', owner_type: 'apps' }, step: { name: 'plan install group: canary' }, approval: { status: 'requested', url: 'http://127.0.0.1:8080/dashboard/orgs/org_1/workflows/wf_1#step-st_2' } },
+    };
+    expect(formatEventLine(approval)).toBe(
+      't  com.svc.workflow_step.approval.v1  org_1/workflow_step_approval/wf_1/st_2/requested  step: "plan install group: canary"  approve or reject: http://127.0.0.1:8080/dashboard/orgs/org_1/workflows/wf_1#step-st_2  [event:approval.requested]',
+    );
+    const health = { time: 't', type: 'com.svc.component.health.v1', subject: 's', data: { install_id: 'inst_1', component_id: 'cmp_1', health: { verdict: 'unhealthy', reason: 'p99 2s' } } };
+    expect(formatEventLine(health)).toBe('t  com.svc.component.health.v1  s  install: inst_1  component: cmp_1  verdict: unhealthy (p99 2s)');
+    const wf = { time: 't', type: 'com.svc.workflow.lifecycle.v1', subject: 's', data: { workflow: { type: 'provision', owner_id: 'inst_1', owner_type: 'installs' } } };
+    expect(formatEventLine(wf)).toBe('t  com.svc.workflow.lifecycle.v1  s  workflow: provision  install: inst_1');
+  });
+
   it('formats events with missing fields', () => {
     expect(formatEventLine({ time: 't', type: 'x' })).toBe('t  x  -');
     expect(formatEventLine({ time: 't', type: 'x', subject: 's', interests: ['event:webhook.ping'] }, 'BAD SIGNATURE')).toBe(

@@ -296,6 +296,8 @@ describe('real responses validate against the document', () => {
     ids.app = app.app_id;
     const got = check(await api.get(`/v1/apps/${ids.app}`), 'get', '/v1/apps/{app_id}', 200);
     expect(got).toMatchObject({ app_id: ids.app, name: 'shop', org_id: org.org_id });
+    const apps = check(await api.get('/v1/apps?limit=10'), 'get', '/v1/apps', 200);
+    expect(apps[0]).toMatchObject({ app_id: ids.app, name: 'shop' });
 
     const CONFIGS = '/v1/apps/{app_id}/configs';
     const cfg1 = check(

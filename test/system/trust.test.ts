@@ -323,7 +323,7 @@ describe.skipIf(findNatsServer() === null)('with the credentials of svc nats ini
     org = { org_id: created.org.org_id, api_token: created.api_token };
     serve = await spawnService(db, ['--nats', nats.url, '--nats-creds', path.join(dir, 'engine.creds'), '--no-deliver', '--no-local-runner']);
     worker = await spawnWorker(nats.url, path.join(dir, 'worker.creds'));
-    const creds = await cli(['nats', 'creds', '--dir', dir, '--org', org.org_id]);
+    const creds = await cli(['nats', 'creds', '--dir', dir, '--org', org.org_id, '--db', db]);
     expect(creds.code, creds.stderr).toBe(0);
     const file = path.join(tmp, 'producer.creds');
     fs.writeFileSync(file, creds.stdout, { mode: 0o600 });

@@ -2,10 +2,11 @@
 import * as catalog from '../../services/catalog.ts';
 import { rollBackFleet, startBranchRun } from '../../services/rollback.ts';
 import { defineRoute, reply } from '../api-route.ts';
-import { appConfigSchema, branchRunSchema, createAppSchema, createBranchSchema, fleetRollbackSchema, vetoSchema } from '../schemas.ts';
+import { appConfigSchema, appListQuerySchema, branchRunSchema, createAppSchema, createBranchSchema, fleetRollbackSchema, vetoSchema } from '../schemas.ts';
 import {
   appConfigListSchema,
   appConfigViewSchema,
+  appListSchema,
   appSchema,
   branchRunResultSchema,
   branchSchema,
@@ -28,6 +29,18 @@ export const appRoutes = [
     responses: { 201: { description: 'the app', schema: appSchema } },
     errors: [],
     handle: ({ ctx, orgId, body }) => reply.created(catalog.createApp(ctx, orgId, body.name)),
+  }),
+  defineRoute({
+    operationId: 'listApps',
+    method: 'get',
+    path: '/v1/apps',
+    tag,
+    summary: "List the org's apps, newest first",
+    description: 'A page of at most `limit` apps (default 100); the next page is `after` the last app_id of this one.',
+    query: appListQuerySchema,
+    responses: { 200: { description: 'the apps', schema: appListSchema } },
+    errors: [400],
+    handle: ({ ctx, orgId, query }) => reply.ok(catalog.listAppsPage(ctx, orgId, query)),
   }),
   defineRoute({
     operationId: 'getApp',

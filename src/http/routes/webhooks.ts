@@ -4,7 +4,8 @@ import * as svc from '../../services/webhooks.ts';
 import * as history from '../../services/history.ts';
 import { attemptListQuerySchema, recoverBodySchema, resendBodySchema } from '../schemas.ts';
 import { defineRoute, reply } from '../api-route.ts';
-import { attemptPageSchema, pingResultSchema, recoverySchema, recoveryStartedSchema, webhookListSchema, webhookSchema } from '../responses.ts';
+import { attemptPageSchema, pingResultSchema, recoverySchema, recoveryStartedSchema, webhookCreatedSchema, webhookListSchema, webhookSchema } from '../responses.ts';
+import { checkTarget, TargetLookupError, TargetRefusedError } from '../../delivery/guard.ts';
 import type { z } from 'zod';
 
 type WebhookBody = z.input<typeof webhookSchema>;
@@ -12,6 +13,27 @@ type WebhookBody = z.input<typeof webhookSchema>;
 const body = (w: svc.WebhookView) => w as WebhookBody;
 
 const HOOKS = '/v1/orgs/current/webhooks';
+
+/**
+ * Why this process would refuse the webhook's target now, or null. A warning, not a refusal: the
+ * guard decides at each attempt (DNS answers change, a worker may be started with
+ * --allow-private-targets), but whoever registers a webhook that cannot be delivered hears so at once.
+ */
+async function targetWarning(url: string, allowPrivate: boolean): Promise<string | null> {
+  try {
+    // a slow resolver does not hold up the 201: no answer within a second, no warning
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<null>((ok) => (timer = setTimeout(() => ok(null), 1000)));
+    await Promise.race([checkTarget(url, { allowPrivate }), late]).finally(() => clearTimeout(timer));
+    return null;
+  } catch (err) {
+    if (err instanceof TargetRefusedError) {
+      return `${err.message}: this svc serve refuses it${allowPrivate ? '' : ' (start svc serve and svc worker with --allow-private-targets to deliver to local receivers)'}; pings, resends and deliveries to it will fail`;
+    }
+    if (err instanceof TargetLookupError) return `${err.message}: deliveries fail until the host resolves`;
+    return null;
+  }
+}
 const tag = 'webhooks';
 
 export const webhookRoutes = [
@@ -32,9 +54,13 @@ export const webhookRoutes = [
     tag,
     summary: 'Create a webhook',
     body: { schema: createWebhookBodySchema },
-    responses: { 201: { description: 'the webhook', schema: webhookSchema } },
+    responses: { 201: { description: 'the webhook, with `warnings` when its target would be refused', schema: webhookCreatedSchema } },
     errors: [409],
-    handle: ({ ctx, orgId, body: input }) => reply.created(body(svc.createWebhook(ctx, orgId, input))),
+    handle: async ({ ctx, orgId, body: input }) => {
+      const created = body(svc.createWebhook(ctx, orgId, input));
+      const warning = await targetWarning(created.webhook_url, ctx.config.allowPrivateTargets);
+      return reply.created(warning ? { ...created, warnings: [warning] } : created);
+    },
   }),
   defineRoute({
     operationId: 'getWebhook',
