@@ -1,0 +1,196 @@
+// svc on a 3-server NATS cluster (CONTRACT 1 "NATS clusters", issue 34): a seed list, every stream
+// and bucket on 3 replicas (an existing one scaled to 3), a start with one seed down, and the loss
+// of the server leading SVC_EVENTS (kill -9, its store deleted) under a backlog: every fact
+// acknowledged before is delivered, each one acknowledged after within 10 s of its answer, /readyz
+// sampled through the election, and the server rejoins empty and catches up.
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureLayout, EVENTS_STREAM, DISPATCH_CONSUMER, LAYOUT_STREAMS } from '../../src/bus/jetstream.ts';
+import { findNatsServer } from '../helpers/nats-server.ts';
+import { startNatsCluster, type NatsClusterHandle } from '../helpers/nats-cluster.ts';
+import { startService, tmpDir, waitFor, type TestService } from '../helpers/service.ts';
+import { createWebhook } from '../helpers/webhooks.ts';
+import { sendReliably, startedFact } from '../helpers/producer.ts';
+import { ledgerLine, ledgerOf, startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
+
+/** A pino logger whose lines the test reads. */
+function capturingLogger(): { logger: pino.Logger; lines: string[] } {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      lines.push(chunk.toString());
+      cb();
+    },
+  });
+  return { logger: pino({ level: 'info' }, stream), lines };
+}
+
+async function replicasOf(jsm: JetStreamManager, stream: string): Promise<number> {
+  return (await jsm.streams.info(stream)).config.num_replicas;
+}
+
+/** Every stream of the layout has a leader, as a client sees it. */
+async function leadersElected(jsm: JetStreamManager): Promise<boolean> {
+  for (const s of LAYOUT_STREAMS) {
+    const ok = await jsm.streams.info(s).then(
+      (i) => !!i.cluster?.leader,
+      () => false,
+    );
+    if (!ok) return false;
+  }
+  return true;
+}
+
+describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () => {
+  let cluster: NatsClusterHandle;
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+  let svc: TestService | null = null;
+  const receivers: LedgerReceiver[] = [];
+  const db = `${tmpDir('svc-cluster-')}/svc.db`;
+
+  beforeAll(async () => {
+    cluster = await startNatsCluster();
+    nc = await connect({ servers: cluster.urls.split(','), name: 'cluster-test' });
+    jsm = await jetstreamManager(nc, { timeout: 3000 });
+  }, 30_000);
+  afterAll(async () => {
+    await svc?.stop();
+    for (const rx of receivers) await rx.close();
+    await nc?.close();
+    await cluster?.stop();
+  });
+
+  it('creates every stream and bucket with 3 replicas, and scales an existing one-replica stream to 3', async () => {
+    // an older svc's layout on one server: every stream and bucket with one replica
+    await ensureLayout(nc, jsm, { replicas: 1 });
+    expect(await replicasOf(jsm, EVENTS_STREAM)).toBe(1);
+
+    const { logger, lines } = capturingLogger();
+    svc = await startService({ natsUrl: cluster.urls, db }, { logger }).catch((err) => {
+      console.log(lines.join(''));
+      throw err;
+    });
+    for (const s of LAYOUT_STREAMS) expect(await replicasOf(jsm, s), s).toBe(3);
+    // the consumer the data planes share follows its stream
+    await waitFor(async () => ((await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER)).cluster?.replicas?.length ?? 0) === 2, 10_000, 'the dispatch consumer on 3 servers');
+    expect(lines.some((l) => l.includes(`scaled JetStream stream ${EVENTS_STREAM} from 1 to 3 replicas`))).toBe(true);
+    expect(lines.some((l) => l.includes('JetStream layout in place: 3 replicas'))).toBe(true);
+    expect((await fetch(`${svc.url}/readyz`)).status).toBe(200);
+    await svc.stop();
+    svc = null;
+  }, 60_000);
+
+  it('starts and is ready with one of three seeds down', async () => {
+    const down = cluster.servers[0];
+    await cluster.kill(down.name);
+    // the streams it led have new leaders (a start during the election is the next test's matter)
+    await waitFor(() => leadersElected(jsm), 30_000, 'a leader for every stream');
+    // the dead server first in the list: the client goes on to the next seed
+    const seeds = [down.url, ...cluster.servers.slice(1).map((s) => s.url)].join(',');
+    try {
+      svc = await startService({ natsUrl: seeds, db });
+      const r = await fetch(`${svc.url}/readyz`);
+      expect(r.status, await r.text()).toBe(200);
+      await svc.stop();
+      svc = null;
+    } finally {
+      // the next test needs all three
+      await cluster.restart(down.name);
+      await waitFor(() => leadersElected(jsm), 30_000, 'a leader for every stream');
+    }
+  }, 90_000);
+
+  it('loses no acknowledged fact when the server leading SVC_EVENTS is killed and its store deleted, and delivers within 10 s after', async () => {
+    svc = await startService({ natsUrl: cluster.urls, db });
+    const slow = await startLedgerReceiver({ delayMs: 300 });
+    const fast = await startLedgerReceiver();
+    receivers.push(slow, fast);
+    const orgA = svc.createOrg('backlog');
+    const orgB = svc.createOrg('after');
+    await createWebhook(svc.api(orgA), `${slow.url}/a`);
+    await createWebhook(svc.api(orgB), `${fast.url}/b`);
+
+    // a backlog: org A's facts faster than its slow webhook takes them
+    const BEFORE = 120;
+    const ackedBefore: string[] = [];
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (ackedBefore.length < BEFORE) {
+          const f = startedFact(orgA.org_id);
+          ackedBefore.push(f.subject);
+          await sendReliably(nc, f.natsSubject, f.body);
+        }
+      }),
+    );
+    const ackedBeforeSet = ackedBefore.slice(0, BEFORE);
+    const info = await jsm.streams.info(EVENTS_STREAM);
+    const leader = info.cluster!.leader!;
+    const backlog = BEFORE - slow.distinct('/a');
+    expect(backlog, 'a backlog when the leader is killed').toBeGreaterThan(20);
+
+    // /readyz sampled every 100 ms from the kill until the facts acknowledged after are delivered
+    const samples: Array<{ at: number; status: number; reasons?: string[] }> = [];
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const r = await fetch(`${svc!.url}/readyz`).catch(() => null);
+        if (r) samples.push({ at: Date.now(), status: r.status, reasons: r.status === 200 ? undefined : ((await r.json()) as { reasons: string[] }).reasons });
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    })();
+
+    const killedAt = Date.now();
+    await cluster.kill(leader, { wipe: true });
+
+    // org B's facts, one every 200 ms from the kill on: each is answered, then delivered within 10 s
+    const AFTER = 30;
+    const answeredAt = new Map<string, number>();
+    for (let i = 0; i < AFTER; i++) {
+      const f = startedFact(orgB.org_id);
+      await sendReliably(nc, f.natsSubject, f.body);
+      answeredAt.set(f.subject, Date.now());
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    await waitFor(() => fast.distinct('/b') === AFTER, 30_000, 'every fact acknowledged after the kill delivered');
+    sampling = false;
+    await sampler;
+
+    // the server comes back with an empty store, rejoins and catches up
+    await cluster.restart(leader);
+    await waitFor(
+      async () => {
+        const replicas = (await jsm.streams.info(EVENTS_STREAM).catch(() => null))?.cluster;
+        const all = [replicas?.leader, ...(replicas?.replicas ?? []).filter((p) => p.current).map((p) => p.name)];
+        return all.includes(leader);
+      },
+      30_000,
+      `${leader} to rejoin ${EVENTS_STREAM} and catch up`,
+    );
+
+    await waitFor(() => slow.distinct('/a') === BEFORE, 60_000, 'the backlog delivered');
+    await svc.settled(30_000);
+
+    const a = ledgerOf(ackedBeforeSet, slow.deliveries, '/a');
+    const b = ledgerOf(answeredAt.keys(), fast.deliveries, '/b');
+    const latencies = [...answeredAt].map(([subject, at]) => fast.deliveries.find((d) => d.path === '/b' && d.subject === subject)!.at - at);
+    const notReady = samples.filter((s) => s.status !== 200);
+    const firstAfter = [...answeredAt].map(([subject]) => fast.deliveries.find((d) => d.subject === subject)!.at).sort((x, y) => x - y)[0];
+    console.log(ledgerLine('cluster backlog (acknowledged before the kill)', a, `backlog ${backlog} at the kill of ${leader}`));
+    console.log(ledgerLine('cluster after (acknowledged after the kill)', b, `delivery after its answer: max ${Math.max(...latencies)} ms, median ${latencies.sort((x, y) => x - y)[Math.floor(latencies.length / 2)]} ms; first delivery ${firstAfter - killedAt} ms after the kill`));
+    console.log(
+      `/readyz during the election: ${samples.length} samples, ${notReady.length} not ready` +
+        (notReady.length ? ` (from ${notReady[0].at - killedAt} ms to ${notReady[notReady.length - 1].at - killedAt} ms after the kill: ${[...new Set(notReady.flatMap((s) => s.reasons ?? []))].join(' | ')})` : ''),
+    );
+    expect(a.missing, 'acknowledged before the kill, never delivered').toEqual([]);
+    expect(b.missing, 'acknowledged after the kill, never delivered').toEqual([]);
+    expect(a.foreignRepeats).toEqual([]);
+    expect(b.foreignRepeats).toEqual([]);
+    expect(Math.max(...latencies)).toBeLessThanOrEqual(10_000);
+    // ready again once every stream has its leader
+    await waitFor(async () => (await fetch(`${svc!.url}/readyz`)).status === 200, 10_000, '/readyz 200 again');
+  }, 150_000);
+});
