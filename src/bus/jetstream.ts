@@ -174,7 +174,22 @@ interface ReplicaPlan {
 async function ensureReplicas(jsm: JetStreamManager, name: string, have: number, plan: ReplicaPlan): Promise<void> {
   const want = plan.explicit ? plan.replicas : Math.max(plan.replicas, have);
   if (want === have) return;
+  const consumers = LAYOUT_CONSUMERS.filter((c) => c.stream === name);
+  // svc's consumers are scaled with their stream, explicitly: nats-server 2.9 moves a consumer that
+  // inherits its replica count along with its stream, but such a consumer was seen to elect no
+  // leader after the loss of a server (a consumer without a leader hands out nothing). A consumer
+  // has no more replicas than its stream: up, the stream first; down, the consumers first.
+  const scaleConsumers = async () => {
+    for (const c of consumers) {
+      await jsm.consumers.update(name, c.consumer, { num_replicas: want }).catch((err: unknown) => {
+        // not made yet: it is created with the count
+        if (!isApiError(err, JetStreamApiCodes.ConsumerNotFound)) throw err;
+      });
+    }
+  };
+  if (want < have) await scaleConsumers();
   await jsm.streams.update(name, { num_replicas: want });
+  if (want > have) await scaleConsumers();
   // the new replicas catch up, and the stream (and its consumers) may elect a leader anew: what
   // comes next (a consumer's info, the first publish) waits for that
   await waitForReplicas(jsm, name, want);
@@ -247,6 +262,8 @@ async function ensureStream(jsm: JetStreamManager, base: StreamCfg, plan: Replic
   await ensureReplicas(jsm, name, c.num_replicas, plan);
 }
 
+const streamReplicas = async (jsm: JetStreamManager, name: string) => (await jsm.streams.info(name)).config.num_replicas;
+
 /** Create the KV bucket, or scale an existing one to the plan (nothing else of a bucket changes). */
 async function ensureBucket(nc: NatsConnection, jsm: JetStreamManager, bucket: string, opts: { ttl?: number }, plan: ReplicaPlan): Promise<void> {
   // create() leaves an existing bucket as it is
@@ -302,9 +319,9 @@ export async function ensureLayout(nc: NatsConnection, jsm: JetStreamManager, op
   const plan: ReplicaPlan = { replicas: explicit ? opts.replicas! : defaultReplicas(nc), explicit, logger: opts.logger };
   await checkIngestNotCaptured(jsm);
   await ensureStream(jsm, eventsStream(), plan);
-  await ensureConsumer(jsm, EVENTS_STREAM, dispatchConsumer());
+  await ensureConsumer(jsm, EVENTS_STREAM, { ...dispatchConsumer(), num_replicas: await streamReplicas(jsm, EVENTS_STREAM) });
   await ensureStream(jsm, outcomesStream(), plan);
-  await ensureConsumer(jsm, OUTCOMES_STREAM, outcomesConsumer());
+  await ensureConsumer(jsm, OUTCOMES_STREAM, { ...outcomesConsumer(), num_replicas: await streamReplicas(jsm, OUTCOMES_STREAM) });
   await ensureBucket(nc, jsm, REGISTRY_BUCKET, {}, plan);
   await ensureBucket(nc, jsm, PROGRESS_BUCKET, { ttl: PROGRESS_TTL_MS }, plan);
   return { replicas: plan.replicas };

@@ -172,7 +172,12 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
     );
 
     await waitFor(() => slow.distinct('/a') === BEFORE, 60_000, 'the backlog delivered');
-    await svc.settled(30_000);
+    await svc.settled(30_000).catch(async (err) => {
+      const si = await jsm.streams.info(EVENTS_STREAM);
+      const ci = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
+      console.log('DEBUG', JSON.stringify(si.state), JSON.stringify(si.cluster), JSON.stringify({ ...ci, config: undefined }));
+      throw err;
+    });
 
     const a = ledgerOf(ackedBeforeSet, slow.deliveries, '/a');
     const b = ledgerOf(answeredAt.keys(), fast.deliveries, '/b');
