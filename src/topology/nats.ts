@@ -40,13 +40,13 @@ async function connect(d: TopologyDeps, natsUrl: string): Promise<NatsBus> {
   const nats = await createNatsBus(natsUrl, { name: 'svc', logger, role: 'engine', credsFile: config.natsCreds });
   trackNatsConnection(nats.nc, d.readiness);
   try {
-    const jsm = await jetstreamManager(nats.nc, { timeout: 10_000 });
+    const jsm = await jetstreamManager(nats.nc, { timeout: 10_000, checkAPI: false });
     const { replicas } = await retryDuringElection(d, () => ensureLayout(nats.nc, jsm, { replicas: config.natsReplicas ?? null, logger }));
     logger.info({ replicas, server: nats.nc.info?.server_name, cluster: nats.nc.info?.cluster ?? null }, `JetStream layout in place: ${replicas} replica${replicas === 1 ? '' : 's'} per stream and bucket`);
   } catch (err) {
     await nats.close();
     const msg = (err as Error)?.message ?? String(err);
-    const hint = /jetstream not enabled|JetStreamNotEnabled|503/i.test(msg) ? ' (start nats-server with JetStream enabled: -js)' : '';
+    const hint = /jetstream (is )?not enabled|JetStreamNotEnabled|503/i.test(msg) ? ' (start nats-server with JetStream enabled: -js)' : '';
     throw new Error(`NATS setup failed at ${redactNatsUrl(natsUrl)}: ${msg}${hint}`, { cause: err });
   }
   return nats;
@@ -81,7 +81,7 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
   const seal = new Seal(key);
   const nats = await connect(d, natsUrl);
   const js = jetstream(nats.nc, { timeout: 10_000 });
-  const jsm = await jetstreamManager(nats.nc, { timeout: 10_000 });
+  const jsm = await jetstreamManager(nats.nc, { timeout: 10_000, checkAPI: false });
   const registry = new KvRegistryPublisher(await retryDuringElection(d, () => new Kvm(js).open(REGISTRY_BUCKET)), seal);
   const publisher = new JetStreamPublisher(nats.nc, natsConnectOptions({ servers: [], name: 'svc', role: 'engine' }).inboxPrefix!);
   // gives each outbox row its batch (in the engine's commits and a recovery's) and deletes what

@@ -13,6 +13,7 @@ import { findNatsServer } from '../helpers/nats-server.ts';
 import { startNatsCluster, type NatsClusterHandle } from '../helpers/nats-cluster.ts';
 import { startService, tmpDir, waitFor, type TestService } from '../helpers/service.ts';
 import { createWebhook } from '../helpers/webhooks.ts';
+import { dataplaneKey, spawnWorker, type SvcChild } from '../helpers/child-service.ts';
 import { sendReliably, startedFact } from '../helpers/producer.ts';
 import { ledgerLine, ledgerOf, startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
 
@@ -49,6 +50,7 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
   let nc: NatsConnection;
   let jsm: JetStreamManager;
   let svc: TestService | null = null;
+  const workers: SvcChild[] = [];
   const receivers: LedgerReceiver[] = [];
   const db = `${tmpDir('svc-cluster-')}/svc.db`;
 
@@ -58,6 +60,7 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
     jsm = await jetstreamManager(nc, { timeout: 3000 });
   }, 30_000);
   afterAll(async () => {
+    for (const w of workers) w.proc.kill('SIGKILL');
     await svc?.stop();
     for (const rx of receivers) await rx.close();
     await nc?.close();
@@ -76,7 +79,7 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
     });
     for (const s of LAYOUT_STREAMS) expect(await replicasOf(jsm, s), s).toBe(3);
     // the consumer the data planes share follows its stream
-    await waitFor(async () => ((await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER)).cluster?.replicas?.length ?? 0) === 2, 10_000, 'the dispatch consumer on 3 servers');
+    await waitFor(async () => ((await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER)).cluster?.replicas?.length ?? 0) === 2, 30_000, 'the dispatch consumer on 3 servers');
     expect(lines.some((l) => l.includes(`scaled JetStream stream ${EVENTS_STREAM} from 1 to 3 replicas`))).toBe(true);
     expect(lines.some((l) => l.includes('JetStream layout in place: 3 replicas'))).toBe(true);
     expect((await fetch(`${svc.url}/readyz`)).status).toBe(200);
@@ -104,8 +107,11 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
     }
   }, 90_000);
 
-  it('loses no acknowledged fact when the server leading SVC_EVENTS is killed and its store deleted, and delivers within 10 s after', async () => {
-    svc = await startService({ natsUrl: cluster.urls, db });
+  it('loses no acknowledged fact when the server leading SVC_EVENTS is killed and its store deleted, and delivers within 10 s after (two svc workers)', async () => {
+    // the engine here delivers nothing: two `svc worker --nats <the seed list>` processes do
+    svc = await startService({ natsUrl: cluster.urls, db, deliver: false });
+    const key = dataplaneKey(db);
+    workers.push(...(await Promise.all([0, 1].map(() => spawnWorker(cluster.urls, [], { SVC_DATAPLANE_KEY: key })))));
     const slow = await startLedgerReceiver({ delayMs: 300 });
     const fast = await startLedgerReceiver();
     receivers.push(slow, fast);
@@ -155,7 +161,10 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
       answeredAt.set(f.subject, Date.now());
       await new Promise((res) => setTimeout(res, 200));
     }
-    await waitFor(() => fast.distinct('/b') === AFTER, 30_000, 'every fact acknowledged after the kill delivered');
+    await waitFor(() => fast.distinct('/b') === AFTER, 30_000, 'every fact acknowledged after the kill delivered').catch((err) => {
+      for (const w of workers) console.log(w.output());
+      throw err;
+    });
     sampling = false;
     await sampler;
 
@@ -175,7 +184,8 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
     await svc.settled(30_000).catch(async (err) => {
       const si = await jsm.streams.info(EVENTS_STREAM);
       const ci = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
-      console.log('DEBUG', JSON.stringify(si.state), JSON.stringify(si.cluster), JSON.stringify({ ...ci, config: undefined }));
+      console.log('not settled:', JSON.stringify(si.state), JSON.stringify(si.cluster), JSON.stringify({ ...ci, config: undefined }));
+      for (const w of workers) console.log(w.output());
       throw err;
     });
 
