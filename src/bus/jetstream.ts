@@ -189,11 +189,12 @@ async function ensureReplicas(jsm: JetStreamManager, name: string, have: number,
   };
   if (want < have) await scaleConsumers();
   await jsm.streams.update(name, { num_replicas: want });
+  // said once the server took it: a start cut short after this (and set up again) finds it scaled
+  plan.logger?.info({ stream: name, from: have, to: want }, `scaled JetStream stream ${name} from ${have} to ${want} replicas`);
   if (want > have) await scaleConsumers();
   // the new replicas catch up, and the stream (and its consumers) may elect a leader anew: what
   // comes next (a consumer's info, the first publish) waits for that
   await waitForReplicas(jsm, name, want);
-  plan.logger?.info({ stream: name, from: have, to: want }, `scaled JetStream stream ${name} from ${have} to ${want} replicas`);
 }
 
 const SCALE_WAIT_MS = 30_000;
@@ -282,12 +283,16 @@ async function ensureConsumer(jsm: JetStreamManager, stream: string, cfg: Partia
       await jsm.consumers.add(stream, cfg);
       return;
     }
-    if (c.ack_wait !== cfg.ack_wait || c.max_deliver !== cfg.max_deliver || c.max_ack_pending !== cfg.max_ack_pending || c.description !== cfg.description) {
+    // a consumer left behind by a scale of its stream that did not finish (a start cut short) is
+    // scaled now; one that inherits its stream's count (0) and has it is left alone
+    const replicas = cfg.num_replicas !== undefined && c.num_replicas !== 0 && c.num_replicas !== cfg.num_replicas ? { num_replicas: cfg.num_replicas } : {};
+    if (c.ack_wait !== cfg.ack_wait || c.max_deliver !== cfg.max_deliver || c.max_ack_pending !== cfg.max_ack_pending || c.description !== cfg.description || 'num_replicas' in replicas) {
       await jsm.consumers.update(stream, cfg.durable_name!, {
         ack_wait: cfg.ack_wait,
         max_deliver: cfg.max_deliver,
         description: cfg.description,
         ...(cfg.max_ack_pending !== undefined ? { max_ack_pending: cfg.max_ack_pending } : {}),
+        ...replicas,
       });
     }
   } catch (err) {

@@ -49,6 +49,8 @@ export class OutcomeBatchGate {
   }
 }
 
+const OUTCOME_PULL_EXPIRES_MS = 5000;
+
 export async function consumeOutcomes(
   js: JetStreamClient,
   seal: Seal,
@@ -57,7 +59,10 @@ export async function consumeOutcomes(
   opts: { clock?: Clock; replayWindowMs?: number } = {},
 ): Promise<{ stop(): Promise<void> }> {
   const consumer = await js.consumers.get(OUTCOMES_STREAM, OUTCOMES_CONSUMER);
-  const messages = await consumer.consume({ max_messages: 64 });
+  // pull requests that live 5 s (heartbeats every 2.5 s), not nats.js's 30 s: one the server lost
+  // (its consumer's leader died, a NATS cluster electing another) is known lost and pulled again
+  // within about 5 s, not 30 s, and the delivery status follows the outcomes that soon
+  const messages = await consumer.consume({ max_messages: 64, expires: OUTCOME_PULL_EXPIRES_MS });
   const gate = new OutcomeBatchGate(seal, opts.clock, opts.replayWindowMs);
   const refused = new RepeatedWarnings(logger, opts.clock ?? systemClock, 'an outcome batch refused (forged: not sealed by a data plane; replayed: applied already, or sent long ago)');
   const loop = (async () => {

@@ -79,7 +79,11 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
     });
     for (const s of LAYOUT_STREAMS) expect(await replicasOf(jsm, s), s).toBe(3);
     // the consumer the data planes share follows its stream
-    await waitFor(async () => ((await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER)).cluster?.replicas?.length ?? 0) === 2, 30_000, 'the dispatch consumer on 3 servers');
+    await waitFor(async () => ((await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER)).cluster?.replicas?.length ?? 0) === 2, 30_000, 'the dispatch consumer on 3 servers').catch(async (err) => {
+      const ci = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER).catch((e) => String(e));
+      console.log('dispatch consumer:', JSON.stringify(ci), lines.join(''));
+      throw err;
+    });
     expect(lines.some((l) => l.includes(`scaled JetStream stream ${EVENTS_STREAM} from 1 to 3 replicas`))).toBe(true);
     expect(lines.some((l) => l.includes('JetStream layout in place: 3 replicas'))).toBe(true);
     expect((await fetch(`${svc.url}/readyz`)).status).toBe(200);
@@ -181,6 +185,12 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
     );
 
     await waitFor(() => slow.distinct('/a') === BEFORE, 60_000, 'the backlog delivered');
+    // the outcomes came back to the engine through the election too (SVC_OUTCOMES, its consumer)
+    await waitFor(
+      async () => ((await svc!.api(orgB).get('/v1/orgs/current/webhooks')).body[0]?.delivery_status?.attempts_total ?? 0) >= AFTER,
+      30_000,
+      "org B's delivery status to count every attempt",
+    );
     await svc.settled(30_000).catch(async (err) => {
       const si = await jsm.streams.info(EVENTS_STREAM);
       const ci = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
