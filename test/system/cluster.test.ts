@@ -13,9 +13,10 @@ import { findNatsServer } from '../helpers/nats-server.ts';
 import { startNatsCluster, type NatsClusterHandle } from '../helpers/nats-cluster.ts';
 import { startService, tmpDir, waitFor, type TestService } from '../helpers/service.ts';
 import { createWebhook } from '../helpers/webhooks.ts';
-import { dataplaneKey, spawnWorker, type SvcChild } from '../helpers/child-service.ts';
+import { childSettled, dataplaneKey, spawnService, spawnWorker, type ChildService, type SvcChild } from '../helpers/child-service.ts';
+import { apiClient, newDbWithOrg } from '../helpers/service.ts';
 import { sendReliably, startedFact } from '../helpers/producer.ts';
-import { ledgerLine, ledgerOf, startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
+import { ledgerLine, ledgerOf, ledgerSeed, prng, startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
 
 /** A pino logger whose lines the test reads. */
 function capturingLogger(): { logger: pino.Logger; lines: string[] } {
@@ -217,5 +218,89 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
     expect(Math.max(...latencies)).toBeLessThanOrEqual(10_000);
     // ready again once every stream has its leader
     await waitFor(async () => (await fetch(`${svc!.url}/readyz`)).status === 200, 10_000, '/readyz 200 again');
+    // this test's workers would take (and drop: another data plane key) the next test's events
+    for (const w of workers.splice(0)) {
+      w.proc.kill('SIGTERM');
+      await w.exited;
+    }
+    await svc.stop();
+    svc = null;
+  }, 150_000);
+
+  it('chaos: kill -9 of a cluster server, a worker and the engine at random moments under a backlog: 0 missing', async () => {
+    const seed = ledgerSeed();
+    const random = prng(seed);
+    const rx = await startLedgerReceiver({ delayMs: 200 });
+    receivers.push(rx);
+    const { db: chaosDb, org } = newDbWithOrg('cluster-chaos');
+    const args = ['--nats', cluster.urls, '--no-local-runner', '--no-deliver'];
+    const procs: SvcChild[] = [];
+    const track = <T extends SvcChild>(c: T): T => {
+      procs.push(c);
+      workers.push(c); // killed in afterAll if still running
+      return c;
+    };
+    let engine: ChildService = track(await spawnService(chaosDb, args));
+    await createWebhook(apiClient(engine.url, org), `${rx.url}/c`);
+    const key = dataplaneKey(chaosDb);
+    const startWorker = async () => track(await spawnWorker(cluster.urls, [], { SVC_DATAPLANE_KEY: key }));
+    const pool = [await startWorker(), await startWorker()];
+    const kill9 = async (c: SvcChild) => {
+      c.proc.kill('SIGKILL');
+      await c.exited;
+    };
+
+    const N = 400;
+    const acked: string[] = [];
+    const delivered = () => rx.distinct('/c');
+    let next = 0;
+    const producing = Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < N) {
+          next++;
+          await waitFor(() => acked.length - delivered() < 120, 120_000, 'room in the backlog');
+          const f = startedFact(org.org_id);
+          await sendReliably(nc, f.natsSubject, f.body);
+          acked.push(f.subject);
+        }
+      }),
+    );
+    // one kill each, in a random order, at random moments between 15% and 75% of the work
+    const kinds = ['server', 'worker', 'engine'].sort(() => random() - 0.5);
+    const at: string[] = [];
+    let from = 0.15;
+    for (const [i, kind] of kinds.entries()) {
+      const f = from + random() * (0.75 - from - 0.15 * (kinds.length - 1 - i));
+      from = f + 0.15;
+      await waitFor(() => delivered() >= Math.ceil(f * N), 90_000, `${Math.ceil(f * N)} deliveries before killing a ${kind}`);
+      if (kind === 'server') {
+        const victim = cluster.servers[Math.floor(random() * cluster.servers.length)].name;
+        await cluster.kill(victim, { wipe: true });
+        at.push(`server ${victim} (store deleted) at ${delivered()}`);
+        // it comes back empty once the other two have taken over
+        await waitFor(() => leadersElected(jsm), 30_000, 'a leader for every stream');
+        await cluster.restart(victim);
+      } else if (kind === 'worker') {
+        const w = pool.shift()!;
+        await kill9(w);
+        at.push(`a worker at ${delivered()}`);
+        pool.push(await startWorker());
+      } else {
+        await kill9(engine);
+        at.push(`the engine at ${delivered()}`);
+        engine = track(await spawnService(chaosDb, args));
+      }
+    }
+    await producing;
+    await waitFor(() => delivered() >= N, 90_000, `all ${N} acknowledged facts delivered (have ${delivered()})`);
+    // nothing left queued: a repeat of what the killed worker held would have arrived by now
+    await childSettled(chaosDb, { jsm, timeoutMs: 60_000 });
+    const l = ledgerOf(acked, rx.deliveries, '/c');
+    console.log(ledgerLine('cluster chaos', l, `seed ${seed} (LEDGER_SEED=${seed} replays it); kills: ${at.join(', ')}`));
+    expect(l.acknowledged).toBe(N);
+    expect(l.missing, 'acknowledged, never delivered').toEqual([]);
+    expect(l.unexpected).toEqual([]);
+    expect(l.foreignRepeats, 'a repeat that is not the same attempt again').toEqual([]);
+    for (const p of procs) if (p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill('SIGKILL');
   }, 150_000);
 });
