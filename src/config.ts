@@ -5,7 +5,10 @@ export interface ServeConfig {
   port: number;
   host: string;
   db: string;
+  /** one NATS URL or a comma-separated seed list (CONTRACT 1); null = the in-process bus */
   natsUrl: string | null;
+  /** replicas of every stream and KV bucket svc uses (CONTRACT 1); null = 3 on a JetStream cluster of 3 or more, else 1 */
+  natsReplicas?: number | null;
   /** as given; null = http://<host>:<bound port> */
   baseUrl: string | null;
   /** as given; null = <base-url>/dashboard */
@@ -49,6 +52,13 @@ export function parsePositiveInt(text: string): number {
 export function parseCount(text: string): number {
   if (!/^\d+$/.test(text.trim())) throw new Error(`invalid number ${JSON.stringify(text)} (a whole number)`);
   return Number(text);
+}
+
+/** --nats-replicas: JetStream keeps 1 to 5 replicas of a stream. */
+export function parseReplicas(text: string): number {
+  const n = parsePositiveInt(text);
+  if (n > 5) throw new Error(`invalid replica count ${n} (JetStream keeps 1 to 5)`);
+  return n;
 }
 
 /** '500ms', '2s', '15m', '24h' → milliseconds (more than 0). Throws on anything else. */

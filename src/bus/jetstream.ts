@@ -11,7 +11,10 @@
 //   KV svc_webhooks  the webhook registry the engine replicates to data planes (encrypted entries).
 //   KV svc_progress  which webhooks a slow event has already had (so a redelivery repeats nothing else).
 //
-// The engine creates all of these; data planes only use them.
+// The engine creates all of these; data planes only use them. On a JetStream cluster each is kept
+// on `replicas` servers (CONTRACT 1 "NATS clusters"): created so, and an existing one scaled to it
+// at start (its consumers follow the stream). With 3, losing one server loses no acknowledged
+// message: JetStream acknowledges a publish once a majority of the replicas stored it.
 import {
   AckPolicy,
   DeliverPolicy,
@@ -123,10 +126,102 @@ const outcomesConsumer = (): Partial<ConsumerConfig> => ({
   filter_subject: outcomesWildcard,
 });
 
+/** The streams behind the layout's KV buckets. */
+export const kvStreamName = (bucket: string) => `KV_${bucket}`;
+/** Every stream svc needs (the buckets' included). */
+export const LAYOUT_STREAMS = [EVENTS_STREAM, OUTCOMES_STREAM, kvStreamName(REGISTRY_BUCKET), kvStreamName(PROGRESS_BUCKET)] as const;
+/** The durable consumers svc needs, by stream. */
+export const LAYOUT_CONSUMERS = [
+  { stream: EVENTS_STREAM, consumer: DISPATCH_CONSUMER },
+  { stream: OUTCOMES_STREAM, consumer: OUTCOMES_CONSUMER },
+] as const;
+
+/**
+ * The servers of the JetStream cluster the connection is on, as the server tells: the client URLs
+ * of its cluster (its INFO's connect_urls, itself included); 1 when it is in no cluster, or does
+ * not tell (no_advertise).
+ */
+export function clusterSize(nc: NatsConnection): number {
+  const info = nc.info;
+  if (!info?.cluster || !info.jetstream) return 1;
+  return Math.max(1, new Set(info.connect_urls ?? []).size);
+}
+
+/** The replica count when --nats-replicas is not given (CONTRACT 1): 3 on a cluster of 3 or more, else 1. */
+export function defaultReplicas(nc: NatsConnection): number {
+  return clusterSize(nc) >= 3 ? 3 : 1;
+}
+
+export interface LayoutOptions {
+  /** --nats-replicas; null or absent: defaultReplicas(), and an existing stream is never scaled down to it */
+  replicas?: number | null;
+  /** where "scaled" lines go */
+  logger?: { info(o: object, m?: string): void };
+}
+
+/** How many replicas a stream should have, and whether an existing one is scaled to it. */
+interface ReplicaPlan {
+  replicas: number;
+  /** an explicit count: existing streams are scaled up or down to it; a default only scales up */
+  explicit: boolean;
+  logger?: LayoutOptions['logger'];
+}
+
+/**
+ * Scale an existing stream to the plan (a default never scales down: a server that is away when svc
+ * starts makes the cluster look smaller than it is).
+ */
+async function ensureReplicas(jsm: JetStreamManager, name: string, have: number, plan: ReplicaPlan): Promise<void> {
+  const want = plan.explicit ? plan.replicas : Math.max(plan.replicas, have);
+  if (want === have) return;
+  const consumers = LAYOUT_CONSUMERS.filter((c) => c.stream === name);
+  // svc's consumers are scaled with their stream, explicitly: nats-server 2.9 moves a consumer that
+  // inherits its replica count along with its stream, but such a consumer was seen to elect no
+  // leader after the loss of a server (a consumer without a leader hands out nothing). A consumer
+  // has no more replicas than its stream: up, the stream first; down, the consumers first.
+  const scaleConsumers = async () => {
+    for (const c of consumers) {
+      await jsm.consumers.update(name, c.consumer, { num_replicas: want }).catch((err: unknown) => {
+        // not made yet: it is created with the count
+        if (!isApiError(err, JetStreamApiCodes.ConsumerNotFound)) throw err;
+      });
+    }
+  };
+  if (want < have) await scaleConsumers();
+  await jsm.streams.update(name, { num_replicas: want });
+  // said once the server took it: a start cut short after this (and set up again) finds it scaled
+  plan.logger?.info({ stream: name, from: have, to: want }, `scaled JetStream stream ${name} from ${have} to ${want} replicas`);
+  if (want > have) await scaleConsumers();
+  // the new replicas catch up, and the stream (and its consumers) may elect a leader anew: what
+  // comes next (a consumer's info, the first publish) waits for that
+  await waitForReplicas(jsm, name, want);
+}
+
+const SCALE_WAIT_MS = 30_000;
+
+/** Resolves once `name` has a leader and `replicas - 1` current followers; rejects after SCALE_WAIT_MS. */
+async function waitForReplicas(jsm: JetStreamManager, name: string, replicas: number): Promise<void> {
+  const end = Date.now() + SCALE_WAIT_MS;
+  let last = '';
+  for (;;) {
+    try {
+      const c = (await jsm.streams.info(name)).cluster;
+      const current = (c?.replicas ?? []).filter((p) => p.current).length;
+      if (c?.leader && current >= replicas - 1) return;
+      last = `leader ${c?.leader ?? 'none'}, ${current} of ${replicas - 1} followers current`;
+    } catch (err) {
+      last = (err as Error)?.message ?? String(err);
+    }
+    if (Date.now() > end) throw new Error(`JetStream stream ${name} was not on ${replicas} servers within ${SCALE_WAIT_MS / 1000} s (${last})`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 const isApiError = (err: unknown, code: number) => err instanceof JetStreamApiError && err.code === code;
 
 /** Create the stream, or bring an existing one in line (a stream of another retention is recreated when empty). */
-async function ensureStream(jsm: JetStreamManager, cfg: StreamCfg): Promise<void> {
+async function ensureStream(jsm: JetStreamManager, base: StreamCfg, plan: ReplicaPlan): Promise<void> {
+  const cfg: StreamCfg = { ...base, num_replicas: plan.replicas };
   const name = cfg.name;
   let info;
   try {
@@ -165,6 +260,17 @@ async function ensureStream(jsm: JetStreamManager, cfg: StreamCfg): Promise<void
   if (JSON.stringify(c.subjects) !== JSON.stringify(cfg.subjects) || c.duplicate_window !== (cfg.duplicate_window ?? c.duplicate_window) || c.max_age !== (cfg.max_age ?? 0)) {
     await jsm.streams.update(name, { subjects: cfg.subjects, duplicate_window: cfg.duplicate_window ?? c.duplicate_window, max_age: cfg.max_age ?? 0 });
   }
+  await ensureReplicas(jsm, name, c.num_replicas, plan);
+}
+
+const streamReplicas = async (jsm: JetStreamManager, name: string) => (await jsm.streams.info(name)).config.num_replicas;
+
+/** Create the KV bucket, or scale an existing one to the plan (nothing else of a bucket changes). */
+async function ensureBucket(nc: NatsConnection, jsm: JetStreamManager, bucket: string, opts: { ttl?: number }, plan: ReplicaPlan): Promise<void> {
+  // create() leaves an existing bucket as it is
+  await new Kvm(jetstream(nc)).create(bucket, { history: 1, storage: StorageType.File, replicas: plan.replicas, ...opts });
+  const name = kvStreamName(bucket);
+  await ensureReplicas(jsm, name, (await jsm.streams.info(name)).config.num_replicas, plan);
 }
 
 async function ensureConsumer(jsm: JetStreamManager, stream: string, cfg: Partial<ConsumerConfig>): Promise<void> {
@@ -177,12 +283,16 @@ async function ensureConsumer(jsm: JetStreamManager, stream: string, cfg: Partia
       await jsm.consumers.add(stream, cfg);
       return;
     }
-    if (c.ack_wait !== cfg.ack_wait || c.max_deliver !== cfg.max_deliver || c.max_ack_pending !== cfg.max_ack_pending || c.description !== cfg.description) {
+    // a consumer left behind by a scale of its stream that did not finish (a start cut short) is
+    // scaled now; one that inherits its stream's count (0) and has it is left alone
+    const replicas = cfg.num_replicas !== undefined && c.num_replicas !== 0 && c.num_replicas !== cfg.num_replicas ? { num_replicas: cfg.num_replicas } : {};
+    if (c.ack_wait !== cfg.ack_wait || c.max_deliver !== cfg.max_deliver || c.max_ack_pending !== cfg.max_ack_pending || c.description !== cfg.description || 'num_replicas' in replicas) {
       await jsm.consumers.update(stream, cfg.durable_name!, {
         ack_wait: cfg.ack_wait,
         max_deliver: cfg.max_deliver,
         description: cfg.description,
         ...(cfg.max_ack_pending !== undefined ? { max_ack_pending: cfg.max_ack_pending } : {}),
+        ...replicas,
       });
     }
   } catch (err) {
@@ -205,14 +315,19 @@ async function checkIngestNotCaptured(jsm: JetStreamManager): Promise<void> {
   }
 }
 
-/** The engine's part: every stream, consumer and bucket of the layout, created or brought in line. */
-export async function ensureLayout(nc: NatsConnection, jsm: JetStreamManager): Promise<void> {
+/**
+ * The engine's part: every stream, consumer and bucket of the layout, created or brought in line,
+ * each on `replicas` servers. Resolves the replica count it used.
+ */
+export async function ensureLayout(nc: NatsConnection, jsm: JetStreamManager, opts: LayoutOptions = {}): Promise<{ replicas: number }> {
+  const explicit = opts.replicas !== undefined && opts.replicas !== null;
+  const plan: ReplicaPlan = { replicas: explicit ? opts.replicas! : defaultReplicas(nc), explicit, logger: opts.logger };
   await checkIngestNotCaptured(jsm);
-  await ensureStream(jsm, eventsStream());
-  await ensureConsumer(jsm, EVENTS_STREAM, dispatchConsumer());
-  await ensureStream(jsm, outcomesStream());
-  await ensureConsumer(jsm, OUTCOMES_STREAM, outcomesConsumer());
-  const kvm = new Kvm(jetstream(nc));
-  await kvm.create(REGISTRY_BUCKET, { history: 1, storage: StorageType.File });
-  await kvm.create(PROGRESS_BUCKET, { history: 1, storage: StorageType.File, ttl: PROGRESS_TTL_MS });
+  await ensureStream(jsm, eventsStream(), plan);
+  await ensureConsumer(jsm, EVENTS_STREAM, { ...dispatchConsumer(), num_replicas: await streamReplicas(jsm, EVENTS_STREAM) });
+  await ensureStream(jsm, outcomesStream(), plan);
+  await ensureConsumer(jsm, OUTCOMES_STREAM, { ...outcomesConsumer(), num_replicas: await streamReplicas(jsm, OUTCOMES_STREAM) });
+  await ensureBucket(nc, jsm, REGISTRY_BUCKET, {}, plan);
+  await ensureBucket(nc, jsm, PROGRESS_BUCKET, { ttl: PROGRESS_TTL_MS }, plan);
+  return { replicas: plan.replicas };
 }

@@ -28,6 +28,9 @@ import {
 import { foregroundClock, sleep, systemClock, within } from '../domain/clock.ts';
 import { eventsWildcard, subjectMatches } from './subjects.ts';
 import { natsConnectOptions, type NatsRole } from './nats-auth.ts';
+import { natsUrlOptions, redactNatsUrl } from './nats-url.ts';
+
+export { natsServers, natsUrlOptions, redactNatsUrl } from './nats-url.ts';
 
 const DRAIN_TIMEOUT_MS = 10_000;
 
@@ -53,57 +56,6 @@ function requestErrorCode(err: unknown): BusRequestErrorCode {
     if (e instanceof ClosedConnectionError || e instanceof DrainingConnectionError) return 'closed';
   }
   return 'failed';
-}
-
-/** The servers of a comma-separated NATS URL list. */
-export function natsServers(url: string): string[] {
-  return url
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-}
-
-/**
- * A NATS URL list as nats.js takes it: the servers without user info, and the credentials a URL
- * names (`nats://user:pass@host`, or `nats://token@host`) as connection options; nats.js does not
- * read them from the URL itself (CONTRACT 6.7).
- */
-export function natsUrlOptions(url: string): { servers: string[]; user?: string; pass?: string; token?: string } {
-  const out: { servers: string[]; user?: string; pass?: string; token?: string } = { servers: [] };
-  for (const server of natsServers(url)) {
-    const u = userInfoOf(server);
-    if (!u) {
-      out.servers.push(server);
-      continue;
-    }
-    const colon = u.info.indexOf(':');
-    if (colon >= 0) {
-      out.user = decodeURIComponent(u.info.slice(0, colon));
-      out.pass = decodeURIComponent(u.info.slice(colon + 1));
-    } else out.token = decodeURIComponent(u.info);
-    out.servers.push(`${u.scheme}${u.rest}`);
-  }
-  return out;
-}
-
-/** The URL list with every user name, password or token replaced by `***` (what logs and errors show). */
-export function redactNatsUrl(url: string): string {
-  return natsServers(url)
-    .map((server) => {
-      const u = userInfoOf(server);
-      return u ? `${u.scheme}***@${u.rest}` : server;
-    })
-    .join(',');
-}
-
-/** A server URL cut around its user info (`scheme://` + info + `@` + rest), or null when it names none. */
-function userInfoOf(server: string): { scheme: string; info: string; rest: string } | null {
-  const s = server.indexOf('://');
-  const start = s >= 0 ? s + 3 : 0;
-  const end = server.indexOf('/', start);
-  const at = server.slice(start, end < 0 ? undefined : end).lastIndexOf('@');
-  if (at < 0) return null;
-  return { scheme: server.slice(0, start), info: server.slice(start, start + at), rest: server.slice(start + at + 1) };
 }
 
 /** Connect; an unreachable server is an error naming the URL (or, with waitForServer, a warning and another try). */

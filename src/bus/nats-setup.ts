@@ -56,25 +56,55 @@ function toJwtPermissions(p: PermissionLists): Partial<User> {
   return { pub: { allow: p.pub.allow, deny: [] }, sub: { allow: p.sub.allow, deny: [] } } satisfies Permissions;
 }
 
-/** nats.conf for the trusted operator, with the accounts preloaded in a MEMORY resolver. */
+/** One server of a cluster: its name, where it listens for routes, and the routes to the others. */
+export interface ClusterServerConf {
+  /** server_name (JetStream in a cluster needs one per server) */
+  name: string;
+  /** the cluster's name, the same on every server */
+  cluster: string;
+  /** host:port this server listens on for routes */
+  listen: string;
+  /** nats-route://host:port of every other server */
+  routes: string[];
+}
+
+/** nats.conf for the trusted operator, with the accounts preloaded in a MEMORY resolver; with `cluster`, one server of a cluster. */
 export function renderNatsConf(opts: {
   port: number;
+  /** where clients connect (default 127.0.0.1) */
+  host?: string;
   storeDir: string;
   operatorJwt: string;
   systemAccount: string;
   accounts: Record<string, string>;
+  cluster?: ClusterServerConf;
 }): string {
   const q = (s: string) => JSON.stringify(s);
   const preload = Object.entries(opts.accounts)
     .map(([id, jwt]) => `  ${id}: ${q(jwt)}`)
     .join('\n');
+  const c = opts.cluster;
+  const clusterBlock = c
+    ? `
+server_name: ${q(c.name)}
+
+# routes to the other servers; JetStream keeps each stream on as many of them as it has replicas
+cluster {
+  name: ${q(c.cluster)}
+  listen: ${q(c.listen)}
+  routes: [
+${c.routes.map((r) => `    ${q(r)}`).join('\n')}
+  ]
+}
+`
+    : '';
   return `# nats-server configuration written by \`svc nats init\`.
 # Start: nats-server -c <this file>
 # Every client must present credentials (engine.creds, worker.creds, or a producer's from
 # \`svc nats creds\`); there is no anonymous user.
 
-listen: ${q(`127.0.0.1:${opts.port}`)}
-
+listen: ${q(`${opts.host ?? '127.0.0.1'}:${opts.port}`)}
+${clusterBlock}
 jetstream {
   store_dir: ${q(opts.storeDir)}
 }
@@ -100,6 +130,46 @@ export interface NatsInitResult {
   port: number;
   files: { conf: string; engineCreds: string; workerCreds: string; producerSigningKey: string; meta: string };
   storeDir: string;
+  /** with --cluster: each server's configuration, client URL and store (files.conf is the first's) */
+  servers: Array<{ name: string; conf: string; url: string; storeDir: string }>;
+}
+
+/** `svc nats init --cluster N`: how many servers, where, on which ports. */
+export interface ClusterInit {
+  size: number;
+  /** one host per server (three machines), or one for all (one machine: ports port, port+1, …); default 127.0.0.1 */
+  hosts?: string[];
+  /** the first route port (default 6222); on one machine each server takes the next */
+  clusterPort?: number;
+}
+
+const DEFAULT_CLUSTER_PORT = 6222;
+
+/** The servers of a cluster init: names, hosts, client and route ports (one machine: consecutive ports). */
+function clusterLayout(port: number, c: ClusterInit): Array<{ name: string; host: string; port: number; clusterPort: number }> {
+  if (!Number.isInteger(c.size) || c.size < 3 || c.size > 5) throw new NatsSetupError(`invalid cluster size ${c.size}: 3 to 5 servers (JetStream needs a majority of them up)`);
+  const hosts = c.hosts?.length ? c.hosts : ['127.0.0.1'];
+  if (hosts.length !== 1 && hosts.length !== c.size) throw new NatsSetupError(`--hosts names ${hosts.length} hosts for ${c.size} servers: one host (all on one machine) or one per server`);
+  for (const h of hosts) if (!/^[A-Za-z0-9.\-:[\]]+$/.test(h)) throw new NatsSetupError(`invalid host ${JSON.stringify(h)}`);
+  const oneMachine = hosts.length === 1;
+  const clusterPort = c.clusterPort ?? DEFAULT_CLUSTER_PORT;
+  const last = Math.max(port, clusterPort) + (oneMachine ? c.size - 1 : 0);
+  if (!Number.isInteger(clusterPort) || clusterPort < 1 || last > 65535) throw new NatsSetupError(`invalid ports ${port} and ${clusterPort}: the ports of every server must be 1..65535`);
+  const servers = Array.from({ length: c.size }, (_, i) => ({
+    name: `svc-${i + 1}`,
+    host: oneMachine ? hosts[0] : hosts[i],
+    port: oneMachine ? port + i : port,
+    clusterPort: oneMachine ? clusterPort + i : clusterPort,
+  }));
+  const taken = new Set<string>();
+  for (const s of servers) {
+    for (const p of [s.port, s.clusterPort]) {
+      const key = `${s.host}:${p}`;
+      if (taken.has(key)) throw new NatsSetupError(`the client and route ports overlap (${key}): pick --port and --cluster-port further apart`);
+      taken.add(key);
+    }
+  }
+  return servers;
 }
 
 /**
@@ -107,18 +177,20 @@ export interface NatsInitResult {
  * svc-nats.json into `dir` (created 0700 if missing). Refuses a directory that already holds any of
  * them: re-running init would mint new keys and silently invalidate every credential handed out.
  */
-export async function initNatsDir(opts: { dir: string; port?: number }): Promise<NatsInitResult> {
+export async function initNatsDir(opts: { dir: string; port?: number; cluster?: ClusterInit }): Promise<NatsInitResult> {
   const port = opts.port ?? 4222;
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new NatsSetupError(`invalid port ${port}: 1..65535`);
+  const layout = opts.cluster ? clusterLayout(port, opts.cluster) : null;
   const dir = resolve(opts.dir);
+  const confs = layout ? layout.map((_, i) => join(dir, clusterConfName(i + 1))) : [join(dir, NATS_FILES.conf)];
   const files = {
-    conf: join(dir, NATS_FILES.conf),
+    conf: confs[0],
     engineCreds: join(dir, NATS_FILES.engineCreds),
     workerCreds: join(dir, NATS_FILES.workerCreds),
     producerSigningKey: join(dir, NATS_FILES.producerSigningKey),
     meta: join(dir, NATS_FILES.meta),
   };
-  const present = Object.values(files).filter((f) => existsSync(f));
+  const present = [...new Set([...Object.values(files), ...confs])].filter((f) => existsSync(f));
   if (present.length > 0) {
     throw new NatsSetupError(
       `${dir} already holds a NATS setup (${present.map((f) => f.slice(dir.length + 1)).join(', ')}); ` +
@@ -126,6 +198,8 @@ export async function initNatsDir(opts: { dir: string; port?: number }): Promise
     );
   }
   const storeDir = join(dir, NATS_FILES.store);
+  // on one machine each server has a store of its own; on several, the same path on each
+  const storeOf = (i: number) => (layout && layout.length && new Set(layout.map((s) => s.host)).size === 1 ? join(dir, `${NATS_FILES.store}-${i + 1}`) : storeDir);
 
   const operator = createOperator();
   const system = createAccount();
@@ -155,13 +229,26 @@ export async function initNatsDir(opts: { dir: string; port?: number }): Promise
     producer_signing_key: producerSigner.getPublicKey(),
     port,
   };
-  const conf = renderNatsConf({
-    port,
-    storeDir,
-    operatorJwt,
-    systemAccount: system.getPublicKey(),
-    accounts: { [system.getPublicKey()]: systemJwt, [account.getPublicKey()]: accountJwt },
-  });
+  const accounts = { [system.getPublicKey()]: systemJwt, [account.getPublicKey()]: accountJwt };
+  const rendered = (layout ?? [null]).map((srv, i) =>
+    renderNatsConf({
+      port: srv?.port ?? port,
+      host: srv?.host,
+      storeDir: storeOf(i),
+      operatorJwt,
+      systemAccount: system.getPublicKey(),
+      accounts,
+      cluster: srv
+        ? {
+            name: srv.name,
+            cluster: 'svc',
+            listen: `${srv.host}:${srv.clusterPort}`,
+            routes: layout!.filter((o) => o !== srv).map((o) => `nats-route://${o.host}:${o.clusterPort}`),
+          }
+        : undefined,
+    }),
+  );
+  const servers = (layout ?? []).map((srv, i) => ({ name: srv.name, conf: confs[i], url: `nats://${srv.host}:${srv.port}`, storeDir: storeOf(i) }));
   const signerSeed = `${new TextDecoder().decode(producerSigner.getSeed())}\n`;
   for (const kp of [operator, system, account, producerSigner]) kp.clear();
 
@@ -183,8 +270,13 @@ export async function initNatsDir(opts: { dir: string; port?: number }): Promise
   write(files.meta, `${JSON.stringify(meta, null, 2)}\n`, 0o644);
   write(files.engineCreds, engineCreds, 0o600);
   write(files.workerCreds, workerCreds, 0o600);
-  write(files.conf, conf, 0o644);
-  return { dir, port, files, storeDir };
+  rendered.forEach((conf, i) => write(confs[i], conf, 0o644));
+  return { dir, port, files, storeDir: layout ? storeOf(0) : storeDir, servers };
+}
+
+/** The configuration of server `n` (from 1) of a cluster init. */
+export function clusterConfName(n: number): string {
+  return `nats-${n}.conf`;
 }
 
 function readSetupFile(dir: string, name: string): string {

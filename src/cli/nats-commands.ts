@@ -11,6 +11,11 @@ function parsePort(v: string): number {
   return Number(v);
 }
 
+function parseClusterSize(v: string): number {
+  if (!/^\d+$/.test(v) || Number(v) < 3 || Number(v) > 5) throw new InvalidArgumentError('a cluster of 3 to 5 servers');
+  return Number(v);
+}
+
 /** Setup errors (a used or missing directory, a bad org id) are usage errors: exit 2. */
 async function asUsage<T>(f: () => Promise<T>): Promise<T> {
   try {
@@ -38,12 +43,16 @@ export function registerNatsCommands(program: Command): void {
 
   nats
     .command('init')
-    .description('write DIR/nats.conf (JetStream, authentication required), DIR/engine.creds and DIR/worker.creds')
+    .description('write DIR/nats.conf (JetStream, authentication required), DIR/engine.creds and DIR/worker.creds; with --cluster N, DIR/nats-1.conf … nats-N.conf for a cluster')
     .requiredOption('--dir <dir>', 'directory to write into (created if missing; must not hold a setup already)')
-    .option('--port <port>', 'port nats-server listens on, on 127.0.0.1', parsePort, 4222)
-    .action(async (opts: { dir: string; port: number }) => {
-      const r = await asUsage(() => initNatsDir({ dir: opts.dir, port: opts.port }));
-      const url = `nats://127.0.0.1:${r.port}`;
+    .option('--port <port>', 'port nats-server listens on for clients (with --cluster on one machine: the first server\'s, the others take the next ones)', parsePort, 4222)
+    .option('--cluster <n>', 'a cluster of N servers (3 to 5): one configuration each, routes between them, the same accounts', parseClusterSize)
+    .option('--hosts <hosts>', 'with --cluster: the host of each server, comma-separated (three machines); default all on 127.0.0.1', (v: string) => v.split(',').map((h) => h.trim()).filter(Boolean))
+    .option('--cluster-port <port>', 'with --cluster: the route port (on one machine: the first server\'s)', parsePort, 6222)
+    .action(async (opts: { dir: string; port: number; cluster?: number; hosts?: string[]; clusterPort: number }) => {
+      if (!opts.cluster && opts.hosts) throw new UsageError('--hosts needs --cluster N');
+      const cluster = opts.cluster ? { size: opts.cluster, hosts: opts.hosts, clusterPort: opts.clusterPort } : undefined;
+      const r = await asUsage(() => initNatsDir({ dir: opts.dir, port: opts.port, cluster }));
       const tracked = unignoredWorkTree(r.dir, NATS_FILES.engineCreds);
       if (tracked) {
         process.stderr.write(
@@ -51,16 +60,38 @@ export function registerNatsCommands(program: Command): void {
             `add it to .gitignore (or use a directory outside the checkout)\n`,
         );
       }
+      const creds = [
+        `  ${NATS_FILES.engineCreds}  credentials of the engine (svc serve --nats-creds); secret`,
+        `  ${NATS_FILES.workerCreds}  credentials of delivery workers (svc worker --nats-creds); secret`,
+        `  ${NATS_FILES.producerSigningKey}  signs producer credentials (svc nats creds); secret`,
+      ];
+      if (!r.servers.length) {
+        const url = `nats://127.0.0.1:${r.port}`;
+        process.stdout.write(
+          [
+            `wrote a NATS setup in ${r.dir}:`,
+            `  ${NATS_FILES.conf}  nats-server configuration: 127.0.0.1:${r.port}, JetStream in ${r.storeDir}, every client authenticates`,
+            ...creds,
+            `start the server:  nats-server -c ${r.files.conf}`,
+            `then:              svc serve --nats ${url} --nats-creds ${r.files.engineCreds}`,
+            `                   svc worker --nats ${url} --nats-creds ${r.files.workerCreds}`,
+            `a producer of an org:  svc nats creds --dir ${r.dir} --org ORG_ID > ORG_ID.creds`,
+            '',
+          ].join('\n'),
+        );
+        return;
+      }
+      const seeds = r.servers.map((s) => s.url).join(',');
       process.stdout.write(
         [
-          `wrote a NATS setup in ${r.dir}:`,
-          `  ${NATS_FILES.conf}  nats-server configuration: 127.0.0.1:${r.port}, JetStream in ${r.storeDir}, every client authenticates`,
-          `  ${NATS_FILES.engineCreds}  credentials of the engine (svc serve --nats-creds); secret`,
-          `  ${NATS_FILES.workerCreds}  credentials of delivery workers (svc worker --nats-creds); secret`,
-          `  ${NATS_FILES.producerSigningKey}  signs producer credentials (svc nats creds); secret`,
-          `start the server:  nats-server -c ${r.files.conf}`,
-          `then:              svc serve --nats ${url} --nats-creds ${r.files.engineCreds}`,
-          `                   svc worker --nats ${url} --nats-creds ${r.files.workerCreds}`,
+          `wrote a NATS cluster setup of ${r.servers.length} servers in ${r.dir}:`,
+          ...r.servers.map((s) => `  ${s.conf.slice(r.dir.length + 1)}  ${s.name}: clients on ${s.url.slice('nats://'.length)}, JetStream in ${s.storeDir}`),
+          ...creds,
+          'start each server (on its machine):',
+          ...r.servers.map((s) => `  nats-server -c ${s.conf}`),
+          `then:  svc serve --nats ${seeds} --nats-creds ${r.files.engineCreds}`,
+          `       svc worker --nats ${seeds} --nats-creds ${r.files.workerCreds}`,
+          `every stream and bucket svc uses is kept on 3 servers (--nats-replicas): losing one of them loses nothing`,
           `a producer of an org:  svc nats creds --dir ${r.dir} --org ORG_ID > ORG_ID.creds`,
           '',
         ].join('\n'),

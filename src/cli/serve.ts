@@ -1,11 +1,12 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, parsePort, parsePositiveInt, parseUrl, type ServeConfig, DEFAULT_EVENT_RETENTION_MS } from '../config.ts';
+import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, parsePort, parsePositiveInt, parseReplicas, parseUrl, type ServeConfig, DEFAULT_EVENT_RETENTION_MS } from '../config.ts';
 import { LIMITS } from '../domain/limits.ts';
 import { sleep, systemClock } from '../domain/clock.ts';
 import type { RelayFault } from '../handoff/outbox-relay.ts';
 import { UsageError } from './exit-errors.ts';
 import { lockStore } from '../../store/lock.ts';
 import { collectEagerly } from './heap.ts';
+import { parseNatsUrls } from '../bus/nats-url.ts';
 
 export const arg =
   <T>(fn: (s: string) => T) =>
@@ -27,6 +28,7 @@ interface ServeOptions {
   host: string;
   db: string;
   nats?: string;
+  natsReplicas?: number;
   baseUrl?: string;
   dashboardUrl?: string;
   localRunner: boolean;
@@ -56,7 +58,12 @@ export function registerServeCommand(program: Command): void {
     .addOption(new Option('--port <port>', 'HTTP port (0 picks a free one)').env('SVC_PORT').argParser(arg(parsePort)).default(8080))
     .addOption(new Option('--host <host>', 'HTTP host').env('SVC_HOST').default('127.0.0.1'))
     .addOption(new Option('--db <path>', 'SQLite database file').env('SVC_DB').default('./data/svc.db'))
-    .addOption(new Option('--nats <url>', 'NATS server URL (unset: in-process bus)').env('SVC_NATS_URL').argParser(arg(parseUrl)))
+    .addOption(natsUrlOption('NATS server URL, or a comma-separated seed list of a cluster (unset: in-process bus)'))
+    .addOption(
+      new Option('--nats-replicas <n>', 'replicas of every JetStream stream and KV bucket svc uses (default: 3 on a JetStream cluster of 3 or more, else 1)')
+        .env('SVC_NATS_REPLICAS')
+        .argParser(arg(parseReplicas)),
+    )
     .addOption(new Option('--base-url <url>', 'public base URL (default http://<host>:<port>)').env('SVC_BASE_URL').argParser(arg(parseUrl)))
     .addOption(new Option('--dashboard-url <url>', 'dashboard URL used in event links (default <base-url>/dashboard)').env('SVC_DASHBOARD_URL').argParser(arg(parseUrl)))
     .addOption(new Option('--no-local-runner', 'do not run jobs in process; wait for external runners'))
@@ -113,12 +120,14 @@ function toConfig(opts: ServeOptions, cmd: Command): ServeConfig {
       throw new UsageError(`SVC_DELIVER must be on or off: ${(err as Error).message}`);
     }
   }
+  if (opts.natsReplicas !== undefined && !opts.nats) throw new UsageError('--nats-replicas needs --nats: the in-process bus keeps no replicas');
   if (!deliver && !opts.nats) throw new UsageError('--no-deliver needs --nats: in embedded mode this process is the only one that can deliver');
   return {
     port: opts.port,
     host: opts.host,
     db: opts.db,
     natsUrl: opts.nats ?? null,
+    natsReplicas: opts.natsReplicas ?? null,
     baseUrl: opts.baseUrl ?? null,
     dashboardUrl: opts.dashboardUrl ?? null,
     localRunner,
@@ -141,6 +150,9 @@ export const deliveryConcurrencyOption = () =>
     .env('SVC_DELIVERY_CONCURRENCY')
     .argParser(arg(parsePositiveInt))
     .default(DEFAULT_DELIVERY_CONCURRENCY);
+
+/** --nats (SVC_NATS_URL): one URL or a comma-separated seed list (CONTRACT 1). */
+export const natsUrlOption = (description: string) => new Option('--nats <urls>', description).env('SVC_NATS_URL').argParser(arg(parseNatsUrls));
 
 export const natsCredsOption = () => new Option('--nats-creds <file>', 'NATS credentials file (svc nats init)').env('SVC_NATS_CREDS');
 

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { Command, Option } from 'commander';
 import pino from 'pino';
-import { parseDuration, parseUrl } from '../config.ts';
+import { parseDuration } from '../config.ts';
 import { systemClock } from '../domain/clock.ts';
 import { connectNats, redactNatsUrl } from '../bus/nats-connection.ts';
 import { DataplaneKeyMissingError, resolveDataplaneKey } from '../bus/dataplane-key.ts';
@@ -13,7 +13,7 @@ import { Seal } from '../bus/seal.ts';
 import { startNatsDataPlane } from '../dataplane/data-plane.ts';
 import { UsageError } from './exit-errors.ts';
 import { Readiness, trackNatsConnection } from '../readiness.ts';
-import { allowPrivateTargets, arg, deliveryConcurrencyOption, natsCredsOption } from './serve.ts';
+import { allowPrivateTargets, arg, deliveryConcurrencyOption, natsCredsOption, natsUrlOption } from './serve.ts';
 import { collectEagerly } from './heap.ts';
 
 interface WorkerOptions {
@@ -28,14 +28,14 @@ export function registerWorkerCommand(program: Command): void {
   program
     .command('worker')
     .description('a delivery worker: consumes events from JetStream and delivers them (no database, no HTTP API)')
-    .addOption(new Option('--nats <url>', 'NATS server URL').env('SVC_NATS_URL').argParser(arg(parseUrl)))
+    .addOption(natsUrlOption('NATS server URL, or a comma-separated seed list of a cluster'))
     .addOption(natsCredsOption())
     .addOption(deliveryConcurrencyOption())
     .addOption(new Option('--delivery-timeout <duration>', 'webhook response wait').env('SVC_DELIVERY_TIMEOUT').argParser(arg(parseDuration)).default(5000, '5s'))
     .addOption(new Option('--allow-private-targets', 'allow webhook targets on loopback and private addresses'))
     .action(async (opts: WorkerOptions) => {
       collectEagerly();
-      if (!opts.nats) throw new UsageError('svc worker needs --nats <url> (or SVC_NATS_URL)');
+      if (!opts.nats) throw new UsageError('svc worker needs --nats <urls> (or SVC_NATS_URL)');
       const key = workerKey(opts.natsCreds ?? null);
       const logger = pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
       const workerId = `worker_${randomUUID().slice(0, 8)}`;

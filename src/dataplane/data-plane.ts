@@ -76,7 +76,17 @@ export async function startNatsDataPlane(o: {
   // refused entries older than the one held, counted once the outcome batches exist
   let stale = 0;
   let counted: ((reason: 'stale_registry') => void) | null = null;
-  const watch = await watchRegistry(registryKv, o.seal, {
+  // on a cluster a request may go unanswered while leaders are elected (a server lost): tried again
+  const watching = await retry(
+    o.clock,
+    {
+      delayMs: () => 500,
+      stopped: () => stopping,
+      onError: (err, attempt) => {
+        if (attempt === 1) o.logger.warn({ bucket: REGISTRY_BUCKET, err: String(err) }, 'could not watch the webhook registry; retrying');
+      },
+    },
+    () => watchRegistry(registryKv, o.seal, {
     apply: (orgId, webhookId, v, entry) => {
       if (entry ? registry.upsert(entry, v) : registry.remove(orgId, webhookId, v)) return;
       o.logger.warn({ org_id: orgId, webhook_id: webhookId, version: v }, 'a webhook registry entry older than the one held; refused');
@@ -84,7 +94,10 @@ export async function startNatsDataPlane(o: {
       else stale++;
     },
     refused: (key) => o.logger.warn({ key }, 'a webhook registry entry does not open with the data plane key; ignored'),
-  });
+    }),
+  );
+  if (!watching) throw new Error(`stopped while watching the KV bucket ${REGISTRY_BUCKET}`);
+  const watch = watching;
   await watch.ready;
 
   const subject = outcomesSubject(o.workerId);

@@ -141,7 +141,7 @@ export const OPERATIONS_PATHS: Record<string, Json> = {
       operationId: 'getReadiness',
       summary: 'readiness: 200 only while this process should get traffic',
       description:
-        'Answers 200 once svc serve is ready (the HTTP port bound, every NATS subscription it answers on confirmed by the server, the relay and the consumers started: the moment it prints `listening on`), and 503 with the reasons before that, while the NATS connection is down or reconnecting, and from SIGTERM on (traffic moves before the drain).',
+        'Answers 200 once svc serve is ready (the HTTP port bound, every NATS subscription it answers on confirmed by the server, the relay and the consumers started: the moment it prints `listening on`), and 503 with the reasons before that, while the NATS connection is down or reconnecting, while a JetStream stream or consumer svc needs has no leader (a NATS cluster electing one), and from SIGTERM on (traffic moves before the drain).',
       tags: ['operations'],
       security: [],
       responses: {
@@ -150,7 +150,7 @@ export const OPERATIONS_PATHS: Record<string, Json> = {
           content: { 'application/json': { schema: { type: 'object', properties: { ready: { const: true } }, required: ['ready'], additionalProperties: false } } },
         },
         503: {
-          description: 'not ready: starting, the NATS connection down, or shutting down',
+          description: 'not ready: starting, the NATS connection down, a JetStream stream or consumer without a leader, or shutting down',
           content: {
             'application/json': {
               schema: {

@@ -49,6 +49,8 @@ export class OutcomeBatchGate {
   }
 }
 
+const OUTCOME_PULL_EXPIRES_MS = 5000;
+
 export async function consumeOutcomes(
   js: JetStreamClient,
   seal: Seal,
@@ -57,10 +59,11 @@ export async function consumeOutcomes(
   opts: { clock?: Clock; replayWindowMs?: number } = {},
 ): Promise<{ stop(): Promise<void> }> {
   const consumer = await js.consumers.get(OUTCOMES_STREAM, OUTCOMES_CONSUMER);
-  // short pull requests: one nats-server 2.9 drops without a word (see the header of
-  // src/dataplane/sources/jetstream-source.ts) is noticed after two missed heartbeats (half of
-  // expires each), so outcomes wait at most seconds for it, not the default's minute
-  const messages = await consumer.consume({ max_messages: 64, expires: 5000 });
+  // pull requests that live 5 s (heartbeats every 2.5 s), not nats.js's 30 s: one the server lost
+  // (its consumer's leader died, a NATS cluster electing another; or nats-server 2.9 dropped it as
+  // it expired, see the header of src/dataplane/sources/jetstream-source.ts) is known lost and
+  // pulled again within about 5 s, not 30 s, and the delivery status follows the outcomes that soon
+  const messages = await consumer.consume({ max_messages: 64, expires: OUTCOME_PULL_EXPIRES_MS });
   const gate = new OutcomeBatchGate(seal, opts.clock, opts.replayWindowMs);
   const refused = new RepeatedWarnings(logger, opts.clock ?? systemClock, 'an outcome batch refused (forged: not sealed by a data plane; replayed: applied already, or sent long ago)');
   const loop = (async () => {

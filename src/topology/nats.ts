@@ -5,14 +5,16 @@
 // the outcome batches of every data plane back into the status book, and — unless --no-deliver —
 // delivers: on N worker threads (src/dataplane/nats-threads.ts), or on this thread
 // (--delivery-threads 0). svc worker processes anywhere share the same durable consumer.
+// On a JetStream cluster (CONTRACT 1 "NATS clusters"): --nats is a seed list, every stream and
+// bucket is kept on --nats-replicas servers, and /readyz is 503 while one of them has no leader.
 import os from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { systemClock } from '../domain/clock.ts';
+import { sleep, systemClock } from '../domain/clock.ts';
 import { resolveDataplaneKey } from '../bus/dataplane-key.ts';
-import { ensureLayout, EVENTS_STREAM, REGISTRY_BUCKET } from '../bus/jetstream.ts';
+import { ensureLayout, EVENTS_STREAM, LAYOUT_CONSUMERS, LAYOUT_STREAMS, REGISTRY_BUCKET } from '../bus/jetstream.ts';
 import { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
 import { KvRegistryPublisher } from '../bus/kv-registry.ts';
 import { natsConnectOptions } from '../bus/nats-auth.ts';
@@ -24,6 +26,7 @@ import { OutboxRelay } from '../handoff/outbox-relay.ts';
 import { consumeOutcomes } from '../outcomes/consumer.ts';
 import { trackNatsConnection } from '../readiness.ts';
 import type { Topology, TopologyDeps } from './topology.ts';
+import { watchStreamLeaders, type StreamLeaderWatch } from './stream-leaders.ts';
 
 /** Delivery threads for this machine: one per spare core, at least one. */
 export function defaultDeliveryThreads(): number {
@@ -37,14 +40,38 @@ async function connect(d: TopologyDeps, natsUrl: string): Promise<NatsBus> {
   const nats = await createNatsBus(natsUrl, { name: 'svc', logger, role: 'engine', credsFile: config.natsCreds });
   trackNatsConnection(nats.nc, d.readiness);
   try {
-    await ensureLayout(nats.nc, await jetstreamManager(nats.nc, { timeout: 10_000 }));
+    const jsm = await jetstreamManager(nats.nc, { timeout: 10_000, checkAPI: false });
+    const { replicas } = await retryDuringElection(d, () => ensureLayout(nats.nc, jsm, { replicas: config.natsReplicas ?? null, logger }));
+    logger.info({ replicas, server: nats.nc.info?.server_name, cluster: nats.nc.info?.cluster ?? null }, `JetStream layout in place: ${replicas} replica${replicas === 1 ? '' : 's'} per stream and bucket`);
   } catch (err) {
     await nats.close();
     const msg = (err as Error)?.message ?? String(err);
-    const hint = /jetstream not enabled|JetStreamNotEnabled|503/i.test(msg) ? ' (start nats-server with JetStream enabled: -js)' : '';
+    const hint = /jetstream (is )?not enabled|JetStreamNotEnabled|503/i.test(msg) ? ' (start nats-server with JetStream enabled: -js)' : '';
     throw new Error(`NATS setup failed at ${redactNatsUrl(natsUrl)}: ${msg}${hint}`, { cause: err });
   }
   return nats;
+}
+
+/** How long a start waits for JetStream to answer again (a cluster electing leaders after a server's loss takes seconds). */
+const SETUP_ELECTION_WAIT_MS = 60_000;
+
+/**
+ * `fn` again while JetStream does not answer (a timeout): on a cluster that is an election under
+ * way (a server that led a stream or consumer, or the meta group, is gone), and it ends by itself.
+ * Any other error is final.
+ */
+async function retryDuringElection<T>(d: TopologyDeps, fn: () => Promise<T>): Promise<T> {
+  const end = systemClock.now() + SETUP_ELECTION_WAIT_MS;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      const timeout = err instanceof Error && (err.name === 'TimeoutError' || /timeout/i.test(err.message));
+      if (!timeout || systemClock.now() > end) throw err;
+      if (attempt === 1) d.logger.warn({ err: (err as Error).message }, 'JetStream did not answer (a cluster electing leaders?); setting up again');
+      await sleep(systemClock, 500);
+    }
+  }
 }
 
 export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<Topology> {
@@ -54,8 +81,8 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
   const seal = new Seal(key);
   const nats = await connect(d, natsUrl);
   const js = jetstream(nats.nc, { timeout: 10_000 });
-  const jsm = await jetstreamManager(nats.nc, { timeout: 10_000 });
-  const registry = new KvRegistryPublisher(await new Kvm(js).open(REGISTRY_BUCKET), seal);
+  const jsm = await jetstreamManager(nats.nc, { timeout: 10_000, checkAPI: false });
+  const registry = new KvRegistryPublisher(await retryDuringElection(d, () => new Kvm(js).open(REGISTRY_BUCKET)), seal);
   const publisher = new JetStreamPublisher(nats.nc, natsConnectOptions({ servers: [], name: 'svc', role: 'engine' }).inboxPrefix!);
   // gives each outbox row its batch (in the engine's commits and a recovery's) and deletes what
   // JetStream stored inside the engine's next commit
@@ -64,6 +91,7 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
   const delivery = natsDelivery(d, natsUrl, nats.nc, key, seal, limits);
   let started = false;
   let outcomes: { stop(): Promise<void> } = { stop: async () => {} };
+  let leaders: StreamLeaderWatch | null = null;
 
   return {
     bus: nats,
@@ -79,7 +107,9 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
     delivery: delivery.name,
     async start() {
       started = true;
-      outcomes = await consumeOutcomes(js, seal, d.outcomes, logger, { replayWindowMs: d.replayWindowMs });
+      // a stream without a leader (an election on a cluster) is a reason not to be ready (CONTRACT 1)
+      leaders = watchStreamLeaders({ jsm: await jetstreamManager(nats.nc, { timeout: 2000, checkAPI: false }), targets: [...LAYOUT_STREAMS.map((stream) => ({ stream })), ...LAYOUT_CONSUMERS], readiness, clock: systemClock });
+      outcomes = await retryDuringElection(d, () => consumeOutcomes(js, seal, d.outcomes, logger, { replayWindowMs: d.replayWindowMs }));
       await delivery.start();
       relay.kick(); // what was committed before a stop or a crash and not yet published
       readiness.ready('delivery'); // the relay runs, the consumers and delivery threads pull (each confirmed)
@@ -90,6 +120,7 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
     },
     drain: () => delivery.drain(),
     async close() {
+      leaders?.stop();
       await relay.close();
       publisher.close();
       await outcomes.stop();

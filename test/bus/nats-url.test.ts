@@ -5,7 +5,24 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectNats, natsUrlOptions, redactNatsUrl } from '../../src/bus/nats-connection.ts';
+import { parseNatsUrls } from '../../src/bus/nats-url.ts';
 import { findNatsServer, freePort, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
+
+describe('--nats: a URL or a seed list (CONTRACT 1)', () => {
+  it('takes a comma-separated list of seeds, as NATS clients do', () => {
+    expect(parseNatsUrls('nats://a:4222, nats://b:4222 ,tls://c:4222/')).toBe('nats://a:4222,nats://b:4222,tls://c:4222');
+    expect(parseNatsUrls('127.0.0.1:4222')).toBe('127.0.0.1:4222');
+    expect(parseNatsUrls('nats://svc:pw@a:4222,nats://b:4222')).toBe('nats://svc:pw@a:4222,nats://b:4222');
+  });
+
+  it('refuses a list with a bad URL, naming it without its credentials', () => {
+    expect(() => parseNatsUrls('nats://a:4222,http://svc:s3cret@b:4222')).toThrow(/invalid NATS URL "http:\/\/\*\*\*@b:4222"/);
+    expect(() => parseNatsUrls('nats://svc:s3cret@a:4222/path')).not.toThrow(/s3cret/);
+    expect(() => parseNatsUrls('nats://svc:s3cret@a:4222/path')).toThrow(/invalid NATS URL/);
+    expect(() => parseNatsUrls(' , ')).toThrow(/no NATS URL/);
+    expect(() => parseNatsUrls('not a url')).toThrow(/invalid NATS URL/);
+  });
+});
 
 describe('NATS URL credentials', () => {
   it('are taken out of the servers into connection options, decoded', () => {

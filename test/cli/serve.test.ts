@@ -46,11 +46,20 @@ describe('svc serve usage errors', () => {
     [['--delivery-timeout', '5']],
     [['--drift-interval', 'weekly']],
     [['--nats', 'not a url']],
+    [['--nats', 'nats://127.0.0.1:4222,http://127.0.0.1:4223']],
+    [['--nats', 'nats://127.0.0.1:4222', '--nats-replicas', '0']],
+    [['--nats', 'nats://127.0.0.1:4222', '--nats-replicas', '7']],
     [['--max-webhooks-per-org', '0']],
   ])('a bad value %j prints the usage and exits 2', async (args) => {
     const r = await serveUsage(args);
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/Usage: svc serve/);
+  });
+
+  it('--nats-replicas without --nats is a usage error (exit 2)', async () => {
+    const r = await serveUsage(['--nats-replicas', '3']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/--nats-replicas needs --nats/);
   });
 
   it('a bad environment value is a usage error too', async () => {

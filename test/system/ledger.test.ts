@@ -22,7 +22,7 @@ import { apiClient, newDbWithOrg, waitFor, type ApiClient, type OrgCreds } from 
 import { emittedByAll, get, post, waitWf } from '../helpers/workflows.ts';
 import { ledgerLine, ledgerOf, ledgerSeed, metric, prng, rssBytes, startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
 import { rid } from '../helpers/ids.ts';
-import { ingestRequest } from '../helpers/producer.ts';
+import { sendReliably, startedFact } from '../helpers/producer.ts';
 import { createWebhook, insertWebhooks } from '../helpers/webhooks.ts';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -121,38 +121,6 @@ async function sigterm(c: SvcChild): Promise<{ code: number | null; ms: number }
   c.proc.kill('SIGTERM');
   const { code } = await c.exited;
   return { code, ms: Date.now() - t0 };
-}
-
-/**
- * An external workflow's `started` (CONTRACT 5.2): one fact, one event. A distinct workflow per
- * fact, so that each fact's event is known by its CloudEvents subject.
- */
-function startedFact(orgId: string) {
-  const W = rid('wfx');
-  return {
-    natsSubject: `svc.ingest.${orgId}.workflows.${W}`,
-    body: { kind: 'workflow', transition: 'started', workflow: { id: W, type: 'manual_deploy', owner_id: 'inst_ext', owner_type: 'installs' } },
-    subject: `${orgId}/workflow/${W}/started`,
-  };
-}
-
-/**
- * A producer that sends again until it gets {ok: true} (CONTRACT 5.2: no answer, or "not recorded,
- * try again", means send the same message again). Resolves once acknowledged.
- */
-async function sendReliably(nc: NatsConnection, subject: string, body: unknown): Promise<void> {
-  for (let attempt = 0; attempt < 1200; attempt++) {
-    try {
-      const m = await ingestRequest(nc, subject, JSON.stringify(body), { timeout: 1000 });
-      const r = m.json<{ ok: boolean; error?: string }>();
-      if (r.ok === true) return;
-      if (!/try again/.test(r.error ?? '')) throw new Error(`refused: ${r.error}`); // invalid is a test bug: fail loudly
-    } catch (err) {
-      if (String(err).includes('refused:')) throw err;
-    }
-    await sleep(50); // svc down or restarting: the producer's back-off before it sends the same fact again
-  }
-  throw new Error(`never acknowledged: ${subject}`);
 }
 
 /**
