@@ -107,8 +107,9 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
     delivery: delivery.name,
     async start() {
       started = true;
-      // a stream without a leader (an election on a cluster) is a reason not to be ready (CONTRACT 1)
-      leaders = watchStreamLeaders({ jsm: await jetstreamManager(nats.nc, { timeout: 2000, checkAPI: false }), targets: [...LAYOUT_STREAMS.map((stream) => ({ stream })), ...LAYOUT_CONSUMERS], readiness, clock: systemClock });
+      // a stream without a leader (an election on a cluster) is a reason not to be ready (CONTRACT 1);
+      // a lone server holds no elections (and a slow answer of its own is no reason to be unready)
+      if (nats.nc.info?.cluster) leaders = watchStreamLeaders({ jsm: await jetstreamManager(nats.nc, { timeout: 2000, checkAPI: false }), targets: [...LAYOUT_STREAMS.map((stream) => ({ stream })), ...LAYOUT_CONSUMERS], readiness, clock: systemClock });
       outcomes = await retryDuringElection(d, () => consumeOutcomes(js, seal, d.outcomes, logger, { replayWindowMs: d.replayWindowMs }));
       await delivery.start();
       relay.kick(); // what was committed before a stop or a crash and not yet published
