@@ -2,16 +2,20 @@ import os from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 // Two sets, run one after the other by `npm test`:
-// - the suite (default): every test but test/isolation, several files at once;
-// - SVC_TEST_SET=isolation: test/isolation, one file at a time. These assert one org's latency or
-//   memory beside another org's flood, backlog or recoveries in every one of many runs (CONTRACT 8);
-//   a bound of 100 ms or 1 s is about svc, not about another test file sharing the two cores.
-const isolation = process.env.SVC_TEST_SET === 'isolation';
+// - the suite (default): every test but the serial set's, several files at once;
+// - SVC_TEST_SET=serial: one file at a time. test/isolation asserts one org's latency or memory
+//   beside another org's flood, backlog or recoveries in every one of many runs (CONTRACT 8): a
+//   bound of 100 ms or 1 s is about svc, not about another test file sharing the two cores. The
+//   README walkthroughs (test/readme) and the 3-server cluster (test/system/cluster.test.ts) each
+//   run several svc and nats-server processes for minutes: beside other files they would slow those
+//   files' own child processes past their start-up timeouts on 2 cores.
+const SERIAL = ['test/isolation/**/*.test.ts', 'test/readme/**/*.test.ts', 'test/system/cluster.test.ts'];
+const serial = process.env.SVC_TEST_SET === 'serial';
 
 export default defineConfig({
   test: {
-    include: isolation ? ['test/isolation/**/*.test.ts'] : ['test/**/*.test.ts'],
-    exclude: isolation ? [] : ['test/isolation/**', 'node_modules/**'],
+    include: serial ? SERIAL : ['test/**/*.test.ts'],
+    exclude: serial ? [] : [...SERIAL, 'node_modules/**'],
     // Several tests spawn bin/svc.mjs, which runs dist/: rebuild it first when the sources changed.
     globalSetup: ['scripts/build.mjs'],
     testTimeout: 30000,
@@ -20,7 +24,7 @@ export default defineConfig({
     // Test files mostly wait (on HTTP, NATS, child processes): run at least two at once even on a
     // 2-core machine (vitest's default there is one). Measured on 2 cores: 1 file at a time 139 s,
     // 2 at once 99 s, 3 at once 111 s (then they compete for the CPU).
-    maxWorkers: isolation ? 1 : Math.max(2, (os.availableParallelism?.() ?? os.cpus().length) - 1),
-    fileParallelism: !isolation,
+    maxWorkers: serial ? 1 : Math.max(2, (os.availableParallelism?.() ?? os.cpus().length) - 1),
+    fileParallelism: !serial,
   },
 });

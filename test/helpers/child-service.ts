@@ -71,7 +71,8 @@ function spawnSvc(args: string[], env: Record<string, string>, readyOn: (out: st
     }),
   );
   const ready = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`svc ${args[0]} did not start:\n${out}`)), 20_000);
+    // generous: a start takes 1-3 s, but on 2 cores beside other test files it has taken over 20 s
+    const timer = setTimeout(() => reject(new Error(`svc ${args[0]} did not start:\n${out}`)), 40_000);
     const onData = () => {
       const found = readyOn(out);
       if (found !== null) {
