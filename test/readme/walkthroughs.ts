@@ -24,8 +24,8 @@
 // SVC_API_URL set to the one that stands for 8080 (svc serve's and the CLI's default).
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
+import { freePort } from '../helpers/nats-server.ts';
 
 export interface Step {
   walkthrough: string;
@@ -93,17 +93,6 @@ export function walkthroughNames(steps: Step[]): string[] {
 }
 
 export const README_PORTS = [8080, 8081, 9000, 4222] as const;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Every process group a session started and has not stopped: killed if the test process exits first. */
 const groups = new Set<number>();
