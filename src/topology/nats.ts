@@ -56,8 +56,9 @@ async function connect(d: TopologyDeps, natsUrl: string): Promise<NatsBus> {
 const SETUP_ELECTION_WAIT_MS = 60_000;
 
 /**
- * `fn` again while JetStream does not answer (a timeout): on a cluster that is an election under
- * way (a server that led a stream or consumer, or the meta group, is gone), and it ends by itself.
+ * `fn` again while JetStream does not answer (a timeout) or says it is temporarily unavailable: on a
+ * cluster that is an election under way (a server that led a stream or consumer, or the meta group,
+ * is gone), and it ends by itself.
  * Any other error is final.
  */
 async function retryDuringElection<T>(d: TopologyDeps, fn: () => Promise<T>): Promise<T> {
@@ -66,8 +67,9 @@ async function retryDuringElection<T>(d: TopologyDeps, fn: () => Promise<T>): Pr
     try {
       return await fn();
     } catch (err) {
-      const timeout = err instanceof Error && (err.name === 'TimeoutError' || /timeout/i.test(err.message));
-      if (!timeout || systemClock.now() > end) throw err;
+      // no answer, or JetStream's own "temporarily unavailable" (10008: its meta group has no leader yet)
+      const electing = err instanceof Error && (err.name === 'TimeoutError' || /timeout|temporarily unavailable/i.test(err.message));
+      if (!electing || systemClock.now() > end) throw err;
       if (attempt === 1) d.logger.warn({ err: (err as Error).message }, 'JetStream did not answer (a cluster electing leaders?); setting up again');
       await sleep(systemClock, 500);
     }

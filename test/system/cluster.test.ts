@@ -109,8 +109,9 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
     const seeds = [down.url, ...cluster.servers.slice(1).map((s) => s.url)].join(',');
     try {
       svc = await startService({ natsUrl: seeds, db });
-      const r = await fetch(`${svc.url}/readyz`);
-      expect(r.status, await r.text()).toBe(200);
+      // ready once every stream and consumer it needs has a leader (a consumer may still be electing one)
+      const url = svc.url;
+      await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 20_000, '/readyz 200');
       await svc.stop();
       svc = null;
     } finally {
