@@ -64,6 +64,8 @@ export interface RetryPolicy {
   attempts?: number;
   /** checked before each attempt: true ends the loop (the last error is thrown, or undefined returned) */
   stopped?: () => boolean;
+  /** an error this says no to is thrown at once, not retried (default: every error is retried) */
+  retryable?: (err: unknown) => boolean;
   /** told of each failure before the wait (the first one is usually logged) */
   onError?: (err: unknown, attempt: number) => void;
 }
@@ -77,6 +79,7 @@ export async function retry<T>(clock: Clock, policy: RetryPolicy, fn: (attempt: 
       return await fn(attempt);
     } catch (err) {
       lastErr = err;
+      if (policy.retryable && !policy.retryable(err)) throw err;
       policy.onError?.(err, attempt);
       if (policy.attempts !== undefined && attempt >= policy.attempts) throw lastErr;
       await sleep(clock, policy.delayMs(attempt));

@@ -17,14 +17,16 @@ import {
 import { getInstall } from '../../store/installs.ts';
 import type { AppConfigBody } from '../domain/app-config.ts';
 
+/** An app as the API and the dashboard show it. */
+const appView = (a: { app_id: string; name: string; created_at: string }) => ({ app_id: a.app_id, name: a.name, created_at: a.created_at });
+
 export function createApp(ctx: AppContext, orgId: string, name: string) {
-  const app = insertApp(ctx.db, { app_id: newId('app'), org_id: orgId, name });
-  return { app_id: app.app_id, name: app.name, created_at: app.created_at };
+  return appView(insertApp(ctx.db, { app_id: newId('app'), org_id: orgId, name }));
 }
 
 /** The org's apps, newest first (as POST /v1/apps returns one). */
 export function listApps(ctx: AppContext, orgId: string) {
-  return dbListApps(ctx.db, orgId).map((a) => ({ app_id: a.app_id, name: a.name, created_at: a.created_at }));
+  return dbListApps(ctx.db, orgId).map(appView);
 }
 
 /** A page of the org's apps, newest first: at most `limit` (default 100), those created before `after`. */
@@ -32,7 +34,7 @@ export function listAppsPage(ctx: AppContext, orgId: string, page: { after?: str
   if (page.after !== undefined && !getApp(ctx.db, orgId, page.after)) {
     throw new InvalidError(`after: no app ${page.after}`, [{ path: 'after', message: `no app ${page.after}` }]);
   }
-  return dbListApps(ctx.db, orgId, { after: page.after, limit: page.limit ?? 100 }).map((a) => ({ app_id: a.app_id, name: a.name, created_at: a.created_at }));
+  return dbListApps(ctx.db, orgId, { after: page.after, limit: page.limit ?? 100 }).map(appView);
 }
 
 export function mustGetApp(ctx: AppContext, orgId: string, appId: string) {

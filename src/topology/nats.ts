@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { sleep, systemClock } from '../domain/clock.ts';
+import { retry, systemClock } from '../domain/clock.ts';
 import { resolveDataplaneKey } from '../bus/dataplane-key.ts';
 import { ensureLayout, EVENTS_STREAM, LAYOUT_CONSUMERS, LAYOUT_STREAMS, REGISTRY_BUCKET } from '../bus/jetstream.ts';
 import { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
@@ -63,17 +63,20 @@ const SETUP_ELECTION_WAIT_MS = 60_000;
  */
 async function retryDuringElection<T>(d: TopologyDeps, fn: () => Promise<T>): Promise<T> {
   const end = systemClock.now() + SETUP_ELECTION_WAIT_MS;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await fn();
-    } catch (err) {
-      // no answer, or JetStream's own "temporarily unavailable" (10008: its meta group has no leader yet)
-      const electing = err instanceof Error && (err.name === 'TimeoutError' || /timeout|temporarily unavailable/i.test(err.message));
-      if (!electing || systemClock.now() > end) throw err;
-      if (attempt === 1) d.logger.warn({ err: (err as Error).message }, 'JetStream did not answer (a cluster electing leaders?); setting up again');
-      await sleep(systemClock, 500);
-    }
-  }
+  // no answer, or JetStream's own "temporarily unavailable" (10008: its meta group has no leader yet)
+  const electing = (err: unknown) => err instanceof Error && (err.name === 'TimeoutError' || /timeout|temporarily unavailable/i.test(err.message));
+  const r = await retry(
+    systemClock,
+    {
+      delayMs: () => 500,
+      retryable: (err) => electing(err) && systemClock.now() <= end,
+      onError: (err, attempt) => {
+        if (attempt === 1) d.logger.warn({ err: (err as Error).message }, 'JetStream did not answer (a cluster electing leaders?); setting up again');
+      },
+    },
+    fn,
+  );
+  return r as T; // never undefined: nothing stops it but success or an error thrown
 }
 
 export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<Topology> {

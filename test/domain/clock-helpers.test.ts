@@ -42,6 +42,23 @@ describe('clock helpers', () => {
     expect(seen).toEqual([1, 2, 3]);
   });
 
+  it('retry throws at once an error the policy does not call retryable, and retries the others', async () => {
+    const clock = new ManualClock();
+    const seen: string[] = [];
+    const errors = ['timeout', 'timeout', 'refused'];
+    const r = retry(clock, { delayMs: () => 10, retryable: (e) => (e as Error).message === 'timeout' }, async (n) => {
+      seen.push(errors[n - 1]);
+      throw new Error(errors[n - 1]);
+    });
+    const caught = r.catch((e: Error) => e.message);
+    await turn();
+    clock.advance(10);
+    await turn();
+    clock.advance(10);
+    expect(await caught).toBe('refused');
+    expect(seen).toEqual(['timeout', 'timeout', 'refused']);
+  });
+
   it('retry returns the first success and honours stopped()', async () => {
     const clock = new ManualClock();
     let calls = 0;
