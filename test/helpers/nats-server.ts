@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import net from 'node:net';
-import { delimiter, join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 
 const DIRS = ['/usr/sbin', '/usr/bin', '/usr/local/bin', '/usr/local/sbin'];
 
@@ -73,7 +73,10 @@ export async function startNatsServer(opts: { timeoutMs?: number; config?: strin
   // a given store dir is the caller's (it outlives this server: a restart on it keeps JetStream's data)
   const dir = opts.storeDir ?? mkdtempSync(join(tmpdir(), 'svc-nats-'));
   const args = opts.config ? ['-c', opts.config] : ['-a', '127.0.0.1', '-p', String(opts.port ?? -1), '-js', '-sd', dir];
+  // run in the store's dir (or the configuration's): a server that loses its store dir under it (a
+  // cluster test's wiped disk) writes consumer files (meta.inf, meta.sum) relative to its working dir
   const child = spawn(bin, args, {
+    cwd: opts.config ? dirname(opts.config) : dir,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(child);
