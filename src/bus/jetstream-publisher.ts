@@ -37,6 +37,17 @@ export class JetStreamPublisher {
     })().catch(() => undefined);
   }
 
+  /**
+   * Stop waiting for the acknowledgements of every publish made so far: each rejects with `why`
+   * (the caller publishes again; JetStream drops a second copy by its msg id). For when none will
+   * come: a stream without a leader drops what is published to it without an answer.
+   */
+  abandonPending(why: string): number {
+    const n = this.pending.size;
+    this.failAll(why);
+    return n;
+  }
+
   private failAll(why: string): void {
     const pending = [...this.pending.values()];
     this.pending.clear();

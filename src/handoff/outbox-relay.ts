@@ -38,6 +38,7 @@ import { deleteOutboxBatches, readOutbox, type OutboxRow, type PublishedBatch } 
 import { encodeHopBatch } from '../bus/hop.ts';
 import type { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
 import type { Seal } from '../bus/seal.ts';
+import { EVENTS_STREAM } from '../bus/jetstream.ts';
 import { hopSubject } from '../bus/subjects.ts';
 import { systemClock, type Clock, type Timer } from '../domain/clock.ts';
 import { errorText } from '../domain/errors.ts';
@@ -96,6 +97,8 @@ export class OutboxRelay {
   private closed = false;
   private failing = false;
   private retry: Timer | null = null;
+  /** a failure now is the stream's new leader (leaderElected): retry without the delay */
+  private retryAtOnce = false;
   /** read the table (at start and after a failure) until caught up; then take the rows handed over */
   private fromTable = true;
   private handed: OutboxRow[] = [];
@@ -166,6 +169,23 @@ export class OutboxRelay {
     const last = batches[batches.length - 1];
     if (last && this.open?.id === last.id) this.open = null;
     return batches;
+  }
+
+  /**
+   * SVC_EVENTS has a new leader (after an election on a cluster). What was published while it had
+   * none was dropped without an answer: stop waiting for those acknowledgements and publish again
+   * now, not after the publish timeout and the retry delay.
+   */
+  leaderElected(): void {
+    if (this.closed) return;
+    // the failures this causes (if any publish waits) retry at once
+    this.retryAtOnce = this.publisher.abandonPending(`${EVENTS_STREAM} has a new leader; publishing again`) > 0;
+    if (this.retry) {
+      this.retry.cancel();
+      this.retry = null;
+      this.retryAtOnce = false;
+      this.kick();
+    }
   }
 
   /** Publish what the outbox holds (single flight; runs again if kicked meanwhile). */
@@ -276,10 +296,12 @@ export class OutboxRelay {
       // the table has every row not yet stored: start over from it
       this.fromTable = true;
       this.handed = [];
+      const delay = this.retryAtOnce ? 0 : RETRY_MS;
+      this.retryAtOnce = false;
       this.retry = this.clock.setTimeout(() => {
         this.retry = null;
         this.kick();
-      }, RETRY_MS);
+      }, delay);
     }
   }
 

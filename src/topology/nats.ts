@@ -14,7 +14,7 @@ import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { retry, systemClock } from '../domain/clock.ts';
 import { resolveDataplaneKey } from '../bus/dataplane-key.ts';
-import { ensureLayout, EVENTS_STREAM, LAYOUT_CONSUMERS, LAYOUT_STREAMS, REGISTRY_BUCKET } from '../bus/jetstream.ts';
+import { ensureLayout, EVENTS_STREAM, LAYOUT_CONSUMERS, LAYOUT_STREAMS, REGISTRY_BUCKET, undeliveredEvents } from '../bus/jetstream.ts';
 import { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
 import { KvRegistryPublisher } from '../bus/kv-registry.ts';
 import { natsConnectOptions } from '../bus/nats-auth.ts';
@@ -114,7 +114,19 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
       started = true;
       // a stream without a leader (an election on a cluster) is a reason not to be ready (CONTRACT 1);
       // a lone server holds no elections (and a slow answer of its own is no reason to be unready)
-      if (nats.nc.info?.cluster) leaders = watchStreamLeaders({ jsm: await jetstreamManager(nats.nc, { timeout: 2000, checkAPI: false }), targets: [...LAYOUT_STREAMS.map((stream) => ({ stream })), ...LAYOUT_CONSUMERS], readiness, clock: systemClock });
+      if (nats.nc.info?.cluster) {
+        leaders = watchStreamLeaders({
+          jsm: await jetstreamManager(nats.nc, { timeout: 2000, checkAPI: false }),
+          targets: [...LAYOUT_STREAMS.map((stream) => ({ stream })), ...LAYOUT_CONSUMERS],
+          readiness,
+          clock: systemClock,
+          nc: nats.nc,
+          // what the relay published while SVC_EVENTS had no leader was dropped unanswered
+          onLeader: (t) => {
+            if (t.stream === EVENTS_STREAM && !t.consumer) relay.leaderElected();
+          },
+        });
+      }
       outcomes = await retryDuringElection(d, () => consumeOutcomes(js, seal, d.outcomes, logger, { replayWindowMs: d.replayWindowMs }));
       await delivery.start();
       relay.kick(); // what was committed before a stop or a crash and not yet published
@@ -122,7 +134,7 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
     },
     async idle() {
       if (!delivery.idle()) return false;
-      return (await jsm.streams.info(EVENTS_STREAM)).state.messages === 0;
+      return (await undeliveredEvents(jsm)) === 0;
     },
     drain: () => delivery.drain(),
     async close() {
