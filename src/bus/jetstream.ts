@@ -137,6 +137,17 @@ export const LAYOUT_CONSUMERS = [
 ] as const;
 
 /**
+ * Events of SVC_EVENTS not yet done: waiting for a worker, or handed to one and not acked. Asked of
+ * the consumer, not the stream: on a cluster, nats-server 2.9 can keep messages in a work-queue
+ * stream that its consumer has acked (seen after a leader election: 41 messages held, ack floor 41,
+ * nothing pending), and nothing delivers them again.
+ */
+export async function undeliveredEvents(jsm: JetStreamManager): Promise<number> {
+  const c = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
+  return c.num_pending + c.num_ack_pending;
+}
+
+/**
  * The servers of the JetStream cluster the connection is on, as the server tells: the client URLs
  * of its cluster (its INFO's connect_urls, itself included); 1 when it is in no cluster, or does
  * not tell (no_advertise).

@@ -3,7 +3,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import Database from 'better-sqlite3';
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { EVENTS_STREAM } from '../../src/bus/jetstream.ts';
+import { undeliveredEvents } from '../../src/bus/jetstream.ts';
 import { BIN } from './paths.ts';
 import { waitFor } from './service.ts';
 
@@ -104,12 +104,13 @@ export function outboxCount(db: string): number {
  * Wait until svc, seen from outside (a child process, or one that was killed), has delivered or
  * failed every event committed so far, as TestService.settled() does in process: the outbox is
  * empty (in embedded mode a row lives until every attempt it needs has an outcome) and, with `jsm`
- * (NATS mode), so is the SVC_EVENTS work queue (a message is acked once its attempts are done).
+ * (NATS mode), so is the SVC_EVENTS work queue, as its consumer tells (a message is acked once its
+ * attempts are done; see undeliveredEvents).
  * After it, nothing more will be delivered.
  */
 export async function childSettled(db: string, opts: { jsm?: JetStreamManager; timeoutMs?: number } = {}): Promise<void> {
   await waitFor(
-    async () => outboxCount(db) === 0 && (!opts.jsm || (await opts.jsm.streams.info(EVENTS_STREAM)).state.messages === 0),
+    async () => outboxCount(db) === 0 && (!opts.jsm || (await undeliveredEvents(opts.jsm)) === 0),
     opts.timeoutMs ?? 15_000,
     'every committed event to be delivered',
   );
