@@ -63,6 +63,7 @@ import {
   type TenancyResult,
   type WorkersResult,
 } from './scenarios.ts';
+import { runReplicasScenario, type ReplicasResult } from './replicas.ts';
 
 const RESULTS = path.join(ROOT, 'bench', 'results');
 const SCALE = Number(process.env.BENCH_SCALE ?? '1') || 1;
@@ -70,7 +71,7 @@ const SCALE = Number(process.env.BENCH_SCALE ?? '1') || 1;
 const KEEP_LOGS = /^(1|true|yes|on)$/i.test(process.env.BENCH_KEEP_LOGS ?? '');
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? '3') || 3);
 
-const ALL_SCENARIOS = ['throughput', 'paced', 'embedded', 'workers', 'burst', 'ingest', 'tenancy', 'recovery', 'history'] as const;
+const ALL_SCENARIOS = ['throughput', 'paced', 'embedded', 'workers', 'burst', 'ingest', 'tenancy', 'recovery', 'replicas', 'history'] as const;
 /** What runs when BENCH_SCENARIOS is not set: all but `history` (3–6 min on its own; BENCH_SCENARIOS=history). */
 const DEFAULT_SCENARIOS = ALL_SCENARIOS.filter((s) => s !== 'history');
 type Scenario = (typeof ALL_SCENARIOS)[number];
@@ -633,8 +634,19 @@ function ratioLines(pairs: Array<[string, PairReport]>, summary: ReturnType<type
   return lines.join('\n');
 }
 
-function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult | null; ingest?: IngestScenarioResult | null; tenancy?: TenancyResult | null; recovery?: RecoveryTenancyResult | null; history?: HistoryResult | null }): string {
+function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult | null; ingest?: IngestScenarioResult | null; tenancy?: TenancyResult | null; recovery?: RecoveryTenancyResult | null; replicas?: ReplicasResult | null; history?: HistoryResult | null }): string {
   const out: string[] = [];
+  if (s.replicas) {
+    const r = s.replicas;
+    const rows = [['round', 'replicas', 'del/s', 'sat p99 ms', 'svc µs/del', 'nats µs/del (3 servers)', 'paced p50 ms', 'paced p99 ms', 'missing']];
+    for (const x of r.sides) {
+      rows.push([String(x.round), String(x.replicas), fmt(x.saturated.deliveries_per_sec), fmt(x.saturated.latency_ms.p99), fmt(x.saturated.cpu_us_per_delivery.sut), fmt(x.saturated.cpu_us_per_delivery.nats), fmt(x.paced.latency_ms.p50), fmt(x.paced.latency_ms.p99), String(x.saturated.missing + x.paced.missing)]);
+    }
+    out.push(
+      `replicas: svc serve on a 3-server NATS cluster (one machine), --nats-replicas 1 against 3, fan-out ${r.config.fanout}, ${r.config.facts} facts saturated, ${r.config.paced_rate} facts/s paced\n` +
+        `${grid(rows, 2)}\nreplicas 3 / replicas 1 throughput: ${times(r.throughput_ratio_median)} (rounds ${r.throughput_ratio_per_round.map((x) => times(x)).join(', ')}); nats-server CPU per delivery ${r.nats_cpu_ratio_per_round.map((x) => times(x)).join(', ')}`,
+    );
+  }
   if (s.workers) {
     const w = s.workers;
     const rows = [['workers', 'del/s', 'bound del/s', 'of bound', 'backlog after', 'engine µs/del', 'workers µs/del', 'nats µs/del']];
@@ -804,6 +816,7 @@ async function main(): Promise<void> {
   let tenancy: TenancyResult | null = null;
   let recovery: RecoveryTenancyResult | null = null;
   let history: HistoryResult | null = null;
+  let replicas: ReplicasResult | null = null;
   const errors: string[] = [];
   const attempt = async <T>(name: string, fn: () => Promise<T>): Promise<T | null> => {
     try {
@@ -835,6 +848,7 @@ async function main(): Promise<void> {
     if (SCENARIOS.has('ingest')) ingest = await attempt('ingest', () => runIngestScenario(scenarioEnv));
     if (SCENARIOS.has('tenancy')) tenancy = await attempt('tenancy', () => runTenancyScenario(scenarioEnv));
     if (SCENARIOS.has('recovery')) recovery = await attempt('recovery', () => runRecoveryTenancyScenario(scenarioEnv));
+    if (SCENARIOS.has('replicas')) replicas = await attempt('replicas', () => runReplicasScenario(scenarioEnv));
     if (SCENARIOS.has('history')) {
       history = await attempt('history', () => runHistoryScenario(scenarioEnv));
       if (history?.recovery_error) errors.push(`history recovery: ${history.recovery_error}`);
@@ -892,6 +906,7 @@ async function main(): Promise<void> {
     ingest,
     tenancy,
     recovery,
+    replicas,
     history,
     error: errors.length ? errors.join('\n') : null,
   };
@@ -912,7 +927,7 @@ async function main(): Promise<void> {
         `${table(embeddedSummary, EMBEDDED_CASES, embeddedSystems, embeddedPairs)}\n\n${ratioLines(embeddedPairs, embeddedSummary)}\n`,
     );
   }
-  const more = scenarioTables({ workers, burst, ingest, tenancy, recovery, history });
+  const more = scenarioTables({ workers, burst, ingest, tenancy, recovery, replicas, history });
   if (more) process.stdout.write(`\n${more}\n`);
   process.stdout.write(`\nload average ${result.loadavg_at_start.join(' ')} at the start, ${result.loadavg_at_end.join(' ')} at the end\nresults: ${path.relative(ROOT, file)} (${result.wall_seconds} s)\n`);
   if (errors.length) {
