@@ -9,7 +9,7 @@ import { group, handle, leaf, str } from './command-kit.ts';
 import { registerHistoryCommands } from './history-commands.ts';
 import { registerWebhooks } from './webhook-commands.ts';
 import { ApiError, UsageError } from './exit-errors.ts';
-import { bakeMs, MAX_BAKE_MS } from '../domain/rollout.ts';
+import { bakeMs, MAX_BAKE_MS, MAX_GATE_FOR_MS } from '../domain/rollout.ts';
 import { formatDiff, formatLabels, printFields, printJson, printTable, println, type DiffLike } from './output.ts';
 
 // ---------------------------------------------------------------- installs and rollback
@@ -145,19 +145,53 @@ function registerInstalls(program: Command): void {
 
 // ---------------------------------------------------------------- branch runs
 
+/** The health gate options of a branch run and a fleet rollback (CONTRACT 4.3, 7). */
+function withGateOptions(cmd: Command): Command {
+  return cmd
+    .option('--bake <duration>', 'health gate: after each group deploys, watch its installs this long (0s to 24h, e.g. 10m)')
+    .option('--on-bad <action>', 'health gate: when a verdict turns bad, halt (default) or rollback the groups deployed')
+    .option('--gate-for <duration>', 'health gate: a bad verdict trips it only once it has stayed bad this long (0s to 1h, e.g. 30s)');
+}
+
+/** The `health_gate` body of --bake, --on-bad and --gate-for; undefined without --bake. */
+function healthGateOf(opts: Record<string, unknown>): Record<string, unknown> | undefined {
+  const onBad = str(opts.onBad);
+  if (onBad !== undefined && onBad !== 'halt' && onBad !== 'rollback') throw new UsageError(`--on-bad ${JSON.stringify(onBad)}: halt or rollback`);
+  const bake = str(opts.bake);
+  if (bake !== undefined) {
+    const ms = bakeMs(bake);
+    if (ms === null || ms > MAX_BAKE_MS) throw new UsageError(`--bake ${JSON.stringify(bake)}: a duration from 0s to 24h with its unit (e.g. 90s, 10m, 1h)`);
+  }
+  const gateFor = str(opts.gateFor);
+  if (gateFor !== undefined) {
+    const ms = bakeMs(gateFor);
+    if (ms === null || ms > MAX_GATE_FOR_MS) throw new UsageError(`--gate-for ${JSON.stringify(gateFor)}: a duration from 0s to 1h with its unit (e.g. 30s, 5m)`);
+  }
+  if (bake === undefined) {
+    if (onBad !== undefined) throw new UsageError('--on-bad needs --bake (the health gate it configures)');
+    if (gateFor !== undefined) throw new UsageError('--gate-for needs --bake (the health gate it configures)');
+    return undefined;
+  }
+  return { bake, ...(onBad ? { action: onBad } : {}), ...(gateFor ? { for: gateFor } : {}) };
+}
+
 function registerBranches(program: Command): void {
   const branches = group(program, 'branches', 'app branches: roll a config out across install groups');
   handle(
-    leaf(branches, 'run <app_id> <app_branch_id>', 'start a branch run (plans each install group and waits for approval)')
+    withGateOptions(
+      leaf(branches, 'run <app_id> <app_branch_id>', 'start a branch run (plans each install group and waits for approval)')
       .requiredOption('--app-config <app_config_id>', 'the app config to roll out (an older one to roll back)')
       .option('--skip-builds', 'skip the build step (artifacts for that config already exist)'),
+    ),
     async (run) => {
       const [app, branch] = run.args;
+      const gate = healthGateOf(run.opts);
       const r = await run
         .api()
         .post<{ run_id: string; workflow_id: string }>(`/v1/apps/${seg(app)}/branches/${seg(branch)}/runs`, {
           app_config_id: str(run.opts.appConfig),
           skip_builds: run.opts.skipBuilds === true,
+          ...(gate ? { health_gate: gate } : {}),
         });
       if (run.json) return printJson(r);
       printFields([
@@ -233,25 +267,17 @@ function registerApps(program: Command): void {
     },
   );
   handle(
-    leaf(apps, 'rollback <app_id>', "roll an app's installs back, group by group (the app's branch groups, then `other`); shows the plan first")
-      .option('--to <previous|app_config_id>', 'each install to the config of its version before the current one (previous), or one app config', 'previous')
-      .option('--selector <k=v,...>', 'only the installs with these labels')
-      .option('--install <install_id>', 'only this install (repeat for more)', collect, [] as string[])
-      .option('--plan-only', 'only show the plan; change nothing')
-      .option('--yes', 'apply without asking for confirmation')
-      .option('--bake <duration>', 'health gate: after each group deploys, watch its installs this long (0s to 24h, e.g. 10m)')
-      .option('--on-bad <action>', 'health gate: when a verdict turns bad, halt (default) or rollback the groups deployed')
-      .option('--no-approval', 'deploy each group without waiting for an approval'),
+    withGateOptions(
+      leaf(apps, 'rollback <app_id>', "roll an app's installs back, group by group (the app's branch groups, then `other`); shows the plan first")
+        .option('--to <previous|app_config_id>', 'each install to the config of its version before the current one (previous), or one app config', 'previous')
+        .option('--selector <k=v,...>', 'only the installs with these labels')
+        .option('--install <install_id>', 'only this install (repeat for more)', collect, [] as string[])
+        .option('--plan-only', 'only show the plan; change nothing')
+        .option('--yes', 'apply without asking for confirmation'),
+    ).option('--no-approval', 'deploy each group without waiting for an approval'),
     async (run) => {
       const [app] = run.args;
-      const onBad = str(run.opts.onBad);
-      if (onBad !== undefined && onBad !== 'halt' && onBad !== 'rollback') throw new UsageError(`--on-bad ${JSON.stringify(onBad)}: halt or rollback`);
-      const bake = str(run.opts.bake);
-      if (bake !== undefined) {
-        const ms = bakeMs(bake);
-        if (ms === null || ms > MAX_BAKE_MS) throw new UsageError(`--bake ${JSON.stringify(bake)}: a duration from 0s to 24h with its unit (e.g. 90s, 10m, 1h)`);
-      }
-      if (onBad !== undefined && bake === undefined) throw new UsageError('--on-bad needs --bake (the health gate it configures)');
+      const gate = healthGateOf(run.opts);
       const selector = str(run.opts.selector);
       const installs = (run.opts.install as string[] | undefined) ?? [];
       const planOnly = run.opts.planOnly === true;
@@ -262,7 +288,7 @@ function registerApps(program: Command): void {
       const body: Record<string, unknown> = { to: str(run.opts.to) ?? 'previous' };
       if (installs.length) body.install_ids = installs;
       if (selector !== undefined) body.selector = { match_labels: parseSelector(selector) };
-      if (bake !== undefined) body.health_gate = { bake, ...(onBad ? { action: onBad } : {}) };
+      if (gate) body.health_gate = gate;
       if (run.opts.approval === false) body.approval = 'none';
       const api = run.api();
       const path = `/v1/apps/${seg(app)}/rollbacks`;

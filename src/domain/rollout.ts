@@ -12,6 +12,8 @@ export const GATE_ACTIONS = ['halt', 'rollback'] as const;
 export type GateAction = (typeof GATE_ACTIONS)[number];
 /** The longest bake (CONTRACT 4.3: `bake` from 0s to 24h). */
 export const MAX_BAKE_MS = 24 * 3_600_000;
+/** The longest a bad verdict may be required to last before it trips (CONTRACT 4.3: `for` from 0s to 1h). */
+export const MAX_GATE_FOR_MS = 3_600_000;
 
 /** A run's health gate as the engine keeps it in the run's params (the request's, with the defaults filled in). */
 export const healthGateSchema = z.object({
@@ -20,6 +22,9 @@ export const healthGateSchema = z.object({
   bake_ms: z.number(),
   on: z.array(z.enum(GATE_VERDICTS)),
   action: z.enum(GATE_ACTIONS),
+  /** as given (`0s` when not); a bad verdict trips once it has stayed bad this long */
+  for: z.string().default('0s'),
+  for_ms: z.number().default(0),
 });
 export type HealthGate = z.infer<typeof healthGateSchema>;
 

@@ -65,7 +65,12 @@ export class Engine {
   constructor(private readonly deps: EngineDeps) {
     this.db = deps.db;
     this.tx = new Transactions({ ...deps, keepEvents: deps.keepEvents ?? true, jobsChanged: () => this.kickJobs() });
-    this.workflows = new Workflows(deps.db, (t, wf, step) => deployGroup(t, deps.db, this.workflows, wf, step));
+    this.workflows = new Workflows(
+      deps.db,
+      (t, wf, step) => deployGroup(t, deps.db, this.workflows, wf, step),
+      // a gate's bad verdict lasts its `for` at `at`: tick then, not at the next periodic tick
+      (at) => void deps.clock.setTimeout(() => this.bakeTick(), Math.max(0, at - deps.clock.now())),
+    );
     this.recoveries = new RecoveryFeeder({ db: deps.db, clock: deps.clock, logger: deps.logger, tx: this.tx, registryRev: deps.registryRev });
     deps.recoveryOutcomes?.onRecoveryAttempt((id, ok) => this.recoveries.attempted(id, ok));
     this.checkpoints = new WalCheckpoints(deps.db, deps.logger);

@@ -23,6 +23,8 @@ export class HealthGates {
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
     private readonly run: GatedRun,
+    /** run bakeTick at this moment (engine clock, ms) */
+    private readonly wake: (at: number) => void = () => {},
   ) {}
 
   /** Begin a bake: the gate starts from the group's verdicts now (one already bad counts). Returns whether it ended at once. */
@@ -30,8 +32,8 @@ export class HealthGates {
     const started = this.facts.stepEventRow(t, wf, step, { type: 'start' }) ?? step;
     const { gate } = rolloutParamsOf(wf.params);
     const at = Date.parse(t.now);
-    const from = initialHealthGate({ on: gate?.on ?? [...GATE_VERDICTS], ends_at: at + (gate?.bake_ms ?? 0) });
-    const now = installIdsOf(step).map((id) => this.healthNow(id)).filter((e): e is GateEvent => e !== null);
+    const from = initialHealthGate({ on: gate?.on ?? [...GATE_VERDICTS], ends_at: at + (gate?.bake_ms ?? 0), for_ms: gate?.for_ms ?? 0 });
+    const now = installIdsOf(step).map((id) => this.healthNow(id, at)).filter((e): e is GateEvent => e !== null);
     return this.feedGate(t, wf, started, [...now, { type: 'tick', at }], from);
   }
 
@@ -39,7 +41,7 @@ export class HealthGates {
   installHealthChanged(t: Tx, orgId: string, installId: string): void {
     for (const step of listBakingSteps(this.db, orgId)) {
       if (!installIdsOf(step).includes(installId)) continue;
-      const ev = this.healthNow(installId);
+      const ev = this.healthNow(installId, Date.parse(t.now));
       const wf = getWorkflow(this.db, step.workflow_id);
       if (!ev || !wf) continue;
       if (this.feedGate(t, wf, step, [ev])) this.run.advance(t, wf.workflow_id);
@@ -55,15 +57,15 @@ export class HealthGates {
     }
   }
 
-  /** An install's composite verdict now, with the component behind it and that component's reason; null when none is known. */
-  private healthNow(installId: string): GateEvent | null {
+  /** An install's composite verdict now (`at`), with the component behind it and that component's reason; null when none is known. */
+  private healthNow(installId: string, at: number): GateEvent | null {
     const install = getInstallById(this.db, installId);
     if (!install) return null;
     const verdicts = install.health_ctx.verdicts;
     const verdict = compositeVerdict(verdicts);
     if (!verdict) return null;
     const componentId = Object.keys(verdicts).find((id) => verdicts[id] === verdict)!;
-    return { type: 'health', install_id: installId, component_id: componentId, verdict, reason: getComponent(this.db, installId, componentId)?.health_reason ?? null };
+    return { type: 'health', install_id: installId, component_id: componentId, verdict, reason: getComponent(this.db, installId, componentId)?.health_reason ?? null, at };
   }
 
   /** Feed a baking step's gate; act on what it emits (pass: the step succeeds; trip: it fails). Returns whether the step ended. */
@@ -78,6 +80,12 @@ export class HealthGates {
       emitted.push(...r.emitted);
     }
     const fresh = updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, params: { ...step.params, gate } })!;
+    // a streak that started with these events trips once it has lasted `for`: tick at that moment
+    if (gate.state === 'baking') {
+      for (const s of Object.values(gate.context.streaks)) {
+        if (events.some((e) => e.type === 'health' && e.install_id === s.trip.install_id && e.at === s.since)) this.wake(s.since + gate.context.for_ms);
+      }
+    }
     for (const e of emitted) {
       if (e.type === 'passed') return this.facts.stepEvent(t, wf, fresh, { type: 'succeed' });
       if (e.type === 'tripped') {

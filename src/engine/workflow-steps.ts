@@ -60,8 +60,9 @@ export class WorkflowSteps {
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
     private readonly startChildren: StartChildren,
+    wakeBakes?: (at: number) => void,
   ) {
-    this.gates = new HealthGates(db, facts, this);
+    this.gates = new HealthGates(db, facts, this, wakeBakes);
   }
 
   /** Create a workflow and its steps, emit `started`, and run its first step. */

@@ -20,9 +20,10 @@ export class Workflows {
   private readonly results: RunnerResults;
   private readonly answers: ApprovalsAndCancel;
 
-  constructor(db: Db, startChildren: StartChildren) {
+  /** `wakeBakes(at)`: run the bakes' tick at `at` (engine clock, ms), when a gate's verdict will have lasted its `for` */
+  constructor(db: Db, startChildren: StartChildren, wakeBakes?: (at: number) => void) {
     this.facts = new WorkflowFacts(db);
-    this.steps = new WorkflowSteps(db, this.facts, startChildren);
+    this.steps = new WorkflowSteps(db, this.facts, startChildren, wakeBakes);
     this.results = new RunnerResults(db, this.facts, this.steps);
     this.answers = new ApprovalsAndCancel(db, this.facts, this.steps);
   }

@@ -2,7 +2,7 @@
 // request and documents it in the OpenAPI document. Webhook bodies live in src/domain/subscription.ts.
 import { z } from 'zod';
 import { labelsSchema as labels } from '../domain/limits.ts';
-import { bakeMs, GATE_ACTIONS, GATE_VERDICTS, MAX_BAKE_MS, type HealthGate } from '../domain/rollout.ts';
+import { bakeMs, GATE_ACTIONS, GATE_VERDICTS, MAX_BAKE_MS, MAX_GATE_FOR_MS, type HealthGate } from '../domain/rollout.ts';
 
 const name = z.string().trim().min(1).max(200);
 /** Labels as stored: read back without the limits of CONTRACT 8 (configs made before them still read). */
@@ -79,7 +79,7 @@ export const driftScanSchema = z.strictObject({ sandbox: z.boolean().optional() 
 export const inputsUpdateSchema = z.strictObject({ inputs: z.record(z.string(), z.unknown()) });
 export const approvalSchema = z.strictObject({ response: z.enum(['approved', 'rejected']), note: z.string().max(4000).optional() });
 export const configUpdateSchema = z.strictObject({ app_config_id: id, plan_only: z.boolean().optional() });
-/** A run's health gate (CONTRACT 4.3): the bake from 0s to 24h, the verdicts that trip it, what then. */
+/** A run's health gate (CONTRACT 4.3): the bake from 0s to 24h, the verdicts that trip it, what then, and how long a bad one must last (`for`, 0s to 1h). */
 export const healthGateSchema = z
   .strictObject({
     bake: z
@@ -88,8 +88,20 @@ export const healthGateSchema = z
       .refine((b) => (bakeMs(b) ?? 0) <= MAX_BAKE_MS, 'at most 24h'),
     on: z.array(z.enum(GATE_VERDICTS)).min(1).optional(),
     action: z.enum(GATE_ACTIONS).optional(),
+    for: z
+      .string()
+      .refine((b) => bakeMs(b) !== null, 'a duration such as 0s, 3s or 5m')
+      .refine((b) => (bakeMs(b) ?? 0) <= MAX_GATE_FOR_MS, 'at most 1h')
+      .optional(),
   })
-  .transform((g): HealthGate => ({ bake: g.bake, bake_ms: bakeMs(g.bake)!, on: [...new Set(g.on ?? GATE_VERDICTS)], action: g.action ?? 'halt' }));
+  .transform((g): HealthGate => ({
+    bake: g.bake,
+    bake_ms: bakeMs(g.bake)!,
+    on: [...new Set(g.on ?? GATE_VERDICTS)],
+    action: g.action ?? 'halt',
+    for: g.for ?? '0s',
+    for_ms: g.for === undefined ? 0 : bakeMs(g.for)!,
+  }));
 
 export const branchRunSchema = z.strictObject({ app_config_id: id, skip_builds: z.boolean().optional(), health_gate: healthGateSchema.optional() });
 

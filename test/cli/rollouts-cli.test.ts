@@ -57,7 +57,7 @@ describe('svc apps rollback, svc configs veto|unveto', () => {
     expect(lifted.code, lifted.stderr).toBe(0);
     expect(lifted.json).toMatchObject({ app_config_id: v1.app_config_id, vetoed: null });
 
-    const applied = await cli(['apps', 'rollback', app.app_id, '--to', 'previous', '--selector', 'ring=canary', '--yes', '--no-approval', '--bake', '0s', '--on-bad', 'rollback'], env);
+    const applied = await cli(['apps', 'rollback', app.app_id, '--to', 'previous', '--selector', 'ring=canary', '--yes', '--no-approval', '--bake', '0s', '--on-bad', 'rollback', '--gate-for', '1s'], env);
     expect(applied.code, applied.stderr).toBe(0);
     const planAt = applied.stdout.indexOf(`install ${inst.name}`);
     const runAt = applied.stdout.indexOf('workflow_id');
@@ -70,10 +70,14 @@ describe('svc apps rollback, svc configs veto|unveto', () => {
     expect((await get(api, `/v1/installs/${inst.install_id}`)).app_config_id).toBe(v1.app_config_id);
   });
 
-  it('usage errors exit 2 before any request: --on-bad without --bake or not halt|rollback, a bad --selector, applying without a terminal or --yes', async () => {
+  it('usage errors exit 2 before any request: --on-bad or --gate-for without --bake, --on-bad not halt|rollback, --gate-for not 0s–1h, a bad --selector, applying without a terminal or --yes', async () => {
     for (const args of [
       ['apps', 'rollback', 'app_1', '--on-bad', 'rollback', '--yes'],
       ['apps', 'rollback', 'app_1', '--bake', '1m', '--on-bad', 'explode', '--yes'],
+      ['apps', 'rollback', 'app_1', '--gate-for', '3s', '--yes'],
+      ['apps', 'rollback', 'app_1', '--bake', '1m', '--gate-for', '2h', '--yes'],
+      ['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--bake', '1m', '--gate-for', 'soon'],
+      ['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--on-bad', 'rollback'],
       ['apps', 'rollback', 'app_1', '--selector', 'nolabel', '--yes'],
       ['apps', 'rollback', 'app_1'],
       ['configs', 'veto', 'app_1', 'cfg_1'],

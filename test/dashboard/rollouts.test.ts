@@ -234,6 +234,7 @@ describe('a health-gated rollout page', () => {
     await openApp(app.name);
     await Promise.all([page.waitForURL(/\/rollback\?/), page.getByRole('button', { name: 'Plan fleet rollback' }).click()]);
     await page.getByLabel('Bake time after each group deploys').fill('10m');
+    await page.getByLabel('A bad verdict trips once it has lasted').fill('30s');
     await page.getByLabel('degraded').uncheck();
     await page.getByLabel('When the gate trips').selectOption('rollback');
     await page.getByLabel('No approval: deploy group after group').check();
@@ -246,7 +247,7 @@ describe('a health-gated rollout page', () => {
     // the canary bake: time left moves with the engine's clock, not the wall clock
     await waitStep(api, W, 'bake install group: canary', 'started');
     await page.reload();
-    await expect(page.locator('dl.facts').first().textContent()).resolves.toContain('bake 10m after each group deploys; trips on unhealthy; then rollback');
+    await expect(page.locator('dl.facts').first().textContent()).resolves.toContain('bake 10m after each group deploys; trips on unhealthy that lasts 30s; then rollback');
     const canaryBake = section(/^Group 1: canary/).locator('.bake-left');
     await expect(canaryBake.textContent()).resolves.toContain('10 min left of 10m');
     await verdict(x, 'api', 'healthy');
@@ -266,6 +267,11 @@ describe('a health-gated rollout page', () => {
     // main turns unhealthy during its bake: the gate trips, both groups roll back
     clock.advance(2 * MIN);
     await verdict(y, 'worker', 'unhealthy', 'crash loop');
+    // it trips once it has lasted 30 s on the engine's clock
+    clock.advance(29_000);
+    await svc.settled();
+    expect((await get(api, `/v1/workflows/${W}`)).status).toBe('started');
+    clock.advance(1000);
     const done = await waitWf(api, W);
     expect(done.status).toBe('failed');
     await waitFor(async () => (await get(api, `/v1/installs/${x.install_id}`)).app_config_id === v2.app_config_id, 15_000, 'canary back on v2');

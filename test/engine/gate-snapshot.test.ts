@@ -11,12 +11,18 @@ describe('gate snapshot', () => {
   it('reads back what the machine keeps: baking, then tripped with its cause (through JSON, as the store keeps params)', () => {
     const baking = initialHealthGate({ on: ['unhealthy'], ends_at: T0 + 60_000 });
     const stored = (g: unknown) => JSON.parse(JSON.stringify({ kind: 'bake', gate: g })) as Record<string, unknown>;
-    expect(gateSnapshotOf(stored(baking))).toEqual({ state: 'baking', context: { on: ['unhealthy'], ends_at: T0 + 60_000, trip: null } });
-    const r = advanceHealthGate(baking.state, baking.context, { type: 'health', install_id: 'inst_1', component_id: 'cmp_1', verdict: 'unhealthy', reason: 'crash loop' });
+    expect(gateSnapshotOf(stored(baking))).toEqual({ state: 'baking', context: { on: ['unhealthy'], ends_at: T0 + 60_000, trip: null, for_ms: 0, streaks: {} } });
+    const r = advanceHealthGate(baking.state, baking.context, { type: 'health', install_id: 'inst_1', component_id: 'cmp_1', verdict: 'unhealthy', reason: 'crash loop', at: T0 });
+    const trip = { install_id: 'inst_1', component_id: 'cmp_1', verdict: 'unhealthy', reason: 'crash loop' };
     expect(gateSnapshotOf(stored({ state: r.state, context: r.context }))).toEqual({
       state: 'tripped',
-      context: { on: ['unhealthy'], ends_at: T0 + 60_000, trip: { install_id: 'inst_1', component_id: 'cmp_1', verdict: 'unhealthy', reason: 'crash loop' } },
+      context: { on: ['unhealthy'], ends_at: T0 + 60_000, trip, for_ms: 0, streaks: { inst_1: { since: T0, trip } } },
     });
+  });
+
+  it('reads a snapshot kept before `for` existed as one with no debounce and no streaks', () => {
+    const old = { state: 'baking', context: { on: ['unhealthy'], ends_at: T0, trip: null } };
+    expect(gateSnapshotOf({ gate: old })).toEqual({ state: 'baking', context: { on: ['unhealthy'], ends_at: T0, trip: null, for_ms: 0, streaks: {} } });
   });
 
   it('a step without a gate has none; a malformed gate is refused', () => {
@@ -29,7 +35,10 @@ describe('gate snapshot', () => {
     expect(rolloutParamsOf({ app_id: 'app_1' })).toEqual({ gate: null, rollout: null });
     const gate = { bake: '10m', bake_ms: 600_000, on: ['unhealthy'], action: 'rollback' };
     const rollout = { run_id: 'wf_1', trigger: 'health_gate', install_id: 'inst_1', component_id: 'cmp_1', verdict: 'unhealthy', reason: null };
-    expect(rolloutParamsOf({ health_gate: gate, rollout })).toEqual({ gate, rollout });
+    // a gate kept before `for` existed reads as `for: 0s`
+    expect(rolloutParamsOf({ health_gate: gate, rollout })).toEqual({ gate: { ...gate, for: '0s', for_ms: 0 }, rollout });
+    const debounced = { ...gate, for: '3s', for_ms: 3000 };
+    expect(rolloutParamsOf({ health_gate: debounced }).gate).toEqual(debounced);
     expect(() => rolloutParamsOf({ health_gate: { ...gate, action: 'explode' } })).toThrow();
   });
 });

@@ -436,4 +436,40 @@ describe('health-gated runs (CONTRACT 4.3)', () => {
     clock.advance(5 * MIN);
     expect((await waitWf(api, again.workflow_id)).status).toBe('succeeded');
   });
+
+  it('with `for: 3s` (CONTRACT 4.3 rollout policy): a verdict good again within 1 s does not trip, one bad for 3 s on the engine clock does; `for` over 1h is 400', { timeout: 90_000 }, async () => {
+    const { app, v2, installs, branch } = await threeGroups();
+    const path = `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`;
+    const tooLong = await api.post(path, { app_config_id: v2.app_config_id, skip_builds: true, health_gate: { bake: '10m', for: '2h' } });
+    expect(tooLong.status).toBe(400);
+    expect(JSON.stringify(tooLong.body.details)).toContain('health_gate.for');
+    expect((await api.post(path, { app_config_id: v2.app_config_id, health_gate: { bake: '10m', for: 'soon' } })).status).toBe(400);
+
+    const run = await post(api, path, { app_config_id: v2.app_config_id, skip_builds: true, health_gate: { bake: '10m', for: '3s' } });
+    const W = run.workflow_id;
+    await approve(W, 'g1');
+    await waitStep(api, W, 'bake install group: g1', 'started');
+    // a blip: degraded, healthy again 900 ms later
+    await verdict(installs[0], 'api', 'degraded', 'blip');
+    clock.advance(900);
+    await verdict(installs[0], 'api', 'healthy');
+    clock.advance(5000);
+    await svc.settled();
+    expect((await getWf(api, W)).steps.find((s: Json) => s.name === 'bake install group: g1').status).toBe('started');
+    // a real one: unhealthy and staying so; not tripped 1 s before `for`, tripped at it
+    await verdict(installs[0], 'worker', 'unhealthy', 'crash loop');
+    clock.advance(2000);
+    await svc.settled();
+    expect((await getWf(api, W)).status).toBe('started');
+    clock.advance(1000);
+    const done = await waitWf(api, W);
+    expect(done.status).toBe('failed');
+    const bake = done.steps.find((s: Json) => s.name === 'bake install group: g1');
+    expect(bake.status).toBe('failed');
+    expect(bake.error).toContain('crash loop');
+    const events = await eventsOf(W);
+    expect(events.at(-1).data.rollout).toEqual({ run_id: W, trigger: 'health_gate', install_id: installs[0].install_id, component_id: componentOf(installs[0], 'worker'), verdict: 'unhealthy', reason: 'crash loop' });
+    // the blip never reached the run's events as a cause
+    expect(events.some((e) => e.data.rollout?.reason === 'blip')).toBe(false);
+  });
 });

@@ -35,10 +35,12 @@ interface RollbackFields {
   bake: string;
   on: string[];
   action: string;
+  /** '' = a bad verdict trips at once */
+  gateFor: string;
   approval: string;
 }
 
-const defaultFields = (to = 'previous', selector = ''): RollbackFields => ({ to, selector, bake: '', on: [...GATE_VERDICTS], action: 'halt', approval: 'per_group' });
+const defaultFields = (to = 'previous', selector = ''): RollbackFields => ({ to, selector, bake: '', on: [...GATE_VERDICTS], action: 'halt', gateFor: '', approval: 'per_group' });
 
 /** `k=v,k=v` as match_labels; errors name the `selector` field. */
 function parseSelector(text: string): { labels?: Record<string, string>; errors: ErrorDetail[] } {
@@ -60,7 +62,7 @@ function rollbackBody(f: RollbackFields, planOnly: boolean): { body?: FleetRollb
   const raw: Record<string, unknown> = { to: f.to, plan_only: planOnly };
   if (sel.labels) raw.selector = { match_labels: sel.labels };
   if (!planOnly) {
-    if (f.bake.trim()) raw.health_gate = { bake: f.bake.trim(), on: f.on, action: f.action };
+    if (f.bake.trim()) raw.health_gate = { bake: f.bake.trim(), on: f.on, action: f.action, ...(f.gateFor.trim() ? { for: f.gateFor.trim() } : {}) };
     raw.approval = f.approval;
   }
   const parsed = fleetRollbackSchema.safeParse(raw);
@@ -290,6 +292,13 @@ const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: Da
             0s to 24h (e.g. 90s, 10m, 1h) on the engine's clock. Blank: no health gate.
           </p>
         </div>
+        <div>
+          <label for="gate-for">A bad verdict trips once it has lasted</label>
+          <input type="text" id="gate-for" name="gate_for" value={fields.gateFor} placeholder="30s" aria-describedby="gate-for-hint" />
+          <p class="hint" id="gate-for-hint">
+            0s to 1h: a verdict that turns good again sooner does not trip. Blank: at once.
+          </p>
+        </div>
         <fieldset>
           <legend>Trip on a verdict</legend>
           {GATE_VERDICTS.map((v) => (
@@ -477,6 +486,7 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
       bake: str(form.bake),
       on: strs(form.on),
       action: str(form.action) || 'halt',
+      gateFor: str(form.gate_for),
       approval: str(form.approval) || 'per_group',
     };
     const planned = rollbackBody(fields, true);

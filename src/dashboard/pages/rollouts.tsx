@@ -53,7 +53,8 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
       <Fact term="Health gate">
         {data.gate ? (
           <>
-            bake <strong>{data.gate.bake}</strong> after each group deploys; trips on {data.gate.on.join(' or ')}; then <strong>{data.gate.action}</strong>
+            bake <strong>{data.gate.bake}</strong> after each group deploys; trips on {data.gate.on.join(' or ')}
+            {data.gate.for_ms > 0 ? <> that lasts <strong>{data.gate.for}</strong></> : null}; then <strong>{data.gate.action}</strong>
           </>
         ) : (
           'none'
