@@ -145,12 +145,38 @@ function registerInstalls(program: Command): void {
 
 // ---------------------------------------------------------------- branch runs
 
-/** The health gate options of a branch run and a fleet rollback (CONTRACT 4.3, 7). */
+/** The health gate and rollout policy options of a branch run and a fleet rollback (CONTRACT 4.3, 7). */
 function withGateOptions(cmd: Command): Command {
   return cmd
+    .option('--max-parallel <n>', 'rollout: at most this many installs of a group update at once (1 to 1000; default all)')
+    .option('--failure-budget <pct>', 'rollout: a group still succeeds while at most this % of its installs failed (0 to 100; default 0)')
+    .option('--on-failure <action>', 'rollout: when a group fails (deploy over budget, bake), halt or rollback what the run deployed (default: --on-bad, else halt)')
     .option('--bake <duration>', 'health gate: after each group deploys, watch its installs this long (0s to 24h, e.g. 10m)')
     .option('--on-bad <action>', 'health gate: when a verdict turns bad, halt (default) or rollback the groups deployed')
     .option('--gate-for <duration>', 'health gate: a bad verdict trips it only once it has stayed bad this long (0s to 1h, e.g. 30s)');
+}
+
+/** The `rollout` body of --max-parallel, --failure-budget and --on-failure; undefined without any. */
+function rolloutPolicyOf(opts: Record<string, unknown>): Record<string, unknown> | undefined {
+  const out: Record<string, unknown> = {};
+  const par = str(opts.maxParallel);
+  if (par !== undefined) {
+    const n = Number(par);
+    if (!/^\d+$/.test(par) || n < 1 || n > 1000) throw new UsageError(`--max-parallel ${JSON.stringify(par)}: a whole number from 1 to 1000`);
+    out.max_parallel = n;
+  }
+  const pct = str(opts.failureBudget);
+  if (pct !== undefined) {
+    const n = Number(pct.replace(/%$/, ''));
+    if (pct.trim() === '' || !Number.isFinite(n) || n < 0 || n > 100) throw new UsageError(`--failure-budget ${JSON.stringify(pct)}: a percentage from 0 to 100`);
+    out.failure_budget = { max_failed_pct: n };
+  }
+  const onFailure = str(opts.onFailure);
+  if (onFailure !== undefined) {
+    if (onFailure !== 'halt' && onFailure !== 'rollback') throw new UsageError(`--on-failure ${JSON.stringify(onFailure)}: halt or rollback`);
+    out.on_failure = onFailure;
+  }
+  return Object.keys(out).length ? out : undefined;
 }
 
 /** The `health_gate` body of --bake, --on-bad and --gate-for; undefined without --bake. */
@@ -186,12 +212,14 @@ function registerBranches(program: Command): void {
     async (run) => {
       const [app, branch] = run.args;
       const gate = healthGateOf(run.opts);
+      const policy = rolloutPolicyOf(run.opts);
       const r = await run
         .api()
         .post<{ run_id: string; workflow_id: string }>(`/v1/apps/${seg(app)}/branches/${seg(branch)}/runs`, {
           app_config_id: str(run.opts.appConfig),
           skip_builds: run.opts.skipBuilds === true,
           ...(gate ? { health_gate: gate } : {}),
+          ...(policy ? { rollout: policy } : {}),
         });
       if (run.json) return printJson(r);
       printFields([
@@ -278,6 +306,7 @@ function registerApps(program: Command): void {
     async (run) => {
       const [app] = run.args;
       const gate = healthGateOf(run.opts);
+      const policy = rolloutPolicyOf(run.opts);
       const selector = str(run.opts.selector);
       const installs = (run.opts.install as string[] | undefined) ?? [];
       const planOnly = run.opts.planOnly === true;
@@ -289,6 +318,7 @@ function registerApps(program: Command): void {
       if (installs.length) body.install_ids = installs;
       if (selector !== undefined) body.selector = { match_labels: parseSelector(selector) };
       if (gate) body.health_gate = gate;
+      if (policy) body.rollout = policy;
       if (run.opts.approval === false) body.approval = 'none';
       const api = run.api();
       const path = `/v1/apps/${seg(app)}/rollbacks`;

@@ -171,7 +171,7 @@ export function refuseVetoed(cfg: Pick<AppConfig, 'app_config_id' | 'version' | 
  * config it had before the run). A deploy records those configs in its step (`before`); it refuses
  * to apply a config vetoed since the run started.
  */
-export function deployGroup(t: Tx, db: Db, workflows: Workflows, wf: WorkflowRow, step: StepRow): string | void {
+export function deployGroup(t: Tx, db: Db, workflows: Workflows, wf: WorkflowRow, step: StepRow, only?: string[]): string | void {
   const rollback = !!step.params.rollback;
   const own = step.params.targets as Record<string, string> | undefined;
   const moves: Array<{ install: Install; target: AppConfig }> = [];
@@ -182,10 +182,11 @@ export function deployGroup(t: Tx, db: Db, workflows: Workflows, wf: WorkflowRow
     if (target.vetoed && !rollback) return vetoMessage(target);
     moves.push({ install, target });
   }
-  if (!rollback) {
+  // the group's configs before the run, recorded once (a batch starts its installs over several calls)
+  if (!rollback && step.params.before === undefined) {
     const before = Object.fromEntries(moves.filter((m) => m.install.app_config_id).map((m) => [m.install.install_id, m.install.app_config_id!]));
     updateStep(db, { workflow_id: wf.workflow_id, step_id: step.step_id, params: { ...step.params, before } });
   }
   const parent: ParentRef = { workflow_id: wf.workflow_id, step_id: step.step_id, kind: 'workflow_step' };
-  for (const m of moves) applyConfig(t, db, workflows, m.install, m.target, parent);
+  for (const m of moves) if (!only || only.includes(m.install.install_id)) applyConfig(t, db, workflows, m.install, m.target, parent);
 }

@@ -19,7 +19,7 @@ import type { Metrics } from '../metrics.ts';
 import { applyConfig, createInstall, deployGroup, type NewInstall } from './config-apply.ts';
 import type { ConfigDiff } from './config-diff.ts';
 import { appRollbackSteps, branchRunSteps, installSteps, type InstallWorkflowType, type RunGroup } from './definitions.ts';
-import type { HealthGate } from '../domain/rollout.ts';
+import type { HealthGate, RolloutPolicy } from '../domain/rollout.ts';
 import { reportExternalWorkflow } from './external.ts';
 import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
@@ -67,7 +67,7 @@ export class Engine {
     this.tx = new Transactions({ ...deps, keepEvents: deps.keepEvents ?? true, jobsChanged: () => this.kickJobs() });
     this.workflows = new Workflows(
       deps.db,
-      (t, wf, step) => deployGroup(t, deps.db, this.workflows, wf, step),
+      (t, wf, step, only) => deployGroup(t, deps.db, this.workflows, wf, step, only),
       // a gate's bad verdict lasts its `for` at `at`: tick then, not at the next periodic tick
       (at) => void deps.clock.setTimeout(() => this.bakeTick(), Math.max(0, at - deps.clock.now())),
     );
@@ -134,14 +134,14 @@ export class Engine {
   }
 
   /** An app branch run over install groups (CONTRACT 4.3), health-gated when `gate` is given. */
-  startBranchRun(orgId: string, appId: string, branchId: string, target: AppConfig, groups: RunGroup[], skipBuilds: boolean, gate: HealthGate | null = null): WorkflowRow {
+  startBranchRun(orgId: string, appId: string, branchId: string, target: AppConfig, groups: RunGroup[], skipBuilds: boolean, gate: HealthGate | null = null, policy: RolloutPolicy | null = null): WorkflowRow {
     return this.tx.run((t) =>
       this.workflows.start(t, {
         org_id: orgId,
         type: 'app_branch_run',
         owner_id: branchId,
         owner_type: 'app_branches',
-        params: { app_config_id: target.app_config_id, app_id: appId, skip_builds: skipBuilds, ...(gate ? { health_gate: gate } : {}) },
+        params: { app_config_id: target.app_config_id, app_id: appId, skip_builds: skipBuilds, ...(gate ? { health_gate: gate } : {}), ...(policy ? { policy } : {}) },
         steps: branchRunSteps(groups, skipBuilds, !!gate),
       }),
     );
@@ -153,7 +153,7 @@ export class Engine {
     appId: string,
     groups: RunGroup[],
     targets: Record<string, string>,
-    opts: { to: string; approval: boolean; gate: HealthGate | null },
+    opts: { to: string; approval: boolean; gate: HealthGate | null; policy?: RolloutPolicy | null },
   ): WorkflowRow {
     return this.tx.run((t) =>
       this.workflows.start(t, {
@@ -161,7 +161,7 @@ export class Engine {
         type: 'app_rollback',
         owner_id: appId,
         owner_type: 'apps',
-        params: { app_id: appId, to: opts.to, targets, approval: opts.approval ? 'per_group' : 'none', ...(opts.gate ? { health_gate: opts.gate } : {}) },
+        params: { app_id: appId, to: opts.to, targets, approval: opts.approval ? 'per_group' : 'none', ...(opts.gate ? { health_gate: opts.gate } : {}), ...(opts.policy ? { policy: opts.policy } : {}) },
         steps: appRollbackSteps(groups, { approval: opts.approval, gate: !!opts.gate }),
       }),
     );

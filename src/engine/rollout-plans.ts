@@ -6,6 +6,7 @@ import { getComponent, getInstallById, type Install } from '../../store/installs
 import type { StepRow, WorkflowRow } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
 import type { GateTrip } from '../domain/rollout.ts';
+import { batchSnapshotOf } from '../../machines/index.ts';
 import { rollbackGroupStep, type StepDef } from './definitions.ts';
 import { diffConfigs } from './config-diff.ts';
 
@@ -34,12 +35,18 @@ export function groupPlan(db: Db, wf: WorkflowRow, step: StepRow): unknown {
   };
 }
 
-/** After a trip with `action: "rollback"`: a rollback step per group already deployed, newest first, back to the configs its installs had before the run. */
+/**
+ * When a run's group fails and it rolls back: a rollback step per group deployed, newest first,
+ * back to the configs its installs had before the run; of a group whose deploy failed (over its
+ * failure budget), the installs whose update started, whether it succeeded or failed.
+ */
 export function rollbackSteps(steps: StepRow[]): StepDef[] {
-  const deployed = steps.filter((s) => s.params.kind === 'children' && !s.params.rollback && s.status === 'succeeded').reverse();
-  return deployed.map((d) => {
+  const deploys = steps.filter((s) => s.params.kind === 'children' && !s.params.rollback && (s.status === 'succeeded' || (s.status === 'failed' && batchSnapshotOf(s.params))));
+  return deploys.reverse().flatMap((d) => {
     const before = (d.params.before as Record<string, string> | undefined) ?? {};
-    return rollbackGroupStep(String(d.params.group), Object.keys(before), before);
+    const started = d.status === 'failed' ? batchSnapshotOf(d.params)!.context.started.filter((id) => id in before) : Object.keys(before);
+    if (!started.length) return [];
+    return [rollbackGroupStep(String(d.params.group), started, Object.fromEntries(started.map((id) => [id, before[id]])))];
   });
 }
 

@@ -4,7 +4,7 @@
 // step's status is written.
 import { insertStep, insertWorkflow, updateStep, updateWorkflowStatus, type StepRow, type WorkflowFields, type WorkflowRow } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
-import { advanceStep, advanceWorkflow, type StepEvent, type WorkflowEvent } from '../../machines/index.ts';
+import { advanceStep, advanceWorkflow, batchSnapshotOf, type StepEvent, type WorkflowEvent } from '../../machines/index.ts';
 import { isFinal, type WorkflowStatus } from '../domain/status.ts';
 import { rolloutSchema, type Rollout } from '../domain/rollout.ts';
 import { durationMs, outcomeOf, scopeOf, stepRef, workflowRef } from './fact-refs.ts';
@@ -15,8 +15,16 @@ export interface FactExtra {
   duration_ms?: number;
 }
 
-/** The run's rollout record once its health gate tripped (CONTRACT 4.3 `data.rollout`). */
+/** The run's rollout record once a group of it failed (CONTRACT 4.3 `data.rollout`). */
 const rolloutOf = (wf: WorkflowFields): { rollout?: Rollout } => (wf.params.rollout ? { rollout: rolloutSchema.parse(wf.params.rollout) } : {});
+
+/** A step's: the run's record, else (a group deploy within its failure budget) the installs that failed. */
+function stepRolloutOf(wf: WorkflowRow, step: StepRow): { rollout?: Rollout } {
+  const run = rolloutOf(wf);
+  if (run.rollout) return run;
+  const failed = batchSnapshotOf(step.params)?.context.failed ?? [];
+  return failed.length ? { rollout: { run_id: wf.workflow_id, failed_installs: failed } } : {};
+}
 
 /** The fields given a value (an update leaves the others as they are). */
 function definedOnly<T extends object>(fields: T): Partial<T> {
@@ -73,7 +81,7 @@ export class WorkflowFacts {
           transition: f.transition,
           ...about,
           ...outcomeOf(f.transition, () => extra?.duration_ms ?? durationMs(startedAt, now), error ?? f.error ?? 'failed'),
-          ...rolloutOf(wf),
+          ...stepRolloutOf(wf, fresh),
         });
       } else {
         const a = fresh.approval ?? { status: f.transition };

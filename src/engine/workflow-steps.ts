@@ -23,6 +23,7 @@ import { isFinal, type RunOutcome, type OwnerType } from '../domain/status.ts';
 import { newId } from '../domain/ids.ts';
 import type { StepDef } from './definitions.ts';
 import { HealthGates } from './health-gates.ts';
+import { DeployBatches, isGroupDeploy } from './deploy-batches.ts';
 import { groupPlan } from './rollout-plans.ts';
 import type { WorkflowFacts } from './workflow-facts.ts';
 import type { Tx } from './transaction.ts';
@@ -42,7 +43,7 @@ export interface StartWorkflow {
  * A step of kind `children` starts child workflows; which ones is the engine's business
  * (config-apply). Returns why it started none when it refuses (the step fails with that error).
  */
-export type StartChildren = (t: Tx, wf: WorkflowRow, step: StepRow) => string | void;
+export type StartChildren = (t: Tx, wf: WorkflowRow, step: StepRow, only?: string[]) => string | void;
 
 const TARGET_PREFIX: Record<string, string> = {
   install_deploys: 'dep',
@@ -55,6 +56,7 @@ export class WorkflowSteps {
   /** children steps whose child workflows are being started right now (see startChildSteps) */
   private readonly spawning = new Set<string>();
   readonly gates: HealthGates;
+  private readonly batches: DeployBatches;
 
   constructor(
     private readonly db: Db,
@@ -63,6 +65,7 @@ export class WorkflowSteps {
     wakeBakes?: (at: number) => void,
   ) {
     this.gates = new HealthGates(db, facts, this, wakeBakes);
+    this.batches = new DeployBatches(db, facts, this, (t, wf, step, ids) => this.startChildren(t, wf, step, ids), this.spawning);
   }
 
   /** Create a workflow and its steps, emit `started`, and run its first step. */
@@ -190,6 +193,8 @@ export class WorkflowSteps {
   /** A children step: start its child workflows; it ends here if they all ended (or were refused). */
   private startChildSteps(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
     this.facts.stepEvent(t, wf, step, { type: 'start' });
+    // a run's group deploy starts its installs as its rollout policy says (max_parallel, budget)
+    if (isGroupDeploy(step)) return this.batches.begin(t, wf, getStep(this.db, wf.workflow_id, step.step_id)!);
     // A child with nothing to do ends while the children are being started; it must not end this
     // step while later children are still to be started. The step ends here if all of them ended.
     this.spawning.add(step.step_id);
@@ -249,7 +254,8 @@ export class WorkflowSteps {
     const wf = getWorkflow(this.db, parent.workflow_id);
     const step = wf && getStep(this.db, parent.workflow_id, parent.step_id);
     if (!wf || !step) return;
-    if (this.settleChildren(t, wf, step)) this.advance(t, wf.workflow_id);
+    const ended = isGroupDeploy(step) ? this.batches.childEnded(t, wf, step) : this.settleChildren(t, wf, step);
+    if (ended) this.advance(t, wf.workflow_id);
   }
 
   /** End a started children step whose child workflows have all ended (none = succeeded). Returns whether it ended. */

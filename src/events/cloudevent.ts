@@ -147,7 +147,10 @@ export function ceData(fact: Fact, dashboardUrl: string): Record<string, unknown
       if (fact.transition !== 'started') d.outcome = outcomeData(fact.transition, fact.outcome);
       if (fact.rollout) {
         const r = fact.rollout;
-        d.rollout = { run_id: r.run_id, trigger: r.trigger, install_id: r.install_id, component_id: r.component_id, verdict: r.verdict, reason: r.reason };
+        // the fields it has, in the contract's order (a gate's trip; a deploy's failed installs)
+        d.rollout = Object.fromEntries(
+          Object.entries({ run_id: r.run_id, trigger: r.trigger, install_id: r.install_id, component_id: r.component_id, verdict: r.verdict, reason: r.reason, failed_installs: r.failed_installs }).filter(([, v]) => v !== undefined),
+        );
       }
       break;
     }

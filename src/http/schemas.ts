@@ -2,7 +2,8 @@
 // request and documents it in the OpenAPI document. Webhook bodies live in src/domain/subscription.ts.
 import { z } from 'zod';
 import { labelsSchema as labels } from '../domain/limits.ts';
-import { bakeMs, GATE_ACTIONS, GATE_VERDICTS, MAX_BAKE_MS, MAX_GATE_FOR_MS, type HealthGate } from '../domain/rollout.ts';
+import { bakeMs, GATE_ACTIONS, GATE_VERDICTS, MAX_BAKE_MS, MAX_GATE_FOR_MS, MAX_PARALLEL, MAX_WINDOW_TIMEOUT_MS, MIN_WINDOW_TIMEOUT_MS, ON_FAILURE, type HealthGate, type RolloutPolicy } from '../domain/rollout.ts';
+import { durationMs } from '../domain/duration.ts';
 
 const name = z.string().trim().min(1).max(200);
 /** Labels as stored: read back without the limits of CONTRACT 8 (configs made before them still read). */
@@ -103,7 +104,29 @@ export const healthGateSchema = z
     for_ms: g.for === undefined ? 0 : bakeMs(g.for)!,
   }));
 
-export const branchRunSchema = z.strictObject({ app_config_id: id, skip_builds: z.boolean().optional(), health_gate: healthGateSchema.optional() });
+/** A run's rollout policy (CONTRACT 4.3 "Rollout policy"): batches, a failure budget, what a failing group does, how long an install may wait for a change window. */
+export const rolloutPolicySchema = z
+  .strictObject({
+    max_parallel: z.number().int().min(1).max(MAX_PARALLEL).optional(),
+    failure_budget: z.strictObject({ max_failed_pct: z.number().min(0).max(100) }).optional(),
+    on_failure: z.enum(ON_FAILURE).optional(),
+    window_timeout: z
+      .string()
+      .refine((d) => durationMs(d) !== null, 'a duration such as 30m, 24h or 7d')
+      .refine((d) => (durationMs(d) ?? 0) >= MIN_WINDOW_TIMEOUT_MS && (durationMs(d) ?? 0) <= MAX_WINDOW_TIMEOUT_MS, 'from 1m to 7d')
+      .optional(),
+  })
+  .transform(
+    (r): RolloutPolicy => ({
+      max_parallel: r.max_parallel ?? null,
+      max_failed_pct: r.failure_budget?.max_failed_pct ?? 0,
+      on_failure: r.on_failure ?? null,
+      window_timeout: r.window_timeout ?? '24h',
+      window_timeout_ms: r.window_timeout === undefined ? 24 * 3_600_000 : durationMs(r.window_timeout)!,
+    }),
+  );
+
+export const branchRunSchema = z.strictObject({ app_config_id: id, skip_builds: z.boolean().optional(), health_gate: healthGateSchema.optional(), rollout: rolloutPolicySchema.optional() });
 
 export const fleetRollbackSchema = z.strictObject({
   to: z.union([z.literal('previous'), id]),
@@ -111,6 +134,7 @@ export const fleetRollbackSchema = z.strictObject({
   selector: selectorSchema.optional(),
   plan_only: z.boolean().optional(),
   health_gate: healthGateSchema.optional(),
+  rollout: rolloutPolicySchema.optional(),
   approval: z.enum(['per_group', 'none']).optional(),
 });
 

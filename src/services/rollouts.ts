@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import { gateSnapshotOf, gateSnapshotSchema } from '../../machines/health-gate.ts';
-import { healthGateSchema, rolloutParamsOf, rolloutSchema } from '../domain/rollout.ts';
+import { gateTripOf, gateTripSchema, healthGateSchema, rolloutParamsOf, rolloutSchema } from '../domain/rollout.ts';
 import { getConfig, listBranches } from '../../store/apps.ts';
 import { getInstall, listComponents } from '../../store/installs.ts';
 import { getWorkflow, listChildWorkflows, listOwnerWorkflows, listSteps, type StepRow } from '../../store/workflows.ts';
@@ -55,7 +55,9 @@ export const rolloutViewSchema = z.object({
   /** the run's health gate (null: none) */
   gate: healthGateSchema.nullable(),
   /** why the gate tripped (null: it has not), with the install's and component's names */
-  trip: rolloutSchema.extend({ install_name: z.string().nullable(), component_name: z.string() }).nullable(),
+  trip: z.object({ run_id: z.string(), ...gateTripSchema.shape, install_name: z.string().nullable(), component_name: z.string() }).nullable(),
+  /** the run's rollout record (null: no group failed): why its group failed, the installs that failed */
+  rollout: rolloutSchema.nullable(),
   /** `previous` or an app config id (fleet rollbacks); the app config (branch runs) */
   to: z.string().nullable(),
   /** the version of the config `to` names, when it is one of the org's */
@@ -124,13 +126,13 @@ export function rolloutView(ctx: AppContext, orgId: string, workflowId: string):
   const { groups, ungrouped } = groupsOf(rows);
   const p = wf.params;
   const { gate, rollout } = rolloutParamsOf(p);
+  const trip = gateTripOf(rollout);
   const to = typeof p.to === 'string' ? p.to : typeof p.app_config_id === 'string' ? p.app_config_id : null;
   const cfg = to && to !== 'previous' ? getConfig(ctx.db, orgId, to) : undefined;
   return {
     gate,
-    trip: rollout
-      ? { ...rollout, install_name: getInstall(ctx.db, orgId, rollout.install_id)?.name ?? null, component_name: componentName(ctx, rollout.install_id, rollout.component_id) }
-      : null,
+    trip: trip && rollout ? { run_id: rollout.run_id, ...trip, install_name: getInstall(ctx.db, orgId, trip.install_id)?.name ?? null, component_name: componentName(ctx, trip.install_id, trip.component_id) } : null,
+    rollout,
     to,
     to_version: cfg?.version ?? null,
     approval: p.approval === 'none' ? 'none' : 'per_group',

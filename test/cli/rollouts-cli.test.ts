@@ -57,7 +57,7 @@ describe('svc apps rollback, svc configs veto|unveto', () => {
     expect(lifted.code, lifted.stderr).toBe(0);
     expect(lifted.json).toMatchObject({ app_config_id: v1.app_config_id, vetoed: null });
 
-    const applied = await cli(['apps', 'rollback', app.app_id, '--to', 'previous', '--selector', 'ring=canary', '--yes', '--no-approval', '--bake', '0s', '--on-bad', 'rollback', '--gate-for', '1s'], env);
+    const applied = await cli(['apps', 'rollback', app.app_id, '--to', 'previous', '--selector', 'ring=canary', '--yes', '--no-approval', '--bake', '0s', '--on-bad', 'rollback', '--gate-for', '1s', '--max-parallel', '1', '--failure-budget', '50%', '--on-failure', 'halt'], env);
     expect(applied.code, applied.stderr).toBe(0);
     const planAt = applied.stdout.indexOf(`install ${inst.name}`);
     const runAt = applied.stdout.indexOf('workflow_id');
@@ -78,6 +78,9 @@ describe('svc apps rollback, svc configs veto|unveto', () => {
       ['apps', 'rollback', 'app_1', '--bake', '1m', '--gate-for', '2h', '--yes'],
       ['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--bake', '1m', '--gate-for', 'soon'],
       ['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--on-bad', 'rollback'],
+      ['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--max-parallel', '0'],
+      ['apps', 'rollback', 'app_1', '--failure-budget', '120', '--yes'],
+      ['apps', 'rollback', 'app_1', '--on-failure', 'panic', '--yes'],
       ['apps', 'rollback', 'app_1', '--selector', 'nolabel', '--yes'],
       ['apps', 'rollback', 'app_1'],
       ['configs', 'veto', 'app_1', 'cfg_1'],

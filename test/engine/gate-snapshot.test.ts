@@ -32,11 +32,16 @@ describe('gate snapshot', () => {
   });
 
   it("a run's health gate and rollout record read from its params; absent ones are null", () => {
-    expect(rolloutParamsOf({ app_id: 'app_1' })).toEqual({ gate: null, rollout: null });
+    expect(rolloutParamsOf({ app_id: 'app_1' })).toEqual({ gate: null, rollout: null, policy: null });
     const gate = { bake: '10m', bake_ms: 600_000, on: ['unhealthy'], action: 'rollback' };
     const rollout = { run_id: 'wf_1', trigger: 'health_gate', install_id: 'inst_1', component_id: 'cmp_1', verdict: 'unhealthy', reason: null };
     // a gate kept before `for` existed reads as `for: 0s`
-    expect(rolloutParamsOf({ health_gate: gate, rollout })).toEqual({ gate: { ...gate, for: '0s', for_ms: 0 }, rollout });
+    expect(rolloutParamsOf({ health_gate: gate, rollout })).toEqual({ gate: { ...gate, for: '0s', for_ms: 0 }, rollout, policy: null });
+    const failedDeploy = { run_id: 'wf_1', trigger: 'deploy_failed', failed_installs: [{ install_id: 'inst_1', workflow_id: 'wf_2', error: 'boom' }] };
+    expect(rolloutParamsOf({ rollout: failedDeploy }).rollout).toEqual(failedDeploy);
+    expect(() => rolloutParamsOf({ rollout: { ...failedDeploy, trigger: 'boredom' } })).toThrow();
+    const policy = { max_parallel: 2, max_failed_pct: 20, on_failure: 'rollback', window_timeout: '24h', window_timeout_ms: 86_400_000 };
+    expect(rolloutParamsOf({ policy }).policy).toEqual(policy);
     const debounced = { ...gate, for: '3s', for_ms: 3000 };
     expect(rolloutParamsOf({ health_gate: debounced }).gate).toEqual(debounced);
     expect(() => rolloutParamsOf({ health_gate: { ...gate, action: 'explode' } })).toThrow();
