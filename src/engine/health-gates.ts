@@ -6,7 +6,7 @@ import { getComponent, getInstallById } from '../../store/installs.ts';
 import { getWorkflow, listBakingSteps, listSteps, setWorkflowParams, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
 import { advanceHealthGate, compositeVerdict, gateSnapshotOf, initialHealthGate, type GateEmit, type GateEvent, type GateSnapshot, type GateTrip } from '../../machines/index.ts';
-import { GATE_VERDICTS, rolloutParamsOf, type Rollout } from '../domain/rollout.ts';
+import { GATE_VERDICTS, onFailureOf, rolloutParamsOf, type Rollout } from '../domain/rollout.ts';
 import type { StepDef } from './definitions.ts';
 import { rollbackSteps, tripError } from './rollout-plans.ts';
 import type { WorkflowFacts } from './workflow-facts.ts';
@@ -98,7 +98,7 @@ export class HealthGates {
 
   /**
    * The gate tripped: the run records why (its events carry `rollout` from now on), the bake fails,
-   * later groups are cancelled and, with `action: "rollback"`, every group already deployed gets a
+   * later groups are cancelled and, to roll back (`on_failure`, else the gate's `action`), every group already deployed gets a
    * rollback step, newest first, back to the configs its installs had before the run.
    */
   private tripGate(t: Tx, wf: WorkflowRow, step: StepRow, trip: GateTrip): void {
@@ -107,7 +107,7 @@ export class HealthGates {
     this.facts.stepEvent(t, run, step, { type: 'fail', error: tripError(this.db, trip) });
     const steps = listSteps(this.db, run.workflow_id);
     for (const s of steps) if (s.status === 'pending') this.facts.stepEvent(t, run, s, { type: 'cancel' });
-    if (rolloutParamsOf(run.params).gate?.action !== 'rollback') return;
+    if (onFailureOf(run.params) !== 'rollback') return;
     this.run.addSteps(run.org_id, run.workflow_id, rollbackSteps(steps), Math.max(...steps.map((s) => s.idx)) + 1);
   }
 }

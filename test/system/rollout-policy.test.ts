@@ -209,4 +209,23 @@ describe('rollout policy (CONTRACT 4.3)', () => {
     expect((await api.post(fleetPath, { to: 'previous', rollout: { max_parallel: 1001 } })).status).toBe(400);
     expect((await get(api, `/v1/installs/${groups[0][0].install_id}/workflows`)).map((w: Json) => w.type)).toEqual(['provision']);
   });
+
+  it('on_failure rollback applies to a health gate that trips too (its action left at halt)', { timeout: 60_000 }, async () => {
+    runner.holdWhen(() => false);
+    const f = await fleet([1]);
+    const run = await post(api, `/v1/apps/${f.app.app_id}/branches/${f.branch.app_branch_id}/runs`, {
+      app_config_id: f.v2.app_config_id,
+      skip_builds: true,
+      health_gate: { bake: '1h', action: 'halt' },
+      rollout: { on_failure: 'rollback' },
+    });
+    await approve(run.workflow_id, 'g1');
+    await waitStep(api, run.workflow_id, 'bake install group: g1', 'started');
+    const install = await get(api, `/v1/installs/${f.groups[0][0].install_id}`);
+    const r = await svc.server.bus.request(`svc.ingest.${org.org_id}.health.${install.install_id}`, JSON.stringify({ component_id: install.components[0].component_id, verdict: 'unhealthy', reason: 'oom' }), { timeoutMs: 5000 });
+    expect(r.json()).toMatchObject({ ok: true });
+    const done = await waitWf(api, run.workflow_id);
+    expect(done.steps.map((s: Json) => [s.name, s.status]).at(-1)).toEqual(['rollback install group: g1', 'succeeded']);
+    expect((await get(api, `/v1/installs/${install.install_id}`)).app_config_id).toBe(f.v1.app_config_id);
+  });
 });
