@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import { gateSnapshotOf, gateSnapshotSchema } from '../../machines/health-gate.ts';
-import { gateTripOf, gateTripSchema, healthGateSchema, rolloutParamsOf, rolloutSchema } from '../domain/rollout.ts';
+import { gateTripOf, gateTripSchema, healthGateSchema, rolloutParamsOf, rolloutPolicySchema, rolloutSchema } from '../domain/rollout.ts';
 import { getConfig, listBranches } from '../../store/apps.ts';
 import { getInstall, listComponents } from '../../store/installs.ts';
 import { getWorkflow, listChildWorkflows, listOwnerWorkflows, listSteps, type StepRow } from '../../store/workflows.ts';
@@ -54,6 +54,8 @@ export type RolloutGroup = z.infer<typeof rolloutGroupSchema>;
 export const rolloutViewSchema = z.object({
   /** the run's health gate (null: none) */
   gate: healthGateSchema.nullable(),
+  /** the run's rollout policy (null: none: each group at once, its first failure fails it) */
+  policy: rolloutPolicySchema.nullable(),
   /** why the gate tripped (null: it has not), with the install's and component's names */
   trip: z.object({ run_id: z.string(), ...gateTripSchema.shape, install_name: z.string().nullable(), component_name: z.string() }).nullable(),
   /** the run's rollout record (null: no group failed): why its group failed, the installs that failed */
@@ -125,12 +127,13 @@ export function rolloutView(ctx: AppContext, orgId: string, workflowId: string):
   const rows = listSteps(ctx.db, workflowId);
   const { groups, ungrouped } = groupsOf(rows);
   const p = wf.params;
-  const { gate, rollout } = rolloutParamsOf(p);
+  const { gate, rollout, policy } = rolloutParamsOf(p);
   const trip = gateTripOf(rollout);
   const to = typeof p.to === 'string' ? p.to : typeof p.app_config_id === 'string' ? p.app_config_id : null;
   const cfg = to && to !== 'previous' ? getConfig(ctx.db, orgId, to) : undefined;
   return {
     gate,
+    policy,
     trip: trip && rollout ? { run_id: rollout.run_id, ...trip, install_name: getInstall(ctx.db, orgId, trip.install_id)?.name ?? null, component_name: componentName(ctx, trip.install_id, trip.component_id) } : null,
     rollout,
     to,

@@ -235,6 +235,8 @@ describe('a health-gated rollout page', () => {
     await Promise.all([page.waitForURL(/\/rollback\?/), page.getByRole('button', { name: 'Plan fleet rollback' }).click()]);
     await page.getByLabel('Bake time after each group deploys').fill('10m');
     await page.getByLabel('A bad verdict trips once it has lasted').fill('30s');
+    await page.getByLabel('Installs of a group updated at a time').fill('1');
+    await page.getByLabel('Failures a group may have (% of its installs)').fill('50');
     await page.getByLabel('degraded').uncheck();
     await page.getByLabel('When the gate trips').selectOption('rollback');
     await page.getByLabel('No approval: deploy group after group').check();
@@ -248,6 +250,10 @@ describe('a health-gated rollout page', () => {
     await waitStep(api, W, 'bake install group: canary', 'started');
     await page.reload();
     await expect(page.locator('dl.facts').first().textContent()).resolves.toContain('bake 10m after each group deploys; trips on unhealthy that lasts 30s; then rollback');
+    await expect(page.locator('dl.facts').first().textContent()).resolves.toContain('1 install(s) of a group at a time; a group fails when more than 50 % of its installs fail');
+    // the picture of the run: canary deployed, main waiting
+    const picture = page.getByRole('img', { name: /^Installs by group/ });
+    await expect(picture.getAttribute('aria-label')).resolves.toBe('Installs by group: canary: 1 succeeded; main: 1 waiting');
     const canaryBake = section(/^Group 1: canary/).locator('.bake-left');
     await expect(canaryBake.textContent()).resolves.toContain('10 min left of 10m');
     await verdict(x, 'api', 'healthy');
@@ -292,6 +298,7 @@ describe('a health-gated rollout page', () => {
     ]);
     await expect(section(/^Group 1: canary/).locator('ol.steps > li > p:first-child > strong').last().textContent()).resolves.toBe('5. rollback install group: canary');
     for (const g of [/^Group 1: canary/, /^Group 2: main/]) await expect(section(g).locator('h2 .badge').textContent()).resolves.toBe('rolled back');
+    await expect(picture.getAttribute('aria-label')).resolves.toBe('Installs by group: canary: 1 rolled back; main: 1 rolled back');
     await screenshot(page, 'rollout-tripped');
     await expectAccessible(page, 'rollout page tripped');
     expect((await get(api, `/v1/installs/${y.install_id}`)).app_config_id).toBe(v2.app_config_id);

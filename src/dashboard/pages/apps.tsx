@@ -37,10 +37,14 @@ interface RollbackFields {
   action: string;
   /** '' = a bad verdict trips at once */
   gateFor: string;
+  /** rollout policy: '' = all at once / no failure allowed / the gate's action */
+  maxParallel: string;
+  failureBudget: string;
+  onFailure: string;
   approval: string;
 }
 
-const defaultFields = (to = 'previous', selector = ''): RollbackFields => ({ to, selector, bake: '', on: [...GATE_VERDICTS], action: 'halt', gateFor: '', approval: 'per_group' });
+const defaultFields = (to = 'previous', selector = ''): RollbackFields => ({ to, selector, bake: '', on: [...GATE_VERDICTS], action: 'halt', gateFor: '', maxParallel: '', failureBudget: '', onFailure: '', approval: 'per_group' });
 
 /** `k=v,k=v` as match_labels; errors name the `selector` field. */
 function parseSelector(text: string): { labels?: Record<string, string>; errors: ErrorDetail[] } {
@@ -64,6 +68,13 @@ function rollbackBody(f: RollbackFields, planOnly: boolean): { body?: FleetRollb
   if (!planOnly) {
     if (f.bake.trim()) raw.health_gate = { bake: f.bake.trim(), on: f.on, action: f.action, ...(f.gateFor.trim() ? { for: f.gateFor.trim() } : {}) };
     raw.approval = f.approval;
+    const rollout: Record<string, unknown> = {};
+    // numbers as typed: the API's schema says what is wrong with one that is not
+    const num = (v: string) => (/^\s*-?\d+(\.\d+)?\s*$/.test(v) ? Number(v) : v.trim());
+    if (f.maxParallel.trim()) rollout.max_parallel = num(f.maxParallel);
+    if (f.failureBudget.trim()) rollout.failure_budget = { max_failed_pct: num(f.failureBudget.replace(/%\s*$/, '')) };
+    if (f.onFailure) rollout.on_failure = f.onFailure;
+    if (Object.keys(rollout).length) raw.rollout = rollout;
   }
   const parsed = fleetRollbackSchema.safeParse(raw);
   return parsed.success ? { body: parsed.data, errors: [] } : { errors: issuesToDetails(parsed.error.issues) };
@@ -320,6 +331,37 @@ const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: Da
         </div>
       </fieldset>
       <fieldset>
+        <legend>Rollout</legend>
+        <div>
+          <label for="max-parallel">Installs of a group updated at a time</label>
+          <input type="text" inputmode="numeric" id="max-parallel" name="max_parallel" value={fields.maxParallel} placeholder="all" aria-describedby="max-parallel-hint" />
+          <p class="hint" id="max-parallel-hint">
+            1 to 1000, in the order the installs were created, the next as one ends. Blank: all at once.
+          </p>
+        </div>
+        <div>
+          <label for="failure-budget">Failures a group may have (% of its installs)</label>
+          <input type="text" inputmode="decimal" id="failure-budget" name="failure_budget" value={fields.failureBudget} placeholder="0" aria-describedby="failure-budget-hint" />
+          <p class="hint" id="failure-budget-hint">
+            0 to 100: a group fails once more than this share of its installs failed. Blank: its first failure.
+          </p>
+        </div>
+        <div>
+          <label for="on-failure">When a group fails</label>
+          <select id="on-failure" name="on_failure">
+            <option value="" selected={fields.onFailure === ''}>
+              as the health gate says (halt without one)
+            </option>
+            <option value="halt" selected={fields.onFailure === 'halt'}>
+              halt: stop the run, cancel the later groups
+            </option>
+            <option value="rollback" selected={fields.onFailure === 'rollback'}>
+              rollback: also return what the run deployed to its configs before the run
+            </option>
+          </select>
+        </div>
+      </fieldset>
+      <fieldset>
         <legend>Approval</legend>
         <label class="check">
           <input type="radio" name="approval" value="per_group" checked={fields.approval !== 'none'} /> Approve each group's plan before it deploys
@@ -487,6 +529,9 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
       on: strs(form.on),
       action: str(form.action) || 'halt',
       gateFor: str(form.gate_for),
+      maxParallel: str(form.max_parallel),
+      failureBudget: str(form.failure_budget),
+      onFailure: str(form.on_failure),
       approval: str(form.approval) || 'per_group',
     };
     const planned = rollbackBody(fields, true);

@@ -41,6 +41,87 @@ export const TripCause = ({ c, data }: { c: DashContext; data: RolloutView }) =>
   );
 };
 
+/** What an install is in a run, as the run's picture colours it. */
+export type InstallState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'rolling back' | 'rolled back';
+const STATE_FILL: Record<InstallState, string> = {
+  waiting: '#d0d5dd',
+  running: '#3b82f6',
+  succeeded: '#16a34a',
+  failed: '#dc2626',
+  'rolling back': '#f59e0b',
+  'rolled back': '#b45309',
+};
+
+/** Each install of a group and its state: its rollback's child if any, else its deploy's, else waiting. */
+export function installStates(data: RolloutView, g: RolloutGroup): Array<{ install_id: string; name: string; state: InstallState }> {
+  const rows = data.steps.filter((s) => g.step_ids.includes(s.step_id) && s.kind === 'children');
+  const deploy = rows.find((r) => !r.rollback);
+  const rollback = rows.find((r) => r.rollback);
+  return g.install_ids.map((id) => {
+    const back = rollback?.children.find((w) => w.install_id === id);
+    const fwd = deploy?.children.find((w) => w.install_id === id);
+    const name = g.health.find((h) => h.install_id === id)?.name ?? fwd?.install_name ?? id;
+    let state: InstallState = 'waiting';
+    if (back) state = back.status === 'succeeded' ? 'rolled back' : back.status === 'failed' ? 'failed' : 'rolling back';
+    else if (fwd) state = fwd.status === 'succeeded' ? 'succeeded' : fwd.status === 'failed' || fwd.status === 'cancelled' ? 'failed' : 'running';
+    return { install_id: id, name, state };
+  });
+}
+
+/**
+ * The whole run at a glance (server-rendered SVG): a row per group, a cell per install coloured by
+ * its state, and the group's failures against its budget.
+ */
+export const RunPicture = ({ data }: { data: RolloutView }) => {
+  if (!data.groups.length) return null;
+  const CELL = 18;
+  const GAP = 4;
+  const LABEL = 130;
+  const rows = data.groups.map((g) => ({ g, states: installStates(data, g) }));
+  const widest = Math.max(1, ...rows.map((r) => r.states.length));
+  const budgetX = LABEL + widest * (CELL + GAP) + 12;
+  const width = Math.max(budgetX + 200, 610);
+  const height = rows.length * (CELL + 10) + 34;
+  const pct = data.policy?.max_failed_pct ?? 0;
+  const legend = Object.keys(STATE_FILL) as InstallState[];
+  const summary = rows.map((r) => `${r.g.name}: ${legend.map((s) => [s, r.states.filter((x) => x.state === s).length] as const).filter(([, n]) => n).map(([s, n]) => `${n} ${s}`).join(', ') || 'no installs'}`).join('; ');
+  return (
+    <section aria-labelledby="h-picture" class="run-picture">
+      <h2 id="h-picture">The run at a glance</h2>
+      <svg role="img" aria-label={`Installs by group: ${summary}`} width={width} height={height} viewBox={`0 0 ${width} ${height}`} xmlns="http://www.w3.org/2000/svg">
+        {rows.map(({ g, states }, i) => {
+          const y = i * (CELL + 10);
+          const failed = states.filter((s) => s.state === 'failed' || (s.state !== 'waiting' && data.rollout?.failed_installs?.some((f) => f.install_id === s.install_id))).length;
+          const allowed = Math.floor((g.install_ids.length * pct) / 100);
+          return (
+            <g>
+              <text x={0} y={y + CELL - 4} font-size="13" fill="#1f2937">
+                {g.name.length > 16 ? `${g.name.slice(0, 15)}…` : g.name}
+              </text>
+              {states.map((s, n) => (
+                <rect x={LABEL + n * (CELL + GAP)} y={y} width={CELL} height={CELL} rx={3} fill={STATE_FILL[s.state]}>
+                  <title>{`${s.name}: ${s.state}`}</title>
+                </rect>
+              ))}
+              <text x={budgetX} y={y + CELL - 4} font-size="12" fill={failed > allowed ? '#b91c1c' : '#4b5563'}>
+                {`${failed} failed, budget ${allowed}`}
+              </text>
+            </g>
+          );
+        })}
+        {legend.map((s, n) => (
+          <g>
+            <rect x={n * 100} y={height - 16} width={12} height={12} rx={2} fill={STATE_FILL[s]} />
+            <text x={n * 100 + 16} y={height - 6} font-size="11" fill="#374151">
+              {s}
+            </text>
+          </g>
+        ))}
+      </svg>
+    </section>
+  );
+};
+
 /** The run's gate and target, for its details. */
 export const RolloutFacts = ({ data }: { data: RolloutView }) => {
   const cfg = data.to && data.to_version !== null ? { app_config_id: data.to, version: data.to_version } : undefined;
@@ -50,6 +131,16 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
         {data.to === 'previous' ? 'previous: each install to the config of its version before the current one' : cfg ? <>config v{cfg.version} <span class="muted id">{cfg.app_config_id}</span></> : (data.to ?? '—')}
       </Fact>
       <Fact term="Approval">{data.approval === 'none' ? 'none: groups deploy one after another' : "each group's plan is approved before it deploys"}</Fact>
+      <Fact term="Rollout">
+        {data.policy ? (
+          <>
+            {data.policy.max_parallel ? <><strong>{data.policy.max_parallel}</strong> install(s) of a group at a time</> : 'every install of a group at once'}; a group fails when more than{' '}
+            <strong>{data.policy.max_failed_pct} %</strong> of its installs fail{data.policy.on_failure ? <>; then <strong>{data.policy.on_failure}</strong></> : null}
+          </>
+        ) : (
+          'every install of a group at once; its first failure fails it'
+        )}
+      </Fact>
       <Fact term="Health gate">
         {data.gate ? (
           <>

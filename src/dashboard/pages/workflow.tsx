@@ -10,7 +10,7 @@ import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, Diff, duration, Fact, isTerminal, Json, Labels, Owner, ownerText, Section, Status, Time, type DiffShape } from '../ui.tsx';
 import { configNamer } from '../config-namer.ts';
-import { groupStatus, RolloutFacts, stepExtra, TripCause } from './rollouts.tsx';
+import { groupStatus, RolloutFacts, RunPicture, stepExtra, TripCause } from './rollouts.tsx';
 
 export type ConfigName = ReturnType<typeof configNamer>;
 
@@ -244,6 +244,7 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout }:
         ) : null}
       </Section>
       {rollout ? <TripCause c={c} data={rollout} /> : null}
+      {rollout ? <RunPicture data={rollout} /> : null}
       {rollout ? (
         <RolloutSteps wf={wf} components={components} configName={configName} c={c} rollout={rollout} />
       ) : (
