@@ -59,6 +59,18 @@ function parseSelector(text: string): { labels?: Record<string, string>; errors:
   return { labels, errors: [] };
 }
 
+/** What a run does when a group fails (a gate's `action`, the policy's `on_failure`): the options of its select. */
+const HaltOrRollback = ({ selected }: { selected: string }) => (
+  <>
+    <option value="halt" selected={selected === 'halt'}>
+      halt: stop the run, cancel the later groups
+    </option>
+    <option value="rollback" selected={selected === 'rollback'}>
+      rollback: also return what the run deployed to its configs before the run
+    </option>
+  </>
+);
+
 /** The API body of a fleet rollback from the form, validated by the API's own schema. */
 function rollbackBody(f: RollbackFields, planOnly: boolean): { body?: FleetRollbackInput; errors: ErrorDetail[] } {
   const sel = parseSelector(f.selector);
@@ -321,12 +333,7 @@ const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: Da
         <div>
           <label for="gate-action">When the gate trips</label>
           <select id="gate-action" name="action">
-            <option value="halt" selected={fields.action === 'halt'}>
-              halt: stop the run, cancel the later groups
-            </option>
-            <option value="rollback" selected={fields.action === 'rollback'}>
-              rollback: also return the groups deployed to their configs before the run
-            </option>
+            <HaltOrRollback selected={fields.action} />
           </select>
         </div>
       </fieldset>
@@ -352,12 +359,7 @@ const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: Da
             <option value="" selected={fields.onFailure === ''}>
               as the health gate says (halt without one)
             </option>
-            <option value="halt" selected={fields.onFailure === 'halt'}>
-              halt: stop the run, cancel the later groups
-            </option>
-            <option value="rollback" selected={fields.onFailure === 'rollback'}>
-              rollback: also return what the run deployed to its configs before the run
-            </option>
+            <HaltOrRollback selected={fields.onFailure} />
           </select>
         </div>
       </fieldset>
