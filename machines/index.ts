@@ -4,3 +4,4 @@ export * from './workflow.ts';
 export * from './runner.ts';
 export * from './health.ts';
 export * from './health-gate.ts';
+export * from './webhook-watchdog.ts';

@@ -80,7 +80,7 @@ export class WebhookRegistry {
     const org = this.byOrg.get(route.org);
     if (!org) return [];
     const out: WebhookSubscriber[] = [];
-    for (const sub of org.values()) if (sub.wants(route)) out.push(sub);
+    for (const sub of org.values()) if (sub.wants(route) && sub.id !== route.not_to) out.push(sub);
     return out;
   }
 

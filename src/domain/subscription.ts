@@ -16,6 +16,8 @@ export const RESOURCE_OPS = {
   runners: ['provision', 'reprovision', 'inactive', 'unhealthy'],
   actions: ['run'],
   app_branches: ['run'],
+  // the delivery watchdog's events (CONTRACT 4.1, new in 0.2)
+  webhooks: ['delivery'],
 } as const satisfies Record<string, readonly [string, ...string[]]>;
 
 export type ResourceName = keyof typeof RESOURCE_OPS;
@@ -26,7 +28,16 @@ export const INTEREST_OUTCOMES = ['all', 'completion', 'failures', 'none'] as co
 export type InterestOutcome = (typeof INTEREST_OUTCOMES)[number];
 
 /** The boolean flags of a resource's config (spec 2.2). */
-export const FLAGS = ['approval_requests', 'approval_responses', 'drift_detected', 'component_health', 'install_degraded'] as const;
+export const FLAGS = [
+  'approval_requests',
+  'approval_responses',
+  'drift_detected',
+  'component_health',
+  'install_degraded',
+  'delivery_failing',
+  'delivery_recovered',
+  'delivery_disabled',
+] as const;
 export type Flag = (typeof FLAGS)[number];
 
 /** Flags that may be `true` only on some resources (`false` is accepted anywhere); the others apply everywhere. */
@@ -34,6 +45,9 @@ const FLAG_RESOURCES = {
   drift_detected: ['components', 'sandboxes'],
   component_health: ['components'],
   install_degraded: ['installs'],
+  delivery_failing: ['webhooks'],
+  delivery_recovered: ['webhooks'],
+  delivery_disabled: ['webhooks'],
 } as const satisfies Partial<Record<Flag, readonly ResourceName[]>>;
 
 /** Whether a flag means something on a resource. */
@@ -60,6 +74,10 @@ export interface ResourceConfig {
   drift_detected?: boolean;
   component_health?: boolean;
   install_degraded?: boolean;
+  delivery_failing?: boolean;
+  delivery_recovered?: boolean;
+  /** `disabled` and `enabled` events */
+  delivery_disabled?: boolean;
 }
 
 export interface Interests {
@@ -89,6 +107,9 @@ function resourceConfigSchema(resource: ResourceName) {
       drift_detected: z.boolean().optional(),
       component_health: z.boolean().optional(),
       install_degraded: z.boolean().optional(),
+      delivery_failing: z.boolean().optional(),
+      delivery_recovered: z.boolean().optional(),
+      delivery_disabled: z.boolean().optional(),
     })
     .superRefine((cfg, ctx) => {
       for (const [flag, allowed] of Object.entries(FLAG_RESOURCES) as [keyof typeof FLAG_RESOURCES, readonly ResourceName[]][]) {

@@ -32,6 +32,9 @@ const FLAG_LABELS: Record<string, string> = {
   drift_detected: 'Drift detected',
   component_health: 'Component health',
   install_degraded: 'Install degraded / recovered',
+  delivery_failing: 'Delivery failing',
+  delivery_recovered: 'Delivery recovered',
+  delivery_disabled: 'Webhook disabled / enabled',
 };
 
 const ResourceFields = ({ r, s }: { r: ResourceName; s: ResourceState }) => {
