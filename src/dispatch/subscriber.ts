@@ -16,6 +16,8 @@ export class WebhookSubscriber {
 
   /** Does this webhook want the event? */
   wants(route: EventRoute): boolean {
+    // a watchdog event never goes to the webhook it is about (CONTRACT 4.1), not even in a recovery
+    if (route.not_to === this.id) return false;
     if (!interestsAdmit(this.entry.interests, route)) return false;
     return this.entry.match === null || matchAdmits(this.entry.match, route);
   }

@@ -3,6 +3,7 @@
 // effective interests of a stored webhook.
 import { z } from 'zod';
 import { largerPart, LIMITS, labelsSchema, subscriptionBytes } from './limits.ts';
+import { durationMs } from './duration.ts';
 
 // ------------------------------------------------------------------ vocabulary
 
@@ -229,12 +230,35 @@ const secretSchema = z.string({ error: 'secret must be a string' }).min(1, { err
   error: 'secret must be at most 512 characters',
 });
 
+/** The bounds of `disable_after` (CONTRACT 4.1). */
+export const DISABLE_AFTER = { minFailures: 10, maxFailures: 100_000, maxDurationMs: 30 * 86_400_000 } as const;
+
+/** Opt-in auto-disable (CONTRACT 4.1): both required; null (the default) never disables. */
+export const disableAfterSchema = z
+  .strictObject({
+    failures: z
+      .number({ error: 'failures must be an integer' })
+      .int({ error: 'failures must be an integer' })
+      .min(DISABLE_AFTER.minFailures, { error: `failures must be at least ${DISABLE_AFTER.minFailures}` })
+      .max(DISABLE_AFTER.maxFailures, { error: `failures must be at most ${DISABLE_AFTER.maxFailures}` }),
+    duration: z
+      .string({ error: 'duration must be a duration such as "0s", "30m", "5d"' })
+      .refine((d) => {
+        const ms = durationMs(d);
+        return ms !== null && ms <= DISABLE_AFTER.maxDurationMs;
+      }, { error: 'duration must be a duration from 0s to 30d (such as "0s", "30m", "5d")' }),
+  })
+  .describe('disable the webhook once its consecutive failures reach `failures` and the first of them is at least `duration` old');
+
+export type DisableAfter = z.infer<typeof disableAfterSchema>;
+
 export const createWebhookBodySchema = z
   .strictObject({
     webhook_url: webhookUrlSchema,
     secret: secretSchema.optional(),
     interests: interestsSchema.optional(),
     match: matchSchema.nullable().optional(),
+    disable_after: disableAfterSchema.nullable().optional(),
   })
   .superRefine(checkSubscriptionSize, onlyIfValid)
   .describe(SUBSCRIPTION_SIZE);
@@ -251,9 +275,10 @@ export const patchWebhookBodySchema = z
       .min(0, { error: 'previous_secret_ttl_s must be at least 0' })
       .max(MAX_PREVIOUS_SECRET_TTL_S, { error: `previous_secret_ttl_s must be at most ${MAX_PREVIOUS_SECRET_TTL_S} (7 days)` })
       .optional(),
+    disable_after: disableAfterSchema.nullable().optional(),
   })
-  .refine((b) => b.interests !== undefined || b.match !== undefined || b.secret !== undefined, {
-    error: 'body must name at least one of: interests, match, secret',
+  .refine((b) => b.interests !== undefined || b.match !== undefined || b.secret !== undefined || b.disable_after !== undefined, {
+    error: 'body must name at least one of: interests, match, secret, disable_after',
   })
   .refine((b) => b.previous_secret_ttl_s === undefined || typeof b.secret === 'string', {
     error: 'previous_secret_ttl_s needs a new secret in the same request',

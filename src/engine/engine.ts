@@ -27,6 +27,7 @@ import { RecoveryFeeder, type RecoveryOutcomeSource, type RecoveryRequest } from
 import { WalCheckpoints } from './checkpoints.ts';
 import { Transactions, type BatchResult, type TransactionDeps } from './transaction.ts';
 import { Workflows, type IngestResult } from './workflows.ts';
+import { WebhookWatchdog } from './webhook-watchdog.ts';
 
 export type { IngestResult };
 
@@ -38,6 +39,8 @@ export interface EngineDeps extends Omit<TransactionDeps, 'keepEvents' | 'jobsCh
   keepEvents?: boolean;
   /** where the outcomes of recovery attempts are heard (each frees a place for the next item) */
   recoveryOutcomes?: RecoveryOutcomeSource;
+  /** replicate a webhook to the data plane (the watchdog disabled or enabled it) */
+  webhookChanged?: (orgId: string, webhookId: string) => void;
 }
 
 /** A producer's message, checked and parsed (src/ingest), for one org. */
@@ -55,6 +58,8 @@ export class Engine {
   private readonly tx: Transactions;
   private readonly workflows: Workflows;
   private readonly recoveries: RecoveryFeeder;
+  /** the delivery watchdog of every webhook (CONTRACT 4.1): fed outcomes, disable and enable */
+  readonly watchdog: WebhookWatchdog;
   /** WAL checkpoints on a thread of their own, not in the commits that producers' answers wait for */
   private readonly checkpoints: WalCheckpoints;
   private sendingJobs = false;
@@ -69,6 +74,7 @@ export class Engine {
     this.recoveries = new RecoveryFeeder({ db: deps.db, clock: deps.clock, logger: deps.logger, tx: this.tx, registryRev: deps.registryRev });
     deps.recoveryOutcomes?.onRecoveryAttempt((id, ok) => this.recoveries.attempted(id, ok));
     this.checkpoints = new WalCheckpoints(deps.db, deps.logger);
+    this.watchdog = new WebhookWatchdog(deps.db, this.tx, deps.webhookChanged ?? (() => {}));
   }
 
   // ------------------------------------------------------------------ producers (CONTRACT 5.2)
