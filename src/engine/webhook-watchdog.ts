@@ -109,13 +109,13 @@ export class WebhookWatchdog {
     return r;
   }
 
-  /** An outcome the status book passes on, with the streak it makes (or, a success, the one it ended). */
-  outcome(o: WatchedOutcome, status: Readonly<DeliveryStatus>): void {
+  /** An outcome the status book passes on, with the streak it makes (or, a success, the one it ended); true when the watchdog moved. */
+  outcome(o: WatchedOutcome, status: Readonly<DeliveryStatus>): boolean {
     const w = this.row(o.webhook_id);
-    if (!w) return;
+    if (!w) return false;
     const streak = streakOf(status);
     const e: WatchEvent = o.ok ? { type: 'success', streak } : { type: 'failure', streak, at: new Date(o.at).toISOString(), policy: policyOf(w.disable_after) };
-    this.step(w, e);
+    return this.step(w, e);
   }
 
   /** Disable by hand (CONTRACT 4.1 POST …/disable); already disabled: as it is. */
@@ -132,10 +132,10 @@ export class WebhookWatchdog {
     return this.run(w, (at) => ({ type: 'enable', streak: streakOf(status), at }));
   }
 
-  private step(w: WatchRow, e: WatchEvent): void {
+  private step(w: WatchRow, e: WatchEvent): boolean {
     // the cheap test first: most outcomes that reach here (a long streak between thresholds) change nothing
-    if (!watchdogCares(w.watch_state, watchContextOf(w.watch_ctx), e)) return;
-    this.run(w, () => e);
+    if (!watchdogCares(w.watch_state, watchContextOf(w.watch_ctx), e)) return false;
+    return this.run(w, () => e).emitted.length > 0;
   }
 
   /**

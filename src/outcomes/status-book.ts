@@ -24,9 +24,10 @@ const PING_TYPE = 'com.svc.webhook.ping.v1';
 
 /**
  * Told of an outcome that may move a webhook's watchdog: a failure (with the streak it makes), or
- * the success that ended a streak (with the streak that ended).
+ * the success that ended a streak (with the streak that ended). True when the watchdog moved: the
+ * statuses are written at once, so that the streak its state and events speak of survives a crash.
  */
-export type StreakWatcher = (o: DeliveryOutcome, streak: Readonly<DeliveryStatus>) => void;
+export type StreakWatcher = (o: DeliveryOutcome, streak: Readonly<DeliveryStatus>) => boolean;
 const MAX_UNSAVED_ATTEMPTS = 100_000;
 
 /** A data plane that has sent nothing for this long no longer counts in svc_deliveries_in_flight. */
@@ -132,7 +133,7 @@ export class DeliveryStatusBook {
       s.recover_since = null;
       s.failed_events = 0;
       l.earliest = null;
-      this.watcher?.(o, ended);
+      if (this.watcher?.(o, ended)) this.flush();
       return;
     }
     s.consecutive_failures++;
@@ -145,7 +146,7 @@ export class DeliveryStatusBook {
         l.earliest = o.event_id;
       }
     }
-    if (s.consecutive_failures >= WATCH_FROM) this.watcher?.(o, { ...s });
+    if (s.consecutive_failures >= WATCH_FROM && this.watcher?.(o, { ...s })) this.flush();
   }
 
   /** The `time` of a kept event (once per streak: where a recovery of it should start). */

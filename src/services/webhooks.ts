@@ -224,6 +224,7 @@ export async function pingWebhook(ctx: AppContext, orgId: string, id: string): P
 export function disableWebhook(ctx: AppContext, orgId: string, id: string, note?: string): WebhookView {
   mustGet(ctx, orgId, id);
   ctx.engine.watchdog.disable(id, ctx.deliveryStatus.get(id), note);
+  ctx.deliveryStatus.flush(); // the streak the disable speaks of, kept with it
   return getWebhook(ctx, orgId, id);
 }
 
