@@ -149,7 +149,7 @@ export const WatchdogSection = ({ c, ctx, w }: { c: DashContext; ctx: AppContext
           </button>
         </form>
       )}
-      <h3>Attempts per hour, last 24 hours</h3>
+      <h3>Delivery outcomes per hour (last 24 h)</h3>
       <AttemptsChart hours={hours} />
     </Section>
   );
