@@ -153,6 +153,11 @@ export const webhookWatchdogMachine = setup({
   },
 });
 
+/** The context as stored (JSON; null before the first transition). */
+export function watchContextOf(stored: unknown): WatchContext {
+  return stored && typeof stored === 'object' ? { ...CLEAR, ...(stored as Partial<WatchContext>) } : { ...CLEAR };
+}
+
 export function initialWatchdog(): { state: WatchState; context: WatchContext } {
   return initial<WatchState, WatchContext>(webhookWatchdogMachine);
 }

@@ -41,15 +41,20 @@ export const FLAGS = [
 ] as const;
 export type Flag = (typeof FLAGS)[number];
 
-/** Flags that may be `true` only on some resources (`false` is accepted anywhere); the others apply everywhere. */
+/** The resources whose events come of workflows (every one but `webhooks`): where approvals happen. */
+const WORKFLOW_RESOURCES = ['installs', 'stacks', 'components', 'sandboxes', 'install_configurations', 'runners', 'actions', 'app_branches'] as const;
+
+/** Flags that may be `true` only on some resources (`false` is accepted anywhere). */
 const FLAG_RESOURCES = {
+  approval_requests: WORKFLOW_RESOURCES,
+  approval_responses: WORKFLOW_RESOURCES,
   drift_detected: ['components', 'sandboxes'],
   component_health: ['components'],
   install_degraded: ['installs'],
   delivery_failing: ['webhooks'],
   delivery_recovered: ['webhooks'],
   delivery_disabled: ['webhooks'],
-} as const satisfies Partial<Record<Flag, readonly ResourceName[]>>;
+} as const satisfies Record<Flag, readonly ResourceName[]>;
 
 /** Whether a flag means something on a resource. */
 export function flagApplies(flag: Flag, resource: string): boolean {
@@ -115,7 +120,7 @@ function resourceConfigSchema(resource: ResourceName) {
     .superRefine((cfg, ctx) => {
       for (const [flag, allowed] of Object.entries(FLAG_RESOURCES) as [keyof typeof FLAG_RESOURCES, readonly ResourceName[]][]) {
         if (cfg[flag] === true && !allowed.includes(resource)) {
-          ctx.addIssue({ code: 'custom', path: [flag], message: `${flag} applies only to ${allowed.join(' and ')}` });
+          ctx.addIssue({ code: 'custom', path: [flag], message: `${flag} does not apply to ${resource} (only to ${allowed.join(', ')})` });
         }
       }
     });

@@ -10,7 +10,7 @@ import type { DeliveryStatus } from '../../store/delivery-status.ts';
 import { getWatch, setWatch, type WatchRow } from '../../store/webhooks.ts';
 import {
   advanceWatchdog,
-  initialWatchdog,
+  watchContextOf,
   watchdogCares,
   type DisablePolicy,
   type Streak,
@@ -55,10 +55,6 @@ export function urlHost(url: string): string {
   } catch {
     return '';
   }
-}
-
-export function watchContextOf(ctx: unknown): WatchContext {
-  return ctx && typeof ctx === 'object' ? { ...initialWatchdog().context, ...(ctx as Partial<WatchContext>) } : initialWatchdog().context;
 }
 
 function factOf(w: WatchRow, e: WatchEmit, time: string): WebhookDeliveryFact {

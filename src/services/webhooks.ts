@@ -22,8 +22,7 @@ import {
 import { NO_DELIVERIES, type DeliveryStatus } from '../../store/delivery-status.ts';
 import { toCloudEvent } from '../events/cloudevent.ts';
 import type { AttemptResult } from '../delivery/client.ts';
-import { watchContextOf } from '../engine/webhook-watchdog.ts';
-import type { WatchState } from '../../machines/webhook-watchdog.ts';
+import { watchContextOf, type WatchState } from '../../machines/webhook-watchdog.ts';
 import { recoverWebhook } from './history.ts';
 
 /**

@@ -267,5 +267,8 @@ describe('interests: the webhooks resource (CONTRACT 4.1)', () => {
     expect(body({ resources: { installs: { delivery_disabled: true } } }).success).toBe(false);
     expect(body({ resources: { installs: { delivery_disabled: false } } }).success).toBe(true);
     expect(body({ resources: { webhooks: { component_health: true } } }).success).toBe(false);
+    // no workflow, no approval: the approval flags do not apply to webhooks either
+    expect(body({ resources: { webhooks: { approval_requests: true } } }).success).toBe(false);
+    expect(body({ resources: { webhooks: { approval_responses: false, delivery_failing: true } } }).success).toBe(true);
   });
 });
