@@ -248,7 +248,7 @@ export class DeliveryPipeline {
     let disabled = 0;
     for (const sub of subs) {
       if (done?.has(sub.id)) continue;
-      if (sub.entry.disabled) {
+      if (sub.disabled) {
         disabled++;
         continue;
       }
@@ -269,7 +269,7 @@ export class DeliveryPipeline {
     const route = state.ev.route;
     if (!route.recovery) return this.o.registry.match(route);
     const sub = this.o.registry.get(route.org, route.recovery.webhook);
-    if (sub && !sub.entry.disabled) return [sub];
+    if (sub && !sub.disabled) return [sub];
     const r = route.recovery;
     if (sub) this.o.dropped('webhook_disabled', 1);
     const error = sub ? 'the webhook is disabled' : 'the webhook no longer exists';

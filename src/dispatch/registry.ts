@@ -40,7 +40,7 @@ export class WebhookRegistry {
     const was = org.get(entry.webhook_id);
     org.set(entry.webhook_id, new WebhookSubscriber(entry));
     this.advance(rev);
-    if (entry.disabled && !was?.entry.disabled) for (const fn of this.disabledListeners) fn(entry.org_id, entry.webhook_id);
+    if (entry.disabled && !was?.disabled) for (const fn of this.disabledListeners) fn(entry.org_id, entry.webhook_id);
     return true;
   }
 

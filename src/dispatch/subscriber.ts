@@ -8,10 +8,13 @@ import { matchAdmits } from './match.ts';
 export class WebhookSubscriber {
   readonly id: string;
   readonly org: string;
+  /** disabled (CONTRACT 4.1): it wants events, and dispatch drops them (counted) */
+  readonly disabled: boolean;
 
   constructor(readonly entry: WebhookEntry) {
     this.id = entry.webhook_id;
     this.org = entry.org_id;
+    this.disabled = entry.disabled === true;
   }
 
   /** Does this webhook want the event? */
