@@ -23,7 +23,7 @@ import type { HealthGate } from '../domain/rollout.ts';
 import { reportExternalWorkflow } from './external.ts';
 import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
-import { RecoveryFeeder, type RecoveryOutcomeSource, type RecoveryRequest } from './recoveries.ts';
+import { checkRecoveryBounds, RecoveryFeeder, type RecoveryOutcomeSource, type RecoveryRequest } from './recoveries.ts';
 import { WalCheckpoints } from './checkpoints.ts';
 import { Transactions, type BatchResult, type TransactionDeps } from './transaction.ts';
 import { Workflows, type IngestResult } from './workflows.ts';
@@ -181,6 +181,11 @@ export class Engine {
   /** Start a recovery: checked against the bounds and kept, then fed behind the caller (src/engine/recoveries.ts). */
   beginRecovery(req: RecoveryRequest): void {
     this.recoveries.begin(req);
+  }
+
+  /** Throws (409) when a recovery of this webhook could not start now (CONTRACT 4.5 bounds). */
+  checkRecoveryBounds(orgId: string, webhookId: string): void {
+    checkRecoveryBounds(this.db, orgId, webhookId);
   }
 
   /** Resolves once a recovery's window has been looked at in full (its `events` is final). */

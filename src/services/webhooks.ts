@@ -234,6 +234,8 @@ export function disableWebhook(ctx: AppContext, orgId: string, id: string, note?
  */
 export async function enableWebhook(ctx: AppContext, orgId: string, id: string, input: { recover?: boolean }): Promise<{ webhook: WebhookView; recovery_id?: string }> {
   mustGet(ctx, orgId, id);
+  // a recovery that could not start (one running, the org's limit) is refused before anything changes
+  if (input.recover) ctx.engine.checkRecoveryBounds(orgId, id);
   // the streak as it stands before the ping ends it
   const streak = ctx.deliveryStatus.get(id);
   const ping = await pingWebhook(ctx, orgId, id);

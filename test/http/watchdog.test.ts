@@ -211,4 +211,19 @@ describe.each(modes)('delivery watchdog (%s mode)', (mode) => {
     expect((await api.post(`${HOOKS}/wh_nope/disable`, {})).status).toBe(404);
     expect((await status(ids.bad)).state).toBe('active');
   });
+
+  it('enable {recover} while a recovery of the webhook runs: 409 naming it, before any ping; still disabled', async () => {
+    rx.set('bad', { hang: true });
+    const running = await api.post(`${HOOKS}/${ids.bad}/recover`, { since: '1h', only_failed: false });
+    expect(running.status, running.text).toBe(202);
+    expect((await api.post(`${HOOKS}/${ids.bad}/disable`, {})).status).toBe(200);
+    const pings = rx.at('bad').filter((r) => r.json?.type === 'com.svc.webhook.ping.v1').length;
+    const r = await api.post(`${HOOKS}/${ids.bad}/enable`, { recover: true });
+    expect(r.status, r.text).toBe(409);
+    expect(r.body).toMatchObject({ error: 'conflict' });
+    expect(r.body.message).toContain(running.body.recovery_id);
+    expect(rx.at('bad').filter((x) => x.json?.type === 'com.svc.webhook.ping.v1').length).toBe(pings);
+    expect((await status(ids.bad)).state).toBe('disabled');
+    rx.set('bad', { status: 200 });
+  });
 });
