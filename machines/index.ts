@@ -5,3 +5,4 @@ export * from './runner.ts';
 export * from './health.ts';
 export * from './health-gate.ts';
 export * from './deploy-batch.ts';
+export * from './webhook-watchdog.ts';

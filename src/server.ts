@@ -74,14 +74,27 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
   const replicator = new RegistryReplicator(db, topology.registry, logger, metrics);
   await replicator.start(); // never holds up listening (CONTRACT 8): the sync catches up behind it
   const urls = { base: '', dashboard: '', source: '' };
-  const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => replicator.version, keepEvents: retention > 0, recoveryOutcomes: status, ...topology.outbox });
+  const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => replicator.version, keepEvents: retention > 0, recoveryOutcomes: status, webhookChanged: (orgId, webhookId) => replicator.changed(orgId, webhookId), ...topology.outbox });
+  // the delivery watchdog hears of the outcomes that may move it (CONTRACT 4.1)
+  status.watchStreaks((o, streak) => {
+    try {
+      return engine.watchdog.outcome(o, streak);
+    } catch (err) {
+      // the outcome is counted all the same; the next one that may move the watchdog tries again
+      logger.warn({ err, webhook_id: o.webhook_id }, 'the delivery watchdog could not record a transition');
+      return false;
+    }
+  });
   const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger) : null;
   // pings and resends: one signed attempt from the control plane, in fair slots, counted like any other
   const attempts = new ControlPlaneAttempts({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets }, { signClock: clock, record: (o) => status.record(o) });
 
   const ctx: AppContext = {
     db, clock, config, logger, metrics, engine, urls, readiness, deliveryStatus: status,
-    webhookChanged: (orgId, webhookId) => replicator.changed(orgId, webhookId),
+    webhookChanged: (orgId, webhookId) => {
+      engine.watchdog.forget(webhookId);
+      replicator.changed(orgId, webhookId);
+    },
     registryRevision: () => replicator.version,
     attemptNow: (webhook, eventId, type, body, recovery) => attempts.attempt(entryOf(webhook), eventId, type, body, recovery),
   };

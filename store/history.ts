@@ -164,6 +164,26 @@ export function listAttempts(db: Db, q: AttemptQuery): StoredAttempt[] {
 }
 
 /**
+ * A webhook's kept attempts that started at or after sinceMs, counted per hour and outcome (hour =
+ * floor((attempted_ms - sinceMs) / 1 h)): read newest first on the (webhook_id, seq) index, the seq
+ * following the start time, stopping at the first older attempt or after `cap` rows.
+ */
+export function attemptsPerHour(db: Db, webhookId: string, sinceMs: number, keptSinceMs: number, cap: number): Array<{ hour: number; ok: boolean; n: number }> {
+  const counts = new Map<string, number>();
+  let read = 0;
+  const rows = db.prepare('SELECT attempted_ms, ok FROM delivery_attempts WHERE webhook_id = ? AND kept_ms >= ? ORDER BY seq DESC').iterate(webhookId, keptSinceMs) as IterableIterator<{ attempted_ms: number; ok: number }>;
+  for (const r of rows) {
+    if (r.attempted_ms < sinceMs || ++read > cap) break;
+    const key = `${Math.floor((r.attempted_ms - sinceMs) / 3_600_000)}:${r.ok ? 1 : 0}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return [...counts].map(([k, n]) => {
+    const [hour, ok] = k.split(':');
+    return { hour: Number(hour), ok: ok === '1', n };
+  });
+}
+
+/**
  * One event's kept attempts at each of the org's webhooks, newest first per webhook: a lookup per
  * webhook of the org on the (webhook_id, event_id) index.
  */

@@ -341,4 +341,14 @@ export const MIGRATIONS: string[] = [
         waits in the outbox while another org's events are handed over): an org's rows in order */ `
   CREATE INDEX IF NOT EXISTS outbox_org ON outbox(org_id, seq);
   `,
+  /* the delivery watchdog (CONTRACT 4.1, new in 0.2): a webhook's opt-in disable_after
+        ({failures, duration} as given), its watchdog machine's state and context (written by the
+        engine with the events they emit); the delivery status's streak (written with it) */ `
+  ALTER TABLE webhooks ADD COLUMN disable_after TEXT;
+  ALTER TABLE webhooks ADD COLUMN watch_state TEXT NOT NULL DEFAULT 'active';
+  ALTER TABLE webhooks ADD COLUMN watch_ctx TEXT;
+  ALTER TABLE webhook_delivery_status ADD COLUMN failing_since TEXT;
+  ALTER TABLE webhook_delivery_status ADD COLUMN recover_since TEXT;
+  ALTER TABLE webhook_delivery_status ADD COLUMN failed_events INTEGER NOT NULL DEFAULT 0;
+  `,
 ];

@@ -12,19 +12,47 @@ export interface WebhookRow {
   interests: unknown | null;
   match: unknown | null;
   match_canonical: string;
+  /** CONTRACT 4.1 `disable_after` as given ({failures, duration}), null: never disabled automatically */
+  disable_after: { failures: number; duration: string } | null;
+  /** the delivery watchdog's state and context (see WatchRow; written by setWatch only) */
+  watch_state: 'active' | 'failing' | 'disabled';
+  watch_ctx: unknown | null;
   created_at: string;
   updated_at: string;
 }
 
-interface RawRow extends Omit<WebhookRow, 'interests' | 'match'> {
-  interests: string | null;
-  match: string | null;
+/** What a create writes: the watchdog starts active; disable_after defaults to null. */
+export type NewWebhook = Omit<WebhookRow, 'created_at' | 'updated_at' | 'watch_state' | 'watch_ctx' | 'disable_after'> & Partial<Pick<WebhookRow, 'disable_after'>>;
+
+/** The delivery watchdog of a webhook (machines/webhook-watchdog.ts): written by the engine only. */
+export interface WatchRow {
+  webhook_id: string;
+  org_id: string;
+  url: string;
+  disable_after: WebhookRow['disable_after'];
+  watch_state: 'active' | 'failing' | 'disabled';
+  /** the machine's context (JSON), null before its first transition */
+  watch_ctx: unknown | null;
 }
 
-const COLS = 'webhook_id, org_id, url, secret, previous_secret, previous_secret_expires_at, interests, match, match_canonical, created_at, updated_at';
+interface RawRow extends Omit<WebhookRow, 'interests' | 'match' | 'disable_after' | 'watch_ctx'> {
+  interests: string | null;
+  match: string | null;
+  disable_after: string | null;
+  watch_ctx: string | null;
+}
+
+const INSERT_COLS = 'webhook_id, org_id, url, secret, previous_secret, previous_secret_expires_at, interests, match, match_canonical, disable_after, created_at, updated_at';
+const COLS = `${INSERT_COLS}, watch_state, watch_ctx`;
 
 function decode(r: RawRow): WebhookRow {
-  return { ...r, interests: fromJson(r.interests, null), match: fromJson(r.match, null) };
+  return {
+    ...r,
+    interests: fromJson(r.interests, null),
+    match: fromJson(r.match, null),
+    disable_after: fromJson(r.disable_after, null),
+    watch_ctx: fromJson(r.watch_ctx, null),
+  };
 }
 
 export class UniqueViolation extends Error {}
@@ -33,10 +61,10 @@ function isUnique(err: unknown): boolean {
   return err instanceof Error && 'code' in err && String((err as { code: unknown }).code).startsWith('SQLITE_CONSTRAINT_UNIQUE');
 }
 
-export function insertWebhook(db: Db, w: Omit<WebhookRow, 'created_at' | 'updated_at'>): WebhookRow {
+export function insertWebhook(db: Db, w: NewWebhook): WebhookRow {
   const now = nowIso();
   try {
-    db.prepare(`INSERT INTO webhooks (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
+    db.prepare(`INSERT INTO webhooks (${INSERT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
       w.webhook_id,
       w.org_id,
       w.url,
@@ -46,6 +74,7 @@ export function insertWebhook(db: Db, w: Omit<WebhookRow, 'created_at' | 'update
       toJson(w.interests),
       toJson(w.match),
       w.match_canonical,
+      toJson(w.disable_after ?? null),
       now,
       now,
     );
@@ -55,7 +84,7 @@ export function insertWebhook(db: Db, w: Omit<WebhookRow, 'created_at' | 'update
   }
   // the newest event it was created after: a recovery without backfill starts there (CONTRACT 4.5)
   db.prepare('UPDATE webhooks SET created_seq = (SELECT COALESCE(MAX(seq), 0) FROM events) WHERE webhook_id = ?').run(w.webhook_id);
-  return { ...w, created_at: now, updated_at: now };
+  return { ...w, disable_after: w.disable_after ?? null, watch_state: 'active', watch_ctx: null, created_at: now, updated_at: now };
 }
 
 export function getWebhook(db: Db, orgId: string, id: string): WebhookRow | undefined {
@@ -87,12 +116,14 @@ export function updateWebhook(
   w: Pick<
     WebhookRow,
     'org_id' | 'webhook_id' | 'secret' | 'previous_secret' | 'previous_secret_expires_at' | 'interests' | 'match' | 'match_canonical'
-  >,
+  > &
+    /** omitted: unchanged */
+    Partial<Pick<WebhookRow, 'disable_after'>>,
 ): WebhookRow | undefined {
   try {
     db.prepare(
       `UPDATE webhooks SET secret = ?, previous_secret = ?, previous_secret_expires_at = ?, interests = ?, match = ?, match_canonical = ?,
-       updated_at = ? WHERE org_id = ? AND webhook_id = ?`,
+       disable_after = CASE WHEN ? THEN ? ELSE disable_after END, updated_at = ? WHERE org_id = ? AND webhook_id = ?`,
     ).run(
       w.secret,
       w.previous_secret,
@@ -100,6 +131,8 @@ export function updateWebhook(
       toJson(w.interests),
       toJson(w.match),
       w.match_canonical,
+      w.disable_after !== undefined ? 1 : 0,
+      toJson(w.disable_after ?? null),
       nowIso(),
       w.org_id,
       w.webhook_id,
@@ -113,4 +146,17 @@ export function updateWebhook(
 
 export function deleteWebhook(db: Db, orgId: string, id: string): boolean {
   return db.prepare('DELETE FROM webhooks WHERE org_id = ? AND webhook_id = ?').run(orgId, id).changes > 0;
+}
+
+/** A webhook's watchdog, by id alone (the outcome path knows no org); undefined when it is gone. */
+export function getWatch(db: Db, webhookId: string): WatchRow | undefined {
+  const r = db.prepare('SELECT webhook_id, org_id, url, disable_after, watch_state, watch_ctx FROM webhooks WHERE webhook_id = ?').get(webhookId) as
+    | (Omit<WatchRow, 'disable_after' | 'watch_ctx'> & { disable_after: string | null; watch_ctx: string | null })
+    | undefined;
+  return r && { ...r, disable_after: fromJson(r.disable_after, null), watch_ctx: fromJson(r.watch_ctx, null) };
+}
+
+/** The watchdog's new state (the engine, in the transaction that emits its events). */
+export function setWatch(db: Db, webhookId: string, state: WatchRow['watch_state'], ctx: unknown): void {
+  db.prepare('UPDATE webhooks SET watch_state = ?, watch_ctx = ? WHERE webhook_id = ?').run(state, toJson(ctx), webhookId);
 }

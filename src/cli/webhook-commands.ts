@@ -1,7 +1,10 @@
-// `svc webhooks list|create|update|delete|ping` (CONTRACT 7): the org's webhook subscriptions,
-// over HTTP. Their history commands (attempts, recover, resend) are in history-commands.ts.
+// `svc webhooks list|create|update|delete|ping|disable|enable` (CONTRACT 7): the org's webhook
+// subscriptions and their delivery watchdog, over HTTP. Their history commands (attempts, recover,
+// resend) are in history-commands.ts.
 import type { Command } from 'commander';
-import type { DeliveryStatus } from '../../store/delivery-status.ts';
+import { durationMs } from '../domain/duration.ts';
+import { DISABLE_AFTER, FLAGS } from '../domain/subscription.ts';
+import type { DeliveryStatusView } from '../services/webhooks.ts';
 import { seg } from './api-client.ts';
 import { group, handle, leaf, reportAttempt, str, type AttemptNow } from './command-kit.ts';
 import { UsageError } from './exit-errors.ts';
@@ -19,7 +22,8 @@ interface Webhook {
   created_at?: string;
   updated_at?: string;
   previous_secret_expires_at?: string | null;
-  delivery_status?: Partial<DeliveryStatus> | null;
+  disable_after?: { failures: number; duration: string } | null;
+  delivery_status?: Partial<DeliveryStatusView> | null;
 }
 
 const WEBHOOKS = '/v1/orgs/current/webhooks';
@@ -36,7 +40,7 @@ export function summarizeInterests(i: unknown): string {
     const bits: string[] = [];
     if (Array.isArray(c.ops) && c.ops.length) bits.push(c.ops.join('|'));
     if (typeof c.outcome === 'string' && c.outcome !== 'all') bits.push(c.outcome);
-    for (const f of ['approval_requests', 'approval_responses', 'drift_detected', 'component_health', 'install_degraded']) {
+    for (const f of FLAGS) {
       if (c[f] === true) bits.push(f);
     }
     return bits.length ? `${name}(${bits.join(',')})` : name;
@@ -76,8 +80,33 @@ function printWebhook(w: Webhook): void {
     ['consecutive_failures', d.consecutive_failures ?? 0],
     ['attempts_total', d.attempts_total ?? 0],
     ['failures_total', d.failures_total ?? 0],
+    ['state', d.state ?? 'active'],
+    ...(d.failing_since ? [['failing_since', d.failing_since] as [string, unknown]] : []),
+    ...(d.recover_since ? [['recover_since', d.recover_since] as [string, unknown]] : []),
+    ...(d.disabled_at ? [['disabled_at', d.disabled_at] as [string, unknown], ['disabled_reason', d.disabled_reason] as [string, unknown]] : []),
+    ['disable_after', w.disable_after ? `${w.disable_after.failures} failures over ${w.disable_after.duration}` : 'never'],
   ]);
 }
+
+/**
+ * `--disable-after N:DURATION` (e.g. 50:1h; CONTRACT 4.1 disable_after) or `off` (null): checked
+ * before any request (exit 2).
+ */
+export function parseDisableAfter(text: string): { failures: number; duration: string } | null {
+  const t = text.trim();
+  if (t === 'off' || t === 'never') return null;
+  const m = /^(\d+):(\S+)$/.exec(t);
+  const failures = m ? Number(m[1]) : Number.NaN;
+  const ms = m ? durationMs(m[2]) : null;
+  if (!m || failures < DISABLE_AFTER.minFailures || failures > DISABLE_AFTER.maxFailures || ms === null || ms > DISABLE_AFTER.maxDurationMs) {
+    throw new UsageError(
+      `--disable-after ${JSON.stringify(text)}: FAILURES:DURATION with ${DISABLE_AFTER.minFailures} to ${DISABLE_AFTER.maxFailures} failures and a duration from 0s to 30d (e.g. 50:1h), or off`,
+    );
+  }
+  return { failures, duration: m[2] };
+}
+
+const DISABLE_AFTER_HELP = 'disable the webhook once this many consecutive failures span at least this long: FAILURES:DURATION (e.g. 50:1h, 10:0s)';
 
 export function registerWebhooks(program: Command): Command {
   const webhooks = group(program, 'webhooks', 'manage the org\'s webhook subscriptions');
@@ -87,7 +116,7 @@ export function registerWebhooks(program: Command): Command {
     if (run.json) return printJson(list);
     // FAILS: consecutive failures now; ATTEMPTS and FAILURES: totals (CONTRACT 4.1 delivery_status)
     printTable(
-      ['webhook_id', 'webhook_url', 'secret', 'interests', 'match', 'last', 'fails', 'attempts', 'failures', 'created_at'],
+      ['webhook_id', 'webhook_url', 'secret', 'interests', 'match', 'state', 'last', 'fails', 'attempts', 'failures', 'created_at'],
       (list ?? []).map((w) => {
         const d = w.delivery_status ?? {};
         return [
@@ -96,6 +125,7 @@ export function registerWebhooks(program: Command): Command {
           secretCell(w),
           summarizeInterests(w.interests),
           summarizeMatch(w.match),
+          d.state ?? 'active',
           formatLastDelivery(d),
           d.consecutive_failures ?? 0,
           d.attempts_total ?? 0,
@@ -113,11 +143,14 @@ export function registerWebhooks(program: Command): Command {
       .option('--secret <secret>', 'signing secret (X-Svc-Signature and webhook-signature; whsec_<base64> or any string); never printed')
       .option('--secret-file <path>', 'read the signing secret from a file (- = stdin; one trailing newline dropped), so it stays out of the process list')
       .option('--subscription <json>', 'subscription document {"interests"?, "match"?} as inline JSON')
-      .option('--subscription-file <path>', 'subscription document {"interests"?, "match"?} from a JSON file'),
+      .option('--subscription-file <path>', 'subscription document {"interests"?, "match"?} from a JSON file')
+      .option('--disable-after <failures:duration>', DISABLE_AFTER_HELP),
     async (run) => {
       checkSecretOptions(run.opts);
       const sub = readSubscriptionDocument(run.opts);
       const body: Record<string, unknown> = { webhook_url: str(run.opts.url) };
+      const disableAfter = str(run.opts.disableAfter);
+      if (disableAfter !== undefined) body.disable_after = parseDisableAfter(disableAfter);
       const secret = await readSecret(run.opts);
       if (secret !== undefined) body.secret = secret;
       if (sub) Object.assign(body, sub);
@@ -137,17 +170,20 @@ export function registerWebhooks(program: Command): Command {
       .option('--previous-secret-ttl <duration>', 'with a new secret: keep the old one signing beside it this long (e.g. 30m, 1h, 7d; at most 7d; default a hard cut)')
       .option('--remove-secret', 'remove the signing secret (deliveries are no longer signed)')
       .option('--subscription <json>', 'new subscription document {"interests"?, "match"?} (replaces both)')
-      .option('--subscription-file <path>', 'new subscription document from a JSON file (replaces both)'),
+      .option('--subscription-file <path>', 'new subscription document from a JSON file (replaces both)')
+      .option('--disable-after <failures:duration>', `${DISABLE_AFTER_HELP}; off: never`),
     async (run) => {
       const [id] = run.args;
       const newSecret = checkSecretOptions(run.opts);
       const ttlText = str(run.opts.previousSecretTtl);
       const ttl = ttlText === undefined ? undefined : await parseSecretTtl(ttlText);
       const sub = readSubscriptionDocument(run.opts);
-      if (!newSecret && run.opts.removeSecret !== true && !sub) {
-        throw new UsageError('nothing to update: pass --secret, --secret-file, --remove-secret, --subscription or --subscription-file');
+      const disableAfter = str(run.opts.disableAfter);
+      if (!newSecret && run.opts.removeSecret !== true && !sub && disableAfter === undefined) {
+        throw new UsageError('nothing to update: pass --secret, --secret-file, --remove-secret, --subscription, --subscription-file or --disable-after');
       }
       const body: Record<string, unknown> = {};
+      if (disableAfter !== undefined) body.disable_after = parseDisableAfter(disableAfter);
       const secret = await readSecret(run.opts);
       if (secret !== undefined) body.secret = secret;
       if (ttl !== undefined) body.previous_secret_ttl_s = ttl;
@@ -176,5 +212,31 @@ export function registerWebhooks(program: Command): Command {
     const [id] = run.args;
     reportAttempt(run, await run.api().post<AttemptNow>(`${WEBHOOKS}/${seg(id)}/ping`), 'the ping');
   });
+
+  handle(
+    leaf(webhooks, 'disable <webhook_id>', 'stop sending to a webhook: no attempts until it is enabled; its events are still kept').option('--note <text>', 'why (shown as its disabled_reason)'),
+    async (run) => {
+      const [id] = run.args;
+      const note = str(run.opts.note);
+      const w = await run.api().post<Webhook>(`${WEBHOOKS}/${seg(id)}/disable`, note !== undefined ? { note } : {});
+      if (run.json) return printJson(w);
+      println(`disabled webhook ${w.webhook_id}`);
+      printWebhook(w);
+    },
+  );
+
+  handle(
+    leaf(webhooks, 'enable <webhook_id>', 'send to a webhook again, once a ping to it is delivered (exit 1 when it is not: still disabled)').option(
+      '--recover',
+      'then attempt again every event it failed or missed since its streak began (prints the recovery; follow it with `svc webhooks recover` or GET …/recoveries/ID)',
+    ),
+    async (run) => {
+      const [id] = run.args;
+      const r = await run.api().post<{ webhook: Webhook; recovery_id?: string }>(`${WEBHOOKS}/${seg(id)}/enable`, run.opts.recover === true ? { recover: true } : {});
+      if (run.json) return printJson(r);
+      println(`enabled webhook ${r.webhook.webhook_id}${r.recovery_id ? `; recovery ${r.recovery_id} started` : ''}`);
+      printWebhook(r.webhook);
+    },
+  );
   return webhooks;
 }

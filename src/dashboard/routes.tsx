@@ -15,6 +15,7 @@ import { registerOverview } from './pages/overview.tsx';
 import { registerInstalls } from './pages/installs.tsx';
 import { registerWorkflows } from './pages/workflow.tsx';
 import { registerWebhooks } from './pages/webhooks.tsx';
+import { registerWatchdog } from './pages/webhook-watchdog.tsx';
 import { registerHistory } from './pages/history.tsx';
 import { registerSettings } from './pages/settings.tsx';
 import { registerApprovals } from './pages/approvals.tsx';
@@ -96,6 +97,7 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
   registerApps(r, ctx);
   registerApprovals(r, ctx);
   registerWebhooks(r, ctx);
+  registerWatchdog(r, ctx);
   registerHistory(r, ctx);
   registerSettings(r, ctx);
   return r;

@@ -41,6 +41,12 @@ pre.json { background:#f0f2f5; padding:.6rem; border-radius:6px; overflow:auto; 
 .s-failed, .s-unhealthy, .s-rejected, .s-failure { background:#fde4e1; color:var(--bad); }
 .s-cancelled, .s-degraded, .s-awaiting_approval { background:#fff2cc; color:var(--warn); }
 .s-done { background:#dcf3e5; color:var(--ok); }
+.w-active { background:#dcf3e5; color:var(--ok); } .w-failing { background:#fff2cc; color:var(--warn); } .w-disabled { background:#fde4e1; color:var(--bad); }
+figure.chart { margin:.4rem 0 0; max-width:40rem; }
+figure.chart svg .axis { stroke:#8a94a6; } figure.chart svg .grid { stroke:#e7e9ee; stroke-dasharray:3 3; }
+figure.chart svg .tick { font-size:9px; fill:var(--muted); } figure.chart svg .target { fill:transparent; }
+figure.chart svg .bar-success, .key-success { fill:var(--ok); background:var(--ok); } figure.chart svg .bar-failure, .key-failure { fill:var(--bad); background:var(--bad); }
+.key { display:inline-block; width:.7rem; height:.7rem; border-radius:2px; vertical-align:middle; }
 .s-started, .s-pending, .s-requested, .s-running { background:#e1e9fd; color:var(--run); }
 .flash { padding:.6rem .8rem; border-radius:6px; margin:0 0 1rem; border:1px solid; }
 .flash.ok { background:#e8f6ee; border-color:#a7d8b9; } .flash.error { background:#fdeceb; border-color:#f1b0aa; }

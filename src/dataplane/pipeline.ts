@@ -22,8 +22,9 @@
 // attempts. Webhooks already attempted for an event are recorded (progress) when the event is slow
 // to finish, so a redelivered event repeats only the attempts that were in flight.
 //
-// A webhook deleted or disabled (the registry no longer has it) loses its queued attempts at once
-// (dropWebhook, counted `webhook_deleted`); its attempt in flight finishes.
+// A webhook deleted (the registry no longer has it) or disabled (its entry says so, CONTRACT 4.1)
+// loses its queued attempts at once (dropWebhook, counted `webhook_deleted` or `webhook_disabled`);
+// its attempt in flight finishes. A disabled webhook's matches are dropped at fan-out, counted too.
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
 import type { EventRoute } from '../domain/event-route.ts';
@@ -81,12 +82,15 @@ export interface PipelineOptions {
   /** events held above maxEvents at most, for orgs under minOrgEvents (default maxEvents / 4) */
   reserveEvents?: number;
   /** events taken off the queue and not delivered (a deleted webhook's queued attempts) */
-  dropped?: (reason: 'webhook_deleted', events: number) => void;
+  dropped?: (reason: PipelineDropReason, events: number) => void;
   /** an event still unfinished after this long gets its progress recorded, and again as it goes on (default 50 ms) */
   progressAfterMs?: number;
   /** how long an event waits for the registry revision it names (default 2 s) */
   registryWaitMs?: number;
 }
+
+/** Why the pipeline takes an event off the queue without an attempt at a webhook it matched. */
+export type PipelineDropReason = 'webhook_deleted' | 'webhook_disabled';
 
 /** Attempts in flight at most per webhook (CONTRACT 6.6). */
 export const PER_WEBHOOK_IN_FLIGHT = 8;
@@ -135,6 +139,7 @@ export class DeliveryPipeline {
     this.slots = new FairSlots({ clock: opts.clock, concurrency: this.o.concurrency, perWebhook: this.o.perWebhook });
     this.failures = new RepeatedWarnings(opts.logger, opts.clock, 'webhook delivery failed', { maxSources: FAILING_WEBHOOKS_LOGGED });
     opts.registry.onRemoved((_org, webhookId) => this.dropWebhook(webhookId));
+    opts.registry.onDisabled((_org, webhookId) => this.dropWebhook(webhookId, 'webhook_disabled'));
     this.progressTimer = opts.progress ? opts.clock.setInterval(() => void this.saveProgress(false), this.o.progressAfterMs) : null;
   }
 
@@ -240,11 +245,17 @@ export class DeliveryPipeline {
     }
     const done = state.done.length ? new Set(state.done) : null;
     const subs = this.targets(state);
+    let disabled = 0;
     for (const sub of subs) {
       if (done?.has(sub.id)) continue;
+      if (sub.disabled) {
+        disabled++;
+        continue;
+      }
       state.remaining++;
       this.enqueue({ state, sub });
     }
+    if (disabled) this.o.dropped('webhook_disabled', disabled);
     if (state.remaining === 0) this.settle(state);
     else this.pump();
   }
@@ -252,15 +263,17 @@ export class DeliveryPipeline {
   /**
    * The webhooks an event goes to: those whose subscription admits it, or for a recovery item
    * (CONTRACT 4.5) its one webhook, matched when the recovery was asked for. A recovery item whose
-   * webhook is gone gets a failed outcome, so that its recovery still comes to an end.
+   * webhook is gone or disabled gets a failed outcome, so that its recovery still comes to an end.
    */
   private targets(state: EventState): WebhookSubscriber[] {
     const route = state.ev.route;
     if (!route.recovery) return this.o.registry.match(route);
     const sub = this.o.registry.get(route.org, route.recovery.webhook);
-    if (sub) return [sub];
+    if (sub && !sub.disabled) return [sub];
     const r = route.recovery;
-    this.o.outcomes.record(outcomeOf({ webhook_id: r.webhook, org_id: route.org, event_id: r.event_id, type: route.type, recovery_id: r.id }, { delivered: false, error: 'the webhook no longer exists', duration_ms: 0 }, this.o.clock.now()));
+    if (sub) this.o.dropped('webhook_disabled', 1);
+    const error = sub ? 'the webhook is disabled' : 'the webhook no longer exists';
+    this.o.outcomes.record(outcomeOf({ webhook_id: r.webhook, org_id: route.org, event_id: r.event_id, type: route.type, recovery_id: r.id }, { delivered: false, error, duration_ms: 0 }, this.o.clock.now()));
     return [];
   }
 
@@ -314,14 +327,14 @@ export class DeliveryPipeline {
    * counted (`webhook_deleted`), and an event waiting only for them settles; an attempt of it in
    * flight finishes. Returns how many attempts were dropped.
    */
-  dropWebhook(webhookId: string): number {
+  dropWebhook(webhookId: string, reason: PipelineDropReason = 'webhook_deleted'): number {
     const dropped = this.slots.drop(webhookId);
     if (!dropped.length) return 0;
-    this.o.dropped('webhook_deleted', dropped.length);
+    this.o.dropped(reason, dropped.length);
     for (const a of dropped) {
       // a recovery item gets its outcome, so that its recovery still comes to an end (as targets() does)
       const r = a.state.ev.route.recovery;
-      if (r) this.o.outcomes.record({ webhook_id: r.webhook, org_id: a.sub.org, event_id: r.event_id, type: a.state.ev.route.type, ok: false, status: null, error: 'the webhook no longer exists', duration_ms: 0, at: this.o.clock.now(), recovery_id: r.id });
+      if (r) this.o.outcomes.record({ webhook_id: r.webhook, org_id: a.sub.org, event_id: r.event_id, type: a.state.ev.route.type, ok: false, status: null, error: reason === 'webhook_disabled' ? 'the webhook is disabled' : 'the webhook no longer exists', duration_ms: 0, at: this.o.clock.now(), recovery_id: r.id });
       a.state.done.push(a.sub.id);
       if (--a.state.remaining === 0) this.settle(a.state);
     }

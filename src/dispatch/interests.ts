@@ -5,6 +5,14 @@ import { flagApplies, type Interests, type ResourceConfig } from '../domain/subs
 /** What the interests filter needs of an event: its classification and event slug (src/domain/event-route.ts). */
 export type RoutedEvent = Pick<EventRoute, 'resource' | 'op' | 'event'>;
 
+/** The flag each watchdog event needs (CONTRACT 4.1): `enabled` follows `delivery_disabled`. */
+const DELIVERY_FLAGS: Readonly<Record<string, 'delivery_failing' | 'delivery_recovered' | 'delivery_disabled'>> = {
+  'webhook.failing': 'delivery_failing',
+  'webhook.recovered': 'delivery_recovered',
+  'webhook.disabled': 'delivery_disabled',
+  'webhook.enabled': 'delivery_disabled',
+};
+
 const opAdmitted = (cfg: ResourceConfig, op: string): boolean => !cfg.ops || cfg.ops.length === 0 || cfg.ops.includes(op);
 
 /** Outcome rule of spec 2.2 for a lifecycle transition. */
@@ -38,6 +46,10 @@ export function interestsAdmit(interests: Interests, ev: RoutedEvent): boolean {
   if (ev.event.startsWith('approval.response.')) return cfg.approval_responses === true;
   if (ev.event.startsWith('component.')) return flagApplies('component_health', ev.resource) && cfg.component_health === true;
   if (ev.event.startsWith('install.')) return flagApplies('install_degraded', ev.resource) && cfg.install_degraded === true;
+  if (ev.event.startsWith('webhook.')) {
+    const flag = Object.hasOwn(DELIVERY_FLAGS, ev.event) ? DELIVERY_FLAGS[ev.event] : undefined;
+    return flag !== undefined && flagApplies(flag, ev.resource) && cfg[flag] === true;
+  }
   switch (ev.event) {
     case 'approval.request':
       return cfg.approval_requests === true;

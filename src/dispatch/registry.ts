@@ -13,10 +13,16 @@ export class WebhookRegistry {
   private rev = 0;
   private waiters: Array<{ rev: number; resolve: () => void }> = [];
   private removedListeners: Array<(orgId: string, webhookId: string) => void> = [];
+  private disabledListeners: Array<(orgId: string, webhookId: string) => void> = [];
 
   /** Call fn each time a webhook is removed (deleted, or no longer deliverable): the pipeline drops its queue. */
   onRemoved(fn: (orgId: string, webhookId: string) => void): void {
     this.removedListeners.push(fn);
+  }
+
+  /** Call fn each time a webhook becomes disabled (CONTRACT 4.1): the pipeline drops its queue. */
+  onDisabled(fn: (orgId: string, webhookId: string) => void): void {
+    this.disabledListeners.push(fn);
   }
 
   get revision(): number {
@@ -31,8 +37,10 @@ export class WebhookRegistry {
     if (this.stale(entry.org_id, entry.webhook_id, rev)) return false;
     let org = this.byOrg.get(entry.org_id);
     if (!org) this.byOrg.set(entry.org_id, (org = new Map()));
+    const was = org.get(entry.webhook_id);
     org.set(entry.webhook_id, new WebhookSubscriber(entry));
     this.advance(rev);
+    if (entry.disabled && !was?.disabled) for (const fn of this.disabledListeners) fn(entry.org_id, entry.webhook_id);
     return true;
   }
 

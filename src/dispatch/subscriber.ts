@@ -8,14 +8,19 @@ import { matchAdmits } from './match.ts';
 export class WebhookSubscriber {
   readonly id: string;
   readonly org: string;
+  /** disabled (CONTRACT 4.1): it wants events, and dispatch drops them (counted) */
+  readonly disabled: boolean;
 
   constructor(readonly entry: WebhookEntry) {
     this.id = entry.webhook_id;
     this.org = entry.org_id;
+    this.disabled = entry.disabled === true;
   }
 
   /** Does this webhook want the event? */
   wants(route: EventRoute): boolean {
+    // a watchdog event never goes to the webhook it is about (CONTRACT 4.1), not even in a recovery
+    if (route.not_to === this.id) return false;
     if (!interestsAdmit(this.entry.interests, route)) return false;
     return this.entry.match === null || matchAdmits(this.entry.match, route);
   }

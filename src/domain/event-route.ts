@@ -29,6 +29,8 @@ export interface EventRoute {
    * yet seen this revision of the replicated registry waits for it (0 = any).
    */
   rev: number;
+  /** a webhook this event never goes to: the one a `com.svc.webhook.delivery.v1` event is about (CONTRACT 4.1) */
+  not_to?: string;
   /**
    * A recovery (CONTRACT 4.5): this queue item is one attempt of a kept event at one webhook alone
    * (not matched again), carrying the event's own id and `X-Svc-Recovery: <id>`. The item's own id
@@ -79,6 +81,7 @@ export function decodeRoute(text: string): EventRoute | null {
   if (typeof r.org !== 'string' || typeof r.type !== 'string' || typeof r.resource !== 'string') return null;
   if (typeof r.op !== 'string' || typeof r.event !== 'string' || typeof r.rev !== 'number') return null;
   if (!isEntity(r.install) || !isEntity(r.component) || !isEntity(r.action)) return null;
+  if (r.not_to !== undefined && typeof r.not_to !== 'string') return null;
   if (r.recovery !== undefined) {
     const x = r.recovery as Partial<RouteRecovery> | null;
     if (!x || typeof x !== 'object' || typeof x.id !== 'string' || typeof x.webhook !== 'string' || typeof x.event_id !== 'string') return null;

@@ -132,6 +132,25 @@ export interface PingFact extends Base {
   webhook_id: string;
 }
 
+/** What the delivery watchdog says of one webhook (CONTRACT 4.1, 6.2 `com.svc.webhook.delivery.v1`). */
+export interface WebhookDeliveryFact extends Base {
+  kind: 'webhook_delivery';
+  transition: 'failing' | 'recovered' | 'disabled' | 'enabled';
+  /** `url_host`: the URL's host (and :port when it names one); never its path, query or secret */
+  webhook: { id: string; url_host: string };
+  delivery: {
+    consecutive_failures: number;
+    failing_since: string | null;
+    last_error: string | null;
+    last_status_code: number | null;
+    /** on `recovered`: how many events failed in the streak, and where a recovery should start */
+    failed_events?: number;
+    recover_since?: string | null;
+    /** on `disabled` */
+    disabled_reason?: string;
+  };
+}
+
 export type Fact =
   | WorkflowFact
   | StepFact
@@ -141,4 +160,5 @@ export type Fact =
   | InstallHealthFact
   | RunnerUnhealthyFact
   | RunnerInactiveFact
-  | PingFact;
+  | PingFact
+  | WebhookDeliveryFact;

@@ -3,6 +3,7 @@
 // effective interests of a stored webhook.
 import { z } from 'zod';
 import { largerPart, LIMITS, labelsSchema, subscriptionBytes } from './limits.ts';
+import { durationMs } from './duration.ts';
 
 // ------------------------------------------------------------------ vocabulary
 
@@ -16,6 +17,8 @@ export const RESOURCE_OPS = {
   runners: ['provision', 'reprovision', 'inactive', 'unhealthy'],
   actions: ['run'],
   app_branches: ['run'],
+  // the delivery watchdog's events (CONTRACT 4.1, new in 0.2)
+  webhooks: ['delivery'],
 } as const satisfies Record<string, readonly [string, ...string[]]>;
 
 export type ResourceName = keyof typeof RESOURCE_OPS;
@@ -26,15 +29,32 @@ export const INTEREST_OUTCOMES = ['all', 'completion', 'failures', 'none'] as co
 export type InterestOutcome = (typeof INTEREST_OUTCOMES)[number];
 
 /** The boolean flags of a resource's config (spec 2.2). */
-export const FLAGS = ['approval_requests', 'approval_responses', 'drift_detected', 'component_health', 'install_degraded'] as const;
+export const FLAGS = [
+  'approval_requests',
+  'approval_responses',
+  'drift_detected',
+  'component_health',
+  'install_degraded',
+  'delivery_failing',
+  'delivery_recovered',
+  'delivery_disabled',
+] as const;
 export type Flag = (typeof FLAGS)[number];
 
-/** Flags that may be `true` only on some resources (`false` is accepted anywhere); the others apply everywhere. */
+/** The resources whose events come of workflows (every one but `webhooks`): where approvals happen. */
+const WORKFLOW_RESOURCES = ['installs', 'stacks', 'components', 'sandboxes', 'install_configurations', 'runners', 'actions', 'app_branches'] as const;
+
+/** Flags that may be `true` only on some resources (`false` is accepted anywhere). */
 const FLAG_RESOURCES = {
+  approval_requests: WORKFLOW_RESOURCES,
+  approval_responses: WORKFLOW_RESOURCES,
   drift_detected: ['components', 'sandboxes'],
   component_health: ['components'],
   install_degraded: ['installs'],
-} as const satisfies Partial<Record<Flag, readonly ResourceName[]>>;
+  delivery_failing: ['webhooks'],
+  delivery_recovered: ['webhooks'],
+  delivery_disabled: ['webhooks'],
+} as const satisfies Record<Flag, readonly ResourceName[]>;
 
 /** Whether a flag means something on a resource. */
 export function flagApplies(flag: Flag, resource: string): boolean {
@@ -60,6 +80,10 @@ export interface ResourceConfig {
   drift_detected?: boolean;
   component_health?: boolean;
   install_degraded?: boolean;
+  delivery_failing?: boolean;
+  delivery_recovered?: boolean;
+  /** `disabled` and `enabled` events */
+  delivery_disabled?: boolean;
 }
 
 export interface Interests {
@@ -89,11 +113,14 @@ function resourceConfigSchema(resource: ResourceName) {
       drift_detected: z.boolean().optional(),
       component_health: z.boolean().optional(),
       install_degraded: z.boolean().optional(),
+      delivery_failing: z.boolean().optional(),
+      delivery_recovered: z.boolean().optional(),
+      delivery_disabled: z.boolean().optional(),
     })
     .superRefine((cfg, ctx) => {
       for (const [flag, allowed] of Object.entries(FLAG_RESOURCES) as [keyof typeof FLAG_RESOURCES, readonly ResourceName[]][]) {
         if (cfg[flag] === true && !allowed.includes(resource)) {
-          ctx.addIssue({ code: 'custom', path: [flag], message: `${flag} applies only to ${allowed.join(' and ')}` });
+          ctx.addIssue({ code: 'custom', path: [flag], message: `${flag} does not apply to ${resource} (only to ${allowed.join(', ')})` });
         }
       }
     });
@@ -208,12 +235,35 @@ const secretSchema = z.string({ error: 'secret must be a string' }).min(1, { err
   error: 'secret must be at most 512 characters',
 });
 
+/** The bounds of `disable_after` (CONTRACT 4.1). */
+export const DISABLE_AFTER = { minFailures: 10, maxFailures: 100_000, maxDurationMs: 30 * 86_400_000 } as const;
+
+/** Opt-in auto-disable (CONTRACT 4.1): both required; null (the default) never disables. */
+export const disableAfterSchema = z
+  .strictObject({
+    failures: z
+      .number({ error: 'failures must be an integer' })
+      .int({ error: 'failures must be an integer' })
+      .min(DISABLE_AFTER.minFailures, { error: `failures must be at least ${DISABLE_AFTER.minFailures}` })
+      .max(DISABLE_AFTER.maxFailures, { error: `failures must be at most ${DISABLE_AFTER.maxFailures}` }),
+    duration: z
+      .string({ error: 'duration must be a duration such as "0s", "30m", "5d"' })
+      .refine((d) => {
+        const ms = durationMs(d);
+        return ms !== null && ms <= DISABLE_AFTER.maxDurationMs;
+      }, { error: 'duration must be a duration from 0s to 30d (such as "0s", "30m", "5d")' }),
+  })
+  .describe('disable the webhook once its consecutive failures reach `failures` and the first of them is at least `duration` old');
+
+export type DisableAfter = z.infer<typeof disableAfterSchema>;
+
 export const createWebhookBodySchema = z
   .strictObject({
     webhook_url: webhookUrlSchema,
     secret: secretSchema.optional(),
     interests: interestsSchema.optional(),
     match: matchSchema.nullable().optional(),
+    disable_after: disableAfterSchema.nullable().optional(),
   })
   .superRefine(checkSubscriptionSize, onlyIfValid)
   .describe(SUBSCRIPTION_SIZE);
@@ -230,9 +280,10 @@ export const patchWebhookBodySchema = z
       .min(0, { error: 'previous_secret_ttl_s must be at least 0' })
       .max(MAX_PREVIOUS_SECRET_TTL_S, { error: `previous_secret_ttl_s must be at most ${MAX_PREVIOUS_SECRET_TTL_S} (7 days)` })
       .optional(),
+    disable_after: disableAfterSchema.nullable().optional(),
   })
-  .refine((b) => b.interests !== undefined || b.match !== undefined || b.secret !== undefined, {
-    error: 'body must name at least one of: interests, match, secret',
+  .refine((b) => b.interests !== undefined || b.match !== undefined || b.secret !== undefined || b.disable_after !== undefined, {
+    error: 'body must name at least one of: interests, match, secret, disable_after',
   })
   .refine((b) => b.previous_secret_ttl_s === undefined || typeof b.secret === 'string', {
     error: 'previous_secret_ttl_s needs a new secret in the same request',

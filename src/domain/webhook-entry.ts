@@ -14,4 +14,9 @@ export interface WebhookEntry {
   /** effective interests (legacy and empty documents already mean all_events) */
   interests: Interests;
   match: Match | null;
+  /**
+   * Disabled by the delivery watchdog or by hand (CONTRACT 4.1): it gets no attempts, and its
+   * queued ones are dropped. Absent when it is not (entries from before 0.2 read the same).
+   */
+  disabled?: true;
 }

@@ -23,10 +23,11 @@ import type { HealthGate, RolloutPolicy } from '../domain/rollout.ts';
 import { reportExternalWorkflow } from './external.ts';
 import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
-import { RecoveryFeeder, type RecoveryOutcomeSource, type RecoveryRequest } from './recoveries.ts';
+import { checkRecoveryBounds, RecoveryFeeder, type RecoveryOutcomeSource, type RecoveryRequest } from './recoveries.ts';
 import { WalCheckpoints } from './checkpoints.ts';
 import { Transactions, type BatchResult, type TransactionDeps } from './transaction.ts';
 import { Workflows, type IngestResult } from './workflows.ts';
+import { WebhookWatchdog } from './webhook-watchdog.ts';
 
 export type { IngestResult };
 
@@ -38,6 +39,8 @@ export interface EngineDeps extends Omit<TransactionDeps, 'keepEvents' | 'jobsCh
   keepEvents?: boolean;
   /** where the outcomes of recovery attempts are heard (each frees a place for the next item) */
   recoveryOutcomes?: RecoveryOutcomeSource;
+  /** replicate a webhook to the data plane (the watchdog disabled or enabled it) */
+  webhookChanged?: (orgId: string, webhookId: string) => void;
 }
 
 /** A producer's message, checked and parsed (src/ingest), for one org. */
@@ -55,6 +58,8 @@ export class Engine {
   private readonly tx: Transactions;
   private readonly workflows: Workflows;
   private readonly recoveries: RecoveryFeeder;
+  /** the delivery watchdog of every webhook (CONTRACT 4.1): fed outcomes, disable and enable */
+  readonly watchdog: WebhookWatchdog;
   /** WAL checkpoints on a thread of their own, not in the commits that producers' answers wait for */
   private readonly checkpoints: WalCheckpoints;
   private sendingJobs = false;
@@ -74,6 +79,7 @@ export class Engine {
     this.recoveries = new RecoveryFeeder({ db: deps.db, clock: deps.clock, logger: deps.logger, tx: this.tx, registryRev: deps.registryRev });
     deps.recoveryOutcomes?.onRecoveryAttempt((id, ok) => this.recoveries.attempted(id, ok));
     this.checkpoints = new WalCheckpoints(deps.db, deps.logger);
+    this.watchdog = new WebhookWatchdog(deps.db, this.tx, deps.webhookChanged ?? (() => {}));
   }
 
   // ------------------------------------------------------------------ producers (CONTRACT 5.2)
@@ -180,6 +186,11 @@ export class Engine {
   /** Start a recovery: checked against the bounds and kept, then fed behind the caller (src/engine/recoveries.ts). */
   beginRecovery(req: RecoveryRequest): void {
     this.recoveries.begin(req);
+  }
+
+  /** Throws (409) when a recovery of this webhook could not start now (CONTRACT 4.5 bounds). */
+  checkRecoveryBounds(orgId: string, webhookId: string): void {
+    checkRecoveryBounds(this.db, orgId, webhookId);
   }
 
   /** Resolves once a recovery's window has been looked at in full (its `events` is final). */

@@ -91,6 +91,19 @@ interface Live {
   waiters: Array<() => void>;
 }
 
+/**
+ * The bounds of CONTRACT 4.5: at most one running recovery per webhook (409 conflict naming it,
+ * checked first) and MAX_RECOVERIES_PER_ORG per org (409 limit_exceeded). Throws when one is reached.
+ */
+export function checkRecoveryBounds(db: Db, orgId: string, webhookId: string): void {
+  const running = runningRecoveries(db, orgId);
+  const same = running.find((r) => r.webhook_id === webhookId);
+  if (same) throw new ConflictError(`a recovery of this webhook is running: ${same.recovery_id} (one at a time per webhook)`);
+  if (running.length >= MAX_RECOVERIES_PER_ORG) {
+    throw new LimitExceededError('recoveries_per_org', `running recoveries per org: at most ${MAX_RECOVERIES_PER_ORG} (${running.map((r) => r.recovery_id).join(', ')})`);
+  }
+}
+
 export class RecoveryFeeder {
   private readonly live = new Map<string, Live>();
   private readonly timer: Timer;
@@ -116,12 +129,7 @@ export class RecoveryFeeder {
   begin(req: RecoveryRequest): void {
     const db = this.deps.db;
     this.deps.tx.run(() => {
-      const running = runningRecoveries(db, req.orgId);
-      const same = running.find((r) => r.webhook_id === req.webhookId);
-      if (same) throw new ConflictError(`a recovery of this webhook is running: ${same.recovery_id} (one at a time per webhook)`);
-      if (running.length >= MAX_RECOVERIES_PER_ORG) {
-        throw new LimitExceededError('recoveries_per_org', `running recoveries per org: at most ${MAX_RECOVERIES_PER_ORG} (${running.map((r) => r.recovery_id).join(', ')})`);
-      }
+      checkRecoveryBounds(db, req.orgId, req.webhookId);
       const row: NewRecovery = {
         recovery_id: req.recoveryId,
         org_id: req.orgId,

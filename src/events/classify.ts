@@ -93,6 +93,8 @@ export function classify(fact: Fact): Classification | null {
       return c('runners', 'inactive');
     case 'webhook_ping':
       return null;
+    case 'webhook_delivery':
+      return c('webhooks', 'delivery');
     default:
       return null;
   }

@@ -43,6 +43,7 @@ const TYPES: Readonly<Record<Fact['kind'], string>> = {
   runner_unhealthy: 'com.svc.runner.unhealthy.v1',
   runner_inactive: 'com.svc.runner.inactive.v1',
   webhook_ping: 'com.svc.webhook.ping.v1',
+  webhook_delivery: 'com.svc.webhook.delivery.v1',
 };
 
 /**
@@ -87,6 +88,8 @@ export function ceSubject(fact: Fact): string {
       return `${o}/runner_inactive/${fact.runner.id}/inactive`;
     case 'webhook_ping':
       return `${o}/webhook_ping/${fact.webhook_id}/ping`;
+    case 'webhook_delivery':
+      return `${o}/webhook_delivery/${fact.webhook.id}/${fact.transition}`;
   }
 }
 
@@ -192,6 +195,20 @@ export function ceData(fact: Fact, dashboardUrl: string): Record<string, unknown
     case 'webhook_ping':
       d.webhook_id = fact.webhook_id;
       break;
+    case 'webhook_delivery': {
+      const x = fact.delivery;
+      d.webhook = { id: fact.webhook.id, url_host: fact.webhook.url_host };
+      d.delivery = {
+        consecutive_failures: x.consecutive_failures,
+        failing_since: x.failing_since,
+        last_error: x.last_error,
+        last_status_code: x.last_status_code,
+        ...(x.failed_events !== undefined ? { failed_events: x.failed_events } : {}),
+        ...(x.recover_since !== undefined ? { recover_since: x.recover_since } : {}),
+        ...(x.disabled_reason !== undefined ? { disabled_reason: x.disabled_reason } : {}),
+      };
+      break;
+    }
   }
   d.links = linksFor(fact, dashboardUrl);
   return d;

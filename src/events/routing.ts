@@ -48,5 +48,6 @@ export function routeOf(fact: Fact, type: string, cls: Classification | null, la
     component: entity(componentIdOf(fact), labels.component),
     action: entity(actionIdOf(fact), labels.action),
     rev,
+    ...(fact.kind === 'webhook_delivery' ? { not_to: fact.webhook.id } : {}),
   };
 }

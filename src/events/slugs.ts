@@ -24,6 +24,8 @@ export function eventSlug(fact: Fact): string {
       return 'event:runner.inactive';
     case 'webhook_ping':
       return 'event:webhook.ping';
+    case 'webhook_delivery':
+      return `event:webhook.${fact.transition}`;
   }
 }
 

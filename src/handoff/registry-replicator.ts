@@ -41,6 +41,8 @@ export function entryOf(row: WebhookRow): WebhookEntry {
     previous_secret_expires_at: row.previous_secret_expires_at,
     interests: effectiveInterests(row.interests),
     match: (row.match as Match | null) ?? null,
+    // only when disabled, so that the entries of webhooks that never were read as before 0.2
+    ...(row.watch_state === 'disabled' ? { disabled: true as const } : {}),
   };
 }
 

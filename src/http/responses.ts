@@ -10,7 +10,8 @@ import type { ParentRef } from '../domain/facts.ts';
 import type { ExecutionType, OwnerType, Verdict } from '../domain/status.ts';
 import type { ConfigDiff, FieldChange } from '../engine/config-diff.ts';
 import type { AttemptResult } from '../delivery/client.ts';
-import { interestsSchema, storedMatchSchema } from '../domain/subscription.ts';
+import { disableAfterSchema, interestsSchema, storedMatchSchema } from '../domain/subscription.ts';
+import type { DeliveryStatusView } from '../services/webhooks.ts';
 import { storedActionSpecSchema, storedComponentSpecSchema } from './schemas.ts';
 import {
   approvalViewSchema,
@@ -78,6 +79,11 @@ export const deliveryStatusSchema = z
     consecutive_failures: z.number().int(),
     attempts_total: z.number().int(),
     failures_total: z.number().int(),
+    state: described(z.enum(['active', 'failing', 'disabled']), 'the delivery watchdog: failing from the first `failing` event until a success; disabled: no attempts'),
+    failing_since: described(timestamp.nullable(), 'the first failed attempt of the current streak'),
+    recover_since: described(timestamp.nullable(), 'the time of the earliest event that failed in the current streak: where a recovery should start'),
+    disabled_at: timestamp.nullable(),
+    disabled_reason: described(z.string().nullable(), '"auto: <n> consecutive failures since <failing_since>", the note given to disable, or "manual"'),
   })
   .register(apiSchemas, { id: 'DeliveryStatus' });
 
@@ -91,6 +97,7 @@ export const webhookSchema = z
     created_at: timestamp,
     updated_at: timestamp,
     previous_secret_expires_at: described(timestamp.nullable(), 'while a rotated-out secret still signs: when it stops'),
+    disable_after: disableAfterSchema.register(apiSchemas, { id: 'DisableAfter' }).nullable(),
     delivery_status: deliveryStatusSchema,
   })
   .register(apiSchemas, { id: 'Webhook' });
@@ -105,6 +112,13 @@ export const webhookCreatedSchema = webhookSchema
   .register(apiSchemas, { id: 'WebhookCreated' });
 
 export const webhookListSchema = z.array(webhookSchema);
+
+export const webhookEnabledSchema = z
+  .object({
+    webhook: webhookSchema,
+    recovery_id: described(z.string().optional(), 'with `recover: true` and events to recover: the recovery started (GET …/recoveries/{recovery_id})'),
+  })
+  .register(apiSchemas, { id: 'WebhookEnabled' });
 
 export const pingResultSchema = z
   .object({
@@ -331,7 +345,7 @@ const sameTypes: [
   Same<(typeof EXECUTION_TYPES)[number], ExecutionType>,
   Same<(typeof VERDICTS)[number], Verdict>,
   Same<z.infer<typeof parentRefSchema>, ParentRef>,
-  Same<z.infer<typeof deliveryStatusSchema>, ReturnType<AppContext['deliveryStatus']['get']>>,
+  Same<z.infer<typeof deliveryStatusSchema>, DeliveryStatusView>,
   Same<z.infer<typeof errorDetailSchema>, ErrorDetail>,
   Same<z.infer<typeof fieldChangeSchema>['op'], FieldChange['op']>,
   Same<z.infer<typeof pingResultSchema>, AttemptResult>,

@@ -182,3 +182,13 @@ export const recoverBodySchema = z.strictObject({
 });
 
 export const resendBodySchema = z.strictObject({ event_id: z.string().min(1).max(200) });
+
+/** POST …/webhooks/{id}/disable (CONTRACT 4.1): the note becomes `disabled_reason`. */
+export const disableBodySchema = z.strictObject({
+  note: z.string({ error: 'note must be a string' }).min(1, { error: 'note must not be empty' }).max(1000, { error: 'note must be at most 1000 characters' }).optional(),
+});
+
+/** POST …/webhooks/{id}/enable (CONTRACT 4.1). */
+export const enableBodySchema = z.strictObject({
+  recover: z.boolean({ error: 'recover must be a boolean' }).describe('start a recovery (only failed) since recover_since once enabled').optional(),
+});

@@ -2,15 +2,32 @@
 // built from the outcome batches every data plane sends back, and from pings and resends. Held in
 // memory and written to SQLite in one transaction a second (never a write per attempt); read back
 // at start, so it survives a restart within about a second.
+//
+// The streak of failures (CONTRACT 4.1 watchdog: failing_since, recover_since, failed events) is
+// kept here too, and told to the watchdog (the engine's, wired by src/server.ts) only when it may
+// matter: a failure from the 5th of a streak on, or the success that ends a streak. A healthy
+// webhook's outcomes never reach it.
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import { getDeliveryStatus, listDeliveryStatus, saveDeliveryStatuses, type DeliveryStatus } from '../../store/delivery-status.ts';
-import { saveAttempts, type AttemptRow } from '../../store/history.ts';
+import { getEvent, saveAttempts, type AttemptRow } from '../../store/history.ts';
 import type { Clock, Timer } from '../domain/clock.ts';
 import { RESEND, type DeliveryOutcome, type OutcomeBatch } from './outcome.ts';
 import type { Metrics } from '../metrics.ts';
 
 const FLUSH_EVERY_MS = 1000;
+
+/** The watchdog hears of failures from the 5th of a streak on (its first threshold, CONTRACT 4.1). */
+const WATCH_FROM = 5;
+
+const PING_TYPE = 'com.svc.webhook.ping.v1';
+
+/**
+ * Told of an outcome that may move a webhook's watchdog: a failure (with the streak it makes), or
+ * the success that ended a streak (with the streak that ended). True when the watchdog moved: the
+ * statuses are written at once, so that the streak its state and events speak of survives a crash.
+ */
+export type StreakWatcher = (o: DeliveryOutcome, streak: Readonly<DeliveryStatus>) => boolean;
 const MAX_UNSAVED_ATTEMPTS = 100_000;
 
 /** A data plane that has sent nothing for this long no longer counts in svc_deliveries_in_flight. */
@@ -22,6 +39,12 @@ interface Live {
   /** when the newest outcome applied ended (ms), to ignore older ones arriving late for the last_* fields */
   lastAt: number;
   dirty: boolean;
+  /**
+   * The earliest failed event of the streak, by id (event ids begin with their time in ms, so they
+   * order by it): outcomes come back out of order, and a failure of an earlier event moves
+   * recover_since back. Only this process's; a streak read back at start keeps its recover_since.
+   */
+  earliest: string | null;
 }
 
 export class DeliveryStatusBook {
@@ -31,6 +54,7 @@ export class DeliveryStatusBook {
   /** attempts not yet in the attempt log (written with the statuses) */
   private attempts: AttemptRow[] = [];
   private readonly recoveryListeners: Array<(recoveryId: string, ok: boolean) => void> = [];
+  private watcher: StreakWatcher | null = null;
 
   constructor(
     private readonly db: Db,
@@ -46,6 +70,11 @@ export class DeliveryStatusBook {
   /** Told of each outcome of a recovery's attempt as it arrives (the engine feeds recoveries at the pace of their outcomes). */
   onRecoveryAttempt(listener: (recoveryId: string, ok: boolean) => void): void {
     this.recoveryListeners.push(listener);
+  }
+
+  /** The delivery watchdog (one). */
+  watchStreaks(watcher: StreakWatcher): void {
+    this.watcher = watcher;
   }
 
   /** A batch from a data plane. */
@@ -80,11 +109,13 @@ export class DeliveryStatusBook {
     }
     let l = this.live.get(o.webhook_id);
     if (!l) {
-      l = { org_id: o.org_id, status: getDeliveryStatus(this.db, o.webhook_id), lastAt: 0, dirty: false };
+      l = { org_id: o.org_id, status: getDeliveryStatus(this.db, o.webhook_id), lastAt: 0, dirty: false, earliest: null };
       l.lastAt = l.status.last_attempt_at ? Date.parse(l.status.last_attempt_at) : 0;
       this.live.set(o.webhook_id, l);
     }
     const s = l.status;
+    // the streak a success ends, as it stood (its last error included)
+    const ended = o.ok && s.consecutive_failures > 0 ? { ...s } : null;
     s.attempts_total++;
     if (!o.ok) s.failures_total++;
     if (o.at >= l.lastAt) {
@@ -94,8 +125,39 @@ export class DeliveryStatusBook {
       s.last_status_code = o.status;
       s.last_error = o.ok ? null : o.error;
     }
-    s.consecutive_failures = o.ok ? 0 : s.consecutive_failures + 1;
     l.dirty = true;
+    if (o.ok) {
+      if (!ended) return;
+      s.consecutive_failures = 0;
+      s.failing_since = null;
+      s.recover_since = null;
+      s.failed_events = 0;
+      l.earliest = null;
+      if (this.watcher?.(o, ended)) this.flush();
+      return;
+    }
+    s.consecutive_failures++;
+    s.failing_since ??= new Date(Math.round(o.at - o.duration_ms)).toISOString();
+    if (o.type !== PING_TYPE) {
+      s.failed_events++;
+      if (s.recover_since === null || (l.earliest !== null && o.event_id < l.earliest)) {
+        const time = this.eventTime(o.org_id, o.event_id) ?? s.failing_since;
+        if (s.recover_since === null || (time !== null && time < s.recover_since)) s.recover_since = time;
+        l.earliest = o.event_id;
+      }
+    }
+    if (s.consecutive_failures >= WATCH_FROM && this.watcher?.(o, { ...s })) this.flush();
+  }
+
+  /** The `time` of a kept event (once per streak: where a recovery of it should start). */
+  private eventTime(orgId: string, eventId: string): string | null {
+    try {
+      const e = getEvent(this.db, orgId, eventId, 0);
+      const time = e ? (JSON.parse(e.body) as { time?: unknown }).time : undefined;
+      return typeof time === 'string' ? time : null;
+    } catch {
+      return null;
+    }
   }
 
   get(webhookId: string): DeliveryStatus {

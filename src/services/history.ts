@@ -15,6 +15,7 @@ import { openCursor, sealCursor, type CursorScope } from './cursors.ts';
 import {
   getEvent as dbGetEvent,
   getRecovery as dbGetRecovery,
+  attemptsPerHour as dbAttemptsPerHour,
   listAttempts as dbListAttempts,
   listEvents as dbListEvents,
   listEventAttempts as dbListEventAttempts,
@@ -277,4 +278,36 @@ export function getRecovery(ctx: AppContext, orgId: string, webhookId: string, r
     succeeded: Math.min(r.succeeded, attempted),
     failed: Math.min(r.failed, attempted - Math.min(r.succeeded, attempted)),
   };
+}
+
+/** One hour of a webhook's attempts (the dashboard's chart, CONTRACT 4.1 watchdog). */
+export interface AttemptHour {
+  /** the hour's start, ISO 8601 */
+  start: string;
+  success: number;
+  failure: number;
+}
+
+/** Attempts counted at most for the chart (a busier webhook's oldest hours are left out). */
+const CHART_ROWS = 500_000;
+
+/**
+ * A webhook's kept attempts over the last 24 h by hour and outcome, oldest first: 24 whole hours,
+ * the last one the current hour.
+ */
+export function attemptsPerHour(ctx: AppContext, orgId: string, webhookId: string): AttemptHour[] {
+  mustGetWebhook(ctx, orgId, webhookId);
+  ctx.deliveryStatus.flush();
+  const HOUR = 3_600_000;
+  const since = (Math.floor(ctx.clock.now() / HOUR) - 23) * HOUR;
+  const out: AttemptHour[] = Array.from({ length: 24 }, (_, i) => ({ start: new Date(since + i * HOUR).toISOString(), success: 0, failure: 0 }));
+  const kept = keptSince(ctx);
+  if (!Number.isFinite(kept)) return out;
+  for (const r of dbAttemptsPerHour(ctx.db, webhookId, since, kept, CHART_ROWS)) {
+    const h = out[r.hour];
+    if (!h) continue;
+    if (r.ok) h.success += r.n;
+    else h.failure += r.n;
+  }
+  return out;
 }

@@ -5,6 +5,7 @@ import {
   canonicalMatch,
   effectiveInterests,
   normalizeMatch,
+  type DisableAfter,
   type Interests,
   type Match,
 } from '../domain/subscription.ts';
@@ -21,6 +22,18 @@ import {
 import { NO_DELIVERIES, type DeliveryStatus } from '../../store/delivery-status.ts';
 import { toCloudEvent } from '../events/cloudevent.ts';
 import type { AttemptResult } from '../delivery/client.ts';
+import { watchContextOf, type WatchState } from '../../machines/webhook-watchdog.ts';
+import { recoverWebhook } from './history.ts';
+
+/**
+ * `delivery_status` as the API returns it (CONTRACT 4.1): the counters, and the delivery watchdog's
+ * state with the streak (`failing` from the first `failing` event until a success).
+ */
+export interface DeliveryStatusView extends Omit<DeliveryStatus, 'failed_events'> {
+  state: WatchState;
+  disabled_at: string | null;
+  disabled_reason: string | null;
+}
 
 /** The webhook as the API returns it (CONTRACT 4.1). The secret never leaves the store. */
 export interface WebhookView {
@@ -33,13 +46,23 @@ export interface WebhookView {
   updated_at: string;
   /** while a rotated-out secret still signs: when it stops (ISO 8601); else null */
   previous_secret_expires_at: string | null;
-  delivery_status: DeliveryStatus;
+  /** CONTRACT 4.1: null never disables automatically */
+  disable_after: DisableAfter | null;
+  delivery_status: DeliveryStatusView;
 }
 
 /** The rotated-out secret's expiry, or null once it has passed (or when there is none). */
 export function previousSecretExpiry(w: Pick<WebhookRow, 'previous_secret' | 'previous_secret_expires_at'>, nowMs: number): string | null {
   if (w.previous_secret === null || w.previous_secret_expires_at === null) return null;
   return Date.parse(w.previous_secret_expires_at) > nowMs ? w.previous_secret_expires_at : null;
+}
+
+export function statusView(w: Pick<WebhookRow, 'watch_state' | 'watch_ctx'>, status: DeliveryStatus): DeliveryStatusView {
+  const { failed_events: _internal, ...counters } = status;
+  void _internal;
+  const watch = watchContextOf(w.watch_ctx);
+  const disabled = w.watch_state === 'disabled';
+  return { ...counters, state: w.watch_state, disabled_at: disabled ? watch.disabled_at : null, disabled_reason: disabled ? watch.disabled_reason : null };
 }
 
 export function view(w: WebhookRow, status: DeliveryStatus, nowMs: number): WebhookView {
@@ -52,7 +75,8 @@ export function view(w: WebhookRow, status: DeliveryStatus, nowMs: number): Webh
     created_at: w.created_at,
     updated_at: w.updated_at,
     previous_secret_expires_at: previousSecretExpiry(w, nowMs),
-    delivery_status: status,
+    disable_after: w.disable_after,
+    delivery_status: statusView(w, status),
   };
 }
 
@@ -63,6 +87,7 @@ export interface CreateWebhookInput {
   secret?: string;
   interests?: Interests;
   match?: Match | null;
+  disable_after?: DisableAfter | null;
 }
 
 export interface PatchWebhookInput {
@@ -71,6 +96,8 @@ export interface PatchWebhookInput {
   previous_secret_ttl_s?: number;
   interests?: Interests;
   match?: Match | null;
+  /** omitted: unchanged; null: never disabled automatically */
+  disable_after?: DisableAfter | null;
 }
 
 const CONFLICT = 'a webhook with this webhook_url and match already exists in this org';
@@ -119,6 +146,7 @@ export function createWebhook(ctx: AppContext, orgId: string, input: CreateWebho
           interests: input.interests ?? { all_events: true },
           match,
           match_canonical: canonicalMatch(match),
+          disable_after: input.disable_after ?? null,
         });
       })
       .immediate();
@@ -145,6 +173,7 @@ export function patchWebhook(ctx: AppContext, orgId: string, id: string, input: 
       interests,
       match,
       match_canonical: canonicalMatch(match),
+      ...(input.disable_after !== undefined ? { disable_after: input.disable_after } : {}),
     });
     ctx.webhookChanged(orgId, id);
     return viewOne(ctx, row!);
@@ -188,4 +217,35 @@ export async function pingWebhook(ctx: AppContext, orgId: string, id: string): P
     { source: ctx.urls.source, dashboardUrl: ctx.urls.dashboard },
   )!;
   return ctx.attemptNow(w, ev.id, ev.type, Buffer.from(JSON.stringify(ev), 'utf8'));
+}
+
+/** POST …/disable (CONTRACT 4.1): no attempts from now on, its events still kept; `disabled` to the org's other webhooks. */
+export function disableWebhook(ctx: AppContext, orgId: string, id: string, note?: string): WebhookView {
+  mustGet(ctx, orgId, id);
+  ctx.engine.watchdog.disable(id, ctx.deliveryStatus.get(id), note);
+  ctx.deliveryStatus.flush(); // the streak the disable speaks of, kept with it
+  return getWebhook(ctx, orgId, id);
+}
+
+/**
+ * POST …/enable (CONTRACT 4.1): a ping first; not delivered → 409 with its error, still disabled.
+ * Delivered → active (`enabled` to the org's other webhooks) and, with `recover`, a recovery of the
+ * failed and missed events (only failed) since recover_since.
+ */
+export async function enableWebhook(ctx: AppContext, orgId: string, id: string, input: { recover?: boolean }): Promise<{ webhook: WebhookView; recovery_id?: string }> {
+  mustGet(ctx, orgId, id);
+  // a recovery that could not start (one running, the org's limit) is refused before anything changes
+  if (input.recover) ctx.engine.checkRecoveryBounds(orgId, id);
+  // the streak as it stands before the ping ends it
+  const streak = ctx.deliveryStatus.get(id);
+  const ping = await pingWebhook(ctx, orgId, id);
+  if (!ping.delivered) {
+    throw new ConflictError(`the webhook is still disabled: its ping was not delivered (${ping.error ?? (ping.status !== undefined ? `HTTP ${ping.status}` : 'no answer')})`);
+  }
+  const w = mustGet(ctx, orgId, id);
+  const since = w.watch_state === 'disabled' ? (watchContextOf(w.watch_ctx).recover_since ?? streak.recover_since) : streak.recover_since;
+  ctx.engine.watchdog.enable(id, streak);
+  let recovery_id: string | undefined;
+  if (input.recover && since) recovery_id = (await recoverWebhook(ctx, orgId, id, { since, only_failed: true })).recovery_id;
+  return { webhook: getWebhook(ctx, orgId, id), ...(recovery_id !== undefined ? { recovery_id } : {}) };
 }

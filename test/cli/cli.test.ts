@@ -196,7 +196,7 @@ describe('requests and error mapping (recording server)', () => {
   const WH = {
     webhook_id: 'wh_1', webhook_url: 'http://example.test/h', has_secret: true, interests: { all_events: true }, match: null, created_at: 't', updated_at: 't',
     previous_secret_expires_at: '2026-01-02T00:00:00.000Z',
-    delivery_status: { last_attempt_at: '2026-01-01T10:00:00.000Z', last_outcome: 'failure', last_status_code: 503, last_error: 'HTTP 503', consecutive_failures: 2, attempts_total: 9, failures_total: 3 },
+    delivery_status: { last_attempt_at: '2026-01-01T10:00:00.000Z', last_outcome: 'failure', last_status_code: 503, last_error: 'HTTP 503', consecutive_failures: 2, attempts_total: 9, failures_total: 3, state: 'failing' },
   };
   const WH2 = {
     ...WH, webhook_id: 'wh_2', webhook_url: 'http://example.test/h2', previous_secret_expires_at: null,
@@ -215,6 +215,12 @@ describe('requests and error mapping (recording server)', () => {
       if (u.startsWith('/v1/orgs/current/webhooks/') && r.method === 'PATCH') return { status: 200, body: WH };
       if (u === '/v1/orgs/current/webhooks/wh_gone' && r.method === 'DELETE') return { status: 404, body: { error: 'not_found', message: 'no webhook wh_gone' } };
       if (u.startsWith('/v1/orgs/current/webhooks/') && r.method === 'DELETE') return { status: 204 };
+      if (u === '/v1/orgs/current/webhooks/wh_down/enable') return { status: 409, body: { error: 'conflict', message: 'the webhook is still disabled: its ping was not delivered (HTTP 503)' } };
+      if (u.endsWith('/enable')) return { status: 200, body: { webhook: WH2, ...(JSON.parse(r.body).recover ? { recovery_id: 'rcv_1' } : {}) } };
+      if (u.endsWith('/disable')) {
+        const note = JSON.parse(r.body).note;
+        return { status: 200, body: { ...WH2, delivery_status: { ...WH2.delivery_status, state: 'disabled', disabled_at: '2026-01-01T11:00:00.000Z', disabled_reason: note ?? 'manual' } } };
+      }
       if (u.endsWith('/ping')) return { status: 200, body: { delivered: false, status: 503, error: 'receiver answered 503', duration_ms: 3 } };
       if (u === '/v1/installs/inst_1/app-config-updates') {
         const b = JSON.parse(r.body);
@@ -284,9 +290,37 @@ describe('requests and error mapping (recording server)', () => {
     const r = await cli(['webhooks', 'list'], env);
     expect(r.code, both(r)).toBe(0);
     const lines = r.stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^WEBHOOK_ID\s+WEBHOOK_URL\s+SECRET\s+INTERESTS\s+MATCH\s+LAST\s+FAILS\s+ATTEMPTS\s+FAILURES\s+CREATED_AT$/);
-    expect(lines[1]).toMatch(/^wh_1\s+http:\/\/example\.test\/h\s+rotating\s+all events\s+org-wide\s+failure 503 2026-01-01T10:00:00\.000Z\s+2\s+9\s+3\s+t$/);
-    expect(lines[2]).toMatch(/^wh_2\s+http:\/\/example\.test\/h2\s+yes\s+all events\s+org-wide\s+-\s+0\s+0\s+0\s+t$/);
+    expect(lines[0]).toMatch(/^WEBHOOK_ID\s+WEBHOOK_URL\s+SECRET\s+INTERESTS\s+MATCH\s+STATE\s+LAST\s+FAILS\s+ATTEMPTS\s+FAILURES\s+CREATED_AT$/);
+    expect(lines[1]).toMatch(/^wh_1\s+http:\/\/example\.test\/h\s+rotating\s+all events\s+org-wide\s+failing\s+failure 503 2026-01-01T10:00:00\.000Z\s+2\s+9\s+3\s+t$/);
+    expect(lines[2]).toMatch(/^wh_2\s+http:\/\/example\.test\/h2\s+yes\s+all events\s+org-wide\s+active\s+-\s+0\s+0\s+0\s+t$/);
+  });
+
+  it('disable [--note], enable [--recover] (exit 1 with the server\'s message when the ping fails), --disable-after on create and update', async () => {
+    const n = rec.requests.length;
+    const off = await cli(['webhooks', 'disable', 'wh_2', '--note', 'migrating'], env);
+    expect(off.code, both(off)).toBe(0);
+    expect(off.stdout).toMatch(/disabled webhook wh_2/);
+    expect(off.stdout).toMatch(/disabled_reason:\s+migrating/);
+    const on = await cli(['webhooks', 'enable', 'wh_2', '--recover'], env);
+    expect(on.code, both(on)).toBe(0);
+    expect(on.stdout).toContain('recovery rcv_1 started');
+    const refused = await cli(['webhooks', 'enable', 'wh_down'], env);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('its ping was not delivered (HTTP 503)');
+    expect((await cli(['webhooks', 'create', '--url', 'http://example.test/h', '--disable-after', '50:1h'], env)).code).toBe(0);
+    expect((await cli(['webhooks', 'update', 'wh_1', '--disable-after', 'off'], env)).code).toBe(0);
+    const sent = since(n).map((q) => [q.method, q.url, q.body ? JSON.parse(q.body) : null]);
+    expect(sent).toEqual([
+      ['POST', '/v1/orgs/current/webhooks/wh_2/disable', { note: 'migrating' }],
+      ['POST', '/v1/orgs/current/webhooks/wh_2/enable', { recover: true }],
+      ['POST', '/v1/orgs/current/webhooks/wh_down/enable', {}],
+      ['POST', '/v1/orgs/current/webhooks', { webhook_url: 'http://example.test/h', disable_after: { failures: 50, duration: '1h' } }],
+      ['PATCH', '/v1/orgs/current/webhooks/wh_1', { disable_after: null }],
+    ]);
+    // out of range: exit 2 before any request
+    const m = rec.requests.length;
+    for (const v of ['9:1h', '50:31d', '50', 'x:1h']) expect((await cli(['webhooks', 'create', '--url', 'http://example.test/h', '--disable-after', v], env)).code, v).toBe(2);
+    expect(rec.requests.length).toBe(m);
   });
 
   it('--secret-file (a file or - for stdin) sends its contents without one trailing newline; --previous-secret-ttl sends seconds', async () => {

@@ -262,6 +262,9 @@ describe('dashboard in a browser', () => {
             consecutive_failures: 3,
             attempts_total: 10,
             failures_total: 4,
+            failing_since: '2026-01-02T03:04:00.000Z',
+            recover_since: '2026-01-02T03:03:59.000Z',
+            failed_events: 3,
           },
         },
       ]);

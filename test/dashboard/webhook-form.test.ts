@@ -22,6 +22,16 @@ describe('webhook form', () => {
     expect(JSON.parse(s.match_text)).toEqual(match);
   });
 
+  it('the webhooks resource (CONTRACT 4.1): its delivery flags only, round-tripped and valid', async () => {
+    const { flagsOf } = await import('../../src/dashboard/webhook-form.ts');
+    expect(flagsOf('webhooks')).toEqual(['delivery_failing', 'delivery_recovered', 'delivery_disabled']);
+    expect(flagsOf('installs')).not.toContain('delivery_failing');
+    const body = createBodyOf(form({ webhook_url: 'https://x.example/h', res_webhooks_enabled: '1', res_webhooks_outcome: 'all', res_webhooks_delivery_failing: '1', res_webhooks_delivery_disabled: '1' }));
+    expect(body.ok && body.value.interests).toEqual({ resources: { webhooks: { outcome: 'all', delivery_failing: true, delivery_disabled: true } } });
+    const interests = { resources: { webhooks: { ops: ['delivery' as const], delivery_recovered: true } } };
+    expect(interestsOf(formStateOf({ interests }))).toEqual({ resources: { webhooks: { ops: ['delivery'], outcome: 'all', delivery_recovered: true } } });
+  });
+
   it('validates with the API schemas', () => {
     expect(createBodyOf(form({ webhook_url: 'ftp://x' })).ok).toBe(false);
     const none = createBodyOf(form({ webhook_url: 'https://x.example/h' }));

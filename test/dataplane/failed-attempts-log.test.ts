@@ -26,7 +26,7 @@ describe('failed attempts in the log', () => {
       rx.set(`${id}/secret-path`, { status: 500 });
       return new WebhookSubscriber({ webhook_id: id, org_id: 'org_a', url: `${rx.hook(id)}/secret-path?token=x`, interests: null, match: null } as unknown as WebhookEntry);
     });
-    const registry = { revision: 0, reached: async () => {}, match: () => subs, onRemoved: () => {} } as unknown as WebhookRegistry;
+    const registry = { revision: 0, reached: async () => {}, match: () => subs, onRemoved: () => {}, onDisabled: () => {} } as unknown as WebhookRegistry;
     const deliverer = new Deliverer({ timeoutMs: 5000, allowPrivateTargets: true, clock });
     const outcomes: DeliveryOutcome[] = [];
     const pipeline = new DeliveryPipeline({

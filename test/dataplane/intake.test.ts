@@ -112,6 +112,24 @@ describe('intake per org (CONTRACT 8)', () => {
     expect(r.pipeline.held()).toBe(0);
     expect(r.open).toHaveLength(0);
   });
+
+  it("a disabled webhook (CONTRACT 4.1): its queued attempts are dropped and counted webhook_disabled, new events make none; enabled, it gets them again", () => {
+    const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
+    r.offer('org_a', 20);
+    expect(r.open).toHaveLength(8);
+    expect(r.registry.upsert({ ...allEventsEntry('org_a', 'wh_a', 'http://a.test/hook'), disabled: true }, 10)).toBe(true);
+    expect(r.dropped).toEqual([['webhook_disabled', 12]]);
+    expect(r.settled.size).toBe(12);
+    r.offer('org_a', 5);
+    expect(r.dropped).toEqual([['webhook_disabled', 12], ...Array.from({ length: 5 }, () => ['webhook_disabled', 1])]);
+    expect(r.settled.size).toBe(17);
+    expect(r.open).toHaveLength(8); // only those in flight before
+    r.answer(() => true, { delivered: true, status: 200, duration_ms: 1 });
+    expect(r.settled.size).toBe(25);
+    r.registry.upsert(allEventsEntry('org_a', 'wh_a', 'http://a.test/hook'), 11);
+    r.offer('org_a', 2);
+    expect(r.open).toHaveLength(2);
+  });
 });
 
 describe('FairSlots per org', () => {

@@ -34,7 +34,7 @@ const withInterests = (interests: unknown) => issuePaths(createWebhookBodySchema
 const withMatch = (match: unknown) => issuePaths(createWebhookBodySchema, { webhook_url: URL_OK, match });
 
 describe('RESOURCE_OPS', () => {
-  it('lists the eight resources and their ops', () => {
+  it('lists the nine resources and their ops (webhooks new in 0.2)', () => {
     expect(RESOURCE_OPS).toEqual({
       installs: ['provision', 'deprovision', 'reprovision'],
       stacks: ['version_active'],
@@ -44,6 +44,7 @@ describe('RESOURCE_OPS', () => {
       runners: ['provision', 'reprovision', 'inactive', 'unhealthy'],
       actions: ['run'],
       app_branches: ['run'],
+      webhooks: ['delivery'],
     });
   });
 });

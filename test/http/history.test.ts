@@ -145,9 +145,11 @@ describe.each(modes)('event history, attempts, recover and resend (%s mode)', (m
     const since = new Date(clock.now()).toISOString(); // the events before it are outside the window
     const down = (await post(api, HOOKS, { webhook_url: rx.hook('down') })).webhook_id;
     rx.set('down', { status: 503 });
-    const failedIds = (await provision('eu-3')).events.map((e) => e.id); // fail at `down`
+    // the watchdog's events about `down` (failing, then recovered: CONTRACT 4.1) never go to it
+    const toDown = (events: Json[]) => events.filter((e) => e.type !== 'com.svc.webhook.delivery.v1').map((e) => e.id);
+    const failedIds = toDown((await provision('eu-3')).events); // fail at `down`
     rx.set('down', { status: 200 });
-    const okIds = (await provision('eu-4')).events.map((e) => e.id); // get through
+    const okIds = toDown((await provision('eu-4')).events); // get through
     const all = await svc.events(org.org_id);
     const n = failedIds.length;
     // outcomes reach the attempt log in batches: wait for all of them

@@ -288,6 +288,14 @@ describe('real responses validate against the document', () => {
     const all = check(await api.get(HOOKS), 'get', HOOKS, 200);
     expect(all.find((x: Json) => x.webhook_id === refused.webhook_id).delivery_status).toMatchObject({ attempts_total: 3, failures_total: 3, last_error: 'HTTP 500' });
 
+    // the delivery watchdog (CONTRACT 4.1): disable with a note, enable refused while the ping fails, then enabled
+    const off = check(await api.post(`${HOOKS}/${refused.webhook_id}/disable`, { note: 'maintenance' }), 'post', `${HOOKS}/{webhook_id}/disable`, 200);
+    expect(off.delivery_status).toMatchObject({ state: 'disabled', disabled_reason: 'maintenance', failing_since: expect.any(String) });
+    check(await api.post(`${HOOKS}/${refused.webhook_id}/enable`, {}), 'post', `${HOOKS}/{webhook_id}/enable`, 409);
+    check(await api.post(`${HOOKS}/${ids.hookA}/disable`), 'post', `${HOOKS}/{webhook_id}/disable`, 200);
+    const on = check(await api.post(`${HOOKS}/${ids.hookA}/enable`, { recover: true }), 'post', `${HOOKS}/{webhook_id}/enable`, 200);
+    expect(on.webhook.delivery_status.state).toBe('active');
+
     check(await api.del(`${HOOKS}/${gone.webhook_id}`), 'delete', `${HOOKS}/{webhook_id}`, 204);
   });
 

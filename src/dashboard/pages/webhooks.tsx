@@ -1,5 +1,6 @@
 // Webhooks: list with delivery status, create, a webhook's page (delivery status, test event with its
-// result, its attempts with "Resend" and "Recover since…" (webhook-history.tsx), edit: secret rotate
+// result, the delivery watchdog (webhook-watchdog.tsx: state, disable, enable and catch up, attempts
+// per hour), its attempts with "Resend" and "Recover since…" (webhook-history.tsx), edit: secret rotate
 // with an overlap / keep / remove, interests, match), delete.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
@@ -11,6 +12,7 @@ import { csrfOf, render } from '../render.tsx';
 import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, DetailsSection, Errors, Fact, Section, StackTable, Status, Time } from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
+import { WatchdogSection } from './webhook-watchdog.tsx';
 import {
   createBodyOf,
   describeInterests,
@@ -32,6 +34,9 @@ const FLAG_LABELS: Record<string, string> = {
   drift_detected: 'Drift detected',
   component_health: 'Component health',
   install_degraded: 'Install degraded / recovered',
+  delivery_failing: 'Delivery failing',
+  delivery_recovered: 'Delivery recovered',
+  delivery_disabled: 'Webhook disabled / enabled',
 };
 
 const ResourceFields = ({ r, s }: { r: ResourceName; s: ResourceState }) => {
@@ -211,9 +216,12 @@ const DeliveryFacts = ({ s }: { s: DeliveryStatus }) => (
   </dl>
 );
 
+/** The watchdog's state as a badge (CONTRACT 4.1): active, failing, disabled. */
+const WatchState = ({ s }: { s: DeliveryStatus }) => <span class={`badge w-${s.state}`}>{s.state}</span>;
+
 const WebhookList = ({ c, webhooks }: { c: DashContext; webhooks: WebhookView[] }) => (
   <StackTable
-    columns={['URL', 'Events', 'Scope', 'Secret', 'Last outcome', 'Last attempt', 'Consecutive failures', 'Attempts / failures', <span class="muted">Actions</span>]}
+    columns={['URL', 'Events', 'Scope', 'Secret', 'State', 'Last outcome', 'Last attempt', 'Consecutive failures', 'Attempts / failures', <span class="muted">Actions</span>]}
     items={webhooks}
     empty="No webhooks yet."
     row={(w) => (
@@ -224,6 +232,9 @@ const WebhookList = ({ c, webhooks }: { c: DashContext; webhooks: WebhookView[] 
         <td data-label="Events">{describeInterests(w.interests)}</td>
         <td data-label="Scope">{describeMatch(w.match)}</td>
         <td data-label="Secret">{w.has_secret ? (w.previous_secret_expires_at ? 'yes (rotating)' : 'yes') : 'no'}</td>
+        <td data-label="State">
+          <WatchState s={w.delivery_status} />
+        </td>
         <td data-label="Last outcome">
           <Outcome s={w.delivery_status} short />
           {w.delivery_status.last_status_code !== null ? <span class="muted"> HTTP {w.delivery_status.last_status_code}</span> : null}
@@ -306,6 +317,7 @@ export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: A
                   <span class="hint">Sends one com.svc.webhook.ping.v1 event to this webhook alone and shows the result here.</span>
                 </p>
               </Section>
+              {props.ctx ? <WatchdogSection c={c} ctx={props.ctx} w={w} /> : null}
               {props.ctx ? <WebhookHistory c={c} ctx={props.ctx} w={w} recover={props.recover} /> : null}
               <Section headingId="h-edit" title="Edit">
                 <WebhookForm c={c} {...props} />

@@ -2,9 +2,9 @@
 import { createWebhookBodySchema, patchWebhookBodySchema } from '../../domain/subscription.ts';
 import * as svc from '../../services/webhooks.ts';
 import * as history from '../../services/history.ts';
-import { attemptListQuerySchema, recoverBodySchema, resendBodySchema } from '../schemas.ts';
+import { attemptListQuerySchema, disableBodySchema, enableBodySchema, recoverBodySchema, resendBodySchema } from '../schemas.ts';
 import { defineRoute, reply } from '../api-route.ts';
-import { attemptPageSchema, pingResultSchema, recoverySchema, recoveryStartedSchema, webhookCreatedSchema, webhookListSchema, webhookSchema } from '../responses.ts';
+import { attemptPageSchema, pingResultSchema, recoverySchema, recoveryStartedSchema, webhookCreatedSchema, webhookEnabledSchema, webhookListSchema, webhookSchema } from '../responses.ts';
 import { checkTarget, TargetLookupError, TargetRefusedError } from '../../delivery/guard.ts';
 import type { z } from 'zod';
 
@@ -108,6 +108,37 @@ export const webhookRoutes = [
     responses: { 200: { description: 'the outcome of the delivery', schema: pingResultSchema } },
     errors: [404],
     handle: async ({ ctx, orgId, params }) => reply.ok(await svc.pingWebhook(ctx, orgId, params.webhook_id)),
+  }),
+  defineRoute({
+    operationId: 'disableWebhook',
+    method: 'post',
+    path: `${HOOKS}/{webhook_id}/disable`,
+    tag,
+    summary: 'Stop sending to this webhook',
+    description:
+      'No attempts from now on (queued ones are dropped); its events are still kept. The org\'s other webhooks that subscribe hear `disabled` (com.svc.webhook.delivery.v1); `note` becomes delivery_status.disabled_reason ("manual" without one).',
+    before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
+    body: { schema: disableBodySchema, optional: true },
+    responses: { 200: { description: 'the webhook, disabled', schema: webhookSchema } },
+    errors: [400, 404],
+    handle: ({ ctx, orgId, params, body: input }) => reply.ok(body(svc.disableWebhook(ctx, orgId, params.webhook_id, input.note))),
+  }),
+  defineRoute({
+    operationId: 'enableWebhook',
+    method: 'post',
+    path: `${HOOKS}/{webhook_id}/enable`,
+    tag,
+    summary: 'Send to this webhook again, after a ping that is delivered',
+    description:
+      'A ping first: not delivered → 409 conflict with its error, still disabled. Delivered → active, `enabled` to the org\'s other webhooks that subscribe, and with `recover: true` a recovery (only failed) since delivery_status.recover_since: every event that failed or was missed arrives once, with X-Svc-Recovery.',
+    before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
+    body: { schema: enableBodySchema, optional: true },
+    responses: { 200: { description: 'the webhook, active, and the recovery started', schema: webhookEnabledSchema } },
+    errors: [400, 404, 409],
+    handle: async ({ ctx, orgId, params, body: input }) => {
+      const r = await svc.enableWebhook(ctx, orgId, params.webhook_id, input);
+      return reply.ok({ ...r, webhook: body(r.webhook) });
+    },
   }),
   defineRoute({
     operationId: 'listWebhookAttempts',
