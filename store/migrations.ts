@@ -341,4 +341,24 @@ export const MIGRATIONS: string[] = [
         waits in the outbox while another org's events are handed over): an org's rows in order */ `
   CREATE INDEX IF NOT EXISTS outbox_org ON outbox(org_id, seq);
   `,
+  /* scopes and the audit log (CONTRACT 2 "Scopes and actors"): every token has a scope (tokens made
+        before scopes are admin); every write through /v1 or the dashboard, and the database
+        commands' changes, are kept with their actor, written in the transaction of the change */ `
+  ALTER TABLE api_tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'admin';
+  CREATE TABLE audit_log (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    audit_id      TEXT NOT NULL UNIQUE,
+    org_id        TEXT NOT NULL,
+    at            TEXT NOT NULL,     -- ISO 8601, the engine's clock
+    at_ms         INTEGER NOT NULL,  -- the same, for filters and the retention prune
+    token_id      TEXT,              -- NULL: the database commands (token_name 'local')
+    token_name    TEXT,
+    action        TEXT NOT NULL,
+    resource_type TEXT,
+    resource_id   TEXT,
+    status        INTEGER            -- the HTTP status answered; NULL for the database commands
+  );
+  CREATE INDEX audit_log_org ON audit_log(org_id, seq);
+  CREATE INDEX audit_log_at ON audit_log(at_ms);
+  `,
 ];

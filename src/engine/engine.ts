@@ -25,7 +25,7 @@ import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
 import { RecoveryFeeder, type RecoveryOutcomeSource, type RecoveryRequest } from './recoveries.ts';
 import { WalCheckpoints } from './checkpoints.ts';
-import { Transactions, type BatchResult, type TransactionDeps } from './transaction.ts';
+import { Transactions, type BatchResult, type TransactionDeps, type Tx } from './transaction.ts';
 import { Workflows, type IngestResult } from './workflows.ts';
 
 export type { IngestResult };
@@ -97,6 +97,21 @@ export class Engine {
   }
 
   // ------------------------------------------------------------------ the API's operations
+
+  /**
+   * A change made through the API or the dashboard: `fn` and everything it asks of the engine (or
+   * writes to the store) in ONE transaction, with the audit row `fn` records through `t.audit`
+   * (CONTRACT 2: a change without its audit row cannot be committed). `fn` is synchronous: I/O
+   * (a ping, a wait) comes after the commit.
+   */
+  change<T>(fn: (t: Tx) => T): T {
+    return this.tx.run(fn);
+  }
+
+  /** Run `fn` once the open transaction commits (at once when none is open): replication, notifications. */
+  afterCommit(fn: () => void): void {
+    this.tx.afterCommit(fn);
+  }
 
   /** A new install on a config, provisioned (CONTRACT 4.2). */
   createInstall(input: NewInstall, config: AppConfig): Install {

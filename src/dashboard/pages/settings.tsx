@@ -1,12 +1,22 @@
 // Org settings: API tokens (a new token is shown once, on the response that created it; revoke).
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
+import { InvalidError } from '../../domain/errors.ts';
 import { createToken, listTokens, revokeToken } from '../../services/api-tokens.ts';
+import { DEFAULT_SCOPE, isScope, SCOPES, type Scope } from '../../domain/scopes.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { Csrf, Section, StackTable, Time } from '../ui.tsx';
 
-function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: string; api_token: string; name: string | null }) {
+/** What each scope may do (CONTRACT 2), as the token form explains it. */
+export const SCOPE_HINTS: Record<Scope, string> = {
+  read: 'read: every page and GET, but not the audit log; changes nothing',
+  webhooks: 'webhooks: read, plus creating, changing, pinging, recovering and deleting webhooks',
+  deploy: 'deploy: read, plus apps, configs, branches, installs, runs, rollbacks, approvals, cancel and veto',
+  admin: 'admin: everything, tokens and the audit log included',
+};
+
+function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: string; api_token: string; name: string | null; scope: Scope }) {
   const orgId = c.req.param('org') as string;
   const paths = c.get('paths');
   const tokens = listTokens(ctx, orgId);
@@ -20,7 +30,7 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
           {created ? (
             <div class="flash ok" role="status">
               <p>
-                Token {created.name ? `“${created.name}” ` : ''}created. Copy it now: it is shown only once.
+                Token {created.name ? `“${created.name}” ` : ''}created with scope <strong>{created.scope}</strong>. Copy it now: it is shown only once.
               </p>
               <p>
                 <label for="new-token">API token</label>
@@ -38,13 +48,28 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
               <input type="text" id="token-name" name="name" maxlength={100} placeholder="ci, cli, laptop…" />
             </div>
             <div>
+              <label for="token-scope">Scope</label>
+              <select id="token-scope" name="scope" aria-describedby="token-scope-hint">
+                {SCOPES.map((sc) => (
+                  <option value={sc} selected={sc === DEFAULT_SCOPE}>
+                    {sc}
+                  </option>
+                ))}
+              </select>
+              <ul id="token-scope-hint" class="hint">
+                {SCOPES.map((sc) => (
+                  <li>{SCOPE_HINTS[sc]}</li>
+                ))}
+              </ul>
+            </div>
+            <div>
               <button type="submit">Create token</button>
             </div>
           </form>
         </Section>
         <Section headingId="h-tokens" title="API tokens">
           <StackTable
-            columns={['Name', 'Token ID', 'Created', 'State', <span class="muted">Actions</span>]}
+            columns={['Name', 'Token ID', 'Scope', 'Created', 'State', <span class="muted">Actions</span>]}
             items={tokens}
             row={(t) => (
               <tr>
@@ -52,6 +77,7 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
                 <td data-label="Token ID">
                   <code>{t.token_id}</code>
                 </td>
+                <td data-label="Scope">{t.scope}</td>
                 <td data-label="Created">
                   <Time iso={t.created_at} />
                 </td>
@@ -81,7 +107,9 @@ export function registerSettings(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/settings/tokens', async (c) => {
     const body = await c.req.parseBody();
     const name = typeof body.name === 'string' && body.name.trim() !== '' ? body.name.trim().slice(0, 100) : null;
-    const t = createToken(ctx, c.req.param('org'), name);
+    const scope = body.scope === undefined ? DEFAULT_SCOPE : body.scope;
+    if (!isScope(scope)) throw new InvalidError(`scope: one of ${SCOPES.join(', ')}`, [{ path: 'scope', message: `one of ${SCOPES.join(', ')}` }]);
+    const t = createToken(ctx, c.req.param('org'), name, scope);
     // rendered directly (no redirect): the plaintext token never goes into a URL or cookie
     return settingsPage(c, ctx, { ...t, name });
   });

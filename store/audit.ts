@@ -1,0 +1,59 @@
+// The audit log (CONTRACT 2 "Scopes and actors"): one row per write, with its actor. Written by the
+// engine's transaction (src/engine/transaction.ts Tx.audit), in the transaction of the change it
+// records, and by the database commands (src/cli/local.ts) in theirs. Never a request body or a secret.
+import type { Db } from './db.ts';
+import { newId } from '../src/domain/ids.ts';
+import type { AuditEntry } from '../src/domain/scopes.ts';
+
+export interface AuditRow {
+  seq: number;
+  audit_id: string;
+  org_id: string;
+  at: string;
+  token_id: string | null;
+  token_name: string | null;
+  action: string;
+  resource_type: string | null;
+  resource_id: string | null;
+  status: number | null;
+}
+
+export function insertAudit(db: Db, e: AuditEntry, at: { iso: string; ms: number }): void {
+  db.prepare(
+    `INSERT INTO audit_log (audit_id, org_id, at, at_ms, token_id, token_name, action, resource_type, resource_id, status)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  ).run(newId('aud'), e.org_id, at.iso, at.ms, e.actor.token_id, e.actor.token_name, e.action, e.resource_type, e.resource_id, e.status);
+}
+
+export interface AuditQuery {
+  orgId: string;
+  sinceMs: number | null;
+  untilMs: number | null;
+  actor: string | null;
+  action: string | null;
+  resourceId: string | null;
+  afterSeq: number;
+  limit: number;
+}
+
+/** An org's rows after a seq, oldest first. */
+export function listAudit(db: Db, q: AuditQuery): AuditRow[] {
+  const where = ['org_id = ?', 'seq > ?'];
+  const args: unknown[] = [q.orgId, q.afterSeq];
+  if (q.sinceMs !== null) (where.push('at_ms >= ?'), args.push(q.sinceMs));
+  if (q.untilMs !== null) (where.push('at_ms < ?'), args.push(q.untilMs));
+  if (q.actor !== null) (where.push('token_id = ?'), args.push(q.actor));
+  if (q.action !== null) (where.push('action = ?'), args.push(q.action));
+  if (q.resourceId !== null) (where.push('resource_id = ?'), args.push(q.resourceId));
+  return db
+    .prepare(
+      `SELECT seq, audit_id, org_id, at, token_id, token_name, action, resource_type, resource_id, status
+       FROM audit_log WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ?`,
+    )
+    .all(...args, q.limit) as AuditRow[];
+}
+
+/** Delete the rows older than `beforeMs` (the retention prune); how many. */
+export function pruneAudit(db: Db, beforeMs: number): number {
+  return db.prepare('DELETE FROM audit_log WHERE at_ms < ?').run(beforeMs).changes;
+}
