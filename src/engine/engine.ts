@@ -20,6 +20,7 @@ import { applyConfig, createInstall, deployGroup, type NewInstall } from './conf
 import type { ConfigDiff } from './config-diff.ts';
 import { appRollbackSteps, branchRunSteps, installSteps, type InstallWorkflowType, type RunGroup } from './definitions.ts';
 import type { HealthGate } from '../domain/rollout.ts';
+import type { Actor } from '../domain/scopes.ts';
 import { reportExternalWorkflow } from './external.ts';
 import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
@@ -177,8 +178,9 @@ export class Engine {
     );
   }
 
-  respondToApproval(orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string): StepRow {
-    return this.tx.run((t) => this.workflows.respondToApproval(t, orgId, workflowId, stepId, response, note));
+  /** Answer an approval step; `actor` (who answered) is kept on the step and in the response event (CONTRACT 2). */
+  respondToApproval(orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string, actor: Actor | null = null): StepRow {
+    return this.tx.run((t) => this.workflows.respondToApproval(t, orgId, workflowId, stepId, response, note, actor));
   }
 
   cancelWorkflow(orgId: string, workflowId: string): WorkflowRow {

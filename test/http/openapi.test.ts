@@ -562,6 +562,9 @@ describe('real responses validate against the document', () => {
     check(await api.get('/v1/events?limit=0'), 'get', '/v1/events', 400);
     const ev = check(await api.get(`/v1/events/${page.data[0].id}`), 'get', '/v1/events/{event_id}', 200);
     check(await api.get('/v1/events/nope'), 'get', '/v1/events/{event_id}', 404);
+    const audit = check(await api.get('/v1/audit?limit=2'), 'get', '/v1/audit', 200);
+    expect(audit.data.length).toBe(2);
+    check(await api.get('/v1/audit?limit=0'), 'get', '/v1/audit', 400);
     const ATTEMPTS = `${HOOKS}/{webhook_id}/attempts`;
     check(await api.get(`${HOOKS}/${ids.hookA}/attempts?limit=1`), 'get', ATTEMPTS, 200);
     check(await api.get(`${HOOKS}/${ids.hookA}/attempts?outcome=no`), 'get', ATTEMPTS, 400);

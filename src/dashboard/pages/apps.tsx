@@ -3,6 +3,7 @@
 // gate and approvals (CONTRACT 4.3). The same service functions and request schemas as the API.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
+import { apiOp, change } from '../changes.ts';
 import { ConflictError, InvalidError, NotFoundError, VetoedError, type ErrorDetail } from '../../domain/errors.ts';
 import { GATE_VERDICTS } from '../../domain/rollout.ts';
 import { fleetRollbackSchema, vetoSchema } from '../../http/schemas.ts';
@@ -434,7 +435,7 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
     if (!parsed.success) {
       flash(c, { kind: 'error', text: `Veto refused: ${issuesToDetails(parsed.error.issues).map((d) => `${d.path}: ${d.message}`).join('; ')}` });
     } else {
-      const cfg = vetoConfig(ctx, orgId, app.app_id, c.req.param('cfg'), parsed.data.reason);
+      const cfg = change(c, ctx, apiOp('vetoAppConfig'), { id: c.req.param('cfg') }, () => vetoConfig(ctx, orgId, app.app_id, c.req.param('cfg'), parsed.data.reason));
       flash(c, { kind: 'ok', text: `Config v${cfg.version} vetoed: applying it is refused until the veto is lifted.` });
     }
     return c.redirect(pathsOf(c).app(app.app_id), 303);
@@ -443,7 +444,7 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/apps/:app/configs/:cfg/unveto', (c) => {
     const orgId = c.req.param('org');
     const app = mustGetApp(ctx, orgId, c.req.param('app'));
-    const cfg = unvetoConfig(ctx, orgId, app.app_id, c.req.param('cfg'));
+    const cfg = change(c, ctx, apiOp('unvetoAppConfig'), { id: c.req.param('cfg') }, () => unvetoConfig(ctx, orgId, app.app_id, c.req.param('cfg')));
     flash(c, { kind: 'ok', text: `Veto on config v${cfg.version} lifted.` });
     return c.redirect(pathsOf(c).app(app.app_id), 303);
   });
@@ -494,7 +495,7 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
     const { body, errors } = rollbackBody(fields, false);
     if (!body) return renderPlanPage(ctx, c, { app, fields, plan, errors }, 400);
     try {
-      const res = rollBackFleet(ctx, orgId, app.app_id, body) as Extract<ReturnType<typeof rollBackFleet>, { status: 201 }>;
+      const res = change(c, ctx, apiOp('rollBackAppFleet'), { idOf: (x) => x.body.run_id, status: 201 }, () => rollBackFleet(ctx, orgId, app.app_id, body) as Extract<ReturnType<typeof rollBackFleet>, { status: 201 }>);
       flash(c, { kind: 'ok', text: `Fleet rollback started: ${res.body.plan.installs.length} install(s).` });
       return c.redirect(pathsOf(c).workflow(res.body.workflow_id), 303);
     } catch (err) {

@@ -4,8 +4,9 @@
 // "Resend" (its result shown like a test event's). The same service functions as the API.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
+import { apiOp, change } from '../changes.ts';
 import { ConflictError, InvalidError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
-import { getEventAttempts, getRecovery, listEvents, recoverWebhook, resendEvent, type CloudEventJson, type EventListInput } from '../../services/history.ts';
+import { getEventAttempts, getRecovery, listEvents, recoveryAnswer, resendable, resendEvent, startRecovery, type CloudEventJson, type EventListInput } from '../../services/history.ts';
 import { getWebhook } from '../../services/webhooks.ts';
 import { eventListQuerySchema, recoverBodySchema, resendBodySchema } from '../../http/schemas.ts';
 import { issuesToDetails } from '../../http/validation.ts';
@@ -243,7 +244,8 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
     if (!parsed.success) return again(issuesToDetails(parsed.error.issues));
     let started: { recovery_id: string; events: number };
     try {
-      started = await recoverWebhook(ctx, orgId, w.webhook_id, parsed.data);
+      const kept = change(c, ctx, apiOp('recoverWebhook'), { idOf: (x) => x.recovery_id, status: 202 }, () => startRecovery(ctx, orgId, w.webhook_id, parsed.data));
+      started = await recoveryAnswer(ctx, orgId, w.webhook_id, kept.recovery_id);
     } catch (err) {
       if (err instanceof InvalidError) return again(err.details ?? [{ path: '(body)', message: err.message }]);
       // a recovery of this webhook still running, or the org's running recoveries at their limit (CONTRACT 4.5)
@@ -312,6 +314,7 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
     const parsed = resendBodySchema.safeParse({ event_id: form.event_id ?? '' });
     if (!parsed.success) return errorPage(c, 400, 'Request refused', 'No event to resend was named.');
     const eventId = parsed.data.event_id;
+    change(c, ctx, apiOp('resendEvent'), { id: w.webhook_id }, () => resendable(ctx, orgId, w.webhook_id, eventId));
     const res = await resendEvent(ctx, orgId, w.webhook_id, eventId);
     flashAttempt(
       c,

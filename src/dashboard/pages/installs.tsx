@@ -1,6 +1,7 @@
 // Installs: the list, one install (config, versions with diffs, rollback), its sandbox and components.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
+import { apiOp, change } from '../changes.ts';
 import { ConflictError, InvalidError, NotFoundError } from '../../domain/errors.ts';
 import { getInstallView, listInstalls, listInstallWorkflows } from '../../services/installs.ts';
 import { listInstallVersions, updateInstallConfig, versionDiff } from '../../services/rollback.ts';
@@ -298,7 +299,10 @@ function registerInstallRollback(r: Hono<DashEnv>, ctx: AppContext) {
     getInstallView(ctx, orgId, installId);
     let res;
     try {
-      res = updateInstallConfig(ctx, orgId, installId, { app_config_id: await formField(c, 'app_config_id') });
+      const appConfigId = await formField(c, 'app_config_id');
+      res = change(c, ctx, apiOp('updateInstallAppConfig'), { idOf: (x) => (x.body as { workflow_id: string }).workflow_id, status: 201 }, () =>
+        updateInstallConfig(ctx, orgId, installId, { app_config_id: appConfigId }),
+      );
     } catch (err) {
       return planFailed(c, installId, err);
     }

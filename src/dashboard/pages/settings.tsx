@@ -1,6 +1,7 @@
 // Org settings: API tokens (a new token is shown once, on the response that created it; revoke).
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
+import { change, TOKENS_CREATE, TOKENS_REVOKE } from '../changes.ts';
 import { InvalidError } from '../../domain/errors.ts';
 import { createToken, listTokens, revokeToken } from '../../services/api-tokens.ts';
 import { DEFAULT_SCOPE, isScope, SCOPES, type Scope } from '../../domain/scopes.ts';
@@ -109,13 +110,13 @@ export function registerSettings(r: Hono<DashEnv>, ctx: AppContext) {
     const name = typeof body.name === 'string' && body.name.trim() !== '' ? body.name.trim().slice(0, 100) : null;
     const scope = body.scope === undefined ? DEFAULT_SCOPE : body.scope;
     if (!isScope(scope)) throw new InvalidError(`scope: one of ${SCOPES.join(', ')}`, [{ path: 'scope', message: `one of ${SCOPES.join(', ')}` }]);
-    const t = createToken(ctx, c.req.param('org'), name, scope);
+    const t = change(c, ctx, TOKENS_CREATE, { idOf: (x) => x.token_id, status: 201 }, () => createToken(ctx, c.req.param('org'), name, scope));
     // rendered directly (no redirect): the plaintext token never goes into a URL or cookie
     return settingsPage(c, ctx, { ...t, name });
   });
 
   r.post('/:org/settings/tokens/:token/revoke', (c) => {
-    revokeToken(ctx, c.req.param('org'), c.req.param('token'));
+    change(c, ctx, TOKENS_REVOKE, { id: c.req.param('token') }, () => revokeToken(ctx, c.req.param('org'), c.req.param('token')));
     flash(c, { kind: 'ok', text: `Token ${c.req.param('token')} revoked.` });
     return c.redirect(c.get('paths').settings, 303);
   });

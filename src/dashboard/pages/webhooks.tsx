@@ -3,6 +3,7 @@
 // with an overlap / keep / remove, interests, match), delete.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
+import { apiOp, change } from '../changes.ts';
 import { ConflictError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
 import { LIMITS } from '../../domain/limits.ts';
 import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, pingWebhook, type WebhookView } from '../../services/webhooks.ts';
@@ -366,7 +367,7 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
     const parsed = createBodyOf(form);
     if (!parsed.ok) return showForm(c, { state: formStateFromForm(form), errors: parsed.errors }, 400);
     try {
-      const w = createWebhook(ctx, c.req.param('org'), parsed.value);
+      const w = change(c, ctx, apiOp('createWebhook'), { idOf: (x) => x.webhook_id, status: 201 }, () => createWebhook(ctx, c.req.param('org'), parsed.value));
       flash(c, { kind: 'ok', text: `Webhook created for ${w.webhook_url}.` });
     } catch (err) {
       if (err instanceof ConflictError) return showForm(c, { state: formStateFromForm(form), errors: conflict(err) }, 409);
@@ -389,7 +390,7 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
     const again = (errors: ErrorDetail[], status: 400 | 409) => showForm(c, { state: formStateFromForm(form), webhook: w, errors, ctx }, status);
     if (!parsed.ok) return again(parsed.errors, 400);
     try {
-      patchWebhook(ctx, orgId, w.webhook_id, parsed.value);
+      change(c, ctx, apiOp('updateWebhook'), { id: w.webhook_id }, () => patchWebhook(ctx, orgId, w.webhook_id, parsed.value));
     } catch (err) {
       if (err instanceof ConflictError) return again(conflict(err), 409);
       throw err;
@@ -401,7 +402,7 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/webhooks/:id/delete', (c) => {
     const orgId = c.req.param('org');
     const w = getWebhook(ctx, orgId, c.req.param('id'));
-    deleteWebhook(ctx, orgId, w.webhook_id);
+    change(c, ctx, apiOp('deleteWebhook'), { id: w.webhook_id, status: 204 }, () => deleteWebhook(ctx, orgId, w.webhook_id));
     flash(c, { kind: 'ok', text: `Webhook for ${w.webhook_url} deleted.` });
     return c.redirect(c.get('paths').webhooks, 303);
   });
@@ -410,6 +411,8 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
     const orgId = c.req.param('org');
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const back = (await c.req.parseBody()).from === 'webhook' ? c.get('paths').webhook(w.webhook_id) : c.get('paths').webhooks;
+    // recorded before the attempt (which changes nothing kept but its outcome), as the API does
+    change(c, ctx, apiOp('pingWebhook'), { id: w.webhook_id }, () => getWebhook(ctx, orgId, w.webhook_id));
     const res = await pingWebhook(ctx, orgId, w.webhook_id);
     flashAttempt(c, res, {
       ok: (http) => `Test event delivered to ${w.webhook_url}: ${http} in ${res.duration_ms} ms.`,

@@ -2,6 +2,7 @@
 import type { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
 import type { AppContext } from '../../context.ts';
+import { apiOp, change } from '../changes.ts';
 import { ConflictError, InvalidError } from '../../domain/errors.ts';
 import { componentNames } from '../../services/names.ts';
 import { rolloutView, type RolloutView } from '../../services/rollouts.ts';
@@ -296,7 +297,9 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
       flash(c, { kind: 'error', text: 'Choose Approve or Reject.' });
     } else {
       try {
-        const step = respondToApproval(ctx, orgId, wfId, c.req.param('step'), response, note);
+        const s = c.get('session')!;
+        const op = apiOp('respondToApproval', response === 'rejected' ? 'steps.reject' : 'steps.approve');
+        const step = change(c, ctx, op, { id: c.req.param('step') }, () => respondToApproval(ctx, orgId, wfId, c.req.param('step'), response, note, s.actor));
         flash(c, { kind: 'ok', text: `${String(step.name)}: ${response}.` });
       } catch (err) {
         if (!(err instanceof ConflictError || err instanceof InvalidError)) throw err;
@@ -311,7 +314,7 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
     const wfId = c.req.param('wf');
     getWorkflowView(ctx, orgId, wfId);
     try {
-      cancelWorkflow(ctx, orgId, wfId);
+      change(c, ctx, apiOp('cancelWorkflow'), { id: wfId }, () => cancelWorkflow(ctx, orgId, wfId));
       flash(c, { kind: 'ok', text: 'Workflow cancelled.' });
     } catch (err) {
       if (!(err instanceof ConflictError || err instanceof InvalidError)) throw err;

@@ -30,8 +30,8 @@ export const workflowRoutes = [
     body: { schema: approvalSchema },
     responses: { 200: { description: 'the step', schema: stepSchema } },
     errors: [404, 409],
-    handle: ({ ctx, orgId, params, body }) =>
-      reply.ok(workflows.respondToApproval(ctx, orgId, params.workflow_id, params.step_id, body.response, body.note)),
+    handle: ({ ctx, orgId, params, body, actor }) =>
+      reply.ok(workflows.respondToApproval(ctx, orgId, params.workflow_id, params.step_id, body.response, body.note, actor)),
   }),
   defineRoute({
     operationId: 'cancelWorkflow',
