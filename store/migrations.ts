@@ -346,8 +346,8 @@ export const MIGRATIONS: string[] = [
         commands' changes, are kept with their actor, written in the transaction of the change */ `
   ALTER TABLE api_tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'admin';
   CREATE TABLE audit_log (
-    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
-    audit_id      TEXT NOT NULL UNIQUE,
+    seq           INTEGER PRIMARY KEY,  -- rowid order = write order (the prune takes the oldest; no AUTOINCREMENT write per row)
+    audit_id      TEXT NOT NULL,     -- random (the id the API shows: no global sequence in it, CONTRACT 8); never looked up
     org_id        TEXT NOT NULL,
     at            TEXT NOT NULL,     -- ISO 8601, the engine's clock
     at_ms         INTEGER NOT NULL,  -- the same, for filters and the retention prune
@@ -359,6 +359,5 @@ export const MIGRATIONS: string[] = [
     status        INTEGER            -- the HTTP status answered; NULL for the database commands
   );
   CREATE INDEX audit_log_org ON audit_log(org_id, seq);
-  CREATE INDEX audit_log_at ON audit_log(at_ms);
   `,
 ];
