@@ -72,3 +72,17 @@ export function pruneAudit(db: Db, beforeMs: number): number {
     .prepare('DELETE FROM audit_log WHERE seq < COALESCE((SELECT seq FROM audit_log WHERE at_ms >= ? ORDER BY seq LIMIT 1), 9007199254740991) AND at_ms < ?')
     .run(beforeMs, beforeMs).changes;
 }
+
+/** An org's successful changes (2xx, or a database command's) to these resources, oldest first. */
+export function changesTo(db: Db, orgId: string, resourceIds: string[], actions: string[] | null = null): AuditRow[] {
+  if (!resourceIds.length) return [];
+  const marks = (n: number) => Array.from({ length: n }, () => '?').join(', ');
+  const byAction = actions ? ` AND action IN (${marks(actions.length)})` : '';
+  return db
+    .prepare(
+      `SELECT seq, audit_id, org_id, at, token_id, token_name, action, resource_type, resource_id, status
+       FROM audit_log WHERE org_id = ? AND resource_id IN (${marks(resourceIds.length)})${byAction} AND (status IS NULL OR status BETWEEN 200 AND 299)
+       ORDER BY seq`,
+    )
+    .all(orgId, ...resourceIds, ...(actions ?? [])) as AuditRow[];
+}

@@ -19,6 +19,7 @@ import { registerHistory } from './pages/history.tsx';
 import { registerSettings } from './pages/settings.tsx';
 import { registerApprovals } from './pages/approvals.tsx';
 import { registerApps } from './pages/apps.tsx';
+import { registerAudit } from './pages/audit.tsx';
 import { countPendingApprovals } from '../services/approvals.ts';
 
 const MAX_FORM_BYTES = 1024 * 1024;
@@ -98,6 +99,7 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
   registerApprovals(r, ctx);
   registerWebhooks(r, ctx);
   registerHistory(r, ctx);
+  registerAudit(r, ctx);
   registerSettings(r, ctx);
   return r;
 }

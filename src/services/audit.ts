@@ -3,7 +3,7 @@
 // the API (GET /v1/audit), the CLI over it (`svc audit list`) and the dashboard's audit page.
 import type { AppContext } from '../context.ts';
 import { DEFAULT_AUDIT_RETENTION_MS } from '../config.ts';
-import { listAudit as dbListAudit, type AuditRow } from '../../store/audit.ts';
+import { changesTo, listAudit as dbListAudit, type AuditRow } from '../../store/audit.ts';
 import { openCursor, sealCursor } from './cursors.ts';
 import { DEFAULT_PAGE, timeBound, type Page } from './history.ts';
 
@@ -60,4 +60,21 @@ export function listAudit(ctx: AppContext, orgId: string, q: AuditListInput): Pa
   const more = rows.length > limit;
   const page = more ? rows.slice(0, limit) : rows;
   return { data: page.map(view), next_cursor: more ? sealCursor(ctx.db, scope(orgId), page[page.length - 1].seq) : null };
+}
+
+/**
+ * Who last made each of these changes (the dashboard: who started a run or a recovery, who vetoed
+ * a config): per resource id, its newest successful audit row of `actions` (all actions when null).
+ */
+export function changedBy(ctx: AppContext, orgId: string, resourceIds: string[], actions: string[] | null = null): Map<string, AuditView> {
+  const out = new Map<string, AuditView>();
+  const kept = auditKeptSince(ctx);
+  for (const r of changesTo(ctx.db, orgId, resourceIds, actions)) if (Date.parse(r.at) >= kept && r.resource_id) out.set(r.resource_id, view(r));
+  return out;
+}
+
+/** A resource's successful changes, oldest first, with their actors (a workflow page: who started it, who cancelled it). */
+export function changesOf(ctx: AppContext, orgId: string, resourceId: string): AuditView[] {
+  const kept = auditKeptSince(ctx);
+  return changesTo(ctx.db, orgId, [resourceId]).filter((r) => Date.parse(r.at) >= kept).map(view);
 }

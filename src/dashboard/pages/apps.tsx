@@ -3,7 +3,8 @@
 // gate and approvals (CONTRACT 4.3). The same service functions and request schemas as the API.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { apiOp, change } from '../changes.ts';
+import { apiOp, change, may } from '../changes.ts';
+import { changedBy, type AuditView } from '../../services/audit.ts';
 import { ConflictError, InvalidError, NotFoundError, VetoedError, type ErrorDetail } from '../../domain/errors.ts';
 import { GATE_VERDICTS } from '../../domain/rollout.ts';
 import { fleetRollbackSchema, vetoSchema } from '../../http/schemas.ts';
@@ -15,7 +16,7 @@ import { listAppRollouts } from '../../services/rollouts.ts';
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, Errors, Fact, Labels, ListPage, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
+import { ActorName, Csrf, Diff, duration, ScopeNote, Errors, Fact, Labels, ListPage, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable } from './overview.tsx';
 
 type ConfigView = ReturnType<typeof listConfigs>[number];
@@ -83,12 +84,23 @@ const Breadcrumb = ({ c, app }: { c: DashContext; app?: App }) => (
   </p>
 );
 
-const VetoCell = ({ app, cfg, c }: { app: App; cfg: ConfigView; c: DashContext }) => {
+const VetoCell = ({ app, cfg, c, by }: { app: App; cfg: ConfigView; c: DashContext; by?: AuditView }) => {
   const paths = c.get('paths');
+  if (!may(c, 'deploy')) {
+    return cfg.vetoed ? (
+      <p>
+        <span class="badge s-failed">vetoed</span> {cfg.vetoed.reason} {by ? <>by <ActorName actor={by.actor} /> </> : null}
+        <span class="muted">since</span> <Time iso={cfg.vetoed.at} />
+      </p>
+    ) : (
+      <span class="muted">—</span>
+    );
+  }
   return cfg.vetoed ? (
     <div class="vetoed">
       <p>
-        <span class="badge s-failed">vetoed</span> {cfg.vetoed.reason} <span class="muted">since</span> <Time iso={cfg.vetoed.at} />
+        <span class="badge s-failed">vetoed</span> {cfg.vetoed.reason} {by ? <>by <ActorName actor={by.actor} /> </> : null}
+        <span class="muted">since</span> <Time iso={cfg.vetoed.at} />
       </p>
       <form method="post" action={paths.configUnveto(app.app_id, cfg.app_config_id)} class="inline">
         <Csrf token={csrfOf(c)} />
@@ -111,7 +123,7 @@ const VetoCell = ({ app, cfg, c }: { app: App; cfg: ConfigView; c: DashContext }
   );
 };
 
-const ConfigsTable = ({ app, configs, installsOn, c }: { app: App; configs: ConfigView[]; installsOn: Map<string, number>; c: DashContext }) => (
+const ConfigsTable = ({ app, configs, installsOn, c, vetoedBy }: { app: App; configs: ConfigView[]; installsOn: Map<string, number>; c: DashContext; vetoedBy?: Map<string, AuditView> }) => (
   <StackTable
     columns={['Config', 'Created', 'Installs on it', 'Veto']}
     items={configs}
@@ -138,7 +150,7 @@ const ConfigsTable = ({ app, configs, installsOn, c }: { app: App; configs: Conf
         </td>
         <td data-label="Installs on it">{installsOn.get(cfg.app_config_id) ?? 0}</td>
         <td data-label="Veto">
-          <VetoCell app={app} cfg={cfg} c={c} />
+          <VetoCell app={app} cfg={cfg} c={c} by={vetoedBy?.get(cfg.app_config_id)} />
         </td>
       </tr>
     )}
@@ -395,10 +407,16 @@ function registerAppPage(r: Hono<DashEnv>, ctx: AppContext) {
           </h1>
           <Section headingId="h-configs" title="Configs">
             <p class="hint">A vetoed config is refused wherever it would be applied (install updates, branch runs, fleet rollbacks, new installs).</p>
-            <ConfigsTable app={app} configs={configs} installsOn={installsOn} c={c} />
+            <ConfigsTable app={app} configs={configs} installsOn={installsOn} c={c} vetoedBy={changedBy(ctx, orgId, configs.filter((x) => x.vetoed).map((x) => x.app_config_id), ['configs.veto'])} />
           </Section>
           <Section headingId="h-fleet" title="Roll back fleet">
-            {installs.length ? <FleetRollbackForm app={app} configs={configs} c={c} /> : <p class="muted">No installs to roll back.</p>}
+            {!installs.length ? (
+              <p class="muted">No installs to roll back.</p>
+            ) : may(c, 'deploy') ? (
+              <FleetRollbackForm app={app} configs={configs} c={c} />
+            ) : (
+              <ScopeNote have={c.get('session')?.scope ?? 'read'} need="deploy" what="Rolling back the fleet" />
+            )}
           </Section>
           <Section headingId="h-app-installs" title={`Installs (${installs.length})`}>
             <InstallsTable installs={installs} paths={paths} names={installNamesOf(ctx, orgId, installs)} />

@@ -5,6 +5,7 @@
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { apiOp, change } from '../changes.ts';
+import { changedBy } from '../../services/audit.ts';
 import { ConflictError, InvalidError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
 import { getEventAttempts, getRecovery, listEvents, recoveryAnswer, resendable, resendEvent, startRecovery, type CloudEventJson, type EventListInput } from '../../services/history.ts';
 import { getWebhook } from '../../services/webhooks.ts';
@@ -12,7 +13,7 @@ import { eventListQuerySchema, recoverBodySchema, resendBodySchema } from '../..
 import { issuesToDetails } from '../../http/validation.ts';
 import { errorPage, render } from '../render.tsx';
 import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
-import { DetailsSection, Errors, Fact, Json, Section, StackTable, Status, Time } from '../ui.tsx';
+import { ActorName, DetailsSection, Errors, Fact, Json, Section, StackTable, Status, Time } from '../ui.tsx';
 import { formStateOf } from '../webhook-form.ts';
 import { showForm } from './webhooks.tsx';
 import { AttemptResultCells, AttemptVia, ResendButton, type RecoverFormState } from './webhook-history.tsx';
@@ -267,6 +268,7 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
     const orgId = c.req.param('org');
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const rec = getRecovery(ctx, orgId, w.webhook_id, c.req.param('rid'));
+    const startedBy = changedBy(ctx, orgId, [rec.recovery_id], ['webhooks.recover']).get(rec.recovery_id);
     const paths = c.get('paths');
     const running = rec.state === 'running';
     return render(c, {
@@ -290,6 +292,11 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
               <Fact term="Attempted" id="recovery-attempted">{rec.attempted}</Fact>
               <Fact term="Succeeded" id="recovery-succeeded">{rec.succeeded}</Fact>
               <Fact term="Failed" id="recovery-failed">{rec.failed}</Fact>
+              {startedBy ? (
+                <Fact term="Started by" id="recovery-started-by">
+                  <ActorName actor={startedBy.actor} />
+                </Fact>
+              ) : null}
             </dl>
             <p>
               <label for="recovery-progress">Attempted {rec.attempted} of {rec.events}</label>

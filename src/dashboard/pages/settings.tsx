@@ -1,13 +1,13 @@
 // Org settings: API tokens (a new token is shown once, on the response that created it; revoke).
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { change, TOKENS_CREATE, TOKENS_REVOKE } from '../changes.ts';
+import { change, may, TOKENS_CREATE, TOKENS_REVOKE } from '../changes.ts';
 import { InvalidError } from '../../domain/errors.ts';
 import { createToken, listTokens, revokeToken } from '../../services/api-tokens.ts';
 import { DEFAULT_SCOPE, isScope, SCOPES, type Scope } from '../../domain/scopes.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Section, StackTable, Time } from '../ui.tsx';
+import { Csrf, ScopeNote, Section, StackTable, Time } from '../ui.tsx';
 
 /** What each scope may do (CONTRACT 2), as the token form explains it. */
 export const SCOPE_HINTS: Record<Scope, string> = {
@@ -42,6 +42,8 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
               </p>
             </div>
           ) : null}
+          {!may(c, 'admin') ? <ScopeNote have={c.get('session')?.scope ?? 'read'} need="admin" what="Creating or revoking tokens" /> : null}
+          {may(c, 'admin') ? (
           <form method="post" action={`${paths.settings}/tokens`} class="stack">
             <Csrf token={csrfOf(c)} />
             <div>
@@ -67,6 +69,7 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
               <button type="submit">Create token</button>
             </div>
           </form>
+          ) : null}
         </Section>
         <Section headingId="h-tokens" title="API tokens">
           <StackTable
@@ -84,7 +87,7 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
                 </td>
                 <td data-label="State">{t.revoked_at ? <>revoked <Time iso={t.revoked_at} /></> : 'active'}</td>
                 <td>
-                  {t.revoked_at ? null : (
+                  {t.revoked_at || !may(c, 'admin') ? null : (
                     <form method="post" action={`${paths.settings}/tokens/${encodeURIComponent(t.token_id)}/revoke`} class="inline">
                       <Csrf token={csrfOf(c)} />
                       <button type="submit" class="danger" aria-label={`Revoke token ${t.name ?? t.token_id}`}>

@@ -3,14 +3,14 @@
 // with an overlap / keep / remove, interests, match), delete.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { apiOp, change } from '../changes.ts';
+import { apiOp, change, may } from '../changes.ts';
 import { ConflictError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
 import { LIMITS } from '../../domain/limits.ts';
 import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, pingWebhook, type WebhookView } from '../../services/webhooks.ts';
 import { INTEREST_OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, DetailsSection, Errors, Fact, Section, StackTable, Status, Time } from '../ui.tsx';
+import { Csrf, DetailsSection, ScopeNote, Errors, Fact, Section, StackTable, Status, Time } from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
 import {
   createBodyOf,
@@ -179,7 +179,8 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
 };
 
 /** Sends a ping; the result shows on the page it was sent from (`from`: the list or the webhook's page). */
-const PingButton = ({ c, w, from }: { c: DashContext; w: WebhookView; from: 'list' | 'webhook' }) => (
+const PingButton = ({ c, w, from }: { c: DashContext; w: WebhookView; from: 'list' | 'webhook' }) =>
+  !may(c, 'webhooks') ? null : (
   <form method="post" action={`${c.get('paths').webhook(w.webhook_id)}/ping`} class="inline">
     <Csrf token={csrfOf(c)} />
     <input type="hidden" name="from" value={from} />
@@ -308,6 +309,8 @@ export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: A
                 </p>
               </Section>
               {props.ctx ? <WebhookHistory c={c} ctx={props.ctx} w={w} recover={props.recover} /> : null}
+              {may(c, 'webhooks') ? (
+                <>
               <Section headingId="h-edit" title="Edit">
                 <WebhookForm c={c} {...props} />
               </Section>
@@ -319,12 +322,16 @@ export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: A
                   </button>
                 </form>
               </Section>
+                </>
+              ) : (
+                <ScopeNote have={c.get('session')?.scope ?? 'read'} need="webhooks" what="Changing, pinging or deleting this webhook" />
+              )}
             </>
           ) : (
             <>
               <h1>New webhook</h1>
               <section aria-label="New webhook">
-                <WebhookForm c={c} {...props} />
+                {may(c, 'webhooks') ? <WebhookForm c={c} {...props} /> : <ScopeNote have={c.get('session')?.scope ?? 'read'} need="webhooks" what="Creating a webhook" />}
               </section>
             </>
           )}
@@ -347,11 +354,13 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
       children: (
         <>
           <h1>Webhooks</h1>
-          <p>
-            <a class="button" href={c.get('paths').newWebhook}>
-              New webhook
-            </a>
-          </p>
+          {may(c, 'webhooks') ? (
+            <p>
+              <a class="button" href={c.get('paths').newWebhook}>
+                New webhook
+              </a>
+            </p>
+          ) : null}
           <section>
             <WebhookList c={c} webhooks={listWebhooks(ctx, c.req.param('org'))} />
           </section>
