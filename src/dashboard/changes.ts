@@ -32,6 +32,15 @@ export const may = (c: DashContext, scope: Scope): boolean => {
   return !!s && allows(s.scope, scope);
 };
 
+/** Keep a write the dashboard refused before making it (its form did not validate: 400, as the API answers). */
+export function refused(c: DashContext, ctx: AppContext, op: DashOp, status: number, id: string | null = null): void {
+  const s = c.get('session');
+  if (!s) return;
+  // as the API: the scope first (a session that may not make this write hears 403, not 400)
+  if (!allows(s.scope, op.scope)) change(c, ctx, op, { id }, () => undefined);
+  ctx.engine.change((t) => t.audit({ org_id: s.org_id, actor: s.actor, action: op.action, resource_type: op.resource, resource_id: id, status }));
+}
+
 /**
  * Run `fn` as a change of the signed-in session: `status` is what the API answers for it (201 for
  * a create), `id` the resource it changed (or a function of `fn`'s result: what it created).

@@ -94,6 +94,16 @@ describe('a read session', () => {
     expect((await get(admin, `/v1/workflows/${run.workflow_id}`)).steps.find((x: Json) => x.step_id === stepId).status).toBe('awaiting_approval');
     const log = (await get(admin, `/v1/audit?actor=${statusPage.token_id}`)).data;
     expect(log).toContainEqual(expect.objectContaining({ action: 'steps.approve', resource_id: stepId, status: 403, actor: { token_id: statusPage.token_id, token_name: 'status-page' } }));
+    // a form that does not validate is refused before any change, as the API refuses it, the scope first
+    const veto = await s.submit(`/${org.org_id}/apps/${appId}`, `/${org.org_id}/apps/${appId}/configs/${v1}/veto`, { reason: '' });
+    expect(veto.status).toBe(403);
+    const d = await dashboardSession(dash, ciDeploy);
+    expect((await d.submit(`/${org.org_id}/apps/${appId}`, `/${org.org_id}/apps/${appId}/configs/${v1}/veto`, { reason: '' })).status).toBe(303);
+    const vetoes = (await get(admin, `/v1/audit?action=configs.veto&resource_id=${v1}`)).data.map((e: Json) => [e.actor.token_name, e.status]);
+    expect(vetoes).toEqual([
+      ['status-page', 403],
+      ['ci-deploy', 400],
+    ]);
   });
 });
 

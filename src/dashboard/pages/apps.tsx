@@ -3,7 +3,7 @@
 // gate and approvals (CONTRACT 4.3). The same service functions and request schemas as the API.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { apiOp, change, may } from '../changes.ts';
+import { apiOp, change, may, refused } from '../changes.ts';
 import { changedBy, type AuditView } from '../../services/audit.ts';
 import { ConflictError, InvalidError, NotFoundError, VetoedError, type ErrorDetail } from '../../domain/errors.ts';
 import { GATE_VERDICTS } from '../../domain/rollout.ts';
@@ -451,6 +451,7 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
     const body = await c.req.parseBody();
     const parsed = vetoSchema.safeParse({ reason: str(body.reason) });
     if (!parsed.success) {
+      refused(c, ctx, apiOp('vetoAppConfig'), 400, c.req.param('cfg'));
       flash(c, { kind: 'error', text: `Veto refused: ${issuesToDetails(parsed.error.issues).map((d) => `${d.path}: ${d.message}`).join('; ')}` });
     } else {
       const cfg = change(c, ctx, apiOp('vetoAppConfig'), { id: c.req.param('cfg') }, () => vetoConfig(ctx, orgId, app.app_id, c.req.param('cfg'), parsed.data.reason));
@@ -511,7 +512,10 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
       return c.redirect(pathsOf(c).app(app.app_id), 303);
     }
     const { body, errors } = rollbackBody(fields, false);
-    if (!body) return renderPlanPage(ctx, c, { app, fields, plan, errors }, 400);
+    if (!body) {
+      refused(c, ctx, apiOp('rollBackAppFleet'), 400, app.app_id);
+      return renderPlanPage(ctx, c, { app, fields, plan, errors }, 400);
+    }
     try {
       const res = change(c, ctx, apiOp('rollBackAppFleet'), { idOf: (x) => x.body.run_id, status: 201 }, () => rollBackFleet(ctx, orgId, app.app_id, body) as Extract<ReturnType<typeof rollBackFleet>, { status: 201 }>);
       flash(c, { kind: 'ok', text: `Fleet rollback started: ${res.body.plan.installs.length} install(s).` });

@@ -4,7 +4,7 @@
 // "Resend" (its result shown like a test event's). The same service functions as the API.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { apiOp, change } from '../changes.ts';
+import { apiOp, change, refused } from '../changes.ts';
 import { changedBy } from '../../services/audit.ts';
 import { ConflictError, InvalidError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
 import { getEventAttempts, getRecovery, listEvents, recoveryAnswer, resendable, resendEvent, startRecovery, type CloudEventJson, type EventListInput } from '../../services/history.ts';
@@ -242,7 +242,10 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
     const state: RecoverFormState = { since: (form.since ?? '').trim(), until: (form.until ?? '').trim(), only_failed: form.only_failed === '1' };
     const again = (errors: ErrorDetail[], status: 400 | 409 = 400) => showForm(c, { state: formStateOf(w), webhook: w, ctx, recover: { ...state, errors } }, status);
     const parsed = recoverBodySchema.safeParse({ since: state.since, ...(state.until ? { until: state.until } : {}), only_failed: state.only_failed });
-    if (!parsed.success) return again(issuesToDetails(parsed.error.issues));
+    if (!parsed.success) {
+      refused(c, ctx, apiOp('recoverWebhook'), 400);
+      return again(issuesToDetails(parsed.error.issues));
+    }
     let started: { recovery_id: string; events: number };
     try {
       const kept = change(c, ctx, apiOp('recoverWebhook'), { idOf: (x) => x.recovery_id, status: 202 }, () => startRecovery(ctx, orgId, w.webhook_id, parsed.data));
@@ -319,7 +322,10 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const form = await textFields(c);
     const parsed = resendBodySchema.safeParse({ event_id: form.event_id ?? '' });
-    if (!parsed.success) return errorPage(c, 400, 'Request refused', 'No event to resend was named.');
+    if (!parsed.success) {
+      refused(c, ctx, apiOp('resendEvent'), 400, w.webhook_id);
+      return errorPage(c, 400, 'Request refused', 'No event to resend was named.');
+    }
     const eventId = parsed.data.event_id;
     change(c, ctx, apiOp('resendEvent'), { id: w.webhook_id }, () => resendable(ctx, orgId, w.webhook_id, eventId));
     const res = await resendEvent(ctx, orgId, w.webhook_id, eventId);

@@ -1,7 +1,7 @@
 // Org settings: API tokens (a new token is shown once, on the response that created it; revoke).
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { change, may, TOKENS_CREATE, TOKENS_REVOKE } from '../changes.ts';
+import { change, may, refused, TOKENS_CREATE, TOKENS_REVOKE } from '../changes.ts';
 import { InvalidError } from '../../domain/errors.ts';
 import { createToken, listTokens, revokeToken } from '../../services/api-tokens.ts';
 import { DEFAULT_SCOPE, isScope, SCOPES, type Scope } from '../../domain/scopes.ts';
@@ -112,7 +112,10 @@ export function registerSettings(r: Hono<DashEnv>, ctx: AppContext) {
     const body = await c.req.parseBody();
     const name = typeof body.name === 'string' && body.name.trim() !== '' ? body.name.trim().slice(0, 100) : null;
     const scope = body.scope === undefined ? DEFAULT_SCOPE : body.scope;
-    if (!isScope(scope)) throw new InvalidError(`scope: one of ${SCOPES.join(', ')}`, [{ path: 'scope', message: `one of ${SCOPES.join(', ')}` }]);
+    if (!isScope(scope)) {
+      refused(c, ctx, TOKENS_CREATE, 400);
+      throw new InvalidError(`scope: one of ${SCOPES.join(', ')}`, [{ path: 'scope', message: `one of ${SCOPES.join(', ')}` }]);
+    }
     const t = change(c, ctx, TOKENS_CREATE, { idOf: (x) => x.token_id, status: 201 }, () => createToken(ctx, c.req.param('org'), name, scope));
     // rendered directly (no redirect): the plaintext token never goes into a URL or cookie
     return settingsPage(c, ctx, { ...t, name });

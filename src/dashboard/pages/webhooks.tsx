@@ -3,7 +3,7 @@
 // with an overlap / keep / remove, interests, match), delete.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
-import { apiOp, change, may } from '../changes.ts';
+import { apiOp, change, may, refused } from '../changes.ts';
 import { ConflictError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
 import { LIMITS } from '../../domain/limits.ts';
 import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, pingWebhook, type WebhookView } from '../../services/webhooks.ts';
@@ -374,7 +374,10 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/webhooks', async (c) => {
     const form = await formOf(c);
     const parsed = createBodyOf(form);
-    if (!parsed.ok) return showForm(c, { state: formStateFromForm(form), errors: parsed.errors }, 400);
+    if (!parsed.ok) {
+      refused(c, ctx, apiOp('createWebhook'), 400);
+      return showForm(c, { state: formStateFromForm(form), errors: parsed.errors }, 400);
+    }
     try {
       const w = change(c, ctx, apiOp('createWebhook'), { idOf: (x) => x.webhook_id, status: 201 }, () => createWebhook(ctx, c.req.param('org'), parsed.value));
       flash(c, { kind: 'ok', text: `Webhook created for ${w.webhook_url}.` });
@@ -397,7 +400,10 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
     const form = await formOf(c);
     const parsed = patchBodyOf(form, w);
     const again = (errors: ErrorDetail[], status: 400 | 409) => showForm(c, { state: formStateFromForm(form), webhook: w, errors, ctx }, status);
-    if (!parsed.ok) return again(parsed.errors, 400);
+    if (!parsed.ok) {
+      refused(c, ctx, apiOp('updateWebhook'), 400, w.webhook_id);
+      return again(parsed.errors, 400);
+    }
     try {
       change(c, ctx, apiOp('updateWebhook'), { id: w.webhook_id }, () => patchWebhook(ctx, orgId, w.webhook_id, parsed.value));
     } catch (err) {
