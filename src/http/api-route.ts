@@ -84,6 +84,8 @@ export interface AuditDef<R extends Responses, B extends z.ZodType> {
   resource: string;
   /** its id in the reply (what was created); default: the last path parameter */
   id?: (reply: Reply<R>) => string | null | undefined;
+  /** a reply that changed nothing (a plan_only answer): a read, not kept (the store stays as it was) */
+  unchanged?: (reply: Reply<R>) => boolean;
 }
 
 export type RouteDef<Path extends string, B extends z.ZodType, R extends Responses, Q extends QuerySchema> = RouteCommon<Path, B, R, Q> &
@@ -234,6 +236,7 @@ async function run(c: Context<AuthEnv>, ctx: AppContext, route: ApiRoute, caller
   const out = ctx.engine.change((t) => {
     const reply = route.handle(full);
     if (reply instanceof Promise) throw new Error(`route ${route.operationId}: a write's handle must be synchronous (I/O goes in settle)`);
+    if (route.audit?.unchanged?.(reply as never)) return reply;
     t.audit(auditEntry(route, caller, { status: reply.status, params: p.data, body, reply }));
     return reply;
   });

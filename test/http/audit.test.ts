@@ -154,6 +154,15 @@ describe('GET /v1/audit', () => {
     expect(await auditAll(admin)).toContainEqual(expect.objectContaining({ action: 'webhooks.create', actor: expect.objectContaining({ token_id: hooks.token_id }), status: 403 }));
   });
 
+  it('a plan_only answer changes nothing and is not kept (a read); a refused one is', async () => {
+    const before = (await auditAll(admin)).length;
+    const appId = (await auditAll(admin, '&action=apps.create'))[0].resource_id;
+    expect((await svc.api(deployer).post(`/v1/apps/${appId}/rollbacks`, { to: 'previous', plan_only: true })).status).toBe(200);
+    expect((await auditAll(admin)).length).toBe(before);
+    expect((await svc.api(deployer).post(`/v1/apps/${appId}/rollbacks`, { to: 'cfg_nope', plan_only: true })).status).toBe(404);
+    expect((await auditAll(admin)).slice(before)).toEqual([expect.objectContaining({ action: 'rollbacks.create', resource_id: appId, status: 404 })]);
+  });
+
   it('only admin reads it: deploy, webhooks and read tokens get 403 naming admin', async () => {
     for (const t of [deployer, hooks, reader]) {
       const r = await svc.api(t).get('/v1/audit');

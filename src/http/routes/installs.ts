@@ -189,7 +189,7 @@ export const installRoutes = [
     path: `${INSTALL}/app-config-updates`,
     tag,
     scope: 'deploy',
-    audit: { action: 'installs.update_app_config', resource: 'workflow', id: (r) => (r.status === 201 ? r.body.workflow_id : undefined) },
+    audit: { action: 'installs.update_app_config', resource: 'workflow', id: (r) => (r.status === 201 ? r.body.workflow_id : undefined), unchanged: (r) => r.status === 200 },
     summary: 'Plan (plan_only) or apply an app config: a rollback or a roll forward',
     before: ({ ctx, orgId, params }) => void installs.mustGetInstall(ctx, orgId, params.install_id),
     body: { schema: configUpdateSchema },
