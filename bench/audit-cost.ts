@@ -64,9 +64,11 @@ const change = engine.change.bind(engine);
 const withoutAudit = <T>(fn: (t: Tx) => T): T => change((t) => fn({ ...t, audit: () => {} }));
 
 let seq = 0;
-async function round(audited: boolean): Promise<number> {
+/** One round: its wall time (ms); its CPU time (ms, this process: svc and the clients, alike in both ways) into `cpu`. */
+async function round(audited: boolean, cpu?: number[]): Promise<number> {
   engine.change = audited ? change : withoutAudit;
   let next = 0;
+  const c0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
@@ -76,14 +78,20 @@ async function round(audited: boolean): Promise<number> {
       }
     }),
   );
+  const c = process.cpuUsage(c0);
+  cpu?.push((c.user + c.system) / 1000);
   return Number(process.hrtime.bigint() - t0) / 1e6;
 }
 
 await round(true); // warm-up, not counted
 await round(false);
 const ms: Record<'with' | 'without', number[]> = { with: [], without: [] };
+const cpu: Record<'with' | 'without', number[]> = { with: [], without: [] };
 for (let r = 0; r < ROUNDS; r++) {
-  for (const audited of r % 2 ? [false, true] : [true, false]) ms[audited ? 'with' : 'without'].push(await round(audited));
+  for (const audited of r % 2 ? [false, true] : [true, false]) {
+    const k = audited ? 'with' : 'without';
+    ms[k].push(await round(audited, cpu[k]));
+  }
 }
 engine.change = change;
 
@@ -95,10 +103,12 @@ const rows = (['without', 'with'] as const).map((k) => ({
   'median ms / round': Math.round(median(ms[k])),
   'µs / write (all rounds)': Math.round((total(ms[k]) * 1000) / (N * ROUNDS)),
   'writes / s': Math.round((N * ROUNDS * 1000) / total(ms[k])),
+  'CPU µs / write': Math.round((total(cpu[k]) * 1000) / (N * ROUNDS)),
 }));
 console.log(`${N} webhook PATCHes per round over HTTP, ${CONCURRENCY} clients, ${ROUNDS} rounds each way (alternating)`);
 console.table(rows);
-console.log(`cost of the audit row: ${((total(ms.with) / total(ms.without) - 1) * 100).toFixed(1)} % (all rounds), ${((median(ms.with) / median(ms.without) - 1) * 100).toFixed(1)} % (medians)`);
+const pct = (a: number, b: number) => `${((a / b - 1) * 100).toFixed(1)} %`;
+console.log(`cost of the audit row: wall ${pct(total(ms.with), total(ms.without))} (all rounds), ${pct(median(ms.with), median(ms.without))} (medians); CPU ${pct(total(cpu.with), total(cpu.without))}`);
 const audited = openDb(dbFile);
 console.log(`audit rows written: ${(audited.prepare('SELECT COUNT(*) AS n FROM audit_log').get() as { n: number }).n}`);
 audited.close();
