@@ -6,6 +6,7 @@
 //
 //   npx tsx bench/audit-cost.ts            # N=2000 per round, 4 rounds each way
 //   AUDIT_BENCH_N=5000 AUDIT_BENCH_ROUNDS=6 npx tsx bench/audit-cost.ts
+//   AUDIT_BENCH_OP=create npx tsx bench/audit-cost.ts   # webhook creates instead (a write of more pages)
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,6 +20,7 @@ const N = Number(process.env.AUDIT_BENCH_N ?? 2000);
 const ROUNDS = Number(process.env.AUDIT_BENCH_ROUNDS ?? 4);
 const CONCURRENCY = Number(process.env.AUDIT_BENCH_CONCURRENCY ?? 8);
 const HOOKS = 50;
+const OP = process.env.AUDIT_BENCH_OP === 'create' ? 'create' : 'patch';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-audit-bench-'));
 const dbFile = path.join(dir, 'svc.db');
@@ -43,7 +45,7 @@ const server = await startServer(
     deliver: true,
     natsCreds: null,
     deliveryThreads: null,
-    maxWebhooksPerOrg: 10_000,
+    maxWebhooksPerOrg: 1_000_000,
   },
   { logger: pino({ level: 'silent' }) },
 );
@@ -74,7 +76,8 @@ async function round(audited: boolean, cpu?: number[]): Promise<number> {
     Array.from({ length: CONCURRENCY }, async () => {
       while (next < N) {
         const i = next++;
-        await call('PATCH', `/v1/orgs/current/webhooks/${ids[i % HOOKS]}`, { secret: `s-${seq++}` });
+        if (OP === 'patch') await call('PATCH', `/v1/orgs/current/webhooks/${ids[i % HOOKS]}`, { secret: `s-${seq++}` });
+        else await call('POST', '/v1/orgs/current/webhooks', { webhook_url: `http://127.0.0.1:9/c/${seq++}`, secret: 'bench-secret' });
       }
     }),
   );
@@ -105,7 +108,7 @@ const rows = (['without', 'with'] as const).map((k) => ({
   'writes / s': Math.round((N * ROUNDS * 1000) / total(ms[k])),
   'CPU µs / write': Math.round((total(cpu[k]) * 1000) / (N * ROUNDS)),
 }));
-console.log(`${N} webhook PATCHes per round over HTTP, ${CONCURRENCY} clients, ${ROUNDS} rounds each way (alternating)`);
+console.log(`${N} webhook ${OP === 'patch' ? 'PATCHes' : 'creates'} per round over HTTP, ${CONCURRENCY} clients, ${ROUNDS} rounds each way (alternating)`);
 console.table(rows);
 const pct = (a: number, b: number) => `${((a / b - 1) * 100).toFixed(1)} %`;
 console.log(`cost of the audit row: wall ${pct(total(ms.with), total(ms.without))} (all rounds), ${pct(median(ms.with), median(ms.without))} (medians); CPU ${pct(total(cpu.with), total(cpu.without))}`);

@@ -1,7 +1,6 @@
 // The audit log (CONTRACT 2 "Scopes and actors"): one row per write, with its actor. Written by the
 // engine's transaction (src/engine/transaction.ts Tx.audit), in the transaction of the change it
 // records, and by the database commands (src/cli/local.ts) in theirs. Never a request body or a secret.
-import type Database from 'better-sqlite3';
 import type { Db } from './db.ts';
 import { randomBytes } from 'node:crypto';
 import type { AuditEntry } from '../src/domain/scopes.ts';
@@ -22,20 +21,12 @@ export interface AuditRow {
 /** A row's id: `aud_` and 20 random hex digits (CONTRACT 2 ids: lowercase [a-z0-9_]), cheaper than newId's base 36 in every write. */
 const auditId = () => `aud_${randomBytes(10).toString('hex')}`;
 
-/** The insert, prepared once per connection (it rides in every write: issue 31 measured it). */
-const inserts = new WeakMap<Db, Database.Statement>();
-
 export function insertAudit(db: Db, e: AuditEntry, at: { iso: string; ms: number }): void {
-  let stmt = inserts.get(db);
-  if (!stmt) {
-    // the org's next seq: the newest row of its range, on the page the row is then written to
-    stmt = db.prepare(
-      `INSERT INTO audit_log (org_id, seq, audit_id, at, at_ms, token_id, token_name, action, resource_type, resource_id, status)
-       SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM audit_log WHERE org_id = ?`,
-    );
-    inserts.set(db, stmt);
-  }
-  stmt.run(e.org_id, auditId(), at.iso, at.ms, e.actor.token_id, e.actor.token_name, e.action, e.resource_type, e.resource_id, e.status, e.org_id);
+  // the org's next seq: the newest row of its range, on the leaf the row is then written to
+  db.prepare(
+    `INSERT INTO audit_log (org_id, seq, audit_id, at, at_ms, token_id, token_name, action, resource_type, resource_id, status)
+     SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM audit_log WHERE org_id = ?`,
+  ).run(e.org_id, auditId(), at.iso, at.ms, e.actor.token_id, e.actor.token_name, e.action, e.resource_type, e.resource_id, e.status, e.org_id);
 }
 
 export interface AuditQuery {
