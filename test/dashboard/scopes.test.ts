@@ -139,6 +139,22 @@ describe('a deploy session', () => {
   });
 });
 
+describe('a webhooks session', () => {
+  it('recovers from the webhook page; the recovery page says who started it', async () => {
+    const hooks = svc.createToken(org, 'webhooks', 'ci-hooks');
+    const webhookId = (await get(admin, '/v1/orgs/current/webhooks'))[0].webhook_id;
+    const s = await dashboardSession(dash, hooks);
+    const r = await s.submit(`/${org.org_id}/webhooks/${webhookId}`, `/${org.org_id}/webhooks/${webhookId}/recover`, { since: '1h', only_failed: '1' });
+    expect(r.status).toBe(303);
+    const at = r.headers.get('location')!;
+    expect(at).toMatch(/\/recoveries\/rcv_/);
+    const html = await (await s.get(at.slice(at.indexOf(`/${org.org_id}/`)))).text();
+    expect(html).toMatch(/Started by[\s\S]*ci-hooks/);
+    const rcv = at.slice(at.lastIndexOf('/') + 1);
+    expect((await get(admin, `/v1/audit?resource_id=${rcv}`)).data).toEqual([expect.objectContaining({ action: 'webhooks.recover', status: 202, actor: { token_id: hooks.token_id, token_name: 'ci-hooks' } })]);
+  });
+});
+
 describe('an admin session', () => {
   it('reads the audit page: each change with its actor, refused ones marked; filters by token', async () => {
     const page = await pageAs(org);
