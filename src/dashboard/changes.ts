@@ -8,6 +8,7 @@ import { ForbiddenError } from '../domain/errors.ts';
 import { allows, type Scope } from '../domain/scopes.ts';
 import { API_ROUTES } from '../http/routes/index.ts';
 import { toHttpError } from '../http/http-error.ts';
+import { keepRefused } from '../http/api-route.ts';
 import type { DashContext } from './session.ts';
 
 export interface DashOp {
@@ -38,7 +39,7 @@ export function refused(c: DashContext, ctx: AppContext, op: DashOp, status: num
   if (!s) return;
   // as the API: the scope first (a session that may not make this write hears 403, not 400)
   if (!allows(s.scope, op.scope)) change(c, ctx, op, { id }, () => undefined);
-  ctx.engine.change((t) => t.audit({ org_id: s.org_id, actor: s.actor, action: op.action, resource_type: op.resource, resource_id: id, status }));
+  keepRefused(ctx, () => ({ org_id: s.org_id, actor: s.actor, action: op.action, resource_type: op.resource, resource_id: id, status }));
 }
 
 /**
@@ -59,7 +60,7 @@ export function change<T>(c: DashContext, ctx: AppContext, op: DashOp, target: {
       return r;
     });
   } catch (err) {
-    ctx.engine.change((t) => t.audit(entry(toHttpError(err).status, target.id ?? null)));
+    keepRefused(ctx, () => entry(toHttpError(err).status, target.id ?? null));
     throw err;
   }
 }

@@ -5,7 +5,7 @@ import type { Context, Hono } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { z } from 'zod';
 import type { AppContext } from '../context.ts';
-import { allows, type Actor, type Scope } from '../domain/scopes.ts';
+import { allows, type Actor, type AuditEntry, type Scope } from '../domain/scopes.ts';
 import type { AuthEnv, Caller } from './auth.ts';
 import { forbidden, HttpError, toHttpError } from './http-error.ts';
 import { invalid, issuesToDetails, readJson } from './validation.ts';
@@ -210,11 +210,22 @@ export function mountRoutes(router: Hono<AuthEnv>, ctx: AppContext, routes: read
       try {
         return respond(c, ctx, route, await run(c, ctx, route, caller));
       } catch (err) {
-        const e = toHttpError(err);
-        ctx.engine.change((t) => t.audit(auditEntry(route, caller, { status: e.status, params: c.req.param() })));
+        keepRefused(ctx, () => auditEntry(route, caller, { status: toHttpError(err).status, params: c.req.param() }));
         throw err;
       }
     });
+  }
+}
+
+/**
+ * Keep a refused write in the audit log, in a transaction of its own (nothing was changed). A
+ * failure to keep it (the store itself failing) is logged and does not replace the refusal.
+ */
+export function keepRefused(ctx: AppContext, entry: () => AuditEntry): void {
+  try {
+    ctx.engine.change((t) => t.audit(entry()));
+  } catch (err) {
+    ctx.logger.error({ err }, 'could not keep a refused write in the audit log');
   }
 }
 

@@ -4,7 +4,7 @@ import type { AppContext } from '../context.ts';
 import { requireOrg, type AuthEnv } from './auth.ts';
 import { errorResponse, HttpError, toHttpError } from './http-error.ts';
 import { API_ROUTES } from './routes/index.ts';
-import { auditEntry, findRoute, mountRoutes } from './api-route.ts';
+import { auditEntry, findRoute, keepRefused, mountRoutes } from './api-route.ts';
 import { renderMetrics } from '../metrics.ts';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -50,7 +50,7 @@ export function createHttpApp(ctx: AppContext): Hono {
     '*',
     requireOrg(ctx, (c, caller, err) => {
       const route = c.req.method === 'GET' ? undefined : findRoute(API_ROUTES, c.req.method, c.req.path);
-      if (route && !route.public) ctx.engine.change((t) => t.audit(auditEntry(route, caller, { status: err.status })));
+      if (route && !route.public) keepRefused(ctx, () => auditEntry(route, caller, { status: err.status }));
     }),
   );
   mountRoutes(v1, ctx, API_ROUTES.filter((r) => !r.public));
