@@ -88,7 +88,7 @@ export interface AuditDef<R extends Responses, B extends z.ZodType> {
   unchanged?: (reply: Reply<R>) => boolean;
 }
 
-export type RouteDef<Path extends string, B extends z.ZodType, R extends Responses, Q extends QuerySchema> = RouteCommon<Path, B, R, Q> &
+export type RouteDef<Path extends string, B extends z.ZodType, R extends Responses, Q extends QuerySchema, P = undefined> = RouteCommon<Path, B, R, Q> &
   (
     | { method: 'get'; handle: (a: HandlerArgs<Path, B, Q>) => Reply<R> | Promise<Reply<R>> }
     | {
@@ -98,7 +98,12 @@ export type RouteDef<Path extends string, B extends z.ZodType, R extends Respons
          * The change, synchronous: it runs in one engine transaction with its audit row (src/engine/
          * engine.ts change), so that neither commits without the other.
          */
-        handle: (a: HandlerArgs<Path, B, Q>) => Reply<R>;
+        /**
+         * I/O the change depends on, before it (a ping that must succeed first): a refusal here is
+         * kept like any other; what it returns reaches `handle` as `prepared`.
+         */
+        prepare?: (a: HandlerArgs<Path, B, Q>) => Promise<P>;
+        handle: (a: HandlerArgs<Path, B, Q> & { prepared: P }) => Reply<R>;
         /** I/O after the change has committed (a ping, a wait): the reply it returns is what is answered */
         settle?: (a: HandlerArgs<Path, B, Q>, committed: Reply<R>) => Promise<Reply<R>>;
       }
@@ -125,15 +130,16 @@ export interface ApiRoute {
   responses: Responses;
   errors: ErrorStatus[];
   before?: (a: RouteArgs<string>) => void;
-  handle: (a: RouteArgs<string> & { body: unknown; query: unknown }) => { status: SuccessStatus; body: unknown } | Promise<{ status: SuccessStatus; body: unknown }>;
+  handle: (a: RouteArgs<string> & { body: unknown; query: unknown; prepared?: unknown }) => { status: SuccessStatus; body: unknown } | Promise<{ status: SuccessStatus; body: unknown }>;
+  prepare?: (a: RouteArgs<string> & { body: unknown; query: unknown }) => Promise<unknown>;
   settle?: (a: RouteArgs<string> & { body: unknown; query: unknown }, committed: { status: SuccessStatus; body: unknown }) => Promise<{ status: SuccessStatus; body: unknown }>;
 }
 
 /** A path parameter: the API's ids are matched as given (an unknown or malformed id is a 404). */
 export const pathParamSchema = z.string().min(1);
 
-export function defineRoute<const Path extends string, B extends z.ZodType = z.ZodNever, const R extends Responses = Responses, Q extends QuerySchema = z.ZodObject<{}>>(
-  def: RouteDef<Path, B, R, Q>,
+export function defineRoute<const Path extends string, B extends z.ZodType = z.ZodNever, const R extends Responses = Responses, Q extends QuerySchema = z.ZodObject<{}>, P = undefined>(
+  def: RouteDef<Path, B, R, Q, P>,
 ): ApiRoute {
   if (!def.path.startsWith('/v1/')) throw new Error(`route ${def.operationId}: path must start with /v1/`);
   const paramNames = [...def.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
@@ -244,8 +250,9 @@ async function run(c: Context<AuthEnv>, ctx: AppContext, route: ApiRoute, caller
   const body = route.body ? await readJson(c, route.body.schema, route.body.optional ? {} : undefined) : undefined;
   const full = { ...args, body, query };
   if (route.method === 'get' || !caller) return route.handle(full);
+  const prepared = route.prepare ? await route.prepare(full) : undefined;
   const out = ctx.engine.change((t) => {
-    const reply = route.handle(full);
+    const reply = route.handle({ ...full, prepared });
     if (reply instanceof Promise) throw new Error(`route ${route.operationId}: a write's handle must be synchronous (I/O goes in settle)`);
     if (route.audit?.unchanged?.(reply as never)) return reply;
     t.audit(auditEntry(route, caller, { status: reply.status, params: p.data, body, reply }));

@@ -6,7 +6,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { API_ROUTES } from '../../src/http/routes/index.ts';
-import type { ApiRoute } from '../../src/http/api-route.ts';
+import { defineRoute, mountRoutes, reply, type ApiRoute } from '../../src/http/api-route.ts';
+import { errorResponse, toHttpError } from '../../src/http/http-error.ts';
+import type { AuthEnv } from '../../src/http/auth.ts';
+import { ConflictError } from '../../src/domain/errors.ts';
+import { Hono } from 'hono';
+import { z } from 'zod';
 import { allows, SCOPES, type Scope } from '../../src/domain/scopes.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
@@ -165,5 +170,64 @@ describe('svc tokens create --scope', () => {
     const bad = await runCli(['tokens', 'create', '--org', org.org_id, '--scope', 'root', '--db', svc.db]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/read, webhooks, deploy, admin/);
+  });
+});
+
+describe('a write route: prepare (I/O first), the change with its row, settle (I/O after)', () => {
+  const steps: string[] = [];
+  const schema = z.object({ n: z.number() });
+  const routes = [
+    defineRoute({
+      operationId: 'probe',
+      method: 'post',
+      path: '/v1/probe/{thing_id}',
+      tag: 'test',
+      scope: 'webhooks',
+      audit: { action: 'probes.run', resource: 'thing' },
+      summary: 'a write whose change needs an answer from elsewhere first',
+      body: { schema: z.strictObject({ fail: z.boolean() }) },
+      responses: { 200: { description: 'x', schema } },
+      errors: [409],
+      prepare: async ({ body }) => {
+        steps.push('prepare');
+        await new Promise((r) => setTimeout(r, 5));
+        if (body.fail) throw new ConflictError('the other side said no');
+        return 41;
+      },
+      handle: ({ prepared }) => {
+        steps.push(`handle ${prepared}`);
+        return reply.ok({ n: prepared + 1 });
+      },
+      settle: async (_a, done) => {
+        steps.push('settle');
+        return done;
+      },
+    }),
+  ];
+  let app: Hono<AuthEnv>;
+  beforeAll(() => {
+    app = new Hono<AuthEnv>();
+    app.onError((err, c) => errorResponse(c, toHttpError(err)));
+    app.use('*', async (c, next) => {
+      c.set('orgId', org.org_id);
+      c.set('caller', { org_id: org.org_id, scope: 'webhooks', actor: { token_id: 'tok_probe', token_name: 'probe' } });
+      await next();
+    });
+    mountRoutes(app, svc.server.ctx, routes);
+  });
+
+  it('runs prepare, then the change and its audit row, then settle; a refusal in prepare is kept', async () => {
+    const ok = await app.request('/probe/th_1', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"fail":false}' });
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toEqual({ n: 42 });
+    expect(steps).toEqual(['prepare', 'handle 41', 'settle']);
+    const no = await app.request('/probe/th_2', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"fail":true}' });
+    expect(no.status).toBe(409);
+    expect(steps).toEqual(['prepare', 'handle 41', 'settle', 'prepare']);
+    const rows = (await admin.get('/v1/audit?action=probes.run')).body.data;
+    expect(rows.map((e: Json) => [e.resource_id, e.status, e.actor.token_name])).toEqual([
+      ['th_1', 200, 'probe'],
+      ['th_2', 409, 'probe'],
+    ]);
   });
 });
