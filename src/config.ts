@@ -31,6 +31,8 @@ export interface ServeConfig {
   maxWebhooksPerOrg: number;
   /** how long emitted events and attempts are kept (CONTRACT 4.5 --event-retention); 0 = none; undefined = the default */
   eventRetentionMs?: number;
+  /** how long the audit log is kept (CONTRACT 2 --audit-retention); undefined = the default */
+  auditRetentionMs?: number;
   /**
    * --trust-proxy (SVC_TRUST_PROXY): the dashboard sign-in back-off takes the client address from
    * X-Forwarded-For (CONTRACT 8); otherwise from the connection. undefined = false.
@@ -40,6 +42,9 @@ export interface ServeConfig {
 
 /** Default --event-retention (CONTRACT 4.5): 7 days. */
 export const DEFAULT_EVENT_RETENTION_MS = 7 * 86_400_000;
+
+/** Default --audit-retention (CONTRACT 2): 90 days. */
+export const DEFAULT_AUDIT_RETENTION_MS = 90 * 86_400_000;
 
 /** Default --delivery-concurrency (CONTRACT 1). */
 export const DEFAULT_DELIVERY_CONCURRENCY = 256;

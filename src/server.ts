@@ -7,14 +7,14 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { openDb, type Db } from '../store/db.ts';
 import { outboxSize } from '../store/outbox.ts';
-import { DEFAULT_EVENT_RETENTION_MS, effectiveBaseUrl, effectiveDashboardUrl, hostForUrl, type ServeConfig } from './config.ts';
+import { DEFAULT_AUDIT_RETENTION_MS, DEFAULT_EVENT_RETENTION_MS, effectiveBaseUrl, effectiveDashboardUrl, hostForUrl, type ServeConfig } from './config.ts';
 import type { AppContext } from './context.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import type { Bus } from './bus/bus.ts';
 import { createMetrics } from './metrics.ts';
 import { Engine } from './engine/engine.ts';
 import { DeliveryStatusBook } from './outcomes/status-book.ts';
-import { HistoryPruner } from './engine/history-pruner.ts';
+import { AUDIT_LOG, HistoryPruner } from './engine/history-pruner.ts';
 import { LocalRunner } from './runner/local-runner.ts';
 import { Scheduler } from './engine/scheduler.ts';
 import { startIngest } from './ingest/ingest.ts';
@@ -86,14 +86,16 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
     }
   });
   const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger) : null;
+  const auditPruner = new HistoryPruner(db, clock, config.auditRetentionMs ?? DEFAULT_AUDIT_RETENTION_MS, logger, AUDIT_LOG);
   // pings and resends: one signed attempt from the control plane, in fair slots, counted like any other
   const attempts = new ControlPlaneAttempts({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets }, { signClock: clock, record: (o) => status.record(o) });
 
   const ctx: AppContext = {
     db, clock, config, logger, metrics, engine, urls, readiness, deliveryStatus: status,
+    // replicated once the change is committed (a change is one transaction with its audit row, src/engine/engine.ts change)
     webhookChanged: (orgId, webhookId) => {
       engine.watchdog.forget(webhookId);
-      replicator.changed(orgId, webhookId);
+      engine.afterCommit(() => replicator.changed(orgId, webhookId));
     },
     registryRevision: () => replicator.version,
     attemptNow: (webhook, eventId, type, body, recovery) => attempts.attempt(entryOf(webhook), eventId, type, body, recovery),
@@ -139,6 +141,7 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
       await topology.close();
       status.close();
       pruner?.close();
+      auditPruner.close();
       await replicator.stop();
       engine.close();
       await bus.close().catch(() => {});

@@ -351,4 +351,23 @@ export const MIGRATIONS: string[] = [
   ALTER TABLE webhook_delivery_status ADD COLUMN recover_since TEXT;
   ALTER TABLE webhook_delivery_status ADD COLUMN failed_events INTEGER NOT NULL DEFAULT 0;
   `,
+  /* scopes and the audit log (CONTRACT 2 "Scopes and actors"): every token has a scope (tokens made
+        before scopes are admin); every write through /v1 or the dashboard, and the database
+        commands' changes, are kept with their actor, written in the transaction of the change */ `
+  ALTER TABLE api_tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'admin';
+  CREATE TABLE audit_log (
+    org_id        TEXT NOT NULL,
+    seq           INTEGER NOT NULL,  -- per org: 1, 2, 3 … in write order (an org's pages read one b-tree range)
+    audit_id      TEXT NOT NULL,     -- random: the id the API shows (no count in it)
+    at            TEXT NOT NULL,     -- ISO 8601, the engine's clock
+    at_ms         INTEGER NOT NULL,  -- the same, for filters and the retention prune
+    token_id      TEXT,              -- NULL: the database commands (token_name 'local')
+    token_name    TEXT,
+    action        TEXT NOT NULL,
+    resource_type TEXT,
+    resource_id   TEXT,
+    status        INTEGER,           -- the HTTP status answered; NULL for the database commands
+    PRIMARY KEY (org_id, seq)
+  ) WITHOUT ROWID;                   -- one b-tree, no index: a write pays for one page (issue 31 measured it)
+  `,
 ];

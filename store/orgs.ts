@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from './db.ts';
 import { nowIso } from './db.ts';
 import { newId } from '../src/domain/ids.ts';
+import { DEFAULT_SCOPE, type Scope } from '../src/domain/scopes.ts';
 
 export interface Org {
   org_id: string;
@@ -13,8 +14,18 @@ export interface TokenRow {
   token_id: string;
   org_id: string;
   name: string | null;
+  /** what the token may do (CONTRACT 2); tokens made before scopes are admin */
+  scope: Scope;
   created_at: string;
   revoked_at: string | null;
+}
+
+/** A live token, as a request signed with it knows it. */
+export interface LiveToken {
+  token_id: string;
+  org_id: string;
+  name: string | null;
+  scope: Scope;
 }
 
 /** Tokens are stored as SHA-256 hashes; the plaintext is shown once. */
@@ -39,24 +50,30 @@ export function getOrg(db: Db, orgId: string): Org | undefined {
   return db.prepare('SELECT org_id, name, created_at FROM orgs WHERE org_id = ?').get(orgId) as Org | undefined;
 }
 
-export function createToken(db: Db, orgId: string, name: string | null): { token_id: string; api_token: string } {
+export function createToken(db: Db, orgId: string, name: string | null, scope: Scope = DEFAULT_SCOPE): { token_id: string; api_token: string; scope: Scope } {
   const api_token = mintToken();
   const token_id = newId('tok');
-  db.prepare('INSERT INTO api_tokens (token_id, org_id, name, token_hash, created_at) VALUES (?, ?, ?, ?, ?)').run(
+  db.prepare('INSERT INTO api_tokens (token_id, org_id, name, token_hash, created_at, scope) VALUES (?, ?, ?, ?, ?, ?)').run(
     token_id,
     orgId,
     name,
     hashToken(api_token),
     nowIso(),
+    scope,
   );
-  return { token_id, api_token };
+  return { token_id, api_token, scope };
 }
 
 /** The live token row of a (plaintext) token, or undefined for an unknown or revoked token. */
-export function lookupToken(db: Db, token: string): { token_id: string; org_id: string } | undefined {
+export function lookupToken(db: Db, token: string): LiveToken | undefined {
   return db
-    .prepare('SELECT token_id, org_id FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL')
-    .get(hashToken(token)) as { token_id: string; org_id: string } | undefined;
+    .prepare('SELECT token_id, org_id, name, scope FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL')
+    .get(hashToken(token)) as LiveToken | undefined;
+}
+
+/** A live token by its id (a dashboard session's), or undefined once revoked. */
+export function liveTokenById(db: Db, tokenId: string): LiveToken | undefined {
+  return db.prepare('SELECT token_id, org_id, name, scope FROM api_tokens WHERE token_id = ? AND revoked_at IS NULL').get(tokenId) as LiveToken | undefined;
 }
 
 /** The org a (plaintext) token belongs to, or undefined for an unknown or revoked token. */
@@ -66,7 +83,7 @@ export function orgOfToken(db: Db, token: string): string | undefined {
 
 export function listTokens(db: Db, orgId: string): TokenRow[] {
   return db
-    .prepare('SELECT token_id, org_id, name, created_at, revoked_at FROM api_tokens WHERE org_id = ? ORDER BY rowid DESC')
+    .prepare('SELECT token_id, org_id, name, scope, created_at, revoked_at FROM api_tokens WHERE org_id = ? ORDER BY rowid DESC')
     .all(orgId) as TokenRow[];
 }
 

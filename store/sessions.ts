@@ -5,6 +5,8 @@ import type { Db } from './db.ts';
 
 export interface Session {
   org_id: string;
+  /** the API token it signed in with (null: a session from before tokens were kept with it) */
+  token_id: string | null;
   csrf: string;
   created_at: string;
   expires_at: string;
@@ -18,6 +20,7 @@ export function createSession(db: Db, orgId: string, ttlMs: number, now = new Da
   const token = randomToken();
   const session: Session = {
     org_id: orgId,
+    token_id: tokenId,
     csrf: randomToken(),
     created_at: now.toISOString(),
     expires_at: new Date(now.getTime() + ttlMs).toISOString(),
@@ -37,7 +40,7 @@ export function createSession(db: Db, orgId: string, ttlMs: number, now = new Da
 /** The live session of a cookie value, or undefined (unknown or expired). */
 export function getSession(db: Db, token: string, now = new Date()): Session | undefined {
   return db
-    .prepare('SELECT org_id, csrf, created_at, expires_at FROM sessions WHERE session_id = ? AND expires_at > ?')
+    .prepare('SELECT org_id, token_id, csrf, created_at, expires_at FROM sessions WHERE session_id = ? AND expires_at > ?')
     .get(hash(token), now.toISOString()) as Session | undefined;
 }
 

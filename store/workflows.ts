@@ -1,3 +1,4 @@
+import type { Actor } from '../src/domain/scopes.ts';
 import type { Db } from './db.ts';
 import { fromJson, nowIso, toJson } from './db.ts';
 import type { ParentRef } from '../src/domain/facts.ts';
@@ -42,7 +43,7 @@ export interface StepRow {
   status: StepStatus;
   error: string | null;
   plan: unknown | null;
-  approval: { status: string; plan?: unknown; note?: string; responded_at?: string } | null;
+  approval: { status: string; plan?: unknown; note?: string; responded_at?: string; responded_by?: Actor } | null;
   params: Record<string, unknown>;
   started_at: string | null;
   finished_at: string | null;

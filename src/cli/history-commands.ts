@@ -7,6 +7,7 @@ import { UsageError } from './exit-errors.ts';
 import { printFields, printJson, printTable, println } from './output.ts';
 import { foregroundClock as clock, sleep } from '../domain/clock.ts';
 import { timeBoundMs } from '../domain/duration.ts';
+import type { AuditView } from '../services/audit.ts';
 import type { AttemptView as Attempt, Page, RecoveryView as Recovery } from '../services/history.ts';
 
 const WEBHOOKS = '/v1/orgs/current/webhooks';
@@ -61,6 +62,29 @@ async function allPages<T>(run: Run, path: string, params: Record<string, string
 }
 
 export function registerHistoryCommands(program: Command, webhooks: Command): void {
+  const audit = group(program, 'audit', "the org's audit log: who changed what (an admin token; kept for --audit-retention)");
+  handle(
+    timeWindow(leaf(audit, 'list', 'list the changes made, oldest first, with their actor'), 'made')
+      .option('--actor <token_id>', 'only the changes made with this token')
+      .option('--action <action>', 'only this operation (webhooks.create, rollbacks.create, steps.approve, …)')
+      .option('--resource-id <id>', 'only the changes to this resource'),
+    async (run) => {
+      const list = await allPages<AuditView>(run, '/v1/audit', {
+        since: timeOption(run, 'since'),
+        until: timeOption(run, 'until'),
+        actor: str(run.opts.actor),
+        action: str(run.opts.action),
+        resource_id: str(run.opts.resourceId),
+      });
+      if (run.json) return printJson(list);
+      printTable(
+        ['at', 'actor', 'action', 'resource', 'status'],
+        list.map((e) => [e.at, e.actor.token_name ?? e.actor.token_id ?? '—', e.action, e.resource_id ?? '—', e.status === null ? '—' : String(e.status)]),
+        'no changes',
+      );
+    },
+  );
+
   const events = group(program, 'events', "the org's event history (kept for --event-retention)");
 
   handle(

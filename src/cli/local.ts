@@ -1,6 +1,9 @@
 import type { Command } from 'commander';
 import { openDb } from '../../store/db.ts';
 import { createOrg, createToken, getOrg } from '../../store/orgs.ts';
+import { insertAudit } from '../../store/audit.ts';
+import { isScope, LOCAL_ACTOR, SCOPES, type AuditEntry } from '../domain/scopes.ts';
+import type { Db } from '../../store/db.ts';
 import { UsageError } from './exit-errors.ts';
 import { resolveDataplaneKey } from '../bus/dataplane-key.ts';
 
@@ -20,6 +23,12 @@ export function orgExists(path: string, orgId: string): boolean {
   }
 }
 
+/** The audit row of a database command's change (CONTRACT 2: actor `local`, no status), in the change's transaction. */
+function auditLocal(db: Db, e: Omit<AuditEntry, 'actor' | 'status'>): void {
+  const now = Date.now();
+  insertAudit(db, { ...e, actor: LOCAL_ACTOR, status: null }, { iso: new Date(now).toISOString(), ms: now });
+}
+
 /** `svc orgs create` and `svc tokens create`: bootstrap on the local database (safe while a server runs on it). */
 export function registerLocalCommands(program: Command): void {
   const orgs = program.command('orgs').description('manage orgs in the local database');
@@ -32,7 +41,14 @@ export function registerLocalCommands(program: Command): void {
       if (!opts.name.trim()) throw new UsageError('--name must not be empty');
       const db = openDb(dbPath(opts.db));
       try {
-        const { org, api_token } = createOrg(db, opts.name);
+        const { org, api_token } = db
+          .transaction(() => {
+            const o = createOrg(db, opts.name);
+            auditLocal(db, { org_id: o.org.org_id, action: 'orgs.create', resource_type: 'org', resource_id: o.org.org_id });
+            auditLocal(db, { org_id: o.org.org_id, action: 'tokens.create', resource_type: 'token', resource_id: o.token_id });
+            return o;
+          })
+          .immediate();
         process.stdout.write(`${JSON.stringify({ org_id: org.org_id, name: org.name, api_token })}\n`);
       } finally {
         db.close();
@@ -45,12 +61,21 @@ export function registerLocalCommands(program: Command): void {
     .description('create another API token for an org (printed once)')
     .requiredOption('--org <org_id>', 'org id')
     .option('--name <name>', 'a name for the token')
+    .option('--scope <scope>', `what the token may do: ${SCOPES.join(', ')} (default admin)`, 'admin')
     .option('--db <path>', 'SQLite database file (SVC_DB)')
-    .action((opts: { org: string; name?: string; db?: string }) => {
+    .action((opts: { org: string; name?: string; scope: string; db?: string }) => {
+      const scope = opts.scope;
+      if (!isScope(scope)) throw new UsageError(`--scope must be one of ${SCOPES.join(', ')}`);
       const db = openDb(dbPath(opts.db));
       try {
         if (!getOrg(db, opts.org)) throw new UsageError(`no org ${opts.org} in ${dbPath(opts.db)}`);
-        const t = createToken(db, opts.org, opts.name ?? null);
+        const t = db
+          .transaction(() => {
+            const made = createToken(db, opts.org, opts.name ?? null, scope);
+            auditLocal(db, { org_id: opts.org, action: 'tokens.create', resource_type: 'token', resource_id: made.token_id });
+            return made;
+          })
+          .immediate();
         process.stdout.write(`${JSON.stringify(t)}\n`);
       } finally {
         db.close();

@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, parsePort, parsePositiveInt, parseReplicas, parseUrl, type ServeConfig, DEFAULT_EVENT_RETENTION_MS } from '../config.ts';
+import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, parsePort, parsePositiveInt, parseReplicas, parseUrl, type ServeConfig, DEFAULT_EVENT_RETENTION_MS, DEFAULT_AUDIT_RETENTION_MS } from '../config.ts';
 import { LIMITS } from '../domain/limits.ts';
 import { sleep, systemClock } from '../domain/clock.ts';
 import type { RelayFault } from '../handoff/outbox-relay.ts';
@@ -42,6 +42,7 @@ interface ServeOptions {
   deliveryThreads?: number;
   maxWebhooksPerOrg: number;
   eventRetention: number;
+  auditRetention: number;
   trustProxy?: boolean;
 }
 
@@ -77,6 +78,7 @@ export function registerServeCommand(program: Command): void {
     .addOption(new Option('--delivery-threads <n>', 'delivery threads (NATS mode: default one per spare core; embedded mode: one; 0 = on the engine thread)').env('SVC_DELIVERY_THREADS').argParser(arg(parseCount)))
     .addOption(new Option('--max-webhooks-per-org <n>', 'webhooks one org may have (more: 409 limit_exceeded)').env('SVC_MAX_WEBHOOKS_PER_ORG').argParser(arg(parsePositiveInt)).default(LIMITS.webhooksPerOrg))
     .addOption(new Option('--trust-proxy', 'take the dashboard sign-in client address from X-Forwarded-For (only behind a proxy that sets it)'))
+    .addOption(new Option('--audit-retention <duration>', 'how long the audit log is kept').env('SVC_AUDIT_RETENTION').argParser(arg(parseDuration)).default(DEFAULT_AUDIT_RETENTION_MS, '90d'))
     .addOption(new Option('--event-retention <duration|0>', 'how long emitted events and delivery attempts are kept (0: none)').env('SVC_EVENT_RETENTION').argParser(arg(eventRetention)).default(DEFAULT_EVENT_RETENTION_MS, '7d'))
     .addHelpText('after', SERVE_HELP)
     .action(async (opts: ServeOptions, cmd: Command) => {
@@ -141,6 +143,7 @@ function toConfig(opts: ServeOptions, cmd: Command): ServeConfig {
     deliveryThreads: opts.deliveryThreads ?? null,
     maxWebhooksPerOrg: opts.maxWebhooksPerOrg,
     eventRetentionMs: opts.eventRetention,
+    auditRetentionMs: opts.auditRetention,
     trustProxy: envFlag(opts.trustProxy, 'SVC_TRUST_PROXY'),
   };
 }

@@ -27,6 +27,7 @@ export interface Paths {
   webhook(id: string): string;
   recovery(webhookId: string, recoveryId: string): string;
   events: string;
+  audit: string;
   event(id: string): string;
   settings: string;
 }
@@ -61,6 +62,7 @@ export function pathsFor(prefix: string, orgId: string): Paths {
     webhook: (id) => `${org}/webhooks/${seg(id)}`,
     recovery: (id, r) => `${org}/webhooks/${seg(id)}/recoveries/${seg(r)}`,
     events: `${org}/events`,
+    audit: `${org}/audit`,
     event: (id) => `${org}/events/${seg(id)}`,
     settings: `${org}/settings`,
   };

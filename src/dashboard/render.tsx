@@ -11,7 +11,7 @@ export function render(c: DashContext, opts: PageOptions, status: ContentfulStat
     <Layout
       {...opts}
       paths={c.get('paths')}
-      org={s ? { id: s.org_id, csrf: s.csrf } : undefined}
+      org={s ? { id: s.org_id, csrf: s.csrf, admin: s.scope === 'admin' } : undefined}
       flash={c.get('flash')}
       pendingApprovals={c.get('pendingApprovals')}
     />,

@@ -4,7 +4,7 @@
 import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AppContext } from '../context.ts';
-import { ConflictError, InvalidError, NotFoundError } from '../domain/errors.ts';
+import { ConflictError, ForbiddenError, InvalidError, NotFoundError } from '../domain/errors.ts';
 import { pathsFor, prefixOf } from './paths.ts';
 import { errorPage, notFoundPage } from './render.tsx';
 import { formCsrf, loadSession, sameToken, takeFlash, type DashEnv } from './session.ts';
@@ -20,6 +20,7 @@ import { registerHistory } from './pages/history.tsx';
 import { registerSettings } from './pages/settings.tsx';
 import { registerApprovals } from './pages/approvals.tsx';
 import { registerApps } from './pages/apps.tsx';
+import { registerAudit } from './pages/audit.tsx';
 import { countPendingApprovals } from '../services/approvals.ts';
 
 const MAX_FORM_BYTES = 1024 * 1024;
@@ -74,6 +75,7 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
   r.use('*', takeFlash);
   r.onError((err, c) => {
     if (err instanceof NotFoundError) return notFoundPage(c);
+    if (err instanceof ForbiddenError) return errorPage(c, 403, 'Not allowed', err.message);
     if (err instanceof InvalidError || err instanceof ConflictError) return errorPage(c, err instanceof InvalidError ? 400 : 409, 'Request refused', err.message);
     ctx.logger.error({ err: err instanceof Error ? err.message : String(err), path: c.req.path }, 'dashboard request failed');
     return errorPage(c, 500, 'Something went wrong', 'The request failed. Try again; if it keeps failing, check the service logs.');
@@ -99,6 +101,7 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
   registerWebhooks(r, ctx);
   registerWatchdog(r, ctx);
   registerHistory(r, ctx);
+  registerAudit(r, ctx);
   registerSettings(r, ctx);
   return r;
 }

@@ -3,7 +3,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import type { AppContext } from '../context.ts';
-import { loginFormKey, sessionOf, type Session } from '../services/sessions.ts';
+import { loginFormKey, sessionOf, type SignedIn } from '../services/sessions.ts';
 import type { Paths } from './paths.ts';
 
 export const SESSION_COOKIE = 'svc_session';
@@ -29,7 +29,7 @@ export type DashEnv = {
   Variables: {
     prefix: string;
     secure: boolean;
-    session: (Session & { token: string }) | undefined;
+    session: (SignedIn & { token: string }) | undefined;
     paths: Paths;
     flash: Flash | undefined;
     /** steps awaiting approval in the signed-in org (the navigation's count); set on org pages */

@@ -7,14 +7,14 @@ import type { Paths } from './paths.ts';
 export interface PageProps {
   title: string;
   paths: Paths;
-  /** signed-in org and the session's CSRF token; absent on the login page */
-  org?: { id: string; csrf: string };
+  /** signed-in org and the session's CSRF token (and whether its token is admin: the audit log's link); absent on the login page */
+  org?: { id: string; csrf: string; admin?: boolean };
   /** steps awaiting approval in the org (shown in the navigation) */
   pendingApprovals?: number;
   flash?: Flash;
   /** seconds; set while a workflow is running: the page reloads itself (app.js) unless the reader pauses it */
   refresh?: number;
-  current?: 'overview' | 'installs' | 'apps' | 'approvals' | 'webhooks' | 'events' | 'settings';
+  current?: 'overview' | 'installs' | 'apps' | 'approvals' | 'webhooks' | 'events' | 'audit' | 'settings';
   children?: Child;
 }
 
@@ -75,7 +75,7 @@ const FlashBox: FC<{ flash: Flash }> = ({ flash }) => (
   </div>
 );
 
-const Nav: FC<{ paths: Paths; org: { id: string; csrf: string }; current?: PageProps['current']; pending?: number }> = ({ paths, org, current, pending }) => {
+const Nav: FC<{ paths: Paths; org: { id: string; csrf: string; admin?: boolean }; current?: PageProps['current']; pending?: number }> = ({ paths, org, current, pending }) => {
   const item = (key: NonNullable<PageProps['current']>, href: string, label: string, extra?: Child) => (
     <li>
       <a href={href} aria-current={current === key ? 'page' : undefined}>
@@ -106,6 +106,7 @@ const Nav: FC<{ paths: Paths; org: { id: string; csrf: string }; current?: PageP
         )}
         {item('webhooks', paths.webhooks, 'Webhooks')}
         {item('events', paths.events, 'Events')}
+        {org.admin ? item('audit', paths.audit, 'Audit') : null}
         {item('settings', paths.settings, 'Settings')}
       </ul>
       <form method="post" action={paths.logout} class="inline">
@@ -319,4 +320,24 @@ export const Owner: FC<{ owner: OwnerLike; paths: Paths }> = ({ owner, paths }) 
     )}{' '}
     <span class="muted id">{owner.id}</span>
   </>
+);
+
+/** Who made a change: the token's name (its id beside it), or `local` for a database command (CONTRACT 2). */
+export const ActorName: FC<{ actor: { token_id: string | null; token_name: string | null } }> = ({ actor }) => (
+  <span class="actor">
+    <strong>{actor.token_name ?? 'an unnamed token'}</strong>
+    {actor.token_id ? (
+      <>
+        {' '}
+        <span class="muted id">{actor.token_id}</span>
+      </>
+    ) : null}
+  </span>
+);
+
+/** In place of a form the session's scope cannot use (CONTRACT 2: a session has its token's scope). */
+export const ScopeNote: FC<{ have: string; need: string; what: string }> = ({ have, need, what }) => (
+  <p class="muted scope-note">
+    {what} needs a token with scope {need}{need === 'admin' ? '' : ' or admin'}; this session's token has scope {have}.
+  </p>
 );

@@ -63,3 +63,11 @@ export class EventTooLargeError extends Error {
 export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
+
+/** A token (or a dashboard session) whose scope does not cover the operation (403 `forbidden`, CONTRACT 2); the message names the scope needed. */
+export class ForbiddenError extends Error {
+  override readonly name = 'ForbiddenError';
+  constructor(readonly scope: string, message: string) {
+    super(message);
+  }
+}

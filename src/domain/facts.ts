@@ -2,6 +2,7 @@
 // The engine builds facts from machine outputs; events/ turns them into envelopes; dispatch/ routes them.
 
 import type { Rollout } from './rollout.ts';
+import type { Actor } from './scopes.ts';
 import type { ExecutionType, LifecycleTransition, RunOutcome, OwnerType, Verdict } from './status.ts';
 
 export interface ParentRef {
@@ -76,7 +77,7 @@ export interface ApprovalFact extends Base, FactScope {
   transition: 'requested' | 'approved' | 'rejected';
   workflow: WorkflowRef;
   step: StepRef;
-  approval: { status: 'requested' | 'approved' | 'rejected'; plan?: unknown; note?: string; responded_at?: string };
+  approval: { status: 'requested' | 'approved' | 'rejected'; plan?: unknown; note?: string; responded_at?: string; responded_by?: Actor };
 }
 
 export interface DriftFact extends Base, FactScope {

@@ -5,6 +5,7 @@ import type { Db } from '../../store/db.ts';
 import { isFinal, type RunOutcome } from '../domain/status.ts';
 import { ConflictError, NotFoundError } from '../domain/errors.ts';
 import type { WorkflowFacts } from './workflow-facts.ts';
+import type { Actor } from '../domain/scopes.ts';
 import type { Tx } from './transaction.ts';
 
 /** What an answer or a cancel asks of the run: go on, or end it. */
@@ -20,13 +21,13 @@ export class ApprovalsAndCancel {
     private readonly run: AnsweredRun,
   ) {}
 
-  respondToApproval(t: Tx, orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string): StepRow {
+  respondToApproval(t: Tx, orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note: string | undefined, actor: Actor | null): StepRow {
     const wf = getWorkflow(this.db, workflowId);
     if (!wf || wf.org_id !== orgId) throw new NotFoundError('workflow', workflowId);
     const step = getStep(this.db, workflowId, stepId);
     if (!step) throw new NotFoundError('step', stepId);
     if (step.status !== 'awaiting_approval') throw new ConflictError(`step ${step.name} is not awaiting approval (status ${step.status})`);
-    const approval = { ...(step.approval ?? {}), status: response, responded_at: t.now, ...(note !== undefined ? { note } : {}) };
+    const approval = { ...(step.approval ?? {}), status: response, responded_at: t.now, ...(note !== undefined ? { note } : {}), ...(actor ? { responded_by: actor } : {}) };
     delete (approval as { plan?: unknown }).plan;
     const fresh = updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval })!;
     const ok =

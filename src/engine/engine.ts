@@ -20,12 +20,13 @@ import { applyConfig, createInstall, deployGroup, type NewInstall } from './conf
 import type { ConfigDiff } from './config-diff.ts';
 import { appRollbackSteps, branchRunSteps, installSteps, type InstallWorkflowType, type RunGroup } from './definitions.ts';
 import type { HealthGate, RolloutPolicy } from '../domain/rollout.ts';
+import type { Actor } from '../domain/scopes.ts';
 import { reportExternalWorkflow } from './external.ts';
 import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
 import { checkRecoveryBounds, RecoveryFeeder, type RecoveryOutcomeSource, type RecoveryRequest } from './recoveries.ts';
 import { WalCheckpoints } from './checkpoints.ts';
-import { Transactions, type BatchResult, type TransactionDeps } from './transaction.ts';
+import { Transactions, type BatchResult, type TransactionDeps, type Tx } from './transaction.ts';
 import { Workflows, type IngestResult } from './workflows.ts';
 import { WebhookWatchdog } from './webhook-watchdog.ts';
 
@@ -109,6 +110,21 @@ export class Engine {
 
   // ------------------------------------------------------------------ the API's operations
 
+  /**
+   * A change made through the API or the dashboard: `fn` and everything it asks of the engine (or
+   * writes to the store) in ONE transaction, with the audit row `fn` records through `t.audit`
+   * (CONTRACT 2: a change without its audit row cannot be committed). `fn` is synchronous: I/O
+   * (a ping, a wait) comes after the commit.
+   */
+  change<T>(fn: (t: Tx) => T): T {
+    return this.tx.run(fn);
+  }
+
+  /** Run `fn` once the open transaction commits (at once when none is open): replication, notifications. */
+  afterCommit(fn: () => void): void {
+    this.tx.afterCommit(fn);
+  }
+
   /** A new install on a config, provisioned (CONTRACT 4.2). */
   createInstall(input: NewInstall, config: AppConfig): Install {
     return this.tx.run((t) => createInstall(t, this.db, this.workflows, input, config));
@@ -173,8 +189,9 @@ export class Engine {
     );
   }
 
-  respondToApproval(orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string): StepRow {
-    return this.tx.run((t) => this.workflows.respondToApproval(t, orgId, workflowId, stepId, response, note));
+  /** Answer an approval step; `actor` (who answered) is kept on the step and in the response event (CONTRACT 2). */
+  respondToApproval(orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string, actor: Actor | null = null): StepRow {
+    return this.tx.run((t) => this.workflows.respondToApproval(t, orgId, workflowId, stepId, response, note, actor));
   }
 
   cancelWorkflow(orgId: string, workflowId: string): WorkflowRow {

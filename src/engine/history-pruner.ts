@@ -1,13 +1,23 @@
-// Retention of the event history and the attempt log (CONTRACT 4.5 --event-retention): what is
-// older than the retention on the engine's clock is deleted, at start and then every 60th of the
-// retention (at most every hour). Reads
-// never return it even before a prune (store/history.ts filters by the same cut-off).
+// Retention on the engine's clock: of the event history and the attempt log (CONTRACT 4.5
+// --event-retention), and of the audit log (CONTRACT 2 --audit-retention). What is older than the
+// retention is deleted, at start and then every 60th of the retention (at most every hour). Reads
+// never return it even before a prune (store/history.ts, src/services/audit.ts filter by the same cut-off).
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import { pruneHistory } from '../../store/history.ts';
+import { pruneAudit } from '../../store/audit.ts';
 import type { Clock, Timer } from '../domain/clock.ts';
 
 const PRUNE_EVERY_MS_MAX = 3_600_000;
+
+/** What a pruner deletes: rows older than a cut-off (ms), how many. */
+export interface Kept {
+  what: string;
+  prune(db: Db, beforeMs: number): number;
+}
+
+export const EVENT_HISTORY: Kept = { what: 'event history and attempts', prune: pruneHistory };
+export const AUDIT_LOG: Kept = { what: 'audit log', prune: pruneAudit };
 
 export class HistoryPruner {
   private readonly timer: Timer;
@@ -17,6 +27,7 @@ export class HistoryPruner {
     private readonly clock: Clock,
     private readonly retentionMs: number,
     private readonly logger: Logger,
+    private readonly kept: Kept = EVENT_HISTORY,
   ) {
     this.prune();
     this.timer = clock.setInterval(() => this.prune(), Math.max(1000, Math.min(PRUNE_EVERY_MS_MAX, Math.floor(retentionMs / 60))));
@@ -24,10 +35,10 @@ export class HistoryPruner {
 
   prune(): void {
     try {
-      const n = pruneHistory(this.db, this.clock.now() - this.retentionMs);
-      if (n > 0) this.logger.info({ rows: n }, 'pruned event history and attempts past the retention');
+      const n = this.kept.prune(this.db, this.clock.now() - this.retentionMs);
+      if (n > 0) this.logger.info({ rows: n }, `pruned ${this.kept.what} past the retention`);
     } catch (err) {
-      this.logger.warn({ err }, 'could not prune the event history; will try again');
+      this.logger.warn({ err }, `could not prune the ${this.kept.what}; will try again`);
     }
   }
 

@@ -4,6 +4,8 @@
 import type { Db } from '../../store/db.ts';
 import { insertOutbox, type OutboxRow } from '../../store/outbox.ts';
 import { insertEvent } from '../../store/history.ts';
+import { insertAudit } from '../../store/audit.ts';
+import type { AuditEntry } from '../domain/scopes.ts';
 import { entityLabels } from '../../store/installs.ts';
 import { eventSubject } from '../bus/subjects.ts';
 import { isoNow, type Clock } from '../domain/clock.ts';
@@ -23,6 +25,13 @@ export interface Tx {
   enqueue(item: QueueItem): void;
   /** the job queue changed: look at it after commit */
   jobsChanged(): void;
+  /**
+   * Record who made this change (CONTRACT 2, the audit log): in this transaction, so that a change
+   * without its audit row, or a row without its change, cannot be committed.
+   */
+  audit(entry: AuditEntry): void;
+  /** run `fn` once this transaction has committed (never if it rolls back) */
+  afterCommit(fn: () => void): void;
   /** when this transaction records things (ISO 8601, from the engine's clock) */
   readonly now: string;
 }
@@ -63,6 +72,7 @@ interface OpenTx extends Tx {
   types: string[];
   rows: OutboxRow[];
   jobs: boolean;
+  after: Array<() => void>;
 }
 
 /** Per item of a group commit: its result, or the error that rolled back its part alone. */
@@ -86,6 +96,7 @@ export class Transactions {
       types: [],
       rows: [],
       jobs: false,
+      after: [],
       now: isoNow(this.deps.clock),
       emit: (fact: Fact) => {
         const urls = this.deps.urls();
@@ -111,6 +122,10 @@ export class Transactions {
       jobsChanged: () => {
         t.jobs = true;
       },
+      audit: (entry: AuditEntry) => insertAudit(this.deps.db, entry, { iso: t.now, ms: Date.parse(t.now) }),
+      afterCommit: (fn: () => void) => {
+        t.after.push(fn);
+      },
     };
     return t;
   }
@@ -119,6 +134,13 @@ export class Transactions {
     for (const type of t.types) this.deps.metrics.eventsEmitted.inc({ type });
     if (t.rows.length) this.deps.outboxChanged(t.rows);
     if (t.jobs) this.deps.jobsChanged();
+    for (const fn of t.after.splice(0)) fn();
+  }
+
+  /** Run `fn` after the open transaction commits (dropped if it rolls back); at once when none is open. */
+  afterCommit(fn: () => void): void {
+    if (this.current) this.current.after.push(fn);
+    else fn();
   }
 
   /** Run fn in one transaction (joining the open one when called inside it). */
@@ -174,13 +196,14 @@ export class Transactions {
             results.push({ ok: true, value: fn(t, item) });
             continue;
           }
-          const marks = { types: t.types.length, rows: t.rows.length, jobs: t.jobs };
+          const marks = { types: t.types.length, rows: t.rows.length, jobs: t.jobs, after: t.after.length };
           try {
             results.push({ ok: true, value: db.transaction(() => fn(t, item))() });
           } catch (error) {
             t.types.length = marks.types;
             t.rows.length = marks.rows;
             t.jobs = marks.jobs;
+            t.after.length = marks.after;
             results.push({ ok: false, error });
           }
         }

@@ -10,6 +10,7 @@ import { ApprovalsAndCancel } from './approval-cancel.ts';
 import { RunnerResults, type IngestResult, type JobReport } from './runner-results.ts';
 import { WorkflowFacts, type FactExtra } from './workflow-facts.ts';
 import { WorkflowSteps, type StartChildren, type StartWorkflow } from './workflow-steps.ts';
+import type { Actor } from '../domain/scopes.ts';
 import type { Tx } from './transaction.ts';
 
 export type { IngestResult, JobReport, StartChildren, StartWorkflow };
@@ -59,8 +60,8 @@ export class Workflows {
     return this.results.jobReport(t, orgId, jobId, msg);
   }
 
-  respondToApproval(t: Tx, orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string): StepRow {
-    return this.answers.respondToApproval(t, orgId, workflowId, stepId, response, note);
+  respondToApproval(t: Tx, orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note: string | undefined, actor: Actor | null): StepRow {
+    return this.answers.respondToApproval(t, orgId, workflowId, stepId, response, note, actor);
   }
 
   cancel(t: Tx, orgId: string, workflowId: string): WorkflowRow {

@@ -123,7 +123,7 @@ function jsonBytes(v: unknown): number {
   }
 }
 
-function approvalData(a: { status: string; plan?: unknown; note?: string; responded_at?: string }): Record<string, unknown> {
+function approvalData(a: { status: string; plan?: unknown; note?: string; responded_at?: string; responded_by?: { token_id: string | null; token_name: string | null } }): Record<string, unknown> {
   const out: Record<string, unknown> = { status: a.status };
   if (a.plan !== undefined && a.plan !== null) {
     if (jsonBytes(a.plan) > MAX_PLAN_BYTES) out.plan_truncated = true;
@@ -131,6 +131,8 @@ function approvalData(a: { status: string; plan?: unknown; note?: string; respon
   }
   if (a.note !== undefined && a.note !== null) out.note = a.note;
   if (a.responded_at !== undefined && a.responded_at !== null) out.responded_at = a.responded_at;
+  // who answered (CONTRACT 2): the token's id and name, never the token
+  if (a.responded_by) out.responded_by = { token_id: a.responded_by.token_id, token_name: a.responded_by.token_name };
   return out;
 }
 

@@ -5,11 +5,13 @@ import type { Context, Hono } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { z } from 'zod';
 import type { AppContext } from '../context.ts';
-import type { AuthEnv } from './auth.ts';
-import { HttpError } from './http-error.ts';
+import { allows, type Actor, type AuditEntry, type Scope } from '../domain/scopes.ts';
+import type { AuthEnv, Caller } from './auth.ts';
+import { forbidden, HttpError, toHttpError } from './http-error.ts';
 import { invalid, issuesToDetails, readJson } from './validation.ts';
 
 export type Method = 'get' | 'post' | 'patch' | 'delete';
+export type WriteMethod = Exclude<Method, 'get'>;
 export type SuccessStatus = 200 | 201 | 202 | 204;
 /** The CONTRACT 3 statuses a route may answer with (401 and 403 are added to every authenticated route). */
 export type ErrorStatus = 400 | 404 | 409;
@@ -35,22 +37,27 @@ export interface RouteArgs<Path extends string> {
   c: Context<AuthEnv>;
   /** the authenticated org (empty on public routes) */
   orgId: string;
+  /** who sends the request (the token; null on public routes): the actor of what it changes */
+  actor: Actor | null;
   params: { [K in PathParams<Path>]: string };
 }
 
 /** Query parameters: each a string as given in the URL (zod turns them into what the handler gets). */
 export type QuerySchema = z.ZodObject<Record<string, z.ZodType<unknown, string | undefined>>>;
 
-export interface RouteDef<Path extends string, B extends z.ZodType, R extends Responses, Q extends QuerySchema> {
+interface RouteCommon<Path extends string, B extends z.ZodType, R extends Responses, Q extends QuerySchema> {
   operationId: string;
-  method: Method;
   /** the OpenAPI path, `{name}` for a path parameter */
   path: Path;
   summary: string;
   description?: string;
   tag: string;
-  /** served without authentication */
-  public?: boolean;
+  /**
+   * What a token needs to call it (CONTRACT 2): enforced by the router (403 naming the scope),
+   * stated by the OpenAPI document; `public`: served without authentication. Required, so that no
+   * route can be added without saying who may call it.
+   */
+  scope: Scope | 'public';
   /**
    * The request body schema. `optional`: an absent body reads as `{}`. Read with readJson
    * (CONTRACT 3: 415, malformed JSON 400, `__proto__` 400, unknown fields 400 by path).
@@ -63,8 +70,44 @@ export interface RouteDef<Path extends string, B extends z.ZodType, R extends Re
   errors: ErrorStatus[];
   /** checks made before the body is read: a missing resource is 404 before its body is 400 */
   before?: (a: RouteArgs<Path>) => void;
-  handle: (a: RouteArgs<Path> & { body: z.output<B>; query: z.output<Q> }) => Reply<R> | Promise<Reply<R>>;
 }
+
+type HandlerArgs<Path extends string, B extends z.ZodType, Q extends QuerySchema> = RouteArgs<Path> & { body: z.output<B>; query: z.output<Q> };
+
+/** How the audit log names a write (CONTRACT 2): its action, and what it created or changed. */
+export interface AuditDef<R extends Responses, B extends z.ZodType> {
+  /** `webhooks.create`, `rollbacks.create`, `steps.approve`, … */
+  action: string;
+  /** the action of this request when its body names it (an approval answered `rejected`: `steps.reject`) */
+  actionOf?: (body: z.output<B>) => string;
+  /** the kind of resource: `webhook`, `rollback`, `step`, … */
+  resource: string;
+  /** its id in the reply (what was created); default: the last path parameter */
+  id?: (reply: Reply<R>) => string | null | undefined;
+  /** a reply that changed nothing (a plan_only answer): a read, not kept (the store stays as it was) */
+  unchanged?: (reply: Reply<R>) => boolean;
+}
+
+export type RouteDef<Path extends string, B extends z.ZodType, R extends Responses, Q extends QuerySchema, P = undefined> = RouteCommon<Path, B, R, Q> &
+  (
+    | { method: 'get'; handle: (a: HandlerArgs<Path, B, Q>) => Reply<R> | Promise<Reply<R>> }
+    | {
+        method: WriteMethod;
+        audit: AuditDef<R, B>;
+        /**
+         * The change, synchronous: it runs in one engine transaction with its audit row (src/engine/
+         * engine.ts change), so that neither commits without the other.
+         */
+        /**
+         * I/O the change depends on, before it (a ping that must succeed first): a refusal here is
+         * kept like any other; what it returns reaches `handle` as `prepared`.
+         */
+        prepare?: (a: HandlerArgs<Path, B, Q>) => Promise<P>;
+        handle: (a: HandlerArgs<Path, B, Q> & { prepared: P }) => Reply<R>;
+        /** I/O after the change has committed (a ping, a wait): the reply it returns is what is answered */
+        settle?: (a: HandlerArgs<Path, B, Q>, committed: Reply<R>) => Promise<Reply<R>>;
+      }
+  );
 
 /** A route definition with its types erased, as the router and the document see it. */
 export interface ApiRoute {
@@ -74,7 +117,11 @@ export interface ApiRoute {
   summary: string;
   description?: string;
   tag: string;
-  public?: boolean;
+  scope: Scope | 'public';
+  /** served without authentication (scope `public`) */
+  public: boolean;
+  /** writes: how the audit log names them */
+  audit?: AuditDef<Responses, z.ZodType>;
   /** the path parameters, `{name}` of the path, each a non-empty string */
   params: z.ZodObject<Record<string, z.ZodString>>;
   paramNames: string[];
@@ -83,19 +130,70 @@ export interface ApiRoute {
   responses: Responses;
   errors: ErrorStatus[];
   before?: (a: RouteArgs<string>) => void;
-  handle: (a: RouteArgs<string> & { body: unknown; query: unknown }) => { status: SuccessStatus; body: unknown } | Promise<{ status: SuccessStatus; body: unknown }>;
+  handle: (a: RouteArgs<string> & { body: unknown; query: unknown; prepared?: unknown }) => { status: SuccessStatus; body: unknown } | Promise<{ status: SuccessStatus; body: unknown }>;
+  prepare?: (a: RouteArgs<string> & { body: unknown; query: unknown }) => Promise<unknown>;
+  settle?: (a: RouteArgs<string> & { body: unknown; query: unknown }, committed: { status: SuccessStatus; body: unknown }) => Promise<{ status: SuccessStatus; body: unknown }>;
 }
 
 /** A path parameter: the API's ids are matched as given (an unknown or malformed id is a 404). */
 export const pathParamSchema = z.string().min(1);
 
-export function defineRoute<const Path extends string, B extends z.ZodType = z.ZodNever, const R extends Responses = Responses, Q extends QuerySchema = z.ZodObject<{}>>(
-  def: RouteDef<Path, B, R, Q>,
+export function defineRoute<const Path extends string, B extends z.ZodType = z.ZodNever, const R extends Responses = Responses, Q extends QuerySchema = z.ZodObject<{}>, P = undefined>(
+  def: RouteDef<Path, B, R, Q, P>,
 ): ApiRoute {
   if (!def.path.startsWith('/v1/')) throw new Error(`route ${def.operationId}: path must start with /v1/`);
   const paramNames = [...def.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
   const params = z.strictObject(Object.fromEntries(paramNames.map((n) => [n, pathParamSchema])));
-  return { ...(def as unknown as Omit<ApiRoute, 'params' | 'paramNames'>), params, paramNames };
+  if (def.method !== 'get' && def.scope === 'public') throw new Error(`route ${def.operationId}: a write cannot be public (it has an actor)`);
+  return { ...(def as unknown as Omit<ApiRoute, 'params' | 'paramNames' | 'public'>), public: def.scope === 'public', params, paramNames };
+}
+
+/** The route a request is for (the audit log names a refused write by its operation), if any. */
+export function findRoute(routes: readonly ApiRoute[], method: string, path: string): ApiRoute | undefined {
+  const m = method.toLowerCase();
+  return routes.find((r) => r.method === m && routePattern(r).test(path));
+}
+
+const patterns = new WeakMap<ApiRoute, RegExp>();
+function routePattern(r: ApiRoute): RegExp {
+  let re = patterns.get(r);
+  if (!re) {
+    const src = r.path
+      .split(/\{\w+\}/)
+      .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+      .join('[^/]+');
+    re = new RegExp(`^${src}/?$`);
+    patterns.set(r, re);
+  }
+  return re;
+}
+
+/** The 403 of a token whose scope does not cover the route (CONTRACT 2): it names the scope needed. */
+export function checkScope(route: Pick<ApiRoute, 'scope' | 'operationId'>, caller: Caller): void {
+  if (route.scope === 'public' || allows(caller.scope, route.scope)) return;
+  const need = route.scope === 'read' || route.scope === 'admin' ? `scope ${route.scope}` : `scope ${route.scope} (or admin)`;
+  throw forbidden(`${route.operationId} needs a token with ${need}; this token has scope ${caller.scope}`);
+}
+
+/** The audit row of a write (refused or not): its action and resource, as the route names them. */
+export function auditEntry(
+  route: ApiRoute,
+  caller: Caller,
+  o: { status: number; params?: Record<string, string>; body?: unknown; reply?: { status: SuccessStatus; body: unknown } },
+) {
+  const a = route.audit;
+  const lastParam = route.paramNames.length && o.params ? (o.params[route.paramNames[route.paramNames.length - 1]] ?? null) : null;
+  let action = a?.action ?? `${route.method}.${route.operationId}`;
+  if (a?.actionOf && o.body !== undefined) action = a.actionOf(o.body);
+  const fromReply = a?.id && o.reply ? a.id(o.reply as never) : undefined;
+  return {
+    org_id: caller.org_id,
+    actor: caller.actor,
+    action,
+    resource_type: a?.resource ?? null,
+    resource_id: fromReply ?? lastParam,
+    status: o.status,
+  };
 }
 
 export const reply = {
@@ -112,21 +210,55 @@ export const honoPath = (path: string) => path.slice('/v1'.length).replace(/\{(\
 export function mountRoutes(router: Hono<AuthEnv>, ctx: AppContext, routes: readonly ApiRoute[]): void {
   for (const route of routes) {
     router.on(route.method.toUpperCase(), honoPath(route.path), async (c) => {
-      const p = route.params.safeParse(c.req.param());
-      if (!p.success) throw invalid(issuesToDetails(p.error.issues));
-      const args: RouteArgs<string> = { ctx, c, orgId: route.public ? '' : c.get('orgId'), params: p.data };
-      route.before?.(args);
-      let query: unknown = {};
-      if (route.query) {
-        const q = route.query.strict().safeParse(c.req.query());
-        if (!q.success) throw invalid(issuesToDetails(q.error.issues));
-        query = q.data;
+      const caller = route.public ? null : c.get('caller');
+      if (!caller || route.method === 'get') return respond(c, ctx, route, await run(c, ctx, route, caller));
+      // a write: the change and its audit row in one transaction (in run); a refused one is kept too (CONTRACT 2)
+      try {
+        return respond(c, ctx, route, await run(c, ctx, route, caller));
+      } catch (err) {
+        keepRefused(ctx, () => auditEntry(route, caller, { status: toHttpError(err).status, params: c.req.param() }));
+        throw err;
       }
-      const body = route.body ? await readJson(c, route.body.schema, route.body.optional ? {} : undefined) : undefined;
-      const out = await route.handle({ ...args, body, query });
-      return respond(c, ctx, route, out);
     });
   }
+}
+
+/**
+ * Keep a refused write in the audit log, in a transaction of its own (nothing was changed). A
+ * failure to keep it (the store itself failing) is logged and does not replace the refusal.
+ */
+export function keepRefused(ctx: AppContext, entry: () => AuditEntry): void {
+  try {
+    ctx.engine.change((t) => t.audit(entry()));
+  } catch (err) {
+    ctx.logger.error({ err }, 'could not keep a refused write in the audit log');
+  }
+}
+
+async function run(c: Context<AuthEnv>, ctx: AppContext, route: ApiRoute, caller: Caller | null): Promise<{ status: SuccessStatus; body: unknown }> {
+  if (caller) checkScope(route, caller);
+  const p = route.params.safeParse(c.req.param());
+  if (!p.success) throw invalid(issuesToDetails(p.error.issues));
+  const args: RouteArgs<string> = { ctx, c, orgId: caller ? c.get('orgId') : '', actor: caller?.actor ?? null, params: p.data };
+  route.before?.(args);
+  let query: unknown = {};
+  if (route.query) {
+    const q = route.query.strict().safeParse(c.req.query());
+    if (!q.success) throw invalid(issuesToDetails(q.error.issues));
+    query = q.data;
+  }
+  const body = route.body ? await readJson(c, route.body.schema, route.body.optional ? {} : undefined) : undefined;
+  const full = { ...args, body, query };
+  if (route.method === 'get' || !caller) return route.handle(full);
+  const prepared = route.prepare ? await route.prepare(full) : undefined;
+  const out = ctx.engine.change((t) => {
+    const reply = route.handle({ ...full, prepared });
+    if (reply instanceof Promise) throw new Error(`route ${route.operationId}: a write's handle must be synchronous (I/O goes in settle)`);
+    if (route.audit?.unchanged?.(reply as never)) return reply;
+    t.audit(auditEntry(route, caller, { status: reply.status, params: p.data, body, reply }));
+    return reply;
+  });
+  return route.settle ? route.settle(full, out) : out;
 }
 
 /** Send a success body through its documented schema: what is not in the schema does not go out. */

@@ -4,7 +4,7 @@ import type { AppContext } from '../context.ts';
 import { requireOrg, type AuthEnv } from './auth.ts';
 import { errorResponse, HttpError, toHttpError } from './http-error.ts';
 import { API_ROUTES } from './routes/index.ts';
-import { mountRoutes } from './api-route.ts';
+import { auditEntry, findRoute, keepRefused, mountRoutes } from './api-route.ts';
 import { renderMetrics } from '../metrics.ts';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -45,7 +45,14 @@ export function createHttpApp(ctx: AppContext): Hono {
   );
   // every /v1 route comes from one definition that the OpenAPI document is generated from (CONTRACT 4.4)
   mountRoutes(v1, ctx, API_ROUTES.filter((r) => r.public));
-  v1.use('*', requireOrg(ctx));
+  // a 403 of a known token for a write is kept in the audit log (CONTRACT 2), named by the route it was for
+  v1.use(
+    '*',
+    requireOrg(ctx, (c, caller, err) => {
+      const route = c.req.method === 'GET' ? undefined : findRoute(API_ROUTES, c.req.method, c.req.path);
+      if (route && !route.public) keepRefused(ctx, () => auditEntry(route, caller, { status: err.status }));
+    }),
+  );
   mountRoutes(v1, ctx, API_ROUTES.filter((r) => !r.public));
   app.route('/v1', v1);
 

@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { ConflictError, InvalidError, LimitExceededError, NotFoundError, VetoedError, type ErrorDetail } from '../domain/errors.ts';
+import { ConflictError, ForbiddenError, InvalidError, LimitExceededError, NotFoundError, VetoedError, type ErrorDetail } from '../domain/errors.ts';
 
 /** An HTTP error with the body of CONTRACT 3: {error, message, details?}. */
 export class HttpError extends Error {
@@ -28,6 +28,7 @@ export function errorResponse(c: Context, err: HttpError) {
 export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
   if (err instanceof InvalidError) return new HttpError(400, 'invalid_request', err.message, err.details);
+  if (err instanceof ForbiddenError) return new HttpError(403, 'forbidden', err.message);
   if (err instanceof NotFoundError) return new HttpError(404, 'not_found', err.message);
   if (err instanceof LimitExceededError) return new HttpError(409, 'limit_exceeded', err.message);
   if (err instanceof VetoedError) return new HttpError(409, 'vetoed', err.message);

@@ -14,7 +14,7 @@ const componentRef = (id: string) => `#/components/schemas/${id}`;
 const ERROR_DESCRIPTIONS: Record<ErrorStatus | 401 | 403 | 413 | 415, string> = {
   400: 'invalid_request: malformed JSON, wrong types, unknown fields or invalid values (details name each field path)',
   401: 'unauthorized: no or unknown API token',
-  403: 'forbidden: the API token is not valid for this org, or X-Svc-Org-ID is missing',
+  403: "forbidden: the API token is not valid for this org, X-Svc-Org-ID is missing, or the token's scope does not cover the operation (the message names the scope needed)",
   404: 'not_found: no such resource in this org',
   409: 'conflict: a uniqueness rule or an illegal state change; limit_exceeded: a per-org limit of CONTRACT 8 (e.g. webhooks per org), named in the message; vetoed: applying an app config that is vetoed (the message carries the reason)',
   413: 'payload_too_large: the request body is over 1 MiB (the connection is closed)',
@@ -84,7 +84,12 @@ function operation(route: ApiRoute, components: Record<string, Json>): Json {
     summary: route.summary,
     ...(route.description ? { description: route.description } : {}),
     tags: [route.tag],
-    ...(route.public ? { security: [] } : {}),
+    // The scope as OpenAPI 3.1 states a role: a Security Requirement may list "role names which are
+    // required for the execution" for any scheme type (3.1 §4.8.30; in 3.0 only oauth2 and
+    // openIdConnect could). So `security: [{bearer: ['deploy'], org: []}]`: Swagger UI shows it by
+    // the operation and openapi-typescript carries it through, with no fake oauth2 flow to explain.
+    security: route.public ? [] : [{ bearer: [route.scope], org: [] }],
+    'x-svc-scope': route.scope,
     ...(route.paramNames.length || route.query
       ? {
           parameters: [
@@ -194,7 +199,12 @@ export function openApiDocument(routes: readonly ApiRoute[]): Json {
     components: {
       schemas: components,
       securitySchemes: {
-        bearer: { type: 'http', scheme: 'bearer', description: 'an API token of the org' },
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          description:
+            "an API token of the org. Its scope (CONTRACT 2) is what it may do; each operation's `security` names the scope it needs: `read` (every GET but the audit log), `webhooks` (read, plus the webhooks' writes), `deploy` (read, plus apps, configs, branches, installs, runs, rollbacks, approvals, cancel, veto), `admin` (everything). A token outside its scope is answered 403 `forbidden` naming the scope needed.",
+        },
         org: { type: 'apiKey', in: 'header', name: 'X-Svc-Org-ID', description: 'the org id' },
       },
     },

@@ -162,6 +162,20 @@ export const attemptSchema = z
 
 export const attemptPageSchema = z.object({ data: z.array(attemptSchema), next_cursor: nextCursor }).register(apiSchemas, { id: 'AttemptPage' });
 
+export const auditEntrySchema = z
+  .object({
+    id: z.string(),
+    at: described(z.string(), 'when the change was made (ISO 8601)'),
+    actor: z.object({ token_id: z.string().nullable(), token_name: z.string().nullable() }).describe('the API token that made it (token_id null and token_name "local": a database command)'),
+    action: described(z.string(), 'the operation: webhooks.create, rollbacks.create, steps.approve, configs.veto, tokens.revoke, …'),
+    resource_type: z.string().nullable(),
+    resource_id: described(z.string().nullable(), 'the id of what it created or changed'),
+    status: described(z.number().int().nullable(), 'the HTTP status answered (a refused write is kept too); null for a database command'),
+  })
+  .register(apiSchemas, { id: 'AuditEntry' });
+
+export const auditPageSchema = z.object({ data: z.array(auditEntrySchema), next_cursor: nextCursor }).register(apiSchemas, { id: 'AuditPage' });
+
 export const recoveryStartedSchema = z
   .object({ recovery_id: z.string(), events: described(z.number().int(), 'how many events it attempts') })
   .register(apiSchemas, { id: 'RecoveryStarted' });

@@ -165,6 +165,16 @@ export const eventListQuerySchema = z.object({
   limit: pageLimit.optional(),
 });
 
+export const auditListQuerySchema = z.object({
+  since: timeBound('changes made at or after').optional(),
+  until: timeBound('changes made before').optional(),
+  actor: z.string().min(1).max(64).describe('a token id: the changes made with that token').optional(),
+  action: z.string().min(1).max(100).describe('the operation, e.g. webhooks.create, rollbacks.create, steps.approve').optional(),
+  resource_id: z.string().min(1).max(200).describe('the id of what was created or changed').optional(),
+  after: pageCursor.optional(),
+  limit: pageLimit.optional(),
+});
+
 export const attemptListQuerySchema = z.object({
   since: timeBound('attempts made at or after').optional(),
   until: timeBound('attempts made before').optional(),

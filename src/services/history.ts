@@ -219,12 +219,18 @@ export function getEventAttempts(ctx: AppContext, orgId: string, eventId: string
  * webhook-timestamp, `X-Svc-Recovery: resend`; counted in delivery_status and the attempt log.
  */
 export async function resendEvent(ctx: AppContext, orgId: string, webhookId: string, eventId: string): Promise<AttemptResult> {
+  const { w, e } = resendable(ctx, orgId, webhookId, eventId);
+  return ctx.attemptNow(w, e.event_id, e.type, Buffer.from(e.body, 'utf8'), RESEND);
+}
+
+/** The webhook and the kept event a resend would send (404 for either unknown, 409 for an event set aside). */
+export function resendable(ctx: AppContext, orgId: string, webhookId: string, eventId: string): { w: WebhookRow; e: StoredEvent } {
   const w = mustGetWebhook(ctx, orgId, webhookId);
   const e = mustGetEvent(ctx, orgId, eventId);
   // CONTRACT 4.5: an event set aside as unpublishable (section 8) is never resent. It exists (GET
   // /v1/events has it), so not 404: 409, the state of the event forbids the operation (CONTRACT 3)
   if (hasDeadLetter(ctx.db, e.event_id)) throw new ConflictError(`event ${e.event_id} was set aside as unpublishable (over the bus's limits); it is not resent`);
-  return ctx.attemptNow(w, e.event_id, e.type, Buffer.from(e.body, 'utf8'), RESEND);
+  return { w, e };
 }
 
 /**
@@ -236,6 +242,12 @@ export async function resendEvent(ctx: AppContext, orgId: string, webhookId: str
  * Answered once the window is looked at in full, or after PREPARE_WAIT_MS with a count still growing.
  */
 export async function recoverWebhook(ctx: AppContext, orgId: string, webhookId: string, input: RecoverInput): Promise<{ recovery_id: string; events: number }> {
+  const { recovery_id } = startRecovery(ctx, orgId, webhookId, input);
+  return recoveryAnswer(ctx, orgId, webhookId, recovery_id);
+}
+
+/** The recovery checked against its bounds and kept (synchronous: one change with its audit row); fed behind the caller. */
+export function startRecovery(ctx: AppContext, orgId: string, webhookId: string, input: RecoverInput): { recovery_id: string; events: number } {
   const w = mustGetWebhook(ctx, orgId, webhookId);
   const now = ctx.clock.now();
   const asked = timeBound(input.since, now, 'since');
@@ -257,6 +269,11 @@ export async function recoverWebhook(ctx: AppContext, orgId: string, webhookId: 
     backfill: input.backfill ?? false,
     subscription: { interests: entry.interests, match: entry.match },
   });
+  return { recovery_id: recoveryId, events: 0 };
+}
+
+/** The 202 of a recovery started: once its window is looked at in full, or after PREPARE_WAIT_MS with a count still growing. */
+export async function recoveryAnswer(ctx: AppContext, orgId: string, webhookId: string, recoveryId: string): Promise<{ recovery_id: string; events: number }> {
   await within(ctx.clock, ctx.engine.recoveryPrepared(recoveryId), PREPARE_WAIT_MS);
   const r = dbGetRecovery(ctx.db, orgId, webhookId, recoveryId);
   return { recovery_id: recoveryId, events: r?.events ?? 0 };

@@ -2,16 +2,29 @@
 // stands for, signing out, and the server's key for the login form's tokens. The dashboard reaches
 // the store only through here.
 import type { AppContext } from '../context.ts';
-import { lookupToken } from '../../store/orgs.ts';
+import { liveTokenById, lookupToken } from '../../store/orgs.ts';
+import { DEFAULT_SCOPE, type Actor, type Scope } from '../domain/scopes.ts';
 import { createSession, deleteSession, getSession, randomToken, type Session } from '../../store/sessions.ts';
 import { setSettingOnce } from '../../store/settings.ts';
 
-export type { Session };
 export { randomToken };
 
+/** A signed-in session: its org, and the scope and actor of the token it signed in with (CONTRACT 2). */
+export interface SignedIn extends Session {
+  scope: Scope;
+  actor: Actor;
+}
+
 /** The live session of a session cookie's value, or undefined (unknown or expired). */
-export function sessionOf(ctx: AppContext, cookie: string): Session | undefined {
-  return getSession(ctx.db, cookie);
+export function sessionOf(ctx: AppContext, cookie: string): SignedIn | undefined {
+  const s = getSession(ctx.db, cookie);
+  if (!s) return undefined;
+  // a session of a revoked token is gone with it (store/orgs.ts revokeToken); one from before
+  // sessions kept their token has no actor to name and the scope tokens had then, admin
+  if (s.token_id === null) return { ...s, scope: DEFAULT_SCOPE, actor: { token_id: null, token_name: null } };
+  const t = liveTokenById(ctx.db, s.token_id);
+  if (!t) return undefined;
+  return { ...s, scope: t.scope, actor: { token_id: t.token_id, token_name: t.name } };
 }
 
 /**

@@ -17,6 +17,7 @@ export const approvalViewSchema = z.object({
   plan: z.unknown().optional(),
   note: z.string().optional(),
   responded_at: timestamp.optional(),
+  responded_by: z.object({ token_id: z.string().nullable(), token_name: z.string().nullable() }).optional(),
 });
 
 /** A step as the API returns it: `approval` and `plan` only when the step has them. */

@@ -23,7 +23,7 @@ import { NO_DELIVERIES, type DeliveryStatus } from '../../store/delivery-status.
 import { toCloudEvent } from '../events/cloudevent.ts';
 import type { AttemptResult } from '../delivery/client.ts';
 import { watchContextOf, type WatchState } from '../../machines/webhook-watchdog.ts';
-import { recoverWebhook } from './history.ts';
+import { startRecovery } from './history.ts';
 
 /**
  * `delivery_status` as the API returns it (CONTRACT 4.1): the counters, and the delivery watchdog's
@@ -227,25 +227,37 @@ export function disableWebhook(ctx: AppContext, orgId: string, id: string, note?
   return getWebhook(ctx, orgId, id);
 }
 
+/** What an enable's ping leaves for the enable itself: the streak as it stood before the ping ended it. */
+export interface EnablePing {
+  streak: DeliveryStatus;
+}
+
 /**
- * POST …/enable (CONTRACT 4.1): a ping first; not delivered → 409 with its error, still disabled.
- * Delivered → active (`enabled` to the org's other webhooks) and, with `recover`, a recovery of the
- * failed and missed events (only failed) since recover_since.
+ * POST …/enable (CONTRACT 4.1), its first half (I/O, before the change): a ping; not delivered →
+ * 409 with its error, still disabled. A recovery that could not start (one running, the org's
+ * limit) is refused before anything changes.
  */
-export async function enableWebhook(ctx: AppContext, orgId: string, id: string, input: { recover?: boolean }): Promise<{ webhook: WebhookView; recovery_id?: string }> {
+export async function pingBeforeEnable(ctx: AppContext, orgId: string, id: string, input: { recover?: boolean }): Promise<EnablePing> {
   mustGet(ctx, orgId, id);
-  // a recovery that could not start (one running, the org's limit) is refused before anything changes
   if (input.recover) ctx.engine.checkRecoveryBounds(orgId, id);
-  // the streak as it stands before the ping ends it
   const streak = ctx.deliveryStatus.get(id);
   const ping = await pingWebhook(ctx, orgId, id);
   if (!ping.delivered) {
     throw new ConflictError(`the webhook is still disabled: its ping was not delivered (${ping.error ?? (ping.status !== undefined ? `HTTP ${ping.status}` : 'no answer')})`);
   }
+  return { streak };
+}
+
+/**
+ * The enable itself, once its ping was delivered (synchronous: one change with its audit row):
+ * active (`enabled` to the org's other webhooks) and, with `recover`, a recovery of the failed and
+ * missed events (only failed) since recover_since.
+ */
+export function enableAfterPing(ctx: AppContext, orgId: string, id: string, input: { recover?: boolean }, ping: EnablePing): { webhook: WebhookView; recovery_id?: string } {
   const w = mustGet(ctx, orgId, id);
-  const since = w.watch_state === 'disabled' ? (watchContextOf(w.watch_ctx).recover_since ?? streak.recover_since) : streak.recover_since;
-  ctx.engine.watchdog.enable(id, streak);
+  const since = w.watch_state === 'disabled' ? (watchContextOf(w.watch_ctx).recover_since ?? ping.streak.recover_since) : ping.streak.recover_since;
+  ctx.engine.watchdog.enable(id, ping.streak);
   let recovery_id: string | undefined;
-  if (input.recover && since) recovery_id = (await recoverWebhook(ctx, orgId, id, { since, only_failed: true })).recovery_id;
+  if (input.recover && since) recovery_id = startRecovery(ctx, orgId, id, { since, only_failed: true }).recovery_id;
   return { webhook: getWebhook(ctx, orgId, id), ...(recovery_id !== undefined ? { recovery_id } : {}) };
 }

@@ -9,7 +9,8 @@ import { LIMITS } from '../../src/domain/limits.ts';
 import type { RelayFault } from '../../src/handoff/outbox-relay.ts';
 import { startServer, type RunningServer } from '../../src/server.ts';
 import { openDb } from '../../store/db.ts';
-import { createOrg } from '../../store/orgs.ts';
+import { createOrg, createToken } from '../../store/orgs.ts';
+import type { Scope } from '../../src/domain/scopes.ts';
 import { waitFor } from './wait.ts';
 
 export { waitFor };
@@ -31,6 +32,8 @@ export interface TestService {
   db: string;
   server: RunningServer;
   createOrg(name?: string): OrgCreds;
+  /** Another token of the org, of this scope (CONTRACT 2), as the database command makes it. */
+  createToken(org: OrgCreds, scope: Scope, name?: string): OrgCreds & { token_id: string };
   api(org: OrgCreds): ApiClient;
   /**
    * Every event emitted for an org so far, in commit order: what svc.events.> carried on this
@@ -109,6 +112,15 @@ export async function startService(overrides: Partial<ServeConfig> = {}, opts: {
       try {
         const { org, api_token } = createOrg(db, name);
         return { org_id: org.org_id, api_token };
+      } finally {
+        db.close();
+      }
+    },
+    createToken(org, scope, name = scope) {
+      const db = openDb(config.db);
+      try {
+        const t = createToken(db, org.org_id, name, scope);
+        return { org_id: org.org_id, api_token: t.api_token, token_id: t.token_id };
       } finally {
         db.close();
       }

@@ -570,6 +570,9 @@ describe('real responses validate against the document', () => {
     check(await api.get('/v1/events?limit=0'), 'get', '/v1/events', 400);
     const ev = check(await api.get(`/v1/events/${page.data[0].id}`), 'get', '/v1/events/{event_id}', 200);
     check(await api.get('/v1/events/nope'), 'get', '/v1/events/{event_id}', 404);
+    const audit = check(await api.get('/v1/audit?limit=2'), 'get', '/v1/audit', 200);
+    expect(audit.data.length).toBe(2);
+    check(await api.get('/v1/audit?limit=0'), 'get', '/v1/audit', 400);
     const ATTEMPTS = `${HOOKS}/{webhook_id}/attempts`;
     check(await api.get(`${HOOKS}/${ids.hookA}/attempts?limit=1`), 'get', ATTEMPTS, 200);
     check(await api.get(`${HOOKS}/${ids.hookA}/attempts?outcome=no`), 'get', ATTEMPTS, 400);
@@ -608,7 +611,7 @@ describe('shaping a response through its schema', () => {
       path: '/v1/leaky',
       tag: 'test',
       summary: 'answers with fields its schema does not have',
-      public: true,
+      scope: 'public',
       responses: { 200: { description: 'x', schema } },
       errors: [],
       handle: () => reply.ok({ a: 1, secret: 'hunter2-hunter2', nested: { b: 'x', token: 't0ps3cret' } } as z.input<typeof schema>),
@@ -619,7 +622,7 @@ describe('shaping a response through its schema', () => {
       path: '/v1/wrong',
       tag: 'test',
       summary: 'answers with a body its schema refuses',
-      public: true,
+      scope: 'public',
       responses: { 200: { description: 'x', schema } },
       errors: [],
       handle: () => reply.ok({ a: 'one' } as unknown as z.input<typeof schema>),

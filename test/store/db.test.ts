@@ -45,6 +45,24 @@ describe('openDb', () => {
     }
   });
 
+  it('tokens made before scopes are admin (CONTRACT 2): a database of the schema before them, opened', () => {
+    const file = path.join(tmpDir(), 'svc.db');
+    const old = new Database(file);
+    const before = MIGRATIONS.findIndex((m) => m.includes('ADD COLUMN scope'));
+    expect(before).toBeGreaterThan(0);
+    for (const m of MIGRATIONS.slice(0, before)) old.exec(m);
+    old.pragma(`user_version = ${before}`);
+    old.prepare("INSERT INTO orgs (org_id, name, created_at) VALUES ('org_old', 'old', '2026-01-01T00:00:00Z')").run();
+    old.prepare("INSERT INTO api_tokens (token_id, org_id, name, token_hash, created_at) VALUES ('tok_old', 'org_old', 'ci', 'h', '2026-01-01T00:00:00Z')").run();
+    old.close();
+    const db = openDb(file);
+    try {
+      expect(db.prepare("SELECT scope FROM api_tokens WHERE token_id = 'tok_old'").get()).toEqual({ scope: 'admin' });
+    } finally {
+      db.close();
+    }
+  });
+
   it('refuses a database with a newer schema than the code knows, and leaves it as it was', () => {
     const file = path.join(tmpDir(), 'svc.db');
     openDb(file).close();

@@ -3,6 +3,8 @@
 // gate and approvals (CONTRACT 4.3). The same service functions and request schemas as the API.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
+import { apiOp, change, may, refused } from '../changes.ts';
+import { changedBy, type AuditView } from '../../services/audit.ts';
 import { ConflictError, InvalidError, NotFoundError, VetoedError, type ErrorDetail } from '../../domain/errors.ts';
 import { GATE_VERDICTS } from '../../domain/rollout.ts';
 import { fleetRollbackSchema, vetoSchema } from '../../http/schemas.ts';
@@ -14,7 +16,7 @@ import { listAppRollouts } from '../../services/rollouts.ts';
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, Errors, Fact, Labels, ListPage, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
+import { ActorName, Csrf, Diff, duration, ScopeNote, Errors, Fact, Labels, ListPage, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable } from './overview.tsx';
 
 type ConfigView = ReturnType<typeof listConfigs>[number];
@@ -107,12 +109,23 @@ const Breadcrumb = ({ c, app }: { c: DashContext; app?: App }) => (
   </p>
 );
 
-const VetoCell = ({ app, cfg, c }: { app: App; cfg: ConfigView; c: DashContext }) => {
+const VetoCell = ({ app, cfg, c, by }: { app: App; cfg: ConfigView; c: DashContext; by?: AuditView }) => {
   const paths = c.get('paths');
+  if (!may(c, 'deploy')) {
+    return cfg.vetoed ? (
+      <p>
+        <span class="badge s-failed">vetoed</span> {cfg.vetoed.reason} {by ? <>by <ActorName actor={by.actor} /> </> : null}
+        <span class="muted">since</span> <Time iso={cfg.vetoed.at} />
+      </p>
+    ) : (
+      <span class="muted">—</span>
+    );
+  }
   return cfg.vetoed ? (
     <div class="vetoed">
       <p>
-        <span class="badge s-failed">vetoed</span> {cfg.vetoed.reason} <span class="muted">since</span> <Time iso={cfg.vetoed.at} />
+        <span class="badge s-failed">vetoed</span> {cfg.vetoed.reason} {by ? <>by <ActorName actor={by.actor} /> </> : null}
+        <span class="muted">since</span> <Time iso={cfg.vetoed.at} />
       </p>
       <form method="post" action={paths.configUnveto(app.app_id, cfg.app_config_id)} class="inline">
         <Csrf token={csrfOf(c)} />
@@ -135,7 +148,7 @@ const VetoCell = ({ app, cfg, c }: { app: App; cfg: ConfigView; c: DashContext }
   );
 };
 
-const ConfigsTable = ({ app, configs, installsOn, c }: { app: App; configs: ConfigView[]; installsOn: Map<string, number>; c: DashContext }) => (
+const ConfigsTable = ({ app, configs, installsOn, c, vetoedBy }: { app: App; configs: ConfigView[]; installsOn: Map<string, number>; c: DashContext; vetoedBy?: Map<string, AuditView> }) => (
   <StackTable
     columns={['Config', 'Created', 'Installs on it', 'Veto']}
     items={configs}
@@ -162,7 +175,7 @@ const ConfigsTable = ({ app, configs, installsOn, c }: { app: App; configs: Conf
         </td>
         <td data-label="Installs on it">{installsOn.get(cfg.app_config_id) ?? 0}</td>
         <td data-label="Veto">
-          <VetoCell app={app} cfg={cfg} c={c} />
+          <VetoCell app={app} cfg={cfg} c={c} by={vetoedBy?.get(cfg.app_config_id)} />
         </td>
       </tr>
     )}
@@ -447,10 +460,16 @@ function registerAppPage(r: Hono<DashEnv>, ctx: AppContext) {
           </h1>
           <Section headingId="h-configs" title="Configs">
             <p class="hint">A vetoed config is refused wherever it would be applied (install updates, branch runs, fleet rollbacks, new installs).</p>
-            <ConfigsTable app={app} configs={configs} installsOn={installsOn} c={c} />
+            <ConfigsTable app={app} configs={configs} installsOn={installsOn} c={c} vetoedBy={changedBy(ctx, orgId, configs.filter((x) => x.vetoed).map((x) => x.app_config_id), ['configs.veto'])} />
           </Section>
           <Section headingId="h-fleet" title="Roll back fleet">
-            {installs.length ? <FleetRollbackForm app={app} configs={configs} c={c} /> : <p class="muted">No installs to roll back.</p>}
+            {!installs.length ? (
+              <p class="muted">No installs to roll back.</p>
+            ) : may(c, 'deploy') ? (
+              <FleetRollbackForm app={app} configs={configs} c={c} />
+            ) : (
+              <ScopeNote have={c.get('session')?.scope ?? 'read'} need="deploy" what="Rolling back the fleet" />
+            )}
           </Section>
           <Section headingId="h-app-installs" title={`Installs (${installs.length})`}>
             <InstallsTable installs={installs} paths={paths} names={installNamesOf(ctx, orgId, installs)} />
@@ -485,9 +504,10 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
     const body = await c.req.parseBody();
     const parsed = vetoSchema.safeParse({ reason: str(body.reason) });
     if (!parsed.success) {
+      refused(c, ctx, apiOp('vetoAppConfig'), 400, c.req.param('cfg'));
       flash(c, { kind: 'error', text: `Veto refused: ${issuesToDetails(parsed.error.issues).map((d) => `${d.path}: ${d.message}`).join('; ')}` });
     } else {
-      const cfg = vetoConfig(ctx, orgId, app.app_id, c.req.param('cfg'), parsed.data.reason);
+      const cfg = change(c, ctx, apiOp('vetoAppConfig'), { id: c.req.param('cfg') }, () => vetoConfig(ctx, orgId, app.app_id, c.req.param('cfg'), parsed.data.reason));
       flash(c, { kind: 'ok', text: `Config v${cfg.version} vetoed: applying it is refused until the veto is lifted.` });
     }
     return c.redirect(pathsOf(c).app(app.app_id), 303);
@@ -496,7 +516,7 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/apps/:app/configs/:cfg/unveto', (c) => {
     const orgId = c.req.param('org');
     const app = mustGetApp(ctx, orgId, c.req.param('app'));
-    const cfg = unvetoConfig(ctx, orgId, app.app_id, c.req.param('cfg'));
+    const cfg = change(c, ctx, apiOp('unvetoAppConfig'), { id: c.req.param('cfg') }, () => unvetoConfig(ctx, orgId, app.app_id, c.req.param('cfg')));
     flash(c, { kind: 'ok', text: `Veto on config v${cfg.version} lifted.` });
     return c.redirect(pathsOf(c).app(app.app_id), 303);
   });
@@ -549,9 +569,12 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
       return c.redirect(pathsOf(c).app(app.app_id), 303);
     }
     const { body, errors } = rollbackBody(fields, false);
-    if (!body) return renderPlanPage(ctx, c, { app, fields, plan, errors }, 400);
+    if (!body) {
+      refused(c, ctx, apiOp('rollBackAppFleet'), 400, app.app_id);
+      return renderPlanPage(ctx, c, { app, fields, plan, errors }, 400);
+    }
     try {
-      const res = rollBackFleet(ctx, orgId, app.app_id, body) as Extract<ReturnType<typeof rollBackFleet>, { status: 201 }>;
+      const res = change(c, ctx, apiOp('rollBackAppFleet'), { idOf: (x) => x.body.run_id, status: 201 }, () => rollBackFleet(ctx, orgId, app.app_id, body) as Extract<ReturnType<typeof rollBackFleet>, { status: 201 }>);
       flash(c, { kind: 'ok', text: `Fleet rollback started: ${res.body.plan.installs.length} install(s).` });
       return c.redirect(pathsOf(c).workflow(res.body.workflow_id), 303);
     } catch (err) {

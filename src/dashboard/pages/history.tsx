@@ -4,14 +4,16 @@
 // "Resend" (its result shown like a test event's). The same service functions as the API.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
+import { apiOp, change, refused } from '../changes.ts';
+import { changedBy } from '../../services/audit.ts';
 import { ConflictError, InvalidError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
-import { getEventAttempts, getRecovery, listEvents, recoverWebhook, resendEvent, type CloudEventJson, type EventListInput } from '../../services/history.ts';
+import { getEventAttempts, getRecovery, listEvents, recoveryAnswer, resendable, resendEvent, startRecovery, type CloudEventJson, type EventListInput } from '../../services/history.ts';
 import { getWebhook } from '../../services/webhooks.ts';
 import { eventListQuerySchema, recoverBodySchema, resendBodySchema } from '../../http/schemas.ts';
 import { issuesToDetails } from '../../http/validation.ts';
 import { errorPage, render } from '../render.tsx';
 import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
-import { DetailsSection, Errors, Fact, Json, Section, StackTable, Status, Time } from '../ui.tsx';
+import { ActorName, DetailsSection, Errors, Fact, Json, Section, StackTable, Status, Time } from '../ui.tsx';
 import { formStateOf } from '../webhook-form.ts';
 import { showForm } from './webhooks.tsx';
 import { AttemptResultCells, AttemptVia, ResendButton, type RecoverFormState } from './webhook-history.tsx';
@@ -240,10 +242,14 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
     const state: RecoverFormState = { since: (form.since ?? '').trim(), until: (form.until ?? '').trim(), only_failed: form.only_failed === '1' };
     const again = (errors: ErrorDetail[], status: 400 | 409 = 400) => showForm(c, { state: formStateOf(w), webhook: w, ctx, recover: { ...state, errors } }, status);
     const parsed = recoverBodySchema.safeParse({ since: state.since, ...(state.until ? { until: state.until } : {}), only_failed: state.only_failed });
-    if (!parsed.success) return again(issuesToDetails(parsed.error.issues));
+    if (!parsed.success) {
+      refused(c, ctx, apiOp('recoverWebhook'), 400);
+      return again(issuesToDetails(parsed.error.issues));
+    }
     let started: { recovery_id: string; events: number };
     try {
-      started = await recoverWebhook(ctx, orgId, w.webhook_id, parsed.data);
+      const kept = change(c, ctx, apiOp('recoverWebhook'), { idOf: (x) => x.recovery_id, status: 202 }, () => startRecovery(ctx, orgId, w.webhook_id, parsed.data));
+      started = await recoveryAnswer(ctx, orgId, w.webhook_id, kept.recovery_id);
     } catch (err) {
       if (err instanceof InvalidError) return again(err.details ?? [{ path: '(body)', message: err.message }]);
       // a recovery of this webhook still running, or the org's running recoveries at their limit (CONTRACT 4.5)
@@ -265,6 +271,7 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
     const orgId = c.req.param('org');
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const rec = getRecovery(ctx, orgId, w.webhook_id, c.req.param('rid'));
+    const startedBy = changedBy(ctx, orgId, [rec.recovery_id], ['webhooks.recover']).get(rec.recovery_id);
     const paths = c.get('paths');
     const running = rec.state === 'running';
     return render(c, {
@@ -288,6 +295,11 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
               <Fact term="Attempted" id="recovery-attempted">{rec.attempted}</Fact>
               <Fact term="Succeeded" id="recovery-succeeded">{rec.succeeded}</Fact>
               <Fact term="Failed" id="recovery-failed">{rec.failed}</Fact>
+              {startedBy ? (
+                <Fact term="Started by" id="recovery-started-by">
+                  <ActorName actor={startedBy.actor} />
+                </Fact>
+              ) : null}
             </dl>
             <p>
               <label for="recovery-progress">Attempted {rec.attempted} of {rec.events}</label>
@@ -310,8 +322,12 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const form = await textFields(c);
     const parsed = resendBodySchema.safeParse({ event_id: form.event_id ?? '' });
-    if (!parsed.success) return errorPage(c, 400, 'Request refused', 'No event to resend was named.');
+    if (!parsed.success) {
+      refused(c, ctx, apiOp('resendEvent'), 400, w.webhook_id);
+      return errorPage(c, 400, 'Request refused', 'No event to resend was named.');
+    }
     const eventId = parsed.data.event_id;
+    change(c, ctx, apiOp('resendEvent'), { id: w.webhook_id }, () => resendable(ctx, orgId, w.webhook_id, eventId));
     const res = await resendEvent(ctx, orgId, w.webhook_id, eventId);
     flashAttempt(
       c,

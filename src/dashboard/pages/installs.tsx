@@ -1,6 +1,7 @@
 // Installs: the list, one install (config, versions with diffs, rollback), its sandbox and components.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
+import { apiOp, change, may } from '../changes.ts';
 import { ConflictError, InvalidError, NotFoundError } from '../../domain/errors.ts';
 import { getInstallView, listInstalls, listInstallWorkflows } from '../../services/installs.ts';
 import { listInstallVersions, updateInstallConfig, versionDiff } from '../../services/rollback.ts';
@@ -9,7 +10,7 @@ import { appName, branchName, componentNames, configVersion } from '../../servic
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, Fact, Json, Labels, ListPage, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
+import { Csrf, Diff, duration, ScopeNote, Fact, Json, Labels, ListPage, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable, WorkflowsTable } from './overview.tsx';
 
 type InstallView = ReturnType<typeof getInstallView>;
@@ -100,7 +101,9 @@ const VersionHistory = ({ versions, diffs, c }: { versions: Version[]; diffs: Ma
 );
 
 const RollbackForm = ({ install, choices, c }: { install: InstallView; choices: Version[]; c: DashContext }) =>
-  choices.length ? (
+  choices.length && !may(c, 'deploy') ? (
+    <ScopeNote have={c.get('session')?.scope ?? 'read'} need="deploy" what="Rolling back" />
+  ) : choices.length ? (
     <form method="post" action={c.get('paths').rollbackPlan(install.install_id)} class="stack">
       <Csrf token={csrfOf(c)} />
       <div>
@@ -298,7 +301,10 @@ function registerInstallRollback(r: Hono<DashEnv>, ctx: AppContext) {
     getInstallView(ctx, orgId, installId);
     let res;
     try {
-      res = updateInstallConfig(ctx, orgId, installId, { app_config_id: await formField(c, 'app_config_id') });
+      const appConfigId = await formField(c, 'app_config_id');
+      res = change(c, ctx, apiOp('updateInstallAppConfig'), { idOf: (x) => (x.body as { workflow_id: string }).workflow_id, status: 201 }, () =>
+        updateInstallConfig(ctx, orgId, installId, { app_config_id: appConfigId }),
+      );
     } catch (err) {
       return planFailed(c, installId, err);
     }

@@ -1,12 +1,23 @@
 // Org settings: API tokens (a new token is shown once, on the response that created it; revoke).
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
+import { change, may, refused, TOKENS_CREATE, TOKENS_REVOKE } from '../changes.ts';
+import { InvalidError } from '../../domain/errors.ts';
 import { createToken, listTokens, revokeToken } from '../../services/api-tokens.ts';
+import { DEFAULT_SCOPE, isScope, SCOPES, type Scope } from '../../domain/scopes.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Section, StackTable, Time } from '../ui.tsx';
+import { Csrf, ScopeNote, Section, StackTable, Time } from '../ui.tsx';
 
-function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: string; api_token: string; name: string | null }) {
+/** What each scope may do (CONTRACT 2), as the token form explains it. */
+export const SCOPE_HINTS: Record<Scope, string> = {
+  read: 'read: every page and GET, but not the audit log; changes nothing',
+  webhooks: 'webhooks: read, plus creating, changing, pinging, recovering and deleting webhooks',
+  deploy: 'deploy: read, plus apps, configs, branches, installs, runs, rollbacks, approvals, cancel and veto',
+  admin: 'admin: everything, tokens and the audit log included',
+};
+
+function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: string; api_token: string; name: string | null; scope: Scope }) {
   const orgId = c.req.param('org') as string;
   const paths = c.get('paths');
   const tokens = listTokens(ctx, orgId);
@@ -20,7 +31,7 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
           {created ? (
             <div class="flash ok" role="status">
               <p>
-                Token {created.name ? `“${created.name}” ` : ''}created. Copy it now: it is shown only once.
+                Token {created.name ? `“${created.name}” ` : ''}created with scope <strong>{created.scope}</strong>. Copy it now: it is shown only once.
               </p>
               <p>
                 <label for="new-token">API token</label>
@@ -31,6 +42,8 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
               </p>
             </div>
           ) : null}
+          {!may(c, 'admin') ? <ScopeNote have={c.get('session')?.scope ?? 'read'} need="admin" what="Creating or revoking tokens" /> : null}
+          {may(c, 'admin') ? (
           <form method="post" action={`${paths.settings}/tokens`} class="stack">
             <Csrf token={csrfOf(c)} />
             <div>
@@ -38,13 +51,29 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
               <input type="text" id="token-name" name="name" maxlength={100} placeholder="ci, cli, laptop…" />
             </div>
             <div>
+              <label for="token-scope">Scope</label>
+              <select id="token-scope" name="scope" aria-describedby="token-scope-hint">
+                {SCOPES.map((sc) => (
+                  <option value={sc} selected={sc === DEFAULT_SCOPE}>
+                    {sc}
+                  </option>
+                ))}
+              </select>
+              <ul id="token-scope-hint" class="hint">
+                {SCOPES.map((sc) => (
+                  <li>{SCOPE_HINTS[sc]}</li>
+                ))}
+              </ul>
+            </div>
+            <div>
               <button type="submit">Create token</button>
             </div>
           </form>
+          ) : null}
         </Section>
         <Section headingId="h-tokens" title="API tokens">
           <StackTable
-            columns={['Name', 'Token ID', 'Created', 'State', <span class="muted">Actions</span>]}
+            columns={['Name', 'Token ID', 'Scope', 'Created', 'State', <span class="muted">Actions</span>]}
             items={tokens}
             row={(t) => (
               <tr>
@@ -52,12 +81,13 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
                 <td data-label="Token ID">
                   <code>{t.token_id}</code>
                 </td>
+                <td data-label="Scope">{t.scope}</td>
                 <td data-label="Created">
                   <Time iso={t.created_at} />
                 </td>
                 <td data-label="State">{t.revoked_at ? <>revoked <Time iso={t.revoked_at} /></> : 'active'}</td>
                 <td>
-                  {t.revoked_at ? null : (
+                  {t.revoked_at || !may(c, 'admin') ? null : (
                     <form method="post" action={`${paths.settings}/tokens/${encodeURIComponent(t.token_id)}/revoke`} class="inline">
                       <Csrf token={csrfOf(c)} />
                       <button type="submit" class="danger" aria-label={`Revoke token ${t.name ?? t.token_id}`}>
@@ -81,13 +111,18 @@ export function registerSettings(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/settings/tokens', async (c) => {
     const body = await c.req.parseBody();
     const name = typeof body.name === 'string' && body.name.trim() !== '' ? body.name.trim().slice(0, 100) : null;
-    const t = createToken(ctx, c.req.param('org'), name);
+    const scope = body.scope === undefined ? DEFAULT_SCOPE : body.scope;
+    if (!isScope(scope)) {
+      refused(c, ctx, TOKENS_CREATE, 400);
+      throw new InvalidError(`scope: one of ${SCOPES.join(', ')}`, [{ path: 'scope', message: `one of ${SCOPES.join(', ')}` }]);
+    }
+    const t = change(c, ctx, TOKENS_CREATE, { idOf: (x) => x.token_id, status: 201 }, () => createToken(ctx, c.req.param('org'), name, scope));
     // rendered directly (no redirect): the plaintext token never goes into a URL or cookie
     return settingsPage(c, ctx, { ...t, name });
   });
 
   r.post('/:org/settings/tokens/:token/revoke', (c) => {
-    revokeToken(ctx, c.req.param('org'), c.req.param('token'));
+    change(c, ctx, TOKENS_REVOKE, { id: c.req.param('token') }, () => revokeToken(ctx, c.req.param('org'), c.req.param('token')));
     flash(c, { kind: 'ok', text: `Token ${c.req.param('token')} revoked.` });
     return c.redirect(c.get('paths').settings, 303);
   });

@@ -2,13 +2,14 @@
 // failed ones only), each with "Resend", and the "Recover since…" form. Rendered by webhooks.tsx;
 // the forms post to the routes of history.tsx.
 import type { AppContext } from '../../context.ts';
+import { may } from '../changes.ts';
 import type { ErrorDetail } from '../../domain/errors.ts';
 import { listAttempts, type AttemptView } from '../../services/history.ts';
 import type { WebhookView } from '../../services/webhooks.ts';
 import type { Paths } from '../paths.ts';
 import { csrfOf } from '../render.tsx';
 import type { DashContext } from '../session.ts';
-import { Csrf, Errors, Section, StackTable, Status, Time } from '../ui.tsx';
+import { Csrf, Errors, ScopeNote, Section, StackTable, Status, Time } from '../ui.tsx';
 
 export const ATTEMPTS_PAGE = 25;
 
@@ -63,7 +64,8 @@ export const ResendButton = ({
   back: 'webhook' | 'event';
   failedOnly?: boolean;
   label: string;
-}) => (
+}) =>
+  !may(c, 'webhooks') ? null : (
   <form method="post" action={`${c.get('paths').webhook(webhookId)}/resend`} class="inline">
     <Csrf token={csrfOf(c)} />
     <input type="hidden" name="event_id" value={eventId} />
@@ -150,6 +152,7 @@ export const WebhookHistory = ({ c, ctx, w, recover }: { c: DashContext; ctx: Ap
           One new attempt at this webhook alone for each kept event of the window that it matches now. Each carries the event's own body and id and the header
           X-Svc-Recovery.
         </p>
+        {may(c, 'webhooks') ? (
         <form method="post" action={`${base}/recover`} class="stack">
           <Errors errors={r.errors} />
           <Csrf token={csrfOf(c)} />
@@ -171,6 +174,9 @@ export const WebhookHistory = ({ c, ctx, w, recover }: { c: DashContext; ctx: Ap
             <button type="submit">Recover</button>
           </div>
         </form>
+        ) : (
+          <ScopeNote have={c.get('session')?.scope ?? 'read'} need="webhooks" what="Recovering" />
+        )}
       </Section>
     </>
   );

@@ -5,10 +5,12 @@ import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { ConflictError } from '../../domain/errors.ts';
 import { attemptsPerHour, type AttemptHour } from '../../services/history.ts';
-import { disableWebhook, enableWebhook, getWebhook, type WebhookView } from '../../services/webhooks.ts';
+import { disableWebhook, enableAfterPing, getWebhook, pingBeforeEnable, type EnablePing, type WebhookView } from '../../services/webhooks.ts';
+import { apiOp, change, may, refused } from '../changes.ts';
+import { toHttpError } from '../../http/http-error.ts';
 import { csrfOf } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Fact, Section, Time } from '../ui.tsx';
+import { Csrf, Fact, ScopeNote, Section, Time } from '../ui.tsx';
 
 const W = 24 * 22;
 const H = 140;
@@ -124,7 +126,9 @@ export const WatchdogSection = ({ c, ctx, w }: { c: DashContext; ctx: AppContext
         ) : null}
         <Fact term="Disables itself">{w.disable_after ? `after ${w.disable_after.failures} consecutive failures over at least ${w.disable_after.duration}` : 'never (disable_after not set)'}</Fact>
       </dl>
-      {s.state === 'disabled' ? (
+      {!may(c, 'webhooks') ? (
+        <ScopeNote have={c.get('session')?.scope ?? 'read'} need="webhooks" what={s.state === 'disabled' ? 'Enabling this webhook' : 'Disabling this webhook'} />
+      ) : s.state === 'disabled' ? (
         <div class="actions">
           <form method="post" action={`${action}/enable`} class="inline">
             <Csrf token={csrfOf(c)} />
@@ -160,7 +164,7 @@ export function registerWatchdog(r: Hono<DashEnv>, ctx: AppContext) {
     const orgId = c.req.param('org');
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const note = String((await c.req.parseBody()).note ?? '').trim().slice(0, 1000);
-    disableWebhook(ctx, orgId, w.webhook_id, note || undefined);
+    change(c, ctx, apiOp('disableWebhook'), { id: w.webhook_id }, () => disableWebhook(ctx, orgId, w.webhook_id, note || undefined));
     flash(c, { kind: 'ok', text: `Webhook for ${w.webhook_url} disabled: no deliveries until it is enabled.` });
     return c.redirect(`${c.get('paths').webhook(w.webhook_id)}#watchdog`, 303);
   });
@@ -169,8 +173,17 @@ export function registerWatchdog(r: Hono<DashEnv>, ctx: AppContext) {
     const orgId = c.req.param('org');
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const recover = (await c.req.parseBody()).recover === '1';
+    const op = apiOp('enableWebhook');
     try {
-      const r = await enableWebhook(ctx, orgId, w.webhook_id, { recover });
+      if (!may(c, op.scope)) change(c, ctx, op, { id: w.webhook_id }, () => undefined); // 403, kept, before any ping
+      let ping: EnablePing;
+      try {
+        ping = await pingBeforeEnable(ctx, orgId, w.webhook_id, { recover });
+      } catch (err) {
+        refused(c, ctx, op, toHttpError(err).status, w.webhook_id);
+        throw err;
+      }
+      const r = change(c, ctx, op, { id: w.webhook_id }, () => enableAfterPing(ctx, orgId, w.webhook_id, { recover }, ping));
       const text = r.recovery_id ? `Webhook for ${w.webhook_url} enabled; catching up (recovery ${r.recovery_id}).` : `Webhook for ${w.webhook_url} enabled.`;
       flash(c, { kind: 'ok', text });
     } catch (err) {

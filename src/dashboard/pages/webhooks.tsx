@@ -4,13 +4,14 @@
 // with an overlap / keep / remove, interests, match), delete.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
+import { apiOp, change, may, refused } from '../changes.ts';
 import { ConflictError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
 import { LIMITS } from '../../domain/limits.ts';
 import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, pingWebhook, type WebhookView } from '../../services/webhooks.ts';
 import { INTEREST_OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, DetailsSection, Errors, Fact, Section, StackTable, Status, Time } from '../ui.tsx';
+import { Csrf, DetailsSection, ScopeNote, Errors, Fact, Section, StackTable, Status, Time } from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
 import { WatchdogSection } from './webhook-watchdog.tsx';
 import {
@@ -183,7 +184,8 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
 };
 
 /** Sends a ping; the result shows on the page it was sent from (`from`: the list or the webhook's page). */
-const PingButton = ({ c, w, from }: { c: DashContext; w: WebhookView; from: 'list' | 'webhook' }) => (
+const PingButton = ({ c, w, from }: { c: DashContext; w: WebhookView; from: 'list' | 'webhook' }) =>
+  !may(c, 'webhooks') ? null : (
   <form method="post" action={`${c.get('paths').webhook(w.webhook_id)}/ping`} class="inline">
     <Csrf token={csrfOf(c)} />
     <input type="hidden" name="from" value={from} />
@@ -319,6 +321,8 @@ export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: A
               </Section>
               {props.ctx ? <WatchdogSection c={c} ctx={props.ctx} w={w} /> : null}
               {props.ctx ? <WebhookHistory c={c} ctx={props.ctx} w={w} recover={props.recover} /> : null}
+              {may(c, 'webhooks') ? (
+                <>
               <Section headingId="h-edit" title="Edit">
                 <WebhookForm c={c} {...props} />
               </Section>
@@ -330,12 +334,16 @@ export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: A
                   </button>
                 </form>
               </Section>
+                </>
+              ) : (
+                <ScopeNote have={c.get('session')?.scope ?? 'read'} need="webhooks" what="Changing, pinging or deleting this webhook" />
+              )}
             </>
           ) : (
             <>
               <h1>New webhook</h1>
               <section aria-label="New webhook">
-                <WebhookForm c={c} {...props} />
+                {may(c, 'webhooks') ? <WebhookForm c={c} {...props} /> : <ScopeNote have={c.get('session')?.scope ?? 'read'} need="webhooks" what="Creating a webhook" />}
               </section>
             </>
           )}
@@ -358,11 +366,13 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
       children: (
         <>
           <h1>Webhooks</h1>
-          <p>
-            <a class="button" href={c.get('paths').newWebhook}>
-              New webhook
-            </a>
-          </p>
+          {may(c, 'webhooks') ? (
+            <p>
+              <a class="button" href={c.get('paths').newWebhook}>
+                New webhook
+              </a>
+            </p>
+          ) : null}
           <section>
             <WebhookList c={c} webhooks={listWebhooks(ctx, c.req.param('org'))} />
           </section>
@@ -376,9 +386,12 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/webhooks', async (c) => {
     const form = await formOf(c);
     const parsed = createBodyOf(form);
-    if (!parsed.ok) return showForm(c, { state: formStateFromForm(form), errors: parsed.errors }, 400);
+    if (!parsed.ok) {
+      refused(c, ctx, apiOp('createWebhook'), 400);
+      return showForm(c, { state: formStateFromForm(form), errors: parsed.errors }, 400);
+    }
     try {
-      const w = createWebhook(ctx, c.req.param('org'), parsed.value);
+      const w = change(c, ctx, apiOp('createWebhook'), { idOf: (x) => x.webhook_id, status: 201 }, () => createWebhook(ctx, c.req.param('org'), parsed.value));
       flash(c, { kind: 'ok', text: `Webhook created for ${w.webhook_url}.` });
     } catch (err) {
       if (err instanceof ConflictError) return showForm(c, { state: formStateFromForm(form), errors: conflict(err) }, 409);
@@ -399,9 +412,12 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
     const form = await formOf(c);
     const parsed = patchBodyOf(form, w);
     const again = (errors: ErrorDetail[], status: 400 | 409) => showForm(c, { state: formStateFromForm(form), webhook: w, errors, ctx }, status);
-    if (!parsed.ok) return again(parsed.errors, 400);
+    if (!parsed.ok) {
+      refused(c, ctx, apiOp('updateWebhook'), 400, w.webhook_id);
+      return again(parsed.errors, 400);
+    }
     try {
-      patchWebhook(ctx, orgId, w.webhook_id, parsed.value);
+      change(c, ctx, apiOp('updateWebhook'), { id: w.webhook_id }, () => patchWebhook(ctx, orgId, w.webhook_id, parsed.value));
     } catch (err) {
       if (err instanceof ConflictError) return again(conflict(err), 409);
       throw err;
@@ -413,7 +429,7 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/webhooks/:id/delete', (c) => {
     const orgId = c.req.param('org');
     const w = getWebhook(ctx, orgId, c.req.param('id'));
-    deleteWebhook(ctx, orgId, w.webhook_id);
+    change(c, ctx, apiOp('deleteWebhook'), { id: w.webhook_id, status: 204 }, () => deleteWebhook(ctx, orgId, w.webhook_id));
     flash(c, { kind: 'ok', text: `Webhook for ${w.webhook_url} deleted.` });
     return c.redirect(c.get('paths').webhooks, 303);
   });
@@ -422,6 +438,8 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
     const orgId = c.req.param('org');
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const back = (await c.req.parseBody()).from === 'webhook' ? c.get('paths').webhook(w.webhook_id) : c.get('paths').webhooks;
+    // recorded before the attempt (which changes nothing kept but its outcome), as the API does
+    change(c, ctx, apiOp('pingWebhook'), { id: w.webhook_id }, () => getWebhook(ctx, orgId, w.webhook_id));
     const res = await pingWebhook(ctx, orgId, w.webhook_id);
     flashAttempt(c, res, {
       ok: (http) => `Test event delivered to ${w.webhook_url}: ${http} in ${res.duration_ms} ms.`,

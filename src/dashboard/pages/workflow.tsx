@@ -2,13 +2,15 @@
 import type { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
 import type { AppContext } from '../../context.ts';
+import { apiOp, change, may } from '../changes.ts';
+import { changesOf, type AuditView } from '../../services/audit.ts';
 import { ConflictError, InvalidError } from '../../domain/errors.ts';
 import { componentNames } from '../../services/names.ts';
 import { rolloutView, type RolloutView } from '../../services/rollouts.ts';
 import { cancelWorkflow, getWorkflowView, respondToApproval, workflowOwner, workflowParent, type ParentInfo, type StepView, type WorkflowOwner, type WorkflowView } from '../../services/workflows.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, Fact, isTerminal, Json, Labels, Owner, ownerText, Section, Status, Time, type DiffShape } from '../ui.tsx';
+import { ActorName, Csrf, Diff, ScopeNote, duration, Fact, isTerminal, Json, Labels, Owner, ownerText, Section, Status, Time, type DiffShape } from '../ui.tsx';
 import { configNamer } from '../config-namer.ts';
 import { groupStatus, RolloutFacts, RunPicture, stepExtra, TripCause } from './rollouts.tsx';
 
@@ -54,7 +56,10 @@ export const Plan = ({ plan, c, configName }: { plan: unknown; c: DashContext; c
 export type ApprovalBack = 'workflow' | 'approvals';
 
 /** Approve or reject a waiting step, with a note. */
-export const ApprovalForm = ({ workflowId, step, c, back = 'workflow' }: { workflowId: string; step: Pick<StepView, 'step_id'>; c: DashContext; back?: ApprovalBack }) => (
+export const ApprovalForm = ({ workflowId, step, c, back = 'workflow' }: { workflowId: string; step: Pick<StepView, 'step_id'>; c: DashContext; back?: ApprovalBack }) =>
+  !may(c, 'deploy') ? (
+    <ScopeNote have={c.get('session')?.scope ?? 'read'} need="deploy" what="Approving or rejecting" />
+  ) : (
   <form method="post" action={`${c.get('paths').workflow(workflowId)}/steps/${encodeURIComponent(step.step_id)}/approval`} class="stack">
     <Csrf token={csrfOf(c)} />
     {back !== 'workflow' ? <input type="hidden" name="back" value={back} /> : null}
@@ -71,7 +76,7 @@ export const ApprovalForm = ({ workflowId, step, c, back = 'workflow' }: { workf
       </button>
     </div>
   </form>
-);
+  );
 
 const StepCard = ({ wf, step, c, components, configName, extra }: { wf: WorkflowView; step: StepView; c: DashContext; components: Map<string, string>; configName: ConfigName; extra?: Child }) => (
   <li class="card" id={`step-${step.step_id}`}>
@@ -105,7 +110,14 @@ const StepCard = ({ wf, step, c, components, configName, extra }: { wf: Workflow
     {extra ?? null}
     {step.approval && step.approval.status !== 'requested' ? (
       <p>
-        Approval: <Status status={step.approval.status} /> {step.approval.note ? `“${step.approval.note}”` : ''} <Time iso={step.approval.responded_at} />
+        Approval: <Status status={step.approval.status} />
+        {step.approval.responded_by ? (
+          <span class="responded-by">
+            {' '}
+            by <ActorName actor={step.approval.responded_by} />
+          </span>
+        ) : null}{' '}
+        {step.approval.note ? `“${step.approval.note}”` : ''} <Time iso={step.approval.responded_at} />
       </p>
     ) : null}
     {step.plan !== undefined && step.plan !== null ? <Plan plan={step.plan} c={c} configName={configName} /> : null}
@@ -124,6 +136,8 @@ interface PageData {
   configName: ConfigName;
   c: DashContext;
   rollout: RolloutView | null;
+  /** who changed this workflow (started it, cancelled it), from the audit log */
+  changes: AuditView[];
 }
 
 const GROUP_BADGE: Record<string, string> = {
@@ -137,7 +151,7 @@ const GROUP_BADGE: Record<string, string> = {
 };
 
 /** A rollout's steps: those of no group, then each install group's plan, deploy, bake and rollback. */
-function RolloutSteps({ wf, components, configName, c, rollout }: Omit<PageData, 'owner' | 'parent'> & { rollout: RolloutView }) {
+function RolloutSteps({ wf, components, configName, c, rollout }: Omit<PageData, 'owner' | 'parent' | 'changes'> & { rollout: RolloutView }) {
   const steps = wf.steps;
   const byId = new Map(steps.map((s) => [s.step_id, s]));
   const card = (id: string) => {
@@ -168,7 +182,9 @@ function RolloutSteps({ wf, components, configName, c, rollout }: Omit<PageData,
   );
 }
 
-function WorkflowPage({ wf, owner, parent, components, configName, c, rollout }: PageData) {
+function WorkflowPage({ wf, owner, parent, components, configName, c, rollout, changes }: PageData) {
+  const started = changes.find((e) => e.action !== 'workflows.cancel');
+  const cancelled = changes.find((e) => e.action === 'workflows.cancel');
   const paths = c.get('paths');
   const steps = wf.steps;
   return (
@@ -210,6 +226,16 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout }:
             <Time iso={wf.finished_at} />
           </Fact>
           <Fact term="Duration">{duration(wf.started_at, wf.finished_at)}</Fact>
+          {started ? (
+            <Fact term="Started by" id="started-by">
+              <ActorName actor={started.actor} /> <span class="muted">({started.action})</span>
+            </Fact>
+          ) : null}
+          {cancelled ? (
+            <Fact term="Cancelled by" id="cancelled-by">
+              <ActorName actor={cancelled.actor} />
+            </Fact>
+          ) : null}
           {rollout ? <RolloutFacts data={rollout} /> : null}
           {wf.parent ? (
             <>
@@ -234,7 +260,8 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout }:
             </>
           ) : null}
         </dl>
-        {!isTerminal(wf.status) ? (
+        {!isTerminal(wf.status) && !may(c, 'deploy') ? <ScopeNote have={c.get('session')?.scope ?? 'read'} need="deploy" what="Cancelling" /> : null}
+        {!isTerminal(wf.status) && may(c, 'deploy') ? (
           <form method="post" action={`${paths.workflow(wf.workflow_id)}/cancel`} class="actions">
             <Csrf token={csrfOf(c)} />
             <button type="submit" class="danger">
@@ -280,7 +307,16 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
       title: workflowTitle(wf.type, owner),
       refresh,
       children: (
-        <WorkflowPage wf={wf} owner={owner} parent={parent} components={components} configName={configNamer(ctx, orgId)} c={c} rollout={rolloutView(ctx, orgId, wf.workflow_id)} />
+        <WorkflowPage
+          wf={wf}
+          owner={owner}
+          parent={parent}
+          components={components}
+          configName={configNamer(ctx, orgId)}
+          c={c}
+          rollout={rolloutView(ctx, orgId, wf.workflow_id)}
+          changes={changesOf(ctx, orgId, wf.workflow_id)}
+        />
       ),
     });
   });
@@ -297,7 +333,9 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
       flash(c, { kind: 'error', text: 'Choose Approve or Reject.' });
     } else {
       try {
-        const step = respondToApproval(ctx, orgId, wfId, c.req.param('step'), response, note);
+        const s = c.get('session')!;
+        const op = apiOp('respondToApproval', response === 'rejected' ? 'steps.reject' : 'steps.approve');
+        const step = change(c, ctx, op, { id: c.req.param('step') }, () => respondToApproval(ctx, orgId, wfId, c.req.param('step'), response, note, s.actor));
         flash(c, { kind: 'ok', text: `${String(step.name)}: ${response}.` });
       } catch (err) {
         if (!(err instanceof ConflictError || err instanceof InvalidError)) throw err;
@@ -312,7 +350,7 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
     const wfId = c.req.param('wf');
     getWorkflowView(ctx, orgId, wfId);
     try {
-      cancelWorkflow(ctx, orgId, wfId);
+      change(c, ctx, apiOp('cancelWorkflow'), { id: wfId }, () => cancelWorkflow(ctx, orgId, wfId));
       flash(c, { kind: 'ok', text: 'Workflow cancelled.' });
     } catch (err) {
       if (!(err instanceof ConflictError || err instanceof InvalidError)) throw err;

@@ -7,6 +7,7 @@ import { appRoutes } from './apps.ts';
 import { installRoutes } from './installs.ts';
 import { workflowRoutes } from './workflows.ts';
 import { eventRoutes } from './events.ts';
+import { auditRoutes } from './audit.ts';
 
 const openApiRoute = defineRoute({
   operationId: 'getOpenApiDocument',
@@ -14,10 +15,10 @@ const openApiRoute = defineRoute({
   path: '/v1/openapi.json',
   tag: 'meta',
   summary: 'This API description (no authentication)',
-  public: true,
+  scope: 'public',
   responses: { 200: { description: 'the OpenAPI 3.1 document', schema: openApiDocumentSchema } },
   errors: [],
   handle: () => reply.ok(openApiDocument(API_ROUTES)),
 });
 
-export const API_ROUTES: readonly ApiRoute[] = [openApiRoute, ...webhookRoutes, ...appRoutes, ...installRoutes, ...workflowRoutes, ...eventRoutes];
+export const API_ROUTES: readonly ApiRoute[] = [openApiRoute, ...webhookRoutes, ...appRoutes, ...installRoutes, ...workflowRoutes, ...eventRoutes, ...auditRoutes];

@@ -36,12 +36,16 @@ async function targetWarning(url: string, allowPrivate: boolean): Promise<string
 }
 const tag = 'webhooks';
 
+/** What a ping or resend answers until its attempt is made (in settle, after the audit row is committed); never sent. */
+const NOT_SENT_YET = { delivered: false, duration_ms: 0 };
+
 export const webhookRoutes = [
   defineRoute({
     operationId: 'listWebhooks',
     method: 'get',
     path: HOOKS,
     tag,
+    scope: 'read',
     summary: 'List webhooks, newest first',
     responses: { 200: { description: 'every webhook of the org', schema: webhookListSchema } },
     errors: [],
@@ -52,14 +56,16 @@ export const webhookRoutes = [
     method: 'post',
     path: HOOKS,
     tag,
+    scope: 'webhooks',
+    audit: { action: 'webhooks.create', resource: 'webhook', id: (r) => r.body.webhook_id },
     summary: 'Create a webhook',
     body: { schema: createWebhookBodySchema },
     responses: { 201: { description: 'the webhook, with `warnings` when its target would be refused', schema: webhookCreatedSchema } },
     errors: [409],
-    handle: async ({ ctx, orgId, body: input }) => {
-      const created = body(svc.createWebhook(ctx, orgId, input));
-      const warning = await targetWarning(created.webhook_url, ctx.config.allowPrivateTargets);
-      return reply.created(warning ? { ...created, warnings: [warning] } : created);
+    handle: ({ ctx, orgId, body: input }) => reply.created(body(svc.createWebhook(ctx, orgId, input))),
+    settle: async ({ ctx }, created) => {
+      const warning = await targetWarning(created.body.webhook_url, ctx.config.allowPrivateTargets);
+      return warning ? reply.created({ ...created.body, warnings: [warning] }) : created;
     },
   }),
   defineRoute({
@@ -67,6 +73,7 @@ export const webhookRoutes = [
     method: 'get',
     path: `${HOOKS}/{webhook_id}`,
     tag,
+    scope: 'read',
     summary: 'Get a webhook',
     responses: { 200: { description: 'the webhook', schema: webhookSchema } },
     errors: [404],
@@ -77,6 +84,8 @@ export const webhookRoutes = [
     method: 'patch',
     path: `${HOOKS}/{webhook_id}`,
     tag,
+    scope: 'webhooks',
+    audit: { action: 'webhooks.update', resource: 'webhook' },
     summary: 'Update a webhook',
     description: 'Naming interests or match replaces the subscription wholesale; a secret string rotates the secret, null removes it.',
     // 404 before validating the body
@@ -91,6 +100,8 @@ export const webhookRoutes = [
     method: 'delete',
     path: `${HOOKS}/{webhook_id}`,
     tag,
+    scope: 'webhooks',
+    audit: { action: 'webhooks.delete', resource: 'webhook' },
     summary: 'Delete a webhook',
     responses: { 204: { description: 'deleted', schema: null } },
     errors: [404],
@@ -104,16 +115,22 @@ export const webhookRoutes = [
     method: 'post',
     path: `${HOOKS}/{webhook_id}/ping`,
     tag,
+    scope: 'webhooks',
+    audit: { action: 'webhooks.ping', resource: 'webhook' },
     summary: 'Send one ping event to this webhook alone',
     responses: { 200: { description: 'the outcome of the delivery', schema: pingResultSchema } },
     errors: [404],
-    handle: async ({ ctx, orgId, params }) => reply.ok(await svc.pingWebhook(ctx, orgId, params.webhook_id)),
+    // the request is recorded (the webhook must exist) before the attempt, which changes nothing kept but its outcome
+    handle: ({ ctx, orgId, params }) => (svc.getWebhook(ctx, orgId, params.webhook_id), reply.ok(NOT_SENT_YET)),
+    settle: async ({ ctx, orgId, params }) => reply.ok(await svc.pingWebhook(ctx, orgId, params.webhook_id)),
   }),
   defineRoute({
     operationId: 'disableWebhook',
     method: 'post',
     path: `${HOOKS}/{webhook_id}/disable`,
     tag,
+    scope: 'webhooks',
+    audit: { action: 'webhooks.disable', resource: 'webhook' },
     summary: 'Stop sending to this webhook',
     description:
       'No attempts from now on (queued ones are dropped); its events are still kept. The org\'s other webhooks that subscribe hear `disabled` (com.svc.webhook.delivery.v1); `note` becomes delivery_status.disabled_reason ("manual" without one).',
@@ -128,6 +145,8 @@ export const webhookRoutes = [
     method: 'post',
     path: `${HOOKS}/{webhook_id}/enable`,
     tag,
+    scope: 'webhooks',
+    audit: { action: 'webhooks.enable', resource: 'webhook' },
     summary: 'Send to this webhook again, after a ping that is delivered',
     description:
       'A ping first: not delivered → 409 conflict with its error, still disabled. Delivered → active, `enabled` to the org\'s other webhooks that subscribe, and with `recover: true` a recovery (only failed) since delivery_status.recover_since: every event that failed or was missed arrives once, with X-Svc-Recovery.',
@@ -135,8 +154,10 @@ export const webhookRoutes = [
     body: { schema: enableBodySchema, optional: true },
     responses: { 200: { description: 'the webhook, active, and the recovery started', schema: webhookEnabledSchema } },
     errors: [400, 404, 409],
-    handle: async ({ ctx, orgId, params, body: input }) => {
-      const r = await svc.enableWebhook(ctx, orgId, params.webhook_id, input);
+    // the ping before the change (its refusal is kept like any other), the enable in the change
+    prepare: ({ ctx, orgId, params, body: input }) => svc.pingBeforeEnable(ctx, orgId, params.webhook_id, input),
+    handle: ({ ctx, orgId, params, body: input, prepared }) => {
+      const r = svc.enableAfterPing(ctx, orgId, params.webhook_id, input, prepared);
       return reply.ok({ ...r, webhook: body(r.webhook) });
     },
   }),
@@ -145,6 +166,7 @@ export const webhookRoutes = [
     method: 'get',
     path: `${HOOKS}/{webhook_id}/attempts`,
     tag,
+    scope: 'read',
     summary: "This webhook's kept delivery attempts, newest first",
     query: attemptListQuerySchema,
     responses: { 200: { description: 'a page of attempts', schema: attemptPageSchema } },
@@ -156,6 +178,8 @@ export const webhookRoutes = [
     method: 'post',
     path: `${HOOKS}/{webhook_id}/recover`,
     tag,
+    scope: 'webhooks',
+    audit: { action: 'webhooks.recover', resource: 'recovery', id: (r) => r.body.recovery_id },
     summary: 'Attempt again, at this webhook alone, the kept events of a window that it missed',
     description:
       'One new attempt for every kept event of the window that the webhook matches now, emitted after it was created (backfill: older ones too) and (only_failed, the default) whose attempts at it all failed or that it never had. Durable like any delivery; each attempt carries the event\'s body and id and X-Svc-Recovery: <recovery_id>. Paced: one running recovery per webhook (409 conflict), 4 per org (409 limit_exceeded); answered within 1 s, `events` possibly still growing.',
@@ -163,13 +187,15 @@ export const webhookRoutes = [
     body: { schema: recoverBodySchema },
     responses: { 202: { description: 'the recovery, started', schema: recoveryStartedSchema } },
     errors: [404, 409],
-    handle: async ({ ctx, orgId, params, body: input }) => reply.accepted(await history.recoverWebhook(ctx, orgId, params.webhook_id, input)),
+    handle: ({ ctx, orgId, params, body: input }) => reply.accepted(history.startRecovery(ctx, orgId, params.webhook_id, input)),
+    settle: async ({ ctx, orgId, params }, started) => reply.accepted(await history.recoveryAnswer(ctx, orgId, params.webhook_id, started.body.recovery_id)),
   }),
   defineRoute({
     operationId: 'getWebhookRecovery',
     method: 'get',
     path: `${HOOKS}/{webhook_id}/recoveries/{recovery_id}`,
     tag,
+    scope: 'read',
     summary: 'How far a recovery has come',
     responses: { 200: { description: 'the recovery', schema: recoverySchema } },
     errors: [404],
@@ -180,12 +206,15 @@ export const webhookRoutes = [
     method: 'post',
     path: `${HOOKS}/{webhook_id}/resend`,
     tag,
+    scope: 'webhooks',
+    audit: { action: 'webhooks.resend', resource: 'webhook' },
     summary: 'Send one kept event to this webhook now, whatever its subscription',
     description: "The event's own body and id, a fresh webhook-timestamp and X-Svc-Recovery: resend; counted in delivery_status and the attempt log.",
     before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
     body: { schema: resendBodySchema },
     responses: { 200: { description: 'the outcome of the delivery', schema: pingResultSchema } },
     errors: [404, 409],
-    handle: async ({ ctx, orgId, params, body: input }) => reply.ok(await history.resendEvent(ctx, orgId, params.webhook_id, input.event_id)),
+    handle: ({ ctx, orgId, params, body: input }) => (history.resendable(ctx, orgId, params.webhook_id, input.event_id), reply.ok(NOT_SENT_YET)),
+    settle: async ({ ctx, orgId, params, body: input }) => reply.ok(await history.resendEvent(ctx, orgId, params.webhook_id, input.event_id)),
   }),
 ];

@@ -1,0 +1,119 @@
+// What the audit row costs a write (issue 31; CONTRACT 2): webhook PATCHes (a secret rotation,
+// the write the API serves most) through real HTTP against svc in this process (embedded mode, a
+// real SQLite file), with the audit row and, for comparison only, with the engine transaction's
+// audit write made a no-op. Rounds alternate (with, without, with, …) so that warm-up and the
+// machine's noise fall on both alike; each round is N sequential PATCHes by C concurrent clients.
+//
+//   npx tsx bench/audit-cost.ts            # N=2000 per round, 4 rounds each way
+//   AUDIT_BENCH_N=5000 AUDIT_BENCH_ROUNDS=6 npx tsx bench/audit-cost.ts
+//   AUDIT_BENCH_OP=create npx tsx bench/audit-cost.ts   # webhook creates instead (a write of more pages)
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
+import { startServer } from '../src/server.ts';
+import type { Tx } from '../src/engine/transaction.ts';
+import { openDb } from '../store/db.ts';
+import { createOrg } from '../store/orgs.ts';
+
+const N = Number(process.env.AUDIT_BENCH_N ?? 2000);
+const ROUNDS = Number(process.env.AUDIT_BENCH_ROUNDS ?? 4);
+const CONCURRENCY = Number(process.env.AUDIT_BENCH_CONCURRENCY ?? 8);
+const HOOKS = 50;
+const OP = process.env.AUDIT_BENCH_OP === 'create' ? 'create' : 'patch';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-audit-bench-'));
+const dbFile = path.join(dir, 'svc.db');
+const h = openDb(dbFile);
+const { org, api_token } = createOrg(h, 'bench');
+h.close();
+
+const server = await startServer(
+  {
+    port: 0,
+    host: '127.0.0.1',
+    db: dbFile,
+    natsUrl: null,
+    baseUrl: null,
+    dashboardUrl: null,
+    localRunner: false,
+    runnerHealthIntervalMs: 15 * 60_000,
+    deliveryTimeoutMs: 5000,
+    allowPrivateTargets: true,
+    driftIntervalMs: null,
+    deliveryConcurrency: 256,
+    deliver: true,
+    natsCreds: null,
+    deliveryThreads: null,
+    maxWebhooksPerOrg: 1_000_000,
+  },
+  { logger: pino({ level: 'silent' }) },
+);
+const headers = { authorization: `Bearer ${api_token}`, 'x-svc-org-id': org.org_id, 'content-type': 'application/json' };
+const call = async (method: string, p: string, body: unknown) => {
+  const r = await fetch(server.url + p, { method, headers, body: JSON.stringify(body) });
+  const text = await r.text();
+  if (r.status >= 300) throw new Error(`${method} ${p}: ${r.status} ${text}`);
+  return JSON.parse(text) as { webhook_id: string };
+};
+
+const ids: string[] = [];
+for (let i = 0; i < HOOKS; i++) ids.push((await call('POST', '/v1/orgs/current/webhooks', { webhook_url: `http://127.0.0.1:9/h/${i}` })).webhook_id);
+
+// the comparison's "without": the same transaction, its audit write skipped
+const engine = server.ctx.engine;
+const change = engine.change.bind(engine);
+const withoutAudit = <T>(fn: (t: Tx) => T): T => change((t) => fn({ ...t, audit: () => {} }));
+
+let seq = 0;
+/** One round: its wall time (ms); its CPU time (ms, this process: svc and the clients, alike in both ways) into `cpu`. */
+async function round(audited: boolean, cpu?: number[]): Promise<number> {
+  engine.change = audited ? change : withoutAudit;
+  let next = 0;
+  const c0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < N) {
+        const i = next++;
+        if (OP === 'patch') await call('PATCH', `/v1/orgs/current/webhooks/${ids[i % HOOKS]}`, { secret: `s-${seq++}` });
+        else await call('POST', '/v1/orgs/current/webhooks', { webhook_url: `http://127.0.0.1:9/c/${seq++}`, secret: 'bench-secret' });
+      }
+    }),
+  );
+  const c = process.cpuUsage(c0);
+  cpu?.push((c.user + c.system) / 1000);
+  return Number(process.hrtime.bigint() - t0) / 1e6;
+}
+
+await round(true); // warm-up, not counted
+await round(false);
+const ms: Record<'with' | 'without', number[]> = { with: [], without: [] };
+const cpu: Record<'with' | 'without', number[]> = { with: [], without: [] };
+for (let r = 0; r < ROUNDS; r++) {
+  for (const audited of r % 2 ? [false, true] : [true, false]) {
+    const k = audited ? 'with' : 'without';
+    ms[k].push(await round(audited, cpu[k]));
+  }
+}
+engine.change = change;
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const total = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+const rows = (['without', 'with'] as const).map((k) => ({
+  audit: k,
+  rounds: ms[k].map((x) => Math.round(x)).join(' '),
+  'median ms / round': Math.round(median(ms[k])),
+  'µs / write (all rounds)': Math.round((total(ms[k]) * 1000) / (N * ROUNDS)),
+  'writes / s': Math.round((N * ROUNDS * 1000) / total(ms[k])),
+  'CPU µs / write': Math.round((total(cpu[k]) * 1000) / (N * ROUNDS)),
+}));
+console.log(`${N} webhook ${OP === 'patch' ? 'PATCHes' : 'creates'} per round over HTTP, ${CONCURRENCY} clients, ${ROUNDS} rounds each way (alternating)`);
+console.table(rows);
+const pct = (a: number, b: number) => `${((a / b - 1) * 100).toFixed(1)} %`;
+console.log(`cost of the audit row: wall ${pct(total(ms.with), total(ms.without))} (all rounds), ${pct(median(ms.with), median(ms.without))} (medians); CPU ${pct(total(cpu.with), total(cpu.without))}`);
+const audited = openDb(dbFile);
+console.log(`audit rows written: ${(audited.prepare('SELECT COUNT(*) AS n FROM audit_log').get() as { n: number }).n}`);
+audited.close();
+await server.stop();
+fs.rmSync(dir, { recursive: true, force: true });

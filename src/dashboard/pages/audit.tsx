@@ -1,0 +1,127 @@
+// The audit log (CONTRACT 2 "Scopes and actors"): who changed what, oldest first, filtered and paged
+// like GET /v1/audit (the same service). Admin sessions only: others get 403, and no link to it.
+import type { Hono } from 'hono';
+import type { AppContext } from '../../context.ts';
+import { ForbiddenError, InvalidError } from '../../domain/errors.ts';
+import { listAudit, type AuditListInput, type AuditView } from '../../services/audit.ts';
+import { auditListQuerySchema } from '../../http/schemas.ts';
+import { render } from '../render.tsx';
+import { may } from '../changes.ts';
+import type { DashContext, DashEnv } from '../session.ts';
+import { ActorName, Section, StackTable, Time } from '../ui.tsx';
+
+const FIELDS = ['since', 'until', 'actor', 'action', 'resource_id'] as const;
+
+const Filters = ({ c, q }: { c: DashContext; q: AuditListInput }) => (
+  <form method="get" action={c.get('paths').audit} class="stack" aria-label="Filter the audit log">
+    <div>
+      <label for="a_since">Since</label>
+      <input type="text" id="a_since" name="since" value={q.since ?? ''} maxlength={64} placeholder="7d" aria-describedby="a-time-hint" />
+      <p class="hint" id="a-time-hint">
+        An ISO 8601 time or a duration back from now (30m, 2h, 7d).
+      </p>
+    </div>
+    <div>
+      <label for="a_actor">Token ID</label>
+      <input type="text" id="a_actor" name="actor" value={q.actor ?? ''} maxlength={64} placeholder="tok_…" />
+    </div>
+    <div>
+      <label for="a_action">Action</label>
+      <input type="text" id="a_action" name="action" value={q.action ?? ''} maxlength={100} placeholder="rollbacks.create" />
+    </div>
+    <div>
+      <label for="a_resource">Resource ID</label>
+      <input type="text" id="a_resource" name="resource_id" value={q.resource_id ?? ''} maxlength={200} />
+    </div>
+    <div class="actions">
+      <button type="submit">Filter</button>
+      <a class="button secondary" href={c.get('paths').audit}>
+        Clear
+      </a>
+    </div>
+  </form>
+);
+
+const statusText = (s: number | null) => (s === null ? 'local' : s < 400 ? `${s}` : `${s} refused`);
+
+const AuditTable = ({ entries }: { entries: AuditView[] }) => (
+  <StackTable
+    id="audit"
+    caption="Changes, oldest first"
+    columns={['When', 'Who', 'Action', 'Resource', 'Status']}
+    items={entries}
+    empty="No changes match."
+    row={(e) => (
+      <tr class={e.status !== null && e.status >= 400 ? 'refused' : undefined}>
+        <td data-label="When">
+          <Time iso={e.at} />
+        </td>
+        <td data-label="Who">
+          <ActorName actor={e.actor} />
+        </td>
+        <td data-label="Action">
+          <code>{e.action}</code>
+        </td>
+        <td data-label="Resource">
+          {e.resource_id ? (
+            <>
+              <span class="muted">{e.resource_type}</span> <code>{e.resource_id}</code>
+            </>
+          ) : (
+            <span class="muted">—</span>
+          )}
+        </td>
+        <td data-label="Status">{statusText(e.status)}</td>
+      </tr>
+    )}
+  />
+);
+
+export function registerAudit(r: Hono<DashEnv>, ctx: AppContext) {
+  r.get('/:org/audit', (c) => {
+    const s = c.get('session')!;
+    if (!may(c, 'admin')) throw new ForbiddenError('admin', `the audit log needs a token with scope admin; this session's token has scope ${s.scope}`);
+    const raw = Object.fromEntries(FIELDS.map((k) => [k, c.req.query(k)?.trim() || undefined]).filter(([, v]) => v !== undefined));
+    const after = c.req.query('after');
+    const parsed = auditListQuerySchema.safeParse({ ...raw, ...(after ? { after } : {}) });
+    const q: AuditListInput = parsed.success ? parsed.data : {};
+    let page: ReturnType<typeof listAudit>;
+    let error: string | null = parsed.success ? null : 'A filter is not valid; showing everything.';
+    try {
+      page = listAudit(ctx, s.org_id, q);
+    } catch (err) {
+      if (!(err instanceof InvalidError)) throw err;
+      error = err.message;
+      page = listAudit(ctx, s.org_id, {});
+    }
+    const next = page.next_cursor ? `${c.get('paths').audit}?${new URLSearchParams({ ...(raw as Record<string, string>), after: page.next_cursor })}` : null;
+    return render(c, {
+      title: 'Audit log',
+      current: 'audit',
+      children: (
+        <>
+          <h1>Audit log</h1>
+          <p class="hint">Every change made through the API or this dashboard, refused ones too, with the token that made it. Never a request body or a secret.</p>
+          <Section headingId="h-audit-filter" title="Filter">
+            {error ? (
+              <p class="step-error" role="alert">
+                {error}
+              </p>
+            ) : null}
+            <Filters c={c} q={raw as AuditListInput} />
+          </Section>
+          <Section headingId="h-audit" title="Changes">
+            <AuditTable entries={page.data} />
+            {next ? (
+              <p>
+                <a href={next} rel="next">
+                  Next page
+                </a>
+              </p>
+            ) : null}
+          </Section>
+        </>
+      ),
+    });
+  });
+}
