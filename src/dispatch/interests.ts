@@ -31,9 +31,12 @@ function outcomeAdmits(outcome: ResourceConfig['outcome'], transition: string): 
   }
 }
 
-/** Whether a webhook's interests admit an event. */
-export function interestsAdmit(interests: Interests, ev: RoutedEvent): boolean {
-  if (interests.all_events === true) return true;
+/**
+ * Whether a webhook's interests admit an event. `implicit`: none were given (they read as
+ * all_events): the watchdog's events are not for it (src/domain/webhook-entry.ts).
+ */
+export function interestsAdmit(interests: Interests, ev: RoutedEvent, implicit = false): boolean {
+  if (interests.all_events === true) return !(implicit && ev.event.startsWith('webhook.'));
   const resources = interests.resources;
   if (!resources || !Object.hasOwn(resources, ev.resource)) return false;
   const cfg = (resources as Record<string, ResourceConfig | undefined>)[ev.resource];

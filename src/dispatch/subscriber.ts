@@ -21,7 +21,7 @@ export class WebhookSubscriber {
   wants(route: EventRoute): boolean {
     // a watchdog event never goes to the webhook it is about (CONTRACT 4.1), not even in a recovery
     if (route.not_to === this.id) return false;
-    if (!interestsAdmit(this.entry.interests, route)) return false;
+    if (!interestsAdmit(this.entry.interests, route, this.entry.implicit_interests === true)) return false;
     return this.entry.match === null || matchAdmits(this.entry.match, route);
   }
 }

@@ -341,6 +341,22 @@ export function canonicalMatch(m: Match | null): string {
 }
 
 /**
+ * Whether a stored webhook's interests were chosen (a valid document), rather than read as
+ * `{all_events: true}` because none was given (null, empty, legacy or unreadable).
+ */
+export function interestsChosen(stored: unknown): boolean {
+  let doc = stored;
+  if (typeof doc === 'string') {
+    try {
+      doc = JSON.parse(doc);
+    } catch {
+      return false;
+    }
+  }
+  return doc !== null && doc !== undefined && interestsSchema.safeParse(doc).success;
+}
+
+/**
  * Interests of a stored webhook: a valid stored document as is; null, undefined, empty, legacy or
  * otherwise unreadable documents mean `{all_events: true}` (spec 2.1, 9.3). A JSON string is parsed.
  */

@@ -13,6 +13,12 @@ export interface WebhookEntry {
   previous_secret_expires_at: string | null;
   /** effective interests (legacy and empty documents already mean all_events) */
   interests: Interests;
+  /**
+   * No interests were given (stored empty or legacy): they read as all_events, but the delivery
+   * watchdog's events (new in 0.2) are not sent to it, so that a webhook that chose nothing keeps
+   * getting what it got before them. Absent when interests were chosen.
+   */
+  implicit_interests?: true;
   match: Match | null;
   /**
    * Disabled by the delivery watchdog or by hand (CONTRACT 4.1): it gets no attempts, and its

@@ -17,7 +17,7 @@ import { getSetting, setSetting } from '../../store/settings.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { errorText } from '../domain/errors.ts';
 import { sleep, systemClock, within, type Clock } from '../domain/clock.ts';
-import { effectiveInterests, type Match } from '../domain/subscription.ts';
+import { effectiveInterests, interestsChosen, type Match } from '../domain/subscription.ts';
 import { jsonEqual } from '../../machines/advance.ts';
 import { hasDeadLetter } from '../../store/dead-letters.ts';
 import type { Metrics } from '../metrics.ts';
@@ -40,6 +40,7 @@ export function entryOf(row: WebhookRow): WebhookEntry {
     previous_secret: row.previous_secret,
     previous_secret_expires_at: row.previous_secret_expires_at,
     interests: effectiveInterests(row.interests),
+    ...(interestsChosen(row.interests) ? {} : { implicit_interests: true as const }),
     match: (row.match as Match | null) ?? null,
     // only when disabled, so that the entries of webhooks that never were read as before 0.2
     ...(row.watch_state === 'disabled' ? { disabled: true as const } : {}),

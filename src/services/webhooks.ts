@@ -143,7 +143,8 @@ export function createWebhook(ctx: AppContext, orgId: string, input: CreateWebho
           secret: input.secret ?? null,
           previous_secret: null,
           previous_secret_expires_at: null,
-          interests: input.interests ?? { all_events: true },
+          // none given: kept as none (read as all_events; src/domain/webhook-entry.ts implicit_interests)
+          interests: input.interests ?? null,
           match,
           match_canonical: canonicalMatch(match),
           disable_after: input.disable_after ?? null,
@@ -162,7 +163,7 @@ export function createWebhook(ctx: AppContext, orgId: string, input: CreateWebho
 export function patchWebhook(ctx: AppContext, orgId: string, id: string, input: PatchWebhookInput): WebhookView {
   const current = mustGet(ctx, orgId, id);
   const replacesSubscription = 'interests' in input || 'match' in input;
-  const interests = replacesSubscription ? (input.interests ?? { all_events: true }) : current.interests;
+  const interests = replacesSubscription ? (input.interests ?? null) : current.interests;
   const match = replacesSubscription ? normalizeMatch(input.match ?? null) : (current.match as Match | null);
   const rotation = secretChange(current, input, ctx.clock.now());
   try {

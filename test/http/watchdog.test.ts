@@ -49,6 +49,8 @@ describe.each(modes)('delivery watchdog (%s mode)', (mode) => {
     ids.watcher = (await post(api, HOOKS, { webhook_url: rx.hook('watcher'), interests: { resources: { webhooks: { delivery_failing: true, delivery_recovered: true, delivery_disabled: true } } } })).webhook_id;
     ids.failingOnly = (await post(api, HOOKS, { webhook_url: rx.hook('failing-only'), interests: { resources: { webhooks: { delivery_failing: true } } } })).webhook_id;
     ids.scoped = (await post(api, HOOKS, { webhook_url: rx.hook('scoped'), match: { installs: {} } })).webhook_id;
+    ids.chosenAll = (await post(api, HOOKS, { webhook_url: rx.hook('chosen-all'), interests: { all_events: true } })).webhook_id;
+    ids.noInterests = (await post(api, HOOKS, { webhook_url: rx.hook('no-interests') })).webhook_id;
   });
   afterAll(async () => {
     await producer?.close();
@@ -73,6 +75,11 @@ describe.each(modes)('delivery watchdog (%s mode)', (mode) => {
     expect(rx.at('failing-only').filter((r) => r.json?.type === DELIVERY).length).toBe(1);
     expect(about('bad', ids.bad)).toEqual([]);
     expect(watchdogAt('scoped')).toEqual([]); // no install, component or action: org-wide webhooks only
+    // all_events chosen: it gets them; no interests given (read as all_events): it keeps getting
+    // only what it got before the watchdog existed (the acceptance suite's delivery tests count that)
+    expect(about('chosen-all', ids.bad, 'failing')).toHaveLength(1);
+    expect(watchdogAt('no-interests')).toEqual([]);
+    expect(rx.at('no-interests').length).toBeGreaterThanOrEqual(5);
     let s = await status(ids.bad);
     expect(s).toMatchObject({ state: 'failing', consecutive_failures: 5, disabled_at: null, disabled_reason: null });
     expect(s.failing_since).toBe(failing.data.delivery.failing_since);
