@@ -92,6 +92,12 @@ export interface PipelineOptions {
 /** Why the pipeline takes an event off the queue without an attempt at a webhook it matched. */
 export type PipelineDropReason = 'webhook_deleted' | 'webhook_disabled';
 
+/** The failed outcome a recovery item gets when it is dropped, so that its recovery still comes to an end. */
+const DROPPED_ERROR: Record<PipelineDropReason, string> = {
+  webhook_deleted: 'the webhook no longer exists',
+  webhook_disabled: 'the webhook is disabled',
+};
+
 /** Attempts in flight at most per webhook (CONTRACT 6.6). */
 export const PER_WEBHOOK_IN_FLIGHT = 8;
 
@@ -271,9 +277,9 @@ export class DeliveryPipeline {
     const sub = this.o.registry.get(route.org, route.recovery.webhook);
     if (sub && !sub.disabled) return [sub];
     const r = route.recovery;
-    if (sub) this.o.dropped('webhook_disabled', 1);
-    const error = sub ? 'the webhook is disabled' : 'the webhook no longer exists';
-    this.o.outcomes.record(outcomeOf({ webhook_id: r.webhook, org_id: route.org, event_id: r.event_id, type: route.type, recovery_id: r.id }, { delivered: false, error, duration_ms: 0 }, this.o.clock.now()));
+    const reason: PipelineDropReason = sub ? 'webhook_disabled' : 'webhook_deleted';
+    if (sub) this.o.dropped(reason, 1);
+    this.o.outcomes.record(outcomeOf({ webhook_id: r.webhook, org_id: route.org, event_id: r.event_id, type: route.type, recovery_id: r.id }, { delivered: false, error: DROPPED_ERROR[reason], duration_ms: 0 }, this.o.clock.now()));
     return [];
   }
 
@@ -334,7 +340,7 @@ export class DeliveryPipeline {
     for (const a of dropped) {
       // a recovery item gets its outcome, so that its recovery still comes to an end (as targets() does)
       const r = a.state.ev.route.recovery;
-      if (r) this.o.outcomes.record({ webhook_id: r.webhook, org_id: a.sub.org, event_id: r.event_id, type: a.state.ev.route.type, ok: false, status: null, error: reason === 'webhook_disabled' ? 'the webhook is disabled' : 'the webhook no longer exists', duration_ms: 0, at: this.o.clock.now(), recovery_id: r.id });
+      if (r) this.o.outcomes.record({ webhook_id: r.webhook, org_id: a.sub.org, event_id: r.event_id, type: a.state.ev.route.type, ok: false, status: null, error: DROPPED_ERROR[reason], duration_ms: 0, at: this.o.clock.now(), recovery_id: r.id });
       a.state.done.push(a.sub.id);
       if (--a.state.remaining === 0) this.settle(a.state);
     }

@@ -341,35 +341,31 @@ export function canonicalMatch(m: Match | null): string {
 }
 
 /**
- * Whether a stored webhook's interests were chosen (a valid document), rather than read as
- * `{all_events: true}` because none was given (null, empty, legacy or unreadable).
+ * A stored webhook's interests as chosen: a valid stored document (a JSON string is parsed); null
+ * when none was given (null, undefined, empty, legacy or otherwise unreadable).
  */
-export function interestsChosen(stored: unknown): boolean {
+function chosenInterests(stored: unknown): Interests | null {
   let doc = stored;
   if (typeof doc === 'string') {
     try {
       doc = JSON.parse(doc);
     } catch {
-      return false;
+      return null;
     }
   }
-  return doc !== null && doc !== undefined && interestsSchema.safeParse(doc).success;
+  if (doc === null || doc === undefined) return null;
+  const r = interestsSchema.safeParse(doc);
+  return r.success ? r.data : null;
 }
 
 /**
  * Interests of a stored webhook: a valid stored document as is; null, undefined, empty, legacy or
- * otherwise unreadable documents mean `{all_events: true}` (spec 2.1, 9.3). A JSON string is parsed.
+ * otherwise unreadable documents mean `{all_events: true}` (spec 2.1, 9.3); `chosen` says which.
  */
-export function effectiveInterests(stored: unknown): Interests {
-  let doc = stored;
-  if (typeof doc === 'string') {
-    try {
-      doc = JSON.parse(doc);
-    } catch {
-      return { all_events: true };
-    }
-  }
-  if (doc === null || doc === undefined) return { all_events: true };
-  const r = interestsSchema.safeParse(doc);
-  return r.success ? r.data : { all_events: true };
+export function storedInterests(stored: unknown): { interests: Interests; chosen: boolean } {
+  const c = chosenInterests(stored);
+  return c ? { interests: c, chosen: true } : { interests: { all_events: true }, chosen: false };
 }
+
+/** Interests of a stored webhook as they read (storedInterests without `chosen`). */
+export const effectiveInterests = (stored: unknown): Interests => storedInterests(stored).interests;

@@ -17,7 +17,7 @@ import { getSetting, setSetting } from '../../store/settings.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { errorText } from '../domain/errors.ts';
 import { sleep, systemClock, within, type Clock } from '../domain/clock.ts';
-import { effectiveInterests, interestsChosen, type Match } from '../domain/subscription.ts';
+import { storedInterests, type Match } from '../domain/subscription.ts';
 import { jsonEqual } from '../../machines/advance.ts';
 import { hasDeadLetter } from '../../store/dead-letters.ts';
 import type { Metrics } from '../metrics.ts';
@@ -32,6 +32,7 @@ export interface RegistryPublisher {
 }
 
 export function entryOf(row: WebhookRow): WebhookEntry {
+  const { interests, chosen } = storedInterests(row.interests);
   return {
     webhook_id: row.webhook_id,
     org_id: row.org_id,
@@ -39,8 +40,8 @@ export function entryOf(row: WebhookRow): WebhookEntry {
     secret: row.secret,
     previous_secret: row.previous_secret,
     previous_secret_expires_at: row.previous_secret_expires_at,
-    interests: effectiveInterests(row.interests),
-    ...(interestsChosen(row.interests) ? {} : { implicit_interests: true as const }),
+    interests,
+    ...(chosen ? {} : { implicit_interests: true as const }),
     match: (row.match as Match | null) ?? null,
     // only when disabled, so that the entries of webhooks that never were read as before 0.2
     ...(row.watch_state === 'disabled' ? { disabled: true as const } : {}),

@@ -146,7 +146,7 @@ export class DeliveryStatusBook {
         l.earliest = o.event_id;
       }
     }
-    if (s.consecutive_failures >= WATCH_FROM && this.watcher?.(o, { ...s })) this.flush();
+    if (s.consecutive_failures >= WATCH_FROM && this.watcher?.(o, s)) this.flush();
   }
 
   /** The `time` of a kept event (once per streak: where a recovery of it should start). */

@@ -53,7 +53,7 @@ const STATE_FILL: Record<InstallState, string> = {
 };
 
 /** Each install of a group and its state: its rollback's child if any, else its deploy's, else waiting. */
-export function installStates(data: RolloutView, g: RolloutGroup): Array<{ install_id: string; name: string; state: InstallState }> {
+export function installStates(data: RolloutView, g: RolloutGroup): Array<{ install_id: string; name: string; state: InstallState; deploy_failed: boolean }> {
   const rows = data.steps.filter((s) => g.step_ids.includes(s.step_id) && s.kind === 'children');
   const deploy = rows.find((r) => !r.rollback);
   const rollback = rows.find((r) => r.rollback);
@@ -61,10 +61,12 @@ export function installStates(data: RolloutView, g: RolloutGroup): Array<{ insta
     const back = rollback?.children.find((w) => w.install_id === id);
     const fwd = deploy?.children.find((w) => w.install_id === id);
     const name = g.health.find((h) => h.install_id === id)?.name ?? fwd?.install_name ?? id;
+    // its update failed (what the failure budget counts), whether it was rolled back since or not
+    const deployFailed = fwd?.status === 'failed' || fwd?.status === 'cancelled';
     let state: InstallState = 'waiting';
     if (back) state = back.status === 'succeeded' ? 'rolled back' : back.status === 'failed' ? 'failed' : 'rolling back';
-    else if (fwd) state = fwd.status === 'succeeded' ? 'succeeded' : fwd.status === 'failed' || fwd.status === 'cancelled' ? 'failed' : 'running';
-    return { install_id: id, name, state };
+    else if (fwd) state = fwd.status === 'succeeded' ? 'succeeded' : deployFailed ? 'failed' : 'running';
+    return { install_id: id, name, state, deploy_failed: deployFailed };
   });
 }
 
@@ -91,7 +93,7 @@ export const RunPicture = ({ data }: { data: RolloutView }) => {
       <svg role="img" aria-label={`Installs by group: ${summary}`} width={width} height={height} viewBox={`0 0 ${width} ${height}`} xmlns="http://www.w3.org/2000/svg">
         {rows.map(({ g, states }, i) => {
           const y = i * (CELL + 10);
-          const failed = states.filter((s) => s.state === 'failed' || (s.state !== 'waiting' && data.rollout?.failed_installs?.some((f) => f.install_id === s.install_id))).length;
+          const failed = states.filter((s) => s.deploy_failed).length;
           const allowed = Math.floor((g.install_ids.length * pct) / 100);
           return (
             <g>
