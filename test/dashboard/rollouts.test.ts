@@ -80,6 +80,9 @@ describe('the app page', () => {
     const row = page.locator(`#config-${v1.app_config_id}`);
     await expect(row.locator('.vetoed').textContent()).resolves.toContain('api:1 leaks memory');
     await expect(page.locator(`#config-${v2.app_config_id} .vetoed`).count()).resolves.toBe(0);
+    // the fleet as a chart: one bar per config version, newest first, the vetoed one marked
+    await expect(page.locator('#config-versions-chart').getAttribute('aria-label')).resolves.toBe('Installs per config version: v3: 0, v2: 1, v1: 0 (vetoed)');
+    await expect(page.locator('#config-versions-chart .version-bar').count()).resolves.toBe(1);
     await screenshot(page, 'app-vetoed');
     await expectAccessible(page, 'app page with a vetoed config');
     const configs = await get(api, `/v1/apps/${app.app_id}/configs`);

@@ -18,6 +18,7 @@ import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { ActorName, Csrf, Diff, duration, ScopeNote, Errors, Fact, Labels, ListPage, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable } from './overview.tsx';
+import { ConfigVersionsChart } from './config-versions-chart.tsx';
 
 type ConfigView = ReturnType<typeof listConfigs>[number];
 type App = ReturnType<typeof mustGetApp>;
@@ -460,6 +461,7 @@ function registerAppPage(r: Hono<DashEnv>, ctx: AppContext) {
           </h1>
           <Section headingId="h-configs" title="Configs">
             <p class="hint">A vetoed config is refused wherever it would be applied (install updates, branch runs, fleet rollbacks, new installs).</p>
+            <ConfigVersionsChart configs={configs.map((x) => ({ app_config_id: x.app_config_id, version: x.version, vetoed: !!x.vetoed }))} installsOn={installsOn} total={installs.length} />
             <ConfigsTable app={app} configs={configs} installsOn={installsOn} c={c} vetoedBy={changedBy(ctx, orgId, configs.filter((x) => x.vetoed).map((x) => x.app_config_id), ['configs.veto'])} />
           </Section>
           <Section headingId="h-fleet" title="Roll back fleet">
