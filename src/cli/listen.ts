@@ -5,7 +5,9 @@
 // alone signs no time: a replay could not be told apart); it answers 401 otherwise, and says which
 // signature(s) verified. With --forward-to, every accepted delivery is POSTed on
 // to that URL with its body and headers unchanged, and the answer's status is printed and
-// returned to the sender.
+// returned to the sender. With --verdict, it answers a run's verification requests
+// (com.svc.rollout.verification.v1, CONTRACT 4.3) with that verdict, so that a walkthrough can gate
+// a rollout on it.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { InvalidArgumentError, type Command } from 'commander';
@@ -39,7 +41,14 @@ export interface ListenerOptions {
   maxBodyBytes?: number;
   /** "Now" of the replay window, and the time a forward may take (default the system clock). */
   clock?: Clock;
+  /** Answer verification requests (not forwarded) with 200 `{"verdict": …}`; null: as any event. */
+  verdict?: Verdict | null;
 }
+
+export const VERDICTS = ['pass', 'fail', 'pending'] as const;
+export type Verdict = (typeof VERDICTS)[number];
+/** The type of a run's verification request (CONTRACT 6.2). */
+const VERIFICATION_TYPE = 'com.svc.rollout.verification.v1';
 
 export interface ReceivedEvent {
   /** The parsed body, or undefined when it is not JSON. */
@@ -99,6 +108,7 @@ export function eventDetails(ev: Json | undefined): string[] {
   if (error) out.push(`error: ${JSON.stringify(error)}`);
   const url = text(obj(d.approval)?.url);
   if (url) out.push(`approve or reject: ${url}`);
+  if (rollout && text(rollout.group) && typeof rollout.attempt === 'number') out.push(`verification of group ${text(rollout.group)}, attempt ${rollout.attempt}`);
   return out;
 }
 
@@ -236,6 +246,7 @@ interface Receiver {
   clock: Clock;
   maxBody: number;
   received: ReceivedEvent[];
+  verdict: Verdict | null;
 }
 
 /** Event lines: stdout, or stderr when stdout carries the JSON lines. */
@@ -254,11 +265,17 @@ function answer(res: http.ServerResponse, status: number, body?: Record<string, 
 /** Print an accepted delivery, then answer 204 or forward it and answer with the forward's status. */
 async function accept(r: Receiver, req: http.IncomingMessage, res: http.ServerResponse, rec: ReceivedEvent, verified: string): Promise<void> {
   r.received.push(rec);
+  const verdict = r.verdict && rec.event?.type === VERIFICATION_TYPE ? r.verdict : null;
+  const answered = verdict ? `  answered: ${verdict}` : '';
   if (r.json) {
     r.out.write(`${JSON.stringify(rec.event)}\n`);
-    if (verified) r.errOut.write(`${String(rec.event?.id ?? '-')}  ${verified}\n`);
+    if (verified || verdict) r.errOut.write(`${String(rec.event?.id ?? '-')}  ${verified}${answered}\n`);
   } else {
-    r.out.write(`${formatEventLine(rec.event)}${verified ? `  ${verified}` : ''}\n`);
+    r.out.write(`${formatEventLine(rec.event)}${verified ? `  ${verified}` : ''}${answered}\n`);
+  }
+  if (verdict) {
+    rec.status = 200;
+    return answer(res, 200, { verdict });
   }
   if (!r.forwardTo) return answer(res, 204);
   const f = await forward(r.forwardTo, forwardableHeaders(req.rawHeaders), rec.raw, r.forwardTimeoutMs, r.clock);
@@ -351,6 +368,7 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
     clock: opts.clock ?? systemClock,
     maxBody: opts.maxBodyBytes ?? 1024 * 1024,
     received: [],
+    verdict: opts.verdict ?? null,
   };
   const server = http.createServer((req, res) => handle(r, req, res));
   server.keepAliveTimeout = 65_000;
@@ -365,7 +383,11 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
   });
   const addr = server.address() as AddressInfo;
   const url = `http://${hostForUrl(addr.address)}:${addr.port}`;
-  const what = [r.keys ? `verifying ${SIGNATURE_HEADER} and ${WEBHOOK_SIGNATURE_HEADER}` : '', r.forwardTo ? `forwarding to ${r.forwardTo}` : ''].filter(Boolean);
+  const what = [
+    r.keys ? `verifying ${SIGNATURE_HEADER} and ${WEBHOOK_SIGNATURE_HEADER}` : '',
+    r.forwardTo ? `forwarding to ${r.forwardTo}` : '',
+    r.verdict ? `answering verification requests: ${r.verdict}` : '',
+  ].filter(Boolean);
   (r.json ? r.errOut : r.out).write(`listening on ${url}${what.length ? ` (${what.join('; ')})` : ''}\n`);
 
   let closing: Promise<void> | null = null;
@@ -384,6 +406,11 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
       return closing;
     },
   };
+}
+
+function parseVerdict(v: string): Verdict {
+  if (!(VERDICTS as readonly string[]).includes(v)) throw new InvalidArgumentError(`one of ${VERDICTS.join(', ')}`);
+  return v as Verdict;
 }
 
 function parsePort(v: string): number {
@@ -415,8 +442,9 @@ export function registerListenCommand(program: Command): void {
     .option('--secret-file <path>', 'read the secret from a file (- = stdin; one trailing newline dropped), so it stays out of the process list')
     .option('--forward-to <url>', 'POST every accepted delivery on to this URL (body and headers unchanged) and answer with its status', parseForwardUrl)
     .option('--json', 'print each event as one JSON line')
+    .option('--verdict <verdict>', `answer a run's verification requests (${VERIFICATION_TYPE}) with this verdict: ${VERDICTS.join(', ')}`, parseVerdict)
     .action(async (_opts: unknown, cmd: Command) => {
-      const local = cmd.opts<{ port: number; host: string; secret?: string; secretFile?: string; forwardTo?: string; json?: boolean }>();
+      const local = cmd.opts<{ port: number; host: string; secret?: string; secretFile?: string; forwardTo?: string; json?: boolean; verdict?: Verdict }>();
       const globals = cmd.optsWithGlobals<{ json?: boolean }>();
       if (local.secret !== undefined && local.secretFile !== undefined) throw new UsageError('--secret and --secret-file are mutually exclusive: give the secret one way');
       const secret = (await readSecret(local)) ?? process.env.SVC_LISTEN_SECRET ?? null;
@@ -439,6 +467,7 @@ export function registerListenCommand(program: Command): void {
           secret,
           forwardTo: local.forwardTo ?? null,
           json: Boolean(local.json || globals.json),
+          verdict: local.verdict ?? null,
         });
       } catch (err) {
         stop();

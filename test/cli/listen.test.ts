@@ -210,6 +210,31 @@ describe('startListener', () => {
     expect(err2.lines[1]).toBe('evt_1  verified: X-Svc-Signature, webhook-signature');
   });
 
+  it('--verdict answers a verification request (signed, checked as any delivery) with 200 {verdict}, names its group and attempt; other events as before', async () => {
+    const out = sink();
+    const l = await listen({ port: 0, out, err: sink(), secret: WHSEC, verdict: 'pending' });
+    expect(out.lines[0]).toBe(`listening on ${l.url} (verifying X-Svc-Signature and webhook-signature; answering verification requests: pending)`);
+    const request = JSON.stringify({
+      ...EVENT,
+      id: 'evt_v1',
+      type: 'com.svc.rollout.verification.v1',
+      subject: 'org_1/rollout_verification/wf_1/stp_1/requested',
+      data: { rollout: { run_id: 'wf_1', group: 'canary', attempt: 2, installs: [] } },
+      interests: undefined,
+    });
+    const asked = await post(`${l.url}/verify`, request, stockHeaders(WHSEC, new Date(), request, 'evt_v1'));
+    expect(asked.status).toBe(200);
+    await expect(asked.json()).resolves.toEqual({ verdict: 'pending' });
+    expect(out.lines[1]).toMatch(/com\.svc\.rollout\.verification\.v1  org_1\/rollout_verification\/wf_1\/stp_1\/requested  verification of group canary, attempt 2  verified: webhook-signature  answered: pending$/);
+    // unsigned: refused like any delivery, no verdict
+    const unsigned = await post(`${l.url}/verify`, request);
+    expect(unsigned.status).toBe(401);
+    // another event: 204, no verdict
+    const other = await post(`${l.url}/hooks`, BODY, stockHeaders(WHSEC, new Date()));
+    expect(other.status).toBe(204);
+    expect(l.received.map((r) => r.status)).toEqual([200, 401, 204]);
+  });
+
   it('answers 405 to other methods and 400 to a body that is not a JSON object', async () => {
     const out = sink();
     const l = await listen({ port: 0, out, err: sink() });
@@ -466,8 +491,8 @@ describe('svc listen (CLI)', () => {
     expect(both.err()).toMatch(/--secret and --secret-file are mutually exclusive/);
   });
 
-  it('a bad --port or --forward-to is a usage error (exit 2)', async () => {
-    for (const args of [['--port', 'abc'], [], ['--port', '0', '--forward-to', 'not a url'], ['--port', '0', '--forward-to', 'ftp://127.0.0.1/x']]) {
+  it('a bad --port, --forward-to or --verdict is a usage error (exit 2)', async () => {
+    for (const args of [['--port', 'abc'], [], ['--port', '0', '--forward-to', 'not a url'], ['--port', '0', '--forward-to', 'ftp://127.0.0.1/x'], ['--port', '0', '--verdict', 'maybe']]) {
       const p = run(['listen', ...args]);
       expect((await p.exited).code, args.join(' ')).toBe(2);
       if (args.includes('--forward-to')) expect(p.err()).toMatch(/--forward-to/);
