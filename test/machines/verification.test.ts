@@ -34,7 +34,7 @@ function gate(checks: ReturnType<typeof check>[]) {
     },
     emitted,
     tick: (busy?: number[]) => feed({ type: 'tick', ...(busy ? { busy } : {}) } as never),
-    answer: (index: number, answer: VerifyEvent extends infer E ? (E extends { type: 'answer' } ? E['answer'] : never) : never) => feed({ type: 'answer', index, answer } as never),
+    answer: (index: number, answer: Extract<VerifyEvent, { type: 'answer' }>['answer']) => feed({ type: 'answer', index, answer } as never),
   };
 }
 
