@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import { gateSnapshotOf, gateSnapshotSchema } from '../../machines/health-gate.ts';
+import { verifySnapshotOf, verifySnapshotSchema } from '../../machines/verification.ts';
 import { gateTripOf, gateTripSchema, healthGateSchema, rolloutParamsOf, rolloutPolicySchema, rolloutSchema } from '../domain/rollout.ts';
 import { getConfig, listBranches } from '../../store/apps.ts';
 import { getInstall, listComponents } from '../../store/installs.ts';
@@ -35,6 +36,8 @@ const rolloutStepSchema = z.object({
   rollback: z.boolean(),
   /** a bake's gate once it has begun */
   gate: gateSnapshotSchema.nullable(),
+  /** a verify step's gate once it has begun: per URL (shown without query or secret) its requests and last answer */
+  verify: verifySnapshotSchema.nullable().default(null),
   /** the name of the component that tripped the gate (its id when unknown) */
   trip_component_name: z.string().nullable(),
   /** a children step's install workflows */
@@ -97,6 +100,7 @@ function rolloutStep(ctx: AppContext, orgId: string, s: StepRow): RolloutStep {
     kind: typeof s.params.kind === 'string' ? s.params.kind : null,
     rollback: !!s.params.rollback,
     gate,
+    verify: verifySnapshotOf(s.params) ?? null,
     trip_component_name: trip ? componentName(ctx, trip.install_id, trip.component_id) : null,
     children: children.map((w) => ({ workflow_id: w.workflow_id, type: w.type, status: w.status, install_id: w.owner_id, install_name: getInstall(ctx.db, orgId, w.owner_id)?.name ?? null })),
   };
