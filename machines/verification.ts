@@ -70,13 +70,15 @@ export type VerifyEmit =
   | { type: 'failed'; failure: VerifyFailure };
 
 const iso = (ms: number) => new Date(ms).toISOString();
+/** 1h, 30m, 90s: a duration as people read it. */
+const dur = (ms: number) => (ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : `${Math.round(ms / 1000)}s`);
 
 /** The first URL that has waited `max_wait` since its first ask without passing, at `at`. */
 function overdue(checks: VerifyCheck[], at: number): VerifyFailure | null {
   const i = checks.findIndex((c) => !c.passed && c.first_at !== null && at - c.first_at >= c.max_wait_ms);
   if (i < 0) return null;
   const c = checks[i];
-  return { index: i, error: `verification ${c.shown} did not pass within ${Math.round(c.max_wait_ms / 1000)}s (${c.attempt} requests)`, reason: null };
+  return { index: i, error: `verification ${c.shown} did not pass within ${dur(c.max_wait_ms)} (${c.attempt} requests)`, reason: null };
 }
 
 interface Outcome {

@@ -27,7 +27,7 @@ const verificationUrl = z
 
 export const verificationRequestSchema = z
   .strictObject({
-    url: verificationUrl,
+    url: verificationUrl.describe('http(s) URL POSTed a signed com.svc.rollout.verification.v1 CloudEvent after each group deploys, until it answers a verdict'),
     secret: z.string().min(1).max(1024).optional().describe('signs each request (Standard Webhooks, as a delivery); never shown'),
     interval: bounded(VERIFY_INTERVAL).optional().describe('10s to 10m (default 30s)'),
     timeout: bounded(VERIFY_TIMEOUT).optional().describe('1s to 30s (default 10s)'),

@@ -110,7 +110,7 @@ describe('verification machine', () => {
     g.clock.advance(20_000);
     const r = g.tick();
     expect(r.state).toBe('failed');
-    expect(r.emitted[0]).toMatchObject({ type: 'failed', failure: { index: 0, error: expect.stringContaining('did not pass within 60s (3 requests)') } });
+    expect(r.emitted[0]).toMatchObject({ type: 'failed', failure: { index: 0, error: expect.stringContaining('did not pass within 1m (3 requests)') } });
   });
 
   it('a request still in flight is not asked again; one lost (a crash) is asked again one interval after it was made', () => {

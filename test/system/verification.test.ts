@@ -207,6 +207,30 @@ describe('verification gates (CONTRACT 4.3)', () => {
     expect(done.steps.find((s: Json) => s.name === 'verify install group: g1').error).toMatch(/failed 2 times in a row \(last: HTTP 500\)$/);
   });
 
+  it('with a health gate: deploy, then verify, then bake; the group moves on once the verification passed and then the bake elapsed', { timeout: 60_000 }, async () => {
+    const f = await twoGroups();
+    rcv.set('v-gated', { answer: () => ({ status: 200, body: '{"verdict":"pass"}' }) });
+    const run = await post(api, `/v1/apps/${f.app.app_id}/branches/${f.branch.app_branch_id}/runs`, {
+      app_config_id: f.v2.app_config_id,
+      skip_builds: true,
+      health_gate: { bake: '1m' },
+      verification: [{ url: rcv.hook('v-gated') }],
+    });
+    const W = run.workflow_id;
+    await approve(api, W, 'g1');
+    const { wf } = await waitStep(api, W, 'bake install group: g1', 'started');
+    expect(wf.steps.map((s: Json) => [s.name, s.status]).slice(1, 5)).toEqual([
+      ['plan install group: g1', 'succeeded'],
+      ['deploy install group: g1', 'succeeded'],
+      ['verify install group: g1', 'succeeded'],
+      ['bake install group: g1', 'started'],
+    ]);
+    expect(rcv.at('v-gated')).toHaveLength(1);
+    clock.advance(60_000);
+    await waitStep(api, W, 'plan install group: g2', 'awaiting_approval');
+    await post(api, `/v1/workflows/${W}/cancel`, undefined, 200);
+  });
+
   it('bad verification input is 400 and starts nothing', async () => {
     const f = await twoGroups();
     const runs = `/v1/apps/${f.app.app_id}/branches/${f.branch.app_branch_id}/runs`;
