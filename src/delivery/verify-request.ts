@@ -42,10 +42,10 @@ export async function postVerification(url: string, headers: Record<string, stri
   let client: Client | null = null;
   try {
     const u = new URL(url);
-    const resolved = await Promise.race([
-      checkTarget(u, { allowPrivate: o.allowPrivateTargets, lookup: o.lookup }),
-      new Promise<never>((_, reject) => ac.signal.addEventListener('abort', () => reject(ac.signal.reason), { once: true })),
-    ]);
+    // the guard's lookup counts in the timeout too
+    const aborted = new Promise<never>((_, reject) => ac.signal.addEventListener('abort', () => reject(ac.signal.reason), { once: true }));
+    aborted.catch(() => {}); // an abort after the exchange (the engine closing) is nobody's error
+    const resolved = await Promise.race([checkTarget(u, { allowPrivate: o.allowPrivateTargets, lookup: o.lookup }), aborted]);
     const hostname = urlHostname(u);
     const all: LookupAddress[] = resolved.addresses.map((a) => ({ address: a.address, family: a.family }));
     const pinned = (_h: string, options: LookupOneOptions & { all?: boolean }, cb: (...args: unknown[]) => void) => {
