@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import { gateSnapshotOf, gateSnapshotSchema } from '../../machines/health-gate.ts';
 import { verifySnapshotOf, verifySnapshotSchema } from '../../machines/verification.ts';
+import { shownUrl, verificationsOf } from '../domain/verification.ts';
 import { gateTripOf, gateTripSchema, healthGateSchema, rolloutParamsOf, rolloutPolicySchema, rolloutSchema } from '../domain/rollout.ts';
 import { getConfig, listBranches } from '../../store/apps.ts';
 import { getInstall, listComponents } from '../../store/installs.ts';
@@ -57,6 +58,10 @@ export type RolloutGroup = z.infer<typeof rolloutGroupSchema>;
 export const rolloutViewSchema = z.object({
   /** the run's health gate (null: none) */
   gate: healthGateSchema.nullable(),
+  /** the run's verification gates: each URL as it may be shown (no query, no secret), whether it is signed, its timing */
+  verification: z
+    .array(z.object({ shown: z.string(), signed: z.boolean(), interval: z.string(), timeout: z.string(), max_wait: z.string(), failure_limit: z.number() }))
+    .default([]),
   /** the run's rollout policy (null: none: each group at once, its first failure fails it) */
   policy: rolloutPolicySchema.nullable(),
   /** why the gate tripped (null: it has not), with the install's and component's names */
@@ -137,6 +142,7 @@ export function rolloutView(ctx: AppContext, orgId: string, workflowId: string):
   const cfg = to && to !== 'previous' ? getConfig(ctx.db, orgId, to) : undefined;
   return {
     gate,
+    verification: verificationsOf(p).map((v) => ({ shown: shownUrl(v.url), signed: v.secret !== null, interval: v.interval, timeout: v.timeout, max_wait: v.max_wait, failure_limit: v.failure_limit })),
     policy,
     trip: trip && rollout ? { run_id: rollout.run_id, ...trip, install_name: getInstall(ctx.db, orgId, trip.install_id)?.name ?? null, component_name: componentName(ctx, trip.install_id, trip.component_id) } : null,
     rollout,

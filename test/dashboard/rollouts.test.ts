@@ -369,6 +369,7 @@ describe('a verified rollout page', () => {
       await expect(picture.locator('g.verification text').allTextContents()).resolves.toEqual([`${a.replace('http://', '')} pending #1`, `${b.replace('http://', '')} pass #1`]);
       await expect(section(/^Group 1: canary/).locator('h2 .badge').textContent()).resolves.toBe('verifying');
       await expect(section(/^Group 1: canary/).locator('ul.verifications').textContent()).resolves.toContain('next request in 10 s');
+      await expect(page.locator('dl.facts').first().textContent()).resolves.toContain(`after each group deploys, until each passes: ${a} (every 10s, timeout 10s, at most 1h, 3 failure(s) in a row, signed); ${b} (every 10s`);
       const html = await page.content();
       expect(html).not.toContain('token=hidden'); // the URL's query is never shown
       expect(html).not.toContain('whsec_');

@@ -213,6 +213,17 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
           'every install of a group at once; its first failure fails it'
         )}
       </Fact>
+      {data.verification.length ? (
+        <Fact term="Verification">
+          after each group deploys, until each passes:{' '}
+          {data.verification.map((v, n) => (
+            <>
+              {n ? '; ' : ''}
+              {v.shown} (every <strong>{v.interval}</strong>, timeout {v.timeout}, at most {v.max_wait}, {v.failure_limit} failure(s) in a row{v.signed ? ', signed' : ''})
+            </>
+          ))}
+        </Fact>
+      ) : null}
       <Fact term="Health gate">
         {data.gate ? (
           <>
