@@ -74,7 +74,7 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
   const replicator = new RegistryReplicator(db, topology.registry, logger, metrics);
   await replicator.start(); // never holds up listening (CONTRACT 8): the sync catches up behind it
   const urls = { base: '', dashboard: '', source: '' };
-  const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => replicator.version, keepEvents: retention > 0, recoveryOutcomes: status, webhookChanged: (orgId, webhookId) => replicator.changed(orgId, webhookId), ...topology.outbox });
+  const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => replicator.version, keepEvents: retention > 0, recoveryOutcomes: status, webhookChanged: (orgId, webhookId) => replicator.changed(orgId, webhookId), allowPrivateTargets: config.allowPrivateTargets, ...topology.outbox });
   // the delivery watchdog hears of the outcomes that may move it (CONTRACT 4.1)
   status.watchStreaks((o, streak) => {
     try {
@@ -119,6 +119,8 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
   const scheduler = new Scheduler(engine, clock, logger);
   scheduler.start({ runnerHealthIntervalMs: config.runnerHealthIntervalMs, driftIntervalMs: config.driftIntervalMs });
   engine.kickJobs();
+  const verifying = engine.resumeVerifications(); // the URLs are known now: verification requests carry them
+  if (verifying) logger.info({ steps: verifying }, 'polling again the verification gates that were running at the last stop');
 
   await readiness.whenReady();
   logger.info({ url: listenUrl, base_url: urls.base, bus: bus.kind, delivery: topology.delivery }, `listening on ${listenUrl}`);

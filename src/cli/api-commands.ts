@@ -10,6 +10,7 @@ import { registerHistoryCommands } from './history-commands.ts';
 import { registerWebhooks } from './webhook-commands.ts';
 import { ApiError, UsageError } from './exit-errors.ts';
 import { bakeMs, MAX_BAKE_MS, MAX_GATE_FOR_MS } from '../domain/rollout.ts';
+import { verificationOf, withVerifyOption } from './verify-options.ts';
 import { formatDiff, formatLabels, printFields, printJson, printTable, println, type DiffLike } from './output.ts';
 
 // ---------------------------------------------------------------- installs and rollback
@@ -204,15 +205,18 @@ function healthGateOf(opts: Record<string, unknown>): Record<string, unknown> | 
 function registerBranches(program: Command): void {
   const branches = group(program, 'branches', 'app branches: roll a config out across install groups');
   handle(
-    withGateOptions(
-      leaf(branches, 'run <app_id> <app_branch_id>', 'start a branch run (plans each install group and waits for approval)')
-      .requiredOption('--app-config <app_config_id>', 'the app config to roll out (an older one to roll back)')
-      .option('--skip-builds', 'skip the build step (artifacts for that config already exist)'),
+    withVerifyOption(
+      withGateOptions(
+        leaf(branches, 'run <app_id> <app_branch_id>', 'start a branch run (plans each install group and waits for approval)')
+        .requiredOption('--app-config <app_config_id>', 'the app config to roll out (an older one to roll back)')
+        .option('--skip-builds', 'skip the build step (artifacts for that config already exist)'),
+      ),
     ),
     async (run) => {
       const [app, branch] = run.args;
       const gate = healthGateOf(run.opts);
       const policy = rolloutPolicyOf(run.opts);
+      const verification = verificationOf(run.opts);
       const r = await run
         .api()
         .post<{ run_id: string; workflow_id: string }>(`/v1/apps/${seg(app)}/branches/${seg(branch)}/runs`, {
@@ -220,6 +224,7 @@ function registerBranches(program: Command): void {
           skip_builds: run.opts.skipBuilds === true,
           ...(gate ? { health_gate: gate } : {}),
           ...(policy ? { rollout: policy } : {}),
+          ...(verification ? { verification } : {}),
         });
       if (run.json) return printJson(r);
       printFields([
@@ -295,18 +300,19 @@ function registerApps(program: Command): void {
     },
   );
   handle(
-    withGateOptions(
+    withVerifyOption(withGateOptions(
       leaf(apps, 'rollback <app_id>', "roll an app's installs back, group by group (the app's branch groups, then `other`); shows the plan first")
         .option('--to <previous|app_config_id>', 'each install to the config of its version before the current one (previous), or one app config', 'previous')
         .option('--selector <k=v,...>', 'only the installs with these labels')
         .option('--install <install_id>', 'only this install (repeat for more)', collect, [] as string[])
         .option('--plan-only', 'only show the plan; change nothing')
         .option('--yes', 'apply without asking for confirmation'),
-    ).option('--no-approval', 'deploy each group without waiting for an approval'),
+    )).option('--no-approval', 'deploy each group without waiting for an approval'),
     async (run) => {
       const [app] = run.args;
       const gate = healthGateOf(run.opts);
       const policy = rolloutPolicyOf(run.opts);
+      const verification = verificationOf(run.opts);
       const selector = str(run.opts.selector);
       const installs = (run.opts.install as string[] | undefined) ?? [];
       const planOnly = run.opts.planOnly === true;
@@ -319,6 +325,7 @@ function registerApps(program: Command): void {
       if (selector !== undefined) body.selector = { match_labels: parseSelector(selector) };
       if (gate) body.health_gate = gate;
       if (policy) body.rollout = policy;
+      if (verification) body.verification = verification;
       if (run.opts.approval === false) body.approval = 'none';
       const api = run.api();
       const path = `/v1/apps/${seg(app)}/rollbacks`;

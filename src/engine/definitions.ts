@@ -17,8 +17,8 @@ export type Operation =
   | 'stack.version'
   | 'runner.provision';
 
-/** How a step runs: a job for a runner, an approval, child workflows, or a health gate's bake. */
-export type StepKind = 'job' | 'approval' | 'children' | 'bake';
+/** How a step runs: a job for a runner, an approval, child workflows, a health gate's bake, or a verification gate. */
+export type StepKind = 'job' | 'approval' | 'children' | 'bake' | 'verify';
 
 export interface StepDef {
   name: string;
@@ -154,8 +154,8 @@ export interface RunGroup {
   install_ids: string[];
 }
 
-/** Per group: its plan (an approval step, unless approvals are off), its deploy and, with a health gate, its bake. */
-function groupSteps(groups: RunGroup[], opts: { approval: boolean; gate: boolean }): StepDef[] {
+/** Per group: its plan (an approval step, unless approvals are off), its deploy, with verifications their gate, and with a health gate its bake. */
+function groupSteps(groups: RunGroup[], opts: { approval: boolean; gate: boolean; verify?: boolean }): StepDef[] {
   const steps: StepDef[] = [];
   for (const g of groups) {
     const empty = g.install_ids.length === 0;
@@ -164,21 +164,22 @@ function groupSteps(groups: RunGroup[], opts: { approval: boolean; gate: boolean
       steps.push({ name: `plan install group: ${g.name}`, target_type: null, execution_type: empty ? 'skipped' : 'approval', kind: 'approval', params });
     }
     steps.push({ name: `deploy install group: ${g.name}`, target_type: null, execution_type: empty ? 'skipped' : 'system', kind: 'children', params });
+    if (opts.verify) steps.push({ name: `verify install group: ${g.name}`, target_type: null, execution_type: empty ? 'skipped' : 'system', kind: 'verify', params });
     if (opts.gate) steps.push({ name: `bake install group: ${g.name}`, target_type: null, execution_type: empty ? 'skipped' : 'system', kind: 'bake', params });
   }
   return steps;
 }
 
 /** The steps of an app branch run (CONTRACT 4.3). */
-export function branchRunSteps(groups: RunGroup[], skipBuilds: boolean, gate = false): StepDef[] {
+export function branchRunSteps(groups: RunGroup[], skipBuilds: boolean, gate = false, verify = false): StepDef[] {
   return [
     { name: 'build components', target_type: null, execution_type: skipBuilds ? 'skipped' : 'system', kind: 'job', operation: 'build', runner: 'org' },
-    ...groupSteps(groups, { approval: true, gate }),
+    ...groupSteps(groups, { approval: true, gate, verify }),
   ];
 }
 
 /** The steps of an app rollback (CONTRACT 4.3): no build; each group planned (unless approvals are off), deployed, baked. */
-export function appRollbackSteps(groups: RunGroup[], opts: { approval: boolean; gate: boolean }): StepDef[] {
+export function appRollbackSteps(groups: RunGroup[], opts: { approval: boolean; gate: boolean; verify?: boolean }): StepDef[] {
   return groupSteps(groups, opts);
 }
 

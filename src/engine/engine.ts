@@ -29,6 +29,8 @@ import { WalCheckpoints } from './checkpoints.ts';
 import { Transactions, type BatchResult, type TransactionDeps, type Tx } from './transaction.ts';
 import { Workflows, type IngestResult } from './workflows.ts';
 import { WebhookWatchdog } from './webhook-watchdog.ts';
+import { Verifier } from './verifier.ts';
+import type { Verification } from '../domain/verification.ts';
 
 export type { IngestResult };
 
@@ -42,6 +44,8 @@ export interface EngineDeps extends Omit<TransactionDeps, 'keepEvents' | 'jobsCh
   recoveryOutcomes?: RecoveryOutcomeSource;
   /** replicate a webhook to the data plane (the watchdog disabled or enabled it) */
   webhookChanged?: (orgId: string, webhookId: string) => void;
+  /** verification requests may go to private targets (--allow-private-targets; default false) */
+  allowPrivateTargets?: boolean;
 }
 
 /** A producer's message, checked and parsed (src/ingest), for one org. */
@@ -63,6 +67,8 @@ export class Engine {
   readonly watchdog: WebhookWatchdog;
   /** WAL checkpoints on a thread of their own, not in the commits that producers' answers wait for */
   private readonly checkpoints: WalCheckpoints;
+  /** verification gates' requests (CONTRACT 4.3): polled on the engine's clock, sent outside transactions */
+  private readonly verifier: Verifier;
   private sendingJobs = false;
   private closed = false;
   /** orgs seen to exist (orgs are never deleted; another process may add one, so a miss asks the store) */
@@ -76,7 +82,18 @@ export class Engine {
       (t, wf, step, only) => deployGroup(t, deps.db, this.workflows, wf, step, only),
       // a gate's bad verdict lasts its `for` at `at`: tick then, not at the next periodic tick
       (at) => void deps.clock.setTimeout(() => this.bakeTick(), Math.max(0, at - deps.clock.now())),
+      // a verify step is looked at when it says, once what it recorded is committed
+      (workflowId, stepId, at) => this.tx.afterCommit(() => this.verifier.arm(workflowId, stepId, at)),
     );
+    this.verifier = new Verifier({
+      db: deps.db,
+      clock: deps.clock,
+      tx: this.tx,
+      steps: () => this.workflows.verifications,
+      logger: deps.logger,
+      urls: deps.urls,
+      allowPrivateTargets: deps.allowPrivateTargets ?? false,
+    });
     this.recoveries = new RecoveryFeeder({ db: deps.db, clock: deps.clock, logger: deps.logger, tx: this.tx, registryRev: deps.registryRev });
     deps.recoveryOutcomes?.onRecoveryAttempt((id, ok) => this.recoveries.attempted(id, ok));
     this.checkpoints = new WalCheckpoints(deps.db, deps.logger);
@@ -156,15 +173,25 @@ export class Engine {
   }
 
   /** An app branch run over install groups (CONTRACT 4.3), health-gated when `gate` is given. */
-  startBranchRun(orgId: string, appId: string, branchId: string, target: AppConfig, groups: RunGroup[], skipBuilds: boolean, gate: HealthGate | null = null, policy: RolloutPolicy | null = null): WorkflowRow {
+  startBranchRun(
+    orgId: string,
+    appId: string,
+    branchId: string,
+    target: AppConfig,
+    groups: RunGroup[],
+    skipBuilds: boolean,
+    gate: HealthGate | null = null,
+    policy: RolloutPolicy | null = null,
+    verification: Verification[] = [],
+  ): WorkflowRow {
     return this.tx.run((t) =>
       this.workflows.start(t, {
         org_id: orgId,
         type: 'app_branch_run',
         owner_id: branchId,
         owner_type: 'app_branches',
-        params: { app_config_id: target.app_config_id, app_id: appId, skip_builds: skipBuilds, ...(gate ? { health_gate: gate } : {}), ...(policy ? { policy } : {}) },
-        steps: branchRunSteps(groups, skipBuilds, !!gate),
+        params: { app_config_id: target.app_config_id, app_id: appId, skip_builds: skipBuilds, ...(gate ? { health_gate: gate } : {}), ...(policy ? { policy } : {}), ...(verification.length ? { verification } : {}) },
+        steps: branchRunSteps(groups, skipBuilds, !!gate, verification.length > 0),
       }),
     );
   }
@@ -175,7 +202,7 @@ export class Engine {
     appId: string,
     groups: RunGroup[],
     targets: Record<string, string>,
-    opts: { to: string; approval: boolean; gate: HealthGate | null; policy?: RolloutPolicy | null },
+    opts: { to: string; approval: boolean; gate: HealthGate | null; policy?: RolloutPolicy | null; verification?: Verification[] },
   ): WorkflowRow {
     return this.tx.run((t) =>
       this.workflows.start(t, {
@@ -183,8 +210,16 @@ export class Engine {
         type: 'app_rollback',
         owner_id: appId,
         owner_type: 'apps',
-        params: { app_id: appId, to: opts.to, targets, approval: opts.approval ? 'per_group' : 'none', ...(opts.gate ? { health_gate: opts.gate } : {}), ...(opts.policy ? { policy: opts.policy } : {}) },
-        steps: appRollbackSteps(groups, { approval: opts.approval, gate: !!opts.gate }),
+        params: {
+          app_id: appId,
+          to: opts.to,
+          targets,
+          approval: opts.approval ? 'per_group' : 'none',
+          ...(opts.gate ? { health_gate: opts.gate } : {}),
+          ...(opts.policy ? { policy: opts.policy } : {}),
+          ...(opts.verification?.length ? { verification: opts.verification } : {}),
+        },
+        steps: appRollbackSteps(groups, { approval: opts.approval, gate: !!opts.gate, verify: !!opts.verification?.length }),
       }),
     );
   }
@@ -237,6 +272,14 @@ export class Engine {
     this.tx.run((t) => this.workflows.bakeTick(t));
   }
 
+  /**
+   * At start, once the URLs are known: every verify step still running polls again at the next-ask
+   * time SQLite holds for it (CONTRACT 4.3: within one interval after a restart). Returns how many.
+   */
+  resumeVerifications(): number {
+    return this.verifier.resume();
+  }
+
   /** Send queued jobs, and send again jobs not started within JOB_RESEND_MS (same job_id). */
   kickJobs(): void {
     if (this.sendingJobs || this.closed) return;
@@ -265,6 +308,7 @@ export class Engine {
 
   close(): void {
     this.closed = true;
+    this.verifier.close();
     this.recoveries.close();
     this.checkpoints.close();
   }

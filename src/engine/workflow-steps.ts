@@ -24,6 +24,7 @@ import { newId } from '../domain/ids.ts';
 import type { StepDef } from './definitions.ts';
 import { HealthGates } from './health-gates.ts';
 import { DeployBatches, isGroupDeploy } from './deploy-batches.ts';
+import { VerifySteps } from './verify-steps.ts';
 import { groupPlan } from './rollout-plans.ts';
 import type { WorkflowFacts } from './workflow-facts.ts';
 import type { Tx } from './transaction.ts';
@@ -57,14 +58,17 @@ export class WorkflowSteps {
   private readonly spawning = new Set<string>();
   readonly gates: HealthGates;
   private readonly batches: DeployBatches;
+  readonly verifications: VerifySteps;
 
   constructor(
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
     private readonly startChildren: StartChildren,
     wakeBakes?: (at: number) => void,
+    wakeVerify?: (workflowId: string, stepId: string, at: number) => void,
   ) {
     this.gates = new HealthGates(db, facts, this, wakeBakes);
+    this.verifications = new VerifySteps(db, facts, this, wakeVerify);
     this.batches = new DeployBatches(db, facts, this, (t, wf, step, ids) => this.startChildren(t, wf, step, ids), this.spawning);
   }
 
@@ -172,6 +176,7 @@ export class WorkflowSteps {
       return true;
     }
     if (kind === 'bake') return this.gates.startBake(t, wf, step);
+    if (kind === 'verify') return this.verifications.begin(t, wf, step);
     if (kind === 'approval') {
       const plan = groupPlan(this.db, wf, step);
       const requested = updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan, approval: { status: 'requested', plan } })!;

@@ -12,6 +12,7 @@ import { WorkflowFacts, type FactExtra } from './workflow-facts.ts';
 import { WorkflowSteps, type StartChildren, type StartWorkflow } from './workflow-steps.ts';
 import type { Actor } from '../domain/scopes.ts';
 import type { Tx } from './transaction.ts';
+import type { VerifySteps } from './verify-steps.ts';
 
 export type { IngestResult, JobReport, StartChildren, StartWorkflow };
 
@@ -22,9 +23,9 @@ export class Workflows {
   private readonly answers: ApprovalsAndCancel;
 
   /** `wakeBakes(at)`: run the bakes' tick at `at` (engine clock, ms), when a gate's verdict will have lasted its `for` */
-  constructor(db: Db, startChildren: StartChildren, wakeBakes?: (at: number) => void) {
+  constructor(db: Db, startChildren: StartChildren, wakeBakes?: (at: number) => void, wakeVerify?: (workflowId: string, stepId: string, at: number) => void) {
     this.facts = new WorkflowFacts(db);
-    this.steps = new WorkflowSteps(db, this.facts, startChildren, wakeBakes);
+    this.steps = new WorkflowSteps(db, this.facts, startChildren, wakeBakes, wakeVerify);
     this.results = new RunnerResults(db, this.facts, this.steps);
     this.answers = new ApprovalsAndCancel(db, this.facts, this.steps);
   }
@@ -76,5 +77,10 @@ export class Workflows {
   /** The engine's clock moved: bakes whose time is up pass. */
   bakeTick(t: Tx): void {
     this.steps.gates.bakeTick(t);
+  }
+
+  /** Verification gates' steps (CONTRACT 4.3 `verification`): polled by the engine's Verifier. */
+  get verifications(): VerifySteps {
+    return this.steps.verifications;
   }
 }

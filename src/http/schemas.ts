@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { labelsSchema as labels } from '../domain/limits.ts';
 import { bakeMs, GATE_ACTIONS, GATE_VERDICTS, MAX_BAKE_MS, MAX_GATE_FOR_MS, MAX_PARALLEL, MAX_WINDOW_TIMEOUT_MS, MIN_WINDOW_TIMEOUT_MS, ON_FAILURE, type HealthGate, type RolloutPolicy } from '../domain/rollout.ts';
 import { durationMs } from '../domain/duration.ts';
+import { verificationListSchema } from './verification-schema.ts';
 
 const name = z.string().trim().min(1).max(200);
 /** Labels as stored: read back without the limits of CONTRACT 8 (configs made before them still read). */
@@ -126,7 +127,13 @@ export const rolloutPolicySchema = z
     }),
   );
 
-export const branchRunSchema = z.strictObject({ app_config_id: id, skip_builds: z.boolean().optional(), health_gate: healthGateSchema.optional(), rollout: rolloutPolicySchema.optional() });
+export const branchRunSchema = z.strictObject({
+  app_config_id: id,
+  skip_builds: z.boolean().optional(),
+  health_gate: healthGateSchema.optional(),
+  rollout: rolloutPolicySchema.optional(),
+  verification: verificationListSchema.optional(),
+});
 
 export const fleetRollbackSchema = z.strictObject({
   to: z.union([z.literal('previous'), id]),
@@ -135,6 +142,7 @@ export const fleetRollbackSchema = z.strictObject({
   plan_only: z.boolean().optional(),
   health_gate: healthGateSchema.optional(),
   rollout: rolloutPolicySchema.optional(),
+  verification: verificationListSchema.optional(),
   approval: z.enum(['per_group', 'none']).optional(),
 });
 

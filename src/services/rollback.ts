@@ -2,6 +2,7 @@
 import type { AppContext } from '../context.ts';
 import { ConflictError, InvalidError, NotFoundError } from '../domain/errors.ts';
 import type { HealthGate, RolloutPolicy } from '../domain/rollout.ts';
+import type { Verification } from '../domain/verification.ts';
 import { getBranch, getConfig, listBranches, type AppConfig, type InstallGroup } from '../../store/apps.ts';
 import { listAppInstalls, type Install } from '../../store/installs.ts';
 import { getVersion, listVersions, previousVersion, type VersionRow } from '../../store/workflows.ts';
@@ -82,7 +83,7 @@ export function startBranchRun(
   orgId: string,
   appId: string,
   branchId: string,
-  body: { app_config_id: string; skip_builds?: boolean; health_gate?: HealthGate; rollout?: RolloutPolicy },
+  body: { app_config_id: string; skip_builds?: boolean; health_gate?: HealthGate; rollout?: RolloutPolicy; verification?: Verification[] },
 ) {
   mustGetApp(ctx, orgId, appId);
   const branch = getBranch(ctx.db, orgId, appId, branchId);
@@ -91,7 +92,7 @@ export function startBranchRun(
   refuseVetoed(target);
   const installs = listAppInstalls(ctx.db, appId);
   const groups = branch.install_groups.map((g) => ({ name: g.name, install_ids: installs.filter((i) => inGroup(g, i)).map((i) => i.install_id) }));
-  const wf = ctx.engine.startBranchRun(orgId, appId, branchId, target, groups, !!body.skip_builds, body.health_gate ?? null, body.rollout ?? null);
+  const wf = ctx.engine.startBranchRun(orgId, appId, branchId, target, groups, !!body.skip_builds, body.health_gate ?? null, body.rollout ?? null, body.verification ?? []);
   // a branch run is its workflow: run_id names the same thing (there is nothing else to look up)
   return { run_id: wf.workflow_id, workflow_id: wf.workflow_id, app_branch_id: branchId, app_config_id: target.app_config_id, status: wf.status };
 }
@@ -110,6 +111,7 @@ export interface FleetRollbackInput {
   plan_only?: boolean;
   health_gate?: HealthGate;
   rollout?: RolloutPolicy;
+  verification?: Verification[];
   approval?: 'per_group' | 'none';
 }
 
@@ -204,7 +206,7 @@ export function rollBackFleet(ctx: AppContext, orgId: string, appId: string, bod
   if (vetoed) refuseVetoed(vetoed.target);
   if (!moves.length) throw new ConflictError(`nothing to roll back: ${plan.skipped.map((s) => `${s.install_id} (${s.reason})`).join(', ') || 'the selection has no installs'}`);
   const targets = Object.fromEntries(moves.map((m) => [m.install.install_id, m.target.app_config_id]));
-  const wf = ctx.engine.startAppRollback(orgId, appId, groups, targets, { to: body.to, approval: body.approval !== 'none', gate: body.health_gate ?? null, policy: body.rollout ?? null });
+  const wf = ctx.engine.startAppRollback(orgId, appId, groups, targets, { to: body.to, approval: body.approval !== 'none', gate: body.health_gate ?? null, policy: body.rollout ?? null, verification: body.verification ?? [] });
   // a fleet rollback is its workflow: run_id names the same thing
   return { status: 201 as const, body: { run_id: wf.workflow_id, workflow_id: wf.workflow_id, status: wf.status, plan, applied: true as const } };
 }

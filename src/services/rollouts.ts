@@ -5,6 +5,8 @@
 import { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import { gateSnapshotOf, gateSnapshotSchema } from '../../machines/health-gate.ts';
+import { verifySnapshotOf, verifySnapshotSchema } from '../../machines/verification.ts';
+import { shownUrl, verificationsOf } from '../domain/verification.ts';
 import { gateTripOf, gateTripSchema, healthGateSchema, rolloutParamsOf, rolloutPolicySchema, rolloutSchema } from '../domain/rollout.ts';
 import { getConfig, listBranches } from '../../store/apps.ts';
 import { getInstall, listComponents } from '../../store/installs.ts';
@@ -35,6 +37,8 @@ const rolloutStepSchema = z.object({
   rollback: z.boolean(),
   /** a bake's gate once it has begun */
   gate: gateSnapshotSchema.nullable(),
+  /** a verify step's gate once it has begun: per URL (shown without query or secret) its requests and last answer */
+  verify: verifySnapshotSchema.nullable().default(null),
   /** the name of the component that tripped the gate (its id when unknown) */
   trip_component_name: z.string().nullable(),
   /** a children step's install workflows */
@@ -54,6 +58,10 @@ export type RolloutGroup = z.infer<typeof rolloutGroupSchema>;
 export const rolloutViewSchema = z.object({
   /** the run's health gate (null: none) */
   gate: healthGateSchema.nullable(),
+  /** the run's verification gates: each URL as it may be shown (no query, no secret), whether it is signed, its timing */
+  verification: z
+    .array(z.object({ shown: z.string(), signed: z.boolean(), interval: z.string(), timeout: z.string(), max_wait: z.string(), failure_limit: z.number() }))
+    .default([]),
   /** the run's rollout policy (null: none: each group at once, its first failure fails it) */
   policy: rolloutPolicySchema.nullable(),
   /** why the gate tripped (null: it has not), with the install's and component's names */
@@ -97,6 +105,7 @@ function rolloutStep(ctx: AppContext, orgId: string, s: StepRow): RolloutStep {
     kind: typeof s.params.kind === 'string' ? s.params.kind : null,
     rollback: !!s.params.rollback,
     gate,
+    verify: verifySnapshotOf(s.params) ?? null,
     trip_component_name: trip ? componentName(ctx, trip.install_id, trip.component_id) : null,
     children: children.map((w) => ({ workflow_id: w.workflow_id, type: w.type, status: w.status, install_id: w.owner_id, install_name: getInstall(ctx.db, orgId, w.owner_id)?.name ?? null })),
   };
@@ -133,6 +142,7 @@ export function rolloutView(ctx: AppContext, orgId: string, workflowId: string):
   const cfg = to && to !== 'previous' ? getConfig(ctx.db, orgId, to) : undefined;
   return {
     gate,
+    verification: verificationsOf(p).map((v) => ({ shown: shownUrl(v.url), signed: v.secret !== null, interval: v.interval, timeout: v.timeout, max_wait: v.max_wait, failure_limit: v.failure_limit })),
     policy,
     trip: trip && rollout ? { run_id: rollout.run_id, ...trip, install_name: getInstall(ctx.db, orgId, trip.install_id)?.name ?? null, component_name: componentName(ctx, trip.install_id, trip.component_id) } : null,
     rollout,

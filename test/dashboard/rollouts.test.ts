@@ -12,6 +12,7 @@ import { expectAccessible, launchBrowser, screenshot, signedInPage } from '../he
 import { appWithThreeConfigs, get, installWith as installWithHistory, post, waitStep, waitWf } from '../helpers/workflows.ts';
 import { dashboardSession } from '../helpers/dashboard.ts';
 import { rid } from '../helpers/ids.ts';
+import { startReceiver } from '../helpers/receiver.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -328,5 +329,65 @@ describe('tenancy and CSRF', () => {
     });
     expect(noCsrf.status).toBe(403);
     expect((await get(api, `/v1/apps/${app.app_id}/configs`)).every((c: Json) => c.vetoed === null)).toBe(true);
+  });
+});
+
+describe('a verified rollout page', () => {
+  it("shows each verification's last answer per group in the run's picture and under the verify step", { timeout: 120_000 }, async () => {
+    const rcv = await startReceiver();
+    try {
+      const { app, v1, v2 } = await app3();
+      const x = await installWith(app.app_id, v1.app_config_id, { ring: 'canary' });
+      const y = await installWith(app.app_id, v1.app_config_id, { ring: 'main' });
+      const branch = await post(api, `/v1/apps/${app.app_id}/branches`, {
+        name: 'main',
+        install_groups: [
+          { name: 'canary', install_ids: [x.install_id] },
+          { name: 'main', install_ids: [y.install_id] },
+        ],
+      });
+      let asked = 0;
+      rcv.set('dash-a', { answer: () => (asked++ === 0 ? { status: 202 } : { status: 200, body: '{"verdict":"pass"}' }) });
+      rcv.set('dash-b', { answer: () => ({ status: 200, body: '{"verdict":"pass"}' }) });
+      const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+        app_config_id: v2.app_config_id,
+        skip_builds: true,
+        verification: [
+          { url: `${rcv.hook('dash-a')}?token=hidden`, secret: 'whsec_c2VjcmV0IG9mIHRoZSBkYXNoYm9hcmQgdGVzdA==', interval: '10s' },
+          { url: rcv.hook('dash-b'), interval: '10s' },
+        ],
+      });
+      const W = run.workflow_id;
+      const { step } = await waitStep(api, W, 'plan install group: canary', 'awaiting_approval');
+      await post(api, `/v1/workflows/${W}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
+      await waitFor(() => rcv.at('dash-a').length === 1 && rcv.at('dash-b').length === 1, 10_000, 'both URLs asked');
+      await waitFor(async () => (await get(api, `/v1/workflows/${W}`)).steps.some((s: Json) => s.name === 'verify install group: canary' && s.status === 'started'), 10_000, 'verify started');
+      await new Promise((r) => setTimeout(r, 300)); // the answers recorded
+      await page.goto(`${dash}/${org.org_id}/workflows/${W}`);
+      await pauseRefresh();
+      const picture = page.getByRole('img', { name: /^Installs by group/ });
+      const a = `${rcv.hook('dash-a')}`;
+      const b = `${rcv.hook('dash-b')}`;
+      await expect(picture.getAttribute('aria-label')).resolves.toBe(`Installs by group: canary: 1 succeeded, verification ${a} pending (1 request), verification ${b} pass (1 request); main: 1 waiting`);
+      await expect(picture.locator('g.verification text').allTextContents()).resolves.toEqual([`${a.replace('http://', '')} pending #1`, `${b.replace('http://', '')} pass #1`]);
+      await expect(section(/^Group 1: canary/).locator('h2 .badge').textContent()).resolves.toBe('verifying');
+      await expect(section(/^Group 1: canary/).locator('ul.verifications').textContent()).resolves.toContain('next request in 10 s');
+      await expect(page.locator('dl.facts').first().textContent()).resolves.toContain(`after each group deploys, until each passes: ${a} (every 10s, timeout 10s, at most 1h, 3 failure(s) in a row, signed); ${b} (every 10s`);
+      const html = await page.content();
+      expect(html).not.toContain('token=hidden'); // the URL's query is never shown
+      expect(html).not.toContain('whsec_');
+      await screenshot(page, 'rollout-verifying');
+      await expectAccessible(page, 'rollout page verifying');
+
+      clock.advance(10_000);
+      await waitStep(api, W, 'plan install group: main', 'awaiting_approval');
+      await page.reload();
+      await expect(picture.getAttribute('aria-label')).resolves.toContain(`canary: 1 succeeded, verification ${a} pass (2 requests), verification ${b} pass (1 request); main: 1 waiting`);
+      expect(rcv.at('dash-b')).toHaveLength(1); // passed: not asked again
+      await screenshot(page, 'rollout-verified');
+      await post(api, `/v1/workflows/${W}/cancel`, undefined, 200);
+    } finally {
+      await rcv.close();
+    }
   });
 });

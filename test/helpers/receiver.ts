@@ -15,6 +15,8 @@ export interface Behaviour {
   hang?: boolean;
   delayMs?: number;
   redirect?: string;
+  /** answer with this status and body (a verification URL's verdict), decided per request */
+  answer?: (r: Received) => { status: number; body?: string };
 }
 
 export interface Receiver {
@@ -45,6 +47,11 @@ export async function startReceiver(): Promise<Receiver> {
       const p = new URL(req.url ?? '/', 'http://x').pathname;
       all.push({ path: p, headers: req.headers, raw, json, at: Date.now() });
       const b = behaviours.get(p) ?? {};
+      if (b.answer) {
+        const a = b.answer(all[all.length - 1]);
+        res.writeHead(a.status, { 'content-type': 'application/json' }).end(a.body ?? '');
+        return;
+      }
       if (b.hang) {
         hanging.add(res);
         return;

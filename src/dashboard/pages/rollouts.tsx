@@ -5,6 +5,7 @@ import type { Child } from 'hono/jsx';
 import type { RolloutGroup, RolloutStep, RolloutView } from '../../services/rollouts.ts';
 import type { DashContext } from '../session.ts';
 import { Fact, Status, Time } from '../ui.tsx';
+import type { VerifyAnswer } from '../../domain/verification.ts';
 
 /** "9 min 30 s", "45 s", "1 h 5 min". */
 export function span(ms: number): string {
@@ -82,11 +83,15 @@ export const RunPicture = ({ data }: { data: RolloutView }) => {
   const rows = data.groups.map((g) => ({ g, states: installStates(data, g) }));
   const widest = Math.max(1, ...rows.map((r) => r.states.length));
   const budgetX = LABEL + widest * (CELL + GAP) + 12;
-  const width = Math.max(budgetX + 200, 610);
+  // each verification's last answer, per group, right of the budget
+  const verifyX = budgetX + 140;
+  const checksOf = (g: RolloutGroup) => verifyChecks(data, g);
+  const mostChecks = Math.max(0, ...rows.map((r) => checksOf(r.g).length));
+  const width = Math.max(budgetX + 200, verifyX + mostChecks * VERIFY_W, 610);
   const height = rows.length * (CELL + 10) + 34;
   const pct = data.policy?.max_failed_pct ?? 0;
   const legend = Object.keys(STATE_FILL) as InstallState[];
-  const summary = rows.map((r) => `${r.g.name}: ${legend.map((s) => [s, r.states.filter((x) => x.state === s).length] as const).filter(([, n]) => n).map(([s, n]) => `${n} ${s}`).join(', ') || 'no installs'}`).join('; ');
+  const summary = rows.map((r) => `${r.g.name}: ${legend.map((s) => [s, r.states.filter((x) => x.state === s).length] as const).filter(([, n]) => n).map(([s, n]) => `${n} ${s}`).join(', ') || 'no installs'}${checksOf(r.g).map((v) => `, verification ${v.shown} ${verifyWord(v)}`).join('')}`).join('; ');
   return (
     <section aria-labelledby="h-picture" class="run-picture">
       <h2 id="h-picture">The run at a glance</h2>
@@ -108,6 +113,15 @@ export const RunPicture = ({ data }: { data: RolloutView }) => {
               <text x={budgetX} y={y + CELL - 4} font-size="12" fill={failed > allowed ? '#b91c1c' : '#4b5563'}>
                 {`${failed} failed, budget ${allowed}`}
               </text>
+              {checksOf(g).map((v, n) => (
+                <g class="verification">
+                  <circle cx={verifyX + n * VERIFY_W + 7} cy={y + CELL / 2} r={6} fill={VERDICT_FILL[v.last?.verdict ?? 'none']} />
+                  <text x={verifyX + n * VERIFY_W + 17} y={y + CELL - 4} font-size="11" fill="#374151">
+                    {`${hostOf(v.shown)} ${v.last ? `${v.last.verdict} #${v.attempt}` : verifyWord(v)}`}
+                  </text>
+                  <title>{verifyTitle(v)}</title>
+                </g>
+              ))}
             </g>
           );
         })}
@@ -121,6 +135,62 @@ export const RunPicture = ({ data }: { data: RolloutView }) => {
         ))}
       </svg>
     </section>
+  );
+};
+
+/** Width of one verification's answer in the run's picture. */
+const VERIFY_W = 250;
+/** A verification's last answer, as the picture colours it (none: not asked yet). */
+const VERDICT_FILL: Record<VerifyAnswer['verdict'] | 'none', string> = {
+  pass: '#16a34a',
+  fail: '#dc2626',
+  pending: '#3b82f6',
+  error: '#f59e0b',
+  none: '#d0d5dd',
+};
+
+type VerifyCheck = NonNullable<RolloutStep['verify']>['context']['checks'][number];
+
+/** The verifications of a group's verify step (none before it began). */
+function verifyChecks(data: RolloutView, g: RolloutGroup): VerifyCheck[] {
+  return data.steps.find((s) => g.step_ids.includes(s.step_id) && s.kind === 'verify')?.verify?.context.checks ?? [];
+}
+
+/** A verification's URL in the picture: host and path without the scheme, its middle cut when long. */
+const hostOf = (shown: string) => {
+  const s = shown.replace(/^https?:\/\//, '');
+  return s.length > 26 ? `${s.slice(0, 11)}…${s.slice(-14)}` : s;
+};
+
+/** "pass (3 requests)", "pending (2 requests)", "not asked yet". */
+function verifyWord(v: VerifyCheck): string {
+  if (!v.last) return v.attempt ? 'asking' : 'not asked yet';
+  return `${v.last.verdict} (${v.attempt} request${v.attempt === 1 ? '' : 's'})`;
+}
+
+function verifyTitle(v: VerifyCheck): string {
+  if (!v.last) return `${v.shown}: ${verifyWord(v)}`;
+  const l = v.last;
+  const detail = [l.status !== null ? `HTTP ${l.status}` : null, l.error, l.reason].filter(Boolean).join(', ');
+  return `${v.shown}: ${l.verdict}${detail ? ` (${detail})` : ''} at ${l.at}, request ${v.attempt}, ${v.failures} failure(s) in a row`;
+}
+
+/** Under a verify step: each URL's last answer and when it is asked next. */
+const VerifyDetail = ({ data, row }: { data: RolloutView; row: RolloutStep }) => {
+  const checks = row.verify?.context.checks ?? [];
+  if (!checks.length) return <p class="muted">Asks each verification URL once the group has deployed.</p>;
+  return (
+    <ul class="verifications">
+      {checks.map((v) => (
+        <li>
+          {v.shown}: <strong>{verifyWord(v)}</strong>
+          {v.last?.status != null ? ` HTTP ${v.last.status}` : ''}
+          {v.last?.error ? ` ${v.last.error}` : ''}
+          {v.last?.reason ? ` reason: ${v.last.reason}` : ''}
+          {row.status === 'started' && !v.passed ? <span class="muted">{` next request in ${span(v.next_at - data.now)}`}</span> : null}
+        </li>
+      ))}
+    </ul>
   );
 };
 
@@ -143,6 +213,17 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
           'every install of a group at once; its first failure fails it'
         )}
       </Fact>
+      {data.verification.length ? (
+        <Fact term="Verification">
+          after each group deploys, until each passes:{' '}
+          {data.verification.map((v, n) => (
+            <>
+              {n ? '; ' : ''}
+              {v.shown} (every <strong>{v.interval}</strong>, timeout {v.timeout}, at most {v.max_wait}, {v.failure_limit} failure(s) in a row{v.signed ? ', signed' : ''})
+            </>
+          ))}
+        </Fact>
+      ) : null}
       <Fact term="Health gate">
         {data.gate ? (
           <>
@@ -235,6 +316,7 @@ export function stepExtra(c: DashContext, data: RolloutView, stepId: string): Ch
   const group = data.groups.find((g) => g.step_ids.includes(stepId));
   if (row.kind === 'bake' && group) return <BakeDetail c={c} data={data} row={row} group={group} />;
   if (row.kind === 'children') return <ChildrenDetail c={c} row={row} />;
+  if (row.kind === 'verify') return <VerifyDetail data={data} row={row} />;
   return null;
 }
 
@@ -246,7 +328,10 @@ export function groupStatus(data: RolloutView, g: RolloutGroup): string {
   if (rows.some((r) => r.status === 'failed')) return 'failed';
   if (rows.every((r) => r.status === 'succeeded' || r.status === 'skipped')) return 'succeeded';
   if (rows.some((r) => r.status === 'awaiting_approval')) return 'awaiting approval';
-  if (rows.some((r) => r.status === 'started')) return rows.find((r) => r.status === 'started')!.kind === 'bake' ? 'baking' : 'deploying';
+  if (rows.some((r) => r.status === 'started')) {
+    const kind = rows.find((r) => r.status === 'started')!.kind;
+    return kind === 'bake' ? 'baking' : kind === 'verify' ? 'verifying' : 'deploying';
+  }
   if (rows.every((r) => r.status === 'cancelled' || r.status === 'pending')) return rows.some((r) => r.status === 'cancelled') ? 'cancelled' : 'pending';
   return 'in progress';
 }
