@@ -24,6 +24,7 @@ import { newId } from '../domain/ids.ts';
 import type { StepDef } from './definitions.ts';
 import { HealthGates } from './health-gates.ts';
 import { DeployBatches, isGroupDeploy } from './deploy-batches.ts';
+import { WindowWaits } from './change-windows.ts';
 import { groupPlan } from './rollout-plans.ts';
 import type { WorkflowFacts } from './workflow-facts.ts';
 import type { Tx } from './transaction.ts';
@@ -56,16 +57,18 @@ export class WorkflowSteps {
   /** children steps whose child workflows are being started right now (see startChildSteps) */
   private readonly spawning = new Set<string>();
   readonly gates: HealthGates;
-  private readonly batches: DeployBatches;
+  readonly batches: DeployBatches;
 
   constructor(
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
     private readonly startChildren: StartChildren,
     wakeBakes?: (at: number) => void,
+    wakeWindows?: (at: number) => void,
   ) {
     this.gates = new HealthGates(db, facts, this, wakeBakes);
-    this.batches = new DeployBatches(db, facts, this, (t, wf, step, ids) => this.startChildren(t, wf, step, ids), this.spawning);
+    const windows = new WindowWaits(db, facts, wakeWindows);
+    this.batches = new DeployBatches(db, facts, this, (t, wf, step, ids) => this.startChildren(t, wf, step, ids), this.spawning, windows);
   }
 
   /** Create a workflow and its steps, emit `started`, and run its first step. */
@@ -173,7 +176,7 @@ export class WorkflowSteps {
     }
     if (kind === 'bake') return this.gates.startBake(t, wf, step);
     if (kind === 'approval') {
-      const plan = groupPlan(this.db, wf, step);
+      const plan = groupPlan(this.db, wf, step, Date.parse(t.now));
       const requested = updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan, approval: { status: 'requested', plan } })!;
       this.facts.stepEvent(t, wf, requested, { type: 'request_approval' });
       return false;

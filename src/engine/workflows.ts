@@ -22,9 +22,9 @@ export class Workflows {
   private readonly answers: ApprovalsAndCancel;
 
   /** `wakeBakes(at)`: run the bakes' tick at `at` (engine clock, ms), when a gate's verdict will have lasted its `for` */
-  constructor(db: Db, startChildren: StartChildren, wakeBakes?: (at: number) => void) {
+  constructor(db: Db, startChildren: StartChildren, wakeBakes?: (at: number) => void, wakeWindows?: (at: number) => void) {
     this.facts = new WorkflowFacts(db);
-    this.steps = new WorkflowSteps(db, this.facts, startChildren, wakeBakes);
+    this.steps = new WorkflowSteps(db, this.facts, startChildren, wakeBakes, wakeWindows);
     this.results = new RunnerResults(db, this.facts, this.steps);
     this.answers = new ApprovalsAndCancel(db, this.facts, this.steps);
   }
@@ -76,5 +76,13 @@ export class Workflows {
   /** The engine's clock moved: bakes whose time is up pass. */
   bakeTick(t: Tx): void {
     this.steps.gates.bakeTick(t);
+  }
+
+  /**
+   * Change windows (CONTRACT 4.3): installs waiting for one are looked at again, those due on the
+   * clock or, when an app's windows changed, every one of that app's; runs whose group deploy ended move on.
+   */
+  reviewWindowWaits(t: Tx, opts: { orgId?: string; appId?: string } = {}): void {
+    for (const id of this.steps.batches.reviewWaits(t, opts)) this.steps.advance(t, id);
   }
 }
