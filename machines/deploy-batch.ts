@@ -70,7 +70,8 @@ export type BatchEmit =
   /** start these installs' updates now */
   | { type: 'start'; install_ids: string[] }
   | { type: 'succeeded'; failed_installs: FailedInstall[] }
-  | { type: 'failed'; failed_installs: FailedInstall[]; timed_out: string[] };
+  /** timed_out: the installs held longer than window_timeout, when that is why */
+  | { type: 'failed'; failed_installs: FailedInstall[]; timed_out?: string[] };
 
 const running = (c: BatchContext) => c.started.length - c.succeeded.length - c.failed.length;
 const hasOutcome = (c: BatchContext, id: string) => c.succeeded.includes(id) || c.failed.some((f) => f.install_id === id);
@@ -147,7 +148,7 @@ export const deployBatchMachine = setup({
     emitSucceeded: emit(({ context, event }) => ({ type: 'succeeded' as const, failed_installs: stepped(context, event).context.failed })),
     emitFailed: emit(({ context, event }) => {
       const s = stepped(context, event).context;
-      return { type: 'failed' as const, failed_installs: s.failed, timed_out: s.timed_out };
+      return { type: 'failed' as const, failed_installs: s.failed, ...(s.timed_out.length ? { timed_out: s.timed_out } : {}) };
     }),
     step: assign(({ context, event }) => stepped(context, event).context),
   },

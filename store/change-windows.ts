@@ -49,7 +49,7 @@ export function insertChangeWindow(db: Db, w: ChangeWindow): ChangeWindow {
 
 /** An app's windows, oldest first. */
 export function listChangeWindows(db: Db, appId: string): ChangeWindow[] {
-  return db.prepare('SELECT * FROM change_windows WHERE app_id = ? ORDER BY created_at, window_id').all(appId).map(decode);
+  return db.prepare('SELECT * FROM change_windows WHERE app_id = ? ORDER BY created_at, rowid').all(appId).map(decode);
 }
 
 export function getChangeWindow(db: Db, orgId: string, appId: string, windowId: string): ChangeWindow | undefined {
