@@ -193,6 +193,43 @@ describe('change windows (CONTRACT 4.3)', () => {
   });
 });
 
+describe('change windows across a restart', () => {
+  it('an install waiting for a window when svc stops starts when the restarted svc\'s clock reaches the window', { timeout: 60_000 }, async () => {
+    const c1 = new ManualClock(Date.parse('2026-07-11T19:00:00.000Z')); // Saturday noon in Los Angeles (PDT)
+    const svc1 = await startService({}, { clock: c1 });
+    const o = svc1.createOrg('windows-restart');
+    const api1 = svc1.api(o);
+    const { app, v1, v2 } = await appWithThreeConfigs(api1, rid('shop'), cfg);
+    const inst = await installWith(api1, rid('acme'), app.app_id, v1.app_config_id);
+    const branch = await post(api1, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'g1', install_ids: [inst.install_id] }] });
+    await post(api1, windowsOf(app.app_id), { name: 'sunday', kind: 'allow', days: ['sun'], start: '02:00', duration: '2h', time_zone: 'America/Los_Angeles' });
+    const run = await post(api1, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v2.app_config_id, skip_builds: true, rollout: { window_timeout: '2d' } });
+    const { step } = await waitStep(api1, run.workflow_id, 'plan install group: g1', 'awaiting_approval');
+    await post(api1, `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
+    await waitStep(api1, run.workflow_id, `wait for change window: ${inst.name}`, 'started');
+    await svc1.settled();
+    const waiting = (await svc1.events(o.org_id)).find((e) => e.data?.step?.name === `wait for change window: ${inst.name}`);
+    expect(waiting.data.rollout.next_window_at).toBe('2026-07-12T09:00:00.000Z'); // Sunday 02:00 PDT
+    await svc1.stop();
+
+    const c2 = new ManualClock(c1.now());
+    const svc2 = await startService({ db: svc1.db }, { clock: c2 });
+    try {
+      const api2 = svc2.api(o);
+      c2.advance(Date.parse('2026-07-12T09:00:00.000Z') - c2.now() - 2000);
+      expect((await getWf(api2, run.workflow_id)).steps.find((x: Json) => x.name.startsWith('wait for')).status).toBe('started');
+      c2.advance(3000);
+      const done = await waitWf(api2, run.workflow_id);
+      expect(done.status).toBe('succeeded');
+      const wait = done.steps.find((x: Json) => x.name.startsWith('wait for'));
+      expect(Date.parse(wait.finished_at) - Date.parse('2026-07-12T09:00:00.000Z')).toBeLessThanOrEqual(1000);
+      expect((await get(api2, `/v1/installs/${inst.install_id}`)).app_config_id).toBe(v2.app_config_id);
+    } finally {
+      await svc2.stop();
+    }
+  });
+});
+
 async function waitFor(fn: () => Promise<boolean>, what: string): Promise<void> {
   for (let i = 0; i < 300; i++) {
     if (await fn()) return;
