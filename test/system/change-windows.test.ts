@@ -6,6 +6,7 @@ import { ManualClock } from '../helpers/clock.ts';
 import { startService, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { appWithThreeConfigs, get, getWf, installWith, post, waitStep, waitWf } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
+import { FakeRunner } from '../helpers/fake-runner.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -226,6 +227,40 @@ describe('change windows across a restart', () => {
       expect((await get(api2, `/v1/installs/${inst.install_id}`)).app_config_id).toBe(v2.app_config_id);
     } finally {
       await svc2.stop();
+    }
+  });
+});
+
+describe('an update that started inside a window', () => {
+  it('finishes after the window closes (nothing stops it)', { timeout: 60_000 }, async () => {
+    const c = new ManualClock(Date.parse('2026-11-26T12:00:00.000Z'));
+    const s = await startService({ localRunner: false }, { clock: c });
+    const runner = new FakeRunner(s.server.bus);
+    try {
+      const o = s.createOrg('windows-inside');
+      const a1 = s.api(o);
+      const { app, v1, v2 } = await appWithThreeConfigs(a1, rid('shop'), cfg);
+      const inst = await installWith(a1, rid('acme'), app.app_id, v1.app_config_id);
+      const branch = await post(a1, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'g1', install_ids: [inst.install_id] }] });
+      await post(a1, windowsOf(app.app_id), { name: 'noon', kind: 'allow', days: ['thu'], start: '12:00', duration: '15m', time_zone: 'UTC' });
+      runner.holdWhen((job) => job.app_config_id === v2.app_config_id);
+      const run = await post(a1, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v2.app_config_id, skip_builds: true });
+      const { step } = await waitStep(a1, run.workflow_id, 'plan install group: g1', 'awaiting_approval');
+      await post(a1, `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
+      await waitFor(async () => runner.held.some((j) => j.install_id === inst.install_id), 'the update running');
+      const [job] = runner.held;
+      await runner.send(job, [{ status: 'started' }]);
+      await runner.idle();
+      c.advance(20 * 60_000); // the window closed 5 minutes ago
+      expect((await getWf(a1, run.workflow_id)).status).toBe('started');
+      await runner.send(job, [{ status: 'succeeded' }]);
+      const done = await waitWf(a1, run.workflow_id);
+      expect(done.status).toBe('succeeded');
+      expect(done.steps.some((x: Json) => x.name.startsWith('wait for'))).toBe(false);
+      expect((await get(a1, `/v1/installs/${inst.install_id}`)).app_config_id).toBe(v2.app_config_id);
+    } finally {
+      runner.stop();
+      await s.stop();
     }
   });
 });
