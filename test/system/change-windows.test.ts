@@ -96,7 +96,7 @@ describe('change windows (CONTRACT 4.3)', () => {
     expect((await get(api, `/v1/installs/${a.install_id}/workflows`)).some((w: Json) => w.type === 'app_config_update')).toBe(false);
     await svc.settled();
     const started = (await svc.events(org.org_id)).find((e) => e.data?.step?.id === wait.step_id && e.data.transition === 'started');
-    expect(started.data.rollout).toEqual({ run_id: W, install_id: a.install_id, next_window_at: opens, window_ids: [deny.window_id] });
+    expect(started.data.rollout).toEqual({ install_id: a.install_id, next_window_at: opens, window_ids: [deny.window_id] });
     expect((await getWf(api, W)).steps.find((s: Json) => s.name === 'deploy install group: g1').status).toBe('started');
 
     // the window goes: at once (the clock has not moved) the wait ends and a's update starts
