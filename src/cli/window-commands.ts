@@ -2,7 +2,7 @@
 // (CONTRACT 4.3 "Change windows") over the API. Usage errors (exit 2) come before any request.
 import type { Command } from 'commander';
 import { seg } from './api-client.ts';
-import { handle, leaf, str } from './command-kit.ts';
+import { group, handle, leaf, str } from './command-kit.ts';
 import { UsageError } from './exit-errors.ts';
 import { printFields, printJson, printTable, println } from './output.ts';
 import { parseSelector } from './api-commands.ts';
@@ -30,7 +30,7 @@ const whom = (w: ChangeWindow) =>
   [w.install_ids?.length ? w.install_ids.join(',') : '', w.selector ? Object.entries(w.selector.match_labels).map(([k, v]) => `${k}=${v}`).join(',') : ''].filter(Boolean).join(' ') || 'all installs';
 
 export function registerWindowCommands(apps: Command): void {
-  const windows = apps.command('windows').description("an app's change windows: when its installs may (allow) or may not (deny) start an update of a run");
+  const windows = group(apps, 'windows', "an app's change windows: when its installs may (allow) or may not (deny) start an update of a run");
   handle(leaf(windows, 'list <app_id>', "list an app's change windows"), async (run) => {
     const [app] = run.args;
     const ws = await run.api().get<ChangeWindow[]>(`/v1/apps/${seg(app)}/change-windows`);
