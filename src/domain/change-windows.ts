@@ -113,7 +113,11 @@ const DAY_MS = 86_400_000;
 /** JavaScript's getUTCDay (0 = Sunday) as a weekday name. */
 const weekdayOf = (civilMs: number): Weekday => WEEKDAYS[(new Date(civilMs).getUTCDay() + 6) % 7];
 
-/** The window's openings as [open, close) instants whose local day lies from `fromMs` - 2 days to `toMs` + 1 day. */
+/**
+ * The window's openings as [open, close) instants whose local day lies from `fromMs` - 2 days to
+ * `toMs` + 1 day. `duration` is elapsed time: a 2h window on the night the clocks go back closes
+ * two hours after it opened, whatever the wall clock says then.
+ */
 export function occurrences(w: ScheduleWindow, fromMs: number, toMs: number): Array<[number, number]> {
   const minutes = startMinutes(w.start);
   if (minutes === null) return [];
