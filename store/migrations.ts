@@ -370,4 +370,27 @@ export const MIGRATIONS: string[] = [
     PRIMARY KEY (org_id, seq)
   ) WITHOUT ROWID;                   -- one b-tree, no index: a write pays for one page (issue 31 measured it)
   `,
+  /* change windows (CONTRACT 4.3 "Change windows", new in 0.2): per app, allow or deny, days,
+        local start, duration (as given, and in ms), IANA time zone, the installs selected (ids or
+        labels; NULL: not given) and the run kinds it applies to (NULL: branch runs); and the
+        started wait steps (`wait for change window: …`) the engine's clock looks at */ `
+  CREATE TABLE change_windows (
+    window_id   TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL,
+    app_id      TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    days        TEXT NOT NULL,
+    start       TEXT NOT NULL,
+    duration    TEXT NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    time_zone   TEXT NOT NULL,
+    install_ids TEXT,
+    selector    TEXT,
+    applies_to  TEXT,
+    created_at  TEXT NOT NULL
+  );
+  CREATE INDEX change_windows_app ON change_windows(app_id, created_at);
+  CREATE INDEX steps_window_wait ON steps(org_id) WHERE status = 'started' AND json_extract(params, '$.kind') = 'window';
+  `,
 ];

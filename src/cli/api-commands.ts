@@ -8,6 +8,7 @@ import { seg, type ApiClient } from './api-client.ts';
 import { group, handle, leaf, str } from './command-kit.ts';
 import { registerHistoryCommands } from './history-commands.ts';
 import { registerWebhooks } from './webhook-commands.ts';
+import { registerWindowCommands } from './window-commands.ts';
 import { ApiError, UsageError } from './exit-errors.ts';
 import { bakeMs, MAX_BAKE_MS, MAX_GATE_FOR_MS } from '../domain/rollout.ts';
 import { verificationOf, withVerifyOption } from './verify-options.ts';
@@ -247,6 +248,8 @@ interface FleetPlan {
     new_app_config_id: string;
     diff: DiffLike;
     vetoed?: { reason: string; at: string };
+    scheduled_at?: string | null;
+    blocked_by?: string[];
   }>;
   skipped: Array<{ install_id: string; reason: string }>;
 }
@@ -261,6 +264,7 @@ export function formatFleetPlan(plan: FleetPlan): string {
       out.push(`group ${group}:`);
     }
     out.push(`  install ${i.install_name} (${i.install_id}): ${i.old_app_config_id ?? '(none)'} -> ${i.new_app_config_id}${i.vetoed ? ` VETOED: ${i.vetoed.reason}` : ''}`);
+    if (i.blocked_by?.length) out.push(`    waits for change window ${i.blocked_by.join(', ')}: starts ${i.scheduled_at ?? 'when a window changes (none opens within two weeks)'}`);
     out.push(formatDiff(i.diff, '    '));
   }
   if (!plan.installs.length) out.push('no install to roll back');
@@ -282,7 +286,8 @@ export function parseSelector(text: string): Record<string, string> {
 const collect = (v: string, prev: string[]) => [...prev, v];
 
 function registerApps(program: Command): void {
-  const apps = group(program, 'apps', "apps: list them, roll a fleet of installs back");
+  const apps = group(program, 'apps', "apps: list them, roll a fleet of installs back, their change windows");
+  registerWindowCommands(apps);
   handle(
     leaf(apps, 'list', "list the org's apps, newest first")
       .option('--limit <n>', 'at most this many (1 to 500, default 100)')

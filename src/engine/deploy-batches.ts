@@ -5,15 +5,18 @@
 // succeeds (its events list the installs that failed); over it, the step fails once the updates
 // already running have ended, the run records why (`trigger: "deploy_failed"`) and, with
 // `on_failure: "rollback"`, every group deployed and every install of this group whose update
-// started go back to the configs they had before the run.
+// started go back to the configs they had before the run. Installs a change window holds wait
+// (src/engine/change-windows.ts); one waiting longer than `window_timeout` fails the group the same
+// way, with `trigger: "window_timeout"` naming the installs.
 import { getInstallById, type Install } from '../../store/installs.ts';
-import { getStep, listChildWorkflows, listSteps, setWorkflowParams, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
+import { getStep, getWorkflow, listChildWorkflows, listSteps, setWorkflowParams, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
 import { advanceDeployBatch, batchSnapshotOf, failureBudget, initialDeployBatch, type BatchEmit, type BatchEvent, type BatchSnapshot } from '../../machines/index.ts';
 import { isFinal } from '../domain/status.ts';
 import { onFailureOf, rolloutParamsOf, type FailedInstall, type Rollout } from '../domain/rollout.ts';
 import type { GatedRun } from './health-gates.ts';
 import { rollbackSteps } from './rollout-plans.ts';
+import type { WindowWaits } from './change-windows.ts';
 import type { WorkflowFacts } from './workflow-facts.ts';
 import type { Tx } from './transaction.ts';
 
@@ -31,6 +34,7 @@ export class DeployBatches {
     private readonly startInstalls: StartInstalls,
     /** a child workflow being started may end at once: the step is settled after, not during */
     private readonly spawning: Set<string>,
+    private readonly windows: WindowWaits,
   ) {}
 
   /** Begin a group's deploy (the step is started). Returns whether it ended at once. */
@@ -45,6 +49,22 @@ export class DeployBatches {
   childEnded(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
     if (step.status !== 'started' || !batchSnapshotOf(step.params)) return false;
     return this.feed(t, wf, step, []);
+  }
+
+  /** News from the step's waiting installs (released, timed out). Returns whether the step ended. */
+  hear(t: Tx, wf: WorkflowRow, step: StepRow, events: BatchEvent[]): boolean {
+    if (step.status !== 'started' || !batchSnapshotOf(step.params)) return false;
+    return this.feed(t, wf, step, events);
+  }
+
+  /** The app's windows changed, or the clock reached a wait's moment: the waits are looked at again. Returns the runs to move on. */
+  reviewWaits(t: Tx, opts: { orgId?: string; appId?: string } = {}): string[] {
+    const ended: string[] = [];
+    for (const n of this.windows.review(t, opts)) {
+      const step = getStep(this.db, n.wf.workflow_id, n.step.step_id)!;
+      if (this.hear(t, getWorkflow(this.db, n.wf.workflow_id)!, step, n.events)) ended.push(n.wf.workflow_id);
+    }
+    return ended;
   }
 
   /**
@@ -70,10 +90,14 @@ export class DeployBatches {
           ends.push(e);
           continue;
         }
+        // a change window may hold some: the batch hears it first (they leave their slots)
+        const { start, held } = this.windows.split(t, wf, current, e.install_ids);
+        if (held.length) queue.unshift({ type: 'hold', install_ids: held });
+        if (!start.length) continue;
         this.spawning.add(step.step_id);
         let refused: string | void;
         try {
-          refused = this.startInstalls(t, wf, current, e.install_ids);
+          refused = this.startInstalls(t, wf, current, start);
         } finally {
           this.spawning.delete(step.step_id);
         }
@@ -88,8 +112,9 @@ export class DeployBatches {
     const end = ends[0];
     if (!end) return false;
     step = getStep(this.db, wf.workflow_id, step.step_id)!;
+    this.windows.closeWaits(t, wf, step);
     if (end.type === 'succeeded') return this.facts.stepEvent(t, wf, step, { type: 'succeed' });
-    this.groupFailed(t, wf, step, end.failed_installs, batch.context.order.length);
+    this.groupFailed(t, wf, step, end.failed_installs, batch.context.order.length, end.timed_out);
     return true;
   }
 
@@ -106,14 +131,25 @@ export class DeployBatches {
    * Over its budget: the step fails, the run records why and, to roll back, gets a rollback step
    * for this group's started installs and one per group deployed before it, newest first.
    */
-  private groupFailed(t: Tx, wf: WorkflowRow, step: StepRow, failed: FailedInstall[], size: number): void {
-    const rollout: Rollout = { run_id: wf.workflow_id, trigger: 'deploy_failed', failed_installs: failed };
+  private groupFailed(t: Tx, wf: WorkflowRow, step: StepRow, failed: FailedInstall[], size: number, timedOut: string[] = []): void {
+    const rollout: Rollout = timedOut.length
+      ? { run_id: wf.workflow_id, trigger: 'window_timeout', install_ids: timedOut, ...(failed.length ? { failed_installs: failed } : {}) }
+      : { run_id: wf.workflow_id, trigger: 'deploy_failed', failed_installs: failed };
     const run = setWorkflowParams(this.db, wf.workflow_id, { ...wf.params, rollout })!;
-    this.facts.stepEvent(t, run, step, { type: 'fail', error: `${failed.length} of ${size} installs did not apply the config (${failed.map((f) => `${f.install_id}: ${f.error}`).join('; ')})` });
+    const error = timedOut.length
+      ? `no change window let ${timedOut.map((id) => installName(this.db, id)).join(', ')} start within window_timeout ${rolloutParamsOf(wf.params).policy?.window_timeout ?? '24h'}`
+      : `${failed.length} of ${size} installs did not apply the config (${failed.map((f) => `${f.install_id}: ${f.error}`).join('; ')})`;
+    this.facts.stepEvent(t, run, step, { type: 'fail', error });
     if (onFailureOf(run.params) !== 'rollback') return;
     const steps = listSteps(this.db, run.workflow_id);
     this.run.addSteps(run.org_id, run.workflow_id, rollbackSteps(steps), Math.max(...steps.map((s) => s.idx)) + 1);
   }
+}
+
+/** An install as an error names it: `name (id)`. */
+function installName(db: Db, id: string): string {
+  const i = getInstallById(db, id);
+  return i ? `${i.name} (${id})` : id;
 }
 
 /** The group's installs in the order they start: by creation time (CONTRACT 4.3), those gone left out. */

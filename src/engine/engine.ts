@@ -22,6 +22,7 @@ import { appRollbackSteps, branchRunSteps, installSteps, type InstallWorkflowTyp
 import type { HealthGate, RolloutPolicy } from '../domain/rollout.ts';
 import type { Actor } from '../domain/scopes.ts';
 import { reportExternalWorkflow } from './external.ts';
+import { listWindowWaits } from '../../store/change-windows.ts';
 import { reportHealth } from './health.ts';
 import { checkRunner, reportRunner } from './runners.ts';
 import { checkRecoveryBounds, RecoveryFeeder, type RecoveryOutcomeSource, type RecoveryRequest } from './recoveries.ts';
@@ -84,6 +85,8 @@ export class Engine {
       (at) => void deps.clock.setTimeout(() => this.bakeTick(), Math.max(0, at - deps.clock.now())),
       // a verify step is looked at when it says, once what it recorded is committed
       (workflowId, stepId, at) => this.tx.afterCommit(() => this.verifier.arm(workflowId, stepId, at)),
+      // a change window opens (or a wait times out) at `at`: look then (the scheduler also looks every second)
+      (at) => void deps.clock.setTimeout(() => this.windowTick(), Math.max(0, Math.min(at - deps.clock.now(), 2 ** 31 - 1))),
     );
     this.verifier = new Verifier({
       db: deps.db,
@@ -278,6 +281,17 @@ export class Engine {
    */
   resumeVerifications(): number {
     return this.verifier.resume();
+  }
+
+  /** Change windows: installs whose window opened (or whose wait timed out) on the engine's clock move on (CONTRACT 4.3). */
+  windowTick(): void {
+    if (this.closed || !listWindowWaits(this.db).some((s) => (s.params.due_ms as number) <= this.deps.clock.now())) return;
+    this.tx.run((t) => this.workflows.reviewWindowWaits(t));
+  }
+
+  /** An app's change windows changed (in the caller's transaction): its waiting installs are evaluated afresh. */
+  windowsChanged(orgId: string, appId: string): void {
+    this.tx.run((t) => this.workflows.reviewWindowWaits(t, { orgId, appId }));
   }
 
   /** Send queued jobs, and send again jobs not started within JOB_RESEND_MS (same job_id). */

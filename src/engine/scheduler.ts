@@ -40,6 +40,7 @@ export class Scheduler {
     every(s.runnerHealthIntervalMs, 'runner health check', () => this.engine.runnerHealthCheck());
     every(JOB_SWEEP_MS, 'job re-send', () => this.engine.kickJobs());
     every(BAKE_TICK_MS, 'health gate bakes', () => this.engine.bakeTick());
+    every(BAKE_TICK_MS, 'change window waits', () => this.engine.windowTick());
     if (s.driftIntervalMs) every(s.driftIntervalMs, 'drift scans', () => this.engine.driftScans());
   }
 

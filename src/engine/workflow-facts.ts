@@ -21,6 +21,8 @@ const rolloutOf = (wf: WorkflowFields): { rollout?: Rollout } => (wf.params.roll
 /** A step's: the run's record, else (a group deploy within its failure budget) the installs that failed. */
 function stepRolloutOf(wf: WorkflowRow, step: StepRow): { rollout?: Rollout } {
   const run = rolloutOf(wf);
+  // a change window's wait step: exactly the install, its next window and the windows holding it (CONTRACT 4.3)
+  if (step.params.kind === 'window') return { rollout: { ...(step.params.window as object) } as Rollout };
   if (run.rollout) return run;
   const failed = batchSnapshotOf(step.params)?.context.failed ?? [];
   return failed.length ? { rollout: { run_id: wf.workflow_id, failed_installs: failed } } : {};

@@ -25,6 +25,7 @@ import type { StepDef } from './definitions.ts';
 import { HealthGates } from './health-gates.ts';
 import { DeployBatches, isGroupDeploy } from './deploy-batches.ts';
 import { VerifySteps } from './verify-steps.ts';
+import { WindowWaits } from './change-windows.ts';
 import { groupPlan } from './rollout-plans.ts';
 import type { WorkflowFacts } from './workflow-facts.ts';
 import type { Tx } from './transaction.ts';
@@ -57,7 +58,7 @@ export class WorkflowSteps {
   /** children steps whose child workflows are being started right now (see startChildSteps) */
   private readonly spawning = new Set<string>();
   readonly gates: HealthGates;
-  private readonly batches: DeployBatches;
+  readonly batches: DeployBatches;
   readonly verifications: VerifySteps;
 
   constructor(
@@ -66,10 +67,12 @@ export class WorkflowSteps {
     private readonly startChildren: StartChildren,
     wakeBakes?: (at: number) => void,
     wakeVerify?: (workflowId: string, stepId: string, at: number) => void,
+    wakeWindows?: (at: number) => void,
   ) {
     this.gates = new HealthGates(db, facts, this, wakeBakes);
     this.verifications = new VerifySteps(db, facts, this, wakeVerify);
-    this.batches = new DeployBatches(db, facts, this, (t, wf, step, ids) => this.startChildren(t, wf, step, ids), this.spawning);
+    const windows = new WindowWaits(db, facts, wakeWindows);
+    this.batches = new DeployBatches(db, facts, this, (t, wf, step, ids) => this.startChildren(t, wf, step, ids), this.spawning, windows);
   }
 
   /** Create a workflow and its steps, emit `started`, and run its first step. */
@@ -178,7 +181,7 @@ export class WorkflowSteps {
     if (kind === 'bake') return this.gates.startBake(t, wf, step);
     if (kind === 'verify') return this.verifications.begin(t, wf, step);
     if (kind === 'approval') {
-      const plan = groupPlan(this.db, wf, step);
+      const plan = groupPlan(this.db, wf, step, Date.parse(t.now));
       const requested = updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan, approval: { status: 'requested', plan } })!;
       this.facts.stepEvent(t, wf, requested, { type: 'request_approval' });
       return false;

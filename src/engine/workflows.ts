@@ -23,9 +23,9 @@ export class Workflows {
   private readonly answers: ApprovalsAndCancel;
 
   /** `wakeBakes(at)`: run the bakes' tick at `at` (engine clock, ms), when a gate's verdict will have lasted its `for` */
-  constructor(db: Db, startChildren: StartChildren, wakeBakes?: (at: number) => void, wakeVerify?: (workflowId: string, stepId: string, at: number) => void) {
+  constructor(db: Db, startChildren: StartChildren, wakeBakes?: (at: number) => void, wakeVerify?: (workflowId: string, stepId: string, at: number) => void, wakeWindows?: (at: number) => void) {
     this.facts = new WorkflowFacts(db);
-    this.steps = new WorkflowSteps(db, this.facts, startChildren, wakeBakes, wakeVerify);
+    this.steps = new WorkflowSteps(db, this.facts, startChildren, wakeBakes, wakeVerify, wakeWindows);
     this.results = new RunnerResults(db, this.facts, this.steps);
     this.answers = new ApprovalsAndCancel(db, this.facts, this.steps);
   }
@@ -82,5 +82,13 @@ export class Workflows {
   /** Verification gates' steps (CONTRACT 4.3 `verification`): polled by the engine's Verifier. */
   get verifications(): VerifySteps {
     return this.steps.verifications;
+  }
+
+  /**
+   * Change windows (CONTRACT 4.3): installs waiting for one are looked at again, those due on the
+   * clock or, when an app's windows changed, every one of that app's; runs whose group deploy ended move on.
+   */
+  reviewWindowWaits(t: Tx, opts: { orgId?: string; appId?: string } = {}): void {
+    for (const id of this.steps.batches.reviewWaits(t, opts)) this.steps.advance(t, id);
   }
 }

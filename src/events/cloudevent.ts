@@ -154,7 +154,7 @@ export function ceData(fact: Fact, dashboardUrl: string): Record<string, unknown
         const r = fact.rollout;
         // the fields it has, in the contract's order (a gate's trip; a deploy's failed installs)
         d.rollout = Object.fromEntries(
-          Object.entries({ run_id: r.run_id, trigger: r.trigger, install_id: r.install_id, component_id: r.component_id, verdict: r.verdict, reason: r.reason, failed_installs: r.failed_installs }).filter(([, v]) => v !== undefined),
+          Object.entries({ run_id: r.run_id, trigger: r.trigger, install_id: r.install_id, component_id: r.component_id, verdict: r.verdict, reason: r.reason, failed_installs: r.failed_installs, install_ids: r.install_ids, next_window_at: r.next_window_at, window_ids: r.window_ids }).filter(([, v]) => v !== undefined),
         );
       }
       break;

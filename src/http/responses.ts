@@ -328,6 +328,8 @@ export const fleetRollbackPlanSchema = z
         new_app_config_id: z.string(),
         diff: configDiffSchema,
         vetoed: vetoViewSchema.optional(),
+        scheduled_at: described(z.string().nullable(), 'when its update may start: now, or when its next change window opens (null: none within two weeks)'),
+        blocked_by: described(z.array(z.string()), 'the change windows holding it ([] when none)'),
       }),
     ),
     skipped: z.array(z.object({ install_id: z.string(), reason: z.string() })),

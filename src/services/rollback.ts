@@ -1,6 +1,7 @@
 // Config rollback (spec 4, CONTRACT 4.3): version history, diffs, app config updates and branch runs.
 import type { AppContext } from '../context.ts';
 import { ConflictError, InvalidError, NotFoundError } from '../domain/errors.ts';
+import { windowSchedule } from '../engine/change-windows.ts';
 import type { HealthGate, RolloutPolicy } from '../domain/rollout.ts';
 import type { Verification } from '../domain/verification.ts';
 import { getBranch, getConfig, listBranches, type AppConfig, type InstallGroup } from '../../store/apps.ts';
@@ -186,6 +187,7 @@ function planFleetRollback(ctx: AppContext, orgId: string, appId: string, body: 
         old_app_config_id: m.install.app_config_id,
         new_app_config_id: m.target.app_config_id,
         diff: planFor(ctx.db, m.install, m.target),
+        ...windowSchedule(ctx.db, appId, m.install, 'rollback', ctx.clock.now()),
         ...(m.target.vetoed ? { vetoed: m.target.vetoed } : {}),
       })),
       skipped,

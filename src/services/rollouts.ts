@@ -43,6 +43,8 @@ const rolloutStepSchema = z.object({
   trip_component_name: z.string().nullable(),
   /** a children step's install workflows */
   children: z.array(z.object({ workflow_id: z.string(), type: z.string(), status: statusSchema, install_id: z.string(), install_name: z.string().nullable() })),
+  /** a `wait for change window` step's install, its next window and the windows holding it */
+  window: z.object({ install_id: z.string(), next_window_at: z.string().nullable(), window_ids: z.array(z.string()) }).nullable().default(null),
 });
 export type RolloutStep = z.infer<typeof rolloutStepSchema>;
 
@@ -108,6 +110,7 @@ function rolloutStep(ctx: AppContext, orgId: string, s: StepRow): RolloutStep {
     verify: verifySnapshotOf(s.params) ?? null,
     trip_component_name: trip ? componentName(ctx, trip.install_id, trip.component_id) : null,
     children: children.map((w) => ({ workflow_id: w.workflow_id, type: w.type, status: w.status, install_id: w.owner_id, install_name: getInstall(ctx.db, orgId, w.owner_id)?.name ?? null })),
+    window: s.params.kind === 'window' ? (s.params.window as RolloutStep['window']) : null,
   };
 }
 

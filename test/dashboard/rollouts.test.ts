@@ -309,6 +309,76 @@ describe('a health-gated rollout page', () => {
   });
 });
 
+describe('change windows on the app page', () => {
+  it('creates a deny window from the form; a held install shows as waiting for a window in the run picture; deleting the window lets it go; a read session sees no forms and is refused', { timeout: 120_000 }, async () => {
+    const { app, v1, v2 } = await app3();
+    const x = await installWith(app.app_id, v1.app_config_id, { tier: 'enterprise' });
+    const y = await installWith(app.app_id, v1.app_config_id, { tier: 'free' });
+    const branch = await post(api, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'all', install_ids: [x.install_id, y.install_id] }] });
+
+    await openApp(app.name);
+    const windows = section('Change windows');
+    await expect(windows.getByText('No change windows').count()).resolves.toBe(1);
+    await page.getByLabel('Name').fill('enterprise freeze');
+    await page.locator('input[name=kind][value=deny]').check();
+    for (const d of ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun']) await page.locator(`input[name=days][value=${d}]`).check();
+    await page.getByLabel('Opens at (HH:MM, local)').fill('00:00');
+    await page.getByLabel('Open for').fill('24h');
+    await page.getByLabel('Time zone').fill('Europe/Berlin');
+    await page.getByLabel('Only installs labelled (k=v,…)').fill('tier=enterprise');
+    await Promise.all([page.waitForURL((u) => u.pathname.endsWith(`/apps/${app.app_id}`)), page.getByRole('button', { name: 'Create window' }).click()]);
+    await expect(page.locator('.flash.ok').textContent()).resolves.toContain('Change window enterprise freeze created');
+    const [w] = await get(api, `/v1/apps/${app.app_id}/change-windows`);
+    expect(w).toMatchObject({ name: 'enterprise freeze', kind: 'deny', start: '00:00', duration: '24h', time_zone: 'Europe/Berlin', selector: { match_labels: { tier: 'enterprise' } }, applies_to: ['branch_run'] });
+    await expect(section('Change windows').locator('#change-windows tbody tr').first().textContent()).resolves.toContain('labelled tier=enterprise');
+    await screenshot(page, 'app-change-windows');
+    await page.screenshot({ path: '/tmp/app-change-windows.png', fullPage: true });
+    await expectAccessible(page, 'app page with change windows');
+
+    // a bad form changes nothing and says why
+    await page.getByLabel('Name').fill('bad');
+    await page.locator('input[name=days][value=sun]').check();
+    await page.getByLabel('Opens at (HH:MM, local)').fill('01:00');
+    await page.getByLabel('Open for').fill('5m');
+    await page.getByLabel('Time zone').fill('Mars/Olympus');
+    await Promise.all([page.waitForURL((u) => u.pathname.endsWith(`/apps/${app.app_id}`)), page.getByRole('button', { name: 'Create window' }).click()]);
+    await expect(page.locator('.flash.error').textContent()).resolves.toMatch(/duration.*time_zone|time_zone.*duration/s);
+    expect((await get(api, `/v1/apps/${app.app_id}/change-windows`)).length).toBe(1);
+
+    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v2.app_config_id, skip_builds: true });
+    const W = run.workflow_id;
+    const { step } = await waitStep(api, W, 'plan install group: all', 'awaiting_approval');
+    await post(api, `/v1/workflows/${W}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
+    await waitStep(api, W, `wait for change window: ${x.name}`, 'started');
+    await waitFor(async () => (await get(api, `/v1/installs/${y.install_id}`)).app_config_id === v2.app_config_id, 15_000, 'the free install on v2');
+    await page.goto(`${dash}/${org.org_id}/workflows/${W}`);
+    await pauseRefresh();
+    const picture = page.locator('.run-picture svg');
+    await expect(picture.getAttribute('aria-label')).resolves.toBe('Installs by group: all: 1 waiting for window, 1 succeeded');
+    await expect(picture.locator('rect', { has: page.locator('title', { hasText: `${x.name}: waiting for window` }) }).getAttribute('fill')).resolves.toBe('#7c3aed');
+    await expect(page.locator('.window-wait').textContent()).resolves.toContain(`Held by change window ${w.window_id}`);
+    await screenshot(page, 'rollout-window-wait');
+    await page.screenshot({ path: '/tmp/rollout-window-wait.png', fullPage: true });
+    await expectAccessible(page, 'rollout page with a wait for a window');
+
+    // a read session: no create form, no delete button; a delete posted anyway is 403
+    const reader = svc.createToken(org, 'read', 'status-page');
+    const rs = await dashboardSession(dash, reader);
+    const html = await (await rs.get(`/${org.org_id}/apps/${app.app_id}`)).text();
+    expect(html).toContain('Changing change windows needs a token with scope deploy');
+    expect(html).not.toContain('change-window-form');
+    const del = await rs.submit(`/${org.org_id}/apps/${app.app_id}`, `/${org.org_id}/apps/${app.app_id}/windows/${w.window_id}/delete`, {});
+    expect(del.status).toBe(403);
+    expect((await get(api, `/v1/apps/${app.app_id}/change-windows`)).length).toBe(1);
+
+    await openApp(app.name);
+    await Promise.all([page.waitForURL((u) => u.pathname.endsWith(`/apps/${app.app_id}`)), page.getByRole('button', { name: 'Delete window enterprise freeze' }).click()]);
+    await expect(page.locator('.flash.ok').textContent()).resolves.toContain('Change window deleted');
+    expect((await waitWf(api, W)).status).toBe('succeeded');
+    expect((await get(api, `/v1/installs/${x.install_id}`)).app_config_id).toBe(v2.app_config_id);
+  });
+});
+
 describe('tenancy and CSRF', () => {
   it("another org's app and its forms are 404; a veto without the CSRF token is 403 and changes nothing", { timeout: 60_000 }, async () => {
     const { app, v1 } = await app3();

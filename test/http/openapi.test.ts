@@ -511,6 +511,18 @@ describe('real responses validate against the document', () => {
     expect(done.status, done.error).toBe('succeeded');
   });
 
+  it('change windows: create, list, delete, and the 400 and 404 they answer', async () => {
+    const WINDOWS = '/v1/apps/{app_id}/change-windows';
+    const made = check(await api.post(`/v1/apps/${ids.app}/change-windows`, { name: 'weekend', kind: 'allow', days: ['sat', 'sun'], start: '02:00', duration: '2h', time_zone: 'America/Los_Angeles', install_ids: [ids.inst], applies_to: ['rollback'] }), 'post', WINDOWS, 201);
+    expect(made).toMatchObject({ name: 'weekend', duration: '2h', install_ids: [ids.inst], selector: null, applies_to: ['rollback'] });
+    check(await api.post(`/v1/apps/${ids.app}/change-windows`, { name: 'x', kind: 'deny', days: ['sun'], start: '2:00', duration: '2h', time_zone: 'UTC' }), 'post', WINDOWS, 400);
+    const listed = check(await api.get(`/v1/apps/${ids.app}/change-windows`), 'get', WINDOWS, 200);
+    expect(listed.map((w: Json) => w.window_id)).toContain(made.window_id);
+    check(await api.get('/v1/apps/app_nope/change-windows'), 'get', WINDOWS, 404);
+    check(await api.del(`/v1/apps/${ids.app}/change-windows/${made.window_id}`), 'delete', `${WINDOWS}/{window_id}`, 204);
+    check(await api.del(`/v1/apps/${ids.app}/change-windows/${made.window_id}`), 'delete', `${WINDOWS}/{window_id}`, 404);
+  });
+
   it('a workflow that a producer reports (external) reads back through the same schema', async () => {
     const wfId = 'ext_openapi_1';
     const send = async (msg: unknown) => {

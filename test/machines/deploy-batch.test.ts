@@ -83,3 +83,34 @@ describe('deploy batch machine', () => {
     expect(batchSnapshotOf({})).toBeUndefined();
   });
 });
+
+describe('deploy batch machine: change windows', () => {
+  it('a held install leaves its slot to the next in order, starts once released, and the group waits for it', () => {
+    const s0 = initialDeployBatch({ order: ids(3), max_parallel: 1, budget: 0 });
+    const began = drive(s0, [{ type: 'begin' }]);
+    expect(began.emitted).toEqual([{ type: 'start', install_ids: ['inst_1'] }]);
+    // a window holds inst_1: inst_2 takes the slot
+    const held = drive(began.s, [{ type: 'hold', install_ids: ['inst_1'] }]);
+    expect(held.emitted).toEqual([{ type: 'start', install_ids: ['inst_2'] }]);
+    expect(held.s.context.held).toEqual(['inst_1']);
+    // released while inst_2 runs: it waits for the slot, and goes before inst_3
+    const released = drive(held.s, [{ type: 'release', install_ids: ['inst_1'] }]);
+    expect(released.emitted).toEqual([]);
+    const next = drive(released.s, [ok('inst_2')]);
+    expect(next.emitted).toEqual([{ type: 'start', install_ids: ['inst_1'] }]);
+    const done = drive(next.s, [ok('inst_1'), ok('inst_3')]);
+    expect(done.emitted.at(-1)).toEqual({ type: 'succeeded', failed_installs: [] });
+  });
+
+  it('a held install timing out halts the group: nothing more starts, the running update finishes, then it fails naming it', () => {
+    const s0 = initialDeployBatch({ order: ids(3), max_parallel: 2, budget: 0 });
+    const r = drive(s0, [{ type: 'begin' }, { type: 'hold', install_ids: ['inst_1'] }]);
+    expect(r.emitted).toEqual([{ type: 'start', install_ids: ['inst_1', 'inst_2'] }, { type: 'start', install_ids: ['inst_3'] }]);
+    const t = drive(r.s, [{ type: 'timeout', install_ids: ['inst_1'] }]);
+    expect(t.emitted).toEqual([]);
+    expect(t.s.state).toBe('deploying');
+    const end = drive(t.s, [ok('inst_2'), ok('inst_3')]);
+    expect(end.s.state).toBe('failed');
+    expect(end.emitted).toEqual([{ type: 'failed', failed_installs: [], timed_out: ['inst_1'] }]);
+  });
+});

@@ -19,6 +19,7 @@ import { flash, type DashContext, type DashEnv } from '../session.ts';
 import { ActorName, Csrf, Diff, duration, ScopeNote, Errors, Fact, Labels, ListPage, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
 import { installNamesOf, InstallsTable } from './overview.tsx';
 import { ConfigVersionsChart } from './config-versions-chart.tsx';
+import { ChangeWindows, registerChangeWindowActions } from './change-windows.tsx';
 
 type ConfigView = ReturnType<typeof listConfigs>[number];
 type App = ReturnType<typeof mustGetApp>;
@@ -437,6 +438,7 @@ export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
   });
   registerAppPage(r, ctx);
   registerAppActions(r, ctx);
+  registerChangeWindowActions(r, ctx);
 }
 
 /** An app's page: its configs, installs and rollouts. */
@@ -472,6 +474,9 @@ function registerAppPage(r: Hono<DashEnv>, ctx: AppContext) {
             ) : (
               <ScopeNote have={c.get('session')?.scope ?? 'read'} need="deploy" what="Rolling back the fleet" />
             )}
+          </Section>
+          <Section headingId="h-windows" title="Change windows">
+            <ChangeWindows c={c} ctx={ctx} orgId={orgId} appId={app.app_id} />
           </Section>
           <Section headingId="h-app-installs" title={`Installs (${installs.length})`}>
             <InstallsTable installs={installs} paths={paths} names={installNamesOf(ctx, orgId, installs)} />

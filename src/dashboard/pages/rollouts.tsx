@@ -43,9 +43,11 @@ export const TripCause = ({ c, data }: { c: DashContext; data: RolloutView }) =>
 };
 
 /** What an install is in a run, as the run's picture colours it. */
-export type InstallState = 'waiting' | 'running' | 'succeeded' | 'failed' | 'rolling back' | 'rolled back';
+export type InstallState = 'waiting' | 'waiting for window' | 'running' | 'succeeded' | 'failed' | 'rolling back' | 'rolled back';
 const STATE_FILL: Record<InstallState, string> = {
   waiting: '#d0d5dd',
+  // held by a change window (CONTRACT 4.3): a wait step of its group is started
+  'waiting for window': '#7c3aed',
   running: '#3b82f6',
   succeeded: '#16a34a',
   failed: '#dc2626',
@@ -58,13 +60,14 @@ export function installStates(data: RolloutView, g: RolloutGroup): Array<{ insta
   const rows = data.steps.filter((s) => g.step_ids.includes(s.step_id) && s.kind === 'children');
   const deploy = rows.find((r) => !r.rollback);
   const rollback = rows.find((r) => r.rollback);
+  const held = new Set(data.steps.filter((s) => g.step_ids.includes(s.step_id) && s.kind === 'window' && s.status === 'started').map((s) => s.window!.install_id));
   return g.install_ids.map((id) => {
     const back = rollback?.children.find((w) => w.install_id === id);
     const fwd = deploy?.children.find((w) => w.install_id === id);
     const name = g.health.find((h) => h.install_id === id)?.name ?? fwd?.install_name ?? id;
     // its update failed (what the failure budget counts), whether it was rolled back since or not
     const deployFailed = fwd?.status === 'failed' || fwd?.status === 'cancelled';
-    let state: InstallState = 'waiting';
+    let state: InstallState = held.has(id) ? 'waiting for window' : 'waiting';
     if (back) state = back.status === 'succeeded' ? 'rolled back' : back.status === 'failed' ? 'failed' : 'rolling back';
     else if (fwd) state = fwd.status === 'succeeded' ? 'succeeded' : deployFailed ? 'failed' : 'running';
     return { install_id: id, name, state, deploy_failed: deployFailed };
@@ -87,10 +90,12 @@ export const RunPicture = ({ data }: { data: RolloutView }) => {
   const verifyX = budgetX + 140;
   const checksOf = (g: RolloutGroup) => verifyChecks(data, g);
   const mostChecks = Math.max(0, ...rows.map((r) => checksOf(r.g).length));
-  const width = Math.max(budgetX + 200, verifyX + mostChecks * VERIFY_W, 610);
+  const legend = Object.keys(STATE_FILL) as InstallState[];
+  // each legend entry: a swatch and its label (about 6.2 px a character at 11 px)
+  const legendX = legend.map((_, n) => legend.slice(0, n).reduce((x, s) => x + 30 + Math.ceil(s.length * 6.2), 0));
+  const width = Math.max(budgetX + 200, verifyX + mostChecks * VERIFY_W, legendX[legend.length - 1] + 30 + Math.ceil(legend[legend.length - 1].length * 6.2));
   const height = rows.length * (CELL + 10) + 34;
   const pct = data.policy?.max_failed_pct ?? 0;
-  const legend = Object.keys(STATE_FILL) as InstallState[];
   const summary = rows.map((r) => `${r.g.name}: ${legend.map((s) => [s, r.states.filter((x) => x.state === s).length] as const).filter(([, n]) => n).map(([s, n]) => `${n} ${s}`).join(', ') || 'no installs'}${checksOf(r.g).map((v) => `, verification ${v.shown} ${verifyWord(v)}`).join('')}`).join('; ');
   return (
     <section aria-labelledby="h-picture" class="run-picture">
@@ -127,8 +132,8 @@ export const RunPicture = ({ data }: { data: RolloutView }) => {
         })}
         {legend.map((s, n) => (
           <g>
-            <rect x={n * 100} y={height - 16} width={12} height={12} rx={2} fill={STATE_FILL[s]} />
-            <text x={n * 100 + 16} y={height - 6} font-size="11" fill="#374151">
+            <rect x={legendX[n]} y={height - 16} width={12} height={12} rx={2} fill={STATE_FILL[s]} />
+            <text x={legendX[n] + 16} y={height - 6} font-size="11" fill="#374151">
               {s}
             </text>
           </g>
@@ -309,6 +314,17 @@ const ChildrenDetail = ({ c, row }: { c: DashContext; row: RolloutStep }) => {
   );
 };
 
+/** Under a wait step: the windows holding the install and when the next one lets it start. */
+const WindowDetail = ({ row }: { row: RolloutStep }) => {
+  const w = row.window!;
+  if (row.status !== 'started') return null;
+  return (
+    <p class="window-wait">
+      Held by change window {w.window_ids.join(', ')}; {w.next_window_at ? <>starts when it opens, <Time iso={w.next_window_at} /></> : 'no window lets it start within two weeks'} (or at once when a window holding it is deleted).
+    </p>
+  );
+};
+
 /** What goes under a step's card on a rollout's page. */
 export function stepExtra(c: DashContext, data: RolloutView, stepId: string): Child {
   const row = data.steps.find((s) => s.step_id === stepId);
@@ -317,6 +333,7 @@ export function stepExtra(c: DashContext, data: RolloutView, stepId: string): Ch
   if (row.kind === 'bake' && group) return <BakeDetail c={c} data={data} row={row} group={group} />;
   if (row.kind === 'children') return <ChildrenDetail c={c} row={row} />;
   if (row.kind === 'verify') return <VerifyDetail data={data} row={row} />;
+  if (row.kind === 'window' && row.window) return <WindowDetail row={row} />;
   return null;
 }
 

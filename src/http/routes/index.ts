@@ -8,6 +8,7 @@ import { installRoutes } from './installs.ts';
 import { workflowRoutes } from './workflows.ts';
 import { eventRoutes } from './events.ts';
 import { auditRoutes } from './audit.ts';
+import { changeWindowRoutes } from './change-windows.ts';
 
 const openApiRoute = defineRoute({
   operationId: 'getOpenApiDocument',
@@ -21,4 +22,4 @@ const openApiRoute = defineRoute({
   handle: () => reply.ok(openApiDocument(API_ROUTES)),
 });
 
-export const API_ROUTES: readonly ApiRoute[] = [openApiRoute, ...webhookRoutes, ...appRoutes, ...installRoutes, ...workflowRoutes, ...eventRoutes, ...auditRoutes];
+export const API_ROUTES: readonly ApiRoute[] = [openApiRoute, ...webhookRoutes, ...appRoutes, ...changeWindowRoutes, ...installRoutes, ...workflowRoutes, ...eventRoutes, ...auditRoutes];
