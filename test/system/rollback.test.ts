@@ -140,6 +140,9 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
           old_app_config_id: v2.app_config_id,
           new_app_config_id: v1.app_config_id,
           diff: V2_TO_V1,
+          // no change window holds it: it starts once approved (CONTRACT 4.3 "Change windows")
+          scheduled_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+          blocked_by: [],
         },
       ],
     };
@@ -172,6 +175,8 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
         old_app_config_id: v2.app_config_id,
         new_app_config_id: v1.app_config_id,
         diff: V2_TO_V1,
+        scheduled_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+        blocked_by: [],
       })),
     };
     expect(plan2.plan).toEqual(expectedPlan2);
