@@ -2,6 +2,7 @@
 // against a real svc and a real receiver playing the verification URLs: each URL becomes a
 // verification gate (asked after each group's deploy); a URL that is not http(s), or more than 5,
 // is a usage error (exit 2) before any request.
+import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli as cli } from '../helpers/cli.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
@@ -49,13 +50,19 @@ describe('svc branches run / svc apps rollback --verify', () => {
     expect(rcv.at('cli-b')).toHaveLength(1);
     expect(rcv.at('cli-a')[0].json).toMatchObject({ type: 'com.svc.rollout.verification.v1', data: { rollout: { run_id: W, group: 'canary', attempt: 1 } } });
 
-    const rb = await cli(['apps', 'rollback', app.app_id, '--to', v1.app_config_id, '--yes', '--no-approval', '--verify', rcv.hook('cli-rb'), '--json'], env);
+    const secret = 'whsec_ZGVtby1zZWNyZXQ=';
+    const rb = await cli(['apps', 'rollback', app.app_id, '--to', v1.app_config_id, '--yes', '--no-approval', '--verify', rcv.hook('cli-rb'), '--verify-secret', secret, '--json'], env);
     expect(rb.code, rb.stderr).toBe(0);
     const rbW: string | undefined = JSON.parse(rb.stdout).workflow_id;
     expect(rbW).toBeTruthy();
     expect((await waitWf(api, rbW!)).status).toBe('succeeded');
     await waitFor(() => rcv.at('cli-rb').length === 1, 5000, 'the rollback verification request');
     expect(rcv.at('cli-rb')[0].json.data.workflow).toMatchObject({ id: rbW, type: 'app_rollback' });
+    // --verify-secret: signed as a delivery, checked with the stock library; the secret is shown nowhere
+    const signed = rcv.at('cli-rb')[0];
+    expect(() => new Webhook(secret).verify(signed.raw, signed.headers as Record<string, string>)).not.toThrow();
+    expect(rcv.at('cli-a')[0].headers['webhook-signature']).toBeUndefined();
+    expect(JSON.stringify(await get(api, `/v1/workflows/${rbW}`))).not.toContain('ZGVtby1zZWNyZXQ');
     expect((await get(api, `/v1/installs/${inst.install_id}`)).app_config_id).toBe(v1.app_config_id);
   });
 
@@ -65,6 +72,7 @@ describe('svc branches run / svc apps rollback --verify', () => {
       ['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--verify', 'ftp://example.com/x'],
       ['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--verify', 'not a url'],
       ['apps', 'rollback', 'app_1', '--yes', ...six],
+      ['apps', 'rollback', 'app_1', '--yes', '--verify-secret', 'whsec_ZGVtby1zZWNyZXQ='],
     ]) {
       const r = await cli(args, { ...env, SVC_API_URL: 'http://127.0.0.1:1' });
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
