@@ -169,6 +169,15 @@ describe('the app page', () => {
     await expectAccessible(page, 'fleet rollback plan');
     expect(await histories()).toEqual(before);
 
+    // a deny window over the main ring, for rollbacks, covering the clock's day: the plan says main waits, and until when
+    const day = ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'][new Date(clock.now()).getUTCDay()];
+    const freeze = await post(api, `/v1/apps/${app.app_id}/change-windows`, { name: 'freeze', kind: 'deny', days: [day], start: '00:00', duration: '24h', time_zone: 'UTC', selector: { match_labels: { ring: 'main' } }, applies_to: ['rollback'] });
+    await page.reload();
+    await expect(main.locator('.window-wait').textContent()).resolves.toBe(`waits for a change window ${freeze.window_id}: starts ${new Date(Date.parse('2026-04-02T00:00:00Z')).toISOString().replace('T', ' ').replace('.000Z', 'Z')}`);
+    await expect(canary.locator('.window-wait').count()).resolves.toBe(0);
+    await screenshot(page, 'fleet-rollback-plan-window');
+    await fetch(`${svc.url}/v1/apps/${app.app_id}/change-windows/${freeze.window_id}`, { method: 'DELETE', headers: { authorization: `Bearer ${org.api_token}`, 'x-svc-org-id': org.org_id } }).then((r) => expect(r.status).toBe(204));
+
     // a selector narrows it
     await openApp(app.name);
     await page.getByLabel('Only installs with labels (optional)').fill('ring=canary');

@@ -279,6 +279,11 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
                           {i.old_app_config_id ?? '—'} → {i.new_app_config_id}
                         </span>
                       </p>
+                      {i.blocked_by?.length ? (
+                        <p class="window-wait">
+                          <span class="badge">waits for a change window</span> {i.blocked_by.join(', ')}: starts {i.scheduled_at ? <Time iso={i.scheduled_at} /> : 'when a window changes (none opens within two weeks)'}
+                        </p>
+                      ) : null}
                       <Diff diff={i.diff as DiffShape} />
                     </li>
                   ))}
