@@ -5,7 +5,7 @@
 import readline from 'node:readline/promises';
 import type { Command } from 'commander';
 import { seg, type ApiClient } from './api-client.ts';
-import { group, handle, leaf, str } from './command-kit.ts';
+import { group, handle, leaf, parseSelector, str } from './command-kit.ts';
 import { registerHistoryCommands } from './history-commands.ts';
 import { registerWebhooks } from './webhook-commands.ts';
 import { registerWindowCommands } from './window-commands.ts';
@@ -270,17 +270,6 @@ export function formatFleetPlan(plan: FleetPlan): string {
   if (!plan.installs.length) out.push('no install to roll back');
   for (const s of plan.skipped) out.push(`skipped ${s.install_id}: ${s.reason}`);
   return out.join('\n');
-}
-
-/** `k=v,k=v` of --selector as match_labels. */
-export function parseSelector(text: string): Record<string, string> {
-  const labels: Record<string, string> = {};
-  for (const part of text.split(',')) {
-    const eq = part.indexOf('=');
-    if (eq <= 0) throw new UsageError(`--selector ${JSON.stringify(text)}: each part is key=value (e.g. ring=canary,region=eu)`);
-    labels[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
-  }
-  return labels;
 }
 
 const collect = (v: string, prev: string[]) => [...prev, v];

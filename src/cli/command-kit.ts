@@ -2,6 +2,7 @@
 // API options before or after their arguments, and a handler that gets the options, the arguments
 // and a lazily resolved API client.
 import type { Command } from 'commander';
+import { UsageError } from './exit-errors.ts';
 import { printFields, printJson } from './output.ts';
 import { createApiClient, resolveConnection, type ApiClient, type GlobalApiOptions } from './api-client.ts';
 
@@ -74,4 +75,15 @@ export function reportAttempt(run: Run, r: AttemptNow, what: string): void {
     ]);
   }
   if (!r.delivered) throw new Error(`${what} was not delivered${r.error ? ` (${r.error})` : r.status ? ` (HTTP ${r.status})` : ''}`);
+}
+
+/** `k=v,k=v` of --selector as match_labels. */
+export function parseSelector(text: string): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const part of text.split(',')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) throw new UsageError(`--selector ${JSON.stringify(text)}: each part is key=value (e.g. ring=canary,region=eu)`);
+    labels[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
+  }
+  return labels;
 }

@@ -2,10 +2,9 @@
 // (CONTRACT 4.3 "Change windows") over the API. Usage errors (exit 2) come before any request.
 import type { Command } from 'commander';
 import { seg } from './api-client.ts';
-import { group, handle, leaf, str } from './command-kit.ts';
+import { group, handle, leaf, parseSelector, str } from './command-kit.ts';
 import { UsageError } from './exit-errors.ts';
 import { printFields, printJson, printTable, println } from './output.ts';
-import { parseSelector } from './api-commands.ts';
 import { RUN_KINDS, startMinutes, WEEKDAYS } from '../domain/change-windows.ts';
 
 interface ChangeWindow {

@@ -35,6 +35,20 @@ export interface ScheduleWindow {
   applies_to?: RunKind[] | null;
 }
 
+/** A window as POST /v1/apps/{app_id}/change-windows takes it (validated by src/http/change-window-schemas.ts). */
+export interface ChangeWindowInput {
+  name: string;
+  kind: WindowKind;
+  days: Weekday[];
+  start: string;
+  /** as given, e.g. `2h` (15m to 24h) */
+  duration: string;
+  time_zone: string;
+  install_ids?: string[];
+  selector?: { match_labels: Record<string, string> };
+  applies_to?: RunKind[];
+}
+
 export interface ScheduleInstall {
   install_id: string;
   labels: Record<string, string>;

@@ -7,7 +7,7 @@ import { getInstallById } from '../../store/installs.ts';
 import { durationMs } from '../domain/duration.ts';
 import { InvalidError, NotFoundError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
-import type { CreateChangeWindow } from '../http/change-window-schemas.ts';
+import type { ChangeWindowInput } from '../domain/change-windows.ts';
 import { mustGetApp } from './catalog.ts';
 
 export function changeWindowView(w: ChangeWindow) {
@@ -27,7 +27,7 @@ export function changeWindowView(w: ChangeWindow) {
   };
 }
 
-export function createChangeWindow(ctx: AppContext, orgId: string, appId: string, body: CreateChangeWindow) {
+export function createChangeWindow(ctx: AppContext, orgId: string, appId: string, body: ChangeWindowInput) {
   mustGetApp(ctx, orgId, appId);
   const strangers = (body.install_ids ?? []).filter((id) => {
     const i = getInstallById(ctx.db, id);
