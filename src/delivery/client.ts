@@ -3,12 +3,10 @@
 // the attempt starts — a caller that waits for a slot calls attempt() only once it has one. At most
 // 64 KiB of the answer is read. Never throws: every outcome is an AttemptResult. Signing is the
 // caller's (src/delivery/signatures.ts): the headers come in ready.
-import type { LookupAddress, LookupOneOptions } from 'node:dns';
-import { isIP } from 'node:net';
 import { Pool, type Dispatcher } from 'undici';
 import { systemClock, within, type Clock, type Timer } from '../domain/clock.ts';
 import { DeliveryAborted, DeliveryTimeout, describeError } from './attempt-errors.ts';
-import { checkTarget, TargetRefusedError, urlHostname, type LookupAll, type ResolvedTarget } from './guard.ts';
+import { checkTarget, pinnedConnect, TargetRefusedError, type LookupAll, type ResolvedTarget } from './guard.ts';
 
 export interface AttemptResult {
   delivered: boolean;
@@ -328,23 +326,11 @@ export class Deliverer {
       entry.lastUsed = now;
       return entry;
     }
-    const hostname = urlHostname(url);
-    const { address, family } = resolved;
-    const all: LookupAddress[] = resolved.addresses.map((a) => ({ address: a.address, family: a.family }));
-    // net.connect asks for all addresses when it races families (autoSelectFamily), else one
-    const pinned = (_host: string, options: LookupOneOptions & { all?: boolean }, cb: (...args: unknown[]) => void) => {
-      if (options && options.all) cb(null, all);
-      else cb(null, address, family);
-    };
     const pool = new Pool(url.origin, {
       connections: this.connections,
       keepAliveTimeout: 10_000,
       keepAliveMaxTimeout: 60_000,
-      connect: {
-        timeout: this.timeoutMs,
-        // IP literals need no lookup; names are pinned to the address the guard checked.
-        ...(isIP(hostname) ? {} : { lookup: pinned as never, servername: hostname }),
-      },
+      connect: pinnedConnect(url, resolved, this.timeoutMs),
     });
     entry = { key, pool, lastUsed: now, active: 0, closed: false };
     this.pools.set(key, entry);

@@ -2,6 +2,7 @@
 // link-local, metadata, unspecified, shared (CGNAT), multicast or reserved address is refused
 // at delivery unless private targets are allowed. The caller connects to the address checked
 // here (never resolving the name again), so a DNS answer cannot change between check and use.
+import type { LookupAddress, LookupOneOptions } from 'node:dns';
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP, isIPv4, isIPv6 } from 'node:net';
 import ipaddr from 'ipaddr.js';
@@ -196,4 +197,22 @@ export function classifyAddress(address: string): RefusalReason | null {
   if (isIPv4(address)) return classifyV4(ipaddr.IPv4.parse(address));
   if (isIPv6(address)) return classifyV6(parseV6(address));
   return 'reserved';
+}
+
+/**
+ * The connect options (undici's `connect`) that reach only what the guard checked: a name is pinned
+ * to its vetted addresses (never resolved again) and keeps its TLS server name; an IP literal needs
+ * no lookup. Deliveries' pools and verification requests connect with these.
+ */
+export function pinnedConnect(url: URL, resolved: ResolvedTarget, timeoutMs: number): { timeout: number; lookup?: never; servername?: string } {
+  const hostname = urlHostname(url);
+  if (isIP(hostname)) return { timeout: timeoutMs };
+  const { address, family } = resolved;
+  const all: LookupAddress[] = resolved.addresses.map((a) => ({ address: a.address, family: a.family }));
+  // net.connect asks for all addresses when it races families (autoSelectFamily), else one
+  const pinned = (_host: string, options: LookupOneOptions & { all?: boolean }, cb: (...args: unknown[]) => void) => {
+    if (options && options.all) cb(null, all);
+    else cb(null, address, family);
+  };
+  return { timeout: timeoutMs, lookup: pinned as never, servername: hostname };
 }

@@ -4,14 +4,12 @@
 // goes to the address checked, never resolved again), no redirects followed, the timeout covering
 // the whole exchange, at most 64 KiB of the answer read: unlike a delivery, the answer's body is
 // the verdict. Never throws; errors name no URL path, query or secret.
-import type { LookupAddress, LookupOneOptions } from 'node:dns';
-import { isIP } from 'node:net';
 import { Client } from 'undici';
 import { systemClock, type Clock } from '../domain/clock.ts';
 import { MAX_VERIFY_ANSWER_BYTES } from '../domain/verification.ts';
 import { CE_CONTENT_TYPE } from './client.ts';
 import { DeliveryTimeout, describeError } from './attempt-errors.ts';
-import { checkTarget, urlHostname, type LookupAll } from './guard.ts';
+import { checkTarget, pinnedConnect, type LookupAll } from './guard.ts';
 
 export interface VerifyResponse {
   /** the HTTP status, when an answer came */
@@ -46,13 +44,7 @@ export async function postVerification(url: string, headers: Record<string, stri
     const aborted = new Promise<never>((_, reject) => ac.signal.addEventListener('abort', () => reject(ac.signal.reason), { once: true }));
     aborted.catch(() => {}); // an abort after the exchange (the engine closing) is nobody's error
     const resolved = await Promise.race([checkTarget(u, { allowPrivate: o.allowPrivateTargets, lookup: o.lookup }), aborted]);
-    const hostname = urlHostname(u);
-    const all: LookupAddress[] = resolved.addresses.map((a) => ({ address: a.address, family: a.family }));
-    const pinned = (_h: string, options: LookupOneOptions & { all?: boolean }, cb: (...args: unknown[]) => void) => {
-      if (options && options.all) cb(null, all);
-      else cb(null, resolved.address, resolved.family);
-    };
-    client = new Client(u.origin, { connect: { timeout: o.timeoutMs, ...(isIP(hostname) ? {} : { lookup: pinned as never, servername: hostname }) } });
+    client = new Client(u.origin, { connect: pinnedConnect(u, resolved, o.timeoutMs) });
     const res = await client.request({
       method: 'POST',
       path: `${u.pathname || '/'}${u.search}`,
