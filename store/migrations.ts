@@ -393,4 +393,29 @@ export const MIGRATIONS: string[] = [
   CREATE INDEX change_windows_app ON change_windows(app_id, created_at);
   CREATE INDEX steps_window_wait ON steps(org_id) WHERE status = 'started' AND json_extract(params, '$.kind') = 'window';
   `,
+  /* fewer pages per outbox row (issue 33): a row was kept in four b-trees, two of them of no use
+        (outbox_unpublished, on a column nothing reads since rows are deleted once published; the
+        UNIQUE event_id, whose ids are unique by construction, UUID v7); each cost a page write at
+        the insert and another at the delete. Rebuilt without them; its seq goes on from where it was */ `
+  DROP INDEX IF EXISTS outbox_unpublished;
+  CREATE TABLE outbox_rebuilt (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id   TEXT NOT NULL,
+    org_id     TEXT NOT NULL,
+    subject    TEXT NOT NULL,
+    type       TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    route      TEXT,
+    progress   TEXT,
+    batch      TEXT
+  );
+  INSERT INTO outbox_rebuilt (seq, event_id, org_id, subject, type, body, created_at, route, progress, batch)
+    SELECT seq, event_id, org_id, subject, type, body, created_at, route, progress, batch FROM outbox ORDER BY seq;
+  DELETE FROM sqlite_sequence WHERE name = 'outbox_rebuilt';
+  INSERT INTO sqlite_sequence (name, seq) SELECT 'outbox_rebuilt', seq FROM sqlite_sequence WHERE name = 'outbox';
+  DROP TABLE outbox;
+  ALTER TABLE outbox_rebuilt RENAME TO outbox;
+  CREATE INDEX outbox_org ON outbox(org_id, seq);
+  `,
 ];
