@@ -2,8 +2,8 @@
 // has none, its data plane reads the outbox itself). Publishes committed events to the SVC_EVENTS
 // stream in batches, one JetStream message per batch (src/bus/hop.ts), so that the durable hop's
 // fixed costs (seal, publish, store, delivery, ack, removal, progress) are paid per batch
-// (ARCHITECTURE). Observers get one plain message per event on svc.events.… (CONTRACT 5.2) once
-// its batch is stored; no stream keeps those.
+// (ARCHITECTURE). Observers get one plain message per event on svc.events.… (CONTRACT 5.2) as its
+// batch is published, in the same socket write; no stream keeps those.
 //
 // Batches are made where rows are committed, not here: each outbox row names its batch (`assign`,
 // called by the engine's transaction for every row it inserts), and a batch takes rows until the
@@ -104,6 +104,8 @@ export class OutboxRelay {
   private handed: OutboxRow[] = [];
   /** every row up to this seq is stored (or set aside): the table is read after it */
   private storedUpTo = 0;
+  /** every row up to this seq has been mirrored to observers */
+  private mirroredUpTo = 0;
   /** the batch new rows join (null: the next row starts one) */
   private open: { id: string; events: number; bytes: number } | null = null;
   /** stored batches whose rows wait to be deleted, and those deleted in the commit under way */
@@ -262,6 +264,9 @@ export class OutboxRelay {
           const batches = this.nextBatches();
           if (!batches.length) break;
           await this.fault?.('before-publish');
+          // observers' copies go out with the publish, in the same socket write (one write fewer
+          // per round than after the store acknowledgement)
+          this.mirror(batches);
           const now = this.clock.now();
           const acks = await Promise.allSettled(batches.map((b) => this.publishBatch(this.messages(b), now)));
           // in order: stored (a message refused for its size, each event alone), up to the first other failure
@@ -281,7 +286,6 @@ export class OutboxRelay {
             this.storedUpTo = rows[rows.length - 1].seq;
             this.prunable.push({ first: rows[0].seq, last: rows[rows.length - 1].seq, batch: rows[0].batch });
           }
-          this.mirror(stored);
           this.schedulePrune();
           if (failure) throw failure.reason;
           if (this.failing) {
@@ -305,10 +309,16 @@ export class OutboxRelay {
     }
   }
 
-  /** Observers' copy of each stored event (CONTRACT 5.2); a recovery item repeats an event they saw already. */
+  /**
+   * Observers' copy of each event being published (CONTRACT 5.2), once per event while this process
+   * runs (a publish tried again does not repeat it; after a restart, rows published again may be);
+   * a recovery item repeats an event they saw already.
+   */
   private mirror(batches: readonly Batch[]): void {
     for (const b of batches) {
       for (const r of b.rows) {
+        if (r.seq <= this.mirroredUpTo) continue;
+        this.mirroredUpTo = r.seq;
         if (isRecoveryItemId(r.event_id)) continue;
         try {
           this.publisher.mirror(r.subject, r.body);
