@@ -307,7 +307,10 @@ export class JetStreamSource {
   private readonly releasing = new Set<Promise<void>>();
   /** held batches with events settled since their record was last written */
   private readonly dirty = new Set<HeldBatch>();
-  private recording = false;
+  /** batches (and their copies) settled in this turn of the event loop: acked at its end */
+  private acks: JsMsg[] = [];
+  /** the end-of-turn write of records and acks is scheduled */
+  private endOfTurn = false;
   /** pull requests the server let expire without ending them (ended here instead) */
   overdue = 0;
   /** batches nak'd because their org had its share of the window (CONTRACT 8) */
@@ -543,16 +546,30 @@ export class JetStreamSource {
    */
   private recordSettled(b: HeldBatch): void {
     this.dirty.add(b);
-    if (this.recording) return;
-    this.recording = true;
-    setImmediate(() => {
-      this.recording = false;
-      for (const d of this.dirty) {
-        if (!this.batches.has(d.id)) continue; // acked or released meanwhile
-        this.o.progress.send(d).catch((err: unknown) => this.progressFailures.warn({ reason: 'settled events' }, { batch_id: d.id, err: String(err) }));
-      }
-      this.dirty.clear();
-    });
+    this.atEndOfTurn();
+  }
+
+  /**
+   * Records and acks made in one turn of the event loop go out together at its end, in one socket
+   * write (the NATS client writes what was published by the time its microtask runs; responses
+   * that arrive together are separate callbacks, each with its own microtasks).
+   */
+  private atEndOfTurn(): void {
+    if (this.endOfTurn) return;
+    this.endOfTurn = true;
+    setImmediate(() => this.writeTurn());
+  }
+
+  private writeTurn(): void {
+    this.endOfTurn = false;
+    for (const d of this.dirty) {
+      if (!this.batches.has(d.id)) continue; // acked or released meanwhile
+      this.o.progress.send(d).catch((err: unknown) => this.progressFailures.warn({ reason: 'settled events' }, { batch_id: d.id, err: String(err) }));
+    }
+    this.dirty.clear();
+    const acks = this.acks;
+    this.acks = [];
+    for (const m of acks) m.ack();
   }
 
   /** Every event of a held batch settled (ack), or some released at a drain (record, then nak). */
@@ -564,8 +581,9 @@ export class JetStreamSource {
     this.held.delete(b.m);
     if (!b.released) {
       this.o.progress.untrack(b);
-      for (const c of entry?.copies ?? []) c.ack();
-      b.m.ack();
+      for (const c of entry?.copies ?? []) this.acks.push(c);
+      this.acks.push(b.m);
+      this.atEndOfTurn();
       this.settled.set(b.id, this.o.clock.now());
       return;
     }
@@ -676,6 +694,7 @@ export class JetStreamSource {
   /** Stop pulling (the pipeline's drain then settles or releases what it holds). */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.writeTurn();
     this.current?.stop();
     this.wake?.();
     this.pulling?.();
@@ -688,6 +707,8 @@ export class JetStreamSource {
 
   /** Batches released at a drain are back in the queue (their records written first). */
   async released(): Promise<void> {
+    // the acks of what the drain settled go out now, before the connection closes
+    this.writeTurn();
     while (this.releasing.size) await Promise.all([...this.releasing]);
   }
 }
