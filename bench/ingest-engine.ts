@@ -133,3 +133,5 @@ for (const size of SIZES) {
 }
 s.db.close();
 fs.rmSync(s.dir, { recursive: true, force: true });
+// the engine's timers (checkpoints, pruning) would keep the process alive
+process.exit(0);
