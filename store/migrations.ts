@@ -418,4 +418,10 @@ export const MIGRATIONS: string[] = [
   ALTER TABLE outbox_rebuilt RENAME TO outbox;
   CREATE INDEX outbox_org ON outbox(org_id, seq);
   `,
+  /* the event history and the attempt log are pruned by seq (their times grow with it: found by
+        bisection, store/history.ts pruneHistory), not through an index on their time, which cost
+        every event and every attempt a page write (issue 33) */ `
+  DROP INDEX IF EXISTS events_time;
+  DROP INDEX IF EXISTS delivery_attempts_kept;
+  `,
 ];
