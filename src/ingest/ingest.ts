@@ -47,11 +47,6 @@ const MIN_GROUP = 8;
  */
 const GROUP_BUDGET_MS = 10;
 const FIRST_GUESS_MS_PER_ITEM = 0.1;
-/**
- * Under load, a group is committed this long after its first message arrived rather than at the
- * end of the turn (a real timer: a scheduling delay, not time the engine's clock keeps).
- */
-const LINGER_MS = 1;
 /** An org with at most this many messages waiting, beside one with more, is answered in a short group. */
 const SPARSE = 4;
 
@@ -116,8 +111,6 @@ export function startIngest(deps: IngestDeps): Subscription {
   let msPerItem = FIRST_GUESS_MS_PER_ITEM;
   let scheduled = false;
   let lastShort = false;
-  /** messages the last group took */
-  let lastTaken = 0;
 
   const answer = (w: Waiting, reply: Reply, result: IngestResult | 'invalid') => {
     deps.metrics.ingestMessages.inc({ result });
@@ -143,7 +136,6 @@ export function startIngest(deps: IngestDeps): Subscription {
         answer(w, { ok: false, error: errorText(err) }, 'invalid');
       }
     }
-    lastTaken = taken;
     if (waiting.size) schedule();
     if (ready.length) commit(ready);
     // the recent cost per message, from full groups (a short one's includes the commit's fixed cost)
@@ -170,11 +162,7 @@ export function startIngest(deps: IngestDeps): Subscription {
   const schedule = () => {
     if (scheduled) return;
     scheduled = true;
-    // under load (the last group held more than one fact) and with few waiting, the next group waits
-    // LINGER_MS for more: a commit's pages and fixed cost are shared by more facts. A lone fact, or a
-    // backlog that fills a group already, is committed at once.
-    if (lastTaken > 1 && waiting.size < MIN_GROUP) setTimeout(run, LINGER_MS);
-    else setImmediate(run);
+    setImmediate(run);
   };
 
   const sub = deps.bus.subscribe(
