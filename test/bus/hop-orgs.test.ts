@@ -13,6 +13,7 @@ import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpe
 import { startService, waitFor, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { rid } from '../helpers/ids.ts';
 import { ingestRequest } from '../helpers/producer.ts';
+import { eventsStored } from '../helpers/hop.ts';
 
 describe.skipIf(findNatsServer() === null)('one message per org on the durable hop (NATS mode)', () => {
   let nats: NatsServerHandle;
@@ -48,17 +49,7 @@ describe.skipIf(findNatsServer() === null)('one message per org on the durable h
     await waitFor(() => observed.length >= n, 20_000, 'every event mirrored');
 
     const jsm = await jetstreamManager(nc);
-    // mirrored as its batch is published, an event is stored a moment later
-    const stored = async () => {
-      const now = await jsm.streams.info(EVENTS_STREAM);
-      let events = 0;
-      for (let seq = now.state.first_seq; seq <= now.state.last_seq; seq++) {
-        const m = await jsm.streams.getMessage(EVENTS_STREAM, { seq });
-        if (m) events += decodeHopBatch(m.data)!.length;
-      }
-      return events;
-    };
-    await waitFor(async () => (await stored()) >= n, 20_000, 'every event stored');
+    await waitFor(async () => (await eventsStored(jsm)) >= n, 20_000, 'every event stored');
     const info = await jsm.streams.info(EVENTS_STREAM);
     const ids: string[] = [];
     const msgIds = new Set<string>();

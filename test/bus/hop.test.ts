@@ -12,6 +12,7 @@ import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpe
 import { startService, waitFor, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { rid } from '../helpers/ids.ts';
 import { ingestRequest } from '../helpers/producer.ts';
+import { eventsStored } from '../helpers/hop.ts';
 
 describe('hop batch wire format', () => {
   it('carries each event id, route and exact body bytes, and refuses anything else', () => {
@@ -70,17 +71,7 @@ describe.skipIf(findNatsServer() === null)('batches on the durable hop (NATS mod
     await waitFor(() => observed.length >= n, 20_000, 'every event mirrored');
 
     const jsm = await jetstreamManager(nc);
-    // mirrored as its batch is published, an event is stored a moment later
-    const stored = async () => {
-      const now = await jsm.streams.info(EVENTS_STREAM);
-      let events = 0;
-      for (let seq = now.state.first_seq; seq <= now.state.last_seq; seq++) {
-        const m = await jsm.streams.getMessage(EVENTS_STREAM, { seq });
-        if (m) events += decodeHopBatch(m.data)!.length;
-      }
-      return events;
-    };
-    await waitFor(async () => (await stored()) >= n, 20_000, 'every event stored');
+    await waitFor(async () => (await eventsStored(jsm)) >= n, 20_000, 'every event stored');
     const info = await jsm.streams.info(EVENTS_STREAM);
     const ids: string[] = [];
     const sizes: number[] = [];
