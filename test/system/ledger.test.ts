@@ -351,7 +351,12 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
     await Promise.all(facts.map((f) => sendReliably(nc, f.natsSubject, f.body)));
     await waitFor(() => rx.deliveries.length >= HOOKS * EVENTS, 90_000, `${HOOKS * EVENTS} deliveries (have ${rx.deliveries.length})`);
     const burstMs = Date.now() - t1;
-    await waitFor(async () => (await metric(svc.url, 'svc_deliveries_total', { outcome: 'success' })) >= successBefore + HOOKS * EVENTS, 30_000, 'the outcomes counted');
+    const counted = async () => {
+      const [success, failure] = await Promise.all(['success', 'failure'].map((outcome) => metric(svc.url, 'svc_deliveries_total', { outcome })));
+      return { success: success - successBefore, failure: failure - failuresBefore };
+    };
+    let last = { success: 0, failure: 0 };
+    await waitFor(async () => (last = await counted()).success + last.failure >= HOOKS * EVENTS, 60_000, () => `the outcomes counted (${last.success} successes, ${last.failure} failures); svc's warnings: ${warnings(svc.output())}`);
     await t.settled(db, server);
     clearInterval(sampler);
 
@@ -365,7 +370,7 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
     expect(pairs.size, 'each (webhook, event) once').toBe(HOOKS * EVENTS);
     const subjects = new Set(facts.map((f) => f.subject));
     expect(rx.deliveries.filter((d) => !subjects.has(d.subject))).toEqual([]);
-    expect(await metric(svc.url, 'svc_deliveries_total', { outcome: 'failure' })).toBe(failuresBefore);
+    expect(await metric(svc.url, 'svc_deliveries_total', { outcome: 'failure' }), `failures; svc's warnings: ${warnings(svc.output())}`).toBe(failuresBefore);
     // 20 000 attempts are small records around 10 shared bodies, 256 in flight over one pooled
     // origin: tens of MB. A connection, or a buffered request, per attempt would be hundreds.
     expect(growth).toBeLessThan(150 * 2 ** 20);
@@ -453,3 +458,9 @@ describe.concurrent('ledger, embedded mode', () => {
     expect((await sigterm(svc)).code).toBe(0);
   }, TEST_MS);
 });
+
+/** The warnings and errors in a child's log (pino's level 40 and above), the last few. */
+function warnings(log: string): string {
+  const lines = log.split('\n').filter((l) => /"level":(4|5|6)\d/.test(l));
+  return lines.length ? lines.slice(-8).join('\n') : 'none';
+}
