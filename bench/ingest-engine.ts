@@ -5,8 +5,11 @@
 // (process.cpuUsage: user + system, the parse and the commit apart) and SQLite statements run per
 // fact (a second, counted pass: counting costs CPU, so it is not timed).
 //
-//   npx tsx bench/ingest-engine.ts [facts per size, default 20000] [group sizes, default 1,8,64] [workflow|step]
+//   npx tsx bench/ingest-engine.ts [facts per size, default 20000] [group sizes, default 1,8,64] [workflow|step] [history|outbox]
 // `step`: instead, each fact is a new step's `started` (workflow_step) of one external workflow.
+// `history` (the default): each event queued in its history row, as NATS mode with a history does
+// (src/handoff/relay-queues.ts); `outbox`: in an outbox row beside it, as before issue 33's step 2
+// (and as embedded mode does).
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof --import tsx bench/ingest-engine.ts 20000 64
 import fs from 'node:fs';
 import os from 'node:os';
@@ -25,6 +28,7 @@ import { factFor } from './harness.ts';
 const N = Number(process.argv[2] ?? 20_000);
 const SIZES = (process.argv[3] ?? '1,8,64').split(',').map(Number);
 const FACT = process.argv[4] ?? 'workflow';
+const QUEUE = process.argv[5] ?? 'history';
 const WARMUP = 2_000;
 
 /**
@@ -71,7 +75,11 @@ function setup(): Setup {
   const orgId = createOrg(db, 'bench').org.org_id;
   const logger = pino({ level: 'silent' });
   const urls = { source: '//127.0.0.1:8080/ctl-api', dashboard: 'http://127.0.0.1:8080/dashboard' };
-  const engine = new Engine({ db, bus: createMemoryBus({ logger }), clock: systemClock, logger, metrics: createMetrics({ defaultMetrics: false }), urls: () => urls, registryRev: () => 1, outboxChanged: () => {} });
+  // batches as the relay would make them (one per group), no relay
+  let batch = '';
+  const assign = (eventId: string) => (batch ||= eventId);
+  const queue = QUEUE === 'history' ? { historyQueue: { batch: assign, changed: () => void (batch = '') } } : { outboxBatch: assign };
+  const engine = new Engine({ db, bus: createMemoryBus({ logger }), clock: systemClock, logger, metrics: createMetrics({ defaultMetrics: false }), urls: () => urls, registryRev: () => 1, outboxChanged: () => void (batch = ''), ...queue });
   return { db, engine, orgId, dir };
 }
 
@@ -114,7 +122,7 @@ function run(s: Setup, n: number, size: number): { parseUs: number; commitUs: nu
 
 const s = setup();
 run(s, WARMUP, 64);
-console.log(`facts per size ${N}; CPU µs per fact (user+sys); SQLite statements per fact, BEGIN and COMMIT included`);
+console.log(`facts per size ${N}, events queued in the ${QUEUE === 'history' ? 'history row' : 'outbox'}; CPU µs per fact (user+sys); SQLite statements per fact, BEGIN and COMMIT included`);
 for (const size of SIZES) {
   const r = run(s, N, size);
   if (r.accepted !== N) throw new Error(`only ${r.accepted} of ${N} accepted`);

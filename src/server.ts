@@ -14,7 +14,7 @@ import type { Bus } from './bus/bus.ts';
 import { createMetrics } from './metrics.ts';
 import { Engine } from './engine/engine.ts';
 import { DeliveryStatusBook } from './outcomes/status-book.ts';
-import { AUDIT_LOG, HistoryPruner } from './engine/history-pruner.ts';
+import { AUDIT_LOG, eventHistory, HistoryPruner } from './engine/history-pruner.ts';
 import { LocalRunner } from './runner/local-runner.ts';
 import { Scheduler } from './engine/scheduler.ts';
 import { startIngest } from './ingest/ingest.ts';
@@ -85,7 +85,7 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
       return false;
     }
   });
-  const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger) : null;
+  const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger, eventHistory(topology.historyQueuedFrom)) : null;
   const auditPruner = new HistoryPruner(db, clock, config.auditRetentionMs ?? DEFAULT_AUDIT_RETENTION_MS, logger, AUDIT_LOG);
   // pings and resends: one signed attempt from the control plane, in fair slots, counted like any other
   const attempts = new ControlPlaneAttempts({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets }, { signClock: clock, record: (o) => status.record(o) });

@@ -22,9 +22,10 @@ export interface DeadLetter {
 
 /**
  * Set an outbox row aside: kept as a dead letter and deleted from the outbox, in one transaction.
- * Returns false when it was set aside before (the row is deleted all the same).
+ * Returns false when it was set aside before (the row is deleted all the same). `inOutbox` false:
+ * the row is a queued history row (NATS mode), which stays in the history.
  */
-export function setAsideEvent(db: Db, row: OutboxRow, reason: string): boolean {
+export function setAsideEvent(db: Db, row: OutboxRow, reason: string, inOutbox = true): boolean {
   const data = JSON.stringify({ subject: row.subject, type: row.type, route: row.route, body: row.body });
   let added = false;
   db.transaction(() => {
@@ -32,7 +33,7 @@ export function setAsideEvent(db: Db, row: OutboxRow, reason: string): boolean {
       db
         .prepare("INSERT INTO dead_letters (id, kind, org_id, item_id, reason, data, created_at) VALUES (?, 'event', ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
         .run(row.event_id, row.org_id, row.event_id, reason, data, nowIso()).changes > 0;
-    db.prepare('DELETE FROM outbox WHERE seq = ?').run(row.seq);
+    if (inOutbox) db.prepare('DELETE FROM outbox WHERE seq = ?').run(row.seq);
   })();
   return added;
 }

@@ -1,5 +1,6 @@
 // Event history, the attempt log and recoveries (CONTRACT 4.5), kept for --event-retention.
-// Events are written with their outbox row (one transaction with the facts that caused them);
+// Events are written in one transaction with the facts that caused them, queued in their history
+// row (NATS mode, insertQueuedEvent) or with an outbox row;
 // attempts in batches beside the delivery status (never a write per attempt); everything older
 // than the retention is pruned by age, and reads never return it even before a prune.
 import type { Db } from './db.ts';
@@ -26,6 +27,38 @@ export function insertEvent(db: Db, e: Omit<StoredEvent, 'seq'>): void {
     e.route,
     e.created_ms,
   );
+}
+
+/**
+ * NATS mode: an emitted event's history row, which is its queue row too (migration 17), in hop
+ * batch `batch`. Its seq, or null when an event of that id is kept already (then it is not queued).
+ */
+export function insertQueuedEvent(db: Db, e: Omit<StoredEvent, 'seq'>, batch: string): number | null {
+  const r = db
+    .prepare('INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms, batch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+    .run(e.event_id, e.org_id, e.type, e.subject, e.body, e.route, e.created_ms, batch);
+  return r.changes > 0 ? Number(r.lastInsertRowid) : null;
+}
+
+export interface QueuedEvent extends StoredEvent {
+  batch: string;
+}
+
+/** Queued history rows after a seq, oldest first (a range of the key; rows not queued are passed over). */
+export function readQueuedEvents(db: Db, afterSeq: number, limit: number): QueuedEvent[] {
+  return db
+    .prepare('SELECT seq, event_id, org_id, type, subject, body, route, created_ms, batch FROM events WHERE seq > ? AND batch IS NOT NULL ORDER BY seq LIMIT ?')
+    .all(afterSeq, limit) as QueuedEvent[];
+}
+
+/** The last seq of events JetStream has stored (every queued row up to it is published). */
+export function relayCursor(db: Db): number {
+  return (db.prepare('SELECT events_seq FROM relay_cursor WHERE id = 1').get() as { events_seq: number } | undefined)?.events_seq ?? 0;
+}
+
+/** Move the cursor on to `seq` (never back). */
+export function saveRelayCursor(db: Db, seq: number): void {
+  db.prepare('UPDATE relay_cursor SET events_seq = ? WHERE id = 1 AND events_seq < ?').run(seq, seq);
 }
 
 export interface EventQuery {
@@ -345,10 +378,15 @@ function lastSeqBefore(db: Db, log: 'events' | 'delivery_attempts', timeColumn: 
   return found;
 }
 
-/** Delete what is older than the cut-off (ms, the engine's clock), dead letters included; how many rows went. */
-export function pruneHistory(db: Db, cutoffMs: number): number {
+/**
+ * Delete what is older than the cut-off (ms, the engine's clock), dead letters included; how many
+ * rows went. Events from `queuedFrom` on (the first seq the relay has not seen stored, NATS mode)
+ * stay, however old: they are the queue.
+ */
+export function pruneHistory(db: Db, cutoffMs: number, queuedFrom = Number.POSITIVE_INFINITY): number {
   return db.transaction(() => {
-    let n = db.prepare('DELETE FROM events WHERE seq <= ?').run(lastSeqBefore(db, 'events', 'created_ms', cutoffMs)).changes;
+    const lastEvent = Math.min(lastSeqBefore(db, 'events', 'created_ms', cutoffMs), queuedFrom - 1);
+    let n = db.prepare('DELETE FROM events WHERE seq <= ?').run(lastEvent).changes;
     n += db.prepare('DELETE FROM delivery_attempts WHERE seq <= ?').run(lastSeqBefore(db, 'delivery_attempts', 'kept_ms', cutoffMs)).changes;
     n += db.prepare('DELETE FROM recoveries WHERE created_ms < ?').run(cutoffMs).changes;
     n += pruneDeadLetters(db, cutoffMs);

@@ -424,4 +424,15 @@ export const MIGRATIONS: string[] = [
   DROP INDEX IF EXISTS events_time;
   DROP INDEX IF EXISTS delivery_attempts_kept;
   `,
+  /* NATS mode with a history: an emitted event's history row is its queue row too (issue 33: one
+        row per event, not a history row and an outbox row with the body twice). events.batch is the
+        hop batch the row is published in (NULL: not queued here, but in the outbox); relay_cursor
+        the last seq of events JetStream has stored. Every event kept so far was queued in the outbox */ `
+  ALTER TABLE events ADD COLUMN batch TEXT;
+  CREATE TABLE relay_cursor (
+    id         INTEGER PRIMARY KEY CHECK (id = 1),
+    events_seq INTEGER NOT NULL
+  );
+  INSERT INTO relay_cursor (id, events_seq) SELECT 1, COALESCE(MAX(seq), 0) FROM events;
+  `,
 ];

@@ -1,5 +1,7 @@
 // The outbox: events committed with the facts that caused them (one SQLite transaction), each with
-// its route. In NATS mode a row lives until JetStream has stored it; in embedded mode the outbox is
+// its route, and recoveries' items. In NATS mode a row lives until JetStream has stored it (and an
+// emitted event has an outbox row only when no history is kept: otherwise its history row is its
+// queue row, store/history.ts insertQueuedEvent); in embedded mode the outbox is
 // the delivery queue itself: a row lives until every attempt it needs has an outcome, and
 // `progress` lists the webhooks already attempted, so that a restart repeats none of them.
 import fs from 'node:fs';

@@ -16,7 +16,11 @@ export interface Kept {
   prune(db: Db, beforeMs: number): number;
 }
 
-export const EVENT_HISTORY: Kept = { what: 'event history and attempts', prune: pruneHistory };
+/** The event history and the attempt log; events from `queuedFrom()` on stay, however old (NATS mode: the relay's queue). */
+export const eventHistory = (queuedFrom?: () => number): Kept => ({
+  what: 'event history and attempts',
+  prune: (db, beforeMs) => pruneHistory(db, beforeMs, queuedFrom?.()),
+});
 export const AUDIT_LOG: Kept = { what: 'audit log', prune: pruneAudit };
 
 export class HistoryPruner {
@@ -27,7 +31,7 @@ export class HistoryPruner {
     private readonly clock: Clock,
     private readonly retentionMs: number,
     private readonly logger: Logger,
-    private readonly kept: Kept = EVENT_HISTORY,
+    private readonly kept: Kept = eventHistory(),
   ) {
     this.prune();
     this.timer = clock.setInterval(() => this.prune(), Math.max(1000, Math.min(PRUNE_EVERY_MS_MAX, Math.floor(retentionMs / 60))));

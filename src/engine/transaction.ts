@@ -1,9 +1,9 @@
-// One SQLite transaction per fact: the new state and the events it emits (outbox rows, each with
-// its route) commit together, or not at all. Under load, facts arriving together share one
+// One SQLite transaction per fact: the new state and the events it emits (queued, each with its
+// route: in its history row in NATS mode, else in an outbox row) commit together, or not at all. Under load, facts arriving together share one
 // transaction (group commit), each in its own savepoint so that one that throws rolls back alone.
 import type { Db } from '../../store/db.ts';
 import { insertOutbox, type OutboxRow } from '../../store/outbox.ts';
-import { insertEvent } from '../../store/history.ts';
+import { insertEvent, insertQueuedEvent } from '../../store/history.ts';
 import { insertAudit } from '../../store/audit.ts';
 import type { AuditEntry } from '../domain/scopes.ts';
 import { entityLabels } from '../../store/installs.ts';
@@ -53,6 +53,16 @@ export interface TransactionDeps {
   outboxBatch?: (eventId: string, bytes: number) => string | null;
   /** work that rides along in every commit (the relay's prune of outbox rows JetStream has stored) */
   piggyback?: Piggyback;
+  /**
+   * NATS mode: an emitted event's history row is its queue row too (keepEvents; no outbox row): the
+   * batch it joins, and after a commit that queued some, the rows in order (the history's relay)
+   */
+  historyQueue?: HistoryQueue;
+}
+
+export interface HistoryQueue {
+  batch(eventId: string, bytes: number): string;
+  changed(rows: OutboxRow[]): void;
 }
 
 /**
@@ -71,6 +81,8 @@ export type QueueItem = Omit<OutboxRow, 'seq' | 'progress' | 'batch'>;
 interface OpenTx extends Tx {
   types: string[];
   rows: OutboxRow[];
+  /** events queued in their history row (historyQueue) */
+  queued: OutboxRow[];
   jobs: boolean;
   after: Array<() => void>;
 }
@@ -95,6 +107,7 @@ export class Transactions {
     const t: OpenTx = {
       types: [],
       rows: [],
+      queued: [],
       jobs: false,
       after: [],
       now: isoNow(this.deps.clock),
@@ -107,11 +120,21 @@ export class Transactions {
         // transaction, or the fact's savepoint, rolls back): never stored, kept or set aside
         const bytes = (ev.body.length + route.length) * 3 <= LIMITS.eventBytes ? 0 : Buffer.byteLength(ev.body, 'utf8') + Buffer.byteLength(route, 'utf8');
         if (bytes > LIMITS.eventBytes) throw new EventTooLargeError(ev.type, bytes, LIMITS.eventBytes);
-        t.enqueue({ event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route });
-        if (this.deps.keepEvents) {
-          insertEvent(this.deps.db, { event_id: ev.id, org_id: fact.org_id, type: ev.type, subject: ev.subject, body: ev.body, route, created_ms: this.deps.clock.now() });
-        }
         t.types.push(ev.type);
+        const item = { event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route };
+        if (!this.deps.keepEvents) return t.enqueue(item);
+        const kept = { event_id: ev.id, org_id: fact.org_id, type: ev.type, subject: ev.subject, body: ev.body, route, created_ms: this.deps.clock.now() };
+        const queue = this.deps.historyQueue;
+        if (queue) {
+          const batch = queue.batch(ev.id, ev.body.length + route.length);
+          const seq = insertQueuedEvent(this.deps.db, kept, batch);
+          // an event of this id kept already (not queued again): queued in the outbox instead, as without a history
+          if (seq !== null) t.queued.push({ ...item, seq, progress: [], batch });
+          else t.enqueue(item);
+          return;
+        }
+        t.enqueue(item);
+        insertEvent(this.deps.db, kept);
       },
       // the one place an outbox row is written: its batch assigned, handed on after the commit
       enqueue: (item: QueueItem) => {
@@ -133,6 +156,7 @@ export class Transactions {
   private committed(t: OpenTx): void {
     for (const type of t.types) this.deps.metrics.eventsEmitted.inc({ type });
     if (t.rows.length) this.deps.outboxChanged(t.rows);
+    if (t.queued.length) this.deps.historyQueue?.changed(t.queued);
     if (t.jobs) this.deps.jobsChanged();
     for (const fn of t.after.splice(0)) fn();
   }
@@ -196,12 +220,13 @@ export class Transactions {
             results.push({ ok: true, value: fn(t, item) });
             continue;
           }
-          const marks = { types: t.types.length, rows: t.rows.length, jobs: t.jobs, after: t.after.length };
+          const marks = { types: t.types.length, rows: t.rows.length, queued: t.queued.length, jobs: t.jobs, after: t.after.length };
           try {
             results.push({ ok: true, value: db.transaction(() => fn(t, item))() });
           } catch (error) {
             t.types.length = marks.types;
             t.rows.length = marks.rows;
+            t.queued.length = marks.queued;
             t.jobs = marks.jobs;
             t.after.length = marks.after;
             results.push({ ok: false, error });

@@ -1,5 +1,8 @@
-// NATS mode: the outbox relay (the one thing svc calls a relay: outbox → JetStream; embedded mode
-// has none, its data plane reads the outbox itself). Publishes committed events to the SVC_EVENTS
+// NATS mode: the outbox relay (the one thing svc calls a relay: queued events → JetStream; embedded
+// mode has none, its data plane reads the outbox itself). There are two, one per table that queues
+// events (relay-queues.ts): the event history, where an emitted event's history row is its queue
+// row, and the outbox (recovery items, and events when no history is kept). "The outbox" and
+// "rows" below are the relay's table and its rows. Publishes committed events to the SVC_EVENTS
 // stream in batches, one JetStream message per batch (src/bus/hop.ts), so that the durable hop's
 // fixed costs (seal, publish, store, delivery, ack, removal, progress) are paid per batch
 // (ARCHITECTURE). Observers get one plain message per event on svc.events.… (CONTRACT 5.2) as its
@@ -23,9 +26,9 @@
 //
 // The seal covers the batch and the time of this publish (not the events'): a data plane drops a
 // batch stored long after it was sealed as a replay, and rows published late (NATS was away for
-// hours) are sealed when they are published. Stored rows are deleted in the engine's next commit
-// (`piggyback`), or on their own shortly after when no commit comes: from then on JetStream is the
-// durable queue. While NATS is away, rows wait and the relay tries again. A row the bus cannot carry
+// hours) are sealed when they are published. Stored rows are done with in the engine's next commit
+// (`piggyback`: outbox rows deleted, the history's cursor moved past them), or on their own shortly
+// after when no commit comes: from then on JetStream is the durable queue. While NATS is away, rows wait and the relay tries again. A row the bus cannot carry
 // (over 256 KiB, or refused for its size) is set aside (set-aside.ts) and the rows behind
 // it go on.
 //
@@ -34,7 +37,7 @@
 // without reading them back.
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
-import { deleteOutboxBatches, readOutbox, type OutboxRow, type PublishedBatch } from '../../store/outbox.ts';
+import type { OutboxRow, PublishedBatch } from '../../store/outbox.ts';
 import { encodeHopBatch } from '../bus/hop.ts';
 import type { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
 import type { Seal } from '../bus/seal.ts';
@@ -45,6 +48,7 @@ import { errorText } from '../domain/errors.ts';
 import { isRecoveryItemId } from '../domain/event-route.ts';
 import type { Metrics } from '../metrics.ts';
 import { isUnpublishable, oversized, SetAside } from './set-aside.ts';
+import { outboxQueue, type RelayQueue } from './relay-queues.ts';
 
 /** Events in one batch at most. */
 export const MAX_BATCH_EVENTS = 256;
@@ -123,8 +127,21 @@ export class OutboxRelay {
     /** the time seals carry and the relay's waits run on: the real time (data planes compare it with JetStream's) */
     private readonly clock: Clock = systemClock,
     private readonly fault: RelayFault | null = null,
+    /** the table its rows are in: the outbox, or the event history (relay-queues.ts) */
+    private readonly queue: RelayQueue = outboxQueue(db),
   ) {
     this.aside = new SetAside(db, logger, metrics);
+    this.storedUpTo = queue.storedAtStart();
+  }
+
+  /** Nothing committed waits to be published, or is being published (rows handed over included). */
+  idle(): boolean {
+    return !this.running && !this.again && !this.failing && !this.fromTable && this.handed.length === 0;
+  }
+
+  /** The first seq not known to be stored: the rows from there on are the queue. */
+  unstoredFrom(): number {
+    return this.storedUpTo + 1;
   }
 
   /**
@@ -157,7 +174,7 @@ export class OutboxRelay {
       batches = taken.batches;
       this.handed.splice(0, taken.rows);
     } else {
-      const rows = readOutbox(this.db, this.storedUpTo, TABLE_READ);
+      const rows = this.queue.read(this.storedUpTo, TABLE_READ);
       // caught up: no commit can come between this read and the switch (both run in this turn)
       if (!rows.length) {
         this.fromTable = false;
@@ -208,7 +225,7 @@ export class OutboxRelay {
     const byOrg = new Map<string, OutboxRow[]>();
     for (const r of b.rows) {
       const tooBig = oversized(r);
-      if (tooBig) this.aside.event(r, tooBig);
+      if (tooBig) this.aside.event(r, tooBig, this.queue.rowsLeave);
       else {
         const rows = byOrg.get(r.org_id);
         if (rows) rows.push(r);
@@ -250,7 +267,7 @@ export class OutboxRelay {
         await this.publish(single, this.clock.now());
       } catch (err) {
         if (!isUnpublishable(err)) throw err;
-        this.aside.event(r, errorText(err));
+        this.aside.event(r, errorText(err), this.queue.rowsLeave);
       }
     }
   }
@@ -338,7 +355,7 @@ export class OutboxRelay {
       if (!this.prunable.length || this.pruning) return;
       this.pruning = this.prunable;
       this.prunable = [];
-      deleteOutboxBatches(this.db, this.pruning);
+      this.queue.stored(this.pruning);
     },
     committed: (): void => {
       this.pruning = null;
@@ -363,7 +380,7 @@ export class OutboxRelay {
     const batches = this.prunable;
     this.prunable = [];
     try {
-      this.db.transaction(() => deleteOutboxBatches(this.db, batches)).immediate();
+      this.db.transaction(() => this.queue.stored(batches)).immediate();
     } catch (err) {
       this.prunable.unshift(...batches);
       if (!this.closed) this.logger.warn({ err: String(err) }, 'could not delete published outbox rows; will try again');

@@ -61,11 +61,12 @@ export class SetAside {
   ) {}
 
   /**
-   * An outbox row: kept as a dead letter and taken out of the outbox. True when it is set aside now
-   * (false: it was before), for a caller that counts it elsewhere (a delivery thread has no metrics).
+   * An outbox row: kept as a dead letter and taken out of the outbox (`inOutbox` false: a queued
+   * history row, which stays). True when it is set aside now (false: it was before), for a caller
+   * that counts it elsewhere (a delivery thread has no metrics).
    */
-  event(row: OutboxRow, reason: string): boolean {
-    if (!setAsideEvent(this.db, row, reason)) return false;
+  event(row: OutboxRow, reason: string, inOutbox = true): boolean {
+    if (!setAsideEvent(this.db, row, reason, inOutbox)) return false;
     this.metrics?.eventsDropped.inc({ reason: UNPUBLISHABLE });
     this.logger.error({ event_id: row.event_id, org_id: row.org_id, type: row.type, bytes: eventBytes(row), reason }, 'event set aside: the bus cannot carry it (kept in dead_letters)');
     return true;

@@ -14,11 +14,15 @@ import { startOutboxDataPlane, type DeliveryLimits, type RegistryChange } from '
 import { OutboxDeliveryThread } from '../dataplane/outbox-thread.ts';
 import { isRecoveryItemId } from '../domain/event-route.ts';
 import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
+import { moveHistoryQueueToOutbox } from '../handoff/relay-queues.ts';
 import type { Topology, TopologyDeps } from './topology.ts';
 
 export function embeddedTopology(d: TopologyDeps): Topology {
   const { config, logger, readiness } = d;
   readiness.notReady('delivery', 'the outbox source and the data plane have not started yet');
+  // the outbox is this mode's queue: events a NATS-mode run left queued in the history join it
+  const moved = moveHistoryQueueToOutbox(d.db);
+  if (moved) logger.info({ events: moved }, 'events queued by a NATS-mode run and not yet published moved to the outbox');
   const bus = createMemoryBus({ logger });
   const limits: DeliveryLimits = { concurrency: config.deliveryConcurrency, timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets };
   // the newest version of every webhook (null entry: deleted), what a delivery thread loads first

@@ -23,6 +23,7 @@ import { Seal } from '../bus/seal.ts';
 import { startNatsDataPlane, type DataPlane, type DeliveryLimits } from '../dataplane/data-plane.ts';
 import { NatsDeliveryThreads } from '../dataplane/nats-threads.ts';
 import { OutboxRelay } from '../handoff/outbox-relay.ts';
+import { historyQueue, outboxQueue } from '../handoff/relay-queues.ts';
 import { consumeOutcomes } from '../outcomes/consumer.ts';
 import { trackNatsConnection } from '../readiness.ts';
 import type { Topology, TopologyDeps } from './topology.ts';
@@ -89,9 +90,13 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
   const jsm = await jetstreamManager(nats.nc, { timeout: 10_000, checkAPI: false });
   const registry = new KvRegistryPublisher(await retryDuringElection(d, () => new Kvm(js).open(REGISTRY_BUCKET)), seal);
   const publisher = new JetStreamPublisher(nats.nc, natsConnectOptions({ servers: [], name: 'svc', role: 'engine' }).inboxPrefix!);
-  // gives each outbox row its batch (in the engine's commits and a recovery's) and deletes what
-  // JetStream stored inside the engine's next commit
-  const relay = new OutboxRelay(db, publisher, seal, logger, metrics, systemClock, d.relayFault ?? null);
+  // each gives its rows their batch (in the engine's commits, and a recovery's for the outbox) and
+  // is done with what JetStream stored inside the engine's next commit: the outbox relay deletes
+  // those rows, the history's moves its cursor on (emitted events are queued in their history row
+  // when a history is kept, src/handoff/relay-queues.ts)
+  const relay = new OutboxRelay(db, publisher, seal, logger, metrics, systemClock, d.relayFault ?? null, outboxQueue(db));
+  const historyRelay = new OutboxRelay(db, publisher, seal, logger, metrics, systemClock, d.relayFault ?? null, historyQueue(db));
+  const relays = [relay, historyRelay];
   const limits: DeliveryLimits = { concurrency: config.deliveryConcurrency, timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets };
   const delivery = natsDelivery(d, natsUrl, nats.nc, key, seal, limits);
   let started = false;
@@ -107,8 +112,19 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
         if (started) relay.handoff(rows);
       },
       outboxBatch: (eventId, bytes) => relay.assign(eventId, bytes),
-      piggyback: relay.piggyback,
+      historyQueue: {
+        batch: (eventId, bytes) => historyRelay.assign(eventId, bytes),
+        changed: (rows) => {
+          if (started) historyRelay.handoff(rows);
+        },
+      },
+      piggyback: {
+        write: () => relays.forEach((r) => r.piggyback.write()),
+        committed: () => relays.forEach((r) => r.piggyback.committed()),
+        rolledBack: () => relays.forEach((r) => r.piggyback.rolledBack()),
+      },
     },
+    historyQueuedFrom: () => historyRelay.unstoredFrom(),
     delivery: delivery.name,
     async start() {
       started = true;
@@ -123,23 +139,23 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
           nc: nats.nc,
           // what the relay published while SVC_EVENTS had no leader was dropped unanswered
           onLeader: (t) => {
-            if (t.stream === EVENTS_STREAM && !t.consumer) relay.leaderElected();
+            if (t.stream === EVENTS_STREAM && !t.consumer) relays.forEach((r) => r.leaderElected());
           },
         });
       }
       outcomes = await retryDuringElection(d, () => consumeOutcomes(js, seal, d.outcomes, logger, { replayWindowMs: d.replayWindowMs }));
       await delivery.start();
-      relay.kick(); // what was committed before a stop or a crash and not yet published
+      relays.forEach((r) => r.kick()); // what was committed before a stop or a crash and not yet published
       readiness.ready('delivery'); // the relay runs, the consumers and delivery threads pull (each confirmed)
     },
     async idle() {
-      if (!delivery.idle()) return false;
+      if (!delivery.idle() || !historyRelay.idle()) return false;
       return (await undeliveredEvents(jsm)) === 0;
     },
     drain: () => delivery.drain(),
     async close() {
       leaders?.stop();
-      await relay.close();
+      await Promise.all(relays.map((r) => r.close()));
       publisher.close();
       await outcomes.stop();
     },

@@ -9,7 +9,7 @@ import type { OutboxRow } from '../../store/outbox.ts';
 import type { ServeConfig } from '../config.ts';
 import type { Bus } from '../bus/bus.ts';
 import type { OutcomeBatch } from '../outcomes/outcome.ts';
-import type { Piggyback } from '../engine/transaction.ts';
+import type { HistoryQueue, Piggyback } from '../engine/transaction.ts';
 import type { RelayFault } from '../handoff/outbox-relay.ts';
 import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
 import type { Metrics } from '../metrics.ts';
@@ -21,8 +21,10 @@ export interface OutboxHandoff {
   outboxChanged(rows: OutboxRow[]): void;
   /** NATS mode: the batch each outbox row joins (src/handoff/outbox-relay.ts assign); absent otherwise */
   outboxBatch?: (eventId: string, bytes: number) => string | null;
-  /** NATS mode: the relay's prune of stored rows, riding in each commit */
+  /** NATS mode: the relays' prune of stored rows and cursor, riding in each commit */
   piggyback?: Piggyback;
+  /** NATS mode: emitted events queued in their history row (src/handoff/relay-queues.ts) */
+  historyQueue?: HistoryQueue;
 }
 
 export interface Topology {
@@ -41,6 +43,11 @@ export interface Topology {
   start(): Promise<void>;
   /** nothing held, in flight or queued beyond the outbox (the caller checks the outbox itself) */
   idle(): Promise<boolean>;
+  /**
+   * The first seq of the event history that is still queue (NATS mode: not yet stored by
+   * JetStream); retention keeps it and what follows. Absent: no history row is a queue row.
+   */
+  historyQueuedFrom?(): number;
   /** SIGTERM, first (CONTRACT 6.6): the data plane takes nothing more, finishes its attempts in flight, leaves the rest queued */
   drain(): Promise<void>;
   /** SIGTERM, once HTTP is closed: publish what is committed if it can, stop taking outcomes (the bus is closed by the caller, last) */

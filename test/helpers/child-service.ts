@@ -91,10 +91,16 @@ function spawnSvc(args: string[], env: Record<string, string>, readyOn: (out: st
 }
 
 /** Rows in the outbox of a database file (committed events not yet handed on), read-only. */
-export function outboxCount(db: string): number {
+/**
+ * Events committed and not yet handed on: outbox rows, and (NATS mode) events queued in their
+ * history row after the relay's cursor (src/handoff/relay-queues.ts).
+ */
+export function queuedCount(db: string): number {
   const h = new Database(db, { readonly: true, fileMustExist: true });
   try {
-    return (h.prepare('SELECT COUNT(*) AS n FROM outbox').get() as { n: number }).n;
+    const outbox = (h.prepare('SELECT COUNT(*) AS n FROM outbox').get() as { n: number }).n;
+    const history = (h.prepare('SELECT COUNT(*) AS n FROM events WHERE seq > (SELECT events_seq FROM relay_cursor) AND batch IS NOT NULL').get() as { n: number }).n;
+    return outbox + history;
   } finally {
     h.close();
   }
@@ -110,7 +116,7 @@ export function outboxCount(db: string): number {
  */
 export async function childSettled(db: string, opts: { jsm?: JetStreamManager; timeoutMs?: number } = {}): Promise<void> {
   await waitFor(
-    async () => outboxCount(db) === 0 && (!opts.jsm || (await undeliveredEvents(opts.jsm)) === 0),
+    async () => queuedCount(db) === 0 && (!opts.jsm || (await undeliveredEvents(opts.jsm)) === 0),
     opts.timeoutMs ?? 15_000,
     'every committed event to be delivered',
   );

@@ -13,7 +13,7 @@ import { findNatsServer } from '../helpers/nats-server.ts';
 import { startNatsCluster, type NatsClusterHandle } from '../helpers/nats-cluster.ts';
 import { startService, tmpDir, waitFor, type TestService } from '../helpers/service.ts';
 import { createWebhook } from '../helpers/webhooks.ts';
-import { childSettled, dataplaneKey, outboxCount, spawnService, spawnWorker, type ChildService, type SvcChild } from '../helpers/child-service.ts';
+import { childSettled, dataplaneKey, queuedCount, spawnService, spawnWorker, type ChildService, type SvcChild } from '../helpers/child-service.ts';
 import { apiClient, newDbWithOrg } from '../helpers/service.ts';
 import { sendReliably, startedFact } from '../helpers/producer.ts';
 import { ledgerLine, ledgerOf, ledgerSeed, prng, startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
@@ -316,7 +316,7 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
       // what a failure needs to be replayed and understood: the seed, the kills, where the rest waits
       const si = await jsm.streams.info(EVENTS_STREAM).catch((e) => String(e));
       const ci = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER).catch((e) => String(e));
-      console.log(`cluster chaos: ${delivered()} of ${N} delivered; seed ${seed} (LEDGER_SEED=${seed}); kills: ${at.join(', ')}; outbox rows ${outboxCount(chaosDb)}`);
+      console.log(`cluster chaos: ${delivered()} of ${N} delivered; seed ${seed} (LEDGER_SEED=${seed}); kills: ${at.join(', ')}; outbox rows ${queuedCount(chaosDb)}`);
       console.log('stream', JSON.stringify(si), '\nconsumer', JSON.stringify(ci));
       for (const p of procs) console.log(p.output().split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(-15).join('\n'));
       // a stall or a loss: does the rest arrive later?

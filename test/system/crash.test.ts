@@ -2,10 +2,11 @@
 // killed with SIGKILL between commit and delivery, and restarted on the same database. Every fact
 // a producer got {ok: true} for must reach the receiver exactly once by logical subject.
 //
-// The windows "committed, not yet published" and "published, outbox row not yet pruned" are hit
-// deterministically through the fault-injection points of src/handoff/outbox-relay.ts, which the
-// CLI hooks (src/cli/serve.ts) when SVC_FAULT_CRASH_BEFORE_PUBLISH=1 / SVC_FAULT_CRASH_AFTER_PUBLISH=1
-// is set: the process SIGKILLs itself.
+// The windows "committed, not yet published" and "published, its rows not yet pruned (or the
+// history's cursor not moved on)" are hit deterministically through the fault-injection points of
+// src/handoff/outbox-relay.ts, which the CLI hooks (src/cli/serve.ts) when
+// SVC_FAULT_CRASH_BEFORE_PUBLISH=1 / SVC_FAULT_CRASH_AFTER_PUBLISH=1 is set: the process SIGKILLs
+// itself.
 import Database from 'better-sqlite3';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
@@ -28,13 +29,15 @@ const spawnSvc = (natsUrl: string, db: string, opts: { fault?: 'BEFORE' | 'AFTER
   spawnService(db, ['--nats', natsUrl, '--no-local-runner', ...(opts.noDeliver ? ['--no-deliver'] : [])], opts.fault ? { [`SVC_FAULT_CRASH_${opts.fault}_PUBLISH`]: '1' } : {});
 
 
-function outboxRows(db: string, orgId: string): Array<{ event_id: string; subject: string }> {
+/** Events committed and not yet stored by JetStream: outbox rows, and events queued in their history row after the relay's cursor (NATS subjects). */
+function queuedRows(db: string, orgId: string): Array<{ event_id: string; subject: string }> {
   const h = new Database(db, { readonly: true, fileMustExist: true });
   try {
-    return h.prepare('SELECT event_id, subject FROM outbox WHERE org_id = ? ORDER BY seq').all(orgId) as Array<{
-      event_id: string;
-      subject: string;
-    }>;
+    const outbox = h.prepare('SELECT event_id, subject FROM outbox WHERE org_id = ? ORDER BY seq').all(orgId) as Array<{ event_id: string; subject: string }>;
+    const history = h
+      .prepare('SELECT event_id, subject FROM events WHERE org_id = ? AND seq > (SELECT events_seq FROM relay_cursor) AND batch IS NOT NULL ORDER BY seq')
+      .all(orgId) as Array<{ event_id: string; subject: string }>;
+    return [...outbox, ...history.map((r) => ({ event_id: r.event_id, subject: `svc.events.${r.subject.split('/').join('.')}` }))];
   } finally {
     h.close();
   }
@@ -123,7 +126,7 @@ describe.skipIf(findNatsServer() === null)('crash recovery (NATS, svc as a child
     const ackedBeforeCrash = acks.filter((a) => a.generation === 1).map((a) => a.subject);
     expect(ackedBeforeCrash.length).toBeGreaterThan(0); // acknowledged, then the crash
     expect(rx.at(`${O}-a`)).toHaveLength(0); // nothing was published, so nothing delivered
-    const rows = outboxRows(db, O);
+    const rows = queuedRows(db, O);
     expect(rows.length).toBeGreaterThan(0); // committed, not published
     const committed = rows.map((r) => r.subject.replace(/^svc\.events\./, '').split('.').join('/'));
     for (const s of ackedBeforeCrash) expect(committed).toContain(s); // every acknowledged fact was committed
@@ -149,7 +152,7 @@ describe.skipIf(findNatsServer() === null)('crash recovery (NATS, svc as a child
     }
   });
 
-  it('kill -9 after JetStream stored a batch but before its outbox rows were pruned: published again, delivered once (msg id = event id)', async () => {
+  it('kill -9 after JetStream stored a batch but before its rows were pruned or the cursor moved: published again, delivered once (msg id = event id)', async () => {
     const { db, org } = newDbWithOrg('crash-test');
     const O = org.org_id;
     const setup = await spawnSvc(nats.url, db);
@@ -167,7 +170,7 @@ describe.skipIf(findNatsServer() === null)('crash recovery (NATS, svc as a child
     const sending = Promise.all(facts.map((f) => sendReliably(f.natsSubject, f.body, () => generation)));
     const died = await first.exited;
     expect(died.signal, first.output()).toBe('SIGKILL');
-    expect(outboxRows(db, O).length).toBeGreaterThan(0); // stored by JetStream, still in the outbox
+    expect(queuedRows(db, O).length).toBeGreaterThan(0); // stored by JetStream, still queued (its rows or the cursor not yet moved on)
 
     generation = 2;
     const second = await spawnSvc(nats.url, db);

@@ -14,7 +14,7 @@ import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
 import { decodeOutcomeBatch } from '../../src/outcomes/outcome.ts';
 import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENTS_STREAM, outcomesSubject } from '../../src/bus/jetstream.ts';
 import { findNatsServer, freePort, startNatsServer } from '../helpers/nats-server.ts';
-import { children, outboxCount, dataplaneKey, spawnService, spawnWorker, type SvcChild } from '../helpers/child-service.ts';
+import { children, queuedCount, dataplaneKey, spawnService, spawnWorker, type SvcChild } from '../helpers/child-service.ts';
 import { apiClient, newDbWithOrg, tmpDir } from '../helpers/service.ts';
 import { createWebhook } from '../helpers/webhooks.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -175,7 +175,7 @@ async function underLoad(name: string, o: { slowMs?: number }, faults: (t: Scena
     let delivered = { seq: -1, at: Date.now() };
     await waitFor(
       async () => {
-        if (outboxCount(db) !== 0) return false;
+        if (queuedCount(db) !== 0) return false;
         const c = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
         if (c.delivered.consumer_seq !== delivered.seq) delivered = { seq: c.delivered.consumer_seq, at: Date.now() };
         if (c.num_pending !== 0) return false;
@@ -191,7 +191,7 @@ async function underLoad(name: string, o: { slowMs?: number }, faults: (t: Scena
   } finally {
     const c = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER).catch((err: unknown) => String(err));
     const st = (await jsm.streams.info(EVENTS_STREAM)).state;
-    console.log(`${name}: after the load: outbox ${outboxCount(db)}, acks, naks and working() seen ${ackTraffic}, stale ack-pending entries (nats-server 2.9 after kill -9) ${stale}, ${EVENTS_STREAM} ${JSON.stringify(st)}, consumer ${JSON.stringify(typeof c === 'string' ? c : { ack_pending: c.num_ack_pending, redelivered: c.num_redelivered, pending: c.num_pending, delivered: c.delivered, ack_floor: c.ack_floor, waiting: c.num_waiting })}`);
+    console.log(`${name}: after the load: outbox ${queuedCount(db)}, acks, naks and working() seen ${ackTraffic}, stale ack-pending entries (nats-server 2.9 after kill -9) ${stale}, ${EVENTS_STREAM} ${JSON.stringify(st)}, consumer ${JSON.stringify(typeof c === 'string' ? c : { ack_pending: c.num_ack_pending, redelivered: c.num_redelivered, pending: c.num_pending, delivered: c.delivered, ack_floor: c.ack_floor, waiting: c.num_waiting })}`);
     for (const w of workers) console.log(w.output().split('\n').filter((l) => /"level":[4-9]/.test(l) && !l.includes('webhook delivery failed') && !l.includes('already holds')).slice(0, 40).join('\n'));
   }
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService } from '../helpers/service.ts';
 import { get, post, waitWf } from '../helpers/workflows.ts';
-import { outboxCount } from '../helpers/child-service.ts';
+import { queuedCount } from '../helpers/child-service.ts';
 import { rid } from '../helpers/ids.ts';
 
 describe.each([
@@ -34,7 +34,7 @@ describe.each([
       const inst = await post(api, '/v1/installs', { app_id: app.app_id, name: rid('inst') });
       for (const w of await get(api, `/v1/installs/${inst.install_id}/workflows`)) await waitWf(api, w.workflow_id);
       await svc.settled();
-      expect(outboxCount(svc.db)).toBe(0);
+      expect(queuedCount(svc.db)).toBe(0);
       const seen = await svc.events(org.org_id);
       const ids = seen.map((e) => e.id as string);
       expect(ids.length).toBeGreaterThan(5);

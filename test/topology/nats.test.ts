@@ -13,7 +13,7 @@ import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpe
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { get, post, waitWf } from '../helpers/workflows.ts';
-import { outboxCount } from '../helpers/child-service.ts';
+import { queuedCount } from '../helpers/child-service.ts';
 import { rid } from '../helpers/ids.ts';
 
 /** A webhook at the receiver and an install: its provision's events, once its workflows are done. */
@@ -50,7 +50,7 @@ describe.skipIf(findNatsServer() === null)('NATS topology', () => {
       const hook = rid('h');
       const webhookId = await provision(svc, org, rcv, hook);
       await svc.settled();
-      expect(outboxCount(svc.db)).toBe(0);
+      expect(queuedCount(svc.db)).toBe(0);
       const ids = (await svc.events(org.org_id)).map((e) => e.id as string);
       expect(ids.length).toBeGreaterThan(5);
       expect(new Set(ids).size, 'each event once on svc.events.>').toBe(ids.length);
@@ -72,7 +72,7 @@ describe.skipIf(findNatsServer() === null)('NATS topology', () => {
       const hook = rid('h');
       await provision(svc, org, rcv, hook);
       const jsm = await jetstreamManager(nc);
-      await expect.poll(async () => outboxCount(svc.db), { timeout: 5000 }).toBe(0);
+      await expect.poll(async () => queuedCount(svc.db), { timeout: 5000 }).toBe(0);
       expect((await jsm.streams.info(EVENTS_STREAM)).state.messages, 'the batches wait in the stream').toBeGreaterThan(0);
       expect(await svc.server.deliveryIdle()).toBe(false);
       expect(rcv.at(hook)).toHaveLength(0);

@@ -1,0 +1,77 @@
+// The two tables an outbox relay (outbox-relay.ts) publishes from, NATS mode:
+//  - the outbox: recovery items, and every event when no history is kept (--event-retention 0);
+//    a stored batch's rows are deleted;
+//  - the event history (migration 17): an emitted event's history row is its queue row too, so an
+//    event costs one row, not a history row and an outbox row with its body again (issue 33); a
+//    stored batch moves relay_cursor on, and the rows stay as the history.
+// Both keep each row's batch, so that the same rows make the same message after a crash.
+import type { Db } from '../../store/db.ts';
+import { deleteOutboxBatches, insertOutbox, readOutbox, type OutboxRow, type PublishedBatch } from '../../store/outbox.ts';
+import { readQueuedEvents, relayCursor, saveRelayCursor } from '../../store/history.ts';
+import { eventSubject } from '../bus/subjects.ts';
+
+export interface RelayQueue {
+  /** every row up to this seq was stored by JetStream before this process started */
+  storedAtStart(): number;
+  /** rows after a seq, oldest first */
+  read(afterSeq: number, limit: number): OutboxRow[];
+  /** JetStream stored these batches: done with their rows (in the caller's transaction) */
+  stored(batches: readonly PublishedBatch[]): void;
+  /** a row set aside leaves the table (the outbox) or stays (the history) */
+  readonly rowsLeave: boolean;
+}
+
+export function outboxQueue(db: Db): RelayQueue {
+  return {
+    storedAtStart: () => 0,
+    read: (afterSeq, limit) => readOutbox(db, afterSeq, limit),
+    stored: (batches) => deleteOutboxBatches(db, batches),
+    rowsLeave: true,
+  };
+}
+
+export function historyQueue(db: Db): RelayQueue {
+  return {
+    storedAtStart: () => relayCursor(db),
+    read: (afterSeq, limit) =>
+      readQueuedEvents(db, afterSeq, limit).map((e) => ({
+        seq: e.seq,
+        event_id: e.event_id,
+        org_id: e.org_id,
+        subject: eventSubject(e.subject),
+        type: e.type,
+        body: e.body,
+        route: e.route,
+        progress: [],
+        batch: e.batch,
+      })),
+    stored: (batches) => {
+      if (batches.length) saveRelayCursor(db, Math.max(...batches.map((b) => b.last)));
+    },
+    rowsLeave: false,
+  };
+}
+
+/**
+ * Embedded mode, at start: events a NATS-mode run queued in their history row and JetStream had not
+ * stored are moved to the outbox, the queue of this mode, and the cursor past them (one
+ * transaction). How many.
+ */
+export function moveHistoryQueueToOutbox(db: Db): number {
+  const queue = historyQueue(db);
+  return db
+    .transaction(() => {
+      let after = queue.storedAtStart();
+      let moved = 0;
+      for (;;) {
+        const rows = queue.read(after, 1000);
+        if (!rows.length) break;
+        for (const r of rows) insertOutbox(db, { event_id: r.event_id, org_id: r.org_id, subject: r.subject, type: r.type, body: r.body, route: r.route });
+        after = rows[rows.length - 1].seq;
+        moved += rows.length;
+      }
+      saveRelayCursor(db, after);
+      return moved;
+    })
+    .immediate();
+}
