@@ -649,12 +649,12 @@ function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult
   }
   if (s.workers) {
     const w = s.workers;
-    const rows = [['workers', 'del/s', 'bound del/s', 'of bound', 'backlog after', 'engine µs/del', 'workers µs/del', 'nats µs/del']];
+    const rows = [['workers', 'del/s', 'bound del/s', 'of bound', 'messages left', 'engine µs/del', 'workers µs/del', 'nats µs/del']];
     for (const r of w.runs) {
       const workersCpu = Object.entries(r.cpu_us_per_delivery)
         .filter(([k]) => k.startsWith('worker'))
         .reduce((n, [, v]) => n + (v ?? 0), 0);
-      rows.push([String(r.workers), fmt(r.deliveries_per_sec), fmt(r.bound_deliveries_per_sec), `${Math.round(r.of_bound * 100)} %`, String(r.backlog_events_after), fmt(r.cpu_us_per_delivery.engine), fmt(workersCpu), fmt(r.cpu_us_per_delivery.nats)]);
+      rows.push([String(r.workers), fmt(r.deliveries_per_sec), fmt(r.bound_deliveries_per_sec), `${Math.round(r.of_bound * 100)} %`, String(r.backlog_messages_after), fmt(r.cpu_us_per_delivery.engine), fmt(workersCpu), fmt(r.cpu_us_per_delivery.nats)]);
     }
     out.push(
       `workers: svc serve --no-deliver + svc worker × 1, 2; ${w.config.webhooks} webhooks (fan-out ${w.config.fanout}), --delivery-concurrency ${w.config.concurrency}, receiver answers after ${w.config.delay_ms} ms\n` +
