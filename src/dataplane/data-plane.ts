@@ -178,7 +178,8 @@ export function startOutboxDataPlane(o: {
   return {
     source,
     apply: (c) => (c.entry ? registry.upsert(c.entry, c.v) : registry.remove(c.orgId, c.webhookId, c.v)),
-    idle: () => parts.pipeline.held() === 0 && parts.pipeline.inFlight() === 0 && !source.busy(),
+    // the outcomes sent too: the engine has them (and what they make, a watchdog's event) before it hears this
+    idle: () => parts.pipeline.held() === 0 && parts.pipeline.inFlight() === 0 && !source.busy() && parts.sink.idle(),
     async drain() {
       await parts.drain();
       source.close();

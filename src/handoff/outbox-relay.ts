@@ -134,9 +134,12 @@ export class OutboxRelay {
     this.storedUpTo = queue.storedAtStart();
   }
 
-  /** Nothing committed waits to be published, or is being published (rows handed over included). */
+  /**
+   * Nothing committed waits to be published or is being published (rows handed over included), and
+   * the table says so: what JetStream stored is done with there too (rows deleted, cursor moved).
+   */
   idle(): boolean {
-    return !this.running && !this.again && !this.failing && !this.fromTable && this.handed.length === 0;
+    return !this.running && !this.again && !this.failing && !this.fromTable && this.handed.length === 0 && !this.prunable.length && !this.pruning;
   }
 
   /** The first seq not known to be stored: the rows from there on are the queue. */

@@ -42,6 +42,11 @@ export class BatchingOutcomeSink {
     if (this.buffer.length >= MAX_BATCH && !this.sending) void this.flush();
   }
 
+  /** Nothing buffered, being sent or waiting to be sent again: every outcome (and drop) recorded has been sent. */
+  idle(): boolean {
+    return !this.buffer.length && !this.sending && !this.unsent && !Object.keys(this.dropped).length;
+  }
+
   /** Events taken off the bus and not delivered (counted in svc_events_dropped_total). */
   droppedEvent(reason: string, events = 1): void {
     this.dropped[reason] = (this.dropped[reason] ?? 0) + events;

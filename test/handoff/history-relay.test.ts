@@ -86,10 +86,12 @@ describe.skipIf(findNatsServer() === null)('the history as the queue (NATS mode)
       const queued = readQueuedEvents(db, 0, 10);
       expect(queued).toHaveLength(3);
       expect(new Set(queued.map((r) => r.batch)).size).toBe(1);
-      await waitFor(() => relay.idle(), 5000, 'the batch published');
+      await waitFor(async () => (await stored()).length === 1, 5000, 'the batch published');
       expect(await stored()).toEqual([queued.map((r) => r.event_id)]);
+      expect(relay.idle()).toBe(false); // stored, the cursor not moved yet
       clock.advance(25); // no commit came to take the cursor along: it moves on its own
       await waitFor(() => relayCursor(db) === queued[2].seq, 5000, 'the cursor past the stored batch');
+      expect(relay.idle()).toBe(true);
       expect(readQueuedEvents(db, 0, 10)).toHaveLength(3); // the history keeps them
 
       // a commit the relay does not publish (as if killed before the publish): only in the table
@@ -104,10 +106,11 @@ describe.skipIf(findNatsServer() === null)('the history as the queue (NATS mode)
       relay = open();
       expect(relay.idle()).toBe(false);
       relay.kick();
-      await waitFor(() => relay.idle(), 5000, 'caught up with the table');
+      await waitFor(async () => (await stored()).length === 2, 5000, 'the fourth published from the table');
       expect(await stored()).toEqual([queued.map((r) => r.event_id), [fourth[0].event_id]]);
       clock.advance(25);
       await waitFor(() => relayCursor(db) === fourth[0].seq, 5000, 'the cursor past the fourth');
+      await waitFor(() => relay.idle(), 5000, 'caught up with the table');
       expect(relay.unstoredFrom()).toBe(fourth[0].seq + 1);
     } finally {
       engine?.close();
