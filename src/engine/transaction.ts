@@ -1,6 +1,7 @@
 // One SQLite transaction per fact: the new state and the events it emits (queued, each with its
-// route: in its history row in NATS mode, else in an outbox row) commit together, or not at all. Under load, facts arriving together share one
-// transaction (group commit), each in its own savepoint so that one that throws rolls back alone.
+// route: in its history row in NATS mode, else in an outbox row) commit together, or not at all.
+// Under load, facts arriving together share one transaction (group commit), each in its own
+// savepoint so that one that throws rolls back alone.
 import type { Db } from '../../store/db.ts';
 import { insertOutbox, type OutboxRow } from '../../store/outbox.ts';
 import { insertEvent, insertQueuedEvent } from '../../store/history.ts';

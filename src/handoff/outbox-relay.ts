@@ -28,9 +28,9 @@
 // batch stored long after it was sealed as a replay, and rows published late (NATS was away for
 // hours) are sealed when they are published. Stored rows are done with in the engine's next commit
 // (`piggyback`: outbox rows deleted, the history's cursor moved past them), or on their own shortly
-// after when no commit comes: from then on JetStream is the durable queue. While NATS is away, rows wait and the relay tries again. A row the bus cannot carry
-// (over 256 KiB, or refused for its size) is set aside (set-aside.ts) and the rows behind
-// it go on.
+// after when no commit comes: from then on JetStream is the durable queue. While NATS is away, rows
+// wait and the relay tries again. A row the bus cannot carry (over 256 KiB, or refused for its
+// size) is set aside (set-aside.ts) and the rows behind it go on.
 //
 // The outbox table is the truth; the rows a commit wrote are also handed to the relay in memory,
 // so that once it has caught up with the table (at start, or after a failure) it publishes them
@@ -139,7 +139,8 @@ export class OutboxRelay {
    * the table says so: what JetStream stored is done with there too (rows deleted, cursor moved).
    */
   idle(): boolean {
-    return !this.running && !this.again && !this.failing && !this.fromTable && this.handed.length === 0 && !this.prunable.length && !this.pruning;
+    const publishing = this.running || this.again || this.failing || this.fromTable || this.handed.length > 0;
+    return !publishing && !this.prunable.length && !this.pruning;
   }
 
   /** The first seq not known to be stored: the rows from there on are the queue. */
@@ -386,7 +387,7 @@ export class OutboxRelay {
       this.db.transaction(() => this.queue.stored(batches)).immediate();
     } catch (err) {
       this.prunable.unshift(...batches);
-      if (!this.closed) this.logger.warn({ err: String(err) }, 'could not delete published outbox rows; will try again');
+      if (!this.closed) this.logger.warn({ err: String(err) }, 'could not record which rows JetStream stored (outbox rows deleted, history cursor moved); will try again');
       this.schedulePrune();
     }
   }

@@ -45,8 +45,9 @@ export function historyQueue(db: Db): RelayQueue {
         progress: [],
         batch: e.batch,
       })),
+    // stored in order (the relay's storedUpTo only moves on): the last batch's last row is the cursor
     stored: (batches) => {
-      if (batches.length) saveRelayCursor(db, Math.max(...batches.map((b) => b.last)));
+      if (batches.length) saveRelayCursor(db, batches[batches.length - 1].last);
     },
     rowsLeave: false,
   };

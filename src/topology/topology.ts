@@ -44,7 +44,7 @@ export interface Topology {
   /** nothing held, in flight or queued beyond the outbox (the caller checks the outbox itself) */
   idle(): Promise<boolean>;
   /**
-   * The first seq of the event history that is still queue (NATS mode: not yet stored by
+   * The first seq of the event history that is still queued (NATS mode: not yet stored by
    * JetStream); retention keeps it and what follows. Absent: no history row is a queue row.
    */
   historyQueuedFrom?(): number;
