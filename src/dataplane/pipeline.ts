@@ -14,13 +14,20 @@
 // source hands over an org's events only while roomFor(org) says so, and the rest of that org's
 // backlog waits in the durable queue (the outbox, JetStream), never here. An org holds at most an
 // equal part of the window among the orgs holding events and one more (so there is always room for
-// a newcomer), and stops taking events while its queued attempts exceed their part of maxQueued or
-// its "pressure" (the backlog of its webhooks known to answer fast, at most 32 attempts each: the
-// slots' pressureOf) reaches 4 × concurrency. Any org may hold minOrgEvents whatever the others
-// hold, out of a reserve above the window: however many orgs hang, another org's events are taken
-// at once. Memory stays bounded whatever the fan-out: maxEvents + reserve events, maxQueued
-// attempts. Webhooks already attempted for an event are recorded (progress) when the event is slow
-// to finish, so a redelivered event repeats only the attempts that were in flight.
+// a newcomer), and stops taking events while its queued attempts exceed their part of maxQueued.
+// Any org may hold minOrgEvents whatever the others hold, out of a reserve above the window:
+// however many orgs hang, another org's events are taken at once. Memory stays bounded whatever
+// the fan-out: maxEvents + reserve events, maxQueued attempts.
+//
+// Parked events. An org whose "pressure" (the backlog that will drain soon: at most 32 queued
+// attempts of each of its webhooks known fast or not yet tried, the slots' pressureOf) has reached
+// 4 × concurrency has work enough queued: its next events are held without attempts (parked, in
+// order) and fanned out as its pressure falls. Parked, an event costs its bytes and no attempts,
+// and starts the moment there is room, with no trip back to the durable queue; a source may give
+// back events parked for a while (withdraw), for another data plane with nothing to do.
+//
+// Webhooks already attempted for an event are recorded (progress) when the event is slow to
+// finish, so a redelivered event repeats only the attempts that were in flight.
 //
 // A webhook deleted (the registry no longer has it) or disabled (its entry says so, CONTRACT 4.1)
 // loses its queued attempts at once (dropWebhook, counted `webhook_deleted` or `webhook_disabled`);
@@ -33,6 +40,7 @@ import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { AttemptResult, Deliverer } from '../delivery/client.ts';
 import { outcomeOf, RECOVERY_HEADER, type DeliveryOutcome } from '../outcomes/outcome.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
+import { Fifo } from '../domain/fifo.ts';
 import { FairSlots, type Grant } from './slots.ts';
 
 export interface InboundEvent {
@@ -110,6 +118,8 @@ interface EventState {
   done: string[];
   saved: number;
   since: number;
+  /** when it was parked (clock ms), null while not parked */
+  parked: number | null;
 }
 
 interface Attempt {
@@ -129,6 +139,9 @@ export class DeliveryPipeline {
   /** failed attempts in the log: each webhook's first in full, then its count every 10 s (CONTRACT §8) */
   private readonly failures: RepeatedWarnings;
   private idle: Array<() => void> = [];
+  /** per org, events taken and not yet fanned out (its pressure is at its bound), oldest first; withdrawn ones are skipped */
+  private readonly parked = new Map<string, Fifo<EventState>>();
+  private parkedCount = 0;
 
   constructor(opts: PipelineOptions) {
     this.o = {
@@ -164,6 +177,37 @@ export class DeliveryPipeline {
     return this.events.size;
   }
 
+  /** Events held without attempts yet, waiting for their org's pressure to fall. */
+  parkedEvents(): number {
+    return this.parkedCount;
+  }
+
+  /** When an event held here was parked (clock ms), or undefined when it is not held or not parked. */
+  parkedSince(eventId: string): number | undefined {
+    return this.events.get(eventId)?.parked ?? undefined;
+  }
+
+  /**
+   * Give back events taken and still parked (no attempt made): when every one of them is, they are
+   * no longer held here (neither settled nor released: the caller puts them back in the durable
+   * queue) and true is returned; else nothing changes.
+   */
+  withdraw(eventIds: readonly string[]): boolean {
+    const states: EventState[] = [];
+    for (const id of eventIds) {
+      const s = this.events.get(id);
+      if (!s || s.parked === null) return false;
+      states.push(s);
+    }
+    for (const s of states) {
+      s.parked = null;
+      this.parkedCount--;
+      this.unhold(s);
+    }
+    this.notify();
+    return true;
+  }
+
   /** Events held of one org. */
   heldOf(org: string): number {
     return this.orgHeld.get(org) ?? 0;
@@ -181,7 +225,7 @@ export class DeliveryPipeline {
   /**
    * How many more events of this org the pipeline takes now: what is left of its share of the
    * window (an equal part among the orgs holding events and one more), while its queued attempts
-   * and its pressure are within theirs; else what is left of minOrgEvents (from the reserve).
+   * are within their part of maxQueued; else what is left of minOrgEvents (from the reserve).
    */
   roomFor(org: string): number {
     const total = this.room();
@@ -192,8 +236,7 @@ export class DeliveryPipeline {
     const share = Math.floor(this.o.maxEvents / (orgs + 1));
     if (
       this.events.size < this.o.maxEvents &&
-      this.slots.queuedOf(org) < Math.floor(this.o.maxQueued / (orgs + 1)) &&
-      this.slots.pressureOf(org) < 4 * this.o.concurrency
+      this.slots.queuedOf(org) < Math.floor(this.o.maxQueued / (orgs + 1))
     ) {
       n = Math.max(n, Math.min(share - held, this.o.maxEvents - this.events.size));
     }
@@ -211,7 +254,7 @@ export class DeliveryPipeline {
       ev.release();
       return;
     }
-    const state: EventState = { ev, remaining: 0, done: [...ev.done], saved: ev.done.length, since: this.o.clock.now() };
+    const state: EventState = { ev, remaining: 0, done: [...ev.done], saved: ev.done.length, since: this.o.clock.now(), parked: null };
     this.hold(state);
     const rev = ev.route.rev;
     if (rev > this.o.registry.revision) {
@@ -243,7 +286,40 @@ export class DeliveryPipeline {
     else this.orgHeld.delete(org);
   }
 
+  /** Pressure at which an org's next events are parked. */
+  private get pressureBound(): number {
+    return 4 * this.o.concurrency;
+  }
+
+  /** Fan out now, or park behind the org's parked events while its pressure is at its bound. */
   private fanOut(state: EventState): void {
+    const org = state.ev.route.org;
+    if (!this.stopped && (this.parked.has(org) || this.slots.pressureOf(org) >= this.pressureBound)) {
+      let q = this.parked.get(org);
+      if (!q) this.parked.set(org, (q = new Fifo()));
+      q.push(state);
+      state.parked = this.o.clock.now();
+      this.parkedCount++;
+      return;
+    }
+    this.fanOutNow(state);
+  }
+
+  /** Fan out the org's parked events, oldest first, while its pressure is below its bound. */
+  private unpark(org: string): void {
+    const q = this.parked.get(org);
+    if (!q) return;
+    while (q.size && this.slots.pressureOf(org) < this.pressureBound) {
+      const s = q.shift()!;
+      if (s.parked === null) continue; // withdrawn
+      s.parked = null;
+      this.parkedCount--;
+      this.fanOutNow(s);
+    }
+    if (!q.size) this.parked.delete(org);
+  }
+
+  private fanOutNow(state: EventState): void {
     if (this.stopped && state.remaining === 0) {
       this.unhold(state);
       state.ev.release();
@@ -318,6 +394,7 @@ export class DeliveryPipeline {
     }
     state.done.push(sub.id);
     if (--state.remaining === 0) this.settle(state);
+    this.unpark(sub.org);
     this.pump();
     this.notify();
   }
@@ -337,13 +414,16 @@ export class DeliveryPipeline {
     const dropped = this.slots.drop(webhookId);
     if (!dropped.length) return 0;
     this.o.dropped(reason, dropped.length);
+    const orgs = new Set<string>();
     for (const a of dropped) {
+      orgs.add(a.sub.org);
       // a recovery item gets its outcome, so that its recovery still comes to an end (as targets() does)
       const r = a.state.ev.route.recovery;
       if (r) this.o.outcomes.record({ webhook_id: r.webhook, org_id: a.sub.org, event_id: r.event_id, type: a.state.ev.route.type, ok: false, status: null, error: DROPPED_ERROR[reason], duration_ms: 0, at: this.o.clock.now(), recovery_id: r.id });
       a.state.done.push(a.sub.id);
       if (--a.state.remaining === 0) this.settle(a.state);
     }
+    for (const org of orgs) this.unpark(org);
     this.pump();
     this.notify();
     return dropped.length;
@@ -392,6 +472,8 @@ export class DeliveryPipeline {
     this.stopped = true;
     // queued attempts are dropped: their events stay unfinished (remaining > 0) and are released
     this.slots.clear();
+    this.parked.clear();
+    this.parkedCount = 0;
     if (this.slots.inFlight > 0) await new Promise<void>((r) => this.idle.push(r));
     this.progressTimer?.cancel();
     await this.saveProgress(true);

@@ -13,10 +13,11 @@
 //   - breaker: a webhook whose last tripAfter attempts all failed (or timed out) gets 1 attempt
 //             in flight (half-open) until one is delivered
 //
-// Pressure (what the pipeline weighs before taking more events of an org) counts only the backlog
-// that will drain soon: at most `parked` queued attempts of each webhook known fast, none of the
-// others (new, slow, failing); it is kept per org, so one org's backlog closes the intake for that
-// org only (src/dataplane/pipeline.ts). Queued attempts are counted per org too; the attempts
+// Pressure (what the pipeline weighs before fanning out more events of an org) counts the backlog
+// expected to drain soon: at most `parked` queued attempts of each webhook known fast or not yet
+// tried (no outcome yet: a new webhook is taken to be fast until it shows otherwise), none of the
+// slow or failing ones; it is kept per org, so one org's backlog parks that org's events only
+// (src/dataplane/pipeline.ts). Queued attempts are counted per org too; the attempts
 // queued for a deleted webhook can be taken out (drop).
 //
 // Every decision is O(1) amortised in the number of webhooks: rings of ready orgs and ready
@@ -42,7 +43,7 @@ export interface SlotOptions {
   fastMs?: number;
   /** webhooks whose health is remembered (default 50 000) */
   maxTracked?: number;
-  /** queued attempts of one fast webhook that count as pressure at most (default 32) */
+  /** queued attempts of one fast (or untried) webhook that count as pressure at most (default 32) */
   parked?: number;
 }
 
@@ -58,6 +59,8 @@ interface Health {
   fails: number;
   /** the last attempt was delivered within fastMs */
   fast: boolean;
+  /** no attempt has had an outcome yet (a new webhook, or one forgotten) */
+  untried: boolean;
 }
 
 interface OrgState {
@@ -138,7 +141,7 @@ export class FairSlots<T> {
     return this.waiting;
   }
 
-  /** Queued attempts that will drain soon: at most `parked` per webhook known fast, none of the others. */
+  /** Queued attempts expected to drain soon: at most `parked` per webhook known fast or not yet tried, none of the others. */
   get pressure(): number {
     return this.weight;
   }
@@ -148,7 +151,7 @@ export class FairSlots<T> {
     return this.orgs.get(org)?.queued ?? 0;
   }
 
-  /** An org's part of the pressure (its fast webhooks' backlog). */
+  /** An org's part of the pressure (the backlog of its fast and untried webhooks). */
   pressureOf(org: string): number {
     return this.orgs.get(org)?.weight ?? 0;
   }
@@ -237,6 +240,7 @@ export class FairSlots<T> {
     this.running--;
     const health = h.health;
     const before = health.fails === 0 && health.fast;
+    health.untried = false;
     if (delivered) {
       health.fails = 0;
       health.fast = this.clock.now() - startedAt <= this.fastMs;
@@ -275,7 +279,7 @@ export class FairSlots<T> {
   }
 
   private weigh(h: HookState): void {
-    const c = h.health.fast ? Math.min(h.queue.size, this.parked) : 0;
+    const c = h.health.fast || h.health.untried ? Math.min(h.queue.size, this.parked) : 0;
     this.weight += c - h.counted;
     h.org.weight += c - h.counted;
     h.counted = c;
@@ -336,7 +340,7 @@ export class FairSlots<T> {
   }
 
   private healthOf(webhook: string): Health {
-    return this.health.get(webhook) ?? { fails: 0, fast: false };
+    return this.health.get(webhook) ?? { fails: 0, fast: false, untried: true };
   }
 
   /** Keep what is known of a webhook, most recent last; forget the oldest beyond maxTracked. */

@@ -36,13 +36,14 @@ function rig(o: { maxEvents?: number; minOrgEvents?: number } = {}) {
   const { d, open, answer } = heldDeliverer();
   const dropped: Array<[string, number]> = [];
   const settled = new Set<string>();
+  const clock = new ManualClock();
   const pipeline = new DeliveryPipeline({
     registry,
     deliverer: d,
     sign: () => ({}),
     outcomes: { record: () => {}, flush: async () => {} },
     progress: null,
-    clock: new ManualClock(),
+    clock,
     logger: pino({ level: 'silent' }),
     concurrency: 16,
     maxEvents: o.maxEvents ?? 100,
@@ -66,7 +67,7 @@ function rig(o: { maxEvents?: number; minOrgEvents?: number } = {}) {
     }
     return took;
   };
-  return { registry, pipeline, open, answer, dropped, settled, offer };
+  return { registry, pipeline, open, answer, dropped, settled, offer, clock };
 }
 
 describe('intake per org (CONTRACT 8)', () => {
@@ -96,6 +97,49 @@ describe('intake per org (CONTRACT 8)', () => {
     r.offer('org_e', 1000);
     expect(r.pipeline.held()).toBe(12 + 3);
     expect(r.pipeline.room()).toBe(0);
+  });
+
+  it('an org with work enough queued (pressure 4 × concurrency): its next events are taken and parked, then fanned out oldest first as attempts finish', () => {
+    const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
+    // org_a has 4 webhooks (untried: each counts up to 32 queued attempts), concurrency 16: bound 64
+    for (const [i, h] of ['a2', 'a3', 'a4'].entries()) r.registry.upsert(allEventsEntry('org_a', `wh_${h}`, `http://${h}.test/hook`), 10 + i);
+    expect(r.offer('org_a', 100)).toBe(100);
+    const parked = r.pipeline.parkedEvents();
+    expect(parked).toBeGreaterThan(70);
+    expect(parked).toBeLessThan(90);
+    // parking does not close the org's intake: it is bounded by its share of the window
+    expect(r.pipeline.roomFor('org_a')).toBeGreaterThan(0);
+    expect(r.pipeline.parkedSince('org_a_99')).toBe(r.clock.now());
+    expect(r.pipeline.parkedSince('org_a_0')).toBeUndefined();
+    let rounds = 0;
+    for (; r.open.length && rounds < 1000; rounds++) {
+      r.answer(() => true, { delivered: true, status: 200, duration_ms: 1 });
+      expect(r.pipeline.parkedEvents()).toBeLessThanOrEqual(parked);
+    }
+    expect(r.pipeline.parkedEvents()).toBe(0);
+    expect(r.settled.size).toBe(100);
+    // in the order taken
+    expect([...r.settled]).toEqual(Array.from({ length: 100 }, (_, i) => `org_a_${i}`));
+    expect(r.pipeline.held()).toBe(0);
+  });
+
+  it('parked events can be given back whole (withdraw): no longer held, neither settled nor attempted', () => {
+    const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
+    for (const [i, h] of ['a2', 'a3', 'a4'].entries()) r.registry.upsert(allEventsEntry('org_a', `wh_${h}`, `http://${h}.test/hook`), 10 + i);
+    r.offer('org_a', 100);
+    const held = r.pipeline.held();
+    const parked = r.pipeline.parkedEvents();
+    // one of them has attempts: nothing is given back
+    expect(r.pipeline.withdraw(['org_a_0', 'org_a_99'])).toBe(false);
+    expect(r.pipeline.held()).toBe(held);
+    expect(r.pipeline.withdraw(['org_a_98', 'org_a_99'])).toBe(true);
+    expect(r.pipeline.held()).toBe(held - 2);
+    expect(r.pipeline.parkedEvents()).toBe(parked - 2);
+    expect(r.pipeline.withdraw(['org_a_99'])).toBe(false);
+    for (let rounds = 0; r.open.length && rounds < 1000; rounds++) r.answer(() => true, { delivered: true, status: 200, duration_ms: 1 });
+    expect(r.settled.size).toBe(98);
+    expect(r.settled.has('org_a_98') || r.settled.has('org_a_99')).toBe(false);
+    expect(r.pipeline.held()).toBe(0);
   });
 
   it("a deleted webhook's queued attempts are dropped and counted, its events settle, its attempts in flight finish", () => {
@@ -140,12 +184,14 @@ describe('FairSlots per org', () => {
     for (let i = 0; i < 3; i++) s.push('B', 'b1', i);
     expect(s.queuedOf('A')).toBe(10);
     expect(s.queuedOf('B')).toBe(3);
-    // a webhook known fast adds its backlog (up to 32) to its org's pressure only
+    // a webhook not yet tried, or known fast, adds its backlog (up to 32) to its org's pressure only
+    expect(s.pressureOf('A')).toBe(10);
+    expect(s.pressureOf('B')).toBe(3);
     const g = s.next()!;
     clock.advance(5);
     s.done(g, true);
-    expect(s.pressureOf(g.org)).toBeGreaterThan(0);
-    expect(s.pressureOf(g.org === 'A' ? 'B' : 'A')).toBe(0);
+    expect(s.pressureOf(g.org)).toBe(s.queuedOf(g.org));
+    expect(s.pressureOf(g.org === 'A' ? 'B' : 'A')).toBe(g.org === 'A' ? 3 : 10);
     const before = s.queuedOf('A');
     expect(s.drop('a1')).toHaveLength(before);
     expect(s.queuedOf('A')).toBe(0);

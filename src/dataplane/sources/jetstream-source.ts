@@ -40,6 +40,15 @@
 // backlog waits in JetStream, the pull goes on, and the next batch (another org's) is taken at
 // once. A batch of several orgs (published before this split) is taken while any of them has room.
 //
+// Parked batches go back (issue 33). The pipeline parks an org's events while that org has work
+// enough queued (src/dataplane/pipeline.ts): taken, held, no attempt yet, so that this plane starts
+// them without a trip back to JetStream. Held, they are out of every other plane's reach, and a
+// plane that started first would keep a backlog to itself while another plane has nothing to do.
+// So a batch parked whole for PARK_RETURN_MS is given back (withdrawn from the pipeline, nak'd
+// without delay): the oldest pull request waiting gets it, another plane's if one is idle, else
+// this plane's own, which parks it again. The newest go first (the oldest are started next), at
+// most PARK_RETURNS_PER_TICK each PARK_RETURN_MS, so going round costs a plane alone little.
+//
 // Replays (CONTRACT 6.7). The relay seals each batch with the time it publishes it; JetStream
 // stamps each message with the time it stored it (in the ack subject each delivery carries, so
 // reading it costs nothing). A batch stored more than REPLAY_WINDOW_MS after it was sealed was
@@ -86,6 +95,11 @@ const OVER_SHARE_MAX_DELAY_MS = 10_000;
 const DEFERRED_PAUSE_MS = 50;
 /** ... and asks for this many batches at least (what is due again of an over-share org is gone through quickly). */
 const DEFERRED_PULL = 64;
+
+/** A batch parked whole this long is given back to JetStream (see the header), */
+export const PARK_RETURN_MS = 1000;
+/** ... at most this many each PARK_RETURN_MS. */
+const PARK_RETURNS_PER_TICK = 16;
 
 /** Batches settled here are remembered at least this long (and at most MAX_SETTLED of them), to ack them again. */
 const SETTLED_MEMORY_MS = 60_000;
@@ -281,6 +295,7 @@ export class JetStreamSource {
   /** batches this plane holds, by id, and copies of them handed out again (settled with them) */
   private readonly batches = new Map<string, { batch: HeldBatch; copies: JsMsg[] }>();
   private keepAlive: Timer | null = null;
+  private parkReturns: Timer | null = null;
   /** resolves start() once the first pull request is sent */
   private pulling: (() => void) | null = null;
   /** batches settled (acked) here lately, oldest first, and when */
@@ -315,6 +330,8 @@ export class JetStreamSource {
   overdue = 0;
   /** batches nak'd because their org had its share of the window (CONTRACT 8) */
   deferred = 0;
+  /** batches given back after PARK_RETURN_MS parked whole */
+  returned = 0;
   /** a whenRoom listener of a pause after deferred batches is registered */
   private listening = false;
   /** the last pull's batches were all deferred */
@@ -351,6 +368,7 @@ export class JetStreamSource {
       this.signalWorking(every);
       this.forgetSettled();
     }, every);
+    this.parkReturns = this.o.clock.setInterval(() => this.returnParked(), PARK_RETURN_MS);
     if (this.stopped) return;
     const pulling = new Promise<void>((r) => (this.pulling = r));
     this.loop = this.run();
@@ -599,6 +617,31 @@ export class JetStreamSource {
   }
 
   /**
+   * Give back the newest batches whose events have all been parked for PARK_RETURN_MS (see the
+   * header). Only a batch with nothing to record: none of its events settled or attempted before.
+   */
+  private returnParked(): void {
+    if (this.stopped || this.gate) return;
+    const now = this.o.clock.now();
+    const entries = [...this.batches.values()];
+    let n = 0;
+    for (let i = entries.length - 1; i >= 0 && n < PARK_RETURNS_PER_TICK; i--) {
+      const { batch: b, copies } = entries[i];
+      if (copies.length || b.released || b.finished.size || b.done.size || b.left !== b.ids.length || !b.ids.length) continue;
+      const since = this.o.pipeline.parkedSince(b.ids[0]);
+      if (since === undefined || now - since < PARK_RETURN_MS) continue;
+      if (!this.o.pipeline.withdraw(b.ids)) continue;
+      this.batches.delete(b.id);
+      this.held.delete(b.m);
+      this.dirty.delete(b);
+      this.o.progress.untrack(b);
+      b.m.nak();
+      this.returned++;
+      n++;
+    }
+  }
+
+  /**
    * A batch handed out that this plane holds (a copy: settled with the first) or settled lately
    * (acked again at once): true when dealt with so.
    */
@@ -700,6 +743,7 @@ export class JetStreamSource {
     this.pulling?.();
     this.gate?.open();
     this.keepAlive?.cancel();
+    this.parkReturns?.cancel();
     await this.loop;
     this.replays.close();
     this.progressFailures.close();
