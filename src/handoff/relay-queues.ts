@@ -7,7 +7,7 @@
 // Both keep each row's batch, so that the same rows make the same message after a crash.
 import type { Db } from '../../store/db.ts';
 import { deleteOutboxBatches, insertOutbox, readOutbox, type OutboxRow, type PublishedBatch } from '../../store/outbox.ts';
-import { readQueuedEvents, relayCursor, saveRelayCursor } from '../../store/history.ts';
+import { lastEventSeq, readQueuedEvents, relayCursor, saveRelayCursor } from '../../store/history.ts';
 import { eventSubject } from '../bus/subjects.ts';
 
 export interface RelayQueue {
@@ -55,8 +55,9 @@ export function historyQueue(db: Db): RelayQueue {
 
 /**
  * Embedded mode, at start: events a NATS-mode run queued in their history row and JetStream had not
- * stored are moved to the outbox, the queue of this mode, and the cursor past them (one
- * transaction). How many.
+ * stored are moved to the outbox, the queue of this mode, and the cursor past them and past every
+ * event kept (one transaction). How many. Embedded mode queues nothing in the history (its events
+ * have no batch), so the cursor may pass them all: the next start reads only what came after.
  */
 export function moveHistoryQueueToOutbox(db: Db): number {
   const queue = historyQueue(db);
@@ -71,8 +72,16 @@ export function moveHistoryQueueToOutbox(db: Db): number {
         after = rows[rows.length - 1].seq;
         moved += rows.length;
       }
-      saveRelayCursor(db, after);
+      saveRelayCursor(db, Math.max(after, lastEventSeq(db)));
       return moved;
     })
     .immediate();
+}
+
+/**
+ * Embedded mode, at a stop: the cursor past every event kept (this mode queues none of them in the
+ * history), so that the next start, in either mode, reads only what comes after.
+ */
+export function passEmbeddedEvents(db: Db): void {
+  saveRelayCursor(db, lastEventSeq(db));
 }

@@ -14,7 +14,7 @@ import { startOutboxDataPlane, type DeliveryLimits, type RegistryChange } from '
 import { OutboxDeliveryThread } from '../dataplane/outbox-thread.ts';
 import { isRecoveryItemId } from '../domain/event-route.ts';
 import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
-import { moveHistoryQueueToOutbox } from '../handoff/relay-queues.ts';
+import { moveHistoryQueueToOutbox, passEmbeddedEvents } from '../handoff/relay-queues.ts';
 import type { Topology, TopologyDeps } from './topology.ts';
 
 export function embeddedTopology(d: TopologyDeps): Topology {
@@ -71,7 +71,10 @@ export function embeddedTopology(d: TopologyDeps): Topology {
       readiness.ready('delivery');
     },
     idle: () => delivery.idle(),
-    drain: () => delivery.drain(),
+    drain: async () => {
+      await delivery.drain();
+      passEmbeddedEvents(d.db);
+    },
     close: async () => {},
   };
 }

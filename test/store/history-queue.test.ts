@@ -9,7 +9,7 @@ import { migrate, openDb, type Db } from '../../store/db.ts';
 import { MIGRATIONS } from '../../store/migrations.ts';
 import { insertEvent, insertQueuedEvent, pruneHistory, readQueuedEvents, relayCursor, saveRelayCursor } from '../../store/history.ts';
 import { readOutbox } from '../../store/outbox.ts';
-import { historyQueue, moveHistoryQueueToOutbox } from '../../src/handoff/relay-queues.ts';
+import { historyQueue, moveHistoryQueueToOutbox, passEmbeddedEvents } from '../../src/handoff/relay-queues.ts';
 import { tmpDir } from '../helpers/service.ts';
 
 let db: Db | null = null;
@@ -77,7 +77,7 @@ describe('the event history as the queue', () => {
     expect(readQueuedEvents(d, 0, 10)).toEqual([]);
   });
 
-  it('embedded mode takes over what a NATS-mode run left queued: into the outbox, the cursor past it, once', () => {
+  it('embedded mode takes over what a NATS-mode run left queued: into the outbox, the cursor past it and every event kept, once', () => {
     const d = store();
     for (let i = 1; i <= 5; i++) insertQueuedEvent(d, event(i), i <= 2 ? 'ev_1' : 'ev_3');
     saveRelayCursor(d, 2); // JetStream stored the first batch
@@ -88,10 +88,16 @@ describe('the event history as the queue', () => {
       ['ev_4', 'svc.events.org_1.workflow.wf_4.started', '{"n":4}', null],
       ['ev_5', 'svc.events.org_1.workflow.wf_5.started', '{"n":5}', null],
     ]);
-    expect(relayCursor(d)).toBe(5);
+    // past the embedded-mode event too: the next start reads nothing before it
+    expect(relayCursor(d)).toBe(6);
     expect(moveHistoryQueueToOutbox(d)).toBe(0);
     expect(readOutbox(d, 0, 10)).toHaveLength(3);
     // the history keeps every event
     expect((d.prepare('SELECT COUNT(*) AS n FROM events').get() as { n: number }).n).toBe(6);
+    // events of the embedded run: its stop moves the cursor past them (a NATS-mode start reads none)
+    insertEvent(d, event(7));
+    passEmbeddedEvents(d);
+    expect(relayCursor(d)).toBe(7);
+    expect(historyQueue(d).storedAtStart()).toBe(7);
   });
 });
