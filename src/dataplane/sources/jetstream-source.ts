@@ -47,7 +47,8 @@
 // So a batch parked whole for PARK_RETURN_MS is given back (withdrawn from the pipeline, nak'd
 // without delay): the oldest pull request waiting gets it, another plane's if one is idle, else
 // this plane's own, which parks it again. The newest go first (the oldest are started next), at
-// most PARK_RETURNS_PER_TICK each PARK_RETURN_MS, so going round costs a plane alone little.
+// most PARK_RETURNS_PER_TICK each PARK_RETURN_TICK_MS (16 a second), so going round costs a plane
+// alone little.
 //
 // Replays (CONTRACT 6.7). The relay seals each batch with the time it publishes it; JetStream
 // stamps each message with the time it stored it (in the ack subject each delivery carries, so
@@ -97,9 +98,11 @@ const DEFERRED_PAUSE_MS = 50;
 const DEFERRED_PULL = 64;
 
 /** A batch parked whole this long is given back to JetStream (see the header), */
-export const PARK_RETURN_MS = 1000;
-/** ... at most this many each PARK_RETURN_MS. */
-const PARK_RETURNS_PER_TICK = 16;
+export const PARK_RETURN_MS = 500;
+/** Parked batches are looked at this often, ... */
+export const PARK_RETURN_TICK_MS = 250;
+/** ... and at most this many go back each time. */
+export const PARK_RETURNS_PER_TICK = 4;
 
 /** Batches settled here are remembered at least this long (and at most MAX_SETTLED of them), to ack them again. */
 const SETTLED_MEMORY_MS = 60_000;
@@ -368,7 +371,7 @@ export class JetStreamSource {
       this.signalWorking(every);
       this.forgetSettled();
     }, every);
-    this.parkReturns = this.o.clock.setInterval(() => this.returnParked(), PARK_RETURN_MS);
+    this.parkReturns = this.o.clock.setInterval(() => this.returnParked(), PARK_RETURN_TICK_MS);
     if (this.stopped) return;
     const pulling = new Promise<void>((r) => (this.pulling = r));
     this.loop = this.run();
