@@ -213,8 +213,9 @@ export async function runWorkersScenario(env: ScenarioEnv): Promise<WorkersResul
       const bound = (n * S.concurrency * 1000) / Math.max(1, S.delay_ms);
       // the backlog, added for each n on top of what is left: what n workers deliver in settle +
       // window, with half again as margin, and 300 events more each. (A worker takes events in whole
-      // hop batches, up to its pipeline's window of 5 000: the first to pull may take most of a
-      // backlog this size, BENCHMARKS.md "Issue 33, step 2".)
+      // hop batches and may park up to its share of its pipeline's window: the first to pull can take
+      // a backlog this size, and gives back batches parked for 0.5 s, where the other's pull takes
+      // them: BENCHMARKS.md "Issue 33, step 3".)
       const add = Math.ceil((bound * (S.settle_s + S.window_s) * 1.5) / fanout) + n * 300;
       const r = await runIngestPhase(nc, { name: `workers backlog ${n}`, orgId: org.org_id, facts: add, firstSeq: env.takeSeqs(add), window: 500, timeLimitMs: 60_000 });
       if (r.errors) throw new Error(`workers: ${r.errors} of ${add} backlog facts were refused`);
