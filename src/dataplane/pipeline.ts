@@ -414,16 +414,14 @@ export class DeliveryPipeline {
     const dropped = this.slots.drop(webhookId);
     if (!dropped.length) return 0;
     this.o.dropped(reason, dropped.length);
-    const orgs = new Set<string>();
     for (const a of dropped) {
-      orgs.add(a.sub.org);
       // a recovery item gets its outcome, so that its recovery still comes to an end (as targets() does)
       const r = a.state.ev.route.recovery;
       if (r) this.o.outcomes.record({ webhook_id: r.webhook, org_id: a.sub.org, event_id: r.event_id, type: a.state.ev.route.type, ok: false, status: null, error: DROPPED_ERROR[reason], duration_ms: 0, at: this.o.clock.now(), recovery_id: r.id });
       a.state.done.push(a.sub.id);
       if (--a.state.remaining === 0) this.settle(a.state);
     }
-    for (const org of orgs) this.unpark(org);
+    this.unpark(dropped[0].sub.org); // one webhook's attempts: one org's
     this.pump();
     this.notify();
     return dropped.length;

@@ -72,7 +72,7 @@ export function moveHistoryQueueToOutbox(db: Db): number {
         after = rows[rows.length - 1].seq;
         moved += rows.length;
       }
-      saveRelayCursor(db, Math.max(after, lastEventSeq(db)));
+      passEmbeddedEvents(db);
       return moved;
     })
     .immediate();

@@ -595,14 +595,10 @@ export class JetStreamSource {
 
   /** Every event of a held batch settled (ack), or some released at a drain (record, then nak). */
   private finish(b: HeldBatch): void {
-    this.dirty.delete(b);
-    const entry = this.batches.get(b.id);
-    for (const c of entry?.copies ?? []) this.held.delete(c);
-    this.batches.delete(b.id);
-    this.held.delete(b.m);
+    const copies = this.letGo(b);
     if (!b.released) {
       this.o.progress.untrack(b);
-      for (const c of entry?.copies ?? []) this.acks.push(c);
+      for (const c of copies) this.acks.push(c);
       this.acks.push(b.m);
       this.atEndOfTurn();
       this.settled.set(b.id, this.o.clock.now());
@@ -617,6 +613,16 @@ export class JetStreamSource {
         this.releasing.delete(writing);
       });
     this.releasing.add(writing);
+  }
+
+  /** The batch (and its copies) no longer held here; its copies. */
+  private letGo(b: HeldBatch): JsMsg[] {
+    this.dirty.delete(b);
+    const copies = this.batches.get(b.id)?.copies ?? [];
+    for (const c of copies) this.held.delete(c);
+    this.batches.delete(b.id);
+    this.held.delete(b.m);
+    return copies;
   }
 
   /**
@@ -634,9 +640,7 @@ export class JetStreamSource {
       const since = this.o.pipeline.parkedSince(b.ids[0]);
       if (since === undefined || now - since < PARK_RETURN_MS) continue;
       if (!this.o.pipeline.withdraw(b.ids)) continue;
-      this.batches.delete(b.id);
-      this.held.delete(b.m);
-      this.dirty.delete(b);
+      this.letGo(b);
       this.o.progress.untrack(b);
       b.m.nak();
       this.returned++;
