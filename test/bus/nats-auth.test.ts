@@ -347,6 +347,9 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       // org B's inbox (predictable NUIDs): A must not get the engine to answer B's request
       producerA.nc.publish('svc.ingest.org_a.runners.run_3', '{}', { reply: '_INBOX_org_b.x1.y1' });
       await producerA.nc.request('svc.ingest.org_a.runners.run_2', '{}');
+      // another subscriber on svc.ingest.> (the engine of this suite) may answer the request before
+      // this responder has read the three messages: wait until it has
+      await waitFor(() => forged.length + answered.length >= 3, 10_000, () => `the responder to read 3 messages (forged ${forged.length}, answered ${answered.length})`);
       expect(forged).toEqual(['svc.events.org_b.workflow.wf_1.started', '_INBOX_org_b.x1.y1']);
       expect(answered).toHaveLength(1);
       expect(answered[0]).toMatch(/^_INBOX_org_a\./);
