@@ -110,7 +110,8 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
   urls.source = sourceFor(urls.base);
 
   await topology.start(); // events: outbox → JetStream (NATS) or → the data plane (embedded), what was left first
-  const ingestSub = startIngest({ bus, logger, metrics, engine });
+  // a fact of an org whose deliveries queue is held a moment to commit with others (src/ingest/ingest.ts HOLD_MS)
+  const ingestSub = startIngest({ bus, logger, metrics, engine, backlogged: (orgId) => status.backlogged(orgId) });
   const localRunner = config.localRunner ? startLocalRunner(config, { bus, db, logger, clock, engine }) : null;
   // One round trip after the last subscription of this connection (ingest, the local runner's jobs,
   // the relay's acks, the outcome consumer's pull): the server has them all, in order.

@@ -199,7 +199,7 @@ function assemble(o: {
 }): { pipeline: DeliveryPipeline; sink: BatchingOutcomeSink; drain(): Promise<void> } {
   const deliverer = new Deliverer({ timeoutMs: o.limits.timeoutMs, allowPrivateTargets: o.limits.allowPrivateTargets, clock: o.clock });
   let pipeline: DeliveryPipeline;
-  const sink = new BatchingOutcomeSink(o.worker, o.send, () => pipeline.inFlight(), o.clock, o.logger);
+  const sink = new BatchingOutcomeSink(o.worker, o.send, () => pipeline.inFlight(), o.clock, o.logger, () => pipeline.backloggedOrgs());
   pipeline = new DeliveryPipeline({
     registry: o.registry,
     deliverer,

@@ -109,6 +109,12 @@ const DROPPED_ERROR: Record<PipelineDropReason, string> = {
 /** Attempts in flight at most per webhook (CONTRACT 6.6). */
 export const PER_WEBHOOK_IN_FLIGHT = 8;
 
+/**
+ * An org whose attempts all waited at least this long here before they started has its deliveries
+ * queued (backloggedOrgs): an event of it taken now waits about as long behind them.
+ */
+export const BACKLOG_WAIT_MS = 20;
+
 /** failing webhooks whose failures the log follows one by one (the rest are summed up together) */
 const FAILING_WEBHOOKS_LOGGED = 100;
 
@@ -142,6 +148,8 @@ export class DeliveryPipeline {
   /** per org, events taken and not yet fanned out (its pressure is at its bound), oldest first; withdrawn ones are skipped */
   private readonly parked = new Map<string, Fifo<EventState>>();
   private parkedCount = 0;
+  /** per org, the shortest wait (taken → started, ms) of its attempts started since backloggedOrgs() last ran */
+  private readonly waits = new Map<string, number>();
 
   constructor(opts: PipelineOptions) {
     this.o = {
@@ -165,6 +173,18 @@ export class DeliveryPipeline {
   /** Attempts in flight. */
   inFlight(): number {
     return this.slots.inFlight;
+  }
+
+  /**
+   * The orgs whose deliveries queue here: every attempt of theirs started since the previous call
+   * waited at least BACKLOG_WAIT_MS after its event was taken (an org none of whose attempts
+   * started is not among them). Each call starts the record again.
+   */
+  backloggedOrgs(): string[] {
+    const orgs: string[] = [];
+    for (const [org, waited] of this.waits) if (waited >= BACKLOG_WAIT_MS) orgs.push(org);
+    this.waits.clear();
+    return orgs;
   }
 
   /** The webhooks an event held here has had so far (undefined when it is not held). */
@@ -374,7 +394,11 @@ export class DeliveryPipeline {
     const sub = g.item.sub;
     const ev = g.item.state.ev;
     const recovery = ev.route.recovery;
-    const headers = this.o.sign(sub, recovery?.event_id ?? ev.id, ev.body, this.o.clock.now());
+    const now = this.o.clock.now();
+    const waited = now - g.item.state.since;
+    const shortest = this.waits.get(sub.org);
+    if (shortest === undefined || waited < shortest) this.waits.set(sub.org, waited);
+    const headers = this.o.sign(sub, recovery?.event_id ?? ev.id, ev.body, now);
     if (recovery) headers[RECOVERY_HEADER] = recovery.id;
     this.o.deliverer.send(sub.entry.url, headers, ev.body, (r) => this.finish(g, r));
   }

@@ -15,7 +15,7 @@ import type { Bus, BusMessage, Subscription } from '../bus/bus.ts';
 import { ingestWildcard, parseIngestSubject } from '../bus/subjects.ts';
 import { isProducerReplySubject } from '../bus/nats-permissions.ts';
 import type { Engine, IngestResult, ProducerFact } from '../engine/engine.ts';
-import { systemClock, within, type Clock } from '../domain/clock.ts';
+import { systemClock, within, type Clock, type Timer } from '../domain/clock.ts';
 import { errorText, EventTooLargeError, InvalidError } from '../domain/errors.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 import type { Metrics } from '../metrics.ts';
@@ -31,6 +31,11 @@ export interface IngestDeps {
   clock?: Clock;
   /** what one group commit may cost, in ms (GROUP_BUDGET_MS; for measurements) */
   groupBudgetMs?: number;
+  /**
+   * Whether the org's deliveries queue in a data plane now (src/outcomes/status-book.ts
+   * backlogged): its facts are then held up to HOLD_MS for others to commit with them
+   */
+  backlogged?: (orgId: string) => boolean;
 }
 
 /** Messages taken into one group commit at most. */
@@ -49,6 +54,16 @@ const GROUP_BUDGET_MS = 10;
 const FIRST_GUESS_MS_PER_ITEM = 0.1;
 /** An org with at most this many messages waiting, beside one with more, is answered in a short group. */
 const SPARSE = 4;
+/**
+ * A fact of an org whose deliveries queue in a data plane (each of its recent attempts waited 20 ms
+ * or more before it started: src/dataplane/pipeline.ts BACKLOG_WAIT_MS) is held this long for more
+ * facts before its group commits. Its event would wait behind that org's queued attempts anyway,
+ * longer than the hold, so it is not delivered later; and under load one commit, one socket write of
+ * answers and one hop message carry several facts instead of one each. A fact of any other org (and
+ * the drain) commits every waiting fact at once, as does a group that has HOLD_UNTIL facts.
+ */
+export const HOLD_MS = 3;
+const HOLD_UNTIL = 64;
 
 function parse<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
   const r = schema.safeParse(value);
@@ -109,7 +124,10 @@ export function startIngest(deps: IngestDeps): Subscription {
   const dropped = new RepeatedWarnings(deps.logger, clock, 'ingest message dropped');
   const budgetMs = deps.groupBudgetMs ?? GROUP_BUDGET_MS;
   let msPerItem = FIRST_GUESS_MS_PER_ITEM;
-  let scheduled = false;
+  /** a group is to run: at the next turn of the loop (`now`), or once HOLD_MS are up (`held`) */
+  let scheduled: 'now' | 'held' | null = null;
+  let hold: Timer | null = null;
+  let draining = false;
   let lastShort = false;
 
   const answer = (w: Waiting, reply: Reply, result: IngestResult | 'invalid') => {
@@ -120,7 +138,9 @@ export function startIngest(deps: IngestDeps): Subscription {
   };
 
   const run = () => {
-    scheduled = false;
+    scheduled = null;
+    hold?.cancel();
+    hold = null;
     const started = performance.now();
     const { limit, short } = nextGroup({ budgetMs, msPerItem, lastShort, keys: waiting.keys, fewest: waiting.fewest, size: waiting.size });
     lastShort = short;
@@ -136,7 +156,7 @@ export function startIngest(deps: IngestDeps): Subscription {
         answer(w, { ok: false, error: errorText(err) }, 'invalid');
       }
     }
-    if (waiting.size) schedule();
+    if (waiting.size) schedule(false);
     if (ready.length) commit(ready);
     // the recent cost per message, from full groups (a short one's includes the commit's fixed cost)
     if (!short) msPerItem = 0.7 * msPerItem + 0.3 * ((performance.now() - started) / Math.max(1, taken));
@@ -159,9 +179,18 @@ export function startIngest(deps: IngestDeps): Subscription {
     });
   };
 
-  const schedule = () => {
-    if (scheduled) return;
-    scheduled = true;
+  const schedule = (held: boolean) => {
+    if (scheduled === 'now') return;
+    if (held && !draining && waiting.size < HOLD_UNTIL) {
+      if (scheduled === null) {
+        scheduled = 'held';
+        hold = clock.setTimeout(run, HOLD_MS);
+      }
+      return;
+    }
+    hold?.cancel();
+    hold = null;
+    scheduled = 'now';
     setImmediate(run);
   };
 
@@ -171,7 +200,7 @@ export function startIngest(deps: IngestDeps): Subscription {
       const orgId = parseIngestSubject(msg.subject)?.orgId ?? null;
       // a subject that does not parse waits with the org it names, if any (svc.ingest.<org>.…)
       waiting.push(orgId ?? msg.subject.split('.', 3)[2] ?? '', { msg, orgId });
-      schedule();
+      schedule(orgId !== null && deps.backlogged !== undefined && deps.backlogged(orgId));
     },
     { queue: 'svc-ingest' },
   );
@@ -185,6 +214,8 @@ export function startIngest(deps: IngestDeps): Subscription {
     // Bounded: with the NATS connection down nothing can be confirmed (nor answered), and the
     // deliveries still have to drain within the shutdown's limit.
     async drain() {
+      draining = true;
+      if (scheduled === 'held') schedule(false);
       await within(clock, sub.drain(), DRAIN_BOUND_MS);
       while (scheduled || waiting.size > 0) await new Promise<void>((r) => setImmediate(r));
       await within(clock, deps.bus.flush(), DRAIN_BOUND_MS);

@@ -28,6 +28,8 @@ export class BatchingOutcomeSink {
     private readonly inFlight: () => number,
     clock: Clock,
     private readonly logger: Logger,
+    /** the orgs whose deliveries queue in this data plane, told with each batch */
+    private readonly backlogged: () => string[] = () => [],
   ) {
     this.timer = clock.setInterval(() => void this.flush(), EVERY_MS);
   }
@@ -60,7 +62,8 @@ export class BatchingOutcomeSink {
       if (!this.buffer.length && !Object.keys(this.dropped).length) return;
       const dropped = this.dropped;
       this.dropped = {};
-      batch = { id: `${this.worker}.${(++this.seq).toString(36)}`, sent_at: 0, worker: this.worker, in_flight: this.inFlight(), dropped, outcomes: this.buffer.splice(0, MAX_BATCH) };
+      const backlogged = this.backlogged();
+      batch = { id: `${this.worker}.${(++this.seq).toString(36)}`, sent_at: 0, worker: this.worker, in_flight: this.inFlight(), dropped, outcomes: this.buffer.splice(0, MAX_BATCH), ...(backlogged.length ? { backlogged } : {}) };
     }
     const sent = batch;
     this.sending = this.send(sent).then(

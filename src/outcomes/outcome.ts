@@ -62,6 +62,11 @@ export interface OutcomeBatch {
   /** events it dropped since its previous batch, by reason */
   dropped: Record<string, number>;
   outcomes: DeliveryOutcome[];
+  /**
+   * the orgs whose deliveries queue there (every attempt of theirs started since its previous batch
+   * waited a while first: src/dataplane/pipeline.ts backloggedOrgs); absent when none
+   */
+  backlogged?: string[];
 }
 
 /** 9 fields, and a 10th (the recovery id) only when there is one: older 9-field tuples still decode. */
@@ -73,12 +78,12 @@ export function encodeOutcomeBatch(b: OutcomeBatch): string {
     if (o.recovery_id) t.push(o.recovery_id);
     return t;
   });
-  return JSON.stringify({ i: b.id, t: b.sent_at, w: b.worker, f: b.in_flight, d: b.dropped, o: outcomes });
+  return JSON.stringify({ i: b.id, t: b.sent_at, w: b.worker, f: b.in_flight, d: b.dropped, o: outcomes, ...(b.backlogged?.length ? { b: b.backlogged } : {}) });
 }
 
 export function decodeOutcomeBatch(text: string): OutcomeBatch | null {
   try {
-    const v = JSON.parse(text) as { i: unknown; t: unknown; w: unknown; f: unknown; d: unknown; o: unknown };
+    const v = JSON.parse(text) as { i: unknown; t: unknown; w: unknown; f: unknown; d: unknown; o: unknown; b?: unknown };
     if (typeof v.i !== 'string' || !v.i || typeof v.t !== 'number' || typeof v.w !== 'string' || typeof v.f !== 'number' || !Array.isArray(v.o) || typeof v.d !== 'object' || v.d === null) return null;
     const outcomes: DeliveryOutcome[] = [];
     for (const x of v.o as unknown[]) {
@@ -91,7 +96,9 @@ export function decodeOutcomeBatch(text: string): OutcomeBatch | null {
     }
     const dropped: Record<string, number> = {};
     for (const [k, n] of Object.entries(v.d as Record<string, unknown>)) if (typeof n === 'number' && n > 0) dropped[k] = n;
-    return { id: v.i, sent_at: v.t, worker: v.w, in_flight: v.f, dropped, outcomes };
+    // `b` came later (an older data plane sends none); only its org ids are taken
+    const backlogged = Array.isArray(v.b) ? (v.b as unknown[]).filter((org): org is string => typeof org === 'string') : [];
+    return { id: v.i, sent_at: v.t, worker: v.w, in_flight: v.f, dropped, outcomes, ...(backlogged.length ? { backlogged } : {}) };
   } catch {
     return null;
   }

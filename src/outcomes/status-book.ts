@@ -33,6 +33,12 @@ const MAX_UNSAVED_ATTEMPTS = 100_000;
 /** A data plane that has sent nothing for this long no longer counts in svc_deliveries_in_flight. */
 const WORKER_STALE_MS = 10_000;
 
+/**
+ * An org a data plane said its deliveries queue for (OutcomeBatch.backlogged) counts as backlogged
+ * for this long after: a few of a busy data plane's batches (one per 100 ms at least).
+ */
+export const BACKLOG_HEARD_MS = 300;
+
 interface Live {
   org_id: string;
   status: DeliveryStatus;
@@ -50,6 +56,8 @@ interface Live {
 export class DeliveryStatusBook {
   private readonly live = new Map<string, Live>();
   private readonly workers = new Map<string, { inFlight: number; at: number }>();
+  /** per org a data plane said is backlogged, when it last said so (clock ms) */
+  private readonly backlog = new Map<string, number>();
   private readonly timer: Timer;
   /** attempts not yet in the attempt log (written with the statuses) */
   private attempts: AttemptRow[] = [];
@@ -79,7 +87,9 @@ export class DeliveryStatusBook {
 
   /** A batch from a data plane. */
   apply(batch: OutcomeBatch): void {
-    this.workers.set(batch.worker, { inFlight: batch.in_flight, at: this.clock.now() });
+    const now = this.clock.now();
+    this.workers.set(batch.worker, { inFlight: batch.in_flight, at: now });
+    if (batch.backlogged) for (const org of batch.backlogged) this.backlog.set(org, now);
     for (const [reason, n] of Object.entries(batch.dropped)) this.metrics.eventsDropped.inc({ reason }, n);
     for (const o of batch.outcomes) this.record(o);
   }
@@ -170,6 +180,18 @@ export class DeliveryStatusBook {
     const out = listDeliveryStatus(this.db, orgId);
     for (const [id, l] of this.live) if (l.org_id === orgId) out.set(id, { ...l.status });
     return out;
+  }
+
+  /**
+   * Whether a data plane said lately (BACKLOG_HEARD_MS) that the org's deliveries queue there: its
+   * next events would wait behind them anyway (src/ingest/ingest.ts holds its facts a little).
+   */
+  backlogged(orgId: string): boolean {
+    const at = this.backlog.get(orgId);
+    if (at === undefined) return false;
+    if (this.clock.now() - at < BACKLOG_HEARD_MS) return true;
+    this.backlog.delete(orgId);
+    return false;
   }
 
   /** Attempts in flight over every data plane heard from lately. */

@@ -8,7 +8,7 @@ import { ManualClock } from '../helpers/clock.ts';
 import type { EventRoute } from '../../src/domain/event-route.ts';
 import type { AttemptCallback, AttemptResult, Deliverer } from '../../src/delivery/client.ts';
 import { WebhookRegistry } from '../../src/dispatch/registry.ts';
-import { DeliveryPipeline, type InboundEvent } from '../../src/dataplane/pipeline.ts';
+import { BACKLOG_WAIT_MS, DeliveryPipeline, type InboundEvent } from '../../src/dataplane/pipeline.ts';
 import { FairSlots } from '../../src/dataplane/slots.ts';
 import { allEventsEntry } from '../helpers/webhooks.ts';
 
@@ -201,5 +201,33 @@ describe('FairSlots per org', () => {
     const rest: number[] = [];
     for (let n = s.next(); n; n = s.next()) rest.push(n.item);
     expect(rest.length).toBeGreaterThan(0);
+  });
+});
+
+describe('backloggedOrgs: the orgs whose deliveries queue here (told to the control plane with each outcome batch)', () => {
+  it('an org is backlogged when every attempt of it started since the last call waited BACKLOG_WAIT_MS or more; each call starts again', () => {
+    const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
+    // nothing started yet: no org
+    expect(r.pipeline.backloggedOrgs()).toEqual([]);
+    // org_a: 8 attempts start at once (its webhook's bound), 8 more queue behind them
+    r.offer('org_a', 16);
+    expect(r.open).toHaveLength(8);
+    // org_b: one attempt, started at once
+    r.offer('org_b', 1);
+    expect(r.pipeline.backloggedOrgs()).toEqual([]);
+    // org_a's queued attempts start only once the first ones are answered, BACKLOG_WAIT_MS later
+    r.clock.advance(BACKLOG_WAIT_MS);
+    r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
+    expect(r.open.filter((a) => a.url.startsWith('http://a.'))).toHaveLength(8);
+    expect(r.pipeline.backloggedOrgs()).toEqual(['org_a']);
+    // nothing of org_a started since: the record starts again, and it is not told twice
+    expect(r.pipeline.backloggedOrgs()).toEqual([]);
+    // one attempt that started promptly is enough to say its org's deliveries do not queue
+    r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: 1 });
+    r.offer('org_a', 9); // 8 start at once, one waits
+    r.clock.advance(BACKLOG_WAIT_MS);
+    r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
+    expect(r.open.filter((a) => a.url.startsWith('http://a.'))).toHaveLength(1); // the one that waited
+    expect(r.pipeline.backloggedOrgs()).toEqual([]);
   });
 });

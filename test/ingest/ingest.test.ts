@@ -8,7 +8,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Subscription } from '../../src/bus/bus.ts';
 import { InvalidError } from '../../src/domain/errors.ts';
-import { nextGroup, parseIngest, startIngest } from '../../src/ingest/ingest.ts';
+import { HOLD_MS, nextGroup, parseIngest, startIngest } from '../../src/ingest/ingest.ts';
 import { listComponents } from '../../store/installs.ts';
 import { getWorkflow } from '../../store/workflows.ts';
 import { EngineWorld, logger } from '../helpers/engine.ts';
@@ -171,6 +171,88 @@ describe('startIngest', () => {
     // a slow machine: the budget's group shrinks, never under 8 nor over 512
     expect(nextGroup({ ...q, msPerItem: 5, keys: 2, fewest: 150, size: 300 }).limit).toBe(8);
     expect(nextGroup({ ...q, msPerItem: 0.001, keys: 2, fewest: 150, size: 300 }).limit).toBe(512);
+  });
+
+  describe('holds the facts of an org whose deliveries queue (HOLD_MS), to commit them together', () => {
+    function held(backlogged: Set<string>) {
+      const w = new EngineWorld();
+      const sub = startIngest({ bus: w.bus, logger, metrics: w.metrics, engine: w.engine, clock: w.clock, backlogged: (org) => backlogged.has(org) });
+      open.push({ w, sub });
+      // the facts of each group commit, by workflow id
+      const groups: string[][] = [];
+      const ingest = w.engine.ingest.bind(w.engine);
+      w.engine.ingest = (facts) => (groups.push(facts.map((f) => f.id)), ingest(facts));
+      const answered = new Set<string>();
+      const send = (org: string, id: string) => void w.bus.request(`svc.ingest.${org}.workflows.${id}`, enc(workflow(id)), { timeoutMs: 5000 }).then((m) => m.json<Json>().ok && answered.add(id));
+      const turns = async (n = 5) => {
+        for (let i = 0; i < n; i++) await new Promise<void>((r) => setImmediate(r));
+      };
+      return { w, sub, groups, answered, send, turns };
+    }
+
+    it('a backlogged org: nothing commits until the hold is up, then what came meanwhile commits in one group', async () => {
+      const backlogged = new Set<string>();
+      const { w, groups, answered, send, turns } = held(backlogged);
+      const A = w.org();
+      backlogged.add(A);
+      send(A, 'wfx_h1');
+      await turns();
+      send(A, 'wfx_h2');
+      send(A, 'wfx_h3');
+      await turns();
+      expect(groups).toEqual([]);
+      expect(answered.size).toBe(0);
+      w.clock.advance(HOLD_MS - 1);
+      await turns();
+      expect(groups).toEqual([]);
+      w.clock.advance(1);
+      await turns();
+      expect(groups).toEqual([['wfx_h1', 'wfx_h2', 'wfx_h3']]);
+      expect([...answered].sort()).toEqual(['wfx_h1', 'wfx_h2', 'wfx_h3']);
+      // no longer backlogged: the next fact commits at the next turn, the clock standing still
+      backlogged.delete(A);
+      send(A, 'wfx_h4');
+      await turns();
+      expect(groups.at(-1)).toEqual(['wfx_h4']);
+      expect(answered.has('wfx_h4')).toBe(true);
+    });
+
+    it("another org's fact is not held: it commits at once, and the held facts with it", async () => {
+      const backlogged = new Set<string>();
+      const { w, groups, answered, send, turns } = held(backlogged);
+      const [A, B] = [w.org(), w.org()];
+      backlogged.add(A);
+      send(A, 'wfx_a1');
+      await turns();
+      expect(groups).toEqual([]);
+      send(B, 'wfx_b1');
+      await turns();
+      expect(groups.map((g) => [...g].sort())).toEqual([['wfx_a1', 'wfx_b1']]);
+      expect(answered.has('wfx_b1') && answered.has('wfx_a1')).toBe(true);
+      // the hold's timer was let go: nothing more runs when it would have been up
+      w.clock.advance(HOLD_MS);
+      await turns();
+      expect(groups).toHaveLength(1);
+    });
+
+    it('a full enough group is not held, nor are the facts that wait at a drain', async () => {
+      const backlogged = new Set<string>();
+      const { w, sub, groups, answered, send, turns } = held(backlogged);
+      const A = w.org();
+      backlogged.add(A);
+      const ids = Array.from({ length: 64 }, (_, i) => `wfx_f${i}`);
+      for (const id of ids) send(A, id);
+      await turns();
+      // the 64th fact found 63 waiting: every one committed without the clock moving
+      expect(groups.flat().sort()).toEqual([...ids].sort());
+      send(A, 'wfx_d1');
+      await turns();
+      expect(answered.has('wfx_d1')).toBe(false);
+      await sub.drain();
+      await turns();
+      expect(groups.at(-1)).toEqual(['wfx_d1']);
+      expect(answered.has('wfx_d1')).toBe(true);
+    });
   });
 
   it("drains within bounds on its clock: a flush that never completes (NATS down) holds the drain 3 s of the clock's time, no more", async () => {

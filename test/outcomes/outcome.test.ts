@@ -18,6 +18,17 @@ describe('outcome batches', () => {
     const bad = JSON.stringify({ i: 'b_0', t: 900, w: 'w', f: 0, d: {}, o: [['wh_1', 'org_1', 'ev_1', 't', 1, 200, null, 5, 1000, 7]] });
     expect(decodeOutcomeBatch(bad)).toBeNull();
   });
+
+  it('carry the orgs whose deliveries queue at the data plane (`b`) only when there are some; an older batch has none', () => {
+    const batch = { id: 'b_2', sent_at: 900, worker: 'w', in_flight: 8, dropped: {}, outcomes: [base], backlogged: ['org_1', 'org_2'] };
+    expect(decodeOutcomeBatch(encodeOutcomeBatch(batch))).toEqual(batch);
+    const none = { ...batch, backlogged: [] };
+    expect('b' in JSON.parse(encodeOutcomeBatch(none))).toBe(false);
+    expect(decodeOutcomeBatch(encodeOutcomeBatch(none))?.backlogged).toBeUndefined();
+    // only org ids are taken from it
+    const odd = JSON.stringify({ i: 'b_3', t: 900, w: 'w', f: 0, d: {}, o: [], b: ['org_1', 7, null] });
+    expect(decodeOutcomeBatch(odd)?.backlogged).toEqual(['org_1']);
+  });
 });
 
 describe('outcomeOf', () => {

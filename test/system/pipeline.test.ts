@@ -353,6 +353,29 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     for (const r of afterRemoval) expect(r.headers).not.toHaveProperty('x-svc-signature');
   });
 
+  it.skipIf(skip)("a slow receiver's queue is told back to the control plane (its org is backlogged, another org is not), and its facts still commit and deliver", async () => {
+    const { O, api } = await freshOrg();
+    const other = await freshOrg();
+    rx.set(`${O}-slow`, { delayMs: 100 });
+    await createHook(api, { webhook_url: rx.hook(`${O}-slow`) });
+    await createHook(other.api, { webhook_url: rx.hook(`${other.O}-fast`) });
+    const started = (id: string) => ({ kind: 'workflow', transition: 'started', workflow: { id, type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' } });
+    // 40 events at once: 8 attempts in flight at the webhook, the rest wait 100 ms and more to start
+    const ids = Array.from({ length: 40 }, () => rid('wfx'));
+    await Promise.all(ids.map((id) => ext(O, started(id))));
+    await ext(other.O, started(rid('wfx')));
+    const status = svc.server.ctx.deliveryStatus;
+    await waitFor(() => status.backlogged(O), 10_000, 'the data plane to say the org with the slow receiver is backlogged');
+    expect(status.backlogged(other.O)).toBe(false);
+    // while it is, its facts are held a moment (src/ingest/ingest.ts HOLD_MS), then committed and delivered
+    const more = Array.from({ length: 5 }, () => rid('wfx'));
+    await Promise.all(more.map((id) => ext(O, started(id))));
+    const all = [...ids, ...more].map((id) => wfSubject(O, id, 'started'));
+    await waitFor(() => rx.at(`${O}-slow`).length >= all.length, 20_000, `every event at the slow receiver (have ${rx.at(`${O}-slow`).length})`);
+    expect(sorted(rx.at(`${O}-slow`).map((r) => r.json.subject))).toEqual(sorted(all));
+    expect(rx.at(`${other.O}-fast`)).toHaveLength(1);
+  });
+
   it.skipIf(skip)('a hanging receiver next to a healthy one: the healthy one gets every event well under a second after its time', async () => {
     const { O, api } = await freshOrg();
     const stuck = await startReceiver(); // its own server: closing it ends the hanging attempts at once
