@@ -208,6 +208,9 @@ export function startIngest(deps: IngestDeps): Subscription {
     unsubscribe() {
       sub.unsubscribe();
       dropped.close();
+      // what was received is still committed and answered, at the next turn rather than after a hold
+      draining = true;
+      if (scheduled === 'held') schedule(false);
     },
     // Shutdown (CONTRACT 1): later requests find no responder (the producer sends to another
     // process); every one already received is committed and answered, and the answers are sent.

@@ -253,6 +253,20 @@ describe('startIngest', () => {
       expect(groups.at(-1)).toEqual(['wfx_d1']);
       expect(answered.has('wfx_d1')).toBe(true);
     });
+
+    it('nor are the facts that wait when ingest is unsubscribed: they commit at the next turn', async () => {
+      const backlogged = new Set<string>();
+      const { w, sub, groups, answered, send, turns } = held(backlogged);
+      const A = w.org();
+      backlogged.add(A);
+      send(A, 'wfx_u1');
+      await turns();
+      expect(groups).toEqual([]);
+      sub.unsubscribe();
+      await turns();
+      expect(groups).toEqual([['wfx_u1']]);
+      expect(answered.has('wfx_u1')).toBe(true);
+    });
   });
 
   it("drains within bounds on its clock: a flush that never completes (NATS down) holds the drain 3 s of the clock's time, no more", async () => {
