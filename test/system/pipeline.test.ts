@@ -13,6 +13,7 @@ import { startService, waitFor, type ApiClient, type OrgCreds, type TestService 
 import type { Job } from '../helpers/fake-runner.ts';
 import { rid } from '../helpers/ids.ts';
 import { ingestRequest } from '../helpers/producer.ts';
+import type { DeliveryStatusBook } from '../../src/outcomes/status-book.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -364,7 +365,8 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     const ids = Array.from({ length: 40 }, () => rid('wfx'));
     await Promise.all(ids.map((id) => ext(O, started(id))));
     await ext(other.O, started(rid('wfx')));
-    const status = svc.server.ctx.deliveryStatus;
+    // the server's status book (the context's type shows only what the HTTP layer reads of it)
+    const status = svc.server.ctx.deliveryStatus as DeliveryStatusBook;
     await waitFor(() => status.backlogged(O), 10_000, 'the data plane to say the org with the slow receiver is backlogged');
     expect(status.backlogged(other.O)).toBe(false);
     // while it is, its facts are held a moment (src/ingest/ingest.ts HOLD_MS), then committed and delivered
