@@ -139,8 +139,7 @@ export function startIngest(deps: IngestDeps): Subscription {
 
   const run = () => {
     scheduled = null;
-    hold?.cancel();
-    hold = null;
+    hold = null; // run by its timer, or once schedule() let it go
     const started = performance.now();
     const { limit, short } = nextGroup({ budgetMs, msPerItem, lastShort, keys: waiting.keys, fewest: waiting.fewest, size: waiting.size });
     lastShort = short;
@@ -194,6 +193,12 @@ export function startIngest(deps: IngestDeps): Subscription {
     setImmediate(run);
   };
 
+  /** From now on nothing is held, and what is held now commits at the next turn (unsubscribe, drain). */
+  const stopHolding = () => {
+    draining = true;
+    if (scheduled === 'held') schedule(false);
+  };
+
   const sub = deps.bus.subscribe(
     ingestWildcard,
     (msg: BusMessage) => {
@@ -208,17 +213,14 @@ export function startIngest(deps: IngestDeps): Subscription {
     unsubscribe() {
       sub.unsubscribe();
       dropped.close();
-      // what was received is still committed and answered, at the next turn rather than after a hold
-      draining = true;
-      if (scheduled === 'held') schedule(false);
+      stopHolding(); // what was received is still committed and answered
     },
     // Shutdown (CONTRACT 1): later requests find no responder (the producer sends to another
     // process); every one already received is committed and answered, and the answers are sent.
     // Bounded: with the NATS connection down nothing can be confirmed (nor answered), and the
     // deliveries still have to drain within the shutdown's limit.
     async drain() {
-      draining = true;
-      if (scheduled === 'held') schedule(false);
+      stopHolding();
       await within(clock, sub.drain(), DRAIN_BOUND_MS);
       while (scheduled || waiting.size > 0) await new Promise<void>((r) => setImmediate(r));
       await within(clock, deps.bus.flush(), DRAIN_BOUND_MS);
