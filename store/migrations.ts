@@ -435,4 +435,10 @@ export const MIGRATIONS: string[] = [
   );
   INSERT INTO relay_cursor (id, events_seq) SELECT 1, COALESCE(MAX(seq), 0) FROM events;
   `,
+  /* the attempt log looks attempts up by event through an index on the event id alone (issue 33):
+        event ids begin with their time, so each attempt appends at the index's end, where
+        (webhook_id, event_id) inserted at one place per webhook, with the webhook id in every entry */ `
+  DROP INDEX IF EXISTS delivery_attempts_event;
+  CREATE INDEX delivery_attempts_event_id ON delivery_attempts(event_id);
+  `,
 ];
