@@ -1,7 +1,7 @@
 // Delivery status per webhook (CONTRACT 4.1), the attempt log (4.5) and the delivery metrics (6.5),
 // built from the outcome batches every data plane sends back, and from pings and resends. Held in
-// memory and written to SQLite in one transaction a second (never a write per attempt); read back
-// at start, so it survives a restart within about a second.
+// memory and written to SQLite once a second (the attempts also as soon as ATTEMPTS_PER_WRITE wait;
+// never a write per attempt); read back at start, so it survives a restart within about a second.
 //
 // The streak of failures (CONTRACT 4.1 watchdog: failing_since, recover_since, failed events) is
 // kept here too, and told to the watchdog (the engine's, wired by src/server.ts) only when it may
@@ -29,6 +29,13 @@ const PING_TYPE = 'com.svc.webhook.ping.v1';
  */
 export type StreakWatcher = (o: DeliveryOutcome, streak: Readonly<DeliveryStatus>) => boolean;
 const MAX_UNSAVED_ATTEMPTS = 100_000;
+/**
+ * The attempt log is written once a second, and besides as soon as this many attempts wait: a
+ * second of a saturated data plane (15 000–20 000 attempts) written at once held the engine's
+ * thread 135–230 ms (2 048: 10–13 ms), during which no fact was committed and no event published
+ * and no producer answered (issue 33, BENCHMARKS.md).
+ */
+export const ATTEMPTS_PER_WRITE = 2048;
 
 /** A data plane that has sent nothing for this long no longer counts in svc_deliveries_in_flight. */
 const WORKER_STALE_MS = 10_000;
@@ -61,6 +68,8 @@ export class DeliveryStatusBook {
   private readonly timer: Timer;
   /** attempts not yet in the attempt log (written with the statuses) */
   private attempts: AttemptRow[] = [];
+  /** the last write of the attempt log failed: the next is the timer's (not one per batch) */
+  private attemptWriteFailed = false;
   private readonly recoveryListeners: Array<(recoveryId: string, ok: boolean) => void> = [];
   private watcher: StreakWatcher | null = null;
 
@@ -92,6 +101,7 @@ export class DeliveryStatusBook {
     if (batch.backlogged) for (const org of batch.backlogged) this.backlog.set(org, now);
     for (const [reason, n] of Object.entries(batch.dropped)) this.metrics.eventsDropped.inc({ reason }, n);
     for (const o of batch.outcomes) this.record(o);
+    if (this.attempts.length >= ATTEMPTS_PER_WRITE && !this.attemptWriteFailed) this.flushAttempts();
   }
 
   /** One outcome (a data plane's, or a ping's). */
@@ -229,7 +239,9 @@ export class DeliveryStatusBook {
     this.attempts = [];
     try {
       saveAttempts(this.db, rows);
+      this.attemptWriteFailed = false;
     } catch (err) {
+      this.attemptWriteFailed = true;
       // kept for the next flush (bounded: an attempt log that cannot be written loses its oldest)
       this.attempts = rows.concat(this.attempts).slice(-MAX_UNSAVED_ATTEMPTS);
       this.logger.warn({ err }, 'could not save the attempt log; will try again');

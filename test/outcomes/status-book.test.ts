@@ -1,22 +1,25 @@
-// What the status book (src/outcomes/status-book.ts) keeps of the orgs a data plane says its
-// deliveries queue for (OutcomeBatch.backlogged): ingest holds their facts a moment while it is
-// recent (src/ingest/ingest.ts HOLD_MS). A manual clock: nothing here waits on time.
+// The status book (src/outcomes/status-book.ts): what it keeps of the orgs a data plane says its
+// deliveries queue for (OutcomeBatch.backlogged: ingest holds their facts a moment while it is
+// recent, src/ingest/ingest.ts HOLD_MS), and when it writes the attempt log. A manual clock:
+// nothing here waits on time.
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDb, type Db } from '../../store/db.ts';
 import { createMetrics } from '../../src/metrics.ts';
-import { BACKLOG_HEARD_MS, DeliveryStatusBook } from '../../src/outcomes/status-book.ts';
-import type { OutcomeBatch } from '../../src/outcomes/outcome.ts';
+import { ATTEMPTS_PER_WRITE, BACKLOG_HEARD_MS, DeliveryStatusBook } from '../../src/outcomes/status-book.ts';
+import type { DeliveryOutcome, OutcomeBatch } from '../../src/outcomes/outcome.ts';
 import { ManualClock } from '../helpers/clock.ts';
 
-describe('DeliveryStatusBook.backlogged', () => {
-  let db: Db | null = null;
-  let book: DeliveryStatusBook | null = null;
-  afterEach(() => {
-    book?.close();
-    db?.close();
-  });
+let db: Db | null = null;
+let book: DeliveryStatusBook | null = null;
+afterEach(() => {
+  book?.close();
+  db?.close();
+  book = null;
+  db = null;
+});
 
+describe('DeliveryStatusBook.backlogged', () => {
   it('an org a data plane named is backlogged for BACKLOG_HEARD_MS after its last batch that named it; other orgs never are', () => {
     const clock = new ManualClock();
     db = openDb(':memory:');
@@ -37,5 +40,61 @@ describe('DeliveryStatusBook.backlogged', () => {
     clock.advance(BACKLOG_HEARD_MS - 1);
     expect(book.backlogged('org_a')).toBe(true);
     expect(book.backlogged('org_b')).toBe(true);
+  });
+});
+
+describe('DeliveryStatusBook, the attempt log', () => {
+  const logged = (d: Db) => (d.prepare('SELECT COUNT(*) AS n FROM delivery_attempts').get() as { n: number }).n;
+  const outcome = (n: number, at: number): DeliveryOutcome => ({
+    webhook_id: `wh_${n % 7}`, org_id: 'org_a', event_id: `ev_${n}`, type: 't', ok: true, status: 204, error: null, duration_ms: 1, at,
+  });
+  /** batches of `size` successful outcomes at the clock's time, each outcome a new event */
+  const batcher = (clock: ManualClock) => {
+    let n = 0;
+    return (size: number): OutcomeBatch => ({
+      id: `w.${n}`, sent_at: clock.now(), worker: 'w', in_flight: 0, dropped: {}, outcomes: Array.from({ length: size }, () => outcome(n++, clock.now())),
+    });
+  };
+
+  it('is written once a second, and besides as soon as ATTEMPTS_PER_WRITE attempts wait (a saturated second is not one long write)', () => {
+    const clock = new ManualClock();
+    db = openDb(':memory:');
+    book = new DeliveryStatusBook(db, createMetrics({ defaultMetrics: false }), clock, pino({ level: 'silent' }), { engineClock: clock });
+    const batch = batcher(clock);
+    // below the bound: nothing until the second is over
+    book.apply(batch(ATTEMPTS_PER_WRITE - 1));
+    expect(logged(db)).toBe(0);
+    clock.advance(999);
+    expect(logged(db)).toBe(0);
+    clock.advance(1);
+    expect(logged(db)).toBe(ATTEMPTS_PER_WRITE - 1);
+    // at the bound, within the batch that reaches it
+    book.apply(batch(ATTEMPTS_PER_WRITE - 10));
+    expect(logged(db)).toBe(ATTEMPTS_PER_WRITE - 1);
+    book.apply(batch(10));
+    expect(logged(db)).toBe(2 * ATTEMPTS_PER_WRITE - 1);
+    book.apply(batch(5));
+    clock.advance(1000);
+    expect(logged(db)).toBe(2 * ATTEMPTS_PER_WRITE + 4);
+  });
+
+  it('after a failed write, waits for the timer to try again (not a try per batch), and loses nothing it kept', () => {
+    const clock = new ManualClock();
+    db = openDb(':memory:');
+    const warnings: string[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(line) });
+    book = new DeliveryStatusBook(db, createMetrics({ defaultMetrics: false }), clock, logger, { engineClock: clock });
+    const batch = batcher(clock);
+    db.exec('ALTER TABLE delivery_attempts RENAME TO delivery_attempts_away');
+    book.apply(batch(ATTEMPTS_PER_WRITE));
+    expect(warnings).toHaveLength(1);
+    book.apply(batch(100));
+    book.apply(batch(100));
+    expect(warnings).toHaveLength(1);
+    db.exec('ALTER TABLE delivery_attempts_away RENAME TO delivery_attempts');
+    clock.advance(1000);
+    expect(logged(db)).toBe(ATTEMPTS_PER_WRITE + 200);
+    book.apply(batch(ATTEMPTS_PER_WRITE));
+    expect(logged(db)).toBe(2 * ATTEMPTS_PER_WRITE + 200);
   });
 });
