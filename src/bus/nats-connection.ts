@@ -58,6 +58,30 @@ function requestErrorCode(err: unknown): BusRequestErrorCode {
   return 'failed';
 }
 
+/**
+ * A message as the bus hands it on: its subject, payload and reply subject only, not the client's
+ * message (its parsed protocol fields and views): ingest keeps up to a group's worth of these
+ * waiting, and what they hold is copied at every young-generation GC while they wait.
+ */
+class NatsBusMessage implements BusMessage {
+  constructor(
+    private readonly nc: NatsConnection,
+    readonly subject: string,
+    readonly data: Uint8Array,
+    readonly reply: string | undefined,
+  ) {}
+
+  json<T = unknown>(): T {
+    return parseJson<T>(this.data);
+  }
+
+  respond(data: Uint8Array | string): boolean {
+    if (!this.reply || this.nc.isClosed()) return false;
+    this.nc.publish(this.reply, toBytes(data));
+    return true;
+  }
+}
+
 /** Connect; an unreachable server is an error naming the URL (or, with waitForServer, a warning and another try). */
 export async function connectNats(url: string, opts: NatsBusOptions = {}): Promise<NatsConnection> {
   const logger = opts.logger ?? consoleBusLogger;
@@ -117,19 +141,7 @@ export async function createNatsBus(url: string, opts: NatsBusOptions = {}): Pro
   function wrap(m: Msg): BusMessage {
     // Event copies seen by plain subscribers carry the JetStream publish's ack inbox: never answer it.
     const reply = m.reply && !subjectMatches(eventsWildcard, m.subject) ? m.reply : undefined;
-    return {
-      subject: m.subject,
-      data: m.data,
-      reply,
-      json<T = unknown>(): T {
-        return parseJson<T>(m.data);
-      },
-      respond(data: Uint8Array | string): boolean {
-        if (!reply || nc.isClosed()) return false;
-        nc.publish(reply, toBytes(data));
-        return true;
-      },
-    };
+    return new NatsBusMessage(nc, m.subject, m.data, reply);
   }
 
   const bus: NatsBus = {
