@@ -224,8 +224,12 @@ export class OutboxRelay {
     });
   }
 
-  /** One batch as messages, one per org: its rows the bus can carry (the others set aside). Empty when none is left. */
-  private messages(b: Batch): Array<{ id: string; rows: OutboxRow[]; body: Buffer }> {
+  /**
+   * One batch as messages, one per org: its rows the bus can carry (the others set aside). Empty
+   * when none is left. Each row's body as UTF-8 goes into `bytes` too: the observers' copy of the
+   * event (mirror) is sent from the same bytes as the hop message, not encoded a second time.
+   */
+  private messages(b: Batch, bytes: Map<OutboxRow, Buffer>): Array<{ id: string; rows: OutboxRow[]; body: Buffer }> {
     const byOrg = new Map<string, OutboxRow[]>();
     for (const r of b.rows) {
       const tooBig = oversized(r);
@@ -240,7 +244,12 @@ export class OutboxRelay {
     for (const [org, rows] of byOrg) {
       this.metrics?.hopBatchEvents.observe(rows.length);
       const id = byOrg.size === 1 ? b.id : `${b.id}.${org}`;
-      out.push({ id, rows, body: encodeHopBatch(rows.map((r) => ({ id: r.event_id, route: r.route, body: r.body }))) });
+      const events = rows.map((r) => {
+        const body = Buffer.from(r.body, 'utf8');
+        bytes.set(r, body);
+        return { id: r.event_id, route: r.route, body };
+      });
+      out.push({ id, rows, body: encodeHopBatch(events) });
     }
     return out;
   }
@@ -285,11 +294,13 @@ export class OutboxRelay {
           const batches = this.nextBatches();
           if (!batches.length) break;
           await this.fault?.('before-publish');
+          const bytes = new Map<OutboxRow, Buffer>();
+          const messages = batches.map((b) => this.messages(b, bytes));
           // observers' copies go out with the publish, in the same socket write (one write fewer
           // per round than after the store acknowledgement)
-          this.mirror(batches);
+          this.mirror(batches, bytes);
           const now = this.clock.now();
-          const acks = await Promise.allSettled(batches.map((b) => this.publishBatch(this.messages(b), now)));
+          const acks = await Promise.allSettled(messages.map((m) => this.publishBatch(m, now)));
           // in order: stored (a message refused for its size, each event alone), up to the first other failure
           const stored: Batch[] = [];
           let failure: { reason: unknown } | null = null;
@@ -335,14 +346,15 @@ export class OutboxRelay {
    * runs (a publish tried again does not repeat it; after a restart, rows published again may be);
    * a recovery item repeats an event they saw already.
    */
-  private mirror(batches: readonly Batch[]): void {
+  private mirror(batches: readonly Batch[], bytes: ReadonlyMap<OutboxRow, Buffer>): void {
     for (const b of batches) {
       for (const r of b.rows) {
         if (r.seq <= this.mirroredUpTo) continue;
         this.mirroredUpTo = r.seq;
         if (isRecoveryItemId(r.event_id)) continue;
         try {
-          this.publisher.mirror(r.subject, r.body);
+          // a row set aside for its size has no bytes: its copy too is the string
+          this.publisher.mirror(r.subject, bytes.get(r) ?? r.body);
         } catch {
           // the connection is closing: observers are best effort
         }

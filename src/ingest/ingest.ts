@@ -130,6 +130,7 @@ export function startIngest(deps: IngestDeps): Subscription {
   let draining = false;
   let lastShort = false;
 
+  /** A refused message's answer (counted at once; a group's accepted ones are counted together in commit). */
   const answer = (w: Waiting, reply: Reply, result: IngestResult | 'invalid') => {
     deps.metrics.ingestMessages.inc({ result });
     // one line per org and reason, then a count every 10 s (the subject is the first one's only)
@@ -171,11 +172,16 @@ export function startIngest(deps: IngestDeps): Subscription {
       for (const r of ready) respond(r.w, { ok: false, error: 'not recorded, try again' });
       return;
     }
+    // the group's results counted once each (a labelled inc per message is a hash of its labels)
+    const counts = new Map<IngestResult, number>();
     results.forEach((res, i) => {
-      if (res.ok) answer(ready[i].w, { ok: true }, res.value);
-      else if (res.error instanceof EventTooLargeError) answer(ready[i].w, { ok: false, error: res.error.code, message: res.error.message }, 'invalid');
+      if (res.ok) {
+        counts.set(res.value, (counts.get(res.value) ?? 0) + 1);
+        respond(ready[i].w, OK);
+      } else if (res.error instanceof EventTooLargeError) answer(ready[i].w, { ok: false, error: res.error.code, message: res.error.message }, 'invalid');
       else answer(ready[i].w, { ok: false, error: errorText(res.error) }, 'invalid');
     });
+    for (const [result, n] of counts) deps.metrics.ingestMessages.inc({ result }, n);
   };
 
   const schedule = (held: boolean) => {
@@ -235,7 +241,11 @@ export function startIngest(deps: IngestDeps): Subscription {
  * svc.events.… or answer another org's request (src/bus/nats-permissions.ts isProducerReplySubject).
  */
 function respond({ msg, orgId }: Waiting, reply: Reply): void {
-  if (msg.reply && orgId && isProducerReplySubject(msg.reply, orgId)) msg.respond(JSON.stringify(reply));
+  if (msg.reply && orgId && isProducerReplySubject(msg.reply, orgId)) msg.respond(reply === OK ? OK_BYTES : JSON.stringify(reply));
 }
+
+/** The answer to a fact committed (or recognised as a duplicate or ignored), encoded once. */
+const OK: Reply = { ok: true };
+const OK_BYTES = new TextEncoder().encode(JSON.stringify(OK));
 
 const DRAIN_BOUND_MS = 3000;
