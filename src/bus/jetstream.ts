@@ -45,7 +45,7 @@ export const PROGRESS_BUCKET = 'svc_progress';
  * well before (src/dataplane/sources/jetstream-source.ts). It is also how long the events a killed data
  * plane held wait before anyone else may take them — for a slow webhook that is its whole share of
  * the backlog, up to the pipeline's 5000 events — so it is the recovery time after a kill -9
- * (test/ledger.test.ts). Short, then: the `working()` heartbeat keeps slow events with their holder.
+ * (test/system/ledger.test.ts). Short, then: the `working()` heartbeat keeps slow events with their holder.
  * It must stay well above a pull request's lifetime (2 s), so that what a killed plane held comes
  * back only after its pull requests are gone (see the nats-server defect in jetstream-source.ts).
  */
@@ -137,14 +137,29 @@ export const LAYOUT_CONSUMERS = [
 ] as const;
 
 /**
- * Events of SVC_EVENTS not yet done: waiting for a worker, or handed to one and not acked. Asked of
- * the consumer, not the stream: on a cluster, nats-server 2.9 can keep messages in a work-queue
- * stream that its consumer has acked (seen after a leader election: 41 messages held, ack floor 41,
- * nothing pending), and nothing delivers them again.
+ * JetStream did not answer (a timeout) or said it is temporarily unavailable (10008: the meta group,
+ * or the stream or consumer asked about, has no leader yet): on a cluster, an election under way,
+ * which ends by itself.
  */
-export async function undeliveredEvents(jsm: JetStreamManager): Promise<number> {
-  const c = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
-  return c.num_pending + c.num_ack_pending;
+export function electionUnderWay(err: unknown): boolean {
+  return err instanceof Error && (err.name === 'TimeoutError' || /timeout|temporarily unavailable/i.test(err.message));
+}
+
+/**
+ * Events of SVC_EVENTS not yet done: waiting for a worker, or handed to one and not acked; null
+ * while the consumer cannot tell (electionUnderWay: electing its leader after a server's loss).
+ * Asked of the consumer, not the stream: on a cluster, nats-server 2.9 can keep messages in a
+ * work-queue stream that its consumer has acked (seen after a leader election: 41 messages held, ack
+ * floor 41, nothing pending), and nothing delivers them again.
+ */
+export async function undeliveredEvents(jsm: JetStreamManager): Promise<number | null> {
+  try {
+    const c = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
+    return c.num_pending + c.num_ack_pending;
+  } catch (err) {
+    if (electionUnderWay(err)) return null;
+    throw err;
+  }
 }
 
 /**
@@ -333,12 +348,29 @@ async function checkIngestNotCaptured(jsm: JetStreamManager): Promise<void> {
 export async function ensureLayout(nc: NatsConnection, jsm: JetStreamManager, opts: LayoutOptions = {}): Promise<{ replicas: number }> {
   const explicit = opts.replicas !== undefined && opts.replicas !== null;
   const plan: ReplicaPlan = { replicas: explicit ? opts.replicas! : defaultReplicas(nc), explicit, logger: opts.logger };
-  await checkIngestNotCaptured(jsm);
-  await ensureStream(jsm, eventsStream(), plan);
-  await ensureConsumer(jsm, EVENTS_STREAM, { ...dispatchConsumer(), num_replicas: await streamReplicas(jsm, EVENTS_STREAM) });
-  await ensureStream(jsm, outcomesStream(), plan);
-  await ensureConsumer(jsm, OUTCOMES_STREAM, { ...outcomesConsumer(), num_replicas: await streamReplicas(jsm, OUTCOMES_STREAM) });
-  await ensureBucket(nc, jsm, REGISTRY_BUCKET, {}, plan);
-  await ensureBucket(nc, jsm, PROGRESS_BUCKET, { ttl: PROGRESS_TTL_MS }, plan);
+  await layoutStep('the streams', () => checkIngestNotCaptured(jsm));
+  await layoutStep(`stream ${EVENTS_STREAM}`, () => ensureStream(jsm, eventsStream(), plan));
+  const dispatch = dispatchConsumer();
+  await layoutStep(`consumer ${EVENTS_STREAM}/${dispatch.durable_name}`, async () => ensureConsumer(jsm, EVENTS_STREAM, { ...dispatch, num_replicas: await streamReplicas(jsm, EVENTS_STREAM) }));
+  await layoutStep(`stream ${OUTCOMES_STREAM}`, () => ensureStream(jsm, outcomesStream(), plan));
+  const outcomes = outcomesConsumer();
+  await layoutStep(`consumer ${OUTCOMES_STREAM}/${outcomes.durable_name}`, async () => ensureConsumer(jsm, OUTCOMES_STREAM, { ...outcomes, num_replicas: await streamReplicas(jsm, OUTCOMES_STREAM) }));
+  await layoutStep(`bucket ${REGISTRY_BUCKET}`, () => ensureBucket(nc, jsm, REGISTRY_BUCKET, {}, plan));
+  await layoutStep(`bucket ${PROGRESS_BUCKET}`, () => ensureBucket(nc, jsm, PROGRESS_BUCKET, { ttl: PROGRESS_TTL_MS }, plan));
   return { replicas: plan.replicas };
+}
+
+/**
+ * One part of the layout; its error names the part (`consumer SVC_EVENTS/dispatch: timeout`): on
+ * a cluster, what does not answer is one stream's or consumer's group, not JetStream as a whole.
+ */
+async function layoutStep(what: string, fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (err) {
+    if (!(err instanceof Error)) throw err;
+    const named = new Error(`${what}: ${err.message}`, { cause: err });
+    named.name = err.name; // electionUnderWay() and callers still see a TimeoutError as one
+    throw named;
+  }
 }

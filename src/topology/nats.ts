@@ -14,7 +14,7 @@ import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { retry, systemClock } from '../domain/clock.ts';
 import { resolveDataplaneKey } from '../bus/dataplane-key.ts';
-import { ensureLayout, EVENTS_STREAM, LAYOUT_CONSUMERS, LAYOUT_STREAMS, REGISTRY_BUCKET, undeliveredEvents } from '../bus/jetstream.ts';
+import { electionUnderWay, ensureLayout, EVENTS_STREAM, LAYOUT_CONSUMERS, LAYOUT_STREAMS, REGISTRY_BUCKET, undeliveredEvents } from '../bus/jetstream.ts';
 import { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
 import { KvRegistryPublisher } from '../bus/kv-registry.ts';
 import { natsConnectOptions } from '../bus/nats-auth.ts';
@@ -64,15 +64,14 @@ const SETUP_ELECTION_WAIT_MS = 60_000;
  */
 async function retryDuringElection<T>(d: TopologyDeps, fn: () => Promise<T>): Promise<T> {
   const end = systemClock.now() + SETUP_ELECTION_WAIT_MS;
-  // no answer, or JetStream's own "temporarily unavailable" (10008: its meta group has no leader yet)
-  const electing = (err: unknown) => err instanceof Error && (err.name === 'TimeoutError' || /timeout|temporarily unavailable/i.test(err.message));
   const r = await retry(
     systemClock,
     {
       delayMs: () => 500,
-      retryable: (err) => electing(err) && systemClock.now() <= end,
+      retryable: (err) => electionUnderWay(err) && systemClock.now() <= end,
       onError: (err, attempt) => {
-        if (attempt === 1) d.logger.warn({ err: (err as Error).message }, 'JetStream did not answer (a cluster electing leaders?); setting up again');
+        // the first time, then every 10th (about every 5 s plus the requests' own timeouts): which part still does not answer
+        if (attempt % 10 === 1) d.logger.warn({ err: (err as Error).message, attempt }, 'JetStream did not answer (a cluster electing leaders?); setting up again');
       },
     },
     fn,
@@ -150,6 +149,7 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
     },
     async idle() {
       if (!delivery.idle() || !historyRelay.idle()) return false;
+      // a consumer that cannot tell (null: electing its leader) is not known idle
       return (await undeliveredEvents(jsm)) === 0;
     },
     drain: () => delivery.drain(),
