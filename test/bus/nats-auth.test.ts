@@ -334,6 +334,7 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
     it("may name any reply subject (NATS does not check it): the engine answers only A's own _INBOX_org_a.… replies", async () => {
       const forged: string[] = [];
       const answered: string[] = [];
+      const seen = ingested.length;
       const responder = await client('engine', path.join(dir, 'engine.creds'), 'engine-guarded');
       responder.nc.subscribe('svc.ingest.org_a.runners.>', {
         callback: (_e, m) => {
@@ -350,6 +351,9 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       // another subscriber on svc.ingest.> (the engine of this suite) may answer the request before
       // this responder has read the three messages: wait until it has
       await waitFor(() => forged.length + answered.length >= 3, 10_000, () => `the responder to read 3 messages (forged ${forged.length}, answered ${answered.length})`);
+      // and until the suite's engine has read them too: read later, they would count as reaching the
+      // engine in the next test
+      await waitFor(() => ingested.slice(seen).filter((s) => s.startsWith('svc.ingest.org_a.runners.')).length >= 3, 10_000, 'the engine to read the 3 messages');
       expect(forged).toEqual(['svc.events.org_b.workflow.wf_1.started', '_INBOX_org_b.x1.y1']);
       expect(answered).toHaveLength(1);
       expect(answered[0]).toMatch(/^_INBOX_org_a\./);

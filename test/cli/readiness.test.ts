@@ -6,7 +6,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../store/db.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
-import { children, dataplaneKey, spawnService, spawnWorker, type SvcChild } from '../helpers/child-service.ts';
+import { children, dataplaneKey, sigterm, spawnService, spawnWorker, type SvcChild } from '../helpers/child-service.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { newDbWithOrg, startService, tmpDir } from '../helpers/service.ts';
 import { Readiness } from '../../src/readiness.ts';
@@ -53,11 +53,6 @@ async function burst(nc: NatsConnection, orgId: string, n: number): Promise<stri
       }
     }),
   );
-}
-
-async function sigterm(c: SvcChild): Promise<number | null> {
-  c.proc.kill('SIGTERM');
-  return (await c.exited).code;
 }
 
 async function readyz(url: string): Promise<{ status: number; body: { ready: boolean; reasons?: string[] } }> {
@@ -151,7 +146,7 @@ describe.skipIf(!HAVE_NATS)('svc serve --nats: the line is a promise', () => {
       const answers = await burst(nc, orgId, BURST);
       const bad = answers.filter((a) => a !== '{"ok":true}');
       if (bad.length) failed.push(`start ${i + 1}: ${bad.length} of ${BURST} not ok, e.g. ${bad[0]}`);
-      expect(await sigterm(svc)).toBe(0);
+      expect((await sigterm(svc)).code).toBe(0);
     }
     console.log(`readiness: ${STARTS} starts, ${STARTS * BURST} facts sent at the line, ${failed.length} starts with failures, in ${Date.now() - t0} ms`);
     expect(failed).toEqual([]);
@@ -206,7 +201,7 @@ describe.skipIf(!HAVE_NATS)('GET /readyz of svc serve --nats', () => {
       nc = await connect({ servers: nats.url, name: 'readiness-test' });
       const answers = await burst(nc, orgId, 20);
       expect(answers.filter((a) => a !== '{"ok":true}')).toEqual([]);
-      expect(await sigterm(svc)).toBe(0);
+      expect((await sigterm(svc)).code).toBe(0);
     } finally {
       await nc?.close();
       await nats.stop();
@@ -291,8 +286,8 @@ describe.skipIf(!HAVE_NATS)('svc worker: the line is a promise', () => {
       expect((await ingestRequest(nc, f.subject, f.body, { timeout: 5000 })).string()).toBe('{"ok":true}');
       const got = await waitFor(() => receiver.at('worker').find((r) => String(r.json?.subject ?? '').includes(f.id)), 10_000, 'the delivery by the worker');
       expect(got.json.type).toMatch(/workflow/);
-      expect(await sigterm(worker)).toBe(0);
-      expect(await sigterm(svc)).toBe(0);
+      expect((await sigterm(worker)).code).toBe(0);
+      expect((await sigterm(svc)).code).toBe(0);
     } finally {
       await nc.close();
       await receiver.close();

@@ -116,8 +116,23 @@ export function queuedCount(db: string): number {
  */
 export async function childSettled(db: string, opts: { jsm?: JetStreamManager; timeoutMs?: number } = {}): Promise<void> {
   await waitFor(
+    // null (a consumer electing its leader cannot tell): not settled yet
     async () => queuedCount(db) === 0 && (!opts.jsm || (await undeliveredEvents(opts.jsm)) === 0),
     opts.timeoutMs ?? 15_000,
     'every committed event to be delivered',
   );
+}
+
+/** The warnings and errors in a child's log (pino's level 40 and above), the last few. */
+export function childWarnings(log: string): string {
+  const lines = log.split('\n').filter((l) => /"level":(4|5|6)\d/.test(l));
+  return lines.length ? lines.slice(-8).join('\n') : 'none';
+}
+
+/** SIGTERM; resolves the exit code and how long the exit took. */
+export async function sigterm(c: SvcChild): Promise<{ code: number | null; ms: number }> {
+  const t0 = Date.now();
+  c.proc.kill('SIGTERM');
+  const { code } = await c.exited;
+  return { code, ms: Date.now() - t0 };
 }
