@@ -10,7 +10,12 @@
 // the log starts again from its beginning only once it has been copied whole: so once the log holds
 // RESTART_PAGES, the engine's connection copies the few pages the thread left, between two turns
 // of the event loop (not in a commit: the answers of the commit before are sent first), and its
-// next commit starts the log again. A store in memory, or not in WAL mode, is left as it is.
+// next commit starts the log again. The thread tells the log's length only after a pass, every 50 ms
+// or later on a busy machine, and a flood adds megabytes in that time: so the engine also looks at
+// the log's file after each group of facts (`committed`), and finishes once that file grows past
+// RESTART_PAGES and past any size it had (its size is the longest the log has been: a log started
+// again is written from the file's beginning). A store in memory, or not in WAL mode, is left as it is.
+import { statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
@@ -67,12 +72,19 @@ export class WalCheckpoints {
   private readonly stopped = new Int32Array(new SharedArrayBuffer(4));
   private finishing = false;
   private closed = false;
+  /** the log's file, and the largest size `committed` saw it at */
+  private readonly walFile: string;
+  private walFileMax = 0;
+  /** RESTART_PAGES as the log's file counts them (a frame is a page and its 24-byte header) */
+  private readonly restartBytes: number;
 
   /** Checkpoints for `db` on a thread of their own; nothing for a store in memory or not in WAL mode. */
   constructor(
     private readonly db: Db,
     private readonly logger: Logger,
   ) {
+    this.walFile = `${db.name}-wal`;
+    this.restartBytes = RESTART_PAGES * (Number(db.pragma('page_size', { simple: true })) + 24);
     if (db.memory || String(db.pragma('journal_mode', { simple: true })).toLowerCase() !== 'wal') return;
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
     const worker = new Worker(THREAD, { eval: true, workerData: { driver, file: db.name, everyMs: PASS_EVERY_MS, stopped: this.stopped } });
@@ -98,6 +110,20 @@ export class WalCheckpoints {
   /** Whether the checkpoints run on their own thread. */
   get threaded(): boolean {
     return this.worker !== null;
+  }
+
+  /**
+   * After a commit (the engine's, of a group of facts): when the log's file has grown past
+   * RESTART_PAGES and past its largest size so far, the log is that long and has not started again,
+   * whatever the thread saw at its last pass: finish. A finish that found the thread's pass under
+   * way copies nothing; the file grows again at the next commit, and this tries again.
+   */
+  committed(): void {
+    if (!this.worker) return;
+    const size = statSync(this.walFile, { throwIfNoEntry: false })?.size ?? 0;
+    if (size <= this.walFileMax) return;
+    this.walFileMax = size;
+    if (size >= this.restartBytes) this.finish();
   }
 
   /** The log is long: copy what the thread has left, at the next turn of the event loop. */
