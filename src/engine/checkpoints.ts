@@ -25,6 +25,8 @@ import type { Db } from '../../store/db.ts';
 const PASS_EVERY_MS = 50;
 /** Log pages (of 4 KiB) after which the engine's connection finishes a checkpoint itself. */
 const RESTART_PAGES = 4000;
+/** How much more the log's file grows before `committed` finishes again (1 MiB of 4 KiB pages). */
+const FINISH_STEP_PAGES = 256;
 /** How long the engine's close waits for the thread to end a pass and close its connection. */
 const STOP_WAIT_MS = 2000;
 /** SQLite's default wal_autocheckpoint, for the engine's connection when the thread is gone. */
@@ -72,11 +74,11 @@ export class WalCheckpoints {
   private readonly stopped = new Int32Array(new SharedArrayBuffer(4));
   private finishing = false;
   private closed = false;
-  /** the log's file, and the largest size `committed` saw it at */
+  /** the log's file, and the size past which `committed` finishes next */
   private readonly walFile: string;
-  private walFileMax = 0;
-  /** RESTART_PAGES as the log's file counts them (a frame is a page and its 24-byte header) */
-  private readonly restartBytes: number;
+  private finishPast: number;
+  /** a page as the log's file counts it (a frame: the page and a 24-byte header) */
+  private readonly frameBytes: number;
 
   /** Checkpoints for `db` on a thread of their own; nothing for a store in memory or not in WAL mode. */
   constructor(
@@ -84,7 +86,8 @@ export class WalCheckpoints {
     private readonly logger: Logger,
   ) {
     this.walFile = `${db.name}-wal`;
-    this.restartBytes = RESTART_PAGES * (Number(db.pragma('page_size', { simple: true })) + 24);
+    this.frameBytes = Number(db.pragma('page_size', { simple: true })) + 24;
+    this.finishPast = RESTART_PAGES * this.frameBytes;
     if (db.memory || String(db.pragma('journal_mode', { simple: true })).toLowerCase() !== 'wal') return;
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
     const worker = new Worker(THREAD, { eval: true, workerData: { driver, file: db.name, everyMs: PASS_EVERY_MS, stopped: this.stopped } });
@@ -116,14 +119,16 @@ export class WalCheckpoints {
    * After a commit (the engine's, of a group of facts): when the log's file has grown past
    * RESTART_PAGES and past its largest size so far, the log is that long and has not started again,
    * whatever the thread saw at its last pass: finish. A finish that found the thread's pass under
-   * way copies nothing; the file grows again at the next commit, and this tries again.
+   * way copies nothing, and one may copy all while a reader keeps the log from starting again: the
+   * next is tried once the file has grown FINISH_STEP_PAGES more (a finish is a disk sync on the
+   * engine's thread: not one per commit).
    */
   committed(): void {
     if (!this.worker) return;
     const size = statSync(this.walFile, { throwIfNoEntry: false })?.size ?? 0;
-    if (size <= this.walFileMax) return;
-    this.walFileMax = size;
-    if (size >= this.restartBytes) this.finish();
+    if (size < this.finishPast) return;
+    this.finishPast = size + FINISH_STEP_PAGES * this.frameBytes;
+    this.finish();
   }
 
   /** The log is long: copy what the thread has left, at the next turn of the event loop. */
