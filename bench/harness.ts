@@ -103,10 +103,14 @@ export async function listenOnLoopback(server: http.Server): Promise<{ url: stri
 
 const TICK_MS = 10; // USER_HZ is 100 on Linux
 
-/** CPU time (user + system, all threads) a process has used so far, ms; null off Linux or when gone. */
-export function cpuMsOf(pid: number): number | null {
+/**
+ * CPU time (user + system) a process has used so far, ms, all its threads; with `mainThread`, its
+ * main thread's only (svc's engine: the thread that commits facts, publishes and answers; the rest
+ * is its delivery threads, the checkpoint thread and V8's helpers). Null off Linux or when gone.
+ */
+export function cpuMsOf(pid: number, mainThread = false): number | null {
   try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = fs.readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8');
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(f[11]) + Number(f[12])) * TICK_MS; // utime, stime (fields 14 and 15)
   } catch {
@@ -183,9 +187,14 @@ export function sampleRss(pid: number | null, everyMs = 20): { stop(): { start_m
 /**
  * Processes whose CPU time a phase reports: the system under test, nats-server; the bench process
  * itself is added. A list is reported as the sum of its processes (the peer's `sut` is its ingest
- * and its worker).
+ * and its worker); `{ mainThreadOf }` is that process's main thread alone.
  */
-export type CpuPids = Record<string, number | number[] | null>;
+export type CpuPids = Record<string, number | number[] | { mainThreadOf: number } | null>;
+
+/** svc's CPU figures: the process (`sut`), its engine's thread (`sut_main`), and nats-server. */
+export function svcCpuPids(svcPid: number | null | undefined, natsPid: number | null | undefined): CpuPids {
+  return { sut: svcPid ?? null, sut_main: svcPid ? { mainThreadOf: svcPid } : null, nats: natsPid ?? null };
+}
 
 /** CPU time of every process of a list, ms; null when any is unknown. */
 function cpuMsOfAll(pids: number[]): number | null {
@@ -200,7 +209,9 @@ function cpuMsOfAll(pids: number[]): number | null {
 
 export function cpuSnapshot(pids: CpuPids): Record<string, number | null> {
   const out: Record<string, number | null> = {};
-  for (const [k, pid] of Object.entries(pids)) out[k] = Array.isArray(pid) ? cpuMsOfAll(pid) : pid ? cpuMsOf(pid) : null;
+  for (const [k, pid] of Object.entries(pids)) {
+    out[k] = Array.isArray(pid) ? cpuMsOfAll(pid) : typeof pid === 'object' && pid ? cpuMsOf(pid.mainThreadOf, true) : pid ? cpuMsOf(pid) : null;
+  }
   const u = process.cpuUsage();
   out.bench = (u.user + u.system) / 1000;
   return out;

@@ -27,7 +27,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { findNatsServer } from '../test/helpers/nats-server.ts';
-import { closeProducers, KEPT_UP_TAIL_MS, runPhase, startBenchReceiver, type BenchReceiver, type CpuPids, type PhaseResult } from './harness.ts';
+import { closeProducers, KEPT_UP_TAIL_MS, runPhase, startBenchReceiver, type BenchReceiver, type CpuPids, type PhaseResult, svcCpuPids } from './harness.ts';
 import {
   createSvcOrg,
   createWebhooks,
@@ -328,7 +328,7 @@ async function runSvc(env: Env, cmp: Comparison, round: number): Promise<SystemR
       for (const [fanout, org] of cmp.orgs) await createWebhooks(svc.url, org, hookUrls(env.receiver, fanout));
     }
     const loadavg = loadNow();
-    const cases = await runCases('svc', env, cmp.orgs, { sut: svc.pid, nats: env.natsPid }, cmp.cases, cmp.phases);
+    const cases = await runCases('svc', env, cmp.orgs, svcCpuPids(svc.pid, env.natsPid), cmp.cases, cmp.phases);
     return { cases, notes: await svcNotes(svc.line, svc.url, svc.lines, loadavg) };
   } finally {
     await stopChild(svc.child);
@@ -353,7 +353,7 @@ async function runEmbedded(env: Env, cmp: Comparison, round: number): Promise<Sy
     if (round === 1) for (const [fanout, org] of cmp.orgs) await createWebhooks(url, org, hookUrls(env.receiver, fanout));
     const loadavg = loadNow();
     const listening = svc.lines.find((l) => l.includes('listening on')) ?? '';
-    const cases = await runCases('embedded', env, cmp.orgs, { sut: svc.pid, nats: env.natsPid }, cmp.cases, cmp.phases);
+    const cases = await runCases('embedded', env, cmp.orgs, svcCpuPids(svc.pid, env.natsPid), cmp.cases, cmp.phases);
     return { cases, notes: await svcNotes(listening, url, svc.lines, loadavg) };
   } finally {
     await stopChild(svc.child);
@@ -529,6 +529,8 @@ function summarise(rounds: Round[], cases: CaseSpec[], systems: readonly System[
         paced_kept_up_rounds: rs.filter((r) => r.paced?.kept_up).length,
         paced_rounds: rs.filter((r) => r.paced).length,
         sut_cpu_us_per_delivery: median(rs.map((r) => r.saturated?.cpu_us_per_delivery.sut)),
+        /** of it, svc's engine's thread (null for the peer and the floor) */
+        sut_main_cpu_us_per_delivery: median(rs.map((r) => r.saturated?.cpu_us_per_delivery.sut_main)),
         nats_cpu_us_per_delivery: median(rs.map((r) => r.saturated?.cpu_us_per_delivery.nats)),
         redis_cpu_us_per_delivery: median(rs.map((r) => r.saturated?.cpu_us_per_delivery.redis)),
         with_brokers_cpu_us_per_delivery: median(rs.map((r) => withBrokersCpu(r.saturated))),
@@ -553,7 +555,7 @@ function grid(rows: string[][], leftColumns = 2): string {
 /** Per fan-out: a row per system (medians), then a row per ratio (medians of the per-round ratios). */
 function table(summary: ReturnType<typeof summarise>, cases: CaseSpec[], systems: readonly System[], pairs: Array<[string, PairReport]>): string {
   const rows: string[][] = [
-    ['fan-out', 'system', 'del/s', 'steady del/s', 'sat p50 ms', 'sat p99 ms', 'paced del/s', 'paced p50 ms', 'paced p99 ms', 'kept up', 'cpu µs/del', 'nats µs/del', 'redis µs/del', 'all µs/del', 'missing', 'dup'],
+    ['fan-out', 'system', 'del/s', 'steady del/s', 'sat p50 ms', 'sat p99 ms', 'paced del/s', 'paced p50 ms', 'paced p99 ms', 'kept up', 'cpu µs/del', 'engine thread µs/del', 'nats µs/del', 'redis µs/del', 'all µs/del', 'missing', 'dup'],
   ];
   for (const c of cases) {
     const per = summary[`x${c.fanout}`] ?? {};
@@ -572,6 +574,7 @@ function table(summary: ReturnType<typeof summarise>, cases: CaseSpec[], systems
         fmt(s.paced_p99_ms),
         s.paced_rounds ? `${s.paced_kept_up_rounds}/${s.paced_rounds}` : '-',
         fmt(s.sut_cpu_us_per_delivery),
+        fmt(s.sut_main_cpu_us_per_delivery),
         fmt(s.nats_cpu_us_per_delivery),
         fmt(s.redis_cpu_us_per_delivery),
         fmt(s.with_brokers_cpu_us_per_delivery),
@@ -602,6 +605,7 @@ function table(summary: ReturnType<typeof summarise>, cases: CaseSpec[], systems
         cell('paced_latency_p99'),
         kept.length ? `${kept.filter((x) => x === 1).length}/${kept.length}` : '',
         cell('sut_cpu_per_delivery'),
+        '',
         '',
         '',
         cell('with_brokers_cpu_per_delivery'),
@@ -673,11 +677,11 @@ function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult
   }
   if (s.ingest) {
     const g = s.ingest;
-    const rows = [['round', 'baseline facts/s', 'svc facts/s', 'svc/baseline', 'svc ack p50 ms', 'svc ack p99 ms', 'svc µs/fact', 'nats µs/fact', 'svc errors']];
+    const rows = [['round', 'baseline facts/s', 'svc facts/s', 'svc/baseline', 'svc ack p50 ms', 'svc ack p99 ms', 'svc µs/fact', 'engine thread µs/fact', 'nats µs/fact', 'svc errors']];
     g.rounds.forEach((r, i) =>
-      rows.push([String(i + 1), fmt(r.baseline.facts_per_sec), fmt(r.svc.facts_per_sec), times(r.ratio), fmt(r.svc.ack_ms.p50), fmt(r.svc.ack_ms.p99), fmt(r.svc.cpu_us_per_fact.sut), fmt(r.svc.cpu_us_per_fact.nats), String(r.svc.errors)]),
+      rows.push([String(i + 1), fmt(r.baseline.facts_per_sec), fmt(r.svc.facts_per_sec), times(r.ratio), fmt(r.svc.ack_ms.p50), fmt(r.svc.ack_ms.p99), fmt(r.svc.cpu_us_per_fact.sut), fmt(r.svc.cpu_us_per_fact.sut_main), fmt(r.svc.cpu_us_per_fact.nats), String(r.svc.errors)]),
     );
-    rows.push(['median', fmt(g.median.baseline_facts_per_sec), fmt(g.median.svc_facts_per_sec), times(g.median.ratio), '', '', '', '', '']);
+    rows.push(['median', fmt(g.median.baseline_facts_per_sec), fmt(g.median.svc_facts_per_sec), times(g.median.ratio), '', '', '', '', '', '']);
     out.push(`ingest alone: ${g.config.facts} facts per measurement, ${g.config.window} requests outstanding, svc serve --no-deliver, no webhooks (target ≥ 20 000 facts/s)\n${grid(rows, 1)}`);
   }
   if (s.tenancy) {

@@ -33,6 +33,7 @@ import {
   sampleRss,
   seqOf,
   startBenchReceiver,
+  svcCpuPids,
   type BenchReceiver,
   type CpuPids,
   type IngestResult,
@@ -413,7 +414,7 @@ export async function runIngestScenario(env: ScenarioEnv): Promise<IngestScenari
     const phase = (c: NatsConnection, name: string, facts: number, pids: CpuPids) =>
       runIngestPhase(c, { name, orgId: org.org_id, facts, firstSeq: env.takeSeqs(facts), window: S.window, timeLimitMs: 60_000, cpuPids: pids });
     const basePids = { sut: base.pid, nats: env.natsPid };
-    const svcPids = { sut: serve.pid, nats: nats.pid };
+    const svcPids = svcCpuPids(serve.pid, nats.pid);
     await phase(env.nc, 'baseline ingest warm-up', S.warmup_facts, basePids);
     await phase(nc, 'svc ingest warm-up', S.warmup_facts, svcPids);
     for (let r = 1; r <= S.rounds; r++) {
