@@ -13,8 +13,9 @@
 // next commit starts the log again. The thread tells the log's length only after a pass, every 50 ms
 // or later on a busy machine, and a flood adds megabytes in that time: so the engine also looks at
 // the log's file after each group of facts (`committed`), and finishes once that file grows past
-// RESTART_PAGES and past any size it had (its size is the longest the log has been: a log started
-// again is written from the file's beginning). A store in memory, or not in WAL mode, is left as it is.
+// RESTART_PAGES, and again only once it grows FINISH_STEP_PAGES past that (its size is the longest
+// the log has been: a log started again is written from the file's beginning, so the file grows only
+// while the log has not started again). A store in memory, or not in WAL mode, is left as it is.
 import { statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
@@ -117,8 +118,8 @@ export class WalCheckpoints {
 
   /**
    * After a commit (the engine's, of a group of facts): when the log's file has grown past
-   * RESTART_PAGES and past its largest size so far, the log is that long and has not started again,
-   * whatever the thread saw at its last pass: finish. A finish that found the thread's pass under
+   * RESTART_PAGES (or past the last finish's size and FINISH_STEP_PAGES), the log is that long and
+   * has not started again, whatever the thread saw at its last pass: finish. A finish that found the thread's pass under
    * way copies nothing, and one may copy all while a reader keeps the log from starting again: the
    * next is tried once the file has grown FINISH_STEP_PAGES more (a finish is a disk sync on the
    * engine's thread: not one per commit).
