@@ -207,11 +207,17 @@ function cpuMsOfAll(pids: number[]): number | null {
   return sum;
 }
 
+/** One entry of a CpuPids: a process, the sum of a list, or a process's main thread. */
+function cpuMsOfEntry(pid: CpuPids[string]): number | null {
+  if (!pid) return null;
+  if (Array.isArray(pid)) return cpuMsOfAll(pid);
+  if (typeof pid === 'object') return cpuMsOf(pid.mainThreadOf, true);
+  return cpuMsOf(pid);
+}
+
 export function cpuSnapshot(pids: CpuPids): Record<string, number | null> {
   const out: Record<string, number | null> = {};
-  for (const [k, pid] of Object.entries(pids)) {
-    out[k] = Array.isArray(pid) ? cpuMsOfAll(pid) : typeof pid === 'object' && pid ? cpuMsOf(pid.mainThreadOf, true) : pid ? cpuMsOf(pid) : null;
-  }
+  for (const [k, pid] of Object.entries(pids)) out[k] = cpuMsOfEntry(pid);
   const u = process.cpuUsage();
   out.bench = (u.user + u.system) / 1000;
   return out;

@@ -117,12 +117,10 @@ export class WalCheckpoints {
   }
 
   /**
-   * After a commit (the engine's, of a group of facts): when the log's file has grown past
-   * RESTART_PAGES (or past the last finish's size and FINISH_STEP_PAGES), the log is that long and
-   * has not started again, whatever the thread saw at its last pass: finish. A finish that found the thread's pass under
-   * way copies nothing, and one may copy all while a reader keeps the log from starting again: the
-   * next is tried once the file has grown FINISH_STEP_PAGES more (a finish is a disk sync on the
-   * engine's thread: not one per commit).
+   * After a commit (the engine's, of a group of facts): the log's file past `finishPast` means the
+   * log has not started again, whatever the thread saw at its last pass: finish. The next finish
+   * waits for FINISH_STEP_PAGES more (one may find the thread's pass under way, or a reader keeping
+   * the log from starting again; a finish is a disk sync on the engine's thread, not one per commit).
    */
   committed(): void {
     if (!this.worker) return;
