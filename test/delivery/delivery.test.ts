@@ -2,7 +2,10 @@
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import pino from 'pino';
+import { Pool, type Dispatcher } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CE_CONTENT_TYPE, type AttemptResult, type DelivererOptions } from '../../src/delivery/client.ts';
 import { verify } from '../../src/delivery/sign.ts';
@@ -556,4 +559,44 @@ describe('connection reuse, metrics, shutdown', () => {
     expect(await p).toMatchObject({ delivered: false, error: 'aborted: shutting down' });
   });
 
+});
+
+describe('memory', () => {
+  /** A full collection (V8's gc, exposed at run time), after the jobs under way have ended. */
+  async function collect(): Promise<void> {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    for (let i = 0; i < 3; i++) {
+      await new Promise((r) => setImmediate(r));
+      gc();
+    }
+  }
+
+  it('a finished attempt that undici still holds keeps nothing of its caller alive', async () => {
+    // undici may hold an attempt (its handler) after the result; whatever the attempt points to then
+    // outlives scavenges with it (src/delivery/client.ts, Attempt.settle). Here the test holds every
+    // handler undici was given, and what each caller's callback captured must still be collectable.
+    const handlers: Dispatcher.DispatchHandler[] = [];
+    const dispatch = Pool.prototype.dispatch;
+    Pool.prototype.dispatch = function (this: Pool, opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) {
+      handlers.push(handler);
+      return dispatch.call(this, opts, handler);
+    };
+    try {
+      const { d } = deliverer();
+      const captured: Array<WeakRef<object>> = [];
+      for (const path of ['mem-ok', 'mem-fail']) {
+        if (path === 'mem-fail') rx.set(path, { status: 500 });
+        const event = { body: Buffer.from(EVENT), state: new Array(1000).fill(path) };
+        captured.push(new WeakRef(event));
+        const r = await new Promise<AttemptResult>((resolve) => d.d.send(rx.hook(path), {}, event.body, (res) => resolve(event.state.length > 0 ? res : res)));
+        expect(r.delivered).toBe(path === 'mem-ok');
+      }
+      expect(handlers).toHaveLength(2);
+      await collect();
+      expect(captured.map((w) => w.deref() === undefined)).toEqual([true, true]);
+    } finally {
+      Pool.prototype.dispatch = dispatch;
+    }
+  });
 });
