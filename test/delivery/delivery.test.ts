@@ -585,13 +585,20 @@ describe('memory', () => {
     try {
       const { d } = deliverer();
       const captured: Array<WeakRef<object>> = [];
+      const results: Array<[string, boolean]> = [];
       for (const path of ['mem-ok', 'mem-fail']) {
         if (path === 'mem-fail') rx.set(path, { status: 500 });
-        const event = { body: Buffer.from(EVENT), state: new Array(1000).fill(path) };
+        // what the caller's callback reads when the result comes (the pipeline's reads its grant and event)
+        const event = { path, body: Buffer.from(EVENT), state: new Array(1000).fill(path) };
         captured.push(new WeakRef(event));
-        const r = await new Promise<AttemptResult>((resolve) => d.d.send(rx.hook(path), {}, event.body, (res) => resolve(event.state.length > 0 ? res : res)));
-        expect(r.delivered).toBe(path === 'mem-ok');
+        await new Promise<void>((resolve) =>
+          d.d.send(rx.hook(path), {}, event.body, (r) => {
+            results.push([event.path, r.delivered]);
+            resolve();
+          }),
+        );
       }
+      expect(results).toEqual([['mem-ok', true], ['mem-fail', false]]);
       expect(handlers).toHaveLength(2);
       await collect();
       expect(captured.map((w) => w.deref() === undefined)).toEqual([true, true]);
