@@ -60,12 +60,6 @@ async function openApp(name: string): Promise<void> {
   await Promise.all([page.waitForURL(/\/apps\/app_/), page.getByRole('link', { name, exact: true }).click()]);
 }
 
-/** Stop the running workflow page from reloading itself while a test reads it (the reader's switch). */
-async function pauseRefresh(): Promise<void> {
-  const toggle = page.locator('#auto-refresh');
-  if ((await toggle.count()) && (await toggle.isVisible()) && (await toggle.isChecked())) await toggle.uncheck();
-}
-
 const section = (heading: string | RegExp) => page.locator('section').filter({ has: page.getByRole('heading', { name: heading }) });
 
 describe('the app page', () => {
@@ -212,8 +206,10 @@ describe('the app page', () => {
     for (const g of ['canary', 'main']) {
       await waitStep(api, W, `plan install group: ${g}`, 'awaiting_approval');
       await page.reload();
-      await pauseRefresh();
-      await Promise.all([page.waitForURL(/\/workflows\//), section(new RegExp(`^Group \\d: ${g}`)).getByRole('button', { name: 'Approve' }).click()]);
+      await section(new RegExp(`^Group \\d: ${g}`)).getByRole('button', { name: 'Approve' }).click();
+      // the form posts back to this same page: wait for the page it lands on, not the URL (already
+      // matched), or the next reload starts while that navigation is still under way
+      await page.locator('.flash.ok', { hasText: `plan install group: ${g}: approved.` }).waitFor();
     }
     expect((await waitWf(api, W)).status).toBe('succeeded');
     await page.reload();
@@ -254,7 +250,8 @@ describe('a health-gated rollout page', () => {
     await page.getByLabel('When the gate trips').selectOption('rollback');
     await page.getByLabel('No approval: deploy group after group').check();
     await Promise.all([page.waitForURL(/\/workflows\//), page.getByRole('button', { name: 'Apply fleet rollback' }).click()]);
-    await pauseRefresh();
+    // the running page offers its refresh, switched off in this tab: only the test's reloads move it
+    await expect(page.locator('#auto-refresh').isChecked()).resolves.toBe(false);
     const W = new URL(page.url()).pathname.split('/').at(-1)!;
     const wf = await get(api, `/v1/workflows/${W}`);
     expect(wf.steps.map((s: Json) => s.name)).toEqual(['deploy install group: canary', 'bake install group: canary', 'deploy install group: main', 'bake install group: main']);
@@ -361,7 +358,6 @@ describe('change windows on the app page', () => {
     await waitStep(api, W, `wait for change window: ${x.name}`, 'started');
     await waitFor(async () => (await get(api, `/v1/installs/${y.install_id}`)).app_config_id === v2.app_config_id, 15_000, 'the free install on v2');
     await page.goto(`${dash}/${org.org_id}/workflows/${W}`);
-    await pauseRefresh();
     const picture = page.locator('.run-picture svg');
     await expect(picture.getAttribute('aria-label')).resolves.toBe('Installs by group: all: 1 waiting for window, 1 succeeded');
     await expect(picture.locator('rect', { has: page.locator('title', { hasText: `${x.name}: waiting for window` }) }).getAttribute('fill')).resolves.toBe('#7c3aed');
@@ -441,12 +437,15 @@ describe('a verified rollout page', () => {
       await post(api, `/v1/workflows/${W}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
       await waitFor(() => rcv.at('dash-a').length === 1 && rcv.at('dash-b').length === 1, 10_000, 'both URLs asked');
       await waitFor(async () => (await get(api, `/v1/workflows/${W}`)).steps.some((s: Json) => s.name === 'verify install group: canary' && s.status === 'started'), 10_000, 'verify started');
-      await new Promise((r) => setTimeout(r, 300)); // the answers recorded
-      await page.goto(`${dash}/${org.org_id}/workflows/${W}`);
-      await pauseRefresh();
       const picture = page.getByRole('img', { name: /^Installs by group/ });
       const a = `${rcv.hook('dash-a')}`;
       const b = `${rcv.hook('dash-b')}`;
+      // both answers recorded (the receiver has answered; the engine writes each answer after it)
+      await waitFor(async () => {
+        await page.goto(`${dash}/${org.org_id}/workflows/${W}`);
+        const label = (await picture.getAttribute('aria-label')) ?? '';
+        return label.includes(`verification ${a} pending (1 request)`) && label.includes(`verification ${b} pass (1 request)`);
+      }, 10_000, 'both answers on the page');
       await expect(picture.getAttribute('aria-label')).resolves.toBe(`Installs by group: canary: 1 succeeded, verification ${a} pending (1 request), verification ${b} pass (1 request); main: 1 waiting`);
       await expect(picture.locator('g.verification text').allTextContents()).resolves.toEqual([`${a.replace('http://', '')} pending #1`, `${b.replace('http://', '')} pass #1`]);
       await expect(section(/^Group 1: canary/).locator('h2 .badge').textContent()).resolves.toBe('verifying');

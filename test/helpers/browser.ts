@@ -5,6 +5,7 @@ import path from 'node:path';
 import { expect } from 'vitest';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import type { OrgCreds } from './service.ts';
+import { REFRESH_PAUSED_KEY } from '../../src/dashboard/script.ts';
 
 export const CHROMIUM = process.env.SVC_CHROMIUM ?? '/usr/bin/chromium';
 export const ARTIFACTS = path.resolve(import.meta.dirname, '..', 'artifacts');
@@ -76,9 +77,29 @@ export async function expectAccessible(p: Page, where: string): Promise<void> {
   expect(found, describeViolations(where, found)).toEqual([]);
 }
 
-/** A new browser context with one page signed in to the dashboard as `org`. */
+/**
+ * Every page of `context` starts with a running workflow's (or recovery's) own refresh switched off,
+ * as the reader's switch leaves it for the tab. For tests that reload pages themselves once the
+ * engine has moved: the page's refresh every 3 s could start a navigation just as the test's reload
+ * does, and one of the two then fails ("Not attached to an active page").
+ */
+async function pauseAutoRefresh(context: BrowserContext): Promise<void> {
+  await context.addInitScript((key) => {
+    try {
+      sessionStorage.setItem(key, '1');
+    } catch {
+      // about:blank has no storage; the dashboard's pages do
+    }
+  }, REFRESH_PAUSED_KEY);
+}
+
+/**
+ * A new browser context with one page signed in to the dashboard as `org`, its pages' own refresh
+ * off (pauseAutoRefresh): a test that watches the refresh makes a context of its own.
+ */
 export async function signedInPage(browser: Browser, dashboardUrl: string, org: OrgCreds): Promise<{ context: BrowserContext; page: Page }> {
   const context = await newContext(browser);
+  await pauseAutoRefresh(context);
   const page = await context.newPage();
   await signIn(page, dashboardUrl, org);
   return { context, page };
