@@ -150,7 +150,8 @@ function expectLedger(name: string, acknowledged: Iterable<string>, rx: LedgerRe
  * The delivery timeout of the SIGTERM tests. The receiver (in this process) answers after 300 ms;
  * the timeout leaves it room to be slow. With 2 s, on a loaded machine (CI runs test files side by
  * side), one run had 6 requests read after the signal (0 in others) and one aborted while svc exited
- * 836 ms after it: an attempt svc's timeout had ended, counted by the receiver as cut off by the stop.
+ * 836 ms after it: most likely an attempt svc's timeout had ended, which the receiver counts as cut
+ * off by the stop.
  */
 const SIGTERM_TIMEOUT_MS = 5000;
 
@@ -260,11 +261,10 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
     for (const extra of [[], ['--delivery-concurrency', '8']]) {
       const name = `sigterm nats ${extra.join(' ') || '(defaults)'}`;
       const N = 160;
-      const TIMEOUT_MS = SIGTERM_TIMEOUT_MS;
       const server = await t.nats();
       const rx = await t.receiver(300);
       const { db, org } = newDbWithOrg('ledger');
-      const args = ['--nats', server.url, '--no-local-runner', '--delivery-threads', '1', '--delivery-timeout', `${TIMEOUT_MS}ms`, ...extra];
+      const args = ['--nats', server.url, '--no-local-runner', '--delivery-threads', '1', '--delivery-timeout', `${SIGTERM_TIMEOUT_MS}ms`, ...extra];
       let svc = await t.serve(db, args);
       await createWebhook(apiClient(svc.url, org), `${rx.url}/h/all`);
       const nc = await t.natsClient(server.url);
@@ -275,7 +275,7 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
       // late enough, often, for the source to have gone from pulling to waiting for room
       const [f] = t.moments(1, 0.3, 0.5, 0);
       await waitFor(() => delivered() >= Math.ceil(f * N), 30_000, 'some deliveries before SIGTERM');
-      const left = await expectGracefulStop(name, svc, rx, N, TIMEOUT_MS);
+      const left = await expectGracefulStop(name, svc, rx, N, SIGTERM_TIMEOUT_MS);
 
       svc = await t.serve(db, args);
       await waitFor(() => delivered() >= N, 60_000, `all ${N} delivered after the restart (have ${delivered()})`);
@@ -380,10 +380,9 @@ describe.concurrent('ledger, embedded mode', () => {
   it('SIGTERM with a backlog: exits 0 within the delivery timeout, starts nothing new, and the next process delivers the rest with no repeat', async (ctx) => {
     const t = harness(ctx);
     const INSTALLS = 16;
-    const TIMEOUT_MS = SIGTERM_TIMEOUT_MS;
     const rx = await t.receiver(300);
     const { db, org } = newDbWithOrg('ledger');
-    const args = ['--delivery-timeout', `${TIMEOUT_MS}ms`];
+    const args = ['--delivery-timeout', `${SIGTERM_TIMEOUT_MS}ms`];
     let svc = await t.serve(db, args);
     const api = apiClient(svc.url, org);
     await createWebhook(api, `${rx.url}/h/all`);
@@ -396,7 +395,7 @@ describe.concurrent('ledger, embedded mode', () => {
 
     const [f] = t.moments(1, 0.1, 0.4, 0);
     await waitFor(() => delivered() >= Math.ceil(f * N), 30_000, 'some deliveries before SIGTERM');
-    const left = await expectGracefulStop('sigterm embedded', svc, rx, N, TIMEOUT_MS);
+    const left = await expectGracefulStop('sigterm embedded', svc, rx, N, SIGTERM_TIMEOUT_MS);
 
     svc = await t.serve(db, args);
     await waitFor(() => delivered() >= N, 60_000, `all ${N} delivered after the restart (have ${delivered()})`);
