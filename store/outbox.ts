@@ -28,8 +28,8 @@ export interface OutboxRow {
   batch: string | null;
 }
 
-/** Insert a row; returns its sequence number. */
-export function insertOutbox(db: Db, e: Omit<OutboxRow, 'seq' | 'progress' | 'batch'> & { batch?: string | null }): number {
+/** Insert a row (in `batch`, if given); returns its sequence number. */
+export function insertOutbox(db: Db, e: Omit<OutboxRow, 'seq' | 'progress' | 'batch'>, batch: string | null = null): number {
   const r = db.prepare('INSERT INTO outbox (event_id, org_id, subject, type, body, route, created_at, batch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(
     e.event_id,
     e.org_id,
@@ -38,7 +38,7 @@ export function insertOutbox(db: Db, e: Omit<OutboxRow, 'seq' | 'progress' | 'ba
     e.body,
     e.route,
     nowIso(),
-    e.batch ?? null,
+    batch,
   );
   return Number(r.lastInsertRowid);
 }
@@ -47,9 +47,24 @@ export function insertOutbox(db: Db, e: Omit<OutboxRow, 'seq' | 'progress' | 'ba
 export function readOutbox(db: Db, afterSeq: number, limit: number): OutboxRow[] {
   const rows = db
     .prepare('SELECT seq, event_id, org_id, subject, type, body, route, progress, batch FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?')
-    .all(afterSeq, limit) as Array<Omit<OutboxRow, 'progress'> & { progress: string | null }>;
-  return rows.map((r) => ({ ...r, route: r.route ?? '', progress: fromJson<string[]>(r.progress, []) }));
+    .all(afterSeq, limit) as StoredOutboxRow[];
+  return rows.map(outboxRowOf);
 }
+
+type StoredOutboxRow = Omit<OutboxRow, 'progress'> & { progress: string | null };
+
+/** A row as read, every field named (a spread of it makes rows of many shapes, and their readers slow). */
+const outboxRowOf = (r: StoredOutboxRow): OutboxRow => ({
+  seq: r.seq,
+  event_id: r.event_id,
+  org_id: r.org_id,
+  subject: r.subject,
+  type: r.type,
+  body: r.body,
+  route: r.route ?? '',
+  progress: fromJson<string[]>(r.progress, []),
+  batch: r.batch,
+});
 
 /**
  * Orgs with rows after a sequence number, and the last of each (embedded mode's relay learns from it
@@ -64,8 +79,8 @@ export function outboxOrgsAfter(db: Db, afterSeq: number): Array<{ org_id: strin
 export function readOrgOutbox(db: Db, orgId: string, afterSeq: number, limit: number): OutboxRow[] {
   const rows = db
     .prepare('SELECT seq, event_id, org_id, subject, type, body, route, progress, batch FROM outbox WHERE org_id = ? AND seq > ? ORDER BY seq LIMIT ?')
-    .all(orgId, afterSeq, limit) as Array<Omit<OutboxRow, 'progress'> & { progress: string | null }>;
-  return rows.map((r) => ({ ...r, route: r.route ?? '', progress: fromJson<string[]>(r.progress, []) }));
+    .all(orgId, afterSeq, limit) as StoredOutboxRow[];
+  return rows.map(outboxRowOf);
 }
 
 /**

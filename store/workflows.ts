@@ -79,8 +79,26 @@ const decodeStep = (r: any): StepRow => ({ ...r, plan: fromJson(r.plan, null), a
 const decodeJob = (r: any): JobRow => ({ ...r, payload: fromJson(r.payload, {}) });
 
 /** Insert a workflow; returns the row as stored. */
-export function insertWorkflow(db: Db, w: WorkflowFields): WorkflowRow {
-  const row: WorkflowRow = { ...w, created_at: nowIso() };
+export function insertWorkflow(db: Db, w: WorkflowFields, state?: Pick<WorkflowFields, 'status' | 'error' | 'started_at' | 'finished_at'>): WorkflowRow {
+  const s = state ?? w;
+  // every field named (not a spread of w): a row of one shape, so that what reads it stays monomorphic
+  const row: WorkflowRow = {
+    workflow_id: w.workflow_id,
+    org_id: w.org_id,
+    type: w.type,
+    owner_id: w.owner_id,
+    owner_type: w.owner_type,
+    parent: w.parent,
+    action_id: w.action_id,
+    external: w.external,
+    external_id: w.external_id,
+    status: s.status,
+    error: s.error,
+    params: w.params,
+    started_at: s.started_at,
+    finished_at: s.finished_at,
+    created_at: nowIso(),
+  };
   db.prepare(
     `INSERT INTO workflows (workflow_id, org_id, type, owner_id, owner_type, parent, action_id, external, external_id, status, error, params, started_at, finished_at, created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,

@@ -112,7 +112,7 @@ export class WorkflowFacts {
     const stored: { row?: WorkflowRow } = {};
     const changed =
       this.applyWorkflowEvent(t, wf, ev, extra, (status, fields) => {
-        stored.row = insertWorkflow(this.db, { ...wf, status, error: fields.error ?? wf.error, started_at: fields.started_at, finished_at: fields.finished_at ?? wf.finished_at });
+        stored.row = insertWorkflow(this.db, wf, { status, error: fields.error ?? wf.error, started_at: fields.started_at, finished_at: fields.finished_at ?? wf.finished_at });
       }) !== null;
     return { workflow: stored.row ?? insertWorkflow(this.db, wf), changed };
   }

@@ -43,7 +43,7 @@ describe.skipIf(findNatsServer() === null)('outbox relay: observers', () => {
       for (let i = 1; i <= 3; i++) {
         const item = { event_id: `ev_${i}`, org_id: 'org_1', subject: `svc.events.org_1.workflow.wf_${i}.started`, type: 't', body: `{"n":${i}}`, route: '{"org":"org_1"}' };
         const batch = relay.assign(item.event_id, item.body.length + item.route.length);
-        rows.push({ ...item, batch, seq: insertOutbox(db, { ...item, batch }), progress: [] });
+        rows.push({ ...item, batch, seq: insertOutbox(db, item, batch), progress: [] });
       }
       relay.handoff(rows);
       // no SVC_EVENTS stream yet: the publish is refused, the rows wait in the outbox
