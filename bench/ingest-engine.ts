@@ -11,6 +11,7 @@
 // (src/handoff/relay-queues.ts); `outbox`: in an outbox row beside it, as before issue 33's step 2
 // (and as embedded mode does).
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof --import tsx bench/ingest-engine.ts 20000 64
+// Instructions instead of CPU time (repeatable on a noisy machine): bench/ingest-instructions.ts.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -98,9 +99,8 @@ function messages(orgId: string, n: number): Array<{ subject: string; data: Uint
   return out;
 }
 
-/** Parse and commit `n` messages in groups of `size`; CPU µs (parse, commit) and results. */
-function run(s: Setup, n: number, size: number): { parseUs: number; commitUs: number; sysUs: number; accepted: number } {
-  const msgs = messages(s.orgId, n);
+/** Parse and commit `n` messages in groups of `size` (or the messages given); CPU µs (parse, commit) and results. */
+function run(s: Setup, n: number, size: number, msgs = messages(s.orgId, n)): { parseUs: number; commitUs: number; sysUs: number; accepted: number } {
   let parseUs = 0;
   let commitUs = 0;
   let sysUs = 0;
@@ -122,6 +122,16 @@ function run(s: Setup, n: number, size: number): { parseUs: number; commitUs: nu
 
 const s = setup();
 run(s, WARMUP, 64);
+if (process.env.INGEST_BENCH_PAUSE) {
+  // for bench/ingest-instructions.ts: warmed up, the messages made; wait for a byte on stdin (the
+  // instruction counters are zeroed meanwhile), commit them in groups of the first size, and stop
+  const msgs = messages(s.orgId, N);
+  process.stderr.write('ready\n');
+  fs.readSync(0, Buffer.alloc(1));
+  const r = run(s, N, SIZES[0], msgs);
+  if (r.accepted !== N) throw new Error(`only ${r.accepted} of ${N} accepted`);
+  process.exit(0);
+}
 console.log(`facts per size ${N}, events queued in the ${QUEUE === 'history' ? 'history row' : 'outbox'}; CPU µs per fact (user+sys); SQLite statements per fact, BEGIN and COMMIT included`);
 for (const size of SIZES) {
   const r = run(s, N, size);
