@@ -78,7 +78,7 @@ const decodeWf = (r: any): WorkflowRow => ({ ...r, parent: fromJson(r.parent, nu
 const decodeStep = (r: any): StepRow => ({ ...r, plan: fromJson(r.plan, null), approval: fromJson(r.approval, null), params: fromJson(r.params, {}) });
 const decodeJob = (r: any): JobRow => ({ ...r, payload: fromJson(r.payload, {}) });
 
-/** Insert a workflow; returns the row as stored. */
+/** Insert a workflow, in `state` when given (else in the one `w` has); returns the row as stored. */
 export function insertWorkflow(db: Db, w: WorkflowFields, state?: Pick<WorkflowFields, 'status' | 'error' | 'started_at' | 'finished_at'>): WorkflowRow {
   const s = state ?? w;
   // every field named (not a spread of w): a row of one shape, so that what reads it stays monomorphic

@@ -91,7 +91,8 @@ interface OpenTx extends Tx {
 /**
  * The row of a queue item once inserted, every field named: a spread of the item makes rows of many
  * shapes, and every read of them after it (the relay's, the data plane's) then misses V8's inline
- * caches (measured: a fifth of the engine's instructions per fact under ingest, issue 33 step 11).
+ * caches (with the workflow row's spread, 12–15 % of the engine's instructions per fact under
+ * ingest: BENCHMARKS.md, issue 33 step 11).
  */
 function queuedRow(item: QueueItem, seq: number, batch: string | null): OutboxRow {
   return { seq, event_id: item.event_id, org_id: item.org_id, subject: item.subject, type: item.type, body: item.body, route: item.route, progress: [], batch };
