@@ -11,6 +11,9 @@
 // --root DIR: count the build of another checkout (its bench/ingest-engine.ts and sources, with
 // node_modules linked), so that a change is counted before and after.
 // Needs valgrind (on every machine kind here). A run takes about a minute and a half.
+//   npx tsx bench/ingest-instructions.ts --status-book [batches, default 20] [--runs 2] [--root DIR]
+// counts the engine's outcome path instead (bench/status-book.ts: batches of 1 000 outcomes
+// applied by the status book), per outcome.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -27,13 +30,21 @@ const FACT = positional[2] ?? 'workflow';
 const QUEUE = positional[3] ?? 'history';
 const RUNS = Number(arg('runs', '2'));
 const ROOT = path.resolve(arg('root', path.join(import.meta.dirname, '..')));
+const HERE = path.join(import.meta.dirname, '..');
+/** --status-book [batches]: the outcome path (this checkout's bench/status-book.ts, on ROOT's modules) */
+const at = process.argv.indexOf('--status-book');
+const BOOK_BATCHES = at < 0 ? 0 : /^\d+$/.test(process.argv[at + 1] ?? '') ? Number(process.argv[at + 1]) : 20;
+const UNITS = BOOK_BATCHES ? BOOK_BATCHES * 1000 : FACTS;
+const HARNESS = BOOK_BATCHES
+  ? { cwd: HERE, args: ['bench/status-book.ts', String(BOOK_BATCHES)], env: { PAUSE: '1', SVC_BENCH_ROOT: ROOT } }
+  : { cwd: ROOT, args: ['bench/ingest-engine.ts', String(FACTS), GROUP, FACT, QUEUE], env: { INGEST_BENCH_PAUSE: '1' } };
 
 function count(): Promise<number> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-instructions-'));
   const child = spawn(
     'valgrind',
-    ['--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${path.join(dir, 'callgrind.out')}`, process.execPath, '--predictable', '--import', 'tsx', 'bench/ingest-engine.ts', String(FACTS), GROUP, FACT, QUEUE],
-    { cwd: ROOT, env: { ...process.env, INGEST_BENCH_PAUSE: '1' }, stdio: ['pipe', 'ignore', 'pipe'] },
+    ['--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${path.join(dir, 'callgrind.out')}`, process.execPath, '--predictable', '--import', 'tsx', ...HARNESS.args],
+    { cwd: HARNESS.cwd, env: { ...process.env, ...HARNESS.env }, stdio: ['pipe', 'ignore', 'pipe'] },
   );
   let err = '';
   let zeroed = false;
@@ -58,8 +69,13 @@ function count(): Promise<number> {
   });
 }
 
-console.log(`instructions per fact (callgrind, after the warm-up): ${FACTS} facts in groups of ${GROUP}, ${FACT}, events queued in the ${QUEUE}; svc from ${ROOT}`);
+const unit = BOOK_BATCHES ? 'outcome' : 'fact';
+console.log(
+  BOOK_BATCHES
+    ? `instructions per outcome (callgrind, after the warm-up): ${UNITS} outcomes in batches of 1000, applied by the status book; svc from ${ROOT}`
+    : `instructions per fact (callgrind, after the warm-up): ${FACTS} facts in groups of ${GROUP}, ${FACT}, events queued in the ${QUEUE}; svc from ${ROOT}`,
+);
 for (let r = 1; r <= RUNS; r++) {
   const n = await count();
-  console.log(`run ${r}: ${Math.round(n / FACTS)} instructions per fact`);
+  console.log(`run ${r}: ${Math.round(n / UNITS)} instructions per ${unit}`);
 }
