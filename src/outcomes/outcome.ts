@@ -92,7 +92,8 @@ export function decodeOutcomeBatch(text: string): OutcomeBatch | null {
       if (recovery_id !== undefined && typeof recovery_id !== 'string') return null;
       if (typeof webhook_id !== 'string' || typeof org_id !== 'string' || typeof event_id !== 'string' || typeof type !== 'string') return null;
       if (typeof duration_ms !== 'number' || typeof at !== 'number') return null;
-      outcomes.push({ webhook_id, org_id, event_id, type, ok: ok === 1, status: typeof status === 'number' ? status : null, error: typeof error === 'string' ? error : null, duration_ms, at, ...(recovery_id ? { recovery_id } : {}) });
+      // every field named, recovery_id too (undefined without one): outcomes of one shape (no spread)
+      outcomes.push({ webhook_id, org_id, event_id, type, ok: ok === 1, status: typeof status === 'number' ? status : null, error: typeof error === 'string' ? error : null, duration_ms, at, recovery_id: recovery_id || undefined });
     }
     const dropped: Record<string, number> = {};
     for (const [k, n] of Object.entries(v.d as Record<string, unknown>)) if (typeof n === 'number' && n > 0) dropped[k] = n;

@@ -51,6 +51,12 @@ interface Live {
   status: DeliveryStatus;
   /** when the newest outcome applied ended (ms), to ignore older ones arriving late for the last_* fields */
   lastAt: number;
+  /**
+   * status.last_attempt_at is lastAt as text (false: not yet, see statusOf). Made when the status is
+   * read or saved, not at each outcome: an ISO date is a formatted print in V8, and a saturated data
+   * plane reports thousands of outcomes a second for the same few webhooks.
+   */
+  lastAtText: boolean;
   dirty: boolean;
   /**
    * The earliest failed event of the streak, by id (event ids begin with their time in ms, so they
@@ -100,13 +106,25 @@ export class DeliveryStatusBook {
     this.workers.set(batch.worker, { inFlight: batch.in_flight, at: now });
     if (batch.backlogged) for (const org of batch.backlogged) this.backlog.set(org, now);
     for (const [reason, n] of Object.entries(batch.dropped)) this.metrics.eventsDropped.inc({ reason }, n);
-    for (const o of batch.outcomes) this.record(o);
+    // the batch's successes and failures counted once each (a labelled inc is a hash of its labels)
+    let ok = 0;
+    for (const o of batch.outcomes) {
+      if (o.ok) ok++;
+      this.apply1(o);
+    }
+    if (ok) this.metrics.deliveries.inc({ outcome: 'success' }, ok);
+    if (batch.outcomes.length > ok) this.metrics.deliveries.inc({ outcome: 'failure' }, batch.outcomes.length - ok);
     if (this.attempts.length >= ATTEMPTS_PER_WRITE && !this.attemptWriteFailed) this.flushAttempts();
   }
 
-  /** One outcome (a data plane's, or a ping's). */
+  /** One outcome (a ping's, a resend's). */
   record(o: DeliveryOutcome): void {
     this.metrics.deliveries.inc({ outcome: o.ok ? 'success' : 'failure' });
+    this.apply1(o);
+  }
+
+  /** One outcome into the metrics (but svc_deliveries_total: the caller's), the attempt log and its webhook's status. */
+  private apply1(o: DeliveryOutcome): void {
     this.metrics.deliveryDuration.observe(o.duration_ms / 1000);
     if (o.recovery_id && o.recovery_id !== RESEND) {
       this.metrics.recoveryAttempts.inc({ outcome: o.ok ? 'success' : 'failure' });
@@ -129,18 +147,18 @@ export class DeliveryStatusBook {
     }
     let l = this.live.get(o.webhook_id);
     if (!l) {
-      l = { org_id: o.org_id, status: getDeliveryStatus(this.db, o.webhook_id), lastAt: 0, dirty: false, earliest: null };
+      l = { org_id: o.org_id, status: getDeliveryStatus(this.db, o.webhook_id), lastAt: 0, lastAtText: true, dirty: false, earliest: null };
       l.lastAt = l.status.last_attempt_at ? Date.parse(l.status.last_attempt_at) : 0;
       this.live.set(o.webhook_id, l);
     }
     const s = l.status;
     // the streak a success ends, as it stood (its last error included)
-    const ended = o.ok && s.consecutive_failures > 0 ? { ...s } : null;
+    const ended = o.ok && s.consecutive_failures > 0 ? { ...statusOf(l) } : null;
     s.attempts_total++;
     if (!o.ok) s.failures_total++;
     if (o.at >= l.lastAt) {
       l.lastAt = o.at;
-      s.last_attempt_at = new Date(o.at).toISOString();
+      l.lastAtText = false;
       s.last_outcome = o.ok ? 'success' : 'failure';
       s.last_status_code = o.status;
       s.last_error = o.ok ? null : o.error;
@@ -166,7 +184,7 @@ export class DeliveryStatusBook {
         l.earliest = o.event_id;
       }
     }
-    if (s.consecutive_failures >= WATCH_FROM && this.watcher?.(o, s)) this.flush();
+    if (s.consecutive_failures >= WATCH_FROM && this.watcher?.(o, statusOf(l))) this.flush();
   }
 
   /** The `time` of a kept event (once per streak: where a recovery of it should start). */
@@ -182,13 +200,13 @@ export class DeliveryStatusBook {
 
   get(webhookId: string): DeliveryStatus {
     const l = this.live.get(webhookId);
-    return l ? { ...l.status } : getDeliveryStatus(this.db, webhookId);
+    return l ? { ...statusOf(l) } : getDeliveryStatus(this.db, webhookId);
   }
 
   /** Statuses of an org's webhooks that have any (by webhook id). */
   list(orgId: string): Map<string, DeliveryStatus> {
     const out = listDeliveryStatus(this.db, orgId);
-    for (const [id, l] of this.live) if (l.org_id === orgId) out.set(id, { ...l.status });
+    for (const [id, l] of this.live) if (l.org_id === orgId) out.set(id, { ...statusOf(l) });
     return out;
   }
 
@@ -219,7 +237,7 @@ export class DeliveryStatusBook {
     for (const [webhook_id, l] of this.live) {
       if (!l.dirty) continue;
       l.dirty = false;
-      rows.push({ webhook_id, org_id: l.org_id, status: { ...l.status } });
+      rows.push({ webhook_id, org_id: l.org_id, status: { ...statusOf(l) } });
     }
     if (!rows.length) return;
     try {
@@ -257,4 +275,13 @@ export class DeliveryStatusBook {
     this.timer.cancel();
     this.flush();
   }
+}
+
+/** A webhook's status with its last_attempt_at written out (Live.lastAtText). */
+function statusOf(l: Live): DeliveryStatus {
+  if (!l.lastAtText) {
+    l.status.last_attempt_at = new Date(l.lastAt).toISOString();
+    l.lastAtText = true;
+  }
+  return l.status;
 }
