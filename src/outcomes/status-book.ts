@@ -110,7 +110,7 @@ export class DeliveryStatusBook {
     let ok = 0;
     for (const o of batch.outcomes) {
       if (o.ok) ok++;
-      this.apply1(o);
+      this.applyOutcome(o);
     }
     if (ok) this.metrics.deliveries.inc({ outcome: 'success' }, ok);
     if (batch.outcomes.length > ok) this.metrics.deliveries.inc({ outcome: 'failure' }, batch.outcomes.length - ok);
@@ -120,11 +120,11 @@ export class DeliveryStatusBook {
   /** One outcome (a ping's, a resend's). */
   record(o: DeliveryOutcome): void {
     this.metrics.deliveries.inc({ outcome: o.ok ? 'success' : 'failure' });
-    this.apply1(o);
+    this.applyOutcome(o);
   }
 
   /** One outcome into the metrics (but svc_deliveries_total: the caller's), the attempt log and its webhook's status. */
-  private apply1(o: DeliveryOutcome): void {
+  private applyOutcome(o: DeliveryOutcome): void {
     this.metrics.deliveryDuration.observe(o.duration_ms / 1000);
     if (o.recovery_id && o.recovery_id !== RESEND) {
       this.metrics.recoveryAttempts.inc({ outcome: o.ok ? 'success' : 'failure' });
