@@ -29,8 +29,8 @@ const GROUP = positional[1] ?? '64';
 const FACT = positional[2] ?? 'workflow';
 const QUEUE = positional[3] ?? 'history';
 const RUNS = Number(arg('runs', '2'));
-const ROOT = path.resolve(arg('root', path.join(import.meta.dirname, '..')));
 const HERE = path.join(import.meta.dirname, '..');
+const ROOT = path.resolve(arg('root', HERE));
 /** --status-book [batches]: the outcome path (this checkout's bench/status-book.ts, on ROOT's modules) */
 const at = process.argv.indexOf('--status-book');
 const BOOK_BATCHES = at < 0 ? 0 : /^\d+$/.test(process.argv[at + 1] ?? '') ? Number(process.argv[at + 1]) : 20;

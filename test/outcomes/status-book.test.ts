@@ -12,6 +12,7 @@ import { createMetrics } from '../../src/metrics.ts';
 import { ATTEMPTS_PER_WRITE, BACKLOG_HEARD_MS, DeliveryStatusBook } from '../../src/outcomes/status-book.ts';
 import type { DeliveryOutcome, OutcomeBatch } from '../../src/outcomes/outcome.ts';
 import { ManualClock } from '../helpers/clock.ts';
+import { allEventsEntry } from '../helpers/webhooks.ts';
 
 let db: Db | null = null;
 let book: DeliveryStatusBook | null = null;
@@ -107,7 +108,7 @@ describe('DeliveryStatusBook, a webhook status', () => {
     const clock = new ManualClock();
     db = openDb(':memory:');
     const org = createOrg(db, 'a').org.org_id;
-    insertWebhook(db, { webhook_id: 'wh_1', org_id: org, url: 'http://h.example/x', secret: null, previous_secret: null, previous_secret_expires_at: null, interests: { all_events: true }, match: null, match_canonical: '' });
+    insertWebhook(db, { ...allEventsEntry(org, 'wh_1', 'http://h.example/x'), match_canonical: '' });
     const metrics = createMetrics({ defaultMetrics: false });
     book = new DeliveryStatusBook(db, metrics, clock, pino({ level: 'silent' }));
     const o = (n: number, at: number, ok = true): DeliveryOutcome => ({ webhook_id: 'wh_1', org_id: org, event_id: `ev_${n}`, type: 't', ok, status: ok ? 204 : 503, error: ok ? null : 'HTTP 503', duration_ms: 1, at });
