@@ -19,6 +19,8 @@ const SVC_BIN = path.join(SVC_ROOT, 'bin', 'svc.mjs');
 
 /** Node flags for every svc process (serve and worker), e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`. */
 export const SVC_NODE_ARGS = (process.env.BENCH_SVC_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+/** More options for every `svc serve` (e.g. `--event-retention 0`), after the bench's own. */
+export const SVC_SERVE_ARGS = (process.env.BENCH_SVC_SERVE_ARGS ?? '').split(/\s+/).filter(Boolean);
 
 const children = new Set<ChildProcess>();
 process.once('exit', () => {
@@ -169,7 +171,7 @@ export interface Svc extends Child {
 export async function startSvcServe(o: { natsUrl: string; db: string; logFile: string; extra?: string[] }): Promise<Svc> {
   const c = await spawnChild(
     'svc serve',
-    [...SVC_NODE_ARGS, SVC_BIN, 'serve', '--nats', o.natsUrl, '--db', o.db, '--port', '0', '--no-local-runner', '--allow-private-targets', '--drift-interval', 'off', ...(o.extra ?? [])],
+    [...SVC_NODE_ARGS, SVC_BIN, 'serve', '--nats', o.natsUrl, '--db', o.db, '--port', '0', '--no-local-runner', '--allow-private-targets', '--drift-interval', 'off', ...(o.extra ?? []), ...SVC_SERVE_ARGS],
     {},
     (l) => l.includes('listening on'),
     o.logFile,

@@ -40,7 +40,10 @@ export function describeError(err: unknown, timeoutMs: number): string {
       return 'connection reset';
     case 'EPIPE':
     case 'UND_ERR_SOCKET':
+    case 'ERR_RECEIVER_CLOSED':
       return 'connection closed by receiver';
+    case 'ERR_POOL_DESTROYED':
+      return 'aborted: shutting down';
     case 'ETIMEDOUT':
     case 'UND_ERR_CONNECT_TIMEOUT':
       return 'connect timeout';

@@ -3,10 +3,10 @@
 // the attempt starts — a caller that waits for a slot calls attempt() only once it has one. At most
 // 64 KiB of the answer is read. Never throws: every outcome is an AttemptResult. Signing is the
 // caller's (src/delivery/signatures.ts): the headers come in ready.
-import { Pool, type Dispatcher } from 'undici';
+import { Http1Pool, type Exchange, type ExchangeHandler } from './http1.ts';
 import { systemClock, within, type Clock, type Timer } from '../domain/clock.ts';
 import { DeliveryAborted, DeliveryTimeout, describeError } from './attempt-errors.ts';
-import { checkTarget, pinnedConnect, TargetRefusedError, type LookupAll, type ResolvedTarget } from './guard.ts';
+import { checkTarget, pinnedLookup, TargetRefusedError, type LookupAll, type ResolvedTarget } from './guard.ts';
 
 export interface AttemptResult {
   delivered: boolean;
@@ -48,7 +48,7 @@ const DEFAULT_USER_AGENT = 'svc-webhooks/0.2';
 
 interface PoolEntry {
   key: string;
-  pool: Pool;
+  pool: Http1Pool;
   lastUsed: number;
   active: number;
   /** evicted: the host that cached it (CheckedHost.entry) must look it up again */
@@ -88,12 +88,17 @@ interface TimeoutGroup {
 }
 
 const MAX_CACHED_TARGETS = 10_000;
+/** A header name (RFC 9110 token) and value (no CR, LF or other control but tab). */
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 export class Deliverer {
   private readonly timeoutMs: number;
   private readonly allowPrivate: boolean;
   private readonly clock: Clock;
   private readonly userAgent: string;
+  /** every request's own header lines (content type, user agent) */
+  private readonly ownHeaders: string;
   private readonly connections: number | null;
   private readonly poolIdleMs: number;
   private readonly maxPools: number;
@@ -115,6 +120,8 @@ export class Deliverer {
     this.allowPrivate = opts.allowPrivateTargets;
     this.clock = opts.clock ?? systemClock;
     this.userAgent = opts.userAgent ?? DEFAULT_USER_AGENT;
+    if (!HEADER_VALUE.test(this.userAgent)) throw new Error('invalid user agent');
+    this.ownHeaders = `content-type: ${CE_CONTENT_TYPE}\r\nuser-agent: ${this.userAgent}\r\n`;
     this.connections = opts.connectionsPerOrigin ?? null;
     this.poolIdleMs = opts.poolIdleMs ?? 60_000;
     this.maxPools = opts.maxPools ?? 256;
@@ -162,12 +169,17 @@ export class Deliverer {
     } catch (refusal) {
       return a.failSoon(refusal);
     }
-    const list = this.headerList(headers);
-    if (host) return this.post(a, t, host, list, body);
+    let lines: string;
+    try {
+      lines = this.headerLines(headers);
+    } catch (err) {
+      return a.failSoon(err);
+    }
+    if (host) return this.post(a, t, host, lines, body);
     // not checked lately: resolve and check first; the attempt's timeout runs meanwhile
     this.check(t, now).then(
       (checked) => {
-        if (!a.ended) this.post(a, t, checked, list, body);
+        if (!a.ended) this.post(a, t, checked, lines, body);
       },
       (err: unknown) => a.fail(err),
     );
@@ -187,7 +199,7 @@ export class Deliverer {
     this.sweeper = null;
     const pools = [...this.pools.values()];
     this.pools.clear();
-    await Promise.allSettled(pools.map((e) => e.pool.destroy()));
+    for (const e of pools) e.pool.destroy();
   }
 
   // ---------------------------------------------------------------- internals
@@ -246,33 +258,27 @@ export class Deliverer {
     for (const a of g.attempts.slice()) a.abort(timeout);
   }
 
-  /** undici's flat header list: ours, then the caller's (signatures, ids). */
-  private headerList(extra: Record<string, string>): string[] {
-    const list = ['content-type', CE_CONTENT_TYPE, 'user-agent', this.userAgent];
-    for (const name in extra) list.push(name, extra[name]);
-    return list;
+  /** The request's header lines: ours, then the caller's (signatures, ids), each `name: value\r\n`. */
+  private headerLines(extra: Record<string, string>): string {
+    let lines = this.ownHeaders;
+    for (const name in extra) {
+      const value = extra[name];
+      // made by svc (ids, times, signatures), never by a caller's input; checked all the same
+      if (!HEADER_NAME.test(name) || !HEADER_VALUE.test(value)) throw new DeliveryAborted('invalid header');
+      lines += `${name}: ${value}\r\n`;
+    }
+    return lines;
   }
 
-  private post(a: Attempt, t: ParsedTarget, host: CheckedHost, headers: string[], body: Buffer): void {
+  private post(a: Attempt, t: ParsedTarget, host: CheckedHost, lines: string, body: Buffer): void {
     try {
       let entry = host.entry;
       if (!entry || entry.closed) host.entry = entry = this.acquirePool(t.url, host.resolved as ResolvedTarget);
       entry.active++;
       a.entry = entry;
-      entry.pool.dispatch(
-        {
-          method: 'POST',
-          path: t.path,
-          headers,
-          body,
-          // the attempt's own timer is authoritative; these only stop undici from waiting longer
-          headersTimeout: this.timeoutMs + 1000,
-          bodyTimeout: this.timeoutMs + 1000,
-        },
-        a,
-      );
+      a.exchange = entry.pool.post(t.path, lines, body, a);
     } catch (err) {
-      a.fail(err);
+      a.failSoon(err);
     }
   }
 
@@ -326,11 +332,12 @@ export class Deliverer {
       entry.lastUsed = now;
       return entry;
     }
-    const pool = new Pool(url.origin, {
+    const pool = new Http1Pool({
+      url,
       connections: this.connections,
-      keepAliveTimeout: 10_000,
-      keepAliveMaxTimeout: 60_000,
-      connect: pinnedConnect(url, resolved, this.timeoutMs),
+      keepAliveMs: 10_000,
+      keepAliveMaxMs: 60_000,
+      connect: pinnedLookup(url, resolved),
     });
     entry = { key, pool, lastUsed: now, active: 0, closed: false };
     this.pools.set(key, entry);
@@ -351,7 +358,7 @@ export class Deliverer {
         this.pools.delete(e.key);
         e.closed = true;
         excess--;
-        e.pool.close().catch(() => e.pool.destroy().catch(() => {}));
+        e.pool.close().catch(() => e.pool.destroy());
       }
     }
     if (this.pools.size === 0 && this.sweeper) {
@@ -367,47 +374,19 @@ class ResponseTooLong extends Error {
 }
 
 /**
- * Attempts whose answer has ended, waiting for undici to hand their connection back to the pool:
- * it does shortly after onResponseEnd (measured: after two turns of the event loop), and
- * settling them then lets the next attempt at that origin reuse the connection instead of opening
- * another. Two stages, each moved on by one setImmediate for all of them instead of two per attempt.
+ * One POST (an exchange of the origin's Http1Pool). The timeout (the deliverer's TimeoutGroup)
+ * covers the whole exchange from the start of the attempt (connecting included); at most
+ * MAX_RESPONSE_BYTES of the answer are read (past that the connection is dropped and the status
+ * decides).
  */
-let endedNow: Attempt[] = [];
-let endedBefore: Attempt[] = [];
-let endTurns = false;
-
-function settleEnded(): void {
-  const ready = endedBefore;
-  endedBefore = endedNow;
-  endedNow = [];
-  for (const a of ready) a.settle(null);
-  if (endedBefore.length || endedNow.length) setImmediate(settleEnded);
-  else endTurns = false;
-}
-
-function settleAfterTwoTurns(a: Attempt): void {
-  endedNow.push(a);
-  if (!endTurns) {
-    endTurns = true;
-    setImmediate(settleEnded);
-  }
-}
-
-/**
- * One POST on undici's dispatch API: no AbortController, no body stream, no promise. The timeout
- * (the deliverer's TimeoutGroup) covers the whole exchange from the start of the attempt
- * (connecting included); at most MAX_RESPONSE_BYTES of the answer are read (past that the
- * connection is dropped and the status decides).
- */
-class Attempt implements Dispatcher.DispatchHandler {
+class Attempt implements ExchangeHandler {
   status: number | undefined;
   ended = false;
   timeout: TimeoutGroup | null = null;
   /** its index in timeout.attempts */
   slot = 0;
   entry: PoolEntry | null = null;
-  private controller: Dispatcher.DispatchController | null = null;
-  private failure: Error | null = null;
+  exchange: Exchange | null = null;
   private bytes = 0;
 
   /** the caller's callback, until the result is given (then null: see settle) */
@@ -434,8 +413,7 @@ class Attempt implements Dispatcher.DispatchHandler {
   /** The timeout, or close(): stop the exchange; it has failed unless it had already ended. */
   abort(err: Error): void {
     if (this.ended) return;
-    this.failure ??= err;
-    this.controller?.abort(err);
+    this.exchange?.abort();
     this.settle(err);
   }
 
@@ -455,43 +433,35 @@ class Attempt implements Dispatcher.DispatchHandler {
       r = status !== undefined ? { delivered: false, status, error, duration_ms } : { delivered: false, error, duration_ms };
     }
     const done = this.done as AttemptCallback;
-    // Over: the attempt lets go of what it points to. undici may still hold a finished attempt (its
-    // handler) for a while, and an attempt that V8 has moved to the old generation is only found dead
-    // at a full collection; until then every young object it points to (the callback, and through
-    // it the pipeline's grant, its event, undici's request) outlives each scavenge and is promoted
-    // with it. Measured at x100 (BENCHMARKS.md, issue 33 step 9): 2.6 MB survived each scavenge of
-    // the delivery thread and 2.0 MB were promoted; with these released, 0.9–1.8 and 0.4–1.2.
+    // Over: the attempt lets go of what it points to. An attempt that V8 has moved to the old
+    // generation is only found dead at a full collection; until then every young object it points
+    // to (the callback, and through it the pipeline's grant, its event) would outlive each scavenge
+    // and be promoted with it (BENCHMARKS.md, issue 33 step 9).
     this.done = null;
-    this.controller = null;
+    this.exchange = null;
     this.timeout = null;
     this.entry = null;
     done(r);
   }
 
-  // ---- undici's DispatchHandler
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.failure) controller.abort(this.failure);
+  // ---- the exchange's handler (src/delivery/http1.ts)
+  onStatus(status: number): void {
+    this.status = status;
   }
 
-  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number): void {
-    this.status = statusCode;
-  }
-
-  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
-    this.bytes += chunk.length;
+  onBody(bytes: number): void {
+    this.bytes += bytes;
     if (this.bytes > MAX_RESPONSE_BYTES) {
-      const cut = new ResponseTooLong('response over the limit');
-      c.abort(cut);
-      this.settle(cut);
+      this.exchange?.abort();
+      this.settle(new ResponseTooLong('response over the limit'));
     }
   }
 
-  onResponseEnd(): void {
-    settleAfterTwoTurns(this);
+  onEnd(): void {
+    this.settle(null);
   }
 
-  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
-    this.settle(this.failure ?? err);
+  onError(err: Error): void {
+    this.settle(err);
   }
 }

@@ -4,7 +4,7 @@
 // here (never resolving the name again), so a DNS answer cannot change between check and use.
 import type { LookupAddress, LookupOneOptions } from 'node:dns';
 import { lookup as dnsLookup } from 'node:dns/promises';
-import { isIP, isIPv4, isIPv6 } from 'node:net';
+import { isIP, isIPv4, isIPv6, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
 export type RefusalReason =
@@ -200,13 +200,13 @@ export function classifyAddress(address: string): RefusalReason | null {
 }
 
 /**
- * The connect options (undici's `connect`) that reach only what the guard checked: a name is pinned
- * to its vetted addresses (never resolved again) and keeps its TLS server name; an IP literal needs
- * no lookup. Deliveries' pools and verification requests connect with these.
+ * How to connect to only what the guard checked: a name is pinned to its vetted addresses (never
+ * resolved again) and keeps its TLS server name; an IP literal needs no lookup. Deliveries' pools
+ * (src/delivery/http1.ts) connect with these.
  */
-export function pinnedConnect(url: URL, resolved: ResolvedTarget, timeoutMs: number): { timeout: number; lookup?: never; servername?: string } {
+export function pinnedLookup(url: URL, resolved: ResolvedTarget): { lookup?: LookupFunction; servername?: string } {
   const hostname = urlHostname(url);
-  if (isIP(hostname)) return { timeout: timeoutMs };
+  if (isIP(hostname)) return {};
   const { address, family } = resolved;
   const all: LookupAddress[] = resolved.addresses.map((a) => ({ address: a.address, family: a.family }));
   // net.connect asks for all addresses when it races families (autoSelectFamily), else one
@@ -214,5 +214,11 @@ export function pinnedConnect(url: URL, resolved: ResolvedTarget, timeoutMs: num
     if (options && options.all) cb(null, all);
     else cb(null, address, family);
   };
-  return { timeout: timeoutMs, lookup: pinned as never, servername: hostname };
+  return { lookup: pinned as unknown as LookupFunction, servername: hostname };
+}
+
+/** pinnedLookup as undici's `connect` options (verification requests), with a connect timeout. */
+export function pinnedConnect(url: URL, resolved: ResolvedTarget, timeoutMs: number): { timeout: number; lookup?: never; servername?: string } {
+  const { lookup, servername } = pinnedLookup(url, resolved);
+  return lookup ? { timeout: timeoutMs, lookup: lookup as never, servername } : { timeout: timeoutMs };
 }

@@ -5,7 +5,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import pino from 'pino';
-import { Pool, type Dispatcher } from 'undici';
+import { Http1Pool, type ExchangeHandler } from '../../src/delivery/http1.ts';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CE_CONTENT_TYPE, type AttemptResult, type DelivererOptions } from '../../src/delivery/client.ts';
 import { verify } from '../../src/delivery/sign.ts';
@@ -572,15 +572,16 @@ describe('memory', () => {
     }
   }
 
-  it('a finished attempt that undici still holds keeps nothing of its caller alive', async () => {
-    // undici may hold an attempt (its handler) after the result; whatever the attempt points to then
-    // outlives scavenges with it (src/delivery/client.ts, Attempt.settle). Here the test holds every
-    // handler undici was given, and what each caller's callback captured must still be collectable.
-    const handlers: Dispatcher.DispatchHandler[] = [];
-    const dispatch = Pool.prototype.dispatch;
-    Pool.prototype.dispatch = function (this: Pool, opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) {
+  it('a finished attempt that is still referenced keeps nothing of its caller alive', async () => {
+    // an attempt (the exchange's handler) may outlive its result, in the old generation, until a
+    // full collection; whatever it points to would then outlive scavenges with it (src/delivery/
+    // client.ts, Attempt.settle). Here the test holds every handler the pools were given, and what
+    // each caller's callback captured must still be collectable.
+    const handlers: ExchangeHandler[] = [];
+    const post = Http1Pool.prototype.post;
+    Http1Pool.prototype.post = function (this: Http1Pool, path: string, lines: string, body: Buffer, handler: ExchangeHandler) {
       handlers.push(handler);
-      return dispatch.call(this, opts, handler);
+      return post.call(this, path, lines, body, handler);
     };
     try {
       const { d } = deliverer();
@@ -603,7 +604,7 @@ describe('memory', () => {
       await collect();
       expect(captured.map((w) => w.deref() === undefined)).toEqual([true, true]);
     } finally {
-      Pool.prototype.dispatch = dispatch;
+      Http1Pool.prototype.post = post;
     }
   });
 });
