@@ -23,6 +23,9 @@ import { ResponseReader } from './http1-response.ts';
 
 export { InvalidResponse } from './http1-response.ts';
 
+/** What plain connections read into (one per thread: reads are handled one at a time, and copied where kept). */
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+
 /** A connection is not reused this close to the end of the receiver's keep-alive hint (undici's threshold too). */
 export const KEEP_ALIVE_MARGIN_MS = 2000;
 
@@ -108,8 +111,12 @@ class Connection {
   private error: Error | null = null;
 
   constructor(private readonly pool: Http1Pool) {
-    this.socket = pool.open();
-    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    // plain TCP reads into the thread's one read buffer (no Buffer, no stream machinery per read)
+    this.socket = pool.open((n, buf) => {
+      this.onData(buf.subarray(0, n));
+      return true;
+    });
+    if (pool.https) this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
     this.socket.on('end', () => {
       this.ending = true;
       this.pool.unidle(this);
@@ -216,7 +223,7 @@ export class Http1Pool {
   private closing = false;
   private drained: Array<() => void> = [];
   private readonly host: string;
-  private readonly https: boolean;
+  readonly https: boolean;
   private session: Buffer | undefined;
 
   constructor(readonly o: Http1PoolOptions) {
@@ -270,13 +277,17 @@ export class Http1Pool {
 
   // ---- for Connection and Request
 
-  /** A new socket to the origin (TLS for https), with the pinned lookup. */
-  open(): net.Socket {
+  /**
+   * A new socket to the origin (TLS for https), with the pinned lookup. A plain one hands what it
+   * reads to `onRead` in READ_BUFFER, shared by every connection of this thread: the bytes must be
+   * used (or copied) before onRead returns.
+   */
+  open(onRead: (n: number, buf: Buffer) => boolean): net.Socket {
     const u = this.o.url;
     const port = Number(u.port) || (this.https ? 443 : 80);
     const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
     const common = { host, port, lookup: this.o.connect.lookup, noDelay: true, keepAlive: true, keepAliveInitialDelay: 60_000 };
-    if (!this.https) return net.connect(common);
+    if (!this.https) return net.connect({ ...common, onread: { buffer: READ_BUFFER, callback: onRead } });
     const s = tls.connect({ ...common, servername: this.o.connect.servername, ca: this.o.connect.ca, ALPNProtocols: ['http/1.1'], session: this.session });
     s.on('session', (session: Buffer) => (this.session = session));
     return s;

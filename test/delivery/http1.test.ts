@@ -378,6 +378,29 @@ describe('the connection pool', () => {
     expect(p.active).toBe(0);
   });
 
+  it('an answer read in pieces, with another connection read in between, is read right (the read buffer is shared)', async () => {
+    const held: net.Socket[] = [];
+    const rx = await serveRaw(() => (s) => held.push(s));
+    open.push(rx);
+    const p = pool(rx.url);
+    const a = handler();
+    const b = handler();
+    p.post('/', '', BODY, a);
+    p.post('/', '', BODY, b);
+    await waitFor(() => held.length === 2, 2000, 'both requests at the receiver');
+    const [sa, sb] = held;
+    const answerA = 'HTTP/1.1 201 Created\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n';
+    sa.write(answerA.slice(0, 20)); // a piece of A's head
+    await new Promise((r) => setTimeout(r, 30));
+    sb.write('HTTP/1.1 202 Accepted\r\nContent-Length: 3\r\n\r\nxyz');
+    await b.done;
+    sa.write(answerA.slice(20, 60)); // the rest of the head and a piece of a chunk line
+    await new Promise((r) => setTimeout(r, 30));
+    sa.write(answerA.slice(60));
+    expect(await a.done).toEqual({ status: 201, body: 4, end: true });
+    expect(b.heard).toEqual({ status: 202, body: 3, end: true });
+  });
+
   it('abort() of a request under way drops its connection and nothing more is heard', async () => {
     const rx = await serveRaw(() => null);
     open.push(rx);
