@@ -6,8 +6,9 @@
 //                 batch to one data plane, which acks it only once every attempt each of its events
 //                 needs has an outcome. Observers get one plain message per event on svc.events.…
 //                 (CONTRACT 5.2), which no stream captures: they cost nothing durable.
-//   SVC_OUTCOMES  stream, work queue, subjects svc.outcomes.> — outcome batches from data planes to
-//                 the engine (durable consumer `svc-engine`).
+//   SVC_OUTCOMES  stream, work queue, subjects svc.outcomes.> — outcome batches from svc worker
+//                 data planes to the engine (durable consumer `svc-engine`); svc serve's own
+//                 delivery threads hand theirs over in process.
 //   KV svc_webhooks  the webhook registry the engine replicates to data planes (encrypted entries).
 //   KV svc_progress  which webhooks a slow event has already had (so a redelivery repeats nothing else).
 //

@@ -66,6 +66,12 @@ export async function startNatsDataPlane(o: {
   logger: Logger;
   /** a test's shortened replay window (src/dataplane/sources/jetstream-source.ts) */
   replayWindowMs?: number;
+  /**
+   * Where outcome batches go when this data plane runs inside svc serve (a delivery thread, whose
+   * port carries them, or the engine's own thread): handed over in process, nothing on
+   * svc.outcomes. Without it (svc worker) they are sealed and published on SVC_OUTCOMES.
+   */
+  outcomes?: (batch: OutcomeBatch) => void;
 }): Promise<DataPlane> {
   const js = jetstream(o.nc);
   const kvm = new Kvm(js);
@@ -101,11 +107,14 @@ export async function startNatsDataPlane(o: {
   await watch.ready;
 
   const subject = outcomesSubject(o.workerId);
+  const inProcess = o.outcomes;
   // sealed, with the time it is sent, and its id as Nats-Msg-Id (a copy sent again is a JetStream duplicate)
-  const send = async (batch: OutcomeBatch) => {
-    const body = encodeOutcomeBatch({ ...batch, sent_at: o.clock.now() });
-    await js.publish(subject, body, { msgID: batch.id, headers: sealHeaders(o.seal.sealBatch(body)) });
-  };
+  const send = inProcess
+    ? async (batch: OutcomeBatch) => inProcess({ ...batch, sent_at: o.clock.now() })
+    : async (batch: OutcomeBatch) => {
+        const body = encodeOutcomeBatch({ ...batch, sent_at: o.clock.now() });
+        await js.publish(subject, body, { msgID: batch.id, headers: sealHeaders(o.seal.sealBatch(body)) });
+      };
   const progress = new KvProgress(
     progressKv,
     o.seal,

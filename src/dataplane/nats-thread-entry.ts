@@ -5,6 +5,7 @@ import { systemClock } from '../domain/clock.ts';
 import { connectNats } from '../bus/nats-connection.ts';
 import { Seal, parseDataplaneKey } from '../bus/seal.ts';
 import { startNatsDataPlane } from './data-plane.ts';
+import { encodeOutcomeBatch, type OutcomeBatch } from '../outcomes/outcome.ts';
 import type { FromNatsThread, NatsThreadConfig, ToNatsThread } from './nats-threads.ts';
 
 const config = workerData as NatsThreadConfig;
@@ -19,7 +20,9 @@ async function main(): Promise<void> {
     role: 'worker',
     credsFile: config.credsFile,
   });
-  const plane = await startNatsDataPlane({ nc, seal: new Seal(parseDataplaneKey(config.key)), limits: config.limits, workerId: config.workerId, clock: systemClock, logger });
+  // outcome batches go to the engine through this thread's port (posted in order, before `drained`)
+  const outcomes = (batch: OutcomeBatch) => post({ type: 'outcomes', batch: encodeOutcomeBatch(batch) });
+  const plane = await startNatsDataPlane({ nc, seal: new Seal(parseDataplaneKey(config.key)), limits: config.limits, workerId: config.workerId, clock: systemClock, logger, outcomes });
   parentPort!.on('message', (m: ToNatsThread) => {
     if (m.type !== 'drain') return;
     void (async () => {

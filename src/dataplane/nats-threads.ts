@@ -1,8 +1,10 @@
 // svc serve's data plane off the engine's event loop, NATS mode: N worker threads, each a NATS data
 // plane (src/dataplane/nats-thread-entry.ts) with its own connection, sharing the durable consumer
 // with each other and with any svc worker process. Each is kept running by a SupervisedThread
-// (thread-supervisor.ts): one that dies is started again.
+// (thread-supervisor.ts): one that dies is started again. Their outcome batches come back through
+// the thread's port, not the bus: the engine is in this process (a svc worker's go on SVC_OUTCOMES).
 import type { Logger } from 'pino';
+import { decodeOutcomeBatch, type OutcomeBatch } from '../outcomes/outcome.ts';
 import type { DeliveryLimits } from './data-plane.ts';
 import { entryBeside, SupervisedThread, type ThreadLifecycle } from './thread-supervisor.ts';
 
@@ -17,12 +19,18 @@ export interface NatsThreadConfig {
 }
 
 export type ToNatsThread = { type: 'drain' };
-export type FromNatsThread = ThreadLifecycle;
+export type FromNatsThread = ThreadLifecycle | { type: 'outcomes'; batch: string };
 
 export class NatsDeliveryThreads {
   private readonly threads: Array<SupervisedThread<ToNatsThread, FromNatsThread>>;
 
-  constructor(count: number, config: Omit<NatsThreadConfig, 'workerId'> & { workerIdPrefix: string }, logger: Logger) {
+  constructor(
+    count: number,
+    config: Omit<NatsThreadConfig, 'workerId'> & { workerIdPrefix: string },
+    logger: Logger,
+    /** the engine's status book */
+    outcomes: (batch: OutcomeBatch) => void,
+  ) {
     const { workerIdPrefix, ...rest } = config;
     this.threads = Array.from(
       { length: count },
@@ -33,6 +41,10 @@ export class NatsDeliveryThreads {
           name: 'delivery thread',
           logFields: { thread: i },
           logger,
+          onMessage: (m) => {
+            const batch = m.type === 'outcomes' ? decodeOutcomeBatch(m.batch) : null;
+            if (batch) outcomes(batch);
+          },
         }),
     );
   }

@@ -1,5 +1,6 @@
-// NATS mode: outcome batches from every data plane (stream SVC_OUTCOMES, durable consumer
-// svc-engine) into the delivery status book, each applied once (CONTRACT 6.7):
+// NATS mode: outcome batches from every svc worker's data plane (stream SVC_OUTCOMES, durable
+// consumer svc-engine; svc serve's own delivery threads hand theirs over in process) into the
+// delivery status book, each applied once (CONTRACT 6.7):
 //  - a batch not sealed with the data plane key is dropped (a client on the bus cannot mark
 //    attempts or inflate counters);
 //  - a batch's id is its Nats-Msg-Id: a copy published again within the stream's duplicate

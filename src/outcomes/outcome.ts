@@ -5,8 +5,8 @@
 // The outcome path, all in this folder: an attempt becomes an outcome here (outcomeOf, for the
 // pipeline's attempts and the control plane's pings and resends alike) → a data plane gathers
 // outcomes into batches (batching-sink.ts) → the control plane takes the batches off the bus once
-// each (consumer.ts; embedded mode hands them over in process) → the status book turns them into
-// delivery status, metrics and the attempt log (status-book.ts).
+// each (consumer.ts; svc serve's own data planes, in either mode, hand them over in process) →
+// the status book turns them into delivery status, metrics and the attempt log (status-book.ts).
 import type { AttemptResult } from '../delivery/client.ts';
 
 /** The header of a recovered or resent attempt (CONTRACT 4.5): the recovery id, or `resend`. */

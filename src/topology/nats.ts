@@ -178,14 +178,14 @@ function natsDelivery(d: TopologyDeps, natsUrl: string, nc: NatsConnection, key:
   const workerId = `serve_${randomUUID().slice(0, 8)}`;
   if (n > 0) {
     const perThread = { ...limits, concurrency: Math.max(1, Math.ceil(limits.concurrency / n)) };
-    const threads = new NatsDeliveryThreads(n, { natsUrl, credsFile: config.natsCreds, key: key.toString('base64'), limits: perThread, workerIdPrefix: workerId, logLevel: logger.level }, logger);
+    const threads = new NatsDeliveryThreads(n, { natsUrl, credsFile: config.natsCreds, key: key.toString('base64'), limits: perThread, workerIdPrefix: workerId, logLevel: logger.level }, logger, d.outcomes);
     return { name: `${n} threads`, start: () => threads.start(), idle: () => true, drain: () => threads.drain() };
   }
   let plane: DataPlane | null = null;
   return {
     name: 'in process',
     async start() {
-      plane = await startNatsDataPlane({ nc, seal, limits, workerId, clock: systemClock, logger, replayWindowMs: d.replayWindowMs });
+      plane = await startNatsDataPlane({ nc, seal, limits, workerId, clock: systemClock, logger, replayWindowMs: d.replayWindowMs, outcomes: d.outcomes });
     },
     idle: () => !plane || (plane.pipeline.held() === 0 && plane.pipeline.inFlight() === 0),
     drain: async () => plane?.drain(),

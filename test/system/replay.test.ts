@@ -15,7 +15,7 @@ import { hopSubject } from '../../src/bus/subjects.ts';
 import { Seal } from '../../src/bus/seal.ts';
 import { systemClock } from '../../src/domain/clock.ts';
 import { decodeOutcomeBatch, encodeOutcomeBatch } from '../../src/outcomes/outcome.ts';
-import { startNatsDataPlane } from '../../src/dataplane/data-plane.ts';
+import { startNatsDataPlane, type DataPlane } from '../../src/dataplane/data-plane.ts';
 import { resolveDataplaneKey } from '../../src/bus/dataplane-key.ts';
 import { openDb } from '../../store/db.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
@@ -62,12 +62,26 @@ describe.skipIf(findNatsServer() === null)('replays (CONTRACT 6.7)', () => {
   let nc: NatsConnection;
   let org: OrgCreds;
   let webhookId: string;
+  let planeNc: NatsConnection;
+  let plane: DataPlane;
   const captured: Msg[] = [];
 
   beforeAll(async () => {
     nats = await startNatsServer();
     rx = await startReceiver();
-    svc = await startService({ natsUrl: nats.url }, { replayWindowMs: WINDOW_MS });
+    // a data plane of its own, as a svc worker is: its outcome batches travel on svc.outcomes
+    // (svc serve's own delivery hands them to the engine in process)
+    svc = await startService({ natsUrl: nats.url, deliver: false }, { replayWindowMs: WINDOW_MS });
+    planeNc = await connect({ servers: nats.url, name: 'worker' });
+    plane = await startNatsDataPlane({
+      nc: planeNc,
+      seal: new Seal(keyOf(svc.db)),
+      limits: { concurrency: 16, timeoutMs: 5000, allowPrivateTargets: true },
+      workerId: 'replay_worker',
+      clock: systemClock,
+      logger: pino({ level: 'silent' }),
+      replayWindowMs: WINDOW_MS,
+    });
     org = svc.createOrg('replay');
     webhookId = (await post(svc.api(org), '/v1/orgs/current/webhooks', { webhook_url: rx.hook('all') })).webhook_id;
     nc = await connect({ servers: nats.url, name: 'attacker' });
@@ -82,6 +96,8 @@ describe.skipIf(findNatsServer() === null)('replays (CONTRACT 6.7)', () => {
   });
   afterAll(async () => {
     await nc?.close();
+    await plane?.drain();
+    await planeNc?.close();
     await svc?.stop();
     await rx?.close();
     await nats?.stop();

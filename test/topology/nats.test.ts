@@ -42,9 +42,14 @@ describe.skipIf(findNatsServer() === null)('NATS topology', () => {
   it.each([
     { name: 'on a delivery thread', deliveryThreads: 1 },
     { name: "on the engine's thread", deliveryThreads: 0 },
-  ])('delivers $name: each event once, mirrored once, outcomes reported, idle only when outbox and stream are empty', async ({ deliveryThreads }) => {
+  ])('delivers $name: each event once, mirrored once, outcomes reported in process (none on the bus), idle only when outbox and stream are empty', async ({ deliveryThreads }) => {
     const faults: string[] = [];
     const svc = await startService({ natsUrl: nats.url, deliveryThreads }, { relayFault: async (point) => void faults.push(point) });
+    // svc serve's own data plane hands its outcome batches to the engine in process (a svc worker's go on svc.outcomes)
+    const nc = await connect({ servers: nats.url });
+    let onTheBus = 0;
+    nc.subscribe('svc.outcomes.>', { callback: () => void onTheBus++ });
+    await nc.flush();
     try {
       const org = svc.createOrg('nats-topology');
       const hook = rid('h');
@@ -59,7 +64,10 @@ describe.skipIf(findNatsServer() === null)('NATS topology', () => {
       expect(new Set(delivered)).toEqual(new Set(ids));
       await expect.poll(async () => (await get(svc.api(org), `/v1/orgs/current/webhooks/${webhookId}`)).delivery_status.attempts_total, { timeout: 5000 }).toBe(delivered.length);
       expect(new Set(faults), 'the relay called its fault hook before and after publishing').toEqual(new Set(['before-publish', 'after-publish']));
+      await nc.flush();
+      expect(onTheBus, 'outcome batches on svc.outcomes.>').toBe(0);
     } finally {
+      await nc.close();
       await svc.stop();
     }
   });
