@@ -26,7 +26,7 @@ import {
   type BusRequestErrorCode,
 } from './bus.ts';
 import { foregroundClock, sleep, systemClock, within } from '../domain/clock.ts';
-import { eventsWildcard, subjectMatches } from './subjects.ts';
+import { eventsPrefix } from './subjects.ts';
 import { natsConnectOptions, type NatsRole } from './nats-auth.ts';
 import { natsUrlOptions, redactNatsUrl } from './nats-url.ts';
 
@@ -140,7 +140,7 @@ export async function createNatsBus(url: string, opts: NatsBusOptions = {}): Pro
 
   function wrap(m: Msg): BusMessage {
     // Event copies seen by plain subscribers carry the JetStream publish's ack inbox: never answer it.
-    const reply = m.reply && !subjectMatches(eventsWildcard, m.subject) ? m.reply : undefined;
+    const reply = m.reply && !m.subject.startsWith(eventsPrefix) ? m.reply : undefined;
     return new NatsBusMessage(nc, m.subject, m.data, reply);
   }
 

@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { Bus, BusMessage, Subscription } from '../bus/bus.ts';
-import { ingestWildcard, parseIngestSubject } from '../bus/subjects.ts';
+import { ingestWildcard, parseIngestSubject, type IngestSubject } from '../bus/subjects.ts';
 import { isProducerReplySubject } from '../bus/nats-permissions.ts';
 import type { Engine, IngestResult, ProducerFact } from '../engine/engine.ts';
 import { systemClock, within, type Clock, type Timer } from '../domain/clock.ts';
@@ -74,9 +74,11 @@ function parse<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
   return r.data;
 }
 
-/** Subject and payload checks that need no transaction; throws with the reason (invalid). */
-export function parseIngest(subject: string, data: Uint8Array): ProducerFact {
-  const where = parseIngestSubject(subject);
+/**
+ * Subject and payload checks that need no transaction; throws with the reason (invalid). `where`:
+ * the subject parsed already (the subscription parses it once, to queue the message by its org).
+ */
+export function parseIngest(subject: string, data: Uint8Array, where: IngestSubject | null = parseIngestSubject(subject)): ProducerFact {
   if (!where) throw new InvalidError(`unknown ingest subject ${subject}`);
   let body: unknown;
   try {
@@ -102,6 +104,8 @@ type Reply = { ok: true } | { ok: false; error: string; message?: string };
 /** A message waiting in its org's queue: parsed only when a group takes it. */
 interface Waiting {
   msg: BusMessage;
+  /** its subject parsed (null: not an ingest subject) */
+  where: IngestSubject | null;
   orgId: string | null;
 }
 
@@ -151,7 +155,7 @@ export function startIngest(deps: IngestDeps): Subscription {
       if (!w) break;
       taken++;
       try {
-        ready.push({ w, fact: parseIngest(w.msg.subject, w.msg.data) });
+        ready.push({ w, fact: parseIngest(w.msg.subject, w.msg.data, w.where) });
       } catch (err) {
         answer(w, { ok: false, error: errorText(err) }, 'invalid');
       }
@@ -208,9 +212,10 @@ export function startIngest(deps: IngestDeps): Subscription {
   const sub = deps.bus.subscribe(
     ingestWildcard,
     (msg: BusMessage) => {
-      const orgId = parseIngestSubject(msg.subject)?.orgId ?? null;
+      const where = parseIngestSubject(msg.subject);
+      const orgId = where?.orgId ?? null;
       // a subject that does not parse waits with the org it names, if any (svc.ingest.<org>.…)
-      waiting.push(orgId ?? msg.subject.split('.', 3)[2] ?? '', { msg, orgId });
+      waiting.push(orgId ?? msg.subject.split('.', 3)[2] ?? '', { msg, where, orgId });
       schedule(orgId !== null && deps.backlogged !== undefined && deps.backlogged(orgId));
     },
     { queue: 'svc-ingest' },
