@@ -208,7 +208,7 @@ function assemble(o: {
 }): { pipeline: DeliveryPipeline; sink: BatchingOutcomeSink; drain(): Promise<void> } {
   const deliverer = new Deliverer({ timeoutMs: o.limits.timeoutMs, allowPrivateTargets: o.limits.allowPrivateTargets, clock: o.clock });
   let pipeline: DeliveryPipeline;
-  const sink = new BatchingOutcomeSink(o.worker, o.send, () => pipeline.inFlight(), o.clock, o.logger, () => pipeline.backloggedOrgs());
+  const sink = new BatchingOutcomeSink(o.worker, o.send, () => pipeline.inFlight(), o.clock, o.logger, () => pipeline.backlogReport());
   pipeline = new DeliveryPipeline({
     registry: o.registry,
     deliverer,
@@ -219,6 +219,7 @@ function assemble(o: {
     logger: o.logger,
     concurrency: o.limits.concurrency,
     dropped: (reason, events) => sink.droppedEvent(reason, events),
+    caughtUp: () => sink.caughtUp(),
   });
   return {
     pipeline,

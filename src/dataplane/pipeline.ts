@@ -95,6 +95,11 @@ export interface PipelineOptions {
   progressAfterMs?: number;
   /** how long an event waits for the registry revision it names (default 2 s) */
   registryWaitMs?: number;
+  /**
+   * An org the last backlogReport() called backlogged has an attempt that started promptly: its
+   * deliveries no longer queue, and the control plane would like to know now, not at the next batch
+   */
+  caughtUp?: () => void;
 }
 
 /** Why the pipeline takes an event off the queue without an attempt at a webhook it matched. */
@@ -111,7 +116,7 @@ export const PER_WEBHOOK_IN_FLIGHT = 8;
 
 /**
  * An org whose attempts all waited at least this long here before they started has its deliveries
- * queued (backloggedOrgs): an event of it taken now waits about as long behind them.
+ * queued (backlogReport): an event of it taken now waits about as long behind them.
  */
 export const BACKLOG_WAIT_MS = 20;
 
@@ -148,8 +153,12 @@ export class DeliveryPipeline {
   /** per org, events taken and not yet fanned out (its pressure is at its bound), oldest first; withdrawn ones are skipped */
   private readonly parked = new Map<string, Fifo<EventState>>();
   private parkedCount = 0;
-  /** per org, the shortest wait (taken → started, ms) of its attempts started since backloggedOrgs() last ran */
+  /** per org, the shortest wait (taken → started, ms) of its attempts started since backlogReport() last ran */
   private readonly waits = new Map<string, number>();
+  /** the orgs the last backlogReport() called backlogged and none of whose attempts has started promptly since */
+  private reported = new Set<string>();
+  /** ...and those of them one of whose attempts has */
+  private caughtUp: string[] = [];
 
   constructor(opts: PipelineOptions) {
     this.o = {
@@ -161,6 +170,7 @@ export class DeliveryPipeline {
       progressAfterMs: 50,
       registryWaitMs: 2000,
       dropped: () => {},
+      caughtUp: () => {},
       ...opts,
     };
     this.slots = new FairSlots({ clock: opts.clock, concurrency: this.o.concurrency, perWebhook: this.o.perWebhook });
@@ -176,15 +186,19 @@ export class DeliveryPipeline {
   }
 
   /**
-   * The orgs whose deliveries queue here: every attempt of theirs started since the previous call
-   * waited at least BACKLOG_WAIT_MS after its event was taken (an org none of whose attempts
-   * started is not among them). Each call starts the record again.
+   * The orgs whose deliveries queue here (`backlogged`: every attempt of theirs started since the
+   * previous call waited at least BACKLOG_WAIT_MS after its event was taken; an org none of whose
+   * attempts started is not among them), and those of the previous call's that no longer do
+   * (`caughtUp`: one of their attempts started sooner since). Each call starts the record again.
    */
-  backloggedOrgs(): string[] {
-    const orgs: string[] = [];
-    for (const [org, waited] of this.waits) if (waited >= BACKLOG_WAIT_MS) orgs.push(org);
+  backlogReport(): { backlogged: string[]; caughtUp: string[] } {
+    const backlogged: string[] = [];
+    for (const [org, waited] of this.waits) if (waited >= BACKLOG_WAIT_MS) backlogged.push(org);
     this.waits.clear();
-    return orgs;
+    const caughtUp = this.caughtUp;
+    this.caughtUp = [];
+    this.reported = new Set(backlogged);
+    return { backlogged, caughtUp };
   }
 
   /** The webhooks an event held here has had so far (undefined when it is not held). */
@@ -397,7 +411,14 @@ export class DeliveryPipeline {
     const now = this.o.clock.now();
     const waited = now - g.item.state.since;
     const shortest = this.waits.get(sub.org);
-    if (shortest === undefined || waited < shortest) this.waits.set(sub.org, waited);
+    if (shortest === undefined || waited < shortest) {
+      this.waits.set(sub.org, waited);
+      // the end of a backlog the control plane was told of is told at once (its facts are held meanwhile)
+      if (waited < BACKLOG_WAIT_MS && this.reported.delete(sub.org)) {
+        this.caughtUp.push(sub.org);
+        this.o.caughtUp();
+      }
+    }
     const headers = this.o.sign(sub, recovery?.event_id ?? ev.id, ev.body, now);
     if (recovery) headers[RECOVERY_HEADER] = recovery.id;
     this.o.deliverer.send(sub.entry.url, headers, ev.body, (r) => this.finish(g, r));

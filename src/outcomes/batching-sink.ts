@@ -8,6 +8,12 @@ import type { Clock, Timer } from '../domain/clock.ts';
 import type { DeliveryOutcome, OutcomeBatch } from './outcome.ts';
 
 const EVERY_MS = 100;
+/** What a data plane tells of its orgs' queues with a batch (src/dataplane/pipeline.ts backlogReport). */
+export interface BacklogReport {
+  backlogged: string[];
+  caughtUp: string[];
+}
+const NO_BACKLOG: BacklogReport = { backlogged: [], caughtUp: [] };
 const MAX_BATCH = 1000;
 const MAX_BUFFERED = 50_000;
 
@@ -21,6 +27,8 @@ export class BatchingOutcomeSink {
   private readonly timer: Timer;
   private sending: Promise<void> | null = null;
   private failing = false;
+  /** a batch goes now even with no outcomes in it (an org's backlog ended) */
+  private soon = false;
 
   constructor(
     private readonly worker: string,
@@ -28,8 +36,8 @@ export class BatchingOutcomeSink {
     private readonly inFlight: () => number,
     clock: Clock,
     private readonly logger: Logger,
-    /** the orgs whose deliveries queue in this data plane, told with each batch */
-    private readonly backlogged: () => string[] = () => [],
+    /** the orgs whose deliveries queue in this data plane, and those that no longer do, told with each batch */
+    private readonly backlog: () => BacklogReport = () => NO_BACKLOG,
   ) {
     this.timer = clock.setInterval(() => void this.flush(), EVERY_MS);
   }
@@ -54,16 +62,35 @@ export class BatchingOutcomeSink {
     this.dropped[reason] = (this.dropped[reason] ?? 0) + events;
   }
 
+  /**
+   * An org this data plane said was backlogged no longer is: the control plane holds its facts
+   * meanwhile (src/ingest/ingest.ts), so this is told in a batch now, not at the next interval.
+   */
+  caughtUp(): void {
+    this.soon = true;
+    void this.flush();
+  }
+
   /** Send what is buffered now (waits for a send under way first). */
   async flush(): Promise<void> {
     while (this.sending) await this.sending;
     let batch = this.unsent;
     if (!batch) {
-      if (!this.buffer.length && !Object.keys(this.dropped).length) return;
+      if (!this.buffer.length && !Object.keys(this.dropped).length && !this.soon) return;
+      this.soon = false;
       const dropped = this.dropped;
       this.dropped = {};
-      const backlogged = this.backlogged();
-      batch = { id: `${this.worker}.${(++this.seq).toString(36)}`, sent_at: 0, worker: this.worker, in_flight: this.inFlight(), dropped, outcomes: this.buffer.splice(0, MAX_BATCH), ...(backlogged.length ? { backlogged } : {}) };
+      const { backlogged, caughtUp } = this.backlog();
+      batch = {
+        id: `${this.worker}.${(++this.seq).toString(36)}`,
+        sent_at: 0,
+        worker: this.worker,
+        in_flight: this.inFlight(),
+        dropped,
+        outcomes: this.buffer.splice(0, MAX_BATCH),
+        ...(backlogged.length ? { backlogged } : {}),
+        ...(caughtUp.length ? { caught_up: caughtUp } : {}),
+      };
     }
     const sent = batch;
     this.sending = this.send(sent).then(

@@ -64,9 +64,11 @@ export interface OutcomeBatch {
   outcomes: DeliveryOutcome[];
   /**
    * the orgs whose deliveries queue there (every attempt of theirs started since its previous batch
-   * waited a while first: src/dataplane/pipeline.ts backloggedOrgs); absent when none
+   * waited a while first: src/dataplane/pipeline.ts backlogReport); absent when none
    */
   backlogged?: string[];
+  /** the orgs of an earlier batch's `backlogged` whose deliveries no longer queue there; absent when none */
+  caught_up?: string[];
 }
 
 /** 9 fields, and a 10th (the recovery id) only when there is one: older 9-field tuples still decode. */
@@ -78,12 +80,12 @@ export function encodeOutcomeBatch(b: OutcomeBatch): string {
     if (o.recovery_id) t.push(o.recovery_id);
     return t;
   });
-  return JSON.stringify({ i: b.id, t: b.sent_at, w: b.worker, f: b.in_flight, d: b.dropped, o: outcomes, ...(b.backlogged?.length ? { b: b.backlogged } : {}) });
+  return JSON.stringify({ i: b.id, t: b.sent_at, w: b.worker, f: b.in_flight, d: b.dropped, o: outcomes, ...(b.backlogged?.length ? { b: b.backlogged } : {}), ...(b.caught_up?.length ? { c: b.caught_up } : {}) });
 }
 
 export function decodeOutcomeBatch(text: string): OutcomeBatch | null {
   try {
-    const v = JSON.parse(text) as { i: unknown; t: unknown; w: unknown; f: unknown; d: unknown; o: unknown; b?: unknown };
+    const v = JSON.parse(text) as { i: unknown; t: unknown; w: unknown; f: unknown; d: unknown; o: unknown; b?: unknown; c?: unknown };
     if (typeof v.i !== 'string' || !v.i || typeof v.t !== 'number' || typeof v.w !== 'string' || typeof v.f !== 'number' || !Array.isArray(v.o) || typeof v.d !== 'object' || v.d === null) return null;
     const outcomes: DeliveryOutcome[] = [];
     for (const x of v.o as unknown[]) {
@@ -97,10 +99,15 @@ export function decodeOutcomeBatch(text: string): OutcomeBatch | null {
     }
     const dropped: Record<string, number> = {};
     for (const [k, n] of Object.entries(v.d as Record<string, unknown>)) if (typeof n === 'number' && n > 0) dropped[k] = n;
-    // `b` came later (an older data plane sends none); only its org ids are taken
-    const backlogged = Array.isArray(v.b) ? (v.b as unknown[]).filter((org): org is string => typeof org === 'string') : [];
-    return { id: v.i, sent_at: v.t, worker: v.w, in_flight: v.f, dropped, outcomes, ...(backlogged.length ? { backlogged } : {}) };
+    // `b` and `c` came later (an older data plane sends neither); only their org ids are taken
+    const backlogged = orgIds(v.b);
+    const caughtUp = orgIds(v.c);
+    return { id: v.i, sent_at: v.t, worker: v.w, in_flight: v.f, dropped, outcomes, ...(backlogged.length ? { backlogged } : {}), ...(caughtUp.length ? { caught_up: caughtUp } : {}) };
   } catch {
     return null;
   }
+}
+
+function orgIds(v: unknown): string[] {
+  return Array.isArray(v) ? v.filter((org): org is string => typeof org === 'string') : [];
 }

@@ -42,7 +42,8 @@ const WORKER_STALE_MS = 10_000;
 
 /**
  * An org a data plane said its deliveries queue for (OutcomeBatch.backlogged) counts as backlogged
- * for this long after: a few of a busy data plane's batches (one per 100 ms at least).
+ * for this long after (a few of a busy data plane's batches, one per 100 ms at least), or until
+ * that data plane says they no longer do (OutcomeBatch.caught_up, sent as soon as they do not).
  */
 export const BACKLOG_HEARD_MS = 300;
 
@@ -69,8 +70,8 @@ interface Live {
 export class DeliveryStatusBook {
   private readonly live = new Map<string, Live>();
   private readonly workers = new Map<string, { inFlight: number; at: number }>();
-  /** per org a data plane said is backlogged, when it last said so (clock ms) */
-  private readonly backlog = new Map<string, number>();
+  /** per org said to be backlogged, the data planes that said so and when they last did (clock ms) */
+  private readonly backlog = new Map<string, Map<string, number>>();
   private readonly timer: Timer;
   /** attempts not yet in the attempt log (written with the statuses) */
   private attempts: AttemptRow[] = [];
@@ -104,7 +105,8 @@ export class DeliveryStatusBook {
   apply(batch: OutcomeBatch): void {
     const now = this.clock.now();
     this.workers.set(batch.worker, { inFlight: batch.in_flight, at: now });
-    if (batch.backlogged) for (const org of batch.backlogged) this.backlog.set(org, now);
+    if (batch.backlogged) for (const org of batch.backlogged) this.backlogHeard(org, batch.worker, now);
+    if (batch.caught_up) for (const org of batch.caught_up) this.backlog.get(org)?.delete(batch.worker);
     for (const [reason, n] of Object.entries(batch.dropped)) this.metrics.eventsDropped.inc({ reason }, n);
     // the batch's successes and failures counted once each (a labelled inc is a hash of its labels)
     let ok = 0;
@@ -215,11 +217,21 @@ export class DeliveryStatusBook {
    * next events would wait behind them anyway (src/ingest/ingest.ts holds its facts a little).
    */
   backlogged(orgId: string): boolean {
-    const at = this.backlog.get(orgId);
-    if (at === undefined) return false;
-    if (this.clock.now() - at < BACKLOG_HEARD_MS) return true;
+    const by = this.backlog.get(orgId);
+    if (by === undefined) return false;
+    const now = this.clock.now();
+    for (const [worker, at] of by) {
+      if (now - at < BACKLOG_HEARD_MS) return true;
+      by.delete(worker);
+    }
     this.backlog.delete(orgId);
     return false;
+  }
+
+  private backlogHeard(orgId: string, worker: string, now: number): void {
+    let by = this.backlog.get(orgId);
+    if (!by) this.backlog.set(orgId, (by = new Map()));
+    by.set(worker, now);
   }
 
   /** Attempts in flight over every data plane heard from lately. */

@@ -37,6 +37,7 @@ function rig(o: { maxEvents?: number; minOrgEvents?: number } = {}) {
   const dropped: Array<[string, number]> = [];
   const settled = new Set<string>();
   const clock = new ManualClock();
+  let caughtUpCalls = 0;
   const pipeline = new DeliveryPipeline({
     registry,
     deliverer: d,
@@ -49,6 +50,7 @@ function rig(o: { maxEvents?: number; minOrgEvents?: number } = {}) {
     maxEvents: o.maxEvents ?? 100,
     minOrgEvents: o.minOrgEvents ?? 4,
     dropped: (reason, n) => void dropped.push([reason, n]),
+    caughtUp: () => void caughtUpCalls++,
   });
   let n = 0;
   const send = (org: string, count = 1) => {
@@ -67,7 +69,7 @@ function rig(o: { maxEvents?: number; minOrgEvents?: number } = {}) {
     }
     return took;
   };
-  return { registry, pipeline, open, answer, dropped, settled, offer, clock };
+  return { registry, pipeline, open, answer, dropped, settled, offer, clock, caughtUpCalls: () => caughtUpCalls };
 }
 
 describe('intake per org (CONTRACT 8)', () => {
@@ -204,30 +206,58 @@ describe('FairSlots per org', () => {
   });
 });
 
-describe('backloggedOrgs: the orgs whose deliveries queue here (told to the control plane with each outcome batch)', () => {
+describe('backlogReport: the orgs whose deliveries queue here, and those that no longer do (told to the control plane with outcome batches)', () => {
+  const backlogged = (r: ReturnType<typeof rig>) => r.pipeline.backlogReport().backlogged;
+
   it('an org is backlogged when every attempt of it started since the last call waited BACKLOG_WAIT_MS or more; each call starts again', () => {
     const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
     // nothing started yet: no org
-    expect(r.pipeline.backloggedOrgs()).toEqual([]);
+    expect(backlogged(r)).toEqual([]);
     // org_a: 8 attempts start at once (its webhook's bound), 8 more queue behind them
     r.offer('org_a', 16);
     expect(r.open).toHaveLength(8);
     // org_b: one attempt, started at once
     r.offer('org_b', 1);
-    expect(r.pipeline.backloggedOrgs()).toEqual([]);
+    expect(backlogged(r)).toEqual([]);
     // org_a's queued attempts start only once the first ones are answered, BACKLOG_WAIT_MS later
     r.clock.advance(BACKLOG_WAIT_MS);
     r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
     expect(r.open.filter((a) => a.url.startsWith('http://a.'))).toHaveLength(8);
-    expect(r.pipeline.backloggedOrgs()).toEqual(['org_a']);
+    expect(backlogged(r)).toEqual(['org_a']);
     // nothing of org_a started since: the record starts again, and it is not told twice
-    expect(r.pipeline.backloggedOrgs()).toEqual([]);
+    expect(backlogged(r)).toEqual([]);
     // one attempt that started promptly is enough to say its org's deliveries do not queue
     r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: 1 });
     r.offer('org_a', 9); // 8 start at once, one waits
     r.clock.advance(BACKLOG_WAIT_MS);
     r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
     expect(r.open.filter((a) => a.url.startsWith('http://a.'))).toHaveLength(1); // the one that waited
-    expect(r.pipeline.backloggedOrgs()).toEqual([]);
+    expect(backlogged(r)).toEqual([]);
+  });
+
+  it("a backlogged org's first prompt attempt is told at once (caughtUp), and named in the next report's caughtUp only", () => {
+    const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
+    // org_a backlogged, as above; org_b prompt
+    r.offer('org_a', 16);
+    r.offer('org_b', 1);
+    expect(r.pipeline.backlogReport()).toEqual({ backlogged: [], caughtUp: [] });
+    r.clock.advance(BACKLOG_WAIT_MS);
+    r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
+    expect(r.pipeline.backlogReport()).toEqual({ backlogged: ['org_a'], caughtUp: [] });
+    // its queue drains, still waiting: nothing told
+    r.clock.advance(BACKLOG_WAIT_MS);
+    r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
+    expect(r.caughtUpCalls()).toBe(0);
+    // a new event of it starts at once: told once, however many more start promptly
+    r.offer('org_a', 3);
+    expect(r.caughtUpCalls()).toBe(1);
+    r.offer('org_b', 2);
+    expect(r.caughtUpCalls()).toBe(1);
+    expect(r.pipeline.backlogReport()).toEqual({ backlogged: [], caughtUp: ['org_a'] });
+    // it was not backlogged in that report: a later prompt attempt is not told again
+    r.answer(() => true, { delivered: true, status: 200, duration_ms: 1 });
+    r.offer('org_a', 1);
+    expect(r.caughtUpCalls()).toBe(1);
+    expect(r.pipeline.backlogReport()).toEqual({ backlogged: [], caughtUp: [] });
   });
 });

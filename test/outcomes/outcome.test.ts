@@ -29,6 +29,17 @@ describe('outcome batches', () => {
     const odd = JSON.stringify({ i: 'b_3', t: 900, w: 'w', f: 0, d: {}, o: [], b: ['org_1', 7, null] });
     expect(decodeOutcomeBatch(odd)?.backlogged).toEqual(['org_1']);
   });
+
+  it('carry the orgs that no longer queue there (`c`) only when there are some', () => {
+    const batch = { id: 'b_4', sent_at: 900, worker: 'w', in_flight: 0, dropped: {}, outcomes: [], backlogged: ['org_2'], caught_up: ['org_1'] };
+    expect(JSON.parse(encodeOutcomeBatch(batch)).c).toEqual(['org_1']);
+    expect(decodeOutcomeBatch(encodeOutcomeBatch(batch))).toEqual(batch);
+    const none = { ...batch, caught_up: [] };
+    expect('c' in JSON.parse(encodeOutcomeBatch(none))).toBe(false);
+    expect(decodeOutcomeBatch(encodeOutcomeBatch(none))?.caught_up).toBeUndefined();
+    const odd = JSON.stringify({ i: 'b_5', t: 900, w: 'w', f: 0, d: {}, o: [], c: [3, 'org_3'] });
+    expect(decodeOutcomeBatch(odd)?.caught_up).toEqual(['org_3']);
+  });
 });
 
 describe('outcomeOf', () => {

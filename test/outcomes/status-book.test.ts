@@ -1,7 +1,7 @@
 // The status book (src/outcomes/status-book.ts): what it keeps of the orgs a data plane says its
-// deliveries queue for (OutcomeBatch.backlogged: ingest holds their facts a moment while it is
-// recent, src/ingest/ingest.ts HOLD_MS), and when it writes the attempt log. A manual clock:
-// nothing here waits on time.
+// deliveries queue for (OutcomeBatch.backlogged, until it says they caught up: ingest holds their
+// facts a moment while it is recent, src/ingest/ingest.ts HOLD_MS), and when it writes the attempt
+// log. A manual clock: nothing here waits on time.
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDb, type Db } from '../../store/db.ts';
@@ -44,6 +44,27 @@ describe('DeliveryStatusBook.backlogged', () => {
     clock.advance(BACKLOG_HEARD_MS - 1);
     expect(book.backlogged('org_a')).toBe(true);
     expect(book.backlogged('org_b')).toBe(true);
+  });
+
+  it('a batch that says an org caught up ends what that data plane said at once; what another said stands', () => {
+    const clock = new ManualClock();
+    db = openDb(':memory:');
+    book = new DeliveryStatusBook(db, createMetrics({ defaultMetrics: false }), clock, pino({ level: 'silent' }));
+    const batch = (worker: string, n: number, o: { backlogged?: string[]; caught_up?: string[] }): OutcomeBatch => ({ id: `${worker}.${n}`, sent_at: clock.now(), worker, in_flight: 0, dropped: {}, outcomes: [], ...o });
+    book.apply(batch('w1', 1, { backlogged: ['org_a', 'org_b'] }));
+    book.apply(batch('w2', 1, { backlogged: ['org_b'] }));
+    clock.advance(1);
+    book.apply(batch('w1', 2, { caught_up: ['org_a', 'org_b'] }));
+    // the clock has not moved on: only the batch ended org_a's
+    expect(book.backlogged('org_a')).toBe(false);
+    // w2 still says org_b's deliveries queue there, until its word is old
+    expect(book.backlogged('org_b')).toBe(true);
+    clock.advance(BACKLOG_HEARD_MS);
+    expect(book.backlogged('org_b')).toBe(false);
+    // another data plane's caught_up does not end w1's
+    book.apply(batch('w1', 3, { backlogged: ['org_a'] }));
+    book.apply(batch('w2', 2, { caught_up: ['org_a'] }));
+    expect(book.backlogged('org_a')).toBe(true);
   });
 });
 
