@@ -220,6 +220,7 @@ function assemble(o: {
     concurrency: o.limits.concurrency,
     dropped: (reason, events) => sink.droppedEvent(reason, events),
     caughtUp: () => sink.caughtUp(),
+    startAfterTurn: true,
   });
   return {
     pipeline,

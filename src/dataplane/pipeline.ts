@@ -100,6 +100,14 @@ export interface PipelineOptions {
    * deliveries no longer queue, and the control plane would like to know now, not at the next batch
    */
   caughtUp?: () => void;
+  /**
+   * The attempts an answer frees slots for start at the end of this turn of the event loop
+   * (setImmediate), not within the answer's callback: after what settled in the turn is recorded
+   * by the source (it records at the end of the turn too, scheduled first). A receiver then never
+   * sees an attempt before the records of those answered before it are handed to the bus, so a
+   * kill -9 repeats only attempts in flight (CONTRACT 6.6). Data planes set it; default false.
+   */
+  startAfterTurn?: boolean;
 }
 
 /** Why the pipeline takes an event off the queue without an attempt at a webhook it matched. */
@@ -145,6 +153,8 @@ export class DeliveryPipeline {
   private readonly orgHeld = new Map<string, number>();
   private readonly slots: FairSlots<Attempt>;
   private stopped = false;
+  /** a pump is scheduled at the end of this turn (startAfterTurn) */
+  private pumpScheduled = false;
   private freeListeners: Array<() => void> = [];
   private readonly progressTimer: Timer | null;
   /** failed attempts in the log: each webhook's first in full, then its count every 10 s (CONTRACT §8) */
@@ -171,6 +181,7 @@ export class DeliveryPipeline {
       registryWaitMs: 2000,
       dropped: () => {},
       caughtUp: () => {},
+      startAfterTurn: false,
       ...opts,
     };
     this.slots = new FairSlots({ clock: opts.clock, concurrency: this.o.concurrency, perWebhook: this.o.perWebhook });
@@ -440,8 +451,18 @@ export class DeliveryPipeline {
     state.done.push(sub.id);
     if (--state.remaining === 0) this.settle(state);
     this.unpark(sub.org);
-    this.pump();
+    if (this.o.startAfterTurn) this.pumpAfterTurn();
+    else this.pump();
     this.notify();
+  }
+
+  private pumpAfterTurn(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
   }
 
   private settle(state: EventState): void {
