@@ -27,6 +27,19 @@ import { ingestRequest } from '../helpers/producer.ts';
 
 const WINDOW_MS = 1500;
 
+/** A data plane of its own on this connection (as a svc worker is), with the shortened replay window. */
+function dataPlane(nc: NatsConnection, svc: TestService, workerId: string): Promise<DataPlane> {
+  return startNatsDataPlane({
+    nc,
+    seal: new Seal(keyOf(svc.db)),
+    limits: { concurrency: 16, timeoutMs: 5000, allowPrivateTargets: true },
+    workerId,
+    clock: systemClock,
+    logger: pino({ level: 'silent' }),
+    replayWindowMs: WINDOW_MS,
+  });
+}
+
 function externalStarted(orgId: string) {
   const id = rid('wfr');
   return {
@@ -73,15 +86,7 @@ describe.skipIf(findNatsServer() === null)('replays (CONTRACT 6.7)', () => {
     // (svc serve's own delivery hands them to the engine in process)
     svc = await startService({ natsUrl: nats.url, deliver: false }, { replayWindowMs: WINDOW_MS });
     planeNc = await connect({ servers: nats.url, name: 'worker' });
-    plane = await startNatsDataPlane({
-      nc: planeNc,
-      seal: new Seal(keyOf(svc.db)),
-      limits: { concurrency: 16, timeoutMs: 5000, allowPrivateTargets: true },
-      workerId: 'replay_worker',
-      clock: systemClock,
-      logger: pino({ level: 'silent' }),
-      replayWindowMs: WINDOW_MS,
-    });
+    plane = await dataPlane(planeNc, svc, 'replay_worker');
     org = svc.createOrg('replay');
     webhookId = (await post(svc.api(org), '/v1/orgs/current/webhooks', { webhook_url: rx.hook('all') })).webhook_id;
     nc = await connect({ servers: nats.url, name: 'attacker' });
@@ -196,15 +201,7 @@ describe.skipIf(findNatsServer() === null)('an old backlog (CONTRACT 6.7)', () =
     const queuedAt = Date.now();
     await pastWindow(queuedAt);
     // a data plane starts only now (with the same shortened window)
-    const plane = await startNatsDataPlane({
-      nc,
-      seal: new Seal(keyOf(svc.db)),
-      limits: { concurrency: 16, timeoutMs: 5000, allowPrivateTargets: true },
-      workerId: 'late_plane',
-      clock: systemClock,
-      logger: pino({ level: 'silent' }),
-      replayWindowMs: WINDOW_MS,
-    });
+    const plane = await dataPlane(nc, svc, 'late_plane');
     try {
       for (const f of facts) await waitFor(() => rx.subjects('late').includes(f.ceSubject), 10_000, 'the old backlog delivered');
       expect(rx.subjects('late')).toHaveLength(facts.length);
