@@ -62,7 +62,7 @@ const SPARSE = 4;
  * answers and one hop message carry several facts instead of one each. A fact of any other org (and
  * the drain) commits every waiting fact at once, as does a group that has HOLD_UNTIL facts.
  */
-export const HOLD_MS = 8;
+export const HOLD_MS = 3;
 const HOLD_UNTIL = 64;
 
 function parse<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
