@@ -38,7 +38,7 @@ import type { EventRoute } from '../domain/event-route.ts';
 import type { WebhookRegistry } from '../dispatch/registry.ts';
 import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { AttemptResult, Deliverer } from '../delivery/client.ts';
-import { outcomeOf, RECOVERY_HEADER, type DeliveryOutcome } from '../outcomes/outcome.ts';
+import { outcomeOf, RECOVERY_HEADER, type BacklogReport, type DeliveryOutcome } from '../outcomes/outcome.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 import { Fifo } from '../domain/fifo.ts';
 import { FairSlots, type Grant } from './slots.ts';
@@ -202,7 +202,7 @@ export class DeliveryPipeline {
    * attempts started is not among them), and those of the previous call's that no longer do
    * (`caughtUp`: one of their attempts started sooner since). Each call starts the record again.
    */
-  backlogReport(): { backlogged: string[]; caughtUp: string[] } {
+  backlogReport(): BacklogReport {
     const backlogged: string[] = [];
     for (const [org, waited] of this.waits) if (waited >= BACKLOG_WAIT_MS) backlogged.push(org);
     this.waits.clear();

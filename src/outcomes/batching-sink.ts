@@ -5,14 +5,9 @@
 // the buffer (bounded: past MAX_BUFFERED the oldest are dropped, with a warning).
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../domain/clock.ts';
-import type { DeliveryOutcome, OutcomeBatch } from './outcome.ts';
+import type { BacklogReport, DeliveryOutcome, OutcomeBatch } from './outcome.ts';
 
 const EVERY_MS = 100;
-/** What a data plane tells of its orgs' queues with a batch (src/dataplane/pipeline.ts backlogReport). */
-export interface BacklogReport {
-  backlogged: string[];
-  caughtUp: string[];
-}
 const NO_BACKLOG: BacklogReport = { backlogged: [], caughtUp: [] };
 const MAX_BATCH = 1000;
 const MAX_BUFFERED = 50_000;

@@ -71,6 +71,12 @@ export interface OutcomeBatch {
   caught_up?: string[];
 }
 
+/** What a data plane tells of its orgs' queues with a batch (src/dataplane/pipeline.ts backlogReport). */
+export interface BacklogReport {
+  backlogged: string[];
+  caughtUp: string[];
+}
+
 /** 9 fields, and a 10th (the recovery id) only when there is one: older 9-field tuples still decode. */
 type WireOutcome = [string, string, string, string, 0 | 1, number | null, string | null, number, number, string?];
 

@@ -4,8 +4,8 @@
 // nothing here waits on time.
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { BatchingOutcomeSink, type BacklogReport } from '../../src/outcomes/batching-sink.ts';
-import type { OutcomeBatch } from '../../src/outcomes/outcome.ts';
+import { BatchingOutcomeSink } from '../../src/outcomes/batching-sink.ts';
+import type { BacklogReport, OutcomeBatch } from '../../src/outcomes/outcome.ts';
 import { ManualClock } from '../helpers/clock.ts';
 
 function rig() {
