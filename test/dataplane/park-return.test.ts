@@ -15,11 +15,11 @@ import { encodeHopBatch } from '../../src/bus/hop.ts';
 import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
 import { hopSubject } from '../../src/bus/subjects.ts';
 import { encodeRoute, type EventRoute } from '../../src/domain/event-route.ts';
-import type { AttemptCallback, Deliverer } from '../../src/delivery/client.ts';
 import { WebhookRegistry } from '../../src/dispatch/registry.ts';
-import { DeliveryPipeline } from '../../src/dataplane/pipeline.ts';
+import type { DeliveryPipeline } from '../../src/dataplane/pipeline.ts';
 import { JetStreamSource, KvProgress, PARK_RETURN_MS, PARK_RETURNS_PER_TICK } from '../../src/dataplane/sources/jetstream-source.ts';
 import { ManualClock } from '../helpers/clock.ts';
+import { heldPipeline } from '../helpers/pipeline.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { allEventsEntry } from '../helpers/webhooks.ts';
@@ -91,27 +91,9 @@ describe.skipIf(findNatsServer() === null)('parked batches go back to JetStream'
     const js = jetstream(nc);
     const registry = new WebhookRegistry();
     HOOKS.forEach((h, i) => registry.upsert(allEventsEntry(ORG, h, `http://${h}.test/hook`), i + 1));
-    const open: AttemptCallback[] = [];
     const attempts = new Map<string, number>();
-    const deliverer = {
-      send: (_url: string, headers: Record<string, string>, _b: Buffer, done: AttemptCallback) => {
-        const id = headers['webhook-id'];
-        attempts.set(id, (attempts.get(id) ?? 0) + 1);
-        open.push(done);
-      },
-      hostOf: () => 'host',
-    } as unknown as Deliverer;
     const logger = pino({ level: 'silent' });
-    const pipeline = new DeliveryPipeline({
-      registry,
-      deliverer,
-      sign: (_sub, eventId) => ({ 'webhook-id': eventId }),
-      outcomes: { record: () => {}, flush: async () => {} },
-      progress: null,
-      clock,
-      logger,
-      concurrency: 16,
-    });
+    const { pipeline, open } = heldPipeline({ registry, clock, logger, sent: (id) => void attempts.set(id, (attempts.get(id) ?? 0) + 1) });
     const progress = new KvProgress(await new Kvm(js).open(PROGRESS_BUCKET), seal);
     const source = new JetStreamSource({ js, workerId: name, seal, pipeline, progress, clock, logger, dropped: () => {} });
     await source.start();

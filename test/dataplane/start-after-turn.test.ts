@@ -4,13 +4,11 @@
 // it is handed to the bus, so a kill -9 repeats only attempts in flight (CONTRACT 6.6; the recovery
 // ledger, test/system/recovery-ledger.test.ts, found the race under load when attempts started
 // within the answer's callback). A deliverer that answers when the test says so.
-import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../helpers/clock.ts';
 import type { EventRoute } from '../../src/domain/event-route.ts';
-import type { AttemptCallback, Deliverer } from '../../src/delivery/client.ts';
 import { WebhookRegistry } from '../../src/dispatch/registry.ts';
-import { DeliveryPipeline } from '../../src/dataplane/pipeline.ts';
+import { heldPipeline } from '../helpers/pipeline.ts';
 import { allEventsEntry } from '../helpers/webhooks.ts';
 
 const route: EventRoute = { org: 'org_a', type: 'com.svc.test.turn', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 0 };
@@ -20,25 +18,7 @@ function rig(startAfterTurn: boolean) {
   const registry = new WebhookRegistry();
   registry.upsert(allEventsEntry('org_a', 'wh_a', 'http://a.test/hook'), 1);
   const log: string[] = [];
-  const open: AttemptCallback[] = [];
-  const deliverer = {
-    send: (_url: string, h: Record<string, string>, _b: Buffer, done: AttemptCallback) => {
-      log.push(`sent ${h['webhook-id']}`);
-      open.push(done);
-    },
-    hostOf: () => 'host',
-  } as unknown as Deliverer;
-  const pipeline = new DeliveryPipeline({
-    registry,
-    deliverer,
-    sign: (_sub, eventId) => ({ 'webhook-id': eventId }),
-    outcomes: { record: () => {}, flush: async () => {} },
-    progress: null,
-    clock: new ManualClock(),
-    logger: pino({ level: 'silent' }),
-    concurrency: 16,
-    startAfterTurn,
-  });
+  const { pipeline, open } = heldPipeline({ registry, clock: new ManualClock(), sent: (id) => void log.push(`sent ${id}`), startAfterTurn });
   // each event's settlement is recorded at the end of the turn it settles in, as the JetStream source does
   for (let i = 0; i < 9; i++) {
     const id = `ev_${i}`;
