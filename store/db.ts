@@ -5,6 +5,9 @@ import { MIGRATIONS } from './migrations.ts';
 
 export type Db = Database.Database;
 
+/** The page size of a database svc creates (SQLite's default is 4 KiB; BENCHMARKS.md, issue 33 step 14). */
+export const PAGE_SIZE = 16384;
+
 export class SchemaTooNewError extends Error {}
 
 /** Open (creating if needed) the SQLite store: WAL, foreign keys, migrations applied in order. */
@@ -16,6 +19,10 @@ export function openDb(file: string): Db {
     fs.closeSync(fs.openSync(file, 'a', 0o600));
   }
   const db = new Database(file);
+  // a new database gets larger pages than SQLite's 4 KiB: a flood of facts writes a fifth of the
+  // pages (each an I/O call in the commit, and again in the checkpoint) for the same rows, which
+  // are up to a few KiB each (a CloudEvent); an existing one keeps the size it was made with
+  if (db.pragma('page_count', { simple: true }) === 0) db.pragma(`page_size = ${PAGE_SIZE}`);
   db.pragma('journal_mode = WAL');
   db.pragma('foreign_keys = ON');
   db.pragma('synchronous = NORMAL');

@@ -8,12 +8,12 @@
 //
 // A checkpoint beside commits never quite catches up (what was committed during it is left), and
 // the log starts again from its beginning only once it has been copied whole: so once the log holds
-// RESTART_PAGES, the engine's connection copies the few pages the thread left, between two turns
+// RESTART_BYTES, the engine's connection copies the few pages the thread left, between two turns
 // of the event loop (not in a commit: the answers of the commit before are sent first), and its
 // next commit starts the log again. The thread tells the log's length only after a pass, every 50 ms
 // or later on a busy machine, and a flood adds megabytes in that time: so the engine also looks at
 // the log's file after each group of facts (`committed`), and finishes once that file grows past
-// RESTART_PAGES, and again only once it grows FINISH_STEP_PAGES past that (its size is the longest
+// RESTART_BYTES, and again only once it grows FINISH_STEP_BYTES past that (its size is the longest
 // the log has been: a log started again is written from the file's beginning, so the file grows only
 // while the log has not started again). A store in memory, or not in WAL mode, is left as it is.
 import { statSync } from 'node:fs';
@@ -24,10 +24,10 @@ import type { Db } from '../../store/db.ts';
 
 /** How often the thread checkpoints (a pass with nothing to copy costs microseconds). */
 const PASS_EVERY_MS = 50;
-/** Log pages (of 4 KiB) after which the engine's connection finishes a checkpoint itself. */
-const RESTART_PAGES = 4000;
-/** How much more the log's file grows before `committed` finishes again (1 MiB of 4 KiB pages). */
-const FINISH_STEP_PAGES = 256;
+/** The log's length (16 MiB: 4 000 pages of 4 KiB, 1 000 of 16 KiB) after which the engine's connection finishes a checkpoint itself. */
+const RESTART_BYTES = 16 * 1024 * 1024;
+/** How much more the log's file grows before `committed` finishes again. */
+const FINISH_STEP_BYTES = 1024 * 1024;
 /** How long the engine's close waits for the thread to end a pass and close its connection. */
 const STOP_WAIT_MS = 2000;
 /** SQLite's default wal_autocheckpoint, for the engine's connection when the thread is gone. */
@@ -80,6 +80,8 @@ export class WalCheckpoints {
   private finishPast: number;
   /** a page as the log's file counts it (a frame: the page and a 24-byte header) */
   private readonly frameBytes: number;
+  /** RESTART_BYTES in the database's pages */
+  private readonly restartPages: number;
 
   /** Checkpoints for `db` on a thread of their own; nothing for a store in memory or not in WAL mode. */
   constructor(
@@ -87,8 +89,10 @@ export class WalCheckpoints {
     private readonly logger: Logger,
   ) {
     this.walFile = `${db.name}-wal`;
-    this.frameBytes = Number(db.pragma('page_size', { simple: true })) + 24;
-    this.finishPast = RESTART_PAGES * this.frameBytes;
+    const pageSize = Number(db.pragma('page_size', { simple: true }));
+    this.frameBytes = pageSize + 24;
+    this.restartPages = Math.ceil(RESTART_BYTES / pageSize);
+    this.finishPast = this.restartPages * this.frameBytes;
     if (db.memory || String(db.pragma('journal_mode', { simple: true })).toLowerCase() !== 'wal') return;
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
     const worker = new Worker(THREAD, { eval: true, workerData: { driver, file: db.name, everyMs: PASS_EVERY_MS, stopped: this.stopped } });
@@ -97,7 +101,7 @@ export class WalCheckpoints {
     worker.on('message', (m: Pass | { error: string }) => {
       if ('error' in m) return this.logger.warn({ err: m.error }, 'WAL checkpoint failed (tried again every 50 ms; logged when the error changes)');
       // (a pass's figures are of the log as it began: commits may have added to it since)
-      if (m.log >= RESTART_PAGES) this.finish();
+      if (m.log >= this.restartPages) this.finish();
     });
     const gone = (why: string) => {
       if (this.closed || this.worker !== worker) return;
@@ -119,14 +123,14 @@ export class WalCheckpoints {
   /**
    * After a commit (the engine's, of a group of facts): the log's file past `finishPast` means the
    * log has not started again, whatever the thread saw at its last pass: finish. The next finish
-   * waits for FINISH_STEP_PAGES more (one may find the thread's pass under way, or a reader keeping
+   * waits for FINISH_STEP_BYTES more (one may find the thread's pass under way, or a reader keeping
    * the log from starting again; a finish is a disk sync on the engine's thread, not one per commit).
    */
   committed(): void {
     if (!this.worker) return;
     const size = statSync(this.walFile, { throwIfNoEntry: false })?.size ?? 0;
     if (size < this.finishPast) return;
-    this.finishPast = size + FINISH_STEP_PAGES * this.frameBytes;
+    this.finishPast = size + FINISH_STEP_BYTES;
     this.finish();
   }
 

@@ -41,7 +41,7 @@ describe('WAL checkpoints', () => {
       walMax = Math.max(walMax, statSync(`${file}-wal`).size);
     }
     // without a checkpoint the log would hold every commit (~5 KB a fact: ~50 MB); it starts again
-    // once the thread has copied it and it passed 4,000 pages (16 MB). The engine looks at the file
+    // once the thread has copied it and it passed 16 MiB (RESTART_BYTES). The engine looks at the file
     // after each group, so it peaks at 18 MB here whether the thread's passes come every 50 ms or
     // later (when only the thread's passes told it: 18–27 MB, and 30.9 MB once in CI)
     expect(walMax).toBeLessThan(26_000_000);

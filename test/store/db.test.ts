@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { openDb, SchemaTooNewError } from '../../store/db.ts';
+import { openDb, PAGE_SIZE, SchemaTooNewError } from '../../store/db.ts';
 import { MIGRATIONS } from '../../store/migrations.ts';
 import { tmpDir } from '../helpers/service.ts';
 
@@ -25,6 +25,34 @@ describe('openDb', () => {
       db.close();
     } finally {
       process.umask(umask);
+    }
+  });
+
+  it('a new database is made with 16 KiB pages; one made before, with 4 KiB pages, keeps them and its rows', () => {
+    const fresh = path.join(tmpDir(), 'svc.db');
+    const db = openDb(fresh);
+    expect(db.pragma('page_size', { simple: true })).toBe(PAGE_SIZE);
+    expect(PAGE_SIZE).toBe(16384);
+    db.close();
+    const reopened = openDb(fresh);
+    expect(reopened.pragma('page_size', { simple: true })).toBe(PAGE_SIZE);
+    reopened.close();
+
+    // an existing store, as SQLite made it by default (4 KiB), with a row in it
+    const old = path.join(tmpDir(), 'svc.db');
+    const raw = new Database(old);
+    expect(raw.pragma('page_size', { simple: true })).toBe(4096);
+    raw.pragma('journal_mode = WAL');
+    raw.exec('CREATE TABLE kept (n INTEGER)');
+    raw.prepare('INSERT INTO kept (n) VALUES (7)').run();
+    raw.close();
+    const opened = openDb(old);
+    try {
+      expect(opened.pragma('page_size', { simple: true })).toBe(4096);
+      expect(opened.prepare('SELECT n FROM kept').get()).toEqual({ n: 7 });
+      expect(opened.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
+    } finally {
+      opened.close();
     }
   });
 
