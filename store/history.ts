@@ -72,10 +72,30 @@ export interface EventQuery {
   limit: number;
 }
 
+/**
+ * How far an event's time may be out of step with its seq and still be found by a window of time:
+ * events' times are the engine's clock as they are appended, so they grow with seq, unless the clock
+ * is stepped back (then by the size of the step).
+ */
+export const CLOCK_STEP_SLACK_MS = 10 * 60_000;
+
+/**
+ * The seqs an event created in [sinceMs, untilMs) can have: after `after`, up to `upTo`. Found by
+ * bisection on seq (the history has no index on its time: issue 33, an index that every event paid
+ * a page write for), with CLOCK_STEP_SLACK_MS to spare on each side; the caller still filters by time.
+ */
+export function eventSeqsBetween(db: Db, sinceMs: number, untilMs: number | null): { after: number; upTo: number } {
+  return {
+    after: lastSeqBefore(db, 'events', 'created_ms', sinceMs - CLOCK_STEP_SLACK_MS),
+    upTo: untilMs === null ? Number.MAX_SAFE_INTEGER : lastSeqBefore(db, 'events', 'created_ms', untilMs + CLOCK_STEP_SLACK_MS),
+  };
+}
+
 /** An org's kept events in a window, oldest first (by seq, after a cursor). */
 export function listEvents(db: Db, q: EventQuery): StoredEvent[] {
-  const where = ['org_id = ?', 'seq > ?', 'created_ms >= ?'];
-  const args: unknown[] = [q.orgId, q.afterSeq, q.sinceMs];
+  const seqs = eventSeqsBetween(db, q.sinceMs, q.untilMs);
+  const where = ['org_id = ?', 'seq > ?', 'seq <= ?', 'created_ms >= ?'];
+  const args: unknown[] = [q.orgId, Math.max(q.afterSeq, seqs.after), seqs.upTo, q.sinceMs];
   if (q.untilMs !== null) {
     where.push('created_ms < ?');
     args.push(q.untilMs);
@@ -308,7 +328,8 @@ export function recoveryById(db: Db, recoveryId: string): RecoveryRow | undefine
 /** The next events of a recovery's window after its cursor (the org's, not set aside as unpublishable), without their bodies. */
 export function recoveryCandidates(db: Db, r: RecoveryRow, limit: number): Array<Pick<StoredEvent, 'seq' | 'event_id' | 'route'>> {
   const until = r.until_ms === null ? '' : ' AND e.created_ms < ?';
-  const args: unknown[] = [r.org_id, r.scanned_seq, r.to_seq, r.since_ms, ...(r.until_ms === null ? [] : [r.until_ms]), limit];
+  const seqs = eventSeqsBetween(db, r.since_ms, r.until_ms);
+  const args: unknown[] = [r.org_id, Math.max(r.scanned_seq, seqs.after), Math.min(r.to_seq, seqs.upTo), r.since_ms, ...(r.until_ms === null ? [] : [r.until_ms]), limit];
   return db
     .prepare(
       `SELECT e.seq, e.event_id, e.route FROM events e

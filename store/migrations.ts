@@ -441,4 +441,9 @@ export const MIGRATIONS: string[] = [
   DROP INDEX IF EXISTS delivery_attempts_event;
   CREATE INDEX delivery_attempts_event_id ON delivery_attempts(event_id);
   `,
+  /* an org's events in a window of time are read by seq, between bounds found by bisection on the
+        events' times (store/history.ts eventSeqsBetween), not through an index on (org, time), which
+        cost every event an index entry and its page write (issue 33) */ `
+  DROP INDEX IF EXISTS events_org_time;
+  `,
 ];
