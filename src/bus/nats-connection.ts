@@ -82,6 +82,16 @@ class NatsBusMessage implements BusMessage {
   }
 }
 
+/**
+ * Bytes a connection gathers before it writes in the middle of a burst of publishes (nats.js's
+ * `pendingLimit`, an option its types hide; 32 KiB by default). It writes what it holds at the end
+ * of the turn anyway: a larger limit only means fewer, larger socket writes when a turn publishes
+ * a lot (a group commit's answers, a relay round's copies for observers: hundreds of KiB). Ingest
+ * alone, two runs of 14 alternating pairs: facts/s x1.06 and x1.04, svc CPU a fact -5 to -6 %
+ * (BENCHMARKS.md, issue 33 step 14).
+ */
+export const PENDING_LIMIT = 256 * 1024;
+
 /** Connect; an unreachable server is an error naming the URL (or, with waitForServer, a warning and another try). */
 export async function connectNats(url: string, opts: NatsBusOptions = {}): Promise<NatsConnection> {
   const logger = opts.logger ?? consoleBusLogger;
@@ -96,6 +106,7 @@ export async function connectNats(url: string, opts: NatsBusOptions = {}): Promi
     maxPingOut: 3,
     // no stack capture per request and per JetStream publish (a measurable share of the hot path)
     noAsyncTraces: true,
+    ...({ pendingLimit: PENDING_LIMIT } as Partial<ConnectionOptions>),
   };
   for (let attempt = 1; ; attempt++) {
     try {
