@@ -1,25 +1,16 @@
 // store/history.ts, the attempt log's lookups by event (issue 33): an index on the event id alone
 // (event ids begin with their time, so a new attempt appends at its end); the lookups of one event's
 // attempts, and of the events a webhook got, read that index, never a webhook's whole log.
-import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { openDb, type Db } from '../../store/db.ts';
+import { describe, expect, it } from 'vitest';
+import type { Db } from '../../store/db.ts';
 import { deliveredEventIds, listAttempts, listEventAttempts, saveAttempts, type AttemptRow } from '../../store/history.ts';
 import { createOrg } from '../../store/orgs.ts';
 import { insertWebhook } from '../../store/webhooks.ts';
-import { tmpDir } from '../helpers/service.ts';
+import { tempStores } from '../helpers/store.ts';
 import { allEventsEntry } from '../helpers/webhooks.ts';
 
-let db: Db | null = null;
-afterEach(() => {
-  db?.close();
-  db = null;
-});
-
-function store(): Db {
-  db = openDb(path.join(tmpDir('svc-attempt-log-'), 'svc.db'));
-  return db;
-}
+const stores = tempStores('svc-attempt-log-');
+const store = (): Db => stores.open();
 
 const attempt = (webhook_id: string, org_id: string, event_id: string, ok: boolean, ms: number): AttemptRow => ({
   webhook_id, org_id, event_id, type: 't', attempted_ms: ms, ok, status_code: ok ? 204 : 500, error: ok ? null : 'HTTP 500', duration_ms: 1, recovery_id: null, kept_ms: ms,

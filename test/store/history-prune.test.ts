@@ -1,21 +1,12 @@
 // store/history.ts pruneHistory: the event history and the attempt log are cut by seq, the last row
 // before the cut-off found by bisection (their times grow with seq), with no index on their time.
-import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { openDb, type Db } from '../../store/db.ts';
+import { describe, expect, it } from 'vitest';
+import type { Db } from '../../store/db.ts';
 import { insertEvent, pruneHistory, saveAttempts } from '../../store/history.ts';
-import { tmpDir } from '../helpers/service.ts';
+import { tempStores } from '../helpers/store.ts';
 
-let db: Db | null = null;
-afterEach(() => {
-  db?.close();
-  db = null;
-});
-
-function store(): Db {
-  db = openDb(path.join(tmpDir('svc-prune-'), 'svc.db'));
-  return db;
-}
+const stores = tempStores('svc-prune-');
+const store = (): Db => stores.open();
 
 const event = (n: number, ms: number) => ({ event_id: `ev_${n}`, org_id: 'org_1', type: 't', subject: 's', body: '{}', route: '{}', created_ms: ms });
 const attempt = (n: number, ms: number) => ({
@@ -38,7 +29,6 @@ describe('pruneHistory', () => {
       expect(left(d, 'events'), `events, cut-off ${cut}`).toEqual(keep);
       expect(left(d, 'delivery_attempts'), `attempts, cut-off ${cut}`).toEqual(keep);
       d.close();
-      db = null;
     }
   });
 

@@ -4,31 +4,24 @@
 // test/handoff/history-relay.test.ts.
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
-import { migrate, openDb, type Db } from '../../store/db.ts';
+import { describe, expect, it } from 'vitest';
+import { migrate, type Db } from '../../store/db.ts';
 import { MIGRATIONS } from '../../store/migrations.ts';
 import { insertEvent, insertQueuedEvent, pruneHistory, readQueuedEvents, relayCursor, saveRelayCursor } from '../../store/history.ts';
 import { readOutbox } from '../../store/outbox.ts';
 import { historyQueue, moveHistoryQueueToOutbox, passEmbeddedEvents } from '../../src/handoff/relay-queues.ts';
+import { tempStores } from '../helpers/store.ts';
 import { tmpDir } from '../helpers/service.ts';
 
-let db: Db | null = null;
-afterEach(() => {
-  db?.close();
-  db = null;
-});
-
-function store(): Db {
-  db = openDb(path.join(tmpDir('svc-hq-'), 'svc.db'));
-  return db;
-}
+const stores = tempStores('svc-hq-');
+const store = (): Db => stores.open();
 
 const event = (n: number, ms = 1000 + n) => ({ event_id: `ev_${n}`, org_id: 'org_1', type: 't', subject: `org_1/workflow/wf_${n}/started`, body: `{"n":${n}}`, route: '{}', created_ms: ms });
 
 describe('the event history as the queue', () => {
   it('migration 17 starts the cursor after every event kept so far: those were queued in the outbox', () => {
     const file = path.join(tmpDir('svc-hq-'), 'svc.db');
-    const old = new Database(file);
+    const old = stores.closeAfter(new Database(file));
     for (let v = 0; v < 16; v++) {
       old.exec(MIGRATIONS[v]);
       old.pragma(`user_version = ${v + 1}`);
@@ -37,7 +30,7 @@ describe('the event history as the queue', () => {
       old.prepare('INSERT INTO events (event_id, org_id, type, subject, body, route, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)').run(`ev_${i}`, 'org_1', 't', 's', '{}', '{}', i);
     }
     migrate(old);
-    db = old as unknown as Db;
+    const db = old as unknown as Db;
     expect(relayCursor(db)).toBe(3);
     expect(readQueuedEvents(db, relayCursor(db), 10)).toEqual([]);
   });

@@ -2,22 +2,13 @@
 // by seq between bounds found by bisection on their times (eventSeqsBetween), with no index on
 // (org, time); what is read is exactly the window's events, whatever the cursor, and a clock stepped
 // back by less than CLOCK_STEP_SLACK_MS loses none.
-import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { openDb, type Db } from '../../store/db.ts';
+import { describe, expect, it } from 'vitest';
+import type { Db } from '../../store/db.ts';
 import { CLOCK_STEP_SLACK_MS, insertEvent, insertRecovery, listEvents, recoveryById, recoveryCandidates } from '../../store/history.ts';
-import { tmpDir } from '../helpers/service.ts';
+import { tempStores } from '../helpers/store.ts';
 
-let db: Db | null = null;
-afterEach(() => {
-  db?.close();
-  db = null;
-});
-
-function store(): Db {
-  db = openDb(path.join(tmpDir('svc-window-'), 'svc.db'));
-  return db;
-}
+const stores = tempStores('svc-window-');
+const store = (): Db => stores.open();
 
 const MIN = 60_000;
 const event = (n: number, org: string, ms: number) => ({ event_id: `ev_${n}`, org_id: org, type: 't', subject: 's', body: '{}', route: '{}', created_ms: ms });
