@@ -446,4 +446,11 @@ export const MIGRATIONS: string[] = [
         cost every event an index entry and its page write (issue 33) */ `
   DROP INDEX IF EXISTS events_org_time;
   `,
+  /* a producer's workflow stored under the id it reported (external_id = workflow_id, nearly every
+        one) is found through the primary key: the index on (org, external id) holds only those
+        stored under an id of their own (that id was another org's), so that a new workflow writes
+        one id index, not two copies of the same key, each a page at its own place (issue 33) */ `
+  DROP INDEX IF EXISTS workflows_external_id;
+  CREATE UNIQUE INDEX workflows_external_id_renamed ON workflows(org_id, external_id) WHERE external_id IS NOT NULL AND external_id <> workflow_id;
+  `,
 ];

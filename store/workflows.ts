@@ -119,23 +119,38 @@ export function publicWorkflowId(w: WorkflowFields): string {
   return w.external_id ?? w.workflow_id;
 }
 
+/**
+ * The workflows a producer's id may name, each by one index lookup: the one stored under that id (of
+ * any org), and the org's workflow that reported it but is stored under an id of its own (that id
+ * was another org's). The index on (org, external id) holds only the latter (migrations.ts): the
+ * former is found by its primary key.
+ */
+function workflowsNamed(db: Db, orgId: string, id: string): { stored: WorkflowRow | undefined; renamed: WorkflowRow | undefined } {
+  const stored = db.prepare('SELECT * FROM workflows WHERE workflow_id = ?').get(id);
+  const renamed = db.prepare('SELECT * FROM workflows WHERE org_id = ? AND external_id = ? AND external_id <> workflow_id').get(orgId, id);
+  return { stored: stored ? decodeWf(stored) : undefined, renamed: renamed ? decodeWf(renamed) : undefined };
+}
+
+/** The org's workflow a producer's id names: the one it reported under that id, else the one stored under it. */
+function orgWorkflowNamed(orgId: string, id: string, named: ReturnType<typeof workflowsNamed>): WorkflowRow | undefined {
+  const stored = named.stored?.org_id === orgId ? named.stored : undefined;
+  if (stored?.external_id === id) return stored;
+  return named.renamed ?? stored;
+}
+
 /** An org's workflow by the id the outside knows it by (or the id it is stored under). */
 export function findOrgWorkflow(db: Db, orgId: string, id: string): WorkflowRow | undefined {
-  const r = db
-    .prepare('SELECT * FROM workflows WHERE org_id = ? AND (external_id = ? OR workflow_id = ?) ORDER BY external_id IS NOT ? LIMIT 1')
-    .get(orgId, id, id, id);
-  return r ? decodeWf(r) : undefined;
+  return orgWorkflowNamed(orgId, id, workflowsNamed(db, orgId, id));
 }
 
 /**
- * What a producer's workflow id names, in one lookup: the org's workflow known by it (as
- * findOrgWorkflow finds it), and whether any org's workflow is stored under it (then a new
- * external workflow of that id needs an id of its own).
+ * What a producer's workflow id names: the org's workflow known by it (as findOrgWorkflow finds
+ * it), and whether any org's workflow is stored under it (then a new external workflow of that id
+ * needs an id of its own).
  */
 export function lookupReportedWorkflow(db: Db, orgId: string, id: string): { workflow: WorkflowRow | undefined; idTaken: boolean } {
-  const rows = (db.prepare('SELECT * FROM workflows WHERE (org_id = ? AND external_id = ?) OR workflow_id = ?').all(orgId, id, id) as unknown[]).map(decodeWf);
-  const workflow = rows.find((r) => r.org_id === orgId && r.external_id === id) ?? rows.find((r) => r.org_id === orgId && r.workflow_id === id);
-  return { workflow, idTaken: rows.some((r) => r.workflow_id === id) };
+  const named = workflowsNamed(db, orgId, id);
+  return { workflow: orgWorkflowNamed(orgId, id, named), idTaken: named.stored !== undefined };
 }
 
 export function listOwnerWorkflows(db: Db, orgId: string, ownerId: string): WorkflowRow[] {
