@@ -1,5 +1,5 @@
 // Fact -> CloudEvents 1.0 envelope (spec 6.3-6.5, CONTRACT 6.2).
-import { randomUUID } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import type { Fact, RunResult, StepRef, WorkflowRef } from '../domain/facts.ts';
 import { classify, type Classification } from './classify.ts';
 import { slugsFor } from './slugs.ts';
@@ -46,16 +46,44 @@ const TYPES: Readonly<Record<Fact['kind'], string>> = {
   webhook_delivery: 'com.svc.webhook.delivery.v1',
 };
 
+/** Random bytes taken by eventId, refilled from the system's CSPRNG when used up (each byte used once). */
+const RANDOM_POOL = Buffer.alloc(4096);
+let randomAt = RANDOM_POOL.length;
+/** The id being written: its time part (kept while the ms stays the same), then the random part. */
+const ID = Buffer.from('00000000-0000-7000-8000-000000000000', 'latin1');
+let idMs = -1;
+const HEX = Buffer.from('0123456789abcdef', 'latin1');
+/** Where an id's 18 random hex digits go (after its version digit 7, and around its variant digit). */
+const RANDOM_DIGITS = [15, 16, 17, 20, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35];
+const VARIANT_DIGIT = 19;
+
 /**
  * A new event id: a UUID (RFC 9562 version 7) whose first 48 bits are the time in ms, the rest
  * random (74 bits). Unique per event as CONTRACT 6.2 asks; ordered by time, so that the unique
  * indexes on event_id (outbox, events) take each commit's ids at their end, a few pages, instead
- * of one random page per event for the commit to write (a random v4 id did that).
+ * of one random page per event for the commit to write (a random v4 id did that). Written as bytes
+ * and read as one string: a fifth of the time of a random UUID cut and joined, and one string
+ * instead of six per event (issue 33).
  */
 export function eventId(nowMs = Date.now()): string {
-  const random = randomUUID(); // xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx: its variant and random bits are kept
-  const ms = nowMs.toString(16).padStart(12, '0');
-  return `${ms.slice(0, 8)}-${ms.slice(8, 12)}-7${random.slice(15)}`;
+  if (nowMs !== idMs) {
+    idMs = nowMs;
+    const ms = nowMs.toString(16).padStart(12, '0');
+    ID.write(ms.slice(0, 8), 0, 'latin1');
+    ID.write(ms.slice(8, 12), 9, 'latin1');
+  }
+  if (randomAt + 10 > RANDOM_POOL.length) {
+    randomFillSync(RANDOM_POOL);
+    randomAt = 0;
+  }
+  for (let i = 0; i < 9; i++) {
+    const b = RANDOM_POOL[randomAt + i];
+    ID[RANDOM_DIGITS[2 * i]] = HEX[b >> 4];
+    ID[RANDOM_DIGITS[2 * i + 1]] = HEX[b & 15];
+  }
+  ID[VARIANT_DIGIT] = HEX[8 | (RANDOM_POOL[randomAt + 9] & 3)]; // 10xx: 8, 9, a or b
+  randomAt += 10;
+  return ID.toString('latin1');
 }
 
 /** `//<host[:port] of baseUrl>/ctl-api` */
