@@ -5,7 +5,8 @@
 // each pair's B/A facts/s and CPU per fact, and their medians.
 //
 //   npx tsx bench/ingest-ab.ts DIR_A DIR_B [pairs, default 8] [facts per round, default 20000]
-// AB_A_ENV / AB_B_ENV ('K=V K2=V2'): environment of one side's svc only (a knob tried both ways).
+// AB_A_ENV / AB_B_ENV ('K=V K2=V2'): environment of one side's svc only (a knob tried both ways);
+// AB_A_NODE_ARGS / AB_B_NODE_ARGS: node's own options for one side's svc (V8 flags NODE_OPTIONS refuses).
 // DIR: a checkout with bin/svc.mjs and a built dist/ (before-runs: `git archive REV | tar -x -C DIR`,
 // node_modules linked, `node scripts/build.mjs`).
 import { execFileSync } from 'node:child_process';
@@ -49,7 +50,7 @@ async function side(name: string, root: string): Promise<Side> {
   const nats = await startNats();
   const serve = await spawnChild(
     `svc serve ${name}`,
-    [bin, 'serve', '--nats', nats.url, '--db', db, '--port', '0', '--no-local-runner', '--drift-interval', 'off', '--no-deliver'],
+    [...(process.env[`AB_${name}_NODE_ARGS`] ?? '').split(/\s+/).filter(Boolean), bin, 'serve', '--nats', nats.url, '--db', db, '--port', '0', '--no-local-runner', '--drift-interval', 'off', '--no-deliver'],
     env,
     (l) => l.includes('listening on'),
     path.join(tmp, `${name}-serve.log`),
