@@ -43,8 +43,9 @@ export interface RunningServer {
   readiness: Readiness;
   /**
    * Whether every event committed so far has been delivered (or failed) everywhere: nothing in the
-   * outbox, nothing in the durable queue, nothing held by this process's data plane. A test that
-   * waits for this can then assert that nothing more arrives.
+   * outbox, nothing in the durable queue, nothing held by this process's data plane, and every
+   * outcome that came back written (the attempt log and the delivery status are written in
+   * batches). A test that waits for this can then assert that nothing more arrives or changes.
    */
   deliveryIdle(): Promise<boolean>;
   stop(): Promise<void>;
@@ -130,7 +131,7 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
     ctx,
     bus,
     readiness,
-    deliveryIdle: async () => outboxSize(db) === 0 && (await topology.idle()),
+    deliveryIdle: async () => outboxSize(db) === 0 && (await topology.idle()) && status.written(),
     stop: once(async () => {
       // Shutdown mirrors start-up (CONTRACT 1): /readyz says 503 first (traffic moves), then the
       // ingest subscription is drained: requests already received are committed and answered,

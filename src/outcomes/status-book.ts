@@ -242,6 +242,13 @@ export class DeliveryStatusBook {
     return n;
   }
 
+  /** Whether every outcome applied so far is written: its attempt (in the log) and the status it changed. */
+  written(): boolean {
+    if (this.attempts.length) return false;
+    for (const l of this.live.values()) if (l.dirty) return false;
+    return true;
+  }
+
   /** Write the changed statuses (one transaction) and the attempts since the last flush (another). */
   flush(): void {
     this.flushAttempts();

@@ -122,6 +122,31 @@ describe('DeliveryStatusBook, the attempt log', () => {
     book.apply(batch(ATTEMPTS_PER_WRITE));
     expect(logged(db)).toBe(2 * ATTEMPTS_PER_WRITE + 200);
   });
+
+  it('says it is written only once every attempt it took and every status it changed is in the store (what a settled server waits for)', () => {
+    const clock = new ManualClock();
+    db = openDb(':memory:');
+    book = new DeliveryStatusBook(db, createMetrics({ defaultMetrics: false }), clock, pino({ level: 'silent' }), { engineClock: clock });
+    const batch = batcher(clock);
+    expect(book.written()).toBe(true);
+    book.apply(batch(3));
+    expect(book.written()).toBe(false);
+    clock.advance(999);
+    expect(book.written()).toBe(false);
+    expect(logged(db)).toBe(0);
+    clock.advance(1);
+    expect(logged(db)).toBe(3);
+    expect(book.written()).toBe(true);
+    // a write that fails keeps it unwritten until one succeeds
+    db.exec('ALTER TABLE delivery_attempts RENAME TO delivery_attempts_away');
+    book.apply(batch(1));
+    clock.advance(1000);
+    expect(book.written()).toBe(false);
+    db.exec('ALTER TABLE delivery_attempts_away RENAME TO delivery_attempts');
+    clock.advance(1000);
+    expect(logged(db)).toBe(4);
+    expect(book.written()).toBe(true);
+  });
 });
 
 describe('DeliveryStatusBook, a webhook status', () => {
