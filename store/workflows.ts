@@ -119,38 +119,26 @@ export function publicWorkflowId(w: WorkflowFields): string {
   return w.external_id ?? w.workflow_id;
 }
 
-/**
- * The workflows a producer's id may name, each by one index lookup: the one stored under that id (of
- * any org), and the org's workflow that reported it but is stored under an id of its own (that id
- * was another org's). The index on (org, external id) holds only the latter (migrations.ts): the
- * former is found by its primary key.
- */
-function workflowsNamed(db: Db, orgId: string, id: string): { stored: WorkflowRow | undefined; renamed: WorkflowRow | undefined } {
-  const stored = db.prepare('SELECT * FROM workflows WHERE workflow_id = ?').get(id);
-  const renamed = db.prepare('SELECT * FROM workflows WHERE org_id = ? AND external_id = ? AND external_id <> workflow_id').get(orgId, id);
-  return { stored: stored ? decodeWf(stored) : undefined, renamed: renamed ? decodeWf(renamed) : undefined };
-}
-
-/** The org's workflow a producer's id names: the one it reported under that id, else the one stored under it. */
-function orgWorkflowNamed(orgId: string, id: string, named: ReturnType<typeof workflowsNamed>): WorkflowRow | undefined {
-  const stored = named.stored?.org_id === orgId ? named.stored : undefined;
-  if (stored?.external_id === id) return stored;
-  return named.renamed ?? stored;
-}
-
 /** An org's workflow by the id the outside knows it by (or the id it is stored under). */
 export function findOrgWorkflow(db: Db, orgId: string, id: string): WorkflowRow | undefined {
-  return orgWorkflowNamed(orgId, id, workflowsNamed(db, orgId, id));
+  return lookupReportedWorkflow(db, orgId, id).workflow;
 }
 
 /**
- * What a producer's workflow id names: the org's workflow known by it (as findOrgWorkflow finds
- * it), and whether any org's workflow is stored under it (then a new external workflow of that id
- * needs an id of its own).
+ * What a producer's workflow id names: the org's workflow known by it (the one it reported under
+ * that id, else the one stored under it), and whether any org's workflow is stored under it (then a
+ * new external workflow of that id needs an id of its own). Each an index search: the one stored
+ * under the id by the primary key; the org's that reported it but is stored under an id of its own
+ * (the id was another org's) by the index on (org, external id), which holds only those
+ * (migrations.ts), and only looked for when the first is not already the answer.
  */
 export function lookupReportedWorkflow(db: Db, orgId: string, id: string): { workflow: WorkflowRow | undefined; idTaken: boolean } {
-  const named = workflowsNamed(db, orgId, id);
-  return { workflow: orgWorkflowNamed(orgId, id, named), idTaken: named.stored !== undefined };
+  const row = db.prepare('SELECT * FROM workflows WHERE workflow_id = ?').get(id);
+  const stored = row ? decodeWf(row) : undefined;
+  const own = stored?.org_id === orgId ? stored : undefined;
+  if (own?.external_id === id) return { workflow: own, idTaken: true };
+  const renamed = db.prepare('SELECT * FROM workflows WHERE org_id = ? AND external_id = ? AND external_id <> workflow_id').get(orgId, id);
+  return { workflow: renamed ? decodeWf(renamed) : own, idTaken: stored !== undefined };
 }
 
 export function listOwnerWorkflows(db: Db, orgId: string, ownerId: string): WorkflowRow[] {
