@@ -3,7 +3,7 @@
 // Under load, messages that arrive while a commit is under way are committed together (group
 // commit: one transaction, each fact in its own savepoint), and each producer is still answered
 // only once its own fact is committed. Shared fairly between orgs (CONTRACT §8): messages wait in
-// their org's queue, and each group takes from every org with messages in turn (fair-queue.ts),
+// their org's queue, and each group takes from every org with messages in turn (src/domain/fair-queue.ts),
 // parsing each only when it is taken; a group is bounded by a time budget, and an org with only a
 // few messages waiting beside another's backlog has them in a short group (one turn of each org),
 // so an org's flood never makes another org's fact wait for more than the group under way and a
@@ -19,7 +19,7 @@ import { systemClock, within, type Clock, type Timer } from '../domain/clock.ts'
 import { errorText, EventTooLargeError, InvalidError } from '../domain/errors.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 import type { Metrics } from '../metrics.ts';
-import { FairQueue } from './fair-queue.ts';
+import { FairQueue } from '../domain/fair-queue.ts';
 import { healthMessageSchema, jobResultSchema, runnerMessageSchema, workflowMessageSchema } from '../domain/producer-messages.ts';
 
 export interface IngestDeps {

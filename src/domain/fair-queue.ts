@@ -1,8 +1,9 @@
-// Per-org queues taken round robin (CONTRACT §8: ingest is shared between orgs). Items wait in
-// the queue of their key; next() takes one from each key with items in turn, so a group that
-// takes n items gives every waiting key an equal share (and a key with fewer items leaves the rest
-// to the others). With one key it is a plain FIFO.
-import { Fifo } from '../domain/fifo.ts';
+// Per-org queues taken round robin (CONTRACT §8: ingest and the HTTP API are shared between orgs:
+// src/ingest/ingest.ts, src/http/fair-admission.ts). Items wait in the queue of their key; next()
+// takes one from each key with items in turn, so a group that takes n items gives every waiting key
+// an equal share (and a key with fewer items leaves the rest to the others). With one key it is a
+// plain FIFO.
+import { Fifo } from './fifo.ts';
 
 export class FairQueue<T> {
   private readonly queues = new Map<string, Fifo<T>>();
@@ -45,9 +46,19 @@ export class FairQueue<T> {
     this.count++;
   }
 
-  /** The next item: the oldest of the key whose turn it is; then it is the next key's turn. */
-  next(): T | undefined {
+  /**
+   * The next item: the oldest of the key whose turn it is; then it is the next key's turn. With
+   * `ready`, keys it says no to are passed over this time (they keep their place in the ring).
+   */
+  next(ready?: (key: string) => boolean): T | undefined {
     if (this.ring.length === 0) return undefined;
+    if (ready) {
+      const first = this.turn;
+      while (!ready(this.ring[this.turn])) {
+        this.turn = (this.turn + 1) % this.ring.length;
+        if (this.turn === first) return undefined;
+      }
+    }
     const key = this.ring[this.turn];
     const q = this.queues.get(key)!;
     const item = q.shift() as T;

@@ -1,7 +1,7 @@
-// The per-org queues of ingest (src/ingest/fair-queue.ts): taken round robin, one from each org
+// The per-org queues of ingest (src/domain/fair-queue.ts): taken round robin, one from each org
 // with items in turn; with one org, a plain FIFO.
 import { describe, expect, it } from 'vitest';
-import { FairQueue } from '../../src/ingest/fair-queue.ts';
+import { FairQueue } from '../../src/domain/fair-queue.ts';
 
 const take = <T>(q: FairQueue<T>, n: number): T[] => {
   const out: T[] = [];
@@ -74,5 +74,17 @@ describe('FairQueue', () => {
     take(q, 4); // a, b, a, b: org_b has none left
     expect(q.keys).toBe(1);
     expect(q.fewest).toBe(98);
+  });
+
+  it('passes over the orgs that `ready` says no to, and gives nothing when none is ready', () => {
+    const q = new FairQueue<string>();
+    for (let i = 0; i < 3; i++) q.push('org_a', `a${i}`);
+    for (let i = 0; i < 3; i++) q.push('org_b', `b${i}`);
+    const notA = (k: string) => k !== 'org_a';
+    expect([q.next(notA), q.next(notA)]).toEqual(['b0', 'b1']);
+    expect(q.next(() => false)).toBeUndefined();
+    expect(q.size).toBe(4);
+    // every org ready again: turns alternate as before
+    expect(take(q, 4)).toEqual(['a0', 'b2', 'a1', 'a2']);
   });
 });
