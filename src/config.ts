@@ -38,6 +38,12 @@ export interface ServeConfig {
    * X-Forwarded-For (CONTRACT 8); otherwise from the connection. undefined = false.
    */
   trustProxy?: boolean;
+  /** an org's HTTP requests waiting for a seat at most; one more is 429 rate_limited (CONTRACT 8); 0 = no bound; undefined = the default */
+  apiQueuePerOrg?: number;
+  /** producer facts per second per org, bursts of four times as many (CONTRACT 8, 9); 0 = no limit; undefined = the default */
+  ingestRatePerOrg?: number;
+  /** events kept per org: past it the org's oldest are pruned (CONTRACT 8); 0 = no quota; undefined = the default */
+  maxEventsPerOrg?: number;
 }
 
 /** Default --event-retention (CONTRACT 4.5): 7 days. */
@@ -45,6 +51,11 @@ export const DEFAULT_EVENT_RETENTION_MS = 7 * 86_400_000;
 
 /** Default --audit-retention (CONTRACT 2): 90 days. */
 export const DEFAULT_AUDIT_RETENTION_MS = 90 * 86_400_000;
+
+/** Defaults of the per-org shares (CONTRACT 8): --api-queue-per-org, --ingest-rate-per-org (facts/s), --max-events-per-org. */
+export const DEFAULT_API_QUEUE_PER_ORG = 200;
+export const DEFAULT_INGEST_RATE_PER_ORG = 5000;
+export const DEFAULT_MAX_EVENTS_PER_ORG = 2_000_000;
 
 /** Default --delivery-concurrency (CONTRACT 1). */
 export const DEFAULT_DELIVERY_CONCURRENCY = 256;

@@ -8,6 +8,7 @@ import type { AttemptResult } from './delivery/client.ts';
 import type { Engine } from './engine/engine.ts';
 import type { Clock } from './domain/clock.ts';
 import type { Readiness } from './readiness.ts';
+import type { FairAdmission } from './http/fair-admission.ts';
 
 /** What services need at run time. Built once by src/server.ts. */
 export interface AppContext {
@@ -21,6 +22,8 @@ export interface AppContext {
   urls: { base: string; dashboard: string; source: string };
   /** whether this process should get traffic (GET /readyz) */
   readiness: Readiness;
+  /** HTTP requests of the orgs, admitted round robin into a bounded number of seats (CONTRACT 8) */
+  admission: FairAdmission;
   /** replicates a created, changed or deleted webhook to the data plane */
   webhookChanged(orgId: string, webhookId: string): void;
   /** the webhook registry version of the newest change (what work queued now must be matched against) */

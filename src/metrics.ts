@@ -22,6 +22,10 @@ export interface Metrics {
   eventsDropped: Counter<'reason'>;
   /** svc_recovery_attempts_total{outcome}: attempts made by recoveries (CONTRACT 4.5) */
   recoveryAttempts: Counter<'outcome'>;
+  /** svc_rate_limited_total{what}: requests refused by a per-org share (CONTRACT 8): `api` (429), `ingest` (rate_limited) */
+  rateLimited: Counter<'what'>;
+  /** svc_events_pruned_total{reason}: kept events deleted before their retention (`quota`: --max-events-per-org) */
+  eventsPruned: Counter<'reason'>;
   /** svc_hop_batch_events: events per message the relay publishes on the durable hop (NATS mode) */
   hopBatchEvents: Histogram<string>;
   /** where svc_deliveries_in_flight reads its value at each scrape */
@@ -40,6 +44,9 @@ function labelledCounter<L extends string>(registry: Registry, name: string, hel
 
 const INGEST_RESULTS = ['accepted', 'duplicate', 'ignored', 'invalid'] as const satisfies readonly IngestResultLabel[];
 const DELIVERY_OUTCOMES = ['success', 'failure'] as const satisfies readonly DeliveryOutcomeLabel[];
+/** Label values of svc_rate_limited_total{what}. */
+export type RateLimitedLabel = 'api' | 'ingest';
+const RATE_LIMITED = ['api', 'ingest'] as const satisfies readonly RateLimitedLabel[];
 
 export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
@@ -73,6 +80,9 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
   );
   const recoveryAttempts = labelledCounter(registry, 'svc_recovery_attempts_total', 'Webhook delivery attempts made by recoveries (POST …/recover), by outcome', 'outcome', DELIVERY_OUTCOMES);
 
+  const rateLimited = labelledCounter(registry, 'svc_rate_limited_total', "Requests refused by an org's share (CONTRACT 8), by what: api (429 past --api-queue-per-org), ingest (facts over --ingest-rate-per-org)", 'what', RATE_LIMITED);
+  const eventsPruned = labelledCounter(registry, 'svc_events_pruned_total', "Kept events deleted before their retention, by reason (quota: the org's oldest past --max-events-per-org)", 'reason', ['quota']);
+
   const hopBatchEvents = new Histogram({
     name: 'svc_hop_batch_events',
     help: 'Events per JetStream message the outbox relay publishes (NATS mode: the durable hop pays its costs per message)',
@@ -91,6 +101,8 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
     deliveriesInFlight,
     eventsDropped,
     recoveryAttempts,
+    rateLimited,
+    eventsPruned,
     hopBatchEvents,
     setInFlightSource: (fn: () => number) => {
       inFlight = fn;

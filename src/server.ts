@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { openDb, type Db } from '../store/db.ts';
 import { outboxSize } from '../store/outbox.ts';
-import { DEFAULT_AUDIT_RETENTION_MS, DEFAULT_EVENT_RETENTION_MS, effectiveBaseUrl, effectiveDashboardUrl, hostForUrl, type ServeConfig } from './config.ts';
+import { DEFAULT_API_QUEUE_PER_ORG, DEFAULT_INGEST_RATE_PER_ORG, DEFAULT_AUDIT_RETENTION_MS, DEFAULT_EVENT_RETENTION_MS, effectiveBaseUrl, effectiveDashboardUrl, hostForUrl, type ServeConfig } from './config.ts';
 import type { AppContext } from './context.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import type { Bus } from './bus/bus.ts';
@@ -20,6 +20,7 @@ import { Scheduler } from './engine/scheduler.ts';
 import { startIngest } from './ingest/ingest.ts';
 import { sourceFor } from './events/cloudevent.ts';
 import { createHttpApp } from './http/app.ts';
+import { FairAdmission } from './http/fair-admission.ts';
 import { mountDashboard } from './dashboard/routes.tsx';
 import { entryOf, RegistryReplicator } from './handoff/registry-replicator.ts';
 import type { RelayFault } from './handoff/outbox-relay.ts';
@@ -93,6 +94,7 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
 
   const ctx: AppContext = {
     db, clock, config, logger, metrics, engine, urls, readiness, deliveryStatus: status,
+    admission: new FairAdmission({ queuePerOrg: config.apiQueuePerOrg ?? DEFAULT_API_QUEUE_PER_ORG, metrics }),
     // replicated once the change is committed (a change is one transaction with its audit row, src/engine/engine.ts change)
     webhookChanged: (orgId, webhookId) => {
       engine.watchdog.forget(webhookId);
@@ -112,7 +114,7 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
 
   await topology.start(); // events: outbox → JetStream (NATS) or → the data plane (embedded), what was left first
   // a fact of an org whose deliveries queue is held a moment to commit with others (src/ingest/ingest.ts HOLD_MS)
-  const ingestSub = startIngest({ bus, logger, metrics, engine, backlogged: (orgId) => status.backlogged(orgId) });
+  const ingestSub = startIngest({ bus, logger, metrics, engine, backlogged: (orgId) => status.backlogged(orgId), ratePerOrg: config.ingestRatePerOrg ?? DEFAULT_INGEST_RATE_PER_ORG });
   const localRunner = config.localRunner ? startLocalRunner(config, { bus, db, logger, clock, engine }) : null;
   // One round trip after the last subscription of this connection (ingest, the local runner's jobs,
   // the relay's acks, the outcome consumer's pull): the server has them all, in order.

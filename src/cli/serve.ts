@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, parsePort, parsePositiveInt, parseReplicas, parseUrl, type ServeConfig, DEFAULT_EVENT_RETENTION_MS, DEFAULT_AUDIT_RETENTION_MS } from '../config.ts';
+import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, parsePort, parsePositiveInt, parseReplicas, parseUrl, type ServeConfig, DEFAULT_EVENT_RETENTION_MS, DEFAULT_AUDIT_RETENTION_MS, DEFAULT_API_QUEUE_PER_ORG, DEFAULT_INGEST_RATE_PER_ORG, DEFAULT_MAX_EVENTS_PER_ORG } from '../config.ts';
 import { LIMITS } from '../domain/limits.ts';
 import { sleep, systemClock } from '../domain/clock.ts';
 import type { RelayFault } from '../handoff/outbox-relay.ts';
@@ -44,6 +44,9 @@ interface ServeOptions {
   eventRetention: number;
   auditRetention: number;
   trustProxy?: boolean;
+  apiQueuePerOrg: number;
+  ingestRatePerOrg: number;
+  maxEventsPerOrg: number;
 }
 
 const SERVE_HELP = `
@@ -77,6 +80,9 @@ export function registerServeCommand(program: Command): void {
     .addOption(natsCredsOption())
     .addOption(new Option('--delivery-threads <n>', 'delivery threads (NATS mode: default one per spare core; embedded mode: one; 0 = on the engine thread)').env('SVC_DELIVERY_THREADS').argParser(arg(parseCount)))
     .addOption(new Option('--max-webhooks-per-org <n>', 'webhooks one org may have (more: 409 limit_exceeded)').env('SVC_MAX_WEBHOOKS_PER_ORG').argParser(arg(parsePositiveInt)).default(LIMITS.webhooksPerOrg))
+    .addOption(new Option('--api-queue-per-org <n>', "an org's HTTP requests waiting for their turn at most (more: 429 rate_limited; 0: no bound)").env('SVC_API_QUEUE_PER_ORG').argParser(arg(parseCount)).default(DEFAULT_API_QUEUE_PER_ORG))
+    .addOption(new Option('--ingest-rate-per-org <n>', 'producer facts per second per org, in bursts of up to 4 times as many (more: rate_limited; 0: no limit)').env('SVC_INGEST_RATE_PER_ORG').argParser(arg(parseCount)).default(DEFAULT_INGEST_RATE_PER_ORG))
+    .addOption(new Option('--max-events-per-org <n>', "events kept per org; past it the org's oldest are pruned (0: no limit)").env('SVC_MAX_EVENTS_PER_ORG').argParser(arg(parseCount)).default(DEFAULT_MAX_EVENTS_PER_ORG))
     .addOption(new Option('--trust-proxy', 'take the dashboard sign-in client address from X-Forwarded-For (only behind a proxy that sets it)'))
     .addOption(new Option('--audit-retention <duration>', 'how long the audit log is kept').env('SVC_AUDIT_RETENTION').argParser(arg(parseDuration)).default(DEFAULT_AUDIT_RETENTION_MS, '90d'))
     .addOption(new Option('--event-retention <duration|0>', 'how long emitted events and delivery attempts are kept (0: none)').env('SVC_EVENT_RETENTION').argParser(arg(eventRetention)).default(DEFAULT_EVENT_RETENTION_MS, '7d'))
@@ -145,6 +151,9 @@ function toConfig(opts: ServeOptions, cmd: Command): ServeConfig {
     eventRetentionMs: opts.eventRetention,
     auditRetentionMs: opts.auditRetention,
     trustProxy: envFlag(opts.trustProxy, 'SVC_TRUST_PROXY'),
+    apiQueuePerOrg: opts.apiQueuePerOrg,
+    ingestRatePerOrg: opts.ingestRatePerOrg,
+    maxEventsPerOrg: opts.maxEventsPerOrg,
   };
 }
 

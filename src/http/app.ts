@@ -53,6 +53,8 @@ export function createHttpApp(ctx: AppContext): Hono {
       if (route && !route.public) keepRefused(ctx, () => auditEntry(route, caller, { status: err.status }));
     }),
   );
+  // an org's requests wait in its own queue and are started round robin with the other orgs' (CONTRACT 8)
+  v1.use('*', ctx.admission.middleware<AuthEnv>((c) => c.get('orgId')));
   mountRoutes(v1, ctx, API_ROUTES.filter((r) => !r.public));
   app.route('/v1', v1);
 

@@ -20,6 +20,7 @@ import { errorText, EventTooLargeError, InvalidError } from '../domain/errors.ts
 import { RepeatedWarnings } from '../log-summary.ts';
 import type { Metrics } from '../metrics.ts';
 import { FairQueue } from '../domain/fair-queue.ts';
+import { BURST_SECONDS, OrgRateLimit } from './org-rate.ts';
 import { healthMessageSchema, jobResultSchema, runnerMessageSchema, workflowMessageSchema } from '../domain/producer-messages.ts';
 
 export interface IngestDeps {
@@ -27,8 +28,10 @@ export interface IngestDeps {
   logger: Logger;
   metrics: Metrics;
   engine: Engine;
-  /** the time of the log summaries and of the drain's bounds (real time by default) */
+  /** the time of the log summaries, of the drain's bounds and of the per-org rate (real time by default) */
   clock?: Clock;
+  /** facts per second per org (CONTRACT 8 --ingest-rate-per-org, bursts of four times as many); 0 or absent: no limit */
+  ratePerOrg?: number;
   /** what one group commit may cost, in ms (GROUP_BUDGET_MS; for measurements) */
   groupBudgetMs?: number;
   /**
@@ -99,7 +102,7 @@ export function parseIngest(subject: string, data: Uint8Array, where: IngestSubj
   }
 }
 
-type Reply = { ok: true } | { ok: false; error: string; message?: string };
+type Reply = { ok: true } | { ok: false; error: string; message?: string; retry_after_ms?: number };
 
 /** A message waiting in its org's queue: parsed only when a group takes it. */
 interface Waiting {
@@ -133,6 +136,8 @@ export function startIngest(deps: IngestDeps): Subscription {
   let hold: Timer | null = null;
   let draining = false;
   let lastShort = false;
+  const rate = deps.ratePerOrg ? new OrgRateLimit(deps.ratePerOrg, clock) : null;
+  const overRate = rate ? `over the ingest rate of ${rate.perSecond} facts/s per org (bursts of ${rate.perSecond * BURST_SECONDS}; --ingest-rate-per-org)` : '';
 
   /** A refused message's answer (counted at once; a group's accepted ones are counted together in commit). */
   const answer = (w: Waiting, reply: Reply, result: IngestResult | 'invalid') => {
@@ -214,6 +219,14 @@ export function startIngest(deps: IngestDeps): Subscription {
     (msg: BusMessage) => {
       const where = parseIngestSubject(msg.subject);
       const orgId = where?.orgId ?? null;
+      // over its org's rate: answered at once, before it is queued (CONTRACT 8)
+      const wait = rate && orgId !== null ? rate.take(orgId) : 0;
+      if (wait > 0) {
+        deps.metrics.rateLimited.inc({ what: 'ingest' });
+        dropped.warn({ org_id: orgId, error: 'rate_limited' }, { subject: msg.subject });
+        respond({ msg, where, orgId }, { ok: false, error: 'rate_limited', message: overRate, retry_after_ms: wait });
+        return;
+      }
       // a subject that does not parse waits with the org it names, if any (svc.ingest.<org>.…)
       waiting.push(orgId ?? msg.subject.split('.', 3)[2] ?? '', { msg, where, orgId });
       schedule(orgId !== null && deps.backlogged !== undefined && deps.backlogged(orgId));

@@ -7,8 +7,10 @@
 // { url, org, mode: 'paced', count, intervalMs? } sends count facts one at a time (each
 // intervalMs after the one before was sent, or as soon as it was answered if that is later;
 // default: back to back) and reports { done: { latencies, answers, sentAt } } (sentAt: the epoch
-// ms of each request, to set beside the engine's timing logs). Each fact is a new external
-// workflow (accepted, one outbox row), answered on _INBOX_<org>.
+// ms of each request, to set beside the engine's timing logs); { url, org, mode: 'rate', perSecond,
+// seconds } sends perSecond facts a second for that long, whatever the answers (10 ms apart in
+// groups), and reports { done: { sent, ok, limited, retryAfterMs: [min, max], other, ms } }. Each
+// fact is a new external workflow (accepted, one outbox row), answered on _INBOX_<org>.
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { connect } from '@nats-io/transport-node';
@@ -56,6 +58,36 @@ if (mode === 'flood') {
   });
   for (let i = 0; i < workerData.outstanding; i++) one();
   parentPort.postMessage({ started: true });
+} else if (mode === 'rate') {
+  const tally = { sent: 0, ok: 0, limited: 0, retryAfterMs: [Infinity, 0], other: [], ms: 0 };
+  const pending = [];
+  const t0 = performance.now();
+  const end = workerData.seconds * 1000;
+  for (let elapsed = 0; elapsed < end; elapsed = performance.now() - t0) {
+    // as many as are due by now: the rate holds whatever the timers' delays
+    const due = Math.floor((elapsed / 1000) * workerData.perSecond) + 1;
+    while (tally.sent < due) {
+      tally.sent++;
+      pending.push(
+        send().then(
+          (r) => {
+            if (r.ok) tally.ok++;
+            else if (r.error === 'rate_limited') {
+              tally.limited++;
+              tally.retryAfterMs = [Math.min(tally.retryAfterMs[0], r.retry_after_ms), Math.max(tally.retryAfterMs[1], r.retry_after_ms)];
+            } else if (tally.other.length < 5) tally.other.push(r);
+          },
+          (err) => void (tally.other.length < 5 && tally.other.push(String(err))),
+        ),
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  await Promise.all(pending);
+  tally.ms = Math.round(performance.now() - t0);
+  await nc.close();
+  parentPort.postMessage({ done: tally });
+  process.disconnect();
 } else {
   const latencies = [];
   const answers = [];

@@ -9,9 +9,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fork } from 'node:child_process';
-import os from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNatsBus, type NatsBus } from '../../src/bus/nats-connection.ts';
@@ -19,10 +16,8 @@ import { startIngest } from '../../src/ingest/ingest.ts';
 import { EngineWorld, logger } from '../helpers/engine.ts';
 import { startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { figures, producer, type Figures } from '../helpers/ingest-producer.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
-
-const LOAD = new URL('../helpers/ingest-load.mjs', import.meta.url);
 /** what CONTRACT §8 allows another org's flood to cost */
 const BOUND_MS = 100;
 /** runs of the whole scenario (issue 27: the bound holds in every one; SVC_FAIRNESS_RUNS to change) */
@@ -30,37 +25,6 @@ const RUNS = Number(process.env.SVC_FAIRNESS_RUNS ?? 20);
 /** org B: this many facts, one every B_INTERVAL_MS */
 const B_FACTS = 60;
 const B_INTERVAL_MS = 40;
-
-/** A producer process; `nice` lowers its priority (a producer elsewhere takes no CPU from the engine). */
-function producer(data: Record<string, unknown>, o: { nice?: number } = {}) {
-  const child = fork(fileURLToPath(LOAD), { env: { ...process.env, SVC_LOAD: JSON.stringify(data) }, execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  if (o.nice) os.setPriority(child.pid!, o.nice);
-  const messages: Json[] = [];
-  let wake = () => {};
-  let exited = false;
-  child.on('message', (m) => {
-    messages.push(m);
-    wake();
-  });
-  child.on('exit', () => {
-    exited = true;
-    wake();
-  });
-  /** the next message carrying `key`, its value */
-  const next = async (key: string): Promise<Json> => {
-    for (;;) {
-      const i = messages.findIndex((m) => key in m);
-      if (i >= 0) return messages.splice(i, 1)[0][key];
-      if (exited) throw new Error(`the producer ended before it reported ${key}`);
-      await new Promise<void>((r) => (wake = r));
-    }
-  };
-  return { child, next, post: (m: string) => child.send(m) };
-}
-
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
-type Figures = { p50: number; p99: number; max: number };
-const figures = (xs: number[]): Figures => ({ p50: +pct(xs, 50).toFixed(1), p99: +pct(xs, 99).toFixed(1), max: +Math.max(...xs).toFixed(1) });
 
 describe('fair ingest between orgs', () => {
   let nats: NatsServerHandle;
