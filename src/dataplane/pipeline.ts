@@ -6,9 +6,12 @@
 //                                                                   └▶ slots (concurrency), fair
 //                                                                      across orgs then webhooks
 //
-// The slots (./slots.ts) are shared so that one org's hanging receivers cost another org at most
-// a second (CONTRACT 8): round robin over orgs, a share cap while others wait, a reserve that only
-// fast webhooks may fill, and 1 in flight for a webhook whose recent attempts all failed.
+// The slots (./slots.ts) are shared so that one org's hanging receivers cost another org, and the
+// org's other webhooks, at most a second (CONTRACT 8): they follow what each org and webhook holds
+// now (attempts in flight, and which of them have run longer than a fast attempt). Round robin
+// over orgs, a share cap while others wait, a floor of free slots that only an org holding few may
+// take, within an org's room a reserve that only webhooks with no attempt hanging may fill, and 1
+// in flight for a webhook whose recent attempts all failed.
 //
 // Intake is fair too (CONTRACT 8, ARCHITECTURE "intake: a fair share of the window per org"): a
 // source hands over an org's events only while roomFor(org) says so, and the rest of that org's
@@ -20,7 +23,7 @@
 // the fan-out: maxEvents + reserve events, maxQueued attempts.
 //
 // Parked events. An org whose "pressure" (the backlog that will drain soon: at most 32 queued
-// attempts of each of its webhooks known fast or not yet tried, the slots' pressureOf) has reached
+// attempts of each of its webhooks known fast with none hanging, or not yet tried, the slots' pressureOf) has reached
 // 4 × concurrency has work enough queued: its next events are held without attempts (parked, in
 // order) and fanned out as its pressure falls. Parked, an event costs its bytes and no attempts,
 // and starts the moment there is room, with no trip back to the durable queue; a source may give
@@ -339,6 +342,8 @@ export class DeliveryPipeline {
   /** Fan out now, or park behind the org's parked events while its pressure is at its bound. */
   private fanOut(state: EventState): void {
     const org = state.ev.route.org;
+    // its pressure may have fallen with no attempt of it ending (attempts found hanging no longer count)
+    if (this.parked.has(org)) this.unpark(org);
     if (!this.stopped && (this.parked.has(org) || this.slots.pressureOf(org) >= this.pressureBound)) {
       let q = this.parked.get(org);
       if (!q) this.parked.set(org, (q = new Fifo()));

@@ -1,29 +1,42 @@
-// The delivery slots of one data plane, shared fairly (CONTRACT 6.6, 8): attempts queue per
-// webhook, webhooks per org, and a free slot goes round robin over the orgs with startable work
-// first and over that org's webhooks second. Four rules bound what one org's slow or dead
-// receivers cost the others:
+// The delivery slots of one data plane, and of the pings and resends (CONTRACT 6.6, 8), shared
+// fairly: attempts queue per webhook, webhooks per org, and a free slot goes round robin over the
+// orgs with startable work first and over that org's webhooks second. As in Kubernetes API
+// Priority and Fairness, a slot is a seat held for as long as its attempt runs: what decides who
+// may take one is what each org and webhook holds now (attempts in flight, and whether any of them
+// has been running longer than fastMs: "hanging"), not only how its webhooks answered before. A
+// slot cannot be taken back, and a receiver that answered fast may hang on its next attempt, so
+// the last free slots are kept for those that cannot be held long:
 //
 //   - global: at most `concurrency` attempts in flight; per webhook at most `perWebhook` (8)
 //   - share:  while another org waits for a slot, an org holding max(minShare, concurrency /
-//             competing orgs) or more starts nothing (it may use every slot when alone)
-//   - reserve: the last `reserve` free slots go only to webhooks known to answer fast (their last
-//             attempt delivered within fastMs) or to an org holding fewer than minShare: an org
-//             whose receivers hang cannot fill every slot before another org shows up, since
-//             nothing frees a hanging slot before the delivery timeout
+//             competing orgs) or more starts nothing (it may use the slots when alone)
+//   - floor:  the last `floor` free slots (min(minShare, reserve)) go only to an org holding fewer
+//             than minShare: however an org's receivers turn (fast, then hanging), another org
+//             that shows up finds a slot at once. An org holding fewer than minShare takes any
+//             free slot for any of its webhooks.
+//   - room:   an org holding minShare or more has room for what is left of its share while
+//             another org waits, else of concurrency - floor. Within it, the last `reserve`
+//             go only to webhooks "young": known fast (their last attempt delivered within
+//             fastMs) and none of whose attempts in flight is older than fastMs; of those, the
+//             last `floor` only to young webhooks holding nothing in flight. So a webhook that
+//             hangs, or a new one, cannot take the org's last slots from its other webhooks
+//             either: they are served within a fast attempt's time (CONTRACT 8, within one org).
 //   - breaker: a webhook whose last tripAfter attempts all failed (or timed out) gets 1 attempt
 //             in flight (half-open) until one is delivered
 //
 // Pressure (what the pipeline weighs before fanning out more events of an org) counts the backlog
-// expected to drain soon: at most `parked` queued attempts of each webhook known fast or not yet
-// tried (no outcome yet: a new webhook is taken to be fast until it shows otherwise), none of the
-// slow or failing ones; it is kept per org, so one org's backlog parks that org's events only
+// expected to drain soon: at most `parked` queued attempts of each webhook young or not yet tried
+// (no outcome yet: a new webhook is taken to be fast until it shows otherwise), none of the slow,
+// hanging or failing ones; it is kept per org, so one org's backlog parks that org's events only
 // (src/dataplane/pipeline.ts). Queued attempts are counted per org too; the attempts
 // queued for a deleted webhook can be taken out (drop).
 //
-// Every decision is O(1) amortised in the number of webhooks: rings of ready orgs and ready
-// webhooks, entries checked lazily when taken. What is remembered about a webhook between its
-// bursts (fast, failures in a row) is kept for at most maxTracked webhooks, the oldest forgotten
-// first.
+// Every decision is O(1) amortised in the number of webhooks and attempts: rings of ready orgs and
+// of each org's ready webhooks by kind (young and idle, young, other), entries checked lazily when
+// taken and moved to the ring of their kind when it changed; attempts in flight in one queue in
+// the order they started, each marked hanging once (when it is found older than fastMs at the
+// front) and skipped there once done. What is remembered about a webhook between its bursts
+// (fast, failures in a row) is kept for at most maxTracked webhooks, the oldest forgotten first.
 import type { Clock } from '../domain/clock.ts';
 import { Fifo } from '../domain/fifo.ts';
 
@@ -69,11 +82,12 @@ interface OrgState {
   queued: number;
   /** what its webhooks' queues add to the pressure */
   weight: number;
-  /** ready webhooks known fast, and the others (new, slow, failing) */
-  fast: Fifo<HookState>;
-  slow: Fifo<HookState>;
-  /** which ring goes first next time (webhooks of both kinds take turns) */
-  slowTurn: boolean;
+  /** ready webhooks by kind (see Kind) */
+  idle: Fifo<HookState>;
+  young: Fifo<HookState>;
+  other: Fifo<HookState>;
+  /** when any webhook may be taken: the other ones go first next time (young and other ones take turns) */
+  otherTurn: boolean;
   inRing: boolean;
 }
 
@@ -81,22 +95,34 @@ interface HookState {
   id: string;
   org: OrgState;
   inFlight: number;
+  /** attempts in flight older than fastMs */
+  hanging: number;
   queue: Fifo<unknown>;
   health: Health;
   /** what its queue adds to the pressure now */
   counted: number;
-  /** the org ring it is live in (an entry left behind in the other ring when its kind changed is skipped) */
+  /** the org ring it is live in (an entry left behind in another ring when its kind changed is skipped) */
   ring: Kind | null;
 }
 
-type Kind = 'fast' | 'slow';
-const FAST_ONLY: readonly Kind[] = ['fast'];
-const FAST_FIRST: readonly Kind[] = ['fast', 'slow'];
-const SLOW_FIRST: readonly Kind[] = ['slow', 'fast'];
+/**
+ * What a ready webhook is now: `idle` young and holding nothing in flight, `young` known fast with
+ * no attempt in flight older than fastMs, `other` the rest (new, slow, failing, hanging now).
+ */
+type Kind = 'idle' | 'young' | 'other';
+/** the rings an org's webhooks are taken from, by how much room the org has left (see the header) */
+const IDLE_ONLY: readonly Kind[] = ['idle'];
+const YOUNG_ONLY: readonly Kind[] = ['idle', 'young'];
+const YOUNG_FIRST: readonly Kind[] = ['idle', 'young', 'other'];
+const OTHER_FIRST: readonly Kind[] = ['other', 'idle', 'young'];
 
 interface GrantState<T> extends Grant<T> {
   hook: HookState;
   startedAt: number;
+  /** counted in its webhook's hanging (found older than fastMs) */
+  hanging: boolean;
+  /** done() was called (it may still wait in the queue of young attempts, to be skipped) */
+  ended: boolean;
 }
 
 export class FairSlots<T> {
@@ -105,6 +131,7 @@ export class FairSlots<T> {
   private readonly perWebhook: number;
   private readonly reserve: number;
   private readonly minShare: number;
+  private readonly floor: number;
   private readonly tripAfter: number;
   private readonly fastMs: number;
   private readonly maxTracked: number;
@@ -114,8 +141,11 @@ export class FairSlots<T> {
   private readonly health = new Map<string, Health>();
   /** orgs with a ready webhook (checked lazily) */
   private readonly ready = new Fifo<OrgState>();
+  /** attempts in flight not yet found hanging, in the order they started (ended ones skipped) */
+  private readonly started = new Fifo<GrantState<T>>();
   private readyOrgs = 0;
   private running = 0;
+  private hangingNow = 0;
   private waiting = 0;
   private weight = 0;
 
@@ -125,6 +155,7 @@ export class FairSlots<T> {
     this.perWebhook = Math.max(1, o.perWebhook);
     this.reserve = o.reserve ?? Math.max(1, Math.floor(this.concurrency / 8));
     this.minShare = o.minShare ?? Math.max(1, Math.floor(this.concurrency / 32));
+    this.floor = Math.min(this.minShare, this.reserve);
     this.tripAfter = o.tripAfter ?? 3;
     this.fastMs = o.fastMs ?? 1000;
     this.maxTracked = o.maxTracked ?? 50_000;
@@ -136,13 +167,19 @@ export class FairSlots<T> {
     return this.running;
   }
 
+  /** Attempts in flight for longer than fastMs (as of the last decision). */
+  get hanging(): number {
+    return this.hangingNow;
+  }
+
   /** Attempts queued, not started. */
   get queued(): number {
     return this.waiting;
   }
 
-  /** Queued attempts expected to drain soon: at most `parked` per webhook known fast or not yet tried, none of the others. */
+  /** Queued attempts expected to drain soon: at most `parked` per webhook young or not yet tried, none of the others. */
   get pressure(): number {
+    this.age();
     return this.weight;
   }
 
@@ -151,8 +188,9 @@ export class FairSlots<T> {
     return this.orgs.get(org)?.queued ?? 0;
   }
 
-  /** An org's part of the pressure (the backlog of its fast and untried webhooks). */
+  /** An org's part of the pressure (the backlog of its young and untried webhooks). */
   pressureOf(org: string): number {
+    this.age();
     return this.orgs.get(org)?.weight ?? 0;
   }
 
@@ -184,9 +222,9 @@ export class FairSlots<T> {
   /** Queue an attempt. */
   push(org: string, webhook: string, item: T): void {
     let o = this.orgs.get(org);
-    if (!o) this.orgs.set(org, (o = { id: org, inFlight: 0, queued: 0, weight: 0, fast: new Fifo(), slow: new Fifo(), slowTurn: false, inRing: false }));
+    if (!o) this.orgs.set(org, (o = { id: org, inFlight: 0, queued: 0, weight: 0, idle: new Fifo(), young: new Fifo(), other: new Fifo(), otherTurn: false, inRing: false }));
     let h = this.hooks.get(webhook);
-    if (!h) this.hooks.set(webhook, (h = { id: webhook, org: o, inFlight: 0, queue: new Fifo(), health: this.healthOf(webhook), counted: 0, ring: null }));
+    if (!h) this.hooks.set(webhook, (h = { id: webhook, org: o, inFlight: 0, hanging: 0, queue: new Fifo(), health: this.healthOf(webhook), counted: 0, ring: null }));
     h.queue.push(item);
     o.queued++;
     this.waiting++;
@@ -196,20 +234,19 @@ export class FairSlots<T> {
 
   /** The next attempt to start now, or null when no slot may be taken. */
   next(): Grant<T> | null {
+    this.age();
     for (let n = this.readyOrgs; n > 0 && this.running < this.concurrency; n--) {
       const o = this.ready.shift();
       if (!o) break;
       o.inRing = false;
       this.readyOrgs--;
-      const free = this.concurrency - this.running;
-      const share = Math.max(this.minShare, Math.floor(this.concurrency / (this.readyOrgs + 1)));
-      if (this.readyOrgs > 0 && o.inFlight >= share) {
-        // over its share while another org waits: its turn comes again after the others'
+      const rings = this.ringsFor(o);
+      if (!rings) {
+        // no room for it now (over its share while another org waits, or at the floor): its turn comes again after the others'
         this.requeueOrg(o);
         continue;
       }
-      const fastOnly = free <= this.reserve && o.inFlight >= this.minShare;
-      const h = this.pick(o, fastOnly);
+      const h = this.pick(o, rings);
       if (!h) {
         if (this.hasReady(o)) this.requeueOrg(o);
         // it had nothing ready after all: one org fewer waits, so look at the others again (shares grew)
@@ -225,7 +262,8 @@ export class FairSlots<T> {
       this.weigh(h);
       this.ringHook(h);
       if (this.hasReady(o)) this.requeueOrg(o);
-      const g: GrantState<T> = { item, org: o.id, webhook: h.id, hook: h, startedAt: this.clock.now() };
+      const g: GrantState<T> = { item, org: o.id, webhook: h.id, hook: h, startedAt: this.clock.now(), hanging: false, ended: false };
+      this.started.push(g);
       return g;
     }
     return null;
@@ -233,11 +271,17 @@ export class FairSlots<T> {
 
   /** The attempt of g has an outcome: free its slot and note how the webhook did. */
   done(g: Grant<T>, delivered: boolean): void {
-    const { hook: h, startedAt } = g as GrantState<T>;
+    const gs = g as GrantState<T>;
+    const { hook: h, startedAt } = gs;
     const o = h.org;
     h.inFlight--;
     o.inFlight--;
     this.running--;
+    gs.ended = true;
+    if (gs.hanging) {
+      h.hanging--;
+      this.hangingNow--;
+    }
     const health = h.health;
     const before = health.fails === 0 && health.fast;
     health.untried = false;
@@ -267,8 +311,9 @@ export class FairSlots<T> {
     for (const o of this.orgs.values()) {
       o.queued = 0;
       o.weight = 0;
-      o.fast.clear();
-      o.slow.clear();
+      o.idle.clear();
+      o.young.clear();
+      o.other.clear();
       o.inRing = false;
       if (o.inFlight === 0) this.orgs.delete(o.id);
     }
@@ -278,8 +323,47 @@ export class FairSlots<T> {
     this.weight = 0;
   }
 
+  /**
+   * Which of the org's rings it may start an attempt from now (null: none). An org holding fewer
+   * than minShare: any. Else none while `floor` or fewer slots are free; and by its room, what is
+   * left of its share while another org waits, or of concurrency - floor when none does: its last
+   * `reserve` for young webhooks only, the last `floor` of those for young webhooks holding nothing.
+   */
+  private ringsFor(o: OrgState): readonly Kind[] | null {
+    const any = o.otherTurn ? OTHER_FIRST : YOUNG_FIRST;
+    if (o.inFlight < this.minShare) return any;
+    if (this.concurrency - this.running <= this.floor) return null;
+    const cap = this.readyOrgs > 0 ? Math.max(this.minShare, Math.floor(this.concurrency / (this.readyOrgs + 1))) : this.concurrency - this.floor;
+    const room = cap - o.inFlight;
+    return room > this.reserve ? any : room > this.floor ? YOUNG_ONLY : room > 0 ? IDLE_ONLY : null;
+  }
+
+  /** Mark the attempts in flight that have grown older than fastMs as hanging (their webhooks are young no more). */
+  private age(): void {
+    const since = this.clock.now() - this.fastMs;
+    for (let g = this.started.peek(); g && (g.ended || g.startedAt < since); g = this.started.peek()) {
+      this.started.shift();
+      if (g.ended) continue;
+      g.hanging = true;
+      this.hangingNow++;
+      const h = g.hook;
+      if (h.hanging++ === 0) {
+        this.weigh(h);
+        this.ringHook(h);
+      }
+    }
+  }
+
+  private isYoung(h: HookState): boolean {
+    return h.health.fast && h.hanging === 0;
+  }
+
+  private kindOf(h: HookState): Kind {
+    return !this.isYoung(h) ? 'other' : h.inFlight === 0 ? 'idle' : 'young';
+  }
+
   private weigh(h: HookState): void {
-    const c = h.health.fast || h.health.untried ? Math.min(h.queue.size, this.parked) : 0;
+    const c = this.isYoung(h) || h.health.untried ? Math.min(h.queue.size, this.parked) : 0;
     this.weight += c - h.counted;
     h.org.weight += c - h.counted;
     h.counted = c;
@@ -290,12 +374,12 @@ export class FairSlots<T> {
   }
 
   private hasReady(o: OrgState): boolean {
-    return o.fast.size + o.slow.size > 0;
+    return o.idle.size + o.young.size + o.other.size > 0;
   }
 
-  /** Into its org's ring of its kind, if it is ready and not there yet (or there under the other kind). */
+  /** Into its org's ring of its kind, if it is ready and not there yet (or there under another kind). */
   private ringHook(h: HookState): void {
-    const kind: Kind = h.health.fast ? 'fast' : 'slow';
+    const kind = this.kindOf(h);
     if (h.ring !== kind && this.isReady(h)) {
       h.ring = kind;
       h.org[kind].push(h);
@@ -316,23 +400,23 @@ export class FairSlots<T> {
   }
 
   /**
-   * The next ready webhook of the org, fast and other webhooks taking turns (only fast ones when
-   * fastOnly). Entries that stopped being ready are dropped on the way; one that changed kind goes
-   * back to the ring of its kind when it is started (or when fastOnly turns it away).
+   * The next ready webhook of the org from these rings, in this order (when they may all be taken,
+   * young webhooks, idle ones first, and other ones take turns). Entries that stopped being ready are dropped on the way; one found under a kind
+   * it no longer is goes to the ring of its kind.
    */
-  private pick(o: OrgState, fastOnly: boolean): HookState | null {
-    for (const kind of fastOnly ? FAST_ONLY : o.slowTurn ? SLOW_FIRST : FAST_FIRST) {
+  private pick(o: OrgState, rings: readonly Kind[]): HookState | null {
+    for (const kind of rings) {
       const ring = o[kind];
       for (let n = ring.size; n > 0; n--) {
         const h = ring.shift() as HookState;
         if (h.ring !== kind) continue; // left behind when it changed kind
         h.ring = null;
         if (!this.isReady(h)) continue;
-        if (fastOnly && !h.health.fast) {
-          this.ringHook(h); // no longer fast: into the other ring
+        if (this.kindOf(h) !== kind) {
+          this.ringHook(h);
           continue;
         }
-        if (!fastOnly) o.slowTurn = kind === 'fast';
+        if (rings.length === YOUNG_FIRST.length) o.otherTurn = kind !== 'other';
         return h;
       }
     }

@@ -14,6 +14,11 @@ export class Fifo<T> {
     this.items.push(x);
   }
 
+  /** The first item, left in the queue. */
+  peek(): T | undefined {
+    return this.head < this.items.length ? this.items[this.head] : undefined;
+  }
+
   shift(): T | undefined {
     if (this.head >= this.items.length) return undefined;
     const x = this.items[this.head];
