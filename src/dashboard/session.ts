@@ -70,75 +70,117 @@ export function clearLoginCsrfCookie(c: DashContext): void {
 }
 
 /**
- * Login form tokens: `<issued at ms>.<nonce>.<HMAC(server key, "login", cookie value, issued at, nonce)>`.
+ * Login form tokens: `<issued at ms>.<serial>.<HMAC(server key, "login", cookie value, issued at, serial)>`.
  * A token is good only with the cookie it was made for, for LOGIN_FORM_TTL_MS, for the login form
  * only (a session's CSRF token is another thing), and for ONE sign-in attempt, failed or not
- * (CONTRACT 8): `consume` remembers the nonces it took until they expire. Nobody without the
- * server's key can make one for a cookie value of their choosing.
+ * (CONTRACT 8). Nobody without the server's key can make one for a cookie value of their choosing.
  *
- * The memory of used nonces is bounded (MAX_USED): past it, the ones issued earliest are forgotten
- * and every token issued at or before them is refused from then on (`floor`), so a forgotten
- * nonce can never be used again. Tokens issued before this process started are refused too (what
- * an earlier process took is not known here): a form left open across a restart is reloaded.
+ * The signature and the expiry are checked without any table. The one-attempt rule needs a memory,
+ * and that memory cannot be filled by others (CONTRACT 8, new in 0.3: a form opened an hour ago
+ * still signs in, whatever anyone else posts meanwhile). The earlier design remembered the nonces of
+ * used tokens, 10,000 at most, and past that refused every token issued before the ones it forgot:
+ * one client posting 1,000 sign-ins a second failed every form older than about 9 s, for everyone.
+ *
+ * Now the memory is indexed by what the server issued, not by what is posted. Each token carries
+ * its serial within the second it was issued in; per second of issue svc keeps how many tokens it
+ * issued and one bit per token, set when the token is used. A post can only set the bit of its own
+ * token, which was there from the moment the form was served: nothing anyone posts moves, evicts or
+ * outgrows another form's bit, so a valid unused token is good until it expires, whatever the flood.
+ * A second's bits are dropped once all its tokens have expired. The memory is bounded by what is
+ * issued: at most MAX_FORMS_PER_SECOND forms a second (one bit each, so at most about 4.6 MB for a
+ * whole hour at that rate); past it, the form is not served in that second (`token` answers
+ * undefined, the page 503 with Retry-After: 1). That bound refuses a new form in a second when svc is
+ * already serving that many, never an old one. (Partitioning a nonce table per client address was
+ * the other choice: it still needs a bound on how many addresses are followed, and a client with many
+ * addresses, or a token used from another address, would defeat it.)
+ *
+ * Tokens issued before this process started are refused (what an earlier process took is not known
+ * here): a form left open across a restart is reloaded.
  */
 export class LoginCsrf {
-  /** nonce → issued at (ms), of tokens already used and not yet expired */
-  private readonly used = new Map<string, number>();
-  /** tokens issued before this (ms) are refused */
-  private floor: number;
+  /** per second of issue (ms / 1000): the tokens issued in it and which of them were used */
+  private readonly seconds = new Map<number, IssuedSecond>();
 
   constructor(
     private readonly key: Buffer,
-    startedAt: number,
-  ) {
-    this.floor = startedAt;
-  }
+    /** tokens issued before this (ms) are refused */
+    private readonly startedAt: number,
+  ) {}
 
   /** The server's key, made once per database. */
   static forContext(ctx: AppContext): LoginCsrf {
     return new LoginCsrf(loginFormKey(ctx), ctx.clock.now());
   }
 
-  private mac(cookie: string, at: string, nonce: string): string {
-    return createHmac('sha256', this.key).update('login\n').update(cookie).update('\n').update(at).update('\n').update(nonce).digest('base64url');
+  private mac(cookie: string, at: string, serial: string): string {
+    return createHmac('sha256', this.key).update('login\n').update(cookie).update('\n').update(at).update('\n').update(serial).digest('base64url');
   }
 
-  token(cookie: string, nowMs: number): string {
-    const at = String(Math.floor(nowMs));
-    const nonce = randomBytes(12).toString('base64url');
-    return `${at}.${nonce}.${this.mac(cookie, at, nonce)}`;
+  /** A new form's token for this cookie, or undefined when MAX_FORMS_PER_SECOND were served in this second already. */
+  token(cookie: string, nowMs: number): string | undefined {
+    const ms = Math.floor(nowMs);
+    const second = Math.floor(ms / 1000);
+    let s = this.seconds.get(second);
+    if (!s) {
+      this.forget(ms);
+      this.seconds.set(second, (s = { issued: 0, used: new Uint8Array(16) }));
+    }
+    if (s.issued >= MAX_FORMS_PER_SECOND) return undefined;
+    const serial = s.issued++;
+    if (serial >> 3 >= s.used.length) {
+      const grown = new Uint8Array(Math.min(s.used.length * 2, (MAX_FORMS_PER_SECOND >> 3) + 1));
+      grown.set(s.used);
+      s.used = grown;
+    }
+    const at = String(ms);
+    return `${at}.${serial}.${this.mac(cookie, at, String(serial))}`;
   }
 
   /** Whether a token is good for this cookie now; a good one is used up (the next try with it is refused). */
   consume(cookie: string | undefined, token: string | undefined, nowMs: number): boolean {
     if (!cookie || !token || token.length > 120) return false;
-    const m = /^(\d{1,16})\.([A-Za-z0-9_-]{16})\.([A-Za-z0-9_-]{43})$/.exec(token);
+    const m = /^(\d{1,16})\.(0|[1-9]\d{0,5})\.([A-Za-z0-9_-]{43})$/.exec(token);
     if (!m) return false;
-    const [, at, nonce, mac] = m;
+    const [, at, serialText, mac] = m;
     const issued = Number(at);
     const age = nowMs - issued;
-    if (age > LOGIN_FORM_TTL_MS || age < -60_000 || issued < this.floor) return false;
-    if (!sameToken(mac, this.mac(cookie, at, nonce))) return false;
-    if (this.used.has(nonce)) return false;
-    this.used.set(nonce, issued);
-    if (this.used.size > MAX_USED) this.forget(nowMs);
+    if (age > LOGIN_FORM_TTL_MS || age < -60_000 || issued < this.startedAt) return false;
+    if (!sameToken(mac, this.mac(cookie, at, serialText))) return false;
+    const s = this.seconds.get(Math.floor(issued / 1000));
+    const serial = Number(serialText);
+    if (!s || serial >= s.issued) return false;
+    const bit = 1 << (serial & 7);
+    if (s.used[serial >> 3] & bit) return false;
+    s.used[serial >> 3] |= bit;
     return true;
   }
 
-  /** Drop expired nonces; if still too many, the earliest issued tenth, raising the floor past them. */
+  /** Drop the seconds whose every token has expired (the clock may have moved either way: all are looked at). */
   private forget(nowMs: number): void {
-    const expiredBefore = nowMs - LOGIN_FORM_TTL_MS;
-    for (const [nonce, at] of this.used) if (at < expiredBefore) this.used.delete(nonce);
-    if (this.used.size <= MAX_USED) return;
-    const byIssue = [...this.used].sort((a, b) => a[1] - b[1]);
-    const drop = byIssue.slice(0, Math.ceil(MAX_USED / 10));
-    for (const [nonce] of drop) this.used.delete(nonce);
-    this.floor = Math.max(this.floor, drop[drop.length - 1][1] + 1);
+    const before = Math.floor((nowMs - LOGIN_FORM_TTL_MS) / 1000) - 1;
+    for (const second of this.seconds.keys()) if (second < before) this.seconds.delete(second);
+  }
+
+  /** Seconds of issue remembered, and the bytes of their bits (for tests of the bound). */
+  get memory(): { seconds: number; bytes: number } {
+    let bytes = 0;
+    for (const s of this.seconds.values()) bytes += s.used.length;
+    return { seconds: this.seconds.size, bytes };
   }
 }
 
-/** Used login tokens remembered at most (about 60 bytes each). */
-const MAX_USED = 10_000;
+interface IssuedSecond {
+  /** tokens issued in this second: their serials are 0 … issued - 1 */
+  issued: number;
+  /** bit `serial` is set once that token was used */
+  used: Uint8Array;
+}
+
+/**
+ * Login forms served in one second at most (the bits of an hour of them: about 4.6 MB). svc serves
+ * far fewer: past this it is saturated anyway; a new form waits for the next second.
+ */
+export const MAX_FORMS_PER_SECOND = 10_000;
 
 export function clearCookie(c: DashContext, name: string): void {
   deleteCookie(c, name, cookieOpts(c));

@@ -8,7 +8,7 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../helpers/clock.ts';
 import { SIGN_IN_MAX_KEYS, SignInThrottle } from '../../src/dashboard/sign-in-throttle.ts';
-import { LoginCsrf } from '../../src/dashboard/session.ts';
+import { LOGIN_FORM_TTL_MS, LoginCsrf, MAX_FORMS_PER_SECOND } from '../../src/dashboard/session.ts';
 import { children, spawnService, type ChildService } from '../helpers/child-service.ts';
 import { newDbWithOrg, startService, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { openDb } from '../../store/db.ts';
@@ -175,25 +175,72 @@ describe('without --trust-proxy (in process)', () => {
     expect(Math.max(...keys.map((k) => Buffer.byteLength(k)))).toBeLessThanOrEqual(200);
   });
 
-  it('used login tokens are remembered in bounded memory, and a token it forgets can never be used again', () => {
+  it('a login form opened 60 s earlier signs in while another client posts 1,000 sign-ins a second (11,000 of them)', async () => {
+    const victim = browser(dash);
+    const opened = await victim.form();
+    clock.advance(60_000);
+    // the other client: each post with a fresh form (the one its last answer carried), 1,000 posts a
+    // second of the server's clock; 11,000 of them, more than the 10,000 used tokens svc remembered
+    const flooder = browser(dash, at2);
+    const statuses = new Map<number, number>();
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        let f = await flooder.form();
+        while (next < 11_000) {
+          next++;
+          const r = await flooder.post('/login', { csrf: f.csrf, org_id: 'nobody_here', api_token: 'wrong' }, f.cookie);
+          statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+          f = { cookie: f.cookie, csrf: csrfIn(await r.text()) ?? (await flooder.form()).csrf };
+          clock.advance(1);
+        }
+      }),
+    );
+    // each of the flood's forms was good once (401, then 429 from its address), none refused as used
+    expect(statuses.get(403), JSON.stringify([...statuses])).toBeUndefined();
+    const signedIn = await victim.post('/login', { csrf: opened.csrf, org_id: b.org_id, api_token: b.api_token }, opened.cookie);
+    expect(signedIn.status).toBe(303);
+    expect(cookieOf(signedIn, 'svc_session')).toBeDefined();
+    // and once only
+    expect((await victim.post('/login', { csrf: opened.csrf, org_id: b.org_id, api_token: b.api_token }, opened.cookie)).status).toBe(403);
+  }, 240_000);
+
+  it('used login tokens are remembered in bounded memory that no flood can fill: an unused form stays good until it expires', () => {
     const t0 = 1_000_000;
     const csrf = new LoginCsrf(Buffer.alloc(32, 7), t0);
     const cookie = 'c'.repeat(43);
-    const early = csrf.token(cookie, t0); // issued first, never used
-    const tokens = Array.from({ length: 12_000 }, (_, i) => csrf.token(cookie, t0 + 1 + i));
-    const now = t0 + 20_000;
-    for (const tok of tokens) expect(csrf.consume(cookie, tok, now)).toBe(true);
-    const used = (csrf as unknown as { used: Map<string, number> }).used;
-    expect(used.size).toBeLessThanOrEqual(10_000);
-    // forgotten ones stay refused (the floor moved past them), and so does an unused token as old
-    expect(csrf.consume(cookie, tokens[0], now)).toBe(false);
+    const early = csrf.token(cookie, t0)!; // issued first, used last
+    // 100,000 forms served and used over the next 50 s (2,000 a second)
+    let now = t0 + 10_000;
+    for (let i = 0; i < 100_000; i++) {
+      now = t0 + 10_000 + Math.floor(i / 2);
+      const tok = csrf.token(cookie, now)!;
+      expect(csrf.consume(cookie, tok, now)).toBe(true);
+      if (i % 9_973 === 0) expect(csrf.consume(cookie, tok, now)).toBe(false);
+    }
+    // about 2,000 bits a second: 50 seconds of them
+    expect(csrf.memory.seconds).toBeLessThanOrEqual(52);
+    expect(csrf.memory.bytes).toBeLessThanOrEqual(52 * 512);
+    expect(csrf.consume(cookie, early, now)).toBe(true);
     expect(csrf.consume(cookie, early, now)).toBe(false);
-    expect(csrf.consume(cookie, tokens[tokens.length - 1], now)).toBe(false);
-    // a fresh form is good, once
-    const fresh = csrf.token(cookie, now);
-    expect(csrf.consume(cookie, fresh, now)).toBe(true);
-    expect(csrf.consume(cookie, fresh, now)).toBe(false);
+    // at most MAX_FORMS_PER_SECOND forms in one second; the next second serves again
+    const busy = t0 + 100_000;
+    let served = 0;
+    while (csrf.token(cookie, busy) !== undefined) served++;
+    expect(served).toBe(MAX_FORMS_PER_SECOND);
+    expect(csrf.token(cookie, busy + 1000)).toBeDefined();
+    // an hour on, the expired seconds are forgotten, and their tokens refused
+    const later = busy + LOGIN_FORM_TTL_MS + 5_000;
+    const last = csrf.token(cookie, later)!;
+    expect(csrf.memory.seconds).toBeLessThanOrEqual(2);
+    expect(csrf.consume(cookie, early.replace(/^\d+/, String(t0)), later)).toBe(false);
+    expect(csrf.consume(cookie, last, later)).toBe(true);
+    // a token is good only with its cookie and as served (another serial: its signature fails)
+    const other = csrf.token(cookie, later)!;
+    expect(csrf.consume('d'.repeat(43), other, later)).toBe(false);
+    expect(csrf.consume(cookie, other.replace(/\.\d+\./, '.999.'), later)).toBe(false);
+    expect(csrf.consume(cookie, other, later)).toBe(true);
     // a token issued before the process started is refused
-    expect(new LoginCsrf(Buffer.alloc(32, 7), now + 1).consume(cookie, csrf.token(cookie, now), now + 2)).toBe(false);
+    expect(new LoginCsrf(Buffer.alloc(32, 7), later + 1).consume(cookie, csrf.token(cookie, later)!, later + 2)).toBe(false);
   });
 });

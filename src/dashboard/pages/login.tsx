@@ -125,10 +125,16 @@ export function registerLogin(r: Hono<DashEnv>, ctx: AppContext) {
     // one cookie per browser (not per page view), so two sign-in tabs do not invalidate each other;
     // each form gets its own token, signed for that cookie
     const cookie = loginCsrfCookie(c) ?? randomToken();
+    const csrf = csrfTokens.token(cookie, ctx.clock.now());
+    if (csrf === undefined) {
+      // MAX_FORMS_PER_SECOND served in this second already (session.ts LoginCsrf): the next second
+      c.header('retry-after', '1');
+      return errorPage(c, 503, 'Busy', 'Too many sign-in forms are being served right now. Reload the page in a second.');
+    }
     setLoginCsrfCookie(c, cookie);
     const s = c.get('session');
     const action = c.get('paths').login();
-    return render(c, { title: 'Sign in', children: <LoginForm {...props} action={action} csrf={csrfTokens.token(cookie, ctx.clock.now())} signedInAs={s?.org_id} /> }, status);
+    return render(c, { title: 'Sign in', children: <LoginForm {...props} action={action} csrf={csrf} signedInAs={s?.org_id} /> }, status);
   }
 
   r.get('/login', (c) => showLogin(c, { next: safeNext(c.req.query('next'), c.get('prefix')) }));
