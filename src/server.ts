@@ -7,14 +7,14 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { openDb, type Db } from '../store/db.ts';
 import { outboxSize } from '../store/outbox.ts';
-import { DEFAULT_API_QUEUE_PER_ORG, DEFAULT_INGEST_RATE_PER_ORG, DEFAULT_AUDIT_RETENTION_MS, DEFAULT_EVENT_RETENTION_MS, effectiveBaseUrl, effectiveDashboardUrl, hostForUrl, type ServeConfig } from './config.ts';
+import { DEFAULT_API_QUEUE_PER_ORG, DEFAULT_INGEST_RATE_PER_ORG, DEFAULT_AUDIT_RETENTION_MS, DEFAULT_EVENT_RETENTION_MS, DEFAULT_MAX_EVENTS_PER_ORG, effectiveBaseUrl, effectiveDashboardUrl, hostForUrl, type ServeConfig } from './config.ts';
 import type { AppContext } from './context.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import type { Bus } from './bus/bus.ts';
 import { createMetrics } from './metrics.ts';
 import { Engine } from './engine/engine.ts';
 import { DeliveryStatusBook } from './outcomes/status-book.ts';
-import { AUDIT_LOG, eventHistory, HistoryPruner } from './engine/history-pruner.ts';
+import { AUDIT_LOG, EventQuota, eventHistory, HistoryPruner } from './engine/history-pruner.ts';
 import { LocalRunner } from './runner/local-runner.ts';
 import { Scheduler } from './engine/scheduler.ts';
 import { startIngest } from './ingest/ingest.ts';
@@ -89,6 +89,9 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
   });
   const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger, eventHistory(topology.historyQueuedFrom)) : null;
   const auditPruner = new HistoryPruner(db, clock, config.auditRetentionMs ?? DEFAULT_AUDIT_RETENTION_MS, logger, AUDIT_LOG);
+  // --max-events-per-org (CONTRACT 8): an org's oldest events past it are pruned, in turns of a few ms
+  const maxEventsPerOrg = config.maxEventsPerOrg ?? DEFAULT_MAX_EVENTS_PER_ORG;
+  const quota = retention > 0 && maxEventsPerOrg > 0 ? new EventQuota(db, clock, maxEventsPerOrg, logger, (n) => metrics.eventsPruned.inc({ reason: 'quota' }, n), topology.historyQueuedFrom) : null;
   // pings and resends: one signed attempt from the control plane, in fair slots, counted like any other
   const attempts = new ControlPlaneAttempts({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets }, { signClock: clock, record: (o) => status.record(o) });
 
@@ -148,6 +151,7 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
       status.close();
       pruner?.close();
       auditPruner.close();
+      quota?.close();
       await replicator.stop();
       engine.close();
       await bus.close().catch(() => {});

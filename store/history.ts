@@ -417,3 +417,62 @@ export function pruneHistory(db: Db, cutoffMs: number, queuedFrom = Number.POSIT
     return n;
   })();
 }
+
+// ---------------------------------------------------------------- quota (--max-events-per-org)
+// An org's oldest events past its quota are pruned (CONTRACT 8), in small steps: every read here
+// walks a bounded range of the (org_id, seq) index or of the key, never an org's whole history
+// (an OFFSET of 2,000,000 on the index takes about 55 ms).
+
+/** The orgs that have events, after `afterOrg` in order, at most `limit`: a skip-scan of the (org_id, seq) index, a lookup each. */
+export function orgsWithEvents(db: Db, afterOrg: string, limit: number): string[] {
+  const next = db.prepare('SELECT org_id FROM events WHERE org_id > ? ORDER BY org_id LIMIT 1');
+  const orgs: string[] = [];
+  let after = afterOrg;
+  while (orgs.length < limit) {
+    const row = next.get(after) as { org_id: string } | undefined;
+    if (!row) break;
+    orgs.push(row.org_id);
+    after = row.org_id;
+  }
+  return orgs;
+}
+
+/** An org's events in (afterSeq, upToSeq], at most `limit` of them counted (on the index): how many, and the last counted one's seq. */
+export function countOrgEvents(db: Db, orgId: string, afterSeq: number, upToSeq: number, limit: number): { n: number; last: number | null } {
+  return db
+    .prepare('SELECT COUNT(*) AS n, MAX(seq) AS last FROM (SELECT seq FROM events WHERE org_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?)')
+    .get(orgId, afterSeq, upToSeq, limit) as { n: number; last: number | null };
+}
+
+/** The events with a seq in (afterSeq, upToSeq] (a range of the key), counted per org, with each org's first seq there. */
+export function eventsPerOrgBetween(db: Db, afterSeq: number, upToSeq: number): Array<{ org_id: string; n: number; first: number }> {
+  return db.prepare('SELECT org_id, COUNT(*) AS n, MIN(seq) AS first FROM events WHERE seq > ? AND seq <= ? GROUP BY org_id').all(afterSeq, upToSeq) as Array<{
+    org_id: string;
+    n: number;
+    first: number;
+  }>;
+}
+
+/** An org's oldest event's seq, or null when it has none. */
+export function oldestOrgEvent(db: Db, orgId: string): number | null {
+  return (db.prepare('SELECT seq FROM events WHERE org_id = ? ORDER BY seq LIMIT 1').get(orgId) as { seq: number } | undefined)?.seq ?? null;
+}
+
+/**
+ * Delete an org's `limit` oldest events and their attempts, in one transaction; no other org's rows,
+ * and no event from `queuedFrom` on (NATS mode: the relay's queue, as pruneHistory). How many events
+ * and attempts went, and the org's oldest event left (null: none).
+ */
+export function pruneOrgOldest(db: Db, orgId: string, limit: number, queuedFrom = Number.POSITIVE_INFINITY): { events: number; attempts: number; oldest: number | null } {
+  if (limit <= 0) return { events: 0, attempts: 0, oldest: oldestOrgEvent(db, orgId) };
+  return db.transaction(() => {
+    const nth = db.prepare('SELECT seq FROM events WHERE org_id = ? ORDER BY seq LIMIT 1 OFFSET ?').get(orgId, limit - 1) as { seq: number } | undefined;
+    const last = nth?.seq ?? (db.prepare('SELECT MAX(seq) AS seq FROM events WHERE org_id = ?').get(orgId) as { seq: number | null }).seq ?? 0;
+    const cut = Math.min(last, queuedFrom - 1);
+    const attempts = db
+      .prepare('DELETE FROM delivery_attempts WHERE org_id = ? AND event_id IN (SELECT event_id FROM events WHERE org_id = ? AND seq <= ?)')
+      .run(orgId, orgId, cut).changes;
+    const events = db.prepare('DELETE FROM events WHERE org_id = ? AND seq <= ?').run(orgId, cut).changes;
+    return { events, attempts, oldest: oldestOrgEvent(db, orgId) };
+  })();
+}
