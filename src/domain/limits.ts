@@ -18,6 +18,8 @@ export const LIMITS = {
   matchIdsPerKind: 1000,
   /** webhooks per org: the default of `--max-webhooks-per-org` (SVC_MAX_WEBHOOKS_PER_ORG) */
   webhooksPerOrg: 10_000,
+  /** change windows per app: evaluating them is engine work for every plan and deploy batch of the app; the 51st is 409 limit_exceeded */
+  changeWindowsPerApp: 50,
   /** one event: its CloudEvent body and its route, in UTF-8 bytes (256 KiB); a fact whose event is larger is refused */
   eventBytes: 256 * 1024,
 } as const;

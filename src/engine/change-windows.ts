@@ -18,7 +18,7 @@ import { getInstallById, type Install } from '../../store/installs.ts';
 import { listChangeWindows, listWindowWaits } from '../../store/change-windows.ts';
 import { getStep, getWorkflow, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
-import { windowVerdict, type RunKind, type WindowVerdict } from '../domain/change-windows.ts';
+import { windowPlanner, type RunKind, type WindowPlanner, type WindowVerdict } from '../domain/change-windows.ts';
 import { rolloutParamsOf } from '../domain/rollout.ts';
 import { newId } from '../domain/ids.ts';
 import type { BatchEvent } from '../../machines/index.ts';
@@ -67,11 +67,12 @@ export class WindowWaits {
     const windows = appId ? listChangeWindows(this.db, appId) : [];
     if (!windows.length) return { start: ids, held: [] };
     const at = Date.parse(t.now);
+    const verdict = windowPlanner(windows, runKindOf(wf), at);
     const start: string[] = [];
     const held: string[] = [];
     for (const id of ids) {
       const install = getInstallById(this.db, id);
-      const v = install ? windowVerdict(windows, install, runKindOf(wf), at) : null;
+      const v = install ? verdict(install) : null;
       if (!install || !v || v.may_start) {
         start.push(id);
         continue;
@@ -97,6 +98,15 @@ export class WindowWaits {
   review(t: Tx, opts: { orgId?: string; appId?: string } = {}): WaitNews[] {
     const at = Date.parse(t.now);
     const news = new Map<string, WaitNews>();
+    // one planner per app and run kind of this review: each app's windows read and laid out once
+    const planners = new Map<string, WindowPlanner>();
+    const plannerFor = (wf: WorkflowRow): WindowPlanner => {
+      const appId = String(wf.params.app_id);
+      const key = `${appId}/${runKindOf(wf)}`;
+      let p = planners.get(key);
+      if (!p) planners.set(key, (p = windowPlanner(listChangeWindows(this.db, appId), runKindOf(wf), at)));
+      return p;
+    };
     for (const s of listWindowWaits(this.db, opts.orgId)) {
       const w = waitOf(s);
       const wf = getWorkflow(this.db, s.workflow_id);
@@ -108,8 +118,7 @@ export class WindowWaits {
         continue;
       }
       const install = getInstallById(this.db, w.install_id);
-      const windows = listChangeWindows(this.db, wf.params.app_id as string);
-      const v = install ? windowVerdict(windows, install, runKindOf(wf), at) : null;
+      const v = install ? plannerFor(wf)(install) : null;
       const key = `${wf.workflow_id}/${deploy.step_id}`;
       const entry = news.get(key) ?? { wf, step: deploy, events: [] };
       news.set(key, entry);
@@ -178,13 +187,26 @@ function dueOf(v: WindowVerdict, sinceMs: number, timeoutMs: number): number {
 
 const verdictData = (installId: string, v: WindowVerdict): WaitParams['window'] => ({ install_id: installId, next_window_at: v.next_window_at, window_ids: v.window_ids });
 
+/** A plan's view of an install (CONTRACT 4.3 `plan_only`). */
+export interface WindowSchedule {
+  /** now, or when its next window opens (null when none will within two weeks) */
+  scheduled_at: string | null;
+  /** the windows holding it ([] when none) */
+  blocked_by: string[];
+}
+
 /**
- * A plan's view of an install (CONTRACT 4.3 `plan_only`): `scheduled_at`, now or when its next
- * window opens (null when none will within two weeks), and `blocked_by`, the windows holding it.
+ * A plan's schedule of an app's installs for a run of `kind` at `atMs`: the app's windows read
+ * once and laid out once (windowPlanner), then asked per install, so that a plan over a fleet
+ * costs its installs plus its windows, not their product.
  */
-export function windowSchedule(db: Db, appId: string, install: Pick<Install, 'install_id' | 'labels'>, kind: RunKind, atMs: number): { scheduled_at: string | null; blocked_by: string[] } {
+export function windowScheduler(db: Db, appId: string, kind: RunKind, atMs: number): (install: Pick<Install, 'install_id' | 'labels'>) => WindowSchedule {
   const windows = listChangeWindows(db, appId);
-  const v = windows.length ? windowVerdict(windows, install, kind, atMs) : null;
-  if (!v || v.may_start) return { scheduled_at: new Date(atMs).toISOString(), blocked_by: [] };
-  return { scheduled_at: v.next_window_at, blocked_by: v.window_ids };
+  const now = new Date(atMs).toISOString();
+  if (!windows.length) return () => ({ scheduled_at: now, blocked_by: [] });
+  const verdict = windowPlanner(windows, kind, atMs);
+  return (install) => {
+    const v = verdict(install);
+    return v.may_start ? { scheduled_at: now, blocked_by: [] } : { scheduled_at: v.next_window_at, blocked_by: [...v.window_ids] };
+  };
 }

@@ -31,6 +31,7 @@ import { Transactions, type BatchResult, type TransactionDeps, type Tx } from '.
 import { Workflows, type IngestResult } from './workflows.ts';
 import { WebhookWatchdog } from './webhook-watchdog.ts';
 import { Verifier } from './verifier.ts';
+import { startTurnGuard } from './turns.ts';
 import type { Verification } from '../domain/verification.ts';
 
 export type { IngestResult };
@@ -74,9 +75,12 @@ export class Engine {
   private closed = false;
   /** orgs seen to exist (orgs are never deleted; another process may add one, so a miss asks the store) */
   private readonly knownOrgs = new Set<string>();
+  /** SVC_TURN_GUARD=1: turns of the thread over 50 ms logged with their causes (./turns.ts) */
+  private readonly turnGuard: { stop(): void } | null;
 
   constructor(private readonly deps: EngineDeps) {
     this.db = deps.db;
+    this.turnGuard = process.env.SVC_TURN_GUARD === '1' ? startTurnGuard(deps.logger) : null;
     this.tx = new Transactions({ ...deps, keepEvents: deps.keepEvents ?? true, jobsChanged: () => this.kickJobs() });
     this.workflows = new Workflows(
       deps.db,
@@ -325,6 +329,7 @@ export class Engine {
 
   close(): void {
     this.closed = true;
+    this.turnGuard?.stop();
     this.verifier.close();
     this.recoveries.close();
     this.checkpoints.close();

@@ -9,7 +9,7 @@ import type { GateTrip } from '../domain/rollout.ts';
 import { batchSnapshotOf } from '../../machines/index.ts';
 import { rollbackGroupStep, type StepDef } from './definitions.ts';
 import { diffConfigs } from './config-diff.ts';
-import { runKindOf, windowSchedule } from './change-windows.ts';
+import { runKindOf, windowScheduler } from './change-windows.ts';
 
 /** The config a run (branch run or app rollback) moves an install to: its own target, else the run's one config. */
 export function runTargetOf(wf: WorkflowRow, installId: string): string {
@@ -19,6 +19,7 @@ export function runTargetOf(wf: WorkflowRow, installId: string): string {
 /** The plan of a group's approval step: per install, its current config, the run's target for it and the diff. */
 export function groupPlan(db: Db, wf: WorkflowRow, step: StepRow, atMs: number): unknown {
   const installs = ((step.params.install_ids as string[]) ?? []).map((id) => getInstallById(db, id)).filter((i): i is Install => !!i);
+  const schedule = windowScheduler(db, String(wf.params.app_id), runKindOf(wf), atMs);
   return {
     install_group: step.params.group,
     installs: installs.map((i) => {
@@ -31,7 +32,7 @@ export function groupPlan(db: Db, wf: WorkflowRow, step: StepRow, atMs: number):
         old_app_config_id: i.app_config_id,
         new_app_config_id: target?.app_config_id ?? null,
         diff: diffConfigs(current?.body ?? null, target?.body ?? { components: [] }),
-        ...windowSchedule(db, String(wf.params.app_id), i, runKindOf(wf), atMs),
+        ...schedule(i),
       };
     }),
   };

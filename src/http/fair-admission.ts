@@ -16,6 +16,7 @@ import type { Context, Env, MiddlewareHandler } from 'hono';
 import { performance } from 'node:perf_hooks';
 import { FairQueue } from '../domain/fair-queue.ts';
 import type { Metrics } from '../metrics.ts';
+import { noteTurnCause } from '../engine/turns.ts';
 import { errorResponse, HttpError } from './http-error.ts';
 
 /** Requests running at once (holding a seat), all orgs together. */
@@ -117,6 +118,7 @@ export class FairAdmission {
       }
       // nobody reads this answer: the connection is closed
       if (!seat) return new Response(null, { status: 499 });
+      noteTurnCause(`${c.req.method} ${c.req.path}`);
       try {
         await next();
       } finally {

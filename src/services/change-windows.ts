@@ -5,7 +5,8 @@ import type { AppContext } from '../context.ts';
 import { deleteChangeWindow, getChangeWindow, insertChangeWindow, listChangeWindows, type ChangeWindow } from '../../store/change-windows.ts';
 import { getInstallById } from '../../store/installs.ts';
 import { durationMs } from '../domain/duration.ts';
-import { InvalidError, NotFoundError } from '../domain/errors.ts';
+import { InvalidError, LimitExceededError, NotFoundError } from '../domain/errors.ts';
+import { LIMITS } from '../domain/limits.ts';
 import { newId } from '../domain/ids.ts';
 import type { ChangeWindowInput } from '../domain/change-windows.ts';
 import { mustGetApp } from './catalog.ts';
@@ -29,6 +30,11 @@ export function changeWindowView(w: ChangeWindow) {
 
 export function createChangeWindow(ctx: AppContext, orgId: string, appId: string, body: ChangeWindowInput) {
   mustGetApp(ctx, orgId, appId);
+  // the count and the insert run in the request's one engine transaction: two creates cannot both pass
+  const have = listChangeWindows(ctx.db, appId).length;
+  if (have >= LIMITS.changeWindowsPerApp) {
+    throw new LimitExceededError('change_windows_per_app', `change windows per app: this app has ${have} change windows, the limit is ${LIMITS.changeWindowsPerApp}; delete one to create another`);
+  }
   const strangers = (body.install_ids ?? []).filter((id) => {
     const i = getInstallById(ctx.db, id);
     return !i || i.org_id !== orgId || i.app_id !== appId;

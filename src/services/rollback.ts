@@ -1,7 +1,8 @@
 // Config rollback (spec 4, CONTRACT 4.3): version history, diffs, app config updates and branch runs.
 import type { AppContext } from '../context.ts';
 import { ConflictError, InvalidError, NotFoundError } from '../domain/errors.ts';
-import { windowSchedule } from '../engine/change-windows.ts';
+import { windowScheduler } from '../engine/change-windows.ts';
+import { runAtOnce, runInTurns } from '../engine/turns.ts';
 import type { HealthGate, RolloutPolicy } from '../domain/rollout.ts';
 import type { Verification } from '../domain/verification.ts';
 import { getBranch, getConfig, listBranches, type AppConfig, type InstallGroup } from '../../store/apps.ts';
@@ -122,12 +123,20 @@ export const OTHER_GROUP = 'other';
 /**
  * The plan of a fleet rollback: per install (in group order) the move and its diff, and the
  * installs left out with why; and the groups the run goes through.
+ *
+ * Its cost is linear in the app's installs (CONTRACT §8: a plan of 1,000 installs under 50 change
+ * windows answers within 1 s, holding the engine as little as can be): each config is read and
+ * parsed once, each diff (from a config, to a config) computed once however many installs share it,
+ * the change windows laid out once (windowScheduler), and an install's previous version read with
+ * one indexed lookup each, not its whole history. It yields every PLAN_SLICE installs (src/engine/
+ * turns.ts): a plan_only answer is worked out in turns, other orgs served between them.
  */
-function planFleetRollback(ctx: AppContext, orgId: string, appId: string, body: FleetRollbackInput) {
+function* fleetRollbackPlan(ctx: AppContext, orgId: string, appId: string, body: FleetRollbackInput) {
   const fixed = body.to === 'previous' ? null : configOf(ctx, orgId, appId, body.to, 'to');
   const all = listAppInstalls(ctx.db, appId);
+  const known = new Set(all.map((x) => x.install_id));
   (body.install_ids ?? []).forEach((id, i) => {
-    if (!all.some((x) => x.install_id === id)) {
+    if (!known.has(id)) {
       throw new InvalidError(`install ${id} is not an install of app ${appId}`, [{ path: `install_ids.${i}`, message: 'not an install of this app' }]);
     }
   });
@@ -139,27 +148,46 @@ function planFleetRollback(ctx: AppContext, orgId: string, appId: string, body: 
   for (const b of listBranches(ctx.db, appId).reverse()) {
     for (const g of b.install_groups) {
       if (!order.includes(g.name)) order.push(g.name);
-      for (const i of all) if (!groupOf.has(i.install_id) && inGroup(g, i)) groupOf.set(i.install_id, g.name);
+      const ids = new Set(g.install_ids ?? []);
+      for (const [n, i] of all.entries()) {
+        if (n % PLAN_SLICE === PLAN_SLICE - 1) yield;
+        if (!groupOf.has(i.install_id) && (ids.has(i.install_id) || inGroup({ selector: g.selector }, i))) groupOf.set(i.install_id, g.name);
+      }
     }
   }
   if (!order.includes(OTHER_GROUP)) order.push(OTHER_GROUP);
 
+  const configs = new Map<string, AppConfig | undefined>();
+  const config = (id: string) => {
+    if (!configs.has(id)) configs.set(id, getConfig(ctx.db, orgId, id));
+    return configs.get(id);
+  };
+  const diffs = new Map<string, ReturnType<typeof diffConfigs>>();
+  const diffOf = (fromId: string | null, target: AppConfig) => {
+    const key = `${fromId}>${target.app_config_id}`;
+    let d = diffs.get(key);
+    if (!d) diffs.set(key, (d = diffConfigs((fromId ? config(fromId)?.body : null) ?? null, target.body)));
+    return d;
+  };
+
   const skipped: Array<{ install_id: string; reason: string }> = [];
   const moves: Array<{ install: Install; target: AppConfig; group: string }> = [];
-  for (const install of chosen) {
+  for (const [n, install] of chosen.entries()) {
+    if (n % PLAN_SLICE === PLAN_SLICE - 1) yield;
     let target: AppConfig | null | undefined = fixed;
     if (!install.app_config_id) {
       skipped.push({ install_id: install.install_id, reason: 'no app config applied yet' });
       continue;
     }
     if (!target) {
-      const [current] = listVersions(ctx.db, install.install_id);
+      // its newest version, then the one before it: two indexed lookups, whatever its history holds
+      const current = previousVersion(ctx.db, install.install_id, Number.MAX_SAFE_INTEGER);
       const before = current && previousVersion(ctx.db, install.install_id, current.version);
       if (!before) {
         skipped.push({ install_id: install.install_id, reason: 'no earlier version' });
         continue;
       }
-      target = getConfig(ctx.db, orgId, before.app_config_id);
+      target = config(before.app_config_id);
       if (!target) {
         skipped.push({ install_id: install.install_id, reason: `app config ${before.app_config_id} of its earlier version no longer exists` });
         continue;
@@ -171,29 +199,35 @@ function planFleetRollback(ctx: AppContext, orgId: string, appId: string, body: 
     }
     moves.push({ install, target, group: groupOf.get(install.install_id) ?? OTHER_GROUP });
   }
-  const groups: RunGroup[] = order
-    .map((name) => ({ name, install_ids: moves.filter((m) => m.group === name).map((m) => m.install.install_id) }))
-    .filter((g) => g.install_ids.length > 0);
-  const byGroup = groups.flatMap((g) => moves.filter((m) => m.group === g.name));
-  return {
-    moves: byGroup,
-    groups,
-    plan: {
-      installs: byGroup.map((m) => ({
-        install_id: m.install.install_id,
-        install_name: m.install.name,
-        labels: m.install.labels,
-        install_group: m.group,
-        old_app_config_id: m.install.app_config_id,
-        new_app_config_id: m.target.app_config_id,
-        diff: planFor(ctx.db, m.install, m.target),
-        ...windowSchedule(ctx.db, appId, m.install, 'rollback', ctx.clock.now()),
-        ...(m.target.vetoed ? { vetoed: m.target.vetoed } : {}),
-      })),
-      skipped,
-    },
-  };
+  const movesOf = new Map<string, typeof moves>();
+  for (const m of moves) {
+    const list = movesOf.get(m.group);
+    if (list) list.push(m);
+    else movesOf.set(m.group, [m]);
+  }
+  const groups: RunGroup[] = order.filter((name) => movesOf.has(name)).map((name) => ({ name, install_ids: movesOf.get(name)!.map((m) => m.install.install_id) }));
+  const byGroup = groups.flatMap((g) => movesOf.get(g.name)!);
+  const schedule = windowScheduler(ctx.db, appId, 'rollback', ctx.clock.now());
+  const installs = [];
+  for (const [n, m] of byGroup.entries()) {
+    if (n % PLAN_SLICE === PLAN_SLICE - 1) yield;
+    installs.push({
+      install_id: m.install.install_id,
+      install_name: m.install.name,
+      labels: m.install.labels,
+      install_group: m.group,
+      old_app_config_id: m.install.app_config_id,
+      new_app_config_id: m.target.app_config_id,
+      diff: diffOf(m.install.app_config_id, m.target),
+      ...schedule(m.install),
+      ...(m.target.vetoed ? { vetoed: m.target.vetoed } : {}),
+    });
+  }
+  return { moves: byGroup, groups, plan: { installs, skipped } };
 }
+
+/** Installs a plan works through between two chances to pause. */
+const PLAN_SLICE = 50;
 
 /**
  * POST /v1/apps/{app_id}/rollbacks (CONTRACT 4.3): the plan only, or an `app_rollback` workflow
@@ -202,7 +236,7 @@ function planFleetRollback(ctx: AppContext, orgId: string, appId: string, body: 
  */
 export function rollBackFleet(ctx: AppContext, orgId: string, appId: string, body: FleetRollbackInput) {
   mustGetApp(ctx, orgId, appId);
-  const { moves, groups, plan } = planFleetRollback(ctx, orgId, appId, body);
+  const { moves, groups, plan } = runAtOnce(fleetRollbackPlan(ctx, orgId, appId, body));
   if (body.plan_only) return { status: 200 as const, body: { plan, applied: false as const } };
   const vetoed = moves.find((m) => m.target.vetoed);
   if (vetoed) refuseVetoed(vetoed.target);
@@ -211,4 +245,15 @@ export function rollBackFleet(ctx: AppContext, orgId: string, appId: string, bod
   const wf = ctx.engine.startAppRollback(orgId, appId, groups, targets, { to: body.to, approval: body.approval !== 'none', gate: body.health_gate ?? null, policy: body.rollout ?? null, verification: body.verification ?? [] });
   // a fleet rollback is its workflow: run_id names the same thing
   return { status: 201 as const, body: { run_id: wf.workflow_id, workflow_id: wf.workflow_id, status: wf.status, plan, applied: true as const } };
+}
+
+/**
+ * The plan of a fleet rollback (plan_only), worked out in turns of the engine's thread (a plan of
+ * 1,000 installs takes tens of milliseconds; other orgs are served between its turns). It changes
+ * nothing; installs changed while it runs show as they were when it reached them.
+ */
+export async function planFleetRollbackInTurns(ctx: AppContext, orgId: string, appId: string, body: FleetRollbackInput) {
+  mustGetApp(ctx, orgId, appId);
+  const { plan } = await runInTurns(fleetRollbackPlan(ctx, orgId, appId, { ...body, plan_only: true }));
+  return { status: 200 as const, body: { plan, applied: false as const } };
 }

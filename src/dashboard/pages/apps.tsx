@@ -11,7 +11,7 @@ import { fleetRollbackSchema, vetoSchema } from '../../http/schemas.ts';
 import { issuesToDetails } from '../../http/validation.ts';
 import { listApps, listConfigs, mustGetApp, unvetoConfig, vetoConfig } from '../../services/catalog.ts';
 import { listInstalls } from '../../services/installs.ts';
-import { rollBackFleet, type FleetRollbackInput } from '../../services/rollback.ts';
+import { planFleetRollbackInTurns, rollBackFleet, type FleetRollbackInput } from '../../services/rollback.ts';
 import { listAppRollouts } from '../../services/rollouts.ts';
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
@@ -228,13 +228,25 @@ interface PlanPageData {
 }
 
 /** The plan: per group, per install the move and its diff; the installs left out and why; then apply with gate options. */
+/** Installs a fleet-rollback plan page shows at most (each with its diff), shared between its groups. */
+const PLAN_INSTALLS_SHOWN = 200;
+
 function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, errors }: PlanPageData, status: 200 | 400 | 409 = 200) {
   const orgId = c.req.param('org')!;
   const paths = c.get('paths');
   const configName = configNamer(ctx, orgId);
   const installNames = new Map(listInstalls(ctx, orgId).map((i) => [i.install_id, i.name]));
-  const groups: string[] = [];
-  for (const i of plan.installs) if (!groups.includes(i.install_group)) groups.push(i.install_group);
+  // per group, its installs in plan order; a page shows at most PLAN_INSTALLS_SHOWN of them in all
+  // (rendering a thousand diffs would hold the engine's thread past CONTRACT §8's 50 ms, and nobody reads them)
+  const byGroup = new Map<string, FleetPlan['installs']>();
+  for (const i of plan.installs) {
+    const list = byGroup.get(i.install_group);
+    if (list) list.push(i);
+    else byGroup.set(i.install_group, [i]);
+  }
+  const groups = [...byGroup.keys()];
+  const perGroup = Math.max(1, Math.floor(PLAN_INSTALLS_SHOWN / Math.max(1, groups.length)));
+  const shown = (g: string) => (byGroup.get(g) ?? []).slice(0, perGroup);
   const vetoed = plan.installs.filter((i) => i.vetoed);
   const target = fields.to === 'previous' ? 'previous (each install to the config of its version before the current one)' : configName(fields.to);
   return render(
@@ -267,26 +279,30 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
               <h2 id={`h-group-${n}`}>
                 Group {n + 1}: {g}
               </h2>
+              {(byGroup.get(g)?.length ?? 0) > shown(g).length ? (
+                <p class="muted">
+                  Showing {shown(g).length} of {byGroup.get(g)!.length} installs of this group; every one of them is in the rollback. The whole plan: <code>POST /v1/apps/{app.app_id}/rollbacks</code> with{' '}
+                  <code>plan_only</code>.
+                </p>
+              ) : null}
               <ul class="plain">
-                {plan.installs
-                  .filter((i) => i.install_group === g)
-                  .map((i) => (
-                    <li class="plan-install">
-                      <p>
-                        <a href={paths.install(i.install_id)}>{i.install_name}</a> <Labels labels={i.labels} />: {configName(i.old_app_config_id)} → {configName(i.new_app_config_id)}{' '}
-                        {i.vetoed ? <span class="badge s-failed">vetoed</span> : null}{' '}
-                        <span class="muted id">
-                          {i.old_app_config_id ?? '—'} → {i.new_app_config_id}
-                        </span>
+                {shown(g).map((i) => (
+                  <li class="plan-install">
+                    <p>
+                      <a href={paths.install(i.install_id)}>{i.install_name}</a> <Labels labels={i.labels} />: {configName(i.old_app_config_id)} → {configName(i.new_app_config_id)}{' '}
+                      {i.vetoed ? <span class="badge s-failed">vetoed</span> : null}{' '}
+                      <span class="muted id">
+                        {i.old_app_config_id ?? '—'} → {i.new_app_config_id}
+                      </span>
+                    </p>
+                    {i.blocked_by?.length ? (
+                      <p class="window-wait">
+                        <span class="badge">waits for a change window</span> {i.blocked_by.join(', ')}: starts {i.scheduled_at ? <Time iso={i.scheduled_at} /> : 'when a window changes (none opens within two weeks)'}
                       </p>
-                      {i.blocked_by?.length ? (
-                        <p class="window-wait">
-                          <span class="badge">waits for a change window</span> {i.blocked_by.join(', ')}: starts {i.scheduled_at ? <Time iso={i.scheduled_at} /> : 'when a window changes (none opens within two weeks)'}
-                        </p>
-                      ) : null}
-                      <Diff diff={i.diff as DiffShape} />
-                    </li>
-                  ))}
+                    ) : null}
+                    <Diff diff={i.diff as DiffShape} />
+                  </li>
+                ))}
               </ul>
             </section>
           ))}
@@ -533,14 +549,15 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
     return c.redirect(pathsOf(c).app(app.app_id), 303);
   });
 
-  r.get('/:org/apps/:app/rollback', (c) => {
+  r.get('/:org/apps/:app/rollback', async (c) => {
     const orgId = c.req.param('org');
     const app = mustGetApp(ctx, orgId, c.req.param('app'));
     const fields = defaultFields(c.req.query('to') || 'previous', c.req.query('selector') ?? '');
     const { body, errors } = rollbackBody(fields, true);
     let plan: FleetPlan | undefined;
     try {
-      if (body) plan = (rollBackFleet(ctx, orgId, app.app_id, body) as Extract<ReturnType<typeof rollBackFleet>, { status: 200 }>).body.plan;
+      // a plan changes nothing: worked out in turns of the engine's thread (CONTRACT §8)
+      if (body) plan = (await planFleetRollbackInTurns(ctx, orgId, app.app_id, body)).body.plan;
     } catch (err) {
       if (!isRefusal(err)) throw err;
       errors.push(...refusalDetails(err));
@@ -571,7 +588,7 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
     const planned = rollbackBody(fields, true);
     let plan: FleetPlan | undefined;
     try {
-      if (planned.body) plan = (rollBackFleet(ctx, orgId, app.app_id, planned.body) as Extract<ReturnType<typeof rollBackFleet>, { status: 200 }>).body.plan;
+      if (planned.body) plan = (await planFleetRollbackInTurns(ctx, orgId, app.app_id, planned.body)).body.plan;
     } catch (err) {
       if (!isRefusal(err)) throw err;
       planned.errors.push(...refusalDetails(err));

@@ -4,7 +4,7 @@
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { apiOp, change, may, refused } from '../changes.ts';
-import { InvalidError, NotFoundError, type ErrorDetail } from '../../domain/errors.ts';
+import { InvalidError, LimitExceededError, NotFoundError, type ErrorDetail } from '../../domain/errors.ts';
 import { RUN_KINDS, WEEKDAYS } from '../../domain/change-windows.ts';
 import { createChangeWindowSchema } from '../../http/change-window-schemas.ts';
 import { issuesToDetails } from '../../http/validation.ts';
@@ -171,8 +171,9 @@ export function registerChangeWindowActions(r: Hono<DashEnv>, ctx: AppContext) {
         const w = change(c, ctx, op, { idOf: (x) => x.window_id, status: 201 }, () => createChangeWindow(ctx, orgId, app.app_id, body));
         flash(c, { kind: 'ok', text: `Change window ${w.name} created.` });
       } catch (err) {
-        if (!(err instanceof InvalidError)) throw err;
-        fail(err.details ?? [{ path: '', message: err.message }]);
+        if (err instanceof LimitExceededError) fail([{ path: '(body)', message: err.message }]);
+        else if (!(err instanceof InvalidError)) throw err;
+        else fail(err.details ?? [{ path: '', message: err.message }]);
       }
     }
     return c.redirect(`${c.get('paths').app(app.app_id)}#h-windows`, 303);

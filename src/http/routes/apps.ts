@@ -1,6 +1,6 @@
 // CONTRACT 4.2 and 4.3: apps, their configs and branches, and branch runs.
 import * as catalog from '../../services/catalog.ts';
-import { rollBackFleet, startBranchRun } from '../../services/rollback.ts';
+import { planFleetRollbackInTurns, rollBackFleet, startBranchRun } from '../../services/rollback.ts';
 import { defineRoute, reply } from '../api-route.ts';
 import { appConfigSchema, appListQuerySchema, branchRunSchema, createAppSchema, createBranchSchema, fleetRollbackSchema, vetoSchema } from '../schemas.ts';
 import {
@@ -125,7 +125,9 @@ export const appRoutes = [
       201: { description: 'the app_rollback run and its plan', schema: fleetRollbackStartedSchema },
     },
     errors: [404, 409],
-    handle: ({ ctx, orgId, params, body }) => rollBackFleet(ctx, orgId, params.app_id, body),
+    // plan_only changes nothing: worked out before the change, in turns of the engine's thread (CONTRACT §8)
+    prepare: ({ ctx, orgId, params, body }) => (body.plan_only ? planFleetRollbackInTurns(ctx, orgId, params.app_id, body) : Promise.resolve(null)),
+    handle: ({ ctx, orgId, params, body, prepared }) => prepared ?? rollBackFleet(ctx, orgId, params.app_id, body),
   }),
   defineRoute({
     operationId: 'vetoAppConfig',
