@@ -247,8 +247,14 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
     expect(acked).toHaveLength(N);
     await waitFor(() => delivered() >= N, 90_000, `all ${N} acknowledged events delivered (have ${delivered()})`);
     await t.settled(db, server);
-    // one delivery thread: at most 8 attempts in flight for the webhook when each kill hit
-    expectLedger('nats', acked, rx, '/h/all', KILLS * PER_WEBHOOK_IN_FLIGHT, `kills ${KILLS} at moments ${moments.join(', ')} (${at.join('; ')})`);
+    // One delivery thread: at most 8 attempts in flight for the webhook when each kill hit (the
+    // receiver saw no more at once, asserted below), and besides them the attempts the receiver had
+    // answered whose record was still on its way to JetStream: the next attempt starts once that
+    // record is sent (startAfterTurn), not once the server has it, so a kill can cut a few of those
+    // too. Interrupted before svc knew their outcome, they are made again (CONTRACT 6.6); each is
+    // the same attempt again (no foreign repeat). Seen: 16 in most runs, 18 in one CI run. The bound
+    // is a second window's worth per kill.
+    expectLedger('nats', acked, rx, '/h/all', KILLS * 2 * PER_WEBHOOK_IN_FLIGHT, `kills ${KILLS} at moments ${moments.join(', ')} (${at.join('; ')})`);
     expect(rx.maxInFlightPerPath()).toBeLessThanOrEqual(PER_WEBHOOK_IN_FLIGHT);
     const bye = await sigterm(svc);
     expect(bye.code, svc.output()).toBe(0);
