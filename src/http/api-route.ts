@@ -168,11 +168,15 @@ function routePattern(r: ApiRoute): RegExp {
   return re;
 }
 
-/** The 403 of a token whose scope does not cover the route (CONTRACT 2): it names the scope needed. */
-export function checkScope(route: Pick<ApiRoute, 'scope' | 'operationId'>, caller: Caller): void {
+/**
+ * The 403 of a token whose scope does not cover the route (CONTRACT 2, 7): it names the scope needed
+ * and the route as a caller writes it (method and path template), never an internal operation id:
+ * `POST /v1/orgs/current/webhooks needs scope webhooks or admin; this token has scope read`.
+ */
+export function checkScope(route: Pick<ApiRoute, 'scope' | 'method' | 'path'>, caller: Caller): void {
   if (route.scope === 'public' || allows(caller.scope, route.scope)) return;
-  const need = route.scope === 'read' || route.scope === 'admin' ? `scope ${route.scope}` : `scope ${route.scope} (or admin)`;
-  throw forbidden(`${route.operationId} needs a token with ${need}; this token has scope ${caller.scope}`);
+  const need = route.scope === 'read' || route.scope === 'admin' ? `scope ${route.scope}` : `scope ${route.scope} or admin`;
+  throw forbidden(`${route.method.toUpperCase()} ${route.path} needs ${need}; this token has scope ${caller.scope}`);
 }
 
 /** The audit row of a write (refused or not): its action and resource, as the route names them. */
