@@ -25,14 +25,23 @@ import { mountDashboard } from './dashboard/routes.tsx';
 import { entryOf, RegistryReplicator } from './handoff/registry-replicator.ts';
 import type { RelayFault } from './handoff/outbox-relay.ts';
 import { ControlPlaneAttempts } from './dataplane/control-attempts.ts';
-import { openTopology } from './topology/open.ts';
+import { openTopology, type Topology } from './topology/open.ts';
 import { Readiness } from './readiness.ts';
+import { PortInUseError, StartAbortedError } from './start-errors.ts';
+
+export { PortInUseError, StartAbortedError } from './start-errors.ts';
 
 export interface ServerOptions {
   logger?: pino.Logger;
   clock?: Clock;
   replayWindowMs?: number;
   relayFault?: RelayFault;
+  /**
+   * Aborted: the start stops where it is (a NATS connect, a wait for readiness, anything), what it
+   * started is stopped and closed, and startServer rejects with StartAbortedError (SIGTERM during
+   * start-up, src/cli/serve.ts).
+   */
+  signal?: AbortSignal;
 }
 
 export interface RunningServer {
@@ -62,19 +71,54 @@ export interface RunningServer {
  */
 export async function startServer(config: ServeConfig, opts: ServerOptions = {}): Promise<RunningServer> {
   const logger = opts.logger ?? pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
+  // What start-up has started so far, each with its stop: a start that fails (the port is taken) or
+  // is abandoned (SIGTERM) stops them, newest first, and leaves nothing open (the database closed,
+  // no thread, no timer, no connection), so the process can exit and the next `svc serve` start.
+  const undo: Array<() => unknown> = [];
+  const step = <T>(p: Promise<T>, late?: (value: T) => unknown) => abortable(p, opts.signal, late);
+  try {
+    if (opts.signal?.aborted) throw new StartAbortedError();
+    return await start(config, opts, logger, undo, step);
+  } catch (err) {
+    if (err instanceof StartAbortedError) logger.info('start-up abandoned: stopping what it had started');
+    for (const stop of undo.reverse()) {
+      try {
+        await stop();
+      } catch (e) {
+        logger.warn({ err: e }, 'stopping what start-up had started');
+      }
+    }
+    throw err;
+  }
+}
+
+type Step = <T>(p: Promise<T>, late?: (value: T) => unknown) => Promise<T>;
+
+async function start(config: ServeConfig, opts: ServerOptions, logger: pino.Logger, undo: Array<() => unknown>, step: Step): Promise<RunningServer> {
   const clock = opts.clock ?? systemClock;
   const db = openDb(config.db);
+  undo.push(() => db.close());
   const metrics = createMetrics();
   // Ready means ready (CONTRACT 1): each part reports here (the topology adds its own); `listening on` waits for all of them.
   const readiness = new Readiness({ http: 'the HTTP port is not bound yet', subscriptions: 'the bus subscriptions are not confirmed by the server yet' });
   const retention = config.eventRetentionMs ?? DEFAULT_EVENT_RETENTION_MS;
   const status = new DeliveryStatusBook(db, metrics, systemClock, logger, retention > 0 ? { engineClock: clock } : null);
   metrics.setInFlightSource(() => status.inFlight());
+  undo.push(() => status.close());
 
-  const topology = await openTopology({ config, db, logger, metrics, readiness, outcomes: (b) => status.apply(b), replayWindowMs: opts.replayWindowMs, relayFault: opts.relayFault });
+  const closeTopology = async (t: Topology) => {
+    await t.close();
+    await t.bus.close().catch(() => {});
+  };
+  const topology = await step(
+    openTopology({ config, db, logger, metrics, readiness, outcomes: (b) => status.apply(b), replayWindowMs: opts.replayWindowMs, relayFault: opts.relayFault }),
+    closeTopology, // connected after the start was abandoned
+  );
+  undo.push(() => closeTopology(topology));
   const { bus } = topology;
   const replicator = new RegistryReplicator(db, topology.registry, logger, metrics);
-  await replicator.start(); // never holds up listening (CONTRACT 8): the sync catches up behind it
+  undo.push(() => replicator.close());
+  await step(replicator.start()); // never holds up listening (CONTRACT 8): the sync catches up behind it
   const urls = { base: '', dashboard: '', source: '' };
   const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => replicator.version, keepEvents: retention > 0, recoveryOutcomes: status, webhookChanged: (orgId, webhookId) => replicator.changed(orgId, webhookId), allowPrivateTargets: config.allowPrivateTargets, ...topology.outbox });
   // the delivery watchdog hears of the outcomes that may move it (CONTRACT 4.1)
@@ -87,6 +131,7 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
       return false;
     }
   });
+  undo.push(() => engine.close());
   const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger, eventHistory(topology.historyQueuedFrom)) : null;
   const auditPruner = new HistoryPruner(db, clock, config.auditRetentionMs ?? DEFAULT_AUDIT_RETENTION_MS, logger, AUDIT_LOG);
   // --max-events-per-org (CONTRACT 8): an org's oldest events past it are pruned, in turns of a few ms
@@ -94,6 +139,7 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
   const quota = retention > 0 && maxEventsPerOrg > 0 ? new EventQuota(db, clock, maxEventsPerOrg, logger, (n) => metrics.eventsPruned.inc({ reason: 'quota' }, n), topology.historyQueuedFrom) : null;
   // pings and resends: one signed attempt from the control plane, in fair slots, counted like any other
   const attempts = new ControlPlaneAttempts({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets }, { signClock: clock, record: (o) => status.record(o) });
+  undo.push(() => attempts.close(), () => pruner?.close(), () => auditPruner.close(), () => quota?.close());
 
   const ctx: AppContext = {
     db, clock, config, logger, metrics, engine, urls, readiness, deliveryStatus: status,
@@ -108,28 +154,34 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
   };
   const app = createHttpApp(ctx);
   mountDashboard(app, ctx); // under the dashboard URL's path, resolved per request (urls are set after listen)
-  const server = await listen(app.fetch, config);
+  const server = await step(listen(app.fetch, config), (late) => late.close());
+  undo.push(() => server.close());
   readiness.ready('http');
   const listenUrl = `http://${hostForUrl(config.host)}:${server.port}`;
   urls.base = effectiveBaseUrl(config, server.port).replace(/\/+$/, '');
   urls.dashboard = effectiveDashboardUrl(config, urls.base);
   urls.source = sourceFor(urls.base);
 
-  await topology.start(); // events: outbox → JetStream (NATS) or → the data plane (embedded), what was left first
+  undo.push(() => topology.drain()); // what the start below starts: the data plane (its attempts in flight finish)
+  await step(topology.start()); // events: outbox → JetStream (NATS) or → the data plane (embedded), what was left first
   // a fact of an org whose deliveries queue is held a moment to commit with others (src/ingest/ingest.ts HOLD_MS)
   const ingestSub = startIngest({ bus, logger, metrics, engine, backlogged: (orgId) => status.backlogged(orgId), ratePerOrg: config.ingestRatePerOrg ?? DEFAULT_INGEST_RATE_PER_ORG });
+  undo.push(() => ingestSub.drain());
   const localRunner = config.localRunner ? startLocalRunner(config, { bus, db, logger, clock, engine }) : null;
+  undo.push(() => localRunner?.stop());
   // One round trip after the last subscription of this connection (ingest, the local runner's jobs,
   // the relay's acks, the outcome consumer's pull): the server has them all, in order.
-  await bus.flush();
+  await step(bus.flush());
   readiness.ready('subscriptions');
   const scheduler = new Scheduler(engine, clock, logger);
   scheduler.start({ runnerHealthIntervalMs: config.runnerHealthIntervalMs, driftIntervalMs: config.driftIntervalMs });
+  undo.push(() => scheduler.stop());
   engine.kickJobs();
   const verifying = engine.resumeVerifications(); // the URLs are known now: verification requests carry them
   if (verifying) logger.info({ steps: verifying }, 'polling again the verification gates that were running at the last stop');
 
-  await readiness.whenReady();
+  await step(readiness.whenReady());
+  if (opts.signal?.aborted) throw new StartAbortedError();
   logger.info({ url: listenUrl, base_url: urls.base, bus: bus.kind, delivery: topology.delivery }, `listening on ${listenUrl}`);
   return {
     url: listenUrl,
@@ -165,7 +217,7 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
 async function listen(fetch: (req: Request) => Response | Promise<Response>, config: ServeConfig): Promise<{ port: number; close(): Promise<void> }> {
   const server: ServerType = await new Promise((resolve, reject) => {
     const s = serve({ fetch, port: config.port, hostname: config.host }, () => resolve(s));
-    s.once('error', reject);
+    s.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? new PortInUseError(config.port, { cause: err }) : err));
   });
   return {
     port: (server.address() as AddressInfo).port,
@@ -180,6 +232,42 @@ function startLocalRunner(config: ServeConfig, o: { bus: Bus; db: Db; logger: pi
   if (resumed) o.logger.info({ jobs: resumed }, 'running again the jobs the local runner had started before the last stop');
   runner.start();
   return runner;
+}
+
+/**
+ * `p`, or StartAbortedError as soon as `signal` is aborted (p is left to finish; what it gives then
+ * goes to `late`, to be closed).
+ */
+function abortable<T>(p: Promise<T>, signal: AbortSignal | undefined, late?: (value: T) => unknown): Promise<T> {
+  if (!signal) return p;
+  const dispose = (v: T) => {
+    try {
+      void Promise.resolve(late?.(v)).catch(() => {});
+    } catch {
+      // closing what came too late: nothing to report to
+    }
+  };
+  if (signal.aborted) {
+    p.then(dispose, () => {});
+    return Promise.reject(new StartAbortedError());
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => {
+      p.then(dispose, () => {});
+      reject(new StartAbortedError());
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
 }
 
 /** `f` run at the first call; every call gets that run's promise. */

@@ -5,6 +5,12 @@
 // blocks the next start, and no pid check (wrong across containers and after pid reuse) decides
 // anything. The pid and start time in the file are only what the refusal message says.
 // The database commands (`svc orgs create`, …) never look at the lock: they work beside the holder.
+//
+// The lock is the file's, not its name's (CONTRACT 8): symlinks are resolved to the file they name,
+// and the lock file lives beside that file, so every path through a symlink or a bind mount finds
+// the same lock. A hard link is another name in another directory, where another lock file would
+// sit: a database file with more than one link is refused (SQLite keeps its journal and WAL beside
+// each name, so two processes going through two links would corrupt it anyway).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,6 +24,17 @@ export class StoreInUseError extends Error {
     readonly holder: Holder | undefined,
   ) {
     super(`${file} is in use by svc serve (pid ${holder?.pid ?? 'unknown'}, since ${holder?.since ?? 'unknown'})`);
+  }
+}
+
+/** The database file has other names (hard links): another `svc serve` could open it by one of them. */
+export class StoreHardLinkedError extends Error {
+  override readonly name = 'StoreHardLinkedError';
+  constructor(
+    readonly file: string,
+    readonly links: number,
+  ) {
+    super(`${file} has ${links} hard links: svc serve refuses a database file with more than one name (remove the other links)`);
   }
 }
 
@@ -63,6 +80,7 @@ const held = new Map<string, { lock: Database.Database; holder: Holder }>();
  */
 export function lockStore(dbFile: string, now: () => Date = () => new Date()): StoreLock {
   if (dbFile === ':memory:') return { file: dbFile, release() {} };
+  refuseHardLinks(dbFile);
   const file = lockFileOf(dbFile);
   const mine = held.get(file);
   if (mine) throw new StoreInUseError(dbFile, mine.holder);
@@ -101,6 +119,18 @@ export function lockStore(dbFile: string, now: () => Date = () => new Date()): S
       }
     },
   };
+}
+
+/** Throw StoreHardLinkedError when the database file (symlinks followed) exists with more than one link. */
+function refuseHardLinks(dbFile: string): void {
+  let links: number;
+  try {
+    links = fs.statSync(dbFile).nlink;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return; // a new database: nothing links to it yet
+    throw err;
+  }
+  if (links > 1) throw new StoreHardLinkedError(dbFile, links);
 }
 
 /** BEGIN IMMEDIATE without waiting: true when this connection now holds the write lock. */

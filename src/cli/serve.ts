@@ -4,7 +4,9 @@ import { LIMITS } from '../domain/limits.ts';
 import { sleep, systemClock } from '../domain/clock.ts';
 import type { RelayFault } from '../handoff/outbox-relay.ts';
 import { UsageError } from './exit-errors.ts';
-import { lockStore } from '../../store/lock.ts';
+import { lockStore, type StoreLock } from '../../store/lock.ts';
+import type { RunningServer } from '../server.ts';
+import { StartAbortedError } from '../start-errors.ts';
 import { collectEagerly } from './heap.ts';
 import { parseNatsUrls } from '../bus/nats-url.ts';
 
@@ -51,9 +53,10 @@ interface ServeOptions {
 
 const SERVE_HELP = `
 One svc serve per database: the process holds a lock on <db>.lock while it runs; a second
-svc serve on the same database (any port, any bus) exits 1 naming the holder. The lock goes
-with the process (kill -9 included). svc orgs create, svc tokens create and svc dataplane-key
-work beside it.`;
+svc serve on the same database (any port, any bus, any path to the file) exits 1 naming the
+holder. A database file with hard links is refused. The lock goes with the process (kill -9
+included). svc orgs create, svc tokens create and svc dataplane-key work beside it.
+A port taken by another process: exit 1 at once, "error: port <p> is in use".`;
 
 export function registerServeCommand(program: Command): void {
   program
@@ -90,25 +93,43 @@ export function registerServeCommand(program: Command): void {
     .action(async (opts: ServeOptions, cmd: Command) => {
       collectEagerly();
       const config = toConfig(opts, cmd);
-      // One `svc serve` per database (CONTRACT 1): refused here, before anything opens the store
-      lockStore(config.db);
-      const started = import('../server.ts').then(({ startServer }) => startServer(config, { relayFault: relayFaultFromEnv() }));
-      // The handlers go in before the server starts: a SIGTERM that comes as soon as `listening on`
-      // is printed (or during start-up) still drains and exits 0 instead of killing the process.
+      // The handlers go in before anything starts: a SIGTERM at any moment of the start (a NATS
+      // connect, a wait for readiness) abandons it, stops what it had started and exits 0; one that
+      // comes once `listening on` is printed drains and exits 0. Neither kills the process midway.
+      const abort = new AbortController();
+      let started: Promise<RunningServer> | null = null;
+      let lock: StoreLock | null = null;
       let exiting = false;
       const shutdown = async (signal: string) => {
         if (exiting) return;
         exiting = true;
-        systemClock.setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 15_000); // also bounds a start-up that hangs
-        const running = await started.catch(() => null);
-        if (!running) return; // start-up failed: main reports it (exit 1)
-        running.ctx.logger.info({ signal }, 'shutting down');
-        await running.stop();
+        systemClock.setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 15_000); // a drain that hangs
+        abort.abort();
+        const outcome = started ? await started.then((running) => ({ running }), (err: unknown) => ({ err })) : { running: null };
+        if ('err' in outcome && !(outcome.err instanceof StartAbortedError)) return; // start-up failed: the action reports it (exit 1)
+        const running = 'running' in outcome ? outcome.running : null;
+        if (running) {
+          running.ctx.logger.info({ signal }, 'shutting down');
+          await running.stop();
+        }
+        lock?.release();
         process.exit(0);
       };
       process.on('SIGTERM', () => void shutdown('SIGTERM'));
       process.on('SIGINT', () => void shutdown('SIGINT'));
-      await started;
+      // One `svc serve` per database (CONTRACT 1): refused here, before anything opens the store
+      lock = lockStore(config.db);
+      started = import('../server.ts').then(({ startServer }) => startServer(config, { relayFault: relayFaultFromEnv(), signal: abort.signal }));
+      try {
+        await started;
+      } catch (err) {
+        if (err instanceof StartAbortedError) return; // SIGTERM: shutdown exits, 0
+        // startServer stopped what it had started (the database is closed); the lock goes too, and
+        // main reports the error (exit 1). Should anything still hold the process, it ends anyway.
+        lock.release();
+        setTimeout(() => process.exit(1), 500).unref();
+        throw err;
+      }
     });
 }
 
