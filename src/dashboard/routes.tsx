@@ -7,7 +7,10 @@ import type { AppContext } from '../context.ts';
 import { ConflictError, ForbiddenError, InvalidError, NotFoundError } from '../domain/errors.ts';
 import { pathsFor, prefixOf } from './paths.ts';
 import { errorPage, notFoundPage } from './render.tsx';
-import { formCsrf, loadSession, sameToken, takeFlash, type DashEnv } from './session.ts';
+import { getCookie } from 'hono/cookie';
+import { formCsrf, loadSession, sameToken, SESSION_COOKIE, takeFlash, type DashEnv } from './session.ts';
+import { sessionOf } from '../services/sessions.ts';
+import { keepRefused } from '../http/api-route.ts';
 import { STYLESHEET } from './styles.ts';
 import { SCRIPT } from './script.ts';
 import { registerLogin } from './pages/login.tsx';
@@ -30,6 +33,24 @@ const SECURITY_HEADERS: Record<string, string> = {
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',
   'x-frame-options': 'DENY',
+};
+
+/**
+ * A post refused for its size (413: a form over 1 MiB, a sign-in over 8 KiB, pages/login.tsx) is
+ * kept in the audit log of the signed-in session's org, as the dashboard's other refused writes
+ * are (CONTRACT 8): `dashboard.<method>` on the page's path, status 413, nothing of the body.
+ * Without a session there is no org whose log could hold it (a sign-in is not audited either).
+ */
+const keepTooLarge = (ctx: AppContext, prefix: string): MiddlewareHandler<DashEnv> => async (c, next) => {
+  await next();
+  if (c.res.status !== 413 || c.req.method === 'GET' || c.req.method === 'HEAD') return;
+  // the 1 MiB limit answers before the session is loaded
+  const cookie = c.get('session') ? undefined : getCookie(c, SESSION_COOKIE);
+  const s = c.get('session') ?? (cookie ? sessionOf(ctx, cookie) : undefined);
+  if (!s) return;
+  const { org_id, actor } = s;
+  const page = c.req.path.slice(prefix.length) || '/';
+  keepRefused(ctx, () => ({ org_id, actor, action: `dashboard.${c.req.method.toLowerCase()}`, resource_type: 'dashboard_page', resource_id: page, status: 413 }));
 };
 
 /**
@@ -63,6 +84,7 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
     for (const [k, v] of Object.entries(SECURITY_HEADERS)) c.header(k, v);
     if (!c.res.headers.has('cache-control')) c.header('cache-control', 'no-store');
   });
+  r.use('*', keepTooLarge(ctx, prefix));
   r.use(
     '*',
     bodyLimit({ maxSize: MAX_FORM_BYTES, onError: (c) => c.text('request body is over 1 MiB', 413, { connection: 'close' }) }),

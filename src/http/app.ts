@@ -1,10 +1,12 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AppContext } from '../context.ts';
-import { requireOrg, type AuthEnv } from './auth.ts';
+import type { Context } from 'hono';
+import { requireOrg, type AuthEnv, type Caller } from './auth.ts';
+import { tokenOf } from '../services/api-tokens.ts';
 import { errorResponse, HttpError, toHttpError } from './http-error.ts';
 import { API_ROUTES } from './routes/index.ts';
-import { auditEntry, findRoute, keepRefused, mountRoutes } from './api-route.ts';
+import { auditEntry, findRoute, keepRefused, mountRoutes, type ApiRoute } from './api-route.ts';
 import { renderMetrics } from '../metrics.ts';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -38,7 +40,8 @@ export function createHttpApp(ctx: AppContext): Hono {
     '*',
     bodyLimit({
       maxSize: MAX_BODY_BYTES,
-      onError: () => {
+      onError: (c) => {
+        keepTooLarge(ctx, c);
         throw new HttpError(413, 'payload_too_large', 'request body is over 1 MiB');
       },
     }),
@@ -59,4 +62,39 @@ export function createHttpApp(ctx: AppContext): Hono {
   app.route('/v1', v1);
 
   return app;
+}
+
+/**
+ * A write refused for its size (413, before the caller is authenticated: the body limit comes
+ * first) is kept in the audit log like the other refused writes (CONTRACT 8): for the org of a
+ * known token, named by the route it was for, with its status. Nothing of the body is read or kept.
+ * A request without a known token has no org whose log could hold it (as a 401 has no actor).
+ */
+function keepTooLarge(ctx: AppContext, c: Context): void {
+  if (c.req.method === 'GET' || c.req.method === 'HEAD') return;
+  const route = findRoute(API_ROUTES, c.req.method, c.req.path);
+  if (!route || route.public) return;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '');
+  const token = m ? tokenOf(ctx, m[1]) : undefined;
+  if (!token) return;
+  const caller: Caller = { org_id: token.org_id, scope: token.scope, actor: { token_id: token.token_id, token_name: token.name } };
+  keepRefused(ctx, () => auditEntry(route, caller, { status: 413, params: paramsOf(route, c.req.path) }));
+}
+
+/** The path parameters of a request for `route` (findRoute matched it): `{webhook_id}` → its segment. */
+function paramsOf(route: ApiRoute, path: string): Record<string, string> {
+  const names = route.path.split('/');
+  const values = path.replace(/\/+$/, '').split('/');
+  const out: Record<string, string> = {};
+  names.forEach((n, i) => {
+    const m = /^\{(\w+)\}$/.exec(n);
+    if (m && values[i] !== undefined) {
+      try {
+        out[m[1]] = decodeURIComponent(values[i]);
+      } catch {
+        out[m[1]] = values[i];
+      }
+    }
+  });
+  return out;
 }
