@@ -51,12 +51,16 @@ export interface AuditQuery {
   resourceId: string | null;
   afterSeq: number;
   limit: number;
+  /** newest first (the dashboard; the API is oldest first): `afterSeq` is then the seq the page goes down from (0: the newest) */
+  newestFirst?: boolean;
 }
 
-/** An org's rows after a seq, oldest first. */
+/** An org's rows after a seq, oldest first, or below a seq, newest first. */
 export function listAudit(db: Db, q: AuditQuery): AuditRow[] {
-  const where = ['org_id = ?', 'seq > ?'];
-  const args: unknown[] = [q.orgId, q.afterSeq];
+  const where = ['org_id = ?'];
+  const args: unknown[] = [q.orgId];
+  if (!q.newestFirst) (where.push('seq > ?'), args.push(q.afterSeq));
+  else if (q.afterSeq > 0) (where.push('seq < ?'), args.push(q.afterSeq));
   if (q.sinceMs !== null) (where.push('at_ms >= ?'), args.push(q.sinceMs));
   if (q.untilMs !== null) (where.push('at_ms < ?'), args.push(q.untilMs));
   if (q.actor !== null) (where.push('token_id = ?'), args.push(q.actor));
@@ -65,7 +69,7 @@ export function listAudit(db: Db, q: AuditQuery): AuditRow[] {
   return db
     .prepare(
       `SELECT seq, audit_id, org_id, at, token_id, token_name, action, resource_type, resource_id, status
-       FROM audit_log WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ?`,
+       FROM audit_log WHERE ${where.join(' AND ')} ORDER BY seq${q.newestFirst ? ' DESC' : ''} LIMIT ?`,
     )
     .all(...args, q.limit) as AuditRow[];
 }

@@ -70,6 +70,8 @@ export interface EventQuery {
   subjectPrefix: string | null;
   afterSeq: number;
   limit: number;
+  /** newest first (the dashboard; the API is oldest first): `afterSeq` is then the seq the page goes down from (0: the newest) */
+  newestFirst?: boolean;
 }
 
 /**
@@ -91,11 +93,13 @@ export function eventSeqsBetween(db: Db, sinceMs: number, untilMs: number | null
   };
 }
 
-/** An org's kept events in a window, oldest first (by seq, after a cursor). */
+/** An org's kept events in a window, oldest first (by seq, after a cursor), or newest first (below a cursor). */
 export function listEvents(db: Db, q: EventQuery): StoredEvent[] {
   const seqs = eventSeqsBetween(db, q.sinceMs, q.untilMs);
   const where = ['org_id = ?', 'seq > ?', 'seq <= ?', 'created_ms >= ?'];
-  const args: unknown[] = [q.orgId, Math.max(q.afterSeq, seqs.after), seqs.upTo, q.sinceMs];
+  const args: unknown[] = q.newestFirst
+    ? [q.orgId, seqs.after, q.afterSeq > 0 ? Math.min(q.afterSeq - 1, seqs.upTo) : seqs.upTo, q.sinceMs]
+    : [q.orgId, Math.max(q.afterSeq, seqs.after), seqs.upTo, q.sinceMs];
   if (q.untilMs !== null) {
     where.push('created_ms < ?');
     args.push(q.untilMs);
@@ -110,7 +114,7 @@ export function listEvents(db: Db, q: EventQuery): StoredEvent[] {
     args.push(q.subjectPrefix.length, q.subjectPrefix);
   }
   args.push(q.limit);
-  return db.prepare(`SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY seq LIMIT ?`).all(...args) as StoredEvent[];
+  return db.prepare(`SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY seq${q.newestFirst ? ' DESC' : ''} LIMIT ?`).all(...args) as StoredEvent[];
 }
 
 /** The newest event's seq (0 when none). */

@@ -49,6 +49,14 @@ function query(params: Record<string, string | undefined>): string {
   return s ? `?${s}` : '';
 }
 
+/**
+ * Events and audit rows as a person reads them (CONTRACT 7): newest first, `--oldest-first` the API's
+ * order (CONTRACT 4.5 lists them oldest first, so every page is read and the whole list turned).
+ */
+function newestFirst<T>(run: Run, list: T[]): T[] {
+  return run.opts.oldestFirst === true ? list : list.reverse();
+}
+
 /** Every page of a list. */
 async function allPages<T>(run: Run, path: string, params: Record<string, string | undefined>): Promise<T[]> {
   const out: T[] = [];
@@ -64,18 +72,19 @@ async function allPages<T>(run: Run, path: string, params: Record<string, string
 export function registerHistoryCommands(program: Command, webhooks: Command): void {
   const audit = group(program, 'audit', "the org's audit log: who changed what (an admin token; kept for --audit-retention)");
   handle(
-    timeWindow(leaf(audit, 'list', 'list the changes made, oldest first, with their actor'), 'made')
+    timeWindow(leaf(audit, 'list', 'list the changes made, newest first, with their actor'), 'made')
+      .option('--oldest-first', 'oldest first (also with --json)')
       .option('--actor <token_id>', 'only the changes made with this token')
       .option('--action <action>', 'only this operation (webhooks.create, rollbacks.create, steps.approve, …)')
       .option('--resource-id <id>', 'only the changes to this resource'),
     async (run) => {
-      const list = await allPages<AuditView>(run, '/v1/audit', {
+      const list = newestFirst(run, await allPages<AuditView>(run, '/v1/audit', {
         since: timeOption(run, 'since'),
         until: timeOption(run, 'until'),
         actor: str(run.opts.actor),
         action: str(run.opts.action),
         resource_id: str(run.opts.resourceId),
-      });
+      }));
       if (run.json) return printJson(list);
       printTable(
         ['at', 'actor', 'action', 'resource', 'status'],
@@ -88,16 +97,17 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
   const events = group(program, 'events', "the org's event history (kept for --event-retention)");
 
   handle(
-    timeWindow(leaf(events, 'list', 'list kept events, oldest first'), 'emitted')
+    timeWindow(leaf(events, 'list', 'list kept events, newest first'), 'emitted')
+      .option('--oldest-first', 'oldest first (also with --json)')
       .option('--type <type>', 'only this CloudEvents type')
       .option('--subject-prefix <prefix>', 'only subjects starting with this'),
     async (run) => {
-      const list = await allPages<CloudEvent>(run, '/v1/events', {
+      const list = newestFirst(run, await allPages<CloudEvent>(run, '/v1/events', {
         since: timeOption(run, 'since'),
         until: timeOption(run, 'until'),
         type: str(run.opts.type),
         subject_prefix: str(run.opts.subjectPrefix),
-      });
+      }));
       if (run.json) return printJson(list);
       printTable(['time', 'type', 'subject', 'id'], list.map((e) => [e.time, e.type, e.subject, e.id]), 'no events');
     },

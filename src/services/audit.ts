@@ -25,9 +25,11 @@ export interface AuditListInput {
   resource_id?: string;
   after?: string;
   limit?: number;
+  /** the dashboard's newest-first listing (not an API parameter: GET /v1/audit is oldest first, CONTRACT 4.5); its cursors are its own */
+  newest_first?: boolean;
 }
 
-const scope = (orgId: string) => `audit:${orgId}`;
+const scope = (orgId: string, newestFirst = false) => (newestFirst ? `audit-newest:${orgId}` : `audit:${orgId}`);
 
 const view = (r: AuditRow): AuditView => ({
   id: r.audit_id,
@@ -42,7 +44,7 @@ const view = (r: AuditRow): AuditView => ({
 /** What is kept starts here (the engine's clock): rows older than --audit-retention are never shown, pruned or not yet. */
 export const auditKeptSince = (ctx: AppContext) => ctx.clock.now() - (ctx.config.auditRetentionMs ?? DEFAULT_AUDIT_RETENTION_MS);
 
-/** GET /v1/audit: a page of the org's audit log, oldest first. */
+/** GET /v1/audit: a page of the org's audit log, oldest first (newest first with `newest_first`, the dashboard's). */
 export function listAudit(ctx: AppContext, orgId: string, q: AuditListInput): Page<AuditView> {
   const now = ctx.clock.now();
   const since = Math.max(auditKeptSince(ctx), q.since !== undefined ? timeBound(q.since, now, 'since') : -Infinity);
@@ -54,12 +56,13 @@ export function listAudit(ctx: AppContext, orgId: string, q: AuditListInput): Pa
     actor: q.actor ?? null,
     action: q.action ?? null,
     resourceId: q.resource_id ?? null,
-    afterSeq: q.after === undefined ? 0 : openCursor(ctx.db, scope(orgId), q.after),
+    afterSeq: q.after === undefined ? 0 : openCursor(ctx.db, scope(orgId, q.newest_first), q.after),
     limit: limit + 1,
+    newestFirst: q.newest_first === true,
   });
   const more = rows.length > limit;
   const page = more ? rows.slice(0, limit) : rows;
-  return { data: page.map(view), next_cursor: more ? sealCursor(ctx.db, scope(orgId), page[page.length - 1].seq) : null };
+  return { data: page.map(view), next_cursor: more ? sealCursor(ctx.db, scope(orgId, q.newest_first), page[page.length - 1].seq) : null };
 }
 
 /**

@@ -59,6 +59,8 @@ export interface EventListInput {
   subject_prefix?: string;
   after?: string;
   limit?: number;
+  /** the dashboard's newest-first listing (not an API parameter: GET /v1/events is oldest first, CONTRACT 4.5); its cursors are its own */
+  newest_first?: boolean;
 }
 
 export interface AttemptListInput {
@@ -108,12 +110,12 @@ function cursor(ctx: AppContext, scope: CursorScope, text: string | undefined): 
   return text === undefined ? 0 : openCursor(ctx.db, scope, text);
 }
 
-const eventsScope = (orgId: string): CursorScope => `events:${orgId}`;
+const eventsScope = (orgId: string, newestFirst = false): CursorScope => (newestFirst ? `events-newest:${orgId}` : `events:${orgId}`);
 const attemptsScope = (orgId: string, webhookId: string): CursorScope => `attempts:${orgId}:${webhookId}`;
 
 const eventJson = (e: StoredEvent): CloudEventJson => JSON.parse(e.body) as CloudEventJson;
 
-/** GET /v1/events: the org's kept events, oldest first. */
+/** GET /v1/events: the org's kept events, oldest first (newest first with `newest_first`, the dashboard's). */
 export function listEvents(ctx: AppContext, orgId: string, q: EventListInput): Page<CloudEventJson> {
   const now = ctx.clock.now();
   const kept = keptSince(ctx);
@@ -127,12 +129,13 @@ export function listEvents(ctx: AppContext, orgId: string, q: EventListInput): P
     untilMs: until,
     type: q.type ?? null,
     subjectPrefix: q.subject_prefix ?? null,
-    afterSeq: cursor(ctx, eventsScope(orgId), q.after),
+    afterSeq: cursor(ctx, eventsScope(orgId, q.newest_first), q.after),
     limit: limit + 1,
+    newestFirst: q.newest_first === true,
   });
   const more = rows.length > limit;
   const page = more ? rows.slice(0, limit) : rows;
-  return { data: page.map(eventJson), next_cursor: more ? sealCursor(ctx.db, eventsScope(orgId), page[page.length - 1].seq) : null };
+  return { data: page.map(eventJson), next_cursor: more ? sealCursor(ctx.db, eventsScope(orgId, q.newest_first), page[page.length - 1].seq) : null };
 }
 
 function mustGetEvent(ctx: AppContext, orgId: string, eventId: string): StoredEvent {

@@ -48,10 +48,19 @@ describe('svc events and webhook recovery commands', () => {
     await rx?.close();
   });
 
-  it('events list and get show the kept events', async () => {
+  it('events list and get show the kept events, newest first (--oldest-first turns them, --json too)', async () => {
     const l = await runCli(['events', 'list', '--since', '1h', '--json'], env);
     expect(l.code, both(l)).toBe(0);
-    expect(l.json.map((e: Json) => e.id)).toEqual(kept);
+    expect(l.json.map((e: Json) => e.id)).toEqual([...kept].reverse());
+    const oldest = await runCli(['events', 'list', '--since', '1h', '--json', '--oldest-first'], env);
+    expect(oldest.code, both(oldest)).toBe(0);
+    expect(oldest.json.map((e: Json) => e.id)).toEqual(kept);
+    // the table too: the newest event's line comes first, and last with --oldest-first
+    const lineOf = (out: string, id: string) => out.split('\n').findIndex((line) => line.includes(id));
+    const newestTable = (await runCli(['events', 'list'], env)).stdout;
+    const oldestTable = (await runCli(['events', 'list', '--oldest-first'], env)).stdout;
+    expect(lineOf(newestTable, kept[kept.length - 1])).toBeLessThan(lineOf(newestTable, kept[0]));
+    expect(lineOf(oldestTable, kept[0])).toBeLessThan(lineOf(oldestTable, kept[kept.length - 1]));
     const table = await runCli(['events', 'list', '--type', l.json[0].type], env);
     expect(table.code, both(table)).toBe(0);
     expect(table.stdout).toContain(l.json[0].id);
@@ -59,7 +68,7 @@ describe('svc events and webhook recovery commands', () => {
     expect(table.stdout).not.toContain(otherType.id);
     const g = await runCli(['events', 'get', kept[0]], env);
     expect(g.code, both(g)).toBe(0);
-    expect(g.json).toEqual(l.json[0]);
+    expect(g.json).toEqual(oldest.json[0]);
     const none = await runCli(['events', 'get', 'nope'], env);
     expect(none.code).toBe(1);
     expect(none.stderr).toMatch(/not found/);

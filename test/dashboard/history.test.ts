@@ -202,8 +202,9 @@ describe('dashboard: events, attempts, recover and resend', () => {
     await expectAccessible(page, 'webhook page after a failed resend');
   });
 
-  it('the Events page (in the navigation) lists the kept events, filters by type and subject prefix, and pages with "Next page"', async () => {
-    const all = (await get(api, '/v1/events?limit=500')).data as Json[];
+  it('the Events page (in the navigation) lists the kept events newest first, filters by type and subject prefix, pages with "Next page", and turns to oldest first', async () => {
+    const oldestFirst = (await get(api, '/v1/events?limit=500')).data as Json[]; // the API's order
+    const all = [...oldestFirst].reverse(); // the page's: newest first (CONTRACT 7)
     await page.goto(`${dash}/${org.org_id}`);
     await Promise.all([page.waitForURL(/\/events$/), page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Events' }).click()]);
     await expect(page.title()).resolves.toBe('Events · svc');
@@ -233,19 +234,30 @@ describe('dashboard: events, attempts, recover and resend', () => {
     await Promise.all([page.waitForURL(/since=20/), page.getByRole('button', { name: 'Filter' }).click()]);
     await expect(page.locator('#no-events').textContent()).resolves.toContain('No kept events match these filters');
 
-    // pages of 3, oldest first, give the whole list
+    // pages of 3 give the whole list, newest first; "Oldest first" turns it (kept across pages)
+    const pageThrough = async () => {
+      const paged: string[] = [];
+      for (;;) {
+        const ids = (await rowIds(page, '#events-table')) as string[];
+        expect(ids.length).toBeLessThanOrEqual(3);
+        paged.push(...ids);
+        const next = page.getByRole('link', { name: 'Next page' });
+        if (!(await next.count())) break;
+        await Promise.all([page.waitForURL(/after=/), next.click()]);
+        await expect(page.getByRole('link', { name: 'First page' }).count()).resolves.toBe(1);
+      }
+      return paged;
+    };
     await page.goto(`${dash}/${org.org_id}/events?limit=3`);
-    const paged: string[] = [];
-    for (;;) {
-      const ids = (await rowIds(page, '#events-table')) as string[];
-      expect(ids.length).toBeLessThanOrEqual(3);
-      paged.push(...ids);
-      const next = page.getByRole('link', { name: 'Next page' });
-      if (!(await next.count())) break;
-      await Promise.all([page.waitForURL(/after=/), next.click()]);
-      await expect(page.getByRole('link', { name: 'First page' }).count()).resolves.toBe(1);
-    }
-    expect(paged).toEqual(all.map((e) => e.id));
+    expect(await pageThrough()).toEqual(all.map((e) => e.id));
+    await page.goto(`${dash}/${org.org_id}/events?limit=3`);
+    await Promise.all([page.waitForURL(/order=oldest/), page.getByRole('link', { name: 'Oldest first' }).click()]);
+    expect(await pageThrough()).toEqual(oldestFirst.map((e) => e.id));
+    expect(page.url()).toContain('order=oldest');
+    await expectAccessible(page, 'events page, oldest first');
+    // and back
+    await Promise.all([page.waitForURL((u) => !u.search.includes('order=')), page.getByRole('link', { name: 'Newest first' }).click()]);
+    expect((await rowIds(page, '#events-table'))[0]).toBe(all[0].id);
 
     // a bad filter: 400, naming it
     const res = await page.goto(`${dash}/${org.org_id}/events?since=yesterday`);

@@ -175,6 +175,29 @@ describe('an admin session', () => {
     expect(mine).not.toContain('ci-deploy');
   });
 
+  it('the audit page is newest first; "Oldest first" turns it, keeping the filter, and "Newest first" turns it back', async () => {
+    const page = await pageAs(org);
+    const ids = () => page.locator('#audit tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-audit-id')));
+    const api = (await get(admin, '/v1/audit?limit=500')).data.map((e: Json) => e.id) as string[]; // oldest first (CONTRACT 4.5)
+    expect(api.length).toBeGreaterThan(3);
+    expect(api.length).toBeLessThan(100); // one page of the dashboard's
+    await page.goto(`${dash}/${org.org_id}/audit`);
+    expect(await ids()).toEqual([...api].reverse());
+    await Promise.all([page.waitForURL(/order=oldest/), page.getByRole('link', { name: 'Oldest first' }).click()]);
+    expect(await ids()).toEqual(api);
+    await expectAccessible(page, 'audit page, oldest first');
+    // a filter keeps the order
+    await page.getByLabel('Token ID').fill(oncall.token_id);
+    await Promise.all([page.waitForURL(/actor=/), page.getByRole('button', { name: 'Filter' }).click()]);
+    expect(page.url()).toContain('order=oldest');
+    const mine = (await get(admin, `/v1/audit?actor=${oncall.token_id}`)).data.map((e: Json) => e.id) as string[];
+    expect(mine.length).toBeGreaterThan(1);
+    expect(await ids()).toEqual(mine);
+    await Promise.all([page.waitForURL((u) => !u.search.includes('order=')), page.getByRole('link', { name: 'Newest first' }).click()]);
+    expect(page.url()).toContain('actor=');
+    expect(await ids()).toEqual([...mine].reverse());
+  });
+
   it('creates a token of a chosen scope on the token page; the table shows each token\'s scope', async () => {
     const page = await pageAs(org);
     await page.goto(`${dash}/${org.org_id}/settings`);

@@ -200,6 +200,14 @@ describe('svc audit list, and the database commands', () => {
     const table = await runCli(['audit', 'list', '--since', '1h'], env);
     expect(table.stdout).toMatch(/steps\.approve/);
     expect(table.stdout).toMatch(/oncall/);
+    // newest first, as the CLI prints every list of events and audit rows; --oldest-first is the API's order (CONTRACT 7)
+    const api = (await get(admin, '/v1/audit?limit=500')).data.map((e: Json) => e.id);
+    expect(api.length).toBeGreaterThan(2);
+    expect(all.json.map((e: Json) => e.id)).toEqual([...api].reverse());
+    const oldest = await runCli(['audit', 'list', '--json', '--oldest-first'], env);
+    expect(oldest.json.map((e: Json) => e.id)).toEqual(api);
+    const lines = table.stdout.split('\n');
+    expect(lines.findIndex((l) => l.includes('tokens.create') && l.includes('local'))).toBeLessThan(lines.findIndex((l) => l.includes('steps.approve')));
     const denied = await runCli(['audit', 'list'], { ...env, SVC_API_TOKEN: deployer.api_token });
     expect(denied.code).toBe(1);
     expect(denied.stderr).toMatch(/scope admin/);

@@ -1,5 +1,5 @@
-// The audit log (CONTRACT 2 "Scopes and actors"): who changed what, oldest first, filtered and paged
-// like GET /v1/audit (the same service). Admin sessions only: others get 403, and no link to it.
+// The audit log (CONTRACT 2 "Scopes and actors"): who changed what, newest first (`?order=oldest`
+// turns it, CONTRACT 7), filtered and paged like GET /v1/audit (the same service). Admin sessions only: others get 403, and no link to it.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { ForbiddenError, InvalidError } from '../../domain/errors.ts';
@@ -12,8 +12,12 @@ import { ActorName, Section, StackTable, Time } from '../ui.tsx';
 
 const FIELDS = ['since', 'until', 'actor', 'action', 'resource_id'] as const;
 
+/** The listing's order: newest first unless `?order=oldest` (the API is oldest first). */
+const oldestFirst = (c: DashContext) => c.req.query('order') === 'oldest';
+
 const Filters = ({ c, q }: { c: DashContext; q: AuditListInput }) => (
   <form method="get" action={c.get('paths').audit} class="stack" aria-label="Filter the audit log">
+    {oldestFirst(c) ? <input type="hidden" name="order" value="oldest" /> : null}
     <div>
       <label for="a_since">Since</label>
       <input type="text" id="a_since" name="since" value={q.since ?? ''} maxlength={64} placeholder="7d" aria-describedby="a-time-hint" />
@@ -35,7 +39,7 @@ const Filters = ({ c, q }: { c: DashContext; q: AuditListInput }) => (
     </div>
     <div class="actions">
       <button type="submit">Filter</button>
-      <a class="button secondary" href={c.get('paths').audit}>
+      <a class="button secondary" href={`${c.get('paths').audit}${oldestFirst(c) ? '?order=oldest' : ''}`}>
         Clear
       </a>
     </div>
@@ -44,15 +48,15 @@ const Filters = ({ c, q }: { c: DashContext; q: AuditListInput }) => (
 
 const statusText = (s: number | null) => (s === null ? 'local' : s < 400 ? `${s}` : `${s} refused`);
 
-const AuditTable = ({ entries }: { entries: AuditView[] }) => (
+const AuditTable = ({ entries, oldest }: { entries: AuditView[]; oldest: boolean }) => (
   <StackTable
     id="audit"
-    caption="Changes, oldest first"
+    caption={`Changes, ${oldest ? 'oldest' : 'newest'} first`}
     columns={['When', 'Who', 'Action', 'Resource', 'Status']}
     items={entries}
     empty="No changes match."
     row={(e) => (
-      <tr class={e.status !== null && e.status >= 400 ? 'refused' : undefined}>
+      <tr class={e.status !== null && e.status >= 400 ? 'refused' : undefined} data-audit-id={e.id}>
         <td data-label="When">
           <Time iso={e.at} />
         </td>
@@ -84,7 +88,8 @@ export function registerAudit(r: Hono<DashEnv>, ctx: AppContext) {
     const raw = Object.fromEntries(FIELDS.map((k) => [k, c.req.query(k)?.trim() || undefined]).filter(([, v]) => v !== undefined));
     const after = c.req.query('after');
     const parsed = auditListQuerySchema.safeParse({ ...raw, ...(after ? { after } : {}) });
-    const q: AuditListInput = parsed.success ? parsed.data : {};
+    const oldest = oldestFirst(c);
+    const q: AuditListInput = { ...(parsed.success ? parsed.data : {}), newest_first: !oldest };
     let page: ReturnType<typeof listAudit>;
     let error: string | null = parsed.success ? null : 'A filter is not valid; showing everything.';
     try {
@@ -92,9 +97,13 @@ export function registerAudit(r: Hono<DashEnv>, ctx: AppContext) {
     } catch (err) {
       if (!(err instanceof InvalidError)) throw err;
       error = err.message;
-      page = listAudit(ctx, s.org_id, {});
+      page = listAudit(ctx, s.org_id, { newest_first: !oldest });
     }
-    const next = page.next_cursor ? `${c.get('paths').audit}?${new URLSearchParams({ ...(raw as Record<string, string>), after: page.next_cursor })}` : null;
+    const order: Record<string, string> = oldest ? { order: 'oldest' } : {};
+    const next = page.next_cursor ? `${c.get('paths').audit}?${new URLSearchParams({ ...(raw as Record<string, string>), ...order, after: page.next_cursor })}` : null;
+    // the other order, from its first page, with the same filters
+    const turnedQuery = new URLSearchParams({ ...(raw as Record<string, string>), ...(oldest ? {} : { order: 'oldest' }) }).toString();
+    const turned = `${c.get('paths').audit}${turnedQuery ? `?${turnedQuery}` : ''}`;
     return render(c, {
       title: 'Audit log',
       current: 'audit',
@@ -111,7 +120,13 @@ export function registerAudit(r: Hono<DashEnv>, ctx: AppContext) {
             <Filters c={c} q={raw as AuditListInput} />
           </Section>
           <Section headingId="h-audit" title="Changes">
-            <AuditTable entries={page.data} />
+            <p class="hint">
+              {oldest ? 'Oldest' : 'Newest'} first.{' '}
+              <a href={turned} id="audit-order">
+                {oldest ? 'Newest first' : 'Oldest first'}
+              </a>
+            </p>
+            <AuditTable entries={page.data} oldest={oldest} />
             {next ? (
               <p>
                 <a href={next} rel="next">

@@ -39,8 +39,12 @@ const queryOf = (f: Record<string, string | undefined>) => {
   return q ? `?${q}` : '';
 };
 
+/** The listing's order: newest first unless `?order=oldest` (CONTRACT 7; the API is oldest first). */
+const oldestFirst = (c: DashContext) => c.req.query('order') === 'oldest';
+
 const FilterForm = ({ c, f }: { c: DashContext; f: Filters }) => (
   <form method="get" action={c.get('paths').events} class="stack" aria-label="Filter events">
+    {oldestFirst(c) ? <input type="hidden" name="order" value="oldest" /> : null}
     <div>
       <label for="f_since">Since</label>
       <input type="text" id="f_since" name="since" value={f.since ?? ''} maxlength={64} placeholder="2h" aria-describedby="f-time-hint" />
@@ -62,7 +66,7 @@ const FilterForm = ({ c, f }: { c: DashContext; f: Filters }) => (
     </div>
     <div class="actions">
       <button type="submit">Filter</button>
-      <a class="button secondary" href={c.get('paths').events}>
+      <a class="button secondary" href={`${c.get('paths').events}${oldestFirst(c) ? '?order=oldest' : ''}`}>
         Clear
       </a>
     </div>
@@ -71,6 +75,7 @@ const FilterForm = ({ c, f }: { c: DashContext; f: Filters }) => (
 
 const EventTable = ({ c, events }: { c: DashContext; events: CloudEventJson[] }) => (
   <StackTable
+    caption={`Kept events, ${oldestFirst(c) ? 'oldest' : 'newest'} first`}
     columns={['Time', 'Type', 'Subject', 'Event ID']}
     items={events}
     id="events-table"
@@ -102,7 +107,7 @@ function eventsPage(c: DashContext, ctx: AppContext) {
   const parsed = eventListQuerySchema.safeParse({ ...f, ...(after ? { after } : {}), ...(limit ? { limit } : {}) });
   if (!parsed.success) errors = issuesToDetails(parsed.error.issues);
   else {
-    const q: EventListInput = { ...parsed.data, limit: parsed.data.limit ?? EVENTS_PAGE };
+    const q: EventListInput = { ...parsed.data, limit: parsed.data.limit ?? EVENTS_PAGE, newest_first: !oldestFirst(c) };
     try {
       page = listEvents(ctx, c.req.param('org') ?? '', q);
     } catch (err) {
@@ -111,7 +116,10 @@ function eventsPage(c: DashContext, ctx: AppContext) {
     }
   }
   const paths = c.get('paths');
-  const keep = { ...f, ...(limit ? { limit } : {}) };
+  const oldest = oldestFirst(c);
+  const keep = { ...f, ...(limit ? { limit } : {}), ...(oldest ? { order: 'oldest' } : {}) };
+  // the other order, from its first page, with the same filters
+  const turned = queryOf({ ...f, ...(limit ? { limit } : {}), ...(oldest ? {} : { order: 'oldest' }) });
   return render(
     c,
     {
@@ -121,8 +129,12 @@ function eventsPage(c: DashContext, ctx: AppContext) {
         <>
           <h1>Events</h1>
           <p class="hint">
-            Every event emitted in this org (not test events), oldest first, kept for the event retention. Quick ranges:{' '}
-            <a href={`${paths.events}?since=1h`}>last hour</a> · <a href={`${paths.events}?since=24h`}>last 24 hours</a>.
+            Every event emitted in this org (not test events), {oldest ? 'oldest' : 'newest'} first, kept for the event retention.{' '}
+            <a href={`${paths.events}${turned}`} id="events-order">
+              {oldest ? 'Newest first' : 'Oldest first'}
+            </a>
+            . Quick ranges: <a href={`${paths.events}${queryOf({ since: '1h', ...(oldest ? { order: 'oldest' } : {}) })}`}>last hour</a> ·{' '}
+            <a href={`${paths.events}${queryOf({ since: '24h', ...(oldest ? { order: 'oldest' } : {}) })}`}>last 24 hours</a>.
           </p>
           <section aria-label="Filters">
             <FilterForm c={c} f={f} />
