@@ -26,8 +26,11 @@ interface Install {
 
 interface ConfigVersion {
   version_id: string;
+  /** the install version: 1, 2, 3 … per install */
   version: number;
   app_config_id: string;
+  /** the app config applied; its `version` is the config version (1, 2, 3 … per app) */
+  app_config?: { version?: number } | null;
   old_app_config_id?: string | null;
   workflow_id?: string | null;
   status?: string;
@@ -51,13 +54,40 @@ async function confirm(question: string): Promise<boolean> {
   }
 }
 
-/** A version as `installs diff` takes it: the number `installs versions` shows (1, 2, …) or its ver_ id. */
-async function versionIdOf(api: ApiClient, installId: string, given: string): Promise<string> {
-  if (!/^\d+$/.test(given)) return given;
-  const list = await api.get<ConfigVersion[]>(`/v1/installs/${seg(installId)}/app-config-versions`);
-  const v = (list ?? []).find((x) => x.version === Number(given));
-  if (!v) throw new ApiError(404, 'not_found', `install ${installId} has no version ${given} (svc installs versions ${installId} lists them)`);
-  return v.version_id;
+/**
+ * A version as `installs diff` takes it (CONTRACT 7): `version:N` or a bare N, the install version
+ * (`installs versions` shows it); `config:N`, the config version (the app's config vN; applied more
+ * than once, its latest install version); anything else, a `ver_` id. Checked before any request.
+ */
+type VersionRef = { by: 'version' | 'config'; n: number } | { by: 'id'; id: string };
+
+function versionRef(given: string): VersionRef {
+  const m = /^(?:(version|config):)?(.*)$/.exec(given.trim())!;
+  const [, kind, rest] = m;
+  if (!kind && !/^\d+$/.test(rest)) return { by: 'id', id: given };
+  if (!/^[1-9]\d{0,8}$/.test(rest)) throw new UsageError(`version ${JSON.stringify(given)}: version:N (the install version), config:N (the config version), a bare N (the install version) or a ver_ id`);
+  return { by: kind === 'config' ? 'config' : 'version', n: Number(rest) };
+}
+
+/** The config version of an app config applied to this install (`config v3`), as its versions show it. */
+function configLabel(list: ConfigVersion[], appConfigId: string | null | undefined): string | null {
+  if (!appConfigId) return null;
+  const n = list.find((v) => v.app_config_id === appConfigId && typeof v.app_config?.version === 'number')?.app_config?.version;
+  return n === undefined ? null : `config v${n}`;
+}
+
+function pickVersion(list: ConfigVersion[], installId: string, ref: VersionRef): ConfigVersion | undefined {
+  if (ref.by === 'id') return list.find((v) => v.version_id === ref.id);
+  const hint = `(svc installs versions ${installId} lists them)`;
+  if (ref.by === 'version') {
+    const v = list.find((x) => x.version === ref.n);
+    if (!v) throw new ApiError(404, 'not_found', `install ${installId} has no version ${ref.n} ${hint}`);
+    return v;
+  }
+  // config:N applied more than once: its latest install version
+  const applied = list.filter((x) => x.app_config?.version === ref.n).sort((a, b) => b.version - a.version);
+  if (!applied.length) throw new ApiError(404, 'not_found', `install ${installId} never had config v${ref.n} applied ${hint}`);
+  return applied[0];
 }
 
 function registerInstalls(program: Command): void {
@@ -77,27 +107,51 @@ function registerInstalls(program: Command): void {
     const [id] = run.args;
     const list = await run.api().get<ConfigVersion[]>(`/v1/installs/${seg(id)}/app-config-versions`);
     if (run.json) return printJson(list);
+    const all = list ?? [];
+    // VERSION is the install's (1, 2, 3 … each config applied); CONFIG the app's config version applied (its config vN)
     printTable(
-      ['version', 'version_id', 'app_config_id', 'old_app_config_id', 'status', 'workflow_id', 'created_at'],
-      (list ?? []).map((v) => [v.version, v.version_id, v.app_config_id, v.old_app_config_id, v.status, v.workflow_id, v.created_at]),
+      ['version', 'config', 'version_id', 'app_config_id', 'from', 'old_app_config_id', 'status', 'workflow_id', 'created_at'],
+      all.map((v) => [v.version, configLabel(all, v.app_config_id), v.version_id, v.app_config_id, configLabel(all, v.old_app_config_id), v.old_app_config_id, v.status, v.workflow_id, v.created_at]),
       'no versions',
     );
   });
 
-  handle(leaf(installs, 'diff <install_id> <version>', 'show what an app config version changed (its number, as `installs versions` shows it, or its ver_ id)'), async (run) => {
-    const [id, given] = run.args;
-    const version = await versionIdOf(run.api(), id, given);
-    const d = await run.api().get<DiffLike & { version_id?: string; from_app_config_id?: string | null; to_app_config_id?: string }>(
-      `/v1/installs/${seg(id)}/app-config-versions/${seg(version)}/diff`,
-    );
-    if (run.json) return printJson(d);
-    printFields([
-      ['version_id', d.version_id ?? version],
-      ['from', d.from_app_config_id ?? '(none)'],
-      ['to', d.to_app_config_id],
-    ]);
-    println(formatDiff(d));
-  });
+  handle(
+    leaf(installs, 'diff <install_id> <version>', 'show what one of the install\'s versions changed (VERSION: version:N, config:N, N or a ver_ id)').addHelpText(
+      'after',
+      [
+        '',
+        'VERSION is one of:',
+        '  version:N or N   the install version: the VERSION column of `svc installs versions`',
+        '                   (1, 2, 3 … one per config applied to the install)',
+        '  config:N         the config version: the CONFIG column (the app\'s config vN);',
+        '                   applied more than once, its latest install version',
+        '  ver_…            a version id (VERSION_ID)',
+      ].join('\n'),
+    ),
+    async (run) => {
+      const [id, given] = run.args;
+      const ref = versionRef(given);
+      const list = (await run.api().get<ConfigVersion[]>(`/v1/installs/${seg(id)}/app-config-versions`)) ?? [];
+      const picked = pickVersion(list, id, ref);
+      const version = picked?.version_id ?? (ref.by === 'id' ? ref.id : '');
+      const d = await run.api().get<DiffLike & { version_id?: string; from_app_config_id?: string | null; to_app_config_id?: string }>(
+        `/v1/installs/${seg(id)}/app-config-versions/${seg(version)}/diff`,
+      );
+      if (run.json) return printJson(d);
+      const named = (cfg: string | null | undefined) => {
+        const label = configLabel(list, cfg);
+        return cfg ? (label ? `${label} (${cfg})` : cfg) : '(none)';
+      };
+      printFields([
+        ...(picked ? [['version', picked.version] as [string, unknown]] : []),
+        ['version_id', d.version_id ?? version],
+        ['from', named(d.from_app_config_id)],
+        ['to', named(d.to_app_config_id)],
+      ]);
+      println(formatDiff(d));
+    },
+  );
 
   handle(
     leaf(installs, 'rollback <install_id>', 'apply an (earlier) app config to an install; shows the plan first')

@@ -226,6 +226,15 @@ describe('requests and error mapping (recording server)', () => {
         const b = JSON.parse(r.body);
         return b.plan_only ? { status: 200, body: { plan: PLAN, applied: false } } : { status: 201, body: { plan: PLAN, applied: true, workflow_id: 'wf_9', version_id: 'ver_9' } };
       }
+      if (u === '/v1/installs/inst_1/app-config-versions') {
+        return {
+          status: 200,
+          body: [
+            { version: 2, version_id: 'ver_9', app_config_id: 'cfg_1', old_app_config_id: 'cfg_2', app_config: { version: 1 } },
+            { version: 1, version_id: 'ver_1', app_config_id: 'cfg_2', old_app_config_id: null, app_config: { version: 2 } },
+          ],
+        };
+      }
       if (u === '/v1/installs/inst_1/app-config-versions/ver_9/diff') return { status: 200, body: { version_id: 'ver_9', from_app_config_id: 'cfg_2', to_app_config_id: 'cfg_1', ...PLAN } };
       if (u === '/v1/apps/app_1/branches/br_1/runs') return { status: 201, body: { run_id: 'run_1', workflow_id: 'wf_b' } };
       if (u.startsWith('/v1/workflows/wf_b/steps/')) return { status: 200, body: { step_id: 'st_2', name: 'plan install group: canary', idx: 1, status: 'succeeded', approval: { status: 'approved', note: 'ok' } } };
@@ -420,6 +429,8 @@ describe('requests and error mapping (recording server)', () => {
     expect(r.stdout).toMatch(/~ api/);
     expect(r.stdout).toMatch(/values\.image: "api:2" -> "api:1"/);
     expect(r.stdout).toMatch(/= db/);
+    expect(r.stdout).toMatch(/from:\s+config v2 \(cfg_2\)/);
+    expect(r.stdout).toMatch(/to:\s+config v1 \(cfg_1\)/);
   });
 
   it('branches run, workflows get/approve/reject', async () => {
@@ -659,6 +670,17 @@ describe('against a real svc serve', () => {
     expect(versions[0]).toMatchObject({ version_id, app_config_id: v1.app_config_id, old_app_config_id: v2.app_config_id, workflow_id });
     const plainVersions = await cli(['installs', 'versions', id], env);
     expect(plainVersions.stdout).toContain(version_id);
+    // install version 2 applied config v1 (from config v2); version 1 config v2
+    expect(plainVersions.stdout).toMatch(new RegExp(`^2\\s+config v1\\s+${version_id}\\s+${v1.app_config_id}\\s+config v2\\s+${v2.app_config_id}\\s`, 'm'));
+    expect(plainVersions.stdout).toMatch(new RegExp(`^1\\s+config v2\\s+ver_\\w+\\s+${v2.app_config_id}\\s`, 'm'));
+    for (const given of ['2', 'version:2', 'config:1']) {
+      const d = await cli(['installs', 'diff', id, given], env);
+      expect(d.code, `${given}: ${both(d)}`).toBe(0);
+      expect(d.stdout).toMatch(new RegExp(`version_id:\\s+${version_id}`));
+      expect(d.stdout).toMatch(/from:\s+config v2 /);
+      expect(d.stdout).toContain('values.image: "api:2" -> "api:1"');
+    }
+    expect((await cli(['installs', 'diff', id, 'config:2'], env)).stdout).toMatch(/to:\s+config v2 /);
 
     const diff = await cli(['installs', 'diff', id, version_id], env);
     expect(diff.code, both(diff)).toBe(0);
