@@ -55,6 +55,9 @@ const server = await startServer(
     natsCreds: null,
     deliveryThreads: null,
     maxWebhooksPerOrg: 1_000_000,
+    apiQueuePerOrg: 0,
+    ingestRatePerOrg: 0,
+    maxEventsPerOrg: 0,
   },
   { logger: pino({ level: 'silent' }) },
 );

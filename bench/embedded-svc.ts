@@ -61,6 +61,10 @@ const config: ServeConfig = {
   deliveryThreads: null,
   maxWebhooksPerOrg: limits.LIMITS?.webhooksPerOrg ?? 10_000,
   eventRetentionMs: defaults.DEFAULT_EVENT_RETENTION_MS ?? 7 * 86_400_000,
+  // CONTRACT §8's per-org shares lifted: nothing the bench measures is limited by them
+  apiQueuePerOrg: 0,
+  ingestRatePerOrg: 0,
+  maxEventsPerOrg: 0,
 };
 
 const server = await startServer(config);

@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { runIngestPhase, svcCpuPids, type IngestResult } from './harness.ts';
-import { sleep, spawnChild, startNats, stopChild, type Child, type Nats } from './procs.ts';
+import { sleep, spawnChild, startNats, stopChild, UNLIMITED_ORG_ENV, type Child, type Nats } from './procs.ts';
 
 const [dirA, dirB] = process.argv.slice(2, 4).map((d) => path.resolve(d));
 if (!dirA || !dirB) throw new Error('usage: npx tsx bench/ingest-ab.ts DIR_A DIR_B [pairs] [facts]');
@@ -38,12 +38,15 @@ interface Side {
 
 async function side(name: string, root: string): Promise<Side> {
   const bin = path.join(root, 'bin', 'svc.mjs');
-  const env = Object.fromEntries(
-    (process.env[`AB_${name}_ENV`] ?? '')
-      .split(/\s+/)
-      .filter(Boolean)
-      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-  );
+  const env: Record<string, string> = {
+    ...UNLIMITED_ORG_ENV,
+    ...Object.fromEntries(
+      (process.env[`AB_${name}_ENV`] ?? '')
+        .split(/\s+/)
+        .filter(Boolean)
+        .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+    ),
+  };
   const db = path.join(tmp, `${name}.db`);
   const out = execFileSync(process.execPath, [bin, 'orgs', 'create', '--name', `ab-${name}`, '--db', db], { cwd: root, env: { ...process.env, ...env } }).toString();
   const orgId = (JSON.parse(out.trim().split('\n').pop() ?? '{}') as { org_id: string }).org_id;

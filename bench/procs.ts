@@ -21,6 +21,11 @@ const SVC_BIN = path.join(SVC_ROOT, 'bin', 'svc.mjs');
 export const SVC_NODE_ARGS = (process.env.BENCH_SVC_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
 /** More options for every `svc serve` (e.g. `--event-retention 0`), after the bench's own. */
 export const SVC_SERVE_ARGS = (process.env.BENCH_SVC_SERVE_ARGS ?? '').split(/\s+/).filter(Boolean);
+/**
+ * The per-org shares of CONTRACT §8 lifted (API queue, fact rate, events kept): nothing the bench
+ * measures is limited by them. Given as variables, which a build from before them ignores.
+ */
+export const UNLIMITED_ORG_ENV = { SVC_API_QUEUE_PER_ORG: '0', SVC_INGEST_RATE_PER_ORG: '0', SVC_MAX_EVENTS_PER_ORG: '0' };
 
 const children = new Set<ChildProcess>();
 process.once('exit', () => {
@@ -172,7 +177,7 @@ export async function startSvcServe(o: { natsUrl: string; db: string; logFile: s
   const c = await spawnChild(
     'svc serve',
     [...SVC_NODE_ARGS, SVC_BIN, 'serve', '--nats', o.natsUrl, '--db', o.db, '--port', '0', '--no-local-runner', '--allow-private-targets', '--drift-interval', 'off', ...(o.extra ?? []), ...SVC_SERVE_ARGS],
-    {},
+    UNLIMITED_ORG_ENV,
     (l) => l.includes('listening on'),
     o.logFile,
   );

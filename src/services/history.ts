@@ -117,6 +117,20 @@ const eventJson = (e: StoredEvent): CloudEventJson => JSON.parse(e.body) as Clou
 
 /** GET /v1/events: the org's kept events, oldest first (newest first with `newest_first`, the dashboard's). */
 export function listEvents(ctx: AppContext, orgId: string, q: EventListInput): Page<CloudEventJson> {
+  return eventPage(ctx, orgId, q, eventJson);
+}
+
+/**
+ * The same page as JSON text, each event's stored text as it is (the CloudEvent exactly as
+ * delivered): no parse and no stringify of what was serialised when it was stored. A page of 500
+ * events costs the engine's thread a fraction of what the parsed page does (CONTRACT §8).
+ */
+export function listEventsJsonText(ctx: AppContext, orgId: string, q: EventListInput): string {
+  const page = eventPage(ctx, orgId, q, (e) => e.body);
+  return `{"data":[${page.data.join(',')}],"next_cursor":${JSON.stringify(page.next_cursor)}}`;
+}
+
+function eventPage<T>(ctx: AppContext, orgId: string, q: EventListInput, map: (e: StoredEvent) => T): Page<T> {
   const now = ctx.clock.now();
   const kept = keptSince(ctx);
   const since = q.since !== undefined ? Math.max(kept, timeBound(q.since, now, 'since')) : kept;
@@ -135,7 +149,7 @@ export function listEvents(ctx: AppContext, orgId: string, q: EventListInput): P
   });
   const more = rows.length > limit;
   const page = more ? rows.slice(0, limit) : rows;
-  return { data: page.map(eventJson), next_cursor: more ? sealCursor(ctx.db, eventsScope(orgId, q.newest_first), page[page.length - 1].seq) : null };
+  return { data: page.map(map), next_cursor: more ? sealCursor(ctx.db, eventsScope(orgId, q.newest_first), page[page.length - 1].seq) : null };
 }
 
 function mustGetEvent(ctx: AppContext, orgId: string, eventId: string): StoredEvent {

@@ -3,6 +3,8 @@
 import type { OrgCreds } from './service.ts';
 
 export interface DashboardSession {
+  /** the session's cookie (`svc_session=…`), for a client in another process */
+  cookie: string;
   /** GET a dashboard path (relative to the dashboard URL) with the session cookie; redirects are not followed. */
   get(p: string): Promise<Response>;
   /** POST a form to a dashboard path with the session cookie and the CSRF token of the page at `formPage`. */
@@ -32,6 +34,7 @@ export async function dashboardSession(dash: string, org: OrgCreds): Promise<Das
   if (!session) throw new Error(`sign-in failed: HTTP ${res.status}`);
   const get = (p: string) => fetch(dash + p, { redirect: 'manual', headers: { cookie: session } });
   return {
+    cookie: session,
     get,
     async submit(formPage, p, form) {
       const page = await get(formPage);

@@ -16,7 +16,7 @@ import { startIngest } from '../../src/ingest/ingest.ts';
 import { EngineWorld, logger } from '../helpers/engine.ts';
 import { startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { figures, producer, type Figures } from '../helpers/ingest-producer.ts';
+import { figures, producer, type Figures } from '../helpers/load-process.ts';
 
 /** what CONTRACT §8 allows another org's flood to cost */
 const BOUND_MS = 100;

@@ -3,7 +3,7 @@
 // `{"ok": false, "error": "rate_limited", "retry_after_ms": N}` (counted svc_rate_limited_total
 // {what="ingest"}), A gets no more than its burst and its rate, and B's answers stay within 100 ms,
 // all ok, in every one of RUNS runs. Real NATS and a real engine on a file store, a fresh one each
-// run; each producer in a process of its own (test/helpers/ingest-producer.ts), A's at a lower
+// run; each producer in a process of its own (test/helpers/load-process.ts), A's at a lower
 // priority. The rate is low (500 facts/s) so that the test is cheap.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +13,7 @@ import { createNatsBus, type NatsBus } from '../../src/bus/nats-connection.ts';
 import { startIngest } from '../../src/ingest/ingest.ts';
 import { BURST_SECONDS } from '../../src/ingest/org-rate.ts';
 import { EngineWorld, logger } from '../helpers/engine.ts';
-import { figures, producer, type Figures } from '../helpers/ingest-producer.ts';
+import { figures, producer, type Figures } from '../helpers/load-process.ts';
 import { startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { waitFor } from '../helpers/wait.ts';
 

@@ -11,6 +11,7 @@ import { fleetRollbackSchema, vetoSchema } from '../../http/schemas.ts';
 import { issuesToDetails } from '../../http/validation.ts';
 import { listApps, listConfigs, mustGetApp, unvetoConfig, vetoConfig } from '../../services/catalog.ts';
 import { listInstalls } from '../../services/installs.ts';
+import { getInstallById } from '../../../store/installs.ts';
 import { planFleetRollbackInTurns, rollBackFleet, type FleetRollbackInput } from '../../services/rollback.ts';
 import { listAppRollouts } from '../../services/rollouts.ts';
 import { configNamer } from '../config-namer.ts';
@@ -229,13 +230,14 @@ interface PlanPageData {
 
 /** The plan: per group, per install the move and its diff; the installs left out and why; then apply with gate options. */
 /** Installs a fleet-rollback plan page shows at most (each with its diff), shared between its groups. */
-const PLAN_INSTALLS_SHOWN = 200;
+const PLAN_INSTALLS_SHOWN = 100;
 
 function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, errors }: PlanPageData, status: 200 | 400 | 409 = 200) {
   const orgId = c.req.param('org')!;
   const paths = c.get('paths');
   const configName = configNamer(ctx, orgId);
-  const installNames = new Map(listInstalls(ctx, orgId).map((i) => [i.install_id, i.name]));
+  const skippedShown = plan.skipped.slice(0, PLAN_INSTALLS_SHOWN);
+  const installNames = new Map(skippedShown.map((s) => [s.install_id, getInstallById(ctx.db, s.install_id)?.name]));
   // per group, its installs in plan order; a page shows at most PLAN_INSTALLS_SHOWN of them in all
   // (rendering a thousand diffs would hold the engine's thread past CONTRACT §8's 50 ms, and nobody reads them)
   const byGroup = new Map<string, FleetPlan['installs']>();
@@ -309,7 +311,7 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
           <Section headingId="h-skipped" title={`Skipped (${plan.skipped.length})`}>
             {plan.skipped.length ? (
               <ul class="skipped">
-                {plan.skipped.map((s) => (
+                {skippedShown.map((s) => (
                   <li>
                     <a href={paths.install(s.install_id)}>{installNames.get(s.install_id) ?? s.install_id}</a>: {s.reason}
                   </li>
