@@ -65,8 +65,12 @@ export function registerWorkerCommand(program: Command): void {
         readiness.stopping();
         logger.info({ signal }, 'draining');
         systemClock.setTimeout(() => process.exit(1), opts.deliveryTimeout + 15_000); // a drain that hangs
+        const t0 = systemClock.now();
         await plane.drain();
         await nc.drain().catch(() => nc.close());
+        // the final line (issue 56): deliveries in flight finished, nothing left unacknowledged
+        logger.info({ signal, ms: systemClock.now() - t0 }, 'drained');
+        logger.flush();
         process.exit(0);
       };
       process.on('SIGTERM', () => void shutdown('SIGTERM'));
