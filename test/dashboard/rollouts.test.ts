@@ -357,9 +357,16 @@ describe('change windows on the app page', () => {
     await post(api, `/v1/workflows/${W}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
     await waitStep(api, W, `wait for change window: ${x.name}`, 'started');
     await waitFor(async () => (await get(api, `/v1/installs/${y.install_id}`)).app_config_id === v2.app_config_id, 15_000, 'the free install on v2');
-    await page.goto(`${dash}/${org.org_id}/workflows/${W}`);
     const picture = page.locator('.run-picture svg');
-    await expect(picture.getAttribute('aria-label')).resolves.toBe('Installs by group: all: 1 waiting for window, 1 succeeded');
+    // the free install's config is applied a moment before its deploy step is recorded as succeeded
+    await waitFor(
+      async () => {
+        await page.goto(`${dash}/${org.org_id}/workflows/${W}`);
+        return (await picture.getAttribute('aria-label')) === 'Installs by group: all: 1 waiting for window, 1 succeeded';
+      },
+      15_000,
+      'the run picture with the free install succeeded',
+    );
     await expect(picture.locator('rect', { has: page.locator('title', { hasText: `${x.name}: waiting for window` }) }).getAttribute('fill')).resolves.toBe('#7c3aed');
     await expect(page.locator('.window-wait').textContent()).resolves.toContain(`Held by change window ${w.window_id}`);
     await screenshot(page, 'rollout-window-wait');
