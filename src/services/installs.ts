@@ -49,6 +49,16 @@ export function mustGetInstall(ctx: AppContext, orgId: string, installId: string
   return i;
 }
 
+/** Install names by id, of the org's installs among `ids` (a page names a few installs without reading them all). */
+export function installNames(ctx: AppContext, orgId: string, ids: readonly string[]): Map<string, string> {
+  const names = new Map<string, string>();
+  for (const id of ids) {
+    const i = getInstall(ctx.db, orgId, id);
+    if (i) names.set(id, i.name);
+  }
+  return names;
+}
+
 export function listInstalls(ctx: AppContext, orgId: string): InstallView[] {
   return dbListInstalls(ctx.db, orgId).map((i) => installView(ctx, i));
 }

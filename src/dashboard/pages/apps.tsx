@@ -10,8 +10,7 @@ import { GATE_VERDICTS } from '../../domain/rollout.ts';
 import { fleetRollbackSchema, vetoSchema } from '../../http/schemas.ts';
 import { issuesToDetails } from '../../http/validation.ts';
 import { listApps, listConfigs, mustGetApp, unvetoConfig, vetoConfig } from '../../services/catalog.ts';
-import { listInstalls } from '../../services/installs.ts';
-import { getInstallById } from '../../../store/installs.ts';
+import { installNames as installNamesById, listInstalls } from '../../services/installs.ts';
 import { planFleetRollbackInTurns, rollBackFleet, type FleetRollbackInput } from '../../services/rollback.ts';
 import { listAppRollouts } from '../../services/rollouts.ts';
 import { configNamer } from '../config-namer.ts';
@@ -237,7 +236,7 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
   const paths = c.get('paths');
   const configName = configNamer(ctx, orgId);
   const skippedShown = plan.skipped.slice(0, PLAN_INSTALLS_SHOWN);
-  const installNames = new Map(skippedShown.map((s) => [s.install_id, getInstallById(ctx.db, s.install_id)?.name]));
+  const installNames = installNamesById(ctx, orgId, skippedShown.map((s) => s.install_id));
   // per group, its installs in plan order; a page shows at most PLAN_INSTALLS_SHOWN of them in all
   // (rendering a thousand diffs would hold the engine's thread past CONTRACT §8's 50 ms, and nobody reads them)
   const byGroup = new Map<string, FleetPlan['installs']>();
