@@ -6,7 +6,8 @@ import type { RelayFault } from '../handoff/outbox-relay.ts';
 import { UsageError } from './exit-errors.ts';
 import { lockStore, type StoreLock } from '../../store/lock.ts';
 import type { RunningServer } from '../server.ts';
-import { StartAbortedError } from '../start-errors.ts';
+import net from 'node:net';
+import { PortInUseError, StartAbortedError } from '../start-errors.ts';
 import { collectEagerly } from './heap.ts';
 import { parseNatsUrls } from '../bus/nats-url.ts';
 
@@ -117,6 +118,9 @@ export function registerServeCommand(program: Command): void {
       };
       process.on('SIGTERM', () => void shutdown('SIGTERM'));
       process.on('SIGINT', () => void shutdown('SIGINT'));
+      // A taken port is refused at once (CONTRACT 8), before the start's work: bound for a moment
+      // and let go. Taken between this and the server's own listen, the start fails there as well.
+      await refuseTakenPort(config.port, config.host);
       // One `svc serve` per database (CONTRACT 1): refused here, before anything opens the store
       lock = lockStore(config.db);
       started = import('../server.ts').then(({ startServer }) => startServer(config, { relayFault: relayFaultFromEnv(), signal: abort.signal }));
@@ -131,6 +135,16 @@ export function registerServeCommand(program: Command): void {
         throw err;
       }
     });
+}
+
+/** Throw PortInUseError when another process listens on host:port (port 0 picks a free one: nothing to check). */
+function refuseTakenPort(port: number, host: string): Promise<void> {
+  if (port === 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' ? reject(new PortInUseError(port, { cause: err })) : resolve()));
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
+  });
 }
 
 function toConfig(opts: ServeOptions, cmd: Command): ServeConfig {
