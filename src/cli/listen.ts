@@ -1,10 +1,14 @@
-// `svc listen`: a local webhook receiver for development (like `stripe listen`). Prints one line
-// per delivered event. With --secret (or --secret-file) it checks X-Svc-Signature and the Standard
-// Webhooks webhook-signature (either secret form; any listed v1 signature may verify), and accepts
-// only a valid webhook-signature with a webhook-timestamp within 5 minutes of now (X-Svc-Signature
-// alone signs no time: a replay could not be told apart); it answers 401 otherwise, and says which
-// signature(s) verified. With --forward-to, every accepted delivery is POSTed on
-// to that URL with its body and headers unchanged, and the answer's status is printed and
+// `svc listen`: a local webhook receiver for development (like `stripe listen`), on port 9000
+// unless --port says otherwise. Prints one line per delivery of at most 160 characters
+// (src/cli/listen-line.ts: time, path, short type, subject, sequence, a recovery/resend/example
+// mark, what it is about), warns when an ordering key's sequence skips; --json prints each whole
+// event, --verbose adds the request headers (signatures cut to 8 characters). With --secret (or
+// --secret-file) it checks X-Svc-Signature and the Standard Webhooks webhook-signature (either
+// secret form; any listed v1 signature may verify), and accepts only a valid webhook-signature
+// with a webhook-timestamp within 5 minutes of now (X-Svc-Signature alone signs no time: a replay
+// could not be told apart); it answers 401 otherwise, and says which signature(s) verified when
+// it is not both with the first listed one. With --forward-to, every accepted delivery is POSTed
+// on to that URL with its body and headers unchanged, and the answer's status is printed and
 // returned to the sender. With --verdict, it answers a run's verification requests
 // (com.svc.rollout.verification.v1, CONTRACT 4.3) with that verdict, so that a walkthrough can gate
 // a rollout on it.
@@ -16,6 +20,7 @@ import { checkDelivery, signingKeys, TIMESTAMP_TOLERANCE_S, WEBHOOK_SIGNATURE_HE
 import { systemClock, type Clock } from '../domain/clock.ts';
 import { readSecret } from './webhook-inputs.ts';
 import { UsageError } from './exit-errors.ts';
+import { cutEnd, cutMiddle, deliveryLine, deliveryMark, headerLines, MAX_LINE, requestPath, SequenceWatch } from './listen-line.ts';
 
 export interface LineSink {
   write(chunk: string): unknown;
@@ -33,6 +38,8 @@ export interface ListenerOptions {
   forwardTimeoutMs?: number;
   /** Print each event as one JSON line instead of a summary line. */
   json?: boolean;
+  /** Print the request's headers after each delivery (signature values cut to their first 8 characters). */
+  verbose?: boolean;
   /** Where event lines go (default process.stdout). */
   out?: LineSink;
   /** Where diagnostics go (default process.stderr); with json, also the `listening on` line. */
@@ -78,48 +85,6 @@ export interface Listener {
   /** Every request answered so far, in order. */
   received: ReceivedEvent[];
   close(): Promise<void>;
-}
-
-type Json = Record<string, unknown>;
-const obj = (v: unknown): Json | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Json) : undefined);
-const text = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);
-
-/**
- * What a person reading along needs of an event's data, as `key: value` parts: the workflow's type,
- * the step's name, the install and component it acts on, a health verdict and its reason, the
- * error of a failed outcome, and the URL that answers an approval request.
- */
-export function eventDetails(ev: Json | undefined): string[] {
-  const d = obj(ev?.data);
-  if (!d) return [];
-  const wf = obj(d.workflow);
-  const step = obj(d.step);
-  const health = obj(d.health);
-  const rollout = obj(d.rollout);
-  const out: string[] = [];
-  if (wf && !step && text(wf.type)) out.push(`workflow: ${text(wf.type)}`);
-  if (step && text(step.name)) out.push(`step: ${JSON.stringify(step.name)}`);
-  const install = text(d.install_id) ?? (wf?.owner_type === 'installs' ? text(wf.owner_id) : undefined) ?? text(rollout?.install_id);
-  if (install) out.push(`install: ${install}`);
-  const component = text(step?.component_id) ?? text(d.component_id) ?? text(health?.component_id);
-  if (component) out.push(`component: ${component}`);
-  if (health && text(health.verdict)) out.push(`verdict: ${text(health.verdict)}${text(health.reason) ? ` (${text(health.reason)})` : ''}`);
-  const error = text(obj(d.outcome)?.error);
-  if (error) out.push(`error: ${JSON.stringify(error)}`);
-  const url = text(obj(d.approval)?.url);
-  if (url) out.push(`approve or reject: ${url}`);
-  if (rollout && text(rollout.group) && typeof rollout.attempt === 'number') out.push(`verification of group ${text(rollout.group)}, attempt ${rollout.attempt}`);
-  return out;
-}
-
-/** The summary line of an event: time, type, subject, what it is about (eventDetails), interest slugs. */
-export function formatEventLine(ev: Record<string, unknown> | undefined, mark?: string): string {
-  const str = (v: unknown) => (typeof v === 'string' && v ? v : '-');
-  const slugs = Array.isArray(ev?.interests) ? (ev.interests as unknown[]).map(String).join(' ') : '';
-  const parts = [str(ev?.time ?? new Date().toISOString()), str(ev?.type), str(ev?.subject), ...eventDetails(ev)];
-  if (slugs) parts.push(`[${slugs}]`);
-  if (mark) parts.unshift(mark);
-  return parts.join('  ');
 }
 
 const ORDINALS = ['1st', '2nd', '3rd'];
@@ -241,6 +206,9 @@ interface Receiver {
   forwardTo: string | null;
   forwardTimeoutMs: number;
   json: boolean;
+  verbose: boolean;
+  /** The highest sequence seen per ordering key (its warning when one skips). */
+  sequences: SequenceWatch;
   out: LineSink;
   errOut: LineSink;
   clock: Clock;
@@ -250,7 +218,7 @@ interface Receiver {
 }
 
 /** Event lines: stdout, or stderr when stdout carries the JSON lines. */
-const note = (r: Receiver, line: string) => (r.json ? r.errOut : r.out).write(`${line}\n`);
+const note = (r: Receiver, line: string) => (r.json ? r.errOut : r.out).write(`${cutEnd(line, MAX_LINE)}\n`);
 
 function answer(res: http.ServerResponse, status: number, body?: Record<string, unknown>): void {
   if (body) {
@@ -262,17 +230,37 @@ function answer(res: http.ServerResponse, status: number, body?: Record<string, 
   }
 }
 
+/**
+ * What verified, for the line: nothing when both headers did with the first listed signature (with
+ * --secret every line printed as a delivery verified; the listening line says so), else which did
+ * (`verified: webhook-signature (2nd of 2)` in a rotation's overlap).
+ */
+function verifiedMark(verified: string[]): string {
+  if (!verified.length) return '';
+  if (verified.length === 2 && verified[0] === SIGNATURE_HEADER && verified[1] === WEBHOOK_SIGNATURE_HEADER) return '';
+  return `verified: ${verified.join(', ')}`;
+}
+
+/** With --verbose, the request's headers (after its line, or on stderr beside --json). */
+function printHeaders(r: Receiver, req: http.IncomingMessage): void {
+  if (r.verbose) for (const line of headerLines(req.rawHeaders)) note(r, line);
+}
+
 /** Print an accepted delivery, then answer 204 or forward it and answer with the forward's status. */
-async function accept(r: Receiver, req: http.IncomingMessage, res: http.ServerResponse, rec: ReceivedEvent, verified: string): Promise<void> {
+async function accept(r: Receiver, req: http.IncomingMessage, res: http.ServerResponse, rec: ReceivedEvent, at: number): Promise<void> {
   r.received.push(rec);
   const verdict = r.verdict && rec.event?.type === VERIFICATION_TYPE ? r.verdict : null;
-  const answered = verdict ? `  answered: ${verdict}` : '';
+  const mark = deliveryMark(req.headers, rec.event);
   if (r.json) {
     r.out.write(`${JSON.stringify(rec.event)}\n`);
-    if (verified || verdict) r.errOut.write(`${String(rec.event?.id ?? '-')}  ${verified}${answered}\n`);
+    const verified = rec.verified.length ? `verified: ${rec.verified.join(', ')}` : '';
+    if (verified || verdict) r.errOut.write(`${String(rec.event?.id ?? '-')}  ${[verified, verdict ? `answered: ${verdict}` : ''].filter(Boolean).join('  ')}\n`);
   } else {
-    r.out.write(`${formatEventLine(rec.event)}${verified ? `  ${verified}` : ''}${answered}\n`);
+    r.out.write(`${deliveryLine({ at, path: requestPath(req.url), event: rec.event, mark, trailer: [verifiedMark(rec.verified), verdict ? `answered: ${verdict}` : ''] })}\n`);
   }
+  printHeaders(r, req);
+  const skipped = r.sequences.see(rec.event, mark !== undefined);
+  if (skipped) note(r, skipped);
   if (verdict) {
     rec.status = 200;
     return answer(res, 200, { verdict });
@@ -282,14 +270,14 @@ async function accept(r: Receiver, req: http.IncomingMessage, res: http.ServerRe
   if (f.status !== undefined) {
     rec.status = f.status;
     rec.forwarded = { status: f.status, duration_ms: f.duration_ms };
-    note(r, `  -> ${r.forwardTo}: ${f.status} (${f.duration_ms} ms)`);
+    note(r, `  -> ${cutMiddle(r.forwardTo, 96)}: ${f.status} (${f.duration_ms} ms)`);
     res.writeHead(f.status, f.contentType && f.body?.length ? { 'content-type': f.contentType } : {});
     res.end(f.body);
     return;
   }
   rec.status = f.timedOut ? 504 : 502;
   rec.forwarded = { error: f.error, duration_ms: f.duration_ms };
-  note(r, `  -> ${r.forwardTo}: failed, ${f.error} (answered ${rec.status})`);
+  note(r, `  -> ${cutMiddle(r.forwardTo, 64)}: failed, ${f.error} (answered ${rec.status})`);
   answer(res, rec.status, { error: f.timedOut ? 'gateway_timeout' : 'bad_gateway', message: `forwarding failed: ${f.error}` });
 }
 
@@ -306,6 +294,7 @@ function parseEvent(raw: Buffer): Record<string, unknown> | undefined {
 
 /** One whole request body: checked (signatures, JSON), then accepted or refused (401, 400). */
 function receive(r: Receiver, req: http.IncomingMessage, res: http.ServerResponse, raw: Buffer): void {
+  const at = r.clock.now();
   const event = parseEvent(raw);
   let signature: ReceivedEvent['signature'] = 'unchecked';
   let verified: string[] = [];
@@ -319,7 +308,8 @@ function receive(r: Receiver, req: http.IncomingMessage, res: http.ServerRespons
     if (!c.ok) {
       const why = refusal(c, signature);
       r.received.push({ event, raw, headers: req.headers, signature, verified, status: 401 });
-      note(r, formatEventLine(event, why.mark));
+      note(r, deliveryLine({ at, path: requestPath(req.url), event, refusal: why.mark }));
+      printHeaders(r, req);
       return answer(res, 401, { error: 'unauthorized', message: why.message });
     }
   }
@@ -329,7 +319,7 @@ function receive(r: Receiver, req: http.IncomingMessage, res: http.ServerRespons
     return answer(res, 400, { error: 'invalid_request', message: 'body is not a JSON object' });
   }
   const rec: ReceivedEvent = { event, raw, headers: req.headers, signature, verified, status: 204 };
-  accept(r, req, res, rec, verified.length ? `verified: ${verified.join(', ')}` : '').catch((err: unknown) => {
+  accept(r, req, res, rec, at).catch((err: unknown) => {
     // accept() and forward() handle their own errors; this is a last line of defence
     r.errOut.write(`internal error: ${err instanceof Error ? err.message : String(err)}\n`);
     if (!res.headersSent) answer(res, 500, { error: 'internal', message: 'listener error' });
@@ -363,6 +353,8 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
     forwardTo: opts.forwardTo ? opts.forwardTo : null,
     forwardTimeoutMs: opts.forwardTimeoutMs ?? 30_000,
     json: Boolean(opts.json),
+    verbose: Boolean(opts.verbose),
+    sequences: new SequenceWatch(),
     out: opts.out ?? process.stdout,
     errOut: opts.err ?? process.stderr,
     clock: opts.clock ?? systemClock,
@@ -408,6 +400,17 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
   };
 }
 
+/** `svc listen`'s port when --port is not given (CONTRACT 7, new in 0.3). */
+export const DEFAULT_PORT = 9000;
+
+/** A port that cannot be had, said in one line that names it and --port (exit 1); null for another error. */
+function portError(err: unknown, port: number): Error | null {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'EADDRINUSE') return new Error(`port ${port} is in use; pick another with --port`);
+  if (code === 'EACCES') return new Error(`port ${port} is not allowed here (permission denied); pick another with --port`);
+  return null;
+}
+
 function parseVerdict(v: string): Verdict {
   if (!(VERDICTS as readonly string[]).includes(v)) throw new InvalidArgumentError(`one of ${VERDICTS.join(', ')}`);
   return v as Verdict;
@@ -432,8 +435,8 @@ function parseForwardUrl(v: string): string {
 export function registerListenCommand(program: Command): void {
   program
     .command('listen')
-    .description('run a local webhook receiver that prints every delivered event (verifies signatures with --secret; forwards with --forward-to)')
-    .requiredOption('--port <port>', 'port to listen on (0 picks a free one)', parsePort)
+    .description('run a local webhook receiver that prints one line (at most 160 characters) per delivered event (verifies signatures with --secret; forwards with --forward-to)')
+    .option('--port <port>', 'port to listen on (0 picks a free one)', parsePort, DEFAULT_PORT)
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option(
       '--secret <secret>',
@@ -441,10 +444,11 @@ export function registerListenCommand(program: Command): void {
     )
     .option('--secret-file <path>', 'read the secret from a file (- = stdin; one trailing newline dropped), so it stays out of the process list')
     .option('--forward-to <url>', 'POST every accepted delivery on to this URL (body and headers unchanged) and answer with its status', parseForwardUrl)
-    .option('--json', 'print each event as one JSON line')
+    .option('--json', 'print each whole event as one JSON line')
+    .option('--verbose', 'print the request headers after each delivery (signature values cut to their first 8 characters)')
     .option('--verdict <verdict>', `answer a run's verification requests (${VERIFICATION_TYPE}) with this verdict: ${VERDICTS.join(', ')}`, parseVerdict)
     .action(async (_opts: unknown, cmd: Command) => {
-      const local = cmd.opts<{ port: number; host: string; secret?: string; secretFile?: string; forwardTo?: string; json?: boolean; verdict?: Verdict }>();
+      const local = cmd.opts<{ port: number; host: string; secret?: string; secretFile?: string; forwardTo?: string; json?: boolean; verbose?: boolean; verdict?: Verdict }>();
       const globals = cmd.optsWithGlobals<{ json?: boolean }>();
       if (local.secret !== undefined && local.secretFile !== undefined) throw new UsageError('--secret and --secret-file are mutually exclusive: give the secret one way');
       const secret = (await readSecret(local)) ?? process.env.SVC_LISTEN_SECRET ?? null;
@@ -467,11 +471,12 @@ export function registerListenCommand(program: Command): void {
           secret,
           forwardTo: local.forwardTo ?? null,
           json: Boolean(local.json || globals.json),
+          verbose: Boolean(local.verbose),
           verdict: local.verdict ?? null,
         });
       } catch (err) {
         stop();
-        throw err;
+        throw portError(err, local.port) ?? err;
       }
       await stopped;
       await listener.close();

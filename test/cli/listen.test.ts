@@ -10,7 +10,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { forwardableHeaders, formatEventLine, startListener, type Listener } from '../../src/cli/listen.ts';
+import { forwardableHeaders, startListener, type Listener } from '../../src/cli/listen.ts';
+import { clockTime, cutMiddle, deliveryLine, MAX_LINE, shortType } from '../../src/cli/listen-line.ts';
 import { testDeliverer, type TestDeliverer } from '../helpers/deliverer.ts';
 import { ManualClock } from '../helpers/clock.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
@@ -46,6 +47,10 @@ const EVENT = {
   data: { kind: 'workflow', transition: 'succeeded', note: 'ünïcødé ✓' },
 };
 const BODY = JSON.stringify(EVENT);
+/** The start of a delivery's line: its time (HH:MM:SS) and the path it arrived on. */
+const AT = (p = '/') => new RegExp(`^\\d\\d:\\d\\d:\\d\\d  ${p.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}  `);
+/** EVENT's line after its time and path. */
+const EVENT_LINE = 'workflow.lifecycle  org_1/workflow/wf_1/succeeded';
 const hmacHex = (secret: string, raw: string) => createHmac('sha256', secret).update(raw).digest('hex');
 
 const listeners: Listener[] = [];
@@ -98,16 +103,15 @@ afterAll(async () => {
 });
 
 describe('startListener', () => {
-  it('prints the listening line, then one line per event: time, type, subject, slugs; answers 204', async () => {
+  it('prints the listening line, then one line per event: time, path, short type, subject; answers 204', async () => {
     const out = sink();
     const l = await listen({ port: 0, out, err: sink() });
     expect(l.url).toBe(`http://127.0.0.1:${l.port}`);
     expect(out.lines[0]).toBe(`listening on ${l.url}`);
     const r = await deliverer().deliver({ url: `${l.url}/hooks/x`, secret: null }, BODY);
     expect(r).toMatchObject({ delivered: true, status: 204 });
-    expect(out.lines[1]).toBe(
-      '2025-01-02T03:04:05.678Z  com.svc.workflow.lifecycle.v1  org_1/workflow/wf_1/succeeded  [resource:installs op:installs.provision event:lifecycle.succeeded outcome:completion]',
-    );
+    expect(out.lines[1]).toMatch(AT('/hooks/x'));
+    expect(out.lines[1].slice(10)).toBe(`/hooks/x  ${EVENT_LINE}`);
     expect(l.received).toHaveLength(1);
     expect(l.received[0]).toMatchObject({ signature: 'unchecked', status: 204 });
   });
@@ -128,13 +132,11 @@ describe('startListener', () => {
     expect(unprotected.status).toBe(401);
     expect(((await unprotected.json()) as { message: string }).message).toMatch(/X-Svc-Signature alone signs no time/);
 
-    expect(out.lines[1]).toBe(`${formatEventLine(EVENT)}  verified: X-Svc-Signature, webhook-signature`);
-    expect(out.lines[2]).toMatch(
-      /^BAD SIGNATURE \(X-Svc-Signature: invalid, webhook-signature: invalid\) {2}2025-01-02T03:04:05.678Z {2}com\.svc\.workflow\.lifecycle\.v1 {2}org_1\/workflow\/wf_1\/succeeded/,
-    );
-    expect(out.lines[3]).toMatch(/^BAD SIGNATURE \(missing\) {2}/);
-    expect(out.lines[4]).toMatch(/^BAD SIGNATURE \(X-Svc-Signature: invalid, webhook-signature: missing\) {2}/);
-    expect(out.lines[5]).toMatch(/^NO REPLAY PROTECTION \(X-Svc-Signature only\) {2}/);
+    expect(out.lines[1].slice(10)).toBe(`/  ${EVENT_LINE}`); // both verified, the first signature: nothing more to say
+    expect(out.lines[2].slice(10)).toBe(`/  BAD SIGNATURE (X-Svc-Signature: invalid, webhook-signature: invalid)  ${EVENT_LINE}`);
+    expect(out.lines[3].slice(10)).toMatch(/^\/ {2}BAD SIGNATURE \(missing\) {2}/);
+    expect(out.lines[4].slice(10)).toMatch(/^\/ {2}BAD SIGNATURE \(X-Svc-Signature: invalid, webhook-signature: missing\) {2}/);
+    expect(out.lines[5].slice(10)).toMatch(/^\/ {2}NO REPLAY PROTECTION \(X-Svc-Signature only\) {2}/);
     expect(l.received.map((r) => r.signature)).toEqual(['valid', 'invalid', 'missing', 'invalid', 'unprotected']);
     expect(l.received.map((r) => r.status)).toEqual([204, 401, 401, 401, 401]);
     expect(out.lines.join('\n')).not.toContain('whsec_listen');
@@ -148,18 +150,18 @@ describe('startListener', () => {
       const good = stockHeaders(secret, now);
       const r = await post(l.url, BODY, good);
       expect(r.status, secret).toBe(204);
-      expect(out.lines[1]).toBe(`${formatEventLine(EVENT)}  verified: webhook-signature`);
+      expect(out.lines[1].slice(10)).toBe(`/  ${EVENT_LINE}  verified: webhook-signature`);
       // a rotation's overlap as the sender lists it: another secret's first, this one's second
       const other = stockHeaders(WHSEC_OTHER, now)['webhook-signature'];
       expect((await post(l.url, BODY, { ...good, 'webhook-signature': `${other} ${good['webhook-signature']}` })).status).toBe(204);
-      expect(out.lines[2]).toBe(`${formatEventLine(EVENT)}  verified: webhook-signature (2nd of 2)`);
+      expect(out.lines[2].slice(10)).toBe(`/  ${EVENT_LINE}  verified: webhook-signature (2nd of 2)`);
       // only other secrets' signatures, an unknown version, a different id or body: 401
       expect((await post(l.url, BODY, { ...good, 'webhook-signature': other })).status).toBe(401);
       expect((await post(l.url, BODY, { ...good, 'webhook-signature': good['webhook-signature'].replace('v1,', 'v2,') })).status).toBe(401);
       expect((await post(l.url, BODY, { ...good, 'webhook-id': 'evt_other' })).status).toBe(401);
       expect((await post(l.url, BODY.replace('wf_1', 'wf_2'), good)).status).toBe(401);
       expect(l.received.map((x) => x.signature)).toEqual(['valid', 'valid', 'invalid', 'invalid', 'invalid', 'invalid']);
-      expect(out.lines[3]).toMatch(/^BAD SIGNATURE \(X-Svc-Signature: missing, webhook-signature: invalid\)/);
+      expect(out.lines[3].slice(10)).toMatch(/^\/ {2}BAD SIGNATURE \(X-Svc-Signature: missing, webhook-signature: invalid\)/);
     }
   });
 
@@ -176,12 +178,12 @@ describe('startListener', () => {
     const replay = await post(l.url, BODY, headers);
     expect(replay.status).toBe(401);
     expect(await replay.json()).toMatchObject({ error: 'unauthorized', message: expect.stringMatching(/5 minutes/) });
-    expect(out.lines[3]).toMatch(/^BAD TIMESTAMP \(302 s old\) {2}2025-01-02T03:04:05\.678Z/);
+    expect(out.lines[3]).toBe(`${clockTime(clock.now())}  /  BAD TIMESTAMP (302 s old)  ${EVENT_LINE}`);
     // from the future too
     const future = new Date(clock.now() + 6 * 60_000);
     const early = await post(l.url, BODY, stockHeaders(WHSEC, future));
     expect(early.status).toBe(401);
-    expect(out.lines[4]).toMatch(/^BAD TIMESTAMP \(\d+ s in the future\)/);
+    expect(out.lines[4].slice(10)).toMatch(/^\/ {2}BAD TIMESTAMP \(\d+ s in the future\)/);
     expect(l.received.map((x) => [x.signature, x.status])).toEqual([
       ['valid', 204],
       ['valid', 204],
@@ -225,7 +227,9 @@ describe('startListener', () => {
     const asked = await post(`${l.url}/verify`, request, stockHeaders(WHSEC, new Date(), request, 'evt_v1'));
     expect(asked.status).toBe(200);
     await expect(asked.json()).resolves.toEqual({ verdict: 'pending' });
-    expect(out.lines[1]).toMatch(/com\.svc\.rollout\.verification\.v1  org_1\/rollout_verification\/wf_1\/stp_1\/requested  verification of group canary, attempt 2  verified: webhook-signature  answered: pending$/);
+    // 160 characters at most: the request's group cut short here, behind the subject
+    expect(out.lines[1].slice(10)).toBe('/verify  rollout.verification  org_1/rollout_verification/wf_1/stp_1/requested  verification of group…  verified: webhook-signature  answered: pending');
+    expect([...out.lines[1]]).toHaveLength(160);
     // unsigned: refused like any delivery, no verdict
     const unsigned = await post(`${l.url}/verify`, request);
     expect(unsigned.status).toBe(401);
@@ -246,9 +250,11 @@ describe('startListener', () => {
     expect(out.lines).toHaveLength(1);
   });
 
-  it('names the step, install and component, a failure and the approval URL (CONTRACT 6.2 data)', () => {
+  it('names the step, install and component, a failure, a health verdict (CONTRACT 6.2 data), as far as 160 characters go', () => {
+    const at = Date.parse('2025-01-02T03:04:05Z');
+    const t = clockTime(at);
+    const line = (event: Record<string, unknown>, more: Partial<Parameters<typeof deliveryLine>[0]> = {}) => deliveryLine({ at, path: '/h', event, ...more });
     const step = {
-      time: 't',
       type: 'com.svc.workflow_step.lifecycle.v1',
       subject: 'org_1/workflow_step/wf_1/st_1/failed',
       data: {
@@ -258,32 +264,129 @@ describe('startListener', () => {
         rollout: { install_id: 'inst_1', component_id: 'cmp_1' },
       },
     };
-    expect(formatEventLine(step)).toBe(
-      't  com.svc.workflow_step.lifecycle.v1  org_1/workflow_step/wf_1/st_1/failed  step: "bake install group: canary"  install: inst_1  error: "health gate: install eu-1 is unhealthy"',
-    );
-    const deploy = { time: 't', type: 'x', subject: 's', data: { workflow: { type: 'provision', owner_id: 'inst_2', owner_type: 'installs' }, step: { name: 'deploy api', component_id: 'cmp_2' } } };
-    expect(formatEventLine(deploy)).toBe('t  x  s  step: "deploy api"  install: inst_2  component: cmp_2');
+    expect(line(step)).toBe(`${t}  /h  workflow_step.lifecycle  org_1/workflow_step/wf_1/st_1/failed  step: "bake install group: canary"  error: "health gate: install eu-1 is unhealthy"`);
+    // with room for it, the install too
+    expect(line({ ...step, subject: 's' })).toBe(`${t}  /h  workflow_step.lifecycle  s  step: "bake install group: canary"  error: "health gate: install eu-1 is unhealthy"  install: inst_1`);
+    const deploy = { type: 'x', subject: 's', data: { workflow: { type: 'provision', owner_id: 'inst_2', owner_type: 'installs' }, step: { name: 'deploy api', component_id: 'cmp_2' } } };
+    expect(line(deploy)).toBe(`${t}  /h  x  s  step: "deploy api"  install: inst_2  component: cmp_2`);
     const approval = {
-      time: 't',
       type: 'com.svc.workflow_step.approval.v1',
       subject: 'org_1/workflow_step_approval/wf_1/st_2/requested',
       interests: ['event:approval.requested'],
       data: { workflow: { type: 'app_branch_run', owner_id: 'app_1', owner_type: 'apps' }, step: { name: 'plan install group: canary' }, approval: { status: 'requested', url: 'http://127.0.0.1:8080/dashboard/orgs/org_1/workflows/wf_1#step-st_2' } },
     };
-    expect(formatEventLine(approval)).toBe(
-      't  com.svc.workflow_step.approval.v1  org_1/workflow_step_approval/wf_1/st_2/requested  step: "plan install group: canary"  approve or reject: http://127.0.0.1:8080/dashboard/orgs/org_1/workflows/wf_1#step-st_2  [event:approval.requested]',
-    );
-    const health = { time: 't', type: 'com.svc.component.health.v1', subject: 's', data: { install_id: 'inst_1', component_id: 'cmp_1', health: { verdict: 'unhealthy', reason: 'p99 2s' } } };
-    expect(formatEventLine(health)).toBe('t  com.svc.component.health.v1  s  install: inst_1  component: cmp_1  verdict: unhealthy (p99 2s)');
-    const wf = { time: 't', type: 'com.svc.workflow.lifecycle.v1', subject: 's', data: { workflow: { type: 'provision', owner_id: 'inst_1', owner_type: 'installs' } } };
-    expect(formatEventLine(wf)).toBe('t  com.svc.workflow.lifecycle.v1  s  workflow: provision  install: inst_1');
+    expect(line(approval)).toBe(`${t}  /h  workflow_step.approval  org_1/workflow_step_approval/wf_1/st_2/requested  step: "plan install group: canary"`);
+    const health = { type: 'com.svc.component.health.v1', subject: 's', data: { install_id: 'inst_1', component_id: 'cmp_1', health: { verdict: 'unhealthy', reason: 'p99 2s' } } };
+    expect(line(health)).toBe(`${t}  /h  component.health  s  verdict: unhealthy (p99 2s)  install: inst_1  component: cmp_1`);
+    const wf = { type: 'com.svc.workflow.lifecycle.v1', subject: 's', sequence: '00000000000000000042', data: { workflow: { type: 'provision', owner_id: 'inst_1', owner_type: 'installs' } } };
+    expect(line(wf, { mark: '[resend]', trailer: ['verified'] })).toBe(`${t}  /h  workflow.lifecycle  s  seq 42  [resend]  workflow: provision  install: inst_1  verified`);
+    const watchdog = { type: 'com.svc.webhook.delivery.v1', subject: 'org_1/webhook_delivery/wh_1/failing', data: { webhook: { id: 'wh_1', url_host: 'example.com:8443' }, delivery: { consecutive_failures: 5, last_error: 'HTTP 500' } } };
+    expect(line(watchdog)).toBe(`${t}  /h  webhook.delivery  org_1/webhook_delivery/wh_1/failing  failures: 5 in a row  host: example.com:8443  last error: "HTTP 500"`);
+    // a verification request as svc sends it: its group before its step's name (which says the same, longer)
+    const verification = {
+      type: 'com.svc.rollout.verification.v1',
+      subject: 'org_386j6kuh0syz6w2trtw5/rollout_verification/wf_dxhoqn041kezb9hyaciy/st_1ae6ukc10u7zoed5919c/requested',
+      data: { step: { name: 'verify install group: canary' }, rollout: { run_id: 'wf_dxhoqn041kezb9hyaciy', group: 'canary', attempt: 1, installs: [] } },
+    };
+    expect(deliveryLine({ at, path: '/verify', event: verification, trailer: ['', 'answered: pass'] })).toMatch(/\/requested {2}verification of group canary, attempt 1 {2}(step: "verify install group: canary" {2})?answered: pass$/);
+    // missing fields
+    expect(line({ type: 'x' })).toBe(`${t}  /h  x  -`);
+    expect(deliveryLine({ at, path: '/', event: undefined, refusal: 'BAD SIGNATURE (missing)' })).toBe(`${t}  /  BAD SIGNATURE (missing)  -  -`);
   });
 
-  it('formats events with missing fields', () => {
-    expect(formatEventLine({ time: 't', type: 'x' })).toBe('t  x  -');
-    expect(formatEventLine({ time: 't', type: 'x', subject: 's', interests: ['event:webhook.ping'] }, 'BAD SIGNATURE')).toBe(
-      'BAD SIGNATURE  t  x  s  [event:webhook.ping]',
-    );
+  it('a line is at most 160 characters whatever the event holds: the subject cut in the middle, free text at its end, ids left out, no line breaks', () => {
+    const long = (c: string, n: number) => c.repeat(n);
+    const id = (p: string) => `${p}_${long('a', 20)}`;
+    const subject = `${id('org')}/workflow_step/${id('wf')}/${id('stp')}/failed`;
+    const ev = {
+      type: `com.svc.${long('t', 100)}.v1`,
+      subject,
+      sequence: '00000000000000000007',
+      data: { workflow: { type: long('w', 100), owner_id: id('inst'), owner_type: 'installs' }, step: { name: `${long('s', 150)}\n✓😀`, component_id: id('cmp') }, outcome: { error: long('e', 4000) } },
+    };
+    for (const mark of [undefined, '[resend]', '[recovery]', '[example]']) {
+      // an event as svc makes them, its step name and error as long as a producer may send
+      const real = { ...ev, type: 'com.svc.workflow_step.lifecycle.v1' };
+      const l = deliveryLine({ at: 0, path: '/hooks/listen', event: real, mark, trailer: ['verified', 'answered: pass'] });
+      expect([...l].length, l).toBe(MAX_LINE);
+      expect(l.startsWith(clockTime(0))).toBe(true);
+      expect(l.slice(8)).toMatch(/^ {2}\/hooks\/listen {2}workflow_step\.lifecycle {2}org_a+…[a-z_/]*\/failed {2}seq 7 {2}/); // the subject's end kept: its entity and transition
+      if (mark) expect(l).toContain(`  ${mark}  `);
+      expect(l).toMatch(/ {2}verified {2}answered: pass$/);
+      if (!mark) expect(l).toMatch(/ {2}seq 7 {2}step: "s+… {2}verified/);
+      // anything at all: still one line of at most 160
+      for (const path of ['/', `/${long('p', 300)}`]) {
+        const odd = deliveryLine({ at: 0, path, event: ev, mark, trailer: ['verified: X-Svc-Signature, webhook-signature (2nd of 2)', 'answered: pass'] });
+        expect([...odd].length, odd).toBeLessThanOrEqual(MAX_LINE);
+        expect(odd).not.toMatch(/[\n\r]/);
+      }
+    }
+    // a short line is left whole
+    const short = { type: 'com.svc.webhook.ping.v1', subject };
+    expect(deliveryLine({ at: 0, path: '/h', event: short })).toContain(`  webhook.ping  ${subject}`);
+    expect(cutMiddle('abcdefghijklmnopqrstuvwxyz', 10)).toBe('abc…uvwxyz');
+    expect(cutMiddle(`${long('o', 40)}${long('x', 100)}`, 50)).toBe(`${long('o', 12)}…${long('x', 37)}`);
+    expect(shortType('com.svc.workflow_step.approval.v1')).toBe('workflow_step.approval');
+    expect(shortType('com.other.thing.v2')).toBe('com.other.thing');
+  });
+
+  it('marks a resend, a recovery (X-Svc-Recovery) and an example (svcexample) delivered to the listener', async () => {
+    const out = sink();
+    const l = await listen({ port: 0, out, err: sink() });
+    await post(`${l.url}/r`, BODY, { 'x-svc-recovery': 'resend' });
+    await post(`${l.url}/r`, BODY, { 'x-svc-recovery': 'rcv_0123456789abcdefghij' });
+    await post(`${l.url}/r`, JSON.stringify({ ...EVENT, svcexample: true }));
+    expect(out.lines.slice(1).map((x) => x.slice(10))).toEqual([
+      `/r  ${EVENT_LINE}  [resend]`,
+      `/r  ${EVENT_LINE}  [recovery]`,
+      `/r  ${EVENT_LINE}  [example]`,
+    ]);
+  });
+
+  it('warns when an ordering key\'s sequence skips (not for a recovery or a resend, a repeat, another key or org)', async () => {
+    const out = sink();
+    const l = await listen({ port: 0, out, err: sink() });
+    const ev = (seq: number, key = 'inst_1', org = 'org_1') => JSON.stringify({ ...EVENT, svcorgid: org, svcorderkey: key, sequence: String(seq).padStart(20, '0') });
+    await post(l.url, ev(1));
+    await post(l.url, ev(2));
+    await post(l.url, ev(5)); // 3 and 4 missed
+    await post(l.url, ev(3), { 'x-svc-recovery': 'rcv_1' }); // filling the gap: no warning
+    await post(l.url, ev(5)); // a repeat
+    await post(l.url, ev(9, 'inst_2')); // a key's first seen
+    await post(l.url, ev(1, 'inst_1', 'org_2')); // another org's key of the same name
+    await post(l.url, ev(7)); // 6 missed
+    const lines = out.lines.slice(1);
+    expect(lines.filter((x) => x.startsWith('warning:'))).toEqual([
+      'warning: inst_1 skipped sequence 3-4 (2 missed; seq 5 after 2)',
+      'warning: inst_1 skipped sequence 6 (1 missed; seq 7 after 5)',
+    ]);
+    expect(lines[2]).toMatch(/ {2}seq 5$/);
+    expect(lines[3]).toBe('warning: inst_1 skipped sequence 3-4 (2 missed; seq 5 after 2)');
+  });
+
+  it('--verbose prints the request headers after the line, signatures cut to their first 8 characters; --json keeps stdout JSON and puts them on stderr', async () => {
+    for (const json of [false, true]) {
+      const out = sink();
+      const err = sink();
+      const l = await listen({ port: 0, secret: WHSEC, verbose: true, json, out, err });
+      const headers: Record<string, string> = { ...stockHeaders(WHSEC, new Date()), 'x-svc-signature': hmacHex(WHSEC, BODY), 'x-long': 'v'.repeat(500) };
+      expect((await post(`${l.url}/v`, BODY, headers)).status).toBe(204);
+      const text = (json ? err : out).lines;
+      if (json) expect(out.lines.map((x) => JSON.parse(x))).toEqual([EVENT]);
+      else expect(text[1].slice(10)).toBe(`/v  ${EVENT_LINE}`);
+      const shown = text.filter((x) => x.startsWith('    '));
+      expect(shown).toContain(`    webhook-signature: ${headers['webhook-signature'].slice(0, 8)}…`);
+      expect(shown).toContain(`    x-svc-signature: ${headers['x-svc-signature'].slice(0, 8)}…`);
+      expect(shown).toContain(`    webhook-id: ${EVENT.id}`);
+      expect(shown).toContain('    content-type: application/cloudevents+json; charset=utf-8');
+      for (const x of [...(json ? [] : out.lines), ...err.lines]) expect([...x].length).toBeLessThanOrEqual(MAX_LINE);
+      const all = [...out.lines, ...err.lines].join('\n');
+      expect(all).not.toContain(headers['webhook-signature'].slice(3, 20));
+      expect(all).not.toContain(headers['x-svc-signature'].slice(0, 20));
+      // a refused delivery's headers too
+      await post(`${l.url}/v`, BODY, { 'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' });
+      expect((json ? err : out).lines.filter((x) => x.startsWith('    webhook-signature:')).at(-1)).toBe('    webhook-signature: v1,AAAAA…');
+    }
   });
 });
 
@@ -355,7 +458,7 @@ describe('startListener --forward-to', () => {
     const r = await deliverer().deliver({ url: l.url, secret: null }, BODY);
     expect(r).toMatchObject({ delivered: false, status: 500 });
     expect(rx.at('fwd-500')).toHaveLength(1);
-    expect(out.lines[1]).toBe(formatEventLine(EVENT));
+    expect(out.lines[1].slice(10)).toBe(`/  ${EVENT_LINE}`);
     expect(out.lines[2]).toMatch(/^  -> .*: 500 \(\d+ ms\)$/);
 
     const closed = http.createServer();
@@ -416,8 +519,9 @@ describe('svc listen (CLI)', () => {
       expect(await d.deliver({ url, secret: 'nope' }, BODY)).toMatchObject({ delivered: false, status: 401 });
       await p.waitOut((s) => s.includes('BAD SIGNATURE'));
       const lines = p.out().trim().split('\n');
-      expect(lines[1]).toContain('com.svc.workflow.lifecycle.v1  org_1/workflow/wf_1/succeeded  [resource:installs');
-      expect(lines[2]).toMatch(/^BAD SIGNATURE/);
+      expect(lines[1]).toMatch(AT('/'));
+      expect(lines[1].slice(10)).toBe(`/  ${EVENT_LINE}`);
+      expect(lines[2].slice(10)).toMatch(/^\/ {2}BAD SIGNATURE/);
       p.child.kill('SIGINT');
       expect(await p.exited).toEqual({ code: 0, signal: null });
     } finally {
@@ -455,9 +559,9 @@ describe('svc listen (CLI)', () => {
       expect(rx.at('cli-fwd')[0].raw.toString('utf8')).toBe(BODY);
       expect(new Webhook(WHSEC).verify(rx.at('cli-fwd')[0].raw, rx.at('cli-fwd')[0].headers as Record<string, string>)).toEqual(EVENT);
       const lines = p.out().trim().split('\n');
-      expect(lines[1]).toMatch(/verified: X-Svc-Signature, webhook-signature$/);
+      expect(lines[1].slice(10)).toBe(`/  ${EVENT_LINE}`);
       expect(lines[2]).toMatch(new RegExp(`^  -> ${rx.hook('cli-fwd').replace(/[.]/g, '\\.')}: 201 \\(\\d+ ms\\)$`));
-      expect(lines[3]).toMatch(/^BAD SIGNATURE/);
+      expect(lines[3].slice(10)).toMatch(/^\/ {2}BAD SIGNATURE/);
       p.child.kill('SIGINT');
       expect(await p.exited).toEqual({ code: 0, signal: null });
     } finally {
@@ -492,7 +596,7 @@ describe('svc listen (CLI)', () => {
   });
 
   it('a bad --port, --forward-to or --verdict is a usage error (exit 2)', async () => {
-    for (const args of [['--port', 'abc'], [], ['--port', '0', '--forward-to', 'not a url'], ['--port', '0', '--forward-to', 'ftp://127.0.0.1/x'], ['--port', '0', '--verdict', 'maybe']]) {
+    for (const args of [['--port', 'abc'], ['--port', '70000'], ['--port', '0', '--forward-to', 'not a url'], ['--port', '0', '--forward-to', 'ftp://127.0.0.1/x'], ['--port', '0', '--verdict', 'maybe']]) {
       const p = run(['listen', ...args]);
       expect((await p.exited).code, args.join(' ')).toBe(2);
       if (args.includes('--forward-to')) expect(p.err()).toMatch(/--forward-to/);
