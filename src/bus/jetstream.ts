@@ -43,19 +43,19 @@ export const PROGRESS_BUCKET = 'svc_progress';
 
 /**
  * An event not acked within this long goes to another data plane; a holder signals `working()`
- * well before (src/dataplane/sources/jetstream-source.ts). It is also how long the events a killed data
+ * well before (src/dataplane/sources/jetstream/source.ts). It is also how long the events a killed data
  * plane held wait before anyone else may take them — for a slow webhook that is its whole share of
  * the backlog, up to the pipeline's 5000 events — so it is the recovery time after a kill -9
  * (test/system/ledger.test.ts). Short, then: the `working()` heartbeat keeps slow events with their holder.
  * It must stay well above a pull request's lifetime (2 s), so that what a killed plane held comes
- * back only after its pull requests are gone (see the nats-server defect in jetstream-source.ts).
+ * back only after its pull requests are gone (see nats-server#5305 in sources/jetstream/server-defects.ts).
  */
 export const EVENT_ACK_WAIT_MS = 10_000;
 /** JetStream's duplicate window for event ids (a relay that republishes after a crash). */
 export const EVENT_DEDUPE_WINDOW_MS = 10 * 60_000;
 /**
  * An event or outcome batch stored this long after it was sealed is a replay (CONTRACT 6.7,
- * src/dataplane/sources/jetstream-source.ts). It covers the clock difference between the sealer's host and
+ * src/dataplane/sources/jetstream/source.ts). It covers the clock difference between the sealer's host and
  * the nats-server's, and the publish latency (a publish times out after 10 s; one the NATS client
  * held during a reconnect waits at most its dial timeout, 20 s). Shorter than both duplicate
  * windows: any copy stored within it is a JetStream duplicate.

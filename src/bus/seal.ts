@@ -2,7 +2,7 @@
 // key: the engine seals every batch of events it publishes (HMAC over the batch id, the time it
 // publishes it and the message, which holds each event's id, route and body) and the data plane
 // drops what does not open, or was stored by JetStream long after it was sealed (a replay,
-// src/dataplane/sources/jetstream-source.ts); webhook entries replicated to the data
+// src/dataplane/sources/jetstream/source.ts); webhook entries replicated to the data
 // plane are encrypted and authenticated (AES-256-GCM), so the bus never carries a webhook secret in
 // the clear and a forged entry is refused; progress records and outcome batches travelling back are
 // sealed too. This holds on a NATS server with no authentication at all: only holders of the key

@@ -18,7 +18,8 @@ import { WebhookRegistry } from '../dispatch/registry.ts';
 import { Deliverer } from '../delivery/client.ts';
 import { DeliveryPipeline, type ProgressStore } from './pipeline.ts';
 import { BatchingOutcomeSink } from '../outcomes/batching-sink.ts';
-import { JetStreamSource, KvProgress } from './sources/jetstream-source.ts';
+import { JetStreamSource } from './sources/jetstream/source.ts';
+import { KvProgress } from './sources/jetstream/progress.ts';
 import { OutboxSource } from './sources/outbox-source.ts';
 import { makeSigner } from './signer.ts';
 
@@ -64,7 +65,7 @@ export async function startNatsDataPlane(o: {
   workerId: string;
   clock: Clock;
   logger: Logger;
-  /** a test's shortened replay window (src/dataplane/sources/jetstream-source.ts) */
+  /** a test's shortened replay window (src/dataplane/sources/jetstream/source.ts) */
   replayWindowMs?: number;
   /**
    * Where outcome batches go when this data plane runs inside svc serve (a delivery thread, whose

@@ -21,7 +21,7 @@
 // A batch is published as one message per org (its rows of that org, in order; id `<batch>.<org>`
 // when it holds more than one org, else the batch id): a data plane takes or defers an org's events
 // by the message (CONTRACT 8: an org over its share of the window leaves its messages in JetStream,
-// src/dataplane/jetstream-source.ts), and the split is the same after a crash (the same rows make
+// src/dataplane/sources/jetstream/source.ts), and the split is the same after a crash (the same rows make
 // the same messages). A batch is stored (and its rows deleted) once all its messages are.
 //
 // The seal covers the batch and the time of this publish (not the events'): a data plane drops a

@@ -62,7 +62,7 @@ export async function consumeOutcomes(
   const consumer = await js.consumers.get(OUTCOMES_STREAM, OUTCOMES_CONSUMER);
   // pull requests that live 5 s (heartbeats every 2.5 s), not nats.js's 30 s: one the server lost
   // (its consumer's leader died, a NATS cluster electing another; or nats-server 2.9 dropped it as
-  // it expired, see the header of src/dataplane/sources/jetstream-source.ts) is known lost and
+  // it expired, see the header of src/dataplane/sources/jetstream/server-defects.ts) is known lost and
   // pulled again within about 5 s, not 30 s, and the delivery status follows the outcomes that soon
   const messages = await consumer.consume({ max_messages: 64, expires: OUTCOME_PULL_EXPIRES_MS });
   const gate = new OutcomeBatchGate(seal, opts.clock, opts.replayWindowMs);

@@ -1,4 +1,4 @@
-// Parked batches go back (issue 33; src/dataplane/sources/jetstream-source.ts). A plane whose org
+// Parked batches go back (issue 33; src/dataplane/sources/jetstream/park-return.ts). A plane whose org
 // has work enough queued parks that org's next events; a batch parked whole for PARK_RETURN_MS is
 // given back to JetStream, so that another plane with nothing to do takes it, and a plane alone
 // takes it again. Real nats-server, two planes on their own connections, receivers that answer
@@ -17,7 +17,9 @@ import { hopSubject } from '../../src/bus/subjects.ts';
 import { encodeRoute, type EventRoute } from '../../src/domain/event-route.ts';
 import { WebhookRegistry } from '../../src/dispatch/registry.ts';
 import type { DeliveryPipeline } from '../../src/dataplane/pipeline.ts';
-import { JetStreamSource, KvProgress, PARK_RETURN_MS, PARK_RETURNS_PER_TICK } from '../../src/dataplane/sources/jetstream-source.ts';
+import { JetStreamSource } from '../../src/dataplane/sources/jetstream/source.ts';
+import { KvProgress } from '../../src/dataplane/sources/jetstream/progress.ts';
+import { PARK_RETURN_MS, PARK_RETURNS_PER_TICK } from '../../src/dataplane/sources/jetstream/park-return.ts';
 import { ManualClock } from '../helpers/clock.ts';
 import { heldPipeline } from '../helpers/pipeline.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';

@@ -9,7 +9,7 @@ import { ensureLayout, PROGRESS_BUCKET } from '../../src/bus/jetstream.ts';
 import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
 import { ManualClock } from '../helpers/clock.ts';
 import type { JsMsg } from '@nats-io/jetstream';
-import { KvProgress, type HeldBatch } from '../../src/dataplane/sources/jetstream-source.ts';
+import { KvProgress, type HeldBatch } from '../../src/dataplane/sources/jetstream/progress.ts';
 import type { InboundEvent } from '../../src/dataplane/pipeline.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 

@@ -11,7 +11,8 @@ import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
 import { WebhookRegistry } from '../../src/dispatch/registry.ts';
 import type { Deliverer } from '../../src/delivery/client.ts';
 import { DeliveryPipeline } from '../../src/dataplane/pipeline.ts';
-import { JetStreamSource, type KvProgress } from '../../src/dataplane/sources/jetstream-source.ts';
+import { JetStreamSource } from '../../src/dataplane/sources/jetstream/source.ts';
+import type { KvProgress } from '../../src/dataplane/sources/jetstream/progress.ts';
 import { ManualClock } from '../helpers/clock.ts';
 
 /** A fetch that yields nothing and ends only when stopped, as a pull request the server let go of. */

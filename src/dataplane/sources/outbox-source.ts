@@ -1,5 +1,5 @@
 // Embedded mode's event source: the outbox is the durable delivery queue, and this reads it into
-// the pipeline (as sources/jetstream-source.ts reads JetStream in NATS mode). It hands committed
+// the pipeline (as sources/jetstream/source.ts reads JetStream in NATS mode). It hands committed
 // rows to the pipeline while it has room, records a row as delivered once every attempt it needs
 // has an outcome, and records which webhooks a slow row has already had (so that after a crash
 // only the attempts in flight are repeated, CONTRACT 6.6). On start every row left is handed over
