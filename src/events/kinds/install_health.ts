@@ -1,0 +1,27 @@
+// `com.svc.install.health.v1`: an install's composite verdict became degraded or recovered.
+import { z } from 'zod';
+import { VERDICTS } from '../../domain/status.ts';
+import type { EventKind, FactOf } from './kind.ts';
+import { c, eventDataSchema, ownInstall } from './shared.ts';
+
+export const install_health: EventKind<FactOf<'install_health'>> = {
+  kind: 'install_health',
+  type: 'com.svc.install.health.v1',
+  subject: (f) => `${f.org_id}/install_health/${f.install_id}/${f.transition}`,
+  data: {
+    build: (f) => ({
+      install_id: f.install_id,
+      health: { verdict: f.health.verdict, previous: f.health.previous ?? null, component_id: f.health.component_id },
+    }),
+    schema: eventDataSchema('install_health', ['degraded', 'recovered'], {
+      install_id: z.string(),
+      health: z.strictObject({ verdict: z.enum(VERDICTS), previous: z.enum(VERDICTS).nullable(), component_id: z.string() }),
+    }),
+  },
+  slug: (f) => `event:install.${f.transition}`,
+  outcomes: () => [],
+  classify: () => c('installs', 'health'),
+  // its component is the cause, not the subject: no component link, and `match` has none
+  links: (f) => ({ install: ownInstall(f) }),
+  match: (f) => ({ install: ownInstall(f) }),
+};

@@ -1,0 +1,61 @@
+// An event kind (issue 50): everything svc makes of one kind of fact, in one object. Each kind is
+// one file of this folder, collected in index.ts by kind; cloudevent.ts, slugs.ts, classify.ts,
+// links.ts and routing.ts read the kind of a fact from there and hold no per-kind code.
+import type { z } from 'zod';
+import type { Fact } from '../../domain/facts.ts';
+
+/** The fact of one kind. */
+export type FactOf<K extends Fact['kind']> = Extract<Fact, { kind: K }>;
+
+/** Classification into the (resource, op) pair of CONTRACT 6.1 / 6.2. */
+export interface Classification {
+  resource: string;
+  op: string;
+}
+
+/** The entities an event's dashboard links point at (CONTRACT 6.2 `data.links`); absent: no link. */
+export interface LinkTargets {
+  install?: string;
+  workflow?: string;
+  sandbox?: string;
+  component?: string;
+}
+
+/** The entities `match` tests (CONTRACT 6.3), and a webhook the event never goes to (CONTRACT 4.1). */
+export interface MatchTargets {
+  install?: string;
+  component?: string;
+  action?: string;
+  not_to?: string;
+}
+
+/** The entry of one kind, `F` its fact (FactOf<'workflow'>, …); EventKind alone takes any fact. */
+export interface EventKind<F extends Fact = Fact> {
+  kind: F['kind'];
+  /** the CloudEvents type */
+  type: string;
+  /** the CloudEvents subject: `<org>/<kind>/<ids…>/<transition>` */
+  subject(fact: F): string;
+  data: {
+    /**
+     * The kind's own fields of `data`, in order: ceData puts kind, transition and org_id before
+     * them and links after them (CONTRACT 6.2).
+     */
+    build(fact: F, dashboardUrl: string): Record<string, unknown>;
+    /** the whole `data` of the kind's events (kind, transition and org_id first, links last) */
+    schema: z.ZodType;
+  };
+  /** the `event:<…>` interest slug (spec 6.4) */
+  slug(fact: F): string;
+  /** the `outcome:<…>` interest slugs */
+  outcomes(fact: F): string[];
+  /** null: never delivered to webhooks (unless `direct`) */
+  classify(fact: F): Classification | null;
+  links(fact: F): LinkTargets;
+  match(fact: F): MatchTargets;
+  /**
+   * Sent only to one webhook by its own endpoint (ping), bypassing interests: made into an event
+   * without a classification, and its interests are its event slug alone.
+   */
+  direct?: true;
+}

@@ -1,0 +1,18 @@
+// `com.svc.webhook.ping.v1`: sent to one webhook by its ping endpoint (CONTRACT 4.1), bypassing
+// interests; never classified.
+import { z } from 'zod';
+import type { EventKind, FactOf } from './kind.ts';
+import { eventDataSchema } from './shared.ts';
+
+export const webhook_ping: EventKind<FactOf<'webhook_ping'>> = {
+  kind: 'webhook_ping',
+  type: 'com.svc.webhook.ping.v1',
+  subject: (f) => `${f.org_id}/webhook_ping/${f.webhook_id}/ping`,
+  data: { build: (f) => ({ webhook_id: f.webhook_id }), schema: eventDataSchema('webhook_ping', ['ping'], { webhook_id: z.string() }) },
+  slug: () => 'event:webhook.ping',
+  outcomes: () => [],
+  classify: () => null,
+  links: () => ({}),
+  match: () => ({}),
+  direct: true,
+};
