@@ -12,6 +12,7 @@
 // returned to the sender. With --verdict, it answers a run's verification requests
 // (com.svc.rollout.verification.v1, CONTRACT 4.3) with that verdict, so that a walkthrough can gate
 // a rollout on it.
+import type { VerifyVerdict } from '../domain/verification.ts';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { InvalidArgumentError, type Command } from 'commander';
@@ -49,11 +50,12 @@ export interface ListenerOptions {
   /** "Now" of the replay window, and the time a forward may take (default the system clock). */
   clock?: Clock;
   /** Answer verification requests (not forwarded) with 200 `{"verdict": …}`; null: as any event. */
-  verdict?: Verdict | null;
+  verdict?: AnswerableVerdict | null;
 }
 
-export const VERDICTS = ['pass', 'fail', 'pending'] as const;
-export type Verdict = (typeof VERDICTS)[number];
+/** What `--verdict` may answer: a verification verdict (src/domain/verification.ts) but `error`, which is svc's own. */
+export const ANSWERABLE_VERDICTS = ['pass', 'fail', 'pending'] as const satisfies readonly VerifyVerdict[];
+export type AnswerableVerdict = (typeof ANSWERABLE_VERDICTS)[number];
 /** The type of a run's verification request (CONTRACT 6.2). */
 const VERIFICATION_TYPE = 'com.svc.rollout.verification.v1';
 
@@ -214,7 +216,7 @@ interface Receiver {
   clock: Clock;
   maxBody: number;
   received: ReceivedEvent[];
-  verdict: Verdict | null;
+  verdict: AnswerableVerdict | null;
 }
 
 /** Event lines: stdout, or stderr when stdout carries the JSON lines. */
@@ -411,9 +413,9 @@ function portError(err: unknown, port: number): Error | null {
   return null;
 }
 
-function parseVerdict(v: string): Verdict {
-  if (!(VERDICTS as readonly string[]).includes(v)) throw new InvalidArgumentError(`one of ${VERDICTS.join(', ')}`);
-  return v as Verdict;
+function parseVerdict(v: string): AnswerableVerdict {
+  if (!(ANSWERABLE_VERDICTS as readonly string[]).includes(v)) throw new InvalidArgumentError(`one of ${ANSWERABLE_VERDICTS.join(', ')}`);
+  return v as AnswerableVerdict;
 }
 
 function parsePort(v: string): number {
@@ -446,9 +448,9 @@ export function registerListenCommand(program: Command): void {
     .option('--forward-to <url>', 'POST every accepted delivery on to this URL (body and headers unchanged) and answer with its status', parseForwardUrl)
     .option('--json', 'print each whole event as one JSON line')
     .option('--verbose', 'print the request headers after each delivery (signature values cut to their first 8 characters)')
-    .option('--verdict <verdict>', `answer a run's verification requests (${VERIFICATION_TYPE}) with this verdict: ${VERDICTS.join(', ')}`, parseVerdict)
+    .option('--verdict <verdict>', `answer a run's verification requests (${VERIFICATION_TYPE}) with this verdict: ${ANSWERABLE_VERDICTS.join(', ')}`, parseVerdict)
     .action(async (_opts: unknown, cmd: Command) => {
-      const local = cmd.opts<{ port: number; host: string; secret?: string; secretFile?: string; forwardTo?: string; json?: boolean; verbose?: boolean; verdict?: Verdict }>();
+      const local = cmd.opts<{ port: number; host: string; secret?: string; secretFile?: string; forwardTo?: string; json?: boolean; verbose?: boolean; verdict?: AnswerableVerdict }>();
       const globals = cmd.optsWithGlobals<{ json?: boolean }>();
       if (local.secret !== undefined && local.secretFile !== undefined) throw new UsageError('--secret and --secret-file are mutually exclusive: give the secret one way');
       const secret = (await readSecret(local)) ?? process.env.SVC_LISTEN_SECRET ?? null;
