@@ -141,6 +141,8 @@ export interface AttemptRow {
   duration_ms: number;
   recovery_id: string | null;
   kept_ms: number;
+  /** the kept request and response, JSON (src/delivery/exchange-record.ts); null: none (attempts before 0.3 too) */
+  exchange?: string | null;
 }
 
 export interface StoredAttempt extends Omit<AttemptRow, 'ok'> {
@@ -158,8 +160,8 @@ export function saveAttempts(db: Db, given: readonly AttemptRow[]): void {
   if (!given.length) return;
   const rows = [...given].sort((a, b) => a.attempted_ms - b.attempted_ms);
   const ins = db.prepare(
-    `INSERT INTO delivery_attempts (webhook_id, org_id, event_id, type, attempted_ms, ok, status_code, error, duration_ms, recovery_id, kept_ms)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO delivery_attempts (webhook_id, org_id, event_id, type, attempted_ms, ok, status_code, error, duration_ms, recovery_id, kept_ms, exchange)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const counts = new Map<string, { ok: number; failed: number }>();
   for (const r of rows) {
@@ -172,7 +174,7 @@ export function saveAttempts(db: Db, given: readonly AttemptRow[]): void {
   const upd = db.prepare('UPDATE recoveries SET attempted = attempted + ?, succeeded = succeeded + ?, failed = failed + ? WHERE recovery_id = ?');
   db.transaction(() => {
     for (const r of rows) {
-      ins.run(r.webhook_id, r.org_id, r.event_id, r.type, r.attempted_ms, r.ok ? 1 : 0, r.status_code, r.error, Math.round(r.duration_ms), r.recovery_id, r.kept_ms);
+      ins.run(r.webhook_id, r.org_id, r.event_id, r.type, r.attempted_ms, r.ok ? 1 : 0, r.status_code, r.error, Math.round(r.duration_ms), r.recovery_id, r.kept_ms, r.exchange ?? null);
     }
     for (const [id, c] of counts) upd.run(c.ok + c.failed, c.ok, c.failed, id);
   })();
@@ -188,6 +190,8 @@ export interface AttemptQuery {
   /** 0 = from the newest */
   beforeSeq: number;
   limit: number;
+  /** read each attempt's kept exchange too (else `exchange` is null: it is up to about 13 KiB a row) */
+  withExchange?: boolean;
 }
 
 /** A webhook's kept attempts, newest first (by seq, before a cursor), with each event's subject. */
@@ -216,7 +220,10 @@ export function listAttempts(db: Db, q: AttemptQuery): StoredAttempt[] {
   }
   args.push(q.limit);
   return db
-    .prepare(`SELECT a.*, e.subject AS subject FROM delivery_attempts a LEFT JOIN events e ON e.event_id = a.event_id WHERE ${where.join(' AND ')} ORDER BY a.seq DESC LIMIT ?`)
+    .prepare(
+      `SELECT a.seq, a.webhook_id, a.org_id, a.event_id, a.type, a.attempted_ms, a.ok, a.status_code, a.error, a.duration_ms, a.recovery_id, a.kept_ms, ${q.withExchange ? 'a.exchange' : 'NULL AS exchange'}, e.subject AS subject
+       FROM delivery_attempts a LEFT JOIN events e ON e.event_id = a.event_id WHERE ${where.join(' AND ')} ORDER BY a.seq DESC LIMIT ?`,
+    )
     .all(...args) as StoredAttempt[];
 }
 

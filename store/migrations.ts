@@ -453,4 +453,10 @@ export const MIGRATIONS: string[] = [
   DROP INDEX IF EXISTS workflows_external_id;
   CREATE UNIQUE INDEX workflows_external_id_renamed ON workflows(org_id, external_id) WHERE external_id IS NOT NULL AND external_id <> workflow_id;
   `,
+  /* each attempt keeps what it sent and what the receiver answered (CONTRACT 4.5, new in 0.3): one
+        JSON text {request: {headers}, response: {status, headers, body, body_truncated, ...}},
+        at most about 13 KiB (src/delivery/exchange-record.ts); NULL for the attempts kept before.
+        Pruned with its attempt row */ `
+  ALTER TABLE delivery_attempts ADD COLUMN exchange TEXT;
+  `,
 ];

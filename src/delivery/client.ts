@@ -7,12 +7,22 @@ import { Http1Pool, type Exchange, type ExchangeHandler } from './http1.ts';
 import { systemClock, within, type Clock, type Timer } from '../domain/clock.ts';
 import { DeliveryAborted, DeliveryTimeout, describeError } from './attempt-errors.ts';
 import { checkTarget, pinnedLookup, TargetRefusedError, type LookupAll, type ResolvedTarget } from './guard.ts';
+import { BodyKeeper, exchangeRecord, requestHeaders } from './exchange-record.ts';
+
+/**
+ * Where an AttemptResult carries what its exchange kept (src/delivery/exchange-record.ts: one JSON
+ * string, CONTRACT 4.5 request/response). A symbol: a result serialised as is (ping, resend) or
+ * spread into an answer does not show it.
+ */
+export const EXCHANGE: unique symbol = Symbol('svc.exchange');
 
 export interface AttemptResult {
   delivered: boolean;
   status?: number;
   error?: string;
   duration_ms: number;
+  /** the kept request and response, as JSON (absent when the attempt never got to send) */
+  [EXCHANGE]?: string;
 }
 
 /** Called once with the result of Deliverer.send(), never from within the call itself. */
@@ -175,6 +185,7 @@ export class Deliverer {
     } catch (err) {
       return a.failSoon(err);
     }
+    a.sent = { host: t.url.host, own: this.ownHeaders, headers, length: body.length };
     if (host) return this.post(a, t, host, lines, body);
     // not checked lately: resolve and check first; the attempt's timeout runs meanwhile
     this.check(t, now).then(
@@ -387,6 +398,12 @@ class Attempt implements ExchangeHandler {
   slot = 0;
   entry: PoolEntry | null = null;
   exchange: Exchange | null = null;
+  /** what the request was (its headers are written out, signatures redacted, only when it ends) */
+  sent: { host: string; own: string; headers: Record<string, string>; length: number } | null = null;
+  /** the answer's head, once its status is known */
+  private head = '';
+  /** the first bytes of the answer's body (exchange-record.ts BODY_KEEP) */
+  private body: BodyKeeper | null = null;
   private bytes = 0;
 
   /** the caller's callback, until the result is given (then null: see settle) */
@@ -432,6 +449,11 @@ class Attempt implements ExchangeHandler {
       const error = describeError(err ?? new DeliveryAborted('no response'), this.timeoutMs);
       r = status !== undefined ? { delivered: false, status, error, duration_ms } : { delivered: false, error, duration_ms };
     }
+    const sent = this.sent;
+    if (sent) {
+      // the body was not read to its end unless the answer ended (err null)
+      r[EXCHANGE] = exchangeRecord(requestHeaders(sent.host, sent.own, sent.headers, sent.length), status, this.head, this.body, err !== null);
+    }
     const done = this.done as AttemptCallback;
     // Over: the attempt lets go of what it points to. An attempt that V8 has moved to the old
     // generation is only found dead at a full collection; until then every young object it points
@@ -441,15 +463,20 @@ class Attempt implements ExchangeHandler {
     this.exchange = null;
     this.timeout = null;
     this.entry = null;
+    this.sent = null;
+    this.body = null;
+    this.head = '';
     done(r);
   }
 
   // ---- the exchange's handler (src/delivery/http1.ts)
-  onStatus(status: number): void {
+  onStatus(status: number, head: string): void {
     this.status = status;
+    this.head = head;
   }
 
-  onBody(bytes: number): void {
+  onBody(bytes: number, chunk: Buffer, start: number): void {
+    (this.body ??= new BodyKeeper()).add(bytes, chunk, start);
     this.bytes += bytes;
     if (this.bytes > MAX_RESPONSE_BYTES) {
       this.exchange?.abort();

@@ -1,6 +1,7 @@
 // Reading a receiver's answer on an HTTP/1.1 connection (RFC 9112), for src/delivery/http1.ts:
 // where the answer ends, its status, and whether the connection may carry another request. The
-// body is counted, not kept (an attempt reads at most 64 KiB of it and discards it).
+// body is counted and handed on as it is read, never kept here (an attempt reads at most 64 KiB of
+// it and keeps only its first 4 KiB: src/delivery/exchange-record.ts).
 //
 //   status line and headers (at most MAX_HEAD_BYTES) ─▶ 1xx: skipped, the next head follows
 //                                                     ─▶ 204, 304: no body
@@ -52,6 +53,8 @@ function headEnd(buf: Buffer, from: number): number {
 export class ResponseReader {
   /** the final status (after any 1xx), once its head is read; 0 before */
   status = 0;
+  /** the final answer's status line and headers as read (latin1), once its head is read; '' before */
+  head = '';
   /** the connection may carry another request after this answer (known once it ended) */
   keepAlive = true;
   /** the receiver's `Keep-Alive: timeout=<s>` hint, in ms; null without one */
@@ -75,6 +78,7 @@ export class ResponseReader {
 
   reset(): void {
     this.status = 0;
+    this.head = '';
     this.keepAlive = true;
     this.keepAliveHintMs = null;
     this.stage = Stage.Head;
@@ -84,11 +88,12 @@ export class ResponseReader {
   }
 
   /**
-   * Read bytes of the answer. `onStatus` is called once the final status is known, `onBody` with
-   * each run of body bytes (its count). Returns where the answer ended in `chunk` (bytes after it
+   * Read bytes of the answer. `onStatus` is called once the final status is known (with the head's
+   * text), `onBody` with each run of body bytes (its count, and where it is: chunk[start, start +
+   * bytes), valid only during the call). Returns where the answer ended in `chunk` (bytes after it
    * are not this answer's), or -1 when it has not ended yet.
    */
-  feed(chunk: Buffer, onStatus: (status: number) => void, onBody: (bytes: number) => void): number {
+  feed(chunk: Buffer, onStatus: (status: number, head: string) => void, onBody: (bytes: number, chunk: Buffer, start: number) => void): number {
     let at = 0;
     while (at < chunk.length || this.stage === Stage.Done) {
       switch (this.stage) {
@@ -99,21 +104,21 @@ export class ResponseReader {
           if (r < 0) return -1;
           at = r;
           if (this.status === 0) continue; // a 1xx: the next head follows
-          onStatus(this.status);
+          onStatus(this.status, this.head);
           break;
         }
         case Stage.Length: {
           const n = Math.min(this.left, chunk.length - at);
           this.left -= n;
+          if (n) onBody(n, chunk, at);
           at += n;
-          if (n) onBody(n);
           if (this.left === 0) this.stage = Stage.Done;
           break;
         }
         case Stage.UntilClose: {
           const n = chunk.length - at;
+          if (n) onBody(n, chunk, at);
           at = chunk.length;
-          if (n) onBody(n);
           break;
         }
         case Stage.ChunkSize: {
@@ -125,8 +130,8 @@ export class ResponseReader {
         case Stage.ChunkData: {
           const n = Math.min(this.left, chunk.length - at);
           this.left -= n;
+          if (n) onBody(n, chunk, at);
           at += n;
-          if (n) onBody(n);
           if (this.left === 0) {
             this.stage = Stage.ChunkEnd;
             this.left = 2;
@@ -257,6 +262,7 @@ export class ResponseReader {
       return;
     }
     this.status = status;
+    this.head = head;
     this.keepAliveHintMs = hint;
     this.keepAlive = !close;
     if (status === 204 || status === 304) this.stage = Stage.Done;

@@ -46,10 +46,10 @@ export class PoolDestroyed extends Error {
 
 /** What hears how an exchange goes. Never called after abort(), nor after onEnd or onError. */
 export interface ExchangeHandler {
-  /** the answer's final status (after any 1xx) */
-  onStatus(status: number): void;
-  /** body bytes read (only counted) */
-  onBody(bytes: number): void;
+  /** the answer's final status (after any 1xx), and its status line and headers as read */
+  onStatus(status: number, head: string): void;
+  /** body bytes read: how many, at chunk[start, start + bytes) (valid only during the call: copy what is kept) */
+  onBody(bytes: number, chunk: Buffer, start: number): void;
   /** the answer ended */
   onEnd(): void;
   onError(err: Error): void;
@@ -164,8 +164,8 @@ class Connection {
     try {
       end = this.reader.feed(
         chunk,
-        (status) => r.handler?.onStatus(status),
-        (bytes) => r.handler?.onBody(bytes),
+        (status, head) => r.handler?.onStatus(status, head),
+        (bytes, buf, start) => r.handler?.onBody(bytes, buf, start),
       );
     } catch (err) {
       this.fail(r, err as Error);

@@ -11,10 +11,23 @@ const EVERY_MS = 100;
 const NO_BACKLOG: BacklogReport = { backlogged: [], caughtUp: [] };
 const MAX_BATCH = 1000;
 const MAX_BUFFERED = 50_000;
+/**
+ * The kept exchanges (request and response, at most about 13 KiB each: src/delivery/exchange-record.ts)
+ * of one batch, at most this many bytes (a batch stays well under NATS's max_payload); a batch goes
+ * as soon as this many wait.
+ */
+const MAX_BATCH_EXCHANGE_BYTES = 256 * 1024;
+/**
+ * Kept exchanges waiting here, at most this many bytes: past it (the control plane not answering)
+ * new outcomes go without theirs, so that memory stays bounded (CONTRACT 8).
+ */
+const MAX_BUFFERED_EXCHANGE_BYTES = 16 * 1024 * 1024;
 
 /** A data plane's outcome sink (the pipeline's `OutcomeSink`, met by shape: this folder imports nothing above it). */
 export class BatchingOutcomeSink {
   private buffer: DeliveryOutcome[] = [];
+  /** the length of the buffered outcomes' kept exchanges */
+  private exchangeBytes = 0;
   private dropped: Record<string, number> = {};
   /** a batch whose send failed: sent again first */
   private unsent: OutcomeBatch | null = null;
@@ -38,13 +51,36 @@ export class BatchingOutcomeSink {
   }
 
   record(o: DeliveryOutcome): void {
+    if (o.exchange) {
+      if (this.exchangeBytes + o.exchange.length > MAX_BUFFERED_EXCHANGE_BYTES) o.exchange = undefined;
+      else this.exchangeBytes += o.exchange.length;
+    }
     this.buffer.push(o);
     if (this.buffer.length > MAX_BUFFERED) {
       const lost = this.buffer.length - MAX_BUFFERED;
-      this.buffer.splice(0, lost);
+      for (const gone of this.buffer.splice(0, lost)) this.exchangeBytes -= gone.exchange?.length ?? 0;
       this.logger.warn({ lost }, 'delivery outcomes could not be sent back for a long time; oldest dropped');
     }
-    if (this.buffer.length >= MAX_BATCH && !this.sending) void this.flush();
+    if (this.full() && !this.sending) void this.flush();
+  }
+
+  /** A batch's worth waits. */
+  private full(): boolean {
+    return this.buffer.length >= MAX_BATCH || this.exchangeBytes >= MAX_BATCH_EXCHANGE_BYTES;
+  }
+
+  /** The next batch's outcomes: at most MAX_BATCH, and their exchanges at most MAX_BATCH_EXCHANGE_BYTES (one at least). */
+  private takeBatch(): DeliveryOutcome[] {
+    let n = 0;
+    let bytes = 0;
+    while (n < this.buffer.length && n < MAX_BATCH) {
+      const len = this.buffer[n].exchange?.length ?? 0;
+      if (n > 0 && bytes + len > MAX_BATCH_EXCHANGE_BYTES) break;
+      bytes += len;
+      n++;
+    }
+    this.exchangeBytes -= bytes;
+    return this.buffer.splice(0, n);
   }
 
   /** Nothing buffered, being sent or waiting to be sent again: every outcome (and drop) recorded has been sent. */
@@ -82,7 +118,7 @@ export class BatchingOutcomeSink {
         worker: this.worker,
         in_flight: this.inFlight(),
         dropped,
-        outcomes: this.buffer.splice(0, MAX_BATCH),
+        outcomes: this.takeBatch(),
         ...(backlogged.length ? { backlogged } : {}),
         ...(caughtUp.length ? { caught_up: caughtUp } : {}),
       };
@@ -105,7 +141,7 @@ export class BatchingOutcomeSink {
     } finally {
       this.sending = null;
     }
-    if (this.buffer.length >= MAX_BATCH && !this.failing) await this.flush();
+    if (this.full() && !this.failing) await this.flush();
   }
 
   close(): void {

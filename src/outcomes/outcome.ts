@@ -7,7 +7,7 @@
 // outcomes into batches (batching-sink.ts) → the control plane takes the batches off the bus once
 // each (consumer.ts; svc serve's own data planes, in either mode, hand them over in process) →
 // the status book turns them into delivery status, metrics and the attempt log (status-book.ts).
-import type { AttemptResult } from '../delivery/client.ts';
+import { EXCHANGE, type AttemptResult } from '../delivery/client.ts';
 
 /** The header of a recovered or resent attempt (CONTRACT 4.5): the recovery id, or `resend`. */
 export const RECOVERY_HEADER = 'x-svc-recovery';
@@ -29,6 +29,8 @@ export interface DeliveryOutcome {
   at: number;
   /** a recovery's id, or 'resend' (CONTRACT 4.5); absent for the automatic attempt */
   recovery_id?: string | null;
+  /** the kept request and response, JSON (src/delivery/exchange-record.ts); absent when none was kept */
+  exchange?: string;
 }
 
 /** Whom an attempt was for: the webhook, the event (a recovery item's: the kept event's id) and a recovery's id. */
@@ -47,6 +49,8 @@ export function outcomeOf(target: AttemptTarget, r: AttemptResult, at: number): 
   const { webhook_id, org_id, event_id, type, recovery_id } = target;
   const outcome: DeliveryOutcome = { webhook_id, org_id, event_id, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at };
   if (recovery_id) outcome.recovery_id = recovery_id;
+  const exchange = r[EXCHANGE];
+  if (exchange) outcome.exchange = exchange;
   return outcome;
 }
 
@@ -77,13 +81,17 @@ export interface BacklogReport {
   caughtUp: string[];
 }
 
-/** 9 fields, and a 10th (the recovery id) only when there is one: older 9-field tuples still decode. */
-type WireOutcome = [string, string, string, string, 0 | 1, number | null, string | null, number, number, string?];
+/**
+ * 9 fields, a 10th (the recovery id, null without one) when there is one or an 11th follows, and an
+ * 11th (the kept exchange's JSON) when there is one: older 9- and 10-field tuples still decode.
+ */
+type WireOutcome = [string, string, string, string, 0 | 1, number | null, string | null, number, number, (string | null)?, string?];
 
 export function encodeOutcomeBatch(b: OutcomeBatch): string {
   const outcomes: WireOutcome[] = b.outcomes.map((o) => {
     const t: WireOutcome = [o.webhook_id, o.org_id, o.event_id, o.type, o.ok ? 1 : 0, o.status, o.error, o.duration_ms, o.at];
-    if (o.recovery_id) t.push(o.recovery_id);
+    if (o.recovery_id || o.exchange) t.push(o.recovery_id || null);
+    if (o.exchange) t.push(o.exchange);
     return t;
   });
   return JSON.stringify({ i: b.id, t: b.sent_at, w: b.worker, f: b.in_flight, d: b.dropped, o: outcomes, ...(b.backlogged?.length ? { b: b.backlogged } : {}), ...(b.caught_up?.length ? { c: b.caught_up } : {}) });
@@ -95,13 +103,14 @@ export function decodeOutcomeBatch(text: string): OutcomeBatch | null {
     if (typeof v.i !== 'string' || !v.i || typeof v.t !== 'number' || typeof v.w !== 'string' || typeof v.f !== 'number' || !Array.isArray(v.o) || typeof v.d !== 'object' || v.d === null) return null;
     const outcomes: DeliveryOutcome[] = [];
     for (const x of v.o as unknown[]) {
-      if (!Array.isArray(x) || (x.length !== 9 && x.length !== 10)) return null;
-      const [webhook_id, org_id, event_id, type, ok, status, error, duration_ms, at, recovery_id] = x as WireOutcome;
-      if (recovery_id !== undefined && typeof recovery_id !== 'string') return null;
+      if (!Array.isArray(x) || x.length < 9 || x.length > 11) return null;
+      const [webhook_id, org_id, event_id, type, ok, status, error, duration_ms, at, recovery_id, exchange] = x as WireOutcome;
+      if (recovery_id !== undefined && recovery_id !== null && typeof recovery_id !== 'string') return null;
+      if (exchange !== undefined && typeof exchange !== 'string') return null;
       if (typeof webhook_id !== 'string' || typeof org_id !== 'string' || typeof event_id !== 'string' || typeof type !== 'string') return null;
       if (typeof duration_ms !== 'number' || typeof at !== 'number') return null;
       // every field named, recovery_id too (undefined without one): outcomes of one shape (no spread)
-      outcomes.push({ webhook_id, org_id, event_id, type, ok: ok === 1, status: typeof status === 'number' ? status : null, error: typeof error === 'string' ? error : null, duration_ms, at, recovery_id: recovery_id || undefined });
+      outcomes.push({ webhook_id, org_id, event_id, type, ok: ok === 1, status: typeof status === 'number' ? status : null, error: typeof error === 'string' ? error : null, duration_ms, at, recovery_id: recovery_id || undefined, exchange: exchange || undefined });
     }
     const dropped: Record<string, number> = {};
     for (const [k, n] of Object.entries(v.d as Record<string, unknown>)) if (typeof n === 'number' && n > 0) dropped[k] = n;

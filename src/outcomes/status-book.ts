@@ -36,6 +36,13 @@ const MAX_UNSAVED_ATTEMPTS = 100_000;
  * and no producer answered (issue 33, BENCHMARKS.md).
  */
 export const ATTEMPTS_PER_WRITE = 2048;
+/**
+ * The kept exchanges (request and response, src/delivery/exchange-record.ts) waiting for the attempt
+ * log: written as soon as this many bytes wait, and at most UNSAVED_EXCHANGE_BYTES kept while the
+ * log cannot be written (past it, attempts are kept without theirs): memory stays bounded (CONTRACT 8).
+ */
+const EXCHANGE_BYTES_PER_WRITE = 4 * 1024 * 1024;
+const UNSAVED_EXCHANGE_BYTES = 32 * 1024 * 1024;
 
 /** A data plane that has sent nothing for this long no longer counts in svc_deliveries_in_flight. */
 const WORKER_STALE_MS = 10_000;
@@ -75,6 +82,8 @@ export class DeliveryStatusBook {
   private readonly timer: Timer;
   /** attempts not yet in the attempt log (written with the statuses) */
   private attempts: AttemptRow[] = [];
+  /** the length of their kept exchanges */
+  private attemptExchangeBytes = 0;
   /** the last write of the attempt log failed: the next is the timer's (not one per batch) */
   private attemptWriteFailed = false;
   private readonly recoveryListeners: Array<(recoveryId: string, ok: boolean) => void> = [];
@@ -116,7 +125,7 @@ export class DeliveryStatusBook {
     }
     if (ok) this.metrics.deliveries.inc({ outcome: 'success' }, ok);
     if (batch.outcomes.length > ok) this.metrics.deliveries.inc({ outcome: 'failure' }, batch.outcomes.length - ok);
-    if (this.attempts.length >= ATTEMPTS_PER_WRITE && !this.attemptWriteFailed) this.flushAttempts();
+    if ((this.attempts.length >= ATTEMPTS_PER_WRITE || this.attemptExchangeBytes >= EXCHANGE_BYTES_PER_WRITE) && !this.attemptWriteFailed) this.flushAttempts();
   }
 
   /** One outcome (a ping's, a resend's). */
@@ -133,6 +142,11 @@ export class DeliveryStatusBook {
       for (const l of this.recoveryListeners) l(o.recovery_id, o.ok);
     }
     if (this.attemptLog) {
+      let exchange = o.exchange ?? null;
+      if (exchange) {
+        if (this.attemptExchangeBytes + exchange.length > UNSAVED_EXCHANGE_BYTES) exchange = null;
+        else this.attemptExchangeBytes += exchange.length;
+      }
       this.attempts.push({
         webhook_id: o.webhook_id,
         org_id: o.org_id,
@@ -145,6 +159,7 @@ export class DeliveryStatusBook {
         duration_ms: o.duration_ms,
         recovery_id: o.recovery_id ?? null,
         kept_ms: this.attemptLog.engineClock.now(),
+        exchange,
       });
     }
     let l = this.live.get(o.webhook_id);
@@ -274,6 +289,7 @@ export class DeliveryStatusBook {
     if (!this.attempts.length) return;
     const rows = this.attempts;
     this.attempts = [];
+    this.attemptExchangeBytes = 0;
     try {
       saveAttempts(this.db, rows);
       this.attemptWriteFailed = false;
@@ -281,6 +297,7 @@ export class DeliveryStatusBook {
       this.attemptWriteFailed = true;
       // kept for the next flush (bounded: an attempt log that cannot be written loses its oldest)
       this.attempts = rows.concat(this.attempts).slice(-MAX_UNSAVED_ATTEMPTS);
+      for (const a of this.attempts) this.attemptExchangeBytes += a.exchange?.length ?? 0;
       this.logger.warn({ err }, 'could not save the attempt log; will try again');
     }
   }
