@@ -79,7 +79,8 @@ export class HealthGates {
       gate = { state: r.state, context: r.context };
       emitted.push(...r.emitted);
     }
-    const fresh = updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, params: { ...step.params, gate } })!;
+    const seen = verdictsSeen(step.params, events);
+    const fresh = updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, params: { ...step.params, gate, ...(seen ? { bake_verdicts: seen } : {}) } })!;
     // a streak that started with these events trips once it has lasted `for`: tick at that moment
     if (gate.state === 'baking') {
       for (const s of Object.values(gate.context.streaks)) {
@@ -110,6 +111,36 @@ export class HealthGates {
     if (onFailureOf(run.params) !== 'rollback') return;
     this.run.addSteps(run.org_id, run.workflow_id, rollbackSteps(steps), Math.max(...steps.map((s) => s.idx)) + 1);
   }
+}
+
+/** How many verdict changes a bake keeps (the latest; for its rollout page). */
+export const BAKE_VERDICTS_KEPT = 50;
+
+/** A verdict the bake saw: an install's composite verdict from `at` on (ms, engine clock). */
+export interface BakeVerdict {
+  at: number;
+  install_id: string;
+  component_id: string;
+  verdict: string;
+  reason: string | null;
+}
+
+/**
+ * The verdicts a bake has seen (params.bake_verdicts) after `events`: each change of an install's
+ * composite verdict (or of the component behind it), the latest BAKE_VERDICTS_KEPT; null when
+ * nothing changed. Only the rollout page reads it; no event or API answer carries it.
+ */
+function verdictsSeen(params: Record<string, unknown>, events: GateEvent[]): BakeVerdict[] | null {
+  const kept = Array.isArray(params.bake_verdicts) ? (params.bake_verdicts as BakeVerdict[]) : [];
+  const next = [...kept];
+  for (const e of events) {
+    if (e.type !== 'health') continue;
+    let last: BakeVerdict | undefined;
+    for (const v of next) if (v.install_id === e.install_id) last = v;
+    if (last && last.verdict === e.verdict && last.component_id === e.component_id) continue;
+    next.push({ at: e.at, install_id: e.install_id, component_id: e.component_id, verdict: e.verdict, reason: e.reason ?? null });
+  }
+  return next.length === kept.length ? null : next.slice(-BAKE_VERDICTS_KEPT);
 }
 
 const installIdsOf = (step: StepRow): string[] => (step.params.install_ids as string[] | undefined) ?? [];

@@ -37,6 +37,9 @@ export interface VerifyNext {
   wakeAt: number | null;
 }
 
+/** How many verification answers a verify step keeps (the latest). */
+export const VERIFY_ANSWERS_KEPT = 50;
+
 const NOTHING: VerifyNext = { asks: [], wakeAt: null };
 
 export class VerifySteps {
@@ -94,7 +97,9 @@ export class VerifySteps {
     const r = advanceVerification(gate.state, gate.context, ev);
     if (!r.changed) return { asks: [], wakeAt: nextWakeOf(gate) };
     const verify: VerifySnapshot = { state: r.state, context: r.context };
-    const fresh = updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, params: { ...step.params, verify } })!;
+    // each answer, for the rollout page (the latest VERIFY_ANSWERS_KEPT; no event or API answer carries it)
+    const answers = ev.type === 'answer' ? { verify_answers: [...((step.params.verify_answers as unknown[] | undefined) ?? []), { index: ev.index, attempt: gate.context.checks[ev.index]?.attempt ?? null, at: ev.at, ...ev.answer }].slice(-VERIFY_ANSWERS_KEPT) } : {};
+    const fresh = updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, params: { ...step.params, verify, ...answers } })!;
     const asks: VerifyAsk[] = [];
     for (const e of r.emitted as VerifyEmit[]) {
       if (e.type === 'ask') asks.push(...e.asks.map((a) => this.askOf(t, wf, fresh, a.index, a.attempt)));

@@ -8,7 +8,9 @@ import { gateSnapshotOf, gateSnapshotSchema } from '../../machines/health-gate.t
 import { verifySnapshotOf, verifySnapshotSchema } from '../../machines/verification.ts';
 import { shownUrl, verificationsOf } from '../domain/verification.ts';
 import { gateTripOf, gateTripSchema, healthGateSchema, rolloutParamsOf, rolloutPolicySchema, rolloutSchema } from '../domain/rollout.ts';
-import { getConfig, listBranches } from '../../store/apps.ts';
+import { findBranch, getConfig, listBranches } from '../../store/apps.ts';
+import { listChangeWindows } from '../../store/change-windows.ts';
+import type { BakeVerdict } from '../engine/health-gates.ts';
 import { getInstall, listComponents } from '../../store/installs.ts';
 import { getWorkflow, listChildWorkflows, listOwnerWorkflows, listSteps, type StepRow } from '../../store/workflows.ts';
 import { installView } from './installs.ts';
@@ -45,6 +47,20 @@ const rolloutStepSchema = z.object({
   children: z.array(z.object({ workflow_id: z.string(), type: z.string(), status: statusSchema, install_id: z.string(), install_name: z.string().nullable() })),
   /** a `wait for change window` step's install, its next window and the windows holding it */
   window: z.object({ install_id: z.string(), next_window_at: z.string().nullable(), window_ids: z.array(z.string()) }).nullable().default(null),
+  /** a wait step's windows by name (the id when the window is gone), and since when it waited (ms, engine clock) */
+  window_names: z.array(z.string()).default([]),
+  waiting_since: z.number().nullable().default(null),
+  /** when the step started and ended (ISO 8601), null before */
+  started_at: z.string().nullable().default(null),
+  finished_at: z.string().nullable().default(null),
+  /** a bake's verdicts seen during it (each change of an install's composite verdict, the latest 50), named */
+  verdicts: z
+    .array(z.object({ at: z.number(), install_id: z.string(), install_name: z.string(), component_name: z.string(), verdict: z.string(), reason: z.string().nullable() }))
+    .default([]),
+  /** a verify step's answers, one per request (the latest 50): which URL (index), the request's number, verdict, status, error, reason, when (ms) */
+  answers: z
+    .array(z.object({ index: z.number(), attempt: z.number().nullable(), at: z.number(), verdict: z.string(), status: z.number().nullable(), error: z.string().nullable(), reason: z.string().nullable() }))
+    .default([]),
 });
 export type RolloutStep = z.infer<typeof rolloutStepSchema>;
 
@@ -111,7 +127,35 @@ function rolloutStep(ctx: AppContext, orgId: string, s: StepRow): RolloutStep {
     trip_component_name: trip ? componentName(ctx, trip.install_id, trip.component_id) : null,
     children: children.map((w) => ({ workflow_id: w.workflow_id, type: w.type, status: w.status, install_id: w.owner_id, install_name: getInstall(ctx.db, orgId, w.owner_id)?.name ?? null })),
     window: s.params.kind === 'window' ? (s.params.window as RolloutStep['window']) : null,
+    window_names: s.params.kind === 'window' ? windowNames(ctx, orgId, s) : [],
+    waiting_since: s.params.kind === 'window' && typeof s.params.since_ms === 'number' ? s.params.since_ms : null,
+    started_at: s.started_at,
+    finished_at: s.finished_at,
+    verdicts: bakeVerdicts(ctx, orgId, s),
+    answers: Array.isArray(s.params.verify_answers) ? (s.params.verify_answers as RolloutStep['answers']).map((a) => ({ ...a, status: a.status ?? null, error: a.error ?? null, reason: a.reason ?? null, attempt: a.attempt ?? null })) : [],
   };
+}
+
+/** The names of the windows holding a wait step's install (a window's id when it is gone). */
+function windowNames(ctx: AppContext, orgId: string, s: StepRow): string[] {
+  const ids = ((s.params.window as RolloutStep['window'])?.window_ids ?? []) as string[];
+  const wf = getWorkflow(ctx.db, s.workflow_id);
+  const appId = wf?.type === 'app_rollback' ? wf.owner_id : wf ? findBranch(ctx.db, orgId, wf.owner_id)?.app_id : undefined;
+  const names = new Map(appId ? listChangeWindows(ctx.db, appId).map((w) => [w.window_id, w.name]) : []);
+  return ids.map((id) => names.get(id) ?? id);
+}
+
+/** A bake's verdicts as it kept them (params.bake_verdicts), with install and component names. */
+function bakeVerdicts(ctx: AppContext, orgId: string, s: StepRow): RolloutStep['verdicts'] {
+  if (!Array.isArray(s.params.bake_verdicts)) return [];
+  return (s.params.bake_verdicts as BakeVerdict[]).map((v) => ({
+    at: v.at,
+    install_id: v.install_id,
+    install_name: getInstall(ctx.db, orgId, v.install_id)?.name ?? v.install_id,
+    component_name: componentName(ctx, v.install_id, v.component_id),
+    verdict: v.verdict,
+    reason: v.reason,
+  }));
 }
 
 /** Groups by name in step order, each with its installs (the union of its steps'). */

@@ -368,7 +368,7 @@ describe('change windows on the app page', () => {
       'the run picture with the free install succeeded',
     );
     await expect(picture.locator('rect', { has: page.locator('title', { hasText: `${x.name}: waiting for window` }) }).getAttribute('fill')).resolves.toBe('#7c3aed');
-    await expect(page.locator('.window-wait').textContent()).resolves.toContain(`Held by change window ${w.window_id}`);
+    await expect(page.locator('.window-wait').textContent()).resolves.toContain('Held by change window enterprise freeze for 0 s so far'); // by name, not id
     await screenshot(page, 'rollout-window-wait');
     await page.screenshot({ path: '/tmp/rollout-window-wait.png', fullPage: true });
     await expectAccessible(page, 'rollout page with a wait for a window');

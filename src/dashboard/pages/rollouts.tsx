@@ -184,7 +184,9 @@ function verifyTitle(v: VerifyCheck): string {
 const VerifyDetail = ({ data, row }: { data: RolloutView; row: RolloutStep }) => {
   const checks = row.verify?.context.checks ?? [];
   if (!checks.length) return <p class="muted">Asks each verification URL once the group has deployed.</p>;
+  const started = row.started_at ? Date.parse(row.started_at) : null;
   return (
+    <>
     <ul class="verifications">
       {checks.map((v) => (
         <li>
@@ -196,6 +198,24 @@ const VerifyDetail = ({ data, row }: { data: RolloutView; row: RolloutStep }) =>
         </li>
       ))}
     </ul>
+      {row.answers.length ? (
+        <>
+          <p>Each request's answer{row.answers.length >= 50 ? ' (the latest 50)' : ''}:</p>
+          <ol class="verify-answers">
+            {row.answers.map((a) => (
+              <li>
+                {started !== null ? `+${span(a.at - started)} ` : ''}
+                {checks[a.index]?.shown ?? `verification ${a.index + 1}`}
+                {a.attempt !== null ? ` request ${a.attempt}` : ''}: <strong>{a.verdict}</strong>
+                {a.status !== null ? ` HTTP ${a.status}` : ''}
+                {a.error ? ` ${a.error}` : ''}
+                {a.reason ? ` reason: ${a.reason}` : ''}
+              </li>
+            ))}
+          </ol>
+        </>
+      ) : null}
+    </>
   );
 };
 
@@ -243,6 +263,94 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
   );
 };
 
+/** A bad verdict's streak in a bake: an install's verdicts in the gate's `on` from one component, until another verdict ended it. */
+interface Streak {
+  /** index in row.verdicts of its first verdict */
+  first: number;
+  start: number;
+  /** when it ended (null: still running at `now`) */
+  end: number | null;
+  lasted: number;
+  tripped: boolean;
+}
+
+/** The bad streaks of a bake, from the verdicts it saw (the gate's rule: CONTRACT 4.3 `for`). */
+function streaksOf(row: RolloutStep, now: number): Streak[] {
+  const on = (row.gate?.context.on ?? []) as string[];
+  const trip = row.gate?.context.trip ?? null;
+  const bakeEnd = row.finished_at ? Date.parse(row.finished_at) : null;
+  const out: Streak[] = [];
+  row.verdicts.forEach((v, i) => {
+    if (!on.includes(v.verdict)) return;
+    const p = row.verdicts.slice(0, i).filter((x) => x.install_id === v.install_id).pop() ?? null;
+    if (p && on.includes(p.verdict) && p.component_name === v.component_name) return; // continues a streak
+    const ender = row.verdicts.slice(i + 1).find((n) => n.install_id === v.install_id && !(on.includes(n.verdict) && n.component_name === v.component_name));
+    const end = ender?.at ?? null;
+    const until = end ?? bakeEnd ?? now;
+    const tripped = !!trip && trip.install_id === v.install_id && end === null && row.status === 'failed';
+    out.push({ first: i, start: v.at, end, lasted: Math.max(0, until - v.at), tripped });
+  });
+  return out;
+}
+
+/** Under a bake: each verdict it saw, how long it lasted, and what the gate made of it. */
+const BakeVerdicts = ({ data, row }: { data: RolloutView; row: RolloutStep }) => {
+  if (!row.verdicts.length) return null;
+  const started = row.started_at ? Date.parse(row.started_at) : row.verdicts[0].at;
+  const bakeEnd = row.finished_at ? Date.parse(row.finished_at) : null;
+  const on = (row.gate?.context.on ?? []) as string[];
+  const forMs = row.gate?.context.for_ms ?? 0;
+  const streaks = new Map(streaksOf(row, data.now).map((x) => [x.first, x]));
+  const verdictOf = (i: number): Child => {
+    const v = row.verdicts[i];
+    const s = streaks.get(i);
+    if (!on.includes(v.verdict)) return <span class="muted">not a verdict the gate trips on</span>;
+    if (!s) return <span class="muted">the same bad streak goes on</span>;
+    if (s.tripped) return <strong class="step-error">tripped the gate{forMs ? ` (bad for ${span(s.lasted)}, its \`for\` is ${span(forMs)})` : ' (the gate trips at once)'}</strong>;
+    if (s.end !== null) return <span class="tolerated">tolerated by the gate's <code>for</code> ({span(forMs)}): bad for {span(s.lasted)}, it ended before lasting {span(forMs)}</span>;
+    if (row.status === 'started') return <span>bad for {span(s.lasted)} so far; trips once it lasts {span(forMs)}</span>;
+    return <span>bad for {span(s.lasted)}</span>;
+  };
+  return (
+    <>
+      <p>Verdicts seen during the bake{row.verdicts.length >= 50 ? ' (the latest 50 changes)' : ''}:</p>
+      <table class="bake-verdicts">
+        <thead>
+          <tr>
+            <th scope="col">From</th>
+            <th scope="col">Install</th>
+            <th scope="col">Component</th>
+            <th scope="col">Verdict</th>
+            <th scope="col">Lasted</th>
+            <th scope="col">Gate</th>
+          </tr>
+        </thead>
+        <tbody>
+          {row.verdicts.map((v, i) => {
+            const next = row.verdicts.slice(i + 1).find((n) => n.install_id === v.install_id);
+            const until = next?.at ?? bakeEnd ?? data.now;
+            const lasted = span(Math.max(0, until - v.at));
+            return (
+              <tr class="bake-verdict" data-verdict={v.verdict}>
+                <td>
+                  +{span(Math.max(0, v.at - started))} <span class="muted"><Time iso={new Date(v.at).toISOString()} /></span>
+                </td>
+                <td>{v.install_name}</td>
+                <td>{v.component_name}</td>
+                <td>
+                  <Status status={v.verdict} /> {v.reason ? <span class="muted">{v.reason}</span> : null}
+                </td>
+                <td class="lasted">{next ? lasted : bakeEnd !== null ? `${lasted} (to the bake's end)` : `${lasted} so far`}</td>
+                <td>{verdictOf(i)}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </>
+  );
+};
+
 /** Under a bake step: its time left (or how it ended) and the health of the group's installs. */
 const BakeDetail = ({ c, data, row, group }: { c: DashContext; data: RolloutView; row: RolloutStep; group: RolloutGroup }) => {
   const gate = row.gate;
@@ -255,7 +363,16 @@ const BakeDetail = ({ c, data, row, group }: { c: DashContext; data: RolloutView
       </p>
     );
   } else if (row.status === 'succeeded') {
-    state = <p class="bake-left">Passed: no bad verdict during the {bake} bake.</p>;
+    const tolerated = streaksOf(row, data.now).filter((x) => !x.tripped);
+    state = (
+      <p class="bake-left">
+        {tolerated.length
+          ? `Passed: the ${bake} bake ended without a trip; ${tolerated.length} bad verdict${tolerated.length === 1 ? ' was' : 's were'} tolerated, ending before ${tolerated.length === 1 ? 'it' : 'they'} lasted the gate's for (${gate ? span(gate.context.for_ms) : '?'}).`
+          : row.verdicts.length
+            ? `Passed: no bad verdict during the ${bake} bake.`
+            : `Passed: the ${bake} bake ended with no verdict seen that trips the gate.`}
+      </p>
+    );
   } else if (row.status === 'failed' && gate?.context.trip) {
     const t = gate.context.trip;
     state = (
@@ -272,6 +389,7 @@ const BakeDetail = ({ c, data, row, group }: { c: DashContext; data: RolloutView
   return (
     <div class="bake">
       {state}
+      <BakeVerdicts data={data} row={row} />
       {row.status === 'started' || row.status === 'failed' ? (
         <>
           <p>Verdicts of the group's installs now:</p>
@@ -314,13 +432,23 @@ const ChildrenDetail = ({ c, row }: { c: DashContext; row: RolloutStep }) => {
   );
 };
 
-/** Under a wait step: the windows holding the install and when the next one lets it start. */
-const WindowDetail = ({ row }: { row: RolloutStep }) => {
+/** Under a wait step: the windows (by name) holding the install, how long it waited, and when the next one lets it start. */
+const WindowDetail = ({ data, row }: { data: RolloutView; row: RolloutStep }) => {
   const w = row.window!;
-  if (row.status !== 'started') return null;
+  const names = row.window_names.length ? row.window_names : w.window_ids;
+  const since = row.waiting_since ?? (row.started_at ? Date.parse(row.started_at) : null);
+  const windows = `change window${names.length === 1 ? '' : 's'} ${names.join(', ')}`;
+  if (row.status === 'started') {
+    return (
+      <p class="window-wait">
+        Held by {windows}{since !== null ? ` for ${span(data.now - since)} so far` : ''}; {w.next_window_at ? <>starts when it opens, <Time iso={w.next_window_at} /></> : 'no window lets it start within two weeks'} (or at once when a window holding it is deleted).
+      </p>
+    );
+  }
+  if (since === null || !row.finished_at) return null;
   return (
     <p class="window-wait">
-      Held by change window {w.window_ids.join(', ')}; {w.next_window_at ? <>starts when it opens, <Time iso={w.next_window_at} /></> : 'no window lets it start within two weeks'} (or at once when a window holding it is deleted).
+      Waited {span(Date.parse(row.finished_at) - since)} for {windows} (until <Time iso={row.finished_at} />).
     </p>
   );
 };
@@ -333,7 +461,7 @@ export function stepExtra(c: DashContext, data: RolloutView, stepId: string): Ch
   if (row.kind === 'bake' && group) return <BakeDetail c={c} data={data} row={row} group={group} />;
   if (row.kind === 'children') return <ChildrenDetail c={c} row={row} />;
   if (row.kind === 'verify') return <VerifyDetail data={data} row={row} />;
-  if (row.kind === 'window' && row.window) return <WindowDetail row={row} />;
+  if (row.kind === 'window' && row.window) return <WindowDetail data={data} row={row} />;
   return null;
 }
 

@@ -1,0 +1,133 @@
+// Issue 56 items 2 and 6, the dashboard's side, driven in headless Chromium (pages checked by
+// axe-core): the rollout page tells what each gate saw (the verdicts of a bake with how long each
+// lasted and what the gate's `for` tolerated, each verification request's answer, the change
+// windows waited for by name and for how long); the overview's recent workflows include branch
+// runs and fleet rollbacks (one waiting for approval); the fleet-rollback form's verification
+// fields reach the run. A real svc in process on a ManualClock, health verdicts published on the
+// ingest subject like a health checker (CONTRACT 5.2).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { ManualClock } from '../helpers/clock.ts';
+import { ingestSubject } from '../../src/bus/subjects.ts';
+import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
+import { expectAccessible, launchBrowser, screenshot, signedInPage } from '../helpers/browser.ts';
+import { appWithThreeConfigs, get, installWith as installWithHistory, post, waitStep, waitWf } from '../helpers/workflows.ts';
+import { rid } from '../helpers/ids.ts';
+import { startReceiver } from '../helpers/receiver.ts';
+
+type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const cfg = (image: string) => ({ sandbox: { size: 'small' }, components: [{ name: 'api', values: { image } }, { name: 'worker', values: { image: 'worker:1' } }] });
+
+let svc: TestService;
+let org: OrgCreds;
+let api: ApiClient;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+let dash: string;
+// a Wednesday, midnight UTC
+const clock = new ManualClock(Date.parse('2026-04-01T00:00:00.000Z'));
+
+beforeAll(async () => {
+  [svc, browser] = await Promise.all([startService({}, { clock }), launchBrowser()]);
+  org = svc.createOrg('dash-rollout-truth');
+  api = svc.api(org);
+  dash = `${svc.url}/dashboard`;
+  ({ context, page } = await signedInPage(browser, dash, org));
+}, 60_000);
+afterAll(async () => {
+  await context?.close();
+  await browser?.close();
+  await svc?.stop();
+});
+
+const app3 = () => appWithThreeConfigs(api, rid('shop'), cfg);
+const installWith = (appId: string, cfgId: string, labels: Record<string, string> = {}, then: string[] = []): Promise<Json> =>
+  installWithHistory(api, rid('inst'), appId, cfgId, labels, then);
+
+/** A health checker's verdict on one component (CONTRACT 5.2), answered once committed. */
+async function verdict(install: Json, component: string, v: string, reason?: string): Promise<void> {
+  const componentId = install.components.find((c: Json) => c.name === component).component_id;
+  const r = await svc.server.bus.request(ingestSubject(org.org_id, 'health', install.install_id), JSON.stringify({ component_id: componentId, verdict: v, ...(reason ? { reason } : {}) }), { timeoutMs: 5000 });
+  expect(r.json()).toMatchObject({ ok: true });
+}
+
+const section = (heading: string | RegExp) => page.locator('section').filter({ has: page.getByRole('heading', { name: heading }) });
+
+describe('the rollout page tells what each gate saw', () => {
+  it('a degraded blip shorter than `for`: each verdict of the bake with how long it lasted, the blip tolerated by `for`; the window waited for by name; each verification answer', { timeout: 120_000 }, async () => {
+    const rcv = await startReceiver();
+    try {
+      const { app, v1, v2 } = await app3();
+      const x = await installWith(app.app_id, v1.app_config_id);
+      const branch = await post(api, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'canary', install_ids: [x.install_id] }] });
+      // a deny window over the first half hour of the day holds the install
+      await post(api, `/v1/apps/${app.app_id}/change-windows`, { name: 'midnight freeze', kind: 'deny', days: ['wed'], start: '00:00', duration: '30m', time_zone: 'UTC' });
+      let asked = 0;
+      rcv.set('truth', { answer: () => (asked++ === 0 ? { status: 202 } : { status: 200, body: '{"verdict":"pass"}' }) });
+      await verdict(x, 'api', 'healthy');
+      const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+        app_config_id: v2.app_config_id,
+        skip_builds: true,
+        health_gate: { bake: '20s', for: '10s' },
+        verification: [{ url: rcv.hook('truth'), interval: '10s' }],
+      });
+      const W = run.workflow_id;
+      const { step } = await waitStep(api, W, 'plan install group: canary', 'awaiting_approval');
+      await post(api, `/v1/workflows/${W}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
+
+      // held by the window: named, and for how long so far
+      await waitFor(async () => (await get(api, `/v1/workflows/${W}`)).steps.some((s: Json) => s.name.startsWith('wait') && s.status === 'started'), 10_000, 'the wait for the window');
+      clock.advance(5 * 60_000);
+      await page.goto(`${dash}/${org.org_id}/workflows/${W}`);
+      await expect(page.locator('.window-wait').first().textContent()).resolves.toMatch(/^Held by change window midnight freeze for 5 min so far; starts when it opens/);
+      await screenshot(page, 'rollout-truth-window');
+
+      // the window closes: the install deploys, verification asks (pending, then pass)
+      clock.advance(25 * 60_000);
+      await waitFor(() => rcv.at('truth').length === 1, 15_000, 'the first verification request');
+      await waitFor(async () => JSON.stringify(await get(api, `/v1/workflows/${W}`)).includes('"verify install group: canary"'), 5000, 'verify step');
+      await svc.settled();
+      clock.advance(10_000);
+      await waitStep(api, W, 'bake install group: canary', 'started');
+
+      // the bake (20s, `for` 10s): healthy, a 4 s degraded blip, healthy again
+      clock.advance(3000);
+      await verdict(x, 'api', 'degraded', 'p99 over 2s');
+      clock.advance(4000);
+      await verdict(x, 'api', 'healthy');
+      await page.reload();
+      const bake = section(/^Group 1: canary/).locator('.bake');
+      await expect(bake.locator('tr.bake-verdict[data-verdict=degraded] td.lasted').textContent()).resolves.toBe('4 s');
+      clock.advance(13_000);
+      expect((await waitWf(api, W)).status).toBe('succeeded');
+
+      await page.reload();
+      const rows = bake.locator('tr.bake-verdict');
+      await expect(rows.count()).resolves.toBe(3);
+      const cells = async (n: number) => (await rows.nth(n).locator('td').allTextContents()).map((t) => t.replace(/\s+/g, ' ').trim());
+      const [healthy, blip, back] = [await cells(0), await cells(1), await cells(2)];
+      expect(healthy[0]).toMatch(/^\+0 s/);
+      expect(healthy.slice(1, 5)).toEqual([x.name, 'api', 'healthy', '3 s']);
+      expect(blip[0]).toMatch(/^\+3 s/);
+      expect(blip.slice(1, 5)).toEqual([x.name, 'api', 'degraded p99 over 2s', '4 s']);
+      expect(blip[5]).toBe("tolerated by the gate's for (10 s): bad for 4 s, it ended before lasting 10 s");
+      expect(back[0]).toMatch(/^\+7 s/);
+      expect(back[4]).toBe("13 s (to the bake's end)");
+      await expect(bake.locator('.bake-left').textContent()).resolves.toBe("Passed: the 20s bake ended without a trip; 1 bad verdict was tolerated, ending before it lasted the gate's for (10 s).");
+      // each verification request's answer
+      const answers = (await section(/^Group 1: canary/).locator('ol.verify-answers li').allTextContents()).map((t) => t.replace(/\s+/g, ' ').trim());
+      expect(answers).toEqual([`+0 s ${rcv.hook('truth')} request 1: pending HTTP 202`, `+10 s ${rcv.hook('truth')} request 2: pass HTTP 200`]);
+      // the window waited for, by name, and how long
+      await expect(page.locator('.window-wait').first().textContent()).resolves.toMatch(/^Waited 30 min for change window midnight freeze \(until /);
+      const html = await page.content();
+      expect(html).not.toContain('cw_'); // windows by name, never by id
+      await screenshot(page, 'rollout-truth-passed');
+      await page.screenshot({ path: '/tmp/rollout-truth-passed.png', fullPage: true });
+      await expectAccessible(page, 'rollout page with a tolerated blip');
+    } finally {
+      await rcv.close();
+    }
+  });
+});
