@@ -1,5 +1,6 @@
-// The README is tested (issue 32): its marked shell walkthroughs (test/readme/walkthroughs.ts says
-// how they are marked) run as written, in README order, in one fresh directory, against real
+// The README is tested (issue 32): the marked shell walkthroughs of README.md and docs/*.md
+// (test/readme/walkthroughs.ts says how they are marked) run as written, each in its file's order,
+// one after the other in one fresh directory, against real
 // processes: svc serve, nats-server with JetStream, svc worker, and svc listen as the receiver. A
 // README change that breaks a walkthrough fails here; the second group shows that on broken copies.
 import fs from 'node:fs';
@@ -8,9 +9,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNatsServer } from '../helpers/nats-server.ts';
 import { ROOT } from '../helpers/paths.ts';
-import { extractSteps, runSteps, Session, walkthroughNames, WalkthroughError } from './walkthroughs.ts';
+import { extractAll, extractSteps, readDocs, runSteps, Session, walkthroughNames, WalkthroughError, type Step } from './walkthroughs.ts';
 
-const README = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+const DOCS = readDocs(ROOT);
+const README = DOCS.find((d) => d.file === 'README.md')!.text;
 const made: string[] = [];
 const tmp = (prefix: string) => {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
@@ -18,10 +20,53 @@ const tmp = (prefix: string) => {
   return d;
 };
 
-const WALKTHROUGHS = ['quickstart', 'health-gated-rollback', 'delivery-with-workers', 'after-an-outage', 'operations'];
+// the order they run in: each continues the ones before it (operations stops svc at its end)
+const WALKTHROUGHS = ['quickstart', 'health-gated-rollback', 'delivery-with-workers', 'after-an-outage', 'producers', 'operations'];
+
+/** The ```sh blocks of a markdown text, with the walkthrough step each is (if it is one). */
+function shBlocks(text: string, file: string): Array<{ code: string; step?: Step }> {
+  const steps = extractSteps(text, file);
+  const lines = text.split('\n');
+  const blocks: Array<{ code: string; step?: Step }> = [];
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i].trim() !== '```sh') continue;
+    const end = lines.findIndex((l, j) => j > i && l.trim() === '```');
+    blocks.push({ code: lines.slice(i + 1, end).join('\n'), step: steps.find((s) => s.line === i + 1) });
+    i = end;
+  }
+  return blocks;
+}
+
+describe('the README walkthroughs are marked where they live', () => {
+  it('every svc produce example is a walkthrough step that waits for what the receiver gets (issue 56)', () => {
+    let examples = 0;
+    for (const d of DOCS) {
+      for (const b of shBlocks(d.text, d.file)) {
+        // a usage line (`--nats URL`, upper-case placeholders) is not an example
+        const produce = b.code.split('\n').filter((l) => /svc produce (health|workflow) /.test(l) && !/--nats URL/.test(l));
+        if (!produce.length) continue;
+        examples += produce.length;
+        expect(b.step, `${d.file}: a svc produce example outside a walkthrough:\n${b.code}`).toBeDefined();
+        expect(b.step!.expect.filter((e) => e.proc === 'receiver').length, `${d.file} line ${b.step!.line}: fewer expect-receiver= than svc produce lines`).toBeGreaterThanOrEqual(produce.length);
+        for (const l of produce) expect(l, 'a workflow of a type that emits nothing (issue 56)').not.toMatch(/"type\\?"\s*:\s*\\?"deploy\\?"/);
+      }
+    }
+    expect(examples).toBeGreaterThanOrEqual(3);
+  });
+
+  it('NATS walkthroughs take the port from SVC_NATS_PORT, never a fixed 4222 (issue 56)', () => {
+    const steps = extractAll(DOCS);
+    const nats = steps.filter((s) => /nats-server|--nats /.test(s.code));
+    expect(nats.length).toBeGreaterThan(4);
+    for (const s of steps) expect(s.code.replaceAll('${SVC_NATS_PORT:-4222}', ''), `${s.file} line ${s.line}`).not.toMatch(/4222/);
+    for (const s of nats) {
+      for (const l of s.code.split('\n').filter((l) => /nats-server |--nats /.test(l))) expect(l, `${s.file} line ${s.line}`).toMatch(/\$SVC_NATS_PORT/);
+    }
+  });
+});
 
 describe('the README walkthroughs run as written', () => {
-  const steps = extractSteps(README);
+  const steps = extractAll(DOCS);
   let failed: string | null = null;
   let session: Session;
   let dir: string;
@@ -39,7 +84,7 @@ describe('the README walkthroughs run as written', () => {
   });
 
   it('every walkthrough is marked', () => {
-    expect(walkthroughNames(steps)).toEqual(WALKTHROUGHS);
+    expect(walkthroughNames(steps).sort()).toEqual([...WALKTHROUGHS].sort());
   });
 
   // one after the other, in one session: a later walkthrough continues an earlier one, as the README says
@@ -76,7 +121,7 @@ describe('a broken README fails', () => {
   });
 
   it("the quickstart with `npm start --allow-private-targets` (npm drops a flag without --): the receiver never gets the provision", { timeout: 120_000 }, async () => {
-    const broken = README.replace('npm ci && npm start -- --allow-private-targets', 'npm ci && npm start --allow-private-targets');
+    const broken = README.replace('npm start -- --allow-private-targets', 'npm start --allow-private-targets');
     expect(broken).not.toBe(README);
     const quickstart = extractSteps(broken).filter((s) => s.walkthrough === 'quickstart');
     const err = await runSteps(quickstart, { root: ROOT, dir: tmp('svc-readme-broken-'), waitMs: 15_000 }).catch((e) => e);
@@ -85,11 +130,13 @@ describe('a broken README fails', () => {
   });
 
   it('the health-gated walkthrough with nats-server started without -js: svc stops, "jetstream is not enabled"', { timeout: 120_000 }, async () => {
-    const steps = extractSteps(README);
+    const steps = extractAll(DOCS);
     const nats = steps.find((s) => s.walkthrough === 'health-gated-rollback' && s.background === 'nats');
     expect(nats?.code).toMatch(/nats-server -js /);
-    const broken = README.replace(nats!.code, nats!.code.replace('nats-server -js ', 'nats-server '));
-    const upTo = extractSteps(broken);
+    // the quickstart (README.md), then the health-gated walkthrough from its file with -js taken out
+    const file = DOCS.find((d) => d.file === nats!.file)!;
+    const broken = file.text.replace(nats!.code, nats!.code.replace('nats-server -js ', 'nats-server '));
+    const upTo = [...extractSteps(README).filter((s) => s.walkthrough === 'quickstart'), ...extractSteps(broken, file.file).filter((s) => s.walkthrough === 'health-gated-rollback')];
     const serverStep = upTo.findIndex((s) => s.walkthrough === 'health-gated-rollback' && s.background === 'server');
     const err = await runSteps(upTo.slice(0, serverStep + 1), { root: ROOT, dir: tmp('svc-readme-broken-'), waitMs: 30_000 }).catch((e) => e);
     expect(err).toBeInstanceOf(WalkthroughError);

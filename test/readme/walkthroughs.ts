@@ -1,11 +1,12 @@
-// The README's shell walkthroughs, extracted and run as written (issue 32).
+// The README's shell walkthroughs, extracted and run as written (issue 32), wherever they live:
+// README.md and docs/*.md (issue 50: docs as a tree; `readDocs`).
 //
 // A walkthrough step is a ```sh block right after a marker comment, invisible on GitHub:
 //
 //   <!-- walkthrough: quickstart background=server ready="listening on" -->
 //
-// The first word names the walkthrough (steps of one name run in README order, walkthroughs in the
-// order they first appear); then options, `key=value` or `key="value"`, keys repeatable:
+// The first word names the walkthrough (steps of one name run in their file's order; the blocks of
+// one walkthrough are kept in one file); then options, `key=value` or `key="value"`, keys repeatable:
 //   background=P       the block starts a long-running process P (a terminal of its own); a running P
 //                      is stopped first (Ctrl-C: SIGINT to its process group, then waited for)
 //   ready="RE"         with background: wait until P's output matches RE (as a reader waits for it)
@@ -19,9 +20,11 @@
 // from block to block), in a fresh directory. The README's commands are not rewritten, with two
 // exceptions, both made by the harness, not by the README: `npm`/`npx` run this checkout (`npx svc`
 // is bin/svc.mjs, `npm start -- ARGS` is `svc serve ARGS`, and `npm ci` installs nothing: the
-// dependencies are this checkout's), and the README's fixed ports (8080, 8081, 9000, 4222) become
-// free ones, the same in every block (and in nats.conf, copied beside), with SVC_PORT and
-// SVC_API_URL set to the one that stands for 8080 (svc serve's and the CLI's default).
+// dependencies are this checkout's), and the README's fixed ports (8080, 8081, 9000) become free
+// ones, the same in every block (and in nats.conf, copied beside), with SVC_PORT and SVC_API_URL set
+// to the one that stands for 8080 (svc serve's and the CLI's default). NATS's port is not rewritten:
+// the walkthroughs take it from SVC_NATS_PORT (issue 56), which the session sets to a free port, as
+// a reader with another NATS on 4222 would.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -29,7 +32,9 @@ import { freePort } from '../helpers/nats-server.ts';
 
 export interface Step {
   walkthrough: string;
-  /** 1-based line of the ```sh fence in the README */
+  /** the file it is in, as messages name it ('README' when not told) */
+  file: string;
+  /** 1-based line of the ```sh fence in its file */
   line: number;
   code: string;
   background?: string;
@@ -49,22 +54,22 @@ const MARKER = /^<!--\s*walkthrough:\s*([a-z0-9-]+)(.*?)-->\s*$/;
 const OPTION = /\s*([a-z][a-z0-9-]*)=(?:"([^"]*)"|(\S+))/y;
 
 /** The marked steps of a README, in order. A marker not followed by a ```sh block, or a bad option, throws. */
-export function extractSteps(markdown: string): Step[] {
+export function extractSteps(markdown: string, file = 'README'): Step[] {
   const lines = markdown.split('\n');
   const steps: Step[] = [];
   for (let i = 0; i < lines.length; i++) {
     const m = MARKER.exec(lines[i]);
     if (!m) {
-      if (/<!--\s*walkthrough/.test(lines[i])) throw new WalkthroughError(`README line ${i + 1}: a walkthrough marker that does not parse: ${lines[i]}`);
+      if (/<!--\s*walkthrough/.test(lines[i])) throw new WalkthroughError(`${file} line ${i + 1}: a walkthrough marker that does not parse: ${lines[i]}`);
       continue;
     }
-    const step: Step = { walkthrough: m[1], line: i + 2, code: '', stop: [], expect: [], exit: 0 };
+    const step: Step = { walkthrough: m[1], file, line: i + 2, code: '', stop: [], expect: [], exit: 0 };
     const rest = m[2].trimEnd();
     OPTION.lastIndex = 0;
     while (OPTION.lastIndex < rest.length) {
       const start = OPTION.lastIndex;
       const o = OPTION.exec(rest);
-      if (!o) throw new WalkthroughError(`README line ${i + 1}: cannot read the options from ${JSON.stringify(rest.slice(start).trim())}`);
+      if (!o) throw new WalkthroughError(`${file} line ${i + 1}: cannot read the options from ${JSON.stringify(rest.slice(start).trim())}`);
       const [, key, quoted, bare] = o;
       const value = quoted ?? bare;
       if (key === 'background') step.background = value;
@@ -74,15 +79,33 @@ export function extractSteps(markdown: string): Step[] {
       else if (key === 'output') step.output = value;
       else if (key === 'until') step.until = value;
       else if (key === 'exit' && /^\d+$/.test(value)) step.exit = Number(value);
-      else throw new WalkthroughError(`README line ${i + 1}: unknown walkthrough option ${key}=${value}`);
+      else throw new WalkthroughError(`${file} line ${i + 1}: unknown walkthrough option ${key}=${value}`);
     }
-    if (lines[i + 1]?.trim() !== '```sh') throw new WalkthroughError(`README line ${i + 1}: a walkthrough marker must be followed by a \`\`\`sh block`);
+    if (lines[i + 1]?.trim() !== '```sh') throw new WalkthroughError(`${file} line ${i + 1}: a walkthrough marker must be followed by a \`\`\`sh block`);
     const end = lines.findIndex((l, j) => j > i + 1 && l.trim() === '```');
-    if (end < 0) throw new WalkthroughError(`README line ${i + 2}: the \`\`\`sh block never ends`);
+    if (end < 0) throw new WalkthroughError(`${file} line ${i + 2}: the \`\`\`sh block never ends`);
     step.code = lines.slice(i + 2, end).join('\n');
-    if (step.ready && !step.background) throw new WalkthroughError(`README line ${i + 1}: ready= needs background=`);
+    if (step.ready && !step.background) throw new WalkthroughError(`${file} line ${i + 1}: ready= needs background=`);
     steps.push(step);
     i = end;
+  }
+  return steps;
+}
+
+/** README.md, then docs/*.md (by name): where walkthroughs live, each with its path from the root. */
+export function readDocs(root: string): Array<{ file: string; text: string }> {
+  const docs = fs.existsSync(path.join(root, 'docs')) ? fs.readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).sort() : [];
+  return ['README.md', ...docs.map((f) => `docs/${f}`)].map((file) => ({ file, text: fs.readFileSync(path.join(root, file), 'utf8') }));
+}
+
+/** The marked steps of every file, each file's in its order; a walkthrough whose blocks are in two files throws. */
+export function extractAll(docs: Array<{ file: string; text: string }>): Step[] {
+  const steps = docs.flatMap((d) => extractSteps(d.text, d.file));
+  const home = new Map<string, string>();
+  for (const s of steps) {
+    const f = home.get(s.walkthrough);
+    if (f !== undefined && f !== s.file) throw new WalkthroughError(`walkthrough ${s.walkthrough} has blocks in ${f} and ${s.file}: keep a walkthrough's blocks in one file`);
+    home.set(s.walkthrough, s.file);
   }
   return steps;
 }
@@ -92,7 +115,7 @@ export function walkthroughNames(steps: Step[]): string[] {
   return [...new Set(steps.map((s) => s.walkthrough))];
 }
 
-export const README_PORTS = [8080, 8081, 9000, 4222] as const;
+export const README_PORTS = [8080, 8081, 9000] as const;
 
 /** Every process group a session started and has not stopped: killed if the test process exits first. */
 const groups = new Set<number>();
@@ -130,6 +153,8 @@ export interface SessionOptions {
 export class Session {
   private readonly bg = new Map<string, Background>();
   private readonly ports = new Map<number, number>();
+  /** SVC_NATS_PORT in every block: a free port, not NATS's default 4222 */
+  natsPort = 0;
   private readonly bin: string;
   private readonly state: string;
   private readonly waitMs: number;
@@ -147,6 +172,7 @@ export class Session {
   static async open(o: SessionOptions): Promise<Session> {
     const s = new Session(o);
     for (const p of README_PORTS) s.ports.set(p, await freePort());
+    s.natsPort = await freePort();
     fs.mkdirSync(s.bin, { recursive: true });
     const svc = `"${process.execPath}" "${path.join(o.root, 'bin', 'svc.mjs')}"`;
     // npx svc: this checkout's svc; npm start -- ARGS: svc serve ARGS (as npm runs it, only what follows -- is passed on)
@@ -173,7 +199,7 @@ export class Session {
 
   /** The README's fixed ports replaced by this session's free ones. */
   mapPorts(text: string): string {
-    return text.replace(/\b(8080|8081|9000|4222)\b/g, (p) => String(this.ports.get(Number(p))));
+    return text.replace(/\b(8080|8081|9000)\b/g, (p) => String(this.ports.get(Number(p))));
   }
 
   private env(): NodeJS.ProcessEnv {
@@ -185,6 +211,8 @@ export class Session {
     // the defaults that are the README's fixed ports: svc serve's port and the CLI's API URL
     env.SVC_PORT = String(this.ports.get(8080));
     env.SVC_API_URL = `http://127.0.0.1:${this.ports.get(8080)}`;
+    // as a reader who has another NATS on 4222 sets it (the walkthroughs' `${SVC_NATS_PORT:-4222}`)
+    env.SVC_NATS_PORT = String(this.natsPort);
     return env;
   }
 
@@ -206,7 +234,7 @@ export class Session {
   }
 
   private where(step: Step): string {
-    return `README line ${step.line} (walkthrough ${step.walkthrough})`;
+    return `${step.file} line ${step.line} (walkthrough ${step.walkthrough})`;
   }
 
   async run(step: Step): Promise<void> {
@@ -222,8 +250,8 @@ export class Session {
     const end = Date.now() + this.waitMs;
     for (;;) {
       const r = await this.shell(step.code);
-      this.transcript.push(`$ (README line ${step.line})\n${step.code}\n${r.output}[exit ${r.code}]`);
-      this.log(`README line ${step.line}: exit ${r.code}\n${r.output}`);
+      this.transcript.push(`$ (${step.file} line ${step.line})\n${step.code}\n${r.output}[exit ${r.code}]`);
+      this.log(`${step.file} line ${step.line}: exit ${r.code}\n${r.output}`);
       const again = step.until !== undefined && !new RegExp(step.until).test(r.output) && Date.now() < end;
       if (again) {
         await new Promise((ok) => setTimeout(ok, 500));
@@ -274,7 +302,7 @@ export class Session {
     child.stdout!.on('data', (d) => (b.output += d));
     child.stderr!.on('data', (d) => (b.output += d));
     this.bg.set(name, b);
-    this.log(`README line ${step.line}: started ${name}`);
+    this.log(`${step.file} line ${step.line}: started ${name}`);
     if (step.ready) await this.waitForOutput(name, new RegExp(step.ready), `${this.where(step)}: ${name} ready="${step.ready}"`);
   }
 
