@@ -57,6 +57,38 @@ function newestFirst<T>(run: Run, list: T[]): T[] {
   return run.opts.oldestFirst === true ? list : list.reverse();
 }
 
+/** Text from a receiver, safe on a terminal: control characters (but newline and tab) shown as `?`. */
+function printable(text: string): string {
+  return text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]/g, '?');
+}
+
+/** One attempt with what it sent and what the receiver answered (`svc webhooks attempts ID --show`). */
+function printExchange(a: Attempt): void {
+  const lines: string[] = [];
+  lines.push(`${a.attempted_at}  ${a.outcome}  ${a.status_code ?? '-'}  ${a.duration_ms} ms  ${a.event_id}  ${a.type}${a.recovery_id ? `  via ${a.recovery_id}` : ''}`);
+  if (a.error) lines.push(`  error: ${printable(a.error)}`);
+  if (a.request === undefined && a.response === undefined) {
+    lines.push('  (request and response not shown by this server)');
+  } else if (!a.request && !a.response) {
+    lines.push('  (request and response not kept: an attempt made before svc 0.3, or none was sent)');
+  } else {
+    lines.push('  request headers:');
+    if (a.request) for (const [k, v] of Object.entries(a.request.headers)) lines.push(`    ${k}: ${printable(v)}`);
+    else lines.push('    (not kept)');
+    const r = a.response;
+    if (!r) lines.push('  response: none (no answer came)');
+    else {
+      lines.push(`  response: ${r.status}`);
+      lines.push(`  response headers${r.headers_truncated ? ' (cut at 8 KiB)' : ''}:`);
+      for (const [k, v] of Object.entries(r.headers)) lines.push(`    ${k}: ${printable(v)}`);
+      const how = [r.body_encoding === 'base64' ? 'base64' : '', r.body_truncated ? 'first 4 KiB' : ''].filter(Boolean).join(', ');
+      lines.push(`  response body${how ? ` (${how})` : ''}:${r.body ? '' : ' (empty)'}`);
+      if (r.body) for (const l of printable(r.body).split('\n')) lines.push(`    ${l}`);
+    }
+  }
+  println(lines.join('\n') + '\n');
+}
+
 /** Every page of a list. */
 async function allPages<T>(run: Run, path: string, params: Record<string, string | undefined>): Promise<T[]> {
   const out: T[] = [];
@@ -119,14 +151,27 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
   });
 
   handle(
-    timeWindow(leaf(webhooks, 'attempts <webhook_id>', "a webhook's delivery attempts, newest first").option('--failed', 'only the failed ones'), 'made', { until: false }),
+    timeWindow(
+      leaf(webhooks, 'attempts <webhook_id>', "a webhook's delivery attempts, newest first")
+        .option('--failed', 'only the failed ones')
+        .option('--show', 'each with the request headers svc sent (signatures cut to 8 characters) and what the receiver answered: status, headers, first 4 KiB of the body'),
+      'made',
+      { until: false },
+    ),
     async (run) => {
       const [id] = run.args;
+      const show = run.opts.show === true;
       const list = await allPages<Attempt>(run, `${WEBHOOKS}/${seg(id)}/attempts`, {
         since: timeOption(run, 'since'),
         outcome: run.opts.failed === true ? 'failure' : undefined,
+        include: show ? 'request,response' : undefined,
       });
       if (run.json) return printJson(list);
+      if (show) {
+        if (!list.length) return println('no attempts');
+        for (const a of list) printExchange(a);
+        return;
+      }
       printTable(
         ['attempted_at', 'outcome', 'status', 'ms', 'event_id', 'type', 'recovery', 'error'],
         list.map((a) => [a.attempted_at, a.outcome, a.status_code, a.duration_ms, a.event_id, a.type, a.recovery_id, a.error]),

@@ -104,7 +104,13 @@ export class BodyKeeper {
     const room = BODY_KEEP - this.length;
     if (room <= 0) return;
     const n = Math.min(room, bytes);
-    this.kept ??= Buffer.allocUnsafe(BODY_KEEP);
+    // a small answer (the usual) takes only its size, from Node's shared pool
+    this.kept ??= Buffer.allocUnsafe(n);
+    if (this.kept.length < this.length + n) {
+      const bigger = Buffer.allocUnsafe(BODY_KEEP);
+      this.kept.copy(bigger, 0, 0, this.length);
+      this.kept = bigger;
+    }
     chunk.copy(this.kept, this.length, start, start + n);
     this.length += n;
   }

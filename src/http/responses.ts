@@ -146,6 +146,18 @@ const nextCursor = described(z.string().nullable(), 'pass as `after` for the nex
 
 export const eventPageSchema = z.object({ data: z.array(cloudEventSchema), next_cursor: nextCursor }).register(apiSchemas, { id: 'EventPage' });
 
+/** What an attempt kept of the receiver's answer (CONTRACT 4.5, new in 0.3). */
+const attemptResponseSchema = z
+  .object({
+    status: z.number().int(),
+    headers: described(z.record(z.string(), z.string()), 'lowercase names; at most 8 KiB of them'),
+    headers_truncated: described(z.literal(true), 'present when headers past 8 KiB were left out').optional(),
+    body: described(z.string(), 'the first 4 KiB of the body: UTF-8 text, or base64 with body_encoding'),
+    body_encoding: z.literal('base64').optional(),
+    body_truncated: z.boolean(),
+  })
+  .register(apiSchemas, { id: 'AttemptResponse' });
+
 export const attemptSchema = z
   .object({
     event_id: z.string(),
@@ -157,6 +169,11 @@ export const attemptSchema = z
     error: z.string().nullable(),
     duration_ms: z.number(),
     recovery_id: described(z.string().nullable(), "the recovery that made it, 'resend', or null for the event's own attempt"),
+    request: described(
+      z.object({ headers: z.record(z.string(), z.string()) }).nullable(),
+      'with ?include=request: the headers svc sent (each signature cut to its first 8 characters); null when none were kept',
+    ).optional(),
+    response: described(attemptResponseSchema.nullable(), 'with ?include=response: what the receiver answered; null when no response came (or none was kept)').optional(),
   })
   .register(apiSchemas, { id: 'Attempt' });
 

@@ -190,6 +190,11 @@ export const attemptListQuerySchema = z.object({
   event_id: z.string().min(1).max(200).optional(),
   after: pageCursor.optional(),
   limit: pageLimit.optional(),
+  include: z
+    .string()
+    .regex(/^(request|response)(,(request|response))?$/, 'request, response, or request,response')
+    .describe('request,response: each attempt with the headers svc sent and what the receiver answered (status, headers, first 4 KiB of the body)')
+    .optional(),
 });
 
 export const recoverBodySchema = z.strictObject({

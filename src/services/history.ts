@@ -9,6 +9,7 @@ import { newId } from '../domain/ids.ts';
 import { RESEND } from '../outcomes/outcome.ts';
 import { entryOf } from '../handoff/registry-replicator.ts';
 import type { AttemptResult } from '../delivery/client.ts';
+import { parseExchange, type KeptExchange } from '../delivery/exchange-record.ts';
 import { getWebhook as dbGetWebhook, type WebhookRow } from '../../store/webhooks.ts';
 import { hasDeadLetter } from '../../store/dead-letters.ts';
 import { openCursor, sealCursor, type CursorScope } from './cursors.ts';
@@ -41,6 +42,10 @@ export interface AttemptView {
   error: string | null;
   duration_ms: number;
   recovery_id: string | null;
+  /** the headers svc sent (signatures cut to 8 characters); only with include=request; null: not kept (or nothing sent) */
+  request?: KeptExchange['request'];
+  /** the receiver's status, headers and first 4 KiB of body; only with include=response; null: no response (or not kept) */
+  response?: KeptExchange['response'];
 }
 
 export interface RecoveryView {
@@ -70,6 +75,8 @@ export interface AttemptListInput {
   event_id?: string;
   after?: string;
   limit?: number;
+  /** `request`, `response` or both, comma separated (CONTRACT 4.5: ?include=request,response) */
+  include?: string;
 }
 
 export interface RecoverInput {
@@ -187,10 +194,15 @@ export function listAttempts(ctx: AppContext, orgId: string, webhookId: string, 
     eventId: q.event_id ?? null,
     beforeSeq: cursor(ctx, attemptsScope(orgId, webhookId), q.after),
     limit: limit + 1,
+    withExchange: q.include !== undefined && /request|response/.test(q.include),
   });
   const more = rows.length > limit;
   const page = more ? rows.slice(0, limit) : rows;
-  return { data: page.map(attemptView), next_cursor: more ? sealCursor(ctx.db, attemptsScope(orgId, webhookId), page[page.length - 1].seq) : null };
+  const include = new Set((q.include ?? '').split(',').map((x) => x.trim()));
+  const withRequest = include.has('request');
+  const withResponse = include.has('response');
+  const view = (a: StoredAttempt): AttemptView => (withRequest || withResponse ? withExchange(attemptView(a), a.exchange, withRequest, withResponse) : attemptView(a));
+  return { data: page.map(view), next_cursor: more ? sealCursor(ctx.db, attemptsScope(orgId, webhookId), page[page.length - 1].seq) : null };
 }
 
 const attemptView = (a: StoredAttempt): AttemptView => ({
@@ -204,6 +216,14 @@ const attemptView = (a: StoredAttempt): AttemptView => ({
   duration_ms: a.duration_ms,
   recovery_id: a.recovery_id,
 });
+
+/** The view with what its attempt kept of the exchange (null for attempts that kept nothing). */
+function withExchange(v: AttemptView, stored: string | null | undefined, request: boolean, response: boolean): AttemptView {
+  const kept = parseExchange(stored);
+  if (request) v.request = kept?.request ?? null;
+  if (response) v.response = kept?.response ?? null;
+  return v;
+}
 
 export interface EventAttempts {
   webhook_id: string;
@@ -225,7 +245,7 @@ export function getEventAttempts(ctx: AppContext, orgId: string, eventId: string
   for (const a of dbListEventAttempts(ctx.db, orgId, e.event_id, kept)) {
     let w = byHook.get(a.webhook_id);
     if (!w) byHook.set(a.webhook_id, (w = { webhook_id: a.webhook_id, webhook_url: a.webhook_url, attempts: [] }));
-    w.attempts.push(attemptView({ ...a, subject }));
+    w.attempts.push(withExchange(attemptView({ ...a, subject }), a.exchange, true, true));
   }
   return { event: eventJson(e), webhooks: [...byHook.values()] };
 }

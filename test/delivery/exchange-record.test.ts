@@ -145,3 +145,21 @@ describe('an attempt keeps what it sent and what the receiver said', () => {
     expect((after.rss - before.rss) / 1024 / 1024).toBeLessThan(64);
   }, 60_000);
 });
+
+describe('BodyKeeper', () => {
+  it('keeps the first 4 KiB of a body read in pieces of any size, and counts the rest', async () => {
+    const { BodyKeeper } = await import('../../src/delivery/exchange-record.ts');
+    const whole = Buffer.from(Array.from({ length: 10_000 }, (_, i) => 97 + (i % 26)));
+    for (const piece of [1, 7, 100, 4095, 4096, 5000, 10_000]) {
+      const k = new BodyKeeper();
+      for (let at = 0; at < whole.length; at += piece) {
+        const n = Math.min(piece, whole.length - at);
+        // the piece sits at an offset of a larger buffer, as in the connection's read buffer
+        const buf = Buffer.concat([Buffer.from('junk'), whole.subarray(at, at + n), Buffer.from('tail')]);
+        k.add(n, buf, 4);
+      }
+      expect(k.bytes().equals(whole.subarray(0, BODY_KEEP)), `pieces of ${piece}`).toBe(true);
+      expect(k.total).toBe(whole.length);
+    }
+  });
+});

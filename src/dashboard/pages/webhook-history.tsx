@@ -35,13 +35,69 @@ export const AttemptVia = ({ a, webhookId, paths }: { a: AttemptView; webhookId:
     </>
   );
 
+/** Header lines as sent or received, `name: value` each. */
+const HeaderLines = ({ headers, label }: { headers: Record<string, string>; label: string }) => (
+  <pre class="json exchange-headers" aria-label={label} tabindex={0}>
+    {Object.entries(headers)
+      .map(([k, v]) => `${k}: ${v}`)
+      .join('\n')}
+  </pre>
+);
+
+/**
+ * What an attempt sent and what the receiver answered (CONTRACT 4.5): the request headers
+ * (signatures cut to 8 characters), the response status, headers and first 4 KiB of its body, in a
+ * disclosure; the text is escaped as any text of a page. Nothing for attempts that kept none.
+ */
+export const AttemptExchange = ({ a }: { a: AttemptView }) => {
+  if (!a.request && !a.response) return null;
+  const r = a.response;
+  return (
+    <details class="attempt-exchange">
+      <summary>{r ? 'Request & response' : 'Request'}</summary>
+      {a.request ? (
+        <>
+          <h3 class="exchange-part">Request headers</h3>
+          <HeaderLines headers={a.request.headers} label="Request headers" />
+        </>
+      ) : null}
+      {r ? (
+        <>
+          <h3 class="exchange-part">
+            Response <span class="response-status">{r.status}</span>
+          </h3>
+          <HeaderLines headers={r.headers} label="Response headers" />
+          {r.headers_truncated ? <p class="hint">Headers past 8 KiB not kept.</p> : null}
+          <h3 class="exchange-part">
+            Response body
+            {r.body_encoding === 'base64' ? ' (base64: not UTF-8 text)' : ''}
+            {r.body_truncated ? ' (first 4 KiB)' : ''}
+          </h3>
+          {r.body ? (
+            <pre class="json response-body" aria-label="Response body" tabindex={0}>
+              {r.body}
+            </pre>
+          ) : (
+            <p class="muted">empty</p>
+          )}
+        </>
+      ) : (
+        <p class="muted">No response came.</p>
+      )}
+    </details>
+  );
+};
+
 /** One attempt at a webhook, how it ended: the outcome badge, the HTTP status, the error. */
 export const AttemptResultCells = ({ a }: { a: AttemptView }) => (
   <>
     <td data-label="Outcome">
       <Status status={a.outcome} />
     </td>
-    <td data-label="HTTP status">{a.status_code ?? <span class="muted">no response</span>}</td>
+    <td data-label="HTTP status">
+      {a.status_code ?? <span class="muted">no response</span>}
+      <AttemptExchange a={a} />
+    </td>
     <td data-label="Error" class={a.error ? 'step-error' : undefined}>
       {a.error ?? <span class="muted">—</span>}
     </td>
@@ -113,7 +169,7 @@ export const WebhookHistory = ({ c, ctx, w, recover }: { c: DashContext; ctx: Ap
   const paths = c.get('paths');
   const failedOnly = c.req.method === 'GET' && c.req.query('outcome') === 'failure';
   const after = c.req.method === 'GET' ? c.req.query('after') || undefined : undefined;
-  const page = listAttempts(ctx, c.req.param('org') ?? '', w.webhook_id, { limit: ATTEMPTS_PAGE, after, ...(failedOnly ? { outcome: 'failure' } : {}) });
+  const page = listAttempts(ctx, c.req.param('org') ?? '', w.webhook_id, { limit: ATTEMPTS_PAGE, after, include: 'request,response', ...(failedOnly ? { outcome: 'failure' } : {}) });
   const base = paths.webhook(w.webhook_id);
   const filter = failedOnly ? 'outcome=failure&' : '';
   const r = recover ?? EMPTY_RECOVER;
