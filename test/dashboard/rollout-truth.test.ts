@@ -11,8 +11,10 @@ import { ManualClock } from '../helpers/clock.ts';
 import { ingestSubject } from '../../src/bus/subjects.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { expectAccessible, launchBrowser, screenshot, signedInPage } from '../helpers/browser.ts';
+import { verificationsOf } from '../../src/domain/verification.ts';
 import { appWithThreeConfigs, get, installWith as installWithHistory, post, waitStep, waitWf } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
+import { getWorkflow } from '../../store/workflows.ts';
 import { startReceiver } from '../helpers/receiver.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -126,6 +128,91 @@ describe('the rollout page tells what each gate saw', () => {
       await screenshot(page, 'rollout-truth-passed');
       await page.screenshot({ path: '/tmp/rollout-truth-passed.png', fullPage: true });
       await expectAccessible(page, 'rollout page with a tolerated blip');
+    } finally {
+      await rcv.close();
+    }
+  });
+});
+
+describe("the overview's recent workflows", () => {
+  it('include branch runs and fleet rollbacks, one waiting for approval marked, each with what it is for', { timeout: 90_000 }, async () => {
+    // an org of its own: only this test's workflows
+    const other = svc.createOrg('dash-overview-rollouts');
+    const theirs = svc.api(other);
+    const { context: ctx2, page: p2 } = await signedInPage(browser, dash, other);
+    try {
+      const { app, v1, v2 } = await appWithThreeConfigs(theirs, rid('shop'), cfg);
+      const x = await installWithHistory(theirs, rid('inst'), app.app_id, v1.app_config_id, {}, [v2.app_config_id]);
+      const branch = await post(theirs, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'all', install_ids: [x.install_id] }] });
+      const run = await post(theirs, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true });
+      await waitStep(theirs, run.workflow_id, 'plan install group: all', 'awaiting_approval');
+      await post(theirs, `/v1/workflows/${run.workflow_id}/cancel`, undefined, 200);
+      await waitWf(theirs, run.workflow_id);
+      clock.advance(1000);
+      const rb = await post(theirs, `/v1/apps/${app.app_id}/rollbacks`, { to: 'previous' });
+      const RB = rb.workflow_id;
+      await waitStep(theirs, RB, 'plan install group: all', 'awaiting_approval');
+
+      await p2.goto(`${dash}/${other.org_id}`);
+      const recent = p2.locator('section').filter({ has: p2.getByRole('heading', { name: 'Recent workflows' }) });
+      const rows = (await recent.locator('tbody tr').allTextContents()).map((t) => t.replace(/\s+/g, ' ').trim());
+      expect(rows[0]).toContain(`app_rollback ${RB} awaiting approval`);
+      expect(rows[0]).toContain(`fleet rollback of app ${app.name}`);
+      expect(rows.find((r) => r.includes(run.workflow_id))).toContain(`branch main of app ${app.name}`);
+      expect(rows.find((r) => r.includes(run.workflow_id))).not.toContain('awaiting approval');
+      expect(rows.filter((r) => r.includes(x.name)).length).toBeGreaterThanOrEqual(2); // the install's own workflows too
+      await expect(recent.getByRole('link', { name: 'awaiting approval' }).getAttribute('href')).resolves.toBe(`/dashboard/${other.org_id}/approvals`);
+      await expect(recent.getByRole('link', { name: 'app_rollback' }).getAttribute('href')).resolves.toBe(`/dashboard/${other.org_id}/workflows/${RB}`);
+      await p2.screenshot({ path: '/tmp/overview-rollouts.png', fullPage: true });
+      await screenshot(p2, 'overview-rollouts');
+      await expectAccessible(p2, 'overview with rollouts');
+      await post(theirs, `/v1/workflows/${RB}/cancel`, undefined, 200);
+    } finally {
+      await ctx2.close();
+    }
+  });
+});
+
+describe('the fleet-rollback form', () => {
+  it("takes a verification (URL, secret, interval) that reaches the run's params; the secret signs the requests and is never shown", { timeout: 90_000 }, async () => {
+    const rcv = await startReceiver();
+    try {
+      const { app, v1, v2 } = await app3();
+      const x = await installWith(app.app_id, v1.app_config_id, {}, [v2.app_config_id]);
+      await page.goto(`${dash}/${org.org_id}/apps/${app.app_id}`);
+      await Promise.all([page.waitForURL(/\/rollback\?/), page.getByRole('button', { name: 'Plan fleet rollback' }).click()]);
+      // a secret without a URL is refused, nothing starts
+      await page.getByLabel('Verification secret (optional)').fill('whsec_c2VjcmV0IG9mIHRoZSBmb3JtIHRlc3Q=');
+      await page.getByRole('button', { name: 'Apply fleet rollback' }).click();
+      await expect(page.getByRole('alert').first().textContent()).resolves.toContain('verification.0.url');
+      await expect(page.getByLabel('Verification secret (optional)').inputValue()).resolves.toBe(''); // never shown back
+      // a bad interval: the API's own message
+      await page.getByLabel('Verification URL').fill(`${rcv.hook('form')}?token=hidden`);
+      await page.getByLabel('Verification secret (optional)').fill('whsec_c2VjcmV0IG9mIHRoZSBmb3JtIHRlc3Q=');
+      await page.getByLabel('Ask again every').fill('2s');
+      await page.getByRole('button', { name: 'Apply fleet rollback' }).click();
+      await expect(page.getByRole('alert').first().textContent()).resolves.toContain('from 10s to 10m');
+      await expect(page.getByLabel('Verification URL').inputValue()).resolves.toBe(`${rcv.hook('form')}?token=hidden`);
+      expect(await page.content()).not.toContain('whsec_');
+      await expectAccessible(page, 'fleet rollback plan with verification fields');
+      await page.screenshot({ path: '/tmp/fleet-rollback-verification.png', fullPage: true });
+
+      rcv.set('form', { answer: () => ({ status: 200, body: '{"verdict":"pass"}' }) });
+      await page.getByLabel('Verification secret (optional)').fill('whsec_c2VjcmV0IG9mIHRoZSBmb3JtIHRlc3Q=');
+      await page.getByLabel('Ask again every').fill('20s');
+      await page.getByLabel('No approval: deploy group after group').check();
+      await Promise.all([page.waitForURL(/\/workflows\//), page.getByRole('button', { name: 'Apply fleet rollback' }).click()]);
+      const W = new URL(page.url()).pathname.split('/').at(-1)!;
+      const wf = getWorkflow(svc.server.ctx.db, W)!;
+      expect(wf.type).toBe('app_rollback');
+      expect(verificationsOf(wf.params)).toEqual([expect.objectContaining({ url: `${rcv.hook('form')}?token=hidden`, secret: 'whsec_c2VjcmV0IG9mIHRoZSBmb3JtIHRlc3Q=', interval: '20s' })]);
+      await expect(page.locator('dl.facts').first().textContent()).resolves.toContain(`${rcv.hook('form')} (every 20s`);
+      // asked, signed with the secret
+      await waitFor(() => rcv.at('form').length >= 1, 15_000, 'the verification request');
+      expect(rcv.at('form')[0].headers['webhook-signature']).toMatch(/^v1,/);
+      expect((await waitWf(api, W)).status).toBe('succeeded');
+      expect((await get(api, `/v1/installs/${x.install_id}`)).app_config_id).toBe(v1.app_config_id);
+      expect(await page.content()).not.toContain('whsec_');
     } finally {
       await rcv.close();
     }

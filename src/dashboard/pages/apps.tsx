@@ -46,9 +46,13 @@ interface RollbackFields {
   failureBudget: string;
   onFailure: string;
   approval: string;
+  /** one verification (CONTRACT 4.3 `verification`): '' = none; its secret is never shown back */
+  verifyUrl: string;
+  verifySecret: string;
+  verifyInterval: string;
 }
 
-const defaultFields = (to = 'previous', selector = ''): RollbackFields => ({ to, selector, bake: '', on: [...GATE_VERDICTS], action: 'halt', gateFor: '', maxParallel: '', failureBudget: '', onFailure: '', approval: 'per_group' });
+const defaultFields = (to = 'previous', selector = ''): RollbackFields => ({ to, selector, bake: '', on: [...GATE_VERDICTS], action: 'halt', gateFor: '', maxParallel: '', failureBudget: '', onFailure: '', approval: 'per_group', verifyUrl: '', verifySecret: '', verifyInterval: '' });
 
 /** `k=v,k=v` as match_labels; errors name the `selector` field. */
 function parseSelector(text: string): { labels?: Record<string, string>; errors: ErrorDetail[] } {
@@ -91,6 +95,9 @@ function rollbackBody(f: RollbackFields, planOnly: boolean): { body?: FleetRollb
     if (f.failureBudget.trim()) rollout.failure_budget = { max_failed_pct: num(f.failureBudget.replace(/%\s*$/, '')) };
     if (f.onFailure) rollout.on_failure = f.onFailure;
     if (Object.keys(rollout).length) raw.rollout = rollout;
+    const url = f.verifyUrl.trim();
+    if (!url && (f.verifySecret || f.verifyInterval.trim())) return { errors: [{ path: 'verification.0.url', message: 'a verification URL is needed for its secret or interval' }] };
+    if (url) raw.verification = [{ url, ...(f.verifySecret ? { secret: f.verifySecret } : {}), ...(f.verifyInterval.trim() ? { interval: f.verifyInterval.trim() } : {}) }];
   }
   const parsed = fleetRollbackSchema.safeParse(raw);
   return parsed.success ? { body: parsed.data, errors: [] } : { errors: issuesToDetails(parsed.error.issues) };
@@ -401,6 +408,30 @@ const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: Da
         </div>
       </fieldset>
       <fieldset>
+        <legend>Verification</legend>
+        <div>
+          <label for="verify-url">Verification URL</label>
+          <input type="url" id="verify-url" name="verify_url" value={fields.verifyUrl} placeholder="https://checks.example.com/verify" aria-describedby="verify-url-hint" />
+          <p class="hint" id="verify-url-hint">
+            After each group deploys, svc POSTs a com.svc.rollout.verification.v1 event here until it answers a verdict (pass, fail or pending); the group moves on once it passes. Blank: no verification.
+          </p>
+        </div>
+        <div>
+          <label for="verify-secret">Verification secret (optional)</label>
+          <input type="password" id="verify-secret" name="verify_secret" value="" autocomplete="off" aria-describedby="verify-secret-hint" />
+          <p class="hint" id="verify-secret-hint">
+            Signs each request (Standard Webhooks, as a delivery). Never shown again: type it again after an error.
+          </p>
+        </div>
+        <div>
+          <label for="verify-interval">Ask again every</label>
+          <input type="text" id="verify-interval" name="verify_interval" value={fields.verifyInterval} placeholder="30s" aria-describedby="verify-interval-hint" />
+          <p class="hint" id="verify-interval-hint">
+            10s to 10m while it answers pending. Blank: 30s.
+          </p>
+        </div>
+      </fieldset>
+      <fieldset>
         <legend>Approval</legend>
         <label class="check">
           <input type="radio" name="approval" value="per_group" checked={fields.approval !== 'none'} /> Approve each group's plan before it deploys
@@ -585,6 +616,9 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
       failureBudget: str(form.failure_budget),
       onFailure: str(form.on_failure),
       approval: str(form.approval) || 'per_group',
+      verifyUrl: str(form.verify_url),
+      verifySecret: str(form.verify_secret),
+      verifyInterval: str(form.verify_interval),
     };
     const planned = rollbackBody(fields, true);
     let plan: FleetPlan | undefined;

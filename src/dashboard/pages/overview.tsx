@@ -1,10 +1,13 @@
-// Org overview: installs, recent workflows, webhooks count.
+// Org overview: installs, recent workflows (installs', branch runs and fleet rollbacks, those
+// waiting for an approval marked), webhooks count.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { appNames, configVersion, orgName } from '../../services/names.ts';
 import { listInstalls, listInstallWorkflows } from '../../services/installs.ts';
 import type { WorkflowSummary } from '../../services/workflows.ts';
 import { listWebhooks } from '../../services/webhooks.ts';
+import { listAppRollouts } from '../../services/rollouts.ts';
+import { listPendingApprovals } from '../../services/approvals.ts';
 import type { Paths } from '../paths.ts';
 import { render } from '../render.tsx';
 import type { DashEnv } from '../session.ts';
@@ -60,26 +63,79 @@ export const InstallsTable = ({ installs, paths, names }: { installs: InstallRow
   />
 );
 
-export const WorkflowsTable = ({ workflows, paths, installNames }: { workflows: WorkflowSummary[]; paths: Paths; installNames?: Map<string, string> }) => (
+/** Who a workflow in a table is for: its name and link (an install, or an app for its rollouts). */
+export interface WorkflowOwnerCell {
+  text: string;
+  href: string;
+}
+
+export const WorkflowsTable = ({
+  workflows,
+  paths,
+  installNames,
+  owners,
+  awaiting,
+}: {
+  workflows: WorkflowSummary[];
+  paths: Paths;
+  installNames?: Map<string, string>;
+  /** owners other than installs (branch runs, fleet rollbacks), by workflow id */
+  owners?: Map<string, WorkflowOwnerCell>;
+  /** workflows with a step waiting for approval */
+  awaiting?: Set<string>;
+}) => (
   <StackTable
-    columns={['Workflow', installNames ? 'Install' : null, 'Status', 'Created', 'Duration']}
+    columns={['Workflow', installNames ? 'For' : null, 'Status', 'Created', 'Duration']}
     items={workflows}
     empty="No workflows yet."
-    row={(w) => (
-      <tr>
-        <td data-label="Workflow">
-          <a href={paths.workflow(w.workflow_id)}>{w.type}</a> <span class="muted">{w.workflow_id}</span>
-        </td>
-        {installNames ? (
-          <td data-label="Install">
-            <a href={paths.install(w.owner_id)}>{installNames.get(w.owner_id) ?? w.owner_id}</a>
+    row={(w) => {
+      const owner = owners?.get(w.workflow_id);
+      return (
+        <tr>
+          <td data-label="Workflow">
+            <a href={paths.workflow(w.workflow_id)}>{w.type}</a> <span class="muted">{w.workflow_id}</span>
+            {awaiting?.has(w.workflow_id) ? (
+              <>
+                {' '}
+                <a class="badge s-awaiting_approval" href={paths.approvals}>
+                  awaiting approval
+                </a>
+              </>
+            ) : null}
           </td>
-        ) : null}
-        <RunCells run={w} time={w.created_at} timeLabel="Created" />
-      </tr>
-    )}
+          {installNames ? (
+            <td data-label="For">
+              {owner ? <a href={owner.href}>{owner.text}</a> : <a href={paths.install(w.owner_id)}>{installNames.get(w.owner_id) ?? w.owner_id}</a>}
+            </td>
+          ) : null}
+          <RunCells run={w} time={w.created_at} timeLabel="Created" />
+        </tr>
+      );
+    }}
   />
 );
+
+/** How many workflows the overview lists (installs' workflows, branch runs and fleet rollbacks together). */
+const RECENT = 10;
+
+/** The org's most recent workflows: its installs', its branch runs and its fleet rollbacks, newest first; who each is for; which wait for an approval. */
+function recentWorkflows(ctx: AppContext, orgId: string, installs: InstallRow[], paths: Paths) {
+  const owners = new Map<string, WorkflowOwnerCell>();
+  const apps = appNames(ctx, orgId);
+  const rollouts = [...apps].flatMap(([appId, appName]) => {
+    const { rollouts: runs, branchNames } = listAppRollouts(ctx, orgId, appId, RECENT);
+    for (const w of runs) {
+      const text = w.type === 'app_rollback' ? `fleet rollback of app ${appName}` : `branch ${branchNames.get(w.owner_id) ?? w.owner_id} of app ${appName}`;
+      owners.set(w.workflow_id, { text, href: paths.app(appId) });
+    }
+    return runs;
+  });
+  const recent = [...installs.flatMap((i) => listInstallWorkflows(ctx, orgId, i.install_id)), ...rollouts]
+    .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0))
+    .slice(0, RECENT);
+  const awaiting = new Set(listPendingApprovals(ctx, orgId).map((p) => p.workflow.workflow_id));
+  return { recent, owners, awaiting };
+}
 
 export function registerOverview(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org', (c) => {
@@ -88,10 +144,7 @@ export function registerOverview(r: Hono<DashEnv>, ctx: AppContext) {
     const org = orgName(ctx, orgId);
     const installs = listInstalls(ctx, orgId);
     const names = new Map(installs.map((i) => [i.install_id, i.name]));
-    const recent = installs
-      .flatMap((i) => listInstallWorkflows(ctx, orgId, i.install_id))
-      .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0))
-      .slice(0, 10);
+    const { recent, owners, awaiting } = recentWorkflows(ctx, orgId, installs, paths);
     const webhooks = listWebhooks(ctx, orgId).length;
     return render(c, {
       title: org ?? orgId,
@@ -105,7 +158,7 @@ export function registerOverview(r: Hono<DashEnv>, ctx: AppContext) {
             <InstallsTable installs={installs} paths={paths} names={installNamesOf(ctx, orgId, installs)} />
           </Section>
           <Section headingId="h-recent" title="Recent workflows">
-            <WorkflowsTable workflows={recent} paths={paths} installNames={names} />
+            <WorkflowsTable workflows={recent} paths={paths} installNames={names} owners={owners} awaiting={awaiting} />
           </Section>
           <Section headingId="h-webhooks" title="Webhooks">
             <p>
