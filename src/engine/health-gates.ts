@@ -130,7 +130,7 @@ export interface BakeVerdict {
  * composite verdict (or of the component behind it), the latest BAKE_VERDICTS_KEPT; null when
  * nothing changed. Only the rollout page reads it; no event or API answer carries it.
  */
-function verdictsSeen(params: Record<string, unknown>, events: GateEvent[]): BakeVerdict[] | null {
+export function verdictsSeen(params: Record<string, unknown>, events: GateEvent[]): BakeVerdict[] | null {
   const kept = Array.isArray(params.bake_verdicts) ? (params.bake_verdicts as BakeVerdict[]) : [];
   const next = [...kept];
   for (const e of events) {

@@ -301,6 +301,8 @@ describe('a health-gated rollout page', () => {
     expect(facts[3]).toBe('crash loop');
     expect(facts[4]).toContain('roll back');
     await expect(section(/^Group 2: main/).locator('.bake-left').textContent()).resolves.toMatch(new RegExp(`Tripped: install ${y.name}, component worker was unhealthy: crash loop`));
+    // the verdict that tripped it, in the bake's verdicts, with how long it lasted
+    await expect(section(/^Group 2: main/).locator('tr.bake-verdict[data-verdict=unhealthy] td').last().textContent()).resolves.toBe("tripped the gate: bad for 30 s, as long as the gate's for (30 s)");
     await expect(section(/^Group 2: main/).locator('ol.steps > li > p:first-child > strong').allTextContents()).resolves.toEqual([
       '2. deploy install group: main',
       '3. bake install group: main',

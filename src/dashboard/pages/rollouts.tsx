@@ -306,7 +306,7 @@ const BakeVerdicts = ({ data, row }: { data: RolloutView; row: RolloutStep }) =>
     const s = streaks.get(i);
     if (!on.includes(v.verdict)) return <span class="muted">not a verdict the gate trips on</span>;
     if (!s) return <span class="muted">the same bad streak goes on</span>;
-    if (s.tripped) return <strong class="step-error">tripped the gate{forMs ? ` (bad for ${span(s.lasted)}, its \`for\` is ${span(forMs)})` : ' (the gate trips at once)'}</strong>;
+    if (s.tripped) return <strong class="step-error">tripped the gate{forMs ? `: bad for ${span(s.lasted)}, as long as the gate's for (${span(forMs)})` : ': the gate trips at once (no for)'}</strong>;
     if (s.end !== null) return <span class="tolerated">tolerated by the gate's <code>for</code> ({span(forMs)}): bad for {span(s.lasted)}, it ended before lasting {span(forMs)}</span>;
     if (row.status === 'started') return <span>bad for {span(s.lasted)} so far; trips once it lasts {span(forMs)}</span>;
     return <span>bad for {span(s.lasted)}</span>;
