@@ -7,7 +7,7 @@ import { Http1Pool, type Exchange, type ExchangeHandler } from './http1.ts';
 import { systemClock, within, type Clock, type Timer } from '../domain/clock.ts';
 import { DeliveryAborted, DeliveryTimeout, describeError } from './attempt-errors.ts';
 import { checkTarget, pinnedLookup, TargetRefusedError, type LookupAll, type ResolvedTarget } from './guard.ts';
-import { BodyKeeper, exchangeRecord, requestHeaders } from './exchange-record.ts';
+import { BodyKeeper, exchangeRecord } from './exchange-record.ts';
 
 /**
  * Where an AttemptResult carries what its exchange kept (src/delivery/exchange-record.ts: one JSON
@@ -185,7 +185,7 @@ export class Deliverer {
     } catch (err) {
       return a.failSoon(err);
     }
-    a.sent = { host: t.url.host, own: this.ownHeaders, headers, length: body.length };
+    a.sent = { host: t.url.host, lines, length: body.length };
     if (host) return this.post(a, t, host, lines, body);
     // not checked lately: resolve and check first; the attempt's timeout runs meanwhile
     this.check(t, now).then(
@@ -399,7 +399,7 @@ class Attempt implements ExchangeHandler {
   entry: PoolEntry | null = null;
   exchange: Exchange | null = null;
   /** what the request was (its headers are written out, signatures redacted, only when it ends) */
-  sent: { host: string; own: string; headers: Record<string, string>; length: number } | null = null;
+  sent: { host: string; lines: string; length: number } | null = null;
   /** the answer's head, once its status is known */
   private head = '';
   /** the first bytes of the answer's body (exchange-record.ts BODY_KEEP) */
@@ -452,7 +452,7 @@ class Attempt implements ExchangeHandler {
     const sent = this.sent;
     if (sent) {
       // the body was not read to its end unless the answer ended (err null)
-      r[EXCHANGE] = exchangeRecord(requestHeaders(sent.host, sent.own, sent.headers, sent.length), status, this.head, this.body, err !== null);
+      r[EXCHANGE] = exchangeRecord(`host: ${sent.host}\r\n${sent.lines}content-length: ${sent.length}\r\n`, status, this.head, this.body, err !== null);
     }
     const done = this.done as AttemptCallback;
     // Over: the attempt lets go of what it points to. An attempt that V8 has moved to the old

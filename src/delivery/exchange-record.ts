@@ -13,8 +13,6 @@ export const HEADERS_KEEP = 8 * 1024;
 /** What is kept of each signature value. */
 export const SIGNATURE_KEEP = 8;
 
-const SIGNATURE_HEADERS = new Set(['webhook-signature', 'x-svc-signature']);
-
 export interface KeptResponse {
   status: number;
   headers: Record<string, string>;
@@ -31,52 +29,45 @@ export interface KeptExchange {
 
 /** A signature header's value with each signature cut to its first 8 characters (after a `v1,` prefix). */
 export function redactSignature(value: string): string {
-  return value
-    .split(' ')
-    .map((part) => {
-      const comma = part.indexOf(',');
-      const prefix = comma >= 0 && comma <= 3 ? part.slice(0, comma + 1) : '';
-      return prefix + part.slice(prefix.length, prefix.length + SIGNATURE_KEEP);
-    })
-    .join(' ');
+  if (value.indexOf(' ') < 0) return cutOne(value);
+  return value.split(' ').map(cutOne).join(' ');
 }
 
-/** The request headers as sent, signatures redacted; `own` are `name: value\r\n` lines (the deliverer's own). */
-export function requestHeaders(host: string, own: string, extra: Record<string, string>, bodyLength: number): Record<string, string> {
-  const h: Record<string, string> = { host };
-  for (const line of own.split('\r\n')) {
-    const colon = line.indexOf(':');
-    if (colon > 0) h[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
-  }
-  for (const name in extra) {
-    const lower = name.toLowerCase();
-    h[lower] = SIGNATURE_HEADERS.has(lower) ? redactSignature(extra[name]) : extra[name];
-  }
-  h['content-length'] = String(bodyLength);
-  return h;
+function cutOne(part: string): string {
+  const comma = part.indexOf(',');
+  const prefix = comma >= 0 && comma <= 3 ? comma + 1 : 0;
+  return part.slice(0, prefix + SIGNATURE_KEEP);
 }
 
-/** The headers of an answer's head (status line first), at most HEADERS_KEEP bytes of them; repeated names joined with ", ". */
-export function responseHeaders(head: string): { headers: Record<string, string>; truncated: boolean } {
+/** Header lines (`name: value`, CRLF or LF) as an object: lowercase names, repeated names joined with ", ". */
+export function headerObject(lines: string): Record<string, string> {
   const headers: Record<string, string> = {};
-  let used = 0;
-  let truncated = false;
-  const lines = head.split(/\r?\n/);
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i];
-    if (!line) continue;
+  for (const line of lines.split('\n')) {
     const colon = line.indexOf(':');
     if (colon <= 0) continue;
-    used += line.length + 2;
-    if (used > HEADERS_KEEP) {
-      truncated = true;
-      break;
-    }
     const name = line.slice(0, colon).trim().toLowerCase();
     const value = line.slice(colon + 1).trim();
     headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
   }
-  return { headers, truncated };
+  return headers;
+}
+
+const SIGNATURE_NAMES = ['webhook-signature: ', 'x-svc-signature: '];
+
+/** Request header lines (as the deliverer writes them: lowercase names, CRLF) with each signature value cut (redactSignature). */
+export function redactLines(lines: string): string {
+  let out = lines;
+  for (const name of SIGNATURE_NAMES) {
+    // found by indexOf, not a regular expression: this runs once per attempt
+    let at = out.startsWith(name) ? 0 : out.indexOf(`\n${name}`);
+    if (at < 0) continue;
+    if (at > 0) at++;
+    const from = at + name.length;
+    let to = out.indexOf('\r', from);
+    if (to < 0) to = out.length;
+    out = out.slice(0, from) + redactSignature(out.slice(from, to)) + out.slice(to);
+  }
+  return out;
 }
 
 /** The kept body: text when it is UTF-8 (a character cut at the end does not count against it), else base64. */
@@ -121,27 +112,54 @@ export class BodyKeeper {
 }
 
 /**
- * The record of an exchange as one JSON string: request headers (null when nothing was sent),
- * response (null without a status). `cut`: the body was not read to its end.
+ * The record of an exchange as one JSON string, made on the delivery path: so it is made with as
+ * little work as possible, as an array of the texts as sent and read (turned into the API's
+ * objects only when read, parseExchange): [request header lines | null] without a response, else
+ * [request header lines | null, status, response header lines (at most HEADERS_KEEP), headers cut
+ * (0|1), body, base64 (0|1), body truncated (0|1)]. `request` is the header lines as sent
+ * (`name: value\r\n` each; null when nothing was sent); `cut`: the body was not read to its end.
  */
-export function exchangeRecord(request: Record<string, string> | null, status: number | undefined, head: string, body: BodyKeeper | null, cut: boolean): string {
-  let response: KeptResponse | null = null;
-  if (status !== undefined) {
-    const { headers, truncated } = responseHeaders(head);
-    const bytes = body ? body.bytes() : Buffer.alloc(0);
-    const bodyTruncated = cut || (body !== null && body.total > bytes.length);
-    response = { status, headers, ...(truncated ? { headers_truncated: true as const } : {}), ...keptBody(bytes, bodyTruncated), body_truncated: bodyTruncated };
+export function exchangeRecord(request: string | null, status: number | undefined, head: string, body: BodyKeeper | null, cut: boolean): string {
+  const req = request === null ? null : redactLines(request);
+  if (status === undefined) return JSON.stringify([req]);
+  // the header lines, without the status line and the empty line that ends them
+  const from = head.indexOf('\n') + 1;
+  let to = head.length;
+  while (to > from && (head.charCodeAt(to - 1) === 10 || head.charCodeAt(to - 1) === 13)) to--;
+  let headersCut = 0;
+  if (to - from > HEADERS_KEEP) {
+    const nl = head.lastIndexOf('\n', from + HEADERS_KEEP);
+    to = nl > from ? nl : from;
+    headersCut = 1;
   }
-  const kept: KeptExchange = { request: request ? { headers: request } : null, response };
-  return JSON.stringify(kept);
+  const bytes = body ? body.bytes() : EMPTY;
+  const truncated = cut || (body !== null && body.total > bytes.length);
+  const b = keptBody(bytes, truncated);
+  return JSON.stringify([req, status, head.slice(from, to), headersCut, b.body, b.body_encoding ? 1 : 0, truncated ? 1 : 0]);
 }
 
-/** A stored record read back (null: none kept, an attempt from before 0.3, or unreadable). */
+const EMPTY = Buffer.alloc(0);
+
+type Record7 = [string | null, number, string, 0 | 1, string, 0 | 1, 0 | 1];
+
+/** A stored record read back, as the API shows it (null: none kept, an attempt from before 0.3, or unreadable). */
 export function parseExchange(text: string | null | undefined): KeptExchange | null {
   if (!text) return null;
   try {
-    const v = JSON.parse(text) as KeptExchange;
-    return v && typeof v === 'object' ? { request: v.request ?? null, response: v.response ?? null } : null;
+    const v = JSON.parse(text) as unknown;
+    if (!Array.isArray(v)) return null;
+    const [req, status, headers, headersCut, body, base64, truncated] = v as Record7;
+    const request = typeof req === 'string' ? { headers: headerObject(req) } : null;
+    if (typeof status !== 'number') return { request, response: null };
+    const response: KeptResponse = {
+      status,
+      headers: headerObject(headers),
+      ...(headersCut ? { headers_truncated: true as const } : {}),
+      body,
+      ...(base64 ? { body_encoding: 'base64' as const } : {}),
+      body_truncated: truncated === 1,
+    };
+    return { request, response };
   } catch {
     return null;
   }

@@ -47,10 +47,9 @@ export interface AttemptTarget {
 /** The outcome of one attempt at `target` that ended at `at` (ms since the epoch): the one place an attempt becomes an outcome. */
 export function outcomeOf(target: AttemptTarget, r: AttemptResult, at: number): DeliveryOutcome {
   const { webhook_id, org_id, event_id, type, recovery_id } = target;
-  const outcome: DeliveryOutcome = { webhook_id, org_id, event_id, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at };
+  // the exchange in the literal (undefined without one): outcomes of one shape either way
+  const outcome: DeliveryOutcome = { webhook_id, org_id, event_id, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at, exchange: r[EXCHANGE] };
   if (recovery_id) outcome.recovery_id = recovery_id;
-  const exchange = r[EXCHANGE];
-  if (exchange) outcome.exchange = exchange;
   return outcome;
 }
 
