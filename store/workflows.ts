@@ -141,6 +141,18 @@ export function lookupReportedWorkflow(db: Db, orgId: string, id: string): { wor
   return { workflow: renamed ? decodeWf(renamed) : own, idTaken: stored !== undefined };
 }
 
+/**
+ * The org's `limit` newest workflows owned by an install, or of one of `types` whatever owns them
+ * (an app's rollouts): one read of the org's rows, not one per install and app.
+ */
+export function listRecentWorkflows(db: Db, orgId: string, types: readonly string[], limit: number): WorkflowRow[] {
+  const marks = types.map(() => '?').join(', ') || 'NULL';
+  return db
+    .prepare(`SELECT * FROM workflows WHERE org_id = ? AND (owner_type = 'installs' OR type IN (${marks})) ORDER BY created_at DESC, rowid DESC LIMIT ?`)
+    .all(orgId, ...types, limit)
+    .map(decodeWf);
+}
+
 export function listOwnerWorkflows(db: Db, orgId: string, ownerId: string): WorkflowRow[] {
   return db.prepare('SELECT * FROM workflows WHERE org_id = ? AND owner_id = ? ORDER BY rowid DESC').all(orgId, ownerId).map(decodeWf);
 }

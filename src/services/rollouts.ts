@@ -12,7 +12,7 @@ import { findBranch, getConfig, listBranches } from '../../store/apps.ts';
 import { listChangeWindows } from '../../store/change-windows.ts';
 import type { BakeVerdict } from '../engine/health-gates.ts';
 import { getInstall, listComponents } from '../../store/installs.ts';
-import { getWorkflow, listChildWorkflows, listOwnerWorkflows, listSteps, type StepRow } from '../../store/workflows.ts';
+import { getWorkflow, listChildWorkflows, listOwnerWorkflows, listRecentWorkflows as listRecentOrgWorkflows, listSteps, type StepRow } from '../../store/workflows.ts';
 import { installView } from './installs.ts';
 import { statusSchema, type WorkflowSummary } from './view-schemas.ts';
 import { workflowSummary } from './workflows.ts';
@@ -204,6 +204,22 @@ export function rolloutView(ctx: AppContext, orgId: string, workflowId: string):
 }
 
 /** An app's rollouts, newest first (at most `limit`): its fleet rollbacks and its branches' runs, with the branches' names. */
+/** A recent workflow's owner as a person reads it: an install, or a rollout of an app (its branch named). */
+export type RecentOwner = { kind: 'install'; install_id: string } | { kind: 'rollout'; app_id: string; branch: string | null; fleet: boolean };
+
+/**
+ * The org's `limit` newest workflows of its installs and its rollouts (branch runs and fleet
+ * rollbacks) with their owners: one read however many installs and apps the org has (CONTRACT §8).
+ */
+export function listRecentWorkflows(ctx: AppContext, orgId: string, limit: number): Array<{ workflow: WorkflowSummary; owner: RecentOwner }> {
+  return listRecentOrgWorkflows(ctx.db, orgId, [...ROLLOUT_TYPES], limit).map((w) => {
+    if (w.owner_type === 'installs') return { workflow: workflowSummary(w), owner: { kind: 'install', install_id: w.owner_id } };
+    const branch = w.owner_type === 'app_branches' ? findBranch(ctx.db, orgId, w.owner_id) : undefined;
+    const appId = branch?.app_id ?? String(w.params.app_id ?? w.owner_id);
+    return { workflow: workflowSummary(w), owner: { kind: 'rollout', app_id: appId, branch: branch?.name ?? (w.owner_type === 'app_branches' ? w.owner_id : null), fleet: w.type === 'app_rollback' } };
+  });
+}
+
 export function listAppRollouts(ctx: AppContext, orgId: string, appId: string, limit: number): { rollouts: WorkflowSummary[]; branchNames: Map<string, string> } {
   const branches = listBranches(ctx.db, appId);
   const rollouts = [appId, ...branches.map((b) => b.app_branch_id)]

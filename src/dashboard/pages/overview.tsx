@@ -3,10 +3,10 @@
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { appNames, configVersion, orgName } from '../../services/names.ts';
-import { listInstalls, listInstallWorkflows } from '../../services/installs.ts';
+import { listInstalls } from '../../services/installs.ts';
 import type { WorkflowSummary } from '../../services/workflows.ts';
 import { listWebhooks } from '../../services/webhooks.ts';
-import { listAppRollouts } from '../../services/rollouts.ts';
+import { listRecentWorkflows } from '../../services/rollouts.ts';
 import { listPendingApprovals } from '../../services/approvals.ts';
 import type { Paths } from '../paths.ts';
 import { render } from '../render.tsx';
@@ -119,22 +119,18 @@ export const WorkflowsTable = ({
 const RECENT = 10;
 
 /** The org's most recent workflows: its installs', its branch runs and its fleet rollbacks, newest first; who each is for; which wait for an approval. */
-function recentWorkflows(ctx: AppContext, orgId: string, installs: InstallRow[], paths: Paths) {
+function recentWorkflows(ctx: AppContext, orgId: string, paths: Paths) {
   const owners = new Map<string, WorkflowOwnerCell>();
   const apps = appNames(ctx, orgId);
-  const rollouts = [...apps].flatMap(([appId, appName]) => {
-    const { rollouts: runs, branchNames } = listAppRollouts(ctx, orgId, appId, RECENT);
-    for (const w of runs) {
-      const text = w.type === 'app_rollback' ? `fleet rollback of app ${appName}` : `branch ${branchNames.get(w.owner_id) ?? w.owner_id} of app ${appName}`;
-      owners.set(w.workflow_id, { text, href: paths.app(appId) });
-    }
-    return runs;
-  });
-  const recent = [...installs.flatMap((i) => listInstallWorkflows(ctx, orgId, i.install_id)), ...rollouts]
-    .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0))
-    .slice(0, RECENT);
+  const listed = listRecentWorkflows(ctx, orgId, RECENT);
+  for (const { workflow: w, owner } of listed) {
+    if (owner.kind !== 'rollout') continue;
+    const appName = apps.get(owner.app_id) ?? owner.app_id;
+    const text = owner.fleet ? `fleet rollback of app ${appName}` : `branch ${owner.branch ?? '?'} of app ${appName}`;
+    owners.set(w.workflow_id, { text, href: paths.app(owner.app_id) });
+  }
   const awaiting = new Set(listPendingApprovals(ctx, orgId).map((p) => p.workflow.workflow_id));
-  return { recent, owners, awaiting };
+  return { recent: listed.map((x) => x.workflow), owners, awaiting };
 }
 
 export function registerOverview(r: Hono<DashEnv>, ctx: AppContext) {
@@ -144,7 +140,7 @@ export function registerOverview(r: Hono<DashEnv>, ctx: AppContext) {
     const org = orgName(ctx, orgId);
     const installs = listInstalls(ctx, orgId);
     const names = new Map(installs.map((i) => [i.install_id, i.name]));
-    const { recent, owners, awaiting } = recentWorkflows(ctx, orgId, installs, paths);
+    const { recent, owners, awaiting } = recentWorkflows(ctx, orgId, paths);
     const webhooks = listWebhooks(ctx, orgId).length;
     return render(c, {
       title: org ?? orgId,
