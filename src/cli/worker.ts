@@ -55,9 +55,8 @@ export function registerWorkerCommand(program: Command): void {
       });
       readiness.ready('consumers');
       await readiness.whenReady();
-      // the guard's setting is the worker's own (svc serve's pings and resends follow svc serve's):
-      // said here so that a worker and an engine that disagree can be told apart
-      logger.info({ worker: workerId, concurrency: opts.deliveryConcurrency, allow_private_targets: allowPrivateTargets(opts.allowPrivateTargets) }, 'worker ready');
+      // the handlers go in before `worker ready` is printed: a SIGTERM as soon as it is seen drains
+      // and exits 0 (it killed the process when it came before them)
       let exiting = false;
       const shutdown = async (signal: string) => {
         if (exiting) return;
@@ -75,6 +74,9 @@ export function registerWorkerCommand(program: Command): void {
       };
       process.on('SIGTERM', () => void shutdown('SIGTERM'));
       process.on('SIGINT', () => void shutdown('SIGINT'));
+      // the guard's setting is the worker's own (svc serve's pings and resends follow svc serve's):
+      // said here so that a worker and an engine that disagree can be told apart
+      logger.info({ worker: workerId, concurrency: opts.deliveryConcurrency, allow_private_targets: allowPrivateTargets(opts.allowPrivateTargets) }, 'worker ready');
     });
 }
 
