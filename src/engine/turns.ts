@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 export type Sliced<T> = Generator<void, T, void>;
 
 /** How long one turn of sliced work runs before it lets the event loop serve others (ms). */
-export const TURN_BUDGET_MS = 10;
+export const TURN_BUDGET_MS = 4;
 
 /** Run it to its end at once (in a transaction: its reads and what is written from them see one state). */
 export function runAtOnce<T>(work: Sliced<T>): T {
