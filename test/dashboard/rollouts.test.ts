@@ -6,10 +6,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { ManualClock } from '../helpers/clock.ts';
-import { ingestSubject } from '../../src/bus/subjects.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { expectAccessible, launchBrowser, screenshot, signedInPage } from '../helpers/browser.ts';
-import { appWithThreeConfigs, get, installWith as installWithHistory, post, waitStep, waitWf } from '../helpers/workflows.ts';
+import { appWithThreeConfigs, get, installWith as installWithHistory, post, waitStep, waitWf, healthVerdict } from '../helpers/workflows.ts';
 import { dashboardSession } from '../helpers/dashboard.ts';
 import { rid } from '../helpers/ids.ts';
 import { startReceiver } from '../helpers/receiver.ts';
@@ -47,11 +46,7 @@ const installWith = (appId: string, cfgId: string, labels: Record<string, string
   installWithHistory(api, rid('inst'), appId, cfgId, labels, then);
 
 /** A health checker's verdict on one component (CONTRACT 5.2), answered once committed. */
-async function verdict(install: Json, component: string, v: string, reason?: string): Promise<void> {
-  const componentId = install.components.find((c: Json) => c.name === component).component_id;
-  const r = await svc.server.bus.request(ingestSubject(org.org_id, 'health', install.install_id), JSON.stringify({ component_id: componentId, verdict: v, ...(reason ? { reason } : {}) }), { timeoutMs: 5000 });
-  expect(r.json()).toMatchObject({ ok: true });
-}
+const verdict = (install: Json, component: string, v: string, reason?: string) => healthVerdict(svc, org.org_id, install, component, v, reason);
 
 /** The app's page, reached from the navigation as a user would. */
 async function openApp(name: string): Promise<void> {

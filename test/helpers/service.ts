@@ -69,18 +69,12 @@ export function newDbWithOrg(name: string): { db: string; org: OrgCreds } {
   }
 }
 
-/**
- * Start svc in this process on a free port with a fresh database (or `db`, to restart on one).
- * `opts.logger` replaces the silent logger (a test that reads what svc logs). `opts.clock` is the
- * engine's time (a ManualClock: the test moves the runner health checks, job re-sends, drift scans
- * and the local runner's heartbeats by advancing it); delivery runs on real time whatever it is.
- */
-export async function startService(overrides: Partial<ServeConfig> = {}, opts: { logger?: pino.Logger; clock?: Clock; replayWindowMs?: number; relayFault?: RelayFault } = {}): Promise<TestService> {
-  const dir = overrides.db ? path.dirname(overrides.db) : tmpDir();
-  const config: ServeConfig = {
+/** The config a test's svc runs with (on port 0, private targets allowed), `overrides` applied. */
+export function testServeConfig(db: string, overrides: Partial<ServeConfig> = {}): ServeConfig {
+  return {
     port: 0,
     host: '127.0.0.1',
-    db: path.join(dir, 'svc.db'),
+    db,
     natsUrl: null,
     baseUrl: null,
     dashboardUrl: null,
@@ -98,6 +92,17 @@ export async function startService(overrides: Partial<ServeConfig> = {}, opts: {
     maxWebhooksPerOrg: LIMITS.webhooksPerOrg,
     ...overrides,
   };
+}
+
+/**
+ * Start svc in this process on a free port with a fresh database (or `db`, to restart on one).
+ * `opts.logger` replaces the silent logger (a test that reads what svc logs). `opts.clock` is the
+ * engine's time (a ManualClock: the test moves the runner health checks, job re-sends, drift scans
+ * and the local runner's heartbeats by advancing it); delivery runs on real time whatever it is.
+ */
+export async function startService(overrides: Partial<ServeConfig> = {}, opts: { logger?: pino.Logger; clock?: Clock; replayWindowMs?: number; relayFault?: RelayFault } = {}): Promise<TestService> {
+  const dir = overrides.db ? path.dirname(overrides.db) : tmpDir();
+  const config = testServeConfig(path.join(dir, 'svc.db'), overrides);
   const server = await startServer(config, { logger: opts.logger ?? pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }), clock: opts.clock, replayWindowMs: opts.replayWindowMs, relayFault: opts.relayFault });
   const url = server.url;
   const seen: any[] = []; // eslint-disable-line @typescript-eslint/no-explicit-any

@@ -1,6 +1,7 @@
 // Workflow helpers over the HTTP API for tests.
 import { expect } from 'vitest';
-import { waitFor, type ApiClient } from './service.ts';
+import { waitFor, type ApiClient, type TestService } from './service.ts';
+import { ingestSubject } from '../../src/bus/subjects.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -103,4 +104,12 @@ export async function installWith(api: ApiClient, name: string, appId: string, c
     expect((await waitWf(api, u.workflow_id)).status).toBe('succeeded');
   }
   return get(api, `/v1/installs/${install.install_id}`);
+}
+
+/** A health checker's verdict on one of an install's components (CONTRACT 5.2) over `svc`'s bus, answered once committed. */
+export async function healthVerdict(svc: TestService, orgId: string, install: Json, component: string, v: string, reason?: string): Promise<void> {
+  const componentId = install.components.find((c: Json) => c.name === component).component_id;
+  const body = { component_id: componentId, verdict: v, ...(reason ? { reason } : {}) };
+  const r = await svc.server.bus.request(ingestSubject(orgId, 'health', install.install_id), JSON.stringify(body), { timeoutMs: 5000 });
+  expect(r.json()).toMatchObject({ ok: true });
 }

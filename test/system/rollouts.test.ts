@@ -4,11 +4,10 @@
 // publishing verdicts on the ingest subject (CONTRACT 5.2), and a recording receiver.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../helpers/clock.ts';
-import { ingestSubject } from '../../src/bus/subjects.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { dashboardSession } from '../helpers/dashboard.ts';
-import { appWithThreeConfigs, get, getWf, installWith as installWithHistory, post, trail, waitStep, waitWf } from '../helpers/workflows.ts';
+import { appWithThreeConfigs, get, getWf, installWith as installWithHistory, post, trail, waitStep, waitWf, healthVerdict } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -48,11 +47,7 @@ const installWith = (appId: string, cfgId: string, labels: Record<string, string
 const componentOf = (install: Json, name: string): string => install.components.find((c: Json) => c.name === name).component_id;
 
 /** A health checker's verdict on one component (CONTRACT 5.2), answered once committed. */
-async function verdict(install: Json, component: string, v: string, reason?: string): Promise<void> {
-  const body = { component_id: componentOf(install, component), verdict: v, ...(reason ? { reason } : {}) };
-  const r = await svc.server.bus.request(ingestSubject(org.org_id, 'health', install.install_id), JSON.stringify(body), { timeoutMs: 5000 });
-  expect(r.json()).toMatchObject({ ok: true });
-}
+const verdict = (install: Json, component: string, v: string, reason?: string) => healthVerdict(svc, org.org_id, install, component, v, reason);
 
 async function approve(W: string, group: string): Promise<Json> {
   const { step } = await waitStep(api, W, `plan install group: ${group}`, 'awaiting_approval');

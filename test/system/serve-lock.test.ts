@@ -14,11 +14,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { children, spawnService } from '../helpers/child-service.ts';
 import { runCliProcess } from '../helpers/cli.ts';
 import { BIN, ROOT } from '../helpers/paths.ts';
-import { newDbWithOrg, startService, tmpDir, waitFor } from '../helpers/service.ts';
+import { newDbWithOrg, startService, testServeConfig, tmpDir, waitFor } from '../helpers/service.ts';
 import { lockStore, StoreHardLinkedError, StoreInUseError } from '../../store/lock.ts';
 import { PortInUseError, startServer } from '../../src/server.ts';
 import { openDb } from '../../store/db.ts';
-import type { ServeConfig } from '../../src/config.ts';
 
 /** A TCP port held by a plain listener (not svc), and its close. */
 async function holdPort(onConnection: (s: net.Socket) => void = () => {}): Promise<{ port: number; sockets: net.Socket[]; close(): Promise<void> }> {
@@ -56,25 +55,6 @@ function spawnServe(args: string[]): { proc: ChildProcess; exited: Promise<{ cod
   return { proc, exited, output: () => out };
 }
 
-const testConfig = (db: string, port: number): ServeConfig => ({
-  port,
-  host: '127.0.0.1',
-  db,
-  natsUrl: null,
-  natsReplicas: null,
-  baseUrl: null,
-  dashboardUrl: null,
-  localRunner: true,
-  runnerHealthIntervalMs: 15 * 60_000,
-  deliveryTimeoutMs: 5000,
-  allowPrivateTargets: true,
-  driftIntervalMs: null,
-  deliveryConcurrency: 256,
-  deliver: true,
-  natsCreds: null,
-  deliveryThreads: null,
-  maxWebhooksPerOrg: 100,
-});
 
 afterAll(() => {
   for (const c of children) c.kill('SIGKILL');
@@ -209,7 +189,7 @@ describe('svc serve start-up ends when it must', () => {
       const port = Number(new URL(taken.url).port);
       const db = path.join(tmpDir('svc-port-'), 'svc.db');
       const t0 = Date.now();
-      const err = await startServer(testConfig(db, port), { logger: pino({ level: 'silent' }) }).then(
+      const err = await startServer(testServeConfig(db, { port, natsReplicas: null, maxWebhooksPerOrg: 100 }), { logger: pino({ level: 'silent' }) }).then(
         () => null,
         (e: unknown) => e,
       );
