@@ -43,11 +43,15 @@ export const TURN_LIMIT_MS = 50;
 const causes: Array<{ at: number; what: string }> = [];
 const CAUSES_KEPT = 32;
 
+/** Guards running: without one, nothing is noted. */
+let guards = 0;
+
 /**
- * Note what is about to run on the engine's thread (cheap: a guard that is off only keeps the
- * last few). A long turn is reported with the causes noted during it.
+ * Note what is about to run on the engine's thread, while a guard runs (without one it does
+ * nothing). A long turn is reported with the causes noted during it.
  */
 export function noteTurnCause(what: string): void {
+  if (guards === 0) return;
   if (causes.length >= CAUSES_KEPT) causes.shift();
   causes.push({ at: performance.now(), what });
 }
@@ -77,5 +81,14 @@ export function startTurnGuard(log: TurnGuardLog, o: { limitMs?: number; everyMs
     last = now;
   }, every);
   timer.unref();
-  return { stop: () => clearInterval(timer) };
+  guards++;
+  let stopped = false;
+  return {
+    stop: () => {
+      if (stopped) return;
+      stopped = true;
+      guards--;
+      clearInterval(timer);
+    },
+  };
 }
