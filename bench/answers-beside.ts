@@ -20,9 +20,23 @@ const b = createSvcOrg(db, 'b');
 const serve = await startSvcServe({ natsUrl: nats.url, db, logFile: path.join(tmp, 'serve.log') });
 const nc = await connect({ servers: nats.url, noAsyncTraces: true });
 const ncB = await connect({ servers: nats.url, noAsyncTraces: true, inboxPrefix: `_INBOX_${b.org_id}` });
-await createWebhooks(serve.url, a, Array.from({ length: 100 }, (_, i) => `${receiver.url}/a/${i}`), 4);
+await createWebhooks(
+  serve.url,
+  a,
+  Array.from({ length: 100 }, (_, i) => `${receiver.url}/a/${i}`),
+  4,
+);
 let seq = 1;
-await runPhase(nc, receiver, { name: 'warm', orgId: a.org_id, fanout: 100, events: 50, firstSeq: seq, window: 20, timeLimitMs: 30000, drainMs: 5000 });
+await runPhase(nc, receiver, {
+  name: 'warm',
+  orgId: a.org_id,
+  fanout: 100,
+  events: 50,
+  firstSeq: seq,
+  window: 20,
+  timeLimitMs: 30000,
+  drainMs: 5000,
+});
 seq += 50;
 const lat: number[] = [];
 let stop = false;
@@ -36,13 +50,27 @@ const bLoop = (async () => {
     await sleep(10);
   }
 })();
-const r = await runPhase(nc, receiver, { name: 'A x100', orgId: a.org_id, fanout: 100, events: 1500, firstSeq: seq, window: 20, timeLimitMs: 60000, drainMs: 10000 });
+const r = await runPhase(nc, receiver, {
+  name: 'A x100',
+  orgId: a.org_id,
+  fanout: 100,
+  events: 1500,
+  firstSeq: seq,
+  window: 20,
+  timeLimitMs: 60000,
+  drainMs: 10000,
+});
 stop = true;
 await bLoop;
 lat.sort((x, y) => x - y);
 const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))].toFixed(1);
-console.log(`A ${r.deliveries} deliveries ${Math.round(r.deliveries_per_sec)}/s; B ${lat.length} answers p50 ${q(0.5)} p99 ${q(0.99)} max ${lat[lat.length - 1].toFixed(1)} ms; over 50 ms ${lat.filter((x) => x > 50).length}, over 100 ms ${lat.filter((x) => x > 100).length}`);
-await nc.drain(); await ncB.drain();
-await stopChild(serve.child); await receiver.close(); await nats.stop();
+console.log(
+  `A ${r.deliveries} deliveries ${Math.round(r.deliveries_per_sec)}/s; B ${lat.length} answers p50 ${q(0.5)} p99 ${q(0.99)} max ${lat[lat.length - 1].toFixed(1)} ms; over 50 ms ${lat.filter((x) => x > 50).length}, over 100 ms ${lat.filter((x) => x > 100).length}`,
+);
+await nc.drain();
+await ncB.drain();
+await stopChild(serve.child);
+await receiver.close();
+await nats.stop();
 fs.rmSync(tmp, { recursive: true, force: true });
 process.exit(0);

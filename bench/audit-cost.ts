@@ -70,7 +70,8 @@ const call = async (method: string, p: string, body: unknown) => {
 };
 
 const ids: string[] = [];
-for (let i = 0; i < HOOKS; i++) ids.push((await call('POST', '/v1/orgs/current/webhooks', { webhook_url: `http://127.0.0.1:9/h/${i}` })).webhook_id);
+for (let i = 0; i < HOOKS; i++)
+  ids.push((await call('POST', '/v1/orgs/current/webhooks', { webhook_url: `http://127.0.0.1:9/h/${i}` })).webhook_id);
 
 // the comparison's "without": the same transaction, its audit write skipped
 const engine = server.ctx.engine;
@@ -85,7 +86,8 @@ function engineRound(audited: boolean): void {
     const id = ids[i % HOOKS];
     change((t) => {
       const w = patchWebhook(server.ctx, org.org_id, id, { secret: `s-${seq++}` });
-      if (audited) t.audit({ org_id: org.org_id, actor, action: 'webhooks.update', resource_type: 'webhook', resource_id: w.webhook_id, status: 200 });
+      if (audited)
+        t.audit({ org_id: org.org_id, actor, action: 'webhooks.update', resource_type: 'webhook', resource_id: w.webhook_id, status: 200 });
       return w;
     });
   }
@@ -151,7 +153,9 @@ console.log(
 );
 console.table(rows);
 const pct = (a: number, b: number) => `${((a / b - 1) * 100).toFixed(1)} %`;
-console.log(`cost of the audit row: wall ${pct(total(ms.with), total(ms.without))} (all rounds), ${pct(median(ms.with), median(ms.without))} (medians); CPU ${pct(total(cpu.with), total(cpu.without))}`);
+console.log(
+  `cost of the audit row: wall ${pct(total(ms.with), total(ms.without))} (all rounds), ${pct(median(ms.with), median(ms.without))} (medians); CPU ${pct(total(cpu.with), total(cpu.without))}`,
+);
 const audited = openDb(dbFile);
 console.log(`audit rows written: ${(audited.prepare('SELECT COUNT(*) AS n FROM audit_log').get() as { n: number }).n}`);
 audited.close();

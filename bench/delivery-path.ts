@@ -68,7 +68,9 @@ async function loadSvc(from: (p: string) => string) {
 }
 type Svc = Awaited<ReturnType<typeof loadSvc>>;
 const SVC: Svc = await loadSvc((p) => (FROM === 'dist' ? `../dist/src/${p}.js` : `../src/${p}.ts`));
-const SVC_BEFORE: Svc | null = BEFORE ? await loadSvc((p) => `${new URL(`file://${BEFORE.replace(/\/$/, '')}/`).href}dist/src/${p}.js`) : null;
+const SVC_BEFORE: Svc | null = BEFORE
+  ? await loadSvc((p) => `${new URL(`file://${BEFORE.replace(/\/$/, '')}/`).href}dist/src/${p}.js`)
+  : null;
 const { CE_CONTENT_TYPE, PER_WEBHOOK_IN_FLIGHT } = SVC;
 
 // ------------------------------------------------------------------ the receiver (a child process)
@@ -106,7 +108,14 @@ async function startReceiver(): Promise<{ url: string; child: ChildProcess; requ
 function template(): string[] {
   const SENTINEL = 'bwf_SENTINEL';
   const ev = toCloudEvent(
-    { kind: 'workflow', transition: 'started', org_id: ORG, time: new Date().toISOString(), workflow: { id: SENTINEL, type: 'provision', owner_id: 'inst_bench', owner_type: 'installs' }, install_id: 'inst_bench' },
+    {
+      kind: 'workflow',
+      transition: 'started',
+      org_id: ORG,
+      time: new Date().toISOString(),
+      workflow: { id: SENTINEL, type: 'provision', owner_id: 'inst_bench', owner_type: 'installs' },
+      install_id: 'inst_bench',
+    },
     { source: sourceFor('http://127.0.0.1:8080'), dashboardUrl: 'http://127.0.0.1:8080/dashboard' },
   );
   if (!ev) throw new Error('the template event is not classified');
@@ -170,7 +179,16 @@ async function runSvc(svc: Svc, url: string, fanout: number, events: number): Pr
   const { systemClock, Deliverer, WebhookRegistry, DeliveryPipeline, BatchingOutcomeSink, makeSigner } = svc;
   const registry = new WebhookRegistry();
   for (let i = 0; i < fanout; i++) {
-    const entry: WebhookEntry = { webhook_id: `wh_${i}`, org_id: ORG, url: `${url}/h/${i}`, secret: SHARED_SECRET ? 'whsec_bench' : `whsec_${Buffer.from(`bench secret ${i}`).toString('base64')}`, previous_secret: null, previous_secret_expires_at: null, interests: { all_events: true }, match: null };
+    const entry: WebhookEntry = {
+      webhook_id: `wh_${i}`,
+      org_id: ORG,
+      url: `${url}/h/${i}`,
+      secret: SHARED_SECRET ? 'whsec_bench' : `whsec_${Buffer.from(`bench secret ${i}`).toString('base64')}`,
+      previous_secret: null,
+      previous_secret_expires_at: null,
+      interests: { all_events: true },
+      match: null,
+    };
     registry.upsert(entry);
   }
   // as src/dataplane/data-plane.ts assemble()
@@ -179,9 +197,28 @@ async function runSvc(svc: Svc, url: string, fanout: number, events: number): Pr
   const send = async (b: OutcomeBatch) => void (outcomes += b.outcomes.length);
   let pipeline: Pipeline;
   const sink = new BatchingOutcomeSink('bench', send, () => pipeline.inFlight(), systemClock, silent);
-  pipeline = new DeliveryPipeline({ registry, deliverer, sign: makeSigner(), outcomes: sink, progress: noProgress, clock: systemClock, logger: silent, concurrency: CONCURRENCY });
+  pipeline = new DeliveryPipeline({
+    registry,
+    deliverer,
+    sign: makeSigner(),
+    outcomes: sink,
+    progress: noProgress,
+    clock: systemClock,
+    logger: silent,
+    concurrency: CONCURRENCY,
+  });
 
-  const route: EventRoute = { org: ORG, type: 'com.svc.workflow.started', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: 'inst_bench', labels: null }, component: null, action: null, rev: 0 };
+  const route: EventRoute = {
+    org: ORG,
+    type: 'com.svc.workflow.started',
+    resource: 'installs',
+    op: 'provision',
+    event: 'lifecycle.started',
+    install: { id: 'inst_bench', labels: null },
+    component: null,
+    action: null,
+    rev: 0,
+  };
   let settled = 0;
   let done!: () => void;
   const finished = new Promise<void>((r) => (done = r));
@@ -256,8 +293,10 @@ try {
         r[side].push(m.cpuUs);
         line.push(`${side} ${m.cpuUs.toFixed(1)} µs/delivery (${Math.round(deliveries / (m.wallMs / 1000))}/s)`);
       }
-      const ratio = r.floor.length === round && r.svc.length === round ? ` ratio ${(r.svc[round - 1] / r.floor[round - 1]).toFixed(2)}` : '';
-      const was = r.floor.length === round && r.before.length === round ? ` (before ${(r.before[round - 1] / r.floor[round - 1]).toFixed(2)})` : '';
+      const ratio =
+        r.floor.length === round && r.svc.length === round ? ` ratio ${(r.svc[round - 1] / r.floor[round - 1]).toFixed(2)}` : '';
+      const was =
+        r.floor.length === round && r.before.length === round ? ` (before ${(r.before[round - 1] / r.floor[round - 1]).toFixed(2)})` : '';
       console.log(`round ${round} x${fanout}: ${line.join(', ')}${ratio}${was}`);
     }
   }
@@ -265,11 +304,15 @@ try {
     const f = r.floor.length ? median(r.floor) : NaN;
     const s = r.svc.length ? median(r.svc) : NaN;
     const ratios = r.floor.map((x, i) => r.svc[i] / x).filter(Number.isFinite);
-    console.log(`x${fanout} median: floor ${f.toFixed(1)} µs, svc ${s.toFixed(1)} µs per delivery; ratio median ${ratios.length ? median(ratios).toFixed(2) : '-'} (rounds ${ratios.map((x) => x.toFixed(2)).join(', ')})`);
+    console.log(
+      `x${fanout} median: floor ${f.toFixed(1)} µs, svc ${s.toFixed(1)} µs per delivery; ratio median ${ratios.length ? median(ratios).toFixed(2) : '-'} (rounds ${ratios.map((x) => x.toFixed(2)).join(', ')})`,
+    );
     if (r.before.length) {
       const was = r.floor.map((x, i) => r.before[i] / x);
       const gain = r.before.map((x, i) => x - r.svc[i]);
-      console.log(`x${fanout} before: ${median(r.before).toFixed(1)} µs per delivery; ratio median ${median(was).toFixed(2)} (rounds ${was.map((x) => x.toFixed(2)).join(', ')}); before − after median ${median(gain).toFixed(1)} µs (rounds ${gain.map((x) => x.toFixed(1)).join(', ')})`);
+      console.log(
+        `x${fanout} before: ${median(r.before).toFixed(1)} µs per delivery; ratio median ${median(was).toFixed(2)} (rounds ${was.map((x) => x.toFixed(2)).join(', ')}); before − after median ${median(gain).toFixed(1)} µs (rounds ${gain.map((x) => x.toFixed(1)).join(', ')})`,
+      );
     }
   }
 } finally {

@@ -79,7 +79,9 @@ nc.subscribe(ingestWildcard, {
       (reply) => m.respond(reply.data),
       (e: unknown) => {
         bridgeErrors++;
-        m.respond(encoder.encode(JSON.stringify({ ok: false, error: { code: 'bridge', message: e instanceof Error ? e.message : String(e) } })));
+        m.respond(
+          encoder.encode(JSON.stringify({ ok: false, error: { code: 'bridge', message: e instanceof Error ? e.message : String(e) } })),
+        );
       },
     );
   },

@@ -157,7 +157,10 @@ export function memKbOf(pid: number): { rss: number; hwm: number } | null {
 }
 
 /** Samples a process's VmRSS every `everyMs` until stopped; reports the first, peak and last sample, MiB. */
-export function sampleRss(pid: number | null, everyMs = 20): { stop(): { start_mib: number | null; peak_mib: number | null; end_mib: number | null; hwm_mib: number | null; samples: number } } {
+export function sampleRss(
+  pid: number | null,
+  everyMs = 20,
+): { stop(): { start_mib: number | null; peak_mib: number | null; end_mib: number | null; hwm_mib: number | null; samples: number } } {
   const first = pid ? memKbOf(pid) : null;
   let peak = first?.rss ?? 0;
   let last = first;
@@ -179,7 +182,13 @@ export function sampleRss(pid: number | null, everyMs = 20): { stop(): { start_m
         last = m;
         if (m.rss > peak) peak = m.rss;
       }
-      return { start_mib: mib(first?.rss), peak_mib: samples ? mib(peak) : null, end_mib: mib(last?.rss), hwm_mib: mib(last?.hwm), samples };
+      return {
+        start_mib: mib(first?.rss),
+        peak_mib: samples ? mib(peak) : null,
+        end_mib: mib(last?.rss),
+        hwm_mib: mib(last?.hwm),
+        samples,
+      };
     },
   };
 }

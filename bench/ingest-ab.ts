@@ -48,12 +48,29 @@ async function side(name: string, root: string): Promise<Side> {
     ),
   };
   const db = path.join(tmp, `${name}.db`);
-  const out = execFileSync(process.execPath, [bin, 'orgs', 'create', '--name', `ab-${name}`, '--db', db], { cwd: root, env: { ...process.env, ...env } }).toString();
+  const out = execFileSync(process.execPath, [bin, 'orgs', 'create', '--name', `ab-${name}`, '--db', db], {
+    cwd: root,
+    env: { ...process.env, ...env },
+  }).toString();
   const orgId = (JSON.parse(out.trim().split('\n').pop() ?? '{}') as { org_id: string }).org_id;
   const nats = await startNats();
   const serve = await spawnChild(
     `svc serve ${name}`,
-    [...(process.env[`AB_${name}_NODE_ARGS`] ?? '').split(/\s+/).filter(Boolean), bin, 'serve', '--nats', nats.url, '--db', db, '--port', '0', '--no-local-runner', '--drift-interval', 'off', '--no-deliver'],
+    [
+      ...(process.env[`AB_${name}_NODE_ARGS`] ?? '').split(/\s+/).filter(Boolean),
+      bin,
+      'serve',
+      '--nats',
+      nats.url,
+      '--db',
+      db,
+      '--port',
+      '0',
+      '--no-local-runner',
+      '--drift-interval',
+      'off',
+      '--no-deliver',
+    ],
     env,
     (l) => l.includes('listening on'),
     path.join(tmp, `${name}-serve.log`),
@@ -66,7 +83,15 @@ let seq = 1;
 const phase = (s: Side, label: string, facts: number): Promise<IngestResult> => {
   const firstSeq = seq;
   seq += facts;
-  return runIngestPhase(s.nc, { name: label, orgId: s.orgId, facts, firstSeq, window: WINDOW, timeLimitMs: 60_000, cpuPids: svcCpuPids(s.serve.pid, s.nats.pid) });
+  return runIngestPhase(s.nc, {
+    name: label,
+    orgId: s.orgId,
+    facts,
+    firstSeq,
+    window: WINDOW,
+    timeLimitMs: 60_000,
+    cpuPids: svcCpuPids(s.serve.pid, s.nats.pid),
+  });
 };
 
 const a = await side('A', dirA);
@@ -87,7 +112,8 @@ try {
     const rb = got.get('B')!;
     const ratio = rb.facts_per_sec / ra.facts_per_sec;
     rows.push({ ratio, a: ra, b: rb });
-    const cpu = (r: IngestResult) => `${r.facts_per_sec} facts/s, svc ${r.cpu_us_per_fact.sut} µs, engine ${r.cpu_us_per_fact.sut_main} µs, nats ${r.cpu_us_per_fact.nats} µs`;
+    const cpu = (r: IngestResult) =>
+      `${r.facts_per_sec} facts/s, svc ${r.cpu_us_per_fact.sut} µs, engine ${r.cpu_us_per_fact.sut_main} µs, nats ${r.cpu_us_per_fact.nats} µs`;
     console.log(`pair ${i}: B/A ${ratio.toFixed(3)}   A ${cpu(ra)}   B ${cpu(rb)}`);
   }
   const med = (f: (r: (typeof rows)[number]) => number | null) => median(rows.map(f).filter((x): x is number => x !== null));

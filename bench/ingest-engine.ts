@@ -80,7 +80,17 @@ function setup(): Setup {
   let batch = '';
   const assign = (eventId: string) => (batch ||= eventId);
   const queue = QUEUE === 'history' ? { historyQueue: { batch: assign, changed: () => void (batch = '') } } : { outboxBatch: assign };
-  const engine = new Engine({ db, bus: createMemoryBus({ logger }), clock: systemClock, logger, metrics: createMetrics({ defaultMetrics: false }), urls: () => urls, registryRev: () => 1, outboxChanged: () => void (batch = ''), ...queue });
+  const engine = new Engine({
+    db,
+    bus: createMemoryBus({ logger }),
+    clock: systemClock,
+    logger,
+    metrics: createMetrics({ defaultMetrics: false }),
+    urls: () => urls,
+    registryRev: () => 1,
+    outboxChanged: () => void (batch = ''),
+    ...queue,
+  });
   return { db, engine, orgId, dir };
 }
 
@@ -90,7 +100,12 @@ function messages(orgId: string, n: number): Array<{ subject: string; data: Uint
   for (let i = 0; i < n; i++) {
     const s = seq++;
     if (FACT === 'step') {
-      const body = { kind: 'workflow_step', transition: 'started', workflow: JSON.parse(factFor(0)).workflow, step: { id: `st_${s}`, name: `step ${s}`, idx: s, execution_type: 'system' } };
+      const body = {
+        kind: 'workflow_step',
+        transition: 'started',
+        workflow: JSON.parse(factFor(0)).workflow,
+        step: { id: `st_${s}`, name: `step ${s}`, idx: s, execution_type: 'system' },
+      };
       out.push({ subject: `svc.ingest.${orgId}.workflows.bwf_0`, data: Buffer.from(JSON.stringify(body)) });
     } else {
       out.push({ subject: `svc.ingest.${orgId}.workflows.bwf_${s}`, data: Buffer.from(factFor(s)) });
@@ -100,7 +115,12 @@ function messages(orgId: string, n: number): Array<{ subject: string; data: Uint
 }
 
 /** Parse and commit `n` messages in groups of `size` (or the messages given); CPU µs (parse, commit) and results. */
-function run(s: Setup, n: number, size: number, msgs = messages(s.orgId, n)): { parseUs: number; commitUs: number; sysUs: number; accepted: number } {
+function run(
+  s: Setup,
+  n: number,
+  size: number,
+  msgs = messages(s.orgId, n),
+): { parseUs: number; commitUs: number; sysUs: number; accepted: number } {
   let parseUs = 0;
   let commitUs = 0;
   let sysUs = 0;
@@ -132,7 +152,9 @@ if (process.env.INGEST_BENCH_PAUSE) {
   if (r.accepted !== N) throw new Error(`only ${r.accepted} of ${N} accepted`);
   process.exit(0);
 }
-console.log(`facts per size ${N}, events queued in the ${QUEUE === 'history' ? 'history row' : 'outbox'}; CPU µs per fact (user+sys); SQLite statements per fact, BEGIN and COMMIT included`);
+console.log(
+  `facts per size ${N}, events queued in the ${QUEUE === 'history' ? 'history row' : 'outbox'}; CPU µs per fact (user+sys); SQLite statements per fact, BEGIN and COMMIT included`,
+);
 for (const size of SIZES) {
   const r = run(s, N, size);
   if (r.accepted !== N) throw new Error(`only ${r.accepted} of ${N} accepted`);
@@ -145,7 +167,9 @@ for (const size of SIZES) {
   );
   if (process.env.INGEST_BENCH_SQL) {
     for (const [sql, e] of [...bySql].sort((a, b) => b[1].us - a[1].us)) {
-      console.log(`    ${(e.n / counted).toFixed(2).padStart(5)}/fact ${(e.us / counted).toFixed(1).padStart(6)} µs/fact  ${sql.replace(/\s+/g, ' ').slice(0, 110)}`);
+      console.log(
+        `    ${(e.n / counted).toFixed(2).padStart(5)}/fact ${(e.us / counted).toFixed(1).padStart(6)} µs/fact  ${sql.replace(/\s+/g, ' ').slice(0, 110)}`,
+      );
     }
   }
 }

@@ -43,7 +43,16 @@ function count(): Promise<number> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-instructions-'));
   const child = spawn(
     'valgrind',
-    ['--tool=callgrind', '--smc-check=all-non-file', `--callgrind-out-file=${path.join(dir, 'callgrind.out')}`, process.execPath, '--predictable', '--import', 'tsx', ...HARNESS.args],
+    [
+      '--tool=callgrind',
+      '--smc-check=all-non-file',
+      `--callgrind-out-file=${path.join(dir, 'callgrind.out')}`,
+      process.execPath,
+      '--predictable',
+      '--import',
+      'tsx',
+      ...HARNESS.args,
+    ],
     { cwd: HARNESS.cwd, env: { ...process.env, ...HARNESS.env }, stdio: ['pipe', 'ignore', 'pipe'] },
   );
   let err = '';

@@ -132,7 +132,12 @@ async function runWorker(): Promise<() => Promise<void>> {
         const url = new URL(u);
         let pool = pools.get(url.origin);
         if (!pool) pools.set(url.origin, (pool = new Pool(url.origin, { connections: CONNECTIONS_PER_ORIGIN, keepAliveTimeout: 10_000 })));
-        return new WebhookLane(pool, url.pathname + url.search, { slots, timeoutMs: TIMEOUT_MS, secret: `whsec_peer_${org}_${i}`, outcome });
+        return new WebhookLane(pool, url.pathname + url.search, {
+          slots,
+          timeoutMs: TIMEOUT_MS,
+          secret: `whsec_peer_${org}_${i}`,
+          outcome,
+        });
       }),
     );
   }

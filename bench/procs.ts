@@ -49,12 +49,25 @@ export interface Child {
 }
 
 /** Spawn a node child; resolves once a stdout line satisfies `ready`. */
-export function spawnChild(name: string, args: string[], env: NodeJS.ProcessEnv, ready: (line: string) => boolean, logFile: string): Promise<Child> {
+export function spawnChild(
+  name: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: (line: string) => boolean,
+  logFile: string,
+): Promise<Child> {
   return spawnProcess(name, process.execPath, args, env, ready, logFile);
 }
 
 /** Spawn a child (cwd: this checkout); resolves once a stdout line satisfies `ready`. */
-export async function spawnProcess(name: string, command: string, args: string[], env: NodeJS.ProcessEnv, ready: (line: string) => boolean, logFile: string): Promise<Child> {
+export async function spawnProcess(
+  name: string,
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: (line: string) => boolean,
+  logFile: string,
+): Promise<Child> {
   const child = spawn(command, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   const out = fs.createWriteStream(logFile);
@@ -149,13 +162,31 @@ async function freePort(): Promise<number> {
  * (and killed with the bench process like every child).
  */
 export async function startRedis(dir: string, logFile: string): Promise<Redis> {
-  if (!fs.existsSync(REDIS_SERVER)) throw new Error(`no redis-server at ${REDIS_SERVER}: install it (Debian: redis-server), set BENCH_REDIS_SERVER, or leave the peer out (BENCH_PEER=off)`);
+  if (!fs.existsSync(REDIS_SERVER))
+    throw new Error(
+      `no redis-server at ${REDIS_SERVER}: install it (Debian: redis-server), set BENCH_REDIS_SERVER, or leave the peer out (BENCH_PEER=off)`,
+    );
   fs.mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const c = await spawnProcess(
     'redis-server',
     REDIS_SERVER,
-    ['--port', String(port), '--bind', '127.0.0.1', '--appendonly', 'yes', '--appendfsync', 'everysec', '--save', '', '--dir', dir, '--daemonize', 'no'],
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--appendonly',
+      'yes',
+      '--appendfsync',
+      'everysec',
+      '--save',
+      '',
+      '--dir',
+      dir,
+      '--daemonize',
+      'no',
+    ],
     {},
     (l) => l.includes('Ready to accept connections'),
     logFile,
@@ -176,7 +207,23 @@ export interface Svc extends Child {
 export async function startSvcServe(o: { natsUrl: string; db: string; logFile: string; extra?: string[] }): Promise<Svc> {
   const c = await spawnChild(
     'svc serve',
-    [...SVC_NODE_ARGS, SVC_BIN, 'serve', '--nats', o.natsUrl, '--db', o.db, '--port', '0', '--no-local-runner', '--allow-private-targets', '--drift-interval', 'off', ...(o.extra ?? []), ...SVC_SERVE_ARGS],
+    [
+      ...SVC_NODE_ARGS,
+      SVC_BIN,
+      'serve',
+      '--nats',
+      o.natsUrl,
+      '--db',
+      o.db,
+      '--port',
+      '0',
+      '--no-local-runner',
+      '--allow-private-targets',
+      '--drift-interval',
+      'off',
+      ...(o.extra ?? []),
+      ...SVC_SERVE_ARGS,
+    ],
     UNLIMITED_ORG_ENV,
     (l) => l.includes('listening on'),
     o.logFile,
@@ -201,7 +248,10 @@ export interface OrgAuth {
  * the svc that will open it, whichever commit that is.
  */
 export function createSvcOrg(db: string, name: string): OrgAuth {
-  const out = execFileSync(process.execPath, [SVC_BIN, 'orgs', 'create', '--name', name, '--db', db], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] }).toString();
+  const out = execFileSync(process.execPath, [SVC_BIN, 'orgs', 'create', '--name', name, '--db', db], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  }).toString();
   const line = out.trim().split('\n').pop() ?? '';
   const org = JSON.parse(line) as OrgAuth;
   return { org_id: org.org_id, api_token: org.api_token };
@@ -239,7 +289,10 @@ export async function svcCounters(url: string): Promise<SvcCounters> {
     ingest_accepted: pick(/^svc_ingest_messages_total\{result="accepted"\} (\d+)/m),
     events_dropped: dropped,
     // null where nothing went through the hop (embedded mode, or an svc from before it)
-    hop_events_per_message: pick(/^svc_hop_batch_events_count (\d+)/m) > 0 ? pick(/^svc_hop_batch_events_sum (\d+)/m) / pick(/^svc_hop_batch_events_count (\d+)/m) : null,
+    hop_events_per_message:
+      pick(/^svc_hop_batch_events_count (\d+)/m) > 0
+        ? pick(/^svc_hop_batch_events_sum (\d+)/m) / pick(/^svc_hop_batch_events_count (\d+)/m)
+        : null,
   };
 }
 

@@ -21,9 +21,20 @@ const args = process.argv.slice(2);
 const topAt = args.indexOf('--top');
 const TOP = topAt >= 0 ? Number(args[topAt + 1]) : 25;
 const inputs = args.filter((a, i) => a !== '--top' && (topAt < 0 || i !== topAt + 1));
-const files = inputs.flatMap((p) => (fs.statSync(p).isDirectory() ? fs.readdirSync(p).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(p, f)) : [p]));
+const files = inputs.flatMap((p) =>
+  fs.statSync(p).isDirectory()
+    ? fs
+        .readdirSync(p)
+        .filter((f) => f.endsWith('.cpuprofile'))
+        .map((f) => path.join(p, f))
+    : [p],
+);
 
-const short = (url: string) => url.replace(/^file:\/\//, '').replace(/^.*\/node_modules\//, 'nm:').replace(/^.*\/(dist|src|store|bench)\//, '$1/');
+const short = (url: string) =>
+  url
+    .replace(/^file:\/\//, '')
+    .replace(/^.*\/node_modules\//, 'nm:')
+    .replace(/^.*\/(dist|src|store|bench)\//, '$1/');
 
 for (const file of files) {
   const prof = JSON.parse(fs.readFileSync(file, 'utf8')) as Profile;
@@ -40,6 +51,10 @@ for (const file of files) {
   }
   const idle = [...agg.entries()].filter(([k]) => k.startsWith('(idle)')).reduce((a, [, v]) => a + v, 0);
   console.log(`\n${path.basename(file)}: ${(total / 1e6).toFixed(1)} s sampled, ${(((total - idle) / total) * 100).toFixed(0)} % busy`);
-  const rows = [...agg.entries()].filter(([k]) => !k.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, TOP);
-  for (const [k, us] of rows) console.log(`${((us / (total - idle)) * 100).toFixed(1).padStart(5)} %  ${(us / 1000).toFixed(0).padStart(6)} ms  ${k}`);
+  const rows = [...agg.entries()]
+    .filter(([k]) => !k.startsWith('(idle)'))
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, TOP);
+  for (const [k, us] of rows)
+    console.log(`${((us / (total - idle)) * 100).toFixed(1).padStart(5)} %  ${(us / 1000).toFixed(0).padStart(6)} ms  ${k}`);
 }

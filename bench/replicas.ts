@@ -32,7 +32,17 @@ export const REPLICAS_SIZES = {
 export interface ReplicasSide {
   replicas: number;
   round: number;
-  saturated: Pick<PhaseResult, 'deliveries' | 'deliveries_expected' | 'deliveries_per_sec' | 'duration_ms' | 'latency_ms' | 'cpu_us_per_delivery' | 'missing' | 'ingest_errors'>;
+  saturated: Pick<
+    PhaseResult,
+    | 'deliveries'
+    | 'deliveries_expected'
+    | 'deliveries_per_sec'
+    | 'duration_ms'
+    | 'latency_ms'
+    | 'cpu_us_per_delivery'
+    | 'missing'
+    | 'ingest_errors'
+  >;
   paced: Pick<PhaseResult, 'deliveries' | 'deliveries_expected' | 'latency_ms' | 'kept_up' | 'missing' | 'ingest_errors'>;
   serve_warnings: number;
 }
@@ -73,20 +83,53 @@ export async function runReplicasScenario(env: ScenarioEnv): Promise<ReplicasRes
         await deleteLayout(jsm);
         const db = path.join(env.tmp, `replicas-${round}-${replicas}.db`);
         const org = createSvcOrg(db, `bench-replicas-${replicas}`);
-        const serve = await startSvcServe({ natsUrl: cluster.urls, db, logFile: path.join(env.tmp, `replicas-${round}-${replicas}.log`), extra: ['--nats-replicas', String(replicas)] });
+        const serve = await startSvcServe({
+          natsUrl: cluster.urls,
+          db,
+          logFile: path.join(env.tmp, `replicas-${round}-${replicas}.log`),
+          extra: ['--nats-replicas', String(replicas)],
+        });
         try {
           const got = (await jsm.streams.info(EVENTS_STREAM)).config.num_replicas;
           if (got !== replicas) throw new Error(`replicas: ${EVENTS_STREAM} has ${got} replicas, asked for ${replicas}`);
-          await createWebhooks(serve.url, org, Array.from({ length: S.fanout }, (_, i) => `${env.receiver.url}/r/${i}`));
-          const common = { orgId: org.org_id, fanout: S.fanout, timeLimitMs: 25_000, drainMs: 10_000, cpuPids: { sut: serve.pid, nats: natsPids } };
+          await createWebhooks(
+            serve.url,
+            org,
+            Array.from({ length: S.fanout }, (_, i) => `${env.receiver.url}/r/${i}`),
+          );
+          const common = {
+            orgId: org.org_id,
+            fanout: S.fanout,
+            timeLimitMs: 25_000,
+            drainMs: 10_000,
+            cpuPids: { sut: serve.pid, nats: natsPids },
+          };
           const window = Math.max(1, Math.floor(2000 / S.fanout));
           const warmEvents = Math.ceil(3000 / S.fanout);
-          await runPhase(nc, env.receiver, { ...common, name: `replicas ${replicas} warm-up`, events: warmEvents, firstSeq: env.takeSeqs(warmEvents), window });
+          await runPhase(nc, env.receiver, {
+            ...common,
+            name: `replicas ${replicas} warm-up`,
+            events: warmEvents,
+            firstSeq: env.takeSeqs(warmEvents),
+            window,
+          });
           await sleep(300);
-          const sat = await runPhase(nc, env.receiver, { ...common, name: `replicas ${replicas} saturated`, events: S.facts, firstSeq: env.takeSeqs(S.facts), window });
+          const sat = await runPhase(nc, env.receiver, {
+            ...common,
+            name: `replicas ${replicas} saturated`,
+            events: S.facts,
+            firstSeq: env.takeSeqs(S.facts),
+            window,
+          });
           await sleep(300);
           const pacedEvents = Math.max(10, Math.round(S.paced_rate * S.paced_seconds));
-          const paced = await runPhase(nc, env.receiver, { ...common, name: `replicas ${replicas} paced`, events: pacedEvents, firstSeq: env.takeSeqs(pacedEvents), ratePerSec: S.paced_rate });
+          const paced = await runPhase(nc, env.receiver, {
+            ...common,
+            name: `replicas ${replicas} paced`,
+            events: pacedEvents,
+            firstSeq: env.takeSeqs(pacedEvents),
+            ratePerSec: S.paced_rate,
+          });
           log(
             `replicas ${replicas} (round ${round}): saturated ${sat.deliveries}/${sat.deliveries_expected} = ${sat.deliveries_per_sec}/s, p99 ${sat.latency_ms.p99} ms, ` +
               `nats ${sat.cpu_us_per_delivery.nats ?? '?'} µs/del; paced ${S.paced_rate}/s × ${S.fanout}: p50 ${paced.latency_ms.p50} p99 ${paced.latency_ms.p99} ms`,
@@ -104,7 +147,14 @@ export async function runReplicasScenario(env: ScenarioEnv): Promise<ReplicasRes
               missing: sat.missing,
               ingest_errors: sat.ingest_errors,
             },
-            paced: { deliveries: paced.deliveries, deliveries_expected: paced.deliveries_expected, latency_ms: paced.latency_ms, kept_up: paced.kept_up, missing: paced.missing, ingest_errors: paced.ingest_errors },
+            paced: {
+              deliveries: paced.deliveries,
+              deliveries_expected: paced.deliveries_expected,
+              latency_ms: paced.latency_ms,
+              kept_up: paced.kept_up,
+              missing: paced.missing,
+              ingest_errors: paced.ingest_errors,
+            },
             serve_warnings: 0,
           });
           sides[sides.length - 1].serve_warnings = warnings(serve.lines).length;

@@ -27,7 +27,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { findNatsServer } from '../test/helpers/nats-server.ts';
-import { closeProducers, KEPT_UP_TAIL_MS, runPhase, startBenchReceiver, type BenchReceiver, type CpuPids, type PhaseResult, svcCpuPids } from './harness.ts';
+import {
+  closeProducers,
+  KEPT_UP_TAIL_MS,
+  runPhase,
+  startBenchReceiver,
+  type BenchReceiver,
+  type CpuPids,
+  type PhaseResult,
+  svcCpuPids,
+} from './harness.ts';
 import {
   createSvcOrg,
   createWebhooks,
@@ -71,14 +80,28 @@ const SCALE = Number(process.env.BENCH_SCALE ?? '1') || 1;
 const KEEP_LOGS = /^(1|true|yes|on)$/i.test(process.env.BENCH_KEEP_LOGS ?? '');
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? '3') || 3);
 
-const ALL_SCENARIOS = ['throughput', 'paced', 'embedded', 'workers', 'burst', 'ingest', 'tenancy', 'recovery', 'replicas', 'history'] as const;
+const ALL_SCENARIOS = [
+  'throughput',
+  'paced',
+  'embedded',
+  'workers',
+  'burst',
+  'ingest',
+  'tenancy',
+  'recovery',
+  'replicas',
+  'history',
+] as const;
 /** What runs when BENCH_SCENARIOS is not set: all but `history` (3–6 min on its own; BENCH_SCENARIOS=history). */
 const DEFAULT_SCENARIOS = ALL_SCENARIOS.filter((s) => s !== 'history');
 type Scenario = (typeof ALL_SCENARIOS)[number];
 const SCENARIOS: Set<Scenario> = (() => {
   const raw = (process.env.BENCH_SCENARIOS ?? '').trim();
   if (!raw) return new Set(DEFAULT_SCENARIOS);
-  const names = raw.split(',').map((x) => x.trim()).filter(Boolean);
+  const names = raw
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
   const unknown = names.filter((n) => !(ALL_SCENARIOS as readonly string[]).includes(n));
   if (unknown.length) throw new Error(`BENCH_SCENARIOS: unknown ${unknown.join(', ')} (known: ${ALL_SCENARIOS.join(', ')})`);
   return new Set(names as Scenario[]);
@@ -90,7 +113,10 @@ const ALL_SYSTEMS = ['baseline', 'peer', 'svc', 'embedded'] as const;
 type System = (typeof ALL_SYSTEMS)[number];
 /** BENCH_ONLY=svc,peer (any of ALL_SYSTEMS): only these systems run; ratios need both of their sides. */
 const ONLY: Set<System> | null = (() => {
-  const names = (process.env.BENCH_ONLY ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+  const names = (process.env.BENCH_ONLY ?? '')
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
   if (!names.length) return null;
   const unknown = names.filter((n) => !(ALL_SYSTEMS as readonly string[]).includes(n));
   if (unknown.length) throw new Error(`BENCH_ONLY: unknown ${unknown.join(', ')} (known: ${ALL_SYSTEMS.join(', ')})`);
@@ -203,19 +229,38 @@ function takeSeqs(n: number): number {
 }
 
 /** Warm-up, saturated and paced phases of every case against whatever answers the ingest subjects now. */
-async function runCases(system: System, env: Env, orgs: Map<number, OrgAuth>, cpuPids: CpuPids, cases: CaseSpec[], phases: Phases): Promise<CaseResult[]> {
+async function runCases(
+  system: System,
+  env: Env,
+  orgs: Map<number, OrgAuth>,
+  cpuPids: CpuPids,
+  cases: CaseSpec[],
+  phases: Phases,
+): Promise<CaseResult[]> {
   const { nc, receiver } = env;
   const out: CaseResult[] = [];
   for (const c of cases) {
     const orgId = orgs.get(c.fanout)!.org_id;
     const window = Math.max(1, Math.floor(WINDOW_DELIVERIES / c.fanout));
     const common = { orgId, fanout: c.fanout, timeLimitMs: PHASE_LIMIT_MS, drainMs: DRAIN_MS, cpuPids };
-    const warm = await runPhase(nc, receiver, { ...common, name: `${system} warm-up x${c.fanout}`, events: c.warmupEvents, firstSeq: takeSeqs(c.warmupEvents), window });
+    const warm = await runPhase(nc, receiver, {
+      ...common,
+      name: `${system} warm-up x${c.fanout}`,
+      events: c.warmupEvents,
+      firstSeq: takeSeqs(c.warmupEvents),
+      window,
+    });
     log(`${system} x${c.fanout} warm-up: ${warm.deliveries}/${warm.deliveries_expected} deliveries, ${warm.deliveries_per_sec}/s`);
     await sleep(300);
     let saturated: PhaseResult | null = null;
     if (phases.saturated) {
-      saturated = await runPhase(nc, receiver, { ...common, name: `${system} saturated x${c.fanout}`, events: c.events, firstSeq: takeSeqs(c.events), window });
+      saturated = await runPhase(nc, receiver, {
+        ...common,
+        name: `${system} saturated x${c.fanout}`,
+        events: c.events,
+        firstSeq: takeSeqs(c.events),
+        window,
+      });
       log(
         `${system} x${c.fanout} saturated: ${saturated.deliveries}/${saturated.deliveries_expected} deliveries in ${saturated.duration_ms} ms = ` +
           `${saturated.deliveries_per_sec}/s; latency p50 ${saturated.latency_ms.p50} p99 ${saturated.latency_ms.p99} ms`,
@@ -226,7 +271,13 @@ async function runCases(system: System, env: Env, orgs: Map<number, OrgAuth>, cp
     if (phases.paced) {
       const rate = c.pacedDeliveriesPerSec / c.fanout;
       const pacedEvents = Math.max(10, Math.round(rate * c.pacedSeconds));
-      paced = await runPhase(nc, receiver, { ...common, name: `${system} paced x${c.fanout}`, events: pacedEvents, firstSeq: takeSeqs(pacedEvents), ratePerSec: rate });
+      paced = await runPhase(nc, receiver, {
+        ...common,
+        name: `${system} paced x${c.fanout}`,
+        events: pacedEvents,
+        firstSeq: takeSeqs(pacedEvents),
+        ratePerSec: rate,
+      });
       log(
         `${system} x${c.fanout} paced at ${Math.round(rate)} facts/s for ${c.pacedSeconds} s: ${paced.deliveries}/${paced.deliveries_expected} deliveries; ` +
           `latency p50 ${paced.latency_ms.p50} p99 ${paced.latency_ms.p99} ms${paced.kept_up ? '' : `; DID NOT KEEP UP (last delivery ${paced.tail_ms} ms after the last send)`}`,
@@ -288,11 +339,25 @@ async function runPeer(env: Env, cmp: Comparison, round: number): Promise<System
   try {
     // the worker first: the ingest's first answer means a job is queued, not that anyone takes it
     for (const role of ['worker', 'ingest'] as const) {
-      started.push(await spawnChild(`peer ${role}`, ['--import', 'tsx', 'bench/peer.ts', role], common, (l) => l.trim() === 'ready', path.join(env.tmp, `${cmp.name}-peer-${role}-${round}.log`)));
+      started.push(
+        await spawnChild(
+          `peer ${role}`,
+          ['--import', 'tsx', 'bench/peer.ts', role],
+          common,
+          (l) => l.trim() === 'ready',
+          path.join(env.tmp, `${cmp.name}-peer-${role}-${round}.log`),
+        ),
+      );
     }
     const [worker, ingest] = started;
     const loadavg = loadNow();
-    const pids: CpuPids = { sut: [ingest.pid ?? 0, worker.pid ?? 0], ingest: ingest.pid, worker: worker.pid, nats: env.natsPid, redis: env.redis.pid };
+    const pids: CpuPids = {
+      sut: [ingest.pid ?? 0, worker.pid ?? 0],
+      ingest: ingest.pid,
+      worker: worker.pid,
+      nats: env.natsPid,
+      redis: env.redis.pid,
+    };
     const cases = await runCases('peer', env, cmp.orgs, pids, cmp.cases, cmp.phases);
     return { cases, notes: { loadavg_1m_at_start: loadavg } };
   } finally {
@@ -413,7 +478,9 @@ function machine(): Record<string, unknown> {
   const svc = SVC_ROOT === ROOT ? bench : gitState(SVC_ROOT);
   let nats = 'unknown';
   try {
-    nats = execFileSync(findNatsServer() ?? 'nats-server', ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    nats = execFileSync(findNatsServer() ?? 'nats-server', ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] })
+      .toString()
+      .trim();
   } catch {
     /* found elsewhere by the helper */
   }
@@ -544,7 +611,8 @@ function summarise(rounds: Round[], cases: CaseSpec[], systems: readonly System[
   return out;
 }
 
-const fmt = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? '-' : String(Math.round(v * 100) / 100));
+const fmt = (v: number | null | undefined) =>
+  v === null || v === undefined || !Number.isFinite(v) ? '-' : String(Math.round(v * 100) / 100);
 const times = (v: number | null | undefined) => (v === null || v === undefined ? '-' : `${Math.round(v * 100) / 100}x`);
 
 function grid(rows: string[][], leftColumns = 2): string {
@@ -553,9 +621,32 @@ function grid(rows: string[][], leftColumns = 2): string {
 }
 
 /** Per fan-out: a row per system (medians), then a row per ratio (medians of the per-round ratios). */
-function table(summary: ReturnType<typeof summarise>, cases: CaseSpec[], systems: readonly System[], pairs: Array<[string, PairReport]>): string {
+function table(
+  summary: ReturnType<typeof summarise>,
+  cases: CaseSpec[],
+  systems: readonly System[],
+  pairs: Array<[string, PairReport]>,
+): string {
   const rows: string[][] = [
-    ['fan-out', 'system', 'del/s', 'steady del/s', 'sat p50 ms', 'sat p99 ms', 'paced del/s', 'paced p50 ms', 'paced p99 ms', 'kept up', 'cpu µs/del', 'engine thread µs/del', 'nats µs/del', 'redis µs/del', 'all µs/del', 'missing', 'dup'],
+    [
+      'fan-out',
+      'system',
+      'del/s',
+      'steady del/s',
+      'sat p50 ms',
+      'sat p99 ms',
+      'paced del/s',
+      'paced p50 ms',
+      'paced p99 ms',
+      'kept up',
+      'cpu µs/del',
+      'engine thread µs/del',
+      'nats µs/del',
+      'redis µs/del',
+      'all µs/del',
+      'missing',
+      'dup',
+    ],
   ];
   for (const c of cases) {
     const per = summary[`x${c.fanout}`] ?? {};
@@ -592,7 +683,9 @@ function table(summary: ReturnType<typeof summarise>, cases: CaseSpec[], systems
         const spread = Array.isArray(span) && span[0] !== span[1] ? ` (${fmt(span[0])}–${fmt(span[1])})` : '';
         return `${times(r[k])}${spread}`;
       };
-      const kept = rep.per_round.map((x) => x.find((y) => y.fanout === c.fanout)?.paced_both_kept_up).filter((x) => x !== null && x !== undefined);
+      const kept = rep.per_round
+        .map((x) => x.find((y) => y.fanout === c.fanout)?.paced_both_kept_up)
+        .filter((x) => x !== null && x !== undefined);
       rows.push([
         String(c.fanout),
         name,
@@ -638,13 +731,33 @@ function ratioLines(pairs: Array<[string, PairReport]>, summary: ReturnType<type
   return lines.join('\n');
 }
 
-function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult | null; ingest?: IngestScenarioResult | null; tenancy?: TenancyResult | null; recovery?: RecoveryTenancyResult | null; replicas?: ReplicasResult | null; history?: HistoryResult | null }): string {
+function scenarioTables(s: {
+  workers?: WorkersResult | null;
+  burst?: BurstResult | null;
+  ingest?: IngestScenarioResult | null;
+  tenancy?: TenancyResult | null;
+  recovery?: RecoveryTenancyResult | null;
+  replicas?: ReplicasResult | null;
+  history?: HistoryResult | null;
+}): string {
   const out: string[] = [];
   if (s.replicas) {
     const r = s.replicas;
-    const rows = [['round', 'replicas', 'del/s', 'sat p99 ms', 'svc µs/del', 'nats µs/del (3 servers)', 'paced p50 ms', 'paced p99 ms', 'missing']];
+    const rows = [
+      ['round', 'replicas', 'del/s', 'sat p99 ms', 'svc µs/del', 'nats µs/del (3 servers)', 'paced p50 ms', 'paced p99 ms', 'missing'],
+    ];
     for (const x of r.sides) {
-      rows.push([String(x.round), String(x.replicas), fmt(x.saturated.deliveries_per_sec), fmt(x.saturated.latency_ms.p99), fmt(x.saturated.cpu_us_per_delivery.sut), fmt(x.saturated.cpu_us_per_delivery.nats), fmt(x.paced.latency_ms.p50), fmt(x.paced.latency_ms.p99), String(x.saturated.missing + x.paced.missing)]);
+      rows.push([
+        String(x.round),
+        String(x.replicas),
+        fmt(x.saturated.deliveries_per_sec),
+        fmt(x.saturated.latency_ms.p99),
+        fmt(x.saturated.cpu_us_per_delivery.sut),
+        fmt(x.saturated.cpu_us_per_delivery.nats),
+        fmt(x.paced.latency_ms.p50),
+        fmt(x.paced.latency_ms.p99),
+        String(x.saturated.missing + x.paced.missing),
+      ]);
     }
     out.push(
       `replicas: svc serve on a 3-server NATS cluster (one machine), --nats-replicas 1 against 3, fan-out ${r.config.fanout}, ${r.config.facts} facts saturated, ${r.config.paced_rate} facts/s paced\n` +
@@ -658,7 +771,16 @@ function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult
       const workersCpu = Object.entries(r.cpu_us_per_delivery)
         .filter(([k]) => k.startsWith('worker'))
         .reduce((n, [, v]) => n + (v ?? 0), 0);
-      rows.push([String(r.workers), fmt(r.deliveries_per_sec), fmt(r.bound_deliveries_per_sec), `${Math.round(r.of_bound * 100)} %`, String(r.backlog_messages_after), fmt(r.cpu_us_per_delivery.engine), fmt(workersCpu), fmt(r.cpu_us_per_delivery.nats)]);
+      rows.push([
+        String(r.workers),
+        fmt(r.deliveries_per_sec),
+        fmt(r.bound_deliveries_per_sec),
+        `${Math.round(r.of_bound * 100)} %`,
+        String(r.backlog_messages_after),
+        fmt(r.cpu_us_per_delivery.engine),
+        fmt(workersCpu),
+        fmt(r.cpu_us_per_delivery.nats),
+      ]);
     }
     out.push(
       `workers: svc serve --no-deliver + svc worker × 1, 2; ${w.config.webhooks} webhooks (fan-out ${w.config.fanout}), --delivery-concurrency ${w.config.concurrency}, receiver answers after ${w.config.delay_ms} ms\n` +
@@ -677,17 +799,58 @@ function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult
   }
   if (s.ingest) {
     const g = s.ingest;
-    const rows = [['round', 'baseline facts/s', 'svc facts/s', 'svc/baseline', 'svc ack p50 ms', 'svc ack p99 ms', 'svc µs/fact', 'engine thread µs/fact', 'nats µs/fact', 'svc errors']];
+    const rows = [
+      [
+        'round',
+        'baseline facts/s',
+        'svc facts/s',
+        'svc/baseline',
+        'svc ack p50 ms',
+        'svc ack p99 ms',
+        'svc µs/fact',
+        'engine thread µs/fact',
+        'nats µs/fact',
+        'svc errors',
+      ],
+    ];
     g.rounds.forEach((r, i) =>
-      rows.push([String(i + 1), fmt(r.baseline.facts_per_sec), fmt(r.svc.facts_per_sec), times(r.ratio), fmt(r.svc.ack_ms.p50), fmt(r.svc.ack_ms.p99), fmt(r.svc.cpu_us_per_fact.sut), fmt(r.svc.cpu_us_per_fact.sut_main), fmt(r.svc.cpu_us_per_fact.nats), String(r.svc.errors)]),
+      rows.push([
+        String(i + 1),
+        fmt(r.baseline.facts_per_sec),
+        fmt(r.svc.facts_per_sec),
+        times(r.ratio),
+        fmt(r.svc.ack_ms.p50),
+        fmt(r.svc.ack_ms.p99),
+        fmt(r.svc.cpu_us_per_fact.sut),
+        fmt(r.svc.cpu_us_per_fact.sut_main),
+        fmt(r.svc.cpu_us_per_fact.nats),
+        String(r.svc.errors),
+      ]),
     );
-    rows.push(['median', fmt(g.median.baseline_facts_per_sec), fmt(g.median.svc_facts_per_sec), times(g.median.ratio), '', '', '', '', '', '']);
-    out.push(`ingest alone: ${g.config.facts} facts per measurement, ${g.config.window} requests outstanding, svc serve --no-deliver, no webhooks (target ≥ 20 000 facts/s)\n${grid(rows, 1)}`);
+    rows.push([
+      'median',
+      fmt(g.median.baseline_facts_per_sec),
+      fmt(g.median.svc_facts_per_sec),
+      times(g.median.ratio),
+      '',
+      '',
+      '',
+      '',
+      '',
+      '',
+    ]);
+    out.push(
+      `ingest alone: ${g.config.facts} facts per measurement, ${g.config.window} requests outstanding, svc serve --no-deliver, no webhooks (target ≥ 20 000 facts/s)\n${grid(rows, 1)}`,
+    );
   }
   if (s.tenancy) {
     const t = s.tenancy;
     const rows = [['org B', 'deliveries', 'p50 ms', 'p99 ms', 'max ms']];
-    for (const [name, p] of [['alone', t.alone], ['beside A', t.beside]] as const) rows.push([name, `${p.deliveries}/${p.deliveries_expected}`, fmt(p.latency_ms.p50), fmt(p.latency_ms.p99), fmt(p.latency_ms.max)]);
+    for (const [name, p] of [
+      ['alone', t.alone],
+      ['beside A', t.beside],
+    ] as const)
+      rows.push([name, `${p.deliveries}/${p.deliveries_expected}`, fmt(p.latency_ms.p50), fmt(p.latency_ms.p99), fmt(p.latency_ms.max)]);
     rows.push(['beside/alone', '', times(t.ratio.p50), times(t.ratio.p99), times(t.ratio.max)]);
     out.push(
       `tenancy: org B ${t.config.rate} facts/s × ${t.config.webhooks} webhooks for ${t.config.seconds} s, alone and beside org A's ${t.config.tarpit_webhooks} webhooks that never answer ` +
@@ -697,7 +860,11 @@ function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult
   if (s.recovery) {
     const t = s.recovery;
     const rows = [['org B', 'deliveries', 'p50 ms', 'p99 ms', 'max ms']];
-    for (const [name, p] of [['alone', t.alone], ["beside A's recoveries", t.beside]] as const) rows.push([name, `${p.deliveries}/${p.deliveries_expected}`, fmt(p.latency_ms.p50), fmt(p.latency_ms.p99), fmt(p.latency_ms.max)]);
+    for (const [name, p] of [
+      ['alone', t.alone],
+      ["beside A's recoveries", t.beside],
+    ] as const)
+      rows.push([name, `${p.deliveries}/${p.deliveries_expected}`, fmt(p.latency_ms.p50), fmt(p.latency_ms.p99), fmt(p.latency_ms.max)]);
     rows.push(['beside/alone', '', times(t.ratio.p50), times(t.ratio.p99), times(t.ratio.max)]);
     const c = t.recover_calls;
     out.push(
@@ -709,7 +876,20 @@ function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult
   }
   if (s.history) {
     const h = s.history;
-    const rows = [['round', 'order', 'ret. 0 facts/s', 'ret. 0 del/s', '7d facts/s', '7d del/s', '7d/0 facts/s', '7d/0 del/s', '7d/0 cpu/del', 'missing']];
+    const rows = [
+      [
+        'round',
+        'order',
+        'ret. 0 facts/s',
+        'ret. 0 del/s',
+        '7d facts/s',
+        '7d del/s',
+        '7d/0 facts/s',
+        '7d/0 del/s',
+        '7d/0 cpu/del',
+        'missing',
+      ],
+    ];
     h.rounds.forEach((r, i) =>
       rows.push([
         String(i + 1),
@@ -725,14 +905,37 @@ function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult
       ]),
     );
     const m = h.median;
-    rows.push(['median', '', fmt(m.none_facts_per_sec), fmt(m.none_deliveries_per_sec), fmt(m.kept_facts_per_sec), fmt(m.kept_deliveries_per_sec), times(m.ratio_facts_per_sec), times(m.ratio_deliveries_per_sec), times(m.ratio_sut_cpu_per_delivery), '']);
+    rows.push([
+      'median',
+      '',
+      fmt(m.none_facts_per_sec),
+      fmt(m.none_deliveries_per_sec),
+      fmt(m.kept_facts_per_sec),
+      fmt(m.kept_deliveries_per_sec),
+      times(m.ratio_facts_per_sec),
+      times(m.ratio_deliveries_per_sec),
+      times(m.ratio_sut_cpu_per_delivery),
+      '',
+    ]);
     let text =
       `history: ${h.config.facts} facts × ${h.config.fanout} webhooks per measurement, svc serve --event-retention 0 and with the default 7d, interleaved; ` +
       `GET /v1/events listed ${h.events_listed.none ?? '?'} (retention 0) and ${h.events_listed.kept ?? '?'} (7d) with limit=1\n${grid(rows, 2)}`;
     const r = h.recovery;
     if (r) {
       const rec = [
-        ['recovery', 'events', 'request → 202 ms', 'request → all received ms', 'events/s', '202 → all received ms', 'events/s after 202', 'request → done ms', 'duplicates', 'no header', 'svc µs/event'],
+        [
+          'recovery',
+          'events',
+          'request → 202 ms',
+          'request → all received ms',
+          'events/s',
+          '202 → all received ms',
+          'events/s after 202',
+          'request → done ms',
+          'duplicates',
+          'no header',
+          'svc µs/event',
+        ],
         [
           `${r.recovery_events}/${r.events}`,
           String(r.received),
@@ -760,7 +963,6 @@ function scenarioTables(s: { workers?: WorkersResult | null; burst?: BurstResult
   }
   return out.join('\n\n');
 }
-
 
 /** BENCH_SVC_ROOT names another checkout: build its dist/ when stale, as `npm run bench` does this one's. */
 function ensureSvcBuilt(): void {
@@ -797,7 +999,8 @@ async function main(): Promise<void> {
   const orgs = new Map<number, OrgAuth>();
   const embeddedOrgs = new Map<number, OrgAuth>();
   if (runCompare) for (const c of CASES) orgs.set(c.fanout, createSvcOrg(db, `bench-x${c.fanout}`));
-  if (runEmbeddedScenario) for (const c of EMBEDDED_CASES) embeddedOrgs.set(c.fanout, createSvcOrg(embeddedDb, `bench-embedded-x${c.fanout}`));
+  if (runEmbeddedScenario)
+    for (const c of EMBEDDED_CASES) embeddedOrgs.set(c.fanout, createSvcOrg(embeddedDb, `bench-embedded-x${c.fanout}`));
 
   const nats = await startNats();
   const receiver = await startBenchReceiver();
@@ -845,7 +1048,15 @@ async function main(): Promise<void> {
       });
     }
     if (runEmbeddedScenario) {
-      await attempt('embedded', () => runRounds(env, { name: 'embedded', cases: EMBEDDED_CASES, phases: { saturated: true, paced: true }, orgs: embeddedOrgs }, embeddedSystems, EMBEDDED_ROUNDS, embeddedRounds));
+      await attempt('embedded', () =>
+        runRounds(
+          env,
+          { name: 'embedded', cases: EMBEDDED_CASES, phases: { saturated: true, paced: true }, orgs: embeddedOrgs },
+          embeddedSystems,
+          EMBEDDED_ROUNDS,
+          embeddedRounds,
+        ),
+      );
     }
     if (SCENARIOS.has('workers')) workers = await attempt('workers', () => runWorkersScenario(scenarioEnv));
     if (SCENARIOS.has('burst')) burst = await attempt('burst', () => runBurstScenario(scenarioEnv));
@@ -933,7 +1144,9 @@ async function main(): Promise<void> {
   }
   const more = scenarioTables({ workers, burst, ingest, tenancy, recovery, replicas, history });
   if (more) process.stdout.write(`\n${more}\n`);
-  process.stdout.write(`\nload average ${result.loadavg_at_start.join(' ')} at the start, ${result.loadavg_at_end.join(' ')} at the end\nresults: ${path.relative(ROOT, file)} (${result.wall_seconds} s)\n`);
+  process.stdout.write(
+    `\nload average ${result.loadavg_at_start.join(' ')} at the start, ${result.loadavg_at_end.join(' ')} at the end\nresults: ${path.relative(ROOT, file)} (${result.wall_seconds} s)\n`,
+  );
   if (errors.length) {
     log(`failed: ${errors.join('\n')}; logs in ${tmp}`);
     process.exitCode = 1;

@@ -139,7 +139,11 @@ export interface ScenarioEnv {
   takeSeqs(n: number): number;
 }
 
-function cpuDelta(a: Record<string, number | null>, b: Record<string, number | null>, per: number): { cpu_ms: Record<string, number | null>; cpu_us_per_delivery: Record<string, number | null> } {
+function cpuDelta(
+  a: Record<string, number | null>,
+  b: Record<string, number | null>,
+  per: number,
+): { cpu_ms: Record<string, number | null>; cpu_us_per_delivery: Record<string, number | null> } {
   const cpu_ms: Record<string, number | null> = {};
   const cpu_us_per_delivery: Record<string, number | null> = {};
   for (const k of Object.keys(b)) {
@@ -207,7 +211,12 @@ export async function runWorkersScenario(env: ScenarioEnv): Promise<WorkersResul
   const runs: WorkersRun[] = [];
   let counters: SvcCounters | null = null;
   try {
-    await createWebhooks(serve.url, org, Array.from({ length: S.webhooks }, (_, i) => `${slow.url}/w/${i}`), 4);
+    await createWebhooks(
+      serve.url,
+      org,
+      Array.from({ length: S.webhooks }, (_, i) => `${slow.url}/w/${i}`),
+      4,
+    );
     const key = dataplaneKey(db);
     const jsm = await jetstreamManager(nc);
     for (const n of [1, 2]) {
@@ -218,7 +227,14 @@ export async function runWorkersScenario(env: ScenarioEnv): Promise<WorkersResul
       // a backlog this size, and gives back batches parked for 0.5 s, where the other's pull takes
       // them: BENCHMARKS.md "Issue 33, step 3".)
       const add = Math.ceil((bound * (S.settle_s + S.window_s) * 1.5) / fanout) + n * 300;
-      const r = await runIngestPhase(nc, { name: `workers backlog ${n}`, orgId: org.org_id, facts: add, firstSeq: env.takeSeqs(add), window: 500, timeLimitMs: 60_000 });
+      const r = await runIngestPhase(nc, {
+        name: `workers backlog ${n}`,
+        orgId: org.org_id,
+        facts: add,
+        firstSeq: env.takeSeqs(add),
+        window: 500,
+        timeLimitMs: 60_000,
+      });
       if (r.errors) throw new Error(`workers: ${r.errors} of ${add} backlog facts were refused`);
       // committed once answered; published once the stream stops growing (the relay caught up)
       const until = Date.now() + 20_000;
@@ -230,7 +246,9 @@ export async function runWorkersScenario(env: ScenarioEnv): Promise<WorkersResul
       const times: number[] = [];
       slow.sink = { record: (_seq, at) => void times.push(at) };
       const workers: Child[] = await Promise.all(
-        Array.from({ length: n }, (_, i) => startSvcWorker({ natsUrl: nats.url, key, concurrency: S.concurrency, logFile: path.join(env.tmp, `worker-${n}-${i}.log`) })),
+        Array.from({ length: n }, (_, i) =>
+          startSvcWorker({ natsUrl: nats.url, key, concurrency: S.concurrency, logFile: path.join(env.tmp, `worker-${n}-${i}.log`) }),
+        ),
       );
       let run: WorkersRun | null = null;
       try {
@@ -258,7 +276,9 @@ export async function runWorkersScenario(env: ScenarioEnv): Promise<WorkersResul
           worker_warnings: 0,
         };
         runs.push(run);
-        log(`workers ×${n}: ${rate} deliveries/s (${Math.round((rate / bound) * 100)} % of ${n} × ${S.concurrency} in flight / ${S.delay_ms} ms); backlog ${pending} → ${after} hop messages not yet taken`);
+        log(
+          `workers ×${n}: ${rate} deliveries/s (${Math.round((rate / bound) * 100)} % of ${n} × ${S.concurrency} in flight / ${S.delay_ms} ms); backlog ${pending} → ${after} hop messages not yet taken`,
+        );
       } finally {
         slow.sink = null;
         await Promise.all(workers.map((w) => stopChild(w.child)));
@@ -277,7 +297,8 @@ export async function runWorkersScenario(env: ScenarioEnv): Promise<WorkersResul
   return {
     config: { ...S, fanout },
     runs,
-    scale_ratio: one && two && one.deliveries_per_sec > 0 ? Math.round((two.deliveries_per_sec / one.deliveries_per_sec) * 1000) / 1000 : null,
+    scale_ratio:
+      one && two && one.deliveries_per_sec > 0 ? Math.round((two.deliveries_per_sec / one.deliveries_per_sec) * 1000) / 1000 : null,
     svc_counters: counters,
     serve_warnings: warnings(serve.lines).length,
   };
@@ -315,13 +336,25 @@ export async function runBurstScenario(env: ScenarioEnv): Promise<BurstResult> {
   const nc = await connect({ servers: nats.url, name: 'bench-burst', noAsyncTraces: true });
   try {
     const t0 = performance.now();
-    await createWebhooks(serve.url, org, Array.from({ length: S.webhooks }, (_, i) => `${env.receiver.url}/b/${i}`), S.create_parallel);
+    await createWebhooks(
+      serve.url,
+      org,
+      Array.from({ length: S.webhooks }, (_, i) => `${env.receiver.url}/b/${i}`),
+      S.create_parallel,
+    );
     const createMs = Math.round(performance.now() - t0);
     log(`burst: ${S.webhooks} webhooks created in ${createMs} ms`);
     const common = { orgId: org.org_id, fanout: S.webhooks, drainMs: 3000 };
     const warmup: BurstResult['warmup'] = [];
     for (let i = 0; i < 3; i++) {
-      const w = await runPhase(nc, env.receiver, { ...common, name: 'burst warm-up', events: 1, firstSeq: env.takeSeqs(1), window: 1, timeLimitMs: 30_000 });
+      const w = await runPhase(nc, env.receiver, {
+        ...common,
+        name: 'burst warm-up',
+        events: 1,
+        firstSeq: env.takeSeqs(1),
+        window: 1,
+        timeLimitMs: 30_000,
+      });
       warmup.push({ deliveries: w.deliveries, deliveries_expected: w.deliveries_expected, duration_ms: w.duration_ms });
       log(`burst warm-up: ${w.deliveries}/${w.deliveries_expected} deliveries in ${w.duration_ms} ms`);
       if (w.deliveries === w.deliveries_expected) break;
@@ -329,7 +362,13 @@ export async function runBurstScenario(env: ScenarioEnv): Promise<BurstResult> {
     }
     // every warm-up outcome counted before the burst's own are
     const warmed = warmup.reduce((k, w) => k + w.deliveries, 0);
-    const zero: SvcCounters = { deliveries_success: 0, deliveries_failure: 0, ingest_accepted: 0, events_dropped: 0, hop_events_per_message: null };
+    const zero: SvcCounters = {
+      deliveries_success: 0,
+      deliveries_failure: 0,
+      ingest_accepted: 0,
+      events_dropped: 0,
+      hop_events_per_message: null,
+    };
     const before = await awaitOutcomes(serve.url, zero, warmed, 10_000);
     await sleep(300);
     const rss = sampleRss(serve.pid, 10);
@@ -412,7 +451,15 @@ export async function runIngestScenario(env: ScenarioEnv): Promise<IngestScenari
       path.join(env.tmp, 'ingest-baseline.log'),
     );
     const phase = (c: NatsConnection, name: string, facts: number, pids: CpuPids) =>
-      runIngestPhase(c, { name, orgId: org.org_id, facts, firstSeq: env.takeSeqs(facts), window: S.window, timeLimitMs: 60_000, cpuPids: pids });
+      runIngestPhase(c, {
+        name,
+        orgId: org.org_id,
+        facts,
+        firstSeq: env.takeSeqs(facts),
+        window: S.window,
+        timeLimitMs: 60_000,
+        cpuPids: pids,
+      });
     const basePids = { sut: base.pid, nats: env.natsPid };
     const svcPids = svcCpuPids(serve.pid, nats.pid);
     await phase(env.nc, 'baseline ingest warm-up', S.warmup_facts, basePids);
@@ -493,36 +540,78 @@ export async function runTenancyScenario(env: ScenarioEnv): Promise<TenancyResul
   const nc = await connect({ servers: nats.url, name: 'bench-tenancy', noAsyncTraces: true });
   let flood: NodeJS.Timeout | null = null;
   try {
-    await createWebhooks(serve.url, a, Array.from({ length: S.tarpit_webhooks }, (_, i) => `${tarpit.url}/a/${i}`), 4);
-    await createWebhooks(serve.url, b, Array.from({ length: S.webhooks }, (_, i) => `${env.receiver.url}/b/${i}`), 4);
+    await createWebhooks(
+      serve.url,
+      a,
+      Array.from({ length: S.tarpit_webhooks }, (_, i) => `${tarpit.url}/a/${i}`),
+      4,
+    );
+    await createWebhooks(
+      serve.url,
+      b,
+      Array.from({ length: S.webhooks }, (_, i) => `${env.receiver.url}/b/${i}`),
+      4,
+    );
     const events = Math.max(1, Math.round(S.rate * S.seconds));
     const phase = (name: string) =>
-      runPhase(nc, env.receiver, { name, orgId: b.org_id, fanout: S.webhooks, events, firstSeq: env.takeSeqs(events), ratePerSec: S.rate, timeLimitMs: S.seconds * 1000 + 30_000, drainMs: 10_000 });
+      runPhase(nc, env.receiver, {
+        name,
+        orgId: b.org_id,
+        fanout: S.webhooks,
+        events,
+        firstSeq: env.takeSeqs(events),
+        ratePerSec: S.rate,
+        timeLimitMs: S.seconds * 1000 + 30_000,
+        drainMs: 10_000,
+      });
     // warm-up: every webhook of B in the data plane's registry, connections open
-    await runPhase(nc, env.receiver, { name: 'tenancy warm-up', orgId: b.org_id, fanout: S.webhooks, events: 50, firstSeq: env.takeSeqs(50), window: 10, timeLimitMs: 30_000, drainMs: 3000 });
+    await runPhase(nc, env.receiver, {
+      name: 'tenancy warm-up',
+      orgId: b.org_id,
+      fanout: S.webhooks,
+      events: 50,
+      firstSeq: env.takeSeqs(50),
+      window: 10,
+      timeLimitMs: 30_000,
+      drainMs: 3000,
+    });
     const alone = await phase('tenancy B alone');
-    log(`tenancy: B alone ${alone.deliveries}/${alone.deliveries_expected}, latency p50 ${alone.latency_ms.p50} p99 ${alone.latency_ms.p99} max ${alone.latency_ms.max} ms`);
+    log(
+      `tenancy: B alone ${alone.deliveries}/${alone.deliveries_expected}, latency p50 ${alone.latency_ms.p50} p99 ${alone.latency_ms.p99} max ${alone.latency_ms.max} ms`,
+    );
 
     // A: a first batch, then a steady trickle for as long as B's phase lasts
-    const sendA = (n: number) => runIngestPhase(nc, { name: 'tenancy A', orgId: a.org_id, facts: n, firstSeq: env.takeSeqs(n), window: n, timeLimitMs: 30_000 });
+    const sendA = (n: number) =>
+      runIngestPhase(nc, { name: 'tenancy A', orgId: a.org_id, facts: n, firstSeq: env.takeSeqs(n), window: n, timeLimitMs: 30_000 });
     await sendA(S.tarpit_events);
     const t0 = tarpit.requests();
     const until = Date.now() + 20_000;
-    while (tarpit.requests() - t0 < Math.min(S.tarpit_webhooks * 8, 200) && tarpit.requests() < S.tarpit_events * S.tarpit_webhooks && Date.now() < until) await sleep(50);
+    while (
+      tarpit.requests() - t0 < Math.min(S.tarpit_webhooks * 8, 200) &&
+      tarpit.requests() < S.tarpit_events * S.tarpit_webhooks &&
+      Date.now() < until
+    )
+      await sleep(50);
     if (S.tarpit_events_per_sec > 0) {
       flood = setInterval(() => void sendA(Math.max(1, Math.round(S.tarpit_events_per_sec / 10))).catch(() => {}), 100);
     }
     const held0 = tarpit.requests();
     const beside = await phase('tenancy B beside A');
     const held = tarpit.requests() - held0;
-    log(`tenancy: B beside A ${beside.deliveries}/${beside.deliveries_expected}, latency p50 ${beside.latency_ms.p50} p99 ${beside.latency_ms.p99} max ${beside.latency_ms.max} ms; A's attempts at the tarpit meanwhile ${held}`);
+    log(
+      `tenancy: B beside A ${beside.deliveries}/${beside.deliveries_expected}, latency p50 ${beside.latency_ms.p50} p99 ${beside.latency_ms.p99} max ${beside.latency_ms.max} ms; A's attempts at the tarpit meanwhile ${held}`,
+    );
     const r = (x: number, y: number) => (y > 0 ? Math.round((x / y) * 100) / 100 : null);
     return {
       config: S,
       alone,
       beside,
       tarpit_attempts: held,
-      ratio: { p50: r(beside.latency_ms.p50, alone.latency_ms.p50), p99: r(beside.latency_ms.p99, alone.latency_ms.p99), max: r(beside.latency_ms.max, alone.latency_ms.max) },
+      ratio: {
+        p50: r(beside.latency_ms.p50, alone.latency_ms.p50),
+        p99: r(beside.latency_ms.p99, alone.latency_ms.p99),
+        max: r(beside.latency_ms.max, alone.latency_ms.max),
+      },
       added_max_ms: Math.round(beside.latency_ms.max - alone.latency_ms.max),
       serve_warnings: warnings(serve.lines).length,
     };
@@ -577,29 +666,65 @@ export async function runRecoveryTenancyScenario(env: ScenarioEnv): Promise<Reco
   try {
     await createWebhooks(serve.url, b, [`${env.receiver.url}/rb/0`], 1);
     // A's events, emitted while A has no webhook (so none is attempted but by the recoveries)
-    const emit = await runIngestPhase(nc, { name: 'recovery tenancy A emit', orgId: a.org_id, facts: S.events, firstSeq: env.takeSeqs(S.events), window: 1000, timeLimitMs: Math.max(120_000, S.events * 2) });
-    if (emit.facts_acked < S.events) throw new Error(`recovery tenancy: ${emit.facts_acked} of ${S.events} of A's facts acknowledged (${emit.errors} errors)`);
+    const emit = await runIngestPhase(nc, {
+      name: 'recovery tenancy A emit',
+      orgId: a.org_id,
+      facts: S.events,
+      firstSeq: env.takeSeqs(S.events),
+      window: 1000,
+      timeLimitMs: Math.max(120_000, S.events * 2),
+    });
+    if (emit.facts_acked < S.events)
+      throw new Error(`recovery tenancy: ${emit.facts_acked} of ${S.events} of A's facts acknowledged (${emit.errors} errors)`);
     const jsm = await jetstreamManager(nc);
     const until = Date.now() + 120_000;
     for (;;) {
       const info = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
       if (info.num_pending + info.num_ack_pending === 0) break;
-      if (Date.now() > until) throw new Error(`recovery tenancy: ${info.num_pending + info.num_ack_pending} events still queued 120 s after they were emitted`);
+      if (Date.now() > until)
+        throw new Error(`recovery tenancy: ${info.num_pending + info.num_ack_pending} events still queued 120 s after they were emitted`);
       await sleep(100);
     }
     log(`recovery tenancy: A's ${S.events} facts committed at ${emit.facts_per_sec}/s`);
     const aHooks: string[] = [];
     for (let i = 0; i < S.tarpit_webhooks; i++) {
-      const hook = await apiJson(serve.url, a, 'POST', '/v1/orgs/current/webhooks', { webhook_url: `${tarpit.url}/ra/${i}`, secret: `whsec_bench_ra_${i}`, interests: { all_events: true } }, 201);
+      const hook = await apiJson(
+        serve.url,
+        a,
+        'POST',
+        '/v1/orgs/current/webhooks',
+        { webhook_url: `${tarpit.url}/ra/${i}`, secret: `whsec_bench_ra_${i}`, interests: { all_events: true } },
+        201,
+      );
       aHooks.push(String(hook.webhook_id));
     }
 
     const events = Math.max(1, Math.round(S.rate * S.seconds));
     const phase = (name: string) =>
-      runPhase(nc, env.receiver, { name, orgId: b.org_id, fanout: 1, events, firstSeq: env.takeSeqs(events), ratePerSec: S.rate, timeLimitMs: S.seconds * 1000 + 30_000, drainMs: 10_000 });
-    await runPhase(nc, env.receiver, { name: 'recovery tenancy warm-up', orgId: b.org_id, fanout: 1, events: 20, firstSeq: env.takeSeqs(20), window: 5, timeLimitMs: 30_000, drainMs: 3000 });
+      runPhase(nc, env.receiver, {
+        name,
+        orgId: b.org_id,
+        fanout: 1,
+        events,
+        firstSeq: env.takeSeqs(events),
+        ratePerSec: S.rate,
+        timeLimitMs: S.seconds * 1000 + 30_000,
+        drainMs: 10_000,
+      });
+    await runPhase(nc, env.receiver, {
+      name: 'recovery tenancy warm-up',
+      orgId: b.org_id,
+      fanout: 1,
+      events: 20,
+      firstSeq: env.takeSeqs(20),
+      window: 5,
+      timeLimitMs: 30_000,
+      drainMs: 3000,
+    });
     const alone = await phase('recovery tenancy B alone');
-    log(`recovery tenancy: B alone ${alone.deliveries}/${alone.deliveries_expected}, latency p50 ${alone.latency_ms.p50} p99 ${alone.latency_ms.p99} max ${alone.latency_ms.max} ms`);
+    log(
+      `recovery tenancy: B alone ${alone.deliveries}/${alone.deliveries_expected}, latency p50 ${alone.latency_ms.p50} p99 ${alone.latency_ms.p99} max ${alone.latency_ms.max} ms`,
+    );
 
     // A recovers into every webhook as often as it may
     const calls = { started: 0, conflict: 0, limit_exceeded: 0, other: 0 };
@@ -644,7 +769,9 @@ export async function runRecoveryTenancyScenario(env: ScenarioEnv): Promise<Reco
     };
     await recoverAll();
     if (calls.started === 0) throw new Error('recovery tenancy: no recovery started');
-    log(`recovery tenancy: A's recoveries ${calls.started} started (${recoveryEvents} events each), ${calls.conflict + calls.limit_exceeded} refused (409)`);
+    log(
+      `recovery tenancy: A's recoveries ${calls.started} started (${recoveryEvents} events each), ${calls.conflict + calls.limit_exceeded} refused (409)`,
+    );
     // the recoveries under way: their first attempts held at the tarpit
     const t0 = tarpit.requests();
     const waitUntil = Date.now() + 20_000;
@@ -679,7 +806,11 @@ export async function runRecoveryTenancyScenario(env: ScenarioEnv): Promise<Reco
       recovery_events: recoveryEvents,
       tarpit_attempts: held,
       recovery_attempted: { at_start: attempted0, at_end: attempted1 },
-      ratio: { p50: r(beside.latency_ms.p50, alone.latency_ms.p50), p99: r(beside.latency_ms.p99, alone.latency_ms.p99), max: r(beside.latency_ms.max, alone.latency_ms.max) },
+      ratio: {
+        p50: r(beside.latency_ms.p50, alone.latency_ms.p50),
+        p99: r(beside.latency_ms.p99, alone.latency_ms.p99),
+        max: r(beside.latency_ms.max, alone.latency_ms.max),
+      },
       added_max_ms: Math.round(beside.latency_ms.max - alone.latency_ms.max),
       serve_warnings: warnings(serve.lines).length,
     };
@@ -703,7 +834,12 @@ export interface HistoryRound {
   /** svc serve with the default --event-retention (7d) */
   kept: PhaseResult;
   /** kept / none */
-  ratio: { facts_per_sec: number | null; deliveries_per_sec: number | null; steady_deliveries_per_sec: number | null; sut_cpu_per_delivery: number | null };
+  ratio: {
+    facts_per_sec: number | null;
+    deliveries_per_sec: number | null;
+    steady_deliveries_per_sec: number | null;
+    sut_cpu_per_delivery: number | null;
+  };
 }
 
 export interface RecoveryResult {
@@ -770,7 +906,14 @@ export interface HistoryResult {
 }
 
 /** A JSON request to svc's API as the org; throws unless the status is `want`. */
-async function apiJson(svcUrl: string, org: OrgAuth, method: 'GET' | 'POST', p: string, body: unknown, want: number): Promise<Record<string, unknown>> {
+async function apiJson(
+  svcUrl: string,
+  org: OrgAuth,
+  method: 'GET' | 'POST',
+  p: string,
+  body: unknown,
+  want: number,
+): Promise<Record<string, unknown>> {
   const res = await fetch(`${svcUrl}${p}`, {
     method,
     headers: { authorization: `Bearer ${org.api_token}`, 'x-svc-org-id': org.org_id, 'content-type': 'application/json' },
@@ -782,7 +925,9 @@ async function apiJson(svcUrl: string, org: OrgAuth, method: 'GET' | 'POST', p: 
 }
 
 const ratio3 = (a: number | null | undefined, b: number | null | undefined) =>
-  a !== null && a !== undefined && b !== null && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0 ? Math.round((a / b) * 1000) / 1000 : null;
+  a !== null && a !== undefined && b !== null && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0
+    ? Math.round((a / b) * 1000) / 1000
+    : null;
 
 const median3 = (v: Array<number | null | undefined>) => {
   const m = median(v.filter((x): x is number => x !== null && x !== undefined));
@@ -790,7 +935,12 @@ const median3 = (v: Array<number | null | undefined>) => {
 };
 
 /** svc serve on a nats-server and SQLite file of its own, with its webhooks; runs until stop(). */
-async function startHistorySide(env: ScenarioEnv, name: string, extra: string[], fanout: number): Promise<{ serve: Svc; nats: Nats; org: OrgAuth; stop(): Promise<void> }> {
+async function startHistorySide(
+  env: ScenarioEnv,
+  name: string,
+  extra: string[],
+  fanout: number,
+): Promise<{ serve: Svc; nats: Nats; org: OrgAuth; stop(): Promise<void> }> {
   const nats = await startNats();
   const db = path.join(env.tmp, `${name}.db`);
   const org = createSvcOrg(db, `bench-${name}`);
@@ -806,7 +956,12 @@ async function startHistorySide(env: ScenarioEnv, name: string, extra: string[],
     await nats.stop();
   };
   try {
-    await createWebhooks(serve.url, org, Array.from({ length: fanout }, (_, i) => `${env.receiver.url}/${name}/${i}`), 4);
+    await createWebhooks(
+      serve.url,
+      org,
+      Array.from({ length: fanout }, (_, i) => `${env.receiver.url}/${name}/${i}`),
+      4,
+    );
   } catch (err) {
     await stop();
     throw err;
@@ -830,7 +985,10 @@ export async function runHistoryScenario(env: ScenarioEnv): Promise<HistoryResul
     const sides = { none, kept };
     const window = Math.max(1, Math.floor(2000 / S.fanout));
     // the producer must reach each side's own nats-server
-    const ncs = { none: await connect({ servers: none.nats.url, name: 'bench-history-none', noAsyncTraces: true }), kept: await connect({ servers: kept.nats.url, name: 'bench-history-kept', noAsyncTraces: true }) };
+    const ncs = {
+      none: await connect({ servers: none.nats.url, name: 'bench-history-none', noAsyncTraces: true }),
+      kept: await connect({ servers: kept.nats.url, name: 'bench-history-kept', noAsyncTraces: true }),
+    };
     try {
       const run = (side: 'none' | 'kept', name: string, facts: number) => {
         const s = sides[side];
@@ -915,7 +1073,11 @@ export async function runHistoryScenario(env: ScenarioEnv): Promise<HistoryResul
     events_listed,
     recovery,
     recovery_error: recoveryError,
-    serve_warnings: { none: warnings(none.serve.lines).length, kept: kept ? warnings(kept.serve.lines).length : 0, recovery: recoveryWarnings.length },
+    serve_warnings: {
+      none: warnings(none.serve.lines).length,
+      kept: kept ? warnings(kept.serve.lines).length : 0,
+      recovery: recoveryWarnings.length,
+    },
     recovery_warning_examples: recoveryWarnings.slice(0, 3).map((l) => l.slice(0, 300)),
   };
 }
@@ -1025,12 +1187,26 @@ async function runRecovery(env: ScenarioEnv, n: number): Promise<{ result: Recov
     const missed = SIZES.history.recovery_missed;
     let hooks = '';
     const hookUp = async () => {
-      const hook = await apiJson(svc.url, org, 'POST', '/v1/orgs/current/webhooks', { webhook_url: `${rx.url}/recovery`, secret: 'whsec_bench', interests: { all_events: true } }, 201);
+      const hook = await apiJson(
+        svc.url,
+        org,
+        'POST',
+        '/v1/orgs/current/webhooks',
+        { webhook_url: `${rx.url}/recovery`, secret: 'whsec_bench', interests: { all_events: true } },
+        201,
+      );
       hooks = `/v1/orgs/current/webhooks/${String(hook.webhook_id)}`;
       // warm-up: one event delivered (200), retried while the data plane's registry lacks the webhook
       rx.status = 200;
       for (let i = 0; i < 3 && rx.requests === 0; i++) {
-        await runIngestPhase(producer, { name: 'recovery warm-up', orgId: org.org_id, facts: 1, firstSeq: warmSeq + i, window: 1, timeLimitMs: 10_000 });
+        await runIngestPhase(producer, {
+          name: 'recovery warm-up',
+          orgId: org.org_id,
+          facts: 1,
+          firstSeq: warmSeq + i,
+          window: 1,
+          timeLimitMs: 10_000,
+        });
         const until = Date.now() + 5000;
         while (rx.requests === 0 && Date.now() < until) await sleep(20);
       }
@@ -1045,7 +1221,14 @@ async function runRecovery(env: ScenarioEnv, n: number): Promise<{ result: Recov
     rx.status = 503;
     const before = await svcCounters(svc.url);
     const t0 = performance.now();
-    const ingest = await runIngestPhase(nc, { name: 'recovery emit', orgId: org.org_id, facts: n, firstSeq, window: 1000, timeLimitMs: Math.max(120_000, n * 2) });
+    const ingest = await runIngestPhase(nc, {
+      name: 'recovery emit',
+      orgId: org.org_id,
+      facts: n,
+      firstSeq,
+      window: 1000,
+      timeLimitMs: Math.max(120_000, n * 2),
+    });
     if (ingest.facts_acked < n) throw new Error(`recovery: ${ingest.facts_acked} of ${n} facts acknowledged (${ingest.errors} errors)`);
     let emitMs = ingest.duration_ms;
     let svcFailures = 0;
@@ -1055,7 +1238,9 @@ async function runRecovery(env: ScenarioEnv, n: number): Promise<{ result: Recov
       emitMs = Math.round(rx.lastFailedAt - t0);
       const after = await awaitOutcomes(svc.url, before, n, 30_000);
       svcFailures = after.deliveries_failure - before.deliveries_failure;
-      log(`recovery: ${rx.failed} attempts failed (503) in ${emitMs} ms (${Math.round((rx.failed / emitMs) * 1000)}/s); svc counted ${svcFailures} failures`);
+      log(
+        `recovery: ${rx.failed} attempts failed (503) in ${emitMs} ms (${Math.round((rx.failed / emitMs) * 1000)}/s); svc counted ${svcFailures} failures`,
+      );
     } else {
       // every event through the data plane (to no webhook) before the webhook exists, so none reaches it
       const jsm = await jetstreamManager(nc);
@@ -1063,7 +1248,8 @@ async function runRecovery(env: ScenarioEnv, n: number): Promise<{ result: Recov
       for (;;) {
         const info = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
         if (info.num_pending + info.num_ack_pending === 0) break;
-        if (Date.now() > until) throw new Error(`recovery: ${info.num_pending + info.num_ack_pending} events still queued 120 s after they were emitted`);
+        if (Date.now() > until)
+          throw new Error(`recovery: ${info.num_pending + info.num_ack_pending} events still queued 120 s after they were emitted`);
         await sleep(100);
       }
       log(`recovery: ${n} facts committed at ${ingest.facts_per_sec}/s, before the webhook existed`);
@@ -1094,7 +1280,13 @@ async function runRecovery(env: ScenarioEnv, n: number): Promise<{ result: Recov
     while (doneAt === null || rx.allAt === null) {
       if (doneAt === null) {
         const st = await apiJson(svc.url, org, 'GET', `${hooks}/recoveries/${id}`, undefined, 200);
-        final = { state: String(st.state), events: Number(st.events), attempted: Number(st.attempted), succeeded: Number(st.succeeded), failed: Number(st.failed) };
+        final = {
+          state: String(st.state),
+          events: Number(st.events),
+          attempted: Number(st.attempted),
+          succeeded: Number(st.succeeded),
+          failed: Number(st.failed),
+        };
         if (final.state === 'done') doneAt = performance.now();
       }
       const progress = rx.received + (final?.attempted ?? 0);
@@ -1115,7 +1307,13 @@ async function runRecovery(env: ScenarioEnv, n: number): Promise<{ result: Recov
       missed,
       events: n,
       recovery_events: events,
-      emit: { ingest, failed_attempts: rx.failed, duration_ms: emitMs, attempts_per_sec: emitMs > 0 ? Math.round((rx.failed / emitMs) * 1000) : 0, svc_failures: svcFailures },
+      emit: {
+        ingest,
+        failed_attempts: rx.failed,
+        duration_ms: emitMs,
+        attempts_per_sec: emitMs > 0 ? Math.round((rx.failed / emitMs) * 1000) : 0,
+        svc_failures: svcFailures,
+      },
       request_ms: Math.round(t202 - t1),
       received_ms: Math.round(receivedAt - t1),
       received_ms_after_202: Math.round(receivedAt - t202),

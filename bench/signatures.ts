@@ -52,7 +52,11 @@ bench('signatureHeaders, plain secret', () => signatureHeaders(plain, event.id, 
 bench('signatureHeaders, whsec_ secret', () => signatureHeaders(whsec, event.id, body, now));
 bench('signatureHeaders, rotation overlap (2 x v1)', () => signatureHeaders(overlap, event.id, body, now));
 bench('signingKeys (once per webhook), overlap', () =>
-  signingKeys({ secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', previous_secret: 'old', previous_secret_expires_at: '2026-01-09T00:00:00Z' }),
+  signingKeys({
+    secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+    previous_secret: 'old',
+    previous_secret_expires_at: '2026-01-09T00:00:00Z',
+  }),
 );
 const seal = new Seal(newDataplaneKey());
 const route = '1|org_1|installs|installs.provision|completion|inst_1||';
@@ -68,5 +72,8 @@ bench('open + replay check (stored time from the ack subject)', () => {
   const stored = Number(ackSubject.split('.')[7]) / 1e6;
   return at !== null && stored - at < 120_000;
 });
-bench('checkDelivery (svc listen), both signatures', () => checkDelivery(whsec, received as unknown as Record<string, string>, body, now).ok);
+bench(
+  'checkDelivery (svc listen), both signatures',
+  () => checkDelivery(whsec, received as unknown as Record<string, string>, body, now).ok,
+);
 if (sink < 0) console.log(sink);

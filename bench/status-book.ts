@@ -31,7 +31,9 @@ const db = openDb(path.join(dir, 'svc.db'));
 // the checkpoints are another thread's in svc (src/engine/checkpoints.ts): not this one's here
 db.pragma('wal_autocheckpoint = 0');
 const org = createOrg(db, 'bench').org.org_id;
-const book = new DeliveryStatusBook(db, createMetrics({ defaultMetrics: false }), systemClock, pino({ level: 'silent' }), { engineClock: systemClock });
+const book = new DeliveryStatusBook(db, createMetrics({ defaultMetrics: false }), systemClock, pino({ level: 'silent' }), {
+  engineClock: systemClock,
+});
 
 let seq = 0;
 /** A batch of successful attempts, each of an event's attempts at its webhooks in turn (event ids begin with their time, as svc's do). */
@@ -43,7 +45,10 @@ function batch(n: number): OutcomeBatch {
     return {
       webhook_id: `wh_${String(s % WEBHOOKS).padStart(20, '0')}`,
       org_id: org,
-      event_id: `${(at + event).toString(16).padStart(12, '0').replace(/^(.{8})/, '$1-')}-7000-8000-${event.toString(16).padStart(12, '0')}`,
+      event_id: `${(at + event)
+        .toString(16)
+        .padStart(12, '0')
+        .replace(/^(.{8})/, '$1-')}-7000-8000-${event.toString(16).padStart(12, '0')}`,
       type: 'com.svc.workflow.lifecycle.v1',
       ok: true,
       status: 204,
@@ -66,7 +71,9 @@ for (const b of batches) book.apply(b);
 book.flush();
 const c = process.cpuUsage(c0);
 const n = BATCHES * PER_BATCH;
-console.log(`${n} outcomes in batches of ${PER_BATCH} over ${WEBHOOKS} webhooks: ${((c.user + c.system) / n).toFixed(2)} µs CPU per outcome (sys ${(c.system / n).toFixed(2)}); svc from ${ROOT}`);
+console.log(
+  `${n} outcomes in batches of ${PER_BATCH} over ${WEBHOOKS} webhooks: ${((c.user + c.system) / n).toFixed(2)} µs CPU per outcome (sys ${(c.system / n).toFixed(2)}); svc from ${ROOT}`,
+);
 book.close();
 db.close();
 fs.rmSync(dir, { recursive: true, force: true });

@@ -43,7 +43,7 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
   const ak = Object.keys(ao).filter((k) => ao[k] !== undefined);
   const bk = Object.keys(bo).filter((k) => bo[k] !== undefined);
   if (ak.length !== bk.length) return false;
-  return ak.every((k) => Object.prototype.hasOwnProperty.call(bo, k) && jsonEqual(ao[k], bo[k]));
+  return ak.every((k) => Object.hasOwn(bo, k) && jsonEqual(ao[k], bo[k]));
 }
 
 function collectEmitted<E>(actions: ReadonlyArray<{ type: string; params: unknown }>): E[] {
@@ -57,10 +57,7 @@ function collectEmitted<E>(actions: ReadonlyArray<{ type: string; params: unknow
 }
 
 /** The machine's initial {state, context}; `input` feeds a context factory (e.g. the step's `silent`). */
-export function initial<S extends string = string, C = unknown>(
-  machine: AnyStateMachine,
-  input?: unknown,
-): { state: S; context: C } {
+export function initial<S extends string = string, C = unknown>(machine: AnyStateMachine, input?: unknown): { state: S; context: C } {
   const [snapshot] = initialTransition(machine, input as never);
   return { state: stateString(snapshot.value) as S, context: snapshot.context as C };
 }
@@ -107,7 +104,12 @@ function copyJson<T>(v: T): T {
   return out as T;
 }
 
-function step<S extends string, C, E>(machine: AnyStateMachine, state: S, context: C, event: { type: string; [k: string]: unknown }): Advanced<S, C, E> {
+function step<S extends string, C, E>(
+  machine: AnyStateMachine,
+  state: S,
+  context: C,
+  event: { type: string; [k: string]: unknown },
+): Advanced<S, C, E> {
   const snapshot = machine.resolveState({ value: state, context: context as never });
   const [next, actions] = transition(machine, snapshot, event as never);
   const nextState = stateString(next.value) as S;

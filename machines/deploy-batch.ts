@@ -189,7 +189,11 @@ export function initialDeployBatch(input: BatchInput): BatchSnapshot {
   return initial<BatchStatus, BatchContext>(deployBatchMachine, input);
 }
 
-export function advanceDeployBatch(state: BatchStatus, context: BatchContext, event: BatchEvent): Advanced<BatchStatus, BatchContext, BatchEmit> {
+export function advanceDeployBatch(
+  state: BatchStatus,
+  context: BatchContext,
+  event: BatchEvent,
+): Advanced<BatchStatus, BatchContext, BatchEmit> {
   return advance<BatchStatus, BatchContext, BatchEmit>(deployBatchMachine, state, context, event);
 }
 

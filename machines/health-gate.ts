@@ -60,7 +60,8 @@ export type GateEmit = { type: 'tripped'; trip: GateTrip } | { type: 'passed' };
 
 type Streaks = GateContext['streaks'];
 
-const isWatched = (context: GateContext, event: GateEvent): boolean => event.type === 'health' && (context.on as string[]).includes(event.verdict);
+const isWatched = (context: GateContext, event: GateEvent): boolean =>
+  event.type === 'health' && (context.on as string[]).includes(event.verdict);
 
 /** The streaks after `event`: a bad verdict starts or continues its install's, any other ends it. */
 function streaksAfter(context: GateContext, event: GateEvent): Streaks {
@@ -68,7 +69,12 @@ function streaksAfter(context: GateContext, event: GateEvent): Streaks {
   const { [event.install_id]: running, ...others } = context.streaks;
   if (!isWatched(context, event)) return others;
   if (running && running.trip.component_id === event.component_id) return context.streaks;
-  const trip: GateTrip = { install_id: event.install_id, component_id: event.component_id, verdict: event.verdict as GateTrip['verdict'], reason: event.reason ?? null };
+  const trip: GateTrip = {
+    install_id: event.install_id,
+    component_id: event.component_id,
+    verdict: event.verdict as GateTrip['verdict'],
+    reason: event.reason ?? null,
+  };
   return { ...others, [event.install_id]: { since: event.at, trip } };
 }
 

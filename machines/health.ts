@@ -50,11 +50,7 @@ export type ComponentHealthEmit =
   | { type: 'unhealthy'; verdict: 'degraded' | 'unhealthy'; previous: KnownVerdict | null; reason?: string }
   | { type: 'recovered'; verdict: 'healthy'; previous: KnownVerdict | null; reason?: string };
 
-function componentFact(
-  type: 'unhealthy' | 'recovered',
-  context: ComponentHealthContext,
-  event: ComponentHealthEvent,
-): ComponentHealthEmit {
+function componentFact(type: 'unhealthy' | 'recovered', context: ComponentHealthContext, event: ComponentHealthEvent): ComponentHealthEmit {
   const fact = { type, verdict: event.verdict, previous: context.verdict } as ComponentHealthEmit;
   if (typeof event.reason === 'string') fact.reason = event.reason;
   return fact;
@@ -117,12 +113,7 @@ export function advanceComponentHealth(
   context: ComponentHealthContext,
   event: ComponentHealthEvent,
 ): Advanced<HealthStatus, ComponentHealthContext, ComponentHealthEmit> {
-  return advance<HealthStatus, ComponentHealthContext, ComponentHealthEmit>(
-    componentHealthMachine,
-    state,
-    context,
-    event,
-  );
+  return advance<HealthStatus, ComponentHealthContext, ComponentHealthEmit>(componentHealthMachine, state, context, event);
 }
 
 // ---------------------------------------------------------------------------
@@ -148,11 +139,7 @@ function nextComposite(context: InstallHealthContext, event: InstallHealthEvent)
   return compositeVerdict(withVerdict(context, event));
 }
 
-function installFact(
-  type: 'degraded' | 'recovered',
-  context: InstallHealthContext,
-  event: InstallHealthEvent,
-): InstallHealthEmit {
+function installFact(type: 'degraded' | 'recovered', context: InstallHealthContext, event: InstallHealthEvent): InstallHealthEmit {
   return {
     type,
     verdict: nextComposite(context, event),
@@ -169,10 +156,8 @@ export const installHealthMachine = setup({
   },
   guards: {
     known: ({ event }) => isKnownVerdict(event.verdict) && typeof event.component_id === 'string',
-    compositeBad: ({ context, event }) =>
-      isKnownVerdict(event.verdict) && isBadVerdict(nextComposite(context, event)),
-    compositeHealthy: ({ context, event }) =>
-      isKnownVerdict(event.verdict) && nextComposite(context, event) === 'healthy',
+    compositeBad: ({ context, event }) => isKnownVerdict(event.verdict) && isBadVerdict(nextComposite(context, event)),
+    compositeHealthy: ({ context, event }) => isKnownVerdict(event.verdict) && nextComposite(context, event) === 'healthy',
   },
   actions: {
     // emit actions run before this one, so they see the previous composite

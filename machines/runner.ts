@@ -9,7 +9,6 @@ import type { RunnerState } from '../src/domain/status.ts';
 export type RunnerStatus = RunnerState;
 export type RunnerProcess = 'running' | 'missing';
 
-
 export interface RunnerContext {
   /** a `running` heartbeat arrived since the previous health check */
   heartbeatSinceCheck: boolean;
@@ -17,22 +16,15 @@ export interface RunnerContext {
   lastProcess: RunnerProcess | null;
 }
 
-export type RunnerEvent =
-  | { type: 'heartbeat'; process: RunnerProcess }
-  | { type: 'check' }
-  | { type: 'inactive'; reason?: string };
+export type RunnerEvent = { type: 'heartbeat'; process: RunnerProcess } | { type: 'check' } | { type: 'inactive'; reason?: string };
 
 export const RUNNER_REASON_NO_HEARTBEAT = 'no heartbeat since the last health check';
 export const RUNNER_REASON_PROCESS_MISSING = 'runner process missing';
 
-export type RunnerEmit =
-  | { type: 'unhealthy'; reason: string }
-  | { type: 'inactive'; reason?: string };
+export type RunnerEmit = { type: 'unhealthy'; reason: string } | { type: 'inactive'; reason?: string };
 
 function inactiveFact(event: RunnerEvent): RunnerEmit {
-  return event.type === 'inactive' && typeof event.reason === 'string'
-    ? { type: 'inactive', reason: event.reason }
-    : { type: 'inactive' };
+  return event.type === 'inactive' && typeof event.reason === 'string' ? { type: 'inactive', reason: event.reason } : { type: 'inactive' };
 }
 
 export const runnerMachine = setup({

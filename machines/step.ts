@@ -38,9 +38,7 @@ const succeeded: StepEmit = { type: 'lifecycle', transition: 'succeeded' };
 const cancelled: StepEmit = { type: 'lifecycle', transition: 'cancelled' };
 
 function failed(error: string | undefined): StepEmit {
-  return error === undefined
-    ? { type: 'lifecycle', transition: 'failed' }
-    : { type: 'lifecycle', transition: 'failed', error };
+  return error === undefined ? { type: 'lifecycle', transition: 'failed' } : { type: 'lifecycle', transition: 'failed', error };
 }
 
 function errorOf(event: StepEvent): string | undefined {
@@ -127,10 +125,6 @@ export function initialStep(input?: StepInput): { state: StepStatus; context: St
   return initial<StepStatus, StepContext>(stepMachine, input ?? {});
 }
 
-export function advanceStep(
-  state: StepStatus,
-  context: StepContext,
-  event: StepEvent,
-): Advanced<StepStatus, StepContext, StepEmit> {
+export function advanceStep(state: StepStatus, context: StepContext, event: StepEvent): Advanced<StepStatus, StepContext, StepEmit> {
   return advance<StepStatus, StepContext, StepEmit>(stepMachine, state, context, event);
 }

@@ -65,13 +65,12 @@ export type VerifyEvent =
 
 export type VerifyEmit =
   /** ask these URLs now (`attempt`: the how-manieth request to that URL) */
-  | { type: 'ask'; asks: Array<{ index: number; attempt: number }> }
-  | { type: 'passed' }
-  | { type: 'failed'; failure: VerifyFailure };
+  { type: 'ask'; asks: Array<{ index: number; attempt: number }> } | { type: 'passed' } | { type: 'failed'; failure: VerifyFailure };
 
 const iso = (ms: number) => new Date(ms).toISOString();
 /** 1h, 30m, 90s: a duration as people read it. */
-const dur = (ms: number) => (ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : `${Math.round(ms / 1000)}s`);
+const dur = (ms: number) =>
+  ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : `${Math.round(ms / 1000)}s`;
 
 /** The first URL that has waited `max_wait` since its first ask without passing, at `at`. */
 function overdue(checks: VerifyCheck[], at: number): VerifyFailure | null {
@@ -110,11 +109,17 @@ function outcome(c: VerifyContext, e: VerifyEvent): Outcome {
       const a = e.answer;
       x.last = { ...a, at: iso(e.at) };
       if (a.verdict === 'pass') x.passed = true;
-      else if (a.verdict === 'fail') failure = { index: e.index, error: `verification ${x.shown} answered fail: ${a.reason ?? 'no reason given'}`, reason: a.reason };
+      else if (a.verdict === 'fail')
+        failure = { index: e.index, error: `verification ${x.shown} answered fail: ${a.reason ?? 'no reason given'}`, reason: a.reason };
       else {
         x.failures = a.verdict === 'pending' ? 0 : x.failures + 1;
         x.next_at = e.at + x.interval_ms;
-        if (x.failures >= x.failure_limit) failure = { index: e.index, error: `verification ${x.shown} failed ${x.failures} times in a row (last: ${a.error ?? 'no answer'})`, reason: null };
+        if (x.failures >= x.failure_limit)
+          failure = {
+            index: e.index,
+            error: `verification ${x.shown} failed ${x.failures} times in a row (last: ${a.error ?? 'no answer'})`,
+            reason: null,
+          };
       }
       failure ??= overdue(checks, e.at);
     }
@@ -172,13 +177,19 @@ export function initialVerification(input: VerifyInput): VerifySnapshot {
   return initial<VerifyStatus, VerifyContext>(verificationMachine, input);
 }
 
-export function advanceVerification(state: VerifyStatus, context: VerifyContext, event: VerifyEvent): Advanced<VerifyStatus, VerifyContext, VerifyEmit> {
+export function advanceVerification(
+  state: VerifyStatus,
+  context: VerifyContext,
+  event: VerifyEvent,
+): Advanced<VerifyStatus, VerifyContext, VerifyEmit> {
   return advance<VerifyStatus, VerifyContext, VerifyEmit>(verificationMachine, state, context, event);
 }
 
 /** When the gate is next to be looked at (ms): its earliest ask, or a URL's `max_wait`; null once it has ended. */
 export function nextWakeOf(s: VerifySnapshot): number | null {
   if (s.state !== 'verifying') return null;
-  const times = s.context.checks.filter((c) => !c.passed).flatMap((c) => [c.next_at, ...(c.first_at !== null ? [c.first_at + c.max_wait_ms] : [])]);
+  const times = s.context.checks
+    .filter((c) => !c.passed)
+    .flatMap((c) => [c.next_at, ...(c.first_at !== null ? [c.first_at + c.max_wait_ms] : [])]);
   return times.length ? Math.min(...times) : null;
 }

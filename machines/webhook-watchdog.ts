@@ -81,7 +81,10 @@ export function disableDue(policy: DisablePolicy | null, streak: Streak, at: str
 export function watchdogCares(state: WatchState, context: WatchContext, e: WatchEvent): boolean {
   switch (e.type) {
     case 'failure':
-      return state !== 'disabled' && (e.streak.consecutive_failures >= failingThreshold(context.notified) || disableDue(e.policy, e.streak, e.at));
+      return (
+        state !== 'disabled' &&
+        (e.streak.consecutive_failures >= failingThreshold(context.notified) || disableDue(e.policy, e.streak, e.at))
+      );
     case 'success':
       return state === 'failing';
     case 'disable':
@@ -113,7 +116,8 @@ export const webhookWatchdogMachine = setup({
   },
   guards: {
     disableDue: ({ event }) => event.type === 'failure' && disableDue(event.policy, event.streak, event.at),
-    nextThreshold: ({ context, event }) => event.type === 'failure' && event.streak.consecutive_failures >= failingThreshold(context.notified),
+    nextThreshold: ({ context, event }) =>
+      event.type === 'failure' && event.streak.consecutive_failures >= failingThreshold(context.notified),
   },
   actions: {
     // emit actions run before these, so they see the context as it was
@@ -129,20 +133,50 @@ export const webhookWatchdogMachine = setup({
     active: {
       on: {
         failure: [
-          { guard: 'disableDue', target: 'disabled', actions: [emit(({ event }) => ({ type: 'disabled' as const, streak: event.streak, reason: disableReason(event) })), 'recordDisable'] },
-          { guard: 'nextThreshold', target: 'failing', actions: [emit(({ event }) => ({ type: 'failing' as const, streak: event.streak })), 'notify'] },
+          {
+            guard: 'disableDue',
+            target: 'disabled',
+            actions: [
+              emit(({ event }) => ({ type: 'disabled' as const, streak: event.streak, reason: disableReason(event) })),
+              'recordDisable',
+            ],
+          },
+          {
+            guard: 'nextThreshold',
+            target: 'failing',
+            actions: [emit(({ event }) => ({ type: 'failing' as const, streak: event.streak })), 'notify'],
+          },
         ],
-        disable: { target: 'disabled', actions: [emit(({ event }) => ({ type: 'disabled' as const, streak: event.streak, reason: disableReason(event) })), 'recordDisable'] },
+        disable: {
+          target: 'disabled',
+          actions: [
+            emit(({ event }) => ({ type: 'disabled' as const, streak: event.streak, reason: disableReason(event) })),
+            'recordDisable',
+          ],
+        },
       },
     },
     failing: {
       on: {
         failure: [
-          { guard: 'disableDue', target: 'disabled', actions: [emit(({ event }) => ({ type: 'disabled' as const, streak: event.streak, reason: disableReason(event) })), 'recordDisable'] },
+          {
+            guard: 'disableDue',
+            target: 'disabled',
+            actions: [
+              emit(({ event }) => ({ type: 'disabled' as const, streak: event.streak, reason: disableReason(event) })),
+              'recordDisable',
+            ],
+          },
           { guard: 'nextThreshold', actions: [emit(({ event }) => ({ type: 'failing' as const, streak: event.streak })), 'notify'] },
         ],
         success: { target: 'active', actions: [emit(({ event }) => ({ type: 'recovered' as const, streak: event.streak })), 'clear'] },
-        disable: { target: 'disabled', actions: [emit(({ event }) => ({ type: 'disabled' as const, streak: event.streak, reason: disableReason(event) })), 'recordDisable'] },
+        disable: {
+          target: 'disabled',
+          actions: [
+            emit(({ event }) => ({ type: 'disabled' as const, streak: event.streak, reason: disableReason(event) })),
+            'recordDisable',
+          ],
+        },
       },
     },
     disabled: {
@@ -162,6 +196,10 @@ export function initialWatchdog(): { state: WatchState; context: WatchContext } 
   return initial<WatchState, WatchContext>(webhookWatchdogMachine);
 }
 
-export function advanceWatchdog(state: WatchState, context: WatchContext, event: WatchEvent): Advanced<WatchState, WatchContext, WatchEmit> {
+export function advanceWatchdog(
+  state: WatchState,
+  context: WatchContext,
+  event: WatchEvent,
+): Advanced<WatchState, WatchContext, WatchEmit> {
   return advance<WatchState, WatchContext, WatchEmit>(webhookWatchdogMachine, state, context, event);
 }

@@ -9,9 +9,7 @@ export type { WorkflowStatus };
 /** The workflow machine keeps no data of its own: its status is the whole state. */
 export type WorkflowContext = Record<string, never>;
 
-export type WorkflowEvent =
-  | { type: 'start' }
-  | { type: 'finish'; outcome: RunOutcome; error?: string; stepStatuses: StepStatus[] };
+export type WorkflowEvent = { type: 'start' } | { type: 'finish'; outcome: RunOutcome; error?: string; stepStatuses: StepStatus[] };
 
 export type WorkflowEmit = {
   type: 'lifecycle';
@@ -47,10 +45,7 @@ export const workflowMachine = setup({
   guards: {
     /** accepted only with this outcome and once every step is terminal */
     finishable: ({ event }, params: { outcome: RunOutcome }) =>
-      event.type === 'finish' &&
-      event.outcome === params.outcome &&
-      Array.isArray(event.stepStatuses) &&
-      event.stepStatuses.every(isFinal),
+      event.type === 'finish' && event.outcome === params.outcome && Array.isArray(event.stepStatuses) && event.stepStatuses.every(isFinal),
   },
 }).createMachine({
   id: 'workflow',

@@ -29,7 +29,8 @@ export function engineViolations(packages, { node = TARGET_NODE, manifest }) {
     if (typeof range !== 'string') continue; // none, or the long-ignored array form
     const name = pkg.name ?? path.replace(/^.*node_modules\//, '');
     if (!semver.validRange(range)) out.push({ path, name, version: pkg.version, range, problem: 'not a valid range' });
-    else if (!semver.satisfies(node, range, { includePrerelease: true })) out.push({ path, name, version: pkg.version, range, problem: `does not admit Node ${node}` });
+    else if (!semver.satisfies(node, range, { includePrerelease: true }))
+      out.push({ path, name, version: pkg.version, range, problem: `does not admit Node ${node}` });
   }
   return out;
 }
@@ -56,7 +57,8 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   }
   const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8'));
   const bad = engineViolations(lock.packages, { node, manifest: installedManifest(root) });
-  for (const b of bad) process.stderr.write(`check-engines: ${b.name}@${b.version} (${b.path}) engines.node ${JSON.stringify(b.range)} ${b.problem}\n`);
+  for (const b of bad)
+    process.stderr.write(`check-engines: ${b.name}@${b.version} (${b.path}) engines.node ${JSON.stringify(b.range)} ${b.problem}\n`);
   if (bad.length) {
     process.stderr.write(`check-engines: ${bad.length} installed package(s) do not run on Node ${node}; pick versions that do\n`);
     process.exit(1);

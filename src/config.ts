@@ -61,7 +61,8 @@ export const DEFAULT_MAX_EVENTS_PER_ORG = 2_000_000;
 export const DEFAULT_DELIVERY_CONCURRENCY = 256;
 
 export function parsePositiveInt(text: string): number {
-  if (!/^\d+$/.test(text.trim()) || Number(text) < 1) throw new Error(`invalid number ${JSON.stringify(text)} (a whole number, at least 1)`);
+  if (!/^\d+$/.test(text.trim()) || Number(text) < 1)
+    throw new Error(`invalid number ${JSON.stringify(text)} (a whole number, at least 1)`);
   return Number(text);
 }
 

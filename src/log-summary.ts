@@ -64,7 +64,10 @@ export class RepeatedWarnings {
         this.seen.delete(key);
         continue;
       }
-      this.logger.warn({ ...s.source, repeated: s.repeats, window_ms: this.windowMs }, `${this.msg} (${s.repeats} more like this in the last ${secs} s)`);
+      this.logger.warn(
+        { ...s.source, repeated: s.repeats, window_ms: this.windowMs },
+        `${this.msg} (${s.repeats} more like this in the last ${secs} s)`,
+      );
       if (key === OTHERS) this.seen.delete(key);
       else s.repeats = 0;
     }

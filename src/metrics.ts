@@ -36,7 +36,13 @@ export interface Metrics {
 export const DELIVERY_DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /** A counter with one label, its known values shown at 0 from the start (Prometheus sees every series). */
-function labelledCounter<L extends string>(registry: Registry, name: string, help: string, label: L, values: readonly string[] = []): Counter<L> {
+function labelledCounter<L extends string>(
+  registry: Registry,
+  name: string,
+  help: string,
+  label: L,
+  values: readonly string[] = [],
+): Counter<L> {
   const counter = new Counter({ name, help, labelNames: [label] as const, registers: [registry] });
   for (const v of values) counter.inc({ [label]: v } as Partial<Record<L, string>>, 0);
   return counter;
@@ -50,9 +56,26 @@ const RATE_LIMITED = ['api', 'ingest'] as const satisfies readonly RateLimitedLa
 
 export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
-  const ingestMessages = labelledCounter(registry, 'svc_ingest_messages_total', 'Producer messages received on svc.ingest.>, by result', 'result', INGEST_RESULTS);
-  const eventsEmitted = labelledCounter(registry, 'svc_events_emitted_total', 'CloudEvents emitted by the engine, by CloudEvents type', 'type');
-  const deliveries = labelledCounter(registry, 'svc_deliveries_total', 'Webhook delivery attempts, by outcome (no retries: one attempt per event and webhook)', 'outcome', DELIVERY_OUTCOMES);
+  const ingestMessages = labelledCounter(
+    registry,
+    'svc_ingest_messages_total',
+    'Producer messages received on svc.ingest.>, by result',
+    'result',
+    INGEST_RESULTS,
+  );
+  const eventsEmitted = labelledCounter(
+    registry,
+    'svc_events_emitted_total',
+    'CloudEvents emitted by the engine, by CloudEvents type',
+    'type',
+  );
+  const deliveries = labelledCounter(
+    registry,
+    'svc_deliveries_total',
+    'Webhook delivery attempts, by outcome (no retries: one attempt per event and webhook)',
+    'outcome',
+    DELIVERY_OUTCOMES,
+  );
 
   const deliveryDuration = new Histogram({
     name: 'svc_delivery_duration_seconds',
@@ -78,10 +101,28 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
     'reason',
     ['forged', 'unparseable', 'unpublishable'],
   );
-  const recoveryAttempts = labelledCounter(registry, 'svc_recovery_attempts_total', 'Webhook delivery attempts made by recoveries (POST …/recover), by outcome', 'outcome', DELIVERY_OUTCOMES);
+  const recoveryAttempts = labelledCounter(
+    registry,
+    'svc_recovery_attempts_total',
+    'Webhook delivery attempts made by recoveries (POST …/recover), by outcome',
+    'outcome',
+    DELIVERY_OUTCOMES,
+  );
 
-  const rateLimited = labelledCounter(registry, 'svc_rate_limited_total', "Requests refused by an org's share (CONTRACT 8), by what: api (429 past --api-queue-per-org), ingest (facts over --ingest-rate-per-org)", 'what', RATE_LIMITED);
-  const eventsPruned = labelledCounter(registry, 'svc_events_pruned_total', "Kept events deleted before their retention, by reason (quota: the org's oldest past --max-events-per-org)", 'reason', ['quota']);
+  const rateLimited = labelledCounter(
+    registry,
+    'svc_rate_limited_total',
+    "Requests refused by an org's share (CONTRACT 8), by what: api (429 past --api-queue-per-org), ingest (facts over --ingest-rate-per-org)",
+    'what',
+    RATE_LIMITED,
+  );
+  const eventsPruned = labelledCounter(
+    registry,
+    'svc_events_pruned_total',
+    "Kept events deleted before their retention, by reason (quota: the org's oldest past --max-events-per-org)",
+    'reason',
+    ['quota'],
+  );
 
   const hopBatchEvents = new Histogram({
     name: 'svc_hop_batch_events',

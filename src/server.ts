@@ -7,7 +7,17 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { openDb, type Db } from '../store/db.ts';
 import { outboxSize } from '../store/outbox.ts';
-import { DEFAULT_API_QUEUE_PER_ORG, DEFAULT_INGEST_RATE_PER_ORG, DEFAULT_AUDIT_RETENTION_MS, DEFAULT_EVENT_RETENTION_MS, DEFAULT_MAX_EVENTS_PER_ORG, effectiveBaseUrl, effectiveDashboardUrl, hostForUrl, type ServeConfig } from './config.ts';
+import {
+  DEFAULT_API_QUEUE_PER_ORG,
+  DEFAULT_INGEST_RATE_PER_ORG,
+  DEFAULT_AUDIT_RETENTION_MS,
+  DEFAULT_EVENT_RETENTION_MS,
+  DEFAULT_MAX_EVENTS_PER_ORG,
+  effectiveBaseUrl,
+  effectiveDashboardUrl,
+  hostForUrl,
+  type ServeConfig,
+} from './config.ts';
 import type { AppContext } from './context.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import type { Bus } from './bus/bus.ts';
@@ -94,13 +104,22 @@ export async function startServer(config: ServeConfig, opts: ServerOptions = {})
 
 type Step = <T>(p: Promise<T>, late?: (value: T) => unknown) => Promise<T>;
 
-async function start(config: ServeConfig, opts: ServerOptions, logger: pino.Logger, undo: Array<() => unknown>, step: Step): Promise<RunningServer> {
+async function start(
+  config: ServeConfig,
+  opts: ServerOptions,
+  logger: pino.Logger,
+  undo: Array<() => unknown>,
+  step: Step,
+): Promise<RunningServer> {
   const clock = opts.clock ?? systemClock;
   const db = openDb(config.db);
   undo.push(() => db.close());
   const metrics = createMetrics();
   // Ready means ready (CONTRACT 1): each part reports here (the topology adds its own); `listening on` waits for all of them.
-  const readiness = new Readiness({ http: 'the HTTP port is not bound yet', subscriptions: 'the bus subscriptions are not confirmed by the server yet' });
+  const readiness = new Readiness({
+    http: 'the HTTP port is not bound yet',
+    subscriptions: 'the bus subscriptions are not confirmed by the server yet',
+  });
   const retention = config.eventRetentionMs ?? DEFAULT_EVENT_RETENTION_MS;
   const status = new DeliveryStatusBook(db, metrics, systemClock, logger, retention > 0 ? { engineClock: clock } : null);
   metrics.setInFlightSource(() => status.inFlight());
@@ -111,7 +130,16 @@ async function start(config: ServeConfig, opts: ServerOptions, logger: pino.Logg
     await t.bus.close().catch(() => {});
   };
   const topology = await step(
-    openTopology({ config, db, logger, metrics, readiness, outcomes: (b) => status.apply(b), replayWindowMs: opts.replayWindowMs, relayFault: opts.relayFault }),
+    openTopology({
+      config,
+      db,
+      logger,
+      metrics,
+      readiness,
+      outcomes: (b) => status.apply(b),
+      replayWindowMs: opts.replayWindowMs,
+      relayFault: opts.relayFault,
+    }),
     closeTopology, // connected after the start was abandoned
   );
   undo.push(() => closeTopology(topology));
@@ -120,7 +148,20 @@ async function start(config: ServeConfig, opts: ServerOptions, logger: pino.Logg
   undo.push(() => replicator.close());
   await step(replicator.start()); // never holds up listening (CONTRACT 8): the sync catches up behind it
   const urls = { base: '', dashboard: '', source: '' };
-  const engine = new Engine({ db, bus, clock, logger, metrics, urls: () => urls, registryRev: () => replicator.version, keepEvents: retention > 0, recoveryOutcomes: status, webhookChanged: (orgId, webhookId) => replicator.changed(orgId, webhookId), allowPrivateTargets: config.allowPrivateTargets, ...topology.outbox });
+  const engine = new Engine({
+    db,
+    bus,
+    clock,
+    logger,
+    metrics,
+    urls: () => urls,
+    registryRev: () => replicator.version,
+    keepEvents: retention > 0,
+    recoveryOutcomes: status,
+    webhookChanged: (orgId, webhookId) => replicator.changed(orgId, webhookId),
+    allowPrivateTargets: config.allowPrivateTargets,
+    ...topology.outbox,
+  });
   // the delivery watchdog hears of the outcomes that may move it (CONTRACT 4.1)
   status.watchStreaks((o, streak) => {
     try {
@@ -136,13 +177,39 @@ async function start(config: ServeConfig, opts: ServerOptions, logger: pino.Logg
   const auditPruner = new HistoryPruner(db, clock, config.auditRetentionMs ?? DEFAULT_AUDIT_RETENTION_MS, logger, AUDIT_LOG);
   // --max-events-per-org (CONTRACT 8): an org's oldest events past it are pruned, in turns of a few ms
   const maxEventsPerOrg = config.maxEventsPerOrg ?? DEFAULT_MAX_EVENTS_PER_ORG;
-  const quota = retention > 0 && maxEventsPerOrg > 0 ? new EventQuota(db, clock, maxEventsPerOrg, logger, (n) => metrics.eventsPruned.inc({ reason: 'quota' }, n), topology.historyQueuedFrom) : null;
+  const quota =
+    retention > 0 && maxEventsPerOrg > 0
+      ? new EventQuota(
+          db,
+          clock,
+          maxEventsPerOrg,
+          logger,
+          (n) => metrics.eventsPruned.inc({ reason: 'quota' }, n),
+          topology.historyQueuedFrom,
+        )
+      : null;
   // pings and resends: one signed attempt from the control plane, in fair slots, counted like any other
-  const attempts = new ControlPlaneAttempts({ timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets }, { signClock: clock, record: (o) => status.record(o) });
-  undo.push(() => attempts.close(), () => pruner?.close(), () => auditPruner.close(), () => quota?.close());
+  const attempts = new ControlPlaneAttempts(
+    { timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets },
+    { signClock: clock, record: (o) => status.record(o) },
+  );
+  undo.push(
+    () => attempts.close(),
+    () => pruner?.close(),
+    () => auditPruner.close(),
+    () => quota?.close(),
+  );
 
   const ctx: AppContext = {
-    db, clock, config, logger, metrics, engine, urls, readiness, deliveryStatus: status,
+    db,
+    clock,
+    config,
+    logger,
+    metrics,
+    engine,
+    urls,
+    readiness,
+    deliveryStatus: status,
     admission: new FairAdmission({ queuePerOrg: config.apiQueuePerOrg ?? DEFAULT_API_QUEUE_PER_ORG, metrics }),
     // replicated once the change is committed (a change is one transaction with its audit row, src/engine/engine.ts change)
     webhookChanged: (orgId, webhookId) => {
@@ -165,7 +232,14 @@ async function start(config: ServeConfig, opts: ServerOptions, logger: pino.Logg
   undo.push(() => topology.drain()); // what the start below starts: the data plane (its attempts in flight finish)
   await step(topology.start()); // events: outbox → JetStream (NATS) or → the data plane (embedded), what was left first
   // a fact of an org whose deliveries queue is held a moment to commit with others (src/ingest/ingest.ts HOLD_MS)
-  const ingestSub = startIngest({ bus, logger, metrics, engine, backlogged: (orgId) => status.backlogged(orgId), ratePerOrg: config.ingestRatePerOrg ?? DEFAULT_INGEST_RATE_PER_ORG });
+  const ingestSub = startIngest({
+    bus,
+    logger,
+    metrics,
+    engine,
+    backlogged: (orgId) => status.backlogged(orgId),
+    ratePerOrg: config.ingestRatePerOrg ?? DEFAULT_INGEST_RATE_PER_ORG,
+  });
   undo.push(() => ingestSub.drain());
   const localRunner = config.localRunner ? startLocalRunner(config, { bus, db, logger, clock, engine }) : null;
   undo.push(() => localRunner?.stop());
@@ -214,10 +288,15 @@ async function start(config: ServeConfig, opts: ServerOptions, logger: pino.Logg
 }
 
 /** The HTTP server, bound: its port, and a close that resolves once it is closed. */
-async function listen(fetch: (req: Request) => Response | Promise<Response>, config: ServeConfig): Promise<{ port: number; close(): Promise<void> }> {
+async function listen(
+  fetch: (req: Request) => Response | Promise<Response>,
+  config: ServeConfig,
+): Promise<{ port: number; close(): Promise<void> }> {
   const server: ServerType = await new Promise((resolve, reject) => {
     const s = serve({ fetch, port: config.port, hostname: config.host }, () => resolve(s));
-    s.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? new PortInUseError(config.port, { cause: err }) : err));
+    s.once('error', (err: NodeJS.ErrnoException) =>
+      reject(err.code === 'EADDRINUSE' ? new PortInUseError(config.port, { cause: err }) : err),
+    );
   });
   return {
     port: (server.address() as AddressInfo).port,
@@ -227,7 +306,13 @@ async function listen(fetch: (req: Request) => Response | Promise<Response>, con
 
 /** The in-process runner (--local-runner), after the jobs it had started before the last stop are queued again. */
 function startLocalRunner(config: ServeConfig, o: { bus: Bus; db: Db; logger: pino.Logger; clock: Clock; engine: Engine }): LocalRunner {
-  const runner = new LocalRunner(o.bus, o.db, o.logger, o.clock, Math.max(100, Math.min(Math.floor(config.runnerHealthIntervalMs / 3), 10_000)));
+  const runner = new LocalRunner(
+    o.bus,
+    o.db,
+    o.logger,
+    o.clock,
+    Math.max(100, Math.min(Math.floor(config.runnerHealthIntervalMs / 3), 10_000)),
+  );
   const resumed = o.engine.resumeLocalJobs();
   if (resumed) o.logger.info({ jobs: resumed }, 'running again the jobs the local runner had started before the last stop');
   runner.start();

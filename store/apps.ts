@@ -42,17 +42,25 @@ export interface AppBranch {
 
 export function insertApp(db: Db, a: Omit<App, 'created_at'>): App {
   const row = { ...a, created_at: nowIso() };
-  db.prepare('INSERT INTO apps (app_id, org_id, name, created_at) VALUES (?, ?, ?, ?)').run(row.app_id, row.org_id, row.name, row.created_at);
+  db.prepare('INSERT INTO apps (app_id, org_id, name, created_at) VALUES (?, ?, ?, ?)').run(
+    row.app_id,
+    row.org_id,
+    row.name,
+    row.created_at,
+  );
   return row;
 }
 
 export function getApp(db: Db, orgId: string, appId: string): App | undefined {
-  return db.prepare('SELECT app_id, org_id, name, created_at FROM apps WHERE org_id = ? AND app_id = ?').get(orgId, appId) as App | undefined;
+  return db.prepare('SELECT app_id, org_id, name, created_at FROM apps WHERE org_id = ? AND app_id = ?').get(orgId, appId) as
+    | App
+    | undefined;
 }
 
 /** The org's apps, newest first; with a page, at most `limit` of those created before the app `after`. */
 export function listApps(db: Db, orgId: string, page?: { after?: string; limit: number }): App[] {
-  if (!page) return db.prepare('SELECT app_id, org_id, name, created_at FROM apps WHERE org_id = ? ORDER BY rowid DESC').all(orgId) as App[];
+  if (!page)
+    return db.prepare('SELECT app_id, org_id, name, created_at FROM apps WHERE org_id = ? ORDER BY rowid DESC').all(orgId) as App[];
   return db
     .prepare(
       `SELECT app_id, org_id, name, created_at FROM apps WHERE org_id = ?
@@ -91,7 +99,11 @@ export function getConfig(db: Db, orgId: string, id: string): AppConfig | undefi
 
 /** Veto a config (reason and time) or lift its veto (null). */
 export function setConfigVeto(db: Db, appConfigId: string, veto: Veto | null): void {
-  db.prepare('UPDATE app_configs SET vetoed_reason = ?, vetoed_at = ? WHERE app_config_id = ?').run(veto?.reason ?? null, veto?.at ?? null, appConfigId);
+  db.prepare('UPDATE app_configs SET vetoed_reason = ?, vetoed_at = ? WHERE app_config_id = ?').run(
+    veto?.reason ?? null,
+    veto?.at ?? null,
+    appConfigId,
+  );
 }
 
 export function latestConfig(db: Db, appId: string): AppConfig | undefined {
@@ -120,7 +132,9 @@ export function insertBranch(db: Db, b: Omit<AppBranch, 'created_at'>): AppBranc
 }
 
 export function getBranch(db: Db, orgId: string, appId: string, id: string): AppBranch | undefined {
-  const r = db.prepare('SELECT * FROM app_branches WHERE org_id = ? AND app_id = ? AND app_branch_id = ?').get(orgId, appId, id) as RawBranch | undefined;
+  const r = db.prepare('SELECT * FROM app_branches WHERE org_id = ? AND app_id = ? AND app_branch_id = ?').get(orgId, appId, id) as
+    | RawBranch
+    | undefined;
   return r && decodeBranch(r);
 }
 

@@ -39,7 +39,19 @@ export function insertAudit(db: Db, e: AuditEntry, at: { iso: string; ms: number
   db.prepare(
     `INSERT INTO audit_log (org_id, seq, audit_id, at, at_ms, token_id, token_name, action, resource_type, resource_id, status)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  ).run(e.org_id, (newest.seq ?? 0) + 1, auditId(), at.iso, at.ms, e.actor.token_id, e.actor.token_name, e.action, e.resource_type, e.resource_id, e.status);
+  ).run(
+    e.org_id,
+    (newest.seq ?? 0) + 1,
+    auditId(),
+    at.iso,
+    at.ms,
+    e.actor.token_id,
+    e.actor.token_name,
+    e.action,
+    e.resource_type,
+    e.resource_id,
+    e.status,
+  );
 }
 
 export interface AuditQuery {
@@ -59,13 +71,13 @@ export interface AuditQuery {
 export function listAudit(db: Db, q: AuditQuery): AuditRow[] {
   const where = ['org_id = ?'];
   const args: unknown[] = [q.orgId];
-  if (!q.newestFirst) (where.push('seq > ?'), args.push(q.afterSeq));
-  else if (q.afterSeq > 0) (where.push('seq < ?'), args.push(q.afterSeq));
-  if (q.sinceMs !== null) (where.push('at_ms >= ?'), args.push(q.sinceMs));
-  if (q.untilMs !== null) (where.push('at_ms < ?'), args.push(q.untilMs));
-  if (q.actor !== null) (where.push('token_id = ?'), args.push(q.actor));
-  if (q.action !== null) (where.push('action = ?'), args.push(q.action));
-  if (q.resourceId !== null) (where.push('resource_id = ?'), args.push(q.resourceId));
+  if (!q.newestFirst) where.push('seq > ?'), args.push(q.afterSeq);
+  else if (q.afterSeq > 0) where.push('seq < ?'), args.push(q.afterSeq);
+  if (q.sinceMs !== null) where.push('at_ms >= ?'), args.push(q.sinceMs);
+  if (q.untilMs !== null) where.push('at_ms < ?'), args.push(q.untilMs);
+  if (q.actor !== null) where.push('token_id = ?'), args.push(q.actor);
+  if (q.action !== null) where.push('action = ?'), args.push(q.action);
+  if (q.resourceId !== null) where.push('resource_id = ?'), args.push(q.resourceId);
   return db
     .prepare(
       `SELECT seq, audit_id, org_id, at, token_id, token_name, action, resource_type, resource_id, status
@@ -86,7 +98,8 @@ export function pruneAudit(db: Db, beforeMs: number): number {
        AND seq < COALESCE((SELECT seq FROM audit_log WHERE org_id = @org AND at_ms >= @cut ORDER BY seq LIMIT 1), 9007199254740991)`,
   );
   let n = 0;
-  for (const { org_id } of db.prepare('SELECT org_id FROM orgs').all() as Array<{ org_id: string }>) n += del.run({ org: org_id, cut: beforeMs }).changes;
+  for (const { org_id } of db.prepare('SELECT org_id FROM orgs').all() as Array<{ org_id: string }>)
+    n += del.run({ org: org_id, cut: beforeMs }).changes;
   return n;
 }
 

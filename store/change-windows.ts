@@ -43,7 +43,22 @@ export function insertChangeWindow(db: Db, w: ChangeWindow): ChangeWindow {
   db.prepare(
     `INSERT INTO change_windows (window_id, org_id, app_id, name, kind, days, start, duration, duration_ms, time_zone, install_ids, selector, applies_to, created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  ).run(w.window_id, w.org_id, w.app_id, w.name, w.kind, JSON.stringify(w.days), w.start, w.duration, w.duration_ms, w.time_zone, toJson(w.install_ids), toJson(w.selector), toJson(w.applies_to), w.created_at);
+  ).run(
+    w.window_id,
+    w.org_id,
+    w.app_id,
+    w.name,
+    w.kind,
+    JSON.stringify(w.days),
+    w.start,
+    w.duration,
+    w.duration_ms,
+    w.time_zone,
+    toJson(w.install_ids),
+    toJson(w.selector),
+    toJson(w.applies_to),
+    w.created_at,
+  );
   return w;
 }
 
@@ -65,9 +80,10 @@ const WAITING_WHERE = `status = 'started' AND json_extract(params, '$.kind') = '
 
 /** Every started wait step (`wait for change window: …`), of one org or of all, in the order they started. */
 export function listWindowWaits(db: Db, orgId?: string): StepRow[] {
-  const rows = orgId === undefined
-    ? db.prepare(`SELECT * FROM steps INDEXED BY steps_window_wait WHERE ${WAITING_WHERE} ORDER BY rowid`).all()
-    : db.prepare(`SELECT * FROM steps WHERE ${WAITING_WHERE} AND org_id = ? ORDER BY rowid`).all(orgId);
+  const rows =
+    orgId === undefined
+      ? db.prepare(`SELECT * FROM steps INDEXED BY steps_window_wait WHERE ${WAITING_WHERE} ORDER BY rowid`).all()
+      : db.prepare(`SELECT * FROM steps WHERE ${WAITING_WHERE} AND org_id = ? ORDER BY rowid`).all(orgId);
   return rows.map((r) => {
     const row = r as Record<string, string | null>;
     return { ...(r as StepRow), plan: fromJson(row.plan, null), approval: fromJson(row.approval, null), params: fromJson(row.params, {}) };

@@ -31,7 +31,9 @@ export function setAsideEvent(db: Db, row: OutboxRow, reason: string, inOutbox =
   db.transaction(() => {
     added =
       db
-        .prepare("INSERT INTO dead_letters (id, kind, org_id, item_id, reason, data, created_at) VALUES (?, 'event', ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+        .prepare(
+          "INSERT INTO dead_letters (id, kind, org_id, item_id, reason, data, created_at) VALUES (?, 'event', ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        )
         .run(row.event_id, row.org_id, row.event_id, reason, data, nowIso()).changes > 0;
     if (inOutbox) db.prepare('DELETE FROM outbox WHERE seq = ?').run(row.seq);
   })();
@@ -42,7 +44,9 @@ export function setAsideEvent(db: Db, row: OutboxRow, reason: string, inOutbox =
 export function setAsideRegistryEntry(db: Db, id: string, orgId: string, webhookId: string, reason: string, data: string): boolean {
   return (
     db
-      .prepare("INSERT INTO dead_letters (id, kind, org_id, item_id, reason, data, created_at) VALUES (?, 'registry', ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+      .prepare(
+        "INSERT INTO dead_letters (id, kind, org_id, item_id, reason, data, created_at) VALUES (?, 'registry', ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+      )
       .run(id, orgId, webhookId, reason, data, nowIso()).changes > 0
   );
 }

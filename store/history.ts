@@ -35,7 +35,9 @@ export function insertEvent(db: Db, e: Omit<StoredEvent, 'seq'>): void {
  */
 export function insertQueuedEvent(db: Db, e: Omit<StoredEvent, 'seq'>, batch: string): number | null {
   const r = db
-    .prepare('INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms, batch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+    .prepare(
+      'INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms, batch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    )
     .run(e.event_id, e.org_id, e.type, e.subject, e.body, e.route, e.created_ms, batch);
   return r.changes > 0 ? Number(r.lastInsertRowid) : null;
 }
@@ -47,7 +49,9 @@ export interface QueuedEvent extends StoredEvent {
 /** Queued history rows after a seq, oldest first (a range of the key; rows not queued are passed over). */
 export function readQueuedEvents(db: Db, afterSeq: number, limit: number): QueuedEvent[] {
   return db
-    .prepare('SELECT seq, event_id, org_id, type, subject, body, route, created_ms, batch FROM events WHERE seq > ? AND batch IS NOT NULL ORDER BY seq LIMIT ?')
+    .prepare(
+      'SELECT seq, event_id, org_id, type, subject, body, route, created_ms, batch FROM events WHERE seq > ? AND batch IS NOT NULL ORDER BY seq LIMIT ?',
+    )
     .all(afterSeq, limit) as QueuedEvent[];
 }
 
@@ -114,7 +118,9 @@ export function listEvents(db: Db, q: EventQuery): StoredEvent[] {
     args.push(q.subjectPrefix.length, q.subjectPrefix);
   }
   args.push(q.limit);
-  return db.prepare(`SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY seq${q.newestFirst ? ' DESC' : ''} LIMIT ?`).all(...args) as StoredEvent[];
+  return db
+    .prepare(`SELECT * FROM events WHERE ${where.join(' AND ')} ORDER BY seq${q.newestFirst ? ' DESC' : ''} LIMIT ?`)
+    .all(...args) as StoredEvent[];
 }
 
 /** The newest event's seq (0 when none). */
@@ -124,7 +130,9 @@ export function lastEventSeq(db: Db): number {
 
 /** One kept event of an org (created at or after keptSinceMs), or undefined. */
 export function getEvent(db: Db, orgId: string, eventId: string, keptSinceMs: number): StoredEvent | undefined {
-  return db.prepare('SELECT * FROM events WHERE event_id = ? AND org_id = ? AND created_ms >= ?').get(eventId, orgId, keptSinceMs) as StoredEvent | undefined;
+  return db.prepare('SELECT * FROM events WHERE event_id = ? AND org_id = ? AND created_ms >= ?').get(eventId, orgId, keptSinceMs) as
+    | StoredEvent
+    | undefined;
 }
 
 // ---------------------------------------------------------------- attempts
@@ -171,10 +179,25 @@ export function saveAttempts(db: Db, given: readonly AttemptRow[]): void {
     else c.failed++;
     counts.set(r.recovery_id, c);
   }
-  const upd = db.prepare('UPDATE recoveries SET attempted = attempted + ?, succeeded = succeeded + ?, failed = failed + ? WHERE recovery_id = ?');
+  const upd = db.prepare(
+    'UPDATE recoveries SET attempted = attempted + ?, succeeded = succeeded + ?, failed = failed + ? WHERE recovery_id = ?',
+  );
   db.transaction(() => {
     for (const r of rows) {
-      ins.run(r.webhook_id, r.org_id, r.event_id, r.type, r.attempted_ms, r.ok ? 1 : 0, r.status_code, r.error, Math.round(r.duration_ms), r.recovery_id, r.kept_ms, r.exchange ?? null);
+      ins.run(
+        r.webhook_id,
+        r.org_id,
+        r.event_id,
+        r.type,
+        r.attempted_ms,
+        r.ok ? 1 : 0,
+        r.status_code,
+        r.error,
+        Math.round(r.duration_ms),
+        r.recovery_id,
+        r.kept_ms,
+        r.exchange ?? null,
+      );
     }
     for (const [id, c] of counts) upd.run(c.ok + c.failed, c.ok, c.failed, id);
   })();
@@ -232,10 +255,18 @@ export function listAttempts(db: Db, q: AttemptQuery): StoredAttempt[] {
  * floor((attempted_ms - sinceMs) / 1 h)): read newest first on the (webhook_id, seq) index, the seq
  * following the start time, stopping at the first older attempt or after `cap` rows.
  */
-export function attemptsPerHour(db: Db, webhookId: string, sinceMs: number, keptSinceMs: number, cap: number): Array<{ hour: number; ok: boolean; n: number }> {
+export function attemptsPerHour(
+  db: Db,
+  webhookId: string,
+  sinceMs: number,
+  keptSinceMs: number,
+  cap: number,
+): Array<{ hour: number; ok: boolean; n: number }> {
   const counts = new Map<string, number>();
   let read = 0;
-  const rows = db.prepare('SELECT attempted_ms, ok FROM delivery_attempts WHERE webhook_id = ? AND kept_ms >= ? ORDER BY seq DESC').iterate(webhookId, keptSinceMs) as IterableIterator<{ attempted_ms: number; ok: number }>;
+  const rows = db
+    .prepare('SELECT attempted_ms, ok FROM delivery_attempts WHERE webhook_id = ? AND kept_ms >= ? ORDER BY seq DESC')
+    .iterate(webhookId, keptSinceMs) as IterableIterator<{ attempted_ms: number; ok: number }>;
   for (const r of rows) {
     if (r.attempted_ms < sinceMs || ++read > cap) break;
     const key = `${Math.floor((r.attempted_ms - sinceMs) / 3_600_000)}:${r.ok ? 1 : 0}`;
@@ -251,7 +282,12 @@ export function attemptsPerHour(db: Db, webhookId: string, sinceMs: number, kept
  * One event's kept attempts at each of the org's webhooks, newest first per webhook: one lookup on
  * the event index, each attempt's webhook by its key.
  */
-export function listEventAttempts(db: Db, orgId: string, eventId: string, keptSinceMs: number): Array<StoredAttempt & { webhook_url: string }> {
+export function listEventAttempts(
+  db: Db,
+  orgId: string,
+  eventId: string,
+  keptSinceMs: number,
+): Array<StoredAttempt & { webhook_url: string }> {
   return db
     .prepare(
       `SELECT a.*, w.url AS webhook_url, NULL AS subject FROM webhooks w JOIN delivery_attempts a ON a.webhook_id = w.webhook_id AND a.event_id = ?
@@ -267,7 +303,9 @@ export function deliveredEventIds(db: Db, webhookId: string, eventIds: readonly 
   // lookup per id on the event index (`+webhook_id` keeps SQLite off the webhook's, which would read
   // every attempt the webhook has kept)
   const rows = db
-    .prepare('SELECT DISTINCT event_id FROM delivery_attempts WHERE +webhook_id = ? AND ok = 1 AND event_id IN (SELECT value FROM json_each(?))')
+    .prepare(
+      'SELECT DISTINCT event_id FROM delivery_attempts WHERE +webhook_id = ? AND ok = 1 AND event_id IN (SELECT value FROM json_each(?))',
+    )
     .all(webhookId, JSON.stringify(eventIds)) as Array<{ event_id: string }>;
   return new Set(rows.map((r) => r.event_id));
 }
@@ -305,7 +343,18 @@ export interface RecoveryRow {
 
 export type NewRecovery = Pick<
   RecoveryRow,
-  'recovery_id' | 'org_id' | 'webhook_id' | 'created_ms' | 'since_ms' | 'until_ms' | 'only_failed' | 'backfill' | 'from_seq' | 'to_seq' | 'rev' | 'subscription'
+  | 'recovery_id'
+  | 'org_id'
+  | 'webhook_id'
+  | 'created_ms'
+  | 'since_ms'
+  | 'until_ms'
+  | 'only_failed'
+  | 'backfill'
+  | 'from_seq'
+  | 'to_seq'
+  | 'rev'
+  | 'subscription'
 >;
 
 /** A recovery that has found nothing yet. */
@@ -313,18 +362,34 @@ export function insertRecovery(db: Db, r: NewRecovery): void {
   db.prepare(
     `INSERT INTO recoveries (recovery_id, org_id, webhook_id, events, created_ms, since_ms, until_ms, only_failed, backfill, from_seq, to_seq, rev, subscription, scanned_seq)
      VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  ).run(r.recovery_id, r.org_id, r.webhook_id, r.created_ms, r.since_ms, r.until_ms, r.only_failed, r.backfill, r.from_seq, r.to_seq, r.rev, r.subscription, r.from_seq);
+  ).run(
+    r.recovery_id,
+    r.org_id,
+    r.webhook_id,
+    r.created_ms,
+    r.since_ms,
+    r.until_ms,
+    r.only_failed,
+    r.backfill,
+    r.from_seq,
+    r.to_seq,
+    r.rev,
+    r.subscription,
+    r.from_seq,
+  );
 }
 
 export function getRecovery(db: Db, orgId: string, webhookId: string, recoveryId: string): RecoveryRow | undefined {
-  return db.prepare('SELECT * FROM recoveries WHERE recovery_id = ? AND org_id = ? AND webhook_id = ?').get(recoveryId, orgId, webhookId) as RecoveryRow | undefined;
+  return db.prepare('SELECT * FROM recoveries WHERE recovery_id = ? AND org_id = ? AND webhook_id = ?').get(recoveryId, orgId, webhookId) as
+    | RecoveryRow
+    | undefined;
 }
 
 /** The org's running recoveries (oldest first). */
 export function runningRecoveries(db: Db, orgId: string): Array<Pick<RecoveryRow, 'recovery_id' | 'webhook_id'>> {
-  return db.prepare('SELECT recovery_id, webhook_id FROM recoveries WHERE org_id = ? AND finished_ms IS NULL ORDER BY created_ms, recovery_id').all(orgId) as Array<
-    Pick<RecoveryRow, 'recovery_id' | 'webhook_id'>
-  >;
+  return db
+    .prepare('SELECT recovery_id, webhook_id FROM recoveries WHERE org_id = ? AND finished_ms IS NULL ORDER BY created_ms, recovery_id')
+    .all(orgId) as Array<Pick<RecoveryRow, 'recovery_id' | 'webhook_id'>>;
 }
 
 /** Every running recovery (oldest first): what the engine feeds. */
@@ -340,7 +405,14 @@ export function recoveryById(db: Db, recoveryId: string): RecoveryRow | undefine
 export function recoveryCandidates(db: Db, r: RecoveryRow, limit: number): Array<Pick<StoredEvent, 'seq' | 'event_id' | 'route'>> {
   const until = r.until_ms === null ? '' : ' AND e.created_ms < ?';
   const seqs = eventSeqsBetween(db, r.since_ms, r.until_ms);
-  const args: unknown[] = [r.org_id, Math.max(r.scanned_seq, seqs.after), Math.min(r.to_seq, seqs.upTo), r.since_ms, ...(r.until_ms === null ? [] : [r.until_ms]), limit];
+  const args: unknown[] = [
+    r.org_id,
+    Math.max(r.scanned_seq, seqs.after),
+    Math.min(r.to_seq, seqs.upTo),
+    r.since_ms,
+    ...(r.until_ms === null ? [] : [r.until_ms]),
+    limit,
+  ];
   return db
     .prepare(
       `SELECT e.seq, e.event_id, e.route FROM events e
@@ -354,9 +426,17 @@ export function recoveryCandidates(db: Db, r: RecoveryRow, limit: number): Array
 /** Items found by a step of the cursor (in the caller's transaction): kept, counted, the cursor moved; `last`: the window is done. */
 export function recoveryFound(db: Db, recoveryId: string, eventSeqs: readonly number[], scannedSeq: number, last: boolean): void {
   if (eventSeqs.length) {
-    db.prepare("INSERT OR IGNORE INTO recovery_items (recovery_id, event_seq) SELECT ?, value FROM json_each(?)").run(recoveryId, JSON.stringify(eventSeqs));
+    db.prepare('INSERT OR IGNORE INTO recovery_items (recovery_id, event_seq) SELECT ?, value FROM json_each(?)').run(
+      recoveryId,
+      JSON.stringify(eventSeqs),
+    );
   }
-  db.prepare('UPDATE recoveries SET events = events + ?, scanned_seq = ?, prepared = MAX(prepared, ?) WHERE recovery_id = ?').run(eventSeqs.length, scannedSeq, last ? 1 : 0, recoveryId);
+  db.prepare('UPDATE recoveries SET events = events + ?, scanned_seq = ?, prepared = MAX(prepared, ?) WHERE recovery_id = ?').run(
+    eventSeqs.length,
+    scannedSeq,
+    last ? 1 : 0,
+    recoveryId,
+  );
 }
 
 /** A recovery's next items to queue, oldest first, with their events (null: the event is gone, past retention). */
@@ -372,14 +452,24 @@ export function nextRecoveryItems(db: Db, recoveryId: string, limit: number): Ar
 
 /** Items queued (in the transaction that queued them): no longer waiting, counted fed; `gone` items are no longer counted at all. */
 export function recoveryFed(db: Db, recoveryId: string, eventSeqs: readonly number[], gone: number): void {
-  db.prepare('DELETE FROM recovery_items WHERE recovery_id = ? AND event_seq IN (SELECT value FROM json_each(?))').run(recoveryId, JSON.stringify(eventSeqs));
-  db.prepare('UPDATE recoveries SET fed = fed + ?, events = events - ? WHERE recovery_id = ?').run(eventSeqs.length - gone, gone, recoveryId);
+  db.prepare('DELETE FROM recovery_items WHERE recovery_id = ? AND event_seq IN (SELECT value FROM json_each(?))').run(
+    recoveryId,
+    JSON.stringify(eventSeqs),
+  );
+  db.prepare('UPDATE recoveries SET fed = fed + ?, events = events - ? WHERE recovery_id = ?').run(
+    eventSeqs.length - gone,
+    gone,
+    recoveryId,
+  );
 }
 
 /** A recovery ends (everything fed and answered, or its webhook deleted: what was not fed is dropped). */
 export function finishRecovery(db: Db, recoveryId: string, atMs: number): void {
   db.prepare('DELETE FROM recovery_items WHERE recovery_id = ?').run(recoveryId);
-  db.prepare('UPDATE recoveries SET finished_ms = ?, prepared = 1, events = fed WHERE recovery_id = ? AND finished_ms IS NULL').run(atMs, recoveryId);
+  db.prepare('UPDATE recoveries SET finished_ms = ?, prepared = 1, events = fed WHERE recovery_id = ? AND finished_ms IS NULL').run(
+    atMs,
+    recoveryId,
+  );
 }
 
 // ---------------------------------------------------------------- retention
@@ -421,7 +511,9 @@ export function pruneHistory(db: Db, cutoffMs: number, queuedFrom = Number.POSIT
   return db.transaction(() => {
     const lastEvent = Math.min(lastSeqBefore(db, 'events', 'created_ms', cutoffMs), queuedFrom - 1);
     let n = db.prepare('DELETE FROM events WHERE seq <= ?').run(lastEvent).changes;
-    n += db.prepare('DELETE FROM delivery_attempts WHERE seq <= ?').run(lastSeqBefore(db, 'delivery_attempts', 'kept_ms', cutoffMs)).changes;
+    n += db
+      .prepare('DELETE FROM delivery_attempts WHERE seq <= ?')
+      .run(lastSeqBefore(db, 'delivery_attempts', 'kept_ms', cutoffMs)).changes;
     n += db.prepare('DELETE FROM recoveries WHERE created_ms < ?').run(cutoffMs).changes;
     n += pruneDeadLetters(db, cutoffMs);
     db.prepare('DELETE FROM recovery_items WHERE recovery_id NOT IN (SELECT recovery_id FROM recoveries)').run();
@@ -449,15 +541,25 @@ export function orgsWithEvents(db: Db, afterOrg: string, limit: number): string[
 }
 
 /** An org's events in (afterSeq, upToSeq], at most `limit` of them counted (on the index): how many, and the last counted one's seq. */
-export function countOrgEvents(db: Db, orgId: string, afterSeq: number, upToSeq: number, limit: number): { n: number; last: number | null } {
+export function countOrgEvents(
+  db: Db,
+  orgId: string,
+  afterSeq: number,
+  upToSeq: number,
+  limit: number,
+): { n: number; last: number | null } {
   return db
-    .prepare('SELECT COUNT(*) AS n, MAX(seq) AS last FROM (SELECT seq FROM events WHERE org_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?)')
+    .prepare(
+      'SELECT COUNT(*) AS n, MAX(seq) AS last FROM (SELECT seq FROM events WHERE org_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?)',
+    )
     .get(orgId, afterSeq, upToSeq, limit) as { n: number; last: number | null };
 }
 
 /** The events with a seq in (afterSeq, upToSeq] (a range of the key), counted per org, with each org's first seq there. */
 export function eventsPerOrgBetween(db: Db, afterSeq: number, upToSeq: number): Array<{ org_id: string; n: number; first: number }> {
-  return db.prepare('SELECT org_id, COUNT(*) AS n, MIN(seq) AS first FROM events WHERE seq > ? AND seq <= ? GROUP BY org_id').all(afterSeq, upToSeq) as Array<{
+  return db
+    .prepare('SELECT org_id, COUNT(*) AS n, MIN(seq) AS first FROM events WHERE seq > ? AND seq <= ? GROUP BY org_id')
+    .all(afterSeq, upToSeq) as Array<{
     org_id: string;
     n: number;
     first: number;
@@ -466,7 +568,9 @@ export function eventsPerOrgBetween(db: Db, afterSeq: number, upToSeq: number): 
 
 /** An org's oldest event's seq, or null when it has none. */
 export function oldestOrgEvent(db: Db, orgId: string): number | null {
-  return (db.prepare('SELECT seq FROM events WHERE org_id = ? ORDER BY seq LIMIT 1').get(orgId) as { seq: number } | undefined)?.seq ?? null;
+  return (
+    (db.prepare('SELECT seq FROM events WHERE org_id = ? ORDER BY seq LIMIT 1').get(orgId) as { seq: number } | undefined)?.seq ?? null
+  );
 }
 
 /**
@@ -474,11 +578,19 @@ export function oldestOrgEvent(db: Db, orgId: string): number | null {
  * and no event from `queuedFrom` on (NATS mode: the relay's queue, as pruneHistory). How many events
  * and attempts went, and the org's oldest event left (null: none).
  */
-export function pruneOrgOldest(db: Db, orgId: string, limit: number, queuedFrom = Number.POSITIVE_INFINITY): { events: number; attempts: number; oldest: number | null } {
+export function pruneOrgOldest(
+  db: Db,
+  orgId: string,
+  limit: number,
+  queuedFrom = Number.POSITIVE_INFINITY,
+): { events: number; attempts: number; oldest: number | null } {
   if (limit <= 0) return { events: 0, attempts: 0, oldest: oldestOrgEvent(db, orgId) };
   return db.transaction(() => {
-    const nth = db.prepare('SELECT seq FROM events WHERE org_id = ? ORDER BY seq LIMIT 1 OFFSET ?').get(orgId, limit - 1) as { seq: number } | undefined;
-    const last = nth?.seq ?? (db.prepare('SELECT MAX(seq) AS seq FROM events WHERE org_id = ?').get(orgId) as { seq: number | null }).seq ?? 0;
+    const nth = db.prepare('SELECT seq FROM events WHERE org_id = ? ORDER BY seq LIMIT 1 OFFSET ?').get(orgId, limit - 1) as
+      | { seq: number }
+      | undefined;
+    const last =
+      nth?.seq ?? (db.prepare('SELECT MAX(seq) AS seq FROM events WHERE org_id = ?').get(orgId) as { seq: number | null }).seq ?? 0;
     const cut = Math.min(last, queuedFrom - 1);
     const attempts = db
       .prepare('DELETE FROM delivery_attempts WHERE org_id = ? AND event_id IN (SELECT event_id FROM events WHERE org_id = ? AND seq <= ?)')

@@ -44,7 +44,7 @@ export interface Action {
   active: boolean;
 }
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
+// biome-ignore lint/suspicious/noExplicitAny: a SQLite row, decoded into its typed shape here
 const decodeInstall = (r: any): Install => ({
   ...r,
   labels: fromJson(r.labels, {}),
@@ -52,19 +52,33 @@ const decodeInstall = (r: any): Install => ({
   provisioned: !!r.provisioned,
   health_ctx: fromJson(r.health_ctx, { verdicts: {} }),
 });
+// biome-ignore lint/suspicious/noExplicitAny: a SQLite row, decoded into its typed shape here
 const decodeComponent = (r: any): Component => ({
   ...r,
   labels: fromJson(r.labels, {}),
   active: !!r.active,
   health_ctx: fromJson(r.health_ctx, { verdict: null }),
 });
+// biome-ignore lint/suspicious/noExplicitAny: a SQLite row, decoded into its typed shape here
 const decodeAction = (r: any): Action => ({ ...r, labels: fromJson(r.labels, {}), inputs: fromJson(r.inputs, {}), active: !!r.active });
 
 export function insertInstall(db: Db, i: Omit<Install, 'created_at' | 'provisioned' | 'health_state' | 'health_ctx'>): void {
   db.prepare(
     `INSERT INTO installs (install_id, org_id, app_id, name, labels, app_config_id, app_branch_id, sandbox_id, runner_id, inputs, created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  ).run(i.install_id, i.org_id, i.app_id, i.name, toJson(i.labels), i.app_config_id, i.app_branch_id, i.sandbox_id, i.runner_id, toJson(i.inputs), nowIso());
+  ).run(
+    i.install_id,
+    i.org_id,
+    i.app_id,
+    i.name,
+    toJson(i.labels),
+    i.app_config_id,
+    i.app_branch_id,
+    i.sandbox_id,
+    i.runner_id,
+    toJson(i.inputs),
+    nowIso(),
+  );
 }
 
 export function getInstall(db: Db, orgId: string, id: string): Install | undefined {
@@ -133,8 +147,19 @@ export function getComponentById(db: Db, componentId: string): Component | undef
   return r ? decodeComponent(r) : undefined;
 }
 
-export function setComponentHealth(db: Db, componentId: string, state: HealthStatus, ctx: ComponentHealthContext, reason: string | null): void {
-  db.prepare('UPDATE install_components SET health_state = ?, health_ctx = ?, health_reason = ? WHERE component_id = ?').run(state, toJson(ctx), reason, componentId);
+export function setComponentHealth(
+  db: Db,
+  componentId: string,
+  state: HealthStatus,
+  ctx: ComponentHealthContext,
+  reason: string | null,
+): void {
+  db.prepare('UPDATE install_components SET health_state = ?, health_ctx = ?, health_reason = ? WHERE component_id = ?').run(
+    state,
+    toJson(ctx),
+    reason,
+    componentId,
+  );
 }
 
 export function upsertAction(db: Db, a: Action): void {

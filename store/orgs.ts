@@ -38,19 +38,26 @@ function mintToken(): string {
 }
 
 export function createOrg(db: Db, name: string): { org: Org; api_token: string; token_id: string } {
-  return db.transaction(() => {
-    const org: Org = { org_id: newId('org'), name, created_at: nowIso() };
-    db.prepare('INSERT INTO orgs (org_id, name, created_at) VALUES (?, ?, ?)').run(org.org_id, org.name, org.created_at);
-    const t = createToken(db, org.org_id, 'default');
-    return { org, ...t };
-  }).immediate();
+  return db
+    .transaction(() => {
+      const org: Org = { org_id: newId('org'), name, created_at: nowIso() };
+      db.prepare('INSERT INTO orgs (org_id, name, created_at) VALUES (?, ?, ?)').run(org.org_id, org.name, org.created_at);
+      const t = createToken(db, org.org_id, 'default');
+      return { org, ...t };
+    })
+    .immediate();
 }
 
 export function getOrg(db: Db, orgId: string): Org | undefined {
   return db.prepare('SELECT org_id, name, created_at FROM orgs WHERE org_id = ?').get(orgId) as Org | undefined;
 }
 
-export function createToken(db: Db, orgId: string, name: string | null, scope: Scope = DEFAULT_SCOPE): { token_id: string; api_token: string; scope: Scope } {
+export function createToken(
+  db: Db,
+  orgId: string,
+  name: string | null,
+  scope: Scope = DEFAULT_SCOPE,
+): { token_id: string; api_token: string; scope: Scope } {
   const api_token = mintToken();
   const token_id = newId('tok');
   db.prepare('INSERT INTO api_tokens (token_id, org_id, name, token_hash, created_at, scope) VALUES (?, ?, ?, ?, ?, ?)').run(
@@ -73,7 +80,9 @@ export function lookupToken(db: Db, token: string): LiveToken | undefined {
 
 /** A live token by its id (a dashboard session's), or undefined once revoked. */
 export function liveTokenById(db: Db, tokenId: string): LiveToken | undefined {
-  return db.prepare('SELECT token_id, org_id, name, scope FROM api_tokens WHERE token_id = ? AND revoked_at IS NULL').get(tokenId) as LiveToken | undefined;
+  return db.prepare('SELECT token_id, org_id, name, scope FROM api_tokens WHERE token_id = ? AND revoked_at IS NULL').get(tokenId) as
+    | LiveToken
+    | undefined;
 }
 
 /** The org a (plaintext) token belongs to, or undefined for an unknown or revoked token. */

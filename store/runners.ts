@@ -15,13 +15,13 @@ export interface RunnerRow {
   created_at: string;
 }
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
+// biome-ignore lint/suspicious/noExplicitAny: a SQLite row, decoded into its typed shape here
 const decode = (r: any): RunnerRow => ({ ...r, ctx: fromJson(r.ctx, { heartbeatSinceCheck: false, lastProcess: null }) });
 
 export function insertRunner(db: Db, r: Omit<RunnerRow, 'created_at' | 'state' | 'ctx'>): void {
-  db.prepare('INSERT INTO runners (runner_id, org_id, install_id, name, group_id, group_type, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
-    r.runner_id, r.org_id, r.install_id, r.name, r.group_id, r.group_type, nowIso(),
-  );
+  db.prepare(
+    'INSERT INTO runners (runner_id, org_id, install_id, name, group_id, group_type, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+  ).run(r.runner_id, r.org_id, r.install_id, r.name, r.group_id, r.group_type, nowIso());
 }
 
 export function getRunner(db: Db, orgId: string, id: string): RunnerRow | undefined {

@@ -16,7 +16,13 @@ const hash = (token: string) => createHash('sha256').update(token).digest('hex')
 export const randomToken = () => randomBytes(32).toString('base64url');
 
 /** Create a session; returns the cookie value (shown to the browser only) and the row. */
-export function createSession(db: Db, orgId: string, ttlMs: number, now = new Date(), tokenId: string | null = null): { token: string; session: Session } {
+export function createSession(
+  db: Db,
+  orgId: string,
+  ttlMs: number,
+  now = new Date(),
+  tokenId: string | null = null,
+): { token: string; session: Session } {
   const token = randomToken();
   const session: Session = {
     org_id: orgId,

@@ -22,7 +22,8 @@ export interface WebhookRow {
 }
 
 /** What a create writes: the watchdog starts active; disable_after defaults to null. */
-export type NewWebhook = Omit<WebhookRow, 'created_at' | 'updated_at' | 'watch_state' | 'watch_ctx' | 'disable_after'> & Partial<Pick<WebhookRow, 'disable_after'>>;
+export type NewWebhook = Omit<WebhookRow, 'created_at' | 'updated_at' | 'watch_state' | 'watch_ctx' | 'disable_after'> &
+  Partial<Pick<WebhookRow, 'disable_after'>>;
 
 /** The delivery watchdog of a webhook (machines/webhook-watchdog.ts): written by the engine only. */
 export interface WatchRow {
@@ -42,7 +43,8 @@ interface RawRow extends Omit<WebhookRow, 'interests' | 'match' | 'disable_after
   watch_ctx: string | null;
 }
 
-const INSERT_COLS = 'webhook_id, org_id, url, secret, previous_secret, previous_secret_expires_at, interests, match, match_canonical, disable_after, created_at, updated_at';
+const INSERT_COLS =
+  'webhook_id, org_id, url, secret, previous_secret, previous_secret_expires_at, interests, match, match_canonical, disable_after, created_at, updated_at';
 const COLS = `${INSERT_COLS}, watch_state, watch_ctx`;
 
 function decode(r: RawRow): WebhookRow {
@@ -150,7 +152,9 @@ export function deleteWebhook(db: Db, orgId: string, id: string): boolean {
 
 /** A webhook's watchdog, by id alone (the outcome path knows no org); undefined when it is gone. */
 export function getWatch(db: Db, webhookId: string): WatchRow | undefined {
-  const r = db.prepare('SELECT webhook_id, org_id, url, disable_after, watch_state, watch_ctx FROM webhooks WHERE webhook_id = ?').get(webhookId) as
+  const r = db
+    .prepare('SELECT webhook_id, org_id, url, disable_after, watch_state, watch_ctx FROM webhooks WHERE webhook_id = ?')
+    .get(webhookId) as
     | (Omit<WatchRow, 'disable_after' | 'watch_ctx'> & { disable_after: string | null; watch_ctx: string | null })
     | undefined;
   return r && { ...r, disable_after: fromJson(r.disable_after, null), watch_ctx: fromJson(r.watch_ctx, null) };

@@ -73,13 +73,29 @@ export interface VersionRow {
   created_at: string;
 }
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
-const decodeWf = (r: any): WorkflowRow => ({ ...r, parent: fromJson(r.parent, null), external: !!r.external, params: fromJson(r.params, {}) });
-const decodeStep = (r: any): StepRow => ({ ...r, plan: fromJson(r.plan, null), approval: fromJson(r.approval, null), params: fromJson(r.params, {}) });
+// biome-ignore lint/suspicious/noExplicitAny: a SQLite row, decoded into its typed shape here
+const decodeWf = (r: any): WorkflowRow => ({
+  ...r,
+  parent: fromJson(r.parent, null),
+  external: !!r.external,
+  params: fromJson(r.params, {}),
+});
+// biome-ignore lint/suspicious/noExplicitAny: a SQLite row, decoded into its typed shape here
+const decodeStep = (r: any): StepRow => ({
+  ...r,
+  plan: fromJson(r.plan, null),
+  approval: fromJson(r.approval, null),
+  params: fromJson(r.params, {}),
+});
+// biome-ignore lint/suspicious/noExplicitAny: a SQLite row, decoded into its typed shape here
 const decodeJob = (r: any): JobRow => ({ ...r, payload: fromJson(r.payload, {}) });
 
 /** Insert a workflow, in `state` when given (else in the one `w` has); returns the row as stored. */
-export function insertWorkflow(db: Db, w: WorkflowFields, state?: Pick<WorkflowFields, 'status' | 'error' | 'started_at' | 'finished_at'>): WorkflowRow {
+export function insertWorkflow(
+  db: Db,
+  w: WorkflowFields,
+  state?: Pick<WorkflowFields, 'status' | 'error' | 'started_at' | 'finished_at'>,
+): WorkflowRow {
   const s = state ?? w;
   // every field named (not a spread of w): a row of one shape, so that what reads it stays monomorphic
   const row: WorkflowRow = {
@@ -103,8 +119,21 @@ export function insertWorkflow(db: Db, w: WorkflowFields, state?: Pick<WorkflowF
     `INSERT INTO workflows (workflow_id, org_id, type, owner_id, owner_type, parent, action_id, external, external_id, status, error, params, started_at, finished_at, created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
-    row.workflow_id, row.org_id, row.type, row.owner_id, row.owner_type, toJson(row.parent), row.action_id, row.external ? 1 : 0, row.external_id,
-    row.status, row.error, toJson(row.params) ?? '{}', row.started_at, row.finished_at, row.created_at,
+    row.workflow_id,
+    row.org_id,
+    row.type,
+    row.owner_id,
+    row.owner_type,
+    toJson(row.parent),
+    row.action_id,
+    row.external ? 1 : 0,
+    row.external_id,
+    row.status,
+    row.error,
+    toJson(row.params) ?? '{}',
+    row.started_at,
+    row.finished_at,
+    row.created_at,
   );
   return row;
 }
@@ -148,7 +177,9 @@ export function lookupReportedWorkflow(db: Db, orgId: string, id: string): { wor
 export function listRecentWorkflows(db: Db, orgId: string, types: readonly string[], limit: number): WorkflowRow[] {
   const marks = types.map(() => '?').join(', ') || 'NULL';
   return db
-    .prepare(`SELECT * FROM workflows WHERE org_id = ? AND (owner_type = 'installs' OR type IN (${marks})) ORDER BY created_at DESC, rowid DESC LIMIT ?`)
+    .prepare(
+      `SELECT * FROM workflows WHERE org_id = ? AND (owner_type = 'installs' OR type IN (${marks})) ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+    )
     .all(orgId, ...types, limit)
     .map(decodeWf);
 }
@@ -159,12 +190,19 @@ export function listOwnerWorkflows(db: Db, orgId: string, ownerId: string): Work
 
 export function listChildWorkflows(db: Db, parentWorkflowId: string, parentStepId: string): WorkflowRow[] {
   return db
-    .prepare("SELECT * FROM workflows WHERE json_extract(parent, '$.workflow_id') = ? AND json_extract(parent, '$.step_id') = ? ORDER BY rowid")
+    .prepare(
+      "SELECT * FROM workflows WHERE json_extract(parent, '$.workflow_id') = ? AND json_extract(parent, '$.step_id') = ? ORDER BY rowid",
+    )
     .all(parentWorkflowId, parentStepId)
     .map(decodeWf);
 }
 
-export function updateWorkflowStatus(db: Db, id: string, status: WorkflowStatus, fields: { error?: string | null; started_at?: string; finished_at?: string } = {}): void {
+export function updateWorkflowStatus(
+  db: Db,
+  id: string,
+  status: WorkflowStatus,
+  fields: { error?: string | null; started_at?: string; finished_at?: string } = {},
+): void {
   db.prepare(
     'UPDATE workflows SET status = ?, error = COALESCE(?, error), started_at = COALESCE(?, started_at), finished_at = COALESCE(?, finished_at) WHERE workflow_id = ?',
   ).run(status, fields.error ?? null, fields.started_at ?? null, fields.finished_at ?? null, id);
@@ -182,9 +220,10 @@ const BAKING_WHERE = `status = 'started' AND json_extract(params, '$.kind') = 'b
 
 /** Every started bake step (of one org, or of all). */
 export function listBakingSteps(db: Db, orgId?: string): StepRow[] {
-  const rows = orgId === undefined
-    ? db.prepare(`SELECT * FROM steps INDEXED BY steps_baking WHERE ${BAKING_WHERE} ORDER BY rowid`).all()
-    : db.prepare(`SELECT * FROM steps WHERE ${BAKING_WHERE} AND org_id = ? ORDER BY rowid`).all(orgId);
+  const rows =
+    orgId === undefined
+      ? db.prepare(`SELECT * FROM steps INDEXED BY steps_baking WHERE ${BAKING_WHERE} ORDER BY rowid`).all()
+      : db.prepare(`SELECT * FROM steps WHERE ${BAKING_WHERE} AND org_id = ? ORDER BY rowid`).all(orgId);
   return rows.map(decodeStep);
 }
 
@@ -194,8 +233,24 @@ export function insertStep(db: Db, s: StepRow): StepRow {
     `INSERT INTO steps (step_id, workflow_id, org_id, idx, name, target_type, target_id, component_id, sandbox_id, execution_type, operation, status, error, plan, approval, params, started_at, finished_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
-    s.step_id, s.workflow_id, s.org_id, s.idx, s.name, s.target_type, s.target_id, s.component_id, s.sandbox_id, s.execution_type,
-    s.operation, s.status, s.error, toJson(s.plan), toJson(s.approval), toJson(s.params) ?? '{}', s.started_at, s.finished_at,
+    s.step_id,
+    s.workflow_id,
+    s.org_id,
+    s.idx,
+    s.name,
+    s.target_type,
+    s.target_id,
+    s.component_id,
+    s.sandbox_id,
+    s.execution_type,
+    s.operation,
+    s.status,
+    s.error,
+    toJson(s.plan),
+    toJson(s.approval),
+    toJson(s.params) ?? '{}',
+    s.started_at,
+    s.finished_at,
   );
   return s;
 }
@@ -210,7 +265,10 @@ export function getStep(db: Db, workflowId: string, stepId: string): StepRow | u
 }
 
 /** Update the given fields of a step; returns the row as updated (undefined when there is no such step). */
-export function updateStep(db: Db, s: Pick<StepRow, 'workflow_id' | 'step_id'> & Partial<Omit<StepRow, 'workflow_id' | 'step_id'>>): StepRow | undefined {
+export function updateStep(
+  db: Db,
+  s: Pick<StepRow, 'workflow_id' | 'step_id'> & Partial<Omit<StepRow, 'workflow_id' | 'step_id'>>,
+): StepRow | undefined {
   const sets: string[] = [];
   const vals: unknown[] = [];
   for (const [k, v] of Object.entries(s)) {
@@ -219,14 +277,16 @@ export function updateStep(db: Db, s: Pick<StepRow, 'workflow_id' | 'step_id'> &
     vals.push(k === 'plan' || k === 'approval' || k === 'params' ? toJson(v) : v);
   }
   if (!sets.length) return getStep(db, s.workflow_id, s.step_id);
-  const r = db.prepare(`UPDATE steps SET ${sets.join(', ')} WHERE workflow_id = ? AND step_id = ? RETURNING *`).get(...vals, s.workflow_id, s.step_id);
+  const r = db
+    .prepare(`UPDATE steps SET ${sets.join(', ')} WHERE workflow_id = ? AND step_id = ? RETURNING *`)
+    .get(...vals, s.workflow_id, s.step_id);
   return r ? decodeStep(r) : undefined;
 }
 
 export function insertJob(db: Db, j: Omit<JobRow, 'created_at' | 'sent_at'>): void {
-  db.prepare('INSERT INTO jobs (job_id, org_id, runner_id, workflow_id, step_id, payload, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run(
-    j.job_id, j.org_id, j.runner_id, j.workflow_id, j.step_id, JSON.stringify(j.payload), j.status, nowIso(),
-  );
+  db.prepare(
+    'INSERT INTO jobs (job_id, org_id, runner_id, workflow_id, step_id, payload, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+  ).run(j.job_id, j.org_id, j.runner_id, j.workflow_id, j.step_id, JSON.stringify(j.payload), j.status, nowIso());
 }
 
 export function getJob(db: Db, orgId: string, jobId: string): JobRow | undefined {
@@ -239,7 +299,10 @@ export function setJobStatus(db: Db, jobId: string, status: JobRow['status']): v
 }
 
 export function markJobSent(db: Db, jobId: string, atIso: string): void {
-  db.prepare("UPDATE jobs SET status = CASE WHEN status = 'queued' THEN 'sent' ELSE status END, sent_at = ? WHERE job_id = ?").run(atIso, jobId);
+  db.prepare("UPDATE jobs SET status = CASE WHEN status = 'queued' THEN 'sent' ELSE status END, sent_at = ? WHERE job_id = ?").run(
+    atIso,
+    jobId,
+  );
 }
 
 /** Queue again every job a runner reported started and has not finished; returns how many. */
@@ -261,12 +324,24 @@ export function cancelWorkflowJobs(db: Db, workflowId: string): void {
 }
 
 export function insertVersion(db: Db, v: Omit<VersionRow, 'created_at' | 'version'>): VersionRow {
-  const { n } = db.prepare('SELECT COALESCE(MAX(version), 0) + 1 AS n FROM app_config_versions WHERE install_id = ?').get(v.install_id) as { n: number };
+  const { n } = db.prepare('SELECT COALESCE(MAX(version), 0) + 1 AS n FROM app_config_versions WHERE install_id = ?').get(v.install_id) as {
+    n: number;
+  };
   const row: VersionRow = { ...v, version: n, created_at: nowIso() };
   db.prepare(
     `INSERT INTO app_config_versions (version_id, install_id, org_id, version, app_config_id, old_app_config_id, workflow_id, status, created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  ).run(row.version_id, row.install_id, row.org_id, row.version, row.app_config_id, row.old_app_config_id, row.workflow_id, row.status, row.created_at);
+  ).run(
+    row.version_id,
+    row.install_id,
+    row.org_id,
+    row.version,
+    row.app_config_id,
+    row.old_app_config_id,
+    row.workflow_id,
+    row.status,
+    row.created_at,
+  );
   return row;
 }
 
@@ -275,7 +350,9 @@ export function listVersions(db: Db, installId: string): VersionRow[] {
 }
 
 export function getVersion(db: Db, installId: string, versionId: string): VersionRow | undefined {
-  return db.prepare('SELECT * FROM app_config_versions WHERE install_id = ? AND version_id = ?').get(installId, versionId) as VersionRow | undefined;
+  return db.prepare('SELECT * FROM app_config_versions WHERE install_id = ? AND version_id = ?').get(installId, versionId) as
+    | VersionRow
+    | undefined;
 }
 
 export function previousVersion(db: Db, installId: string, version: number): VersionRow | undefined {

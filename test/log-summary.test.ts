@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from './helpers/clock.ts';
 import { RepeatedWarnings } from '../src/log-summary.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 function setup(opts: { maxSources?: number } = {}) {
   const clock = new ManualClock();
@@ -17,13 +17,20 @@ describe('RepeatedWarnings', () => {
   it('writes the first warning of a source in full, then counts its repeats', () => {
     const { lines, log } = setup();
     log.warn({ org_id: 'org_a', error: 'message is not JSON' }, { subject: 'svc.ingest.org_a.jobs.job_1' });
-    expect(lines).toEqual([{ obj: { org_id: 'org_a', error: 'message is not JSON', subject: 'svc.ingest.org_a.jobs.job_1' }, msg: 'ingest message dropped' }]);
-    for (let i = 0; i < 1000; i++) log.warn({ org_id: 'org_a', error: 'message is not JSON' }, { subject: `svc.ingest.org_a.jobs.job_${i}` });
+    expect(lines).toEqual([
+      { obj: { org_id: 'org_a', error: 'message is not JSON', subject: 'svc.ingest.org_a.jobs.job_1' }, msg: 'ingest message dropped' },
+    ]);
+    for (let i = 0; i < 1000; i++)
+      log.warn({ org_id: 'org_a', error: 'message is not JSON' }, { subject: `svc.ingest.org_a.jobs.job_${i}` });
     expect(lines).toHaveLength(1);
     // another source (another org, or another reason) is written in full at once
     log.warn({ org_id: 'org_b', error: 'message is not JSON' });
     log.warn({ org_id: 'org_a', error: 'unknown org' });
-    expect(lines.map((l) => l.obj)).toEqual([expect.anything(), { org_id: 'org_b', error: 'message is not JSON' }, { org_id: 'org_a', error: 'unknown org' }]);
+    expect(lines.map((l) => l.obj)).toEqual([
+      expect.anything(),
+      { org_id: 'org_b', error: 'message is not JSON' },
+      { org_id: 'org_a', error: 'unknown org' },
+    ]);
   });
 
   it('writes one summary line per source every 10 s while it repeats, and nothing while it is quiet', () => {
@@ -44,7 +51,9 @@ describe('RepeatedWarnings', () => {
     // still coming from a only: counted, one line at 20 s, none for b
     for (let i = 0; i < 3; i++) log.warn(a);
     clock.advance(10_000);
-    expect(lines.slice(4)).toEqual([{ obj: { ...a, repeated: 3, window_ms: 10_000 }, msg: 'ingest message dropped (3 more like this in the last 10 s)' }]);
+    expect(lines.slice(4)).toEqual([
+      { obj: { ...a, repeated: 3, window_ms: 10_000 }, msg: 'ingest message dropped (3 more like this in the last 10 s)' },
+    ]);
     // quiet for a minute: nothing written
     clock.advance(60_000);
     expect(lines).toHaveLength(5);
@@ -67,7 +76,9 @@ describe('RepeatedWarnings', () => {
     for (let i = 0; i < 10; i++) log.warn({ org_id: `org_${i}`, error: 'unknown org' });
     expect(lines).toHaveLength(3);
     clock.advance(10_000);
-    expect(lines.slice(3)).toEqual([{ obj: { sources: 'others', repeated: 7, window_ms: 10_000 }, msg: 'ingest message dropped (7 more like this in the last 10 s)' }]);
+    expect(lines.slice(3)).toEqual([
+      { obj: { sources: 'others', repeated: 7, window_ms: 10_000 }, msg: 'ingest message dropped (7 more like this in the last 10 s)' },
+    ]);
   });
 
   it('close() writes what was counted and stops', () => {

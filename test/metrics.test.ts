@@ -24,7 +24,8 @@ describe('metrics registry', () => {
   it('pre-initialises the ingest and delivery series and keeps registries separate', async () => {
     const a = createMetrics();
     const b = createMetrics();
-    for (const result of ['accepted', 'duplicate', 'ignored', 'invalid']) expect(await counter(a, 'svc_ingest_messages_total', { result })).toBe(0);
+    for (const result of ['accepted', 'duplicate', 'ignored', 'invalid'])
+      expect(await counter(a, 'svc_ingest_messages_total', { result })).toBe(0);
     expect(await counter(a, 'svc_deliveries_total', { outcome: 'success' })).toBe(0);
     expect(await counter(a, 'svc_delivery_duration_seconds_bucket', { le: '0.001' })).toBe(0);
     expect(await counter(a, 'svc_delivery_duration_seconds_bucket', { le: '+Inf' })).toBe(0);

@@ -27,7 +27,7 @@ const VERSION = 1;
 export function encodeHopBatch(events: ReadonlyArray<{ id: string; route: string; body: string | Buffer }>): Buffer {
   const bodies = events.map((e) => (typeof e.body === 'string' ? Buffer.from(e.body, 'utf8') : e.body));
   const head = JSON.stringify({ v: VERSION, e: events.map((e, i) => [e.id, e.route, bodies[i].length]) });
-  return Buffer.concat([Buffer.from(head + '\n', 'utf8'), ...bodies]);
+  return Buffer.concat([Buffer.from(`${head}\n`, 'utf8'), ...bodies]);
 }
 
 /** The events of a hop message body, or null when it is not one (bodies are slices of `data`). */
@@ -49,7 +49,8 @@ export function decodeHopBatch(data: Uint8Array): HopEvent[] | null {
   for (const item of e as unknown[]) {
     if (!Array.isArray(item) || item.length !== 3) return null;
     const [id, route, len] = item as unknown[];
-    if (typeof id !== 'string' || !id || typeof route !== 'string' || typeof len !== 'number' || !Number.isInteger(len) || len < 0) return null;
+    if (typeof id !== 'string' || !id || typeof route !== 'string' || typeof len !== 'number' || !Number.isInteger(len) || len < 0)
+      return null;
     if (at + len > buf.length) return null;
     out.push({ id, route, body: buf.subarray(at, at + len) });
     at += len;

@@ -239,7 +239,8 @@ async function waitForReplicas(jsm: JetStreamManager, name: string, replicas: nu
     } catch (err) {
       last = (err as Error)?.message ?? String(err);
     }
-    if (Date.now() > end) throw new Error(`JetStream stream ${name} was not on ${replicas} servers within ${SCALE_WAIT_MS / 1000} s (${last})`);
+    if (Date.now() > end)
+      throw new Error(`JetStream stream ${name} was not on ${replicas} servers within ${SCALE_WAIT_MS / 1000} s (${last})`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
@@ -284,8 +285,16 @@ async function ensureStream(jsm: JetStreamManager, base: StreamCfg, plan: Replic
         `Let the older svc deliver them first (its svc serve and workers, until the stream is empty), or remove the stream (nats stream rm ${name}).`,
     );
   }
-  if (JSON.stringify(c.subjects) !== JSON.stringify(cfg.subjects) || c.duplicate_window !== (cfg.duplicate_window ?? c.duplicate_window) || c.max_age !== (cfg.max_age ?? 0)) {
-    await jsm.streams.update(name, { subjects: cfg.subjects, duplicate_window: cfg.duplicate_window ?? c.duplicate_window, max_age: cfg.max_age ?? 0 });
+  if (
+    JSON.stringify(c.subjects) !== JSON.stringify(cfg.subjects) ||
+    c.duplicate_window !== (cfg.duplicate_window ?? c.duplicate_window) ||
+    c.max_age !== (cfg.max_age ?? 0)
+  ) {
+    await jsm.streams.update(name, {
+      subjects: cfg.subjects,
+      duplicate_window: cfg.duplicate_window ?? c.duplicate_window,
+      max_age: cfg.max_age ?? 0,
+    });
   }
   await ensureReplicas(jsm, name, c.num_replicas, plan);
 }
@@ -293,7 +302,13 @@ async function ensureStream(jsm: JetStreamManager, base: StreamCfg, plan: Replic
 const streamReplicas = async (jsm: JetStreamManager, name: string) => (await jsm.streams.info(name)).config.num_replicas;
 
 /** Create the KV bucket, or scale an existing one to the plan (nothing else of a bucket changes). */
-async function ensureBucket(nc: NatsConnection, jsm: JetStreamManager, bucket: string, opts: { ttl?: number }, plan: ReplicaPlan): Promise<void> {
+async function ensureBucket(
+  nc: NatsConnection,
+  jsm: JetStreamManager,
+  bucket: string,
+  opts: { ttl?: number },
+  plan: ReplicaPlan,
+): Promise<void> {
   // create() leaves an existing bucket as it is
   await new Kvm(jetstream(nc)).create(bucket, { history: 1, storage: StorageType.File, replicas: plan.replicas, ...opts });
   const name = kvStreamName(bucket);
@@ -312,8 +327,17 @@ async function ensureConsumer(jsm: JetStreamManager, stream: string, cfg: Partia
     }
     // a consumer left behind by a scale of its stream that did not finish (a start cut short) is
     // scaled now; one that inherits its stream's count (0) and has it is left alone
-    const replicas = cfg.num_replicas !== undefined && c.num_replicas !== 0 && c.num_replicas !== cfg.num_replicas ? { num_replicas: cfg.num_replicas } : {};
-    if (c.ack_wait !== cfg.ack_wait || c.max_deliver !== cfg.max_deliver || c.max_ack_pending !== cfg.max_ack_pending || c.description !== cfg.description || 'num_replicas' in replicas) {
+    const replicas =
+      cfg.num_replicas !== undefined && c.num_replicas !== 0 && c.num_replicas !== cfg.num_replicas
+        ? { num_replicas: cfg.num_replicas }
+        : {};
+    if (
+      c.ack_wait !== cfg.ack_wait ||
+      c.max_deliver !== cfg.max_deliver ||
+      c.max_ack_pending !== cfg.max_ack_pending ||
+      c.description !== cfg.description ||
+      'num_replicas' in replicas
+    ) {
       await jsm.consumers.update(stream, cfg.durable_name!, {
         ack_wait: cfg.ack_wait,
         max_deliver: cfg.max_deliver,
@@ -352,10 +376,14 @@ export async function ensureLayout(nc: NatsConnection, jsm: JetStreamManager, op
   await layoutStep('the streams', () => checkIngestNotCaptured(jsm));
   await layoutStep(`stream ${EVENTS_STREAM}`, () => ensureStream(jsm, eventsStream(), plan));
   const dispatch = dispatchConsumer();
-  await layoutStep(`consumer ${EVENTS_STREAM}/${dispatch.durable_name}`, async () => ensureConsumer(jsm, EVENTS_STREAM, { ...dispatch, num_replicas: await streamReplicas(jsm, EVENTS_STREAM) }));
+  await layoutStep(`consumer ${EVENTS_STREAM}/${dispatch.durable_name}`, async () =>
+    ensureConsumer(jsm, EVENTS_STREAM, { ...dispatch, num_replicas: await streamReplicas(jsm, EVENTS_STREAM) }),
+  );
   await layoutStep(`stream ${OUTCOMES_STREAM}`, () => ensureStream(jsm, outcomesStream(), plan));
   const outcomes = outcomesConsumer();
-  await layoutStep(`consumer ${OUTCOMES_STREAM}/${outcomes.durable_name}`, async () => ensureConsumer(jsm, OUTCOMES_STREAM, { ...outcomes, num_replicas: await streamReplicas(jsm, OUTCOMES_STREAM) }));
+  await layoutStep(`consumer ${OUTCOMES_STREAM}/${outcomes.durable_name}`, async () =>
+    ensureConsumer(jsm, OUTCOMES_STREAM, { ...outcomes, num_replicas: await streamReplicas(jsm, OUTCOMES_STREAM) }),
+  );
   await layoutStep(`bucket ${REGISTRY_BUCKET}`, () => ensureBucket(nc, jsm, REGISTRY_BUCKET, {}, plan));
   await layoutStep(`bucket ${PROGRESS_BUCKET}`, () => ensureBucket(nc, jsm, PROGRESS_BUCKET, { ttl: PROGRESS_TTL_MS }, plan));
   return { replicas: plan.replicas };

@@ -6,7 +6,18 @@
  */
 import { randomBytes } from 'node:crypto';
 import { systemClock, type Clock, type Timer } from '../domain/clock.ts';
-import { BusRequestError, DEFAULT_REQUEST_TIMEOUT_MS, consoleBusLogger, errorInfo, parseJson, toBytes, type Bus, type BusLogger, type BusMessage, type Subscription } from './bus.ts';
+import {
+  BusRequestError,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  consoleBusLogger,
+  errorInfo,
+  parseJson,
+  toBytes,
+  type Bus,
+  type BusLogger,
+  type BusMessage,
+  type Subscription,
+} from './bus.ts';
 import { INBOX_PREFIX, isValidSubject, subjectMatches } from './subjects.ts';
 
 interface MemorySub {
@@ -149,7 +160,11 @@ class MemoryBus implements Bus {
       try {
         const r = sub.handler(msg);
         if (r && typeof (r as Promise<void>).then === 'function') {
-          this.track((r as Promise<void>).catch((err: unknown) => this.logger.warn({ subject: msg.subject, ...errorInfo(err) }, 'bus handler failed')));
+          this.track(
+            (r as Promise<void>).catch((err: unknown) =>
+              this.logger.warn({ subject: msg.subject, ...errorInfo(err) }, 'bus handler failed'),
+            ),
+          );
         }
       } catch (err) {
         this.logger.warn({ subject: msg.subject, ...errorInfo(err) }, 'bus handler failed');

@@ -39,7 +39,8 @@ export function natsConnectOptions(opts: {
   /** the producer's org (role producer): its inbox prefix is `_INBOX_<org>` */
   org?: string;
 }): ConnectionOptions {
-  if (opts.role === 'producer' && !opts.org) throw new NatsSetupError('a producer connection needs its org (its inbox prefix is _INBOX_<org>)');
+  if (opts.role === 'producer' && !opts.org)
+    throw new NatsSetupError('a producer connection needs its org (its inbox prefix is _INBOX_<org>)');
   const inboxPrefix = opts.role === 'producer' ? producerInboxPrefix(opts.org!) : INBOX_PREFIX[opts.role];
   const options: ConnectionOptions = { servers: opts.servers, name: opts.name, inboxPrefix };
   if (opts.credsFile) {

@@ -63,7 +63,8 @@ export function readCredsFile(path: string): CredsFile {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') throw new NatsSetupError(`NATS credentials file ${path} does not exist`);
-    if (code === 'EACCES' || code === 'EPERM') throw new NatsSetupError(`NATS credentials file ${path} is not readable (permission denied)`);
+    if (code === 'EACCES' || code === 'EPERM')
+      throw new NatsSetupError(`NATS credentials file ${path} is not readable (permission denied)`);
     if (code === 'EISDIR') throw new NatsSetupError(`NATS credentials file ${path} is a directory`);
     throw new NatsSetupError(`cannot read NATS credentials file ${path} (${code ?? 'error'})`, { cause: err });
   }

@@ -4,7 +4,20 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { createAccount, createOperator, createUser, encodeAccount, encodeOperator, encodeUser, fromSeed, newScopedSigner, type KeyPair, type OperatorLimits, type Permissions, type User } from '@nats-io/jwt';
+import {
+  createAccount,
+  createOperator,
+  createUser,
+  encodeAccount,
+  encodeOperator,
+  encodeUser,
+  fromSeed,
+  newScopedSigner,
+  type KeyPair,
+  type OperatorLimits,
+  type Permissions,
+  type User,
+} from '@nats-io/jwt';
 import { ID_RE } from '../domain/ids.ts';
 import { NatsSetupError, renderCreds } from './nats-creds.ts';
 import { enginePermissions, producerPermissions, PRODUCER_INBOX_TAG, workerPermissions, type PermissionLists } from './nats-permissions.ts';
@@ -147,14 +160,17 @@ const DEFAULT_CLUSTER_PORT = 6222;
 
 /** The servers of a cluster init: names, hosts, client and route ports (one machine: consecutive ports). */
 function clusterLayout(port: number, c: ClusterInit): Array<{ name: string; host: string; port: number; clusterPort: number }> {
-  if (!Number.isInteger(c.size) || c.size < 3 || c.size > 5) throw new NatsSetupError(`invalid cluster size ${c.size}: 3 to 5 servers (JetStream needs a majority of them up)`);
+  if (!Number.isInteger(c.size) || c.size < 3 || c.size > 5)
+    throw new NatsSetupError(`invalid cluster size ${c.size}: 3 to 5 servers (JetStream needs a majority of them up)`);
   const hosts = c.hosts?.length ? c.hosts : ['127.0.0.1'];
-  if (hosts.length !== 1 && hosts.length !== c.size) throw new NatsSetupError(`--hosts names ${hosts.length} hosts for ${c.size} servers: one host (all on one machine) or one per server`);
+  if (hosts.length !== 1 && hosts.length !== c.size)
+    throw new NatsSetupError(`--hosts names ${hosts.length} hosts for ${c.size} servers: one host (all on one machine) or one per server`);
   for (const h of hosts) if (!/^[A-Za-z0-9.\-:[\]]+$/.test(h)) throw new NatsSetupError(`invalid host ${JSON.stringify(h)}`);
   const oneMachine = hosts.length === 1;
   const clusterPort = c.clusterPort ?? DEFAULT_CLUSTER_PORT;
   const last = Math.max(port, clusterPort) + (oneMachine ? c.size - 1 : 0);
-  if (!Number.isInteger(clusterPort) || clusterPort < 1 || last > 65535) throw new NatsSetupError(`invalid ports ${port} and ${clusterPort}: the ports of every server must be 1..65535`);
+  if (!Number.isInteger(clusterPort) || clusterPort < 1 || last > 65535)
+    throw new NatsSetupError(`invalid ports ${port} and ${clusterPort}: the ports of every server must be 1..65535`);
   const servers = Array.from({ length: c.size }, (_, i) => ({
     name: `svc-${i + 1}`,
     host: oneMachine ? hosts[0] : hosts[i],
@@ -165,7 +181,8 @@ function clusterLayout(port: number, c: ClusterInit): Array<{ name: string; host
   for (const s of servers) {
     for (const p of [s.port, s.clusterPort]) {
       const key = `${s.host}:${p}`;
-      if (taken.has(key)) throw new NatsSetupError(`the client and route ports overlap (${key}): pick --port and --cluster-port further apart`);
+      if (taken.has(key))
+        throw new NatsSetupError(`the client and route ports overlap (${key}): pick --port and --cluster-port further apart`);
       taken.add(key);
     }
   }
@@ -199,7 +216,8 @@ export async function initNatsDir(opts: { dir: string; port?: number; cluster?: 
   }
   const storeDir = join(dir, NATS_FILES.store);
   // on one machine each server has a store of its own; on several, the same path on each
-  const storeOf = (i: number) => (layout && layout.length && new Set(layout.map((s) => s.host)).size === 1 ? join(dir, `${NATS_FILES.store}-${i + 1}`) : storeDir);
+  const storeOf = (i: number) =>
+    layout?.length && new Set(layout.map((s) => s.host)).size === 1 ? join(dir, `${NATS_FILES.store}-${i + 1}`) : storeDir;
 
   const operator = createOperator();
   const system = createAccount();
@@ -248,7 +266,12 @@ export async function initNatsDir(opts: { dir: string; port?: number; cluster?: 
         : undefined,
     }),
   );
-  const servers = (layout ?? []).map((srv, i) => ({ name: srv.name, conf: confs[i], url: `nats://${srv.host}:${srv.port}`, storeDir: storeOf(i) }));
+  const servers = (layout ?? []).map((srv, i) => ({
+    name: srv.name,
+    conf: confs[i],
+    url: `nats://${srv.host}:${srv.port}`,
+    storeDir: storeOf(i),
+  }));
   const signerSeed = `${new TextDecoder().decode(producerSigner.getSeed())}\n`;
   for (const kp of [operator, system, account, producerSigner]) kp.clear();
 
@@ -323,7 +346,13 @@ export async function producerCreds(dir: string, orgId: string): Promise<string>
   const user = createUser();
   // Scoped: the permissions are the signing key's template; the user's name is the org id, its
   // `inbox` tag the org's reply inbox prefix.
-  const jwt = await encodeUser(orgId, user, meta.account, { tags: [`${PRODUCER_INBOX_TAG}:${producerInboxPrefix(orgId)}`] }, { signer, scopedUser: true });
+  const jwt = await encodeUser(
+    orgId,
+    user,
+    meta.account,
+    { tags: [`${PRODUCER_INBOX_TAG}:${producerInboxPrefix(orgId)}`] },
+    { signer, scopedUser: true },
+  );
   const creds = renderCreds(jwt, new TextDecoder().decode(user.getSeed()));
   signer.clear();
   user.clear();

@@ -123,7 +123,7 @@ export function createApiClient(conn: ApiConnection): ApiClient {
       throw new Error(networkMessage(err, conn.baseUrl));
     }
     const text = typeof res._data === 'string' ? res._data : '';
-    let data: unknown = undefined;
+    let data: unknown;
     if (text.trim()) {
       try {
         data = JSON.parse(text);

@@ -4,7 +4,7 @@
 // usage error (always before any request).
 import readline from 'node:readline/promises';
 import type { Command } from 'commander';
-import { seg, type ApiClient } from './api-client.ts';
+import { seg } from './api-client.ts';
 import { group, handle, leaf, parseSelector, str } from './command-kit.ts';
 import { registerHistoryCommands } from './history-commands.ts';
 import { registerWebhooks } from './webhook-commands.ts';
@@ -65,7 +65,10 @@ function versionRef(given: string): VersionRef {
   const m = /^(?:(version|config):)?(.*)$/.exec(given.trim())!;
   const [, kind, rest] = m;
   if (!kind && !/^\d+$/.test(rest)) return { by: 'id', id: given };
-  if (!/^[1-9]\d{0,8}$/.test(rest)) throw new UsageError(`version ${JSON.stringify(given)}: version:N (the install version), config:N (the config version), a bare N (the install version) or a ver_ id`);
+  if (!/^[1-9]\d{0,8}$/.test(rest))
+    throw new UsageError(
+      `version ${JSON.stringify(given)}: version:N (the install version), config:N (the config version), a bare N (the install version) or a ver_ id`,
+    );
   return { by: kind === 'config' ? 'config' : 'version', n: Number(rest) };
 }
 
@@ -93,7 +96,7 @@ function pickVersion(list: ConfigVersion[], installId: string, ref: VersionRef):
 function registerInstalls(program: Command): void {
   const installs = group(program, 'installs', 'installs, their app config versions and rollback');
 
-  handle(leaf(installs, 'list', 'list the org\'s installs'), async (run) => {
+  handle(leaf(installs, 'list', "list the org's installs"), async (run) => {
     const list = await run.api().get<Install[]>('/v1/installs');
     if (run.json) return printJson(list);
     printTable(
@@ -103,7 +106,7 @@ function registerInstalls(program: Command): void {
     );
   });
 
-  handle(leaf(installs, 'versions <install_id>', 'list an install\'s app config versions, newest first'), async (run) => {
+  handle(leaf(installs, 'versions <install_id>', "list an install's app config versions, newest first"), async (run) => {
     const [id] = run.args;
     const list = await run.api().get<ConfigVersion[]>(`/v1/installs/${seg(id)}/app-config-versions`);
     if (run.json) return printJson(list);
@@ -111,20 +114,34 @@ function registerInstalls(program: Command): void {
     // VERSION is the install's (1, 2, 3 … each config applied); CONFIG the app's config version applied (its config vN)
     printTable(
       ['version', 'config', 'version_id', 'app_config_id', 'from', 'old_app_config_id', 'status', 'workflow_id', 'created_at'],
-      all.map((v) => [v.version, configLabel(all, v.app_config_id), v.version_id, v.app_config_id, configLabel(all, v.old_app_config_id), v.old_app_config_id, v.status, v.workflow_id, v.created_at]),
+      all.map((v) => [
+        v.version,
+        configLabel(all, v.app_config_id),
+        v.version_id,
+        v.app_config_id,
+        configLabel(all, v.old_app_config_id),
+        v.old_app_config_id,
+        v.status,
+        v.workflow_id,
+        v.created_at,
+      ]),
       'no versions',
     );
   });
 
   handle(
-    leaf(installs, 'diff <install_id> <version>', 'show what one of the install\'s versions changed (VERSION: version:N, config:N, N or a ver_ id)').addHelpText(
+    leaf(
+      installs,
+      'diff <install_id> <version>',
+      "show what one of the install's versions changed (VERSION: version:N, config:N, N or a ver_ id)",
+    ).addHelpText(
       'after',
       [
         '',
         'VERSION is one of:',
         '  version:N or N   the install version: the VERSION column of `svc installs versions`',
         '                   (1, 2, 3 … one per config applied to the install)',
-        '  config:N         the config version: the CONFIG column (the app\'s config vN);',
+        "  config:N         the config version: the CONFIG column (the app's config vN);",
         '                   applied more than once, its latest install version',
         '  ver_…            a version id (VERSION_ID)',
       ].join('\n'),
@@ -135,9 +152,11 @@ function registerInstalls(program: Command): void {
       const list = (await run.api().get<ConfigVersion[]>(`/v1/installs/${seg(id)}/app-config-versions`)) ?? [];
       const picked = pickVersion(list, id, ref);
       const version = picked?.version_id ?? (ref.by === 'id' ? ref.id : '');
-      const d = await run.api().get<DiffLike & { version_id?: string; from_app_config_id?: string | null; to_app_config_id?: string }>(
-        `/v1/installs/${seg(id)}/app-config-versions/${seg(version)}/diff`,
-      );
+      const d = await run
+        .api()
+        .get<DiffLike & { version_id?: string; from_app_config_id?: string | null; to_app_config_id?: string }>(
+          `/v1/installs/${seg(id)}/app-config-versions/${seg(version)}/diff`,
+        );
       if (run.json) return printJson(d);
       const named = (cfg: string | null | undefined) => {
         const label = configLabel(list, cfg);
@@ -165,7 +184,9 @@ function registerInstalls(program: Command): void {
       const yes = run.opts.yes === true;
       const interactive = process.stdin.isTTY === true;
       if (!planOnly && !yes && !interactive) {
-        throw new UsageError('refusing to apply without confirmation: stdin is not a terminal; pass --yes to apply (or --plan-only to only see the plan)');
+        throw new UsageError(
+          'refusing to apply without confirmation: stdin is not a terminal; pass --yes to apply (or --plan-only to only see the plan)',
+        );
       }
       const api = run.api();
       const path = `/v1/installs/${seg(id)}/app-config-updates`;
@@ -206,7 +227,10 @@ function withGateOptions(cmd: Command): Command {
   return cmd
     .option('--max-parallel <n>', 'rollout: at most this many installs of a group update at once (1 to 1000; default all)')
     .option('--failure-budget <pct>', 'rollout: a group still succeeds while at most this % of its installs failed (0 to 100; default 0)')
-    .option('--on-failure <action>', 'rollout: when a group fails (deploy over budget, bake), halt or rollback what the run deployed (default: --on-bad, else halt)')
+    .option(
+      '--on-failure <action>',
+      'rollout: when a group fails (deploy over budget, bake), halt or rollback what the run deployed (default: --on-bad, else halt)',
+    )
     .option('--bake <duration>', 'health gate: after each group deploys, watch its installs this long (0s to 24h, e.g. 10m)')
     .option('--on-bad <action>', 'health gate: when a verdict turns bad, halt (default) or rollback the groups deployed')
     .option('--gate-for <duration>', 'health gate: a bad verdict trips it only once it has stayed bad this long (0s to 1h, e.g. 30s)');
@@ -218,18 +242,21 @@ function rolloutPolicyOf(opts: Record<string, unknown>): Record<string, unknown>
   const par = str(opts.maxParallel);
   if (par !== undefined) {
     const n = Number(par);
-    if (!/^\d+$/.test(par) || n < 1 || n > 1000) throw new UsageError(`--max-parallel ${JSON.stringify(par)}: a whole number from 1 to 1000`);
+    if (!/^\d+$/.test(par) || n < 1 || n > 1000)
+      throw new UsageError(`--max-parallel ${JSON.stringify(par)}: a whole number from 1 to 1000`);
     out.max_parallel = n;
   }
   const pct = str(opts.failureBudget);
   if (pct !== undefined) {
     const n = Number(pct.replace(/%$/, ''));
-    if (pct.trim() === '' || !Number.isFinite(n) || n < 0 || n > 100) throw new UsageError(`--failure-budget ${JSON.stringify(pct)}: a percentage from 0 to 100`);
+    if (pct.trim() === '' || !Number.isFinite(n) || n < 0 || n > 100)
+      throw new UsageError(`--failure-budget ${JSON.stringify(pct)}: a percentage from 0 to 100`);
     out.failure_budget = { max_failed_pct: n };
   }
   const onFailure = str(opts.onFailure);
   if (onFailure !== undefined) {
-    if (onFailure !== 'halt' && onFailure !== 'rollback') throw new UsageError(`--on-failure ${JSON.stringify(onFailure)}: halt or rollback`);
+    if (onFailure !== 'halt' && onFailure !== 'rollback')
+      throw new UsageError(`--on-failure ${JSON.stringify(onFailure)}: halt or rollback`);
     out.on_failure = onFailure;
   }
   return Object.keys(out).length ? out : undefined;
@@ -238,16 +265,19 @@ function rolloutPolicyOf(opts: Record<string, unknown>): Record<string, unknown>
 /** The `health_gate` body of --bake, --on-bad and --gate-for; undefined without --bake. */
 function healthGateOf(opts: Record<string, unknown>): Record<string, unknown> | undefined {
   const onBad = str(opts.onBad);
-  if (onBad !== undefined && onBad !== 'halt' && onBad !== 'rollback') throw new UsageError(`--on-bad ${JSON.stringify(onBad)}: halt or rollback`);
+  if (onBad !== undefined && onBad !== 'halt' && onBad !== 'rollback')
+    throw new UsageError(`--on-bad ${JSON.stringify(onBad)}: halt or rollback`);
   const bake = str(opts.bake);
   if (bake !== undefined) {
     const ms = bakeMs(bake);
-    if (ms === null || ms > MAX_BAKE_MS) throw new UsageError(`--bake ${JSON.stringify(bake)}: a duration from 0s to 24h with its unit (e.g. 90s, 10m, 1h)`);
+    if (ms === null || ms > MAX_BAKE_MS)
+      throw new UsageError(`--bake ${JSON.stringify(bake)}: a duration from 0s to 24h with its unit (e.g. 90s, 10m, 1h)`);
   }
   const gateFor = str(opts.gateFor);
   if (gateFor !== undefined) {
     const ms = bakeMs(gateFor);
-    if (ms === null || ms > MAX_GATE_FOR_MS) throw new UsageError(`--gate-for ${JSON.stringify(gateFor)}: a duration from 0s to 1h with its unit (e.g. 30s, 5m)`);
+    if (ms === null || ms > MAX_GATE_FOR_MS)
+      throw new UsageError(`--gate-for ${JSON.stringify(gateFor)}: a duration from 0s to 1h with its unit (e.g. 30s, 5m)`);
   }
   if (bake === undefined) {
     if (onBad !== undefined) throw new UsageError('--on-bad needs --bake (the health gate it configures)');
@@ -263,8 +293,8 @@ function registerBranches(program: Command): void {
     withVerifyOption(
       withGateOptions(
         leaf(branches, 'run <app_id> <app_branch_id>', 'start a branch run (plans each install group and waits for approval)')
-        .requiredOption('--app-config <app_config_id>', 'the app config to roll out (an older one to roll back)')
-        .option('--skip-builds', 'skip the build step (artifacts for that config already exist)'),
+          .requiredOption('--app-config <app_config_id>', 'the app config to roll out (an older one to roll back)')
+          .option('--skip-builds', 'skip the build step (artifacts for that config already exist)'),
       ),
     ),
     async (run) => {
@@ -272,15 +302,13 @@ function registerBranches(program: Command): void {
       const gate = healthGateOf(run.opts);
       const policy = rolloutPolicyOf(run.opts);
       const verification = verificationOf(run.opts);
-      const r = await run
-        .api()
-        .post<{ run_id: string; workflow_id: string }>(`/v1/apps/${seg(app)}/branches/${seg(branch)}/runs`, {
-          app_config_id: str(run.opts.appConfig),
-          skip_builds: run.opts.skipBuilds === true,
-          ...(gate ? { health_gate: gate } : {}),
-          ...(policy ? { rollout: policy } : {}),
-          ...(verification ? { verification } : {}),
-        });
+      const r = await run.api().post<{ run_id: string; workflow_id: string }>(`/v1/apps/${seg(app)}/branches/${seg(branch)}/runs`, {
+        app_config_id: str(run.opts.appConfig),
+        skip_builds: run.opts.skipBuilds === true,
+        ...(gate ? { health_gate: gate } : {}),
+        ...(policy ? { rollout: policy } : {}),
+        ...(verification ? { verification } : {}),
+      });
       if (run.json) return printJson(r);
       printFields([
         ['run_id', r.run_id],
@@ -317,8 +345,13 @@ export function formatFleetPlan(plan: FleetPlan): string {
       group = i.install_group;
       out.push(`group ${group}:`);
     }
-    out.push(`  install ${i.install_name} (${i.install_id}): ${i.old_app_config_id ?? '(none)'} -> ${i.new_app_config_id}${i.vetoed ? ` VETOED: ${i.vetoed.reason}` : ''}`);
-    if (i.blocked_by?.length) out.push(`    waits for change window ${i.blocked_by.join(', ')}: starts ${i.scheduled_at ?? 'when a window changes (none opens within two weeks)'}`);
+    out.push(
+      `  install ${i.install_name} (${i.install_id}): ${i.old_app_config_id ?? '(none)'} -> ${i.new_app_config_id}${i.vetoed ? ` VETOED: ${i.vetoed.reason}` : ''}`,
+    );
+    if (i.blocked_by?.length)
+      out.push(
+        `    waits for change window ${i.blocked_by.join(', ')}: starts ${i.scheduled_at ?? 'when a window changes (none opens within two weeks)'}`,
+      );
     out.push(formatDiff(i.diff, '    '));
   }
   if (!plan.installs.length) out.push('no install to roll back');
@@ -329,7 +362,7 @@ export function formatFleetPlan(plan: FleetPlan): string {
 const collect = (v: string, prev: string[]) => [...prev, v];
 
 function registerApps(program: Command): void {
-  const apps = group(program, 'apps', "apps: list them, roll a fleet of installs back, their change windows");
+  const apps = group(program, 'apps', 'apps: list them, roll a fleet of installs back, their change windows');
   registerWindowCommands(apps);
   handle(
     leaf(apps, 'list', "list the org's apps, newest first")
@@ -337,25 +370,40 @@ function registerApps(program: Command): void {
       .option('--after <app_id>', 'the apps created before this one (the next page)'),
     async (run) => {
       const limit = str(run.opts.limit);
-      if (limit !== undefined && (!/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > 500)) throw new UsageError(`--limit ${JSON.stringify(limit)}: a whole number from 1 to 500`);
+      if (limit !== undefined && (!/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > 500))
+        throw new UsageError(`--limit ${JSON.stringify(limit)}: a whole number from 1 to 500`);
       const q = new URLSearchParams();
       if (limit !== undefined) q.set('limit', limit);
       const after = str(run.opts.after);
       if (after !== undefined) q.set('after', after);
       const list = await run.api().get<Array<{ app_id: string; name: string; created_at: string }>>(`/v1/apps${q.size ? `?${q}` : ''}`);
       if (run.json) return printJson(list);
-      printTable(['app_id', 'name', 'created_at'], (list ?? []).map((a) => [a.app_id, a.name, a.created_at]), 'no apps');
+      printTable(
+        ['app_id', 'name', 'created_at'],
+        (list ?? []).map((a) => [a.app_id, a.name, a.created_at]),
+        'no apps',
+      );
     },
   );
   handle(
-    withVerifyOption(withGateOptions(
-      leaf(apps, 'rollback <app_id>', "roll an app's installs back, group by group (the app's branch groups, then `other`); shows the plan first")
-        .option('--to <previous|app_config_id>', 'each install to the config of its version before the current one (previous), or one app config', 'previous')
-        .option('--selector <k=v,...>', 'only the installs with these labels')
-        .option('--install <install_id>', 'only this install (repeat for more)', collect, [] as string[])
-        .option('--plan-only', 'only show the plan; change nothing')
-        .option('--yes', 'apply without asking for confirmation'),
-    )).option('--no-approval', 'deploy each group without waiting for an approval'),
+    withVerifyOption(
+      withGateOptions(
+        leaf(
+          apps,
+          'rollback <app_id>',
+          "roll an app's installs back, group by group (the app's branch groups, then `other`); shows the plan first",
+        )
+          .option(
+            '--to <previous|app_config_id>',
+            'each install to the config of its version before the current one (previous), or one app config',
+            'previous',
+          )
+          .option('--selector <k=v,...>', 'only the installs with these labels')
+          .option('--install <install_id>', 'only this install (repeat for more)', collect, [] as string[])
+          .option('--plan-only', 'only show the plan; change nothing')
+          .option('--yes', 'apply without asking for confirmation'),
+      ),
+    ).option('--no-approval', 'deploy each group without waiting for an approval'),
     async (run) => {
       const [app] = run.args;
       const gate = healthGateOf(run.opts);
@@ -366,7 +414,9 @@ function registerApps(program: Command): void {
       const planOnly = run.opts.planOnly === true;
       const yes = run.opts.yes === true;
       if (!planOnly && !yes && process.stdin.isTTY !== true) {
-        throw new UsageError('refusing to apply without confirmation: stdin is not a terminal; pass --yes to apply (or --plan-only to only see the plan)');
+        throw new UsageError(
+          'refusing to apply without confirmation: stdin is not a terminal; pass --yes to apply (or --plan-only to only see the plan)',
+        );
       }
       const body: Record<string, unknown> = { to: str(run.opts.to) ?? 'previous' };
       if (installs.length) body.install_ids = installs;
@@ -418,7 +468,10 @@ function registerConfigs(program: Command): void {
       ['vetoed', c.vetoed ? `${c.vetoed.reason} (since ${c.vetoed.at})` : 'no'],
     ]);
   handle(
-    leaf(configs, 'veto <app_id> <app_config_id>', 'veto an app config: applying it is refused (409 vetoed) until unvetoed').requiredOption('--reason <reason>', 'why (shown to whoever tries to apply it)'),
+    leaf(configs, 'veto <app_id> <app_config_id>', 'veto an app config: applying it is refused (409 vetoed) until unvetoed').requiredOption(
+      '--reason <reason>',
+      'why (shown to whoever tries to apply it)',
+    ),
     async (run) => {
       const [app, cfg] = run.args;
       const c = await run.api().post<AppConfigView>(`/v1/apps/${seg(app)}/configs/${seg(cfg)}/veto`, { reason: str(run.opts.reason) });
@@ -462,7 +515,13 @@ interface Workflow {
 
 interface GroupPlan {
   install_group?: string;
-  installs?: Array<{ install_id: string; install_name?: string; old_app_config_id?: string | null; new_app_config_id?: string; diff?: DiffLike }>;
+  installs?: Array<{
+    install_id: string;
+    install_name?: string;
+    old_app_config_id?: string | null;
+    new_app_config_id?: string;
+    diff?: DiffLike;
+  }>;
 }
 
 function printGroupPlan(plan: GroupPlan): void {
@@ -498,7 +557,14 @@ function registerWorkflows(program: Command): void {
     const steps = [...(wf.steps ?? [])].sort((a, b) => a.idx - b.idx);
     printTable(
       ['idx', 'step_id', 'name', 'status', 'execution_type', 'target'],
-      steps.map((s) => [s.idx, s.step_id, s.name, s.status, s.execution_type, s.target_type ? `${s.target_type}/${s.target_id ?? '-'}` : undefined]),
+      steps.map((s) => [
+        s.idx,
+        s.step_id,
+        s.name,
+        s.status,
+        s.execution_type,
+        s.target_type ? `${s.target_type}/${s.target_id ?? '-'}` : undefined,
+      ]),
       'no steps',
     );
     for (const s of steps) {
@@ -514,7 +580,10 @@ function registerWorkflows(program: Command): void {
     ['reject', 'rejected'],
   ] as const) {
     handle(
-      leaf(workflows, `${verb} <workflow_id> <step_id>`, `${verb} a step that awaits approval`).option('--note <note>', 'a note recorded with the answer'),
+      leaf(workflows, `${verb} <workflow_id> <step_id>`, `${verb} a step that awaits approval`).option(
+        '--note <note>',
+        'a note recorded with the answer',
+      ),
       async (run) => {
         const [id, step] = run.args;
         const body: Record<string, unknown> = { response };

@@ -54,7 +54,6 @@ export function handle(cmd: Command, fn: (run: Run) => Promise<void>): Command {
 
 export const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
-
 /** The answer of one attempt made now (a ping, a resend). */
 export interface AttemptNow {
   delivered: boolean;

@@ -24,7 +24,6 @@ interface CloudEvent {
   time?: string;
 }
 
-
 /**
  * The time window of a history command: `--since` (and `--until`) of what it lists, each an ISO
  * 8601 time or a duration back from now; read with timeOption.
@@ -65,7 +64,9 @@ function printable(text: string): string {
 /** One attempt with what it sent and what the receiver answered (`svc webhooks attempts ID --show`). */
 function printExchange(a: Attempt): void {
   const lines: string[] = [];
-  lines.push(`${a.attempted_at}  ${a.outcome}  ${a.status_code ?? '-'}  ${a.duration_ms} ms  ${a.event_id}  ${a.type}${a.recovery_id ? `  via ${a.recovery_id}` : ''}`);
+  lines.push(
+    `${a.attempted_at}  ${a.outcome}  ${a.status_code ?? '-'}  ${a.duration_ms} ms  ${a.event_id}  ${a.type}${a.recovery_id ? `  via ${a.recovery_id}` : ''}`,
+  );
   if (a.error) lines.push(`  error: ${printable(a.error)}`);
   if (a.request === undefined && a.response === undefined) {
     lines.push('  (request and response not shown by this server)');
@@ -86,7 +87,7 @@ function printExchange(a: Attempt): void {
       if (r.body) for (const l of printable(r.body).split('\n')) lines.push(`    ${l}`);
     }
   }
-  println(lines.join('\n') + '\n');
+  println(`${lines.join('\n')}\n`);
 }
 
 /** Every page of a list. */
@@ -110,17 +111,26 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
       .option('--action <action>', 'only this operation (webhooks.create, rollbacks.create, steps.approve, …)')
       .option('--resource-id <id>', 'only the changes to this resource'),
     async (run) => {
-      const list = newestFirst(run, await allPages<AuditView>(run, '/v1/audit', {
-        since: timeOption(run, 'since'),
-        until: timeOption(run, 'until'),
-        actor: str(run.opts.actor),
-        action: str(run.opts.action),
-        resource_id: str(run.opts.resourceId),
-      }));
+      const list = newestFirst(
+        run,
+        await allPages<AuditView>(run, '/v1/audit', {
+          since: timeOption(run, 'since'),
+          until: timeOption(run, 'until'),
+          actor: str(run.opts.actor),
+          action: str(run.opts.action),
+          resource_id: str(run.opts.resourceId),
+        }),
+      );
       if (run.json) return printJson(list);
       printTable(
         ['at', 'actor', 'action', 'resource', 'status'],
-        list.map((e) => [e.at, e.actor.token_name ?? e.actor.token_id ?? '—', e.action, e.resource_id ?? '—', e.status === null ? '—' : String(e.status)]),
+        list.map((e) => [
+          e.at,
+          e.actor.token_name ?? e.actor.token_id ?? '—',
+          e.action,
+          e.resource_id ?? '—',
+          e.status === null ? '—' : String(e.status),
+        ]),
         'no changes',
       );
     },
@@ -134,14 +144,21 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
       .option('--type <type>', 'only this CloudEvents type')
       .option('--subject-prefix <prefix>', 'only subjects starting with this'),
     async (run) => {
-      const list = newestFirst(run, await allPages<CloudEvent>(run, '/v1/events', {
-        since: timeOption(run, 'since'),
-        until: timeOption(run, 'until'),
-        type: str(run.opts.type),
-        subject_prefix: str(run.opts.subjectPrefix),
-      }));
+      const list = newestFirst(
+        run,
+        await allPages<CloudEvent>(run, '/v1/events', {
+          since: timeOption(run, 'since'),
+          until: timeOption(run, 'until'),
+          type: str(run.opts.type),
+          subject_prefix: str(run.opts.subjectPrefix),
+        }),
+      );
       if (run.json) return printJson(list);
-      printTable(['time', 'type', 'subject', 'id'], list.map((e) => [e.time, e.type, e.subject, e.id]), 'no events');
+      printTable(
+        ['time', 'type', 'subject', 'id'],
+        list.map((e) => [e.time, e.type, e.subject, e.id]),
+        'no events',
+      );
     },
   );
 
@@ -154,7 +171,10 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
     timeWindow(
       leaf(webhooks, 'attempts <webhook_id>', "a webhook's delivery attempts, newest first")
         .option('--failed', 'only the failed ones')
-        .option('--show', 'each with the request headers svc sent (signatures cut to 8 characters) and what the receiver answered: status, headers, first 4 KiB of the body'),
+        .option(
+          '--show',
+          'each with the request headers svc sent (signatures cut to 8 characters) and what the receiver answered: status, headers, first 4 KiB of the body',
+        ),
       'made',
       { until: false },
     ),
@@ -181,7 +201,15 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
   );
 
   handle(
-    timeWindow(leaf(webhooks, 'recover <webhook_id>', 'attempt again at this webhook the kept events of a window it missed, and follow the recovery to done'), 'events emitted', { required: true })
+    timeWindow(
+      leaf(
+        webhooks,
+        'recover <webhook_id>',
+        'attempt again at this webhook the kept events of a window it missed, and follow the recovery to done',
+      ),
+      'events emitted',
+      { required: true },
+    )
       .option('--all', 'every matching event of the window, not only those that never got through')
       .option('--backfill', 'events emitted before the webhook was created too'),
     async (run) => {
@@ -226,8 +254,11 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
     },
   );
 
-  handle(leaf(webhooks, 'resend <webhook_id> <event_id>', 'send one kept event to this webhook now (exit 1 when it is not delivered)'), async (run) => {
-    const [id, eventId] = run.args;
-    reportAttempt(run, await run.api().post<AttemptNow>(`${WEBHOOKS}/${seg(id)}/resend`, { event_id: eventId }), 'the event');
-  });
+  handle(
+    leaf(webhooks, 'resend <webhook_id> <event_id>', 'send one kept event to this webhook now (exit 1 when it is not delivered)'),
+    async (run) => {
+      const [id, eventId] = run.args;
+      reportAttempt(run, await run.api().post<AttemptNow>(`${WEBHOOKS}/${seg(id)}/resend`, { event_id: eventId }), 'the event');
+    },
+  );
 }

@@ -126,7 +126,8 @@ export function eventDetails(ev: Json | undefined): string[] {
   const out: string[] = [];
   if (wf && !step && text(wf.type)) out.push(`workflow: ${text(wf.type)}`);
   // a verification request (its step's name says the same, longer)
-  if (rollout && text(rollout.group) && typeof rollout.attempt === 'number') out.push(`verification of group ${text(rollout.group)}, attempt ${rollout.attempt}`);
+  if (rollout && text(rollout.group) && typeof rollout.attempt === 'number')
+    out.push(`verification of group ${text(rollout.group)}, attempt ${rollout.attempt}`);
   if (step && text(step.name)) out.push(`step: ${JSON.stringify(step.name)}`);
   if (health && text(health.verdict)) out.push(`verdict: ${text(health.verdict)}${text(health.reason) ? ` (${text(health.reason)})` : ''}`);
   const error = text(obj(d.outcome)?.error);
@@ -240,6 +241,9 @@ export class SequenceWatch {
     if (prev === undefined || seq === prev + 1n) return null;
     const missed = seq - prev - 1n;
     const which = missed === 1n ? `${prev + 1n}` : `${prev + 1n}-${seq - 1n}`;
-    return cutEnd(`warning: ${cutMiddle(oneLine(key), 64)} skipped sequence ${which} (${missed} missed; seq ${seq} after ${prev})`, MAX_LINE);
+    return cutEnd(
+      `warning: ${cutMiddle(oneLine(key), 64)} skipped sequence ${which} (${missed} missed; seq ${seq} after ${prev})`,
+      MAX_LINE,
+    );
   }
 }

@@ -96,7 +96,10 @@ const ordinal = (i: number) => ORDINALS[i] ?? `${i + 1}th`;
 export function verifiedHeaders(c: DeliveryCheck): string[] {
   const out: string[] = [];
   if (c.svc === 'valid') out.push(SIGNATURE_HEADER);
-  if (c.standard === 'valid') out.push(c.standardCount > 1 ? `${WEBHOOK_SIGNATURE_HEADER} (${ordinal(c.standardIndex)} of ${c.standardCount})` : WEBHOOK_SIGNATURE_HEADER);
+  if (c.standard === 'valid')
+    out.push(
+      c.standardCount > 1 ? `${WEBHOOK_SIGNATURE_HEADER} (${ordinal(c.standardIndex)} of ${c.standardCount})` : WEBHOOK_SIGNATURE_HEADER,
+    );
   return out;
 }
 
@@ -171,13 +174,24 @@ interface ForwardResult {
  * this file.)
  */
 async function forward(url: string, headers: string[], raw: Buffer, timeoutMs: number, clock: Clock): Promise<ForwardResult> {
-  const [{ request }, { MAX_RESPONSE_BYTES }, { describeError }] = await Promise.all([import('undici'), import('../delivery/client.ts'), import('../delivery/attempt-errors.ts')]);
+  const [{ request }, { MAX_RESPONSE_BYTES }, { describeError }] = await Promise.all([
+    import('undici'),
+    import('../delivery/client.ts'),
+    import('../delivery/attempt-errors.ts'),
+  ]);
   const started = performance.now();
   const ms = () => Math.round(performance.now() - started);
   const ac = new AbortController();
   const timer = clock.setTimeout(() => ac.abort(new Error('timeout')), timeoutMs);
   try {
-    const res = await request(url, { method: 'POST', headers, body: raw, signal: ac.signal, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    const res = await request(url, {
+      method: 'POST',
+      headers,
+      body: raw,
+      signal: ac.signal,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const c of res.body as AsyncIterable<Buffer>) {
@@ -256,9 +270,12 @@ async function accept(r: Receiver, req: http.IncomingMessage, res: http.ServerRe
   if (r.json) {
     r.out.write(`${JSON.stringify(rec.event)}\n`);
     const verified = rec.verified.length ? `verified: ${rec.verified.join(', ')}` : '';
-    if (verified || verdict) r.errOut.write(`${String(rec.event?.id ?? '-')}  ${[verified, verdict ? `answered: ${verdict}` : ''].filter(Boolean).join('  ')}\n`);
+    if (verified || verdict)
+      r.errOut.write(`${String(rec.event?.id ?? '-')}  ${[verified, verdict ? `answered: ${verdict}` : ''].filter(Boolean).join('  ')}\n`);
   } else {
-    r.out.write(`${deliveryLine({ at, path: requestPath(req.url), event: rec.event, mark, trailer: [verifiedMark(rec.verified), verdict ? `answered: ${verdict}` : ''] })}\n`);
+    r.out.write(
+      `${deliveryLine({ at, path: requestPath(req.url), event: rec.event, mark, trailer: [verifiedMark(rec.verified), verdict ? `answered: ${verdict}` : ''] })}\n`,
+    );
   }
   printHeaders(r, req);
   const skipped = r.sequences.see(rec.event, mark !== undefined);
@@ -437,22 +454,45 @@ function parseForwardUrl(v: string): string {
 export function registerListenCommand(program: Command): void {
   program
     .command('listen')
-    .description('run a local webhook receiver that prints one line (at most 160 characters) per delivered event (verifies signatures with --secret; forwards with --forward-to)')
+    .description(
+      'run a local webhook receiver that prints one line (at most 160 characters) per delivered event (verifies signatures with --secret; forwards with --forward-to)',
+    )
     .option('--port <port>', 'port to listen on (0 picks a free one)', parsePort, DEFAULT_PORT)
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option(
       '--secret <secret>',
       'the webhook secret (plain or whsec_…): reject (401) deliveries without a valid webhook-signature and a webhook-timestamp within 5 minutes of now (X-Svc-Signature alone has no replay protection)',
     )
-    .option('--secret-file <path>', 'read the secret from a file (- = stdin; one trailing newline dropped), so it stays out of the process list')
-    .option('--forward-to <url>', 'POST every accepted delivery on to this URL (body and headers unchanged) and answer with its status', parseForwardUrl)
+    .option(
+      '--secret-file <path>',
+      'read the secret from a file (- = stdin; one trailing newline dropped), so it stays out of the process list',
+    )
+    .option(
+      '--forward-to <url>',
+      'POST every accepted delivery on to this URL (body and headers unchanged) and answer with its status',
+      parseForwardUrl,
+    )
     .option('--json', 'print each whole event as one JSON line')
     .option('--verbose', 'print the request headers after each delivery (signature values cut to their first 8 characters)')
-    .option('--verdict <verdict>', `answer a run's verification requests (${VERIFICATION_TYPE}) with this verdict: ${ANSWERABLE_VERDICTS.join(', ')}`, parseVerdict)
+    .option(
+      '--verdict <verdict>',
+      `answer a run's verification requests (${VERIFICATION_TYPE}) with this verdict: ${ANSWERABLE_VERDICTS.join(', ')}`,
+      parseVerdict,
+    )
     .action(async (_opts: unknown, cmd: Command) => {
-      const local = cmd.opts<{ port: number; host: string; secret?: string; secretFile?: string; forwardTo?: string; json?: boolean; verbose?: boolean; verdict?: AnswerableVerdict }>();
+      const local = cmd.opts<{
+        port: number;
+        host: string;
+        secret?: string;
+        secretFile?: string;
+        forwardTo?: string;
+        json?: boolean;
+        verbose?: boolean;
+        verdict?: AnswerableVerdict;
+      }>();
       const globals = cmd.optsWithGlobals<{ json?: boolean }>();
-      if (local.secret !== undefined && local.secretFile !== undefined) throw new UsageError('--secret and --secret-file are mutually exclusive: give the secret one way');
+      if (local.secret !== undefined && local.secretFile !== undefined)
+        throw new UsageError('--secret and --secret-file are mutually exclusive: give the secret one way');
       const secret = (await readSecret(local)) ?? process.env.SVC_LISTEN_SECRET ?? null;
       // handlers first, so that a signal arriving while the server starts still ends it cleanly
       let stop!: () => void;

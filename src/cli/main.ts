@@ -12,7 +12,10 @@ type Register = (program: Command) => void;
 const GROUPS: Array<{ commands: string[]; load: () => Promise<Register> }> = [
   { commands: ['serve'], load: async () => (await import('./serve.ts')).registerServeCommand },
   { commands: ['orgs', 'tokens', 'dataplane-key'], load: async () => (await import('./local.ts')).registerLocalCommands },
-  { commands: ['webhooks', 'installs', 'branches', 'workflows', 'apps', 'configs', 'events', 'audit'], load: async () => (await import('./api-commands.ts')).registerApiCommands },
+  {
+    commands: ['webhooks', 'installs', 'branches', 'workflows', 'apps', 'configs', 'events', 'audit'],
+    load: async () => (await import('./api-commands.ts')).registerApiCommands,
+  },
   { commands: ['listen'], load: async () => (await import('./listen.ts')).registerListenCommand },
   { commands: ['worker'], load: async () => (await import('./worker.ts')).registerWorkerCommand },
   { commands: ['nats'], load: async () => (await import('./nats-commands.ts')).registerNatsCommands },

@@ -43,12 +43,31 @@ export function registerNatsCommands(program: Command): void {
 
   nats
     .command('init')
-    .description('write DIR/nats.conf (JetStream, authentication required), DIR/engine.creds and DIR/worker.creds; with --cluster N, DIR/nats-1.conf … nats-N.conf for a cluster')
+    .description(
+      'write DIR/nats.conf (JetStream, authentication required), DIR/engine.creds and DIR/worker.creds; with --cluster N, DIR/nats-1.conf … nats-N.conf for a cluster',
+    )
     .requiredOption('--dir <dir>', 'directory to write into (created if missing; must not hold a setup already)')
-    .option('--port <port>', 'port nats-server listens on for clients (with --cluster on one machine: the first server\'s, the others take the next ones)', parsePort, 4222)
-    .option('--cluster <n>', 'a cluster of N servers (3 to 5): one configuration each, routes between them, the same accounts', parseClusterSize)
-    .option('--hosts <hosts>', 'with --cluster: the host of each server, comma-separated (three machines); default all on 127.0.0.1', (v: string) => v.split(',').map((h) => h.trim()).filter(Boolean))
-    .option('--cluster-port <port>', 'with --cluster: the route port (on one machine: the first server\'s)', parsePort, 6222)
+    .option(
+      '--port <port>',
+      "port nats-server listens on for clients (with --cluster on one machine: the first server's, the others take the next ones)",
+      parsePort,
+      4222,
+    )
+    .option(
+      '--cluster <n>',
+      'a cluster of N servers (3 to 5): one configuration each, routes between them, the same accounts',
+      parseClusterSize,
+    )
+    .option(
+      '--hosts <hosts>',
+      'with --cluster: the host of each server, comma-separated (three machines); default all on 127.0.0.1',
+      (v: string) =>
+        v
+          .split(',')
+          .map((h) => h.trim())
+          .filter(Boolean),
+    )
+    .option('--cluster-port <port>', "with --cluster: the route port (on one machine: the first server's)", parsePort, 6222)
     .action(async (opts: { dir: string; port: number; cluster?: number; hosts?: string[]; clusterPort: number }) => {
       if (!opts.cluster && opts.hosts) throw new UsageError('--hosts needs --cluster N');
       const cluster = opts.cluster ? { size: opts.cluster, hosts: opts.hosts, clusterPort: opts.clusterPort } : undefined;
@@ -85,7 +104,10 @@ export function registerNatsCommands(program: Command): void {
       process.stdout.write(
         [
           `wrote a NATS cluster setup of ${r.servers.length} servers in ${r.dir}:`,
-          ...r.servers.map((s) => `  ${s.conf.slice(r.dir.length + 1)}  ${s.name}: clients on ${s.url.slice('nats://'.length)}, JetStream in ${s.storeDir}`),
+          ...r.servers.map(
+            (s) =>
+              `  ${s.conf.slice(r.dir.length + 1)}  ${s.name}: clients on ${s.url.slice('nats://'.length)}, JetStream in ${s.storeDir}`,
+          ),
           ...creds,
           'start each server (on its machine):',
           ...r.servers.map((s) => `  nats-server -c ${s.conf}`),
@@ -100,7 +122,7 @@ export function registerNatsCommands(program: Command): void {
 
   nats
     .command('creds')
-    .description("print the NATS credentials of a producer of an org (publish svc.ingest.<org>.>, subscribe svc.jobs.<org>.>)")
+    .description('print the NATS credentials of a producer of an org (publish svc.ingest.<org>.>, subscribe svc.jobs.<org>.>)')
     .requiredOption('--dir <dir>', 'directory written by `svc nats init`')
     .requiredOption('--org <org_id>', 'org id (an org of the database)')
     .option('--db <path>', "svc serve's SQLite database, where the org must exist (SVC_DB, default ./data/svc.db)")

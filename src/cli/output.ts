@@ -26,7 +26,11 @@ export function cell(v: unknown): string {
 export function formatLastDelivery(d: Partial<DeliveryStatus> | null | undefined): string {
   if (!d || (!d.last_outcome && !d.last_attempt_at)) return '-';
   const detail = d.last_status_code ?? d.last_error;
-  return [d.last_outcome ?? '?', detail === null || detail === undefined || detail === '' ? undefined : String(detail), d.last_attempt_at ?? undefined]
+  return [
+    d.last_outcome ?? '?',
+    detail === null || detail === undefined || detail === '' ? undefined : String(detail),
+    d.last_attempt_at ?? undefined,
+  ]
     .filter((x) => x !== undefined)
     .join(' ');
 }

@@ -26,7 +26,11 @@ interface ProduceOptions {
 function withProducerOptions(cmd: Command): Command {
   return cmd
     .addOption(new Option('--nats <url>', 'NATS server URL of svc serve').env('SVC_NATS_URL'))
-    .addOption(new Option('--nats-creds <file>', "the org's producer credentials (svc nats creds); none when the server needs none").env('SVC_NATS_CREDS'))
+    .addOption(
+      new Option('--nats-creds <file>', "the org's producer credentials (svc nats creds); none when the server needs none").env(
+        'SVC_NATS_CREDS',
+      ),
+    )
     .addOption(new Option('--org <org_id>', 'the org the fact belongs to').env('SVC_ORG_ID'))
     .option('--timeout <duration>', 'how long to wait for the answer', '5s')
     .option('--json', 'print only the answer, as JSON');
@@ -55,11 +59,18 @@ async function produce(opts: ProduceOptions, family: IngestFamily, id: string, p
   if (!isSafeToken(opts.org)) throw new UsageError(`--org ${JSON.stringify(opts.org)} is not an org id`);
   if (!isSafeToken(id)) throw new UsageError(`${JSON.stringify(id)} is not an id (1 to 64 of a-z, 0-9 and _)`);
   const timeout = durationMs(opts.timeout);
-  if (timeout === null || timeout < 1 || timeout > 600_000) throw new UsageError(`--timeout ${JSON.stringify(opts.timeout)}: a duration from 1ms to 10m (e.g. 5s)`);
+  if (timeout === null || timeout < 1 || timeout > 600_000)
+    throw new UsageError(`--timeout ${JSON.stringify(opts.timeout)}: a duration from 1ms to 10m (e.g. 5s)`);
   const subject = ingestSubject(opts.org, family, id);
   let options;
   try {
-    options = natsConnectOptions({ servers: [opts.nats], name: 'svc-produce', credsFile: opts.natsCreds ?? null, role: 'producer', org: opts.org });
+    options = natsConnectOptions({
+      servers: [opts.nats],
+      name: 'svc-produce',
+      credsFile: opts.natsCreds ?? null,
+      role: 'producer',
+      org: opts.org,
+    });
   } catch (err) {
     if (err instanceof NatsSetupError) throw new UsageError(err.message);
     throw err;
@@ -121,7 +132,10 @@ export function registerProduceCommands(program: Command): void {
     group
       .command('workflow <workflow_id>')
       .description('a workflow or step transition of a workflow that svc did not start')
-      .requiredOption('--data <json>', 'the message: {kind, transition, workflow, step?, error?, duration_ms?} inline, @FILE, or - (stdin)'),
+      .requiredOption(
+        '--data <json>',
+        'the message: {kind, transition, workflow, step?, error?, duration_ms?} inline, @FILE, or - (stdin)',
+      ),
   ).action(async (workflowId: string, opts: ProduceOptions & { data: string }) => {
     const payload = readJsonArg(opts.data, '--data');
     if (!payload || typeof payload !== 'object' || Array.isArray(payload)) throw new UsageError('--data must be a JSON object');

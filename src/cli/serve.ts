@@ -1,5 +1,20 @@
-import { Command, InvalidArgumentError, Option } from 'commander';
-import { DEFAULT_DELIVERY_CONCURRENCY, parseBool, parseCount, parseDuration, parsePort, parsePositiveInt, parseReplicas, parseUrl, type ServeConfig, DEFAULT_EVENT_RETENTION_MS, DEFAULT_AUDIT_RETENTION_MS, DEFAULT_API_QUEUE_PER_ORG, DEFAULT_INGEST_RATE_PER_ORG, DEFAULT_MAX_EVENTS_PER_ORG } from '../config.ts';
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import {
+  DEFAULT_DELIVERY_CONCURRENCY,
+  parseBool,
+  parseCount,
+  parseDuration,
+  parsePort,
+  parsePositiveInt,
+  parseReplicas,
+  parseUrl,
+  type ServeConfig,
+  DEFAULT_EVENT_RETENTION_MS,
+  DEFAULT_AUDIT_RETENTION_MS,
+  DEFAULT_API_QUEUE_PER_ORG,
+  DEFAULT_INGEST_RATE_PER_ORG,
+  DEFAULT_MAX_EVENTS_PER_ORG,
+} from '../config.ts';
 import { LIMITS } from '../domain/limits.ts';
 import { sleep, systemClock } from '../domain/clock.ts';
 import type { RelayFault } from '../handoff/outbox-relay.ts';
@@ -68,28 +83,94 @@ export function registerServeCommand(program: Command): void {
     .addOption(new Option('--db <path>', 'SQLite database file').env('SVC_DB').default('./data/svc.db'))
     .addOption(natsUrlOption('NATS server URL, or a comma-separated seed list of a cluster (unset: in-process bus)'))
     .addOption(
-      new Option('--nats-replicas <n>', 'replicas of every JetStream stream and KV bucket svc uses (default: 3 on a JetStream cluster of 3 or more, else 1)')
+      new Option(
+        '--nats-replicas <n>',
+        'replicas of every JetStream stream and KV bucket svc uses (default: 3 on a JetStream cluster of 3 or more, else 1)',
+      )
         .env('SVC_NATS_REPLICAS')
         .argParser(arg(parseReplicas)),
     )
-    .addOption(new Option('--base-url <url>', 'public base URL (default http://<host>:<port>)').env('SVC_BASE_URL').argParser(arg(parseUrl)))
-    .addOption(new Option('--dashboard-url <url>', 'dashboard URL used in event links (default <base-url>/dashboard)').env('SVC_DASHBOARD_URL').argParser(arg(parseUrl)))
+    .addOption(
+      new Option('--base-url <url>', 'public base URL (default http://<host>:<port>)').env('SVC_BASE_URL').argParser(arg(parseUrl)),
+    )
+    .addOption(
+      new Option('--dashboard-url <url>', 'dashboard URL used in event links (default <base-url>/dashboard)')
+        .env('SVC_DASHBOARD_URL')
+        .argParser(arg(parseUrl)),
+    )
     .addOption(new Option('--no-local-runner', 'do not run jobs in process; wait for external runners'))
-    .addOption(new Option('--runner-health-interval <duration>', 'runner health check interval').env('SVC_RUNNER_HEALTH_INTERVAL').argParser(arg(parseDuration)).default(15 * 60_000, '15m'))
-    .addOption(new Option('--delivery-timeout <duration>', 'webhook response wait').env('SVC_DELIVERY_TIMEOUT').argParser(arg(parseDuration)).default(5000, '5s'))
+    .addOption(
+      new Option('--runner-health-interval <duration>', 'runner health check interval')
+        .env('SVC_RUNNER_HEALTH_INTERVAL')
+        .argParser(arg(parseDuration))
+        .default(15 * 60_000, '15m'),
+    )
+    .addOption(
+      new Option('--delivery-timeout <duration>', 'webhook response wait')
+        .env('SVC_DELIVERY_TIMEOUT')
+        .argParser(arg(parseDuration))
+        .default(5000, '5s'),
+    )
     .addOption(new Option('--allow-private-targets', 'allow webhook targets on loopback and private addresses'))
-    .addOption(new Option('--drift-interval <duration|off>', 'scheduled drift scans').env('SVC_DRIFT_INTERVAL').argParser(arg(driftInterval)).default(24 * 3_600_000, '24h'))
+    .addOption(
+      new Option('--drift-interval <duration|off>', 'scheduled drift scans')
+        .env('SVC_DRIFT_INTERVAL')
+        .argParser(arg(driftInterval))
+        .default(24 * 3_600_000, '24h'),
+    )
     .addOption(deliveryConcurrencyOption())
     .addOption(new Option('--no-deliver', 'NATS mode: run the engine and the API only; svc worker processes deliver'))
     .addOption(natsCredsOption())
-    .addOption(new Option('--delivery-threads <n>', 'delivery threads (NATS mode: default one per spare core; embedded mode: one; 0 = on the engine thread)').env('SVC_DELIVERY_THREADS').argParser(arg(parseCount)))
-    .addOption(new Option('--max-webhooks-per-org <n>', 'webhooks one org may have (more: 409 limit_exceeded)').env('SVC_MAX_WEBHOOKS_PER_ORG').argParser(arg(parsePositiveInt)).default(LIMITS.webhooksPerOrg))
-    .addOption(new Option('--api-queue-per-org <n>', "an org's HTTP requests waiting for their turn at most (more: 429 rate_limited; 0: no bound)").env('SVC_API_QUEUE_PER_ORG').argParser(arg(parseCount)).default(DEFAULT_API_QUEUE_PER_ORG))
-    .addOption(new Option('--ingest-rate-per-org <n>', 'producer facts per second per org, in bursts of up to 4 times as many (more: rate_limited; 0: no limit)').env('SVC_INGEST_RATE_PER_ORG').argParser(arg(parseCount)).default(DEFAULT_INGEST_RATE_PER_ORG))
-    .addOption(new Option('--max-events-per-org <n>', "events kept per org; past it the org's oldest are pruned (0: no limit)").env('SVC_MAX_EVENTS_PER_ORG').argParser(arg(parseCount)).default(DEFAULT_MAX_EVENTS_PER_ORG))
-    .addOption(new Option('--trust-proxy', 'take the dashboard sign-in client address from X-Forwarded-For (only behind a proxy that sets it)'))
-    .addOption(new Option('--audit-retention <duration>', 'how long the audit log is kept').env('SVC_AUDIT_RETENTION').argParser(arg(parseDuration)).default(DEFAULT_AUDIT_RETENTION_MS, '90d'))
-    .addOption(new Option('--event-retention <duration|0>', 'how long emitted events and delivery attempts are kept (0: none)').env('SVC_EVENT_RETENTION').argParser(arg(eventRetention)).default(DEFAULT_EVENT_RETENTION_MS, '7d'))
+    .addOption(
+      new Option(
+        '--delivery-threads <n>',
+        'delivery threads (NATS mode: default one per spare core; embedded mode: one; 0 = on the engine thread)',
+      )
+        .env('SVC_DELIVERY_THREADS')
+        .argParser(arg(parseCount)),
+    )
+    .addOption(
+      new Option('--max-webhooks-per-org <n>', 'webhooks one org may have (more: 409 limit_exceeded)')
+        .env('SVC_MAX_WEBHOOKS_PER_ORG')
+        .argParser(arg(parsePositiveInt))
+        .default(LIMITS.webhooksPerOrg),
+    )
+    .addOption(
+      new Option('--api-queue-per-org <n>', "an org's HTTP requests waiting for their turn at most (more: 429 rate_limited; 0: no bound)")
+        .env('SVC_API_QUEUE_PER_ORG')
+        .argParser(arg(parseCount))
+        .default(DEFAULT_API_QUEUE_PER_ORG),
+    )
+    .addOption(
+      new Option(
+        '--ingest-rate-per-org <n>',
+        'producer facts per second per org, in bursts of up to 4 times as many (more: rate_limited; 0: no limit)',
+      )
+        .env('SVC_INGEST_RATE_PER_ORG')
+        .argParser(arg(parseCount))
+        .default(DEFAULT_INGEST_RATE_PER_ORG),
+    )
+    .addOption(
+      new Option('--max-events-per-org <n>', "events kept per org; past it the org's oldest are pruned (0: no limit)")
+        .env('SVC_MAX_EVENTS_PER_ORG')
+        .argParser(arg(parseCount))
+        .default(DEFAULT_MAX_EVENTS_PER_ORG),
+    )
+    .addOption(
+      new Option('--trust-proxy', 'take the dashboard sign-in client address from X-Forwarded-For (only behind a proxy that sets it)'),
+    )
+    .addOption(
+      new Option('--audit-retention <duration>', 'how long the audit log is kept')
+        .env('SVC_AUDIT_RETENTION')
+        .argParser(arg(parseDuration))
+        .default(DEFAULT_AUDIT_RETENTION_MS, '90d'),
+    )
+    .addOption(
+      new Option('--event-retention <duration|0>', 'how long emitted events and delivery attempts are kept (0: none)')
+        .env('SVC_EVENT_RETENTION')
+        .argParser(arg(eventRetention))
+        .default(DEFAULT_EVENT_RETENTION_MS, '7d'),
+    )
     .addHelpText('after', SERVE_HELP)
     .action(async (opts: ServeOptions, cmd: Command) => {
       collectEagerly();
@@ -106,7 +187,12 @@ export function registerServeCommand(program: Command): void {
         exiting = true;
         systemClock.setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 15_000); // a drain that hangs
         abort.abort();
-        const outcome = started ? await started.then((running) => ({ running }), (err: unknown) => ({ err })) : { running: null };
+        const outcome = started
+          ? await started.then(
+              (running) => ({ running }),
+              (err: unknown) => ({ err }),
+            )
+          : { running: null };
         if ('err' in outcome && !(outcome.err instanceof StartAbortedError)) return; // start-up failed: the action reports it (exit 1)
         const running = 'running' in outcome ? outcome.running : null;
         if (running) {
@@ -123,7 +209,9 @@ export function registerServeCommand(program: Command): void {
       await refuseTakenPort(config.port, config.host);
       // One `svc serve` per database (CONTRACT 1): refused here, before anything opens the store
       lock = lockStore(config.db);
-      started = import('../server.ts').then(({ startServer }) => startServer(config, { relayFault: relayFaultFromEnv(), signal: abort.signal }));
+      started = import('../server.ts').then(({ startServer }) =>
+        startServer(config, { relayFault: relayFaultFromEnv(), signal: abort.signal }),
+      );
       try {
         await started;
       } catch (err) {
@@ -142,7 +230,9 @@ function refuseTakenPort(port: number, host: string): Promise<void> {
   if (port === 0) return Promise.resolve();
   return new Promise((resolve, reject) => {
     const probe = net.createServer();
-    probe.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' ? reject(new PortInUseError(port, { cause: err })) : resolve()));
+    probe.once('error', (err: NodeJS.ErrnoException) =>
+      err.code === 'EADDRINUSE' ? reject(new PortInUseError(port, { cause: err })) : resolve(),
+    );
     probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
   });
 }
@@ -151,7 +241,8 @@ function toConfig(opts: ServeOptions, cmd: Command): ServeConfig {
   let localRunner = opts.localRunner;
   if (cmd.getOptionValueSource('localRunner') === 'default' && process.env.SVC_LOCAL_RUNNER !== undefined) {
     const v = process.env.SVC_LOCAL_RUNNER.trim().toLowerCase();
-    if (!['on', 'off', '1', '0', 'true', 'false'].includes(v)) throw new UsageError(`SVC_LOCAL_RUNNER must be on or off, not ${JSON.stringify(v)}`);
+    if (!['on', 'off', '1', '0', 'true', 'false'].includes(v))
+      throw new UsageError(`SVC_LOCAL_RUNNER must be on or off, not ${JSON.stringify(v)}`);
     localRunner = v === 'on' || v === '1' || v === 'true';
   }
   const allowPrivate = allowPrivateTargets(opts.allowPrivateTargets);
@@ -163,8 +254,10 @@ function toConfig(opts: ServeOptions, cmd: Command): ServeConfig {
       throw new UsageError(`SVC_DELIVER must be on or off: ${(err as Error).message}`);
     }
   }
-  if (opts.natsReplicas !== undefined && !opts.nats) throw new UsageError('--nats-replicas needs --nats: the in-process bus keeps no replicas');
-  if (!deliver && !opts.nats) throw new UsageError('--no-deliver needs --nats: in embedded mode this process is the only one that can deliver');
+  if (opts.natsReplicas !== undefined && !opts.nats)
+    throw new UsageError('--nats-replicas needs --nats: the in-process bus keeps no replicas');
+  if (!deliver && !opts.nats)
+    throw new UsageError('--no-deliver needs --nats: in embedded mode this process is the only one that can deliver');
   return {
     port: opts.port,
     host: opts.host,
@@ -199,7 +292,8 @@ export const deliveryConcurrencyOption = () =>
     .default(DEFAULT_DELIVERY_CONCURRENCY);
 
 /** --nats (SVC_NATS_URL): one URL or a comma-separated seed list (CONTRACT 1). */
-export const natsUrlOption = (description: string) => new Option('--nats <urls>', description).env('SVC_NATS_URL').argParser(arg(parseNatsUrls));
+export const natsUrlOption = (description: string) =>
+  new Option('--nats <urls>', description).env('SVC_NATS_URL').argParser(arg(parseNatsUrls));
 
 export const natsCredsOption = () => new Option('--nats-creds <file>', 'NATS credentials file (svc nats init)').env('SVC_NATS_CREDS');
 
@@ -234,7 +328,9 @@ export function allowPrivateTargets(flag: boolean | undefined): boolean {
  * producers whose facts are already committed ({ok: true}) reach them. Unset: none.
  */
 function relayFaultFromEnv(): RelayFault | undefined {
-  const points = (['before-publish', 'after-publish'] as const).filter((p) => process.env[`SVC_FAULT_CRASH_${p === 'before-publish' ? 'BEFORE' : 'AFTER'}_PUBLISH`] === '1');
+  const points = (['before-publish', 'after-publish'] as const).filter(
+    (p) => process.env[`SVC_FAULT_CRASH_${p === 'before-publish' ? 'BEFORE' : 'AFTER'}_PUBLISH`] === '1',
+  );
   if (!points.length) return undefined;
   return async (point) => {
     if (!points.includes(point)) return;

@@ -11,7 +11,12 @@ const collect = (v: string, prev: string[]) => [...prev, v];
 
 export function withVerifyOption(cmd: Command): Command {
   return cmd
-    .option('--verify <url>', `verification: after each group deploys, ask this URL for a verdict until it passes (repeat for more, at most ${MAX_VERIFICATIONS})`, collect, [] as string[])
+    .option(
+      '--verify <url>',
+      `verification: after each group deploys, ask this URL for a verdict until it passes (repeat for more, at most ${MAX_VERIFICATIONS})`,
+      collect,
+      [] as string[],
+    )
     .option('--verify-secret <secret>', 'sign the --verify requests with this secret (whsec_… or plain; Standard Webhooks, as a delivery)');
 }
 

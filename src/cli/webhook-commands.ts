@@ -83,7 +83,9 @@ function printWebhook(w: Webhook): void {
     ['state', d.state ?? 'active'],
     ...(d.failing_since ? [['failing_since', d.failing_since] as [string, unknown]] : []),
     ...(d.recover_since ? [['recover_since', d.recover_since] as [string, unknown]] : []),
-    ...(d.disabled_at ? [['disabled_at', d.disabled_at] as [string, unknown], ['disabled_reason', d.disabled_reason] as [string, unknown]] : []),
+    ...(d.disabled_at
+      ? [['disabled_at', d.disabled_at] as [string, unknown], ['disabled_reason', d.disabled_reason] as [string, unknown]]
+      : []),
     ['disable_after', w.disable_after ? `${w.disable_after.failures} failures over ${w.disable_after.duration}` : 'never'],
   ]);
 }
@@ -98,7 +100,13 @@ export function parseDisableAfter(text: string): { failures: number; duration: s
   const m = /^(\d+):(\S+)$/.exec(t);
   const failures = m ? Number(m[1]) : Number.NaN;
   const ms = m ? durationMs(m[2]) : null;
-  if (!m || failures < DISABLE_AFTER.minFailures || failures > DISABLE_AFTER.maxFailures || ms === null || ms > DISABLE_AFTER.maxDurationMs) {
+  if (
+    !m ||
+    failures < DISABLE_AFTER.minFailures ||
+    failures > DISABLE_AFTER.maxFailures ||
+    ms === null ||
+    ms > DISABLE_AFTER.maxDurationMs
+  ) {
     throw new UsageError(
       `--disable-after ${JSON.stringify(text)}: FAILURES:DURATION with ${DISABLE_AFTER.minFailures} to ${DISABLE_AFTER.maxFailures} failures and a duration from 0s to 30d (e.g. 50:1h), or off`,
     );
@@ -106,12 +114,13 @@ export function parseDisableAfter(text: string): { failures: number; duration: s
   return { failures, duration: m[2] };
 }
 
-const DISABLE_AFTER_HELP = 'disable the webhook once this many consecutive failures span at least this long: FAILURES:DURATION (e.g. 50:1h, 10:0s)';
+const DISABLE_AFTER_HELP =
+  'disable the webhook once this many consecutive failures span at least this long: FAILURES:DURATION (e.g. 50:1h, 10:0s)';
 
 export function registerWebhooks(program: Command): Command {
-  const webhooks = group(program, 'webhooks', 'manage the org\'s webhook subscriptions');
+  const webhooks = group(program, 'webhooks', "manage the org's webhook subscriptions");
 
-  handle(leaf(webhooks, 'list', 'list the org\'s webhooks'), async (run) => {
+  handle(leaf(webhooks, 'list', "list the org's webhooks"), async (run) => {
     const list = await run.api().get<Webhook[]>(WEBHOOKS);
     if (run.json) return printJson(list);
     // FAILS: consecutive failures now; ATTEMPTS and FAILURES: totals (CONTRACT 4.1 delivery_status)
@@ -141,7 +150,10 @@ export function registerWebhooks(program: Command): Command {
     leaf(webhooks, 'create', 'register a webhook (default subscription: every event, org-wide)')
       .requiredOption('--url <url>', 'the receiver URL (absolute http or https)')
       .option('--secret <secret>', 'signing secret (X-Svc-Signature and webhook-signature; whsec_<base64> or any string); never printed')
-      .option('--secret-file <path>', 'read the signing secret from a file (- = stdin; one trailing newline dropped), so it stays out of the process list')
+      .option(
+        '--secret-file <path>',
+        'read the signing secret from a file (- = stdin; one trailing newline dropped), so it stays out of the process list',
+      )
       .option('--subscription <json>', 'subscription document {"interests"?, "match"?} as inline JSON')
       .option('--subscription-file <path>', 'subscription document {"interests"?, "match"?} from a JSON file')
       .option('--disable-after <failures:duration>', DISABLE_AFTER_HELP),
@@ -167,7 +179,10 @@ export function registerWebhooks(program: Command): Command {
     leaf(webhooks, 'update <webhook_id>', 'rotate or remove the secret, or replace the subscription wholesale')
       .option('--secret <secret>', 'a new signing secret (rotation); never printed')
       .option('--secret-file <path>', 'read the new signing secret from a file (- = stdin; one trailing newline dropped)')
-      .option('--previous-secret-ttl <duration>', 'with a new secret: keep the old one signing beside it this long (e.g. 30m, 1h, 7d; at most 7d; default a hard cut)')
+      .option(
+        '--previous-secret-ttl <duration>',
+        'with a new secret: keep the old one signing beside it this long (e.g. 30m, 1h, 7d; at most 7d; default a hard cut)',
+      )
       .option('--remove-secret', 'remove the signing secret (deliveries are no longer signed)')
       .option('--subscription <json>', 'new subscription document {"interests"?, "match"?} (replaces both)')
       .option('--subscription-file <path>', 'new subscription document from a JSON file (replaces both)')
@@ -180,7 +195,9 @@ export function registerWebhooks(program: Command): Command {
       const sub = readSubscriptionDocument(run.opts);
       const disableAfter = str(run.opts.disableAfter);
       if (!newSecret && run.opts.removeSecret !== true && !sub && disableAfter === undefined) {
-        throw new UsageError('nothing to update: pass --secret, --secret-file, --remove-secret, --subscription, --subscription-file or --disable-after');
+        throw new UsageError(
+          'nothing to update: pass --secret, --secret-file, --remove-secret, --subscription, --subscription-file or --disable-after',
+        );
       }
       const body: Record<string, unknown> = {};
       if (disableAfter !== undefined) body.disable_after = parseDisableAfter(disableAfter);
@@ -208,13 +225,19 @@ export function registerWebhooks(program: Command): Command {
     println(`deleted webhook ${id}`);
   });
 
-  handle(leaf(webhooks, 'ping <webhook_id>', 'send one signed com.svc.webhook.ping.v1 event to a webhook (exit 1 when it is not delivered)'), async (run) => {
-    const [id] = run.args;
-    reportAttempt(run, await run.api().post<AttemptNow>(`${WEBHOOKS}/${seg(id)}/ping`), 'the ping');
-  });
+  handle(
+    leaf(webhooks, 'ping <webhook_id>', 'send one signed com.svc.webhook.ping.v1 event to a webhook (exit 1 when it is not delivered)'),
+    async (run) => {
+      const [id] = run.args;
+      reportAttempt(run, await run.api().post<AttemptNow>(`${WEBHOOKS}/${seg(id)}/ping`), 'the ping');
+    },
+  );
 
   handle(
-    leaf(webhooks, 'disable <webhook_id>', 'stop sending to a webhook: no attempts until it is enabled; its events are still kept').option('--note <text>', 'why (shown as its disabled_reason)'),
+    leaf(webhooks, 'disable <webhook_id>', 'stop sending to a webhook: no attempts until it is enabled; its events are still kept').option(
+      '--note <text>',
+      'why (shown as its disabled_reason)',
+    ),
     async (run) => {
       const [id] = run.args;
       const note = str(run.opts.note);
@@ -226,13 +249,22 @@ export function registerWebhooks(program: Command): Command {
   );
 
   handle(
-    leaf(webhooks, 'enable <webhook_id>', 'send to a webhook again, once a ping to it is delivered (exit 1 when it is not: still disabled)').option(
+    leaf(
+      webhooks,
+      'enable <webhook_id>',
+      'send to a webhook again, once a ping to it is delivered (exit 1 when it is not: still disabled)',
+    ).option(
       '--recover',
       'then attempt again every event it failed or missed since its streak began (prints the recovery; follow it with `svc webhooks recover` or GET …/recoveries/ID)',
     ),
     async (run) => {
       const [id] = run.args;
-      const r = await run.api().post<{ webhook: Webhook; recovery_id?: string }>(`${WEBHOOKS}/${seg(id)}/enable`, run.opts.recover === true ? { recover: true } : {});
+      const r = await run
+        .api()
+        .post<{ webhook: Webhook; recovery_id?: string }>(
+          `${WEBHOOKS}/${seg(id)}/enable`,
+          run.opts.recover === true ? { recover: true } : {},
+        );
       if (run.json) return printJson(r);
       println(`enabled webhook ${r.webhook.webhook_id}${r.recovery_id ? `; recovery ${r.recovery_id} started` : ''}`);
       printWebhook(r.webhook);

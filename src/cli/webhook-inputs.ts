@@ -65,7 +65,9 @@ export function checkSecretOptions(opts: Record<string, unknown>): boolean {
     throw new UsageError(`${inline ? '--secret' : '--secret-file'} and --remove-secret are mutually exclusive`);
   }
   if (opts.previousSecretTtl !== undefined && !inline && !file) {
-    throw new UsageError('--previous-secret-ttl needs a new secret (--secret or --secret-file): it is how long the old one keeps signing beside it');
+    throw new UsageError(
+      '--previous-secret-ttl needs a new secret (--secret or --secret-file): it is how long the old one keeps signing beside it',
+    );
   }
   return inline || file;
 }

@@ -22,21 +22,48 @@ interface ChangeWindow {
 }
 
 const collect = (v: string, prev: string[]) => [...prev, v];
-const list = (text: string) => text.split(',').map((s) => s.trim()).filter(Boolean);
+const list = (text: string) =>
+  text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 
 /** Who a window selects, as people read it. */
 const whom = (w: ChangeWindow) =>
-  [w.install_ids?.length ? w.install_ids.join(',') : '', w.selector ? Object.entries(w.selector.match_labels).map(([k, v]) => `${k}=${v}`).join(',') : ''].filter(Boolean).join(' ') || 'all installs';
+  [
+    w.install_ids?.length ? w.install_ids.join(',') : '',
+    w.selector
+      ? Object.entries(w.selector.match_labels)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(',')
+      : '',
+  ]
+    .filter(Boolean)
+    .join(' ') || 'all installs';
 
 export function registerWindowCommands(apps: Command): void {
-  const windows = group(apps, 'windows', "an app's change windows: when its installs may (allow) or may not (deny) start an update of a run");
+  const windows = group(
+    apps,
+    'windows',
+    "an app's change windows: when its installs may (allow) or may not (deny) start an update of a run",
+  );
   handle(leaf(windows, 'list <app_id>', "list an app's change windows"), async (run) => {
     const [app] = run.args;
     const ws = await run.api().get<ChangeWindow[]>(`/v1/apps/${seg(app)}/change-windows`);
     if (run.json) return printJson(ws);
     printTable(
       ['window_id', 'name', 'kind', 'days', 'start', 'duration', 'time_zone', 'installs', 'applies_to'],
-      (ws ?? []).map((w) => [w.window_id, w.name, w.kind, w.days.join(','), w.start, w.duration, w.time_zone, whom(w), w.applies_to.join(',')]),
+      (ws ?? []).map((w) => [
+        w.window_id,
+        w.name,
+        w.kind,
+        w.days.join(','),
+        w.start,
+        w.duration,
+        w.time_zone,
+        whom(w),
+        w.applies_to.join(','),
+      ]),
       'no change windows',
     );
   });
@@ -57,10 +84,18 @@ export function registerWindowCommands(apps: Command): void {
       if (kind !== 'allow' && kind !== 'deny') throw new UsageError(`--kind ${JSON.stringify(kind)}: allow or deny`);
       const days = list(str(run.opts.days)!);
       const badDay = days.find((d) => !(WEEKDAYS as readonly string[]).includes(d));
-      if (!days.length || badDay !== undefined) throw new UsageError(`--days ${JSON.stringify(run.opts.days)}: days of the week, comma separated (${WEEKDAYS.join(',')})`);
+      if (!days.length || badDay !== undefined)
+        throw new UsageError(`--days ${JSON.stringify(run.opts.days)}: days of the week, comma separated (${WEEKDAYS.join(',')})`);
       const start = str(run.opts.start)!;
       if (startMinutes(start) === null) throw new UsageError(`--start ${JSON.stringify(start)}: HH:MM, 00:00 to 23:59`);
-      const body: Record<string, unknown> = { name: str(run.opts.name), kind, days, start, duration: str(run.opts.duration), time_zone: str(run.opts.timeZone) };
+      const body: Record<string, unknown> = {
+        name: str(run.opts.name),
+        kind,
+        days,
+        start,
+        duration: str(run.opts.duration),
+        time_zone: str(run.opts.timeZone),
+      };
       const installs = (run.opts.install as string[] | undefined) ?? [];
       if (installs.length) body.install_ids = installs;
       const selector = str(run.opts.selector);
@@ -68,7 +103,8 @@ export function registerWindowCommands(apps: Command): void {
       const appliesTo = str(run.opts.appliesTo);
       if (appliesTo !== undefined) {
         const kinds = list(appliesTo);
-        if (!kinds.length || kinds.some((k) => !(RUN_KINDS as readonly string[]).includes(k))) throw new UsageError(`--applies-to ${JSON.stringify(appliesTo)}: ${RUN_KINDS.join(', ')}, comma separated`);
+        if (!kinds.length || kinds.some((k) => !(RUN_KINDS as readonly string[]).includes(k)))
+          throw new UsageError(`--applies-to ${JSON.stringify(appliesTo)}: ${RUN_KINDS.join(', ')}, comma separated`);
         body.applies_to = kinds;
       }
       const w = await run.api().post<ChangeWindow>(`/v1/apps/${seg(app)}/change-windows`, body);
@@ -83,10 +119,13 @@ export function registerWindowCommands(apps: Command): void {
       ]);
     },
   );
-  handle(leaf(windows, 'delete <app_id> <window_id>', 'delete a change window (installs it held start at once if nothing else holds them)'), async (run) => {
-    const [app, id] = run.args;
-    await run.api().del(`/v1/apps/${seg(app)}/change-windows/${seg(id)}`);
-    if (run.json) return printJson({ deleted: id });
-    println(`deleted change window ${id}`);
-  });
+  handle(
+    leaf(windows, 'delete <app_id> <window_id>', 'delete a change window (installs it held start at once if nothing else holds them)'),
+    async (run) => {
+      const [app, id] = run.args;
+      await run.api().del(`/v1/apps/${seg(app)}/change-windows/${seg(id)}`);
+      if (run.json) return printJson({ deleted: id });
+      println(`deleted change window ${id}`);
+    },
+  );
 }

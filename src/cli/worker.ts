@@ -3,7 +3,7 @@
 // one that dies loses nothing. It needs the data plane key: from its credentials file (svc nats
 // init writes it into worker.creds) or SVC_DATAPLANE_KEY (printed by `svc dataplane-key`).
 import { randomUUID } from 'node:crypto';
-import { Command, Option } from 'commander';
+import { type Command, Option } from 'commander';
 import pino from 'pino';
 import { parseDuration } from '../config.ts';
 import { systemClock } from '../domain/clock.ts';
@@ -31,7 +31,12 @@ export function registerWorkerCommand(program: Command): void {
     .addOption(natsUrlOption('NATS server URL, or a comma-separated seed list of a cluster'))
     .addOption(natsCredsOption())
     .addOption(deliveryConcurrencyOption())
-    .addOption(new Option('--delivery-timeout <duration>', 'webhook response wait').env('SVC_DELIVERY_TIMEOUT').argParser(arg(parseDuration)).default(5000, '5s'))
+    .addOption(
+      new Option('--delivery-timeout <duration>', 'webhook response wait')
+        .env('SVC_DELIVERY_TIMEOUT')
+        .argParser(arg(parseDuration))
+        .default(5000, '5s'),
+    )
     .addOption(new Option('--allow-private-targets', 'allow webhook targets on loopback and private addresses'))
     .action(async (opts: WorkerOptions) => {
       collectEagerly();
@@ -39,16 +44,30 @@ export function registerWorkerCommand(program: Command): void {
       const key = workerKey(opts.natsCreds ?? null);
       const logger = pino({ base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
       const workerId = `worker_${randomUUID().slice(0, 8)}`;
-      if (!opts.natsCreds) logger.warn({ url: redactNatsUrl(opts.nats) }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
+      if (!opts.natsCreds)
+        logger.warn(
+          { url: redactNatsUrl(opts.nats) },
+          'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)',
+        );
       // `worker ready` is a promise (CONTRACT 1): printed once the consumer is attached and its
       // first pull request is confirmed by the server (this process has no HTTP server, no /readyz)
       const readiness = new Readiness({ consumers: 'the event consumer is not attached yet' });
-      const nc = await connectNats(opts.nats, { name: `svc-${workerId}`, logger, waitForServer: true, role: 'worker', credsFile: opts.natsCreds ?? null });
+      const nc = await connectNats(opts.nats, {
+        name: `svc-${workerId}`,
+        logger,
+        waitForServer: true,
+        role: 'worker',
+        credsFile: opts.natsCreds ?? null,
+      });
       trackNatsConnection(nc, readiness);
       const plane = await startNatsDataPlane({
         nc,
         seal: new Seal(key),
-        limits: { concurrency: opts.deliveryConcurrency, timeoutMs: opts.deliveryTimeout, allowPrivateTargets: allowPrivateTargets(opts.allowPrivateTargets) },
+        limits: {
+          concurrency: opts.deliveryConcurrency,
+          timeoutMs: opts.deliveryTimeout,
+          allowPrivateTargets: allowPrivateTargets(opts.allowPrivateTargets),
+        },
         workerId,
         clock: systemClock,
         logger,
@@ -76,7 +95,10 @@ export function registerWorkerCommand(program: Command): void {
       process.on('SIGINT', () => void shutdown('SIGINT'));
       // the guard's setting is the worker's own (svc serve's pings and resends follow svc serve's):
       // said here so that a worker and an engine that disagree can be told apart
-      logger.info({ worker: workerId, concurrency: opts.deliveryConcurrency, allow_private_targets: allowPrivateTargets(opts.allowPrivateTargets) }, 'worker ready');
+      logger.info(
+        { worker: workerId, concurrency: opts.deliveryConcurrency, allow_private_targets: allowPrivateTargets(opts.allowPrivateTargets) },
+        'worker ready',
+      );
     });
 }
 

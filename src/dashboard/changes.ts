@@ -20,7 +20,7 @@ export interface DashOp {
 /** The scope, action and resource of an API operation, by its operationId. */
 export function apiOp(operationId: string, action?: string): DashOp {
   const r = API_ROUTES.find((x) => x.operationId === operationId);
-  if (!r || !r.audit || r.scope === 'public') throw new Error(`no write operation ${operationId}`);
+  if (!r?.audit || r.scope === 'public') throw new Error(`no write operation ${operationId}`);
   return { scope: r.scope, action: action ?? r.audit.action, resource: r.audit.resource };
 }
 
@@ -46,13 +46,29 @@ export function refused(c: DashContext, ctx: AppContext, op: DashOp, status: num
  * Run `fn` as a change of the signed-in session: `status` is what the API answers for it (201 for
  * a create), `id` the resource it changed (or a function of `fn`'s result: what it created).
  */
-export function change<T>(c: DashContext, ctx: AppContext, op: DashOp, target: { id?: string | null; idOf?: (r: T) => string | null; status?: number }, fn: () => T): T {
+export function change<T>(
+  c: DashContext,
+  ctx: AppContext,
+  op: DashOp,
+  target: { id?: string | null; idOf?: (r: T) => string | null; status?: number },
+  fn: () => T,
+): T {
   const s = c.get('session');
   if (!s) throw new Error('a dashboard change without a session');
-  const entry = (status: number, id: string | null) => ({ org_id: s.org_id, actor: s.actor, action: op.action, resource_type: op.resource, resource_id: id, status });
+  const entry = (status: number, id: string | null) => ({
+    org_id: s.org_id,
+    actor: s.actor,
+    action: op.action,
+    resource_type: op.resource,
+    resource_id: id,
+    status,
+  });
   try {
     if (!allows(s.scope, op.scope)) {
-      throw new ForbiddenError(op.scope, `${op.action} needs a token with scope ${op.scope}${op.scope === 'admin' ? '' : ' (or admin)'}; this session's token has scope ${s.scope}`);
+      throw new ForbiddenError(
+        op.scope,
+        `${op.action} needs a token with scope ${op.scope}${op.scope === 'admin' ? '' : ' (or admin)'}; this session's token has scope ${s.scope}`,
+      );
     }
     return ctx.engine.change((t) => {
       const r = fn();

@@ -29,7 +29,8 @@ import { countPendingApprovals } from '../services/approvals.ts';
 const MAX_FORM_BYTES = 1024 * 1024;
 
 const SECURITY_HEADERS: Record<string, string> = {
-  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',
   'x-frame-options': 'DENY',
@@ -41,38 +42,50 @@ const SECURITY_HEADERS: Record<string, string> = {
  * are (CONTRACT 8): `dashboard.<method>` on the page's path, status 413, nothing of the body.
  * Without a session there is no org whose log could hold it (a sign-in is not audited either).
  */
-const keepTooLarge = (ctx: AppContext, prefix: string): MiddlewareHandler<DashEnv> => async (c, next) => {
-  await next();
-  if (c.res.status !== 413 || c.req.method === 'GET' || c.req.method === 'HEAD') return;
-  // the 1 MiB limit answers before the session is loaded
-  const cookie = c.get('session') ? undefined : getCookie(c, SESSION_COOKIE);
-  const s = c.get('session') ?? (cookie ? sessionOf(ctx, cookie) : undefined);
-  if (!s) return;
-  const { org_id, actor } = s;
-  const page = c.req.path.slice(prefix.length) || '/';
-  keepRefused(ctx, () => ({ org_id, actor, action: `dashboard.${c.req.method.toLowerCase()}`, resource_type: 'dashboard_page', resource_id: page, status: 413 }));
-};
+const keepTooLarge =
+  (ctx: AppContext, prefix: string): MiddlewareHandler<DashEnv> =>
+  async (c, next) => {
+    await next();
+    if (c.res.status !== 413 || c.req.method === 'GET' || c.req.method === 'HEAD') return;
+    // the 1 MiB limit answers before the session is loaded
+    const cookie = c.get('session') ? undefined : getCookie(c, SESSION_COOKIE);
+    const s = c.get('session') ?? (cookie ? sessionOf(ctx, cookie) : undefined);
+    if (!s) return;
+    const { org_id, actor } = s;
+    const page = c.req.path.slice(prefix.length) || '/';
+    keepRefused(ctx, () => ({
+      org_id,
+      actor,
+      action: `dashboard.${c.req.method.toLowerCase()}`,
+      resource_type: 'dashboard_page',
+      resource_id: page,
+      status: 413,
+    }));
+  };
 
 /**
  * Every page but sign-in: signed in (else to sign-in, with `next`), as this org (else 404), CSRF on
  * POST (else 403). Counts the org's steps awaiting approval for the navigation.
  */
-const requireOrgSession = (ctx: AppContext): MiddlewareHandler<DashEnv> => async (c, next) => {
-  const s = c.get('session');
-  const org = c.req.param('org');
-  if (!s) {
-    const url = new URL(c.req.url);
-    const back = c.req.method === 'GET' ? url.pathname + url.search : undefined;
-    return c.redirect(c.get('paths').login(back), c.req.method === 'GET' ? 302 : 303);
-  }
-  if (org !== s.org_id) return notFoundPage(c);
-  c.set('paths', pathsFor(c.get('prefix'), s.org_id));
-  if (c.req.method !== 'GET' && c.req.method !== 'HEAD') {
-    if (!sameToken(await formCsrf(c), s.csrf)) return errorPage(c, 403, 'Forbidden', 'Missing or invalid CSRF token. Reload the page and try again.');
-  }
-  c.set('pendingApprovals', countPendingApprovals(ctx, s.org_id));
-  await next();
-};
+const requireOrgSession =
+  (ctx: AppContext): MiddlewareHandler<DashEnv> =>
+  async (c, next) => {
+    const s = c.get('session');
+    const org = c.req.param('org');
+    if (!s) {
+      const url = new URL(c.req.url);
+      const back = c.req.method === 'GET' ? url.pathname + url.search : undefined;
+      return c.redirect(c.get('paths').login(back), c.req.method === 'GET' ? 302 : 303);
+    }
+    if (org !== s.org_id) return notFoundPage(c);
+    c.set('paths', pathsFor(c.get('prefix'), s.org_id));
+    if (c.req.method !== 'GET' && c.req.method !== 'HEAD') {
+      if (!sameToken(await formCsrf(c), s.csrf))
+        return errorPage(c, 403, 'Forbidden', 'Missing or invalid CSRF token. Reload the page and try again.');
+    }
+    c.set('pendingApprovals', countPendingApprovals(ctx, s.org_id));
+    await next();
+  };
 
 export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEnv> {
   const secure = new URL(ctx.urls.dashboard).protocol === 'https:';
@@ -85,10 +98,7 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
     if (!c.res.headers.has('cache-control')) c.header('cache-control', 'no-store');
   });
   r.use('*', keepTooLarge(ctx, prefix));
-  r.use(
-    '*',
-    bodyLimit({ maxSize: MAX_FORM_BYTES, onError: (c) => c.text('request body is over 1 MiB', 413, { connection: 'close' }) }),
-  );
+  r.use('*', bodyLimit({ maxSize: MAX_FORM_BYTES, onError: (c) => c.text('request body is over 1 MiB', 413, { connection: 'close' }) }));
   r.use('*', loadSession(ctx));
   r.use('*', async (c, next) => {
     c.set('paths', pathsFor(prefix, c.get('session')?.org_id ?? ''));
@@ -98,14 +108,19 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
   r.onError((err, c) => {
     if (err instanceof NotFoundError) return notFoundPage(c);
     if (err instanceof ForbiddenError) return errorPage(c, 403, 'Not allowed', err.message);
-    if (err instanceof InvalidError || err instanceof ConflictError) return errorPage(c, err instanceof InvalidError ? 400 : 409, 'Request refused', err.message);
+    if (err instanceof InvalidError || err instanceof ConflictError)
+      return errorPage(c, err instanceof InvalidError ? 400 : 409, 'Request refused', err.message);
     ctx.logger.error({ err: err instanceof Error ? err.message : String(err), path: c.req.path }, 'dashboard request failed');
     return errorPage(c, 500, 'Something went wrong', 'The request failed. Try again; if it keeps failing, check the service logs.');
   });
   r.notFound((c) => notFoundPage(c));
 
-  r.get('/style.css', (c) => c.body(STYLESHEET, 200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'public, max-age=3600' }));
-  r.get('/app.js', (c) => c.body(SCRIPT, 200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, max-age=3600' }));
+  r.get('/style.css', (c) =>
+    c.body(STYLESHEET, 200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'public, max-age=3600' }),
+  );
+  r.get('/app.js', (c) =>
+    c.body(SCRIPT, 200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, max-age=3600' }),
+  );
   r.get('/', (c) => {
     const s = c.get('session');
     return c.redirect(s ? pathsFor(prefix, s.org_id).org : c.get('paths').login(), 302);

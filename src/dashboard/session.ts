@@ -1,5 +1,5 @@
 // Dashboard sign-in state: the session cookie, CSRF checks and one-shot flash messages.
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import type { AppContext } from '../context.ts';
@@ -53,7 +53,10 @@ export function setSessionCookie(c: DashContext, token: string): void {
 }
 
 // over https a `__Host-` cookie (Secure, for the path /, no domain)
-const loginCsrfCookieOpts = (c: DashContext, maxAgeSeconds?: number) => ({ ...cookieOpts(c, maxAgeSeconds), ...(c.get('secure') ? { path: '/', prefix: 'host' as const } : {}) });
+const loginCsrfCookieOpts = (c: DashContext, maxAgeSeconds?: number) => ({
+  ...cookieOpts(c, maxAgeSeconds),
+  ...(c.get('secure') ? { path: '/', prefix: 'host' as const } : {}),
+});
 
 /** This browser's login CSRF value (from its cookie), if it has a well-formed one. */
 export function loginCsrfCookie(c: DashContext): string | undefined {
@@ -113,7 +116,14 @@ export class LoginCsrf {
   }
 
   private mac(cookie: string, at: string, serial: string): string {
-    return createHmac('sha256', this.key).update('login\n').update(cookie).update('\n').update(at).update('\n').update(serial).digest('base64url');
+    return createHmac('sha256', this.key)
+      .update('login\n')
+      .update(cookie)
+      .update('\n')
+      .update(at)
+      .update('\n')
+      .update(serial)
+      .digest('base64url');
   }
 
   /** A new form's token for this cookie, or undefined when MAX_FORMS_PER_SECOND were served in this second already. */
@@ -214,7 +224,9 @@ export async function formCsrf(c: DashContext): Promise<string | undefined> {
 /** Sets a message shown once, by the next page rendered. */
 export function flash(c: DashContext, f: Flash): void {
   const details = f.details?.slice(0, 10).map(([k, v]) => [k.slice(0, 100), v.slice(0, 500)]);
-  const value = Buffer.from(JSON.stringify({ kind: f.kind, text: f.text.slice(0, 500), ...(details ? { details } : {}) })).toString('base64url');
+  const value = Buffer.from(JSON.stringify({ kind: f.kind, text: f.text.slice(0, 500), ...(details ? { details } : {}) })).toString(
+    'base64url',
+  );
   setCookie(c, FLASH_COOKIE, value, cookieOpts(c, 60));
 }
 
@@ -230,7 +242,12 @@ export interface SentAttempt {
  * Flashes how an attempt sent from the dashboard went: `ok(http)` or `failed(why)` the sentence,
  * then its details (`first` ones, then delivered, HTTP status, error, duration).
  */
-export function flashAttempt(c: DashContext, res: SentAttempt, text: { ok: (http: string) => string; failed: (why: string) => string }, first: Array<[string, string]> = []): void {
+export function flashAttempt(
+  c: DashContext,
+  res: SentAttempt,
+  text: { ok: (http: string) => string; failed: (why: string) => string },
+  first: Array<[string, string]> = [],
+): void {
   const http = res.status !== undefined ? `HTTP ${res.status}` : 'no response';
   const details: Array<[string, string]> = [
     ...first,
@@ -250,7 +267,10 @@ export const takeFlash: MiddlewareHandler<DashEnv> = async (c, next) => {
     try {
       const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Flash;
       if ((v.kind === 'ok' || v.kind === 'error') && typeof v.text === 'string') {
-        const details = Array.isArray(v.details) && v.details.every((d) => Array.isArray(d) && d.length === 2 && d.every((x) => typeof x === 'string')) ? v.details : undefined;
+        const details =
+          Array.isArray(v.details) && v.details.every((d) => Array.isArray(d) && d.length === 2 && d.every((x) => typeof x === 'string'))
+            ? v.details
+            : undefined;
         f = { kind: v.kind, text: v.text, ...(details ? { details } : {}) };
       }
     } catch {

@@ -75,7 +75,12 @@ const FlashBox: FC<{ flash: Flash }> = ({ flash }) => (
   </div>
 );
 
-const Nav: FC<{ paths: Paths; org: { id: string; csrf: string; admin?: boolean }; current?: PageProps['current']; pending?: number }> = ({ paths, org, current, pending }) => {
+const Nav: FC<{ paths: Paths; org: { id: string; csrf: string; admin?: boolean }; current?: PageProps['current']; pending?: number }> = ({
+  paths,
+  org,
+  current,
+  pending,
+}) => {
   const item = (key: NonNullable<PageProps['current']>, href: string, label: string, extra?: Child) => (
     <li>
       <a href={href} aria-current={current === key ? 'page' : undefined}>
@@ -111,7 +116,10 @@ const Nav: FC<{ paths: Paths; org: { id: string; csrf: string; admin?: boolean }
       </ul>
       <form method="post" action={paths.logout} class="inline">
         <Csrf token={org.csrf} />
-        <span class="muted org-id">{org.id}</span> <button type="submit" class="link">Sign out</button>
+        <span class="muted org-id">{org.id}</span>{' '}
+        <button type="submit" class="link">
+          Sign out
+        </button>
       </form>
     </nav>
   );
@@ -128,7 +136,11 @@ export const Status: FC<{ status: string | null | undefined }> = ({ status }) =>
 };
 
 /** The status (with its error), time and duration cells of a workflow's or a step's row. */
-export const RunCells: FC<{ run: { status: string; error?: string | null; started_at: string | null; finished_at: string | null }; time: string | null; timeLabel: string }> = ({ run, time, timeLabel }) => (
+export const RunCells: FC<{
+  run: { status: string; error?: string | null; started_at: string | null; finished_at: string | null };
+  time: string | null;
+  timeLabel: string;
+}> = ({ run, time, timeLabel }) => (
   <>
     <td data-label="Status">
       <Status status={run.status} />
@@ -246,7 +258,8 @@ export const Diff: FC<{ diff: DiffShape }> = ({ diff }) => {
           <ul>
             {ch.changes.map((f) => (
               <li>
-                <code>{f.path}</code>: {f.op === 'add' ? `+ ${show(f.new)}` : f.op === 'remove' ? `− ${show(f.old)}` : `${show(f.old)} → ${show(f.new)}`}
+                <code>{f.path}</code>:{' '}
+                {f.op === 'add' ? `+ ${show(f.new)}` : f.op === 'remove' ? `− ${show(f.old)}` : `${show(f.old)} → ${show(f.new)}`}
               </li>
             ))}
           </ul>
@@ -272,7 +285,7 @@ export const Labels: FC<{ labels: Record<string, string> | null | undefined }> =
 };
 
 export const Errors: FC<{ errors: Array<{ path: string; message: string }> | undefined; title?: string }> = ({ errors, title }) =>
-  errors && errors.length ? (
+  errors?.length ? (
     <div class="flash error" role="alert">
       <p>{title ?? 'Please fix the following:'}</p>
       <ul>
@@ -338,6 +351,7 @@ export const ActorName: FC<{ actor: { token_id: string | null; token_name: strin
 /** In place of a form the session's scope cannot use (CONTRACT 2: a session has its token's scope). */
 export const ScopeNote: FC<{ have: string; need: string; what: string }> = ({ have, need, what }) => (
   <p class="muted scope-note">
-    {what} needs a token with scope {need}{need === 'admin' ? '' : ' or admin'}; this session's token has scope {have}.
+    {what} needs a token with scope {need}
+    {need === 'admin' ? '' : ' or admin'}; this session's token has scope {have}.
   </p>
 );

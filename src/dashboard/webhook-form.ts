@@ -198,7 +198,8 @@ export function patchBodyOf(form: FormData, current?: { interests: Interests; ma
     // an overlap only with a rotation (the API refuses previous_secret_ttl_s without a new secret)
     const ttl = state.previous_secret_ttl.trim();
     if (ttl !== '0') {
-      if (!/^\d{1,7}$/.test(ttl)) return { ok: false, errors: [{ path: 'previous_secret_ttl_s', message: 'choose how long the old secret keeps signing' }] };
+      if (!/^\d{1,7}$/.test(ttl))
+        return { ok: false, errors: [{ path: 'previous_secret_ttl_s', message: 'choose how long the old secret keeps signing' }] };
       body.previous_secret_ttl_s = Number(ttl);
     }
   }
@@ -228,7 +229,12 @@ export function describeMatch(m: Match | null): string {
     .map(([kind, f]) => {
       const bits: string[] = [];
       if (f?.ids) bits.push(`ids ${f.ids.join(', ')}`);
-      if (f?.selector) bits.push(Object.entries(f.selector.match_labels).map(([k, v]) => `${k}=${v}`).join(', '));
+      if (f?.selector)
+        bits.push(
+          Object.entries(f.selector.match_labels)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(', '),
+        );
       return `${kind}: ${bits.length ? bits.join('; ') : 'any'}`;
     })
     .join(' · ');

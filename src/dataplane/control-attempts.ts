@@ -44,14 +44,21 @@ export class ControlPlaneAttempts {
   private readonly slots: FairSlots<Pending>;
   private readonly o: ControlAttemptOptions;
 
-  constructor(limits: Pick<DeliveryLimits, 'timeoutMs' | 'allowPrivateTargets'>, o: Partial<ControlAttemptOptions> & Pick<ControlAttemptOptions, 'record'>) {
+  constructor(
+    limits: Pick<DeliveryLimits, 'timeoutMs' | 'allowPrivateTargets'>,
+    o: Partial<ControlAttemptOptions> & Pick<ControlAttemptOptions, 'record'>,
+  ) {
     this.o = {
       deliverer: new Deliverer({ timeoutMs: limits.timeoutMs, allowPrivateTargets: limits.allowPrivateTargets }),
       sign: makeSigner(),
       clock: systemClock,
       ...o,
     };
-    this.slots = new FairSlots({ clock: this.o.clock, concurrency: this.o.concurrency ?? CONTROL_CONCURRENCY, perWebhook: PER_WEBHOOK_IN_FLIGHT });
+    this.slots = new FairSlots({
+      clock: this.o.clock,
+      concurrency: this.o.concurrency ?? CONTROL_CONCURRENCY,
+      perWebhook: PER_WEBHOOK_IN_FLIGHT,
+    });
   }
 
   /** One attempt of the event at this webhook, once it has a slot; resolves its result (never rejects). */
@@ -82,7 +89,13 @@ export class ControlPlaneAttempts {
     if (p.recovery) headers[RECOVERY_HEADER] = p.recovery;
     this.o.deliverer.send(p.sub.entry.url, headers, p.body, (r) => {
       this.slots.done(g, r.delivered);
-      this.o.record(outcomeOf({ webhook_id: p.sub.id, org_id: p.sub.org, event_id: p.eventId, type: p.type, recovery_id: p.recovery }, r, this.o.clock.now()));
+      this.o.record(
+        outcomeOf(
+          { webhook_id: p.sub.id, org_id: p.sub.org, event_id: p.eventId, type: p.type, recovery_id: p.recovery },
+          r,
+          this.o.clock.now(),
+        ),
+      );
       p.resolve(r);
       this.pump();
     });

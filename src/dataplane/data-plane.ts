@@ -93,15 +93,16 @@ export async function startNatsDataPlane(o: {
         if (attempt === 1) o.logger.warn({ bucket: REGISTRY_BUCKET, err: String(err) }, 'could not watch the webhook registry; retrying');
       },
     },
-    () => watchRegistry(registryKv, o.seal, {
-    apply: (orgId, webhookId, v, entry) => {
-      if (entry ? registry.upsert(entry, v) : registry.remove(orgId, webhookId, v)) return;
-      o.logger.warn({ org_id: orgId, webhook_id: webhookId, version: v }, 'a webhook registry entry older than the one held; refused');
-      if (counted) counted('stale_registry');
-      else stale++;
-    },
-    refused: (key) => o.logger.warn({ key }, 'a webhook registry entry does not open with the data plane key; ignored'),
-    }),
+    () =>
+      watchRegistry(registryKv, o.seal, {
+        apply: (orgId, webhookId, v, entry) => {
+          if (entry ? registry.upsert(entry, v) : registry.remove(orgId, webhookId, v)) return;
+          o.logger.warn({ org_id: orgId, webhook_id: webhookId, version: v }, 'a webhook registry entry older than the one held; refused');
+          if (counted) counted('stale_registry');
+          else stale++;
+        },
+        refused: (key) => o.logger.warn({ key }, 'a webhook registry entry does not open with the data plane key; ignored'),
+      }),
   );
   if (!watching) throw new Error(`stopped while watching the KV bucket ${REGISTRY_BUCKET}`);
   const watch = watching;
@@ -125,7 +126,17 @@ export async function startNatsDataPlane(o: {
   const parts = assemble({ worker: o.workerId, registry, progress, send, limits: o.limits, clock: o.clock, logger: o.logger });
   counted = (reason) => parts.sink.droppedEvent(reason);
   for (; stale > 0; stale--) counted('stale_registry');
-  const source = new JetStreamSource({ js, workerId: o.workerId, seal: o.seal, pipeline: parts.pipeline, progress, clock: o.clock, logger: o.logger, dropped: (r, events) => parts.sink.droppedEvent(r, events), replayWindowMs: o.replayWindowMs });
+  const source = new JetStreamSource({
+    js,
+    workerId: o.workerId,
+    seal: o.seal,
+    pipeline: parts.pipeline,
+    progress,
+    clock: o.clock,
+    logger: o.logger,
+    dropped: (r, events) => parts.sink.droppedEvent(r, events),
+    replayWindowMs: o.replayWindowMs,
+  });
   // what the source holds and settled lately outlives a lost connection (a nats-server restart)
   void (async () => {
     for await (const st of o.nc.status()) {
@@ -183,7 +194,15 @@ export function startOutboxDataPlane(o: {
 }): OutboxDataPlane {
   const registry = new WebhookRegistry();
   const source = new OutboxSource(o.db, o.logger, (reason) => parts.sink.droppedEvent(reason), systemClock, o.ledger);
-  const parts = assemble({ worker: 'local', registry, progress: source, send: async (batch) => o.outcomes(batch), limits: o.limits, clock: systemClock, logger: o.logger });
+  const parts = assemble({
+    worker: 'local',
+    registry,
+    progress: source,
+    send: async (batch) => o.outcomes(batch),
+    limits: o.limits,
+    clock: systemClock,
+    logger: o.logger,
+  });
   source.attach(parts.pipeline);
   return {
     source,
@@ -209,7 +228,14 @@ function assemble(o: {
 }): { pipeline: DeliveryPipeline; sink: BatchingOutcomeSink; drain(): Promise<void> } {
   const deliverer = new Deliverer({ timeoutMs: o.limits.timeoutMs, allowPrivateTargets: o.limits.allowPrivateTargets, clock: o.clock });
   let pipeline: DeliveryPipeline;
-  const sink = new BatchingOutcomeSink(o.worker, o.send, () => pipeline.inFlight(), o.clock, o.logger, () => pipeline.backlogReport());
+  const sink = new BatchingOutcomeSink(
+    o.worker,
+    o.send,
+    () => pipeline.inFlight(),
+    o.clock,
+    o.logger,
+    () => pipeline.backlogReport(),
+  );
   pipeline = new DeliveryPipeline({
     registry: o.registry,
     deliverer,

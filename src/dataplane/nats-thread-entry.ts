@@ -22,7 +22,15 @@ async function main(): Promise<void> {
   });
   // outcome batches go to the engine through this thread's port (posted in order, before `drained`)
   const outcomes = (batch: OutcomeBatch) => post({ type: 'outcomes', batch: encodeOutcomeBatch(batch) });
-  const plane = await startNatsDataPlane({ nc, seal: new Seal(parseDataplaneKey(config.key)), limits: config.limits, workerId: config.workerId, clock: systemClock, logger, outcomes });
+  const plane = await startNatsDataPlane({
+    nc,
+    seal: new Seal(parseDataplaneKey(config.key)),
+    limits: config.limits,
+    workerId: config.workerId,
+    clock: systemClock,
+    logger,
+    outcomes,
+  });
   parentPort!.on('message', (m: ToNatsThread) => {
     if (m.type !== 'drain') return;
     void (async () => {

@@ -26,13 +26,23 @@ function main(): void {
   // deleted from the outbox in batches: a settled row costs no wait for the engine's write lock
   // (measured: about 0.7 ms a row under load when each was deleted from the outbox at once)
   const ledger = new DeliveryLedger(config.db);
-  const delivery = startOutboxDataPlane({ db, ledger, outcomes: (batch) => post({ type: 'outcomes', batch }), limits: config.limits, logger });
+  const delivery = startOutboxDataPlane({
+    db,
+    ledger,
+    outcomes: (batch) => post({ type: 'outcomes', batch }),
+    limits: config.limits,
+    logger,
+  });
   const source = delivery.source;
 
   // the engine's thread publishes versions in order; an older one would be a bug, never a replay
   const apply = (changes: readonly RegistryChange[]) => {
     for (const c of changes) {
-      if (!delivery.apply(c)) logger.warn({ org_id: c.orgId, webhook_id: c.webhookId, version: c.v }, 'a webhook registry entry older than the one held; refused');
+      if (!delivery.apply(c))
+        logger.warn(
+          { org_id: c.orgId, webhook_id: c.webhookId, version: c.v },
+          'a webhook registry entry older than the one held; refused',
+        );
     }
   };
 

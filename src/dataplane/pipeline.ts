@@ -282,10 +282,7 @@ export class DeliveryPipeline {
     let n = this.o.minOrgEvents - held;
     const orgs = this.orgHeld.size + (held > 0 ? 0 : 1);
     const share = Math.floor(this.o.maxEvents / (orgs + 1));
-    if (
-      this.events.size < this.o.maxEvents &&
-      this.slots.queuedOf(org) < Math.floor(this.o.maxQueued / (orgs + 1))
-    ) {
+    if (this.events.size < this.o.maxEvents && this.slots.queuedOf(org) < Math.floor(this.o.maxQueued / (orgs + 1))) {
       n = Math.max(n, Math.min(share - held, this.o.maxEvents - this.events.size));
     }
     return Math.max(0, Math.min(n, total));
@@ -311,7 +308,10 @@ export class DeliveryPipeline {
       void Promise.race([this.o.registry.reached(rev), late]).then(() => {
         (timer as Timer | null)?.cancel();
         if (this.o.registry.revision < rev) {
-          this.o.logger.warn({ event_id: ev.id, rev, registry_rev: this.o.registry.revision }, 'webhook registry behind the event; matching with what it has');
+          this.o.logger.warn(
+            { event_id: ev.id, rev, registry_rev: this.o.registry.revision },
+            'webhook registry behind the event; matching with what it has',
+          );
         }
         this.fanOut(state);
       });
@@ -405,7 +405,13 @@ export class DeliveryPipeline {
     const r = route.recovery;
     const reason: PipelineDropReason = sub ? 'webhook_disabled' : 'webhook_deleted';
     if (sub) this.o.dropped(reason, 1);
-    this.o.outcomes.record(outcomeOf({ webhook_id: r.webhook, org_id: route.org, event_id: r.event_id, type: route.type, recovery_id: r.id }, { delivered: false, error: DROPPED_ERROR[reason], duration_ms: 0 }, this.o.clock.now()));
+    this.o.outcomes.record(
+      outcomeOf(
+        { webhook_id: r.webhook, org_id: route.org, event_id: r.event_id, type: route.type, recovery_id: r.id },
+        { delivered: false, error: DROPPED_ERROR[reason], duration_ms: 0 },
+        this.o.clock.now(),
+      ),
+    );
     return [];
   }
 
@@ -446,12 +452,25 @@ export class DeliveryPipeline {
     const sub = g.item.sub;
     const ev = state.ev;
     const recovery = ev.route.recovery;
-    const outcome = outcomeOf({ webhook_id: sub.id, org_id: sub.org, event_id: recovery ? recovery.event_id : ev.id, type: ev.route.type, recovery_id: recovery?.id }, r, this.o.clock.now());
+    const outcome = outcomeOf(
+      {
+        webhook_id: sub.id,
+        org_id: sub.org,
+        event_id: recovery ? recovery.event_id : ev.id,
+        type: ev.route.type,
+        recovery_id: recovery?.id,
+      },
+      r,
+      this.o.clock.now(),
+    );
     this.o.outcomes.record(outcome);
     if (!r.delivered) {
       // the host only: never the path, query or a secret of the URL
       const { event_id, type, status, error, duration_ms } = outcome;
-      this.failures.warn({ org_id: outcome.org_id, webhook_id: outcome.webhook_id }, { event_id, type, outcome: 'failure', status, error, duration_ms, host: this.o.deliverer.hostOf(sub.entry.url) });
+      this.failures.warn(
+        { org_id: outcome.org_id, webhook_id: outcome.webhook_id },
+        { event_id, type, outcome: 'failure', status, error, duration_ms, host: this.o.deliverer.hostOf(sub.entry.url) },
+      );
     }
     state.done.push(sub.id);
     if (--state.remaining === 0) this.settle(state);
@@ -488,7 +507,19 @@ export class DeliveryPipeline {
     for (const a of dropped) {
       // a recovery item gets its outcome, so that its recovery still comes to an end (as targets() does)
       const r = a.state.ev.route.recovery;
-      if (r) this.o.outcomes.record({ webhook_id: r.webhook, org_id: a.sub.org, event_id: r.event_id, type: a.state.ev.route.type, ok: false, status: null, error: DROPPED_ERROR[reason], duration_ms: 0, at: this.o.clock.now(), recovery_id: r.id });
+      if (r)
+        this.o.outcomes.record({
+          webhook_id: r.webhook,
+          org_id: a.sub.org,
+          event_id: r.event_id,
+          type: a.state.ev.route.type,
+          ok: false,
+          status: null,
+          error: DROPPED_ERROR[reason],
+          duration_ms: 0,
+          at: this.o.clock.now(),
+          recovery_id: r.id,
+        });
       a.state.done.push(a.sub.id);
       if (--a.state.remaining === 0) this.settle(a.state);
     }

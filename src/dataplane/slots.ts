@@ -222,9 +222,27 @@ export class FairSlots<T> {
   /** Queue an attempt. */
   push(org: string, webhook: string, item: T): void {
     let o = this.orgs.get(org);
-    if (!o) this.orgs.set(org, (o = { id: org, inFlight: 0, queued: 0, weight: 0, idle: new Fifo(), young: new Fifo(), other: new Fifo(), otherTurn: false, inRing: false }));
+    if (!o)
+      this.orgs.set(
+        org,
+        (o = {
+          id: org,
+          inFlight: 0,
+          queued: 0,
+          weight: 0,
+          idle: new Fifo(),
+          young: new Fifo(),
+          other: new Fifo(),
+          otherTurn: false,
+          inRing: false,
+        }),
+      );
     let h = this.hooks.get(webhook);
-    if (!h) this.hooks.set(webhook, (h = { id: webhook, org: o, inFlight: 0, hanging: 0, queue: new Fifo(), health: this.healthOf(webhook), counted: 0, ring: null }));
+    if (!h)
+      this.hooks.set(
+        webhook,
+        (h = { id: webhook, org: o, inFlight: 0, hanging: 0, queue: new Fifo(), health: this.healthOf(webhook), counted: 0, ring: null }),
+      );
     h.queue.push(item);
     o.queued++;
     this.waiting++;
@@ -333,7 +351,8 @@ export class FairSlots<T> {
     const any = o.otherTurn ? OTHER_FIRST : YOUNG_FIRST;
     if (o.inFlight < this.minShare) return any;
     if (this.concurrency - this.running <= this.floor) return null;
-    const cap = this.readyOrgs > 0 ? Math.max(this.minShare, Math.floor(this.concurrency / (this.readyOrgs + 1))) : this.concurrency - this.floor;
+    const cap =
+      this.readyOrgs > 0 ? Math.max(this.minShare, Math.floor(this.concurrency / (this.readyOrgs + 1))) : this.concurrency - this.floor;
     const room = cap - o.inFlight;
     return room > this.reserve ? any : room > this.floor ? YOUNG_ONLY : room > 0 ? IDLE_ONLY : null;
   }

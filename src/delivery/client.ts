@@ -444,7 +444,10 @@ class Attempt implements ExchangeHandler {
     // no undefined keys: the result is serialised as is (ping endpoint)
     let r: AttemptResult;
     if (status !== undefined && (err === null || err instanceof ResponseTooLong)) {
-      r = status >= 200 && status < 300 ? { delivered: true, status, duration_ms } : { delivered: false, status, error: `HTTP ${status}`, duration_ms };
+      r =
+        status >= 200 && status < 300
+          ? { delivered: true, status, duration_ms }
+          : { delivered: false, status, error: `HTTP ${status}`, duration_ms };
     } else {
       const error = describeError(err ?? new DeliveryAborted('no response'), this.timeoutMs);
       r = status !== undefined ? { delivered: false, status, error, duration_ms } : { delivered: false, error, duration_ms };
@@ -452,7 +455,13 @@ class Attempt implements ExchangeHandler {
     const sent = this.sent;
     if (sent) {
       // the body was not read to its end unless the answer ended (err null)
-      r[EXCHANGE] = exchangeRecord(`host: ${sent.host}\r\n${sent.lines}content-length: ${sent.length}\r\n`, status, this.head, this.body, err !== null);
+      r[EXCHANGE] = exchangeRecord(
+        `host: ${sent.host}\r\n${sent.lines}content-length: ${sent.length}\r\n`,
+        status,
+        this.head,
+        this.body,
+        err !== null,
+      );
     }
     const done = this.done as AttemptCallback;
     // Over: the attempt lets go of what it points to. An attempt that V8 has moved to the old

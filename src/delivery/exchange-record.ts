@@ -119,7 +119,13 @@ export class BodyKeeper {
  * (0|1), body, base64 (0|1), body truncated (0|1)]. `request` is the header lines as sent
  * (`name: value\r\n` each; null when nothing was sent); `cut`: the body was not read to its end.
  */
-export function exchangeRecord(request: string | null, status: number | undefined, head: string, body: BodyKeeper | null, cut: boolean): string {
+export function exchangeRecord(
+  request: string | null,
+  status: number | undefined,
+  head: string,
+  body: BodyKeeper | null,
+  cut: boolean,
+): string {
   const req = request === null ? null : redactLines(request);
   if (status === undefined) return JSON.stringify([req]);
   // the header lines, without the status line and the empty line that ends them
@@ -129,7 +135,7 @@ export function exchangeRecord(request: string | null, status: number | undefine
   let headersCut = 0;
   if (to - from > HEADERS_KEEP) {
     const nl = head.lastIndexOf('\n', from + HEADERS_KEEP);
-    to = nl > from ? nl : from;
+    to = Math.max(nl, from);
     headersCut = 1;
   }
   const bytes = body ? body.bytes() : EMPTY;

@@ -7,15 +7,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP, isIPv4, isIPv6, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
-export type RefusalReason =
-  | 'loopback'
-  | 'private'
-  | 'link-local'
-  | 'metadata'
-  | 'unspecified'
-  | 'shared'
-  | 'multicast'
-  | 'reserved';
+export type RefusalReason = 'loopback' | 'private' | 'link-local' | 'metadata' | 'unspecified' | 'shared' | 'multicast' | 'reserved';
 
 /** The target is not allowed. The message names only the host, never the path or query. */
 export class TargetRefusedError extends Error {
@@ -211,14 +203,18 @@ export function pinnedLookup(url: URL, resolved: ResolvedTarget): { lookup?: Loo
   const all: LookupAddress[] = resolved.addresses.map((a) => ({ address: a.address, family: a.family }));
   // net.connect asks for all addresses when it races families (autoSelectFamily), else one
   const pinned = (_host: string, options: LookupOneOptions & { all?: boolean }, cb: (...args: unknown[]) => void) => {
-    if (options && options.all) cb(null, all);
+    if (options?.all) cb(null, all);
     else cb(null, address, family);
   };
   return { lookup: pinned as unknown as LookupFunction, servername: hostname };
 }
 
 /** pinnedLookup as undici's `connect` options (verification requests), with a connect timeout. */
-export function pinnedConnect(url: URL, resolved: ResolvedTarget, timeoutMs: number): { timeout: number; lookup?: never; servername?: string } {
+export function pinnedConnect(
+  url: URL,
+  resolved: ResolvedTarget,
+  timeoutMs: number,
+): { timeout: number; lookup?: never; servername?: string } {
   const { lookup, servername } = pinnedLookup(url, resolved);
   return lookup ? { timeout: timeoutMs, lookup: lookup as never, servername } : { timeout: timeoutMs };
 }

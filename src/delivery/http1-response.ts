@@ -93,7 +93,11 @@ export class ResponseReader {
    * bytes), valid only during the call). Returns where the answer ended in `chunk` (bytes after it
    * are not this answer's), or -1 when it has not ended yet.
    */
-  feed(chunk: Buffer, onStatus: (status: number, head: string) => void, onBody: (bytes: number, chunk: Buffer, start: number) => void): number {
+  feed(
+    chunk: Buffer,
+    onStatus: (status: number, head: string) => void,
+    onBody: (bytes: number, chunk: Buffer, start: number) => void,
+  ): number {
     let at = 0;
     while (at < chunk.length || this.stage === Stage.Done) {
       switch (this.stage) {
@@ -206,7 +210,12 @@ export class ResponseReader {
     let eol = head.indexOf('\n');
     const statusLine = head.charCodeAt(eol - 1) === CR ? head.slice(0, eol - 1) : head.slice(0, eol);
     // HTTP/1.x SSS[ reason]
-    if (statusLine.length < 12 || !statusLine.startsWith('HTTP/1.') || statusLine[8] !== ' ' || (statusLine.length > 12 && statusLine[12] !== ' ')) {
+    if (
+      statusLine.length < 12 ||
+      !statusLine.startsWith('HTTP/1.') ||
+      statusLine[8] !== ' ' ||
+      (statusLine.length > 12 && statusLine[12] !== ' ')
+    ) {
       throw new InvalidResponse('not an HTTP/1.x status line');
     }
     const minor = statusLine.charCodeAt(7) - 48;

@@ -241,7 +241,12 @@ export class Http1Pool {
    * are added here). The handler hears the answer, never from within this call.
    */
   post(path: string, headerLines: string, body: Buffer, handler: ExchangeHandler): Exchange {
-    const r = new Request(this, `POST ${path} HTTP/1.1\r\nhost: ${this.host}\r\n${headerLines}content-length: ${body.length}\r\n\r\n`, body, handler);
+    const r = new Request(
+      this,
+      `POST ${path} HTTP/1.1\r\nhost: ${this.host}\r\n${headerLines}content-length: ${body.length}\r\n\r\n`,
+      body,
+      handler,
+    );
     this.pending++;
     if (this.closing) {
       this.over(r);
@@ -288,7 +293,13 @@ export class Http1Pool {
     const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
     const common = { host, port, lookup: this.o.connect.lookup, noDelay: true, keepAlive: true, keepAliveInitialDelay: 60_000 };
     if (!this.https) return net.connect({ ...common, onread: { buffer: READ_BUFFER, callback: onRead } });
-    const s = tls.connect({ ...common, servername: this.o.connect.servername, ca: this.o.connect.ca, ALPNProtocols: ['http/1.1'], session: this.session });
+    const s = tls.connect({
+      ...common,
+      servername: this.o.connect.servername,
+      ca: this.o.connect.ca,
+      ALPNProtocols: ['http/1.1'],
+      session: this.session,
+    });
     s.on('session', (session: Buffer) => (this.session = session));
     return s;
   }

@@ -17,7 +17,11 @@ export function sign(secret: string | Buffer, body: string | Buffer | Uint8Array
  * True when signatureHeader is the signature of body under secret. Constant time over the
  * digest; a missing, malformed or wrong-length header is false. Hex case is not significant.
  */
-export function verify(secret: string | Buffer, body: string | Buffer | Uint8Array, signatureHeader: string | string[] | null | undefined): boolean {
+export function verify(
+  secret: string | Buffer,
+  body: string | Buffer | Uint8Array,
+  signatureHeader: string | string[] | null | undefined,
+): boolean {
   if (Array.isArray(signatureHeader)) signatureHeader = signatureHeader.length === 1 ? signatureHeader[0] : undefined;
   if (typeof signatureHeader !== 'string') return false;
   const given = signatureHeader.trim().toLowerCase();

@@ -91,7 +91,12 @@ function standardDigest(key: Buffer, id: string, timestamp: string, body: string
  * The signature headers of one attempt at nowMs. Without keys only webhook-id and
  * webhook-timestamp; the rotated-out secret signs too while nowMs is before its expiry.
  */
-export function signatureHeaders(keys: SigningKeys | null, id: string, body: Buffer | Uint8Array | string, nowMs: number): SignatureHeaders {
+export function signatureHeaders(
+  keys: SigningKeys | null,
+  id: string,
+  body: Buffer | Uint8Array | string,
+  nowMs: number,
+): SignatureHeaders {
   const timestamp = String(Math.floor(nowMs / 1000));
   if (!keys) return { 'webhook-id': id, 'webhook-timestamp': timestamp };
   let signature = standardSignature(keys.current, id, timestamp, body);
@@ -114,7 +119,13 @@ const one = (v: HeaderValue): string | undefined => (Array.isArray(v) ? (v.lengt
  * The 0-based position of the first `v1,` entry of a webhook-signature header that is the
  * signature of (id, timestamp, body) under key, or -1. Each comparison is constant time.
  */
-export function matchStandardSignature(key: Buffer, id: string, timestamp: string, body: string | Buffer | Uint8Array, header: string): number {
+export function matchStandardSignature(
+  key: Buffer,
+  id: string,
+  timestamp: string,
+  body: string | Buffer | Uint8Array,
+  header: string,
+): number {
   const expected = Buffer.from(standardDigest(key, id, timestamp, body), 'latin1');
   const entries = header.trim().split(/ +/);
   for (let i = 0; i < entries.length; i++) {

@@ -31,7 +31,12 @@ export interface VerifyRequestOptions {
 }
 
 /** POST body to url once with these headers; resolves the answer, never rejects. */
-export async function postVerification(url: string, headers: Record<string, string>, body: Buffer, o: VerifyRequestOptions): Promise<VerifyResponse> {
+export async function postVerification(
+  url: string,
+  headers: Record<string, string>,
+  body: Buffer,
+  o: VerifyRequestOptions,
+): Promise<VerifyResponse> {
   const clock = o.clock ?? systemClock;
   const ac = new AbortController();
   const timer = clock.setTimeout(() => ac.abort(new DeliveryTimeout(o.timeoutMs)), o.timeoutMs);

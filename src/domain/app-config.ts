@@ -14,4 +14,3 @@ export interface AppConfigBody {
   actions?: Array<{ name: string; labels?: Record<string, string>; inputs?: Record<string, { required?: boolean }> }>;
   inputs?: Record<string, unknown>;
 }
-

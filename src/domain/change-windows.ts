@@ -86,7 +86,16 @@ const formatters = new Map<string, Intl.DateTimeFormat>();
 function formatter(tz: string): Intl.DateTimeFormat {
   let f = formatters.get(tz);
   if (!f) {
-    f = new Intl.DateTimeFormat('en-US', { timeZone: tz, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' });
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: tz,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
+    });
     formatters.set(tz, f);
   }
   return f;
@@ -233,7 +242,8 @@ function selector(w: ScheduleWindow): (install: ScheduleInstall) => boolean {
 }
 
 /** Whether a window applies to a kind of run (branch runs only unless applies_to says otherwise). */
-export const appliesTo = (w: ScheduleWindow, kind: RunKind): boolean => (w.applies_to?.length ? w.applies_to : ['branch_run']).includes(kind);
+export const appliesTo = (w: ScheduleWindow, kind: RunKind): boolean =>
+  (w.applies_to?.length ? w.applies_to : ['branch_run']).includes(kind);
 
 /** How far ahead the next opening is looked for (a weekly schedule repeats within 7 days; DST shifts by hours). */
 const HORIZON_MS = 15 * DAY_MS;
@@ -323,7 +333,11 @@ export function windowPlanner(windows: ScheduleWindow[], kind: RunKind, atMs: nu
       }
     }
     for (const k of chosen) selected[k] = 0;
-    return { may_start: false, next_window_at: next === null ? null : new Date(next).toISOString(), window_ids: held.map((k) => ws[k].window_id) };
+    return {
+      may_start: false,
+      next_window_at: next === null ? null : new Date(next).toISOString(),
+      window_ids: held.map((k) => ws[k].window_id),
+    };
   }
 }
 

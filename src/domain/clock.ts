@@ -51,7 +51,13 @@ export async function within(clock: Clock, p: Promise<unknown>, ms: number): Pro
   let timer: Timer | undefined;
   const timedOut = new Promise<'timeout'>((resolve) => (timer = clock.setTimeout(() => resolve('timeout'), ms)));
   try {
-    return await Promise.race([p.then(() => 'done' as const, () => 'done' as const), timedOut]);
+    return await Promise.race([
+      p.then(
+        () => 'done' as const,
+        () => 'done' as const,
+      ),
+      timedOut,
+    ]);
   } finally {
     timer?.cancel();
   }

@@ -67,7 +67,10 @@ export function errorText(err: unknown): string {
 /** A token (or a dashboard session) whose scope does not cover the operation (403 `forbidden`, CONTRACT 2); the message names the scope needed. */
 export class ForbiddenError extends Error {
   override readonly name = 'ForbiddenError';
-  constructor(readonly scope: string, message: string) {
+  constructor(
+    readonly scope: string,
+    message: string,
+  ) {
     super(message);
   }
 }

@@ -84,7 +84,8 @@ export function decodeRoute(text: string): EventRoute | null {
   if (r.not_to !== undefined && typeof r.not_to !== 'string') return null;
   if (r.recovery !== undefined) {
     const x = r.recovery as Partial<RouteRecovery> | null;
-    if (!x || typeof x !== 'object' || typeof x.id !== 'string' || typeof x.webhook !== 'string' || typeof x.event_id !== 'string') return null;
+    if (!x || typeof x !== 'object' || typeof x.id !== 'string' || typeof x.webhook !== 'string' || typeof x.event_id !== 'string')
+      return null;
   }
   return r;
 }

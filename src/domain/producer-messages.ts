@@ -26,7 +26,10 @@ export const workflowMessageSchema = z
         type: z.string().min(1).max(100),
         owner_id: z.string().min(1).max(64),
         owner_type: z.enum(['installs', 'apps', 'app_branches']),
-        parent: z.object({ workflow_id: z.string(), step_id: z.string(), kind: z.literal('workflow_step') }).nullable().optional(),
+        parent: z
+          .object({ workflow_id: z.string(), step_id: z.string(), kind: z.literal('workflow_step') })
+          .nullable()
+          .optional(),
         action_id: z.string().min(1).max(64).optional(),
       })
       .optional(),

@@ -85,7 +85,11 @@ export const rolloutPolicySchema = z.object({
 export type RolloutPolicy = z.infer<typeof rolloutPolicySchema>;
 
 /** A run's health gate, its rollout policy and its rollout record as kept in the run's params (each absent until set). */
-export function rolloutParamsOf(params: Record<string, unknown>): { gate: HealthGate | null; rollout: Rollout | null; policy: RolloutPolicy | null } {
+export function rolloutParamsOf(params: Record<string, unknown>): {
+  gate: HealthGate | null;
+  rollout: Rollout | null;
+  policy: RolloutPolicy | null;
+} {
   return {
     gate: params.health_gate === undefined ? null : healthGateSchema.parse(params.health_gate),
     rollout: params.rollout === undefined ? null : rolloutSchema.parse(params.rollout),

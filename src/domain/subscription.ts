@@ -42,7 +42,16 @@ export const FLAGS = [
 export type Flag = (typeof FLAGS)[number];
 
 /** The resources whose events come of workflows (every one but `webhooks`): where approvals happen. */
-const WORKFLOW_RESOURCES = ['installs', 'stacks', 'components', 'sandboxes', 'install_configurations', 'runners', 'actions', 'app_branches'] as const;
+const WORKFLOW_RESOURCES = [
+  'installs',
+  'stacks',
+  'components',
+  'sandboxes',
+  'install_configurations',
+  'runners',
+  'actions',
+  'app_branches',
+] as const;
 
 /** Flags that may be `true` only on some resources (`false` is accepted anywhere). */
 const FLAG_RESOURCES = {
@@ -106,7 +115,9 @@ const onlyIfValid = { when: (payload: { issues: readonly unknown[] }) => payload
 function resourceConfigSchema(resource: ResourceName) {
   return z
     .strictObject({
-      ops: z.array(z.enum(RESOURCE_OPS[resource], { error: `not an op of ${resource} (one of: ${RESOURCE_OPS[resource].join(', ')})` })).optional(),
+      ops: z
+        .array(z.enum(RESOURCE_OPS[resource], { error: `not an op of ${resource} (one of: ${RESOURCE_OPS[resource].join(', ')})` }))
+        .optional(),
       outcome: z.enum(INTEREST_OUTCOMES, { error: `must be one of: ${INTEREST_OUTCOMES.join(', ')}` }).optional(),
       approval_requests: z.boolean().optional(),
       approval_responses: z.boolean().optional(),
@@ -162,10 +173,7 @@ function matchFilterSchema(limits: boolean) {
   const ids = z.array(z.string().min(1, { error: 'must be a non-empty string' })).min(1, { error: 'ids must not be empty' });
   const labels = limits ? labelsSchema : z.record(z.string().min(1, { error: 'label key must be non-empty' }), z.string());
   return z.strictObject({
-    ids: (limits
-      ? ids.max(LIMITS.matchIdsPerKind, { error: `at most ${LIMITS.matchIdsPerKind} ids in one kind` })
-      : ids
-    ).optional(),
+    ids: (limits ? ids.max(LIMITS.matchIdsPerKind, { error: `at most ${LIMITS.matchIdsPerKind} ids in one kind` }) : ids).optional(),
     selector: z
       .strictObject({
         match_labels: labels.refine((l) => Object.keys(l).length > 0, { error: 'match_labels must name at least one label' }),
@@ -246,12 +254,13 @@ export const disableAfterSchema = z
       .int({ error: 'failures must be an integer' })
       .min(DISABLE_AFTER.minFailures, { error: `failures must be at least ${DISABLE_AFTER.minFailures}` })
       .max(DISABLE_AFTER.maxFailures, { error: `failures must be at most ${DISABLE_AFTER.maxFailures}` }),
-    duration: z
-      .string({ error: 'duration must be a duration such as "0s", "30m", "5d"' })
-      .refine((d) => {
+    duration: z.string({ error: 'duration must be a duration such as "0s", "30m", "5d"' }).refine(
+      (d) => {
         const ms = durationMs(d);
         return ms !== null && ms <= DISABLE_AFTER.maxDurationMs;
-      }, { error: 'duration must be a duration from 0s to 30d (such as "0s", "30m", "5d")' }),
+      },
+      { error: 'duration must be a duration from 0s to 30d (such as "0s", "30m", "5d")' },
+    ),
   })
   .describe('disable the webhook once its consecutive failures reach `failures` and the first of them is at least `duration` old');
 
@@ -332,9 +341,7 @@ export function canonicalMatch(m: Match | null): string {
     const f = m[kind];
     if (f === undefined) continue;
     const ids = f.ids ? sortedSet(f.ids) : null;
-    const labels = f.selector
-      ? Object.entries(f.selector.match_labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      : null;
+    const labels = f.selector ? Object.entries(f.selector.match_labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)) : null;
     parts.push([kind, ids, labels]);
   }
   return JSON.stringify(parts);

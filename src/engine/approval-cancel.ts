@@ -1,6 +1,15 @@
 // Approvals and cancel (CONTRACT 4.2): a person's answer to a step awaiting approval, and the
 // cancel of a workflow with its child workflows.
-import { cancelWorkflowJobs, getStep, getWorkflow, listChildWorkflows, listSteps, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
+import {
+  cancelWorkflowJobs,
+  getStep,
+  getWorkflow,
+  listChildWorkflows,
+  listSteps,
+  updateStep,
+  type StepRow,
+  type WorkflowRow,
+} from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
 import { isFinal, type RunOutcome } from '../domain/status.ts';
 import { ConflictError, NotFoundError } from '../domain/errors.ts';
@@ -21,13 +30,27 @@ export class ApprovalsAndCancel {
     private readonly run: AnsweredRun,
   ) {}
 
-  respondToApproval(t: Tx, orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note: string | undefined, actor: Actor | null): StepRow {
+  respondToApproval(
+    t: Tx,
+    orgId: string,
+    workflowId: string,
+    stepId: string,
+    response: 'approved' | 'rejected',
+    note: string | undefined,
+    actor: Actor | null,
+  ): StepRow {
     const wf = getWorkflow(this.db, workflowId);
     if (!wf || wf.org_id !== orgId) throw new NotFoundError('workflow', workflowId);
     const step = getStep(this.db, workflowId, stepId);
     if (!step) throw new NotFoundError('step', stepId);
     if (step.status !== 'awaiting_approval') throw new ConflictError(`step ${step.name} is not awaiting approval (status ${step.status})`);
-    const approval = { ...(step.approval ?? {}), status: response, responded_at: t.now, ...(note !== undefined ? { note } : {}), ...(actor ? { responded_by: actor } : {}) };
+    const approval = {
+      ...(step.approval ?? {}),
+      status: response,
+      responded_at: t.now,
+      ...(note !== undefined ? { note } : {}),
+      ...(actor ? { responded_by: actor } : {}),
+    };
     delete (approval as { plan?: unknown }).plan;
     const fresh = updateStep(this.db, { workflow_id: workflowId, step_id: stepId, approval })!;
     const ok =

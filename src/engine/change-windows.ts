@@ -86,7 +86,8 @@ export class WindowWaits {
   /** The deploy step ended: its waits still open end with it (cancelled). */
   closeWaits(t: Tx, wf: WorkflowRow, deploy: StepRow): void {
     for (const s of listWindowWaits(this.db, wf.org_id)) {
-      if (s.workflow_id === wf.workflow_id && waitOf(s).deploy_step_id === deploy.step_id) this.facts.stepEvent(t, wf, s, { type: 'cancel' });
+      if (s.workflow_id === wf.workflow_id && waitOf(s).deploy_step_id === deploy.step_id)
+        this.facts.stepEvent(t, wf, s, { type: 'cancel' });
     }
   }
 
@@ -113,7 +114,7 @@ export class WindowWaits {
       if (!wf) continue;
       if (opts.appId ? wf.params.app_id !== opts.appId : w.due_ms > at) continue;
       const deploy = getStep(this.db, s.workflow_id, w.deploy_step_id);
-      if (!deploy || deploy.status !== 'started') {
+      if (deploy?.status !== 'started') {
         this.facts.stepEvent(t, wf, s, { type: 'cancel' });
         continue;
       }
@@ -129,13 +130,20 @@ export class WindowWaits {
       }
       const timeout = timeoutOf(wf);
       if (at - w.since_ms > timeout) {
-        this.facts.stepEvent(t, wf, s, { type: 'fail', error: `no change window let install ${install!.name} (${install!.install_id}) start within window_timeout ${rolloutParamsOf(wf.params).policy?.window_timeout ?? '24h'}` });
+        this.facts.stepEvent(t, wf, s, {
+          type: 'fail',
+          error: `no change window let install ${install!.name} (${install!.install_id}) start within window_timeout ${rolloutParamsOf(wf.params).policy?.window_timeout ?? '24h'}`,
+        });
         entry.events.push({ type: 'timeout', install_ids: [w.install_id] });
         continue;
       }
       // still held: what it waits for now (the windows may have changed), and when to look again
       const due = dueOf(v, w.since_ms, timeout);
-      updateStep(this.db, { workflow_id: s.workflow_id, step_id: s.step_id, params: { ...s.params, window: verdictData(w.install_id, v), due_ms: due } });
+      updateStep(this.db, {
+        workflow_id: s.workflow_id,
+        step_id: s.step_id,
+        params: { ...s.params, window: verdictData(w.install_id, v), due_ms: due },
+      });
       this.wake(due);
     }
     // the events of one deploy step in one go, the timeouts after the releases
@@ -146,7 +154,14 @@ export class WindowWaits {
   private openWait(t: Tx, wf: WorkflowRow, deploy: StepRow, install: Install, v: WindowVerdict, at: number): void {
     const timeout = timeoutOf(wf);
     const due = dueOf(v, at, timeout);
-    const params: WaitParams = { kind: 'window', deploy_step_id: deploy.step_id, install_id: install.install_id, since_ms: at, window: verdictData(install.install_id, v), due_ms: due };
+    const params: WaitParams = {
+      kind: 'window',
+      deploy_step_id: deploy.step_id,
+      install_id: install.install_id,
+      since_ms: at,
+      window: verdictData(install.install_id, v),
+      due_ms: due,
+    };
     this.facts.insertStepWithEvent(
       t,
       wf,
@@ -185,7 +200,11 @@ function dueOf(v: WindowVerdict, sinceMs: number, timeoutMs: number): number {
   return Math.min(opens, timesOut);
 }
 
-const verdictData = (installId: string, v: WindowVerdict): WaitParams['window'] => ({ install_id: installId, next_window_at: v.next_window_at, window_ids: v.window_ids });
+const verdictData = (installId: string, v: WindowVerdict): WaitParams['window'] => ({
+  install_id: installId,
+  next_window_at: v.next_window_at,
+  window_ids: v.window_ids,
+});
 
 /** A plan's view of an install (CONTRACT 4.3 `plan_only`). */
 export interface WindowSchedule {
@@ -200,7 +219,12 @@ export interface WindowSchedule {
  * once and laid out once (windowPlanner), then asked per install, so that a plan over a fleet
  * costs its installs plus its windows, not their product.
  */
-export function windowScheduler(db: Db, appId: string, kind: RunKind, atMs: number): (install: Pick<Install, 'install_id' | 'labels'>) => WindowSchedule {
+export function windowScheduler(
+  db: Db,
+  appId: string,
+  kind: RunKind,
+  atMs: number,
+): (install: Pick<Install, 'install_id' | 'labels'>) => WindowSchedule {
   const windows = listChangeWindows(db, appId);
   const now = new Date(atMs).toISOString();
   if (!windows.length) return () => ({ scheduled_at: now, blocked_by: [] });

@@ -99,7 +99,8 @@ export class WalCheckpoints {
     worker.unref();
     db.pragma('wal_autocheckpoint = 0');
     worker.on('message', (m: Pass | { error: string }) => {
-      if ('error' in m) return this.logger.warn({ err: m.error }, 'WAL checkpoint failed (tried again every 50 ms; logged when the error changes)');
+      if ('error' in m)
+        return this.logger.warn({ err: m.error }, 'WAL checkpoint failed (tried again every 50 ms; logged when the error changes)');
       // (a pass's figures are of the log as it began: commits may have added to it since)
       if (m.log >= this.restartPages) this.finish();
     });

@@ -42,7 +42,11 @@ export function syncInstallEntities(db: Db, install: Install, config: AppConfig)
     active: true,
   }));
   for (const c of comps) upsertComponent(db, c);
-  deactivateComponentsExcept(db, install.install_id, comps.map((c) => c.component_id));
+  deactivateComponentsExcept(
+    db,
+    install.install_id,
+    comps.map((c) => c.component_id),
+  );
   const actions = (config.body.actions ?? []).map((a, position) => ({
     action_id: actionId(install.install_id, a.name),
     install_id: install.install_id,
@@ -54,7 +58,11 @@ export function syncInstallEntities(db: Db, install: Install, config: AppConfig)
     active: true,
   }));
   for (const a of actions) upsertAction(db, a);
-  deactivateActionsExcept(db, install.install_id, actions.map((a) => a.action_id));
+  deactivateActionsExcept(
+    db,
+    install.install_id,
+    actions.map((a) => a.action_id),
+  );
   setInstallConfig(db, install.install_id, config.app_config_id);
 }
 
@@ -75,7 +83,14 @@ export interface NewInstall {
 /** Create an install, its runner (and the org's, with the first install) and entities, record version 1 and start `provision`. */
 export function createInstall(t: Tx, db: Db, workflows: Workflows, input: NewInstall, config: AppConfig): Install {
   if (!orgRunner(db, input.org_id)) {
-    insertRunner(db, { runner_id: newId('run'), org_id: input.org_id, install_id: null, name: `org-runner-${input.org_id}`, group_id: stableId('rgrp', input.org_id), group_type: 'org' });
+    insertRunner(db, {
+      runner_id: newId('run'),
+      org_id: input.org_id,
+      install_id: null,
+      name: `org-runner-${input.org_id}`,
+      group_id: stableId('rgrp', input.org_id),
+      group_type: 'org',
+    });
   }
   const installId = newId('inst');
   const runnerId = newId('run');
@@ -91,7 +106,14 @@ export function createInstall(t: Tx, db: Db, workflows: Workflows, input: NewIns
     runner_id: runnerId,
     inputs: config.body.inputs ?? {},
   });
-  insertRunner(db, { runner_id: runnerId, org_id: input.org_id, install_id: installId, name: `install-${input.name}`, group_id: stableId('rgrp', installId), group_type: 'install' });
+  insertRunner(db, {
+    runner_id: runnerId,
+    org_id: input.org_id,
+    install_id: installId,
+    name: `install-${input.name}`,
+    group_id: stableId('rgrp', installId),
+    group_type: 'install',
+  });
   const install = getInstall(db, input.org_id, installId)!;
   syncInstallEntities(db, install, config);
   const wf = workflows.start(t, {
@@ -141,7 +163,11 @@ export function applyConfig(
     owner_type: 'installs',
     parent: parent ?? null,
     params: { app_config_id: target.app_config_id },
-    steps: installSteps('app_config_update', { install, components: after, update: { sandboxChanged: plan.sandbox_changed, removed, deploy } }),
+    steps: installSteps('app_config_update', {
+      install,
+      components: after,
+      update: { sandboxChanged: plan.sandbox_changed, removed, deploy },
+    }),
   });
   const version = insertVersion(db, {
     version_id: newId('ver'),
@@ -184,7 +210,9 @@ export function deployGroup(t: Tx, db: Db, workflows: Workflows, wf: WorkflowRow
   }
   // the group's configs before the run, recorded once (a batch starts its installs over several calls)
   if (!rollback && step.params.before === undefined) {
-    const before = Object.fromEntries(moves.filter((m) => m.install.app_config_id).map((m) => [m.install.install_id, m.install.app_config_id!]));
+    const before = Object.fromEntries(
+      moves.filter((m) => m.install.app_config_id).map((m) => [m.install.install_id, m.install.app_config_id!]),
+    );
     updateStep(db, { workflow_id: wf.workflow_id, step_id: step.step_id, params: { ...step.params, before } });
   }
   const parent: ParentRef = { workflow_id: wf.workflow_id, step_id: step.step_id, kind: 'workflow_step' };

@@ -47,7 +47,7 @@ export function deepEqual(a: unknown, b: unknown): boolean {
     const kb = definedKeys(b);
     if (ka.length !== kb.length) return false;
     for (const k of ka) {
-      if (!Object.prototype.hasOwnProperty.call(b, k) || b[k] === undefined) return false;
+      if (!Object.hasOwn(b, k) || b[k] === undefined) return false;
       if (!deepEqual(a[k], b[k])) return false;
     }
     return true;

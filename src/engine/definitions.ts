@@ -69,7 +69,6 @@ export type InstallWorkflowType =
   | 'input_update'
   | 'sync_secrets';
 
-
 export interface InstallStepsInput {
   install: Install;
   components: Component[];
@@ -116,9 +115,13 @@ export function installSteps(type: string, i: InstallStepsInput): StepDef[] {
     case 'drift_run_reprovision_sandbox':
       return [sandboxStep(install, 'plan')];
     case 'input_update':
-      return [{ name: 'update inputs', target_type: null, execution_type: 'system', kind: 'job', operation: 'inputs.update', runner: 'install' }];
+      return [
+        { name: 'update inputs', target_type: null, execution_type: 'system', kind: 'job', operation: 'inputs.update', runner: 'install' },
+      ];
     case 'sync_secrets':
-      return [{ name: 'sync secrets', target_type: null, execution_type: 'system', kind: 'job', operation: 'secrets.sync', runner: 'install' }];
+      return [
+        { name: 'sync secrets', target_type: null, execution_type: 'system', kind: 'job', operation: 'secrets.sync', runner: 'install' },
+      ];
     case 'provision_runner':
       return [runnerStep(install, 'provision')];
     case 'reprovision_runner':
@@ -161,11 +164,37 @@ function groupSteps(groups: RunGroup[], opts: { approval: boolean; gate: boolean
     const empty = g.install_ids.length === 0;
     const params = { group: g.name, install_ids: g.install_ids };
     if (opts.approval) {
-      steps.push({ name: `plan install group: ${g.name}`, target_type: null, execution_type: empty ? 'skipped' : 'approval', kind: 'approval', params });
+      steps.push({
+        name: `plan install group: ${g.name}`,
+        target_type: null,
+        execution_type: empty ? 'skipped' : 'approval',
+        kind: 'approval',
+        params,
+      });
     }
-    steps.push({ name: `deploy install group: ${g.name}`, target_type: null, execution_type: empty ? 'skipped' : 'system', kind: 'children', params });
-    if (opts.verify) steps.push({ name: `verify install group: ${g.name}`, target_type: null, execution_type: empty ? 'skipped' : 'system', kind: 'verify', params });
-    if (opts.gate) steps.push({ name: `bake install group: ${g.name}`, target_type: null, execution_type: empty ? 'skipped' : 'system', kind: 'bake', params });
+    steps.push({
+      name: `deploy install group: ${g.name}`,
+      target_type: null,
+      execution_type: empty ? 'skipped' : 'system',
+      kind: 'children',
+      params,
+    });
+    if (opts.verify)
+      steps.push({
+        name: `verify install group: ${g.name}`,
+        target_type: null,
+        execution_type: empty ? 'skipped' : 'system',
+        kind: 'verify',
+        params,
+      });
+    if (opts.gate)
+      steps.push({
+        name: `bake install group: ${g.name}`,
+        target_type: null,
+        execution_type: empty ? 'skipped' : 'system',
+        kind: 'bake',
+        params,
+      });
   }
   return steps;
 }
@@ -173,7 +202,14 @@ function groupSteps(groups: RunGroup[], opts: { approval: boolean; gate: boolean
 /** The steps of an app branch run (CONTRACT 4.3). */
 export function branchRunSteps(groups: RunGroup[], skipBuilds: boolean, gate = false, verify = false): StepDef[] {
   return [
-    { name: 'build components', target_type: null, execution_type: skipBuilds ? 'skipped' : 'system', kind: 'job', operation: 'build', runner: 'org' },
+    {
+      name: 'build components',
+      target_type: null,
+      execution_type: skipBuilds ? 'skipped' : 'system',
+      kind: 'job',
+      operation: 'build',
+      runner: 'org',
+    },
     ...groupSteps(groups, { approval: true, gate, verify }),
   ];
 }

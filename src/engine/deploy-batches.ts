@@ -9,9 +9,26 @@
 // (src/engine/change-windows.ts); one waiting longer than `window_timeout` fails the group the same
 // way, with `trigger: "window_timeout"` naming the installs.
 import { getInstallById, type Install } from '../../store/installs.ts';
-import { getStep, getWorkflow, listChildWorkflows, listSteps, setWorkflowParams, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
+import {
+  getStep,
+  getWorkflow,
+  listChildWorkflows,
+  listSteps,
+  setWorkflowParams,
+  updateStep,
+  type StepRow,
+  type WorkflowRow,
+} from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
-import { advanceDeployBatch, batchSnapshotOf, failureBudget, initialDeployBatch, type BatchEmit, type BatchEvent, type BatchSnapshot } from '../../machines/index.ts';
+import {
+  advanceDeployBatch,
+  batchSnapshotOf,
+  failureBudget,
+  initialDeployBatch,
+  type BatchEmit,
+  type BatchEvent,
+  type BatchSnapshot,
+} from '../../machines/index.ts';
 import { isFinal } from '../domain/status.ts';
 import { onFailureOf, rolloutParamsOf, type FailedInstall, type Rollout } from '../domain/rollout.ts';
 import type { GatedRun } from './health-gates.ts';
@@ -24,7 +41,8 @@ import type { Tx } from './transaction.ts';
 export type StartInstalls = (t: Tx, wf: WorkflowRow, step: StepRow, installIds: string[]) => string | void;
 
 /** A run's group deploy: a children step of a branch run or an app rollback that is not a rollback. */
-export const isGroupDeploy = (step: StepRow): boolean => step.params.kind === 'children' && !step.params.rollback && typeof step.params.group === 'string';
+export const isGroupDeploy = (step: StepRow): boolean =>
+  step.params.kind === 'children' && !step.params.rollback && typeof step.params.group === 'string';
 
 export class DeployBatches {
   constructor(
@@ -41,7 +59,11 @@ export class DeployBatches {
   begin(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
     const { policy } = rolloutParamsOf(wf.params);
     const order = installOrder(this.db, (step.params.install_ids as string[] | undefined) ?? []);
-    const from = initialDeployBatch({ order, max_parallel: policy?.max_parallel ?? null, budget: failureBudget(order.length, policy?.max_failed_pct ?? 0) });
+    const from = initialDeployBatch({
+      order,
+      max_parallel: policy?.max_parallel ?? null,
+      budget: failureBudget(order.length, policy?.max_failed_pct ?? 0),
+    });
     return this.feed(t, wf, step, [{ type: 'begin' }], from);
   }
 
@@ -124,7 +146,13 @@ export class DeployBatches {
     const heard = new Set([...c.succeeded, ...c.failed.map((f) => f.install_id)]);
     return listChildWorkflows(this.db, wf.workflow_id, step.step_id)
       .filter((w) => isFinal(w.status) && c.started.includes(w.owner_id) && !heard.has(w.owner_id))
-      .map((w) => ({ type: 'ended' as const, install_id: w.owner_id, workflow_id: w.workflow_id, ok: w.status === 'succeeded', error: w.error }));
+      .map((w) => ({
+        type: 'ended' as const,
+        install_id: w.owner_id,
+        workflow_id: w.workflow_id,
+        ok: w.status === 'succeeded',
+        error: w.error,
+      }));
   }
 
   /**

@@ -6,16 +6,30 @@
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import type { AppConfig } from '../../store/apps.ts';
-import { listComponents, listProvisionedInstalls, setInstallInputs, type Action, type Component, type Install } from '../../store/installs.ts';
+import {
+  listComponents,
+  listProvisionedInstalls,
+  setInstallInputs,
+  type Action,
+  type Component,
+  type Install,
+} from '../../store/installs.ts';
 import { listRunners } from '../../store/runners.ts';
 import { getOrg } from '../../store/orgs.ts';
-import { jobsToSend, listBakingSteps, markJobSent, requeueStartedJobs, type StepRow, type VersionRow, type WorkflowRow } from '../../store/workflows.ts';
+import {
+  jobsToSend,
+  listBakingSteps,
+  markJobSent,
+  requeueStartedJobs,
+  type StepRow,
+  type VersionRow,
+  type WorkflowRow,
+} from '../../store/workflows.ts';
 import type { Bus } from '../bus/bus.ts';
 import { jobSubject } from '../bus/subjects.ts';
-import { isoNow, type Clock } from '../domain/clock.ts';
+import { isoNow } from '../domain/clock.ts';
 import { InvalidError } from '../domain/errors.ts';
 import type { HealthMessage, JobResult, RunnerMessage, WorkflowMessage } from '../domain/producer-messages.ts';
-import type { Metrics } from '../metrics.ts';
 import { applyConfig, createInstall, deployGroup, type NewInstall } from './config-apply.ts';
 import type { ConfigDiff } from './config-diff.ts';
 import { appRollbackSteps, branchRunSteps, installSteps, type InstallWorkflowType, type RunGroup } from './definitions.ts';
@@ -101,7 +115,13 @@ export class Engine {
       urls: deps.urls,
       allowPrivateTargets: deps.allowPrivateTargets ?? false,
     });
-    this.recoveries = new RecoveryFeeder({ db: deps.db, clock: deps.clock, logger: deps.logger, tx: this.tx, registryRev: deps.registryRev });
+    this.recoveries = new RecoveryFeeder({
+      db: deps.db,
+      clock: deps.clock,
+      logger: deps.logger,
+      tx: this.tx,
+      registryRev: deps.registryRev,
+    });
     deps.recoveryOutcomes?.onRecoveryAttempt((id, ok) => this.recoveries.attempted(id, ok));
     this.checkpoints = new WalCheckpoints(deps.db, deps.logger);
     this.watchdog = new WebhookWatchdog(deps.db, this.tx, deps.webhookChanged ?? (() => {}));
@@ -172,7 +192,12 @@ export class Engine {
         owner_type: 'installs',
         action_id: opts.action?.action_id ?? null,
         params: opts.inputs ? { inputs: opts.inputs } : {},
-        steps: installSteps(type, { install, components: listComponents(this.db, install.install_id), component: opts.component, action: opts.action }),
+        steps: installSteps(type, {
+          install,
+          components: listComponents(this.db, install.install_id),
+          component: opts.component,
+          action: opts.action,
+        }),
       });
     });
   }
@@ -200,7 +225,14 @@ export class Engine {
         type: 'app_branch_run',
         owner_id: branchId,
         owner_type: 'app_branches',
-        params: { app_config_id: target.app_config_id, app_id: appId, skip_builds: skipBuilds, ...(gate ? { health_gate: gate } : {}), ...(policy ? { policy } : {}), ...(verification.length ? { verification } : {}) },
+        params: {
+          app_config_id: target.app_config_id,
+          app_id: appId,
+          skip_builds: skipBuilds,
+          ...(gate ? { health_gate: gate } : {}),
+          ...(policy ? { policy } : {}),
+          ...(verification.length ? { verification } : {}),
+        },
         steps: branchRunSteps(groups, skipBuilds, !!gate, verification.length > 0),
       }),
     );
@@ -235,7 +267,14 @@ export class Engine {
   }
 
   /** Answer an approval step; `actor` (who answered) is kept on the step and in the response event (CONTRACT 2). */
-  respondToApproval(orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note?: string, actor: Actor | null = null): StepRow {
+  respondToApproval(
+    orgId: string,
+    workflowId: string,
+    stepId: string,
+    response: 'approved' | 'rejected',
+    note?: string,
+    actor: Actor | null = null,
+  ): StepRow {
     return this.tx.run((t) => this.workflows.respondToApproval(t, orgId, workflowId, stepId, response, note, actor));
   }
 

@@ -10,8 +10,16 @@ import type { StepStatus } from '../domain/status.ts';
 import type { Tx } from './transaction.ts';
 import type { IngestResult, Workflows } from './workflows.ts';
 
-export function reportExternalWorkflow(t: Tx, db: Db, workflows: Workflows, orgId: string, workflowId: string, msg: WorkflowMessage): IngestResult {
-  if (msg.workflow && msg.workflow.id !== workflowId) throw new InvalidError(`workflow.id ${msg.workflow.id} does not match the subject's ${workflowId}`);
+export function reportExternalWorkflow(
+  t: Tx,
+  db: Db,
+  workflows: Workflows,
+  orgId: string,
+  workflowId: string,
+  msg: WorkflowMessage,
+): IngestResult {
+  if (msg.workflow && msg.workflow.id !== workflowId)
+    throw new InvalidError(`workflow.id ${msg.workflow.id} does not match the subject's ${workflowId}`);
   const found = lookupReportedWorkflow(db, orgId, workflowId);
   let wf = found.workflow;
   if (wf && !wf.external) throw new InvalidError(`workflow ${workflowId} is run by the engine; producers cannot report it`);

@@ -3,9 +3,26 @@
 // ends the step; a trip records the run's rollout, fails the bake, cancels later groups and, with
 // `action: "rollback"`, adds the rollback steps.
 import { getComponent, getInstallById } from '../../store/installs.ts';
-import { getWorkflow, listBakingSteps, listSteps, setWorkflowParams, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
+import {
+  getWorkflow,
+  listBakingSteps,
+  listSteps,
+  setWorkflowParams,
+  updateStep,
+  type StepRow,
+  type WorkflowRow,
+} from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
-import { advanceHealthGate, compositeVerdict, gateSnapshotOf, initialHealthGate, type GateEmit, type GateEvent, type GateSnapshot, type GateTrip } from '../../machines/index.ts';
+import {
+  advanceHealthGate,
+  compositeVerdict,
+  gateSnapshotOf,
+  initialHealthGate,
+  type GateEmit,
+  type GateEvent,
+  type GateSnapshot,
+  type GateTrip,
+} from '../../machines/index.ts';
 import { GATE_VERDICTS, onFailureOf, rolloutParamsOf, type Rollout } from '../domain/rollout.ts';
 import type { StepDef } from './definitions.ts';
 import { rollbackSteps, tripError } from './rollout-plans.ts';
@@ -33,7 +50,9 @@ export class HealthGates {
     const { gate } = rolloutParamsOf(wf.params);
     const at = Date.parse(t.now);
     const from = initialHealthGate({ on: gate?.on ?? [...GATE_VERDICTS], ends_at: at + (gate?.bake_ms ?? 0), for_ms: gate?.for_ms ?? 0 });
-    const now = installIdsOf(step).map((id) => this.healthNow(id, at)).filter((e): e is GateEvent => e !== null);
+    const now = installIdsOf(step)
+      .map((id) => this.healthNow(id, at))
+      .filter((e): e is GateEvent => e !== null);
     return this.feedGate(t, wf, started, [...now, { type: 'tick', at }], from);
   }
 
@@ -65,7 +84,14 @@ export class HealthGates {
     const verdict = compositeVerdict(verdicts);
     if (!verdict) return null;
     const componentId = Object.keys(verdicts).find((id) => verdicts[id] === verdict)!;
-    return { type: 'health', install_id: installId, component_id: componentId, verdict, reason: getComponent(this.db, installId, componentId)?.health_reason ?? null, at };
+    return {
+      type: 'health',
+      install_id: installId,
+      component_id: componentId,
+      verdict,
+      reason: getComponent(this.db, installId, componentId)?.health_reason ?? null,
+      at,
+    };
   }
 
   /** Feed a baking step's gate; act on what it emits (pass: the step succeeds; trip: it fails). Returns whether the step ended. */
@@ -80,11 +106,16 @@ export class HealthGates {
       emitted.push(...r.emitted);
     }
     const seen = verdictsSeen(step.params, events);
-    const fresh = updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, params: { ...step.params, gate, ...(seen ? { bake_verdicts: seen } : {}) } })!;
+    const fresh = updateStep(this.db, {
+      workflow_id: step.workflow_id,
+      step_id: step.step_id,
+      params: { ...step.params, gate, ...(seen ? { bake_verdicts: seen } : {}) },
+    })!;
     // a streak that started with these events trips once it has lasted `for`: tick at that moment
     if (gate.state === 'baking') {
       for (const s of Object.values(gate.context.streaks)) {
-        if (events.some((e) => e.type === 'health' && e.install_id === s.trip.install_id && e.at === s.since)) this.wake(s.since + gate.context.for_ms);
+        if (events.some((e) => e.type === 'health' && e.install_id === s.trip.install_id && e.at === s.since))
+          this.wake(s.since + gate.context.for_ms);
       }
     }
     for (const e of emitted) {

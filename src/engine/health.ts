@@ -16,7 +16,13 @@ export function reportHealth(t: Tx, db: Db, orgId: string, installId: string, ms
   const reason = msg.reason !== undefined ? { reason: msg.reason } : {};
   const c = advanceComponentHealth(component.health_state, component.health_ctx, { type: 'verdict', verdict: msg.verdict, ...reason });
   if (!c.accepted) return 'ignored';
-  setComponentHealth(db, component.component_id, c.state, c.context, isKnownVerdict(msg.verdict) ? (msg.reason ?? null) : component.health_reason);
+  setComponentHealth(
+    db,
+    component.component_id,
+    c.state,
+    c.context,
+    isKnownVerdict(msg.verdict) ? (msg.reason ?? null) : component.health_reason,
+  );
   for (const f of c.emitted) {
     t.emit({
       kind: 'component_health',

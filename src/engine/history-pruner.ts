@@ -4,7 +4,15 @@
 // never return it even before a prune (store/history.ts, src/services/audit.ts filter by the same cut-off).
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
-import { countOrgEvents, eventsPerOrgBetween, lastEventSeq, oldestOrgEvent, orgsWithEvents, pruneHistory, pruneOrgOldest } from '../../store/history.ts';
+import {
+  countOrgEvents,
+  eventsPerOrgBetween,
+  lastEventSeq,
+  oldestOrgEvent,
+  orgsWithEvents,
+  pruneHistory,
+  pruneOrgOldest,
+} from '../../store/history.ts';
 import { pruneAudit } from '../../store/audit.ts';
 import type { Clock, Timer } from '../domain/clock.ts';
 
@@ -91,7 +99,7 @@ export class EventQuota {
 
   constructor(
     private readonly db: Db,
-    private readonly clock: Clock,
+    clock: Clock,
     private readonly maxPerOrg: number,
     private readonly logger: Logger,
     private readonly pruned: (n: number) => void,
@@ -150,7 +158,8 @@ export class EventQuota {
       }
       if (this.closed) break;
     }
-    if (total > 0) this.logger.info({ rows: total, max_per_org: this.maxPerOrg }, 'pruned the oldest events of orgs past --max-events-per-org');
+    if (total > 0)
+      this.logger.info({ rows: total, max_per_org: this.maxPerOrg }, 'pruned the oldest events of orgs past --max-events-per-org');
     return total;
   }
 

@@ -100,7 +100,10 @@ export function checkRecoveryBounds(db: Db, orgId: string, webhookId: string): v
   const same = running.find((r) => r.webhook_id === webhookId);
   if (same) throw new ConflictError(`a recovery of this webhook is running: ${same.recovery_id} (one at a time per webhook)`);
   if (running.length >= MAX_RECOVERIES_PER_ORG) {
-    throw new LimitExceededError('recoveries_per_org', `running recoveries per org: at most ${MAX_RECOVERIES_PER_ORG} (${running.map((r) => r.recovery_id).join(', ')})`);
+    throw new LimitExceededError(
+      'recoveries_per_org',
+      `running recoveries per org: at most ${MAX_RECOVERIES_PER_ORG} (${running.map((r) => r.recovery_id).join(', ')})`,
+    );
   }
 }
 
@@ -110,14 +113,13 @@ export class RecoveryFeeder {
   private scheduled = false;
   private closed = false;
 
-  constructor(
-    private readonly deps: { db: Db; clock: Clock; logger: Logger; tx: Transactions; registryRev: () => number },
-  ) {
+  constructor(private readonly deps: { db: Db; clock: Clock; logger: Logger; tx: Transactions; registryRev: () => number }) {
     // what was running at the last stop (or crash) goes on from its cursor. What the last process
     // had out (its window, at most MAX_OUTSTANDING items) is not counted: their outcomes may have been lost
     // with it (the attempt log is written once a second), and waiting for them would stall the
     // recovery; so for one round after a restart a recovery may have up to twice that out.
-    for (const r of allRunningRecoveries(deps.db)) this.live.set(r.recovery_id, { outstanding: 0, window: MIN_OUTSTANDING, movedAt: deps.clock.now(), waiters: [] });
+    for (const r of allRunningRecoveries(deps.db))
+      this.live.set(r.recovery_id, { outstanding: 0, window: MIN_OUTSTANDING, movedAt: deps.clock.now(), waiters: [] });
     this.timer = deps.clock.setInterval(() => this.kick(), TICK_MS);
     if (this.live.size) this.kick();
   }
@@ -245,7 +247,13 @@ export class RecoveryFeeder {
       const page = recoveryCandidates(db, r, SCAN_CHUNK);
       const last = page.length < SCAN_CHUNK;
       const scanned = last ? r.to_seq : page[page.length - 1].seq;
-      const delivered = r.only_failed ? deliveredEventIds(db, r.webhook_id, page.map((e) => e.event_id)) : null;
+      const delivered = r.only_failed
+        ? deliveredEventIds(
+            db,
+            r.webhook_id,
+            page.map((e) => e.event_id),
+          )
+        : null;
       const found: number[] = [];
       for (const e of page) {
         if (delivered?.has(e.event_id)) continue;
@@ -272,12 +280,29 @@ export class RecoveryFeeder {
           continue;
         }
         // the registry revision when it was asked for: a data plane waits until it holds the webhook at least so new
-        const itemRoute = encodeRoute({ ...route, rev: r.rev, recovery: { id: r.recovery_id, webhook: r.webhook_id, event_id: e.event_id } });
-        const item: QueueItem = { event_id: recoveryItemId(e.event_id, r.recovery_id), org_id: r.org_id, subject: eventSubject(e.subject), type: e.type, body: e.body, route: itemRoute };
+        const itemRoute = encodeRoute({
+          ...route,
+          rev: r.rev,
+          recovery: { id: r.recovery_id, webhook: r.webhook_id, event_id: e.event_id },
+        });
+        const item: QueueItem = {
+          event_id: recoveryItemId(e.event_id, r.recovery_id),
+          org_id: r.org_id,
+          subject: eventSubject(e.subject),
+          type: e.type,
+          body: e.body,
+          route: itemRoute,
+        };
         t.enqueue(item);
         queued++;
       }
-      if (next.length) recoveryFed(db, r.recovery_id, next.map((n) => n.event_seq), gone);
+      if (next.length)
+        recoveryFed(
+          db,
+          r.recovery_id,
+          next.map((n) => n.event_seq),
+          gone,
+        );
     });
     if (queued) {
       l.outstanding += queued;

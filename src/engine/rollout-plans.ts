@@ -44,7 +44,12 @@ export function groupPlan(db: Db, wf: WorkflowRow, step: StepRow, atMs: number):
  * failure budget), the installs whose update started, whether it succeeded or failed.
  */
 export function rollbackSteps(steps: StepRow[]): StepDef[] {
-  const deploys = steps.filter((s) => s.params.kind === 'children' && !s.params.rollback && (s.status === 'succeeded' || (s.status === 'failed' && batchSnapshotOf(s.params))));
+  const deploys = steps.filter(
+    (s) =>
+      s.params.kind === 'children' &&
+      !s.params.rollback &&
+      (s.status === 'succeeded' || (s.status === 'failed' && batchSnapshotOf(s.params))),
+  );
   return deploys.reverse().flatMap((d) => {
     const before = (d.params.before as Record<string, string> | undefined) ?? {};
     const started = d.status === 'failed' ? batchSnapshotOf(d.params)!.context.started.filter((id) => id in before) : Object.keys(before);

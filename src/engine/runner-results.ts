@@ -39,7 +39,12 @@ export class RunnerResults {
       setJobStatus(this.db, jobId, 'started');
       return 'accepted';
     }
-    const ev: StepEvent = msg.status === 'succeeded' ? { type: 'succeed' } : msg.status === 'failed' ? { type: 'fail', error: msg.error || 'job failed' } : { type: 'cancel' };
+    const ev: StepEvent =
+      msg.status === 'succeeded'
+        ? { type: 'succeed' }
+        : msg.status === 'failed'
+          ? { type: 'fail', error: msg.error || 'job failed' }
+          : { type: 'cancel' };
     const planned = msg.plan ? updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan: msg.plan })! : step;
     const ended = this.facts.stepEventRow(t, wf, planned, ev);
     if (!ended) return step.status === msg.status ? 'duplicate' : 'ignored';
@@ -54,7 +59,10 @@ export class RunnerResults {
     if (wf.type !== 'drift_run' && wf.type !== 'drift_run_reprovision_sandbox') return;
     const real = changes.filter((c) => c.action !== 'no-op');
     if (!real.length) return;
-    const on = { ...(step.component_id ? { component_id: step.component_id } : {}), ...(step.sandbox_id ? { sandbox_id: step.sandbox_id } : {}) };
+    const on = {
+      ...(step.component_id ? { component_id: step.component_id } : {}),
+      ...(step.sandbox_id ? { sandbox_id: step.sandbox_id } : {}),
+    };
     t.emit({
       kind: 'drift_detected',
       transition: 'detected',

@@ -13,7 +13,10 @@ import type { IngestResult } from './workflows.ts';
 export function reportRunner(t: Tx, db: Db, orgId: string, runnerId: string, msg: RunnerMessage): IngestResult {
   const runner = getRunner(db, orgId, runnerId);
   if (!runner) throw new NotFoundError('runner', runnerId);
-  const event: RunnerEvent = msg.type === 'heartbeat' ? { type: 'heartbeat', process: msg.process } : { type: 'inactive', ...(msg.reason !== undefined ? { reason: msg.reason } : {}) };
+  const event: RunnerEvent =
+    msg.type === 'heartbeat'
+      ? { type: 'heartbeat', process: msg.process }
+      : { type: 'inactive', ...(msg.reason !== undefined ? { reason: msg.reason } : {}) };
   const result = applyRunnerEvent(t, db, runner, event);
   return msg.type === 'heartbeat' && result === 'duplicate' ? 'accepted' : result;
 }

@@ -95,7 +95,17 @@ interface OpenTx extends Tx {
  * ingest: BENCHMARKS.md, issue 33 step 11).
  */
 function queuedRow(item: QueueItem, seq: number, batch: string | null): OutboxRow {
-  return { seq, event_id: item.event_id, org_id: item.org_id, subject: item.subject, type: item.type, body: item.body, route: item.route, progress: [], batch };
+  return {
+    seq,
+    event_id: item.event_id,
+    org_id: item.org_id,
+    subject: item.subject,
+    type: item.type,
+    body: item.body,
+    route: item.route,
+    progress: [],
+    batch,
+  };
 }
 
 /** Per item of a group commit: its result, or the error that rolled back its part alone. */
@@ -129,12 +139,23 @@ export class Transactions {
         const route = encodeRoute(ev.route);
         // CONTRACT 8: an event the bus could not carry is refused with the fact that makes it (the
         // transaction, or the fact's savepoint, rolls back): never stored, kept or set aside
-        const bytes = (ev.body.length + route.length) * 3 <= LIMITS.eventBytes ? 0 : Buffer.byteLength(ev.body, 'utf8') + Buffer.byteLength(route, 'utf8');
+        const bytes =
+          (ev.body.length + route.length) * 3 <= LIMITS.eventBytes
+            ? 0
+            : Buffer.byteLength(ev.body, 'utf8') + Buffer.byteLength(route, 'utf8');
         if (bytes > LIMITS.eventBytes) throw new EventTooLargeError(ev.type, bytes, LIMITS.eventBytes);
         t.types.push(ev.type);
         const item = { event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route };
         if (!this.deps.keepEvents) return t.enqueue(item);
-        const kept = { event_id: ev.id, org_id: fact.org_id, type: ev.type, subject: ev.subject, body: ev.body, route, created_ms: this.deps.clock.now() };
+        const kept = {
+          event_id: ev.id,
+          org_id: fact.org_id,
+          type: ev.type,
+          subject: ev.subject,
+          body: ev.body,
+          route,
+          created_ms: this.deps.clock.now(),
+        };
         const queue = this.deps.historyQueue;
         if (queue) {
           const batch = queue.batch(ev.id, ev.body.length + route.length);

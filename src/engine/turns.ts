@@ -76,7 +76,10 @@ export function startTurnGuard(log: TurnGuardLog, o: { limitMs?: number; everyMs
     const held = now - last - every;
     if (held > limit) {
       const during = causes.filter((c) => c.at >= last - every).map((c) => c.what);
-      log.warn({ turn_ms: Math.round(held), during: [...new Set(during)] }, `the engine's thread was held ${Math.round(held)} ms (over ${limit} ms)`);
+      log.warn(
+        { turn_ms: Math.round(held), during: [...new Set(during)] },
+        `the engine's thread was held ${Math.round(held)} ms (over ${limit} ms)`,
+      );
     }
     last = now;
   }, every);

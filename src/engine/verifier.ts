@@ -89,17 +89,20 @@ export class Verifier {
   private poll(workflowId: string, stepId: string): void {
     if (this.closed) return;
     const busy = [...(this.inFlight.get(keyOf(workflowId, stepId)) ?? [])];
-    this.then(workflowId, stepId, () => this.d.tx.run((t) => this.d.steps().tick(t, workflowId, stepId, busy)));
+    this.act(workflowId, stepId, () => this.d.tx.run((t) => this.d.steps().tick(t, workflowId, stepId, busy)));
   }
 
   /** Act on what a poll or an answer left: send its requests, wake again when it says. */
-  private then(workflowId: string, stepId: string, fn: () => VerifyNext): void {
+  private act(workflowId: string, stepId: string, fn: () => VerifyNext): void {
     let next: VerifyNext;
     try {
       next = fn();
     } catch (err) {
       // the store refused (busy, closing): look again a moment later, nothing was recorded
-      this.d.logger.warn({ err: String(err), workflow_id: workflowId, step_id: stepId }, 'verification: could not record a poll or an answer');
+      this.d.logger.warn(
+        { err: String(err), workflow_id: workflowId, step_id: stepId },
+        'verification: could not record a poll or an answer',
+      );
       if (!this.closed) this.arm(workflowId, stepId, this.d.clock.now() + 1000);
       return;
     }
@@ -120,14 +123,24 @@ export class Verifier {
       const body = Buffer.from(JSON.stringify(ev), 'utf8');
       const v = ask.verification;
       // signed on real time, as deliveries are: the receiver checks webhook-timestamp against its own clock
-      const headers: Record<string, string> = { ...signatureHeaders(v.secret ? signingKeys({ secret: v.secret }) : null, ev.id, body, (this.d.httpClock ?? systemClock).now()) };
-      const res = await postVerification(v.url, headers, body, { timeoutMs: v.timeout_ms, allowPrivateTargets: this.d.allowPrivateTargets, clock: this.d.httpClock ?? systemClock, signal: this.abort.signal });
-      answer = res.status !== undefined ? readAnswer(res.status, res.body ?? '') : { verdict: 'error', status: null, error: res.error ?? 'no answer', reason: null };
+      const headers: Record<string, string> = {
+        ...signatureHeaders(v.secret ? signingKeys({ secret: v.secret }) : null, ev.id, body, (this.d.httpClock ?? systemClock).now()),
+      };
+      const res = await postVerification(v.url, headers, body, {
+        timeoutMs: v.timeout_ms,
+        allowPrivateTargets: this.d.allowPrivateTargets,
+        clock: this.d.httpClock ?? systemClock,
+        signal: this.abort.signal,
+      });
+      answer =
+        res.status !== undefined
+          ? readAnswer(res.status, res.body ?? '')
+          : { verdict: 'error', status: null, error: res.error ?? 'no answer', reason: null };
     } finally {
       busy.delete(ask.index);
       if (!busy.size) this.inFlight.delete(key);
     }
     if (this.closed) return; // the process stops: the next one asks again (the ask is recorded, its answer is not)
-    this.then(workflowId, stepId, () => this.d.tx.run((t) => this.d.steps().answer(t, workflowId, stepId, ask.index, answer)));
+    this.act(workflowId, stepId, () => this.d.tx.run((t) => this.d.steps().answer(t, workflowId, stepId, ask.index, answer)));
   }
 }

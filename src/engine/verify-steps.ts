@@ -15,7 +15,16 @@
 import { getInstallById } from '../../store/installs.ts';
 import { getStep, getWorkflow, listSteps, setWorkflowParams, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
-import { advanceVerification, initialVerification, nextWakeOf, verifySnapshotOf, type VerifyEmit, type VerifyEvent, type VerifyFailure, type VerifySnapshot } from '../../machines/verification.ts';
+import {
+  advanceVerification,
+  initialVerification,
+  nextWakeOf,
+  verifySnapshotOf,
+  type VerifyEmit,
+  type VerifyEvent,
+  type VerifyFailure,
+  type VerifySnapshot,
+} from '../../machines/verification.ts';
 import { onFailureOf, type Rollout } from '../domain/rollout.ts';
 import { shownUrl, verificationsOf, type Verification, type VerifyAnswer } from '../domain/verification.ts';
 import type { VerificationRequest, VerifiedInstall } from '../events/verification.ts';
@@ -56,10 +65,19 @@ export class VerifySteps {
     const started = this.facts.stepEventRow(t, wf, step, { type: 'start' }) ?? step;
     const at = Date.parse(t.now);
     const verify = initialVerification({
-      checks: verificationsOf(wf.params).map((v) => ({ shown: shownUrl(v.url), interval_ms: v.interval_ms, max_wait_ms: v.max_wait_ms, failure_limit: v.failure_limit })),
+      checks: verificationsOf(wf.params).map((v) => ({
+        shown: shownUrl(v.url),
+        interval_ms: v.interval_ms,
+        max_wait_ms: v.max_wait_ms,
+        failure_limit: v.failure_limit,
+      })),
       at,
     });
-    updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, params: { ...started.params, verify, installs: this.installsOf(wf, step) } });
+    updateStep(this.db, {
+      workflow_id: wf.workflow_id,
+      step_id: step.step_id,
+      params: { ...started.params, verify, installs: this.installsOf(wf, step) },
+    });
     this.wake(wf.workflow_id, step.step_id, at);
     return false;
   }
@@ -98,8 +116,20 @@ export class VerifySteps {
     if (!r.changed) return { asks: [], wakeAt: nextWakeOf(gate) };
     const verify: VerifySnapshot = { state: r.state, context: r.context };
     // each answer, for the rollout page (the latest VERIFY_ANSWERS_KEPT; no event or API answer carries it)
-    const answers = ev.type === 'answer' ? { verify_answers: [...((step.params.verify_answers as unknown[] | undefined) ?? []), { index: ev.index, attempt: gate.context.checks[ev.index]?.attempt ?? null, at: ev.at, ...ev.answer }].slice(-VERIFY_ANSWERS_KEPT) } : {};
-    const fresh = updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, params: { ...step.params, verify, ...answers } })!;
+    const answers =
+      ev.type === 'answer'
+        ? {
+            verify_answers: [
+              ...((step.params.verify_answers as unknown[] | undefined) ?? []),
+              { index: ev.index, attempt: gate.context.checks[ev.index]?.attempt ?? null, at: ev.at, ...ev.answer },
+            ].slice(-VERIFY_ANSWERS_KEPT),
+          }
+        : {};
+    const fresh = updateStep(this.db, {
+      workflow_id: step.workflow_id,
+      step_id: step.step_id,
+      params: { ...step.params, verify, ...answers },
+    })!;
     const asks: VerifyAsk[] = [];
     for (const e of r.emitted as VerifyEmit[]) {
       if (e.type === 'ask') asks.push(...e.asks.map((a) => this.askOf(t, wf, fresh, a.index, a.attempt)));
@@ -129,7 +159,12 @@ export class VerifySteps {
           sandbox_id: step.sandbox_id,
           execution_type: step.execution_type,
         },
-        rollout: { run_id: wf.workflow_id, group: String(step.params.group), attempt, installs: (step.params.installs as VerifiedInstall[] | undefined) ?? [] },
+        rollout: {
+          run_id: wf.workflow_id,
+          group: String(step.params.group),
+          attempt,
+          installs: (step.params.installs as VerifiedInstall[] | undefined) ?? [],
+        },
       },
     };
   }
@@ -140,23 +175,38 @@ export class VerifySteps {
    * included) gets a rollback step, newest first.
    */
   private groupFailed(t: Tx, wf: WorkflowRow, step: StepRow, failure: VerifyFailure): void {
-    const rollout: Rollout = { run_id: wf.workflow_id, trigger: 'verification', ...(failure.reason !== null ? { reason: failure.reason } : {}) };
+    const rollout: Rollout = {
+      run_id: wf.workflow_id,
+      trigger: 'verification',
+      ...(failure.reason !== null ? { reason: failure.reason } : {}),
+    };
     const run = setWorkflowParams(this.db, wf.workflow_id, { ...wf.params, rollout })!;
     this.facts.stepEvent(t, run, step, { type: 'fail', error: failure.error });
     const steps = listSteps(this.db, run.workflow_id);
     for (const s of steps) if (s.status === 'pending') this.facts.stepEvent(t, run, s, { type: 'cancel' });
-    if (onFailureOf(run.params) === 'rollback') this.run.addSteps(run.org_id, run.workflow_id, rollbackSteps(steps), Math.max(...steps.map((s) => s.idx)) + 1);
+    if (onFailureOf(run.params) === 'rollback')
+      this.run.addSteps(run.org_id, run.workflow_id, rollbackSteps(steps), Math.max(...steps.map((s) => s.idx)) + 1);
     this.run.advance(t, run.workflow_id);
   }
 
   /** The group's installs as the requests name them: each one's config before the run (its deploy's record) and the run's target. */
   private installsOf(wf: WorkflowRow, step: StepRow): VerifiedInstall[] {
-    const deploy = listSteps(this.db, wf.workflow_id).find((s) => s.params.kind === 'children' && !s.params.rollback && s.params.group === step.params.group);
+    const deploy = listSteps(this.db, wf.workflow_id).find(
+      (s) => s.params.kind === 'children' && !s.params.rollback && s.params.group === step.params.group,
+    );
     const before = (deploy?.params.before as Record<string, string> | undefined) ?? {};
     return ((step.params.install_ids as string[] | undefined) ?? []).flatMap((id) => {
       const i = getInstallById(this.db, id);
       if (!i) return [];
-      return [{ install_id: id, install_name: i.name, labels: i.labels, old_app_config_id: before[id] ?? null, new_app_config_id: runTargetOf(wf, id) ?? null }];
+      return [
+        {
+          install_id: id,
+          install_name: i.name,
+          labels: i.labels,
+          old_app_config_id: before[id] ?? null,
+          new_app_config_id: runTargetOf(wf, id) ?? null,
+        },
+      ];
     });
   }
 }

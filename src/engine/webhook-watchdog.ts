@@ -70,7 +70,14 @@ function factOf(w: WatchRow, e: WatchEmit, time: string): WebhookDeliveryFact {
     delivery.recover_since = s.recover_since;
   }
   if (e.type === 'disabled' && e.reason !== undefined) delivery.disabled_reason = e.reason;
-  return { kind: 'webhook_delivery', transition: e.type, org_id: w.org_id, time, webhook: { id: w.webhook_id, url_host: urlHost(w.url) }, delivery };
+  return {
+    kind: 'webhook_delivery',
+    transition: e.type,
+    org_id: w.org_id,
+    time,
+    webhook: { id: w.webhook_id, url_host: urlHost(w.url) },
+    delivery,
+  };
 }
 
 export interface WatchResult {
@@ -110,7 +117,9 @@ export class WebhookWatchdog {
     const w = this.row(o.webhook_id);
     if (!w) return false;
     const streak = streakOf(status);
-    const e: WatchEvent = o.ok ? { type: 'success', streak } : { type: 'failure', streak, at: new Date(o.at).toISOString(), policy: policyOf(w.disable_after) };
+    const e: WatchEvent = o.ok
+      ? { type: 'success', streak }
+      : { type: 'failure', streak, at: new Date(o.at).toISOString(), policy: policyOf(w.disable_after) };
     return this.step(w, e);
   }
 

@@ -2,7 +2,15 @@
 // (machines/), which says whether it is legal and which facts it emits; the new state is stored
 // and the facts are emitted in the caller's transaction (Tx). The one place a workflow's or a
 // step's status is written.
-import { insertStep, insertWorkflow, updateStep, updateWorkflowStatus, type StepRow, type WorkflowFields, type WorkflowRow } from '../../store/workflows.ts';
+import {
+  insertStep,
+  insertWorkflow,
+  updateStep,
+  updateWorkflowStatus,
+  type StepRow,
+  type WorkflowFields,
+  type WorkflowRow,
+} from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
 import { advanceStep, advanceWorkflow, batchSnapshotOf, type StepEvent, type WorkflowEvent } from '../../machines/index.ts';
 import { isFinal, type WorkflowStatus } from '../domain/status.ts';
@@ -16,7 +24,8 @@ export interface FactExtra {
 }
 
 /** The run's rollout record once a group of it failed (CONTRACT 4.3 `data.rollout`). */
-const rolloutOf = (wf: WorkflowFields): { rollout?: Rollout } => (wf.params.rollout ? { rollout: rolloutSchema.parse(wf.params.rollout) } : {});
+const rolloutOf = (wf: WorkflowFields): { rollout?: Rollout } =>
+  wf.params.rollout ? { rollout: rolloutSchema.parse(wf.params.rollout) } : {};
 
 /** A step's: the run's record, else (a group deploy within its failure budget) the installs that failed. */
 function stepRolloutOf(wf: WorkflowRow, step: StepRow): { rollout?: Rollout } {
@@ -47,7 +56,8 @@ export class WorkflowFacts {
    * event changed anything (when not, the step is stored as given).
    */
   insertStepWithEvent(t: Tx, wf: WorkflowRow, step: StepRow, ev: StepEvent, extra?: FactExtra): boolean {
-    const changed = this.stepEventRow(t, wf, step, ev, extra, (fields) => insertStep(this.db, { ...step, ...definedOnly(fields) })) !== null;
+    const changed =
+      this.stepEventRow(t, wf, step, ev, extra, (fields) => insertStep(this.db, { ...step, ...definedOnly(fields) })) !== null;
     if (!changed) insertStep(this.db, step);
     return changed;
   }
@@ -59,7 +69,8 @@ export class WorkflowFacts {
     step: StepRow,
     ev: StepEvent,
     extra?: FactExtra,
-    write: (fields: Partial<StepRow>) => StepRow = (fields) => updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, ...fields })!,
+    write: (fields: Partial<StepRow>) => StepRow = (fields) =>
+      updateStep(this.db, { workflow_id: step.workflow_id, step_id: step.step_id, ...fields })!,
   ): StepRow | null {
     const silent = step.execution_type === 'hidden' || step.execution_type === 'skipped';
     const r = advanceStep(step.status, { silent }, ev);
@@ -100,7 +111,9 @@ export class WorkflowFacts {
 
   /** Apply an event to a workflow through the workflow machine; persist; emit. */
   workflowEvent(t: Tx, wf: WorkflowRow, ev: WorkflowEvent, extra?: FactExtra): boolean {
-    return this.applyWorkflowEvent(t, wf, ev, extra, (status, fields) => updateWorkflowStatus(this.db, wf.workflow_id, status, fields)) !== null;
+    return (
+      this.applyWorkflowEvent(t, wf, ev, extra, (status, fields) => updateWorkflowStatus(this.db, wf.workflow_id, status, fields)) !== null
+    );
   }
 
   /**
@@ -112,7 +125,12 @@ export class WorkflowFacts {
     const stored: { row?: WorkflowRow } = {};
     const changed =
       this.applyWorkflowEvent(t, wf, ev, extra, (status, fields) => {
-        stored.row = insertWorkflow(this.db, wf, { status, error: fields.error ?? wf.error, started_at: fields.started_at, finished_at: fields.finished_at ?? wf.finished_at });
+        stored.row = insertWorkflow(this.db, wf, {
+          status,
+          error: fields.error ?? wf.error,
+          started_at: fields.started_at,
+          finished_at: fields.finished_at ?? wf.finished_at,
+        });
       }) !== null;
     return { workflow: stored.row ?? insertWorkflow(this.db, wf), changed };
   }

@@ -182,7 +182,12 @@ export class WorkflowSteps {
     if (kind === 'verify') return this.verifications.begin(t, wf, step);
     if (kind === 'approval') {
       const plan = groupPlan(this.db, wf, step, Date.parse(t.now));
-      const requested = updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, plan, approval: { status: 'requested', plan } })!;
+      const requested = updateStep(this.db, {
+        workflow_id: wf.workflow_id,
+        step_id: step.step_id,
+        plan,
+        approval: { status: 'requested', plan },
+      })!;
       this.facts.stepEvent(t, wf, requested, { type: 'request_approval' });
       return false;
     }
@@ -252,7 +257,15 @@ export class WorkflowSteps {
     if (step.params.action_id) payload.action_id = step.params.action_id;
     const cfg = (wf.params.app_config_id as string | undefined) ?? install?.app_config_id;
     if (cfg) payload.app_config_id = cfg;
-    insertJob(this.db, { job_id: jobId, org_id: wf.org_id, runner_id: runnerId, workflow_id: wf.workflow_id, step_id: step.step_id, payload, status: 'queued' });
+    insertJob(this.db, {
+      job_id: jobId,
+      org_id: wf.org_id,
+      runner_id: runnerId,
+      workflow_id: wf.workflow_id,
+      step_id: step.step_id,
+      payload,
+      status: 'queued',
+    });
     updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, params: { ...step.params, job_id: jobId } });
     t.jobsChanged();
   }
@@ -272,7 +285,11 @@ export class WorkflowSteps {
     const children = listChildWorkflows(this.db, wf.workflow_id, step.step_id);
     if (children.some((c) => !isFinal(c.status))) return false;
     const bad = children.filter((c) => c.status !== 'succeeded');
-    if (bad.length) return this.facts.stepEvent(t, wf, step, { type: 'fail', error: `${bad.length} of ${children.length} installs did not apply the config` });
+    if (bad.length)
+      return this.facts.stepEvent(t, wf, step, {
+        type: 'fail',
+        error: `${bad.length} of ${children.length} installs did not apply the config`,
+      });
     return this.facts.stepEvent(t, wf, step, { type: 'succeed' });
   }
 }

@@ -23,7 +23,13 @@ export class Workflows {
   private readonly answers: ApprovalsAndCancel;
 
   /** `wakeBakes(at)`: run the bakes' tick at `at` (engine clock, ms), when a gate's verdict will have lasted its `for` */
-  constructor(db: Db, startChildren: StartChildren, wakeBakes?: (at: number) => void, wakeVerify?: (workflowId: string, stepId: string, at: number) => void, wakeWindows?: (at: number) => void) {
+  constructor(
+    db: Db,
+    startChildren: StartChildren,
+    wakeBakes?: (at: number) => void,
+    wakeVerify?: (workflowId: string, stepId: string, at: number) => void,
+    wakeWindows?: (at: number) => void,
+  ) {
     this.facts = new WorkflowFacts(db);
     this.steps = new WorkflowSteps(db, this.facts, startChildren, wakeBakes, wakeVerify, wakeWindows);
     this.results = new RunnerResults(db, this.facts, this.steps);
@@ -61,7 +67,15 @@ export class Workflows {
     return this.results.jobReport(t, orgId, jobId, msg);
   }
 
-  respondToApproval(t: Tx, orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note: string | undefined, actor: Actor | null): StepRow {
+  respondToApproval(
+    t: Tx,
+    orgId: string,
+    workflowId: string,
+    stepId: string,
+    response: 'approved' | 'rejected',
+    note: string | undefined,
+    actor: Actor | null,
+  ): StepRow {
     return this.answers.respondToApproval(t, orgId, workflowId, stepId, response, note, actor);
   }
 

@@ -141,5 +141,11 @@ export function emit(fact: Fact, opts: EmitOptions): EmittedEvent | null {
   const cls = classify(fact);
   const ev = envelope(fact, cls, opts);
   if (!ev) return null;
-  return { id: ev.id, type: ev.type, subject: ev.subject, body: JSON.stringify(ev), route: routeOf(fact, ev.type, cls, opts.labels, opts.rev) };
+  return {
+    id: ev.id,
+    type: ev.type,
+    subject: ev.subject,
+    body: JSON.stringify(ev),
+    route: routeOf(fact, ev.type, cls, opts.labels, opts.rev),
+  };
 }

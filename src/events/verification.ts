@@ -24,7 +24,16 @@ export interface VerificationRequest {
   /** when the engine recorded the ask (ISO 8601) */
   time: string;
   workflow: { id: string; type: string; owner_id: string; owner_type: OwnerType };
-  step: { id: string; name: string; idx: number; target_type: string | null; target_id: string | null; component_id: string | null; sandbox_id: string | null; execution_type: ExecutionType };
+  step: {
+    id: string;
+    name: string;
+    idx: number;
+    target_type: string | null;
+    target_id: string | null;
+    component_id: string | null;
+    sandbox_id: string | null;
+    execution_type: ExecutionType;
+  };
   rollout: { run_id: string; group: string; attempt: number; installs: VerifiedInstall[] };
 }
 

@@ -399,7 +399,11 @@ export class OutboxRelay {
       this.db.transaction(() => this.queue.stored(batches)).immediate();
     } catch (err) {
       this.prunable.unshift(...batches);
-      if (!this.closed) this.logger.warn({ err: String(err) }, 'could not record which rows JetStream stored (outbox rows deleted, history cursor moved); will try again');
+      if (!this.closed)
+        this.logger.warn(
+          { err: String(err) },
+          'could not record which rows JetStream stored (outbox rows deleted, history cursor moved); will try again',
+        );
       this.schedulePrune();
     }
   }

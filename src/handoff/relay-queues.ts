@@ -68,7 +68,8 @@ export function moveHistoryQueueToOutbox(db: Db): number {
       for (;;) {
         const rows = queue.read(after, 1000);
         if (!rows.length) break;
-        for (const r of rows) insertOutbox(db, { event_id: r.event_id, org_id: r.org_id, subject: r.subject, type: r.type, body: r.body, route: r.route });
+        for (const r of rows)
+          insertOutbox(db, { event_id: r.event_id, org_id: r.org_id, subject: r.subject, type: r.type, body: r.body, route: r.route });
         after = rows[rows.length - 1].seq;
         moved += rows.length;
       }

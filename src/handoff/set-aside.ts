@@ -48,7 +48,10 @@ export function entryWithoutSecrets(entry: WebhookEntry): Omit<WebhookEntry, 'se
 
 /** The dead letter id of a registry entry: the webhook and a digest of what was set aside. */
 export function registryDeadLetterId(entry: WebhookEntry): string {
-  const digest = createHash('sha256').update(JSON.stringify(entryWithoutSecrets(entry))).digest('hex').slice(0, 16);
+  const digest = createHash('sha256')
+    .update(JSON.stringify(entryWithoutSecrets(entry)))
+    .digest('hex')
+    .slice(0, 16);
   return `${entry.webhook_id}@${digest}`;
 }
 
@@ -68,7 +71,10 @@ export class SetAside {
   event(row: OutboxRow, reason: string, inOutbox = true): boolean {
     if (!setAsideEvent(this.db, row, reason, inOutbox)) return false;
     this.metrics?.eventsDropped.inc({ reason: UNPUBLISHABLE });
-    this.logger.error({ event_id: row.event_id, org_id: row.org_id, type: row.type, bytes: eventBytes(row), reason }, 'event set aside: the bus cannot carry it (kept in dead_letters)');
+    this.logger.error(
+      { event_id: row.event_id, org_id: row.org_id, type: row.type, bytes: eventBytes(row), reason },
+      'event set aside: the bus cannot carry it (kept in dead_letters)',
+    );
     return true;
   }
 

@@ -72,7 +72,10 @@ interface RouteCommon<Path extends string, B extends z.ZodType, R extends Respon
   before?: (a: RouteArgs<Path>) => void;
 }
 
-type HandlerArgs<Path extends string, B extends z.ZodType, Q extends QuerySchema> = RouteArgs<Path> & { body: z.output<B>; query: z.output<Q> };
+type HandlerArgs<Path extends string, B extends z.ZodType, Q extends QuerySchema> = RouteArgs<Path> & {
+  body: z.output<B>;
+  query: z.output<Q>;
+};
 
 /** How the audit log names a write (CONTRACT 2): its action, and what it created or changed. */
 export interface AuditDef<R extends Responses, B extends z.ZodType> {
@@ -88,7 +91,12 @@ export interface AuditDef<R extends Responses, B extends z.ZodType> {
   unchanged?: (reply: Reply<R>) => boolean;
 }
 
-export type RouteDef<Path extends string, B extends z.ZodType, R extends Responses, Q extends QuerySchema, P = undefined> = RouteCommon<Path, B, R, Q> &
+export type RouteDef<Path extends string, B extends z.ZodType, R extends Responses, Q extends QuerySchema, P = undefined> = RouteCommon<
+  Path,
+  B,
+  R,
+  Q
+> &
   (
     | { method: 'get'; handle: (a: HandlerArgs<Path, B, Q>) => Reply<R> | Promise<Reply<R>> }
     | {
@@ -130,21 +138,32 @@ export interface ApiRoute {
   responses: Responses;
   errors: ErrorStatus[];
   before?: (a: RouteArgs<string>) => void;
-  handle: (a: RouteArgs<string> & { body: unknown; query: unknown; prepared?: unknown }) => { status: SuccessStatus; body: unknown } | Promise<{ status: SuccessStatus; body: unknown }>;
+  handle: (
+    a: RouteArgs<string> & { body: unknown; query: unknown; prepared?: unknown },
+  ) => { status: SuccessStatus; body: unknown } | Promise<{ status: SuccessStatus; body: unknown }>;
   prepare?: (a: RouteArgs<string> & { body: unknown; query: unknown }) => Promise<unknown>;
-  settle?: (a: RouteArgs<string> & { body: unknown; query: unknown }, committed: { status: SuccessStatus; body: unknown }) => Promise<{ status: SuccessStatus; body: unknown }>;
+  settle?: (
+    a: RouteArgs<string> & { body: unknown; query: unknown },
+    committed: { status: SuccessStatus; body: unknown },
+  ) => Promise<{ status: SuccessStatus; body: unknown }>;
 }
 
 /** A path parameter: the API's ids are matched as given (an unknown or malformed id is a 404). */
 export const pathParamSchema = z.string().min(1);
 
-export function defineRoute<const Path extends string, B extends z.ZodType = z.ZodNever, const R extends Responses = Responses, Q extends QuerySchema = z.ZodObject<{}>, P = undefined>(
-  def: RouteDef<Path, B, R, Q, P>,
-): ApiRoute {
+export function defineRoute<
+  const Path extends string,
+  B extends z.ZodType = z.ZodNever,
+  const R extends Responses = Responses,
+  // biome-ignore lint/complexity/noBannedTypes: zod's own type of an object schema with no keys
+  Q extends QuerySchema = z.ZodObject<{}>,
+  P = undefined,
+>(def: RouteDef<Path, B, R, Q, P>): ApiRoute {
   if (!def.path.startsWith('/v1/')) throw new Error(`route ${def.operationId}: path must start with /v1/`);
   const paramNames = [...def.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
   const params = z.strictObject(Object.fromEntries(paramNames.map((n) => [n, pathParamSchema])));
-  if (def.method !== 'get' && def.scope === 'public') throw new Error(`route ${def.operationId}: a write cannot be public (it has an actor)`);
+  if (def.method !== 'get' && def.scope === 'public')
+    throw new Error(`route ${def.operationId}: a write cannot be public (it has an actor)`);
   return { ...(def as unknown as Omit<ApiRoute, 'params' | 'paramNames' | 'public'>), public: def.scope === 'public', params, paramNames };
 }
 
@@ -249,7 +268,12 @@ export function keepRefused(ctx: AppContext, entry: () => AuditEntry): void {
   }
 }
 
-async function run(c: Context<AuthEnv>, ctx: AppContext, route: ApiRoute, caller: Caller | null): Promise<{ status: SuccessStatus; body: unknown }> {
+async function run(
+  c: Context<AuthEnv>,
+  ctx: AppContext,
+  route: ApiRoute,
+  caller: Caller | null,
+): Promise<{ status: SuccessStatus; body: unknown }> {
   if (caller) checkScope(route, caller);
   const p = route.params.safeParse(c.req.param());
   if (!p.success) throw invalid(issuesToDetails(p.error.issues));
@@ -283,7 +307,8 @@ function respond(c: Context, ctx: AppContext, route: ApiRoute, out: { status: Su
     throw new HttpError(500, 'internal', 'internal error');
   }
   if (def.schema === null) return c.body(null, out.status as 204);
-  if (out.body instanceof JsonText) return c.body(out.body.text, out.status as ContentfulStatusCode, { 'content-type': 'application/json' });
+  if (out.body instanceof JsonText)
+    return c.body(out.body.text, out.status as ContentfulStatusCode, { 'content-type': 'application/json' });
   const r = def.schema.safeParse(out.body);
   if (!r.success) {
     const issues = r.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }));
@@ -291,7 +316,8 @@ function respond(c: Context, ctx: AppContext, route: ApiRoute, out: { status: Su
     throw new HttpError(500, 'internal', 'internal error');
   }
   const dropped = droppedFields(out.body, r.data);
-  if (dropped.length) ctx.logger.error({ operation: route.operationId, dropped }, 'response fields missing from the documented schema were left out');
+  if (dropped.length)
+    ctx.logger.error({ operation: route.operationId, dropped }, 'response fields missing from the documented schema were left out');
   return c.json(r.data, out.status as ContentfulStatusCode);
 }
 

@@ -47,7 +47,11 @@ export function createHttpApp(ctx: AppContext): Hono {
     }),
   );
   // every /v1 route comes from one definition that the OpenAPI document is generated from (CONTRACT 4.4)
-  mountRoutes(v1, ctx, API_ROUTES.filter((r) => r.public));
+  mountRoutes(
+    v1,
+    ctx,
+    API_ROUTES.filter((r) => r.public),
+  );
   // a 403 of a known token for a write is kept in the audit log (CONTRACT 2), named by the route it was for
   v1.use(
     '*',
@@ -57,8 +61,15 @@ export function createHttpApp(ctx: AppContext): Hono {
     }),
   );
   // an org's requests wait in its own queue and are started round robin with the other orgs' (CONTRACT 8)
-  v1.use('*', ctx.admission.middleware<AuthEnv>((c) => c.get('orgId')));
-  mountRoutes(v1, ctx, API_ROUTES.filter((r) => !r.public));
+  v1.use(
+    '*',
+    ctx.admission.middleware<AuthEnv>((c) => c.get('orgId')),
+  );
+  mountRoutes(
+    v1,
+    ctx,
+    API_ROUTES.filter((r) => !r.public),
+  );
   app.route('/v1', v1);
 
   return app;

@@ -17,7 +17,10 @@ export type AuthEnv = { Variables: { orgId: string; caller: Caller } };
  * CONTRACT 2: Bearer token (401 if missing/unknown) for the org in X-Svc-Org-ID (403 otherwise).
  * `refused` hears a 403 of a known token (the audit log keeps refused writes; a 401 has no actor).
  */
-export function requireOrg(ctx: AppContext, refused: (c: Context<AuthEnv>, caller: Caller, err: HttpError) => void): MiddlewareHandler<AuthEnv> {
+export function requireOrg(
+  ctx: AppContext,
+  refused: (c: Context<AuthEnv>, caller: Caller, err: HttpError) => void,
+): MiddlewareHandler<AuthEnv> {
   return async (c, next) => {
     const header = c.req.header('authorization') ?? '';
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);

@@ -94,7 +94,12 @@ export class FairAdmission {
       this.opts.metrics?.rateLimited.inc({ what: 'api' });
       // the org's queue drains at its share of the starts: at least one request's time per waiting request
       const retryAfterS = Math.min(60, Math.max(1, Math.ceil((bound * this.msPerRequest) / 1000)));
-      return Promise.reject(new RateLimitedError(`more than ${bound} requests of this org are waiting (--api-queue-per-org); retry after ${retryAfterS} s`, retryAfterS));
+      return Promise.reject(
+        new RateLimitedError(
+          `more than ${bound} requests of this org are waiting (--api-queue-per-org); retry after ${retryAfterS} s`,
+          retryAfterS,
+        ),
+      );
     }
     return new Promise<Seat | null>((start) => {
       this.waiting.push(orgId, { orgId, start, gone });

@@ -1,6 +1,14 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { ConflictError, ForbiddenError, InvalidError, LimitExceededError, NotFoundError, VetoedError, type ErrorDetail } from '../domain/errors.ts';
+import {
+  ConflictError,
+  ForbiddenError,
+  InvalidError,
+  LimitExceededError,
+  NotFoundError,
+  VetoedError,
+  type ErrorDetail,
+} from '../domain/errors.ts';
 
 /** An HTTP error with the body of CONTRACT 3: {error, message, details?}. */
 export class HttpError extends Error {
@@ -20,7 +28,7 @@ export const forbidden = (m: string) => new HttpError(403, 'forbidden', m);
 
 export function errorResponse(c: Context, err: HttpError) {
   const body: Record<string, unknown> = { error: err.code, message: err.message };
-  if (err.details && err.details.length) body.details = err.details;
+  if (err.details?.length) body.details = err.details;
   return c.json(body, err.status);
 }
 

@@ -23,7 +23,13 @@ const ERROR_DESCRIPTIONS: Record<ErrorStatus | 401 | 403 | 413 | 415, string> = 
 
 /** The named schemas of `apiSchemas`, referring to each other as `#/components/schemas/<id>`. */
 function componentSchemas(): Record<string, Json> {
-  const { schemas } = z.toJSONSchema(apiSchemas, { target: 'draft-2020-12', io: 'output', unrepresentable: 'any', metadata: apiSchemas, uri: componentRef });
+  const { schemas } = z.toJSONSchema(apiSchemas, {
+    target: 'draft-2020-12',
+    io: 'output',
+    unrepresentable: 'any',
+    metadata: apiSchemas,
+    uri: componentRef,
+  });
   const out: Record<string, Json> = {};
   for (const [id, schema] of Object.entries(schemas)) {
     const { $schema: _s, $id: _i, ...rest } = schema as Json;
@@ -130,13 +136,18 @@ export const OPERATIONS_PATHS: Record<string, Json> = {
     get: {
       operationId: 'getHealth',
       summary: 'liveness: 200 while the process runs',
-      description: 'Answers 200 from the moment the HTTP port is bound until the process exits, during a shutdown drain too. A liveness probe, not a readiness probe: use /readyz to decide whether to send traffic.',
+      description:
+        'Answers 200 from the moment the HTTP port is bound until the process exits, during a shutdown drain too. A liveness probe, not a readiness probe: use /readyz to decide whether to send traffic.',
       tags: ['operations'],
       security: [],
       responses: {
         200: {
           description: 'the process runs',
-          content: { 'application/json': { schema: { type: 'object', properties: { ok: { const: true } }, required: ['ok'], additionalProperties: false } } },
+          content: {
+            'application/json': {
+              schema: { type: 'object', properties: { ok: { const: true } }, required: ['ok'], additionalProperties: false },
+            },
+          },
         },
       },
     },
@@ -152,7 +163,11 @@ export const OPERATIONS_PATHS: Record<string, Json> = {
       responses: {
         200: {
           description: 'ready',
-          content: { 'application/json': { schema: { type: 'object', properties: { ready: { const: true } }, required: ['ready'], additionalProperties: false } } },
+          content: {
+            'application/json': {
+              schema: { type: 'object', properties: { ready: { const: true } }, required: ['ready'], additionalProperties: false },
+            },
+          },
         },
         503: {
           description: 'not ready: starting, the NATS connection down, a JetStream stream or consumer without a leader, or shutting down',

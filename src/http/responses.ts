@@ -4,7 +4,6 @@
 // registered in `apiSchemas` becomes a named component (`#/components/schemas/<id>`).
 import { z } from 'zod';
 import type { ErrorDetail } from '../domain/errors.ts';
-import type { AppContext } from '../context.ts';
 import type { Status } from '../domain/status.ts';
 import type { ParentRef } from '../domain/facts.ts';
 import type { ExecutionType, OwnerType, Verdict } from '../domain/status.ts';
@@ -15,15 +14,15 @@ import type { DeliveryStatusView } from '../services/webhooks.ts';
 import { storedActionSpecSchema, storedComponentSpecSchema } from './schemas.ts';
 import {
   approvalViewSchema,
-  EXECUTION_TYPES,
+  type EXECUTION_TYPES,
   installViewSchema,
-  OWNER_TYPES,
+  type OWNER_TYPES,
   parentRefSchema as parentRefViewSchema,
   STATUSES,
   statusSchema as status,
   stepViewSchema,
   timestamp as viewTimestamp,
-  VERDICTS,
+  type VERDICTS,
   workflowSummaryViewSchema,
   workflowViewSchema,
 } from '../services/view-schemas.ts';
@@ -79,11 +78,20 @@ export const deliveryStatusSchema = z
     consecutive_failures: z.number().int(),
     attempts_total: z.number().int(),
     failures_total: z.number().int(),
-    state: described(z.enum(['active', 'failing', 'disabled']), 'the delivery watchdog: failing from the first `failing` event until a success; disabled: no attempts'),
+    state: described(
+      z.enum(['active', 'failing', 'disabled']),
+      'the delivery watchdog: failing from the first `failing` event until a success; disabled: no attempts',
+    ),
     failing_since: described(timestamp.nullable(), 'the first failed attempt of the current streak'),
-    recover_since: described(timestamp.nullable(), 'the time of the earliest event that failed in the current streak: where a recovery should start'),
+    recover_since: described(
+      timestamp.nullable(),
+      'the time of the earliest event that failed in the current streak: where a recovery should start',
+    ),
     disabled_at: timestamp.nullable(),
-    disabled_reason: described(z.string().nullable(), '"auto: <n> consecutive failures since <failing_since>", the note given to disable, or "manual"'),
+    disabled_reason: described(
+      z.string().nullable(),
+      '"auto: <n> consecutive failures since <failing_since>", the note given to disable, or "manual"',
+    ),
   })
   .register(apiSchemas, { id: 'DeliveryStatus' });
 
@@ -116,7 +124,10 @@ export const webhookListSchema = z.array(webhookSchema);
 export const webhookEnabledSchema = z
   .object({
     webhook: webhookSchema,
-    recovery_id: described(z.string().optional(), 'with `recover: true` and events to recover: the recovery started (GET …/recoveries/{recovery_id})'),
+    recovery_id: described(
+      z.string().optional(),
+      'with `recover: true` and events to recover: the recovery started (GET …/recoveries/{recovery_id})',
+    ),
   })
   .register(apiSchemas, { id: 'WebhookEnabled' });
 
@@ -144,7 +155,9 @@ export const cloudEventSchema = z
 
 const nextCursor = described(z.string().nullable(), 'pass as `after` for the next page; null on the last page');
 
-export const eventPageSchema = z.object({ data: z.array(cloudEventSchema), next_cursor: nextCursor }).register(apiSchemas, { id: 'EventPage' });
+export const eventPageSchema = z
+  .object({ data: z.array(cloudEventSchema), next_cursor: nextCursor })
+  .register(apiSchemas, { id: 'EventPage' });
 
 /** What an attempt kept of the receiver's answer (CONTRACT 4.5, new in 0.3). */
 const attemptResponseSchema = z
@@ -173,17 +186,24 @@ export const attemptSchema = z
       z.object({ headers: z.record(z.string(), z.string()) }).nullable(),
       'with ?include=request: the headers svc sent (each signature cut to its first 8 characters); null when none were kept',
     ).optional(),
-    response: described(attemptResponseSchema.nullable(), 'with ?include=response: what the receiver answered; null when no response came (or none was kept)').optional(),
+    response: described(
+      attemptResponseSchema.nullable(),
+      'with ?include=response: what the receiver answered; null when no response came (or none was kept)',
+    ).optional(),
   })
   .register(apiSchemas, { id: 'Attempt' });
 
-export const attemptPageSchema = z.object({ data: z.array(attemptSchema), next_cursor: nextCursor }).register(apiSchemas, { id: 'AttemptPage' });
+export const attemptPageSchema = z
+  .object({ data: z.array(attemptSchema), next_cursor: nextCursor })
+  .register(apiSchemas, { id: 'AttemptPage' });
 
 export const auditEntrySchema = z
   .object({
     id: z.string(),
     at: described(z.string(), 'when the change was made (ISO 8601)'),
-    actor: z.object({ token_id: z.string().nullable(), token_name: z.string().nullable() }).describe('the API token that made it (token_id null and token_name "local": a database command)'),
+    actor: z
+      .object({ token_id: z.string().nullable(), token_name: z.string().nullable() })
+      .describe('the API token that made it (token_id null and token_name "local": a database command)'),
     action: described(z.string(), 'the operation: webhooks.create, rollbacks.create, steps.approve, configs.veto, tokens.revoke, …'),
     resource_type: z.string().nullable(),
     resource_id: described(z.string().nullable(), 'the id of what it created or changed'),
@@ -191,7 +211,9 @@ export const auditEntrySchema = z
   })
   .register(apiSchemas, { id: 'AuditEntry' });
 
-export const auditPageSchema = z.object({ data: z.array(auditEntrySchema), next_cursor: nextCursor }).register(apiSchemas, { id: 'AuditPage' });
+export const auditPageSchema = z
+  .object({ data: z.array(auditEntrySchema), next_cursor: nextCursor })
+  .register(apiSchemas, { id: 'AuditPage' });
 
 export const recoveryStartedSchema = z
   .object({ recovery_id: z.string(), events: described(z.number().int(), 'how many events it attempts') })
@@ -228,9 +250,10 @@ const configBodyShape = {
   inputs: json.optional(),
 };
 
-export const vetoViewSchema = z
-  .object({ reason: z.string(), at: timestamp })
-  .register(apiSchemas, { id: 'Veto', description: 'why and since when an app config is vetoed: applying it is 409 vetoed (CONTRACT 4.3)' });
+export const vetoViewSchema = z.object({ reason: z.string(), at: timestamp }).register(apiSchemas, {
+  id: 'Veto',
+  description: 'why and since when an app config is vetoed: applying it is 409 vetoed (CONTRACT 4.3)',
+});
 
 export const appConfigViewSchema = z
   .object({
@@ -320,7 +343,12 @@ export const versionDiffSchema = z
   .register(apiSchemas, { id: 'AppConfigVersionDiff' });
 
 export const configPlanSchema = z
-  .object({ from_app_config_id: z.string().nullable(), to_app_config_id: z.string(), ...configDiffShape, vetoed: vetoViewSchema.optional() })
+  .object({
+    from_app_config_id: z.string().nullable(),
+    to_app_config_id: z.string(),
+    ...configDiffShape,
+    vetoed: vetoViewSchema.optional(),
+  })
   .register(apiSchemas, { id: 'AppConfigPlan' });
 
 export const configUpdatePlannedSchema = z
@@ -345,7 +373,10 @@ export const fleetRollbackPlanSchema = z
         new_app_config_id: z.string(),
         diff: configDiffSchema,
         vetoed: vetoViewSchema.optional(),
-        scheduled_at: described(z.string().nullable(), 'when its update may start: now, or when its next change window opens (null: none within two weeks)'),
+        scheduled_at: described(
+          z.string().nullable(),
+          'when its update may start: now, or when its next change window opens (null: none within two weeks)',
+        ),
         blocked_by: described(z.array(z.string()), 'the change windows holding it ([] when none)'),
       }),
     ),
@@ -382,6 +413,9 @@ const sameTypes: [
   Same<z.infer<typeof errorDetailSchema>, ErrorDetail>,
   Same<z.infer<typeof fieldChangeSchema>['op'], FieldChange['op']>,
   Same<z.infer<typeof pingResultSchema>, AttemptResult>,
-  Same<Omit<z.infer<typeof versionDiffSchema>, 'version_id' | 'from_app_config_id' | 'to_app_config_id'>['components']['added'], ConfigDiff['components']['added']>,
+  Same<
+    Omit<z.infer<typeof versionDiffSchema>, 'version_id' | 'from_app_config_id' | 'to_app_config_id'>['components']['added'],
+    ConfigDiff['components']['added']
+  >,
 ] = [true, true, true, true, true, true, true, true, true, true];
 void sameTypes;

@@ -2,7 +2,19 @@
 // request and documents it in the OpenAPI document. Webhook bodies live in src/domain/subscription.ts.
 import { z } from 'zod';
 import { labelsSchema as labels } from '../domain/limits.ts';
-import { bakeMs, GATE_ACTIONS, GATE_VERDICTS, MAX_BAKE_MS, MAX_GATE_FOR_MS, MAX_PARALLEL, MAX_WINDOW_TIMEOUT_MS, MIN_WINDOW_TIMEOUT_MS, ON_FAILURE, type HealthGate, type RolloutPolicy } from '../domain/rollout.ts';
+import {
+  bakeMs,
+  GATE_ACTIONS,
+  GATE_VERDICTS,
+  MAX_BAKE_MS,
+  MAX_GATE_FOR_MS,
+  MAX_PARALLEL,
+  MAX_WINDOW_TIMEOUT_MS,
+  MIN_WINDOW_TIMEOUT_MS,
+  ON_FAILURE,
+  type HealthGate,
+  type RolloutPolicy,
+} from '../domain/rollout.ts';
 import { durationMs } from '../domain/duration.ts';
 import { verificationListSchema } from './verification-schema.ts';
 
@@ -55,7 +67,9 @@ export const appConfigSchema = z
     dup(c.actions ?? [], 'actions');
   });
 
-export const selectorSchema = z.strictObject({ match_labels: labels.refine((l) => Object.keys(l).length > 0, 'match_labels must not be empty') });
+export const selectorSchema = z.strictObject({
+  match_labels: labels.refine((l) => Object.keys(l).length > 0, 'match_labels must not be empty'),
+});
 
 export const createBranchSchema = z.strictObject({
   name,
@@ -96,14 +110,16 @@ export const healthGateSchema = z
       .refine((b) => (bakeMs(b) ?? 0) <= MAX_GATE_FOR_MS, 'at most 1h')
       .optional(),
   })
-  .transform((g): HealthGate => ({
-    bake: g.bake,
-    bake_ms: bakeMs(g.bake)!,
-    on: [...new Set(g.on ?? GATE_VERDICTS)],
-    action: g.action ?? 'halt',
-    for: g.for ?? '0s',
-    for_ms: g.for === undefined ? 0 : bakeMs(g.for)!,
-  }));
+  .transform(
+    (g): HealthGate => ({
+      bake: g.bake,
+      bake_ms: bakeMs(g.bake)!,
+      on: [...new Set(g.on ?? GATE_VERDICTS)],
+      action: g.action ?? 'halt',
+      for: g.for ?? '0s',
+      for_ms: g.for === undefined ? 0 : bakeMs(g.for)!,
+    }),
+  );
 
 /** A run's rollout policy (CONTRACT 4.3 "Rollout policy"): batches, a failure budget, what a failing group does, how long an install may wait for a change window. */
 export const rolloutPolicySchema = z
@@ -150,7 +166,8 @@ export const vetoSchema = z.strictObject({ reason: z.string().trim().min(1).max(
 
 // ------------------------------------------------------------------ history, attempts, recovery (CONTRACT 4.5)
 
-const timeBound = (what: string) => z.string().min(1).max(64).describe(`${what}: an ISO 8601 time, or a duration back from now (e.g. 2h, 30m, 7d)`);
+const timeBound = (what: string) =>
+  z.string().min(1).max(64).describe(`${what}: an ISO 8601 time, or a duration back from now (e.g. 2h, 30m, 7d)`);
 const pageCursor = z.string().min(1).max(32).describe('the next_cursor of the previous page');
 const pageLimit = z
   .string()
@@ -193,14 +210,19 @@ export const attemptListQuerySchema = z.object({
   include: z
     .string()
     .regex(/^(request|response)(,(request|response))?$/, 'request, response, or request,response')
-    .describe('request,response: each attempt with the headers svc sent and what the receiver answered (status, headers, first 4 KiB of the body)')
+    .describe(
+      'request,response: each attempt with the headers svc sent and what the receiver answered (status, headers, first 4 KiB of the body)',
+    )
     .optional(),
 });
 
 export const recoverBodySchema = z.strictObject({
   since: timeBound('kept events emitted at or after'),
   until: timeBound('events emitted before').optional(),
-  only_failed: z.boolean().describe('only the events whose attempts at this webhook all failed, or that it never had (default true)').optional(),
+  only_failed: z
+    .boolean()
+    .describe('only the events whose attempts at this webhook all failed, or that it never had (default true)')
+    .optional(),
   backfill: z.boolean().describe('events emitted before the webhook was created too (default false)').optional(),
 });
 
@@ -208,10 +230,17 @@ export const resendBodySchema = z.strictObject({ event_id: z.string().min(1).max
 
 /** POST …/webhooks/{id}/disable (CONTRACT 4.1): the note becomes `disabled_reason`. */
 export const disableBodySchema = z.strictObject({
-  note: z.string({ error: 'note must be a string' }).min(1, { error: 'note must not be empty' }).max(1000, { error: 'note must be at most 1000 characters' }).optional(),
+  note: z
+    .string({ error: 'note must be a string' })
+    .min(1, { error: 'note must not be empty' })
+    .max(1000, { error: 'note must be at most 1000 characters' })
+    .optional(),
 });
 
 /** POST …/webhooks/{id}/enable (CONTRACT 4.1). */
 export const enableBodySchema = z.strictObject({
-  recover: z.boolean({ error: 'recover must be a boolean' }).describe('start a recovery (only failed) since recover_since once enabled').optional(),
+  recover: z
+    .boolean({ error: 'recover must be a boolean' })
+    .describe('start a recovery (only failed) since recover_since once enabled')
+    .optional(),
 });

@@ -58,9 +58,9 @@ export async function readJson<S extends z.ZodType>(c: Context, schema: S, empty
     let protoPath: string | null = null;
     try {
       // `__proto__` would be dropped or rewire prototypes when copied: refuse it outright
-      value = JSON.parse(text, function (this: unknown, key) {
+      value = JSON.parse(text, (key: string, field: unknown) => {
         if (key === '__proto__') protoPath ??= '__proto__';
-        return arguments[1];
+        return field;
       });
     } catch {
       throw new HttpError(400, 'invalid_request', 'malformed JSON body', [{ path: '(body)', message: 'malformed JSON' }]);

@@ -3,7 +3,14 @@
 // bad one is a 400 that changes nothing) and kept with the defaults filled in (src/domain/verification.ts).
 import { z } from 'zod';
 import { durationMs } from '../domain/duration.ts';
-import { MAX_VERIFICATIONS, VERIFY_FAILURE_LIMIT, VERIFY_INTERVAL, VERIFY_MAX_WAIT, VERIFY_TIMEOUT, type Verification } from '../domain/verification.ts';
+import {
+  MAX_VERIFICATIONS,
+  VERIFY_FAILURE_LIMIT,
+  VERIFY_INTERVAL,
+  VERIFY_MAX_WAIT,
+  VERIFY_TIMEOUT,
+  type Verification,
+} from '../domain/verification.ts';
 
 const fmt = (ms: number) => (ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : `${ms / 1000}s`);
 
@@ -27,7 +34,9 @@ const verificationUrl = z
 
 export const verificationRequestSchema = z
   .strictObject({
-    url: verificationUrl.describe('http(s) URL POSTed a signed com.svc.rollout.verification.v1 CloudEvent after each group deploys, until it answers a verdict'),
+    url: verificationUrl.describe(
+      'http(s) URL POSTed a signed com.svc.rollout.verification.v1 CloudEvent after each group deploys, until it answers a verdict',
+    ),
     secret: z.string().min(1).max(1024).optional().describe('signs each request (Standard Webhooks, as a delivery); never shown'),
     interval: bounded(VERIFY_INTERVAL).optional().describe('10s to 10m (default 30s)'),
     timeout: bounded(VERIFY_TIMEOUT).optional().describe('1s to 30s (default 10s)'),

@@ -119,7 +119,10 @@ interface Waiting {
  * its answer does not wait for a full group after the one under way; at most every other group, so
  * that steady trickles cost a flood no more than a small commit per full one.
  */
-export function nextGroup(q: { budgetMs: number; msPerItem: number; lastShort: boolean; keys: number; fewest: number; size: number }): { limit: number; short: boolean } {
+export function nextGroup(q: { budgetMs: number; msPerItem: number; lastShort: boolean; keys: number; fewest: number; size: number }): {
+  limit: number;
+  short: boolean;
+} {
   const full = Math.max(MIN_GROUP, Math.min(MAX_GROUP, Math.floor(q.budgetMs / q.msPerItem)));
   const short = !q.lastShort && q.keys > 1 && q.fewest <= SPARSE && q.size > Math.max(MIN_GROUP, q.keys);
   return { limit: short ? Math.min(full, Math.max(MIN_GROUP, q.keys)) : full, short };
@@ -137,7 +140,9 @@ export function startIngest(deps: IngestDeps): Subscription {
   let draining = false;
   let lastShort = false;
   const rate = deps.ratePerOrg ? new OrgRateLimit(deps.ratePerOrg, clock) : null;
-  const overRate = rate ? `over the ingest rate of ${rate.perSecond} facts/s per org (bursts of ${rate.perSecond * BURST_SECONDS}; --ingest-rate-per-org)` : '';
+  const overRate = rate
+    ? `over the ingest rate of ${rate.perSecond} facts/s per org (bursts of ${rate.perSecond * BURST_SECONDS}; --ingest-rate-per-org)`
+    : '';
 
   /** A refused message's answer (counted at once; a group's accepted ones are counted together in commit). */
   const answer = (w: Waiting, reply: Reply, result: IngestResult | 'invalid') => {
@@ -187,7 +192,8 @@ export function startIngest(deps: IngestDeps): Subscription {
       if (res.ok) {
         counts.set(res.value, (counts.get(res.value) ?? 0) + 1);
         respond(ready[i].w, OK);
-      } else if (res.error instanceof EventTooLargeError) answer(ready[i].w, { ok: false, error: res.error.code, message: res.error.message }, 'invalid');
+      } else if (res.error instanceof EventTooLargeError)
+        answer(ready[i].w, { ok: false, error: res.error.code, message: res.error.message }, 'invalid');
       else answer(ready[i].w, { ok: false, error: errorText(res.error) }, 'invalid');
     });
     for (const [result, n] of counts) deps.metrics.ingestMessages.inc({ result }, n);
@@ -229,7 +235,7 @@ export function startIngest(deps: IngestDeps): Subscription {
       }
       // a subject that does not parse waits with the org it names, if any (svc.ingest.<org>.…)
       waiting.push(orgId ?? msg.subject.split('.', 3)[2] ?? '', { msg, where, orgId });
-      schedule(orgId !== null && deps.backlogged !== undefined && deps.backlogged(orgId));
+      schedule(orgId !== null && deps.backlogged?.(orgId) === true);
     },
     { queue: 'svc-ingest' },
   );

@@ -30,7 +30,12 @@ export class OutcomeBatchGate {
   ) {}
 
   /** The batch to apply, or why not. `storedAt`: when JetStream stored the message (ms). */
-  check(body: Uint8Array, sealText: string, msgId: string, storedAt: number): { verdict: 'apply'; batch: OutcomeBatch } | { verdict: Exclude<BatchVerdict, 'apply'> } {
+  check(
+    body: Uint8Array,
+    sealText: string,
+    msgId: string,
+    storedAt: number,
+  ): { verdict: 'apply'; batch: OutcomeBatch } | { verdict: Exclude<BatchVerdict, 'apply'> } {
     const batch = sealText && this.seal.opensBatch(body, sealText) ? decodeOutcomeBatch(new TextDecoder().decode(body)) : null;
     if (!batch) return { verdict: 'forged' };
     if (batch.id !== msgId || storedAt - batch.sent_at > this.windowMs) return { verdict: 'replayed' };
@@ -66,7 +71,11 @@ export async function consumeOutcomes(
   // pulled again within about 5 s, not 30 s, and the delivery status follows the outcomes that soon
   const messages = await consumer.consume({ max_messages: 64, expires: OUTCOME_PULL_EXPIRES_MS });
   const gate = new OutcomeBatchGate(seal, opts.clock, opts.replayWindowMs);
-  const refused = new RepeatedWarnings(logger, opts.clock ?? systemClock, 'an outcome batch refused (forged: not sealed by a data plane; replayed: applied already, or sent long ago)');
+  const refused = new RepeatedWarnings(
+    logger,
+    opts.clock ?? systemClock,
+    'an outcome batch refused (forged: not sealed by a data plane; replayed: applied already, or sent long ago)',
+  );
   const loop = (async () => {
     for await (const m of messages) {
       const r = gate.check(m.data, m.headers?.get(SEAL_HEADER) ?? '', m.headers?.get(EVENT_ID_HEADER) ?? '', storedAtMs(m));

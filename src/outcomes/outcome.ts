@@ -48,7 +48,18 @@ export interface AttemptTarget {
 export function outcomeOf(target: AttemptTarget, r: AttemptResult, at: number): DeliveryOutcome {
   const { webhook_id, org_id, event_id, type, recovery_id } = target;
   // the exchange in the literal (undefined without one): outcomes of one shape either way
-  const outcome: DeliveryOutcome = { webhook_id, org_id, event_id, type, ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at, exchange: r[EXCHANGE] };
+  const outcome: DeliveryOutcome = {
+    webhook_id,
+    org_id,
+    event_id,
+    type,
+    ok: r.delivered,
+    status: r.status ?? null,
+    error: r.error ?? null,
+    duration_ms: r.duration_ms,
+    at,
+    exchange: r[EXCHANGE],
+  };
   if (recovery_id) outcome.recovery_id = recovery_id;
   return outcome;
 }
@@ -93,30 +104,71 @@ export function encodeOutcomeBatch(b: OutcomeBatch): string {
     if (o.exchange) t.push(o.exchange);
     return t;
   });
-  return JSON.stringify({ i: b.id, t: b.sent_at, w: b.worker, f: b.in_flight, d: b.dropped, o: outcomes, ...(b.backlogged?.length ? { b: b.backlogged } : {}), ...(b.caught_up?.length ? { c: b.caught_up } : {}) });
+  return JSON.stringify({
+    i: b.id,
+    t: b.sent_at,
+    w: b.worker,
+    f: b.in_flight,
+    d: b.dropped,
+    o: outcomes,
+    ...(b.backlogged?.length ? { b: b.backlogged } : {}),
+    ...(b.caught_up?.length ? { c: b.caught_up } : {}),
+  });
 }
 
 export function decodeOutcomeBatch(text: string): OutcomeBatch | null {
   try {
     const v = JSON.parse(text) as { i: unknown; t: unknown; w: unknown; f: unknown; d: unknown; o: unknown; b?: unknown; c?: unknown };
-    if (typeof v.i !== 'string' || !v.i || typeof v.t !== 'number' || typeof v.w !== 'string' || typeof v.f !== 'number' || !Array.isArray(v.o) || typeof v.d !== 'object' || v.d === null) return null;
+    if (
+      typeof v.i !== 'string' ||
+      !v.i ||
+      typeof v.t !== 'number' ||
+      typeof v.w !== 'string' ||
+      typeof v.f !== 'number' ||
+      !Array.isArray(v.o) ||
+      typeof v.d !== 'object' ||
+      v.d === null
+    )
+      return null;
     const outcomes: DeliveryOutcome[] = [];
     for (const x of v.o as unknown[]) {
       if (!Array.isArray(x) || x.length < 9 || x.length > 11) return null;
       const [webhook_id, org_id, event_id, type, ok, status, error, duration_ms, at, recovery_id, exchange] = x as WireOutcome;
       if (recovery_id !== undefined && recovery_id !== null && typeof recovery_id !== 'string') return null;
       if (exchange !== undefined && typeof exchange !== 'string') return null;
-      if (typeof webhook_id !== 'string' || typeof org_id !== 'string' || typeof event_id !== 'string' || typeof type !== 'string') return null;
+      if (typeof webhook_id !== 'string' || typeof org_id !== 'string' || typeof event_id !== 'string' || typeof type !== 'string')
+        return null;
       if (typeof duration_ms !== 'number' || typeof at !== 'number') return null;
       // every field named, recovery_id too (undefined without one): outcomes of one shape (no spread)
-      outcomes.push({ webhook_id, org_id, event_id, type, ok: ok === 1, status: typeof status === 'number' ? status : null, error: typeof error === 'string' ? error : null, duration_ms, at, recovery_id: recovery_id || undefined, exchange: exchange || undefined });
+      outcomes.push({
+        webhook_id,
+        org_id,
+        event_id,
+        type,
+        ok: ok === 1,
+        status: typeof status === 'number' ? status : null,
+        error: typeof error === 'string' ? error : null,
+        duration_ms,
+        at,
+        recovery_id: recovery_id || undefined,
+        exchange: exchange || undefined,
+      });
     }
     const dropped: Record<string, number> = {};
     for (const [k, n] of Object.entries(v.d as Record<string, unknown>)) if (typeof n === 'number' && n > 0) dropped[k] = n;
     // `b` and `c` came later (an older data plane sends neither); only their org ids are taken
     const backlogged = orgIds(v.b);
     const caughtUp = orgIds(v.c);
-    return { id: v.i, sent_at: v.t, worker: v.w, in_flight: v.f, dropped, outcomes, ...(backlogged.length ? { backlogged } : {}), ...(caughtUp.length ? { caught_up: caughtUp } : {}) };
+    return {
+      id: v.i,
+      sent_at: v.t,
+      worker: v.w,
+      in_flight: v.f,
+      dropped,
+      outcomes,
+      ...(backlogged.length ? { backlogged } : {}),
+      ...(caughtUp.length ? { caught_up: caughtUp } : {}),
+    };
   } catch {
     return null;
   }

@@ -125,7 +125,8 @@ export class DeliveryStatusBook {
     }
     if (ok) this.metrics.deliveries.inc({ outcome: 'success' }, ok);
     if (batch.outcomes.length > ok) this.metrics.deliveries.inc({ outcome: 'failure' }, batch.outcomes.length - ok);
-    if ((this.attempts.length >= ATTEMPTS_PER_WRITE || this.attemptExchangeBytes >= EXCHANGE_BYTES_PER_WRITE) && !this.attemptWriteFailed) this.flushAttempts();
+    if ((this.attempts.length >= ATTEMPTS_PER_WRITE || this.attemptExchangeBytes >= EXCHANGE_BYTES_PER_WRITE) && !this.attemptWriteFailed)
+      this.flushAttempts();
   }
 
   /** One outcome (a ping's, a resend's). */

@@ -54,7 +54,12 @@ export class LocalRunner {
 
   /** Sends a job report, 5 times at most (waits of 200, 400, … ms on the clock between them). */
   private async report(subject: string, body: unknown): Promise<void> {
-    const policy = { attempts: 5, delayMs: (n: number) => 200 * n, stopped: () => this.stopped, onError: (err: unknown) => this.logger.warn({ subject, err }, 'local runner report failed; retrying') };
+    const policy = {
+      attempts: 5,
+      delayMs: (n: number) => 200 * n,
+      stopped: () => this.stopped,
+      onError: (err: unknown) => this.logger.warn({ subject, err }, 'local runner report failed; retrying'),
+    };
     await retry(this.clock, policy, async () => {
       const reply = await this.bus.request(subject, JSON.stringify(body), { timeoutMs: 5000 });
       const r = reply.json<{ ok: boolean; error?: string }>();

@@ -3,7 +3,13 @@
 import type { AppContext } from '../context.ts';
 import { NotFoundError } from '../domain/errors.ts';
 import type { Scope } from '../domain/scopes.ts';
-import { createToken as dbCreateToken, listTokens as dbListTokens, lookupToken, revokeToken as dbRevokeToken, type LiveToken } from '../../store/orgs.ts';
+import {
+  createToken as dbCreateToken,
+  listTokens as dbListTokens,
+  lookupToken,
+  revokeToken as dbRevokeToken,
+  type LiveToken,
+} from '../../store/orgs.ts';
 
 /** The live token a bearer token is (its org, name and scope); undefined for an unknown or revoked token. */
 export const tokenOf = (ctx: AppContext, token: string): LiveToken | undefined => lookupToken(ctx.db, token);

@@ -72,12 +72,15 @@ export function listAudit(ctx: AppContext, orgId: string, q: AuditListInput): Pa
 export function changedBy(ctx: AppContext, orgId: string, resourceIds: string[], actions: string[] | null = null): Map<string, AuditView> {
   const out = new Map<string, AuditView>();
   const kept = auditKeptSince(ctx);
-  for (const r of changesTo(ctx.db, orgId, resourceIds, actions)) if (Date.parse(r.at) >= kept && r.resource_id) out.set(r.resource_id, view(r));
+  for (const r of changesTo(ctx.db, orgId, resourceIds, actions))
+    if (Date.parse(r.at) >= kept && r.resource_id) out.set(r.resource_id, view(r));
   return out;
 }
 
 /** A resource's successful changes, oldest first, with their actors (a workflow page: who started it, who cancelled it). */
 export function changesOf(ctx: AppContext, orgId: string, resourceId: string): AuditView[] {
   const kept = auditKeptSince(ctx);
-  return changesTo(ctx.db, orgId, [resourceId]).filter((r) => Date.parse(r.at) >= kept).map(view);
+  return changesTo(ctx.db, orgId, [resourceId])
+    .filter((r) => Date.parse(r.at) >= kept)
+    .map(view);
 }

@@ -92,6 +92,12 @@ export function createBranch(ctx: AppContext, orgId: string, appId: string, body
       }
     }),
   );
-  const b = insertBranch(ctx.db, { app_branch_id: newId('abr'), app_id: appId, org_id: orgId, name: body.name, install_groups: body.install_groups });
+  const b = insertBranch(ctx.db, {
+    app_branch_id: newId('abr'),
+    app_id: appId,
+    org_id: orgId,
+    name: body.name,
+    install_groups: body.install_groups,
+  });
   return b;
 }

@@ -2,7 +2,13 @@
 // runs in the request's engine transaction (with its audit row), and the app's installs waiting
 // for a window are evaluated afresh in it (src/engine/change-windows.ts).
 import type { AppContext } from '../context.ts';
-import { deleteChangeWindow, getChangeWindow, insertChangeWindow, listChangeWindows, type ChangeWindow } from '../../store/change-windows.ts';
+import {
+  deleteChangeWindow,
+  getChangeWindow,
+  insertChangeWindow,
+  listChangeWindows,
+  type ChangeWindow,
+} from '../../store/change-windows.ts';
 import { getInstallById } from '../../store/installs.ts';
 import { durationMs } from '../domain/duration.ts';
 import { InvalidError, LimitExceededError, NotFoundError } from '../domain/errors.ts';
@@ -33,14 +39,20 @@ export function createChangeWindow(ctx: AppContext, orgId: string, appId: string
   // the count and the insert run in the request's one engine transaction: two creates cannot both pass
   const have = listChangeWindows(ctx.db, appId).length;
   if (have >= LIMITS.changeWindowsPerApp) {
-    throw new LimitExceededError('change_windows_per_app', `change windows per app: this app has ${have} change windows, the limit is ${LIMITS.changeWindowsPerApp}; delete one to create another`);
+    throw new LimitExceededError(
+      'change_windows_per_app',
+      `change windows per app: this app has ${have} change windows, the limit is ${LIMITS.changeWindowsPerApp}; delete one to create another`,
+    );
   }
   const strangers = (body.install_ids ?? []).filter((id) => {
     const i = getInstallById(ctx.db, id);
     return !i || i.org_id !== orgId || i.app_id !== appId;
   });
   if (strangers.length) {
-    throw new InvalidError('install_ids must name installs of this app', strangers.map((id) => ({ path: 'install_ids', message: `no install ${id} in this app` })));
+    throw new InvalidError(
+      'install_ids must name installs of this app',
+      strangers.map((id) => ({ path: 'install_ids', message: `no install ${id} in this app` })),
+    );
   }
   const w = insertChangeWindow(ctx.db, {
     window_id: newId('cw'),

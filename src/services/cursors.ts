@@ -48,7 +48,8 @@ export function sealCursor(db: Db, scope: CursorScope, seq: number): string {
 
 /** The sequence number of a cursor of this list; 400 for anything else (another list's, a forged one, an old plain number). */
 export function openCursor(db: Db, scope: CursorScope, text: string, field = 'after'): number {
-  const bad = () => new InvalidError(`invalid request: ${field}: not a cursor of this list`, [{ path: field, message: 'not a cursor of this list' }]);
+  const bad = () =>
+    new InvalidError(`invalid request: ${field}: not a cursor of this list`, [{ path: field, message: 'not a cursor of this list' }]);
   if (!/^[A-Za-z0-9_-]{22}$/.test(text)) throw bad();
   const keys = keysOf(db);
   const d = createDecipheriv('aes-256-ecb', keys.cipher, null).setAutoPadding(false);

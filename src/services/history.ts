@@ -156,7 +156,10 @@ function eventPage<T>(ctx: AppContext, orgId: string, q: EventListInput, map: (e
   });
   const more = rows.length > limit;
   const page = more ? rows.slice(0, limit) : rows;
-  return { data: page.map(map), next_cursor: more ? sealCursor(ctx.db, eventsScope(orgId, q.newest_first), page[page.length - 1].seq) : null };
+  return {
+    data: page.map(map),
+    next_cursor: more ? sealCursor(ctx.db, eventsScope(orgId, q.newest_first), page[page.length - 1].seq) : null,
+  };
 }
 
 function mustGetEvent(ctx: AppContext, orgId: string, eventId: string): StoredEvent {
@@ -201,8 +204,12 @@ export function listAttempts(ctx: AppContext, orgId: string, webhookId: string, 
   const include = new Set((q.include ?? '').split(',').map((x) => x.trim()));
   const withRequest = include.has('request');
   const withResponse = include.has('response');
-  const view = (a: StoredAttempt): AttemptView => (withRequest || withResponse ? withExchange(attemptView(a), a.exchange, withRequest, withResponse) : attemptView(a));
-  return { data: page.map(view), next_cursor: more ? sealCursor(ctx.db, attemptsScope(orgId, webhookId), page[page.length - 1].seq) : null };
+  const view = (a: StoredAttempt): AttemptView =>
+    withRequest || withResponse ? withExchange(attemptView(a), a.exchange, withRequest, withResponse) : attemptView(a);
+  return {
+    data: page.map(view),
+    next_cursor: more ? sealCursor(ctx.db, attemptsScope(orgId, webhookId), page[page.length - 1].seq) : null,
+  };
 }
 
 const attemptView = (a: StoredAttempt): AttemptView => ({
@@ -266,7 +273,8 @@ export function resendable(ctx: AppContext, orgId: string, webhookId: string, ev
   const e = mustGetEvent(ctx, orgId, eventId);
   // CONTRACT 4.5: an event set aside as unpublishable (section 8) is never resent. It exists (GET
   // /v1/events has it), so not 404: 409, the state of the event forbids the operation (CONTRACT 3)
-  if (hasDeadLetter(ctx.db, e.event_id)) throw new ConflictError(`event ${e.event_id} was set aside as unpublishable (over the bus's limits); it is not resent`);
+  if (hasDeadLetter(ctx.db, e.event_id))
+    throw new ConflictError(`event ${e.event_id} was set aside as unpublishable (over the bus's limits); it is not resent`);
   return { w, e };
 }
 
@@ -278,18 +286,29 @@ export function resendable(ctx: AppContext, orgId: string, webhookId: string, ev
  * feeds its items into the queue at the pace their attempts come back (src/engine/recoveries.ts).
  * Answered once the window is looked at in full, or after PREPARE_WAIT_MS with a count still growing.
  */
-export async function recoverWebhook(ctx: AppContext, orgId: string, webhookId: string, input: RecoverInput): Promise<{ recovery_id: string; events: number }> {
+export async function recoverWebhook(
+  ctx: AppContext,
+  orgId: string,
+  webhookId: string,
+  input: RecoverInput,
+): Promise<{ recovery_id: string; events: number }> {
   const { recovery_id } = startRecovery(ctx, orgId, webhookId, input);
   return recoveryAnswer(ctx, orgId, webhookId, recovery_id);
 }
 
 /** The recovery checked against its bounds and kept (synchronous: one change with its audit row); fed behind the caller. */
-export function startRecovery(ctx: AppContext, orgId: string, webhookId: string, input: RecoverInput): { recovery_id: string; events: number } {
+export function startRecovery(
+  ctx: AppContext,
+  orgId: string,
+  webhookId: string,
+  input: RecoverInput,
+): { recovery_id: string; events: number } {
   const w = mustGetWebhook(ctx, orgId, webhookId);
   const now = ctx.clock.now();
   const asked = timeBound(input.since, now, 'since');
   const until = input.until !== undefined ? timeBound(input.until, now, 'until') : null;
-  if (until !== null && until < asked) throw new InvalidError('invalid request: until: before since', [{ path: 'until', message: 'before since' }]);
+  if (until !== null && until < asked)
+    throw new InvalidError('invalid request: until: before since', [{ path: 'until', message: 'before since' }]);
   const onlyFailed = input.only_failed ?? true;
   const recoveryId = newId('rcv');
   // what the last second's outcomes added is still in memory: write it first
@@ -310,7 +329,12 @@ export function startRecovery(ctx: AppContext, orgId: string, webhookId: string,
 }
 
 /** The 202 of a recovery started: once its window is looked at in full, or after PREPARE_WAIT_MS with a count still growing. */
-export async function recoveryAnswer(ctx: AppContext, orgId: string, webhookId: string, recoveryId: string): Promise<{ recovery_id: string; events: number }> {
+export async function recoveryAnswer(
+  ctx: AppContext,
+  orgId: string,
+  webhookId: string,
+  recoveryId: string,
+): Promise<{ recovery_id: string; events: number }> {
   await within(ctx.clock, ctx.engine.recoveryPrepared(recoveryId), PREPARE_WAIT_MS);
   const r = dbGetRecovery(ctx.db, orgId, webhookId, recoveryId);
   return { recovery_id: recoveryId, events: r?.events ?? 0 };
@@ -354,7 +378,11 @@ export function attemptsPerHour(ctx: AppContext, orgId: string, webhookId: strin
   ctx.deliveryStatus.flush();
   const HOUR = 3_600_000;
   const since = (Math.floor(ctx.clock.now() / HOUR) - 23) * HOUR;
-  const out: AttemptHour[] = Array.from({ length: 24 }, (_, i) => ({ start: new Date(since + i * HOUR).toISOString(), success: 0, failure: 0 }));
+  const out: AttemptHour[] = Array.from({ length: 24 }, (_, i) => ({
+    start: new Date(since + i * HOUR).toISOString(),
+    success: 0,
+    failure: 0,
+  }));
   const kept = keptSince(ctx);
   if (!Number.isFinite(kept)) return out;
   for (const r of dbAttemptsPerHour(ctx.db, webhookId, since, kept, CHART_ROWS)) {

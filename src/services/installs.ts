@@ -21,7 +21,12 @@ export function installView(ctx: AppContext, i: Install): InstallView {
     labels: c.labels,
     health: (c.health_ctx.verdict ?? 'unknown') as Verdict,
   }));
-  const actions = listActions(ctx.db, i.install_id).map((a) => ({ action_id: a.action_id, name: a.name, labels: a.labels, inputs: a.inputs }));
+  const actions = listActions(ctx.db, i.install_id).map((a) => ({
+    action_id: a.action_id,
+    name: a.name,
+    labels: a.labels,
+    inputs: a.inputs,
+  }));
   const verdicts = Object.values(i.health_ctx.verdicts ?? {});
   const rank = { healthy: 0, degraded: 1, unhealthy: 2 } as Record<string, number>;
   const health = (verdicts.length ? verdicts.reduce((w, v) => (rank[v] > rank[w] ? v : w), 'healthy') : 'unknown') as Verdict;
@@ -84,7 +89,9 @@ export function createInstall(ctx: AppContext, orgId: string, body: CreateInstal
     config = getConfig(ctx.db, orgId, body.app_config_id);
     if (!config) throw new NotFoundError('app config', body.app_config_id);
     if (config.app_id !== app.app_id) {
-      throw new InvalidError(`app config ${config.app_config_id} belongs to another app`, [{ path: 'app_config_id', message: 'config of another app' }]);
+      throw new InvalidError(`app config ${config.app_config_id} belongs to another app`, [
+        { path: 'app_config_id', message: 'config of another app' },
+      ]);
     }
   } else {
     config = latestConfig(ctx.db, app.app_id);
@@ -94,12 +101,20 @@ export function createInstall(ctx: AppContext, orgId: string, body: CreateInstal
   const over = labelsOverLimits(config.body);
   if (over.length) {
     // a config stored before CONTRACT 8: a new install would write its labels anew (existing installs keep working)
-    throw new InvalidError(`app config ${config.app_config_id} has labels over the limits (${over.join(', ')}); create a config within them`, [
-      { path: body.app_config_id ? 'app_config_id' : 'app_id', message: `app config ${config.app_config_id}: ${over.join(', ')} over the label limits` },
-    ]);
+    throw new InvalidError(
+      `app config ${config.app_config_id} has labels over the limits (${over.join(', ')}); create a config within them`,
+      [
+        {
+          path: body.app_config_id ? 'app_config_id' : 'app_id',
+          message: `app config ${config.app_config_id}: ${over.join(', ')} over the label limits`,
+        },
+      ],
+    );
   }
   if (body.app_branch_id && !getBranch(ctx.db, orgId, app.app_id, body.app_branch_id)) {
-    throw new InvalidError(`app branch ${body.app_branch_id} is not a branch of app ${app.app_id}`, [{ path: 'app_branch_id', message: 'unknown branch of this app' }]);
+    throw new InvalidError(`app branch ${body.app_branch_id} is not a branch of app ${app.app_id}`, [
+      { path: 'app_branch_id', message: 'unknown branch of this app' },
+    ]);
   }
   const install = ctx.engine.createInstall(
     { org_id: orgId, app_id: app.app_id, name: body.name, labels: body.labels ?? {}, app_branch_id: body.app_branch_id ?? null },

@@ -53,14 +53,21 @@ export function versionDiff(ctx: AppContext, orgId: string, installId: string, v
 function configOf(ctx: AppContext, orgId: string, appId: string, appConfigId: string, path: string): AppConfig {
   const cfg = getConfig(ctx.db, orgId, appConfigId);
   if (!cfg) throw new NotFoundError('app config', appConfigId);
-  if (cfg.app_id !== appId) throw new InvalidError(`app config ${appConfigId} belongs to another app`, [{ path, message: 'config of another app' }]);
+  if (cfg.app_id !== appId)
+    throw new InvalidError(`app config ${appConfigId} belongs to another app`, [{ path, message: 'config of another app' }]);
   return cfg;
 }
 
-const configOfApp = (ctx: AppContext, orgId: string, appId: string, appConfigId: string) => configOf(ctx, orgId, appId, appConfigId, 'app_config_id');
+const configOfApp = (ctx: AppContext, orgId: string, appId: string, appConfigId: string) =>
+  configOf(ctx, orgId, appId, appConfigId, 'app_config_id');
 
 /** POST app-config-updates: the plan only, or an `app_config_update` workflow and a new version. */
-export function updateInstallConfig(ctx: AppContext, orgId: string, installId: string, body: { app_config_id: string; plan_only?: boolean }) {
+export function updateInstallConfig(
+  ctx: AppContext,
+  orgId: string,
+  installId: string,
+  body: { app_config_id: string; plan_only?: boolean },
+) {
   const install = mustGetInstall(ctx, orgId, installId);
   const target = configOfApp(ctx, orgId, install.app_id, body.app_config_id);
   const fromId = install.app_config_id;
@@ -93,10 +100,29 @@ export function startBranchRun(
   const target = configOfApp(ctx, orgId, appId, body.app_config_id);
   refuseVetoed(target);
   const installs = listAppInstalls(ctx.db, appId);
-  const groups = branch.install_groups.map((g) => ({ name: g.name, install_ids: installs.filter((i) => inGroup(g, i)).map((i) => i.install_id) }));
-  const wf = ctx.engine.startBranchRun(orgId, appId, branchId, target, groups, !!body.skip_builds, body.health_gate ?? null, body.rollout ?? null, body.verification ?? []);
+  const groups = branch.install_groups.map((g) => ({
+    name: g.name,
+    install_ids: installs.filter((i) => inGroup(g, i)).map((i) => i.install_id),
+  }));
+  const wf = ctx.engine.startBranchRun(
+    orgId,
+    appId,
+    branchId,
+    target,
+    groups,
+    !!body.skip_builds,
+    body.health_gate ?? null,
+    body.rollout ?? null,
+    body.verification ?? [],
+  );
   // a branch run is its workflow: run_id names the same thing (there is nothing else to look up)
-  return { run_id: wf.workflow_id, workflow_id: wf.workflow_id, app_branch_id: branchId, app_config_id: target.app_config_id, status: wf.status };
+  return {
+    run_id: wf.workflow_id,
+    workflow_id: wf.workflow_id,
+    app_branch_id: branchId,
+    app_config_id: target.app_config_id,
+    status: wf.status,
+  };
 }
 
 /** Whether an install group takes an install: listed in its install_ids or matching its selector (CONTRACT 4.3). */
@@ -137,10 +163,13 @@ function* fleetRollbackPlan(ctx: AppContext, orgId: string, appId: string, body:
   const known = new Set(all.map((x) => x.install_id));
   (body.install_ids ?? []).forEach((id, i) => {
     if (!known.has(id)) {
-      throw new InvalidError(`install ${id} is not an install of app ${appId}`, [{ path: `install_ids.${i}`, message: 'not an install of this app' }]);
+      throw new InvalidError(`install ${id} is not an install of app ${appId}`, [
+        { path: `install_ids.${i}`, message: 'not an install of this app' },
+      ]);
     }
   });
-  const chosen = body.install_ids || body.selector ? all.filter((i) => inGroup({ install_ids: body.install_ids, selector: body.selector }, i)) : all;
+  const chosen =
+    body.install_ids || body.selector ? all.filter((i) => inGroup({ install_ids: body.install_ids, selector: body.selector }, i)) : all;
 
   // groups as the app's branches group installs (oldest branch first, its groups in order; an install in the first that takes it)
   const groupOf = new Map<string, string>();
@@ -151,7 +180,8 @@ function* fleetRollbackPlan(ctx: AppContext, orgId: string, appId: string, body:
       const ids = new Set(g.install_ids ?? []);
       for (const [n, i] of all.entries()) {
         if (n % PLAN_SLICE === PLAN_SLICE - 1) yield;
-        if (!groupOf.has(i.install_id) && (ids.has(i.install_id) || inGroup({ selector: g.selector }, i))) groupOf.set(i.install_id, g.name);
+        if (!groupOf.has(i.install_id) && (ids.has(i.install_id) || inGroup({ selector: g.selector }, i)))
+          groupOf.set(i.install_id, g.name);
       }
     }
   }
@@ -189,7 +219,10 @@ function* fleetRollbackPlan(ctx: AppContext, orgId: string, appId: string, body:
       }
       target = config(before.app_config_id);
       if (!target) {
-        skipped.push({ install_id: install.install_id, reason: `app config ${before.app_config_id} of its earlier version no longer exists` });
+        skipped.push({
+          install_id: install.install_id,
+          reason: `app config ${before.app_config_id} of its earlier version no longer exists`,
+        });
         continue;
       }
     }
@@ -205,7 +238,9 @@ function* fleetRollbackPlan(ctx: AppContext, orgId: string, appId: string, body:
     if (list) list.push(m);
     else movesOf.set(m.group, [m]);
   }
-  const groups: RunGroup[] = order.filter((name) => movesOf.has(name)).map((name) => ({ name, install_ids: movesOf.get(name)!.map((m) => m.install.install_id) }));
+  const groups: RunGroup[] = order
+    .filter((name) => movesOf.has(name))
+    .map((name) => ({ name, install_ids: movesOf.get(name)!.map((m) => m.install.install_id) }));
   const byGroup = groups.flatMap((g) => movesOf.get(g.name)!);
   const schedule = windowScheduler(ctx.db, appId, 'rollback', ctx.clock.now());
   const installs = [];
@@ -240,11 +275,23 @@ export function rollBackFleet(ctx: AppContext, orgId: string, appId: string, bod
   if (body.plan_only) return { status: 200 as const, body: { plan, applied: false as const } };
   const vetoed = moves.find((m) => m.target.vetoed);
   if (vetoed) refuseVetoed(vetoed.target);
-  if (!moves.length) throw new ConflictError(`nothing to roll back: ${plan.skipped.map((s) => `${s.install_id} (${s.reason})`).join(', ') || 'the selection has no installs'}`);
+  if (!moves.length)
+    throw new ConflictError(
+      `nothing to roll back: ${plan.skipped.map((s) => `${s.install_id} (${s.reason})`).join(', ') || 'the selection has no installs'}`,
+    );
   const targets = Object.fromEntries(moves.map((m) => [m.install.install_id, m.target.app_config_id]));
-  const wf = ctx.engine.startAppRollback(orgId, appId, groups, targets, { to: body.to, approval: body.approval !== 'none', gate: body.health_gate ?? null, policy: body.rollout ?? null, verification: body.verification ?? [] });
+  const wf = ctx.engine.startAppRollback(orgId, appId, groups, targets, {
+    to: body.to,
+    approval: body.approval !== 'none',
+    gate: body.health_gate ?? null,
+    policy: body.rollout ?? null,
+    verification: body.verification ?? [],
+  });
   // a fleet rollback is its workflow: run_id names the same thing
-  return { status: 201 as const, body: { run_id: wf.workflow_id, workflow_id: wf.workflow_id, status: wf.status, plan, applied: true as const } };
+  return {
+    status: 201 as const,
+    body: { run_id: wf.workflow_id, workflow_id: wf.workflow_id, status: wf.status, plan, applied: true as const },
+  };
 }
 
 /**

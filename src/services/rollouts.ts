@@ -12,7 +12,14 @@ import { findBranch, getConfig, listBranches } from '../../store/apps.ts';
 import { listChangeWindows } from '../../store/change-windows.ts';
 import type { BakeVerdict } from '../engine/health-gates.ts';
 import { getInstall, listComponents } from '../../store/installs.ts';
-import { getWorkflow, listChildWorkflows, listOwnerWorkflows, listRecentWorkflows as listRecentOrgWorkflows, listSteps, type StepRow } from '../../store/workflows.ts';
+import {
+  getWorkflow,
+  listChildWorkflows,
+  listOwnerWorkflows,
+  listRecentWorkflows as listRecentOrgWorkflows,
+  listSteps,
+  type StepRow,
+} from '../../store/workflows.ts';
 import { installView } from './installs.ts';
 import { statusSchema, type WorkflowSummary } from './view-schemas.ts';
 import { workflowSummary } from './workflows.ts';
@@ -44,9 +51,20 @@ const rolloutStepSchema = z.object({
   /** the name of the component that tripped the gate (its id when unknown) */
   trip_component_name: z.string().nullable(),
   /** a children step's install workflows */
-  children: z.array(z.object({ workflow_id: z.string(), type: z.string(), status: statusSchema, install_id: z.string(), install_name: z.string().nullable() })),
+  children: z.array(
+    z.object({
+      workflow_id: z.string(),
+      type: z.string(),
+      status: statusSchema,
+      install_id: z.string(),
+      install_name: z.string().nullable(),
+    }),
+  ),
   /** a `wait for change window` step's install, its next window and the windows holding it */
-  window: z.object({ install_id: z.string(), next_window_at: z.string().nullable(), window_ids: z.array(z.string()) }).nullable().default(null),
+  window: z
+    .object({ install_id: z.string(), next_window_at: z.string().nullable(), window_ids: z.array(z.string()) })
+    .nullable()
+    .default(null),
   /** a wait step's windows by name (the id when the window is gone), and since when it waited (ms, engine clock) */
   window_names: z.array(z.string()).default([]),
   waiting_since: z.number().nullable().default(null),
@@ -55,11 +73,30 @@ const rolloutStepSchema = z.object({
   finished_at: z.string().nullable().default(null),
   /** a bake's verdicts seen during it (each change of an install's composite verdict, the latest 50), named */
   verdicts: z
-    .array(z.object({ at: z.number(), install_id: z.string(), install_name: z.string(), component_name: z.string(), verdict: z.string(), reason: z.string().nullable() }))
+    .array(
+      z.object({
+        at: z.number(),
+        install_id: z.string(),
+        install_name: z.string(),
+        component_name: z.string(),
+        verdict: z.string(),
+        reason: z.string().nullable(),
+      }),
+    )
     .default([]),
   /** a verify step's answers, one per request (the latest 50): which URL (index), the request's number, verdict, status, error, reason, when (ms) */
   answers: z
-    .array(z.object({ index: z.number(), attempt: z.number().nullable(), at: z.number(), verdict: z.string(), status: z.number().nullable(), error: z.string().nullable(), reason: z.string().nullable() }))
+    .array(
+      z.object({
+        index: z.number(),
+        attempt: z.number().nullable(),
+        at: z.number(),
+        verdict: z.string(),
+        status: z.number().nullable(),
+        error: z.string().nullable(),
+        reason: z.string().nullable(),
+      }),
+    )
     .default([]),
 });
 export type RolloutStep = z.infer<typeof rolloutStepSchema>;
@@ -78,12 +115,23 @@ export const rolloutViewSchema = z.object({
   gate: healthGateSchema.nullable(),
   /** the run's verification gates: each URL as it may be shown (no query, no secret), whether it is signed, its timing */
   verification: z
-    .array(z.object({ shown: z.string(), signed: z.boolean(), interval: z.string(), timeout: z.string(), max_wait: z.string(), failure_limit: z.number() }))
+    .array(
+      z.object({
+        shown: z.string(),
+        signed: z.boolean(),
+        interval: z.string(),
+        timeout: z.string(),
+        max_wait: z.string(),
+        failure_limit: z.number(),
+      }),
+    )
     .default([]),
   /** the run's rollout policy (null: none: each group at once, its first failure fails it) */
   policy: rolloutPolicySchema.nullable(),
   /** why the gate tripped (null: it has not), with the install's and component's names */
-  trip: z.object({ run_id: z.string(), ...gateTripSchema.shape, install_name: z.string().nullable(), component_name: z.string() }).nullable(),
+  trip: z
+    .object({ run_id: z.string(), ...gateTripSchema.shape, install_name: z.string().nullable(), component_name: z.string() })
+    .nullable(),
   /** the run's rollout record (null: no group failed): why its group failed, the installs that failed */
   rollout: rolloutSchema.nullable(),
   /** `previous` or an app config id (fleet rollbacks); the app config (branch runs) */
@@ -105,7 +153,9 @@ function installHealth(ctx: AppContext, orgId: string, installId: string): Insta
   if (!i) return { install_id: installId, name: installId, health: 'unknown', bad: [] };
   const view = installView(ctx, i);
   const reasons = new Map(listComponents(ctx.db, installId).map((c) => [c.component_id, c.health_reason]));
-  const bad = view.components.filter((c) => c.health !== 'healthy' && c.health !== 'unknown').map((c) => ({ name: c.name, verdict: c.health, reason: reasons.get(c.component_id) ?? null }));
+  const bad = view.components
+    .filter((c) => c.health !== 'healthy' && c.health !== 'unknown')
+    .map((c) => ({ name: c.name, verdict: c.health, reason: reasons.get(c.component_id) ?? null }));
   return { install_id: installId, name: i.name, health: view.health, bad };
 }
 
@@ -125,14 +175,28 @@ function rolloutStep(ctx: AppContext, orgId: string, s: StepRow): RolloutStep {
     gate,
     verify: verifySnapshotOf(s.params) ?? null,
     trip_component_name: trip ? componentName(ctx, trip.install_id, trip.component_id) : null,
-    children: children.map((w) => ({ workflow_id: w.workflow_id, type: w.type, status: w.status, install_id: w.owner_id, install_name: getInstall(ctx.db, orgId, w.owner_id)?.name ?? null })),
+    children: children.map((w) => ({
+      workflow_id: w.workflow_id,
+      type: w.type,
+      status: w.status,
+      install_id: w.owner_id,
+      install_name: getInstall(ctx.db, orgId, w.owner_id)?.name ?? null,
+    })),
     window: s.params.kind === 'window' ? (s.params.window as RolloutStep['window']) : null,
     window_names: s.params.kind === 'window' ? windowNames(ctx, orgId, s) : [],
     waiting_since: s.params.kind === 'window' && typeof s.params.since_ms === 'number' ? s.params.since_ms : null,
     started_at: s.started_at,
     finished_at: s.finished_at,
     verdicts: bakeVerdicts(ctx, orgId, s),
-    answers: Array.isArray(s.params.verify_answers) ? (s.params.verify_answers as RolloutStep['answers']).map((a) => ({ ...a, status: a.status ?? null, error: a.error ?? null, reason: a.reason ?? null, attempt: a.attempt ?? null })) : [],
+    answers: Array.isArray(s.params.verify_answers)
+      ? (s.params.verify_answers as RolloutStep['answers']).map((a) => ({
+          ...a,
+          status: a.status ?? null,
+          error: a.error ?? null,
+          reason: a.reason ?? null,
+          attempt: a.attempt ?? null,
+        }))
+      : [],
   };
 }
 
@@ -189,9 +253,24 @@ export function rolloutView(ctx: AppContext, orgId: string, workflowId: string):
   const cfg = to && to !== 'previous' ? getConfig(ctx.db, orgId, to) : undefined;
   return {
     gate,
-    verification: verificationsOf(p).map((v) => ({ shown: shownUrl(v.url), signed: v.secret !== null, interval: v.interval, timeout: v.timeout, max_wait: v.max_wait, failure_limit: v.failure_limit })),
+    verification: verificationsOf(p).map((v) => ({
+      shown: shownUrl(v.url),
+      signed: v.secret !== null,
+      interval: v.interval,
+      timeout: v.timeout,
+      max_wait: v.max_wait,
+      failure_limit: v.failure_limit,
+    })),
     policy,
-    trip: trip && rollout ? { run_id: rollout.run_id, ...trip, install_name: getInstall(ctx.db, orgId, trip.install_id)?.name ?? null, component_name: componentName(ctx, trip.install_id, trip.component_id) } : null,
+    trip:
+      trip && rollout
+        ? {
+            run_id: rollout.run_id,
+            ...trip,
+            install_name: getInstall(ctx.db, orgId, trip.install_id)?.name ?? null,
+            component_name: componentName(ctx, trip.install_id, trip.component_id),
+          }
+        : null,
     rollout,
     to,
     to_version: cfg?.version ?? null,
@@ -205,22 +284,41 @@ export function rolloutView(ctx: AppContext, orgId: string, workflowId: string):
 
 /** An app's rollouts, newest first (at most `limit`): its fleet rollbacks and its branches' runs, with the branches' names. */
 /** A recent workflow's owner as a person reads it: an install, or a rollout of an app (its branch named). */
-export type RecentOwner = { kind: 'install'; install_id: string } | { kind: 'rollout'; app_id: string; branch: string | null; fleet: boolean };
+export type RecentOwner =
+  | { kind: 'install'; install_id: string }
+  | { kind: 'rollout'; app_id: string; branch: string | null; fleet: boolean };
 
 /**
  * The org's `limit` newest workflows of its installs and its rollouts (branch runs and fleet
  * rollbacks) with their owners: one read however many installs and apps the org has (CONTRACT §8).
  */
-export function listRecentWorkflows(ctx: AppContext, orgId: string, limit: number): Array<{ workflow: WorkflowSummary; owner: RecentOwner }> {
+export function listRecentWorkflows(
+  ctx: AppContext,
+  orgId: string,
+  limit: number,
+): Array<{ workflow: WorkflowSummary; owner: RecentOwner }> {
   return listRecentOrgWorkflows(ctx.db, orgId, [...ROLLOUT_TYPES], limit).map((w) => {
     if (w.owner_type === 'installs') return { workflow: workflowSummary(w), owner: { kind: 'install', install_id: w.owner_id } };
     const branch = w.owner_type === 'app_branches' ? findBranch(ctx.db, orgId, w.owner_id) : undefined;
     const appId = branch?.app_id ?? String(w.params.app_id ?? w.owner_id);
-    return { workflow: workflowSummary(w), owner: { kind: 'rollout', app_id: appId, branch: branch?.name ?? (w.owner_type === 'app_branches' ? w.owner_id : null), fleet: w.type === 'app_rollback' } };
+    return {
+      workflow: workflowSummary(w),
+      owner: {
+        kind: 'rollout',
+        app_id: appId,
+        branch: branch?.name ?? (w.owner_type === 'app_branches' ? w.owner_id : null),
+        fleet: w.type === 'app_rollback',
+      },
+    };
   });
 }
 
-export function listAppRollouts(ctx: AppContext, orgId: string, appId: string, limit: number): { rollouts: WorkflowSummary[]; branchNames: Map<string, string> } {
+export function listAppRollouts(
+  ctx: AppContext,
+  orgId: string,
+  appId: string,
+  limit: number,
+): { rollouts: WorkflowSummary[]; branchNames: Map<string, string> } {
   const branches = listBranches(ctx.db, appId);
   const rollouts = [appId, ...branches.map((b) => b.app_branch_id)]
     .flatMap((owner) => listOwnerWorkflows(ctx.db, orgId, owner))

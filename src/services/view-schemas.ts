@@ -54,7 +54,12 @@ export const workflowSummaryShape = {
 export const workflowSummaryViewSchema = z.object(workflowSummaryShape);
 export type WorkflowSummary = z.infer<typeof workflowSummaryViewSchema>;
 
-export const workflowViewSchema = z.object({ ...workflowSummaryShape, action_id: z.string().nullable(), external: z.boolean(), steps: z.array(stepViewSchema) });
+export const workflowViewSchema = z.object({
+  ...workflowSummaryShape,
+  action_id: z.string().nullable(),
+  external: z.boolean(),
+  steps: z.array(stepViewSchema),
+});
 export type WorkflowView = z.infer<typeof workflowViewSchema>;
 
 export const VERDICTS = ['healthy', 'degraded', 'unhealthy', 'unknown'] as const;
@@ -69,7 +74,14 @@ export const installViewSchema = z.object({
   app_config_id: z.string().nullable(),
   app_branch_id: z.string().nullable(),
   components: z.array(z.object({ component_id: z.string(), name: z.string(), labels, health: z.enum(VERDICTS) })),
-  actions: z.array(z.object({ action_id: z.string(), name: z.string(), labels, inputs: z.record(z.string(), z.object({ required: z.boolean().optional() })) })),
+  actions: z.array(
+    z.object({
+      action_id: z.string(),
+      name: z.string(),
+      labels,
+      inputs: z.record(z.string(), z.object({ required: z.boolean().optional() })),
+    }),
+  ),
   sandbox_id: z.string(),
   runner_id: z.string(),
   inputs: z.record(z.string(), z.unknown()),

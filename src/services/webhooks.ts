@@ -62,7 +62,12 @@ export function statusView(w: Pick<WebhookRow, 'watch_state' | 'watch_ctx'>, sta
   void _internal;
   const watch = watchContextOf(w.watch_ctx);
   const disabled = w.watch_state === 'disabled';
-  return { ...counters, state: w.watch_state, disabled_at: disabled ? watch.disabled_at : null, disabled_reason: disabled ? watch.disabled_reason : null };
+  return {
+    ...counters,
+    state: w.watch_state,
+    disabled_at: disabled ? watch.disabled_at : null,
+    disabled_reason: disabled ? watch.disabled_reason : null,
+  };
 }
 
 export function view(w: WebhookRow, status: DeliveryStatus, nowMs: number): WebhookView {
@@ -195,7 +200,11 @@ export function secretChange(
   nowMs: number,
 ): Pick<WebhookRow, 'secret' | 'previous_secret' | 'previous_secret_expires_at'> {
   if (!('secret' in input)) {
-    return { secret: current.secret, previous_secret: current.previous_secret, previous_secret_expires_at: current.previous_secret_expires_at };
+    return {
+      secret: current.secret,
+      previous_secret: current.previous_secret,
+      previous_secret_expires_at: current.previous_secret_expires_at,
+    };
   }
   const secret = input.secret ?? null;
   const ttl = input.previous_secret_ttl_s ?? 0;
@@ -244,7 +253,9 @@ export async function pingBeforeEnable(ctx: AppContext, orgId: string, id: strin
   const streak = ctx.deliveryStatus.get(id);
   const ping = await pingWebhook(ctx, orgId, id);
   if (!ping.delivered) {
-    throw new ConflictError(`the webhook is still disabled: its ping was not delivered (${ping.error ?? (ping.status !== undefined ? `HTTP ${ping.status}` : 'no answer')})`);
+    throw new ConflictError(
+      `the webhook is still disabled: its ping was not delivered (${ping.error ?? (ping.status !== undefined ? `HTTP ${ping.status}` : 'no answer')})`,
+    );
   }
   return { streak };
 }
@@ -254,9 +265,16 @@ export async function pingBeforeEnable(ctx: AppContext, orgId: string, id: strin
  * active (`enabled` to the org's other webhooks) and, with `recover`, a recovery of the failed and
  * missed events (only failed) since recover_since.
  */
-export function enableAfterPing(ctx: AppContext, orgId: string, id: string, input: { recover?: boolean }, ping: EnablePing): { webhook: WebhookView; recovery_id?: string } {
+export function enableAfterPing(
+  ctx: AppContext,
+  orgId: string,
+  id: string,
+  input: { recover?: boolean },
+  ping: EnablePing,
+): { webhook: WebhookView; recovery_id?: string } {
   const w = mustGet(ctx, orgId, id);
-  const since = w.watch_state === 'disabled' ? (watchContextOf(w.watch_ctx).recover_since ?? ping.streak.recover_since) : ping.streak.recover_since;
+  const since =
+    w.watch_state === 'disabled' ? (watchContextOf(w.watch_ctx).recover_since ?? ping.streak.recover_since) : ping.streak.recover_since;
   ctx.engine.watchdog.enable(id, ping.streak);
   let recovery_id: string | undefined;
   if (input.recover && since) recovery_id = startRecovery(ctx, orgId, id, { since, only_failed: true }).recovery_id;

@@ -1,7 +1,15 @@
 // Reading workflows, answering approvals, cancelling (CONTRACT 4.2).
 import type { AppContext } from '../context.ts';
 import { NotFoundError } from '../domain/errors.ts';
-import { findOrgWorkflow, getStep, getWorkflow, listSteps, publicWorkflowId, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
+import {
+  findOrgWorkflow,
+  getStep,
+  getWorkflow,
+  listSteps,
+  publicWorkflowId,
+  type StepRow,
+  type WorkflowRow,
+} from '../../store/workflows.ts';
 import { findBranch, getApp } from '../../store/apps.ts';
 import { getInstall } from '../../store/installs.ts';
 import type { OwnerType } from '../domain/status.ts';
@@ -70,7 +78,15 @@ export function getWorkflowView(ctx: AppContext, orgId: string, workflowId: stri
   return viewOf(ctx, orgWorkflow(ctx, orgId, workflowId));
 }
 
-export function respondToApproval(ctx: AppContext, orgId: string, workflowId: string, stepId: string, response: 'approved' | 'rejected', note: string | undefined, actor: Actor | null) {
+export function respondToApproval(
+  ctx: AppContext,
+  orgId: string,
+  workflowId: string,
+  stepId: string,
+  response: 'approved' | 'rejected',
+  note: string | undefined,
+  actor: Actor | null,
+) {
   return stepView(ctx.engine.respondToApproval(orgId, orgWorkflow(ctx, orgId, workflowId).workflow_id, stepId, response, note, actor));
 }
 

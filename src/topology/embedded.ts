@@ -24,7 +24,11 @@ export function embeddedTopology(d: TopologyDeps): Topology {
   const moved = moveHistoryQueueToOutbox(d.db);
   if (moved) logger.info({ events: moved }, 'events queued by a NATS-mode run and not yet published moved to the outbox');
   const bus = createMemoryBus({ logger });
-  const limits: DeliveryLimits = { concurrency: config.deliveryConcurrency, timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets };
+  const limits: DeliveryLimits = {
+    concurrency: config.deliveryConcurrency,
+    timeoutMs: config.deliveryTimeoutMs,
+    allowPrivateTargets: config.allowPrivateTargets,
+  };
   // the newest version of every webhook (null entry: deleted), what a delivery thread loads first
   const webhooks = new Map<string, RegistryChange>();
   const useThread = config.deliveryThreads !== 0 && config.db !== ':memory:';
@@ -92,7 +96,12 @@ interface Delivery {
 }
 
 function threadDelivery(d: TopologyDeps, limits: DeliveryLimits, registry: () => RegistryChange[]): Delivery {
-  return new OutboxDeliveryThread({ config: { db: d.config.db, limits, logLevel: d.logger.level }, registry, outcomes: d.outcomes, logger: d.logger });
+  return new OutboxDeliveryThread({
+    config: { db: d.config.db, limits, logLevel: d.logger.level },
+    registry,
+    outcomes: d.outcomes,
+    logger: d.logger,
+  });
 }
 
 /** On the engine's thread, over the engine's connection. */

@@ -14,7 +14,15 @@ import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { retry, systemClock } from '../domain/clock.ts';
 import { resolveDataplaneKey } from '../bus/dataplane-key.ts';
-import { electionUnderWay, ensureLayout, EVENTS_STREAM, LAYOUT_CONSUMERS, LAYOUT_STREAMS, REGISTRY_BUCKET, undeliveredEvents } from '../bus/jetstream.ts';
+import {
+  electionUnderWay,
+  ensureLayout,
+  EVENTS_STREAM,
+  LAYOUT_CONSUMERS,
+  LAYOUT_STREAMS,
+  REGISTRY_BUCKET,
+  undeliveredEvents,
+} from '../bus/jetstream.ts';
 import { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
 import { KvRegistryPublisher } from '../bus/kv-registry.ts';
 import { natsConnectOptions } from '../bus/nats-auth.ts';
@@ -37,13 +45,20 @@ export function defaultDeliveryThreads(): number {
 /** Connected, with the layout in place; rejects (the connection closed) when NATS cannot be set up. */
 async function connect(d: TopologyDeps, natsUrl: string): Promise<NatsBus> {
   const { config, logger } = d;
-  if (!config.natsCreds) logger.warn({ url: redactNatsUrl(natsUrl) }, 'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)');
+  if (!config.natsCreds)
+    logger.warn(
+      { url: redactNatsUrl(natsUrl) },
+      'no --nats-creds: anyone who can reach this NATS server can act as any org (see svc nats init)',
+    );
   const nats = await createNatsBus(natsUrl, { name: 'svc', logger, role: 'engine', credsFile: config.natsCreds });
   trackNatsConnection(nats.nc, d.readiness);
   try {
     const jsm = await jetstreamManager(nats.nc, { timeout: 10_000, checkAPI: false });
     const { replicas } = await retryDuringElection(d, () => ensureLayout(nats.nc, jsm, { replicas: config.natsReplicas ?? null, logger }));
-    logger.info({ replicas, server: nats.nc.info?.server_name, cluster: nats.nc.info?.cluster ?? null }, `JetStream layout in place: ${replicas} replica${replicas === 1 ? '' : 's'} per stream and bucket`);
+    logger.info(
+      { replicas, server: nats.nc.info?.server_name, cluster: nats.nc.info?.cluster ?? null },
+      `JetStream layout in place: ${replicas} replica${replicas === 1 ? '' : 's'} per stream and bucket`,
+    );
   } catch (err) {
     await nats.close();
     const msg = (err as Error)?.message ?? String(err);
@@ -71,7 +86,11 @@ async function retryDuringElection<T>(d: TopologyDeps, fn: () => Promise<T>): Pr
       retryable: (err) => electionUnderWay(err) && systemClock.now() <= end,
       onError: (err, attempt) => {
         // the first time, then every 10th (about every 5 s plus the requests' own timeouts): which part still does not answer
-        if (attempt % 10 === 1) d.logger.warn({ err: (err as Error).message, attempt }, 'JetStream did not answer (a cluster electing leaders?); setting up again');
+        if (attempt % 10 === 1)
+          d.logger.warn(
+            { err: (err as Error).message, attempt },
+            'JetStream did not answer (a cluster electing leaders?); setting up again',
+          );
       },
     },
     fn,
@@ -96,7 +115,11 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
   const relay = new OutboxRelay(db, publisher, seal, logger, metrics, systemClock, d.relayFault ?? null, outboxQueue(db));
   const historyRelay = new OutboxRelay(db, publisher, seal, logger, metrics, systemClock, d.relayFault ?? null, historyQueue(db));
   const relays = [relay, historyRelay];
-  const limits: DeliveryLimits = { concurrency: config.deliveryConcurrency, timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets };
+  const limits: DeliveryLimits = {
+    concurrency: config.deliveryConcurrency,
+    timeoutMs: config.deliveryTimeoutMs,
+    allowPrivateTargets: config.allowPrivateTargets,
+  };
   const delivery = natsDelivery(d, natsUrl, nats.nc, key, seal, limits);
   let started = false;
   let outcomes: { stop(): Promise<void> } = { stop: async () => {} };
@@ -178,14 +201,35 @@ function natsDelivery(d: TopologyDeps, natsUrl: string, nc: NatsConnection, key:
   const workerId = `serve_${randomUUID().slice(0, 8)}`;
   if (n > 0) {
     const perThread = { ...limits, concurrency: Math.max(1, Math.ceil(limits.concurrency / n)) };
-    const threads = new NatsDeliveryThreads(n, { natsUrl, credsFile: config.natsCreds, key: key.toString('base64'), limits: perThread, workerIdPrefix: workerId, logLevel: logger.level }, logger, d.outcomes);
+    const threads = new NatsDeliveryThreads(
+      n,
+      {
+        natsUrl,
+        credsFile: config.natsCreds,
+        key: key.toString('base64'),
+        limits: perThread,
+        workerIdPrefix: workerId,
+        logLevel: logger.level,
+      },
+      logger,
+      d.outcomes,
+    );
     return { name: `${n} threads`, start: () => threads.start(), idle: () => true, drain: () => threads.drain() };
   }
   let plane: DataPlane | null = null;
   return {
     name: 'in process',
     async start() {
-      plane = await startNatsDataPlane({ nc, seal, limits, workerId, clock: systemClock, logger, replayWindowMs: d.replayWindowMs, outcomes: d.outcomes });
+      plane = await startNatsDataPlane({
+        nc,
+        seal,
+        limits,
+        workerId,
+        clock: systemClock,
+        logger,
+        replayWindowMs: d.replayWindowMs,
+        outcomes: d.outcomes,
+      });
     },
     idle: () => !plane || (plane.pipeline.held() === 0 && plane.pipeline.inFlight() === 0),
     drain: async () => plane?.drain(),

@@ -43,7 +43,9 @@ async function leaderless(jsm: JetStreamManager, t: LeaderTarget): Promise<strin
 
 /** The advisory subject the server publishes when `t` has a new leader. */
 export function leaderElectedSubject(t: LeaderTarget): string {
-  return t.consumer ? `$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.${t.stream}.${t.consumer}` : `$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.${t.stream}`;
+  return t.consumer
+    ? `$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.${t.stream}.${t.consumer}`
+    : `$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.${t.stream}`;
 }
 
 /**

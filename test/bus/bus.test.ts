@@ -185,7 +185,6 @@ describe.each(implementations)('bus ($name)', ({ name, setup }) => {
     await bus.flush(); // after the round trip, '2' would have arrived
     expect(got).toEqual(['1']);
   });
-
 });
 
 describe('nats bus only', () => {

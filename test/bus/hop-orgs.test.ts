@@ -42,7 +42,14 @@ describe.skipIf(findNatsServer() === null)('one message per org on the durable h
     const facts = Array.from({ length: n }, (_, i) => {
       const org = orgs[i % orgs.length].org_id;
       const id = rid('wfh');
-      return { subject: `svc.ingest.${org}.workflows.${id}`, body: JSON.stringify({ kind: 'workflow', transition: 'started', workflow: { id, type: 'provision', owner_id: 'inst_h', owner_type: 'installs' } }) };
+      return {
+        subject: `svc.ingest.${org}.workflows.${id}`,
+        body: JSON.stringify({
+          kind: 'workflow',
+          transition: 'started',
+          workflow: { id, type: 'provision', owner_id: 'inst_h', owner_type: 'installs' },
+        }),
+      };
     });
     const replies = await Promise.all(facts.map((f) => ingestRequest(nc, f.subject, f.body, { timeout: 20_000 })));
     expect(replies.every((r) => r.json<{ ok: boolean }>().ok)).toBe(true);

@@ -64,7 +64,14 @@ describe.skipIf(findNatsServer() === null)('batches on the durable hop (NATS mod
     const n = 400;
     const facts = Array.from({ length: n }, () => {
       const id = rid('wfh');
-      return { subject: `svc.ingest.${org.org_id}.workflows.${id}`, body: JSON.stringify({ kind: 'workflow', transition: 'started', workflow: { id, type: 'provision', owner_id: 'inst_h', owner_type: 'installs' } }) };
+      return {
+        subject: `svc.ingest.${org.org_id}.workflows.${id}`,
+        body: JSON.stringify({
+          kind: 'workflow',
+          transition: 'started',
+          workflow: { id, type: 'provision', owner_id: 'inst_h', owner_type: 'installs' },
+        }),
+      };
     });
     const replies = await Promise.all(facts.map((f) => ingestRequest(nc, f.subject, f.body, { timeout: 20_000 })));
     expect(replies.every((r) => r.json<{ ok: boolean }>().ok)).toBe(true);
@@ -104,7 +111,9 @@ describe.skipIf(findNatsServer() === null)('a NATS setup of an older svc', () =>
       const jsm = await jetstreamManager(nc);
       await jsm.streams.add({ name: EVENTS_STREAM, subjects: ['svc.events.>'], retention: RetentionPolicy.Workqueue });
       await jetstream(nc).publish('svc.events.org_1.workflow.wf_1.started', '{}');
-      await expect(ensureLayout(nc, jsm)).rejects.toThrow(/holds 1 messages on svc\.events\.>, queued by an older svc.*Let the older svc deliver them first/);
+      await expect(ensureLayout(nc, jsm)).rejects.toThrow(
+        /holds 1 messages on svc\.events\.>, queued by an older svc.*Let the older svc deliver them first/,
+      );
       expect((await jsm.streams.info(EVENTS_STREAM)).config.subjects).toEqual(['svc.events.>']); // nothing changed
       await jsm.streams.purge(EVENTS_STREAM);
       await ensureLayout(nc, jsm);

@@ -29,7 +29,6 @@ import { BIN, ROOT } from '../helpers/paths.ts';
 import { openDb } from '../../store/db.ts';
 
 const NATS_BIN = findNatsServer();
-const enc = new TextEncoder();
 const dec = new TextDecoder();
 
 interface CliResult {
@@ -229,7 +228,10 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       expect(msg).not.toContain('SUAJUNK');
       const text = fs.readFileSync(path.join(dir, 'worker.creds'), 'utf8');
       const cut = path.join(tmp, 'cut.creds');
-      fs.writeFileSync(cut, text.replace(/(DATAPLANE KEY-----\n)(\S+)/, (_m, a: string, b: string) => a + b.slice(0, 20)));
+      fs.writeFileSync(
+        cut,
+        text.replace(/(DATAPLANE KEY-----\n)(\S+)/, (_m, a: string, b: string) => a + b.slice(0, 20)),
+      );
       expect(() => readCredsFile(cut)).toThrow(/data-plane key block is not 32 bytes/);
       const swapped = path.join(tmp, 'swapped.creds');
       const seed = /-----BEGIN USER NKEY SEED-----\n(\S+)/.exec(text)![1];
@@ -262,14 +264,22 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
     it('credentials of another setup (another operator) are refused', async () => {
       const other = await initNatsDir({ dir: path.join(tmp, 'foreign'), port: 1 });
       await expect(
-        connect({ ...natsConnectOptions({ servers: [url], name: 'x', credsFile: other.files.engineCreds, role: 'engine' }), reconnect: false }),
+        connect({
+          ...natsConnectOptions({ servers: [url], name: 'x', credsFile: other.files.engineCreds, role: 'engine' }),
+          reconnect: false,
+        }),
       ).rejects.toThrow(/Authorization Violation/i);
     });
 
     it('the stock nats.js credsAuthenticator accepts a .creds file with the data-plane key block', async () => {
       const raw = fs.readFileSync(path.join(dir, 'worker.creds'));
       expect(raw.toString()).toContain('-----BEGIN SVC DATAPLANE KEY-----');
-      const nc = await connect({ servers: [url], authenticator: credsAuthenticator(raw), inboxPrefix: '_SVC_WORKER_INBOX', reconnect: false });
+      const nc = await connect({
+        servers: [url],
+        authenticator: credsAuthenticator(raw),
+        inboxPrefix: '_SVC_WORKER_INBOX',
+        reconnect: false,
+      });
       try {
         const c = await jetstream(nc).consumers.get(EVENTS_STREAM, DISPATCH_CONSUMER);
         expect((await c.info(true)).name).toBe(DISPATCH_CONSUMER);
@@ -307,7 +317,12 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       producerA.nc.subscribe('_INBOX_org_a.>', { callback: (_e, m) => void snooped.push(m.subject) });
       await producerA.nc.flush();
       // control: a client with org A's inbox prefix leaks its JetStream replies to A's subscription
-      const leaky = await connect({ servers: [url], authenticator: credsAuthenticator(readCredsFile(path.join(dir, 'engine.creds')).creds), inboxPrefix: '_INBOX_org_a', reconnect: false });
+      const leaky = await connect({
+        servers: [url],
+        authenticator: credsAuthenticator(readCredsFile(path.join(dir, 'engine.creds')).creds),
+        inboxPrefix: '_INBOX_org_a',
+        reconnect: false,
+      });
       await (await jetstreamManager(leaky, { checkAPI: false })).streams.info(EVENTS_STREAM);
       await leaky.close();
       await waitFor(() => snooped.length === 1, 10_000, 'the control reply seen on _INBOX_org_a.>');
@@ -350,15 +365,35 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       await producerA.nc.request('svc.ingest.org_a.runners.run_2', '{}');
       // another subscriber on svc.ingest.> (the engine of this suite) may answer the request before
       // this responder has read the three messages: wait until it has
-      await waitFor(() => forged.length + answered.length >= 3, 10_000, () => `the responder to read 3 messages (forged ${forged.length}, answered ${answered.length})`);
+      await waitFor(
+        () => forged.length + answered.length >= 3,
+        10_000,
+        () => `the responder to read 3 messages (forged ${forged.length}, answered ${answered.length})`,
+      );
       // and until the suite's engine has read them too: read later, they would count as reaching the
       // engine in the next test
-      await waitFor(() => ingested.slice(seen).filter((s) => s.startsWith('svc.ingest.org_a.runners.')).length >= 3, 10_000, 'the engine to read the 3 messages');
+      await waitFor(
+        () => ingested.slice(seen).filter((s) => s.startsWith('svc.ingest.org_a.runners.')).length >= 3,
+        10_000,
+        'the engine to read the 3 messages',
+      );
       expect(forged).toEqual(['svc.events.org_b.workflow.wf_1.started', '_INBOX_org_b.x1.y1']);
       expect(answered).toHaveLength(1);
       expect(answered[0]).toMatch(/^_INBOX_org_a\./);
       expect(isProducerReplySubject('_INBOX_org_a.abc.def', 'org_a')).toBe(true);
-      for (const bad of [undefined, '', '_INBOX.abc', '_INBOX_org_a', '_INBOX_org_a.>', '_INBOX_org_a.*', '_INBOX_org_b.abc', '_INBOX_org_ab.abc', '_SVC_WORKER_INBOX.x', 'svc.jobs.org_b.r', '_INBOX_org_a. x']) {
+      for (const bad of [
+        undefined,
+        '',
+        '_INBOX.abc',
+        '_INBOX_org_a',
+        '_INBOX_org_a.>',
+        '_INBOX_org_a.*',
+        '_INBOX_org_b.abc',
+        '_INBOX_org_ab.abc',
+        '_SVC_WORKER_INBOX.x',
+        'svc.jobs.org_b.r',
+        '_INBOX_org_a. x',
+      ]) {
         expect(isProducerReplySubject(bad, 'org_a'), String(bad)).toBe(false);
       }
       await responder.nc.close();
@@ -367,7 +402,9 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
     it('cannot publish svc.ingest.B.…: a violation for the client, nothing for the engine', async () => {
       const before = ingested.length;
       producerA.nc.publish('svc.ingest.org_b.jobs.job_9', '{}');
-      await expect(producerA.nc.request('svc.ingest.org_b.jobs.job_9', '{}', { timeout: 5000 })).rejects.toThrow(/Permissions Violation for Publish to "svc.ingest.org_b.jobs.job_9"/);
+      await expect(producerA.nc.request('svc.ingest.org_b.jobs.job_9', '{}', { timeout: 5000 })).rejects.toThrow(
+        /Permissions Violation for Publish to "svc.ingest.org_b.jobs.job_9"/,
+      );
       await barrier(producerA);
       await waitFor(() => producerA.violations().length >= 2, 10_000, 'two violations');
       expect(ingested.slice(before)).toEqual([]);
@@ -398,7 +435,14 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       const jobsA: string[] = [];
       const denied: Array<{ subject: string; got: string[]; err: Error | null }> = [];
       producerA.nc.subscribe('svc.jobs.org_a.>', { callback: (_e, m) => void jobsA.push(m.subject) });
-      for (const subject of ['svc.jobs.org_b.>', 'svc.events.>', '_SVC_ENGINE_INBOX.>', '_SVC_WORKER_INBOX.>', '_INBOX.>', '_INBOX_org_b.>']) {
+      for (const subject of [
+        'svc.jobs.org_b.>',
+        'svc.events.>',
+        '_SVC_ENGINE_INBOX.>',
+        '_SVC_WORKER_INBOX.>',
+        '_INBOX.>',
+        '_INBOX_org_b.>',
+      ]) {
         const d = { subject, got: [] as string[], err: null as Error | null };
         denied.push(d);
         producerA.nc.subscribe(subject, {
@@ -453,10 +497,14 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       expect(again?.headers?.get('Svc-Test')).toBe('e1'); // the nak'd one, not the termed one
       expect(again!.info.redelivered).toBe(true);
       expect(await again!.ackAck()).toBe(true);
-      await waitFor(async () => {
-        const ci = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
-        return ci.num_pending === 0 && ci.num_ack_pending === 0;
-      }, 10_000, 'every event settled');
+      await waitFor(
+        async () => {
+          const ci = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
+          return ci.num_pending === 0 && ci.num_ack_pending === 0;
+        },
+        10_000,
+        'every event settled',
+      );
       await waitFor(async () => (await jsm.streams.info(EVENTS_STREAM)).state.messages === 0, 10_000, 'work queue empty');
       expect(worker.violations()).toEqual([]);
     });
@@ -515,9 +563,9 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       await expect(wjsm.consumers.delete(EVENTS_STREAM, DISPATCH_CONSUMER)).rejects.toThrow(/Permissions Violation/);
       await expect(wjsm.streams.delete(stream)).rejects.toThrow(/Permissions Violation/);
       await expect(wjsm.streams.delete(`KV_${PROGRESS_BUCKET}`)).rejects.toThrow(/Permissions Violation/);
-      await expect(wjsm.consumers.add(EVENTS_STREAM, { name: 'x', ack_policy: AckPolicy.None, deliver_subject: 'svc.ingest.org_a.jobs.x' })).rejects.toThrow(
-        /Permissions Violation/,
-      );
+      await expect(
+        wjsm.consumers.add(EVENTS_STREAM, { name: 'x', ack_policy: AckPolicy.None, deliver_subject: 'svc.ingest.org_a.jobs.x' }),
+      ).rejects.toThrow(/Permissions Violation/);
     });
 
     it('gets, puts and deletes delivery progress', async () => {
@@ -533,7 +581,12 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       const ekv = await new Kvm(engine.nc).open(PROGRESS_BUCKET);
       const seenByEngine = await ekv.get('ev_1.wh_1');
       expect(seenByEngine === null || seenByEngine.operation === 'DEL').toBe(true);
-      expect(worker.violations().slice(n).filter((v) => v.includes('svc_progress'))).toEqual([]);
+      expect(
+        worker
+          .violations()
+          .slice(n)
+          .filter((v) => v.includes('svc_progress')),
+      ).toEqual([]);
     });
 
     it('publishes outcomes into SVC_OUTCOMES (with the publish ack), which the engine consumes', async () => {

@@ -64,45 +64,72 @@ describe('svc nats init --cluster', () => {
     expect(r.stdout).toContain('svc serve --nats nats://10.0.0.1:4222,nats://10.0.0.2:4222,nats://10.0.0.3:4222');
   });
 
-  it.skipIf(findNatsServer() === null)('on one machine: three servers that start as a JetStream cluster; svc sets up its layout on it with 3 replicas', async () => {
-    const dir = path.join(tmp, 'one-machine');
-    const port = await freeRun(3);
-    const clusterPort = await freeRun(3);
-    const r = await runCli(['nats', 'init', '--dir', dir, '--cluster', '3', '--port', String(port), '--cluster-port', String(clusterPort)]);
-    expect(r.code, r.stderr).toBe(0);
-    const confs = [1, 2, 3].map((n) => path.join(dir, `nats-${n}.conf`));
-    for (const f of [...confs, path.join(dir, 'engine.creds'), path.join(dir, 'worker.creds')]) expect(fs.existsSync(f), f).toBe(true);
-    expect(fs.existsSync(path.join(dir, 'nats.conf'))).toBe(false);
-    const seeds = [0, 1, 2].map((i) => `nats://127.0.0.1:${port + i}`).join(',');
-    expect(r.stdout).toContain(`svc serve --nats ${seeds} --nats-creds ${path.join(dir, 'engine.creds')}`);
-    // the same accounts in each: the operator and the preloaded account JWTs are identical
-    const tail = (f: string) => fs.readFileSync(f, 'utf8').slice(fs.readFileSync(f, 'utf8').indexOf('operator:'));
-    expect(tail(confs[1])).toBe(tail(confs[0]));
-    expect(tail(confs[2])).toBe(tail(confs[0]));
+  it.skipIf(findNatsServer() === null)(
+    'on one machine: three servers that start as a JetStream cluster; svc sets up its layout on it with 3 replicas',
+    async () => {
+      const dir = path.join(tmp, 'one-machine');
+      const port = await freeRun(3);
+      const clusterPort = await freeRun(3);
+      const r = await runCli([
+        'nats',
+        'init',
+        '--dir',
+        dir,
+        '--cluster',
+        '3',
+        '--port',
+        String(port),
+        '--cluster-port',
+        String(clusterPort),
+      ]);
+      expect(r.code, r.stderr).toBe(0);
+      const confs = [1, 2, 3].map((n) => path.join(dir, `nats-${n}.conf`));
+      for (const f of [...confs, path.join(dir, 'engine.creds'), path.join(dir, 'worker.creds')]) expect(fs.existsSync(f), f).toBe(true);
+      expect(fs.existsSync(path.join(dir, 'nats.conf'))).toBe(false);
+      const seeds = [0, 1, 2].map((i) => `nats://127.0.0.1:${port + i}`).join(',');
+      expect(r.stdout).toContain(`svc serve --nats ${seeds} --nats-creds ${path.join(dir, 'engine.creds')}`);
+      // the same accounts in each: the operator and the preloaded account JWTs are identical
+      const tail = (f: string) => fs.readFileSync(f, 'utf8').slice(fs.readFileSync(f, 'utf8').indexOf('operator:'));
+      expect(tail(confs[1])).toBe(tail(confs[0]));
+      expect(tail(confs[2])).toBe(tail(confs[0]));
 
-    servers.push(...(await Promise.all(confs.map((config) => startNatsServer({ config, timeoutMs: 15_000 })))));
-    const nc = await connectNats(seeds, { credsFile: path.join(dir, 'engine.creds'), role: 'engine', name: 'init-test' });
-    try {
-      expect(nc.info?.cluster).toBe('svc');
-      const jsm = await jetstreamManager(nc, { timeout: 3000, checkAPI: false });
-      await waitFor(() => jsm.getAccountInfo().then(() => true, () => false), 20_000, 'JetStream to have a meta leader');
-      const { replicas } = await ensureLayout(nc, jsm);
-      expect(replicas).toBe(3);
-      for (const s of LAYOUT_STREAMS) {
-        const info = await jsm.streams.info(s);
-        expect(info.config.num_replicas, s).toBe(3);
-        expect(info.cluster?.name).toBe('svc');
+      servers.push(...(await Promise.all(confs.map((config) => startNatsServer({ config, timeoutMs: 15_000 })))));
+      const nc = await connectNats(seeds, { credsFile: path.join(dir, 'engine.creds'), role: 'engine', name: 'init-test' });
+      try {
+        expect(nc.info?.cluster).toBe('svc');
+        const jsm = await jetstreamManager(nc, { timeout: 3000, checkAPI: false });
+        await waitFor(
+          () =>
+            jsm.getAccountInfo().then(
+              () => true,
+              () => false,
+            ),
+          20_000,
+          'JetStream to have a meta leader',
+        );
+        const { replicas } = await ensureLayout(nc, jsm);
+        expect(replicas).toBe(3);
+        for (const s of LAYOUT_STREAMS) {
+          const info = await jsm.streams.info(s);
+          expect(info.config.num_replicas, s).toBe(3);
+          expect(info.cluster?.name).toBe('svc');
+        }
+        // each server keeps its JetStream store apart
+        for (const n of [1, 2, 3]) expect(fs.existsSync(path.join(dir, `store-${n}`)), `store-${n}`).toBe(true);
+      } finally {
+        await nc.close();
       }
-      // each server keeps its JetStream store apart
-      for (const n of [1, 2, 3]) expect(fs.existsSync(path.join(dir, `store-${n}`)), `store-${n}`).toBe(true);
-    } finally {
-      await nc.close();
-    }
-    // a worker's credentials work on every server
-    for (let i = 0; i < 3; i++) {
-      const w = await connectNats(`nats://127.0.0.1:${port + i}`, { credsFile: path.join(dir, 'worker.creds'), role: 'worker', name: 'init-test-worker' });
-      await w.flush();
-      await w.close();
-    }
-  }, 60_000);
+      // a worker's credentials work on every server
+      for (let i = 0; i < 3; i++) {
+        const w = await connectNats(`nats://127.0.0.1:${port + i}`, {
+          credsFile: path.join(dir, 'worker.creds'),
+          role: 'worker',
+          name: 'init-test-worker',
+        });
+        await w.flush();
+        await w.close();
+      }
+    },
+    60_000,
+  );
 });

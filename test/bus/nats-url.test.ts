@@ -50,7 +50,10 @@ describe.skipIf(findNatsServer() === null)('a nats-server that requires a user a
   beforeAll(async () => {
     const port = await freePort();
     const conf = path.join(dir, 'nats.conf');
-    fs.writeFileSync(conf, `listen: 127.0.0.1:${port}\njetstream { store_dir: "${path.join(dir, 'js')}" }\nauthorization { user: svc, password: "s3cret-pw" }\n`);
+    fs.writeFileSync(
+      conf,
+      `listen: 127.0.0.1:${port}\njetstream { store_dir: "${path.join(dir, 'js')}" }\nauthorization { user: svc, password: "s3cret-pw" }\n`,
+    );
     server = await startNatsServer({ config: conf });
     url = `nats://127.0.0.1:${port}`;
   });

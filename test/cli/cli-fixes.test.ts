@@ -32,18 +32,63 @@ describe('against a fake API', () => {
   let api: Awaited<ReturnType<typeof fakeApi>>;
   let env: Record<string, string>;
   beforeAll(async () => {
-    const installs = Array.from({ length: 5000 }, (_, i) => ({ install_id: `inst_${i}`, name: `install-${i}`, app_id: 'app_1', app_config_id: 'cfg_1', labels: { n: String(i) } }));
+    const installs = Array.from({ length: 5000 }, (_, i) => ({
+      install_id: `inst_${i}`,
+      name: `install-${i}`,
+      app_id: 'app_1',
+      app_config_id: 'cfg_1',
+      labels: { n: String(i) },
+    }));
     api = await fakeApi({
       '/v1/installs': installs,
       // install versions 1, 2, 3 applied config v1, v2, then v1 again (a rollback)
       '/v1/installs/inst_1/app-config-versions': [
-        { version: 3, version_id: 'ver_three', app_config_id: 'cfg_1', old_app_config_id: 'cfg_2', app_config: { version: 1 }, status: 'succeeded' },
-        { version: 2, version_id: 'ver_two', app_config_id: 'cfg_2', old_app_config_id: 'cfg_1', app_config: { version: 2 }, status: 'succeeded' },
-        { version: 1, version_id: 'ver_one', app_config_id: 'cfg_1', old_app_config_id: null, app_config: { version: 1 }, status: 'succeeded' },
+        {
+          version: 3,
+          version_id: 'ver_three',
+          app_config_id: 'cfg_1',
+          old_app_config_id: 'cfg_2',
+          app_config: { version: 1 },
+          status: 'succeeded',
+        },
+        {
+          version: 2,
+          version_id: 'ver_two',
+          app_config_id: 'cfg_2',
+          old_app_config_id: 'cfg_1',
+          app_config: { version: 2 },
+          status: 'succeeded',
+        },
+        {
+          version: 1,
+          version_id: 'ver_one',
+          app_config_id: 'cfg_1',
+          old_app_config_id: null,
+          app_config: { version: 1 },
+          status: 'succeeded',
+        },
       ],
-      '/v1/installs/inst_1/app-config-versions/ver_three/diff': { version_id: 'ver_three', from_app_config_id: 'cfg_2', to_app_config_id: 'cfg_1', changed: true, components: { changed: [{ name: 'api', changes: [{ path: 'values.image', op: 'replace', old: 'api:2', new: 'api:1' }] }] } },
-      '/v1/installs/inst_1/app-config-versions/ver_one/diff': { version_id: 'ver_one', from_app_config_id: null, to_app_config_id: 'cfg_1', changed: true, components: { added: [{ name: 'api' }] } },
-      '/v1/installs/inst_1/app-config-versions/ver_two/diff': { version_id: 'ver_two', from_app_config_id: 'cfg_1', to_app_config_id: 'cfg_2', changed: true, components: { changed: [{ name: 'api', changes: [{ path: 'values.image', op: 'replace', old: 'api:1', new: 'api:2' }] }] } },
+      '/v1/installs/inst_1/app-config-versions/ver_three/diff': {
+        version_id: 'ver_three',
+        from_app_config_id: 'cfg_2',
+        to_app_config_id: 'cfg_1',
+        changed: true,
+        components: { changed: [{ name: 'api', changes: [{ path: 'values.image', op: 'replace', old: 'api:2', new: 'api:1' }] }] },
+      },
+      '/v1/installs/inst_1/app-config-versions/ver_one/diff': {
+        version_id: 'ver_one',
+        from_app_config_id: null,
+        to_app_config_id: 'cfg_1',
+        changed: true,
+        components: { added: [{ name: 'api' }] },
+      },
+      '/v1/installs/inst_1/app-config-versions/ver_two/diff': {
+        version_id: 'ver_two',
+        from_app_config_id: 'cfg_1',
+        to_app_config_id: 'cfg_2',
+        changed: true,
+        components: { changed: [{ name: 'api', changes: [{ path: 'values.image', op: 'replace', old: 'api:1', new: 'api:2' }] }] },
+      },
     });
     env = { SVC_API_URL: api.url, SVC_API_TOKEN: 'svc_tok', SVC_ORG_ID: 'org_1' };
   });
@@ -53,7 +98,11 @@ describe('against a fake API', () => {
     for (let i = 0; i < 5; i++) {
       // pipefail: the shell's status is svc's, not head's
       const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-        const p = spawn('bash', ['-c', `set -o pipefail; "${process.execPath}" "${BIN}" installs list | head -n 1`], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+        const p = spawn('bash', ['-c', `set -o pipefail; "${process.execPath}" "${BIN}" installs list | head -n 1`], {
+          cwd: ROOT,
+          env: { ...process.env, ...env },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
         let stdout = '';
         let stderr = '';
         p.stdout.on('data', (d) => (stdout += d));
@@ -68,7 +117,11 @@ describe('against a fake API', () => {
 
   it('a stdout closed before svc writes anything: exit 0, no stack trace', async () => {
     const r = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const p = spawn(process.execPath, [BIN, 'installs', 'list'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const p = spawn(process.execPath, [BIN, 'installs', 'list'], {
+        cwd: ROOT,
+        env: { ...process.env, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       p.stdout.destroy();
       let stderr = '';
       p.stderr.on('data', (d) => (stderr += d));
@@ -93,7 +146,7 @@ describe('against a fake API', () => {
     expect(none.stderr).toMatch(/install inst_1 has no version 7/);
   });
 
-  it('installs versions shows each version\'s config version beside its ids; installs diff takes version:N, config:N (its latest install version), N and ver_ (issue 56)', async () => {
+  it("installs versions shows each version's config version beside its ids; installs diff takes version:N, config:N (its latest install version), N and ver_ (issue 56)", async () => {
     const versions = await cli(['installs', 'versions', 'inst_1'], env);
     expect(versions.code, both(versions)).toBe(0);
     const lines = versions.stdout.trim().split('\n');
@@ -135,7 +188,9 @@ describe('against a fake API', () => {
 
     const help = await cli(['installs', 'diff', '--help'], env);
     expect(help.stdout).toMatch(/^ +version:N or N +the install version: the VERSION column of `svc installs versions`/m);
-    expect(help.stdout).toMatch(/^ +config:N +the config version: the CONFIG column .*\n +applied more than once, its latest install version/m);
+    expect(help.stdout).toMatch(
+      /^ +config:N +the config version: the CONFIG column .*\n +applied more than once, its latest install version/m,
+    );
     expect(help.stdout).toMatch(/^ +ver_… +a version id/m);
   });
 
@@ -163,18 +218,18 @@ describe('against a real svc', () => {
   });
   afterAll(() => svc.stop());
 
-  it('GET /v1/apps: the org\'s apps newest first, paged by limit and after; another org sees none', async () => {
+  it("GET /v1/apps: the org's apps newest first, paged by limit and after; another org sees none", async () => {
     const api = svc.api(org);
     const ids: string[] = [];
     for (const name of ['one', 'two', 'three']) ids.push((await api.post('/v1/apps', { name })).body.app_id);
     const all = await api.get('/v1/apps');
     expect(all.status).toBe(200);
-    expect(all.body.map((a: any) => a.name)).toEqual(['three', 'two', 'one']); // eslint-disable-line @typescript-eslint/no-explicit-any
+    expect(all.body.map((a: any) => a.name)).toEqual(['three', 'two', 'one']);
     expect(Object.keys(all.body[0]).sort()).toEqual(['app_id', 'created_at', 'name']);
     const first = await api.get('/v1/apps?limit=2');
-    expect(first.body.map((a: any) => a.app_id)).toEqual([ids[2], ids[1]]); // eslint-disable-line @typescript-eslint/no-explicit-any
+    expect(first.body.map((a: any) => a.app_id)).toEqual([ids[2], ids[1]]);
     const next = await api.get(`/v1/apps?limit=2&after=${first.body[1].app_id}`);
-    expect(next.body.map((a: any) => a.app_id)).toEqual([ids[0]]); // eslint-disable-line @typescript-eslint/no-explicit-any
+    expect(next.body.map((a: any) => a.app_id)).toEqual([ids[0]]);
     expect((await api.get('/v1/apps?limit=0')).status).toBe(400);
     expect((await api.get('/v1/apps?after=app_nope')).status).toBe(400);
     const other = svc.createOrg('other');
@@ -189,7 +244,7 @@ describe('against a real svc', () => {
     expect(lines[0]).toMatch(/^APP_ID\s+NAME\s+CREATED_AT$/);
     expect(lines[1]).toMatch(/^app_\S+\s+three\s/);
     const j = await cli(['apps', 'list', '--json', '--limit', '1'], env);
-    expect(j.json.map((a: any) => a.name)).toEqual(['three']); // eslint-disable-line @typescript-eslint/no-explicit-any
+    expect(j.json.map((a: any) => a.name)).toEqual(['three']);
     expect((await cli(['apps', 'list', '--limit', 'x'], env)).code).toBe(2);
   });
 
@@ -267,7 +322,11 @@ describe('a webhook to a target this svc refuses', () => {
     const pub = await api.post('/v1/orgs/current/webhooks', { webhook_url: 'http://93.184.216.34/hook' });
     expect(pub.status).toBe(201);
     expect(pub.body.warnings).toBeUndefined();
-    const r = await cli(['webhooks', 'create', '--url', 'http://10.1.2.3/hook'], { SVC_API_URL: svc.url, SVC_API_TOKEN: org.api_token, SVC_ORG_ID: org.org_id });
+    const r = await cli(['webhooks', 'create', '--url', 'http://10.1.2.3/hook'], {
+      SVC_API_URL: svc.url,
+      SVC_API_TOKEN: org.api_token,
+      SVC_ORG_ID: org.org_id,
+    });
     expect(r.code, both(r)).toBe(0);
     expect(r.stdout).toMatch(/created webhook wh_/);
     expect(r.stderr).toMatch(/^warning: target refused: .*private/m);

@@ -85,7 +85,10 @@ describe('usage errors exit 2 and send nothing', () => {
   it('--subscription together with --subscription-file: exit 2, "mutually exclusive"', async () => {
     const file = path.join(tmpDir(), 'sub.json');
     fs.writeFileSync(file, JSON.stringify(SUB));
-    const r = await cli(['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--subscription', JSON.stringify(SUB), '--subscription-file', file], env);
+    const r = await cli(
+      ['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--subscription', JSON.stringify(SUB), '--subscription-file', file],
+      env,
+    );
     expect(r.code, both(r)).toBe(2);
     expect(r.stderr).toMatch(/mutually exclusive/);
     const u = await cli(['webhooks', 'update', 'wh_1', '--subscription', '{}', '--subscription-file', file], env);
@@ -102,10 +105,7 @@ describe('usage errors exit 2 and send nothing', () => {
 
   it('missing token or org: exit 2, even with a closed port as the API URL', async () => {
     const closed = `http://127.0.0.1:${await closedPort()}`;
-    for (const e of [
-      { ...env, SVC_API_TOKEN: '' } as Record<string, string>,
-      { SVC_API_URL: closed, SVC_ORG_ID: 'org_1' },
-    ]) {
+    for (const e of [{ ...env, SVC_API_TOKEN: '' } as Record<string, string>, { SVC_API_URL: closed, SVC_ORG_ID: 'org_1' }]) {
       const r = await cli(['webhooks', 'list'], e);
       expect(r.code, both(r)).toBe(2);
       expect(r.stderr).toMatch(/token/i);
@@ -120,7 +120,10 @@ describe('usage errors exit 2 and send nothing', () => {
       const r = await cli(['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--subscription', doc], env);
       expect(r.code, `${doc}: ${both(r)}`).toBe(2);
     }
-    const missing = await cli(['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--subscription-file', path.join(tmpDir(), 'nope.json')], env);
+    const missing = await cli(
+      ['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--subscription-file', path.join(tmpDir(), 'nope.json')],
+      env,
+    );
     expect(missing.code, both(missing)).toBe(2);
   });
 
@@ -138,11 +141,20 @@ describe('usage errors exit 2 and send nothing', () => {
     const empty = path.join(tmpDir(), 'empty.txt');
     fs.writeFileSync(empty, '\n');
     const cases: Array<[string[], RegExp, string?]> = [
-      [['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--secret', 'inline-secret-value', '--secret-file', file], /--secret and --secret-file are mutually exclusive/],
+      [
+        ['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--secret', 'inline-secret-value', '--secret-file', file],
+        /--secret and --secret-file are mutually exclusive/,
+      ],
       [['webhooks', 'update', 'wh_1', '--secret', 'inline-secret-value', '--secret-file', file], /mutually exclusive/],
-      [['webhooks', 'update', 'wh_1', '--secret-file', file, '--remove-secret'], /--secret-file and --remove-secret are mutually exclusive/],
+      [
+        ['webhooks', 'update', 'wh_1', '--secret-file', file, '--remove-secret'],
+        /--secret-file and --remove-secret are mutually exclusive/,
+      ],
       [['webhooks', 'update', 'wh_1', '--secret-file', '-', '--remove-secret'], /mutually exclusive/, 'stdin-secret-value\n'],
-      [['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--secret-file', path.join(tmpDir(), 'nope.txt')], /cannot read --secret-file .*ENOENT/],
+      [
+        ['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--secret-file', path.join(tmpDir(), 'nope.txt')],
+        /cannot read --secret-file .*ENOENT/,
+      ],
       [['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--secret-file', empty], /is empty/],
       [['webhooks', 'update', 'wh_1', '--secret-file', '-'], /--secret-file - \(stdin\) is empty/, ''],
     ];
@@ -194,37 +206,101 @@ describe('requests and error mapping (recording server)', () => {
   let rec: Awaited<ReturnType<typeof recorder>>;
   let env: Record<string, string>;
   const WH = {
-    webhook_id: 'wh_1', webhook_url: 'http://example.test/h', has_secret: true, interests: { all_events: true }, match: null, created_at: 't', updated_at: 't',
+    webhook_id: 'wh_1',
+    webhook_url: 'http://example.test/h',
+    has_secret: true,
+    interests: { all_events: true },
+    match: null,
+    created_at: 't',
+    updated_at: 't',
     previous_secret_expires_at: '2026-01-02T00:00:00.000Z',
-    delivery_status: { last_attempt_at: '2026-01-01T10:00:00.000Z', last_outcome: 'failure', last_status_code: 503, last_error: 'HTTP 503', consecutive_failures: 2, attempts_total: 9, failures_total: 3, state: 'failing' },
+    delivery_status: {
+      last_attempt_at: '2026-01-01T10:00:00.000Z',
+      last_outcome: 'failure',
+      last_status_code: 503,
+      last_error: 'HTTP 503',
+      consecutive_failures: 2,
+      attempts_total: 9,
+      failures_total: 3,
+      state: 'failing',
+    },
   };
   const WH2 = {
-    ...WH, webhook_id: 'wh_2', webhook_url: 'http://example.test/h2', previous_secret_expires_at: null,
-    delivery_status: { last_attempt_at: null, last_outcome: null, last_status_code: null, last_error: null, consecutive_failures: 0, attempts_total: 0, failures_total: 0 },
+    ...WH,
+    webhook_id: 'wh_2',
+    webhook_url: 'http://example.test/h2',
+    previous_secret_expires_at: null,
+    delivery_status: {
+      last_attempt_at: null,
+      last_outcome: null,
+      last_status_code: null,
+      last_error: null,
+      consecutive_failures: 0,
+      attempts_total: 0,
+      failures_total: 0,
+    },
   };
-  const PLAN = { changed: true, components: { added: [], removed: [], changed: [{ name: 'api', changes: [{ path: 'values.image', op: 'replace', old: 'api:2', new: 'api:1' }] }], unchanged: [{ name: 'db' }] }, sandbox_changed: false, inputs_changed: false };
+  const PLAN = {
+    changed: true,
+    components: {
+      added: [],
+      removed: [],
+      changed: [{ name: 'api', changes: [{ path: 'values.image', op: 'replace', old: 'api:2', new: 'api:1' }] }],
+      unchanged: [{ name: 'db' }],
+    },
+    sandbox_changed: false,
+    inputs_changed: false,
+  };
   beforeAll(async () => {
     rec = await recorder((r) => {
       const u = r.url;
       if (u === '/v1/orgs/current/webhooks' && r.method === 'GET') return { status: 200, body: [WH, WH2] };
       if (u === '/v1/orgs/current/webhooks' && r.method === 'POST') {
         const b = JSON.parse(r.body);
-        if (b.webhook_url === 'bad') return { status: 400, body: { error: 'invalid_request', message: 'invalid webhook', details: [{ path: 'webhook_url', message: 'must be an absolute http or https URL' }] } };
+        if (b.webhook_url === 'bad')
+          return {
+            status: 400,
+            body: {
+              error: 'invalid_request',
+              message: 'invalid webhook',
+              details: [{ path: 'webhook_url', message: 'must be an absolute http or https URL' }],
+            },
+          };
         return { status: 201, body: WH };
       }
       if (u.startsWith('/v1/orgs/current/webhooks/') && r.method === 'PATCH') return { status: 200, body: WH };
-      if (u === '/v1/orgs/current/webhooks/wh_gone' && r.method === 'DELETE') return { status: 404, body: { error: 'not_found', message: 'no webhook wh_gone' } };
+      if (u === '/v1/orgs/current/webhooks/wh_gone' && r.method === 'DELETE')
+        return { status: 404, body: { error: 'not_found', message: 'no webhook wh_gone' } };
       if (u.startsWith('/v1/orgs/current/webhooks/') && r.method === 'DELETE') return { status: 204 };
-      if (u === '/v1/orgs/current/webhooks/wh_down/enable') return { status: 409, body: { error: 'conflict', message: 'the webhook is still disabled: its ping was not delivered (HTTP 503)' } };
-      if (u.endsWith('/enable')) return { status: 200, body: { webhook: WH2, ...(JSON.parse(r.body).recover ? { recovery_id: 'rcv_1' } : {}) } };
+      if (u === '/v1/orgs/current/webhooks/wh_down/enable')
+        return {
+          status: 409,
+          body: { error: 'conflict', message: 'the webhook is still disabled: its ping was not delivered (HTTP 503)' },
+        };
+      if (u.endsWith('/enable'))
+        return { status: 200, body: { webhook: WH2, ...(JSON.parse(r.body).recover ? { recovery_id: 'rcv_1' } : {}) } };
       if (u.endsWith('/disable')) {
         const note = JSON.parse(r.body).note;
-        return { status: 200, body: { ...WH2, delivery_status: { ...WH2.delivery_status, state: 'disabled', disabled_at: '2026-01-01T11:00:00.000Z', disabled_reason: note ?? 'manual' } } };
+        return {
+          status: 200,
+          body: {
+            ...WH2,
+            delivery_status: {
+              ...WH2.delivery_status,
+              state: 'disabled',
+              disabled_at: '2026-01-01T11:00:00.000Z',
+              disabled_reason: note ?? 'manual',
+            },
+          },
+        };
       }
-      if (u.endsWith('/ping')) return { status: 200, body: { delivered: false, status: 503, error: 'receiver answered 503', duration_ms: 3 } };
+      if (u.endsWith('/ping'))
+        return { status: 200, body: { delivered: false, status: 503, error: 'receiver answered 503', duration_ms: 3 } };
       if (u === '/v1/installs/inst_1/app-config-updates') {
         const b = JSON.parse(r.body);
-        return b.plan_only ? { status: 200, body: { plan: PLAN, applied: false } } : { status: 201, body: { plan: PLAN, applied: true, workflow_id: 'wf_9', version_id: 'ver_9' } };
+        return b.plan_only
+          ? { status: 200, body: { plan: PLAN, applied: false } }
+          : { status: 201, body: { plan: PLAN, applied: true, workflow_id: 'wf_9', version_id: 'ver_9' } };
       }
       if (u === '/v1/installs/inst_1/app-config-versions') {
         return {
@@ -235,18 +311,54 @@ describe('requests and error mapping (recording server)', () => {
           ],
         };
       }
-      if (u === '/v1/installs/inst_1/app-config-versions/ver_9/diff') return { status: 200, body: { version_id: 'ver_9', from_app_config_id: 'cfg_2', to_app_config_id: 'cfg_1', ...PLAN } };
+      if (u === '/v1/installs/inst_1/app-config-versions/ver_9/diff')
+        return { status: 200, body: { version_id: 'ver_9', from_app_config_id: 'cfg_2', to_app_config_id: 'cfg_1', ...PLAN } };
       if (u === '/v1/apps/app_1/branches/br_1/runs') return { status: 201, body: { run_id: 'run_1', workflow_id: 'wf_b' } };
-      if (u.startsWith('/v1/workflows/wf_b/steps/')) return { status: 200, body: { step_id: 'st_2', name: 'plan install group: canary', idx: 1, status: 'succeeded', approval: { status: 'approved', note: 'ok' } } };
+      if (u.startsWith('/v1/workflows/wf_b/steps/'))
+        return {
+          status: 200,
+          body: {
+            step_id: 'st_2',
+            name: 'plan install group: canary',
+            idx: 1,
+            status: 'succeeded',
+            approval: { status: 'approved', note: 'ok' },
+          },
+        };
       if (u === '/v1/workflows/wf_b') {
         return {
           status: 200,
           body: {
-            workflow_id: 'wf_b', type: 'app_branch_run', status: 'started', owner_type: 'app_branches', owner_id: 'br_1',
+            workflow_id: 'wf_b',
+            type: 'app_branch_run',
+            status: 'started',
+            owner_type: 'app_branches',
+            owner_id: 'br_1',
             steps: [
-              { step_id: 'st_2', name: 'plan install group: canary', idx: 1, status: 'awaiting_approval', execution_type: 'approval', target_type: null, target_id: null,
-                plan: { install_group: 'canary', installs: [{ install_id: 'inst_1', install_name: 'canary-1', old_app_config_id: 'cfg_2', new_app_config_id: 'cfg_1', diff: PLAN }] } },
-              { step_id: 'st_1', name: 'build components', idx: 0, status: 'succeeded', execution_type: 'skipped', target_type: null, target_id: null },
+              {
+                step_id: 'st_2',
+                name: 'plan install group: canary',
+                idx: 1,
+                status: 'awaiting_approval',
+                execution_type: 'approval',
+                target_type: null,
+                target_id: null,
+                plan: {
+                  install_group: 'canary',
+                  installs: [
+                    { install_id: 'inst_1', install_name: 'canary-1', old_app_config_id: 'cfg_2', new_app_config_id: 'cfg_1', diff: PLAN },
+                  ],
+                },
+              },
+              {
+                step_id: 'st_1',
+                name: 'build components',
+                idx: 0,
+                status: 'succeeded',
+                execution_type: 'skipped',
+                target_type: null,
+                target_id: null,
+              },
             ],
           },
         };
@@ -260,7 +372,11 @@ describe('requests and error mapping (recording server)', () => {
 
   it('sends the bearer token and org header; global flags work after the arguments and override the environment', async () => {
     const n = rec.requests.length;
-    const r = await cli(['webhooks', 'list', '--json', '--api-url', rec.url, '--token', 'flag_tok', '--org', 'org_flag'], { SVC_API_URL: 'http://127.0.0.1:1', SVC_API_TOKEN: 'env_tok', SVC_ORG_ID: 'org_env' });
+    const r = await cli(['webhooks', 'list', '--json', '--api-url', rec.url, '--token', 'flag_tok', '--org', 'org_flag'], {
+      SVC_API_URL: 'http://127.0.0.1:1',
+      SVC_API_TOKEN: 'env_tok',
+      SVC_ORG_ID: 'org_env',
+    });
     expect(r.code, both(r)).toBe(0);
     expect(r.json).toEqual([WH, WH2]); // --json: the whole objects, as the API returned them
     const [q] = since(n);
@@ -274,15 +390,21 @@ describe('requests and error mapping (recording server)', () => {
     expect(since(n)[1].headers['x-svc-org-id']).toBe('org_x');
   });
 
-  it('create sends webhook_url, secret and the document\'s keys; the secret is never printed', async () => {
+  it("create sends webhook_url, secret and the document's keys; the secret is never printed", async () => {
     const n = rec.requests.length;
     const file = path.join(tmpDir(), 'sub.json');
     fs.writeFileSync(file, JSON.stringify(SUB));
-    const r = await cli(['webhooks', 'create', '--url', 'http://example.test/h', '--secret', 'top-secret-value', '--subscription-file', file], env);
+    const r = await cli(
+      ['webhooks', 'create', '--url', 'http://example.test/h', '--secret', 'top-secret-value', '--subscription-file', file],
+      env,
+    );
     expect(r.code, both(r)).toBe(0);
     expect(both(r)).not.toContain('top-secret-value');
     expect(r.stdout).toContain('wh_1');
-    const inline = await cli(['webhooks', 'create', '--url', 'http://example.test/h', '--subscription', JSON.stringify({ interests: SUB.interests })], env);
+    const inline = await cli(
+      ['webhooks', 'create', '--url', 'http://example.test/h', '--subscription', JSON.stringify({ interests: SUB.interests })],
+      env,
+    );
     expect(inline.code, both(inline)).toBe(0);
     const plain = await cli(['webhooks', 'create', '--url', 'http://example.test/h'], env);
     expect(plain.code, both(plain)).toBe(0);
@@ -295,16 +417,20 @@ describe('requests and error mapping (recording server)', () => {
     ]);
   });
 
-  it('list: a table with the delivery status columns (LAST, FAILS in a row, ATTEMPTS, FAILURES) and the secret\'s state', async () => {
+  it("list: a table with the delivery status columns (LAST, FAILS in a row, ATTEMPTS, FAILURES) and the secret's state", async () => {
     const r = await cli(['webhooks', 'list'], env);
     expect(r.code, both(r)).toBe(0);
     const lines = r.stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^WEBHOOK_ID\s+WEBHOOK_URL\s+SECRET\s+INTERESTS\s+MATCH\s+STATE\s+LAST\s+FAILS\s+ATTEMPTS\s+FAILURES\s+CREATED_AT$/);
-    expect(lines[1]).toMatch(/^wh_1\s+http:\/\/example\.test\/h\s+rotating\s+all events\s+org-wide\s+failing\s+failure 503 2026-01-01T10:00:00\.000Z\s+2\s+9\s+3\s+t$/);
+    expect(lines[0]).toMatch(
+      /^WEBHOOK_ID\s+WEBHOOK_URL\s+SECRET\s+INTERESTS\s+MATCH\s+STATE\s+LAST\s+FAILS\s+ATTEMPTS\s+FAILURES\s+CREATED_AT$/,
+    );
+    expect(lines[1]).toMatch(
+      /^wh_1\s+http:\/\/example\.test\/h\s+rotating\s+all events\s+org-wide\s+failing\s+failure 503 2026-01-01T10:00:00\.000Z\s+2\s+9\s+3\s+t$/,
+    );
     expect(lines[2]).toMatch(/^wh_2\s+http:\/\/example\.test\/h2\s+yes\s+all events\s+org-wide\s+active\s+-\s+0\s+0\s+0\s+t$/);
   });
 
-  it('disable [--note], enable [--recover] (exit 1 with the server\'s message when the ping fails), --disable-after on create and update', async () => {
+  it("disable [--note], enable [--recover] (exit 1 with the server's message when the ping fails), --disable-after on create and update", async () => {
     const n = rec.requests.length;
     const off = await cli(['webhooks', 'disable', 'wh_2', '--note', 'migrating'], env);
     expect(off.code, both(off)).toBe(0);
@@ -328,7 +454,8 @@ describe('requests and error mapping (recording server)', () => {
     ]);
     // out of range: exit 2 before any request
     const m = rec.requests.length;
-    for (const v of ['9:1h', '50:31d', '50', 'x:1h']) expect((await cli(['webhooks', 'create', '--url', 'http://example.test/h', '--disable-after', v], env)).code, v).toBe(2);
+    for (const v of ['9:1h', '50:31d', '50', 'x:1h'])
+      expect((await cli(['webhooks', 'create', '--url', 'http://example.test/h', '--disable-after', v], env)).code, v).toBe(2);
     expect(rec.requests.length).toBe(m);
   });
 
@@ -367,7 +494,10 @@ describe('requests and error mapping (recording server)', () => {
   it('update: --remove-secret sends secret null; a subscription sends its keys; an empty document resets the subscription', async () => {
     const n = rec.requests.length;
     expect((await cli(['webhooks', 'update', 'wh_1', '--remove-secret'], env)).code).toBe(0);
-    expect((await cli(['webhooks', 'update', 'wh_1', '--secret', 'rot', '--subscription', JSON.stringify({ interests: SUB.interests })], env)).code).toBe(0);
+    expect(
+      (await cli(['webhooks', 'update', 'wh_1', '--secret', 'rot', '--subscription', JSON.stringify({ interests: SUB.interests })], env))
+        .code,
+    ).toBe(0);
     expect((await cli(['webhooks', 'update', 'wh_1', '--subscription', '{}', '--json'], env)).code).toBe(0);
     expect(since(n).map((q) => [q.method, q.url, JSON.parse(q.body)])).toEqual([
       ['PATCH', '/v1/orgs/current/webhooks/wh_1', { secret: null }],
@@ -376,7 +506,7 @@ describe('requests and error mapping (recording server)', () => {
     ]);
   });
 
-  it('API errors exit 1 with the server\'s message and the detail paths', async () => {
+  it("API errors exit 1 with the server's message and the detail paths", async () => {
     const r = await runCliProcess(['webhooks', 'create', '--url', 'bad'], env);
     expect(r.code, both(r)).toBe(1);
     expect(r.stderr).toContain('invalid webhook');
@@ -476,12 +606,16 @@ describe('against a real svc serve', () => {
     db = path.join(dir, 'svc.db');
     rx = await recorder(() => ({ status: 200, body: { ok: true } }));
     const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SVC_'))) as Record<string, string>;
-    server = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--db', db, '--allow-private-targets'], { cwd: ROOT, env: base, stdio: ['ignore', 'pipe', 'pipe'] });
+    server = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--db', db, '--allow-private-targets'], {
+      cwd: ROOT,
+      env: base,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     url = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`svc serve did not print "listening on" within 20 s:\n${serverLog}`)), 20_000);
       const onData = (d: Buffer) => {
         serverLog += d;
-        const m = /listening on (http:\/\/[A-Za-z0-9.:\[\]-]+)/.exec(serverLog);
+        const m = /listening on (http:\/\/[A-Za-z0-9.:[\]-]+)/.exec(serverLog);
         if (m) {
           clearTimeout(timer);
           resolve(m[1]);
@@ -513,11 +647,30 @@ describe('against a real svc serve', () => {
   it('create (file, inline, none), list, update, delete', async () => {
     const file = path.join(dir, 'sub.json');
     fs.writeFileSync(file, JSON.stringify(SUB));
-    const c1 = await cli(['webhooks', 'create', '--url', `${rx.url}/a`, '--secret', 'e2e-secret-1', '--subscription-file', file, '--json'], env);
+    const c1 = await cli(
+      ['webhooks', 'create', '--url', `${rx.url}/a`, '--secret', 'e2e-secret-1', '--subscription-file', file, '--json'],
+      env,
+    );
     expect(c1.code, both(c1)).toBe(0);
-    expect(c1.json).toMatchObject({ webhook_url: `${rx.url}/a`, has_secret: true, interests: SUB.interests, match: { installs: { ids: ['inst_a', 'inst_b'] } } });
+    expect(c1.json).toMatchObject({
+      webhook_url: `${rx.url}/a`,
+      has_secret: true,
+      interests: SUB.interests,
+      match: { installs: { ids: ['inst_a', 'inst_b'] } },
+    });
     expect(both(c1)).not.toContain('e2e-secret-1');
-    const c2 = await cli(['webhooks', 'create', '--url', `${rx.url}/b`, '--subscription', JSON.stringify({ interests: { resources: { sandboxes: { outcome: 'failures' } } } }), '--json'], env);
+    const c2 = await cli(
+      [
+        'webhooks',
+        'create',
+        '--url',
+        `${rx.url}/b`,
+        '--subscription',
+        JSON.stringify({ interests: { resources: { sandboxes: { outcome: 'failures' } } } }),
+        '--json',
+      ],
+      env,
+    );
     expect(c2.code, both(c2)).toBe(0);
     expect(c2.json.match).toBeNull();
     const c3 = await cli(['webhooks', 'create', '--url', `${rx.url}/c`, '--json'], env);
@@ -532,7 +685,17 @@ describe('against a real svc serve', () => {
     for (const w of [c1, c2, c3]) expect(plain.stdout).toContain(w.json.webhook_id);
 
     const id = c1.json.webhook_id;
-    const u = await cli(['webhooks', 'update', id, '--subscription', JSON.stringify({ interests: { resources: { components: { ops: ['deploy'] } } } }), '--json'], env);
+    const u = await cli(
+      [
+        'webhooks',
+        'update',
+        id,
+        '--subscription',
+        JSON.stringify({ interests: { resources: { components: { ops: ['deploy'] } } } }),
+        '--json',
+      ],
+      env,
+    );
     expect(u.code, both(u)).toBe(0);
     expect(u.json).toMatchObject({ interests: { resources: { components: { ops: ['deploy'] } } }, match: null, has_secret: true });
     const rs = await cli(['webhooks', 'update', id, '--remove-secret', '--json'], env);
@@ -598,7 +761,7 @@ describe('against a real svc serve', () => {
     expect(fail.stderr).toMatch(/not delivered \(connection refused\)/);
   }, 120_000);
 
-  it('API errors exit 1 and print the server\'s message; nothing is created', async () => {
+  it("API errors exit 1 and print the server's message; nothing is created", async () => {
     const before = (await cli(['webhooks', 'list', '--json'], env)).json.length;
     const bad = await cli(['webhooks', 'create', '--url', 'ftp://127.0.0.1/x'], env);
     expect(bad.code, both(bad)).toBe(1);
@@ -636,13 +799,23 @@ describe('against a real svc serve', () => {
   }
   const versionsOf = (id: string) => http('GET', `/v1/installs/${id}/app-config-versions`);
   const workflowOf = (id: string) => http('GET', `/v1/workflows/${id}`);
-  const cfgBody = (image: string) => ({ components: [{ name: 'api', values: { image, replicas: 2 } }, { name: 'db', values: { size: 's' } }] });
+  const cfgBody = (image: string) => ({
+    components: [
+      { name: 'api', values: { image, replicas: 2 } },
+      { name: 'db', values: { size: 's' } },
+    ],
+  });
 
   it('installs versions, rollback (--plan-only, --yes), diff, workflows get', { timeout: 60_000 }, async () => {
     const app = await http('POST', '/v1/apps', { name: 'cli-rb' });
     const v1 = await http('POST', `/v1/apps/${app.app_id}/configs`, cfgBody('api:1'));
     const v2 = await http('POST', `/v1/apps/${app.app_id}/configs`, cfgBody('api:2'));
-    const inst = await http('POST', '/v1/installs', { app_id: app.app_id, name: 'rb-1', app_config_id: v2.app_config_id, labels: { ring: 'canary' } });
+    const inst = await http('POST', '/v1/installs', {
+      app_id: app.app_id,
+      name: 'rb-1',
+      app_config_id: v2.app_config_id,
+      labels: { ring: 'canary' },
+    });
     const id = inst.install_id;
     await until('provisioned version', async () => ((await versionsOf(id))[0]?.status === 'succeeded' ? true : undefined));
     const provisioned = await cli(['installs', 'versions', id, '--json'], env);
@@ -671,7 +844,9 @@ describe('against a real svc serve', () => {
     const plainVersions = await cli(['installs', 'versions', id], env);
     expect(plainVersions.stdout).toContain(version_id);
     // install version 2 applied config v1 (from config v2); version 1 config v2
-    expect(plainVersions.stdout).toMatch(new RegExp(`^2\\s+config v1\\s+${version_id}\\s+${v1.app_config_id}\\s+config v2\\s+${v2.app_config_id}\\s`, 'm'));
+    expect(plainVersions.stdout).toMatch(
+      new RegExp(`^2\\s+config v1\\s+${version_id}\\s+${v1.app_config_id}\\s+config v2\\s+${v2.app_config_id}\\s`, 'm'),
+    );
     expect(plainVersions.stdout).toMatch(new RegExp(`^1\\s+config v2\\s+ver_\\w+\\s+${v2.app_config_id}\\s`, 'm'));
     for (const given of ['2', 'version:2', 'config:1']) {
       const d = await cli(['installs', 'diff', id, given], env);
@@ -703,10 +878,21 @@ describe('against a real svc serve', () => {
     const app = await http('POST', '/v1/apps', { name: 'cli-br' });
     const v1 = await http('POST', `/v1/apps/${app.app_id}/configs`, cfgBody('api:1'));
     const v2 = await http('POST', `/v1/apps/${app.app_id}/configs`, cfgBody('api:2'));
-    const branch = await http('POST', `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'canary', selector: { match_labels: { ring: 'canary' } } }] });
-    const inst = await http('POST', '/v1/installs', { app_id: app.app_id, name: 'br-1', app_config_id: v2.app_config_id, labels: { ring: 'canary' } });
+    const branch = await http('POST', `/v1/apps/${app.app_id}/branches`, {
+      name: 'main',
+      install_groups: [{ name: 'canary', selector: { match_labels: { ring: 'canary' } } }],
+    });
+    const inst = await http('POST', '/v1/installs', {
+      app_id: app.app_id,
+      name: 'br-1',
+      app_config_id: v2.app_config_id,
+      labels: { ring: 'canary' },
+    });
     await until('provisioned', async () => ((await versionsOf(inst.install_id))[0]?.status === 'succeeded' ? true : undefined));
-    const run = await cli(['branches', 'run', app.app_id, branch.app_branch_id, '--app-config', v1.app_config_id, '--skip-builds', '--json'], env);
+    const run = await cli(
+      ['branches', 'run', app.app_id, branch.app_branch_id, '--app-config', v1.app_config_id, '--skip-builds', '--json'],
+      env,
+    );
     expect(run.code, both(run)).toBe(0);
     const wfId = run.json.workflow_id;
     expect(typeof wfId).toBe('string');
@@ -720,13 +906,17 @@ describe('against a real svc serve', () => {
     expect(ok.code, both(ok)).toBe(0);
     const again = await cli(['workflows', 'approve', wfId, step.step_id], env);
     expect(again.code, `approving an answered step: ${both(again)}`).toBe(1);
-    await until('branch run finished', async () => (['succeeded', 'failed', 'cancelled'].includes((await workflowOf(wfId)).status) ? true : undefined), 20_000);
+    await until(
+      'branch run finished',
+      async () => (['succeeded', 'failed', 'cancelled'].includes((await workflowOf(wfId)).status) ? true : undefined),
+      20_000,
+    );
     const done = await cli(['workflows', 'get', wfId, '--json'], env);
     expect(done.code, both(done)).toBe(0);
     expect(done.json.status).toBe('succeeded');
   }, 60_000);
 
-  it('installs list on an org with no installs (another org sees none of this org\'s installs)', async () => {
+  it("installs list on an org with no installs (another org sees none of this org's installs)", async () => {
     const o = await cli(['orgs', 'create', '--name', 'cli-empty', '--db', db]);
     expect(o.code, both(o)).toBe(0);
     const env2 = { SVC_API_URL: url, SVC_API_TOKEN: o.json.api_token, SVC_ORG_ID: o.json.org_id };

@@ -6,7 +6,7 @@ import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type TestService } from '../helpers/service.ts';
 import { get, post, waitWf } from '../helpers/workflows.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const both = (r: CliResult) => `stdout: ${r.stdout}\nstderr: ${r.stderr}`;
 
@@ -77,7 +77,11 @@ describe('svc events and webhook recovery commands', () => {
   });
 
   it('attempts --failed, recover (followed to done), then everything has arrived; resend exits 1 when not delivered', async () => {
-    await waitFor(async () => (await runCli(['webhooks', 'attempts', hook, '--failed', '--json'], env)).json?.length === missed.length, 5000, 'the attempt log');
+    await waitFor(
+      async () => (await runCli(['webhooks', 'attempts', hook, '--failed', '--json'], env)).json?.length === missed.length,
+      5000,
+      'the attempt log',
+    );
     const failed = await runCli(['webhooks', 'attempts', hook, '--failed'], env);
     expect(failed.code, both(failed)).toBe(0);
     expect(failed.stdout).toContain('failure');

@@ -13,7 +13,7 @@ import { get, post, waitStep, waitWf } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 import { BIN, ROOT } from '../helpers/paths.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const SECRET = 'whsec_bGlzdGVuLXN2Yy10ZXN0LXNlY3JldA==';
 const MAX = 160;
@@ -29,7 +29,13 @@ interface ListenChild {
 const running = new Set<ChildProcess>();
 
 /** `svc listen ARGS` with TZ=UTC; resolves with its URL once it prints `listening on` (stdout, or stderr with --json). */
-function spawnListen(args: string[]): { p: Promise<ListenChild>; child: ChildProcess; exited: ListenChild['exited']; out: () => string; err: () => string } {
+function spawnListen(args: string[]): {
+  p: Promise<ListenChild>;
+  child: ChildProcess;
+  exited: ListenChild['exited'];
+  out: () => string;
+  err: () => string;
+} {
   const env: NodeJS.ProcessEnv = { ...process.env, TZ: 'UTC' };
   for (const k of Object.keys(env)) if (k.startsWith('SVC_')) delete env[k];
   const child = spawn(process.execPath, [BIN, 'listen', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -47,7 +53,11 @@ function spawnListen(args: string[]): { p: Promise<ListenChild>; child: ChildPro
   const out = () => stdout;
   const err = () => stderr;
   const p = (async () => {
-    const url = await waitFor(() => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout + stderr)?.[1] ?? null, 20_000, `svc listen ${args.join(' ')} to listen (${stderr})`);
+    const url = await waitFor(
+      () => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout + stderr)?.[1] ?? null,
+      20_000,
+      `svc listen ${args.join(' ')} to listen (${stderr})`,
+    );
     return { child, url, out, err, exited };
   })();
   return { p, child, exited, out, err };
@@ -77,8 +87,14 @@ describe('svc listen with a real svc', () => {
       spawnListen(['--port', '0', '--json']).p,
       spawnListen(['--port', '0', '--secret', SECRET, '--verbose']).p,
     ]);
-    for (const [name, l] of [['plain', plain], ['json', json], ['verbose', verbose]] as const) {
-      hooks[name] = (await post(api, HOOKS, { webhook_url: `${l.url}/hooks/${name}`, secret: SECRET, interests: { all_events: true } })).webhook_id;
+    for (const [name, l] of [
+      ['plain', plain],
+      ['json', json],
+      ['verbose', verbose],
+    ] as const) {
+      hooks[name] = (
+        await post(api, HOOKS, { webhook_url: `${l.url}/hooks/${name}`, secret: SECRET, interests: { all_events: true } })
+      ).webhook_id;
     }
     rx.set('bad', { status: 500 });
     hooks.bad = (await post(api, HOOKS, { webhook_url: rx.hook('bad') })).webhook_id;
@@ -103,35 +119,63 @@ describe('svc listen with a real svc', () => {
     const cfg = (image: string) => ({ components: [{ name: 'api', labels: { tier: 'web' }, values: { image } }] });
     const v1 = await post(api, `/v1/apps/${app.app_id}/configs`, cfg('api:1'));
     const v2 = await post(api, `/v1/apps/${app.app_id}/configs`, cfg('api:2'));
-    const install = await post(api, '/v1/installs', { app_id: app.app_id, name: 'eu-1', app_config_id: v2.app_config_id, labels: { ring: 'canary' } });
+    const install = await post(api, '/v1/installs', {
+      app_id: app.app_id,
+      name: 'eu-1',
+      app_config_id: v2.app_config_id,
+      labels: { ring: 'canary' },
+    });
     const [prov] = await get(api, `/v1/installs/${install.install_id}/workflows`);
     expect((await waitWf(api, prov.workflow_id)).status).toBe('succeeded');
     const inst = await get(api, `/v1/installs/${install.install_id}`);
 
     // approval events: a branch run's group plan, requested and approved
-    const branch = await post(api, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'canary', selector: { match_labels: { ring: 'canary' } } }] });
-    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true });
+    const branch = await post(api, `/v1/apps/${app.app_id}/branches`, {
+      name: 'main',
+      install_groups: [{ name: 'canary', selector: { match_labels: { ring: 'canary' } } }],
+    });
+    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+      app_config_id: v1.app_config_id,
+      skip_builds: true,
+    });
     const { step } = await waitStep(api, run.workflow_id, 'plan install group: canary', 'awaiting_approval');
     await post(api, `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved', note: 'ok' }, 200);
     await waitWf(api, run.workflow_id, 30_000);
 
     // health and runner events, and a producer's step with a name and an error as long as they may be
-    await fact('health', inst.install_id, { component_id: inst.components[0].component_id, verdict: 'unhealthy', reason: `p99 latency 2s ${'r'.repeat(900)}` });
+    await fact('health', inst.install_id, {
+      component_id: inst.components[0].component_id,
+      verdict: 'unhealthy',
+      reason: `p99 latency 2s ${'r'.repeat(900)}`,
+    });
     await fact('runners', inst.runner_id, { type: 'inactive', reason: `rotated\n${'x'.repeat(900)}` });
     const W = rid('wfx');
-    await fact('workflows', W, { kind: 'workflow', transition: 'started', workflow: { id: W, type: 'manual_deploy', owner_id: inst.install_id, owner_type: 'installs' } });
+    await fact('workflows', W, {
+      kind: 'workflow',
+      transition: 'started',
+      workflow: { id: W, type: 'manual_deploy', owner_id: inst.install_id, owner_type: 'installs' },
+    });
     await fact('workflows', W, {
       kind: 'workflow_step',
       transition: 'failed',
       workflow: { id: W, type: 'manual_deploy', owner_id: inst.install_id, owner_type: 'installs' },
-      step: { id: rid('stp'), name: `deploy ${'ü'.repeat(150)}\n😀 ${'n'.repeat(40)}`, idx: 0, component_id: inst.components[0].component_id },
+      step: {
+        id: rid('stp'),
+        name: `deploy ${'ü'.repeat(150)}\n😀 ${'n'.repeat(40)}`,
+        idx: 0,
+        component_id: inst.components[0].component_id,
+      },
       error: `boom\n${'e'.repeat(3990)}`,
     });
 
     // the watchdog: the failing webhook's 5th failure in a row (each fact is an event to it too)
     for (let i = 0; i < 5; i++) {
       const w = rid('wfx');
-      await fact('workflows', w, { kind: 'workflow', transition: 'started', workflow: { id: w, type: 'manual_deploy', owner_id: 'inst_ext', owner_type: 'installs' } });
+      await fact('workflows', w, {
+        kind: 'workflow',
+        transition: 'started',
+        workflow: { id: w, type: 'manual_deploy', owner_id: 'inst_ext', owner_type: 'installs' },
+      });
     }
     await waitFor(() => plain.out().includes('webhook.delivery'), 20_000, 'the watchdog event at the listener');
 
@@ -142,9 +186,16 @@ describe('svc listen with a real svc', () => {
     expect(provisioned).toBeDefined();
     expect((await api.post(`${HOOKS}/${hooks.plain}/resend`, { event_id: provisioned.id })).body).toMatchObject({ delivered: true });
     expect((await api.post(`${HOOKS}/${hooks.verbose}/resend`, { event_id: provisioned.id })).body).toMatchObject({ delivered: true });
-    const recovery = (await post(api, `${HOOKS}/${hooks.plain}/recover`, { since: '1h', only_failed: false }, 202)) as { recovery_id: string; events: number };
+    const recovery = (await post(api, `${HOOKS}/${hooks.plain}/recover`, { since: '1h', only_failed: false }, 202)) as {
+      recovery_id: string;
+      events: number;
+    };
     expect(recovery.events).toBeGreaterThan(10);
-    await waitFor(async () => (await get(api, `${HOOKS}/${hooks.plain}/recoveries/${recovery.recovery_id}`)).state === 'done', 30_000, 'the recovery');
+    await waitFor(
+      async () => (await get(api, `${HOOKS}/${hooks.plain}/recoveries/${recovery.recovery_id}`)).state === 'done',
+      30_000,
+      'the recovery',
+    );
     await svc.settled(20_000);
 
     // ---- the plain listener: every line at most 160 characters; each delivery one line
@@ -155,7 +206,16 @@ describe('svc listen with a real svc', () => {
     for (const l of deliveries) expect(l, l).toMatch(/^\d\d:\d\d:\d\d {2}\/hooks\/plain {2}[a-z_.]+ {2}\S/);
     const typeOf = (l: string) => l.split('  ')[2];
     const types = new Set(deliveries.map(typeOf));
-    for (const t of ['workflow.lifecycle', 'workflow_step.lifecycle', 'workflow_step.approval', 'component.health', 'runner.inactive', 'webhook.delivery', 'webhook.ping']) expect(types, t).toContain(t);
+    for (const t of [
+      'workflow.lifecycle',
+      'workflow_step.lifecycle',
+      'workflow_step.approval',
+      'component.health',
+      'runner.inactive',
+      'webhook.delivery',
+      'webhook.ping',
+    ])
+      expect(types, t).toContain(t);
     for (const l of deliveries) expect(typeOf(l)).not.toMatch(/^com\.svc\.|\.v\d+$/);
     // a line's time is the time it arrived (TZ=UTC here)
     const [h, m, sec] = deliveries.at(-1)!.slice(0, 8).split(':').map(Number);
@@ -164,12 +224,20 @@ describe('svc listen with a real svc', () => {
     expect(ago).toBeLessThan(120);
     // the watchdog event: the failure streak and the host, never the path, query or secret
     const watchdog = deliveries.find((l) => typeOf(l) === 'webhook.delivery' && !l.includes('[recovery'))!;
-    expect(watchdog).toMatch(new RegExp(`  webhook\\.delivery  org_\\w+…[a-z_/]*${hooks.bad}/failing  failures: 5 in a row  host: ${badHost.replace(/\./g, '\\.')}(  |$)`));
+    expect(watchdog).toMatch(
+      new RegExp(
+        `  webhook\\.delivery  org_\\w+…[a-z_/]*${hooks.bad}/failing  failures: 5 in a row  host: ${badHost.replace(/\./g, '\\.')}(  |$)`,
+      ),
+    );
     expect(watchdog).not.toContain('/h/bad');
     // the approval request names its step
-    expect(deliveries.find((l) => l.includes('/requested') && typeOf(l) === 'workflow_step.approval')).toContain('step: "plan install group: canary"');
+    expect(deliveries.find((l) => l.includes('/requested') && typeOf(l) === 'workflow_step.approval')).toContain(
+      'step: "plan install group: canary"',
+    );
     // the producer's long step: cut to fit, on one line
-    const longStep = deliveries.filter((l) => typeOf(l) === 'workflow_step.lifecycle' && l.includes('/failed  step: "deploy üü') && !l.includes('[recovery'));
+    const longStep = deliveries.filter(
+      (l) => typeOf(l) === 'workflow_step.lifecycle' && l.includes('/failed  step: "deploy üü') && !l.includes('[recovery'),
+    );
     expect(longStep).toHaveLength(1);
     expect(longStep[0]).toMatch(/step: "deploy ü+…/);
     // the marks: the resend once, the recovery on each event it sent, nothing else marked

@@ -17,7 +17,6 @@ import { ManualClock } from '../helpers/clock.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { BIN, ROOT } from '../helpers/paths.ts';
 
-
 function sink() {
   const lines: string[] = [];
   let buf = '';
@@ -66,7 +65,7 @@ async function listen(opts: Parameters<typeof startListener>[0]) {
   return l;
 }
 function deliverer() {
-  const d = testDeliverer({timeoutMs: 2000, allowPrivateTargets: true});
+  const d = testDeliverer({ timeoutMs: 2000, allowPrivateTargets: true });
   deliverers.push(d);
   return d;
 }
@@ -121,7 +120,10 @@ describe('startListener', () => {
     const l = await listen({ port: 0, secret: 'whsec_listen', out, err: sink() });
     expect(out.lines[0]).toBe(`listening on ${l.url} (verifying X-Svc-Signature and webhook-signature)`);
     const d = deliverer();
-    expect(await d.deliver({ url: l.url, secret: 'whsec_listen' }, BODY, { eventId: EVENT.id })).toMatchObject({ delivered: true, status: 204 });
+    expect(await d.deliver({ url: l.url, secret: 'whsec_listen' }, BODY, { eventId: EVENT.id })).toMatchObject({
+      delivered: true,
+      status: 204,
+    });
     expect(await d.deliver({ url: l.url, secret: 'wrong' }, BODY)).toMatchObject({ delivered: false, status: 401, error: 'HTTP 401' });
     expect(await d.deliver({ url: l.url, secret: null }, BODY)).toMatchObject({ delivered: false, status: 401 });
     // a correct signature over different bytes is still wrong
@@ -215,7 +217,9 @@ describe('startListener', () => {
   it('--verdict answers a verification request (signed, checked as any delivery) with 200 {verdict}, names its group and attempt; other events as before', async () => {
     const out = sink();
     const l = await listen({ port: 0, out, err: sink(), secret: WHSEC, verdict: 'pending' });
-    expect(out.lines[0]).toBe(`listening on ${l.url} (verifying X-Svc-Signature and webhook-signature; answering verification requests: pending)`);
+    expect(out.lines[0]).toBe(
+      `listening on ${l.url} (verifying X-Svc-Signature and webhook-signature; answering verification requests: pending)`,
+    );
     const request = JSON.stringify({
       ...EVENT,
       id: 'evt_v1',
@@ -228,7 +232,9 @@ describe('startListener', () => {
     expect(asked.status).toBe(200);
     await expect(asked.json()).resolves.toEqual({ verdict: 'pending' });
     // 160 characters at most: the request's group cut short here, behind the subject
-    expect(out.lines[1].slice(10)).toBe('/verify  rollout.verification  org_1/rollout_verification/wf_1/stp_1/requested  verification of group…  verified: webhook-signature  answered: pending');
+    expect(out.lines[1].slice(10)).toBe(
+      '/verify  rollout.verification  org_1/rollout_verification/wf_1/stp_1/requested  verification of group…  verified: webhook-signature  answered: pending',
+    );
     expect([...out.lines[1]]).toHaveLength(160);
     // unsigned: refused like any delivery, no verdict
     const unsigned = await post(`${l.url}/verify`, request);
@@ -253,7 +259,8 @@ describe('startListener', () => {
   it('names the step, install and component, a failure, a health verdict (CONTRACT 6.2 data), as far as 160 characters go', () => {
     const at = Date.parse('2025-01-02T03:04:05Z');
     const t = clockTime(at);
-    const line = (event: Record<string, unknown>, more: Partial<Parameters<typeof deliveryLine>[0]> = {}) => deliveryLine({ at, path: '/h', event, ...more });
+    const line = (event: Record<string, unknown>, more: Partial<Parameters<typeof deliveryLine>[0]> = {}) =>
+      deliveryLine({ at, path: '/h', event, ...more });
     const step = {
       type: 'com.svc.workflow_step.lifecycle.v1',
       subject: 'org_1/workflow_step/wf_1/st_1/failed',
@@ -264,34 +271,75 @@ describe('startListener', () => {
         rollout: { install_id: 'inst_1', component_id: 'cmp_1' },
       },
     };
-    expect(line(step)).toBe(`${t}  /h  workflow_step.lifecycle  org_1/workflow_step/wf_1/st_1/failed  step: "bake install group: canary"  error: "health gate: install eu-1 is unhealthy"`);
+    expect(line(step)).toBe(
+      `${t}  /h  workflow_step.lifecycle  org_1/workflow_step/wf_1/st_1/failed  step: "bake install group: canary"  error: "health gate: install eu-1 is unhealthy"`,
+    );
     // with room for it, the install too
-    expect(line({ ...step, subject: 's' })).toBe(`${t}  /h  workflow_step.lifecycle  s  step: "bake install group: canary"  error: "health gate: install eu-1 is unhealthy"  install: inst_1`);
-    const deploy = { type: 'x', subject: 's', data: { workflow: { type: 'provision', owner_id: 'inst_2', owner_type: 'installs' }, step: { name: 'deploy api', component_id: 'cmp_2' } } };
+    expect(line({ ...step, subject: 's' })).toBe(
+      `${t}  /h  workflow_step.lifecycle  s  step: "bake install group: canary"  error: "health gate: install eu-1 is unhealthy"  install: inst_1`,
+    );
+    const deploy = {
+      type: 'x',
+      subject: 's',
+      data: {
+        workflow: { type: 'provision', owner_id: 'inst_2', owner_type: 'installs' },
+        step: { name: 'deploy api', component_id: 'cmp_2' },
+      },
+    };
     expect(line(deploy)).toBe(`${t}  /h  x  s  step: "deploy api"  install: inst_2  component: cmp_2`);
     const approval = {
       type: 'com.svc.workflow_step.approval.v1',
       subject: 'org_1/workflow_step_approval/wf_1/st_2/requested',
       interests: ['event:approval.requested'],
-      data: { workflow: { type: 'app_branch_run', owner_id: 'app_1', owner_type: 'apps' }, step: { name: 'plan install group: canary' }, approval: { status: 'requested', url: 'http://127.0.0.1:8080/dashboard/orgs/org_1/workflows/wf_1#step-st_2' } },
+      data: {
+        workflow: { type: 'app_branch_run', owner_id: 'app_1', owner_type: 'apps' },
+        step: { name: 'plan install group: canary' },
+        approval: { status: 'requested', url: 'http://127.0.0.1:8080/dashboard/orgs/org_1/workflows/wf_1#step-st_2' },
+      },
     };
-    expect(line(approval)).toBe(`${t}  /h  workflow_step.approval  org_1/workflow_step_approval/wf_1/st_2/requested  step: "plan install group: canary"`);
-    const health = { type: 'com.svc.component.health.v1', subject: 's', data: { install_id: 'inst_1', component_id: 'cmp_1', health: { verdict: 'unhealthy', reason: 'p99 2s' } } };
+    expect(line(approval)).toBe(
+      `${t}  /h  workflow_step.approval  org_1/workflow_step_approval/wf_1/st_2/requested  step: "plan install group: canary"`,
+    );
+    const health = {
+      type: 'com.svc.component.health.v1',
+      subject: 's',
+      data: { install_id: 'inst_1', component_id: 'cmp_1', health: { verdict: 'unhealthy', reason: 'p99 2s' } },
+    };
     expect(line(health)).toBe(`${t}  /h  component.health  s  verdict: unhealthy (p99 2s)  install: inst_1  component: cmp_1`);
-    const wf = { type: 'com.svc.workflow.lifecycle.v1', subject: 's', sequence: '00000000000000000042', data: { workflow: { type: 'provision', owner_id: 'inst_1', owner_type: 'installs' } } };
-    expect(line(wf, { mark: '[resend]', trailer: ['verified'] })).toBe(`${t}  /h  workflow.lifecycle  s  seq 42  [resend]  workflow: provision  install: inst_1  verified`);
-    const watchdog = { type: 'com.svc.webhook.delivery.v1', subject: 'org_1/webhook_delivery/wh_1/failing', data: { webhook: { id: 'wh_1', url_host: 'example.com:8443' }, delivery: { consecutive_failures: 5, last_error: 'HTTP 500' } } };
-    expect(line(watchdog)).toBe(`${t}  /h  webhook.delivery  org_1/webhook_delivery/wh_1/failing  failures: 5 in a row  host: example.com:8443  last error: "HTTP 500"`);
+    const wf = {
+      type: 'com.svc.workflow.lifecycle.v1',
+      subject: 's',
+      sequence: '00000000000000000042',
+      data: { workflow: { type: 'provision', owner_id: 'inst_1', owner_type: 'installs' } },
+    };
+    expect(line(wf, { mark: '[resend]', trailer: ['verified'] })).toBe(
+      `${t}  /h  workflow.lifecycle  s  seq 42  [resend]  workflow: provision  install: inst_1  verified`,
+    );
+    const watchdog = {
+      type: 'com.svc.webhook.delivery.v1',
+      subject: 'org_1/webhook_delivery/wh_1/failing',
+      data: { webhook: { id: 'wh_1', url_host: 'example.com:8443' }, delivery: { consecutive_failures: 5, last_error: 'HTTP 500' } },
+    };
+    expect(line(watchdog)).toBe(
+      `${t}  /h  webhook.delivery  org_1/webhook_delivery/wh_1/failing  failures: 5 in a row  host: example.com:8443  last error: "HTTP 500"`,
+    );
     // a verification request as svc sends it: its group before its step's name (which says the same, longer)
     const verification = {
       type: 'com.svc.rollout.verification.v1',
       subject: 'org_386j6kuh0syz6w2trtw5/rollout_verification/wf_dxhoqn041kezb9hyaciy/st_1ae6ukc10u7zoed5919c/requested',
-      data: { step: { name: 'verify install group: canary' }, rollout: { run_id: 'wf_dxhoqn041kezb9hyaciy', group: 'canary', attempt: 1, installs: [] } },
+      data: {
+        step: { name: 'verify install group: canary' },
+        rollout: { run_id: 'wf_dxhoqn041kezb9hyaciy', group: 'canary', attempt: 1, installs: [] },
+      },
     };
-    expect(deliveryLine({ at, path: '/verify', event: verification, trailer: ['', 'answered: pass'] })).toMatch(/\/requested {2}verification of group canary, attempt 1 {2}(step: "verify install group: canary" {2})?answered: pass$/);
+    expect(deliveryLine({ at, path: '/verify', event: verification, trailer: ['', 'answered: pass'] })).toMatch(
+      /\/requested {2}verification of group canary, attempt 1 {2}(step: "verify install group: canary" {2})?answered: pass$/,
+    );
     // missing fields
     expect(line({ type: 'x' })).toBe(`${t}  /h  x  -`);
-    expect(deliveryLine({ at, path: '/', event: undefined, refusal: 'BAD SIGNATURE (missing)' })).toBe(`${t}  /  BAD SIGNATURE (missing)  -  -`);
+    expect(deliveryLine({ at, path: '/', event: undefined, refusal: 'BAD SIGNATURE (missing)' })).toBe(
+      `${t}  /  BAD SIGNATURE (missing)  -  -`,
+    );
   });
 
   it('a line is at most 160 characters whatever the event holds: the subject cut in the middle, free text at its end, ids left out, no line breaks', () => {
@@ -302,7 +350,11 @@ describe('startListener', () => {
       type: `com.svc.${long('t', 100)}.v1`,
       subject,
       sequence: '00000000000000000007',
-      data: { workflow: { type: long('w', 100), owner_id: id('inst'), owner_type: 'installs' }, step: { name: `${long('s', 150)}\n✓😀`, component_id: id('cmp') }, outcome: { error: long('e', 4000) } },
+      data: {
+        workflow: { type: long('w', 100), owner_id: id('inst'), owner_type: 'installs' },
+        step: { name: `${long('s', 150)}\n✓😀`, component_id: id('cmp') },
+        outcome: { error: long('e', 4000) },
+      },
     };
     for (const mark of [undefined, '[resend]', '[recovery]', '[example]']) {
       // an event as svc makes them, its step name and error as long as a producer may send
@@ -316,7 +368,13 @@ describe('startListener', () => {
       if (!mark) expect(l).toMatch(/ {2}seq 7 {2}step: "s+… {2}verified/);
       // anything at all: still one line of at most 160
       for (const path of ['/', `/${long('p', 300)}`]) {
-        const odd = deliveryLine({ at: 0, path, event: ev, mark, trailer: ['verified: X-Svc-Signature, webhook-signature (2nd of 2)', 'answered: pass'] });
+        const odd = deliveryLine({
+          at: 0,
+          path,
+          event: ev,
+          mark,
+          trailer: ['verified: X-Svc-Signature, webhook-signature (2nd of 2)', 'answered: pass'],
+        });
         expect([...odd].length, odd).toBeLessThanOrEqual(MAX_LINE);
         expect(odd).not.toMatch(/[\n\r]/);
       }
@@ -343,10 +401,11 @@ describe('startListener', () => {
     ]);
   });
 
-  it('warns when an ordering key\'s sequence skips (not for a recovery or a resend, a repeat, another key or org)', async () => {
+  it("warns when an ordering key's sequence skips (not for a recovery or a resend, a repeat, another key or org)", async () => {
     const out = sink();
     const l = await listen({ port: 0, out, err: sink() });
-    const ev = (seq: number, key = 'inst_1', org = 'org_1') => JSON.stringify({ ...EVENT, svcorgid: org, svcorderkey: key, sequence: String(seq).padStart(20, '0') });
+    const ev = (seq: number, key = 'inst_1', org = 'org_1') =>
+      JSON.stringify({ ...EVENT, svcorgid: org, svcorderkey: key, sequence: String(seq).padStart(20, '0') });
     await post(l.url, ev(1));
     await post(l.url, ev(2));
     await post(l.url, ev(5)); // 3 and 4 missed
@@ -369,7 +428,11 @@ describe('startListener', () => {
       const out = sink();
       const err = sink();
       const l = await listen({ port: 0, secret: WHSEC, verbose: true, json, out, err });
-      const headers: Record<string, string> = { ...stockHeaders(WHSEC, new Date()), 'x-svc-signature': hmacHex(WHSEC, BODY), 'x-long': 'v'.repeat(500) };
+      const headers: Record<string, string> = {
+        ...stockHeaders(WHSEC, new Date()),
+        'x-svc-signature': hmacHex(WHSEC, BODY),
+        'x-long': 'v'.repeat(500),
+      };
       expect((await post(`${l.url}/v`, BODY, headers)).status).toBe(204);
       const text = (json ? err : out).lines;
       if (json) expect(out.lines.map((x) => JSON.parse(x))).toEqual([EVENT]);
@@ -385,16 +448,19 @@ describe('startListener', () => {
       expect(all).not.toContain(headers['x-svc-signature'].slice(0, 20));
       // a refused delivery's headers too
       await post(`${l.url}/v`, BODY, { 'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' });
-      expect((json ? err : out).lines.filter((x) => x.startsWith('    webhook-signature:')).at(-1)).toBe('    webhook-signature: v1,AAAAA…');
+      expect((json ? err : out).lines.filter((x) => x.startsWith('    webhook-signature:')).at(-1)).toBe(
+        '    webhook-signature: v1,AAAAA…',
+      );
     }
   });
 });
 
 describe('startListener --forward-to', () => {
   /** Headers as a receiver compares them: hop-by-hop ones (set per connection) left out. */
-  const endToEnd = (h: http.IncomingHttpHeaders) => Object.fromEntries(Object.entries(h).filter(([k]) => !['host', 'connection'].includes(k)));
+  const endToEnd = (h: http.IncomingHttpHeaders) =>
+    Object.fromEntries(Object.entries(h).filter(([k]) => !['host', 'connection'].includes(k)));
 
-  it('forwards a verified delivery to a real receiver with the exact body and headers; the answer\'s status goes back to the sender and is printed', async () => {
+  it("forwards a verified delivery to a real receiver with the exact body and headers; the answer's status goes back to the sender and is printed", async () => {
     const out = sink();
     rx.set('fwd', { status: 202 });
     const l = await listen({ port: 0, secret: WHSEC, forwardTo: rx.hook('fwd'), out, err: sink() });
@@ -459,7 +525,7 @@ describe('startListener --forward-to', () => {
     expect(r).toMatchObject({ delivered: false, status: 500 });
     expect(rx.at('fwd-500')).toHaveLength(1);
     expect(out.lines[1].slice(10)).toBe(`/  ${EVENT_LINE}`);
-    expect(out.lines[2]).toMatch(/^  -> .*: 500 \(\d+ ms\)$/);
+    expect(out.lines[2]).toMatch(/^ {2}-> .*: 500 \(\d+ ms\)$/);
 
     const closed = http.createServer();
     await new Promise<void>((ok) => closed.listen(0, '127.0.0.1', ok));
@@ -482,8 +548,28 @@ describe('startListener --forward-to', () => {
   it('forwardableHeaders drops hop-by-hop headers (and those Connection names), keeps the rest in order with their spelling', () => {
     expect(
       forwardableHeaders([
-        'Host', 'a:1', 'Connection', 'keep-alive, X-Hop', 'Content-Length', '3', 'X-Hop', 'h', 'Webhook-Id', 'evt_1',
-        'Transfer-Encoding', 'chunked', 'X-Svc-Signature', 'ab', 'Keep-Alive', 'timeout=5', 'x-a', '1', 'x-a', '2', 'TE', 'trailers',
+        'Host',
+        'a:1',
+        'Connection',
+        'keep-alive, X-Hop',
+        'Content-Length',
+        '3',
+        'X-Hop',
+        'h',
+        'Webhook-Id',
+        'evt_1',
+        'Transfer-Encoding',
+        'chunked',
+        'X-Svc-Signature',
+        'ab',
+        'Keep-Alive',
+        'timeout=5',
+        'x-a',
+        '1',
+        'x-a',
+        '2',
+        'TE',
+        'trailers',
       ]),
     ).toEqual(['Webhook-Id', 'evt_1', 'X-Svc-Signature', 'ab', 'x-a', '1', 'x-a', '2']);
   });
@@ -544,7 +630,7 @@ describe('svc listen (CLI)', () => {
     }
   });
 
-  it('--forward-to: a verified delivery reaches the receiver with its answer\'s status printed; an unverified one is 401 and not forwarded', async () => {
+  it("--forward-to: a verified delivery reaches the receiver with its answer's status printed; an unverified one is 401 and not forwarded", async () => {
     rx.set('cli-fwd', { status: 201 });
     const p = run(['listen', '--port', '0', '--secret', WHSEC, '--forward-to', rx.hook('cli-fwd')]);
     try {
@@ -596,7 +682,13 @@ describe('svc listen (CLI)', () => {
   });
 
   it('a bad --port, --forward-to or --verdict is a usage error (exit 2)', async () => {
-    for (const args of [['--port', 'abc'], ['--port', '70000'], ['--port', '0', '--forward-to', 'not a url'], ['--port', '0', '--forward-to', 'ftp://127.0.0.1/x'], ['--port', '0', '--verdict', 'maybe']]) {
+    for (const args of [
+      ['--port', 'abc'],
+      ['--port', '70000'],
+      ['--port', '0', '--forward-to', 'not a url'],
+      ['--port', '0', '--forward-to', 'ftp://127.0.0.1/x'],
+      ['--port', '0', '--verdict', 'maybe'],
+    ]) {
       const p = run(['listen', ...args]);
       expect((await p.exited).code, args.join(' ')).toBe(2);
       if (args.includes('--forward-to')) expect(p.err()).toMatch(/--forward-to/);

@@ -6,7 +6,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../store/db.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
-import { children, dataplaneKey, sigterm, spawnService, spawnWorker, type SvcChild } from '../helpers/child-service.ts';
+import { children, dataplaneKey, sigterm, spawnService, spawnWorker } from '../helpers/child-service.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { newDbWithOrg, startService, tmpDir } from '../helpers/service.ts';
 import { Readiness } from '../../src/readiness.ts';
@@ -36,7 +36,11 @@ function startedFact(orgId: string): { id: string; subject: string; body: string
   return {
     id: W,
     subject: `svc.ingest.${orgId}.workflows.${W}`,
-    body: JSON.stringify({ kind: 'workflow', transition: 'started', workflow: { id: W, type: 'manual_deploy', owner_id: 'inst_ext', owner_type: 'installs' } }),
+    body: JSON.stringify({
+      kind: 'workflow',
+      transition: 'started',
+      workflow: { id: W, type: 'manual_deploy', owner_id: 'inst_ext', owner_type: 'installs' },
+    }),
   };
 }
 
@@ -93,7 +97,10 @@ describe('GET /readyz in process (embedded bus)', () => {
     const svc = await startService({ deliveryTimeoutMs: 4000 });
     try {
       // the same app with a readiness that is not there yet (the moment between bind and ready)
-      const early = createHttpApp({ ...svc.server.ctx, readiness: new Readiness({ subs: 'the bus subscriptions are not confirmed by the server yet' }) });
+      const early = createHttpApp({
+        ...svc.server.ctx,
+        readiness: new Readiness({ subs: 'the bus subscriptions are not confirmed by the server yet' }),
+      });
       const before = await early.request('/readyz');
       expect(before.status).toBe(503);
       expect(await before.json()).toEqual({ ready: false, reasons: ['the bus subscriptions are not confirmed by the server yet'] });
@@ -101,7 +108,10 @@ describe('GET /readyz in process (embedded bus)', () => {
 
       expect(await readyz(svc.url)).toEqual({ status: 200, body: { ready: true } });
       svc.server.readiness.notReady('nats', 'the NATS connection is down (reconnecting)');
-      expect(await readyz(svc.url)).toEqual({ status: 503, body: { ready: false, reasons: ['the NATS connection is down (reconnecting)'] } });
+      expect(await readyz(svc.url)).toEqual({
+        status: 503,
+        body: { ready: false, reasons: ['the NATS connection is down (reconnecting)'] },
+      });
       svc.server.readiness.ready('nats');
       expect((await readyz(svc.url)).status).toBe(200);
 
@@ -136,23 +146,28 @@ describe.skipIf(!HAVE_NATS)('svc serve --nats: the line is a promise', () => {
     await nats?.stop();
   });
 
-  it(`${STARTS} starts on one database: a burst of ${BURST} facts sent at the line is answered {ok: true}, every one`, async () => {
-    const { db, orgId } = newDb();
-    const t0 = Date.now();
-    const failed: string[] = [];
-    for (let i = 0; i < STARTS; i++) {
-      // no delivery threads: what makes a start slow here is not what this test is about
-      const svc = await spawnService(db, ['--nats', nats.url, '--no-local-runner', '--delivery-threads', '0']);
-      const answers = await burst(nc, orgId, BURST);
-      const bad = answers.filter((a) => a !== '{"ok":true}');
-      if (bad.length) failed.push(`start ${i + 1}: ${bad.length} of ${BURST} not ok, e.g. ${bad[0]}`);
-      expect((await sigterm(svc)).code).toBe(0);
-    }
-    console.log(`readiness: ${STARTS} starts, ${STARTS * BURST} facts sent at the line, ${failed.length} starts with failures, in ${Date.now() - t0} ms`);
-    expect(failed).toEqual([]);
-  }, 40_000 + STARTS * 6_000);
+  it(
+    `${STARTS} starts on one database: a burst of ${BURST} facts sent at the line is answered {ok: true}, every one`,
+    async () => {
+      const { db, orgId } = newDb();
+      const t0 = Date.now();
+      const failed: string[] = [];
+      for (let i = 0; i < STARTS; i++) {
+        // no delivery threads: what makes a start slow here is not what this test is about
+        const svc = await spawnService(db, ['--nats', nats.url, '--no-local-runner', '--delivery-threads', '0']);
+        const answers = await burst(nc, orgId, BURST);
+        const bad = answers.filter((a) => a !== '{"ok":true}');
+        if (bad.length) failed.push(`start ${i + 1}: ${bad.length} of ${BURST} not ok, e.g. ${bad[0]}`);
+        expect((await sigterm(svc)).code).toBe(0);
+      }
+      console.log(
+        `readiness: ${STARTS} starts, ${STARTS * BURST} facts sent at the line, ${failed.length} starts with failures, in ${Date.now() - t0} ms`,
+      );
+      expect(failed).toEqual([]);
+    },
+    40_000 + STARTS * 6_000,
+  );
 });
-
 
 /** Whether the fact of this external workflow is committed. */
 function committed(db: string, workflowId: string): boolean {
@@ -185,10 +200,14 @@ describe.skipIf(!HAVE_NATS)('GET /readyz of svc serve --nats', () => {
       expect((await fetch(`${svc.url}/healthz`)).status).toBe(200);
 
       await nats.stop();
-      const down = await waitFor(async () => {
-        const r = await readyz(svc.url);
-        return r.status === 503 ? r : null;
-      }, 10_000, '/readyz to say 503 while nats-server is down');
+      const down = await waitFor(
+        async () => {
+          const r = await readyz(svc.url);
+          return r.status === 503 ? r : null;
+        },
+        10_000,
+        '/readyz to say 503 while nats-server is down',
+      );
       expect(down.body.ready).toBe(false);
       expect((down.body.reasons ?? []).join('; ')).toMatch(/NATS connection is down/);
       expect((await fetch(`${svc.url}/healthz`)).status, 'liveness is not readiness').toBe(200);
@@ -243,10 +262,14 @@ describe.skipIf(!HAVE_NATS)('GET /readyz of svc serve --nats', () => {
       const atTerm = burst(nc, orgId, BURST);
       await nc.flush();
       svc.proc.kill('SIGTERM');
-      const notReady = await waitFor(async () => {
-        const r = await readyz(svc.url).catch(() => null);
-        return r?.status === 503 ? r : null;
-      }, 5_000, '/readyz to say 503 after SIGTERM');
+      const notReady = await waitFor(
+        async () => {
+          const r = await readyz(svc.url).catch(() => null);
+          return r?.status === 503 ? r : null;
+        },
+        5_000,
+        '/readyz to say 503 after SIGTERM',
+      );
       expect(notReady.body).toEqual({ ready: false, reasons: expect.arrayContaining(['shutting down']) });
       await lanes;
       // the ingest drain is done, the delivery drain holds: still not ready, still answering HTTP
@@ -260,9 +283,15 @@ describe.skipIf(!HAVE_NATS)('GET /readyz of svc serve --nats', () => {
         answers.filter((a) => a !== '{"ok":true}' && !/no responders/.test(a)),
         'every request was answered {ok: true} or found no responder: none accepted and left unanswered',
       ).toEqual([]);
-      expect(answers.filter((a) => /no responders/.test(a)), 'once drained, a request finds no responder (the producer sends elsewhere)').toHaveLength(8);
-      for (const x of sent.filter((y) => y.answer === '{"ok":true}')) expect(committed(db, x.id), `${x.id} answered ok, so committed`).toBe(true);
-      console.log(`readiness at SIGTERM: ${BURST} sent before the signal answered ok; the producers: ${answers.length - 8} answered ok, then 8 found no responder`);
+      expect(
+        answers.filter((a) => /no responders/.test(a)),
+        'once drained, a request finds no responder (the producer sends elsewhere)',
+      ).toHaveLength(8);
+      for (const x of sent.filter((y) => y.answer === '{"ok":true}'))
+        expect(committed(db, x.id), `${x.id} answered ok, so committed`).toBe(true);
+      console.log(
+        `readiness at SIGTERM: ${BURST} sent before the signal answered ok; the producers: ${answers.length - 8} answered ok, then 8 found no responder`,
+      );
     } finally {
       receiver.set('hang', {});
       await nc.close();
@@ -284,7 +313,11 @@ describe.skipIf(!HAVE_NATS)('svc worker: the line is a promise', () => {
       const worker = await spawnWorker(nats.url, [], { SVC_DATAPLANE_KEY: dataplaneKey(db) });
       const f = startedFact(orgId);
       expect((await ingestRequest(nc, f.subject, f.body, { timeout: 5000 })).string()).toBe('{"ok":true}');
-      const got = await waitFor(() => receiver.at('worker').find((r) => String(r.json?.subject ?? '').includes(f.id)), 10_000, 'the delivery by the worker');
+      const got = await waitFor(
+        () => receiver.at('worker').find((r) => String(r.json?.subject ?? '').includes(f.id)),
+        10_000,
+        'the delivery by the worker',
+      );
       expect(got.json.type).toMatch(/workflow/);
       expect((await sigterm(worker)).code).toBe(0);
       expect((await sigterm(svc)).code).toBe(0);

@@ -7,7 +7,7 @@ import { startService, type ApiClient, type TestService } from '../helpers/servi
 import { get, post, waitWf } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 let svc: TestService;
 let api: ApiClient;
@@ -26,16 +26,28 @@ afterAll(async () => {
 const cfg = (image: string) => ({ components: [{ name: 'api', values: { image } }] });
 
 describe('svc apps rollback, svc configs veto|unveto', () => {
-  it('veto, a refused rollback (exit 1, the reason), unveto, a plan-only rollback, then --yes --no-approval --bake: plan first, the run after', { timeout: 60_000 }, async () => {
+  it('veto, a refused rollback (exit 1, the reason), unveto, a plan-only rollback, then --yes --no-approval --bake: plan first, the run after', {
+    timeout: 60_000,
+  }, async () => {
     const app = await post(api, '/v1/apps', { name: rid('shop') });
     const v1 = await post(api, `/v1/apps/${app.app_id}/configs`, cfg('api:1'));
     const v2 = await post(api, `/v1/apps/${app.app_id}/configs`, cfg('api:2'));
-    const inst = await post(api, '/v1/installs', { app_id: app.app_id, name: rid('eu'), labels: { ring: 'canary' }, app_config_id: v1.app_config_id });
+    const inst = await post(api, '/v1/installs', {
+      app_id: app.app_id,
+      name: rid('eu'),
+      labels: { ring: 'canary' },
+      app_config_id: v1.app_config_id,
+    });
     const [prov] = await get(api, `/v1/installs/${inst.install_id}/workflows`);
     await waitWf(api, prov.workflow_id);
     const up = await post(api, `/v1/installs/${inst.install_id}/app-config-updates`, { app_config_id: v2.app_config_id });
     await waitWf(api, up.workflow_id);
-    const lone = await post(api, '/v1/installs', { app_id: app.app_id, name: rid('us'), labels: { ring: 'main' }, app_config_id: v2.app_config_id });
+    const lone = await post(api, '/v1/installs', {
+      app_id: app.app_id,
+      name: rid('us'),
+      labels: { ring: 'main' },
+      app_config_id: v2.app_config_id,
+    });
 
     const vetoed = await cli(['configs', 'veto', app.app_id, v1.app_config_id, '--reason', 'api:1 is broken'], env);
     expect(vetoed.code, vetoed.stderr).toBe(0);
@@ -43,7 +55,9 @@ describe('svc apps rollback, svc configs veto|unveto', () => {
 
     const plan = await cli(['apps', 'rollback', app.app_id, '--plan-only'], env);
     expect(plan.code, plan.stderr).toBe(0);
-    expect(plan.stdout).toContain(`group other:\n  install ${inst.name} (${inst.install_id}): ${v2.app_config_id} -> ${v1.app_config_id} VETOED: api:1 is broken`);
+    expect(plan.stdout).toContain(
+      `group other:\n  install ${inst.name} (${inst.install_id}): ${v2.app_config_id} -> ${v1.app_config_id} VETOED: api:1 is broken`,
+    );
     expect(plan.stdout).toContain('~ values.image: "api:2" -> "api:1"');
     expect(plan.stdout).toContain(`skipped ${lone.install_id}: no earlier version`);
     expect(plan.stdout).toContain('plan only: nothing was applied');
@@ -57,7 +71,32 @@ describe('svc apps rollback, svc configs veto|unveto', () => {
     expect(lifted.code, lifted.stderr).toBe(0);
     expect(lifted.json).toMatchObject({ app_config_id: v1.app_config_id, vetoed: null });
 
-    const applied = await cli(['apps', 'rollback', app.app_id, '--to', 'previous', '--selector', 'ring=canary', '--yes', '--no-approval', '--bake', '0s', '--on-bad', 'rollback', '--gate-for', '1s', '--max-parallel', '1', '--failure-budget', '50%', '--on-failure', 'halt'], env);
+    const applied = await cli(
+      [
+        'apps',
+        'rollback',
+        app.app_id,
+        '--to',
+        'previous',
+        '--selector',
+        'ring=canary',
+        '--yes',
+        '--no-approval',
+        '--bake',
+        '0s',
+        '--on-bad',
+        'rollback',
+        '--gate-for',
+        '1s',
+        '--max-parallel',
+        '1',
+        '--failure-budget',
+        '50%',
+        '--on-failure',
+        'halt',
+      ],
+      env,
+    );
     expect(applied.code, applied.stderr).toBe(0);
     const planAt = applied.stdout.indexOf(`install ${inst.name}`);
     const runAt = applied.stdout.indexOf('workflow_id');

@@ -10,7 +10,7 @@ import { startService, waitFor, type ApiClient, type TestService } from '../help
 import { appWithThreeConfigs, get, installWith, post, waitStep, waitWf } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 let svc: TestService;
 let rcv: Receiver;
@@ -32,13 +32,34 @@ afterAll(async () => {
 const cfg = (image: string) => ({ components: [{ name: 'api', values: { image } }] });
 
 describe('svc branches run / svc apps rollback --verify', () => {
-  it('branches run --verify A --verify B: both URLs are asked after the deploy; the run succeeds once both pass. apps rollback --verify: the same', { timeout: 60_000 }, async () => {
+  it('branches run --verify A --verify B: both URLs are asked after the deploy; the run succeeds once both pass. apps rollback --verify: the same', {
+    timeout: 60_000,
+  }, async () => {
     const { app, v1, v2 } = await appWithThreeConfigs(api, rid('shop'), cfg);
     const inst = await installWith(api, rid('eu'), app.app_id, v1.app_config_id, { ring: 'canary' });
-    const branch = await post(api, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'canary', install_ids: [inst.install_id] }] });
+    const branch = await post(api, `/v1/apps/${app.app_id}/branches`, {
+      name: 'main',
+      install_groups: [{ name: 'canary', install_ids: [inst.install_id] }],
+    });
     for (const name of ['cli-a', 'cli-b', 'cli-rb']) rcv.set(name, { answer: () => ({ status: 200, body: '{"verdict":"pass"}' }) });
 
-    const r = await cli(['branches', 'run', app.app_id, branch.app_branch_id, '--app-config', v2.app_config_id, '--skip-builds', '--verify', rcv.hook('cli-a'), '--verify', rcv.hook('cli-b'), '--json'], env);
+    const r = await cli(
+      [
+        'branches',
+        'run',
+        app.app_id,
+        branch.app_branch_id,
+        '--app-config',
+        v2.app_config_id,
+        '--skip-builds',
+        '--verify',
+        rcv.hook('cli-a'),
+        '--verify',
+        rcv.hook('cli-b'),
+        '--json',
+      ],
+      env,
+    );
     expect(r.code, r.stderr).toBe(0);
     const W = JSON.parse(r.stdout).workflow_id;
     const { step } = await waitStep(api, W, 'plan install group: canary', 'awaiting_approval');
@@ -48,10 +69,29 @@ describe('svc branches run / svc apps rollback --verify', () => {
     expect(done.steps.map((s: Json) => s.name)).toContain('verify install group: canary');
     expect(rcv.at('cli-a')).toHaveLength(1);
     expect(rcv.at('cli-b')).toHaveLength(1);
-    expect(rcv.at('cli-a')[0].json).toMatchObject({ type: 'com.svc.rollout.verification.v1', data: { rollout: { run_id: W, group: 'canary', attempt: 1 } } });
+    expect(rcv.at('cli-a')[0].json).toMatchObject({
+      type: 'com.svc.rollout.verification.v1',
+      data: { rollout: { run_id: W, group: 'canary', attempt: 1 } },
+    });
 
     const secret = 'whsec_ZGVtby1zZWNyZXQ=';
-    const rb = await cli(['apps', 'rollback', app.app_id, '--to', v1.app_config_id, '--yes', '--no-approval', '--verify', rcv.hook('cli-rb'), '--verify-secret', secret, '--json'], env);
+    const rb = await cli(
+      [
+        'apps',
+        'rollback',
+        app.app_id,
+        '--to',
+        v1.app_config_id,
+        '--yes',
+        '--no-approval',
+        '--verify',
+        rcv.hook('cli-rb'),
+        '--verify-secret',
+        secret,
+        '--json',
+      ],
+      env,
+    );
     expect(rb.code, rb.stderr).toBe(0);
     const rbW: string | undefined = JSON.parse(rb.stdout).workflow_id;
     expect(rbW).toBeTruthy();

@@ -39,7 +39,11 @@ describe.skipIf(!HAVE_NATS)('svc worker: the final line', () => {
       const key = dataplaneKey(db);
       const worker = await spawnWorker(nats.url, [], { SVC_DATAPLANE_KEY: key });
       const W = rid('wfx');
-      const body = JSON.stringify({ kind: 'workflow', transition: 'started', workflow: { id: W, type: 'manual_deploy', owner_id: 'inst_ext', owner_type: 'installs' } });
+      const body = JSON.stringify({
+        kind: 'workflow',
+        transition: 'started',
+        workflow: { id: W, type: 'manual_deploy', owner_id: 'inst_ext', owner_type: 'installs' },
+      });
       expect((await ingestRequest(nc, `svc.ingest.${org.org_id}.workflows.${W}`, body, { timeout: 5000 })).string()).toBe('{"ok":true}');
       await waitFor(() => receiver.at('slow').length > 0 || undefined, 10_000, 'the delivery reaching the receiver');
 

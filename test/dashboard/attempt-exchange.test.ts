@@ -12,10 +12,10 @@ import { expectAccessible, launchBrowser, screenshot, signedInPage } from '../he
 import { runCli } from '../helpers/cli.ts';
 import { get, post, waitWf } from '../helpers/workflows.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const HOOKS = '/v1/orgs/current/webhooks';
-const SECRET = 'whsec_' + Buffer.from('attempt-exchange-secret-0123456789').toString('base64');
+const SECRET = `whsec_${Buffer.from('attempt-exchange-secret-0123456789').toString('base64')}`;
 const BAD_BODY = JSON.stringify({ error: 'install_id is required', hint: '<script>alert(1)</script>' });
 
 describe('attempts keep what a receiver said', () => {
@@ -60,10 +60,14 @@ describe('attempts keep what a receiver said', () => {
   });
 
   it('the attempt list shows request and response with ?include=request,response, and not without', async () => {
-    const list: Json[] = await waitFor(async () => {
-      const d = (await get(api, `${HOOKS}/${hook}/attempts?include=request,response`)).data;
-      return d.length ? d : undefined;
-    }, 10_000, 'attempts in the log');
+    const list: Json[] = await waitFor(
+      async () => {
+        const d = (await get(api, `${HOOKS}/${hook}/attempts?include=request,response`)).data;
+        return d.length ? d : undefined;
+      },
+      10_000,
+      'attempts in the log',
+    );
     const a = list[0];
     expect(a.status_code).toBe(400);
     expect(a.response).toMatchObject({ status: 400, body: BAD_BODY, body_truncated: false });
@@ -73,7 +77,17 @@ describe('attempts keep what a receiver said', () => {
     expect(JSON.stringify(list)).not.toContain(SECRET);
 
     const plain = (await get(api, `${HOOKS}/${hook}/attempts`)).data[0];
-    expect(Object.keys(plain).sort()).toEqual(['attempted_at', 'duration_ms', 'error', 'event_id', 'outcome', 'recovery_id', 'status_code', 'subject', 'type']);
+    expect(Object.keys(plain).sort()).toEqual([
+      'attempted_at',
+      'duration_ms',
+      'error',
+      'event_id',
+      'outcome',
+      'recovery_id',
+      'status_code',
+      'subject',
+      'type',
+    ]);
     const onlyResponse = (await get(api, `${HOOKS}/${hook}/attempts?include=response`)).data[0];
     expect(onlyResponse.request).toBeUndefined();
     expect(onlyResponse.response.status).toBe(400);

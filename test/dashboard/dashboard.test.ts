@@ -12,9 +12,12 @@ import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { expectAccessible, launchBrowser, newContext, screenshot, signedInPage, signIn } from '../helpers/browser.ts';
 import { BASELINE } from '../../src/dashboard/webhook-form.ts';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
-
-const cfgBody = (image: string) => ({ components: [{ name: 'api', values: { image, replicas: 2 } }, { name: 'db', values: { size: 's' } }] });
+const cfgBody = (image: string) => ({
+  components: [
+    { name: 'api', values: { image, replicas: 2 } },
+    { name: 'db', values: { size: 's' } },
+  ],
+});
 const hmac = (secret: string, raw: Buffer) => createHmac('sha256', secret).update(raw).digest('hex');
 
 /** One Chromium for the whole file (both describes use it), closed at the end. */
@@ -39,16 +42,26 @@ describe('dashboard in a browser', () => {
     const app = (await api.post('/v1/apps', { name: `app-${name}` })).body;
     const v1 = (await api.post(`/v1/apps/${app.app_id}/configs`, cfgBody('api:1'))).body;
     const v2 = (await api.post(`/v1/apps/${app.app_id}/configs`, cfgBody('api:2'))).body;
-    const inst = (await api.post('/v1/installs', { app_id: app.app_id, name, labels, app_config_id: (on === 'v1' ? v1 : v2).app_config_id })).body;
-    await waitFor(async () => (await api.get(`/v1/installs/${inst.install_id}/app-config-versions`)).body?.[0]?.status === 'succeeded', 15_000, 'provisioned');
+    const inst = (
+      await api.post('/v1/installs', { app_id: app.app_id, name, labels, app_config_id: (on === 'v1' ? v1 : v2).app_config_id })
+    ).body;
+    await waitFor(
+      async () => (await api.get(`/v1/installs/${inst.install_id}/app-config-versions`)).body?.[0]?.status === 'succeeded',
+      15_000,
+      'provisioned',
+    );
     return { app, v1, v2, install: inst };
   }
 
   const workflowDone = (id: string) =>
-    waitFor(async () => {
-      const w = (await api.get(`/v1/workflows/${id}`)).body;
-      return ['succeeded', 'failed', 'cancelled'].includes(w?.status) ? w : undefined;
-    }, 20_000, `workflow ${id} to finish`);
+    waitFor(
+      async () => {
+        const w = (await api.get(`/v1/workflows/${id}`)).body;
+        return ['succeeded', 'failed', 'cancelled'].includes(w?.status) ? w : undefined;
+      },
+      20_000,
+      `workflow ${id} to finish`,
+    );
 
   beforeAll(async () => {
     [svc, rx, browser] = await Promise.all([startService(), startReceiver(), browserOnce()]);
@@ -117,7 +130,11 @@ describe('dashboard in a browser', () => {
 
   it('edits a scoped webhook: its match survives the save', async () => {
     const match = { installs: { ids: ['inst_b', 'inst_a'] }, components: { selector: { match_labels: { tier: 'web' } } } };
-    const created = await api.post('/v1/orgs/current/webhooks', { webhook_url: rx.hook('scoped'), interests: { resources: { installs: { ops: ['provision'] } } }, match });
+    const created = await api.post('/v1/orgs/current/webhooks', {
+      webhook_url: rx.hook('scoped'),
+      interests: { resources: { installs: { ops: ['provision'] } } },
+      match,
+    });
     expect(created.status).toBe(201);
     const id = created.body.webhook_id;
     await page.goto(`${dash}/${org.org_id}/webhooks/${id}`);
@@ -153,7 +170,10 @@ describe('dashboard in a browser', () => {
     expect((await api.get(`/v1/orgs/current/webhooks/${id}`)).body.previous_secret_expires_at).toBeNull();
 
     await page.goto(webhookPage);
-    await Promise.all([page.waitForURL((u) => u.pathname.endsWith(`/webhooks/${id}`)), page.getByRole('button', { name: 'Send test event' }).click()]);
+    await Promise.all([
+      page.waitForURL((u) => u.pathname.endsWith(`/webhooks/${id}`)),
+      page.getByRole('button', { name: 'Send test event' }).click(),
+    ]);
     const ok = page.locator('.flash.ok');
     await expect(ok.textContent()).resolves.toMatch(/Test event delivered .*HTTP 200/);
     await expect(ok.locator('dt').allTextContents()).resolves.toEqual(['Delivered', 'HTTP status', 'Error', 'Duration']);
@@ -179,14 +199,20 @@ describe('dashboard in a browser', () => {
     // a failing receiver shows the failure: not delivered, its status, on the page it was sent from
     rx.set('rotate', { status: 500 });
     await page.goto(webhookPage);
-    await Promise.all([page.waitForURL((u) => u.pathname.endsWith(`/webhooks/${id}`)), page.getByRole('button', { name: 'Send test event' }).click()]);
+    await Promise.all([
+      page.waitForURL((u) => u.pathname.endsWith(`/webhooks/${id}`)),
+      page.getByRole('button', { name: 'Send test event' }).click(),
+    ]);
     const bad = page.locator('.flash.error');
     await expect(bad.textContent()).resolves.toContain('was not delivered');
     await expect(bad.locator('dd').allTextContents()).resolves.toEqual(expect.arrayContaining(['no', '500']));
 
     // from the list, the result shows on the list
     await page.goto(`${dash}/${org.org_id}/webhooks`);
-    await Promise.all([page.waitForURL(/\/webhooks$/), page.getByRole('button', { name: `Send test event to ${rx.hook('rotate')}` }).click()]);
+    await Promise.all([
+      page.waitForURL(/\/webhooks$/),
+      page.getByRole('button', { name: `Send test event to ${rx.hook('rotate')}` }).click(),
+    ]);
     await expect(page.locator('.flash.error dd').allTextContents()).resolves.toEqual(expect.arrayContaining(['no', '500']));
 
     await page.goto(webhookPage);
@@ -300,7 +326,10 @@ describe('dashboard in a browser', () => {
     await screenshot(page, 'webhook-status');
     await expectAccessible(page, 'webhook with delivery status');
     // the API reports the same
-    expect((await api.get(`/v1/orgs/current/webhooks/${failing.webhook_id}`)).body.delivery_status).toMatchObject({ last_outcome: 'failure', consecutive_failures: 3 });
+    expect((await api.get(`/v1/orgs/current/webhooks/${failing.webhook_id}`)).body.delivery_status).toMatchObject({
+      last_outcome: 'failure',
+      consecutive_failures: 3,
+    });
     await api.del(`/v1/orgs/current/webhooks/${failing.webhook_id}`);
     await api.del(`/v1/orgs/current/webhooks/${fresh.webhook_id}`);
   });
@@ -345,15 +374,31 @@ describe('dashboard in a browser', () => {
     await screenshot(page, 'workflow-rollback');
     await expectAccessible(page, 'finished workflow');
     const versions = (await api.get(`/v1/installs/${install.install_id}/app-config-versions`)).body;
-    expect(versions[0]).toMatchObject({ app_config_id: v1.app_config_id, old_app_config_id: v2.app_config_id, workflow_id: wfId, status: 'succeeded' });
+    expect(versions[0]).toMatchObject({
+      app_config_id: v1.app_config_id,
+      old_app_config_id: v2.app_config_id,
+      workflow_id: wfId,
+      status: 'succeeded',
+    });
     expect((await api.get(`/v1/installs/${install.install_id}`)).body.app_config_id).toBe(v1.app_config_id);
   }, 60_000);
 
   it('approves a branch-run group plan with a note', async () => {
     const { app, v1, install } = await makeInstall('br-1', { ring: 'canary' }, 'v2');
-    const branch = (await api.post(`/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'canary', selector: { match_labels: { ring: 'canary' } } }] })).body;
-    const run = (await api.post(`/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true })).body;
-    const step = await waitFor(async () => (await api.get(`/v1/workflows/${run.workflow_id}`)).body?.steps?.find((s: any) => s.status === 'awaiting_approval'), 15_000, 'approval');
+    const branch = (
+      await api.post(`/v1/apps/${app.app_id}/branches`, {
+        name: 'main',
+        install_groups: [{ name: 'canary', selector: { match_labels: { ring: 'canary' } } }],
+      })
+    ).body;
+    const run = (
+      await api.post(`/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true })
+    ).body;
+    const step = await waitFor(
+      async () => (await api.get(`/v1/workflows/${run.workflow_id}`)).body?.steps?.find((s: any) => s.status === 'awaiting_approval'),
+      15_000,
+      'approval',
+    );
     expect(step.name).toBe('plan install group: canary');
 
     await page.goto(`${dash}/${org.org_id}/workflows/${run.workflow_id}`);
@@ -387,9 +432,20 @@ describe('dashboard in a browser', () => {
     const { app, v1, install } = await makeInstall('br-2', { ring: 'early' }, 'v2');
     await page.goto(`${dash}/${org.org_id}`);
     await expect(page.getByRole('link', { name: 'Approvals', exact: true }).count()).resolves.toBe(1);
-    const branch = (await api.post(`/v1/apps/${app.app_id}/branches`, { name: 'release', install_groups: [{ name: 'early', selector: { match_labels: { ring: 'early' } } }] })).body;
-    const run = (await api.post(`/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true })).body;
-    const step = await waitFor(async () => (await api.get(`/v1/workflows/${run.workflow_id}`)).body?.steps?.find((s: any) => s.status === 'awaiting_approval'), 15_000, 'approval');
+    const branch = (
+      await api.post(`/v1/apps/${app.app_id}/branches`, {
+        name: 'release',
+        install_groups: [{ name: 'early', selector: { match_labels: { ring: 'early' } } }],
+      })
+    ).body;
+    const run = (
+      await api.post(`/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true })
+    ).body;
+    const step = await waitFor(
+      async () => (await api.get(`/v1/workflows/${run.workflow_id}`)).body?.steps?.find((s: any) => s.status === 'awaiting_approval'),
+      15_000,
+      'approval',
+    );
 
     // the navigation counts it and leads to it
     await page.goto(`${dash}/${org.org_id}`);
@@ -402,7 +458,9 @@ describe('dashboard in a browser', () => {
     await expect(wfLink.getAttribute('href')).resolves.toBe(`/dashboard/${org.org_id}/workflows/${run.workflow_id}`);
     // the plan, as the workflow page shows it: the install by name, its labels, the config change and diff
     await expect(card.textContent()).resolves.toContain('Plan for install group early: 1 install(s)');
-    await expect(card.getByRole('link', { name: 'br-2', exact: true }).getAttribute('href')).resolves.toBe(`/dashboard/${org.org_id}/installs/${install.install_id}`);
+    await expect(card.getByRole('link', { name: 'br-2', exact: true }).getAttribute('href')).resolves.toBe(
+      `/dashboard/${org.org_id}/installs/${install.install_id}`,
+    );
     await expect(card.locator('ul.diff').textContent()).resolves.toContain('"api:2" → "api:1"');
     await screenshot(page, 'approvals');
     await expectAccessible(page, 'approvals');
@@ -425,9 +483,20 @@ describe('dashboard in a browser', () => {
 
   it('rejects from the approvals page: the run fails and the rest is cancelled', async () => {
     const { app, v1, install } = await makeInstall('br-3', { ring: 'late' }, 'v2');
-    const branch = (await api.post(`/v1/apps/${app.app_id}/branches`, { name: 'hotfix', install_groups: [{ name: 'late', install_ids: [install.install_id] }] })).body;
-    const run = (await api.post(`/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true })).body;
-    const step = await waitFor(async () => (await api.get(`/v1/workflows/${run.workflow_id}`)).body?.steps?.find((s: any) => s.status === 'awaiting_approval'), 15_000, 'approval');
+    const branch = (
+      await api.post(`/v1/apps/${app.app_id}/branches`, {
+        name: 'hotfix',
+        install_groups: [{ name: 'late', install_ids: [install.install_id] }],
+      })
+    ).body;
+    const run = (
+      await api.post(`/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true })
+    ).body;
+    const step = await waitFor(
+      async () => (await api.get(`/v1/workflows/${run.workflow_id}`)).body?.steps?.find((s: any) => s.status === 'awaiting_approval'),
+      15_000,
+      'approval',
+    );
     await page.goto(`${dash}/${org.org_id}/approvals`);
     const card = page.locator(`#approval-${run.workflow_id}-${step.step_id}`);
     await card.getByLabel('Note (optional)').fill('not now');
@@ -444,10 +513,14 @@ describe('dashboard in a browser', () => {
     await api.post('/v1/orgs/current/webhooks', { webhook_url: rx.hook('links') });
     const wf = (await api.post(`/v1/installs/${install.install_id}/reprovision`)).body;
     await workflowDone(wf.workflow_id);
-    const events = await waitFor(() => {
-      const got = rx.at('links').map((r) => r.json);
-      return got.some((e) => e.subject.endsWith(`/workflow/${wf.workflow_id}/succeeded`)) ? got : undefined;
-    }, 10_000, 'events');
+    const events = await waitFor(
+      () => {
+        const got = rx.at('links').map((r) => r.json);
+        return got.some((e) => e.subject.endsWith(`/workflow/${wf.workflow_id}/succeeded`)) ? got : undefined;
+      },
+      10_000,
+      'events',
+    );
     const links = new Set<string>();
     for (const e of events) for (const u of Object.values(e.data.links) as string[]) links.add(u);
     const kinds = new Set(events.flatMap((e) => Object.keys(e.data.links)));
@@ -522,14 +595,27 @@ describe('dashboard over HTTP', () => {
 
   const get = (p: string, cookie?: string) => fetch(dash + p, { redirect: 'manual', headers: cookie ? { cookie } : {} });
   const post = (p: string, form: Record<string, string>, cookie?: string) =>
-    fetch(dash + p, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded', ...(cookie ? { cookie } : {}) }, body: new URLSearchParams(form) });
-  const cookieOf = (res: Response, name: string) => res.headers.getSetCookie().find((c) => c.startsWith(`${name}=`))?.split(';')[0];
+    fetch(dash + p, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', ...(cookie ? { cookie } : {}) },
+      body: new URLSearchParams(form),
+    });
+  const cookieOf = (res: Response, name: string) =>
+    res.headers
+      .getSetCookie()
+      .find((c) => c.startsWith(`${name}=`))
+      ?.split(';')[0];
   const csrfIn = (html: string) => /name="csrf" value="([^"]+)"/.exec(html)?.[1];
 
   async function login(creds: OrgCreds, next?: string) {
     const form = await get('/login');
     const loginCookie = cookieOf(form, 'svc_login_csrf')!;
-    const res = await post('/login', { csrf: csrfIn(await form.text())!, org_id: creds.org_id, api_token: creds.api_token, ...(next ? { next } : {}) }, loginCookie);
+    const res = await post(
+      '/login',
+      { csrf: csrfIn(await form.text())!, org_id: creds.org_id, api_token: creds.api_token, ...(next ? { next } : {}) },
+      loginCookie,
+    );
     return { res, session: cookieOf(res, 'svc_session') };
   }
 
@@ -575,7 +661,9 @@ describe('dashboard over HTTP', () => {
     expect(set).toMatch(/Path=\/dashboard/);
     expect((await get(`/${org.org_id}`, session)).status).toBe(200);
 
-    expect((await login(org, `/dashboard/${org.org_id}/settings?x=1`)).res.headers.get('location')).toBe(`/dashboard/${org.org_id}/settings?x=1`);
+    expect((await login(org, `/dashboard/${org.org_id}/settings?x=1`)).res.headers.get('location')).toBe(
+      `/dashboard/${org.org_id}/settings?x=1`,
+    );
     for (const bad of ['https://evil.example/', '//evil.example/x', '/\\evil.example', '/v1/installs', 'javascript:alert(1)']) {
       expect((await login(org, bad)).res.headers.get('location'), bad).toBe(`/dashboard/${org.org_id}`);
     }
@@ -593,7 +681,15 @@ describe('dashboard over HTTP', () => {
   });
 
   it('every page but login redirects to login with next when signed out', async () => {
-    for (const p of [`/${org.org_id}`, `/${org.org_id}/installs`, `/${org.org_id}/webhooks`, `/${org.org_id}/settings`, `/${org.org_id}/workflows/wf_x`, `/${org.org_id}/installs/i/sandbox`, `/${org.org_id}/anything`]) {
+    for (const p of [
+      `/${org.org_id}`,
+      `/${org.org_id}/installs`,
+      `/${org.org_id}/webhooks`,
+      `/${org.org_id}/settings`,
+      `/${org.org_id}/workflows/wf_x`,
+      `/${org.org_id}/installs/i/sandbox`,
+      `/${org.org_id}/anything`,
+    ]) {
       const res = await get(p);
       expect(res.status, p).toBe(302);
       expect(res.headers.get('location'), p).toBe(`/dashboard/login?next=${encodeURIComponent(`/dashboard${p}`)}`);
@@ -609,7 +705,15 @@ describe('dashboard over HTTP', () => {
     const { session } = await login(org);
     const b = svc.api(other);
     const wh = (await b.post('/v1/orgs/current/webhooks', { webhook_url: 'http://127.0.0.1:9/x' })).body;
-    for (const p of [`/${other.org_id}`, `/${other.org_id}/webhooks`, `/${org.org_id}/webhooks/${wh.webhook_id}`, `/${org.org_id}/installs/inst_nope`, `/${org.org_id}/workflows/wf_nope`, `/${org.org_id}/nope`, '/nope/deeper/still']) {
+    for (const p of [
+      `/${other.org_id}`,
+      `/${other.org_id}/webhooks`,
+      `/${org.org_id}/webhooks/${wh.webhook_id}`,
+      `/${org.org_id}/installs/inst_nope`,
+      `/${org.org_id}/workflows/wf_nope`,
+      `/${org.org_id}/nope`,
+      '/nope/deeper/still',
+    ]) {
       const res = await get(p, session);
       expect(res.status, p).toBe(404);
       expect(res.headers.get('content-type'), p).toMatch(/^text\/html/);
@@ -679,7 +783,9 @@ describe('dashboard over HTTP', () => {
     expect(res.status).toBe(303);
     expect(res.headers.get('location')).toBe(`/dashboard/${org.org_id}/workflows/${wfId}`);
     expect((await api.get(`/v1/workflows/${wfId}`)).body.status).toBe('cancelled');
-    const after = await (await get(`/${org.org_id}/workflows/${wfId}`, cookieOf(res, 'svc_flash') ? `${session}; ${cookieOf(res, 'svc_flash')}` : session)).text();
+    const after = await (
+      await get(`/${org.org_id}/workflows/${wfId}`, cookieOf(res, 'svc_flash') ? `${session}; ${cookieOf(res, 'svc_flash')}` : session)
+    ).text();
     expect(after).not.toContain('data-refresh-seconds');
     expect(after).not.toContain('app.js');
     expect(after).toContain('Workflow cancelled.');
@@ -725,7 +831,9 @@ describe('dashboard over HTTP', () => {
       expect(r.headers.get('location')).toBe(`/ops/dash/login?next=${encodeURIComponent(`/ops/dash/${o.org_id}`)}`);
       const login = await fetch(`${s2.url}/ops/dash/login`);
       // over https the login CSRF cookie is a __Host- cookie (for the path /: no sibling subdomain can set it)
-      expect(login.headers.getSetCookie()[0]).toMatch(/^__Host-svc_login_csrf=[^;]+; Max-Age=3600; Path=\/; HttpOnly; Secure; SameSite=Lax/);
+      expect(login.headers.getSetCookie()[0]).toMatch(
+        /^__Host-svc_login_csrf=[^;]+; Max-Age=3600; Path=\/; HttpOnly; Secure; SameSite=Lax/,
+      );
       const old = await fetch(`${s2.url}/dashboard/login`);
       expect(old.status).toBe(404);
       expect(await old.json()).toMatchObject({ error: 'not_found' });

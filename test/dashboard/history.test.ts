@@ -12,7 +12,7 @@ import { dashboardSession } from '../helpers/dashboard.ts';
 import { get, post, waitWf } from '../helpers/workflows.ts';
 import { ATTEMPTS_PAGE } from '../../src/dashboard/pages/webhook-history.tsx';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const HOOKS = '/v1/orgs/current/webhooks';
 
@@ -51,12 +51,17 @@ describe('dashboard: events, attempts, recover and resend', () => {
 
   /** The attempt log of the webhook (outcomes reach it in batches: wait for `n` of them). */
   const attemptsAtLeast = (n: number) =>
-    waitFor(async () => {
-      const d = (await get(api, `${HOOKS}/${hook}/attempts?limit=500`)).data;
-      return d.length >= n ? d : undefined;
-    }, 10_000, `${n} attempts in the log`);
+    waitFor(
+      async () => {
+        const d = (await get(api, `${HOOKS}/${hook}/attempts?limit=500`)).data;
+        return d.length >= n ? d : undefined;
+      },
+      10_000,
+      `${n} attempts in the log`,
+    );
 
-  const rowIds = (p: Page, table: string) => p.locator(`${table} tbody tr`).evaluateAll((rows) => rows.map((r) => r.getAttribute('data-event-id')));
+  const rowIds = (p: Page, table: string) =>
+    p.locator(`${table} tbody tr`).evaluateAll((rows) => rows.map((r) => r.getAttribute('data-event-id')));
 
   beforeAll(async () => {
     [svc, rx, browser] = await Promise.all([startService(), startReceiver(), launchBrowser()]);
@@ -132,11 +137,15 @@ describe('dashboard: events, attempts, recover and resend', () => {
       await p.clock.runFor(3000);
       await reloaded;
       // until done (then no refresh any more)
-      await waitFor(async () => {
-        if ((await p.locator('#recovery-state').textContent()) === 'done') return true;
-        await p.reload();
-        return false;
-      }, 30_000, 'the recovery page to say done');
+      await waitFor(
+        async () => {
+          if ((await p.locator('#recovery-state').textContent()) === 'done') return true;
+          await p.reload();
+          return false;
+        },
+        30_000,
+        'the recovery page to say done',
+      );
       await expect(p.locator('#recovery-attempted').textContent()).resolves.toBe(String(failedIds.length));
       await expect(p.locator('#recovery-succeeded').textContent()).resolves.toBe(String(failedIds.length));
       await expect(p.locator('#recovery-failed').textContent()).resolves.toBe('0');
@@ -164,7 +173,10 @@ describe('dashboard: events, attempts, recover and resend', () => {
     const before = rx.at('down').length;
     await page.getByLabel('Since', { exact: true }).fill('soon');
     await page.getByLabel('Only the events that never got through to it (failed or missed)').uncheck();
-    const [res] = await Promise.all([page.waitForResponse((r) => r.url().endsWith('/recover')), page.getByRole('button', { name: 'Recover' }).click()]);
+    const [res] = await Promise.all([
+      page.waitForResponse((r) => r.url().endsWith('/recover')),
+      page.getByRole('button', { name: 'Recover' }).click(),
+    ]);
     expect(res.status()).toBe(400);
     await page.waitForLoadState();
     await expect(page.locator('#recover [role=alert]').textContent()).resolves.toContain('since');
@@ -206,7 +218,10 @@ describe('dashboard: events, attempts, recover and resend', () => {
     const oldestFirst = (await get(api, '/v1/events?limit=500')).data as Json[]; // the API's order
     const all = [...oldestFirst].reverse(); // the page's: newest first (CONTRACT 7)
     await page.goto(`${dash}/${org.org_id}`);
-    await Promise.all([page.waitForURL(/\/events$/), page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Events' }).click()]);
+    await Promise.all([
+      page.waitForURL(/\/events$/),
+      page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Events' }).click(),
+    ]);
     await expect(page.title()).resolves.toBe('Events · svc');
     expect(await rowIds(page, '#events-table')).toEqual(all.map((e) => e.id));
     await screenshot(page, 'events');
@@ -293,9 +308,17 @@ describe('dashboard: events, attempts, recover and resend', () => {
     await expectAccessible(page, 'event page');
 
     const seen = rx.at('down').length;
-    await Promise.all([page.waitForURL(new RegExp(`/events/${id}$`)), card.getByRole('button', { name: `Resend to ${rx.hook('down')}` }).click()]);
+    await Promise.all([
+      page.waitForURL(new RegExp(`/events/${id}$`)),
+      card.getByRole('button', { name: `Resend to ${rx.hook('down')}` }).click(),
+    ]);
     await expect(page.locator('.flash.ok').textContent()).resolves.toContain('delivered, HTTP 200');
-    expect(rx.at('down').slice(seen).map((x) => [x.json.id, x.headers['x-svc-recovery']])).toEqual([[id, 'resend']]);
+    expect(
+      rx
+        .at('down')
+        .slice(seen)
+        .map((x) => [x.json.id, x.headers['x-svc-recovery']]),
+    ).toEqual([[id, 'resend']]);
     await expect(page.locator(`#event-attempts [data-webhook-id="${hook}"] tbody tr`).count()).resolves.toBe(3);
   });
 

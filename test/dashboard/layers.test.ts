@@ -18,11 +18,10 @@ describe('views through services', () => {
   it('no file of src/dashboard or src/http imports store/ or reads ctx.db', () => {
     const files = [...sources('src/dashboard'), ...sources('src/http')];
     expect(files.length).toBeGreaterThan(20);
-    const offenders = files
-      .filter((f) => {
-        const text = fs.readFileSync(path.join(ROOT, f), 'utf8');
-        return /from '(\.\.\/)+store\//.test(text) || /\bctx\.db\b/.test(text);
-      });
+    const offenders = files.filter((f) => {
+      const text = fs.readFileSync(path.join(ROOT, f), 'utf8');
+      return /from '(\.\.\/)+store\//.test(text) || /\bctx\.db\b/.test(text);
+    });
     expect(offenders).toEqual([]);
   });
 });

@@ -21,7 +21,11 @@ describe('dashboard sign-in', () => {
       headers: { 'content-type': 'application/x-www-form-urlencoded', ...(cookie ? { cookie } : {}), ...extra },
       body: new URLSearchParams(form),
     });
-  const cookieOf = (res: Response, name: string) => res.headers.getSetCookie().find((c) => c.startsWith(`${name}=`))?.split(';')[0];
+  const cookieOf = (res: Response, name: string) =>
+    res.headers
+      .getSetCookie()
+      .find((c) => c.startsWith(`${name}=`))
+      ?.split(';')[0];
   const csrfIn = (html: string) => /name="csrf" value="([^"]+)"/.exec(html)?.[1];
   /** A fresh browser's sign-in form: its cookie and the form's token. */
   async function form(cookie?: string): Promise<{ cookie: string; csrf: string }> {
@@ -39,7 +43,7 @@ describe('dashboard sign-in', () => {
   });
   afterAll(async () => svc?.stop());
 
-  it('a CSRF value of the visitor\'s choosing (cookie tossing), another browser\'s token, an expired form or a form posted from another site is refused (403)', async () => {
+  it("a CSRF value of the visitor's choosing (cookie tossing), another browser's token, an expired form or a form posted from another site is refused (403)", async () => {
     // the old double-submit check: any equal cookie and field passed
     const chosen = 'A'.repeat(43);
     expect((await signIn({ cookie: `svc_login_csrf=${chosen}`, csrf: chosen }, org)).status).toBe(403);
@@ -76,7 +80,10 @@ describe('dashboard sign-in', () => {
     try {
       const o = s2.createOrg('https-login');
       const page = await fetch(`${s2.url}/dash/login`);
-      const hostCookie = page.headers.getSetCookie().find((c) => c.startsWith('__Host-svc_login_csrf='))!.split(';')[0];
+      const hostCookie = page.headers
+        .getSetCookie()
+        .find((c) => c.startsWith('__Host-svc_login_csrf='))!
+        .split(';')[0];
       const csrf = csrfIn(await page.text())!;
       const send = (cookie: string) =>
         fetch(`${s2.url}/dash/login`, {

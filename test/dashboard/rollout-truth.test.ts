@@ -11,14 +11,28 @@ import { ManualClock } from '../helpers/clock.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { expectAccessible, launchBrowser, screenshot, signedInPage } from '../helpers/browser.ts';
 import { verificationsOf } from '../../src/domain/verification.ts';
-import { appWithThreeConfigs, get, installWith as installWithHistory, post, waitStep, waitWf, healthVerdict } from '../helpers/workflows.ts';
+import {
+  appWithThreeConfigs,
+  get,
+  installWith as installWithHistory,
+  post,
+  waitStep,
+  waitWf,
+  healthVerdict,
+} from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 import { getWorkflow } from '../../store/workflows.ts';
 import { startReceiver } from '../helpers/receiver.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
-const cfg = (image: string) => ({ sandbox: { size: 'small' }, components: [{ name: 'api', values: { image } }, { name: 'worker', values: { image: 'worker:1' } }] });
+const cfg = (image: string) => ({
+  sandbox: { size: 'small' },
+  components: [
+    { name: 'api', values: { image } },
+    { name: 'worker', values: { image: 'worker:1' } },
+  ],
+});
 
 let svc: TestService;
 let org: OrgCreds;
@@ -48,19 +62,32 @@ const installWith = (appId: string, cfgId: string, labels: Record<string, string
   installWithHistory(api, rid('inst'), appId, cfgId, labels, then);
 
 /** A health checker's verdict on one component (CONTRACT 5.2), answered once committed. */
-const verdict = (install: Json, component: string, v: string, reason?: string) => healthVerdict(svc, org.org_id, install, component, v, reason);
+const verdict = (install: Json, component: string, v: string, reason?: string) =>
+  healthVerdict(svc, org.org_id, install, component, v, reason);
 
 const section = (heading: string | RegExp) => page.locator('section').filter({ has: page.getByRole('heading', { name: heading }) });
 
 describe('the rollout page tells what each gate saw', () => {
-  it('a degraded blip shorter than `for`: each verdict of the bake with how long it lasted, the blip tolerated by `for`; the window waited for by name; each verification answer', { timeout: 120_000 }, async () => {
+  it('a degraded blip shorter than `for`: each verdict of the bake with how long it lasted, the blip tolerated by `for`; the window waited for by name; each verification answer', {
+    timeout: 120_000,
+  }, async () => {
     const rcv = await startReceiver();
     try {
       const { app, v1, v2 } = await app3();
       const x = await installWith(app.app_id, v1.app_config_id);
-      const branch = await post(api, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'canary', install_ids: [x.install_id] }] });
+      const branch = await post(api, `/v1/apps/${app.app_id}/branches`, {
+        name: 'main',
+        install_groups: [{ name: 'canary', install_ids: [x.install_id] }],
+      });
       // a deny window over the first half hour of the day holds the install
-      await post(api, `/v1/apps/${app.app_id}/change-windows`, { name: 'midnight freeze', kind: 'deny', days: ['wed'], start: '00:00', duration: '30m', time_zone: 'UTC' });
+      await post(api, `/v1/apps/${app.app_id}/change-windows`, {
+        name: 'midnight freeze',
+        kind: 'deny',
+        days: ['wed'],
+        start: '00:00',
+        duration: '30m',
+        time_zone: 'UTC',
+      });
       let asked = 0;
       rcv.set('truth', { answer: () => (asked++ === 0 ? { status: 202 } : { status: 200, body: '{"verdict":"pass"}' }) });
       await verdict(x, 'api', 'healthy');
@@ -75,16 +102,26 @@ describe('the rollout page tells what each gate saw', () => {
       await post(api, `/v1/workflows/${W}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
 
       // held by the window: named, and for how long so far
-      await waitFor(async () => (await get(api, `/v1/workflows/${W}`)).steps.some((s: Json) => s.name.startsWith('wait') && s.status === 'started'), 10_000, 'the wait for the window');
+      await waitFor(
+        async () => (await get(api, `/v1/workflows/${W}`)).steps.some((s: Json) => s.name.startsWith('wait') && s.status === 'started'),
+        10_000,
+        'the wait for the window',
+      );
       clock.advance(5 * 60_000);
       await page.goto(`${dash}/${org.org_id}/workflows/${W}`);
-      await expect(page.locator('.window-wait').first().textContent()).resolves.toMatch(/^Held by change window midnight freeze for 5 min so far; starts when it opens/);
+      await expect(page.locator('.window-wait').first().textContent()).resolves.toMatch(
+        /^Held by change window midnight freeze for 5 min so far; starts when it opens/,
+      );
       await screenshot(page, 'rollout-truth-window');
 
       // the window closes: the install deploys, verification asks (pending, then pass)
       clock.advance(25 * 60_000);
       await waitFor(() => rcv.at('truth').length === 1, 15_000, 'the first verification request');
-      await waitFor(async () => JSON.stringify(await get(api, `/v1/workflows/${W}`)).includes('"verify install group: canary"'), 5000, 'verify step');
+      await waitFor(
+        async () => JSON.stringify(await get(api, `/v1/workflows/${W}`)).includes('"verify install group: canary"'),
+        5000,
+        'verify step',
+      );
       await svc.settled();
       clock.advance(10_000);
       await waitStep(api, W, 'bake install group: canary', 'started');
@@ -112,12 +149,23 @@ describe('the rollout page tells what each gate saw', () => {
       expect(blip[5]).toBe("tolerated by the gate's for (10 s): bad for 4 s, it ended before lasting 10 s");
       expect(back[0]).toMatch(/^\+7 s/);
       expect(back[4]).toBe("13 s (to the bake's end)");
-      await expect(bake.locator('.bake-left').textContent()).resolves.toBe("Passed: the 20s bake ended without a trip; 1 bad verdict was tolerated, ending before it lasted the gate's for (10 s).");
+      await expect(bake.locator('.bake-left').textContent()).resolves.toBe(
+        "Passed: the 20s bake ended without a trip; 1 bad verdict was tolerated, ending before it lasted the gate's for (10 s).",
+      );
       // each verification request's answer
-      const answers = (await section(/^Group 1: canary/).locator('ol.verify-answers li').allTextContents()).map((t) => t.replace(/\s+/g, ' ').trim());
-      expect(answers).toEqual([`+0 s ${rcv.hook('truth')} request 1: pending HTTP 202`, `+10 s ${rcv.hook('truth')} request 2: pass HTTP 200`]);
+      const answers = (
+        await section(/^Group 1: canary/)
+          .locator('ol.verify-answers li')
+          .allTextContents()
+      ).map((t) => t.replace(/\s+/g, ' ').trim());
+      expect(answers).toEqual([
+        `+0 s ${rcv.hook('truth')} request 1: pending HTTP 202`,
+        `+10 s ${rcv.hook('truth')} request 2: pass HTTP 200`,
+      ]);
       // the window waited for, by name, and how long
-      await expect(page.locator('.window-wait').first().textContent()).resolves.toMatch(/^Waited 30 min for change window midnight freeze \(until /);
+      await expect(page.locator('.window-wait').first().textContent()).resolves.toMatch(
+        /^Waited 30 min for change window midnight freeze \(until /,
+      );
       const html = await page.content();
       expect(html).not.toContain('cw_'); // windows by name, never by id
       await screenshot(page, 'rollout-truth-passed');
@@ -130,7 +178,9 @@ describe('the rollout page tells what each gate saw', () => {
 });
 
 describe("the overview's recent workflows", () => {
-  it('include branch runs and fleet rollbacks, one waiting for approval marked, each with what it is for', { timeout: 90_000 }, async () => {
+  it('include branch runs and fleet rollbacks, one waiting for approval marked, each with what it is for', {
+    timeout: 90_000,
+  }, async () => {
     // an org of its own: only this test's workflows
     const other = svc.createOrg('dash-overview-rollouts');
     const theirs = svc.api(other);
@@ -138,8 +188,14 @@ describe("the overview's recent workflows", () => {
     try {
       const { app, v1, v2 } = await appWithThreeConfigs(theirs, rid('shop'), cfg);
       const x = await installWithHistory(theirs, rid('inst'), app.app_id, v1.app_config_id, {}, [v2.app_config_id]);
-      const branch = await post(theirs, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'all', install_ids: [x.install_id] }] });
-      const run = await post(theirs, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true });
+      const branch = await post(theirs, `/v1/apps/${app.app_id}/branches`, {
+        name: 'main',
+        install_groups: [{ name: 'all', install_ids: [x.install_id] }],
+      });
+      const run = await post(theirs, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+        app_config_id: v1.app_config_id,
+        skip_builds: true,
+      });
       await waitStep(theirs, run.workflow_id, 'plan install group: all', 'awaiting_approval');
       await post(theirs, `/v1/workflows/${run.workflow_id}/cancel`, undefined, 200);
       await waitWf(theirs, run.workflow_id);
@@ -156,8 +212,12 @@ describe("the overview's recent workflows", () => {
       expect(rows.find((r) => r.includes(run.workflow_id))).toContain(`branch main of app ${app.name}`);
       expect(rows.find((r) => r.includes(run.workflow_id))).not.toContain('awaiting approval');
       expect(rows.filter((r) => r.includes(x.name)).length).toBeGreaterThanOrEqual(2); // the install's own workflows too
-      await expect(recent.getByRole('link', { name: 'awaiting approval' }).getAttribute('href')).resolves.toBe(`/dashboard/${other.org_id}/approvals`);
-      await expect(recent.getByRole('link', { name: 'app_rollback' }).getAttribute('href')).resolves.toBe(`/dashboard/${other.org_id}/workflows/${RB}`);
+      await expect(recent.getByRole('link', { name: 'awaiting approval' }).getAttribute('href')).resolves.toBe(
+        `/dashboard/${other.org_id}/approvals`,
+      );
+      await expect(recent.getByRole('link', { name: 'app_rollback' }).getAttribute('href')).resolves.toBe(
+        `/dashboard/${other.org_id}/workflows/${RB}`,
+      );
       await p2.screenshot({ path: '/tmp/overview-rollouts.png', fullPage: true });
       await screenshot(p2, 'overview-rollouts');
       await expectAccessible(p2, 'overview with rollouts');
@@ -169,7 +229,9 @@ describe("the overview's recent workflows", () => {
 });
 
 describe('the fleet-rollback form', () => {
-  it("takes a verification (URL, secret, interval) that reaches the run's params; the secret signs the requests and is never shown", { timeout: 90_000 }, async () => {
+  it("takes a verification (URL, secret, interval) that reaches the run's params; the secret signs the requests and is never shown", {
+    timeout: 90_000,
+  }, async () => {
     const rcv = await startReceiver();
     try {
       const { app, v1, v2 } = await app3();
@@ -200,7 +262,13 @@ describe('the fleet-rollback form', () => {
       const W = new URL(page.url()).pathname.split('/').at(-1)!;
       const wf = getWorkflow(svc.server.ctx.db, W)!;
       expect(wf.type).toBe('app_rollback');
-      expect(verificationsOf(wf.params)).toEqual([expect.objectContaining({ url: `${rcv.hook('form')}?token=hidden`, secret: 'whsec_c2VjcmV0IG9mIHRoZSBmb3JtIHRlc3Q=', interval: '20s' })]);
+      expect(verificationsOf(wf.params)).toEqual([
+        expect.objectContaining({
+          url: `${rcv.hook('form')}?token=hidden`,
+          secret: 'whsec_c2VjcmV0IG9mIHRoZSBmb3JtIHRlc3Q=',
+          interval: '20s',
+        }),
+      ]);
       await expect(page.locator('dl.facts').first().textContent()).resolves.toContain(`${rcv.hook('form')} (every 20s`);
       // asked, signed with the secret
       await waitFor(() => rcv.at('form').length >= 1, 15_000, 'the verification request');

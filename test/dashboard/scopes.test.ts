@@ -11,7 +11,7 @@ import { dashboardSession } from '../helpers/dashboard.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { get, post, waitStep, waitWf } from '../helpers/workflows.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 let svc: TestService;
 let receiver: Receiver;
@@ -68,7 +68,9 @@ describe('a read session', () => {
     await page.goto(`${dash}/${org.org_id}/workflows/${run.workflow_id}`);
     await expect(page.getByRole('button', { name: 'Approve' }).count()).resolves.toBe(0);
     await expect(page.getByRole('button', { name: 'Cancel workflow' }).count()).resolves.toBe(0);
-    await expect(page.getByText('Approving or rejecting needs a token with scope deploy or admin; this session\'s token has scope read.').count()).resolves.toBe(1);
+    await expect(
+      page.getByText("Approving or rejecting needs a token with scope deploy or admin; this session's token has scope read.").count(),
+    ).resolves.toBe(1);
     await expect(page.getByText(/Started by/).count()).resolves.toBe(1);
     await expectAccessible(page, 'workflow page, read session');
     await screenshot(page, 'scopes-read-workflow');
@@ -88,18 +90,36 @@ describe('a read session', () => {
 
   it('a write posted anyway is 403 naming the scope, changes nothing, and is kept in the audit log', async () => {
     const s = await dashboardSession(dash, statusPage);
-    const r = await s.submit(`/${org.org_id}/workflows/${run.workflow_id}`, `/${org.org_id}/workflows/${run.workflow_id}/steps/${stepId}/approval`, { response: 'approved' });
+    const r = await s.submit(
+      `/${org.org_id}/workflows/${run.workflow_id}`,
+      `/${org.org_id}/workflows/${run.workflow_id}/steps/${stepId}/approval`,
+      { response: 'approved' },
+    );
     expect(r.status).toBe(403);
     expect(await r.text()).toMatch(/needs a token with scope deploy/);
-    expect((await get(admin, `/v1/workflows/${run.workflow_id}`)).steps.find((x: Json) => x.step_id === stepId).status).toBe('awaiting_approval');
+    expect((await get(admin, `/v1/workflows/${run.workflow_id}`)).steps.find((x: Json) => x.step_id === stepId).status).toBe(
+      'awaiting_approval',
+    );
     const log = (await get(admin, `/v1/audit?actor=${statusPage.token_id}`)).data;
-    expect(log).toContainEqual(expect.objectContaining({ action: 'steps.approve', resource_id: stepId, status: 403, actor: { token_id: statusPage.token_id, token_name: 'status-page' } }));
+    expect(log).toContainEqual(
+      expect.objectContaining({
+        action: 'steps.approve',
+        resource_id: stepId,
+        status: 403,
+        actor: { token_id: statusPage.token_id, token_name: 'status-page' },
+      }),
+    );
     // a form that does not validate is refused before any change, as the API refuses it, the scope first
     const veto = await s.submit(`/${org.org_id}/apps/${appId}`, `/${org.org_id}/apps/${appId}/configs/${v1}/veto`, { reason: '' });
     expect(veto.status).toBe(403);
     const d = await dashboardSession(dash, ciDeploy);
-    expect((await d.submit(`/${org.org_id}/apps/${appId}`, `/${org.org_id}/apps/${appId}/configs/${v1}/veto`, { reason: '' })).status).toBe(303);
-    const vetoes = (await get(admin, `/v1/audit?action=configs.veto&resource_id=${v1}`)).data.map((e: Json) => [e.actor.token_name, e.status]);
+    expect((await d.submit(`/${org.org_id}/apps/${appId}`, `/${org.org_id}/apps/${appId}/configs/${v1}/veto`, { reason: '' })).status).toBe(
+      303,
+    );
+    const vetoes = (await get(admin, `/v1/audit?action=configs.veto&resource_id=${v1}`)).data.map((e: Json) => [
+      e.actor.token_name,
+      e.status,
+    ]);
     expect(vetoes).toEqual([
       ['status-page', 403],
       ['ci-deploy', 400],
@@ -144,14 +164,19 @@ describe('a webhooks session', () => {
     const hooks = svc.createToken(org, 'webhooks', 'ci-hooks');
     const webhookId = (await get(admin, '/v1/orgs/current/webhooks'))[0].webhook_id;
     const s = await dashboardSession(dash, hooks);
-    const r = await s.submit(`/${org.org_id}/webhooks/${webhookId}`, `/${org.org_id}/webhooks/${webhookId}/recover`, { since: '1h', only_failed: '1' });
+    const r = await s.submit(`/${org.org_id}/webhooks/${webhookId}`, `/${org.org_id}/webhooks/${webhookId}/recover`, {
+      since: '1h',
+      only_failed: '1',
+    });
     expect(r.status).toBe(303);
     const at = r.headers.get('location')!;
     expect(at).toMatch(/\/recoveries\/rcv_/);
     const html = await (await s.get(at.slice(at.indexOf(`/${org.org_id}/`)))).text();
     expect(html).toMatch(/Started by[\s\S]*ci-hooks/);
     const rcv = at.slice(at.lastIndexOf('/') + 1);
-    expect((await get(admin, `/v1/audit?resource_id=${rcv}`)).data).toEqual([expect.objectContaining({ action: 'webhooks.recover', status: 202, actor: { token_id: hooks.token_id, token_name: 'ci-hooks' } })]);
+    expect((await get(admin, `/v1/audit?resource_id=${rcv}`)).data).toEqual([
+      expect.objectContaining({ action: 'webhooks.recover', status: 202, actor: { token_id: hooks.token_id, token_name: 'ci-hooks' } }),
+    ]);
   });
 });
 
@@ -198,7 +223,7 @@ describe('an admin session', () => {
     expect(await ids()).toEqual([...mine].reverse());
   });
 
-  it('creates a token of a chosen scope on the token page; the table shows each token\'s scope', async () => {
+  it("creates a token of a chosen scope on the token page; the table shows each token's scope", async () => {
     const page = await pageAs(org);
     await page.goto(`${dash}/${org.org_id}/settings`);
     await page.getByLabel('Name (optional)').fill('grafana');

@@ -14,16 +14,27 @@ import { newDbWithOrg, startService, type OrgCreds, type TestService } from '../
 import { openDb } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
 
-const cookieOf = (res: Response, name: string) => res.headers.getSetCookie().find((c) => c.startsWith(`${name}=`))?.split(';')[0];
+const cookieOf = (res: Response, name: string) =>
+  res.headers
+    .getSetCookie()
+    .find((c) => c.startsWith(`${name}=`))
+    ?.split(';')[0];
 const csrfIn = (html: string) => /name="csrf" value="([^"]+)"/.exec(html)?.[1];
 
 /** A browser of the dashboard at `dash`; with `from`, its connections leave from that local address. */
 function browser(dash: string, from?: Agent) {
   const send = (url: string, req: RequestInit): Promise<Response> =>
-    from ? (undiciFetch(url, { ...(req as object), dispatcher: from } as Parameters<typeof undiciFetch>[1]) as unknown as Promise<Response>) : fetch(url, req);
+    from
+      ? (undiciFetch(url, { ...(req as object), dispatcher: from } as Parameters<typeof undiciFetch>[1]) as unknown as Promise<Response>)
+      : fetch(url, req);
   const get = (p: string, cookie?: string) => send(dash + p, { redirect: 'manual', headers: cookie ? { cookie } : {} });
   const post = (p: string, form: Record<string, string>, cookie: string, headers: Record<string, string> = {}) =>
-    send(dash + p, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded', cookie, ...headers }, body: new URLSearchParams(form) });
+    send(dash + p, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie, ...headers },
+      body: new URLSearchParams(form),
+    });
   async function form(): Promise<{ cookie: string; csrf: string }> {
     const res = await get('/login');
     return { cookie: cookieOf(res, 'svc_login_csrf')!, csrf: csrfIn(await res.text())! };
@@ -117,17 +128,28 @@ describe('svc serve --trust-proxy (a child process)', () => {
     let peak = before;
     const statuses = new Map<number, number>();
     for (let i = 0; i < 200; i++) {
-      const r = await fetch(`${dash}/login`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: f.cookie, 'x-forwarded-for': `10.0.${i >> 8}.${i & 255}` }, body });
+      const r = await fetch(`${dash}/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: f.cookie, 'x-forwarded-for': `10.0.${i >> 8}.${i & 255}` },
+        body,
+      });
       await r.arrayBuffer();
       statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
       peak = Math.max(peak, rss());
     }
-    expect([...statuses.keys()].every((s) => s >= 400 && s < 500), JSON.stringify([...statuses])).toBe(true);
+    expect(
+      [...statuses.keys()].every((s) => s >= 400 && s < 500),
+      JSON.stringify([...statuses]),
+    ).toBe(true);
     expect(statuses.get(413)).toBe(200);
     expect(peak - before).toBeLessThanOrEqual(64 * 1024 * 1024);
     expect((await fetch(`${svc.url}/healthz`)).status).toBe(200);
     // a body just over 8 KiB is refused too; a form with a well-formed id still works
-    const over = await fetch(`${dash}/login`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `org_id=${'o'.repeat(8 * 1024)}` });
+    const over = await fetch(`${dash}/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: `org_id=${'o'.repeat(8 * 1024)}`,
+    });
     expect(over.status).toBe(413);
     expect((await ui.signIn(b.org_id, b.api_token)).status).toBe(303);
   }, 120_000);
@@ -152,7 +174,7 @@ describe('without --trust-proxy (in process)', () => {
     await svc?.stop();
   });
 
-  it("failures from a socket bound to 127.0.0.2 lock out that address only; X-Forwarded-For is ignored (no escape, no framing)", async () => {
+  it('failures from a socket bound to 127.0.0.2 lock out that address only; X-Forwarded-For is ignored (no escape, no framing)', async () => {
     const from2 = browser(dash, at2);
     for (let i = 0; i < 5; i++) expect((await from2.signIn(b.org_id, a.api_token)).status).toBe(401);
     // a header naming another address changes nothing: the connection's address counts

@@ -30,9 +30,14 @@ describe('dashboard: the delivery watchdog', () => {
     for (let i = 0; i < n; i++) await producer.fact(org.org_id);
   };
   /** the chart's counts summed over its 24 bars (a test may run across an hour's end) */
-  const totals = async (p: Page) => (await hours(p)).reduce((a, h) => ({ success: a.success + h.success, failure: a.failure + h.failure }), { success: 0, failure: 0 });
+  const totals = async (p: Page) =>
+    (await hours(p)).reduce((a, h) => ({ success: a.success + h.success, failure: a.failure + h.failure }), { success: 0, failure: 0 });
   const hours = (p: Page) =>
-    p.locator('#attempts-chart g.hour').evaluateAll((gs) => gs.map((g) => ({ success: Number(g.getAttribute('data-success')), failure: Number(g.getAttribute('data-failure')) })));
+    p
+      .locator('#attempts-chart g.hour')
+      .evaluateAll((gs) =>
+        gs.map((g) => ({ success: Number(g.getAttribute('data-success')), failure: Number(g.getAttribute('data-failure')) })),
+      );
 
   beforeAll(async () => {
     [svc, rx, browser] = await Promise.all([startService(), startReceiver(), launchBrowser()]);
@@ -69,10 +74,17 @@ describe('dashboard: the delivery watchdog', () => {
     expect(bars).toHaveLength(24);
     expect(await totals(page)).toEqual({ success: 0, failure: 10 });
     expect(bars.filter((h) => h.failure > 0).length).toBeLessThanOrEqual(2);
-    expect(await page.locator('#attempts-chart > title').textContent()).toBe('Attempts per hour over the last 24 hours: 0 succeeded, 10 failed.');
+    expect(await page.locator('#attempts-chart > title').textContent()).toBe(
+      'Attempts per hour over the last 24 hours: 0 succeeded, 10 failed.',
+    );
     // each bar drawn to the axis' scale (its top is 10): 10 failures fill the 108 px plot
     const drawn = await page.locator('#attempts-chart g.hour').evaluateAll((gs) =>
-      gs.filter((g) => g.querySelector('rect.bar-failure')).map((g) => ({ n: Number(g.getAttribute('data-failure')), h: Number(g.querySelector('rect.bar-failure')!.getAttribute('height')) })),
+      gs
+        .filter((g) => g.querySelector('rect.bar-failure'))
+        .map((g) => ({
+          n: Number(g.getAttribute('data-failure')),
+          h: Number(g.querySelector('rect.bar-failure')!.getAttribute('height')),
+        })),
     );
     expect(drawn.reduce((a, d) => a + d.n, 0)).toBe(10);
     for (const d of drawn) expect(d.h).toBeCloseTo((108 * d.n) / 10, 5);
@@ -95,9 +107,20 @@ describe('dashboard: the delivery watchdog', () => {
     await expect.poll(() => page.locator('.flash.ok').innerText()).toMatch(/enabled; catching up \(recovery rcv_/);
     expect(await page.locator('#watchdog-badge').innerText()).toBe('active');
     // the 10 that failed and the 4 it missed while disabled, once each, with X-Svc-Recovery
-    await waitFor(() => rx.at('down').slice(before).filter((r) => r.headers['x-svc-recovery']).length >= 14, 15_000, 'the catch-up');
+    await waitFor(
+      () =>
+        rx
+          .at('down')
+          .slice(before)
+          .filter((r) => r.headers['x-svc-recovery']).length >= 14,
+      15_000,
+      'the catch-up',
+    );
     await svc.settled();
-    const caught = rx.at('down').slice(before).filter((r) => r.headers['x-svc-recovery']);
+    const caught = rx
+      .at('down')
+      .slice(before)
+      .filter((r) => r.headers['x-svc-recovery']);
     expect(new Set(caught.map((r) => r.json.id)).size).toBe(14);
     expect(caught.length).toBe(14);
     // outcomes reach the attempt log in batches

@@ -15,7 +15,12 @@ describe('webhook form', () => {
   });
 
   it('round-trips a per-resource subscription and its match', () => {
-    const interests = { resources: { runners: { ops: ['unhealthy'], outcome: 'failures' as const }, components: { outcome: 'none' as const, component_health: true } } };
+    const interests = {
+      resources: {
+        runners: { ops: ['unhealthy'], outcome: 'failures' as const },
+        components: { outcome: 'none' as const, component_health: true },
+      },
+    };
     const match = { components: { ids: ['cmp_1'] } };
     const s = formStateOf({ interests, match });
     expect(interestsOf(s)).toEqual(interests);
@@ -26,16 +31,30 @@ describe('webhook form', () => {
     const { flagsOf } = await import('../../src/dashboard/webhook-form.ts');
     expect(flagsOf('webhooks')).toEqual(['delivery_failing', 'delivery_recovered', 'delivery_disabled']);
     expect(flagsOf('installs')).not.toContain('delivery_failing');
-    const body = createBodyOf(form({ webhook_url: 'https://x.example/h', res_webhooks_enabled: '1', res_webhooks_outcome: 'all', res_webhooks_delivery_failing: '1', res_webhooks_delivery_disabled: '1' }));
-    expect(body.ok && body.value.interests).toEqual({ resources: { webhooks: { outcome: 'all', delivery_failing: true, delivery_disabled: true } } });
+    const body = createBodyOf(
+      form({
+        webhook_url: 'https://x.example/h',
+        res_webhooks_enabled: '1',
+        res_webhooks_outcome: 'all',
+        res_webhooks_delivery_failing: '1',
+        res_webhooks_delivery_disabled: '1',
+      }),
+    );
+    expect(body.ok && body.value.interests).toEqual({
+      resources: { webhooks: { outcome: 'all', delivery_failing: true, delivery_disabled: true } },
+    });
     const interests = { resources: { webhooks: { ops: ['delivery' as const], delivery_recovered: true } } };
-    expect(interestsOf(formStateOf({ interests }))).toEqual({ resources: { webhooks: { ops: ['delivery'], outcome: 'all', delivery_recovered: true } } });
+    expect(interestsOf(formStateOf({ interests }))).toEqual({
+      resources: { webhooks: { ops: ['delivery'], outcome: 'all', delivery_recovered: true } },
+    });
   });
 
   it('validates with the API schemas', () => {
     expect(createBodyOf(form({ webhook_url: 'ftp://x' })).ok).toBe(false);
     const none = createBodyOf(form({ webhook_url: 'https://x.example/h' }));
-    expect(none.ok ? none.value : none.errors).toEqual([{ path: 'interests.resources', message: 'resources must name at least one resource' }]);
+    expect(none.ok ? none.value : none.errors).toEqual([
+      { path: 'interests.resources', message: 'resources must name at least one resource' },
+    ]);
     const bad = patchBodyOf(form({ all_events: '1', match: '{oops' }));
     expect(bad.ok).toBe(false);
     const rotate = patchBodyOf(form({ all_events: '1', secret_action: 'rotate', new_secret: 's3' }));
@@ -43,7 +62,12 @@ describe('webhook form', () => {
     const hardCut = patchBodyOf(form({ all_events: '1', secret_action: 'rotate', new_secret: 's3', previous_secret_ttl: '0' }));
     expect(hardCut.ok && hardCut.value).toEqual({ interests: { all_events: true }, match: null, secret: 's3' });
     const overlap = patchBodyOf(form({ all_events: '1', secret_action: 'rotate', new_secret: 's3', previous_secret_ttl: '3600' }));
-    expect(overlap.ok && overlap.value).toEqual({ interests: { all_events: true }, match: null, secret: 's3', previous_secret_ttl_s: 3600 });
+    expect(overlap.ok && overlap.value).toEqual({
+      interests: { all_events: true },
+      match: null,
+      secret: 's3',
+      previous_secret_ttl_s: 3600,
+    });
     // the overlap choice is ignored unless the secret is rotated (the API refuses it alone)
     const kept = patchBodyOf(form({ all_events: '1', secret_action: 'keep', previous_secret_ttl: '86400' }));
     expect(kept.ok && kept.value).toEqual({ interests: { all_events: true }, match: null });
@@ -61,12 +85,16 @@ describe('webhook form', () => {
 
   it('answers a subscription over the limits of CONTRACT 8 with errors naming the path', () => {
     const ids = (n: number) => Array.from({ length: n }, (_, i) => `i${i}`);
-    const over = createBodyOf(form({ webhook_url: 'https://x.example/h', all_events: '1', match: JSON.stringify({ installs: { ids: ids(1001) } }) }));
+    const over = createBodyOf(
+      form({ webhook_url: 'https://x.example/h', all_events: '1', match: JSON.stringify({ installs: { ids: ids(1001) } }) }),
+    );
     expect(over.ok ? over.value : over.errors.map((e) => e.path)).toEqual(['match.installs.ids']);
     const labels = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`k${i}`, 'v']));
     const tooMany = patchBodyOf(form({ all_events: '1', match: JSON.stringify({ components: { selector: { match_labels: labels } } }) }));
     expect(tooMany.ok ? tooMany.value : tooMany.errors.map((e) => e.path)).toEqual(['match.components.selector.match_labels']);
-    const big = createBodyOf(form({ webhook_url: 'https://x.example/h', all_events: '1', match: JSON.stringify({ installs: { ids: ['x'.repeat(17_000)] } }) }));
+    const big = createBodyOf(
+      form({ webhook_url: 'https://x.example/h', all_events: '1', match: JSON.stringify({ installs: { ids: ['x'.repeat(17_000)] } }) }),
+    );
     expect(big.ok ? big.value : big.errors.map((e) => e.path)).toEqual(['match']);
   });
 

@@ -14,7 +14,7 @@ import type { DeliveryOutcome } from '../../src/outcomes/outcome.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startReceiver } from '../helpers/receiver.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 describe('failed attempts in the log', () => {
   it("writes each failing webhook's first failure, then one count per webhook every 10 s, then nothing", async () => {
@@ -24,9 +24,21 @@ describe('failed attempts in the log', () => {
     const rx = await startReceiver();
     const subs = ['wh_1', 'wh_2'].map((id) => {
       rx.set(`${id}/secret-path`, { status: 500 });
-      return new WebhookSubscriber({ webhook_id: id, org_id: 'org_a', url: `${rx.hook(id)}/secret-path?token=x`, interests: null, match: null } as unknown as WebhookEntry);
+      return new WebhookSubscriber({
+        webhook_id: id,
+        org_id: 'org_a',
+        url: `${rx.hook(id)}/secret-path?token=x`,
+        interests: null,
+        match: null,
+      } as unknown as WebhookEntry);
     });
-    const registry = { revision: 0, reached: async () => {}, match: () => subs, onRemoved: () => {}, onDisabled: () => {} } as unknown as WebhookRegistry;
+    const registry = {
+      revision: 0,
+      reached: async () => {},
+      match: () => subs,
+      onRemoved: () => {},
+      onDisabled: () => {},
+    } as unknown as WebhookRegistry;
     const deliverer = new Deliverer({ timeoutMs: 5000, allowPrivateTargets: true, clock });
     const outcomes: DeliveryOutcome[] = [];
     const pipeline = new DeliveryPipeline({
@@ -54,11 +66,22 @@ describe('failed attempts in the log', () => {
 
     expect(lines.map((l) => l.msg)).toEqual(['webhook delivery failed', 'webhook delivery failed']);
     expect(lines.map((l) => l.obj.webhook_id).sort()).toEqual(['wh_1', 'wh_2']);
-    expect(lines[0].obj).toMatchObject({ org_id: 'org_a', outcome: 'failure', status: 500, host: new URL(rx.url).host, type: 'com.example.test' });
+    expect(lines[0].obj).toMatchObject({
+      org_id: 'org_a',
+      outcome: 'failure',
+      status: 500,
+      host: new URL(rx.url).host,
+      type: 'com.example.test',
+    });
     expect(JSON.stringify(lines)).not.toContain('secret-path');
 
     clock.advance(10_000);
-    expect(lines.slice(2).map((l) => [l.obj.webhook_id, l.obj.repeated, l.msg]).sort()).toEqual([
+    expect(
+      lines
+        .slice(2)
+        .map((l) => [l.obj.webhook_id, l.obj.repeated, l.msg])
+        .sort(),
+    ).toEqual([
       ['wh_1', 49, 'webhook delivery failed (49 more like this in the last 10 s)'],
       ['wh_2', 49, 'webhook delivery failed (49 more like this in the last 10 s)'],
     ]);

@@ -12,7 +12,17 @@ import { BACKLOG_WAIT_MS, DeliveryPipeline, type InboundEvent } from '../../src/
 import { FairSlots } from '../../src/dataplane/slots.ts';
 import { allEventsEntry } from '../helpers/webhooks.ts';
 
-const route = (org: string): EventRoute => ({ org, type: 'com.svc.test.intake', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 0 });
+const route = (org: string): EventRoute => ({
+  org,
+  type: 'com.svc.test.intake',
+  resource: 'installs',
+  op: 'provision',
+  event: 'lifecycle.started',
+  install: null,
+  component: null,
+  action: null,
+  rev: 0,
+});
 
 /** A deliverer whose attempts hang until answer() is called. */
 function heldDeliverer() {
@@ -32,7 +42,8 @@ function heldDeliverer() {
 
 function rig(o: { maxEvents?: number; minOrgEvents?: number } = {}) {
   const registry = new WebhookRegistry();
-  for (const [i, x] of ['a', 'b', 'c', 'd', 'e'].entries()) registry.upsert(allEventsEntry(`org_${x}`, `wh_${x}`, `http://${x}.test/hook`), i + 1);
+  for (const [i, x] of ['a', 'b', 'c', 'd', 'e'].entries())
+    registry.upsert(allEventsEntry(`org_${x}`, `wh_${x}`, `http://${x}.test/hook`), i + 1);
   const { d, open, answer } = heldDeliverer();
   const dropped: Array<[string, number]> = [];
   const settled = new Set<string>();
@@ -56,7 +67,14 @@ function rig(o: { maxEvents?: number; minOrgEvents?: number } = {}) {
   const send = (org: string, count = 1) => {
     for (let i = 0; i < count; i++) {
       const id = `${org}_${n++}`;
-      const ev: InboundEvent = { id, route: route(org), body: Buffer.from('{}'), done: [], settle: () => void settled.add(id), release: () => {} };
+      const ev: InboundEvent = {
+        id,
+        route: route(org),
+        body: Buffer.from('{}'),
+        done: [],
+        settle: () => void settled.add(id),
+        release: () => {},
+      };
       pipeline.accept(ev);
     }
   };
@@ -104,7 +122,8 @@ describe('intake per org (CONTRACT 8)', () => {
   it('an org with work enough queued (pressure 4 × concurrency): its next events are taken and parked, then fanned out oldest first as attempts finish', () => {
     const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
     // org_a has 4 webhooks (untried: each counts up to 32 queued attempts), concurrency 16: bound 64
-    for (const [i, h] of ['a2', 'a3', 'a4'].entries()) r.registry.upsert(allEventsEntry('org_a', `wh_${h}`, `http://${h}.test/hook`), 10 + i);
+    for (const [i, h] of ['a2', 'a3', 'a4'].entries())
+      r.registry.upsert(allEventsEntry('org_a', `wh_${h}`, `http://${h}.test/hook`), 10 + i);
     expect(r.offer('org_a', 100)).toBe(100);
     const parked = r.pipeline.parkedEvents();
     expect(parked).toBeGreaterThan(70);
@@ -127,7 +146,8 @@ describe('intake per org (CONTRACT 8)', () => {
 
   it('parked events can be given back whole (withdraw): no longer held, neither settled nor attempted', () => {
     const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
-    for (const [i, h] of ['a2', 'a3', 'a4'].entries()) r.registry.upsert(allEventsEntry('org_a', `wh_${h}`, `http://${h}.test/hook`), 10 + i);
+    for (const [i, h] of ['a2', 'a3', 'a4'].entries())
+      r.registry.upsert(allEventsEntry('org_a', `wh_${h}`, `http://${h}.test/hook`), 10 + i);
     r.offer('org_a', 100);
     const held = r.pipeline.held();
     const parked = r.pipeline.parkedEvents();
@@ -159,7 +179,7 @@ describe('intake per org (CONTRACT 8)', () => {
     expect(r.open).toHaveLength(0);
   });
 
-  it("a disabled webhook (CONTRACT 4.1): its queued attempts are dropped and counted webhook_disabled, new events make none; enabled, it gets them again", () => {
+  it('a disabled webhook (CONTRACT 4.1): its queued attempts are dropped and counted webhook_disabled, new events make none; enabled, it gets them again', () => {
     const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
     r.offer('org_a', 20);
     expect(r.open).toHaveLength(8);

@@ -21,7 +21,21 @@ const logger = pino({ level: process.env.SVC_TEST_LOG ?? 'silent' });
 
 function hook(orgId: string, url: string, v: number): RegistryChange {
   const webhookId = rid('wh');
-  return { orgId, webhookId, v, entry: { webhook_id: webhookId, org_id: orgId, url, secret: null, previous_secret: null, previous_secret_expires_at: null, interests: { all_events: true }, match: null } };
+  return {
+    orgId,
+    webhookId,
+    v,
+    entry: {
+      webhook_id: webhookId,
+      org_id: orgId,
+      url,
+      secret: null,
+      previous_secret: null,
+      previous_secret_expires_at: null,
+      interests: { all_events: true },
+      match: null,
+    },
+  };
 }
 
 /** Commit `n` events of the org to the outbox, as the engine does (one transaction); their subjects. */
@@ -32,8 +46,25 @@ function commit(db: Db, orgId: string, n: number, rev: number): string[] {
       const wf = rid('wf');
       const subject = `${orgId}/workflow/${wf}/started`;
       const id = rid('ev');
-      const route: EventRoute = { org: orgId, type: 'com.svc.workflow.started.v1', resource: 'workflow', op: 'started', event: 'lifecycle.started', install: null, component: null, action: null, rev };
-      insertOutbox(db, { event_id: id, org_id: orgId, subject: `svc.events.${subject.replaceAll('/', '.')}`, type: route.type, body: JSON.stringify({ id, subject, specversion: '1.0' }), route: encodeRoute(route) });
+      const route: EventRoute = {
+        org: orgId,
+        type: 'com.svc.workflow.started.v1',
+        resource: 'workflow',
+        op: 'started',
+        event: 'lifecycle.started',
+        install: null,
+        component: null,
+        action: null,
+        rev,
+      };
+      insertOutbox(db, {
+        event_id: id,
+        org_id: orgId,
+        subject: `svc.events.${subject.replaceAll('/', '.')}`,
+        type: route.type,
+        body: JSON.stringify({ id, subject, specversion: '1.0' }),
+        route: encodeRoute(route),
+      });
       subjects.push(subject);
     }
   })();
@@ -149,7 +180,10 @@ describe('embedded delivery thread', () => {
     try {
       // as a killed thread left them: a delivered row not yet deleted, another row's progress, and
       // records of a seq that now holds another event (a row deleted, its seq reused)
-      ledger.mark([{ seq: rows[0].seq, event_id: rows[0].event_id }, { seq: rows[2].seq, event_id: 'ev_gone' }]);
+      ledger.mark([
+        { seq: rows[0].seq, event_id: rows[0].event_id },
+        { seq: rows[2].seq, event_id: 'ev_gone' },
+      ]);
       ledger.saveProgress([{ seq: rows[1].seq, event_id: rows[1].event_id, done: [h1.webhookId] }]);
     } finally {
       ledger.close();
@@ -157,7 +191,11 @@ describe('embedded delivery thread', () => {
     const { t } = start([h1, h2]);
     await t.start();
     await waitFor(async () => outboxSize(db) === 0 && (await t.idle()), 10_000, 'the rows left handled');
-    const at = (path: string) => rx.deliveries.filter((d) => d.path === path).map((d) => d.subject).sort();
+    const at = (path: string) =>
+      rx.deliveries
+        .filter((d) => d.path === path)
+        .map((d) => d.subject)
+        .sort();
     expect(at('/c1')).toEqual([fresh].sort());
     expect(at('/c2')).toEqual([halfway, fresh].sort());
     expect([...at('/c1'), ...at('/c2')]).not.toContain(delivered);

@@ -29,7 +29,17 @@ import { allEventsEntry } from '../helpers/webhooks.ts';
 const ORG = 'org_park';
 /** 4 webhooks × 32 untried attempts reach the pressure bound 4 × 16 */
 const HOOKS = ['wh_p1', 'wh_p2', 'wh_p3', 'wh_p4'];
-const route: EventRoute = { org: ORG, type: 'com.svc.test.park', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 0 };
+const route: EventRoute = {
+  org: ORG,
+  type: 'com.svc.test.park',
+  resource: 'installs',
+  op: 'provision',
+  event: 'lifecycle.started',
+  install: null,
+  component: null,
+  action: null,
+  rev: 0,
+};
 
 interface Plane {
   nc: NatsConnection;
@@ -129,7 +139,12 @@ describe.skipIf(findNatsServer() === null)('parked batches go back to JetStream'
       if (round % 20 === 19) clock.advance(PARK_RETURN_MS);
       // what was given back is on its way to a plane: wait for a plane to start something
       if (ps.every((p) => p.pipeline.inFlight() === 0)) {
-        await waitFor(() => ps.some((p) => p.pipeline.inFlight() > 0) || (attempts() >= events * HOOKS.length && ps.every((p) => p.pipeline.held() === 0)), 10_000, () => `a plane to take what was given back (${attempts()} attempts)`);
+        await waitFor(
+          () =>
+            ps.some((p) => p.pipeline.inFlight() > 0) || (attempts() >= events * HOOKS.length && ps.every((p) => p.pipeline.held() === 0)),
+          10_000,
+          () => `a plane to take what was given back (${attempts()} attempts)`,
+        );
       }
     }
   }
@@ -139,7 +154,11 @@ describe.skipIf(findNatsServer() === null)('parked batches go back to JetStream'
     const first = await startPlane('plane_1');
     // the first plane takes the whole backlog (well within its window), fanning out what its
     // pressure allows and parking the rest
-    await waitFor(() => first.pipeline.held() === 240, 10_000, () => `plane 1 holds ${first.pipeline.held()}`);
+    await waitFor(
+      () => first.pipeline.held() === 240,
+      10_000,
+      () => `plane 1 holds ${first.pipeline.held()}`,
+    );
     expect(await pending()).toBe(0);
     const parked = first.pipeline.parkedEvents();
     expect(parked).toBeGreaterThan(200);
@@ -148,7 +167,11 @@ describe.skipIf(findNatsServer() === null)('parked batches go back to JetStream'
     // half a second later batches parked whole go back: the idle plane's pull takes some of them
     clock.advance(PARK_RETURN_MS);
     expect(first.source.returned).toBe(goesBack(12, 20, parked));
-    await waitFor(async () => second.pipeline.held() > 0 && (await pending()) === 0, 10_000, () => `plane 1 holds ${first.pipeline.held()}, plane 2 ${second.pipeline.held()}`);
+    await waitFor(
+      async () => second.pipeline.held() > 0 && (await pending()) === 0,
+      10_000,
+      () => `plane 1 holds ${first.pipeline.held()}, plane 2 ${second.pipeline.held()}`,
+    );
     await deliverAll([first, second], 240);
     const ids = batches.flat();
     expect(ids.filter((id) => (first.attempts.get(id) ?? 0) + (second.attempts.get(id) ?? 0) !== HOOKS.length)).toEqual([]);
@@ -159,7 +182,11 @@ describe.skipIf(findNatsServer() === null)('parked batches go back to JetStream'
   it('a plane alone takes back what it gave back, parks it again, and delivers every event once', async () => {
     const batches = await publishBacklog(8, 20);
     const only = await startPlane('plane_alone');
-    await waitFor(() => only.pipeline.held() === 160, 10_000, () => `the plane holds ${only.pipeline.held()}`);
+    await waitFor(
+      () => only.pipeline.held() === 160,
+      10_000,
+      () => `the plane holds ${only.pipeline.held()}`,
+    );
     const parked = only.pipeline.parkedEvents();
     expect(parked).toBeGreaterThan(120);
     clock.advance(PARK_RETURN_MS);
@@ -167,7 +194,11 @@ describe.skipIf(findNatsServer() === null)('parked batches go back to JetStream'
     expect(only.source.returned).toBe(goesBack(8, 20, parked));
     expect(only.pipeline.held()).toBeLessThan(160);
     // handed out again to its own pull, and parked again
-    await waitFor(async () => only.pipeline.held() === 160 && (await pending()) === 0, 10_000, () => `the plane holds ${only.pipeline.held()}`);
+    await waitFor(
+      async () => only.pipeline.held() === 160 && (await pending()) === 0,
+      10_000,
+      () => `the plane holds ${only.pipeline.held()}`,
+    );
     expect(only.pipeline.parkedEvents()).toBe(parked);
     await deliverAll([only], 160);
     expect(batches.flat().filter((id) => only.attempts.get(id) !== HOOKS.length)).toEqual([]);

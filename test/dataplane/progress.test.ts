@@ -15,7 +15,15 @@ import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpe
 
 const eventOf = (id: string) => ({ id }) as InboundEvent;
 /** A batch held by a plane (its message is not needed to record its progress). */
-const batchOf = (id: string, ids: string[]): HeldBatch => ({ id, m: {} as JsMsg, done: new Map(), finished: new Set(), ids, left: ids.length, released: false });
+const batchOf = (id: string, ids: string[]): HeldBatch => ({
+  id,
+  m: {} as JsMsg,
+  done: new Map(),
+  finished: new Set(),
+  ids,
+  left: ids.length,
+  released: false,
+});
 
 describe.skipIf(findNatsServer() === null)('sealed progress records', () => {
   let nats: NatsServerHandle;
@@ -65,7 +73,20 @@ describe.skipIf(findNatsServer() === null)('sealed progress records', () => {
     // the records a plane writes after a reconnect are sealed too
     const settled = randomUUID();
     const clock = new ManualClock();
-    expect(await progress.mark([{ id: settled, rec: { done: {}, finished: [], holder: 'plane_a', at: clock.now(), settled: true } }], clock, clock.now() + 1000, () => false)).toBe(0);
-    expect(await new KvProgress(kv, seal).load(settled)).toEqual({ done: {}, finished: [], holder: 'plane_a', at: clock.now(), settled: true });
+    expect(
+      await progress.mark(
+        [{ id: settled, rec: { done: {}, finished: [], holder: 'plane_a', at: clock.now(), settled: true } }],
+        clock,
+        clock.now() + 1000,
+        () => false,
+      ),
+    ).toBe(0);
+    expect(await new KvProgress(kv, seal).load(settled)).toEqual({
+      done: {},
+      finished: [],
+      holder: 'plane_a',
+      at: clock.now(),
+      settled: true,
+    });
   });
 });

@@ -28,6 +28,7 @@ function silentFetch() {
       stopped = true;
       end();
     },
+    // biome-ignore lint/correctness/useYield: an iterator that ends without yielding, as a stopped consumer does
     async *[Symbol.asyncIterator]() {
       await ended;
     },

@@ -14,7 +14,16 @@ const SECRET_B = 'plain secret b';
 const OLD = 'whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD';
 
 function sub(id: string, secret: string | null, previous: { secret: string; until: string } | null = null): WebhookSubscriber {
-  const entry: WebhookEntry = { webhook_id: id, org_id: 'org_a', url: `http://127.0.0.1:1/${id}`, secret, previous_secret: previous?.secret ?? null, previous_secret_expires_at: previous?.until ?? null, interests: { all_events: true }, match: null };
+  const entry: WebhookEntry = {
+    webhook_id: id,
+    org_id: 'org_a',
+    url: `http://127.0.0.1:1/${id}`,
+    secret,
+    previous_secret: previous?.secret ?? null,
+    previous_secret_expires_at: previous?.until ?? null,
+    interests: { all_events: true },
+    match: null,
+  };
   return new WebhookSubscriber(entry);
 }
 

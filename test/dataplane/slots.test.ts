@@ -223,7 +223,10 @@ describe('FairSlots', () => {
         t.clock.advance(wait);
         t.push('B', 'b', 1);
         const b = t.drain();
-        expect(b.map((g) => g.org), `round ${round}, ${t.s.hanging} of A's attempts hanging`).toEqual(['B']);
+        expect(
+          b.map((g) => g.org),
+          `round ${round}, ${t.s.hanging} of A's attempts hanging`,
+        ).toEqual(['B']);
         t.clock.advance(5);
         t.s.done(b[0], true);
       }
@@ -249,7 +252,10 @@ describe('FairSlots', () => {
       t.clock.advance(300); // A's 40 answer no more: young at first, then hanging
       t.push('A', 'fast', 2);
       const f = t.drain();
-      expect(f.map((g) => g.webhook), `after ${300 * (i + 1)} ms`).toEqual(['fast']);
+      expect(
+        f.map((g) => g.webhook),
+        `after ${300 * (i + 1)} ms`,
+      ).toEqual(['fast']);
       t.clock.advance(5);
       t.s.done(f[0], true);
       const f2 = t.drain(); // its second, once it holds nothing again
@@ -272,7 +278,10 @@ describe('FairSlots', () => {
       t.clock.advance(wait);
       t.push('B', 'b', 1);
       const b = t.drain();
-      expect(b.map((g) => g.org), `${wait} ms on`).toEqual(['B']);
+      expect(
+        b.map((g) => g.org),
+        `${wait} ms on`,
+      ).toEqual(['B']);
       t.s.done(b[0], true);
     }
   });

@@ -11,18 +11,40 @@ import { WebhookRegistry } from '../../src/dispatch/registry.ts';
 import { heldPipeline } from '../helpers/pipeline.ts';
 import { allEventsEntry } from '../helpers/webhooks.ts';
 
-const route: EventRoute = { org: 'org_a', type: 'com.svc.test.turn', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 0 };
+const route: EventRoute = {
+  org: 'org_a',
+  type: 'com.svc.test.turn',
+  resource: 'installs',
+  op: 'provision',
+  event: 'lifecycle.started',
+  install: null,
+  component: null,
+  action: null,
+  rev: 0,
+};
 const turn = () => new Promise<void>((r) => setImmediate(r));
 
 function rig(startAfterTurn: boolean) {
   const registry = new WebhookRegistry();
   registry.upsert(allEventsEntry('org_a', 'wh_a', 'http://a.test/hook'), 1);
   const log: string[] = [];
-  const { pipeline, open } = heldPipeline({ registry, clock: new ManualClock(), sent: (id) => void log.push(`sent ${id}`), startAfterTurn });
+  const { pipeline, open } = heldPipeline({
+    registry,
+    clock: new ManualClock(),
+    sent: (id) => void log.push(`sent ${id}`),
+    startAfterTurn,
+  });
   // each event's settlement is recorded at the end of the turn it settles in, as the JetStream source does
   for (let i = 0; i < 9; i++) {
     const id = `ev_${i}`;
-    pipeline.accept({ id, route, body: Buffer.from('{}'), done: [], settle: () => void setImmediate(() => log.push(`recorded ${id}`)), release: () => {} });
+    pipeline.accept({
+      id,
+      route,
+      body: Buffer.from('{}'),
+      done: [],
+      settle: () => void setImmediate(() => log.push(`recorded ${id}`)),
+      release: () => {},
+    });
   }
   return { log, open };
 }
@@ -40,7 +62,7 @@ describe('startAfterTurn', () => {
     expect(r.log).toEqual(['recorded ev_0', 'sent ev_8']);
   });
 
-  it('without it (the unit tests\' default), the next attempt is sent within the answer, before the record', async () => {
+  it("without it (the unit tests' default), the next attempt is sent within the answer, before the record", async () => {
     const r = rig(false);
     r.log.length = 0;
     r.open.shift()!({ delivered: true, status: 200, duration_ms: 1 });

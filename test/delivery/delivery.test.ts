@@ -49,7 +49,14 @@ async function startReceiver() {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const path = new URL(req.url ?? '/', 'http://x').pathname;
-      requests.push({ method: req.method ?? '', path, headers: req.headers, raw: Buffer.concat(chunks), socketId: socketIds.get(req.socket) ?? -1, t: Date.now() });
+      requests.push({
+        method: req.method ?? '',
+        path,
+        headers: req.headers,
+        raw: Buffer.concat(chunks),
+        socketId: socketIds.get(req.socket) ?? -1,
+        t: Date.now(),
+      });
       const b = behaviours.get(path) ?? {};
       if ('hang' in b) {
         open.add(res);
@@ -180,7 +187,7 @@ describe('request shape and signature', () => {
   it('POSTs the exact body with the CloudEvents content type and a lowercase hex HMAC of the body bytes', async () => {
     const { d } = deliverer();
     const secret = 'whsec_test_0123456789';
-    const r = await d.deliver({ url: rx.hook('signed') + '?q=1', secret }, EVENT);
+    const r = await d.deliver({ url: `${rx.hook('signed')}?q=1`, secret }, EVENT);
     expect(r).toMatchObject({ delivered: true, status: 200 });
     expect(r.error).toBeUndefined();
     expect(Number.isInteger(r.duration_ms)).toBe(true);
@@ -238,7 +245,11 @@ describe('failures: exactly one attempt each', () => {
     const { d } = deliverer();
     rx.set('redir', { redirect: rx.hook('redir-target'), status: 302 });
     rx.set('redir307', { redirect: rx.hook('redir-target'), status: 307 });
-    expect(await d.deliver({ url: rx.hook('redir'), secret: null }, EVENT)).toMatchObject({ delivered: false, status: 302, error: 'HTTP 302' });
+    expect(await d.deliver({ url: rx.hook('redir'), secret: null }, EVENT)).toMatchObject({
+      delivered: false,
+      status: 302,
+      error: 'HTTP 302',
+    });
     expect(await d.deliver({ url: rx.hook('redir307'), secret: null }, EVENT)).toMatchObject({ delivered: false, status: 307 });
     expect(d.inFlight()).toBe(0);
     await d.close(); // nothing more can be sent
@@ -381,7 +392,7 @@ describe('target guard at delivery', () => {
   ])('refuses %s when private targets are not allowed, without connecting', async (_name, mk, reason) => {
     const { d } = deliverer({ allowPrivateTargets: false });
     const conns = rx.connections();
-    const url = mk(rx.port) + '?token=SECRET_QUERY';
+    const url = `${mk(rx.port)}?token=SECRET_QUERY`;
     const r = await d.deliver({ url, secret: 'TOP_SECRET' }, EVENT);
     expect(r).toMatchObject({ delivered: false, error: `target refused: ${reason} address` });
     expect(r.status).toBeUndefined();
@@ -523,13 +534,29 @@ describe('connection reuse, metrics, shutdown', () => {
       rx.set('m500', { status: 500 });
       for (const path of ['m-ok', 'm-ok', 'm500']) {
         const r = await d.deliver({ url: rx.hook(path), secret: null }, EVENT);
-        book.record({ webhook_id: 'wh_m', org_id: 'org_m', event_id: 'ev', type: 't', ok: r.delivered, status: r.status ?? null, error: r.error ?? null, duration_ms: r.duration_ms, at: Date.now() });
+        book.record({
+          webhook_id: 'wh_m',
+          org_id: 'org_m',
+          event_id: 'ev',
+          type: 't',
+          ok: r.delivered,
+          status: r.status ?? null,
+          error: r.error ?? null,
+          duration_ms: r.duration_ms,
+          at: Date.now(),
+        });
       }
       expect(await counter(metrics, 'svc_deliveries_total', { outcome: 'success' })).toBe(2);
       expect(await counter(metrics, 'svc_deliveries_total', { outcome: 'failure' })).toBe(1);
       expect(await counter(metrics, 'svc_delivery_duration_seconds_count')).toBe(3);
       expect(await counter(metrics, 'svc_delivery_duration_seconds_bucket', { le: '10' })).toBe(3);
-      expect(book.get('wh_m')).toMatchObject({ last_outcome: 'failure', last_status_code: 500, consecutive_failures: 1, attempts_total: 3, failures_total: 1 });
+      expect(book.get('wh_m')).toMatchObject({
+        last_outcome: 'failure',
+        last_status_code: 500,
+        consecutive_failures: 1,
+        attempts_total: 3,
+        failures_total: 1,
+      });
     } finally {
       book.close();
       db.close();
@@ -544,7 +571,10 @@ describe('connection reuse, metrics, shutdown', () => {
     await d.close(1000);
     expect((await p).delivered).toBe(true);
     expect(d.inFlight()).toBe(0);
-    expect(await d.deliver({ url: rx.hook('after-close'), secret: null }, EVENT)).toMatchObject({ delivered: false, error: 'deliverer closed' });
+    expect(await d.deliver({ url: rx.hook('after-close'), secret: null }, EVENT)).toMatchObject({
+      delivered: false,
+      error: 'deliverer closed',
+    });
     expect(rx.at('after-close')).toHaveLength(0);
   });
 
@@ -558,7 +588,6 @@ describe('connection reuse, metrics, shutdown', () => {
     expect(Date.now() - t0).toBeLessThan(1000);
     expect(await p).toMatchObject({ delivered: false, error: 'aborted: shutting down' });
   });
-
 });
 
 describe('memory', () => {
@@ -599,7 +628,10 @@ describe('memory', () => {
           }),
         );
       }
-      expect(results).toEqual([['mem-ok', true], ['mem-fail', false]]);
+      expect(results).toEqual([
+        ['mem-ok', true],
+        ['mem-fail', false],
+      ]);
       expect(handlers).toHaveLength(2);
       await collect();
       expect(captured.map((w) => w.deref() === undefined)).toEqual([true, true]);

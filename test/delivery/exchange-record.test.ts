@@ -11,7 +11,7 @@ import { parseExchange, redactSignature, BODY_KEEP, HEADERS_KEEP } from '../../s
 import { decodeOutcomeBatch, encodeOutcomeBatch, outcomeOf } from '../../src/outcomes/outcome.ts';
 import { testDeliverer, type TestDeliverer } from '../helpers/deliverer.ts';
 
-const SECRET = 'whsec_' + Buffer.from('a-very-secret-signing-key-0123456789').toString('base64');
+const SECRET = `whsec_${Buffer.from('a-very-secret-signing-key-0123456789').toString('base64')}`;
 const MIB = Buffer.alloc(1024 * 1024, 'x');
 
 let server: http.Server;
@@ -85,7 +85,12 @@ describe('an attempt keeps what it sent and what the receiver said', () => {
 
   it('a body that is not UTF-8 is kept as base64; headers past 8 KiB are cut and marked', async () => {
     const bin = parseExchange((await td.deliver({ url: `${base}/binary`, secret: null }, body))[EXCHANGE])!;
-    expect(bin.response).toMatchObject({ status: 502, body: Buffer.from([0xff, 0xfe, 0x00, 0x81]).toString('base64'), body_encoding: 'base64', body_truncated: false });
+    expect(bin.response).toMatchObject({
+      status: 502,
+      body: Buffer.from([0xff, 0xfe, 0x00, 0x81]).toString('base64'),
+      body_encoding: 'base64',
+      body_truncated: false,
+    });
     const many = parseExchange((await td.deliver({ url: `${base}/many-headers`, secret: null }, body))[EXCHANGE])!;
     expect(many.response!.status).toBe(204);
     expect(many.response!.headers_truncated).toBe(true);
@@ -112,7 +117,9 @@ describe('an attempt keeps what it sent and what the receiver said', () => {
     const batch = decodeOutcomeBatch(encodeOutcomeBatch({ id: 'b1', sent_at: 1, worker: 'w', in_flight: 0, dropped: {}, outcomes: [o] }))!;
     expect(batch.outcomes[0].exchange).toBe(r[EXCHANGE]);
     expect(batch.outcomes[0].recovery_id).toBeUndefined();
-    const old = decodeOutcomeBatch(JSON.stringify({ i: 'b2', t: 1, w: 'w', f: 0, d: {}, o: [['wh', 'org', 'evt', 't', 1, 200, null, 3, 4, 'rec_1']] }))!;
+    const old = decodeOutcomeBatch(
+      JSON.stringify({ i: 'b2', t: 1, w: 'w', f: 0, d: {}, o: [['wh', 'org', 'evt', 't', 1, 200, null, 3, 4, 'rec_1']] }),
+    )!;
     expect(old.outcomes[0]).toMatchObject({ recovery_id: 'rec_1', exchange: undefined });
   });
 
@@ -140,7 +147,8 @@ describe('an attempt keeps what it sent and what the receiver said', () => {
     const after = process.memoryUsage();
     for (const k of kept) expect(k.length).toBeLessThan(BODY_KEEP + HEADERS_KEEP + 1024);
     // 2,200 records of about 5 KiB are held above (about 11 MiB): the 1 MiB bodies are not
-    const grown = (after.heapUsed + after.external + after.arrayBuffers - (before.heapUsed + before.external + before.arrayBuffers)) / 1024 / 1024;
+    const grown =
+      (after.heapUsed + after.external + after.arrayBuffers - (before.heapUsed + before.external + before.arrayBuffers)) / 1024 / 1024;
     expect(grown).toBeLessThan(24);
     expect((after.rss - before.rss) / 1024 / 1024).toBeLessThan(64);
   }, 60_000);

@@ -50,12 +50,23 @@ describe('classifyAddress', () => {
     expect(classifyAddress(addr)).toBe(reason);
   });
 
-  it.each(['8.8.8.8', '93.184.215.14', '172.32.0.1', '172.15.255.255', '100.128.0.1', '169.255.0.1', '192.169.0.1', '11.0.0.1', '2001:4860:4860::8888', '2606:4700::1111', '::ffff:8.8.8.8', '64:ff9b::808:808', '2002:808:808::1'])(
-    '%s is allowed',
-    (addr) => {
-      expect(classifyAddress(addr)).toBeNull();
-    },
-  );
+  it.each([
+    '8.8.8.8',
+    '93.184.215.14',
+    '172.32.0.1',
+    '172.15.255.255',
+    '100.128.0.1',
+    '169.255.0.1',
+    '192.169.0.1',
+    '11.0.0.1',
+    '2001:4860:4860::8888',
+    '2606:4700::1111',
+    '::ffff:8.8.8.8',
+    '64:ff9b::808:808',
+    '2002:808:808::1',
+  ])('%s is allowed', (addr) => {
+    expect(classifyAddress(addr)).toBeNull();
+  });
 
   // More special-purpose ranges (the table is ipaddr.js's; guard.ts maps each to a reason).
   it.each([
@@ -92,12 +103,21 @@ describe('classifyAddress', () => {
     expect(classifyAddress(addr)).toBe(reason);
   });
 
-  it.each(['1.1.1.1', '100.63.255.255', '192.0.3.1', '198.20.0.1', '203.0.114.1', '2001:4:112::1', '2001:3::1', '2a00:1450:4001:80b::200e', '::ffff:1.1.1.1', '64:ff9b::1.1.1.1', '2002:101:101::'])(
-    '%s is allowed too',
-    (addr) => {
-      expect(classifyAddress(addr)).toBeNull();
-    },
-  );
+  it.each([
+    '1.1.1.1',
+    '100.63.255.255',
+    '192.0.3.1',
+    '198.20.0.1',
+    '203.0.114.1',
+    '2001:4:112::1',
+    '2001:3::1',
+    '2a00:1450:4001:80b::200e',
+    '::ffff:1.1.1.1',
+    '64:ff9b::1.1.1.1',
+    '2002:101:101::',
+  ])('%s is allowed too', (addr) => {
+    expect(classifyAddress(addr)).toBeNull();
+  });
 
   it('is cheap per call', () => {
     const addrs = ['8.8.8.8', '10.0.0.1', '2001:4860:4860::8888', '::ffff:127.0.0.1', 'fd00:ec2::254', '2002:a00:1::1'];
@@ -142,7 +162,10 @@ describe('checkTarget', () => {
   });
 
   it('allows a public IP literal without DNS', async () => {
-    expect(await checkTarget('https://8.8.8.8/hook', { allowPrivate: false, lookup: noDns })).toMatchObject({ address: '8.8.8.8', family: 4 });
+    expect(await checkTarget('https://8.8.8.8/hook', { allowPrivate: false, lookup: noDns })).toMatchObject({
+      address: '8.8.8.8',
+      family: 4,
+    });
     expect(await checkTarget('https://[2001:4860:4860::8888]/hook', { allowPrivate: false, lookup: noDns })).toMatchObject({
       address: '2001:4860:4860::8888',
       family: 6,
@@ -156,8 +179,16 @@ describe('checkTarget', () => {
 
   it('resolves names and checks every address', async () => {
     const lookup = async (h: string) => {
-      if (h === 'ok.example.test') return [{ address: '93.184.215.14', family: 4 }, { address: '2606:2800:21f:cb07:6820:80da:af6b:8b2c', family: 6 }];
-      if (h === 'mixed.example.test') return [{ address: '93.184.215.14', family: 4 }, { address: '::ffff:10.0.0.5', family: 6 }];
+      if (h === 'ok.example.test')
+        return [
+          { address: '93.184.215.14', family: 4 },
+          { address: '2606:2800:21f:cb07:6820:80da:af6b:8b2c', family: 6 },
+        ];
+      if (h === 'mixed.example.test')
+        return [
+          { address: '93.184.215.14', family: 4 },
+          { address: '::ffff:10.0.0.5', family: 6 },
+        ];
       return [];
     };
     expect(await checkTarget('https://ok.example.test/h', { allowPrivate: false, lookup })).toEqual({
@@ -169,12 +200,20 @@ describe('checkTarget', () => {
       ],
     });
     await expect(checkTarget('https://mixed.example.test/h', { allowPrivate: false, lookup })).rejects.toMatchObject({ reason: 'private' });
-    expect(await checkTarget('https://mixed.example.test/h', { allowPrivate: true, lookup })).toMatchObject({ address: '93.184.215.14', family: 4 });
-    await expect(checkTarget('https://empty.example.test/h', { allowPrivate: true, lookup })).rejects.toMatchObject({ reason: 'no address' });
+    expect(await checkTarget('https://mixed.example.test/h', { allowPrivate: true, lookup })).toMatchObject({
+      address: '93.184.215.14',
+      family: 4,
+    });
+    await expect(checkTarget('https://empty.example.test/h', { allowPrivate: true, lookup })).rejects.toMatchObject({
+      reason: 'no address',
+    });
   });
 
   it('refuses localhost through the real resolver', async () => {
-    await expect(checkTarget('http://localhost:1234/x', { allowPrivate: false })).rejects.toMatchObject({ reason: 'loopback', host: 'localhost' });
+    await expect(checkTarget('http://localhost:1234/x', { allowPrivate: false })).rejects.toMatchObject({
+      reason: 'loopback',
+      host: 'localhost',
+    });
   });
 
   it('the refusal names the host only', async () => {

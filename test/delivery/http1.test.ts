@@ -57,7 +57,13 @@ function readEverySplit(raw: string, close = false): Read {
   const whole = read(raw, [], close);
   for (let i = 1; i < raw.length; i++) expect(read(raw, [i], close), `cut at ${i}`).toEqual(whole);
   // and one byte at a time
-  expect(read(raw, Array.from({ length: raw.length }, (_, i) => i + 1), close)).toEqual(whole);
+  expect(
+    read(
+      raw,
+      Array.from({ length: raw.length }, (_, i) => i + 1),
+      close,
+    ),
+  ).toEqual(whole);
   return whole;
 }
 
@@ -65,18 +71,20 @@ describe('reading an answer', () => {
   it('Content-Length: the body is counted and the answer ends after it; what follows is not its', () => {
     const raw = 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nKeep-Alive: timeout=5, max=100\r\n\r\nhello';
     expect(readEverySplit(raw)).toEqual({ status: 200, body: 5, end: raw.length, keepAlive: true, hint: 5000 });
-    expect(read(raw + 'HTTP/1.1 200')).toMatchObject({ end: raw.length });
+    expect(read(`${raw}HTTP/1.1 200`)).toMatchObject({ end: raw.length });
   });
 
   it('chunked, with extensions and trailers; a bare LF ends lines too', () => {
-    const raw = 'HTTP/1.1 202 Accepted\r\nTransfer-Encoding: chunked\r\n\r\n5;name=x\r\nhello\r\nA\r\n0123456789\r\n0\r\nX-Trailer: 1\r\n\r\n';
+    const raw =
+      'HTTP/1.1 202 Accepted\r\nTransfer-Encoding: chunked\r\n\r\n5;name=x\r\nhello\r\nA\r\n0123456789\r\n0\r\nX-Trailer: 1\r\n\r\n';
     expect(readEverySplit(raw)).toEqual({ status: 202, body: 15, end: raw.length, keepAlive: true, hint: null });
     const lf = 'HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n3\nabc\n0\n\n';
     expect(readEverySplit(lf)).toEqual({ status: 200, body: 3, end: lf.length, keepAlive: true, hint: null });
   });
 
   it('1xx answers are skipped; 204 and 304 have no body whatever their headers say', () => {
-    const raw = 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok';
+    const raw =
+      'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok';
     expect(readEverySplit(raw)).toEqual({ status: 201, body: 2, end: raw.length, keepAlive: true, hint: null });
     const empty = 'HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\n';
     expect(readEverySplit(empty)).toEqual({ status: 204, body: 0, end: empty.length, keepAlive: true, hint: null });
@@ -273,7 +281,9 @@ describe('the connection pool', () => {
     const port = (wire.address() as net.AddressInfo).port;
     const p = pool(`http://127.0.0.1:${port}`);
     expect(await post(p, 'x-one: 1\r\n')).toEqual({ status: 204, body: 0, end: true });
-    expect(seen).toBe(`POST /hook?a=1 HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-one: 1\r\ncontent-length: ${BODY.length}\r\n\r\n${BODY.toString('latin1')}`);
+    expect(seen).toBe(
+      `POST /hook?a=1 HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-one: 1\r\ncontent-length: ${BODY.length}\r\n\r\n${BODY.toString('latin1')}`,
+    );
     expect(await post(p)).toMatchObject({ status: 204, end: true });
     expect(rx.connections()).toBe(1);
     expect(p.active).toBe(0);
@@ -444,7 +454,27 @@ describe('the connection pool', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'svc-tls-'));
     const key = path.join(dir, 'key.pem');
     const cert = path.join(dir, 'cert.pem');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
     const creds = { key: readFileSync(key), cert: readFileSync(cert) };
     const rx = await serveRaw(() => OK, { tls: creds });
     open.push(rx);

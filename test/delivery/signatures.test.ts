@@ -55,7 +55,7 @@ describe('signatureHeaders through the Deliverer (injected clock)', () => {
   // the stock library checks webhook-timestamp against the real clock: start there
   const clock = new ManualClock(Date.now());
   function deliverer() {
-    const d = testDeliverer({timeoutMs: 5000, allowPrivateTargets: true, clock});
+    const d = testDeliverer({ timeoutMs: 5000, allowPrivateTargets: true, clock });
     made.push(d);
     return d;
   }
@@ -98,7 +98,11 @@ describe('signatureHeaders through the Deliverer (injected clock)', () => {
       ['new plain secret', WHSEC_OLD],
       [WHSEC_NEW, 'old plain secret'],
     ]) {
-      const secrets = { secret: current, previous_secret: previous, previous_secret_expires_at: new Date(clock.now() + 60_000).toISOString() };
+      const secrets = {
+        secret: current,
+        previous_secret: previous,
+        previous_secret_expires_at: new Date(clock.now() + 60_000).toISOString(),
+      };
       const during = await deliver(secrets);
       const h = hdrs(during.rec);
       const entries = h['webhook-signature'].split(' ');
@@ -128,10 +132,18 @@ describe('signatureHeaders through the Deliverer (injected clock)', () => {
   });
 
   it('an expired or absent previous secret does not sign; a previous equal to the current one signs once', async () => {
-    const past = await deliver({ secret: WHSEC_NEW, previous_secret: WHSEC_OLD, previous_secret_expires_at: new Date(clock.now() - 1).toISOString() });
+    const past = await deliver({
+      secret: WHSEC_NEW,
+      previous_secret: WHSEC_OLD,
+      previous_secret_expires_at: new Date(clock.now() - 1).toISOString(),
+    });
     expect(hdrs(past.rec)['webhook-signature'].split(' ')).toHaveLength(1);
     expect(verifies(WHSEC_OLD, past.rec)).toBe(false);
-    const same = await deliver({ secret: WHSEC_NEW, previous_secret: WHSEC_NEW, previous_secret_expires_at: new Date(clock.now() + 60_000).toISOString() });
+    const same = await deliver({
+      secret: WHSEC_NEW,
+      previous_secret: WHSEC_NEW,
+      previous_secret_expires_at: new Date(clock.now() + 60_000).toISOString(),
+    });
     expect(hdrs(same.rec)['webhook-signature'].split(' ')).toHaveLength(1);
     const noExpiry = await deliver({ secret: WHSEC_NEW, previous_secret: WHSEC_OLD, previous_secret_expires_at: null });
     expect(verifies(WHSEC_OLD, noExpiry.rec)).toBe(false);
@@ -148,7 +160,7 @@ describe('signatureHeaders through the Deliverer (injected clock)', () => {
     }
   });
 
-  it('a bare secret string still works; without an eventId the body\'s id is the webhook-id', async () => {
+  it("a bare secret string still works; without an eventId the body's id is the webhook-id", async () => {
     const body = JSON.stringify({ id: 'evt_from_body', type: 't' });
     const r = await deliverer().deliver({ url: rx.hook('bare'), secret: 'bare-secret' }, body);
     expect(r.delivered).toBe(true);
@@ -197,13 +209,28 @@ describe('secret forms (pure)', () => {
     expect(h['x-svc-signature']).toBe(hmacHex(secret, body));
   });
 
-  it('checkDelivery (what svc listen uses) agrees with the stock library\'s signer, refuses stale timestamps and wrong secrets', () => {
+  it("checkDelivery (what svc listen uses) agrees with the stock library's signer, refuses stale timestamps and wrong secrets", () => {
     const lib = new Webhook(WHSEC_NEW);
     const ts = Math.floor(now / 1000);
-    const headers = { 'webhook-id': 'evt_forms', 'webhook-timestamp': String(ts), 'webhook-signature': `v1,bogus ${lib.sign('evt_forms', new Date(ts * 1000), body)}` };
+    const headers = {
+      'webhook-id': 'evt_forms',
+      'webhook-timestamp': String(ts),
+      'webhook-signature': `v1,bogus ${lib.sign('evt_forms', new Date(ts * 1000), body)}`,
+    };
     const keys = signingKeys({ secret: WHSEC_NEW })!;
-    expect(checkDelivery(keys, headers, body, now)).toMatchObject({ ok: true, standard: 'valid', standardIndex: 1, standardCount: 2, svc: 'missing', timestamp: 'ok' });
-    expect(checkDelivery(keys, headers, body, now + (TIMESTAMP_TOLERANCE_S + 1) * 1000)).toMatchObject({ ok: false, standard: 'valid', timestamp: 'stale' });
+    expect(checkDelivery(keys, headers, body, now)).toMatchObject({
+      ok: true,
+      standard: 'valid',
+      standardIndex: 1,
+      standardCount: 2,
+      svc: 'missing',
+      timestamp: 'ok',
+    });
+    expect(checkDelivery(keys, headers, body, now + (TIMESTAMP_TOLERANCE_S + 1) * 1000)).toMatchObject({
+      ok: false,
+      standard: 'valid',
+      timestamp: 'stale',
+    });
     expect(checkDelivery(keys, headers, body, now - (TIMESTAMP_TOLERANCE_S + 1) * 1000)).toMatchObject({ ok: false, timestamp: 'stale' });
     expect(checkDelivery(keys, headers, body, now + TIMESTAMP_TOLERANCE_S * 1000)).toMatchObject({ ok: true });
     expect(checkDelivery(signingKeys({ secret: WHSEC_OLD })!, headers, body, now)).toMatchObject({ ok: false, standard: 'invalid' });
@@ -213,7 +240,15 @@ describe('secret forms (pure)', () => {
     expect(checkDelivery(keys, {}, body, now)).toMatchObject({ ok: false, svc: 'missing', standard: 'missing', timestamp: 'missing' });
     // X-Svc-Signature alone (no Standard Webhooks headers) verifies but is not enough: it signs no
     // time, so a replay could not be told apart (CONTRACT 6.7); nor with a fresh timestamp beside it
-    expect(checkDelivery(keys, { 'x-svc-signature': hmacHex(WHSEC_NEW, body) }, body, now)).toMatchObject({ ok: false, svc: 'valid', standard: 'missing' });
-    expect(checkDelivery(keys, { 'x-svc-signature': hmacHex(WHSEC_NEW, body), 'webhook-timestamp': String(ts) }, body, now)).toMatchObject({ ok: false, svc: 'valid', timestamp: 'ok' });
+    expect(checkDelivery(keys, { 'x-svc-signature': hmacHex(WHSEC_NEW, body) }, body, now)).toMatchObject({
+      ok: false,
+      svc: 'valid',
+      standard: 'missing',
+    });
+    expect(checkDelivery(keys, { 'x-svc-signature': hmacHex(WHSEC_NEW, body), 'webhook-timestamp': String(ts) }, body, now)).toMatchObject({
+      ok: false,
+      svc: 'valid',
+      timestamp: 'ok',
+    });
   });
 });

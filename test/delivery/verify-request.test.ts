@@ -40,7 +40,9 @@ describe('postVerification', () => {
 
   it('a private target is refused unless allowed, and nothing is sent; a refused connection is an error', async () => {
     const before = rcv.at('private').length;
-    expect(await postVerification(rcv.hook('private'), {}, body, { ...opts, allowPrivateTargets: false })).toEqual({ error: 'target refused: loopback address' });
+    expect(await postVerification(rcv.hook('private'), {}, body, { ...opts, allowPrivateTargets: false })).toEqual({
+      error: 'target refused: loopback address',
+    });
     expect(rcv.at('private')).toHaveLength(before);
     expect(await postVerification('http://127.0.0.1:1/x', {}, body, opts)).toEqual({ error: 'connection refused' });
   });

@@ -69,7 +69,8 @@ describe('interestsAdmit: lifecycle ops and outcome', () => {
 
   it('ops empty or omitted admit every op; otherwise only the listed ops', () => {
     for (const cfg of [{}, { ops: [] }]) {
-      for (const op of ['provision', 'deprovision', 'reprovision']) expect(interestsAdmit(only('installs', cfg), lc('installs', op, 'succeeded'))).toBe(true);
+      for (const op of ['provision', 'deprovision', 'reprovision'])
+        expect(interestsAdmit(only('installs', cfg), lc('installs', op, 'succeeded'))).toBe(true);
     }
     const i = only('installs', { ops: ['provision', 'reprovision'] });
     expect(interestsAdmit(i, lc('installs', 'provision', 'succeeded'))).toBe(true);
@@ -89,7 +90,13 @@ describe('interestsAdmit: lifecycle ops and outcome', () => {
   });
 
   it('flags do not admit lifecycle events under outcome none', () => {
-    const i = only('components', { outcome: 'none', drift_detected: true, component_health: true, approval_requests: true, approval_responses: true });
+    const i = only('components', {
+      outcome: 'none',
+      drift_detected: true,
+      component_health: true,
+      approval_requests: true,
+      approval_responses: true,
+    });
     for (const t of transitions) expect(interestsAdmit(i, lc('components', 'deploy', t))).toBe(false);
   });
 });

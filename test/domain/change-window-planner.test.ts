@@ -5,7 +5,18 @@
 // and a plan of 1,000 installs under 50 windows must cost milliseconds, not seconds.
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
-import { appliesTo, occurrences, selects, windowPlanner, windowVerdict, WEEKDAYS, type RunKind, type ScheduleInstall, type ScheduleWindow, type WindowVerdict } from '../../src/domain/change-windows.ts';
+import {
+  appliesTo,
+  occurrences,
+  selects,
+  windowPlanner,
+  windowVerdict,
+  WEEKDAYS,
+  type RunKind,
+  type ScheduleInstall,
+  type ScheduleWindow,
+  type WindowVerdict,
+} from '../../src/domain/change-windows.ts';
 
 const DAY = 86_400_000;
 const H = 3_600_000;
@@ -24,7 +35,8 @@ function reference(windows: ScheduleWindow[], install: ScheduleInstall, kind: Ru
   const held = holding(atMs);
   if (!held.length) return { may_start: true, next_window_at: null, window_ids: [] };
   const edges = new Set<number>();
-  for (const w of ws) for (const [open, close] of occurrences(w, atMs, atMs + 15 * DAY)) for (const e of [open, close]) if (e > atMs) edges.add(e);
+  for (const w of ws)
+    for (const [open, close] of occurrences(w, atMs, atMs + 15 * DAY)) for (const e of [open, close]) if (e > atMs) edges.add(e);
   const next = [...edges].sort((a, b) => a - b).find((e) => holding(e).length === 0);
   return { may_start: false, next_window_at: next === undefined ? null : new Date(next).toISOString(), window_ids: held };
 }
@@ -40,13 +52,22 @@ function random(seed: number) {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
   const int = (n: number) => Math.floor(next() * n);
-  const pick = <T,>(xs: readonly T[]): T => xs[int(xs.length)];
+  const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)];
   return { next, int, pick };
 }
 
-const ZONES = ['UTC', 'America/Los_Angeles', 'Europe/Berlin', 'Asia/Tokyo', 'Australia/Lord_Howe', 'America/Santiago', 'Asia/Kolkata'] as const;
+const ZONES = [
+  'UTC',
+  'America/Los_Angeles',
+  'Europe/Berlin',
+  'Asia/Tokyo',
+  'Australia/Lord_Howe',
+  'America/Santiago',
+  'Asia/Kolkata',
+] as const;
 const TIERS = ['free', 'pro', 'enterprise'] as const;
-const installsOf = (n: number): ScheduleInstall[] => Array.from({ length: n }, (_, i) => ({ install_id: `ins_${i}`, labels: { tier: TIERS[i % 3], region: i % 2 ? 'eu' : 'us' } }));
+const installsOf = (n: number): ScheduleInstall[] =>
+  Array.from({ length: n }, (_, i) => ({ install_id: `ins_${i}`, labels: { tier: TIERS[i % 3], region: i % 2 ? 'eu' : 'us' } }));
 
 function randomWindows(r: ReturnType<typeof random>, n: number, installs: ScheduleInstall[]): ScheduleWindow[] {
   return Array.from({ length: n }, (_, k) => {
@@ -68,7 +89,14 @@ function randomWindows(r: ReturnType<typeof random>, n: number, installs: Schedu
 
 /** Moments across 2026, a third of them within hours of a daylight-saving change somewhere. */
 function randomMoment(r: ReturnType<typeof random>): number {
-  const changes = ['2026-03-08T10:00:00Z', '2026-03-29T01:00:00Z', '2026-04-05T15:00:00Z', '2026-10-25T01:00:00Z', '2026-11-01T09:00:00Z', '2026-10-04T15:30:00Z'];
+  const changes = [
+    '2026-03-08T10:00:00Z',
+    '2026-03-29T01:00:00Z',
+    '2026-04-05T15:00:00Z',
+    '2026-10-25T01:00:00Z',
+    '2026-11-01T09:00:00Z',
+    '2026-10-04T15:30:00Z',
+  ];
   if (r.next() < 0.34) return Date.parse(r.pick(changes)) + (r.int(97) - 48) * 15 * 60_000;
   return Date.parse('2026-01-01T00:00:00Z') + r.int(365 * 96) * 15 * 60_000;
 }
@@ -95,9 +123,19 @@ describe('windowPlanner', () => {
   });
 
   it('answers an install selected by no window at once, and installs selected alike share one answer', () => {
-    const deny = { window_id: 'cw_d', kind: 'deny' as const, days: [...WEEKDAYS], start: '00:00', duration_ms: 24 * H, time_zone: 'UTC', selector: { match_labels: { tier: 'pro' } } };
+    const deny = {
+      window_id: 'cw_d',
+      kind: 'deny' as const,
+      days: [...WEEKDAYS],
+      start: '00:00',
+      duration_ms: 24 * H,
+      time_zone: 'UTC',
+      selector: { match_labels: { tier: 'pro' } },
+    };
     const plan = windowPlanner([deny], 'branch_run', Date.parse('2026-11-26T12:00:00Z'));
-    const [a, b, c] = installsOf(6).filter((i) => i.labels.tier === 'pro').concat(installsOf(1));
+    const [a, b, c] = installsOf(6)
+      .filter((i) => i.labels.tier === 'pro')
+      .concat(installsOf(1));
     expect(plan(a)).toEqual({ may_start: false, next_window_at: null, window_ids: ['cw_d'] }); // denied every day: none within two weeks
     expect(plan(b)).toBe(plan(a));
     expect(plan(c)).toEqual({ may_start: true, next_window_at: null, window_ids: [] });

@@ -57,7 +57,15 @@ describe('change window schedule', () => {
   });
 
   it('a label selector and install ids pick the installs a window holds', () => {
-    const byLabel = win({ window_id: 'cw_l', kind: 'deny', days: [...(['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'] as const)], start: '00:00', duration_ms: 24 * H, time_zone: 'UTC', selector: { match_labels: { tier: 'enterprise' } } });
+    const byLabel = win({
+      window_id: 'cw_l',
+      kind: 'deny',
+      days: [...(['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'] as const)],
+      start: '00:00',
+      duration_ms: 24 * H,
+      time_zone: 'UTC',
+      selector: { match_labels: { tier: 'enterprise' } },
+    });
     expect(windowVerdict([byLabel], acme, 'branch_run', at('2026-11-26T12:00:00Z')).may_start).toBe(false);
     expect(windowVerdict([byLabel], other, 'branch_run', at('2026-11-26T12:00:00Z')).may_start).toBe(true);
     const byId = { ...byLabel, selector: null, install_ids: ['ins_b'] };

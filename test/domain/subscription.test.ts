@@ -51,10 +51,30 @@ describe('RESOURCE_OPS', () => {
 
 describe('create body: webhook_url', () => {
   const bad: unknown[] = [
-    'ftp://127.0.0.1/hook', 'example.com/hook', '/relative/path', 'http://', 'https://', 'http:', 'mailto:ops@example.com',
-    'file:///etc/passwd', 'javascript:alert(1)', 'not a url', '', '   ', 'ws://127.0.0.1/hook', '//127.0.0.1/hook',
-    'http:///x', 'http:\\\\host/x', 'http://:80/', ' http://127.0.0.1/x', 'http://127.0.0.1/a b',
-    123, null, true, ['http://127.0.0.1/x'], { url: 'http://127.0.0.1/x' },
+    'ftp://127.0.0.1/hook',
+    'example.com/hook',
+    '/relative/path',
+    'http://',
+    'https://',
+    'http:',
+    'mailto:ops@example.com',
+    'file:///etc/passwd',
+    'javascript:alert(1)',
+    'not a url',
+    '',
+    '   ',
+    'ws://127.0.0.1/hook',
+    '//127.0.0.1/hook',
+    'http:///x',
+    'http:\\\\host/x',
+    'http://:80/',
+    ' http://127.0.0.1/x',
+    'http://127.0.0.1/a b',
+    123,
+    null,
+    true,
+    ['http://127.0.0.1/x'],
+    { url: 'http://127.0.0.1/x' },
   ];
   it.each(bad.map((u) => [JSON.stringify(u), u]))('rejects %s', (_label, u) => {
     expect(issuePaths(createWebhookBodySchema, { webhook_url: u })).toEqual(['webhook_url']);
@@ -132,10 +152,18 @@ describe('interests validation', () => {
 
   it('rejects ops that are unknown or belong to another resource', () => {
     const cases: [string, string[], number][] = [
-      ['installs', ['deploy'], 0], ['installs', ['provision', 'explode'], 1], ['components', ['provision'], 0],
-      ['stacks', ['deploy'], 0], ['sandboxes', ['teardown'], 0], ['install_configurations', ['secret'], 0],
-      ['runners', ['deploy'], 0], ['actions', ['provision'], 0], ['app_branches', ['deploy'], 0],
-      ['components', ['drift'], 0], ['components', ['health'], 0], ['installs', ['health'], 0],
+      ['installs', ['deploy'], 0],
+      ['installs', ['provision', 'explode'], 1],
+      ['components', ['provision'], 0],
+      ['stacks', ['deploy'], 0],
+      ['sandboxes', ['teardown'], 0],
+      ['install_configurations', ['secret'], 0],
+      ['runners', ['deploy'], 0],
+      ['actions', ['provision'], 0],
+      ['app_branches', ['deploy'], 0],
+      ['components', ['drift'], 0],
+      ['components', ['health'], 0],
+      ['installs', ['health'], 0],
     ];
     for (const [r, ops, bad] of cases) {
       expect(withInterests({ resources: { [r]: { ops } } })).toEqual([`interests.resources.${r}.ops.${bad}`]);
@@ -162,10 +190,18 @@ describe('interests validation', () => {
 
   it('rejects flags set true on a resource they do not apply to, on the flag path', () => {
     const cases: [string, string][] = [
-      ['installs', 'drift_detected'], ['runners', 'drift_detected'], ['stacks', 'drift_detected'], ['actions', 'drift_detected'],
-      ['app_branches', 'drift_detected'], ['install_configurations', 'drift_detected'],
-      ['sandboxes', 'component_health'], ['installs', 'component_health'], ['runners', 'component_health'],
-      ['components', 'install_degraded'], ['sandboxes', 'install_degraded'], ['runners', 'install_degraded'],
+      ['installs', 'drift_detected'],
+      ['runners', 'drift_detected'],
+      ['stacks', 'drift_detected'],
+      ['actions', 'drift_detected'],
+      ['app_branches', 'drift_detected'],
+      ['install_configurations', 'drift_detected'],
+      ['sandboxes', 'component_health'],
+      ['installs', 'component_health'],
+      ['runners', 'component_health'],
+      ['components', 'install_degraded'],
+      ['sandboxes', 'install_degraded'],
+      ['runners', 'install_degraded'],
     ];
     for (const [r, flag] of cases) {
       expect(withInterests({ resources: { [r]: { [flag]: true } } })).toEqual([`interests.resources.${r}.${flag}`]);
@@ -196,8 +232,12 @@ describe('interests validation', () => {
   });
 
   it('booleans must be booleans; unknown per-resource fields and non-object configs are named', () => {
-    expect(withInterests({ resources: { installs: { approval_requests: 'true' } } })).toEqual(['interests.resources.installs.approval_requests']);
-    expect(withInterests({ resources: { installs: { approval_responses: 0 } } })).toEqual(['interests.resources.installs.approval_responses']);
+    expect(withInterests({ resources: { installs: { approval_requests: 'true' } } })).toEqual([
+      'interests.resources.installs.approval_requests',
+    ]);
+    expect(withInterests({ resources: { installs: { approval_responses: 0 } } })).toEqual([
+      'interests.resources.installs.approval_responses',
+    ]);
     expect(withInterests({ resources: { components: { drift_detected: 1 } } })).toEqual(['interests.resources.components.drift_detected']);
     expect(withInterests({ resources: { installs: { verbose: true } } })).toEqual(['interests.resources.installs.verbose']);
     expect(withInterests({ resources: { installs: [] } })).toEqual(['interests.resources.installs']);
@@ -207,7 +247,11 @@ describe('interests validation', () => {
 
 describe('issues across fields', () => {
   it('reports each invalid field once, without redundant whole-document issues', () => {
-    expect(issuePaths(createWebhookBodySchema, { webhook_url: 'x', interests: {}, match: {} })).toEqual(['webhook_url', 'interests', 'match']);
+    expect(issuePaths(createWebhookBodySchema, { webhook_url: 'x', interests: {}, match: {} })).toEqual([
+      'webhook_url',
+      'interests',
+      'match',
+    ]);
     expect(withInterests({ all_events: true, resources: { installs: { ops: ['x'] } } })).toEqual(['interests.resources.installs.ops.0']);
     expect(withMatch({ apps: {} })).toEqual(['match.apps']);
   });
@@ -332,7 +376,9 @@ describe('canonicalMatch', () => {
   });
 
   it('treats ids as a set and labels / kinds in any order as equal', () => {
-    expect(canonicalMatch({ installs: { ids: ['inst_b', 'inst_a'] } })).toBe(canonicalMatch({ installs: { ids: ['inst_a', 'inst_b', 'inst_a'] } }));
+    expect(canonicalMatch({ installs: { ids: ['inst_b', 'inst_a'] } })).toBe(
+      canonicalMatch({ installs: { ids: ['inst_a', 'inst_b', 'inst_a'] } }),
+    );
     expect(canonicalMatch({ components: { selector: { match_labels: { a: '1', b: '2' } } } })).toBe(
       canonicalMatch({ components: { selector: { match_labels: { b: '2', a: '1' } } } }),
     );

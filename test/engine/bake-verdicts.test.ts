@@ -4,7 +4,14 @@ import { describe, expect, it } from 'vitest';
 import { BAKE_VERDICTS_KEPT, verdictsSeen } from '../../src/engine/health-gates.ts';
 import type { GateEvent } from '../../machines/index.ts';
 
-const health = (at: number, install_id: string, verdict: 'healthy' | 'degraded' | 'unhealthy', component_id = 'c1'): GateEvent => ({ type: 'health', install_id, component_id, verdict, reason: null, at });
+const health = (at: number, install_id: string, verdict: 'healthy' | 'degraded' | 'unhealthy', component_id = 'c1'): GateEvent => ({
+  type: 'health',
+  install_id,
+  component_id,
+  verdict,
+  reason: null,
+  at,
+});
 
 describe('verdictsSeen', () => {
   it('keeps changes only, per install and component; ticks and repeats change nothing', () => {
@@ -14,7 +21,11 @@ describe('verdictsSeen', () => {
       [0, 'b', 'healthy'],
     ]);
     expect(verdictsSeen({ bake_verdicts: first }, [health(5, 'a', 'healthy'), { type: 'tick', at: 6 }])).toBeNull();
-    const next = verdictsSeen({ bake_verdicts: first }, [health(7, 'a', 'degraded'), health(8, 'a', 'degraded', 'c2'), health(9, 'b', 'healthy')])!;
+    const next = verdictsSeen({ bake_verdicts: first }, [
+      health(7, 'a', 'degraded'),
+      health(8, 'a', 'degraded', 'c2'),
+      health(9, 'b', 'healthy'),
+    ])!;
     expect(next.slice(2).map((v) => [v.at, v.install_id, v.component_id, v.verdict])).toEqual([
       [7, 'a', 'c1', 'degraded'],
       [8, 'a', 'c2', 'degraded'],
@@ -23,7 +34,8 @@ describe('verdictsSeen', () => {
 
   it(`keeps the latest ${BAKE_VERDICTS_KEPT} of a flapping install`, () => {
     let kept: Record<string, unknown> = {};
-    for (let i = 0; i < 500; i++) kept = { bake_verdicts: verdictsSeen(kept, [health(i, 'a', i % 2 ? 'degraded' : 'healthy')]) ?? kept.bake_verdicts };
+    for (let i = 0; i < 500; i++)
+      kept = { bake_verdicts: verdictsSeen(kept, [health(i, 'a', i % 2 ? 'degraded' : 'healthy')]) ?? kept.bake_verdicts };
     const v = kept.bake_verdicts as Array<{ at: number }>;
     expect(v).toHaveLength(BAKE_VERDICTS_KEPT);
     expect(v[0].at).toBe(500 - BAKE_VERDICTS_KEPT);

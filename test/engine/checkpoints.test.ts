@@ -23,7 +23,9 @@ const fact = (orgId: string, id: string): ProducerFact => ({
 });
 
 describe('WAL checkpoints', () => {
-  it("are not made in the engine's commits, yet the log stays bounded under a steady run of group commits", { timeout: 60_000 }, async () => {
+  it("are not made in the engine's commits, yet the log stays bounded under a steady run of group commits", {
+    timeout: 60_000,
+  }, async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'svc-ckpt-'));
     dirs.push(dir);
     const file = path.join(dir, 'svc.db');

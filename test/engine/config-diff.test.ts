@@ -97,7 +97,13 @@ describe('diffConfigs', () => {
   it('labels and type: per-key label changes; absent labels are the same as none', () => {
     const d = diffConfigs(
       { components: [{ name: 'api', type: 'helm', labels: { tier: 'web', team: 'a' } }, { name: 'db' }, { name: 'q', labels: {} }] },
-      { components: [{ name: 'api', type: 'kustomize', labels: { tier: 'edge', ring: 'canary' } }, { name: 'db', labels: { tier: 'data' } }, { name: 'q' }] },
+      {
+        components: [
+          { name: 'api', type: 'kustomize', labels: { tier: 'edge', ring: 'canary' } },
+          { name: 'db', labels: { tier: 'data' } },
+          { name: 'q' },
+        ],
+      },
     );
     const byName = Object.fromEntries(d.components.changed.map((c) => [c.name, c.changes]));
     expect(byName.api).toEqual([
@@ -111,7 +117,10 @@ describe('diffConfigs', () => {
   });
 
   it('type added or removed', () => {
-    const d = diffConfigs({ components: [{ name: 'a' }, { name: 'b', type: 'helm' }] }, { components: [{ name: 'a', type: 'helm' }, { name: 'b' }] });
+    const d = diffConfigs(
+      { components: [{ name: 'a' }, { name: 'b', type: 'helm' }] },
+      { components: [{ name: 'a', type: 'helm' }, { name: 'b' }] },
+    );
     expect(d.components.changed).toEqual([
       { name: 'a', changes: [{ path: 'type', op: 'add', new: 'helm' }] },
       { name: 'b', changes: [{ path: 'type', op: 'remove', old: 'helm' }] },
@@ -140,7 +149,10 @@ describe('diffConfigs', () => {
       inputs_changed: false,
     });
     // key order does not matter
-    const k = diffConfigs({ components: [], sandbox: { a: 1, b: { c: 2, d: 3 } } }, { components: [], sandbox: { b: { d: 3, c: 2 }, a: 1 } });
+    const k = diffConfigs(
+      { components: [], sandbox: { a: 1, b: { c: 2, d: 3 } } },
+      { components: [], sandbox: { b: { d: 3, c: 2 }, a: 1 } },
+    );
     expect(k.sandbox_changed).toBe(false);
   });
 

@@ -14,8 +14,6 @@ import { getJob, getWorkflow, listOwnerWorkflows, listSteps, listVersions } from
 import { CONFIG_V2, DASHBOARD, EngineWorld, HEALTH_EVERY_MS, SOURCE } from '../helpers/engine.ts';
 import { successTrail, trail } from '../helpers/workflows.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
-
 const DRIFT_EVERY_MS = 3_600_000;
 
 const worlds: EngineWorld[] = [];
@@ -28,7 +26,8 @@ afterEach(() => {
   for (const w of worlds.splice(0)) w.close();
 });
 
-const provisionOf = (w: EngineWorld, install: Install) => listOwnerWorkflows(w.db, install.org_id, install.install_id).find((x) => x.type === 'provision')!;
+const provisionOf = (w: EngineWorld, install: Install) =>
+  listOwnerWorkflows(w.db, install.org_id, install.install_id).find((x) => x.type === 'provision')!;
 const statuses = (w: EngineWorld, workflowId: string) => listSteps(w.db, workflowId).map((s) => s.status);
 
 // ---------------------------------------------------------------------------------------------
@@ -48,7 +47,14 @@ describe('a provision workflow through job reports', () => {
     // one job at a time: the first step's, for the org's runner
     const [first] = await w.jobs();
     expect(await w.jobs()).toHaveLength(1);
-    expect(first).toMatchObject({ org_id: O, workflow_id: wf.workflow_id, operation: 'runner.provision', install_id: install.install_id, app_config_id: cfg.app_config_id, plan_only: false });
+    expect(first).toMatchObject({
+      org_id: O,
+      workflow_id: wf.workflow_id,
+      operation: 'runner.provision',
+      install_id: install.install_id,
+      app_config_id: cfg.app_config_id,
+      plan_only: false,
+    });
     expect(first.runner_id).not.toBe(install.runner_id);
     expect(getJob(w.db, O, first.job_id)!.status).toBe('sent');
     expect(statuses(w, wf.workflow_id)).toEqual(['pending', 'pending', 'pending', 'pending']); // sent is not started
@@ -88,12 +94,16 @@ describe('a provision workflow through job reports', () => {
     expect(counted).toBe(events.length);
   });
 
-  it('a failed job fails its step and the workflow with the runner\'s error; later steps end cancelled without events; a late answer changes nothing', async () => {
+  it("a failed job fails its step and the workflow with the runner's error; later steps end cancelled without events; a late answer changes nothing", async () => {
     const w = world();
     const O = w.org();
     const install = w.install(O, w.config(O));
     const wf = provisionOf(w, install);
-    await w.runJobs((j) => (j.operation === 'sandbox.provision' ? [{ status: 'started' }, { status: 'failed', error: 'quota exceeded' }] : [{ status: 'started' }, { status: 'succeeded' }]));
+    await w.runJobs((j) =>
+      j.operation === 'sandbox.provision'
+        ? [{ status: 'started' }, { status: 'failed', error: 'quota exceeded' }]
+        : [{ status: 'started' }, { status: 'succeeded' }],
+    );
     const done = getWorkflow(w.db, wf.workflow_id)!;
     expect(done).toMatchObject({ status: 'failed', error: 'quota exceeded' });
     expect(statuses(w, wf.workflow_id)).toEqual(['succeeded', 'failed', 'cancelled', 'cancelled']);
@@ -137,20 +147,43 @@ describe('approvals and cancel', () => {
     const a = w.install(O, v1);
     const b = w.install(O, v1);
     await w.runJobs();
-    const run = w.engine.startBranchRun(O, v1.app_id, newId('abr'), v2, [{ name: 'a', install_ids: [a.install_id] }, { name: 'b', install_ids: [b.install_id] }], true);
+    const run = w.engine.startBranchRun(
+      O,
+      v1.app_id,
+      newId('abr'),
+      v2,
+      [
+        { name: 'a', install_ids: [a.install_id] },
+        { name: 'b', install_ids: [b.install_id] },
+      ],
+      true,
+    );
     return { O, v1, v2, a, b, run };
   }
 
-  it('a branch run waits at each group\'s plan; approving starts that group\'s app_config_update; the run ends when every group is applied', async () => {
+  it("a branch run waits at each group's plan; approving starts that group's app_config_update; the run ends when every group is applied", async () => {
     const w = world();
     const { O, v2, a, b, run } = await branchRun(w);
     const W = run.workflow_id;
     const names = listSteps(w.db, W).map((s) => s.name);
-    expect(names).toEqual(['build components', 'plan install group: a', 'deploy install group: a', 'plan install group: b', 'deploy install group: b']);
+    expect(names).toEqual([
+      'build components',
+      'plan install group: a',
+      'deploy install group: a',
+      'plan install group: b',
+      'deploy install group: b',
+    ]);
     expect(statuses(w, W)).toEqual(['skipped', 'awaiting_approval', 'pending', 'pending', 'pending']);
     const planA = listSteps(w.db, W)[1];
-    expect(planA.plan).toMatchObject({ install_group: 'a', installs: [{ install_id: a.install_id, new_app_config_id: v2.app_config_id, diff: { changed: true } }] });
-    expect(trail(w.events(), W)).toEqual(['workflow::started', 'workflow_step:plan install group: a:started', 'workflow_step_approval:plan install group: a:requested']);
+    expect(planA.plan).toMatchObject({
+      install_group: 'a',
+      installs: [{ install_id: a.install_id, new_app_config_id: v2.app_config_id, diff: { changed: true } }],
+    });
+    expect(trail(w.events(), W)).toEqual([
+      'workflow::started',
+      'workflow_step:plan install group: a:started',
+      'workflow_step_approval:plan install group: a:requested',
+    ]);
     expect(await w.runJobs()).toEqual([]); // nothing to run while it waits
 
     const approved = w.engine.respondToApproval(O, W, planA.step_id, 'approved', 'looks fine');
@@ -211,7 +244,8 @@ describe('approvals and cancel', () => {
     const [build, planA, deployA] = listSteps(w.db, run.workflow_id);
     expect(() => w.engine.respondToApproval(w.org(), run.workflow_id, planA.step_id, 'approved')).toThrow(NotFoundError);
     expect(() => w.engine.respondToApproval(O, run.workflow_id, 'st_nope', 'approved')).toThrow(NotFoundError);
-    for (const s of [build, deployA]) expect(() => w.engine.respondToApproval(O, run.workflow_id, s.step_id, 'approved')).toThrow(ConflictError);
+    for (const s of [build, deployA])
+      expect(() => w.engine.respondToApproval(O, run.workflow_id, s.step_id, 'approved')).toThrow(ConflictError);
     expect(statuses(w, run.workflow_id)).toEqual(['skipped', 'awaiting_approval', 'pending', 'pending', 'pending']);
   });
 
@@ -228,7 +262,12 @@ describe('approvals and cancel', () => {
     expect(cancelled.status).toBe('cancelled');
     expect(w.outboxKicks).toBe(kicks + 1); // one transaction
     expect(statuses(w, wf.workflow_id)).toEqual(['cancelled', 'cancelled', 'cancelled']);
-    const expected = ['workflow::started', 'workflow_step:reprovision sandbox:started', 'workflow_step:reprovision sandbox:cancelled', 'workflow::cancelled'];
+    const expected = [
+      'workflow::started',
+      'workflow_step:reprovision sandbox:started',
+      'workflow_step:reprovision sandbox:cancelled',
+      'workflow::cancelled',
+    ];
     expect(trail(w.events(), wf.workflow_id)).toEqual(expected);
     expect(getJob(w.db, O, job.job_id)!.status).toBe('cancelled');
     expect(w.report(job, { status: 'succeeded' })).toBe('ignored');
@@ -255,7 +294,7 @@ describe('approvals and cancel', () => {
   });
 });
 
-describe('the engine\'s timers on the clock', () => {
+describe("the engine's timers on the clock", () => {
   it('runner health: a pending runner is never unhealthy; one unhealthy event per outage; recovery is silent; a missing process is an outage; inactive is not unhealthy', async () => {
     const w = world();
     w.schedule();
@@ -263,7 +302,8 @@ describe('the engine\'s timers on the clock', () => {
     const install = w.install(O, w.config(O));
     await w.runJobs();
     const R = install.runner_id;
-    const hb = (process: 'running' | 'missing') => w.ingest({ family: 'runners', orgId: O, id: R, body: { type: 'heartbeat', process } satisfies RunnerMessage });
+    const hb = (process: 'running' | 'missing') =>
+      w.ingest({ family: 'runners', orgId: O, id: R, body: { type: 'heartbeat', process } satisfies RunnerMessage });
     const unhealthy = () => w.events().filter((e) => e.type === 'com.svc.runner.unhealthy.v1' && e.data.runner.id === R);
     const checks = (n: number, beat?: 'running' | 'missing') => {
       for (let i = 0; i < n; i++) {
@@ -300,7 +340,12 @@ describe('the engine\'s timers on the clock', () => {
 
     checks(2, 'running');
     expect(w.ingest({ family: 'runners', orgId: O, id: R, body: { type: 'inactive', reason: 'rotation' } })).toEqual(['accepted']);
-    expect(w.events().filter((e) => e.type === 'com.svc.runner.inactive.v1').map((e) => e.data.reason)).toEqual(['rotation']);
+    expect(
+      w
+        .events()
+        .filter((e) => e.type === 'com.svc.runner.inactive.v1')
+        .map((e) => e.data.reason),
+    ).toEqual(['rotation']);
     checks(2, 'running');
     expect(unhealthy()).toHaveLength(2);
 
@@ -357,7 +402,11 @@ describe('the engine\'s timers on the clock', () => {
     w.engine.startInstallWorkflow(getInstall(w.db, O, b.install_id)!, 'deprovision');
     await w.runJobs((j) => (j.install_id === c.install_id ? [] : [{ status: 'started' }, { status: 'succeeded' }]));
     expect([a, b, c].map((i) => getInstall(w.db, O, i.install_id)!.provisioned)).toEqual([true, false, false]);
-    const scans = (i: Install) => listOwnerWorkflows(w.db, O, i.install_id).filter((x) => x.type.startsWith('drift_run')).map((x) => x.type).sort();
+    const scans = (i: Install) =>
+      listOwnerWorkflows(w.db, O, i.install_id)
+        .filter((x) => x.type.startsWith('drift_run'))
+        .map((x) => x.type)
+        .sort();
 
     w.clock.advance(DRIFT_EVERY_MS - 1);
     expect(scans(a)).toEqual([]);
@@ -374,7 +423,12 @@ describe('the engine\'s timers on the clock', () => {
     w.clock.advance(DRIFT_EVERY_MS);
     expect(scans(a)).toHaveLength(4);
     // drift scans' lifecycle is never an event, and clean plans are no drift
-    const types = new Set(w.events().filter((e) => e.data.workflow?.type?.startsWith('drift_run')).map((e) => e.type));
+    const types = new Set(
+      w
+        .events()
+        .filter((e) => e.data.workflow?.type?.startsWith('drift_run'))
+        .map((e) => e.type),
+    );
     expect(types).toEqual(new Set());
   });
 });
@@ -392,21 +446,31 @@ describe('drift from a plan', () => {
       { address: 'kubernetes_service.worker', action: 'no-op' as const },
     ];
     const scan = w.engine.startInstallWorkflow(install, 'drift_run');
-    await w.runJobs((j) => [{ status: 'started' }, { status: 'succeeded', plan: { changes: j.component_id === worker.component_id ? changes : [{ address: 'x', action: 'no-op' }] } }]);
+    await w.runJobs((j) => [
+      { status: 'started' },
+      { status: 'succeeded', plan: { changes: j.component_id === worker.component_id ? changes : [{ address: 'x', action: 'no-op' }] } },
+    ]);
     expect(getWorkflow(w.db, scan.workflow_id)!.status).toBe('succeeded');
     expect(drift()).toHaveLength(1);
     const step = listSteps(w.db, scan.workflow_id).find((s) => s.name === 'plan worker')!;
     expect(step.plan).toEqual({ changes });
     expect(drift()[0]).toMatchObject({
       subject: `${O}/drift_detected/${scan.workflow_id}/${step.step_id}/detected`,
-      data: { install_id: install.install_id, step: { name: 'plan worker', component_id: worker.component_id }, drift: { component_id: worker.component_id, changes: [changes[0]] } },
+      data: {
+        install_id: install.install_id,
+        step: { name: 'plan worker', component_id: worker.component_id },
+        drift: { component_id: worker.component_id, changes: [changes[0]] },
+      },
     });
     expect(drift()[0].data.drift.component_id).not.toBe(api.component_id);
 
     // the sandbox scan: drift on the sandbox
     const sb = w.engine.startInstallWorkflow(install, 'drift_run_reprovision_sandbox');
     await w.runJobs(() => [{ status: 'succeeded', plan: { changes: [{ address: 'aws_vpc.main', action: 'replace' }] } }]);
-    expect(drift().at(-1).data).toMatchObject({ workflow: { id: sb.workflow_id }, drift: { sandbox_id: install.sandbox_id, changes: [{ address: 'aws_vpc.main', action: 'replace' }] } });
+    expect(drift().at(-1).data).toMatchObject({
+      workflow: { id: sb.workflow_id },
+      drift: { sandbox_id: install.sandbox_id, changes: [{ address: 'aws_vpc.main', action: 'replace' }] },
+    });
 
     // a plan with changes in a deploy is not drift
     w.engine.startInstallWorkflow(install, 'manual_deploy', { component: worker });
@@ -423,15 +487,26 @@ describe('group commit and refusals', () => {
     const [job] = await w.jobs();
     const [api] = listComponents(w.db, install.install_id);
     // the outbox refuses this one workflow's events: its state is written first, then the insert throws
-    w.db.exec("CREATE TEMP TRIGGER refuse_one BEFORE INSERT ON outbox WHEN NEW.subject LIKE '%wfx_refused%' BEGIN SELECT RAISE(ABORT, 'injected'); END");
-    const workflow = (id: string): WorkflowMessage => ({ kind: 'workflow', transition: 'started', workflow: { id, type: 'manual_deploy', owner_id: install.install_id, owner_type: 'installs' } });
+    w.db.exec(
+      "CREATE TEMP TRIGGER refuse_one BEFORE INSERT ON outbox WHEN NEW.subject LIKE '%wfx_refused%' BEGIN SELECT RAISE(ABORT, 'injected'); END",
+    );
+    const workflow = (id: string): WorkflowMessage => ({
+      kind: 'workflow',
+      transition: 'started',
+      workflow: { id, type: 'manual_deploy', owner_id: install.install_id, owner_type: 'installs' },
+    });
     const kicks = w.outboxKicks;
     const before = w.events().length;
     const results = w.engine.ingest([
       { family: 'jobs', orgId: O, id: job.job_id, body: { status: 'started' } },
       { family: 'workflows', orgId: O, id: 'wfx_refused', body: workflow('wfx_refused') },
       { family: 'workflows', orgId: O, id: 'wfx_kept', body: workflow('wfx_kept') },
-      { family: 'health', orgId: O, id: install.install_id, body: { component_id: api.component_id, verdict: 'degraded' } satisfies HealthMessage },
+      {
+        family: 'health',
+        orgId: O,
+        id: install.install_id,
+        body: { component_id: api.component_id, verdict: 'degraded' } satisfies HealthMessage,
+      },
       { family: 'jobs', orgId: O, id: 'job_unknown', body: { status: 'started' } },
       { family: 'runners', orgId: 'org_unknown', id: install.runner_id, body: { type: 'heartbeat', process: 'running' } },
     ]);
@@ -440,7 +515,12 @@ describe('group commit and refusals', () => {
     // rolled back alone: no workflow row for it, no event; everything else is there
     expect(getWorkflow(w.db, 'wfx_refused')).toBeUndefined();
     expect(getWorkflow(w.db, 'wfx_kept')!.status).toBe('started');
-    expect(w.events().slice(before).map((e) => e.subject)).toEqual([
+    expect(
+      w
+        .events()
+        .slice(before)
+        .map((e) => e.subject),
+    ).toEqual([
       `${O}/workflow_step/${job.workflow_id}/${job.step_id}/started`,
       `${O}/workflow/wfx_kept/started`,
       `${O}/component_health/${install.install_id}/${api.component_id}/unhealthy`,
@@ -459,7 +539,16 @@ describe('group commit and refusals', () => {
     const before = w.events().length;
     const facts: ProducerFact[] = [
       { family: 'jobs', orgId: 'org_nope', id: 'job_x', body: { status: 'started' } },
-      { family: 'workflows', orgId: 'org_nope', id: 'wfx_x', body: { kind: 'workflow', transition: 'started', workflow: { id: 'wfx_x', type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' } } },
+      {
+        family: 'workflows',
+        orgId: 'org_nope',
+        id: 'wfx_x',
+        body: {
+          kind: 'workflow',
+          transition: 'started',
+          workflow: { id: 'wfx_x', type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' },
+        },
+      },
       { family: 'runners', orgId: 'org_nope', id: install.runner_id, body: { type: 'inactive' } },
       { family: 'health', orgId: 'org_nope', id: install.install_id, body: { component_id: 'cmp_x', verdict: 'degraded' } },
     ];
@@ -481,21 +570,44 @@ describe('group commit and refusals', () => {
 });
 
 describe('workflows a producer reports (CONTRACT 5.2 svc.ingest.<org>.workflows.<id>)', () => {
-  const reported = (orgId: string, id: string, body: Omit<WorkflowMessage, 'workflow'> & { workflow?: WorkflowMessage['workflow'] }): ProducerFact => ({ family: 'workflows', orgId, id, body: body as WorkflowMessage });
+  const reported = (
+    orgId: string,
+    id: string,
+    body: Omit<WorkflowMessage, 'workflow'> & { workflow?: WorkflowMessage['workflow'] },
+  ): ProducerFact => ({ family: 'workflows', orgId, id, body: body as WorkflowMessage });
   const about = (id: string) => ({ id, type: 'provision', owner_id: 'inst_elsewhere', owner_type: 'installs' as const });
 
-  it('the first `started` stores the workflow started, at the clock\'s time, with one event; repeats are duplicates; a later end is timed from it', () => {
+  it("the first `started` stores the workflow started, at the clock's time, with one event; repeats are duplicates; a later end is timed from it", () => {
     const w = world();
     const O = w.org();
     const before = w.events().length;
     const startedAt = new Date(w.clock.now()).toISOString();
     expect(w.ingest(reported(O, 'bwf_1', { kind: 'workflow', transition: 'started', workflow: about('bwf_1') }))).toEqual(['accepted']);
-    expect(getWorkflow(w.db, 'bwf_1')).toMatchObject({ org_id: O, external: true, external_id: 'bwf_1', status: 'started', started_at: startedAt, finished_at: null, error: null, owner_id: 'inst_elsewhere' });
+    expect(getWorkflow(w.db, 'bwf_1')).toMatchObject({
+      org_id: O,
+      external: true,
+      external_id: 'bwf_1',
+      status: 'started',
+      started_at: startedAt,
+      finished_at: null,
+      error: null,
+      owner_id: 'inst_elsewhere',
+    });
     expect(w.ingest(reported(O, 'bwf_1', { kind: 'workflow', transition: 'started', workflow: about('bwf_1') }))).toEqual(['duplicate']);
-    expect(w.events().slice(before).map((e) => [e.subject, e.data.workflow.id])).toEqual([[`${O}/workflow/bwf_1/started`, 'bwf_1']]);
+    expect(
+      w
+        .events()
+        .slice(before)
+        .map((e) => [e.subject, e.data.workflow.id]),
+    ).toEqual([[`${O}/workflow/bwf_1/started`, 'bwf_1']]);
     w.clock.advance(2500);
     expect(w.ingest(reported(O, 'bwf_1', { kind: 'workflow', transition: 'failed', error: 'boom' }))).toEqual(['accepted']);
-    expect(getWorkflow(w.db, 'bwf_1')).toMatchObject({ status: 'failed', started_at: startedAt, finished_at: new Date(w.clock.now()).toISOString(), error: 'boom' });
+    expect(getWorkflow(w.db, 'bwf_1')).toMatchObject({
+      status: 'failed',
+      started_at: startedAt,
+      finished_at: new Date(w.clock.now()).toISOString(),
+      error: 'boom',
+    });
     expect(w.events().at(-1).data.outcome).toEqual({ status: 'failed', duration_ms: 2500, error: 'boom' });
     expect(w.ingest(reported(O, 'bwf_1', { kind: 'workflow', transition: 'started' }))).toEqual(['ignored']);
   });
@@ -507,27 +619,53 @@ describe('workflows a producer reports (CONTRACT 5.2 svc.ingest.<org>.workflows.
     expect(w.ingest(reported(O, 'bwf_2', { kind: 'workflow', transition: 'succeeded', workflow: about('bwf_2') }))).toEqual(['accepted']);
     const now = new Date(w.clock.now()).toISOString();
     expect(getWorkflow(w.db, 'bwf_2')).toMatchObject({ status: 'succeeded', started_at: now, finished_at: now, error: null });
-    expect(w.events().slice(before).map((e) => e.data.transition)).toEqual(['started', 'succeeded']);
+    expect(
+      w
+        .events()
+        .slice(before)
+        .map((e) => e.data.transition),
+    ).toEqual(['started', 'succeeded']);
     const step = { id: 'st_a', name: 'plan', idx: 0, execution_type: 'system' as const };
-    expect(w.ingest(reported(O, 'bwf_3', { kind: 'workflow_step', transition: 'started', workflow: about('bwf_3'), step }))).toEqual(['accepted']);
+    expect(w.ingest(reported(O, 'bwf_3', { kind: 'workflow_step', transition: 'started', workflow: about('bwf_3'), step }))).toEqual([
+      'accepted',
+    ]);
     expect(getWorkflow(w.db, 'bwf_3')!.status).toBe('pending');
-    expect(listSteps(w.db, 'bwf_3').map((s) => [s.step_id, s.status, s.started_at, s.finished_at])).toEqual([['st_a', 'started', now, null]]);
-    expect(w.events().at(-1)).toMatchObject({ subject: `${O}/workflow_step/bwf_3/st_a/started`, data: { step: { id: 'st_a', name: 'plan', idx: 0 } } });
+    expect(listSteps(w.db, 'bwf_3').map((s) => [s.step_id, s.status, s.started_at, s.finished_at])).toEqual([
+      ['st_a', 'started', now, null],
+    ]);
+    expect(w.events().at(-1)).toMatchObject({
+      subject: `${O}/workflow_step/bwf_3/st_a/started`,
+      data: { step: { id: 'st_a', name: 'plan', idx: 0 } },
+    });
     expect(w.ingest(reported(O, 'bwf_3', { kind: 'workflow_step', transition: 'started', step }))).toEqual(['duplicate']);
     // a new step whose first message ends it: started and ended at once, with its error
     w.clock.advance(100);
     const ended = new Date(w.clock.now()).toISOString();
-    expect(w.ingest(reported(O, 'bwf_3', { kind: 'workflow_step', transition: 'failed', error: 'no quota', step: { ...step, id: 'st_b', idx: 1 } }))).toEqual(['accepted']);
-    expect(listSteps(w.db, 'bwf_3')[1]).toMatchObject({ step_id: 'st_b', status: 'failed', error: 'no quota', started_at: ended, finished_at: ended });
+    expect(
+      w.ingest(
+        reported(O, 'bwf_3', { kind: 'workflow_step', transition: 'failed', error: 'no quota', step: { ...step, id: 'st_b', idx: 1 } }),
+      ),
+    ).toEqual(['accepted']);
+    expect(listSteps(w.db, 'bwf_3')[1]).toMatchObject({
+      step_id: 'st_b',
+      status: 'failed',
+      error: 'no quota',
+      started_at: ended,
+      finished_at: ended,
+    });
     expect(w.events().at(-1).data.outcome).toEqual({ status: 'failed', duration_ms: 0, error: 'no quota' });
   });
 
-  it('ids are the org\'s own: another org\'s workflow of the same id is stored under an id of its own; an id the engine runs is refused; no workflow and no first message: refused', async () => {
+  it("ids are the org's own: another org's workflow of the same id is stored under an id of its own; an id the engine runs is refused; no workflow and no first message: refused", async () => {
     const w = world();
     const A = w.org();
     const B = w.org();
-    expect(w.ingest(reported(A, 'bwf_same', { kind: 'workflow', transition: 'started', workflow: about('bwf_same') }))).toEqual(['accepted']);
-    expect(w.ingest(reported(B, 'bwf_same', { kind: 'workflow', transition: 'started', workflow: about('bwf_same') }))).toEqual(['accepted']);
+    expect(w.ingest(reported(A, 'bwf_same', { kind: 'workflow', transition: 'started', workflow: about('bwf_same') }))).toEqual([
+      'accepted',
+    ]);
+    expect(w.ingest(reported(B, 'bwf_same', { kind: 'workflow', transition: 'started', workflow: about('bwf_same') }))).toEqual([
+      'accepted',
+    ]);
     const b = listOwnerWorkflows(w.db, B, 'inst_elsewhere');
     expect(b).toHaveLength(1);
     expect(b[0].workflow_id).not.toBe('bwf_same');

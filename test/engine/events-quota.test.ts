@@ -28,9 +28,27 @@ function append(d: Db, clock: ManualClock, counts: Record<string, number>, writt
           const k = written[org] ?? 0;
           written[org] = k + 1;
           const id = `ev_${org}_${k}`;
-          insertEvent(d, { event_id: id, org_id: org, type: 't', subject: 's', body: '{"data":"x"}', route: '{}', created_ms: clock.now() });
+          insertEvent(d, {
+            event_id: id,
+            org_id: org,
+            type: 't',
+            subject: 's',
+            body: '{"data":"x"}',
+            route: '{}',
+            created_ms: clock.now(),
+          });
           attempts.push({
-            webhook_id: `wh_${org}`, org_id: org, event_id: id, type: 't', attempted_ms: clock.now(), ok: true, status_code: 204, error: null, duration_ms: 1, recovery_id: null, kept_ms: clock.now(),
+            webhook_id: `wh_${org}`,
+            org_id: org,
+            event_id: id,
+            type: 't',
+            attempted_ms: clock.now(),
+            ok: true,
+            status_code: 204,
+            error: null,
+            duration_ms: 1,
+            recovery_id: null,
+            kept_ms: clock.now(),
           });
         }
         left[org]! -= take;
@@ -41,16 +59,31 @@ function append(d: Db, clock: ManualClock, counts: Record<string, number>, writt
 }
 
 const ids = (d: Db, table: 'events' | 'delivery_attempts', org: string): number[] =>
-  (d.prepare(`SELECT event_id FROM ${table} WHERE org_id = ? ORDER BY seq`).all(org) as Array<{ event_id: string }>).map((r) => Number(r.event_id.split('_').pop()));
+  (d.prepare(`SELECT event_id FROM ${table} WHERE org_id = ? ORDER BY seq`).all(org) as Array<{ event_id: string }>).map((r) =>
+    Number(r.event_id.split('_').pop()),
+  );
 const range = (from: number, to: number): number[] => Array.from({ length: to - from }, (_, i) => from + i);
-const prunedByQuota = async (m: Metrics): Promise<number> => (await m.eventsPruned.get()).values.find((v) => v.labels.reason === 'quota')?.value ?? 0;
+const prunedByQuota = async (m: Metrics): Promise<number> =>
+  (await m.eventsPruned.get()).values.find((v) => v.labels.reason === 'quota')?.value ?? 0;
 
-function quota(d: Db, clock: ManualClock, maxPerOrg: number, opts: { metrics?: Metrics; queuedFrom?: () => number; onPrune?: (n: number) => void } = {}): EventQuota {
+function quota(
+  d: Db,
+  clock: ManualClock,
+  maxPerOrg: number,
+  opts: { metrics?: Metrics; queuedFrom?: () => number; onPrune?: (n: number) => void } = {},
+): EventQuota {
   const metrics = opts.metrics ?? createMetrics();
-  return new EventQuota(d, clock, maxPerOrg, logger, (n) => {
-    opts.onPrune?.(n);
-    metrics.eventsPruned.inc({ reason: 'quota' }, n);
-  }, opts.queuedFrom);
+  return new EventQuota(
+    d,
+    clock,
+    maxPerOrg,
+    logger,
+    (n) => {
+      opts.onPrune?.(n);
+      metrics.eventsPruned.inc({ reason: 'quota' }, n);
+    },
+    opts.queuedFrom,
+  );
 }
 
 describe('EventQuota (--max-events-per-org)', () => {
@@ -118,7 +151,9 @@ describe('EventQuota (--max-events-per-org)', () => {
     const d = stores.open();
     const clock = new ManualClock();
     append(d, clock, { org_a: 25_000 }, {});
-    const seqs = (d.prepare("SELECT seq FROM events WHERE org_id = 'org_a' ORDER BY seq").all() as Array<{ seq: number }>).map((r) => r.seq);
+    const seqs = (d.prepare("SELECT seq FROM events WHERE org_id = 'org_a' ORDER BY seq").all() as Array<{ seq: number }>).map(
+      (r) => r.seq,
+    );
     let queuedFrom = seqs[4_000]!; // the relay has stored A's first 4,000
     const q = quota(d, clock, QUOTA, { queuedFrom: () => queuedFrom });
     await q.settled();
@@ -165,7 +200,9 @@ describe('EventQuota (--max-events-per-org)', () => {
     expect(sizes.reduce((a, b) => a + b, 0)).toBe(110_000);
     expect(Math.max(...sizes)).toBeLessThanOrEqual(QUOTA_DELETE_STEP);
     expect(maxStepsBetweenTicks).toBe(1);
-    console.log(`quota prune of 110,000 events: ${sizes.length} steps of at most ${QUOTA_DELETE_STEP}, longest turn ${maxCpuMs.toFixed(1)} ms of CPU, ${maxGapMs.toFixed(1)} ms of wall time`);
+    console.log(
+      `quota prune of 110,000 events: ${sizes.length} steps of at most ${QUOTA_DELETE_STEP}, longest turn ${maxCpuMs.toFixed(1)} ms of CPU, ${maxGapMs.toFixed(1)} ms of wall time`,
+    );
     expect(maxCpuMs).toBeLessThan(50); // CONTRACT 8: no turn of the engine's thread over 50 ms
     q.close();
   });

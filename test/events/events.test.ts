@@ -1,8 +1,18 @@
 import { describe, it, expect } from 'vitest';
 import { CloudEvent as SdkCloudEvent } from 'cloudevents';
 import type {
-  ApprovalFact, ComponentHealthFact, DriftFact, Fact, InstallHealthFact, PingFact, RunnerInactiveFact,
-  RunnerUnhealthyFact, StepFact, StepRef, WorkflowFact, WorkflowRef,
+  ApprovalFact,
+  ComponentHealthFact,
+  DriftFact,
+  Fact,
+  InstallHealthFact,
+  PingFact,
+  RunnerInactiveFact,
+  RunnerUnhealthyFact,
+  StepFact,
+  StepRef,
+  WorkflowFact,
+  WorkflowRef,
 } from '../../src/domain/facts.ts';
 import { classify } from '../../src/events/classify.ts';
 import { slugsFor } from '../../src/events/slugs.ts';
@@ -16,10 +26,18 @@ const DASH = 'https://dash.example.com';
 const OPTS = { source: '//api.example.com:8443/ctl-api', dashboardUrl: DASH };
 
 const wfRef = (type: string, extra: Partial<WorkflowRef> = {}): WorkflowRef => ({
-  id: 'wf_1', type, owner_id: INST, owner_type: 'installs', ...extra,
+  id: 'wf_1',
+  type,
+  owner_id: INST,
+  owner_type: 'installs',
+  ...extra,
 });
 const stepRef = (extra: Partial<StepRef> = {}): StepRef => ({
-  id: 'st_1', name: 'do thing', idx: 0, execution_type: 'system', ...extra,
+  id: 'st_1',
+  name: 'do thing',
+  idx: 0,
+  execution_type: 'system',
+  ...extra,
 });
 
 function wfFact(type: string, transition: WorkflowFact['transition'] = 'started', extra: Partial<WorkflowFact> = {}): WorkflowFact {
@@ -29,40 +47,89 @@ function wfFact(type: string, transition: WorkflowFact['transition'] = 'started'
   }
   return f;
 }
-function stepFact(type: string, step: Partial<StepRef> = {}, transition: StepFact['transition'] = 'started', extra: Partial<StepFact> = {}): StepFact {
+function stepFact(
+  type: string,
+  step: Partial<StepRef> = {},
+  transition: StepFact['transition'] = 'started',
+  extra: Partial<StepFact> = {},
+): StepFact {
   const f: StepFact = { kind: 'workflow_step', transition, org_id: ORG, time: TIME, workflow: wfRef(type), step: stepRef(step), ...extra };
   if (transition !== 'started' && !f.outcome) {
     f.outcome = { status: transition, duration_ms: 56, ...(transition === 'failed' ? { error: 'step boom' } : {}) };
   }
   return f;
 }
-function approvalFact(type: string, transition: ApprovalFact['transition'], step: Partial<StepRef> = {}, approval: Partial<ApprovalFact['approval']> = {}, wf: Partial<WorkflowRef> = {}): ApprovalFact {
+function approvalFact(
+  type: string,
+  transition: ApprovalFact['transition'],
+  step: Partial<StepRef> = {},
+  approval: Partial<ApprovalFact['approval']> = {},
+  wf: Partial<WorkflowRef> = {},
+): ApprovalFact {
   return {
-    kind: 'workflow_step_approval', transition, org_id: ORG, time: TIME, workflow: wfRef(type, wf),
-    step: stepRef({ execution_type: 'approval', ...step }), approval: { status: transition, ...approval },
+    kind: 'workflow_step_approval',
+    transition,
+    org_id: ORG,
+    time: TIME,
+    workflow: wfRef(type, wf),
+    step: stepRef({ execution_type: 'approval', ...step }),
+    approval: { status: transition, ...approval },
   };
 }
 function driftFact(drift: DriftFact['drift'], type = 'drift_run', step: Partial<StepRef> = {}): DriftFact {
   return {
-    kind: 'drift_detected', transition: 'detected', org_id: ORG, time: TIME, workflow: wfRef(type),
+    kind: 'drift_detected',
+    transition: 'detected',
+    org_id: ORG,
+    time: TIME,
+    workflow: wfRef(type),
     step: stepRef({ name: 'plan api', target_type: 'install_deploys', component_id: drift.component_id ?? null, ...step }),
-    install_id: INST, drift,
+    install_id: INST,
+    drift,
   };
 }
 const compHealth = (transition: ComponentHealthFact['transition'] = 'unhealthy'): ComponentHealthFact => ({
-  kind: 'component_health', transition, org_id: ORG, time: TIME, install_id: INST, component_id: 'cmp_1',
-  health: transition === 'unhealthy' ? { verdict: 'degraded', previous: null, reason: 'probe failed' } : { verdict: 'healthy', previous: 'degraded' },
+  kind: 'component_health',
+  transition,
+  org_id: ORG,
+  time: TIME,
+  install_id: INST,
+  component_id: 'cmp_1',
+  health:
+    transition === 'unhealthy'
+      ? { verdict: 'degraded', previous: null, reason: 'probe failed' }
+      : { verdict: 'healthy', previous: 'degraded' },
 });
 const instHealth = (transition: InstallHealthFact['transition'] = 'degraded'): InstallHealthFact => ({
-  kind: 'install_health', transition, org_id: ORG, time: TIME, install_id: INST,
-  health: { verdict: transition === 'degraded' ? 'unhealthy' : 'healthy', previous: transition === 'degraded' ? 'healthy' : 'unhealthy', component_id: 'cmp_1' },
+  kind: 'install_health',
+  transition,
+  org_id: ORG,
+  time: TIME,
+  install_id: INST,
+  health: {
+    verdict: transition === 'degraded' ? 'unhealthy' : 'healthy',
+    previous: transition === 'degraded' ? 'healthy' : 'unhealthy',
+    component_id: 'cmp_1',
+  },
 });
 const RUNNER = { id: 'rnr_1', name: 'install runner', group_id: 'rg_1', group_type: 'install' };
 const runnerUnhealthy = (install_id: string | null = INST): RunnerUnhealthyFact => ({
-  kind: 'runner_unhealthy', transition: 'unhealthy', org_id: ORG, time: TIME, runner: RUNNER, reason: 'process missing', install_id,
+  kind: 'runner_unhealthy',
+  transition: 'unhealthy',
+  org_id: ORG,
+  time: TIME,
+  runner: RUNNER,
+  reason: 'process missing',
+  install_id,
 });
 const runnerInactive = (reason?: string): RunnerInactiveFact => ({
-  kind: 'runner_inactive', transition: 'inactive', org_id: ORG, time: TIME, runner: RUNNER, install_id: INST, ...(reason ? { reason } : {}),
+  kind: 'runner_inactive',
+  transition: 'inactive',
+  org_id: ORG,
+  time: TIME,
+  runner: RUNNER,
+  install_id: INST,
+  ...(reason ? { reason } : {}),
 });
 const ping: PingFact = { kind: 'webhook_ping', transition: 'ping', org_id: ORG, time: TIME, webhook_id: 'wh_1' };
 
@@ -86,7 +153,20 @@ function mustEvent(f: Fact, opts = OPTS): CloudEvent {
   return ev!;
 }
 
-const ENVELOPE_KEYS = ['specversion', 'id', 'type', 'source', 'time', 'subject', 'datacontenttype', 'svcorgid', 'svckind', 'svctransition', 'interests', 'data'];
+const ENVELOPE_KEYS = [
+  'specversion',
+  'id',
+  'type',
+  'source',
+  'time',
+  'subject',
+  'datacontenttype',
+  'svcorgid',
+  'svckind',
+  'svctransition',
+  'interests',
+  'data',
+];
 
 // ---------------------------------------------------------------- classification (CONTRACT 6.1)
 
@@ -178,9 +258,19 @@ describe('classify: step events by target type then workflow type', () => {
 
 describe('classify: other kinds', () => {
   it('drift: components/drift or sandboxes/drift, even inside drift workflows', () => {
-    expect(classify(driftFact({ component_id: 'cmp_1', changes: [{ address: 'a', action: 'update' }] }))).toEqual({ resource: 'components', op: 'drift' });
-    expect(classify(driftFact({ sandbox_id: 'sbx_1', changes: [{ address: 'a', action: 'delete' }] }, 'drift_run_reprovision_sandbox', { target_type: 'install_sandbox_runs', sandbox_id: 'sbx_1', component_id: null })))
-      .toEqual({ resource: 'sandboxes', op: 'drift' });
+    expect(classify(driftFact({ component_id: 'cmp_1', changes: [{ address: 'a', action: 'update' }] }))).toEqual({
+      resource: 'components',
+      op: 'drift',
+    });
+    expect(
+      classify(
+        driftFact({ sandbox_id: 'sbx_1', changes: [{ address: 'a', action: 'delete' }] }, 'drift_run_reprovision_sandbox', {
+          target_type: 'install_sandbox_runs',
+          sandbox_id: 'sbx_1',
+          component_id: null,
+        }),
+      ),
+    ).toEqual({ resource: 'sandboxes', op: 'drift' });
   });
   it('health, runners, ping', () => {
     expect(classify(compHealth())).toEqual({ resource: 'components', op: 'health' });
@@ -198,24 +288,72 @@ describe('slugs', () => {
   const s = (f: Fact) => slugsFor(f, classify(f));
   it('lifecycle: resource, op, event, outcome slugs', () => {
     expect(s(wfFact('provision', 'started'))).toEqual(['resource:installs', 'op:installs.provision', 'event:lifecycle.started']);
-    expect(s(wfFact('provision', 'succeeded'))).toEqual(['resource:installs', 'op:installs.provision', 'event:lifecycle.succeeded', 'outcome:completion']);
-    expect(s(wfFact('action_workflow_run', 'failed'))).toEqual(['resource:actions', 'op:actions.run', 'event:lifecycle.failed', 'outcome:completion', 'outcome:failures']);
-    expect(s(stepFact('provision', { target_type: 'runners' }, 'cancelled'))).toEqual(['resource:runners', 'op:runners.provision', 'event:lifecycle.cancelled', 'outcome:completion', 'outcome:failures']);
-    expect(s(stepFact('provision', { target_type: 'install_sandbox_runs' }, 'succeeded'))).toEqual(['resource:sandboxes', 'op:sandboxes.provision', 'event:lifecycle.succeeded', 'outcome:completion']);
+    expect(s(wfFact('provision', 'succeeded'))).toEqual([
+      'resource:installs',
+      'op:installs.provision',
+      'event:lifecycle.succeeded',
+      'outcome:completion',
+    ]);
+    expect(s(wfFact('action_workflow_run', 'failed'))).toEqual([
+      'resource:actions',
+      'op:actions.run',
+      'event:lifecycle.failed',
+      'outcome:completion',
+      'outcome:failures',
+    ]);
+    expect(s(stepFact('provision', { target_type: 'runners' }, 'cancelled'))).toEqual([
+      'resource:runners',
+      'op:runners.provision',
+      'event:lifecycle.cancelled',
+      'outcome:completion',
+      'outcome:failures',
+    ]);
+    expect(s(stepFact('provision', { target_type: 'install_sandbox_runs' }, 'succeeded'))).toEqual([
+      'resource:sandboxes',
+      'op:sandboxes.provision',
+      'event:lifecycle.succeeded',
+      'outcome:completion',
+    ]);
   });
   it('approvals', () => {
-    expect(s(approvalFact('app_branch_run', 'requested'))).toEqual(['resource:app_branches', 'op:app_branches.run', 'event:approval.request']);
-    expect(s(approvalFact('app_branch_run', 'approved'))).toEqual(['resource:app_branches', 'op:app_branches.run', 'event:approval.response.approved']);
-    expect(s(approvalFact('manual_deploy', 'rejected', { target_type: 'install_deploys', name: 'deploy api' }))).toEqual(['resource:components', 'op:components.deploy', 'event:approval.response.rejected']);
+    expect(s(approvalFact('app_branch_run', 'requested'))).toEqual([
+      'resource:app_branches',
+      'op:app_branches.run',
+      'event:approval.request',
+    ]);
+    expect(s(approvalFact('app_branch_run', 'approved'))).toEqual([
+      'resource:app_branches',
+      'op:app_branches.run',
+      'event:approval.response.approved',
+    ]);
+    expect(s(approvalFact('manual_deploy', 'rejected', { target_type: 'install_deploys', name: 'deploy api' }))).toEqual([
+      'resource:components',
+      'op:components.deploy',
+      'event:approval.response.rejected',
+    ]);
   });
   it('drift, health, runners', () => {
-    expect(s(driftFact({ component_id: 'cmp_1', changes: [] }))).toEqual(['resource:components', 'op:components.drift', 'event:drift.detected']);
-    expect(s(driftFact({ sandbox_id: 'sbx_1', changes: [] }, 'drift_run_reprovision_sandbox'))).toEqual(['resource:sandboxes', 'op:sandboxes.drift', 'event:drift.detected']);
+    expect(s(driftFact({ component_id: 'cmp_1', changes: [] }))).toEqual([
+      'resource:components',
+      'op:components.drift',
+      'event:drift.detected',
+    ]);
+    expect(s(driftFact({ sandbox_id: 'sbx_1', changes: [] }, 'drift_run_reprovision_sandbox'))).toEqual([
+      'resource:sandboxes',
+      'op:sandboxes.drift',
+      'event:drift.detected',
+    ]);
     expect(s(compHealth('unhealthy'))).toEqual(['resource:components', 'op:components.health', 'event:component.unhealthy']);
     expect(s(compHealth('recovered'))).toEqual(['resource:components', 'op:components.health', 'event:component.recovered']);
     expect(s(instHealth('degraded'))).toEqual(['resource:installs', 'op:installs.health', 'event:install.degraded']);
     expect(s(instHealth('recovered'))).toEqual(['resource:installs', 'op:installs.health', 'event:install.recovered']);
-    expect(s(runnerUnhealthy())).toEqual(['resource:runners', 'op:runners.unhealthy', 'event:runner.unhealthy', 'outcome:completion', 'outcome:failures']);
+    expect(s(runnerUnhealthy())).toEqual([
+      'resource:runners',
+      'op:runners.unhealthy',
+      'event:runner.unhealthy',
+      'outcome:completion',
+      'outcome:failures',
+    ]);
     expect(s(runnerInactive())).toEqual(['resource:runners', 'op:runners.inactive', 'event:runner.inactive']);
   });
   it('ping carries event:webhook.ping alone', () => {
@@ -236,10 +374,18 @@ describe('links', () => {
     expect(linksFor(wfFact('provision'), `${DASH}/ui/`).workflow).toBe(`${DASH}/ui/${ORG}/workflows/wf_1`);
   });
   it('sandbox and component steps', () => {
-    expect(linksFor(stepFact('provision', { target_type: 'install_sandbox_runs', sandbox_id: 'sbx_1' }), DASH))
-      .toEqual({ org: `${DASH}/${ORG}`, install: I, workflow: `${DASH}/${ORG}/workflows/wf_1`, sandbox: `${I}/sandbox` });
-    expect(linksFor(stepFact('provision', { target_type: 'install_deploys', component_id: 'cmp_9' }), DASH))
-      .toEqual({ org: `${DASH}/${ORG}`, install: I, workflow: `${DASH}/${ORG}/workflows/wf_1`, component: `${I}/components/cmp_9` });
+    expect(linksFor(stepFact('provision', { target_type: 'install_sandbox_runs', sandbox_id: 'sbx_1' }), DASH)).toEqual({
+      org: `${DASH}/${ORG}`,
+      install: I,
+      workflow: `${DASH}/${ORG}/workflows/wf_1`,
+      sandbox: `${I}/sandbox`,
+    });
+    expect(linksFor(stepFact('provision', { target_type: 'install_deploys', component_id: 'cmp_9' }), DASH)).toEqual({
+      org: `${DASH}/${ORG}`,
+      install: I,
+      workflow: `${DASH}/${ORG}/workflows/wf_1`,
+      component: `${I}/components/cmp_9`,
+    });
   });
   it('non-install owner: install from the fact scope, or none', () => {
     const f = stepFact('app_config_update', { target_type: 'install_deploys', component_id: 'cmp_1' });
@@ -247,15 +393,24 @@ describe('links', () => {
     expect(linksFor(f, DASH)).toEqual({ org: `${DASH}/${ORG}`, workflow: `${DASH}/${ORG}/workflows/wf_1` });
     f.install_id = 'inst_7';
     expect(linksFor(f, DASH)).toEqual({
-      org: `${DASH}/${ORG}`, install: `${DASH}/${ORG}/installs/inst_7`, workflow: `${DASH}/${ORG}/workflows/wf_1`,
+      org: `${DASH}/${ORG}`,
+      install: `${DASH}/${ORG}/installs/inst_7`,
+      workflow: `${DASH}/${ORG}/workflows/wf_1`,
       component: `${DASH}/${ORG}/installs/inst_7/components/cmp_1`,
     });
   });
   it('health, drift, runner and ping events', () => {
     expect(linksFor(compHealth(), DASH)).toEqual({ org: `${DASH}/${ORG}`, install: I, component: `${I}/components/cmp_1` });
     expect(linksFor(instHealth(), DASH)).toEqual({ org: `${DASH}/${ORG}`, install: I });
-    expect(linksFor(driftFact({ sandbox_id: 'sbx_1', changes: [] }, 'drift_run_reprovision_sandbox', { target_type: 'install_sandbox_runs', component_id: null }), DASH))
-      .toEqual({ org: `${DASH}/${ORG}`, install: I, workflow: `${DASH}/${ORG}/workflows/wf_1`, sandbox: `${I}/sandbox` });
+    expect(
+      linksFor(
+        driftFact({ sandbox_id: 'sbx_1', changes: [] }, 'drift_run_reprovision_sandbox', {
+          target_type: 'install_sandbox_runs',
+          component_id: null,
+        }),
+        DASH,
+      ),
+    ).toEqual({ org: `${DASH}/${ORG}`, install: I, workflow: `${DASH}/${ORG}/workflows/wf_1`, sandbox: `${I}/sandbox` });
     expect(linksFor(runnerUnhealthy(), DASH)).toEqual({ org: `${DASH}/${ORG}`, install: I });
     expect(linksFor(runnerUnhealthy(null), DASH)).toEqual({ org: `${DASH}/${ORG}` });
     expect(linksFor(ping, DASH)).toEqual({ org: `${DASH}/${ORG}` });
@@ -275,7 +430,11 @@ describe('envelope', () => {
     const rows: Array<[Fact, string, string]> = [
       [wfFact('provision', 'succeeded'), 'com.svc.workflow.lifecycle.v1', `${ORG}/workflow/wf_1/succeeded`],
       [stepFact('provision', {}, 'failed'), 'com.svc.workflow_step.lifecycle.v1', `${ORG}/workflow_step/wf_1/st_1/failed`],
-      [approvalFact('app_branch_run', 'requested'), 'com.svc.workflow_step.approval.v1', `${ORG}/workflow_step_approval/wf_1/st_1/requested`],
+      [
+        approvalFact('app_branch_run', 'requested'),
+        'com.svc.workflow_step.approval.v1',
+        `${ORG}/workflow_step_approval/wf_1/st_1/requested`,
+      ],
       [driftFact({ component_id: 'cmp_1', changes: [] }), 'com.svc.drift.detected.v1', `${ORG}/drift_detected/wf_1/st_1/detected`],
       [compHealth('recovered'), 'com.svc.component.health.v1', `${ORG}/component_health/${INST}/cmp_1/recovered`],
       [instHealth('degraded'), 'com.svc.install.health.v1', `${ORG}/install_health/${INST}/degraded`],
@@ -356,7 +515,9 @@ describe('data shapes (CONTRACT 6.2)', () => {
     (f.workflow as WorkflowRef & { extra?: string }).extra = 'not carried';
     const ev = mustEvent(f);
     expect(ev.data).toEqual({
-      kind: 'workflow', transition: 'started', org_id: ORG,
+      kind: 'workflow',
+      transition: 'started',
+      org_id: ORG,
       workflow: { id: 'wf_1', type: 'provision', owner_id: INST, owner_type: 'installs' },
       links: linksFor(f, DASH),
     });
@@ -381,34 +542,80 @@ describe('data shapes (CONTRACT 6.2)', () => {
 
   it('step events: parent, step, action, outcome', () => {
     const parent = { workflow_id: 'wf_parent', step_id: 'st_parent', kind: 'workflow_step' as const };
-    const f = stepFact('action_workflow_run', { name: 'run backup', idx: 2, target_type: 'install_action_workflow_runs', target_id: 'awr_1' }, 'failed', {
-      workflow: wfRef('action_workflow_run', { parent }), action: { id: 'act_1', name: 'backup' },
-    });
+    const f = stepFact(
+      'action_workflow_run',
+      { name: 'run backup', idx: 2, target_type: 'install_action_workflow_runs', target_id: 'awr_1' },
+      'failed',
+      {
+        workflow: wfRef('action_workflow_run', { parent }),
+        action: { id: 'act_1', name: 'backup' },
+      },
+    );
     const ev = mustEvent(f);
     expect(ev.data).toEqual({
-      kind: 'workflow_step', transition: 'failed', org_id: ORG,
+      kind: 'workflow_step',
+      transition: 'failed',
+      org_id: ORG,
       workflow: { id: 'wf_1', type: 'action_workflow_run', owner_id: INST, owner_type: 'installs' },
       parent,
-      step: { id: 'st_1', name: 'run backup', idx: 2, target_type: 'install_action_workflow_runs', target_id: 'awr_1', component_id: null, sandbox_id: null, execution_type: 'system' },
+      step: {
+        id: 'st_1',
+        name: 'run backup',
+        idx: 2,
+        target_type: 'install_action_workflow_runs',
+        target_id: 'awr_1',
+        component_id: null,
+        sandbox_id: null,
+        execution_type: 'system',
+      },
       action: { id: 'act_1', name: 'backup' },
       outcome: { status: 'failed', duration_ms: 56, error: 'step boom' },
       links: linksFor(f, DASH),
     });
     expect(Object.keys(ev.data)).toEqual(['kind', 'transition', 'org_id', 'workflow', 'parent', 'step', 'action', 'outcome', 'links']);
-    expect(ev.interests).toEqual(['resource:actions', 'op:actions.run', 'event:lifecycle.failed', 'outcome:completion', 'outcome:failures']);
+    expect(ev.interests).toEqual([
+      'resource:actions',
+      'op:actions.run',
+      'event:lifecycle.failed',
+      'outcome:completion',
+      'outcome:failures',
+    ]);
   });
 
   it('step without a target type: nulls, and component/sandbox denormalized', () => {
     const a = mustEvent(stepFact('sync_secrets', { name: 'sync secrets' }));
-    expect(a.data.step).toEqual({ id: 'st_1', name: 'sync secrets', idx: 0, target_type: null, target_id: null, component_id: null, sandbox_id: null, execution_type: 'system' });
-    const b = mustEvent(stepFact('provision', { name: 'provision sandbox', target_type: 'install_sandbox_runs', target_id: 'isr_1', sandbox_id: 'sbx_1' }, 'succeeded'));
+    expect(a.data.step).toEqual({
+      id: 'st_1',
+      name: 'sync secrets',
+      idx: 0,
+      target_type: null,
+      target_id: null,
+      component_id: null,
+      sandbox_id: null,
+      execution_type: 'system',
+    });
+    const b = mustEvent(
+      stepFact(
+        'provision',
+        { name: 'provision sandbox', target_type: 'install_sandbox_runs', target_id: 'isr_1', sandbox_id: 'sbx_1' },
+        'succeeded',
+      ),
+    );
     expect((b.data.step as Record<string, unknown>).sandbox_id).toBe('sbx_1');
     expect(b.interests).toEqual(['resource:sandboxes', 'op:sandboxes.provision', 'event:lifecycle.succeeded', 'outcome:completion']);
   });
 
   it('approval request and responses', () => {
     const plan = { install_group: 'canary', installs: [{ install_id: 'inst_1' }] };
-    const req = mustEvent(approvalFact('app_branch_run', 'requested', { name: 'plan install group: canary' }, { plan }, { owner_type: 'app_branches', owner_id: 'br_1' }));
+    const req = mustEvent(
+      approvalFact(
+        'app_branch_run',
+        'requested',
+        { name: 'plan install group: canary' },
+        { plan },
+        { owner_type: 'app_branches', owner_id: 'br_1' },
+      ),
+    );
     expect(Object.keys(req.data)).toEqual(['kind', 'transition', 'org_id', 'workflow', 'step', 'approval', 'links']);
     // the request links to the step's card on its workflow's page, where it is approved or rejected (CONTRACT 4.3)
     expect(req.data.approval).toEqual({ status: 'requested', plan, url: `${DASH}/${ORG}/workflows/wf_1#step-st_1` });
@@ -426,10 +633,15 @@ describe('data shapes (CONTRACT 6.2)', () => {
     // exactly 64 KiB of JSON is kept
     const exact = { b: 'y'.repeat(MAX_PLAN_BYTES - JSON.stringify({ b: '' }).length) };
     expect(Buffer.byteLength(JSON.stringify(exact))).toBe(MAX_PLAN_BYTES);
-    expect((mustEvent(approvalFact('app_branch_run', 'requested', {}, { plan: exact })).data.approval as Record<string, unknown>).plan).toEqual(exact);
+    expect(
+      (mustEvent(approvalFact('app_branch_run', 'requested', {}, { plan: exact })).data.approval as Record<string, unknown>).plan,
+    ).toEqual(exact);
     // multi-byte characters count as bytes
     const wide = { b: 'é'.repeat(MAX_PLAN_BYTES / 2) };
-    expect(mustEvent(approvalFact('app_branch_run', 'requested', {}, { plan: wide })).data.approval).toMatchObject({ status: 'requested', plan_truncated: true });
+    expect(mustEvent(approvalFact('app_branch_run', 'requested', {}, { plan: wide })).data.approval).toMatchObject({
+      status: 'requested',
+      plan_truncated: true,
+    });
   });
 
   it('drift', () => {
@@ -439,19 +651,32 @@ describe('data shapes (CONTRACT 6.2)', () => {
     expect(ev.data.install_id).toBe(INST);
     expect(ev.data.drift).toEqual({ component_id: 'cmp_1', changes: [{ address: 'aws_s3_bucket.b', action: 'update' }] });
     expect(ev.data.workflow).toEqual({ id: 'wf_1', type: 'drift_run', owner_id: INST, owner_type: 'installs' });
-    expect(ev.data.links).toEqual(expect.objectContaining({ install: `${DASH}/${ORG}/installs/${INST}`, component: `${DASH}/${ORG}/installs/${INST}/components/cmp_1` }));
+    expect(ev.data.links).toEqual(
+      expect.objectContaining({
+        install: `${DASH}/${ORG}/installs/${INST}`,
+        component: `${DASH}/${ORG}/installs/${INST}/components/cmp_1`,
+      }),
+    );
   });
 
   it('component and install health', () => {
     const c = mustEvent(compHealth('unhealthy'));
     expect(c.data).toEqual({
-      kind: 'component_health', transition: 'unhealthy', org_id: ORG, install_id: INST, component_id: 'cmp_1',
-      health: { verdict: 'degraded', previous: null, reason: 'probe failed' }, links: linksFor(compHealth(), DASH),
+      kind: 'component_health',
+      transition: 'unhealthy',
+      org_id: ORG,
+      install_id: INST,
+      component_id: 'cmp_1',
+      health: { verdict: 'degraded', previous: null, reason: 'probe failed' },
+      links: linksFor(compHealth(), DASH),
     });
     expect(mustEvent(compHealth('recovered')).data.health).toEqual({ verdict: 'healthy', previous: 'degraded' });
     const i = mustEvent(instHealth('degraded'));
     expect(i.data).toEqual({
-      kind: 'install_health', transition: 'degraded', org_id: ORG, install_id: INST,
+      kind: 'install_health',
+      transition: 'degraded',
+      org_id: ORG,
+      install_id: INST,
       health: { verdict: 'unhealthy', previous: 'healthy', component_id: 'cmp_1' },
       links: { org: `${DASH}/${ORG}`, install: `${DASH}/${ORG}/installs/${INST}` },
     });
@@ -460,7 +685,12 @@ describe('data shapes (CONTRACT 6.2)', () => {
   it('runners', () => {
     const u = mustEvent(runnerUnhealthy());
     expect(u.data).toEqual({
-      kind: 'runner_unhealthy', transition: 'unhealthy', org_id: ORG, runner: RUNNER, reason: 'process missing', install_id: INST,
+      kind: 'runner_unhealthy',
+      transition: 'unhealthy',
+      org_id: ORG,
+      runner: RUNNER,
+      reason: 'process missing',
+      install_id: INST,
       links: { org: `${DASH}/${ORG}`, install: `${DASH}/${ORG}/installs/${INST}` },
     });
     const orgRunner = mustEvent(runnerUnhealthy(null));
@@ -471,25 +701,62 @@ describe('data shapes (CONTRACT 6.2)', () => {
 
   it('ping', () => {
     const ev = mustEvent(ping);
-    expect(ev.data).toEqual({ kind: 'webhook_ping', transition: 'ping', org_id: ORG, webhook_id: 'wh_1', links: { org: `${DASH}/${ORG}` } });
+    expect(ev.data).toEqual({
+      kind: 'webhook_ping',
+      transition: 'ping',
+      org_id: ORG,
+      webhook_id: 'wh_1',
+      links: { org: `${DASH}/${ORG}` },
+    });
     expect(ev.interests).toEqual(['event:webhook.ping']);
   });
 });
 
 describe('every produced envelope passes the cloudevents SDK', () => {
   it('across all workflow types, step targets and transitions', () => {
-    const types = ['provision', 'deprovision', 'reprovision', 'manual_deploy', 'deploy_components', 'app_config_update', 'teardown_component',
-      'reprovision_sandbox', 'deprovision_sandbox', 'input_update', 'sync_secrets', 'action_workflow_run', 'provision_runner',
-      'reprovision_runner', 'app_branch_run', 'drift_run', 'drift_run_reprovision_sandbox', 'unknown_type'];
-    const targets = [null, 'install_sandbox_runs', 'install_deploys', 'install_action_workflow_runs', 'install_stack_versions', 'runners', 'other'];
+    const types = [
+      'provision',
+      'deprovision',
+      'reprovision',
+      'manual_deploy',
+      'deploy_components',
+      'app_config_update',
+      'teardown_component',
+      'reprovision_sandbox',
+      'deprovision_sandbox',
+      'input_update',
+      'sync_secrets',
+      'action_workflow_run',
+      'provision_runner',
+      'reprovision_runner',
+      'app_branch_run',
+      'drift_run',
+      'drift_run_reprovision_sandbox',
+      'unknown_type',
+    ];
+    const targets = [
+      null,
+      'install_sandbox_runs',
+      'install_deploys',
+      'install_action_workflow_runs',
+      'install_stack_versions',
+      'runners',
+      'other',
+    ];
     let n = 0;
     for (const type of types) {
       for (const t of ['started', 'succeeded', 'failed', 'cancelled'] as const) {
         const ev = toCloudEvent(wfFact(type, t), OPTS);
-        if (ev) { sdkValidate(ev); n++; }
+        if (ev) {
+          sdkValidate(ev);
+          n++;
+        }
         for (const target_type of targets) {
           const sev = toCloudEvent(stepFact(type, { target_type, component_id: 'cmp_1', sandbox_id: null }, t), OPTS);
-          if (sev) { sdkValidate(sev); n++; }
+          if (sev) {
+            sdkValidate(sev);
+            n++;
+          }
         }
       }
     }

@@ -69,15 +69,24 @@ describe.skipIf(findNatsServer() === null)('the history as the queue (NATS mode)
       // wired as src/topology/nats.ts wires it; `publish` false: the commits are not handed over
       const engineFor = (r: OutboxRelay, publish = true) =>
         new Engine({
-          db, bus: createMemoryBus({ logger }), clock, logger,
-          metrics: createMetrics({ defaultMetrics: false }), urls: () => ({ source: '//svc', dashboard: 'http://svc/dashboard' }), registryRev: () => 1,
-          outboxChanged: () => undefined, piggyback: r.piggyback,
+          db,
+          bus: createMemoryBus({ logger }),
+          clock,
+          logger,
+          metrics: createMetrics({ defaultMetrics: false }),
+          urls: () => ({ source: '//svc', dashboard: 'http://svc/dashboard' }),
+          registryRev: () => 1,
+          outboxChanged: () => undefined,
+          piggyback: r.piggyback,
           historyQueue: { batch: (id, bytes) => r.assign(id, bytes), changed: (rows) => publish && r.handoff(rows) },
         });
       engine = engineFor(relay);
       const fact = (n: number) => {
         const workflow = { id: `wfx_${n}`, type: 'manual_deploy', owner_id: 'inst_ext', owner_type: 'installs' };
-        return parseIngest(`svc.ingest.${orgId}.workflows.wfx_${n}`, Buffer.from(JSON.stringify({ kind: 'workflow', transition: 'started', workflow })));
+        return parseIngest(
+          `svc.ingest.${orgId}.workflows.wfx_${n}`,
+          Buffer.from(JSON.stringify({ kind: 'workflow', transition: 'started', workflow })),
+        );
       };
       // three facts in one group commit: three history rows, no outbox row, one batch
       const results = engine.ingest([fact(1), fact(2), fact(3)]);

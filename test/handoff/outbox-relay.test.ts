@@ -41,7 +41,14 @@ describe.skipIf(findNatsServer() === null)('outbox relay: observers', () => {
     try {
       const rows: OutboxRow[] = [];
       for (let i = 1; i <= 3; i++) {
-        const item = { event_id: `ev_${i}`, org_id: 'org_1', subject: `svc.events.org_1.workflow.wf_${i}.started`, type: 't', body: `{"n":${i}}`, route: '{"org":"org_1"}' };
+        const item = {
+          event_id: `ev_${i}`,
+          org_id: 'org_1',
+          subject: `svc.events.org_1.workflow.wf_${i}.started`,
+          type: 't',
+          body: `{"n":${i}}`,
+          route: '{"org":"org_1"}',
+        };
         const batch = relay.assign(item.event_id, item.body.length + item.route.length);
         rows.push({ ...item, batch, seq: insertOutbox(db, item, batch), progress: [] });
       }
@@ -57,7 +64,11 @@ describe.skipIf(findNatsServer() === null)('outbox relay: observers', () => {
       clock.advance(25); // the stored rows are deleted on their own when no commit takes them along
       await waitFor(() => readOutbox(db, 0, 10).length === 0, 5000, 'stored rows deleted');
       await nc.flush();
-      expect(observed).toEqual(['svc.events.org_1.workflow.wf_1.started', 'svc.events.org_1.workflow.wf_2.started', 'svc.events.org_1.workflow.wf_3.started']);
+      expect(observed).toEqual([
+        'svc.events.org_1.workflow.wf_1.started',
+        'svc.events.org_1.workflow.wf_2.started',
+        'svc.events.org_1.workflow.wf_3.started',
+      ]);
     } finally {
       sub.unsubscribe();
       await relay.close();

@@ -26,7 +26,7 @@ import { createMetrics } from '../../src/metrics.ts';
 import { canonicalMatch } from '../../src/domain/subscription.ts';
 import { updateWebhook } from '../../store/webhooks.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const V1 = { sandbox: { size: 'small' }, components: [{ name: 'api', values: { image: 'api:1' } }] };
 
@@ -103,7 +103,10 @@ describe.skipIf(findNatsServer() === null)('poison items, NATS mode', () => {
     // a server that carries less than an event may weigh (CONTRACT 8 allows 256 KiB)
     const dir = tmpDir('svc-poison-nats-');
     const conf = path.join(dir, 'nats.conf');
-    fs.writeFileSync(conf, `listen: 127.0.0.1:${await freePort()}\nmax_payload: 196608\njetstream { store_dir: "${path.join(dir, 'js')}" }\n`);
+    fs.writeFileSync(
+      conf,
+      `listen: 127.0.0.1:${await freePort()}\nmax_payload: 196608\njetstream { store_dir: "${path.join(dir, 'js')}" }\n`,
+    );
     const small = await startNatsServer({ config: conf });
     let refused = '';
     let big = '';
@@ -197,7 +200,16 @@ describe.skipIf(findNatsServer() === null)('poison items, NATS mode', () => {
 
       const setIds = (n: number) => {
         const match = { installs: { ids: Array.from({ length: n }, (_, i) => `inst_${String(i).padStart(20, '0')}`) } };
-        updateWebhook(db, { org_id: orgA, webhook_id: hookA, secret: 's', previous_secret: null, previous_secret_expires_at: null, interests: { all_events: true }, match, match_canonical: canonicalMatch(match) });
+        updateWebhook(db, {
+          org_id: orgA,
+          webhook_id: hookA,
+          secret: 's',
+          previous_secret: null,
+          previous_secret_expires_at: null,
+          interests: { all_events: true },
+          match,
+          match_canonical: canonicalMatch(match),
+        });
         relay.changed(orgA, hookA);
       };
       setIds(40_000);

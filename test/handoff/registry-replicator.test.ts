@@ -72,9 +72,27 @@ describe.skipIf(findNatsServer() === null)('webhook registry on NATS KV', () => 
     expect(await lastSeq()).toBe(2);
 
     // changed while no relay ran: one webhook updated, one deleted, and a stray key in the replica
-    updateWebhook(db, { org_id: orgId, webhook_id: 'wh_a', secret: 'rotated', previous_secret: null, previous_secret_expires_at: null, interests: { all_events: true }, match: null, match_canonical: '' });
+    updateWebhook(db, {
+      org_id: orgId,
+      webhook_id: 'wh_a',
+      secret: 'rotated',
+      previous_secret: null,
+      previous_secret_expires_at: null,
+      interests: { all_events: true },
+      match: null,
+      match_canonical: '',
+    });
     deleteWebhook(db, orgId, 'wh_b');
-    await new KvRegistryPublisher(kv, seal).publish(orgId, 'wh_stray', 1, { webhook_id: 'wh_stray', org_id: orgId, url: 'https://x.example.test', secret: null, previous_secret: null, previous_secret_expires_at: null, interests: { all_events: true }, match: null });
+    await new KvRegistryPublisher(kv, seal).publish(orgId, 'wh_stray', 1, {
+      webhook_id: 'wh_stray',
+      org_id: orgId,
+      url: 'https://x.example.test',
+      secret: null,
+      previous_secret: null,
+      previous_secret_expires_at: null,
+      interests: { all_events: true },
+      match: null,
+    });
     const third = new RegistryReplicator(db, new KvRegistryPublisher(kv, seal), logger);
     await third.syncAll();
     expect(third.version).toBe(2);
@@ -102,7 +120,14 @@ describe.skipIf(findNatsServer() === null)('webhook registry on NATS KV', () => 
 
     // an entry sealed with another key (or forged): refused, never applied
     await new KvRegistryPublisher(kv, new Seal(newDataplaneKey())).publish(orgId, 'wh_evil', 99, {
-      webhook_id: 'wh_evil', org_id: orgId, url: 'https://evil.example.test', secret: null, previous_secret: null, previous_secret_expires_at: null, interests: { all_events: true }, match: null,
+      webhook_id: 'wh_evil',
+      org_id: orgId,
+      url: 'https://evil.example.test',
+      secret: null,
+      previous_secret: null,
+      previous_secret_expires_at: null,
+      interests: { all_events: true },
+      match: null,
     });
     await waitFor(() => refused.includes(`${orgId}.wh_evil`), 5000, 'the forged entry refused');
     expect(applied.some((a) => a.id === 'wh_evil')).toBe(false);

@@ -13,7 +13,16 @@ export const ARTIFACTS = path.resolve(import.meta.dirname, '..', 'artifacts');
 export function launchBrowser(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
 }
 
@@ -51,14 +60,11 @@ export interface AxeViolation {
  */
 export async function axeViolations(page: Page): Promise<AxeViolation[]> {
   if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const result = await page.evaluate(() => (window as any).axe.run(document, { resultTypes: ['violations'] }));
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   return (result.violations as any[]).map((v) => ({
     id: v.id,
     impact: v.impact,
     help: v.help,
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
     nodes: v.nodes.map((n: any) => ({ target: n.target, summary: n.failureSummary })),
   }));
 }
@@ -66,7 +72,10 @@ export async function axeViolations(page: Page): Promise<AxeViolation[]> {
 /** A readable list of violations for a failing assertion's message. */
 export function describeViolations(where: string, vs: AxeViolation[]): string {
   return vs
-    .map((v) => `${where}: [${v.impact}] ${v.id}: ${v.help}\n${v.nodes.map((n) => `  ${JSON.stringify(n.target)}: ${n.summary ?? ''}`).join('\n')}`)
+    .map(
+      (v) =>
+        `${where}: [${v.impact}] ${v.id}: ${v.help}\n${v.nodes.map((n) => `  ${JSON.stringify(n.target)}: ${n.summary ?? ''}`).join('\n')}`,
+    )
     .join('\n');
 }
 
@@ -97,7 +106,11 @@ async function pauseAutoRefresh(context: BrowserContext): Promise<void> {
  * A new browser context with one page signed in to the dashboard as `org`, its pages' own refresh
  * off (pauseAutoRefresh): a test that watches the refresh makes a context of its own.
  */
-export async function signedInPage(browser: Browser, dashboardUrl: string, org: OrgCreds): Promise<{ context: BrowserContext; page: Page }> {
+export async function signedInPage(
+  browser: Browser,
+  dashboardUrl: string,
+  org: OrgCreds,
+): Promise<{ context: BrowserContext; page: Page }> {
   const context = await newContext(browser);
   await pauseAutoRefresh(context);
   const page = await context.newPage();

@@ -41,7 +41,9 @@ export async function spawnService(db: string, args: string[] = [], env: Record<
  * once it prints `worker ready`.
  */
 export async function spawnWorker(natsUrl: string, args: string[] = [], env: Record<string, string> = {}): Promise<SvcChild> {
-  const { child, ready } = spawnSvc(['worker', '--nats', natsUrl, '--allow-private-targets', ...args], env, (out) => (out.includes('worker ready') ? 'ready' : null));
+  const { child, ready } = spawnSvc(['worker', '--nats', natsUrl, '--allow-private-targets', ...args], env, (out) =>
+    out.includes('worker ready') ? 'ready' : null,
+  );
   await ready;
   return child;
 }
@@ -58,7 +60,11 @@ function cleanEnv(env: Record<string, string>): NodeJS.ProcessEnv {
 }
 
 /** Spawn bin/svc.mjs with `args`; `ready` resolves with what `readyOn` finds in its output. */
-function spawnSvc(args: string[], env: Record<string, string>, readyOn: (out: string) => string | null): { child: SvcChild; ready: Promise<string> } {
+function spawnSvc(
+  args: string[],
+  env: Record<string, string>,
+  readyOn: (out: string) => string | null,
+): { child: SvcChild; ready: Promise<string> } {
   const proc = spawn(process.execPath, [BIN, ...args], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(proc);
   let out = '';
@@ -99,7 +105,11 @@ export function queuedCount(db: string): number {
   const h = new Database(db, { readonly: true, fileMustExist: true });
   try {
     const outbox = (h.prepare('SELECT COUNT(*) AS n FROM outbox').get() as { n: number }).n;
-    const history = (h.prepare('SELECT COUNT(*) AS n FROM events WHERE seq > (SELECT events_seq FROM relay_cursor) AND batch IS NOT NULL').get() as { n: number }).n;
+    const history = (
+      h.prepare('SELECT COUNT(*) AS n FROM events WHERE seq > (SELECT events_seq FROM relay_cursor) AND batch IS NOT NULL').get() as {
+        n: number;
+      }
+    ).n;
     return outbox + history;
   } finally {
     h.close();

@@ -60,7 +60,11 @@ function override(target: object, key: PropertyKey, value: unknown): Restore {
 
 /** A write() that appends to `out` instead of writing to the stream. */
 function capture(out: { text: string }) {
-  return (chunk: string | Uint8Array, encoding?: BufferEncoding | ((err?: Error | null) => void), cb?: (err?: Error | null) => void): boolean => {
+  return (
+    chunk: string | Uint8Array,
+    encoding?: BufferEncoding | ((err?: Error | null) => void),
+    cb?: (err?: Error | null) => void,
+  ): boolean => {
     out.text += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString(typeof encoding === 'string' ? encoding : 'utf8');
     const done = typeof encoding === 'function' ? encoding : cb;
     if (done) process.nextTick(done);
@@ -80,7 +84,9 @@ async function runNow(args: string[], env: Record<string, string>, input: string
     for (const k of Object.keys(process.env)) if (k.startsWith('SVC_')) delete process.env[k];
     Object.assign(process.env, env);
     // stdin: a stream of `input` (or nothing), not a terminal
-    const stdin = Readable.from(input === undefined || input === '' ? [] : [Buffer.from(input)], { objectMode: false }) as Readable & { isTTY?: boolean };
+    const stdin = Readable.from(input === undefined || input === '' ? [] : [Buffer.from(input)], { objectMode: false }) as Readable & {
+      isTTY?: boolean;
+    };
     restores.push(override(process, 'stdin', stdin));
     // stdout and stderr: captured, not terminals (help is not wrapped to a terminal's width)
     restores.push(override(process.stdout, 'write', capture(stdout)), override(process.stdout, 'isTTY', false));
@@ -106,7 +112,11 @@ async function runNow(args: string[], env: Record<string, string>, input: string
  */
 export function runCliProcess(args: string[], env: Record<string, string> = {}, input?: string, timeoutMs = 25_000): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...baseEnv(), ...env }, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [BIN, ...args], {
+      cwd: ROOT,
+      env: { ...baseEnv(), ...env },
+      stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    });
     if (input !== undefined) p.stdin!.end(input);
     let stdout = '';
     let stderr = '';

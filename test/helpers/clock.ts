@@ -40,9 +40,7 @@ export class ManualClock implements Clock {
   advance(ms: number): void {
     const end = this.t + Math.max(0, ms);
     for (;;) {
-      const next = this.timers
-        .filter((s) => !s.cancelled && s.at <= end)
-        .sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
+      const next = this.timers.filter((s) => !s.cancelled && s.at <= end).sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
       if (!next) break;
       this.t = Math.max(this.t, next.at);
       if (next.every !== null) next.at += next.every;

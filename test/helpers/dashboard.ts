@@ -11,7 +11,11 @@ export interface DashboardSession {
   submit(formPage: string, p: string, form: Record<string, string>): Promise<Response>;
 }
 
-const cookieOf = (res: Response, name: string) => res.headers.getSetCookie().find((c) => c.startsWith(`${name}=`))?.split(';')[0];
+const cookieOf = (res: Response, name: string) =>
+  res.headers
+    .getSetCookie()
+    .find((c) => c.startsWith(`${name}=`))
+    ?.split(';')[0];
 const csrfIn = (html: string) => /name="csrf" value="([^"]+)"/.exec(html)?.[1];
 
 function postForm(url: string, form: Record<string, string>, cookie?: string): Promise<Response> {

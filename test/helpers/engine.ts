@@ -18,7 +18,7 @@ import { createOrg } from '../../store/orgs.ts';
 import { readOutbox } from '../../store/outbox.ts';
 import type { Job } from './fake-runner.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 export const logger = pino({ level: 'silent' });
 export const SOURCE = '//svc.test/ctl-api';
@@ -81,12 +81,19 @@ export class EngineWorld {
     return createOrg(this.db, 'engine-test').org.org_id;
   }
 
-  config(orgId: string, body: AppConfigBody = CONFIG, appId = insertApp(this.db, { app_id: newId('app'), org_id: orgId, name: 'shop' }).app_id): AppConfig {
+  config(
+    orgId: string,
+    body: AppConfigBody = CONFIG,
+    appId = insertApp(this.db, { app_id: newId('app'), org_id: orgId, name: 'shop' }).app_id,
+  ): AppConfig {
     return insertConfig(this.db, { app_config_id: newId('cfg'), app_id: appId, org_id: orgId, body });
   }
 
   install(orgId: string, config: AppConfig, labels: Record<string, string> = {}): Install {
-    return this.engine.createInstall({ org_id: orgId, app_id: config.app_id, name: `i${this.sent.length}`, labels, app_branch_id: null }, config);
+    return this.engine.createInstall(
+      { org_id: orgId, app_id: config.app_id, name: `i${this.sent.length}`, labels, app_branch_id: null },
+      config,
+    );
   }
 
   /** The CloudEvents committed so far, in commit order. */
@@ -115,7 +122,12 @@ export class EngineWorld {
   }
 
   /** Answer every job not answered yet (by default started, then succeeded with a clean plan), until none is left. */
-  async runJobs(answer: (job: Job) => JobResult[] = (j) => [{ status: 'started' }, { status: 'succeeded', ...(j.plan_only ? { plan: { changes: [] } } : {}) }]): Promise<Job[]> {
+  async runJobs(
+    answer: (job: Job) => JobResult[] = (j) => [
+      { status: 'started' },
+      { status: 'succeeded', ...(j.plan_only ? { plan: { changes: [] } } : {}) },
+    ],
+  ): Promise<Job[]> {
     const done: Job[] = [];
     for (;;) {
       const next = (await this.jobs()).find((j) => !this.answered.has(j.job_id));

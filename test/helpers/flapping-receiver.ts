@@ -10,7 +10,7 @@ export type PathMode = 'fast' | 'hang' | 'flap';
 
 export interface FlapRequest {
   path: string;
-  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  json: any;
   /** when it arrived (ms since the epoch) */
   at: number;
   /** answered at once (false: held) */

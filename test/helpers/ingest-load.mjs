@@ -24,7 +24,11 @@ let n = 0;
 
 function send() {
   const id = `wfx_${tag}_${n++}`;
-  const body = JSON.stringify({ kind: 'workflow', transition: 'started', workflow: { id, type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' } });
+  const body = JSON.stringify({
+    kind: 'workflow',
+    transition: 'started',
+    workflow: { id, type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' },
+  });
   // the connection's inbox prefix is the org's: its replies come to _INBOX_<org>.<nuid>.<n>
   return nc.request(`svc.ingest.${org}.workflows.${id}`, body, { timeout: 30_000 }).then((m) => m.json());
 }

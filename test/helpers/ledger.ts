@@ -139,7 +139,8 @@ export function ledgerOf(acknowledged: Iterable<string>, deliveries: readonly De
       continue;
     }
     repeats++;
-    if (f.id !== d.id || f.webhookId !== d.webhookId) foreignRepeats.push(`${d.subject}: id ${f.id} then ${d.id}, webhook-id ${f.webhookId} then ${d.webhookId}`);
+    if (f.id !== d.id || f.webhookId !== d.webhookId)
+      foreignRepeats.push(`${d.subject}: id ${f.id} then ${d.id}, webhook-id ${f.webhookId} then ${d.webhookId}`);
   }
   const missing = [...acked].filter((s) => !first.has(s));
   return { acknowledged: acked.size, delivered: acked.size - missing.length, missing, repeats, foreignRepeats, unexpected };

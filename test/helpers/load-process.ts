@@ -8,7 +8,7 @@ import { fork } from 'node:child_process';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const SCRIPTS = {
   ingest: new URL('./ingest-load.mjs', import.meta.url),
@@ -21,7 +21,11 @@ export const producer = (data: Record<string, unknown>, o: { nice?: number } = {
 
 /** A load process: `next(key)` waits for the next message carrying key, `post` sends it one. */
 export function loadProcess(script: keyof typeof SCRIPTS, data: Record<string, unknown>, o: { nice?: number } = {}) {
-  const child = fork(fileURLToPath(SCRIPTS[script]), { env: { ...process.env, SVC_LOAD: JSON.stringify(data) }, execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(fileURLToPath(SCRIPTS[script]), {
+    env: { ...process.env, SVC_LOAD: JSON.stringify(data) },
+    execArgv: [],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   if (o.nice) os.setPriority(child.pid!, o.nice);
   const messages: Json[] = [];
   let wake = () => {};
@@ -49,4 +53,8 @@ export function loadProcess(script: keyof typeof SCRIPTS, data: Record<string, u
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
 export type Figures = { p50: number; p99: number; max: number };
 /** p50, p99 and max of a sample of latencies (ms), to one decimal. */
-export const figures = (xs: number[]): Figures => ({ p50: +pct(xs, 50).toFixed(1), p99: +pct(xs, 99).toFixed(1), max: +Math.max(...xs).toFixed(1) });
+export const figures = (xs: number[]): Figures => ({
+  p50: +pct(xs, 50).toFixed(1),
+  p99: +pct(xs, 99).toFixed(1),
+  max: +Math.max(...xs).toFixed(1),
+});

@@ -71,10 +71,29 @@ export async function startNatsCluster(): Promise<NatsClusterHandle> {
   const root = mkdtempSync(join(tmpdir(), 'svc-nats-cluster-'));
   const specs: Array<{ name: string; port: number; clusterPort: number; storeDir: string; conf: string }> = [];
   for (let i = 1; i <= 3; i++) {
-    specs.push({ name: `n${i}`, port: await freePort(), clusterPort: await freePort(), storeDir: join(root, `n${i}`), conf: join(root, `n${i}.conf`) });
+    specs.push({
+      name: `n${i}`,
+      port: await freePort(),
+      clusterPort: await freePort(),
+      storeDir: join(root, `n${i}`),
+      conf: join(root, `n${i}.conf`),
+    });
   }
-  for (const s of specs) writeFileSync(s.conf, serverConf(s, specs.filter((o) => o !== s).map((o) => o.clusterPort)));
-  const servers: ClusterServer[] = specs.map((s) => ({ name: s.name, port: s.port, url: `nats://127.0.0.1:${s.port}`, storeDir: s.storeDir, handle: null }));
+  for (const s of specs)
+    writeFileSync(
+      s.conf,
+      serverConf(
+        s,
+        specs.filter((o) => o !== s).map((o) => o.clusterPort),
+      ),
+    );
+  const servers: ClusterServer[] = specs.map((s) => ({
+    name: s.name,
+    port: s.port,
+    url: `nats://127.0.0.1:${s.port}`,
+    storeDir: s.storeDir,
+    handle: null,
+  }));
   const confOf = (name: string) => specs.find((s) => s.name === name)!.conf;
   const server = (name: string) => {
     const s = servers.find((x) => x.name === name);

@@ -65,7 +65,9 @@ process.once('exit', () => {
  * A private nats-server: JetStream in a temp dir on a random port, or, with `config`, the server
  * that configuration file describes (e.g. the output of `svc nats init`).
  */
-export async function startNatsServer(opts: { timeoutMs?: number; config?: string; port?: number; storeDir?: string } = {}): Promise<NatsServerHandle> {
+export async function startNatsServer(
+  opts: { timeoutMs?: number; config?: string; port?: number; storeDir?: string } = {},
+): Promise<NatsServerHandle> {
   const bin = findNatsServer();
   if (!bin) {
     throw new Error('nats-server not found: install it with `apt-get install -y nats-server` or set SVC_NATS_SERVER');
@@ -97,10 +99,7 @@ export async function startNatsServer(opts: { timeoutMs?: number; config?: strin
 
   try {
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`nats-server did not become ready:\n${log}`)),
-        opts.timeoutMs ?? 10_000,
-      );
+      const timer = setTimeout(() => reject(new Error(`nats-server did not become ready:\n${log}`)), opts.timeoutMs ?? 10_000);
       const onData = (chunk: Buffer) => {
         log += chunk.toString();
         const m = /Listening for client connections on [^\s:]+:(\d+)/.exec(log);

@@ -14,7 +14,9 @@ export interface HeldPipeline {
 }
 
 /** `sent`: told each attempt's event id (its webhook-id) as it is sent. */
-export function heldPipeline(o: { registry: WebhookRegistry; clock: Clock; sent: (eventId: string) => void } & Partial<PipelineOptions>): HeldPipeline {
+export function heldPipeline(
+  o: { registry: WebhookRegistry; clock: Clock; sent: (eventId: string) => void } & Partial<PipelineOptions>,
+): HeldPipeline {
   const { sent, ...options } = o;
   const open: AttemptCallback[] = [];
   const deliverer = {

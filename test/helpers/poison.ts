@@ -29,7 +29,17 @@ export function plantEvent(db: Db, orgId: string, opts: { labels?: number; padBy
     svcorgid: orgId,
     data: { install: { install_id: installId, labels }, pad: 'x'.repeat(opts.padBytes ?? 0) },
   });
-  const route = encodeRoute({ org: orgId, type: 'svc.install.created', resource: 'install', op: 'created', event: 'lifecycle.created', install: { id: installId, labels }, component: null, action: null, rev: 0 });
+  const route = encodeRoute({
+    org: orgId,
+    type: 'svc.install.created',
+    resource: 'install',
+    op: 'created',
+    event: 'lifecycle.created',
+    install: { id: installId, labels },
+    component: null,
+    action: null,
+    rev: 0,
+  });
   insertOutbox(db, { event_id: eventId, org_id: orgId, subject: eventSubject(ceSubject), type: 'svc.install.created', body, route });
   return eventId;
 }
@@ -53,7 +63,9 @@ export function plantWebhook(db: Db, orgId: string, url: string, ids: number, se
 }
 
 /** Dead letters in a database file, read-only. */
-export function deadLetters(file: string): Array<{ id: string; kind: string; org_id: string; item_id: string; reason: string; data: string }> {
+export function deadLetters(
+  file: string,
+): Array<{ id: string; kind: string; org_id: string; item_id: string; reason: string; data: string }> {
   const h = new Database(file, { readonly: true, fileMustExist: true });
   try {
     return h.prepare('SELECT id, kind, org_id, item_id, reason, data FROM dead_letters ORDER BY rowid').all() as never;

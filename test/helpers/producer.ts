@@ -9,7 +9,11 @@ import { rid } from './ids.ts';
 export function ingestRequest(nc: NatsConnection, subject: string, data: string | Uint8Array, o: { timeout: number }): Promise<Msg> {
   const org = parseIngestSubject(subject)?.orgId;
   if (!org) return nc.request(subject, data, o);
-  return nc.request(subject, data, { timeout: o.timeout, noMux: true, reply: `${producerInboxPrefix(org)}.${randomBytes(9).toString('hex')}` });
+  return nc.request(subject, data, {
+    timeout: o.timeout,
+    noMux: true,
+    reply: `${producerInboxPrefix(org)}.${randomBytes(9).toString('hex')}`,
+  });
 }
 
 /**
@@ -20,7 +24,11 @@ export function startedFact(orgId: string) {
   const W = rid('wfx');
   return {
     natsSubject: `svc.ingest.${orgId}.workflows.${W}`,
-    body: { kind: 'workflow', transition: 'started', workflow: { id: W, type: 'manual_deploy', owner_id: 'inst_ext', owner_type: 'installs' } },
+    body: {
+      kind: 'workflow',
+      transition: 'started',
+      workflow: { id: W, type: 'manual_deploy', owner_id: 'inst_ext', owner_type: 'installs' },
+    },
     subject: `${orgId}/workflow/${W}/started`,
   };
 }

@@ -6,7 +6,7 @@ export interface Received {
   path: string;
   headers: http.IncomingHttpHeaders;
   raw: Buffer;
-  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  json: any;
   at: number;
 }
 

@@ -20,7 +20,7 @@ export interface OrgCreds {
   api_token: string;
 }
 
-export interface ApiResponse<T = any> { // eslint-disable-line @typescript-eslint/no-explicit-any
+export interface ApiResponse<T = any> {
   status: number;
   body: T;
   text: string;
@@ -39,17 +39,17 @@ export interface TestService {
    * Every event emitted for an org so far, in commit order: what svc.events.> carried on this
    * server's bus (the outbox relay mirrors each event there as it hands it to delivery).
    */
-  events(orgId: string): Promise<any[]>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  events(orgId: string): Promise<any[]>;
   /** Wait until every event committed so far is delivered (or failed): nothing more will arrive. */
   settled(timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
 export interface ApiClient {
-  get<T = any>(p: string): Promise<ApiResponse<T>>; // eslint-disable-line @typescript-eslint/no-explicit-any
-  post<T = any>(p: string, body?: unknown): Promise<ApiResponse<T>>; // eslint-disable-line @typescript-eslint/no-explicit-any
-  patch<T = any>(p: string, body?: unknown): Promise<ApiResponse<T>>; // eslint-disable-line @typescript-eslint/no-explicit-any
-  del<T = any>(p: string): Promise<ApiResponse<T>>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  get<T = any>(p: string): Promise<ApiResponse<T>>;
+  post<T = any>(p: string, body?: unknown): Promise<ApiResponse<T>>;
+  patch<T = any>(p: string, body?: unknown): Promise<ApiResponse<T>>;
+  del<T = any>(p: string): Promise<ApiResponse<T>>;
   raw(method: string, p: string, init?: { body?: string | Buffer; headers?: Record<string, string> }): Promise<ApiResponse>;
 }
 
@@ -100,12 +100,20 @@ export function testServeConfig(db: string, overrides: Partial<ServeConfig> = {}
  * engine's time (a ManualClock: the test moves the runner health checks, job re-sends, drift scans
  * and the local runner's heartbeats by advancing it); delivery runs on real time whatever it is.
  */
-export async function startService(overrides: Partial<ServeConfig> = {}, opts: { logger?: pino.Logger; clock?: Clock; replayWindowMs?: number; relayFault?: RelayFault } = {}): Promise<TestService> {
+export async function startService(
+  overrides: Partial<ServeConfig> = {},
+  opts: { logger?: pino.Logger; clock?: Clock; replayWindowMs?: number; relayFault?: RelayFault } = {},
+): Promise<TestService> {
   const dir = overrides.db ? path.dirname(overrides.db) : tmpDir();
   const config = testServeConfig(path.join(dir, 'svc.db'), overrides);
-  const server = await startServer(config, { logger: opts.logger ?? pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }), clock: opts.clock, replayWindowMs: opts.replayWindowMs, relayFault: opts.relayFault });
+  const server = await startServer(config, {
+    logger: opts.logger ?? pino({ level: process.env.SVC_TEST_LOG ?? 'silent' }),
+    clock: opts.clock,
+    replayWindowMs: opts.replayWindowMs,
+    relayFault: opts.relayFault,
+  });
   const url = server.url;
-  const seen: any[] = []; // eslint-disable-line @typescript-eslint/no-explicit-any
+  const seen: any[] = [];
   server.bus.subscribe('svc.events.>', (m) => void seen.push(m.json()));
   return {
     url,
@@ -145,7 +153,12 @@ export async function startService(overrides: Partial<ServeConfig> = {}, opts: {
 export function apiClient(url: string, org: OrgCreds): ApiClient {
   const auth = { authorization: `Bearer ${org.api_token}`, 'x-svc-org-id': org.org_id };
   const raw = async (method: string, p: string, init: { body?: string | Buffer; headers?: Record<string, string> } = {}) => {
-    const res = await fetch(url + p, { method, headers: { ...auth, ...(init.headers ?? {}) }, body: init.body as BodyInit | undefined, redirect: 'manual' });
+    const res = await fetch(url + p, {
+      method,
+      headers: { ...auth, ...(init.headers ?? {}) },
+      body: init.body as BodyInit | undefined,
+      redirect: 'manual',
+    });
     const text = await res.text();
     let body: unknown;
     try {
@@ -159,4 +172,3 @@ export function apiClient(url: string, org: OrgCreds): ApiClient {
     raw(method, p, body === undefined ? {} : { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
   return { get: (p) => raw('GET', p), post: json('POST'), patch: json('PATCH'), del: (p) => raw('DELETE', p), raw };
 }
-

@@ -18,7 +18,11 @@ export interface FactProducer {
 
 const started = (orgId: string) => {
   const workflow = { id: rid('wfx'), type: 'manual_deploy', owner_id: 'inst_not_known', owner_type: 'installs' };
-  return { subject: `svc.ingest.${orgId}.workflows.${workflow.id}`, body: JSON.stringify({ kind: 'workflow', transition: 'started', workflow }), id: workflow.id };
+  return {
+    subject: `svc.ingest.${orgId}.workflows.${workflow.id}`,
+    body: JSON.stringify({ kind: 'workflow', transition: 'started', workflow }),
+    id: workflow.id,
+  };
 };
 
 /** Facts over a NATS connection of their own (NATS mode), or the server's in-process bus (embedded). */
@@ -28,7 +32,9 @@ export async function factProducer(o: { natsUrl: string | null; bus: Bus }): Pro
   return {
     async fact(orgId) {
       const f = started(orgId);
-      const answer = nc ? (await ingestRequest(nc, f.subject, f.body, { timeout: 30_000 })).json() : (await o.bus.request(f.subject, f.body, { timeoutMs: 30_000 })).json();
+      const answer = nc
+        ? (await ingestRequest(nc, f.subject, f.body, { timeout: 30_000 })).json()
+        : (await o.bus.request(f.subject, f.body, { timeoutMs: 30_000 })).json();
       expect(answer).toEqual({ ok: true });
       return f.id;
     },

@@ -1,7 +1,11 @@
 // Waiting on a condition instead of sleeping: poll until it holds, or fail saying what was awaited.
 
 /** Poll until `fn` returns a truthy value; `what` names it in the failure (a function: read when it fails). */
-export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, what: string | (() => string) = 'condition'): Promise<NonNullable<T>> {
+export async function waitFor<T>(
+  fn: () => T | Promise<T>,
+  timeoutMs = 10_000,
+  what: string | (() => string) = 'condition',
+): Promise<NonNullable<T>> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();

@@ -3,19 +3,25 @@ import { expect } from 'vitest';
 import { waitFor, type ApiClient, type TestService } from './service.ts';
 import { ingestSubject } from '../../src/bus/subjects.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 /** the statuses a workflow or step ends in */
 export const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 
 /** A workflow's events as `kind:step name:transition`, in the order they came. */
 export function trail(events: Json[], workflowId: string): string[] {
-  return events.filter((e) => e.data?.workflow?.id === workflowId).map((e) => `${e.data.kind}:${e.data.step?.name ?? ''}:${e.data.transition}`);
+  return events
+    .filter((e) => e.data?.workflow?.id === workflowId)
+    .map((e) => `${e.data.kind}:${e.data.step?.name ?? ''}:${e.data.transition}`);
 }
 
 /** The trail of a workflow whose steps all ran one after the other and succeeded. */
 export function successTrail(stepNames: string[]): string[] {
-  return ['workflow::started', ...stepNames.flatMap((n) => [`workflow_step:${n}:started`, `workflow_step:${n}:succeeded`]), 'workflow::succeeded'];
+  return [
+    'workflow::started',
+    ...stepNames.flatMap((n) => [`workflow_step:${n}:started`, `workflow_step:${n}:succeeded`]),
+    'workflow::succeeded',
+  ];
 }
 
 /** POST and expect `status` (201 by default); resolves the body. */
@@ -36,19 +42,33 @@ export const getWf = (api: ApiClient, id: string): Promise<Json> => get(api, `/v
 
 /** Wait until the workflow has ended; resolves it. */
 export async function waitWf(api: ApiClient, id: string, timeoutMs = 15_000): Promise<Json> {
-  return waitFor(async () => {
-    const wf = await getWf(api, id);
-    return TERMINAL.includes(wf.status) ? wf : null;
-  }, timeoutMs, `workflow ${id} to end`);
+  return waitFor(
+    async () => {
+      const wf = await getWf(api, id);
+      return TERMINAL.includes(wf.status) ? wf : null;
+    },
+    timeoutMs,
+    `workflow ${id} to end`,
+  );
 }
 
 /** Wait until the named step has `status`; resolves the workflow and the step. */
-export async function waitStep(api: ApiClient, wfId: string, name: string, status: string, timeoutMs = 15_000): Promise<{ wf: Json; step: Json }> {
-  return waitFor(async () => {
-    const wf = await getWf(api, wfId);
-    const step = wf.steps.find((x: Json) => x.name === name);
-    return step && step.status === status ? { wf, step } : null;
-  }, timeoutMs, `step ${name} of ${wfId} to be ${status}`);
+export async function waitStep(
+  api: ApiClient,
+  wfId: string,
+  name: string,
+  status: string,
+  timeoutMs = 15_000,
+): Promise<{ wf: Json; step: Json }> {
+  return waitFor(
+    async () => {
+      const wf = await getWf(api, wfId);
+      const step = wf.steps.find((x: Json) => x.name === name);
+      return step && step.status === status ? { wf, step } : null;
+    },
+    timeoutMs,
+    `step ${name} of ${wfId} to be ${status}`,
+  );
 }
 
 const DRIFT = ['drift_run', 'drift_run_reprovision_sandbox'];
@@ -69,7 +89,8 @@ export function emittedSubjects(orgId: string, wf: Json): string[] {
     out.push(`${orgId}/workflow_step/${W}/${s.step_id}/started`);
     if (s.execution_type === 'approval') {
       out.push(`${orgId}/workflow_step_approval/${W}/${s.step_id}/requested`);
-      if (s.approval?.status === 'approved' || s.approval?.status === 'rejected') out.push(`${orgId}/workflow_step_approval/${W}/${s.step_id}/${s.approval.status}`);
+      if (s.approval?.status === 'approved' || s.approval?.status === 'rejected')
+        out.push(`${orgId}/workflow_step_approval/${W}/${s.step_id}/${s.approval.status}`);
     }
     if (TERMINAL.includes(s.status)) out.push(`${orgId}/workflow_step/${W}/${s.step_id}/${s.status}`);
   }
@@ -95,7 +116,14 @@ export async function appWithThreeConfigs(api: ApiClient, name: string, cfg: (im
 }
 
 /** An install provisioned on `cfgId`, then moved through `then` (each update awaited): the install as it is then. */
-export async function installWith(api: ApiClient, name: string, appId: string, cfgId: string, labels: Record<string, string> = {}, then: string[] = []): Promise<Json> {
+export async function installWith(
+  api: ApiClient,
+  name: string,
+  appId: string,
+  cfgId: string,
+  labels: Record<string, string> = {},
+  then: string[] = [],
+): Promise<Json> {
   const install = await post(api, '/v1/installs', { app_id: appId, name, labels, app_config_id: cfgId });
   const [prov] = await get(api, `/v1/installs/${install.install_id}/workflows`);
   expect((await waitWf(api, prov.workflow_id)).status).toBe('succeeded');
@@ -107,7 +135,14 @@ export async function installWith(api: ApiClient, name: string, appId: string, c
 }
 
 /** A health checker's verdict on one of an install's components (CONTRACT 5.2) over `svc`'s bus, answered once committed. */
-export async function healthVerdict(svc: TestService, orgId: string, install: Json, component: string, v: string, reason?: string): Promise<void> {
+export async function healthVerdict(
+  svc: TestService,
+  orgId: string,
+  install: Json,
+  component: string,
+  v: string,
+  reason?: string,
+): Promise<void> {
   const componentId = install.components.find((c: Json) => c.name === component).component_id;
   const body = { component_id: componentId, verdict: v, ...(reason ? { reason } : {}) };
   const r = await svc.server.bus.request(ingestSubject(orgId, 'health', install.install_id), JSON.stringify(body), { timeoutMs: 5000 });

@@ -50,7 +50,9 @@ function storeState() {
   const counts = Object.fromEntries(TABLES.map((t) => [t, (db.prepare(`SELECT COUNT(*) AS n FROM ${t}`).get() as { n: number }).n]));
   return {
     counts,
-    installs: db.prepare('SELECT install_id, app_id, name, labels, app_config_id, app_branch_id, inputs FROM installs ORDER BY install_id').all(),
+    installs: db
+      .prepare('SELECT install_id, app_id, name, labels, app_config_id, app_branch_id, inputs FROM installs ORDER BY install_id')
+      .all(),
     workflows: db.prepare('SELECT workflow_id, status, error FROM workflows ORDER BY workflow_id').all(),
     steps: db.prepare('SELECT workflow_id, step_id, status, approval FROM steps ORDER BY workflow_id, step_id').all(),
     versions: db.prepare('SELECT version_id, app_config_id, status FROM app_config_versions ORDER BY version_id').all(),
@@ -98,26 +100,34 @@ const bad = (send: () => Promise<ApiResponse>, path: string) => rejected(send, 4
 const notFound = (send: () => Promise<ApiResponse>) => rejected(send, 404, 'not_found');
 const conflict = (send: () => Promise<ApiResponse>) => rejected(send, 409, 'conflict');
 
-async function created<T = any>(r: Promise<ApiResponse<T>>, status = 201): Promise<T> { // eslint-disable-line @typescript-eslint/no-explicit-any
+async function created<T = any>(r: Promise<ApiResponse<T>>, status = 201): Promise<T> {
   const res = await r;
   expect(res.status, res.text).toBe(status);
   return res.body;
 }
 
 async function workflowDone(api: ApiClient, id: string, status = 'succeeded') {
-  const wf = await waitFor(async () => {
-    const r = await api.get(`/v1/workflows/${id}`);
-    return TERMINAL.includes(r.body?.status) ? r.body : undefined;
-  }, 20_000, `workflow ${id}`);
+  const wf = await waitFor(
+    async () => {
+      const r = await api.get(`/v1/workflows/${id}`);
+      return TERMINAL.includes(r.body?.status) ? r.body : undefined;
+    },
+    20_000,
+    `workflow ${id}`,
+  );
   expect(wf.status, JSON.stringify(wf)).toBe(status);
   return wf;
 }
 
 async function stepAwaiting(api: ApiClient, wfId: string, name: string) {
-  return waitFor(async () => {
-    const r = await api.get(`/v1/workflows/${wfId}`);
-    return r.body?.steps?.find((s: { name: string; status: string }) => s.name === name && s.status === 'awaiting_approval');
-  }, 20_000, `step ${name} awaiting approval`);
+  return waitFor(
+    async () => {
+      const r = await api.get(`/v1/workflows/${wfId}`);
+      return r.body?.steps?.find((s: { name: string; status: string }) => s.name === name && s.status === 'awaiting_approval');
+    },
+    20_000,
+    `step ${name} awaiting approval`,
+  );
 }
 
 // fixtures
@@ -140,10 +150,10 @@ let cfgA1: string;
 let cfgA2: string;
 let cfgB1: string;
 let cfgC1: string; // org B
-let inst1: any; // eslint-disable-line @typescript-eslint/no-explicit-any
-let inst2: any; // eslint-disable-line @typescript-eslint/no-explicit-any
-let instB: any; // eslint-disable-line @typescript-eslint/no-explicit-any
-let instC: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+let inst1: any;
+let inst2: any;
+let instB: any;
+let instC: any;
 let provisionWf: string;
 let branchA: string;
 let branchB: string;
@@ -171,8 +181,14 @@ beforeAll(async () => {
   instC = await created(B.post('/v1/installs', { app_id: appC, name: 'sea' }));
   const wfs = (await A.get(`/v1/installs/${inst1.install_id}/workflows`)).body;
   provisionWf = wfs[0].workflow_id;
-  branchA = (await created(A.post(`/v1/apps/${appA}/branches`, { name: 'main', install_groups: [{ name: 'g1', install_ids: [inst1.install_id] }] }))).app_branch_id;
-  branchB = (await created(A.post(`/v1/apps/${appB}/branches`, { name: 'main', install_groups: [{ name: 'all', selector: { match_labels: { x: 'y' } } }] }))).app_branch_id;
+  branchA = (
+    await created(A.post(`/v1/apps/${appA}/branches`, { name: 'main', install_groups: [{ name: 'g1', install_ids: [inst1.install_id] }] }))
+  ).app_branch_id;
+  branchB = (
+    await created(
+      A.post(`/v1/apps/${appB}/branches`, { name: 'main', install_groups: [{ name: 'all', selector: { match_labels: { x: 'y' } } }] }),
+    )
+  ).app_branch_id;
   await settle();
   await workflowDone(A, provisionWf);
 });
@@ -198,8 +214,16 @@ describe('POST /v1/apps', () => {
   });
 
   it('malformed JSON 400, text/plain 415, empty body 400', async () => {
-    await rejected(() => A.raw('POST', '/v1/apps', { body: '{"name":', headers: { 'content-type': 'application/json' } }), 400, 'invalid_request');
-    await rejected(() => A.raw('POST', '/v1/apps', { body: '{"name":"x"}', headers: { 'content-type': 'text/plain' } }), 415, 'unsupported_media_type');
+    await rejected(
+      () => A.raw('POST', '/v1/apps', { body: '{"name":', headers: { 'content-type': 'application/json' } }),
+      400,
+      'invalid_request',
+    );
+    await rejected(
+      () => A.raw('POST', '/v1/apps', { body: '{"name":"x"}', headers: { 'content-type': 'text/plain' } }),
+      415,
+      'unsupported_media_type',
+    );
     await rejected(() => A.raw('POST', '/v1/apps'), 400, 'invalid_request');
   });
 
@@ -233,8 +257,16 @@ describe('app configs', () => {
     ['actions not an array', { components: [], actions: {} }, 'actions'],
     ['action without a name', { components: [], actions: [{ inputs: {} }] }, 'actions.0.name'],
     ['duplicate action names', { components: [], actions: [{ name: 'm' }, { name: 'm' }] }, 'actions.1.name'],
-    ['action input required not boolean', { components: [], actions: [{ name: 'm', inputs: { x: { required: 'yes' } } }] }, 'actions.0.inputs.x.required'],
-    ['unknown action input field', { components: [], actions: [{ name: 'm', inputs: { x: { optional: true } } }] }, 'actions.0.inputs.x.optional'],
+    [
+      'action input required not boolean',
+      { components: [], actions: [{ name: 'm', inputs: { x: { required: 'yes' } } }] },
+      'actions.0.inputs.x.required',
+    ],
+    [
+      'unknown action input field',
+      { components: [], actions: [{ name: 'm', inputs: { x: { optional: true } } }] },
+      'actions.0.inputs.x.optional',
+    ],
     ['inputs not an object', { components: [], inputs: [] }, 'inputs'],
     ['unknown top-level field', { components: [], version: 9 }, 'version'],
   ])('%s is 400', async (_n, body, path) => {
@@ -243,7 +275,12 @@ describe('app configs', () => {
 
   it('happy path: 201 with the next version; GET lists newest first', async () => {
     const cfg = await created(A.post(`/v1/apps/${appB}/configs`, { components: [{ name: 'web' }, { name: 'worker' }] }));
-    expect(cfg).toMatchObject({ app_config_id: expect.any(String), app_id: appB, version: 2, components: [{ name: 'web' }, { name: 'worker' }] });
+    expect(cfg).toMatchObject({
+      app_config_id: expect.any(String),
+      app_id: appB,
+      version: 2,
+      components: [{ name: 'web' }, { name: 'worker' }],
+    });
     const list = await A.get(`/v1/apps/${appB}/configs`);
     expect(list.status).toBe(200);
     expect(list.body.map((c: { version: number }) => c.version)).toEqual([2, 1]);
@@ -299,7 +336,11 @@ describe('app branches', () => {
     ['empty install_groups', { name: 'b', install_groups: [] }, 'install_groups'],
     ['group with neither ids nor selector', { name: 'b', install_groups: [{ name: 'g' }] }, 'install_groups.0'],
     ['group without a name', { name: 'b', install_groups: [{ install_ids: [] }] }, 'install_groups.0.name'],
-    ['selector with no labels', { name: 'b', install_groups: [{ name: 'g', selector: { match_labels: {} } }] }, 'install_groups.0.selector.match_labels'],
+    [
+      'selector with no labels',
+      { name: 'b', install_groups: [{ name: 'g', selector: { match_labels: {} } }] },
+      'install_groups.0.selector.match_labels',
+    ],
     ['install_ids not an array', { name: 'b', install_groups: [{ name: 'g', install_ids: 'inst_1' }] }, 'install_groups.0.install_ids'],
     ['empty install id', { name: 'b', install_groups: [{ name: 'g', install_ids: [''] }] }, 'install_groups.0.install_ids.0'],
     ['unknown group field', { name: 'b', install_groups: [{ name: 'g', install_ids: [], order: 1 }] }, 'install_groups.0.order'],
@@ -453,8 +494,24 @@ describe('workflows on an install', () => {
     const base = `/v1/installs/${inst1.install_id}`;
     const ctJson = { 'content-type': 'application/json' };
     await rejected(() => A.raw('POST', `${base}/drift-scans`, { body: '{sandbox: true}', headers: ctJson }), 400, 'invalid_request');
-    await rejected(() => A.raw('POST', `${base}/app-config-updates`, { body: JSON.stringify({ app_config_id: cfgA2 }), headers: { 'content-type': 'text/plain' } }), 415, 'unsupported_media_type');
-    await rejected(() => A.raw('POST', `${base}/app-config-updates`, { body: `app_config_id=${cfgA2}`, headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 415, 'unsupported_media_type');
+    await rejected(
+      () =>
+        A.raw('POST', `${base}/app-config-updates`, {
+          body: JSON.stringify({ app_config_id: cfgA2 }),
+          headers: { 'content-type': 'text/plain' },
+        }),
+      415,
+      'unsupported_media_type',
+    );
+    await rejected(
+      () =>
+        A.raw('POST', `${base}/app-config-updates`, {
+          body: `app_config_id=${cfgA2}`,
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        }),
+      415,
+      'unsupported_media_type',
+    );
     await rejected(() => A.raw('PATCH', `${base}/inputs`), 400, 'invalid_request');
     await rejected(() => A.raw('POST', `${base}/app-config-updates`), 400, 'invalid_request');
   });
@@ -468,7 +525,11 @@ describe('workflows on an install', () => {
       [() => A.post(`${base}/secrets/sync`), 'sync_secrets', ['sync secrets']],
       [() => A.post(`${base}/components/${api.component_id}/deploy`), 'manual_deploy', ['deploy api']],
       [() => A.post(`${base}/components/${api.component_id}/teardown`), 'teardown_component', ['teardown api']],
-      [() => A.post(`${base}/actions/${inst1.actions[0].action_id}/runs`, { inputs: { target: 'v2' } }), 'action_workflow_run', ['run migrate']],
+      [
+        () => A.post(`${base}/actions/${inst1.actions[0].action_id}/runs`, { inputs: { target: 'v2' } }),
+        'action_workflow_run',
+        ['run migrate'],
+      ],
       [() => A.post(`${base}/drift-scans`), 'drift_run', ['plan api', 'plan db']],
       [() => A.post(`${base}/drift-scans`, { sandbox: true }), 'drift_run_reprovision_sandbox', ['plan sandbox']],
       [() => A.patch(`${base}/inputs`, { inputs: { region: 'us' } }), 'input_update', ['update inputs']],
@@ -480,7 +541,13 @@ describe('workflows on an install', () => {
       expect(r.body).toMatchObject({ workflow_id: expect.any(String), type, owner_id: inst1.install_id, owner_type: 'installs' });
       expect(r.body.steps.map((s: { name: string }) => s.name)).toEqual(steps);
       for (const s of r.body.steps) {
-        expect(s).toMatchObject({ step_id: expect.any(String), name: expect.any(String), idx: expect.any(Number), execution_type: expect.any(String), status: expect.any(String) });
+        expect(s).toMatchObject({
+          step_id: expect.any(String),
+          name: expect.any(String),
+          idx: expect.any(Number),
+          execution_type: expect.any(String),
+          status: expect.any(String),
+        });
       }
       await workflowDone(A, r.body.workflow_id);
     }
@@ -547,7 +614,12 @@ describe('config versions and app config updates', () => {
     await settle();
     const r = await A.post(`/v1/installs/${inst1.install_id}/app-config-updates`, { app_config_id: cfgA2 });
     expect(r.status, r.text).toBe(201);
-    expect(r.body).toMatchObject({ applied: true, workflow_id: expect.any(String), version_id: expect.any(String), plan: expect.any(Object) });
+    expect(r.body).toMatchObject({
+      applied: true,
+      workflow_id: expect.any(String),
+      version_id: expect.any(String),
+      plan: expect.any(Object),
+    });
     const wf = await workflowDone(A, r.body.workflow_id);
     expect(wf.type).toBe('app_config_update');
     expect(wf.steps.map((s: { name: string }) => s.name)).toEqual(['deploy api']);
@@ -614,7 +686,9 @@ describe('branch runs, approvals and cancel', () => {
     const wf = (await A.get(`/v1/workflows/${provisionWf}`)).body;
     expect(wf.status).toBe('succeeded');
     await conflict(() => A.post(`/v1/workflows/${provisionWf}/steps/${wf.steps[0].step_id}/approval`, { response: 'approved' }));
-    await conflict(() => A.post(`/v1/workflows/${provisionWf}/steps/${wf.steps[1].step_id}/approval`, { response: 'rejected', note: 'no' }));
+    await conflict(() =>
+      A.post(`/v1/workflows/${provisionWf}/steps/${wf.steps[1].step_id}/approval`, { response: 'rejected', note: 'no' }),
+    );
     await conflict(() => A.post(`/v1/workflows/${provisionWf}/cancel`));
   });
 
@@ -627,7 +701,11 @@ describe('branch runs, approvals and cancel', () => {
     const plan = await stepAwaiting(A, wfId, 'plan install group: g1');
     const wf = (await A.get(`/v1/workflows/${wfId}`)).body;
     expect(wf).toMatchObject({ type: 'app_branch_run', owner_id: branchA, owner_type: 'app_branches' });
-    expect(wf.steps.map((s: { name: string }) => s.name)).toEqual(['build components', 'plan install group: g1', 'deploy install group: g1']);
+    expect(wf.steps.map((s: { name: string }) => s.name)).toEqual([
+      'build components',
+      'plan install group: g1',
+      'deploy install group: g1',
+    ]);
     expect(plan.execution_type).toBe('approval');
     expect(plan.plan.installs.map((i: { install_id: string }) => i.install_id)).toEqual([inst1.install_id]);
 
@@ -638,7 +716,11 @@ describe('branch runs, approvals and cancel', () => {
     await bad(() => A.post(approval, { response: 'approved', note: 42 }), 'note');
     await bad(() => A.post(approval, { response: 'approved', note: 'n'.repeat(4001) }), 'note');
     await bad(() => A.post(approval, { response: 'approved', by: 'me' }), 'by');
-    await rejected(() => A.raw('POST', approval, { body: 'response=approved', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 415, 'unsupported_media_type');
+    await rejected(
+      () => A.raw('POST', approval, { body: 'response=approved', headers: { 'content-type': 'application/x-www-form-urlencoded' } }),
+      415,
+      'unsupported_media_type',
+    );
     await notFound(() => B.post(approval, { response: 'approved' }));
     // the skipped build step is not awaiting approval
     await conflict(() => A.post(`/v1/workflows/${wfId}/steps/${wf.steps[0].step_id}/approval`, { response: 'approved' }));
@@ -647,7 +729,11 @@ describe('branch runs, approvals and cancel', () => {
 
     const ok = await A.post(approval, { response: 'approved', note: 'ship it' });
     expect(ok.status, ok.text).toBe(200);
-    expect(ok.body).toMatchObject({ step_id: plan.step_id, name: 'plan install group: g1', approval: expect.objectContaining({ status: 'approved', note: 'ship it' }) });
+    expect(ok.body).toMatchObject({
+      step_id: plan.step_id,
+      name: 'plan install group: g1',
+      approval: expect.objectContaining({ status: 'approved', note: 'ship it' }),
+    });
     await conflict(() => A.post(approval, { response: 'approved' }));
     await conflict(() => A.post(approval, { response: 'rejected' }));
     await workflowDone(A, wfId);

@@ -155,13 +155,33 @@ const BAD_INTERESTS: Array<[string, unknown, string]> = [
   ['app_branches op other than run', { resources: { app_branches: { ops: ['deploy'] } } }, 'interests.resources.app_branches.ops.0'],
   ['unknown outcome', { resources: { installs: { outcome: 'some' } } }, 'interests.resources.installs.outcome'],
   ['outcome not a string', { resources: { installs: { outcome: 1 } } }, 'interests.resources.installs.outcome'],
-  ['approval_requests not boolean', { resources: { installs: { approval_requests: 'yes' } } }, 'interests.resources.installs.approval_requests'],
-  ['approval_responses not boolean', { resources: { installs: { approval_responses: 1 } } }, 'interests.resources.installs.approval_responses'],
+  [
+    'approval_requests not boolean',
+    { resources: { installs: { approval_requests: 'yes' } } },
+    'interests.resources.installs.approval_requests',
+  ],
+  [
+    'approval_responses not boolean',
+    { resources: { installs: { approval_responses: 1 } } },
+    'interests.resources.installs.approval_responses',
+  ],
   ['drift_detected true on installs', { resources: { installs: { drift_detected: true } } }, 'interests.resources.installs.drift_detected'],
   ['drift_detected true on runners', { resources: { runners: { drift_detected: true } } }, 'interests.resources.runners.drift_detected'],
-  ['component_health true on sandboxes', { resources: { sandboxes: { component_health: true } } }, 'interests.resources.sandboxes.component_health'],
-  ['install_degraded true on components', { resources: { components: { install_degraded: true } } }, 'interests.resources.components.install_degraded'],
-  ['drift_detected not boolean', { resources: { components: { drift_detected: 'true' } } }, 'interests.resources.components.drift_detected'],
+  [
+    'component_health true on sandboxes',
+    { resources: { sandboxes: { component_health: true } } },
+    'interests.resources.sandboxes.component_health',
+  ],
+  [
+    'install_degraded true on components',
+    { resources: { components: { install_degraded: true } } },
+    'interests.resources.components.install_degraded',
+  ],
+  [
+    'drift_detected not boolean',
+    { resources: { components: { drift_detected: 'true' } } },
+    'interests.resources.components.drift_detected',
+  ],
   ['unknown per-resource field', { resources: { installs: { notify: true } } }, 'interests.resources.installs.notify'],
 ];
 
@@ -181,7 +201,11 @@ const BAD_MATCH: Array<[string, unknown, string]> = [
   ['selector with no labels', { components: { selector: { match_labels: {} } } }, 'match.components.selector.match_labels'],
   ['label value not a string', { actions: { selector: { match_labels: { env: 1 } } } }, 'match.actions.selector.match_labels.env'],
   ['selector a string', { installs: { selector: 'env=prod' } }, 'match.installs.selector'],
-  ['unknown selector field', { installs: { selector: { match_labels: { a: 'b' }, match_expressions: [] } } }, 'match.installs.selector.match_expressions'],
+  [
+    'unknown selector field',
+    { installs: { selector: { match_labels: { a: 'b' }, match_expressions: [] } } },
+    'match.installs.selector.match_expressions',
+  ],
   ['unknown filter field', { installs: { names: ['a'] } }, 'match.installs.names'],
 ];
 
@@ -251,10 +275,7 @@ describe('create: every validation rule is 400 naming the field, and nothing is 
   });
 
   it('several bad fields are each named', async () => {
-    const r = await expectRejected(
-      () => A.post(HOOKS, { webhook_url: 'ftp://x', secret: '', bogus: 1 }),
-      'webhook_url',
-    );
+    const r = await expectRejected(() => A.post(HOOKS, { webhook_url: 'ftp://x', secret: '', bogus: 1 }), 'webhook_url');
     expect(detailPaths(r)).toEqual(expect.arrayContaining(['webhook_url', 'secret', 'bogus']));
   });
 
@@ -329,7 +350,10 @@ describe('PATCH: every validation rule is 400 naming the field, and the webhook 
   it('naming webhook_url is 400 (immutable), even with the same value', async () => {
     await expectRejected(() => A.patch(path(), { webhook_url: W_PLAIN.webhook_url }), 'webhook_url');
     await expectRejected(() => A.patch(path(), { webhook_url: 'https://hooks.example.com/moved' }), 'webhook_url');
-    await expectRejected(() => A.patch(path(), { webhook_url: 'https://hooks.example.com/moved', interests: { all_events: true } }), 'webhook_url');
+    await expectRejected(
+      () => A.patch(path(), { webhook_url: 'https://hooks.example.com/moved', interests: { all_events: true } }),
+      'webhook_url',
+    );
   });
 
   it('an empty body ({} or nothing) is 400', async () => {
@@ -369,7 +393,10 @@ describe('PATCH: every validation rule is 400 naming the field, and the webhook 
   });
 
   it('a valid secret next to a bad interests rotates nothing', async () => {
-    const r = await expectRejected(() => A.patch(path(), { secret: 'would-rotate-0005', interests: { all_events: 'yes' } }), 'interests.all_events');
+    const r = await expectRejected(
+      () => A.patch(path(), { secret: 'would-rotate-0005', interests: { all_events: 'yes' } }),
+      'interests.all_events',
+    );
     expect(r.text).not.toContain('would-rotate-0005');
   });
 
@@ -403,7 +430,10 @@ describe('uniqueness of (url, canonical match): 409 and nothing changed', () => 
     const n = webhookCount();
     const r1 = await A.post(HOOKS, { webhook_url: SHARED_URL, match: { installs: { ids: ['inst_a'] } } });
     expect(r1.status, r1.text).toBe(201);
-    const r2 = await A.post(HOOKS, { webhook_url: SHARED_URL, match: { ...SCOPED_MATCH, components: { selector: { match_labels: { tier: 'web' } } } } });
+    const r2 = await A.post(HOOKS, {
+      webhook_url: SHARED_URL,
+      match: { ...SCOPED_MATCH, components: { selector: { match_labels: { tier: 'web' } } } },
+    });
     expect(r2.status, r2.text).toBe(201);
     const r3 = await A.post(HOOKS, { webhook_url: `${SHARED_URL}/other`, match: SCOPED_MATCH });
     expect(r3.status, r3.text).toBe(201);
@@ -415,7 +445,10 @@ describe('uniqueness of (url, canonical match): 409 and nothing changed', () => 
   it('PATCH into an existing pair is 409 (canonical match), and naming only interests resets match to null', async () => {
     const url = 'https://hooks.example.com/patch-conflict';
     const orgWide = await A.post(HOOKS, { webhook_url: url });
-    const one = await A.post(HOOKS, { webhook_url: url, match: { installs: { ids: ['i1', 'i2'] }, actions: { selector: { match_labels: { a: '1', b: '2' } } } } });
+    const one = await A.post(HOOKS, {
+      webhook_url: url,
+      match: { installs: { ids: ['i1', 'i2'] }, actions: { selector: { match_labels: { a: '1', b: '2' } } } },
+    });
     const two = await A.post(HOOKS, { webhook_url: url, match: { installs: { ids: ['i3'] } }, secret: 'two-secret-0007' });
     for (const r of [orgWide, one, two]) expect(r.status, r.text).toBe(201);
     const p = `${HOOKS}/${two.body.webhook_id}`;
@@ -452,7 +485,11 @@ describe('bodies that are not JSON objects', () => {
   ])('malformed JSON (%s) is 400 invalid_request on create and PATCH', async (_name, body) => {
     const payload = _name === 'invalid UTF-8' ? Buffer.from([0x7b, 0xff, 0xfe, 0x7d]) : body;
     await expectUnchangedStatus(() => A.raw('POST', HOOKS, { body: payload, headers: json }), 400, 'invalid_request');
-    await expectUnchangedStatus(() => A.raw('PATCH', `${HOOKS}/${W_PLAIN.webhook_id}`, { body: payload, headers: json }), 400, 'invalid_request');
+    await expectUnchangedStatus(
+      () => A.raw('PATCH', `${HOOKS}/${W_PLAIN.webhook_id}`, { body: payload, headers: json }),
+      400,
+      'invalid_request',
+    );
   });
 
   it('deeply nested JSON is 400, not a crash', async () => {
@@ -466,12 +503,24 @@ describe('bodies that are not JSON objects', () => {
     ['text/plain', 'text/plain', JSON.stringify({ webhook_url: 'https://hooks.example.com/ct1' })],
     ['text/plain with charset', 'text/plain;charset=UTF-8', JSON.stringify({ webhook_url: 'https://hooks.example.com/ct2' })],
     ['form', 'application/x-www-form-urlencoded', 'webhook_url=https%3A%2F%2Fhooks.example.com%2Fct3'],
-    ['multipart', 'multipart/form-data; boundary=xyz', '--xyz\r\nContent-Disposition: form-data; name="webhook_url"\r\n\r\nhttps://hooks.example.com/ct4\r\n--xyz--\r\n'],
+    [
+      'multipart',
+      'multipart/form-data; boundary=xyz',
+      '--xyz\r\nContent-Disposition: form-data; name="webhook_url"\r\n\r\nhttps://hooks.example.com/ct4\r\n--xyz--\r\n',
+    ],
     ['xml', 'application/xml', '<webhook_url>https://hooks.example.com/ct5</webhook_url>'],
   ])('a %s body is 415 on create and PATCH', async (_name, contentType, body) => {
-    await expectUnchangedStatus(() => A.raw('POST', HOOKS, { body, headers: { 'content-type': contentType } }), 415, 'unsupported_media_type');
     await expectUnchangedStatus(
-      () => A.raw('PATCH', `${HOOKS}/${W_PLAIN.webhook_id}`, { body: JSON.stringify({ secret: 'ct-secret-0009' }), headers: { 'content-type': contentType } }),
+      () => A.raw('POST', HOOKS, { body, headers: { 'content-type': contentType } }),
+      415,
+      'unsupported_media_type',
+    );
+    await expectUnchangedStatus(
+      () =>
+        A.raw('PATCH', `${HOOKS}/${W_PLAIN.webhook_id}`, {
+          body: JSON.stringify({ secret: 'ct-secret-0009' }),
+          headers: { 'content-type': contentType },
+        }),
       415,
       'unsupported_media_type',
     );
@@ -513,7 +562,9 @@ function postChunked(
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8'), connection: res.headers.connection }));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8'), connection: res.headers.connection }),
+        );
         res.on('error', reject);
       },
     );
@@ -548,7 +599,11 @@ describe('body size limit (1 MiB)', () => {
   it('a 2 MiB body with content-length is 413 payload_too_large, on create and PATCH', async () => {
     await expectUnchangedStatus(() => A.raw('POST', HOOKS, { body: padded(2 * MiB, freshUrl()), headers: json }), 413, 'payload_too_large');
     const patch = JSON.stringify({ secret: 'big-secret-0010' }) + ' '.repeat(2 * MiB);
-    await expectUnchangedStatus(() => A.raw('PATCH', `${HOOKS}/${W_PLAIN.webhook_id}`, { body: patch, headers: json }), 413, 'payload_too_large');
+    await expectUnchangedStatus(
+      () => A.raw('PATCH', `${HOOKS}/${W_PLAIN.webhook_id}`, { body: patch, headers: json }),
+      413,
+      'payload_too_large',
+    );
   });
 
   it('a 2 MiB body sent chunked (no content-length) is 413 too', async () => {
@@ -558,7 +613,14 @@ describe('body size limit (1 MiB)', () => {
     responses.push({ what: 'POST chunked 2 MiB', status: r.status, text: r.text });
     expect(r.status, r.text).toBe(413);
     expect(JSON.parse(r.text).error).toBe('payload_too_large');
-    const rp = await postChunked(svc.url, orgA, 'PATCH', `${HOOKS}/${W_PLAIN.webhook_id}`, JSON.stringify({ secret: 'chunk-secret-0011' }), 2 * MiB);
+    const rp = await postChunked(
+      svc.url,
+      orgA,
+      'PATCH',
+      `${HOOKS}/${W_PLAIN.webhook_id}`,
+      JSON.stringify({ secret: 'chunk-secret-0011' }),
+      2 * MiB,
+    );
     responses.push({ what: 'PATCH chunked 2 MiB', status: rp.status, text: rp.text });
     expect(rp.status, rp.text).toBe(413);
     expect(webhookRows()).toEqual(before);
@@ -573,7 +635,15 @@ describe('body size limit (1 MiB)', () => {
       const big = await postChunked(svc.url, orgA, 'POST', HOOKS, head, 2 * MiB, agent);
       expect(big.status, big.text).toBe(413);
       expect(big.connection).toBe('close');
-      const next = await postChunked(svc.url, orgA, 'PATCH', `${HOOKS}/${W_PLAIN.webhook_id}`, JSON.stringify({ secret: 'next-secret-0022' }), 2 * MiB, agent);
+      const next = await postChunked(
+        svc.url,
+        orgA,
+        'PATCH',
+        `${HOOKS}/${W_PLAIN.webhook_id}`,
+        JSON.stringify({ secret: 'next-secret-0022' }),
+        2 * MiB,
+        agent,
+      );
       expect(next.status, next.text).toBe(413);
       expect(webhookRows()).toEqual(before);
       const small = await postChunked(svc.url, orgA, 'POST', HOOKS, '{"webhook_url": 5}', 10, agent);
@@ -621,8 +691,16 @@ describe('unknown routes and methods: 404 with the error shape', () => {
 
   it('unsupported methods on a webhook and its ping', async () => {
     const p = `${HOOKS}/${W_PLAIN.webhook_id}`;
-    await expectUnchangedStatus(() => A.raw('PUT', p, { body: JSON.stringify({ secret: 'put-secret-0012' }), headers: json }), 404, 'not_found');
-    await expectUnchangedStatus(() => A.raw('POST', p, { body: JSON.stringify({ secret: 'post-secret-0013' }), headers: json }), 404, 'not_found');
+    await expectUnchangedStatus(
+      () => A.raw('PUT', p, { body: JSON.stringify({ secret: 'put-secret-0012' }), headers: json }),
+      404,
+      'not_found',
+    );
+    await expectUnchangedStatus(
+      () => A.raw('POST', p, { body: JSON.stringify({ secret: 'post-secret-0013' }), headers: json }),
+      404,
+      'not_found',
+    );
     await expectUnchangedStatus(() => A.raw('GET', `${p}/ping`), 404, 'not_found');
     await expectUnchangedStatus(() => A.raw('DELETE', `${p}/ping`), 404, 'not_found');
   });
@@ -668,7 +746,10 @@ describe('authentication (CONTRACT 2)', () => {
     ['no Authorization header', () => ({ 'x-svc-org-id': orgA.org_id })],
     ['unknown token', () => ({ authorization: 'Bearer svc_unknown_token_value', 'x-svc-org-id': orgA.org_id })],
     ['token without the Bearer scheme', () => ({ authorization: orgA.api_token, 'x-svc-org-id': orgA.org_id })],
-    ['Basic scheme', () => ({ authorization: `Basic ${Buffer.from(`x:${orgA.api_token}`).toString('base64')}`, 'x-svc-org-id': orgA.org_id })],
+    [
+      'Basic scheme',
+      () => ({ authorization: `Basic ${Buffer.from(`x:${orgA.api_token}`).toString('base64')}`, 'x-svc-org-id': orgA.org_id }),
+    ],
     ['Bearer with no token', () => ({ authorization: 'Bearer', 'x-svc-org-id': orgA.org_id })],
     ['Bearer with a blank token', () => ({ authorization: 'Bearer    ', 'x-svc-org-id': orgA.org_id })],
     ['two tokens', () => ({ authorization: `Bearer ${orgA.api_token} ${orgA.api_token}`, 'x-svc-org-id': orgA.org_id })],
@@ -679,7 +760,11 @@ describe('authentication (CONTRACT 2)', () => {
     const call = withHeaders(headers());
     await expectUnchangedStatus(() => call('GET', HOOKS), 401, 'unauthorized');
     await expectUnchangedStatus(() => call('POST', HOOKS, validBody()), 401, 'unauthorized');
-    await expectUnchangedStatus(() => call('PATCH', `${HOOKS}/${W_PLAIN.webhook_id}`, JSON.stringify({ secret: 'auth-secret-0015' })), 401, 'unauthorized');
+    await expectUnchangedStatus(
+      () => call('PATCH', `${HOOKS}/${W_PLAIN.webhook_id}`, JSON.stringify({ secret: 'auth-secret-0015' })),
+      401,
+      'unauthorized',
+    );
     await expectUnchangedStatus(() => call('DELETE', `${HOOKS}/${W_PLAIN.webhook_id}`), 401, 'unauthorized');
     // also on unknown routes: no route discovery without a token
     await expectUnchangedStatus(() => call('GET', '/v1/nope'), 401, 'unauthorized');
@@ -716,7 +801,11 @@ describe('authentication (CONTRACT 2)', () => {
     const call = withHeaders(headers());
     await expectUnchangedStatus(() => call('GET', HOOKS), 403, 'forbidden');
     await expectUnchangedStatus(() => call('POST', HOOKS, validBody()), 403, 'forbidden');
-    await expectUnchangedStatus(() => call('PATCH', `${HOOKS}/${W_PLAIN.webhook_id}`, JSON.stringify({ secret: 'auth-secret-0016' })), 403, 'forbidden');
+    await expectUnchangedStatus(
+      () => call('PATCH', `${HOOKS}/${W_PLAIN.webhook_id}`, JSON.stringify({ secret: 'auth-secret-0016' })),
+      403,
+      'forbidden',
+    );
     await expectUnchangedStatus(() => call('DELETE', `${HOOKS}/${W_PLAIN.webhook_id}`), 403, 'forbidden');
   });
 
@@ -831,7 +920,7 @@ function admits(schema: Schema | boolean, v: unknown): boolean {
 }
 
 describe('GET /v1/openapi.json', () => {
-  let doc: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  let doc: any;
 
   beforeAll(async () => {
     const r = await A.get('/v1/openapi.json');
@@ -881,7 +970,12 @@ describe('GET /v1/openapi.json', () => {
     }
     const accepted: unknown[] = [
       { webhook_url: freshUrl() },
-      { webhook_url: freshUrl(), secret: 'x', interests: { resources: { installs: { ops: ['provision'], outcome: 'failures' } } }, match: null },
+      {
+        webhook_url: freshUrl(),
+        secret: 'x',
+        interests: { resources: { installs: { ops: ['provision'], outcome: 'failures' } } },
+        match: null,
+      },
       { webhook_url: freshUrl(), match: { components: { selector: { match_labels: { tier: 'web' } } } } },
     ];
     for (const body of accepted) {

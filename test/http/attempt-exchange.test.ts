@@ -15,7 +15,7 @@ import { openDb } from '../../store/db.ts';
 import { listAttempts, pruneHistory, saveAttempts } from '../../store/history.ts';
 import { BODY_KEEP } from '../../src/delivery/exchange-record.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const HOOKS = '/v1/orgs/current/webhooks';
 const modes = findNatsServer() ? (['embedded', 'nats'] as const) : (['embedded'] as const);
@@ -64,10 +64,14 @@ describe.each(modes)('attempts keep request and response (%s mode)', (mode) => {
     expect((await waitWf(api, wfs[0].workflow_id)).status).toBe('succeeded');
     await svc.settled(20_000);
     const attempts = (hook: string) =>
-      waitFor(async () => {
-        const d: Json[] = (await get(api, `${HOOKS}/${hook}/attempts?include=request,response`)).data;
-        return d.length >= 4 ? d : undefined;
-      }, 10_000, 'attempts in the log');
+      waitFor(
+        async () => {
+          const d: Json[] = (await get(api, `${HOOKS}/${hook}/attempts?include=request,response`)).data;
+          return d.length >= 4 ? d : undefined;
+        },
+        10_000,
+        'attempts in the log',
+      );
     const badAttempts = await attempts(bad);
     for (const a of badAttempts) {
       expect(a.response).toMatchObject({ status: 400, body: BAD_BODY, body_truncated: false });
@@ -82,24 +86,44 @@ describe.each(modes)('attempts keep request and response (%s mode)', (mode) => {
     const t0 = clock.now();
     const old = new Set(badAttempts.map((a) => a.event_id));
     clock.advance(3_600_000 + 1); // (the runners' health checks on this clock emit new events meanwhile)
-    expect((await get(api, `${HOOKS}/${bad}/attempts?include=response&limit=500`)).data.filter((a: Json) => old.has(a.event_id))).toEqual([]);
+    expect((await get(api, `${HOOKS}/${bad}/attempts?include=response&limit=500`)).data.filter((a: Json) => old.has(a.event_id))).toEqual(
+      [],
+    );
     // the rows themselves, records and all, go at the next prune (a timer of the engine's clock)
     clock.advance(15 * 60_000);
-    await waitFor(() => {
-      const db = openDb(svc.db);
-      try {
-        return (db.prepare('SELECT COUNT(*) AS n FROM delivery_attempts WHERE kept_ms <= ?').get(t0) as { n: number }).n === 0 ? true : undefined;
-      } finally {
-        db.close();
-      }
-    }, 10_000, 'the old attempts pruned');
+    await waitFor(
+      () => {
+        const db = openDb(svc.db);
+        try {
+          return (db.prepare('SELECT COUNT(*) AS n FROM delivery_attempts WHERE kept_ms <= ?').get(t0) as { n: number }).n === 0
+            ? true
+            : undefined;
+        } finally {
+          db.close();
+        }
+      },
+      10_000,
+      'the old attempts pruned',
+    );
   });
 });
 
 describe('the attempt log store', () => {
   it('an attempt without a record reads as null; the record is read only when asked; prune removes both', () => {
     const db = openDb(':memory:');
-    const row = { webhook_id: 'wh_1', org_id: 'org_1', event_id: 'evt_1', type: 't', attempted_ms: 1000, ok: false, status_code: 400, error: 'HTTP 400', duration_ms: 3, recovery_id: null, kept_ms: 1000 };
+    const row = {
+      webhook_id: 'wh_1',
+      org_id: 'org_1',
+      event_id: 'evt_1',
+      type: 't',
+      attempted_ms: 1000,
+      ok: false,
+      status_code: 400,
+      error: 'HTTP 400',
+      duration_ms: 3,
+      recovery_id: null,
+      kept_ms: 1000,
+    };
     saveAttempts(db, [row, { ...row, event_id: 'evt_2', attempted_ms: 1001, exchange: '{"request":null,"response":{"status":400}}' }]);
     const q = { webhookId: 'wh_1', keptSinceMs: 0, sinceMs: null, untilMs: null, ok: null, eventId: null, beforeSeq: 0, limit: 10 };
     const withRecords = listAttempts(db, { ...q, withExchange: true });

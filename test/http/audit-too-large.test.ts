@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { dashboardSession, type DashboardSession } from '../helpers/dashboard.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const MiB = 1024 * 1024;
 const HOOKS = '/v1/orgs/current/webhooks';
@@ -32,10 +32,13 @@ async function auditLog(): Promise<Json[]> {
 function sendChunked(method: string, p: string, headers: Record<string, string>, body: Buffer): Promise<number> {
   return new Promise((resolve, reject) => {
     const u = new URL(svc.url);
-    const req = http.request({ host: u.hostname, port: u.port, path: p, method, headers: { ...headers, 'transfer-encoding': 'chunked' } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
+    const req = http.request(
+      { host: u.hostname, port: u.port, path: p, method, headers: { ...headers, 'transfer-encoding': 'chunked' } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on('error', (err) => setTimeout(() => reject(err), 2000));
     req.end(body);
   });
@@ -74,9 +77,29 @@ describe('413 in the audit log', () => {
     expect(patch).toBe(413);
 
     const added = (await auditLog()).slice(before);
-    expect(added.map((e) => ({ action: e.action, resource_type: e.resource_type, resource_id: e.resource_id, status: e.status, actor: e.actor }))).toEqual([
-      { action: 'webhooks.create', resource_type: 'webhook', resource_id: null, status: 413, actor: { token_id: hooks.token_id, token_name: 'ci-hooks' } },
-      { action: 'webhooks.update', resource_type: 'webhook', resource_id: webhookId, status: 413, actor: { token_id: hooks.token_id, token_name: 'ci-hooks' } },
+    expect(
+      added.map((e) => ({
+        action: e.action,
+        resource_type: e.resource_type,
+        resource_id: e.resource_id,
+        status: e.status,
+        actor: e.actor,
+      })),
+    ).toEqual([
+      {
+        action: 'webhooks.create',
+        resource_type: 'webhook',
+        resource_id: null,
+        status: 413,
+        actor: { token_id: hooks.token_id, token_name: 'ci-hooks' },
+      },
+      {
+        action: 'webhooks.update',
+        resource_type: 'webhook',
+        resource_id: webhookId,
+        status: 413,
+        actor: { token_id: hooks.token_id, token_name: 'ci-hooks' },
+      },
     ]);
     // nothing of the bodies anywhere in the table
     const h = new Database(svc.db, { readonly: true });
@@ -91,7 +114,11 @@ describe('413 in the audit log', () => {
   it('without a known token (no org to keep it for), or a read: 413 or 401 as before, and no row', async () => {
     const before = (await auditLog()).length;
     const big = ' '.repeat(MiB + 1);
-    const stranger = await fetch(svc.url + HOOKS, { method: 'POST', headers: { authorization: 'Bearer svc_nope', 'x-svc-org-id': org.org_id, 'content-type': 'application/json' }, body: big });
+    const stranger = await fetch(svc.url + HOOKS, {
+      method: 'POST',
+      headers: { authorization: 'Bearer svc_nope', 'x-svc-org-id': org.org_id, 'content-type': 'application/json' },
+      body: big,
+    });
     expect(stranger.status).toBe(413);
     const anonymous = await fetch(svc.url + HOOKS, { method: 'POST', headers: { 'content-type': 'application/json' }, body: big });
     expect(anonymous.status).toBe(413);
@@ -108,7 +135,12 @@ describe('413 in the audit log', () => {
     });
 
     const postForm = (p: string, body: string, cookie?: string) =>
-      fetch(dash + p, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded', ...(cookie ? { cookie } : {}) }, body });
+      fetch(dash + p, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', ...(cookie ? { cookie } : {}) },
+        body,
+      });
 
     it("a form over 1 MiB and a sign-in over 8 KiB from a signed-in session: kept for the session's org", async () => {
       const before = (await auditLog()).length;
@@ -118,9 +150,29 @@ describe('413 in the audit log', () => {
       expect(signIn.status).toBe(413);
 
       const added = (await auditLog()).slice(before);
-      expect(added.map((e) => ({ action: e.action, resource_type: e.resource_type, resource_id: e.resource_id, status: e.status, actor: e.actor }))).toEqual([
-        { action: 'dashboard.post', resource_type: 'dashboard_page', resource_id: `/${org.org_id}/webhooks`, status: 413, actor: { token_id: hooks.token_id, token_name: 'ci-hooks' } },
-        { action: 'dashboard.post', resource_type: 'dashboard_page', resource_id: '/login', status: 413, actor: { token_id: hooks.token_id, token_name: 'ci-hooks' } },
+      expect(
+        added.map((e) => ({
+          action: e.action,
+          resource_type: e.resource_type,
+          resource_id: e.resource_id,
+          status: e.status,
+          actor: e.actor,
+        })),
+      ).toEqual([
+        {
+          action: 'dashboard.post',
+          resource_type: 'dashboard_page',
+          resource_id: `/${org.org_id}/webhooks`,
+          status: 413,
+          actor: { token_id: hooks.token_id, token_name: 'ci-hooks' },
+        },
+        {
+          action: 'dashboard.post',
+          resource_type: 'dashboard_page',
+          resource_id: '/login',
+          status: 413,
+          actor: { token_id: hooks.token_id, token_name: 'ci-hooks' },
+        },
       ]);
       expect(JSON.stringify(added)).not.toContain(MARK);
     });

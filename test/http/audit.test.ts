@@ -11,7 +11,7 @@ import { ManualClock } from '../helpers/clock.ts';
 import { get, post, waitStep, waitWf } from '../helpers/workflows.ts';
 import { runCli } from '../helpers/cli.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const SECRET = 'hush-7f3a9c-DISTINCTIVE-secret-value';
 
@@ -86,9 +86,24 @@ describe('GET /v1/audit', () => {
   it('lists the webhook create, the fleet rollback and the approval, each with its actor, action, resource id and status', async () => {
     const log = await auditAll(admin);
     const find = (action: string, tokenId: string) => log.find((e) => e.action === action && e.actor.token_id === tokenId);
-    expect(find('webhooks.create', hooks.token_id)).toMatchObject({ actor: { token_id: hooks.token_id, token_name: 'ci-hooks' }, resource_type: 'webhook', resource_id: webhookId, status: 201 });
-    expect(find('rollbacks.create', deployer.token_id)).toMatchObject({ actor: { token_name: 'ci-deploy' }, resource_type: 'rollback', resource_id: run.run_id, status: 201 });
-    expect(find('steps.approve', oncall.token_id)).toMatchObject({ actor: { token_name: 'oncall' }, resource_type: 'step', resource_id: approvedStep, status: 200 });
+    expect(find('webhooks.create', hooks.token_id)).toMatchObject({
+      actor: { token_id: hooks.token_id, token_name: 'ci-hooks' },
+      resource_type: 'webhook',
+      resource_id: webhookId,
+      status: 201,
+    });
+    expect(find('rollbacks.create', deployer.token_id)).toMatchObject({
+      actor: { token_name: 'ci-deploy' },
+      resource_type: 'rollback',
+      resource_id: run.run_id,
+      status: 201,
+    });
+    expect(find('steps.approve', oncall.token_id)).toMatchObject({
+      actor: { token_name: 'oncall' },
+      resource_type: 'step',
+      resource_id: approvedStep,
+      status: 200,
+    });
     for (const e of log) {
       expect(Object.keys(e).sort()).toEqual(['action', 'actor', 'at', 'id', 'resource_id', 'resource_type', 'status']);
       expect(Date.parse(e.at)).not.toBeNaN();
@@ -100,10 +115,21 @@ describe('GET /v1/audit', () => {
 
   it('keeps refused writes, with the status answered', async () => {
     const log = await auditAll(admin);
-    expect(log).toContainEqual(expect.objectContaining({ action: 'webhooks.delete', actor: { token_id: reader.token_id, token_name: 'status-page' }, resource_id: webhookId, status: 403 }));
-    expect(log).toContainEqual(expect.objectContaining({ action: 'webhooks.create', actor: expect.objectContaining({ token_id: deployer.token_id }), status: 403 }));
+    expect(log).toContainEqual(
+      expect.objectContaining({
+        action: 'webhooks.delete',
+        actor: { token_id: reader.token_id, token_name: 'status-page' },
+        resource_id: webhookId,
+        status: 403,
+      }),
+    );
+    expect(log).toContainEqual(
+      expect.objectContaining({ action: 'webhooks.create', actor: expect.objectContaining({ token_id: deployer.token_id }), status: 403 }),
+    );
     expect(log).toContainEqual(expect.objectContaining({ action: 'webhooks.update', resource_id: 'wh_nope', status: 404 }));
-    expect(log).toContainEqual(expect.objectContaining({ action: 'webhooks.create', actor: expect.objectContaining({ token_id: hooks.token_id }), status: 400 }));
+    expect(log).toContainEqual(
+      expect.objectContaining({ action: 'webhooks.create', actor: expect.objectContaining({ token_id: hooks.token_id }), status: 400 }),
+    );
   });
 
   it('a distinctive webhook secret appears nowhere: not in the log, not in its table', async () => {
@@ -149,9 +175,17 @@ describe('GET /v1/audit', () => {
     const aCursor = (await admin.get('/v1/audit?limit=1')).body.next_cursor;
     expect((await B.get(`/v1/audit?after=${aCursor}`)).status).toBe(400);
     // a token used against another org: refused, and kept in the token's own org only
-    expect((await svc.api({ org_id: other.org_id, api_token: hooks.api_token }).post('/v1/orgs/current/webhooks', { webhook_url: receiver.hook('c') })).status).toBe(403);
+    expect(
+      (
+        await svc
+          .api({ org_id: other.org_id, api_token: hooks.api_token })
+          .post('/v1/orgs/current/webhooks', { webhook_url: receiver.hook('c') })
+      ).status,
+    ).toBe(403);
     expect((await auditAll(B)).length).toBe(1);
-    expect(await auditAll(admin)).toContainEqual(expect.objectContaining({ action: 'webhooks.create', actor: expect.objectContaining({ token_id: hooks.token_id }), status: 403 }));
+    expect(await auditAll(admin)).toContainEqual(
+      expect.objectContaining({ action: 'webhooks.create', actor: expect.objectContaining({ token_id: hooks.token_id }), status: 403 }),
+    );
   });
 
   it('a plan_only answer changes nothing and is not kept (a read); a refused one is', async () => {
@@ -160,7 +194,9 @@ describe('GET /v1/audit', () => {
     expect((await svc.api(deployer).post(`/v1/apps/${appId}/rollbacks`, { to: 'previous', plan_only: true })).status).toBe(200);
     expect((await auditAll(admin)).length).toBe(before);
     expect((await svc.api(deployer).post(`/v1/apps/${appId}/rollbacks`, { to: 'cfg_nope', plan_only: true })).status).toBe(404);
-    expect((await auditAll(admin)).slice(before)).toEqual([expect.objectContaining({ action: 'rollbacks.create', resource_id: appId, status: 404 })]);
+    expect((await auditAll(admin)).slice(before)).toEqual([
+      expect.objectContaining({ action: 'rollbacks.create', resource_id: appId, status: 404 }),
+    ]);
   });
 
   it('only admin reads it: deploy, webhooks and read tokens get 403 naming admin', async () => {
@@ -176,13 +212,22 @@ describe('actors on events', () => {
   it('the approval response event carries responded_by (the token id and name, never the token); GET workflow shows it', async () => {
     await svc.settled();
     const events = await svc.events(org.org_id);
-    const approved = events.find((e) => e.type === 'com.svc.workflow_step.approval.v1' && e.data.transition === 'approved' && e.data.step.id === approvedStep);
+    const approved = events.find(
+      (e) => e.type === 'com.svc.workflow_step.approval.v1' && e.data.transition === 'approved' && e.data.step.id === approvedStep,
+    );
     expect(approved.data.approval.responded_by).toEqual({ token_id: oncall.token_id, token_name: 'oncall' });
     expect(JSON.stringify(events)).not.toContain(oncall.api_token);
     const wf = await get(admin, `/v1/workflows/${run.workflow_id}`);
-    expect(wf.steps.find((s: Json) => s.step_id === approvedStep).approval.responded_by).toEqual({ token_id: oncall.token_id, token_name: 'oncall' });
+    expect(wf.steps.find((s: Json) => s.step_id === approvedStep).approval.responded_by).toEqual({
+      token_id: oncall.token_id,
+      token_name: 'oncall',
+    });
     // and the receiver got it as delivered
-    await waitFor(() => receiver.at('all').some((d) => d.json?.id === approved.id && d.json.data.approval.responded_by?.token_name === 'oncall'), 5000, 'the approval response delivered');
+    await waitFor(
+      () => receiver.at('all').some((d) => d.json?.id === approved.id && d.json.data.approval.responded_by?.token_name === 'oncall'),
+      5000,
+      'the approval response delivered',
+    );
   });
 });
 
@@ -193,7 +238,14 @@ describe('svc audit list, and the database commands', () => {
     expect(made.code).toBe(0);
     const all = await runCli(['audit', 'list', '--json'], env);
     expect(all.code, all.stderr).toBe(0);
-    expect(all.json).toContainEqual(expect.objectContaining({ action: 'tokens.create', actor: { token_id: null, token_name: 'local' }, resource_id: made.json.token_id, status: null }));
+    expect(all.json).toContainEqual(
+      expect.objectContaining({
+        action: 'tokens.create',
+        actor: { token_id: null, token_name: 'local' },
+        resource_id: made.json.token_id,
+        status: null,
+      }),
+    );
     const byActor = await runCli(['audit', 'list', '--json', '--actor', oncall.token_id], env);
     expect(byActor.json.length).toBeGreaterThan(0);
     expect(byActor.json.every((e: Json) => e.actor.token_id === oncall.token_id)).toBe(true);
@@ -207,7 +259,9 @@ describe('svc audit list, and the database commands', () => {
     const oldest = await runCli(['audit', 'list', '--json', '--oldest-first'], env);
     expect(oldest.json.map((e: Json) => e.id)).toEqual(api);
     const lines = table.stdout.split('\n');
-    expect(lines.findIndex((l) => l.includes('tokens.create') && l.includes('local'))).toBeLessThan(lines.findIndex((l) => l.includes('steps.approve')));
+    expect(lines.findIndex((l) => l.includes('tokens.create') && l.includes('local'))).toBeLessThan(
+      lines.findIndex((l) => l.includes('steps.approve')),
+    );
     const denied = await runCli(['audit', 'list'], { ...env, SVC_API_TOKEN: deployer.api_token });
     expect(denied.code).toBe(1);
     expect(denied.stderr).toMatch(/scope admin/);
@@ -227,14 +281,18 @@ describe('--audit-retention', () => {
       await post(A, '/v1/apps', { name: 'new' });
       expect((await get(A, '/v1/audit')).data.map((e: Json) => e.action)).toEqual(['apps.create']);
       clock.advance(1_000); // the prune runs every 60th of the retention (at least every second)
-      await waitFor(() => {
-        const db = new Database(s.db, { readonly: true });
-        try {
-          return (db.prepare('SELECT COUNT(*) AS n FROM audit_log').get() as { n: number }).n === 1;
-        } finally {
-          db.close();
-        }
-      }, 5000, 'the old row pruned');
+      await waitFor(
+        () => {
+          const db = new Database(s.db, { readonly: true });
+          try {
+            return (db.prepare('SELECT COUNT(*) AS n FROM audit_log').get() as { n: number }).n === 1;
+          } finally {
+            db.close();
+          }
+        },
+        5000,
+        'the old row pruned',
+      );
     } finally {
       await s.stop();
     }

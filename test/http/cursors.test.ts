@@ -8,7 +8,7 @@ import { rid } from '../helpers/ids.ts';
 import { startService, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { post } from '../helpers/workflows.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const HOOKS = '/v1/orgs/current/webhooks';
 
@@ -27,8 +27,24 @@ describe('page cursors', () => {
       for (let i = 0; i < n; i++) {
         const id = rid('evt');
         const subject = `${orgId}/workflow/wf_${i}/started`;
-        const body = JSON.stringify({ specversion: '1.0', id, source: '//t/ctl-api', type: 'com.svc.workflow.lifecycle.v1', subject, time: new Date().toISOString(), data: { i } });
-        insertEvent(db, { event_id: id, org_id: orgId, type: 'com.svc.workflow.lifecycle.v1', subject, body, route: '{}', created_ms: svc.server.ctx.clock.now() });
+        const body = JSON.stringify({
+          specversion: '1.0',
+          id,
+          source: '//t/ctl-api',
+          type: 'com.svc.workflow.lifecycle.v1',
+          subject,
+          time: new Date().toISOString(),
+          data: { i },
+        });
+        insertEvent(db, {
+          event_id: id,
+          org_id: orgId,
+          type: 'com.svc.workflow.lifecycle.v1',
+          subject,
+          body,
+          route: '{}',
+          created_ms: svc.server.ctx.clock.now(),
+        });
         ids.push(id);
       }
     })();
@@ -43,7 +59,9 @@ describe('page cursors', () => {
     const cursors: string[] = [];
     let after: string | null = null;
     do {
-      const r: { status: number; body: Json; text: string } = await api.get(`${p}${p.includes('?') ? '&' : '?'}limit=${limit}${after ? `&after=${encodeURIComponent(after)}` : ''}`);
+      const r: { status: number; body: Json; text: string } = await api.get(
+        `${p}${p.includes('?') ? '&' : '?'}limit=${limit}${after ? `&after=${encodeURIComponent(after)}` : ''}`,
+      );
       expect(r.status, r.text).toBe(200);
       rows.push(...r.body.data);
       after = r.body.next_cursor;
@@ -119,8 +137,17 @@ describe('page cursors', () => {
     const wb = (await post(apiB, HOOKS, { webhook_url: 'https://receiver.example/b' })).webhook_id as string;
     const now = Date.now();
     const row = (webhookId: string, orgId: string, i: number) => ({
-      webhook_id: webhookId, org_id: orgId, event_id: `evt_${webhookId}_${i}`, type: 'com.svc.workflow.lifecycle.v1', attempted_ms: now + i, ok: i % 2 === 0,
-      status_code: 200, error: null, duration_ms: 3, recovery_id: null, kept_ms: svc.server.ctx.clock.now(),
+      webhook_id: webhookId,
+      org_id: orgId,
+      event_id: `evt_${webhookId}_${i}`,
+      type: 'com.svc.workflow.lifecycle.v1',
+      attempted_ms: now + i,
+      ok: i % 2 === 0,
+      status_code: 200,
+      error: null,
+      duration_ms: 3,
+      recovery_id: null,
+      kept_ms: svc.server.ctx.clock.now(),
     });
     saveAttempts(svc.server.ctx.db, [
       ...Array.from({ length: 20 }, (_, i) => row(w1, a.org_id, i)),
@@ -132,7 +159,11 @@ describe('page cursors', () => {
     expect(paged.cursors.every((c) => /^[A-Za-z0-9_-]{22}$/.test(c))).toBe(true);
     // w1's cursor on w2, on the events list, and B's attempts cursor on A's webhook: 400
     const bCursor = (await apiB.get(`${HOOKS}/${wb}/attempts?limit=10`)).body.next_cursor as string;
-    for (const [p, c] of [[`${HOOKS}/${w2}/attempts`, paged.cursors[0]], ['/v1/events', paged.cursors[0]], [`${HOOKS}/${w1}/attempts`, bCursor]] as const) {
+    for (const [p, c] of [
+      [`${HOOKS}/${w2}/attempts`, paged.cursors[0]],
+      ['/v1/events', paged.cursors[0]],
+      [`${HOOKS}/${w1}/attempts`, bCursor],
+    ] as const) {
       const r = await apiA.get(`${p}?after=${encodeURIComponent(c)}`);
       expect(r.status, `${p}: ${r.text}`).toBe(400);
     }

@@ -28,7 +28,7 @@ function stepped(o: { queuePerOrg: number; seats?: number; seatsPerOrg?: number 
 }
 
 describe('FairAdmission', () => {
-  it('starts one request a turn, taking the orgs in turn: B waits for one of A\'s, not for all of them', async () => {
+  it("starts one request a turn, taking the orgs in turn: B waits for one of A's, not for all of them", async () => {
     const t = stepped({ queuePerOrg: 100, seats: 64 });
     for (let i = 1; i <= 4; i++) void t.admit('org_a', `a${i}`);
     void t.admit('org_b', 'b1');
@@ -97,7 +97,10 @@ describe('FairAdmission', () => {
     let open: () => void = () => {};
     const gate = new Promise<void>((r) => (open = r));
     const app = new Hono();
-    app.use('*', admission.middleware((c) => c.req.header('x-org')));
+    app.use(
+      '*',
+      admission.middleware((c) => c.req.header('x-org')),
+    );
     app.get('/slow', async (c) => (await gate, c.json({ ok: true })));
     const get = (org: string) => app.request('/slow', { headers: { 'x-org': org } });
     const first = get('org_a'); // holds its seat until the gate opens

@@ -9,7 +9,7 @@ import { startService, waitFor, type ApiClient, type OrgCreds, type TestService 
 import { metric } from '../helpers/ledger.ts';
 import { get, post, waitWf } from '../helpers/workflows.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const HOOKS = '/v1/orgs/current/webhooks';
 const modes = findNatsServer() ? (['embedded', 'nats'] as const) : (['embedded'] as const);
@@ -41,7 +41,9 @@ describe.each(modes)('event history, attempts, recover and resend (%s mode)', (m
     const out: Json[] = [];
     let after: string | null = null;
     do {
-      const r: { status: number; body: Json; text: string } = await api.get(`${p}${p.includes('?') ? '&' : '?'}limit=7${after ? `&after=${after}` : ''}`);
+      const r: { status: number; body: Json; text: string } = await api.get(
+        `${p}${p.includes('?') ? '&' : '?'}limit=7${after ? `&after=${after}` : ''}`,
+      );
       expect(r.status, r.text).toBe(200);
       expect(r.body.data.length).toBeLessThanOrEqual(7);
       out.push(...r.body.data);
@@ -124,7 +126,11 @@ describe.each(modes)('event history, attempts, recover and resend (%s mode)', (m
 
   it('GET …/attempts lists each attempt, newest first, with filters and pagination', async () => {
     // outcomes come back from the data plane in batches: wait for the last ones
-    await waitFor(async () => (await get(api, `${HOOKS}/${hook}/attempts?limit=500`)).data.length >= emitted.length, 5000, 'the attempt log');
+    await waitFor(
+      async () => (await get(api, `${HOOKS}/${hook}/attempts?limit=500`)).data.length >= emitted.length,
+      5000,
+      'the attempt log',
+    );
     const attempts = await allPages(`${HOOKS}/${hook}/attempts`);
     expect(attempts.length).toBe(emitted.length);
     expect(new Set(attempts.map((a) => a.event_id))).toEqual(new Set(emitted.map((e) => e.id)));
@@ -153,7 +159,11 @@ describe.each(modes)('event history, attempts, recover and resend (%s mode)', (m
     const all = await svc.events(org.org_id);
     const n = failedIds.length;
     // outcomes reach the attempt log in batches: wait for all of them
-    await waitFor(async () => (await get(api, `${HOOKS}/${down}/attempts?limit=500`)).data.length === n + okIds.length, 5000, 'the attempt log');
+    await waitFor(
+      async () => (await get(api, `${HOOKS}/${down}/attempts?limit=500`)).data.length === n + okIds.length,
+      5000,
+      'the attempt log',
+    );
 
     const failures = await get(api, `${HOOKS}/${down}/attempts?outcome=failure`);
     expect(new Set(failures.data.map((a: Json) => a.event_id))).toEqual(new Set(failedIds));
@@ -165,10 +175,14 @@ describe.each(modes)('event history, attempts, recover and resend (%s mode)', (m
     expect(r.status, r.text).toBe(202);
     expect(r.body.events).toBe(n);
     const id = r.body.recovery_id;
-    const done = await waitFor(async () => {
-      const st = await get(api, `${HOOKS}/${down}/recoveries/${id}`);
-      return st.state === 'done' ? st : null;
-    }, 15_000, 'the recovery to finish');
+    const done = await waitFor(
+      async () => {
+        const st = await get(api, `${HOOKS}/${down}/recoveries/${id}`);
+        return st.state === 'done' ? st : null;
+      },
+      15_000,
+      'the recovery to finish',
+    );
     expect(done).toEqual({ recovery_id: id, state: 'done', events: n, attempted: n, succeeded: n, failed: 0 });
     await svc.settled(10_000);
 
@@ -188,7 +202,11 @@ describe.each(modes)('event history, attempts, recover and resend (%s mode)', (m
     expect(recAttempts.data.every((a: Json) => a.recovery_id === id && a.outcome === 'success')).toBe(true);
 
     // everything got through now: nothing left to recover
-    await waitFor(async () => (await get(api, `${HOOKS}/${down}/attempts?limit=500`)).data.length === 2 * n + okIds.length, 5000, 'the attempt log');
+    await waitFor(
+      async () => (await get(api, `${HOOKS}/${down}/attempts?limit=500`)).data.length === 2 * n + okIds.length,
+      5000,
+      'the attempt log',
+    );
     const again = await post(api, `${HOOKS}/${down}/recover`, { since }, 202);
     expect(again.events).toBe(0);
     expect((await get(api, `${HOOKS}/${down}/recoveries/${again.recovery_id}`)).state).toBe('done');
@@ -200,7 +218,12 @@ describe.each(modes)('event history, attempts, recover and resend (%s mode)', (m
     expect(lateRec.events).toBe(wanted.length);
     await waitFor(() => rx.at('late').length >= wanted.length, 15_000, 'the late webhook to get its recovery');
     await svc.settled(10_000);
-    expect(rx.at('late').map((x) => x.json.id).sort()).toEqual(wanted.map((e) => e.id).sort());
+    expect(
+      rx
+        .at('late')
+        .map((x) => x.json.id)
+        .sort(),
+    ).toEqual(wanted.map((e) => e.id).sort());
 
     // bad input changes nothing
     expect((await api.post(`${HOOKS}/${down}/recover`, {})).status).toBe(400);

@@ -9,15 +9,15 @@ import { startService, waitFor, type ApiClient, type ApiResponse, type OrgCreds,
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { dashboardSession } from '../helpers/dashboard.ts';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
-
 const HOOKS = '/v1/orgs/current/webhooks';
 
 /** `n` labels `k0..k{n-1}` = `v`. */
-const labelsOf = (n: number, value = 'v'): Record<string, string> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, value]));
+const labelsOf = (n: number, value = 'v'): Record<string, string> =>
+  Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, value]));
 const ids = (n: number, prefix = 'inst_') => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
 /** What CONTRACT 8 measures: interests + match as JSON, in UTF-8 bytes. */
-const subscriptionBytes = (body: { interests?: unknown; match?: unknown }) => Buffer.byteLength(JSON.stringify({ interests: body.interests, match: body.match }));
+const subscriptionBytes = (body: { interests?: unknown; match?: unknown }) =>
+  Buffer.byteLength(JSON.stringify({ interests: body.interests, match: body.match }));
 
 function detailPaths(r: ApiResponse): string[] {
   return Array.isArray(r.body?.details) ? r.body.details.map((d: { path: string }) => d.path) : [];
@@ -106,13 +106,21 @@ describe('the limits table (CONTRACT 8)', () => {
     });
 
     it('on an install', async () => {
-      const i = await accepted(() => api.post('/v1/installs', { app_id: appId, app_config_id: cfgId, name: `under-${++n}`, labels: under }));
+      const i = await accepted(() =>
+        api.post('/v1/installs', { app_id: appId, app_config_id: cfgId, name: `under-${++n}`, labels: under }),
+      );
       expect(i.labels).toEqual(under);
-      await refused(() => api.post('/v1/installs', { app_id: appId, app_config_id: cfgId, name: `over-${n}`, labels: over }), `labels${rel}`);
+      await refused(
+        () => api.post('/v1/installs', { app_id: appId, app_config_id: cfgId, name: `over-${n}`, labels: over }),
+        `labels${rel}`,
+      );
     });
 
     it("in a branch group's selector", async () => {
-      const branch = (labels: Record<string, string>) => ({ name: `b${++n}`, install_groups: [{ name: 'g', selector: { match_labels: labels } }] });
+      const branch = (labels: Record<string, string>) => ({
+        name: `b${++n}`,
+        install_groups: [{ name: 'g', selector: { match_labels: labels } }],
+      });
       await accepted(() => api.post(`/v1/apps/${appId}/branches`, branch(under)));
       await refused(() => api.post(`/v1/apps/${appId}/branches`, branch(over)), `install_groups.0.selector.match_labels${rel}`);
     });
@@ -137,7 +145,10 @@ describe('the limits table (CONTRACT 8)', () => {
     const w = await accepted(() => api.post(HOOKS, { webhook_url: 'https://hooks.example.com/ids', match: many }));
     expect(w.match.installs.ids).toHaveLength(1000);
     const over = { installs: { ids: ids(1000, 'i') }, components: { ids: ids(1001, 'c') } };
-    const r = await refused(() => api.post(HOOKS, { webhook_url: 'https://hooks.example.com/ids-over', match: over }), 'match.components.ids');
+    const r = await refused(
+      () => api.post(HOOKS, { webhook_url: 'https://hooks.example.com/ids-over', match: over }),
+      'match.components.ids',
+    );
     expect(detailPaths(r)).not.toContain('match.installs.ids');
     await refused(() => api.patch(`${HOOKS}/${w.webhook_id}`, { match: over }), 'match.components.ids');
   });
@@ -172,7 +183,11 @@ describe('the limits table (CONTRACT 8)', () => {
     const doc = (await api.get('/v1/openapi.json')).body;
     const body = (path: string, method = 'post') => doc.paths[path][method].requestBody.content['application/json'].schema;
     const labels = body('/v1/installs').properties.labels;
-    expect(labels).toMatchObject({ maxProperties: 64, propertyNames: { minLength: 1, maxLength: 128 }, additionalProperties: { maxLength: 63 } });
+    expect(labels).toMatchObject({
+      maxProperties: 64,
+      propertyNames: { minLength: 1, maxLength: 128 },
+      additionalProperties: { maxLength: 63 },
+    });
     const hook = body(HOOKS);
     expect(hook.description).toMatch(/16 KiB/);
     expect(JSON.stringify(hook.properties.match)).toContain('"maxItems":1000');
@@ -328,7 +343,11 @@ describe('data stored before the limits', () => {
     const made = await api.post('/v1/installs', { app_id: app.app_id, name: 'old', app_config_id: cfg.app_config_id });
     expect(made.status, made.text).toBe(201);
     const installId = made.body.install_id;
-    await waitFor(async () => (await api.get(`/v1/installs/${installId}/app-config-versions`)).body?.[0]?.status === 'succeeded', 15_000, 'provisioned');
+    await waitFor(
+      async () => (await api.get(`/v1/installs/${installId}/app-config-versions`)).body?.[0]?.status === 'succeeded',
+      15_000,
+      'provisioned',
+    );
 
     const labels = JSON.stringify(bigLabels());
     db.prepare('UPDATE installs SET labels = ? WHERE install_id = ?').run(labels, installId);
@@ -363,6 +382,10 @@ describe('data stored before the limits', () => {
     const wf = await api.post(`/v1/installs/${installId}/reprovision`);
     expect(wf.status, wf.text).toBe(201);
     const wfId = wf.body.workflow_id;
-    await waitFor(() => rx.at('install').some((d) => String(d.json?.subject).includes(`/workflow/${wfId}/succeeded`)), 15_000, 'the reprovision of the old install, delivered');
+    await waitFor(
+      () => rx.at('install').some((d) => String(d.json?.subject).includes(`/workflow/${wfId}/succeeded`)),
+      15_000,
+      'the reprovision of the old install, delivered',
+    );
   });
 });

@@ -16,7 +16,7 @@ import { errorResponse, toHttpError } from '../../src/http/http-error.ts';
 import type { AuthEnv } from '../../src/http/auth.ts';
 import { TERMINAL } from '../helpers/workflows.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const HOOKS = '/v1/orgs/current/webhooks';
 const METHODS = ['get', 'post', 'patch', 'put', 'delete'];
@@ -57,7 +57,9 @@ function rebase(node: unknown): unknown {
   return Object.fromEntries(
     Object.entries(node).map(([k, v]) => [
       k,
-      k === '$ref' && typeof v === 'string' && v.startsWith('#/components/schemas/') ? BASE + v.slice('#/components/schemas/'.length) : rebase(v),
+      k === '$ref' && typeof v === 'string' && v.startsWith('#/components/schemas/')
+        ? BASE + v.slice('#/components/schemas/'.length)
+        : rebase(v),
     ]),
   );
 }
@@ -104,10 +106,14 @@ function check(r: ApiResponse, method: string, path: string, status: number): Js
 
 /** Poll GET /v1/workflows/{id} until `pred`; the last response is validated too. */
 async function waitWorkflow(id: string, pred: (wf: Json) => boolean, what: string): Promise<Json> {
-  const r = await waitFor(async () => {
-    const res = await api.get(`/v1/workflows/${id}`);
-    return res.status === 200 && pred(res.body) ? res : null;
-  }, 20_000, what);
+  const r = await waitFor(
+    async () => {
+      const res = await api.get(`/v1/workflows/${id}`);
+      return res.status === 200 && pred(res.body) ? res : null;
+    },
+    20_000,
+    what,
+  );
   return check(r, 'get', '/v1/workflows/{workflow_id}', 200);
 }
 const ended = (id: string) => waitWorkflow(id, (wf) => TERMINAL.includes(wf.status), `workflow ${id} to end`);
@@ -144,7 +150,13 @@ describe('the document and the served routes', () => {
     expect([...served].sort()).toEqual([...documented].sort());
     // the two that the hand-kept table missed, and the document itself
     expect(documented).toEqual(
-      expect.arrayContaining(['GET /v1/apps/{app_id}', 'POST /v1/installs/{install_id}/sandbox/deprovision', 'GET /v1/openapi.json', 'GET /healthz', 'GET /readyz']),
+      expect.arrayContaining([
+        'GET /v1/apps/{app_id}',
+        'POST /v1/installs/{install_id}/sandbox/deprovision',
+        'GET /v1/openapi.json',
+        'GET /healthz',
+        'GET /readyz',
+      ]),
     );
     expect(served.length).toBeGreaterThanOrEqual(32);
   });
@@ -154,7 +166,10 @@ describe('the document and the served routes', () => {
     expect(doc.info.title).toBeTypeOf('string');
     const ops = operations();
     const ids = ops.map(({ op }) => op.operationId);
-    expect(ids.every((id) => typeof id === 'string' && /^[a-z][A-Za-z0-9]*$/.test(id)), ids.join(',')).toBe(true);
+    expect(
+      ids.every((id) => typeof id === 'string' && /^[a-z][A-Za-z0-9]*$/.test(id)),
+      ids.join(','),
+    ).toBe(true);
     expect(new Set(ids).size, 'operationIds are unique').toBe(ids.length);
     for (const { method, path, op } of ops) {
       const where = `${method} ${path}`;
@@ -166,13 +181,17 @@ describe('the document and the served routes', () => {
         expect(p.schema?.type, `${where}: ${p.name} schema`).toBe('string');
       }
       const codes = Object.keys(op.responses);
-      expect(codes.some((c) => c.startsWith('2')), `${where}: a success response`).toBe(true);
+      expect(
+        codes.some((c) => c.startsWith('2')),
+        `${where}: a success response`,
+      ).toBe(true);
       for (const code of codes) {
         const resp = op.responses[code];
         expect(resp.description, `${where} ${code}: description`).toBeTypeOf('string');
         if (code === '204') expect(resp.content, `${where} 204 has no body`).toBeUndefined();
         else if (code.startsWith('2')) expect(resp.content?.['application/json']?.schema, `${where} ${code}: body schema`).toBeDefined();
-        else if (code === '503' && op.operationId === 'getReadiness') expect(resp.content['application/json'].schema.required).toEqual(['ready', 'reasons']);
+        else if (code === '503' && op.operationId === 'getReadiness')
+          expect(resp.content['application/json'].schema.required).toEqual(['ready', 'reasons']);
         else {
           expect(code, `${where}: only CONTRACT 3 statuses`).toMatch(/^(400|401|403|404|409|413|415)$/);
           expect(resp.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Error' });
@@ -228,7 +247,10 @@ describe('real responses validate against the document', () => {
     };
     check(await plain(await fetch(`${svc.url}/healthz`)), 'get', '/healthz', 200);
     expect(check(await plain(await fetch(`${svc.url}/readyz`)), 'get', '/readyz', 200)).toEqual({ ready: true });
-    const starting = createHttpApp({ ...svc.server.ctx, readiness: new Readiness({ subs: 'the bus subscriptions are not confirmed by the server yet' }) });
+    const starting = createHttpApp({
+      ...svc.server.ctx,
+      readiness: new Readiness({ subs: 'the bus subscriptions are not confirmed by the server yet' }),
+    });
     expect(check(await plain(await starting.request('/readyz')), 'get', '/readyz', 503).reasons).toHaveLength(1);
   });
 
@@ -237,7 +259,9 @@ describe('real responses validate against the document', () => {
       await api.post(HOOKS, {
         webhook_url: receiver.hook('a'),
         secret: 'openapi-secret-one',
-        interests: { resources: { installs: { ops: ['provision'], outcome: 'all', install_degraded: true }, components: { drift_detected: true } } },
+        interests: {
+          resources: { installs: { ops: ['provision'], outcome: 'all', install_degraded: true }, components: { drift_detected: true } },
+        },
         match: { installs: { ids: ['inst_b', 'inst_a', 'inst_a'] }, components: { selector: { match_labels: { tier: 'web' } } } },
       }),
       'post',
@@ -286,10 +310,19 @@ describe('real responses validate against the document', () => {
     const w = check(await api.get(`${HOOKS}/${refused.webhook_id}`), 'get', `${HOOKS}/{webhook_id}`, 200);
     expect(w.delivery_status).toMatchObject({ last_outcome: 'failure', last_status_code: 500, consecutive_failures: 3 });
     const all = check(await api.get(HOOKS), 'get', HOOKS, 200);
-    expect(all.find((x: Json) => x.webhook_id === refused.webhook_id).delivery_status).toMatchObject({ attempts_total: 3, failures_total: 3, last_error: 'HTTP 500' });
+    expect(all.find((x: Json) => x.webhook_id === refused.webhook_id).delivery_status).toMatchObject({
+      attempts_total: 3,
+      failures_total: 3,
+      last_error: 'HTTP 500',
+    });
 
     // the delivery watchdog (CONTRACT 4.1): disable with a note, enable refused while the ping fails, then enabled
-    const off = check(await api.post(`${HOOKS}/${refused.webhook_id}/disable`, { note: 'maintenance' }), 'post', `${HOOKS}/{webhook_id}/disable`, 200);
+    const off = check(
+      await api.post(`${HOOKS}/${refused.webhook_id}/disable`, { note: 'maintenance' }),
+      'post',
+      `${HOOKS}/{webhook_id}/disable`,
+      200,
+    );
     expect(off.delivery_status).toMatchObject({ state: 'disabled', disabled_reason: 'maintenance', failing_since: expect.any(String) });
     check(await api.post(`${HOOKS}/${refused.webhook_id}/enable`, {}), 'post', `${HOOKS}/{webhook_id}/enable`, 409);
     check(await api.post(`${HOOKS}/${ids.hookA}/disable`), 'post', `${HOOKS}/{webhook_id}/disable`, 200);
@@ -326,7 +359,10 @@ describe('real responses validate against the document', () => {
     const cfg2 = check(
       await api.post(`/v1/apps/${ids.app}/configs`, {
         sandbox: { region: 'us' },
-        components: [{ name: 'api', type: 'helm', labels: { tier: 'web', canary: 'yes' }, values: { image: 'api:2', replicas: 2 } }, { name: 'cache' }],
+        components: [
+          { name: 'api', type: 'helm', labels: { tier: 'web', canary: 'yes' }, values: { image: 'api:2', replicas: 2 } },
+          { name: 'cache' },
+        ],
         inputs: { replicas: 3 },
       }),
       'post',
@@ -346,7 +382,12 @@ describe('real responses validate against the document', () => {
       201,
     );
     ids.inst = inst.install_id;
-    const inst2 = check(await api.post('/v1/installs', { app_id: ids.app, name: 'us-1', labels: { env: 'staging' } }), 'post', '/v1/installs', 201);
+    const inst2 = check(
+      await api.post('/v1/installs', { app_id: ids.app, name: 'us-1', labels: { env: 'staging' } }),
+      'post',
+      '/v1/installs',
+      201,
+    );
     ids.inst2 = inst2.install_id;
     for (const id of [ids.inst, ids.inst2]) {
       const wfs = check(await api.get(`/v1/installs/${id}/workflows`), 'get', '/v1/installs/{install_id}/workflows', 200);
@@ -387,7 +428,9 @@ describe('real responses validate against the document', () => {
     await start('post', `/components/${ids.components.api}/deploy`, '/components/{component_id}/deploy', 'manual_deploy');
     await start('post', `/components/${ids.components.db}/teardown`, '/components/{component_id}/teardown', 'teardown_component');
     await start('post', `/actions/${ids.actions.migrate}/runs`, '/actions/{action_id}/runs', 'action_workflow_run'); // no body; target missing
-    await start('post', `/actions/${ids.actions.migrate}/runs`, '/actions/{action_id}/runs', 'action_workflow_run', { inputs: { target: 'prod' } });
+    await start('post', `/actions/${ids.actions.migrate}/runs`, '/actions/{action_id}/runs', 'action_workflow_run', {
+      inputs: { target: 'prod' },
+    });
     await start('post', '/drift-scans', '/drift-scans', 'drift_run');
     await start('post', '/drift-scans', '/drift-scans', 'drift_run_reprovision_sandbox', { sandbox: true });
     await start('patch', '/inputs', '/inputs', 'input_update', { inputs: { replicas: 5 } });
@@ -403,10 +446,20 @@ describe('real responses validate against the document', () => {
   it('rollback: versions, diffs, config update (plan_only and applied)', async () => {
     const I = '/v1/installs/{install_id}';
     const base = `/v1/installs/${ids.inst}`;
-    const planned = check(await api.post(`${base}/app-config-updates`, { app_config_id: ids.cfg2, plan_only: true }), 'post', `${I}/app-config-updates`, 200);
+    const planned = check(
+      await api.post(`${base}/app-config-updates`, { app_config_id: ids.cfg2, plan_only: true }),
+      'post',
+      `${I}/app-config-updates`,
+      200,
+    );
     expect(planned.applied).toBe(false);
     expect(planned.plan).toMatchObject({ from_app_config_id: ids.cfg1, to_app_config_id: ids.cfg2, changed: true, sandbox_changed: true });
-    const applied = check(await api.post(`${base}/app-config-updates`, { app_config_id: ids.cfg2 }), 'post', `${I}/app-config-updates`, 201);
+    const applied = check(
+      await api.post(`${base}/app-config-updates`, { app_config_id: ids.cfg2 }),
+      'post',
+      `${I}/app-config-updates`,
+      201,
+    );
     expect(applied).toMatchObject({ applied: true, workflow_id: expect.any(String), version_id: expect.any(String) });
     await ended(applied.workflow_id);
 
@@ -467,7 +520,12 @@ describe('real responses validate against the document', () => {
     );
     expect(approved.approval).toMatchObject({ status: 'approved', note: 'ship it', responded_at: expect.any(String) });
     // answered already: 409
-    check(await api.post(`/v1/workflows/${run.workflow_id}/steps/${plan.step_id}/approval`, { response: 'rejected' }), 'post', APPROVAL, 409);
+    check(
+      await api.post(`/v1/workflows/${run.workflow_id}/steps/${plan.step_id}/approval`, { response: 'rejected' }),
+      'post',
+      APPROVAL,
+      409,
+    );
 
     // the canary deploy starts an app_config_update child workflow whose parent is that step
     const rest = await waitWorkflow(
@@ -492,7 +550,12 @@ describe('real responses validate against the document', () => {
     const VETO = '/v1/apps/{app_id}/configs/{app_config_id}/veto';
     const vetoed = check(await api.post(`/v1/apps/${ids.app}/configs/${ids.cfg2}/veto`, { reason: 'bad image' }), 'post', VETO, 200);
     expect(vetoed).toMatchObject({ app_config_id: ids.cfg2, vetoed: { reason: 'bad image', at: expect.any(String) } });
-    const refused = check(await api.post(`/v1/installs/${ids.inst}/app-config-updates`, { app_config_id: ids.cfg2 }), 'post', '/v1/installs/{install_id}/app-config-updates', 409);
+    const refused = check(
+      await api.post(`/v1/installs/${ids.inst}/app-config-updates`, { app_config_id: ids.cfg2 }),
+      'post',
+      '/v1/installs/{install_id}/app-config-updates',
+      409,
+    );
     expect(refused.error).toBe('vetoed');
     const lifted = check(await api.del(`/v1/apps/${ids.app}/configs/${ids.cfg2}/veto`), 'delete', VETO, 200);
     expect(lifted.vetoed).toBeNull();
@@ -501,7 +564,12 @@ describe('real responses validate against the document', () => {
     const planned = check(await api.post(`/v1/apps/${ids.app}/rollbacks`, { to: 'previous', plan_only: true }), 'post', ROLLBACKS, 200);
     expect(planned.applied).toBe(false);
     const started = check(
-      await api.post(`/v1/apps/${ids.app}/rollbacks`, { to: ids.cfg2, install_ids: [ids.inst], approval: 'none', health_gate: { bake: '0s', on: ['unhealthy'] } }),
+      await api.post(`/v1/apps/${ids.app}/rollbacks`, {
+        to: ids.cfg2,
+        install_ids: [ids.inst],
+        approval: 'none',
+        health_gate: { bake: '0s', on: ['unhealthy'] },
+      }),
       'post',
       ROLLBACKS,
       201,
@@ -513,9 +581,35 @@ describe('real responses validate against the document', () => {
 
   it('change windows: create, list, delete, and the 400 and 404 they answer', async () => {
     const WINDOWS = '/v1/apps/{app_id}/change-windows';
-    const made = check(await api.post(`/v1/apps/${ids.app}/change-windows`, { name: 'weekend', kind: 'allow', days: ['sat', 'sun'], start: '02:00', duration: '2h', time_zone: 'America/Los_Angeles', install_ids: [ids.inst], applies_to: ['rollback'] }), 'post', WINDOWS, 201);
+    const made = check(
+      await api.post(`/v1/apps/${ids.app}/change-windows`, {
+        name: 'weekend',
+        kind: 'allow',
+        days: ['sat', 'sun'],
+        start: '02:00',
+        duration: '2h',
+        time_zone: 'America/Los_Angeles',
+        install_ids: [ids.inst],
+        applies_to: ['rollback'],
+      }),
+      'post',
+      WINDOWS,
+      201,
+    );
     expect(made).toMatchObject({ name: 'weekend', duration: '2h', install_ids: [ids.inst], selector: null, applies_to: ['rollback'] });
-    check(await api.post(`/v1/apps/${ids.app}/change-windows`, { name: 'x', kind: 'deny', days: ['sun'], start: '2:00', duration: '2h', time_zone: 'UTC' }), 'post', WINDOWS, 400);
+    check(
+      await api.post(`/v1/apps/${ids.app}/change-windows`, {
+        name: 'x',
+        kind: 'deny',
+        days: ['sun'],
+        start: '2:00',
+        duration: '2h',
+        time_zone: 'UTC',
+      }),
+      'post',
+      WINDOWS,
+      400,
+    );
     const listed = check(await api.get(`/v1/apps/${ids.app}/change-windows`), 'get', WINDOWS, 200);
     expect(listed.map((w: Json) => w.window_id)).toContain(made.window_id);
     check(await api.get('/v1/apps/app_nope/change-windows'), 'get', WINDOWS, 404);
@@ -531,8 +625,19 @@ describe('real responses validate against the document', () => {
     };
     const workflow = { id: wfId, type: 'deploy_components', owner_id: ids.inst2, owner_type: 'installs' };
     await send({ kind: 'workflow', transition: 'started', workflow });
-    await send({ kind: 'workflow_step', transition: 'started', workflow, step: { id: 'ext_step_1', name: 'custom step', idx: 0, execution_type: 'user' } });
-    await send({ kind: 'workflow_step', transition: 'failed', workflow, step: { id: 'ext_step_1', name: 'custom step', idx: 0, execution_type: 'user' }, error: 'boom' });
+    await send({
+      kind: 'workflow_step',
+      transition: 'started',
+      workflow,
+      step: { id: 'ext_step_1', name: 'custom step', idx: 0, execution_type: 'user' },
+    });
+    await send({
+      kind: 'workflow_step',
+      transition: 'failed',
+      workflow,
+      step: { id: 'ext_step_1', name: 'custom step', idx: 0, execution_type: 'user' },
+      error: 'boom',
+    });
     const wf = await waitWorkflow(wfId, (w) => w.steps[0]?.status === 'failed', 'the external step to fail');
     expect(wf.external).toBe(true);
     expect(wf.steps[0]).toMatchObject({ target_type: null, error: 'boom' });
@@ -571,7 +676,9 @@ describe('real responses validate against the document', () => {
     const anon = await fetch(`${svc.url}/v1/installs`);
     check({ status: anon.status, text: '', body: await anon.json() } as ApiResponse, 'get', '/v1/installs', 401);
     const other = svc.createOrg('other');
-    const wrongOrg = await fetch(`${svc.url}/v1/installs`, { headers: { authorization: `Bearer ${other.api_token}`, 'x-svc-org-id': org.org_id } });
+    const wrongOrg = await fetch(`${svc.url}/v1/installs`, {
+      headers: { authorization: `Bearer ${other.api_token}`, 'x-svc-org-id': org.org_id },
+    });
     check({ status: wrongOrg.status, text: '', body: await wrongOrg.json() } as ApiResponse, 'get', '/v1/installs', 403);
   });
 
@@ -591,10 +698,20 @@ describe('real responses validate against the document', () => {
     const sent = check(await api.post(`${HOOKS}/${ids.hookA}/resend`, { event_id: ev.id }), 'post', `${HOOKS}/{webhook_id}/resend`, 200);
     expect(sent.delivered).toBe(true);
     check(await api.post(`${HOOKS}/${ids.hookA}/resend`, { event_id: 'nope' }), 'post', `${HOOKS}/{webhook_id}/resend`, 404);
-    const rec = check(await api.post(`${HOOKS}/${ids.hookA}/recover`, { since: '1h', only_failed: false }), 'post', `${HOOKS}/{webhook_id}/recover`, 202);
+    const rec = check(
+      await api.post(`${HOOKS}/${ids.hookA}/recover`, { since: '1h', only_failed: false }),
+      'post',
+      `${HOOKS}/{webhook_id}/recover`,
+      202,
+    );
     expect(rec.events).toBeGreaterThan(0);
     check(await api.post(`${HOOKS}/${ids.hookA}/recover`, { since: 'x' }), 'post', `${HOOKS}/{webhook_id}/recover`, 400);
-    check(await api.get(`${HOOKS}/${ids.hookA}/recoveries/${rec.recovery_id}`), 'get', `${HOOKS}/{webhook_id}/recoveries/{recovery_id}`, 200);
+    check(
+      await api.get(`${HOOKS}/${ids.hookA}/recoveries/${rec.recovery_id}`),
+      'get',
+      `${HOOKS}/{webhook_id}/recoveries/{recovery_id}`,
+      200,
+    );
     check(await api.get(`${HOOKS}/${ids.hookA}/recoveries/nope`), 'get', `${HOOKS}/{webhook_id}/recoveries/{recovery_id}`, 404);
   });
 
@@ -606,7 +723,10 @@ describe('real responses validate against the document', () => {
       }
     }
     expect(missing).toEqual([]);
-    expect(statuses.filter((s) => s.status >= 500 && !(s.what === 'get /readyz' && s.status === 503)), 'a 5xx (but the documented 503 of /readyz)').toEqual([]);
+    expect(
+      statuses.filter((s) => s.status >= 500 && !(s.what === 'get /readyz' && s.status === 503)),
+      'a 5xx (but the documented 503 of /readyz)',
+    ).toEqual([]);
     const shaping = logs.filter((l) => /documented/.test(String(l.msg)));
     expect(shaping, JSON.stringify(shaping.slice(0, 3))).toEqual([]);
   });

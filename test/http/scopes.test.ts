@@ -18,7 +18,7 @@ import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { get, post, waitWf } from '../helpers/workflows.ts';
 import { runCli } from '../helpers/cli.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 let svc: TestService;
 let receiver: Receiver;
@@ -32,8 +32,10 @@ const authed = API_ROUTES.filter((r) => !r.public);
 const reads = authed.filter((r) => r.method === 'get');
 const writes = authed.filter((r) => r.method !== 'get');
 
-const pathOf = (r: ApiRoute, values: Record<string, string>) => r.path.replace(/\{(\w+)\}/g, (_, n: string) => encodeURIComponent(values[n] ?? `missing_${n}`));
-const call = (api: ApiClient, r: ApiRoute, p: string) => api.raw(r.method.toUpperCase(), p, r.method === 'get' ? {} : { body: '{}', headers: { 'content-type': 'application/json' } });
+const pathOf = (r: ApiRoute, values: Record<string, string>) =>
+  r.path.replace(/\{(\w+)\}/g, (_, n: string) => encodeURIComponent(values[n] ?? `missing_${n}`));
+const call = (api: ApiClient, r: ApiRoute, p: string) =>
+  api.raw(r.method.toUpperCase(), p, r.method === 'get' ? {} : { body: '{}', headers: { 'content-type': 'application/json' } });
 
 beforeAll(async () => {
   receiver = await startReceiver();
@@ -45,14 +47,25 @@ beforeAll(async () => {
   // one of everything, made by the admin token (the org's first token, made before any scope was asked for)
   ids.webhook_id = (await post(admin, '/v1/orgs/current/webhooks', { webhook_url: receiver.hook('all') })).webhook_id;
   ids.app_id = (await post(admin, '/v1/apps', { name: 'shop' })).app_id;
-  ids.app_config_id = (await post(admin, `/v1/apps/${ids.app_id}/configs`, { components: [{ name: 'api' }], actions: [{ name: 'migrate' }] })).app_config_id;
-  ids.app_branch_id = (await post(admin, `/v1/apps/${ids.app_id}/branches`, { name: 'main', install_groups: [{ name: 'all', selector: { match_labels: { ring: 'a' } } }] })).app_branch_id;
+  ids.app_config_id = (
+    await post(admin, `/v1/apps/${ids.app_id}/configs`, { components: [{ name: 'api' }], actions: [{ name: 'migrate' }] })
+  ).app_config_id;
+  ids.app_branch_id = (
+    await post(admin, `/v1/apps/${ids.app_id}/branches`, {
+      name: 'main',
+      install_groups: [{ name: 'all', selector: { match_labels: { ring: 'a' } } }],
+    })
+  ).app_branch_id;
   const install = await post(admin, '/v1/installs', { app_id: ids.app_id, name: 'eu-1', labels: { ring: 'a' } });
   ids.install_id = install.install_id;
-  const wfs = await waitFor(async () => {
-    const l = await get(admin, `/v1/installs/${ids.install_id}/workflows`);
-    return l.length ? l : null;
-  }, 10_000, 'the provision workflow');
+  const wfs = await waitFor(
+    async () => {
+      const l = await get(admin, `/v1/installs/${ids.install_id}/workflows`);
+      return l.length ? l : null;
+    },
+    10_000,
+    'the provision workflow',
+  );
   ids.workflow_id = wfs[0].workflow_id;
   await waitWf(admin, ids.workflow_id);
   const full = await get(admin, `/v1/installs/${ids.install_id}`);
@@ -62,7 +75,11 @@ beforeAll(async () => {
   ids.step_id = (await get(admin, `/v1/workflows/${ids.workflow_id}`)).steps[0].step_id;
   ids.event_id = (await get(admin, '/v1/events')).data[0].id;
   ids.recovery_id = (await post(admin, `/v1/orgs/current/webhooks/${ids.webhook_id}/recover`, { since: '1h' }, 202)).recovery_id;
-  await waitFor(async () => (await get(admin, `/v1/orgs/current/webhooks/${ids.webhook_id}/recoveries/${ids.recovery_id}`)).state === 'done', 10_000, 'the recovery');
+  await waitFor(
+    async () => (await get(admin, `/v1/orgs/current/webhooks/${ids.webhook_id}/recoveries/${ids.recovery_id}`)).state === 'done',
+    10_000,
+    'the recovery',
+  );
   await svc.settled();
 }, 60_000);
 
@@ -96,8 +113,7 @@ describe('scopes on every route', () => {
       if (r.scope === 'admin') {
         expect([r.operationId, res.status]).toEqual([r.operationId, 403]);
         expect(res.body.message).toBe(`GET ${r.path} needs scope admin; this token has scope read`);
-      }
-      else expect([r.operationId, res.status, res.text.slice(0, 200)]).toEqual([r.operationId, 200, res.text.slice(0, 200)]);
+      } else expect([r.operationId, res.status, res.text.slice(0, 200)]).toEqual([r.operationId, 200, res.text.slice(0, 200)]);
     }
   });
 
@@ -107,7 +123,9 @@ describe('scopes on every route', () => {
       const res = await call(clients.read, r, pathOf(r, ids));
       expect([r.operationId, res.status, res.body?.error]).toEqual([r.operationId, 403, 'forbidden']);
       // the route as a caller writes it and the scope it needs, never the internal operation id (CONTRACT 7)
-      expect(res.body.message, r.operationId).toBe(`${r.method.toUpperCase()} ${r.path} needs scope ${r.scope} or admin; this token has scope read`);
+      expect(res.body.message, r.operationId).toBe(
+        `${r.method.toUpperCase()} ${r.path} needs scope ${r.scope} or admin; this token has scope read`,
+      );
       expect(res.body.message, r.operationId).not.toContain(r.operationId);
     }
     expect(storeState()).toEqual(before);
@@ -149,7 +167,7 @@ describe('scopes on every route', () => {
   });
 });
 
-describe('OpenAPI states each operation\'s scope', () => {
+describe("OpenAPI states each operation's scope", () => {
   it('security: [{bearer: [scope], org: []}] on every authenticated operation, none on public ones', async () => {
     const doc = (await admin.get('/v1/openapi.json')).body as Json;
     for (const r of API_ROUTES) {
@@ -221,7 +239,11 @@ describe('a write route: prepare (I/O first), the change with its row, settle (I
   });
 
   it('runs prepare, then the change and its audit row, then settle; a refusal in prepare is kept', async () => {
-    const ok = await app.request('/probe/th_1', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"fail":false}' });
+    const ok = await app.request('/probe/th_1', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"fail":false}',
+    });
     expect(ok.status).toBe(200);
     expect(await ok.json()).toEqual({ n: 42 });
     expect(steps).toEqual(['prepare', 'handle 41', 'settle']);

@@ -9,7 +9,7 @@ import { factProducer, type FactProducer } from '../helpers/tenancy.ts';
 import { metric } from '../helpers/ledger.ts';
 import { post } from '../helpers/workflows.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const HOOKS = '/v1/orgs/current/webhooks';
 const DELIVERY = 'com.svc.webhook.delivery.v1';
@@ -32,7 +32,11 @@ describe.each(modes)('delivery watchdog (%s mode)', (mode) => {
   }
 
   /** The watchdog events a receiver's hook got, as `<transition>:<webhook id>`. */
-  const watchdogAt = (hook: string): Json[] => rx.at(hook).filter((r) => r.json?.type === DELIVERY).map((r) => r.json);
+  const watchdogAt = (hook: string): Json[] =>
+    rx
+      .at(hook)
+      .filter((r) => r.json?.type === DELIVERY)
+      .map((r) => r.json);
   const about = (hook: string, webhookId: string, transition?: string): Json[] =>
     watchdogAt(hook).filter((e) => e.data.webhook.id === webhookId && (transition === undefined || e.data.transition === transition));
   const status = async (id: string): Promise<Json> => (await api.get(`${HOOKS}/${id}`)).body.delivery_status;
@@ -46,8 +50,15 @@ describe.each(modes)('delivery watchdog (%s mode)', (mode) => {
     producer = await factProducer({ natsUrl: nats?.url ?? null, bus: svc.server.bus });
     rx.set('bad', { status: 500 });
     ids.bad = (await post(api, HOOKS, { webhook_url: `${rx.hook('bad')}?token=s3cret-query`, secret: 'whsec-never-shown' })).webhook_id;
-    ids.watcher = (await post(api, HOOKS, { webhook_url: rx.hook('watcher'), interests: { resources: { webhooks: { delivery_failing: true, delivery_recovered: true, delivery_disabled: true } } } })).webhook_id;
-    ids.failingOnly = (await post(api, HOOKS, { webhook_url: rx.hook('failing-only'), interests: { resources: { webhooks: { delivery_failing: true } } } })).webhook_id;
+    ids.watcher = (
+      await post(api, HOOKS, {
+        webhook_url: rx.hook('watcher'),
+        interests: { resources: { webhooks: { delivery_failing: true, delivery_recovered: true, delivery_disabled: true } } },
+      })
+    ).webhook_id;
+    ids.failingOnly = (
+      await post(api, HOOKS, { webhook_url: rx.hook('failing-only'), interests: { resources: { webhooks: { delivery_failing: true } } } })
+    ).webhook_id;
     ids.scoped = (await post(api, HOOKS, { webhook_url: rx.hook('scoped'), match: { installs: {} } })).webhook_id;
     ids.chosenAll = (await post(api, HOOKS, { webhook_url: rx.hook('chosen-all'), interests: { all_events: true } })).webhook_id;
     ids.noInterests = (await post(api, HOOKS, { webhook_url: rx.hook('no-interests') })).webhook_id;
@@ -98,7 +109,12 @@ describe.each(modes)('delivery watchdog (%s mode)', (mode) => {
     await waitFor(() => about('watcher', ids.bad, 'recovered').length === 1, 10_000, 'recovered');
     const recovered = about('watcher', ids.bad, 'recovered')[0];
     expect(recovered.subject).toBe(`${org.org_id}/webhook_delivery/${ids.bad}/recovered`);
-    expect(recovered.data.delivery).toMatchObject({ consecutive_failures: 20, failed_events: 20, recover_since: firstTime, last_status_code: 500 });
+    expect(recovered.data.delivery).toMatchObject({
+      consecutive_failures: 20,
+      failed_events: 20,
+      recover_since: firstTime,
+      last_status_code: 500,
+    });
     expect(rx.at('failing-only').filter((r) => r.json?.type === DELIVERY).length).toBe(2); // not the recovered one
     s = await status(ids.bad);
     expect(s).toMatchObject({ state: 'active', consecutive_failures: 0, failing_since: null, recover_since: null });
@@ -131,7 +147,11 @@ describe.each(modes)('delivery watchdog (%s mode)', (mode) => {
     const droppedBefore = await metric(svc.url, 'svc_events_dropped_total', { reason: 'webhook_disabled' });
     const missed = await facts(20);
     await svc.settled();
-    await waitFor(async () => (await metric(svc.url, 'svc_events_dropped_total', { reason: 'webhook_disabled' })) - droppedBefore >= 20, 5000, 'the drops counted');
+    await waitFor(
+      async () => (await metric(svc.url, 'svc_events_dropped_total', { reason: 'webhook_disabled' })) - droppedBefore >= 20,
+      5000,
+      'the drops counted',
+    );
     expect(rx.at('flaky').length).toBe(10);
     expect((await metric(svc.url, 'svc_events_dropped_total', { reason: 'webhook_disabled' })) - droppedBefore).toBe(20);
     const kept = (await api.get(`/v1/events?type=com.svc.workflow.lifecycle.v1&limit=500`)).body.data as Json[];
@@ -155,7 +175,11 @@ describe.each(modes)('delivery watchdog (%s mode)', (mode) => {
     expect(r.status, r.text).toBe(200);
     expect(r.body.webhook.delivery_status).toMatchObject({ state: 'active', disabled_at: null, disabled_reason: null });
     expect(typeof r.body.recovery_id).toBe('string');
-    await waitFor(async () => (await api.get(`${HOOKS}/${ids.flaky}/recoveries/${r.body.recovery_id}`)).body.state === 'done', 15_000, 'the recovery');
+    await waitFor(
+      async () => (await api.get(`${HOOKS}/${ids.flaky}/recoveries/${r.body.recovery_id}`)).body.state === 'done',
+      15_000,
+      'the recovery',
+    );
     await svc.settled();
     await waitFor(() => about('watcher', ids.flaky, 'enabled').length === 1, 5000, 'enabled');
     const arrived = rx.at('flaky').slice(before);

@@ -13,10 +13,14 @@ import { listComponents } from '../../store/installs.ts';
 import { getWorkflow } from '../../store/workflows.ts';
 import { EngineWorld, logger } from '../helpers/engine.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const enc = (v: unknown) => new TextEncoder().encode(typeof v === 'string' ? v : JSON.stringify(v));
-const workflow = (id: string) => ({ kind: 'workflow', transition: 'started', workflow: { id, type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' } });
+const workflow = (id: string) => ({
+  kind: 'workflow',
+  transition: 'started',
+  workflow: { id, type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' },
+});
 
 describe('parseIngest', () => {
   it('parses each family by its schema', () => {
@@ -26,11 +30,24 @@ describe('parseIngest', () => {
       id: 'job_1',
       body: { status: 'succeeded', plan: { changes: [] } },
     });
-    expect(parseIngest('svc.ingest.org_a.workflows.wfx_1', enc(workflow('wfx_1')))).toMatchObject({ family: 'workflows', id: 'wfx_1', body: { kind: 'workflow' } });
-    expect(parseIngest('svc.ingest.org_a.runners.run_1', enc({ type: 'heartbeat', process: 'running' }))).toMatchObject({ family: 'runners', body: { type: 'heartbeat' } });
-    expect(parseIngest('svc.ingest.org_a.health.inst_1', enc({ component_id: 'cmp_1', verdict: 'degraded' }))).toMatchObject({ family: 'health', id: 'inst_1' });
+    expect(parseIngest('svc.ingest.org_a.workflows.wfx_1', enc(workflow('wfx_1')))).toMatchObject({
+      family: 'workflows',
+      id: 'wfx_1',
+      body: { kind: 'workflow' },
+    });
+    expect(parseIngest('svc.ingest.org_a.runners.run_1', enc({ type: 'heartbeat', process: 'running' }))).toMatchObject({
+      family: 'runners',
+      body: { type: 'heartbeat' },
+    });
+    expect(parseIngest('svc.ingest.org_a.health.inst_1', enc({ component_id: 'cmp_1', verdict: 'degraded' }))).toMatchObject({
+      family: 'health',
+      id: 'inst_1',
+    });
     // a step's execution type defaults to system
-    const step = parseIngest('svc.ingest.org_a.workflows.wfx_1', enc({ kind: 'workflow_step', transition: 'started', step: { id: 'st_1', name: 'x', idx: 0 } }));
+    const step = parseIngest(
+      'svc.ingest.org_a.workflows.wfx_1',
+      enc({ kind: 'workflow_step', transition: 'started', step: { id: 'st_1', name: 'x', idx: 0 } }),
+    );
     expect(step.family === 'workflows' && step.body.step?.execution_type).toBe('system');
   });
 
@@ -50,10 +67,16 @@ describe('parseIngest', () => {
     expect(refused('svc.ingest.org_a.jobs.job_1', { status: 'done' })).toMatch(/^invalid message: status:/);
     expect(refused('svc.ingest.org_a.runners.run_1', { type: 'heartbeat', process: 'sleeping' })).toMatch(/^invalid message: process:/);
     expect(refused('svc.ingest.org_a.health.inst_1', { verdict: 'healthy' })).toMatch(/^invalid message: component_id:/);
-    expect(refused('svc.ingest.org_a.workflows.wfx_1', { kind: 'workflow_step', transition: 'started' })).toMatch(/^invalid message: step:/);
-    expect(refused('svc.ingest.org_a.workflows.wfx_1', { kind: 'workflow', transition: 'started', workflow: { ...workflow('Not An Id').workflow } })).toMatch(
-      /^invalid message: workflow\.id:/,
+    expect(refused('svc.ingest.org_a.workflows.wfx_1', { kind: 'workflow_step', transition: 'started' })).toMatch(
+      /^invalid message: step:/,
     );
+    expect(
+      refused('svc.ingest.org_a.workflows.wfx_1', {
+        kind: 'workflow',
+        transition: 'started',
+        workflow: { ...workflow('Not An Id').workflow },
+      }),
+    ).toMatch(/^invalid message: workflow\.id:/);
   });
 });
 
@@ -69,7 +92,8 @@ describe('startIngest', () => {
     const w = new EngineWorld();
     const sub = startIngest({ bus: w.bus, logger, metrics: w.metrics, engine: w.engine });
     open.push({ w, sub });
-    const request = async (subject: string, body: unknown): Promise<Json> => (await w.bus.request(subject, enc(body), { timeoutMs: 5000 })).json();
+    const request = async (subject: string, body: unknown): Promise<Json> =>
+      (await w.bus.request(subject, enc(body), { timeoutMs: 5000 })).json();
     const counted = async () =>
       Object.fromEntries((await w.metrics.ingestMessages.get()).values.map((v) => [v.labels.result, v.value])) as Record<string, number>;
     return { w, O: w.org(), request, counted };
@@ -85,7 +109,9 @@ describe('startIngest', () => {
     expect(await request(`svc.ingest.${O}.workflows.wfx_1`, workflow('wfx_1'))).toEqual({ ok: true });
     // a step that ended before it started... then started: accepted once, ignored after
     const step = { id: 'st_1', name: 'deploy api', idx: 0 };
-    expect(await request(`svc.ingest.${O}.workflows.wfx_1`, { kind: 'workflow_step', transition: 'succeeded', step })).toEqual({ ok: true });
+    expect(await request(`svc.ingest.${O}.workflows.wfx_1`, { kind: 'workflow_step', transition: 'succeeded', step })).toEqual({
+      ok: true,
+    });
     expect(await request(`svc.ingest.${O}.workflows.wfx_1`, { kind: 'workflow_step', transition: 'started', step })).toEqual({ ok: true });
     expect(await counted()).toEqual({ accepted: 2, duplicate: 1, ignored: 1, invalid: 0 });
     expect(w.events()).toHaveLength(3); // started, and the step's started + succeeded
@@ -123,17 +149,29 @@ describe('startIngest', () => {
     const kicks = w.outboxKicks;
     const ids = Array.from({ length: 40 }, (_, i) => `wfx_g${i}`);
     // all sent at once, plus one bad message among them
-    const replies = await Promise.all([...ids.map((id) => request(`svc.ingest.${O}.workflows.${id}`, workflow(id))), request(`svc.ingest.${O}.jobs.job_unknown`, { status: 'started' })]);
+    const replies = await Promise.all([
+      ...ids.map((id) => request(`svc.ingest.${O}.workflows.${id}`, workflow(id))),
+      request(`svc.ingest.${O}.jobs.job_unknown`, { status: 'started' }),
+    ]);
     expect(replies.slice(0, ids.length)).toEqual(ids.map(() => ({ ok: true })));
     expect(replies.at(-1)).toMatchObject({ ok: false });
-    expect(w.events().map((e) => e.subject).sort()).toEqual(ids.map((id) => `${O}/workflow/${id}/started`).sort());
+    expect(
+      w
+        .events()
+        .map((e) => e.subject)
+        .sort(),
+    ).toEqual(ids.map((id) => `${O}/workflow/${id}/started`).sort());
     expect(w.outboxKicks - kicks).toBe(1); // one commit wrote them all
   });
 
   it("commits an org's few messages beside another's backlog in a short group, at most every other group", async () => {
     const { w, request } = setup();
     const [A, B, C] = [w.org(), w.org(), w.org()];
-    const name = new Map([[A, 'A'], [B, 'B'], [C, 'C']]);
+    const name = new Map([
+      [A, 'A'],
+      [B, 'B'],
+      [C, 'C'],
+    ]);
     // the orgs of each group commit, in order
     const groups: string[][] = [];
     const ingest = w.engine.ingest.bind(w.engine);
@@ -176,14 +214,24 @@ describe('startIngest', () => {
   describe('holds the facts of an org whose deliveries queue (HOLD_MS), to commit them together', () => {
     function held(backlogged: Set<string>) {
       const w = new EngineWorld();
-      const sub = startIngest({ bus: w.bus, logger, metrics: w.metrics, engine: w.engine, clock: w.clock, backlogged: (org) => backlogged.has(org) });
+      const sub = startIngest({
+        bus: w.bus,
+        logger,
+        metrics: w.metrics,
+        engine: w.engine,
+        clock: w.clock,
+        backlogged: (org) => backlogged.has(org),
+      });
       open.push({ w, sub });
       // the facts of each group commit, by workflow id
       const groups: string[][] = [];
       const ingest = w.engine.ingest.bind(w.engine);
       w.engine.ingest = (facts) => (groups.push(facts.map((f) => f.id)), ingest(facts));
       const answered = new Set<string>();
-      const send = (org: string, id: string) => void w.bus.request(`svc.ingest.${org}.workflows.${id}`, enc(workflow(id)), { timeoutMs: 5000 }).then((m) => m.json<Json>().ok && answered.add(id));
+      const send = (org: string, id: string) =>
+        void w.bus
+          .request(`svc.ingest.${org}.workflows.${id}`, enc(workflow(id)), { timeoutMs: 5000 })
+          .then((m) => m.json<Json>().ok && answered.add(id));
       const turns = async (n = 5) => {
         for (let i = 0; i < n; i++) await new Promise<void>((r) => setImmediate(r));
       };
@@ -278,7 +326,9 @@ describe('startIngest', () => {
     const sub = startIngest({ bus, logger, metrics: w.metrics, engine: w.engine, clock: w.clock });
     open.push({ w, sub });
     const O = w.org();
-    expect(await (await w.bus.request(`svc.ingest.${O}.workflows.wfx_d`, enc(workflow('wfx_d')), { timeoutMs: 5000 })).json()).toEqual({ ok: true });
+    expect(await (await w.bus.request(`svc.ingest.${O}.workflows.wfx_d`, enc(workflow('wfx_d')), { timeoutMs: 5000 })).json()).toEqual({
+      ok: true,
+    });
     let drained = false;
     const drain = sub.drain().then(() => (drained = true));
     // the drain waits on the flush, bounded by a timer of the injected clock
@@ -296,11 +346,18 @@ describe('startIngest', () => {
   it('writes an invalid flood to the log once per org and reason, then one line per 10 s with the count', async () => {
     const w = new EngineWorld();
     const lines: Array<{ obj: Json; msg: string }> = [];
-    const capture = pino({ level: 'warn' }, { write: (line: string) => void lines.push(((j) => ({ obj: j, msg: j.msg }))(JSON.parse(line))) });
+    const capture = pino(
+      { level: 'warn' },
+      { write: (line: string) => void lines.push(((j) => ({ obj: j, msg: j.msg }))(JSON.parse(line))) },
+    );
     const sub = startIngest({ bus: w.bus, logger: capture, metrics: w.metrics, engine: w.engine, clock: w.clock });
     open.push({ w, sub });
     const O = w.org();
-    const replies = await Promise.all(Array.from({ length: 300 }, (_, i) => w.bus.request(`svc.ingest.${O}.jobs.job_${i}`, enc('not json'), { timeoutMs: 5000 }).then((m) => m.json<Json>())));
+    const replies = await Promise.all(
+      Array.from({ length: 300 }, (_, i) =>
+        w.bus.request(`svc.ingest.${O}.jobs.job_${i}`, enc('not json'), { timeoutMs: 5000 }).then((m) => m.json<Json>()),
+      ),
+    );
     expect(replies.every((r) => r.ok === false && r.error === 'message is not JSON')).toBe(true);
     expect(lines.map((l) => [l.obj.org_id, l.obj.error, l.msg])).toEqual([[O, 'message is not JSON', 'ingest message dropped']]);
     w.clock.advance(10_000);

@@ -65,8 +65,15 @@ describe('HTTP requests admitted fairly between orgs', () => {
   });
 
   /** One run: A's 32 connections busy, then B's calls beside them; A's tally. */
-  async function run(svc: ChildService): Promise<{ b: Figures; a: { ok: number; limited: number; retryAfter: number[]; limitedBody: unknown; other: string[]; items: number } }> {
-    const a = loadProcess('http', { url: svc.url, path: '/v1/events?limit=500', headers: headers(A), connections: CONNECTIONS }, { nice: 10 });
+  async function run(svc: ChildService): Promise<{
+    b: Figures;
+    a: { ok: number; limited: number; retryAfter: number[]; limitedBody: unknown; other: string[]; items: number };
+  }> {
+    const a = loadProcess(
+      'http',
+      { url: svc.url, path: '/v1/events?limit=500', headers: headers(A), connections: CONNECTIONS },
+      { nice: 10 },
+    );
     try {
       await a.next('started');
       const progress = async () => (a.post('progress'), (await a.next('progress')) as number);
@@ -85,7 +92,9 @@ describe('HTTP requests admitted fairly between orgs', () => {
     }
   }
 
-  it(`keeps org B's API p99 within ${BOUND_MS} ms beside org A's ${CONNECTIONS} connections of GET /v1/events?limit=500, in each of ${RUNS} runs; A's excess waits in its queue`, { timeout: 60_000 + RUNS * 60_000 }, async () => {
+  it(`keeps org B's API p99 within ${BOUND_MS} ms beside org A's ${CONNECTIONS} connections of GET /v1/events?limit=500, in each of ${RUNS} runs; A's excess waits in its queue`, {
+    timeout: 60_000 + RUNS * 60_000,
+  }, async () => {
     const svc = await spawnService(db);
     try {
       const alone = figures(await bCalls(svc.url, B));
@@ -94,7 +103,9 @@ describe('HTTP requests admitted fairly between orgs', () => {
       for (let i = 1; i <= RUNS; i++) {
         const r = await run(svc);
         runs.push({ run: i, ...r });
-        console.log(`run ${i}: org B's calls beside A ${JSON.stringify(r.b)} ms; org A: ${r.a.ok} reads of 500 events, ${r.a.limited} refused`);
+        console.log(
+          `run ${i}: org B's calls beside A ${JSON.stringify(r.b)} ms; org A: ${r.a.ok} reads of 500 events, ${r.a.limited} refused`,
+        );
         // at the default bound A's 32 requests all wait in its queue: none refused
         expect(r.a.limited).toBe(0);
       }
@@ -104,12 +115,16 @@ describe('HTTP requests admitted fairly between orgs', () => {
     }
   });
 
-  it(`answers org A past --api-queue-per-org 8 with 429 rate_limited and Retry-After, while org B's API p99 stays within ${BOUND_MS} ms`, { timeout: 120_000 }, async () => {
+  it(`answers org A past --api-queue-per-org 8 with 429 rate_limited and Retry-After, while org B's API p99 stays within ${BOUND_MS} ms`, {
+    timeout: 120_000,
+  }, async () => {
     const svc = await spawnService(db, ['--api-queue-per-org', '8']);
     try {
       for (let i = 1; i <= 2; i++) {
         const r = await run(svc);
-        console.log(`run ${i} (--api-queue-per-org 8): org B's calls beside A ${JSON.stringify(r.b)} ms; org A: ${r.a.ok} reads, ${r.a.limited} refused, Retry-After ${r.a.retryAfter.join('-')} s`);
+        console.log(
+          `run ${i} (--api-queue-per-org 8): org B's calls beside A ${JSON.stringify(r.b)} ms; org A: ${r.a.ok} reads, ${r.a.limited} refused, Retry-After ${r.a.retryAfter.join('-')} s`,
+        );
         expect(r.a.limited).toBeGreaterThan(0);
         expect(r.a.retryAfter[0]).toBeGreaterThanOrEqual(1);
         expect(r.a.limitedBody).toEqual({ error: 'rate_limited', message: expect.stringContaining('--api-queue-per-org') });

@@ -129,7 +129,11 @@ describe.each(modes)('slots follow attempts in flight, end to end (%s mode, CONT
       victim === attacker ? Promise.resolve() : paced(B_EVERY_MS, until, () => commit(victim, committedB)),
     ]);
     const mine = victim === attacker ? committedA : committedB;
-    await waitFor(() => receivedAt(rx, victimHook).size >= mine.size, 15_000, () => `the victim's ${mine.size} deliveries (got ${receivedAt(rx, victimHook).size})`);
+    await waitFor(
+      () => receivedAt(rx, victimHook).size >= mine.size,
+      15_000,
+      () => `the victim's ${mine.size} deliveries (got ${receivedAt(rx, victimHook).size})`,
+    );
     const got = receivedAt(rx, victimHook);
     const delays = [...mine].map(([id, t]) => got.get(id)! - t);
     const flaps = rx.all.filter((r) => r.path.startsWith('/h/a'));
@@ -143,8 +147,19 @@ describe.each(modes)('slots follow attempts in flight, end to end (%s mode, CONT
     };
   }
 
-  it(`the alternating attack: B's slowest delivery stays within 1 s beside A's ${FLAPPING} flapping webhooks, in each of ${RUNS} runs`, { timeout: 60_000 + RUNS * 20_000 }, async () => {
-    const runs: Array<{ run: number; p50: number; max: number; n: number; maxHeld: number; fastA: number; heldA: number; fastAgain: number }> = [];
+  it(`the alternating attack: B's slowest delivery stays within 1 s beside A's ${FLAPPING} flapping webhooks, in each of ${RUNS} runs`, {
+    timeout: 60_000 + RUNS * 20_000,
+  }, async () => {
+    const runs: Array<{
+      run: number;
+      p50: number;
+      max: number;
+      n: number;
+      maxHeld: number;
+      fastA: number;
+      heldA: number;
+      fastAgain: number;
+    }> = [];
     for (let run = 0; run < RUNS; run++) {
       const a = svc.createOrg(rid('orga'));
       const b = svc.createOrg(rid('orgb'));
@@ -152,16 +167,30 @@ describe.each(modes)('slots follow attempts in flight, end to end (%s mode, CONT
       try {
         const names = Array.from({ length: FLAPPING }, (_, i) => `a${i}`);
         for (const n of names) rx.set(n, 'flap');
-        await createWebhooks(svc.api(a), names.map((n) => rx.hook(n)));
+        await createWebhooks(
+          svc.api(a),
+          names.map((n) => rx.hook(n)),
+        );
         await createWebhook(svc.api(b), rx.hook('b'));
         const r = await flapRun(rx, a.org_id, b.org_id, 'b');
-        runs.push({ run, p50: p50(r.delays), max: max(r.delays), n: r.delays.length, maxHeld: r.maxHeld, fastA: r.fastA, heldA: r.heldA, fastAgain: r.fastAgain });
+        runs.push({
+          run,
+          p50: p50(r.delays),
+          max: max(r.delays),
+          n: r.delays.length,
+          maxHeld: r.maxHeld,
+          fastA: r.fastA,
+          heldA: r.heldA,
+          fastAgain: r.fastAgain,
+        });
       } finally {
         await rx.close(); // A's held attempts fail now, the rest of its queue fails fast
       }
       await svc.settled(60_000);
     }
-    const report = `${mode}: B's delays per run, worst first (p50/max ms of n; A's most held at once, answered fast, held, fast in the 2nd cycle): ${[...runs]
+    const report = `${mode}: B's delays per run, worst first (p50/max ms of n; A's most held at once, answered fast, held, fast in the 2nd cycle): ${[
+      ...runs,
+    ]
       .sort((x, y) => y.max - x.max)
       .map((r) => `#${r.run} ${r.p50}/${r.max} of ${r.n} (A ${r.maxHeld}, ${r.fastA}, ${r.heldA}, ${r.fastAgain})`)
       .join('; ')}`;
@@ -174,7 +203,9 @@ describe.each(modes)('slots follow attempts in flight, end to end (%s mode, CONT
     }
   });
 
-  it(`ping, then resend: B's ping answers within 1 s while A's ${RESENDERS} webhooks, fast at a ping, hang on a resend, in each of ${RUNS} runs`, { timeout: 60_000 + RUNS * 20_000 }, async () => {
+  it(`ping, then resend: B's ping answers within 1 s while A's ${RESENDERS} webhooks, fast at a ping, hang on a resend, in each of ${RUNS} runs`, {
+    timeout: 60_000 + RUNS * 20_000,
+  }, async () => {
     const runs: Array<{ run: number; pings: number[]; held: number[] }> = [];
     for (let run = 0; run < RUNS; run++) {
       const a = svc.createOrg(rid('orga'));
@@ -183,12 +214,23 @@ describe.each(modes)('slots follow attempts in flight, end to end (%s mode, CONT
       let resends: Array<Promise<Response>> = [];
       try {
         const names = Array.from({ length: RESENDERS }, (_, i) => `a${i}`);
-        const hooksA = await createWebhooks(svc.api(a), names.map((n) => rx.hook(n)));
+        const hooksA = await createWebhooks(
+          svc.api(a),
+          names.map((n) => rx.hook(n)),
+        );
         const hookB = await createWebhook(svc.api(b), rx.hook('b'));
         // one kept event of A, to resend; its own deliveries (fast) done first
         const wf = await producer.fact(a.org_id);
-        const ev = await waitFor(async () => (await svc.api(a).get('/v1/events')).body?.data?.[0] ?? null, 5000, "A's event in the history");
-        await waitFor(() => names.every((n) => rx.at(n).some((x) => x.json?.data?.workflow?.id === wf)), 10_000, "A's event delivered to its 100 webhooks");
+        const ev = await waitFor(
+          async () => (await svc.api(a).get('/v1/events')).body?.data?.[0] ?? null,
+          5000,
+          "A's event in the history",
+        );
+        await waitFor(
+          () => names.every((n) => rx.at(n).some((x) => x.json?.data?.workflow?.id === wf)),
+          10_000,
+          "A's event delivered to its 100 webhooks",
+        );
         // A's 100 pings, answered at once: the ping/resend slots know A's webhooks as fast
         const dash = await dashboardSession(`${svc.url}/dashboard`, a);
         const form = `/${a.org_id}/webhooks/new`;
@@ -199,7 +241,11 @@ describe.each(modes)('slots follow attempts in flight, end to end (%s mode, CONT
         for (const n of names) rx.set(n, 'hang');
         rx.resetMaxHeld();
         resends = hooksA.map((id) => dash.submit(form, `/${a.org_id}/webhooks/${id}/resend`, { event_id: ev.id }));
-        await waitFor(() => rx.held() >= 48, 10_000, () => `A's resends held at its receivers (${rx.held()})`);
+        await waitFor(
+          () => rx.held() >= 48,
+          10_000,
+          () => `A's resends held at its receivers (${rx.held()})`,
+        );
         const t0 = Date.now();
         // B's pings: while A's resends are young, and once they have run longer than a fast attempt
         const pings: number[] = [];
@@ -230,7 +276,9 @@ describe.each(modes)('slots follow attempts in flight, end to end (%s mode, CONT
     }
   });
 
-  it(`within one org: the org's fast webhook gets each event within 1 s beside ${FLAPPING} of its own webhooks flapping, in each of ${SAME_ORG_RUNS} runs`, { timeout: 60_000 + SAME_ORG_RUNS * 20_000 }, async () => {
+  it(`within one org: the org's fast webhook gets each event within 1 s beside ${FLAPPING} of its own webhooks flapping, in each of ${SAME_ORG_RUNS} runs`, {
+    timeout: 60_000 + SAME_ORG_RUNS * 20_000,
+  }, async () => {
     const runs: Array<{ run: number; p50: number; max: number; n: number; maxHeld: number; fastAgain: number }> = [];
     for (let run = 0; run < SAME_ORG_RUNS; run++) {
       const a = svc.createOrg(rid('orga'));

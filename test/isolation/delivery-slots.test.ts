@@ -89,7 +89,14 @@ function rig(registry: WebhookRegistry): Rig {
     released,
     send(org, id) {
       const body = Buffer.from(JSON.stringify({ specversion: '1.0', id, source: 'test', type: 'com.svc.test.fairness', data: {} }));
-      const ev: InboundEvent = { id, route: route(org), body, done: [], settle: () => void settled.add(id), release: () => void released.add(id) };
+      const ev: InboundEvent = {
+        id,
+        route: route(org),
+        body,
+        done: [],
+        settle: () => void settled.add(id),
+        release: () => void released.add(id),
+      };
       entered.set(id, Date.now());
       stream.push(ev);
       pull();
@@ -119,7 +126,10 @@ describe('fair delivery between orgs (CONTRACT 8)', () => {
   async function receivers() {
     const rxA = await startReceiver(); // org A's receivers: they never answer
     const rxB = await startReceiver(); // org B's: answers at once
-    cleanup.push(() => rxA.close(), () => rxB.close());
+    cleanup.push(
+      () => rxA.close(),
+      () => rxB.close(),
+    );
     const registry = new WebhookRegistry();
     for (let i = 0; i < TARPITS; i++) {
       rxA.set(`a${i}`, { hang: true });
@@ -168,8 +178,12 @@ describe('fair delivery between orgs (CONTRACT 8)', () => {
     console.log(report);
     expect(max(all), report).toBeLessThanOrEqual(BOUND_MS);
     // A's attempts did fail as timeouts, and an event of A is settled only once all 40 have an outcome
-    expect(r.outcomes.filter((o) => o.org_id === 'org_a').every((o) => !o.ok && /timeout/.test(o.error ?? '')), JSON.stringify(r.outcomes.find((o) => o.org_id === 'org_a'))).toBe(true);
-    for (const id of [...r.settled].filter((x) => x.startsWith('evt_a_'))) expect(r.outcomes.filter((o) => o.event_id === id)).toHaveLength(TARPITS);
+    expect(
+      r.outcomes.filter((o) => o.org_id === 'org_a').every((o) => !o.ok && /timeout/.test(o.error ?? '')),
+      JSON.stringify(r.outcomes.find((o) => o.org_id === 'org_a')),
+    ).toBe(true);
+    for (const id of [...r.settled].filter((x) => x.startsWith('evt_a_')))
+      expect(r.outcomes.filter((o) => o.event_id === id)).toHaveLength(TARPITS);
     // never more than the concurrency in flight, nor more than 8 at one tarpit
     expect(r.pipeline.inFlight()).toBeLessThanOrEqual(CONCURRENCY);
     const perHook = new Map<string, number>();
@@ -179,7 +193,8 @@ describe('fair delivery between orgs (CONTRACT 8)', () => {
     // drain (SIGTERM): the attempts in flight end at their timeout, A's unfinished events go back to the queue
     await r.close();
     cleanup.pop();
-    for (let i = 0; i < A_EVENTS; i++) expect(r.released.has(`evt_a_${i}`) !== r.settled.has(`evt_a_${i}`), `evt_a_${i} settled or released, once`).toBe(true);
+    for (let i = 0; i < A_EVENTS; i++)
+      expect(r.released.has(`evt_a_${i}`) !== r.settled.has(`evt_a_${i}`), `evt_a_${i} settled or released, once`).toBe(true);
     expect(r.released.size).toBeGreaterThan(0);
     expect(r.pipeline.inFlight()).toBe(0);
   }, 60_000);

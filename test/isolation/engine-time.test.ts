@@ -22,7 +22,7 @@ import { waitFor } from '../helpers/wait.ts';
 import { loadProcess } from '../helpers/load-process.ts';
 import { rid } from '../helpers/ids.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const RUNS = Number(process.env.SVC_ENGINE_TIME_RUNS ?? 5);
 const INSTALLS = Number(process.env.SVC_ENGINE_TIME_INSTALLS ?? 1000);
@@ -66,12 +66,22 @@ describe('a plan over change windows holds no other org (CONTRACT §8)', () => {
     apiA = svc.api(a);
     apiB = svc.api(b);
     appId = (await ok(apiA.post('/v1/apps', { name: 'fleet' }))).app_id;
-    const v1 = (await ok(apiA.post(`/v1/apps/${appId}/configs`, { components: [{ name: 'api', values: { image: 'api:1' } }] }))).app_config_id;
+    const v1 = (await ok(apiA.post(`/v1/apps/${appId}/configs`, { components: [{ name: 'api', values: { image: 'api:1' } }] })))
+      .app_config_id;
     toId = (await ok(apiA.post(`/v1/apps/${appId}/configs`, { components: [{ name: 'api', values: { image: 'api:2' } }] }))).app_config_id;
     const ids: string[] = [];
     for (let i = 0; i < INSTALLS; i += 20) {
       const made = await Promise.all(
-        Array.from({ length: Math.min(20, INSTALLS - i) }, (_, j) => ok(apiA.post('/v1/installs', { app_id: appId, name: `ins-${i + j}`, labels: { tier: ['free', 'pro', 'enterprise'][(i + j) % 3] }, app_config_id: v1 }))),
+        Array.from({ length: Math.min(20, INSTALLS - i) }, (_, j) =>
+          ok(
+            apiA.post('/v1/installs', {
+              app_id: appId,
+              name: `ins-${i + j}`,
+              labels: { tier: ['free', 'pro', 'enterprise'][(i + j) % 3] },
+              app_config_id: v1,
+            }),
+          ),
+        ),
       );
       ids.push(...made.map((x) => x.install_id));
     }
@@ -104,13 +114,22 @@ describe('a plan over change windows holds no other org (CONTRACT §8)', () => {
   it('the 51st window of an app is refused with 409 limit_exceeded and nothing is stored', async () => {
     const before = (await ok(apiA.get(`/v1/apps/${appId}/change-windows`), 200)).map((w: Json) => w.window_id);
     expect(before).toHaveLength(WINDOWS);
-    const r = await apiA.post(`/v1/apps/${appId}/change-windows`, { name: 'one more', kind: 'deny', days: ['mon'], start: '01:00', duration: '1h', time_zone: 'UTC' });
+    const r = await apiA.post(`/v1/apps/${appId}/change-windows`, {
+      name: 'one more',
+      kind: 'deny',
+      days: ['mon'],
+      start: '01:00',
+      duration: '1h',
+      time_zone: 'UTC',
+    });
     expect(r.status, r.text).toBe(409);
     expect(r.body).toMatchObject({ error: 'limit_exceeded', message: expect.stringContaining('50') });
     expect((await ok(apiA.get(`/v1/apps/${appId}/change-windows`), 200)).map((w: Json) => w.window_id)).toEqual(before);
   });
 
-  it(`A's plans answer within 1 s, B's ingest answers within 100 ms and its API p99 within 100 ms, in each of ${RUNS} runs`, { timeout: 600_000 }, async () => {
+  it(`A's plans answer within 1 s, B's ingest answers within 100 ms and its API p99 within 100 ms, in each of ${RUNS} runs`, {
+    timeout: 600_000,
+  }, async () => {
     const planPage = `/${a.org_id}/apps/${appId}/rollback?to=${toId}`;
     // the plan is what it should be: every install held by some window (or scheduled), nothing skipped
     const first = await ok(apiA.post(`/v1/apps/${appId}/rollbacks`, { to: toId, plan_only: true }), 200);
@@ -129,7 +148,13 @@ describe('a plan over change windows holds no other org (CONTRACT §8)', () => {
         'requests',
         {
           lanes: [
-            { method: 'POST', url: `${svc.url}/v1/apps/${appId}/rollbacks`, headers: { ...headersOf(a), 'content-type': 'application/json' }, body: { to: toId, plan_only: true }, times: A_PLANS },
+            {
+              method: 'POST',
+              url: `${svc.url}/v1/apps/${appId}/rollbacks`,
+              headers: { ...headersOf(a), 'content-type': 'application/json' },
+              body: { to: toId, plan_only: true },
+              times: A_PLANS,
+            },
             { method: 'GET', url: `${svc.url}/dashboard${planPage}`, headers: { cookie: dash.cookie }, times: A_PLANS },
           ],
         },

@@ -99,42 +99,56 @@ describe.each(modes)('tenancy: intake, deleted webhooks, pings (%s mode)', (mode
     }
   }, 60_000);
 
-  it.runIf(mode === 'embedded')("org A's 100 hanging resends at a receiver host do not delay org B's ping to it by more than 1 s", async () => {
-    const a = svc.createOrg(rid('orga'));
-    const b = svc.createOrg(rid('orgb'));
-    const rx: Receiver = await startReceiver();
-    try {
-      const hooksA: string[] = [];
-      for (let i = 0; i < 10; i++) {
-        rx.set(`a${i}`, { hang: true });
-        hooksA.push(await createWebhook(svc.api(a), rx.hook(`a${i}`)));
+  it.runIf(mode === 'embedded')(
+    "org A's 100 hanging resends at a receiver host do not delay org B's ping to it by more than 1 s",
+    async () => {
+      const a = svc.createOrg(rid('orga'));
+      const b = svc.createOrg(rid('orgb'));
+      const rx: Receiver = await startReceiver();
+      try {
+        const hooksA: string[] = [];
+        for (let i = 0; i < 10; i++) {
+          rx.set(`a${i}`, { hang: true });
+          hooksA.push(await createWebhook(svc.api(a), rx.hook(`a${i}`)));
+        }
+        const hookB = await createWebhook(svc.api(b), rx.hook('b'));
+        // one kept event of A to resend (its own delivery hangs too)
+        await producer.fact(a.org_id);
+        const events = await waitFor(
+          async () => {
+            const r = await svc.api(a).get('/v1/events');
+            return r.body?.data?.length ? r.body.data : null;
+          },
+          5000,
+          "A's event in the history",
+        );
+        const resends = Array.from({ length: 100 }, (_, i) =>
+          svc.api(a).post(`/v1/orgs/current/webhooks/${hooksA[i % 10]}/resend`, { event_id: events[0].id }),
+        );
+        // A holds what it can: its event's 10 deliveries and as many resends as its API seats let run
+        // at once (SEATS_PER_ORG: the rest wait in A's own queue, CONTRACT 8); 100 resends reaching the
+        // slots at once (through the dashboard) are attempts-in-flight.test.ts's case
+        await waitFor(
+          () => rx.all.filter((x) => x.path.startsWith('/h/a')).length >= SEATS_PER_ORG + 5,
+          5000,
+          "A's resends hanging at the receiver",
+        );
+        const t = Date.now();
+        const ping = await svc.api(b).post(`/v1/orgs/current/webhooks/${hookB}/ping`);
+        const took = Date.now() - t;
+        const report = `B's ping answered in ${took} ms beside ${rx.all.filter((x) => x.path.startsWith('/h/a')).length} of A's hanging attempts`;
+        console.log(report);
+        expect(ping.status, ping.text).toBe(200);
+        expect(ping.body).toMatchObject({ delivered: true });
+        expect(took, report).toBeLessThanOrEqual(BOUND_MS);
+        await rx.close();
+        for (const r of await Promise.all(resends)) expect(r.status).toBe(200);
+      } finally {
+        await rx.close();
       }
-      const hookB = await createWebhook(svc.api(b), rx.hook('b'));
-      // one kept event of A to resend (its own delivery hangs too)
-      await producer.fact(a.org_id);
-      const events = await waitFor(async () => {
-        const r = await svc.api(a).get('/v1/events');
-        return r.body?.data?.length ? r.body.data : null;
-      }, 5000, "A's event in the history");
-      const resends = Array.from({ length: 100 }, (_, i) => svc.api(a).post(`/v1/orgs/current/webhooks/${hooksA[i % 10]}/resend`, { event_id: events[0].id }));
-      // A holds what it can: its event's 10 deliveries and as many resends as its API seats let run
-      // at once (SEATS_PER_ORG: the rest wait in A's own queue, CONTRACT 8); 100 resends reaching the
-      // slots at once (through the dashboard) are attempts-in-flight.test.ts's case
-      await waitFor(() => rx.all.filter((x) => x.path.startsWith('/h/a')).length >= SEATS_PER_ORG + 5, 5000, "A's resends hanging at the receiver");
-      const t = Date.now();
-      const ping = await svc.api(b).post(`/v1/orgs/current/webhooks/${hookB}/ping`);
-      const took = Date.now() - t;
-      const report = `B's ping answered in ${took} ms beside ${rx.all.filter((x) => x.path.startsWith('/h/a')).length} of A's hanging attempts`;
-      console.log(report);
-      expect(ping.status, ping.text).toBe(200);
-      expect(ping.body).toMatchObject({ delivered: true });
-      expect(took, report).toBeLessThanOrEqual(BOUND_MS);
-      await rx.close();
-      for (const r of await Promise.all(resends)) expect(r.status).toBe(200);
-    } finally {
-      await rx.close();
-    }
-  }, 120_000);
+    },
+    120_000,
+  );
   it(`org A's backlog of ${BACKLOG} events for a webhook that never answers: B's fact a second is delivered within 1 s of its commit`, async () => {
     const a = svc.createOrg(rid('orga'));
     const b = svc.createOrg(rid('orgb'));

@@ -64,8 +64,27 @@ describe.each(modes)('a recovering org beside another (%s mode)', (mode) => {
           const id = randomUUID();
           const subject = `${A.org_id}/install/inst_${i}/started`;
           const type = 'com.svc.install.provision.started.v1';
-          const body = JSON.stringify({ specversion: '1.0', id, source: '//127.0.0.1/ctl-api', type, subject, time: new Date(at).toISOString(), svcorgid: A.org_id, data: { n: i } });
-          const route: EventRoute = { org: A.org_id, type, resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: `inst_${i}`, labels: {} }, component: null, action: null, rev: 0 };
+          const body = JSON.stringify({
+            specversion: '1.0',
+            id,
+            source: '//127.0.0.1/ctl-api',
+            type,
+            subject,
+            time: new Date(at).toISOString(),
+            svcorgid: A.org_id,
+            data: { n: i },
+          });
+          const route: EventRoute = {
+            org: A.org_id,
+            type,
+            resource: 'installs',
+            op: 'provision',
+            event: 'lifecycle.started',
+            install: { id: `inst_${i}`, labels: {} },
+            component: null,
+            action: null,
+            rev: 0,
+          };
           insertEvent(h, { event_id: id, org_id: A.org_id, type, subject, body, route: encodeRoute(route), created_ms: at });
         }
       })();
@@ -99,8 +118,14 @@ describe.each(modes)('a recovering org beside another (%s mode)', (mode) => {
   async function factB(): Promise<{ id: string; committedAt: number }> {
     const id = `wf_${randomUUID().replace(/-/g, '').slice(0, 20)}`;
     const subject = `svc.ingest.${B.org_id}.workflows.${id}`;
-    const body = JSON.stringify({ kind: 'workflow', transition: 'started', workflow: { id, type: 'manual_deploy', owner_id: 'inst_b', owner_type: 'installs' } });
-    const reply = nc ? (await ingestRequest(nc, subject, body, { timeout: 5000 })).json<{ ok: boolean }>() : (await svc.server.bus.request(subject, body, { timeoutMs: 5000 })).json() as { ok: boolean };
+    const body = JSON.stringify({
+      kind: 'workflow',
+      transition: 'started',
+      workflow: { id, type: 'manual_deploy', owner_id: 'inst_b', owner_type: 'installs' },
+    });
+    const reply = nc
+      ? (await ingestRequest(nc, subject, body, { timeout: 5000 })).json<{ ok: boolean }>()
+      : ((await svc.server.bus.request(subject, body, { timeoutMs: 5000 })).json() as { ok: boolean });
     const committedAt = Date.now();
     expect(reply).toMatchObject({ ok: true });
     return { id, committedAt };
@@ -111,24 +136,33 @@ describe.each(modes)('a recovering org beside another (%s mode)', (mode) => {
     const all: number[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       const a = await recoverA();
-      if (round === 0) expect(a).toEqual({ started: 4, refused: 1 }); // 4 per org
+      if (round === 0)
+        expect(a).toEqual({ started: 4, refused: 1 }); // 4 per org
       else expect(a.refused).toBeGreaterThanOrEqual(1);
       const latencies: number[] = [];
       for (let i = 0; i < FACTS_PER_ROUND; i++) {
         const started = Date.now();
         const { id, committedAt } = await factB();
-        const got = await waitFor(() => rxB.deliveries.find((d) => d.subject.includes(`/workflow/${id}/`)) ?? null, 10_000, `B's event of ${id}`);
+        const got = await waitFor(
+          () => rxB.deliveries.find((d) => d.subject.includes(`/workflow/${id}/`)) ?? null,
+          10_000,
+          `B's event of ${id}`,
+        );
         latencies.push(got.at - committedAt);
         // a fact a second
         const wait = 1000 - (Date.now() - started);
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       }
       all.push(...latencies);
-      lines.push(`round ${round + 1}: A started ${a.started}, refused ${a.refused}; B p50 ${pct(latencies, 50)} ms max ${Math.max(...latencies)} ms`);
+      lines.push(
+        `round ${round + 1}: A started ${a.started}, refused ${a.refused}; B p50 ${pct(latencies, 50)} ms max ${Math.max(...latencies)} ms`,
+      );
     }
     // A's recoveries were really under way: its webhooks held attempts
     const tarpitAttempts = aHooks.reduce((n, _, i) => n + tarpit.at(`a${i}`).length, 0);
-    console.log(`recovery tenancy (${mode}, A ${A_EVENTS} events × up to 4 recoveries; A's attempts reached ${tarpitAttempts}):\n  ${lines.join('\n  ')}\n  B overall p50 ${pct(all, 50)} ms max ${Math.max(...all)} ms`);
+    console.log(
+      `recovery tenancy (${mode}, A ${A_EVENTS} events × up to 4 recoveries; A's attempts reached ${tarpitAttempts}):\n  ${lines.join('\n  ')}\n  B overall p50 ${pct(all, 50)} ms max ${Math.max(...all)} ms`,
+    );
     expect(tarpitAttempts).toBeGreaterThanOrEqual(32);
     expect(Math.max(...all)).toBeLessThan(1000);
     expect(pct(all, 50)).toBeLessThan(250);

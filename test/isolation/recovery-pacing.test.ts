@@ -50,8 +50,27 @@ function seedHistory(db: string, orgId: string, n: number, minutesAgo: number, t
         const id = randomUUID();
         const subject = `${orgId}/install/inst_${tag}${i}/started`;
         const type = 'com.svc.install.provision.started.v1';
-        const body = JSON.stringify({ specversion: '1.0', id, source: '//127.0.0.1/ctl-api', type, subject, time: new Date(at).toISOString(), svcorgid: orgId, data: { n: i, pad } });
-        const route: EventRoute = { org: orgId, type, resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: `inst_${tag}${i}`, labels: {} }, component: null, action: null, rev: 0 };
+        const body = JSON.stringify({
+          specversion: '1.0',
+          id,
+          source: '//127.0.0.1/ctl-api',
+          type,
+          subject,
+          time: new Date(at).toISOString(),
+          svcorgid: orgId,
+          data: { n: i, pad },
+        });
+        const route: EventRoute = {
+          org: orgId,
+          type,
+          resource: 'installs',
+          op: 'provision',
+          event: 'lifecycle.started',
+          install: { id: `inst_${tag}${i}`, labels: {} },
+          component: null,
+          action: null,
+          rev: 0,
+        };
         insertEvent(h, { event_id: id, org_id: orgId, type, subject, body, route: encodeRoute(route), created_ms: at });
         subjects.push(subject);
       }
@@ -145,10 +164,14 @@ describe.each(modes)(`a recovery of ${N} events (RECOVERY_EVENTS) in %s mode`, (
       } finally {
         await nc?.close();
       }
-      const done = await waitFor(async () => {
-        const st = await recovery(apiClient(svc!.url, org), hook, id);
-        return st.state === 'done' ? st : null;
-      }, 30_000, 'the recovery to be done');
+      const done = await waitFor(
+        async () => {
+          const st = await recovery(apiClient(svc!.url, org), hook, id);
+          return st.state === 'done' ? st : null;
+        },
+        30_000,
+        'the recovery to be done',
+      );
 
       const l = ledgerOf(subjects, rx.deliveries, '/h/rec');
       console.log(

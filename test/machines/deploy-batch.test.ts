@@ -1,10 +1,24 @@
 // The deploy batch machine (machines/deploy-batch.ts): max_parallel and the failure budget, pure.
 import { describe, expect, it } from 'vitest';
-import { advanceDeployBatch, batchSnapshotOf, failureBudget, initialDeployBatch, type BatchEmit, type BatchEvent, type BatchSnapshot } from '../../machines/index.ts';
+import {
+  advanceDeployBatch,
+  batchSnapshotOf,
+  failureBudget,
+  initialDeployBatch,
+  type BatchEmit,
+  type BatchEvent,
+  type BatchSnapshot,
+} from '../../machines/index.ts';
 
 const ids = (n: number) => Array.from({ length: n }, (_, i) => `inst_${i + 1}`);
 const ok = (id: string): BatchEvent => ({ type: 'ended', install_id: id, workflow_id: `wf_${id}`, ok: true });
-const bad = (id: string, error = 'apply failed'): BatchEvent => ({ type: 'ended', install_id: id, workflow_id: `wf_${id}`, ok: false, error });
+const bad = (id: string, error = 'apply failed'): BatchEvent => ({
+  type: 'ended',
+  install_id: id,
+  workflow_id: `wf_${id}`,
+  ok: false,
+  error,
+});
 
 /** Drive a batch; `answer` ends what it started (in the order given), as the engine would. */
 function drive(s: BatchSnapshot, events: BatchEvent[]): { s: BatchSnapshot; emitted: BatchEmit[] } {
@@ -26,7 +40,7 @@ describe('deploy batch machine', () => {
     const feed = (e: BatchEvent) => {
       const r = drive(s, [e]);
       s = r.s;
-      for (const m of r.emitted) if (m.type === 'start') for (const id of m.install_ids) (started.push(id), running.add(id));
+      for (const m of r.emitted) if (m.type === 'start') for (const id of m.install_ids) started.push(id), running.add(id);
       peak = Math.max(peak, running.size);
       return r.emitted;
     };
@@ -55,18 +69,38 @@ describe('deploy batch machine', () => {
     expect(failureBudget(10, 20)).toBe(2);
     expect(failureBudget(7, 20)).toBe(1);
     expect(failureBudget(4, 0)).toBe(0);
-    const within = drive(initialDeployBatch({ order: ids(10), max_parallel: null, budget: 2 }), [{ type: 'begin' }, bad('inst_3', 'timeout'), ...ids(10).filter((x) => x !== 'inst_3').map(ok)]);
+    const within = drive(initialDeployBatch({ order: ids(10), max_parallel: null, budget: 2 }), [
+      { type: 'begin' },
+      bad('inst_3', 'timeout'),
+      ...ids(10)
+        .filter((x) => x !== 'inst_3')
+        .map(ok),
+    ]);
     expect(within.s.state).toBe('succeeded');
-    expect(within.emitted.at(-1)).toEqual({ type: 'succeeded', failed_installs: [{ install_id: 'inst_3', workflow_id: 'wf_inst_3', error: 'timeout' }] });
+    expect(within.emitted.at(-1)).toEqual({
+      type: 'succeeded',
+      failed_installs: [{ install_id: 'inst_3', workflow_id: 'wf_inst_3', error: 'timeout' }],
+    });
 
     // two at a time: the third failure is over the budget; the other running one finishes, nothing new starts
-    const over = drive(initialDeployBatch({ order: ids(10), max_parallel: 2, budget: 2 }), [{ type: 'begin' }, bad('inst_1'), bad('inst_2'), ok('inst_3'), bad('inst_4')]);
+    const over = drive(initialDeployBatch({ order: ids(10), max_parallel: 2, budget: 2 }), [
+      { type: 'begin' },
+      bad('inst_1'),
+      bad('inst_2'),
+      ok('inst_3'),
+      bad('inst_4'),
+    ]);
     expect(over.s.state).toBe('deploying');
     expect(over.s.context.over_budget).toBe(true);
     expect(over.s.context.started).toEqual(['inst_1', 'inst_2', 'inst_3', 'inst_4', 'inst_5']);
     const done = drive(over.s, [ok('inst_5')]);
     expect(done.s.state).toBe('failed');
-    expect(done.emitted).toEqual([{ type: 'failed', failed_installs: ['inst_1', 'inst_2', 'inst_4'].map((id) => ({ install_id: id, workflow_id: `wf_${id}`, error: 'apply failed' })) }]);
+    expect(done.emitted).toEqual([
+      {
+        type: 'failed',
+        failed_installs: ['inst_1', 'inst_2', 'inst_4'].map((id) => ({ install_id: id, workflow_id: `wf_${id}`, error: 'apply failed' })),
+      },
+    ]);
     expect(done.s.context.started).not.toContain('inst_6');
   });
 
@@ -105,7 +139,10 @@ describe('deploy batch machine: change windows', () => {
   it('a held install timing out halts the group: nothing more starts, the running update finishes, then it fails naming it', () => {
     const s0 = initialDeployBatch({ order: ids(3), max_parallel: 2, budget: 0 });
     const r = drive(s0, [{ type: 'begin' }, { type: 'hold', install_ids: ['inst_1'] }]);
-    expect(r.emitted).toEqual([{ type: 'start', install_ids: ['inst_1', 'inst_2'] }, { type: 'start', install_ids: ['inst_3'] }]);
+    expect(r.emitted).toEqual([
+      { type: 'start', install_ids: ['inst_1', 'inst_2'] },
+      { type: 'start', install_ids: ['inst_3'] },
+    ]);
     const t = drive(r.s, [{ type: 'timeout', install_ids: ['inst_1'] }]);
     expect(t.emitted).toEqual([]);
     expect(t.s.state).toBe('deploying');

@@ -203,7 +203,13 @@ describe('step machine', () => {
     let s = initialStep();
     const out: StepEmit[] = [];
     const changes: boolean[] = [];
-    const events: StepEvent[] = [{ type: 'start' }, { type: 'start' }, { type: 'succeed' }, { type: 'succeed' }, { type: 'fail', error: 'late' }];
+    const events: StepEvent[] = [
+      { type: 'start' },
+      { type: 'start' },
+      { type: 'succeed' },
+      { type: 'succeed' },
+      { type: 'fail', error: 'late' },
+    ];
     for (const e of events) {
       const r = advanceStep(s.state, s.context, e);
       out.push(...r.emitted);
@@ -254,7 +260,8 @@ describe('workflow machine', () => {
 
   for (const outcome of ['succeeded', 'failed', 'cancelled'] as const) {
     it(`started --finish(${outcome})--> ${outcome} emits lifecycle ${outcome}`, () => {
-      const steps: StepStatus[] = outcome === 'failed' ? ['succeeded', 'failed', 'cancelled'] : outcome === 'cancelled' ? ['cancelled'] : done;
+      const steps: StepStatus[] =
+        outcome === 'failed' ? ['succeeded', 'failed', 'cancelled'] : outcome === 'cancelled' ? ['cancelled'] : done;
       const r = advanceWorkflow('started', {}, fin(outcome, steps));
       expect(r.state).toBe(outcome);
       expect(r.emitted).toEqual([{ type: 'lifecycle', transition: outcome }]);
@@ -266,9 +273,7 @@ describe('workflow machine', () => {
       expect(r.state).toBe(outcome);
       expect(r.emitted).toEqual([
         { type: 'lifecycle', transition: 'started' },
-        outcome === 'failed'
-          ? { type: 'lifecycle', transition: 'failed', error: 'bad input' }
-          : { type: 'lifecycle', transition: outcome },
+        outcome === 'failed' ? { type: 'lifecycle', transition: 'failed', error: 'bad input' } : { type: 'lifecycle', transition: outcome },
       ]);
     });
   }

@@ -2,7 +2,14 @@
 // from a ManualClock that the test moves); readAnswer (src/domain/verification.ts): how an HTTP
 // answer reads.
 import { describe, expect, it } from 'vitest';
-import { advanceVerification, initialVerification, nextWakeOf, type VerifyEmit, type VerifyEvent, type VerifySnapshot } from '../../machines/verification.ts';
+import {
+  advanceVerification,
+  initialVerification,
+  nextWakeOf,
+  type VerifyEmit,
+  type VerifyEvent,
+  type VerifySnapshot,
+} from '../../machines/verification.ts';
 import { readAnswer, shownUrl } from '../../src/domain/verification.ts';
 import { ManualClock } from '../helpers/clock.ts';
 
@@ -53,7 +60,11 @@ describe('verification machine', () => {
     const r = g.answer(0, pass);
     expect(r.state).toBe('passed');
     expect(r.emitted).toEqual([{ type: 'passed' }]);
-    expect(g.s.context.checks[0]).toMatchObject({ attempt: 3, passed: true, last: { verdict: 'pass', status: 200, at: new Date(g.clock.now()).toISOString() } });
+    expect(g.s.context.checks[0]).toMatchObject({
+      attempt: 3,
+      passed: true,
+      last: { verdict: 'pass', status: 200, at: new Date(g.clock.now()).toISOString() },
+    });
     // a passed gate accepts nothing
     g.clock.advance(60_000);
     expect(g.tick().changed).toBe(false);
@@ -62,7 +73,15 @@ describe('verification machine', () => {
 
   it('passes only once every URL passed; a URL that passed is not asked again', () => {
     const g = gate([check(), check({ interval_ms: 10_000 })]);
-    expect(g.tick().emitted).toEqual([{ type: 'ask', asks: [{ index: 0, attempt: 1 }, { index: 1, attempt: 1 }] }]);
+    expect(g.tick().emitted).toEqual([
+      {
+        type: 'ask',
+        asks: [
+          { index: 0, attempt: 1 },
+          { index: 1, attempt: 1 },
+        ],
+      },
+    ]);
     expect(g.answer(0, pass).state).toBe('verifying');
     g.answer(1, pending);
     g.clock.advance(10_000);
@@ -76,7 +95,12 @@ describe('verification machine', () => {
     g.answer(0, pass);
     const r = g.answer(1, { verdict: 'fail', status: 200, error: null, reason: 'error rate 7%' });
     expect(r.state).toBe('failed');
-    expect(r.emitted).toEqual([{ type: 'failed', failure: { index: 1, reason: 'error rate 7%', error: 'verification https://verify.example/check answered fail: error rate 7%' } }]);
+    expect(r.emitted).toEqual([
+      {
+        type: 'failed',
+        failure: { index: 1, reason: 'error rate 7%', error: 'verification https://verify.example/check answered fail: error rate 7%' },
+      },
+    ]);
     expect(g.answer(0, pass).changed).toBe(false);
   });
 
@@ -94,7 +118,9 @@ describe('verification machine', () => {
     g.tick();
     const r = g.answer(0, error(null, 'timed out'));
     expect(r.state).toBe('failed');
-    expect((r.emitted[0] as { failure: { error: string } }).failure.error).toBe('verification https://verify.example/check failed 2 times in a row (last: timed out)');
+    expect((r.emitted[0] as { failure: { error: string } }).failure.error).toBe(
+      'verification https://verify.example/check failed 2 times in a row (last: timed out)',
+    );
   });
 
   it('max_wait without a pass fails it, at the tick that reaches it', () => {
@@ -110,7 +136,10 @@ describe('verification machine', () => {
     g.clock.advance(20_000);
     const r = g.tick();
     expect(r.state).toBe('failed');
-    expect(r.emitted[0]).toMatchObject({ type: 'failed', failure: { index: 0, error: expect.stringContaining('did not pass within 1m (3 requests)') } });
+    expect(r.emitted[0]).toMatchObject({
+      type: 'failed',
+      failure: { index: 0, error: expect.stringContaining('did not pass within 1m (3 requests)') },
+    });
   });
 
   it('a request still in flight is not asked again; one lost (a crash) is asked again one interval after it was made', () => {
@@ -126,7 +155,12 @@ describe('verification machine', () => {
 describe('readAnswer', () => {
   it('reads pass, fail with its reason, pending (by verdict or 202); anything else is an error', () => {
     expect(readAnswer(200, '{"verdict":"pass"}')).toEqual({ verdict: 'pass', status: 200, error: null, reason: null });
-    expect(readAnswer(200, '{"verdict":"fail","reason":"p99 high"}')).toEqual({ verdict: 'fail', status: 200, error: null, reason: 'p99 high' });
+    expect(readAnswer(200, '{"verdict":"fail","reason":"p99 high"}')).toEqual({
+      verdict: 'fail',
+      status: 200,
+      error: null,
+      reason: 'p99 high',
+    });
     expect(readAnswer(200, '{"verdict":"pending"}').verdict).toBe('pending');
     expect(readAnswer(202, '').verdict).toBe('pending');
     expect(readAnswer(200, 'ok')).toEqual({ verdict: 'error', status: 200, error: 'HTTP 200 without a verdict', reason: null });

@@ -27,7 +27,14 @@ const iso = (c: ManualClock) => new Date(c.now()).toISOString();
 class Harness {
   state: WatchState;
   context: WatchContext;
-  streak: Streak = { consecutive_failures: 0, failing_since: null, recover_since: null, failed_events: 0, last_error: null, last_status_code: null };
+  streak: Streak = {
+    consecutive_failures: 0,
+    failing_since: null,
+    recover_since: null,
+    failed_events: 0,
+    last_error: null,
+    last_status_code: null,
+  };
   out: WatchEmit[] = [];
   /** how many outcomes reached the machine (passed the cheap test) */
   stepped = 0;
@@ -67,7 +74,14 @@ class Harness {
 
   succeed(): void {
     const ended = this.streak;
-    this.streak = { consecutive_failures: 0, failing_since: null, recover_since: null, failed_events: 0, last_error: null, last_status_code: null };
+    this.streak = {
+      consecutive_failures: 0,
+      failing_since: null,
+      recover_since: null,
+      failed_events: 0,
+      last_error: null,
+      last_status_code: null,
+    };
     this.step({ type: 'success', streak: ended });
   }
 
@@ -184,13 +198,20 @@ describe('watchdog machine: disable and enable', () => {
   });
 
   it('enable on an active webhook is no transition', () => {
-    const r = advanceWatchdog('active', initialWatchdog().context, { type: 'enable', streak: new Harness(new ManualClock()).streak, at: '2026-01-01T00:00:00.000Z' });
+    const r = advanceWatchdog('active', initialWatchdog().context, {
+      type: 'enable',
+      streak: new Harness(new ManualClock()).streak,
+      at: '2026-01-01T00:00:00.000Z',
+    });
     expect(r.changed).toBe(false);
     expect(r.emitted).toEqual([]);
   });
 });
 
-const fact = (transition: WebhookDeliveryFact['transition'], extra: Partial<WebhookDeliveryFact['delivery']> = {}): WebhookDeliveryFact => ({
+const fact = (
+  transition: WebhookDeliveryFact['transition'],
+  extra: Partial<WebhookDeliveryFact['delivery']> = {},
+): WebhookDeliveryFact => ({
   kind: 'webhook_delivery',
   transition,
   org_id: 'org_a',
@@ -201,7 +222,10 @@ const fact = (transition: WebhookDeliveryFact['transition'], extra: Partial<Webh
 
 describe('com.svc.webhook.delivery.v1 (CONTRACT 6.2)', () => {
   it('type, subject, slugs, data; classification webhooks/delivery', () => {
-    const ev = toCloudEvent(fact('recovered', { failed_events: 5, recover_since: '2025-12-31T23:59:59.000Z' }), { source: '//svc.example/ctl-api', dashboardUrl: 'https://dash.example' })!;
+    const ev = toCloudEvent(fact('recovered', { failed_events: 5, recover_since: '2025-12-31T23:59:59.000Z' }), {
+      source: '//svc.example/ctl-api',
+      dashboardUrl: 'https://dash.example',
+    })!;
     expect(ev.type).toBe('com.svc.webhook.delivery.v1');
     expect(ev.subject).toBe('org_a/webhook_delivery/wh_1/recovered');
     expect(ev.interests).toEqual(['resource:webhooks', 'op:webhooks.delivery', 'event:webhook.recovered']);
@@ -211,7 +235,14 @@ describe('com.svc.webhook.delivery.v1 (CONTRACT 6.2)', () => {
       transition: 'recovered',
       org_id: 'org_a',
       webhook: { id: 'wh_1', url_host: 'hooks.example.com:8443' },
-      delivery: { consecutive_failures: 5, failing_since: '2026-01-01T00:00:00.000Z', last_error: 'HTTP 500', last_status_code: 500, failed_events: 5, recover_since: '2025-12-31T23:59:59.000Z' },
+      delivery: {
+        consecutive_failures: 5,
+        failing_since: '2026-01-01T00:00:00.000Z',
+        last_error: 'HTTP 500',
+        last_status_code: 500,
+        failed_events: 5,
+        recover_since: '2025-12-31T23:59:59.000Z',
+      },
       links: { org: 'https://dash.example/org_a' },
     });
   });
@@ -252,7 +283,8 @@ describe('interests: the webhooks resource (CONTRACT 4.1)', () => {
     ];
     for (const [cfg, admitted] of cases) {
       const interests = interestsSchema.parse({ resources: { webhooks: cfg } });
-      for (const t of ['failing', 'recovered', 'disabled', 'enabled']) expect(interestsAdmit(interests, ev(t)), `${JSON.stringify(cfg)} ${t}`).toBe(admitted.includes(t));
+      for (const t of ['failing', 'recovered', 'disabled', 'enabled'])
+        expect(interestsAdmit(interests, ev(t)), `${JSON.stringify(cfg)} ${t}`).toBe(admitted.includes(t));
     }
     expect(interestsAdmit({ all_events: true }, ev('failing'))).toBe(true);
     expect(interestsAdmit({ resources: { installs: { delivery_failing: false } } }, ev('failing'))).toBe(false);

@@ -12,15 +12,32 @@ function rig() {
   const clock = new ManualClock();
   const sent: OutcomeBatch[] = [];
   let report: BacklogReport = { backlogged: [], caughtUp: [] };
-  const sink = new BatchingOutcomeSink('w', async (b) => void sent.push(b), () => 0, clock, pino({ level: 'silent' }), () => {
-    const r = report;
-    report = { backlogged: [], caughtUp: [] };
-    return r;
-  });
+  const sink = new BatchingOutcomeSink(
+    'w',
+    async (b) => void sent.push(b),
+    () => 0,
+    clock,
+    pino({ level: 'silent' }),
+    () => {
+      const r = report;
+      report = { backlogged: [], caughtUp: [] };
+      return r;
+    },
+  );
   return { clock, sent, sink, tell: (r: BacklogReport) => void (report = r) };
 }
 
-const outcome = { webhook_id: 'wh_1', org_id: 'org_a', event_id: 'ev_1', type: 't', ok: true, status: 200, error: null, duration_ms: 1, at: 0 };
+const outcome = {
+  webhook_id: 'wh_1',
+  org_id: 'org_a',
+  event_id: 'ev_1',
+  type: 't',
+  ok: true,
+  status: 200,
+  error: null,
+  duration_ms: 1,
+  at: 0,
+};
 
 describe('BatchingOutcomeSink', () => {
   it('sends what is buffered on its timer, with the backlog report; nothing when nothing is buffered', async () => {

@@ -4,11 +4,28 @@ import { describe, expect, it } from 'vitest';
 import { decodeOutcomeBatch, encodeOutcomeBatch, outcomeOf, type DeliveryOutcome } from '../../src/outcomes/outcome.ts';
 import { decodeRoute, encodeRoute, type EventRoute } from '../../src/domain/event-route.ts';
 
-const base: DeliveryOutcome = { webhook_id: 'wh_1', org_id: 'org_1', event_id: 'ev_1', type: 't', ok: false, status: 503, error: 'HTTP 503', duration_ms: 12, at: 1000 };
+const base: DeliveryOutcome = {
+  webhook_id: 'wh_1',
+  org_id: 'org_1',
+  event_id: 'ev_1',
+  type: 't',
+  ok: false,
+  status: 503,
+  error: 'HTTP 503',
+  duration_ms: 12,
+  at: 1000,
+};
 
 describe('outcome batches', () => {
   it('round-trip with and without a recovery id; a 9-field tuple (older data plane) decodes', () => {
-    const batch = { id: 'b_1', sent_at: 900, worker: 'w', in_flight: 2, dropped: { forged: 1 }, outcomes: [base, { ...base, ok: true, status: 200, error: null, recovery_id: 'rcv_1' }] };
+    const batch = {
+      id: 'b_1',
+      sent_at: 900,
+      worker: 'w',
+      in_flight: 2,
+      dropped: { forged: 1 },
+      outcomes: [base, { ...base, ok: true, status: 200, error: null, recovery_id: 'rcv_1' }],
+    };
     expect(decodeOutcomeBatch(encodeOutcomeBatch(batch))).toEqual(batch);
     const wire = JSON.parse(encodeOutcomeBatch(batch));
     expect(wire.o[0]).toHaveLength(9);
@@ -31,7 +48,16 @@ describe('outcome batches', () => {
   });
 
   it('carry the orgs that no longer queue there (`c`) only when there are some', () => {
-    const batch = { id: 'b_4', sent_at: 900, worker: 'w', in_flight: 0, dropped: {}, outcomes: [], backlogged: ['org_2'], caught_up: ['org_1'] };
+    const batch = {
+      id: 'b_4',
+      sent_at: 900,
+      worker: 'w',
+      in_flight: 0,
+      dropped: {},
+      outcomes: [],
+      backlogged: ['org_2'],
+      caught_up: ['org_1'],
+    };
     expect(JSON.parse(encodeOutcomeBatch(batch)).c).toEqual(['org_1']);
     expect(decodeOutcomeBatch(encodeOutcomeBatch(batch))).toEqual(batch);
     const none = { ...batch, caught_up: [] };
@@ -50,13 +76,31 @@ describe('outcomeOf', () => {
     expect('recovery_id' in o).toBe(false);
   });
   it('a delivered attempt without a status gives null status and error; a recovery or resend keeps its id', () => {
-    expect(outcomeOf({ ...target, recovery_id: 'resend' }, { delivered: true, duration_ms: 3 }, 5)).toEqual({ ...target, ok: true, status: null, error: null, duration_ms: 3, at: 5, recovery_id: 'resend' });
+    expect(outcomeOf({ ...target, recovery_id: 'resend' }, { delivered: true, duration_ms: 3 }, 5)).toEqual({
+      ...target,
+      ok: true,
+      status: null,
+      error: null,
+      duration_ms: 3,
+      at: 5,
+      recovery_id: 'resend',
+    });
     expect('recovery_id' in outcomeOf({ ...target, recovery_id: null }, { delivered: true, duration_ms: 3 }, 5)).toBe(false);
   });
 });
 
 describe('routes of recovery items', () => {
-  const route: EventRoute = { org: 'org_1', type: 't', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 3 };
+  const route: EventRoute = {
+    org: 'org_1',
+    type: 't',
+    resource: 'installs',
+    op: 'provision',
+    event: 'lifecycle.started',
+    install: null,
+    component: null,
+    action: null,
+    rev: 3,
+  };
   it('carry the recovery (id, webhook, event id); a malformed one is refused', () => {
     const r = { ...route, recovery: { id: 'rcv_1', webhook: 'wh_1', event_id: 'ev_1' } };
     expect(decodeRoute(encodeRoute(r))).toEqual(r);

@@ -28,7 +28,15 @@ describe('DeliveryStatusBook.backlogged', () => {
     const clock = new ManualClock();
     db = openDb(':memory:');
     book = new DeliveryStatusBook(db, createMetrics({ defaultMetrics: false }), clock, pino({ level: 'silent' }));
-    const batch = (n: number, backlogged?: string[]): OutcomeBatch => ({ id: `w.${n}`, sent_at: clock.now(), worker: 'w', in_flight: 0, dropped: {}, outcomes: [], ...(backlogged ? { backlogged } : {}) });
+    const batch = (n: number, backlogged?: string[]): OutcomeBatch => ({
+      id: `w.${n}`,
+      sent_at: clock.now(),
+      worker: 'w',
+      in_flight: 0,
+      dropped: {},
+      outcomes: [],
+      ...(backlogged ? { backlogged } : {}),
+    });
     expect(book.backlogged('org_a')).toBe(false);
     book.apply(batch(1, ['org_a']));
     expect(book.backlogged('org_a')).toBe(true);
@@ -50,7 +58,15 @@ describe('DeliveryStatusBook.backlogged', () => {
     const clock = new ManualClock();
     db = openDb(':memory:');
     book = new DeliveryStatusBook(db, createMetrics({ defaultMetrics: false }), clock, pino({ level: 'silent' }));
-    const batch = (worker: string, n: number, o: { backlogged?: string[]; caught_up?: string[] }): OutcomeBatch => ({ id: `${worker}.${n}`, sent_at: clock.now(), worker, in_flight: 0, dropped: {}, outcomes: [], ...o });
+    const batch = (worker: string, n: number, o: { backlogged?: string[]; caught_up?: string[] }): OutcomeBatch => ({
+      id: `${worker}.${n}`,
+      sent_at: clock.now(),
+      worker,
+      in_flight: 0,
+      dropped: {},
+      outcomes: [],
+      ...o,
+    });
     book.apply(batch('w1', 1, { backlogged: ['org_a', 'org_b'] }));
     book.apply(batch('w2', 1, { backlogged: ['org_b'] }));
     clock.advance(1);
@@ -71,13 +87,26 @@ describe('DeliveryStatusBook.backlogged', () => {
 describe('DeliveryStatusBook, the attempt log', () => {
   const logged = (d: Db) => (d.prepare('SELECT COUNT(*) AS n FROM delivery_attempts').get() as { n: number }).n;
   const outcome = (n: number, at: number): DeliveryOutcome => ({
-    webhook_id: `wh_${n % 7}`, org_id: 'org_a', event_id: `ev_${n}`, type: 't', ok: true, status: 204, error: null, duration_ms: 1, at,
+    webhook_id: `wh_${n % 7}`,
+    org_id: 'org_a',
+    event_id: `ev_${n}`,
+    type: 't',
+    ok: true,
+    status: 204,
+    error: null,
+    duration_ms: 1,
+    at,
   });
   /** batches of `size` successful outcomes at the clock's time, each outcome a new event */
   const batcher = (clock: ManualClock) => {
     let n = 0;
     return (size: number): OutcomeBatch => ({
-      id: `w.${n}`, sent_at: clock.now(), worker: 'w', in_flight: 0, dropped: {}, outcomes: Array.from({ length: size }, () => outcome(n++, clock.now())),
+      id: `w.${n}`,
+      sent_at: clock.now(),
+      worker: 'w',
+      in_flight: 0,
+      dropped: {},
+      outcomes: Array.from({ length: size }, () => outcome(n++, clock.now())),
     });
   };
 
@@ -150,24 +179,51 @@ describe('DeliveryStatusBook, the attempt log', () => {
 });
 
 describe('DeliveryStatusBook, a webhook status', () => {
-  it('last_attempt_at is the newest outcome\'s end whatever the order they come in, as read, listed and saved; svc_deliveries_total counts every outcome of a batch', async () => {
+  it("last_attempt_at is the newest outcome's end whatever the order they come in, as read, listed and saved; svc_deliveries_total counts every outcome of a batch", async () => {
     const clock = new ManualClock();
     db = openDb(':memory:');
     const org = createOrg(db, 'a').org.org_id;
     insertWebhook(db, { ...allEventsEntry(org, 'wh_1', 'http://h.example/x'), match_canonical: '' });
     const metrics = createMetrics({ defaultMetrics: false });
     book = new DeliveryStatusBook(db, metrics, clock, pino({ level: 'silent' }));
-    const o = (n: number, at: number, ok = true): DeliveryOutcome => ({ webhook_id: 'wh_1', org_id: org, event_id: `ev_${n}`, type: 't', ok, status: ok ? 204 : 503, error: ok ? null : 'HTTP 503', duration_ms: 1, at });
+    const o = (n: number, at: number, ok = true): DeliveryOutcome => ({
+      webhook_id: 'wh_1',
+      org_id: org,
+      event_id: `ev_${n}`,
+      type: 't',
+      ok,
+      status: ok ? 204 : 503,
+      error: ok ? null : 'HTTP 503',
+      duration_ms: 1,
+      at,
+    });
     const t0 = Date.parse('2026-12-01T10:00:00.000Z');
-    const batch = (id: string, outcomes: DeliveryOutcome[]): OutcomeBatch => ({ id, sent_at: clock.now(), worker: 'w', in_flight: 0, dropped: {}, outcomes });
+    const batch = (id: string, outcomes: DeliveryOutcome[]): OutcomeBatch => ({
+      id,
+      sent_at: clock.now(),
+      worker: 'w',
+      in_flight: 0,
+      dropped: {},
+      outcomes,
+    });
     book.apply(batch('w.1', [o(1, t0 + 5), o(2, t0 + 900, false), o(3, t0 + 7)]));
-    expect(book.get('wh_1')).toMatchObject({ last_attempt_at: '2026-12-01T10:00:00.900Z', last_outcome: 'failure', attempts_total: 3, failures_total: 1 });
+    expect(book.get('wh_1')).toMatchObject({
+      last_attempt_at: '2026-12-01T10:00:00.900Z',
+      last_outcome: 'failure',
+      attempts_total: 3,
+      failures_total: 1,
+    });
     // an older outcome arriving late moves the totals, not the last attempt
     book.apply(batch('w.2', [o(4, t0 + 100)]));
     expect(book.list(org).get('wh_1')).toMatchObject({ last_attempt_at: '2026-12-01T10:00:00.900Z', attempts_total: 4 });
     book.apply(batch('w.3', [o(5, t0 + 61_000), o(6, t0 + 1_500)]));
     book.flush();
-    expect(getDeliveryStatus(db, 'wh_1')).toMatchObject({ last_attempt_at: '2026-12-01T10:01:01.000Z', last_outcome: 'success', attempts_total: 6, failures_total: 1 });
+    expect(getDeliveryStatus(db, 'wh_1')).toMatchObject({
+      last_attempt_at: '2026-12-01T10:01:01.000Z',
+      last_outcome: 'success',
+      attempts_total: 6,
+      failures_total: 1,
+    });
     const counted = (await metrics.registry.getSingleMetric('svc_deliveries_total')!.get()).values;
     expect(Object.fromEntries(counted.map((v) => [v.labels.outcome, v.value]))).toEqual({ success: 5, failure: 1 });
   });

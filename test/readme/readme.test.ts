@@ -47,8 +47,12 @@ describe('the README walkthroughs are marked where they live', () => {
         if (!produce.length) continue;
         examples += produce.length;
         expect(b.step, `${d.file}: a svc produce example outside a walkthrough:\n${b.code}`).toBeDefined();
-        expect(b.step!.expect.filter((e) => e.proc === 'receiver').length, `${d.file} line ${b.step!.line}: fewer expect-receiver= than svc produce lines`).toBeGreaterThanOrEqual(produce.length);
-        for (const l of produce) expect(l, 'a workflow of a type that emits nothing (issue 56)').not.toMatch(/"type\\?"\s*:\s*\\?"deploy\\?"/);
+        expect(
+          b.step!.expect.filter((e) => e.proc === 'receiver').length,
+          `${d.file} line ${b.step!.line}: fewer expect-receiver= than svc produce lines`,
+        ).toBeGreaterThanOrEqual(produce.length);
+        for (const l of produce)
+          expect(l, 'a workflow of a type that emits nothing (issue 56)').not.toMatch(/"type\\?"\s*:\s*\\?"deploy\\?"/);
       }
     }
     expect(examples).toBeGreaterThanOrEqual(3);
@@ -60,7 +64,8 @@ describe('the README walkthroughs are marked where they live', () => {
     expect(nats.length).toBeGreaterThan(4);
     for (const s of steps) expect(s.code.replaceAll('${SVC_NATS_PORT:-4222}', ''), `${s.file} line ${s.line}`).not.toMatch(/4222/);
     for (const s of nats) {
-      for (const l of s.code.split('\n').filter((l) => /nats-server |--nats /.test(l))) expect(l, `${s.file} line ${s.line}`).toMatch(/\$SVC_NATS_PORT/);
+      for (const l of s.code.split('\n').filter((l) => /nats-server |--nats /.test(l)))
+        expect(l, `${s.file} line ${s.line}`).toMatch(/\$SVC_NATS_PORT/);
     }
   });
 });
@@ -120,7 +125,9 @@ describe('a broken README fails', () => {
     expect(err.message).toMatch(/unknown command 'lst'/);
   });
 
-  it("the quickstart with `npm start --allow-private-targets` (npm drops a flag without --): the receiver never gets the provision", { timeout: 120_000 }, async () => {
+  it('the quickstart with `npm start --allow-private-targets` (npm drops a flag without --): the receiver never gets the provision', {
+    timeout: 120_000,
+  }, async () => {
     const broken = README.replace('npm start -- --allow-private-targets', 'npm start --allow-private-targets');
     expect(broken).not.toBe(README);
     const quickstart = extractSteps(broken).filter((s) => s.walkthrough === 'quickstart');
@@ -129,16 +136,23 @@ describe('a broken README fails', () => {
     expect(err.message).toMatch(/expect-receiver=.*not seen within 15000 ms/);
   });
 
-  it('the health-gated walkthrough with nats-server started without -js: svc stops, "jetstream is not enabled"', { timeout: 120_000 }, async () => {
+  it('the health-gated walkthrough with nats-server started without -js: svc stops, "jetstream is not enabled"', {
+    timeout: 120_000,
+  }, async () => {
     const steps = extractAll(DOCS);
     const nats = steps.find((s) => s.walkthrough === 'health-gated-rollback' && s.background === 'nats');
     expect(nats?.code).toMatch(/nats-server -js /);
     // the quickstart (README.md), then the health-gated walkthrough from its file with -js taken out
     const file = DOCS.find((d) => d.file === nats!.file)!;
     const broken = file.text.replace(nats!.code, nats!.code.replace('nats-server -js ', 'nats-server '));
-    const upTo = [...extractSteps(README).filter((s) => s.walkthrough === 'quickstart'), ...extractSteps(broken, file.file).filter((s) => s.walkthrough === 'health-gated-rollback')];
+    const upTo = [
+      ...extractSteps(README).filter((s) => s.walkthrough === 'quickstart'),
+      ...extractSteps(broken, file.file).filter((s) => s.walkthrough === 'health-gated-rollback'),
+    ];
     const serverStep = upTo.findIndex((s) => s.walkthrough === 'health-gated-rollback' && s.background === 'server');
-    const err = await runSteps(upTo.slice(0, serverStep + 1), { root: ROOT, dir: tmp('svc-readme-broken-'), waitMs: 30_000 }).catch((e) => e);
+    const err = await runSteps(upTo.slice(0, serverStep + 1), { root: ROOT, dir: tmp('svc-readme-broken-'), waitMs: 30_000 }).catch(
+      (e) => e,
+    );
     expect(err).toBeInstanceOf(WalkthroughError);
     expect(err.message).toMatch(/server exited 1[\s\S]*jetstream/i);
   });

@@ -60,7 +60,8 @@ export function extractSteps(markdown: string, file = 'README'): Step[] {
   for (let i = 0; i < lines.length; i++) {
     const m = MARKER.exec(lines[i]);
     if (!m) {
-      if (/<!--\s*walkthrough/.test(lines[i])) throw new WalkthroughError(`${file} line ${i + 1}: a walkthrough marker that does not parse: ${lines[i]}`);
+      if (/<!--\s*walkthrough/.test(lines[i]))
+        throw new WalkthroughError(`${file} line ${i + 1}: a walkthrough marker that does not parse: ${lines[i]}`);
       continue;
     }
     const step: Step = { walkthrough: m[1], file, line: i + 2, code: '', stop: [], expect: [], exit: 0 };
@@ -81,7 +82,8 @@ export function extractSteps(markdown: string, file = 'README'): Step[] {
       else if (key === 'exit' && /^\d+$/.test(value)) step.exit = Number(value);
       else throw new WalkthroughError(`${file} line ${i + 1}: unknown walkthrough option ${key}=${value}`);
     }
-    if (lines[i + 1]?.trim() !== '```sh') throw new WalkthroughError(`${file} line ${i + 1}: a walkthrough marker must be followed by a \`\`\`sh block`);
+    if (lines[i + 1]?.trim() !== '```sh')
+      throw new WalkthroughError(`${file} line ${i + 1}: a walkthrough marker must be followed by a \`\`\`sh block`);
     const end = lines.findIndex((l, j) => j > i + 1 && l.trim() === '```');
     if (end < 0) throw new WalkthroughError(`${file} line ${i + 2}: the \`\`\`sh block never ends`);
     step.code = lines.slice(i + 2, end).join('\n');
@@ -94,7 +96,12 @@ export function extractSteps(markdown: string, file = 'README'): Step[] {
 
 /** README.md, then docs/*.md (by name): where walkthroughs live, each with its path from the root. */
 export function readDocs(root: string): Array<{ file: string; text: string }> {
-  const docs = fs.existsSync(path.join(root, 'docs')) ? fs.readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).sort() : [];
+  const docs = fs.existsSync(path.join(root, 'docs'))
+    ? fs
+        .readdirSync(path.join(root, 'docs'))
+        .filter((f) => f.endsWith('.md'))
+        .sort()
+    : [];
   return ['README.md', ...docs.map((f) => `docs/${f}`)].map((file) => ({ file, text: fs.readFileSync(path.join(root, file), 'utf8') }));
 }
 
@@ -104,7 +111,8 @@ export function extractAll(docs: Array<{ file: string; text: string }>): Step[] 
   const home = new Map<string, string>();
   for (const s of steps) {
     const f = home.get(s.walkthrough);
-    if (f !== undefined && f !== s.file) throw new WalkthroughError(`walkthrough ${s.walkthrough} has blocks in ${f} and ${s.file}: keep a walkthrough's blocks in one file`);
+    if (f !== undefined && f !== s.file)
+      throw new WalkthroughError(`walkthrough ${s.walkthrough} has blocks in ${f} and ${s.file}: keep a walkthrough's blocks in one file`);
     home.set(s.walkthrough, s.file);
   }
   return steps;
@@ -176,7 +184,11 @@ export class Session {
     fs.mkdirSync(s.bin, { recursive: true });
     const svc = `"${process.execPath}" "${path.join(o.root, 'bin', 'svc.mjs')}"`;
     // npx svc: this checkout's svc; npm start -- ARGS: svc serve ARGS (as npm runs it, only what follows -- is passed on)
-    fs.writeFileSync(path.join(s.bin, 'npx'), `#!/usr/bin/env bash\nif [ "$1" = svc ]; then shift; exec ${svc} "$@"; fi\necho "npx $1: only svc runs in the README test" >&2; exit 127\n`, { mode: 0o755 });
+    fs.writeFileSync(
+      path.join(s.bin, 'npx'),
+      `#!/usr/bin/env bash\nif [ "$1" = svc ]; then shift; exec ${svc} "$@"; fi\necho "npx $1: only svc runs in the README test" >&2; exit 127\n`,
+      { mode: 0o755 },
+    );
     fs.writeFileSync(
       path.join(s.bin, 'npm'),
       [
@@ -204,7 +216,8 @@ export class Session {
 
   private env(): NodeJS.ProcessEnv {
     const env: NodeJS.ProcessEnv = {};
-    for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SVC_') && !k.startsWith('npm_') && !k.startsWith('VITEST')) env[k] = v;
+    for (const [k, v] of Object.entries(process.env))
+      if (!k.startsWith('SVC_') && !k.startsWith('npm_') && !k.startsWith('VITEST')) env[k] = v;
     // a fresh shell: no node_modules/.bin of the test run on PATH, the shims first
     const paths = (process.env.PATH ?? '').split(path.delimiter).filter((p) => p && !p.includes('node_modules'));
     env.PATH = [this.bin, ...paths].join(path.delimiter);
@@ -257,12 +270,15 @@ export class Session {
         await new Promise((ok) => setTimeout(ok, 500));
         continue;
       }
-      if (r.code !== step.exit) throw new WalkthroughError(`${this.where(step)}: exit ${r.code}, expected ${step.exit}\n${step.code}\n--- output:\n${r.output}`);
+      if (r.code !== step.exit)
+        throw new WalkthroughError(`${this.where(step)}: exit ${r.code}, expected ${step.exit}\n${step.code}\n--- output:\n${r.output}`);
       if (step.output !== undefined && !new RegExp(step.output).test(r.output)) {
         throw new WalkthroughError(`${this.where(step)}: output does not match ${step.output}\n--- output:\n${r.output}`);
       }
       if (step.until !== undefined && !new RegExp(step.until).test(r.output)) {
-        throw new WalkthroughError(`${this.where(step)}: output never matched ${step.until} within ${this.waitMs} ms\n--- last output:\n${r.output}`);
+        throw new WalkthroughError(
+          `${this.where(step)}: output never matched ${step.until} within ${this.waitMs} ms\n--- last output:\n${r.output}`,
+        );
       }
       return;
     }
@@ -287,7 +303,12 @@ export class Session {
     const name = step.background!;
     if (this.bg.has(name)) await this.stop(name, false, step);
     // its own process group, so that stopping it stops whatever its line started
-    const child = spawn('bash', ['-c', this.script(step.code, false)], { cwd: this.o.dir, env: this.env(), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn('bash', ['-c', this.script(step.code, false)], {
+      cwd: this.o.dir,
+      env: this.env(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
     const b: Background = {
       name,
       child,
@@ -328,7 +349,10 @@ export class Session {
       clearTimeout(t);
     }
     this.transcript.push(`[${name}]\n${b.output}[exit ${b.exitCode}]`);
-    if (check && b.exitCode !== 0) throw new WalkthroughError(`${step ? this.where(step) : ''}: ${name} exited ${b.exitCode} on Ctrl-C, expected 0\n--- its output:\n${b.output}`);
+    if (check && b.exitCode !== 0)
+      throw new WalkthroughError(
+        `${step ? this.where(step) : ''}: ${name} exited ${b.exitCode} on Ctrl-C, expected 0\n--- its output:\n${b.output}`,
+      );
   }
 
   /** What background process P printed so far. */

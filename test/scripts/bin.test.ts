@@ -132,7 +132,8 @@ describe('bin/svc.mjs', () => {
     const r = run(ROOT, ['--help']);
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
-    for (const cmd of ['serve', 'orgs', 'tokens', 'webhooks', 'installs', 'branches', 'workflows', 'listen']) expect(r.stdout).toMatch(new RegExp(`^  ${cmd}\\b`, 'm'));
+    for (const cmd of ['serve', 'orgs', 'tokens', 'webhooks', 'installs', 'branches', 'workflows', 'listen'])
+      expect(r.stdout).toMatch(new RegExp(`^  ${cmd}\\b`, 'm'));
     expect(r.stdout).toMatch(/-V, --version/);
   });
 });

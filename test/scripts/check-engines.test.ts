@@ -6,7 +6,6 @@ import { describe, expect, it } from 'vitest';
 import { engineViolations, installedManifest, type LockEntry } from '../../scripts/check-engines.mjs';
 import { ROOT } from '../helpers/paths.ts';
 
-
 /** A lockfile's `packages`; entries with `installed: false` are listed but not on disk. */
 const fakeLock: Record<string, LockEntry & { installed?: boolean }> = {
   '': { version: '0.1.0', engines: { node: '>=20.19' } },
@@ -39,9 +38,15 @@ describe('engineViolations', () => {
   });
 
   it('checks against the version it is given', () => {
-    const onlyNuidAndBad = { '': fakeLock[''], 'node_modules/@nats-io/nuid': fakeLock['node_modules/@nats-io/nuid'], 'node_modules/bad-range': fakeLock['node_modules/bad-range'] };
+    const onlyNuidAndBad = {
+      '': fakeLock[''],
+      'node_modules/@nats-io/nuid': fakeLock['node_modules/@nats-io/nuid'],
+      'node_modules/bad-range': fakeLock['node_modules/bad-range'],
+    };
     expect(engineViolations(onlyNuidAndBad, { node: '22.12.0', manifest: fromFake }).map((b) => b.name)).toEqual(['bad-range']);
-    expect(engineViolations({ 'node_modules/ok-range': fakeLock['node_modules/ok-range'] }, { node: '20.18.0', manifest: fromFake })).toHaveLength(1);
+    expect(
+      engineViolations({ 'node_modules/ok-range': fakeLock['node_modules/ok-range'] }, { node: '20.18.0', manifest: fromFake }),
+    ).toHaveLength(1);
   });
 
   it('reads installed packages from node_modules; one that is not there is null (skipped)', () => {
@@ -51,6 +56,8 @@ describe('engineViolations', () => {
   });
 
   it('the installed tree passes (the script exits 0)', () => {
-    expect(() => execFileSync(process.execPath, [path.join(ROOT, 'scripts/check-engines.mjs')], { cwd: ROOT, stdio: 'pipe' })).not.toThrow();
+    expect(() =>
+      execFileSync(process.execPath, [path.join(ROOT, 'scripts/check-engines.mjs')], { cwd: ROOT, stdio: 'pipe' }),
+    ).not.toThrow();
   });
 });

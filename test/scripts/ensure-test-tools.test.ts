@@ -9,7 +9,12 @@ import { ensureTestTools, type Tool } from '../../scripts/ensure-test-tools.mjs'
 import { ROOT } from '../helpers/paths.ts';
 
 /** A tool found once `installed` holds its package. */
-const tool = (pkg: string, why: string, installed: Set<string>): Tool => ({ pkg, why, find: () => (installed.has(pkg) ? `/usr/bin/${pkg}` : null), help: `${pkg} is required: install it` });
+const tool = (pkg: string, why: string, installed: Set<string>): Tool => ({
+  pkg,
+  why,
+  find: () => (installed.has(pkg) ? `/usr/bin/${pkg}` : null),
+  help: `${pkg} is required: install it`,
+});
 
 /** What happened, in order: lines written and commands run. */
 function world(o: { installed: string[]; installable?: string[]; isRoot?: boolean; aptGet?: string | null }) {
@@ -23,7 +28,8 @@ function world(o: { installed: string[]; installable?: string[]; isRoot?: boolea
     write: (t) => happened.push(`say: ${t}`),
     run: (cmd, args) => {
       happened.push(`run: ${cmd} ${args.join(' ')}`);
-      if (args[0] === 'install' && (o.installable ?? [args[args.length - 1]]).includes(args[args.length - 1])) installed.add(args[args.length - 1]);
+      if (args[0] === 'install' && (o.installable ?? [args[args.length - 1]]).includes(args[args.length - 1]))
+        installed.add(args[args.length - 1]);
       return 0;
     },
   });

@@ -13,7 +13,17 @@ const stores = tempStores('svc-attempt-log-');
 const store = (): Db => stores.open();
 
 const attempt = (webhook_id: string, org_id: string, event_id: string, ok: boolean, ms: number): AttemptRow => ({
-  webhook_id, org_id, event_id, type: 't', attempted_ms: ms, ok, status_code: ok ? 204 : 500, error: ok ? null : 'HTTP 500', duration_ms: 1, recovery_id: null, kept_ms: ms,
+  webhook_id,
+  org_id,
+  event_id,
+  type: 't',
+  attempted_ms: ms,
+  ok,
+  status_code: ok ? 204 : 500,
+  error: ok ? null : 'HTTP 500',
+  duration_ms: 1,
+  recovery_id: null,
+  kept_ms: ms,
 });
 
 /** SQLite's plan for a statement: the detail lines, joined. */
@@ -25,7 +35,9 @@ describe('the attempt log by event', () => {
     const d = store();
     const cols = (name: string) => (d.prepare(`PRAGMA index_info(${name})`).all() as Array<{ name: string }>).map((c) => c.name);
     expect(cols('delivery_attempts_event_id')).toEqual(['event_id']);
-    const names = (d.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'delivery_attempts'").all() as Array<{ name: string }>).map((r) => r.name);
+    const names = (
+      d.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'delivery_attempts'").all() as Array<{ name: string }>
+    ).map((r) => r.name);
     expect(names.sort()).toEqual(['delivery_attempts_event_id', 'delivery_attempts_webhook']);
   });
 
@@ -33,7 +45,8 @@ describe('the attempt log by event', () => {
     const d = store();
     const orgA = createOrg(d, 'a').org.org_id;
     const orgB = createOrg(d, 'b').org.org_id;
-    const hook = (org: string, id: string) => insertWebhook(d, { ...allEventsEntry(org, id, `http://${id}.test/`), match_canonical: '' }).webhook_id;
+    const hook = (org: string, id: string) =>
+      insertWebhook(d, { ...allEventsEntry(org, id, `http://${id}.test/`), match_canonical: '' }).webhook_id;
     const a1 = hook(orgA, 'wh_a1');
     const a2 = hook(orgA, 'wh_a2');
     const b1 = hook(orgB, 'wh_b1');
@@ -74,7 +87,12 @@ describe('the attempt log by event', () => {
     listAttempts(d, { webhookId: 'w', keptSinceMs: 0, sinceMs: null, untilMs: null, ok: null, eventId: null, beforeSeq: 0, limit: 10 });
     (d as unknown as { prepare: unknown }).prepare = prepare;
     expect(seen).toHaveLength(4);
-    const args: unknown[][] = [['w', '["e"]'], ['e', 'org_a', 'org_a', 0], ['w', 0, 'e', 10], ['w', 0, 10]];
+    const args: unknown[][] = [
+      ['w', '["e"]'],
+      ['e', 'org_a', 'org_a', 0],
+      ['w', 0, 'e', 10],
+      ['w', 0, 10],
+    ];
     const plans = seen.map((sql, i) => plan(d, sql, ...args[i]));
     expect(plans[0]).toContain('USING INDEX delivery_attempts_event_id');
     expect(plans[1]).toContain('USING INDEX delivery_attempts_event_id');

@@ -8,11 +8,30 @@ import { tempStores } from '../helpers/store.ts';
 const stores = tempStores('svc-prune-');
 const store = (): Db => stores.open();
 
-const event = (n: number, ms: number) => ({ event_id: `ev_${n}`, org_id: 'org_1', type: 't', subject: 's', body: '{}', route: '{}', created_ms: ms });
-const attempt = (n: number, ms: number) => ({
-  webhook_id: 'wh_1', org_id: 'org_1', event_id: `ev_${n}`, type: 't', attempted_ms: ms, ok: true, status_code: 204, error: null, duration_ms: 1, recovery_id: null, kept_ms: ms,
+const event = (n: number, ms: number) => ({
+  event_id: `ev_${n}`,
+  org_id: 'org_1',
+  type: 't',
+  subject: 's',
+  body: '{}',
+  route: '{}',
+  created_ms: ms,
 });
-const left = (d: Db, table: 'events' | 'delivery_attempts') => (d.prepare(`SELECT event_id FROM ${table} ORDER BY seq`).all() as Array<{ event_id: string }>).map((r) => r.event_id);
+const attempt = (n: number, ms: number) => ({
+  webhook_id: 'wh_1',
+  org_id: 'org_1',
+  event_id: `ev_${n}`,
+  type: 't',
+  attempted_ms: ms,
+  ok: true,
+  status_code: 204,
+  error: null,
+  duration_ms: 1,
+  recovery_id: null,
+  kept_ms: ms,
+});
+const left = (d: Db, table: 'events' | 'delivery_attempts') =>
+  (d.prepare(`SELECT event_id FROM ${table} ORDER BY seq`).all() as Array<{ event_id: string }>).map((r) => r.event_id);
 
 describe('pruneHistory', () => {
   it('deletes exactly the rows before the cut-off, for every cut-off, with gaps in seq and times repeated', () => {
@@ -21,10 +40,16 @@ describe('pruneHistory', () => {
     for (const cut of [-1, 0, 5, 10, 11, 20, 40, 41, 85, 90, 91, 1000]) {
       const d = store();
       times.forEach((ms, i) => insertEvent(d, event(i, ms)));
-      saveAttempts(d, times.map((ms, i) => attempt(i, ms)));
+      saveAttempts(
+        d,
+        times.map((ms, i) => attempt(i, ms)),
+      );
       d.prepare("DELETE FROM events WHERE event_id = 'ev_3'").run();
       d.prepare("DELETE FROM delivery_attempts WHERE event_id = 'ev_3'").run();
-      const keep = times.map((ms, i) => ({ ms, id: `ev_${i}` })).filter((r) => r.id !== 'ev_3' && r.ms >= cut).map((r) => r.id);
+      const keep = times
+        .map((ms, i) => ({ ms, id: `ev_${i}` }))
+        .filter((r) => r.id !== 'ev_3' && r.ms >= cut)
+        .map((r) => r.id);
       pruneHistory(d, cut);
       expect(left(d, 'events'), `events, cut-off ${cut}`).toEqual(keep);
       expect(left(d, 'delivery_attempts'), `attempts, cut-off ${cut}`).toEqual(keep);
@@ -35,7 +60,11 @@ describe('pruneHistory', () => {
   it('an empty history prunes nothing, and neither log has an index on its time', () => {
     const d = store();
     expect(pruneHistory(d, Date.now())).toBe(0);
-    const indexes = (d.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('events', 'delivery_attempts')").all() as Array<{ name: string }>).map((r) => r.name);
+    const indexes = (
+      d.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('events', 'delivery_attempts')").all() as Array<{
+        name: string;
+      }>
+    ).map((r) => r.name);
     expect(indexes).not.toContain('events_time');
     expect(indexes).not.toContain('delivery_attempts_kept');
   });

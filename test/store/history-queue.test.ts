@@ -16,7 +16,15 @@ import { tmpDir } from '../helpers/service.ts';
 const stores = tempStores('svc-hq-');
 const store = (): Db => stores.open();
 
-const event = (n: number, ms = 1000 + n) => ({ event_id: `ev_${n}`, org_id: 'org_1', type: 't', subject: `org_1/workflow/wf_${n}/started`, body: `{"n":${n}}`, route: '{}', created_ms: ms });
+const event = (n: number, ms = 1000 + n) => ({
+  event_id: `ev_${n}`,
+  org_id: 'org_1',
+  type: 't',
+  subject: `org_1/workflow/wf_${n}/started`,
+  body: `{"n":${n}}`,
+  route: '{}',
+  created_ms: ms,
+});
 
 describe('the event history as the queue', () => {
   it('migration 17 starts the cursor after every event kept so far: those were queued in the outbox', () => {
@@ -27,7 +35,9 @@ describe('the event history as the queue', () => {
       old.pragma(`user_version = ${v + 1}`);
     }
     for (let i = 1; i <= 3; i++) {
-      old.prepare('INSERT INTO events (event_id, org_id, type, subject, body, route, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)').run(`ev_${i}`, 'org_1', 't', 's', '{}', '{}', i);
+      old
+        .prepare('INSERT INTO events (event_id, org_id, type, subject, body, route, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)')
+        .run(`ev_${i}`, 'org_1', 't', 's', '{}', '{}', i);
     }
     migrate(old);
     const db = old as unknown as Db;
@@ -50,7 +60,17 @@ describe('the event history as the queue', () => {
     expect(readQueuedEvents(d, 1, 10).map((r) => r.seq)).toEqual([3, 4]);
     // as the relay reads them: NATS subjects, the batch kept
     expect(historyQueue(d).read(1, 1)).toEqual([
-      { seq: 3, event_id: 'ev_3', org_id: 'org_1', subject: 'svc.events.org_1.workflow.wf_3.started', type: 't', body: '{"n":3}', route: '{}', progress: [], batch: 'ev_3' },
+      {
+        seq: 3,
+        event_id: 'ev_3',
+        org_id: 'org_1',
+        subject: 'svc.events.org_1.workflow.wf_3.started',
+        type: 't',
+        body: '{"n":3}',
+        route: '{}',
+        progress: [],
+        batch: 'ev_3',
+      },
     ]);
     // the cursor moves on, never back
     historyQueue(d).stored([{ first: 3, last: 4, batch: 'ev_3' }]);

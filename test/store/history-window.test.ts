@@ -11,9 +11,25 @@ const stores = tempStores('svc-window-');
 const store = (): Db => stores.open();
 
 const MIN = 60_000;
-const event = (n: number, org: string, ms: number) => ({ event_id: `ev_${n}`, org_id: org, type: 't', subject: 's', body: '{}', route: '{}', created_ms: ms });
+const event = (n: number, org: string, ms: number) => ({
+  event_id: `ev_${n}`,
+  org_id: org,
+  type: 't',
+  subject: 's',
+  body: '{}',
+  route: '{}',
+  created_ms: ms,
+});
 const ids = (rows: Array<{ event_id: string }>) => rows.map((r) => r.event_id);
-const query = (orgId: string, sinceMs: number, untilMs: number | null, afterSeq = 0, limit = 1000) => ({ orgId, sinceMs, untilMs, type: null, subjectPrefix: null, afterSeq, limit });
+const query = (orgId: string, sinceMs: number, untilMs: number | null, afterSeq = 0, limit = 1000) => ({
+  orgId,
+  sinceMs,
+  untilMs,
+  type: null,
+  subjectPrefix: null,
+  afterSeq,
+  limit,
+});
 
 describe('an org’s events in a window of time', () => {
   it('listEvents reads exactly the window, page by page, over hours of two orgs’ events; the plan walks (org_id, seq)', () => {
@@ -44,9 +60,19 @@ describe('an org’s events in a window of time', () => {
       }
       expect(got, `since ${since} until ${until}`).toEqual(want);
     }
-    const indexes = (d.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'").all() as Array<{ name: string }>).map((r) => r.name);
+    const indexes = (
+      d.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'").all() as Array<{ name: string }>
+    ).map((r) => r.name);
     expect(indexes).not.toContain('events_org_time');
-    const plan = (d.prepare("EXPLAIN QUERY PLAN SELECT * FROM events WHERE org_id = ? AND seq > ? AND seq <= ? AND created_ms >= ? ORDER BY seq LIMIT ?").all('org_a', 0, 10, 0, 5) as Array<{ detail: string }>).map((r) => r.detail).join(' | ');
+    const plan = (
+      d
+        .prepare(
+          'EXPLAIN QUERY PLAN SELECT * FROM events WHERE org_id = ? AND seq > ? AND seq <= ? AND created_ms >= ? ORDER BY seq LIMIT ?',
+        )
+        .all('org_a', 0, 10, 0, 5) as Array<{ detail: string }>
+    )
+      .map((r) => r.detail)
+      .join(' | ');
     expect(plan).toContain('events_org');
     expect(plan).not.toContain('TEMP B-TREE');
   });
@@ -65,7 +91,10 @@ describe('an org’s events in a window of time', () => {
       [4 * 60 * MIN, 4 * 60 * MIN],
       [-5 * MIN, 2 * MIN],
     ] as Array<[number, number | null]>) {
-      const want = times.filter((e) => e.org === 'org_a' && e.ms >= since && (until === null || e.ms < until)).map((e) => e.id).reverse();
+      const want = times
+        .filter((e) => e.org === 'org_a' && e.ms >= since && (until === null || e.ms < until))
+        .map((e) => e.id)
+        .reverse();
       const got: string[] = [];
       let below = 0;
       for (;;) {
@@ -76,7 +105,15 @@ describe('an org’s events in a window of time', () => {
       }
       expect(got, `since ${since} until ${until}`).toEqual(want);
     }
-    const plan = (d.prepare("EXPLAIN QUERY PLAN SELECT * FROM events WHERE org_id = ? AND seq > ? AND seq <= ? AND created_ms >= ? ORDER BY seq DESC LIMIT ?").all('org_a', 0, 10, 0, 5) as Array<{ detail: string }>).map((r) => r.detail).join(' | ');
+    const plan = (
+      d
+        .prepare(
+          'EXPLAIN QUERY PLAN SELECT * FROM events WHERE org_id = ? AND seq > ? AND seq <= ? AND created_ms >= ? ORDER BY seq DESC LIMIT ?',
+        )
+        .all('org_a', 0, 10, 0, 5) as Array<{ detail: string }>
+    )
+      .map((r) => r.detail)
+      .join(' | ');
     expect(plan).toContain('events_org');
     expect(plan).not.toContain('TEMP B-TREE');
   });
@@ -90,12 +127,25 @@ describe('an org’s events in a window of time', () => {
     when.forEach((ms, i) => insertEvent(d, event(i, 'org_a', ms)));
     const since = T + 2 * MIN;
     const until = T + 4 * MIN;
-    const want = when.map((ms, i) => ({ ms, id: `ev_${i}` })).filter((e) => e.ms >= since && e.ms < until).map((e) => e.id);
+    const want = when
+      .map((ms, i) => ({ ms, id: `ev_${i}` }))
+      .filter((e) => e.ms >= since && e.ms < until)
+      .map((e) => e.id);
     expect(want).toEqual(['ev_2', 'ev_3', 'ev_8', 'ev_9']);
     expect(ids(listEvents(d, query('org_a', since, until)))).toEqual(want);
     insertRecovery(d, {
-      recovery_id: 'rec_1', org_id: 'org_a', webhook_id: 'wh_1', created_ms: T + 10 * MIN, since_ms: since, until_ms: until,
-      only_failed: 0, backfill: 1, from_seq: 0, to_seq: when.length, rev: 0, subscription: '{}',
+      recovery_id: 'rec_1',
+      org_id: 'org_a',
+      webhook_id: 'wh_1',
+      created_ms: T + 10 * MIN,
+      since_ms: since,
+      until_ms: until,
+      only_failed: 0,
+      backfill: 1,
+      from_seq: 0,
+      to_seq: when.length,
+      rev: 0,
+      subscription: '{}',
     } as Parameters<typeof insertRecovery>[1]);
     expect(ids(recoveryCandidates(d, recoveryById(d, 'rec_1')!, 100))).toEqual(want);
   });

@@ -39,7 +39,7 @@ const plan = (db: Db, sql: string, ...args: unknown[]): string =>
   (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args) as Array<{ detail: string }>).map((r) => r.detail).join(' | ');
 
 describe('workflow ids a producer reports', () => {
-  it('names the workflow stored under the id, or the org\'s own stored under another id; a third org finds neither but learns the id is taken', () => {
+  it("names the workflow stored under the id, or the org's own stored under another id; a third org finds neither but learns the id is taken", () => {
     const db = stores.open();
     const [A, B, C] = [org(db, 'org_a'), org(db, 'org_b'), org(db, 'org_c')];
     insertWorkflow(db, reported(A, 'bwf_same', 'bwf_same'));
@@ -58,10 +58,13 @@ describe('workflow ids a producer reports', () => {
     expect(lookupReportedWorkflow(db, B, 'bwf_same')).toMatchObject({ workflow: { workflow_id: 'wf_b_own', org_id: B }, idTaken: true });
     expect(lookupReportedWorkflow(db, C, 'bwf_same')).toEqual({ workflow: undefined, idTaken: true });
     expect(lookupReportedWorkflow(db, C, 'bwf_other')).toEqual({ workflow: undefined, idTaken: false });
-    expect(lookupReportedWorkflow(db, A, 'wf_engine')).toMatchObject({ workflow: { workflow_id: 'wf_engine', external: false }, idTaken: true });
+    expect(lookupReportedWorkflow(db, A, 'wf_engine')).toMatchObject({
+      workflow: { workflow_id: 'wf_engine', external: false },
+      idTaken: true,
+    });
   });
 
-  it('an org\'s workflow reported under an id wins over one stored under that id (the id it reported is what the outside knows)', () => {
+  it("an org's workflow reported under an id wins over one stored under that id (the id it reported is what the outside knows)", () => {
     const db = stores.open();
     const A = org(db, 'org_a');
     org(db, 'org_b');
@@ -82,9 +85,11 @@ describe('workflow ids a producer reports', () => {
     expect(() => insertWorkflow(db, reported(B, 'bwf_own', 'bwf_own'))).toThrow(/UNIQUE/);
   });
 
-  it('each lookup is one index search, not a scan of the org\'s workflows', () => {
+  it("each lookup is one index search, not a scan of the org's workflows", () => {
     const db = stores.open();
-    expect(plan(db, 'SELECT * FROM workflows WHERE workflow_id = ?', 'x')).toMatch(/SEARCH workflows USING INDEX sqlite_autoindex_workflows_1 \(workflow_id=\?\)/);
+    expect(plan(db, 'SELECT * FROM workflows WHERE workflow_id = ?', 'x')).toMatch(
+      /SEARCH workflows USING INDEX sqlite_autoindex_workflows_1 \(workflow_id=\?\)/,
+    );
     expect(plan(db, 'SELECT * FROM workflows WHERE org_id = ? AND external_id = ? AND external_id <> workflow_id', 'o', 'x')).toMatch(
       /SEARCH workflows USING INDEX workflows_external_id_renamed \(org_id=\? AND external_id=\?\)/,
     );
@@ -92,7 +97,13 @@ describe('workflow ids a producer reports', () => {
     const A = org(db, 'org_a');
     for (let i = 0; i < 5; i++) insertWorkflow(db, reported(A, `bwf_${i}`, `bwf_${i}`));
     insertWorkflow(db, reported(A, 'wf_own', 'bwf_taken'));
-    expect(db.prepare('SELECT count(*) AS n FROM workflows INDEXED BY workflows_external_id_renamed WHERE org_id = ? AND external_id IS NOT NULL AND external_id <> workflow_id').get(A)).toEqual({ n: 1 });
+    expect(
+      db
+        .prepare(
+          'SELECT count(*) AS n FROM workflows INDEXED BY workflows_external_id_renamed WHERE org_id = ? AND external_id IS NOT NULL AND external_id <> workflow_id',
+        )
+        .get(A),
+    ).toEqual({ n: 1 });
   });
 
   it('a database of the schema before: its workflows are found as before, and the index on every external id is gone', () => {
@@ -104,7 +115,9 @@ describe('workflow ids a producer reports', () => {
     old.pragma(`user_version = ${before}`);
     const raw = (a: WorkflowFields) =>
       old
-        .prepare("INSERT INTO workflows (workflow_id, org_id, type, owner_id, owner_type, external, external_id, status, created_at) VALUES (?, ?, 'provision', 'inst_1', 'installs', ?, ?, 'started', '2026-01-01T00:00:00Z')")
+        .prepare(
+          "INSERT INTO workflows (workflow_id, org_id, type, owner_id, owner_type, external, external_id, status, created_at) VALUES (?, ?, 'provision', 'inst_1', 'installs', ?, ?, 'started', '2026-01-01T00:00:00Z')",
+        )
         .run(a.workflow_id, a.org_id, a.external ? 1 : 0, a.external_id);
     old.prepare("INSERT INTO orgs (org_id, name, created_at) VALUES ('org_a', 'a', 'x'), ('org_b', 'b', 'x')").run();
     raw(reported('org_a', 'bwf_same', 'bwf_same'));
@@ -113,7 +126,11 @@ describe('workflow ids a producer reports', () => {
     const db = stores.closeAfter(openDb(file));
     expect(findOrgWorkflow(db, 'org_a', 'bwf_same')?.workflow_id).toBe('bwf_same');
     expect(findOrgWorkflow(db, 'org_b', 'bwf_same')?.workflow_id).toBe('wf_b_own');
-    const indexes = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'workflows' AND name LIKE 'workflows_external%'").all() as Array<{ name: string }>).map((r) => r.name);
+    const indexes = (
+      db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'workflows' AND name LIKE 'workflows_external%'")
+        .all() as Array<{ name: string }>
+    ).map((r) => r.name);
     expect(indexes).toEqual(['workflows_external_id_renamed']);
     expect(() => insertWorkflow(db, reported('org_b', 'wf_b_two', 'bwf_same'))).toThrow(/UNIQUE/);
   });

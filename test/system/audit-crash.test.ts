@@ -12,7 +12,7 @@ import { apiClient, newDbWithOrg, waitFor } from '../helpers/service.ts';
 import { openDb } from '../../store/db.ts';
 import { createToken } from '../../store/orgs.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 afterAll(() => {
   for (const c of children) c.kill('SIGKILL');
@@ -61,10 +61,11 @@ describe('kill -9 in the middle of writes', () => {
 
     const store = new Database(db, { readonly: true });
     try {
-      const audit = store.prepare("SELECT action, resource_id, status, token_id FROM audit_log WHERE org_id = ?").all(org.org_id) as Json[];
+      const audit = store.prepare('SELECT action, resource_id, status, token_id FROM audit_log WHERE org_id = ?').all(org.org_id) as Json[];
       const webhooks = store.prepare('SELECT webhook_id, secret FROM webhooks WHERE org_id = ?').all(org.org_id) as Json[];
       const apps = store.prepare('SELECT app_id FROM apps WHERE org_id = ?').all(org.org_id) as Json[];
-      const ok = (action: string) => new Set(audit.filter((a) => a.action === action && a.status >= 200 && a.status < 300).map((a) => a.resource_id));
+      const ok = (action: string) =>
+        new Set(audit.filter((a) => a.action === action && a.status >= 200 && a.status < 300).map((a) => a.resource_id));
 
       // every change has its row, every row its change
       expect(new Set(webhooks.map((w) => w.webhook_id))).toEqual(ok('webhooks.create'));
@@ -73,7 +74,9 @@ describe('kill -9 in the middle of writes', () => {
       expect(rotated).toEqual(ok('webhooks.update'));
       // every write a client was answered for is there, with its actor
       for (const a of acked) {
-        expect(audit, `${a.action} ${a.id}`).toContainEqual(expect.objectContaining({ action: a.action, resource_id: a.id, status: a.status }));
+        expect(audit, `${a.action} ${a.id}`).toContainEqual(
+          expect.objectContaining({ action: a.action, resource_id: a.id, status: a.status }),
+        );
       }
       expect(audit.filter((a) => a.action === 'apps.create').every((a) => a.token_id === deploy.token_id)).toBe(true);
       expect(audit.filter((a) => a.action.startsWith('webhooks.')).every((a) => a.token_id === hooks.token_id)).toBe(true);

@@ -21,7 +21,9 @@ const HAVE_NATS = findNatsServer() !== null;
 /** How many attempts took longer than each of these (seconds), from svc_delivery_duration_seconds. */
 async function attemptsOver(url: string, bounds: string[]): Promise<string> {
   const all = await metric(url, 'svc_delivery_duration_seconds_bucket', { le: '+Inf' });
-  const over = await Promise.all(bounds.map(async (le) => `${all - (await metric(url, 'svc_delivery_duration_seconds_bucket', { le }))} over ${le} s`));
+  const over = await Promise.all(
+    bounds.map(async (le) => `${all - (await metric(url, 'svc_delivery_duration_seconds_bucket', { le }))} over ${le} s`),
+  );
   return over.join(', ');
 }
 
@@ -37,7 +39,11 @@ describe.skipIf(!HAVE_NATS)('burst, NATS mode', () => {
     // the webhooks go straight into the database before svc starts (2000 API calls would be most of
     // this test's time); svc replicates them to its data plane at start like any other
     const t0 = Date.now();
-    insertWebhooks(db, org.org_id, Array.from({ length: HOOKS }, (_, i) => `${rx.url}/h/${i}`));
+    insertWebhooks(
+      db,
+      org.org_id,
+      Array.from({ length: HOOKS }, (_, i) => `${rx.url}/h/${i}`),
+    );
     const svc = await spawnService(db, ['--nats', server.url, '--no-local-runner', '--delivery-threads', '1']);
     ctx.onTestFinished(() => {
       if (svc.proc.exitCode === null && svc.proc.signalCode === null) svc.proc.kill('SIGKILL');
@@ -59,11 +65,17 @@ describe.skipIf(!HAVE_NATS)('burst, NATS mode', () => {
     await waitFor(() => rx.deliveries.length >= HOOKS * EVENTS, 90_000, `${HOOKS * EVENTS} deliveries (have ${rx.deliveries.length})`);
     const burstMs = Date.now() - t1;
     const counted = async () => {
-      const [success, failure] = await Promise.all(['success', 'failure'].map((outcome) => metric(svc.url, 'svc_deliveries_total', { outcome })));
+      const [success, failure] = await Promise.all(
+        ['success', 'failure'].map((outcome) => metric(svc.url, 'svc_deliveries_total', { outcome })),
+      );
       return { success: success - successBefore, failure: failure - failuresBefore };
     };
     let last = { success: 0, failure: 0 };
-    await waitFor(async () => (last = await counted()).success + last.failure >= HOOKS * EVENTS, 60_000, () => `the outcomes counted (${last.success} successes, ${last.failure} failures); svc's warnings: ${childWarnings(svc.output())}`);
+    await waitFor(
+      async () => (last = await counted()).success + last.failure >= HOOKS * EVENTS,
+      60_000,
+      () => `the outcomes counted (${last.success} successes, ${last.failure} failures); svc's warnings: ${childWarnings(svc.output())}`,
+    );
     await childSettled(db, { jsm: await jetstreamManager(nc), timeoutMs: 30_000 });
     clearInterval(sampler);
 
@@ -77,7 +89,10 @@ describe.skipIf(!HAVE_NATS)('burst, NATS mode', () => {
     expect(pairs.size, 'each (webhook, event) once').toBe(HOOKS * EVENTS);
     const subjects = new Set(facts.map((f) => f.subject));
     expect(rx.deliveries.filter((d) => !subjects.has(d.subject))).toEqual([]);
-    expect(await metric(svc.url, 'svc_deliveries_total', { outcome: 'failure' }), `failures; svc's warnings: ${childWarnings(svc.output())}`).toBe(failuresBefore);
+    expect(
+      await metric(svc.url, 'svc_deliveries_total', { outcome: 'failure' }),
+      `failures; svc's warnings: ${childWarnings(svc.output())}`,
+    ).toBe(failuresBefore);
     // 20 000 attempts are small records around 10 shared bodies, 256 in flight over one pooled
     // origin: tens of MB. A connection, or a buffered request, per attempt would be hundreds.
     expect(growth).toBeLessThan(150 * 2 ** 20);

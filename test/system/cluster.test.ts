@@ -13,7 +13,15 @@ import { findNatsServer } from '../helpers/nats-server.ts';
 import { startNatsCluster, type NatsClusterHandle } from '../helpers/nats-cluster.ts';
 import { startService, tmpDir, waitFor, type TestService } from '../helpers/service.ts';
 import { createWebhook } from '../helpers/webhooks.ts';
-import { childSettled, dataplaneKey, queuedCount, spawnService, spawnWorker, type ChildService, type SvcChild } from '../helpers/child-service.ts';
+import {
+  childSettled,
+  dataplaneKey,
+  queuedCount,
+  spawnService,
+  spawnWorker,
+  type ChildService,
+  type SvcChild,
+} from '../helpers/child-service.ts';
 import { apiClient, newDbWithOrg } from '../helpers/service.ts';
 import { sendReliably, startedFact } from '../helpers/producer.ts';
 import { ledgerLine, ledgerOf, ledgerSeed, prng, startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
@@ -59,8 +67,20 @@ async function layoutReplicated(jsm: JetStreamManager, opts: { current: boolean 
   const whole = (c: { leader?: string; replicas?: Array<{ current: boolean; offline?: boolean }> } | undefined) =>
     !!c?.leader && (!opts.current || ((c.replicas?.length ?? 0) === 2 && c.replicas!.every((r) => r.current && !r.offline)));
   const parts: Array<[string, Promise<unknown>]> = [
-    ...LAYOUT_STREAMS.map((s): [string, Promise<unknown>] => [s, jsm.streams.info(s).then((i) => i.cluster, (e) => String(e))]),
-    ...LAYOUT_CONSUMERS.map((c): [string, Promise<unknown>] => [`${c.stream}/${c.consumer}`, jsm.consumers.info(c.stream, c.consumer).then((i) => i.cluster, (e) => String(e))]),
+    ...LAYOUT_STREAMS.map((s): [string, Promise<unknown>] => [
+      s,
+      jsm.streams.info(s).then(
+        (i) => i.cluster,
+        (e) => String(e),
+      ),
+    ]),
+    ...LAYOUT_CONSUMERS.map((c): [string, Promise<unknown>] => [
+      `${c.stream}/${c.consumer}`,
+      jsm.consumers.info(c.stream, c.consumer).then(
+        (i) => i.cluster,
+        (e) => String(e),
+      ),
+    ]),
   ];
   for (const [name, p] of parts) {
     const c = await p;
@@ -125,7 +145,11 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
     });
     for (const s of LAYOUT_STREAMS) expect(await replicasOf(jsm, s), s).toBe(3);
     // the consumer the data planes share follows its stream
-    await waitFor(async () => ((await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER).catch(() => null))?.cluster?.replicas?.length ?? 0) === 2, 30_000, 'the dispatch consumer on 3 servers').catch(async (err) => {
+    await waitFor(
+      async () => ((await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER).catch(() => null))?.cluster?.replicas?.length ?? 0) === 2,
+      30_000,
+      'the dispatch consumer on 3 servers',
+    ).catch(async (err) => {
       const ci = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER).catch((e) => String(e));
       console.log('dispatch consumer:', JSON.stringify(ci), lines.join(''));
       throw err;
@@ -138,7 +162,11 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
   }, 60_000);
 
   it('starts and is ready with one of three seeds down', async () => {
-    await waitFor(() => layoutReplicated(jsm), 30_000, () => `every stream and consumer on 3 servers, each replica current (${notReplicated})`);
+    await waitFor(
+      () => layoutReplicated(jsm),
+      30_000,
+      () => `every stream and consumer on 3 servers, each replica current (${notReplicated})`,
+    );
     const down = cluster.servers[0];
     await cluster.kill(down.name);
     // the streams it led have new leaders (a start during the election is the next test's matter)
@@ -164,7 +192,11 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
       // replica current: a consumer nothing uses was seen to keep the restarted server's replica at
       // a lag of 1 for a minute, without harm to it)
       await cluster.restart(down.name);
-      await waitFor(() => layoutReplicated(jsm, { current: false }), 60_000, () => `a leader for every stream and consumer (${notReplicated})`);
+      await waitFor(
+        () => layoutReplicated(jsm, { current: false }),
+        60_000,
+        () => `a leader for every stream and consumer (${notReplicated})`,
+      );
     }
   }, 180_000);
 
@@ -205,7 +237,12 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
     const sampler = (async () => {
       while (sampling) {
         const r = await fetch(`${svc!.url}/readyz`).catch(() => null);
-        if (r) samples.push({ at: Date.now(), status: r.status, reasons: r.status === 200 ? undefined : ((await r.json()) as { reasons: string[] }).reasons });
+        if (r)
+          samples.push({
+            at: Date.now(),
+            status: r.status,
+            reasons: r.status === 200 ? undefined : ((await r.json()) as { reasons: string[] }).reasons,
+          });
         await new Promise((res) => setTimeout(res, 100));
       }
     })();
@@ -259,14 +296,24 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
 
     const a = ledgerOf(ackedBeforeSet, slow.deliveries, '/a');
     const b = ledgerOf(answeredAt.keys(), fast.deliveries, '/b');
-    const latencies = [...answeredAt].map(([subject, at]) => fast.deliveries.find((d) => d.path === '/b' && d.subject === subject)!.at - at);
+    const latencies = [...answeredAt].map(
+      ([subject, at]) => fast.deliveries.find((d) => d.path === '/b' && d.subject === subject)!.at - at,
+    );
     const notReady = samples.filter((s) => s.status !== 200);
     const firstAfter = [...answeredAt].map(([subject]) => fast.deliveries.find((d) => d.subject === subject)!.at).sort((x, y) => x - y)[0];
     console.log(ledgerLine('cluster backlog (acknowledged before the kill)', a, `backlog ${backlog} at the kill of ${leader}`));
-    console.log(ledgerLine('cluster after (acknowledged after the kill)', b, `delivery after its answer: max ${Math.max(...latencies)} ms, median ${latencies.sort((x, y) => x - y)[Math.floor(latencies.length / 2)]} ms; first delivery ${firstAfter - killedAt} ms after the kill`));
+    console.log(
+      ledgerLine(
+        'cluster after (acknowledged after the kill)',
+        b,
+        `delivery after its answer: max ${Math.max(...latencies)} ms, median ${latencies.sort((x, y) => x - y)[Math.floor(latencies.length / 2)]} ms; first delivery ${firstAfter - killedAt} ms after the kill`,
+      ),
+    );
     console.log(
       `/readyz during the election: ${samples.length} samples, ${notReady.length} not ready` +
-        (notReady.length ? ` (from ${notReady[0].at - killedAt} ms to ${notReady[notReady.length - 1].at - killedAt} ms after the kill: ${[...new Set(notReady.flatMap((s) => s.reasons ?? []))].join(' | ')})` : ''),
+        (notReady.length
+          ? ` (from ${notReady[0].at - killedAt} ms to ${notReady[notReady.length - 1].at - killedAt} ms after the kill: ${[...new Set(notReady.flatMap((s) => s.reasons ?? []))].join(' | ')})`
+          : ''),
     );
     expect(a.missing, 'acknowledged before the kill, never delivered').toEqual([]);
     expect(b.missing, 'acknowledged after the kill, never delivered').toEqual([]);
@@ -284,91 +331,105 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
     svc = null;
   }, 150_000);
 
-  it.runIf(CHAOS)('chaos: kill -9 of a cluster server, a worker and the engine at random moments under a backlog: 0 missing', async () => {
-    const seed = ledgerSeed();
-    const random = prng(seed);
-    const rx = await startLedgerReceiver({ delayMs: 200 });
-    receivers.push(rx);
-    const { db: chaosDb, org } = newDbWithOrg('cluster-chaos');
-    const args = ['--nats', cluster.urls, '--no-local-runner', '--no-deliver'];
-    const procs: SvcChild[] = [];
-    const track = <T extends SvcChild>(c: T): T => {
-      procs.push(c);
-      workers.push(c); // killed in afterAll if still running
-      return c;
-    };
-    let engine: ChildService = track(await spawnService(chaosDb, args));
-    await createWebhook(apiClient(engine.url, org), `${rx.url}/c`);
-    const key = dataplaneKey(chaosDb);
-    const startWorker = async () => track(await spawnWorker(cluster.urls, [], { SVC_DATAPLANE_KEY: key }));
-    const pool = [await startWorker(), await startWorker()];
-    const kill9 = async (c: SvcChild) => {
-      c.proc.kill('SIGKILL');
-      await c.exited;
-    };
+  it.runIf(CHAOS)(
+    'chaos: kill -9 of a cluster server, a worker and the engine at random moments under a backlog: 0 missing',
+    async () => {
+      const seed = ledgerSeed();
+      const random = prng(seed);
+      const rx = await startLedgerReceiver({ delayMs: 200 });
+      receivers.push(rx);
+      const { db: chaosDb, org } = newDbWithOrg('cluster-chaos');
+      const args = ['--nats', cluster.urls, '--no-local-runner', '--no-deliver'];
+      const procs: SvcChild[] = [];
+      const track = <T extends SvcChild>(c: T): T => {
+        procs.push(c);
+        workers.push(c); // killed in afterAll if still running
+        return c;
+      };
+      let engine: ChildService = track(await spawnService(chaosDb, args));
+      await createWebhook(apiClient(engine.url, org), `${rx.url}/c`);
+      const key = dataplaneKey(chaosDb);
+      const startWorker = async () => track(await spawnWorker(cluster.urls, [], { SVC_DATAPLANE_KEY: key }));
+      const pool = [await startWorker(), await startWorker()];
+      const kill9 = async (c: SvcChild) => {
+        c.proc.kill('SIGKILL');
+        await c.exited;
+      };
 
-    const N = 400;
-    const acked: string[] = [];
-    const delivered = () => rx.distinct('/c');
-    let next = 0;
-    const producing = Promise.all(
-      Array.from({ length: 8 }, async () => {
-        while (next < N) {
-          next++;
-          await waitFor(() => acked.length - delivered() < 120, 120_000, 'room in the backlog');
-          const f = startedFact(org.org_id);
-          await sendReliably(nc, f.natsSubject, f.body);
-          acked.push(f.subject);
+      const N = 400;
+      const acked: string[] = [];
+      const delivered = () => rx.distinct('/c');
+      let next = 0;
+      const producing = Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (next < N) {
+            next++;
+            await waitFor(() => acked.length - delivered() < 120, 120_000, 'room in the backlog');
+            const f = startedFact(org.org_id);
+            await sendReliably(nc, f.natsSubject, f.body);
+            acked.push(f.subject);
+          }
+        }),
+      );
+      // one kill each, in a random order, at random moments between 15% and 75% of the work
+      const kinds = ['server', 'worker', 'engine'].sort(() => random() - 0.5);
+      const at: string[] = [];
+      let from = 0.15;
+      for (const [i, kind] of kinds.entries()) {
+        const f = from + random() * (0.75 - from - 0.15 * (kinds.length - 1 - i));
+        from = f + 0.15;
+        await waitFor(() => delivered() >= Math.ceil(f * N), 90_000, `${Math.ceil(f * N)} deliveries before killing a ${kind}`);
+        if (kind === 'server') {
+          const victim = cluster.servers[Math.floor(random() * cluster.servers.length)].name;
+          await cluster.kill(victim, { wipe: true });
+          at.push(`server ${victim} (store deleted) at ${delivered()}`);
+          // it comes back empty once the other two have taken over
+          await waitFor(() => leadersElected(jsm), 30_000, 'a leader for every stream');
+          await cluster.restart(victim);
+        } else if (kind === 'worker') {
+          const w = pool.shift()!;
+          await kill9(w);
+          at.push(`a worker at ${delivered()}`);
+          pool.push(await startWorker());
+        } else {
+          await kill9(engine);
+          at.push(`the engine at ${delivered()}`);
+          engine = track(await spawnService(chaosDb, args));
         }
-      }),
-    );
-    // one kill each, in a random order, at random moments between 15% and 75% of the work
-    const kinds = ['server', 'worker', 'engine'].sort(() => random() - 0.5);
-    const at: string[] = [];
-    let from = 0.15;
-    for (const [i, kind] of kinds.entries()) {
-      const f = from + random() * (0.75 - from - 0.15 * (kinds.length - 1 - i));
-      from = f + 0.15;
-      await waitFor(() => delivered() >= Math.ceil(f * N), 90_000, `${Math.ceil(f * N)} deliveries before killing a ${kind}`);
-      if (kind === 'server') {
-        const victim = cluster.servers[Math.floor(random() * cluster.servers.length)].name;
-        await cluster.kill(victim, { wipe: true });
-        at.push(`server ${victim} (store deleted) at ${delivered()}`);
-        // it comes back empty once the other two have taken over
-        await waitFor(() => leadersElected(jsm), 30_000, 'a leader for every stream');
-        await cluster.restart(victim);
-      } else if (kind === 'worker') {
-        const w = pool.shift()!;
-        await kill9(w);
-        at.push(`a worker at ${delivered()}`);
-        pool.push(await startWorker());
-      } else {
-        await kill9(engine);
-        at.push(`the engine at ${delivered()}`);
-        engine = track(await spawnService(chaosDb, args));
       }
-    }
-    await producing;
-    await waitFor(() => delivered() >= N, 90_000, `all ${N} acknowledged facts delivered`).catch(async (err) => {
-      // what a failure needs to be replayed and understood: the seed, the kills, where the rest waits
-      const si = await jsm.streams.info(EVENTS_STREAM).catch((e) => String(e));
-      const ci = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER).catch((e) => String(e));
-      console.log(`cluster chaos: ${delivered()} of ${N} delivered; seed ${seed} (LEDGER_SEED=${seed}); kills: ${at.join(', ')}; outbox rows ${queuedCount(chaosDb)}`);
-      console.log('stream', JSON.stringify(si), '\nconsumer', JSON.stringify(ci));
-      for (const p of procs) console.log(p.output().split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(-15).join('\n'));
-      // a stall or a loss: does the rest arrive later?
-      await waitFor(() => delivered() >= N, 60_000, 'the rest').catch(() => undefined);
-      console.log(`cluster chaos: 60 s later ${delivered()} of ${N} delivered`);
-      throw err;
-    });
-    // nothing left queued: a repeat of what the killed worker held would have arrived by now
-    await childSettled(chaosDb, { jsm, timeoutMs: 60_000 });
-    const l = ledgerOf(acked, rx.deliveries, '/c');
-    console.log(ledgerLine('cluster chaos', l, `seed ${seed} (LEDGER_SEED=${seed} replays it); kills: ${at.join(', ')}`));
-    expect(l.acknowledged).toBe(N);
-    expect(l.missing, 'acknowledged, never delivered').toEqual([]);
-    expect(l.unexpected).toEqual([]);
-    expect(l.foreignRepeats, 'a repeat that is not the same attempt again').toEqual([]);
-    for (const p of procs) if (p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill('SIGKILL');
-  }, 150_000);
+      await producing;
+      await waitFor(() => delivered() >= N, 90_000, `all ${N} acknowledged facts delivered`).catch(async (err) => {
+        // what a failure needs to be replayed and understood: the seed, the kills, where the rest waits
+        const si = await jsm.streams.info(EVENTS_STREAM).catch((e) => String(e));
+        const ci = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER).catch((e) => String(e));
+        console.log(
+          `cluster chaos: ${delivered()} of ${N} delivered; seed ${seed} (LEDGER_SEED=${seed}); kills: ${at.join(', ')}; outbox rows ${queuedCount(chaosDb)}`,
+        );
+        console.log('stream', JSON.stringify(si), '\nconsumer', JSON.stringify(ci));
+        for (const p of procs)
+          console.log(
+            p
+              .output()
+              .split('\n')
+              .filter((l) => /"level":(40|50|60)/.test(l))
+              .slice(-15)
+              .join('\n'),
+          );
+        // a stall or a loss: does the rest arrive later?
+        await waitFor(() => delivered() >= N, 60_000, 'the rest').catch(() => undefined);
+        console.log(`cluster chaos: 60 s later ${delivered()} of ${N} delivered`);
+        throw err;
+      });
+      // nothing left queued: a repeat of what the killed worker held would have arrived by now
+      await childSettled(chaosDb, { jsm, timeoutMs: 60_000 });
+      const l = ledgerOf(acked, rx.deliveries, '/c');
+      console.log(ledgerLine('cluster chaos', l, `seed ${seed} (LEDGER_SEED=${seed} replays it); kills: ${at.join(', ')}`));
+      expect(l.acknowledged).toBe(N);
+      expect(l.missing, 'acknowledged, never delivered').toEqual([]);
+      expect(l.unexpected).toEqual([]);
+      expect(l.foreignRepeats, 'a repeat that is not the same attempt again').toEqual([]);
+      for (const p of procs) if (p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill('SIGKILL');
+    },
+    150_000,
+  );
 });

@@ -18,24 +18,30 @@ import { apiClient, newDbWithOrg, waitFor } from '../helpers/service.ts';
 import { rid } from '../helpers/ids.ts';
 import { ingestRequest } from '../helpers/producer.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
-
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 type Child = ChildService;
 
 /** svc on NATS with no local runner, optionally with a crash fault switched on, optionally not delivering. */
 const spawnSvc = (natsUrl: string, db: string, opts: { fault?: 'BEFORE' | 'AFTER'; noDeliver?: boolean } = {}): Promise<Child> =>
-  spawnService(db, ['--nats', natsUrl, '--no-local-runner', ...(opts.noDeliver ? ['--no-deliver'] : [])], opts.fault ? { [`SVC_FAULT_CRASH_${opts.fault}_PUBLISH`]: '1' } : {});
-
+  spawnService(
+    db,
+    ['--nats', natsUrl, '--no-local-runner', ...(opts.noDeliver ? ['--no-deliver'] : [])],
+    opts.fault ? { [`SVC_FAULT_CRASH_${opts.fault}_PUBLISH`]: '1' } : {},
+  );
 
 /** Events committed and not yet stored by JetStream: outbox rows, and events queued in their history row after the relay's cursor (NATS subjects). */
 function queuedRows(db: string, orgId: string): Array<{ event_id: string; subject: string }> {
   const h = new Database(db, { readonly: true, fileMustExist: true });
   try {
-    const outbox = h.prepare('SELECT event_id, subject FROM outbox WHERE org_id = ? ORDER BY seq').all(orgId) as Array<{ event_id: string; subject: string }>;
+    const outbox = h.prepare('SELECT event_id, subject FROM outbox WHERE org_id = ? ORDER BY seq').all(orgId) as Array<{
+      event_id: string;
+      subject: string;
+    }>;
     const history = h
-      .prepare('SELECT event_id, subject FROM events WHERE org_id = ? AND seq > (SELECT events_seq FROM relay_cursor) AND batch IS NOT NULL ORDER BY seq')
+      .prepare(
+        'SELECT event_id, subject FROM events WHERE org_id = ? AND seq > (SELECT events_seq FROM relay_cursor) AND batch IS NOT NULL ORDER BY seq',
+      )
       .all(orgId) as Array<{ event_id: string; subject: string }>;
     return [...outbox, ...history.map((r) => ({ event_id: r.event_id, subject: `svc.events.${r.subject.split('/').join('.')}` }))];
   } finally {
@@ -46,7 +52,14 @@ function queuedRows(db: string, orgId: string): Array<{ event_id: string; subjec
 /** The facts of one external workflow with one step: 4 facts, 4 events. */
 function workflowFacts(orgId: string) {
   const workflow = { id: rid('wfx'), type: 'manual_deploy', owner_id: 'inst_ext', owner_type: 'installs' };
-  const step = { id: 'st_deploy', name: 'deploy api', idx: 0, target_type: 'install_deploys', component_id: 'cmp_api', execution_type: 'system' };
+  const step = {
+    id: 'st_deploy',
+    name: 'deploy api',
+    idx: 0,
+    target_type: 'install_deploys',
+    component_id: 'cmp_api',
+    execution_type: 'system',
+  };
   const W = workflow.id;
   return [
     { body: { kind: 'workflow', transition: 'started', workflow }, subject: `${orgId}/workflow/${W}/started` },
@@ -128,7 +141,12 @@ describe.skipIf(findNatsServer() === null)('crash recovery (NATS, svc as a child
     expect(rx.at(`${O}-a`)).toHaveLength(0); // nothing was published, so nothing delivered
     const rows = queuedRows(db, O);
     expect(rows.length).toBeGreaterThan(0); // committed, not published
-    const committed = rows.map((r) => r.subject.replace(/^svc\.events\./, '').split('.').join('/'));
+    const committed = rows.map((r) =>
+      r.subject
+        .replace(/^svc\.events\./, '')
+        .split('.')
+        .join('/'),
+    );
     for (const s of ackedBeforeCrash) expect(committed).toContain(s); // every acknowledged fact was committed
 
     // restart on the same database, without the fault
@@ -138,7 +156,11 @@ describe.skipIf(findNatsServer() === null)('crash recovery (NATS, svc as a child
       await sending; // the producers' unanswered messages are answered now (duplicates or new facts)
       const expected = workflows.flat().map((f) => f.subject);
       expect(expected).toHaveLength(32);
-      await waitFor(() => rx.at(`${O}-a`).length >= expected.length, 15_000, `all ${expected.length} deliveries (have ${rx.at(`${O}-a`).length})`);
+      await waitFor(
+        () => rx.at(`${O}-a`).length >= expected.length,
+        15_000,
+        `all ${expected.length} deliveries (have ${rx.at(`${O}-a`).length})`,
+      );
       // the outbox pruned (JetStream holds what is published) and the work queue empty (every
       // attempt made and acknowledged): a duplicate cannot arrive after this
       await childSettled(db, { jsm });

@@ -13,7 +13,7 @@ import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { post, waitStep, waitWf } from '../helpers/workflows.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const CONFIG = { sandbox: { size: 'small' }, components: [{ name: 'api', values: { image: 'api:1' } }] };
 const RETENTION_MS = 3_600_000;
@@ -60,7 +60,10 @@ describe('an oversized producer fact', () => {
     const installA = await provisionedInstall(apiA);
     const installB = await provisionedInstall(apiB);
     // ~940 KB of changes: 10,000 addresses of ~80 characters
-    const changes = Array.from({ length: 10_000 }, (_, i) => ({ address: `module.very_long_module_name.kubernetes_deployment.resource_number_${String(i).padStart(8, '0')}`, action: 'update' }));
+    const changes = Array.from({ length: 10_000 }, (_, i) => ({
+      address: `module.very_long_module_name.kubernetes_deployment.resource_number_${String(i).padStart(8, '0')}`,
+      action: 'update',
+    }));
     expect(Buffer.byteLength(JSON.stringify({ changes }))).toBeGreaterThan(900_000);
     runner.holdWhen((job) => job.operation === 'component.plan');
 
@@ -77,7 +80,10 @@ describe('an oversized producer fact', () => {
 
     // the big one and B's drift in the same moment (one group commit, if they meet)
     const big: Answer = [{ status: 'succeeded', plan: { changes } }];
-    const small: Answer = [{ status: 'started' }, { status: 'succeeded', plan: { changes: [{ address: 'kubernetes_deployment.api', action: 'update' }] } }];
+    const small: Answer = [
+      { status: 'started' },
+      { status: 'succeeded', plan: { changes: [{ address: 'kubernetes_deployment.api', action: 'update' }] } },
+    ];
     const [repliesA, repliesB] = await Promise.all([runner.send(jobA, big), runner.send(jobB, small)]);
     expect(repliesA).toHaveLength(1);
     expect(repliesA[0]).toMatchObject({ ok: false, error: 'event_too_large' });
@@ -107,7 +113,7 @@ describe('an oversized producer fact', () => {
     // A's runner sends a plan within the limit: the step ends, one drift event
     expect(await runner.send(jobA, [{ status: 'succeeded', plan: { changes: changes.slice(0, 100) } }])).toEqual([{ ok: true }]);
     expect((await waitWf(apiA, scanA.workflow_id)).status).toBe('succeeded');
-    expect(((await apiA.get('/v1/events?type=com.svc.drift.detected.v1')).body.data as Json[])).toHaveLength(1);
+    expect((await apiA.get('/v1/events?type=com.svc.drift.detected.v1')).body.data as Json[]).toHaveLength(1);
     runner.policy = autoAnswer;
   }, 60_000);
 
@@ -116,9 +122,38 @@ describe('an oversized producer fact', () => {
     const hook = (await apiA.get('/v1/orgs/current/webhooks')).body[0].webhook_id;
     // an event kept from before the limits, and set aside by the relay as unpublishable
     const id = rid('evt');
-    const body = JSON.stringify({ specversion: '1.0', id, source: '//x/ctl-api', type: 'com.svc.workflow.lifecycle.v1', subject: `${a.org_id}/workflow/wf_x/started`, data: {} });
-    insertEvent(db, { event_id: id, org_id: a.org_id, type: 'com.svc.workflow.lifecycle.v1', subject: `${a.org_id}/workflow/wf_x/started`, body, route: '{}', created_ms: clock.now() });
-    setAsideEvent(db, { seq: -1, event_id: id, org_id: a.org_id, subject: 'svc.events.x', type: 'com.svc.workflow.lifecycle.v1', body, route: '{}', batch: null, progress: [] }, 'event over the limit');
+    const body = JSON.stringify({
+      specversion: '1.0',
+      id,
+      source: '//x/ctl-api',
+      type: 'com.svc.workflow.lifecycle.v1',
+      subject: `${a.org_id}/workflow/wf_x/started`,
+      data: {},
+    });
+    insertEvent(db, {
+      event_id: id,
+      org_id: a.org_id,
+      type: 'com.svc.workflow.lifecycle.v1',
+      subject: `${a.org_id}/workflow/wf_x/started`,
+      body,
+      route: '{}',
+      created_ms: clock.now(),
+    });
+    setAsideEvent(
+      db,
+      {
+        seq: -1,
+        event_id: id,
+        org_id: a.org_id,
+        subject: 'svc.events.x',
+        type: 'com.svc.workflow.lifecycle.v1',
+        body,
+        route: '{}',
+        batch: null,
+        progress: [],
+      },
+      'event over the limit',
+    );
     const resend = await apiA.post(`/v1/orgs/current/webhooks/${hook}/resend`, { event_id: id });
     expect(resend.status, resend.text).toBe(409);
     expect(resend.body).toMatchObject({ error: 'conflict' });

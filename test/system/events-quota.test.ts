@@ -29,20 +29,45 @@ describe('svc serve --max-events-per-org', () => {
       let nb = 0;
       for (let i = 0; i < 25_000; i++) {
         insertEvent(h, { event_id: `evt_a_${i}`, org_id: a.org.org_id, type: 't', subject: 's', body: '{}', route: '{}', created_ms: now });
-        if (i % 8 === 0 && nb < 3_000) insertEvent(h, { event_id: `evt_b_${nb++}`, org_id: b.org.org_id, type: 't', subject: 's', body: '{}', route: '{}', created_ms: now });
+        if (i % 8 === 0 && nb < 3_000)
+          insertEvent(h, {
+            event_id: `evt_b_${nb++}`,
+            org_id: b.org.org_id,
+            type: 't',
+            subject: 's',
+            body: '{}',
+            route: '{}',
+            created_ms: now,
+          });
       }
-      while (nb < 3_000) insertEvent(h, { event_id: `evt_b_${nb++}`, org_id: b.org.org_id, type: 't', subject: 's', body: '{}', route: '{}', created_ms: now });
+      while (nb < 3_000)
+        insertEvent(h, {
+          event_id: `evt_b_${nb++}`,
+          org_id: b.org.org_id,
+          type: 't',
+          subject: 's',
+          body: '{}',
+          route: '{}',
+          created_ms: now,
+        });
     })();
     h.close();
 
     const svc = await spawnService(db, ['--max-events-per-org', '10000']);
     let seen = NaN;
-    await waitFor(async () => (seen = await quotaPruned(svc.url)) === 15_000, 20_000, () => `15,000 quota prunes counted (${seen} so far)`);
+    await waitFor(
+      async () => (seen = await quotaPruned(svc.url)) === 15_000,
+      20_000,
+      () => `15,000 quota prunes counted (${seen} so far)`,
+    );
     expect((await sigterm(svc)).code).toBe(0);
 
     const r = new Database(db, { readonly: true });
     try {
-      const ids = (org: string) => (r.prepare('SELECT event_id FROM events WHERE org_id = ? ORDER BY seq').all(org) as Array<{ event_id: string }>).map((e) => e.event_id);
+      const ids = (org: string) =>
+        (r.prepare('SELECT event_id FROM events WHERE org_id = ? ORDER BY seq').all(org) as Array<{ event_id: string }>).map(
+          (e) => e.event_id,
+        );
       expect(ids(a.org.org_id)).toEqual(Array.from({ length: 10_000 }, (_, i) => `evt_a_${15_000 + i}`));
       expect(ids(b.org.org_id)).toEqual(Array.from({ length: 3_000 }, (_, i) => `evt_b_${i}`));
     } finally {

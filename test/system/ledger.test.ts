@@ -17,7 +17,16 @@ import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
 import { decodeOutcomeBatch } from '../../src/outcomes/outcome.ts';
 import { outcomesSubject } from '../../src/bus/jetstream.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
-import { childSettled, children, dataplaneKey, sigterm, spawnService, spawnWorker, type ChildService, type SvcChild } from '../helpers/child-service.ts';
+import {
+  childSettled,
+  children,
+  dataplaneKey,
+  sigterm,
+  spawnService,
+  spawnWorker,
+  type ChildService,
+  type SvcChild,
+} from '../helpers/child-service.ts';
 import { apiClient, newDbWithOrg, waitFor, type ApiClient, type OrgCreds } from '../helpers/service.ts';
 import { emittedByAll, get, post, waitWf } from '../helpers/workflows.ts';
 import { ledgerLine, ledgerOf, ledgerSeed, prng, startLedgerReceiver, type LedgerReceiver } from '../helpers/ledger.ts';
@@ -105,9 +114,6 @@ function harness(ctx: TestContext) {
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-
-
-
 /** kill -9, and wait until it is gone. */
 async function kill9(c: SvcChild): Promise<void> {
   c.proc.kill('SIGKILL');
@@ -120,7 +126,12 @@ async function kill9(c: SvcChild): Promise<void> {
  * producers, keeping at most `backlog` facts acknowledged and not yet delivered: the producers
  * wait for the receiver, not for a clock, so the backlog stays and kills hit while they send.
  */
-function produce(nc: NatsConnection, orgId: string, n: number, o: { lanes: number; backlog: number; delivered: () => number; acked: string[] }): Promise<void> {
+function produce(
+  nc: NatsConnection,
+  orgId: string,
+  n: number,
+  o: { lanes: number; backlog: number; delivered: () => number; acked: string[] },
+): Promise<void> {
   let next = 0;
   const lane = async () => {
     while (next < n) {
@@ -161,7 +172,9 @@ async function expectGracefulStop(name: string, svc: SvcChild, rx: LedgerReceive
   const bye = await sigterm(svc);
   const after = rx.deliveries.length - sentAt;
   const left = total - rx.distinct('/h/all');
-  console.log(`${name}: exit ${bye.code} after ${bye.ms} ms (delivery timeout ${timeoutMs} ms); ${after} attempts reached the receiver after SIGTERM; ${left} of ${total} left queued`);
+  console.log(
+    `${name}: exit ${bye.code} after ${bye.ms} ms (delivery timeout ${timeoutMs} ms); ${after} attempts reached the receiver after SIGTERM; ${left} of ${total} left queued`,
+  );
   expect(bye.code, svc.output()).toBe(0);
   expect(bye.ms).toBeLessThan(timeoutMs + 3000);
   // an attempt already started may reach the receiver just after the signal; no other may start
@@ -220,193 +233,251 @@ async function settledInstalls(api: ApiClient): Promise<string[]> {
 // ---------------------------------------------------------------------------------------------
 
 describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
-  it('kill -9 of svc serve at random moments under a backlog: acknowledged = delivered + missing, missing 0; repeats only of attempts in flight', async (ctx) => {
-    const t = harness(ctx);
-    const N = 400;
-    const KILLS = 2;
-    const server = await t.nats();
-    const rx = await t.receiver(150); // 8 in flight → ~50 deliveries/s: a backlog of a few hundred
-    const { db, org } = newDbWithOrg('ledger');
-    const args = ['--nats', server.url, '--no-local-runner', '--delivery-threads', '1'];
-    let svc = await t.serve(db, args);
-    await createWebhook(apiClient(svc.url, org), `${rx.url}/h/all`);
-    const nc = await t.natsClient(server.url);
-
-    const acked: string[] = [];
-    const delivered = () => rx.distinct('/h/all');
-    const producing = produce(nc, org.org_id, N, { lanes: 16, backlog: 220, delivered, acked });
-    const moments = t.moments(KILLS);
-    const at: string[] = [];
-    for (const f of moments) {
-      await waitFor(() => delivered() >= Math.ceil(f * N), 90_000, `${Math.ceil(f * N)} deliveries before a kill`);
-      await kill9(svc);
-      at.push(`${delivered()} delivered of ${acked.length} acknowledged`);
-      svc = await t.serve(db, args);
-    }
-    await producing;
-    expect(acked).toHaveLength(N);
-    await waitFor(() => delivered() >= N, 90_000, `all ${N} acknowledged events delivered (have ${delivered()})`);
-    await t.settled(db, server);
-    // One delivery thread: at most 8 attempts in flight for the webhook when each kill hit (the
-    // receiver saw no more at once, asserted below), and besides them the attempts the receiver had
-    // answered whose record was still on its way to JetStream: the next attempt starts once that
-    // record is sent (startAfterTurn), not once the server has it, so a kill can cut a few of those
-    // too. Interrupted before svc knew their outcome, they are made again (CONTRACT 6.6); each is
-    // the same attempt again (no foreign repeat). Seen: 16 in most runs, 18 in one CI run. The bound
-    // is a second window's worth per kill.
-    expectLedger('nats', acked, rx, '/h/all', KILLS * 2 * PER_WEBHOOK_IN_FLIGHT, `kills ${KILLS} at moments ${moments.join(', ')} (${at.join('; ')})`);
-    expect(rx.maxInFlightPerPath()).toBeLessThanOrEqual(PER_WEBHOOK_IN_FLIGHT);
-    const bye = await sigterm(svc);
-    expect(bye.code, svc.output()).toBe(0);
-  }, TEST_MS);
-
-  it('SIGTERM with a backlog (svc serve, and with its pipeline full): exits 0 within the delivery timeout, starts nothing new, and the next process delivers the rest with no repeat', async (ctx) => {
-    const t = harness(ctx);
-    // --delivery-concurrency 8: a slow webhook with more than 32 attempts queued fills the
-    // pipeline (no room, the source waits for room): SIGTERM must not wait for the backlog then
-    for (const extra of [[], ['--delivery-concurrency', '8']]) {
-      const name = `sigterm nats ${extra.join(' ') || '(defaults)'}`;
-      const N = 160;
+  it(
+    'kill -9 of svc serve at random moments under a backlog: acknowledged = delivered + missing, missing 0; repeats only of attempts in flight',
+    async (ctx) => {
+      const t = harness(ctx);
+      const N = 400;
+      const KILLS = 2;
       const server = await t.nats();
-      const rx = await t.receiver(300);
+      const rx = await t.receiver(150); // 8 in flight → ~50 deliveries/s: a backlog of a few hundred
       const { db, org } = newDbWithOrg('ledger');
-      const args = ['--nats', server.url, '--no-local-runner', '--delivery-threads', '1', '--delivery-timeout', `${SIGTERM_TIMEOUT_MS}ms`, ...extra];
+      const args = ['--nats', server.url, '--no-local-runner', '--delivery-threads', '1'];
       let svc = await t.serve(db, args);
       await createWebhook(apiClient(svc.url, org), `${rx.url}/h/all`);
       const nc = await t.natsClient(server.url);
+
+      const acked: string[] = [];
+      const delivered = () => rx.distinct('/h/all');
+      const producing = produce(nc, org.org_id, N, { lanes: 16, backlog: 220, delivered, acked });
+      const moments = t.moments(KILLS);
+      const at: string[] = [];
+      for (const f of moments) {
+        await waitFor(() => delivered() >= Math.ceil(f * N), 90_000, `${Math.ceil(f * N)} deliveries before a kill`);
+        await kill9(svc);
+        at.push(`${delivered()} delivered of ${acked.length} acknowledged`);
+        svc = await t.serve(db, args);
+      }
+      await producing;
+      expect(acked).toHaveLength(N);
+      await waitFor(() => delivered() >= N, 90_000, `all ${N} acknowledged events delivered (have ${delivered()})`);
+      await t.settled(db, server);
+      // One delivery thread: at most 8 attempts in flight for the webhook when each kill hit (the
+      // receiver saw no more at once, asserted below), and besides them the attempts the receiver had
+      // answered whose record was still on its way to JetStream: the next attempt starts once that
+      // record is sent (startAfterTurn), not once the server has it, so a kill can cut a few of those
+      // too. Interrupted before svc knew their outcome, they are made again (CONTRACT 6.6); each is
+      // the same attempt again (no foreign repeat). Seen: 16 in most runs, 18 in one CI run. The bound
+      // is a second window's worth per kill.
+      expectLedger(
+        'nats',
+        acked,
+        rx,
+        '/h/all',
+        KILLS * 2 * PER_WEBHOOK_IN_FLIGHT,
+        `kills ${KILLS} at moments ${moments.join(', ')} (${at.join('; ')})`,
+      );
+      expect(rx.maxInFlightPerPath()).toBeLessThanOrEqual(PER_WEBHOOK_IN_FLIGHT);
+      const bye = await sigterm(svc);
+      expect(bye.code, svc.output()).toBe(0);
+    },
+    TEST_MS,
+  );
+
+  it(
+    'SIGTERM with a backlog (svc serve, and with its pipeline full): exits 0 within the delivery timeout, starts nothing new, and the next process delivers the rest with no repeat',
+    async (ctx) => {
+      const t = harness(ctx);
+      // --delivery-concurrency 8: a slow webhook with more than 32 attempts queued fills the
+      // pipeline (no room, the source waits for room): SIGTERM must not wait for the backlog then
+      for (const extra of [[], ['--delivery-concurrency', '8']]) {
+        const name = `sigterm nats ${extra.join(' ') || '(defaults)'}`;
+        const N = 160;
+        const server = await t.nats();
+        const rx = await t.receiver(300);
+        const { db, org } = newDbWithOrg('ledger');
+        const args = [
+          '--nats',
+          server.url,
+          '--no-local-runner',
+          '--delivery-threads',
+          '1',
+          '--delivery-timeout',
+          `${SIGTERM_TIMEOUT_MS}ms`,
+          ...extra,
+        ];
+        let svc = await t.serve(db, args);
+        await createWebhook(apiClient(svc.url, org), `${rx.url}/h/all`);
+        const nc = await t.natsClient(server.url);
+        const acked: string[] = [];
+        const delivered = () => rx.distinct('/h/all');
+        await produce(nc, org.org_id, N, { lanes: 16, backlog: N, delivered, acked });
+
+        // late enough, often, for the source to have gone from pulling to waiting for room
+        const [f] = t.moments(1, 0.3, 0.5, 0);
+        await waitFor(() => delivered() >= Math.ceil(f * N), 30_000, 'some deliveries before SIGTERM');
+        const left = await expectGracefulStop(name, svc, rx, N, SIGTERM_TIMEOUT_MS);
+
+        svc = await t.serve(db, args);
+        await waitFor(() => delivered() >= N, 60_000, `all ${N} delivered after the restart (have ${delivered()})`);
+        await t.settled(db, server);
+        expectLedger(name, acked, rx, '/h/all', 0, `${left} left queued at SIGTERM`);
+        expect((await sigterm(svc)).code).toBe(0);
+      }
+    },
+    TEST_MS,
+  );
+
+  it(
+    'two svc workers share a backlog; one is killed with kill -9 midway; the other delivers everything',
+    async (ctx) => {
+      const t = harness(ctx);
+      const N = 400;
+      const server = await t.nats();
+      const rx = await t.receiver(150); // 2 workers × 8 in flight → ~100 deliveries/s
+      const { db, org } = newDbWithOrg('ledger');
+      const svc = await t.serve(db, ['--nats', server.url, '--no-local-runner', '--no-deliver']);
+      await createWebhook(apiClient(svc.url, org), `${rx.url}/h/all`);
+      const env = { SVC_DATAPLANE_KEY: dataplaneKey(db) };
+      const workers = [await t.worker(server.url, env), await t.worker(server.url, env)];
+      const ids = workers.map(
+        (w) =>
+          JSON.parse(
+            w
+              .output()
+              .split('\n')
+              .find((l) => l.includes('worker ready'))!,
+          ).worker as string,
+      );
+      // who delivered what: the outcome batches each data plane sends back on svc.outcomes.<worker>
+      const nc = await t.natsClient(server.url);
+      const byWorker = new Map<string, number>(ids.map((id) => [id, 0]));
+      nc.subscribe('svc.outcomes.>', {
+        callback: (_err, m) => {
+          const b = decodeOutcomeBatch(m.string());
+          if (b && m.subject === outcomesSubject(b.worker)) byWorker.set(b.worker, (byWorker.get(b.worker) ?? 0) + b.outcomes.length);
+        },
+      });
+
       const acked: string[] = [];
       const delivered = () => rx.distinct('/h/all');
       await produce(nc, org.org_id, N, { lanes: 16, backlog: N, delivered, acked });
+      const [f] = t.moments(1, 0.2, 0.5, 0);
+      await waitFor(() => delivered() >= Math.ceil(f * N) && ids.every((id) => byWorker.get(id)! > 0), 30_000, 'both workers delivering');
+      const victim = Math.floor(t.random() * 2);
+      const before = ids.map((id) => byWorker.get(id)!);
+      await kill9(workers[victim]);
+      const at = delivered();
 
-      // late enough, often, for the source to have gone from pulling to waiting for room
-      const [f] = t.moments(1, 0.3, 0.5, 0);
-      await waitFor(() => delivered() >= Math.ceil(f * N), 30_000, 'some deliveries before SIGTERM');
-      const left = await expectGracefulStop(name, svc, rx, N, SIGTERM_TIMEOUT_MS);
-
-      svc = await t.serve(db, args);
-      await waitFor(() => delivered() >= N, 60_000, `all ${N} delivered after the restart (have ${delivered()})`);
+      await waitFor(() => delivered() >= N, 60_000, `all ${N} delivered by the surviving worker (have ${delivered()})`);
       await t.settled(db, server);
-      expectLedger(name, acked, rx, '/h/all', 0, `${left} left queued at SIGTERM`);
+      expectLedger(
+        'two workers',
+        acked,
+        rx,
+        '/h/all',
+        PER_WEBHOOK_IN_FLIGHT,
+        `worker ${victim + 1} killed at ${at} delivered; outcomes of each before the kill: ${before.join(', ')}`,
+      );
+      for (const n of before) expect(n, 'each worker had delivered some before the kill').toBeGreaterThan(0);
+      expect((await sigterm(workers[1 - victim])).code).toBe(0);
       expect((await sigterm(svc)).code).toBe(0);
-    }
-  }, TEST_MS);
-
-  it('two svc workers share a backlog; one is killed with kill -9 midway; the other delivers everything', async (ctx) => {
-    const t = harness(ctx);
-    const N = 400;
-    const server = await t.nats();
-    const rx = await t.receiver(150); // 2 workers × 8 in flight → ~100 deliveries/s
-    const { db, org } = newDbWithOrg('ledger');
-    const svc = await t.serve(db, ['--nats', server.url, '--no-local-runner', '--no-deliver']);
-    await createWebhook(apiClient(svc.url, org), `${rx.url}/h/all`);
-    const env = { SVC_DATAPLANE_KEY: dataplaneKey(db) };
-    const workers = [await t.worker(server.url, env), await t.worker(server.url, env)];
-    const ids = workers.map((w) => JSON.parse(w.output().split('\n').find((l) => l.includes('worker ready'))!).worker as string);
-    // who delivered what: the outcome batches each data plane sends back on svc.outcomes.<worker>
-    const nc = await t.natsClient(server.url);
-    const byWorker = new Map<string, number>(ids.map((id) => [id, 0]));
-    nc.subscribe('svc.outcomes.>', {
-      callback: (_err, m) => {
-        const b = decodeOutcomeBatch(m.string());
-        if (b && m.subject === outcomesSubject(b.worker)) byWorker.set(b.worker, (byWorker.get(b.worker) ?? 0) + b.outcomes.length);
-      },
-    });
-
-    const acked: string[] = [];
-    const delivered = () => rx.distinct('/h/all');
-    await produce(nc, org.org_id, N, { lanes: 16, backlog: N, delivered, acked });
-    const [f] = t.moments(1, 0.2, 0.5, 0);
-    await waitFor(() => delivered() >= Math.ceil(f * N) && ids.every((id) => byWorker.get(id)! > 0), 30_000, 'both workers delivering');
-    const victim = Math.floor(t.random() * 2);
-    const before = ids.map((id) => byWorker.get(id)!);
-    await kill9(workers[victim]);
-    const at = delivered();
-
-    await waitFor(() => delivered() >= N, 60_000, `all ${N} delivered by the surviving worker (have ${delivered()})`);
-    await t.settled(db, server);
-    expectLedger('two workers', acked, rx, '/h/all', PER_WEBHOOK_IN_FLIGHT, `worker ${victim + 1} killed at ${at} delivered; outcomes of each before the kill: ${before.join(', ')}`);
-    for (const n of before) expect(n, 'each worker had delivered some before the kill').toBeGreaterThan(0);
-    expect((await sigterm(workers[1 - victim])).code).toBe(0);
-    expect((await sigterm(svc)).code).toBe(0);
-  }, TEST_MS);
+    },
+    TEST_MS,
+  );
 });
 
 describe.concurrent('ledger, embedded mode', () => {
-  it('kill -9 of svc serve at random moments while installs provision against a slow receiver: every emitted event delivered; repeats only of attempts in flight', async (ctx) => {
-    const t = harness(ctx);
-    const INSTALLS = 36;
-    const KILLS = 2;
-    const rx = await t.receiver(150);
-    const { db, org } = newDbWithOrg('ledger');
-    let svc: ChildService | null = await t.serve(db, []);
-    const api0 = apiClient(svc.url, org);
-    await createWebhook(api0, `${rx.url}/h/all`);
-    const appId = await newApp(api0);
-    // the events of one provision, to size the backlog and the kill moments
-    await createInstallReliably(() => svc, org, appId);
-    const perInstall = (await emittedByAll(api0, org.org_id, { installs: await settledInstalls(api0) })).length;
-    expect(perInstall).toBeGreaterThan(5);
-    const total = INSTALLS * perInstall;
+  it(
+    'kill -9 of svc serve at random moments while installs provision against a slow receiver: every emitted event delivered; repeats only of attempts in flight',
+    async (ctx) => {
+      const t = harness(ctx);
+      const INSTALLS = 36;
+      const KILLS = 2;
+      const rx = await t.receiver(150);
+      const { db, org } = newDbWithOrg('ledger');
+      let svc: ChildService | null = await t.serve(db, []);
+      const api0 = apiClient(svc.url, org);
+      await createWebhook(api0, `${rx.url}/h/all`);
+      const appId = await newApp(api0);
+      // the events of one provision, to size the backlog and the kill moments
+      await createInstallReliably(() => svc, org, appId);
+      const perInstall = (await emittedByAll(api0, org.org_id, { installs: await settledInstalls(api0) })).length;
+      expect(perInstall).toBeGreaterThan(5);
+      const total = INSTALLS * perInstall;
 
-    const delivered = () => rx.distinct('/h/all');
-    let created = 1;
-    let next = 1;
-    const lane = async () => {
-      while (next < INSTALLS) {
-        next++;
-        await waitFor(() => created * perInstall - delivered() < 220, 120_000, 'room in the backlog');
-        await createInstallReliably(() => svc, org, appId);
-        created++;
+      const delivered = () => rx.distinct('/h/all');
+      let created = 1;
+      let next = 1;
+      const lane = async () => {
+        while (next < INSTALLS) {
+          next++;
+          await waitFor(() => created * perInstall - delivered() < 220, 120_000, 'room in the backlog');
+          await createInstallReliably(() => svc, org, appId);
+          created++;
+        }
+      };
+      const creating = Promise.all(Array.from({ length: 4 }, lane));
+      const moments = t.moments(KILLS);
+      const at: string[] = [];
+      for (const f of moments) {
+        await waitFor(() => delivered() >= Math.ceil(f * total), 90_000, `${Math.ceil(f * total)} deliveries before a kill`);
+        const dying = svc!;
+        svc = null;
+        await kill9(dying);
+        at.push(`${delivered()} delivered, ${created} installs acknowledged`);
+        svc = await t.serve(db, []);
       }
-    };
-    const creating = Promise.all(Array.from({ length: 4 }, lane));
-    const moments = t.moments(KILLS);
-    const at: string[] = [];
-    for (const f of moments) {
-      await waitFor(() => delivered() >= Math.ceil(f * total), 90_000, `${Math.ceil(f * total)} deliveries before a kill`);
-      const dying = svc!;
-      svc = null;
-      await kill9(dying);
-      at.push(`${delivered()} delivered, ${created} installs acknowledged`);
-      svc = await t.serve(db, []);
-    }
-    await creating;
-    const api = apiClient(svc!.url, org);
-    const installs = await settledInstalls(api);
-    expect(installs.length).toBeGreaterThanOrEqual(INSTALLS);
-    const acknowledged = await emittedByAll(api, org.org_id, { installs });
-    expect(new Set(acknowledged).size).toBe(acknowledged.length);
-    await waitFor(() => delivered() >= acknowledged.length, 90_000, `all ${acknowledged.length} events delivered (have ${delivered()})`);
-    await t.settled(db);
-    expectLedger('embedded', acknowledged, rx, '/h/all', KILLS * PER_WEBHOOK_IN_FLIGHT, `${installs.length} installs × ${perInstall} events; kills ${KILLS} at moments ${moments.join(', ')} (${at.join('; ')})`);
-    expect(rx.maxInFlightPerPath()).toBeLessThanOrEqual(PER_WEBHOOK_IN_FLIGHT);
-    expect((await sigterm(svc!)).code).toBe(0);
-  }, TEST_MS);
+      await creating;
+      const api = apiClient(svc!.url, org);
+      const installs = await settledInstalls(api);
+      expect(installs.length).toBeGreaterThanOrEqual(INSTALLS);
+      const acknowledged = await emittedByAll(api, org.org_id, { installs });
+      expect(new Set(acknowledged).size).toBe(acknowledged.length);
+      await waitFor(() => delivered() >= acknowledged.length, 90_000, `all ${acknowledged.length} events delivered (have ${delivered()})`);
+      await t.settled(db);
+      expectLedger(
+        'embedded',
+        acknowledged,
+        rx,
+        '/h/all',
+        KILLS * PER_WEBHOOK_IN_FLIGHT,
+        `${installs.length} installs × ${perInstall} events; kills ${KILLS} at moments ${moments.join(', ')} (${at.join('; ')})`,
+      );
+      expect(rx.maxInFlightPerPath()).toBeLessThanOrEqual(PER_WEBHOOK_IN_FLIGHT);
+      expect((await sigterm(svc!)).code).toBe(0);
+    },
+    TEST_MS,
+  );
 
-  it('SIGTERM with a backlog: exits 0 within the delivery timeout, starts nothing new, and the next process delivers the rest with no repeat', async (ctx) => {
-    const t = harness(ctx);
-    const INSTALLS = 16;
-    const rx = await t.receiver(300);
-    const { db, org } = newDbWithOrg('ledger');
-    const args = ['--delivery-timeout', `${SIGTERM_TIMEOUT_MS}ms`];
-    let svc = await t.serve(db, args);
-    const api = apiClient(svc.url, org);
-    await createWebhook(api, `${rx.url}/h/all`);
-    const appId = await newApp(api);
-    for (let i = 0; i < INSTALLS; i++) await post(api, '/v1/installs', { app_id: appId, name: rid('inst') });
-    const installs = await settledInstalls(api);
-    const acknowledged = await emittedByAll(api, org.org_id, { installs });
-    const N = acknowledged.length;
-    const delivered = () => rx.distinct('/h/all');
+  it(
+    'SIGTERM with a backlog: exits 0 within the delivery timeout, starts nothing new, and the next process delivers the rest with no repeat',
+    async (ctx) => {
+      const t = harness(ctx);
+      const INSTALLS = 16;
+      const rx = await t.receiver(300);
+      const { db, org } = newDbWithOrg('ledger');
+      const args = ['--delivery-timeout', `${SIGTERM_TIMEOUT_MS}ms`];
+      let svc = await t.serve(db, args);
+      const api = apiClient(svc.url, org);
+      await createWebhook(api, `${rx.url}/h/all`);
+      const appId = await newApp(api);
+      for (let i = 0; i < INSTALLS; i++) await post(api, '/v1/installs', { app_id: appId, name: rid('inst') });
+      const installs = await settledInstalls(api);
+      const acknowledged = await emittedByAll(api, org.org_id, { installs });
+      const N = acknowledged.length;
+      const delivered = () => rx.distinct('/h/all');
 
-    const [f] = t.moments(1, 0.1, 0.4, 0);
-    await waitFor(() => delivered() >= Math.ceil(f * N), 30_000, 'some deliveries before SIGTERM');
-    const left = await expectGracefulStop('sigterm embedded', svc, rx, N, SIGTERM_TIMEOUT_MS);
+      const [f] = t.moments(1, 0.1, 0.4, 0);
+      await waitFor(() => delivered() >= Math.ceil(f * N), 30_000, 'some deliveries before SIGTERM');
+      const left = await expectGracefulStop('sigterm embedded', svc, rx, N, SIGTERM_TIMEOUT_MS);
 
-    svc = await t.serve(db, args);
-    await waitFor(() => delivered() >= N, 60_000, `all ${N} delivered after the restart (have ${delivered()})`);
-    await t.settled(db);
-    expectLedger('sigterm embedded', acknowledged, rx, '/h/all', 0, `${left} left queued at SIGTERM`);
-    expect((await sigterm(svc)).code).toBe(0);
-  }, TEST_MS);
+      svc = await t.serve(db, args);
+      await waitFor(() => delivered() >= N, 60_000, `all ${N} delivered after the restart (have ${delivered()})`);
+      await t.settled(db);
+      expectLedger('sigterm embedded', acknowledged, rx, '/h/all', 0, `${left} left queued at SIGTERM`);
+      expect((await sigterm(svc)).code).toBe(0);
+    },
+    TEST_MS,
+  );
 });

@@ -48,18 +48,26 @@ describe.skipIf(findNatsServer() === null)('NATS lost while running', () => {
     nats = await startNatsServer({ port, storeDir });
     // a job published while NATS was away may be lost with the connection: the engine sends it
     // again once it is JOB_RESEND_MS old on its clock
-    const wf = await waitFor(async () => {
-      const w = (await api.get(`/v1/workflows/${wfs[0].workflow_id}`)).body;
-      if (w.status === 'succeeded' || w.status === 'failed') return w;
-      clock.advance(JOB_RESEND_MS / 4);
-      return null;
-    }, 30_000, 'the provision workflow to end');
+    const wf = await waitFor(
+      async () => {
+        const w = (await api.get(`/v1/workflows/${wfs[0].workflow_id}`)).body;
+        if (w.status === 'succeeded' || w.status === 'failed') return w;
+        clock.advance(JOB_RESEND_MS / 4);
+        return null;
+      },
+      30_000,
+      'the provision workflow to end',
+    );
     expect(wf.status).toBe('succeeded');
     await svc.settled(20_000);
     const emitted = await emittedByAll(api, org.org_id, { installs: [install.install_id] });
     expect(emitted.length).toBe(2 + 4 * 2); // the workflow and 4 steps, started and succeeded
     const got = rx.subjects('all');
     expect([...got].sort()).toEqual([...emitted].sort()); // each exactly once
-    await waitFor(async () => (await api.get(`/v1/orgs/current/webhooks`)).body[0].delivery_status.attempts_total === emitted.length, 5000, 'the delivery status');
+    await waitFor(
+      async () => (await api.get(`/v1/orgs/current/webhooks`)).body[0].delivery_status.attempts_total === emitted.length,
+      5000,
+      'the delivery status',
+    );
   });
 });

@@ -50,13 +50,20 @@ describe.skipIf(!HAVE_NATS)('nats-server kill -9 and restart under load', () => 
     // a slower receiver (2 workers × 8 in flight / 180 ms: 89 a second, of 150 produced): a backlog held by the workers when the server dies
     await underLoad('nats-server restart, then a worker killed', { slowMs: 180 }, async (t) => {
       await t.factsAcknowledged(0.4);
-      const claims = () => t.workers.map((w) => [...w.output().matchAll(/"held":(\d+),"records":\d+,"unwritten":\d+,"msg":"reconnected to NATS/g)].map((m) => Number(m[1])));
+      const claims = () =>
+        t.workers.map((w) =>
+          [...w.output().matchAll(/"held":(\d+),"records":\d+,"unwritten":\d+,"msg":"reconnected to NATS/g)].map((m) => Number(m[1])),
+        );
       await t.killNats();
       // each worker has claimed what it holds (records naming it the holder); the one holding most dies before finishing it
-      const held = await waitFor(() => {
-        const c = claims();
-        return c.every((x) => x.length > 0) ? c.map((x) => x[x.length - 1]) : null;
-      }, 30_000, 'both workers to reconnect and claim what they hold');
+      const held = await waitFor(
+        () => {
+          const c = claims();
+          return c.every((x) => x.length > 0) ? c.map((x) => x[x.length - 1]) : null;
+        },
+        30_000,
+        'both workers to reconnect and claim what they hold',
+      );
       const victim = held[0] >= held[1] ? 0 : 1;
       expect(held[victim], 'the victim held events when it reconnected').toBeGreaterThan(0);
       await t.killWorker(victim);
@@ -86,13 +93,19 @@ async function underLoad(name: string, o: { slowMs?: number }, faults: (t: Scena
   cleanup.push(() => server.stop());
   const slow = await startLedgerReceiver({ delayMs: o.slowMs ?? 120 });
   const failing = await startLedgerReceiver({ status: 500 });
-  cleanup.push(() => slow.close(), () => failing.close());
+  cleanup.push(
+    () => slow.close(),
+    () => failing.close(),
+  );
 
   const { db, org } = newDbWithOrg('restart');
   const svc = await spawnService(db, ['--nats', server.url, '--no-local-runner', '--no-deliver']);
   procs.add(svc.proc);
   const api = apiClient(svc.url, org);
-  const hookIds: Record<string, string> = { slow: await createWebhook(api, `${slow.url}/h/slow`), failing: await createWebhook(api, `${failing.url}/h/failing`) };
+  const hookIds: Record<string, string> = {
+    slow: await createWebhook(api, `${slow.url}/h/slow`),
+    failing: await createWebhook(api, `${failing.url}/h/failing`),
+  };
   const env = { SVC_DATAPLANE_KEY: dataplaneKey(db) };
   const workers: SvcChild[] = [];
   for (let i = 0; i < WORKERS; i++) {
@@ -136,7 +149,8 @@ async function underLoad(name: string, o: { slowMs?: number }, faults: (t: Scena
   const killed = new Set<number>();
   await faults({
     workers,
-    factsAcknowledged: (f) => waitFor(() => acked.length >= Math.ceil(f * N), 60_000, `${Math.ceil(f * N)} facts acknowledged before a kill`).then(() => undefined),
+    factsAcknowledged: (f) =>
+      waitFor(() => acked.length >= Math.ceil(f * N), 60_000, `${Math.ceil(f * N)} facts acknowledged before a kill`).then(() => undefined),
     async killNats() {
       await server.kill();
       kills.push(Date.now());
@@ -152,7 +166,11 @@ async function underLoad(name: string, o: { slowMs?: number }, faults: (t: Scena
   });
   await producing;
   expect(acked).toHaveLength(N);
-  await waitFor(() => slow.distinct('/h/slow') >= N && failing.distinct('/h/failing') >= N, 120_000, `all ${N} events delivered to both (have ${slow.distinct('/h/slow')}, ${failing.distinct('/h/failing')})`);
+  await waitFor(
+    () => slow.distinct('/h/slow') >= N && failing.distinct('/h/failing') >= N,
+    120_000,
+    `all ${N} events delivered to both (have ${slow.distinct('/h/slow')}, ${failing.distinct('/h/failing')})`,
+  );
   const jsm = await jetstreamManager(nc);
   // ack-pending entries nats-server can never hand out (below), seen when the consumer settled
   let stale = 0;
@@ -191,12 +209,25 @@ async function underLoad(name: string, o: { slowMs?: number }, faults: (t: Scena
   } finally {
     const c = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER).catch((err: unknown) => String(err));
     const st = (await jsm.streams.info(EVENTS_STREAM)).state;
-    console.log(`${name}: after the load: outbox ${queuedCount(db)}, acks, naks and working() seen ${ackTraffic}, stale ack-pending entries (nats-server 2.9 after kill -9) ${stale}, ${EVENTS_STREAM} ${JSON.stringify(st)}, consumer ${JSON.stringify(typeof c === 'string' ? c : { ack_pending: c.num_ack_pending, redelivered: c.num_redelivered, pending: c.num_pending, delivered: c.delivered, ack_floor: c.ack_floor, waiting: c.num_waiting })}`);
-    for (const w of workers) console.log(w.output().split('\n').filter((l) => /"level":[4-9]/.test(l) && !l.includes('webhook delivery failed') && !l.includes('already holds')).slice(0, 40).join('\n'));
+    console.log(
+      `${name}: after the load: outbox ${queuedCount(db)}, acks, naks and working() seen ${ackTraffic}, stale ack-pending entries (nats-server 2.9 after kill -9) ${stale}, ${EVENTS_STREAM} ${JSON.stringify(st)}, consumer ${JSON.stringify(typeof c === 'string' ? c : { ack_pending: c.num_ack_pending, redelivered: c.num_redelivered, pending: c.num_pending, delivered: c.delivered, ack_floor: c.ack_floor, waiting: c.num_waiting })}`,
+    );
+    for (const w of workers)
+      console.log(
+        w
+          .output()
+          .split('\n')
+          .filter((l) => /"level":[4-9]/.test(l) && !l.includes('webhook delivery failed') && !l.includes('already holds'))
+          .slice(0, 40)
+          .join('\n'),
+      );
   }
 
   const bound = (natsKills * WORKERS + killed.size) * PER_WEBHOOK_IN_FLIGHT;
-  for (const [hook, rx, p] of [['slow', slow, '/h/slow'], ['failing', failing, '/h/failing']] as const) {
+  for (const [hook, rx, p] of [
+    ['slow', slow, '/h/slow'],
+    ['failing', failing, '/h/failing'],
+  ] as const) {
     const l = ledgerOf(acked, rx.deliveries, p);
     console.log(ledgerLine(`${name}, ${hook} webhook`, l, `repeat bound ${bound}; ${classify(rx.deliveries, p, kills, same(hook))}`));
     expect(l.missing, 'acknowledged, never delivered').toEqual([]);
@@ -224,7 +255,12 @@ async function underLoad(name: string, o: { slowMs?: number }, faults: (t: Scena
  * before one (how long before: an ack the server lost?), or no kill between the two; and whether
  * the same worker made both (outcome batches seen on svc.outcomes.>).
  */
-function classify(deliveries: readonly Delivery[], p: string, kills: number[], sameWorker?: (eventId: string) => boolean | undefined): string {
+function classify(
+  deliveries: readonly Delivery[],
+  p: string,
+  kills: number[],
+  sameWorker?: (eventId: string) => boolean | undefined,
+): string {
   const first = new Map<string, Delivery>();
   const counts = { inFlight: 0, finishedBefore: 0, noKillBetween: 0, same: 0, other: 0 };
   const before: number[] = [];
@@ -242,7 +278,10 @@ function classify(deliveries: readonly Delivery[], p: string, kills: number[], s
     const k = kills.find((t) => f.at <= t && t <= d.at);
     if (k === undefined) {
       counts.noKillBetween++;
-      if (between.length < 5) between.push(`first at ${f.at - kills[0]}..${(f.answeredAt ?? NaN) - kills[0]} again at ${d.at - kills[0]} ms (kill 1 = 0, kill 2 = ${kills[1] - kills[0]})`);
+      if (between.length < 5)
+        between.push(
+          `first at ${f.at - kills[0]}..${(f.answeredAt ?? NaN) - kills[0]} again at ${d.at - kills[0]} ms (kill 1 = 0, kill 2 = ${kills[1] - kills[0]})`,
+        );
     } else if ((f.answeredAt ?? Infinity) >= k) counts.inFlight++;
     else {
       counts.finishedBefore++;
@@ -257,13 +296,16 @@ function classify(deliveries: readonly Delivery[], p: string, kills: number[], s
   );
 }
 
-
 /** An external workflow's `started`: one fact, one event, known by its subject. */
 function startedFact(orgId: string) {
   const W = rid('wfx');
   return {
     natsSubject: `svc.ingest.${orgId}.workflows.${W}`,
-    body: JSON.stringify({ kind: 'workflow', transition: 'started', workflow: { id: W, type: 'manual_deploy', owner_id: 'inst_ext', owner_type: 'installs' } }),
+    body: JSON.stringify({
+      kind: 'workflow',
+      transition: 'started',
+      workflow: { id: W, type: 'manual_deploy', owner_id: 'inst_ext', owner_type: 'installs' },
+    }),
     subject: `${orgId}/workflow/${W}/started`,
   };
 }

@@ -7,11 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../helpers/clock.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
-import { autoAnswer, FakeRunner, type Answer, type Job } from '../helpers/fake-runner.ts';
-import { getWf, post, successTrail, TERMINAL, trail, waitStep, waitWf } from '../helpers/workflows.ts';
+import { FakeRunner, type Answer, type Job } from '../helpers/fake-runner.ts';
+import { getWf, post, successTrail, trail, waitStep, waitWf } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -37,7 +37,11 @@ async function createApp(api: ApiClient, config: Json = CONFIG): Promise<{ app_i
 }
 
 /** Create an install and wait for its provision workflow to end; returns the install and that workflow. */
-async function provisioned(api: ApiClient, appId: string, labels: Record<string, string> = {}): Promise<{ install: Json; provision: Json }> {
+async function provisioned(
+  api: ApiClient,
+  appId: string,
+  labels: Record<string, string> = {},
+): Promise<{ install: Json; provision: Json }> {
   const install = await post(api, '/v1/installs', { app_id: appId, name: rid('inst'), labels });
   const list = await api.get(`/v1/installs/${install.install_id}/workflows`);
   expect(list.status).toBe(200);
@@ -69,7 +73,9 @@ describe('with the local runner', () => {
     await rcv?.close();
   });
 
-  it('runs every install workflow type with the steps of CONTRACT 4.2, in order, each started then succeeded', { timeout: 60_000 }, async () => {
+  it('runs every install workflow type with the steps of CONTRACT 4.2, in order, each started then succeeded', {
+    timeout: 60_000,
+  }, async () => {
     const { app_id } = await createApp(api);
     const { install: created, provision } = await provisioned(api, app_id, { env: 'prod' });
     const iid = created.install_id;
@@ -85,7 +91,13 @@ describe('with the local runner', () => {
     expect(names(provision)).toEqual(['provision runner', 'provision sandbox', 'deploy api', 'deploy worker', 'deploy db']);
     expect(statuses(provision)).toEqual(Array(5).fill('succeeded'));
     expect(provision.steps.map((s: Json) => s.idx)).toEqual([0, 1, 2, 3, 4]);
-    expect(provision.steps.map((s: Json) => s.target_type)).toEqual(['runners', 'install_sandbox_runs', 'install_deploys', 'install_deploys', 'install_deploys']);
+    expect(provision.steps.map((s: Json) => s.target_type)).toEqual([
+      'runners',
+      'install_sandbox_runs',
+      'install_deploys',
+      'install_deploys',
+      'install_deploys',
+    ]);
     expect(provision.steps[0].target_id).toBe(install.runner_id);
     expect(provision.steps[1].sandbox_id).toBe(install.sandbox_id);
     expect(provision.steps.slice(2).map((s: Json) => s.component_id)).toEqual([comp.api, comp.worker, comp.db]);
@@ -94,7 +106,14 @@ describe('with the local runner', () => {
     expect(install.provisioned).toBe(true);
 
     const run = async (path: string, body?: unknown): Promise<Json> => waitWf(api, (await post(api, path, body)).workflow_id);
-    const cases: Array<{ path: string; body?: unknown; type: string; steps: string[]; targets: Array<string | null>; ids?: Array<string | null> }> = [
+    const cases: Array<{
+      path: string;
+      body?: unknown;
+      type: string;
+      steps: string[];
+      targets: Array<string | null>;
+      ids?: Array<string | null>;
+    }> = [
       {
         path: `/v1/installs/${iid}/reprovision`,
         type: 'reprovision',
@@ -102,10 +121,34 @@ describe('with the local runner', () => {
         targets: ['install_sandbox_runs', 'install_deploys', 'install_deploys', 'install_deploys'],
         ids: [install.sandbox_id, comp.api, comp.worker, comp.db],
       },
-      { path: `/v1/installs/${iid}/components/${comp.worker}/deploy`, type: 'manual_deploy', steps: ['deploy worker'], targets: ['install_deploys'], ids: [comp.worker] },
-      { path: `/v1/installs/${iid}/components/${comp.db}/teardown`, type: 'teardown_component', steps: ['teardown db'], targets: ['install_deploys'], ids: [comp.db] },
-      { path: `/v1/installs/${iid}/sandbox/reprovision`, type: 'reprovision_sandbox', steps: ['reprovision sandbox'], targets: ['install_sandbox_runs'], ids: [install.sandbox_id] },
-      { path: `/v1/installs/${iid}/actions/${action.noop}/runs`, body: {}, type: 'action_workflow_run', steps: ['run noop'], targets: ['install_action_workflow_runs'] },
+      {
+        path: `/v1/installs/${iid}/components/${comp.worker}/deploy`,
+        type: 'manual_deploy',
+        steps: ['deploy worker'],
+        targets: ['install_deploys'],
+        ids: [comp.worker],
+      },
+      {
+        path: `/v1/installs/${iid}/components/${comp.db}/teardown`,
+        type: 'teardown_component',
+        steps: ['teardown db'],
+        targets: ['install_deploys'],
+        ids: [comp.db],
+      },
+      {
+        path: `/v1/installs/${iid}/sandbox/reprovision`,
+        type: 'reprovision_sandbox',
+        steps: ['reprovision sandbox'],
+        targets: ['install_sandbox_runs'],
+        ids: [install.sandbox_id],
+      },
+      {
+        path: `/v1/installs/${iid}/actions/${action.noop}/runs`,
+        body: {},
+        type: 'action_workflow_run',
+        steps: ['run noop'],
+        targets: ['install_action_workflow_runs'],
+      },
       {
         path: `/v1/installs/${iid}/actions/${action.migrate}/runs`,
         body: { inputs: { target: 'v42' } },
@@ -121,7 +164,14 @@ describe('with the local runner', () => {
         targets: ['install_deploys', 'install_deploys', 'install_deploys'],
         ids: [comp.api, comp.worker, comp.db],
       },
-      { path: `/v1/installs/${iid}/drift-scans`, body: { sandbox: true }, type: 'drift_run_reprovision_sandbox', steps: ['plan sandbox'], targets: ['install_sandbox_runs'], ids: [install.sandbox_id] },
+      {
+        path: `/v1/installs/${iid}/drift-scans`,
+        body: { sandbox: true },
+        type: 'drift_run_reprovision_sandbox',
+        steps: ['plan sandbox'],
+        targets: ['install_sandbox_runs'],
+        ids: [install.sandbox_id],
+      },
       { path: `/v1/installs/${iid}/secrets/sync`, type: 'sync_secrets', steps: ['sync secrets'], targets: [null] },
     ];
     const seen: Json[] = [];
@@ -133,9 +183,16 @@ describe('with the local runner', () => {
       expect(wf).toMatchObject({ owner_id: iid, owner_type: 'installs', parent: null });
       expect(names(wf), c.type).toEqual(c.steps);
       expect(statuses(wf), c.type).toEqual(c.steps.map(() => 'succeeded'));
-      expect(wf.steps.map((s: Json) => s.target_type), c.type).toEqual(c.targets);
+      expect(
+        wf.steps.map((s: Json) => s.target_type),
+        c.type,
+      ).toEqual(c.targets);
       expect(wf.steps.map((s: Json) => s.execution_type)).toEqual(c.steps.map(() => 'system'));
-      if (c.ids) expect(wf.steps.map((s: Json) => s.component_id ?? s.sandbox_id), c.type).toEqual(c.ids);
+      if (c.ids)
+        expect(
+          wf.steps.map((s: Json) => s.component_id ?? s.sandbox_id),
+          c.type,
+        ).toEqual(c.ids);
     }
     // an action run's workflow and step carry the action
     const migrate = seen[5];
@@ -171,7 +228,12 @@ describe('with the local runner', () => {
     const deprov = await run(`/v1/installs/${iid}/deprovision`);
     expect(deprov).toMatchObject({ type: 'deprovision', status: 'succeeded' });
     expect(names(deprov)).toEqual(['teardown cache', 'teardown worker', 'teardown api', 'deprovision sandbox']);
-    expect(deprov.steps.map((s: Json) => s.target_type)).toEqual(['install_deploys', 'install_deploys', 'install_deploys', 'install_sandbox_runs']);
+    expect(deprov.steps.map((s: Json) => s.target_type)).toEqual([
+      'install_deploys',
+      'install_deploys',
+      'install_deploys',
+      'install_sandbox_runs',
+    ]);
     expect((await api.get(`/v1/installs/${iid}`)).body.provisioned).toBe(false);
 
     const dsb = await run(`/v1/installs/${iid}/sandbox/deprovision`);
@@ -179,7 +241,7 @@ describe('with the local runner', () => {
     expect(names(dsb)).toEqual(['deprovision sandbox']);
 
     // events (commit order): workflow started; per step started then succeeded; workflow succeeded
-    const events = (await svc.events(org.org_id));
+    const events = await svc.events(org.org_id);
     for (const wf of [provision, ...seen.filter((w) => !w.type.startsWith('drift_run')), inputs, acu, deprov, dsb]) {
       expect(trail(events, wf.workflow_id), wf.type).toEqual(successTrail(names(wf)));
     }
@@ -187,11 +249,34 @@ describe('with the local runner', () => {
     for (const wf of seen.filter((w) => w.type.startsWith('drift_run'))) expect(trail(events, wf.workflow_id), wf.type).toEqual([]);
 
     // step events carry what spec 6.5 says
-    const deploy = events.find((e) => e.data.kind === 'workflow_step' && e.data.workflow.id === provision.workflow_id && e.data.step.name === 'deploy worker' && e.data.transition === 'succeeded');
-    expect(deploy.data.step).toMatchObject({ idx: 3, target_type: 'install_deploys', component_id: comp.worker, sandbox_id: null, execution_type: 'system' });
+    const deploy = events.find(
+      (e) =>
+        e.data.kind === 'workflow_step' &&
+        e.data.workflow.id === provision.workflow_id &&
+        e.data.step.name === 'deploy worker' &&
+        e.data.transition === 'succeeded',
+    );
+    expect(deploy.data.step).toMatchObject({
+      idx: 3,
+      target_type: 'install_deploys',
+      component_id: comp.worker,
+      sandbox_id: null,
+      execution_type: 'system',
+    });
     expect(deploy.data.outcome.status).toBe('succeeded');
-    const sbx = events.find((e) => e.data.kind === 'workflow_step' && e.data.workflow.id === provision.workflow_id && e.data.step.name === 'provision sandbox' && e.data.transition === 'started');
-    expect(sbx.data.step).toMatchObject({ idx: 1, target_type: 'install_sandbox_runs', sandbox_id: install.sandbox_id, component_id: null });
+    const sbx = events.find(
+      (e) =>
+        e.data.kind === 'workflow_step' &&
+        e.data.workflow.id === provision.workflow_id &&
+        e.data.step.name === 'provision sandbox' &&
+        e.data.transition === 'started',
+    );
+    expect(sbx.data.step).toMatchObject({
+      idx: 1,
+      target_type: 'install_sandbox_runs',
+      sandbox_id: install.sandbox_id,
+      component_id: null,
+    });
     expect(sbx.data.outcome).toBeUndefined();
     const act = events.find((e) => e.data.kind === 'workflow_step' && e.data.workflow.id === migrate.workflow_id);
     expect(act.data.action).toEqual({ id: action.migrate, name: 'migrate' });
@@ -200,7 +285,12 @@ describe('with the local runner', () => {
     const committed = events.map((e) => e.subject).sort();
     await svc.settled();
     expect((await svc.events(org.org_id)).map((e) => e.subject).sort()).toEqual(committed);
-    expect(rcv.subjects('all').filter((s) => s.startsWith(org.org_id)).sort()).toEqual(committed);
+    expect(
+      rcv
+        .subjects('all')
+        .filter((s) => s.startsWith(org.org_id))
+        .sort(),
+    ).toEqual(committed);
   });
 
   it('a run missing a required input: its step emits started, then failed with outcome.error naming the input', async () => {
@@ -218,7 +308,7 @@ describe('with the local runner', () => {
     expect(wf.steps[0].error).not.toMatch(/dry_run/);
     expect(wf.error).toMatch(/\btarget\b/);
 
-    const events = (await svc.events(org.org_id));
+    const events = await svc.events(org.org_id);
     expect(trail(events, wf.workflow_id)).toEqual([
       'workflow::started',
       'workflow_step:run migrate:started',
@@ -233,14 +323,22 @@ describe('with the local runner', () => {
     }
     expect(failed[0].data.action).toEqual({ id: migrate, name: 'migrate' });
     // no job went to the runner for it
-    const after = svc.server.ctx.db.prepare('SELECT COUNT(*) AS n FROM jobs WHERE org_id = ? AND workflow_id = ?').get(org.org_id, wf.workflow_id) as { n: number };
+    const after = svc.server.ctx.db
+      .prepare('SELECT COUNT(*) AS n FROM jobs WHERE org_id = ? AND workflow_id = ?')
+      .get(org.org_id, wf.workflow_id) as { n: number };
     expect(after.n).toBe(0);
     expect(before.n).toBeGreaterThan(0);
 
     // an explicit null is missing too; a given value is enough
-    const nul = await waitWf(api, (await post(api, `/v1/installs/${install.install_id}/actions/${migrate}/runs`, { inputs: { target: null } })).workflow_id);
+    const nul = await waitWf(
+      api,
+      (await post(api, `/v1/installs/${install.install_id}/actions/${migrate}/runs`, { inputs: { target: null } })).workflow_id,
+    );
     expect(nul.status).toBe('failed');
-    const ok = await waitWf(api, (await post(api, `/v1/installs/${install.install_id}/actions/${migrate}/runs`, { inputs: { target: 'x' } })).workflow_id);
+    const ok = await waitWf(
+      api,
+      (await post(api, `/v1/installs/${install.install_id}/actions/${migrate}/runs`, { inputs: { target: 'x' } })).workflow_id,
+    );
     expect(ok.status).toBe('succeeded');
   });
 
@@ -263,7 +361,7 @@ describe('with the local runner', () => {
     expect(cancelled.status).toBe('cancelled');
     expect(statuses(cancelled)).toEqual(['succeeded', 'cancelled', 'cancelled', 'cancelled', 'cancelled']);
 
-    const events = (await svc.events(org.org_id));
+    const events = await svc.events(org.org_id);
     expect(trail(events, run.workflow_id)).toEqual([
       'workflow::started',
       'workflow_step:build components:started',
@@ -283,9 +381,8 @@ describe('with the local runner', () => {
     expect(late.status).toBe(409);
     expect((await api.post(`/v1/workflows/${run.workflow_id}/cancel`)).status).toBe(409);
     expect((await api.get(`/v1/installs/${install.install_id}/workflows`)).body.map((w: Json) => w.type)).toEqual(['provision']);
-    expect((await svc.events(org.org_id))).toHaveLength(events.length);
+    expect(await svc.events(org.org_id)).toHaveLength(events.length);
   });
-
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -306,7 +403,9 @@ describe('with an external runner (localRunner: false)', () => {
     await post(api, '/v1/orgs/current/webhooks', { webhook_url: rcv.hook('all') });
     await post(api, '/v1/orgs/current/webhooks', {
       webhook_url: rcv.hook('drift'),
-      interests: { resources: { components: { outcome: 'none', drift_detected: true }, sandboxes: { outcome: 'none', drift_detected: true } } },
+      interests: {
+        resources: { components: { outcome: 'none', drift_detected: true }, sandboxes: { outcome: 'none', drift_detected: true } },
+      },
     });
   });
   afterAll(async () => {
@@ -327,7 +426,13 @@ describe('with an external runner (localRunner: false)', () => {
     const install = (await api.get(`/v1/installs/${created.install_id}`)).body;
     expect(provision.status).toBe('succeeded');
     const jobs = runner.jobs.filter((j) => j.workflow_id === provision.workflow_id);
-    expect(jobs.map((j) => j.operation)).toEqual(['runner.provision', 'sandbox.provision', 'component.deploy', 'component.deploy', 'component.deploy']);
+    expect(jobs.map((j) => j.operation)).toEqual([
+      'runner.provision',
+      'sandbox.provision',
+      'component.deploy',
+      'component.deploy',
+      'component.deploy',
+    ]);
     expect(jobs[0].runner_id).not.toBe(install.runner_id); // the org's runner
     expect(jobs.slice(1).every((j) => j.runner_id === install.runner_id)).toBe(true);
     expect(jobs[1].sandbox_id).toBe(install.sandbox_id);
@@ -341,15 +446,15 @@ describe('with an external runner (localRunner: false)', () => {
     const job = await waitFor(() => runner.held.find((j) => j.workflow_id === wf.workflow_id), 5000, 'the job');
     await runner.idle(); // nothing moves until the runner answers
     expect(statuses(await getWf(api, wf.workflow_id))).toEqual(['pending']);
-    expect(trail((await svc.events(org.org_id)), wf.workflow_id)).toEqual(['workflow::started']);
+    expect(trail(await svc.events(org.org_id), wf.workflow_id)).toEqual(['workflow::started']);
     // a terminal status with no started before it counts as both
     expect(await runner.send(job, [{ status: 'succeeded' }])).toEqual([{ ok: true }]);
     const done = await waitWf(api, wf.workflow_id);
     expect(done.status).toBe('succeeded');
-    expect(trail((await svc.events(org.org_id)), wf.workflow_id)).toEqual(successTrail(['reprovision sandbox']));
+    expect(trail(await svc.events(org.org_id), wf.workflow_id)).toEqual(successTrail(['reprovision sandbox']));
     // a repeat changes nothing
     await runner.send(job, [{ status: 'succeeded' }, { status: 'started' }]);
-    expect(trail((await svc.events(org.org_id)), wf.workflow_id)).toEqual(successTrail(['reprovision sandbox']));
+    expect(trail(await svc.events(org.org_id), wf.workflow_id)).toEqual(successTrail(['reprovision sandbox']));
   });
 
   it('cancelling a workflow that waits on a job: the running step ends cancelled (with an event), pending ones silently; a late answer is ignored', async () => {
@@ -373,7 +478,7 @@ describe('with an external runner (localRunner: false)', () => {
       'workflow_step:deploy api:cancelled',
       'workflow::cancelled',
     ];
-    expect(trail((await svc.events(org.org_id)), started.workflow_id)).toEqual(trailAfterCancel);
+    expect(trail(await svc.events(org.org_id), started.workflow_id)).toEqual(trailAfterCancel);
     const jobRow = svc.server.ctx.db.prepare('SELECT status FROM jobs WHERE job_id = ?').get(job.job_id) as { status: string };
     expect(jobRow.status).toBe('cancelled');
 
@@ -381,7 +486,7 @@ describe('with an external runner (localRunner: false)', () => {
     const replies = await runner.send(job, [{ status: 'succeeded' }]);
     expect(replies[0].ok).toBe(true);
     expect(statuses(await getWf(api, started.workflow_id))).toEqual(['succeeded', 'cancelled', 'cancelled', 'cancelled']);
-    expect(trail((await svc.events(org.org_id)), started.workflow_id)).toEqual(trailAfterCancel);
+    expect(trail(await svc.events(org.org_id), started.workflow_id)).toEqual(trailAfterCancel);
     // and no further job was sent for it
     expect(runner.jobs.filter((j) => j.workflow_id === started.workflow_id)).toHaveLength(2);
 
@@ -391,8 +496,18 @@ describe('with an external runner (localRunner: false)', () => {
     await svc.settled();
     const [sandboxStep, apiStep] = cancelled.steps;
     const base = `${org.org_id}/workflow_step/${started.workflow_id}`;
-    expect(rcv.subjects('all').filter((s) => s.startsWith(base)).sort()).toEqual(
-      [`${base}/${sandboxStep.step_id}/started`, `${base}/${sandboxStep.step_id}/succeeded`, `${base}/${apiStep.step_id}/started`, `${base}/${apiStep.step_id}/cancelled`].sort(),
+    expect(
+      rcv
+        .subjects('all')
+        .filter((s) => s.startsWith(base))
+        .sort(),
+    ).toEqual(
+      [
+        `${base}/${sandboxStep.step_id}/started`,
+        `${base}/${sandboxStep.step_id}/succeeded`,
+        `${base}/${apiStep.step_id}/started`,
+        `${base}/${apiStep.step_id}/cancelled`,
+      ].sort(),
     );
   });
 
@@ -406,8 +521,10 @@ describe('with an external runner (localRunner: false)', () => {
       { address: 'kubernetes_service.worker', action: 'no-op' },
     ];
     runner.policy = (job) => {
-      if (job.operation === 'component.plan' && job.component_id === worker) return [{ status: 'started' }, { status: 'succeeded', plan: { changes } }];
-      if (job.operation === 'component.plan') return [{ status: 'started' }, { status: 'succeeded', plan: { changes: [{ address: `x.${job.component_id}`, action: 'no-op' }] } }];
+      if (job.operation === 'component.plan' && job.component_id === worker)
+        return [{ status: 'started' }, { status: 'succeeded', plan: { changes } }];
+      if (job.operation === 'component.plan')
+        return [{ status: 'started' }, { status: 'succeeded', plan: { changes: [{ address: `x.${job.component_id}`, action: 'no-op' }] } }];
       return autoAnswer(job);
     };
     const before = rcv.at('drift').length;
@@ -418,7 +535,9 @@ describe('with an external runner (localRunner: false)', () => {
     expect(planJobs.every((j) => j.plan_only === true)).toBe(true);
     expect(wf.steps.find((s: Json) => s.name === 'plan worker').plan).toEqual({ changes });
 
-    const drift = (await svc.events(org.org_id)).filter((e) => e.type === 'com.svc.drift.detected.v1' && e.data.workflow.id === wf.workflow_id);
+    const drift = (await svc.events(org.org_id)).filter(
+      (e) => e.type === 'com.svc.drift.detected.v1' && e.data.workflow.id === wf.workflow_id,
+    );
     expect(drift).toHaveLength(1);
     const stepId = wf.steps.find((s: Json) => s.name === 'plan worker').step_id;
     expect(drift[0].subject).toBe(`${org.org_id}/drift_detected/${wf.workflow_id}/${stepId}/detected`);
@@ -439,19 +558,30 @@ describe('with an external runner (localRunner: false)', () => {
     expect(got.map((r) => r.json.subject)).toEqual([drift[0].subject]);
 
     // a sandbox plan with a real change: one drift event for the sandbox
-    runner.policy = (job) => (job.operation === 'sandbox.plan' ? [{ status: 'succeeded', plan: { changes: [{ address: 'aws_vpc.main', action: 'replace' }] } }] : autoAnswer(job));
+    runner.policy = (job) =>
+      job.operation === 'sandbox.plan'
+        ? [{ status: 'succeeded', plan: { changes: [{ address: 'aws_vpc.main', action: 'replace' }] } }]
+        : autoAnswer(job);
     const sb = await waitWf(api, (await post(api, `/v1/installs/${install.install_id}/drift-scans`, { sandbox: true })).workflow_id);
     expect(sb.status).toBe('succeeded');
-    const sbDrift = (await svc.events(org.org_id)).filter((e) => e.type === 'com.svc.drift.detected.v1' && e.data.workflow.id === sb.workflow_id);
+    const sbDrift = (await svc.events(org.org_id)).filter(
+      (e) => e.type === 'com.svc.drift.detected.v1' && e.data.workflow.id === sb.workflow_id,
+    );
     expect(sbDrift).toHaveLength(1);
     expect(sbDrift[0].data.drift).toEqual({ sandbox_id: install.sandbox_id, changes: [{ address: 'aws_vpc.main', action: 'replace' }] });
     expect(sbDrift[0].interests).toEqual(expect.arrayContaining(['resource:sandboxes', 'op:sandboxes.drift']));
 
     // a plan of only no-ops, or a plan in a workflow that is not a drift scan: no drift event
-    runner.policy = (job) => (job.operation === 'component.plan' ? [{ status: 'succeeded', plan: { changes: [{ address: 'a', action: 'no-op' }] } }] : autoAnswer(job));
+    runner.policy = (job) =>
+      job.operation === 'component.plan'
+        ? [{ status: 'succeeded', plan: { changes: [{ address: 'a', action: 'no-op' }] } }]
+        : autoAnswer(job);
     const clean = await waitWf(api, (await post(api, `/v1/installs/${install.install_id}/drift-scans`, {})).workflow_id);
     expect(clean.status).toBe('succeeded');
-    runner.policy = (job) => (job.operation === 'component.deploy' ? [{ status: 'succeeded', plan: { changes: [{ address: 'a', action: 'create' }] } }] : autoAnswer(job));
+    runner.policy = (job) =>
+      job.operation === 'component.deploy'
+        ? [{ status: 'succeeded', plan: { changes: [{ address: 'a', action: 'create' }] } }]
+        : autoAnswer(job);
     const dep = await waitWf(api, (await post(api, `/v1/installs/${install.install_id}/components/${worker}/deploy`)).workflow_id);
     expect(dep.status).toBe('succeeded');
     const all = (await svc.events(org.org_id)).filter((e) => e.type === 'com.svc.drift.detected.v1');
@@ -461,7 +591,7 @@ describe('with an external runner (localRunner: false)', () => {
 
 // ---------------------------------------------------------------------------------------------
 
-describe('scheduled drift scans (the engine\'s clock advanced by the test)', () => {
+describe("scheduled drift scans (the engine's clock advanced by the test)", () => {
   let svc: TestService;
   afterAll(async () => {
     await svc?.stop();
@@ -479,7 +609,8 @@ describe('scheduled drift scans (the engine\'s clock advanced by the test)', () 
     const deprov = await waitWf(api, (await post(api, `/v1/installs/${b.install_id}/deprovision`)).workflow_id);
     expect(deprov.status).toBe('succeeded');
 
-    const scans = async (iid: string) => (await api.get(`/v1/installs/${iid}/workflows`)).body.filter((w: Json) => w.type.startsWith('drift_run'));
+    const scans = async (iid: string) =>
+      (await api.get(`/v1/installs/${iid}/workflows`)).body.filter((w: Json) => w.type.startsWith('drift_run'));
     clock.advance(DRIFT_EVERY_MS - 1);
     expect(await scans(a.install_id)).toEqual([]);
     clock.advance(1); // the scans start in this call, before it returns

@@ -15,7 +15,7 @@ import { rid } from '../helpers/ids.ts';
 import { ingestRequest } from '../helpers/producer.ts';
 import type { DeliveryStatusBook } from '../../src/outcomes/status-book.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 /** the delivery watchdog's events (CONTRACT 4.1), about the failing receivers of these tests */
 const WATCHDOG = 'com.svc.webhook.delivery.v1';
@@ -139,7 +139,10 @@ async function provisionInstall(api: ApiClient, labels: Record<string, string> =
 function provisionSubjects(org: string, wf: Json, stepFilter: (s: Json) => boolean = () => true): string[] {
   const out: string[] = [];
   for (const s of wf.steps.filter(stepFilter)) {
-    out.push(`${org}/workflow_step/${wf.workflow_id}/${s.step_id}/started`, `${org}/workflow_step/${wf.workflow_id}/${s.step_id}/succeeded`);
+    out.push(
+      `${org}/workflow_step/${wf.workflow_id}/${s.step_id}/started`,
+      `${org}/workflow_step/${wf.workflow_id}/${s.step_id}/succeeded`,
+    );
   }
   return out;
 }
@@ -212,7 +215,14 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     const subjects = [wfSubject(O, workflow.id, 'started')];
     await ext(O, { kind: 'workflow', transition: 'started', workflow });
     for (let i = 0; i < n; i++) {
-      const step = { id: `st_${i}`, name: `deploy c${i}`, idx: i, target_type: 'install_deploys', component_id: `cmp_${i}`, execution_type: 'system' };
+      const step = {
+        id: `st_${i}`,
+        name: `deploy c${i}`,
+        idx: i,
+        target_type: 'install_deploys',
+        component_id: `cmp_${i}`,
+        execution_type: 'system',
+      };
       await ext(O, { kind: 'workflow_step', transition: 'started', step }, workflow.id);
       await ext(O, { kind: 'workflow_step', transition: 'succeeded', step }, workflow.id);
       subjects.push(stepSubject(O, workflow.id, step.id, 'started'), stepSubject(O, workflow.id, step.id, 'succeeded'));
@@ -242,7 +252,10 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
       env_prod: { interests: { all_events: true }, match: { installs: { selector: { match_labels: { env: 'prod' } } } } },
       env_staging: { interests: { all_events: true }, match: { installs: { selector: { match_labels: { env: 'staging' } } } } },
       external_owner: { interests: { all_events: true }, match: { installs: { ids: [EXT_OWNER] } } },
-      web_components: { interests: { all_events: true }, match: { components: { selector: { match_labels: { tier: '*' } } }, actions: { ids: ['act_none'] } } },
+      web_components: {
+        interests: { all_events: true },
+        match: { components: { selector: { match_labels: { tier: '*' } } }, actions: { ids: ['act_none'] } },
+      },
       any_action: { interests: { all_events: true }, match: { actions: {} } },
     };
     for (const [name, sub] of Object.entries(hooks)) await createHook(api, { webhook_url: rx.hook(`${O}-${name}`), ...sub });
@@ -258,15 +271,33 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     // 2. an external teardown of the api component, owned by an install svc does not know (4 events)
     const X = rid('wfx');
     const workflow = { id: X, type: 'teardown_component', owner_id: EXT_OWNER, owner_type: 'installs' };
-    const step = { id: 'st_teardown', name: 'teardown api', idx: 0, target_type: 'install_deploys', component_id: apiComp.component_id, execution_type: 'system' };
+    const step = {
+      id: 'st_teardown',
+      name: 'teardown api',
+      idx: 0,
+      target_type: 'install_deploys',
+      component_id: apiComp.component_id,
+      execution_type: 'system',
+    };
     await ext(O, { kind: 'workflow', transition: 'started', workflow });
     await ext(O, { kind: 'workflow_step', transition: 'started', step }, X);
     await ext(O, { kind: 'workflow_step', transition: 'succeeded', step }, X);
     await ext(O, { kind: 'workflow', transition: 'succeeded' }, X);
-    const externalAll = [wfSubject(O, X, 'started'), stepSubject(O, X, step.id, 'started'), stepSubject(O, X, step.id, 'succeeded'), wfSubject(O, X, 'succeeded')];
+    const externalAll = [
+      wfSubject(O, X, 'started'),
+      stepSubject(O, X, step.id, 'started'),
+      stepSubject(O, X, step.id, 'succeeded'),
+      wfSubject(O, X, 'succeeded'),
+    ];
 
     // 3. a health verdict: api degraded (component unhealthy + install degraded)
-    expect(await producer.request(`svc.ingest.${O}.health.${I}`, { component_id: apiComp.component_id, verdict: 'degraded', reason: 'p99 high' })).toEqual({ ok: true });
+    expect(
+      await producer.request(`svc.ingest.${O}.health.${I}`, {
+        component_id: apiComp.component_id,
+        verdict: 'degraded',
+        reason: 'p99 high',
+      }),
+    ).toEqual({ ok: true });
     const compUnhealthy = `${O}/component_health/${I}/${apiComp.component_id}/unhealthy`;
     const installDegraded = `${O}/install_health/${I}/degraded`;
 
@@ -311,7 +342,10 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     for (const r of rx.at(`${O}-env_prod`)) expect(r.json.id).toBe(ids.get(r.json.subject));
     // event details the routing relies on
     const ev = (s: string) => rx.at(`${O}-all`).find((r) => r.json.subject === s)!.json;
-    expect(ev(runnerInactive)).toMatchObject({ type: 'com.svc.runner.inactive.v1', data: { kind: 'runner_inactive', install_id: I, runner: { id: R } } });
+    expect(ev(runnerInactive)).toMatchObject({
+      type: 'com.svc.runner.inactive.v1',
+      data: { kind: 'runner_inactive', install_id: I, runner: { id: R } },
+    });
     expect(ev(compUnhealthy)).toMatchObject({
       type: 'com.svc.component.health.v1',
       data: { install_id: I, component_id: apiComp.component_id, health: { verdict: 'degraded', previous: null, reason: 'p99 high' } },
@@ -354,54 +388,68 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     for (const r of afterRemoval) expect(r.headers).not.toHaveProperty('x-svc-signature');
   });
 
-  it.skipIf(skip)("a slow receiver's queue is told back to the control plane (its org is backlogged, another org is not), and its facts still commit and deliver", async () => {
-    const { O, api } = await freshOrg();
-    const other = await freshOrg();
-    rx.set(`${O}-slow`, { delayMs: 100 });
-    await createHook(api, { webhook_url: rx.hook(`${O}-slow`) });
-    await createHook(other.api, { webhook_url: rx.hook(`${other.O}-fast`) });
-    const started = (id: string) => ({ kind: 'workflow', transition: 'started', workflow: { id, type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' } });
-    // 40 events at once: 8 attempts in flight at the webhook, the rest wait 100 ms and more to start
-    const ids = Array.from({ length: 40 }, () => rid('wfx'));
-    await Promise.all(ids.map((id) => ext(O, started(id))));
-    await ext(other.O, started(rid('wfx')));
-    // the server's status book (the context's type shows only what the HTTP layer reads of it)
-    const status = svc.server.ctx.deliveryStatus as DeliveryStatusBook;
-    await waitFor(() => status.backlogged(O), 10_000, 'the data plane to say the org with the slow receiver is backlogged');
-    expect(status.backlogged(other.O)).toBe(false);
-    // while it is, its facts are held a moment (src/ingest/ingest.ts HOLD_MS), then committed and delivered
-    const more = Array.from({ length: 5 }, () => rid('wfx'));
-    await Promise.all(more.map((id) => ext(O, started(id))));
-    const all = [...ids, ...more].map((id) => wfSubject(O, id, 'started'));
-    await waitFor(() => rx.at(`${O}-slow`).length >= all.length, 20_000, `every event at the slow receiver (have ${rx.at(`${O}-slow`).length})`);
-    expect(sorted(rx.at(`${O}-slow`).map((r) => r.json.subject))).toEqual(sorted(all));
-    expect(rx.at(`${other.O}-fast`)).toHaveLength(1);
-  });
+  it.skipIf(skip)(
+    "a slow receiver's queue is told back to the control plane (its org is backlogged, another org is not), and its facts still commit and deliver",
+    async () => {
+      const { O, api } = await freshOrg();
+      const other = await freshOrg();
+      rx.set(`${O}-slow`, { delayMs: 100 });
+      await createHook(api, { webhook_url: rx.hook(`${O}-slow`) });
+      await createHook(other.api, { webhook_url: rx.hook(`${other.O}-fast`) });
+      const started = (id: string) => ({
+        kind: 'workflow',
+        transition: 'started',
+        workflow: { id, type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' },
+      });
+      // 40 events at once: 8 attempts in flight at the webhook, the rest wait 100 ms and more to start
+      const ids = Array.from({ length: 40 }, () => rid('wfx'));
+      await Promise.all(ids.map((id) => ext(O, started(id))));
+      await ext(other.O, started(rid('wfx')));
+      // the server's status book (the context's type shows only what the HTTP layer reads of it)
+      const status = svc.server.ctx.deliveryStatus as DeliveryStatusBook;
+      await waitFor(() => status.backlogged(O), 10_000, 'the data plane to say the org with the slow receiver is backlogged');
+      expect(status.backlogged(other.O)).toBe(false);
+      // while it is, its facts are held a moment (src/ingest/ingest.ts HOLD_MS), then committed and delivered
+      const more = Array.from({ length: 5 }, () => rid('wfx'));
+      await Promise.all(more.map((id) => ext(O, started(id))));
+      const all = [...ids, ...more].map((id) => wfSubject(O, id, 'started'));
+      await waitFor(
+        () => rx.at(`${O}-slow`).length >= all.length,
+        20_000,
+        `every event at the slow receiver (have ${rx.at(`${O}-slow`).length})`,
+      );
+      expect(sorted(rx.at(`${O}-slow`).map((r) => r.json.subject))).toEqual(sorted(all));
+      expect(rx.at(`${other.O}-fast`)).toHaveLength(1);
+    },
+  );
 
-  it.skipIf(skip)('a hanging receiver next to a healthy one: the healthy one gets every event well under a second after its time', async () => {
-    const { O, api } = await freshOrg();
-    const stuck = await startReceiver(); // its own server: closing it ends the hanging attempts at once
-    stuck.set(`${O}-hang`, { hang: true });
-    await createHook(api, { webhook_url: stuck.hook(`${O}-hang`) });
-    await createHook(api, { webhook_url: rx.hook(`${O}-fast`) });
-    // more events than a subscriber keeps in flight, so the hanging webhook builds a queue
-    const subjects = await externalRun(O, 12);
-    expect(subjects).toHaveLength(26);
-    await waitFor(() => rx.at(`${O}-fast`).length >= subjects.length, 10_000, 'every event at the healthy receiver');
-    const hung = stuck.at(`${O}-hang`).length;
-    await stuck.close(); // the hanging attempts fail now, and the rest of its queue fails fast
-    await svc.settled(); // nothing more will arrive anywhere
-    // not the delivery watchdog's `failing` about the hanging webhook (CONTRACT 4.1: tested in test/http/watchdog.test.ts)
-    const fast = rx.at(`${O}-fast`).filter((r) => r.json.type !== WATCHDOG);
-    expect(sorted(fast.map((r) => r.json.subject))).toEqual(sorted(subjects));
-    const lags = fast.map((r) => r.at - Date.parse(r.json.time));
-    for (const lag of lags) {
-      expect(lag).toBeGreaterThanOrEqual(-5); // same clock; a little rounding of `time` to ms
-      expect(lag).toBeLessThan(500);
-    }
-    expect(hung).toBeGreaterThan(0); // it was offered events, and was stuck on them
-    expect(hung).toBeLessThan(subjects.length);
-  });
+  it.skipIf(skip)(
+    'a hanging receiver next to a healthy one: the healthy one gets every event well under a second after its time',
+    async () => {
+      const { O, api } = await freshOrg();
+      const stuck = await startReceiver(); // its own server: closing it ends the hanging attempts at once
+      stuck.set(`${O}-hang`, { hang: true });
+      await createHook(api, { webhook_url: stuck.hook(`${O}-hang`) });
+      await createHook(api, { webhook_url: rx.hook(`${O}-fast`) });
+      // more events than a subscriber keeps in flight, so the hanging webhook builds a queue
+      const subjects = await externalRun(O, 12);
+      expect(subjects).toHaveLength(26);
+      await waitFor(() => rx.at(`${O}-fast`).length >= subjects.length, 10_000, 'every event at the healthy receiver');
+      const hung = stuck.at(`${O}-hang`).length;
+      await stuck.close(); // the hanging attempts fail now, and the rest of its queue fails fast
+      await svc.settled(); // nothing more will arrive anywhere
+      // not the delivery watchdog's `failing` about the hanging webhook (CONTRACT 4.1: tested in test/http/watchdog.test.ts)
+      const fast = rx.at(`${O}-fast`).filter((r) => r.json.type !== WATCHDOG);
+      expect(sorted(fast.map((r) => r.json.subject))).toEqual(sorted(subjects));
+      const lags = fast.map((r) => r.at - Date.parse(r.json.time));
+      for (const lag of lags) {
+        expect(lag).toBeGreaterThanOrEqual(-5); // same clock; a little rounding of `time` to ms
+        expect(lag).toBeLessThan(500);
+      }
+      expect(hung).toBeGreaterThan(0); // it was offered events, and was stuck on them
+      expect(hung).toBeLessThan(subjects.length);
+    },
+  );
 
   it.skipIf(skip)('a 500 and a 401 receiver get exactly one attempt per event (no retry)', async () => {
     const { O, api } = await freshOrg();
@@ -429,7 +477,14 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
 
     // an external workflow, every message sent twice, plus out-of-order leftovers
     const workflow = { id: rid('wfx'), type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' };
-    const step = { id: 'st_1', name: 'deploy api', idx: 0, target_type: 'install_deploys', component_id: 'cmp_api', execution_type: 'system' };
+    const step = {
+      id: 'st_1',
+      name: 'deploy api',
+      idx: 0,
+      target_type: 'install_deploys',
+      component_id: 'cmp_api',
+      execution_type: 'system',
+    };
     const W = workflow.id;
     const msgs: Json[] = [
       { kind: 'workflow', transition: 'started', workflow },
@@ -510,11 +565,19 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     const { O, api } = await freshOrg();
     const { install, api: a, worker: w } = await provisionInstall(api);
     const I = install.install_id;
-    await createHook(api, { webhook_url: rx.hook(`${O}-comp`), interests: { resources: { components: { outcome: 'none', component_health: true } } } });
-    await createHook(api, { webhook_url: rx.hook(`${O}-inst`), interests: { resources: { installs: { outcome: 'none', install_degraded: true } } } });
+    await createHook(api, {
+      webhook_url: rx.hook(`${O}-comp`),
+      interests: { resources: { components: { outcome: 'none', component_health: true } } },
+    });
+    await createHook(api, {
+      webhook_url: rx.hook(`${O}-inst`),
+      interests: { resources: { installs: { outcome: 'none', install_degraded: true } } },
+    });
     await createHook(api, {
       webhook_url: rx.hook(`${O}-both`),
-      interests: { resources: { components: { outcome: 'none', component_health: true }, installs: { outcome: 'none', install_degraded: true } } },
+      interests: {
+        resources: { components: { outcome: 'none', component_health: true }, installs: { outcome: 'none', install_degraded: true } },
+      },
     });
     await createHook(api, {
       webhook_url: rx.hook(`${O}-worker`),
@@ -530,10 +593,16 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
       expectComp: Array<{ transition: string; verdict: string; previous: string | null }>,
       expectInst: Array<{ transition: string; verdict: string; previous: string | null }>,
     ) => {
-      expect(await producer.request(`svc.ingest.${O}.health.${I}`, { component_id: c.component_id, verdict: v, reason: `${c.name} ${v}` })).toEqual({ ok: true });
+      expect(
+        await producer.request(`svc.ingest.${O}.health.${I}`, { component_id: c.component_id, verdict: v, reason: `${c.name} ${v}` }),
+      ).toEqual({ ok: true });
       seen.comp += expectComp.length;
       seen.inst += expectInst.length;
-      await waitFor(() => rx.at(`${O}-comp`).length >= seen.comp && rx.at(`${O}-inst`).length >= seen.inst, 5000, `events after ${c.name} ${v}`);
+      await waitFor(
+        () => rx.at(`${O}-comp`).length >= seen.comp && rx.at(`${O}-inst`).length >= seen.inst,
+        5000,
+        `events after ${c.name} ${v}`,
+      );
       await svc.settled(); // an extra event would have arrived by now
       const comp = rx.at(`${O}-comp`);
       const inst = rx.at(`${O}-inst`);
@@ -557,15 +626,30 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
     };
 
     await verdict(a, 'unknown', [], []); // unknown first: nothing, and it is not remembered
-    await verdict(a, 'degraded', [{ transition: 'unhealthy', verdict: 'degraded', previous: null }], [{ transition: 'degraded', verdict: 'degraded', previous: null }]);
+    await verdict(
+      a,
+      'degraded',
+      [{ transition: 'unhealthy', verdict: 'degraded', previous: null }],
+      [{ transition: 'degraded', verdict: 'degraded', previous: null }],
+    );
     await verdict(a, 'unhealthy', [], []); // degraded → unhealthy is silent, for both levels
     await verdict(a, 'unknown', [], []); // unknown changes nothing: unhealthy stands
     await verdict(w, 'degraded', [{ transition: 'unhealthy', verdict: 'degraded', previous: null }], []); // install already bad
     await verdict(a, 'healthy', [{ transition: 'recovered', verdict: 'healthy', previous: 'unhealthy' }], []); // worker still degraded
     await verdict(w, 'unknown', [], []);
-    await verdict(w, 'healthy', [{ transition: 'recovered', verdict: 'healthy', previous: 'degraded' }], [{ transition: 'recovered', verdict: 'healthy', previous: 'degraded' }]);
+    await verdict(
+      w,
+      'healthy',
+      [{ transition: 'recovered', verdict: 'healthy', previous: 'degraded' }],
+      [{ transition: 'recovered', verdict: 'healthy', previous: 'degraded' }],
+    );
     await verdict(w, 'healthy', [], []); // healthy while ok
-    await verdict(a, 'unhealthy', [{ transition: 'unhealthy', verdict: 'unhealthy', previous: 'healthy' }], [{ transition: 'degraded', verdict: 'unhealthy', previous: 'healthy' }]);
+    await verdict(
+      a,
+      'unhealthy',
+      [{ transition: 'unhealthy', verdict: 'unhealthy', previous: 'healthy' }],
+      [{ transition: 'degraded', verdict: 'unhealthy', previous: 'healthy' }],
+    );
 
     // both levels subscribed: a single-component outage is two messages each time
     const both = rx.at(`${O}-both`).map((r) => r.json.subject);
@@ -586,7 +670,7 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
 
 const HEALTH_EVERY_MS = 60_000;
 
-describe.each(modes)('runner health on the %s bus (the engine\'s clock advanced by the test)', (mode) => {
+describe.each(modes)("runner health on the %s bus (the engine's clock advanced by the test)", (mode) => {
   const skip = mode === 'nats' && !haveNats;
   const clock = new ManualClock(Date.now());
   let nats: NatsServerHandle | null = null;
@@ -653,10 +737,22 @@ describe.each(modes)('runner health on the %s bus (the engine\'s clock advanced 
       subject: `${O}/runner_unhealthy/${R}/unhealthy`,
       svckind: 'runner_unhealthy',
       svctransition: 'unhealthy',
-      data: { kind: 'runner_unhealthy', transition: 'unhealthy', org_id: O, install_id: install.install_id, runner: { id: R, group_type: 'install' } },
+      data: {
+        kind: 'runner_unhealthy',
+        transition: 'unhealthy',
+        org_id: O,
+        install_id: install.install_id,
+        runner: { id: R, group_type: 'install' },
+      },
     });
     expect(ev.data.reason).toEqual(expect.any(String));
-    expect(ev.interests).toEqual(['resource:runners', 'op:runners.unhealthy', 'event:runner.unhealthy', 'outcome:completion', 'outcome:failures']);
+    expect(ev.interests).toEqual([
+      'resource:runners',
+      'op:runners.unhealthy',
+      'event:runner.unhealthy',
+      'outcome:completion',
+      'outcome:failures',
+    ]);
     expect(ev.data.links.install).toMatch(new RegExp(`/${O}/installs/${install.install_id}$`));
 
     // recovery: running heartbeats, several checks, no event
@@ -669,7 +765,9 @@ describe.each(modes)('runner health on the %s bus (the engine\'s clock advanced 
 
     // back; an inactive message emits runner inactive and does not make it unhealthy
     await checks(3, 'running');
-    expect(await producer.request(`svc.ingest.${O}.runners.${R}`, { type: 'inactive', reason: 'scheduled rotation' })).toEqual({ ok: true });
+    expect(await producer.request(`svc.ingest.${O}.runners.${R}`, { type: 'inactive', reason: 'scheduled rotation' })).toEqual({
+      ok: true,
+    });
     await checks(5, 'running');
     expect(inactive()).toHaveLength(1);
     expect(inactive()[0].json).toMatchObject({

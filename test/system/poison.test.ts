@@ -16,7 +16,7 @@ import { rid } from '../helpers/ids.ts';
 import { deadLetters, plantEvent, plantWebhook, unpublishableCount } from '../helpers/poison.ts';
 import { MAX_EVENT_BYTES } from '../../src/handoff/set-aside.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const SECRET = 'whsec_poison_secret_do_not_log';
 const V1 = { sandbox: { size: 'small' }, components: [{ name: 'api', values: { image: 'api:1' } }] };
@@ -69,7 +69,11 @@ describe.skipIf(findNatsServer() === null)('svc serve with poison items stored',
     expect(new Set(rcv.at('sys-b').map((r) => (r.json as Json).svcorgid))).toEqual(new Set([b.org_id]));
 
     await waitFor(() => deadLetters(file).length === 2, 10_000, 'both poison items set aside');
-    expect(deadLetters(file).map((d) => [d.kind, d.item_id]).sort()).toEqual([
+    expect(
+      deadLetters(file)
+        .map((d) => [d.kind, d.item_id])
+        .sort(),
+    ).toEqual([
       ['event', poisonEvent],
       ['registry', poisonHook],
     ]);

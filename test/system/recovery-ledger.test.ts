@@ -36,8 +36,27 @@ function seedHistory(db: string, orgId: string): string[] {
         const id = randomUUID();
         const subject = `${orgId}/install/inst_${i}/started`;
         const type = 'com.svc.install.provision.started.v1';
-        const body = JSON.stringify({ specversion: '1.0', id, source: '//127.0.0.1/ctl-api', type, subject, time: new Date(at).toISOString(), svcorgid: orgId, data: { n: i } });
-        const route: EventRoute = { org: orgId, type, resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: `inst_${i}`, labels: {} }, component: null, action: null, rev: 0 };
+        const body = JSON.stringify({
+          specversion: '1.0',
+          id,
+          source: '//127.0.0.1/ctl-api',
+          type,
+          subject,
+          time: new Date(at).toISOString(),
+          svcorgid: orgId,
+          data: { n: i },
+        });
+        const route: EventRoute = {
+          org: orgId,
+          type,
+          resource: 'installs',
+          op: 'provision',
+          event: 'lifecycle.started',
+          install: { id: `inst_${i}`, labels: {} },
+          component: null,
+          action: null,
+          rev: 0,
+        };
         insertEvent(h, { event_id: id, org_id: orgId, type, subject, body, route: encodeRoute(route), created_ms: at });
         subjects.push(subject);
       }

@@ -33,8 +33,27 @@ describe('recovery bounds (CONTRACT 4.5)', () => {
           const id = randomUUID();
           const subject = `${org.org_id}/install/inst_${tag}_${i}/started`;
           const type = 'com.svc.install.provision.started.v1';
-          const body = JSON.stringify({ specversion: '1.0', id, source: '//127.0.0.1/ctl-api', type, subject, time: new Date(at).toISOString(), svcorgid: org.org_id, data: {} });
-          const route: EventRoute = { org: org.org_id, type, resource: 'installs', op: 'provision', event: 'lifecycle.started', install: { id: `inst_${tag}_${i}`, labels: {} }, component: null, action: null, rev: 0 };
+          const body = JSON.stringify({
+            specversion: '1.0',
+            id,
+            source: '//127.0.0.1/ctl-api',
+            type,
+            subject,
+            time: new Date(at).toISOString(),
+            svcorgid: org.org_id,
+            data: {},
+          });
+          const route: EventRoute = {
+            org: org.org_id,
+            type,
+            resource: 'installs',
+            op: 'provision',
+            event: 'lifecycle.started',
+            install: { id: `inst_${tag}_${i}`, labels: {} },
+            component: null,
+            action: null,
+            rev: 0,
+          };
           insertEvent(h, { event_id: id, org_id: org.org_id, type, subject, body, route: encodeRoute(route), created_ms: at });
           ids.push(id);
         }
@@ -71,21 +90,42 @@ describe('recovery bounds (CONTRACT 4.5)', () => {
     // one of them was set aside as unpublishable: never recovered
     const h = openDb(svc.db);
     try {
-      h.prepare("INSERT INTO dead_letters (id, kind, org_id, item_id, reason, data, created_at) VALUES (?, 'event', ?, ?, 'too_large', '{}', ?)").run(after[2], org.org_id, after[2], new Date().toISOString());
+      h.prepare(
+        "INSERT INTO dead_letters (id, kind, org_id, item_id, reason, data, created_at) VALUES (?, 'event', ?, ?, 'too_large', '{}', ?)",
+      ).run(after[2], org.org_id, after[2], new Date().toISOString());
     } finally {
       h.close();
     }
     const plain = await api.post(`${HOOKS}/${w}/recover`, { since: '1h' });
     expect(plain.status, plain.text).toBe(202);
     expect(plain.body.events).toBe(2);
-    await waitFor(async () => (await api.get(`${HOOKS}/${w}/recoveries/${plain.body.recovery_id}`)).body.state === 'done', 10_000, 'the first recovery to end');
-    expect(rx.at('late').map((x) => x.json.id).sort()).toEqual(after.slice(0, 2).sort());
+    await waitFor(
+      async () => (await api.get(`${HOOKS}/${w}/recoveries/${plain.body.recovery_id}`)).body.state === 'done',
+      10_000,
+      'the first recovery to end',
+    );
+    expect(
+      rx
+        .at('late')
+        .map((x) => x.json.id)
+        .sort(),
+    ).toEqual(after.slice(0, 2).sort());
 
     const all = await api.post(`${HOOKS}/${w}/recover`, { since: '1h', backfill: true, only_failed: false });
     expect(all.status, all.text).toBe(202);
     expect(all.body.events).toBe(7);
-    await waitFor(async () => (await api.get(`${HOOKS}/${w}/recoveries/${all.body.recovery_id}`)).body.state === 'done', 10_000, 'the backfill to end');
-    expect(rx.at('late').slice(2).map((x) => x.json.id).sort()).toEqual([...before, ...after.slice(0, 2)].sort());
+    await waitFor(
+      async () => (await api.get(`${HOOKS}/${w}/recoveries/${all.body.recovery_id}`)).body.state === 'done',
+      10_000,
+      'the backfill to end',
+    );
+    expect(
+      rx
+        .at('late')
+        .slice(2)
+        .map((x) => x.json.id)
+        .sort(),
+    ).toEqual([...before, ...after.slice(0, 2)].sort());
   });
 
   it('until before since is 400 and starts nothing', async () => {
@@ -100,14 +140,18 @@ describe('recovery bounds (CONTRACT 4.5)', () => {
   });
 
   it('one running recovery per webhook (409 conflict naming it, checked first), 4 per org (409 limit_exceeded); a deleted webhook stops its own', async () => {
-    await waitFor(async () => {
-      const h = openDb(svc.db);
-      try {
-        return (h.prepare('SELECT COUNT(*) AS n FROM recoveries WHERE finished_ms IS NULL').get() as { n: number }).n === 0;
-      } finally {
-        h.close();
-      }
-    }, 10_000, 'the earlier recoveries to end');
+    await waitFor(
+      async () => {
+        const h = openDb(svc.db);
+        try {
+          return (h.prepare('SELECT COUNT(*) AS n FROM recoveries WHERE finished_ms IS NULL').get() as { n: number }).n === 0;
+        } finally {
+          h.close();
+        }
+      },
+      10_000,
+      'the earlier recoveries to end',
+    );
     seed(200, 'bounds');
     const hooks: string[] = [];
     for (let i = 0; i < 5; i++) {
@@ -141,14 +185,21 @@ describe('recovery bounds (CONTRACT 4.5)', () => {
 
     // deleting a webhook stops its recovery: done, and its place in the org is free again
     expect((await api.del(`${HOOKS}/${hooks[1]}`)).status).toBe(204);
-    await waitFor(async () => {
-      const h = openDb(svc.db);
-      try {
-        return (h.prepare('SELECT finished_ms FROM recoveries WHERE recovery_id = ?').get(ids[1]) as { finished_ms: number | null }).finished_ms !== null;
-      } finally {
-        h.close();
-      }
-    }, 5000, "the deleted webhook's recovery to stop");
+    await waitFor(
+      async () => {
+        const h = openDb(svc.db);
+        try {
+          return (
+            (h.prepare('SELECT finished_ms FROM recoveries WHERE recovery_id = ?').get(ids[1]) as { finished_ms: number | null })
+              .finished_ms !== null
+          );
+        } finally {
+          h.close();
+        }
+      },
+      5000,
+      "the deleted webhook's recovery to stop",
+    );
     const now = await api.post(`${HOOKS}/${hooks[4]}/recover`, { since: '1h', backfill: true });
     expect(now.status, now.text).toBe(202);
     // every kept event of the org with backfill (7 of the first test, 200 here)
@@ -157,9 +208,14 @@ describe('recovery bounds (CONTRACT 4.5)', () => {
     await waitFor(() => rx.at('hang4').length >= 8, 5000, 'the hanging webhook to get its 8 attempts');
     const h = openDb(svc.db);
     try {
-      const r = h.prepare('SELECT fed, events FROM recoveries WHERE recovery_id = ?').get(now.body.recovery_id) as { fed: number; events: number };
+      const r = h.prepare('SELECT fed, events FROM recoveries WHERE recovery_id = ?').get(now.body.recovery_id) as {
+        fed: number;
+        events: number;
+      };
       expect(r).toEqual({ fed: 16, events: 207 });
-      expect((h.prepare("SELECT COUNT(*) AS n FROM outbox WHERE event_id LIKE '%.' || ?").get(now.body.recovery_id) as { n: number }).n).toBe(16);
+      expect(
+        (h.prepare("SELECT COUNT(*) AS n FROM outbox WHERE event_id LIKE '%.' || ?").get(now.body.recovery_id) as { n: number }).n,
+      ).toBe(16);
     } finally {
       h.close();
     }

@@ -44,7 +44,11 @@ function externalStarted(orgId: string) {
   const id = rid('wfr');
   return {
     natsSubject: `svc.ingest.${orgId}.workflows.${id}`,
-    body: JSON.stringify({ kind: 'workflow', transition: 'started', workflow: { id, type: 'provision', owner_id: 'inst_r', owner_type: 'installs' } }),
+    body: JSON.stringify({
+      kind: 'workflow',
+      transition: 'started',
+      workflow: { id, type: 'provision', owner_id: 'inst_r', owner_type: 'installs' },
+    }),
     ceSubject: `${orgId}/workflow/${id}/started`,
     eventSubject: `svc.events.${orgId}.workflow.${id}.started`,
   };
@@ -66,7 +70,8 @@ function keyOf(dbPath: string): Buffer {
 }
 
 /** Wait (for real) until JetStream would store a message sealed at `sealedAt` as a replay. */
-const pastWindow = (sealedAt: number) => waitFor(() => Date.now() > sealedAt + WINDOW_MS + 200, WINDOW_MS + 5000, 'the replay window to pass');
+const pastWindow = (sealedAt: number) =>
+  waitFor(() => Date.now() > sealedAt + WINDOW_MS + 200, WINDOW_MS + 5000, 'the replay window to pass');
 
 describe.skipIf(findNatsServer() === null)('replays (CONTRACT 6.7)', () => {
   let nats: NatsServerHandle;
@@ -108,21 +113,26 @@ describe.skipIf(findNatsServer() === null)('replays (CONTRACT 6.7)', () => {
     await nats?.stop();
   });
 
-  const attempts = async () => (await svc.api(org).get(`/v1/orgs/current/webhooks/${webhookId}`)).body.delivery_status.attempts_total as number;
+  const attempts = async () =>
+    (await svc.api(org).get(`/v1/orgs/current/webhooks/${webhookId}`)).body.delivery_status.attempts_total as number;
 
   it('a delivered event published again after the window, as captured, is not delivered again and is counted replayed; outcome batches published again are applied once', async () => {
     const fact = externalStarted(org.org_id);
     expect((await ingestRequest(nc, fact.natsSubject, fact.body, { timeout: 5000 })).json()).toEqual({ ok: true });
     await waitFor(() => rx.subjects('all').includes(fact.ceSubject), 10_000, 'the event delivered');
     const event = await waitFor(
-      () => captured.find((m) => m.subject === hopSubject && decodeHopBatch(m.data)?.some((e) => e.body.toString().includes(fact.ceSubject))),
+      () =>
+        captured.find((m) => m.subject === hopSubject && decodeHopBatch(m.data)?.some((e) => e.body.toString().includes(fact.ceSubject))),
       5000,
       'the batch of the event captured',
     );
     const events = decodeHopBatch(event.data)!;
     const eventId = events.find((e) => e.body.toString().includes(fact.ceSubject))!.id;
     const batch = await waitFor(
-      () => captured.find((m) => m.subject.startsWith('svc.outcomes.') && decodeOutcomeBatch(m.string())?.outcomes.some((o) => o.event_id === eventId)),
+      () =>
+        captured.find(
+          (m) => m.subject.startsWith('svc.outcomes.') && decodeOutcomeBatch(m.string())?.outcomes.some((o) => o.event_id === eventId),
+        ),
       5000,
       'its outcome batch captured',
     );
@@ -153,8 +163,16 @@ describe.skipIf(findNatsServer() === null)('replays (CONTRACT 6.7)', () => {
     await js.publish(batch.subject, madeUp, { msgID: 'forged.1', headers: madeUpHdrs });
 
     // counted per event of the batch
-    await waitFor(async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="replayed"')) === replayed0 + events.length, 10_000, 'the replay counted');
-    await waitFor(async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) === forged0 + 1, 10_000, 'the copy without an id counted forged');
+    await waitFor(
+      async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="replayed"')) === replayed0 + events.length,
+      10_000,
+      'the replay counted',
+    );
+    await waitFor(
+      async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) === forged0 + 1,
+      10_000,
+      'the copy without an id counted forged',
+    );
     // a genuine event after all of them is delivered, and its batch applied (batches are applied in order)
     const next = externalStarted(org.org_id);
     expect((await ingestRequest(nc, next.natsSubject, next.body, { timeout: 5000 })).json()).toEqual({ ok: true });

@@ -12,12 +12,12 @@ import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { children, childSettled, spawnService, type ChildService } from '../helpers/child-service.ts';
 import { apiClient, startService, tmpDir, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { FakeRunner } from '../helpers/fake-runner.ts';
-import { emittedByAll, getWf, post, TERMINAL, waitStep, waitWf } from '../helpers/workflows.ts';
+import { emittedByAll, getWf, post, waitStep, waitWf } from '../helpers/workflows.ts';
 import { ManualClock } from '../helpers/clock.ts';
 import { JOB_RESEND_MS } from '../../src/engine/engine.ts';
 import { rid } from '../helpers/ids.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -26,7 +26,9 @@ type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 function outboxSubjects(db: string, orgId: string): string[] {
   const h = new Database(db, { readonly: true, fileMustExist: true });
   try {
-    return (h.prepare('SELECT body FROM outbox WHERE org_id = ? ORDER BY seq').all(orgId) as Array<{ body: string }>).map((r) => JSON.parse(r.body).subject as string);
+    return (h.prepare('SELECT body FROM outbox WHERE org_id = ? ORDER BY seq').all(orgId) as Array<{ body: string }>).map(
+      (r) => JSON.parse(r.body).subject as string,
+    );
   } finally {
     h.close();
   }
@@ -62,8 +64,20 @@ async function expectDeliveredExactlyOnce(
   return got;
 }
 
-const V1 = { sandbox: { size: 'small' }, components: [{ name: 'api', values: { image: 'api:1' } }, { name: 'worker', values: { image: 'worker:1' } }] };
-const V2 = { sandbox: { size: 'small' }, components: [{ name: 'api', values: { image: 'api:2' } }, { name: 'worker', values: { image: 'worker:1' } }] };
+const V1 = {
+  sandbox: { size: 'small' },
+  components: [
+    { name: 'api', values: { image: 'api:1' } },
+    { name: 'worker', values: { image: 'worker:1' } },
+  ],
+};
+const V2 = {
+  sandbox: { size: 'small' },
+  components: [
+    { name: 'api', values: { image: 'api:2' } },
+    { name: 'worker', values: { image: 'worker:1' } },
+  ],
+};
 
 /**
  * An app with configs v1 and v2, one install provisioned on v2, an all-events webhook, a branch with
@@ -78,8 +92,14 @@ async function branchRunWaitingForApproval(api: ApiClient, rcv: Receiver, hook: 
   const install = await post(api, '/v1/installs', { app_id: app.app_id, name: rid('inst'), app_config_id: v2.app_config_id });
   const prov = (await api.get(`/v1/installs/${install.install_id}/workflows`)).body[0];
   expect((await waitWf(api, prov.workflow_id)).status).toBe('succeeded');
-  const branch = await post(api, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'all', install_ids: [install.install_id] }] });
-  const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true });
+  const branch = await post(api, `/v1/apps/${app.app_id}/branches`, {
+    name: 'main',
+    install_groups: [{ name: 'all', install_ids: [install.install_id] }],
+  });
+  const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+    app_config_id: v1.app_config_id,
+    skip_builds: true,
+  });
   const { step: plan } = await waitStep(api, run.workflow_id, 'plan install group: all', 'awaiting_approval');
   return { app, v1, v2, install, run, plan };
 }
@@ -155,7 +175,14 @@ describe('a branch run waiting for approval survives a restart', () => {
     const ctx = await branchRunWaitingForApproval(api1, rcv, 'all');
     const requested = `${org.org_id}/workflow_step_approval/${ctx.run.workflow_id}/${ctx.plan.step_id}/requested`;
     await waitFor(() => rcv.subjects('all').includes(requested), 5000, 'the approval request delivery');
-    const beforeStop = await expectDeliveredExactlyOnce(rcv, 'all', api1, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] }, () => svc1.settled());
+    const beforeStop = await expectDeliveredExactlyOnce(
+      rcv,
+      'all',
+      api1,
+      org.org_id,
+      { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] },
+      () => svc1.settled(),
+    );
     await svc1.stop();
     services.splice(services.indexOf(svc1), 1);
 
@@ -171,18 +198,32 @@ describe('a branch run waiting for approval survives a restart', () => {
     await svc2.settled(); // whatever the restart would deliver again is delivered by now
     expect(rcv.subjects('all'), 'a restart alone delivers nothing again').toEqual(beforeStop);
 
-    const approved = await api2.post(`/v1/workflows/${ctx.run.workflow_id}/steps/${ctx.plan.step_id}/approval`, { response: 'approved', note: 'after restart' });
+    const approved = await api2.post(`/v1/workflows/${ctx.run.workflow_id}/steps/${ctx.plan.step_id}/approval`, {
+      response: 'approved',
+      note: 'after restart',
+    });
     expect(approved.status, approved.text).toBe(200);
     const { wf, child } = await expectRolledBack(api2, ctx);
-    const got = await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] }, () => svc2.settled());
+    const got = await expectDeliveredExactlyOnce(
+      rcv,
+      'all',
+      api2,
+      org.org_id,
+      { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] },
+      () => svc2.settled(),
+    );
     expect(got).toEqual(expect.arrayContaining(runSubjects(org.org_id, wf, child)));
     // the skipped build step never emitted
     expect(got.filter((s) => s.includes(wf.steps[0].step_id))).toEqual([]);
     // a second approval is a conflict, on the new process too
-    expect((await api2.post(`/v1/workflows/${ctx.run.workflow_id}/steps/${ctx.plan.step_id}/approval`, { response: 'approved' })).status).toBe(409);
+    expect(
+      (await api2.post(`/v1/workflows/${ctx.run.workflow_id}/steps/${ctx.plan.step_id}/approval`, { response: 'approved' })).status,
+    ).toBe(409);
   });
 
-  it('abrupt: `svc serve` killed with SIGKILL while the step awaits approval; restarted on the same file, approved, completes once', { timeout: 60_000 }, async () => {
+  it('abrupt: `svc serve` killed with SIGKILL while the step awaits approval; restarted on the same file, approved, completes once', {
+    timeout: 60_000,
+  }, async () => {
     const db = path.join(tmpDir('svc-restart-'), 'svc.db');
     const h = openDb(db);
     const created = createOrg(h, 'restart-kill');
@@ -194,7 +235,14 @@ describe('a branch run waiting for approval survives a restart', () => {
     const ctx = await branchRunWaitingForApproval(api1, rcv, 'all');
     const requested = `${org.org_id}/workflow_step_approval/${ctx.run.workflow_id}/${ctx.plan.step_id}/requested`;
     await waitFor(() => rcv.subjects('all').includes(requested), 5000, 'the approval request delivery');
-    const beforeKill = await expectDeliveredExactlyOnce(rcv, 'all', api1, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] }, () => childSettled(db));
+    const beforeKill = await expectDeliveredExactlyOnce(
+      rcv,
+      'all',
+      api1,
+      org.org_id,
+      { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] },
+      () => childSettled(db),
+    );
 
     child.proc.kill('SIGKILL');
     const exit = await child.exited;
@@ -211,19 +259,33 @@ describe('a branch run waiting for approval survives a restart', () => {
     const approved = await api2.post(`/v1/workflows/${ctx.run.workflow_id}/steps/${ctx.plan.step_id}/approval`, { response: 'approved' });
     expect(approved.status, approved.text).toBe(200);
     const { wf, child: cwf } = await expectRolledBack(api2, ctx);
-    const got = await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] }, () => svc2.settled());
+    const got = await expectDeliveredExactlyOnce(
+      rcv,
+      'all',
+      api2,
+      org.org_id,
+      { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] },
+      () => svc2.settled(),
+    );
     expect(got).toEqual(expect.arrayContaining(runSubjects(org.org_id, wf, cwf)));
   });
 });
 
 describe('stopping right after a commit', () => {
-  it('events committed just before svc.stop() are delivered once: by the stop\'s drain or after the restart', async () => {
+  it("events committed just before svc.stop() are delivered once: by the stop's drain or after the restart", async () => {
     const svc1 = await startService();
     services.push(svc1);
     const org = svc1.createOrg('stop-after-commit');
     const api1 = svc1.api(org);
     const ctx = await branchRunWaitingForApproval(api1, rcv, 'all');
-    await expectDeliveredExactlyOnce(rcv, 'all', api1, org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] }, () => svc1.settled());
+    await expectDeliveredExactlyOnce(
+      rcv,
+      'all',
+      api1,
+      org.org_id,
+      { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] },
+      () => svc1.settled(),
+    );
 
     // the cancel commits its events; the stop begins before anything had a chance to publish them
     svc1.server.ctx.engine.cancelWorkflow(org.org_id, ctx.run.workflow_id);
@@ -239,7 +301,14 @@ describe('stopping right after a commit', () => {
     for (const c of cancelled) expect(left.includes(c) || rcv.subjects('all').includes(c), c).toBe(true);
     const svc2 = await startService({ db: svc1.db });
     services.push(svc2);
-    const got = await expectDeliveredExactlyOnce(rcv, 'all', svc2.api(org), org.org_id, { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] }, () => svc2.settled());
+    const got = await expectDeliveredExactlyOnce(
+      rcv,
+      'all',
+      svc2.api(org),
+      org.org_id,
+      { installs: [ctx.install.install_id], workflows: [ctx.run.workflow_id] },
+      () => svc2.settled(),
+    );
     expect(got).toEqual(expect.arrayContaining(cancelled));
   });
 });
@@ -263,7 +332,11 @@ describe('a job in flight across a restart (localRunner: false)', () => {
     const job = await waitFor(() => runner1.held.find((j) => j.workflow_id === started.workflow_id), 5000, 'the sandbox job');
     expect(await runner1.send(job, [{ status: 'started' }])).toEqual([{ ok: true }]);
     await waitStep(api1, started.workflow_id, 'reprovision sandbox', 'started');
-    await waitFor(() => rcv.subjects('all').includes(`${org.org_id}/workflow_step/${started.workflow_id}/${job.step_id}/started`), 5000, 'started delivery');
+    await waitFor(
+      () => rcv.subjects('all').includes(`${org.org_id}/workflow_step/${started.workflow_id}/${job.step_id}/started`),
+      5000,
+      'started delivery',
+    );
     runner1.stop();
     await svc1.stop();
     services.splice(services.indexOf(svc1), 1);
@@ -283,7 +356,10 @@ describe('a job in flight across a restart (localRunner: false)', () => {
       ['deploy worker', 'succeeded'],
     ]);
     // the next jobs went out on the new process's bus
-    expect(runner2.jobs.filter((j) => j.workflow_id === started.workflow_id).map((j) => j.operation)).toEqual(['component.deploy', 'component.deploy']);
+    expect(runner2.jobs.filter((j) => j.workflow_id === started.workflow_id).map((j) => j.operation)).toEqual([
+      'component.deploy',
+      'component.deploy',
+    ]);
     const got = await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [install.install_id] }, () => svc2.settled());
     const W = started.workflow_id;
     const mine = got.filter((s) => s.includes(`/${W}/`));

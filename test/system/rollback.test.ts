@@ -7,10 +7,10 @@ import type { Db } from '../../store/db.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { FakeRunner } from '../helpers/fake-runner.ts';
-import { get, post, TERMINAL, trail, waitStep, waitWf } from '../helpers/workflows.ts';
+import { get, post, trail, waitStep, waitWf } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -21,12 +21,15 @@ type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
  * keep writing (once a second) whatever the API call under test does.
  */
 function dumpStore(db: Db): Record<string, unknown[]> {
-  const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'webhook_delivery_status' ORDER BY name").all() as Array<{
-    name: string;
-  }>).map((t) => t.name);
+  const tables = (
+    db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'webhook_delivery_status' ORDER BY name").all() as Array<{
+      name: string;
+    }>
+  ).map((t) => t.name);
   const out: Record<string, unknown[]> = {};
   // a WITHOUT ROWID table (recovery_items) is ordered by its primary key, the first column
-  const withoutRowid = (t: string) => /WITHOUT\s+ROWID/i.test((db.prepare('SELECT sql FROM sqlite_master WHERE name = ?').get(t) as { sql: string }).sql);
+  const withoutRowid = (t: string) =>
+    /WITHOUT\s+ROWID/i.test((db.prepare('SELECT sql FROM sqlite_master WHERE name = ?').get(t) as { sql: string }).sql);
   for (const t of tables) out[t] = db.prepare(`SELECT * FROM "${t}" ORDER BY ${withoutRowid(t) ? 1 : 'rowid'}`).all();
   return out;
 }
@@ -101,7 +104,9 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
     await rcv?.close();
   });
 
-  it('two groups (by install_ids and by selector), v2 → v1 with skip_builds: reverse-diff plans, approvals, versions, diffs, child workflows', { timeout: 60_000 }, async () => {
+  it('two groups (by install_ids and by selector), v2 → v1 with skip_builds: reverse-diff plans, approvals, versions, diffs, child workflows', {
+    timeout: 60_000,
+  }, async () => {
     const { app, v1, v2 } = await appWithTwoConfigs(api);
     const canary = await provisionedOn(api, app.app_id, v2.app_config_id, { ring: 'canary' });
     const eu = await provisionedOn(api, app.app_id, v2.app_config_id, { ring: 'main', region: 'eu' });
@@ -116,13 +121,22 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
         { name: 'main', selector: { match_labels: { ring: 'main' } } },
       ],
     });
-    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true });
+    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+      app_config_id: v1.app_config_id,
+      skip_builds: true,
+    });
     expect(run.run_id).toBeTruthy();
     const W = run.workflow_id;
 
     // group 1 plan: the reverse diff, in the step and in the approval request event
     const { wf: w1, step: plan1 } = await waitStep(api, W, 'plan install group: canary', 'awaiting_approval');
-    expect(w1).toMatchObject({ type: 'app_branch_run', owner_id: branch.app_branch_id, owner_type: 'app_branches', status: 'started', parent: null });
+    expect(w1).toMatchObject({
+      type: 'app_branch_run',
+      owner_id: branch.app_branch_id,
+      owner_type: 'app_branches',
+      status: 'started',
+      parent: null,
+    });
     expect(w1.steps.map((s: Json) => [s.name, s.execution_type, s.status])).toEqual([
       ['build components', 'skipped', 'succeeded'],
       ['plan install group: canary', 'approval', 'awaiting_approval'],
@@ -151,12 +165,17 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
     const reqSubject = `${org.org_id}/workflow_step_approval/${W}/${plan1.step_id}/requested`;
     const request = (await waitFor(() => rcv.at('all').find((r) => r.json.subject === reqSubject), 5000, 'the approval request')).json;
     expect(request.type).toBe('com.svc.workflow_step.approval.v1');
-    expect(request.data.approval).toEqual({ status: 'requested', plan: expectedPlan1, url: `${svc.url}/dashboard/${org.org_id}/workflows/${W}#step-${plan1.step_id}` });
+    expect(request.data.approval).toEqual({
+      status: 'requested',
+      plan: expectedPlan1,
+      url: `${svc.url}/dashboard/${org.org_id}/workflows/${W}#step-${plan1.step_id}`,
+    });
     expect(request.data.step).toMatchObject({ id: plan1.step_id, name: 'plan install group: canary', execution_type: 'approval' });
     expect(request.data.workflow).toMatchObject({ id: W, type: 'app_branch_run', owner_type: 'app_branches' });
     expect(request.interests).toEqual(expect.arrayContaining(['event:approval.request']));
     // nothing applied yet
-    for (const i of fleet) expect((await get(api, `/v1/installs/${i.install_id}/workflows`)).map((w: Json) => w.type)).toEqual(['provision']);
+    for (const i of fleet)
+      expect((await get(api, `/v1/installs/${i.install_id}/workflows`)).map((w: Json) => w.type)).toEqual(['provision']);
 
     const ok1 = await post(api, `/v1/workflows/${W}/steps/${plan1.step_id}/approval`, { response: 'approved', note: 'canary first' }, 200);
     expect(ok1).toMatchObject({ step_id: plan1.step_id, status: 'succeeded' });
@@ -181,7 +200,9 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
     };
     expect(plan2.plan).toEqual(expectedPlan2);
     const req2 = `${org.org_id}/workflow_step_approval/${W}/${plan2.step_id}/requested`;
-    expect((await waitFor(() => rcv.at('all').find((r) => r.json.subject === req2), 5000, 'the second request')).json.data.approval.plan).toEqual(expectedPlan2);
+    expect(
+      (await waitFor(() => rcv.at('all').find((r) => r.json.subject === req2), 5000, 'the second request')).json.data.approval.plan,
+    ).toEqual(expectedPlan2);
     expect((await get(api, `/v1/installs/${canary.install_id}`)).app_config_id).toBe(v1.app_config_id);
     for (const i of [eu, us]) expect((await get(api, `/v1/installs/${i.install_id}`)).app_config_id).toBe(v2.app_config_id);
 
@@ -237,9 +258,19 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
       expect(newest.created_at >= first.created_at).toBe(true);
 
       const diff = await get(api, `/v1/installs/${i.install_id}/app-config-versions/${newest.version_id}/diff`);
-      expect(diff).toEqual({ version_id: newest.version_id, from_app_config_id: v2.app_config_id, to_app_config_id: v1.app_config_id, ...V2_TO_V1 });
+      expect(diff).toEqual({
+        version_id: newest.version_id,
+        from_app_config_id: v2.app_config_id,
+        to_app_config_id: v1.app_config_id,
+        ...V2_TO_V1,
+      });
       const firstDiff = await get(api, `/v1/installs/${i.install_id}/app-config-versions/${first.version_id}/diff`);
-      expect(firstDiff).toMatchObject({ from_app_config_id: null, to_app_config_id: v2.app_config_id, changed: true, sandbox_changed: true });
+      expect(firstDiff).toMatchObject({
+        from_app_config_id: null,
+        to_app_config_id: v2.app_config_id,
+        changed: true,
+        sandbox_changed: true,
+      });
       expect(firstDiff.components.added.map((c: Json) => c.name)).toEqual(['api', 'cache', 'worker']);
     }
     // an install of the app outside every group is untouched
@@ -248,7 +279,7 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
     expect((await get(api, `/v1/installs/${other.install_id}/workflows`)).map((w: Json) => w.type)).toEqual(['provision']);
 
     // the run's events: the skipped build step is silent; each deploy step ends after its children
-    const events = (await svc.events(org.org_id));
+    const events = await svc.events(org.org_id);
     expect(trail(events, W)).toEqual([
       'workflow::started',
       'workflow_step:plan install group: canary:started',
@@ -266,7 +297,10 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
       'workflow::succeeded',
     ]);
     const seqOf = (subject: string) => events.findIndex((e) => e.subject === subject);
-    for (const [step, members] of [[deploy1, [canary]], [deploy2, [eu, us]]] as const) {
+    for (const [step, members] of [
+      [deploy1, [canary]],
+      [deploy2, [eu, us]],
+    ] as const) {
       const stepDone = seqOf(`${org.org_id}/workflow_step/${W}/${step.step_id}/succeeded`);
       const stepStarted = seqOf(`${org.org_id}/workflow_step/${W}/${step.step_id}/started`);
       for (const i of members) {
@@ -280,9 +314,18 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
     }
     // approval events went to the approvals-only webhook too (both requests, both responses, nothing else)
     await svc.settled(); // every committed event delivered: nothing more arrives
-    expect(rcv.at('approvals').filter((r) => r.json.data.workflow.id === W).map((r) => `${r.json.data.step.name}:${r.json.data.transition}`).sort()).toEqual(
-      ['plan install group: canary:approved', 'plan install group: canary:requested', 'plan install group: main:approved', 'plan install group: main:requested'],
-    );
+    expect(
+      rcv
+        .at('approvals')
+        .filter((r) => r.json.data.workflow.id === W)
+        .map((r) => `${r.json.data.step.name}:${r.json.data.transition}`)
+        .sort(),
+    ).toEqual([
+      'plan install group: canary:approved',
+      'plan install group: canary:requested',
+      'plan install group: main:approved',
+      'plan install group: main:requested',
+    ]);
   });
 
   it('a rejected first group fails that step and the run; the rest ends cancelled without events; nothing is applied', async () => {
@@ -296,9 +339,17 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
         { name: 'second', selector: { match_labels: { ring: 'b' } } },
       ],
     });
-    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true });
+    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+      app_config_id: v1.app_config_id,
+      skip_builds: true,
+    });
     const { step } = await waitStep(api, run.workflow_id, 'plan install group: first', 'awaiting_approval');
-    const rejected = await post(api, `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'rejected', note: 'api:1 is broken' }, 200);
+    const rejected = await post(
+      api,
+      `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`,
+      { response: 'rejected', note: 'api:1 is broken' },
+      200,
+    );
     expect(rejected.status).toBe('failed');
     expect(rejected.approval).toMatchObject({ status: 'rejected', note: 'api:1 is broken' });
 
@@ -306,7 +357,7 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
     expect(wf.status).toBe('failed');
     expect(wf.error).toMatch(/reject/);
     expect(wf.steps.map((s: Json) => s.status)).toEqual(['succeeded', 'failed', 'cancelled', 'cancelled', 'cancelled']);
-    const events = (await svc.events(org.org_id));
+    const events = await svc.events(org.org_id);
     expect(trail(events, run.workflow_id)).toEqual([
       'workflow::started',
       'workflow_step:plan install group: first:started',
@@ -356,7 +407,7 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
     const done = await waitWf(api, run.workflow_id);
     expect(done.status).toBe('succeeded');
     expect(done.steps.map((s: Json) => s.status)).toEqual(Array(7).fill('succeeded'));
-    expect(trail((await svc.events(org.org_id)), run.workflow_id)).toEqual([
+    expect(trail(await svc.events(org.org_id), run.workflow_id)).toEqual([
       'workflow::started',
       'workflow_step:build components:started',
       'workflow_step:build components:succeeded',
@@ -374,22 +425,54 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
   it('rolling one install back directly: plan_only first, then applied; a config of another app is 400, an unknown one 404', async () => {
     const { app, v1, v2 } = await appWithTwoConfigs(api);
     const i = await provisionedOn(api, app.app_id, v2.app_config_id, {});
-    const plan = await post(api, `/v1/installs/${i.install_id}/app-config-updates`, { app_config_id: v1.app_config_id, plan_only: true }, 200);
-    expect(plan).toEqual({ applied: false, plan: { from_app_config_id: v2.app_config_id, to_app_config_id: v1.app_config_id, ...V2_TO_V1 } });
+    const plan = await post(
+      api,
+      `/v1/installs/${i.install_id}/app-config-updates`,
+      { app_config_id: v1.app_config_id, plan_only: true },
+      200,
+    );
+    expect(plan).toEqual({
+      applied: false,
+      plan: { from_app_config_id: v2.app_config_id, to_app_config_id: v1.app_config_id, ...V2_TO_V1 },
+    });
     const applied = await post(api, `/v1/installs/${i.install_id}/app-config-updates`, { app_config_id: v1.app_config_id });
     expect(applied).toMatchObject({ applied: true, plan: plan.plan });
     const wf = await waitWf(api, applied.workflow_id);
     expect(wf).toMatchObject({ type: 'app_config_update', status: 'succeeded', parent: null });
     const [newest] = await get(api, `/v1/installs/${i.install_id}/app-config-versions`);
-    expect(newest).toMatchObject({ version_id: applied.version_id, version: 2, app_config_id: v1.app_config_id, old_app_config_id: v2.app_config_id, status: 'succeeded', workflow_id: wf.workflow_id });
+    expect(newest).toMatchObject({
+      version_id: applied.version_id,
+      version: 2,
+      app_config_id: v1.app_config_id,
+      old_app_config_id: v2.app_config_id,
+      status: 'succeeded',
+      workflow_id: wf.workflow_id,
+    });
 
     const otherApp = await appWithTwoConfigs(api);
-    expect((await api.post(`/v1/installs/${i.install_id}/app-config-updates`, { app_config_id: otherApp.v1.app_config_id })).status).toBe(400);
+    expect((await api.post(`/v1/installs/${i.install_id}/app-config-updates`, { app_config_id: otherApp.v1.app_config_id })).status).toBe(
+      400,
+    );
     expect((await api.post(`/v1/installs/${i.install_id}/app-config-updates`, { app_config_id: 'cfg_nope' })).status).toBe(404);
-    const branch = await post(api, `/v1/apps/${app.app_id}/branches`, { name: 'b', install_groups: [{ name: 'g', install_ids: [i.install_id] }] });
-    expect((await api.post(`/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: otherApp.v1.app_config_id })).status).toBe(400);
-    expect((await api.post(`/v1/apps/${app.app_id}/branches`, { name: 'x', install_groups: [{ name: 'g', install_ids: [i.install_id] }] })).status).toBe(201);
-    expect((await api.post(`/v1/apps/${otherApp.app.app_id}/branches`, { name: 'x', install_groups: [{ name: 'g', install_ids: [i.install_id] }] })).status).toBe(400);
+    const branch = await post(api, `/v1/apps/${app.app_id}/branches`, {
+      name: 'b',
+      install_groups: [{ name: 'g', install_ids: [i.install_id] }],
+    });
+    expect(
+      (await api.post(`/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: otherApp.v1.app_config_id })).status,
+    ).toBe(400);
+    expect(
+      (await api.post(`/v1/apps/${app.app_id}/branches`, { name: 'x', install_groups: [{ name: 'g', install_ids: [i.install_id] }] }))
+        .status,
+    ).toBe(201);
+    expect(
+      (
+        await api.post(`/v1/apps/${otherApp.app.app_id}/branches`, {
+          name: 'x',
+          install_groups: [{ name: 'g', install_ids: [i.install_id] }],
+        })
+      ).status,
+    ).toBe(400);
   });
 });
 
@@ -426,12 +509,24 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
     expect(delivered).toBe((await svc.events(org.org_id)).length);
     const jobs = runner.jobs.length;
     const before = dumpStore(svc.server.ctx.db);
-    expect(Object.keys(before)).toEqual(expect.arrayContaining(['app_config_versions', 'installs', 'install_components', 'workflows', 'steps', 'jobs', 'outbox', 'runners']));
+    expect(Object.keys(before)).toEqual(
+      expect.arrayContaining(['app_config_versions', 'installs', 'install_components', 'workflows', 'steps', 'jobs', 'outbox', 'runners']),
+    );
 
-    const r1 = await post(api, `/v1/installs/${i.install_id}/app-config-updates`, { app_config_id: v1.app_config_id, plan_only: true }, 200);
+    const r1 = await post(
+      api,
+      `/v1/installs/${i.install_id}/app-config-updates`,
+      { app_config_id: v1.app_config_id, plan_only: true },
+      200,
+    );
     expect(r1).toEqual({ applied: false, plan: { from_app_config_id: v2.app_config_id, to_app_config_id: v1.app_config_id, ...V2_TO_V1 } });
     // the same config again: a plan with no change, still nothing applied
-    const r2 = await post(api, `/v1/installs/${i.install_id}/app-config-updates`, { app_config_id: v2.app_config_id, plan_only: true }, 200);
+    const r2 = await post(
+      api,
+      `/v1/installs/${i.install_id}/app-config-updates`,
+      { app_config_id: v2.app_config_id, plan_only: true },
+      200,
+    );
     expect(r2.applied).toBe(false);
     expect(r2.plan.changed).toBe(false);
     expect(r2.workflow_id).toBeUndefined();
@@ -456,16 +551,22 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
     const { app, v1, v2 } = await appWithTwoConfigs(api);
     const same = await provisionedOn(api, app.app_id, v1.app_config_id, { ring: 'g' }); // already on the target: nothing to do
     const slow = await provisionedOn(api, app.app_id, v2.app_config_id, { ring: 'g' });
-    const branch = await post(api, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: [{ name: 'g', selector: { match_labels: { ring: 'g' } } }] });
+    const branch = await post(api, `/v1/apps/${app.app_id}/branches`, {
+      name: 'main',
+      install_groups: [{ name: 'g', selector: { match_labels: { ring: 'g' } } }],
+    });
     runner.holdWhen((job) => job.install_id === slow.install_id && job.app_config_id === v1.app_config_id);
-    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true });
+    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+      app_config_id: v1.app_config_id,
+      skip_builds: true,
+    });
     const { step } = await waitStep(api, run.workflow_id, 'plan install group: g', 'awaiting_approval');
     expect(step.plan.installs.map((x: Json) => [x.install_id, x.diff.changed])).toEqual([
       [same.install_id, false],
       [slow.install_id, true],
     ]);
     await post(api, `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
-    const held = await waitFor(() => runner.held.find((j) => j.install_id === slow.install_id), 5000, 'the slow install\'s job');
+    const held = await waitFor(() => runner.held.find((j) => j.install_id === slow.install_id), 5000, "the slow install's job");
 
     // one child finished at once (no steps), the other is held: the run must wait for it
     const [sameChild] = await get(api, `/v1/installs/${same.install_id}/workflows`);
@@ -483,8 +584,10 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
     const done = await waitWf(api, run.workflow_id);
     expect(done.status).toBe('succeeded');
     expect((await get(api, `/v1/workflows/${slowChild.workflow_id}`)).status).toBe('succeeded');
-    const events = (await svc.events(org.org_id));
-    const deployDone = events.findIndex((e) => e.subject === `${org.org_id}/workflow_step/${run.workflow_id}/${mid.steps[2].step_id}/succeeded`);
+    const events = await svc.events(org.org_id);
+    const deployDone = events.findIndex(
+      (e) => e.subject === `${org.org_id}/workflow_step/${run.workflow_id}/${mid.steps[2].step_id}/succeeded`,
+    );
     const slowDone = events.findIndex((e) => e.subject === `${org.org_id}/workflow/${slowChild.workflow_id}/succeeded`);
     expect(slowDone).toBeGreaterThan(-1);
     expect(deployDone).toBeGreaterThan(slowDone);
@@ -498,7 +601,7 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
     }
   });
 
-  it('a failing install fails its group\'s deploy step and the run; later groups are cancelled', async () => {
+  it("a failing install fails its group's deploy step and the run; later groups are cancelled", async () => {
     const { app, v1, v2 } = await appWithTwoConfigs(api);
     const bad = await provisionedOn(api, app.app_id, v2.app_config_id, { ring: 'g' });
     const good = await provisionedOn(api, app.app_id, v2.app_config_id, { ring: 'g' });
@@ -511,13 +614,19 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
       ],
     });
     runner.holdWhen((job) => job.install_id === bad.install_id && job.app_config_id === v1.app_config_id);
-    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id, skip_builds: true });
+    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+      app_config_id: v1.app_config_id,
+      skip_builds: true,
+    });
     const { step } = await waitStep(api, run.workflow_id, 'plan install group: g', 'awaiting_approval');
     await post(api, `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
-    const held = await waitFor(() => runner.held.find((j) => j.install_id === bad.install_id), 5000, 'the bad install\'s job');
+    const held = await waitFor(() => runner.held.find((j) => j.install_id === bad.install_id), 5000, "the bad install's job");
     runner.holdWhen(() => false);
     await runner.idle(); // the good install has applied the config
-    expect((await get(api, `/v1/installs/${good.install_id}/app-config-versions`))[0]).toMatchObject({ app_config_id: v1.app_config_id, status: 'succeeded' });
+    expect((await get(api, `/v1/installs/${good.install_id}/app-config-versions`))[0]).toMatchObject({
+      app_config_id: v1.app_config_id,
+      status: 'succeeded',
+    });
     await runner.send(held, [{ status: 'started' }, { status: 'failed', error: 'sandbox quota exceeded' }]);
     const wf = await waitWf(api, run.workflow_id);
     expect(wf.status).toBe('failed');
@@ -528,7 +637,7 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
     const [goodVersion] = await get(api, `/v1/installs/${good.install_id}/app-config-versions`);
     expect(goodVersion).toMatchObject({ app_config_id: v1.app_config_id, status: 'succeeded' });
     expect(await get(api, `/v1/installs/${later.install_id}/app-config-versions`)).toHaveLength(1);
-    expect(trail((await svc.events(org.org_id)), run.workflow_id).slice(-3)).toEqual([
+    expect(trail(await svc.events(org.org_id), run.workflow_id).slice(-3)).toEqual([
       'workflow_step:deploy install group: g:started',
       'workflow_step:deploy install group: g:failed',
       'workflow::failed',

@@ -8,7 +8,7 @@ import { FakeRunner, type Job } from '../helpers/fake-runner.ts';
 import { get, post, waitStep, waitWf } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const cfg = (image: string) => ({ components: [{ name: 'api', values: { image } }] });
 
@@ -37,7 +37,12 @@ async function fleet(groups: number[]) {
   for (const [g, n] of groups.entries()) {
     const installs: Json[] = [];
     for (let i = 0; i < n; i++) {
-      const install = await post(api, '/v1/installs', { app_id: app.app_id, name: rid(`g${g + 1}`), labels: { ring: `g${g + 1}` }, app_config_id: v1.app_config_id });
+      const install = await post(api, '/v1/installs', {
+        app_id: app.app_id,
+        name: rid(`g${g + 1}`),
+        labels: { ring: `g${g + 1}` },
+        app_config_id: v1.app_config_id,
+      });
       const [prov] = await get(api, `/v1/installs/${install.install_id}/workflows`);
       expect((await waitWf(api, prov.workflow_id)).status).toBe('succeeded');
       installs.push(install);
@@ -65,10 +70,16 @@ async function approve(W: string, group: string): Promise<void> {
 const heldOf = (ids: string[], answered: Set<string>) => runner.held.filter((j) => ids.includes(j.install_id!) && !answered.has(j.job_id));
 
 describe('rollout policy (CONTRACT 4.3)', () => {
-  it('max_parallel 2 over 8 installs: never more than 2 updates running, started in install order, all succeed', { timeout: 120_000 }, async () => {
+  it('max_parallel 2 over 8 installs: never more than 2 updates running, started in install order, all succeed', {
+    timeout: 120_000,
+  }, async () => {
     const { app, v2, groups, branch } = await fleet([8]);
     holdUpdatesTo(v2);
-    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v2.app_config_id, skip_builds: true, rollout: { max_parallel: 2 } });
+    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+      app_config_id: v2.app_config_id,
+      skip_builds: true,
+      rollout: { max_parallel: 2 },
+    });
     const W = run.workflow_id;
     await approve(W, 'g1');
     const answered = new Set<string>();
@@ -92,13 +103,23 @@ describe('rollout policy (CONTRACT 4.3)', () => {
     for (const i of groups[0]) expect((await get(api, `/v1/installs/${i.install_id}`)).app_config_id).toBe(v2.app_config_id);
   });
 
-  it('budget 20 % of 10: 1 failure → the group succeeds and its events list it; 3 failures → it fails and the later group is cancelled', { timeout: 120_000 }, async () => {
+  it('budget 20 % of 10: 1 failure → the group succeeds and its events list it; 3 failures → it fails and the later group is cancelled', {
+    timeout: 120_000,
+  }, async () => {
     // one failure within the budget
     const a = await fleet([10]);
     holdUpdatesTo(a.v2);
-    const runA = await post(api, `/v1/apps/${a.app.app_id}/branches/${a.branch.app_branch_id}/runs`, { app_config_id: a.v2.app_config_id, skip_builds: true, rollout: { failure_budget: { max_failed_pct: 20 } } });
+    const runA = await post(api, `/v1/apps/${a.app.app_id}/branches/${a.branch.app_branch_id}/runs`, {
+      app_config_id: a.v2.app_config_id,
+      skip_builds: true,
+      rollout: { failure_budget: { max_failed_pct: 20 } },
+    });
     await approve(runA.workflow_id, 'g1');
-    await waitFor(() => runner.held.filter((j) => a.groups[0].some((i: Json) => i.install_id === j.install_id)).length === 10, 10_000, 'all 10 updates running');
+    await waitFor(
+      () => runner.held.filter((j) => a.groups[0].some((i: Json) => i.install_id === j.install_id)).length === 10,
+      10_000,
+      'all 10 updates running',
+    );
     const jobsA = runner.held.filter((j) => a.groups[0].some((i: Json) => i.install_id === j.install_id));
     const failing = jobsA[3];
     for (const j of jobsA) {
@@ -112,14 +133,27 @@ describe('rollout policy (CONTRACT 4.3)', () => {
     const eventsA = (await svc.events(org.org_id)).filter((e) => e.data?.step?.id === deployA.step_id);
     const succeeded = eventsA.find((e) => e.data.transition === 'succeeded');
     const [failedChild] = await get(api, `/v1/installs/${failing.install_id}/workflows`);
-    expect(succeeded.data.rollout).toEqual({ run_id: runA.workflow_id, failed_installs: [{ install_id: failing.install_id, workflow_id: failedChild.workflow_id, error: expect.stringContaining('disk full') }] });
+    expect(succeeded.data.rollout).toEqual({
+      run_id: runA.workflow_id,
+      failed_installs: [
+        { install_id: failing.install_id, workflow_id: failedChild.workflow_id, error: expect.stringContaining('disk full') },
+      ],
+    });
 
     // three failures: over the budget of 2; the second group never starts
     const b = await fleet([10, 1]);
     holdUpdatesTo(b.v2);
-    const runB = await post(api, `/v1/apps/${b.app.app_id}/branches/${b.branch.app_branch_id}/runs`, { app_config_id: b.v2.app_config_id, skip_builds: true, rollout: { failure_budget: { max_failed_pct: 20 } } });
+    const runB = await post(api, `/v1/apps/${b.app.app_id}/branches/${b.branch.app_branch_id}/runs`, {
+      app_config_id: b.v2.app_config_id,
+      skip_builds: true,
+      rollout: { failure_budget: { max_failed_pct: 20 } },
+    });
     await approve(runB.workflow_id, 'g1');
-    await waitFor(() => runner.held.filter((j) => b.groups[0].some((i: Json) => i.install_id === j.install_id)).length === 10, 10_000, 'all 10 updates running');
+    await waitFor(
+      () => runner.held.filter((j) => b.groups[0].some((i: Json) => i.install_id === j.install_id)).length === 10,
+      10_000,
+      'all 10 updates running',
+    );
     const jobsB = runner.held.filter((j) => b.groups[0].some((i: Json) => i.install_id === j.install_id));
     for (const [n, j] of jobsB.entries()) {
       if (n < 3) await runner.send(j, [{ status: 'started' }, { status: 'failed', error: `broken ${n}` }]);
@@ -132,15 +166,25 @@ describe('rollout policy (CONTRACT 4.3)', () => {
       ['plan install group: g2', 'cancelled'],
       ['deploy install group: g2', 'cancelled'],
     ]);
-    expect(doneB.steps.find((s: Json) => s.name === 'deploy install group: g1').error).toMatch(/^3 of 10 installs did not apply the config/);
+    expect(doneB.steps.find((s: Json) => s.name === 'deploy install group: g1').error).toMatch(
+      /^3 of 10 installs did not apply the config/,
+    );
     await svc.settled();
     const lastB = (await svc.events(org.org_id)).filter((e) => e.data?.workflow?.id === runB.workflow_id).at(-1);
-    expect(lastB.data).toMatchObject({ kind: 'workflow', transition: 'failed', rollout: { run_id: runB.workflow_id, trigger: 'deploy_failed' } });
-    expect(lastB.data.rollout.failed_installs.map((f: Json) => f.error)).toEqual(['broken 0', 'broken 1', 'broken 2'].map((e) => expect.stringContaining(e)));
+    expect(lastB.data).toMatchObject({
+      kind: 'workflow',
+      transition: 'failed',
+      rollout: { run_id: runB.workflow_id, trigger: 'deploy_failed' },
+    });
+    expect(lastB.data.rollout.failed_installs.map((f: Json) => f.error)).toEqual(
+      ['broken 0', 'broken 1', 'broken 2'].map((e) => expect.stringContaining(e)),
+    );
     expect((await get(api, `/v1/installs/${b.groups[1][0].install_id}`)).app_config_id).toBe(b.v1.app_config_id);
   });
 
-  it('on_failure rollback: the failing group (over budget, max_parallel 2) and the group before it return to their configs before the run; installs never started stay; trigger deploy_failed', { timeout: 120_000 }, async () => {
+  it('on_failure rollback: the failing group (over budget, max_parallel 2) and the group before it return to their configs before the run; installs never started stay; trigger deploy_failed', {
+    timeout: 120_000,
+  }, async () => {
     const f = await fleet([2, 5]);
     holdUpdatesTo(f.v2);
     const run = await post(api, `/v1/apps/${f.app.app_id}/branches/${f.branch.app_branch_id}/runs`, {
@@ -183,8 +227,13 @@ describe('rollout policy (CONTRACT 4.3)', () => {
       ['rollback install group: g2', 'succeeded'],
       ['rollback install group: g1', 'succeeded'],
     ]);
-    for (const id of [...f.groups[0].map((i: Json) => i.install_id), ...started]) expect((await get(api, `/v1/installs/${id}`)).app_config_id, id).toBe(f.v1.app_config_id);
-    for (const id of g2.slice(4)) expect((await get(api, `/v1/installs/${id}/workflows`)).map((w: Json) => w.type), id).toEqual(['provision']);
+    for (const id of [...f.groups[0].map((i: Json) => i.install_id), ...started])
+      expect((await get(api, `/v1/installs/${id}`)).app_config_id, id).toBe(f.v1.app_config_id);
+    for (const id of g2.slice(4))
+      expect(
+        (await get(api, `/v1/installs/${id}/workflows`)).map((w: Json) => w.type),
+        id,
+      ).toEqual(['provision']);
     await svc.settled();
     const events = (await svc.events(org.org_id)).filter((e) => e.data?.workflow?.id === W);
     expect(events.at(-1).data.rollout).toMatchObject({ run_id: W, trigger: 'deploy_failed' });
@@ -222,7 +271,11 @@ describe('rollout policy (CONTRACT 4.3)', () => {
     await approve(run.workflow_id, 'g1');
     await waitStep(api, run.workflow_id, 'bake install group: g1', 'started');
     const install = await get(api, `/v1/installs/${f.groups[0][0].install_id}`);
-    const r = await svc.server.bus.request(`svc.ingest.${org.org_id}.health.${install.install_id}`, JSON.stringify({ component_id: install.components[0].component_id, verdict: 'unhealthy', reason: 'oom' }), { timeoutMs: 5000 });
+    const r = await svc.server.bus.request(
+      `svc.ingest.${org.org_id}.health.${install.install_id}`,
+      JSON.stringify({ component_id: install.components[0].component_id, verdict: 'unhealthy', reason: 'oom' }),
+      { timeoutMs: 5000 },
+    );
     expect(r.json()).toMatchObject({ ok: true });
     const done = await waitWf(api, run.workflow_id);
     expect(done.steps.map((s: Json) => [s.name, s.status]).at(-1)).toEqual(['rollback install group: g1', 'succeeded']);

@@ -7,10 +7,20 @@ import { ManualClock } from '../helpers/clock.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { dashboardSession } from '../helpers/dashboard.ts';
-import { appWithThreeConfigs, get, getWf, installWith as installWithHistory, post, trail, waitStep, waitWf, healthVerdict } from '../helpers/workflows.ts';
+import {
+  appWithThreeConfigs,
+  get,
+  getWf,
+  installWith as installWithHistory,
+  post,
+  trail,
+  waitStep,
+  waitWf,
+  healthVerdict,
+} from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const cfg = (image: string) => ({
   sandbox: { size: 'small' },
@@ -47,7 +57,8 @@ const installWith = (appId: string, cfgId: string, labels: Record<string, string
 const componentOf = (install: Json, name: string): string => install.components.find((c: Json) => c.name === name).component_id;
 
 /** A health checker's verdict on one component (CONTRACT 5.2), answered once committed. */
-const verdict = (install: Json, component: string, v: string, reason?: string) => healthVerdict(svc, org.org_id, install, component, v, reason);
+const verdict = (install: Json, component: string, v: string, reason?: string) =>
+  healthVerdict(svc, org.org_id, install, component, v, reason);
 
 async function approve(W: string, group: string): Promise<Json> {
   const { step } = await waitStep(api, W, `plan install group: ${group}`, 'awaiting_approval');
@@ -77,7 +88,9 @@ const eventsOf = async (W: string) => {
 // ---------------------------------------------------------------------------------------------
 
 describe('vetoed configs (CONTRACT 4.3)', () => {
-  it('a vetoed config is 409 vetoed on every path that would apply it (update, branch run, fleet rollback, new install, a run already waiting); plans still answer; unveto restores', { timeout: 60_000 }, async () => {
+  it('a vetoed config is 409 vetoed on every path that would apply it (update, branch run, fleet rollback, new install, a run already waiting); plans still answer; unveto restores', {
+    timeout: 60_000,
+  }, async () => {
     const { app, v1, v2 } = await app3();
     const inst = await installWith(app.app_id, v1.app_config_id, { ring: 'a' });
     const A = `/v1/apps/${app.app_id}`;
@@ -87,7 +100,11 @@ describe('vetoed configs (CONTRACT 4.3)', () => {
     await waitStep(api, early.workflow_id, 'plan install group: all', 'awaiting_approval');
 
     const vetoed = await post(api, `${A}/configs/${v2.app_config_id}/veto`, { reason: 'api:2 leaks memory' }, 200);
-    expect(vetoed).toMatchObject({ app_config_id: v2.app_config_id, version: 2, vetoed: { reason: 'api:2 leaks memory', at: new Date(clock.now()).toISOString() } });
+    expect(vetoed).toMatchObject({
+      app_config_id: v2.app_config_id,
+      version: 2,
+      vetoed: { reason: 'api:2 leaks memory', at: new Date(clock.now()).toISOString() },
+    });
     const listed = await get(api, `${A}/configs`);
     expect(listed.map((c: Json) => [c.version, c.vetoed?.reason ?? null])).toEqual([
       [3, null],
@@ -106,14 +123,30 @@ describe('vetoed configs (CONTRACT 4.3)', () => {
     await refused(`${A}/rollbacks`, { to: v2.app_config_id });
     await refused('/v1/installs', { app_id: app.app_id, name: rid('inst'), app_config_id: v2.app_config_id });
     // nothing was applied or started
-    expect((await get(api, `/v1/installs/${inst.install_id}/app-config-versions`)).map((v: Json) => v.app_config_id)).toEqual([v1.app_config_id]);
+    expect((await get(api, `/v1/installs/${inst.install_id}/app-config-versions`)).map((v: Json) => v.app_config_id)).toEqual([
+      v1.app_config_id,
+    ]);
     expect((await get(api, '/v1/installs')).filter((i: Json) => i.app_id === app.app_id)).toHaveLength(1);
 
     // plans still answer, and show the veto
-    const plan = await post(api, `/v1/installs/${inst.install_id}/app-config-updates`, { app_config_id: v2.app_config_id, plan_only: true }, 200);
-    expect(plan).toMatchObject({ applied: false, plan: { to_app_config_id: v2.app_config_id, changed: true, vetoed: { reason: 'api:2 leaks memory' } } });
+    const plan = await post(
+      api,
+      `/v1/installs/${inst.install_id}/app-config-updates`,
+      { app_config_id: v2.app_config_id, plan_only: true },
+      200,
+    );
+    expect(plan).toMatchObject({
+      applied: false,
+      plan: { to_app_config_id: v2.app_config_id, changed: true, vetoed: { reason: 'api:2 leaks memory' } },
+    });
     const fleetPlan = await post(api, `${A}/rollbacks`, { to: v2.app_config_id, plan_only: true }, 200);
-    expect(fleetPlan.plan.installs).toEqual([expect.objectContaining({ install_id: inst.install_id, new_app_config_id: v2.app_config_id, vetoed: expect.objectContaining({ reason: 'api:2 leaks memory' }) })]);
+    expect(fleetPlan.plan.installs).toEqual([
+      expect.objectContaining({
+        install_id: inst.install_id,
+        new_app_config_id: v2.app_config_id,
+        vetoed: expect.objectContaining({ reason: 'api:2 leaks memory' }),
+      }),
+    ]);
 
     // the run that was waiting: approving its plan fails the deploy, which applies nothing
     await approve(early.workflow_id, 'all');
@@ -141,9 +174,14 @@ describe('vetoed configs (CONTRACT 4.3)', () => {
 });
 
 describe('approval links (CONTRACT 4.3)', () => {
-  it('every approval request carries data.approval.url: the dashboard page with that step\'s approve and reject form', { timeout: 60_000 }, async () => {
+  it("every approval request carries data.approval.url: the dashboard page with that step's approve and reject form", {
+    timeout: 60_000,
+  }, async () => {
     const { app, v2, installs, branch } = await threeGroups();
-    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v2.app_config_id, skip_builds: true });
+    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+      app_config_id: v2.app_config_id,
+      skip_builds: true,
+    });
     const { step } = await waitStep(api, run.workflow_id, 'plan install group: g1', 'awaiting_approval');
     const subject = `${org.org_id}/workflow_step_approval/${run.workflow_id}/${step.step_id}/requested`;
     const request = (await waitFor(() => rcv.at('all').find((r) => r.json.subject === subject), 5000, 'the approval request')).json;
@@ -175,7 +213,9 @@ describe('approval links (CONTRACT 4.3)', () => {
 });
 
 describe('fleet rollback (CONTRACT 4.3)', () => {
-  it('to previous over mixed histories: grouped as the branches group them (then `other`), skips listed, plan_only changes nothing, approvals per group, versions recorded', { timeout: 90_000 }, async () => {
+  it('to previous over mixed histories: grouped as the branches group them (then `other`), skips listed, plan_only changes nothing, approvals per group, versions recorded', {
+    timeout: 90_000,
+  }, async () => {
     const { app, v1, v2, v3 } = await app3();
     const a = await installWith(app.app_id, v1.app_config_id, { ring: 'main' }, [v2.app_config_id]); // v1 → v2: back to v1
     const b = await installWith(app.app_id, v2.app_config_id, { ring: 'main' }); // v2 only: skipped
@@ -199,13 +239,21 @@ describe('fleet rollback (CONTRACT 4.3)', () => {
       [c.install_id, 'other', v3.app_config_id, v1.app_config_id],
     ]);
     expect(planned.plan.installs[1]).toMatchObject({ install_name: a.name, labels: { ring: 'main' } });
-    expect(planned.plan.installs[1].diff.components.changed).toEqual([{ name: 'api', changes: [{ path: 'values.image', op: 'replace', old: 'api:2', new: 'api:1' }] }]);
+    expect(planned.plan.installs[1].diff.components.changed).toEqual([
+      { name: 'api', changes: [{ path: 'values.image', op: 'replace', old: 'api:2', new: 'api:1' }] },
+    ]);
     expect(planned.plan.skipped).toEqual([{ install_id: b.install_id, reason: 'no earlier version' }]);
+    // biome-ignore lint/suspicious/noDuplicateTestHooks: `before` is this test's own helper, not a hook
     expect(await before()).toEqual(history);
     expect((await get(api, `/v1/installs/${a.install_id}/workflows`)).map((w: Json) => w.type)).toEqual(['app_config_update', 'provision']);
 
     // a selector or an install list narrows it; an install of another app is 400
-    const narrowed = await post(api, `/v1/apps/${app.app_id}/rollbacks`, { to: 'previous', plan_only: true, selector: { match_labels: { ring: 'canary' } } }, 200);
+    const narrowed = await post(
+      api,
+      `/v1/apps/${app.app_id}/rollbacks`,
+      { to: 'previous', plan_only: true, selector: { match_labels: { ring: 'canary' } } },
+      200,
+    );
     expect(narrowed.plan.installs.map((i: Json) => i.install_id)).toEqual([d.install_id]);
     const bad = await api.post(`/v1/apps/${app.app_id}/rollbacks`, { to: 'previous', install_ids: ['inst_nope'] });
     expect(bad.status).toBe(400);
@@ -228,7 +276,10 @@ describe('fleet rollback (CONTRACT 4.3)', () => {
       'deploy install group: other',
     ]);
     const p1 = await approve(W, 'canary');
-    expect(p1.plan).toEqual({ install_group: 'canary', installs: [expect.objectContaining({ install_id: d.install_id, new_app_config_id: v3.app_config_id })] });
+    expect(p1.plan).toEqual({
+      install_group: 'canary',
+      installs: [expect.objectContaining({ install_id: d.install_id, new_app_config_id: v3.app_config_id })],
+    });
     await approve(W, 'main');
     await approve(W, 'other');
     const done = await waitWf(api, W);
@@ -251,7 +302,8 @@ describe('fleet rollback (CONTRACT 4.3)', () => {
     expect(seen.some((r) => r.json.subject === `${org.org_id}/workflow/${W}/succeeded`)).toBe(true);
     const requests = seen.filter((r) => r.json.type === 'com.svc.workflow_step.approval.v1' && r.json.data.transition === 'requested');
     expect(requests).toHaveLength(3);
-    for (const r of requests) expect(r.json.data.approval.url).toBe(`${svc.url}/dashboard/${org.org_id}/workflows/${W}#step-${r.json.data.step.id}`);
+    for (const r of requests)
+      expect(r.json.data.approval.url).toBe(`${svc.url}/dashboard/${org.org_id}/workflows/${W}#step-${r.json.data.step.id}`);
     // the rollback run's page (owned by the app) opens, with each group's step card
     const session = await dashboardSession(`${svc.url}/dashboard`, org);
     const page = await session.get(new URL(requests[0].json.data.approval.url).pathname.slice('/dashboard'.length));
@@ -262,9 +314,15 @@ describe('fleet rollback (CONTRACT 4.3)', () => {
 });
 
 describe('health-gated runs (CONTRACT 4.3)', () => {
-  it('a gate that passes: each group bakes for the whole bake on the engine clock, then the next group goes', { timeout: 90_000 }, async () => {
+  it('a gate that passes: each group bakes for the whole bake on the engine clock, then the next group goes', {
+    timeout: 90_000,
+  }, async () => {
     const { app, v2, installs, branch } = await threeGroups();
-    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v2.app_config_id, skip_builds: true, health_gate: { bake: '10m' } });
+    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+      app_config_id: v2.app_config_id,
+      skip_builds: true,
+      health_gate: { bake: '10m' },
+    });
     const W = run.workflow_id;
     expect((await getWf(api, W)).steps.map((s: Json) => s.name)).toEqual([
       'build components',
@@ -289,7 +347,9 @@ describe('health-gated runs (CONTRACT 4.3)', () => {
     expect((await eventsOf(W)).some((e) => e.data.rollout)).toBe(false);
   });
 
-  it('trips on the second group with halt: the bake fails naming install, component, verdict and reason; the run fails; the third group never starts; events carry the cause', { timeout: 90_000 }, async () => {
+  it('trips on the second group with halt: the bake fails naming install, component, verdict and reason; the run fails; the third group never starts; events carry the cause', {
+    timeout: 90_000,
+  }, async () => {
     const { app, v1, v2, installs, branch } = await threeGroups();
     const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
       app_config_id: v2.app_config_id,
@@ -327,7 +387,14 @@ describe('health-gated runs (CONTRACT 4.3)', () => {
 
     // the events: none carries the cause before the trip; the bake's failure and the run's do
     const events = await eventsOf(W);
-    const rollout = { run_id: W, trigger: 'health_gate', install_id: installs[1].install_id, component_id: api2, verdict: 'degraded', reason: 'p99 latency 2s' };
+    const rollout = {
+      run_id: W,
+      trigger: 'health_gate',
+      install_id: installs[1].install_id,
+      component_id: api2,
+      verdict: 'degraded',
+      reason: 'p99 latency 2s',
+    };
     const failedBake = events.find((e) => e.data.step?.name === 'bake install group: g2' && e.data.transition === 'failed');
     expect(failedBake.data.rollout).toEqual(rollout);
     expect(failedBake.data.outcome.error).toBe(bake.error);
@@ -341,7 +408,9 @@ describe('health-gated runs (CONTRACT 4.3)', () => {
     expect(rcv.at('all').find((r) => r.json.id === runFailed.id)?.json.data.rollout).toEqual(rollout);
   });
 
-  it('trips on the second group with rollback: rollback steps newest group first return both groups to their configs before the run, versions recorded', { timeout: 90_000 }, async () => {
+  it('trips on the second group with rollback: rollback steps newest group first return both groups to their configs before the run, versions recorded', {
+    timeout: 90_000,
+  }, async () => {
     const { app, v1, v2, installs, branch } = await threeGroups();
     // g2's install was on v3 before the run (it goes back to v3, not v1)
     const { v3 } = { v3: (await get(api, `/v1/apps/${app.app_id}/configs`))[0] };
@@ -390,7 +459,14 @@ describe('health-gated runs (CONTRACT 4.3)', () => {
     expect((await get(api, `/v1/installs/${installs[2].install_id}/workflows`)).map((w: Json) => w.type)).toEqual(['provision']);
     // the rollback steps' events and the run's end carry the cause
     const events = await eventsOf(W);
-    const rollout = { run_id: W, trigger: 'health_gate', install_id: installs[1].install_id, component_id: componentOf(installs[1], 'worker'), verdict: 'unhealthy', reason: 'crash loop' };
+    const rollout = {
+      run_id: W,
+      trigger: 'health_gate',
+      install_id: installs[1].install_id,
+      component_id: componentOf(installs[1], 'worker'),
+      verdict: 'unhealthy',
+      reason: 'crash loop',
+    };
     const rbEvents = events.filter((e) => e.data.step?.name?.startsWith('rollback install group'));
     expect(rbEvents.map((e) => `${e.data.step.name}:${e.data.transition}`)).toEqual([
       'rollback install group: g2:started',
@@ -402,20 +478,35 @@ describe('health-gated runs (CONTRACT 4.3)', () => {
     expect(events.at(-1).data).toMatchObject({ kind: 'workflow', transition: 'failed', rollout });
   });
 
-  it('a verdict already bad when the bake starts trips it at once; a fleet rollback without approvals is gated the same way', { timeout: 90_000 }, async () => {
+  it('a verdict already bad when the bake starts trips it at once; a fleet rollback without approvals is gated the same way', {
+    timeout: 90_000,
+  }, async () => {
     const { app, v2, installs, branch } = await threeGroups({ unhealthyFirst: true });
-    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v2.app_config_id, skip_builds: true, health_gate: { bake: '1h' } });
+    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+      app_config_id: v2.app_config_id,
+      skip_builds: true,
+      health_gate: { bake: '1h' },
+    });
     const W = run.workflow_id;
     await approve(W, 'g1');
     const done = await waitWf(api, W); // no clock advance: the bake never waits
     expect(done.status).toBe('failed');
     const bake = done.steps.find((s: Json) => s.name === 'bake install group: g1');
     expect(bake.status).toBe('failed');
-    for (const part of [installs[0].install_id, componentOf(installs[0], 'worker'), 'unhealthy', 'oom killed']) expect(bake.error).toContain(part);
-    expect(stepsOf(done).filter(([n]: string[]) => n.includes('g2') || n.includes('g3')).every(([, s]: string[]) => s === 'cancelled')).toBe(true);
+    for (const part of [installs[0].install_id, componentOf(installs[0], 'worker'), 'unhealthy', 'oom killed'])
+      expect(bake.error).toContain(part);
+    expect(
+      stepsOf(done)
+        .filter(([n]: string[]) => n.includes('g2') || n.includes('g3'))
+        .every(([, s]: string[]) => s === 'cancelled'),
+    ).toBe(true);
 
     // the fleet (g1 now on v2, from v1): back to previous, no approvals, gated; g1's install is still unhealthy
-    const fleet = await post(api, `/v1/apps/${app.app_id}/rollbacks`, { to: 'previous', approval: 'none', health_gate: { bake: '5m', action: 'halt' } });
+    const fleet = await post(api, `/v1/apps/${app.app_id}/rollbacks`, {
+      to: 'previous',
+      approval: 'none',
+      health_gate: { bake: '5m', action: 'halt' },
+    });
     expect(fleet.plan.installs.map((i: Json) => i.install_id)).toEqual([installs[0].install_id]);
     expect(fleet.plan.skipped.map((s: Json) => s.install_id).sort()).toEqual([installs[1].install_id, installs[2].install_id].sort());
     const rolled = await waitWf(api, fleet.workflow_id);
@@ -432,7 +523,9 @@ describe('health-gated runs (CONTRACT 4.3)', () => {
     expect((await waitWf(api, again.workflow_id)).status).toBe('succeeded');
   });
 
-  it('with `for: 3s` (CONTRACT 4.3 rollout policy): a verdict good again within 1 s does not trip, one bad for 3 s on the engine clock does; `for` over 1h is 400', { timeout: 90_000 }, async () => {
+  it('with `for: 3s` (CONTRACT 4.3 rollout policy): a verdict good again within 1 s does not trip, one bad for 3 s on the engine clock does; `for` over 1h is 400', {
+    timeout: 90_000,
+  }, async () => {
     const { app, v2, installs, branch } = await threeGroups();
     const path = `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`;
     const tooLong = await api.post(path, { app_config_id: v2.app_config_id, skip_builds: true, health_gate: { bake: '10m', for: '2h' } });
@@ -463,7 +556,14 @@ describe('health-gated runs (CONTRACT 4.3)', () => {
     expect(bake.status).toBe('failed');
     expect(bake.error).toContain('crash loop');
     const events = await eventsOf(W);
-    expect(events.at(-1).data.rollout).toEqual({ run_id: W, trigger: 'health_gate', install_id: installs[0].install_id, component_id: componentOf(installs[0], 'worker'), verdict: 'unhealthy', reason: 'crash loop' });
+    expect(events.at(-1).data.rollout).toEqual({
+      run_id: W,
+      trigger: 'health_gate',
+      install_id: installs[0].install_id,
+      component_id: componentOf(installs[0], 'worker'),
+      verdict: 'unhealthy',
+      reason: 'crash loop',
+    });
     // the blip never reached the run's events as a cause
     expect(events.some((e) => e.data.rollout?.reason === 'blip')).toBe(false);
   });

@@ -20,7 +20,9 @@ import { PortInUseError, startServer } from '../../src/server.ts';
 import { openDb } from '../../store/db.ts';
 
 /** A TCP port held by a plain listener (not svc), and its close. */
-async function holdPort(onConnection: (s: net.Socket) => void = () => {}): Promise<{ port: number; sockets: net.Socket[]; close(): Promise<void> }> {
+async function holdPort(
+  onConnection: (s: net.Socket) => void = () => {},
+): Promise<{ port: number; sockets: net.Socket[]; close(): Promise<void> }> {
   const sockets: net.Socket[] = [];
   const server = net.createServer((s) => {
     sockets.push(s);
@@ -39,9 +41,17 @@ async function holdPort(onConnection: (s: net.Socket) => void = () => {}): Promi
 }
 
 /** `svc serve <args>` as a child process, not waited for: its exit (and when), and its output so far. */
-function spawnServe(args: string[]): { proc: ChildProcess; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>; output: () => string } {
+function spawnServe(args: string[]): {
+  proc: ChildProcess;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
+  output: () => string;
+} {
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SVC_')));
-  const proc = spawn(process.execPath, [BIN, 'serve', '--drift-interval', 'off', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [BIN, 'serve', '--drift-interval', 'off', ...args], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.add(proc);
   let out = '';
   proc.stdout!.on('data', (d: Buffer) => (out += d));
@@ -54,7 +64,6 @@ function spawnServe(args: string[]): { proc: ChildProcess; exited: Promise<{ cod
   );
   return { proc, exited, output: () => out };
 }
-
 
 afterAll(() => {
   for (const c of children) c.kill('SIGKILL');
@@ -70,7 +79,9 @@ describe('svc serve holds its database', () => {
     const second = await runCliProcess(['serve', '--port', '0', '--db', db, '--drift-interval', 'off']);
     expect(second.code).toBe(1);
     expect(second.stdout).not.toContain('listening on');
-    const m = new RegExp(`^error: ${db.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is in use by svc serve \\(pid (\\d+), since ([^)]+)\\)\\n$`).exec(second.stderr);
+    const m = new RegExp(
+      `^error: ${db.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is in use by svc serve \\(pid (\\d+), since ([^)]+)\\)\\n$`,
+    ).exec(second.stderr);
     expect(m, second.stderr).not.toBeNull();
     expect(Number(m![1])).toBe(first.proc.pid);
     expect(Math.abs(Date.parse(m![2]) - since)).toBeLessThan(30_000);
@@ -90,7 +101,9 @@ describe('svc serve holds its database', () => {
       const r = await runCliProcess(['serve', '--port', '0', '--db', name, '--drift-interval', 'off']);
       expect(r.code, r.stderr).toBe(1);
       expect(r.stdout).not.toContain('listening on');
-      expect(r.stderr).toBe(`error: ${name} has 2 hard links: svc serve refuses a database file with more than one name (remove the other links)\n`);
+      expect(r.stderr).toBe(
+        `error: ${name} has 2 hard links: svc serve refuses a database file with more than one name (remove the other links)\n`,
+      );
     }
     expect(fs.existsSync(`${hard}.lock`)).toBe(false);
     fs.unlinkSync(hard);
@@ -101,7 +114,13 @@ describe('svc serve holds its database', () => {
     expect(org.json.org_id).toMatch(/^[a-z0-9_]+$/);
     const token = await runCliProcess(['tokens', 'create', '--org', org.json.org_id, '--db', db]);
     expect(token.code).toBe(0);
-    expect((await fetch(`${first.url}/v1/orgs/current/webhooks`, { headers: { authorization: `Bearer ${token.json.api_token}`, 'x-svc-org-id': org.json.org_id } })).status).toBe(200);
+    expect(
+      (
+        await fetch(`${first.url}/v1/orgs/current/webhooks`, {
+          headers: { authorization: `Bearer ${token.json.api_token}`, 'x-svc-org-id': org.json.org_id },
+        })
+      ).status,
+    ).toBe(200);
 
     // kill -9: the next start is not blocked
     first.proc.kill('SIGKILL');
@@ -189,7 +208,9 @@ describe('svc serve start-up ends when it must', () => {
       const port = Number(new URL(taken.url).port);
       const db = path.join(tmpDir('svc-port-'), 'svc.db');
       const t0 = Date.now();
-      const err = await startServer(testServeConfig(db, { port, natsReplicas: null, maxWebhooksPerOrg: 100 }), { logger: pino({ level: 'silent' }) }).then(
+      const err = await startServer(testServeConfig(db, { port, natsReplicas: null, maxWebhooksPerOrg: 100 }), {
+        logger: pino({ level: 'silent' }),
+      }).then(
         () => null,
         (e: unknown) => e,
       );

@@ -57,11 +57,19 @@ describe('end to end: a real svc, a whsec_ secret rotated with an overlap', () =
     const wf = `wfx_sig_${Date.now()}`;
     const answer = await svc.server.bus.request(
       `svc.ingest.${org.org_id}.workflows.${wf}`,
-      JSON.stringify({ kind: 'workflow', transition: 'started', workflow: { id: wf, type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' } }),
+      JSON.stringify({
+        kind: 'workflow',
+        transition: 'started',
+        workflow: { id: wf, type: 'manual_deploy', owner_id: 'inst_x', owner_type: 'installs' },
+      }),
       { timeoutMs: 5000 },
     );
     expect(answer.json()).toEqual({ ok: true });
-    const event = await waitFor(() => rx.at('e2e').find((r) => r.json?.subject === `${org.org_id}/workflow/${wf}/started`), 10_000, 'the event');
+    const event = await waitFor(
+      () => rx.at('e2e').find((r) => r.json?.subject === `${org.org_id}/workflow/${wf}/started`),
+      10_000,
+      'the event',
+    );
     // and a ping
     const ping = await api.post(`/v1/orgs/current/webhooks/${id}/ping`);
     expect(ping.body).toMatchObject({ delivered: true, status: 200 });

@@ -28,14 +28,18 @@ import { BIN } from '../helpers/paths.ts';
 import { rid } from '../helpers/ids.ts';
 import { ingestRequest } from '../helpers/producer.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 /** An external workflow's `started` fact (CONTRACT 5.2) and the subject of its event. */
 function externalStarted(orgId: string, owner = 'inst_ext') {
   const id = rid('wfx');
   return {
     natsSubject: `svc.ingest.${orgId}.workflows.${id}`,
-    body: JSON.stringify({ kind: 'workflow', transition: 'started', workflow: { id, type: 'provision', owner_id: owner, owner_type: 'installs' } }),
+    body: JSON.stringify({
+      kind: 'workflow',
+      transition: 'started',
+      workflow: { id, type: 'provision', owner_id: owner, owner_type: 'installs' },
+    }),
     ceSubject: `${orgId}/workflow/${id}/started`,
   };
 }
@@ -55,14 +59,37 @@ function forgedEvent(orgId: string) {
     svckind: 'workflow',
     svctransition: 'started',
     interests: ['resource:installs', 'op:installs.provision', 'event:lifecycle.started'],
-    data: { kind: 'workflow', transition: 'started', org_id: orgId, workflow: { id: wf, type: 'provision', owner_id: 'inst_x', owner_type: 'installs' } },
+    data: {
+      kind: 'workflow',
+      transition: 'started',
+      org_id: orgId,
+      workflow: { id: wf, type: 'provision', owner_id: 'inst_x', owner_type: 'installs' },
+    },
   });
-  const route: EventRoute = { org: orgId, type: 'com.svc.workflow.lifecycle.v1', resource: 'installs', op: 'provision', event: 'lifecycle.started', install: null, component: null, action: null, rev: 0 };
+  const route: EventRoute = {
+    org: orgId,
+    type: 'com.svc.workflow.lifecycle.v1',
+    resource: 'installs',
+    op: 'provision',
+    event: 'lifecycle.started',
+    install: null,
+    component: null,
+    action: null,
+    rev: 0,
+  };
   const id = JSON.parse(body).id as string;
   const encodedRoute = encodeRoute(route);
   // as the relay would carry it: a batch of this one event on the durable hop (src/bus/hop.ts)
   const batch = encodeHopBatch([{ id, route: encodedRoute, body }]);
-  return { id, wf, body, batch, route: encodedRoute, natsSubject: `svc.events.${orgId}.workflow.${wf}.started`, ceSubject: `${orgId}/workflow/${wf}/started` };
+  return {
+    id,
+    wf,
+    body,
+    batch,
+    route: encodedRoute,
+    natsSubject: `svc.events.${orgId}.workflow.${wf}.started`,
+    ceSubject: `${orgId}/workflow/${wf}/started`,
+  };
 }
 
 async function metric(url: string, name: string, labels: string): Promise<number> {
@@ -71,7 +98,7 @@ async function metric(url: string, name: string, labels: string): Promise<number
   return line ? Number(line.split(' ').pop()) : 0;
 }
 
-describe.skipIf(findNatsServer() === null)('only the engine\'s events are delivered (NATS without authentication)', () => {
+describe.skipIf(findNatsServer() === null)("only the engine's events are delivered (NATS without authentication)", () => {
   let nats: NatsServerHandle;
   let svc: TestService;
   let rx: Receiver;
@@ -111,7 +138,10 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
     attempts.push(madeUp);
     // 3. sealed, but with another key than the engine's
     const otherKey = forgedEvent(org.org_id);
-    await js.publish(hopSubject, otherKey.batch, { msgID: otherKey.id, headers: sealHeaders(new Seal(newDataplaneKey()).sealHop(otherKey.id, otherKey.batch, Date.now())) });
+    await js.publish(hopSubject, otherKey.batch, {
+      msgID: otherKey.id,
+      headers: sealHeaders(new Seal(newDataplaneKey()).sealHop(otherKey.id, otherKey.batch, Date.now())),
+    });
     attempts.push(otherKey);
     // 4. sealed with the engine's key, then the body changed (a captured batch, tampered with)
     const key = (() => {
@@ -124,7 +154,10 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
     })();
     const tampered = forgedEvent(org.org_id);
     const seal = new Seal(key).sealHop(tampered.id, tampered.batch, Date.now());
-    await js.publish(hopSubject, Buffer.from(tampered.batch.toString().replace('//evil/ctl-api', '//evil/ctl-apj')), { msgID: tampered.id, headers: sealHeaders(seal) });
+    await js.publish(hopSubject, Buffer.from(tampered.batch.toString().replace('//evil/ctl-api', '//evil/ctl-apj')), {
+      msgID: tampered.id,
+      headers: sealHeaders(seal),
+    });
     attempts.push(tampered);
     // 5. no seal at all, but a JetStream publish
     const bare = forgedEvent(org.org_id);
@@ -134,7 +167,10 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
     attempts.push(bare);
     // the control: the engine's key and the untouched batch are delivered (the check is the seal)
     const control = forgedEvent(org.org_id);
-    await js.publish(hopSubject, control.batch, { msgID: control.id, headers: sealHeaders(new Seal(key).sealHop(control.id, control.batch, Date.now())) });
+    await js.publish(hopSubject, control.batch, {
+      msgID: control.id,
+      headers: sealHeaders(new Seal(key).sealHop(control.id, control.batch, Date.now())),
+    });
 
     // a genuine fact, reported by a producer after all of them
     const fact = externalStarted(org.org_id);
@@ -143,13 +179,21 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
 
     await waitFor(() => rx.subjects('all').includes(fact.ceSubject), 10_000, 'the genuine event');
     await waitFor(() => rx.subjects('all').includes(control.ceSubject), 10_000, 'the control event sealed with the engine key');
-    await waitFor(async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) - forged0 >= attempts.length, 10_000, 'the drops counted');
+    await waitFor(
+      async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) - forged0 >= attempts.length,
+      10_000,
+      'the drops counted',
+    );
     expect((await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) - forged0).toBe(attempts.length);
     for (const a of [...attempts, observed]) expect(rx.subjects('all'), a.ceSubject).not.toContain(a.ceSubject);
     // dropped for good: nothing left pending on the consumer (a term the server ignored would keep
     // them pending until the ack wait, then hand them out again, counted again each time)
     const jsm = await jetstreamManager(nc);
-    await waitFor(async () => (await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER)).num_ack_pending === 0, EVENT_ACK_WAIT_MS / 2, 'the forged events terminated');
+    await waitFor(
+      async () => (await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER)).num_ack_pending === 0,
+      EVENT_ACK_WAIT_MS / 2,
+      'the forged events terminated',
+    );
   });
 
   it('a producer naming an event subject as its reply gets no answer there (the engine answers on inboxes only)', async () => {
@@ -164,7 +208,7 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
     sub.unsubscribe();
   });
 
-  it("a registry entry put back after its webhook was deleted is refused: the next event does not go to it, counted stale_registry", async () => {
+  it('a registry entry put back after its webhook was deleted is refused: the next event does not go to it, counted stale_registry', async () => {
     const api = svc.api(org);
     const created = await api.post('/v1/orgs/current/webhooks', { webhook_url: rx.hook('stale'), secret: 'whsec_c3RhbGUtc2VjcmV0' });
     expect(created.status, created.text).toBe(201);
@@ -173,12 +217,20 @@ describe.skipIf(findNatsServer() === null)('only the engine\'s events are delive
     const saved = await waitFor(async () => (await kv.get(key))?.value ?? null, 10_000, 'the entry replicated');
     const stale0 = await metric(svc.url, 'svc_events_dropped_total', 'reason="stale_registry"');
     expect((await api.del(`/v1/orgs/current/webhooks/${created.body.webhook_id}`)).status).toBe(204);
-    await waitFor(async () => {
-      const now = (await kv.get(key))?.value;
-      return now !== undefined && Buffer.compare(Buffer.from(now), Buffer.from(saved)) !== 0;
-    }, 10_000, 'the tombstone replicated');
+    await waitFor(
+      async () => {
+        const now = (await kv.get(key))?.value;
+        return now !== undefined && Buffer.compare(Buffer.from(now), Buffer.from(saved)) !== 0;
+      },
+      10_000,
+      'the tombstone replicated',
+    );
     await kv.put(key, saved); // the old value, as it was sealed: it opens with the key
-    await waitFor(async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="stale_registry"')) > stale0, 10_000, 'the stale entry refused and counted');
+    await waitFor(
+      async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="stale_registry"')) > stale0,
+      10_000,
+      'the stale entry refused and counted',
+    );
     const fact = externalStarted(org.org_id);
     expect((await ingestRequest(nc, fact.natsSubject, fact.body, { timeout: 5000 })).json()).toEqual({ ok: true });
     await waitFor(() => rx.subjects('all').includes(fact.ceSubject), 10_000, 'the next event delivered to the webhook that exists');
@@ -210,7 +262,10 @@ describe('labels and orgs (CONTRACT 5.2, 6.7)', () => {
     const install = await post(apiA, '/v1/installs', { app_id: app.app_id, name: 'a-1', labels: { secret: 'orange' } });
 
     // org B subscribes by A's labels, by A's install id, and org-wide
-    await post(apiB, '/v1/orgs/current/webhooks', { webhook_url: rx.hook('b-selector'), match: { installs: { selector: { match_labels: { secret: 'orange' } } } } });
+    await post(apiB, '/v1/orgs/current/webhooks', {
+      webhook_url: rx.hook('b-selector'),
+      match: { installs: { selector: { match_labels: { secret: 'orange' } } } },
+    });
     await post(apiB, '/v1/orgs/current/webhooks', { webhook_url: rx.hook('b-ids'), match: { installs: { ids: [install.install_id] } } });
     await post(apiB, '/v1/orgs/current/webhooks', { webhook_url: rx.hook('b-all') });
 
@@ -236,7 +291,11 @@ describe('labels and orgs (CONTRACT 5.2, 6.7)', () => {
     await post(apiB, '/v1/orgs/current/webhooks', { webhook_url: rx.hook('ids-b') });
     const report = (orgId: string, id: string, transition: string, owner = 'inst_x') =>
       svc.server.bus
-        .request(`svc.ingest.${orgId}.workflows.${id}`, JSON.stringify({ kind: 'workflow', transition, workflow: { id, type: 'sync_secrets', owner_id: owner, owner_type: 'installs' } }), { timeoutMs: 5000 })
+        .request(
+          `svc.ingest.${orgId}.workflows.${id}`,
+          JSON.stringify({ kind: 'workflow', transition, workflow: { id, type: 'sync_secrets', owner_id: owner, owner_type: 'installs' } }),
+          { timeoutMs: 5000 },
+        )
         .then((r) => r.json() as Json);
 
     // B reports an id first; A then reports the same id: two workflows, each delivered to its own org under that id
@@ -269,14 +328,19 @@ describe('labels and orgs (CONTRACT 5.2, 6.7)', () => {
     const count = () => {
       const h = db();
       try {
-        return ['workflows', 'steps', 'runners', 'outbox'].map((t) => (h.prepare(`SELECT COUNT(*) AS n FROM ${t} WHERE org_id = ?`).get(ghost) as { n: number }).n);
+        return ['workflows', 'steps', 'runners', 'outbox'].map(
+          (t) => (h.prepare(`SELECT COUNT(*) AS n FROM ${t} WHERE org_id = ?`).get(ghost) as { n: number }).n,
+        );
       } finally {
         h.close();
       }
     };
     const before = await metric(svc.url, 'svc_ingest_messages_total', 'result="invalid"');
     for (const [subject, body] of [
-      [`svc.ingest.${ghost}.workflows.wf_ghost`, { kind: 'workflow', transition: 'started', workflow: { id: 'wf_ghost', type: 'provision', owner_id: 'i', owner_type: 'installs' } }],
+      [
+        `svc.ingest.${ghost}.workflows.wf_ghost`,
+        { kind: 'workflow', transition: 'started', workflow: { id: 'wf_ghost', type: 'provision', owner_id: 'i', owner_type: 'installs' } },
+      ],
       [`svc.ingest.${ghost}.runners.run_ghost`, { type: 'heartbeat', process: 'running' }],
       [`svc.ingest.${ghost}.health.inst_ghost`, { component_id: 'c', verdict: 'degraded' }],
       [`svc.ingest.${ghost}.jobs.job_ghost`, { status: 'started' }],
@@ -321,13 +385,23 @@ describe.skipIf(findNatsServer() === null)('with the credentials of svc nats ini
     const created = createOrg(h, 'creds');
     h.close();
     org = { org_id: created.org.org_id, api_token: created.api_token };
-    serve = await spawnService(db, ['--nats', nats.url, '--nats-creds', path.join(dir, 'engine.creds'), '--no-deliver', '--no-local-runner']);
+    serve = await spawnService(db, [
+      '--nats',
+      nats.url,
+      '--nats-creds',
+      path.join(dir, 'engine.creds'),
+      '--no-deliver',
+      '--no-local-runner',
+    ]);
     worker = await spawnWorker(nats.url, path.join(dir, 'worker.creds'));
     const creds = await cli(['nats', 'creds', '--dir', dir, '--org', org.org_id, '--db', db]);
     expect(creds.code, creds.stderr).toBe(0);
     const file = path.join(tmp, 'producer.creds');
     fs.writeFileSync(file, creds.stdout, { mode: 0o600 });
-    producer = await connect({ ...natsConnectOptions({ servers: [nats.url], name: 'producer', credsFile: file, role: 'producer', org: org.org_id }), reconnect: false });
+    producer = await connect({
+      ...natsConnectOptions({ servers: [nats.url], name: 'producer', credsFile: file, role: 'producer', org: org.org_id }),
+      reconnect: false,
+    });
   });
   afterAll(async () => {
     await producer?.close();
@@ -337,18 +411,25 @@ describe.skipIf(findNatsServer() === null)('with the credentials of svc nats ini
   });
 
   async function spawnWorker(url: string, creds: string): Promise<ChildService> {
-    const proc = spawn(process.execPath, [BIN, 'worker', '--nats', url, '--nats-creds', creds, '--allow-private-targets'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, [BIN, 'worker', '--nats', url, '--nats-creds', creds, '--allow-private-targets'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     children.add(proc);
     let out = '';
     proc.stdout.on('data', (d) => (out += d));
     proc.stderr.on('data', (d) => (out += d));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+      proc.once('exit', (code, signal) => r({ code, signal })),
+    );
     await waitFor(() => out.includes('worker ready'), 20_000, `svc worker to be ready:\n${out}`);
     return { proc, url, exited, output: () => out };
   }
 
-  it('a producer\'s fact reaches the webhook through the engine and a separate worker, signed; the engine logged no warning about credentials', async () => {
-    await post(apiClient(serve.url, org), '/v1/orgs/current/webhooks', { webhook_url: rx.hook('creds'), secret: 'whsec_dHJ1c3QtY3JlZHMtc2VjcmV0' });
+  it("a producer's fact reaches the webhook through the engine and a separate worker, signed; the engine logged no warning about credentials", async () => {
+    await post(apiClient(serve.url, org), '/v1/orgs/current/webhooks', {
+      webhook_url: rx.hook('creds'),
+      secret: 'whsec_dHJ1c3QtY3JlZHMtc2VjcmV0',
+    });
     const fact = externalStarted(org.org_id);
     const reply = await producer.request(fact.natsSubject, fact.body, { timeout: 5000 });
     expect(reply.json()).toEqual({ ok: true });

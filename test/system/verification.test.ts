@@ -15,7 +15,7 @@ import { rid } from '../helpers/ids.ts';
 import { listSteps } from '../../store/workflows.ts';
 import { verifySnapshotOf, type VerifySnapshot } from '../../machines/verification.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const cfg = (image: string) => ({ components: [{ name: 'api', values: { image } }] });
 const SECRET = `whsec_${Buffer.from('verification secret of this test!').toString('base64')}`;
@@ -43,7 +43,10 @@ async function twoGroups(a: ApiClient = api) {
   const { app, v1, v2 } = await appWithThreeConfigs(a, rid('shop'), cfg);
   const installs = [];
   for (let i = 0; i < 2; i++) installs.push(await installWith(a, rid('inst'), app.app_id, v1.app_config_id, { ring: `g${i + 1}` }));
-  const branch = await post(a, `/v1/apps/${app.app_id}/branches`, { name: 'main', install_groups: installs.map((i, n) => ({ name: `g${n + 1}`, install_ids: [i.install_id] })) });
+  const branch = await post(a, `/v1/apps/${app.app_id}/branches`, {
+    name: 'main',
+    install_groups: installs.map((i, n) => ({ name: `g${n + 1}`, install_ids: [i.install_id] })),
+  });
   return { app, v1, v2, installs, branch };
 }
 
@@ -60,11 +63,15 @@ function gateOf(W: string, group: string): VerifySnapshot | undefined {
 
 /** Wait until the verify step has recorded `n` answers of URL 0 (its last answer is from the n-th request). */
 async function answered(W: string, group: string, n: number): Promise<void> {
-  await waitFor(() => {
-    const c = gateOf(W, group)?.context.checks[0];
-    // the clock has not moved since the n-th request: an answer recorded now is that request's
-    return !!c && c.attempt === n && c.last !== null && Date.parse(c.last.at) === clock.now();
-  }, 10_000, `answer ${n} of ${group} recorded`);
+  await waitFor(
+    () => {
+      const c = gateOf(W, group)?.context.checks[0];
+      // the clock has not moved since the n-th request: an answer recorded now is that request's
+      return !!c && c.attempt === n && c.last !== null && Date.parse(c.last.at) === clock.now();
+    },
+    10_000,
+    `answer ${n} of ${group} recorded`,
+  );
 }
 
 /** Answers in turn, the last one repeated. */
@@ -76,9 +83,13 @@ const inTurn = (answers: Array<{ status: number; body?: string }>) => {
 const verified = (r: Received, secret = SECRET) => new Webhook(secret).verify(r.raw, r.headers as Record<string, string>) as Json;
 
 describe('verification gates (CONTRACT 4.3)', () => {
-  it('pending (202), pending, pass: the group moves on after exactly 3 signed requests, one interval apart; the secret is never shown', { timeout: 60_000 }, async () => {
+  it('pending (202), pending, pass: the group moves on after exactly 3 signed requests, one interval apart; the secret is never shown', {
+    timeout: 60_000,
+  }, async () => {
     const f = await twoGroups();
-    rcv.set('v-pass', { answer: inTurn([{ status: 202 }, { status: 200, body: '{"verdict":"pending"}' }, { status: 200, body: '{"verdict":"pass"}' }]) });
+    rcv.set('v-pass', {
+      answer: inTurn([{ status: 202 }, { status: 200, body: '{"verdict":"pending"}' }, { status: 200, body: '{"verdict":"pass"}' }]),
+    });
     const run = await post(api, `/v1/apps/${f.app.app_id}/branches/${f.branch.app_branch_id}/runs`, {
       app_config_id: f.v2.app_config_id,
       skip_builds: true,
@@ -135,7 +146,15 @@ describe('verification gates (CONTRACT 4.3)', () => {
           run_id: W,
           group: 'g1',
           attempt: n + 1,
-          installs: [{ install_id: g1.install_id, install_name: g1.name, labels: { ring: 'g1' }, old_app_config_id: f.v1.app_config_id, new_app_config_id: f.v2.app_config_id }],
+          installs: [
+            {
+              install_id: g1.install_id,
+              install_name: g1.name,
+              labels: { ring: 'g1' },
+              old_app_config_id: f.v1.app_config_id,
+              new_app_config_id: f.v2.app_config_id,
+            },
+          ],
         },
       });
       expect(ev.data.links.workflow).toContain(`/workflows/${W}`);
@@ -143,7 +162,10 @@ describe('verification gates (CONTRACT 4.3)', () => {
     });
     expect(new Set(calls.map((c) => c.json.id)).size).toBe(3);
     // the last answer per URL is kept in the step
-    expect(gateOf(W, 'g1')).toMatchObject({ state: 'passed', context: { checks: [{ attempt: 3, passed: true, last: { verdict: 'pass', status: 200 } }] } });
+    expect(gateOf(W, 'g1')).toMatchObject({
+      state: 'passed',
+      context: { checks: [{ attempt: 3, passed: true, last: { verdict: 'pass', status: 200 } }] },
+    });
     // never shown: not in the workflow's view, not in its events
     expect((await api.get(`/v1/workflows/${W}`)).text).not.toContain(SECRET);
     await svc.settled();
@@ -155,7 +177,9 @@ describe('verification gates (CONTRACT 4.3)', () => {
     await post(api, `/v1/workflows/${W}/cancel`, undefined, 200);
   });
 
-  it('fail: the group fails at once with trigger verification and its reason; on_failure rollback returns it to its config before the run', { timeout: 60_000 }, async () => {
+  it('fail: the group fails at once with trigger verification and its reason; on_failure rollback returns it to its config before the run', {
+    timeout: 60_000,
+  }, async () => {
     const f = await twoGroups();
     rcv.set('v-fail', { answer: () => ({ status: 200, body: '{"verdict":"fail","reason":"error rate 7%"}' }) });
     const run = await post(api, `/v1/apps/${f.app.app_id}/branches/${f.branch.app_branch_id}/runs`, {
@@ -180,12 +204,18 @@ describe('verification gates (CONTRACT 4.3)', () => {
       ['verify install group: g2', 'cancelled'],
       ['rollback install group: g1', 'succeeded'],
     ]);
-    expect(done.steps.find((s: Json) => s.name === 'verify install group: g1').error).toBe(`verification ${rcv.hook('v-fail')} answered fail: error rate 7%`);
+    expect(done.steps.find((s: Json) => s.name === 'verify install group: g1').error).toBe(
+      `verification ${rcv.hook('v-fail')} answered fail: error rate 7%`,
+    );
     expect((await get(api, `/v1/installs/${f.installs[0].install_id}`)).app_config_id).toBe(f.v1.app_config_id);
     expect((await get(api, `/v1/installs/${f.installs[1].install_id}`)).app_config_id).toBe(f.v1.app_config_id);
     await svc.settled();
     const last = (await svc.events(org.org_id)).filter((e) => e.data?.workflow?.id === W).at(-1);
-    expect(last.data).toMatchObject({ kind: 'workflow', transition: 'failed', rollout: { run_id: W, trigger: 'verification', reason: 'error rate 7%' } });
+    expect(last.data).toMatchObject({
+      kind: 'workflow',
+      transition: 'failed',
+      rollout: { run_id: W, trigger: 'verification', reason: 'error rate 7%' },
+    });
   });
 
   it('failure_limit: answers that are neither pass, fail nor pending count; 2 in a row fail the group', { timeout: 60_000 }, async () => {
@@ -204,10 +234,14 @@ describe('verification gates (CONTRACT 4.3)', () => {
     const done = await waitWf(api, W);
     expect(done.status).toBe('failed');
     expect(rcv.at('v-500')).toHaveLength(2);
-    expect(done.steps.find((s: Json) => s.name === 'verify install group: g1').error).toMatch(/failed 2 times in a row \(last: HTTP 500\)$/);
+    expect(done.steps.find((s: Json) => s.name === 'verify install group: g1').error).toMatch(
+      /failed 2 times in a row \(last: HTTP 500\)$/,
+    );
   });
 
-  it('with a health gate: deploy, then verify, then bake; the group moves on once the verification passed and then the bake elapsed', { timeout: 60_000 }, async () => {
+  it('with a health gate: deploy, then verify, then bake; the group moves on once the verification passed and then the bake elapsed', {
+    timeout: 60_000,
+  }, async () => {
     const f = await twoGroups();
     rcv.set('v-gated', { answer: () => ({ status: 200, body: '{"verdict":"pass"}' }) });
     const run = await post(api, `/v1/apps/${f.app.app_id}/branches/${f.branch.app_branch_id}/runs`, {
@@ -264,7 +298,9 @@ describe('verification gates: the target guard', () => {
     await guarded?.stop();
   });
 
-  it('without --allow-private-targets a private target is refused: each request counts one failure, and the group fails; nothing reaches it', { timeout: 60_000 }, async () => {
+  it('without --allow-private-targets a private target is refused: each request counts one failure, and the group fails; nothing reaches it', {
+    timeout: 60_000,
+  }, async () => {
     const gclock = new ManualClock(Date.now());
     guarded = await startService({ allowPrivateTargets: false }, { clock: gclock });
     const gorg = guarded.createOrg('guarded');
@@ -278,11 +314,17 @@ describe('verification gates: the target guard', () => {
     await approve(gapi, run.workflow_id, 'g1');
     const stepOf = () => listSteps(guarded.server.ctx.db, run.workflow_id).find((s) => s.name === 'verify install group: g1');
     await waitFor(() => !!verifySnapshotOf(stepOf()?.params ?? {})?.context.checks[0].last, 10_000, 'the first refusal recorded');
-    expect(verifySnapshotOf(stepOf()!.params)!.context.checks[0]).toMatchObject({ attempt: 1, failures: 1, last: { verdict: 'error', status: null, error: 'target refused: loopback address' } });
+    expect(verifySnapshotOf(stepOf()!.params)!.context.checks[0]).toMatchObject({
+      attempt: 1,
+      failures: 1,
+      last: { verdict: 'error', status: null, error: 'target refused: loopback address' },
+    });
     gclock.advance(10_000);
     const done = await waitWf(gapi, run.workflow_id);
     expect(done.status).toBe('failed');
-    expect(done.steps.find((s: Json) => s.name === 'verify install group: g1').error).toMatch(/failed 2 times in a row \(last: target refused: loopback address\)$/);
+    expect(done.steps.find((s: Json) => s.name === 'verify install group: g1').error).toMatch(
+      /failed 2 times in a row \(last: target refused: loopback address\)$/,
+    );
     expect(rcv.at('v-private')).toHaveLength(0);
   });
 });
@@ -292,7 +334,9 @@ describe('verification gates: kill -9', () => {
     for (const c of children) c.kill('SIGKILL');
   });
 
-  it('a svc killed with SIGKILL while it waits between two requests polls again within one interval after the restart, counting on', { timeout: 90_000 }, async () => {
+  it('a svc killed with SIGKILL while it waits between two requests polls again within one interval after the restart, counting on', {
+    timeout: 90_000,
+  }, async () => {
     const { db, org: corg } = newDbWithOrg('verify-crash');
     const first = await spawnService(db);
     const capi = apiClient(first.url, corg);

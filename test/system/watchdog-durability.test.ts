@@ -12,7 +12,7 @@ import { childSettled, children, dataplaneKey, spawnService, spawnWorker, type C
 import { apiClient, newDbWithOrg, waitFor, type ApiClient } from '../helpers/service.ts';
 import { get, post, waitWf } from '../helpers/workflows.ts';
 
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Json = any;
 
 const HOOKS = '/v1/orgs/current/webhooks';
 const modes = findNatsServer() ? (['embedded', 'nats'] as const) : (['embedded'] as const);
@@ -61,7 +61,12 @@ describe.each(modes)('delivery watchdog across kill -9 (%s mode)', (mode) => {
     svc = await spawnService(db, args);
     api = apiClient(svc.url, org);
     const after = (await get(api, `${HOOKS}/${flaky}`)).delivery_status;
-    expect(after).toMatchObject({ state: 'disabled', disabled_at: before.disabled_at, disabled_reason: before.disabled_reason, failing_since: before.failing_since });
+    expect(after).toMatchObject({
+      state: 'disabled',
+      disabled_at: before.disabled_at,
+      disabled_reason: before.disabled_reason,
+      failing_since: before.failing_since,
+    });
 
     // events after the restart: the install's provisioning (run by the local runner)
     const app = await post(api, '/v1/apps', { name: 'shop' });

@@ -30,7 +30,10 @@ describe.each([
       const hook = rid('h');
       const wh = await post(api, '/v1/orgs/current/webhooks', { webhook_url: rcv.hook(hook) });
       const app = await post(api, '/v1/apps', { name: rid('app') });
-      await post(api, `/v1/apps/${app.app_id}/configs`, { sandbox: { size: 'small' }, components: [{ name: 'api', values: { image: 'api:1' } }] });
+      await post(api, `/v1/apps/${app.app_id}/configs`, {
+        sandbox: { size: 'small' },
+        components: [{ name: 'api', values: { image: 'api:1' } }],
+      });
       const inst = await post(api, '/v1/installs', { app_id: app.app_id, name: rid('inst') });
       for (const w of await get(api, `/v1/installs/${inst.install_id}/workflows`)) await waitWf(api, w.workflow_id);
       await svc.settled();
@@ -43,7 +46,9 @@ describe.each([
       expect(new Set(delivered).size, 'each event delivered once').toBe(delivered.length);
       expect(new Set(delivered)).toEqual(new Set(ids));
       // the outcome batches came back to the engine's thread (CONTRACT 4.1 delivery status)
-      await expect.poll(async () => (await get(api, `/v1/orgs/current/webhooks/${wh.webhook_id}`)).delivery_status.attempts_total, { timeout: 5000 }).toBe(delivered.length);
+      await expect
+        .poll(async () => (await get(api, `/v1/orgs/current/webhooks/${wh.webhook_id}`)).delivery_status.attempts_total, { timeout: 5000 })
+        .toBe(delivered.length);
     } finally {
       await svc.stop();
     }

@@ -21,7 +21,10 @@ async function provision(svc: TestService, org: OrgCreds, rcv: Receiver, hook: s
   const api = svc.api(org);
   const wh = await post(api, '/v1/orgs/current/webhooks', { webhook_url: rcv.hook(hook) });
   const app = await post(api, '/v1/apps', { name: rid('app') });
-  await post(api, `/v1/apps/${app.app_id}/configs`, { sandbox: { size: 'small' }, components: [{ name: 'api', values: { image: 'api:1' } }] });
+  await post(api, `/v1/apps/${app.app_id}/configs`, {
+    sandbox: { size: 'small' },
+    components: [{ name: 'api', values: { image: 'api:1' } }],
+  });
   const inst = await post(api, '/v1/installs', { app_id: app.app_id, name: rid('inst') });
   for (const w of await get(api, `/v1/installs/${inst.install_id}/workflows`)) await waitWf(api, w.workflow_id);
   return wh.webhook_id as string;
@@ -42,35 +45,44 @@ describe.skipIf(findNatsServer() === null)('NATS topology', () => {
   it.each([
     { name: 'on a delivery thread', deliveryThreads: 1 },
     { name: "on the engine's thread", deliveryThreads: 0 },
-  ])('delivers $name: each event once, mirrored once, outcomes reported in process (none on the bus), idle only when outbox and stream are empty', async ({ deliveryThreads }) => {
-    const faults: string[] = [];
-    const svc = await startService({ natsUrl: nats.url, deliveryThreads }, { relayFault: async (point) => void faults.push(point) });
-    // svc serve's own data plane hands its outcome batches to the engine in process (a svc worker's go on svc.outcomes)
-    const nc = await connect({ servers: nats.url });
-    let onTheBus = 0;
-    nc.subscribe('svc.outcomes.>', { callback: () => void onTheBus++ });
-    await nc.flush();
-    try {
-      const org = svc.createOrg('nats-topology');
-      const hook = rid('h');
-      const webhookId = await provision(svc, org, rcv, hook);
-      await svc.settled();
-      expect(queuedCount(svc.db)).toBe(0);
-      const ids = (await svc.events(org.org_id)).map((e) => e.id as string);
-      expect(ids.length).toBeGreaterThan(5);
-      expect(new Set(ids).size, 'each event once on svc.events.>').toBe(ids.length);
-      const delivered = rcv.at(hook).map((r) => r.json.id as string);
-      expect(new Set(delivered).size, 'each event delivered once').toBe(delivered.length);
-      expect(new Set(delivered)).toEqual(new Set(ids));
-      await expect.poll(async () => (await get(svc.api(org), `/v1/orgs/current/webhooks/${webhookId}`)).delivery_status.attempts_total, { timeout: 5000 }).toBe(delivered.length);
-      expect(new Set(faults), 'the relay called its fault hook before and after publishing').toEqual(new Set(['before-publish', 'after-publish']));
+  ])(
+    'delivers $name: each event once, mirrored once, outcomes reported in process (none on the bus), idle only when outbox and stream are empty',
+    async ({ deliveryThreads }) => {
+      const faults: string[] = [];
+      const svc = await startService({ natsUrl: nats.url, deliveryThreads }, { relayFault: async (point) => void faults.push(point) });
+      // svc serve's own data plane hands its outcome batches to the engine in process (a svc worker's go on svc.outcomes)
+      const nc = await connect({ servers: nats.url });
+      let onTheBus = 0;
+      nc.subscribe('svc.outcomes.>', { callback: () => void onTheBus++ });
       await nc.flush();
-      expect(onTheBus, 'outcome batches on svc.outcomes.>').toBe(0);
-    } finally {
-      await nc.close();
-      await svc.stop();
-    }
-  });
+      try {
+        const org = svc.createOrg('nats-topology');
+        const hook = rid('h');
+        const webhookId = await provision(svc, org, rcv, hook);
+        await svc.settled();
+        expect(queuedCount(svc.db)).toBe(0);
+        const ids = (await svc.events(org.org_id)).map((e) => e.id as string);
+        expect(ids.length).toBeGreaterThan(5);
+        expect(new Set(ids).size, 'each event once on svc.events.>').toBe(ids.length);
+        const delivered = rcv.at(hook).map((r) => r.json.id as string);
+        expect(new Set(delivered).size, 'each event delivered once').toBe(delivered.length);
+        expect(new Set(delivered)).toEqual(new Set(ids));
+        await expect
+          .poll(async () => (await get(svc.api(org), `/v1/orgs/current/webhooks/${webhookId}`)).delivery_status.attempts_total, {
+            timeout: 5000,
+          })
+          .toBe(delivered.length);
+        expect(new Set(faults), 'the relay called its fault hook before and after publishing').toEqual(
+          new Set(['before-publish', 'after-publish']),
+        );
+        await nc.flush();
+        expect(onTheBus, 'outcome batches on svc.outcomes.>').toBe(0);
+      } finally {
+        await nc.close();
+        await svc.stop();
+      }
+    },
+  );
 
   it('with --no-deliver: the events wait in JetStream, nothing is delivered, and the server is never idle', async () => {
     const svc = await startService({ natsUrl: nats.url, deliver: false });

@@ -28,7 +28,9 @@ describe.skipIf(findNatsServer() === null)('stream leaders', () => {
 
   it('names the advisory subjects the server publishes for a stream and a consumer', () => {
     expect(leaderElectedSubject({ stream: 'SVC_EVENTS' })).toBe('$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.SVC_EVENTS');
-    expect(leaderElectedSubject({ stream: 'SVC_EVENTS', consumer: 'svc-dispatch' })).toBe('$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.SVC_EVENTS.svc-dispatch');
+    expect(leaderElectedSubject({ stream: 'SVC_EVENTS', consumer: 'svc-dispatch' })).toBe(
+      '$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.SVC_EVENTS.svc-dispatch',
+    );
   });
 
   it('looks again at once when a leader-elected advisory names a target, and tells onLeader', async () => {
@@ -36,7 +38,15 @@ describe.skipIf(findNatsServer() === null)('stream leaders', () => {
     const readiness = new Readiness();
     const heard: LeaderTarget[] = [];
     const stream = 'LEADERS_A';
-    const watch = watchStreamLeaders({ jsm, nc, targets: [{ stream }], readiness, clock, intervalMs: 60_000, onLeader: (t) => heard.push(t) });
+    const watch = watchStreamLeaders({
+      jsm,
+      nc,
+      targets: [{ stream }],
+      readiness,
+      clock,
+      intervalMs: 60_000,
+      onLeader: (t) => heard.push(t),
+    });
     try {
       // the stream does not exist yet: not ready, naming it
       await waitFor(() => !readiness.isReady(), 5000, 'not ready while the stream is missing');

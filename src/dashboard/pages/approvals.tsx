@@ -32,7 +32,11 @@ const ApprovalCard = ({ item, c, configName }: { item: PendingApproval; c: DashC
           since <Time iso={step.started_at} /> ({duration(step.started_at, null)})
         </Fact>
       </dl>
-      {step.plan !== undefined && step.plan !== null ? <Plan plan={step.plan} c={c} configName={configName} /> : <p class="muted">No plan.</p>}
+      {step.plan !== undefined && step.plan !== null ? (
+        <Plan plan={step.plan} c={c} configName={configName} />
+      ) : (
+        <p class="muted">No plan.</p>
+      )}
       <ApprovalForm workflowId={wf.workflow_id} step={step} c={c} back="approvals" />
     </section>
   );

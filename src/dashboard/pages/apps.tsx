@@ -16,7 +16,21 @@ import { listAppRollouts } from '../../services/rollouts.ts';
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { ActorName, Csrf, Diff, duration, ScopeNote, Errors, Fact, Labels, ListPage, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
+import {
+  ActorName,
+  Csrf,
+  Diff,
+  ScopeNote,
+  Errors,
+  Fact,
+  Labels,
+  ListPage,
+  RunCells,
+  Section,
+  StackTable,
+  Time,
+  type DiffShape,
+} from '../ui.tsx';
 import { installNamesOf, InstallsTable } from './overview.tsx';
 import { ConfigVersionsChart } from './config-versions-chart.tsx';
 import { ChangeWindows, registerChangeWindowActions } from './change-windows.tsx';
@@ -52,7 +66,21 @@ interface RollbackFields {
   verifyInterval: string;
 }
 
-const defaultFields = (to = 'previous', selector = ''): RollbackFields => ({ to, selector, bake: '', on: [...GATE_VERDICTS], action: 'halt', gateFor: '', maxParallel: '', failureBudget: '', onFailure: '', approval: 'per_group', verifyUrl: '', verifySecret: '', verifyInterval: '' });
+const defaultFields = (to = 'previous', selector = ''): RollbackFields => ({
+  to,
+  selector,
+  bake: '',
+  on: [...GATE_VERDICTS],
+  action: 'halt',
+  gateFor: '',
+  maxParallel: '',
+  failureBudget: '',
+  onFailure: '',
+  approval: 'per_group',
+  verifyUrl: '',
+  verifySecret: '',
+  verifyInterval: '',
+});
 
 /** `k=v,k=v` as match_labels; errors name the `selector` field. */
 function parseSelector(text: string): { labels?: Record<string, string>; errors: ErrorDetail[] } {
@@ -86,7 +114,8 @@ function rollbackBody(f: RollbackFields, planOnly: boolean): { body?: FleetRollb
   const raw: Record<string, unknown> = { to: f.to, plan_only: planOnly };
   if (sel.labels) raw.selector = { match_labels: sel.labels };
   if (!planOnly) {
-    if (f.bake.trim()) raw.health_gate = { bake: f.bake.trim(), on: f.on, action: f.action, ...(f.gateFor.trim() ? { for: f.gateFor.trim() } : {}) };
+    if (f.bake.trim())
+      raw.health_gate = { bake: f.bake.trim(), on: f.on, action: f.action, ...(f.gateFor.trim() ? { for: f.gateFor.trim() } : {}) };
     raw.approval = f.approval;
     const rollout: Record<string, unknown> = {};
     // numbers as typed: the API's schema says what is wrong with one that is not
@@ -96,8 +125,16 @@ function rollbackBody(f: RollbackFields, planOnly: boolean): { body?: FleetRollb
     if (f.onFailure) rollout.on_failure = f.onFailure;
     if (Object.keys(rollout).length) raw.rollout = rollout;
     const url = f.verifyUrl.trim();
-    if (!url && (f.verifySecret || f.verifyInterval.trim())) return { errors: [{ path: 'verification.0.url', message: 'a verification URL is needed for its secret or interval' }] };
-    if (url) raw.verification = [{ url, ...(f.verifySecret ? { secret: f.verifySecret } : {}), ...(f.verifyInterval.trim() ? { interval: f.verifyInterval.trim() } : {}) }];
+    if (!url && (f.verifySecret || f.verifyInterval.trim()))
+      return { errors: [{ path: 'verification.0.url', message: 'a verification URL is needed for its secret or interval' }] };
+    if (url)
+      raw.verification = [
+        {
+          url,
+          ...(f.verifySecret ? { secret: f.verifySecret } : {}),
+          ...(f.verifyInterval.trim() ? { interval: f.verifyInterval.trim() } : {}),
+        },
+      ];
   }
   const parsed = fleetRollbackSchema.safeParse(raw);
   return parsed.success ? { body: parsed.data, errors: [] } : { errors: issuesToDetails(parsed.error.issues) };
@@ -108,13 +145,21 @@ const strs = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => ty
 
 const isRefusal = (err: unknown) => err instanceof InvalidError || err instanceof ConflictError || err instanceof NotFoundError;
 const refusalDetails = (err: unknown): ErrorDetail[] =>
-  err instanceof InvalidError && err.details?.length ? err.details : [{ path: err instanceof VetoedError ? 'to' : '(request)', message: err instanceof Error ? err.message : String(err) }];
+  err instanceof InvalidError && err.details?.length
+    ? err.details
+    : [{ path: err instanceof VetoedError ? 'to' : '(request)', message: err instanceof Error ? err.message : String(err) }];
 
 // ------------------------------------------------------------------ pages
 
 const Breadcrumb = ({ c, app }: { c: DashContext; app?: App }) => (
   <p class="muted">
-    <a href={c.get('paths').apps}>Apps</a> /{app ? <> <a href={c.get('paths').app(app.app_id)}>{app.name}</a> /</> : null}
+    <a href={c.get('paths').apps}>Apps</a> /
+    {app ? (
+      <>
+        {' '}
+        <a href={c.get('paths').app(app.app_id)}>{app.name}</a> /
+      </>
+    ) : null}
   </p>
 );
 
@@ -123,7 +168,12 @@ const VetoCell = ({ app, cfg, c, by }: { app: App; cfg: ConfigView; c: DashConte
   if (!may(c, 'deploy')) {
     return cfg.vetoed ? (
       <p>
-        <span class="badge s-failed">vetoed</span> {cfg.vetoed.reason} {by ? <>by <ActorName actor={by.actor} /> </> : null}
+        <span class="badge s-failed">vetoed</span> {cfg.vetoed.reason}{' '}
+        {by ? (
+          <>
+            by <ActorName actor={by.actor} />{' '}
+          </>
+        ) : null}
         <span class="muted">since</span> <Time iso={cfg.vetoed.at} />
       </p>
     ) : (
@@ -133,7 +183,12 @@ const VetoCell = ({ app, cfg, c, by }: { app: App; cfg: ConfigView; c: DashConte
   return cfg.vetoed ? (
     <div class="vetoed">
       <p>
-        <span class="badge s-failed">vetoed</span> {cfg.vetoed.reason} {by ? <>by <ActorName actor={by.actor} /> </> : null}
+        <span class="badge s-failed">vetoed</span> {cfg.vetoed.reason}{' '}
+        {by ? (
+          <>
+            by <ActorName actor={by.actor} />{' '}
+          </>
+        ) : null}
         <span class="muted">since</span> <Time iso={cfg.vetoed.at} />
       </p>
       <form method="post" action={paths.configUnveto(app.app_id, cfg.app_config_id)} class="inline">
@@ -149,7 +204,15 @@ const VetoCell = ({ app, cfg, c, by }: { app: App; cfg: ConfigView; c: DashConte
       <label for={`veto-${cfg.app_config_id}`} class="sr-only">
         Reason for vetoing config v{cfg.version}
       </label>
-      <input type="text" id={`veto-${cfg.app_config_id}`} name="reason" required maxlength={1000} placeholder="why it must not be applied" class="grow" />
+      <input
+        type="text"
+        id={`veto-${cfg.app_config_id}`}
+        name="reason"
+        required
+        maxlength={1000}
+        placeholder="why it must not be applied"
+        class="grow"
+      />
       <button type="submit" class="danger">
         Veto<span class="sr-only"> config v{cfg.version}</span>
       </button>
@@ -157,7 +220,19 @@ const VetoCell = ({ app, cfg, c, by }: { app: App; cfg: ConfigView; c: DashConte
   );
 };
 
-const ConfigsTable = ({ app, configs, installsOn, c, vetoedBy }: { app: App; configs: ConfigView[]; installsOn: Map<string, number>; c: DashContext; vetoedBy?: Map<string, AuditView> }) => (
+const ConfigsTable = ({
+  app,
+  configs,
+  installsOn,
+  c,
+  vetoedBy,
+}: {
+  app: App;
+  configs: ConfigView[];
+  installsOn: Map<string, number>;
+  c: DashContext;
+  vetoedBy?: Map<string, AuditView>;
+}) => (
   <StackTable
     columns={['Config', 'Created', 'Installs on it', 'Veto']}
     items={configs}
@@ -216,7 +291,8 @@ const FleetRollbackForm = ({ app, configs, c }: { app: App; configs: ConfigView[
       <label for="fleet-selector">Only installs with labels (optional)</label>
       <input type="text" id="fleet-selector" name="selector" placeholder="ring=canary,region=eu" aria-describedby="fleet-selector-hint" />
       <p class="hint" id="fleet-selector-hint">
-        Comma-separated <code>key=value</code> pairs; blank: every install of the app. You will see the plan per install first; nothing changes until you apply it.
+        Comma-separated <code>key=value</code> pairs; blank: every install of the app. You will see the plan per install first; nothing
+        changes until you apply it.
       </p>
     </div>
     <div>
@@ -243,7 +319,11 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
   const paths = c.get('paths');
   const configName = configNamer(ctx, orgId);
   const skippedShown = plan.skipped.slice(0, PLAN_INSTALLS_SHOWN);
-  const installNames = installNamesById(ctx, orgId, skippedShown.map((s) => s.install_id));
+  const installNames = installNamesById(
+    ctx,
+    orgId,
+    skippedShown.map((s) => s.install_id),
+  );
   // per group, its installs in plan order; a page shows at most PLAN_INSTALLS_SHOWN of them in all
   // (rendering a thousand diffs would hold the engine's thread past CONTRACT §8's 50 ms, and nobody reads them)
   const byGroup = new Map<string, FleetPlan['installs']>();
@@ -256,7 +336,8 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
   const perGroup = Math.max(1, Math.floor(PLAN_INSTALLS_SHOWN / Math.max(1, groups.length)));
   const shown = (g: string) => (byGroup.get(g) ?? []).slice(0, perGroup);
   const vetoed = plan.installs.filter((i) => i.vetoed);
-  const target = fields.to === 'previous' ? 'previous (each install to the config of its version before the current one)' : configName(fields.to);
+  const target =
+    fields.to === 'previous' ? 'previous (each install to the config of its version before the current one)' : configName(fields.to);
   return render(
     c,
     {
@@ -270,15 +351,24 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
           <Section headingId="h-plan-what" title="What it does">
             <dl class="facts">
               <Fact term="To">{target}</Fact>
-              <Fact term="Installs">{fields.selector.trim() ? <>with labels <code>{fields.selector.trim()}</code></> : 'every install of the app'}</Fact>
+              <Fact term="Installs">
+                {fields.selector.trim() ? (
+                  <>
+                    with labels <code>{fields.selector.trim()}</code>
+                  </>
+                ) : (
+                  'every install of the app'
+                )}
+              </Fact>
               <Fact term="Moves">
                 {plan.installs.length} install(s) in {groups.length} group(s); {plan.skipped.length} skipped
               </Fact>
             </dl>
             {vetoed.length ? (
               <p class="step-error" role="alert">
-                {vetoed.length} install(s) would get a vetoed config ({[...new Set(vetoed.map((i) => `${configName(i.new_app_config_id)}: ${i.vetoed!.reason}`))].join('; ')}). Applying will be refused;
-                lift the veto first.
+                {vetoed.length} install(s) would get a vetoed config (
+                {[...new Set(vetoed.map((i) => `${configName(i.new_app_config_id)}: ${i.vetoed!.reason}`))].join('; ')}). Applying will be
+                refused; lift the veto first.
               </p>
             ) : null}
           </Section>
@@ -289,15 +379,16 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
               </h2>
               {(byGroup.get(g)?.length ?? 0) > shown(g).length ? (
                 <p class="muted">
-                  Showing {shown(g).length} of {byGroup.get(g)!.length} installs of this group; every one of them is in the rollback. The whole plan: <code>POST /v1/apps/{app.app_id}/rollbacks</code> with{' '}
-                  <code>plan_only</code>.
+                  Showing {shown(g).length} of {byGroup.get(g)!.length} installs of this group; every one of them is in the rollback. The
+                  whole plan: <code>POST /v1/apps/{app.app_id}/rollbacks</code> with <code>plan_only</code>.
                 </p>
               ) : null}
               <ul class="plain">
                 {shown(g).map((i) => (
                   <li class="plan-install">
                     <p>
-                      <a href={paths.install(i.install_id)}>{i.install_name}</a> <Labels labels={i.labels} />: {configName(i.old_app_config_id)} → {configName(i.new_app_config_id)}{' '}
+                      <a href={paths.install(i.install_id)}>{i.install_name}</a> <Labels labels={i.labels} />:{' '}
+                      {configName(i.old_app_config_id)} → {configName(i.new_app_config_id)}{' '}
                       {i.vetoed ? <span class="badge s-failed">vetoed</span> : null}{' '}
                       <span class="muted id">
                         {i.old_app_config_id ?? '—'} → {i.new_app_config_id}
@@ -305,7 +396,8 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
                     </p>
                     {i.blocked_by?.length ? (
                       <p class="window-wait">
-                        <span class="badge">waits for a change window</span> {i.blocked_by.join(', ')}: starts {i.scheduled_at ? <Time iso={i.scheduled_at} /> : 'when a window changes (none opens within two weeks)'}
+                        <span class="badge">waits for a change window</span> {i.blocked_by.join(', ')}: starts{' '}
+                        {i.scheduled_at ? <Time iso={i.scheduled_at} /> : 'when a window changes (none opens within two weeks)'}
                       </p>
                     ) : null}
                     <Diff diff={i.diff as DiffShape} />
@@ -385,14 +477,30 @@ const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: Da
         <legend>Rollout</legend>
         <div>
           <label for="max-parallel">Installs of a group updated at a time</label>
-          <input type="text" inputmode="numeric" id="max-parallel" name="max_parallel" value={fields.maxParallel} placeholder="all" aria-describedby="max-parallel-hint" />
+          <input
+            type="text"
+            inputmode="numeric"
+            id="max-parallel"
+            name="max_parallel"
+            value={fields.maxParallel}
+            placeholder="all"
+            aria-describedby="max-parallel-hint"
+          />
           <p class="hint" id="max-parallel-hint">
             1 to 1000, in the order the installs were created, the next as one ends. Blank: all at once.
           </p>
         </div>
         <div>
           <label for="failure-budget">Failures a group may have (% of its installs)</label>
-          <input type="text" inputmode="decimal" id="failure-budget" name="failure_budget" value={fields.failureBudget} placeholder="0" aria-describedby="failure-budget-hint" />
+          <input
+            type="text"
+            inputmode="decimal"
+            id="failure-budget"
+            name="failure_budget"
+            value={fields.failureBudget}
+            placeholder="0"
+            aria-describedby="failure-budget-hint"
+          />
           <p class="hint" id="failure-budget-hint">
             0 to 100: a group fails once more than this share of its installs failed. Blank: its first failure.
           </p>
@@ -411,21 +519,43 @@ const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: Da
         <legend>Verification</legend>
         <div>
           <label for="verify-url">Verification URL</label>
-          <input type="url" id="verify-url" name="verify_url" value={fields.verifyUrl} placeholder="https://checks.example.com/verify" aria-describedby="verify-url-hint" />
+          <input
+            type="url"
+            id="verify-url"
+            name="verify_url"
+            value={fields.verifyUrl}
+            placeholder="https://checks.example.com/verify"
+            aria-describedby="verify-url-hint"
+          />
           <p class="hint" id="verify-url-hint">
-            After each group deploys, svc POSTs a com.svc.rollout.verification.v1 event here until it answers a verdict (pass, fail or pending); the group moves on once it passes. Blank: no verification.
+            After each group deploys, svc POSTs a com.svc.rollout.verification.v1 event here until it answers a verdict (pass, fail or
+            pending); the group moves on once it passes. Blank: no verification.
           </p>
         </div>
         <div>
           <label for="verify-secret">Verification secret (optional)</label>
-          <input type="password" id="verify-secret" name="verify_secret" value="" autocomplete="off" aria-describedby="verify-secret-hint" />
+          <input
+            type="password"
+            id="verify-secret"
+            name="verify_secret"
+            value=""
+            autocomplete="off"
+            aria-describedby="verify-secret-hint"
+          />
           <p class="hint" id="verify-secret-hint">
             Signs each request (Standard Webhooks, as a delivery). Never shown again: type it again after an error.
           </p>
         </div>
         <div>
           <label for="verify-interval">Ask again every</label>
-          <input type="text" id="verify-interval" name="verify_interval" value={fields.verifyInterval} placeholder="30s" aria-describedby="verify-interval-hint" />
+          <input
+            type="text"
+            id="verify-interval"
+            name="verify_interval"
+            value={fields.verifyInterval}
+            placeholder="30s"
+            aria-describedby="verify-interval-hint"
+          />
           <p class="hint" id="verify-interval-hint">
             10s to 10m while it answers pending. Blank: 30s.
           </p>
@@ -434,7 +564,8 @@ const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: Da
       <fieldset>
         <legend>Approval</legend>
         <label class="check">
-          <input type="radio" name="approval" value="per_group" checked={fields.approval !== 'none'} /> Approve each group's plan before it deploys
+          <input type="radio" name="approval" value="per_group" checked={fields.approval !== 'none'} /> Approve each group's plan before it
+          deploys
         </label>
         <label class="check">
           <input type="radio" name="approval" value="none" checked={fields.approval === 'none'} /> No approval: deploy group after group
@@ -515,9 +646,26 @@ function registerAppPage(r: Hono<DashEnv>, ctx: AppContext) {
             {app.name} <span class="muted id">{app.app_id}</span>
           </h1>
           <Section headingId="h-configs" title="Configs">
-            <p class="hint">A vetoed config is refused wherever it would be applied (install updates, branch runs, fleet rollbacks, new installs).</p>
-            <ConfigVersionsChart configs={configs.map((x) => ({ app_config_id: x.app_config_id, version: x.version, vetoed: !!x.vetoed }))} installsOn={installsOn} total={installs.length} />
-            <ConfigsTable app={app} configs={configs} installsOn={installsOn} c={c} vetoedBy={changedBy(ctx, orgId, configs.filter((x) => x.vetoed).map((x) => x.app_config_id), ['configs.veto'])} />
+            <p class="hint">
+              A vetoed config is refused wherever it would be applied (install updates, branch runs, fleet rollbacks, new installs).
+            </p>
+            <ConfigVersionsChart
+              configs={configs.map((x) => ({ app_config_id: x.app_config_id, version: x.version, vetoed: !!x.vetoed }))}
+              installsOn={installsOn}
+              total={installs.length}
+            />
+            <ConfigsTable
+              app={app}
+              configs={configs}
+              installsOn={installsOn}
+              c={c}
+              vetoedBy={changedBy(
+                ctx,
+                orgId,
+                configs.filter((x) => x.vetoed).map((x) => x.app_config_id),
+                ['configs.veto'],
+              )}
+            />
           </Section>
           <Section headingId="h-fleet" title="Roll back fleet">
             {!installs.length ? (
@@ -542,7 +690,9 @@ function registerAppPage(r: Hono<DashEnv>, ctx: AppContext) {
               row={(w) => (
                 <tr>
                   <td data-label="Rollout">
-                    <a href={paths.workflow(w.workflow_id)}>{w.type === 'app_rollback' ? 'fleet rollback' : `branch run of ${branchName.get(w.owner_id) ?? w.owner_id}`}</a>{' '}
+                    <a href={paths.workflow(w.workflow_id)}>
+                      {w.type === 'app_rollback' ? 'fleet rollback' : `branch run of ${branchName.get(w.owner_id) ?? w.owner_id}`}
+                    </a>{' '}
                     <span class="muted id">{w.workflow_id}</span>
                   </td>
                   <RunCells run={w} time={w.created_at} timeLabel="Created" />
@@ -565,9 +715,16 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
     const parsed = vetoSchema.safeParse({ reason: str(body.reason) });
     if (!parsed.success) {
       refused(c, ctx, apiOp('vetoAppConfig'), 400, c.req.param('cfg'));
-      flash(c, { kind: 'error', text: `Veto refused: ${issuesToDetails(parsed.error.issues).map((d) => `${d.path}: ${d.message}`).join('; ')}` });
+      flash(c, {
+        kind: 'error',
+        text: `Veto refused: ${issuesToDetails(parsed.error.issues)
+          .map((d) => `${d.path}: ${d.message}`)
+          .join('; ')}`,
+      });
     } else {
-      const cfg = change(c, ctx, apiOp('vetoAppConfig'), { id: c.req.param('cfg') }, () => vetoConfig(ctx, orgId, app.app_id, c.req.param('cfg'), parsed.data.reason));
+      const cfg = change(c, ctx, apiOp('vetoAppConfig'), { id: c.req.param('cfg') }, () =>
+        vetoConfig(ctx, orgId, app.app_id, c.req.param('cfg'), parsed.data.reason),
+      );
       flash(c, { kind: 'ok', text: `Config v${cfg.version} vetoed: applying it is refused until the veto is lifted.` });
     }
     return c.redirect(pathsOf(c).app(app.app_id), 303);
@@ -576,7 +733,9 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/apps/:app/configs/:cfg/unveto', (c) => {
     const orgId = c.req.param('org');
     const app = mustGetApp(ctx, orgId, c.req.param('app'));
-    const cfg = change(c, ctx, apiOp('unvetoAppConfig'), { id: c.req.param('cfg') }, () => unvetoConfig(ctx, orgId, app.app_id, c.req.param('cfg')));
+    const cfg = change(c, ctx, apiOp('unvetoAppConfig'), { id: c.req.param('cfg') }, () =>
+      unvetoConfig(ctx, orgId, app.app_id, c.req.param('cfg')),
+    );
     flash(c, { kind: 'ok', text: `Veto on config v${cfg.version} lifted.` });
     return c.redirect(pathsOf(c).app(app.app_id), 303);
   });
@@ -638,7 +797,13 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
       return renderPlanPage(ctx, c, { app, fields, plan, errors }, 400);
     }
     try {
-      const res = change(c, ctx, apiOp('rollBackAppFleet'), { idOf: (x) => x.body.run_id, status: 201 }, () => rollBackFleet(ctx, orgId, app.app_id, body) as Extract<ReturnType<typeof rollBackFleet>, { status: 201 }>);
+      const res = change(
+        c,
+        ctx,
+        apiOp('rollBackAppFleet'),
+        { idOf: (x) => x.body.run_id, status: 201 },
+        () => rollBackFleet(ctx, orgId, app.app_id, body) as Extract<ReturnType<typeof rollBackFleet>, { status: 201 }>,
+      );
       flash(c, { kind: 'ok', text: `Fleet rollback started: ${res.body.plan.installs.length} install(s).` });
       return c.redirect(pathsOf(c).workflow(res.body.workflow_id), 303);
     } catch (err) {
@@ -647,4 +812,3 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
     }
   });
 }
-

@@ -84,7 +84,8 @@ const AuditTable = ({ entries, oldest }: { entries: AuditView[]; oldest: boolean
 export function registerAudit(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org/audit', (c) => {
     const s = c.get('session')!;
-    if (!may(c, 'admin')) throw new ForbiddenError('admin', `the audit log needs a token with scope admin; this session's token has scope ${s.scope}`);
+    if (!may(c, 'admin'))
+      throw new ForbiddenError('admin', `the audit log needs a token with scope admin; this session's token has scope ${s.scope}`);
     const raw = Object.fromEntries(FIELDS.map((k) => [k, c.req.query(k)?.trim() || undefined]).filter(([, v]) => v !== undefined));
     const after = c.req.query('after');
     const parsed = auditListQuerySchema.safeParse({ ...raw, ...(after ? { after } : {}) });
@@ -100,7 +101,9 @@ export function registerAudit(r: Hono<DashEnv>, ctx: AppContext) {
       page = listAudit(ctx, s.org_id, { newest_first: !oldest });
     }
     const order: Record<string, string> = oldest ? { order: 'oldest' } : {};
-    const next = page.next_cursor ? `${c.get('paths').audit}?${new URLSearchParams({ ...(raw as Record<string, string>), ...order, after: page.next_cursor })}` : null;
+    const next = page.next_cursor
+      ? `${c.get('paths').audit}?${new URLSearchParams({ ...(raw as Record<string, string>), ...order, after: page.next_cursor })}`
+      : null;
     // the other order, from its first page, with the same filters
     const turnedQuery = new URLSearchParams({ ...(raw as Record<string, string>), ...(oldest ? {} : { order: 'oldest' }) }).toString();
     const turned = `${c.get('paths').audit}${turnedQuery ? `?${turnedQuery}` : ''}`;
@@ -110,7 +113,10 @@ export function registerAudit(r: Hono<DashEnv>, ctx: AppContext) {
       children: (
         <>
           <h1>Audit log</h1>
-          <p class="hint">Every change made through the API or this dashboard, refused ones too, with the token that made it. Never a request body or a secret.</p>
+          <p class="hint">
+            Every change made through the API or this dashboard, refused ones too, with the token that made it. Never a request body or a
+            secret.
+          </p>
           <Section headingId="h-audit-filter" title="Filter">
             {error ? (
               <p class="step-error" role="alert">

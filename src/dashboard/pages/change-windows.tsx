@@ -19,7 +19,16 @@ type Window = ReturnType<typeof listAppChangeWindows>[number];
 const windowsPath = (c: DashContext, appId: string) => `${c.get('paths').app(appId)}/windows`;
 
 const whom = (w: Window) =>
-  [w.install_ids?.length ? `installs ${w.install_ids.join(', ')}` : '', w.selector ? `labelled ${Object.entries(w.selector.match_labels).map(([k, v]) => `${k}=${v}`).join(',')}` : ''].filter(Boolean).join(' or ') || 'all installs';
+  [
+    w.install_ids?.length ? `installs ${w.install_ids.join(', ')}` : '',
+    w.selector
+      ? `labelled ${Object.entries(w.selector.match_labels)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(',')}`
+      : '',
+  ]
+    .filter(Boolean)
+    .join(' or ') || 'all installs';
 
 /** The "Change windows" section of an app's page. */
 export const ChangeWindows = ({ c, ctx, orgId, appId }: { c: DashContext; ctx: AppContext; orgId: string; appId: string }) => {
@@ -28,7 +37,8 @@ export const ChangeWindows = ({ c, ctx, orgId, appId }: { c: DashContext; ctx: A
   return (
     <>
       <p class="hint">
-        An install starts an update of a branch run (or a rollback, when a window names them) only when no deny window selecting it covers that moment and, if any allow window selects it, inside one of them; until then it waits in a <em>wait for change window</em> step.
+        An install starts an update of a branch run (or a rollback, when a window names them) only when no deny window selecting it covers
+        that moment and, if any allow window selects it, inside one of them; until then it waits in a <em>wait for change window</em> step.
       </p>
       <StackTable
         id="change-windows"
@@ -62,7 +72,11 @@ export const ChangeWindows = ({ c, ctx, orgId, appId }: { c: DashContext; ctx: A
           </tr>
         )}
       />
-      {canChange ? <WindowForm c={c} appId={appId} /> : <ScopeNote have={c.get('session')?.scope ?? 'read'} need="deploy" what="Changing change windows" />}
+      {canChange ? (
+        <WindowForm c={c} appId={appId} />
+      ) : (
+        <ScopeNote have={c.get('session')?.scope ?? 'read'} need="deploy" what="Changing change windows" />
+      )}
     </>
   );
 };
@@ -122,7 +136,8 @@ const WindowForm = ({ c, appId }: { c: DashContext; appId: string }) => (
       <legend>Holds</legend>
       {RUN_KINDS.map((k) => (
         <label class="check">
-          <input type="checkbox" name="applies_to" value={k} checked={k === 'branch_run'} /> {k === 'branch_run' ? 'branch runs' : 'fleet rollbacks'}
+          <input type="checkbox" name="applies_to" value={k} checked={k === 'branch_run'} />{' '}
+          {k === 'branch_run' ? 'branch runs' : 'fleet rollbacks'}
         </label>
       ))}
     </fieldset>
@@ -137,7 +152,14 @@ const strs = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => ty
 
 /** The API body from the form; errors name the API's fields. */
 function windowBody(form: Record<string, unknown>): { body?: ReturnType<typeof createChangeWindowSchema.parse>; errors: ErrorDetail[] } {
-  const raw: Record<string, unknown> = { name: str(form.name), kind: str(form.kind), days: strs(form.days), start: str(form.start), duration: str(form.duration), time_zone: str(form.time_zone) };
+  const raw: Record<string, unknown> = {
+    name: str(form.name),
+    kind: str(form.kind),
+    days: strs(form.days),
+    start: str(form.start),
+    duration: str(form.duration),
+    time_zone: str(form.time_zone),
+  };
   const selector = str(form.selector);
   if (selector) {
     const labels: Record<string, string> = {};
@@ -148,7 +170,10 @@ function windowBody(form: Record<string, unknown>): { body?: ReturnType<typeof c
     }
     raw.selector = { match_labels: labels };
   }
-  const ids = str(form.install_ids).split(',').map((s) => s.trim()).filter(Boolean);
+  const ids = str(form.install_ids)
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (ids.length) raw.install_ids = ids;
   const kinds = strs(form.applies_to);
   if (kinds.length) raw.applies_to = kinds;
@@ -162,7 +187,8 @@ export function registerChangeWindowActions(r: Hono<DashEnv>, ctx: AppContext) {
     const app = mustGetApp(ctx, orgId, c.req.param('app'));
     const { body, errors } = windowBody(await c.req.parseBody({ all: true }));
     const op = apiOp('createChangeWindow');
-    const fail = (details: ErrorDetail[]) => flash(c, { kind: 'error', text: `Change window refused: ${details.map((d) => `${d.path}: ${d.message}`).join('; ')}` });
+    const fail = (details: ErrorDetail[]) =>
+      flash(c, { kind: 'error', text: `Change window refused: ${details.map((d) => `${d.path}: ${d.message}`).join('; ')}` });
     if (!body) {
       refused(c, ctx, op, 400, null);
       fail(errors);
@@ -183,7 +209,9 @@ export function registerChangeWindowActions(r: Hono<DashEnv>, ctx: AppContext) {
     const orgId = c.req.param('org');
     const app = mustGetApp(ctx, orgId, c.req.param('app'));
     try {
-      change(c, ctx, apiOp('deleteChangeWindow'), { id: c.req.param('window'), status: 204 }, () => removeChangeWindow(ctx, orgId, app.app_id, c.req.param('window')));
+      change(c, ctx, apiOp('deleteChangeWindow'), { id: c.req.param('window'), status: 204 }, () =>
+        removeChangeWindow(ctx, orgId, app.app_id, c.req.param('window')),
+      );
       flash(c, { kind: 'ok', text: 'Change window deleted: the installs it held are evaluated afresh.' });
     } catch (err) {
       if (!(err instanceof NotFoundError)) throw err;

@@ -14,11 +14,27 @@ const LABEL = 70;
 const PLOT = 360;
 const FILL = { current: '#2563eb', vetoed: '#b91c1c', none: '#9ca3af' } as const;
 
-export const ConfigVersionsChart = ({ configs, installsOn, total }: { configs: VersionBar[]; installsOn: Map<string, number>; total: number }) => {
+export const ConfigVersionsChart = ({
+  configs,
+  installsOn,
+  total,
+}: {
+  configs: VersionBar[];
+  installsOn: Map<string, number>;
+  total: number;
+}) => {
   if (!configs.length || !total) return null;
   const onNone = total - [...installsOn.values()].reduce((a, b) => a + b, 0);
   const bars = [
-    ...[...configs].sort((a, b) => b.version - a.version).map((cfg) => ({ label: `v${cfg.version}`, title: cfg.app_config_id, n: installsOn.get(cfg.app_config_id) ?? 0, fill: cfg.vetoed ? FILL.vetoed : FILL.current, vetoed: cfg.vetoed })),
+    ...[...configs]
+      .sort((a, b) => b.version - a.version)
+      .map((cfg) => ({
+        label: `v${cfg.version}`,
+        title: cfg.app_config_id,
+        n: installsOn.get(cfg.app_config_id) ?? 0,
+        fill: cfg.vetoed ? FILL.vetoed : FILL.current,
+        vetoed: cfg.vetoed,
+      })),
     ...(onNone > 0 ? [{ label: 'none', title: 'installs on no config yet', n: onNone, fill: FILL.none, vetoed: false }] : []),
   ];
   const most = Math.max(1, ...bars.map((b) => b.n));
@@ -27,7 +43,15 @@ export const ConfigVersionsChart = ({ configs, installsOn, total }: { configs: V
   const summary = bars.map((b) => `${b.label}: ${b.n}${b.vetoed ? ' (vetoed)' : ''}`).join(', ');
   return (
     <figure class="chart config-versions">
-      <svg id="config-versions-chart" role="img" aria-label={`Installs per config version: ${summary}`} width={width} height={height} viewBox={`0 0 ${width} ${height}`} xmlns="http://www.w3.org/2000/svg">
+      <svg
+        id="config-versions-chart"
+        role="img"
+        aria-label={`Installs per config version: ${summary}`}
+        width={width}
+        height={height}
+        viewBox={`0 0 ${width} ${height}`}
+        xmlns="http://www.w3.org/2000/svg"
+      >
         {bars.map((b, i) => {
           const y = i * (BAR + GAP);
           const w = b.n ? Math.max(2, Math.round((b.n / most) * PLOT)) : 0;

@@ -7,7 +7,17 @@ import type { AppContext } from '../../context.ts';
 import { apiOp, change, refused } from '../changes.ts';
 import { changedBy } from '../../services/audit.ts';
 import { ConflictError, InvalidError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
-import { getEventAttempts, getRecovery, listEvents, recoveryAnswer, resendable, resendEvent, startRecovery, type CloudEventJson, type EventListInput } from '../../services/history.ts';
+import {
+  getEventAttempts,
+  getRecovery,
+  listEvents,
+  recoveryAnswer,
+  resendable,
+  resendEvent,
+  startRecovery,
+  type CloudEventJson,
+  type EventListInput,
+} from '../../services/history.ts';
 import { getWebhook } from '../../services/webhooks.ts';
 import { eventListQuerySchema, recoverBodySchema, resendBodySchema } from '../../http/schemas.ts';
 import { issuesToDetails } from '../../http/validation.ts';
@@ -62,7 +72,14 @@ const FilterForm = ({ c, f }: { c: DashContext; f: Filters }) => (
     </div>
     <div>
       <label for="f_subject_prefix">Subject prefix</label>
-      <input type="text" id="f_subject_prefix" name="subject_prefix" value={f.subject_prefix ?? ''} maxlength={1000} placeholder={`${c.req.param('org') ?? ''}/workflow/…`} />
+      <input
+        type="text"
+        id="f_subject_prefix"
+        name="subject_prefix"
+        value={f.subject_prefix ?? ''}
+        maxlength={1000}
+        placeholder={`${c.req.param('org') ?? ''}/workflow/…`}
+      />
     </div>
     <div class="actions">
       <button type="submit">Filter</button>
@@ -251,16 +268,27 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
     const orgId = c.req.param('org');
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const form = await textFields(c);
-    const state: RecoverFormState = { since: (form.since ?? '').trim(), until: (form.until ?? '').trim(), only_failed: form.only_failed === '1' };
-    const again = (errors: ErrorDetail[], status: 400 | 409 = 400) => showForm(c, { state: formStateOf(w), webhook: w, ctx, recover: { ...state, errors } }, status);
-    const parsed = recoverBodySchema.safeParse({ since: state.since, ...(state.until ? { until: state.until } : {}), only_failed: state.only_failed });
+    const state: RecoverFormState = {
+      since: (form.since ?? '').trim(),
+      until: (form.until ?? '').trim(),
+      only_failed: form.only_failed === '1',
+    };
+    const again = (errors: ErrorDetail[], status: 400 | 409 = 400) =>
+      showForm(c, { state: formStateOf(w), webhook: w, ctx, recover: { ...state, errors } }, status);
+    const parsed = recoverBodySchema.safeParse({
+      since: state.since,
+      ...(state.until ? { until: state.until } : {}),
+      only_failed: state.only_failed,
+    });
     if (!parsed.success) {
       refused(c, ctx, apiOp('recoverWebhook'), 400);
       return again(issuesToDetails(parsed.error.issues));
     }
     let started: { recovery_id: string; events: number };
     try {
-      const kept = change(c, ctx, apiOp('recoverWebhook'), { idOf: (x) => x.recovery_id, status: 202 }, () => startRecovery(ctx, orgId, w.webhook_id, parsed.data));
+      const kept = change(c, ctx, apiOp('recoverWebhook'), { idOf: (x) => x.recovery_id, status: 202 }, () =>
+        startRecovery(ctx, orgId, w.webhook_id, parsed.data),
+      );
       started = await recoveryAnswer(ctx, orgId, w.webhook_id, kept.recovery_id);
     } catch (err) {
       if (err instanceof InvalidError) return again(err.details ?? [{ path: '(body)', message: err.message }]);
@@ -303,10 +331,18 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
               <Fact term="State" id="recovery-state">
                 <Status status={rec.state} />
               </Fact>
-              <Fact term="Events" id="recovery-events">{rec.events}</Fact>
-              <Fact term="Attempted" id="recovery-attempted">{rec.attempted}</Fact>
-              <Fact term="Succeeded" id="recovery-succeeded">{rec.succeeded}</Fact>
-              <Fact term="Failed" id="recovery-failed">{rec.failed}</Fact>
+              <Fact term="Events" id="recovery-events">
+                {rec.events}
+              </Fact>
+              <Fact term="Attempted" id="recovery-attempted">
+                {rec.attempted}
+              </Fact>
+              <Fact term="Succeeded" id="recovery-succeeded">
+                {rec.succeeded}
+              </Fact>
+              <Fact term="Failed" id="recovery-failed">
+                {rec.failed}
+              </Fact>
               {startedBy ? (
                 <Fact term="Started by" id="recovery-started-by">
                   <ActorName actor={startedBy.actor} />
@@ -314,7 +350,9 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
               ) : null}
             </dl>
             <p>
-              <label for="recovery-progress">Attempted {rec.attempted} of {rec.events}</label>
+              <label for="recovery-progress">
+                Attempted {rec.attempted} of {rec.events}
+              </label>
               <progress id="recovery-progress" max={String(Math.max(rec.events, 1))} value={String(rec.events ? rec.attempted : 1)}>
                 {rec.attempted} of {rec.events}
               </progress>
@@ -351,7 +389,10 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
       [['Event', eventId]],
     );
     const paths = c.get('paths');
-    const back = form.back === 'event' ? paths.event(eventId) : `${paths.webhook(w.webhook_id)}${form.outcome === 'failure' ? '?outcome=failure' : ''}#attempts`;
+    const back =
+      form.back === 'event'
+        ? paths.event(eventId)
+        : `${paths.webhook(w.webhook_id)}${form.outcome === 'failure' ? '?outcome=failure' : ''}#attempts`;
     return c.redirect(back, 303);
   });
 }

@@ -10,7 +10,21 @@ import { appName, branchName, componentNames, configVersion } from '../../servic
 import { configNamer } from '../config-namer.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Diff, duration, ScopeNote, Fact, Json, Labels, ListPage, RunCells, Section, StackTable, Status, Time, type DiffShape } from '../ui.tsx';
+import {
+  Csrf,
+  Diff,
+  ScopeNote,
+  Fact,
+  Json,
+  Labels,
+  ListPage,
+  RunCells,
+  Section,
+  StackTable,
+  Status,
+  Time,
+  type DiffShape,
+} from '../ui.tsx';
 import { installNamesOf, InstallsTable, WorkflowsTable } from './overview.tsx';
 
 type InstallView = ReturnType<typeof getInstallView>;
@@ -40,7 +54,16 @@ const InstallFacts = ({ install, refs, c }: { install: InstallView; refs: Return
       <Fact term="App">
         {refs.app ? <a href={paths.app(install.app_id)}>{refs.app}</a> : null} <Id id={install.app_id} />
       </Fact>
-      <Fact term="App config">{install.app_config_id ? <>{refs.configVersion !== null ? `v${refs.configVersion} ` : null}<Id id={install.app_config_id} /></> : '—'}</Fact>
+      <Fact term="App config">
+        {install.app_config_id ? (
+          <>
+            {refs.configVersion !== null ? `v${refs.configVersion} ` : null}
+            <Id id={install.app_config_id} />
+          </>
+        ) : (
+          '—'
+        )}
+      </Fact>
       <Fact term="Health">
         <Status status={install.health} />
       </Fact>
@@ -55,18 +78,15 @@ const InstallFacts = ({ install, refs, c }: { install: InstallView; refs: Return
         <code>{install.runner_id}</code>
       </Fact>
       {install.app_branch_id ? (
-        <>
-          <Fact term="Branch">
-            {refs.branch ?? null} <Id id={install.app_branch_id} />
-          </Fact>
-        </>
+        <Fact term="Branch">
+          {refs.branch ?? null} <Id id={install.app_branch_id} />
+        </Fact>
       ) : null}
     </dl>
   );
 };
 
 const configLabel = (v: Version) => `config v${v.app_config?.version ?? '?'} (${v.app_config_id})`;
-
 
 /** Earlier configs of the install's history, newest first, without the current one. */
 function rollbackChoices(versions: Version[], currentConfigId: string | null): Version[] {
@@ -91,7 +111,9 @@ const VersionHistory = ({ versions, diffs, c }: { versions: Version[]; diffs: Ma
         </p>
         <details>
           <summary>
-            {diffs.get(v.version_id)?.from_app_config_id ? `Diff from ${diffs.get(v.version_id)!.from_name}` : 'Diff from nothing (first config)'}
+            {diffs.get(v.version_id)?.from_app_config_id
+              ? `Diff from ${diffs.get(v.version_id)!.from_name}`
+              : 'Diff from nothing (first config)'}
           </summary>
           {diffs.get(v.version_id) ? <Diff diff={diffs.get(v.version_id)!} /> : <p class="muted">No diff.</p>}
         </details>
@@ -153,7 +175,8 @@ function stepsWhere(views: WorkflowView[], pred: (s: StepView) => boolean) {
   return views.flatMap((wf) => wf.steps.filter(pred).map((step) => ({ wf, step })));
 }
 
-const currentConfig = (versions: Version[], install: InstallView) => versions.find((v) => v.app_config_id === install.app_config_id)?.app_config ?? null;
+const currentConfig = (versions: Version[], install: InstallView) =>
+  versions.find((v) => v.app_config_id === install.app_config_id)?.app_config ?? null;
 
 function planFailed(c: DashContext, installId: string, err: unknown) {
   if (err instanceof InvalidError || err instanceof ConflictError || err instanceof NotFoundError) {
@@ -213,7 +236,8 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
               <ul>
                 {install.components.map((cmp) => (
                   <li>
-                    <a href={paths.component(install.install_id, cmp.component_id)}>{cmp.name}</a> <Status status={cmp.health} /> <Labels labels={cmp.labels} />
+                    <a href={paths.component(install.install_id, cmp.component_id)}>{cmp.name}</a> <Status status={cmp.health} />{' '}
+                    <Labels labels={cmp.labels} />
                   </li>
                 ))}
               </ul>
@@ -278,7 +302,9 @@ function registerInstallRollback(r: Hono<DashEnv>, ctx: AppContext) {
               </p>
             ) : null}
             <Diff diff={plan as DiffShape} />
-            <p class="hint">Applying reprovisions the sandbox if it changed, deploys only added or changed components and tears down removed ones.</p>
+            <p class="hint">
+              Applying reprovisions the sandbox if it changed, deploys only added or changed components and tears down removed ones.
+            </p>
             <div class="actions">
               <form method="post" action={paths.rollbackApply(install.install_id)} class="inline">
                 <Csrf token={csrfOf(c)} />
@@ -302,8 +328,12 @@ function registerInstallRollback(r: Hono<DashEnv>, ctx: AppContext) {
     let res;
     try {
       const appConfigId = await formField(c, 'app_config_id');
-      res = change(c, ctx, apiOp('updateInstallAppConfig'), { idOf: (x) => (x.body as { workflow_id: string }).workflow_id, status: 201 }, () =>
-        updateInstallConfig(ctx, orgId, installId, { app_config_id: appConfigId }),
+      res = change(
+        c,
+        ctx,
+        apiOp('updateInstallAppConfig'),
+        { idOf: (x) => (x.body as { workflow_id: string }).workflow_id, status: 201 },
+        () => updateInstallConfig(ctx, orgId, installId, { app_config_id: appConfigId }),
       );
     } catch (err) {
       return planFailed(c, installId, err);

@@ -53,12 +53,23 @@ const LoginForm = (p: LoginProps) => (
       {p.next ? <input type="hidden" name="next" value={p.next} /> : null}
       <div>
         <label for="org_id">Org ID</label>
-        <input type="text" id="org_id" name="org_id" value={p.orgId ?? ''} required autocomplete="username" autocapitalize="none" spellcheck={false} />
+        <input
+          type="text"
+          id="org_id"
+          name="org_id"
+          value={p.orgId ?? ''}
+          required
+          autocomplete="username"
+          autocapitalize="none"
+          spellcheck={false}
+        />
       </div>
       <div>
         <label for="api_token">API token</label>
         <input type="password" id="api_token" name="api_token" required autocomplete="current-password" />
-        <p class="hint">Create one with <code>svc tokens create</code> or on the org settings page.</p>
+        <p class="hint">
+          Create one with <code>svc tokens create</code> or on the org settings page.
+        </p>
       </div>
       <div>
         <button type="submit">Sign in</button>
@@ -154,7 +165,12 @@ export function registerLogin(r: Hono<DashEnv>, ctx: AppContext) {
     const body = await c.req.parseBody();
     // the form's token is used up by this attempt, whatever comes of it
     if (crossOrigin(c, ctx.urls.dashboard) || !csrfTokens.consume(loginCsrfCookie(c), await formCsrf(c), ctx.clock.now())) {
-      return errorPage(c, 403, 'Forbidden', 'The sign-in form expired, was used already or did not come from this site. Reload the sign-in page and try again.');
+      return errorPage(
+        c,
+        403,
+        'Forbidden',
+        'The sign-in form expired, was used already or did not come from this site. Reload the sign-in page and try again.',
+      );
     }
     const orgId = field(body.org_id).trim();
     const token = field(body.api_token).trim();

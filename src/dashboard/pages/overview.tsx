@@ -105,7 +105,11 @@ export const WorkflowsTable = ({
           </td>
           {installNames ? (
             <td data-label="For">
-              {owner ? <a href={owner.href}>{owner.text}</a> : <a href={paths.install(w.owner_id)}>{installNames.get(w.owner_id) ?? w.owner_id}</a>}
+              {owner ? (
+                <a href={owner.href}>{owner.text}</a>
+              ) : (
+                <a href={paths.install(w.owner_id)}>{installNames.get(w.owner_id) ?? w.owner_id}</a>
+              )}
             </td>
           ) : null}
           <RunCells run={w} time={w.created_at} timeLabel="Created" />

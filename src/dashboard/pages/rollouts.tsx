@@ -27,7 +27,8 @@ export const TripCause = ({ c, data }: { c: DashContext; data: RolloutView }) =>
       <h2 id="h-trip">Health gate tripped</h2>
       <dl class="facts">
         <Fact term="Install">
-          {trip.install_name !== null ? <a href={c.get('paths').install(trip.install_id)}>{trip.install_name}</a> : null} <span class="muted id">{trip.install_id}</span>
+          {trip.install_name !== null ? <a href={c.get('paths').install(trip.install_id)}>{trip.install_name}</a> : null}{' '}
+          <span class="muted id">{trip.install_id}</span>
         </Fact>
         <Fact term="Component">
           {trip.component_name} <span class="muted id">{trip.component_id}</span>
@@ -36,7 +37,11 @@ export const TripCause = ({ c, data }: { c: DashContext; data: RolloutView }) =>
           <Status status={trip.verdict} />
         </Fact>
         <Fact term="Reason">{trip.reason ?? <span class="muted">none given</span>}</Fact>
-        <Fact term="Then">{rollingBack ? 'the run stopped, later groups were cancelled and the groups already deployed roll back to the configs they had before the run' : 'the run stopped and later groups were cancelled (halt)'}</Fact>
+        <Fact term="Then">
+          {rollingBack
+            ? 'the run stopped, later groups were cancelled and the groups already deployed roll back to the configs they had before the run'
+            : 'the run stopped and later groups were cancelled (halt)'}
+        </Fact>
       </dl>
     </section>
   );
@@ -56,11 +61,18 @@ const STATE_FILL: Record<InstallState, string> = {
 };
 
 /** Each install of a group and its state: its rollback's child if any, else its deploy's, else waiting. */
-export function installStates(data: RolloutView, g: RolloutGroup): Array<{ install_id: string; name: string; state: InstallState; deploy_failed: boolean }> {
+export function installStates(
+  data: RolloutView,
+  g: RolloutGroup,
+): Array<{ install_id: string; name: string; state: InstallState; deploy_failed: boolean }> {
   const rows = data.steps.filter((s) => g.step_ids.includes(s.step_id) && s.kind === 'children');
   const deploy = rows.find((r) => !r.rollback);
   const rollback = rows.find((r) => r.rollback);
-  const held = new Set(data.steps.filter((s) => g.step_ids.includes(s.step_id) && s.kind === 'window' && s.status === 'started').map((s) => s.window!.install_id));
+  const held = new Set(
+    data.steps
+      .filter((s) => g.step_ids.includes(s.step_id) && s.kind === 'window' && s.status === 'started')
+      .map((s) => s.window!.install_id),
+  );
   return g.install_ids.map((id) => {
     const back = rollback?.children.find((w) => w.install_id === id);
     const fwd = deploy?.children.find((w) => w.install_id === id);
@@ -93,14 +105,38 @@ export const RunPicture = ({ data }: { data: RolloutView }) => {
   const legend = Object.keys(STATE_FILL) as InstallState[];
   // each legend entry: a swatch and its label (about 6.2 px a character at 11 px)
   const legendX = legend.map((_, n) => legend.slice(0, n).reduce((x, s) => x + 30 + Math.ceil(s.length * 6.2), 0));
-  const width = Math.max(budgetX + 200, verifyX + mostChecks * VERIFY_W, legendX[legend.length - 1] + 30 + Math.ceil(legend[legend.length - 1].length * 6.2));
+  const width = Math.max(
+    budgetX + 200,
+    verifyX + mostChecks * VERIFY_W,
+    legendX[legend.length - 1] + 30 + Math.ceil(legend[legend.length - 1].length * 6.2),
+  );
   const height = rows.length * (CELL + 10) + 34;
   const pct = data.policy?.max_failed_pct ?? 0;
-  const summary = rows.map((r) => `${r.g.name}: ${legend.map((s) => [s, r.states.filter((x) => x.state === s).length] as const).filter(([, n]) => n).map(([s, n]) => `${n} ${s}`).join(', ') || 'no installs'}${checksOf(r.g).map((v) => `, verification ${v.shown} ${verifyWord(v)}`).join('')}`).join('; ');
+  const summary = rows
+    .map(
+      (r) =>
+        `${r.g.name}: ${
+          legend
+            .map((s) => [s, r.states.filter((x) => x.state === s).length] as const)
+            .filter(([, n]) => n)
+            .map(([s, n]) => `${n} ${s}`)
+            .join(', ') || 'no installs'
+        }${checksOf(r.g)
+          .map((v) => `, verification ${v.shown} ${verifyWord(v)}`)
+          .join('')}`,
+    )
+    .join('; ');
   return (
     <section aria-labelledby="h-picture" class="run-picture">
       <h2 id="h-picture">The run at a glance</h2>
-      <svg role="img" aria-label={`Installs by group: ${summary}`} width={width} height={height} viewBox={`0 0 ${width} ${height}`} xmlns="http://www.w3.org/2000/svg">
+      <svg
+        role="img"
+        aria-label={`Installs by group: ${summary}`}
+        width={width}
+        height={height}
+        viewBox={`0 0 ${width} ${height}`}
+        xmlns="http://www.w3.org/2000/svg"
+      >
         {rows.map(({ g, states }, i) => {
           const y = i * (CELL + 10);
           const failed = states.filter((s) => s.deploy_failed).length;
@@ -187,17 +223,17 @@ const VerifyDetail = ({ data, row }: { data: RolloutView; row: RolloutStep }) =>
   const started = row.started_at ? Date.parse(row.started_at) : null;
   return (
     <>
-    <ul class="verifications">
-      {checks.map((v) => (
-        <li>
-          {v.shown}: <strong>{verifyWord(v)}</strong>
-          {v.last?.status != null ? ` HTTP ${v.last.status}` : ''}
-          {v.last?.error ? ` ${v.last.error}` : ''}
-          {v.last?.reason ? ` reason: ${v.last.reason}` : ''}
-          {row.status === 'started' && !v.passed ? <span class="muted">{` next request in ${span(v.next_at - data.now)}`}</span> : null}
-        </li>
-      ))}
-    </ul>
+      <ul class="verifications">
+        {checks.map((v) => (
+          <li>
+            {v.shown}: <strong>{verifyWord(v)}</strong>
+            {v.last?.status != null ? ` HTTP ${v.last.status}` : ''}
+            {v.last?.error ? ` ${v.last.error}` : ''}
+            {v.last?.reason ? ` reason: ${v.last.reason}` : ''}
+            {row.status === 'started' && !v.passed ? <span class="muted">{` next request in ${span(v.next_at - data.now)}`}</span> : null}
+          </li>
+        ))}
+      </ul>
       {row.answers.length ? (
         <>
           <p>Each request's answer{row.answers.length >= 50 ? ' (the latest 50)' : ''}:</p>
@@ -225,14 +261,35 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
   return (
     <>
       <Fact term="To">
-        {data.to === 'previous' ? 'previous: each install to the config of its version before the current one' : cfg ? <>config v{cfg.version} <span class="muted id">{cfg.app_config_id}</span></> : (data.to ?? '—')}
+        {data.to === 'previous' ? (
+          'previous: each install to the config of its version before the current one'
+        ) : cfg ? (
+          <>
+            config v{cfg.version} <span class="muted id">{cfg.app_config_id}</span>
+          </>
+        ) : (
+          (data.to ?? '—')
+        )}
       </Fact>
-      <Fact term="Approval">{data.approval === 'none' ? 'none: groups deploy one after another' : "each group's plan is approved before it deploys"}</Fact>
+      <Fact term="Approval">
+        {data.approval === 'none' ? 'none: groups deploy one after another' : "each group's plan is approved before it deploys"}
+      </Fact>
       <Fact term="Rollout">
         {data.policy ? (
           <>
-            {data.policy.max_parallel ? <><strong>{data.policy.max_parallel}</strong> install(s) of a group at a time</> : 'every install of a group at once'}; a group fails when more than{' '}
-            <strong>{data.policy.max_failed_pct} %</strong> of its installs fail{data.policy.on_failure ? <>; then <strong>{data.policy.on_failure}</strong></> : null}
+            {data.policy.max_parallel ? (
+              <>
+                <strong>{data.policy.max_parallel}</strong> install(s) of a group at a time
+              </>
+            ) : (
+              'every install of a group at once'
+            )}
+            ; a group fails when more than <strong>{data.policy.max_failed_pct} %</strong> of its installs fail
+            {data.policy.on_failure ? (
+              <>
+                ; then <strong>{data.policy.on_failure}</strong>
+              </>
+            ) : null}
           </>
         ) : (
           'every install of a group at once; its first failure fails it'
@@ -244,7 +301,8 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
           {data.verification.map((v, n) => (
             <>
               {n ? '; ' : ''}
-              {v.shown} (every <strong>{v.interval}</strong>, timeout {v.timeout}, at most {v.max_wait}, {v.failure_limit} failure(s) in a row{v.signed ? ', signed' : ''})
+              {v.shown} (every <strong>{v.interval}</strong>, timeout {v.timeout}, at most {v.max_wait}, {v.failure_limit} failure(s) in a
+              row{v.signed ? ', signed' : ''})
             </>
           ))}
         </Fact>
@@ -253,7 +311,13 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
         {data.gate ? (
           <>
             bake <strong>{data.gate.bake}</strong> after each group deploys; trips on {data.gate.on.join(' or ')}
-            {data.gate.for_ms > 0 ? <> that lasts <strong>{data.gate.for}</strong></> : null}; then <strong>{data.gate.action}</strong>
+            {data.gate.for_ms > 0 ? (
+              <>
+                {' '}
+                that lasts <strong>{data.gate.for}</strong>
+              </>
+            ) : null}
+            ; then <strong>{data.gate.action}</strong>
           </>
         ) : (
           'none'
@@ -282,9 +346,15 @@ function streaksOf(row: RolloutStep, now: number): Streak[] {
   const out: Streak[] = [];
   row.verdicts.forEach((v, i) => {
     if (!on.includes(v.verdict)) return;
-    const p = row.verdicts.slice(0, i).filter((x) => x.install_id === v.install_id).pop() ?? null;
+    const p =
+      row.verdicts
+        .slice(0, i)
+        .filter((x) => x.install_id === v.install_id)
+        .pop() ?? null;
     if (p && on.includes(p.verdict) && p.component_name === v.component_name) return; // continues a streak
-    const ender = row.verdicts.slice(i + 1).find((n) => n.install_id === v.install_id && !(on.includes(n.verdict) && n.component_name === v.component_name));
+    const ender = row.verdicts
+      .slice(i + 1)
+      .find((n) => n.install_id === v.install_id && !(on.includes(n.verdict) && n.component_name === v.component_name));
     const end = ender?.at ?? null;
     const until = end ?? bakeEnd ?? now;
     const tripped = !!trip && trip.install_id === v.install_id && end === null && row.status === 'failed';
@@ -306,9 +376,25 @@ const BakeVerdicts = ({ data, row }: { data: RolloutView; row: RolloutStep }) =>
     const s = streaks.get(i);
     if (!on.includes(v.verdict)) return <span class="muted">not a verdict the gate trips on</span>;
     if (!s) return <span class="muted">the same bad streak goes on</span>;
-    if (s.tripped) return <strong class="step-error">tripped the gate{forMs ? `: bad for ${span(s.lasted)}, as long as the gate's for (${span(forMs)})` : ': the gate trips at once (no for)'}</strong>;
-    if (s.end !== null) return <span class="tolerated">tolerated by the gate's <code>for</code> ({span(forMs)}): bad for {span(s.lasted)}, it ended before lasting {span(forMs)}</span>;
-    if (row.status === 'started') return <span>bad for {span(s.lasted)} so far; trips once it lasts {span(forMs)}</span>;
+    if (s.tripped)
+      return (
+        <strong class="step-error">
+          tripped the gate
+          {forMs ? `: bad for ${span(s.lasted)}, as long as the gate's for (${span(forMs)})` : ': the gate trips at once (no for)'}
+        </strong>
+      );
+    if (s.end !== null)
+      return (
+        <span class="tolerated">
+          tolerated by the gate's <code>for</code> ({span(forMs)}): bad for {span(s.lasted)}, it ended before lasting {span(forMs)}
+        </span>
+      );
+    if (row.status === 'started')
+      return (
+        <span>
+          bad for {span(s.lasted)} so far; trips once it lasts {span(forMs)}
+        </span>
+      );
     return <span>bad for {span(s.lasted)}</span>;
   };
   return (
@@ -333,7 +419,10 @@ const BakeVerdicts = ({ data, row }: { data: RolloutView; row: RolloutStep }) =>
             return (
               <tr class="bake-verdict" data-verdict={v.verdict}>
                 <td>
-                  +{span(Math.max(0, v.at - started))} <span class="muted"><Time iso={new Date(v.at).toISOString()} /></span>
+                  +{span(Math.max(0, v.at - started))}{' '}
+                  <span class="muted">
+                    <Time iso={new Date(v.at).toISOString()} />
+                  </span>
                 </td>
                 <td>{v.install_name}</td>
                 <td>{v.component_name}</td>
@@ -359,7 +448,8 @@ const BakeDetail = ({ c, data, row, group }: { c: DashContext; data: RolloutView
   if (row.status === 'started' && gate) {
     state = (
       <p class="bake-left">
-        Baking: <strong>{span(gate.context.ends_at - data.now)} left</strong> of {bake} (ends <Time iso={new Date(gate.context.ends_at).toISOString()} /> on the engine's clock)
+        Baking: <strong>{span(gate.context.ends_at - data.now)} left</strong> of {bake} (ends{' '}
+        <Time iso={new Date(gate.context.ends_at).toISOString()} /> on the engine's clock)
       </p>
     );
   } else if (row.status === 'succeeded') {
@@ -377,7 +467,8 @@ const BakeDetail = ({ c, data, row, group }: { c: DashContext; data: RolloutView
     const t = gate.context.trip;
     state = (
       <p class="bake-left step-error">
-        Tripped: install {group.health.find((h) => h.install_id === t.install_id)?.name ?? t.install_id}, component {row.trip_component_name} was {t.verdict}: {t.reason ?? 'no reason given'}.
+        Tripped: install {group.health.find((h) => h.install_id === t.install_id)?.name ?? t.install_id}, component{' '}
+        {row.trip_component_name} was {t.verdict}: {t.reason ?? 'no reason given'}.
       </p>
     );
   } else if (row.status === 'pending') {
@@ -424,7 +515,8 @@ const ChildrenDetail = ({ c, row }: { c: DashContext; row: RolloutStep }) => {
       {children.map((w) => {
         return (
           <li>
-            <a href={c.get('paths').install(w.install_id)}>{w.install_name ?? w.install_id}</a>: <a href={c.get('paths').workflow(w.workflow_id)}>{w.type}</a> <Status status={w.status} />
+            <a href={c.get('paths').install(w.install_id)}>{w.install_name ?? w.install_id}</a>:{' '}
+            <a href={c.get('paths').workflow(w.workflow_id)}>{w.type}</a> <Status status={w.status} />
           </li>
         );
       })}
@@ -441,14 +533,24 @@ const WindowDetail = ({ data, row }: { data: RolloutView; row: RolloutStep }) =>
   if (row.status === 'started') {
     return (
       <p class="window-wait">
-        Held by {windows}{since !== null ? ` for ${span(data.now - since)} so far` : ''}; {w.next_window_at ? <>starts when it opens, <Time iso={w.next_window_at} /></> : 'no window lets it start within two weeks'} (or at once when a window holding it is deleted).
+        Held by {windows}
+        {since !== null ? ` for ${span(data.now - since)} so far` : ''};{' '}
+        {w.next_window_at ? (
+          <>
+            starts when it opens, <Time iso={w.next_window_at} />
+          </>
+        ) : (
+          'no window lets it start within two weeks'
+        )}{' '}
+        (or at once when a window holding it is deleted).
       </p>
     );
   }
   if (since === null || !row.finished_at) return null;
   return (
     <p class="window-wait">
-      Waited {span(Date.parse(row.finished_at) - since)} for {windows} (until <Time iso={row.finished_at} />).
+      Waited {span(Date.parse(row.finished_at) - since)} for {windows} (until <Time iso={row.finished_at} />
+      ).
     </p>
   );
 };
@@ -469,7 +571,8 @@ export function stepExtra(c: DashContext, data: RolloutView, stepId: string): Ch
 export function groupStatus(data: RolloutView, g: RolloutGroup): string {
   const rows = data.steps.filter((s) => g.step_ids.includes(s.step_id));
   const rolledBack = rows.find((r) => r.rollback);
-  if (rolledBack) return rolledBack.status === 'succeeded' ? 'rolled back' : rolledBack.status === 'failed' ? 'rollback failed' : 'rolling back';
+  if (rolledBack)
+    return rolledBack.status === 'succeeded' ? 'rolled back' : rolledBack.status === 'failed' ? 'rollback failed' : 'rolling back';
   if (rows.some((r) => r.status === 'failed')) return 'failed';
   if (rows.every((r) => r.status === 'succeeded' || r.status === 'skipped')) return 'succeeded';
   if (rows.some((r) => r.status === 'awaiting_approval')) return 'awaiting approval';
@@ -477,6 +580,7 @@ export function groupStatus(data: RolloutView, g: RolloutGroup): string {
     const kind = rows.find((r) => r.status === 'started')!.kind;
     return kind === 'bake' ? 'baking' : kind === 'verify' ? 'verifying' : 'deploying';
   }
-  if (rows.every((r) => r.status === 'cancelled' || r.status === 'pending')) return rows.some((r) => r.status === 'cancelled') ? 'cancelled' : 'pending';
+  if (rows.every((r) => r.status === 'cancelled' || r.status === 'pending'))
+    return rows.some((r) => r.status === 'cancelled') ? 'cancelled' : 'pending';
   return 'in progress';
 }

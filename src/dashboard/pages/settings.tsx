@@ -17,7 +17,11 @@ export const SCOPE_HINTS: Record<Scope, string> = {
   admin: 'admin: everything, tokens and the audit log included',
 };
 
-function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: string; api_token: string; name: string | null; scope: Scope }) {
+function settingsPage(
+  c: DashContext,
+  ctx: AppContext,
+  created?: { token_id: string; api_token: string; name: string | null; scope: Scope },
+) {
   const orgId = c.req.param('org') as string;
   const paths = c.get('paths');
   const tokens = listTokens(ctx, orgId);
@@ -31,7 +35,8 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
           {created ? (
             <div class="flash ok" role="status">
               <p>
-                Token {created.name ? `“${created.name}” ` : ''}created with scope <strong>{created.scope}</strong>. Copy it now: it is shown only once.
+                Token {created.name ? `“${created.name}” ` : ''}created with scope <strong>{created.scope}</strong>. Copy it now: it is
+                shown only once.
               </p>
               <p>
                 <label for="new-token">API token</label>
@@ -44,31 +49,31 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
           ) : null}
           {!may(c, 'admin') ? <ScopeNote have={c.get('session')?.scope ?? 'read'} need="admin" what="Creating or revoking tokens" /> : null}
           {may(c, 'admin') ? (
-          <form method="post" action={`${paths.settings}/tokens`} class="stack">
-            <Csrf token={csrfOf(c)} />
-            <div>
-              <label for="token-name">Name (optional)</label>
-              <input type="text" id="token-name" name="name" maxlength={100} placeholder="ci, cli, laptop…" />
-            </div>
-            <div>
-              <label for="token-scope">Scope</label>
-              <select id="token-scope" name="scope" aria-describedby="token-scope-hint">
-                {SCOPES.map((sc) => (
-                  <option value={sc} selected={sc === DEFAULT_SCOPE}>
-                    {sc}
-                  </option>
-                ))}
-              </select>
-              <ul id="token-scope-hint" class="hint">
-                {SCOPES.map((sc) => (
-                  <li>{SCOPE_HINTS[sc]}</li>
-                ))}
-              </ul>
-            </div>
-            <div>
-              <button type="submit">Create token</button>
-            </div>
-          </form>
+            <form method="post" action={`${paths.settings}/tokens`} class="stack">
+              <Csrf token={csrfOf(c)} />
+              <div>
+                <label for="token-name">Name (optional)</label>
+                <input type="text" id="token-name" name="name" maxlength={100} placeholder="ci, cli, laptop…" />
+              </div>
+              <div>
+                <label for="token-scope">Scope</label>
+                <select id="token-scope" name="scope" aria-describedby="token-scope-hint">
+                  {SCOPES.map((sc) => (
+                    <option value={sc} selected={sc === DEFAULT_SCOPE}>
+                      {sc}
+                    </option>
+                  ))}
+                </select>
+                <ul id="token-scope-hint" class="hint">
+                  {SCOPES.map((sc) => (
+                    <li>{SCOPE_HINTS[sc]}</li>
+                  ))}
+                </ul>
+              </div>
+              <div>
+                <button type="submit">Create token</button>
+              </div>
+            </form>
           ) : null}
         </Section>
         <Section headingId="h-tokens" title="API tokens">
@@ -85,7 +90,15 @@ function settingsPage(c: DashContext, ctx: AppContext, created?: { token_id: str
                 <td data-label="Created">
                   <Time iso={t.created_at} />
                 </td>
-                <td data-label="State">{t.revoked_at ? <>revoked <Time iso={t.revoked_at} /></> : 'active'}</td>
+                <td data-label="State">
+                  {t.revoked_at ? (
+                    <>
+                      revoked <Time iso={t.revoked_at} />
+                    </>
+                  ) : (
+                    'active'
+                  )}
+                </td>
                 <td>
                   {t.revoked_at || !may(c, 'admin') ? null : (
                     <form method="post" action={`${paths.settings}/tokens/${encodeURIComponent(t.token_id)}/revoke`} class="inline">
@@ -116,7 +129,9 @@ export function registerSettings(r: Hono<DashEnv>, ctx: AppContext) {
       refused(c, ctx, TOKENS_CREATE, 400);
       throw new InvalidError(`scope: one of ${SCOPES.join(', ')}`, [{ path: 'scope', message: `one of ${SCOPES.join(', ')}` }]);
     }
-    const t = change(c, ctx, TOKENS_CREATE, { idOf: (x) => x.token_id, status: 201 }, () => createToken(ctx, c.req.param('org'), name, scope));
+    const t = change(c, ctx, TOKENS_CREATE, { idOf: (x) => x.token_id, status: 201 }, () =>
+      createToken(ctx, c.req.param('org'), name, scope),
+    );
     // rendered directly (no redirect): the plaintext token never goes into a URL or cookie
     return settingsPage(c, ctx, { ...t, name });
   });

@@ -122,16 +122,16 @@ export const ResendButton = ({
   label: string;
 }) =>
   !may(c, 'webhooks') ? null : (
-  <form method="post" action={`${c.get('paths').webhook(webhookId)}/resend`} class="inline">
-    <Csrf token={csrfOf(c)} />
-    <input type="hidden" name="event_id" value={eventId} />
-    <input type="hidden" name="back" value={back} />
-    {failedOnly ? <input type="hidden" name="outcome" value="failure" /> : null}
-    <button type="submit" class="secondary" aria-label={label}>
-      Resend
-    </button>
-  </form>
-);
+    <form method="post" action={`${c.get('paths').webhook(webhookId)}/resend`} class="inline">
+      <Csrf token={csrfOf(c)} />
+      <input type="hidden" name="event_id" value={eventId} />
+      <input type="hidden" name="back" value={back} />
+      {failedOnly ? <input type="hidden" name="outcome" value="failure" /> : null}
+      <button type="submit" class="secondary" aria-label={label}>
+        Resend
+      </button>
+    </form>
+  );
 
 const AttemptTable = ({ c, w, attempts, failedOnly }: { c: DashContext; w: WebhookView; attempts: AttemptView[]; failedOnly: boolean }) => {
   const paths = c.get('paths');
@@ -146,7 +146,10 @@ const AttemptTable = ({ c, w, attempts, failedOnly }: { c: DashContext; w: Webho
             <Time iso={a.attempted_at} />
           </td>
           <td data-label="Event">
-            {a.type} <a href={paths.event(a.event_id)} class="id">{a.event_id}</a>
+            {a.type}{' '}
+            <a href={paths.event(a.event_id)} class="id">
+              {a.event_id}
+            </a>
           </td>
           <td data-label="Subject" class="id">
             {a.subject ?? <span class="muted">—</span>}
@@ -156,7 +159,14 @@ const AttemptTable = ({ c, w, attempts, failedOnly }: { c: DashContext; w: Webho
             <AttemptVia a={a} webhookId={w.webhook_id} paths={paths} />
           </td>
           <td>
-            <ResendButton c={c} webhookId={w.webhook_id} eventId={a.event_id} back="webhook" failedOnly={failedOnly} label={`Resend event ${a.event_id}`} />
+            <ResendButton
+              c={c}
+              webhookId={w.webhook_id}
+              eventId={a.event_id}
+              back="webhook"
+              failedOnly={failedOnly}
+              label={`Resend event ${a.event_id}`}
+            />
           </td>
         </tr>
       )}
@@ -169,7 +179,12 @@ export const WebhookHistory = ({ c, ctx, w, recover }: { c: DashContext; ctx: Ap
   const paths = c.get('paths');
   const failedOnly = c.req.method === 'GET' && c.req.query('outcome') === 'failure';
   const after = c.req.method === 'GET' ? c.req.query('after') || undefined : undefined;
-  const page = listAttempts(ctx, c.req.param('org') ?? '', w.webhook_id, { limit: ATTEMPTS_PAGE, after, include: 'request,response', ...(failedOnly ? { outcome: 'failure' } : {}) });
+  const page = listAttempts(ctx, c.req.param('org') ?? '', w.webhook_id, {
+    limit: ATTEMPTS_PAGE,
+    after,
+    include: 'request,response',
+    ...(failedOnly ? { outcome: 'failure' } : {}),
+  });
   const base = paths.webhook(w.webhook_id);
   const filter = failedOnly ? 'outcome=failure&' : '';
   const r = recover ?? EMPTY_RECOVER;
@@ -205,31 +220,41 @@ export const WebhookHistory = ({ c, ctx, w, recover }: { c: DashContext; ctx: Ap
       </Section>
       <Section headingId="h-recover" id="recover" title="Recover since…">
         <p class="hint">
-          One new attempt at this webhook alone for each kept event of the window that it matches now. Each carries the event's own body and id and the header
-          X-Svc-Recovery.
+          One new attempt at this webhook alone for each kept event of the window that it matches now. Each carries the event's own body and
+          id and the header X-Svc-Recovery.
         </p>
         {may(c, 'webhooks') ? (
-        <form method="post" action={`${base}/recover`} class="stack">
-          <Errors errors={r.errors} />
-          <Csrf token={csrfOf(c)} />
-          <div>
-            <label for="recover_since">Since</label>
-            <input type="text" id="recover_since" name="since" value={r.since} required maxlength={64} placeholder="2h" aria-describedby="recover-time-hint" />
-          </div>
-          <div>
-            <label for="recover_until">Until (optional)</label>
-            <input type="text" id="recover_until" name="until" value={r.until} maxlength={64} aria-describedby="recover-time-hint" />
-            <p class="hint" id="recover-time-hint">
-              An ISO 8601 time (2026-01-31T08:00:00Z) or a duration back from now (30m, 2h, 7d).
-            </p>
-          </div>
-          <label class="check">
-            <input type="checkbox" name="only_failed" value="1" checked={r.only_failed} /> Only the events that never got through to it (failed or missed)
-          </label>
-          <div class="actions">
-            <button type="submit">Recover</button>
-          </div>
-        </form>
+          <form method="post" action={`${base}/recover`} class="stack">
+            <Errors errors={r.errors} />
+            <Csrf token={csrfOf(c)} />
+            <div>
+              <label for="recover_since">Since</label>
+              <input
+                type="text"
+                id="recover_since"
+                name="since"
+                value={r.since}
+                required
+                maxlength={64}
+                placeholder="2h"
+                aria-describedby="recover-time-hint"
+              />
+            </div>
+            <div>
+              <label for="recover_until">Until (optional)</label>
+              <input type="text" id="recover_until" name="until" value={r.until} maxlength={64} aria-describedby="recover-time-hint" />
+              <p class="hint" id="recover-time-hint">
+                An ISO 8601 time (2026-01-31T08:00:00Z) or a duration back from now (30m, 2h, 7d).
+              </p>
+            </div>
+            <label class="check">
+              <input type="checkbox" name="only_failed" value="1" checked={r.only_failed} /> Only the events that never got through to it
+              (failed or missed)
+            </label>
+            <div class="actions">
+              <button type="submit">Recover</button>
+            </div>
+          </form>
         ) : (
           <ScopeNote have={c.get('session')?.scope ?? 'read'} need="webhooks" what="Recovering" />
         )}

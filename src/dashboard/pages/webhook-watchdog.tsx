@@ -5,7 +5,14 @@ import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { ConflictError } from '../../domain/errors.ts';
 import { attemptsPerHour, type AttemptHour } from '../../services/history.ts';
-import { disableWebhook, enableAfterPing, getWebhook, pingBeforeEnable, type EnablePing, type WebhookView } from '../../services/webhooks.ts';
+import {
+  disableWebhook,
+  enableAfterPing,
+  getWebhook,
+  pingBeforeEnable,
+  type EnablePing,
+  type WebhookView,
+} from '../../services/webhooks.ts';
 import { apiOp, change, may, refused } from '../changes.ts';
 import { toHttpError } from '../../http/http-error.ts';
 import { csrfOf } from '../render.tsx';
@@ -43,7 +50,14 @@ export const AttemptsChart = ({ hours }: { hours: AttemptHour[] }) => {
   const summary = `Attempts per hour over the last 24 hours: ${total.success} succeeded, ${total.failure} failed.`;
   return (
     <figure class="chart">
-      <svg id="attempts-chart" viewBox={`0 0 ${W + RIGHT} ${H}`} width="100%" role="img" aria-labelledby="attempts-chart-title" preserveAspectRatio="xMinYMin meet">
+      <svg
+        id="attempts-chart"
+        viewBox={`0 0 ${W + RIGHT} ${H}`}
+        width="100%"
+        role="img"
+        aria-labelledby="attempts-chart-title"
+        preserveAspectRatio="xMinYMin meet"
+      >
         <title id="attempts-chart-title">{summary}</title>
         <line x1={LEFT} x2={W} y1={TOP + plot} y2={TOP + plot} class="axis" />
         <line x1={LEFT} x2={W} y1={TOP} y2={TOP} class="grid" />
@@ -124,10 +138,18 @@ export const WatchdogSection = ({ c, ctx, w }: { c: DashContext; ctx: AppContext
             <Time iso={s.recover_since} />
           </Fact>
         ) : null}
-        <Fact term="Disables itself">{w.disable_after ? `after ${w.disable_after.failures} consecutive failures over at least ${w.disable_after.duration}` : 'never (disable_after not set)'}</Fact>
+        <Fact term="Disables itself">
+          {w.disable_after
+            ? `after ${w.disable_after.failures} consecutive failures over at least ${w.disable_after.duration}`
+            : 'never (disable_after not set)'}
+        </Fact>
       </dl>
       {!may(c, 'webhooks') ? (
-        <ScopeNote have={c.get('session')?.scope ?? 'read'} need="webhooks" what={s.state === 'disabled' ? 'Enabling this webhook' : 'Disabling this webhook'} />
+        <ScopeNote
+          have={c.get('session')?.scope ?? 'read'}
+          need="webhooks"
+          what={s.state === 'disabled' ? 'Enabling this webhook' : 'Disabling this webhook'}
+        />
       ) : s.state === 'disabled' ? (
         <div class="actions">
           <form method="post" action={`${action}/enable`} class="inline">
@@ -141,7 +163,10 @@ export const WatchdogSection = ({ c, ctx, w }: { c: DashContext; ctx: AppContext
               Enable only
             </button>
           </form>
-          <p class="hint">A test event is sent first; the webhook stays disabled unless it is delivered. Catching up attempts again, once each, every event it failed or missed since {s.recover_since ? <Time iso={s.recover_since} /> : 'it was disabled'}.</p>
+          <p class="hint">
+            A test event is sent first; the webhook stays disabled unless it is delivered. Catching up attempts again, once each, every
+            event it failed or missed since {s.recover_since ? <Time iso={s.recover_since} /> : 'it was disabled'}.
+          </p>
         </div>
       ) : (
         <form method="post" action={`${action}/disable`} class="inline">
@@ -163,7 +188,9 @@ export function registerWatchdog(r: Hono<DashEnv>, ctx: AppContext) {
   r.post('/:org/webhooks/:id/disable', async (c) => {
     const orgId = c.req.param('org');
     const w = getWebhook(ctx, orgId, c.req.param('id'));
-    const note = String((await c.req.parseBody()).note ?? '').trim().slice(0, 1000);
+    const note = String((await c.req.parseBody()).note ?? '')
+      .trim()
+      .slice(0, 1000);
     change(c, ctx, apiOp('disableWebhook'), { id: w.webhook_id }, () => disableWebhook(ctx, orgId, w.webhook_id, note || undefined));
     flash(c, { kind: 'ok', text: `Webhook for ${w.webhook_url} disabled: no deliveries until it is enabled.` });
     return c.redirect(`${c.get('paths').webhook(w.webhook_id)}#watchdog`, 303);
@@ -184,7 +211,9 @@ export function registerWatchdog(r: Hono<DashEnv>, ctx: AppContext) {
         throw err;
       }
       const r = change(c, ctx, op, { id: w.webhook_id }, () => enableAfterPing(ctx, orgId, w.webhook_id, { recover }, ping));
-      const text = r.recovery_id ? `Webhook for ${w.webhook_url} enabled; catching up (recovery ${r.recovery_id}).` : `Webhook for ${w.webhook_url} enabled.`;
+      const text = r.recovery_id
+        ? `Webhook for ${w.webhook_url} enabled; catching up (recovery ${r.recovery_id}).`
+        : `Webhook for ${w.webhook_url} enabled.`;
       flash(c, { kind: 'ok', text });
     } catch (err) {
       if (!(err instanceof ConflictError)) throw err;
@@ -193,4 +222,3 @@ export function registerWatchdog(r: Hono<DashEnv>, ctx: AppContext) {
     return c.redirect(`${c.get('paths').webhook(w.webhook_id)}#watchdog`, 303);
   });
 }
-

@@ -7,7 +7,15 @@ import type { AppContext } from '../../context.ts';
 import { apiOp, change, may, refused } from '../changes.ts';
 import { ConflictError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
 import { LIMITS } from '../../domain/limits.ts';
-import { createWebhook, deleteWebhook, getWebhook, listWebhooks, patchWebhook, pingWebhook, type WebhookView } from '../../services/webhooks.ts';
+import {
+  createWebhook,
+  deleteWebhook,
+  getWebhook,
+  listWebhooks,
+  patchWebhook,
+  pingWebhook,
+  type WebhookView,
+} from '../../services/webhooks.ts';
 import { INTEREST_OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
@@ -100,21 +108,32 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
       ) : (
         <div>
           <label for="webhook_url">Webhook URL</label>
-          <input type="url" id="webhook_url" name="webhook_url" value={state.webhook_url} required maxlength={2048} placeholder="https://example.com/hooks/svc" />
+          <input
+            type="url"
+            id="webhook_url"
+            name="webhook_url"
+            value={state.webhook_url}
+            required
+            maxlength={2048}
+            placeholder="https://example.com/hooks/svc"
+          />
         </div>
       )}
       {webhook ? (
         <fieldset>
           <legend>Signing secret ({webhook.has_secret ? 'set' : 'none'})</legend>
           <label class="check">
-            <input type="radio" name="secret_action" value="keep" checked={state.secret_action === 'keep'} /> Keep {webhook.has_secret ? 'the current secret' : 'no secret'}
+            <input type="radio" name="secret_action" value="keep" checked={state.secret_action === 'keep'} /> Keep{' '}
+            {webhook.has_secret ? 'the current secret' : 'no secret'}
           </label>
           <label class="check">
-            <input type="radio" name="secret_action" value="rotate" checked={state.secret_action === 'rotate'} /> {webhook.has_secret ? 'Rotate to a new secret' : 'Set a secret'}
+            <input type="radio" name="secret_action" value="rotate" checked={state.secret_action === 'rotate'} />{' '}
+            {webhook.has_secret ? 'Rotate to a new secret' : 'Set a secret'}
           </label>
           {webhook.has_secret ? (
             <label class="check">
-              <input type="radio" name="secret_action" value="remove" checked={state.secret_action === 'remove'} /> Remove the secret (unsigned deliveries)
+              <input type="radio" name="secret_action" value="remove" checked={state.secret_action === 'remove'} /> Remove the secret
+              (unsigned deliveries)
             </label>
           ) : null}
           <div>
@@ -132,8 +151,8 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
                 ))}
               </select>
               <p class="hint" id="overlap-hint">
-                During the overlap, webhook-signature carries a signature with each secret (new first), so receivers can switch over; X-Svc-Signature uses the new
-                secret only.
+                During the overlap, webhook-signature carries a signature with each secret (new first), so receivers can switch over;
+                X-Svc-Signature uses the new secret only.
               </p>
             </div>
           ) : null}
@@ -168,9 +187,9 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
           {state.match_text}
         </textarea>
         <p class="hint" id="match-hint">
-          Empty = org-wide. Example: {'{"installs": {"selector": {"match_labels": {"env": "prod"}}}}'}. Kinds: installs, components, actions, each with ids and/or
-          selector. At most {LIMITS.matchIdsPerKind.toLocaleString('en')} ids per kind and {LIMITS.labelsPerEntity} labels per selector; the whole
-          subscription at most {LIMITS.subscriptionBytes / 1024} KiB.
+          Empty = org-wide. Example: {'{"installs": {"selector": {"match_labels": {"env": "prod"}}}}'}. Kinds: installs, components,
+          actions, each with ids and/or selector. At most {LIMITS.matchIdsPerKind.toLocaleString('en')} ids per kind and{' '}
+          {LIMITS.labelsPerEntity} labels per selector; the whole subscription at most {LIMITS.subscriptionBytes / 1024} KiB.
         </p>
       </div>
       <div class="actions">
@@ -186,14 +205,14 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
 /** Sends a ping; the result shows on the page it was sent from (`from`: the list or the webhook's page). */
 const PingButton = ({ c, w, from }: { c: DashContext; w: WebhookView; from: 'list' | 'webhook' }) =>
   !may(c, 'webhooks') ? null : (
-  <form method="post" action={`${c.get('paths').webhook(w.webhook_id)}/ping`} class="inline">
-    <Csrf token={csrfOf(c)} />
-    <input type="hidden" name="from" value={from} />
-    <button type="submit" class="secondary" aria-label={from === 'list' ? `Send test event to ${w.webhook_url}` : undefined}>
-      Send test event
-    </button>
-  </form>
-);
+    <form method="post" action={`${c.get('paths').webhook(w.webhook_id)}/ping`} class="inline">
+      <Csrf token={csrfOf(c)} />
+      <input type="hidden" name="from" value={from} />
+      <button type="submit" class="secondary" aria-label={from === 'list' ? `Send test event to ${w.webhook_url}` : undefined}>
+        Send test event
+      </button>
+    </form>
+  );
 
 type DeliveryStatus = WebhookView['delivery_status'];
 
@@ -223,7 +242,18 @@ const WatchState = ({ s }: { s: DeliveryStatus }) => <span class={`badge w-${s.s
 
 const WebhookList = ({ c, webhooks }: { c: DashContext; webhooks: WebhookView[] }) => (
   <StackTable
-    columns={['URL', 'Events', 'Scope', 'Secret', 'State', 'Last outcome', 'Last attempt', 'Consecutive failures', 'Attempts / failures', <span class="muted">Actions</span>]}
+    columns={[
+      'URL',
+      'Events',
+      'Scope',
+      'Secret',
+      'State',
+      'Last outcome',
+      'Last attempt',
+      'Consecutive failures',
+      'Attempts / failures',
+      <span class="muted">Actions</span>,
+    ]}
     items={webhooks}
     empty="No webhooks yet."
     row={(w) => (
@@ -272,7 +302,11 @@ async function formOf(c: DashContext): Promise<FormData> {
 }
 
 /** A webhook's page (with `ctx`: its attempts and the recover form, as `recover` says), or the new webhook form. */
-export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: AppContext; recover?: RecoverFormState }, status: 200 | 400 | 409 = 200) {
+export function showForm(
+  c: DashContext,
+  props: Omit<FormProps, 'c'> & { ctx?: AppContext; recover?: RecoverFormState },
+  status: 200 | 400 | 409 = 200,
+) {
   const paths = c.get('paths');
   const w = props.webhook;
   return render(
@@ -299,11 +333,9 @@ export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: A
                 </Fact>
                 <Fact term="Signing secret">{w.has_secret ? 'set' : 'none (deliveries are unsigned)'}</Fact>
                 {w.previous_secret_expires_at ? (
-                  <>
-                    <Fact term="Previous secret" id="previous-secret">
-                      still signs until <Time iso={w.previous_secret_expires_at} />
-                    </Fact>
-                  </>
+                  <Fact term="Previous secret" id="previous-secret">
+                    still signs until <Time iso={w.previous_secret_expires_at} />
+                  </Fact>
                 ) : null}
                 <Fact term="Created">
                   <Time iso={w.created_at} />
@@ -323,17 +355,17 @@ export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: A
               {props.ctx ? <WebhookHistory c={c} ctx={props.ctx} w={w} recover={props.recover} /> : null}
               {may(c, 'webhooks') ? (
                 <>
-              <Section headingId="h-edit" title="Edit">
-                <WebhookForm c={c} {...props} />
-              </Section>
-              <Section headingId="h-delete" title="Delete">
-                <form method="post" action={`${paths.webhook(w.webhook_id)}/delete`} class="inline">
-                  <Csrf token={csrfOf(c)} />
-                  <button type="submit" class="danger">
-                    Delete webhook
-                  </button>
-                </form>
-              </Section>
+                  <Section headingId="h-edit" title="Edit">
+                    <WebhookForm c={c} {...props} />
+                  </Section>
+                  <Section headingId="h-delete" title="Delete">
+                    <form method="post" action={`${paths.webhook(w.webhook_id)}/delete`} class="inline">
+                      <Csrf token={csrfOf(c)} />
+                      <button type="submit" class="danger">
+                        Delete webhook
+                      </button>
+                    </form>
+                  </Section>
                 </>
               ) : (
                 <ScopeNote have={c.get('session')?.scope ?? 'read'} need="webhooks" what="Changing, pinging or deleting this webhook" />
@@ -343,7 +375,11 @@ export function showForm(c: DashContext, props: Omit<FormProps, 'c'> & { ctx?: A
             <>
               <h1>New webhook</h1>
               <section aria-label="New webhook">
-                {may(c, 'webhooks') ? <WebhookForm c={c} {...props} /> : <ScopeNote have={c.get('session')?.scope ?? 'read'} need="webhooks" what="Creating a webhook" />}
+                {may(c, 'webhooks') ? (
+                  <WebhookForm c={c} {...props} />
+                ) : (
+                  <ScopeNote have={c.get('session')?.scope ?? 'read'} need="webhooks" what="Creating a webhook" />
+                )}
               </section>
             </>
           )}
@@ -391,7 +427,9 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
       return showForm(c, { state: formStateFromForm(form), errors: parsed.errors }, 400);
     }
     try {
-      const w = change(c, ctx, apiOp('createWebhook'), { idOf: (x) => x.webhook_id, status: 201 }, () => createWebhook(ctx, c.req.param('org'), parsed.value));
+      const w = change(c, ctx, apiOp('createWebhook'), { idOf: (x) => x.webhook_id, status: 201 }, () =>
+        createWebhook(ctx, c.req.param('org'), parsed.value),
+      );
       flash(c, { kind: 'ok', text: `Webhook created for ${w.webhook_url}.` });
     } catch (err) {
       if (err instanceof ConflictError) return showForm(c, { state: formStateFromForm(form), errors: conflict(err) }, 409);
@@ -411,7 +449,8 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
     const w = getWebhook(ctx, orgId, c.req.param('id'));
     const form = await formOf(c);
     const parsed = patchBodyOf(form, w);
-    const again = (errors: ErrorDetail[], status: 400 | 409) => showForm(c, { state: formStateFromForm(form), webhook: w, errors, ctx }, status);
+    const again = (errors: ErrorDetail[], status: 400 | 409) =>
+      showForm(c, { state: formStateFromForm(form), webhook: w, errors, ctx }, status);
     if (!parsed.ok) {
       refused(c, ctx, apiOp('updateWebhook'), 400, w.webhook_id);
       return again(parsed.errors, 400);

@@ -7,10 +7,36 @@ import { changesOf, type AuditView } from '../../services/audit.ts';
 import { ConflictError, InvalidError } from '../../domain/errors.ts';
 import { componentNames } from '../../services/names.ts';
 import { rolloutView, type RolloutView } from '../../services/rollouts.ts';
-import { cancelWorkflow, getWorkflowView, respondToApproval, workflowOwner, workflowParent, type ParentInfo, type StepView, type WorkflowOwner, type WorkflowView } from '../../services/workflows.ts';
+import {
+  cancelWorkflow,
+  getWorkflowView,
+  respondToApproval,
+  workflowOwner,
+  workflowParent,
+  type ParentInfo,
+  type StepView,
+  type WorkflowOwner,
+  type WorkflowView,
+} from '../../services/workflows.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { ActorName, Csrf, Diff, ScopeNote, duration, Fact, isTerminal, Json, Labels, Owner, ownerText, Section, Status, Time, type DiffShape } from '../ui.tsx';
+import {
+  ActorName,
+  Csrf,
+  Diff,
+  ScopeNote,
+  duration,
+  Fact,
+  isTerminal,
+  Json,
+  Labels,
+  Owner,
+  ownerText,
+  Section,
+  Status,
+  Time,
+  type DiffShape,
+} from '../ui.tsx';
 import { configNamer } from '../config-namer.ts';
 import { groupStatus, RolloutFacts, RunPicture, stepExtra, TripCause } from './rollouts.tsx';
 
@@ -18,7 +44,14 @@ export type ConfigName = ReturnType<typeof configNamer>;
 
 interface GroupPlan {
   install_group: string;
-  installs: Array<{ install_id: string; install_name: string; labels: Record<string, string>; old_app_config_id: string | null; new_app_config_id: string; diff: DiffShape }>;
+  installs: Array<{
+    install_id: string;
+    install_name: string;
+    labels: Record<string, string>;
+    old_app_config_id: string | null;
+    new_app_config_id: string;
+    diff: DiffShape;
+  }>;
 }
 
 const REFRESH_SECONDS = 3;
@@ -35,8 +68,8 @@ export const Plan = ({ plan, c, configName }: { plan: unknown; c: DashContext; c
       <ul>
         {plan.installs.map((i) => (
           <li>
-            <a href={c.get('paths').install(i.install_id)}>{i.install_name}</a> <Labels labels={i.labels} />: {configName(i.old_app_config_id)} →{' '}
-            {configName(i.new_app_config_id)}{' '}
+            <a href={c.get('paths').install(i.install_id)}>{i.install_name}</a> <Labels labels={i.labels} />:{' '}
+            {configName(i.old_app_config_id)} → {configName(i.new_app_config_id)}{' '}
             <span class="muted id">
               {i.old_app_config_id ?? '—'} → {i.new_app_config_id}
             </span>
@@ -56,29 +89,53 @@ export const Plan = ({ plan, c, configName }: { plan: unknown; c: DashContext; c
 export type ApprovalBack = 'workflow' | 'approvals';
 
 /** Approve or reject a waiting step, with a note. */
-export const ApprovalForm = ({ workflowId, step, c, back = 'workflow' }: { workflowId: string; step: Pick<StepView, 'step_id'>; c: DashContext; back?: ApprovalBack }) =>
+export const ApprovalForm = ({
+  workflowId,
+  step,
+  c,
+  back = 'workflow',
+}: {
+  workflowId: string;
+  step: Pick<StepView, 'step_id'>;
+  c: DashContext;
+  back?: ApprovalBack;
+}) =>
   !may(c, 'deploy') ? (
     <ScopeNote have={c.get('session')?.scope ?? 'read'} need="deploy" what="Approving or rejecting" />
   ) : (
-  <form method="post" action={`${c.get('paths').workflow(workflowId)}/steps/${encodeURIComponent(step.step_id)}/approval`} class="stack">
-    <Csrf token={csrfOf(c)} />
-    {back !== 'workflow' ? <input type="hidden" name="back" value={back} /> : null}
-    <div>
-      <label for={`note-${workflowId}-${step.step_id}`}>Note (optional)</label>
-      <textarea id={`note-${workflowId}-${step.step_id}`} name="note" rows={2} maxlength={2000}></textarea>
-    </div>
-    <div class="actions">
-      <button type="submit" name="response" value="approved">
-        Approve
-      </button>
-      <button type="submit" name="response" value="rejected" class="danger">
-        Reject
-      </button>
-    </div>
-  </form>
+    <form method="post" action={`${c.get('paths').workflow(workflowId)}/steps/${encodeURIComponent(step.step_id)}/approval`} class="stack">
+      <Csrf token={csrfOf(c)} />
+      {back !== 'workflow' ? <input type="hidden" name="back" value={back} /> : null}
+      <div>
+        <label for={`note-${workflowId}-${step.step_id}`}>Note (optional)</label>
+        <textarea id={`note-${workflowId}-${step.step_id}`} name="note" rows={2} maxlength={2000}></textarea>
+      </div>
+      <div class="actions">
+        <button type="submit" name="response" value="approved">
+          Approve
+        </button>
+        <button type="submit" name="response" value="rejected" class="danger">
+          Reject
+        </button>
+      </div>
+    </form>
   );
 
-const StepCard = ({ wf, step, c, components, configName, extra }: { wf: WorkflowView; step: StepView; c: DashContext; components: Map<string, string>; configName: ConfigName; extra?: Child }) => (
+const StepCard = ({
+  wf,
+  step,
+  c,
+  components,
+  configName,
+  extra,
+}: {
+  wf: WorkflowView;
+  step: StepView;
+  c: DashContext;
+  components: Map<string, string>;
+  configName: ConfigName;
+  extra?: Child;
+}) => (
   <li class="card" id={`step-${step.step_id}`}>
     <p>
       <strong>
@@ -94,7 +151,9 @@ const StepCard = ({ wf, step, c, components, configName, extra }: { wf: Workflow
       <p>
         {step.component_id ? (
           <>
-            <a href={c.get('paths').component(wf.owner_id, step.component_id)}>Component {components.get(step.component_id) ?? step.component_id}</a>{' '}
+            <a href={c.get('paths').component(wf.owner_id, step.component_id)}>
+              Component {components.get(step.component_id) ?? step.component_id}
+            </a>{' '}
             <span class="muted id">{step.component_id}</span>
           </>
         ) : null}
@@ -151,7 +210,13 @@ const GROUP_BADGE: Record<string, string> = {
 };
 
 /** A rollout's steps: those of no group, then each install group's plan, deploy, bake and rollback. */
-function RolloutSteps({ wf, components, configName, c, rollout }: Omit<PageData, 'owner' | 'parent' | 'changes'> & { rollout: RolloutView }) {
+function RolloutSteps({
+  wf,
+  components,
+  configName,
+  c,
+  rollout,
+}: Omit<PageData, 'owner' | 'parent' | 'changes'> & { rollout: RolloutView }) {
   const steps = wf.steps;
   const byId = new Map(steps.map((s) => [s.step_id, s]));
   const card = (id: string) => {
@@ -238,20 +303,18 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout, c
           ) : null}
           {rollout ? <RolloutFacts data={rollout} /> : null}
           {wf.parent ? (
-            <>
-              <Fact term="Launched by">
-                {parent ? (
-                  <>
-                    <a href={paths.workflow(parent.workflow_id)}>{workflowTitle(parent.type, parent.owner)}</a>, step {parent.step_name ?? <code>{parent.step_id}</code>}{' '}
-                    <span class="muted id">{parent.workflow_id}</span>
-                  </>
-                ) : (
-                  <>
-                    workflow <code>{wf.parent.workflow_id}</code>, step <code>{wf.parent.step_id}</code>
-                  </>
-                )}
-              </Fact>
-            </>
+            <Fact term="Launched by">
+              {parent ? (
+                <>
+                  <a href={paths.workflow(parent.workflow_id)}>{workflowTitle(parent.type, parent.owner)}</a>, step{' '}
+                  {parent.step_name ?? <code>{parent.step_id}</code>} <span class="muted id">{parent.workflow_id}</span>
+                </>
+              ) : (
+                <>
+                  workflow <code>{wf.parent.workflow_id}</code>, step <code>{wf.parent.step_id}</code>
+                </>
+              )}
+            </Fact>
           ) : null}
           {wf.error ? (
             <>
@@ -260,7 +323,9 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout, c
             </>
           ) : null}
         </dl>
-        {!isTerminal(wf.status) && !may(c, 'deploy') ? <ScopeNote have={c.get('session')?.scope ?? 'read'} need="deploy" what="Cancelling" /> : null}
+        {!isTerminal(wf.status) && !may(c, 'deploy') ? (
+          <ScopeNote have={c.get('session')?.scope ?? 'read'} need="deploy" what="Cancelling" />
+        ) : null}
         {!isTerminal(wf.status) && may(c, 'deploy') ? (
           <form method="post" action={`${paths.workflow(wf.workflow_id)}/cancel`} class="actions">
             <Csrf token={csrfOf(c)} />
@@ -335,7 +400,9 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
       try {
         const s = c.get('session')!;
         const op = apiOp('respondToApproval', response === 'rejected' ? 'steps.reject' : 'steps.approve');
-        const step = change(c, ctx, op, { id: c.req.param('step') }, () => respondToApproval(ctx, orgId, wfId, c.req.param('step'), response, note, s.actor));
+        const step = change(c, ctx, op, { id: c.req.param('step') }, () =>
+          respondToApproval(ctx, orgId, wfId, c.req.param('step'), response, note, s.actor),
+        );
         flash(c, { kind: 'ok', text: `${String(step.name)}: ${response}.` });
       } catch (err) {
         if (!(err instanceof ConflictError || err instanceof InvalidError)) throw err;

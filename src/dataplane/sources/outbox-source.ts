@@ -18,7 +18,14 @@
 // last look (one pass over them), each org's rows are read through the index outbox_org.
 import type { Logger } from 'pino';
 import type { Db } from '../../../store/db.ts';
-import { deleteOutbox, outboxOrgsAfter, readOrgOutbox, saveOutboxProgress, type DeliveryLedger, type OutboxRow } from '../../../store/outbox.ts';
+import {
+  deleteOutbox,
+  outboxOrgsAfter,
+  readOrgOutbox,
+  saveOutboxProgress,
+  type DeliveryLedger,
+  type OutboxRow,
+} from '../../../store/outbox.ts';
 import { systemClock, type Clock, type Timer } from '../../domain/clock.ts';
 import { decodeRoute } from '../../domain/event-route.ts';
 import { oversized, SetAside, UNPUBLISHABLE } from '../../handoff/set-aside.ts';
@@ -229,7 +236,10 @@ export class OutboxSource implements ProgressStore {
         }
         this.schedulePrune();
       } else {
-        deleteOutbox(this.db, marks.map((m) => m.seq));
+        deleteOutbox(
+          this.db,
+          marks.map((m) => m.seq),
+        );
         this.deleted += marks.length;
         this.deletes++;
       }

@@ -3,7 +3,16 @@
 // the kinds that are about a workflow; the runner kinds' data.
 import { z } from 'zod';
 import type {
-  ApprovalFact, DriftFact, Fact, RunnerInactiveFact, RunnerUnhealthyFact, RunResult, StepFact, StepRef, WorkflowFact, WorkflowRef,
+  ApprovalFact,
+  DriftFact,
+  Fact,
+  RunnerInactiveFact,
+  RunnerUnhealthyFact,
+  RunResult,
+  StepFact,
+  StepRef,
+  WorkflowFact,
+  WorkflowRef,
 } from '../../domain/facts.ts';
 import { rolloutSchema } from '../../domain/rollout.ts';
 import { EXECUTION_TYPES, LIFECYCLE_TRANSITIONS, OWNER_TYPES, RUN_OUTCOMES } from '../../domain/status.ts';
@@ -50,7 +59,14 @@ export function workflowData(w: WorkflowRef): Record<string, unknown> {
 
 /** Every step field of spec 6.5, in this order; a field the step does not have is null. */
 const STEP_FIELDS = [
-  'id', 'name', 'idx', 'target_type', 'target_id', 'component_id', 'sandbox_id', 'execution_type',
+  'id',
+  'name',
+  'idx',
+  'target_type',
+  'target_id',
+  'component_id',
+  'sandbox_id',
+  'execution_type',
 ] as const satisfies ReadonlyArray<keyof StepRef>;
 
 export const stepDataSchema = z.strictObject({
@@ -112,8 +128,16 @@ export function lifecycleData(fact: WorkflowFact | StepFact): Record<string, unk
     const r = fact.rollout;
     // the fields it has, in the contract's order (a gate's trip; a deploy's failed installs)
     const ordered = {
-      run_id: r.run_id, trigger: r.trigger, install_id: r.install_id, component_id: r.component_id, verdict: r.verdict, reason: r.reason,
-      failed_installs: r.failed_installs, install_ids: r.install_ids, next_window_at: r.next_window_at, window_ids: r.window_ids,
+      run_id: r.run_id,
+      trigger: r.trigger,
+      install_id: r.install_id,
+      component_id: r.component_id,
+      verdict: r.verdict,
+      reason: r.reason,
+      failed_installs: r.failed_installs,
+      install_ids: r.install_ids,
+      next_window_at: r.next_window_at,
+      window_ids: r.window_ids,
     };
     d.rollout = Object.fromEntries(Object.entries(ordered).filter(([, v]) => v !== undefined));
   }
@@ -177,7 +201,7 @@ const WORKFLOW_CLASSES: Readonly<Record<string, Classification>> = {
 /** Classification of a workflow-level lifecycle event, by workflow type. */
 export function classifyWorkflow(workflowType: string): Classification | null {
   if (DRIFT_WORKFLOW_TYPES.has(workflowType)) return null;
-  const hit = Object.prototype.hasOwnProperty.call(WORKFLOW_CLASSES, workflowType) ? WORKFLOW_CLASSES[workflowType] : undefined;
+  const hit = Object.hasOwn(WORKFLOW_CLASSES, workflowType) ? WORKFLOW_CLASSES[workflowType] : undefined;
   return hit ? { ...hit } : null;
 }
 

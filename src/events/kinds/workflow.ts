@@ -1,8 +1,15 @@
 // `com.svc.workflow.lifecycle.v1`: a workflow started or ended (spec 6.2).
 import type { EventKind, FactOf } from './kind.ts';
 import {
-  classifyWorkflow, eventDataSchema, LIFECYCLE, lifecycleData, lifecycleDataShape,
-  lifecycleMatch, lifecycleOutcomes, lifecycleSlug, workflowLinks,
+  classifyWorkflow,
+  eventDataSchema,
+  LIFECYCLE,
+  lifecycleData,
+  lifecycleDataShape,
+  lifecycleMatch,
+  lifecycleOutcomes,
+  lifecycleSlug,
+  workflowLinks,
 } from './shared.ts';
 
 export const workflow: EventKind<FactOf<'workflow'>> = {

@@ -1,8 +1,15 @@
 // `com.svc.workflow_step.lifecycle.v1`: a workflow's step started or ended (spec 6.2).
 import type { EventKind, FactOf } from './kind.ts';
 import {
-  classifyStep, eventDataSchema, LIFECYCLE, lifecycleData, lifecycleDataShape,
-  lifecycleMatch, lifecycleOutcomes, lifecycleSlug, workflowLinks,
+  classifyStep,
+  eventDataSchema,
+  LIFECYCLE,
+  lifecycleData,
+  lifecycleDataShape,
+  lifecycleMatch,
+  lifecycleOutcomes,
+  lifecycleSlug,
+  workflowLinks,
 } from './shared.ts';
 
 export const workflow_step: EventKind<FactOf<'workflow_step'>> = {

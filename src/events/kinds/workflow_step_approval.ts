@@ -3,7 +3,15 @@ import { z } from 'zod';
 import type { ApprovalFact } from '../../domain/facts.ts';
 import type { EventKind, FactOf } from './kind.ts';
 import {
-  classifyStep, eventDataSchema, firstPresent, stepData, stepDataSchema, workflowData, workflowDataSchema, workflowInstall, workflowLinks,
+  classifyStep,
+  eventDataSchema,
+  firstPresent,
+  stepData,
+  stepDataSchema,
+  workflowData,
+  workflowDataSchema,
+  workflowInstall,
+  workflowLinks,
 } from './shared.ts';
 
 /** Approval plans whose JSON is larger than this are left out of the event (plan_truncated). */

@@ -2,7 +2,15 @@
 import * as catalog from '../../services/catalog.ts';
 import { planFleetRollbackInTurns, rollBackFleet, startBranchRun } from '../../services/rollback.ts';
 import { defineRoute, reply } from '../api-route.ts';
-import { appConfigSchema, appListQuerySchema, branchRunSchema, createAppSchema, createBranchSchema, fleetRollbackSchema, vetoSchema } from '../schemas.ts';
+import {
+  appConfigSchema,
+  appListQuerySchema,
+  branchRunSchema,
+  createAppSchema,
+  createBranchSchema,
+  fleetRollbackSchema,
+  vetoSchema,
+} from '../schemas.ts';
 import {
   appConfigListSchema,
   appConfigViewSchema,
@@ -114,10 +122,15 @@ export const appRoutes = [
     path: '/v1/apps/{app_id}/rollbacks',
     tag,
     scope: 'deploy',
-    audit: { action: 'rollbacks.create', resource: 'rollback', id: (r) => (r.status === 201 ? r.body.run_id : undefined), unchanged: (r) => r.status === 200 },
+    audit: {
+      action: 'rollbacks.create',
+      resource: 'rollback',
+      id: (r) => (r.status === 201 ? r.body.run_id : undefined),
+      unchanged: (r) => r.status === 200,
+    },
     summary: "Roll back an app's installs: to each one's previous config or to one config, group by group",
     description:
-      'plan_only: the plan (per install the move and its diff; installs left out with why). Otherwise an app_rollback workflow owned by the app over the selected installs (all of them when neither install_ids nor selector), grouped as the app\'s branch groups group them (installs in no group last, as `other`): each group planned (an approval step unless approval is none), deployed and, with health_gate, baked. 409 vetoed when a target config is vetoed; 409 conflict when no install is left to roll back.',
+      "plan_only: the plan (per install the move and its diff; installs left out with why). Otherwise an app_rollback workflow owned by the app over the selected installs (all of them when neither install_ids nor selector), grouped as the app's branch groups group them (installs in no group last, as `other`): each group planned (an approval step unless approval is none), deployed and, with health_gate, baked. 409 vetoed when a target config is vetoed; 409 conflict when no install is left to roll back.",
     before: ({ ctx, orgId, params }) => void catalog.mustGetApp(ctx, orgId, params.app_id),
     body: { schema: fleetRollbackSchema },
     responses: {
@@ -126,7 +139,8 @@ export const appRoutes = [
     },
     errors: [404, 409],
     // plan_only changes nothing: worked out before the change, in turns of the engine's thread (CONTRACT §8)
-    prepare: ({ ctx, orgId, params, body }) => (body.plan_only ? planFleetRollbackInTurns(ctx, orgId, params.app_id, body) : Promise.resolve(null)),
+    prepare: ({ ctx, orgId, params, body }) =>
+      body.plan_only ? planFleetRollbackInTurns(ctx, orgId, params.app_id, body) : Promise.resolve(null),
     handle: ({ ctx, orgId, params, body, prepared }) => prepared ?? rollBackFleet(ctx, orgId, params.app_id, body),
   }),
   defineRoute({

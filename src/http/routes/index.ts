@@ -22,4 +22,13 @@ const openApiRoute = defineRoute({
   handle: () => reply.ok(openApiDocument(API_ROUTES)),
 });
 
-export const API_ROUTES: readonly ApiRoute[] = [openApiRoute, ...webhookRoutes, ...appRoutes, ...changeWindowRoutes, ...installRoutes, ...workflowRoutes, ...eventRoutes, ...auditRoutes];
+export const API_ROUTES: readonly ApiRoute[] = [
+  openApiRoute,
+  ...webhookRoutes,
+  ...appRoutes,
+  ...changeWindowRoutes,
+  ...installRoutes,
+  ...workflowRoutes,
+  ...eventRoutes,
+  ...auditRoutes,
+];

@@ -84,8 +84,20 @@ export const installRoutes = [
   }),
   simpleWorkflowRoute('reprovisionInstall', '/reprovision', 'reprovision', 'installs.reprovision', 'Start a reprovision workflow'),
   simpleWorkflowRoute('deprovisionInstall', '/deprovision', 'deprovision', 'installs.deprovision', 'Start a deprovision workflow'),
-  simpleWorkflowRoute('reprovisionSandbox', '/sandbox/reprovision', 'reprovision_sandbox', 'sandboxes.reprovision', 'Reprovision the sandbox'),
-  simpleWorkflowRoute('deprovisionSandbox', '/sandbox/deprovision', 'deprovision_sandbox', 'sandboxes.deprovision', 'Deprovision the sandbox'),
+  simpleWorkflowRoute(
+    'reprovisionSandbox',
+    '/sandbox/reprovision',
+    'reprovision_sandbox',
+    'sandboxes.reprovision',
+    'Reprovision the sandbox',
+  ),
+  simpleWorkflowRoute(
+    'deprovisionSandbox',
+    '/sandbox/deprovision',
+    'deprovision_sandbox',
+    'sandboxes.deprovision',
+    'Deprovision the sandbox',
+  ),
   simpleWorkflowRoute('syncInstallSecrets', '/secrets/sync', 'sync_secrets', 'installs.sync_secrets', 'Sync secrets'),
   defineRoute({
     operationId: 'deployComponent',
@@ -111,7 +123,9 @@ export const installRoutes = [
     responses: started('teardown_component'),
     errors: [404],
     handle: ({ ctx, orgId, params }) =>
-      reply.created(installs.startInstallWorkflow(ctx, orgId, params.install_id, 'teardown_component', { component_id: params.component_id })),
+      reply.created(
+        installs.startInstallWorkflow(ctx, orgId, params.install_id, 'teardown_component', { component_id: params.component_id }),
+      ),
   }),
   defineRoute({
     operationId: 'runAction',
@@ -128,7 +142,10 @@ export const installRoutes = [
     errors: [404],
     handle: ({ ctx, orgId, params, body }) =>
       reply.created(
-        installs.startInstallWorkflow(ctx, orgId, params.install_id, 'action_workflow_run', { action_id: params.action_id, inputs: body.inputs ?? {} }),
+        installs.startInstallWorkflow(ctx, orgId, params.install_id, 'action_workflow_run', {
+          action_id: params.action_id,
+          inputs: body.inputs ?? {},
+        }),
       ),
   }),
   defineRoute({
@@ -144,7 +161,9 @@ export const installRoutes = [
     responses: started('drift_run'),
     errors: [404],
     handle: ({ ctx, orgId, params, body }) =>
-      reply.created(installs.startInstallWorkflow(ctx, orgId, params.install_id, body.sandbox ? 'drift_run_reprovision_sandbox' : 'drift_run')),
+      reply.created(
+        installs.startInstallWorkflow(ctx, orgId, params.install_id, body.sandbox ? 'drift_run_reprovision_sandbox' : 'drift_run'),
+      ),
   }),
   defineRoute({
     operationId: 'updateInstallInputs',
@@ -189,7 +208,12 @@ export const installRoutes = [
     path: `${INSTALL}/app-config-updates`,
     tag,
     scope: 'deploy',
-    audit: { action: 'installs.update_app_config', resource: 'workflow', id: (r) => (r.status === 201 ? r.body.workflow_id : undefined), unchanged: (r) => r.status === 200 },
+    audit: {
+      action: 'installs.update_app_config',
+      resource: 'workflow',
+      id: (r) => (r.status === 201 ? r.body.workflow_id : undefined),
+      unchanged: (r) => r.status === 200,
+    },
     summary: 'Plan (plan_only) or apply an app config: a rollback or a roll forward',
     before: ({ ctx, orgId, params }) => void installs.mustGetInstall(ctx, orgId, params.install_id),
     body: { schema: configUpdateSchema },

@@ -4,7 +4,16 @@ import * as svc from '../../services/webhooks.ts';
 import * as history from '../../services/history.ts';
 import { attemptListQuerySchema, disableBodySchema, enableBodySchema, recoverBodySchema, resendBodySchema } from '../schemas.ts';
 import { defineRoute, reply } from '../api-route.ts';
-import { attemptPageSchema, pingResultSchema, recoverySchema, recoveryStartedSchema, webhookCreatedSchema, webhookEnabledSchema, webhookListSchema, webhookSchema } from '../responses.ts';
+import {
+  attemptPageSchema,
+  pingResultSchema,
+  recoverySchema,
+  recoveryStartedSchema,
+  webhookCreatedSchema,
+  webhookEnabledSchema,
+  webhookListSchema,
+  webhookSchema,
+} from '../responses.ts';
 import { checkTarget, TargetLookupError, TargetRefusedError } from '../../delivery/guard.ts';
 import type { z } from 'zod';
 
@@ -149,7 +158,7 @@ export const webhookRoutes = [
     audit: { action: 'webhooks.enable', resource: 'webhook' },
     summary: 'Send to this webhook again, after a ping that is delivered',
     description:
-      'A ping first: not delivered → 409 conflict with its error, still disabled. Delivered → active, `enabled` to the org\'s other webhooks that subscribe, and with `recover: true` a recovery (only failed) since delivery_status.recover_since: every event that failed or was missed arrives once, with X-Svc-Recovery.',
+      "A ping first: not delivered → 409 conflict with its error, still disabled. Delivered → active, `enabled` to the org's other webhooks that subscribe, and with `recover: true` a recovery (only failed) since delivery_status.recover_since: every event that failed or was missed arrives once, with X-Svc-Recovery.",
     before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
     body: { schema: enableBodySchema, optional: true },
     responses: { 200: { description: 'the webhook, active, and the recovery started', schema: webhookEnabledSchema } },
@@ -182,13 +191,14 @@ export const webhookRoutes = [
     audit: { action: 'webhooks.recover', resource: 'recovery', id: (r) => r.body.recovery_id },
     summary: 'Attempt again, at this webhook alone, the kept events of a window that it missed',
     description:
-      'One new attempt for every kept event of the window that the webhook matches now, emitted after it was created (backfill: older ones too) and (only_failed, the default) whose attempts at it all failed or that it never had. Durable like any delivery; each attempt carries the event\'s body and id and X-Svc-Recovery: <recovery_id>. Paced: one running recovery per webhook (409 conflict), 4 per org (409 limit_exceeded); answered within 1 s, `events` possibly still growing.',
+      "One new attempt for every kept event of the window that the webhook matches now, emitted after it was created (backfill: older ones too) and (only_failed, the default) whose attempts at it all failed or that it never had. Durable like any delivery; each attempt carries the event's body and id and X-Svc-Recovery: <recovery_id>. Paced: one running recovery per webhook (409 conflict), 4 per org (409 limit_exceeded); answered within 1 s, `events` possibly still growing.",
     before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
     body: { schema: recoverBodySchema },
     responses: { 202: { description: 'the recovery, started', schema: recoveryStartedSchema } },
     errors: [404, 409],
     handle: ({ ctx, orgId, params, body: input }) => reply.accepted(history.startRecovery(ctx, orgId, params.webhook_id, input)),
-    settle: async ({ ctx, orgId, params }, started) => reply.accepted(await history.recoveryAnswer(ctx, orgId, params.webhook_id, started.body.recovery_id)),
+    settle: async ({ ctx, orgId, params }, started) =>
+      reply.accepted(await history.recoveryAnswer(ctx, orgId, params.webhook_id, started.body.recovery_id)),
   }),
   defineRoute({
     operationId: 'getWebhookRecovery',
@@ -209,12 +219,16 @@ export const webhookRoutes = [
     scope: 'webhooks',
     audit: { action: 'webhooks.resend', resource: 'webhook' },
     summary: 'Send one kept event to this webhook now, whatever its subscription',
-    description: "The event's own body and id, a fresh webhook-timestamp and X-Svc-Recovery: resend; counted in delivery_status and the attempt log.",
+    description:
+      "The event's own body and id, a fresh webhook-timestamp and X-Svc-Recovery: resend; counted in delivery_status and the attempt log.",
     before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
     body: { schema: resendBodySchema },
     responses: { 200: { description: 'the outcome of the delivery', schema: pingResultSchema } },
     errors: [404, 409],
-    handle: ({ ctx, orgId, params, body: input }) => (history.resendable(ctx, orgId, params.webhook_id, input.event_id), reply.ok(NOT_SENT_YET)),
-    settle: async ({ ctx, orgId, params, body: input }) => reply.ok(await history.resendEvent(ctx, orgId, params.webhook_id, input.event_id)),
+    handle: ({ ctx, orgId, params, body: input }) => (
+      history.resendable(ctx, orgId, params.webhook_id, input.event_id), reply.ok(NOT_SENT_YET)
+    ),
+    settle: async ({ ctx, orgId, params, body: input }) =>
+      reply.ok(await history.resendEvent(ctx, orgId, params.webhook_id, input.event_id)),
   }),
 ];

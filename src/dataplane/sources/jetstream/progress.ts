@@ -118,7 +118,7 @@ export class KvProgress implements ProgressStore {
   async load(batchId: string): Promise<ProgressRecord | null> {
     const key = progressKey(batchId);
     const e = await this.kv.get(key);
-    if (!e || e.operation !== 'PUT') return null;
+    if (e?.operation !== 'PUT') return null;
     const text = this.seal.openRecord(key, e.string());
     if (text === null) {
       this.refused(batchId);
@@ -130,7 +130,8 @@ export class KvProgress implements ProgressStore {
       const o = v as Record<string, unknown>;
       const strings = (a: unknown) => (Array.isArray(a) ? a.filter((x): x is string => typeof x === 'string') : []);
       const done: Record<string, string[]> = {};
-      if (o.done && typeof o.done === 'object' && !Array.isArray(o.done)) for (const [id, hooks] of Object.entries(o.done)) done[id] = strings(hooks);
+      if (o.done && typeof o.done === 'object' && !Array.isArray(o.done))
+        for (const [id, hooks] of Object.entries(o.done)) done[id] = strings(hooks);
       const rec: ProgressRecord = { done, finished: strings(o.finished) };
       if (typeof o.holder === 'string') rec.holder = o.holder;
       if (typeof o.at === 'number') rec.at = o.at;
@@ -145,8 +146,14 @@ export class KvProgress implements ProgressStore {
    * Write these records (an unsettled one with a holder keeps its mark in later saves), trying
    * again what fails until `deadline` (ms, clock time) or `stopped()`. Resolves how many were not written.
    */
-  async mark(records: ReadonlyArray<{ id: string; rec: ProgressRecord }>, clock: Clock, deadline: number, stopped: () => boolean): Promise<number> {
-    for (const { id, rec } of records) if (rec.holder && !rec.settled) this.marks.set(id, { holder: rec.holder, at: rec.at ?? clock.now() });
+  async mark(
+    records: ReadonlyArray<{ id: string; rec: ProgressRecord }>,
+    clock: Clock,
+    deadline: number,
+    stopped: () => boolean,
+  ): Promise<number> {
+    for (const { id, rec } of records)
+      if (rec.holder && !rec.settled) this.marks.set(id, { holder: rec.holder, at: rec.at ?? clock.now() });
     let left = [...records];
     while (left.length && !stopped()) {
       const failed: typeof left = [];

@@ -179,10 +179,19 @@ export class ReconnectMemory {
       records.push({ id: b.id, rec: { done, finished: [...b.finished], holder: this.o.workerId, at: now } });
     }
     // a settled record is acked wherever it is handed out again: what the batch had does not matter
-    for (const [id, at] of this.settled) if (at >= since) records.push({ id, rec: { done: {}, finished: [], holder: this.o.workerId, at: now, settled: true } });
-    const unwritten = await this.o.progress.mark(records, this.o.clock, now + MARK_MAX_MS, () => this.o.stopped() || this.connection !== epoch);
+    for (const [id, at] of this.settled)
+      if (at >= since) records.push({ id, rec: { done: {}, finished: [], holder: this.o.workerId, at: now, settled: true } });
+    const unwritten = await this.o.progress.mark(
+      records,
+      this.o.clock,
+      now + MARK_MAX_MS,
+      () => this.o.stopped() || this.connection !== epoch,
+    );
     if (this.connection !== epoch) return; // disconnected again meanwhile: the next reconnect does it again
-    this.o.logger.warn({ held: batches.size, records: records.length, unwritten }, 'reconnected to NATS: recorded what this data plane holds and settled lately; pulling again shortly');
+    this.o.logger.warn(
+      { held: batches.size, records: records.length, unwritten },
+      'reconnected to NATS: recorded what this data plane holds and settled lately; pulling again shortly',
+    );
     const wait = now + RECONNECT_GRACE_MS - this.o.clock.now();
     if (wait > 0) await new Promise<void>((r) => this.o.clock.setTimeout(r, wait));
     if (this.connection !== epoch) return;

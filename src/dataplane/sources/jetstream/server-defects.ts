@@ -30,7 +30,10 @@ export const releaseDelayMs5305 = (pullExpiresMs: number): number => pullExpires
  * not a new one): kept as a copy of it (settled with it), not attempted twice.
  */
 export function keepCopy5305(held: { copies: JsMsg[] }, id: string, m: JsMsg, logger: Logger): void {
-  logger.warn({ batch_id: id, stream_seq: m.seq, deliveries: m.info.deliveryCount }, 'JetStream handed out a batch of events this data plane already holds; it is not attempted twice');
+  logger.warn(
+    { batch_id: id, stream_seq: m.seq, deliveries: m.info.deliveryCount },
+    'JetStream handed out a batch of events this data plane already holds; it is not attempted twice',
+  );
   held.copies.push(m);
 }
 

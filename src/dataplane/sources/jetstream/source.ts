@@ -33,7 +33,15 @@ import type { Logger } from 'pino';
 import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { sleep, type Clock, type Timer } from '../../../domain/clock.ts';
 import { decodeRoute } from '../../../domain/event-route.ts';
-import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENT_ID_HEADER, EVENTS_STREAM, REPLAY_WINDOW_MS, SEAL_HEADER, storedAtMs } from '../../../bus/jetstream.ts';
+import {
+  DISPATCH_CONSUMER,
+  EVENT_ACK_WAIT_MS,
+  EVENT_ID_HEADER,
+  EVENTS_STREAM,
+  REPLAY_WINDOW_MS,
+  SEAL_HEADER,
+  storedAtMs,
+} from '../../../bus/jetstream.ts';
 import { decodeHopBatch } from '../../../bus/hop.ts';
 import type { Seal } from '../../../bus/seal.ts';
 import type { DeliveryPipeline, InboundEvent } from '../../pipeline.ts';
@@ -133,7 +141,11 @@ export class JetStreamSource {
       o.clock,
       'a batch of events stored long after the engine sealed it was dropped: published again by someone (a replay), or the clocks of the engine and the nats-server differ by more than the replay window',
     );
-    this.progressFailures = new RepeatedWarnings(o.logger, o.clock, 'could not record the events of a batch settled so far; if this plane dies they are attempted again');
+    this.progressFailures = new RepeatedWarnings(
+      o.logger,
+      o.clock,
+      'could not record the events of a batch settled so far; if this plane dies they are attempted again',
+    );
     this.replayWindowMs = o.replayWindowMs ?? REPLAY_WINDOW_MS;
     this.memory = new ReconnectMemory({
       workerId: o.workerId,
@@ -271,7 +283,10 @@ export class JetStreamSource {
     const late = storedAtMs(m) - sealedAt;
     if (late > this.replayWindowMs) {
       this.o.dropped('replayed', events.length);
-      this.replays.warn({ subject: m.subject }, { batch_id: id, events: events.length, stored_after_ms: Math.round(late), window_ms: this.replayWindowMs });
+      this.replays.warn(
+        { subject: m.subject },
+        { batch_id: id, events: events.length, stored_after_ms: Math.round(late), window_ms: this.replayWindowMs },
+      );
       m.term();
       return;
     }
@@ -296,7 +311,13 @@ export class JetStreamSource {
   }
 
   /** A batch taken: held here, its events (minus those its record says were settled) to the pipeline. */
-  private hold(id: string, m: JsMsg, events: readonly HopEvent[], routes: ReadonlyArray<EventRoute | null>, rec: ProgressRecord | null): void {
+  private hold(
+    id: string,
+    m: JsMsg,
+    events: readonly HopEvent[],
+    routes: ReadonlyArray<EventRoute | null>,
+    rec: ProgressRecord | null,
+  ): void {
     const ids: string[] = [];
     const b: HeldBatch = { id, m, done: new Map(), finished: new Set(rec?.finished ?? []), ids, left: 0, released: false };
     const inbound: InboundEvent[] = [];
@@ -368,7 +389,9 @@ export class JetStreamSource {
     this.endOfTurn = false;
     for (const d of this.dirty) {
       if (!this.batches.has(d.id)) continue; // acked or released meanwhile
-      this.o.progress.send(d).catch((err: unknown) => this.progressFailures.warn({ reason: 'settled events' }, { batch_id: d.id, err: String(err) }));
+      this.o.progress
+        .send(d)
+        .catch((err: unknown) => this.progressFailures.warn({ reason: 'settled events' }, { batch_id: d.id, err: String(err) }));
     }
     this.dirty.clear();
     const acks = this.acks;
@@ -390,7 +413,12 @@ export class JetStreamSource {
     }
     // what its events had goes with it (the pipeline saved the unfinished ones' progress before releasing them)
     const writing = (b.finished.size || b.done.size ? this.o.progress.write(b).then(() => undefined) : Promise.resolve())
-      .catch((err: unknown) => this.o.logger.warn({ batch_id: b.id, err: String(err) }, 'could not record the progress of a released batch; its settled events will be attempted again'))
+      .catch((err: unknown) =>
+        this.o.logger.warn(
+          { batch_id: b.id, err: String(err) },
+          'could not record the progress of a released batch; its settled events will be attempted again',
+        ),
+      )
       .finally(() => {
         this.o.progress.untrack(b);
         b.m.nak(RELEASE_DELAY_MS);
