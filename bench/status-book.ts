@@ -28,7 +28,7 @@ const WEBHOOKS = 100;
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-status-book-bench-'));
 const db = openDb(path.join(dir, 'svc.db'));
-// the checkpoints are another thread's in svc (src/engine/checkpoints.ts): not this one's here
+// the checkpoints are another thread's in svc (store/checkpoints.ts): not this one's here
 db.pragma('wal_autocheckpoint = 0');
 const org = createOrg(db, 'bench').org.org_id;
 const book = new DeliveryStatusBook(db, createMetrics({ defaultMetrics: false }), systemClock, pino({ level: 'silent' }), {

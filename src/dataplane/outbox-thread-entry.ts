@@ -20,7 +20,7 @@ const post = (m: FromOutboxThread) => port.postMessage(m);
 function main(): void {
   const db = openDb(config.db);
   // checkpoints (copying the WAL back into the file, with an fsync) are left to the engine's
-  // checkpoint thread (src/engine/checkpoints.ts): this thread's deletes stay short writes
+  // checkpoint thread (store/checkpoints.ts): this thread's deletes stay short writes
   db.pragma('wal_autocheckpoint = 0');
   // delivered rows and progress are recorded in a file this thread alone writes, and delivered rows
   // deleted from the outbox in batches: a settled row costs no wait for the engine's write lock

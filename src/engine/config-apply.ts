@@ -22,7 +22,7 @@ import { VetoedError } from '../domain/errors.ts';
 import type { ParentRef } from '../domain/facts.ts';
 import { newId, stableId } from '../domain/ids.ts';
 import { installSteps } from './definitions.ts';
-import { diffConfigs, type ConfigDiff } from './config-diff.ts';
+import { diffConfigs, type ConfigDiff } from '../domain/config-diff.ts';
 import type { Tx } from './transaction.ts';
 import { runTargetOf } from './rollout-plans.ts';
 import type { Workflows } from './workflows.ts';

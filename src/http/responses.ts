@@ -7,7 +7,7 @@ import type { ErrorDetail } from '../domain/errors.ts';
 import type { Status } from '../domain/status.ts';
 import type { ParentRef } from '../domain/facts.ts';
 import type { ExecutionType, OwnerType, Verdict } from '../domain/status.ts';
-import type { ConfigDiff, FieldChange } from '../engine/config-diff.ts';
+import type { ConfigDiff, FieldChange } from '../domain/config-diff.ts';
 import type { AttemptResult } from '../delivery/client.ts';
 import { disableAfterSchema, interestsSchema, storedMatchSchema } from '../domain/subscription.ts';
 import type { DeliveryStatusView } from '../services/webhooks.ts';

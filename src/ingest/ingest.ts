@@ -7,7 +7,7 @@
 // parsing each only when it is taken; a group is bounded by a time budget, and an org with only a
 // few messages waiting beside another's backlog has them in a short group (one turn of each org),
 // so an org's flood never makes another org's fact wait for more than the group under way and a
-// short one. (The WAL checkpoints, 10-60 ms on the disk, are off this thread: src/engine/checkpoints.ts.)
+// short one. (The WAL checkpoints, 10-60 ms on the disk, are off this thread: store/checkpoints.ts.)
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { z } from 'zod';

@@ -10,7 +10,7 @@ import { listAppInstalls, type Install } from '../../store/installs.ts';
 import { getVersion, listVersions, previousVersion, type VersionRow } from '../../store/workflows.ts';
 import { planFor, refuseVetoed } from '../engine/config-apply.ts';
 import type { RunGroup } from '../engine/definitions.ts';
-import { diffConfigs } from '../engine/config-diff.ts';
+import { diffConfigs } from '../domain/config-diff.ts';
 import { matchAdmits } from '../dispatch/match.ts';
 import { mustGetApp } from './catalog.ts';
 import { mustGetInstall } from './installs.ts';

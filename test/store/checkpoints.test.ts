@@ -1,4 +1,4 @@
-// WAL checkpoints on a thread of their own (src/engine/checkpoints.ts): the engine's commits copy
+// WAL checkpoints on a thread of their own (store/checkpoints.ts): the engine's commits copy
 // nothing back into the database file (no checkpoint in a commit that producers' answers wait for),
 // the log still starts again from its beginning under a steady run of commits (its file stays
 // bounded), and everything committed is in the database once the engine is closed. On a real file.

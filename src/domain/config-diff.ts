@@ -2,7 +2,7 @@
 // Components are matched by name; field changes are found by deep comparison, with dotted paths
 // (`values.image`, `labels.tier`). Arrays are compared as whole values. Unchanged values are never reported.
 
-import type { AppConfigBody, ComponentSpec } from '../domain/app-config.ts';
+import type { AppConfigBody, ComponentSpec } from './app-config.ts';
 
 export interface FieldChange {
   path: string;

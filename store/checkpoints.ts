@@ -20,7 +20,7 @@ import { statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
-import type { Db } from '../../store/db.ts';
+import type { Db } from './db.ts';
 
 /** How often the thread checkpoints (a pass with nothing to copy costs microseconds). */
 const PASS_EVERY_MS = 50;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { deepEqual, diffConfigs } from '../../src/engine/config-diff.ts';
+import { deepEqual, diffConfigs } from '../../src/domain/config-diff.ts';
 import type { AppConfigBody } from '../../src/domain/app-config.ts';
 
 const cfg = (image: string, extra: Partial<AppConfigBody> = {}): AppConfigBody => ({
