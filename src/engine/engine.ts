@@ -30,7 +30,7 @@ import { jobSubject } from '../bus/subjects.ts';
 import { isoNow } from '../domain/clock.ts';
 import { InvalidError } from '../domain/errors.ts';
 import type { HealthMessage, JobResult, RunnerMessage, WorkflowMessage } from '../domain/producer-messages.ts';
-import { applyConfig, createInstall, deployGroup, type NewInstall } from './config-apply.ts';
+import { applyConfig, deployGroup, provisionNewInstall, type NewInstall } from './config-apply.ts';
 import type { ConfigDiff } from '../domain/config-diff.ts';
 import { appRollbackSteps, branchRunSteps, installSteps, type InstallWorkflowType, type RunGroup } from './definitions.ts';
 import type { HealthGate, RolloutPolicy } from '../domain/rollout.ts';
@@ -44,7 +44,7 @@ import { WalCheckpoints } from '../../store/checkpoints.ts';
 import { Transactions, type BatchResult, type TransactionDeps, type Tx } from './transaction.ts';
 import { Workflows, type IngestResult } from './workflows.ts';
 import { WebhookWatchdog } from './webhook-watchdog.ts';
-import { Verifier } from './verifier.ts';
+import { Verifier } from './steps/verify-requests.ts';
 import { startTurnGuard } from './turns.ts';
 import type { Verification } from '../domain/verification.ts';
 
@@ -174,7 +174,7 @@ export class Engine {
 
   /** A new install on a config, provisioned (CONTRACT 4.2). */
   createInstall(input: NewInstall, config: AppConfig): Install {
-    return this.tx.run((t) => createInstall(t, this.db, this.workflows, input, config));
+    return this.tx.run((t) => provisionNewInstall(t, this.db, this.workflows, input, config));
   }
 
   /** One of the install workflows of CONTRACT 4.2. */

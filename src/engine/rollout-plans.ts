@@ -9,7 +9,7 @@ import type { GateTrip } from '../domain/rollout.ts';
 import { batchSnapshotOf } from '../../machines/index.ts';
 import { rollbackGroupStep, type StepDef } from './definitions.ts';
 import { diffConfigs } from '../domain/config-diff.ts';
-import { runKindOf, windowScheduler } from './change-windows.ts';
+import { runKindOf, windowScheduler } from './steps/window.ts';
 
 /** The config a run (branch run or app rollback) moves an install to: its own target, else the run's one config. */
 export function runTargetOf(wf: WorkflowRow, installId: string): string {

@@ -1,18 +1,18 @@
 // Workflows the engine runs (CONTRACT 4.2, 4.3, 5): the one face of the engine's workflow parts,
 // each of one job — emitting (workflow-facts.ts), steps and jobs (workflow-steps.ts), runner
-// results and drift (runner-results.ts), approvals and cancel (approval-cancel.ts), health gates
-// (health-gates.ts) and the rollout plans they use (rollout-plans.ts). Every change commits in
+// results and drift (runner-results.ts), approvals and cancel (steps/approval.ts), health gates
+// (steps/bake.ts) and the rollout plans they use (rollout-plans.ts). Every change commits in
 // the caller's transaction (Tx).
 import type { StepRow, WorkflowFields, WorkflowRow } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
 import type { StepEvent, WorkflowEvent } from '../../machines/index.ts';
-import { ApprovalsAndCancel } from './approval-cancel.ts';
+import { ApprovalsAndCancel } from './steps/approval.ts';
 import { RunnerResults, type IngestResult, type JobReport } from './runner-results.ts';
 import { WorkflowFacts, type FactExtra } from './workflow-facts.ts';
 import { WorkflowSteps, type StartChildren, type StartWorkflow } from './workflow-steps.ts';
 import type { Actor } from '../domain/scopes.ts';
 import type { Tx } from './transaction.ts';
-import type { VerifySteps } from './verify-steps.ts';
+import type { VerifySteps } from './steps/verify.ts';
 
 export type { IngestResult, JobReport, StartChildren, StartWorkflow };
 

@@ -1,6 +1,6 @@
 // Change windows (CONTRACT 4.3 "Change windows"): an app's allow and deny windows. A change here
 // runs in the request's engine transaction (with its audit row), and the app's installs waiting
-// for a window are evaluated afresh in it (src/engine/change-windows.ts).
+// for a window are evaluated afresh in it (src/engine/steps/window.ts).
 import type { AppContext } from '../context.ts';
 import {
   deleteChangeWindow,

@@ -1,7 +1,7 @@
 // Config rollback (spec 4, CONTRACT 4.3): version history, diffs, app config updates and branch runs.
 import type { AppContext } from '../context.ts';
 import { ConflictError, InvalidError, NotFoundError } from '../domain/errors.ts';
-import { windowScheduler } from '../engine/change-windows.ts';
+import { windowScheduler } from '../engine/steps/window.ts';
 import { runAtOnce, runInTurns } from '../engine/turns.ts';
 import type { HealthGate, RolloutPolicy } from '../domain/rollout.ts';
 import type { Verification } from '../domain/verification.ts';

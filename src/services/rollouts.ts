@@ -10,7 +10,7 @@ import { shownUrl, verificationsOf } from '../domain/verification.ts';
 import { gateTripOf, gateTripSchema, healthGateSchema, rolloutParamsOf, rolloutPolicySchema, rolloutSchema } from '../domain/rollout.ts';
 import { findBranch, getConfig, listBranches } from '../../store/apps.ts';
 import { listChangeWindows } from '../../store/change-windows.ts';
-import type { BakeVerdict } from '../engine/health-gates.ts';
+import type { BakeVerdict } from '../engine/steps/bake.ts';
 import { getInstall, listComponents } from '../../store/installs.ts';
 import {
   getWorkflow,

@@ -1,7 +1,7 @@
 // The verdicts a bake keeps for its rollout page (issue 56 item 2): each change of an install's
 // composite verdict (or of the component behind it), never a repeat, the latest BAKE_VERDICTS_KEPT.
 import { describe, expect, it } from 'vitest';
-import { BAKE_VERDICTS_KEPT, verdictsSeen } from '../../src/engine/health-gates.ts';
+import { BAKE_VERDICTS_KEPT, verdictsSeen } from '../../src/engine/steps/bake.ts';
 import type { GateEvent } from '../../machines/index.ts';
 
 const health = (at: number, install_id: string, verdict: 'healthy' | 'degraded' | 'unhealthy', component_id = 'c1'): GateEvent => ({

@@ -6,9 +6,9 @@
 // already running have ended, the run records why (`trigger: "deploy_failed"`) and, with
 // `on_failure: "rollback"`, every group deployed and every install of this group whose update
 // started go back to the configs they had before the run. Installs a change window holds wait
-// (src/engine/change-windows.ts); one waiting longer than `window_timeout` fails the group the same
+// (./window.ts); one waiting longer than `window_timeout` fails the group the same
 // way, with `trigger: "window_timeout"` naming the installs.
-import { getInstallById, type Install } from '../../store/installs.ts';
+import { getInstallById, type Install } from '../../../store/installs.ts';
 import {
   getStep,
   getWorkflow,
@@ -18,8 +18,8 @@ import {
   updateStep,
   type StepRow,
   type WorkflowRow,
-} from '../../store/workflows.ts';
-import type { Db } from '../../store/db.ts';
+} from '../../../store/workflows.ts';
+import type { Db } from '../../../store/db.ts';
 import {
   advanceDeployBatch,
   batchSnapshotOf,
@@ -28,14 +28,14 @@ import {
   type BatchEmit,
   type BatchEvent,
   type BatchSnapshot,
-} from '../../machines/index.ts';
-import { isFinal } from '../domain/status.ts';
-import { onFailureOf, rolloutParamsOf, type FailedInstall, type Rollout } from '../domain/rollout.ts';
-import type { GatedRun } from './health-gates.ts';
-import { rollbackSteps } from './rollout-plans.ts';
-import type { WindowWaits } from './change-windows.ts';
-import type { WorkflowFacts } from './workflow-facts.ts';
-import type { Tx } from './transaction.ts';
+} from '../../../machines/index.ts';
+import { isFinal } from '../../domain/status.ts';
+import { onFailureOf, rolloutParamsOf, type FailedInstall, type Rollout } from '../../domain/rollout.ts';
+import type { GatedRun } from './bake.ts';
+import { rollbackSteps } from '../rollout-plans.ts';
+import type { WindowWaits } from './window.ts';
+import type { WorkflowFacts } from '../workflow-facts.ts';
+import type { Tx } from '../transaction.ts';
 
 /** Start the config updates of these installs of a deploy step (the group's `before` is recorded on the first call); a message when refused. */
 export type StartInstalls = (t: Tx, wf: WorkflowRow, step: StepRow, installIds: string[]) => string | void;

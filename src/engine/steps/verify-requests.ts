@@ -7,15 +7,15 @@
 // armed at the next-ask time its params hold, so polling goes on within one interval after a
 // restart, kill -9 included (a request lost in flight is asked again one interval after it was made).
 import type { Logger } from 'pino';
-import type { Db } from '../../store/db.ts';
-import { listVerifyingSteps } from '../../store/verifications.ts';
-import { systemClock, type Clock, type Timer } from '../domain/clock.ts';
-import { readAnswer, type VerifyAnswer } from '../domain/verification.ts';
-import { signatureHeaders, signingKeys } from '../delivery/signatures.ts';
-import { postVerification } from '../delivery/verify-request.ts';
-import { verificationEvent } from '../events/verification.ts';
-import type { Transactions } from './transaction.ts';
-import type { VerifyAsk, VerifyNext, VerifySteps } from './verify-steps.ts';
+import type { Db } from '../../../store/db.ts';
+import { listVerifyingSteps } from '../../../store/verifications.ts';
+import { systemClock, type Clock, type Timer } from '../../domain/clock.ts';
+import { readAnswer, type VerifyAnswer } from '../../domain/verification.ts';
+import { signatureHeaders, signingKeys } from '../../delivery/signatures.ts';
+import { postVerification } from '../../delivery/verify-request.ts';
+import { verificationEvent } from '../../events/verification.ts';
+import type { Transactions } from '../transaction.ts';
+import type { VerifyAsk, VerifyNext, VerifySteps } from './verify.ts';
 
 export interface VerifierDeps {
   db: Db;

@@ -2,7 +2,7 @@
 // group` step feeds its machine (machines/verification.ts) the engine's clock and the answers of
 // its URLs; the machine, typed, is kept in the step's params (`verify`: per URL its attempts,
 // failures in a row, first and next ask, last answer). What it asks is sent by the Verifier
-// (./verifier.ts) after the commit, outside any transaction; each answer comes back here in a
+// (./verify-requests.ts) after the commit, outside any transaction; each answer comes back here in a
 // transaction of its own. A pass of every URL ends the step; a fail (or too many failures, or
 // `max_wait`) records the run's rollout (`trigger: "verification"`), fails the step, cancels the
 // later groups and, with `on_failure: "rollback"`, adds the rollback steps.
@@ -12,9 +12,17 @@
 // once"), and the group moves on only once every verification passed AND then its bake elapsed
 // with the gate clean. A verdict that went bad during verification and is still bad when the bake
 // starts trips it (a verdict already bad at the bake's start counts).
-import { getInstallById } from '../../store/installs.ts';
-import { getStep, getWorkflow, listSteps, setWorkflowParams, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
-import type { Db } from '../../store/db.ts';
+import { getInstallById } from '../../../store/installs.ts';
+import {
+  getStep,
+  getWorkflow,
+  listSteps,
+  setWorkflowParams,
+  updateStep,
+  type StepRow,
+  type WorkflowRow,
+} from '../../../store/workflows.ts';
+import type { Db } from '../../../store/db.ts';
 import {
   advanceVerification,
   initialVerification,
@@ -24,14 +32,14 @@ import {
   type VerifyEvent,
   type VerifyFailure,
   type VerifySnapshot,
-} from '../../machines/verification.ts';
-import { onFailureOf, type Rollout } from '../domain/rollout.ts';
-import { shownUrl, verificationsOf, type Verification, type VerifyAnswer } from '../domain/verification.ts';
-import type { VerificationRequest, VerifiedInstall } from '../events/verification.ts';
-import type { GatedRun } from './health-gates.ts';
-import { rollbackSteps, runTargetOf } from './rollout-plans.ts';
-import type { WorkflowFacts } from './workflow-facts.ts';
-import type { Tx } from './transaction.ts';
+} from '../../../machines/verification.ts';
+import { onFailureOf, type Rollout } from '../../domain/rollout.ts';
+import { shownUrl, verificationsOf, type Verification, type VerifyAnswer } from '../../domain/verification.ts';
+import type { VerificationRequest, VerifiedInstall } from '../../events/verification.ts';
+import type { GatedRun } from './bake.ts';
+import { rollbackSteps, runTargetOf } from '../rollout-plans.ts';
+import type { WorkflowFacts } from '../workflow-facts.ts';
+import type { Tx } from '../transaction.ts';
 
 /** One request to make now: to which verification, and the event it carries (without envelope). */
 export interface VerifyAsk {

@@ -9,13 +9,13 @@ import {
   updateStep,
   type StepRow,
   type WorkflowRow,
-} from '../../store/workflows.ts';
-import type { Db } from '../../store/db.ts';
-import { isFinal, type RunOutcome } from '../domain/status.ts';
-import { ConflictError, NotFoundError } from '../domain/errors.ts';
-import type { WorkflowFacts } from './workflow-facts.ts';
-import type { Actor } from '../domain/scopes.ts';
-import type { Tx } from './transaction.ts';
+} from '../../../store/workflows.ts';
+import type { Db } from '../../../store/db.ts';
+import { isFinal, type RunOutcome } from '../../domain/status.ts';
+import { ConflictError, NotFoundError } from '../../domain/errors.ts';
+import type { WorkflowFacts } from '../workflow-facts.ts';
+import type { Actor } from '../../domain/scopes.ts';
+import type { Tx } from '../transaction.ts';
 
 /** What an answer or a cancel asks of the run: go on, or end it. */
 export interface AnsweredRun {

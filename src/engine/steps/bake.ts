@@ -2,7 +2,7 @@
 // group's verdicts and the engine's clock; the gate, typed, is kept in the step's params. A pass
 // ends the step; a trip records the run's rollout, fails the bake, cancels later groups and, with
 // `action: "rollback"`, adds the rollback steps.
-import { getComponent, getInstallById } from '../../store/installs.ts';
+import { getComponent, getInstallById } from '../../../store/installs.ts';
 import {
   getWorkflow,
   listBakingSteps,
@@ -11,8 +11,8 @@ import {
   updateStep,
   type StepRow,
   type WorkflowRow,
-} from '../../store/workflows.ts';
-import type { Db } from '../../store/db.ts';
+} from '../../../store/workflows.ts';
+import type { Db } from '../../../store/db.ts';
 import {
   advanceHealthGate,
   compositeVerdict,
@@ -22,12 +22,12 @@ import {
   type GateEvent,
   type GateSnapshot,
   type GateTrip,
-} from '../../machines/index.ts';
-import { GATE_VERDICTS, onFailureOf, rolloutParamsOf, type Rollout } from '../domain/rollout.ts';
-import type { StepDef } from './definitions.ts';
-import { rollbackSteps, tripError } from './rollout-plans.ts';
-import type { WorkflowFacts } from './workflow-facts.ts';
-import type { Tx } from './transaction.ts';
+} from '../../../machines/index.ts';
+import { GATE_VERDICTS, onFailureOf, rolloutParamsOf, type Rollout } from '../../domain/rollout.ts';
+import type { StepDef } from '../definitions.ts';
+import { rollbackSteps, tripError } from '../rollout-plans.ts';
+import type { WorkflowFacts } from '../workflow-facts.ts';
+import type { Tx } from '../transaction.ts';
 
 /** What a gate asks of the run it is in (src/engine/workflow-steps.ts): go on, and add steps at the end. */
 export interface GatedRun {

@@ -14,16 +14,16 @@
 // more starts; the running updates finish; then the deploy fails with trigger `window_timeout`).
 // All of it is in SQLite (the batch and the wait steps): after a restart the scheduler's tick
 // picks up where it was. Updates already started are never stopped by a window closing.
-import { getInstallById, type Install } from '../../store/installs.ts';
-import { listChangeWindows, listWindowWaits } from '../../store/change-windows.ts';
-import { getStep, getWorkflow, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
-import type { Db } from '../../store/db.ts';
-import { windowPlanner, type RunKind, type WindowPlanner, type WindowVerdict } from '../domain/change-windows.ts';
-import { rolloutParamsOf } from '../domain/rollout.ts';
-import { newId } from '../domain/ids.ts';
-import type { BatchEvent } from '../../machines/index.ts';
-import type { WorkflowFacts } from './workflow-facts.ts';
-import type { Tx } from './transaction.ts';
+import { getInstallById, type Install } from '../../../store/installs.ts';
+import { listChangeWindows, listWindowWaits } from '../../../store/change-windows.ts';
+import { getStep, getWorkflow, updateStep, type StepRow, type WorkflowRow } from '../../../store/workflows.ts';
+import type { Db } from '../../../store/db.ts';
+import { windowPlanner, type RunKind, type WindowPlanner, type WindowVerdict } from '../../domain/change-windows.ts';
+import { rolloutParamsOf } from '../../domain/rollout.ts';
+import { newId } from '../../domain/ids.ts';
+import type { BatchEvent } from '../../../machines/index.ts';
+import type { WorkflowFacts } from '../workflow-facts.ts';
+import type { Tx } from '../transaction.ts';
 
 /** The run kind a window may apply to (CONTRACT 4.3 `applies_to`). */
 export const runKindOf = (wf: WorkflowRow): RunKind => (wf.type === 'app_rollback' ? 'rollback' : 'branch_run');
