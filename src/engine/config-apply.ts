@@ -81,7 +81,7 @@ export interface NewInstall {
 }
 
 /** Create an install, its runner (and the org's, with the first install) and entities, record version 1 and start `provision`. */
-export function createInstall(t: Tx, db: Db, workflows: Workflows, input: NewInstall, config: AppConfig): Install {
+export function provisionNewInstall(t: Tx, db: Db, workflows: Workflows, input: NewInstall, config: AppConfig): Install {
   if (!orgRunner(db, input.org_id)) {
     insertRunner(db, {
       runner_id: newId('run'),

@@ -34,13 +34,14 @@ export function scopeOf(db: Db, wf: WorkflowFields, step?: StepRow): FactScope {
   return scope;
 }
 
-export function durationMs(startedAt: string | null, endIso: string): number {
+/** The milliseconds from `startedAt` to `endIso` (0 when it never started, never below 0). */
+export function elapsedMs(startedAt: string | null, endIso: string): number {
   if (!startedAt) return 0;
   return Math.max(0, Date.parse(endIso) - Date.parse(startedAt));
 }
 
 /** `{outcome}` for a terminal lifecycle transition (error only on failed), `{}` for started (no duration computed for it). */
-export function outcomeOf(transition: LifecycleTransition, duration_ms: () => number, error: string): { outcome?: RunResult } {
+export function lifecycleOutcome(transition: LifecycleTransition, duration_ms: () => number, error: string): { outcome?: RunResult } {
   if (transition === 'started') return {};
   return { outcome: { status: transition, duration_ms: duration_ms(), ...(transition === 'failed' ? { error } : {}) } };
 }

@@ -15,7 +15,7 @@ import type { Db } from '../../store/db.ts';
 import { advanceStep, advanceWorkflow, batchSnapshotOf, type StepEvent, type WorkflowEvent } from '../../machines/index.ts';
 import { isFinal, type WorkflowStatus } from '../domain/status.ts';
 import { rolloutSchema, type Rollout } from '../domain/rollout.ts';
-import { durationMs, outcomeOf, scopeOf, stepRef, workflowRef } from './fact-refs.ts';
+import { elapsedMs, lifecycleOutcome, scopeOf, stepRef, workflowRef } from './fact-refs.ts';
 import type { Tx } from './transaction.ts';
 
 /** What an event's facts may be told beyond the machine's answer: the duration a producer measured. */
@@ -93,7 +93,7 @@ export class WorkflowFacts {
           kind: 'workflow_step',
           transition: f.transition,
           ...about,
-          ...outcomeOf(f.transition, () => extra?.duration_ms ?? durationMs(startedAt, now), error ?? f.error ?? 'failed'),
+          ...lifecycleOutcome(f.transition, () => extra?.duration_ms ?? elapsedMs(startedAt, now), error ?? f.error ?? 'failed'),
           ...stepRolloutOf(wf, fresh),
         });
       } else {
@@ -158,7 +158,7 @@ export class WorkflowFacts {
         time: now,
         workflow: workflowRef(wf),
         ...scope,
-        ...outcomeOf(f.transition, () => extra?.duration_ms ?? durationMs(startedAt, now), error ?? 'workflow failed'),
+        ...lifecycleOutcome(f.transition, () => extra?.duration_ms ?? elapsedMs(startedAt, now), error ?? 'workflow failed'),
         ...rolloutOf(wf),
       });
     }
