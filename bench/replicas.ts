@@ -8,7 +8,7 @@
 import path from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { EVENTS_STREAM, LAYOUT_STREAMS } from '../src/bus/jetstream.ts';
+import { EVENTS_STREAM, LAYOUT_STREAMS } from '../src/bus/nats/jetstream.ts';
 import { startNatsCluster } from '../test/helpers/nats-cluster.ts';
 import { childPids, closeProducersOf, runPhase, type PhaseResult } from './harness.ts';
 import { createSvcOrg, createWebhooks, log, sleep, startSvcServe, stopChild, warnings } from './procs.ts';

@@ -23,7 +23,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { DISPATCH_CONSUMER, EVENTS_STREAM } from '../src/bus/jetstream.ts';
+import { DISPATCH_CONSUMER, EVENTS_STREAM } from '../src/bus/nats/jetstream.ts';
 import {
   closeProducersOf,
   cpuSnapshot,

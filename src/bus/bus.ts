@@ -1,7 +1,8 @@
 /**
  * The message bus: core pub/sub + request/reply for jobs, ingest and control messages. Two
- * implementations: the in-process bus (memory.ts, used by `npm start`) and NATS (nats.ts), whose
- * connection also carries JetStream (jetstream.ts). Subjects come from subjects.ts only.
+ * implementations: the in-process bus (memory.ts, used by `npm start`) and NATS
+ * (nats/nats-connection.ts), whose connection also carries JetStream (nats/jetstream.ts). Subjects
+ * come from subjects.ts only.
  */
 
 export interface BusMessage {

@@ -38,6 +38,22 @@ export function producerInboxPrefix(orgId: string): string {
   return `_INBOX_${orgId}`;
 }
 
+/**
+ * Whether the engine may answer a request on an ingest subject of `org` on this reply subject.
+ * NATS does not check a publisher's reply subject against its permissions: a producer could name
+ * `svc.events.…`, another org's job subject or another org's inbox (NUIDs are predictable) as its
+ * reply and have the engine publish there. Producers of `org` request with the inbox prefix
+ * `_INBOX_<org>` (CONTRACT 5.2), the engine's own local runner on the engine's inbox; answer
+ * nothing else.
+ */
+export function isProducerReplySubject(reply: string | undefined | null, org: string): boolean {
+  return (
+    typeof reply === 'string' &&
+    (reply.startsWith(`${producerInboxPrefix(org)}.`) || reply.startsWith(`${INBOX_PREFIX.engine}.`)) &&
+    isValidSubject(reply)
+  );
+}
+
 export const ingestFamilies = ['jobs', 'workflows', 'runners', 'health'] as const;
 export type IngestFamily = (typeof ingestFamilies)[number];
 

@@ -5,7 +5,7 @@ import { insertAudit } from '../../store/audit.ts';
 import { isScope, LOCAL_ACTOR, SCOPES, type AuditEntry } from '../domain/scopes.ts';
 import type { Db } from '../../store/db.ts';
 import { UsageError } from './exit-errors.ts';
-import { resolveDataplaneKey } from '../bus/dataplane-key.ts';
+import { resolveDataplaneKey } from '../bus/nats/dataplane-key.ts';
 
 const DEFAULT_DB = './data/svc.db';
 

@@ -2,8 +2,8 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
-import { NatsSetupError } from '../bus/nats-creds.ts';
-import { initNatsDir, NATS_FILES, producerCreds } from '../bus/nats-setup.ts';
+import { NatsSetupError } from '../bus/nats/nats-creds.ts';
+import { initNatsDir, NATS_FILES, producerCreds } from './nats-init/nats-setup.ts';
 import { UsageError } from './exit-errors.ts';
 
 function parsePort(v: string): number {

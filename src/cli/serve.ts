@@ -24,7 +24,7 @@ import type { RunningServer } from '../server.ts';
 import net from 'node:net';
 import { PortInUseError, StartAbortedError } from '../start-errors.ts';
 import { collectEagerly } from './heap.ts';
-import { parseNatsUrls } from '../bus/nats-url.ts';
+import { parseNatsUrls } from '../bus/nats/nats-url.ts';
 
 export const arg =
   <T>(fn: (s: string) => T) =>

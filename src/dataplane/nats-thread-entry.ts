@@ -2,7 +2,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import pino from 'pino';
 import { systemClock } from '../domain/clock.ts';
-import { connectNats } from '../bus/nats-connection.ts';
+import { connectNats } from '../bus/nats/nats-connection.ts';
 import { Seal, parseDataplaneKey } from '../bus/seal.ts';
 import { startNatsDataPlane } from './data-plane.ts';
 import { encodeOutcomeBatch, type OutcomeBatch } from '../outcomes/outcome.ts';

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { systemClock, type Clock } from '../domain/clock.ts';
 import { decodeOutcomeBatch, type OutcomeBatch } from './outcome.ts';
-import { EVENT_ID_HEADER, OUTCOMES_CONSUMER, OUTCOMES_STREAM, REPLAY_WINDOW_MS, SEAL_HEADER, storedAtMs } from '../bus/jetstream.ts';
+import { EVENT_ID_HEADER, OUTCOMES_CONSUMER, OUTCOMES_STREAM, REPLAY_WINDOW_MS, SEAL_HEADER, storedAtMs } from '../bus/nats/jetstream.ts';
 import type { Seal } from '../bus/seal.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 

@@ -13,7 +13,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { retry, systemClock } from '../domain/clock.ts';
-import { resolveDataplaneKey } from '../bus/dataplane-key.ts';
+import { resolveDataplaneKey } from '../bus/nats/dataplane-key.ts';
 import {
   electionUnderWay,
   ensureLayout,
@@ -22,16 +22,16 @@ import {
   LAYOUT_STREAMS,
   REGISTRY_BUCKET,
   undeliveredEvents,
-} from '../bus/jetstream.ts';
-import { JetStreamPublisher } from '../bus/jetstream-publisher.ts';
-import { KvRegistryPublisher } from '../bus/kv-registry.ts';
-import { natsConnectOptions } from '../bus/nats-auth.ts';
-import { createNatsBus, redactNatsUrl, type NatsBus } from '../bus/nats-connection.ts';
+} from '../bus/nats/jetstream.ts';
+import { JetStreamPublisher } from '../bus/nats/jetstream-publisher.ts';
+import { KvRegistryPublisher } from '../bus/nats/kv-registry.ts';
+import { natsConnectOptions } from '../bus/nats/nats-auth.ts';
+import { createNatsBus, redactNatsUrl, type NatsBus } from '../bus/nats/nats-connection.ts';
 import { Seal } from '../bus/seal.ts';
 import { startNatsDataPlane, type DataPlane, type DeliveryLimits } from '../dataplane/data-plane.ts';
 import { NatsDeliveryThreads } from '../dataplane/nats-threads.ts';
 import { OutboxRelay } from '../handoff/outbox-relay.ts';
-import { historyQueue, outboxQueue } from '../handoff/relay-queues.ts';
+import { historyQueue, outboxQueue, relayEventQueue } from '../handoff/relay-queues.ts';
 import { consumeOutcomes } from '../outcomes/consumer.ts';
 import { trackNatsConnection } from '../readiness.ts';
 import type { Topology, TopologyDeps } from './topology.ts';
@@ -128,24 +128,8 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
   return {
     bus: nats,
     registry,
-    outbox: {
-      // rows committed before start are in the table: the relay reads it first when it starts
-      outboxChanged: (rows) => {
-        if (started) relay.handoff(rows);
-      },
-      outboxBatch: (eventId, bytes) => relay.assign(eventId, bytes),
-      historyQueue: {
-        batch: (eventId, bytes) => historyRelay.assign(eventId, bytes),
-        changed: (rows) => {
-          if (started) historyRelay.handoff(rows);
-        },
-      },
-      piggyback: {
-        write: () => relays.forEach((r) => r.piggyback.write()),
-        committed: () => relays.forEach((r) => r.piggyback.committed()),
-        rolledBack: () => relays.forEach((r) => r.piggyback.rolledBack()),
-      },
-    },
+    // rows committed before start are in the tables: the relays read them first when they start
+    queue: relayEventQueue(db, relay, historyRelay, () => started),
     historyQueuedFrom: () => historyRelay.unstoredFrom(),
     delivery: delivery.name,
     async start() {

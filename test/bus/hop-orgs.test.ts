@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { decodeHopBatch } from '../../src/bus/hop.ts';
-import { EVENTS_STREAM } from '../../src/bus/jetstream.ts';
+import { EVENTS_STREAM } from '../../src/bus/nats/jetstream.ts';
 import { decodeRoute } from '../../src/domain/event-route.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { startService, waitFor, type OrgCreds, type TestService } from '../helpers/service.ts';

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, RetentionPolicy } from '@nats-io/jetstream';
 import { decodeHopBatch, encodeHopBatch } from '../../src/bus/hop.ts';
-import { ensureLayout, EVENTS_STREAM } from '../../src/bus/jetstream.ts';
+import { ensureLayout, EVENTS_STREAM } from '../../src/bus/nats/jetstream.ts';
 import { hopSubject } from '../../src/bus/subjects.ts';
 import { MAX_BATCH_BYTES, MAX_BATCH_EVENTS } from '../../src/handoff/outbox-relay.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';

@@ -10,10 +10,9 @@ import { waitFor } from '../helpers/wait.ts';
 import { connect, credsAuthenticator, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, AckPolicy, RetentionPolicy, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, type KvWatchEntry } from '@nats-io/kv';
-import { natsConnectOptions, type NatsRole } from '../../src/bus/nats-auth.ts';
-import { NatsSetupError, readCredsFile } from '../../src/bus/nats-creds.ts';
-import { isProducerReplySubject } from '../../src/bus/nats-permissions.ts';
-import { initNatsDir, producerCreds } from '../../src/bus/nats-setup.ts';
+import { natsConnectOptions, type NatsRole } from '../../src/bus/nats/nats-auth.ts';
+import { NatsSetupError, readCredsFile } from '../../src/bus/nats/nats-creds.ts';
+import { initNatsDir, producerCreds } from '../../src/cli/nats-init/nats-setup.ts';
 import {
   DISPATCH_CONSUMER,
   ensureLayout,
@@ -22,8 +21,8 @@ import {
   OUTCOMES_STREAM,
   PROGRESS_BUCKET,
   REGISTRY_BUCKET as WEBHOOKS_BUCKET,
-} from '../../src/bus/jetstream.ts';
-import { hopSubject, hopWildcard, ingestWildcard } from '../../src/bus/subjects.ts';
+} from '../../src/bus/nats/jetstream.ts';
+import { hopSubject, hopWildcard, ingestWildcard, isProducerReplySubject } from '../../src/bus/subjects.ts';
 import { findNatsServer, freePort, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { BIN, ROOT } from '../helpers/paths.ts';
 import { openDb } from '../../store/db.ts';

@@ -1,7 +1,7 @@
-// src/bus/nats-connection.ts connectNats: the options every svc connection is made with reach the
+// src/bus/nats/nats-connection.ts connectNats: the options every svc connection is made with reach the
 // client, the one that its types hide included (a nats.js upgrade that drops it fails here).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectNats, PENDING_LIMIT } from '../../src/bus/nats-connection.ts';
+import { connectNats, PENDING_LIMIT } from '../../src/bus/nats/nats-connection.ts';
 import { startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 
 let nats: NatsServerHandle;

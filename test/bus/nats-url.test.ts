@@ -4,8 +4,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectNats, natsUrlOptions, redactNatsUrl } from '../../src/bus/nats-connection.ts';
-import { parseNatsUrls } from '../../src/bus/nats-url.ts';
+import { connectNats, natsUrlOptions, redactNatsUrl } from '../../src/bus/nats/nats-connection.ts';
+import { parseNatsUrls } from '../../src/bus/nats/nats-url.ts';
 import { findNatsServer, freePort, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 
 describe('--nats: a URL or a seed list (CONTRACT 1)', () => {

@@ -10,7 +10,14 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { connect, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { DISPATCH_CONSUMER, ensureLayout, EVENT_ID_HEADER, EVENTS_STREAM, PROGRESS_BUCKET, SEAL_HEADER } from '../../src/bus/jetstream.ts';
+import {
+  DISPATCH_CONSUMER,
+  ensureLayout,
+  EVENT_ID_HEADER,
+  EVENTS_STREAM,
+  PROGRESS_BUCKET,
+  SEAL_HEADER,
+} from '../../src/bus/nats/jetstream.ts';
 import { encodeHopBatch } from '../../src/bus/hop.ts';
 import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
 import { hopSubject } from '../../src/bus/subjects.ts';

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
-import { ensureLayout, PROGRESS_BUCKET } from '../../src/bus/jetstream.ts';
+import { ensureLayout, PROGRESS_BUCKET } from '../../src/bus/nats/jetstream.ts';
 import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
 import { ManualClock } from '../helpers/clock.ts';
 import type { JsMsg } from '@nats-io/jetstream';

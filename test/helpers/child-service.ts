@@ -3,7 +3,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import Database from 'better-sqlite3';
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { undeliveredEvents } from '../../src/bus/jetstream.ts';
+import { undeliveredEvents } from '../../src/bus/nats/jetstream.ts';
 import { BIN } from './paths.ts';
 import { waitFor } from './service.ts';
 

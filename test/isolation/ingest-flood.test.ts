@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createNatsBus, type NatsBus } from '../../src/bus/nats-connection.ts';
+import { createNatsBus, type NatsBus } from '../../src/bus/nats/nats-connection.ts';
 import { startIngest } from '../../src/ingest/ingest.ts';
 import { EngineWorld, logger } from '../helpers/engine.ts';
 import { startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';

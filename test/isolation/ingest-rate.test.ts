@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createNatsBus, type NatsBus } from '../../src/bus/nats-connection.ts';
+import { createNatsBus, type NatsBus } from '../../src/bus/nats/nats-connection.ts';
 import { startIngest } from '../../src/ingest/ingest.ts';
 import { BURST_SECONDS } from '../../src/ingest/org-rate.ts';
 import { EngineWorld, logger } from '../helpers/engine.ts';

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { EVENTS_STREAM } from '../../src/bus/jetstream.ts';
+import { EVENTS_STREAM } from '../../src/bus/nats/jetstream.ts';
 import { outboxSize } from '../../store/outbox.ts';
 import { openDb } from '../../store/db.ts';
 import { metric } from '../helpers/ledger.ts';

@@ -8,11 +8,12 @@ import pino from 'pino';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ensureLayout, EVENTS_STREAM, DISPATCH_CONSUMER, LAYOUT_CONSUMERS, LAYOUT_STREAMS } from '../../src/bus/jetstream.ts';
+import { ensureLayout, EVENTS_STREAM, DISPATCH_CONSUMER, LAYOUT_CONSUMERS, LAYOUT_STREAMS } from '../../src/bus/nats/jetstream.ts';
 import { findNatsServer } from '../helpers/nats-server.ts';
 import { startNatsCluster, type NatsClusterHandle } from '../helpers/nats-cluster.ts';
 import { startService, tmpDir, waitFor, type TestService } from '../helpers/service.ts';
 import { createWebhook } from '../helpers/webhooks.ts';
+import { pause } from '../helpers/wait.ts';
 import {
   childSettled,
   dataplaneKey,
@@ -243,7 +244,7 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
             status: r.status,
             reasons: r.status === 200 ? undefined : ((await r.json()) as { reasons: string[] }).reasons,
           });
-        await new Promise((res) => setTimeout(res, 100));
+        await pause(100, '/readyz sampled every 100 ms: a sampling interval');
       }
     })();
 
@@ -257,7 +258,7 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
       const f = startedFact(orgB.org_id);
       await sendReliably(nc, f.natsSubject, f.body);
       answeredAt.set(f.subject, Date.now());
-      await new Promise((res) => setTimeout(res, 200));
+      await pause(200, "B's facts paced on the wall clock, one every 200 ms from the kill on");
     }
     await waitFor(() => fast.distinct('/b') === AFTER, 30_000, 'every fact acknowledged after the kill delivered').catch((err) => {
       for (const w of workers) console.log(w.output());

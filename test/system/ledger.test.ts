@@ -15,7 +15,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it, type TestContext } from 'vitest';
 import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
 import { decodeOutcomeBatch } from '../../src/outcomes/outcome.ts';
-import { outcomesSubject } from '../../src/bus/jetstream.ts';
+import { outcomesSubject } from '../../src/bus/nats/jetstream.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import {
   childSettled,
@@ -33,8 +33,8 @@ import { ledgerLine, ledgerOf, ledgerSeed, prng, startLedgerReceiver, type Ledge
 import { rid } from '../helpers/ids.ts';
 import { sendReliably, startedFact } from '../helpers/producer.ts';
 import { createWebhook } from '../helpers/webhooks.ts';
+import { pause } from '../helpers/wait.ts';
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const HAVE_NATS = findNatsServer() !== null;
 
 const SEED = ledgerSeed();
@@ -218,7 +218,7 @@ async function createInstallReliably(current: () => ChildService | null, org: Or
         if (String(err).includes('refused:')) throw err;
       }
     }
-    await sleep(50); // svc down or restarting
+    await pause(50, "svc down or restarting: the client's back-off before it asks again");
   }
   throw new Error('never created an install');
 }

@@ -12,12 +12,12 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
 import { decodeOutcomeBatch } from '../../src/outcomes/outcome.ts';
-import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENTS_STREAM, outcomesSubject } from '../../src/bus/jetstream.ts';
+import { DISPATCH_CONSUMER, EVENT_ACK_WAIT_MS, EVENTS_STREAM, outcomesSubject } from '../../src/bus/nats/jetstream.ts';
 import { findNatsServer, freePort, startNatsServer } from '../helpers/nats-server.ts';
 import { children, queuedCount, dataplaneKey, spawnService, spawnWorker, type SvcChild } from '../helpers/child-service.ts';
 import { apiClient, newDbWithOrg, tmpDir } from '../helpers/service.ts';
 import { createWebhook } from '../helpers/webhooks.ts';
-import { waitFor } from '../helpers/wait.ts';
+import { pause, waitFor } from '../helpers/wait.ts';
 import { ledgerLine, ledgerOf, startLedgerReceiver, type Delivery } from '../helpers/ledger.ts';
 import { rid } from '../helpers/ids.ts';
 import { ingestRequest } from '../helpers/producer.ts';
@@ -331,8 +331,7 @@ function produce(nc: NatsConnection, orgId: string, n: number, rate: number, ack
           if (!/try again/.test(r.error ?? '')) throw new Error(`refused: ${r.error}`);
         } catch (err) {
           if (String(err).includes('refused:')) throw err;
-          // no answer (the server is down or restarting): the producer's back-off before it sends the same fact again
-          await new Promise((r) => setTimeout(r, 50));
+          await pause(50, "no answer (the server is down or restarting): the producer's back-off before it sends the same fact again");
         }
       }
       acked.push(f.subject);

@@ -8,7 +8,7 @@
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EVENTS_STREAM } from '../../src/bus/jetstream.ts';
+import { EVENTS_STREAM } from '../../src/bus/nats/jetstream.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, type OrgCreds, type TestService } from '../helpers/service.ts';

@@ -5,7 +5,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JetStreamPublisher } from '../../src/bus/jetstream-publisher.ts';
+import { JetStreamPublisher } from '../../src/bus/nats/jetstream-publisher.ts';
 import { leaderElectedSubject, watchStreamLeaders, type LeaderTarget } from '../../src/topology/stream-leaders.ts';
 import { Readiness } from '../../src/readiness.ts';
 import { ManualClock } from '../helpers/clock.ts';

@@ -7,7 +7,7 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import { sleep, type Clock } from '../../../domain/clock.ts';
-import { PROGRESS_BUCKET } from '../../../bus/jetstream.ts';
+import { PROGRESS_BUCKET } from '../../../bus/nats/jetstream.ts';
 import type { Seal } from '../../../bus/seal.ts';
 import type { InboundEvent, ProgressStore } from '../../pipeline.ts';
 

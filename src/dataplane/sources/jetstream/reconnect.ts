@@ -19,7 +19,7 @@
 import type { Logger } from 'pino';
 import type { JsMsg } from '@nats-io/jetstream';
 import type { Clock } from '../../../domain/clock.ts';
-import { EVENT_ACK_WAIT_MS } from '../../../bus/jetstream.ts';
+import { EVENT_ACK_WAIT_MS } from '../../../bus/nats/jetstream.ts';
 import type { DeliveryPipeline } from '../../pipeline.ts';
 import type { HeldBatch, KvProgress, ProgressRecord } from './progress.ts';
 

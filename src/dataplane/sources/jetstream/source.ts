@@ -41,7 +41,7 @@ import {
   REPLAY_WINDOW_MS,
   SEAL_HEADER,
   storedAtMs,
-} from '../../../bus/jetstream.ts';
+} from '../../../bus/nats/jetstream.ts';
 import { decodeHopBatch } from '../../../bus/hop.ts';
 import type { Seal } from '../../../bus/seal.ts';
 import type { DeliveryPipeline, InboundEvent } from '../../pipeline.ts';

@@ -2,7 +2,7 @@
 // block of its own after the NATS blocks for the engine and workers) and read back, checked.
 import { readFileSync } from 'node:fs';
 import { decode, fromSeed, type ClaimsData, type User } from '@nats-io/jwt';
-import { DATAPLANE_KEY_BYTES } from './seal.ts';
+import { DATAPLANE_KEY_BYTES } from '../seal.ts';
 
 const DATAPLANE_BEGIN = '-----BEGIN SVC DATAPLANE KEY-----';
 const DATAPLANE_END = '------END SVC DATAPLANE KEY------';

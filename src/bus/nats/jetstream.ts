@@ -31,7 +31,7 @@ import {
 import { Kvm } from '@nats-io/kv';
 import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
-import { hopWildcard, ingestWildcard, subjectsOverlap } from './subjects.ts';
+import { hopWildcard, ingestWildcard, subjectsOverlap } from '../subjects.ts';
 
 export const EVENTS_STREAM = 'SVC_EVENTS';
 export const DISPATCH_CONSUMER = 'svc-dispatch';

@@ -2,8 +2,8 @@
 // a version, encrypted and authenticated with the data plane key (a value that does not open is
 // refused: nobody without the key can add a webhook or read a secret), tombstones for deletions.
 import type { KV } from '@nats-io/kv';
-import type { WebhookEntry } from '../domain/webhook-entry.ts';
-import type { Seal } from './seal.ts';
+import type { WebhookEntry } from '../../domain/webhook-entry.ts';
+import type { Seal } from '../seal.ts';
 
 interface Wire {
   v: number;

@@ -1,6 +1,6 @@
 // `svc nats init` and `svc nats creds`: the operator, accounts and users of an svc NATS setup,
 // written into one directory (nats.conf, engine.creds, worker.creds, the producers' scoped signing
-// key, svc-nats.json). src/bus/nats-auth.ts tells the design.
+// key, svc-nats.json). src/bus/nats/nats-auth.ts tells the design.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -18,11 +18,11 @@ import {
   type Permissions,
   type User,
 } from '@nats-io/jwt';
-import { ID_RE } from '../domain/ids.ts';
-import { NatsSetupError, renderCreds } from './nats-creds.ts';
+import { ID_RE } from '../../domain/ids.ts';
+import { NatsSetupError, renderCreds } from '../../bus/nats/nats-creds.ts';
 import { enginePermissions, producerPermissions, PRODUCER_INBOX_TAG, workerPermissions, type PermissionLists } from './nats-permissions.ts';
-import { DATAPLANE_KEY_BYTES } from './seal.ts';
-import { producerInboxPrefix } from './subjects.ts';
+import { DATAPLANE_KEY_BYTES } from '../../bus/seal.ts';
+import { producerInboxPrefix } from '../../bus/subjects.ts';
 
 export const NATS_FILES = {
   conf: 'nats.conf',

@@ -24,9 +24,9 @@ import {
   type BusLogger,
   type BusMessage,
   type BusRequestErrorCode,
-} from './bus.ts';
-import { foregroundClock, sleep, systemClock, within } from '../domain/clock.ts';
-import { eventsPrefix } from './subjects.ts';
+} from '../bus.ts';
+import { foregroundClock, sleep, systemClock, within } from '../../domain/clock.ts';
+import { eventsPrefix } from '../subjects.ts';
 import { natsConnectOptions, type NatsRole } from './nats-auth.ts';
 import { natsUrlOptions, redactNatsUrl } from './nats-url.ts';
 

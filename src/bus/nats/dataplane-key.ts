@@ -1,11 +1,11 @@
-// The data plane key of this installation (seal.ts): from the credentials file (svc nats init
+// The data plane key of this installation (src/bus/seal.ts): from the credentials file (svc nats init
 // writes it into engine.creds and worker.creds), else SVC_DATAPLANE_KEY, else — for a process that
 // has the database (svc serve, svc dataplane-key) — the one this database generated at its first
 // start. The one resolver of svc serve's NATS topology, svc worker and svc dataplane-key.
-import type { Db } from '../../store/db.ts';
-import { setSettingOnce } from '../../store/settings.ts';
+import type { Db } from '../../../store/db.ts';
+import { setSettingOnce } from '../../../store/settings.ts';
 import { readCredsFile } from './nats-creds.ts';
-import { newDataplaneKey, parseDataplaneKey } from './seal.ts';
+import { newDataplaneKey, parseDataplaneKey } from '../seal.ts';
 
 const KEY_SETTING = 'dataplane_key';
 

@@ -16,12 +16,12 @@
  * engine.creds and worker.creds also carry the svc data-plane key (32 random bytes, the same in
  * both) in an extra block after the NATS blocks; NATS clients read the first two blocks only.
  *
- * Here: the connection options of a role. Its permissions: nats-permissions.ts; its .creds file:
- * nats-creds.ts; `svc nats init` and `svc nats creds`: nats-setup.ts.
+ * Here: the connection options of a role. Its .creds file: nats-creds.ts; its permissions, and
+ * `svc nats init` and `svc nats creds`: src/cli/nats-init/ (nats-permissions.ts, nats-setup.ts).
  */
 import { credsAuthenticator, type ConnectionOptions } from '@nats-io/transport-node';
 import { NatsSetupError, readCredsFile } from './nats-creds.ts';
-import { INBOX_PREFIX, producerInboxPrefix, subjectMatches } from './subjects.ts';
+import { INBOX_PREFIX, producerInboxPrefix, subjectMatches } from '../subjects.ts';
 
 export type NatsRole = 'engine' | 'worker' | 'producer';
 

@@ -1,8 +1,9 @@
 // What each svc role may publish and subscribe to on NATS (CONTRACT 6.7): the worker's least
-// privilege, a producer's org-scoped template, the unrestricted engine; and the one check NATS
-// cannot make for the engine, a producer's reply subject. src/bus/nats-auth.ts tells the design.
-import { DISPATCH_CONSUMER, EVENTS_STREAM, outcomesWildcard, PROGRESS_BUCKET, REGISTRY_BUCKET } from './jetstream.ts';
-import { INBOX_PREFIX, isValidSubject, producerInboxPrefix } from './subjects.ts';
+// privilege, a producer's org-scoped template, the unrestricted engine (the one check NATS cannot
+// make for the engine, a producer's reply subject, is src/bus/subjects.ts isProducerReplySubject).
+// src/bus/nats/nats-auth.ts tells the design.
+import { DISPATCH_CONSUMER, EVENTS_STREAM, outcomesWildcard, PROGRESS_BUCKET, REGISTRY_BUCKET } from '../../bus/nats/jetstream.ts';
+import { INBOX_PREFIX, producerInboxPrefix } from '../../bus/subjects.ts';
 
 export interface PermissionLists {
   pub: { allow: string[] };
@@ -74,20 +75,4 @@ export const PRODUCER_INBOX_TAG = 'inbox';
 /** The engine may do everything (an empty permission list is no restriction). */
 export function enginePermissions(): PermissionLists | null {
   return null;
-}
-
-/**
- * Whether the engine may answer a request on an ingest subject of `org` on this reply subject.
- * NATS does not check a publisher's reply subject against its permissions: a producer could name
- * `svc.events.…`, another org's job subject or another org's inbox (NUIDs are predictable) as its
- * reply and have the engine publish there. Producers of `org` request with the inbox prefix
- * `_INBOX_<org>` (CONTRACT 5.2), the engine's own local runner on the engine's inbox; answer
- * nothing else.
- */
-export function isProducerReplySubject(reply: string | undefined | null, org: string): boolean {
-  return (
-    typeof reply === 'string' &&
-    (reply.startsWith(`${producerInboxPrefix(org)}.`) || reply.startsWith(`${INBOX_PREFIX.engine}.`)) &&
-    isValidSubject(reply)
-  );
 }
