@@ -6,7 +6,7 @@
 import type { StepRow, WorkflowFields, WorkflowRow } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
 import type { StepEvent, WorkflowEvent } from '../../machines/index.ts';
-import { ApprovalsAndCancel } from './steps/approval.ts';
+import type { ApprovalsAndCancel } from './steps/approval.ts';
 import { RunnerResults, type IngestResult, type JobReport } from './runner-results.ts';
 import { WorkflowFacts, type FactExtra } from './workflow-facts.ts';
 import { WorkflowSteps, type StartChildren, type StartWorkflow } from './workflow-steps.ts';
@@ -33,7 +33,7 @@ export class Workflows {
     this.facts = new WorkflowFacts(db);
     this.steps = new WorkflowSteps(db, this.facts, startChildren, wakeBakes, wakeVerify, wakeWindows);
     this.results = new RunnerResults(db, this.facts, this.steps);
-    this.answers = new ApprovalsAndCancel(db, this.facts, this.steps);
+    this.answers = this.steps.steps.approval;
   }
 
   /** Create a workflow and its steps, emit `started`, and run its first step. */
@@ -85,17 +85,17 @@ export class Workflows {
 
   /** A verdict changed an install's health: the bakes watching it see its composite verdict. */
   installHealthChanged(t: Tx, orgId: string, installId: string): void {
-    this.steps.gates.installHealthChanged(t, orgId, installId);
+    this.steps.steps.bake.installHealthChanged(t, orgId, installId);
   }
 
   /** The engine's clock moved: bakes whose time is up pass. */
   bakeTick(t: Tx): void {
-    this.steps.gates.bakeTick(t);
+    this.steps.steps.bake.bakeTick(t);
   }
 
   /** Verification gates' steps (CONTRACT 4.3 `verification`): polled by the engine's Verifier. */
   get verifications(): VerifySteps {
-    return this.steps.verifications;
+    return this.steps.steps.verify;
   }
 
   /**
@@ -103,6 +103,6 @@ export class Workflows {
    * clock or, when an app's windows changed, every one of that app's; runs whose group deploy ended move on.
    */
   reviewWindowWaits(t: Tx, opts: { orgId?: string; appId?: string } = {}): void {
-    for (const id of this.steps.batches.reviewWaits(t, opts)) this.steps.advance(t, id);
+    for (const id of this.steps.steps['group-deploy'].reviewWaits(t, opts)) this.steps.advance(t, id);
   }
 }

@@ -1,5 +1,5 @@
-// Approvals and cancel (CONTRACT 4.2): a person's answer to a step awaiting approval, and the
-// cancel of a workflow with its child workflows.
+// Approvals and cancel (CONTRACT 4.2): an approval step (it awaits a person's answer with its
+// group's plan), that answer, and the cancel of a workflow with its child workflows.
 import {
   cancelWorkflowJobs,
   getStep,
@@ -16,6 +16,8 @@ import { ConflictError, NotFoundError } from '../../domain/errors.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Actor } from '../../domain/scopes.ts';
 import type { Tx } from '../transaction.ts';
+import { groupPlan } from '../rollout-plans.ts';
+import type { StepHandler } from './registry.ts';
 
 /** What an answer or a cancel asks of the run: go on, or end it. */
 export interface AnsweredRun {
@@ -23,12 +25,30 @@ export interface AnsweredRun {
   finish(t: Tx, wf: WorkflowRow, outcome: RunOutcome, error?: string): void;
 }
 
-export class ApprovalsAndCancel {
+export class ApprovalsAndCancel implements StepHandler {
   constructor(
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
     private readonly run: AnsweredRun,
   ) {}
+
+  /** Begin an approval step: the group's plan is kept on it and it awaits a person's answer. Never ends at once. */
+  begin(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
+    const plan = groupPlan(this.db, wf, step, Date.parse(t.now));
+    const requested = updateStep(this.db, {
+      workflow_id: wf.workflow_id,
+      step_id: step.step_id,
+      plan,
+      approval: { status: 'requested', plan },
+    })!;
+    this.facts.stepEvent(t, wf, requested, { type: 'request_approval' });
+    return false;
+  }
+
+  /** An approval has no child workflows. */
+  childEnded(): boolean {
+    return false;
+  }
 
   respondToApproval(
     t: Tx,

@@ -28,6 +28,7 @@ import type { StepDef } from '../definitions.ts';
 import { rollbackSteps, tripError } from '../rollout-plans.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
+import type { StepHandler } from './registry.ts';
 
 /** What a gate asks of the run it is in (src/engine/workflow-steps.ts): go on, and add steps at the end. */
 export interface GatedRun {
@@ -35,7 +36,7 @@ export interface GatedRun {
   addSteps(orgId: string, workflowId: string, defs: StepDef[], firstIdx: number): void;
 }
 
-export class HealthGates {
+export class HealthGates implements StepHandler {
   constructor(
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
@@ -45,7 +46,7 @@ export class HealthGates {
   ) {}
 
   /** Begin a bake: the gate starts from the group's verdicts now (one already bad counts). Returns whether it ended at once. */
-  startBake(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
+  begin(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
     const started = this.facts.stepEventRow(t, wf, step, { type: 'start' }) ?? step;
     const { gate } = rolloutParamsOf(wf.params);
     const at = Date.parse(t.now);
@@ -54,6 +55,11 @@ export class HealthGates {
       .map((id) => this.healthNow(id, at))
       .filter((e): e is GateEvent => e !== null);
     return this.feedGate(t, wf, started, [...now, { type: 'tick', at }], from);
+  }
+
+  /** A bake has no child workflows. */
+  childEnded(): boolean {
+    return false;
   }
 
   /** A verdict changed an install's health: the bakes watching it see its composite verdict. */

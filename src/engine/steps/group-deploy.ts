@@ -34,17 +34,14 @@ import { onFailureOf, rolloutParamsOf, type FailedInstall, type Rollout } from '
 import type { GatedRun } from './bake.ts';
 import { rollbackSteps } from '../rollout-plans.ts';
 import type { WindowWaits } from './window.ts';
+import type { StepHandler } from './registry.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
 
 /** Start the config updates of these installs of a deploy step (the group's `before` is recorded on the first call); a message when refused. */
 export type StartInstalls = (t: Tx, wf: WorkflowRow, step: StepRow, installIds: string[]) => string | void;
 
-/** A run's group deploy: a children step of a branch run or an app rollback that is not a rollback. */
-export const isGroupDeploy = (step: StepRow): boolean =>
-  step.params.kind === 'children' && !step.params.rollback && typeof step.params.group === 'string';
-
-export class DeployBatches {
+export class DeployBatches implements StepHandler {
   constructor(
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
@@ -55,8 +52,10 @@ export class DeployBatches {
     private readonly windows: WindowWaits,
   ) {}
 
-  /** Begin a group's deploy (the step is started). Returns whether it ended at once. */
-  begin(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
+  /** Begin a group's deploy: the step starts, then its batch. Returns whether it ended at once. */
+  begin(t: Tx, wf: WorkflowRow, pending: StepRow): boolean {
+    this.facts.stepEvent(t, wf, pending, { type: 'start' });
+    const step = getStep(this.db, wf.workflow_id, pending.step_id)!;
     const { policy } = rolloutParamsOf(wf.params);
     const order = installOrder(this.db, (step.params.install_ids as string[] | undefined) ?? []);
     const from = initialDeployBatch({

@@ -11,7 +11,7 @@ import type { Db } from '../../../store/db.ts';
 import { listVerifyingSteps } from '../../../store/verifications.ts';
 import { systemClock, type Clock, type Timer } from '../../domain/clock.ts';
 import { readAnswer, type VerifyAnswer } from '../../domain/verification.ts';
-import { signatureHeaders, signingKeys } from '../../delivery/signatures.ts';
+import { signatureHeaders, signingKeys } from '../../delivery/signing.ts';
 import { postVerification } from '../../delivery/verify-request.ts';
 import { verificationEvent } from '../../events/verification.ts';
 import type { Transactions } from '../transaction.ts';

@@ -40,6 +40,7 @@ import type { GatedRun } from './bake.ts';
 import { rollbackSteps, runTargetOf } from '../rollout-plans.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
+import type { StepHandler } from './registry.ts';
 
 /** One request to make now: to which verification, and the event it carries (without envelope). */
 export interface VerifyAsk {
@@ -59,7 +60,7 @@ export const VERIFY_ANSWERS_KEPT = 50;
 
 const NOTHING: VerifyNext = { asks: [], wakeAt: null };
 
-export class VerifySteps {
+export class VerifySteps implements StepHandler {
   constructor(
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
@@ -87,6 +88,11 @@ export class VerifySteps {
       params: { ...started.params, verify, installs: this.installsOf(wf, step) },
     });
     this.wake(wf.workflow_id, step.step_id, at);
+    return false;
+  }
+
+  /** A verify step has no child workflows. */
+  childEnded(): boolean {
     return false;
   }
 

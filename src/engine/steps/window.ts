@@ -24,6 +24,7 @@ import { newId } from '../../domain/ids.ts';
 import type { BatchEvent } from '../../../machines/index.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
+import type { StepHandler } from './registry.ts';
 
 /** The run kind a window may apply to (CONTRACT 4.3 `applies_to`). */
 export const runKindOf = (wf: WorkflowRow): RunKind => (wf.type === 'app_rollback' ? 'rollback' : 'branch_run');
@@ -53,13 +54,26 @@ export interface WaitNews {
   events: BatchEvent[];
 }
 
-export class WindowWaits {
+export class WindowWaits implements StepHandler {
   constructor(
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
     /** look at the waits again at this moment (engine clock, ms) */
     private readonly wake: (at: number) => void = () => {},
   ) {}
+
+  /**
+   * A wait step is inserted started by its group deploy (split) and ended by review: it is never
+   * pending when the run looks for its next step. Were one found pending, it waits.
+   */
+  begin(): boolean {
+    return false;
+  }
+
+  /** A wait has no child workflows. */
+  childEnded(): boolean {
+    return false;
+  }
 
   /** Of installs the batch would start now: those that may, and those a window holds (each gets a started wait step). */
   split(t: Tx, wf: WorkflowRow, deploy: StepRow, ids: string[]): { start: string[]; held: string[] } {
