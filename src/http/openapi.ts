@@ -5,7 +5,10 @@
 // Schema (draft 2020-12, the dialect of OpenAPI 3.1).
 import { z } from 'zod';
 import type { ApiRoute, ErrorStatus } from './api-route.ts';
-import { apiSchemas, errorSchema } from './responses.ts';
+import type { AttemptResult } from '../delivery/client.ts';
+import { apiSchemas, errorSchema, type Same } from '../schemas/shared.ts';
+import type { deliveryStatusSchema, pingResultSchema } from '../schemas/webhooks.ts';
+import type { DeliveryStatusView } from '../services/webhooks.ts';
 
 type Json = Record<string, unknown>;
 
@@ -227,3 +230,11 @@ export function openApiDocument(routes: readonly ApiRoute[]): Json {
   cache.set(routes, doc);
   return doc;
 }
+
+// ------------------------------------------------------------------ the document's schemas and the types the code uses agree
+
+const sameTypes: [Same<z.infer<typeof deliveryStatusSchema>, DeliveryStatusView>, Same<z.infer<typeof pingResultSchema>, AttemptResult>] = [
+  true,
+  true,
+];
+void sameTypes;

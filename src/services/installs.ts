@@ -10,7 +10,7 @@ import type { Verdict } from '../domain/status.ts';
 import { labelsOverLimits } from '../domain/limits.ts';
 import { mustGetApp } from './catalog.ts';
 import { workflowSummary, workflowView } from './workflows.ts';
-import type { InstallView } from './view-schemas.ts';
+import type { InstallView } from '../schemas/installs.ts';
 
 export type { InstallView };
 

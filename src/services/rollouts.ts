@@ -21,7 +21,7 @@ import {
   type StepRow,
 } from '../../store/workflows.ts';
 import { installView } from './installs.ts';
-import { statusSchema, type WorkflowSummary } from './view-schemas.ts';
+import { statusSchema, type WorkflowSummary } from '../schemas/workflows.ts';
 import { workflowSummary } from './workflows.ts';
 
 /** The workflow types that are rollouts over install groups. */

@@ -14,7 +14,7 @@ import { findBranch, getApp } from '../../store/apps.ts';
 import { getInstall } from '../../store/installs.ts';
 import type { OwnerType } from '../domain/status.ts';
 import type { Actor } from '../domain/scopes.ts';
-import type { StepView, WorkflowSummary, WorkflowView } from './view-schemas.ts';
+import type { StepView, WorkflowSummary, WorkflowView } from '../schemas/workflows.ts';
 
 export type { StepView, WorkflowSummary, WorkflowView };
 

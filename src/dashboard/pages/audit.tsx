@@ -4,7 +4,7 @@ import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { ForbiddenError, InvalidError } from '../../domain/errors.ts';
 import { listAudit, type AuditListInput, type AuditView } from '../../services/audit.ts';
-import { auditListQuerySchema } from '../../http/schemas.ts';
+import { auditListQuerySchema } from '../../schemas/audit.ts';
 import { render } from '../render.tsx';
 import { may } from '../changes.ts';
 import type { DashContext, DashEnv } from '../session.ts';

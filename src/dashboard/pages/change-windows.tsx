@@ -6,7 +6,7 @@ import type { AppContext } from '../../context.ts';
 import { apiOp, change, may, refused } from '../changes.ts';
 import { InvalidError, LimitExceededError, NotFoundError, type ErrorDetail } from '../../domain/errors.ts';
 import { RUN_KINDS, WEEKDAYS } from '../../domain/change-windows.ts';
-import { createChangeWindowSchema } from '../../http/change-window-schemas.ts';
+import { createChangeWindowSchema } from '../../schemas/change-windows.ts';
 import { issuesToDetails } from '../../http/validation.ts';
 import { createChangeWindow, listAppChangeWindows, removeChangeWindow } from '../../services/change-windows.ts';
 import { mustGetApp } from '../../services/catalog.ts';

@@ -19,7 +19,8 @@ import {
   type EventListInput,
 } from '../../services/history.ts';
 import { getWebhook } from '../../services/webhooks.ts';
-import { eventListQuerySchema, recoverBodySchema, resendBodySchema } from '../../http/schemas.ts';
+import { eventListQuerySchema } from '../../schemas/events.ts';
+import { recoverBodySchema, resendBodySchema } from '../../schemas/webhooks.ts';
 import { issuesToDetails } from '../../http/validation.ts';
 import { errorPage, render } from '../render.tsx';
 import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';

@@ -3,24 +3,24 @@ import * as catalog from '../../services/catalog.ts';
 import { planFleetRollbackInTurns, rollBackFleet, startBranchRun } from '../../services/rollback.ts';
 import { defineRoute, reply } from '../api-route.ts';
 import {
-  appConfigSchema,
-  appListQuerySchema,
-  branchRunSchema,
-  createAppSchema,
-  createBranchSchema,
-  fleetRollbackSchema,
-  vetoSchema,
-} from '../schemas.ts';
-import {
   appConfigListSchema,
+  appConfigSchema,
   appConfigViewSchema,
+  appListQuerySchema,
   appListSchema,
   appSchema,
-  branchRunResultSchema,
   branchSchema,
+  createAppSchema,
+  createBranchSchema,
+  vetoSchema,
+} from '../../schemas/apps.ts';
+import {
+  branchRunResultSchema,
+  branchRunSchema,
   fleetRollbackPlannedSchema,
+  fleetRollbackSchema,
   fleetRollbackStartedSchema,
-} from '../responses.ts';
+} from '../../schemas/rollbacks.ts';
 
 const CONFIG = '/v1/apps/{app_id}/configs/{app_config_id}';
 

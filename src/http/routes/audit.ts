@@ -1,8 +1,7 @@
 // CONTRACT 2 "Scopes and actors": the org's audit log (admin only).
 import * as svc from '../../services/audit.ts';
 import { defineRoute, reply } from '../api-route.ts';
-import { auditPageSchema } from '../responses.ts';
-import { auditListQuerySchema } from '../schemas.ts';
+import { auditListQuerySchema, auditPageSchema } from '../../schemas/audit.ts';
 
 export const auditRoutes = [
   defineRoute({

@@ -1,7 +1,7 @@
 // CONTRACT 4.3 "Change windows": an app's allow and deny windows.
 import { createChangeWindow, listAppChangeWindows, removeChangeWindow } from '../../services/change-windows.ts';
 import { defineRoute, reply } from '../api-route.ts';
-import { changeWindowListSchema, changeWindowSchema, createChangeWindowSchema } from '../change-window-schemas.ts';
+import { changeWindowListSchema, changeWindowSchema, createChangeWindowSchema } from '../../schemas/change-windows.ts';
 
 const WINDOWS = '/v1/apps/{app_id}/change-windows';
 const tag = 'apps';

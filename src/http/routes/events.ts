@@ -1,8 +1,7 @@
 // CONTRACT 4.5: the event history of the org.
 import * as svc from '../../services/history.ts';
 import { defineRoute, reply } from '../api-route.ts';
-import { cloudEventSchema, eventPageSchema } from '../responses.ts';
-import { eventListQuerySchema } from '../schemas.ts';
+import { cloudEventSchema, eventListQuerySchema, eventPageSchema } from '../../schemas/events.ts';
 
 const tag = 'events';
 

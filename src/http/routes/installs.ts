@@ -3,17 +3,17 @@ import * as installs from '../../services/installs.ts';
 import type { InstallWorkflowType } from '../../engine/definitions.ts';
 import * as rollback from '../../services/rollback.ts';
 import { defineRoute, reply, type ApiRoute } from '../api-route.ts';
-import { actionRunSchema, configUpdateSchema, createInstallSchema, driftScanSchema, inputsUpdateSchema } from '../schemas.ts';
 import {
-  configUpdateAppliedSchema,
-  configUpdatePlannedSchema,
+  actionRunSchema,
+  configUpdateSchema,
+  createInstallSchema,
+  driftScanSchema,
+  inputsUpdateSchema,
   installListSchema,
   installSchema,
-  versionDiffSchema,
-  versionListSchema,
-  workflowSchema,
-  workflowSummaryListSchema,
-} from '../responses.ts';
+} from '../../schemas/installs.ts';
+import { configUpdateAppliedSchema, configUpdatePlannedSchema, versionDiffSchema, versionListSchema } from '../../schemas/rollbacks.ts';
+import { workflowSchema, workflowSummaryListSchema } from '../../schemas/workflows.ts';
 
 const tag = 'installs';
 const INSTALL = '/v1/installs/{install_id}';

@@ -2,18 +2,22 @@
 import { createWebhookBodySchema, patchWebhookBodySchema } from '../../domain/subscription.ts';
 import * as svc from '../../services/webhooks.ts';
 import * as history from '../../services/history.ts';
-import { attemptListQuerySchema, disableBodySchema, enableBodySchema, recoverBodySchema, resendBodySchema } from '../schemas.ts';
-import { defineRoute, reply } from '../api-route.ts';
 import {
+  attemptListQuerySchema,
   attemptPageSchema,
+  disableBodySchema,
+  enableBodySchema,
   pingResultSchema,
+  recoverBodySchema,
   recoverySchema,
   recoveryStartedSchema,
+  resendBodySchema,
   webhookCreatedSchema,
   webhookEnabledSchema,
   webhookListSchema,
   webhookSchema,
-} from '../responses.ts';
+} from '../../schemas/webhooks.ts';
+import { defineRoute, reply } from '../api-route.ts';
 import { checkTarget, TargetLookupError, TargetRefusedError } from '../../delivery/guard.ts';
 import type { z } from 'zod';
 

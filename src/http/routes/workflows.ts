@@ -1,8 +1,7 @@
 // CONTRACT 4.2: workflows, approvals, cancel.
 import * as workflows from '../../services/workflows.ts';
 import { defineRoute, reply } from '../api-route.ts';
-import { approvalSchema } from '../schemas.ts';
-import { stepSchema, workflowSchema } from '../responses.ts';
+import { approvalInSchema, stepSchema, workflowSchema } from '../../schemas/workflows.ts';
 
 const tag = 'workflows';
 
@@ -27,7 +26,7 @@ export const workflowRoutes = [
     audit: { action: 'steps.approve', actionOf: (b) => (b.response === 'rejected' ? 'steps.reject' : 'steps.approve'), resource: 'step' },
     summary: 'Approve or reject a step that awaits approval',
     before: ({ ctx, orgId, params }) => void workflows.getWorkflowView(ctx, orgId, params.workflow_id),
-    body: { schema: approvalSchema },
+    body: { schema: approvalInSchema },
     responses: { 200: { description: 'the step', schema: stepSchema } },
     errors: [404, 409],
     handle: ({ ctx, orgId, params, body, actor }) =>

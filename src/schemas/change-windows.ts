@@ -1,17 +1,11 @@
-// Change windows' request and response bodies (CONTRACT 4.3 "Change windows"), beside
-// ./schemas.ts and ./responses.ts: one schema validates a request and documents it in OpenAPI.
+// An app's change windows (CONTRACT 4.3 "Change windows"). In: create a window. Out: a window, the
+// app's windows.
 import { z } from 'zod';
 import { durationMs } from '../domain/duration.ts';
 import { isTimeZone, MAX_WINDOW_MS, MIN_WINDOW_MS, RUN_KINDS, startMinutes, WEEKDAYS, WINDOW_KINDS } from '../domain/change-windows.ts';
-import { selectorSchema } from './schemas.ts';
-import { apiSchemas } from './responses.ts';
+import { apiSchemas, described, selectorSchema, unique } from './shared.ts';
 
-function described<S extends z.ZodType>(schema: S, description: string): S {
-  apiSchemas.add(schema as z.ZodType, { description });
-  return schema;
-}
-
-const unique = <T>(list: T[]) => new Set(list).size === list.length;
+// ------------------------------------------------------------------ In
 
 export const createChangeWindowSchema = z.strictObject({
   name: z.string().trim().min(1).max(200),
@@ -28,6 +22,8 @@ export const createChangeWindowSchema = z.strictObject({
   applies_to: z.array(z.enum(RUN_KINDS)).min(1).refine(unique, 'applies_to must not repeat').optional(),
 });
 export type CreateChangeWindow = z.infer<typeof createChangeWindowSchema>;
+
+// ------------------------------------------------------------------ Out
 
 export const changeWindowSchema = z
   .object({
