@@ -1,5 +1,5 @@
 // Micro-benchmark of what trust costs per event and per attempt: the per-attempt signature headers
-// (src/delivery/signatures.ts) and the engine's seal on the bus (src/bus/seal.ts, once per event
+// (src/delivery/signing.ts) and the engine's seal on the bus (src/bus/seal.ts, once per event
 // at the relay, checked once per event by the data plane):
 //   npx tsx bench/signatures.ts            (BENCH_N iterations per case, default 200000)
 // Prints µs per call for a ~1 KB CloudEvent body: no secret, one secret (plain and whsec_),
@@ -7,7 +7,7 @@
 // webhook. Checking a delivery (svc listen) is measured too.
 import { encodeHopBatch } from '../src/bus/hop.ts';
 import { Seal, newDataplaneKey } from '../src/bus/seal.ts';
-import { signatureHeaders, signingKeys, checkDelivery } from '../src/delivery/signatures.ts';
+import { signatureHeaders, signingKeys, checkDelivery } from '../src/delivery/signing.ts';
 
 const N = Number(process.env.BENCH_N ?? 200_000);
 

@@ -6,6 +6,7 @@
 // Characters are counted as code points; control characters are printed as spaces, so that no
 // value can break a line in two.
 import type http from 'node:http';
+import { RECOVERY_HEADER, RESEND, SVC_SIGNATURE_HEADER, WEBHOOK_SIGNATURE_HEADER } from '../delivery/signing.ts';
 
 /** No printed line is longer than this (code points). */
 export const MAX_LINE = 160;
@@ -17,10 +18,8 @@ const MIN_CUT = 20;
 const CUTTABLE = /^(step|verdict|error|reason|last error|verification)\b/;
 const SEP = '  ';
 /** Header values shown only in part (--verbose): their first 8 characters. */
-const REDACTED_HEADERS = new Set(['x-svc-signature', 'webhook-signature', 'authorization', 'proxy-authorization', 'cookie']);
+const REDACTED_HEADERS = new Set([SVC_SIGNATURE_HEADER, WEBHOOK_SIGNATURE_HEADER, 'authorization', 'proxy-authorization', 'cookie']);
 const REDACT_KEEP = 8;
-/** The header svc puts on a recovered (`<recovery_id>`) or resent (`resend`) attempt (CONTRACT 4.5). */
-export const RECOVERY_HEADER = 'x-svc-recovery';
 
 type Json = Record<string, unknown>;
 const obj = (v: unknown): Json | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Json) : undefined);
@@ -82,7 +81,7 @@ const header = (h: http.IncomingHttpHeaders, name: string): string | undefined =
 export function deliveryMark(headers: http.IncomingHttpHeaders, ev: Json | undefined): string | undefined {
   const r = header(headers, RECOVERY_HEADER)?.trim();
   // one recovery runs per webhook at a time (CONTRACT 4.5): its id is in the header (--verbose), not on the line
-  if (r) return r === 'resend' ? '[resend]' : '[recovery]';
+  if (r) return r === RESEND ? '[resend]' : '[recovery]';
   if (ev?.svcexample === true || ev?.svcexample === 'true') return '[example]';
   return undefined;
 }

@@ -16,8 +16,14 @@ import type { VerifyVerdict } from '../domain/verification.ts';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { InvalidArgumentError, type Command } from 'commander';
-import { SIGNATURE_HEADER } from '../delivery/sign.ts';
-import { checkDelivery, signingKeys, TIMESTAMP_TOLERANCE_S, WEBHOOK_SIGNATURE_HEADER, type DeliveryCheck } from '../delivery/signatures.ts';
+import {
+  checkDelivery,
+  SIGNATURE_HEADER,
+  signingKeys,
+  TIMESTAMP_TOLERANCE_S,
+  WEBHOOK_SIGNATURE_HEADER,
+  type DeliveryCheck,
+} from '../delivery/signing.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
 import { readSecret } from './webhook-inputs.ts';
 import { UsageError } from './exit-errors.ts';

@@ -7,7 +7,8 @@
 // client.ts), so it is not queued behind them at a receiver host they share either. An attempt's
 // timeout starts when it has its slot (CONTRACT 6.4).
 import { systemClock, type Clock } from '../domain/clock.ts';
-import { outcomeOf, RECOVERY_HEADER, type DeliveryOutcome } from '../outcomes/outcome.ts';
+import { RECOVERY_HEADER } from '../delivery/signing.ts';
+import { outcomeOf, type DeliveryOutcome } from '../outcomes/outcome.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import { Deliverer, type AttemptResult } from '../delivery/client.ts';

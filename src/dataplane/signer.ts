@@ -1,4 +1,4 @@
-// The signer of a pipeline: each subscriber's key material prepared once (src/delivery/signatures.ts),
+// The signer of a pipeline: each subscriber's key material prepared once (src/delivery/signing.ts),
 // then the signature and id headers of each attempt (CONTRACT 6.4).
 //
 // An HMAC is a function of its key and message alone, so webhooks that share a secret can share
@@ -7,8 +7,17 @@
 // one second of the clock. The last signatures made for each body are kept beside it (a WeakMap:
 // they go when the body does) and reused when the next attempt of that body has the same secret.
 // A webhook in a rotation's overlap (two keys) is always signed afresh.
-import { sign } from '../delivery/sign.ts';
-import { signatureHeaders, signingKeys, standardSignature, type SigningKeys } from '../delivery/signatures.ts';
+import {
+  SVC_SIGNATURE_HEADER,
+  sign,
+  signatureHeaders,
+  signingKeys,
+  standardSignature,
+  WEBHOOK_ID_HEADER,
+  WEBHOOK_SIGNATURE_HEADER,
+  WEBHOOK_TIMESTAMP_HEADER,
+  type SigningKeys,
+} from '../delivery/signing.ts';
 import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { Signer } from './pipeline.ts';
 
@@ -45,6 +54,11 @@ export function makeSigner(): Signer {
       last.standard = standardSignature(keys.current, eventId, timestamp, body);
     }
     // a new object each time: the caller may add a header to it (X-Svc-Recovery)
-    return { 'webhook-id': eventId, 'webhook-timestamp': timestamp, 'webhook-signature': last.standard, 'x-svc-signature': last.svc };
+    return {
+      [WEBHOOK_ID_HEADER]: eventId,
+      [WEBHOOK_TIMESTAMP_HEADER]: timestamp,
+      [WEBHOOK_SIGNATURE_HEADER]: last.standard,
+      [SVC_SIGNATURE_HEADER]: last.svc,
+    };
   };
 }

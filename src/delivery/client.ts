@@ -2,7 +2,7 @@
 // redirects; the timeout covers the whole exchange (connect, request, response) and starts when
 // the attempt starts — a caller that waits for a slot calls attempt() only once it has one. At most
 // 64 KiB of the answer is read. Never throws: every outcome is an AttemptResult. Signing is the
-// caller's (src/delivery/signatures.ts): the headers come in ready.
+// caller's (src/delivery/signing.ts): the headers come in ready.
 import { Http1Pool, type Exchange, type ExchangeHandler } from './http1.ts';
 import { systemClock, within, type Clock, type Timer } from '../domain/clock.ts';
 import { DeliveryAborted, DeliveryTimeout, describeError } from './attempt-errors.ts';

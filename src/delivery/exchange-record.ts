@@ -5,6 +5,7 @@
 // as it is read, at most BODY_KEEP bytes, the rest only counted by the caller; the record is made
 // once, as one JSON string, when the attempt ends, and travels and is stored as that string.
 import { isUtf8 } from 'node:buffer';
+import { SVC_SIGNATURE_HEADER, WEBHOOK_SIGNATURE_HEADER } from './signing.ts';
 
 /** The first this many bytes of a receiver's body are kept. */
 export const BODY_KEEP = 4 * 1024;
@@ -52,7 +53,7 @@ export function headerObject(lines: string): Record<string, string> {
   return headers;
 }
 
-const SIGNATURE_NAMES = ['webhook-signature: ', 'x-svc-signature: '];
+const SIGNATURE_NAMES = [`${WEBHOOK_SIGNATURE_HEADER}: `, `${SVC_SIGNATURE_HEADER}: `];
 
 /** Request header lines (as the deliverer writes them: lowercase names, CRLF) with each signature value cut (redactSignature). */
 export function redactLines(lines: string): string {

@@ -9,11 +9,6 @@
 // the status book turns them into delivery status, metrics and the attempt log (status-book.ts).
 import { EXCHANGE, type AttemptResult } from '../delivery/client.ts';
 
-/** The header of a recovered or resent attempt (CONTRACT 4.5): the recovery id, or `resend`. */
-export const RECOVERY_HEADER = 'x-svc-recovery';
-/** The recovery id of a resent attempt (`X-Svc-Recovery: resend`). */
-export const RESEND = 'resend';
-
 /** How one delivery attempt of an event to a webhook ended. */
 export interface DeliveryOutcome {
   webhook_id: string;

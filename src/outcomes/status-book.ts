@@ -12,7 +12,8 @@ import type { Db } from '../../store/db.ts';
 import { getDeliveryStatus, listDeliveryStatus, saveDeliveryStatuses, type DeliveryStatus } from '../../store/delivery-status.ts';
 import { getEvent, saveAttempts, type AttemptRow } from '../../store/history.ts';
 import type { Clock, Timer } from '../domain/clock.ts';
-import { RESEND, type DeliveryOutcome, type OutcomeBatch } from './outcome.ts';
+import { RESEND } from '../delivery/signing.ts';
+import type { DeliveryOutcome, OutcomeBatch } from './outcome.ts';
 import type { Metrics } from '../metrics.ts';
 
 const FLUSH_EVERY_MS = 1000;

@@ -6,7 +6,7 @@ import { within } from '../domain/clock.ts';
 import { timeBoundMs } from '../domain/duration.ts';
 import { ConflictError, InvalidError, NotFoundError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
-import { RESEND } from '../outcomes/outcome.ts';
+import { RESEND } from '../delivery/signing.ts';
 import { entryOf } from '../handoff/registry-replicator.ts';
 import type { AttemptResult } from '../delivery/client.ts';
 import { parseExchange, type KeptExchange } from '../delivery/exchange-record.ts';

@@ -1,7 +1,7 @@
 // A Deliverer for tests that sends signed attempts the way the data plane does (signatures of the
 // webhook's secrets, webhook-id of the event).
 import { Deliverer, type AttemptResult, type DelivererOptions } from '../../src/delivery/client.ts';
-import { signatureHeaders, signingKeys, type SigningKeys } from '../../src/delivery/signatures.ts';
+import { signatureHeaders, signingKeys, type SigningKeys } from '../../src/delivery/signing.ts';
 
 export interface TestTarget {
   url: string;

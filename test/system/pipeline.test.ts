@@ -6,7 +6,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Bus } from '../../src/bus/bus.ts';
 import { ManualClock } from '../helpers/clock.ts';
-import { sign, verify } from '../../src/delivery/sign.ts';
+import { sign, verify } from '../../src/delivery/signing.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { startReceiver, type Received, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';

@@ -1,28 +1,66 @@
-// The signature headers of a delivery (CONTRACT 6.4), signing and checking. Pure and small: it
-// runs once per delivery attempt.
+// Signing a delivery and checking one (CONTRACT 6.4): the one module that names the headers of a
+// delivery and makes their HMACs. Pure and small: it runs once per delivery attempt.
 //
-//   X-Svc-Signature    lowercase hex HMAC-SHA256 of the body, keyed with the current secret's
-//                      UTF-8 bytes (sign.ts)
+//   X-Svc-Signature    lowercase hex HMAC-SHA256 of the exact body bytes, keyed with the current
+//                      secret's UTF-8 bytes (sign)
 //   webhook-id         the CloudEvent id (the same on every attempt of that event)
 //   webhook-timestamp  unix seconds of this attempt
 //   webhook-signature  Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">`,
 //                      keyed with the bytes a `whsec_<base64>` secret encodes, else with the
 //                      secret's UTF-8 bytes; during a rotation's overlap the new secret's and the
 //                      old one's, space-separated, new first.
+//   X-Svc-Recovery     on a recovered attempt its recovery id, on a resent one `resend` (CONTRACT 4.5)
 //
+// Names are spelled here once, lowercase (as svc sends them and Node reads them); the pipeline's
+// signer (src/dataplane/signer.ts) reuses an event's signatures across webhooks that share a secret.
 // Key material is prepared once per webhook (signingKeys), so an attempt costs only its HMACs.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { WebhookRow } from '../../store/webhooks.ts';
-import { sign, verify } from './sign.ts';
 
-/** sign.ts SIGNATURE_HEADER as Node spells received header names */
 export const SVC_SIGNATURE_HEADER = 'x-svc-signature';
 export const WEBHOOK_ID_HEADER = 'webhook-id';
 export const WEBHOOK_TIMESTAMP_HEADER = 'webhook-timestamp';
 export const WEBHOOK_SIGNATURE_HEADER = 'webhook-signature';
+/** The header of a recovered or resent attempt (CONTRACT 4.5): the recovery id, or RESEND. */
+export const RECOVERY_HEADER = 'x-svc-recovery';
+/** The recovery id of a resent attempt (`X-Svc-Recovery: resend`). */
+export const RESEND = 'resend';
+
+/** A header name as svc's documents and `svc listen` print it: `X-Svc-Signature`. */
+const displayName = (name: string): string => name.replace(/(^|-)([a-z])/g, (_, dash: string, c: string) => dash + c.toUpperCase());
+/** SVC_SIGNATURE_HEADER as printed (`X-Svc-Signature`). */
+export const SIGNATURE_HEADER = displayName(SVC_SIGNATURE_HEADER);
+
 export const WHSEC_PREFIX = 'whsec_';
 /** A receiver refuses a webhook-timestamp further than this from its own clock (Standard Webhooks: 5 minutes). */
 export const TIMESTAMP_TOLERANCE_S = 5 * 60;
+
+/**
+ * Lowercase hex HMAC-SHA256 of body (a string is taken as UTF-8), keyed with the secret (a string
+ * is taken as UTF-8; a Buffer is the same key prepared once: Buffer.from(secret, 'utf8')).
+ */
+export function sign(secret: string | Buffer, body: string | Buffer | Uint8Array): string {
+  return createHmac('sha256', secret).update(body).digest('hex');
+}
+
+/**
+ * True when signatureHeader is the signature of body under secret. Constant time over the
+ * digest; a missing, malformed or wrong-length header is false. Hex case is not significant.
+ */
+export function verify(
+  secret: string | Buffer,
+  body: string | Buffer | Uint8Array,
+  signatureHeader: string | string[] | null | undefined,
+): boolean {
+  if (Array.isArray(signatureHeader)) signatureHeader = signatureHeader.length === 1 ? signatureHeader[0] : undefined;
+  if (typeof signatureHeader !== 'string') return false;
+  const given = signatureHeader.trim().toLowerCase();
+  if (!/^[0-9a-f]{64}$/.test(given)) return false;
+  const expected = Buffer.from(sign(secret, body), 'hex');
+  const actual = Buffer.from(given, 'hex');
+  if (actual.length !== expected.length) return false;
+  return timingSafeEqual(actual, expected);
+}
 
 /** The secret columns of a webhook; the previous ones may be left out (no rotation in progress). */
 export type WebhookSecrets = Pick<WebhookRow, 'secret'> & Partial<Pick<WebhookRow, 'previous_secret' | 'previous_secret_expires_at'>>;
@@ -40,10 +78,10 @@ export interface SigningKeys {
 
 /** The signature headers of one attempt (lowercase names, ready for a request). */
 export interface SignatureHeaders {
-  'webhook-id': string;
-  'webhook-timestamp': string;
-  'webhook-signature'?: string;
-  'x-svc-signature'?: string;
+  [WEBHOOK_ID_HEADER]: string;
+  [WEBHOOK_TIMESTAMP_HEADER]: string;
+  [WEBHOOK_SIGNATURE_HEADER]?: string;
+  [SVC_SIGNATURE_HEADER]?: string;
 }
 
 /**
@@ -98,14 +136,14 @@ export function signatureHeaders(
   nowMs: number,
 ): SignatureHeaders {
   const timestamp = String(Math.floor(nowMs / 1000));
-  if (!keys) return { 'webhook-id': id, 'webhook-timestamp': timestamp };
+  if (!keys) return { [WEBHOOK_ID_HEADER]: id, [WEBHOOK_TIMESTAMP_HEADER]: timestamp };
   let signature = standardSignature(keys.current, id, timestamp, body);
   if (keys.previous && nowMs < keys.previousUntilMs) signature += ` ${standardSignature(keys.previous, id, timestamp, body)}`;
   return {
-    'webhook-id': id,
-    'webhook-timestamp': timestamp,
-    'webhook-signature': signature,
-    'x-svc-signature': sign(keys.svc, body),
+    [WEBHOOK_ID_HEADER]: id,
+    [WEBHOOK_TIMESTAMP_HEADER]: timestamp,
+    [WEBHOOK_SIGNATURE_HEADER]: signature,
+    [SVC_SIGNATURE_HEADER]: sign(keys.svc, body),
   };
 }
 

@@ -1,4 +1,4 @@
-// Delivery signatures (CONTRACT 6.4): X-Svc-Signature and the Standard Webhooks headers, checked
+// Delivery signatures (CONTRACT 6.4, src/delivery/signing.ts): X-Svc-Signature and the Standard Webhooks headers, checked
 // with the stock `standardwebhooks` library the way a receiver would, through the real Deliverer
 // to a real HTTP receiver with an injected clock. End to end through a real svc:
 // test/system/signatures.test.ts.
@@ -8,12 +8,18 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { testDeliverer, type TestDeliverer } from '../helpers/deliverer.ts';
 import {
   checkDelivery,
+  RECOVERY_HEADER,
+  SIGNATURE_HEADER,
+  SVC_SIGNATURE_HEADER,
   signatureHeaders,
   signingKeys,
   standardWebhooksKey,
   TIMESTAMP_TOLERANCE_S,
+  WEBHOOK_ID_HEADER,
+  WEBHOOK_SIGNATURE_HEADER,
+  WEBHOOK_TIMESTAMP_HEADER,
   type WebhookSecrets,
-} from '../../src/delivery/signatures.ts';
+} from '../../src/delivery/signing.ts';
 import { ManualClock } from '../helpers/clock.ts';
 import { startReceiver, type Received, type Receiver } from '../helpers/receiver.ts';
 
@@ -250,5 +256,18 @@ describe('secret forms (pure)', () => {
       svc: 'valid',
       timestamp: 'ok',
     });
+  });
+});
+
+describe('header names (pure)', () => {
+  it('each is spelled once, lowercase as sent; X-Svc-Signature is how svc listen prints the svc signature', () => {
+    expect([WEBHOOK_ID_HEADER, WEBHOOK_TIMESTAMP_HEADER, WEBHOOK_SIGNATURE_HEADER, SVC_SIGNATURE_HEADER, RECOVERY_HEADER]).toEqual([
+      'webhook-id',
+      'webhook-timestamp',
+      'webhook-signature',
+      'x-svc-signature',
+      'x-svc-recovery',
+    ]);
+    expect(SIGNATURE_HEADER).toBe('X-Svc-Signature');
   });
 });
