@@ -24,6 +24,8 @@ import { systemClock } from '../src/domain/clock.ts';
 import { Engine, type ProducerFact } from '../src/engine/engine.ts';
 import { parseIngest } from '../src/ingest/ingest.ts';
 import { createMetrics } from '../src/metrics.ts';
+import { relayEventQueue } from '../src/handoff/relay-queues.ts';
+import { outboxEventQueue } from '../src/topology/embedded.ts';
 import { factFor } from './harness.ts';
 
 const N = Number(process.argv[2] ?? 20_000);
@@ -79,7 +81,9 @@ function setup(): Setup {
   // batches as the relay would make them (one per group), no relay
   let batch = '';
   const assign = (eventId: string) => (batch ||= eventId);
-  const queue = QUEUE === 'history' ? { historyQueue: { batch: assign, changed: () => void (batch = '') } } : { outboxBatch: assign };
+  const handed = () => void (batch = '');
+  const relay = { assign, handoff: handed, piggyback: { write() {}, committed() {}, rolledBack() {} } };
+  const queue = QUEUE === 'history' ? relayEventQueue(db, relay, relay, () => true) : outboxEventQueue(db, handed);
   const engine = new Engine({
     db,
     bus: createMemoryBus({ logger }),
@@ -88,8 +92,7 @@ function setup(): Setup {
     metrics: createMetrics({ defaultMetrics: false }),
     urls: () => urls,
     registryRev: () => 1,
-    outboxChanged: () => void (batch = ''),
-    ...queue,
+    queue,
   });
   return { db, engine, orgId, dir };
 }

@@ -160,7 +160,7 @@ async function start(
     recoveryOutcomes: status,
     webhookChanged: (orgId, webhookId) => replicator.changed(orgId, webhookId),
     allowPrivateTargets: config.allowPrivateTargets,
-    ...topology.outbox,
+    queue: topology.queue,
   });
   // the delivery watchdog hears of the outcomes that may move it (CONTRACT 4.1)
   status.watchStreaks((o, streak) => {

@@ -1,10 +1,8 @@
 // One SQLite transaction per fact: the new state and the events it emits (queued, each with its
-// route: in its history row in NATS mode, else in an outbox row) commit together, or not at all.
+// route, by the topology's EventQueue: src/topology/event-queue.ts) commit together, or not at all.
 // Under load, facts arriving together share one transaction (group commit), each in its own
 // savepoint so that one that throws rolls back alone.
 import type { Db } from '../../store/db.ts';
-import { insertOutbox, type OutboxRow } from '../../store/outbox.ts';
-import { insertEvent, insertQueuedEvent } from '../../store/history.ts';
 import { insertAudit } from '../../store/audit.ts';
 import type { AuditEntry } from '../domain/scopes.ts';
 import { entityLabels } from '../../store/installs.ts';
@@ -17,12 +15,15 @@ import { encodeRoute } from '../domain/event-route.ts';
 import { emit } from '../events/cloudevent.ts';
 import type { LabelLookup } from '../events/routing.ts';
 import type { Metrics } from '../metrics.ts';
+import type { EventQueue, KeptEvent, QueueItem, QueueWrites } from '../topology/event-queue.ts';
 
-/** A unit of work: facts recorded inside it reach the outbox in the same SQLite transaction. */
+export type { QueueItem } from '../topology/event-queue.ts';
+
+/** A unit of work: facts recorded inside it reach the queue in the same SQLite transaction. */
 export interface Tx {
-  /** record a fact: its event joins the outbox in this transaction (and the history) */
+  /** record a fact: its event joins the queue in this transaction (and the history, when kept) */
   emit(fact: Fact): void;
-  /** put one queue item in the outbox in this transaction (an event, or a recovery's item) */
+  /** put one queue item in the queue in this transaction (a recovery's item) */
   enqueue(item: QueueItem): void;
   /** the job queue changed: look at it after commit */
   jobsChanged(): void;
@@ -44,68 +45,23 @@ export interface TransactionDeps {
   urls: () => { source: string; dashboard: string };
   /** the webhook registry version that events emitted now must be matched against */
   registryRev: () => number;
-  /** after a commit that wrote outbox rows: the rows, in order (the relay publishes or delivers them) */
-  outboxChanged: (rows: OutboxRow[]) => void;
+  /**
+   * where emitted events and queue items go, in the transaction (the topology's: an outbox row, or
+   * in NATS mode a history row that is its queue row), and what is handed on after each commit
+   */
+  queue: EventQueue;
   /** keep each emitted event in the history too (CONTRACT 4.5), in the same transaction */
   keepEvents: boolean;
   /** after a commit that changed the job queue */
   jobsChanged: () => void;
-  /** NATS mode: the batch an outbox row joins (src/handoff/outbox-relay.ts assign), given its event id and size */
-  outboxBatch?: (eventId: string, bytes: number) => string | null;
-  /** work that rides along in every commit (the relay's prune of outbox rows JetStream has stored) */
-  piggyback?: Piggyback;
-  /**
-   * NATS mode: an emitted event's history row is its queue row too (keepEvents; no outbox row): the
-   * batch it joins, and after a commit that queued some, the rows in order (the history's relay)
-   */
-  historyQueue?: HistoryQueue;
 }
-
-export interface HistoryQueue {
-  batch(eventId: string, bytes: number): string;
-  changed(rows: OutboxRow[]): void;
-}
-
-/**
- * Writes that need no transaction of their own: done inside the next commit instead (`write`, in
- * the transaction, last), and known done once it committed (`committed`) or undone (`rolledBack`).
- */
-export interface Piggyback {
-  write(): void;
-  committed(): void;
-  rolledBack(): void;
-}
-
-/** What a queue item is made of: an outbox row before it has a seq, a batch and a progress. */
-export type QueueItem = Omit<OutboxRow, 'seq' | 'progress' | 'batch'>;
 
 interface OpenTx extends Tx {
   types: string[];
-  rows: OutboxRow[];
-  /** events queued in their history row (historyQueue) */
-  queued: OutboxRow[];
+  /** what this transaction queued (the queue's record, handed back to it) */
+  writes: QueueWrites;
   jobs: boolean;
   after: Array<() => void>;
-}
-
-/**
- * The row of a queue item once inserted, every field named: a spread of the item makes rows of many
- * shapes, and every read of them after it (the relay's, the data plane's) then misses V8's inline
- * caches (with the workflow row's spread, 12–15 % of the engine's instructions per fact under
- * ingest: BENCHMARKS.md, issue 33 step 11).
- */
-function queuedRow(item: QueueItem, seq: number, batch: string | null): OutboxRow {
-  return {
-    seq,
-    event_id: item.event_id,
-    org_id: item.org_id,
-    subject: item.subject,
-    type: item.type,
-    body: item.body,
-    route: item.route,
-    progress: [],
-    batch,
-  };
 }
 
 /** Per item of a group commit: its result, or the error that rolled back its part alone. */
@@ -114,9 +70,11 @@ export type BatchResult<R> = { ok: true; value: R } | { ok: false; error: unknow
 export class Transactions {
   private current: OpenTx | null = null;
   private readonly labels: LabelLookup;
+  private readonly queue: EventQueue;
 
   constructor(private readonly deps: TransactionDeps) {
     const db = deps.db;
+    this.queue = deps.queue;
     this.labels = {
       install: (org, id) => entityLabels(db, org, 'install', id),
       component: (org, id) => entityLabels(db, org, 'component', id),
@@ -127,8 +85,7 @@ export class Transactions {
   private open(): OpenTx {
     const t: OpenTx = {
       types: [],
-      rows: [],
-      queued: [],
+      writes: this.queue.open(),
       jobs: false,
       after: [],
       now: isoNow(this.deps.clock),
@@ -146,34 +103,21 @@ export class Transactions {
         if (bytes > LIMITS.eventBytes) throw new EventTooLargeError(ev.type, bytes, LIMITS.eventBytes);
         t.types.push(ev.type);
         const item = { event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route };
-        if (!this.deps.keepEvents) return t.enqueue(item);
-        const kept = {
-          event_id: ev.id,
-          org_id: fact.org_id,
-          type: ev.type,
-          subject: ev.subject,
-          body: ev.body,
-          route,
-          created_ms: this.deps.clock.now(),
-        };
-        const queue = this.deps.historyQueue;
-        if (queue) {
-          const batch = queue.batch(ev.id, ev.body.length + route.length);
-          const seq = insertQueuedEvent(this.deps.db, kept, batch);
-          // an event of this id kept already (not queued again): queued in the outbox instead, as without a history
-          if (seq !== null) t.queued.push(queuedRow(item, seq, batch));
-          else t.enqueue(item);
-          return;
-        }
-        t.enqueue(item);
-        insertEvent(this.deps.db, kept);
+        const kept: KeptEvent | null = this.deps.keepEvents
+          ? {
+              event_id: ev.id,
+              org_id: fact.org_id,
+              type: ev.type,
+              subject: ev.subject,
+              body: ev.body,
+              route,
+              created_ms: this.deps.clock.now(),
+            }
+          : null;
+        this.queue.write(t.writes, item, kept);
       },
-      // the one place an outbox row is written: its batch assigned, handed on after the commit
-      enqueue: (item: QueueItem) => {
-        const batch = this.deps.outboxBatch?.(item.event_id, item.body.length + item.route.length) ?? null;
-        const seq = insertOutbox(this.deps.db, item, batch);
-        t.rows.push(queuedRow(item, seq, batch));
-      },
+      // with `emit`, the one way into the queue: written in this transaction, handed on after its commit
+      enqueue: (item: QueueItem) => this.queue.write(t.writes, item, null),
       jobsChanged: () => {
         t.jobs = true;
       },
@@ -187,8 +131,7 @@ export class Transactions {
 
   private committed(t: OpenTx): void {
     for (const type of t.types) this.deps.metrics.eventsEmitted.inc({ type });
-    if (t.rows.length) this.deps.outboxChanged(t.rows);
-    if (t.queued.length) this.deps.historyQueue?.changed(t.queued);
+    this.queue.committed(t.writes);
     if (t.jobs) this.deps.jobsChanged();
     for (const fn of t.after.splice(0)) fn();
   }
@@ -209,29 +152,26 @@ export class Transactions {
   }
 
   /**
-   * `body` in one IMMEDIATE transaction open as `t`, the piggyback riding along: its rows written
-   * inside, then told whether they were rolled back or committed.
+   * `body` in one IMMEDIATE transaction open as `t`, what rides along in the queue's commits written
+   * inside, last; the queue is told if it rolled back (and by `committed`, once it committed).
    */
   private immediate<T>(t: OpenTx, body: () => T): T {
     this.current = t;
-    const ride = this.deps.piggyback;
-    let result: T;
+    const queue = this.queue;
     try {
-      result = this.deps.db
+      return this.deps.db
         .transaction(() => {
           const r = body();
-          ride?.write();
+          queue.commit();
           return r;
         })
         .immediate();
     } catch (err) {
-      ride?.rolledBack();
+      queue.rolledBack();
       throw err;
     } finally {
       this.current = null;
     }
-    ride?.committed();
-    return result;
   }
 
   /**
@@ -252,13 +192,13 @@ export class Transactions {
             results.push({ ok: true, value: fn(t, item) });
             continue;
           }
-          const marks = { types: t.types.length, rows: t.rows.length, queued: t.queued.length, jobs: t.jobs, after: t.after.length };
+          const marks = { types: t.types.length, jobs: t.jobs, after: t.after.length };
+          t.writes.mark();
           try {
             results.push({ ok: true, value: db.transaction(() => fn(t, item))() });
           } catch (error) {
             t.types.length = marks.types;
-            t.rows.length = marks.rows;
-            t.queued.length = marks.queued;
+            t.writes.undo();
             t.jobs = marks.jobs;
             t.after.length = marks.after;
             results.push({ ok: false, error });

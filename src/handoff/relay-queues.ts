@@ -5,10 +5,13 @@
 //    event costs one row, not a history row and an outbox row with its body again (issue 33); a
 //    stored batch moves relay_cursor on, and the rows stay as the history.
 // Both keep each row's batch, so that the same rows make the same message after a crash.
+// relayEventQueue is NATS mode's EventQueue (src/topology/event-queue.ts), which writes both.
 import type { Db } from '../../store/db.ts';
 import { deleteOutboxBatches, insertOutbox, readOutbox, type OutboxRow, type PublishedBatch } from '../../store/outbox.ts';
-import { lastEventSeq, readQueuedEvents, relayCursor, saveRelayCursor } from '../../store/history.ts';
+import { insertQueuedEvent, lastEventSeq, readQueuedEvents, relayCursor, saveRelayCursor } from '../../store/history.ts';
 import { eventSubject } from '../bus/subjects.ts';
+import { type EventQueue, QueueWrites, queuedRow } from '../topology/event-queue.ts';
+import type { OutboxRelay } from './outbox-relay.ts';
 
 export interface RelayQueue {
   /** every row up to this seq was stored by JetStream before this process started */
@@ -53,30 +56,98 @@ export function historyQueue(db: Db): RelayQueue {
   };
 }
 
+/** The lanes of NATS mode's QueueWrites: rows of each are handed to the relay over that table. */
+const OUTBOX = 0;
+const HISTORY = 1;
+
+/**
+ * NATS mode's EventQueue over the two relays: every row gets its hop batch as it is written (the
+ * relay's `assign`); an event kept in the history is queued in its history row (no outbox row),
+ * anything else (a recovery's item, an event when no history is kept) in an outbox row; the relays'
+ * prune of what JetStream stored rides in each commit (`piggyback`); after a commit, each relay is
+ * handed its rows in order once `handing()` (the relays have started: until then they read the table).
+ */
+export function relayEventQueue(
+  db: Db,
+  outbox: Pick<OutboxRelay, 'assign' | 'handoff' | 'piggyback'>,
+  history: Pick<OutboxRelay, 'assign' | 'handoff' | 'piggyback'>,
+  handing: () => boolean,
+): EventQueue {
+  return {
+    open: () => new QueueWrites(2),
+    write(w, item, kept) {
+      const bytes = item.body.length + item.route.length;
+      if (kept) {
+        const batch = history.assign(item.event_id, bytes);
+        const seq = insertQueuedEvent(db, kept, batch);
+        if (seq !== null) {
+          w.lanes[HISTORY].push(queuedRow(item, seq, batch));
+          return;
+        }
+        // an event of this id kept already (not queued again): queued in the outbox instead, as without a history
+      }
+      const batch = outbox.assign(item.event_id, bytes);
+      w.lanes[OUTBOX].push(queuedRow(item, insertOutbox(db, item, batch), batch));
+    },
+    commit() {
+      outbox.piggyback.write();
+      history.piggyback.write();
+    },
+    committed(w) {
+      outbox.piggyback.committed();
+      history.piggyback.committed();
+      const rows = w.lanes[OUTBOX];
+      const kept = w.lanes[HISTORY];
+      if (!handing()) return;
+      if (rows.length) outbox.handoff(rows);
+      if (kept.length) history.handoff(kept);
+    },
+    rolledBack() {
+      outbox.piggyback.rolledBack();
+      history.piggyback.rolledBack();
+    },
+  };
+}
+
 /**
  * Embedded mode, at start: events a NATS-mode run queued in their history row and JetStream had not
- * stored are moved to the outbox, the queue of this mode, and the cursor past them and past every
- * event kept (one transaction). How many. Embedded mode queues nothing in the history (its events
- * have no batch), so the cursor may pass them all: the next start reads only what came after.
+ * stored are moved to the outbox, the queue of this mode (written through its EventQueue, `queue`),
+ * and the cursor past them and past every event kept (one transaction). How many. Embedded mode
+ * queues nothing in the history (its events have no batch), so the cursor may pass them all: the
+ * next start reads only what came after.
  */
-export function moveHistoryQueueToOutbox(db: Db): number {
-  const queue = historyQueue(db);
-  return db
-    .transaction(() => {
-      let after = queue.storedAtStart();
-      let moved = 0;
-      for (;;) {
-        const rows = queue.read(after, 1000);
-        if (!rows.length) break;
-        for (const r of rows)
-          insertOutbox(db, { event_id: r.event_id, org_id: r.org_id, subject: r.subject, type: r.type, body: r.body, route: r.route });
-        after = rows[rows.length - 1].seq;
-        moved += rows.length;
-      }
-      passEmbeddedEvents(db);
-      return moved;
-    })
-    .immediate();
+export function moveHistoryQueueToOutbox(db: Db, queue: EventQueue): number {
+  const history = historyQueue(db);
+  const w = queue.open();
+  let moved: number;
+  try {
+    moved = db
+      .transaction(() => {
+        let after = history.storedAtStart();
+        let n = 0;
+        for (;;) {
+          const rows = history.read(after, 1000);
+          if (!rows.length) break;
+          for (const r of rows)
+            queue.write(
+              w,
+              { event_id: r.event_id, org_id: r.org_id, subject: r.subject, type: r.type, body: r.body, route: r.route },
+              null,
+            );
+          after = rows[rows.length - 1].seq;
+          n += rows.length;
+        }
+        passEmbeddedEvents(db);
+        queue.commit();
+        return n;
+      })
+      .immediate();
+  } catch (err) {
+    queue.rolledBack();
+    throw err;
+  }
+  queue.committed(w);
+  return moved;
 }
 
 /**

@@ -9,19 +9,57 @@
 // plane, secrets included: postMessage stays in the process), and the mirror of each committed
 // event to plain subscribers of svc.events.> on the in-process bus (CONTRACT 5.2), once, when it is
 // committed (a recovery's item is not mirrored: its subscribers saw the event already).
+import type { Db } from '../../store/db.ts';
+import { insertEvent } from '../../store/history.ts';
+import { insertOutbox, type OutboxRow } from '../../store/outbox.ts';
 import { createMemoryBus } from '../bus/memory.ts';
 import { startOutboxDataPlane, type DeliveryLimits, type RegistryChange } from '../dataplane/data-plane.ts';
 import { OutboxDeliveryThread } from '../dataplane/outbox-thread.ts';
 import { isRecoveryItemId } from '../domain/event-route.ts';
 import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
 import { moveHistoryQueueToOutbox, passEmbeddedEvents } from '../handoff/relay-queues.ts';
+import { type EventQueue, QueueWrites, queuedRow } from './event-queue.ts';
 import type { Topology, TopologyDeps } from './topology.ts';
+
+/**
+ * Embedded mode's EventQueue: an outbox row per event or item (this mode's queue), and the event's
+ * history row too when it is kept; after a commit that queued rows, `changed` has them, in order.
+ */
+export function outboxEventQueue(db: Db, changed: (rows: OutboxRow[]) => void): EventQueue {
+  return {
+    open: () => new QueueWrites(1),
+    write(w, item, kept) {
+      w.lanes[0].push(queuedRow(item, insertOutbox(db, item, null), null));
+      if (kept) insertEvent(db, kept);
+    },
+    commit() {},
+    committed(w) {
+      const rows = w.lanes[0];
+      if (rows.length) changed(rows);
+    },
+    rolledBack() {},
+  };
+}
 
 export function embeddedTopology(d: TopologyDeps): Topology {
   const { config, logger, readiness } = d;
   readiness.notReady('delivery', 'the outbox source and the data plane have not started yet');
+  let started = false;
+  // rows committed before start are in the outbox: the data plane reads it first when it starts
+  const queue = outboxEventQueue(d.db, (rows) => {
+    if (!started) return;
+    for (const row of rows) {
+      if (isRecoveryItemId(row.event_id)) continue; // observers saw the event already
+      try {
+        bus.publish(row.subject, row.body);
+      } catch {
+        // the bus is closing
+      }
+    }
+    delivery.kick();
+  });
   // the outbox is this mode's queue: events a NATS-mode run left queued in the history join it
-  const moved = moveHistoryQueueToOutbox(d.db);
+  const moved = moveHistoryQueueToOutbox(d.db, queue);
   if (moved) logger.info({ events: moved }, 'events queued by a NATS-mode run and not yet published moved to the outbox');
   const bus = createMemoryBus({ logger });
   const limits: DeliveryLimits = {
@@ -33,8 +71,6 @@ export function embeddedTopology(d: TopologyDeps): Topology {
   const webhooks = new Map<string, RegistryChange>();
   const useThread = config.deliveryThreads !== 0 && config.db !== ':memory:';
   const delivery = useThread ? threadDelivery(d, limits, () => [...webhooks.values()]) : inProcessDelivery(d, limits);
-  let started = false;
-
   const registry: RegistryPublisher = {
     async publish(orgId, webhookId, v, entry) {
       const key = `${orgId}.${webhookId}`;
@@ -53,21 +89,7 @@ export function embeddedTopology(d: TopologyDeps): Topology {
   return {
     bus,
     registry,
-    outbox: {
-      // rows committed before start are in the outbox: the data plane reads it first when it starts
-      outboxChanged(rows) {
-        if (!started) return;
-        for (const row of rows) {
-          if (isRecoveryItemId(row.event_id)) continue; // observers saw the event already
-          try {
-            bus.publish(row.subject, row.body);
-          } catch {
-            // the bus is closing
-          }
-        }
-        delivery.kick();
-      },
-    },
+    queue,
     delivery: config.deliver ? (useThread ? 'thread' : 'in process') : 'off',
     async start() {
       started = true;

@@ -1,38 +1,29 @@
 // The seam between svc serve and its two runtimes (ARCHITECTURE: "two runtimes behind one
 // interface"): NATS mode (nats.ts) and embedded mode (embedded.ts) each give a bus, a place to
-// replicate webhooks to, the engine's outbox hand-off, a data plane, and their start, idle and
+// replicate webhooks to, the engine's event queue (event-queue.ts), a data plane, and their start, idle and
 // stop. src/server.ts composes one of them with the engine, the API and the dashboard and never
 // asks which; open.ts is the one place that picks.
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
-import type { OutboxRow } from '../../store/outbox.ts';
 import type { ServeConfig } from '../config.ts';
 import type { Bus } from '../bus/bus.ts';
 import type { OutcomeBatch } from '../outcomes/outcome.ts';
-import type { HistoryQueue, Piggyback } from '../engine/transaction.ts';
 import type { RelayFault } from '../handoff/outbox-relay.ts';
 import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Readiness } from '../readiness.ts';
-
-/** What the engine's transaction hands the topology (spread into the engine's deps as is). */
-export interface OutboxHandoff {
-  /** after a commit that wrote outbox rows, with the rows in order: publish them (NATS) or deliver them (embedded) */
-  outboxChanged(rows: OutboxRow[]): void;
-  /** NATS mode: the batch each outbox row joins (src/handoff/outbox-relay.ts assign); absent otherwise */
-  outboxBatch?: (eventId: string, bytes: number) => string | null;
-  /** NATS mode: the relays' prune of stored rows and cursor, riding in each commit */
-  piggyback?: Piggyback;
-  /** NATS mode: emitted events queued in their history row (src/handoff/relay-queues.ts) */
-  historyQueue?: HistoryQueue;
-}
+import type { EventQueue } from './event-queue.ts';
 
 export interface Topology {
   /** the bus producers, runners and observers use: NATS, or in process */
   readonly bus: Bus;
   /** where the RegistryReplicator publishes webhook changes: NATS KV, or the data plane's in-process registry */
   readonly registry: RegistryPublisher;
-  readonly outbox: OutboxHandoff;
+  /**
+   * where the engine's transactions queue the events they emit and the items they enqueue, and what
+   * hands them on after each commit: to the relays (NATS) or to the data plane (embedded)
+   */
+  readonly queue: EventQueue;
   /** how this process delivers, for the `listening on` line: 'N threads', 'thread', 'in process', 'off' */
   readonly delivery: string;
   /**

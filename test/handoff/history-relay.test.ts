@@ -18,7 +18,7 @@ import { newDataplaneKey, Seal } from '../../src/bus/seal.ts';
 import { decodeHopBatch } from '../../src/bus/hop.ts';
 import { Engine } from '../../src/engine/engine.ts';
 import { OutboxRelay } from '../../src/handoff/outbox-relay.ts';
-import { historyQueue } from '../../src/handoff/relay-queues.ts';
+import { historyQueue, relayEventQueue } from '../../src/handoff/relay-queues.ts';
 import { parseIngest } from '../../src/ingest/ingest.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { createOrg } from '../../store/orgs.ts';
@@ -64,6 +64,8 @@ describe.skipIf(findNatsServer() === null)('the history as the queue (NATS mode)
     const publisher = new JetStreamPublisher(nc, '_INBOX_hrelay_test', 2000);
     const open = () => new OutboxRelay(db, publisher, seal, logger, null, clock, null, historyQueue(db));
     let relay = open();
+    // the outbox's relay: nothing is queued there (every event is kept), and it never publishes
+    const outboxRelay = new OutboxRelay(db, publisher, seal, logger, null, clock, null);
     let engine: Engine | null = null;
     try {
       // wired as src/topology/nats.ts wires it; `publish` false: the commits are not handed over
@@ -76,9 +78,7 @@ describe.skipIf(findNatsServer() === null)('the history as the queue (NATS mode)
           metrics: createMetrics({ defaultMetrics: false }),
           urls: () => ({ source: '//svc', dashboard: 'http://svc/dashboard' }),
           registryRev: () => 1,
-          outboxChanged: () => undefined,
-          piggyback: r.piggyback,
-          historyQueue: { batch: (id, bytes) => r.assign(id, bytes), changed: (rows) => publish && r.handoff(rows) },
+          queue: relayEventQueue(db, outboxRelay, r, () => publish),
         });
       engine = engineFor(relay);
       const fact = (n: number) => {

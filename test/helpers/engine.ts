@@ -16,6 +16,7 @@ import { openDb, type Db } from '../../store/db.ts';
 import type { Install } from '../../store/installs.ts';
 import { createOrg } from '../../store/orgs.ts';
 import { readOutbox } from '../../store/outbox.ts';
+import { outboxEventQueue } from '../../src/topology/embedded.ts';
 import type { Job } from './fake-runner.ts';
 
 type Json = any;
@@ -66,7 +67,7 @@ export class EngineWorld {
       metrics: this.metrics,
       urls: () => ({ source: SOURCE, dashboard: DASHBOARD }),
       registryRev: () => 0,
-      outboxChanged: () => void this.outboxKicks++,
+      queue: outboxEventQueue(this.db, () => void this.outboxKicks++),
     });
     this.bus.subscribe('svc.jobs.>', (m) => void this.sent.push(m.json<Job>()));
   }

@@ -10,6 +10,7 @@ import { MIGRATIONS } from '../../store/migrations.ts';
 import { insertEvent, insertQueuedEvent, pruneHistory, readQueuedEvents, relayCursor, saveRelayCursor } from '../../store/history.ts';
 import { readOutbox } from '../../store/outbox.ts';
 import { historyQueue, moveHistoryQueueToOutbox, passEmbeddedEvents } from '../../src/handoff/relay-queues.ts';
+import { outboxEventQueue } from '../../src/topology/embedded.ts';
 import { tempStores } from '../helpers/store.ts';
 import { tmpDir } from '../helpers/service.ts';
 
@@ -95,7 +96,12 @@ describe('the event history as the queue', () => {
     for (let i = 1; i <= 5; i++) insertQueuedEvent(d, event(i), i <= 2 ? 'ev_1' : 'ev_3');
     saveRelayCursor(d, 2); // JetStream stored the first batch
     insertEvent(d, event(6)); // an embedded-mode event: its outbox row is its queue
-    expect(moveHistoryQueueToOutbox(d)).toBe(3);
+    expect(
+      moveHistoryQueueToOutbox(
+        d,
+        outboxEventQueue(d, () => {}),
+      ),
+    ).toBe(3);
     expect(readOutbox(d, 0, 10).map((r) => [r.event_id, r.subject, r.body, r.batch])).toEqual([
       ['ev_3', 'svc.events.org_1.workflow.wf_3.started', '{"n":3}', null],
       ['ev_4', 'svc.events.org_1.workflow.wf_4.started', '{"n":4}', null],
@@ -103,7 +109,12 @@ describe('the event history as the queue', () => {
     ]);
     // past the embedded-mode event too: the next start reads nothing before it
     expect(relayCursor(d)).toBe(6);
-    expect(moveHistoryQueueToOutbox(d)).toBe(0);
+    expect(
+      moveHistoryQueueToOutbox(
+        d,
+        outboxEventQueue(d, () => {}),
+      ),
+    ).toBe(0);
     expect(readOutbox(d, 0, 10)).toHaveLength(3);
     // the history keeps every event
     expect((d.prepare('SELECT COUNT(*) AS n FROM events').get() as { n: number }).n).toBe(6);
