@@ -36,7 +36,7 @@
 // loses its queued attempts at once (dropWebhook, counted `webhook_deleted` or `webhook_disabled`);
 // its attempt in flight finishes. A disabled webhook's matches are dropped at fan-out, counted too.
 import type { Logger } from 'pino';
-import type { Clock, Timer } from '../domain/clock.ts';
+import { within, type Clock, type Timer } from '../domain/clock.ts';
 import type { EventRoute } from '../domain/event-route.ts';
 import type { WebhookRegistry } from '../dispatch/registry.ts';
 import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
@@ -304,10 +304,8 @@ export class DeliveryPipeline {
     this.hold(state);
     const rev = ev.route.rev;
     if (rev > this.o.registry.revision) {
-      let timer: Timer | null = null;
-      const late = new Promise<void>((r) => (timer = this.o.clock.setTimeout(r, this.o.registryWaitMs)));
-      void Promise.race([this.o.registry.reached(rev), late]).then(() => {
-        (timer as Timer | null)?.cancel();
+      // the registry catching up, or registryWaitMs on the clock: whichever comes first
+      void within(this.o.clock, this.o.registry.reached(rev), this.o.registryWaitMs).then(() => {
         if (this.o.registry.revision < rev) {
           this.o.logger.warn(
             { event_id: ev.id, rev, registry_rev: this.o.registry.revision },

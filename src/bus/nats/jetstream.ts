@@ -31,6 +31,7 @@ import {
 import { Kvm } from '@nats-io/kv';
 import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
+import { foregroundClock, sleep, type Clock } from '../../domain/clock.ts';
 import { hopWildcard, ingestWildcard, subjectsOverlap } from '../subjects.ts';
 
 export const EVENTS_STREAM = 'SVC_EVENTS';
@@ -184,6 +185,8 @@ export interface LayoutOptions {
   replicas?: number | null;
   /** where "scaled" lines go */
   logger?: { info(o: object, m?: string): void };
+  /** what waiting for a scaled stream's replicas runs on (real time that holds the process open by default) */
+  clock?: Clock;
 }
 
 /** How many replicas a stream should have, and whether an existing one is scaled to it. */
@@ -192,6 +195,7 @@ interface ReplicaPlan {
   /** an explicit count: existing streams are scaled up or down to it; a default only scales up */
   explicit: boolean;
   logger?: LayoutOptions['logger'];
+  clock: Clock;
 }
 
 /**
@@ -221,14 +225,14 @@ async function ensureReplicas(jsm: JetStreamManager, name: string, have: number,
   if (want > have) await scaleConsumers();
   // the new replicas catch up, and the stream (and its consumers) may elect a leader anew: what
   // comes next (a consumer's info, the first publish) waits for that
-  await waitForReplicas(jsm, name, want);
+  await waitForReplicas(jsm, name, want, plan.clock);
 }
 
 const SCALE_WAIT_MS = 30_000;
 
 /** Resolves once `name` has a leader and `replicas - 1` current followers; rejects after SCALE_WAIT_MS. */
-async function waitForReplicas(jsm: JetStreamManager, name: string, replicas: number): Promise<void> {
-  const end = Date.now() + SCALE_WAIT_MS;
+async function waitForReplicas(jsm: JetStreamManager, name: string, replicas: number, clock: Clock): Promise<void> {
+  const end = clock.now() + SCALE_WAIT_MS;
   let last = '';
   for (;;) {
     try {
@@ -239,9 +243,9 @@ async function waitForReplicas(jsm: JetStreamManager, name: string, replicas: nu
     } catch (err) {
       last = (err as Error)?.message ?? String(err);
     }
-    if (Date.now() > end)
+    if (clock.now() > end)
       throw new Error(`JetStream stream ${name} was not on ${replicas} servers within ${SCALE_WAIT_MS / 1000} s (${last})`);
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(clock, 200);
   }
 }
 
@@ -372,7 +376,12 @@ async function checkIngestNotCaptured(jsm: JetStreamManager): Promise<void> {
  */
 export async function ensureLayout(nc: NatsConnection, jsm: JetStreamManager, opts: LayoutOptions = {}): Promise<{ replicas: number }> {
   const explicit = opts.replicas !== undefined && opts.replicas !== null;
-  const plan: ReplicaPlan = { replicas: explicit ? opts.replicas! : defaultReplicas(nc), explicit, logger: opts.logger };
+  const plan: ReplicaPlan = {
+    replicas: explicit ? opts.replicas! : defaultReplicas(nc),
+    explicit,
+    logger: opts.logger,
+    clock: opts.clock ?? foregroundClock,
+  };
   await layoutStep('the streams', () => checkIngestNotCaptured(jsm));
   await layoutStep(`stream ${EVENTS_STREAM}`, () => ensureStream(jsm, eventsStream(), plan));
   const dispatch = dispatchConsumer();

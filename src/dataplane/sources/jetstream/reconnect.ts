@@ -18,7 +18,7 @@
 // ids): a nats-server restart's duplicate tracking forgets acked messages (./source.ts, replays).
 import type { Logger } from 'pino';
 import type { JsMsg } from '@nats-io/jetstream';
-import type { Clock } from '../../../domain/clock.ts';
+import { sleep, type Clock } from '../../../domain/clock.ts';
 import { EVENT_ACK_WAIT_MS } from '../../../bus/nats/jetstream.ts';
 import type { DeliveryPipeline } from '../../pipeline.ts';
 import type { HeldBatch, KvProgress, ProgressRecord } from './progress.ts';
@@ -193,7 +193,7 @@ export class ReconnectMemory {
       'reconnected to NATS: recorded what this data plane holds and settled lately; pulling again shortly',
     );
     const wait = now + RECONNECT_GRACE_MS - this.o.clock.now();
-    if (wait > 0) await new Promise<void>((r) => this.o.clock.setTimeout(r, wait));
+    if (wait > 0) await sleep(this.o.clock, wait);
     if (this.connection !== epoch) return;
     this.disconnectedAt = null;
     this.suspectUntil = this.o.clock.now() + SUSPECT_MS;
