@@ -17,6 +17,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli as cli, runCliProcess, type CliResult } from '../helpers/cli.ts';
 import { BIN, ROOT } from '../helpers/paths.ts';
+import { waitFor, within } from '../helpers/wait.ts';
 
 const both = (r: CliResult) => `${r.stdout}\n${r.stderr}`;
 
@@ -638,7 +639,7 @@ describe('against a real svc serve', () => {
     if (server && server.exitCode === null) {
       const exited = new Promise((ok) => server!.once('exit', ok));
       server.kill('SIGTERM');
-      await Promise.race([exited, new Promise((ok) => setTimeout(ok, 5000))]);
+      await within(exited, 5000);
       if (server.exitCode === null) server.kill('SIGKILL');
     }
     await rx?.close();
@@ -789,13 +790,15 @@ describe('against a real svc serve', () => {
   }
   /** Poll the HTTP API (cheap, unlike a CLI process per poll) until `fn` gives a value; the CLI's view of it is checked after. */
   async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
-    const end = Date.now() + ms;
-    for (;;) {
-      const v = await fn();
-      if (v !== undefined) return v;
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((ok) => setTimeout(ok, 25));
-    }
+    const got = await waitFor(
+      async () => {
+        const v = await fn();
+        return v === undefined ? undefined : { v };
+      },
+      ms,
+      what,
+    );
+    return got.v;
   }
   const versionsOf = (id: string) => http('GET', `/v1/installs/${id}/app-config-versions`);
   const workflowOf = (id: string) => http('GET', `/v1/workflows/${id}`);

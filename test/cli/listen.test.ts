@@ -16,6 +16,7 @@ import { testDeliverer, type TestDeliverer } from '../helpers/deliverer.ts';
 import { ManualClock } from '../helpers/clock.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { BIN, ROOT } from '../helpers/paths.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 function sink() {
   const lines: string[] = [];
@@ -586,11 +587,11 @@ describe('svc listen (CLI)', () => {
       child.on('exit', (code, signal) => resolve({ code, signal })),
     );
     const waitOut = async (pred: (s: string) => boolean, ms = 20000) => {
-      const deadline = Date.now() + ms;
-      while (!pred(stdout)) {
-        if (Date.now() > deadline) throw new Error(`timed out; stdout=${stdout} stderr=${stderr}`);
-        await new Promise((r) => setTimeout(r, 25));
-      }
+      await waitFor(
+        () => pred(stdout),
+        ms,
+        () => `stdout=${stdout} stderr=${stderr}`,
+      );
     };
     return { child, exited, waitOut, out: () => stdout, err: () => stderr };
   }

@@ -8,12 +8,13 @@ import pino from 'pino';
 import { Http1Pool, type ExchangeHandler } from '../../src/delivery/http1.ts';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CE_CONTENT_TYPE, type AttemptResult, type DelivererOptions } from '../../src/delivery/client.ts';
-import { verify } from '../../src/delivery/sign.ts';
+import { verify } from '../../src/delivery/signing.ts';
 import { testDeliverer, type TestDeliverer } from '../helpers/deliverer.ts';
 import { DeliveryStatusBook } from '../../src/outcomes/status-book.ts';
 import { systemClock } from '../../src/domain/clock.ts';
 import { ManualClock } from '../helpers/clock.ts';
 import { waitFor } from '../helpers/service.ts';
+import { later } from '../helpers/wait.ts';
 import { openDb } from '../../store/db.ts';
 import { createMetrics, renderMetrics, type Metrics } from '../../src/metrics.ts';
 
@@ -98,7 +99,7 @@ async function startReceiver() {
         res.writeHead(b.status ?? 200, { 'content-type': 'text/plain' });
         res.end(b.body ?? 'ok');
       };
-      if (b.delayMs) timers.add(setTimeout(send, b.delayMs));
+      if (b.delayMs) timers.add(later(b.delayMs, send, 'a receiver that holds its answer, as a test asked'));
       else send();
     });
   });

@@ -7,11 +7,11 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { InvalidResponse, ResponseReader } from '../../src/delivery/http1-response.ts';
 import { Http1Pool, KEEP_ALIVE_MARGIN_MS, PoolDestroyed, ReceiverClosed, type ExchangeHandler } from '../../src/delivery/http1.ts';
 import { describeError } from '../../src/delivery/attempt-errors.ts';
-import { waitFor } from '../helpers/wait.ts';
+import { pause, waitFor } from '../helpers/wait.ts';
 
 // ------------------------------------------------------------------ the reader
 
@@ -319,8 +319,14 @@ describe('the connection pool', () => {
     open.push(rx);
     const p = pool(rx.url, { keepAliveMs: 30 });
     await post(p);
-    await new Promise((r) => setTimeout(r, 60)); // past the real-time limit performance.now() measures
-    await post(p);
+    // 60 ms later on the clock the pool measures idle time with (performance.now()), past keepAliveMs
+    const now = performance.now.bind(performance);
+    const skew = vi.spyOn(performance, 'now').mockImplementation(() => now() + 60);
+    try {
+      await post(p);
+    } finally {
+      skew.mockRestore();
+    }
     expect(rx.connections()).toBe(2);
   });
 
@@ -400,15 +406,22 @@ describe('the connection pool', () => {
     await waitFor(() => held.length === 2, 2000, 'both requests at the receiver');
     const [sa, sb] = held;
     const answerA = 'HTTP/1.1 201 Created\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n';
-    sa.write(answerA.slice(0, 20)); // a piece of A's head
-    await new Promise((r) => setTimeout(r, 30));
-    sb.write('HTTP/1.1 202 Accepted\r\nContent-Length: 3\r\n\r\nxyz');
-    await b.done;
-    sa.write(answerA.slice(20, 60)); // the rest of the head and a piece of a chunk line
-    await new Promise((r) => setTimeout(r, 30));
-    sa.write(answerA.slice(60));
-    expect(await a.done).toEqual({ status: 201, body: 4, end: true });
-    expect(b.heard).toEqual({ status: 202, body: 3, end: true });
+    // each piece is read on its own: the pool has fed it to its reader before the next is written
+    const feeds = vi.spyOn(ResponseReader.prototype, 'feed');
+    try {
+      sa.write(answerA.slice(0, 20)); // a piece of A's head
+      await waitFor(() => feeds.mock.calls.length === 1, 2000, "A's first piece read");
+      sb.write('HTTP/1.1 202 Accepted\r\nContent-Length: 3\r\n\r\nxyz');
+      await b.done;
+      const fed = feeds.mock.calls.length;
+      sa.write(answerA.slice(20, 60)); // the rest of the head and a piece of a chunk line
+      await waitFor(() => feeds.mock.calls.length > fed, 2000, "A's second piece read");
+      sa.write(answerA.slice(60));
+      expect(await a.done).toEqual({ status: 201, body: 4, end: true });
+      expect(b.heard).toEqual({ status: 202, body: 3, end: true });
+    } finally {
+      feeds.mockRestore();
+    }
   });
 
   it('abort() of a request under way drops its connection and nothing more is heard', async () => {
@@ -440,7 +453,7 @@ describe('the connection pool', () => {
     await waitFor(() => held.length === 2, 2000, 'another under way');
     let closed = false;
     const closing = b.close().then(() => (closed = true));
-    await new Promise((r) => setTimeout(r, 20));
+    await pause(20, 'a negative: nothing to wait for, close() must still be waiting for the request under way');
     expect(closed).toBe(false);
     held[1].write(OK);
     await closing;

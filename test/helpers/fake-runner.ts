@@ -2,6 +2,7 @@
 // and answers them per `policy`, through the producer protocol (CONTRACT 5.2).
 import type { Bus, Subscription } from '../../src/bus/bus.ts';
 import { jobResultSubject } from '../../src/bus/subjects.ts';
+import { waitFor } from './wait.ts';
 
 export interface Job {
   job_id: string;
@@ -79,14 +80,12 @@ export class FakeRunner {
    * the next job before it replies). Only held jobs remain: nothing moves until the test acts.
    */
   async idle(timeoutMs = 10_000): Promise<void> {
-    const end = Date.now() + timeoutMs;
-    for (;;) {
+    const still = async () => {
       const jobs = this.jobs.length;
       await this.bus.flush();
-      if (this.sending === 0 && this.jobs.length === jobs) return;
-      if (Date.now() > end) throw new Error(`the runner is still busy after ${timeoutMs} ms (${this.sending} answers on their way)`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
+      return this.sending === 0 && this.jobs.length === jobs;
+    };
+    await waitFor(still, timeoutMs, () => `the runner to be still (${this.sending} answers on their way)`, 10);
   }
 
   /** Answer a (held) job: started, then succeeded. */

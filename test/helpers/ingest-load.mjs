@@ -21,6 +21,8 @@ const parentPort = { postMessage: (m) => process.send(m), on: (e, f) => process.
 const nc = await connect({ servers: [url], inboxPrefix: `_INBOX_${org}`, noAsyncTraces: true });
 const tag = randomBytes(3).toString('hex');
 let n = 0;
+// real time is the point here: a producer's pace (a rate, an interval between requests)
+const pace = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function send() {
   const id = `wfx_${tag}_${n++}`;
@@ -85,7 +87,7 @@ if (mode === 'flood') {
         ),
       );
     }
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    await pace(10);
   }
   await Promise.all(pending);
   tally.ms = Math.round(performance.now() - t0);
@@ -104,7 +106,7 @@ if (mode === 'flood') {
     latencies.push(performance.now() - t0);
     answers.push(r);
     const rest = interval - (performance.now() - t0);
-    if (rest > 0) await new Promise((resolve) => setTimeout(resolve, rest));
+    if (rest > 0) await pace(rest);
   }
   await nc.close();
   parentPort.postMessage({ done: { latencies, answers, sentAt } });

@@ -5,6 +5,7 @@
 import http from 'node:http';
 import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { later } from './wait.ts';
 
 export interface Delivery {
   /** the webhook's path on the receiver */
@@ -81,7 +82,7 @@ export async function startLedgerReceiver(opts: { delayMs?: number; status?: num
       const answer = () => {
         if (!res.destroyed) res.writeHead(opts.status ?? 200, { 'content-type': 'text/plain' }).end('ok');
       };
-      if (rx.delayMs > 0) setTimeout(answer, rx.delayMs);
+      if (rx.delayMs > 0) later(rx.delayMs, answer, 'a receiver that holds its answer, as a test asked');
       else answer();
     });
   });

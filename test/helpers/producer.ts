@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import { parseIngestSubject, producerInboxPrefix } from '../../src/bus/subjects.ts';
 import { rid } from './ids.ts';
+import { pause } from './wait.ts';
 
 export function ingestRequest(nc: NatsConnection, subject: string, data: string | Uint8Array, o: { timeout: number }): Promise<Msg> {
   const org = parseIngestSubject(subject)?.orgId;
@@ -47,7 +48,7 @@ export async function sendReliably(nc: NatsConnection, subject: string, body: un
     } catch (err) {
       if (String(err).includes('refused:')) throw err;
     }
-    await new Promise((r) => setTimeout(r, 50)); // svc down or restarting: the producer's back-off before it sends the same fact again
+    await pause(50, "svc down or restarting: the producer's back-off before it sends the same fact again");
   }
   throw new Error(`never acknowledged: ${subject}`);
 }

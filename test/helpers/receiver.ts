@@ -1,6 +1,7 @@
 // A real HTTP receiver that records every request (test helper).
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { later } from './wait.ts';
 
 export interface Received {
   path: string;
@@ -60,7 +61,7 @@ export async function startReceiver(): Promise<Receiver> {
         if (b.redirect) res.writeHead(b.status ?? 302, { location: b.redirect }).end();
         else res.writeHead(b.status ?? 200).end('ok');
       };
-      if (b.delayMs) setTimeout(send, b.delayMs);
+      if (b.delayMs) later(b.delayMs, send, 'a receiver that holds its answer, as a test asked');
       else send();
     });
   });

@@ -12,7 +12,7 @@ import { children, spawnService, type ChildService } from '../helpers/child-serv
 import { figures, loadProcess, type Figures } from '../helpers/load-process.ts';
 import { startService, type OrgCreds } from '../helpers/service.ts';
 import { factProducer } from '../helpers/tenancy.ts';
-import { waitFor } from '../helpers/wait.ts';
+import { pause, waitFor } from '../helpers/wait.ts';
 
 const BOUND_MS = 100;
 const RUNS = Number(process.env.SVC_FAIRNESS_RUNS ?? 5);
@@ -34,7 +34,7 @@ async function bCalls(url: string, b: OrgCreds): Promise<number[]> {
     out.push(performance.now() - t0);
     expect(r.status).toBe(200);
     const rest = B_INTERVAL_MS - (performance.now() - t0);
-    if (rest > 0) await new Promise((resolve) => setTimeout(resolve, rest));
+    if (rest > 0) await pause(rest, "B's calls paced on the wall clock, one every B_INTERVAL_MS");
   }
   return out;
 }

@@ -38,6 +38,7 @@ import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpe
 import { startService, waitFor, type ApiClient, type TestService } from '../helpers/service.ts';
 import { factProducer, type FactProducer } from '../helpers/tenancy.ts';
 import { createWebhook } from '../helpers/webhooks.ts';
+import { pause } from '../helpers/wait.ts';
 
 const RUNS = Math.max(1, Number(process.env.ATTEMPTS_RUNS ?? '10'));
 /** case 3's runs */
@@ -58,7 +59,6 @@ const BOUND_MS = 1000;
 
 const modes = findNatsServer() ? (['embedded', 'nats'] as const) : (['embedded'] as const);
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const sorted = (xs: number[]) => [...xs].sort((x, y) => x - y);
 const p50 = (xs: number[]) => sorted(xs)[Math.floor((xs.length - 1) / 2)];
 const max = (xs: number[]) => Math.max(...xs);
@@ -68,7 +68,7 @@ async function paced<T>(everyMs: number, until: number, fn: () => Promise<T>): P
   const calls: Array<Promise<T>> = [];
   for (let next = Date.now(); Date.now() < until; next += everyMs) {
     calls.push(fn());
-    await sleep(Math.max(0, next + everyMs - Date.now()));
+    await pause(Math.max(0, next + everyMs - Date.now()), 'calls paced on the wall clock');
   }
   return Promise.all(calls);
 }
@@ -251,7 +251,7 @@ describe.each(modes)('slots follow attempts in flight, end to end (%s mode, CONT
         const pings: number[] = [];
         const held: number[] = [];
         for (const at of [0, 700, 1400]) {
-          await sleep(Math.max(0, t0 + at - Date.now()));
+          await pause(Math.max(0, t0 + at - Date.now()), "B's pings at set moments of A's resends");
           held.push(rx.held());
           const t = Date.now();
           const ping = await svc.api(b).post(`/v1/orgs/current/webhooks/${hookB}/ping`);

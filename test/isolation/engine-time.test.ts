@@ -21,6 +21,7 @@ import { factProducer, type FactProducer } from '../helpers/tenancy.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { loadProcess } from '../helpers/load-process.ts';
 import { rid } from '../helpers/ids.ts';
+import { pause } from '../helpers/wait.ts';
 
 type Json = any;
 
@@ -40,7 +41,6 @@ const ZONES = ['UTC', 'America/Los_Angeles', 'Europe/Berlin', 'Asia/Tokyo', 'Aus
 const ALL_DAYS = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'];
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
 const headersOf = (o: OrgCreds) => ({ authorization: `Bearer ${o.api_token}`, 'x-svc-org-id': o.org_id });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function ok(r: Promise<{ status: number; body: Json; text: string }>, status = 201): Promise<Json> {
   const res = await r;
@@ -174,7 +174,7 @@ describe('a plan over change windows holds no other org (CONTRACT §8)', () => {
           const t0 = performance.now();
           await producer.fact(b.org_id);
           factMs.push(performance.now() - t0);
-          await sleep(B_FACT_EVERY_MS);
+          await pause(B_FACT_EVERY_MS, "B's facts paced on the wall clock, as a producer sends them");
         }
       })();
       const bApi = (async () => {
@@ -183,7 +183,7 @@ describe('a plan over change windows holds no other org (CONTRACT §8)', () => {
           const r = await apiB.get('/v1/apps');
           apiMs.push(performance.now() - t0);
           expect(r.status).toBe(200);
-          await sleep(B_API_EVERY_MS);
+          await pause(B_API_EVERY_MS, "B's API calls paced on the wall clock, as a client makes them");
         }
       })();
       const [[plans, pages]] = await Promise.all([aLoad, bFacts, bApi]);

@@ -18,6 +18,7 @@ import { rid } from '../helpers/ids.ts';
 import { startService, waitFor, type TestService } from '../helpers/service.ts';
 import { factProducer, max, p50, receivedAt, type FactProducer } from '../helpers/tenancy.ts';
 import { createWebhook } from '../helpers/webhooks.ts';
+import { pause } from '../helpers/wait.ts';
 import { SEATS_PER_ORG } from '../../src/http/fair-admission.ts';
 
 const BACKLOG = Number(process.env.TENANCY_BACKLOG ?? '20000');
@@ -176,7 +177,7 @@ describe.each(modes)('tenancy: intake, deleted webhooks, pings (%s mode)', (mode
       for (let i = 0; i < B_FACTS; i++) {
         const id = await producer.fact(b.org_id);
         committedAt.set(id, Date.now());
-        await new Promise((r) => setTimeout(r, 1000));
+        await pause(1000, "B's facts paced on the wall clock: a fact a second");
       }
       await waitFor(() => receivedAt(rxB, 'b').size >= B_FACTS, 10_000, "B's deliveries");
       const got = receivedAt(rxB, 'b');

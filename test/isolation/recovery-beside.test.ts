@@ -14,6 +14,7 @@ import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpe
 import { ingestRequest } from '../helpers/producer.ts';
 import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
+import { pause } from '../helpers/wait.ts';
 
 const HOOKS = '/v1/orgs/current/webhooks';
 /** A's events to recover (RECOVERY_TENANCY_EVENTS; the contract's case is 20,000) */
@@ -149,9 +150,8 @@ describe.each(modes)('a recovering org beside another (%s mode)', (mode) => {
           `B's event of ${id}`,
         );
         latencies.push(got.at - committedAt);
-        // a fact a second
         const wait = 1000 - (Date.now() - started);
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        if (wait > 0) await pause(wait, "B's facts paced on the wall clock: a fact a second");
       }
       all.push(...latencies);
       lines.push(

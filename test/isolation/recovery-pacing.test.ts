@@ -21,6 +21,7 @@ import { ledgerLine, ledgerOf, startLedgerReceiver, rssBytes } from '../helpers/
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { apiClient, newDbWithOrg, waitFor, type ApiClient } from '../helpers/service.ts';
 import { insertWebhooks } from '../helpers/webhooks.ts';
+import { pause } from '../helpers/wait.ts';
 
 const N = Math.max(1000, Number(process.env.RECOVERY_EVENTS ?? 100_000));
 /**
@@ -98,7 +99,7 @@ async function settledRss(pid: number): Promise<number> {
   let rss = 0;
   for (let i = 0; i < 3; i++) {
     rss = Math.max(rss, rssBytes(pid) ?? 0);
-    await new Promise((r) => setTimeout(r, 1000));
+    await pause(1000, 'RSS samples a second apart');
   }
   return rss;
 }

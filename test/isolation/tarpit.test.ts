@@ -16,6 +16,7 @@ import { startService, waitFor, type TestService } from '../helpers/service.ts';
 import { factProducer, max, p50, receivedAt, type FactProducer } from '../helpers/tenancy.ts';
 import { createWebhook } from '../helpers/webhooks.ts';
 import { rid } from '../helpers/ids.ts';
+import { pause } from '../helpers/wait.ts';
 
 const RUNS = Number(process.env.TARPIT_RUNS ?? '20');
 const TARPITS = 40;
@@ -72,8 +73,7 @@ describe.each(['nats', 'embedded'] as const)('issue 16 tarpit case, %s mode, loo
         for (let i = 0; i < B_EVENTS; i++) {
           const t = Date.now();
           sends.push(producer.fact(b.org_id).then((id) => (sentAt.set(id, t), id)));
-          // paced on the wall clock: B's facts arrive as a producer sends them
-          await new Promise((r) => setTimeout(r, B_EVERY_MS));
+          await pause(B_EVERY_MS, "paced on the wall clock: B's facts arrive as a producer sends them");
         }
         await Promise.all(sends);
         await waitFor(() => receivedAt(rx, hookB).size >= B_EVENTS, 15_000, `B's ${B_EVENTS} deliveries (run ${run})`);

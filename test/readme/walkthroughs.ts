@@ -29,6 +29,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { freePort } from '../helpers/nats-server.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 export interface Step {
   walkthrough: string;
@@ -261,26 +262,28 @@ export class Session {
 
   private async runBlock(step: Step): Promise<void> {
     const end = Date.now() + this.waitMs;
-    for (;;) {
-      const r = await this.shell(step.code);
-      this.transcript.push(`$ (${step.file} line ${step.line})\n${step.code}\n${r.output}[exit ${r.code}]`);
-      this.log(`${step.file} line ${step.line}: exit ${r.code}\n${r.output}`);
-      const again = step.until !== undefined && !new RegExp(step.until).test(r.output) && Date.now() < end;
-      if (again) {
-        await new Promise((ok) => setTimeout(ok, 500));
-        continue;
-      }
-      if (r.code !== step.exit)
-        throw new WalkthroughError(`${this.where(step)}: exit ${r.code}, expected ${step.exit}\n${step.code}\n--- output:\n${r.output}`);
-      if (step.output !== undefined && !new RegExp(step.output).test(r.output)) {
-        throw new WalkthroughError(`${this.where(step)}: output does not match ${step.output}\n--- output:\n${r.output}`);
-      }
-      if (step.until !== undefined && !new RegExp(step.until).test(r.output)) {
-        throw new WalkthroughError(
-          `${this.where(step)}: output never matched ${step.until} within ${this.waitMs} ms\n--- last output:\n${r.output}`,
-        );
-      }
-      return;
+    // with `until`, the block runs again every 500 ms until its output matches it or waitMs have passed
+    const r = await waitFor(
+      async () => {
+        const ran = await this.shell(step.code);
+        this.transcript.push(`$ (${step.file} line ${step.line})\n${step.code}\n${ran.output}[exit ${ran.code}]`);
+        this.log(`${step.file} line ${step.line}: exit ${ran.code}\n${ran.output}`);
+        const again = step.until !== undefined && !new RegExp(step.until).test(ran.output) && Date.now() < end;
+        return again ? null : ran;
+      },
+      Number.POSITIVE_INFINITY, // ends by itself once waitMs have passed (the checks below say so)
+      'the block',
+      500,
+    );
+    if (r.code !== step.exit)
+      throw new WalkthroughError(`${this.where(step)}: exit ${r.code}, expected ${step.exit}\n${step.code}\n--- output:\n${r.output}`);
+    if (step.output !== undefined && !new RegExp(step.output).test(r.output)) {
+      throw new WalkthroughError(`${this.where(step)}: output does not match ${step.output}\n--- output:\n${r.output}`);
+    }
+    if (step.until !== undefined && !new RegExp(step.until).test(r.output)) {
+      throw new WalkthroughError(
+        `${this.where(step)}: output never matched ${step.until} within ${this.waitMs} ms\n--- last output:\n${r.output}`,
+      );
     }
   }
 
@@ -362,14 +365,15 @@ export class Session {
 
   private async waitForOutput(name: string, re: RegExp, what: string): Promise<void> {
     const end = Date.now() + this.waitMs;
-    for (;;) {
+    const seen = () => {
       const b = this.bg.get(name);
       if (!b) throw new WalkthroughError(`${what}: no process ${name}`);
-      if (re.test(b.output)) return;
+      if (re.test(b.output)) return true;
       if (b.exitCode !== undefined) throw new WalkthroughError(`${what}: ${name} exited ${b.exitCode}\n--- its output:\n${b.output}`);
       if (Date.now() > end) throw new WalkthroughError(`${what}: not seen within ${this.waitMs} ms\n--- ${name}'s output:\n${b.output}`);
-      await new Promise((ok) => setTimeout(ok, 100));
-    }
+      return false;
+    };
+    await waitFor(seen, Number.POSITIVE_INFINITY, what, 100); // ends by itself once waitMs have passed
   }
 
   /** Stop every background process (the end of the session); kills what does not stop. */

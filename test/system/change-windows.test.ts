@@ -7,6 +7,7 @@ import { startService, type ApiClient, type OrgCreds, type TestService } from '.
 import { appWithThreeConfigs, get, getWf, installWith, post, waitStep, waitWf } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 import { FakeRunner } from '../helpers/fake-runner.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 type Json = any;
 
@@ -145,7 +146,7 @@ describe('change windows (CONTRACT 4.3)', () => {
     const { step: wait } = await waitStep(api, W, waitName, 'started');
     expect(wait.execution_type).toBe('system');
     // b went ahead; a did not start
-    await waitFor(async () => (await get(api, `/v1/installs/${b.install_id}`)).app_config_id === v2.app_config_id, 'b on v2');
+    await waitFor(async () => (await get(api, `/v1/installs/${b.install_id}`)).app_config_id === v2.app_config_id, 10_000, 'b on v2');
     expect((await get(api, `/v1/installs/${a.install_id}`)).app_config_id).toBe(v1.app_config_id);
     expect((await get(api, `/v1/installs/${a.install_id}/workflows`)).some((w: Json) => w.type === 'app_config_update')).toBe(false);
     await svc.settled();
@@ -229,7 +230,7 @@ describe('change windows (CONTRACT 4.3)', () => {
     const W = run.workflow_id;
     await approve(W, 'g1');
     const { step: wait } = await waitStep(api, W, `wait for change window: ${a.name}`, 'started');
-    await waitFor(async () => (await get(api, `/v1/installs/${b.install_id}`)).app_config_id === v2.app_config_id, 'b on v2');
+    await waitFor(async () => (await get(api, `/v1/installs/${b.install_id}`)).app_config_id === v2.app_config_id, 10_000, 'b on v2');
     await svc.settled();
     const started = (await svc.events(org.org_id)).find((e) => e.data?.step?.id === wait.step_id && e.data.transition === 'started');
     expect(started.data.rollout.next_window_at).toBeNull();
@@ -398,7 +399,7 @@ describe('an update that started inside a window', () => {
       });
       const { step } = await waitStep(a1, run.workflow_id, 'plan install group: g1', 'awaiting_approval');
       await post(a1, `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
-      await waitFor(async () => runner.held.some((j) => j.install_id === inst.install_id), 'the update running');
+      await waitFor(async () => runner.held.some((j) => j.install_id === inst.install_id), 10_000, 'the update running');
       const [job] = runner.held;
       await runner.send(job, [{ status: 'started' }]);
       await runner.idle();
@@ -415,11 +416,3 @@ describe('an update that started inside a window', () => {
     }
   });
 });
-
-async function waitFor(fn: () => Promise<boolean>, what: string): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    if (await fn()) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}

@@ -17,8 +17,7 @@ import { children, childSettled, spawnService, type ChildService } from '../help
 import { apiClient, newDbWithOrg, waitFor } from '../helpers/service.ts';
 import { rid } from '../helpers/ids.ts';
 import { ingestRequest } from '../helpers/producer.ts';
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+import { pause } from '../helpers/wait.ts';
 
 type Child = ChildService;
 
@@ -109,7 +108,7 @@ describe.skipIf(findNatsServer() === null)('crash recovery (NATS, svc as a child
         return generation();
       } catch (err) {
         if (String(err).includes('refused:')) throw err;
-        await sleep(100); // a retry interval, not a wait: no answer (svc down or restarting), so send the same message again
+        await pause(100, "no answer (svc down or restarting): the producer's back-off before it sends the same message again");
       }
     }
     throw new Error(`never acknowledged: ${subject}`);

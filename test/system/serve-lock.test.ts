@@ -18,6 +18,7 @@ import { newDbWithOrg, startService, testServeConfig, tmpDir, waitFor } from '..
 import { lockStore, StoreHardLinkedError, StoreInUseError } from '../../store/lock.ts';
 import { PortInUseError, startServer } from '../../src/server.ts';
 import { openDb } from '../../store/db.ts';
+import { pause } from '../helpers/wait.ts';
 
 /** A TCP port held by a plain listener (not svc), and its close. */
 async function holdPort(
@@ -263,7 +264,7 @@ describe('svc serve start-up ends when it must', () => {
     // bound; how far each got is printed (`start-up abandoned` or `listening on`)
     for (const delayMs of [150, 400, 700, 1000, 1300]) {
       const child = spawnServe(['--port', '0', '--db', db]);
-      await new Promise((r) => setTimeout(r, delayMs));
+      await pause(delayMs, 'a moment of a real process starting up: SIGTERM lands where it has got to by then');
       const killedAt = Date.now();
       child.proc.kill('SIGTERM');
       const { code, signal, at } = await child.exited;

@@ -4,6 +4,7 @@
 // receiver playing the verification URL (its answers decided per request). Every request is
 // checked with the stock `standardwebhooks` library. Then a real `svc serve` child process,
 // killed with SIGKILL while it waits between two requests, restarted on the same database.
+import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { ManualClock } from '../helpers/clock.ts';
@@ -13,6 +14,7 @@ import { children, spawnService } from '../helpers/child-service.ts';
 import { appWithThreeConfigs, get, installWith, post, waitStep, waitWf } from '../helpers/workflows.ts';
 import { rid } from '../helpers/ids.ts';
 import { listSteps } from '../../store/workflows.ts';
+import type { Db } from '../../store/db.ts';
 import { verifySnapshotOf, type VerifySnapshot } from '../../machines/verification.ts';
 
 type Json = any;
@@ -56,9 +58,19 @@ async function approve(a: ApiClient, W: string, group: string): Promise<void> {
 }
 
 /** The verify step's gate as the engine keeps it (SQLite), once it has one. */
-function gateOf(W: string, group: string): VerifySnapshot | undefined {
-  const s = listSteps(svc.server.ctx.db, W).find((x) => x.name === `verify install group: ${group}`);
+function gateOf(W: string, group: string, db: Db = svc.server.ctx.db): VerifySnapshot | undefined {
+  const s = listSteps(db, W).find((x) => x.name === `verify install group: ${group}`);
   return s ? verifySnapshotOf(s.params) : undefined;
+}
+
+/** The same, as a svc child process keeps it in its database file (read-only). */
+function gateInFile(file: string, W: string, group: string): VerifySnapshot | undefined {
+  const h = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    return gateOf(W, group, h);
+  } finally {
+    h.close();
+  }
 }
 
 /** Wait until the verify step has recorded `n` answers of URL 0 (its last answer is from the n-th request). */
@@ -102,7 +114,9 @@ describe('verification gates (CONTRACT 4.3)', () => {
     await waitFor(() => rcv.at('v-pass').length === 1, 10_000, 'the first request');
     await answered(W, 'g1', 1);
     clock.advance(9_999);
-    await new Promise((r) => setTimeout(r, 200));
+    // an ask is counted (and committed) in the step before its request is sent, in the turn its
+    // timer fires, which is inside advance(): none counted now, none sent
+    expect(gateOf(W, 'g1')?.context.checks[0].attempt).toBe(1);
     expect(rcv.at('v-pass')).toHaveLength(1); // not before the interval
     clock.advance(1);
     await waitFor(() => rcv.at('v-pass').length === 2, 10_000, 'the second request');
@@ -117,7 +131,7 @@ describe('verification gates (CONTRACT 4.3)', () => {
     ]);
     expect(wf.steps.find((s: Json) => s.name === 'verify install group: g1').execution_type).toBe('system');
     clock.advance(60_000);
-    await new Promise((r) => setTimeout(r, 200));
+    expect(gateOf(W, 'g1')?.context.checks[0].attempt).toBe(3); // no ask counted after the pass (none sent)
     const calls = rcv.at('v-pass');
     expect(calls).toHaveLength(3);
 
@@ -349,7 +363,7 @@ describe('verification gates: kill -9', () => {
     });
     await approve(capi, run.workflow_id, 'g1');
     await waitFor(() => rcv.at('v-crash').length === 1, 15_000, 'the first request');
-    await new Promise((r) => setTimeout(r, 500)); // its answer recorded
+    await waitFor(() => gateInFile(db, run.workflow_id, 'g1')?.context.checks[0].last ?? null, 15_000, 'its answer recorded');
     first.proc.kill('SIGKILL');
     expect((await first.exited).signal).toBe('SIGKILL');
     const second = await spawnService(db);
