@@ -25,7 +25,7 @@ import { installSteps } from './definitions.ts';
 import { diffConfigs, type ConfigDiff } from '../domain/config-diff.ts';
 import type { Tx } from './transaction.ts';
 import { runTargetOf } from './rollout-plans.ts';
-import type { Workflows } from './workflows.ts';
+import type { WorkflowRuns as Workflows } from './workflow-runs.ts';
 
 export const componentId = (installId: string, name: string) => stableId('cmp', installId, name);
 export const actionId = (installId: string, name: string) => stableId('act', installId, name);

@@ -42,7 +42,10 @@ import { checkRunner, reportRunner } from './runners.ts';
 import { checkRecoveryBounds, RecoveryFeeder, type RecoveryOutcomeSource, type RecoveryRequest } from './recoveries.ts';
 import { WalCheckpoints } from '../../store/checkpoints.ts';
 import { Transactions, type BatchResult, type TransactionDeps, type Tx } from './transaction.ts';
-import { Workflows, type IngestResult } from './workflows.ts';
+import { RunnerResults, type IngestResult } from './runner-results.ts';
+import { WorkflowFacts } from './workflow-facts.ts';
+import { WorkflowRuns } from './workflow-runs.ts';
+import { Wakeups } from './wakeups.ts';
 import { WebhookWatchdog } from './watchdog-transitions.ts';
 import { Verifier } from './steps/verify-requests.ts';
 import { startTurnGuard } from './turns.ts';
@@ -77,7 +80,14 @@ export const JOB_RESEND_MS = 10_000;
 export class Engine {
   readonly db: Db;
   private readonly tx: Transactions;
-  private readonly workflows: Workflows;
+  /** every workflow status change and its event (CONTRACT 4.2) */
+  private readonly facts: WorkflowFacts;
+  /** workflows run step by step, each step by the handler of its kind (./steps/) */
+  private readonly runs: WorkflowRuns;
+  /** runners' reports on jobs */
+  private readonly results: RunnerResults;
+  /** step policies' wakeups on the engine's clock (a bake's `for`, a window's opening, a verify step's next ask) */
+  private readonly wakeups: Wakeups;
   private readonly recoveries: RecoveryFeeder;
   /** the delivery watchdog of every webhook (CONTRACT 4.1): fed outcomes, disable and enable */
   readonly watchdog: WebhookWatchdog;
@@ -96,21 +106,28 @@ export class Engine {
     this.db = deps.db;
     this.turnGuard = process.env.SVC_TURN_GUARD === '1' ? startTurnGuard(deps.logger) : null;
     this.tx = new Transactions({ ...deps, keepEvents: deps.keepEvents ?? true, jobsChanged: () => this.kickJobs() });
-    this.workflows = new Workflows(
-      deps.db,
-      (t, wf, step, only) => deployGroup(t, deps.db, this.workflows, wf, step, only),
-      // a gate's bad verdict lasts its `for` at `at`: tick then, not at the next periodic tick
-      (at) => void deps.clock.setTimeout(() => this.bakeTick(), Math.max(0, at - deps.clock.now())),
+    this.wakeups = new Wakeups(deps.clock);
+    this.wakeups.listen({
+      // a gate's bad verdict lasts its `for`: tick then, not at the next periodic tick
+      bakes: () => this.bakeTick(),
+      // a change window opens (or a wait times out): look then (the scheduler also looks every second)
+      windows: () => this.windowTick(),
       // a verify step is looked at when it says, once what it recorded is committed
-      (workflowId, stepId, at) => this.tx.afterCommit(() => this.verifier.arm(workflowId, stepId, at)),
-      // a change window opens (or a wait times out) at `at`: look then (the scheduler also looks every second)
-      (at) => void deps.clock.setTimeout(() => this.windowTick(), Math.max(0, Math.min(at - deps.clock.now(), 2 ** 31 - 1))),
+      verify: (workflowId, stepId, at) => this.tx.afterCommit(() => this.verifier.arm(workflowId, stepId, at)),
+    });
+    this.facts = new WorkflowFacts(deps.db);
+    this.runs = new WorkflowRuns(
+      deps.db,
+      this.facts,
+      (t, wf, step, only) => deployGroup(t, deps.db, this.runs, wf, step, only),
+      this.wakeups,
     );
+    this.results = new RunnerResults(deps.db, this.facts, this.runs);
     this.verifier = new Verifier({
       db: deps.db,
       clock: deps.clock,
       tx: this.tx,
-      steps: () => this.workflows.verifications,
+      steps: () => this.runs.steps.verify,
       logger: deps.logger,
       urls: deps.urls,
       allowPrivateTargets: deps.allowPrivateTargets ?? false,
@@ -138,14 +155,14 @@ export class Engine {
       }
       switch (f.family) {
         case 'jobs':
-          return this.workflows.jobReport(t, f.orgId, f.id, f.body);
+          return this.results.jobReport(t, f.orgId, f.id, f.body);
         case 'workflows':
-          return reportExternalWorkflow(t, this.db, this.workflows, f.orgId, f.id, f.body);
+          return reportExternalWorkflow(t, this.db, this.facts, f.orgId, f.id, f.body);
         case 'runners':
           return reportRunner(t, this.db, f.orgId, f.id, f.body);
         case 'health': {
           const r = reportHealth(t, this.db, f.orgId, f.id, f.body);
-          if (r === 'accepted') this.workflows.installHealthChanged(t, f.orgId, f.id);
+          if (r === 'accepted') this.runs.steps.bake.installHealthChanged(t, f.orgId, f.id);
           return r;
         }
       }
@@ -174,7 +191,7 @@ export class Engine {
 
   /** A new install on a config, provisioned (CONTRACT 4.2). */
   createInstall(input: NewInstall, config: AppConfig): Install {
-    return this.tx.run((t) => provisionNewInstall(t, this.db, this.workflows, input, config));
+    return this.tx.run((t) => provisionNewInstall(t, this.db, this.runs, input, config));
   }
 
   /** One of the install workflows of CONTRACT 4.2. */
@@ -185,7 +202,7 @@ export class Engine {
   ): WorkflowRow {
     return this.tx.run((t) => {
       if (type === 'input_update' && opts.inputs) setInstallInputs(this.db, install.install_id, { ...install.inputs, ...opts.inputs });
-      return this.workflows.start(t, {
+      return this.runs.start(t, {
         org_id: install.org_id,
         type,
         owner_id: install.install_id,
@@ -204,7 +221,7 @@ export class Engine {
 
   /** Apply an app config to an install (rollback, CONTRACT 4.3). */
   applyConfig(install: Install, target: AppConfig): { workflow: WorkflowRow; version: VersionRow; plan: ConfigDiff } {
-    return this.tx.run((t) => applyConfig(t, this.db, this.workflows, install, target));
+    return this.tx.run((t) => applyConfig(t, this.db, this.runs, install, target));
   }
 
   /** An app branch run over install groups (CONTRACT 4.3), health-gated when `gate` is given. */
@@ -220,7 +237,7 @@ export class Engine {
     verification: Verification[] = [],
   ): WorkflowRow {
     return this.tx.run((t) =>
-      this.workflows.start(t, {
+      this.runs.start(t, {
         org_id: orgId,
         type: 'app_branch_run',
         owner_id: branchId,
@@ -247,7 +264,7 @@ export class Engine {
     opts: { to: string; approval: boolean; gate: HealthGate | null; policy?: RolloutPolicy | null; verification?: Verification[] },
   ): WorkflowRow {
     return this.tx.run((t) =>
-      this.workflows.start(t, {
+      this.runs.start(t, {
         org_id: orgId,
         type: 'app_rollback',
         owner_id: appId,
@@ -275,11 +292,11 @@ export class Engine {
     note?: string,
     actor: Actor | null = null,
   ): StepRow {
-    return this.tx.run((t) => this.workflows.respondToApproval(t, orgId, workflowId, stepId, response, note, actor));
+    return this.tx.run((t) => this.runs.steps.approval.respondToApproval(t, orgId, workflowId, stepId, response, note, actor));
   }
 
   cancelWorkflow(orgId: string, workflowId: string): WorkflowRow {
-    return this.tx.run((t) => this.workflows.cancel(t, orgId, workflowId));
+    return this.tx.run((t) => this.runs.steps.approval.cancel(t, orgId, workflowId));
   }
 
   // ------------------------------------------------------------------ recoveries (CONTRACT 4.5)
@@ -318,7 +335,7 @@ export class Engine {
   /** Health gates: bakes whose time is up on the engine's clock pass (CONTRACT 4.3). */
   bakeTick(): void {
     if (this.closed || !listBakingSteps(this.db).length) return;
-    this.tx.run((t) => this.workflows.bakeTick(t));
+    this.tx.run((t) => this.runs.steps.bake.bakeTick(t));
   }
 
   /**
@@ -332,12 +349,20 @@ export class Engine {
   /** Change windows: installs whose window opened (or whose wait timed out) on the engine's clock move on (CONTRACT 4.3). */
   windowTick(): void {
     if (this.closed || !listWindowWaits(this.db).some((s) => (s.params.due_ms as number) <= this.deps.clock.now())) return;
-    this.tx.run((t) => this.workflows.reviewWindowWaits(t));
+    this.tx.run((t) => this.reviewWindowWaits(t));
   }
 
   /** An app's change windows changed (in the caller's transaction): its waiting installs are evaluated afresh. */
   windowsChanged(orgId: string, appId: string): void {
-    this.tx.run((t) => this.workflows.reviewWindowWaits(t, { orgId, appId }));
+    this.tx.run((t) => this.reviewWindowWaits(t, { orgId, appId }));
+  }
+
+  /**
+   * Change windows (CONTRACT 4.3): installs waiting for one are looked at again, those due on the
+   * clock or, when an app's windows changed, every one of that app's; runs whose group deploy ended move on.
+   */
+  private reviewWindowWaits(t: Tx, opts: { orgId?: string; appId?: string } = {}): void {
+    for (const id of this.runs.steps['group-deploy'].reviewWaits(t, opts)) this.runs.advance(t, id);
   }
 
   /** Send queued jobs, and send again jobs not started within JOB_RESEND_MS (same job_id). */

@@ -8,12 +8,13 @@ import { InvalidError } from '../domain/errors.ts';
 import type { WorkflowMessage } from '../domain/producer-messages.ts';
 import type { StepStatus } from '../domain/status.ts';
 import type { Tx } from './transaction.ts';
-import type { IngestResult, Workflows } from './workflows.ts';
+import type { IngestResult } from './runner-results.ts';
+import type { WorkflowFacts } from './workflow-facts.ts';
 
 export function reportExternalWorkflow(
   t: Tx,
   db: Db,
-  workflows: Workflows,
+  facts: WorkflowFacts,
   orgId: string,
   workflowId: string,
   msg: WorkflowMessage,
@@ -47,14 +48,14 @@ export function reportExternalWorkflow(
     if (msg.kind === 'workflow') {
       // the common first message (a workflow `started`): the row is inserted in the state it leads
       // to, in one write; a new workflow has no steps yet
-      const r = workflows.insertWorkflowWithEvent(t, row, workflowMessageEvent(msg, []), extra);
+      const r = facts.insertWorkflowWithEvent(t, row, workflowMessageEvent(msg, []), extra);
       return r.changed ? 'accepted' : 'ignored';
     }
     wf = insertWorkflow(db, row);
   }
   if (msg.kind === 'workflow') {
     const stepStatuses = msg.transition === 'started' ? [] : listSteps(db, wf.workflow_id).map((s) => s.status);
-    if (workflows.workflowEvent(t, wf, workflowMessageEvent(msg, stepStatuses), extra)) return 'accepted';
+    if (facts.workflowEvent(t, wf, workflowMessageEvent(msg, stepStatuses), extra)) return 'accepted';
     return wf.status === msg.transition ? 'duplicate' : 'ignored';
   }
   const s = msg.step!;
@@ -89,9 +90,9 @@ export function reportExternalWorkflow(
       started_at: null,
       finished_at: null,
     };
-    return workflows.insertStepWithEvent(t, wf, row, ev, extra) ? 'accepted' : 'ignored';
+    return facts.insertStepWithEvent(t, wf, row, ev, extra) ? 'accepted' : 'ignored';
   }
-  if (workflows.stepEvent(t, wf, step, ev, extra)) return 'accepted';
+  if (facts.stepEvent(t, wf, step, ev, extra)) return 'accepted';
   return step.status === msg.transition ? 'duplicate' : 'ignored';
 }
 

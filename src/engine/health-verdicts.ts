@@ -6,7 +6,7 @@ import { advanceComponentHealth, advanceInstallHealth, isKnownVerdict } from '..
 import { NotFoundError } from '../domain/errors.ts';
 import type { HealthMessage } from '../domain/producer-messages.ts';
 import type { Tx } from './transaction.ts';
-import type { IngestResult } from './workflows.ts';
+import type { IngestResult } from './runner-results.ts';
 
 export function reportHealth(t: Tx, db: Db, orgId: string, installId: string, msg: HealthMessage): IngestResult {
   const install = getInstall(db, orgId, installId);

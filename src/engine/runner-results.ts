@@ -8,6 +8,7 @@ import { NotFoundError } from '../domain/errors.ts';
 import { stepRef, workflowRef } from './fact-refs.ts';
 import type { WorkflowFacts } from './workflow-facts.ts';
 import type { Tx } from './transaction.ts';
+import type { RunControl } from './steps/run-control.ts';
 
 /** What a producer's message did (CONTRACT 5.2 svc_ingest_messages_total), invalid ones aside. */
 export type IngestResult = 'accepted' | 'duplicate' | 'ignored';
@@ -23,7 +24,7 @@ export class RunnerResults {
   constructor(
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
-    private readonly run: { advance(t: Tx, workflowId: string): void },
+    private readonly run: RunControl,
   ) {}
 
   /** A runner's report on a job (CONTRACT 5.2). Throws NotFoundError for an unknown job. */

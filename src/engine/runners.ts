@@ -7,7 +7,7 @@ import { NotFoundError } from '../domain/errors.ts';
 import type { RunnerInfo } from '../domain/facts.ts';
 import type { RunnerMessage } from '../domain/producer-messages.ts';
 import type { Tx } from './transaction.ts';
-import type { IngestResult } from './workflows.ts';
+import type { IngestResult } from './runner-results.ts';
 
 /** A heartbeat or an inactive message from a runner. A heartbeat is counted accepted or ignored, never duplicate. */
 export function reportRunner(t: Tx, db: Db, orgId: string, runnerId: string, msg: RunnerMessage): IngestResult {

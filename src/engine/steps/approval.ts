@@ -11,25 +11,20 @@ import {
   type WorkflowRow,
 } from '../../../store/workflows.ts';
 import type { Db } from '../../../store/db.ts';
-import { isFinal, type RunOutcome } from '../../domain/status.ts';
+import { isFinal } from '../../domain/status.ts';
 import { ConflictError, NotFoundError } from '../../domain/errors.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Actor } from '../../domain/scopes.ts';
 import type { Tx } from '../transaction.ts';
 import { groupPlan } from '../rollout-plans.ts';
 import type { StepHandler } from './registry.ts';
-
-/** What an answer or a cancel asks of the run: go on, or end it. */
-export interface AnsweredRun {
-  advance(t: Tx, workflowId: string): void;
-  finish(t: Tx, wf: WorkflowRow, outcome: RunOutcome, error?: string): void;
-}
+import type { RunControl } from './run-control.ts';
 
 export class ApprovalsAndCancel implements StepHandler {
   constructor(
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
-    private readonly run: AnsweredRun,
+    private readonly run: RunControl,
   ) {}
 
   /** Begin an approval step: the group's plan is kept on it and it awaits a person's answer. Never ends at once. */

@@ -24,25 +24,19 @@ import {
   type GateTrip,
 } from '../../../machines/index.ts';
 import { GATE_VERDICTS, onFailureOf, rolloutParamsOf, type Rollout } from '../../domain/rollout.ts';
-import type { StepDef } from '../definitions.ts';
 import { rollbackSteps, tripError } from '../rollout-plans.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
+import type { Wakeups } from '../wakeups.ts';
 import type { StepHandler } from './registry.ts';
-
-/** What a gate asks of the run it is in (src/engine/workflow-steps.ts): go on, and add steps at the end. */
-export interface GatedRun {
-  advance(t: Tx, workflowId: string): void;
-  addSteps(orgId: string, workflowId: string, defs: StepDef[], firstIdx: number): void;
-}
+import type { RunControl } from './run-control.ts';
 
 export class HealthGates implements StepHandler {
   constructor(
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
-    private readonly run: GatedRun,
-    /** run bakeTick at this moment (engine clock, ms) */
-    private readonly wake: (at: number) => void = () => {},
+    private readonly run: RunControl,
+    private readonly wakeups: Wakeups,
   ) {}
 
   /** Begin a bake: the gate starts from the group's verdicts now (one already bad counts). Returns whether it ended at once. */
@@ -121,7 +115,7 @@ export class HealthGates implements StepHandler {
     if (gate.state === 'baking') {
       for (const s of Object.values(gate.context.streaks)) {
         if (events.some((e) => e.type === 'health' && e.install_id === s.trip.install_id && e.at === s.since))
-          this.wake(s.since + gate.context.for_ms);
+          this.wakeups.bakesAt(s.since + gate.context.for_ms);
       }
     }
     for (const e of emitted) {

@@ -31,10 +31,10 @@ import {
 } from '../../../machines/index.ts';
 import { isFinal } from '../../domain/status.ts';
 import { onFailureOf, rolloutParamsOf, type FailedInstall, type Rollout } from '../../domain/rollout.ts';
-import type { GatedRun } from './bake.ts';
 import { rollbackSteps } from '../rollout-plans.ts';
 import type { WindowWaits } from './window.ts';
 import type { StepHandler } from './registry.ts';
+import type { RunControl } from './run-control.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
 
@@ -45,7 +45,7 @@ export class DeployBatches implements StepHandler {
   constructor(
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
-    private readonly run: GatedRun,
+    private readonly run: RunControl,
     private readonly startInstalls: StartInstalls,
     /** a child workflow being started may end at once: the step is settled after, not during */
     private readonly spawning: Set<string>,

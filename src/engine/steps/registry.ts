@@ -1,7 +1,8 @@
 // The step kinds the engine runs, each by one handler (src/engine/steps/<kind>.ts): a job for a
 // runner, an approval, child workflows, a run's group deploy under its rollout policy, a health
-// gate's bake, a verification gate, and a wait for a change window. The run (src/engine/workflow-steps.ts)
-// begins a step and tells it of its ended children through the handler of its kind, never by an if-chain.
+// gate's bake, a verification gate, and a wait for a change window. The run
+// (src/engine/workflow-runs.ts) begins a step and tells it of its ended children through the
+// handler of its kind, never by an if-chain.
 import type { StepRow, WorkflowRow } from '../../../store/workflows.ts';
 import type { StepKind as DefinedKind } from '../definitions.ts';
 import type { Tx } from '../transaction.ts';

@@ -36,11 +36,12 @@ import {
 import { onFailureOf, type Rollout } from '../../domain/rollout.ts';
 import { shownUrl, verificationsOf, type Verification, type VerifyAnswer } from '../../domain/verification.ts';
 import type { VerificationRequest, VerifiedInstall } from '../../events/verification.ts';
-import type { GatedRun } from './bake.ts';
 import { rollbackSteps, runTargetOf } from '../rollout-plans.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
+import type { Wakeups } from '../wakeups.ts';
 import type { StepHandler } from './registry.ts';
+import type { RunControl } from './run-control.ts';
 
 /** One request to make now: to which verification, and the event it carries (without envelope). */
 export interface VerifyAsk {
@@ -64,9 +65,8 @@ export class VerifySteps implements StepHandler {
   constructor(
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
-    private readonly run: GatedRun,
-    /** look at this step at `at` (engine clock, ms), once the transaction commits */
-    private readonly wake: (workflowId: string, stepId: string, at: number) => void = () => {},
+    private readonly run: RunControl,
+    private readonly wakeups: Wakeups,
   ) {}
 
   /** Begin a verify step: every URL is to be asked at once (after the commit). Never ends at once. */
@@ -87,7 +87,7 @@ export class VerifySteps implements StepHandler {
       step_id: step.step_id,
       params: { ...started.params, verify, installs: this.installsOf(wf, step) },
     });
-    this.wake(wf.workflow_id, step.step_id, at);
+    this.wakeups.verifyAt(wf.workflow_id, step.step_id, at);
     return false;
   }
 

@@ -24,6 +24,7 @@ import { newId } from '../../domain/ids.ts';
 import type { BatchEvent } from '../../../machines/index.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
+import type { Wakeups } from '../wakeups.ts';
 import type { StepHandler } from './registry.ts';
 
 /** The run kind a window may apply to (CONTRACT 4.3 `applies_to`). */
@@ -58,8 +59,7 @@ export class WindowWaits implements StepHandler {
   constructor(
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
-    /** look at the waits again at this moment (engine clock, ms) */
-    private readonly wake: (at: number) => void = () => {},
+    private readonly wakeups: Wakeups,
   ) {}
 
   /**
@@ -158,7 +158,7 @@ export class WindowWaits implements StepHandler {
         step_id: s.step_id,
         params: { ...s.params, window: verdictData(w.install_id, v), due_ms: due },
       });
-      this.wake(due);
+      this.wakeups.windowsAt(due);
     }
     // the events of one deploy step in one go, the timeouts after the releases
     for (const n of news.values()) n.events.sort((a, b) => (a.type === 'timeout' ? 1 : 0) - (b.type === 'timeout' ? 1 : 0));
@@ -201,7 +201,7 @@ export class WindowWaits implements StepHandler {
       },
       { type: 'start' },
     );
-    this.wake(due);
+    this.wakeups.windowsAt(due);
   }
 }
 

@@ -1,7 +1,8 @@
-// Steps and jobs (CONTRACT 4.2, 5.2): a workflow is created with its steps and run forward step by
-// step until it waits for something (a runner's job, an approval, child workflows, a bake) or
-// ends; a job step queues a job for the install's (or the org's) runner. Status changes go through
-// WorkflowFacts; bakes through HealthGates.
+// Workflow runs (CONTRACT 4.2): a workflow is created with its steps and run forward step by step
+// until it waits for something (a runner's job, an approval, child workflows, a gate) or ends. Each
+// step is begun by the handler of its kind (src/engine/steps/registry.ts), which tells the run
+// what next through RunControl (src/engine/steps/run-control.ts), the one port this class
+// implements. Status changes go through WorkflowFacts.
 import { setProvisioned } from '../../store/installs.ts';
 import {
   cancelWorkflowJobs,
@@ -28,6 +29,8 @@ import { VerifySteps } from './steps/verify.ts';
 import { WindowWaits } from './steps/window.ts';
 import type { WorkflowFacts } from './workflow-facts.ts';
 import type { Tx } from './transaction.ts';
+import type { Wakeups } from './wakeups.ts';
+import type { RunControl } from './steps/run-control.ts';
 
 export type { StartChildren };
 
@@ -60,7 +63,7 @@ export interface StepRegistry extends StepHandlers {
   window: WindowWaits;
 }
 
-export class WorkflowSteps {
+export class WorkflowRuns implements RunControl {
   /** children steps whose child workflows are being started right now (a child ending meanwhile does not settle them) */
   private readonly spawning = new Set<string>();
   /** the handler of each step kind */
@@ -70,18 +73,16 @@ export class WorkflowSteps {
     private readonly db: Db,
     private readonly facts: WorkflowFacts,
     startChildren: StartChildren,
-    wakeBakes?: (at: number) => void,
-    wakeVerify?: (workflowId: string, stepId: string, at: number) => void,
-    wakeWindows?: (at: number) => void,
+    wakeups: Wakeups,
   ) {
-    const window = new WindowWaits(db, facts, wakeWindows);
+    const window = new WindowWaits(db, facts, wakeups);
     this.steps = {
       job: new JobSteps(db, facts),
       approval: new ApprovalsAndCancel(db, facts, this),
       children: new ChildrenSteps(db, facts, startChildren, this.spawning),
       'group-deploy': new DeployBatches(db, facts, this, startChildren, this.spawning, window),
-      bake: new HealthGates(db, facts, this, wakeBakes),
-      verify: new VerifySteps(db, facts, this, wakeVerify),
+      bake: new HealthGates(db, facts, this, wakeups),
+      verify: new VerifySteps(db, facts, this, wakeups),
       window,
     };
   }
