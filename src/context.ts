@@ -1,3 +1,4 @@
+import type { Context as HonoContext, Env, MiddlewareHandler } from 'hono';
 import type { Logger } from 'pino';
 import type { Db } from '../store/db.ts';
 import type { DeliveryStatus } from '../store/delivery-status.ts';
@@ -8,7 +9,15 @@ import type { AttemptResult } from './delivery/client.ts';
 import type { Engine } from './engine/engine.ts';
 import type { Clock } from './domain/clock.ts';
 import type { Readiness } from './readiness.ts';
-import type { FairAdmission } from './http/fair-admission.ts';
+
+/**
+ * The admission of the orgs' HTTP requests as the API installs it (src/http/fair-admission.ts
+ * FairAdmission): declared here, so that the context imports nothing from the HTTP layer above it.
+ */
+export interface RequestAdmission {
+  /** the admission as middleware, after authentication: `orgOf` names the request's org */
+  middleware<E extends Env>(orgOf: (c: HonoContext<E>) => string | undefined): MiddlewareHandler<E>;
+}
 
 /** What services need at run time. Built once by src/server.ts. */
 export interface AppContext {
@@ -23,7 +32,7 @@ export interface AppContext {
   /** whether this process should get traffic (GET /readyz) */
   readiness: Readiness;
   /** HTTP requests of the orgs, admitted round robin into a bounded number of seats (CONTRACT 8) */
-  admission: FairAdmission;
+  admission: RequestAdmission;
   /** replicates a created, changed or deleted webhook to the data plane */
   webhookChanged(orgId: string, webhookId: string): void;
   /** the webhook registry version of the newest change (what work queued now must be matched against) */

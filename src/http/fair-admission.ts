@@ -15,6 +15,7 @@
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import { performance } from 'node:perf_hooks';
 import { FairQueue } from '../domain/fair-queue.ts';
+import type { RequestAdmission } from '../context.ts';
 import type { Metrics } from '../metrics.ts';
 import { noteTurnCause } from '../engine/turns.ts';
 import { errorResponse, HttpError } from './http-error.ts';
@@ -56,7 +57,7 @@ interface Waiter {
   gone: () => boolean;
 }
 
-export class FairAdmission {
+export class FairAdmission implements RequestAdmission {
   private readonly waiting = new FairQueue<Waiter>();
   private readonly seated = new Map<string, number>();
   private inUse = 0;
