@@ -55,6 +55,16 @@ const componentStep = (c: Pick<Component, 'component_id' | 'name'>, verb: 'deplo
   runner: 'install',
 });
 
+/** A job of the install's runner about the install as a whole (no target). */
+const installJob = (name: string, operation: Operation): StepDef => ({
+  name,
+  target_type: null,
+  execution_type: 'system',
+  kind: 'job',
+  operation,
+  runner: 'install',
+});
+
 /** Install workflows the API starts by type (CONTRACT 4.2); provision and app_config_update have their own operations. */
 export type InstallWorkflowType =
   | 'reprovision'
@@ -115,13 +125,9 @@ export function installSteps(type: string, i: InstallStepsInput): StepDef[] {
     case 'drift_run_reprovision_sandbox':
       return [sandboxStep(install, 'plan')];
     case 'input_update':
-      return [
-        { name: 'update inputs', target_type: null, execution_type: 'system', kind: 'job', operation: 'inputs.update', runner: 'install' },
-      ];
+      return [installJob('update inputs', 'inputs.update')];
     case 'sync_secrets':
-      return [
-        { name: 'sync secrets', target_type: null, execution_type: 'system', kind: 'job', operation: 'secrets.sync', runner: 'install' },
-      ];
+      return [installJob('sync secrets', 'secrets.sync')];
     case 'provision_runner':
       return [runnerStep(install, 'provision')];
     case 'reprovision_runner':
@@ -163,38 +169,18 @@ function groupSteps(groups: RunGroup[], opts: { approval: boolean; gate: boolean
   for (const g of groups) {
     const empty = g.install_ids.length === 0;
     const params = { group: g.name, install_ids: g.install_ids };
-    if (opts.approval) {
-      steps.push({
-        name: `plan install group: ${g.name}`,
-        target_type: null,
-        execution_type: empty ? 'skipped' : 'approval',
-        kind: 'approval',
-        params,
-      });
-    }
-    steps.push({
-      name: `deploy install group: ${g.name}`,
+    /** One of the group's steps: `<verb> install group: <name>`, skipped when the group has no installs. */
+    const step = (verb: string, kind: StepKind, execution_type: ExecutionType): StepDef => ({
+      name: `${verb} install group: ${g.name}`,
       target_type: null,
-      execution_type: empty ? 'skipped' : 'system',
-      kind: 'children',
+      execution_type: empty ? 'skipped' : execution_type,
+      kind,
       params,
     });
-    if (opts.verify)
-      steps.push({
-        name: `verify install group: ${g.name}`,
-        target_type: null,
-        execution_type: empty ? 'skipped' : 'system',
-        kind: 'verify',
-        params,
-      });
-    if (opts.gate)
-      steps.push({
-        name: `bake install group: ${g.name}`,
-        target_type: null,
-        execution_type: empty ? 'skipped' : 'system',
-        kind: 'bake',
-        params,
-      });
+    if (opts.approval) steps.push(step('plan', 'approval', 'approval'));
+    steps.push(step('deploy', 'children', 'system'));
+    if (opts.verify) steps.push(step('verify', 'verify', 'system'));
+    if (opts.gate) steps.push(step('bake', 'bake', 'system'));
   }
   return steps;
 }
