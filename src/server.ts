@@ -21,7 +21,7 @@ import {
 import type { AppContext } from './context.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import type { Bus } from './bus/bus.ts';
-import { createMetrics } from './metrics.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
 import { Engine } from './engine/engine.ts';
 import { DeliveryStatusBook } from './outcomes/status-book.ts';
 import { AUDIT_LOG, EventQuota, eventHistory, HistoryPruner } from './engine/history-pruner.ts';
@@ -125,21 +125,9 @@ async function start(
   metrics.setInFlightSource(() => status.inFlight());
   undo.push(() => status.close());
 
-  const closeTopology = async (t: Topology) => {
-    await t.close();
-    await t.bus.close().catch(() => {});
-  };
+  const topologyDeps = { config, db, logger, metrics, readiness, outcomes: status.apply.bind(status) };
   const topology = await step(
-    openTopology({
-      config,
-      db,
-      logger,
-      metrics,
-      readiness,
-      outcomes: (b) => status.apply(b),
-      replayWindowMs: opts.replayWindowMs,
-      relayFault: opts.relayFault,
-    }),
+    openTopology({ ...topologyDeps, replayWindowMs: opts.replayWindowMs, relayFault: opts.relayFault }),
     closeTopology, // connected after the start was abandoned
   );
   undo.push(() => closeTopology(topology));
@@ -148,46 +136,9 @@ async function start(
   undo.push(() => replicator.close());
   await step(replicator.start()); // never holds up listening (CONTRACT 8): the sync catches up behind it
   const urls = { base: '', dashboard: '', source: '' };
-  const engine = new Engine({
-    db,
-    bus,
-    clock,
-    logger,
-    metrics,
-    urls: () => urls,
-    registryRev: () => replicator.version,
-    keepEvents: retention > 0,
-    recoveryOutcomes: status,
-    webhookChanged: (orgId, webhookId) => replicator.changed(orgId, webhookId),
-    allowPrivateTargets: config.allowPrivateTargets,
-    queue: topology.queue,
-  });
-  // the delivery watchdog hears of the outcomes that may move it (CONTRACT 4.1)
-  status.watchStreaks((o, streak) => {
-    try {
-      return engine.watchdog.outcome(o, streak);
-    } catch (err) {
-      // the outcome is counted all the same; the next one that may move the watchdog tries again
-      logger.warn({ err, webhook_id: o.webhook_id }, 'the delivery watchdog could not record a transition');
-      return false;
-    }
-  });
+  const engine = startEngine({ config, db, clock, logger, metrics, status, topology, replicator, urls, keepEvents: retention > 0 });
   undo.push(() => engine.close());
-  const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger, eventHistory(topology.historyQueuedFrom)) : null;
-  const auditPruner = new HistoryPruner(db, clock, config.auditRetentionMs ?? DEFAULT_AUDIT_RETENTION_MS, logger, AUDIT_LOG);
-  // --max-events-per-org (CONTRACT 8): an org's oldest events past it are pruned, in turns of a few ms
-  const maxEventsPerOrg = config.maxEventsPerOrg ?? DEFAULT_MAX_EVENTS_PER_ORG;
-  const quota =
-    retention > 0 && maxEventsPerOrg > 0
-      ? new EventQuota(
-          db,
-          clock,
-          maxEventsPerOrg,
-          logger,
-          (n) => metrics.eventsPruned.inc({ reason: 'quota' }, n),
-          topology.historyQueuedFrom,
-        )
-      : null;
+  const pruners = startPruners(config, { db, clock, logger, metrics, retention, queuedFrom: topology.historyQueuedFrom });
   // pings and resends: one signed attempt from the control plane, in fair slots, counted like any other
   const attempts = new ControlPlaneAttempts(
     { timeoutMs: config.deliveryTimeoutMs, allowPrivateTargets: config.allowPrivateTargets },
@@ -195,30 +146,10 @@ async function start(
   );
   undo.push(
     () => attempts.close(),
-    () => pruner?.close(),
-    () => auditPruner.close(),
-    () => quota?.close(),
+    () => pruners.close(),
   );
 
-  const ctx: AppContext = {
-    db,
-    clock,
-    config,
-    logger,
-    metrics,
-    engine,
-    urls,
-    readiness,
-    deliveryStatus: status,
-    admission: new FairAdmission({ queuePerOrg: config.apiQueuePerOrg ?? DEFAULT_API_QUEUE_PER_ORG, metrics }),
-    // replicated once the change is committed (a change is one transaction with its audit row, src/engine/engine.ts change)
-    webhookChanged: (orgId, webhookId) => {
-      engine.watchdog.forget(webhookId);
-      engine.afterCommit(() => replicator.changed(orgId, webhookId));
-    },
-    registryRevision: () => replicator.version,
-    attemptNow: (webhook, eventId, type, body, recovery) => attempts.attempt(entryOf(webhook), eventId, type, body, recovery),
-  };
+  const ctx = appContext({ config, db, clock, logger, metrics, readiness, status, engine, replicator, attempts, urls });
   const app = createHttpApp(ctx);
   mountDashboard(app, ctx); // under the dashboard URL's path, resolved per request (urls are set after listen)
   const server = await step(listen(app.fetch, config), (late) => late.close());
@@ -231,18 +162,7 @@ async function start(
 
   undo.push(() => topology.drain()); // what the start below starts: the data plane (its attempts in flight finish)
   await step(topology.start()); // events: outbox → JetStream (NATS) or → the data plane (embedded), what was left first
-  // a fact of an org whose deliveries queue is held a moment to commit with others (src/ingest/ingest.ts HOLD_MS)
-  const ingestSub = startIngest({
-    bus,
-    logger,
-    metrics,
-    engine,
-    backlogged: (orgId) => status.backlogged(orgId),
-    ratePerOrg: config.ingestRatePerOrg ?? DEFAULT_INGEST_RATE_PER_ORG,
-  });
-  undo.push(() => ingestSub.drain());
-  const localRunner = config.localRunner ? startLocalRunner(config, { bus, db, logger, clock, engine }) : null;
-  undo.push(() => localRunner?.stop());
+  const work = startWork(config, { bus, db, logger, clock, metrics, engine, status }, undo);
   // One round trip after the last subscription of this connection (ingest, the local runner's jobs,
   // the relay's acks, the outcome consumer's pull): the server has them all, in order.
   await step(bus.flush());
@@ -263,27 +183,176 @@ async function start(
     bus,
     readiness,
     deliveryIdle: async () => outboxSize(db) === 0 && (await topology.idle()) && status.written(),
-    stop: once(async () => {
-      // Shutdown mirrors start-up (CONTRACT 1): /readyz says 503 first (traffic moves), then the
-      // ingest subscription is drained: requests already received are committed and answered,
-      // later ones find no responder here. HTTP answers until the drain is done.
-      readiness.stopping();
-      scheduler.stop();
-      localRunner?.stop();
-      await ingestSub.drain();
-      await topology.drain(); // the data plane: stop taking events, finish attempts in flight, leave the rest queued
-      await server.close();
-      await topology.close();
-      status.close();
+    stop: once(() => shutdown({ readiness, scheduler, work, topology, server, status, pruners, replicator, engine, attempts, db })),
+  };
+}
+
+/**
+ * Shutdown mirrors start-up (CONTRACT 1): /readyz says 503 first (traffic moves), then the ingest
+ * subscription is drained: requests already received are committed and answered, later ones find
+ * no responder here. HTTP answers until the drain is done.
+ */
+async function shutdown(o: {
+  readiness: Readiness;
+  scheduler: Scheduler;
+  work: { stop(): Promise<void> };
+  topology: Topology;
+  server: { close(): Promise<void> };
+  status: DeliveryStatusBook;
+  pruners: { close(): void };
+  replicator: RegistryReplicator;
+  engine: Engine;
+  attempts: ControlPlaneAttempts;
+  db: Db;
+}): Promise<void> {
+  o.readiness.stopping();
+  o.scheduler.stop();
+  await o.work.stop();
+  await o.topology.drain(); // the data plane: stop taking events, finish attempts in flight, leave the rest queued
+  await o.server.close();
+  await o.topology.close();
+  o.status.close();
+  o.pruners.close();
+  await o.replicator.stop();
+  o.engine.close();
+  await o.topology.bus.close().catch(() => {});
+  await o.attempts.close();
+  o.db.close();
+}
+
+async function closeTopology(t: Topology): Promise<void> {
+  await t.close();
+  await t.bus.close().catch(() => {});
+}
+
+/** The engine, on the topology's bus and event queue; the delivery watchdog hears of the outcomes that may move it. */
+function startEngine(o: {
+  config: ServeConfig;
+  db: Db;
+  clock: Clock;
+  logger: pino.Logger;
+  metrics: Metrics;
+  status: DeliveryStatusBook;
+  topology: Topology;
+  replicator: RegistryReplicator;
+  urls: { source: string; dashboard: string };
+  keepEvents: boolean;
+}): Engine {
+  const { replicator, logger } = o;
+  const engine = new Engine({
+    db: o.db,
+    bus: o.topology.bus,
+    clock: o.clock,
+    logger,
+    metrics: o.metrics,
+    urls: () => o.urls,
+    registryRev: () => replicator.version,
+    keepEvents: o.keepEvents,
+    recoveryOutcomes: o.status,
+    webhookChanged: (orgId, webhookId) => replicator.changed(orgId, webhookId),
+    allowPrivateTargets: o.config.allowPrivateTargets,
+    queue: o.topology.queue,
+  });
+  // the delivery watchdog hears of the outcomes that may move it (CONTRACT 4.1)
+  o.status.watchStreaks((outcome, streak) => {
+    try {
+      return engine.watchdog.outcome(outcome, streak);
+    } catch (err) {
+      // the outcome is counted all the same; the next one that may move the watchdog tries again
+      logger.warn({ err, webhook_id: outcome.webhook_id }, 'the delivery watchdog could not record a transition');
+      return false;
+    }
+  });
+  return engine;
+}
+
+/**
+ * What prunes by age and count: the event history (--event-retention, keeping what the topology has
+ * still queued in it), the audit log, and --max-events-per-org (CONTRACT 8: an org's oldest events
+ * past it are pruned, in turns of a few ms). One close for them all.
+ */
+function startPruners(
+  config: ServeConfig,
+  o: { db: Db; clock: Clock; logger: pino.Logger; metrics: Metrics; retention: number; queuedFrom: (() => number) | undefined },
+): { close(): void } {
+  const { db, clock, logger, retention } = o;
+  const pruner = retention > 0 ? new HistoryPruner(db, clock, retention, logger, eventHistory(o.queuedFrom)) : null;
+  const auditPruner = new HistoryPruner(db, clock, config.auditRetentionMs ?? DEFAULT_AUDIT_RETENTION_MS, logger, AUDIT_LOG);
+  const maxEventsPerOrg = config.maxEventsPerOrg ?? DEFAULT_MAX_EVENTS_PER_ORG;
+  const pruned = (n: number) => o.metrics.eventsPruned.inc({ reason: 'quota' }, n);
+  const quota = retention > 0 && maxEventsPerOrg > 0 ? new EventQuota(db, clock, maxEventsPerOrg, logger, pruned, o.queuedFrom) : null;
+  return {
+    close() {
       pruner?.close();
       auditPruner.close();
       quota?.close();
-      await replicator.stop();
-      engine.close();
-      await bus.close().catch(() => {});
-      await attempts.close();
-      db.close();
-    }),
+    },
+  };
+}
+
+/** What the API and the dashboard are given. */
+function appContext(o: {
+  config: ServeConfig;
+  db: Db;
+  clock: Clock;
+  logger: pino.Logger;
+  metrics: Metrics;
+  readiness: Readiness;
+  status: DeliveryStatusBook;
+  engine: Engine;
+  replicator: RegistryReplicator;
+  attempts: ControlPlaneAttempts;
+  urls: AppContext['urls'];
+}): AppContext {
+  const { config, engine, replicator, attempts } = o;
+  return {
+    db: o.db,
+    clock: o.clock,
+    config,
+    logger: o.logger,
+    metrics: o.metrics,
+    engine,
+    urls: o.urls,
+    readiness: o.readiness,
+    deliveryStatus: o.status,
+    admission: new FairAdmission({ queuePerOrg: config.apiQueuePerOrg ?? DEFAULT_API_QUEUE_PER_ORG, metrics: o.metrics }),
+    // replicated once the change is committed (a change is one transaction with its audit row, src/engine/engine.ts change)
+    webhookChanged: (orgId, webhookId) => {
+      engine.watchdog.forget(webhookId);
+      engine.afterCommit(() => replicator.changed(orgId, webhookId));
+    },
+    registryRevision: () => replicator.version,
+    attemptNow: (webhook, eventId, type, body, recovery) => attempts.attempt(entryOf(webhook), eventId, type, body, recovery),
+  };
+}
+
+/**
+ * What takes work once delivery runs: the ingest subscription (a fact of an org whose deliveries
+ * queue is held a moment to commit with others, src/ingest/ingest.ts HOLD_MS) and the local runner.
+ * Each is in `undo` as it starts; `stop` stops the runner and drains the ingest subscription.
+ */
+function startWork(
+  config: ServeConfig,
+  o: { bus: Bus; db: Db; logger: pino.Logger; clock: Clock; metrics: Metrics; engine: Engine; status: DeliveryStatusBook },
+  undo: Array<() => unknown>,
+): { stop(): Promise<void> } {
+  const { bus, logger, status } = o;
+  const ingestSub = startIngest({
+    bus,
+    logger,
+    metrics: o.metrics,
+    engine: o.engine,
+    backlogged: (orgId) => status.backlogged(orgId),
+    ratePerOrg: config.ingestRatePerOrg ?? DEFAULT_INGEST_RATE_PER_ORG,
+  });
+  undo.push(() => ingestSub.drain());
+  const localRunner = config.localRunner ? startLocalRunner(config, o) : null;
+  undo.push(() => localRunner?.stop());
+  return {
+    async stop() {
+      localRunner?.stop();
+      await ingestSub.drain();
+    },
   };
 }
 

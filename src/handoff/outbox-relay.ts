@@ -9,14 +9,15 @@
 // batch is published, in the same socket write; no stream keeps those.
 //
 // Batches are made where rows are committed, not here: each outbox row names its batch (`assign`,
-// called by the engine's transaction for every row it inserts), and a batch takes rows until the
-// relay takes it, or until it is full. While a publish is under way the rows of later commits gather
-// in the open batch, so under load batches grow by themselves and an idle relay publishes a lone
-// event at once (no timer). Because a row's batch is in the table, the same rows make the same
-// message after a crash: its id (Nats-Msg-Id, the batch id) is then a JetStream duplicate, and
-// nothing is delivered twice (CONTRACT 6.6). Every writer of outbox rows in NATS mode assigns
-// through here (engine commits, recoveries), one at a time on this thread, so a batch's rows are
-// consecutive in seq.
+// called by NATS mode's EventQueue, relay-queues.ts relayEventQueue, for every row the engine's
+// transaction inserts), and a batch takes rows until the relay takes it, or until it is full.
+// While a publish is under way the rows of later commits gather in the open batch, so under load
+// batches grow by themselves and an idle relay publishes a lone event at once (no timer). Because
+// a row's batch is in the table, the same rows make the same message after a crash: its id
+// (Nats-Msg-Id, the batch id) is then a JetStream duplicate, and nothing is delivered twice
+// (CONTRACT 6.6). Every writer of queued rows in NATS mode assigns through here (the EventQueue:
+// engine commits, recoveries), one at a time on this thread, so a batch's rows are consecutive in
+// seq.
 //
 // A batch is published as one message per org (its rows of that org, in order; id `<batch>.<org>`
 // when it holds more than one org, else the batch id): a data plane takes or defers an org's events
@@ -363,8 +364,9 @@ export class OutboxRelay {
   }
 
   /**
-   * Deleting stored rows rides along in the engine's next commit (one transaction fewer per batch);
-   * the transaction calls write() inside itself and committed() or rolledBack() after.
+   * Deleting stored rows rides along in the engine's next commit (one transaction fewer per batch):
+   * NATS mode's EventQueue (relay-queues.ts) calls write() inside the transaction and committed() or
+   * rolledBack() after.
    */
   readonly piggyback = {
     write: (): void => {

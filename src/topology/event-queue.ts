@@ -39,23 +39,22 @@ export interface EventQueue {
  */
 export class QueueWrites {
   readonly lanes: OutboxRow[][];
-  private readonly marks: number[];
+  /** each lane's length at the last mark (made at the first: most transactions never mark) */
+  private marks: number[] | null = null;
 
   constructor(lanes: number) {
     this.lanes = [];
-    this.marks = [];
-    for (let i = 0; i < lanes; i++) {
-      this.lanes.push([]);
-      this.marks.push(0);
-    }
+    for (let i = 0; i < lanes; i++) this.lanes.push([]);
   }
 
   mark(): void {
-    for (let i = 0; i < this.lanes.length; i++) this.marks[i] = this.lanes[i].length;
+    const marks = (this.marks ??= []);
+    for (let i = 0; i < this.lanes.length; i++) marks[i] = this.lanes[i].length;
   }
 
   undo(): void {
-    for (let i = 0; i < this.lanes.length; i++) this.lanes[i].length = this.marks[i];
+    const marks = this.marks;
+    if (marks) for (let i = 0; i < this.lanes.length; i++) this.lanes[i].length = marks[i];
   }
 }
 
