@@ -3,7 +3,8 @@
 import type { Db } from '../../store/db.ts';
 import { getStep, insertWorkflow, listSteps, lookupReportedWorkflow, type StepRow, type WorkflowFields } from '../../store/workflows.ts';
 import { newId } from '../domain/ids.ts';
-import type { StepEvent, WorkflowEvent } from '../../machines/index.ts';
+import type { StepEvent } from '../../machines/step.ts';
+import type { WorkflowEvent } from '../../machines/workflow.ts';
 import { InvalidError } from '../domain/errors.ts';
 import type { WorkflowMessage } from '../domain/producer-messages.ts';
 import type { StepStatus } from '../domain/status.ts';

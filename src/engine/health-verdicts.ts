@@ -2,7 +2,7 @@
 // composite health, each through its machine; crossings emit component and install health events.
 import type { Db } from '../../store/db.ts';
 import { getComponent, getInstall, setComponentHealth, setInstallHealth } from '../../store/installs.ts';
-import { advanceComponentHealth, advanceInstallHealth, isKnownVerdict } from '../../machines/index.ts';
+import { advanceComponentHealth, advanceInstallHealth, isKnownVerdict } from '../../machines/health.ts';
 import { NotFoundError } from '../domain/errors.ts';
 import type { HealthMessage } from '../domain/producer-messages.ts';
 import type { Tx } from './transaction.ts';

@@ -2,7 +2,7 @@
 // then an outcome, with the plan it made); a drift scan's plan with real changes is drift.
 import { getJob, getStep, getWorkflow, setJobStatus, updateStep, type StepRow, type WorkflowRow } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
-import type { StepEvent } from '../../machines/index.ts';
+import type { StepEvent } from '../../machines/step.ts';
 import type { RunOutcome } from '../domain/status.ts';
 import { NotFoundError } from '../domain/errors.ts';
 import { stepRef, workflowRef } from './fact-refs.ts';

@@ -2,7 +2,7 @@
 // that moves an active runner without a running heartbeat offline (one unhealthy event per outage).
 import type { Db } from '../../store/db.ts';
 import { getRunner, saveRunnerState, type RunnerRow } from '../../store/runners.ts';
-import { advanceRunner, type RunnerEvent } from '../../machines/index.ts';
+import { advanceRunner, type RunnerEvent } from '../../machines/runner.ts';
 import { NotFoundError } from '../domain/errors.ts';
 import type { RunnerInfo } from '../domain/facts.ts';
 import type { RunnerMessage } from '../domain/producer-messages.ts';

@@ -12,7 +12,9 @@ import {
   type WorkflowRow,
 } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
-import { advanceStep, advanceWorkflow, batchSnapshotOf, type StepEvent, type WorkflowEvent } from '../../machines/index.ts';
+import { advanceStep, type StepEvent } from '../../machines/step.ts';
+import { advanceWorkflow, type WorkflowEvent } from '../../machines/workflow.ts';
+import { batchSnapshotOf } from '../../machines/deploy-batch.ts';
 import { isFinal, type WorkflowStatus } from '../domain/status.ts';
 import { rolloutSchema, type Rollout } from '../domain/rollout.ts';
 import { elapsedMs, lifecycleOutcome, scopeOf, stepRef, workflowRef } from './fact-refs.ts';

@@ -2,7 +2,7 @@
 // composite verdict (or of the component behind it), never a repeat, the latest BAKE_VERDICTS_KEPT.
 import { describe, expect, it } from 'vitest';
 import { BAKE_VERDICTS_KEPT, verdictsSeen } from '../../src/engine/steps/bake.ts';
-import type { GateEvent } from '../../machines/index.ts';
+import type { GateEvent } from '../../machines/health-gate.ts';
 
 const health = (at: number, install_id: string, verdict: 'healthy' | 'degraded' | 'unhealthy', component_id = 'c1'): GateEvent => ({
   type: 'health',

@@ -2,7 +2,7 @@
 // what the machine produces is what the schema reads back, and a snapshot that is not one is
 // refused where it is read instead of being cast and misread.
 import { describe, expect, it } from 'vitest';
-import { advanceHealthGate, gateSnapshotOf, initialHealthGate } from '../../machines/index.ts';
+import { advanceHealthGate, gateSnapshotOf, initialHealthGate } from '../../machines/health-gate.ts';
 import { rolloutParamsOf } from '../../src/domain/rollout.ts';
 
 const T0 = 1_000_000;

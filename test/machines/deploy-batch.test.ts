@@ -8,7 +8,7 @@ import {
   type BatchEmit,
   type BatchEvent,
   type BatchSnapshot,
-} from '../../machines/index.ts';
+} from '../../machines/deploy-batch.ts';
 
 const ids = (n: number) => Array.from({ length: n }, (_, i) => `inst_${i + 1}`);
 const ok = (id: string): BatchEvent => ({ type: 'ended', install_id: id, workflow_id: `wf_${id}`, ok: true });

@@ -1,6 +1,6 @@
 // The health gate machine (machines/health-gate.ts): pure, time given in its events.
 import { describe, expect, it } from 'vitest';
-import { advanceHealthGate, initialHealthGate, type GateContext, type GateEvent, type GateStatus } from '../../machines/index.ts';
+import { advanceHealthGate, initialHealthGate, type GateContext, type GateEvent, type GateStatus } from '../../machines/health-gate.ts';
 
 const T0 = 1_000_000;
 const bad = (

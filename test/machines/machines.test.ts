@@ -1,42 +1,27 @@
 import { describe, expect, it } from 'vitest';
+import { advance, initial, jsonEqual } from '../../machines/advance.ts';
 import {
-  advance,
   advanceComponentHealth,
   advanceInstallHealth,
-  advanceRunner,
-  advanceStep,
-  advanceWorkflow,
   componentHealthMachine,
   compositeVerdict,
-  initial,
   initialComponentHealth,
   initialInstallHealth,
-  initialRunner,
-  initialStep,
-  initialWorkflow,
   installHealthMachine,
-  jsonEqual,
+} from '../../machines/health.ts';
+import {
+  advanceRunner,
+  initialRunner,
   runnerMachine,
   RUNNER_REASON_NO_HEARTBEAT,
   RUNNER_REASON_PROCESS_MISSING,
-  stepMachine,
-  workflowMachine,
-  workflowOutcome,
-} from '../../machines/index.ts';
-import type {
-  ComponentHealthContext,
-  HealthStatus,
-  InstallHealthContext,
-  InstallHealthEvent,
-  RunnerContext,
-  RunnerEvent,
-  RunnerStatus,
-  StepEvent,
-  StepEmit,
-  StepStatus,
-  WorkflowEvent,
-  WorkflowStatus,
-} from '../../machines/index.ts';
+} from '../../machines/runner.ts';
+import { advanceStep, initialStep, stepMachine } from '../../machines/step.ts';
+import { advanceWorkflow, initialWorkflow, workflowMachine, workflowOutcome } from '../../machines/workflow.ts';
+import type { ComponentHealthContext, HealthStatus, InstallHealthContext, InstallHealthEvent } from '../../machines/health.ts';
+import type { RunnerContext, RunnerEvent, RunnerStatus } from '../../machines/runner.ts';
+import type { StepEvent, StepEmit, StepStatus } from '../../machines/step.ts';
+import type { WorkflowEvent, WorkflowStatus } from '../../machines/workflow.ts';
 
 const loud = { silent: false };
 const quiet = { silent: true };

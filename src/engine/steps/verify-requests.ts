@@ -13,7 +13,7 @@ import { systemClock, type Clock, type Timer } from '../../domain/clock.ts';
 import { readAnswer, type VerifyAnswer } from '../../domain/verification.ts';
 import { signatureHeaders, signingKeys } from '../../delivery/signing.ts';
 import { postVerification } from '../../delivery/verify-request.ts';
-import { verificationEvent } from '../../events/verification.ts';
+import { verificationEvent } from '../../events/verification-request.ts';
 import type { Transactions } from '../transaction.ts';
 import type { VerifyAsk, VerifyNext, VerifySteps } from './verify.ts';
 
