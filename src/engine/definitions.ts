@@ -163,7 +163,10 @@ export interface RunGroup {
   install_ids: string[];
 }
 
-/** Per group: its plan (an approval step, unless approvals are off), its deploy, with verifications their gate, and with a health gate its bake. */
+/**
+ * Per group: its plan (an approval step, unless approvals are off), its deploy, with verifications
+ * their gate, and with a health gate its bake.
+ */
 function groupSteps(groups: RunGroup[], opts: { approval: boolean; gate: boolean; verify?: boolean }): StepDef[] {
   const steps: StepDef[] = [];
   for (const g of groups) {
