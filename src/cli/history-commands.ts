@@ -103,6 +103,13 @@ async function allPages<T>(run: Run, path: string, params: Record<string, string
 }
 
 export function registerHistoryCommands(program: Command, webhooks: Command): void {
+  registerAuditCommands(program);
+  registerEventCommands(program);
+  registerWebhookHistoryCommands(webhooks);
+}
+
+/** `svc audit list`. */
+function registerAuditCommands(program: Command): void {
   const audit = group(program, 'audit', "the org's audit log: who changed what (an admin token; kept for --audit-retention)");
   handle(
     timeWindow(leaf(audit, 'list', 'list the changes made, newest first, with their actor'), 'made')
@@ -135,7 +142,10 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
       );
     },
   );
+}
 
+/** `svc events list|get`. */
+function registerEventCommands(program: Command): void {
   const events = group(program, 'events', "the org's event history (kept for --event-retention)");
 
   handle(
@@ -166,7 +176,10 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
     const [id] = run.args;
     printJson(await run.api().get(`/v1/events/${seg(id)}`));
   });
+}
 
+/** On a webhook: `attempts`, `recover` and `resend`. */
+function registerWebhookHistoryCommands(webhooks: Command): void {
   handle(
     timeWindow(
       leaf(webhooks, 'attempts <webhook_id>', "a webhook's delivery attempts, newest first")
@@ -223,34 +236,7 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
       if (run.opts.backfill === true) body.backfill = true;
       const started = await run.api().post<{ recovery_id: string; events: number }>(`${WEBHOOKS}/${seg(id)}/recover`, body);
       if (!run.json) println(`recovery ${started.recovery_id}: ${started.events} event${started.events === 1 ? '' : 's'} to attempt`);
-      const path = `${WEBHOOKS}/${seg(id)}/recoveries/${seg(started.recovery_id)}`;
-      let last = '';
-      let movedAt = clock.now();
-      for (;;) {
-        const r = await run.api().get<Recovery>(path);
-        const line = `${r.attempted}/${r.events} attempted, ${r.succeeded} succeeded, ${r.failed} failed`;
-        if (line !== last) {
-          if (!run.json) println(line);
-          movedAt = clock.now();
-        }
-        last = line;
-        if (r.state !== 'done' && clock.now() - movedAt > STALLED_MS) {
-          // counts are written once a second: a kill -9 of svc may lose the last second's (the attempts are made)
-          throw new Error(`recovery ${r.recovery_id} has not moved for ${STALLED_MS / 1000} s (${line}); see svc webhooks attempts ${id}`);
-        }
-        if (r.state === 'done') {
-          if (run.json) return printJson(r);
-          printFields([
-            ['recovery_id', r.recovery_id],
-            ['state', r.state],
-            ['events', r.events],
-            ['succeeded', r.succeeded],
-            ['failed', r.failed],
-          ]);
-          return;
-        }
-        await sleep(clock, FOLLOW_EVERY_MS);
-      }
+      await followRecovery(run, id, `${WEBHOOKS}/${seg(id)}/recoveries/${seg(started.recovery_id)}`);
     },
   );
 
@@ -261,4 +247,38 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
       reportAttempt(run, await run.api().post<AttemptNow>(`${WEBHOOKS}/${seg(id)}/resend`, { event_id: eventId }), 'the event');
     },
   );
+}
+
+/**
+ * Follow a recovery to done: a line each time its counts move, then its summary (with --json, only
+ * the recovery as the API answers it). Left (exit 1) once it has not moved for STALLED_MS.
+ */
+async function followRecovery(run: Run, id: string, path: string): Promise<void> {
+  let last = '';
+  let movedAt = clock.now();
+  for (;;) {
+    const r = await run.api().get<Recovery>(path);
+    const line = `${r.attempted}/${r.events} attempted, ${r.succeeded} succeeded, ${r.failed} failed`;
+    if (line !== last) {
+      if (!run.json) println(line);
+      movedAt = clock.now();
+    }
+    last = line;
+    if (r.state !== 'done' && clock.now() - movedAt > STALLED_MS) {
+      // counts are written once a second: a kill -9 of svc may lose the last second's (the attempts are made)
+      throw new Error(`recovery ${r.recovery_id} has not moved for ${STALLED_MS / 1000} s (${line}); see svc webhooks attempts ${id}`);
+    }
+    if (r.state === 'done') {
+      if (run.json) return printJson(r);
+      printFields([
+        ['recovery_id', r.recovery_id],
+        ['state', r.state],
+        ['events', r.events],
+        ['succeeded', r.succeeded],
+        ['failed', r.failed],
+      ]);
+      return;
+    }
+    await sleep(clock, FOLLOW_EVERY_MS);
+  }
 }

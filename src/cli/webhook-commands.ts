@@ -6,7 +6,7 @@ import { durationMs } from '../domain/duration.ts';
 import { DISABLE_AFTER, FLAGS } from '../domain/subscription.ts';
 import type { DeliveryStatusView } from '../services/webhooks.ts';
 import { seg } from './api-client.ts';
-import { group, handle, leaf, reportAttempt, str, type AttemptNow } from './command-kit.ts';
+import { group, handle, leaf, reportAttempt, str, type AttemptNow, type Run } from './command-kit.ts';
 import { UsageError } from './exit-errors.ts';
 import { formatLabels, formatLastDelivery, printFields, printJson, printTable, println } from './output.ts';
 import { checkSecretOptions, parseSecretTtl, readSecret, readSubscriptionDocument } from './webhook-inputs.ts';
@@ -117,35 +117,50 @@ export function parseDisableAfter(text: string): { failures: number; duration: s
 const DISABLE_AFTER_HELP =
   'disable the webhook once this many consecutive failures span at least this long: FAILURES:DURATION (e.g. 50:1h, 10:0s)';
 
-export function registerWebhooks(program: Command): Command {
+export function registerWebhookCommands(program: Command): Command {
   const webhooks = group(program, 'webhooks', "manage the org's webhook subscriptions");
-
-  handle(leaf(webhooks, 'list', "list the org's webhooks"), async (run) => {
-    const list = await run.api().get<Webhook[]>(WEBHOOKS);
-    if (run.json) return printJson(list);
-    // FAILS: consecutive failures now; ATTEMPTS and FAILURES: totals (CONTRACT 4.1 delivery_status)
-    printTable(
-      ['webhook_id', 'webhook_url', 'secret', 'interests', 'match', 'state', 'last', 'fails', 'attempts', 'failures', 'created_at'],
-      (list ?? []).map((w) => {
-        const d = w.delivery_status ?? {};
-        return [
-          w.webhook_id,
-          w.webhook_url,
-          secretCell(w),
-          summarizeInterests(w.interests),
-          summarizeMatch(w.match),
-          d.state ?? 'active',
-          formatLastDelivery(d),
-          d.consecutive_failures ?? 0,
-          d.attempts_total ?? 0,
-          d.failures_total ?? 0,
-          w.created_at,
-        ];
-      }),
-      'no webhooks',
-    );
+  handle(leaf(webhooks, 'list', "list the org's webhooks"), listWebhooks);
+  registerCreate(webhooks);
+  registerUpdate(webhooks);
+  handle(leaf(webhooks, 'delete <webhook_id>', 'delete a webhook'), async (run) => {
+    const [id] = run.args;
+    await run.api().del(`${WEBHOOKS}/${seg(id)}`);
+    if (run.json) return printJson({ webhook_id: id, deleted: true });
+    println(`deleted webhook ${id}`);
   });
+  registerDeliverySwitches(webhooks);
+  return webhooks;
+}
 
+/** `svc webhooks list`: a table of the org's webhooks with their delivery status. */
+async function listWebhooks(run: Run): Promise<void> {
+  const list = await run.api().get<Webhook[]>(WEBHOOKS);
+  if (run.json) return printJson(list);
+  // FAILS: consecutive failures now; ATTEMPTS and FAILURES: totals (CONTRACT 4.1 delivery_status)
+  printTable(
+    ['webhook_id', 'webhook_url', 'secret', 'interests', 'match', 'state', 'last', 'fails', 'attempts', 'failures', 'created_at'],
+    (list ?? []).map((w) => {
+      const d = w.delivery_status ?? {};
+      return [
+        w.webhook_id,
+        w.webhook_url,
+        secretCell(w),
+        summarizeInterests(w.interests),
+        summarizeMatch(w.match),
+        d.state ?? 'active',
+        formatLastDelivery(d),
+        d.consecutive_failures ?? 0,
+        d.attempts_total ?? 0,
+        d.failures_total ?? 0,
+        w.created_at,
+      ];
+    }),
+    'no webhooks',
+  );
+}
+
+/** `svc webhooks create`. */
+function registerCreate(webhooks: Command): void {
   handle(
     leaf(webhooks, 'create', 'register a webhook (default subscription: every event, org-wide)')
       .requiredOption('--url <url>', 'the receiver URL (absolute http or https)')
@@ -174,7 +189,10 @@ export function registerWebhooks(program: Command): Command {
       printWebhook(w);
     },
   );
+}
 
+/** `svc webhooks update`: the secret (rotated or removed), the subscription, disable_after. */
+function registerUpdate(webhooks: Command): void {
   handle(
     leaf(webhooks, 'update <webhook_id>', 'rotate or remove the secret, or replace the subscription wholesale')
       .option('--secret <secret>', 'a new signing secret (rotation); never printed')
@@ -217,14 +235,10 @@ export function registerWebhooks(program: Command): Command {
       printWebhook(w);
     },
   );
+}
 
-  handle(leaf(webhooks, 'delete <webhook_id>', 'delete a webhook'), async (run) => {
-    const [id] = run.args;
-    await run.api().del(`${WEBHOOKS}/${seg(id)}`);
-    if (run.json) return printJson({ webhook_id: id, deleted: true });
-    println(`deleted webhook ${id}`);
-  });
-
+/** `svc webhooks ping|disable|enable`: whether and when svc sends to a webhook. */
+function registerDeliverySwitches(webhooks: Command): void {
   handle(
     leaf(webhooks, 'ping <webhook_id>', 'send one signed com.svc.webhook.ping.v1 event to a webhook (exit 1 when it is not delivered)'),
     async (run) => {
@@ -270,5 +284,4 @@ export function registerWebhooks(program: Command): Command {
       printWebhook(r.webhook);
     },
   );
-  return webhooks;
 }

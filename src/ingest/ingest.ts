@@ -128,9 +128,45 @@ export function nextGroup(q: { budgetMs: number; msPerItem: number; lastShort: b
 }
 
 export function startIngest(deps: IngestDeps): Subscription {
-  const waiting = new FairQueue<Waiting>();
   const clock = deps.clock ?? systemClock;
   const dropped = new RepeatedWarnings(deps.logger, clock, 'ingest message dropped');
+  const groups = groupCommits(deps, clock, dropped);
+  const sub = deps.bus.subscribe(ingestWildcard, receiver(deps, clock, dropped, groups), { queue: 'svc-ingest' });
+  return {
+    unsubscribe() {
+      sub.unsubscribe();
+      dropped.close();
+      groups.stopHolding(); // what was received is still committed and answered
+    },
+    // Shutdown (CONTRACT 1): later requests find no responder (the producer sends to another
+    // process); every one already received is committed and answered, and the answers are sent.
+    // Bounded: with the NATS connection down nothing can be confirmed (nor answered), and the
+    // deliveries still have to drain within the shutdown's limit.
+    async drain() {
+      groups.stopHolding();
+      await within(clock, sub.drain(), DRAIN_BOUND_MS);
+      while (groups.busy()) await new Promise<void>((r) => setImmediate(r));
+      await within(clock, deps.bus.flush(), DRAIN_BOUND_MS);
+      dropped.close();
+    },
+  };
+}
+
+/** The messages waiting in their orgs' queues and the group commits that take them. */
+interface GroupCommits {
+  /** Queue a message under `key` (its org); `held`: its group may wait HOLD_MS for more facts. */
+  take(key: string, w: Waiting, held: boolean): void;
+  /** From now on nothing is held, and what is held now commits at the next turn (unsubscribe, drain). */
+  stopHolding(): void;
+  /** Messages wait, or a group is to run. */
+  busy(): boolean;
+}
+
+/** A refused message's answer (counted at once; a group's accepted ones are counted together in commitGroup). */
+type Refuse = (w: Waiting, reply: Reply, result: IngestResult | 'invalid') => void;
+
+function groupCommits(deps: IngestDeps, clock: Clock, dropped: RepeatedWarnings): GroupCommits {
+  const waiting = new FairQueue<Waiting>();
   const budgetMs = deps.groupBudgetMs ?? GROUP_BUDGET_MS;
   let msPerItem = FIRST_GUESS_MS_PER_ITEM;
   /** a group is to run: at the next turn of the loop (`now`), or once HOLD_MS are up (`held`) */
@@ -138,13 +174,8 @@ export function startIngest(deps: IngestDeps): Subscription {
   let hold: Timer | null = null;
   let draining = false;
   let lastShort = false;
-  const rate = deps.ratePerOrg ? new OrgRateLimit(deps.ratePerOrg, clock) : null;
-  const overRate = rate
-    ? `over the ingest rate of ${rate.perSecond} facts/s per org (bursts of ${rate.perSecond * BURST_SECONDS}; --ingest-rate-per-org)`
-    : '';
 
-  /** A refused message's answer (counted at once; a group's accepted ones are counted together in commit). */
-  const answer = (w: Waiting, reply: Reply, result: IngestResult | 'invalid') => {
+  const answer: Refuse = (w, reply, result) => {
     deps.metrics.ingestMessages.inc({ result });
     // one line per org and reason, then a count every 10 s (the subject is the first one's only)
     if (!reply.ok) dropped.warn({ org_id: w.orgId, error: reply.error.replace(w.msg.subject, '<subject>') }, { subject: w.msg.subject });
@@ -170,32 +201,9 @@ export function startIngest(deps: IngestDeps): Subscription {
       }
     }
     if (waiting.size) schedule(false);
-    if (ready.length) commit(ready);
+    if (ready.length) commitGroup(deps, ready, answer);
     // the recent cost per message, from full groups (a short one's includes the commit's fixed cost)
     if (!short) msPerItem = 0.7 * msPerItem + 0.3 * ((performance.now() - started) / Math.max(1, taken));
-  };
-
-  const commit = (ready: Array<{ w: Waiting; fact: ProducerFact }>) => {
-    let results;
-    try {
-      results = deps.engine.ingest(ready.map((r) => r.fact));
-    } catch (err) {
-      // the commit itself failed: nothing of the group is recorded; producers send again
-      deps.logger.error({ err: errorText(err), facts: ready.length }, 'ingest commit failed');
-      for (const r of ready) respond(r.w, { ok: false, error: 'not recorded, try again' });
-      return;
-    }
-    // the group's results counted once each (a labelled inc per message is a hash of its labels)
-    const counts = new Map<IngestResult, number>();
-    results.forEach((res, i) => {
-      if (res.ok) {
-        counts.set(res.value, (counts.get(res.value) ?? 0) + 1);
-        respond(ready[i].w, OK);
-      } else if (res.error instanceof EventTooLargeError)
-        answer(ready[i].w, { ok: false, error: res.error.code, message: res.error.message }, 'invalid');
-      else answer(ready[i].w, { ok: false, error: errorText(res.error) }, 'invalid');
-    });
-    for (const [result, n] of counts) deps.metrics.ingestMessages.inc({ result }, n);
   };
 
   const schedule = (held: boolean) => {
@@ -213,48 +221,62 @@ export function startIngest(deps: IngestDeps): Subscription {
     setImmediate(run);
   };
 
-  /** From now on nothing is held, and what is held now commits at the next turn (unsubscribe, drain). */
-  const stopHolding = () => {
-    draining = true;
-    if (scheduled === 'held') schedule(false);
-  };
-
-  const sub = deps.bus.subscribe(
-    ingestWildcard,
-    (msg: BusMessage) => {
-      const where = parseIngestSubject(msg.subject);
-      const orgId = where?.orgId ?? null;
-      // over its org's rate: answered at once, before it is queued (CONTRACT 8)
-      const wait = rate && orgId !== null ? rate.take(orgId) : 0;
-      if (wait > 0) {
-        deps.metrics.rateLimited.inc({ what: 'ingest' });
-        dropped.warn({ org_id: orgId, error: 'rate_limited' }, { subject: msg.subject });
-        respond({ msg, where, orgId }, { ok: false, error: 'rate_limited', message: overRate, retry_after_ms: wait });
-        return;
-      }
-      // a subject that does not parse waits with the org it names, if any (svc.ingest.<org>.…)
-      waiting.push(orgId ?? msg.subject.split('.', 3)[2] ?? '', { msg, where, orgId });
-      schedule(orgId !== null && deps.backlogged?.(orgId) === true);
-    },
-    { queue: 'svc-ingest' },
-  );
   return {
-    unsubscribe() {
-      sub.unsubscribe();
-      dropped.close();
-      stopHolding(); // what was received is still committed and answered
+    take(key, w, held) {
+      waiting.push(key, w);
+      schedule(held);
     },
-    // Shutdown (CONTRACT 1): later requests find no responder (the producer sends to another
-    // process); every one already received is committed and answered, and the answers are sent.
-    // Bounded: with the NATS connection down nothing can be confirmed (nor answered), and the
-    // deliveries still have to drain within the shutdown's limit.
-    async drain() {
-      stopHolding();
-      await within(clock, sub.drain(), DRAIN_BOUND_MS);
-      while (scheduled || waiting.size > 0) await new Promise<void>((r) => setImmediate(r));
-      await within(clock, deps.bus.flush(), DRAIN_BOUND_MS);
-      dropped.close();
+    stopHolding() {
+      draining = true;
+      if (scheduled === 'held') schedule(false);
     },
+    busy: () => scheduled !== null || waiting.size > 0,
+  };
+}
+
+/** Commit a group's facts in one transaction and answer each producer once its own is committed. */
+function commitGroup(deps: IngestDeps, ready: Array<{ w: Waiting; fact: ProducerFact }>, answer: Refuse): void {
+  let results;
+  try {
+    results = deps.engine.ingest(ready.map((r) => r.fact));
+  } catch (err) {
+    // the commit itself failed: nothing of the group is recorded; producers send again
+    deps.logger.error({ err: errorText(err), facts: ready.length }, 'ingest commit failed');
+    for (const r of ready) respond(r.w, { ok: false, error: 'not recorded, try again' });
+    return;
+  }
+  // the group's results counted once each (a labelled inc per message is a hash of its labels)
+  const counts = new Map<IngestResult, number>();
+  results.forEach((res, i) => {
+    if (res.ok) {
+      counts.set(res.value, (counts.get(res.value) ?? 0) + 1);
+      respond(ready[i].w, OK);
+    } else if (res.error instanceof EventTooLargeError)
+      answer(ready[i].w, { ok: false, error: res.error.code, message: res.error.message }, 'invalid');
+    else answer(ready[i].w, { ok: false, error: errorText(res.error) }, 'invalid');
+  });
+  for (const [result, n] of counts) deps.metrics.ingestMessages.inc({ result }, n);
+}
+
+/** What the subscription does with each message: refused at once over its org's rate, else queued with its org. */
+function receiver(deps: IngestDeps, clock: Clock, dropped: RepeatedWarnings, groups: GroupCommits): (msg: BusMessage) => void {
+  const rate = deps.ratePerOrg ? new OrgRateLimit(deps.ratePerOrg, clock) : null;
+  const overRate = rate
+    ? `over the ingest rate of ${rate.perSecond} facts/s per org (bursts of ${rate.perSecond * BURST_SECONDS}; --ingest-rate-per-org)`
+    : '';
+  return (msg) => {
+    const where = parseIngestSubject(msg.subject);
+    const orgId = where?.orgId ?? null;
+    // over its org's rate: answered at once, before it is queued (CONTRACT 8)
+    const wait = rate && orgId !== null ? rate.take(orgId) : 0;
+    if (wait > 0) {
+      deps.metrics.rateLimited.inc({ what: 'ingest' });
+      dropped.warn({ org_id: orgId, error: 'rate_limited' }, { subject: msg.subject });
+      respond({ msg, where, orgId }, { ok: false, error: 'rate_limited', message: overRate, retry_after_ms: wait });
+      return;
+    }
+    // a subject that does not parse waits with the org it names, if any (svc.ingest.<org>.…)
+    groups.take(orgId ?? msg.subject.split('.', 3)[2] ?? '', { msg, where, orgId }, orgId !== null && deps.backlogged?.(orgId) === true);
   };
 }
 
