@@ -167,6 +167,37 @@ export function defineRoute<
   return { ...(def as unknown as Omit<ApiRoute, 'params' | 'paramNames' | 'public'>), public: def.scope === 'public', params, paramNames };
 }
 
+/** What a read states: a GET answered 200 with one body, scope `read` unless it names another. */
+export interface ReadDef<Path extends string, S extends z.ZodType, Q extends QuerySchema> {
+  operationId: string;
+  path: Path;
+  tag: string;
+  summary: string;
+  description?: string;
+  scope?: Scope;
+  query?: Q;
+  /** the 200 answer: its description and its schema */
+  ok: [description: string, schema: S];
+  errors: ErrorStatus[];
+}
+
+/** A read: `load`'s result is the 200 body (the shape most GET routes share). */
+export function readRoute<
+  const Path extends string,
+  S extends z.ZodType,
+  // biome-ignore lint/complexity/noBannedTypes: zod's own type of an object schema with no keys
+  Q extends QuerySchema = z.ZodObject<{}>,
+>(def: ReadDef<Path, S, Q>, load: (a: HandlerArgs<Path, z.ZodNever, Q>) => z.input<S>): ApiRoute {
+  const { ok, scope, ...rest } = def;
+  return defineRoute<Path, z.ZodNever, { 200: { description: string; schema: S } }, Q>({
+    ...rest,
+    method: 'get',
+    scope: scope ?? 'read',
+    responses: { 200: { description: ok[0], schema: ok[1] } },
+    handle: (a) => reply.ok(load(a)),
+  });
+}
+
 /** The route a request is for (the audit log names a refused write by its operation), if any. */
 export function findRoute(routes: readonly ApiRoute[], method: string, path: string): ApiRoute | undefined {
   const m = method.toLowerCase();

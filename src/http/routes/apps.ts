@@ -1,7 +1,7 @@
 // CONTRACT 4.2 and 4.3: apps, their configs and branches, and branch runs.
 import * as catalog from '../../services/catalog.ts';
 import { planFleetRollbackInTurns, rollBackFleet, startBranchRun } from '../../services/rollback.ts';
-import { defineRoute, reply } from '../api-route.ts';
+import { defineRoute, readRoute, reply, type RouteArgs } from '../api-route.ts';
 import {
   appConfigListSchema,
   appConfigSchema,
@@ -26,6 +26,10 @@ const CONFIG = '/v1/apps/{app_id}/configs/{app_config_id}';
 
 const tag = 'apps';
 
+/** 404 before the body is read when the app is not the org's. */
+const appExists = ({ ctx, orgId, params }: Pick<RouteArgs<'{app_id}'>, 'ctx' | 'orgId' | 'params'>) =>
+  void catalog.mustGetApp(ctx, orgId, params.app_id);
+
 export const appRoutes = [
   defineRoute({
     operationId: 'createApp',
@@ -40,30 +44,23 @@ export const appRoutes = [
     errors: [],
     handle: ({ ctx, orgId, body }) => reply.created(catalog.createApp(ctx, orgId, body.name)),
   }),
-  defineRoute({
-    operationId: 'listApps',
-    method: 'get',
-    path: '/v1/apps',
-    tag,
-    scope: 'read',
-    summary: "List the org's apps, newest first",
-    description: 'A page of at most `limit` apps (default 100); the next page is `after` the last app_id of this one.',
-    query: appListQuerySchema,
-    responses: { 200: { description: 'the apps', schema: appListSchema } },
-    errors: [400],
-    handle: ({ ctx, orgId, query }) => reply.ok(catalog.listAppsPage(ctx, orgId, query)),
-  }),
-  defineRoute({
-    operationId: 'getApp',
-    method: 'get',
-    path: '/v1/apps/{app_id}',
-    tag,
-    scope: 'read',
-    summary: 'Get an app',
-    responses: { 200: { description: 'the app', schema: appSchema } },
-    errors: [404],
-    handle: ({ ctx, orgId, params }) => reply.ok(catalog.mustGetApp(ctx, orgId, params.app_id)),
-  }),
+  readRoute(
+    {
+      operationId: 'listApps',
+      path: '/v1/apps',
+      tag,
+      summary: "List the org's apps, newest first",
+      description: 'A page of at most `limit` apps (default 100); the next page is `after` the last app_id of this one.',
+      query: appListQuerySchema,
+      ok: ['the apps', appListSchema],
+      errors: [400],
+    },
+    ({ ctx, orgId, query }) => catalog.listAppsPage(ctx, orgId, query),
+  ),
+  readRoute(
+    { operationId: 'getApp', path: '/v1/apps/{app_id}', tag, summary: 'Get an app', ok: ['the app', appSchema], errors: [404] },
+    (a) => catalog.mustGetApp(a.ctx, a.orgId, a.params.app_id),
+  ),
   defineRoute({
     operationId: 'createAppConfig',
     method: 'post',
@@ -72,23 +69,23 @@ export const appRoutes = [
     scope: 'deploy',
     audit: { action: 'configs.create', resource: 'app_config', id: (r) => r.body.app_config_id },
     summary: 'Create an app config (immutable; versions count 1, 2, 3 per app)',
-    before: ({ ctx, orgId, params }) => void catalog.mustGetApp(ctx, orgId, params.app_id),
+    before: appExists,
     body: { schema: appConfigSchema },
     responses: { 201: { description: 'the app config', schema: appConfigViewSchema } },
     errors: [404],
     handle: ({ ctx, orgId, params, body }) => reply.created(catalog.createConfig(ctx, orgId, params.app_id, body)),
   }),
-  defineRoute({
-    operationId: 'listAppConfigs',
-    method: 'get',
-    path: '/v1/apps/{app_id}/configs',
-    tag,
-    scope: 'read',
-    summary: "List an app's configs, newest first",
-    responses: { 200: { description: 'the app configs', schema: appConfigListSchema } },
-    errors: [404],
-    handle: ({ ctx, orgId, params }) => reply.ok(catalog.listConfigs(ctx, orgId, params.app_id)),
-  }),
+  readRoute(
+    {
+      operationId: 'listAppConfigs',
+      path: '/v1/apps/{app_id}/configs',
+      tag,
+      summary: "List an app's configs, newest first",
+      ok: ['the app configs', appConfigListSchema],
+      errors: [404],
+    },
+    ({ ctx, orgId, params }) => catalog.listConfigs(ctx, orgId, params.app_id),
+  ),
   defineRoute({
     operationId: 'createAppBranch',
     method: 'post',
@@ -97,7 +94,7 @@ export const appRoutes = [
     scope: 'deploy',
     audit: { action: 'branches.create', resource: 'app_branch', id: (r) => r.body.app_branch_id },
     summary: 'Create an app branch with ordered install groups',
-    before: ({ ctx, orgId, params }) => void catalog.mustGetApp(ctx, orgId, params.app_id),
+    before: appExists,
     body: { schema: createBranchSchema },
     responses: { 201: { description: 'the app branch', schema: branchSchema } },
     errors: [404],
@@ -131,7 +128,7 @@ export const appRoutes = [
     summary: "Roll back an app's installs: to each one's previous config or to one config, group by group",
     description:
       "plan_only: the plan (per install the move and its diff; installs left out with why). Otherwise an app_rollback workflow owned by the app over the selected installs (all of them when neither install_ids nor selector), grouped as the app's branch groups group them (installs in no group last, as `other`): each group planned (an approval step unless approval is none), deployed and, with health_gate, baked. 409 vetoed when a target config is vetoed; 409 conflict when no install is left to roll back.",
-    before: ({ ctx, orgId, params }) => void catalog.mustGetApp(ctx, orgId, params.app_id),
+    before: appExists,
     body: { schema: fleetRollbackSchema },
     responses: {
       200: { description: 'plan_only: the plan, nothing applied', schema: fleetRollbackPlannedSchema },

@@ -1,6 +1,6 @@
 // CONTRACT 4.3 "Change windows": an app's allow and deny windows.
 import { createChangeWindow, listAppChangeWindows, removeChangeWindow } from '../../services/change-windows.ts';
-import { defineRoute, reply } from '../api-route.ts';
+import { defineRoute, readRoute, reply } from '../api-route.ts';
 import { changeWindowListSchema, changeWindowSchema, createChangeWindowSchema } from '../../schemas/change-windows.ts';
 
 const WINDOWS = '/v1/apps/{app_id}/change-windows';
@@ -23,17 +23,17 @@ export const changeWindowRoutes = [
     errors: [404],
     handle: ({ ctx, orgId, params, body }) => reply.created(createChangeWindow(ctx, orgId, params.app_id, body)),
   }),
-  defineRoute({
-    operationId: 'listChangeWindows',
-    method: 'get',
-    path: WINDOWS,
-    tag,
-    scope: 'read',
-    summary: "List an app's change windows, oldest first",
-    responses: { 200: { description: 'the windows', schema: changeWindowListSchema } },
-    errors: [404],
-    handle: ({ ctx, orgId, params }) => reply.ok(listAppChangeWindows(ctx, orgId, params.app_id)),
-  }),
+  readRoute(
+    {
+      operationId: 'listChangeWindows',
+      path: WINDOWS,
+      tag,
+      summary: "List an app's change windows, oldest first",
+      ok: ['the windows', changeWindowListSchema],
+      errors: [404],
+    },
+    ({ ctx, orgId, params }) => listAppChangeWindows(ctx, orgId, params.app_id),
+  ),
   defineRoute({
     operationId: 'deleteChangeWindow',
     method: 'delete',

@@ -1,6 +1,6 @@
 // CONTRACT 4.5: the event history of the org.
 import * as svc from '../../services/history.ts';
-import { defineRoute, reply } from '../api-route.ts';
+import { defineRoute, readRoute, reply } from '../api-route.ts';
 import { cloudEventSchema, eventListQuerySchema, eventPageSchema } from '../../schemas/events.ts';
 
 const tag = 'events';
@@ -21,15 +21,15 @@ export const eventRoutes = [
     // each event as stored (it was checked when it was emitted): no parse, check and stringify of 500 events per page
     handle: ({ ctx, orgId, query }) => reply.okJsonText(svc.listEventsJsonText(ctx, orgId, query)),
   }),
-  defineRoute({
-    operationId: 'getEvent',
-    method: 'get',
-    path: '/v1/events/{event_id}',
-    tag,
-    scope: 'read',
-    summary: 'One kept event (past the retention: 404)',
-    responses: { 200: { description: 'the CloudEvent as delivered', schema: cloudEventSchema } },
-    errors: [404],
-    handle: ({ ctx, orgId, params }) => reply.ok(svc.getEvent(ctx, orgId, params.event_id)),
-  }),
+  readRoute(
+    {
+      operationId: 'getEvent',
+      path: '/v1/events/{event_id}',
+      tag,
+      summary: 'One kept event (past the retention: 404)',
+      ok: ['the CloudEvent as delivered', cloudEventSchema],
+      errors: [404],
+    },
+    ({ ctx, orgId, params }) => svc.getEvent(ctx, orgId, params.event_id),
+  ),
 ];

@@ -2,7 +2,7 @@
 import * as installs from '../../services/installs.ts';
 import type { InstallWorkflowType } from '../../engine/definitions.ts';
 import * as rollback from '../../services/rollback.ts';
-import { defineRoute, reply, type ApiRoute } from '../api-route.ts';
+import { defineRoute, readRoute, reply, type ApiRoute, type RouteArgs } from '../api-route.ts';
 import {
   actionRunSchema,
   configUpdateSchema,
@@ -18,6 +18,10 @@ import { workflowSchema, workflowSummaryListSchema } from '../../schemas/workflo
 const tag = 'installs';
 const INSTALL = '/v1/installs/{install_id}';
 const started = (type: string) => ({ 201: { description: `the ${type} workflow`, schema: workflowSchema } });
+
+/** 404 before the body is read when the install is not the org's. */
+const installExists = ({ ctx, orgId, params }: Pick<RouteArgs<'{install_id}'>, 'ctx' | 'orgId' | 'params'>) =>
+  void installs.mustGetInstall(ctx, orgId, params.install_id);
 
 /** Routes that start a workflow of the install and take no body. */
 function simpleWorkflowRoute(operationId: string, suffix: string, type: InstallWorkflowType, action: string, summary: string): ApiRoute {
@@ -35,18 +39,35 @@ function simpleWorkflowRoute(operationId: string, suffix: string, type: InstallW
   });
 }
 
-export const installRoutes = [
-  defineRoute({
-    operationId: 'listInstalls',
-    method: 'get',
-    path: '/v1/installs',
+/** Routes that start a workflow of one of the install's components (deploy, teardown). */
+function componentWorkflowRoute(verb: string, type: 'manual_deploy' | 'teardown_component', summary: string): ApiRoute {
+  return defineRoute({
+    operationId: `${verb}Component`,
+    method: 'post',
+    path: `${INSTALL}/components/{component_id}/${verb}`,
     tag,
-    scope: 'read',
-    summary: 'List installs',
-    responses: { 200: { description: 'the installs of the org', schema: installListSchema } },
-    errors: [],
-    handle: ({ ctx, orgId }) => reply.ok(installs.listInstalls(ctx, orgId)),
-  }),
+    scope: 'deploy',
+    audit: { action: `components.${verb}`, resource: 'workflow', id: (r) => r.body.workflow_id },
+    summary,
+    responses: started(type),
+    errors: [404],
+    handle: ({ ctx, orgId, params }) =>
+      reply.created(installs.startInstallWorkflow(ctx, orgId, params.install_id, type, { component_id: params.component_id })),
+  });
+}
+
+export const installRoutes = [
+  readRoute(
+    {
+      operationId: 'listInstalls',
+      path: '/v1/installs',
+      tag,
+      summary: 'List installs',
+      ok: ['the installs of the org', installListSchema],
+      errors: [],
+    },
+    ({ ctx, orgId }) => installs.listInstalls(ctx, orgId),
+  ),
   defineRoute({
     operationId: 'createInstall',
     method: 'post',
@@ -60,28 +81,21 @@ export const installRoutes = [
     errors: [404, 409],
     handle: ({ ctx, orgId, body }) => reply.created(installs.createInstall(ctx, orgId, body)),
   }),
-  defineRoute({
-    operationId: 'getInstall',
-    method: 'get',
-    path: INSTALL,
-    tag,
-    scope: 'read',
-    summary: 'Get an install',
-    responses: { 200: { description: 'the install', schema: installSchema } },
-    errors: [404],
-    handle: ({ ctx, orgId, params }) => reply.ok(installs.getInstallView(ctx, orgId, params.install_id)),
-  }),
-  defineRoute({
-    operationId: 'listInstallWorkflows',
-    method: 'get',
-    path: `${INSTALL}/workflows`,
-    tag,
-    scope: 'read',
-    summary: "List an install's workflows, newest first",
-    responses: { 200: { description: 'the workflows (without steps)', schema: workflowSummaryListSchema } },
-    errors: [404],
-    handle: ({ ctx, orgId, params }) => reply.ok(installs.listInstallWorkflows(ctx, orgId, params.install_id)),
-  }),
+  readRoute(
+    { operationId: 'getInstall', path: INSTALL, tag, summary: 'Get an install', ok: ['the install', installSchema], errors: [404] },
+    (a) => installs.getInstallView(a.ctx, a.orgId, a.params.install_id),
+  ),
+  readRoute(
+    {
+      operationId: 'listInstallWorkflows',
+      path: `${INSTALL}/workflows`,
+      tag,
+      summary: "List an install's workflows, newest first",
+      ok: ['the workflows (without steps)', workflowSummaryListSchema],
+      errors: [404],
+    },
+    ({ ctx, orgId, params }) => installs.listInstallWorkflows(ctx, orgId, params.install_id),
+  ),
   simpleWorkflowRoute('reprovisionInstall', '/reprovision', 'reprovision', 'installs.reprovision', 'Start a reprovision workflow'),
   simpleWorkflowRoute('deprovisionInstall', '/deprovision', 'deprovision', 'installs.deprovision', 'Start a deprovision workflow'),
   simpleWorkflowRoute(
@@ -99,34 +113,8 @@ export const installRoutes = [
     'Deprovision the sandbox',
   ),
   simpleWorkflowRoute('syncInstallSecrets', '/secrets/sync', 'sync_secrets', 'installs.sync_secrets', 'Sync secrets'),
-  defineRoute({
-    operationId: 'deployComponent',
-    method: 'post',
-    path: `${INSTALL}/components/{component_id}/deploy`,
-    tag,
-    scope: 'deploy',
-    audit: { action: 'components.deploy', resource: 'workflow', id: (r) => r.body.workflow_id },
-    summary: 'Deploy a component',
-    responses: started('manual_deploy'),
-    errors: [404],
-    handle: ({ ctx, orgId, params }) =>
-      reply.created(installs.startInstallWorkflow(ctx, orgId, params.install_id, 'manual_deploy', { component_id: params.component_id })),
-  }),
-  defineRoute({
-    operationId: 'teardownComponent',
-    method: 'post',
-    path: `${INSTALL}/components/{component_id}/teardown`,
-    tag,
-    scope: 'deploy',
-    audit: { action: 'components.teardown', resource: 'workflow', id: (r) => r.body.workflow_id },
-    summary: 'Tear down a component',
-    responses: started('teardown_component'),
-    errors: [404],
-    handle: ({ ctx, orgId, params }) =>
-      reply.created(
-        installs.startInstallWorkflow(ctx, orgId, params.install_id, 'teardown_component', { component_id: params.component_id }),
-      ),
-  }),
+  componentWorkflowRoute('deploy', 'manual_deploy', 'Deploy a component'),
+  componentWorkflowRoute('teardown', 'teardown_component', 'Tear down a component'),
   defineRoute({
     operationId: 'runAction',
     method: 'post',
@@ -136,7 +124,7 @@ export const installRoutes = [
     audit: { action: 'actions.run', resource: 'workflow', id: (r) => r.body.workflow_id },
     summary: 'Run an action',
     description: 'A run missing an input that the action declares required still starts; its step fails naming the input.',
-    before: ({ ctx, orgId, params }) => void installs.mustGetInstall(ctx, orgId, params.install_id),
+    before: installExists,
     body: { schema: actionRunSchema, optional: true },
     responses: started('action_workflow_run'),
     errors: [404],
@@ -156,7 +144,7 @@ export const installRoutes = [
     scope: 'deploy',
     audit: { action: 'installs.drift_scan', resource: 'workflow', id: (r) => r.body.workflow_id },
     summary: 'Start a drift scan (drift_run, or drift_run_reprovision_sandbox with sandbox: true)',
-    before: ({ ctx, orgId, params }) => void installs.mustGetInstall(ctx, orgId, params.install_id),
+    before: installExists,
     body: { schema: driftScanSchema, optional: true },
     responses: started('drift_run'),
     errors: [404],
@@ -173,35 +161,35 @@ export const installRoutes = [
     scope: 'deploy',
     audit: { action: 'installs.update_inputs', resource: 'workflow', id: (r) => r.body.workflow_id },
     summary: 'Update inputs',
-    before: ({ ctx, orgId, params }) => void installs.mustGetInstall(ctx, orgId, params.install_id),
+    before: installExists,
     body: { schema: inputsUpdateSchema },
     responses: started('input_update'),
     errors: [404],
     handle: ({ ctx, orgId, params, body }) =>
       reply.created(installs.startInstallWorkflow(ctx, orgId, params.install_id, 'input_update', { inputs: body.inputs })),
   }),
-  defineRoute({
-    operationId: 'listAppConfigVersions',
-    method: 'get',
-    path: `${INSTALL}/app-config-versions`,
-    tag,
-    scope: 'read',
-    summary: "The install's app config version history, newest first",
-    responses: { 200: { description: 'the versions', schema: versionListSchema } },
-    errors: [404],
-    handle: ({ ctx, orgId, params }) => reply.ok(rollback.listInstallVersions(ctx, orgId, params.install_id)),
-  }),
-  defineRoute({
-    operationId: 'getAppConfigVersionDiff',
-    method: 'get',
-    path: `${INSTALL}/app-config-versions/{version_id}/diff`,
-    tag,
-    scope: 'read',
-    summary: 'What a version changed',
-    responses: { 200: { description: 'the diff from the previous version', schema: versionDiffSchema } },
-    errors: [404],
-    handle: ({ ctx, orgId, params }) => reply.ok(rollback.versionDiff(ctx, orgId, params.install_id, params.version_id)),
-  }),
+  readRoute(
+    {
+      operationId: 'listAppConfigVersions',
+      path: `${INSTALL}/app-config-versions`,
+      tag,
+      summary: "The install's app config version history, newest first",
+      ok: ['the versions', versionListSchema],
+      errors: [404],
+    },
+    ({ ctx, orgId, params }) => rollback.listInstallVersions(ctx, orgId, params.install_id),
+  ),
+  readRoute(
+    {
+      operationId: 'getAppConfigVersionDiff',
+      path: `${INSTALL}/app-config-versions/{version_id}/diff`,
+      tag,
+      summary: 'What a version changed',
+      ok: ['the diff from the previous version', versionDiffSchema],
+      errors: [404],
+    },
+    ({ ctx, orgId, params }) => rollback.versionDiff(ctx, orgId, params.install_id, params.version_id),
+  ),
   defineRoute({
     operationId: 'updateInstallAppConfig',
     method: 'post',
@@ -215,7 +203,7 @@ export const installRoutes = [
       unchanged: (r) => r.status === 200,
     },
     summary: 'Plan (plan_only) or apply an app config: a rollback or a roll forward',
-    before: ({ ctx, orgId, params }) => void installs.mustGetInstall(ctx, orgId, params.install_id),
+    before: installExists,
     body: { schema: configUpdateSchema },
     responses: {
       200: { description: 'plan_only: the plan; nothing changed and no workflow started', schema: configUpdatePlannedSchema },

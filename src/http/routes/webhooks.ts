@@ -17,7 +17,7 @@ import {
   webhookListSchema,
   webhookSchema,
 } from '../../schemas/webhooks.ts';
-import { defineRoute, reply } from '../api-route.ts';
+import { defineRoute, readRoute, reply, type RouteArgs } from '../api-route.ts';
 import { checkTarget, TargetLookupError, TargetRefusedError } from '../../delivery/guard.ts';
 import type { z } from 'zod';
 
@@ -26,6 +26,10 @@ type WebhookBody = z.input<typeof webhookSchema>;
 const body = (w: svc.WebhookView) => w as WebhookBody;
 
 const HOOKS = '/v1/orgs/current/webhooks';
+
+/** 404 before the body is read when the webhook is not the org's. */
+const webhookExists = ({ ctx, orgId, params }: Pick<RouteArgs<'{webhook_id}'>, 'ctx' | 'orgId' | 'params'>) =>
+  void svc.getWebhook(ctx, orgId, params.webhook_id);
 
 /**
  * Why this process would refuse the webhook's target now, or null. A warning, not a refusal: the
@@ -53,17 +57,17 @@ const tag = 'webhooks';
 const NOT_SENT_YET = { delivered: false, duration_ms: 0 };
 
 export const webhookRoutes = [
-  defineRoute({
-    operationId: 'listWebhooks',
-    method: 'get',
-    path: HOOKS,
-    tag,
-    scope: 'read',
-    summary: 'List webhooks, newest first',
-    responses: { 200: { description: 'every webhook of the org', schema: webhookListSchema } },
-    errors: [],
-    handle: ({ ctx, orgId }) => reply.ok(svc.listWebhooks(ctx, orgId).map(body)),
-  }),
+  readRoute(
+    {
+      operationId: 'listWebhooks',
+      path: HOOKS,
+      tag,
+      summary: 'List webhooks, newest first',
+      ok: ['every webhook of the org', webhookListSchema],
+      errors: [],
+    },
+    ({ ctx, orgId }) => svc.listWebhooks(ctx, orgId).map(body),
+  ),
   defineRoute({
     operationId: 'createWebhook',
     method: 'post',
@@ -81,17 +85,17 @@ export const webhookRoutes = [
       return warning ? reply.created({ ...created.body, warnings: [warning] }) : created;
     },
   }),
-  defineRoute({
-    operationId: 'getWebhook',
-    method: 'get',
-    path: `${HOOKS}/{webhook_id}`,
-    tag,
-    scope: 'read',
-    summary: 'Get a webhook',
-    responses: { 200: { description: 'the webhook', schema: webhookSchema } },
-    errors: [404],
-    handle: ({ ctx, orgId, params }) => reply.ok(body(svc.getWebhook(ctx, orgId, params.webhook_id))),
-  }),
+  readRoute(
+    {
+      operationId: 'getWebhook',
+      path: `${HOOKS}/{webhook_id}`,
+      tag,
+      summary: 'Get a webhook',
+      ok: ['the webhook', webhookSchema],
+      errors: [404],
+    },
+    ({ ctx, orgId, params }) => body(svc.getWebhook(ctx, orgId, params.webhook_id)),
+  ),
   defineRoute({
     operationId: 'updateWebhook',
     method: 'patch',
@@ -102,7 +106,7 @@ export const webhookRoutes = [
     summary: 'Update a webhook',
     description: 'Naming interests or match replaces the subscription wholesale; a secret string rotates the secret, null removes it.',
     // 404 before validating the body
-    before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
+    before: webhookExists,
     body: { schema: patchWebhookBodySchema },
     responses: { 200: { description: 'the webhook', schema: webhookSchema } },
     errors: [404, 409],
@@ -147,7 +151,7 @@ export const webhookRoutes = [
     summary: 'Stop sending to this webhook',
     description:
       'No attempts from now on (queued ones are dropped); its events are still kept. The org\'s other webhooks that subscribe hear `disabled` (com.svc.webhook.delivery.v1); `note` becomes delivery_status.disabled_reason ("manual" without one).',
-    before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
+    before: webhookExists,
     body: { schema: disableBodySchema, optional: true },
     responses: { 200: { description: 'the webhook, disabled', schema: webhookSchema } },
     errors: [400, 404],
@@ -163,7 +167,7 @@ export const webhookRoutes = [
     summary: 'Send to this webhook again, after a ping that is delivered',
     description:
       "A ping first: not delivered → 409 conflict with its error, still disabled. Delivered → active, `enabled` to the org's other webhooks that subscribe, and with `recover: true` a recovery (only failed) since delivery_status.recover_since: every event that failed or was missed arrives once, with X-Svc-Recovery.",
-    before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
+    before: webhookExists,
     body: { schema: enableBodySchema, optional: true },
     responses: { 200: { description: 'the webhook, active, and the recovery started', schema: webhookEnabledSchema } },
     errors: [400, 404, 409],
@@ -174,18 +178,18 @@ export const webhookRoutes = [
       return reply.ok({ ...r, webhook: body(r.webhook) });
     },
   }),
-  defineRoute({
-    operationId: 'listWebhookAttempts',
-    method: 'get',
-    path: `${HOOKS}/{webhook_id}/attempts`,
-    tag,
-    scope: 'read',
-    summary: "This webhook's kept delivery attempts, newest first",
-    query: attemptListQuerySchema,
-    responses: { 200: { description: 'a page of attempts', schema: attemptPageSchema } },
-    errors: [400, 404],
-    handle: ({ ctx, orgId, params, query }) => reply.ok(history.listAttempts(ctx, orgId, params.webhook_id, query)),
-  }),
+  readRoute(
+    {
+      operationId: 'listWebhookAttempts',
+      path: `${HOOKS}/{webhook_id}/attempts`,
+      tag,
+      summary: "This webhook's kept delivery attempts, newest first",
+      query: attemptListQuerySchema,
+      ok: ['a page of attempts', attemptPageSchema],
+      errors: [400, 404],
+    },
+    ({ ctx, orgId, params, query }) => history.listAttempts(ctx, orgId, params.webhook_id, query),
+  ),
   defineRoute({
     operationId: 'recoverWebhook',
     method: 'post',
@@ -196,7 +200,7 @@ export const webhookRoutes = [
     summary: 'Attempt again, at this webhook alone, the kept events of a window that it missed',
     description:
       "One new attempt for every kept event of the window that the webhook matches now, emitted after it was created (backfill: older ones too) and (only_failed, the default) whose attempts at it all failed or that it never had. Durable like any delivery; each attempt carries the event's body and id and X-Svc-Recovery: <recovery_id>. Paced: one running recovery per webhook (409 conflict), 4 per org (409 limit_exceeded); answered within 1 s, `events` possibly still growing.",
-    before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
+    before: webhookExists,
     body: { schema: recoverBodySchema },
     responses: { 202: { description: 'the recovery, started', schema: recoveryStartedSchema } },
     errors: [404, 409],
@@ -204,17 +208,17 @@ export const webhookRoutes = [
     settle: async ({ ctx, orgId, params }, started) =>
       reply.accepted(await history.recoveryAnswer(ctx, orgId, params.webhook_id, started.body.recovery_id)),
   }),
-  defineRoute({
-    operationId: 'getWebhookRecovery',
-    method: 'get',
-    path: `${HOOKS}/{webhook_id}/recoveries/{recovery_id}`,
-    tag,
-    scope: 'read',
-    summary: 'How far a recovery has come',
-    responses: { 200: { description: 'the recovery', schema: recoverySchema } },
-    errors: [404],
-    handle: ({ ctx, orgId, params }) => reply.ok(history.getRecovery(ctx, orgId, params.webhook_id, params.recovery_id)),
-  }),
+  readRoute(
+    {
+      operationId: 'getWebhookRecovery',
+      path: `${HOOKS}/{webhook_id}/recoveries/{recovery_id}`,
+      tag,
+      summary: 'How far a recovery has come',
+      ok: ['the recovery', recoverySchema],
+      errors: [404],
+    },
+    ({ ctx, orgId, params }) => history.getRecovery(ctx, orgId, params.webhook_id, params.recovery_id),
+  ),
   defineRoute({
     operationId: 'resendEvent',
     method: 'post',
@@ -225,7 +229,7 @@ export const webhookRoutes = [
     summary: 'Send one kept event to this webhook now, whatever its subscription',
     description:
       "The event's own body and id, a fresh webhook-timestamp and X-Svc-Recovery: resend; counted in delivery_status and the attempt log.",
-    before: ({ ctx, orgId, params }) => void svc.getWebhook(ctx, orgId, params.webhook_id),
+    before: webhookExists,
     body: { schema: resendBodySchema },
     responses: { 200: { description: 'the outcome of the delivery', schema: pingResultSchema } },
     errors: [404, 409],

@@ -1,22 +1,22 @@
 // CONTRACT 4.2: workflows, approvals, cancel.
 import * as workflows from '../../services/workflows.ts';
-import { defineRoute, reply } from '../api-route.ts';
+import { defineRoute, readRoute, reply } from '../api-route.ts';
 import { approvalInSchema, stepSchema, workflowSchema } from '../../schemas/workflows.ts';
 
 const tag = 'workflows';
 
 export const workflowRoutes = [
-  defineRoute({
-    operationId: 'getWorkflow',
-    method: 'get',
-    path: '/v1/workflows/{workflow_id}',
-    tag,
-    scope: 'read',
-    summary: 'Get a workflow with its steps',
-    responses: { 200: { description: 'the workflow', schema: workflowSchema } },
-    errors: [404],
-    handle: ({ ctx, orgId, params }) => reply.ok(workflows.getWorkflowView(ctx, orgId, params.workflow_id)),
-  }),
+  readRoute(
+    {
+      operationId: 'getWorkflow',
+      path: '/v1/workflows/{workflow_id}',
+      tag,
+      summary: 'Get a workflow with its steps',
+      ok: ['the workflow', workflowSchema],
+      errors: [404],
+    },
+    ({ ctx, orgId, params }) => workflows.getWorkflowView(ctx, orgId, params.workflow_id),
+  ),
   defineRoute({
     operationId: 'respondToApproval',
     method: 'post',
