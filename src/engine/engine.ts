@@ -46,6 +46,7 @@ import { RunnerResults, type IngestResult } from './runner-results.ts';
 import { WorkflowFacts } from './workflow-facts.ts';
 import { WorkflowRuns } from './workflow-runs.ts';
 import { Wakeups } from './wakeups.ts';
+import { waitDueOf } from './steps/window.ts';
 import { WebhookWatchdog } from './watchdog-transitions.ts';
 import { Verifier } from './steps/verify-requests.ts';
 import { startTurnGuard } from './turns.ts';
@@ -348,7 +349,7 @@ export class Engine {
 
   /** Change windows: installs whose window opened (or whose wait timed out) on the engine's clock move on (CONTRACT 4.3). */
   windowTick(): void {
-    if (this.closed || !listWindowWaits(this.db).some((s) => (s.params.due_ms as number) <= this.deps.clock.now())) return;
+    if (this.closed || !listWindowWaits(this.db).some((s) => waitDueOf(s) <= this.deps.clock.now())) return;
     this.tx.run((t) => this.reviewWindowWaits(t));
   }
 

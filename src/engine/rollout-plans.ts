@@ -6,19 +6,24 @@ import { getComponent, getInstallById, type Install } from '../../store/installs
 import type { StepRow, WorkflowRow } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
 import type { GateTrip } from '../domain/rollout.ts';
-import { batchSnapshotOf } from '../../machines/index.ts';
+import { batchSnapshotOf } from '../../machines/deploy-batch.ts';
 import { rollbackGroupStep, type StepDef } from './definitions.ts';
 import { diffConfigs } from '../domain/config-diff.ts';
 import { runKindOf, windowScheduler } from './steps/window.ts';
+import { configsBeforeOf, groupStepOf, runParamsOf } from './steps/state.ts';
 
 /** The config a run (branch run or app rollback) moves an install to: its own target, else the run's one config. */
 export function runTargetOf(wf: WorkflowRow, installId: string): string {
-  return (wf.params.targets as Record<string, string> | undefined)?.[installId] ?? (wf.params.app_config_id as string);
+  const run = runParamsOf(wf);
+  // a branch run has its one config, an app rollback a target per install
+  return (run.targets?.[installId] ?? run.app_config_id) as string;
 }
 
 /** The plan of a group's approval step: per install, its current config, the run's target for it and the diff. */
 export function groupPlan(db: Db, wf: WorkflowRow, step: StepRow, atMs: number): unknown {
-  const installs = ((step.params.install_ids as string[]) ?? []).map((id) => getInstallById(db, id)).filter((i): i is Install => !!i);
+  const installs = groupStepOf(step)
+    .install_ids.map((id) => getInstallById(db, id))
+    .filter((i): i is Install => !!i);
   const schedule = windowScheduler(db, String(wf.params.app_id), runKindOf(wf), atMs);
   return {
     install_group: step.params.group,
@@ -51,7 +56,7 @@ export function rollbackSteps(steps: StepRow[]): StepDef[] {
       (s.status === 'succeeded' || (s.status === 'failed' && batchSnapshotOf(s.params))),
   );
   return deploys.reverse().flatMap((d) => {
-    const before = (d.params.before as Record<string, string> | undefined) ?? {};
+    const before = configsBeforeOf(d);
     const started = d.status === 'failed' ? batchSnapshotOf(d.params)!.context.started.filter((id) => id in before) : Object.keys(before);
     if (!started.length) return [];
     return [rollbackGroupStep(String(d.params.group), started, Object.fromEntries(started.map((id) => [id, before[id]])))];
@@ -63,5 +68,8 @@ export function tripError(db: Db, trip: GateTrip): string {
   const install = getInstallById(db, trip.install_id);
   const component = getComponent(db, trip.install_id, trip.component_id);
   const name = (n: string | undefined, id: string) => (n ? `${n} (${id})` : id);
-  return `health gate: install ${name(install?.name, trip.install_id)} component ${name(component?.name, trip.component_id)} is ${trip.verdict}: ${trip.reason ?? 'no reason given'}`;
+  return (
+    `health gate: install ${name(install?.name, trip.install_id)} component ${name(component?.name, trip.component_id)} ` +
+    `is ${trip.verdict}: ${trip.reason ?? 'no reason given'}`
+  );
 }

@@ -2,6 +2,7 @@
 // group's verdicts and the engine's clock; the gate, typed, is kept in the step's params. A pass
 // ends the step; a trip records the run's rollout, fails the bake, cancels later groups and, with
 // `action: "rollback"`, adds the rollback steps.
+import { z } from 'zod';
 import { getComponent, getInstallById } from '../../../store/installs.ts';
 import {
   getWorkflow,
@@ -15,14 +16,14 @@ import {
 import type { Db } from '../../../store/db.ts';
 import {
   advanceHealthGate,
-  compositeVerdict,
   gateSnapshotOf,
   initialHealthGate,
   type GateEmit,
   type GateEvent,
   type GateSnapshot,
   type GateTrip,
-} from '../../../machines/index.ts';
+} from '../../../machines/health-gate.ts';
+import { compositeVerdict } from '../../../machines/health.ts';
 import { GATE_VERDICTS, onFailureOf, rolloutParamsOf, type Rollout } from '../../domain/rollout.ts';
 import { rollbackSteps, tripError } from '../rollout-plans.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
@@ -30,6 +31,7 @@ import type { Tx } from '../transaction.ts';
 import type { Wakeups } from '../wakeups.ts';
 import type { StepHandler } from './registry.ts';
 import type { RunControl } from './run-control.ts';
+import { groupStepOf } from './state.ts';
 
 export class HealthGates implements StepHandler {
   constructor(
@@ -45,8 +47,8 @@ export class HealthGates implements StepHandler {
     const { gate } = rolloutParamsOf(wf.params);
     const at = Date.parse(t.now);
     const from = initialHealthGate({ on: gate?.on ?? [...GATE_VERDICTS], ends_at: at + (gate?.bake_ms ?? 0), for_ms: gate?.for_ms ?? 0 });
-    const now = installIdsOf(step)
-      .map((id) => this.healthNow(id, at))
+    const now = groupStepOf(step)
+      .install_ids.map((id) => this.healthNow(id, at))
       .filter((e): e is GateEvent => e !== null);
     return this.feedGate(t, wf, started, [...now, { type: 'tick', at }], from);
   }
@@ -59,7 +61,7 @@ export class HealthGates implements StepHandler {
   /** A verdict changed an install's health: the bakes watching it see its composite verdict. */
   installHealthChanged(t: Tx, orgId: string, installId: string): void {
     for (const step of listBakingSteps(this.db, orgId)) {
-      if (!installIdsOf(step).includes(installId)) continue;
+      if (!groupStepOf(step).install_ids.includes(installId)) continue;
       const ev = this.healthNow(installId, Date.parse(t.now));
       const wf = getWorkflow(this.db, step.workflow_id);
       if (!ev || !wf) continue;
@@ -148,13 +150,17 @@ export class HealthGates implements StepHandler {
 export const BAKE_VERDICTS_KEPT = 50;
 
 /** A verdict the bake saw: an install's composite verdict from `at` on (ms, engine clock). */
-export interface BakeVerdict {
-  at: number;
-  install_id: string;
-  component_id: string;
-  verdict: string;
-  reason: string | null;
-}
+const bakeVerdictSchema = z.object({
+  at: z.number(),
+  install_id: z.string(),
+  component_id: z.string(),
+  verdict: z.string(),
+  reason: z.string().nullable(),
+});
+export type BakeVerdict = z.infer<typeof bakeVerdictSchema>;
+
+/** The verdicts a bake keeps in its params (`bake_verdicts`; none before its first). */
+const bakeVerdictsSchema = z.object({ bake_verdicts: z.array(bakeVerdictSchema).default([]) });
 
 /**
  * The verdicts a bake has seen (params.bake_verdicts) after `events`: each change of an install's
@@ -162,7 +168,7 @@ export interface BakeVerdict {
  * nothing changed. Only the rollout page reads it; no event or API answer carries it.
  */
 export function verdictsSeen(params: Record<string, unknown>, events: GateEvent[]): BakeVerdict[] | null {
-  const kept = Array.isArray(params.bake_verdicts) ? (params.bake_verdicts as BakeVerdict[]) : [];
+  const kept = bakeVerdictsSchema.parse(params).bake_verdicts;
   const next = [...kept];
   for (const e of events) {
     if (e.type !== 'health') continue;
@@ -173,5 +179,3 @@ export function verdictsSeen(params: Record<string, unknown>, events: GateEvent[
   }
   return next.length === kept.length ? null : next.slice(-BAKE_VERDICTS_KEPT);
 }
-
-const installIdsOf = (step: StepRow): string[] => (step.params.install_ids as string[] | undefined) ?? [];

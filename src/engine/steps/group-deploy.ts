@@ -28,17 +28,21 @@ import {
   type BatchEmit,
   type BatchEvent,
   type BatchSnapshot,
-} from '../../../machines/index.ts';
+} from '../../../machines/deploy-batch.ts';
 import { isFinal } from '../../domain/status.ts';
 import { onFailureOf, rolloutParamsOf, type FailedInstall, type Rollout } from '../../domain/rollout.ts';
 import { rollbackSteps } from '../rollout-plans.ts';
 import type { WindowWaits } from './window.ts';
 import type { StepHandler } from './registry.ts';
 import type { RunControl } from './run-control.ts';
+import { groupStepOf } from './state.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
 
-/** Start the config updates of these installs of a deploy step (the group's `before` is recorded on the first call); a message when refused. */
+/**
+ * Start the config updates of these installs of a deploy step (the group's `before` is recorded on
+ * the first call); a message when refused.
+ */
 export type StartInstalls = (t: Tx, wf: WorkflowRow, step: StepRow, installIds: string[]) => string | void;
 
 export class DeployBatches implements StepHandler {
@@ -57,7 +61,7 @@ export class DeployBatches implements StepHandler {
     this.facts.stepEvent(t, wf, pending, { type: 'start' });
     const step = getStep(this.db, wf.workflow_id, pending.step_id)!;
     const { policy } = rolloutParamsOf(wf.params);
-    const order = installOrder(this.db, (step.params.install_ids as string[] | undefined) ?? []);
+    const order = installOrder(this.db, groupStepOf(step).install_ids);
     const from = initialDeployBatch({
       order,
       max_parallel: policy?.max_parallel ?? null,
@@ -164,7 +168,8 @@ export class DeployBatches implements StepHandler {
       : { run_id: wf.workflow_id, trigger: 'deploy_failed', failed_installs: failed };
     const run = setWorkflowParams(this.db, wf.workflow_id, { ...wf.params, rollout })!;
     const error = timedOut.length
-      ? `no change window let ${timedOut.map((id) => installName(this.db, id)).join(', ')} start within window_timeout ${rolloutParamsOf(wf.params).policy?.window_timeout ?? '24h'}`
+      ? `no change window let ${timedOut.map((id) => installName(this.db, id)).join(', ')} start ` +
+        `within window_timeout ${rolloutParamsOf(wf.params).policy?.window_timeout ?? '24h'}`
       : `${failed.length} of ${size} installs did not apply the config (${failed.map((f) => `${f.install_id}: ${f.error}`).join('; ')})`;
     this.facts.stepEvent(t, run, step, { type: 'fail', error });
     if (onFailureOf(run.params) !== 'rollback') return;

@@ -9,6 +9,7 @@ import { newId } from '../../domain/ids.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
 import type { StepHandler } from './registry.ts';
+import { runParamsOf } from './state.ts';
 
 export class JobSteps implements StepHandler {
   constructor(
@@ -36,7 +37,7 @@ export class JobSteps implements StepHandler {
   private missingActionInput(wf: WorkflowRow, step: StepRow): string | null {
     if (step.operation !== 'action.run' || !wf.action_id) return null;
     const action = getActionById(this.db, wf.action_id);
-    const given = (wf.params.inputs as Record<string, unknown> | undefined) ?? {};
+    const given = runParamsOf(wf).inputs ?? {};
     for (const [name, spec] of Object.entries(action?.inputs ?? {})) {
       if (spec?.required && (given[name] === undefined || given[name] === null)) return name;
     }
@@ -64,7 +65,7 @@ export class JobSteps implements StepHandler {
     if (step.component_id) payload.component_id = step.component_id;
     if (step.sandbox_id) payload.sandbox_id = step.sandbox_id;
     if (step.params.action_id) payload.action_id = step.params.action_id;
-    const cfg = (wf.params.app_config_id as string | undefined) ?? install?.app_config_id;
+    const cfg = runParamsOf(wf).app_config_id ?? install?.app_config_id;
     if (cfg) payload.app_config_id = cfg;
     insertJob(this.db, {
       job_id: jobId,

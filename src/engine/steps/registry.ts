@@ -3,6 +3,7 @@
 // gate's bake, a verification gate, and a wait for a change window. The run
 // (src/engine/workflow-runs.ts) begins a step and tells it of its ended children through the
 // handler of its kind, never by an if-chain.
+import { z } from 'zod';
 import type { StepRow, WorkflowRow } from '../../../store/workflows.ts';
 import type { StepKind as DefinedKind } from '../definitions.ts';
 import type { Tx } from '../transaction.ts';
@@ -23,15 +24,16 @@ export interface StepHandler {
 /** One handler per step kind (no default: a kind without a handler does not compile). */
 export type StepHandlers = Record<StepKind, StepHandler>;
 
-const KINDS: readonly string[] = ['job', 'approval', 'children', 'bake', 'verify', 'window'] satisfies Array<DefinedKind | 'window'>;
+/** A step's kind as stored (`params.kind`); a step stored without a known kind runs as a job, as it always has. */
+const storedKindSchema = z.object({
+  kind: z.enum(['job', 'approval', 'children', 'bake', 'verify', 'window'] satisfies Array<DefinedKind | 'window'>).catch('job'),
+});
 
 /** A run's group deploy: a children step of a branch run or an app rollback that is not a rollback. */
 export const isGroupDeploy = (step: StepRow): boolean =>
   step.params.kind === 'children' && !step.params.rollback && typeof step.params.group === 'string';
 
-/** The kind of a step, as its params say (a step stored without a known kind runs as a job, as it always has). */
+/** The kind of a step, as its params say. */
 export function stepKindOf(step: StepRow): StepKind {
-  if (isGroupDeploy(step)) return 'group-deploy';
-  const kind = step.params.kind;
-  return typeof kind === 'string' && KINDS.includes(kind) ? (kind as StepKind) : 'job';
+  return isGroupDeploy(step) ? 'group-deploy' : storedKindSchema.parse(step.params).kind;
 }

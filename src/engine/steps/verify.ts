@@ -12,6 +12,7 @@
 // once"), and the group moves on only once every verification passed AND then its bake elapsed
 // with the gate clean. A verdict that went bad during verification and is still bad when the bake
 // starts trips it (a verdict already bad at the bake's start counts).
+import { z } from 'zod';
 import { getInstallById } from '../../../store/installs.ts';
 import {
   getStep,
@@ -28,20 +29,20 @@ import {
   initialVerification,
   nextWakeOf,
   verifySnapshotOf,
-  type VerifyEmit,
   type VerifyEvent,
   type VerifyFailure,
   type VerifySnapshot,
 } from '../../../machines/verification.ts';
 import { onFailureOf, type Rollout } from '../../domain/rollout.ts';
-import { shownUrl, verificationsOf, type Verification, type VerifyAnswer } from '../../domain/verification.ts';
-import type { VerificationRequest, VerifiedInstall } from '../../events/verification.ts';
+import { shownUrl, verificationsOf, verifyAnswerSchema, type Verification, type VerifyAnswer } from '../../domain/verification.ts';
+import type { VerificationRequest, VerifiedInstall } from '../../events/verification-request.ts';
 import { rollbackSteps, runTargetOf } from '../rollout-plans.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
 import type { Wakeups } from '../wakeups.ts';
 import type { StepHandler } from './registry.ts';
 import type { RunControl } from './run-control.ts';
+import { configsBeforeOf, groupStepOf } from './state.ts';
 
 /** One request to make now: to which verification, and the event it carries (without envelope). */
 export interface VerifyAsk {
@@ -60,6 +61,29 @@ export interface VerifyNext {
 export const VERIFY_ANSWERS_KEPT = 50;
 
 const NOTHING: VerifyNext = { asks: [], wakeAt: null };
+
+/** A group's install as the requests name it (events/verification.ts VerifiedInstall). */
+const verifiedInstallSchema = z.object({
+  install_id: z.string(),
+  install_name: z.string(),
+  labels: z.record(z.string(), z.string()),
+  old_app_config_id: z.string().nullable(),
+  new_app_config_id: z.string().nullable(),
+}) satisfies z.ZodType<VerifiedInstall>;
+
+/** An answer as a verify step keeps it: to which URL and attempt, when (ms, engine clock), and what it said. */
+const keptAnswerSchema = verifyAnswerSchema.omit({ at: true }).extend({
+  index: z.number(),
+  attempt: z.number().nullable(),
+  at: z.number(),
+});
+
+/** What a verify step keeps in its params besides its machine (`verify`): its installs and the answers it heard. */
+const verifyStateSchema = z.object({
+  installs: z.array(verifiedInstallSchema).default([]),
+  verify_answers: z.array(keptAnswerSchema).default([]),
+});
+const verifyStateOf = (step: StepRow) => verifyStateSchema.parse(step.params);
 
 export class VerifySteps implements StepHandler {
   constructor(
@@ -134,7 +158,7 @@ export class VerifySteps implements StepHandler {
       ev.type === 'answer'
         ? {
             verify_answers: [
-              ...((step.params.verify_answers as unknown[] | undefined) ?? []),
+              ...verifyStateOf(step).verify_answers,
               { index: ev.index, attempt: gate.context.checks[ev.index]?.attempt ?? null, at: ev.at, ...ev.answer },
             ].slice(-VERIFY_ANSWERS_KEPT),
           }
@@ -145,7 +169,7 @@ export class VerifySteps implements StepHandler {
       params: { ...step.params, verify, ...answers },
     })!;
     const asks: VerifyAsk[] = [];
-    for (const e of r.emitted as VerifyEmit[]) {
+    for (const e of r.emitted) {
       if (e.type === 'ask') asks.push(...e.asks.map((a) => this.askOf(t, wf, fresh, a.index, a.attempt)));
       if (e.type === 'passed') {
         if (this.facts.stepEvent(t, wf, fresh, { type: 'succeed' })) this.run.advance(t, wf.workflow_id);
@@ -175,9 +199,9 @@ export class VerifySteps implements StepHandler {
         },
         rollout: {
           run_id: wf.workflow_id,
-          group: String(step.params.group),
+          group: String(groupStepOf(step).group),
           attempt,
-          installs: (step.params.installs as VerifiedInstall[] | undefined) ?? [],
+          installs: verifyStateOf(step).installs,
         },
       },
     };
@@ -208,8 +232,8 @@ export class VerifySteps implements StepHandler {
     const deploy = listSteps(this.db, wf.workflow_id).find(
       (s) => s.params.kind === 'children' && !s.params.rollback && s.params.group === step.params.group,
     );
-    const before = (deploy?.params.before as Record<string, string> | undefined) ?? {};
-    return ((step.params.install_ids as string[] | undefined) ?? []).flatMap((id) => {
+    const before = configsBeforeOf(deploy);
+    return groupStepOf(step).install_ids.flatMap((id) => {
       const i = getInstallById(this.db, id);
       if (!i) return [];
       return [

@@ -14,6 +14,7 @@
 // more starts; the running updates finish; then the deploy fails with trigger `window_timeout`).
 // All of it is in SQLite (the batch and the wait steps): after a restart the scheduler's tick
 // picks up where it was. Updates already started are never stopped by a window closing.
+import { z } from 'zod';
 import { getInstallById, type Install } from '../../../store/installs.ts';
 import { listChangeWindows, listWindowWaits } from '../../../store/change-windows.ts';
 import { getStep, getWorkflow, updateStep, type StepRow, type WorkflowRow } from '../../../store/workflows.ts';
@@ -21,11 +22,12 @@ import type { Db } from '../../../store/db.ts';
 import { windowPlanner, type RunKind, type WindowPlanner, type WindowVerdict } from '../../domain/change-windows.ts';
 import { rolloutParamsOf } from '../../domain/rollout.ts';
 import { newId } from '../../domain/ids.ts';
-import type { BatchEvent } from '../../../machines/index.ts';
+import type { BatchEvent } from '../../../machines/deploy-batch.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
 import type { Wakeups } from '../wakeups.ts';
 import type { StepHandler } from './registry.ts';
+import { runParamsOf } from './state.ts';
 
 /** The run kind a window may apply to (CONTRACT 4.3 `applies_to`). */
 export const runKindOf = (wf: WorkflowRow): RunKind => (wf.type === 'app_rollback' ? 'rollback' : 'branch_run');
@@ -34,19 +36,23 @@ export const runKindOf = (wf: WorkflowRow): RunKind => (wf.type === 'app_rollbac
 const DEFAULT_WINDOW_TIMEOUT_MS = 24 * 3_600_000;
 
 /** What a wait step keeps in its params. */
-interface WaitParams {
-  kind: 'window';
-  deploy_step_id: string;
-  install_id: string;
+const waitParamsSchema = z.object({
+  kind: z.literal('window'),
+  deploy_step_id: z.string(),
+  install_id: z.string(),
   /** when it began waiting (ms, engine clock) */
-  since_ms: number;
+  since_ms: z.number(),
   /** `data.rollout` of its events */
-  window: { install_id: string; next_window_at: string | null; window_ids: string[] };
+  window: z.object({ install_id: z.string(), next_window_at: z.string().nullable(), window_ids: z.array(z.string()) }),
   /** when the clock should look at it again (ms): its window's opening or its timeout */
-  due_ms: number;
-}
+  due_ms: z.number(),
+});
+type WaitParams = z.infer<typeof waitParamsSchema>;
 
-const waitOf = (s: StepRow): WaitParams => s.params as unknown as WaitParams;
+const waitOf = (s: StepRow): WaitParams => waitParamsSchema.parse(s.params);
+
+/** When a wait step is due to be looked at again (ms, engine clock): its window's opening or its timeout. */
+export const waitDueOf = (s: StepRow): number => waitOf(s).due_ms;
 
 /** A deploy step's news from its waiting installs: those that may start now, and those that waited too long. */
 export interface WaitNews {
@@ -77,7 +83,7 @@ export class WindowWaits implements StepHandler {
 
   /** Of installs the batch would start now: those that may, and those a window holds (each gets a started wait step). */
   split(t: Tx, wf: WorkflowRow, deploy: StepRow, ids: string[]): { start: string[]; held: string[] } {
-    const appId = wf.params.app_id as string | undefined;
+    const appId = runParamsOf(wf).app_id;
     const windows = appId ? listChangeWindows(this.db, appId) : [];
     if (!windows.length) return { start: ids, held: [] };
     const at = Date.parse(t.now);
@@ -146,7 +152,9 @@ export class WindowWaits implements StepHandler {
       if (at - w.since_ms > timeout) {
         this.facts.stepEvent(t, wf, s, {
           type: 'fail',
-          error: `no change window let install ${install!.name} (${install!.install_id}) start within window_timeout ${rolloutParamsOf(wf.params).policy?.window_timeout ?? '24h'}`,
+          error:
+            `no change window let install ${install!.name} (${install!.install_id}) start ` +
+            `within window_timeout ${rolloutParamsOf(wf.params).policy?.window_timeout ?? '24h'}`,
         });
         entry.events.push({ type: 'timeout', install_ids: [w.install_id] });
         continue;
