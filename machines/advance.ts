@@ -62,6 +62,27 @@ export function initial<S extends string = string, C = unknown>(machine: AnyStat
   return { state: stateString(snapshot.value) as S, context: snapshot.context as C };
 }
 
+/** A machine's two entry points, typed for it (what every machine module exports, by its own names). */
+export interface MachineSteps<S extends string, C, Ev extends MachineInput, E, I> {
+  /** the initial {state, context}, from `input` when the machine takes one */
+  initial(input: I): { state: S; context: C };
+  /** advance() on the machine */
+  advance(state: S, context: C, event: Ev): Advanced<S, C, E>;
+}
+
+/**
+ * initial() and advance() bound to one machine and typed for it: state S, context C, events Ev,
+ * emitted payloads E, input I (none by default).
+ */
+export function machineSteps<S extends string, C, Ev extends MachineInput, E, I = void>(
+  machine: AnyStateMachine,
+): MachineSteps<S, C, Ev, E, I> {
+  return {
+    initial: (input) => initial<S, C>(machine, input),
+    advance: (state, context, event) => advance<S, C, E>(machine, state, context, event),
+  };
+}
+
 /** Results of advance() already computed, per machine: a transition is a pure function of its inputs. */
 const memo = new WeakMap<AnyStateMachine, Map<string, Advanced<string, unknown, unknown>>>();
 const MEMO_MAX = 10_000;

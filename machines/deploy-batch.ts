@@ -11,8 +11,7 @@
 // the engine feeds it the children's outcomes and the windows' answers, and starts what it emits.
 import { assign, emit, setup } from 'xstate';
 import { z } from 'zod';
-import { advance, initial } from './advance.ts';
-import type { Advanced } from './advance.ts';
+import { machineSteps } from './advance.ts';
 import { failedInstallSchema, type FailedInstall } from '../src/domain/rollout.ts';
 
 export const BATCH_STATUSES = ['deploying', 'succeeded', 'failed'] as const;
@@ -185,17 +184,13 @@ export const deployBatchMachine = setup({
   },
 });
 
-export function initialDeployBatch(input: BatchInput): BatchSnapshot {
-  return initial<BatchStatus, BatchContext>(deployBatchMachine, input);
-}
-
-export function advanceDeployBatch(
-  state: BatchStatus,
-  context: BatchContext,
-  event: BatchEvent,
-): Advanced<BatchStatus, BatchContext, BatchEmit> {
-  return advance<BatchStatus, BatchContext, BatchEmit>(deployBatchMachine, state, context, event);
-}
+export const { initial: initialDeployBatch, advance: advanceDeployBatch } = machineSteps<
+  BatchStatus,
+  BatchContext,
+  BatchEvent,
+  BatchEmit,
+  BatchInput
+>(deployBatchMachine);
 
 /** floor(size × max_failed_pct / 100): how many of a group's installs may fail (CONTRACT 4.3). */
 export function failureBudget(size: number, maxFailedPct: number): number {

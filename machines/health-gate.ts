@@ -9,8 +9,7 @@
 // engine's, given in each event (`at`, milliseconds).
 import { assign, emit, setup } from 'xstate';
 import { z } from 'zod';
-import { advance, initial } from './advance.ts';
-import type { Advanced } from './advance.ts';
+import { machineSteps } from './advance.ts';
 import type { KnownVerdict } from './health.ts';
 import { GATE_VERDICTS, gateTripSchema, type GateTrip } from '../src/domain/rollout.ts';
 
@@ -132,10 +131,10 @@ export const healthGateMachine = setup({
   },
 });
 
-export function initialHealthGate(input: GateInput): GateSnapshot {
-  return initial<GateStatus, GateContext>(healthGateMachine, input);
-}
-
-export function advanceHealthGate(state: GateStatus, context: GateContext, event: GateEvent): Advanced<GateStatus, GateContext, GateEmit> {
-  return advance<GateStatus, GateContext, GateEmit>(healthGateMachine, state, context, event);
-}
+export const { initial: initialHealthGate, advance: advanceHealthGate } = machineSteps<
+  GateStatus,
+  GateContext,
+  GateEvent,
+  GateEmit,
+  GateInput
+>(healthGateMachine);

@@ -1,8 +1,7 @@
 // Component and install health (spec 3 "Health verdicts", contract 5.2 "Health").
 // Pure: no I/O, no clocks.
 import { assign, emit, setup } from 'xstate';
-import { advance, initial } from './advance.ts';
-import type { Advanced } from './advance.ts';
+import { machineSteps } from './advance.ts';
 import type { Verdict } from '../src/domain/status.ts';
 
 /** A verdict that is remembered: `unknown` never is (the last known verdict stands). */
@@ -36,6 +35,21 @@ export function compositeVerdict(verdicts: Record<string, KnownVerdict>): KnownV
   return worstVerdict(Object.values(verdicts));
 }
 
+/**
+ * The two states of a health machine on `verdict` events: from ok, a verdict that passes the guard
+ * `toBad` goes to bad, emitting the machine's `worse` fact; from bad, one that passes `toOk` goes
+ * back to ok, emitting `better`; each fact is emitted before `record` keeps the verdict. Any other
+ * known verdict is only recorded; an unknown one has no transition (not accepted).
+ */
+function okAndBad<G extends string>(toBad: G, toOk: G) {
+  return {
+    ok: { on: { verdict: [{ guard: toBad, target: 'bad', actions: ['worse', 'record'] }, KEEP] } },
+    bad: { on: { verdict: [{ guard: toOk, target: 'ok', actions: ['better', 'record'] }, KEEP] } },
+  } as const;
+}
+
+const KEEP = { guard: 'known', actions: 'record' } as const;
+
 // ---------------------------------------------------------------------------
 // component
 
@@ -68,6 +82,8 @@ export const componentHealthMachine = setup({
     healthy: ({ event }) => event.verdict === 'healthy',
   },
   actions: {
+    worse: emit(({ context, event }) => componentFact('unhealthy', context, event)),
+    better: emit(({ context, event }) => componentFact('recovered', context, event)),
     // emit actions run before this one, so they see the previous verdict
     record: assign({ verdict: ({ event }) => (isKnownVerdict(event.verdict) ? event.verdict : null) }),
   },
@@ -75,46 +91,15 @@ export const componentHealthMachine = setup({
   id: 'componentHealth',
   initial: 'ok',
   context: { verdict: null },
-  states: {
-    ok: {
-      on: {
-        verdict: [
-          {
-            guard: 'bad',
-            target: 'bad',
-            actions: [emit(({ context, event }) => componentFact('unhealthy', context, event)), 'record'],
-          },
-          { guard: 'known', actions: 'record' },
-          // unknown: no transition, not accepted
-        ],
-      },
-    },
-    bad: {
-      on: {
-        verdict: [
-          {
-            guard: 'healthy',
-            target: 'ok',
-            actions: [emit(({ context, event }) => componentFact('recovered', context, event)), 'record'],
-          },
-          { guard: 'known', actions: 'record' },
-        ],
-      },
-    },
-  },
+  states: okAndBad('bad', 'healthy'),
 });
 
-export function initialComponentHealth(): { state: HealthStatus; context: ComponentHealthContext } {
-  return initial<HealthStatus, ComponentHealthContext>(componentHealthMachine);
-}
-
-export function advanceComponentHealth(
-  state: HealthStatus,
-  context: ComponentHealthContext,
-  event: ComponentHealthEvent,
-): Advanced<HealthStatus, ComponentHealthContext, ComponentHealthEmit> {
-  return advance<HealthStatus, ComponentHealthContext, ComponentHealthEmit>(componentHealthMachine, state, context, event);
-}
+export const { initial: initialComponentHealth, advance: advanceComponentHealth } = machineSteps<
+  HealthStatus,
+  ComponentHealthContext,
+  ComponentHealthEvent,
+  ComponentHealthEmit
+>(componentHealthMachine);
 
 // ---------------------------------------------------------------------------
 // install (composite over its components)
@@ -160,6 +145,8 @@ export const installHealthMachine = setup({
     compositeHealthy: ({ context, event }) => isKnownVerdict(event.verdict) && nextComposite(context, event) === 'healthy',
   },
   actions: {
+    worse: emit(({ context, event }) => installFact('degraded', context, event)),
+    better: emit(({ context, event }) => installFact('recovered', context, event)),
     // emit actions run before this one, so they see the previous composite
     record: assign({ verdicts: ({ context, event }) => withVerdict(context, event) }),
   },
@@ -167,42 +154,12 @@ export const installHealthMachine = setup({
   id: 'installHealth',
   initial: 'ok',
   context: { verdicts: {} },
-  states: {
-    ok: {
-      on: {
-        verdict: [
-          {
-            guard: 'compositeBad',
-            target: 'bad',
-            actions: [emit(({ context, event }) => installFact('degraded', context, event)), 'record'],
-          },
-          { guard: 'known', actions: 'record' },
-        ],
-      },
-    },
-    bad: {
-      on: {
-        verdict: [
-          {
-            guard: 'compositeHealthy',
-            target: 'ok',
-            actions: [emit(({ context, event }) => installFact('recovered', context, event)), 'record'],
-          },
-          { guard: 'known', actions: 'record' },
-        ],
-      },
-    },
-  },
+  states: okAndBad('compositeBad', 'compositeHealthy'),
 });
 
-export function initialInstallHealth(): { state: HealthStatus; context: InstallHealthContext } {
-  return initial<HealthStatus, InstallHealthContext>(installHealthMachine);
-}
-
-export function advanceInstallHealth(
-  state: HealthStatus,
-  context: InstallHealthContext,
-  event: InstallHealthEvent,
-): Advanced<HealthStatus, InstallHealthContext, InstallHealthEmit> {
-  return advance<HealthStatus, InstallHealthContext, InstallHealthEmit>(installHealthMachine, state, context, event);
-}
+export const { initial: initialInstallHealth, advance: advanceInstallHealth } = machineSteps<
+  HealthStatus,
+  InstallHealthContext,
+  InstallHealthEvent,
+  InstallHealthEmit
+>(installHealthMachine);

@@ -1,8 +1,7 @@
 // Runner health (spec 3 "Runner", contract 5.1 / 5.2 runner health check).
 // Pure: the periodic `check` tick and all time come from the engine.
 import { assign, emit, setup } from 'xstate';
-import { advance, initial } from './advance.ts';
-import type { Advanced } from './advance.ts';
+import { machineSteps } from './advance.ts';
 import type { RunnerState } from '../src/domain/status.ts';
 
 /** The runner's health state (CONTRACT 5.1). */
@@ -96,14 +95,6 @@ export const runnerMachine = setup({
   },
 });
 
-export function initialRunner(): { state: RunnerStatus; context: RunnerContext } {
-  return initial<RunnerStatus, RunnerContext>(runnerMachine);
-}
-
-export function advanceRunner(
-  state: RunnerStatus,
-  context: RunnerContext,
-  event: RunnerEvent,
-): Advanced<RunnerStatus, RunnerContext, RunnerEmit> {
-  return advance<RunnerStatus, RunnerContext, RunnerEmit>(runnerMachine, state, context, event);
-}
+export const { initial: initialRunner, advance: advanceRunner } = machineSteps<RunnerStatus, RunnerContext, RunnerEvent, RunnerEmit>(
+  runnerMachine,
+);

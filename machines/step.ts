@@ -1,7 +1,6 @@
 // Workflow step lifecycle (spec 3, contract 4.2 / 5). Pure: no I/O, no clocks.
 import { enqueueActions, setup } from 'xstate';
-import { advance, initial } from './advance.ts';
-import type { Advanced } from './advance.ts';
+import { machineSteps } from './advance.ts';
 import type { StepStatus } from '../src/domain/status.ts';
 
 export type { StepStatus };
@@ -121,10 +120,7 @@ export const stepMachine = setup({
   },
 });
 
-export function initialStep(input?: StepInput): { state: StepStatus; context: StepContext } {
-  return initial<StepStatus, StepContext>(stepMachine, input ?? {});
-}
-
-export function advanceStep(state: StepStatus, context: StepContext, event: StepEvent): Advanced<StepStatus, StepContext, StepEmit> {
-  return advance<StepStatus, StepContext, StepEmit>(stepMachine, state, context, event);
-}
+/** initialStep(input?): the step's `silent` from its input (false without one). */
+export const { initial: initialStep, advance: advanceStep } = machineSteps<StepStatus, StepContext, StepEvent, StepEmit, StepInput | void>(
+  stepMachine,
+);

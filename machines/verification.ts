@@ -9,8 +9,7 @@
 // URLs it is told to and feeds back their answers.
 import { assign, emit, setup } from 'xstate';
 import { z } from 'zod';
-import { advance, initial } from './advance.ts';
-import type { Advanced } from './advance.ts';
+import { machineSteps } from './advance.ts';
 import { verifyAnswerSchema, type VerifyAnswer } from '../src/domain/verification.ts';
 
 export const VERIFY_STATUSES = ['verifying', 'passed', 'failed'] as const;
@@ -173,17 +172,13 @@ export const verificationMachine = setup({
   },
 });
 
-export function initialVerification(input: VerifyInput): VerifySnapshot {
-  return initial<VerifyStatus, VerifyContext>(verificationMachine, input);
-}
-
-export function advanceVerification(
-  state: VerifyStatus,
-  context: VerifyContext,
-  event: VerifyEvent,
-): Advanced<VerifyStatus, VerifyContext, VerifyEmit> {
-  return advance<VerifyStatus, VerifyContext, VerifyEmit>(verificationMachine, state, context, event);
-}
+export const { initial: initialVerification, advance: advanceVerification } = machineSteps<
+  VerifyStatus,
+  VerifyContext,
+  VerifyEvent,
+  VerifyEmit,
+  VerifyInput
+>(verificationMachine);
 
 /** When the gate is next to be looked at (ms): its earliest ask, or a URL's `max_wait`; null once it has ended. */
 export function nextWakeOf(s: VerifySnapshot): number | null {

@@ -3,8 +3,7 @@
 // events). What it emits the engine turns into `com.svc.webhook.delivery.v1` events (CONTRACT 6.2)
 // in the transaction that stores its new state.
 import { assign, emit, setup } from 'xstate';
-import { advance, initial } from './advance.ts';
-import type { Advanced } from './advance.ts';
+import { machineSteps } from './advance.ts';
 
 export type WatchState = 'active' | 'failing' | 'disabled';
 export const WATCH_STATES: readonly WatchState[] = ['active', 'failing', 'disabled'];
@@ -192,14 +191,6 @@ export function watchContextOf(stored: unknown): WatchContext {
   return stored && typeof stored === 'object' ? { ...CLEAR, ...(stored as Partial<WatchContext>) } : { ...CLEAR };
 }
 
-export function initialWatchdog(): { state: WatchState; context: WatchContext } {
-  return initial<WatchState, WatchContext>(webhookWatchdogMachine);
-}
-
-export function advanceWatchdog(
-  state: WatchState,
-  context: WatchContext,
-  event: WatchEvent,
-): Advanced<WatchState, WatchContext, WatchEmit> {
-  return advance<WatchState, WatchContext, WatchEmit>(webhookWatchdogMachine, state, context, event);
-}
+export const { initial: initialWatchdog, advance: advanceWatchdog } = machineSteps<WatchState, WatchContext, WatchEvent, WatchEmit>(
+  webhookWatchdogMachine,
+);

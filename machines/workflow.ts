@@ -1,7 +1,6 @@
 // Workflow lifecycle (spec 3, contract 5). Pure: no I/O, no clocks.
 import { emit, setup } from 'xstate';
-import { advance, initial } from './advance.ts';
-import type { Advanced } from './advance.ts';
+import { machineSteps } from './advance.ts';
 import { isFinal, type RunOutcome, type StepStatus, type WorkflowStatus } from '../src/domain/status.ts';
 
 export type { WorkflowStatus };
@@ -102,14 +101,9 @@ export const workflowMachine = setup({
   },
 });
 
-export function initialWorkflow(): { state: WorkflowStatus; context: WorkflowContext } {
-  return initial<WorkflowStatus, WorkflowContext>(workflowMachine);
-}
-
-export function advanceWorkflow(
-  state: WorkflowStatus,
-  context: WorkflowContext,
-  event: WorkflowEvent,
-): Advanced<WorkflowStatus, WorkflowContext, WorkflowEmit> {
-  return advance<WorkflowStatus, WorkflowContext, WorkflowEmit>(workflowMachine, state, context, event);
-}
+export const { initial: initialWorkflow, advance: advanceWorkflow } = machineSteps<
+  WorkflowStatus,
+  WorkflowContext,
+  WorkflowEvent,
+  WorkflowEmit
+>(workflowMachine);

@@ -6,6 +6,7 @@
  *   svc.ingest.<org>.<family>.<id>       producers → engine (core NATS request/reply, never in a stream)
  *   svc.events.<ce subject with / → .>   engine → subscribers (core NATS, one message per event)
  *   svc.hop.events                       engine → data planes (the SVC_EVENTS stream: batches of events)
+ *   svc.outcomes.<worker>                data planes → engine (the SVC_OUTCOMES stream: outcome batches)
  */
 
 import { ID_RE } from '../domain/ids.ts';
@@ -19,6 +20,13 @@ export const eventsPrefix = 'svc.events.';
 /** The durable hop (src/bus/hop.ts): where the relay publishes batches of events into SVC_EVENTS. */
 export const hopSubject = 'svc.hop.events';
 export const hopWildcard = 'svc.hop.>';
+/** Where svc worker data planes send their outcome batches (the SVC_OUTCOMES stream, src/bus/nats/jetstream.ts). */
+export const outcomesWildcard = 'svc.outcomes.>';
+
+/** `svc.outcomes.<worker id>`: one worker's outcome batches. */
+export function outcomesSubject(workerId: string): string {
+  return `svc.outcomes.${workerId}`;
+}
 
 /**
  * Inbox prefixes: the engine's and workers' replies stay out of producers' reach, and each org's

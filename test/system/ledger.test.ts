@@ -15,7 +15,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, describe, expect, it, type TestContext } from 'vitest';
 import { PER_WEBHOOK_IN_FLIGHT } from '../../src/dataplane/pipeline.ts';
 import { decodeOutcomeBatch } from '../../src/outcomes/outcome.ts';
-import { outcomesSubject } from '../../src/bus/nats/jetstream.ts';
+import { outcomesSubject } from '../../src/bus/subjects.ts';
 import { findNatsServer, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import {
   childSettled,

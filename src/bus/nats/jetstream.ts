@@ -32,13 +32,12 @@ import { Kvm } from '@nats-io/kv';
 import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { foregroundClock, sleep, type Clock } from '../../domain/clock.ts';
-import { hopWildcard, ingestWildcard, subjectsOverlap } from '../subjects.ts';
+import { hopWildcard, ingestWildcard, outcomesWildcard, subjectsOverlap } from '../subjects.ts';
 
 export const EVENTS_STREAM = 'SVC_EVENTS';
 export const DISPATCH_CONSUMER = 'svc-dispatch';
 export const OUTCOMES_STREAM = 'SVC_OUTCOMES';
 export const OUTCOMES_CONSUMER = 'svc-engine';
-export const outcomesWildcard = 'svc.outcomes.>';
 export const REGISTRY_BUCKET = 'svc_webhooks';
 export const PROGRESS_BUCKET = 'svc_progress';
 
@@ -76,10 +75,6 @@ export const EVENT_ID_HEADER = 'Nats-Msg-Id';
 /** When JetStream stored a message (ms since the epoch, the server's clock): what replays are judged by. */
 export function storedAtMs(m: JsMsg): number {
   return Number(m.info.timestampNanos) / 1e6;
-}
-
-export function outcomesSubject(workerId: string): string {
-  return `svc.outcomes.${workerId}`;
 }
 
 export function sealHeaders(seal: string): MsgHdrs {

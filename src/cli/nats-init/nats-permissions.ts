@@ -2,8 +2,8 @@
 // privilege, a producer's org-scoped template, the unrestricted engine (the one check NATS cannot
 // make for the engine, a producer's reply subject, is src/bus/subjects.ts isProducerReplySubject).
 // src/bus/nats/nats-auth.ts tells the design.
-import { DISPATCH_CONSUMER, EVENTS_STREAM, outcomesWildcard, PROGRESS_BUCKET, REGISTRY_BUCKET } from '../../bus/nats/jetstream.ts';
-import { INBOX_PREFIX, producerInboxPrefix } from '../../bus/subjects.ts';
+import { DISPATCH_CONSUMER, EVENTS_STREAM, PROGRESS_BUCKET, REGISTRY_BUCKET } from '../../bus/nats/jetstream.ts';
+import { INBOX_PREFIX, outcomesWildcard, producerInboxPrefix } from '../../bus/subjects.ts';
 
 export interface PermissionLists {
   pub: { allow: string[] };
