@@ -27,7 +27,10 @@ const checkSchema = z.object({
   failures: z.number(),
   /** when it was first asked (ms), null before */
   first_at: z.number().nullable(),
-  /** when it is to be asked (again): after an answer, its time + interval; after an ask, the ask's + interval (an ask lost to a crash is made again then) */
+  /**
+   * when it is to be asked (again): after an answer, its time + interval; after an ask, the ask's +
+   * interval (an ask lost to a crash is made again then)
+   */
   next_at: z.number(),
   passed: z.boolean(),
   last: verifyAnswerSchema.nullable(),

@@ -44,7 +44,8 @@ export function registerNatsCommands(program: Command): void {
   nats
     .command('init')
     .description(
-      'write DIR/nats.conf (JetStream, authentication required), DIR/engine.creds and DIR/worker.creds; with --cluster N, DIR/nats-1.conf … nats-N.conf for a cluster',
+      'write DIR/nats.conf (JetStream, authentication required), DIR/engine.creds and DIR/worker.creds; ' +
+        'with --cluster N, DIR/nats-1.conf … nats-N.conf for a cluster',
     )
     .requiredOption('--dir <dir>', 'directory to write into (created if missing; must not hold a setup already)')
     .option(

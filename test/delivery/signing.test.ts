@@ -78,25 +78,32 @@ describe('signatureHeaders through the Deliverer (injected clock)', () => {
     return { rec, id, body };
   }
 
-  it('a plain secret: webhook-id, webhook-timestamp of this attempt, a v1 signature the stock library verifies ({format: raw}), X-Svc-Signature', async () => {
-    const secret = 'a plain shared secret';
-    const { rec, id, body } = await deliver({ secret });
-    const h = hdrs(rec);
-    expect(h['webhook-id']).toBe(id);
-    expect(h['webhook-timestamp']).toBe(String(Math.floor(clock.now() / 1000)));
-    expect(h['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/);
-    expect(stock(secret).verify(rec.raw, h)).toEqual(JSON.parse(body));
-    expect(verifies('another secret', rec)).toBe(false);
-    expect(h['x-svc-signature']).toBe(hmacHex(secret, rec.raw));
-  });
+  it(
+    'a plain secret: webhook-id, webhook-timestamp of this attempt, ' +
+      'a v1 signature the stock library verifies ({format: raw}), X-Svc-Signature',
+    async () => {
+      const secret = 'a plain shared secret';
+      const { rec, id, body } = await deliver({ secret });
+      const h = hdrs(rec);
+      expect(h['webhook-id']).toBe(id);
+      expect(h['webhook-timestamp']).toBe(String(Math.floor(clock.now() / 1000)));
+      expect(h['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/);
+      expect(stock(secret).verify(rec.raw, h)).toEqual(JSON.parse(body));
+      expect(verifies('another secret', rec)).toBe(false);
+      expect(h['x-svc-signature']).toBe(hmacHex(secret, rec.raw));
+    },
+  );
 
-  it('a whsec_ secret: keyed with the bytes it encodes (the stock library as given), X-Svc-Signature keyed with the whole string', async () => {
-    const { rec, body } = await deliver({ secret: WHSEC_NEW });
-    expect(new Webhook(WHSEC_NEW).verify(rec.raw, hdrs(rec))).toEqual(JSON.parse(body));
-    // not the raw string's bytes
-    expect(() => new Webhook(WHSEC_NEW, { format: 'raw' }).verify(rec.raw, hdrs(rec))).toThrow(/signature/i);
-    expect(hdrs(rec)['x-svc-signature']).toBe(hmacHex(WHSEC_NEW, rec.raw));
-  });
+  it(
+    'a whsec_ secret: keyed with the bytes it encodes (the stock library as given), ' + 'X-Svc-Signature keyed with the whole string',
+    async () => {
+      const { rec, body } = await deliver({ secret: WHSEC_NEW });
+      expect(new Webhook(WHSEC_NEW).verify(rec.raw, hdrs(rec))).toEqual(JSON.parse(body));
+      // not the raw string's bytes
+      expect(() => new Webhook(WHSEC_NEW, { format: 'raw' }).verify(rec.raw, hdrs(rec))).toThrow(/signature/i);
+      expect(hdrs(rec)['x-svc-signature']).toBe(hmacHex(WHSEC_NEW, rec.raw));
+    },
+  );
 
   it('during an overlap both secrets sign, new first, each verifying alone; after it (clock advanced) only the new one', async () => {
     for (const [current, previous] of [

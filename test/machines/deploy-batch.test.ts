@@ -65,44 +65,48 @@ describe('deploy batch machine', () => {
     expect(advanceDeployBatch(r.s.state, r.s.context, ok('inst_1')).changed).toBe(false);
   });
 
-  it('budget 20 % of 10 (2): 1 failure → the group succeeds listing it; 3 failures → it fails and starts nothing more, once the running ones end', () => {
-    expect(failureBudget(10, 20)).toBe(2);
-    expect(failureBudget(7, 20)).toBe(1);
-    expect(failureBudget(4, 0)).toBe(0);
-    const within = drive(initialDeployBatch({ order: ids(10), max_parallel: null, budget: 2 }), [
-      { type: 'begin' },
-      bad('inst_3', 'timeout'),
-      ...ids(10)
-        .filter((x) => x !== 'inst_3')
-        .map(ok),
-    ]);
-    expect(within.s.state).toBe('succeeded');
-    expect(within.emitted.at(-1)).toEqual({
-      type: 'succeeded',
-      failed_installs: [{ install_id: 'inst_3', workflow_id: 'wf_inst_3', error: 'timeout' }],
-    });
+  it(
+    'budget 20 % of 10 (2): 1 failure → the group succeeds listing it; ' +
+      '3 failures → it fails and starts nothing more, once the running ones end',
+    () => {
+      expect(failureBudget(10, 20)).toBe(2);
+      expect(failureBudget(7, 20)).toBe(1);
+      expect(failureBudget(4, 0)).toBe(0);
+      const within = drive(initialDeployBatch({ order: ids(10), max_parallel: null, budget: 2 }), [
+        { type: 'begin' },
+        bad('inst_3', 'timeout'),
+        ...ids(10)
+          .filter((x) => x !== 'inst_3')
+          .map(ok),
+      ]);
+      expect(within.s.state).toBe('succeeded');
+      expect(within.emitted.at(-1)).toEqual({
+        type: 'succeeded',
+        failed_installs: [{ install_id: 'inst_3', workflow_id: 'wf_inst_3', error: 'timeout' }],
+      });
 
-    // two at a time: the third failure is over the budget; the other running one finishes, nothing new starts
-    const over = drive(initialDeployBatch({ order: ids(10), max_parallel: 2, budget: 2 }), [
-      { type: 'begin' },
-      bad('inst_1'),
-      bad('inst_2'),
-      ok('inst_3'),
-      bad('inst_4'),
-    ]);
-    expect(over.s.state).toBe('deploying');
-    expect(over.s.context.over_budget).toBe(true);
-    expect(over.s.context.started).toEqual(['inst_1', 'inst_2', 'inst_3', 'inst_4', 'inst_5']);
-    const done = drive(over.s, [ok('inst_5')]);
-    expect(done.s.state).toBe('failed');
-    expect(done.emitted).toEqual([
-      {
-        type: 'failed',
-        failed_installs: ['inst_1', 'inst_2', 'inst_4'].map((id) => ({ install_id: id, workflow_id: `wf_${id}`, error: 'apply failed' })),
-      },
-    ]);
-    expect(done.s.context.started).not.toContain('inst_6');
-  });
+      // two at a time: the third failure is over the budget; the other running one finishes, nothing new starts
+      const over = drive(initialDeployBatch({ order: ids(10), max_parallel: 2, budget: 2 }), [
+        { type: 'begin' },
+        bad('inst_1'),
+        bad('inst_2'),
+        ok('inst_3'),
+        bad('inst_4'),
+      ]);
+      expect(over.s.state).toBe('deploying');
+      expect(over.s.context.over_budget).toBe(true);
+      expect(over.s.context.started).toEqual(['inst_1', 'inst_2', 'inst_3', 'inst_4', 'inst_5']);
+      const done = drive(over.s, [ok('inst_5')]);
+      expect(done.s.state).toBe('failed');
+      expect(done.emitted).toEqual([
+        {
+          type: 'failed',
+          failed_installs: ['inst_1', 'inst_2', 'inst_4'].map((id) => ({ install_id: id, workflow_id: `wf_${id}`, error: 'apply failed' })),
+        },
+      ]);
+      expect(done.s.context.started).not.toContain('inst_6');
+    },
+  );
 
   it('budget 0: the first failure fails the group (as before policies)', () => {
     const r = drive(initialDeployBatch({ order: ids(2), max_parallel: null, budget: 0 }), [{ type: 'begin' }, ok('inst_1'), bad('inst_2')]);

@@ -280,8 +280,10 @@ async function ensureStream(jsm: JetStreamManager, base: StreamCfg, plan: Replic
   if (JSON.stringify(c.subjects) !== JSON.stringify(cfg.subjects) && info.state.messages > 0) {
     // an older svc's queue (SVC_EVENTS on svc.events.>, one event per message): nothing here reads it
     throw new Error(
-      `JetStream stream ${name} holds ${info.state.messages} messages on ${(c.subjects ?? []).join(', ')}, queued by an older svc; this one queues on ${(cfg.subjects ?? []).join(', ')}. ` +
-        `Let the older svc deliver them first (its svc serve and workers, until the stream is empty), or remove the stream (nats stream rm ${name}).`,
+      `JetStream stream ${name} holds ${info.state.messages} messages on ${(c.subjects ?? []).join(', ')}, queued by an older svc; ` +
+        `this one queues on ${(cfg.subjects ?? []).join(', ')}. ` +
+        'Let the older svc deliver them first (its svc serve and workers, until the stream is empty), ' +
+        `or remove the stream (nats stream rm ${name}).`,
     );
   }
   if (
@@ -359,7 +361,8 @@ async function checkIngestNotCaptured(jsm: JetStreamManager): Promise<void> {
     if (hit) {
       throw new Error(
         `JetStream stream ${si.config.name} captures ${hit}, which overlaps ${ingestWildcard}: ` +
-          'it would answer ingest requests itself (producers would think unrecorded facts were recorded). Remove that subject from the stream.',
+          'it would answer ingest requests itself (producers would think unrecorded facts were recorded). ' +
+          'Remove that subject from the stream.',
       );
     }
   }

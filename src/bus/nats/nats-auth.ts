@@ -47,7 +47,8 @@ export function natsConnectOptions(opts: {
     const { creds, user } = readCredsFile(opts.credsFile);
     if (user.sub && !user.sub.some((p) => subjectMatches(p, `${inboxPrefix}.x.y`))) {
       throw new NatsSetupError(
-        `NATS credentials file ${opts.credsFile} (user ${JSON.stringify(user.name)}) may not subscribe to ${inboxPrefix}.>: not credentials for the ${opts.role}`,
+        `NATS credentials file ${opts.credsFile} (user ${JSON.stringify(user.name)}) may not subscribe to ${inboxPrefix}.>: ` +
+          `not credentials for the ${opts.role}`,
       );
     }
     options.authenticator = credsAuthenticator(creds);

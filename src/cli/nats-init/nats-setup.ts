@@ -211,7 +211,8 @@ export async function initNatsDir(opts: { dir: string; port?: number; cluster?: 
   if (present.length > 0) {
     throw new NatsSetupError(
       `${dir} already holds a NATS setup (${present.map((f) => f.slice(dir.length + 1)).join(', ')}); ` +
-        'init never overwrites keys: use another directory, or remove these files to start over (every credential issued from them stops working)',
+        'init never overwrites keys: use another directory, or remove these files to start over ' +
+        '(every credential issued from them stops working)',
     );
   }
   const storeDir = join(dir, NATS_FILES.store);
