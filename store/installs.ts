@@ -1,5 +1,6 @@
 import type { Db } from './db.ts';
 import { fromJson, nowIso, toJson } from './db.ts';
+import { oneRow } from './rows.ts';
 import type { ComponentHealthContext, HealthStatus, InstallHealthContext } from '../machines/health.ts';
 
 export interface Install {
@@ -64,8 +65,8 @@ const decodeAction = (r: any): Action => ({ ...r, labels: fromJson(r.labels, {})
 
 export function insertInstall(db: Db, i: Omit<Install, 'created_at' | 'provisioned' | 'health_state' | 'health_ctx'>): void {
   db.prepare(
-    `INSERT INTO installs (install_id, org_id, app_id, name, labels, app_config_id, app_branch_id, sandbox_id, runner_id, inputs, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO installs (install_id, org_id, app_id, name, labels, app_config_id, app_branch_id, sandbox_id, runner_id, inputs,
+     created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
     i.install_id,
     i.org_id,
@@ -82,13 +83,11 @@ export function insertInstall(db: Db, i: Omit<Install, 'created_at' | 'provision
 }
 
 export function getInstall(db: Db, orgId: string, id: string): Install | undefined {
-  const r = db.prepare('SELECT * FROM installs WHERE org_id = ? AND install_id = ?').get(orgId, id);
-  return r ? decodeInstall(r) : undefined;
+  return oneRow(db, 'SELECT * FROM installs WHERE org_id = ? AND install_id = ?', decodeInstall, orgId, id);
 }
 
 export function getInstallById(db: Db, id: string): Install | undefined {
-  const r = db.prepare('SELECT * FROM installs WHERE install_id = ?').get(id);
-  return r ? decodeInstall(r) : undefined;
+  return oneRow(db, 'SELECT * FROM installs WHERE install_id = ?', decodeInstall, id);
 }
 
 export function listInstalls(db: Db, orgId: string): Install[] {
@@ -138,13 +137,11 @@ export function listComponents(db: Db, installId: string, activeOnly = true): Co
 }
 
 export function getComponent(db: Db, installId: string, componentId: string): Component | undefined {
-  const r = db.prepare('SELECT * FROM install_components WHERE install_id = ? AND component_id = ?').get(installId, componentId);
-  return r ? decodeComponent(r) : undefined;
+  return oneRow(db, 'SELECT * FROM install_components WHERE install_id = ? AND component_id = ?', decodeComponent, installId, componentId);
 }
 
 export function getComponentById(db: Db, componentId: string): Component | undefined {
-  const r = db.prepare('SELECT * FROM install_components WHERE component_id = ?').get(componentId);
-  return r ? decodeComponent(r) : undefined;
+  return oneRow(db, 'SELECT * FROM install_components WHERE component_id = ?', decodeComponent, componentId);
 }
 
 export function setComponentHealth(
@@ -165,7 +162,8 @@ export function setComponentHealth(
 export function upsertAction(db: Db, a: Action): void {
   db.prepare(
     `INSERT INTO install_actions (action_id, install_id, org_id, name, labels, inputs, position, active) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-     ON CONFLICT (action_id) DO UPDATE SET labels = excluded.labels, inputs = excluded.inputs, position = excluded.position, active = excluded.active`,
+     ON CONFLICT (action_id) DO UPDATE SET labels = excluded.labels, inputs = excluded.inputs, position = excluded.position,
+     active = excluded.active`,
   ).run(a.action_id, a.install_id, a.org_id, a.name, toJson(a.labels), toJson(a.inputs), a.position, a.active ? 1 : 0);
 }
 
@@ -180,8 +178,7 @@ export function listActions(db: Db, installId: string): Action[] {
 }
 
 export function getActionById(db: Db, actionId: string): Action | undefined {
-  const r = db.prepare('SELECT * FROM install_actions WHERE action_id = ?').get(actionId);
-  return r ? decodeAction(r) : undefined;
+  return oneRow(db, 'SELECT * FROM install_actions WHERE action_id = ?', decodeAction, actionId);
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Db } from './db.ts';
 import { fromJson, nowIso, toJson } from './db.ts';
+import { oneRow } from './rows.ts';
 import type { RunnerContext } from '../machines/runner.ts';
 import type { RunnerState } from '../src/domain/status.ts';
 
@@ -25,13 +26,11 @@ export function insertRunner(db: Db, r: Omit<RunnerRow, 'created_at' | 'state' |
 }
 
 export function getRunner(db: Db, orgId: string, id: string): RunnerRow | undefined {
-  const r = db.prepare('SELECT * FROM runners WHERE org_id = ? AND runner_id = ?').get(orgId, id);
-  return r ? decode(r) : undefined;
+  return oneRow(db, 'SELECT * FROM runners WHERE org_id = ? AND runner_id = ?', decode, orgId, id);
 }
 
 export function orgRunner(db: Db, orgId: string): RunnerRow | undefined {
-  const r = db.prepare("SELECT * FROM runners WHERE org_id = ? AND group_type = 'org'").get(orgId);
-  return r ? decode(r) : undefined;
+  return oneRow(db, "SELECT * FROM runners WHERE org_id = ? AND group_type = 'org'", decode, orgId);
 }
 
 export function listRunners(db: Db): RunnerRow[] {

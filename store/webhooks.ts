@@ -44,7 +44,8 @@ interface RawRow extends Omit<WebhookRow, 'interests' | 'match' | 'disable_after
 }
 
 const INSERT_COLS =
-  'webhook_id, org_id, url, secret, previous_secret, previous_secret_expires_at, interests, match, match_canonical, disable_after, created_at, updated_at';
+  'webhook_id, org_id, url, secret, previous_secret, previous_secret_expires_at, ' +
+  'interests, match, match_canonical, disable_after, created_at, updated_at';
 const COLS = `${INSERT_COLS}, watch_state, watch_ctx`;
 
 function decode(r: RawRow): WebhookRow {
@@ -63,27 +64,33 @@ function isUnique(err: unknown): boolean {
   return err instanceof Error && 'code' in err && String((err as { code: unknown }).code).startsWith('SQLITE_CONSTRAINT_UNIQUE');
 }
 
-export function insertWebhook(db: Db, w: NewWebhook): WebhookRow {
-  const now = nowIso();
+/** Write to the webhooks table; a second webhook of the same org, url and match (webhooks_unique) is a UniqueViolation. */
+function writeUnique(write: () => void): void {
   try {
-    db.prepare(`INSERT INTO webhooks (${INSERT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(
-      w.webhook_id,
-      w.org_id,
-      w.url,
-      w.secret,
-      w.previous_secret,
-      w.previous_secret_expires_at,
-      toJson(w.interests),
-      toJson(w.match),
-      w.match_canonical,
-      toJson(w.disable_after ?? null),
-      now,
-      now,
-    );
+    write();
   } catch (err) {
     if (isUnique(err)) throw new UniqueViolation('a webhook with this url and match already exists');
     throw err;
   }
+}
+
+type SecretAndSubscription = Pick<
+  WebhookRow,
+  'secret' | 'previous_secret' | 'previous_secret_expires_at' | 'interests' | 'match' | 'match_canonical'
+>;
+
+/** The values of secret, previous_secret, previous_secret_expires_at, interests, match, match_canonical, in that order. */
+function secretAndSubscription(w: SecretAndSubscription): unknown[] {
+  return [w.secret, w.previous_secret, w.previous_secret_expires_at, toJson(w.interests), toJson(w.match), w.match_canonical];
+}
+
+export function insertWebhook(db: Db, w: NewWebhook): WebhookRow {
+  const now = nowIso();
+  writeUnique(() =>
+    db
+      .prepare(`INSERT INTO webhooks (${INSERT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+      .run(w.webhook_id, w.org_id, w.url, ...secretAndSubscription(w), toJson(w.disable_after ?? null), now, now),
+  );
   // the newest event it was created after: a recovery without backfill starts there (CONTRACT 4.5)
   db.prepare('UPDATE webhooks SET created_seq = (SELECT COALESCE(MAX(seq), 0) FROM events) WHERE webhook_id = ?').run(w.webhook_id);
   return { ...w, disable_after: w.disable_after ?? null, watch_state: 'active', watch_ctx: null, created_at: now, updated_at: now };
@@ -115,34 +122,26 @@ export function listAllWebhooks(db: Db): WebhookRow[] {
 
 export function updateWebhook(
   db: Db,
-  w: Pick<
-    WebhookRow,
-    'org_id' | 'webhook_id' | 'secret' | 'previous_secret' | 'previous_secret_expires_at' | 'interests' | 'match' | 'match_canonical'
-  > &
+  w: Pick<WebhookRow, 'org_id' | 'webhook_id'> &
+    SecretAndSubscription &
     /** omitted: unchanged */
     Partial<Pick<WebhookRow, 'disable_after'>>,
 ): WebhookRow | undefined {
-  try {
-    db.prepare(
-      `UPDATE webhooks SET secret = ?, previous_secret = ?, previous_secret_expires_at = ?, interests = ?, match = ?, match_canonical = ?,
+  writeUnique(() =>
+    db
+      .prepare(
+        `UPDATE webhooks SET secret = ?, previous_secret = ?, previous_secret_expires_at = ?, interests = ?, match = ?, match_canonical = ?,
        disable_after = CASE WHEN ? THEN ? ELSE disable_after END, updated_at = ? WHERE org_id = ? AND webhook_id = ?`,
-    ).run(
-      w.secret,
-      w.previous_secret,
-      w.previous_secret_expires_at,
-      toJson(w.interests),
-      toJson(w.match),
-      w.match_canonical,
-      w.disable_after !== undefined ? 1 : 0,
-      toJson(w.disable_after ?? null),
-      nowIso(),
-      w.org_id,
-      w.webhook_id,
-    );
-  } catch (err) {
-    if (isUnique(err)) throw new UniqueViolation('a webhook with this url and match already exists');
-    throw err;
-  }
+      )
+      .run(
+        ...secretAndSubscription(w),
+        w.disable_after !== undefined ? 1 : 0,
+        toJson(w.disable_after ?? null),
+        nowIso(),
+        w.org_id,
+        w.webhook_id,
+      ),
+  );
   return getWebhook(db, w.org_id, w.webhook_id);
 }
 

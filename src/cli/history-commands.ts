@@ -64,9 +64,8 @@ function printable(text: string): string {
 /** One attempt with what it sent and what the receiver answered (`svc webhooks attempts ID --show`). */
 function printExchange(a: Attempt): void {
   const lines: string[] = [];
-  lines.push(
-    `${a.attempted_at}  ${a.outcome}  ${a.status_code ?? '-'}  ${a.duration_ms} ms  ${a.event_id}  ${a.type}${a.recovery_id ? `  via ${a.recovery_id}` : ''}`,
-  );
+  const via = a.recovery_id ? `  via ${a.recovery_id}` : '';
+  lines.push(`${a.attempted_at}  ${a.outcome}  ${a.status_code ?? '-'}  ${a.duration_ms} ms  ${a.event_id}  ${a.type}${via}`);
   if (a.error) lines.push(`  error: ${printable(a.error)}`);
   if (a.request === undefined && a.response === undefined) {
     lines.push('  (request and response not shown by this server)');
@@ -186,7 +185,8 @@ function registerWebhookHistoryCommands(webhooks: Command): void {
         .option('--failed', 'only the failed ones')
         .option(
           '--show',
-          'each with the request headers svc sent (signatures cut to 8 characters) and what the receiver answered: status, headers, first 4 KiB of the body',
+          'each with the request headers svc sent (signatures cut to 8 characters) and what the receiver answered: ' +
+            'status, headers, first 4 KiB of the body',
         ),
       'made',
       { until: false },

@@ -108,7 +108,8 @@ export function parseDisableAfter(text: string): { failures: number; duration: s
     ms > DISABLE_AFTER.maxDurationMs
   ) {
     throw new UsageError(
-      `--disable-after ${JSON.stringify(text)}: FAILURES:DURATION with ${DISABLE_AFTER.minFailures} to ${DISABLE_AFTER.maxFailures} failures and a duration from 0s to 30d (e.g. 50:1h), or off`,
+      `--disable-after ${JSON.stringify(text)}: FAILURES:DURATION with ${DISABLE_AFTER.minFailures} to ${DISABLE_AFTER.maxFailures} ` +
+        'failures and a duration from 0s to 30d (e.g. 50:1h), or off',
     );
   }
   return { failures, duration: m[2] };
@@ -269,7 +270,8 @@ function registerDeliverySwitches(webhooks: Command): void {
       'send to a webhook again, once a ping to it is delivered (exit 1 when it is not: still disabled)',
     ).option(
       '--recover',
-      'then attempt again every event it failed or missed since its streak began (prints the recovery; follow it with `svc webhooks recover` or GET …/recoveries/ID)',
+      'then attempt again every event it failed or missed since its streak began ' +
+        '(prints the recovery; follow it with `svc webhooks recover` or GET …/recoveries/ID)',
     ),
     async (run) => {
       const [id] = run.args;
