@@ -201,7 +201,8 @@ describe('EventQuota (--max-events-per-org)', () => {
     expect(Math.max(...sizes)).toBeLessThanOrEqual(QUOTA_DELETE_STEP);
     expect(maxStepsBetweenTicks).toBe(1);
     console.log(
-      `quota prune of 110,000 events: ${sizes.length} steps of at most ${QUOTA_DELETE_STEP}, longest turn ${maxCpuMs.toFixed(1)} ms of CPU, ${maxGapMs.toFixed(1)} ms of wall time`,
+      `quota prune of 110,000 events: ${sizes.length} steps of at most ${QUOTA_DELETE_STEP}, longest turn ` +
+        `${maxCpuMs.toFixed(1)} ms of CPU, ${maxGapMs.toFixed(1)} ms of wall time`,
     );
     expect(maxCpuMs).toBeLessThan(50); // CONTRACT 8: no turn of the engine's thread over 50 ms
     q.close();
