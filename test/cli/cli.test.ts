@@ -425,42 +425,47 @@ describe('requests and error mapping (recording server)', () => {
     expect(lines[0]).toMatch(
       /^WEBHOOK_ID\s+WEBHOOK_URL\s+SECRET\s+INTERESTS\s+MATCH\s+STATE\s+LAST\s+FAILS\s+ATTEMPTS\s+FAILURES\s+CREATED_AT$/,
     );
-    expect(lines[1]).toMatch(
-      /^wh_1\s+http:\/\/example\.test\/h\s+rotating\s+all events\s+org-wide\s+failing\s+failure 503 2026-01-01T10:00:00\.000Z\s+2\s+9\s+3\s+t$/,
-    );
+    const failing = /^wh_1\s+http:\/\/example\.test\/h\s+rotating\s+all events\s+org-wide\s+failing\s+/;
+    expect(lines[1]).toMatch(failing);
+    expect(lines[1].replace(failing, '')).toMatch(/^failure 503 2026-01-01T10:00:00\.000Z\s+2\s+9\s+3\s+t$/);
     expect(lines[2]).toMatch(/^wh_2\s+http:\/\/example\.test\/h2\s+yes\s+all events\s+org-wide\s+active\s+-\s+0\s+0\s+0\s+t$/);
   });
 
-  it("disable [--note], enable [--recover] (exit 1 with the server's message when the ping fails), --disable-after on create and update", async () => {
-    const n = rec.requests.length;
-    const off = await cli(['webhooks', 'disable', 'wh_2', '--note', 'migrating'], env);
-    expect(off.code, both(off)).toBe(0);
-    expect(off.stdout).toMatch(/disabled webhook wh_2/);
-    expect(off.stdout).toMatch(/disabled_reason:\s+migrating/);
-    const on = await cli(['webhooks', 'enable', 'wh_2', '--recover'], env);
-    expect(on.code, both(on)).toBe(0);
-    expect(on.stdout).toContain('recovery rcv_1 started');
-    const refused = await cli(['webhooks', 'enable', 'wh_down'], env);
-    expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain('its ping was not delivered (HTTP 503)');
-    expect((await cli(['webhooks', 'create', '--url', 'http://example.test/h', '--disable-after', '50:1h'], env)).code).toBe(0);
-    expect((await cli(['webhooks', 'update', 'wh_1', '--disable-after', 'off'], env)).code).toBe(0);
-    const sent = since(n).map((q) => [q.method, q.url, q.body ? JSON.parse(q.body) : null]);
-    expect(sent).toEqual([
-      ['POST', '/v1/orgs/current/webhooks/wh_2/disable', { note: 'migrating' }],
-      ['POST', '/v1/orgs/current/webhooks/wh_2/enable', { recover: true }],
-      ['POST', '/v1/orgs/current/webhooks/wh_down/enable', {}],
-      ['POST', '/v1/orgs/current/webhooks', { webhook_url: 'http://example.test/h', disable_after: { failures: 50, duration: '1h' } }],
-      ['PATCH', '/v1/orgs/current/webhooks/wh_1', { disable_after: null }],
-    ]);
-    // out of range: exit 2 before any request
-    const m = rec.requests.length;
-    for (const v of ['9:1h', '50:31d', '50', 'x:1h'])
-      expect((await cli(['webhooks', 'create', '--url', 'http://example.test/h', '--disable-after', v], env)).code, v).toBe(2);
-    expect(rec.requests.length).toBe(m);
-  });
+  it(
+    "disable [--note], enable [--recover] (exit 1 with the server's message when the ping fails), --disable-after on create " +
+      'and update',
+    async () => {
+      const n = rec.requests.length;
+      const off = await cli(['webhooks', 'disable', 'wh_2', '--note', 'migrating'], env);
+      expect(off.code, both(off)).toBe(0);
+      expect(off.stdout).toMatch(/disabled webhook wh_2/);
+      expect(off.stdout).toMatch(/disabled_reason:\s+migrating/);
+      const on = await cli(['webhooks', 'enable', 'wh_2', '--recover'], env);
+      expect(on.code, both(on)).toBe(0);
+      expect(on.stdout).toContain('recovery rcv_1 started');
+      const refused = await cli(['webhooks', 'enable', 'wh_down'], env);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('its ping was not delivered (HTTP 503)');
+      expect((await cli(['webhooks', 'create', '--url', 'http://example.test/h', '--disable-after', '50:1h'], env)).code).toBe(0);
+      expect((await cli(['webhooks', 'update', 'wh_1', '--disable-after', 'off'], env)).code).toBe(0);
+      const sent = since(n).map((q) => [q.method, q.url, q.body ? JSON.parse(q.body) : null]);
+      expect(sent).toEqual([
+        ['POST', '/v1/orgs/current/webhooks/wh_2/disable', { note: 'migrating' }],
+        ['POST', '/v1/orgs/current/webhooks/wh_2/enable', { recover: true }],
+        ['POST', '/v1/orgs/current/webhooks/wh_down/enable', {}],
+        ['POST', '/v1/orgs/current/webhooks', { webhook_url: 'http://example.test/h', disable_after: { failures: 50, duration: '1h' } }],
+        ['PATCH', '/v1/orgs/current/webhooks/wh_1', { disable_after: null }],
+      ]);
+      // out of range: exit 2 before any request
+      const m = rec.requests.length;
+      for (const v of ['9:1h', '50:31d', '50', 'x:1h'])
+        expect((await cli(['webhooks', 'create', '--url', 'http://example.test/h', '--disable-after', v], env)).code, v).toBe(2);
+      expect(rec.requests.length).toBe(m);
+    },
+  );
 
-  it('--secret-file (a file or - for stdin) sends its contents without one trailing newline; --previous-secret-ttl sends seconds', async () => {
+  it('--secret-file (a file or - for stdin) sends its contents without one trailing newline; --previous-secret-ttl ' +
+    'sends seconds', async () => {
     const n = rec.requests.length;
     const dir = tmpDir();
     const one = path.join(dir, 'one');
@@ -725,7 +730,8 @@ describe('against a real svc serve', () => {
     expect(got[0].headers['x-svc-signature']).toBe(createHmac('sha256', 'ping-secret').update(got[0].body).digest('hex'));
   });
 
-  it('rotate with --secret-file - and --previous-secret-ttl: a ping verifies under both secrets; list shows it rotating; an undelivered ping exits 1', async () => {
+  it('rotate with --secret-file - and --previous-secret-ttl: a ping verifies under both secrets; list shows it rotating; an ' +
+    'undelivered ping exits 1', async () => {
     const OLD = 'whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD';
     const NEW = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
     // through the real binary: the secret comes through a real stdin pipe

@@ -145,28 +145,34 @@ describe('startListener', () => {
     expect(out.lines.join('\n')).not.toContain('whsec_listen');
   });
 
-  it('verifies webhook-signature made by the stock standardwebhooks library, for a whsec_ and a plain secret; any listed v1 signature may match', async () => {
-    for (const secret of [WHSEC, 'a plain secret']) {
-      const out = sink();
-      const l = await listen({ port: 0, secret, out, err: sink() });
-      const now = new Date();
-      const good = stockHeaders(secret, now);
-      const r = await post(l.url, BODY, good);
-      expect(r.status, secret).toBe(204);
-      expect(out.lines[1].slice(10)).toBe(`/  ${EVENT_LINE}  verified: webhook-signature`);
-      // a rotation's overlap as the sender lists it: another secret's first, this one's second
-      const other = stockHeaders(WHSEC_OTHER, now)['webhook-signature'];
-      expect((await post(l.url, BODY, { ...good, 'webhook-signature': `${other} ${good['webhook-signature']}` })).status).toBe(204);
-      expect(out.lines[2].slice(10)).toBe(`/  ${EVENT_LINE}  verified: webhook-signature (2nd of 2)`);
-      // only other secrets' signatures, an unknown version, a different id or body: 401
-      expect((await post(l.url, BODY, { ...good, 'webhook-signature': other })).status).toBe(401);
-      expect((await post(l.url, BODY, { ...good, 'webhook-signature': good['webhook-signature'].replace('v1,', 'v2,') })).status).toBe(401);
-      expect((await post(l.url, BODY, { ...good, 'webhook-id': 'evt_other' })).status).toBe(401);
-      expect((await post(l.url, BODY.replace('wf_1', 'wf_2'), good)).status).toBe(401);
-      expect(l.received.map((x) => x.signature)).toEqual(['valid', 'valid', 'invalid', 'invalid', 'invalid', 'invalid']);
-      expect(out.lines[3].slice(10)).toMatch(/^\/ {2}BAD SIGNATURE \(X-Svc-Signature: missing, webhook-signature: invalid\)/);
-    }
-  });
+  it(
+    'verifies webhook-signature made by the stock standardwebhooks library, for a whsec_ and a plain secret; any listed v1 ' +
+      'signature may match',
+    async () => {
+      for (const secret of [WHSEC, 'a plain secret']) {
+        const out = sink();
+        const l = await listen({ port: 0, secret, out, err: sink() });
+        const now = new Date();
+        const good = stockHeaders(secret, now);
+        const r = await post(l.url, BODY, good);
+        expect(r.status, secret).toBe(204);
+        expect(out.lines[1].slice(10)).toBe(`/  ${EVENT_LINE}  verified: webhook-signature`);
+        // a rotation's overlap as the sender lists it: another secret's first, this one's second
+        const other = stockHeaders(WHSEC_OTHER, now)['webhook-signature'];
+        expect((await post(l.url, BODY, { ...good, 'webhook-signature': `${other} ${good['webhook-signature']}` })).status).toBe(204);
+        expect(out.lines[2].slice(10)).toBe(`/  ${EVENT_LINE}  verified: webhook-signature (2nd of 2)`);
+        // only other secrets' signatures, an unknown version, a different id or body: 401
+        expect((await post(l.url, BODY, { ...good, 'webhook-signature': other })).status).toBe(401);
+        expect((await post(l.url, BODY, { ...good, 'webhook-signature': good['webhook-signature'].replace('v1,', 'v2,') })).status).toBe(
+          401,
+        );
+        expect((await post(l.url, BODY, { ...good, 'webhook-id': 'evt_other' })).status).toBe(401);
+        expect((await post(l.url, BODY.replace('wf_1', 'wf_2'), good)).status).toBe(401);
+        expect(l.received.map((x) => x.signature)).toEqual(['valid', 'valid', 'invalid', 'invalid', 'invalid', 'invalid']);
+        expect(out.lines[3].slice(10)).toMatch(/^\/ {2}BAD SIGNATURE \(X-Svc-Signature: missing, webhook-signature: invalid\)/);
+      }
+    },
+  );
 
   it('refuses (401) a webhook-timestamp more than 5 minutes from its clock: a replay, even with a good signature', async () => {
     const clock = new ManualClock(Date.now());
@@ -215,36 +221,41 @@ describe('startListener', () => {
     expect(err2.lines[1]).toBe('evt_1  verified: X-Svc-Signature, webhook-signature');
   });
 
-  it('--verdict answers a verification request (signed, checked as any delivery) with 200 {verdict}, names its group and attempt; other events as before', async () => {
-    const out = sink();
-    const l = await listen({ port: 0, out, err: sink(), secret: WHSEC, verdict: 'pending' });
-    expect(out.lines[0]).toBe(
-      `listening on ${l.url} (verifying X-Svc-Signature and webhook-signature; answering verification requests: pending)`,
-    );
-    const request = JSON.stringify({
-      ...EVENT,
-      id: 'evt_v1',
-      type: 'com.svc.rollout.verification.v1',
-      subject: 'org_1/rollout_verification/wf_1/stp_1/requested',
-      data: { rollout: { run_id: 'wf_1', group: 'canary', attempt: 2, installs: [] } },
-      interests: undefined,
-    });
-    const asked = await post(`${l.url}/verify`, request, stockHeaders(WHSEC, new Date(), request, 'evt_v1'));
-    expect(asked.status).toBe(200);
-    await expect(asked.json()).resolves.toEqual({ verdict: 'pending' });
-    // 160 characters at most: the request's group cut short here, behind the subject
-    expect(out.lines[1].slice(10)).toBe(
-      '/verify  rollout.verification  org_1/rollout_verification/wf_1/stp_1/requested  verification of group…  verified: webhook-signature  answered: pending',
-    );
-    expect([...out.lines[1]]).toHaveLength(160);
-    // unsigned: refused like any delivery, no verdict
-    const unsigned = await post(`${l.url}/verify`, request);
-    expect(unsigned.status).toBe(401);
-    // another event: 204, no verdict
-    const other = await post(`${l.url}/hooks`, BODY, stockHeaders(WHSEC, new Date()));
-    expect(other.status).toBe(204);
-    expect(l.received.map((r) => r.status)).toEqual([200, 401, 204]);
-  });
+  it(
+    '--verdict answers a verification request (signed, checked as any delivery) with 200 {verdict}, names its group and attempt; ' +
+      'other events as before',
+    async () => {
+      const out = sink();
+      const l = await listen({ port: 0, out, err: sink(), secret: WHSEC, verdict: 'pending' });
+      expect(out.lines[0]).toBe(
+        `listening on ${l.url} (verifying X-Svc-Signature and webhook-signature; answering verification requests: pending)`,
+      );
+      const request = JSON.stringify({
+        ...EVENT,
+        id: 'evt_v1',
+        type: 'com.svc.rollout.verification.v1',
+        subject: 'org_1/rollout_verification/wf_1/stp_1/requested',
+        data: { rollout: { run_id: 'wf_1', group: 'canary', attempt: 2, installs: [] } },
+        interests: undefined,
+      });
+      const asked = await post(`${l.url}/verify`, request, stockHeaders(WHSEC, new Date(), request, 'evt_v1'));
+      expect(asked.status).toBe(200);
+      await expect(asked.json()).resolves.toEqual({ verdict: 'pending' });
+      // 160 characters at most: the request's group cut short here, behind the subject
+      expect(out.lines[1].slice(10)).toBe(
+        '/verify  rollout.verification  org_1/rollout_verification/wf_1/stp_1/requested  verification of group…  verified: ' +
+          'webhook-signature  answered: pending',
+      );
+      expect([...out.lines[1]]).toHaveLength(160);
+      // unsigned: refused like any delivery, no verdict
+      const unsigned = await post(`${l.url}/verify`, request);
+      expect(unsigned.status).toBe(401);
+      // another event: 204, no verdict
+      const other = await post(`${l.url}/hooks`, BODY, stockHeaders(WHSEC, new Date()));
+      expect(other.status).toBe(204);
+      expect(l.received.map((r) => r.status)).toEqual([200, 401, 204]);
+    },
+  );
 
   it('answers 405 to other methods and 400 to a body that is not a JSON object', async () => {
     const out = sink();
@@ -273,11 +284,13 @@ describe('startListener', () => {
       },
     };
     expect(line(step)).toBe(
-      `${t}  /h  workflow_step.lifecycle  org_1/workflow_step/wf_1/st_1/failed  step: "bake install group: canary"  error: "health gate: install eu-1 is unhealthy"`,
+      `${t}  /h  workflow_step.lifecycle  org_1/workflow_step/wf_1/st_1/failed  step: "bake install group: canary"  error: "health ` +
+        `gate: install eu-1 is unhealthy"`,
     );
     // with room for it, the install too
     expect(line({ ...step, subject: 's' })).toBe(
-      `${t}  /h  workflow_step.lifecycle  s  step: "bake install group: canary"  error: "health gate: install eu-1 is unhealthy"  install: inst_1`,
+      `${t}  /h  workflow_step.lifecycle  s  step: "bake install group: canary"  error: "health gate: install eu-1 is unhealthy"  ` +
+        `install: inst_1`,
     );
     const deploy = {
       type: 'x',
@@ -322,7 +335,8 @@ describe('startListener', () => {
       data: { webhook: { id: 'wh_1', url_host: 'example.com:8443' }, delivery: { consecutive_failures: 5, last_error: 'HTTP 500' } },
     };
     expect(line(watchdog)).toBe(
-      `${t}  /h  webhook.delivery  org_1/webhook_delivery/wh_1/failing  failures: 5 in a row  host: example.com:8443  last error: "HTTP 500"`,
+      `${t}  /h  webhook.delivery  org_1/webhook_delivery/wh_1/failing  failures: 5 in a row  host: example.com:8443  last error: ` +
+        `"HTTP 500"`,
     );
     // a verification request as svc sends it: its group before its step's name (which says the same, longer)
     const verification = {
@@ -343,51 +357,56 @@ describe('startListener', () => {
     );
   });
 
-  it('a line is at most 160 characters whatever the event holds: the subject cut in the middle, free text at its end, ids left out, no line breaks', () => {
-    const long = (c: string, n: number) => c.repeat(n);
-    const id = (p: string) => `${p}_${long('a', 20)}`;
-    const subject = `${id('org')}/workflow_step/${id('wf')}/${id('stp')}/failed`;
-    const ev = {
-      type: `com.svc.${long('t', 100)}.v1`,
-      subject,
-      sequence: '00000000000000000007',
-      data: {
-        workflow: { type: long('w', 100), owner_id: id('inst'), owner_type: 'installs' },
-        step: { name: `${long('s', 150)}\n✓😀`, component_id: id('cmp') },
-        outcome: { error: long('e', 4000) },
-      },
-    };
-    for (const mark of [undefined, '[resend]', '[recovery]', '[example]']) {
-      // an event as svc makes them, its step name and error as long as a producer may send
-      const real = { ...ev, type: 'com.svc.workflow_step.lifecycle.v1' };
-      const l = deliveryLine({ at: 0, path: '/hooks/listen', event: real, mark, trailer: ['verified', 'answered: pass'] });
-      expect([...l].length, l).toBe(MAX_LINE);
-      expect(l.startsWith(clockTime(0))).toBe(true);
-      expect(l.slice(8)).toMatch(/^ {2}\/hooks\/listen {2}workflow_step\.lifecycle {2}org_a+…[a-z_/]*\/failed {2}seq 7 {2}/); // the subject's end kept: its entity and transition
-      if (mark) expect(l).toContain(`  ${mark}  `);
-      expect(l).toMatch(/ {2}verified {2}answered: pass$/);
-      if (!mark) expect(l).toMatch(/ {2}seq 7 {2}step: "s+… {2}verified/);
-      // anything at all: still one line of at most 160
-      for (const path of ['/', `/${long('p', 300)}`]) {
-        const odd = deliveryLine({
-          at: 0,
-          path,
-          event: ev,
-          mark,
-          trailer: ['verified: X-Svc-Signature, webhook-signature (2nd of 2)', 'answered: pass'],
-        });
-        expect([...odd].length, odd).toBeLessThanOrEqual(MAX_LINE);
-        expect(odd).not.toMatch(/[\n\r]/);
+  it(
+    'a line is at most 160 characters whatever the event holds: the subject cut in the middle, free text at its end, ids left ' +
+      'out, no line breaks',
+    () => {
+      const long = (c: string, n: number) => c.repeat(n);
+      const id = (p: string) => `${p}_${long('a', 20)}`;
+      const subject = `${id('org')}/workflow_step/${id('wf')}/${id('stp')}/failed`;
+      const ev = {
+        type: `com.svc.${long('t', 100)}.v1`,
+        subject,
+        sequence: '00000000000000000007',
+        data: {
+          workflow: { type: long('w', 100), owner_id: id('inst'), owner_type: 'installs' },
+          step: { name: `${long('s', 150)}\n✓😀`, component_id: id('cmp') },
+          outcome: { error: long('e', 4000) },
+        },
+      };
+      for (const mark of [undefined, '[resend]', '[recovery]', '[example]']) {
+        // an event as svc makes them, its step name and error as long as a producer may send
+        const real = { ...ev, type: 'com.svc.workflow_step.lifecycle.v1' };
+        const l = deliveryLine({ at: 0, path: '/hooks/listen', event: real, mark, trailer: ['verified', 'answered: pass'] });
+        expect([...l].length, l).toBe(MAX_LINE);
+        expect(l.startsWith(clockTime(0))).toBe(true);
+        // the subject's end kept: its entity and transition
+        expect(l.slice(8)).toMatch(/^ {2}\/hooks\/listen {2}workflow_step\.lifecycle {2}org_a+…[a-z_/]*\/failed {2}seq 7 {2}/);
+        if (mark) expect(l).toContain(`  ${mark}  `);
+        expect(l).toMatch(/ {2}verified {2}answered: pass$/);
+        if (!mark) expect(l).toMatch(/ {2}seq 7 {2}step: "s+… {2}verified/);
+        // anything at all: still one line of at most 160
+        for (const path of ['/', `/${long('p', 300)}`]) {
+          const odd = deliveryLine({
+            at: 0,
+            path,
+            event: ev,
+            mark,
+            trailer: ['verified: X-Svc-Signature, webhook-signature (2nd of 2)', 'answered: pass'],
+          });
+          expect([...odd].length, odd).toBeLessThanOrEqual(MAX_LINE);
+          expect(odd).not.toMatch(/[\n\r]/);
+        }
       }
-    }
-    // a short line is left whole
-    const short = { type: 'com.svc.webhook.ping.v1', subject };
-    expect(deliveryLine({ at: 0, path: '/h', event: short })).toContain(`  webhook.ping  ${subject}`);
-    expect(cutMiddle('abcdefghijklmnopqrstuvwxyz', 10)).toBe('abc…uvwxyz');
-    expect(cutMiddle(`${long('o', 40)}${long('x', 100)}`, 50)).toBe(`${long('o', 12)}…${long('x', 37)}`);
-    expect(shortType('com.svc.workflow_step.approval.v1')).toBe('workflow_step.approval');
-    expect(shortType('com.other.thing.v2')).toBe('com.other.thing');
-  });
+      // a short line is left whole
+      const short = { type: 'com.svc.webhook.ping.v1', subject };
+      expect(deliveryLine({ at: 0, path: '/h', event: short })).toContain(`  webhook.ping  ${subject}`);
+      expect(cutMiddle('abcdefghijklmnopqrstuvwxyz', 10)).toBe('abc…uvwxyz');
+      expect(cutMiddle(`${long('o', 40)}${long('x', 100)}`, 50)).toBe(`${long('o', 12)}…${long('x', 37)}`);
+      expect(shortType('com.svc.workflow_step.approval.v1')).toBe('workflow_step.approval');
+      expect(shortType('com.other.thing.v2')).toBe('com.other.thing');
+    },
+  );
 
   it('marks a resend, a recovery (X-Svc-Recovery) and an example (svcexample) delivered to the listener', async () => {
     const out = sink();
@@ -424,36 +443,40 @@ describe('startListener', () => {
     expect(lines[3]).toBe('warning: inst_1 skipped sequence 3-4 (2 missed; seq 5 after 2)');
   });
 
-  it('--verbose prints the request headers after the line, signatures cut to their first 8 characters; --json keeps stdout JSON and puts them on stderr', async () => {
-    for (const json of [false, true]) {
-      const out = sink();
-      const err = sink();
-      const l = await listen({ port: 0, secret: WHSEC, verbose: true, json, out, err });
-      const headers: Record<string, string> = {
-        ...stockHeaders(WHSEC, new Date()),
-        'x-svc-signature': hmacHex(WHSEC, BODY),
-        'x-long': 'v'.repeat(500),
-      };
-      expect((await post(`${l.url}/v`, BODY, headers)).status).toBe(204);
-      const text = (json ? err : out).lines;
-      if (json) expect(out.lines.map((x) => JSON.parse(x))).toEqual([EVENT]);
-      else expect(text[1].slice(10)).toBe(`/v  ${EVENT_LINE}`);
-      const shown = text.filter((x) => x.startsWith('    '));
-      expect(shown).toContain(`    webhook-signature: ${headers['webhook-signature'].slice(0, 8)}…`);
-      expect(shown).toContain(`    x-svc-signature: ${headers['x-svc-signature'].slice(0, 8)}…`);
-      expect(shown).toContain(`    webhook-id: ${EVENT.id}`);
-      expect(shown).toContain('    content-type: application/cloudevents+json; charset=utf-8');
-      for (const x of [...(json ? [] : out.lines), ...err.lines]) expect([...x].length).toBeLessThanOrEqual(MAX_LINE);
-      const all = [...out.lines, ...err.lines].join('\n');
-      expect(all).not.toContain(headers['webhook-signature'].slice(3, 20));
-      expect(all).not.toContain(headers['x-svc-signature'].slice(0, 20));
-      // a refused delivery's headers too
-      await post(`${l.url}/v`, BODY, { 'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' });
-      expect((json ? err : out).lines.filter((x) => x.startsWith('    webhook-signature:')).at(-1)).toBe(
-        '    webhook-signature: v1,AAAAA…',
-      );
-    }
-  });
+  it(
+    '--verbose prints the request headers after the line, signatures cut to their first 8 characters; --json keeps stdout JSON ' +
+      'and puts them on stderr',
+    async () => {
+      for (const json of [false, true]) {
+        const out = sink();
+        const err = sink();
+        const l = await listen({ port: 0, secret: WHSEC, verbose: true, json, out, err });
+        const headers: Record<string, string> = {
+          ...stockHeaders(WHSEC, new Date()),
+          'x-svc-signature': hmacHex(WHSEC, BODY),
+          'x-long': 'v'.repeat(500),
+        };
+        expect((await post(`${l.url}/v`, BODY, headers)).status).toBe(204);
+        const text = (json ? err : out).lines;
+        if (json) expect(out.lines.map((x) => JSON.parse(x))).toEqual([EVENT]);
+        else expect(text[1].slice(10)).toBe(`/v  ${EVENT_LINE}`);
+        const shown = text.filter((x) => x.startsWith('    '));
+        expect(shown).toContain(`    webhook-signature: ${headers['webhook-signature'].slice(0, 8)}…`);
+        expect(shown).toContain(`    x-svc-signature: ${headers['x-svc-signature'].slice(0, 8)}…`);
+        expect(shown).toContain(`    webhook-id: ${EVENT.id}`);
+        expect(shown).toContain('    content-type: application/cloudevents+json; charset=utf-8');
+        for (const x of [...(json ? [] : out.lines), ...err.lines]) expect([...x].length).toBeLessThanOrEqual(MAX_LINE);
+        const all = [...out.lines, ...err.lines].join('\n');
+        expect(all).not.toContain(headers['webhook-signature'].slice(3, 20));
+        expect(all).not.toContain(headers['x-svc-signature'].slice(0, 20));
+        // a refused delivery's headers too
+        await post(`${l.url}/v`, BODY, { 'webhook-signature': 'v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' });
+        expect((json ? err : out).lines.filter((x) => x.startsWith('    webhook-signature:')).at(-1)).toBe(
+          '    webhook-signature: v1,AAAAA…',
+        );
+      }
+    },
+  );
 });
 
 describe('startListener --forward-to', () => {
@@ -461,47 +484,51 @@ describe('startListener --forward-to', () => {
   const endToEnd = (h: http.IncomingHttpHeaders) =>
     Object.fromEntries(Object.entries(h).filter(([k]) => !['host', 'connection'].includes(k)));
 
-  it("forwards a verified delivery to a real receiver with the exact body and headers; the answer's status goes back to the sender and is printed", async () => {
-    const out = sink();
-    rx.set('fwd', { status: 202 });
-    const l = await listen({ port: 0, secret: WHSEC, forwardTo: rx.hook('fwd'), out, err: sink() });
-    expect(out.lines[0]).toBe(`listening on ${l.url} (verifying X-Svc-Signature and webhook-signature; forwarding to ${rx.hook('fwd')})`);
-    // as svc sends it (the Deliverer), plus a header of the sender's own
-    const r = await deliverer().deliver({ url: `${l.url}/any/path`, secret: WHSEC }, BODY, { eventId: EVENT.id });
-    expect(r).toMatchObject({ delivered: true, status: 202 });
-    // node:http sends a Connection header as given (undici would rewrite it)
-    const res = await rawPost(l.url, BODY, {
-      'content-type': 'application/cloudevents+json; charset=utf-8',
-      'X-Trace': 'abc',
-      ...stockHeaders(WHSEC, new Date()),
-      connection: 'keep-alive, x-hop',
-      'x-hop': 'drop me',
-    });
-    expect(res.status).toBe(202);
-    expect(res.body).toBe('ok'); // the receiver's answer, passed back
-    expect(l.received[1].headers['x-hop']).toBe('drop me');
+  it(
+    "forwards a verified delivery to a real receiver with the exact body and headers; the answer's status goes back to the sender " +
+      'and is printed',
+    async () => {
+      const out = sink();
+      rx.set('fwd', { status: 202 });
+      const l = await listen({ port: 0, secret: WHSEC, forwardTo: rx.hook('fwd'), out, err: sink() });
+      expect(out.lines[0]).toBe(`listening on ${l.url} (verifying X-Svc-Signature and webhook-signature; forwarding to ${rx.hook('fwd')})`);
+      // as svc sends it (the Deliverer), plus a header of the sender's own
+      const r = await deliverer().deliver({ url: `${l.url}/any/path`, secret: WHSEC }, BODY, { eventId: EVENT.id });
+      expect(r).toMatchObject({ delivered: true, status: 202 });
+      // node:http sends a Connection header as given (undici would rewrite it)
+      const res = await rawPost(l.url, BODY, {
+        'content-type': 'application/cloudevents+json; charset=utf-8',
+        'X-Trace': 'abc',
+        ...stockHeaders(WHSEC, new Date()),
+        connection: 'keep-alive, x-hop',
+        'x-hop': 'drop me',
+      });
+      expect(res.status).toBe(202);
+      expect(res.body).toBe('ok'); // the receiver's answer, passed back
+      expect(l.received[1].headers['x-hop']).toBe('drop me');
 
-    const got = rx.at('fwd');
-    expect(got).toHaveLength(2);
-    for (const [i, g] of got.entries()) {
-      const sent = l.received[i];
-      expect(g.raw.equals(sent.raw)).toBe(true);
-      expect(g.raw.toString('utf8')).toBe(BODY);
-      const { 'x-hop': _hop, ...expected } = endToEnd(sent.headers);
-      expect(endToEnd(g.headers)).toEqual(expected);
-      expect(g.headers.host).toBe(new URL(rx.url).host);
-      // the forwarded request still verifies at the final receiver with the stock library
-      expect(new Webhook(WHSEC).verify(g.raw, g.headers as Record<string, string>)).toEqual(EVENT);
-    }
-    expect(got[0].headers['x-svc-signature']).toBe(hmacHex(WHSEC, BODY));
-    expect(got[1].headers['x-trace']).toBe('abc');
-    expect(got[1].headers['x-hop']).toBeUndefined(); // named by Connection: hop-by-hop
-    expect(l.received.map((x) => [x.status, x.forwarded?.status])).toEqual([
-      [202, 202],
-      [202, 202],
-    ]);
-    expect(out.lines[2]).toMatch(new RegExp(`^  -> ${rx.hook('fwd').replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: 202 \\(\\d+ ms\\)$`));
-  });
+      const got = rx.at('fwd');
+      expect(got).toHaveLength(2);
+      for (const [i, g] of got.entries()) {
+        const sent = l.received[i];
+        expect(g.raw.equals(sent.raw)).toBe(true);
+        expect(g.raw.toString('utf8')).toBe(BODY);
+        const { 'x-hop': _hop, ...expected } = endToEnd(sent.headers);
+        expect(endToEnd(g.headers)).toEqual(expected);
+        expect(g.headers.host).toBe(new URL(rx.url).host);
+        // the forwarded request still verifies at the final receiver with the stock library
+        expect(new Webhook(WHSEC).verify(g.raw, g.headers as Record<string, string>)).toEqual(EVENT);
+      }
+      expect(got[0].headers['x-svc-signature']).toBe(hmacHex(WHSEC, BODY));
+      expect(got[1].headers['x-trace']).toBe('abc');
+      expect(got[1].headers['x-hop']).toBeUndefined(); // named by Connection: hop-by-hop
+      expect(l.received.map((x) => [x.status, x.forwarded?.status])).toEqual([
+        [202, 202],
+        [202, 202],
+      ]);
+      expect(out.lines[2]).toMatch(new RegExp(`^  -> ${rx.hook('fwd').replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: 202 \\(\\d+ ms\\)$`));
+    },
+  );
 
   it('a delivery that does not verify is answered 401 and not forwarded; a replay neither', async () => {
     const clock = new ManualClock(Date.now());
@@ -631,30 +658,34 @@ describe('svc listen (CLI)', () => {
     }
   });
 
-  it("--forward-to: a verified delivery reaches the receiver with its answer's status printed; an unverified one is 401 and not forwarded", async () => {
-    rx.set('cli-fwd', { status: 201 });
-    const p = run(['listen', '--port', '0', '--secret', WHSEC, '--forward-to', rx.hook('cli-fwd')]);
-    try {
-      await p.waitOut((s) => /listening on http:\/\/127\.0\.0\.1:\d+/.test(s));
-      expect(p.out()).toContain(`forwarding to ${rx.hook('cli-fwd')}`);
-      const url = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(p.out())![1];
-      const d = deliverer();
-      expect(await d.deliver({ url, secret: WHSEC }, BODY)).toMatchObject({ delivered: true, status: 201 });
-      expect(await d.deliver({ url, secret: WHSEC_OTHER }, BODY)).toMatchObject({ delivered: false, status: 401 });
-      await p.waitOut((s) => s.includes('BAD SIGNATURE'));
-      expect(rx.at('cli-fwd')).toHaveLength(1);
-      expect(rx.at('cli-fwd')[0].raw.toString('utf8')).toBe(BODY);
-      expect(new Webhook(WHSEC).verify(rx.at('cli-fwd')[0].raw, rx.at('cli-fwd')[0].headers as Record<string, string>)).toEqual(EVENT);
-      const lines = p.out().trim().split('\n');
-      expect(lines[1].slice(10)).toBe(`/  ${EVENT_LINE}`);
-      expect(lines[2]).toMatch(new RegExp(`^  -> ${rx.hook('cli-fwd').replace(/[.]/g, '\\.')}: 201 \\(\\d+ ms\\)$`));
-      expect(lines[3].slice(10)).toMatch(/^\/ {2}BAD SIGNATURE/);
-      p.child.kill('SIGINT');
-      expect(await p.exited).toEqual({ code: 0, signal: null });
-    } finally {
-      p.child.kill('SIGKILL');
-    }
-  });
+  it(
+    "--forward-to: a verified delivery reaches the receiver with its answer's status printed; an unverified one is 401 and not " +
+      'forwarded',
+    async () => {
+      rx.set('cli-fwd', { status: 201 });
+      const p = run(['listen', '--port', '0', '--secret', WHSEC, '--forward-to', rx.hook('cli-fwd')]);
+      try {
+        await p.waitOut((s) => /listening on http:\/\/127\.0\.0\.1:\d+/.test(s));
+        expect(p.out()).toContain(`forwarding to ${rx.hook('cli-fwd')}`);
+        const url = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(p.out())![1];
+        const d = deliverer();
+        expect(await d.deliver({ url, secret: WHSEC }, BODY)).toMatchObject({ delivered: true, status: 201 });
+        expect(await d.deliver({ url, secret: WHSEC_OTHER }, BODY)).toMatchObject({ delivered: false, status: 401 });
+        await p.waitOut((s) => s.includes('BAD SIGNATURE'));
+        expect(rx.at('cli-fwd')).toHaveLength(1);
+        expect(rx.at('cli-fwd')[0].raw.toString('utf8')).toBe(BODY);
+        expect(new Webhook(WHSEC).verify(rx.at('cli-fwd')[0].raw, rx.at('cli-fwd')[0].headers as Record<string, string>)).toEqual(EVENT);
+        const lines = p.out().trim().split('\n');
+        expect(lines[1].slice(10)).toBe(`/  ${EVENT_LINE}`);
+        expect(lines[2]).toMatch(new RegExp(`^  -> ${rx.hook('cli-fwd').replace(/[.]/g, '\\.')}: 201 \\(\\d+ ms\\)$`));
+        expect(lines[3].slice(10)).toMatch(/^\/ {2}BAD SIGNATURE/);
+        p.child.kill('SIGINT');
+        expect(await p.exited).toEqual({ code: 0, signal: null });
+      } finally {
+        p.child.kill('SIGKILL');
+      }
+    },
+  );
 
   it('--secret-file: the secret read from a file; X-Svc-Signature alone (no timestamp) is refused and not forwarded', async () => {
     rx.set('cli-fwd-file', { status: 204 });

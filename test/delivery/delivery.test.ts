@@ -304,42 +304,45 @@ describe('timeouts and large answers', () => {
     expect(rx.at('hang')).toHaveLength(1);
   });
 
-  it('each attempt times out timeoutMs after its own start, attempts started together share one timer, and none is left behind', async () => {
-    const clock = new ManualClock(Date.now());
-    const { d } = deliverer({ timeoutMs: 5000, clock });
-    rx.set('hang-shared', { hang: true });
-    const outcomes: string[] = [];
-    const track = (name: string) => (r: AttemptResult) => void outcomes.push(`${name}: ${r.error ?? 'delivered'}`);
-    // three attempts in the same instant of the clock (one answered at once, leaving the group
-    // from its middle), a fourth 1 s later
-    const first = [
-      d.deliver({ url: rx.hook('hang-shared'), secret: null }, EVENT).then(track('a')),
-      d.deliver({ url: rx.hook('fast-shared'), secret: null }, EVENT).then(track('fast')),
-      d.deliver({ url: rx.hook('hang-shared'), secret: null }, EVENT).then(track('b')),
-    ];
-    expect(clock.pending()).toBe(1);
-    await waitFor(() => outcomes.length === 1, 5000, 'the fast attempt to be delivered');
-    expect(outcomes).toEqual(['fast: delivered']);
-    clock.advance(1000);
-    const later = d.deliver({ url: rx.hook('hang-shared'), secret: null }, EVENT).then(track('c'));
-    expect(clock.pending()).toBe(2);
-    await waitFor(() => rx.at('hang-shared').length === 3, 5000, 'the three attempts to arrive');
-    clock.advance(3999);
-    await new Promise((r) => setImmediate(r));
-    expect(outcomes).toHaveLength(1);
-    clock.advance(1);
-    await Promise.all(first);
-    expect(outcomes.slice(1).sort()).toEqual(['a: timeout after 5000 ms', 'b: timeout after 5000 ms']);
-    clock.advance(999);
-    await new Promise((r) => setImmediate(r));
-    expect(outcomes).toHaveLength(3);
-    clock.advance(1);
-    await later;
-    expect(outcomes[3]).toBe('c: timeout after 5000 ms');
-    // a fast answer cancels its group's timer: no timer is left once every attempt is over
-    expect((await d.deliver({ url: rx.hook('fast-shared'), secret: null }, EVENT)).delivered).toBe(true);
-    expect(clock.pending()).toBe(0);
-  });
+  it(
+    'each attempt times out timeoutMs after its own start, ' + 'attempts started together share one timer, and none is left behind',
+    async () => {
+      const clock = new ManualClock(Date.now());
+      const { d } = deliverer({ timeoutMs: 5000, clock });
+      rx.set('hang-shared', { hang: true });
+      const outcomes: string[] = [];
+      const track = (name: string) => (r: AttemptResult) => void outcomes.push(`${name}: ${r.error ?? 'delivered'}`);
+      // three attempts in the same instant of the clock (one answered at once, leaving the group
+      // from its middle), a fourth 1 s later
+      const first = [
+        d.deliver({ url: rx.hook('hang-shared'), secret: null }, EVENT).then(track('a')),
+        d.deliver({ url: rx.hook('fast-shared'), secret: null }, EVENT).then(track('fast')),
+        d.deliver({ url: rx.hook('hang-shared'), secret: null }, EVENT).then(track('b')),
+      ];
+      expect(clock.pending()).toBe(1);
+      await waitFor(() => outcomes.length === 1, 5000, 'the fast attempt to be delivered');
+      expect(outcomes).toEqual(['fast: delivered']);
+      clock.advance(1000);
+      const later = d.deliver({ url: rx.hook('hang-shared'), secret: null }, EVENT).then(track('c'));
+      expect(clock.pending()).toBe(2);
+      await waitFor(() => rx.at('hang-shared').length === 3, 5000, 'the three attempts to arrive');
+      clock.advance(3999);
+      await new Promise((r) => setImmediate(r));
+      expect(outcomes).toHaveLength(1);
+      clock.advance(1);
+      await Promise.all(first);
+      expect(outcomes.slice(1).sort()).toEqual(['a: timeout after 5000 ms', 'b: timeout after 5000 ms']);
+      clock.advance(999);
+      await new Promise((r) => setImmediate(r));
+      expect(outcomes).toHaveLength(3);
+      clock.advance(1);
+      await later;
+      expect(outcomes[3]).toBe('c: timeout after 5000 ms');
+      // a fast answer cancels its group's timer: no timer is left once every attempt is over
+      expect((await d.deliver({ url: rx.hook('fast-shared'), secret: null }, EVENT)).delivered).toBe(true);
+      expect(clock.pending()).toBe(0);
+    },
+  );
 
   it('a slow but timely answer is delivered', async () => {
     const { d } = deliverer({ timeoutMs: 1000 });

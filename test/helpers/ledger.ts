@@ -149,7 +149,10 @@ export function ledgerOf(acknowledged: Iterable<string>, deliveries: readonly De
 
 /** One line to quote: `ledger <name>: acknowledged A = delivered D + missing M; repeats R …`. */
 export function ledgerLine(name: string, l: Ledger, extra = ''): string {
-  return `ledger ${name}: acknowledged ${l.acknowledged} = delivered ${l.delivered} + missing ${l.missing.length}; repeats ${l.repeats}${extra ? `; ${extra}` : ''}`;
+  return (
+    `ledger ${name}: acknowledged ${l.acknowledged} = delivered ${l.delivered} + missing ${l.missing.length}; repeats ` +
+    `${l.repeats}${extra ? `; ${extra}` : ''}`
+  );
 }
 
 /** mulberry32: a small seeded PRNG, floats in [0, 1). */

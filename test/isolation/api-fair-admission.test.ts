@@ -92,7 +92,8 @@ describe('HTTP requests admitted fairly between orgs', () => {
     }
   }
 
-  it(`keeps org B's API p99 within ${BOUND_MS} ms beside org A's ${CONNECTIONS} connections of GET /v1/events?limit=500, in each of ${RUNS} runs; A's excess waits in its queue`, {
+  it(`keeps org B's API p99 within ${BOUND_MS} ms beside org A's ${CONNECTIONS} connections of GET /v1/events?limit=500, in each ` +
+    `of ${RUNS} runs; A's excess waits in its queue`, {
     timeout: 60_000 + RUNS * 60_000,
   }, async () => {
     const svc = await spawnService(db);
@@ -123,7 +124,8 @@ describe('HTTP requests admitted fairly between orgs', () => {
       for (let i = 1; i <= 2; i++) {
         const r = await run(svc);
         console.log(
-          `run ${i} (--api-queue-per-org 8): org B's calls beside A ${JSON.stringify(r.b)} ms; org A: ${r.a.ok} reads, ${r.a.limited} refused, Retry-After ${r.a.retryAfter.join('-')} s`,
+          `run ${i} (--api-queue-per-org 8): org B's calls beside A ${JSON.stringify(r.b)} ms; org A: ${r.a.ok} reads, ` +
+            `${r.a.limited} refused, Retry-After ${r.a.retryAfter.join('-')} s`,
         );
         expect(r.a.limited).toBeGreaterThan(0);
         expect(r.a.retryAfter[0]).toBeGreaterThanOrEqual(1);

@@ -188,12 +188,13 @@ describe.each(modes)('slots follow attempts in flight, end to end (%s mode, CONT
       }
       await svc.settled(60_000);
     }
-    const report = `${mode}: B's delays per run, worst first (p50/max ms of n; A's most held at once, answered fast, held, fast in the 2nd cycle): ${[
-      ...runs,
-    ]
+    const perRun = [...runs]
       .sort((x, y) => y.max - x.max)
       .map((r) => `#${r.run} ${r.p50}/${r.max} of ${r.n} (A ${r.maxHeld}, ${r.fastA}, ${r.heldA}, ${r.fastAgain})`)
-      .join('; ')}`;
+      .join('; ');
+    const report =
+      `${mode}: B's delays per run, worst first ` +
+      `(p50/max ms of n; A's most held at once, answered fast, held, fast in the 2nd cycle): ${perRun}`;
     console.log(report);
     for (const r of runs) {
       // the attack was real: A's receivers held most slots at once, and A's webhooks turned fast again
@@ -203,7 +204,8 @@ describe.each(modes)('slots follow attempts in flight, end to end (%s mode, CONT
     }
   });
 
-  it(`ping, then resend: B's ping answers within 1 s while A's ${RESENDERS} webhooks, fast at a ping, hang on a resend, in each of ${RUNS} runs`, {
+  it(`ping, then resend: B's ping answers within 1 s while A's ${RESENDERS} webhooks, fast at a ping, hang on a resend, in each of ` +
+    `${RUNS} runs`, {
     timeout: 60_000 + RUNS * 20_000,
   }, async () => {
     const runs: Array<{ run: number; pings: number[]; held: number[] }> = [];
@@ -276,7 +278,8 @@ describe.each(modes)('slots follow attempts in flight, end to end (%s mode, CONT
     }
   });
 
-  it(`within one org: the org's fast webhook gets each event within 1 s beside ${FLAPPING} of its own webhooks flapping, in each of ${SAME_ORG_RUNS} runs`, {
+  it(`within one org: the org's fast webhook gets each event within 1 s beside ${FLAPPING} of its own webhooks flapping, in each ` +
+    `of ${SAME_ORG_RUNS} runs`, {
     timeout: 60_000 + SAME_ORG_RUNS * 20_000,
   }, async () => {
     const runs: Array<{ run: number; p50: number; max: number; n: number; maxHeld: number; fastAgain: number }> = [];

@@ -66,7 +66,8 @@ describe.each(modes)('tenancy: intake, deleted webhooks, pings (%s mode)', (mode
     }
   }
 
-  it(`deleting a webhook with ${QUEUED} attempts queued: none reaches it after, dropped and counted webhook_deleted within 1 s`, async () => {
+  it(`deleting a webhook with ${QUEUED} attempts queued: none reaches it after, dropped and counted webhook_deleted ` +
+    `within 1 s`, async () => {
     const org = svc.createOrg(rid('org'));
     const rx = await startReceiver();
     try {
@@ -90,7 +91,9 @@ describe.each(modes)('tenancy: intake, deleted webhooks, pings (%s mode)', (mode
       const countedIn = Date.now() - t;
       // the attempts in flight end (their timeout), and nothing else is attempted: every event settles
       await svc.settled(15_000);
-      const report = `${mode}: ${held} in flight at the delete, ${dropped} dropped, counted in ${countedIn} ms; attempts at the webhook after: ${rx.at('hang').length}`;
+      const report =
+        `${mode}: ${held} in flight at the delete, ${dropped} dropped, counted in ${countedIn} ms; attempts at the ` +
+        `webhook after: ${rx.at('hang').length}`;
       console.log(report);
       expect(rx.at('hang'), report).toHaveLength(held);
       expect(dropped, report).toBe(QUEUED + 8 - held);
@@ -137,7 +140,8 @@ describe.each(modes)('tenancy: intake, deleted webhooks, pings (%s mode)', (mode
         const t = Date.now();
         const ping = await svc.api(b).post(`/v1/orgs/current/webhooks/${hookB}/ping`);
         const took = Date.now() - t;
-        const report = `B's ping answered in ${took} ms beside ${rx.all.filter((x) => x.path.startsWith('/h/a')).length} of A's hanging attempts`;
+        const hanging = rx.all.filter((x) => x.path.startsWith('/h/a')).length;
+        const report = `B's ping answered in ${took} ms beside ${hanging} of A's hanging attempts`;
         console.log(report);
         expect(ping.status, ping.text).toBe(200);
         expect(ping.body).toMatchObject({ delivered: true });
@@ -150,7 +154,8 @@ describe.each(modes)('tenancy: intake, deleted webhooks, pings (%s mode)', (mode
     },
     120_000,
   );
-  it(`org A's backlog of ${BACKLOG} events for a webhook that never answers: B's fact a second is delivered within 1 s of its commit`, async () => {
+  it(`org A's backlog of ${BACKLOG} events for a webhook that never answers: B's fact a second is delivered within 1 s of ` +
+    `its commit`, async () => {
     const a = svc.createOrg(rid('orga'));
     const b = svc.createOrg(rid('orgb'));
     const tarpit = await startReceiver();
@@ -183,7 +188,9 @@ describe.each(modes)('tenancy: intake, deleted webhooks, pings (%s mode)', (mode
       const got = receivedAt(rxB, 'b');
       const delays = [...committedAt].map(([id, t]) => got.get(id)! - t).sort((x, y) => x - y);
       const left = await queued();
-      const report = `${mode}: A's ${BACKLOG} committed in ${committedIn} ms; B's delays p50 ${p50(delays)} max ${max(delays)} ms; ${left} ${mode === 'nats' ? 'JetStream messages' : 'outbox rows'} still queued; A's attempts at its receiver ${tarpit.all.length}`;
+      const report =
+        `${mode}: A's ${BACKLOG} committed in ${committedIn} ms; B's delays p50 ${p50(delays)} max ${max(delays)} ms; ` +
+        `${left} ${mode === 'nats' ? 'JetStream messages' : 'outbox rows'} still queued; A's attempts at its receiver ${tarpit.all.length}`;
       console.log(report);
       expect(max(delays), report).toBeLessThanOrEqual(BOUND_MS);
       // A's backlog is still waiting, in the durable queue (a batch of up to 256 events per message in NATS mode)

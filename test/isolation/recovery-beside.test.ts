@@ -132,7 +132,8 @@ describe.each(modes)('a recovering org beside another (%s mode)', (mode) => {
     return { id, committedAt };
   }
 
-  it("each of B's events is delivered within 1 s of its commit while A recovers 20,000 events into webhooks that never answer, as often as it may", async () => {
+  it("each of B's events is delivered within 1 s of its commit while A recovers 20,000 events into webhooks that never answer, as " +
+    'often as it may', async () => {
     const lines: string[] = [];
     const all: number[] = [];
     for (let round = 0; round < ROUNDS; round++) {
@@ -161,7 +162,8 @@ describe.each(modes)('a recovering org beside another (%s mode)', (mode) => {
     // A's recoveries were really under way: its webhooks held attempts
     const tarpitAttempts = aHooks.reduce((n, _, i) => n + tarpit.at(`a${i}`).length, 0);
     console.log(
-      `recovery tenancy (${mode}, A ${A_EVENTS} events × up to 4 recoveries; A's attempts reached ${tarpitAttempts}):\n  ${lines.join('\n  ')}\n  B overall p50 ${pct(all, 50)} ms max ${Math.max(...all)} ms`,
+      `recovery tenancy (${mode}, A ${A_EVENTS} events × up to 4 recoveries; A's attempts reached ${tarpitAttempts}):\n  ` +
+        `${lines.join('\n  ')}\n  B overall p50 ${pct(all, 50)} ms max ${Math.max(...all)} ms`,
     );
     expect(tarpitAttempts).toBeGreaterThanOrEqual(32);
     expect(Math.max(...all)).toBeLessThan(1000);

@@ -179,7 +179,10 @@ describe.each(modes)(`a recovery of ${N} events (RECOVERY_EVENTS) in %s mode`, (
         ledgerLine(
           `recovery of ${N} (${mode})`,
           l,
-          `202 in ${answerMs.toFixed(0)} ms (events ${r.body.events}); RSS growth from warm ${(growth1 / MiB).toFixed(1)} MiB before the kill at ${atKill} (from cold ${((peak1 - cold1) / MiB).toFixed(1)}), ${(growth2 / MiB).toFixed(1)} MiB after (from cold ${((peak2 - cold2) / MiB).toFixed(1)}); ${((Date.now() - startedAt) / 1000).toFixed(0)} s from the 202 to done; final ${JSON.stringify(done)}`,
+          `202 in ${answerMs.toFixed(0)} ms (events ${r.body.events}); RSS growth from warm ${(growth1 / MiB).toFixed(1)} MiB ` +
+            `before the kill at ${atKill} (from cold ${((peak1 - cold1) / MiB).toFixed(1)}), ` +
+            `${(growth2 / MiB).toFixed(1)} MiB after (from cold ${((peak2 - cold2) / MiB).toFixed(1)}); ` +
+            `${((Date.now() - startedAt) / 1000).toFixed(0)} s from the 202 to done; final ${JSON.stringify(done)}`,
         ),
       );
       expect(l.missing.length, l.missing.slice(0, 5).join(', ')).toBe(0);

@@ -187,7 +187,8 @@ export class Session {
     // npx svc: this checkout's svc; npm start -- ARGS: svc serve ARGS (as npm runs it, only what follows -- is passed on)
     fs.writeFileSync(
       path.join(s.bin, 'npx'),
-      `#!/usr/bin/env bash\nif [ "$1" = svc ]; then shift; exec ${svc} "$@"; fi\necho "npx $1: only svc runs in the README test" >&2; exit 127\n`,
+      `#!/usr/bin/env bash\nif [ "$1" = svc ]; then shift; exec ${svc} "$@"; fi\n` +
+        `echo "npx $1: only svc runs in the README test" >&2; exit 127\n`,
       { mode: 0o755 },
     );
     fs.writeFileSync(
@@ -241,7 +242,11 @@ export class Session {
       'set -eo pipefail',
       body,
       'set +e',
-      `for __v in $(compgen -v); do case "$__v" in __*|BASH*|FUNCNAME|PIPESTATUS|_|COLUMNS|LINES|OLDPWD|PWD|SHLVL|RANDOM|SECONDS|LINENO|HISTCMD|EPOCH*|SRANDOM|GROUPS|DIRSTACK) continue ;; esac; grep -qx "$__v" <<<"$__base" && [ "$(declare -p "$__v" 2>/dev/null | cut -c1-11)" != "declare -x " ] && continue; declare -p "$__v"; done > ${JSON.stringify(this.state)}.new`,
+      `for __v in $(compgen -v); do case "$__v" in ` +
+        `__*|BASH*|FUNCNAME|PIPESTATUS|_|COLUMNS|LINES|OLDPWD|PWD|SHLVL|RANDOM|SECONDS|LINENO|HISTCMD|EPOCH*|SRANDOM|GROUPS|DIRSTACK) ` +
+        `continue ;; esac; grep -qx "$__v" <<<"$__base" && ` +
+        `[ "$(declare -p "$__v" 2>/dev/null | cut -c1-11)" != "declare -x " ] && continue; ` +
+        `declare -p "$__v"; done > ${JSON.stringify(this.state)}.new`,
       `mv ${JSON.stringify(this.state)}.new ${JSON.stringify(this.state)}`,
       '',
     ].join('\n');

@@ -201,7 +201,8 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
     }
   }, 180_000);
 
-  it('loses no acknowledged fact when the server leading SVC_EVENTS is killed and its store deleted, and delivers within 10 s after (two svc workers)', async () => {
+  it('loses no acknowledged fact when the server leading SVC_EVENTS is killed and its store deleted, and delivers within 10 s ' +
+    'after (two svc workers)', async () => {
     // the engine here delivers nothing: two `svc worker --nats <the seed list>` processes do
     svc = await startService({ natsUrl: cluster.urls, db, deliver: false });
     const key = dataplaneKey(db);
@@ -307,13 +308,16 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
       ledgerLine(
         'cluster after (acknowledged after the kill)',
         b,
-        `delivery after its answer: max ${Math.max(...latencies)} ms, median ${latencies.sort((x, y) => x - y)[Math.floor(latencies.length / 2)]} ms; first delivery ${firstAfter - killedAt} ms after the kill`,
+        `delivery after its answer: max ${Math.max(...latencies)} ms, ` +
+          `median ${latencies.sort((x, y) => x - y)[Math.floor(latencies.length / 2)]} ms; ` +
+          `first delivery ${firstAfter - killedAt} ms after the kill`,
       ),
     );
     console.log(
       `/readyz during the election: ${samples.length} samples, ${notReady.length} not ready` +
         (notReady.length
-          ? ` (from ${notReady[0].at - killedAt} ms to ${notReady[notReady.length - 1].at - killedAt} ms after the kill: ${[...new Set(notReady.flatMap((s) => s.reasons ?? []))].join(' | ')})`
+          ? ` (from ${notReady[0].at - killedAt} ms to ${notReady[notReady.length - 1].at - killedAt} ms after the kill: ` +
+            `${[...new Set(notReady.flatMap((s) => s.reasons ?? []))].join(' | ')})`
           : ''),
     );
     expect(a.missing, 'acknowledged before the kill, never delivered').toEqual([]);
@@ -404,7 +408,8 @@ describe.skipIf(findNatsServer() === null)('svc on a 3-server NATS cluster', () 
         const si = await jsm.streams.info(EVENTS_STREAM).catch((e) => String(e));
         const ci = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER).catch((e) => String(e));
         console.log(
-          `cluster chaos: ${delivered()} of ${N} delivered; seed ${seed} (LEDGER_SEED=${seed}); kills: ${at.join(', ')}; outbox rows ${queuedCount(chaosDb)}`,
+          `cluster chaos: ${delivered()} of ${N} delivered; seed ${seed} (LEDGER_SEED=${seed}); kills: ${at.join(', ')}; outbox ` +
+            `rows ${queuedCount(chaosDb)}`,
         );
         console.log('stream', JSON.stringify(si), '\nconsumer', JSON.stringify(ci));
         for (const p of procs)

@@ -29,7 +29,10 @@ const spawnSvc = (natsUrl: string, db: string, opts: { fault?: 'BEFORE' | 'AFTER
     opts.fault ? { [`SVC_FAULT_CRASH_${opts.fault}_PUBLISH`]: '1' } : {},
   );
 
-/** Events committed and not yet stored by JetStream: outbox rows, and events queued in their history row after the relay's cursor (NATS subjects). */
+/**
+ * Events committed and not yet stored by JetStream: outbox rows, and events queued in their history
+ * row after the relay's cursor (NATS subjects).
+ */
 function queuedRows(db: string, orgId: string): Array<{ event_id: string; subject: string }> {
   const h = new Database(db, { readonly: true, fileMustExist: true });
   try {
@@ -39,7 +42,8 @@ function queuedRows(db: string, orgId: string): Array<{ event_id: string; subjec
     }>;
     const history = h
       .prepare(
-        'SELECT event_id, subject FROM events WHERE org_id = ? AND seq > (SELECT events_seq FROM relay_cursor) AND batch IS NOT NULL ORDER BY seq',
+        'SELECT event_id, subject FROM events WHERE org_id = ? AND seq > (SELECT events_seq FROM relay_cursor) ' +
+          'AND batch IS NOT NULL ORDER BY seq',
       )
       .all(orgId) as Array<{ event_id: string; subject: string }>;
     return [...outbox, ...history.map((r) => ({ event_id: r.event_id, subject: `svc.events.${r.subject.split('/').join('.')}` }))];
@@ -173,40 +177,44 @@ describe.skipIf(findNatsServer() === null)('crash recovery (NATS, svc as a child
     }
   });
 
-  it('kill -9 after JetStream stored a batch but before its rows were pruned or the cursor moved: published again, delivered once (msg id = event id)', async () => {
-    const { db, org } = newDbWithOrg('crash-test');
-    const O = org.org_id;
-    const setup = await spawnSvc(nats.url, db);
-    const hook = await apiClient(setup.url, org).post('/v1/orgs/current/webhooks', { webhook_url: rx.hook(`${O}-b`) });
-    expect(hook.status, hook.text).toBe(201);
-    setup.proc.kill('SIGTERM');
-    expect((await setup.exited).code).toBe(0);
+  it(
+    'kill -9 after JetStream stored a batch but before its rows were pruned or the cursor moved: published again, delivered once ' +
+      '(msg id = event id)',
+    async () => {
+      const { db, org } = newDbWithOrg('crash-test');
+      const O = org.org_id;
+      const setup = await spawnSvc(nats.url, db);
+      const hook = await apiClient(setup.url, org).post('/v1/orgs/current/webhooks', { webhook_url: rx.hook(`${O}-b`) });
+      expect(hook.status, hook.text).toBe(201);
+      setup.proc.kill('SIGTERM');
+      expect((await setup.exited).code).toBe(0);
 
-    // --no-deliver: this test is about the relay's window between publish and prune. A data plane
-    // in the dying process could take stored events in the 100 ms before the kill; unacknowledged,
-    // JetStream gives them out again only after the ack wait (60 s), which is another story.
-    const first = await spawnSvc(nats.url, db, { fault: 'AFTER', noDeliver: true });
-    const facts = [...workflowFacts(O), ...workflowFacts(O)];
-    let generation = 1;
-    const sending = Promise.all(facts.map((f) => sendReliably(f.natsSubject, f.body, () => generation)));
-    const died = await first.exited;
-    expect(died.signal, first.output()).toBe('SIGKILL');
-    expect(queuedRows(db, O).length).toBeGreaterThan(0); // stored by JetStream, still queued (its rows or the cursor not yet moved on)
+      // --no-deliver: this test is about the relay's window between publish and prune. A data plane
+      // in the dying process could take stored events in the 100 ms before the kill; unacknowledged,
+      // JetStream gives them out again only after the ack wait (60 s), which is another story.
+      const first = await spawnSvc(nats.url, db, { fault: 'AFTER', noDeliver: true });
+      const facts = [...workflowFacts(O), ...workflowFacts(O)];
+      let generation = 1;
+      const sending = Promise.all(facts.map((f) => sendReliably(f.natsSubject, f.body, () => generation)));
+      const died = await first.exited;
+      expect(died.signal, first.output()).toBe('SIGKILL');
+      expect(queuedRows(db, O).length).toBeGreaterThan(0); // stored by JetStream, still queued (its rows or the cursor not yet moved on)
 
-    generation = 2;
-    const second = await spawnSvc(nats.url, db);
-    try {
-      await sending;
-      const expected = facts.map((f) => f.subject);
-      await waitFor(() => rx.at(`${O}-b`).length >= new Set(expected).size, 15_000, 'the deliveries after the restart');
-      await childSettled(db, { jsm }); // outbox pruned, work queue empty: a duplicate cannot arrive after this
-      const got = counts(rx.subjects(`${O}-b`));
-      expect([...got.keys()].sort()).toEqual([...new Set(expected)].sort());
-      for (const [s, n] of got) expect(n, s).toBe(1); // the re-publish was dropped as a duplicate
-    } finally {
-      second.proc.kill('SIGTERM');
-      const bye = await second.exited;
-      expect(bye.code, second.output()).toBe(0);
-    }
-  });
+      generation = 2;
+      const second = await spawnSvc(nats.url, db);
+      try {
+        await sending;
+        const expected = facts.map((f) => f.subject);
+        await waitFor(() => rx.at(`${O}-b`).length >= new Set(expected).size, 15_000, 'the deliveries after the restart');
+        await childSettled(db, { jsm }); // outbox pruned, work queue empty: a duplicate cannot arrive after this
+        const got = counts(rx.subjects(`${O}-b`));
+        expect([...got.keys()].sort()).toEqual([...new Set(expected)].sort());
+        for (const [s, n] of got) expect(n, s).toBe(1); // the re-publish was dropped as a duplicate
+      } finally {
+        second.proc.kill('SIGTERM');
+        const bye = await second.exited;
+        expect(bye.code, second.output()).toBe(0);
+      }
+    },
+  );
 });

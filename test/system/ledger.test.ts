@@ -173,7 +173,8 @@ async function expectGracefulStop(name: string, svc: SvcChild, rx: LedgerReceive
   const after = rx.deliveries.length - sentAt;
   const left = total - rx.distinct('/h/all');
   console.log(
-    `${name}: exit ${bye.code} after ${bye.ms} ms (delivery timeout ${timeoutMs} ms); ${after} attempts reached the receiver after SIGTERM; ${left} of ${total} left queued`,
+    `${name}: exit ${bye.code} after ${bye.ms} ms (delivery timeout ${timeoutMs} ms); ${after} attempts reached the receiver after ` +
+      `SIGTERM; ${left} of ${total} left queued`,
   );
   expect(bye.code, svc.output()).toBe(0);
   expect(bye.ms).toBeLessThan(timeoutMs + 3000);
@@ -234,7 +235,8 @@ async function settledInstalls(api: ApiClient): Promise<string[]> {
 
 describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
   it(
-    'kill -9 of svc serve at random moments under a backlog: acknowledged = delivered + missing, missing 0; repeats only of attempts in flight',
+    'kill -9 of svc serve at random moments under a backlog: acknowledged = delivered + missing, missing 0; repeats only of ' +
+      'attempts in flight',
     async (ctx) => {
       const t = harness(ctx);
       const N = 400;
@@ -285,7 +287,8 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
   );
 
   it(
-    'SIGTERM with a backlog (svc serve, and with its pipeline full): exits 0 within the delivery timeout, starts nothing new, and the next process delivers the rest with no repeat',
+    'SIGTERM with a backlog (svc serve, and with its pipeline full): exits 0 within the delivery timeout, starts nothing new, and ' +
+      'the next process delivers the rest with no repeat',
     async (ctx) => {
       const t = harness(ctx);
       // --delivery-concurrency 8: a slow webhook with more than 32 attempts queued fills the
@@ -389,7 +392,8 @@ describe.skipIf(!HAVE_NATS).concurrent('ledger, NATS mode', () => {
 
 describe.concurrent('ledger, embedded mode', () => {
   it(
-    'kill -9 of svc serve at random moments while installs provision against a slow receiver: every emitted event delivered; repeats only of attempts in flight',
+    'kill -9 of svc serve at random moments while installs provision against a slow receiver: every emitted event delivered; ' +
+      'repeats only of attempts in flight',
     async (ctx) => {
       const t = harness(ctx);
       const INSTALLS = 36;
@@ -451,7 +455,8 @@ describe.concurrent('ledger, embedded mode', () => {
   );
 
   it(
-    'SIGTERM with a backlog: exits 0 within the delivery timeout, starts nothing new, and the next process delivers the rest with no repeat',
+    'SIGTERM with a backlog: exits 0 within the delivery timeout, starts nothing new, and the next process delivers the rest with ' +
+      'no repeat',
     async (ctx) => {
       const t = harness(ctx);
       const INSTALLS = 16;

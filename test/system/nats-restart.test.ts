@@ -38,7 +38,8 @@ afterAll(async () => {
 });
 
 describe.skipIf(!HAVE_NATS)('nats-server kill -9 and restart under load', () => {
-  it('two workers, a slow and a failing webhook: every acknowledged event delivered; repeats only of attempts in flight at the kills', async () => {
+  it('two workers, a slow and a failing webhook: every acknowledged event delivered; repeats only of attempts in flight at ' +
+    'the kills', async () => {
     await underLoad('nats-server restart', {}, async (t) => {
       for (const f of [0.3, 0.65]) {
         await t.factsAcknowledged(f);
@@ -47,8 +48,10 @@ describe.skipIf(!HAVE_NATS)('nats-server kill -9 and restart under load', () => 
     });
   }, 240_000);
 
-  it('a worker killed with kill -9 just after the nats-server restart, holding events it has claimed: the other worker delivers them; nothing lost', async () => {
-    // a slower receiver (2 workers × 8 in flight / 180 ms: 89 a second, of 150 produced): a backlog held by the workers when the server dies
+  it('a worker killed with kill -9 just after the nats-server restart, holding events it has claimed: the other worker delivers ' +
+    'them; nothing lost', async () => {
+    // a slower receiver (2 workers × 8 in flight / 180 ms: 89 a second, of 150 produced): a backlog
+    // held by the workers when the server dies
     await underLoad('nats-server restart, then a worker killed', { slowMs: 180 }, async (t) => {
       await t.factsAcknowledged(0.4);
       const claims = () =>
@@ -211,7 +214,20 @@ async function underLoad(name: string, o: { slowMs?: number }, faults: (t: Scena
     const c = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER).catch((err: unknown) => String(err));
     const st = (await jsm.streams.info(EVENTS_STREAM)).state;
     console.log(
-      `${name}: after the load: outbox ${queuedCount(db)}, acks, naks and working() seen ${ackTraffic}, stale ack-pending entries (nats-server 2.9 after kill -9) ${stale}, ${EVENTS_STREAM} ${JSON.stringify(st)}, consumer ${JSON.stringify(typeof c === 'string' ? c : { ack_pending: c.num_ack_pending, redelivered: c.num_redelivered, pending: c.num_pending, delivered: c.delivered, ack_floor: c.ack_floor, waiting: c.num_waiting })}`,
+      `${name}: after the load: outbox ${queuedCount(db)}, acks, naks and working() seen ${ackTraffic}, stale ack-pending entries ` +
+        `(nats-server 2.9 after kill -9) ${stale}, ${EVENTS_STREAM} ${JSON.stringify(st)}, consumer ` +
+        JSON.stringify(
+          typeof c === 'string'
+            ? c
+            : {
+                ack_pending: c.num_ack_pending,
+                redelivered: c.num_redelivered,
+                pending: c.num_pending,
+                delivered: c.delivered,
+                ack_floor: c.ack_floor,
+                waiting: c.num_waiting,
+              },
+        ),
     );
     for (const w of workers)
       console.log(
@@ -239,7 +255,8 @@ async function underLoad(name: string, o: { slowMs?: number }, faults: (t: Scena
   const byWorkerRepeats = [...attemptsBy.values()].filter((ws) => ws.length > 1);
   console.log(
     `${name}: outcomes seen for ${attemptsBy.size} (webhook, event) pairs; ${byWorkerRepeats.length} with more than one: ` +
-      `${byWorkerRepeats.filter((ws) => new Set(ws).size === 1).length} by the same worker, ${byWorkerRepeats.filter((ws) => new Set(ws).size > 1).length} by another`,
+      `${byWorkerRepeats.filter((ws) => new Set(ws).size === 1).length} by the same worker, ` +
+      `${byWorkerRepeats.filter((ws) => new Set(ws).size > 1).length} by another`,
   );
 
   for (const [i, w] of workers.entries()) {
@@ -281,7 +298,8 @@ function classify(
       counts.noKillBetween++;
       if (between.length < 5)
         between.push(
-          `first at ${f.at - kills[0]}..${(f.answeredAt ?? NaN) - kills[0]} again at ${d.at - kills[0]} ms (kill 1 = 0, kill 2 = ${kills[1] - kills[0]})`,
+          `first at ${f.at - kills[0]}..${(f.answeredAt ?? NaN) - kills[0]} again at ${d.at - kills[0]} ms (kill 1 = 0, kill 2 = ` +
+            `${kills[1] - kills[0]})`,
         );
     } else if ((f.answeredAt ?? Infinity) >= k) counts.inFlight++;
     else {
@@ -293,7 +311,8 @@ function classify(
   return (
     `repeats whose first attempt was in flight at a kill ${counts.inFlight}, had finished before it ${counts.finishedBefore}` +
     (before.length ? ` (by ${before[0]}..${before[before.length - 1]} ms, median ${before[before.length >> 1]})` : '') +
-    `, with no kill between ${counts.noKillBetween}${between.length ? ` [${between.join('; ')}]` : ''}; by the same worker ${counts.same}, by another ${counts.other}`
+    `, with no kill between ${counts.noKillBetween}${between.length ? ` [${between.join('; ')}]` : ''}; by the same worker ` +
+    `${counts.same}, by another ${counts.other}`
   );
 }
 

@@ -71,7 +71,8 @@ afterAll(() => {
 });
 
 describe('svc serve holds its database', () => {
-  it('a second serve on the same file exits 1 naming the holder; orgs create works beside it; after kill -9 a new one listens at once', async () => {
+  it('a second serve on the same file exits 1 naming the holder; orgs create works beside it; after kill -9 a new one ' +
+    'listens at once', async () => {
     const { db } = newDbWithOrg('lock');
     const first = await spawnService(db);
     const since = Date.now();
@@ -258,7 +259,8 @@ describe('svc serve start-up ends when it must', () => {
     expect((await next.exited).code).toBe(0);
   }, 60_000);
 
-  it('SIGTERM at moments of an embedded start: each ends promptly (0 once svc handles it), and the database is free after each', async () => {
+  it('SIGTERM at moments of an embedded start: each ends promptly (0 once svc handles it), and the database is free ' +
+    'after each', async () => {
     const { db } = newDbWithOrg('sigterm-early');
     // the first moments: modules loading, the store opening, the delivery thread starting, the port
     // bound; how far each got is printed (`start-up abandoned` or `listening on`)

@@ -191,7 +191,8 @@ describe('verification gates (CONTRACT 4.3)', () => {
     await post(api, `/v1/workflows/${W}/cancel`, undefined, 200);
   });
 
-  it('fail: the group fails at once with trigger verification and its reason; on_failure rollback returns it to its config before the run', {
+  it('fail: the group fails at once with trigger verification and its reason; on_failure rollback returns it to its config ' +
+    'before the run', {
     timeout: 60_000,
   }, async () => {
     const f = await twoGroups();
@@ -312,7 +313,8 @@ describe('verification gates: the target guard', () => {
     await guarded?.stop();
   });
 
-  it('without --allow-private-targets a private target is refused: each request counts one failure, and the group fails; nothing reaches it', {
+  it('without --allow-private-targets a private target is refused: each request counts one failure, and the group fails; nothing ' +
+    'reaches it', {
     timeout: 60_000,
   }, async () => {
     const gclock = new ManualClock(Date.now());
