@@ -146,53 +146,57 @@ describe('against a fake API', () => {
     expect(none.stderr).toMatch(/install inst_1 has no version 7/);
   });
 
-  it("installs versions shows each version's config version beside its ids; installs diff takes version:N, config:N (its latest install version), N and ver_ (issue 56)", async () => {
-    const versions = await cli(['installs', 'versions', 'inst_1'], env);
-    expect(versions.code, both(versions)).toBe(0);
-    const lines = versions.stdout.trim().split('\n');
-    expect(lines[0]).toMatch(/^VERSION\s+CONFIG\s+VERSION_ID\s+APP_CONFIG_ID\s+FROM\s+OLD_APP_CONFIG_ID/);
-    expect(lines[1]).toMatch(/^3\s+config v1\s+ver_three\s+cfg_1\s+config v2\s+cfg_2\s/);
-    expect(lines[2]).toMatch(/^2\s+config v2\s+ver_two\s+cfg_2\s+config v1\s+cfg_1\s/);
-    expect(lines[3]).toMatch(/^1\s+config v1\s+ver_one\s+cfg_1\s/);
+  it(
+    "installs versions shows each version's config version beside its ids; installs diff takes version:N, config:N (its latest " +
+      'install version), N and ver_ (issue 56)',
+    async () => {
+      const versions = await cli(['installs', 'versions', 'inst_1'], env);
+      expect(versions.code, both(versions)).toBe(0);
+      const lines = versions.stdout.trim().split('\n');
+      expect(lines[0]).toMatch(/^VERSION\s+CONFIG\s+VERSION_ID\s+APP_CONFIG_ID\s+FROM\s+OLD_APP_CONFIG_ID/);
+      expect(lines[1]).toMatch(/^3\s+config v1\s+ver_three\s+cfg_1\s+config v2\s+cfg_2\s/);
+      expect(lines[2]).toMatch(/^2\s+config v2\s+ver_two\s+cfg_2\s+config v1\s+cfg_1\s/);
+      expect(lines[3]).toMatch(/^1\s+config v1\s+ver_one\s+cfg_1\s/);
 
-    const diffOf = async (given: string) => {
-      const r = await cli(['installs', 'diff', 'inst_1', given], env);
-      expect(r.code, `${given}: ${both(r)}`).toBe(0);
-      return r.stdout;
-    };
-    // install versions
-    for (const given of ['version:2', '2']) {
-      const out = await diffOf(given);
-      expect(out).toMatch(/^version:\s+2$/m);
-      expect(out).toMatch(/version_id:\s+ver_two/);
-      expect(out).toMatch(/from:\s+config v1 \(cfg_1\)/);
-      expect(out).toMatch(/to:\s+config v2 \(cfg_2\)/);
-    }
-    // config versions: v1 was applied at install versions 1 and 3, so config:1 means version 3
-    const c1 = await diffOf('config:1');
-    expect(c1).toMatch(/version_id:\s+ver_three/);
-    expect(c1).toMatch(/values\.image: "api:2" -> "api:1"/);
-    expect(await diffOf('config:2')).toMatch(/version_id:\s+ver_two/);
-    expect(await diffOf('ver_one')).toMatch(/^version:\s+1$/m);
+      const diffOf = async (given: string) => {
+        const r = await cli(['installs', 'diff', 'inst_1', given], env);
+        expect(r.code, `${given}: ${both(r)}`).toBe(0);
+        return r.stdout;
+      };
+      // install versions
+      for (const given of ['version:2', '2']) {
+        const out = await diffOf(given);
+        expect(out).toMatch(/^version:\s+2$/m);
+        expect(out).toMatch(/version_id:\s+ver_two/);
+        expect(out).toMatch(/from:\s+config v1 \(cfg_1\)/);
+        expect(out).toMatch(/to:\s+config v2 \(cfg_2\)/);
+      }
+      // config versions: v1 was applied at install versions 1 and 3, so config:1 means version 3
+      const c1 = await diffOf('config:1');
+      expect(c1).toMatch(/version_id:\s+ver_three/);
+      expect(c1).toMatch(/values\.image: "api:2" -> "api:1"/);
+      expect(await diffOf('config:2')).toMatch(/version_id:\s+ver_two/);
+      expect(await diffOf('ver_one')).toMatch(/^version:\s+1$/m);
 
-    const never = await cli(['installs', 'diff', 'inst_1', 'config:9'], env);
-    expect(never.code).toBe(1);
-    expect(never.stderr).toMatch(/install inst_1 never had config v9 applied/);
-    const n = api.asked.length;
-    for (const bad of ['config:x', 'version:', 'config:0', 'version:-1']) {
-      const r = await cli(['installs', 'diff', 'inst_1', bad], env);
-      expect(r.code, `${bad}: ${both(r)}`).toBe(2);
-      expect(r.stderr).toMatch(/version:N \(the install version\), config:N \(the config version\)/);
-    }
-    expect(api.asked.length).toBe(n); // usage errors before any request
+      const never = await cli(['installs', 'diff', 'inst_1', 'config:9'], env);
+      expect(never.code).toBe(1);
+      expect(never.stderr).toMatch(/install inst_1 never had config v9 applied/);
+      const n = api.asked.length;
+      for (const bad of ['config:x', 'version:', 'config:0', 'version:-1']) {
+        const r = await cli(['installs', 'diff', 'inst_1', bad], env);
+        expect(r.code, `${bad}: ${both(r)}`).toBe(2);
+        expect(r.stderr).toMatch(/version:N \(the install version\), config:N \(the config version\)/);
+      }
+      expect(api.asked.length).toBe(n); // usage errors before any request
 
-    const help = await cli(['installs', 'diff', '--help'], env);
-    expect(help.stdout).toMatch(/^ +version:N or N +the install version: the VERSION column of `svc installs versions`/m);
-    expect(help.stdout).toMatch(
-      /^ +config:N +the config version: the CONFIG column .*\n +applied more than once, its latest install version/m,
-    );
-    expect(help.stdout).toMatch(/^ +ver_… +a version id/m);
-  });
+      const help = await cli(['installs', 'diff', '--help'], env);
+      expect(help.stdout).toMatch(/^ +version:N or N +the install version: the VERSION column of `svc installs versions`/m);
+      expect(help.stdout).toMatch(
+        /^ +config:N +the config version: the CONFIG column .*\n +applied more than once, its latest install version/m,
+      );
+      expect(help.stdout).toMatch(/^ +ver_… +a version id/m);
+    },
+  );
 
   it('a bad --bake is a usage error (exit 2, nothing sent), like a bad --on-bad', async () => {
     const n = api.asked.length;

@@ -113,7 +113,8 @@ describe('svc listen with a real svc', () => {
     expect(m.json()).toMatchObject({ ok: true });
   }
 
-  it('prints one line of at most 160 characters per delivery of every type, with the marks of a resend and a recovery; --json the whole events; --verbose the headers, signatures cut', async () => {
+  it('prints one line of at most 160 characters per delivery of every type, with the marks of a resend and a recovery; --json the ' +
+    'whole events; --verbose the headers, signatures cut', async () => {
     // workflow and step events: an install's provision (the local runner)
     const app = await post(api, '/v1/apps', { name: rid('app') });
     const cfg = (image: string) => ({ components: [{ name: 'api', labels: { tier: 'web' }, values: { image } }] });

@@ -161,7 +161,8 @@ describe.skipIf(!HAVE_NATS)('svc serve --nats: the line is a promise', () => {
         expect((await sigterm(svc)).code).toBe(0);
       }
       console.log(
-        `readiness: ${STARTS} starts, ${STARTS * BURST} facts sent at the line, ${failed.length} starts with failures, in ${Date.now() - t0} ms`,
+        `readiness: ${STARTS} starts, ${STARTS * BURST} facts sent at the line, ${failed.length} starts with failures, in ` +
+          `${Date.now() - t0} ms`,
       );
       expect(failed).toEqual([]);
     },
@@ -227,7 +228,8 @@ describe.skipIf(!HAVE_NATS)('GET /readyz of svc serve --nats', () => {
     }
   }, 60_000);
 
-  it('SIGTERM: 503 at once and during the drain; requests already received are answered after their commit, later ones find no responder', async () => {
+  it('SIGTERM: 503 at once and during the drain; requests already received are answered after their commit, later ones find no ' +
+    'responder', async () => {
     const nats = await startNatsServer();
     const nc = await connect({ servers: nats.url, name: 'readiness-test' });
     try {
@@ -290,7 +292,8 @@ describe.skipIf(!HAVE_NATS)('GET /readyz of svc serve --nats', () => {
       for (const x of sent.filter((y) => y.answer === '{"ok":true}'))
         expect(committed(db, x.id), `${x.id} answered ok, so committed`).toBe(true);
       console.log(
-        `readiness at SIGTERM: ${BURST} sent before the signal answered ok; the producers: ${answers.length - 8} answered ok, then 8 found no responder`,
+        `readiness at SIGTERM: ${BURST} sent before the signal answered ok; the producers: ${answers.length - 8} answered ok, then ` +
+          `8 found no responder`,
       );
     } finally {
       receiver.set('hang', {});

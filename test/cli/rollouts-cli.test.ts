@@ -26,7 +26,8 @@ afterAll(async () => {
 const cfg = (image: string) => ({ components: [{ name: 'api', values: { image } }] });
 
 describe('svc apps rollback, svc configs veto|unveto', () => {
-  it('veto, a refused rollback (exit 1, the reason), unveto, a plan-only rollback, then --yes --no-approval --bake: plan first, the run after', {
+  it('veto, a refused rollback (exit 1, the reason), unveto, a plan-only rollback, then --yes --no-approval --bake: plan first, ' +
+    'the run after', {
     timeout: 60_000,
   }, async () => {
     const app = await post(api, '/v1/apps', { name: rid('shop') });
@@ -109,23 +110,27 @@ describe('svc apps rollback, svc configs veto|unveto', () => {
     expect((await get(api, `/v1/installs/${inst.install_id}`)).app_config_id).toBe(v1.app_config_id);
   });
 
-  it('usage errors exit 2 before any request: --on-bad or --gate-for without --bake, --on-bad not halt|rollback, --gate-for not 0s–1h, a bad --selector, applying without a terminal or --yes', async () => {
-    for (const args of [
-      ['apps', 'rollback', 'app_1', '--on-bad', 'rollback', '--yes'],
-      ['apps', 'rollback', 'app_1', '--bake', '1m', '--on-bad', 'explode', '--yes'],
-      ['apps', 'rollback', 'app_1', '--gate-for', '3s', '--yes'],
-      ['apps', 'rollback', 'app_1', '--bake', '1m', '--gate-for', '2h', '--yes'],
-      ['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--bake', '1m', '--gate-for', 'soon'],
-      ['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--on-bad', 'rollback'],
-      ['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--max-parallel', '0'],
-      ['apps', 'rollback', 'app_1', '--failure-budget', '120', '--yes'],
-      ['apps', 'rollback', 'app_1', '--on-failure', 'panic', '--yes'],
-      ['apps', 'rollback', 'app_1', '--selector', 'nolabel', '--yes'],
-      ['apps', 'rollback', 'app_1'],
-      ['configs', 'veto', 'app_1', 'cfg_1'],
-    ]) {
-      const r = await cli(args, { ...env, SVC_API_URL: 'http://127.0.0.1:1' });
-      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
-    }
-  });
+  it(
+    'usage errors exit 2 before any request: --on-bad or --gate-for without --bake, --on-bad not halt|rollback, --gate-for not ' +
+      '0s–1h, a bad --selector, applying without a terminal or --yes',
+    async () => {
+      for (const args of [
+        ['apps', 'rollback', 'app_1', '--on-bad', 'rollback', '--yes'],
+        ['apps', 'rollback', 'app_1', '--bake', '1m', '--on-bad', 'explode', '--yes'],
+        ['apps', 'rollback', 'app_1', '--gate-for', '3s', '--yes'],
+        ['apps', 'rollback', 'app_1', '--bake', '1m', '--gate-for', '2h', '--yes'],
+        ['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--bake', '1m', '--gate-for', 'soon'],
+        ['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--on-bad', 'rollback'],
+        ['branches', 'run', 'app_1', 'br_1', '--app-config', 'cfg_1', '--max-parallel', '0'],
+        ['apps', 'rollback', 'app_1', '--failure-budget', '120', '--yes'],
+        ['apps', 'rollback', 'app_1', '--on-failure', 'panic', '--yes'],
+        ['apps', 'rollback', 'app_1', '--selector', 'nolabel', '--yes'],
+        ['apps', 'rollback', 'app_1'],
+        ['configs', 'veto', 'app_1', 'cfg_1'],
+      ]) {
+        const r = await cli(args, { ...env, SVC_API_URL: 'http://127.0.0.1:1' });
+        expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+      }
+    },
+  );
 });

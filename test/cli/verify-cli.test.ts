@@ -32,7 +32,8 @@ afterAll(async () => {
 const cfg = (image: string) => ({ components: [{ name: 'api', values: { image } }] });
 
 describe('svc branches run / svc apps rollback --verify', () => {
-  it('branches run --verify A --verify B: both URLs are asked after the deploy; the run succeeds once both pass. apps rollback --verify: the same', {
+  it('branches run --verify A --verify B: both URLs are asked after the deploy; the run succeeds once both pass. apps rollback ' +
+    '--verify: the same', {
     timeout: 60_000,
   }, async () => {
     const { app, v1, v2 } = await appWithThreeConfigs(api, rid('shop'), cfg);

@@ -119,30 +119,34 @@ describe('intake per org (CONTRACT 8)', () => {
     expect(r.pipeline.room()).toBe(0);
   });
 
-  it('an org with work enough queued (pressure 4 × concurrency): its next events are taken and parked, then fanned out oldest first as attempts finish', () => {
-    const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
-    // org_a has 4 webhooks (untried: each counts up to 32 queued attempts), concurrency 16: bound 64
-    for (const [i, h] of ['a2', 'a3', 'a4'].entries())
-      r.registry.upsert(allEventsEntry('org_a', `wh_${h}`, `http://${h}.test/hook`), 10 + i);
-    expect(r.offer('org_a', 100)).toBe(100);
-    const parked = r.pipeline.parkedEvents();
-    expect(parked).toBeGreaterThan(70);
-    expect(parked).toBeLessThan(90);
-    // parking does not close the org's intake: it is bounded by its share of the window
-    expect(r.pipeline.roomFor('org_a')).toBeGreaterThan(0);
-    expect(r.pipeline.parkedSince('org_a_99')).toBe(r.clock.now());
-    expect(r.pipeline.parkedSince('org_a_0')).toBeUndefined();
-    let rounds = 0;
-    for (; r.open.length && rounds < 1000; rounds++) {
-      r.answer(() => true, { delivered: true, status: 200, duration_ms: 1 });
-      expect(r.pipeline.parkedEvents()).toBeLessThanOrEqual(parked);
-    }
-    expect(r.pipeline.parkedEvents()).toBe(0);
-    expect(r.settled.size).toBe(100);
-    // in the order taken
-    expect([...r.settled]).toEqual(Array.from({ length: 100 }, (_, i) => `org_a_${i}`));
-    expect(r.pipeline.held()).toBe(0);
-  });
+  it(
+    'an org with work enough queued (pressure 4 × concurrency): its next events are taken and parked, then fanned out oldest ' +
+      'first as attempts finish',
+    () => {
+      const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
+      // org_a has 4 webhooks (untried: each counts up to 32 queued attempts), concurrency 16: bound 64
+      for (const [i, h] of ['a2', 'a3', 'a4'].entries())
+        r.registry.upsert(allEventsEntry('org_a', `wh_${h}`, `http://${h}.test/hook`), 10 + i);
+      expect(r.offer('org_a', 100)).toBe(100);
+      const parked = r.pipeline.parkedEvents();
+      expect(parked).toBeGreaterThan(70);
+      expect(parked).toBeLessThan(90);
+      // parking does not close the org's intake: it is bounded by its share of the window
+      expect(r.pipeline.roomFor('org_a')).toBeGreaterThan(0);
+      expect(r.pipeline.parkedSince('org_a_99')).toBe(r.clock.now());
+      expect(r.pipeline.parkedSince('org_a_0')).toBeUndefined();
+      let rounds = 0;
+      for (; r.open.length && rounds < 1000; rounds++) {
+        r.answer(() => true, { delivered: true, status: 200, duration_ms: 1 });
+        expect(r.pipeline.parkedEvents()).toBeLessThanOrEqual(parked);
+      }
+      expect(r.pipeline.parkedEvents()).toBe(0);
+      expect(r.settled.size).toBe(100);
+      // in the order taken
+      expect([...r.settled]).toEqual(Array.from({ length: 100 }, (_, i) => `org_a_${i}`));
+      expect(r.pipeline.held()).toBe(0);
+    },
+  );
 
   it('parked events can be given back whole (withdraw): no longer held, neither settled nor attempted', () => {
     const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
@@ -179,23 +183,27 @@ describe('intake per org (CONTRACT 8)', () => {
     expect(r.open).toHaveLength(0);
   });
 
-  it('a disabled webhook (CONTRACT 4.1): its queued attempts are dropped and counted webhook_disabled, new events make none; enabled, it gets them again', () => {
-    const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
-    r.offer('org_a', 20);
-    expect(r.open).toHaveLength(8);
-    expect(r.registry.upsert({ ...allEventsEntry('org_a', 'wh_a', 'http://a.test/hook'), disabled: true }, 10)).toBe(true);
-    expect(r.dropped).toEqual([['webhook_disabled', 12]]);
-    expect(r.settled.size).toBe(12);
-    r.offer('org_a', 5);
-    expect(r.dropped).toEqual([['webhook_disabled', 12], ...Array.from({ length: 5 }, () => ['webhook_disabled', 1])]);
-    expect(r.settled.size).toBe(17);
-    expect(r.open).toHaveLength(8); // only those in flight before
-    r.answer(() => true, { delivered: true, status: 200, duration_ms: 1 });
-    expect(r.settled.size).toBe(25);
-    r.registry.upsert(allEventsEntry('org_a', 'wh_a', 'http://a.test/hook'), 11);
-    r.offer('org_a', 2);
-    expect(r.open).toHaveLength(2);
-  });
+  it(
+    'a disabled webhook (CONTRACT 4.1): its queued attempts are dropped and counted webhook_disabled, new events make none; ' +
+      'enabled, it gets them again',
+    () => {
+      const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
+      r.offer('org_a', 20);
+      expect(r.open).toHaveLength(8);
+      expect(r.registry.upsert({ ...allEventsEntry('org_a', 'wh_a', 'http://a.test/hook'), disabled: true }, 10)).toBe(true);
+      expect(r.dropped).toEqual([['webhook_disabled', 12]]);
+      expect(r.settled.size).toBe(12);
+      r.offer('org_a', 5);
+      expect(r.dropped).toEqual([['webhook_disabled', 12], ...Array.from({ length: 5 }, () => ['webhook_disabled', 1])]);
+      expect(r.settled.size).toBe(17);
+      expect(r.open).toHaveLength(8); // only those in flight before
+      r.answer(() => true, { delivered: true, status: 200, duration_ms: 1 });
+      expect(r.settled.size).toBe(25);
+      r.registry.upsert(allEventsEntry('org_a', 'wh_a', 'http://a.test/hook'), 11);
+      r.offer('org_a', 2);
+      expect(r.open).toHaveLength(2);
+    },
+  );
 });
 
 describe('FairSlots per org', () => {
@@ -226,58 +234,65 @@ describe('FairSlots per org', () => {
   });
 });
 
-describe('backlogReport: the orgs whose deliveries queue here, and those that no longer do (told to the control plane with outcome batches)', () => {
-  const backlogged = (r: ReturnType<typeof rig>) => r.pipeline.backlogReport().backlogged;
+describe(
+  'backlogReport: the orgs whose deliveries queue here, and those that no longer do ' + '(told to the control plane with outcome batches)',
+  () => {
+    const backlogged = (r: ReturnType<typeof rig>) => r.pipeline.backlogReport().backlogged;
 
-  it('an org is backlogged when every attempt of it started since the last call waited BACKLOG_WAIT_MS or more; each call starts again', () => {
-    const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
-    // nothing started yet: no org
-    expect(backlogged(r)).toEqual([]);
-    // org_a: 8 attempts start at once (its webhook's bound), 8 more queue behind them
-    r.offer('org_a', 16);
-    expect(r.open).toHaveLength(8);
-    // org_b: one attempt, started at once
-    r.offer('org_b', 1);
-    expect(backlogged(r)).toEqual([]);
-    // org_a's queued attempts start only once the first ones are answered, BACKLOG_WAIT_MS later
-    r.clock.advance(BACKLOG_WAIT_MS);
-    r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
-    expect(r.open.filter((a) => a.url.startsWith('http://a.'))).toHaveLength(8);
-    expect(backlogged(r)).toEqual(['org_a']);
-    // nothing of org_a started since: the record starts again, and it is not told twice
-    expect(backlogged(r)).toEqual([]);
-    // one attempt that started promptly is enough to say its org's deliveries do not queue
-    r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: 1 });
-    r.offer('org_a', 9); // 8 start at once, one waits
-    r.clock.advance(BACKLOG_WAIT_MS);
-    r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
-    expect(r.open.filter((a) => a.url.startsWith('http://a.'))).toHaveLength(1); // the one that waited
-    expect(backlogged(r)).toEqual([]);
-  });
+    it(
+      'an org is backlogged when every attempt of it started since the last call waited BACKLOG_WAIT_MS or more; each call ' +
+        'starts again',
+      () => {
+        const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
+        // nothing started yet: no org
+        expect(backlogged(r)).toEqual([]);
+        // org_a: 8 attempts start at once (its webhook's bound), 8 more queue behind them
+        r.offer('org_a', 16);
+        expect(r.open).toHaveLength(8);
+        // org_b: one attempt, started at once
+        r.offer('org_b', 1);
+        expect(backlogged(r)).toEqual([]);
+        // org_a's queued attempts start only once the first ones are answered, BACKLOG_WAIT_MS later
+        r.clock.advance(BACKLOG_WAIT_MS);
+        r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
+        expect(r.open.filter((a) => a.url.startsWith('http://a.'))).toHaveLength(8);
+        expect(backlogged(r)).toEqual(['org_a']);
+        // nothing of org_a started since: the record starts again, and it is not told twice
+        expect(backlogged(r)).toEqual([]);
+        // one attempt that started promptly is enough to say its org's deliveries do not queue
+        r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: 1 });
+        r.offer('org_a', 9); // 8 start at once, one waits
+        r.clock.advance(BACKLOG_WAIT_MS);
+        r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
+        expect(r.open.filter((a) => a.url.startsWith('http://a.'))).toHaveLength(1); // the one that waited
+        expect(backlogged(r)).toEqual([]);
+      },
+    );
 
-  it("a backlogged org's first prompt attempt is told at once (caughtUp), and named in the next report's caughtUp only", () => {
-    const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
-    // org_a backlogged, as above; org_b prompt
-    r.offer('org_a', 16);
-    r.offer('org_b', 1);
-    expect(r.pipeline.backlogReport()).toEqual({ backlogged: [], caughtUp: [] });
-    r.clock.advance(BACKLOG_WAIT_MS);
-    r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
-    expect(r.pipeline.backlogReport()).toEqual({ backlogged: ['org_a'], caughtUp: [] });
-    // its queue drains, still waiting: nothing told
-    r.clock.advance(BACKLOG_WAIT_MS);
-    r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
-    expect(r.caughtUpCalls()).toBe(0);
-    // a new event of it starts at once: told once, however many more start promptly
-    r.offer('org_a', 3);
-    expect(r.caughtUpCalls()).toBe(1);
-    r.offer('org_b', 2);
-    expect(r.caughtUpCalls()).toBe(1);
-    expect(r.pipeline.backlogReport()).toEqual({ backlogged: [], caughtUp: ['org_a'] });
-    // it was not backlogged in that report: a later prompt attempt is not told again
-    r.answer(() => true, { delivered: true, status: 200, duration_ms: 1 });
-    r.offer('org_a', 1);
-    expect(r.caughtUpCalls()).toBe(1);
-    expect(r.pipeline.backlogReport()).toEqual({ backlogged: [], caughtUp: [] });
-  });
-});
+    it("a backlogged org's first prompt attempt is told at once (caughtUp), and named in the next report's caughtUp only", () => {
+      const r = rig({ maxEvents: 1000, minOrgEvents: 4 });
+      // org_a backlogged, as above; org_b prompt
+      r.offer('org_a', 16);
+      r.offer('org_b', 1);
+      expect(r.pipeline.backlogReport()).toEqual({ backlogged: [], caughtUp: [] });
+      r.clock.advance(BACKLOG_WAIT_MS);
+      r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
+      expect(r.pipeline.backlogReport()).toEqual({ backlogged: ['org_a'], caughtUp: [] });
+      // its queue drains, still waiting: nothing told
+      r.clock.advance(BACKLOG_WAIT_MS);
+      r.answer((url) => url.startsWith('http://a.'), { delivered: true, status: 200, duration_ms: BACKLOG_WAIT_MS });
+      expect(r.caughtUpCalls()).toBe(0);
+      // a new event of it starts at once: told once, however many more start promptly
+      r.offer('org_a', 3);
+      expect(r.caughtUpCalls()).toBe(1);
+      r.offer('org_b', 2);
+      expect(r.caughtUpCalls()).toBe(1);
+      expect(r.pipeline.backlogReport()).toEqual({ backlogged: [], caughtUp: ['org_a'] });
+      // it was not backlogged in that report: a later prompt attempt is not told again
+      r.answer(() => true, { delivered: true, status: 200, duration_ms: 1 });
+      r.offer('org_a', 1);
+      expect(r.caughtUpCalls()).toBe(1);
+      expect(r.pipeline.backlogReport()).toEqual({ backlogged: [], caughtUp: [] });
+    });
+  },
+);

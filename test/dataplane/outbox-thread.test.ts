@@ -114,24 +114,28 @@ describe('embedded delivery thread', () => {
     db = openDb(file);
   }
 
-  it('delivers what was left in the outbox and what is committed after a kick; deletes each row; outcomes come back; idle only when done', async () => {
-    freshDb();
-    const h = hook(orgId, `${rx.url}/a`, 1);
-    const left = commit(db, orgId, 20, 1);
-    const { t, outcomes } = start([h]);
-    await t.start();
-    await waitFor(() => rx.distinct('/a') === 20, 10_000, 'the rows left before start');
-    rx.delayMs = 300;
-    const more = commit(db, orgId, 10, 1);
-    t.kick();
-    await waitFor(() => rx.inFlight() > 0, 10_000, 'attempts in flight');
-    expect(await t.idle(), 'attempts in flight').toBe(false);
-    await waitFor(async () => outboxSize(db) === 0 && (await t.idle()), 10_000, 'every row delivered and deleted');
-    expect(new Set(rx.deliveries.filter((d) => d.path === '/a').map((d) => d.subject))).toEqual(new Set([...left, ...more]));
-    expect(rx.deliveries.filter((d) => d.path === '/a')).toHaveLength(30);
-    await waitFor(() => outcomes().length === 30, 5000, 'the outcomes of every attempt');
-    expect(outcomes().every((o) => o.ok && o.webhook_id === h.webhookId)).toBe(true);
-  });
+  it(
+    'delivers what was left in the outbox and what is committed after a kick; deletes each row; outcomes come back; idle only ' +
+      'when done',
+    async () => {
+      freshDb();
+      const h = hook(orgId, `${rx.url}/a`, 1);
+      const left = commit(db, orgId, 20, 1);
+      const { t, outcomes } = start([h]);
+      await t.start();
+      await waitFor(() => rx.distinct('/a') === 20, 10_000, 'the rows left before start');
+      rx.delayMs = 300;
+      const more = commit(db, orgId, 10, 1);
+      t.kick();
+      await waitFor(() => rx.inFlight() > 0, 10_000, 'attempts in flight');
+      expect(await t.idle(), 'attempts in flight').toBe(false);
+      await waitFor(async () => outboxSize(db) === 0 && (await t.idle()), 10_000, 'every row delivered and deleted');
+      expect(new Set(rx.deliveries.filter((d) => d.path === '/a').map((d) => d.subject))).toEqual(new Set([...left, ...more]));
+      expect(rx.deliveries.filter((d) => d.path === '/a')).toHaveLength(30);
+      await waitFor(() => outcomes().length === 30, 5000, 'the outcomes of every attempt');
+      expect(outcomes().every((o) => o.ok && o.webhook_id === h.webhookId)).toBe(true);
+    },
+  );
 
   it('waits for the registry revision an event names; a changed webhook reaches the thread before events committed after it', async () => {
     freshDb();
@@ -170,36 +174,40 @@ describe('embedded delivery thread', () => {
     expect(repeats).toBeLessThanOrEqual(Math.max(inFlight, 8));
   });
 
-  it('after a crash: a row the ledger marks delivered is deleted, never sent again; a row with recorded progress goes only to the webhooks it has not had; stale records mean nothing', async () => {
-    freshDb();
-    const h1 = hook(orgId, `${rx.url}/c1`, 1);
-    const h2 = hook(orgId, `${rx.url}/c2`, 2);
-    const [delivered, halfway, fresh] = commit(db, orgId, 3, 2);
-    const rows = readOutbox(db, 0, 10);
-    const ledger = new DeliveryLedger(file);
-    try {
-      // as a killed thread left them: a delivered row not yet deleted, another row's progress, and
-      // records of a seq that now holds another event (a row deleted, its seq reused)
-      ledger.mark([
-        { seq: rows[0].seq, event_id: rows[0].event_id },
-        { seq: rows[2].seq, event_id: 'ev_gone' },
-      ]);
-      ledger.saveProgress([{ seq: rows[1].seq, event_id: rows[1].event_id, done: [h1.webhookId] }]);
-    } finally {
-      ledger.close();
-    }
-    const { t } = start([h1, h2]);
-    await t.start();
-    await waitFor(async () => outboxSize(db) === 0 && (await t.idle()), 10_000, 'the rows left handled');
-    const at = (path: string) =>
-      rx.deliveries
-        .filter((d) => d.path === path)
-        .map((d) => d.subject)
-        .sort();
-    expect(at('/c1')).toEqual([fresh].sort());
-    expect(at('/c2')).toEqual([halfway, fresh].sort());
-    expect([...at('/c1'), ...at('/c2')]).not.toContain(delivered);
-  });
+  it(
+    'after a crash: a row the ledger marks delivered is deleted, never sent again; a row with recorded progress goes only to the ' +
+      'webhooks it has not had; stale records mean nothing',
+    async () => {
+      freshDb();
+      const h1 = hook(orgId, `${rx.url}/c1`, 1);
+      const h2 = hook(orgId, `${rx.url}/c2`, 2);
+      const [delivered, halfway, fresh] = commit(db, orgId, 3, 2);
+      const rows = readOutbox(db, 0, 10);
+      const ledger = new DeliveryLedger(file);
+      try {
+        // as a killed thread left them: a delivered row not yet deleted, another row's progress, and
+        // records of a seq that now holds another event (a row deleted, its seq reused)
+        ledger.mark([
+          { seq: rows[0].seq, event_id: rows[0].event_id },
+          { seq: rows[2].seq, event_id: 'ev_gone' },
+        ]);
+        ledger.saveProgress([{ seq: rows[1].seq, event_id: rows[1].event_id, done: [h1.webhookId] }]);
+      } finally {
+        ledger.close();
+      }
+      const { t } = start([h1, h2]);
+      await t.start();
+      await waitFor(async () => outboxSize(db) === 0 && (await t.idle()), 10_000, 'the rows left handled');
+      const at = (path: string) =>
+        rx.deliveries
+          .filter((d) => d.path === path)
+          .map((d) => d.subject)
+          .sort();
+      expect(at('/c1')).toEqual([fresh].sort());
+      expect(at('/c2')).toEqual([halfway, fresh].sort());
+      expect([...at('/c1'), ...at('/c2')]).not.toContain(delivered);
+    },
+  );
 
   it('drain: starts nothing new, finishes the attempts in flight, records their progress, leaves the rest in the outbox', async () => {
     freshDb();

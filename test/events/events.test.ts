@@ -487,18 +487,21 @@ describe('envelope', () => {
     expect(mustEvent(wfFact('provision')).id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7/);
   });
 
-  it('fresh ids: every random digit takes every value, the variant digit each of 8, 9, a, b; a clock stepped back is written as it is', () => {
-    const at = Date.UTC(2026, 11, 6, 12, 0, 0, 0);
-    // more ids than one fill of random bytes makes, in one millisecond
-    const ids = Array.from({ length: 5000 }, () => eventId(at));
-    expect(new Set(ids).size).toBe(ids.length);
-    const random = [15, 16, 17, 20, 21, 22, ...Array.from({ length: 12 }, (_, i) => 24 + i)];
-    for (const p of random) expect(new Set(ids.map((id) => id[p])).size).toBe(16);
-    expect([...new Set(ids.map((id) => id[19]))].sort()).toEqual(['8', '9', 'a', 'b']);
-    for (const id of ids) expect(id.slice(0, 15)).toBe(ids[0].slice(0, 15));
-    // the time part follows the clock wherever it goes
-    for (const ms of [at + 1, at - 60_000, at + 2]) expect(parseInt(eventId(ms).slice(0, 8) + eventId(ms).slice(9, 13), 16)).toBe(ms);
-  });
+  it(
+    'fresh ids: every random digit takes every value, the variant digit each of 8, 9, a, b; ' + 'a clock stepped back is written as it is',
+    () => {
+      const at = Date.UTC(2026, 11, 6, 12, 0, 0, 0);
+      // more ids than one fill of random bytes makes, in one millisecond
+      const ids = Array.from({ length: 5000 }, () => eventId(at));
+      expect(new Set(ids).size).toBe(ids.length);
+      const random = [15, 16, 17, 20, 21, 22, ...Array.from({ length: 12 }, (_, i) => 24 + i)];
+      for (const p of random) expect(new Set(ids.map((id) => id[p])).size).toBe(16);
+      expect([...new Set(ids.map((id) => id[19]))].sort()).toEqual(['8', '9', 'a', 'b']);
+      for (const id of ids) expect(id.slice(0, 15)).toBe(ids[0].slice(0, 15));
+      // the time part follows the clock wherever it goes
+      for (const ms of [at + 1, at - 60_000, at + 2]) expect(parseInt(eventId(ms).slice(0, 8) + eventId(ms).slice(9, 13), 16)).toBe(ms);
+    },
+  );
 
   it('unclassified facts give no event; ping always gives one', () => {
     expect(toCloudEvent(wfFact('drift_run', 'succeeded'), OPTS)).toBeNull();

@@ -317,31 +317,34 @@ describe('startIngest', () => {
     });
   });
 
-  it("drains within bounds on its clock: a flush that never completes (NATS down) holds the drain 3 s of the clock's time, no more", async () => {
-    const w = new EngineWorld();
-    // the in-process bus, but its flush never completes, as with the NATS connection down
-    let flushing = false;
-    // a class instance: its methods are on the prototype, so the override goes on an object made from it
-    const bus = Object.assign(Object.create(w.bus) as typeof w.bus, { flush: () => ((flushing = true), new Promise<void>(() => {})) });
-    const sub = startIngest({ bus, logger, metrics: w.metrics, engine: w.engine, clock: w.clock });
-    open.push({ w, sub });
-    const O = w.org();
-    expect(await (await w.bus.request(`svc.ingest.${O}.workflows.wfx_d`, enc(workflow('wfx_d')), { timeoutMs: 5000 })).json()).toEqual({
-      ok: true,
-    });
-    let drained = false;
-    const drain = sub.drain().then(() => (drained = true));
-    // the drain waits on the flush, bounded by a timer of the injected clock
-    while (!flushing) await new Promise<void>((r) => setImmediate(r));
-    const timers = w.clock.pending();
-    w.clock.advance(2999);
-    await new Promise<void>((r) => setImmediate(r));
-    expect(drained).toBe(false);
-    w.clock.advance(1);
-    await drain;
-    expect(drained).toBe(true);
-    expect(w.clock.pending()).toBe(timers - 1);
-  });
+  it(
+    "drains within bounds on its clock: a flush that never completes (NATS down) holds the drain 3 s of the clock's time, " + 'no more',
+    async () => {
+      const w = new EngineWorld();
+      // the in-process bus, but its flush never completes, as with the NATS connection down
+      let flushing = false;
+      // a class instance: its methods are on the prototype, so the override goes on an object made from it
+      const bus = Object.assign(Object.create(w.bus) as typeof w.bus, { flush: () => ((flushing = true), new Promise<void>(() => {})) });
+      const sub = startIngest({ bus, logger, metrics: w.metrics, engine: w.engine, clock: w.clock });
+      open.push({ w, sub });
+      const O = w.org();
+      expect(await (await w.bus.request(`svc.ingest.${O}.workflows.wfx_d`, enc(workflow('wfx_d')), { timeoutMs: 5000 })).json()).toEqual({
+        ok: true,
+      });
+      let drained = false;
+      const drain = sub.drain().then(() => (drained = true));
+      // the drain waits on the flush, bounded by a timer of the injected clock
+      while (!flushing) await new Promise<void>((r) => setImmediate(r));
+      const timers = w.clock.pending();
+      w.clock.advance(2999);
+      await new Promise<void>((r) => setImmediate(r));
+      expect(drained).toBe(false);
+      w.clock.advance(1);
+      await drain;
+      expect(drained).toBe(true);
+      expect(w.clock.pending()).toBe(timers - 1);
+    },
+  );
 
   it('writes an invalid flood to the log once per org and reason, then one line per 10 s with the count', async () => {
     const w = new EngineWorld();

@@ -174,7 +174,9 @@ describe('fair delivery between orgs (CONTRACT 8)', () => {
     const d2 = delays(r, rxB, second);
 
     const all = [...d1, ...d2].sort((a, b) => a - b);
-    const report = `B alone p50 ${p50(base)} max ${max(base)} ms; beside A's tarpits p50 ${p50(all)} max ${max(all)} ms (as A fills the slots: max ${max(d1)}; as A's attempts time out: max ${max(d2)})`;
+    const report =
+      `B alone p50 ${p50(base)} max ${max(base)} ms; beside A's tarpits p50 ${p50(all)} max ${max(all)} ms (as A ` +
+      `fills the slots: max ${max(d1)}; as A's attempts time out: max ${max(d2)})`;
     console.log(report);
     expect(max(all), report).toBeLessThanOrEqual(BOUND_MS);
     // A's attempts did fail as timeouts, and an event of A is settled only once all 40 have an outcome

@@ -95,12 +95,14 @@ describe('fair ingest between orgs', () => {
       const r = await run(i);
       runs.push(r);
       console.log(
-        `run ${i}: org B's answers ${r.alone ? `alone ${JSON.stringify(r.alone)} ms, ` : ''}beside A's flood ${JSON.stringify(r.beside)} ms; org A ${r.aPerSecond} facts/s meanwhile`,
+        `run ${i}: org B's answers ${r.alone ? `alone ${JSON.stringify(r.alone)} ms, ` : ''}beside A's flood ` +
+          `${JSON.stringify(r.beside)} ms; org A ${r.aPerSecond} facts/s meanwhile`,
       );
     }
     const worst = [...runs].sort((x, y) => y.beside.max - x.beside.max);
     console.log(
-      `org B's slowest answer per run, worst first: ${worst.map((r) => r.beside.max).join(' ')} ms; p50s ${runs.map((r) => r.beside.p50).join(' ')} ms; org A ${runs.map((r) => r.aPerSecond).join(' ')} facts/s`,
+      `org B's slowest answer per run, worst first: ${worst.map((r) => r.beside.max).join(' ')} ms; p50s ` +
+        `${runs.map((r) => r.beside.p50).join(' ')} ms; org A ${runs.map((r) => r.aPerSecond).join(' ')} facts/s`,
     );
     // every run, not most of them
     expect(worst.filter((r) => r.beside.max > BOUND_MS).map((r) => `run ${r.run}: ${r.beside.max} ms`)).toEqual([]);

@@ -73,7 +73,8 @@ describe('producer facts per org as a rate', () => {
     }
   }
 
-  it(`refuses org A's facts past ${RATE}/s (A at three times it) with rate_limited, while org B's answers stay within ${BOUND_MS} ms, in each of ${RUNS} runs`, {
+  it(`refuses org A's facts past ${RATE}/s (A at three times it) with rate_limited, while org B's answers stay within ${BOUND_MS} ` +
+    `ms, in each of ${RUNS} runs`, {
     timeout: RUNS * 30_000,
   }, async () => {
     const runs = [];
@@ -81,7 +82,8 @@ describe('producer facts per org as a rate', () => {
       const r = await run(i);
       runs.push(r);
       console.log(
-        `run ${i}: org B's answers ${JSON.stringify(r.b)} ms; org A sent ${r.a.sent} in ${r.a.ms} ms: ${r.a.ok} ok, ${r.a.limited} rate_limited`,
+        `run ${i}: org B's answers ${JSON.stringify(r.b)} ms; org A sent ${r.a.sent} in ${r.a.ms} ms: ${r.a.ok} ok, ${r.a.limited} ` +
+          `rate_limited`,
       );
     }
     expect(runs.filter((r) => r.b.max > BOUND_MS).map((r) => `run ${r.run}: ${r.b.max} ms`)).toEqual([]);

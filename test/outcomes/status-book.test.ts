@@ -152,79 +152,86 @@ describe('DeliveryStatusBook, the attempt log', () => {
     expect(logged(db)).toBe(2 * ATTEMPTS_PER_WRITE + 200);
   });
 
-  it('says it is written only once every attempt it took and every status it changed is in the store (what a settled server waits for)', () => {
-    const clock = new ManualClock();
-    db = openDb(':memory:');
-    book = new DeliveryStatusBook(db, createMetrics({ defaultMetrics: false }), clock, pino({ level: 'silent' }), { engineClock: clock });
-    const batch = batcher(clock);
-    expect(book.written()).toBe(true);
-    book.apply(batch(3));
-    expect(book.written()).toBe(false);
-    clock.advance(999);
-    expect(book.written()).toBe(false);
-    expect(logged(db)).toBe(0);
-    clock.advance(1);
-    expect(logged(db)).toBe(3);
-    expect(book.written()).toBe(true);
-    // a write that fails keeps it unwritten until one succeeds
-    db.exec('ALTER TABLE delivery_attempts RENAME TO delivery_attempts_away');
-    book.apply(batch(1));
-    clock.advance(1000);
-    expect(book.written()).toBe(false);
-    db.exec('ALTER TABLE delivery_attempts_away RENAME TO delivery_attempts');
-    clock.advance(1000);
-    expect(logged(db)).toBe(4);
-    expect(book.written()).toBe(true);
-  });
+  it(
+    'says it is written only once every attempt it took and every status it changed is in the store ' + '(what a settled server waits for)',
+    () => {
+      const clock = new ManualClock();
+      db = openDb(':memory:');
+      book = new DeliveryStatusBook(db, createMetrics({ defaultMetrics: false }), clock, pino({ level: 'silent' }), { engineClock: clock });
+      const batch = batcher(clock);
+      expect(book.written()).toBe(true);
+      book.apply(batch(3));
+      expect(book.written()).toBe(false);
+      clock.advance(999);
+      expect(book.written()).toBe(false);
+      expect(logged(db)).toBe(0);
+      clock.advance(1);
+      expect(logged(db)).toBe(3);
+      expect(book.written()).toBe(true);
+      // a write that fails keeps it unwritten until one succeeds
+      db.exec('ALTER TABLE delivery_attempts RENAME TO delivery_attempts_away');
+      book.apply(batch(1));
+      clock.advance(1000);
+      expect(book.written()).toBe(false);
+      db.exec('ALTER TABLE delivery_attempts_away RENAME TO delivery_attempts');
+      clock.advance(1000);
+      expect(logged(db)).toBe(4);
+      expect(book.written()).toBe(true);
+    },
+  );
 });
 
 describe('DeliveryStatusBook, a webhook status', () => {
-  it("last_attempt_at is the newest outcome's end whatever the order they come in, as read, listed and saved; svc_deliveries_total counts every outcome of a batch", async () => {
-    const clock = new ManualClock();
-    db = openDb(':memory:');
-    const org = createOrg(db, 'a').org.org_id;
-    insertWebhook(db, { ...allEventsEntry(org, 'wh_1', 'http://h.example/x'), match_canonical: '' });
-    const metrics = createMetrics({ defaultMetrics: false });
-    book = new DeliveryStatusBook(db, metrics, clock, pino({ level: 'silent' }));
-    const o = (n: number, at: number, ok = true): DeliveryOutcome => ({
-      webhook_id: 'wh_1',
-      org_id: org,
-      event_id: `ev_${n}`,
-      type: 't',
-      ok,
-      status: ok ? 204 : 503,
-      error: ok ? null : 'HTTP 503',
-      duration_ms: 1,
-      at,
-    });
-    const t0 = Date.parse('2026-12-01T10:00:00.000Z');
-    const batch = (id: string, outcomes: DeliveryOutcome[]): OutcomeBatch => ({
-      id,
-      sent_at: clock.now(),
-      worker: 'w',
-      in_flight: 0,
-      dropped: {},
-      outcomes,
-    });
-    book.apply(batch('w.1', [o(1, t0 + 5), o(2, t0 + 900, false), o(3, t0 + 7)]));
-    expect(book.get('wh_1')).toMatchObject({
-      last_attempt_at: '2026-12-01T10:00:00.900Z',
-      last_outcome: 'failure',
-      attempts_total: 3,
-      failures_total: 1,
-    });
-    // an older outcome arriving late moves the totals, not the last attempt
-    book.apply(batch('w.2', [o(4, t0 + 100)]));
-    expect(book.list(org).get('wh_1')).toMatchObject({ last_attempt_at: '2026-12-01T10:00:00.900Z', attempts_total: 4 });
-    book.apply(batch('w.3', [o(5, t0 + 61_000), o(6, t0 + 1_500)]));
-    book.flush();
-    expect(getDeliveryStatus(db, 'wh_1')).toMatchObject({
-      last_attempt_at: '2026-12-01T10:01:01.000Z',
-      last_outcome: 'success',
-      attempts_total: 6,
-      failures_total: 1,
-    });
-    const counted = (await metrics.registry.getSingleMetric('svc_deliveries_total')!.get()).values;
-    expect(Object.fromEntries(counted.map((v) => [v.labels.outcome, v.value]))).toEqual({ success: 5, failure: 1 });
-  });
+  it(
+    "last_attempt_at is the newest outcome's end whatever the order they come in, as read, listed and saved; svc_deliveries_total " +
+      'counts every outcome of a batch',
+    async () => {
+      const clock = new ManualClock();
+      db = openDb(':memory:');
+      const org = createOrg(db, 'a').org.org_id;
+      insertWebhook(db, { ...allEventsEntry(org, 'wh_1', 'http://h.example/x'), match_canonical: '' });
+      const metrics = createMetrics({ defaultMetrics: false });
+      book = new DeliveryStatusBook(db, metrics, clock, pino({ level: 'silent' }));
+      const o = (n: number, at: number, ok = true): DeliveryOutcome => ({
+        webhook_id: 'wh_1',
+        org_id: org,
+        event_id: `ev_${n}`,
+        type: 't',
+        ok,
+        status: ok ? 204 : 503,
+        error: ok ? null : 'HTTP 503',
+        duration_ms: 1,
+        at,
+      });
+      const t0 = Date.parse('2026-12-01T10:00:00.000Z');
+      const batch = (id: string, outcomes: DeliveryOutcome[]): OutcomeBatch => ({
+        id,
+        sent_at: clock.now(),
+        worker: 'w',
+        in_flight: 0,
+        dropped: {},
+        outcomes,
+      });
+      book.apply(batch('w.1', [o(1, t0 + 5), o(2, t0 + 900, false), o(3, t0 + 7)]));
+      expect(book.get('wh_1')).toMatchObject({
+        last_attempt_at: '2026-12-01T10:00:00.900Z',
+        last_outcome: 'failure',
+        attempts_total: 3,
+        failures_total: 1,
+      });
+      // an older outcome arriving late moves the totals, not the last attempt
+      book.apply(batch('w.2', [o(4, t0 + 100)]));
+      expect(book.list(org).get('wh_1')).toMatchObject({ last_attempt_at: '2026-12-01T10:00:00.900Z', attempts_total: 4 });
+      book.apply(batch('w.3', [o(5, t0 + 61_000), o(6, t0 + 1_500)]));
+      book.flush();
+      expect(getDeliveryStatus(db, 'wh_1')).toMatchObject({
+        last_attempt_at: '2026-12-01T10:01:01.000Z',
+        last_outcome: 'success',
+        attempts_total: 6,
+        failures_total: 1,
+      });
+      const counted = (await metrics.registry.getSingleMetric('svc_deliveries_total')!.get()).values;
+      expect(Object.fromEntries(counted.map((v) => [v.labels.outcome, v.value]))).toEqual({ success: 5, failure: 1 });
+    },
+  );
 });

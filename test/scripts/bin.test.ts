@@ -43,7 +43,8 @@ function fakeRoot(opts: { dist: boolean; withNodeModules: boolean }): string {
   write(path.join(root, 'package.json'), JSON.stringify({ name: 'svc', version: '9.8.7', type: 'module' }));
   const fromSource = write(
     path.join(root, 'src/cli/main.ts'),
-    "export async function main(argv: string[]): Promise<void> {\n  const from: string = 'source';\n  console.log(`${from} ${argv.join(' ')}`);\n}\n",
+    "export async function main(argv: string[]): Promise<void> {\n  const from: string = 'source';\n  console.log(`${from} " +
+      "${argv.join(' ')}`);\n}\n",
   );
   age(fromSource, 60);
   if (opts.dist) {

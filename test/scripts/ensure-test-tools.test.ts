@@ -41,7 +41,8 @@ describe('ensure-test-tools', () => {
     const { code, happened } = world({ installed: [] });
     expect(code).toBe(0);
     expect(happened).toEqual([
-      "say: ensure-test-tools: npm test needs nats-server (the NATS tests) and chromium (the dashboard's browser tests), not found: installing Debian's packages nats-server chromium (apt-get update, then apt-get install -y)\n",
+      "say: ensure-test-tools: npm test needs nats-server (the NATS tests) and chromium (the dashboard's browser tests), not " +
+        "found: installing Debian's packages nats-server chromium (apt-get update, then apt-get install -y)\n",
       'run: /usr/bin/apt-get update -qq',
       'run: /usr/bin/apt-get install -y -qq nats-server',
       'run: /usr/bin/apt-get install -y -qq chromium',
@@ -52,7 +53,8 @@ describe('ensure-test-tools', () => {
     const { code, happened } = world({ installed: ['nats-server'] });
     expect(code).toBe(0);
     expect(happened[0]).toBe(
-      "say: ensure-test-tools: npm test needs chromium (the dashboard's browser tests), not found: installing Debian's package chromium (apt-get update, then apt-get install -y)\n",
+      "say: ensure-test-tools: npm test needs chromium (the dashboard's browser tests), not found: installing Debian's package " +
+        'chromium (apt-get update, then apt-get install -y)\n',
     );
     expect(happened.slice(1)).toEqual(['run: /usr/bin/apt-get update -qq', 'run: /usr/bin/apt-get install -y -qq chromium']);
   });

@@ -73,40 +73,46 @@ describe('openDb', () => {
     }
   });
 
-  it('the outbox rebuilt in two b-trees (issue 33) keeps its rows, their batches and its seq: a row inserted after goes on from the last', () => {
-    const file = path.join(tmpDir(), 'svc.db');
-    const old = new Database(file);
-    const before = MIGRATIONS.findIndex((m) => m.includes('outbox_rebuilt'));
-    expect(before).toBeGreaterThan(0);
-    for (const m of MIGRATIONS.slice(0, before)) old.exec(m);
-    old.pragma(`user_version = ${before}`);
-    const insert = old.prepare(
-      "INSERT INTO outbox (event_id, org_id, subject, type, body, route, created_at, batch) VALUES (?, 'org_1', 's', 't', 'b', 'r', '2026-01-01T00:00:00Z', ?)",
-    );
-    for (let i = 1; i <= 5; i++) insert.run(`ev_${i}`, i >= 4 ? 'ev_4' : null);
-    old.prepare('DELETE FROM outbox WHERE seq <= 3').run(); // published: only the last two wait
-    old.close();
-    const db = openDb(file);
-    try {
-      expect(db.prepare('SELECT seq, event_id, batch FROM outbox ORDER BY seq').all()).toEqual([
-        { seq: 4, event_id: 'ev_4', batch: 'ev_4' },
-        { seq: 5, event_id: 'ev_5', batch: 'ev_4' },
-      ]);
-      const indexes = (
-        db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'outbox'").all() as Array<{ name: string }>
-      ).map((r) => r.name);
-      expect(indexes).toEqual(['outbox_org']); // no autoindex for a UNIQUE, no outbox_unpublished
-      db.prepare('DELETE FROM outbox').run();
-      const r = db
-        .prepare(
-          "INSERT INTO outbox (event_id, org_id, subject, type, body, route, created_at) VALUES ('ev_6', 'org_1', 's', 't', 'b', 'r', 'x')",
-        )
-        .run();
-      expect(Number(r.lastInsertRowid)).toBe(6); // not 1: a seq is never used twice
-    } finally {
-      db.close();
-    }
-  });
+  it(
+    'the outbox rebuilt in two b-trees (issue 33) keeps its rows, their batches and its seq: a row inserted after goes on ' +
+      'from the last',
+    () => {
+      const file = path.join(tmpDir(), 'svc.db');
+      const old = new Database(file);
+      const before = MIGRATIONS.findIndex((m) => m.includes('outbox_rebuilt'));
+      expect(before).toBeGreaterThan(0);
+      for (const m of MIGRATIONS.slice(0, before)) old.exec(m);
+      old.pragma(`user_version = ${before}`);
+      const insert = old.prepare(
+        "INSERT INTO outbox (event_id, org_id, subject, type, body, route, created_at, batch) VALUES (?, 'org_1', 's', 't', 'b', " +
+          "'r', '2026-01-01T00:00:00Z', ?)",
+      );
+      for (let i = 1; i <= 5; i++) insert.run(`ev_${i}`, i >= 4 ? 'ev_4' : null);
+      old.prepare('DELETE FROM outbox WHERE seq <= 3').run(); // published: only the last two wait
+      old.close();
+      const db = openDb(file);
+      try {
+        expect(db.prepare('SELECT seq, event_id, batch FROM outbox ORDER BY seq').all()).toEqual([
+          { seq: 4, event_id: 'ev_4', batch: 'ev_4' },
+          { seq: 5, event_id: 'ev_5', batch: 'ev_4' },
+        ]);
+        const indexes = (
+          db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'outbox'").all() as Array<{ name: string }>
+        ).map((r) => r.name);
+        expect(indexes).toEqual(['outbox_org']); // no autoindex for a UNIQUE, no outbox_unpublished
+        db.prepare('DELETE FROM outbox').run();
+        const r = db
+          .prepare(
+            'INSERT INTO outbox (event_id, org_id, subject, type, body, route, created_at) ' +
+              "VALUES ('ev_6', 'org_1', 's', 't', 'b', 'r', 'x')",
+          )
+          .run();
+        expect(Number(r.lastInsertRowid)).toBe(6); // not 1: a seq is never used twice
+      } finally {
+        db.close();
+      }
+    },
+  );
 
   it('tokens made before scopes are admin (CONTRACT 2): a database of the schema before them, opened', () => {
     const file = path.join(tmpDir(), 'svc.db');
@@ -118,7 +124,8 @@ describe('openDb', () => {
     old.prepare("INSERT INTO orgs (org_id, name, created_at) VALUES ('org_old', 'old', '2026-01-01T00:00:00Z')").run();
     old
       .prepare(
-        "INSERT INTO api_tokens (token_id, org_id, name, token_hash, created_at) VALUES ('tok_old', 'org_old', 'ci', 'h', '2026-01-01T00:00:00Z')",
+        "INSERT INTO api_tokens (token_id, org_id, name, token_hash, created_at) VALUES ('tok_old', 'org_old', 'ci', 'h', " +
+          "'2026-01-01T00:00:00Z')",
       )
       .run();
     old.close();

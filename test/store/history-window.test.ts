@@ -77,46 +77,51 @@ describe('an org’s events in a window of time', () => {
     expect(plan).not.toContain('TEMP B-TREE');
   });
 
-  it('newest first (the dashboard’s order): page by page below a cursor, exactly the window reversed; the plan walks (org_id, seq) backwards', () => {
-    const d = store();
-    const times: Array<{ id: string; org: string; ms: number }> = [];
-    for (let i = 0; i < 600; i++) {
-      const e = { id: `ev_${i}`, org: i % 2 ? 'org_b' : 'org_a', ms: Math.floor(i / 2) * MIN };
-      times.push(e);
-      insertEvent(d, event(i, e.org, e.ms));
-    }
-    for (const [since, until] of [
-      [0, null],
-      [60 * MIN + 1, 2 * 60 * MIN],
-      [4 * 60 * MIN, 4 * 60 * MIN],
-      [-5 * MIN, 2 * MIN],
-    ] as Array<[number, number | null]>) {
-      const want = times
-        .filter((e) => e.org === 'org_a' && e.ms >= since && (until === null || e.ms < until))
-        .map((e) => e.id)
-        .reverse();
-      const got: string[] = [];
-      let below = 0;
-      for (;;) {
-        const page = listEvents(d, { ...query('org_a', since, until, below, 40), newestFirst: true });
-        got.push(...ids(page));
-        if (page.length < 40) break;
-        below = page[page.length - 1].seq;
+  it(
+    'newest first (the dashboard’s order): page by page below a cursor, exactly the window reversed; the plan walks (org_id, seq) ' +
+      'backwards',
+    () => {
+      const d = store();
+      const times: Array<{ id: string; org: string; ms: number }> = [];
+      for (let i = 0; i < 600; i++) {
+        const e = { id: `ev_${i}`, org: i % 2 ? 'org_b' : 'org_a', ms: Math.floor(i / 2) * MIN };
+        times.push(e);
+        insertEvent(d, event(i, e.org, e.ms));
       }
-      expect(got, `since ${since} until ${until}`).toEqual(want);
-    }
-    const plan = (
-      d
-        .prepare(
-          'EXPLAIN QUERY PLAN SELECT * FROM events WHERE org_id = ? AND seq > ? AND seq <= ? AND created_ms >= ? ORDER BY seq DESC LIMIT ?',
-        )
-        .all('org_a', 0, 10, 0, 5) as Array<{ detail: string }>
-    )
-      .map((r) => r.detail)
-      .join(' | ');
-    expect(plan).toContain('events_org');
-    expect(plan).not.toContain('TEMP B-TREE');
-  });
+      for (const [since, until] of [
+        [0, null],
+        [60 * MIN + 1, 2 * 60 * MIN],
+        [4 * 60 * MIN, 4 * 60 * MIN],
+        [-5 * MIN, 2 * MIN],
+      ] as Array<[number, number | null]>) {
+        const want = times
+          .filter((e) => e.org === 'org_a' && e.ms >= since && (until === null || e.ms < until))
+          .map((e) => e.id)
+          .reverse();
+        const got: string[] = [];
+        let below = 0;
+        for (;;) {
+          const page = listEvents(d, { ...query('org_a', since, until, below, 40), newestFirst: true });
+          got.push(...ids(page));
+          if (page.length < 40) break;
+          below = page[page.length - 1].seq;
+        }
+        expect(got, `since ${since} until ${until}`).toEqual(want);
+      }
+      const plan = (
+        d
+          .prepare(
+            'EXPLAIN QUERY PLAN SELECT * FROM events ' +
+              'WHERE org_id = ? AND seq > ? AND seq <= ? AND created_ms >= ? ORDER BY seq DESC LIMIT ?',
+          )
+          .all('org_a', 0, 10, 0, 5) as Array<{ detail: string }>
+      )
+        .map((r) => r.detail)
+        .join(' | ');
+      expect(plan).toContain('events_org');
+      expect(plan).not.toContain('TEMP B-TREE');
+    },
+  );
 
   it('a clock stepped back by less than the slack loses no event of the window; the recovery’s scan finds the same', () => {
     const d = store();

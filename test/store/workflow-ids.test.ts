@@ -39,30 +39,34 @@ const plan = (db: Db, sql: string, ...args: unknown[]): string =>
   (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args) as Array<{ detail: string }>).map((r) => r.detail).join(' | ');
 
 describe('workflow ids a producer reports', () => {
-  it("names the workflow stored under the id, or the org's own stored under another id; a third org finds neither but learns the id is taken", () => {
-    const db = stores.open();
-    const [A, B, C] = [org(db, 'org_a'), org(db, 'org_b'), org(db, 'org_c')];
-    insertWorkflow(db, reported(A, 'bwf_same', 'bwf_same'));
-    insertWorkflow(db, reported(B, 'wf_b_own', 'bwf_same'));
-    insertWorkflow(db, reported(A, 'wf_engine', null)); // the engine's own: no external id
+  it(
+    "names the workflow stored under the id, or the org's own stored under another id; a third org finds neither but learns the " +
+      'id is taken',
+    () => {
+      const db = stores.open();
+      const [A, B, C] = [org(db, 'org_a'), org(db, 'org_b'), org(db, 'org_c')];
+      insertWorkflow(db, reported(A, 'bwf_same', 'bwf_same'));
+      insertWorkflow(db, reported(B, 'wf_b_own', 'bwf_same'));
+      insertWorkflow(db, reported(A, 'wf_engine', null)); // the engine's own: no external id
 
-    expect(findOrgWorkflow(db, A, 'bwf_same')?.workflow_id).toBe('bwf_same');
-    expect(findOrgWorkflow(db, B, 'bwf_same')?.workflow_id).toBe('wf_b_own');
-    expect(findOrgWorkflow(db, C, 'bwf_same')).toBeUndefined();
-    // the id it is stored under names it too, in its own org only
-    expect(findOrgWorkflow(db, B, 'wf_b_own')?.workflow_id).toBe('wf_b_own');
-    expect(findOrgWorkflow(db, A, 'wf_engine')?.workflow_id).toBe('wf_engine');
-    expect(findOrgWorkflow(db, B, 'wf_engine')).toBeUndefined();
+      expect(findOrgWorkflow(db, A, 'bwf_same')?.workflow_id).toBe('bwf_same');
+      expect(findOrgWorkflow(db, B, 'bwf_same')?.workflow_id).toBe('wf_b_own');
+      expect(findOrgWorkflow(db, C, 'bwf_same')).toBeUndefined();
+      // the id it is stored under names it too, in its own org only
+      expect(findOrgWorkflow(db, B, 'wf_b_own')?.workflow_id).toBe('wf_b_own');
+      expect(findOrgWorkflow(db, A, 'wf_engine')?.workflow_id).toBe('wf_engine');
+      expect(findOrgWorkflow(db, B, 'wf_engine')).toBeUndefined();
 
-    expect(lookupReportedWorkflow(db, A, 'bwf_same')).toMatchObject({ workflow: { workflow_id: 'bwf_same', org_id: A }, idTaken: true });
-    expect(lookupReportedWorkflow(db, B, 'bwf_same')).toMatchObject({ workflow: { workflow_id: 'wf_b_own', org_id: B }, idTaken: true });
-    expect(lookupReportedWorkflow(db, C, 'bwf_same')).toEqual({ workflow: undefined, idTaken: true });
-    expect(lookupReportedWorkflow(db, C, 'bwf_other')).toEqual({ workflow: undefined, idTaken: false });
-    expect(lookupReportedWorkflow(db, A, 'wf_engine')).toMatchObject({
-      workflow: { workflow_id: 'wf_engine', external: false },
-      idTaken: true,
-    });
-  });
+      expect(lookupReportedWorkflow(db, A, 'bwf_same')).toMatchObject({ workflow: { workflow_id: 'bwf_same', org_id: A }, idTaken: true });
+      expect(lookupReportedWorkflow(db, B, 'bwf_same')).toMatchObject({ workflow: { workflow_id: 'wf_b_own', org_id: B }, idTaken: true });
+      expect(lookupReportedWorkflow(db, C, 'bwf_same')).toEqual({ workflow: undefined, idTaken: true });
+      expect(lookupReportedWorkflow(db, C, 'bwf_other')).toEqual({ workflow: undefined, idTaken: false });
+      expect(lookupReportedWorkflow(db, A, 'wf_engine')).toMatchObject({
+        workflow: { workflow_id: 'wf_engine', external: false },
+        idTaken: true,
+      });
+    },
+  );
 
   it("an org's workflow reported under an id wins over one stored under that id (the id it reported is what the outside knows)", () => {
     const db = stores.open();
@@ -100,7 +104,8 @@ describe('workflow ids a producer reports', () => {
     expect(
       db
         .prepare(
-          'SELECT count(*) AS n FROM workflows INDEXED BY workflows_external_id_renamed WHERE org_id = ? AND external_id IS NOT NULL AND external_id <> workflow_id',
+          'SELECT count(*) AS n FROM workflows INDEXED BY workflows_external_id_renamed ' +
+            'WHERE org_id = ? AND external_id IS NOT NULL AND external_id <> workflow_id',
         )
         .get(A),
     ).toEqual({ n: 1 });
@@ -116,7 +121,8 @@ describe('workflow ids a producer reports', () => {
     const raw = (a: WorkflowFields) =>
       old
         .prepare(
-          "INSERT INTO workflows (workflow_id, org_id, type, owner_id, owner_type, external, external_id, status, created_at) VALUES (?, ?, 'provision', 'inst_1', 'installs', ?, ?, 'started', '2026-01-01T00:00:00Z')",
+          'INSERT INTO workflows (workflow_id, org_id, type, owner_id, owner_type, external, external_id, status, created_at) ' +
+            "VALUES (?, ?, 'provision', 'inst_1', 'installs', ?, ?, 'started', '2026-01-01T00:00:00Z')",
         )
         .run(a.workflow_id, a.org_id, a.external ? 1 : 0, a.external_id);
     old.prepare("INSERT INTO orgs (org_id, name, created_at) VALUES ('org_a', 'a', 'x'), ('org_b', 'b', 'x')").run();

@@ -81,8 +81,10 @@ describe.skipIf(!HAVE_NATS)('burst, NATS mode', () => {
 
     const growth = peak - base;
     console.log(
-      `burst nats: ${EVENTS} events × ${HOOKS} webhooks = ${rx.deliveries.length} deliveries in ${burstMs} ms (${HOOKS} webhooks stored and svc started in ${createdMs} ms); ` +
-        `attempts ${await attemptsOver(svc.url, ['0.5', '1', '2.5'])}; svc RSS ${(base / 2 ** 20).toFixed(0)} MB before, peak growth ${(growth / 2 ** 20).toFixed(1)} MB`,
+      `burst nats: ${EVENTS} events × ${HOOKS} webhooks = ${rx.deliveries.length} deliveries in ${burstMs} ms (${HOOKS} webhooks ` +
+        `stored and svc started in ${createdMs} ms); ` +
+        `attempts ${await attemptsOver(svc.url, ['0.5', '1', '2.5'])}; svc RSS ${(base / 2 ** 20).toFixed(0)} MB before, peak ` +
+        `growth ${(growth / 2 ** 20).toFixed(1)} MB`,
     );
     expect(rx.deliveries).toHaveLength(HOOKS * EVENTS);
     const pairs = new Set(rx.deliveries.map((d) => `${d.path} ${d.subject}`));

@@ -56,7 +56,8 @@ describe('an oversized producer fact', () => {
     await rcv?.close();
   });
 
-  it('a component.plan of ~940 KB of changes is refused with event_too_large; nothing of it is kept; the other org is answered', async () => {
+  it('a component.plan of ~940 KB of changes is refused with event_too_large; nothing of it is kept; the other org ' +
+    'is answered', async () => {
     const installA = await provisionedInstall(apiA);
     const installB = await provisionedInstall(apiB);
     // ~940 KB of changes: 10,000 addresses of ~80 characters

@@ -342,47 +342,50 @@ describe('with the local runner', () => {
     expect(ok.status).toBe('succeeded');
   });
 
-  it('cancelling a branch run that waits for an approval: the waiting step and the pending ones end cancelled; only started steps emit', async () => {
-    const { app_id, cfg } = await createApp(api);
-    const { install } = await provisioned(api, app_id, { ring: 'one' });
-    const branch = await post(api, `/v1/apps/${app_id}/branches`, {
-      name: rid('br'),
-      install_groups: [
-        { name: 'one', install_ids: [install.install_id] },
-        { name: 'two', selector: { match_labels: { ring: 'one' } } },
-      ],
-    });
-    const run = await post(api, `/v1/apps/${app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: cfg.app_config_id });
-    const { wf: waiting, step: plan } = await waitStep(api, run.workflow_id, 'plan install group: one', 'awaiting_approval');
-    expect(waiting.status).toBe('started');
-    expect(statuses(waiting)).toEqual(['succeeded', 'awaiting_approval', 'pending', 'pending', 'pending']);
+  it(
+    'cancelling a branch run that waits for an approval: the waiting step and the pending ones end cancelled; ' + 'only started steps emit',
+    async () => {
+      const { app_id, cfg } = await createApp(api);
+      const { install } = await provisioned(api, app_id, { ring: 'one' });
+      const branch = await post(api, `/v1/apps/${app_id}/branches`, {
+        name: rid('br'),
+        install_groups: [
+          { name: 'one', install_ids: [install.install_id] },
+          { name: 'two', selector: { match_labels: { ring: 'one' } } },
+        ],
+      });
+      const run = await post(api, `/v1/apps/${app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: cfg.app_config_id });
+      const { wf: waiting, step: plan } = await waitStep(api, run.workflow_id, 'plan install group: one', 'awaiting_approval');
+      expect(waiting.status).toBe('started');
+      expect(statuses(waiting)).toEqual(['succeeded', 'awaiting_approval', 'pending', 'pending', 'pending']);
 
-    const cancelled = await post(api, `/v1/workflows/${run.workflow_id}/cancel`, undefined, 200);
-    expect(cancelled.status).toBe('cancelled');
-    expect(statuses(cancelled)).toEqual(['succeeded', 'cancelled', 'cancelled', 'cancelled', 'cancelled']);
+      const cancelled = await post(api, `/v1/workflows/${run.workflow_id}/cancel`, undefined, 200);
+      expect(cancelled.status).toBe('cancelled');
+      expect(statuses(cancelled)).toEqual(['succeeded', 'cancelled', 'cancelled', 'cancelled', 'cancelled']);
 
-    const events = await svc.events(org.org_id);
-    expect(trail(events, run.workflow_id)).toEqual([
-      'workflow::started',
-      'workflow_step:build components:started',
-      'workflow_step:build components:succeeded',
-      'workflow_step:plan install group: one:started',
-      'workflow_step_approval:plan install group: one:requested',
-      'workflow_step:plan install group: one:cancelled',
-      'workflow::cancelled',
-    ]);
-    const stepCancel = events.find((e) => e.subject === `${org.org_id}/workflow_step/${run.workflow_id}/${plan.step_id}/cancelled`);
-    expect(stepCancel.data.outcome).toMatchObject({ status: 'cancelled' });
-    expect(stepCancel.data.outcome.error).toBeUndefined();
-    expect(stepCancel.interests).toEqual(expect.arrayContaining(['outcome:completion', 'outcome:failures']));
+      const events = await svc.events(org.org_id);
+      expect(trail(events, run.workflow_id)).toEqual([
+        'workflow::started',
+        'workflow_step:build components:started',
+        'workflow_step:build components:succeeded',
+        'workflow_step:plan install group: one:started',
+        'workflow_step_approval:plan install group: one:requested',
+        'workflow_step:plan install group: one:cancelled',
+        'workflow::cancelled',
+      ]);
+      const stepCancel = events.find((e) => e.subject === `${org.org_id}/workflow_step/${run.workflow_id}/${plan.step_id}/cancelled`);
+      expect(stepCancel.data.outcome).toMatchObject({ status: 'cancelled' });
+      expect(stepCancel.data.outcome.error).toBeUndefined();
+      expect(stepCancel.interests).toEqual(expect.arrayContaining(['outcome:completion', 'outcome:failures']));
 
-    // nothing more: an approval now is a conflict, a second cancel too, and no child workflow started
-    const late = await api.post(`/v1/workflows/${run.workflow_id}/steps/${plan.step_id}/approval`, { response: 'approved' });
-    expect(late.status).toBe(409);
-    expect((await api.post(`/v1/workflows/${run.workflow_id}/cancel`)).status).toBe(409);
-    expect((await api.get(`/v1/installs/${install.install_id}/workflows`)).body.map((w: Json) => w.type)).toEqual(['provision']);
-    expect(await svc.events(org.org_id)).toHaveLength(events.length);
-  });
+      // nothing more: an approval now is a conflict, a second cancel too, and no child workflow started
+      const late = await api.post(`/v1/workflows/${run.workflow_id}/steps/${plan.step_id}/approval`, { response: 'approved' });
+      expect(late.status).toBe(409);
+      expect((await api.post(`/v1/workflows/${run.workflow_id}/cancel`)).status).toBe(409);
+      expect((await api.get(`/v1/installs/${install.install_id}/workflows`)).body.map((w: Json) => w.type)).toEqual(['provision']);
+      expect(await svc.events(org.org_id)).toHaveLength(events.length);
+    },
+  );
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -457,59 +460,63 @@ describe('with an external runner (localRunner: false)', () => {
     expect(trail(await svc.events(org.org_id), wf.workflow_id)).toEqual(successTrail(['reprovision sandbox']));
   });
 
-  it('cancelling a workflow that waits on a job: the running step ends cancelled (with an event), pending ones silently; a late answer is ignored', async () => {
-    runner.policy = autoAnswer;
-    const { app_id } = await createApp(api);
-    const { install } = await provisioned(api, app_id);
-    runner.policy = (job) => (job.operation === 'component.deploy' ? 'hold' : autoAnswer(job));
-    const started = await post(api, `/v1/installs/${install.install_id}/reprovision`);
-    const job = await waitFor(() => runner.held.find((j) => j.workflow_id === started.workflow_id), 5000, 'the deploy job');
-    expect(await runner.send(job, [{ status: 'started' }])).toEqual([{ ok: true }]);
-    await waitStep(api, started.workflow_id, 'deploy api', 'started');
+  it(
+    'cancelling a workflow that waits on a job: the running step ends cancelled (with an event), pending ones silently; a late ' +
+      'answer is ignored',
+    async () => {
+      runner.policy = autoAnswer;
+      const { app_id } = await createApp(api);
+      const { install } = await provisioned(api, app_id);
+      runner.policy = (job) => (job.operation === 'component.deploy' ? 'hold' : autoAnswer(job));
+      const started = await post(api, `/v1/installs/${install.install_id}/reprovision`);
+      const job = await waitFor(() => runner.held.find((j) => j.workflow_id === started.workflow_id), 5000, 'the deploy job');
+      expect(await runner.send(job, [{ status: 'started' }])).toEqual([{ ok: true }]);
+      await waitStep(api, started.workflow_id, 'deploy api', 'started');
 
-    const cancelled = await post(api, `/v1/workflows/${started.workflow_id}/cancel`, undefined, 200);
-    expect(cancelled.status).toBe('cancelled');
-    expect(statuses(cancelled)).toEqual(['succeeded', 'cancelled', 'cancelled', 'cancelled']);
-    const trailAfterCancel = [
-      'workflow::started',
-      'workflow_step:reprovision sandbox:started',
-      'workflow_step:reprovision sandbox:succeeded',
-      'workflow_step:deploy api:started',
-      'workflow_step:deploy api:cancelled',
-      'workflow::cancelled',
-    ];
-    expect(trail(await svc.events(org.org_id), started.workflow_id)).toEqual(trailAfterCancel);
-    const jobRow = svc.server.ctx.db.prepare('SELECT status FROM jobs WHERE job_id = ?').get(job.job_id) as { status: string };
-    expect(jobRow.status).toBe('cancelled');
+      const cancelled = await post(api, `/v1/workflows/${started.workflow_id}/cancel`, undefined, 200);
+      expect(cancelled.status).toBe('cancelled');
+      expect(statuses(cancelled)).toEqual(['succeeded', 'cancelled', 'cancelled', 'cancelled']);
+      const trailAfterCancel = [
+        'workflow::started',
+        'workflow_step:reprovision sandbox:started',
+        'workflow_step:reprovision sandbox:succeeded',
+        'workflow_step:deploy api:started',
+        'workflow_step:deploy api:cancelled',
+        'workflow::cancelled',
+      ];
+      expect(trail(await svc.events(org.org_id), started.workflow_id)).toEqual(trailAfterCancel);
+      const jobRow = svc.server.ctx.db.prepare('SELECT status FROM jobs WHERE job_id = ?').get(job.job_id) as { status: string };
+      expect(jobRow.status).toBe('cancelled');
 
-    // the runner finishes anyway: answered, but nothing changes and nothing is emitted
-    const replies = await runner.send(job, [{ status: 'succeeded' }]);
-    expect(replies[0].ok).toBe(true);
-    expect(statuses(await getWf(api, started.workflow_id))).toEqual(['succeeded', 'cancelled', 'cancelled', 'cancelled']);
-    expect(trail(await svc.events(org.org_id), started.workflow_id)).toEqual(trailAfterCancel);
-    // and no further job was sent for it
-    expect(runner.jobs.filter((j) => j.workflow_id === started.workflow_id)).toHaveLength(2);
+      // the runner finishes anyway: answered, but nothing changes and nothing is emitted
+      const replies = await runner.send(job, [{ status: 'succeeded' }]);
+      expect(replies[0].ok).toBe(true);
+      expect(statuses(await getWf(api, started.workflow_id))).toEqual(['succeeded', 'cancelled', 'cancelled', 'cancelled']);
+      expect(trail(await svc.events(org.org_id), started.workflow_id)).toEqual(trailAfterCancel);
+      // and no further job was sent for it
+      expect(runner.jobs.filter((j) => j.workflow_id === started.workflow_id)).toHaveLength(2);
 
-    // the deliveries match: the step's cancelled event reached the receiver once, the pending steps' nothing
-    const wfCancelled = `${org.org_id}/workflow/${started.workflow_id}/cancelled`;
-    await waitFor(() => rcv.subjects('all').includes(wfCancelled), 5000, 'the cancelled delivery');
-    await svc.settled();
-    const [sandboxStep, apiStep] = cancelled.steps;
-    const base = `${org.org_id}/workflow_step/${started.workflow_id}`;
-    expect(
-      rcv
-        .subjects('all')
-        .filter((s) => s.startsWith(base))
-        .sort(),
-    ).toEqual(
-      [
-        `${base}/${sandboxStep.step_id}/started`,
-        `${base}/${sandboxStep.step_id}/succeeded`,
-        `${base}/${apiStep.step_id}/started`,
-        `${base}/${apiStep.step_id}/cancelled`,
-      ].sort(),
-    );
-  });
+      // the deliveries match: the step's cancelled event reached the receiver once, the pending steps' nothing
+      const wfCancelled = `${org.org_id}/workflow/${started.workflow_id}/cancelled`;
+      await waitFor(() => rcv.subjects('all').includes(wfCancelled), 5000, 'the cancelled delivery');
+      await svc.settled();
+      const [sandboxStep, apiStep] = cancelled.steps;
+      const base = `${org.org_id}/workflow_step/${started.workflow_id}`;
+      expect(
+        rcv
+          .subjects('all')
+          .filter((s) => s.startsWith(base))
+          .sort(),
+      ).toEqual(
+        [
+          `${base}/${sandboxStep.step_id}/started`,
+          `${base}/${sandboxStep.step_id}/succeeded`,
+          `${base}/${apiStep.step_id}/started`,
+          `${base}/${apiStep.step_id}/cancelled`,
+        ].sort(),
+      );
+    },
+  );
 
   it('a plan with a change that is not a no-op: exactly one drift event, for that component', async () => {
     runner.policy = autoAnswer;
@@ -597,41 +604,45 @@ describe("scheduled drift scans (the engine's clock advanced by the test)", () =
     await svc?.stop();
   });
 
-  it('start a drift_run and a drift_run_reprovision_sandbox for every provisioned install, and none for the others; the local runner runs them', async () => {
-    const DRIFT_EVERY_MS = 3_600_000;
-    const clock = new ManualClock(Date.now());
-    svc = await startService({ driftIntervalMs: DRIFT_EVERY_MS }, { clock });
-    const org = svc.createOrg('drift-schedule');
-    const api = svc.api(org);
-    const { app_id } = await createApp(api);
-    const { install: a } = await provisioned(api, app_id);
-    const { install: b } = await provisioned(api, app_id);
-    const deprov = await waitWf(api, (await post(api, `/v1/installs/${b.install_id}/deprovision`)).workflow_id);
-    expect(deprov.status).toBe('succeeded');
+  it(
+    'start a drift_run and a drift_run_reprovision_sandbox for every provisioned install, and none for the others; the local ' +
+      'runner runs them',
+    async () => {
+      const DRIFT_EVERY_MS = 3_600_000;
+      const clock = new ManualClock(Date.now());
+      svc = await startService({ driftIntervalMs: DRIFT_EVERY_MS }, { clock });
+      const org = svc.createOrg('drift-schedule');
+      const api = svc.api(org);
+      const { app_id } = await createApp(api);
+      const { install: a } = await provisioned(api, app_id);
+      const { install: b } = await provisioned(api, app_id);
+      const deprov = await waitWf(api, (await post(api, `/v1/installs/${b.install_id}/deprovision`)).workflow_id);
+      expect(deprov.status).toBe('succeeded');
 
-    const scans = async (iid: string) =>
-      (await api.get(`/v1/installs/${iid}/workflows`)).body.filter((w: Json) => w.type.startsWith('drift_run'));
-    clock.advance(DRIFT_EVERY_MS - 1);
-    expect(await scans(a.install_id)).toEqual([]);
-    clock.advance(1); // the scans start in this call, before it returns
-    const found = await scans(a.install_id);
-    expect(found.map((w: Json) => w.type).sort()).toEqual(['drift_run', 'drift_run_reprovision_sandbox']);
-    expect(await scans(b.install_id)).toEqual([]); // deprovisioned: not scanned
-    const run = found.find((w: Json) => w.type === 'drift_run');
-    const sandbox = found.find((w: Json) => w.type === 'drift_run_reprovision_sandbox');
-    expect(run).toMatchObject({ owner_id: a.install_id, owner_type: 'installs', parent: null });
-    const runWf = await waitWf(api, run.workflow_id);
-    expect(runWf.status).toBe('succeeded');
-    expect(names(runWf)).toEqual(['plan api', 'plan worker', 'plan db']);
-    const sbWf = await waitWf(api, sandbox.workflow_id);
-    expect(sbWf.status).toBe('succeeded');
-    expect(names(sbWf)).toEqual(['plan sandbox']);
-    // they keep coming, in pairs
-    clock.advance(DRIFT_EVERY_MS);
-    expect(await scans(a.install_id)).toHaveLength(4);
-    expect(await scans(b.install_id)).toEqual([]);
-    for (const w of await scans(a.install_id)) expect((await waitWf(api, w.workflow_id)).status).toBe('succeeded');
-    // and, the local runner's plans being clean, no drift event
-    expect((await svc.events(org.org_id)).filter((e) => e.type === 'com.svc.drift.detected.v1')).toEqual([]);
-  });
+      const scans = async (iid: string) =>
+        (await api.get(`/v1/installs/${iid}/workflows`)).body.filter((w: Json) => w.type.startsWith('drift_run'));
+      clock.advance(DRIFT_EVERY_MS - 1);
+      expect(await scans(a.install_id)).toEqual([]);
+      clock.advance(1); // the scans start in this call, before it returns
+      const found = await scans(a.install_id);
+      expect(found.map((w: Json) => w.type).sort()).toEqual(['drift_run', 'drift_run_reprovision_sandbox']);
+      expect(await scans(b.install_id)).toEqual([]); // deprovisioned: not scanned
+      const run = found.find((w: Json) => w.type === 'drift_run');
+      const sandbox = found.find((w: Json) => w.type === 'drift_run_reprovision_sandbox');
+      expect(run).toMatchObject({ owner_id: a.install_id, owner_type: 'installs', parent: null });
+      const runWf = await waitWf(api, run.workflow_id);
+      expect(runWf.status).toBe('succeeded');
+      expect(names(runWf)).toEqual(['plan api', 'plan worker', 'plan db']);
+      const sbWf = await waitWf(api, sandbox.workflow_id);
+      expect(sbWf.status).toBe('succeeded');
+      expect(names(sbWf)).toEqual(['plan sandbox']);
+      // they keep coming, in pairs
+      clock.advance(DRIFT_EVERY_MS);
+      expect(await scans(a.install_id)).toHaveLength(4);
+      expect(await scans(b.install_id)).toEqual([]);
+      for (const w of await scans(a.install_id)) expect((await waitWf(api, w.workflow_id)).status).toBe('succeeded');
+      // and, the local runner's plans being clean, no drift event
+      expect((await svc.events(org.org_id)).filter((e) => e.type === 'com.svc.drift.detected.v1')).toEqual([]);
+    },
+  );
 });

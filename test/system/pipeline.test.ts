@@ -389,7 +389,8 @@ describe.each(modes)('event pipeline on the %s bus', (mode) => {
   });
 
   it.skipIf(skip)(
-    "a slow receiver's queue is told back to the control plane (its org is backlogged, another org is not), and its facts still commit and deliver",
+    "a slow receiver's queue is told back to the control plane (its org is backlogged, another org is not), and its facts still " +
+      'commit and deliver',
     async () => {
       const { O, api } = await freshOrg();
       const other = await freshOrg();

@@ -68,7 +68,8 @@ function seedHistory(db: string, orgId: string): string[] {
 }
 
 describe.each(modes)('recovery ledger (%s mode)', (mode) => {
-  it('kill -9 of svc serve in the middle of a large recovery: every event of it delivered after the restart, repeats only of attempts in flight', async () => {
+  it('kill -9 of svc serve in the middle of a large recovery: every event of it delivered after the restart, repeats only of ' +
+    'attempts in flight', async () => {
     const random = prng((SEED ^ (mode === 'nats' ? 0x9e3779b9 : 0)) >>> 0);
     let nats: NatsServerHandle | null = null;
     const rx = await startLedgerReceiver({ delayMs: 20 }); // 8 in flight → ~400 deliveries/s

@@ -139,85 +139,89 @@ describe('recovery bounds (CONTRACT 4.5)', () => {
     expect(ok.status, ok.text).toBe(202);
   });
 
-  it('one running recovery per webhook (409 conflict naming it, checked first), 4 per org (409 limit_exceeded); a deleted webhook stops its own', async () => {
-    await waitFor(
-      async () => {
-        const h = openDb(svc.db);
-        try {
-          return (h.prepare('SELECT COUNT(*) AS n FROM recoveries WHERE finished_ms IS NULL').get() as { n: number }).n === 0;
-        } finally {
-          h.close();
-        }
-      },
-      10_000,
-      'the earlier recoveries to end',
-    );
-    seed(200, 'bounds');
-    const hooks: string[] = [];
-    for (let i = 0; i < 5; i++) {
-      hooks.push(await hook(`hang${i}`));
-      rx.set(`hang${i}`, { hang: true });
-    }
-    const ids: string[] = [];
-    for (const w of hooks.slice(0, 4)) {
-      const r = await api.post(`${HOOKS}/${w}/recover`, { since: '1h', backfill: true });
-      expect(r.status, r.text).toBe(202);
-      ids.push(r.body.recovery_id);
-    }
-    // the same webhook again: conflict, naming the running one (before the org's limit is looked at)
-    const again = await api.post(`${HOOKS}/${hooks[0]}/recover`, { since: '1h', backfill: true });
-    expect(again.status, again.text).toBe(409);
-    expect(again.body.error).toBe('conflict');
-    expect(again.body.message).toContain(ids[0]);
-    // the dashboard's "Recover since…" form says the same, on the form (409), not as an error page
-    const dash = await dashboardSession(`${svc.url}/dashboard`, org);
-    const page = `/${org.org_id}/webhooks/${hooks[0]}`;
-    const form = await dash.submit(page, `${page}/recover`, { since: '1h', only_failed: '1' });
-    expect(form.status).toBe(409);
-    const html = await form.text();
-    expect(html).toContain(ids[0]);
-    expect(html).toContain('Recover');
-    // a fifth webhook of the org: over the limit
-    const fifth = await api.post(`${HOOKS}/${hooks[4]}/recover`, { since: '1h', backfill: true });
-    expect(fifth.status, fifth.text).toBe(409);
-    expect(fifth.body.error).toBe('limit_exceeded');
-    expect((await api.get(`${HOOKS}/${hooks[0]}/recoveries/${ids[0]}`)).body.state).toBe('running');
+  it(
+    'one running recovery per webhook (409 conflict naming it, checked first), 4 per org (409 limit_exceeded); a deleted webhook ' +
+      'stops its own',
+    async () => {
+      await waitFor(
+        async () => {
+          const h = openDb(svc.db);
+          try {
+            return (h.prepare('SELECT COUNT(*) AS n FROM recoveries WHERE finished_ms IS NULL').get() as { n: number }).n === 0;
+          } finally {
+            h.close();
+          }
+        },
+        10_000,
+        'the earlier recoveries to end',
+      );
+      seed(200, 'bounds');
+      const hooks: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        hooks.push(await hook(`hang${i}`));
+        rx.set(`hang${i}`, { hang: true });
+      }
+      const ids: string[] = [];
+      for (const w of hooks.slice(0, 4)) {
+        const r = await api.post(`${HOOKS}/${w}/recover`, { since: '1h', backfill: true });
+        expect(r.status, r.text).toBe(202);
+        ids.push(r.body.recovery_id);
+      }
+      // the same webhook again: conflict, naming the running one (before the org's limit is looked at)
+      const again = await api.post(`${HOOKS}/${hooks[0]}/recover`, { since: '1h', backfill: true });
+      expect(again.status, again.text).toBe(409);
+      expect(again.body.error).toBe('conflict');
+      expect(again.body.message).toContain(ids[0]);
+      // the dashboard's "Recover since…" form says the same, on the form (409), not as an error page
+      const dash = await dashboardSession(`${svc.url}/dashboard`, org);
+      const page = `/${org.org_id}/webhooks/${hooks[0]}`;
+      const form = await dash.submit(page, `${page}/recover`, { since: '1h', only_failed: '1' });
+      expect(form.status).toBe(409);
+      const html = await form.text();
+      expect(html).toContain(ids[0]);
+      expect(html).toContain('Recover');
+      // a fifth webhook of the org: over the limit
+      const fifth = await api.post(`${HOOKS}/${hooks[4]}/recover`, { since: '1h', backfill: true });
+      expect(fifth.status, fifth.text).toBe(409);
+      expect(fifth.body.error).toBe('limit_exceeded');
+      expect((await api.get(`${HOOKS}/${hooks[0]}/recoveries/${ids[0]}`)).body.state).toBe('running');
 
-    // deleting a webhook stops its recovery: done, and its place in the org is free again
-    expect((await api.del(`${HOOKS}/${hooks[1]}`)).status).toBe(204);
-    await waitFor(
-      async () => {
-        const h = openDb(svc.db);
-        try {
-          return (
-            (h.prepare('SELECT finished_ms FROM recoveries WHERE recovery_id = ?').get(ids[1]) as { finished_ms: number | null })
-              .finished_ms !== null
-          );
-        } finally {
-          h.close();
-        }
-      },
-      5000,
-      "the deleted webhook's recovery to stop",
-    );
-    const now = await api.post(`${HOOKS}/${hooks[4]}/recover`, { since: '1h', backfill: true });
-    expect(now.status, now.text).toBe(202);
-    // every kept event of the org with backfill (7 of the first test, 200 here)
-    expect(now.body.events).toBe(207);
-    // a recovery whose webhook does not answer has at most 16 items out (queued or in an attempt): the rest wait behind its cursor
-    await waitFor(() => rx.at('hang4').length >= 8, 5000, 'the hanging webhook to get its 8 attempts');
-    const h = openDb(svc.db);
-    try {
-      const r = h.prepare('SELECT fed, events FROM recoveries WHERE recovery_id = ?').get(now.body.recovery_id) as {
-        fed: number;
-        events: number;
-      };
-      expect(r).toEqual({ fed: 16, events: 207 });
-      expect(
-        (h.prepare("SELECT COUNT(*) AS n FROM outbox WHERE event_id LIKE '%.' || ?").get(now.body.recovery_id) as { n: number }).n,
-      ).toBe(16);
-    } finally {
-      h.close();
-    }
-  });
+      // deleting a webhook stops its recovery: done, and its place in the org is free again
+      expect((await api.del(`${HOOKS}/${hooks[1]}`)).status).toBe(204);
+      await waitFor(
+        async () => {
+          const h = openDb(svc.db);
+          try {
+            return (
+              (h.prepare('SELECT finished_ms FROM recoveries WHERE recovery_id = ?').get(ids[1]) as { finished_ms: number | null })
+                .finished_ms !== null
+            );
+          } finally {
+            h.close();
+          }
+        },
+        5000,
+        "the deleted webhook's recovery to stop",
+      );
+      const now = await api.post(`${HOOKS}/${hooks[4]}/recover`, { since: '1h', backfill: true });
+      expect(now.status, now.text).toBe(202);
+      // every kept event of the org with backfill (7 of the first test, 200 here)
+      expect(now.body.events).toBe(207);
+      // a recovery whose webhook does not answer has at most 16 items out (queued or in an attempt): the rest wait behind its cursor
+      await waitFor(() => rx.at('hang4').length >= 8, 5000, 'the hanging webhook to get its 8 attempts');
+      const h = openDb(svc.db);
+      try {
+        const r = h.prepare('SELECT fed, events FROM recoveries WHERE recovery_id = ?').get(now.body.recovery_id) as {
+          fed: number;
+          events: number;
+        };
+        expect(r).toEqual({ fed: 16, events: 207 });
+        expect(
+          (h.prepare("SELECT COUNT(*) AS n FROM outbox WHERE event_id LIKE '%.' || ?").get(now.body.recovery_id) as { n: number }).n,
+        ).toBe(16);
+      } finally {
+        h.close();
+      }
+    },
+  );
 });

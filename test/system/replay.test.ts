@@ -116,73 +116,77 @@ describe.skipIf(findNatsServer() === null)('replays (CONTRACT 6.7)', () => {
   const attempts = async () =>
     (await svc.api(org).get(`/v1/orgs/current/webhooks/${webhookId}`)).body.delivery_status.attempts_total as number;
 
-  it('a delivered event published again after the window, as captured, is not delivered again and is counted replayed; outcome batches published again are applied once', async () => {
-    const fact = externalStarted(org.org_id);
-    expect((await ingestRequest(nc, fact.natsSubject, fact.body, { timeout: 5000 })).json()).toEqual({ ok: true });
-    await waitFor(() => rx.subjects('all').includes(fact.ceSubject), 10_000, 'the event delivered');
-    const event = await waitFor(
-      () =>
-        captured.find((m) => m.subject === hopSubject && decodeHopBatch(m.data)?.some((e) => e.body.toString().includes(fact.ceSubject))),
-      5000,
-      'the batch of the event captured',
-    );
-    const events = decodeHopBatch(event.data)!;
-    const eventId = events.find((e) => e.body.toString().includes(fact.ceSubject))!.id;
-    const batch = await waitFor(
-      () =>
-        captured.find(
-          (m) => m.subject.startsWith('svc.outcomes.') && decodeOutcomeBatch(m.string())?.outcomes.some((o) => o.event_id === eventId),
-        ),
-      5000,
-      'its outcome batch captured',
-    );
-    await waitFor(async () => (await attempts()) === 1, 5000, 'the attempt counted');
+  it(
+    'a delivered event published again after the window, as captured, is not delivered again and is counted replayed; outcome ' +
+      'batches published again are applied once',
+    async () => {
+      const fact = externalStarted(org.org_id);
+      expect((await ingestRequest(nc, fact.natsSubject, fact.body, { timeout: 5000 })).json()).toEqual({ ok: true });
+      await waitFor(() => rx.subjects('all').includes(fact.ceSubject), 10_000, 'the event delivered');
+      const event = await waitFor(
+        () =>
+          captured.find((m) => m.subject === hopSubject && decodeHopBatch(m.data)?.some((e) => e.body.toString().includes(fact.ceSubject))),
+        5000,
+        'the batch of the event captured',
+      );
+      const events = decodeHopBatch(event.data)!;
+      const eventId = events.find((e) => e.body.toString().includes(fact.ceSubject))!.id;
+      const batch = await waitFor(
+        () =>
+          captured.find(
+            (m) => m.subject.startsWith('svc.outcomes.') && decodeOutcomeBatch(m.string())?.outcomes.some((o) => o.event_id === eventId),
+          ),
+        5000,
+        'its outcome batch captured',
+      );
+      await waitFor(async () => (await attempts()) === 1, 5000, 'the attempt counted');
 
-    const sealedAt = Number(event.headers!.get(SEAL_HEADER).split('.')[0]);
-    expect(sealedAt).toBeGreaterThan(Date.now() - 60_000);
-    await pastWindow(Math.max(sealedAt, decodeOutcomeBatch(batch.string())!.sent_at));
-    const replayed0 = await metric(svc.url, 'svc_events_dropped_total', 'reason="replayed"');
-    const forged0 = await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"');
-    const js = jetstream(nc);
-    // 1. the batch as captured (Nats-Msg-Id, seal, body): stored again, not a duplicate any more
-    const ack = await js.publish(event.subject, event.data, { headers: event.headers });
-    expect(ack.duplicate).toBe(false);
-    // 2. without Nats-Msg-Id: the batch id is part of the seal, so it does not open
-    const bare = headers();
-    bare.set(SEAL_HEADER, event.headers!.get(SEAL_HEADER));
-    await js.publish(event.subject, event.data, { headers: bare });
-    // 3. the outcome batch as captured, and again without its Nats-Msg-Id (the batch id)
-    expect((await js.publish(batch.subject, batch.data, { headers: batch.headers })).duplicate).toBe(false);
-    const batchBare = headers();
-    batchBare.set(SEAL_HEADER, batch.headers!.get(SEAL_HEADER));
-    await js.publish(batch.subject, batch.data, { headers: batchBare });
-    // 4. a batch made up (another id, a seal made up)
-    const madeUp = encodeOutcomeBatch({ ...decodeOutcomeBatch(batch.string())!, id: 'forged.1', sent_at: Date.now() });
-    const madeUpHdrs = headers();
-    madeUpHdrs.set(SEAL_HEADER, new Seal(Buffer.alloc(32, 7)).sealBatch(madeUp));
-    await js.publish(batch.subject, madeUp, { msgID: 'forged.1', headers: madeUpHdrs });
+      const sealedAt = Number(event.headers!.get(SEAL_HEADER).split('.')[0]);
+      expect(sealedAt).toBeGreaterThan(Date.now() - 60_000);
+      await pastWindow(Math.max(sealedAt, decodeOutcomeBatch(batch.string())!.sent_at));
+      const replayed0 = await metric(svc.url, 'svc_events_dropped_total', 'reason="replayed"');
+      const forged0 = await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"');
+      const js = jetstream(nc);
+      // 1. the batch as captured (Nats-Msg-Id, seal, body): stored again, not a duplicate any more
+      const ack = await js.publish(event.subject, event.data, { headers: event.headers });
+      expect(ack.duplicate).toBe(false);
+      // 2. without Nats-Msg-Id: the batch id is part of the seal, so it does not open
+      const bare = headers();
+      bare.set(SEAL_HEADER, event.headers!.get(SEAL_HEADER));
+      await js.publish(event.subject, event.data, { headers: bare });
+      // 3. the outcome batch as captured, and again without its Nats-Msg-Id (the batch id)
+      expect((await js.publish(batch.subject, batch.data, { headers: batch.headers })).duplicate).toBe(false);
+      const batchBare = headers();
+      batchBare.set(SEAL_HEADER, batch.headers!.get(SEAL_HEADER));
+      await js.publish(batch.subject, batch.data, { headers: batchBare });
+      // 4. a batch made up (another id, a seal made up)
+      const madeUp = encodeOutcomeBatch({ ...decodeOutcomeBatch(batch.string())!, id: 'forged.1', sent_at: Date.now() });
+      const madeUpHdrs = headers();
+      madeUpHdrs.set(SEAL_HEADER, new Seal(Buffer.alloc(32, 7)).sealBatch(madeUp));
+      await js.publish(batch.subject, madeUp, { msgID: 'forged.1', headers: madeUpHdrs });
 
-    // counted per event of the batch
-    await waitFor(
-      async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="replayed"')) === replayed0 + events.length,
-      10_000,
-      'the replay counted',
-    );
-    await waitFor(
-      async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) === forged0 + 1,
-      10_000,
-      'the copy without an id counted forged',
-    );
-    // a genuine event after all of them is delivered, and its batch applied (batches are applied in order)
-    const next = externalStarted(org.org_id);
-    expect((await ingestRequest(nc, next.natsSubject, next.body, { timeout: 5000 })).json()).toEqual({ ok: true });
-    await waitFor(() => rx.subjects('all').includes(next.ceSubject), 10_000, 'the next event delivered');
-    await waitFor(async () => (await attempts()) >= 2, 10_000, 'the next attempt counted');
-    await svc.settled(10_000);
-    expect(rx.subjects('all').filter((s) => s === fact.ceSubject)).toHaveLength(1);
-    expect(await attempts()).toBe(2);
-    expect(await metric(svc.url, 'svc_events_dropped_total', 'reason="replayed"')).toBe(replayed0 + events.length);
-  });
+      // counted per event of the batch
+      await waitFor(
+        async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="replayed"')) === replayed0 + events.length,
+        10_000,
+        'the replay counted',
+      );
+      await waitFor(
+        async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) === forged0 + 1,
+        10_000,
+        'the copy without an id counted forged',
+      );
+      // a genuine event after all of them is delivered, and its batch applied (batches are applied in order)
+      const next = externalStarted(org.org_id);
+      expect((await ingestRequest(nc, next.natsSubject, next.body, { timeout: 5000 })).json()).toEqual({ ok: true });
+      await waitFor(() => rx.subjects('all').includes(next.ceSubject), 10_000, 'the next event delivered');
+      await waitFor(async () => (await attempts()) >= 2, 10_000, 'the next attempt counted');
+      await svc.settled(10_000);
+      expect(rx.subjects('all').filter((s) => s === fact.ceSubject)).toHaveLength(1);
+      expect(await attempts()).toBe(2);
+      expect(await metric(svc.url, 'svc_events_dropped_total', 'reason="replayed"')).toBe(replayed0 + events.length);
+    },
+  );
 });
 
 describe.skipIf(findNatsServer() === null)('an old backlog (CONTRACT 6.7)', () => {

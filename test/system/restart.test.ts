@@ -368,81 +368,89 @@ describe('a job in flight across a restart (localRunner: false)', () => {
     runner2.stop();
   });
 
-  it(`a job sent but never started: after a restart it is sent again with the same job_id once ${JOB_RESEND_MS} ms have passed on the engine's clock, and the workflow completes`, async () => {
-    const clock = new ManualClock(Date.now()); // both processes' time
-    const svc1 = await startService({ localRunner: false }, { clock });
-    services.push(svc1);
-    const org = svc1.createOrg('restart-resend');
-    const api1 = svc1.api(org);
-    await post(api1, '/v1/orgs/current/webhooks', { webhook_url: rcv.hook('all') });
-    const runner1 = new FakeRunner(svc1.server.bus);
-    const app = await post(api1, '/v1/apps', { name: rid('app') });
-    await post(api1, `/v1/apps/${app.app_id}/configs`, V1);
-    const install = await post(api1, '/v1/installs', { app_id: app.app_id, name: rid('inst') });
-    const prov = (await api1.get(`/v1/installs/${install.install_id}/workflows`)).body[0];
-    expect((await waitWf(api1, prov.workflow_id)).status).toBe('succeeded');
-    const worker = install.components.find((c: Json) => c.name === 'worker').component_id;
+  it(
+    `a job sent but never started: after a restart it is sent again with the same job_id once ${JOB_RESEND_MS} ms have passed on ` +
+      `the engine's clock, and the workflow completes`,
+    async () => {
+      const clock = new ManualClock(Date.now()); // both processes' time
+      const svc1 = await startService({ localRunner: false }, { clock });
+      services.push(svc1);
+      const org = svc1.createOrg('restart-resend');
+      const api1 = svc1.api(org);
+      await post(api1, '/v1/orgs/current/webhooks', { webhook_url: rcv.hook('all') });
+      const runner1 = new FakeRunner(svc1.server.bus);
+      const app = await post(api1, '/v1/apps', { name: rid('app') });
+      await post(api1, `/v1/apps/${app.app_id}/configs`, V1);
+      const install = await post(api1, '/v1/installs', { app_id: app.app_id, name: rid('inst') });
+      const prov = (await api1.get(`/v1/installs/${install.install_id}/workflows`)).body[0];
+      expect((await waitWf(api1, prov.workflow_id)).status).toBe('succeeded');
+      const worker = install.components.find((c: Json) => c.name === 'worker').component_id;
 
-    runner1.policy = () => 'hold';
-    const started = await post(api1, `/v1/installs/${install.install_id}/components/${worker}/deploy`);
-    const job = await waitFor(() => runner1.held.find((j) => j.workflow_id === started.workflow_id), 5000, 'the deploy job');
-    runner1.stop();
-    await svc1.stop();
-    services.splice(services.indexOf(svc1), 1);
+      runner1.policy = () => 'hold';
+      const started = await post(api1, `/v1/installs/${install.install_id}/components/${worker}/deploy`);
+      const job = await waitFor(() => runner1.held.find((j) => j.workflow_id === started.workflow_id), 5000, 'the deploy job');
+      runner1.stop();
+      await svc1.stop();
+      services.splice(services.indexOf(svc1), 1);
 
-    const svc2 = await startService({ db: svc1.db, localRunner: false }, { clock });
-    services.push(svc2);
-    const api2 = svc2.api(org);
-    const runner2 = new FakeRunner(svc2.server.bus);
-    expect((await getWf(api2, started.workflow_id)).steps.map((s: Json) => s.status)).toEqual(['pending']);
-    // sent too recently to be sent again at start, or a second before the time is up
-    await runner2.idle();
-    expect(runner2.jobs).toEqual([]);
-    clock.advance(JOB_RESEND_MS - 1000);
-    await runner2.idle();
-    expect(runner2.jobs).toEqual([]);
-    clock.advance(2000); // the next sweep sends it again
-    const again = await waitFor(() => runner2.jobs.find((j) => j.job_id === job.job_id), 5000, 'the job sent again');
-    expect(again).toEqual(job);
-    const wf = await waitWf(api2, started.workflow_id);
-    expect(wf.status).toBe('succeeded');
-    expect(runner2.jobs.filter((j) => j.workflow_id === started.workflow_id)).toHaveLength(1);
-    await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [install.install_id] }, () => svc2.settled());
-    runner2.stop();
-  });
+      const svc2 = await startService({ db: svc1.db, localRunner: false }, { clock });
+      services.push(svc2);
+      const api2 = svc2.api(org);
+      const runner2 = new FakeRunner(svc2.server.bus);
+      expect((await getWf(api2, started.workflow_id)).steps.map((s: Json) => s.status)).toEqual(['pending']);
+      // sent too recently to be sent again at start, or a second before the time is up
+      await runner2.idle();
+      expect(runner2.jobs).toEqual([]);
+      clock.advance(JOB_RESEND_MS - 1000);
+      await runner2.idle();
+      expect(runner2.jobs).toEqual([]);
+      clock.advance(2000); // the next sweep sends it again
+      const again = await waitFor(() => runner2.jobs.find((j) => j.job_id === job.job_id), 5000, 'the job sent again');
+      expect(again).toEqual(job);
+      const wf = await waitWf(api2, started.workflow_id);
+      expect(wf.status).toBe('succeeded');
+      expect(runner2.jobs.filter((j) => j.workflow_id === started.workflow_id)).toHaveLength(1);
+      await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [install.install_id] }, () => svc2.settled());
+      runner2.stop();
+    },
+  );
 });
 
 describe('a job the local runner had started when the process stopped', () => {
-  it('the next process with a local runner runs it again (same job_id) at start: the step starts once, succeeds, and the workflow completes', async () => {
-    // the first process plays the local runner that reported `started` and then died with its process
-    const svc1 = await startService({ localRunner: false });
-    services.push(svc1);
-    const org = svc1.createOrg('restart-local-job');
-    const api1 = svc1.api(org);
-    await post(api1, '/v1/orgs/current/webhooks', { webhook_url: rcv.hook('all') });
-    const runner1 = new FakeRunner(svc1.server.bus);
-    const app = await post(api1, '/v1/apps', { name: rid('app') });
-    await post(api1, `/v1/apps/${app.app_id}/configs`, V1);
-    runner1.policy = (job) => (job.operation === 'sandbox.provision' ? 'hold' : [{ status: 'started' }, { status: 'succeeded' }]);
-    const install = await post(api1, '/v1/installs', { app_id: app.app_id, name: rid('inst') });
-    const prov = (await api1.get(`/v1/installs/${install.install_id}/workflows`)).body[0];
-    const job = await waitFor(() => runner1.held.find((j) => j.workflow_id === prov.workflow_id), 5000, 'the sandbox job');
-    expect(await runner1.send(job, [{ status: 'started' }])).toEqual([{ ok: true }]);
-    await waitStep(api1, prov.workflow_id, 'provision sandbox', 'started');
-    runner1.stop();
-    await svc1.stop();
-    services.splice(services.indexOf(svc1), 1);
+  it(
+    'the next process with a local runner runs it again (same job_id) at start: the step starts once, succeeds, and the workflow ' +
+      'completes',
+    async () => {
+      // the first process plays the local runner that reported `started` and then died with its process
+      const svc1 = await startService({ localRunner: false });
+      services.push(svc1);
+      const org = svc1.createOrg('restart-local-job');
+      const api1 = svc1.api(org);
+      await post(api1, '/v1/orgs/current/webhooks', { webhook_url: rcv.hook('all') });
+      const runner1 = new FakeRunner(svc1.server.bus);
+      const app = await post(api1, '/v1/apps', { name: rid('app') });
+      await post(api1, `/v1/apps/${app.app_id}/configs`, V1);
+      runner1.policy = (job) => (job.operation === 'sandbox.provision' ? 'hold' : [{ status: 'started' }, { status: 'succeeded' }]);
+      const install = await post(api1, '/v1/installs', { app_id: app.app_id, name: rid('inst') });
+      const prov = (await api1.get(`/v1/installs/${install.install_id}/workflows`)).body[0];
+      const job = await waitFor(() => runner1.held.find((j) => j.workflow_id === prov.workflow_id), 5000, 'the sandbox job');
+      expect(await runner1.send(job, [{ status: 'started' }])).toEqual([{ ok: true }]);
+      await waitStep(api1, prov.workflow_id, 'provision sandbox', 'started');
+      runner1.stop();
+      await svc1.stop();
+      services.splice(services.indexOf(svc1), 1);
 
-    const svc2 = await startService({ db: svc1.db, localRunner: true });
-    services.push(svc2);
-    const api2 = svc2.api(org);
-    const wf = await waitWf(api2, prov.workflow_id);
-    expect(wf.status).toBe('succeeded');
-    expect(wf.steps.every((s: Json) => s.status === 'succeeded')).toBe(true);
-    const got = await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [install.install_id] }, () => svc2.settled());
-    const sandboxStep = `${org.org_id}/workflow_step/${prov.workflow_id}/${job.step_id}`;
-    expect(got.filter((s) => s.startsWith(`${sandboxStep}/`)).sort()).toEqual([`${sandboxStep}/started`, `${sandboxStep}/succeeded`]);
-  });
+      const svc2 = await startService({ db: svc1.db, localRunner: true });
+      services.push(svc2);
+      const api2 = svc2.api(org);
+      const wf = await waitWf(api2, prov.workflow_id);
+      expect(wf.status).toBe('succeeded');
+      expect(wf.steps.every((s: Json) => s.status === 'succeeded')).toBe(true);
+      const got = await expectDeliveredExactlyOnce(rcv, 'all', api2, org.org_id, { installs: [install.install_id] }, () => svc2.settled());
+      const sandboxStep = `${org.org_id}/workflow_step/${prov.workflow_id}/${job.step_id}`;
+      expect(got.filter((s) => s.startsWith(`${sandboxStep}/`)).sort()).toEqual([`${sandboxStep}/started`, `${sandboxStep}/succeeded`]);
+    },
+  );
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -104,7 +104,8 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
     await rcv?.close();
   });
 
-  it('two groups (by install_ids and by selector), v2 → v1 with skip_builds: reverse-diff plans, approvals, versions, diffs, child workflows', {
+  it('two groups (by install_ids and by selector), v2 → v1 with skip_builds: reverse-diff plans, approvals, versions, diffs, child ' +
+    'workflows', {
     timeout: 60_000,
   }, async () => {
     const { app, v1, v2 } = await appWithTwoConfigs(api);
@@ -380,47 +381,50 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
     expect((await api.post(`/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved' })).status).toBe(409);
   });
 
-  it('a group with no installs is skipped silently; the next group is planned and applied; without skip_builds the build step runs', async () => {
-    const { app, v1, v2 } = await appWithTwoConfigs(api);
-    const a = await provisionedOn(api, app.app_id, v2.app_config_id, { ring: 'a' });
-    const branch = await post(api, `/v1/apps/${app.app_id}/branches`, {
-      name: 'main',
-      install_groups: [
-        { name: 'nobody', selector: { match_labels: { ring: 'nowhere' } } },
-        { name: 'real', install_ids: [a.install_id] },
-        { name: 'nobody either', selector: { match_labels: { ring: '*', team: 'none' } } },
-      ],
-    });
-    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id });
-    const { wf, step } = await waitStep(api, run.workflow_id, 'plan install group: real', 'awaiting_approval');
-    expect(wf.steps.map((s: Json) => [s.name, s.execution_type, s.status])).toEqual([
-      ['build components', 'system', 'succeeded'],
-      ['plan install group: nobody', 'skipped', 'succeeded'],
-      ['deploy install group: nobody', 'skipped', 'succeeded'],
-      ['plan install group: real', 'approval', 'awaiting_approval'],
-      ['deploy install group: real', 'system', 'pending'],
-      ['plan install group: nobody either', 'skipped', 'pending'],
-      ['deploy install group: nobody either', 'skipped', 'pending'],
-    ]);
-    expect(step.plan.installs.map((i: Json) => i.install_id)).toEqual([a.install_id]);
-    await post(api, `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
-    const done = await waitWf(api, run.workflow_id);
-    expect(done.status).toBe('succeeded');
-    expect(done.steps.map((s: Json) => s.status)).toEqual(Array(7).fill('succeeded'));
-    expect(trail(await svc.events(org.org_id), run.workflow_id)).toEqual([
-      'workflow::started',
-      'workflow_step:build components:started',
-      'workflow_step:build components:succeeded',
-      'workflow_step:plan install group: real:started',
-      'workflow_step_approval:plan install group: real:requested',
-      'workflow_step_approval:plan install group: real:approved',
-      'workflow_step:plan install group: real:succeeded',
-      'workflow_step:deploy install group: real:started',
-      'workflow_step:deploy install group: real:succeeded',
-      'workflow::succeeded',
-    ]);
-    expect((await get(api, `/v1/installs/${a.install_id}`)).app_config_id).toBe(v1.app_config_id);
-  });
+  it(
+    'a group with no installs is skipped silently; the next group is planned and applied; ' + 'without skip_builds the build step runs',
+    async () => {
+      const { app, v1, v2 } = await appWithTwoConfigs(api);
+      const a = await provisionedOn(api, app.app_id, v2.app_config_id, { ring: 'a' });
+      const branch = await post(api, `/v1/apps/${app.app_id}/branches`, {
+        name: 'main',
+        install_groups: [
+          { name: 'nobody', selector: { match_labels: { ring: 'nowhere' } } },
+          { name: 'real', install_ids: [a.install_id] },
+          { name: 'nobody either', selector: { match_labels: { ring: '*', team: 'none' } } },
+        ],
+      });
+      const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, { app_config_id: v1.app_config_id });
+      const { wf, step } = await waitStep(api, run.workflow_id, 'plan install group: real', 'awaiting_approval');
+      expect(wf.steps.map((s: Json) => [s.name, s.execution_type, s.status])).toEqual([
+        ['build components', 'system', 'succeeded'],
+        ['plan install group: nobody', 'skipped', 'succeeded'],
+        ['deploy install group: nobody', 'skipped', 'succeeded'],
+        ['plan install group: real', 'approval', 'awaiting_approval'],
+        ['deploy install group: real', 'system', 'pending'],
+        ['plan install group: nobody either', 'skipped', 'pending'],
+        ['deploy install group: nobody either', 'skipped', 'pending'],
+      ]);
+      expect(step.plan.installs.map((i: Json) => i.install_id)).toEqual([a.install_id]);
+      await post(api, `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
+      const done = await waitWf(api, run.workflow_id);
+      expect(done.status).toBe('succeeded');
+      expect(done.steps.map((s: Json) => s.status)).toEqual(Array(7).fill('succeeded'));
+      expect(trail(await svc.events(org.org_id), run.workflow_id)).toEqual([
+        'workflow::started',
+        'workflow_step:build components:started',
+        'workflow_step:build components:succeeded',
+        'workflow_step:plan install group: real:started',
+        'workflow_step_approval:plan install group: real:requested',
+        'workflow_step_approval:plan install group: real:approved',
+        'workflow_step:plan install group: real:succeeded',
+        'workflow_step:deploy install group: real:started',
+        'workflow_step:deploy install group: real:succeeded',
+        'workflow::succeeded',
+      ]);
+      expect((await get(api, `/v1/installs/${a.install_id}`)).app_config_id).toBe(v1.app_config_id);
+    },
+  );
 
   it('rolling one install back directly: plan_only first, then applied; a config of another app is 400, an unknown one 404', async () => {
     const { app, v1, v2 } = await appWithTwoConfigs(api);
@@ -547,59 +551,62 @@ describe('with an external runner (no heartbeats, so the store is still)', () =>
     await waitFor(() => rcv.all.length > delivered, 5000, 'deliveries of the applied change');
   });
 
-  it('a group whose installs finish at different times: the deploy step and the run end only when every install has applied the config', async () => {
-    const { app, v1, v2 } = await appWithTwoConfigs(api);
-    const same = await provisionedOn(api, app.app_id, v1.app_config_id, { ring: 'g' }); // already on the target: nothing to do
-    const slow = await provisionedOn(api, app.app_id, v2.app_config_id, { ring: 'g' });
-    const branch = await post(api, `/v1/apps/${app.app_id}/branches`, {
-      name: 'main',
-      install_groups: [{ name: 'g', selector: { match_labels: { ring: 'g' } } }],
-    });
-    runner.holdWhen((job) => job.install_id === slow.install_id && job.app_config_id === v1.app_config_id);
-    const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
-      app_config_id: v1.app_config_id,
-      skip_builds: true,
-    });
-    const { step } = await waitStep(api, run.workflow_id, 'plan install group: g', 'awaiting_approval');
-    expect(step.plan.installs.map((x: Json) => [x.install_id, x.diff.changed])).toEqual([
-      [same.install_id, false],
-      [slow.install_id, true],
-    ]);
-    await post(api, `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
-    const held = await waitFor(() => runner.held.find((j) => j.install_id === slow.install_id), 5000, "the slow install's job");
+  it(
+    'a group whose installs finish at different times: ' + 'the deploy step and the run end only when every install has applied the config',
+    async () => {
+      const { app, v1, v2 } = await appWithTwoConfigs(api);
+      const same = await provisionedOn(api, app.app_id, v1.app_config_id, { ring: 'g' }); // already on the target: nothing to do
+      const slow = await provisionedOn(api, app.app_id, v2.app_config_id, { ring: 'g' });
+      const branch = await post(api, `/v1/apps/${app.app_id}/branches`, {
+        name: 'main',
+        install_groups: [{ name: 'g', selector: { match_labels: { ring: 'g' } } }],
+      });
+      runner.holdWhen((job) => job.install_id === slow.install_id && job.app_config_id === v1.app_config_id);
+      const run = await post(api, `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`, {
+        app_config_id: v1.app_config_id,
+        skip_builds: true,
+      });
+      const { step } = await waitStep(api, run.workflow_id, 'plan install group: g', 'awaiting_approval');
+      expect(step.plan.installs.map((x: Json) => [x.install_id, x.diff.changed])).toEqual([
+        [same.install_id, false],
+        [slow.install_id, true],
+      ]);
+      await post(api, `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved' }, 200);
+      const held = await waitFor(() => runner.held.find((j) => j.install_id === slow.install_id), 5000, "the slow install's job");
 
-    // one child finished at once (no steps), the other is held: the run must wait for it
-    const [sameChild] = await get(api, `/v1/installs/${same.install_id}/workflows`);
-    expect(sameChild).toMatchObject({ type: 'app_config_update', status: 'succeeded' });
-    await runner.idle(); // everything but the held job is done: the run waits for it
-    const mid = await get(api, `/v1/workflows/${run.workflow_id}`);
-    expect(mid.status).toBe('started');
-    expect(mid.steps.map((s: Json) => s.status)).toEqual(['succeeded', 'succeeded', 'started']);
-    const [slowChild] = await get(api, `/v1/installs/${slow.install_id}/workflows`);
-    expect(slowChild).toMatchObject({ type: 'app_config_update', status: 'started' });
-    expect(slowChild.parent).toEqual({ workflow_id: run.workflow_id, step_id: mid.steps[2].step_id, kind: 'workflow_step' });
+      // one child finished at once (no steps), the other is held: the run must wait for it
+      const [sameChild] = await get(api, `/v1/installs/${same.install_id}/workflows`);
+      expect(sameChild).toMatchObject({ type: 'app_config_update', status: 'succeeded' });
+      await runner.idle(); // everything but the held job is done: the run waits for it
+      const mid = await get(api, `/v1/workflows/${run.workflow_id}`);
+      expect(mid.status).toBe('started');
+      expect(mid.steps.map((s: Json) => s.status)).toEqual(['succeeded', 'succeeded', 'started']);
+      const [slowChild] = await get(api, `/v1/installs/${slow.install_id}/workflows`);
+      expect(slowChild).toMatchObject({ type: 'app_config_update', status: 'started' });
+      expect(slowChild.parent).toEqual({ workflow_id: run.workflow_id, step_id: mid.steps[2].step_id, kind: 'workflow_step' });
 
-    runner.holdWhen(() => false);
-    await runner.finish(held);
-    const done = await waitWf(api, run.workflow_id);
-    expect(done.status).toBe('succeeded');
-    expect((await get(api, `/v1/workflows/${slowChild.workflow_id}`)).status).toBe('succeeded');
-    const events = await svc.events(org.org_id);
-    const deployDone = events.findIndex(
-      (e) => e.subject === `${org.org_id}/workflow_step/${run.workflow_id}/${mid.steps[2].step_id}/succeeded`,
-    );
-    const slowDone = events.findIndex((e) => e.subject === `${org.org_id}/workflow/${slowChild.workflow_id}/succeeded`);
-    expect(slowDone).toBeGreaterThan(-1);
-    expect(deployDone).toBeGreaterThan(slowDone);
-    expect(trail(events, run.workflow_id).filter((t) => t.startsWith('workflow_step:deploy'))).toEqual([
-      'workflow_step:deploy install group: g:started',
-      'workflow_step:deploy install group: g:succeeded',
-    ]);
-    for (const x of [same, slow]) {
-      const [v] = await get(api, `/v1/installs/${x.install_id}/app-config-versions`);
-      expect(v).toMatchObject({ version: 2, app_config_id: v1.app_config_id, status: 'succeeded' });
-    }
-  });
+      runner.holdWhen(() => false);
+      await runner.finish(held);
+      const done = await waitWf(api, run.workflow_id);
+      expect(done.status).toBe('succeeded');
+      expect((await get(api, `/v1/workflows/${slowChild.workflow_id}`)).status).toBe('succeeded');
+      const events = await svc.events(org.org_id);
+      const deployDone = events.findIndex(
+        (e) => e.subject === `${org.org_id}/workflow_step/${run.workflow_id}/${mid.steps[2].step_id}/succeeded`,
+      );
+      const slowDone = events.findIndex((e) => e.subject === `${org.org_id}/workflow/${slowChild.workflow_id}/succeeded`);
+      expect(slowDone).toBeGreaterThan(-1);
+      expect(deployDone).toBeGreaterThan(slowDone);
+      expect(trail(events, run.workflow_id).filter((t) => t.startsWith('workflow_step:deploy'))).toEqual([
+        'workflow_step:deploy install group: g:started',
+        'workflow_step:deploy install group: g:succeeded',
+      ]);
+      for (const x of [same, slow]) {
+        const [v] = await get(api, `/v1/installs/${x.install_id}/app-config-versions`);
+        expect(v).toMatchObject({ version: 2, app_config_id: v1.app_config_id, status: 'succeeded' });
+      }
+    },
+  );
 
   it("a failing install fails its group's deploy step and the run; later groups are cancelled", async () => {
     const { app, v1, v2 } = await appWithTwoConfigs(api);

@@ -182,7 +182,8 @@ describe('rollout policy (CONTRACT 4.3)', () => {
     expect((await get(api, `/v1/installs/${b.groups[1][0].install_id}`)).app_config_id).toBe(b.v1.app_config_id);
   });
 
-  it('on_failure rollback: the failing group (over budget, max_parallel 2) and the group before it return to their configs before the run; installs never started stay; trigger deploy_failed', {
+  it('on_failure rollback: the failing group (over budget, max_parallel 2) and the group before it return to their configs before ' +
+    'the run; installs never started stay; trigger deploy_failed', {
     timeout: 120_000,
   }, async () => {
     const f = await fleet([2, 5]);
@@ -240,24 +241,28 @@ describe('rollout policy (CONTRACT 4.3)', () => {
     expect(events.at(-1).data.rollout.failed_installs).toHaveLength(2);
   });
 
-  it('validation: max_parallel 0, a budget over 100, an unknown on_failure, a window_timeout under 1m are 400 naming the field; nothing starts', async () => {
-    const { app, v2, branch, groups } = await fleet([1]);
-    const path = `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`;
-    for (const [rollout, field] of [
-      [{ max_parallel: 0 }, 'rollout.max_parallel'],
-      [{ failure_budget: { max_failed_pct: 101 } }, 'rollout.failure_budget.max_failed_pct'],
-      [{ on_failure: 'panic' }, 'rollout.on_failure'],
-      [{ window_timeout: '30s' }, 'rollout.window_timeout'],
-      [{ batches: 2 }, 'rollout'],
-    ] as const) {
-      const r = await api.post(path, { app_config_id: v2.app_config_id, rollout });
-      expect(r.status, JSON.stringify(rollout)).toBe(400);
-      expect(JSON.stringify(r.body.details)).toContain(field);
-    }
-    const fleetPath = `/v1/apps/${app.app_id}/rollbacks`;
-    expect((await api.post(fleetPath, { to: 'previous', rollout: { max_parallel: 1001 } })).status).toBe(400);
-    expect((await get(api, `/v1/installs/${groups[0][0].install_id}/workflows`)).map((w: Json) => w.type)).toEqual(['provision']);
-  });
+  it(
+    'validation: max_parallel 0, a budget over 100, an unknown on_failure, a window_timeout under 1m are 400 naming the field; ' +
+      'nothing starts',
+    async () => {
+      const { app, v2, branch, groups } = await fleet([1]);
+      const path = `/v1/apps/${app.app_id}/branches/${branch.app_branch_id}/runs`;
+      for (const [rollout, field] of [
+        [{ max_parallel: 0 }, 'rollout.max_parallel'],
+        [{ failure_budget: { max_failed_pct: 101 } }, 'rollout.failure_budget.max_failed_pct'],
+        [{ on_failure: 'panic' }, 'rollout.on_failure'],
+        [{ window_timeout: '30s' }, 'rollout.window_timeout'],
+        [{ batches: 2 }, 'rollout'],
+      ] as const) {
+        const r = await api.post(path, { app_config_id: v2.app_config_id, rollout });
+        expect(r.status, JSON.stringify(rollout)).toBe(400);
+        expect(JSON.stringify(r.body.details)).toContain(field);
+      }
+      const fleetPath = `/v1/apps/${app.app_id}/rollbacks`;
+      expect((await api.post(fleetPath, { to: 'previous', rollout: { max_parallel: 1001 } })).status).toBe(400);
+      expect((await get(api, `/v1/installs/${groups[0][0].install_id}/workflows`)).map((w: Json) => w.type)).toEqual(['provision']);
+    },
+  );
 
   it('on_failure rollback applies to a health gate that trips too (its action left at halt)', { timeout: 60_000 }, async () => {
     runner.holdWhen(() => false);

@@ -88,7 +88,8 @@ const eventsOf = async (W: string) => {
 // ---------------------------------------------------------------------------------------------
 
 describe('vetoed configs (CONTRACT 4.3)', () => {
-  it('a vetoed config is 409 vetoed on every path that would apply it (update, branch run, fleet rollback, new install, a run already waiting); plans still answer; unveto restores', {
+  it('a vetoed config is 409 vetoed on every path that would apply it (update, branch run, fleet rollback, new install, a run ' +
+    'already waiting); plans still answer; unveto restores', {
     timeout: 60_000,
   }, async () => {
     const { app, v1, v2 } = await app3();
@@ -213,14 +214,16 @@ describe('approval links (CONTRACT 4.3)', () => {
 });
 
 describe('fleet rollback (CONTRACT 4.3)', () => {
-  it('to previous over mixed histories: grouped as the branches group them (then `other`), skips listed, plan_only changes nothing, approvals per group, versions recorded', {
+  it('to previous over mixed histories: grouped as the branches group them (then `other`), skips listed, plan_only changes ' +
+    'nothing, approvals per group, versions recorded', {
     timeout: 90_000,
   }, async () => {
     const { app, v1, v2, v3 } = await app3();
     const a = await installWith(app.app_id, v1.app_config_id, { ring: 'main' }, [v2.app_config_id]); // v1 → v2: back to v1
     const b = await installWith(app.app_id, v2.app_config_id, { ring: 'main' }); // v2 only: skipped
     const c = await installWith(app.app_id, v1.app_config_id, { ring: 'none' }, [v3.app_config_id]); // v1 → v3, in no group: `other`
-    const d = await installWith(app.app_id, v1.app_config_id, { ring: 'canary' }, [v3.app_config_id, v2.app_config_id]); // v1 → v3 → v2: back to v3
+    // v1 → v3 → v2: back to v3
+    const d = await installWith(app.app_id, v1.app_config_id, { ring: 'canary' }, [v3.app_config_id, v2.app_config_id]);
     await post(api, `/v1/apps/${app.app_id}/branches`, {
       name: 'main',
       install_groups: [
@@ -347,7 +350,8 @@ describe('health-gated runs (CONTRACT 4.3)', () => {
     expect((await eventsOf(W)).some((e) => e.data.rollout)).toBe(false);
   });
 
-  it('trips on the second group with halt: the bake fails naming install, component, verdict and reason; the run fails; the third group never starts; events carry the cause', {
+  it('trips on the second group with halt: the bake fails naming install, component, verdict and reason; the run fails; the third ' +
+    'group never starts; events carry the cause', {
     timeout: 90_000,
   }, async () => {
     const { app, v1, v2, installs, branch } = await threeGroups();
@@ -408,7 +412,8 @@ describe('health-gated runs (CONTRACT 4.3)', () => {
     expect(rcv.at('all').find((r) => r.json.id === runFailed.id)?.json.data.rollout).toEqual(rollout);
   });
 
-  it('trips on the second group with rollback: rollback steps newest group first return both groups to their configs before the run, versions recorded', {
+  it('trips on the second group with rollback: rollback steps newest group first return both groups to their configs before the ' +
+    'run, versions recorded', {
     timeout: 90_000,
   }, async () => {
     const { app, v1, v2, installs, branch } = await threeGroups();
@@ -523,7 +528,8 @@ describe('health-gated runs (CONTRACT 4.3)', () => {
     expect((await waitWf(api, again.workflow_id)).status).toBe('succeeded');
   });
 
-  it('with `for: 3s` (CONTRACT 4.3 rollout policy): a verdict good again within 1 s does not trip, one bad for 3 s on the engine clock does; `for` over 1h is 400', {
+  it('with `for: 3s` (CONTRACT 4.3 rollout policy): a verdict good again within 1 s does not trip, one bad for 3 s on the engine ' +
+    'clock does; `for` over 1h is 400', {
     timeout: 90_000,
   }, async () => {
     const { app, v2, installs, branch } = await threeGroups();

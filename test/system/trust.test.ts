@@ -120,81 +120,85 @@ describe.skipIf(findNatsServer() === null)("only the engine's events are deliver
     await nats?.stop();
   });
 
-  it('plain and JetStream publishes on the durable hop are dropped and counted, and one on svc.events.> reaches no webhook; a genuine event after them is delivered', async () => {
-    const js = jetstream(nc);
-    const forged0 = await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"');
-    const attempts: Array<{ ceSubject: string }> = [];
+  it(
+    'plain and JetStream publishes on the durable hop are dropped and counted, and one on svc.events.> reaches no webhook; a ' +
+      'genuine event after them is delivered',
+    async () => {
+      const js = jetstream(nc);
+      const forged0 = await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"');
+      const attempts: Array<{ ceSubject: string }> = [];
 
-    // 0. a plain publish where observers listen (CONTRACT 5.2): no stream keeps it, no data plane takes it
-    const observed = forgedEvent(org.org_id);
-    nc.publish(observed.natsSubject, observed.body);
-    // 1. a plain publish on the hop subject, captured by the stream
-    const plain = forgedEvent(org.org_id);
-    nc.publish(hopSubject, plain.batch);
-    attempts.push(plain);
-    // 2. a JetStream publish with a seal made up
-    const madeUp = forgedEvent(org.org_id);
-    await js.publish(hopSubject, madeUp.batch, { msgID: madeUp.id, headers: sealHeaders('AAAA') });
-    attempts.push(madeUp);
-    // 3. sealed, but with another key than the engine's
-    const otherKey = forgedEvent(org.org_id);
-    await js.publish(hopSubject, otherKey.batch, {
-      msgID: otherKey.id,
-      headers: sealHeaders(new Seal(newDataplaneKey()).sealHop(otherKey.id, otherKey.batch, Date.now())),
-    });
-    attempts.push(otherKey);
-    // 4. sealed with the engine's key, then the body changed (a captured batch, tampered with)
-    const key = (() => {
-      const db = openDb(svc.db);
-      try {
-        return resolveDataplaneKey(db, null);
-      } finally {
-        db.close();
-      }
-    })();
-    const tampered = forgedEvent(org.org_id);
-    const seal = new Seal(key).sealHop(tampered.id, tampered.batch, Date.now());
-    await js.publish(hopSubject, Buffer.from(tampered.batch.toString().replace('//evil/ctl-api', '//evil/ctl-apj')), {
-      msgID: tampered.id,
-      headers: sealHeaders(seal),
-    });
-    attempts.push(tampered);
-    // 5. no seal at all, but a JetStream publish
-    const bare = forgedEvent(org.org_id);
-    const h = headers();
-    h.set('X-Anything', '1');
-    await js.publish(hopSubject, bare.batch, { msgID: bare.id, headers: h });
-    attempts.push(bare);
-    // the control: the engine's key and the untouched batch are delivered (the check is the seal)
-    const control = forgedEvent(org.org_id);
-    await js.publish(hopSubject, control.batch, {
-      msgID: control.id,
-      headers: sealHeaders(new Seal(key).sealHop(control.id, control.batch, Date.now())),
-    });
+      // 0. a plain publish where observers listen (CONTRACT 5.2): no stream keeps it, no data plane takes it
+      const observed = forgedEvent(org.org_id);
+      nc.publish(observed.natsSubject, observed.body);
+      // 1. a plain publish on the hop subject, captured by the stream
+      const plain = forgedEvent(org.org_id);
+      nc.publish(hopSubject, plain.batch);
+      attempts.push(plain);
+      // 2. a JetStream publish with a seal made up
+      const madeUp = forgedEvent(org.org_id);
+      await js.publish(hopSubject, madeUp.batch, { msgID: madeUp.id, headers: sealHeaders('AAAA') });
+      attempts.push(madeUp);
+      // 3. sealed, but with another key than the engine's
+      const otherKey = forgedEvent(org.org_id);
+      await js.publish(hopSubject, otherKey.batch, {
+        msgID: otherKey.id,
+        headers: sealHeaders(new Seal(newDataplaneKey()).sealHop(otherKey.id, otherKey.batch, Date.now())),
+      });
+      attempts.push(otherKey);
+      // 4. sealed with the engine's key, then the body changed (a captured batch, tampered with)
+      const key = (() => {
+        const db = openDb(svc.db);
+        try {
+          return resolveDataplaneKey(db, null);
+        } finally {
+          db.close();
+        }
+      })();
+      const tampered = forgedEvent(org.org_id);
+      const seal = new Seal(key).sealHop(tampered.id, tampered.batch, Date.now());
+      await js.publish(hopSubject, Buffer.from(tampered.batch.toString().replace('//evil/ctl-api', '//evil/ctl-apj')), {
+        msgID: tampered.id,
+        headers: sealHeaders(seal),
+      });
+      attempts.push(tampered);
+      // 5. no seal at all, but a JetStream publish
+      const bare = forgedEvent(org.org_id);
+      const h = headers();
+      h.set('X-Anything', '1');
+      await js.publish(hopSubject, bare.batch, { msgID: bare.id, headers: h });
+      attempts.push(bare);
+      // the control: the engine's key and the untouched batch are delivered (the check is the seal)
+      const control = forgedEvent(org.org_id);
+      await js.publish(hopSubject, control.batch, {
+        msgID: control.id,
+        headers: sealHeaders(new Seal(key).sealHop(control.id, control.batch, Date.now())),
+      });
 
-    // a genuine fact, reported by a producer after all of them
-    const fact = externalStarted(org.org_id);
-    const reply = await ingestRequest(nc, fact.natsSubject, fact.body, { timeout: 5000 });
-    expect(reply.json()).toEqual({ ok: true });
+      // a genuine fact, reported by a producer after all of them
+      const fact = externalStarted(org.org_id);
+      const reply = await ingestRequest(nc, fact.natsSubject, fact.body, { timeout: 5000 });
+      expect(reply.json()).toEqual({ ok: true });
 
-    await waitFor(() => rx.subjects('all').includes(fact.ceSubject), 10_000, 'the genuine event');
-    await waitFor(() => rx.subjects('all').includes(control.ceSubject), 10_000, 'the control event sealed with the engine key');
-    await waitFor(
-      async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) - forged0 >= attempts.length,
-      10_000,
-      'the drops counted',
-    );
-    expect((await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) - forged0).toBe(attempts.length);
-    for (const a of [...attempts, observed]) expect(rx.subjects('all'), a.ceSubject).not.toContain(a.ceSubject);
-    // dropped for good: nothing left pending on the consumer (a term the server ignored would keep
-    // them pending until the ack wait, then hand them out again, counted again each time)
-    const jsm = await jetstreamManager(nc);
-    await waitFor(
-      async () => (await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER)).num_ack_pending === 0,
-      EVENT_ACK_WAIT_MS / 2,
-      'the forged events terminated',
-    );
-  });
+      await waitFor(() => rx.subjects('all').includes(fact.ceSubject), 10_000, 'the genuine event');
+      await waitFor(() => rx.subjects('all').includes(control.ceSubject), 10_000, 'the control event sealed with the engine key');
+      await waitFor(
+        async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) - forged0 >= attempts.length,
+        10_000,
+        'the drops counted',
+      );
+      expect((await metric(svc.url, 'svc_events_dropped_total', 'reason="forged"')) - forged0).toBe(attempts.length);
+      for (const a of [...attempts, observed]) expect(rx.subjects('all'), a.ceSubject).not.toContain(a.ceSubject);
+      // dropped for good: nothing left pending on the consumer (a term the server ignored would keep
+      // them pending until the ack wait, then hand them out again, counted again each time)
+      const jsm = await jetstreamManager(nc);
+      await waitFor(
+        async () => (await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER)).num_ack_pending === 0,
+        EVENT_ACK_WAIT_MS / 2,
+        'the forged events terminated',
+      );
+    },
+  );
 
   it('a producer naming an event subject as its reply gets no answer there (the engine answers on inboxes only)', async () => {
     const fact = externalStarted(org.org_id);
@@ -208,35 +212,38 @@ describe.skipIf(findNatsServer() === null)("only the engine's events are deliver
     sub.unsubscribe();
   });
 
-  it('a registry entry put back after its webhook was deleted is refused: the next event does not go to it, counted stale_registry', async () => {
-    const api = svc.api(org);
-    const created = await api.post('/v1/orgs/current/webhooks', { webhook_url: rx.hook('stale'), secret: 'whsec_c3RhbGUtc2VjcmV0' });
-    expect(created.status, created.text).toBe(201);
-    const key = `${org.org_id}.${created.body.webhook_id}`;
-    const kv = await new Kvm(nc).open(REGISTRY_BUCKET);
-    const saved = await waitFor(async () => (await kv.get(key))?.value ?? null, 10_000, 'the entry replicated');
-    const stale0 = await metric(svc.url, 'svc_events_dropped_total', 'reason="stale_registry"');
-    expect((await api.del(`/v1/orgs/current/webhooks/${created.body.webhook_id}`)).status).toBe(204);
-    await waitFor(
-      async () => {
-        const now = (await kv.get(key))?.value;
-        return now !== undefined && Buffer.compare(Buffer.from(now), Buffer.from(saved)) !== 0;
-      },
-      10_000,
-      'the tombstone replicated',
-    );
-    await kv.put(key, saved); // the old value, as it was sealed: it opens with the key
-    await waitFor(
-      async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="stale_registry"')) > stale0,
-      10_000,
-      'the stale entry refused and counted',
-    );
-    const fact = externalStarted(org.org_id);
-    expect((await ingestRequest(nc, fact.natsSubject, fact.body, { timeout: 5000 })).json()).toEqual({ ok: true });
-    await waitFor(() => rx.subjects('all').includes(fact.ceSubject), 10_000, 'the next event delivered to the webhook that exists');
-    await svc.settled(10_000);
-    expect(rx.subjects('stale')).toEqual([]);
-  });
+  it(
+    'a registry entry put back after its webhook was deleted is refused: the next event does not go to it, ' + 'counted stale_registry',
+    async () => {
+      const api = svc.api(org);
+      const created = await api.post('/v1/orgs/current/webhooks', { webhook_url: rx.hook('stale'), secret: 'whsec_c3RhbGUtc2VjcmV0' });
+      expect(created.status, created.text).toBe(201);
+      const key = `${org.org_id}.${created.body.webhook_id}`;
+      const kv = await new Kvm(nc).open(REGISTRY_BUCKET);
+      const saved = await waitFor(async () => (await kv.get(key))?.value ?? null, 10_000, 'the entry replicated');
+      const stale0 = await metric(svc.url, 'svc_events_dropped_total', 'reason="stale_registry"');
+      expect((await api.del(`/v1/orgs/current/webhooks/${created.body.webhook_id}`)).status).toBe(204);
+      await waitFor(
+        async () => {
+          const now = (await kv.get(key))?.value;
+          return now !== undefined && Buffer.compare(Buffer.from(now), Buffer.from(saved)) !== 0;
+        },
+        10_000,
+        'the tombstone replicated',
+      );
+      await kv.put(key, saved); // the old value, as it was sealed: it opens with the key
+      await waitFor(
+        async () => (await metric(svc.url, 'svc_events_dropped_total', 'reason="stale_registry"')) > stale0,
+        10_000,
+        'the stale entry refused and counted',
+      );
+      const fact = externalStarted(org.org_id);
+      expect((await ingestRequest(nc, fact.natsSubject, fact.body, { timeout: 5000 })).json()).toEqual({ ok: true });
+      await waitFor(() => rx.subjects('all').includes(fact.ceSubject), 10_000, 'the next event delivered to the webhook that exists');
+      await svc.settled(10_000);
+      expect(rx.subjects('stale')).toEqual([]);
+    },
+  );
 });
 
 describe('labels and orgs (CONTRACT 5.2, 6.7)', () => {
@@ -282,45 +289,53 @@ describe('labels and orgs (CONTRACT 5.2, 6.7)', () => {
     for (const r of rx.all) expect(r.raw.toString()).not.toContain('orange');
   });
 
-  it("external workflow ids are the org's own: another org's id (external or the engine's) is simply a different workflow, and taking it first changes nothing for its owner", async () => {
-    const a = svc.createOrg('ids-a');
-    const b = svc.createOrg('ids-b');
-    const apiA = svc.api(a);
-    const apiB = svc.api(b);
-    await post(apiA, '/v1/orgs/current/webhooks', { webhook_url: rx.hook('ids-a') });
-    await post(apiB, '/v1/orgs/current/webhooks', { webhook_url: rx.hook('ids-b') });
-    const report = (orgId: string, id: string, transition: string, owner = 'inst_x') =>
-      svc.server.bus
-        .request(
-          `svc.ingest.${orgId}.workflows.${id}`,
-          JSON.stringify({ kind: 'workflow', transition, workflow: { id, type: 'sync_secrets', owner_id: owner, owner_type: 'installs' } }),
-          { timeoutMs: 5000 },
-        )
-        .then((r) => r.json() as Json);
+  it(
+    "external workflow ids are the org's own: another org's id (external or the engine's) is simply a different workflow, and " +
+      'taking it first changes nothing for its owner',
+    async () => {
+      const a = svc.createOrg('ids-a');
+      const b = svc.createOrg('ids-b');
+      const apiA = svc.api(a);
+      const apiB = svc.api(b);
+      await post(apiA, '/v1/orgs/current/webhooks', { webhook_url: rx.hook('ids-a') });
+      await post(apiB, '/v1/orgs/current/webhooks', { webhook_url: rx.hook('ids-b') });
+      const report = (orgId: string, id: string, transition: string, owner = 'inst_x') =>
+        svc.server.bus
+          .request(
+            `svc.ingest.${orgId}.workflows.${id}`,
+            JSON.stringify({
+              kind: 'workflow',
+              transition,
+              workflow: { id, type: 'sync_secrets', owner_id: owner, owner_type: 'installs' },
+            }),
+            { timeoutMs: 5000 },
+          )
+          .then((r) => r.json() as Json);
 
-    // B reports an id first; A then reports the same id: two workflows, each delivered to its own org under that id
-    const shared = rid('wfx');
-    expect(await report(b.org_id, shared, 'started')).toEqual({ ok: true });
-    expect(await report(a.org_id, shared, 'started')).toEqual({ ok: true });
-    expect(await report(a.org_id, shared, 'succeeded')).toEqual({ ok: true });
-    await waitFor(() => rx.subjects('ids-a').includes(`${a.org_id}/workflow/${shared}/succeeded`), 5000, "A's workflow finished");
-    await waitFor(() => rx.subjects('ids-b').includes(`${b.org_id}/workflow/${shared}/started`), 5000, "B's workflow started");
-    expect((await apiA.get(`/v1/workflows/${shared}`)).body).toMatchObject({ workflow_id: shared, status: 'succeeded', external: true });
-    expect((await apiB.get(`/v1/workflows/${shared}`)).body).toMatchObject({ workflow_id: shared, status: 'started', external: true });
+      // B reports an id first; A then reports the same id: two workflows, each delivered to its own org under that id
+      const shared = rid('wfx');
+      expect(await report(b.org_id, shared, 'started')).toEqual({ ok: true });
+      expect(await report(a.org_id, shared, 'started')).toEqual({ ok: true });
+      expect(await report(a.org_id, shared, 'succeeded')).toEqual({ ok: true });
+      await waitFor(() => rx.subjects('ids-a').includes(`${a.org_id}/workflow/${shared}/succeeded`), 5000, "A's workflow finished");
+      await waitFor(() => rx.subjects('ids-b').includes(`${b.org_id}/workflow/${shared}/started`), 5000, "B's workflow started");
+      expect((await apiA.get(`/v1/workflows/${shared}`)).body).toMatchObject({ workflow_id: shared, status: 'succeeded', external: true });
+      expect((await apiB.get(`/v1/workflows/${shared}`)).body).toMatchObject({ workflow_id: shared, status: 'started', external: true });
 
-    // B probes an id of A's engine workflow: no "run by the engine" answer; B gets a workflow of its own
-    const app = await post(apiA, '/v1/apps', { name: rid('ids-app') });
-    const cfg = await post(apiA, `/v1/apps/${app.app_id}/configs`, { components: [{ name: 'api' }] });
-    const install = await post(apiA, '/v1/installs', { app_id: app.app_id, name: rid('ids-i'), app_config_id: cfg.app_config_id });
-    const engineWf = (await apiA.get(`/v1/installs/${install.install_id}/workflows`)).body[0];
-    expect(await report(b.org_id, engineWf.workflow_id, 'failed')).toEqual({ ok: true });
-    expect((await apiB.get(`/v1/workflows/${engineWf.workflow_id}`)).body).toMatchObject({ external: true, status: 'failed' });
-    const mine = (await apiA.get(`/v1/workflows/${engineWf.workflow_id}`)).body;
-    expect(mine).toMatchObject({ external: false, type: 'provision' });
-    expect(mine.status).not.toBe('failed');
-    // the same probe from A itself is still refused (CONTRACT 5.2)
-    expect((await report(a.org_id, engineWf.workflow_id, 'failed')).ok).toBe(false);
-  });
+      // B probes an id of A's engine workflow: no "run by the engine" answer; B gets a workflow of its own
+      const app = await post(apiA, '/v1/apps', { name: rid('ids-app') });
+      const cfg = await post(apiA, `/v1/apps/${app.app_id}/configs`, { components: [{ name: 'api' }] });
+      const install = await post(apiA, '/v1/installs', { app_id: app.app_id, name: rid('ids-i'), app_config_id: cfg.app_config_id });
+      const engineWf = (await apiA.get(`/v1/installs/${install.install_id}/workflows`)).body[0];
+      expect(await report(b.org_id, engineWf.workflow_id, 'failed')).toEqual({ ok: true });
+      expect((await apiB.get(`/v1/workflows/${engineWf.workflow_id}`)).body).toMatchObject({ external: true, status: 'failed' });
+      const mine = (await apiA.get(`/v1/workflows/${engineWf.workflow_id}`)).body;
+      expect(mine).toMatchObject({ external: false, type: 'provision' });
+      expect(mine.status).not.toBe('failed');
+      // the same probe from A itself is still refused (CONTRACT 5.2)
+      expect((await report(a.org_id, engineWf.workflow_id, 'failed')).ok).toBe(false);
+    },
+  );
 
   it('ingest naming an org that does not exist is {ok: false, error: "unknown org"} and stores nothing', async () => {
     const ghost = 'org_does_not_exist';
@@ -425,18 +440,22 @@ describe.skipIf(findNatsServer() === null)('with the credentials of svc nats ini
     return { proc, url, exited, output: () => out };
   }
 
-  it("a producer's fact reaches the webhook through the engine and a separate worker, signed; the engine logged no warning about credentials", async () => {
-    await post(apiClient(serve.url, org), '/v1/orgs/current/webhooks', {
-      webhook_url: rx.hook('creds'),
-      secret: 'whsec_dHJ1c3QtY3JlZHMtc2VjcmV0',
-    });
-    const fact = externalStarted(org.org_id);
-    const reply = await producer.request(fact.natsSubject, fact.body, { timeout: 5000 });
-    expect(reply.json()).toEqual({ ok: true });
-    await waitFor(() => rx.subjects('creds').includes(fact.ceSubject), 10_000, 'the delivery through the worker');
-    const got = rx.at('creds').find((r) => r.json?.subject === fact.ceSubject)!;
-    expect(got.headers['webhook-signature']).toMatch(/^v1,/);
-    expect(serve.output()).not.toContain('no --nats-creds');
-    expect(worker.output()).not.toContain('no --nats-creds');
-  });
+  it(
+    "a producer's fact reaches the webhook through the engine and a separate worker, signed; the engine logged no warning about " +
+      'credentials',
+    async () => {
+      await post(apiClient(serve.url, org), '/v1/orgs/current/webhooks', {
+        webhook_url: rx.hook('creds'),
+        secret: 'whsec_dHJ1c3QtY3JlZHMtc2VjcmV0',
+      });
+      const fact = externalStarted(org.org_id);
+      const reply = await producer.request(fact.natsSubject, fact.body, { timeout: 5000 });
+      expect(reply.json()).toEqual({ ok: true });
+      await waitFor(() => rx.subjects('creds').includes(fact.ceSubject), 10_000, 'the delivery through the worker');
+      const got = rx.at('creds').find((r) => r.json?.subject === fact.ceSubject)!;
+      expect(got.headers['webhook-signature']).toMatch(/^v1,/);
+      expect(serve.output()).not.toContain('no --nats-creds');
+      expect(worker.output()).not.toContain('no --nats-creds');
+    },
+  );
 });

@@ -31,7 +31,8 @@ describe.each(modes)('delivery watchdog across kill -9 (%s mode)', (mode) => {
     await nats?.stop();
   });
 
-  it('disabled by disable_after: still disabled after kill -9, the next events make no attempt at it and are kept; a manual disable holds within 1 s', async () => {
+  it('disabled by disable_after: still disabled after kill -9, the next events make no attempt at it and are kept; a manual ' +
+    'disable holds within 1 s', async () => {
     if (mode === 'nats') {
       nats = await startNatsServer();
       nc = await connect({ servers: nats.url });
