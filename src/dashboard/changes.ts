@@ -67,7 +67,8 @@ export function change<T>(
     if (!allows(s.scope, op.scope)) {
       throw new ForbiddenError(
         op.scope,
-        `${op.action} needs a token with scope ${op.scope}${op.scope === 'admin' ? '' : ' (or admin)'}; this session's token has scope ${s.scope}`,
+        `${op.action} needs a token with scope ${op.scope}${op.scope === 'admin' ? '' : ' (or admin)'}; ` +
+          `this session's token has scope ${s.scope}`,
       );
     }
     return ctx.engine.change((t) => {

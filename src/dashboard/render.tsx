@@ -1,7 +1,8 @@
 // Rendering a page for the current request (layout, session, flash) and the error pages.
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { DashContext } from './session.ts';
-import { Layout, type PageProps } from './ui.tsx';
+import { Layout, ListPage, type PageProps } from './ui.tsx';
+import type { Child } from 'hono/jsx';
 
 export type PageOptions = Omit<PageProps, 'paths' | 'org' | 'flash' | 'pendingApprovals'>;
 
@@ -17,6 +18,11 @@ export function render(c: DashContext, opts: PageOptions, status: ContentfulStat
     />,
     status,
   );
+}
+
+/** A page that is one list under its title (the apps, the installs). */
+export function renderList(c: DashContext, title: string, current: PageOptions['current'], list: Child) {
+  return render(c, { title, current, children: <ListPage title={title}>{list}</ListPage> });
 }
 
 /** The signed-in session's CSRF token (pages behind the org guard only). */

@@ -16,8 +16,10 @@ nav { display:flex; flex-wrap:wrap; gap:.5rem 1rem; align-items:center; flex:1; 
 nav ul { display:flex; flex-wrap:wrap; gap:.25rem .9rem; list-style:none; margin:0; padding:0; }
 nav a[aria-current=page] { text-decoration:underline; text-underline-offset:4px; font-weight:600; }
 nav .muted { color:#c3c9d4; }
-nav .count { display:inline-block; min-width:1.4rem; padding:0 .4rem; border-radius:999px; background:#ffd666; color:#1d2330; font-weight:700; font-size:.8rem; text-align:center; }
-.sr-only { position:absolute; width:1px; height:1px; padding:0; margin:-1px; overflow:hidden; clip:rect(0 0 0 0); white-space:nowrap; border:0; }
+nav .count { display:inline-block; min-width:1.4rem; padding:0 .4rem; border-radius:999px; background:#ffd666; color:#1d2330;
+  font-weight:700; font-size:.8rem; text-align:center; }
+.sr-only { position:absolute; width:1px; height:1px; padding:0; margin:-1px; overflow:hidden; clip:rect(0 0 0 0); white-space:nowrap;
+  border:0; }
 .h-sub { font-weight:400; font-size:1rem; color:var(--muted); }
 .id { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size:.8rem; word-break:break-all; }
 .flash dl.facts { margin-top:.4rem; }
@@ -36,17 +38,22 @@ dl.facts { display:grid; grid-template-columns:max-content 1fr; gap:.3rem 1rem; 
 dl.facts dt { color:var(--muted); } dl.facts dd { margin:0; word-break:break-word; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size:.88rem; }
 pre.json { background:#f0f2f5; padding:.6rem; border-radius:6px; overflow:auto; max-height:24rem; margin:.4rem 0; }
-details.attempt-exchange[open] { min-width:min(28rem, 70vw); } details.attempt-exchange pre.json { white-space:pre-wrap; overflow-wrap:anywhere; max-width:min(40rem, 70vw); max-height:16rem; } details.attempt-exchange h3 { font-size:.9rem; margin:.5rem 0 .2rem; }
-.badge { display:inline-block; padding:.05rem .5rem; border-radius:999px; font-size:.8rem; font-weight:600; background:#e7e9ee; white-space:nowrap; }
+details.attempt-exchange[open] { min-width:min(28rem, 70vw); } details.attempt-exchange pre.json { white-space:pre-wrap;
+  overflow-wrap:anywhere; max-width:min(40rem, 70vw); max-height:16rem; } details.attempt-exchange h3 { font-size:.9rem;
+  margin:.5rem 0 .2rem; }
+.badge { display:inline-block; padding:.05rem .5rem; border-radius:999px; font-size:.8rem; font-weight:600; background:#e7e9ee;
+  white-space:nowrap; }
 .s-succeeded, .s-healthy, .s-ok, .s-approved, .s-success { background:#dcf3e5; color:var(--ok); }
 .s-failed, .s-unhealthy, .s-rejected, .s-failure { background:#fde4e1; color:var(--bad); }
 .s-cancelled, .s-degraded, .s-awaiting_approval { background:#fff2cc; color:var(--warn); }
 .s-done { background:#dcf3e5; color:var(--ok); }
-.w-active { background:#dcf3e5; color:var(--ok); } .w-failing { background:#fff2cc; color:var(--warn); } .w-disabled { background:#fde4e1; color:var(--bad); }
+.w-active { background:#dcf3e5; color:var(--ok); } .w-failing { background:#fff2cc; color:var(--warn); } .w-disabled { background:#fde4e1;
+  color:var(--bad); }
 figure.chart { margin:.4rem 0 0; max-width:40rem; }
 figure.chart svg .axis { stroke:#8a94a6; } figure.chart svg .grid { stroke:#e7e9ee; stroke-dasharray:3 3; }
 figure.chart svg .tick { font-size:9px; fill:var(--muted); } figure.chart svg .target { fill:transparent; }
-figure.chart svg .bar-success, .key-success { fill:var(--ok); background:var(--ok); } figure.chart svg .bar-failure, .key-failure { fill:var(--bad); background:var(--bad); }
+figure.chart svg .bar-success, .key-success { fill:var(--ok); background:var(--ok);
+  } figure.chart svg .bar-failure, .key-failure { fill:var(--bad); background:var(--bad); }
 .key { display:inline-block; width:.7rem; height:.7rem; border-radius:2px; vertical-align:middle; }
 .s-started, .s-pending, .s-requested, .s-running { background:#e1e9fd; color:var(--run); }
 .flash { padding:.6rem .8rem; border-radius:6px; margin:0 0 1rem; border:1px solid; }
@@ -55,10 +62,12 @@ figure.chart svg .bar-success, .key-success { fill:var(--ok); background:var(--o
 form.stack { display:grid; gap:.8rem; max-width:40rem; }
 label { font-weight:600; display:block; margin-bottom:.2rem; }
 .check label, label.check { font-weight:normal; display:inline-flex; gap:.35rem; align-items:center; margin:0 .8rem .2rem 0; }
-input[type=text], input[type=password], input[type=url], select, textarea { width:100%; padding:.5rem; border:1px solid #aab2bf; border-radius:6px; font:inherit; background:#fff; }
+input[type=text], input[type=password], input[type=url], select, textarea { width:100%; padding:.5rem; border:1px solid #aab2bf;
+  border-radius:6px; font:inherit; background:#fff; }
 textarea { min-height:7rem; font-family: ui-monospace, monospace; font-size:.88rem; }
 .hint { color:var(--muted); font-size:.85rem; margin:.2rem 0 0; }
-button, .button { white-space:nowrap; display:inline-block; font:inherit; padding:.45rem .9rem; border-radius:6px; border:1px solid var(--accent); background:var(--accent); color:#fff; cursor:pointer; text-decoration:none; min-height:2.4rem; }
+button, .button { white-space:nowrap; display:inline-block; font:inherit; padding:.45rem .9rem; border-radius:6px;
+  border:1px solid var(--accent); background:var(--accent); color:#fff; cursor:pointer; text-decoration:none; min-height:2.4rem; }
 button.secondary, .button.secondary { background:#fff; color:var(--accent); }
 button.danger { background:var(--bad); border-color:var(--bad); }
 button.link { background:none; border:none; color:inherit; text-decoration:underline; padding:0; min-height:0; }

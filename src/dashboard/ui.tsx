@@ -130,7 +130,7 @@ export const Csrf: FC<{ token: string }> = ({ token }) => <input type="hidden" n
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'skipped']);
 export const isTerminal = (status: string) => TERMINAL.has(status);
 
-export const Status: FC<{ status: string | null | undefined }> = ({ status }) => {
+export const StatusBadge: FC<{ status: string | null | undefined }> = ({ status }) => {
   const s = status ?? 'unknown';
   return <span class={`badge s-${s.replace(/[^a-z_]/g, '')}`}>{s.replace(/_/g, ' ')}</span>;
 };
@@ -143,7 +143,7 @@ export const RunCells: FC<{
 }> = ({ run, time, timeLabel }) => (
   <>
     <td data-label="Status">
-      <Status status={run.status} />
+      <StatusBadge status={run.status} />
       {run.error ? <div class="step-error">{run.error}</div> : null}
     </td>
     <td data-label={timeLabel}>
@@ -154,11 +154,55 @@ export const RunCells: FC<{
 );
 
 /** One entry of a facts list (`<dl class="facts">`): the term's `<dt>` and the `<dd>` of its value. */
-export const Fact: FC<{ term: Child; id?: string; children?: Child }> = ({ term, id, children }) => (
+export const FactLine: FC<{ term: Child; id?: string; children?: Child }> = ({ term, id, children }) => (
   <>
     <dt>{term}</dt>
     <dd id={id}>{children}</dd>
   </>
+);
+
+/** A fact whose value is an id or a literal, shown as code. */
+export const CodeFact: FC<{ term: Child; value: Child; id?: string }> = ({ term, value, id }) => (
+  <FactLine term={term} id={id}>
+    <code>{value}</code>
+  </FactLine>
+);
+
+/** A fact whose value is a time (— when there is none). */
+export const TimeFact: FC<{ term: Child; iso: string | null | undefined; id?: string }> = ({ term, iso, id }) => (
+  <FactLine term={term} id={id}>
+    <Time iso={iso} />
+  </FactLine>
+);
+
+/** A field of a form: its label, its input (`input` props: type, name, value, …) and the hint that describes it. */
+export const HintedField = ({
+  id,
+  label,
+  hint,
+  type,
+  ...input
+}: {
+  id: string;
+  label: string;
+  hint: Child;
+  type: string;
+  [attr: string]: unknown;
+}) => (
+  <div>
+    <label for={id}>{label}</label>
+    <input type={type} id={id} {...input} aria-describedby={`${id}-hint`} />
+    <p class="hint" id={`${id}-hint`}>
+      {hint}
+    </p>
+  </div>
+);
+
+/** A page's heading: what it shows, then (muted) which one. */
+export const Heading: FC<{ title: Child; sub: Child }> = ({ title, sub }) => (
+  <h1>
+    {title} <span class="h-sub">{sub}</span>
+  </h1>
 );
 
 /** A page section named by its heading: `<section aria-labelledby>` around an `<h2>` of that id. */
@@ -177,7 +221,7 @@ export const ListPage: FC<{ title: string; children?: Child }> = ({ title, child
   </>
 );
 
-/** A page's Details section: its facts list (`Fact` entries as children). */
+/** A page's Details section: its facts list (`FactLine` entries as children). */
 export const DetailsSection: FC<{ headingId: string; children?: Child }> = ({ headingId, children }) => (
   <Section headingId={headingId} title="Details">
     <dl class="facts">{children}</dl>
@@ -270,7 +314,7 @@ export const Diff: FC<{ diff: DiffShape }> = ({ diff }) => {
   );
 };
 
-export const Labels: FC<{ labels: Record<string, string> | null | undefined }> = ({ labels }) => {
+export const LabelList: FC<{ labels: Record<string, string> | null | undefined }> = ({ labels }) => {
   const entries = Object.entries(labels ?? {});
   if (!entries.length) return <span class="muted">none</span>;
   return (

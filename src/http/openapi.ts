@@ -17,9 +17,14 @@ const componentRef = (id: string) => `#/components/schemas/${id}`;
 const ERROR_DESCRIPTIONS: Record<ErrorStatus | 401 | 403 | 413 | 415, string> = {
   400: 'invalid_request: malformed JSON, wrong types, unknown fields or invalid values (details name each field path)',
   401: 'unauthorized: no or unknown API token',
-  403: "forbidden: the API token is not valid for this org, X-Svc-Org-ID is missing, or the token's scope does not cover the operation (the message names the scope needed)",
+  403:
+    "forbidden: the API token is not valid for this org, X-Svc-Org-ID is missing, or the token's scope " +
+    'does not cover the operation (the message names the scope needed)',
   404: 'not_found: no such resource in this org',
-  409: 'conflict: a uniqueness rule or an illegal state change; limit_exceeded: a per-org limit of CONTRACT 8 (e.g. webhooks per org), named in the message; vetoed: applying an app config that is vetoed (the message carries the reason)',
+  409:
+    'conflict: a uniqueness rule or an illegal state change; limit_exceeded: a per-org limit of ' +
+    'CONTRACT 8 (e.g. webhooks per org), named in the message; vetoed: applying an app config that is ' +
+    'vetoed (the message carries the reason)',
   413: 'payload_too_large: the request body is over 1 MiB (the connection is closed)',
   415: 'unsupported_media_type: a body that is not application/json',
 };
@@ -140,7 +145,9 @@ export const OPERATIONS_PATHS: Record<string, Json> = {
       operationId: 'getHealth',
       summary: 'liveness: 200 while the process runs',
       description:
-        'Answers 200 from the moment the HTTP port is bound until the process exits, during a shutdown drain too. A liveness probe, not a readiness probe: use /readyz to decide whether to send traffic.',
+        'Answers 200 from the moment the HTTP port is bound until the process exits, during a ' +
+        'shutdown drain too. A liveness probe, not a readiness probe: use /readyz to decide whether ' +
+        'to send traffic.',
       tags: ['operations'],
       security: [],
       responses: {
@@ -160,7 +167,11 @@ export const OPERATIONS_PATHS: Record<string, Json> = {
       operationId: 'getReadiness',
       summary: 'readiness: 200 only while this process should get traffic',
       description:
-        'Answers 200 once svc serve is ready (the HTTP port bound, every NATS subscription it answers on confirmed by the server, the relay and the consumers started: the moment it prints `listening on`), and 503 with the reasons before that, while the NATS connection is down or reconnecting, while a JetStream stream or consumer svc needs has no leader (a NATS cluster electing one), and from SIGTERM on (traffic moves before the drain).',
+        'Answers 200 once svc serve is ready (the HTTP port bound, every NATS subscription it ' +
+        'answers on confirmed by the server, the relay and the consumers started: the moment it ' +
+        'prints `listening on`), and 503 with the reasons before that, while the NATS connection is ' +
+        'down or reconnecting, while a JetStream stream or consumer svc needs has no leader (a NATS ' +
+        'cluster electing one), and from SIGTERM on (traffic moves before the drain).',
       tags: ['operations'],
       security: [],
       responses: {
@@ -221,7 +232,11 @@ export function openApiDocument(routes: readonly ApiRoute[]): Json {
           type: 'http',
           scheme: 'bearer',
           description:
-            "an API token of the org. Its scope (CONTRACT 2) is what it may do; each operation's `security` names the scope it needs: `read` (every GET but the audit log), `webhooks` (read, plus the webhooks' writes), `deploy` (read, plus apps, configs, branches, installs, runs, rollbacks, approvals, cancel, veto), `admin` (everything). A token outside its scope is answered 403 `forbidden` naming the scope needed.",
+            "an API token of the org. Its scope (CONTRACT 2) is what it may do; each operation's " +
+            '`security` names the scope it needs: `read` (every GET but the audit log), `webhooks` ' +
+            "(read, plus the webhooks' writes), `deploy` (read, plus apps, configs, branches, " +
+            'installs, runs, rollbacks, approvals, cancel, veto), `admin` (everything). A token ' +
+            'outside its scope is answered 403 `forbidden` naming the scope needed.',
         },
         org: { type: 'apiKey', in: 'header', name: 'X-Svc-Org-ID', description: 'the org id' },
       },

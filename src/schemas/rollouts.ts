@@ -26,7 +26,10 @@ import {
   type Verification,
 } from '../domain/verification.ts';
 
-/** A run's health gate (CONTRACT 4.3): the bake from 0s to 24h, the verdicts that trip it, what then, and how long a bad one must last (`for`, 0s to 1h). */
+/**
+ * A run's health gate (CONTRACT 4.3): the bake from 0s to 24h, the verdicts that trip it, what then, and how long a bad one must last
+ * (`for`, 0s to 1h).
+ */
 export const healthGateInSchema = z
   .strictObject({
     bake: z
@@ -52,7 +55,10 @@ export const healthGateInSchema = z
     }),
   );
 
-/** A run's rollout policy (CONTRACT 4.3 "Rollout policy"): batches, a failure budget, what a failing group does, how long an install may wait for a change window. */
+/**
+ * A run's rollout policy (CONTRACT 4.3 "Rollout policy"): batches, a failure budget, what a failing group does, how long an install may
+ * wait for a change window.
+ */
 export const rolloutPolicyInSchema = z
   .strictObject({
     max_parallel: z.number().int().min(1).max(MAX_PARALLEL).optional(),
@@ -74,7 +80,8 @@ export const rolloutPolicyInSchema = z
     }),
   );
 
-// ------------------------------------------------------------------ verification: at most 5 URLs, each with its secret, interval, timeout, max_wait and failure_limit
+// ------------------------------------------------------------------ verification: at most 5 URLs, each with its secret, interval,
+// timeout, max_wait and failure_limit
 
 const fmt = (ms: number) => (ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : `${ms / 1000}s`);
 

@@ -38,7 +38,7 @@ export const selectorSchema = z.strictObject({
 
 // ------------------------------------------------------------------ pages (CONTRACT 4.5)
 
-export const timeBound = (what: string) =>
+export const timeBoundSchema = (what: string) =>
   z.string().min(1).max(64).describe(`${what}: an ISO 8601 time, or a duration back from now (e.g. 2h, 30m, 7d)`);
 const pageCursor = z.string().min(1).max(32).describe('the next_cursor of the previous page');
 export const pageLimit = z
@@ -51,8 +51,8 @@ export const pageLimit = z
 /** The query of a page of a time-ordered list: since and until (`<what> at or after`, `… before`), the filters, after and limit. */
 export function pagedQuery<S extends z.ZodRawShape>(since: string, until: string, filters: S) {
   return z.object({
-    since: timeBound(since).optional(),
-    until: timeBound(until).optional(),
+    since: timeBoundSchema(since).optional(),
+    until: timeBoundSchema(until).optional(),
     ...filters,
     after: pageCursor.optional(),
     limit: pageLimit.optional(),

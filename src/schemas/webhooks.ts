@@ -4,7 +4,7 @@
 // a page of attempts, a recovery.
 import { z } from 'zod';
 import { disableAfterSchema, interestsSchema, storedMatchSchema } from '../domain/subscription.ts';
-import { apiSchemas, described, pagedQuery, pageOf, timeBound, timestamp } from './shared.ts';
+import { apiSchemas, described, pagedQuery, pageOf, timeBoundSchema, timestamp } from './shared.ts';
 
 // ------------------------------------------------------------------ In
 
@@ -22,8 +22,8 @@ export const attemptListQuerySchema = pagedQuery('attempts made at or after', 'a
 });
 
 export const recoverBodySchema = z.strictObject({
-  since: timeBound('kept events emitted at or after'),
-  until: timeBound('events emitted before').optional(),
+  since: timeBoundSchema('kept events emitted at or after'),
+  until: timeBoundSchema('events emitted before').optional(),
   only_failed: z
     .boolean()
     .describe('only the events whose attempts at this webhook all failed, or that it never had (default true)')

@@ -5,7 +5,7 @@ import type { AppContext } from '../../context.ts';
 import { listPendingApprovals, type PendingApproval } from '../../services/approvals.ts';
 import { render } from '../render.tsx';
 import type { DashContext, DashEnv } from '../session.ts';
-import { duration, Fact, Owner, Status, Time } from '../ui.tsx';
+import { duration, FactLine, Owner, StatusBadge, Time } from '../ui.tsx';
 import { configNamer } from '../config-namer.ts';
 import { ApprovalForm, Plan, workflowTitle, type ConfigName } from './workflow.tsx';
 
@@ -18,19 +18,19 @@ const ApprovalCard = ({ item, c, configName }: { item: PendingApproval; c: DashC
     <section class="approval" id={`approval-${wf.workflow_id}-${step.step_id}`} aria-labelledby={hid}>
       <h2 id={hid}>{step.name}</h2>
       <dl class="facts">
-        <Fact term="Workflow">
-          <a href={paths.workflow(wf.workflow_id)}>{workflowTitle(wf.type, wf.owner)}</a> <Status status={wf.status} />{' '}
+        <FactLine term="Workflow">
+          <a href={paths.workflow(wf.workflow_id)}>{workflowTitle(wf.type, wf.owner)}</a> <StatusBadge status={wf.status} />{' '}
           <span class="muted id">{wf.workflow_id}</span>
-        </Fact>
-        <Fact term="Owner">
+        </FactLine>
+        <FactLine term="Owner">
           <Owner owner={wf.owner} paths={paths} />
-        </Fact>
-        <Fact term="Step">
-          {step.idx}. {step.name} <Status status={step.status} /> <span class="muted id">{step.step_id}</span>
-        </Fact>
-        <Fact term="Waiting">
+        </FactLine>
+        <FactLine term="Step">
+          {step.idx}. {step.name} <StatusBadge status={step.status} /> <span class="muted id">{step.step_id}</span>
+        </FactLine>
+        <FactLine term="Waiting">
           since <Time iso={step.started_at} /> ({duration(step.started_at, null)})
-        </Fact>
+        </FactLine>
       </dl>
       {step.plan !== undefined && step.plan !== null ? (
         <Plan plan={step.plan} c={c} configName={configName} />

@@ -15,7 +15,7 @@ import { installNames as installNamesById, listInstalls } from '../../services/i
 import { planFleetRollbackInTurns, rollBackFleet, type FleetRollbackInput } from '../../services/rollback.ts';
 import { listAppRollouts } from '../../services/rollouts.ts';
 import { configNamer } from '../config-namer.ts';
-import { csrfOf, render } from '../render.tsx';
+import { csrfOf, render, renderList } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import {
   ActorName,
@@ -23,9 +23,8 @@ import {
   Diff,
   ScopeNote,
   Errors,
-  Fact,
-  Labels,
-  ListPage,
+  FactLine,
+  HintedField,
   RunCells,
   Section,
   StackTable,
@@ -35,6 +34,7 @@ import {
 import { installNamesOf, InstallsTable } from './overview.tsx';
 import { ConfigVersionsChart } from './config-versions-chart.tsx';
 import { ChangeWindows, registerChangeWindowActions } from './change-windows.tsx';
+import { PlanMove } from './workflow.tsx';
 
 type ConfigView = ReturnType<typeof listConfigs>[number];
 type App = ReturnType<typeof mustGetApp>;
@@ -288,14 +288,19 @@ const FleetRollbackForm = ({ app, configs, c }: { app: App; configs: ConfigView[
         <ToOptions configs={configs} selected="previous" />
       </select>
     </div>
-    <div>
-      <label for="fleet-selector">Only installs with labels (optional)</label>
-      <input type="text" id="fleet-selector" name="selector" placeholder="ring=canary,region=eu" aria-describedby="fleet-selector-hint" />
-      <p class="hint" id="fleet-selector-hint">
-        Comma-separated <code>key=value</code> pairs; blank: every install of the app. You will see the plan per install first; nothing
-        changes until you apply it.
-      </p>
-    </div>
+    <HintedField
+      id="fleet-selector"
+      label="Only installs with labels (optional)"
+      hint={
+        <>
+          Comma-separated <code>key=value</code> pairs; blank: every install of the app. You will see the plan per install first; nothing
+          changes until you apply it.
+        </>
+      }
+      type="text"
+      name="selector"
+      placeholder="ring=canary,region=eu"
+    />
     <div>
       <button type="submit">Plan fleet rollback</button>
     </div>
@@ -351,8 +356,8 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
           <Errors errors={errors} title="The rollback was not started:" />
           <Section headingId="h-plan-what" title="What it does">
             <dl class="facts">
-              <Fact term="To">{target}</Fact>
-              <Fact term="Installs">
+              <FactLine term="To">{target}</FactLine>
+              <FactLine term="Installs">
                 {fields.selector.trim() ? (
                   <>
                     with labels <code>{fields.selector.trim()}</code>
@@ -360,10 +365,10 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
                 ) : (
                   'every install of the app'
                 )}
-              </Fact>
-              <Fact term="Moves">
+              </FactLine>
+              <FactLine term="Moves">
                 {plan.installs.length} install(s) in {groups.length} group(s); {plan.skipped.length} skipped
-              </Fact>
+              </FactLine>
             </dl>
             {vetoed.length ? (
               <p class="step-error" role="alert">
@@ -388,12 +393,12 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
                 {shown(g).map((i) => (
                   <li class="plan-install">
                     <p>
-                      <a href={paths.install(i.install_id)}>{i.install_name}</a> <Labels labels={i.labels} />:{' '}
-                      {configName(i.old_app_config_id)} → {configName(i.new_app_config_id)}{' '}
-                      {i.vetoed ? <span class="badge s-failed">vetoed</span> : null}{' '}
-                      <span class="muted id">
-                        {i.old_app_config_id ?? '—'} → {i.new_app_config_id}
-                      </span>
+                      <PlanMove
+                        href={paths.install(i.install_id)}
+                        move={i}
+                        configName={configName}
+                        badge={i.vetoed ? <span class="badge s-failed">vetoed</span> : null}
+                      />
                     </p>
                     {i.blocked_by?.length ? (
                       <p class="window-wait">
@@ -445,20 +450,24 @@ const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: Da
       <input type="hidden" name="selector" value={fields.selector} />
       <fieldset>
         <legend>Health gate</legend>
-        <div>
-          <label for="gate-bake">Bake time after each group deploys</label>
-          <input type="text" id="gate-bake" name="bake" value={fields.bake} placeholder="10m" aria-describedby="gate-bake-hint" />
-          <p class="hint" id="gate-bake-hint">
-            0s to 24h (e.g. 90s, 10m, 1h) on the engine's clock. Blank: no health gate.
-          </p>
-        </div>
-        <div>
-          <label for="gate-for">A bad verdict trips once it has lasted</label>
-          <input type="text" id="gate-for" name="gate_for" value={fields.gateFor} placeholder="30s" aria-describedby="gate-for-hint" />
-          <p class="hint" id="gate-for-hint">
-            0s to 1h: a verdict that turns good again sooner does not trip. Blank: at once.
-          </p>
-        </div>
+        <HintedField
+          id="gate-bake"
+          label="Bake time after each group deploys"
+          hint="0s to 24h (e.g. 90s, 10m, 1h) on the engine's clock. Blank: no health gate."
+          type="text"
+          name="bake"
+          value={fields.bake}
+          placeholder="10m"
+        />
+        <HintedField
+          id="gate-for"
+          label="A bad verdict trips once it has lasted"
+          hint="0s to 1h: a verdict that turns good again sooner does not trip. Blank: at once."
+          type="text"
+          name="gate_for"
+          value={fields.gateFor}
+          placeholder="30s"
+        />
         <fieldset>
           <legend>Trip on a verdict</legend>
           {GATE_VERDICTS.map((v) => (
@@ -476,36 +485,26 @@ const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: Da
       </fieldset>
       <fieldset>
         <legend>Rollout</legend>
-        <div>
-          <label for="max-parallel">Installs of a group updated at a time</label>
-          <input
-            type="text"
-            inputmode="numeric"
-            id="max-parallel"
-            name="max_parallel"
-            value={fields.maxParallel}
-            placeholder="all"
-            aria-describedby="max-parallel-hint"
-          />
-          <p class="hint" id="max-parallel-hint">
-            1 to 1000, in the order the installs were created, the next as one ends. Blank: all at once.
-          </p>
-        </div>
-        <div>
-          <label for="failure-budget">Failures a group may have (% of its installs)</label>
-          <input
-            type="text"
-            inputmode="decimal"
-            id="failure-budget"
-            name="failure_budget"
-            value={fields.failureBudget}
-            placeholder="0"
-            aria-describedby="failure-budget-hint"
-          />
-          <p class="hint" id="failure-budget-hint">
-            0 to 100: a group fails once more than this share of its installs failed. Blank: its first failure.
-          </p>
-        </div>
+        <HintedField
+          id="max-parallel"
+          label="Installs of a group updated at a time"
+          hint="1 to 1000, in the order the installs were created, the next as one ends. Blank: all at once."
+          type="text"
+          inputmode="numeric"
+          name="max_parallel"
+          value={fields.maxParallel}
+          placeholder="all"
+        />
+        <HintedField
+          id="failure-budget"
+          label="Failures a group may have (% of its installs)"
+          hint="0 to 100: a group fails once more than this share of its installs failed. Blank: its first failure."
+          type="text"
+          inputmode="decimal"
+          name="failure_budget"
+          value={fields.failureBudget}
+          placeholder="0"
+        />
         <div>
           <label for="on-failure">When a group fails</label>
           <select id="on-failure" name="on_failure">
@@ -518,49 +517,37 @@ const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: Da
       </fieldset>
       <fieldset>
         <legend>Verification</legend>
-        <div>
-          <label for="verify-url">Verification URL</label>
-          <input
-            type="url"
-            id="verify-url"
-            name="verify_url"
-            value={fields.verifyUrl}
-            placeholder="https://checks.example.com/verify"
-            aria-describedby="verify-url-hint"
-          />
-          <p class="hint" id="verify-url-hint">
-            After each group deploys, svc POSTs a com.svc.rollout.verification.v1 event here until it answers a verdict (pass, fail or
-            pending); the group moves on once it passes. Blank: no verification.
-          </p>
-        </div>
-        <div>
-          <label for="verify-secret">Verification secret (optional)</label>
-          <input
-            type="password"
-            id="verify-secret"
-            name="verify_secret"
-            value=""
-            autocomplete="off"
-            aria-describedby="verify-secret-hint"
-          />
-          <p class="hint" id="verify-secret-hint">
-            Signs each request (Standard Webhooks, as a delivery). Never shown again: type it again after an error.
-          </p>
-        </div>
-        <div>
-          <label for="verify-interval">Ask again every</label>
-          <input
-            type="text"
-            id="verify-interval"
-            name="verify_interval"
-            value={fields.verifyInterval}
-            placeholder="30s"
-            aria-describedby="verify-interval-hint"
-          />
-          <p class="hint" id="verify-interval-hint">
-            10s to 10m while it answers pending. Blank: 30s.
-          </p>
-        </div>
+        <HintedField
+          id="verify-url"
+          label="Verification URL"
+          hint={
+            'After each group deploys, svc POSTs a com.svc.rollout.verification.v1 event here until it ' +
+            'answers a verdict (pass, fail or pending); the group moves on once it passes. Blank: no ' +
+            'verification.'
+          }
+          type="url"
+          name="verify_url"
+          value={fields.verifyUrl}
+          placeholder="https://checks.example.com/verify"
+        />
+        <HintedField
+          id="verify-secret"
+          label="Verification secret (optional)"
+          hint="Signs each request (Standard Webhooks, as a delivery). Never shown again: type it again after an error."
+          type="password"
+          name="verify_secret"
+          value=""
+          autocomplete="off"
+        />
+        <HintedField
+          id="verify-interval"
+          label="Ask again every"
+          hint="10s to 10m while it answers pending. Blank: 30s."
+          type="text"
+          name="verify_interval"
+          value={fields.verifyInterval}
+          placeholder="30s"
+        />
       </fieldset>
       <fieldset>
         <legend>Approval</legend>
@@ -588,38 +575,35 @@ export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
     const paths = c.get('paths');
     const apps = listApps(ctx, orgId);
     const installs = listInstalls(ctx, orgId);
-    return render(c, {
-      title: 'Apps',
-      current: 'apps',
-      children: (
-        <ListPage title="Apps">
-          <StackTable
-            columns={['App', 'Configs', 'Installs', 'Created']}
-            items={apps}
-            empty="No apps yet. Create one with the API: POST /v1/apps."
-            row={(a) => {
-              const configs = listConfigs(ctx, orgId, a.app_id);
-              const vetoed = configs.filter((x) => x.vetoed).length;
-              return (
-                <tr>
-                  <td data-label="App">
-                    <a href={paths.app(a.app_id)}>{a.name}</a> <span class="muted id">{a.app_id}</span>
-                  </td>
-                  <td data-label="Configs">
-                    {configs.length}
-                    {vetoed ? ` (${vetoed} vetoed)` : ''}
-                  </td>
-                  <td data-label="Installs">{installs.filter((i) => i.app_id === a.app_id).length}</td>
-                  <td data-label="Created">
-                    <Time iso={a.created_at} />
-                  </td>
-                </tr>
-              );
-            }}
-          />
-        </ListPage>
-      ),
-    });
+    return renderList(
+      c,
+      'Apps',
+      'apps',
+      <StackTable
+        columns={['App', 'Configs', 'Installs', 'Created']}
+        items={apps}
+        empty="No apps yet. Create one with the API: POST /v1/apps."
+        row={(a) => {
+          const configs = listConfigs(ctx, orgId, a.app_id);
+          const vetoed = configs.filter((x) => x.vetoed).length;
+          return (
+            <tr>
+              <td data-label="App">
+                <a href={paths.app(a.app_id)}>{a.name}</a> <span class="muted id">{a.app_id}</span>
+              </td>
+              <td data-label="Configs">
+                {configs.length}
+                {vetoed ? ` (${vetoed} vetoed)` : ''}
+              </td>
+              <td data-label="Installs">{installs.filter((i) => i.app_id === a.app_id).length}</td>
+              <td data-label="Created">
+                <Time iso={a.created_at} />
+              </td>
+            </tr>
+          );
+        }}
+      />,
+    );
   });
   registerAppPage(r, ctx);
   registerAppActions(r, ctx);

@@ -6,18 +6,15 @@ import { ForbiddenError, InvalidError } from '../../domain/errors.ts';
 import { listAudit, type AuditListInput, type AuditView } from '../../services/audit.ts';
 import { auditListQuerySchema } from '../../schemas/audit.ts';
 import { render } from '../render.tsx';
+import { FilterForm, oldestFirst } from '../filters.tsx';
 import { may } from '../changes.ts';
 import type { DashContext, DashEnv } from '../session.ts';
 import { ActorName, Section, StackTable, Time } from '../ui.tsx';
 
 const FIELDS = ['since', 'until', 'actor', 'action', 'resource_id'] as const;
 
-/** The listing's order: newest first unless `?order=oldest` (the API is oldest first). */
-const oldestFirst = (c: DashContext) => c.req.query('order') === 'oldest';
-
 const Filters = ({ c, q }: { c: DashContext; q: AuditListInput }) => (
-  <form method="get" action={c.get('paths').audit} class="stack" aria-label="Filter the audit log">
-    {oldestFirst(c) ? <input type="hidden" name="order" value="oldest" /> : null}
+  <FilterForm c={c} action={c.get('paths').audit} label="Filter the audit log">
     <div>
       <label for="a_since">Since</label>
       <input type="text" id="a_since" name="since" value={q.since ?? ''} maxlength={64} placeholder="7d" aria-describedby="a-time-hint" />
@@ -37,13 +34,7 @@ const Filters = ({ c, q }: { c: DashContext; q: AuditListInput }) => (
       <label for="a_resource">Resource ID</label>
       <input type="text" id="a_resource" name="resource_id" value={q.resource_id ?? ''} maxlength={200} />
     </div>
-    <div class="actions">
-      <button type="submit">Filter</button>
-      <a class="button secondary" href={`${c.get('paths').audit}${oldestFirst(c) ? '?order=oldest' : ''}`}>
-        Clear
-      </a>
-    </div>
-  </form>
+  </FilterForm>
 );
 
 const statusText = (s: number | null) => (s === null ? 'local' : s < 400 ? `${s}` : `${s} refused`);

@@ -12,7 +12,7 @@ import { createChangeWindow, listAppChangeWindows, removeChangeWindow } from '..
 import { mustGetApp } from '../../services/catalog.ts';
 import { csrfOf } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, ScopeNote, StackTable, Time } from '../ui.tsx';
+import { Csrf, ScopeNote, StackTable, Time, HintedField } from '../ui.tsx';
 
 type Window = ReturnType<typeof listAppChangeWindows>[number];
 
@@ -110,20 +110,16 @@ const WindowForm = ({ c, appId }: { c: DashContext; appId: string }) => (
       <label for="cw-start">Opens at (HH:MM, local)</label>
       <input type="text" id="cw-start" name="start" required placeholder="02:00" pattern="[0-2][0-9]:[0-5][0-9]" />
     </div>
-    <div>
-      <label for="cw-duration">Open for</label>
-      <input type="text" id="cw-duration" name="duration" required placeholder="2h" aria-describedby="cw-duration-hint" />
-      <p class="hint" id="cw-duration-hint">
-        15m to 24h.
-      </p>
-    </div>
-    <div>
-      <label for="cw-tz">Time zone</label>
-      <input type="text" id="cw-tz" name="time_zone" required placeholder="America/Los_Angeles" aria-describedby="cw-tz-hint" />
-      <p class="hint" id="cw-tz-hint">
-        An IANA name; daylight saving time is followed (a start the clocks skip opens right after the change).
-      </p>
-    </div>
+    <HintedField id="cw-duration" label="Open for" hint="15m to 24h." type="text" name="duration" required placeholder="2h" />
+    <HintedField
+      id="cw-tz"
+      label="Time zone"
+      hint="An IANA name; daylight saving time is followed (a start the clocks skip opens right after the change)."
+      type="text"
+      name="time_zone"
+      required
+      placeholder="America/Los_Angeles"
+    />
     <div>
       <label for="cw-selector">Only installs labelled (k=v,…)</label>
       <input type="text" id="cw-selector" name="selector" placeholder="tier=enterprise" />

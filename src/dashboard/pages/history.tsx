@@ -23,8 +23,22 @@ import { eventListQuerySchema } from '../../schemas/events.ts';
 import { recoverBodySchema, resendBodySchema } from '../../schemas/webhooks.ts';
 import { issuesToDetails } from '../../http/validation.ts';
 import { errorPage, render } from '../render.tsx';
+import { FilterForm, oldestFirst } from '../filters.tsx';
 import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
-import { ActorName, DetailsSection, Errors, Fact, Json, Section, StackTable, Status, Time } from '../ui.tsx';
+import {
+  ActorName,
+  DetailsSection,
+  Errors,
+  FactLine,
+  Json,
+  Section,
+  StackTable,
+  StatusBadge,
+  Time,
+  CodeFact,
+  TimeFact,
+  Heading,
+} from '../ui.tsx';
 import { formStateOf } from '../webhook-form.ts';
 import { showForm } from './webhooks.tsx';
 import { AttemptResultCells, AttemptVia, ResendButton, type RecoverFormState } from './webhook-history.tsx';
@@ -50,12 +64,8 @@ const queryOf = (f: Record<string, string | undefined>) => {
   return q ? `?${q}` : '';
 };
 
-/** The listing's order: newest first unless `?order=oldest` (CONTRACT 7; the API is oldest first). */
-const oldestFirst = (c: DashContext) => c.req.query('order') === 'oldest';
-
-const FilterForm = ({ c, f }: { c: DashContext; f: Filters }) => (
-  <form method="get" action={c.get('paths').events} class="stack" aria-label="Filter events">
-    {oldestFirst(c) ? <input type="hidden" name="order" value="oldest" /> : null}
+const EventFilters = ({ c, f }: { c: DashContext; f: Filters }) => (
+  <FilterForm c={c} action={c.get('paths').events} label="Filter events">
     <div>
       <label for="f_since">Since</label>
       <input type="text" id="f_since" name="since" value={f.since ?? ''} maxlength={64} placeholder="2h" aria-describedby="f-time-hint" />
@@ -82,13 +92,7 @@ const FilterForm = ({ c, f }: { c: DashContext; f: Filters }) => (
         placeholder={`${c.req.param('org') ?? ''}/workflow/…`}
       />
     </div>
-    <div class="actions">
-      <button type="submit">Filter</button>
-      <a class="button secondary" href={`${c.get('paths').events}${oldestFirst(c) ? '?order=oldest' : ''}`}>
-        Clear
-      </a>
-    </div>
-  </form>
+  </FilterForm>
 );
 
 const EventTable = ({ c, events }: { c: DashContext; events: CloudEventJson[] }) => (
@@ -135,6 +139,8 @@ function eventsPage(c: DashContext, ctx: AppContext) {
   }
   const paths = c.get('paths');
   const oldest = oldestFirst(c);
+  /** a quick range: the events since `t` ago, in this order */
+  const since = (t: string) => `${paths.events}${queryOf({ since: t, ...(oldest ? { order: 'oldest' } : {}) })}`;
   const keep = { ...f, ...(limit ? { limit } : {}), ...(oldest ? { order: 'oldest' } : {}) };
   // the other order, from its first page, with the same filters
   const turned = queryOf({ ...f, ...(limit ? { limit } : {}), ...(oldest ? {} : { order: 'oldest' }) });
@@ -151,11 +157,10 @@ function eventsPage(c: DashContext, ctx: AppContext) {
             <a href={`${paths.events}${turned}`} id="events-order">
               {oldest ? 'Newest first' : 'Oldest first'}
             </a>
-            . Quick ranges: <a href={`${paths.events}${queryOf({ since: '1h', ...(oldest ? { order: 'oldest' } : {}) })}`}>last hour</a> ·{' '}
-            <a href={`${paths.events}${queryOf({ since: '24h', ...(oldest ? { order: 'oldest' } : {}) })}`}>last 24 hours</a>.
+            . Quick ranges: <a href={since('1h')}>last hour</a> · <a href={since('24h')}>last 24 hours</a>.
           </p>
           <section aria-label="Filters">
-            <FilterForm c={c} f={f} />
+            <EventFilters c={c} f={f} />
           </section>
           <Section headingId="h-events" title="Kept events">
             <Errors errors={errors} title="These filters are not valid:" />
@@ -197,19 +202,13 @@ function eventPage(c: DashContext, ctx: AppContext) {
         <p class="muted">
           <a href={paths.events}>Events</a> /
         </p>
-        <h1>
-          Event <span class="h-sub">{event.type}</span>
-        </h1>
+        <Heading title="Event" sub={event.type} />
         <DetailsSection headingId="h-event">
-          <Fact term="Event ID">
-            <code>{event.id}</code>
-          </Fact>
-          <Fact term="Type">{event.type}</Fact>
+          <CodeFact term="Event ID" value={event.id} />
+          <FactLine term="Type">{event.type}</FactLine>
           <dt>Subject</dt>
           <dd class="id">{typeof event.subject === 'string' ? event.subject : '—'}</dd>
-          <Fact term="Time">
-            <Time iso={typeof event.time === 'string' ? event.time : null} />
-          </Fact>
+          <TimeFact term="Time" iso={typeof event.time === 'string' ? event.time : null} />
           <dt>Source</dt>
           <dd class="id">{event.source}</dd>
         </DetailsSection>
@@ -324,30 +323,28 @@ export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
           <p class="muted">
             <a href={paths.webhooks}>Webhooks</a> / <a href={paths.webhook(w.webhook_id)}>{w.webhook_url}</a> /
           </p>
-          <h1>
-            Recovery <span class="h-sub">{rec.recovery_id}</span>
-          </h1>
+          <Heading title="Recovery" sub={rec.recovery_id} />
           <Section headingId="h-recovery" title="Progress">
             <dl class="facts" id="recovery-status">
-              <Fact term="State" id="recovery-state">
-                <Status status={rec.state} />
-              </Fact>
-              <Fact term="Events" id="recovery-events">
+              <FactLine term="State" id="recovery-state">
+                <StatusBadge status={rec.state} />
+              </FactLine>
+              <FactLine term="Events" id="recovery-events">
                 {rec.events}
-              </Fact>
-              <Fact term="Attempted" id="recovery-attempted">
+              </FactLine>
+              <FactLine term="Attempted" id="recovery-attempted">
                 {rec.attempted}
-              </Fact>
-              <Fact term="Succeeded" id="recovery-succeeded">
+              </FactLine>
+              <FactLine term="Succeeded" id="recovery-succeeded">
                 {rec.succeeded}
-              </Fact>
-              <Fact term="Failed" id="recovery-failed">
+              </FactLine>
+              <FactLine term="Failed" id="recovery-failed">
                 {rec.failed}
-              </Fact>
+              </FactLine>
               {startedBy ? (
-                <Fact term="Started by" id="recovery-started-by">
+                <FactLine term="Started by" id="recovery-started-by">
                   <ActorName actor={startedBy.actor} />
-                </Fact>
+                </FactLine>
               ) : null}
             </dl>
             <p>

@@ -8,22 +8,23 @@ import { listInstallVersions, updateInstallConfig, versionDiff } from '../../ser
 import { getWorkflowView, type StepView, type WorkflowView } from '../../services/workflows.ts';
 import { appName, branchName, componentNames, configVersion } from '../../services/names.ts';
 import { configNamer } from '../config-namer.ts';
-import { csrfOf, render } from '../render.tsx';
+import { csrfOf, render, renderList } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import {
   Csrf,
   Diff,
   ScopeNote,
-  Fact,
+  FactLine,
   Json,
-  Labels,
-  ListPage,
+  LabelList,
   RunCells,
   Section,
   StackTable,
-  Status,
+  StatusBadge,
   Time,
   type DiffShape,
+  CodeFact,
+  Heading,
 } from '../ui.tsx';
 import { installNamesOf, InstallsTable, WorkflowsTable } from './overview.tsx';
 
@@ -48,13 +49,11 @@ const InstallFacts = ({ install, refs, c }: { install: InstallView; refs: Return
   const paths = c.get('paths');
   return (
     <dl class="facts">
-      <Fact term="Install ID">
-        <code>{install.install_id}</code>
-      </Fact>
-      <Fact term="App">
+      <CodeFact term="Install ID" value={install.install_id} />
+      <FactLine term="App">
         {refs.app ? <a href={paths.app(install.app_id)}>{refs.app}</a> : null} <Id id={install.app_id} />
-      </Fact>
-      <Fact term="App config">
+      </FactLine>
+      <FactLine term="App config">
         {install.app_config_id ? (
           <>
             {refs.configVersion !== null ? `v${refs.configVersion} ` : null}
@@ -63,24 +62,22 @@ const InstallFacts = ({ install, refs, c }: { install: InstallView; refs: Return
         ) : (
           '—'
         )}
-      </Fact>
-      <Fact term="Health">
-        <Status status={install.health} />
-      </Fact>
-      <Fact term="Provisioned">{install.provisioned ? 'yes' : 'no'}</Fact>
-      <Fact term="Labels">
-        <Labels labels={install.labels} />
-      </Fact>
-      <Fact term="Sandbox">
+      </FactLine>
+      <FactLine term="Health">
+        <StatusBadge status={install.health} />
+      </FactLine>
+      <FactLine term="Provisioned">{install.provisioned ? 'yes' : 'no'}</FactLine>
+      <FactLine term="Labels">
+        <LabelList labels={install.labels} />
+      </FactLine>
+      <FactLine term="Sandbox">
         <a href={paths.sandbox(install.install_id)}>Sandbox of {install.name}</a> <Id id={install.sandbox_id} />
-      </Fact>
-      <Fact term="Runner">
-        <code>{install.runner_id}</code>
-      </Fact>
+      </FactLine>
+      <CodeFact term="Runner" value={install.runner_id} />
       {install.app_branch_id ? (
-        <Fact term="Branch">
+        <FactLine term="Branch">
           {refs.branch ?? null} <Id id={install.app_branch_id} />
-        </Fact>
+        </FactLine>
       ) : null}
     </dl>
   );
@@ -101,7 +98,7 @@ const VersionHistory = ({ versions, diffs, c }: { versions: Version[]; diffs: Ma
     {versions.map((v) => (
       <li>
         <p>
-          <strong>Version {v.version}</strong> · {configLabel(v)} · <Status status={v.status} /> · <Time iso={v.created_at} />
+          <strong>Version {v.version}</strong> · {configLabel(v)} · <StatusBadge status={v.status} /> · <Time iso={v.created_at} />
           {v.workflow_id ? (
             <>
               {' '}
@@ -195,15 +192,8 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org/installs', (c) => {
     const orgId = c.req.param('org');
     const installs = listInstalls(ctx, orgId);
-    return render(c, {
-      title: 'Installs',
-      current: 'installs',
-      children: (
-        <ListPage title="Installs">
-          <InstallsTable installs={installs} paths={c.get('paths')} names={installNamesOf(ctx, orgId, installs)} />
-        </ListPage>
-      ),
-    });
+    const names = installNamesOf(ctx, orgId, installs);
+    return renderList(c, 'Installs', 'installs', <InstallsTable installs={installs} paths={c.get('paths')} names={names} />);
   });
 
   r.get('/:org/installs/:install', (c) => {
@@ -236,8 +226,8 @@ export function registerInstalls(r: Hono<DashEnv>, ctx: AppContext) {
               <ul>
                 {install.components.map((cmp) => (
                   <li>
-                    <a href={paths.component(install.install_id, cmp.component_id)}>{cmp.name}</a> <Status status={cmp.health} />{' '}
-                    <Labels labels={cmp.labels} />
+                    <a href={paths.component(install.install_id, cmp.component_id)}>{cmp.name}</a> <StatusBadge status={cmp.health} />{' '}
+                    <LabelList labels={cmp.labels} />
                   </li>
                 ))}
               </ul>
@@ -363,13 +353,11 @@ function registerInstallParts(r: Hono<DashEnv>, ctx: AppContext) {
           <h1>Sandbox of {install.name}</h1>
           <Section headingId="h-sbx" title="Details">
             <dl class="facts">
-              <Fact term="Sandbox ID">
-                <code>{install.sandbox_id}</code>
-              </Fact>
-              <Fact term="Install">
+              <CodeFact term="Sandbox ID" value={install.sandbox_id} />
+              <FactLine term="Install">
                 <a href={paths.install(install.install_id)}>{install.name}</a>
-              </Fact>
-              <Fact term="Provisioned">{install.provisioned ? 'yes' : 'no'}</Fact>
+              </FactLine>
+              <FactLine term="Provisioned">{install.provisioned ? 'yes' : 'no'}</FactLine>
             </dl>
             <h3>Sandbox config</h3>
             <Json value={currentConfig(versions, install)?.sandbox ?? {}} label="Sandbox config" />
@@ -401,18 +389,16 @@ function registerInstallParts(r: Hono<DashEnv>, ctx: AppContext) {
           <p class="muted">
             <a href={paths.installs}>Installs</a> / <a href={paths.install(install.install_id)}>{install.name}</a> /
           </p>
-          <h1>
-            Component {name} <span class="h-sub">of {install.name}</span>
-          </h1>
+          <Heading title={`Component ${name}`} sub={`of ${install.name}`} />
           <Section headingId="h-cmp" title="Details">
             <dl class="facts">
-              <Fact term="Component ID">
-                <code>{componentId}</code>
-              </Fact>
-              <Fact term="Health">{active ? <Status status={active.health} /> : <span class="muted">not in the current config</span>}</Fact>
-              <Fact term="Labels">
-                <Labels labels={active?.labels} />
-              </Fact>
+              <CodeFact term="Component ID" value={componentId} />
+              <FactLine term="Health">
+                {active ? <StatusBadge status={active.health} /> : <span class="muted">not in the current config</span>}
+              </FactLine>
+              <FactLine term="Labels">
+                <LabelList labels={active?.labels} />
+              </FactLine>
             </dl>
             <h3>Spec in the current config</h3>
             <Json value={spec ?? null} label="Component spec" />

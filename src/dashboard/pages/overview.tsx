@@ -11,7 +11,7 @@ import { listPendingApprovals } from '../../services/approvals.ts';
 import type { Paths } from '../paths.ts';
 import { render } from '../render.tsx';
 import type { DashEnv } from '../session.ts';
-import { RunCells, Section, StackTable, Status } from '../ui.tsx';
+import { RunCells, Section, StackTable, StatusBadge } from '../ui.tsx';
 
 export type InstallRow = ReturnType<typeof listInstalls>[number];
 
@@ -44,7 +44,7 @@ export const InstallsTable = ({ installs, paths, names }: { installs: InstallRow
         </td>
         <td data-label="App">{names.apps.get(i.app_id) ?? <code>{i.app_id}</code>}</td>
         <td data-label="Health">
-          <Status status={i.health} />
+          <StatusBadge status={i.health} />
         </td>
         <td data-label="Provisioned">{i.provisioned ? 'yes' : 'no'}</td>
         <td data-label="App config">
@@ -122,7 +122,10 @@ export const WorkflowsTable = ({
 /** How many workflows the overview lists (installs' workflows, branch runs and fleet rollbacks together). */
 const RECENT = 10;
 
-/** The org's most recent workflows: its installs', its branch runs and its fleet rollbacks, newest first; who each is for; which wait for an approval. */
+/**
+ * The org's most recent workflows: its installs', its branch runs and its fleet rollbacks, newest first; who each is for; which wait for
+ * an approval.
+ */
 function recentWorkflows(ctx: AppContext, orgId: string, paths: Paths) {
   const owners = new Map<string, WorkflowOwnerCell>();
   const apps = appNames(ctx, orgId);

@@ -4,7 +4,7 @@
 import type { Child } from 'hono/jsx';
 import type { RolloutGroup, RolloutStep, RolloutView } from '../../services/rollouts.ts';
 import type { DashContext } from '../session.ts';
-import { Fact, Status, Time } from '../ui.tsx';
+import { FactLine, StatusBadge, Time } from '../ui.tsx';
 import type { VerifyAnswer } from '../../domain/verification.ts';
 
 /** "9 min 30 s", "45 s", "1 h 5 min". */
@@ -26,22 +26,23 @@ export const TripCause = ({ c, data }: { c: DashContext; data: RolloutView }) =>
     <section class="trip" aria-labelledby="h-trip" id="trip">
       <h2 id="h-trip">Health gate tripped</h2>
       <dl class="facts">
-        <Fact term="Install">
+        <FactLine term="Install">
           {trip.install_name !== null ? <a href={c.get('paths').install(trip.install_id)}>{trip.install_name}</a> : null}{' '}
           <span class="muted id">{trip.install_id}</span>
-        </Fact>
-        <Fact term="Component">
+        </FactLine>
+        <FactLine term="Component">
           {trip.component_name} <span class="muted id">{trip.component_id}</span>
-        </Fact>
-        <Fact term="Verdict">
-          <Status status={trip.verdict} />
-        </Fact>
-        <Fact term="Reason">{trip.reason ?? <span class="muted">none given</span>}</Fact>
-        <Fact term="Then">
+        </FactLine>
+        <FactLine term="Verdict">
+          <StatusBadge status={trip.verdict} />
+        </FactLine>
+        <FactLine term="Reason">{trip.reason ?? <span class="muted">none given</span>}</FactLine>
+        <FactLine term="Then">
           {rollingBack
-            ? 'the run stopped, later groups were cancelled and the groups already deployed roll back to the configs they had before the run'
+            ? 'the run stopped, later groups were cancelled and the groups already deployed roll back ' +
+              'to the configs they had before the run'
             : 'the run stopped and later groups were cancelled (halt)'}
-        </Fact>
+        </FactLine>
       </dl>
     </section>
   );
@@ -260,7 +261,7 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
   const cfg = data.to && data.to_version !== null ? { app_config_id: data.to, version: data.to_version } : undefined;
   return (
     <>
-      <Fact term="To">
+      <FactLine term="To">
         {data.to === 'previous' ? (
           'previous: each install to the config of its version before the current one'
         ) : cfg ? (
@@ -270,11 +271,11 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
         ) : (
           (data.to ?? '—')
         )}
-      </Fact>
-      <Fact term="Approval">
+      </FactLine>
+      <FactLine term="Approval">
         {data.approval === 'none' ? 'none: groups deploy one after another' : "each group's plan is approved before it deploys"}
-      </Fact>
-      <Fact term="Rollout">
+      </FactLine>
+      <FactLine term="Rollout">
         {data.policy ? (
           <>
             {data.policy.max_parallel ? (
@@ -294,9 +295,9 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
         ) : (
           'every install of a group at once; its first failure fails it'
         )}
-      </Fact>
+      </FactLine>
       {data.verification.length ? (
-        <Fact term="Verification">
+        <FactLine term="Verification">
           after each group deploys, until each passes:{' '}
           {data.verification.map((v, n) => (
             <>
@@ -305,9 +306,9 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
               row{v.signed ? ', signed' : ''})
             </>
           ))}
-        </Fact>
+        </FactLine>
       ) : null}
-      <Fact term="Health gate">
+      <FactLine term="Health gate">
         {data.gate ? (
           <>
             bake <strong>{data.gate.bake}</strong> after each group deploys; trips on {data.gate.on.join(' or ')}
@@ -322,7 +323,7 @@ export const RolloutFacts = ({ data }: { data: RolloutView }) => {
         ) : (
           'none'
         )}
-      </Fact>
+      </FactLine>
     </>
   );
 };
@@ -427,7 +428,7 @@ const BakeVerdicts = ({ data, row }: { data: RolloutView; row: RolloutStep }) =>
                 <td>{v.install_name}</td>
                 <td>{v.component_name}</td>
                 <td>
-                  <Status status={v.verdict} /> {v.reason ? <span class="muted">{v.reason}</span> : null}
+                  <StatusBadge status={v.verdict} /> {v.reason ? <span class="muted">{v.reason}</span> : null}
                 </td>
                 <td class="lasted">{next ? lasted : bakeEnd !== null ? `${lasted} (to the bake's end)` : `${lasted} so far`}</td>
                 <td>{verdictOf(i)}</td>
@@ -454,10 +455,13 @@ const BakeDetail = ({ c, data, row, group }: { c: DashContext; data: RolloutView
     );
   } else if (row.status === 'succeeded') {
     const tolerated = streaksOf(row, data.now).filter((x) => !x.tripped);
+    const one = tolerated.length === 1;
+    const gateFor = gate ? span(gate.context.for_ms) : '?';
     state = (
       <p class="bake-left">
         {tolerated.length
-          ? `Passed: the ${bake} bake ended without a trip; ${tolerated.length} bad verdict${tolerated.length === 1 ? ' was' : 's were'} tolerated, ending before ${tolerated.length === 1 ? 'it' : 'they'} lasted the gate's for (${gate ? span(gate.context.for_ms) : '?'}).`
+          ? `Passed: the ${bake} bake ended without a trip; ${tolerated.length} bad verdict${one ? ' was' : 's were'} tolerated, ` +
+            `ending before ${one ? 'it' : 'they'} lasted the gate's for (${gateFor}).`
           : row.verdicts.length
             ? `Passed: no bad verdict during the ${bake} bake.`
             : `Passed: the ${bake} bake ended with no verdict seen that trips the gate.`}
@@ -487,12 +491,12 @@ const BakeDetail = ({ c, data, row, group }: { c: DashContext; data: RolloutView
           <ul class="verdicts">
             {health.map((h) => (
               <li>
-                <a href={c.get('paths').install(h.install_id)}>{h.name}</a> <Status status={h.health} />
+                <a href={c.get('paths').install(h.install_id)}>{h.name}</a> <StatusBadge status={h.health} />
                 {h.bad.length ? (
                   <ul>
                     {h.bad.map((b) => (
                       <li>
-                        {b.name}: <Status status={b.verdict} /> {b.reason ?? ''}
+                        {b.name}: <StatusBadge status={b.verdict} /> {b.reason ?? ''}
                       </li>
                     ))}
                   </ul>
@@ -516,7 +520,7 @@ const ChildrenDetail = ({ c, row }: { c: DashContext; row: RolloutStep }) => {
         return (
           <li>
             <a href={c.get('paths').install(w.install_id)}>{w.install_name ?? w.install_id}</a>:{' '}
-            <a href={c.get('paths').workflow(w.workflow_id)}>{w.type}</a> <Status status={w.status} />
+            <a href={c.get('paths').workflow(w.workflow_id)}>{w.type}</a> <StatusBadge status={w.status} />
           </li>
         );
       })}

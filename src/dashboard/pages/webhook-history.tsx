@@ -9,7 +9,7 @@ import type { WebhookView } from '../../services/webhooks.ts';
 import type { Paths } from '../paths.ts';
 import { csrfOf } from '../render.tsx';
 import type { DashContext } from '../session.ts';
-import { Csrf, Errors, ScopeNote, Section, StackTable, Status, Time } from '../ui.tsx';
+import { Csrf, Errors, ScopeNote, Section, StackTable, StatusBadge, Time } from '../ui.tsx';
 
 export const ATTEMPTS_PAGE = 25;
 
@@ -92,7 +92,7 @@ export const AttemptExchange = ({ a }: { a: AttemptView }) => {
 export const AttemptResultCells = ({ a }: { a: AttemptView }) => (
   <>
     <td data-label="Outcome">
-      <Status status={a.outcome} />
+      <StatusBadge status={a.outcome} />
     </td>
     <td data-label="HTTP status">
       {a.status_code ?? <span class="muted">no response</span>}

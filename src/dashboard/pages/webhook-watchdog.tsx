@@ -17,7 +17,7 @@ import { apiOp, change, may, refused } from '../changes.ts';
 import { toHttpError } from '../../http/http-error.ts';
 import { csrfOf } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, Fact, ScopeNote, Section, Time } from '../ui.tsx';
+import { Csrf, FactLine, ScopeNote, Section, Time, TimeFact } from '../ui.tsx';
 
 const W = 24 * 22;
 const H = 140;
@@ -114,7 +114,7 @@ export const WatchdogSection = ({ c, ctx, w }: { c: DashContext; ctx: AppContext
             {STATE_TEXT[s.state]}
           </span>
         </dd>
-        <Fact term="Failure streak">
+        <FactLine term="Failure streak">
           {s.consecutive_failures ? (
             <>
               <strong id="watchdog-streak">{s.consecutive_failures}</strong> in a row since <Time iso={s.failing_since} />
@@ -124,25 +124,19 @@ export const WatchdogSection = ({ c, ctx, w }: { c: DashContext; ctx: AppContext
               none
             </span>
           )}
-        </Fact>
+        </FactLine>
         {s.state === 'disabled' ? (
           <>
-            <Fact term="Disabled">
-              <Time iso={s.disabled_at} />
-            </Fact>
-            <Fact term="Why">{s.disabled_reason}</Fact>
+            <TimeFact term="Disabled" iso={s.disabled_at} />
+            <FactLine term="Why">{s.disabled_reason}</FactLine>
           </>
         ) : null}
-        {s.recover_since ? (
-          <Fact term="Missed since">
-            <Time iso={s.recover_since} />
-          </Fact>
-        ) : null}
-        <Fact term="Disables itself">
+        {s.recover_since ? <TimeFact term="Missed since" iso={s.recover_since} /> : null}
+        <FactLine term="Disables itself">
           {w.disable_after
             ? `after ${w.disable_after.failures} consecutive failures over at least ${w.disable_after.duration}`
             : 'never (disable_after not set)'}
-        </Fact>
+        </FactLine>
       </dl>
       {!may(c, 'webhooks') ? (
         <ScopeNote

@@ -19,7 +19,20 @@ import {
 import { INTEREST_OUTCOMES, RESOURCE_NAMES, type ResourceName } from '../../domain/subscription.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, DetailsSection, ScopeNote, Errors, Fact, Section, StackTable, Status, Time } from '../ui.tsx';
+import {
+  Csrf,
+  DetailsSection,
+  ScopeNote,
+  Errors,
+  FactLine,
+  Section,
+  StackTable,
+  StatusBadge,
+  Time,
+  CodeFact,
+  TimeFact,
+  Heading,
+} from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
 import { WatchdogSection } from './webhook-watchdog.tsx';
 import {
@@ -217,23 +230,21 @@ const PingButton = ({ c, w, from }: { c: DashContext; w: WebhookView; from: 'lis
 type DeliveryStatus = WebhookView['delivery_status'];
 
 const Outcome = ({ s, short }: { s: DeliveryStatus; short?: boolean }) =>
-  s.last_outcome ? <Status status={s.last_outcome} /> : <span class="muted">{short ? 'none yet' : 'no deliveries yet'}</span>;
+  s.last_outcome ? <StatusBadge status={s.last_outcome} /> : <span class="muted">{short ? 'none yet' : 'no deliveries yet'}</span>;
 
 /** Every field of a webhook's delivery status (CONTRACT 4.1). */
 const DeliveryFacts = ({ s }: { s: DeliveryStatus }) => (
   <dl class="facts" id="delivery-status">
-    <Fact term="Last outcome">
+    <FactLine term="Last outcome">
       <Outcome s={s} />
-    </Fact>
-    <Fact term="Last attempt">
-      <Time iso={s.last_attempt_at} />
-    </Fact>
-    <Fact term="Last HTTP status">{s.last_status_code ?? <span class="muted">—</span>}</Fact>
+    </FactLine>
+    <TimeFact term="Last attempt" iso={s.last_attempt_at} />
+    <FactLine term="Last HTTP status">{s.last_status_code ?? <span class="muted">—</span>}</FactLine>
     <dt>Last error</dt>
     <dd class={s.last_error ? 'step-error' : undefined}>{s.last_error ?? <span class="muted">—</span>}</dd>
-    <Fact term="Consecutive failures">{s.consecutive_failures}</Fact>
-    <Fact term="Attempts">{s.attempts_total}</Fact>
-    <Fact term="Failures">{s.failures_total}</Fact>
+    <FactLine term="Consecutive failures">{s.consecutive_failures}</FactLine>
+    <FactLine term="Attempts">{s.attempts_total}</FactLine>
+    <FactLine term="Failures">{s.failures_total}</FactLine>
   </dl>
 );
 
@@ -321,28 +332,18 @@ export function showForm(
           </p>
           {w ? (
             <>
-              <h1>
-                Webhook <span class="h-sub">{w.webhook_url}</span>
-              </h1>
+              <Heading title="Webhook" sub={w.webhook_url} />
               <DetailsSection headingId="h-details">
-                <Fact term="URL">
-                  <code>{w.webhook_url}</code>
-                </Fact>
-                <Fact term="Webhook ID">
-                  <code>{w.webhook_id}</code>
-                </Fact>
-                <Fact term="Signing secret">{w.has_secret ? 'set' : 'none (deliveries are unsigned)'}</Fact>
+                <CodeFact term="URL" value={w.webhook_url} />
+                <CodeFact term="Webhook ID" value={w.webhook_id} />
+                <FactLine term="Signing secret">{w.has_secret ? 'set' : 'none (deliveries are unsigned)'}</FactLine>
                 {w.previous_secret_expires_at ? (
-                  <Fact term="Previous secret" id="previous-secret">
+                  <FactLine term="Previous secret" id="previous-secret">
                     still signs until <Time iso={w.previous_secret_expires_at} />
-                  </Fact>
+                  </FactLine>
                 ) : null}
-                <Fact term="Created">
-                  <Time iso={w.created_at} />
-                </Fact>
-                <Fact term="Updated">
-                  <Time iso={w.updated_at} />
-                </Fact>
+                <TimeFact term="Created" iso={w.created_at} />
+                <TimeFact term="Updated" iso={w.updated_at} />
               </DetailsSection>
               <Section headingId="h-delivery" title="Delivery status">
                 <DeliveryFacts s={w.delivery_status} />

@@ -26,16 +26,18 @@ import {
   Diff,
   ScopeNote,
   duration,
-  Fact,
+  FactLine,
   isTerminal,
   Json,
-  Labels,
+  LabelList,
   Owner,
   ownerText,
   Section,
-  Status,
+  StatusBadge,
   Time,
   type DiffShape,
+  CodeFact,
+  TimeFact,
 } from '../ui.tsx';
 import { configNamer } from '../config-namer.ts';
 import { groupStatus, RolloutFacts, RunPicture, stepExtra, TripCause } from './rollouts.tsx';
@@ -58,6 +60,22 @@ const REFRESH_SECONDS = 3;
 
 const isGroupPlan = (p: unknown): p is GroupPlan => !!p && typeof p === 'object' && Array.isArray((p as GroupPlan).installs);
 
+/** An install's move in a plan: the install, its labels, from which config to which (names, then ids), a badge between. */
+export const PlanMove = (p: {
+  href: string;
+  move: { install_name: string; labels: Record<string, string>; old_app_config_id: string | null; new_app_config_id: string };
+  configName: ConfigName;
+  badge?: Child;
+}) => (
+  <>
+    <a href={p.href}>{p.move.install_name}</a> <LabelList labels={p.move.labels} />: {p.configName(p.move.old_app_config_id)} →{' '}
+    {p.configName(p.move.new_app_config_id)} {p.badge === undefined ? null : <>{p.badge} </>}
+    <span class="muted id">
+      {p.move.old_app_config_id ?? '—'} → {p.move.new_app_config_id}
+    </span>
+  </>
+);
+
 /** A step's plan: a branch run's group plan as installs with their diffs, anything else as JSON. */
 export const Plan = ({ plan, c, configName }: { plan: unknown; c: DashContext; configName: ConfigName }) =>
   isGroupPlan(plan) ? (
@@ -68,11 +86,7 @@ export const Plan = ({ plan, c, configName }: { plan: unknown; c: DashContext; c
       <ul>
         {plan.installs.map((i) => (
           <li>
-            <a href={c.get('paths').install(i.install_id)}>{i.install_name}</a> <Labels labels={i.labels} />:{' '}
-            {configName(i.old_app_config_id)} → {configName(i.new_app_config_id)}{' '}
-            <span class="muted id">
-              {i.old_app_config_id ?? '—'} → {i.new_app_config_id}
-            </span>
+            <PlanMove href={c.get('paths').install(i.install_id)} move={i} configName={configName} />
             <Diff diff={i.diff} />
           </li>
         ))}
@@ -141,7 +155,7 @@ const StepCard = ({
       <strong>
         {step.idx}. {step.name}
       </strong>{' '}
-      <Status status={step.status} /> <span class="muted">{step.execution_type}</span>
+      <StatusBadge status={step.status} /> <span class="muted">{step.execution_type}</span>
     </p>
     <p class="muted">
       Started <Time iso={step.started_at} /> · duration {duration(step.started_at, step.finished_at)}
@@ -169,7 +183,7 @@ const StepCard = ({
     {extra ?? null}
     {step.approval && step.approval.status !== 'requested' ? (
       <p>
-        Approval: <Status status={step.approval.status} />
+        Approval: <StatusBadge status={step.approval.status} />
         {step.approval.responded_by ? (
           <span class="responded-by">
             {' '}
@@ -268,42 +282,32 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout, c
         )}
       </p>
       <h1>
-        {wf.type} <span class="h-sub">for {ownerText(owner)}</span> <Status status={wf.status} />
+        {wf.type} <span class="h-sub">for {ownerText(owner)}</span> <StatusBadge status={wf.status} />
       </h1>
       <Section headingId="h-wf" title="Details">
         <dl class="facts">
-          <Fact term="Type">
-            <code>{wf.type}</code>
-          </Fact>
-          <Fact term="Owner">
+          <CodeFact term="Type" value={wf.type} />
+          <FactLine term="Owner">
             <Owner owner={owner} paths={paths} />
-          </Fact>
-          <Fact term="Workflow ID">
-            <code>{wf.workflow_id}</code>
-          </Fact>
-          <Fact term="Created">
-            <Time iso={wf.created_at} />
-          </Fact>
-          <Fact term="Started">
-            <Time iso={wf.started_at} />
-          </Fact>
-          <Fact term="Finished">
-            <Time iso={wf.finished_at} />
-          </Fact>
-          <Fact term="Duration">{duration(wf.started_at, wf.finished_at)}</Fact>
+          </FactLine>
+          <CodeFact term="Workflow ID" value={wf.workflow_id} />
+          <TimeFact term="Created" iso={wf.created_at} />
+          <TimeFact term="Started" iso={wf.started_at} />
+          <TimeFact term="Finished" iso={wf.finished_at} />
+          <FactLine term="Duration">{duration(wf.started_at, wf.finished_at)}</FactLine>
           {started ? (
-            <Fact term="Started by" id="started-by">
+            <FactLine term="Started by" id="started-by">
               <ActorName actor={started.actor} /> <span class="muted">({started.action})</span>
-            </Fact>
+            </FactLine>
           ) : null}
           {cancelled ? (
-            <Fact term="Cancelled by" id="cancelled-by">
+            <FactLine term="Cancelled by" id="cancelled-by">
               <ActorName actor={cancelled.actor} />
-            </Fact>
+            </FactLine>
           ) : null}
           {rollout ? <RolloutFacts data={rollout} /> : null}
           {wf.parent ? (
-            <Fact term="Launched by">
+            <FactLine term="Launched by">
               {parent ? (
                 <>
                   <a href={paths.workflow(parent.workflow_id)}>{workflowTitle(parent.type, parent.owner)}</a>, step{' '}
@@ -314,7 +318,7 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout, c
                   workflow <code>{wf.parent.workflow_id}</code>, step <code>{wf.parent.step_id}</code>
                 </>
               )}
-            </Fact>
+            </FactLine>
           ) : null}
           {wf.error ? (
             <>

@@ -127,7 +127,12 @@ export const appRoutes = [
     },
     summary: "Roll back an app's installs: to each one's previous config or to one config, group by group",
     description:
-      "plan_only: the plan (per install the move and its diff; installs left out with why). Otherwise an app_rollback workflow owned by the app over the selected installs (all of them when neither install_ids nor selector), grouped as the app's branch groups group them (installs in no group last, as `other`): each group planned (an approval step unless approval is none), deployed and, with health_gate, baked. 409 vetoed when a target config is vetoed; 409 conflict when no install is left to roll back.",
+      'plan_only: the plan (per install the move and its diff; installs left out with why). ' +
+      'Otherwise an app_rollback workflow owned by the app over the selected installs (all of them ' +
+      "when neither install_ids nor selector), grouped as the app's branch groups group them " +
+      '(installs in no group last, as `other`): each group planned (an approval step unless approval ' +
+      'is none), deployed and, with health_gate, baked. 409 vetoed when a target config is vetoed; ' +
+      '409 conflict when no install is left to roll back.',
     before: appExists,
     body: { schema: fleetRollbackSchema },
     responses: {

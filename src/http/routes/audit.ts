@@ -12,7 +12,9 @@ export const auditRoutes = [
       scope: 'admin',
       summary: "The org's audit log, oldest first: every write through the API or the dashboard, with its actor",
       description:
-        "Every change made through /v1 or the dashboard, refused writes (4xx) too, and the database commands' changes (actor `local`, no status). Never a request body or a secret. Kept for --audit-retention (default 90 days).",
+        'Every change made through /v1 or the dashboard, refused writes (4xx) too, and the database ' +
+        "commands' changes (actor `local`, no status). Never a request body or a secret. Kept for " +
+        '--audit-retention (default 90 days).',
       query: auditListQuerySchema,
       ok: ['a page of the audit log', auditPageSchema],
       errors: [400],

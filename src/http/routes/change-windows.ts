@@ -16,7 +16,12 @@ export const changeWindowRoutes = [
     audit: { action: 'change_windows.create', resource: 'change_window', id: (r) => r.body.window_id },
     summary: "Create a change window: when the app's installs may (allow) or may not (deny) start an update of a run",
     description:
-      'An install may start an update of a branch run (or, when applies_to names them, a rollback) when no deny window selecting it covers that moment and, if any allow window selects it, one of them does; otherwise it waits in a `wait for change window: <install>` step. days mon..sun, start HH:MM local to time_zone (IANA; a start skipped by daylight saving opens at the first moment after, one in a repeated hour at its first occurrence), duration 15m to 24h (echoed as given). Installs waiting are evaluated afresh at once.',
+      'An install may start an update of a branch run (or, when applies_to names them, a rollback) ' +
+      'when no deny window selecting it covers that moment and, if any allow window selects it, one ' +
+      'of them does; otherwise it waits in a `wait for change window: <install>` step. days ' +
+      'mon..sun, start HH:MM local to time_zone (IANA; a start skipped by daylight saving opens at ' +
+      'the first moment after, one in a repeated hour at its first occurrence), duration 15m to 24h ' +
+      '(echoed as given). Installs waiting are evaluated afresh at once.',
     before: ({ ctx, orgId, params }) => void listAppChangeWindows(ctx, orgId, params.app_id),
     body: { schema: createChangeWindowSchema },
     responses: { 201: { description: 'the window', schema: changeWindowSchema } },

@@ -14,7 +14,8 @@ export const eventRoutes = [
     scope: 'read',
     summary: "The org's kept events, oldest first",
     description:
-      'Every event the engine emitted (not pings) is kept for --event-retention (default 7 days). Each CloudEvent is returned exactly as delivered.',
+      'Every event the engine emitted (not pings) is kept for --event-retention (default 7 days). ' +
+      'Each CloudEvent is returned exactly as delivered.',
     query: eventListQuerySchema,
     responses: { 200: { description: 'a page of events', schema: eventPageSchema } },
     errors: [400],

@@ -45,7 +45,8 @@ async function targetWarning(url: string, allowPrivate: boolean): Promise<string
     return null;
   } catch (err) {
     if (err instanceof TargetRefusedError) {
-      return `${err.message}: this svc serve refuses it${allowPrivate ? '' : ' (start svc serve and svc worker with --allow-private-targets to deliver to local receivers)'}; pings, resends and deliveries to it will fail`;
+      const how = allowPrivate ? '' : ' (start svc serve and svc worker with --allow-private-targets to deliver to local receivers)';
+      return `${err.message}: this svc serve refuses it${how}; pings, resends and deliveries to it will fail`;
     }
     if (err instanceof TargetLookupError) return `${err.message}: deliveries fail until the host resolves`;
     return null;
@@ -150,7 +151,9 @@ export const webhookRoutes = [
     audit: { action: 'webhooks.disable', resource: 'webhook' },
     summary: 'Stop sending to this webhook',
     description:
-      'No attempts from now on (queued ones are dropped); its events are still kept. The org\'s other webhooks that subscribe hear `disabled` (com.svc.webhook.delivery.v1); `note` becomes delivery_status.disabled_reason ("manual" without one).',
+      "No attempts from now on (queued ones are dropped); its events are still kept. The org's " +
+      'other webhooks that subscribe hear `disabled` (com.svc.webhook.delivery.v1); `note` becomes ' +
+      'delivery_status.disabled_reason ("manual" without one).',
     before: webhookExists,
     body: { schema: disableBodySchema, optional: true },
     responses: { 200: { description: 'the webhook, disabled', schema: webhookSchema } },
@@ -166,7 +169,10 @@ export const webhookRoutes = [
     audit: { action: 'webhooks.enable', resource: 'webhook' },
     summary: 'Send to this webhook again, after a ping that is delivered',
     description:
-      "A ping first: not delivered → 409 conflict with its error, still disabled. Delivered → active, `enabled` to the org's other webhooks that subscribe, and with `recover: true` a recovery (only failed) since delivery_status.recover_since: every event that failed or was missed arrives once, with X-Svc-Recovery.",
+      'A ping first: not delivered → 409 conflict with its error, still disabled. Delivered → ' +
+      "active, `enabled` to the org's other webhooks that subscribe, and with `recover: true` a " +
+      'recovery (only failed) since delivery_status.recover_since: every event that failed or was ' +
+      'missed arrives once, with X-Svc-Recovery.',
     before: webhookExists,
     body: { schema: enableBodySchema, optional: true },
     responses: { 200: { description: 'the webhook, active, and the recovery started', schema: webhookEnabledSchema } },
@@ -199,7 +205,12 @@ export const webhookRoutes = [
     audit: { action: 'webhooks.recover', resource: 'recovery', id: (r) => r.body.recovery_id },
     summary: 'Attempt again, at this webhook alone, the kept events of a window that it missed',
     description:
-      "One new attempt for every kept event of the window that the webhook matches now, emitted after it was created (backfill: older ones too) and (only_failed, the default) whose attempts at it all failed or that it never had. Durable like any delivery; each attempt carries the event's body and id and X-Svc-Recovery: <recovery_id>. Paced: one running recovery per webhook (409 conflict), 4 per org (409 limit_exceeded); answered within 1 s, `events` possibly still growing.",
+      'One new attempt for every kept event of the window that the webhook matches now, emitted ' +
+      'after it was created (backfill: older ones too) and (only_failed, the default) whose attempts ' +
+      'at it all failed or that it never had. Durable like any delivery; each attempt carries the ' +
+      "event's body and id and X-Svc-Recovery: <recovery_id>. Paced: one running recovery per " +
+      'webhook (409 conflict), 4 per org (409 limit_exceeded); answered within 1 s, `events` ' +
+      'possibly still growing.',
     before: webhookExists,
     body: { schema: recoverBodySchema },
     responses: { 202: { description: 'the recovery, started', schema: recoveryStartedSchema } },
