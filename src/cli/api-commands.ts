@@ -11,6 +11,7 @@ import { registerWebhookCommands } from './webhook-commands.ts';
 import { registerWindowCommands } from './window-commands.ts';
 import { ApiError, UsageError } from './exit-errors.ts';
 import { bakeMs, MAX_BAKE_MS, MAX_GATE_FOR_MS } from '../domain/rollout.ts';
+import type { AppConfigOut } from '../schemas/apps.ts';
 import { verificationOf, withVerifyOption } from './verify-options.ts';
 import { formatDiff, formatLabels, printFields, printJson, printTable, println, type DiffLike } from './output.ts';
 
@@ -453,15 +454,9 @@ function registerApps(program: Command): void {
   );
 }
 
-interface AppConfigView {
-  app_config_id: string;
-  version: number;
-  vetoed: { reason: string; at: string } | null;
-}
-
 function registerConfigs(program: Command): void {
   const configs = group(program, 'configs', "an app's configs: veto one so that nobody applies it");
-  const show = (c: AppConfigView) =>
+  const show = (c: AppConfigOut) =>
     printFields([
       ['app_config_id', c.app_config_id],
       ['version', c.version],
@@ -474,14 +469,14 @@ function registerConfigs(program: Command): void {
     ),
     async (run) => {
       const [app, cfg] = run.args;
-      const c = await run.api().post<AppConfigView>(`/v1/apps/${seg(app)}/configs/${seg(cfg)}/veto`, { reason: str(run.opts.reason) });
+      const c = await run.api().post<AppConfigOut>(`/v1/apps/${seg(app)}/configs/${seg(cfg)}/veto`, { reason: str(run.opts.reason) });
       if (run.json) return printJson(c);
       show(c);
     },
   );
   handle(leaf(configs, 'unveto <app_id> <app_config_id>', "lift an app config's veto"), async (run) => {
     const [app, cfg] = run.args;
-    const c = await run.api().del<AppConfigView>(`/v1/apps/${seg(app)}/configs/${seg(cfg)}/veto`);
+    const c = await run.api().del<AppConfigOut>(`/v1/apps/${seg(app)}/configs/${seg(cfg)}/veto`);
     if (run.json) return printJson(c);
     show(c);
   });

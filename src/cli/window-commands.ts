@@ -6,20 +6,7 @@ import { group, handle, leaf, parseSelector, str } from './command-kit.ts';
 import { UsageError } from './exit-errors.ts';
 import { printFields, printJson, printTable, println } from './output.ts';
 import { RUN_KINDS, startMinutes, WEEKDAYS } from '../domain/change-windows.ts';
-
-interface ChangeWindow {
-  window_id: string;
-  name: string;
-  kind: string;
-  days: string[];
-  start: string;
-  duration: string;
-  time_zone: string;
-  install_ids: string[] | null;
-  selector: { match_labels: Record<string, string> } | null;
-  applies_to: string[];
-  created_at: string;
-}
+import type { ChangeWindowOut } from '../schemas/change-windows.ts';
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 const list = (text: string) =>
@@ -29,7 +16,7 @@ const list = (text: string) =>
     .filter(Boolean);
 
 /** Who a window selects, as people read it. */
-const whom = (w: ChangeWindow) =>
+const whom = (w: ChangeWindowOut) =>
   [
     w.install_ids?.length ? w.install_ids.join(',') : '',
     w.selector
@@ -49,7 +36,7 @@ export function registerWindowCommands(apps: Command): void {
   );
   handle(leaf(windows, 'list <app_id>', "list an app's change windows"), async (run) => {
     const [app] = run.args;
-    const ws = await run.api().get<ChangeWindow[]>(`/v1/apps/${seg(app)}/change-windows`);
+    const ws = await run.api().get<ChangeWindowOut[]>(`/v1/apps/${seg(app)}/change-windows`);
     if (run.json) return printJson(ws);
     printTable(
       ['window_id', 'name', 'kind', 'days', 'start', 'duration', 'time_zone', 'installs', 'applies_to'],
@@ -107,7 +94,7 @@ export function registerWindowCommands(apps: Command): void {
           throw new UsageError(`--applies-to ${JSON.stringify(appliesTo)}: ${RUN_KINDS.join(', ')}, comma separated`);
         body.applies_to = kinds;
       }
-      const w = await run.api().post<ChangeWindow>(`/v1/apps/${seg(app)}/change-windows`, body);
+      const w = await run.api().post<ChangeWindowOut>(`/v1/apps/${seg(app)}/change-windows`, body);
       if (run.json) return printJson(w);
       printFields([
         ['window_id', w.window_id],

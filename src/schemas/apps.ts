@@ -102,6 +102,8 @@ export const appConfigViewSchema = z
   })
   .register(apiSchemas, { id: 'AppConfig' });
 
+export type AppConfigOut = z.infer<typeof appConfigViewSchema>;
+
 export const appConfigListSchema = z.array(appConfigViewSchema);
 
 export const branchSchema = z

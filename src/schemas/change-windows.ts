@@ -42,4 +42,6 @@ export const changeWindowSchema = z
   })
   .register(apiSchemas, { id: 'ChangeWindow' });
 
+export type ChangeWindowOut = z.infer<typeof changeWindowSchema>;
+
 export const changeWindowListSchema = z.array(changeWindowSchema).register(apiSchemas, { id: 'ChangeWindowList' });

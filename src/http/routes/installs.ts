@@ -2,7 +2,7 @@
 import * as installs from '../../services/installs.ts';
 import type { InstallWorkflowType } from '../../engine/definitions.ts';
 import * as rollback from '../../services/rollback.ts';
-import { defineRoute, readRoute, reply, type ApiRoute, type RouteArgs } from '../api-route.ts';
+import { defineRoute, readRoute, reply, type ApiRoute, type ErrorStatus, type RouteArgs } from '../api-route.ts';
 import {
   actionRunSchema,
   configUpdateSchema,
@@ -17,7 +17,14 @@ import { workflowSchema, workflowSummaryListSchema } from '../../schemas/workflo
 
 const tag = 'installs';
 const INSTALL = '/v1/installs/{install_id}';
-const started = (type: string) => ({ 201: { description: `the ${type} workflow`, schema: workflowSchema } });
+/** What a route that starts a workflow of the install states: its tag and scope, its audit (the workflow started), its 201 and 404. */
+const startsWorkflow = (action: string, type: InstallWorkflowType) => ({
+  tag,
+  scope: 'deploy' as const,
+  audit: { action, resource: 'workflow', id: (r: { body: { workflow_id: string } }) => r.body.workflow_id },
+  responses: { 201: { description: `the ${type} workflow`, schema: workflowSchema } },
+  errors: [404] as ErrorStatus[],
+});
 
 /** 404 before the body is read when the install is not the org's. */
 const installExists = ({ ctx, orgId, params }: Pick<RouteArgs<'{install_id}'>, 'ctx' | 'orgId' | 'params'>) =>
@@ -29,12 +36,8 @@ function simpleWorkflowRoute(operationId: string, suffix: string, type: InstallW
     operationId,
     method: 'post',
     path: `${INSTALL}${suffix}`,
-    tag,
-    scope: 'deploy',
-    audit: { action, resource: 'workflow', id: (r) => r.body.workflow_id },
+    ...startsWorkflow(action, type),
     summary,
-    responses: started(type),
-    errors: [404],
     handle: ({ ctx, orgId, params }) => reply.created(installs.startInstallWorkflow(ctx, orgId, params.install_id, type)),
   });
 }
@@ -45,12 +48,8 @@ function componentWorkflowRoute(verb: string, type: 'manual_deploy' | 'teardown_
     operationId: `${verb}Component`,
     method: 'post',
     path: `${INSTALL}/components/{component_id}/${verb}`,
-    tag,
-    scope: 'deploy',
-    audit: { action: `components.${verb}`, resource: 'workflow', id: (r) => r.body.workflow_id },
+    ...startsWorkflow(`components.${verb}`, type),
     summary,
-    responses: started(type),
-    errors: [404],
     handle: ({ ctx, orgId, params }) =>
       reply.created(installs.startInstallWorkflow(ctx, orgId, params.install_id, type, { component_id: params.component_id })),
   });
@@ -119,15 +118,11 @@ export const installRoutes = [
     operationId: 'runAction',
     method: 'post',
     path: `${INSTALL}/actions/{action_id}/runs`,
-    tag,
-    scope: 'deploy',
-    audit: { action: 'actions.run', resource: 'workflow', id: (r) => r.body.workflow_id },
+    ...startsWorkflow('actions.run', 'action_workflow_run'),
     summary: 'Run an action',
     description: 'A run missing an input that the action declares required still starts; its step fails naming the input.',
     before: installExists,
     body: { schema: actionRunSchema, optional: true },
-    responses: started('action_workflow_run'),
-    errors: [404],
     handle: ({ ctx, orgId, params, body }) =>
       reply.created(
         installs.startInstallWorkflow(ctx, orgId, params.install_id, 'action_workflow_run', {
@@ -140,14 +135,10 @@ export const installRoutes = [
     operationId: 'startDriftScan',
     method: 'post',
     path: `${INSTALL}/drift-scans`,
-    tag,
-    scope: 'deploy',
-    audit: { action: 'installs.drift_scan', resource: 'workflow', id: (r) => r.body.workflow_id },
+    ...startsWorkflow('installs.drift_scan', 'drift_run'),
     summary: 'Start a drift scan (drift_run, or drift_run_reprovision_sandbox with sandbox: true)',
     before: installExists,
     body: { schema: driftScanSchema, optional: true },
-    responses: started('drift_run'),
-    errors: [404],
     handle: ({ ctx, orgId, params, body }) =>
       reply.created(
         installs.startInstallWorkflow(ctx, orgId, params.install_id, body.sandbox ? 'drift_run_reprovision_sandbox' : 'drift_run'),
@@ -157,14 +148,10 @@ export const installRoutes = [
     operationId: 'updateInstallInputs',
     method: 'patch',
     path: `${INSTALL}/inputs`,
-    tag,
-    scope: 'deploy',
-    audit: { action: 'installs.update_inputs', resource: 'workflow', id: (r) => r.body.workflow_id },
+    ...startsWorkflow('installs.update_inputs', 'input_update'),
     summary: 'Update inputs',
     before: installExists,
     body: { schema: inputsUpdateSchema },
-    responses: started('input_update'),
-    errors: [404],
     handle: ({ ctx, orgId, params, body }) =>
       reply.created(installs.startInstallWorkflow(ctx, orgId, params.install_id, 'input_update', { inputs: body.inputs })),
   }),
