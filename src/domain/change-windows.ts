@@ -35,7 +35,7 @@ export interface ScheduleWindow {
   applies_to?: RunKind[] | null;
 }
 
-/** A window as POST /v1/apps/{app_id}/change-windows takes it (validated by src/http/change-window-schemas.ts). */
+/** A window as POST /v1/apps/{app_id}/change-windows takes it (validated by src/schemas/change-windows.ts). */
 export interface ChangeWindowInput {
   name: string;
   kind: WindowKind;

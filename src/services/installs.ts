@@ -72,7 +72,7 @@ export function getInstallView(ctx: AppContext, orgId: string, installId: string
   return installView(ctx, mustGetInstall(ctx, orgId, installId));
 }
 
-/** The body of POST /v1/installs (validated by src/http/schemas.ts createInstallSchema). */
+/** The body of POST /v1/installs (validated by src/schemas/installs.ts createInstallSchema). */
 export interface CreateInstallInput {
   app_id: string;
   name: string;

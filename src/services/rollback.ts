@@ -131,7 +131,7 @@ function inGroup(g: Pick<InstallGroup, 'install_ids' | 'selector'>, i: Install):
   return g.selector ? matchAdmits({ installs: { selector: g.selector } }, { install: { id: i.install_id, labels: i.labels } }) : false;
 }
 
-/** The body of POST /v1/apps/{app_id}/rollbacks (validated by src/http/schemas.ts fleetRollbackSchema). */
+/** The body of POST /v1/apps/{app_id}/rollbacks (validated by src/schemas/rollbacks.ts fleetRollbackSchema). */
 export interface FleetRollbackInput {
   to: string;
   install_ids?: string[];
