@@ -198,6 +198,29 @@ export function readRoute<
   });
 }
 
+/** A delete: `remove` runs in the change, then 204 with no body; 404 when there is nothing to remove. */
+export function deleteRoute<const Path extends string>(def: {
+  operationId: string;
+  path: Path;
+  tag: string;
+  scope: Scope;
+  audit: { action: string; resource: string };
+  summary: string;
+  remove: (a: RouteArgs<Path>) => void;
+}): ApiRoute {
+  const { remove, ...rest } = def;
+  return defineRoute<Path, z.ZodNever, { 204: { description: string; schema: null } }>({
+    ...rest,
+    method: 'delete',
+    responses: { 204: { description: 'deleted', schema: null } },
+    errors: [404],
+    handle: (a) => {
+      remove(a);
+      return reply.noContent();
+    },
+  });
+}
+
 /** The route a request is for (the audit log names a refused write by its operation), if any. */
 export function findRoute(routes: readonly ApiRoute[], method: string, path: string): ApiRoute | undefined {
   const m = method.toLowerCase();

@@ -1,6 +1,6 @@
 // CONTRACT 4.3 "Change windows": an app's allow and deny windows.
 import { createChangeWindow, listAppChangeWindows, removeChangeWindow } from '../../services/change-windows.ts';
-import { defineRoute, readRoute, reply } from '../api-route.ts';
+import { defineRoute, deleteRoute, readRoute, reply } from '../api-route.ts';
 import { changeWindowListSchema, changeWindowSchema, createChangeWindowSchema } from '../../schemas/change-windows.ts';
 
 const WINDOWS = '/v1/apps/{app_id}/change-windows';
@@ -39,19 +39,13 @@ export const changeWindowRoutes = [
     },
     ({ ctx, orgId, params }) => listAppChangeWindows(ctx, orgId, params.app_id),
   ),
-  defineRoute({
+  deleteRoute({
     operationId: 'deleteChangeWindow',
-    method: 'delete',
     path: `${WINDOWS}/{window_id}`,
     tag,
     scope: 'deploy',
     audit: { action: 'change_windows.delete', resource: 'change_window' },
     summary: 'Delete a change window (installs it held are evaluated afresh at once)',
-    responses: { 204: { description: 'deleted', schema: null } },
-    errors: [404],
-    handle: ({ ctx, orgId, params }) => {
-      removeChangeWindow(ctx, orgId, params.app_id, params.window_id);
-      return reply.noContent();
-    },
+    remove: ({ ctx, orgId, params }) => removeChangeWindow(ctx, orgId, params.app_id, params.window_id),
   }),
 ];

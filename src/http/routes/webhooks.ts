@@ -17,7 +17,7 @@ import {
   webhookListSchema,
   webhookSchema,
 } from '../../schemas/webhooks.ts';
-import { defineRoute, readRoute, reply, type RouteArgs } from '../api-route.ts';
+import { defineRoute, deleteRoute, readRoute, reply, type RouteArgs } from '../api-route.ts';
 import { checkTarget, TargetLookupError, TargetRefusedError } from '../../delivery/guard.ts';
 import type { z } from 'zod';
 
@@ -113,20 +113,14 @@ export const webhookRoutes = [
     errors: [404, 409],
     handle: ({ ctx, orgId, params, body: input }) => reply.ok(body(svc.patchWebhook(ctx, orgId, params.webhook_id, input))),
   }),
-  defineRoute({
+  deleteRoute({
     operationId: 'deleteWebhook',
-    method: 'delete',
     path: `${HOOKS}/{webhook_id}`,
     tag,
     scope: 'webhooks',
     audit: { action: 'webhooks.delete', resource: 'webhook' },
     summary: 'Delete a webhook',
-    responses: { 204: { description: 'deleted', schema: null } },
-    errors: [404],
-    handle: ({ ctx, orgId, params }) => {
-      svc.deleteWebhook(ctx, orgId, params.webhook_id);
-      return reply.noContent();
-    },
+    remove: ({ ctx, orgId, params }) => svc.deleteWebhook(ctx, orgId, params.webhook_id),
   }),
   defineRoute({
     operationId: 'pingWebhook',
