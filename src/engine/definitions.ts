@@ -18,7 +18,7 @@ export type Operation =
   | 'runner.provision';
 
 /** How a step runs: a job for a runner, an approval, child workflows, a health gate's bake, or a verification gate. */
-export type StepKind = 'job' | 'approval' | 'children' | 'bake' | 'verify';
+export type DefinedStepKind = 'job' | 'approval' | 'children' | 'bake' | 'verify';
 
 export interface StepDef {
   name: string;
@@ -28,7 +28,7 @@ export interface StepDef {
   sandbox_id?: string | null;
   action_id?: string | null;
   execution_type: ExecutionType;
-  kind: StepKind;
+  kind: DefinedStepKind;
   operation?: Operation;
   /** which runner gets the job: the install's or the org's */
   runner?: 'install' | 'org';
@@ -173,7 +173,7 @@ function groupSteps(groups: RunGroup[], opts: { approval: boolean; gate: boolean
     const empty = g.install_ids.length === 0;
     const params = { group: g.name, install_ids: g.install_ids };
     /** One of the group's steps: `<verb> install group: <name>`, skipped when the group has no installs. */
-    const step = (verb: string, kind: StepKind, execution_type: ExecutionType): StepDef => ({
+    const step = (verb: string, kind: DefinedStepKind, execution_type: ExecutionType): StepDef => ({
       name: `${verb} install group: ${g.name}`,
       target_type: null,
       execution_type: empty ? 'skipped' : execution_type,

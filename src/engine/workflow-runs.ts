@@ -1,6 +1,6 @@
 // Workflow runs (CONTRACT 4.2): a workflow is created with its steps and run forward step by step
 // until it waits for something (a runner's job, an approval, child workflows, a gate) or ends. Each
-// step is begun by the handler of its kind (src/engine/steps/registry.ts), which tells the run
+// step is begun by the handler of its kind (src/engine/steps/handlers.ts), which tells the run
 // what next through RunControl (src/engine/steps/run-control.ts), the one port this class
 // implements. Status changes go through WorkflowFacts.
 import { setProvisioned } from '../../store/installs.ts';
@@ -24,7 +24,7 @@ import { HealthGates } from './steps/bake.ts';
 import { ChildrenSteps, type StartChildren } from './steps/children.ts';
 import { DeployBatches } from './steps/group-deploy.ts';
 import { JobSteps } from './steps/job.ts';
-import { stepKindOf, type StepHandlers } from './steps/registry.ts';
+import { stepKindOf, type StepHandlers } from './steps/handlers.ts';
 import { VerifySteps } from './steps/verify.ts';
 import { WindowWaits } from './steps/window.ts';
 import type { WorkflowFacts } from './workflow-facts.ts';

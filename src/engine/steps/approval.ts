@@ -17,7 +17,7 @@ import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Actor } from '../../domain/scopes.ts';
 import type { Tx } from '../transaction.ts';
 import { groupPlan } from '../rollout-plans.ts';
-import type { StepHandler } from './registry.ts';
+import type { StepHandler } from './handlers.ts';
 import type { RunControl } from './run-control.ts';
 
 export class ApprovalsAndCancel implements StepHandler {

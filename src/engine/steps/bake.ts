@@ -29,7 +29,7 @@ import { rollbackSteps, tripError } from '../rollout-plans.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
 import type { Wakeups } from '../wakeups.ts';
-import type { StepHandler } from './registry.ts';
+import type { StepHandler } from './handlers.ts';
 import type { RunControl } from './run-control.ts';
 import { groupStepOf } from './state.ts';
 

@@ -6,7 +6,7 @@ import type { Db } from '../../../store/db.ts';
 import { isFinal } from '../../domain/status.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
-import type { StepHandler } from './registry.ts';
+import type { StepHandler } from './handlers.ts';
 
 /**
  * A step of kind `children` starts child workflows; which ones is the engine's business

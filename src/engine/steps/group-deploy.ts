@@ -33,7 +33,7 @@ import { isFinal } from '../../domain/status.ts';
 import { onFailureOf, rolloutParamsOf, type FailedInstall, type Rollout } from '../../domain/rollout.ts';
 import { rollbackSteps } from '../rollout-plans.ts';
 import type { WindowWaits } from './window.ts';
-import type { StepHandler } from './registry.ts';
+import type { StepHandler } from './handlers.ts';
 import type { RunControl } from './run-control.ts';
 import { groupStepOf } from './state.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';

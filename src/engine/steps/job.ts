@@ -8,7 +8,7 @@ import type { Db } from '../../../store/db.ts';
 import { newId } from '../../domain/ids.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
-import type { StepHandler } from './registry.ts';
+import type { StepHandler } from './handlers.ts';
 import { runParamsOf } from './state.ts';
 
 export class JobSteps implements StepHandler {

@@ -26,7 +26,7 @@ import type { BatchEvent } from '../../../machines/deploy-batch.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
 import type { Tx } from '../transaction.ts';
 import type { Wakeups } from '../wakeups.ts';
-import type { StepHandler } from './registry.ts';
+import type { StepHandler } from './handlers.ts';
 import { runParamsOf } from './state.ts';
 
 /** The run kind a window may apply to (CONTRACT 4.3 `applies_to`). */

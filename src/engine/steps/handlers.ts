@@ -5,14 +5,14 @@
 // handler of its kind, never by an if-chain.
 import { z } from 'zod';
 import type { StepRow, WorkflowRow } from '../../../store/workflows.ts';
-import type { StepKind as DefinedKind } from '../definitions.ts';
+import type { DefinedStepKind } from '../definitions.ts';
 import type { Tx } from '../transaction.ts';
 
 /**
  * What runs a step: the kinds a definition names (definitions.ts), a group deploy (a `children`
  * step of a run's group, not a rollback) and a wait for a change window (added by a group deploy).
  */
-export type StepKind = DefinedKind | 'group-deploy' | 'window';
+export type StepKind = DefinedStepKind | 'group-deploy' | 'window';
 
 export interface StepHandler {
   /** Begin a pending step of this kind. Returns true when it ended at once (the run goes on), false while it waits. */
@@ -26,7 +26,7 @@ export type StepHandlers = Record<StepKind, StepHandler>;
 
 /** A step's kind as stored (`params.kind`); a step stored without a known kind runs as a job, as it always has. */
 const storedKindSchema = z.object({
-  kind: z.enum(['job', 'approval', 'children', 'bake', 'verify', 'window'] satisfies Array<DefinedKind | 'window'>).catch('job'),
+  kind: z.enum(['job', 'approval', 'children', 'bake', 'verify', 'window'] satisfies Array<DefinedStepKind | 'window'>).catch('job'),
 });
 
 /** A run's group deploy: a children step of a branch run or an app rollback that is not a rollback. */
