@@ -96,7 +96,13 @@ function pickVersion(list: ConfigVersion[], installId: string, ref: VersionRef):
 
 function registerInstalls(program: Command): void {
   const installs = group(program, 'installs', 'installs, their app config versions and rollback');
+  registerInstallLists(installs);
+  registerInstallDiff(installs);
+  registerInstallRollback(installs);
+}
 
+/** `svc installs list` and `svc installs versions`. */
+function registerInstallLists(installs: Command): void {
   handle(leaf(installs, 'list', "list the org's installs"), async (run) => {
     const list = await run.api().get<Install[]>('/v1/installs');
     if (run.json) return printJson(list);
@@ -129,7 +135,10 @@ function registerInstalls(program: Command): void {
       'no versions',
     );
   });
+}
 
+/** `svc installs diff`: what one of an install's versions changed. */
+function registerInstallDiff(installs: Command): void {
   handle(
     leaf(
       installs,
@@ -172,7 +181,10 @@ function registerInstalls(program: Command): void {
       println(formatDiff(d));
     },
   );
+}
 
+/** `svc installs rollback`: shows the plan, asks (unless --yes), then applies. */
+function registerInstallRollback(installs: Command): void {
   handle(
     leaf(installs, 'rollback <install_id>', 'apply an (earlier) app config to an install; shows the plan first')
       .requiredOption('--app-config <app_config_id>', 'the app config to apply')

@@ -75,154 +75,190 @@ included). svc orgs create, svc tokens create and svc dataplane-key work beside 
 A port taken by another process: exit 1 at once, "error: port <p> is in use".`;
 
 export function registerServeCommand(program: Command): void {
-  program
-    .command('serve')
-    .description('run the engine: HTTP API, dashboard, bus, dispatch and delivery')
-    .addOption(new Option('--port <port>', 'HTTP port (0 picks a free one)').env('SVC_PORT').argParser(arg(parsePort)).default(8080))
+  const serve = program.command('serve').description('run the engine: HTTP API, dashboard, bus, dispatch and delivery');
+  addListenOptions(serve);
+  addEngineOptions(serve);
+  addLimitOptions(serve);
+  serve.addHelpText('after', SERVE_HELP).action(runServe);
+}
+
+/**
+ * An option that may come from an environment variable, parsed (a usage error when it does not
+ * parse), with its default (and the default as help shows it) when there is one.
+ */
+function envOption<T>(flags: string, description: string, env: string, parse: (s: string) => T, byDefault?: T, shown?: string): Option {
+  const option = new Option(flags, description).env(env).argParser(arg(parse));
+  return byDefault === undefined ? option : option.default(byDefault, shown);
+}
+
+/** Where svc serve listens and what it connects to: HTTP, the database, NATS, its public URLs. */
+function addListenOptions(serve: Command): void {
+  serve
+    .addOption(envOption('--port <port>', 'HTTP port (0 picks a free one)', 'SVC_PORT', parsePort, 8080))
     .addOption(new Option('--host <host>', 'HTTP host').env('SVC_HOST').default('127.0.0.1'))
     .addOption(new Option('--db <path>', 'SQLite database file').env('SVC_DB').default('./data/svc.db'))
     .addOption(natsUrlOption('NATS server URL, or a comma-separated seed list of a cluster (unset: in-process bus)'))
     .addOption(
-      new Option(
+      envOption(
         '--nats-replicas <n>',
         'replicas of every JetStream stream and KV bucket svc uses (default: 3 on a JetStream cluster of 3 or more, else 1)',
-      )
-        .env('SVC_NATS_REPLICAS')
-        .argParser(arg(parseReplicas)),
+        'SVC_NATS_REPLICAS',
+        parseReplicas,
+      ),
     )
+    .addOption(envOption('--base-url <url>', 'public base URL (default http://<host>:<port>)', 'SVC_BASE_URL', parseUrl))
     .addOption(
-      new Option('--base-url <url>', 'public base URL (default http://<host>:<port>)').env('SVC_BASE_URL').argParser(arg(parseUrl)),
-    )
-    .addOption(
-      new Option('--dashboard-url <url>', 'dashboard URL used in event links (default <base-url>/dashboard)')
-        .env('SVC_DASHBOARD_URL')
-        .argParser(arg(parseUrl)),
-    )
+      envOption('--dashboard-url <url>', 'dashboard URL used in event links (default <base-url>/dashboard)', 'SVC_DASHBOARD_URL', parseUrl),
+    );
+}
+
+/** What the engine runs in this process: runners, delivery, drift scans. */
+function addEngineOptions(serve: Command): void {
+  serve
     .addOption(new Option('--no-local-runner', 'do not run jobs in process; wait for external runners'))
     .addOption(
-      new Option('--runner-health-interval <duration>', 'runner health check interval')
-        .env('SVC_RUNNER_HEALTH_INTERVAL')
-        .argParser(arg(parseDuration))
-        .default(15 * 60_000, '15m'),
+      envOption(
+        '--runner-health-interval <duration>',
+        'runner health check interval',
+        'SVC_RUNNER_HEALTH_INTERVAL',
+        parseDuration,
+        15 * 60_000,
+        '15m',
+      ),
     )
+    .addOption(deliveryTimeoutOption())
+    .addOption(allowPrivateTargetsOption())
     .addOption(
-      new Option('--delivery-timeout <duration>', 'webhook response wait')
-        .env('SVC_DELIVERY_TIMEOUT')
-        .argParser(arg(parseDuration))
-        .default(5000, '5s'),
-    )
-    .addOption(new Option('--allow-private-targets', 'allow webhook targets on loopback and private addresses'))
-    .addOption(
-      new Option('--drift-interval <duration|off>', 'scheduled drift scans')
-        .env('SVC_DRIFT_INTERVAL')
-        .argParser(arg(driftInterval))
-        .default(24 * 3_600_000, '24h'),
+      envOption('--drift-interval <duration|off>', 'scheduled drift scans', 'SVC_DRIFT_INTERVAL', driftInterval, 24 * 3_600_000, '24h'),
     )
     .addOption(deliveryConcurrencyOption())
     .addOption(new Option('--no-deliver', 'NATS mode: run the engine and the API only; svc worker processes deliver'))
     .addOption(natsCredsOption())
     .addOption(
-      new Option(
+      envOption(
         '--delivery-threads <n>',
         'delivery threads (NATS mode: default one per spare core; embedded mode: one; 0 = on the engine thread)',
-      )
-        .env('SVC_DELIVERY_THREADS')
-        .argParser(arg(parseCount)),
+        'SVC_DELIVERY_THREADS',
+        parseCount,
+      ),
+    );
+}
+
+/** What one org may use, and how long records are kept. */
+function addLimitOptions(serve: Command): void {
+  serve
+    .addOption(
+      envOption(
+        '--max-webhooks-per-org <n>',
+        'webhooks one org may have (more: 409 limit_exceeded)',
+        'SVC_MAX_WEBHOOKS_PER_ORG',
+        parsePositiveInt,
+        LIMITS.webhooksPerOrg,
+      ),
     )
     .addOption(
-      new Option('--max-webhooks-per-org <n>', 'webhooks one org may have (more: 409 limit_exceeded)')
-        .env('SVC_MAX_WEBHOOKS_PER_ORG')
-        .argParser(arg(parsePositiveInt))
-        .default(LIMITS.webhooksPerOrg),
+      envOption(
+        '--api-queue-per-org <n>',
+        "an org's HTTP requests waiting for their turn at most (more: 429 rate_limited; 0: no bound)",
+        'SVC_API_QUEUE_PER_ORG',
+        parseCount,
+        DEFAULT_API_QUEUE_PER_ORG,
+      ),
     )
     .addOption(
-      new Option('--api-queue-per-org <n>', "an org's HTTP requests waiting for their turn at most (more: 429 rate_limited; 0: no bound)")
-        .env('SVC_API_QUEUE_PER_ORG')
-        .argParser(arg(parseCount))
-        .default(DEFAULT_API_QUEUE_PER_ORG),
-    )
-    .addOption(
-      new Option(
+      envOption(
         '--ingest-rate-per-org <n>',
         'producer facts per second per org, in bursts of up to 4 times as many (more: rate_limited; 0: no limit)',
-      )
-        .env('SVC_INGEST_RATE_PER_ORG')
-        .argParser(arg(parseCount))
-        .default(DEFAULT_INGEST_RATE_PER_ORG),
+        'SVC_INGEST_RATE_PER_ORG',
+        parseCount,
+        DEFAULT_INGEST_RATE_PER_ORG,
+      ),
     )
     .addOption(
-      new Option('--max-events-per-org <n>', "events kept per org; past it the org's oldest are pruned (0: no limit)")
-        .env('SVC_MAX_EVENTS_PER_ORG')
-        .argParser(arg(parseCount))
-        .default(DEFAULT_MAX_EVENTS_PER_ORG),
+      envOption(
+        '--max-events-per-org <n>',
+        "events kept per org; past it the org's oldest are pruned (0: no limit)",
+        'SVC_MAX_EVENTS_PER_ORG',
+        parseCount,
+        DEFAULT_MAX_EVENTS_PER_ORG,
+      ),
     )
     .addOption(
       new Option('--trust-proxy', 'take the dashboard sign-in client address from X-Forwarded-For (only behind a proxy that sets it)'),
     )
     .addOption(
-      new Option('--audit-retention <duration>', 'how long the audit log is kept')
-        .env('SVC_AUDIT_RETENTION')
-        .argParser(arg(parseDuration))
-        .default(DEFAULT_AUDIT_RETENTION_MS, '90d'),
+      envOption(
+        '--audit-retention <duration>',
+        'how long the audit log is kept',
+        'SVC_AUDIT_RETENTION',
+        parseDuration,
+        DEFAULT_AUDIT_RETENTION_MS,
+        '90d',
+      ),
     )
     .addOption(
-      new Option('--event-retention <duration|0>', 'how long emitted events and delivery attempts are kept (0: none)')
-        .env('SVC_EVENT_RETENTION')
-        .argParser(arg(eventRetention))
-        .default(DEFAULT_EVENT_RETENTION_MS, '7d'),
-    )
-    .addHelpText('after', SERVE_HELP)
-    .action(async (opts: ServeOptions, cmd: Command) => {
-      collectEagerly();
-      const config = toConfig(opts, cmd);
-      // The handlers go in before anything starts: a SIGTERM at any moment of the start (a NATS
-      // connect, a wait for readiness) abandons it, stops what it had started and exits 0; one that
-      // comes once `listening on` is printed drains and exits 0. Neither kills the process midway.
-      const abort = new AbortController();
-      let started: Promise<RunningServer> | null = null;
-      let lock: StoreLock | null = null;
-      let exiting = false;
-      const shutdown = async (signal: string) => {
-        if (exiting) return;
-        exiting = true;
-        systemClock.setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 15_000); // a drain that hangs
-        abort.abort();
-        const outcome = started
-          ? await started.then(
-              (running) => ({ running }),
-              (err: unknown) => ({ err }),
-            )
-          : { running: null };
-        if ('err' in outcome && !(outcome.err instanceof StartAbortedError)) return; // start-up failed: the action reports it (exit 1)
-        const running = 'running' in outcome ? outcome.running : null;
-        if (running) {
-          running.ctx.logger.info({ signal }, 'shutting down');
-          await running.stop();
-        }
-        lock?.release();
-        process.exit(0);
-      };
-      process.on('SIGTERM', () => void shutdown('SIGTERM'));
-      process.on('SIGINT', () => void shutdown('SIGINT'));
-      // A taken port is refused at once (CONTRACT 8), before the start's work: bound for a moment
-      // and let go. Taken between this and the server's own listen, the start fails there as well.
-      await refuseTakenPort(config.port, config.host);
-      // One `svc serve` per database (CONTRACT 1): refused here, before anything opens the store
-      lock = lockStore(config.db);
-      started = import('../server.ts').then(({ startServer }) =>
-        startServer(config, { relayFault: relayFaultFromEnv(), signal: abort.signal }),
-      );
-      try {
-        await started;
-      } catch (err) {
-        if (err instanceof StartAbortedError) return; // SIGTERM: shutdown exits, 0
-        // startServer stopped what it had started (the database is closed); the lock goes too, and
-        // main reports the error (exit 1). Should anything still hold the process, it ends anyway.
-        lock.release();
-        setTimeout(() => process.exit(1), 500).unref();
-        throw err;
-      }
-    });
+      envOption(
+        '--event-retention <duration|0>',
+        'how long emitted events and delivery attempts are kept (0: none)',
+        'SVC_EVENT_RETENTION',
+        eventRetention,
+        DEFAULT_EVENT_RETENTION_MS,
+        '7d',
+      ),
+    );
+}
+
+/** The serve action: signal handlers first, then the port check, the database lock and the start. */
+async function runServe(opts: ServeOptions, cmd: Command): Promise<void> {
+  collectEagerly();
+  const config = toConfig(opts, cmd);
+  // The handlers go in before anything starts: a SIGTERM at any moment of the start (a NATS
+  // connect, a wait for readiness) abandons it, stops what it had started and exits 0; one that
+  // comes once `listening on` is printed drains and exits 0. Neither kills the process midway.
+  const abort = new AbortController();
+  let started: Promise<RunningServer> | null = null;
+  let lock: StoreLock | null = null;
+  let exiting = false;
+  const shutdown = async (signal: string) => {
+    if (exiting) return;
+    exiting = true;
+    systemClock.setTimeout(() => process.exit(1), config.deliveryTimeoutMs + 15_000); // a drain that hangs
+    abort.abort();
+    const outcome = started
+      ? await started.then(
+          (running) => ({ running }),
+          (err: unknown) => ({ err }),
+        )
+      : { running: null };
+    if ('err' in outcome && !(outcome.err instanceof StartAbortedError)) return; // start-up failed: the action reports it (exit 1)
+    const running = 'running' in outcome ? outcome.running : null;
+    if (running) {
+      running.ctx.logger.info({ signal }, 'shutting down');
+      await running.stop();
+    }
+    lock?.release();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  // A taken port is refused at once (CONTRACT 8), before the start's work: bound for a moment
+  // and let go. Taken between this and the server's own listen, the start fails there as well.
+  await refuseTakenPort(config.port, config.host);
+  // One `svc serve` per database (CONTRACT 1): refused here, before anything opens the store
+  lock = lockStore(config.db);
+  started = import('../server.ts').then(({ startServer }) =>
+    startServer(config, { relayFault: relayFaultFromEnv(), signal: abort.signal }),
+  );
+  try {
+    await started;
+  } catch (err) {
+    if (err instanceof StartAbortedError) return; // SIGTERM: shutdown exits, 0
+    // startServer stopped what it had started (the database is closed); the lock goes too, and
+    // main reports the error (exit 1). Should anything still hold the process, it ends anyway.
+    lock.release();
+    setTimeout(() => process.exit(1), 500).unref();
+    throw err;
+  }
 }
 
 /** Throw PortInUseError when another process listens on host:port (port 0 picks a free one: nothing to check). */
@@ -285,11 +321,20 @@ function toConfig(opts: ServeOptions, cmd: Command): ServeConfig {
   };
 }
 
+export const deliveryTimeoutOption = () =>
+  envOption('--delivery-timeout <duration>', 'webhook response wait', 'SVC_DELIVERY_TIMEOUT', parseDuration, 5000, '5s');
+
+export const allowPrivateTargetsOption = () =>
+  new Option('--allow-private-targets', 'allow webhook targets on loopback and private addresses');
+
 export const deliveryConcurrencyOption = () =>
-  new Option('--delivery-concurrency <n>', 'delivery attempts in flight at most, all webhooks together (8 per webhook)')
-    .env('SVC_DELIVERY_CONCURRENCY')
-    .argParser(arg(parsePositiveInt))
-    .default(DEFAULT_DELIVERY_CONCURRENCY);
+  envOption(
+    '--delivery-concurrency <n>',
+    'delivery attempts in flight at most, all webhooks together (8 per webhook)',
+    'SVC_DELIVERY_CONCURRENCY',
+    parsePositiveInt,
+    DEFAULT_DELIVERY_CONCURRENCY,
+  );
 
 /** --nats (SVC_NATS_URL): one URL or a comma-separated seed list (CONTRACT 1). */
 export const natsUrlOption = (description: string) =>
@@ -311,13 +356,7 @@ function envFlag(flag: boolean | undefined, name: string): boolean {
 
 /** --allow-private-targets, or SVC_ALLOW_PRIVATE_TARGETS=1. */
 export function allowPrivateTargets(flag: boolean | undefined): boolean {
-  if (flag) return true;
-  if (process.env.SVC_ALLOW_PRIVATE_TARGETS === undefined) return false;
-  try {
-    return parseBool(process.env.SVC_ALLOW_PRIVATE_TARGETS);
-  } catch (err) {
-    throw new UsageError(`SVC_ALLOW_PRIVATE_TARGETS: ${(err as Error).message}`);
-  }
+  return envFlag(flag, 'SVC_ALLOW_PRIVATE_TARGETS');
 }
 
 /**

@@ -3,9 +3,8 @@
 // one that dies loses nothing. It needs the data plane key: from its credentials file (svc nats
 // init writes it into worker.creds) or SVC_DATAPLANE_KEY (printed by `svc dataplane-key`).
 import { randomUUID } from 'node:crypto';
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
 import pino from 'pino';
-import { parseDuration } from '../config.ts';
 import { systemClock } from '../domain/clock.ts';
 import { connectNats, redactNatsUrl } from '../bus/nats/nats-connection.ts';
 import { DataplaneKeyMissingError, resolveDataplaneKey } from '../bus/nats/dataplane-key.ts';
@@ -13,7 +12,14 @@ import { Seal } from '../bus/seal.ts';
 import { startNatsDataPlane } from '../dataplane/data-plane.ts';
 import { UsageError } from './exit-errors.ts';
 import { Readiness, trackNatsConnection } from '../readiness.ts';
-import { allowPrivateTargets, arg, deliveryConcurrencyOption, natsCredsOption, natsUrlOption } from './serve.ts';
+import {
+  allowPrivateTargets,
+  allowPrivateTargetsOption,
+  deliveryConcurrencyOption,
+  deliveryTimeoutOption,
+  natsCredsOption,
+  natsUrlOption,
+} from './serve.ts';
 import { collectEagerly } from './heap.ts';
 
 interface WorkerOptions {
@@ -31,13 +37,8 @@ export function registerWorkerCommand(program: Command): void {
     .addOption(natsUrlOption('NATS server URL, or a comma-separated seed list of a cluster'))
     .addOption(natsCredsOption())
     .addOption(deliveryConcurrencyOption())
-    .addOption(
-      new Option('--delivery-timeout <duration>', 'webhook response wait')
-        .env('SVC_DELIVERY_TIMEOUT')
-        .argParser(arg(parseDuration))
-        .default(5000, '5s'),
-    )
-    .addOption(new Option('--allow-private-targets', 'allow webhook targets on loopback and private addresses'))
+    .addOption(deliveryTimeoutOption())
+    .addOption(allowPrivateTargetsOption())
     .action(async (opts: WorkerOptions) => {
       collectEagerly();
       if (!opts.nats) throw new UsageError('svc worker needs --nats <urls> (or SVC_NATS_URL)');
