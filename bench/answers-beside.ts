@@ -65,7 +65,9 @@ await bLoop;
 lat.sort((x, y) => x - y);
 const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))].toFixed(1);
 console.log(
-  `A ${r.deliveries} deliveries ${Math.round(r.deliveries_per_sec)}/s; B ${lat.length} answers p50 ${q(0.5)} p99 ${q(0.99)} max ${lat[lat.length - 1].toFixed(1)} ms; over 50 ms ${lat.filter((x) => x > 50).length}, over 100 ms ${lat.filter((x) => x > 100).length}`,
+  `A ${r.deliveries} deliveries ${Math.round(r.deliveries_per_sec)}/s; B ${lat.length} answers p50 ${q(0.5)} p99 ${q(0.99)} ` +
+    `max ${lat[lat.length - 1].toFixed(1)} ms; over 50 ms ${lat.filter((x) => x > 50).length}, over 100 ` +
+    `ms ${lat.filter((x) => x > 100).length}`,
 );
 await nc.drain();
 await ncB.drain();

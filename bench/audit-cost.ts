@@ -149,12 +149,14 @@ const rows = (['without', 'with'] as const).map((k) => ({
 console.log(
   VIA === 'engine'
     ? `${N} webhook PATCH transactions per round in the engine (no HTTP), ${ROUNDS} rounds each way (alternating)`
-    : `${N} webhook ${OP === 'patch' ? 'PATCHes' : 'creates'} per round over HTTP, ${CONCURRENCY} clients, ${ROUNDS} rounds each way (alternating)`,
+    : `${N} webhook ${OP === 'patch' ? 'PATCHes' : 'creates'} per round over HTTP, ${CONCURRENCY} clients, ${ROUNDS} rounds ` +
+        `each way (alternating)`,
 );
 console.table(rows);
 const pct = (a: number, b: number) => `${((a / b - 1) * 100).toFixed(1)} %`;
 console.log(
-  `cost of the audit row: wall ${pct(total(ms.with), total(ms.without))} (all rounds), ${pct(median(ms.with), median(ms.without))} (medians); CPU ${pct(total(cpu.with), total(cpu.without))}`,
+  `cost of the audit row: wall ${pct(total(ms.with), total(ms.without))} (all ` +
+    `rounds), ${pct(median(ms.with), median(ms.without))} (medians); CPU ${pct(total(cpu.with), total(cpu.without))}`,
 );
 const audited = openDb(dbFile);
 console.log(`audit rows written: ${(audited.prepare('SELECT COUNT(*) AS n FROM audit_log').get() as { n: number }).n}`);

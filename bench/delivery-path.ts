@@ -305,13 +305,16 @@ try {
     const s = r.svc.length ? median(r.svc) : NaN;
     const ratios = r.floor.map((x, i) => r.svc[i] / x).filter(Number.isFinite);
     console.log(
-      `x${fanout} median: floor ${f.toFixed(1)} µs, svc ${s.toFixed(1)} µs per delivery; ratio median ${ratios.length ? median(ratios).toFixed(2) : '-'} (rounds ${ratios.map((x) => x.toFixed(2)).join(', ')})`,
+      `x${fanout} median: floor ${f.toFixed(1)} µs, svc ${s.toFixed(1)} µs per delivery; ratio ` +
+        `median ${ratios.length ? median(ratios).toFixed(2) : '-'} (rounds ${ratios.map((x) => x.toFixed(2)).join(', ')})`,
     );
     if (r.before.length) {
       const was = r.floor.map((x, i) => r.before[i] / x);
       const gain = r.before.map((x, i) => x - r.svc[i]);
       console.log(
-        `x${fanout} before: ${median(r.before).toFixed(1)} µs per delivery; ratio median ${median(was).toFixed(2)} (rounds ${was.map((x) => x.toFixed(2)).join(', ')}); before − after median ${median(gain).toFixed(1)} µs (rounds ${gain.map((x) => x.toFixed(1)).join(', ')})`,
+        `x${fanout} before: ${median(r.before).toFixed(1)} µs per delivery; ratio median ${median(was).toFixed(2)} ` +
+          `(rounds ${was.map((x) => x.toFixed(2)).join(', ')}); before − after median ${median(gain).toFixed(1)} µs ` +
+          `(rounds ${gain.map((x) => x.toFixed(1)).join(', ')})`,
       );
     }
   }

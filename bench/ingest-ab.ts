@@ -113,13 +113,16 @@ try {
     const ratio = rb.facts_per_sec / ra.facts_per_sec;
     rows.push({ ratio, a: ra, b: rb });
     const cpu = (r: IngestResult) =>
-      `${r.facts_per_sec} facts/s, svc ${r.cpu_us_per_fact.sut} µs, engine ${r.cpu_us_per_fact.sut_main} µs, nats ${r.cpu_us_per_fact.nats} µs`;
+      `${r.facts_per_sec} facts/s, svc ${r.cpu_us_per_fact.sut} µs, engine ${r.cpu_us_per_fact.sut_main} µs, ` +
+      `nats ${r.cpu_us_per_fact.nats} µs`;
     console.log(`pair ${i}: B/A ${ratio.toFixed(3)}   A ${cpu(ra)}   B ${cpu(rb)}`);
   }
   const med = (f: (r: (typeof rows)[number]) => number | null) => median(rows.map(f).filter((x): x is number => x !== null));
   console.log(
-    `median B/A facts/s ${med((r) => r.ratio).toFixed(3)}; svc µs/fact A ${med((r) => r.a.cpu_us_per_fact.sut)} B ${med((r) => r.b.cpu_us_per_fact.sut)}; ` +
-      `engine A ${med((r) => r.a.cpu_us_per_fact.sut_main)} B ${med((r) => r.b.cpu_us_per_fact.sut_main)}; nats A ${med((r) => r.a.cpu_us_per_fact.nats)} B ${med((r) => r.b.cpu_us_per_fact.nats)}`,
+    `median B/A facts/s ${med((r) => r.ratio).toFixed(3)}; svc µs/fact A ${med((r) => r.a.cpu_us_per_fact.sut)} ` +
+      `B ${med((r) => r.b.cpu_us_per_fact.sut)}; ` +
+      `engine A ${med((r) => r.a.cpu_us_per_fact.sut_main)} B ${med((r) => r.b.cpu_us_per_fact.sut_main)}; nats ` +
+      `A ${med((r) => r.a.cpu_us_per_fact.nats)} B ${med((r) => r.b.cpu_us_per_fact.nats)}`,
   );
 } finally {
   for (const s of [a, b]) {

@@ -7,7 +7,8 @@
 // in it; SHA-256 is counted in its AVX2 form (valgrind has no SHA extensions), so signatures and
 // seals weigh more than on the machine. Confirm a change found here with CPU time.
 //
-//   npx tsx bench/ingest-instructions.ts [facts, default 4000] [group size, default 64] [workflow|step] [history|outbox] [--runs 2] [--root DIR]
+//   npx tsx bench/ingest-instructions.ts [facts, default 4000] [group size, default 64] [workflow|step] [history|outbox]
+//     [--runs 2] [--root DIR]
 // --root DIR: count the build of another checkout (its bench/ingest-engine.ts and sources, with
 // node_modules linked), so that a change is counted before and after.
 // Needs valgrind (on every machine kind here). A run takes about a minute and a half.
@@ -81,8 +82,10 @@ function count(): Promise<number> {
 const unit = BOOK_BATCHES ? 'outcome' : 'fact';
 console.log(
   BOOK_BATCHES
-    ? `instructions per outcome (callgrind, after the warm-up): ${UNITS} outcomes in batches of 1000, applied by the status book; svc from ${ROOT}`
-    : `instructions per fact (callgrind, after the warm-up): ${FACTS} facts in groups of ${GROUP}, ${FACT}, events queued in the ${QUEUE}; svc from ${ROOT}`,
+    ? `instructions per outcome (callgrind, after the warm-up): ${UNITS} outcomes in batches of 1000, applied by the status ` +
+        `book; svc from ${ROOT}`
+    : `instructions per fact (callgrind, after the warm-up): ${FACTS} facts in groups of ${GROUP}, ${FACT}, events queued in ` +
+        `the ${QUEUE}; svc from ${ROOT}`,
 );
 for (let r = 1; r <= RUNS; r++) {
   const n = await count();

@@ -164,7 +164,8 @@ async function freePort(): Promise<number> {
 export async function startRedis(dir: string, logFile: string): Promise<Redis> {
   if (!fs.existsSync(REDIS_SERVER))
     throw new Error(
-      `no redis-server at ${REDIS_SERVER}: install it (Debian: redis-server), set BENCH_REDIS_SERVER, or leave the peer out (BENCH_PEER=off)`,
+      `no redis-server at ${REDIS_SERVER}: install it (Debian: redis-server), set BENCH_REDIS_SERVER, or leave the peer out ` +
+        `(BENCH_PEER=off)`,
     );
   fs.mkdirSync(dir, { recursive: true });
   const port = await freePort();

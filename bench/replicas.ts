@@ -131,8 +131,10 @@ export async function runReplicasScenario(env: ScenarioEnv): Promise<ReplicasRes
             ratePerSec: S.paced_rate,
           });
           log(
-            `replicas ${replicas} (round ${round}): saturated ${sat.deliveries}/${sat.deliveries_expected} = ${sat.deliveries_per_sec}/s, p99 ${sat.latency_ms.p99} ms, ` +
-              `nats ${sat.cpu_us_per_delivery.nats ?? '?'} µs/del; paced ${S.paced_rate}/s × ${S.fanout}: p50 ${paced.latency_ms.p50} p99 ${paced.latency_ms.p99} ms`,
+            `replicas ${replicas} (round ${round}): saturated ${sat.deliveries}/${sat.deliveries_expected} ` +
+              `= ${sat.deliveries_per_sec}/s, p99 ${sat.latency_ms.p99} ms, ` +
+              `nats ${sat.cpu_us_per_delivery.nats ?? '?'} µs/del; paced ${S.paced_rate}/s × ${S.fanout}: ` +
+              `p50 ${paced.latency_ms.p50} p99 ${paced.latency_ms.p99} ms`,
           );
           sides.push({
             replicas,

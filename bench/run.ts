@@ -262,7 +262,8 @@ async function runCases(
         window,
       });
       log(
-        `${system} x${c.fanout} saturated: ${saturated.deliveries}/${saturated.deliveries_expected} deliveries in ${saturated.duration_ms} ms = ` +
+        `${system} x${c.fanout} saturated: ${saturated.deliveries}/${saturated.deliveries_expected} deliveries ` +
+          `in ${saturated.duration_ms} ms = ` +
           `${saturated.deliveries_per_sec}/s; latency p50 ${saturated.latency_ms.p50} p99 ${saturated.latency_ms.p99} ms`,
       );
       await sleep(300);
@@ -279,8 +280,10 @@ async function runCases(
         ratePerSec: rate,
       });
       log(
-        `${system} x${c.fanout} paced at ${Math.round(rate)} facts/s for ${c.pacedSeconds} s: ${paced.deliveries}/${paced.deliveries_expected} deliveries; ` +
-          `latency p50 ${paced.latency_ms.p50} p99 ${paced.latency_ms.p99} ms${paced.kept_up ? '' : `; DID NOT KEEP UP (last delivery ${paced.tail_ms} ms after the last send)`}`,
+        `${system} x${c.fanout} paced at ${Math.round(rate)} facts/s for ${c.pacedSeconds} ` +
+          `s: ${paced.deliveries}/${paced.deliveries_expected} deliveries; ` +
+          `latency p50 ${paced.latency_ms.p50} p99 ${paced.latency_ms.p99} ` +
+          `ms${paced.kept_up ? '' : `; DID NOT KEEP UP (last delivery ${paced.tail_ms} ms after the last send)`}`,
       );
       await sleep(300);
     }
@@ -722,9 +725,15 @@ function ratioLines(pairs: Array<[string, PairReport]>, summary: ReturnType<type
       const own = summary[`x${r.fanout}`]?.[a];
       lines.push(
         `x${r.fanout} ${name}: throughput ${pct(r.throughput)}${span(range?.throughput, pct)}, steady state ${pct(r.steady_throughput)}; ` +
-          `latency p50/p99 ${times(r.saturated_latency_p50)}/${times(r.saturated_latency_p99)} saturated, ${times(r.paced_latency_p50)}/${times(r.paced_latency_p99)}${span(range?.paced_latency_p99, times)} paced` +
-          `${own?.paced_p99_ms !== null && own?.paced_p99_ms !== undefined ? ` (${a} paced p99 ${own.paced_p99_ms} ms at ${own.paced_deliveries_per_sec} deliveries/s)` : ''}; ` +
-          `CPU per delivery ${times(r.sut_cpu_per_delivery)}${span(range?.sut_cpu_per_delivery, times)}, with the brokers ${times(r.with_brokers_cpu_per_delivery)}`,
+          `latency p50/p99 ${times(r.saturated_latency_p50)}/${times(r.saturated_latency_p99)} ` +
+          `saturated, ${times(r.paced_latency_p50)}/${times(r.paced_latency_p99)}${span(range?.paced_latency_p99, times)} paced` +
+          `${
+            own?.paced_p99_ms !== null && own?.paced_p99_ms !== undefined
+              ? ` (${a} paced p99 ${own.paced_p99_ms} ms at ${own.paced_deliveries_per_sec} deliveries/s)`
+              : ''
+          }; ` +
+          `CPU per delivery ${times(r.sut_cpu_per_delivery)}${span(range?.sut_cpu_per_delivery, times)}, with the ` +
+          `brokers ${times(r.with_brokers_cpu_per_delivery)}`,
       );
     }
   }
@@ -760,8 +769,11 @@ function scenarioTables(s: {
       ]);
     }
     out.push(
-      `replicas: svc serve on a 3-server NATS cluster (one machine), --nats-replicas 1 against 3, fan-out ${r.config.fanout}, ${r.config.facts} facts saturated, ${r.config.paced_rate} facts/s paced\n` +
-        `${grid(rows, 2)}\nreplicas 3 / replicas 1 throughput: ${times(r.throughput_ratio_median)} (rounds ${r.throughput_ratio_per_round.map((x) => times(x)).join(', ')}); nats-server CPU per delivery ${r.nats_cpu_ratio_per_round.map((x) => times(x)).join(', ')}`,
+      `replicas: svc serve on a 3-server NATS cluster (one machine), --nats-replicas 1 against 3, ` +
+        `fan-out ${r.config.fanout}, ${r.config.facts} facts saturated, ${r.config.paced_rate} facts/s paced\n` +
+        `${grid(rows, 2)}\nreplicas 3 / replicas 1 throughput: ${times(r.throughput_ratio_median)} ` +
+        `(rounds ${r.throughput_ratio_per_round.map((x) => times(x)).join(', ')}); nats-server CPU per ` +
+        `delivery ${r.nats_cpu_ratio_per_round.map((x) => times(x)).join(', ')}`,
     );
   }
   if (s.workers) {
@@ -783,17 +795,22 @@ function scenarioTables(s: {
       ]);
     }
     out.push(
-      `workers: svc serve --no-deliver + svc worker × 1, 2; ${w.config.webhooks} webhooks (fan-out ${w.config.fanout}), --delivery-concurrency ${w.config.concurrency}, receiver answers after ${w.config.delay_ms} ms\n` +
+      `workers: svc serve --no-deliver + svc worker × 1, 2; ${w.config.webhooks} webhooks (fan-out ${w.config.fanout}), ` +
+        `--delivery-concurrency ${w.config.concurrency}, receiver answers after ${w.config.delay_ms} ms\n` +
         `${grid(rows, 1)}\nscale-out two/one: ${times(w.scale_ratio)} (target ≥ 1.7x)`,
     );
   }
   if (s.burst) {
     const b = s.burst;
     out.push(
-      `burst: ${b.config.events} events × ${b.config.webhooks} webhooks (one org) = ${b.deliveries_expected} deliveries, svc serve, delivery: ${b.delivery ?? '?'}\n` +
-        `  duration (first send → last receipt) ${b.burst.duration_ms} ms = ${b.burst.deliveries_per_sec} deliveries/s; latency p50 ${b.burst.latency_ms.p50} p99 ${b.burst.latency_ms.p99} ms\n` +
-        `  failures: receiver ${b.receiver_failures} (missing ${b.burst.missing}, duplicates ${b.burst.duplicates}), svc_deliveries_total{outcome="failure"} +${b.svc_failures} (success +${b.svc_successes})\n` +
-        `  svc serve RSS: ${b.rss.start_mib} MiB before, peak ${b.rss.peak_mib} MiB (${b.rss.samples} samples), ${b.rss.end_mib} MiB at the end; VmHWM ${b.rss.hwm_mib} MiB; ` +
+      `burst: ${b.config.events} events × ${b.config.webhooks} webhooks (one org) = ${b.deliveries_expected} deliveries, svc ` +
+        `serve, delivery: ${b.delivery ?? '?'}\n` +
+        `  duration (first send → last receipt) ${b.burst.duration_ms} ms = ${b.burst.deliveries_per_sec} deliveries/s; latency ` +
+        `p50 ${b.burst.latency_ms.p50} p99 ${b.burst.latency_ms.p99} ms\n` +
+        `  failures: receiver ${b.receiver_failures} (missing ${b.burst.missing}, duplicates ${b.burst.duplicates}), ` +
+        `svc_deliveries_total{outcome="failure"} +${b.svc_failures} (success +${b.svc_successes})\n` +
+        `  svc serve RSS: ${b.rss.start_mib} MiB before, peak ${b.rss.peak_mib} MiB (${b.rss.samples} ` +
+        `samples), ${b.rss.end_mib} MiB at the end; VmHWM ${b.rss.hwm_mib} MiB; ` +
         `CPU ${b.burst.cpu_us_per_delivery.sut} µs/delivery; ${b.config.webhooks} webhooks created in ${b.webhooks_create_ms} ms`,
     );
   }
@@ -840,7 +857,8 @@ function scenarioTables(s: {
       '',
     ]);
     out.push(
-      `ingest alone: ${g.config.facts} facts per measurement, ${g.config.window} requests outstanding, svc serve --no-deliver, no webhooks (target ≥ 20 000 facts/s)\n${grid(rows, 1)}`,
+      `ingest alone: ${g.config.facts} facts per measurement, ${g.config.window} requests outstanding, svc serve --no-deliver, ` +
+        `no webhooks (target ≥ 20 000 facts/s)\n${grid(rows, 1)}`,
     );
   }
   if (s.tenancy) {
@@ -853,8 +871,10 @@ function scenarioTables(s: {
       rows.push([name, `${p.deliveries}/${p.deliveries_expected}`, fmt(p.latency_ms.p50), fmt(p.latency_ms.p99), fmt(p.latency_ms.max)]);
     rows.push(['beside/alone', '', times(t.ratio.p50), times(t.ratio.p99), times(t.ratio.max)]);
     out.push(
-      `tenancy: org B ${t.config.rate} facts/s × ${t.config.webhooks} webhooks for ${t.config.seconds} s, alone and beside org A's ${t.config.tarpit_webhooks} webhooks that never answer ` +
-        `(${t.tarpit_attempts} of A's attempts held meanwhile); B's slowest delivery ${t.added_max_ms} ms later beside A (target ≤ 1 000 ms)\n${grid(rows, 1)}`,
+      `tenancy: org B ${t.config.rate} facts/s × ${t.config.webhooks} webhooks for ${t.config.seconds} s, alone and beside org ` +
+        `A's ${t.config.tarpit_webhooks} webhooks that never answer ` +
+        `(${t.tarpit_attempts} of A's attempts held meanwhile); B's slowest delivery ${t.added_max_ms} ms later beside A ` +
+        `(target ≤ 1 000 ms)\n${grid(rows, 1)}`,
     );
   }
   if (s.recovery) {
@@ -868,9 +888,12 @@ function scenarioTables(s: {
     rows.push(['beside/alone', '', times(t.ratio.p50), times(t.ratio.p99), times(t.ratio.max)]);
     const c = t.recover_calls;
     out.push(
-      `recovery: org B ${t.config.rate} facts/s × 1 webhook for ${t.config.seconds} s, alone and beside org A's recoveries of ${t.config.events} events (${t.recovery_events ?? '?'} per recovery) ` +
-        `into ${t.config.tarpit_webhooks} webhooks that never answer; A's recover calls: ${c.started} started, 409 × ${c.conflict + c.limit_exceeded} (conflict ${c.conflict}, limit_exceeded ${c.limit_exceeded})` +
-        `${c.other ? `, other ${c.other}` : ''}; A's attempts at the tarpit meanwhile ${t.tarpit_attempts} (recoveries' attempted ${t.recovery_attempted.at_start} → ${t.recovery_attempted.at_end}); ` +
+      `recovery: org B ${t.config.rate} facts/s × 1 webhook for ${t.config.seconds} s, alone and beside org A's recoveries ` +
+        `of ${t.config.events} events (${t.recovery_events ?? '?'} per recovery) ` +
+        `into ${t.config.tarpit_webhooks} webhooks that never answer; A's recover calls: ${c.started} started, 409 ` +
+        `× ${c.conflict + c.limit_exceeded} (conflict ${c.conflict}, limit_exceeded ${c.limit_exceeded})` +
+        `${c.other ? `, other ${c.other}` : ''}; A's attempts at the tarpit meanwhile ${t.tarpit_attempts} (recoveries' ` +
+        `attempted ${t.recovery_attempted.at_start} → ${t.recovery_attempted.at_end}); ` +
         `B's slowest delivery ${t.added_max_ms} ms later beside A (target: each within 1 000 ms)\n${grid(rows, 1)}`,
     );
   }
@@ -918,8 +941,10 @@ function scenarioTables(s: {
       '',
     ]);
     let text =
-      `history: ${h.config.facts} facts × ${h.config.fanout} webhooks per measurement, svc serve --event-retention 0 and with the default 7d, interleaved; ` +
-      `GET /v1/events listed ${h.events_listed.none ?? '?'} (retention 0) and ${h.events_listed.kept ?? '?'} (7d) with limit=1\n${grid(rows, 2)}`;
+      `history: ${h.config.facts} facts × ${h.config.fanout} webhooks per measurement, svc serve --event-retention 0 and with ` +
+      `the default 7d, interleaved; ` +
+      `GET /v1/events listed ${h.events_listed.none ?? '?'} (retention 0) and ${h.events_listed.kept ?? '?'} (7d) with ` +
+      `limit=1\n${grid(rows, 2)}`;
     const r = h.recovery;
     if (r) {
       const rec = [
@@ -955,7 +980,8 @@ function scenarioTables(s: {
         (r.missed === 'failing'
           ? `receiver 503: ${r.emit.failed_attempts} failed attempts in ${r.emit.duration_ms} ms, ${r.emit.attempts_per_sec}/s; `
           : 'emitted before the webhook existed; ') +
-        `facts committed at ${r.emit.ingest.facts_per_sec}/s), then recovered to it answering 200; svc serve RSS peak ${r.rss.peak_mib ?? '-'} MiB\n${grid(rec, 1)}`;
+        `facts committed at ${r.emit.ingest.facts_per_sec}/s), then recovered to it answering 200; svc serve RSS ` +
+        `peak ${r.rss.peak_mib ?? '-'} MiB\n${grid(rec, 1)}`;
     } else if (h.recovery_error) {
       text += `\nrecovery: failed (${h.recovery_error.split('\n')[0]})`;
     }
@@ -1009,7 +1035,9 @@ async function main(): Promise<void> {
   const loadStart = os.loadavg().map((x) => Math.round(x * 100) / 100);
   log(
     `nats ${nats.url}, receiver ${receiver.url}, work dir ${tmp}; svc from ${SVC_ROOT}; scenarios ${[...SCENARIOS].join(',')}; ` +
-      `${runCompare ? `${ROUNDS} rounds of ${compareSystems.join(', ')}; ` : ''}${runEmbeddedScenario ? `${EMBEDDED_ROUNDS} embedded rounds; ` : ''}load average ${loadStart.join(' ')}`,
+      `${runCompare ? `${ROUNDS} rounds of ${compareSystems.join(', ')}; ` : ''}` +
+      `${runEmbeddedScenario ? `${EMBEDDED_ROUNDS} embedded rounds; ` : ''}load ` +
+      `average ${loadStart.join(' ')}`,
   );
 
   const env: Env = { natsUrl: nats.url, nc, receiver, db, embeddedDb, tmp, natsPid: nats.pid, redis: null };
@@ -1132,20 +1160,23 @@ async function main(): Promise<void> {
 
   if (rounds.length) {
     process.stdout.write(
-      `\nmedians over ${rounds.length} round(s); a/b rows are the median of the per-round ratios (lowest–highest round); "kept up" of a/b: rounds where both kept up; "all µs/del" adds nats-server and redis-server\n` +
+      `\nmedians over ${rounds.length} round(s); a/b rows are the median of the per-round ratios (lowest–highest round); "kept ` +
+        `up" of a/b: rounds where both kept up; "all µs/del" adds nats-server and redis-server\n` +
         `${table(summary, CASES, compareSystems, pairs)}\n\n${ratioLines(pairs, summary)}\n`,
     );
   }
   if (embeddedRounds.length) {
     process.stdout.write(
-      `\nembedded: svc without NATS (bench/embedded-svc.ts; the NATS bridge's cost is inside its figures), against the floor; medians over ${embeddedRounds.length} round(s)\n` +
+      `\nembedded: svc without NATS (bench/embedded-svc.ts; the NATS bridge's cost is inside its figures), against the floor; ` +
+        `medians over ${embeddedRounds.length} round(s)\n` +
         `${table(embeddedSummary, EMBEDDED_CASES, embeddedSystems, embeddedPairs)}\n\n${ratioLines(embeddedPairs, embeddedSummary)}\n`,
     );
   }
   const more = scenarioTables({ workers, burst, ingest, tenancy, recovery, replicas, history });
   if (more) process.stdout.write(`\n${more}\n`);
   process.stdout.write(
-    `\nload average ${result.loadavg_at_start.join(' ')} at the start, ${result.loadavg_at_end.join(' ')} at the end\nresults: ${path.relative(ROOT, file)} (${result.wall_seconds} s)\n`,
+    `\nload average ${result.loadavg_at_start.join(' ')} at the start, ${result.loadavg_at_end.join(' ')} at the ` +
+      `end\nresults: ${path.relative(ROOT, file)} (${result.wall_seconds} s)\n`,
   );
   if (errors.length) {
     log(`failed: ${errors.join('\n')}; logs in ${tmp}`);

@@ -277,7 +277,8 @@ export async function runWorkersScenario(env: ScenarioEnv): Promise<WorkersResul
         };
         runs.push(run);
         log(
-          `workers ×${n}: ${rate} deliveries/s (${Math.round((rate / bound) * 100)} % of ${n} × ${S.concurrency} in flight / ${S.delay_ms} ms); backlog ${pending} → ${after} hop messages not yet taken`,
+          `workers ×${n}: ${rate} deliveries/s (${Math.round((rate / bound) * 100)} % of ${n} × ${S.concurrency} in flight ` +
+            `/ ${S.delay_ms} ms); backlog ${pending} → ${after} hop messages not yet taken`,
         );
       } finally {
         slow.sink = null;
@@ -472,7 +473,8 @@ export async function runIngestScenario(env: ScenarioEnv): Promise<IngestScenari
       const ratio = b.facts_per_sec > 0 ? Math.round((s.facts_per_sec / b.facts_per_sec) * 1000) / 1000 : null;
       rounds.push({ baseline: b, svc: s, ratio });
       log(
-        `ingest round ${r}: baseline ${b.facts_per_sec} facts/s (${b.facts_acked}/${S.facts}), svc ${s.facts_per_sec} facts/s (${s.facts_acked}/${S.facts}, ` +
+        `ingest round ${r}: baseline ${b.facts_per_sec} facts/s (${b.facts_acked}/${S.facts}), svc ${s.facts_per_sec} facts/s ` +
+          `(${s.facts_acked}/${S.facts}, ` +
           `ack p50 ${s.ack_ms.p50} p99 ${s.ack_ms.p99} ms, ${s.errors} errors): ${ratio}x`,
       );
     }
@@ -577,7 +579,8 @@ export async function runTenancyScenario(env: ScenarioEnv): Promise<TenancyResul
     });
     const alone = await phase('tenancy B alone');
     log(
-      `tenancy: B alone ${alone.deliveries}/${alone.deliveries_expected}, latency p50 ${alone.latency_ms.p50} p99 ${alone.latency_ms.p99} max ${alone.latency_ms.max} ms`,
+      `tenancy: B alone ${alone.deliveries}/${alone.deliveries_expected}, latency p50 ${alone.latency_ms.p50} ` +
+        `p99 ${alone.latency_ms.p99} max ${alone.latency_ms.max} ms`,
     );
 
     // A: a first batch, then a steady trickle for as long as B's phase lasts
@@ -599,7 +602,8 @@ export async function runTenancyScenario(env: ScenarioEnv): Promise<TenancyResul
     const beside = await phase('tenancy B beside A');
     const held = tarpit.requests() - held0;
     log(
-      `tenancy: B beside A ${beside.deliveries}/${beside.deliveries_expected}, latency p50 ${beside.latency_ms.p50} p99 ${beside.latency_ms.p99} max ${beside.latency_ms.max} ms; A's attempts at the tarpit meanwhile ${held}`,
+      `tenancy: B beside A ${beside.deliveries}/${beside.deliveries_expected}, latency p50 ${beside.latency_ms.p50} ` +
+        `p99 ${beside.latency_ms.p99} max ${beside.latency_ms.max} ms; A's attempts at the tarpit meanwhile ${held}`,
     );
     const r = (x: number, y: number) => (y > 0 ? Math.round((x / y) * 100) / 100 : null);
     return {
@@ -723,7 +727,8 @@ export async function runRecoveryTenancyScenario(env: ScenarioEnv): Promise<Reco
     });
     const alone = await phase('recovery tenancy B alone');
     log(
-      `recovery tenancy: B alone ${alone.deliveries}/${alone.deliveries_expected}, latency p50 ${alone.latency_ms.p50} p99 ${alone.latency_ms.p99} max ${alone.latency_ms.max} ms`,
+      `recovery tenancy: B alone ${alone.deliveries}/${alone.deliveries_expected}, latency p50 ${alone.latency_ms.p50} ` +
+        `p99 ${alone.latency_ms.p99} max ${alone.latency_ms.max} ms`,
     );
 
     // A recovers into every webhook as often as it may
@@ -770,7 +775,8 @@ export async function runRecoveryTenancyScenario(env: ScenarioEnv): Promise<Reco
     await recoverAll();
     if (calls.started === 0) throw new Error('recovery tenancy: no recovery started');
     log(
-      `recovery tenancy: A's recoveries ${calls.started} started (${recoveryEvents} events each), ${calls.conflict + calls.limit_exceeded} refused (409)`,
+      `recovery tenancy: A's recoveries ${calls.started} started (${recoveryEvents} events ` +
+        `each), ${calls.conflict + calls.limit_exceeded} refused (409)`,
     );
     // the recoveries under way: their first attempts held at the tarpit
     const t0 = tarpit.requests();
@@ -793,8 +799,10 @@ export async function runRecoveryTenancyScenario(env: ScenarioEnv): Promise<Reco
     while (busy) await sleep(20);
     const attempted1 = await attempted();
     log(
-      `recovery tenancy: B beside A ${beside.deliveries}/${beside.deliveries_expected}, latency p50 ${beside.latency_ms.p50} p99 ${beside.latency_ms.p99} max ${beside.latency_ms.max} ms; ` +
-        `A's attempts at the tarpit meanwhile ${held}, recoveries' attempted ${attempted0} → ${attempted1}; recover calls ${JSON.stringify(calls)}`,
+      `recovery tenancy: B beside A ${beside.deliveries}/${beside.deliveries_expected}, latency p50 ${beside.latency_ms.p50} ` +
+        `p99 ${beside.latency_ms.p99} max ${beside.latency_ms.max} ms; ` +
+        `A's attempts at the tarpit meanwhile ${held}, recoveries' attempted ${attempted0} → ${attempted1}; recover ` +
+        `calls ${JSON.stringify(calls)}`,
     );
     const r = (x: number, y: number) => (y > 0 ? Math.round((x / y) * 100) / 100 : null);
     return {
@@ -1031,8 +1039,10 @@ export async function runHistoryScenario(env: ScenarioEnv): Promise<HistoryResul
         };
         rounds.push(round);
         log(
-          `history round ${r}: retention 0 ${n.events_per_sec} facts/s ${n.deliveries_per_sec} del/s (${n.deliveries}/${n.deliveries_expected}), ` +
-            `7d ${k.events_per_sec} facts/s ${k.deliveries_per_sec} del/s (${k.deliveries}/${k.deliveries_expected}): ${round.ratio.deliveries_per_sec}x`,
+          `history round ${r}: retention 0 ${n.events_per_sec} facts/s ${n.deliveries_per_sec} del/s ` +
+            `(${n.deliveries}/${n.deliveries_expected}), ` +
+            `7d ${k.events_per_sec} facts/s ${k.deliveries_per_sec} del/s ` +
+            `(${k.deliveries}/${k.deliveries_expected}): ${round.ratio.deliveries_per_sec}x`,
         );
       }
     } finally {
@@ -1239,7 +1249,8 @@ async function runRecovery(env: ScenarioEnv, n: number): Promise<{ result: Recov
       const after = await awaitOutcomes(svc.url, before, n, 30_000);
       svcFailures = after.deliveries_failure - before.deliveries_failure;
       log(
-        `recovery: ${rx.failed} attempts failed (503) in ${emitMs} ms (${Math.round((rx.failed / emitMs) * 1000)}/s); svc counted ${svcFailures} failures`,
+        `recovery: ${rx.failed} attempts failed (503) in ${emitMs} ms (${Math.round((rx.failed / emitMs) * 1000)}/s); svc ` +
+          `counted ${svcFailures} failures`,
       );
     } else {
       // every event through the data plane (to no webhook) before the webhook exists, so none reaches it
@@ -1331,8 +1342,10 @@ async function runRecovery(env: ScenarioEnv, n: number): Promise<{ result: Recov
       rss: mem,
     };
     log(
-      `recovery ${id}: ${rx.received}/${events} events at the receiver ${result.received_ms} ms after the request (${result.events_per_sec}/s; ` +
-        `${result.received_ms_after_202} ms after the 202), done after ${result.done_ms} ms; ${rx.duplicates} duplicates, ${result.without_header} without the header`,
+      `recovery ${id}: ${rx.received}/${events} events at the receiver ${result.received_ms} ms after the request ` +
+        `(${result.events_per_sec}/s; ` +
+        `${result.received_ms_after_202} ms after the 202), done after ${result.done_ms} ms; ${rx.duplicates} ` +
+        `duplicates, ${result.without_header} without the header`,
     );
     return { result, warnings: warnings(svc.lines) };
   } finally {

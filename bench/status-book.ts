@@ -72,7 +72,8 @@ book.flush();
 const c = process.cpuUsage(c0);
 const n = BATCHES * PER_BATCH;
 console.log(
-  `${n} outcomes in batches of ${PER_BATCH} over ${WEBHOOKS} webhooks: ${((c.user + c.system) / n).toFixed(2)} µs CPU per outcome (sys ${(c.system / n).toFixed(2)}); svc from ${ROOT}`,
+  `${n} outcomes in batches of ${PER_BATCH} over ${WEBHOOKS} webhooks: ${((c.user + c.system) / n).toFixed(2)} µs CPU per ` +
+    `outcome (sys ${(c.system / n).toFixed(2)}); svc from ${ROOT}`,
 );
 book.close();
 db.close();

@@ -50,13 +50,17 @@ const TOOLS = [
     pkg: 'nats-server',
     why: 'the NATS tests',
     find: findNatsServer,
-    help: 'nats-server is required for the NATS tests: install it with `apt-get install -y nats-server` (Debian) or put it on PATH / set SVC_NATS_SERVER',
+    help:
+      'nats-server is required for the NATS tests: install it with `apt-get install -y nats-server` (Debian) or put it on ' +
+      'PATH / set SVC_NATS_SERVER',
   },
   {
     pkg: 'chromium',
     why: "the dashboard's browser tests",
     find: findChromium,
-    help: 'Chromium is required for the dashboard browser tests: install it with `apt-get install -y chromium` (Debian) or set SVC_CHROMIUM to its path',
+    help:
+      'Chromium is required for the dashboard browser tests: install it with `apt-get install -y chromium` (Debian) or set ' +
+      'SVC_CHROMIUM to its path',
   },
 ];
 
@@ -70,7 +74,8 @@ const listed = (xs) => (xs.length < 2 ? xs.join('') : `${xs.slice(0, -1).join(',
 export function installLine(tools) {
   return (
     `ensure-test-tools: npm test needs ${listed(tools.map((t) => `${t.pkg} (${t.why})`))}, not found: ` +
-    `installing Debian's package${tools.length === 1 ? '' : 's'} ${tools.map((t) => t.pkg).join(' ')} (apt-get update, then apt-get install -y)\n`
+    `installing Debian's package${tools.length === 1 ? '' : 's'} ${tools.map((t) => t.pkg).join(' ')} (apt-get update, then ` +
+    `apt-get install -y)\n`
   );
 }
 

@@ -97,7 +97,8 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
   const eventsDropped = labelledCounter(
     registry,
     'svc_events_dropped_total',
-    'Events taken off the bus and not delivered, by reason (forged: not sealed by the engine; unparseable; unpublishable: set aside, the bus cannot carry it)',
+    'Events taken off the bus and not delivered, by reason (forged: not sealed by the engine; unparseable; unpublishable: set ' +
+      'aside, the bus cannot carry it)',
     'reason',
     ['forged', 'unparseable', 'unpublishable'],
   );
@@ -112,7 +113,8 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
   const rateLimited = labelledCounter(
     registry,
     'svc_rate_limited_total',
-    "Requests refused by an org's share (CONTRACT 8), by what: api (429 past --api-queue-per-org), ingest (facts over --ingest-rate-per-org)",
+    "Requests refused by an org's share (CONTRACT 8), by what: api (429 past --api-queue-per-org), ingest (facts over " +
+      '--ingest-rate-per-org)',
     'what',
     RATE_LIMITED,
   );

@@ -111,7 +111,8 @@ export function changesTo(db: Db, orgId: string, resourceIds: string[], actions:
   return db
     .prepare(
       `SELECT seq, audit_id, org_id, at, token_id, token_name, action, resource_type, resource_id, status
-       FROM audit_log WHERE org_id = ? AND resource_id IN (${marks(resourceIds.length)})${byAction} AND (status IS NULL OR status BETWEEN 200 AND 299)
+       FROM audit_log WHERE org_id = ? AND resource_id IN (${marks(resourceIds.length)})${byAction}
+         AND (status IS NULL OR status BETWEEN 200 AND 299)
        ORDER BY seq`,
     )
     .all(orgId, ...resourceIds, ...(actions ?? [])) as AuditRow[];

@@ -41,7 +41,8 @@ function decode(r: unknown): ChangeWindow {
 
 export function insertChangeWindow(db: Db, w: ChangeWindow): ChangeWindow {
   db.prepare(
-    `INSERT INTO change_windows (window_id, org_id, app_id, name, kind, days, start, duration, duration_ms, time_zone, install_ids, selector, applies_to, created_at)
+    `INSERT INTO change_windows (window_id, org_id, app_id, name, kind, days, start, duration, duration_ms, time_zone, install_ids,
+       selector, applies_to, created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
     w.window_id,

@@ -32,7 +32,8 @@ export function setAsideEvent(db: Db, row: OutboxRow, reason: string, inOutbox =
     added =
       db
         .prepare(
-          "INSERT INTO dead_letters (id, kind, org_id, item_id, reason, data, created_at) VALUES (?, 'event', ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+          'INSERT INTO dead_letters (id, kind, org_id, item_id, reason, data, created_at) ' +
+            "VALUES (?, 'event', ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         )
         .run(row.event_id, row.org_id, row.event_id, reason, data, nowIso()).changes > 0;
     if (inOutbox) db.prepare('DELETE FROM outbox WHERE seq = ?').run(row.seq);
@@ -45,7 +46,8 @@ export function setAsideRegistryEntry(db: Db, id: string, orgId: string, webhook
   return (
     db
       .prepare(
-        "INSERT INTO dead_letters (id, kind, org_id, item_id, reason, data, created_at) VALUES (?, 'registry', ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        'INSERT INTO dead_letters (id, kind, org_id, item_id, reason, data, created_at) ' +
+          "VALUES (?, 'registry', ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
       )
       .run(id, orgId, webhookId, reason, data, nowIso()).changes > 0
   );
@@ -59,7 +61,8 @@ export function hasDeadLetter(db: Db, id: string): boolean {
 export function listDeadLetters(db: Db, opts: { orgId?: string; kind?: DeadLetterKind; limit?: number } = {}): DeadLetter[] {
   return db
     .prepare(
-      'SELECT id, kind, org_id, item_id, reason, data, created_at FROM dead_letters WHERE (? IS NULL OR org_id = ?) AND (? IS NULL OR kind = ?) ORDER BY created_at DESC, rowid DESC LIMIT ?',
+      'SELECT id, kind, org_id, item_id, reason, data, created_at FROM dead_letters ' +
+        'WHERE (? IS NULL OR org_id = ?) AND (? IS NULL OR kind = ?) ORDER BY created_at DESC, rowid DESC LIMIT ?',
     )
     .all(opts.orgId ?? null, opts.orgId ?? null, opts.kind ?? null, opts.kind ?? null, opts.limit ?? 100) as DeadLetter[];
 }

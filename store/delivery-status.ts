@@ -31,7 +31,8 @@ export const NO_DELIVERIES: Readonly<DeliveryStatus> = Object.freeze({
 });
 
 const COLS =
-  'last_attempt_at, last_outcome, last_status_code, last_error, consecutive_failures, attempts_total, failures_total, failing_since, recover_since, failed_events';
+  'last_attempt_at, last_outcome, last_status_code, last_error, consecutive_failures, ' +
+  'attempts_total, failures_total, failing_since, recover_since, failed_events';
 
 export function getDeliveryStatus(db: Db, webhookId: string): DeliveryStatus {
   const r = db.prepare(`SELECT ${COLS} FROM webhook_delivery_status WHERE webhook_id = ?`).get(webhookId) as DeliveryStatus | undefined;

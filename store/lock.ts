@@ -99,7 +99,8 @@ export function lockStore(dbFile: string, now: () => Date = () => new Date()): S
       if (current && current.pid === me.pid && current.host === me.host && current.since === me.since) break;
       if (tries >= 3) break; // the row is only for the message; the lock is what counts
       lock.exec(
-        'CREATE TABLE IF NOT EXISTS holder (id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL, since TEXT NOT NULL)',
+        'CREATE TABLE IF NOT EXISTS holder ' +
+          '(id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL, since TEXT NOT NULL)',
       );
       lock.prepare('INSERT OR REPLACE INTO holder (id, pid, host, since) VALUES (1, ?, ?, ?)').run(me.pid, me.host, me.since);
       lock.exec('COMMIT');

@@ -116,7 +116,8 @@ export function insertWorkflow(
     created_at: nowIso(),
   };
   db.prepare(
-    `INSERT INTO workflows (workflow_id, org_id, type, owner_id, owner_type, parent, action_id, external, external_id, status, error, params, started_at, finished_at, created_at)
+    `INSERT INTO workflows (workflow_id, org_id, type, owner_id, owner_type, parent, action_id, external, external_id,
+       status, error, params, started_at, finished_at, created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
     row.workflow_id,
@@ -178,7 +179,8 @@ export function listRecentWorkflows(db: Db, orgId: string, types: readonly strin
   const marks = types.map(() => '?').join(', ') || 'NULL';
   return db
     .prepare(
-      `SELECT * FROM workflows WHERE org_id = ? AND (owner_type = 'installs' OR type IN (${marks})) ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+      `SELECT * FROM workflows WHERE org_id = ? AND (owner_type = 'installs' OR type IN (${marks}))
+       ORDER BY created_at DESC, rowid DESC LIMIT ?`,
     )
     .all(orgId, ...types, limit)
     .map(decodeWf);
@@ -204,7 +206,8 @@ export function updateWorkflowStatus(
   fields: { error?: string | null; started_at?: string; finished_at?: string } = {},
 ): void {
   db.prepare(
-    'UPDATE workflows SET status = ?, error = COALESCE(?, error), started_at = COALESCE(?, started_at), finished_at = COALESCE(?, finished_at) WHERE workflow_id = ?',
+    'UPDATE workflows SET status = ?, error = COALESCE(?, error), started_at = COALESCE(?, started_at), ' +
+      'finished_at = COALESCE(?, finished_at) WHERE workflow_id = ?',
   ).run(status, fields.error ?? null, fields.started_at ?? null, fields.finished_at ?? null, id);
 }
 
@@ -230,7 +233,8 @@ export function listBakingSteps(db: Db, orgId?: string): StepRow[] {
 /** Insert a step; returns the row as stored. */
 export function insertStep(db: Db, s: StepRow): StepRow {
   db.prepare(
-    `INSERT INTO steps (step_id, workflow_id, org_id, idx, name, target_type, target_id, component_id, sandbox_id, execution_type, operation, status, error, plan, approval, params, started_at, finished_at)
+    `INSERT INTO steps (step_id, workflow_id, org_id, idx, name, target_type, target_id, component_id, sandbox_id, execution_type,
+       operation, status, error, plan, approval, params, started_at, finished_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
     s.step_id,
@@ -329,7 +333,8 @@ export function insertVersion(db: Db, v: Omit<VersionRow, 'created_at' | 'versio
   };
   const row: VersionRow = { ...v, version: n, created_at: nowIso() };
   db.prepare(
-    `INSERT INTO app_config_versions (version_id, install_id, org_id, version, app_config_id, old_app_config_id, workflow_id, status, created_at)
+    `INSERT INTO app_config_versions (version_id, install_id, org_id, version, app_config_id, old_app_config_id, workflow_id, status,
+       created_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
     row.version_id,

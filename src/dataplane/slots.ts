@@ -420,8 +420,8 @@ export class FairSlots<T> {
 
   /**
    * The next ready webhook of the org from these rings, in this order (when they may all be taken,
-   * young webhooks, idle ones first, and other ones take turns). Entries that stopped being ready are dropped on the way; one found under a kind
-   * it no longer is goes to the ring of its kind.
+   * young webhooks, idle ones first, and other ones take turns). Entries that stopped being ready are dropped on the way;
+   * one found under a kind it no longer is goes to the ring of its kind.
    */
   private pick(o: OrgState, rings: readonly Kind[]): HookState | null {
     for (const kind of rings) {

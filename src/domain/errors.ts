@@ -64,7 +64,10 @@ export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** A token (or a dashboard session) whose scope does not cover the operation (403 `forbidden`, CONTRACT 2); the message names the scope needed. */
+/**
+ * A token (or a dashboard session) whose scope does not cover the operation (403 `forbidden`, CONTRACT 2);
+ * the message names the scope needed.
+ */
 export class ForbiddenError extends Error {
   override readonly name = 'ForbiddenError';
   constructor(

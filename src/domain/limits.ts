@@ -51,7 +51,9 @@ export const labelsSchema = z
   })
   .meta({
     maxProperties: LIMITS.labelsPerEntity,
-    description: `at most ${LIMITS.labelsPerEntity} labels; keys 1 to ${LIMITS.labelKeyChars} characters, not blank, no control characters; values at most ${LIMITS.labelValueChars} characters`,
+    description:
+      `at most ${LIMITS.labelsPerEntity} labels; keys 1 to ${LIMITS.labelKeyChars} characters, not blank, no control ` +
+      `characters; values at most ${LIMITS.labelValueChars} characters`,
   });
 
 /**

@@ -56,7 +56,10 @@ export const rolloutSchema = z.object({
   trigger: z.enum(ROLLOUT_TRIGGERS).optional(),
   ...gateTripSchema.partial().shape,
   failed_installs: z.array(failedInstallSchema).optional(),
-  /** a change window's wait step (its events carry these three alone, no run_id): the install, when its next window opens, the windows holding it; a window_timeout: the installs that waited too long */
+  /**
+   * a change window's wait step (its events carry these three alone, no run_id): the install, when its next window opens, the windows
+   * holding it; a window_timeout: the installs that waited too long
+   */
   next_window_at: z.string().nullable().optional(),
   window_ids: z.array(z.string()).optional(),
   install_ids: z.array(z.string()).optional(),

@@ -41,7 +41,8 @@ export function createChangeWindow(ctx: AppContext, orgId: string, appId: string
   if (have >= LIMITS.changeWindowsPerApp) {
     throw new LimitExceededError(
       'change_windows_per_app',
-      `change windows per app: this app has ${have} change windows, the limit is ${LIMITS.changeWindowsPerApp}; delete one to create another`,
+      `change windows per app: this app has ${have} change windows, the limit is ${LIMITS.changeWindowsPerApp}; delete one to ` +
+        `create another`,
     );
   }
   const strangers = (body.install_ids ?? []).filter((id) => {

@@ -88,7 +88,10 @@ export interface RecoverInput {
 }
 
 export const DEFAULT_PAGE = 100;
-/** How long POST …/recover waits for the window to be looked at in full before answering with a count still growing (CONTRACT 4.5: within 1 s). */
+/**
+ * How long POST …/recover waits for the window to be looked at in full before answering with a count still growing
+ * (CONTRACT 4.5: within 1 s).
+ */
 const PREPARE_WAIT_MS = 200;
 
 export function retentionMs(ctx: AppContext): number {

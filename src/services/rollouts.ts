@@ -84,7 +84,10 @@ const rolloutStepSchema = z.object({
       }),
     )
     .default([]),
-  /** a verify step's answers, one per request (the latest 50): which URL (index), the request's number, verdict, status, error, reason, when (ms) */
+  /**
+   * a verify step's answers, one per request (the latest 50): which URL (index), the request's number, verdict, status, error, reason,
+   * when (ms)
+   */
   answers: z
     .array(
       z.object({

@@ -254,7 +254,8 @@ export async function pingBeforeEnable(ctx: AppContext, orgId: string, id: strin
   const ping = await pingWebhook(ctx, orgId, id);
   if (!ping.delivered) {
     throw new ConflictError(
-      `the webhook is still disabled: its ping was not delivered (${ping.error ?? (ping.status !== undefined ? `HTTP ${ping.status}` : 'no answer')})`,
+      `the webhook is still disabled: its ping was not delivered ` +
+        `(${ping.error ?? (ping.status !== undefined ? `HTTP ${ping.status}` : 'no answer')})`,
     );
   }
   return { streak };

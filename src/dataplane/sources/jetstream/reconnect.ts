@@ -143,7 +143,8 @@ export class ReconnectMemory {
     if (c.reacked || c.settledElsewhere || c.heldElsewhere) {
       this.o.logger.warn(
         { settled_here: c.reacked, settled_elsewhere: c.settledElsewhere, held_elsewhere: c.heldElsewhere },
-        'JetStream handed out again batches already settled or held (a nats-server restart forgot acks and deliveries); acked or left to their holder, not attempted again',
+        'JetStream handed out again batches already settled or held (a nats-server restart forgot acks and deliveries); acked ' +
+          'or left to their holder, not attempted again',
       );
       c.reacked = c.settledElsewhere = c.heldElsewhere = 0;
     }

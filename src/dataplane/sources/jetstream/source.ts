@@ -139,7 +139,8 @@ export class JetStreamSource {
     this.replays = new RepeatedWarnings(
       o.logger,
       o.clock,
-      'a batch of events stored long after the engine sealed it was dropped: published again by someone (a replay), or the clocks of the engine and the nats-server differ by more than the replay window',
+      'a batch of events stored long after the engine sealed it was dropped: published again by someone (a replay), or the ' +
+        'clocks of the engine and the nats-server differ by more than the replay window',
     );
     this.progressFailures = new RepeatedWarnings(
       o.logger,
