@@ -89,33 +89,7 @@ export class Transactions {
       jobs: false,
       after: [],
       now: isoNow(this.deps.clock),
-      emit: (fact: Fact) => {
-        const urls = this.deps.urls();
-        const ev = emit(fact, { source: urls.source, dashboardUrl: urls.dashboard, labels: this.labels, rev: this.deps.registryRev() });
-        if (!ev) return;
-        const route = encodeRoute(ev.route);
-        // CONTRACT 8: an event the bus could not carry is refused with the fact that makes it (the
-        // transaction, or the fact's savepoint, rolls back): never stored, kept or set aside
-        const bytes =
-          (ev.body.length + route.length) * 3 <= LIMITS.eventBytes
-            ? 0
-            : Buffer.byteLength(ev.body, 'utf8') + Buffer.byteLength(route, 'utf8');
-        if (bytes > LIMITS.eventBytes) throw new EventTooLargeError(ev.type, bytes, LIMITS.eventBytes);
-        t.types.push(ev.type);
-        const item = { event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route };
-        const kept: KeptEvent | null = this.deps.keepEvents
-          ? {
-              event_id: ev.id,
-              org_id: fact.org_id,
-              type: ev.type,
-              subject: ev.subject,
-              body: ev.body,
-              route,
-              created_ms: this.deps.clock.now(),
-            }
-          : null;
-        this.queue.write(t.writes, item, kept);
-      },
+      emit: (fact: Fact) => this.record(t, fact),
       // with `emit`, the one way into the queue: written in this transaction, handed on after its commit
       enqueue: (item: QueueItem) => this.queue.write(t.writes, item, null),
       jobsChanged: () => {
@@ -127,6 +101,37 @@ export class Transactions {
       },
     };
     return t;
+  }
+
+  /**
+   * `fact`'s event, queued in `t` (and kept in the history, when events are kept). A method, not the
+   * body of the closure `emit`: V8 inlines differently around a small closure, and with this body in
+   * it the ingest path ran about 4 % more instructions per fact (bench/ingest-instructions.ts).
+   */
+  private record(t: OpenTx, fact: Fact): void {
+    const urls = this.deps.urls();
+    const ev = emit(fact, { source: urls.source, dashboardUrl: urls.dashboard, labels: this.labels, rev: this.deps.registryRev() });
+    if (!ev) return;
+    const route = encodeRoute(ev.route);
+    // CONTRACT 8: an event the bus could not carry is refused with the fact that makes it (the
+    // transaction, or the fact's savepoint, rolls back): never stored, kept or set aside
+    const bytes =
+      (ev.body.length + route.length) * 3 <= LIMITS.eventBytes ? 0 : Buffer.byteLength(ev.body, 'utf8') + Buffer.byteLength(route, 'utf8');
+    if (bytes > LIMITS.eventBytes) throw new EventTooLargeError(ev.type, bytes, LIMITS.eventBytes);
+    t.types.push(ev.type);
+    const item = { event_id: ev.id, org_id: fact.org_id, subject: eventSubject(ev.subject), type: ev.type, body: ev.body, route };
+    const kept: KeptEvent | null = this.deps.keepEvents
+      ? {
+          event_id: ev.id,
+          org_id: fact.org_id,
+          type: ev.type,
+          subject: ev.subject,
+          body: ev.body,
+          route,
+          created_ms: this.deps.clock.now(),
+        }
+      : null;
+    this.queue.write(t.writes, item, kept);
   }
 
   private committed(t: OpenTx): void {
