@@ -16,7 +16,7 @@ import type {
 } from '../../domain/facts.ts';
 import { rolloutSchema } from '../../domain/rollout.ts';
 import { EXECUTION_TYPES, LIFECYCLE_TRANSITIONS, OWNER_TYPES, RUN_OUTCOMES } from '../../domain/status.ts';
-import type { Classification, LinkTargets, MatchTargets } from './kind.ts';
+import type { Classification, EventKind, FactOf, LinkTargets, MatchTargets } from './kind.ts';
 
 export const present = (v: string | null | undefined): v is string => typeof v === 'string' && v.length > 0;
 
@@ -153,7 +153,58 @@ export function lifecycleOutcomes(fact: WorkflowFact | StepFact): string[] {
   return fact.transition === 'succeeded' ? ['outcome:completion'] : ['outcome:completion', 'outcome:failures'];
 }
 
+/**
+ * A workflow's or a step's lifecycle kind (workflow.ts, workflow_step.ts): both carry the same data
+ * (the step's part for a step), interest slug, outcomes and match targets; the subject, the
+ * classification and the links are each kind's own.
+ */
+export function lifecycleKind<K extends 'workflow' | 'workflow_step'>(
+  kind: K,
+  type: string,
+  own: Pick<EventKind<FactOf<K>>, 'subject' | 'classify' | 'links'>,
+): EventKind<FactOf<K>> {
+  return {
+    kind: kind as FactOf<K>['kind'],
+    type,
+    subject: own.subject,
+    data: {
+      build: (f) => lifecycleData(f),
+      schema: eventDataSchema(kind, LIFECYCLE, lifecycleDataShape(kind === 'workflow_step')),
+    },
+    slug: lifecycleSlug,
+    outcomes: lifecycleOutcomes,
+    classify: own.classify,
+    links: own.links,
+    match: lifecycleMatch,
+  };
+}
+
 // ---- runners (runner_unhealthy, runner_inactive) ----
+
+/**
+ * A runner's kind: its one transition names the subject's last part, the interest slug
+ * (`event:runner.<transition>`) and the classification (`runners`, transition); the event is about
+ * the runner's install. `reason`: whether `data.reason` is always there.
+ */
+export function runnerKind<K extends 'runner_inactive' | 'runner_unhealthy'>(
+  kind: K,
+  type: string,
+  transition: string,
+  reason: 'required' | 'optional',
+  outcomes: readonly string[],
+): EventKind<FactOf<K>> {
+  return {
+    kind: kind as FactOf<K>['kind'],
+    type,
+    subject: (f: RunnerUnhealthyFact | RunnerInactiveFact) => `${f.org_id}/${kind}/${f.runner.id}/${transition}`,
+    data: { build: runnerData, schema: runnerDataSchema(kind, transition, reason) },
+    slug: () => `event:runner.${transition}`,
+    outcomes: () => [...outcomes],
+    classify: () => c('runners', transition),
+    links: (f) => ({ install: ownInstall(f) }),
+    match: (f) => ({ install: ownInstall(f) }),
+  };
+}
 
 export function runnerData(f: RunnerUnhealthyFact | RunnerInactiveFact): Record<string, unknown> {
   const r = f.runner;
