@@ -50,7 +50,8 @@ export interface QueuedEvent extends StoredEvent {
 export function readQueuedEvents(db: Db, afterSeq: number, limit: number): QueuedEvent[] {
   return db
     .prepare(
-      'SELECT seq, event_id, org_id, type, subject, body, route, created_ms, batch FROM events WHERE seq > ? AND batch IS NOT NULL ORDER BY seq LIMIT ?',
+      'SELECT seq, event_id, org_id, type, subject, body, route, created_ms, batch FROM events ' +
+        'WHERE seq > ? AND batch IS NOT NULL ORDER BY seq LIMIT ?',
     )
     .all(afterSeq, limit) as QueuedEvent[];
 }
@@ -168,7 +169,8 @@ export function saveAttempts(db: Db, given: readonly AttemptRow[]): void {
   if (!given.length) return;
   const rows = [...given].sort((a, b) => a.attempted_ms - b.attempted_ms);
   const ins = db.prepare(
-    `INSERT INTO delivery_attempts (webhook_id, org_id, event_id, type, attempted_ms, ok, status_code, error, duration_ms, recovery_id, kept_ms, exchange)
+    `INSERT INTO delivery_attempts
+       (webhook_id, org_id, event_id, type, attempted_ms, ok, status_code, error, duration_ms, recovery_id, kept_ms, exchange)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const counts = new Map<string, { ok: number; failed: number }>();
@@ -244,7 +246,8 @@ export function listAttempts(db: Db, q: AttemptQuery): StoredAttempt[] {
   args.push(q.limit);
   return db
     .prepare(
-      `SELECT a.seq, a.webhook_id, a.org_id, a.event_id, a.type, a.attempted_ms, a.ok, a.status_code, a.error, a.duration_ms, a.recovery_id, a.kept_ms, ${q.withExchange ? 'a.exchange' : 'NULL AS exchange'}, e.subject AS subject
+      `SELECT a.seq, a.webhook_id, a.org_id, a.event_id, a.type, a.attempted_ms, a.ok, a.status_code, a.error, a.duration_ms,
+       a.recovery_id, a.kept_ms, ${q.withExchange ? 'a.exchange' : 'NULL AS exchange'}, e.subject AS subject
        FROM delivery_attempts a LEFT JOIN events e ON e.event_id = a.event_id WHERE ${where.join(' AND ')} ORDER BY a.seq DESC LIMIT ?`,
     )
     .all(...args) as StoredAttempt[];
@@ -290,7 +293,8 @@ export function listEventAttempts(
 ): Array<StoredAttempt & { webhook_url: string }> {
   return db
     .prepare(
-      `SELECT a.*, w.url AS webhook_url, NULL AS subject FROM webhooks w JOIN delivery_attempts a ON a.webhook_id = w.webhook_id AND a.event_id = ?
+      `SELECT a.*, w.url AS webhook_url, NULL AS subject
+       FROM webhooks w JOIN delivery_attempts a ON a.webhook_id = w.webhook_id AND a.event_id = ?
        WHERE w.org_id = ? AND a.org_id = ? AND a.kept_ms >= ? ORDER BY w.url, w.webhook_id, a.seq DESC`,
     )
     .all(eventId, orgId, orgId, keptSinceMs) as Array<StoredAttempt & { webhook_url: string }>;
@@ -360,7 +364,8 @@ export type NewRecovery = Pick<
 /** A recovery that has found nothing yet. */
 export function insertRecovery(db: Db, r: NewRecovery): void {
   db.prepare(
-    `INSERT INTO recoveries (recovery_id, org_id, webhook_id, events, created_ms, since_ms, until_ms, only_failed, backfill, from_seq, to_seq, rev, subscription, scanned_seq)
+    `INSERT INTO recoveries (recovery_id, org_id, webhook_id, events, created_ms, since_ms, until_ms, only_failed, backfill,
+       from_seq, to_seq, rev, subscription, scanned_seq)
      VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
     r.recovery_id,

@@ -75,7 +75,8 @@ export function outboxOrgsAfter(db: Db, afterSeq: number): Array<{ org_id: strin
 export function readOrgOutbox(db: Db, orgId: string, afterSeq: number, limit: number): OutboxRow[] {
   const rows = db
     .prepare(
-      'SELECT seq, event_id, org_id, subject, type, body, route, progress, batch FROM outbox WHERE org_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+      'SELECT seq, event_id, org_id, subject, type, body, route, progress, batch FROM outbox ' +
+        'WHERE org_id = ? AND seq > ? ORDER BY seq LIMIT ?',
     )
     .all(orgId, afterSeq, limit) as StoredOutboxRow[];
   return rows.map(outboxRowOf);
@@ -144,10 +145,12 @@ export class DeliveryLedger {
       CREATE TABLE IF NOT EXISTS delivered (seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS progress (seq INTEGER PRIMARY KEY, event_id TEXT NOT NULL, done TEXT NOT NULL);`);
     this.markStmt = this.db.prepare(
-      "INSERT OR REPLACE INTO delivered (seq, event_id) SELECT json_extract(value, '$.seq'), json_extract(value, '$.event_id') FROM json_each(?)",
+      'INSERT OR REPLACE INTO delivered (seq, event_id) ' +
+        "SELECT json_extract(value, '$.seq'), json_extract(value, '$.event_id') FROM json_each(?)",
     );
     this.progressStmt = this.db.prepare(
-      "INSERT OR REPLACE INTO progress (seq, event_id, done) SELECT json_extract(value, '$.seq'), json_extract(value, '$.event_id'), json_extract(value, '$.done') FROM json_each(?)",
+      'INSERT OR REPLACE INTO progress (seq, event_id, done) ' +
+        "SELECT json_extract(value, '$.seq'), json_extract(value, '$.event_id'), json_extract(value, '$.done') FROM json_each(?)",
     );
     this.forgetStmts = ['delivered', 'progress'].map((t) =>
       this.db.prepare(`DELETE FROM ${t} WHERE seq IN (SELECT value FROM json_each(?))`),

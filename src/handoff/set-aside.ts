@@ -85,7 +85,8 @@ export class SetAside {
     this.metrics?.eventsDropped.inc({ reason: UNPUBLISHABLE });
     this.logger.error(
       { webhook_id: entry.webhook_id, org_id: entry.org_id, bytes: Buffer.byteLength(data), reason },
-      'webhook registry entry set aside: the bus cannot carry it; the data plane holds no entry for this webhook until it changes (kept in dead_letters, without secrets)',
+      'webhook registry entry set aside: the bus cannot carry it; the data plane holds no entry for this webhook until it changes ' +
+        '(kept in dead_letters, without secrets)',
     );
   }
 }
