@@ -4,16 +4,7 @@
 // `action: "rollback"`, adds the rollback steps.
 import { z } from 'zod';
 import { getComponent, getInstallById } from '../../../store/installs.ts';
-import {
-  getWorkflow,
-  listBakingSteps,
-  listSteps,
-  setWorkflowParams,
-  updateStep,
-  type StepRow,
-  type WorkflowRow,
-} from '../../../store/workflows.ts';
-import type { Db } from '../../../store/db.ts';
+import { getWorkflow, listBakingSteps, updateStep, type StepRow, type WorkflowRow } from '../../../store/workflows.ts';
 import {
   advanceHealthGate,
   gateSnapshotOf,
@@ -24,23 +15,14 @@ import {
   type GateTrip,
 } from '../../../machines/health-gate.ts';
 import { compositeVerdict } from '../../../machines/health.ts';
-import { GATE_VERDICTS, onFailureOf, rolloutParamsOf, type Rollout } from '../../domain/rollout.ts';
-import { rollbackSteps, tripError } from '../rollout-plans.ts';
-import type { WorkflowFacts } from '../workflow-facts.ts';
+import { GATE_VERDICTS, rolloutParamsOf, type Rollout } from '../../domain/rollout.ts';
+import { tripError } from '../rollout-plans.ts';
 import type { Tx } from '../transaction.ts';
-import type { Wakeups } from '../wakeups.ts';
+import { GroupGate } from './group-failure.ts';
 import type { StepHandler } from './handlers.ts';
-import type { RunControl } from './run-control.ts';
 import { groupStepOf } from './state.ts';
 
-export class HealthGates implements StepHandler {
-  constructor(
-    private readonly db: Db,
-    private readonly facts: WorkflowFacts,
-    private readonly run: RunControl,
-    private readonly wakeups: Wakeups,
-  ) {}
-
+export class HealthGates extends GroupGate implements StepHandler {
   /** Begin a bake: the gate starts from the group's verdicts now (one already bad counts). Returns whether it ended at once. */
   begin(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
     const started = this.facts.stepEventRow(t, wf, step, { type: 'start' }) ?? step;
@@ -137,12 +119,7 @@ export class HealthGates implements StepHandler {
    */
   private tripGate(t: Tx, wf: WorkflowRow, step: StepRow, trip: GateTrip): void {
     const rollout: Rollout = { run_id: wf.workflow_id, trigger: 'health_gate', ...trip };
-    const run = setWorkflowParams(this.db, wf.workflow_id, { ...wf.params, rollout })!;
-    this.facts.stepEvent(t, run, step, { type: 'fail', error: tripError(this.db, trip) });
-    const steps = listSteps(this.db, run.workflow_id);
-    for (const s of steps) if (s.status === 'pending') this.facts.stepEvent(t, run, s, { type: 'cancel' });
-    if (onFailureOf(run.params) !== 'rollback') return;
-    this.run.addSteps(run.org_id, run.workflow_id, rollbackSteps(steps), Math.max(...steps.map((s) => s.idx)) + 1);
+    this.failGroup(t, wf, step, rollout, tripError(this.db, trip));
   }
 }
 

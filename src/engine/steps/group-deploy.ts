@@ -9,16 +9,7 @@
 // (./window.ts); one waiting longer than `window_timeout` fails the group the same
 // way, with `trigger: "window_timeout"` naming the installs.
 import { getInstallById, type Install } from '../../../store/installs.ts';
-import {
-  getStep,
-  getWorkflow,
-  listChildWorkflows,
-  listSteps,
-  setWorkflowParams,
-  updateStep,
-  type StepRow,
-  type WorkflowRow,
-} from '../../../store/workflows.ts';
+import { getStep, getWorkflow, listChildWorkflows, updateStep, type StepRow, type WorkflowRow } from '../../../store/workflows.ts';
 import type { Db } from '../../../store/db.ts';
 import {
   advanceDeployBatch,
@@ -30,9 +21,9 @@ import {
   type BatchSnapshot,
 } from '../../../machines/deploy-batch.ts';
 import { isFinal } from '../../domain/status.ts';
-import { onFailureOf, rolloutParamsOf, type FailedInstall, type Rollout } from '../../domain/rollout.ts';
-import { rollbackSteps } from '../rollout-plans.ts';
+import { rolloutParamsOf, type FailedInstall, type Rollout } from '../../domain/rollout.ts';
 import type { WindowWaits } from './window.ts';
+import { failGroup } from './group-failure.ts';
 import type { StepHandler } from './handlers.ts';
 import type { RunControl } from './run-control.ts';
 import { groupStepOf } from './state.ts';
@@ -166,15 +157,11 @@ export class DeployBatches implements StepHandler {
     const rollout: Rollout = timedOut.length
       ? { run_id: wf.workflow_id, trigger: 'window_timeout', install_ids: timedOut, ...(failed.length ? { failed_installs: failed } : {}) }
       : { run_id: wf.workflow_id, trigger: 'deploy_failed', failed_installs: failed };
-    const run = setWorkflowParams(this.db, wf.workflow_id, { ...wf.params, rollout })!;
     const error = timedOut.length
       ? `no change window let ${timedOut.map((id) => installName(this.db, id)).join(', ')} start ` +
         `within window_timeout ${rolloutParamsOf(wf.params).policy?.window_timeout ?? '24h'}`
       : `${failed.length} of ${size} installs did not apply the config (${failed.map((f) => `${f.install_id}: ${f.error}`).join('; ')})`;
-    this.facts.stepEvent(t, run, step, { type: 'fail', error });
-    if (onFailureOf(run.params) !== 'rollback') return;
-    const steps = listSteps(this.db, run.workflow_id);
-    this.run.addSteps(run.org_id, run.workflow_id, rollbackSteps(steps), Math.max(...steps.map((s) => s.idx)) + 1);
+    failGroup({ db: this.db, facts: this.facts, run: this.run }, t, wf, step, { rollout, error, cancelPending: false });
   }
 }
 

@@ -14,16 +14,7 @@
 // starts trips it (a verdict already bad at the bake's start counts).
 import { z } from 'zod';
 import { getInstallById } from '../../../store/installs.ts';
-import {
-  getStep,
-  getWorkflow,
-  listSteps,
-  setWorkflowParams,
-  updateStep,
-  type StepRow,
-  type WorkflowRow,
-} from '../../../store/workflows.ts';
-import type { Db } from '../../../store/db.ts';
+import { getStep, getWorkflow, listSteps, updateStep, type StepRow, type WorkflowRow } from '../../../store/workflows.ts';
 import {
   advanceVerification,
   initialVerification,
@@ -33,15 +24,13 @@ import {
   type VerifyFailure,
   type VerifySnapshot,
 } from '../../../machines/verification.ts';
-import { onFailureOf, type Rollout } from '../../domain/rollout.ts';
+import type { Rollout } from '../../domain/rollout.ts';
 import { shownUrl, verificationsOf, verifyAnswerSchema, type Verification, type VerifyAnswer } from '../../domain/verification.ts';
 import type { VerificationRequest, VerifiedInstall } from '../../events/verification-request.ts';
-import { rollbackSteps, runTargetOf } from '../rollout-plans.ts';
-import type { WorkflowFacts } from '../workflow-facts.ts';
+import { runTargetOf } from '../rollout-plans.ts';
 import type { Tx } from '../transaction.ts';
-import type { Wakeups } from '../wakeups.ts';
+import { GroupGate } from './group-failure.ts';
 import type { StepHandler } from './handlers.ts';
-import type { RunControl } from './run-control.ts';
 import { configsBeforeOf, groupStepOf } from './state.ts';
 
 /** One request to make now: to which verification, and the event it carries (without envelope). */
@@ -85,14 +74,7 @@ const verifyStateSchema = z.object({
 });
 const verifyStateOf = (step: StepRow) => verifyStateSchema.parse(step.params);
 
-export class VerifySteps implements StepHandler {
-  constructor(
-    private readonly db: Db,
-    private readonly facts: WorkflowFacts,
-    private readonly run: RunControl,
-    private readonly wakeups: Wakeups,
-  ) {}
-
+export class VerifySteps extends GroupGate implements StepHandler {
   /** Begin a verify step: every URL is to be asked at once (after the commit). Never ends at once. */
   begin(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
     const started = this.facts.stepEventRow(t, wf, step, { type: 'start' }) ?? step;
@@ -218,12 +200,7 @@ export class VerifySteps implements StepHandler {
       trigger: 'verification',
       ...(failure.reason !== null ? { reason: failure.reason } : {}),
     };
-    const run = setWorkflowParams(this.db, wf.workflow_id, { ...wf.params, rollout })!;
-    this.facts.stepEvent(t, run, step, { type: 'fail', error: failure.error });
-    const steps = listSteps(this.db, run.workflow_id);
-    for (const s of steps) if (s.status === 'pending') this.facts.stepEvent(t, run, s, { type: 'cancel' });
-    if (onFailureOf(run.params) === 'rollback')
-      this.run.addSteps(run.org_id, run.workflow_id, rollbackSteps(steps), Math.max(...steps.map((s) => s.idx)) + 1);
+    const run = this.failGroup(t, wf, step, rollout, failure.error);
     this.run.advance(t, run.workflow_id);
   }
 
