@@ -76,7 +76,7 @@ export interface RunningServer {
  * local runner's heartbeats), the time of facts, a rotated secret's expiry. The delivery machinery
  * (timeouts, outcome batches, status writes) runs on real time whatever `clock` is, so a test can
  * move the engine's time without stopping deliveries. `replayWindowMs`: a test's shortened replay
- * window (src/bus/jetstream.ts REPLAY_WINDOW_MS) for the data plane on this thread and the outcomes.
+ * window (src/bus/nats/jetstream.ts REPLAY_WINDOW_MS) for the data plane on this thread and the outcomes.
  * `relayFault`: crash tests only (src/cli/serve.ts).
  */
 export async function startServer(config: ServeConfig, opts: ServerOptions = {}): Promise<RunningServer> {

@@ -1,5 +1,5 @@
 // NATS mode (`svc serve --nats`): the control plane here, the data plane on JetStream. This process
-// connects (the engine's credentials), makes sure of the JetStream layout (src/bus/jetstream.ts),
+// connects (the engine's credentials), makes sure of the JetStream layout (src/bus/nats/jetstream.ts),
 // replicates webhooks into KV (sealed with the data plane key), relays the outbox to SVC_EVENTS
 // (src/handoff/outbox-relay.ts: batch assignment and the prune ride in the engine's commits), takes
 // the outcome batches of every data plane back into the status book, and — unless --no-deliver —

@@ -54,7 +54,7 @@ export interface TopologyDeps {
   readiness: Readiness;
   /** the control plane's delivery status book, where outcome batches go */
   outcomes: (batch: OutcomeBatch) => void;
-  /** a test's shortened replay window (src/bus/jetstream.ts REPLAY_WINDOW_MS) for the data plane on this thread and the outcomes */
+  /** a test's shortened replay window (src/bus/nats/jetstream.ts REPLAY_WINDOW_MS) for the data plane on this thread and the outcomes */
   replayWindowMs?: number;
   /** crash tests only (src/cli/serve.ts): where the outbox relay stops the process */
   relayFault?: RelayFault;

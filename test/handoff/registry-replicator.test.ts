@@ -1,5 +1,5 @@
 // The webhook registry replicated to NATS KV (src/handoff/registry-replicator.ts,
-// src/bus/kv-registry.ts): at start only what the replica lacks or holds otherwise is published;
+// src/bus/nats/kv-registry.ts): at start only what the replica lacks or holds otherwise is published;
 // changes carry a growing version; entries are encrypted, and one that does not open with the key
 // is refused.
 import path from 'node:path';

@@ -2,7 +2,7 @@
 // because someone published its batch (src/bus/hop.ts) again later, and an outcome batch is applied once, on a real
 // nats-server without authentication; an old legitimate backlog is still delivered.
 //
-// The replay window (2 min in production: src/bus/jetstream.ts REPLAY_WINDOW_MS) is shortened to
+// The replay window (2 min in production: src/bus/nats/jetstream.ts REPLAY_WINDOW_MS) is shortened to
 // WINDOW_MS here, and so are the streams' duplicate windows (10 min in production, longer than the
 // replay window): JetStream stamps messages with the real time, so the test waits WINDOW_MS for real.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

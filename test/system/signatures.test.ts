@@ -1,6 +1,6 @@
 // Delivery signatures end to end (CONTRACT 6.4): a real svc (API, rotation with an overlap, ingest,
 // engine, bus, dispatch, delivery of an event, and a ping), checked with the stock
-// `standardwebhooks` library the way a receiver would. The signing itself: test/delivery/signatures.test.ts.
+// `standardwebhooks` library the way a receiver would. The signing itself: test/delivery/signing.test.ts.
 import { createHmac } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
