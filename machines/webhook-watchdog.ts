@@ -107,6 +107,9 @@ function disabledContext(event: WatchEvent): WatchContext {
   return { notified: 0, disabled_at: at, disabled_reason: disableReason(event), recover_since: event.streak.recover_since ?? at };
 }
 
+/** To disabled (a failure past the policy, or `disable`): the `disabled` event, then the context that records it. */
+const TO_DISABLED = { target: 'disabled', actions: ['emitDisabled', 'recordDisable'] } as const;
+
 export const webhookWatchdogMachine = setup({
   types: {
     context: {} as WatchContext,
@@ -119,7 +122,9 @@ export const webhookWatchdogMachine = setup({
       event.type === 'failure' && event.streak.consecutive_failures >= failingThreshold(context.notified),
   },
   actions: {
-    // emit actions run before these, so they see the context as it was
+    // the emits run before the assigns of the same transition, so they see the context as it was
+    emitDisabled: emit(({ event }) => ({ type: 'disabled' as const, streak: event.streak, reason: disableReason(event) })),
+    emitFailing: emit(({ event }) => ({ type: 'failing' as const, streak: event.streak })),
     notify: assign({ notified: ({ event }) => thresholdReached(event.streak.consecutive_failures) }),
     clear: assign(() => ({ ...CLEAR })),
     recordDisable: assign(({ event }) => disabledContext(event)),
@@ -132,50 +137,20 @@ export const webhookWatchdogMachine = setup({
     active: {
       on: {
         failure: [
-          {
-            guard: 'disableDue',
-            target: 'disabled',
-            actions: [
-              emit(({ event }) => ({ type: 'disabled' as const, streak: event.streak, reason: disableReason(event) })),
-              'recordDisable',
-            ],
-          },
-          {
-            guard: 'nextThreshold',
-            target: 'failing',
-            actions: [emit(({ event }) => ({ type: 'failing' as const, streak: event.streak })), 'notify'],
-          },
+          { guard: 'disableDue', ...TO_DISABLED },
+          { guard: 'nextThreshold', target: 'failing', actions: ['emitFailing', 'notify'] },
         ],
-        disable: {
-          target: 'disabled',
-          actions: [
-            emit(({ event }) => ({ type: 'disabled' as const, streak: event.streak, reason: disableReason(event) })),
-            'recordDisable',
-          ],
-        },
+        disable: TO_DISABLED,
       },
     },
     failing: {
       on: {
         failure: [
-          {
-            guard: 'disableDue',
-            target: 'disabled',
-            actions: [
-              emit(({ event }) => ({ type: 'disabled' as const, streak: event.streak, reason: disableReason(event) })),
-              'recordDisable',
-            ],
-          },
-          { guard: 'nextThreshold', actions: [emit(({ event }) => ({ type: 'failing' as const, streak: event.streak })), 'notify'] },
+          { guard: 'disableDue', ...TO_DISABLED },
+          { guard: 'nextThreshold', actions: ['emitFailing', 'notify'] },
         ],
         success: { target: 'active', actions: [emit(({ event }) => ({ type: 'recovered' as const, streak: event.streak })), 'clear'] },
-        disable: {
-          target: 'disabled',
-          actions: [
-            emit(({ event }) => ({ type: 'disabled' as const, streak: event.streak, reason: disableReason(event) })),
-            'recordDisable',
-          ],
-        },
+        disable: TO_DISABLED,
       },
     },
     disabled: {
