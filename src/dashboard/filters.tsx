@@ -19,3 +19,29 @@ export const FilterForm: FC<{ c: DashContext; action: string; label: string; chi
     </div>
   </form>
 );
+
+/** A text field of a filter form: its label, the input (empty when not given) and what follows it (a hint). */
+export const FilterField: FC<{
+  id: string;
+  label: string;
+  name: string;
+  value: string | undefined;
+  maxlength: number;
+  placeholder?: string;
+  describedBy?: string;
+  children?: Child;
+}> = (p) => (
+  <div>
+    <label for={p.id}>{p.label}</label>
+    <input
+      type="text"
+      id={p.id}
+      name={p.name}
+      value={p.value ?? ''}
+      maxlength={p.maxlength}
+      placeholder={p.placeholder}
+      aria-describedby={p.describedBy}
+    />
+    {p.children}
+  </div>
+);

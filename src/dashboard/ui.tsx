@@ -127,6 +127,16 @@ const Nav: FC<{ paths: Paths; org: { id: string; csrf: string; admin?: boolean }
 
 export const Csrf: FC<{ token: string }> = ({ token }) => <input type="hidden" name="csrf" value={token} />;
 
+/** A form of one danger button (delete, cancel) that posts to `action` with the session's CSRF token. */
+export const DangerForm: FC<{ action: string; token: string; layout: 'inline' | 'actions'; children?: Child }> = (p) => (
+  <form method="post" action={p.action} class={p.layout}>
+    <Csrf token={p.token} />
+    <button type="submit" class="danger">
+      {p.children}
+    </button>
+  </form>
+);
+
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'skipped']);
 export const isTerminal = (status: string) => TERMINAL.has(status);
 

@@ -164,34 +164,27 @@ const Breadcrumb = ({ c, app }: { c: DashContext; app?: App }) => (
   </p>
 );
 
+/** A config's veto: the reason, who vetoed it (when the audit log still says), since when. */
+const VetoNote = ({ vetoed, by }: { vetoed: NonNullable<ConfigView['vetoed']>; by?: AuditView }) => (
+  <p>
+    <span class="badge s-failed">vetoed</span> {vetoed.reason}{' '}
+    {by ? (
+      <>
+        by <ActorName actor={by.actor} />{' '}
+      </>
+    ) : null}
+    <span class="muted">since</span> <Time iso={vetoed.at} />
+  </p>
+);
+
 const VetoCell = ({ app, cfg, c, by }: { app: App; cfg: ConfigView; c: DashContext; by?: AuditView }) => {
   const paths = c.get('paths');
   if (!may(c, 'deploy')) {
-    return cfg.vetoed ? (
-      <p>
-        <span class="badge s-failed">vetoed</span> {cfg.vetoed.reason}{' '}
-        {by ? (
-          <>
-            by <ActorName actor={by.actor} />{' '}
-          </>
-        ) : null}
-        <span class="muted">since</span> <Time iso={cfg.vetoed.at} />
-      </p>
-    ) : (
-      <span class="muted">—</span>
-    );
+    return cfg.vetoed ? <VetoNote vetoed={cfg.vetoed} by={by} /> : <span class="muted">—</span>;
   }
   return cfg.vetoed ? (
     <div class="vetoed">
-      <p>
-        <span class="badge s-failed">vetoed</span> {cfg.vetoed.reason}{' '}
-        {by ? (
-          <>
-            by <ActorName actor={by.actor} />{' '}
-          </>
-        ) : null}
-        <span class="muted">since</span> <Time iso={cfg.vetoed.at} />
-      </p>
+      <VetoNote vetoed={cfg.vetoed} by={by} />
       <form method="post" action={paths.configUnveto(app.app_id, cfg.app_config_id)} class="inline">
         <Csrf token={csrfOf(c)} />
         <button type="submit" class="secondary">
@@ -448,117 +441,10 @@ const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: Da
       <Csrf token={csrfOf(c)} />
       <input type="hidden" name="to" value={fields.to} />
       <input type="hidden" name="selector" value={fields.selector} />
-      <fieldset>
-        <legend>Health gate</legend>
-        <HintedField
-          id="gate-bake"
-          label="Bake time after each group deploys"
-          hint="0s to 24h (e.g. 90s, 10m, 1h) on the engine's clock. Blank: no health gate."
-          type="text"
-          name="bake"
-          value={fields.bake}
-          placeholder="10m"
-        />
-        <HintedField
-          id="gate-for"
-          label="A bad verdict trips once it has lasted"
-          hint="0s to 1h: a verdict that turns good again sooner does not trip. Blank: at once."
-          type="text"
-          name="gate_for"
-          value={fields.gateFor}
-          placeholder="30s"
-        />
-        <fieldset>
-          <legend>Trip on a verdict</legend>
-          {GATE_VERDICTS.map((v) => (
-            <label class="check">
-              <input type="checkbox" name="on" value={v} checked={fields.on.includes(v)} /> {v}
-            </label>
-          ))}
-        </fieldset>
-        <div>
-          <label for="gate-action">When the gate trips</label>
-          <select id="gate-action" name="action">
-            <HaltOrRollback selected={fields.action} />
-          </select>
-        </div>
-      </fieldset>
-      <fieldset>
-        <legend>Rollout</legend>
-        <HintedField
-          id="max-parallel"
-          label="Installs of a group updated at a time"
-          hint="1 to 1000, in the order the installs were created, the next as one ends. Blank: all at once."
-          type="text"
-          inputmode="numeric"
-          name="max_parallel"
-          value={fields.maxParallel}
-          placeholder="all"
-        />
-        <HintedField
-          id="failure-budget"
-          label="Failures a group may have (% of its installs)"
-          hint="0 to 100: a group fails once more than this share of its installs failed. Blank: its first failure."
-          type="text"
-          inputmode="decimal"
-          name="failure_budget"
-          value={fields.failureBudget}
-          placeholder="0"
-        />
-        <div>
-          <label for="on-failure">When a group fails</label>
-          <select id="on-failure" name="on_failure">
-            <option value="" selected={fields.onFailure === ''}>
-              as the health gate says (halt without one)
-            </option>
-            <HaltOrRollback selected={fields.onFailure} />
-          </select>
-        </div>
-      </fieldset>
-      <fieldset>
-        <legend>Verification</legend>
-        <HintedField
-          id="verify-url"
-          label="Verification URL"
-          hint={
-            'After each group deploys, svc POSTs a com.svc.rollout.verification.v1 event here until it ' +
-            'answers a verdict (pass, fail or pending); the group moves on once it passes. Blank: no ' +
-            'verification.'
-          }
-          type="url"
-          name="verify_url"
-          value={fields.verifyUrl}
-          placeholder="https://checks.example.com/verify"
-        />
-        <HintedField
-          id="verify-secret"
-          label="Verification secret (optional)"
-          hint="Signs each request (Standard Webhooks, as a delivery). Never shown again: type it again after an error."
-          type="password"
-          name="verify_secret"
-          value=""
-          autocomplete="off"
-        />
-        <HintedField
-          id="verify-interval"
-          label="Ask again every"
-          hint="10s to 10m while it answers pending. Blank: 30s."
-          type="text"
-          name="verify_interval"
-          value={fields.verifyInterval}
-          placeholder="30s"
-        />
-      </fieldset>
-      <fieldset>
-        <legend>Approval</legend>
-        <label class="check">
-          <input type="radio" name="approval" value="per_group" checked={fields.approval !== 'none'} /> Approve each group's plan before it
-          deploys
-        </label>
-        <label class="check">
-          <input type="radio" name="approval" value="none" checked={fields.approval === 'none'} /> No approval: deploy group after group
-        </label>
-      </fieldset>
+      <GateFields fields={fields} />
+      <RolloutFields fields={fields} />
+      <VerificationFields fields={fields} />
+      <ApprovalFields fields={fields} />
       <div class="actions">
         <button type="submit">Apply fleet rollback</button>
         <a class="button secondary" href={paths.app(app.app_id)}>
@@ -568,6 +454,133 @@ const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: Da
     </form>
   );
 };
+
+/** The health gate of a fleet rollback: bake time, how long a bad verdict lasts, the verdicts that trip it, what it does. */
+const GateFields = ({ fields }: { fields: RollbackFields }) => (
+  <fieldset>
+    <legend>Health gate</legend>
+    <HintedField
+      id="gate-bake"
+      label="Bake time after each group deploys"
+      hint="0s to 24h (e.g. 90s, 10m, 1h) on the engine's clock. Blank: no health gate."
+      type="text"
+      name="bake"
+      value={fields.bake}
+      placeholder="10m"
+    />
+    <HintedField
+      id="gate-for"
+      label="A bad verdict trips once it has lasted"
+      hint="0s to 1h: a verdict that turns good again sooner does not trip. Blank: at once."
+      type="text"
+      name="gate_for"
+      value={fields.gateFor}
+      placeholder="30s"
+    />
+    <fieldset>
+      <legend>Trip on a verdict</legend>
+      {GATE_VERDICTS.map((v) => (
+        <label class="check">
+          <input type="checkbox" name="on" value={v} checked={fields.on.includes(v)} /> {v}
+        </label>
+      ))}
+    </fieldset>
+    <div>
+      <label for="gate-action">When the gate trips</label>
+      <select id="gate-action" name="action">
+        <HaltOrRollback selected={fields.action} />
+      </select>
+    </div>
+  </fieldset>
+);
+
+/** How a fleet rollback goes through a group: installs at a time, the failure budget, what a failed group does. */
+const RolloutFields = ({ fields }: { fields: RollbackFields }) => (
+  <fieldset>
+    <legend>Rollout</legend>
+    <HintedField
+      id="max-parallel"
+      label="Installs of a group updated at a time"
+      hint="1 to 1000, in the order the installs were created, the next as one ends. Blank: all at once."
+      type="text"
+      inputmode="numeric"
+      name="max_parallel"
+      value={fields.maxParallel}
+      placeholder="all"
+    />
+    <HintedField
+      id="failure-budget"
+      label="Failures a group may have (% of its installs)"
+      hint="0 to 100: a group fails once more than this share of its installs failed. Blank: its first failure."
+      type="text"
+      inputmode="decimal"
+      name="failure_budget"
+      value={fields.failureBudget}
+      placeholder="0"
+    />
+    <div>
+      <label for="on-failure">When a group fails</label>
+      <select id="on-failure" name="on_failure">
+        <option value="" selected={fields.onFailure === ''}>
+          as the health gate says (halt without one)
+        </option>
+        <HaltOrRollback selected={fields.onFailure} />
+      </select>
+    </div>
+  </fieldset>
+);
+
+/** A fleet rollback's verification: the URL svc asks after each group, its secret and interval. */
+const VerificationFields = ({ fields }: { fields: RollbackFields }) => (
+  <fieldset>
+    <legend>Verification</legend>
+    <HintedField
+      id="verify-url"
+      label="Verification URL"
+      hint={
+        'After each group deploys, svc POSTs a com.svc.rollout.verification.v1 event here until it ' +
+        'answers a verdict (pass, fail or pending); the group moves on once it passes. Blank: no ' +
+        'verification.'
+      }
+      type="url"
+      name="verify_url"
+      value={fields.verifyUrl}
+      placeholder="https://checks.example.com/verify"
+    />
+    <HintedField
+      id="verify-secret"
+      label="Verification secret (optional)"
+      hint="Signs each request (Standard Webhooks, as a delivery). Never shown again: type it again after an error."
+      type="password"
+      name="verify_secret"
+      value=""
+      autocomplete="off"
+    />
+    <HintedField
+      id="verify-interval"
+      label="Ask again every"
+      hint="10s to 10m while it answers pending. Blank: 30s."
+      type="text"
+      name="verify_interval"
+      value={fields.verifyInterval}
+      placeholder="30s"
+    />
+  </fieldset>
+);
+
+/** Whether each group's plan waits for an approval. */
+const ApprovalFields = ({ fields }: { fields: RollbackFields }) => (
+  <fieldset>
+    <legend>Approval</legend>
+    <label class="check">
+      <input type="radio" name="approval" value="per_group" checked={fields.approval !== 'none'} /> Approve each group's plan before it
+      deploys
+    </label>
+    <label class="check">
+      <input type="radio" name="approval" value="none" checked={fields.approval === 'none'} /> No approval: deploy group after group
+    </label>
+  </fieldset>
+);
 
 export function registerApps(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org/apps', (c) => {

@@ -6,7 +6,7 @@ import { ForbiddenError, InvalidError } from '../../domain/errors.ts';
 import { listAudit, type AuditListInput, type AuditView } from '../../services/audit.ts';
 import { auditListQuerySchema } from '../../schemas/audit.ts';
 import { render } from '../render.tsx';
-import { FilterForm, oldestFirst } from '../filters.tsx';
+import { FilterField, FilterForm, oldestFirst } from '../filters.tsx';
 import { may } from '../changes.ts';
 import type { DashContext, DashEnv } from '../session.ts';
 import { ActorName, Section, StackTable, Time } from '../ui.tsx';
@@ -15,25 +15,14 @@ const FIELDS = ['since', 'until', 'actor', 'action', 'resource_id'] as const;
 
 const Filters = ({ c, q }: { c: DashContext; q: AuditListInput }) => (
   <FilterForm c={c} action={c.get('paths').audit} label="Filter the audit log">
-    <div>
-      <label for="a_since">Since</label>
-      <input type="text" id="a_since" name="since" value={q.since ?? ''} maxlength={64} placeholder="7d" aria-describedby="a-time-hint" />
+    <FilterField id="a_since" label="Since" name="since" value={q.since} maxlength={64} placeholder="7d" describedBy="a-time-hint">
       <p class="hint" id="a-time-hint">
         An ISO 8601 time or a duration back from now (30m, 2h, 7d).
       </p>
-    </div>
-    <div>
-      <label for="a_actor">Token ID</label>
-      <input type="text" id="a_actor" name="actor" value={q.actor ?? ''} maxlength={64} placeholder="tok_…" />
-    </div>
-    <div>
-      <label for="a_action">Action</label>
-      <input type="text" id="a_action" name="action" value={q.action ?? ''} maxlength={100} placeholder="rollbacks.create" />
-    </div>
-    <div>
-      <label for="a_resource">Resource ID</label>
-      <input type="text" id="a_resource" name="resource_id" value={q.resource_id ?? ''} maxlength={200} />
-    </div>
+    </FilterField>
+    <FilterField id="a_actor" label="Token ID" name="actor" value={q.actor} maxlength={64} placeholder="tok_…" />
+    <FilterField id="a_action" label="Action" name="action" value={q.action} maxlength={100} placeholder="rollbacks.create" />
+    <FilterField id="a_resource" label="Resource ID" name="resource_id" value={q.resource_id} maxlength={200} />
   </FilterForm>
 );
 

@@ -12,7 +12,7 @@ import { createChangeWindow, listAppChangeWindows, removeChangeWindow } from '..
 import { mustGetApp } from '../../services/catalog.ts';
 import { csrfOf } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, ScopeNote, StackTable, Time, HintedField } from '../ui.tsx';
+import { Csrf, ScopeNote, StackTable, Time, HintedField, DangerForm } from '../ui.tsx';
 
 type Window = ReturnType<typeof listAppChangeWindows>[number];
 
@@ -61,12 +61,9 @@ export const ChangeWindows = ({ c, ctx, orgId, appId }: { c: DashContext; ctx: A
             </td>
             <td>
               {canChange ? (
-                <form method="post" action={`${windowsPath(c, appId)}/${encodeURIComponent(w.window_id)}/delete`} class="inline">
-                  <Csrf token={csrfOf(c)} />
-                  <button type="submit" class="danger">
-                    Delete<span class="sr-only"> window {w.name}</span>
-                  </button>
-                </form>
+                <DangerForm action={`${windowsPath(c, appId)}/${encodeURIComponent(w.window_id)}/delete`} token={csrfOf(c)} layout="inline">
+                  Delete<span class="sr-only"> window {w.name}</span>
+                </DangerForm>
               ) : null}
             </td>
           </tr>

@@ -23,7 +23,7 @@ import { eventListQuerySchema } from '../../schemas/events.ts';
 import { recoverBodySchema, resendBodySchema } from '../../schemas/webhooks.ts';
 import { issuesToDetails } from '../../http/validation.ts';
 import { errorPage, render } from '../render.tsx';
-import { FilterForm, oldestFirst } from '../filters.tsx';
+import { FilterField, FilterForm, oldestFirst } from '../filters.tsx';
 import { flash, flashAttempt, type DashContext, type DashEnv } from '../session.ts';
 import {
   ActorName,
@@ -66,32 +66,21 @@ const queryOf = (f: Record<string, string | undefined>) => {
 
 const EventFilters = ({ c, f }: { c: DashContext; f: Filters }) => (
   <FilterForm c={c} action={c.get('paths').events} label="Filter events">
-    <div>
-      <label for="f_since">Since</label>
-      <input type="text" id="f_since" name="since" value={f.since ?? ''} maxlength={64} placeholder="2h" aria-describedby="f-time-hint" />
-    </div>
-    <div>
-      <label for="f_until">Until</label>
-      <input type="text" id="f_until" name="until" value={f.until ?? ''} maxlength={64} aria-describedby="f-time-hint" />
+    <FilterField id="f_since" label="Since" name="since" value={f.since} maxlength={64} placeholder="2h" describedBy="f-time-hint" />
+    <FilterField id="f_until" label="Until" name="until" value={f.until} maxlength={64} describedBy="f-time-hint">
       <p class="hint" id="f-time-hint">
         An ISO 8601 time (2026-01-31T08:00:00Z) or a duration back from now (30m, 2h, 7d). Empty: every kept event.
       </p>
-    </div>
-    <div>
-      <label for="f_type">Type</label>
-      <input type="text" id="f_type" name="type" value={f.type ?? ''} maxlength={200} placeholder="com.svc.workflow.lifecycle.v1" />
-    </div>
-    <div>
-      <label for="f_subject_prefix">Subject prefix</label>
-      <input
-        type="text"
-        id="f_subject_prefix"
-        name="subject_prefix"
-        value={f.subject_prefix ?? ''}
-        maxlength={1000}
-        placeholder={`${c.req.param('org') ?? ''}/workflow/…`}
-      />
-    </div>
+    </FilterField>
+    <FilterField id="f_type" label="Type" name="type" value={f.type} maxlength={200} placeholder="com.svc.workflow.lifecycle.v1" />
+    <FilterField
+      id="f_subject_prefix"
+      label="Subject prefix"
+      name="subject_prefix"
+      value={f.subject_prefix}
+      maxlength={1000}
+      placeholder={`${c.req.param('org') ?? ''}/workflow/…`}
+    />
   </FilterForm>
 );
 
@@ -263,134 +252,140 @@ async function textFields(c: DashContext): Promise<Record<string, string>> {
 export function registerHistory(r: Hono<DashEnv>, ctx: AppContext) {
   r.get('/:org/events', (c) => eventsPage(c, ctx));
   r.get('/:org/events/:id', (c) => eventPage(c, ctx));
+  r.post('/:org/webhooks/:id/recover', (c) => recoverPost(c, ctx));
+  r.get('/:org/webhooks/:id/recoveries/:rid', (c) => recoveryPage(c, ctx));
+  r.post('/:org/webhooks/:id/resend', (c) => resendPost(c, ctx));
+}
 
-  r.post('/:org/webhooks/:id/recover', async (c) => {
-    const orgId = c.req.param('org');
-    const w = getWebhook(ctx, orgId, c.req.param('id'));
-    const form = await textFields(c);
-    const state: RecoverFormState = {
-      since: (form.since ?? '').trim(),
-      until: (form.until ?? '').trim(),
-      only_failed: form.only_failed === '1',
-    };
-    const again = (errors: ErrorDetail[], status: 400 | 409 = 400) =>
-      showForm(c, { state: formStateOf(w), webhook: w, ctx, recover: { ...state, errors } }, status);
-    const parsed = recoverBodySchema.safeParse({
-      since: state.since,
-      ...(state.until ? { until: state.until } : {}),
-      only_failed: state.only_failed,
-    });
-    if (!parsed.success) {
-      refused(c, ctx, apiOp('recoverWebhook'), 400);
-      return again(issuesToDetails(parsed.error.issues));
-    }
-    let started: { recovery_id: string; events: number };
-    try {
-      const kept = change(c, ctx, apiOp('recoverWebhook'), { idOf: (x) => x.recovery_id, status: 202 }, () =>
-        startRecovery(ctx, orgId, w.webhook_id, parsed.data),
-      );
-      started = await recoveryAnswer(ctx, orgId, w.webhook_id, kept.recovery_id);
-    } catch (err) {
-      if (err instanceof InvalidError) return again(err.details ?? [{ path: '(body)', message: err.message }]);
-      // a recovery of this webhook still running, or the org's running recoveries at their limit (CONTRACT 4.5)
-      if (err instanceof ConflictError || err instanceof LimitExceededError) return again([{ path: '(body)', message: err.message }], 409);
-      throw err;
-    }
-    flash(c, {
-      kind: 'ok',
-      text: `Recovery ${started.recovery_id} started: ${started.events} event(s) to send again to ${w.webhook_url}.`,
-      details: [
-        ['Recovery ID', started.recovery_id],
-        ['Events', String(started.events)],
-      ],
-    });
-    return c.redirect(c.get('paths').recovery(w.webhook_id, started.recovery_id), 303);
+/** "Recover since…": start a recovery, then its page; the form again with the errors when refused. */
+async function recoverPost(c: DashContext, ctx: AppContext) {
+  const orgId = c.req.param('org') ?? '';
+  const w = getWebhook(ctx, orgId, c.req.param('id') ?? '');
+  const form = await textFields(c);
+  const state: RecoverFormState = {
+    since: (form.since ?? '').trim(),
+    until: (form.until ?? '').trim(),
+    only_failed: form.only_failed === '1',
+  };
+  const again = (errors: ErrorDetail[], status: 400 | 409 = 400) =>
+    showForm(c, { state: formStateOf(w), webhook: w, ctx, recover: { ...state, errors } }, status);
+  const parsed = recoverBodySchema.safeParse({
+    since: state.since,
+    ...(state.until ? { until: state.until } : {}),
+    only_failed: state.only_failed,
   });
-
-  r.get('/:org/webhooks/:id/recoveries/:rid', (c) => {
-    const orgId = c.req.param('org');
-    const w = getWebhook(ctx, orgId, c.req.param('id'));
-    const rec = getRecovery(ctx, orgId, w.webhook_id, c.req.param('rid'));
-    const startedBy = changedBy(ctx, orgId, [rec.recovery_id], ['webhooks.recover']).get(rec.recovery_id);
-    const paths = c.get('paths');
-    const running = rec.state === 'running';
-    return render(c, {
-      title: `Recovery ${rec.recovery_id}`,
-      current: 'webhooks',
-      refresh: running ? REFRESH_SECONDS : undefined,
-      children: (
-        <>
-          <p class="muted">
-            <a href={paths.webhooks}>Webhooks</a> / <a href={paths.webhook(w.webhook_id)}>{w.webhook_url}</a> /
-          </p>
-          <Heading title="Recovery" sub={rec.recovery_id} />
-          <Section headingId="h-recovery" title="Progress">
-            <dl class="facts" id="recovery-status">
-              <FactLine term="State" id="recovery-state">
-                <StatusBadge status={rec.state} />
-              </FactLine>
-              <FactLine term="Events" id="recovery-events">
-                {rec.events}
-              </FactLine>
-              <FactLine term="Attempted" id="recovery-attempted">
-                {rec.attempted}
-              </FactLine>
-              <FactLine term="Succeeded" id="recovery-succeeded">
-                {rec.succeeded}
-              </FactLine>
-              <FactLine term="Failed" id="recovery-failed">
-                {rec.failed}
-              </FactLine>
-              {startedBy ? (
-                <FactLine term="Started by" id="recovery-started-by">
-                  <ActorName actor={startedBy.actor} />
-                </FactLine>
-              ) : null}
-            </dl>
-            <p>
-              <label for="recovery-progress">
-                Attempted {rec.attempted} of {rec.events}
-              </label>
-              <progress id="recovery-progress" max={String(Math.max(rec.events, 1))} value={String(rec.events ? rec.attempted : 1)}>
-                {rec.attempted} of {rec.events}
-              </progress>
-            </p>
-            <p class="hint">
-              Each attempt carries the header X-Svc-Recovery: {rec.recovery_id}. Its outcomes are in the webhook's{' '}
-              <a href={`${paths.webhook(w.webhook_id)}#attempts`}>attempts</a>.
-            </p>
-          </Section>
-        </>
-      ),
-    });
-  });
-
-  r.post('/:org/webhooks/:id/resend', async (c) => {
-    const orgId = c.req.param('org');
-    const w = getWebhook(ctx, orgId, c.req.param('id'));
-    const form = await textFields(c);
-    const parsed = resendBodySchema.safeParse({ event_id: form.event_id ?? '' });
-    if (!parsed.success) {
-      refused(c, ctx, apiOp('resendEvent'), 400, w.webhook_id);
-      return errorPage(c, 400, 'Request refused', 'No event to resend was named.');
-    }
-    const eventId = parsed.data.event_id;
-    change(c, ctx, apiOp('resendEvent'), { id: w.webhook_id }, () => resendable(ctx, orgId, w.webhook_id, eventId));
-    const res = await resendEvent(ctx, orgId, w.webhook_id, eventId);
-    flashAttempt(
-      c,
-      res,
-      {
-        ok: (http) => `Event resent to ${w.webhook_url}: delivered, ${http} in ${res.duration_ms} ms.`,
-        failed: (why) => `Event resent to ${w.webhook_url} was not delivered: ${why}.`,
-      },
-      [['Event', eventId]],
+  if (!parsed.success) {
+    refused(c, ctx, apiOp('recoverWebhook'), 400);
+    return again(issuesToDetails(parsed.error.issues));
+  }
+  let started: { recovery_id: string; events: number };
+  try {
+    const kept = change(c, ctx, apiOp('recoverWebhook'), { idOf: (x) => x.recovery_id, status: 202 }, () =>
+      startRecovery(ctx, orgId, w.webhook_id, parsed.data),
     );
-    const paths = c.get('paths');
-    const back =
-      form.back === 'event'
-        ? paths.event(eventId)
-        : `${paths.webhook(w.webhook_id)}${form.outcome === 'failure' ? '?outcome=failure' : ''}#attempts`;
-    return c.redirect(back, 303);
+    started = await recoveryAnswer(ctx, orgId, w.webhook_id, kept.recovery_id);
+  } catch (err) {
+    if (err instanceof InvalidError) return again(err.details ?? [{ path: '(body)', message: err.message }]);
+    // a recovery of this webhook still running, or the org's running recoveries at their limit (CONTRACT 4.5)
+    if (err instanceof ConflictError || err instanceof LimitExceededError) return again([{ path: '(body)', message: err.message }], 409);
+    throw err;
+  }
+  flash(c, {
+    kind: 'ok',
+    text: `Recovery ${started.recovery_id} started: ${started.events} event(s) to send again to ${w.webhook_url}.`,
+    details: [
+      ['Recovery ID', started.recovery_id],
+      ['Events', String(started.events)],
+    ],
   });
+  return c.redirect(c.get('paths').recovery(w.webhook_id, started.recovery_id), 303);
+}
+
+/** A recovery's progress, refreshing while it runs. */
+function recoveryPage(c: DashContext, ctx: AppContext) {
+  const orgId = c.req.param('org') ?? '';
+  const w = getWebhook(ctx, orgId, c.req.param('id') ?? '');
+  const rec = getRecovery(ctx, orgId, w.webhook_id, c.req.param('rid') ?? '');
+  const startedBy = changedBy(ctx, orgId, [rec.recovery_id], ['webhooks.recover']).get(rec.recovery_id);
+  const paths = c.get('paths');
+  const running = rec.state === 'running';
+  return render(c, {
+    title: `Recovery ${rec.recovery_id}`,
+    current: 'webhooks',
+    refresh: running ? REFRESH_SECONDS : undefined,
+    children: (
+      <>
+        <p class="muted">
+          <a href={paths.webhooks}>Webhooks</a> / <a href={paths.webhook(w.webhook_id)}>{w.webhook_url}</a> /
+        </p>
+        <Heading title="Recovery" sub={rec.recovery_id} />
+        <Section headingId="h-recovery" title="Progress">
+          <dl class="facts" id="recovery-status">
+            <FactLine term="State" id="recovery-state">
+              <StatusBadge status={rec.state} />
+            </FactLine>
+            {(
+              [
+                ['Events', 'recovery-events', rec.events],
+                ['Attempted', 'recovery-attempted', rec.attempted],
+                ['Succeeded', 'recovery-succeeded', rec.succeeded],
+                ['Failed', 'recovery-failed', rec.failed],
+              ] as const
+            ).map(([term, id, n]) => (
+              <FactLine term={term} id={id}>
+                {n}
+              </FactLine>
+            ))}
+            {startedBy ? (
+              <FactLine term="Started by" id="recovery-started-by">
+                <ActorName actor={startedBy.actor} />
+              </FactLine>
+            ) : null}
+          </dl>
+          <p>
+            <label for="recovery-progress">
+              Attempted {rec.attempted} of {rec.events}
+            </label>
+            <progress id="recovery-progress" max={String(Math.max(rec.events, 1))} value={String(rec.events ? rec.attempted : 1)}>
+              {rec.attempted} of {rec.events}
+            </progress>
+          </p>
+          <p class="hint">
+            Each attempt carries the header X-Svc-Recovery: {rec.recovery_id}. Its outcomes are in the webhook's{' '}
+            <a href={`${paths.webhook(w.webhook_id)}#attempts`}>attempts</a>.
+          </p>
+        </Section>
+      </>
+    ),
+  });
+}
+
+/** "Resend": the event sent again to the webhook, its result flashed on the page it came from. */
+async function resendPost(c: DashContext, ctx: AppContext) {
+  const orgId = c.req.param('org') ?? '';
+  const w = getWebhook(ctx, orgId, c.req.param('id') ?? '');
+  const form = await textFields(c);
+  const parsed = resendBodySchema.safeParse({ event_id: form.event_id ?? '' });
+  if (!parsed.success) {
+    refused(c, ctx, apiOp('resendEvent'), 400, w.webhook_id);
+    return errorPage(c, 400, 'Request refused', 'No event to resend was named.');
+  }
+  const eventId = parsed.data.event_id;
+  change(c, ctx, apiOp('resendEvent'), { id: w.webhook_id }, () => resendable(ctx, orgId, w.webhook_id, eventId));
+  const res = await resendEvent(ctx, orgId, w.webhook_id, eventId);
+  flashAttempt(
+    c,
+    res,
+    {
+      ok: (http) => `Event resent to ${w.webhook_url}: delivered, ${http} in ${res.duration_ms} ms.`,
+      failed: (why) => `Event resent to ${w.webhook_url} was not delivered: ${why}.`,
+    },
+    [['Event', eventId]],
+  );
+  const paths = c.get('paths');
+  const back =
+    form.back === 'event'
+      ? paths.event(eventId)
+      : `${paths.webhook(w.webhook_id)}${form.outcome === 'failure' ? '?outcome=failure' : ''}#attempts`;
+  return c.redirect(back, 303);
 }

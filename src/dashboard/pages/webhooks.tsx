@@ -32,6 +32,7 @@ import {
   CodeFact,
   TimeFact,
   Heading,
+  DangerForm,
 } from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
 import { WatchdogSection } from './webhook-watchdog.tsx';
@@ -360,12 +361,9 @@ export function showForm(
                     <WebhookForm c={c} {...props} />
                   </Section>
                   <Section headingId="h-delete" title="Delete">
-                    <form method="post" action={`${paths.webhook(w.webhook_id)}/delete`} class="inline">
-                      <Csrf token={csrfOf(c)} />
-                      <button type="submit" class="danger">
-                        Delete webhook
-                      </button>
-                    </form>
+                    <DangerForm action={`${paths.webhook(w.webhook_id)}/delete`} token={csrfOf(c)} layout="inline">
+                      Delete webhook
+                    </DangerForm>
                   </Section>
                 </>
               ) : (

@@ -38,6 +38,7 @@ import {
   type DiffShape,
   CodeFact,
   TimeFact,
+  DangerForm,
 } from '../ui.tsx';
 import { configNamer } from '../config-namer.ts';
 import { groupStatus, RolloutFacts, RunPicture, stepExtra, TripCause } from './rollouts.tsx';
@@ -331,12 +332,9 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout, c
           <ScopeNote have={c.get('session')?.scope ?? 'read'} need="deploy" what="Cancelling" />
         ) : null}
         {!isTerminal(wf.status) && may(c, 'deploy') ? (
-          <form method="post" action={`${paths.workflow(wf.workflow_id)}/cancel`} class="actions">
-            <Csrf token={csrfOf(c)} />
-            <button type="submit" class="danger">
-              Cancel workflow
-            </button>
-          </form>
+          <DangerForm action={`${paths.workflow(wf.workflow_id)}/cancel`} token={csrfOf(c)} layout="actions">
+            Cancel workflow
+          </DangerForm>
         ) : null}
       </Section>
       {rollout ? <TripCause c={c} data={rollout} /> : null}
