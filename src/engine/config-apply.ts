@@ -30,16 +30,21 @@ import type { WorkflowRuns as Workflows } from './workflow-runs.ts';
 export const componentId = (installId: string, name: string) => stableId('cmp', installId, name);
 export const actionId = (installId: string, name: string) => stableId('act', installId, name);
 
+/** What an install's component and action share: the install, the name, labels, place in the config; active. */
+const entityOf = (install: Install, e: { name: string; labels?: Record<string, string> }, position: number) => ({
+  install_id: install.install_id,
+  org_id: install.org_id,
+  name: e.name,
+  labels: e.labels ?? {},
+  position,
+  active: true,
+});
+
 /** Make the install's components and actions those of the config (ids stable per install and name). */
 export function syncInstallEntities(db: Db, install: Install, config: AppConfig): void {
   const comps = config.body.components.map((c, position) => ({
     component_id: componentId(install.install_id, c.name),
-    install_id: install.install_id,
-    org_id: install.org_id,
-    name: c.name,
-    labels: c.labels ?? {},
-    position,
-    active: true,
+    ...entityOf(install, c, position),
   }));
   for (const c of comps) upsertComponent(db, c);
   deactivateComponentsExcept(
@@ -49,13 +54,8 @@ export function syncInstallEntities(db: Db, install: Install, config: AppConfig)
   );
   const actions = (config.body.actions ?? []).map((a, position) => ({
     action_id: actionId(install.install_id, a.name),
-    install_id: install.install_id,
-    org_id: install.org_id,
-    name: a.name,
-    labels: a.labels ?? {},
+    ...entityOf(install, a, position),
     inputs: a.inputs ?? {},
-    position,
-    active: true,
   }));
   for (const a of actions) upsertAction(db, a);
   deactivateActionsExcept(

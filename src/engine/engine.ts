@@ -247,9 +247,7 @@ export class Engine {
           app_config_id: target.app_config_id,
           app_id: appId,
           skip_builds: skipBuilds,
-          ...(gate ? { health_gate: gate } : {}),
-          ...(policy ? { policy } : {}),
-          ...(verification.length ? { verification } : {}),
+          ...rolloutParams(gate, policy, verification),
         },
         steps: branchRunSteps(groups, skipBuilds, !!gate, verification.length > 0),
       }),
@@ -275,9 +273,7 @@ export class Engine {
           to: opts.to,
           targets,
           approval: opts.approval ? 'per_group' : 'none',
-          ...(opts.gate ? { health_gate: opts.gate } : {}),
-          ...(opts.policy ? { policy: opts.policy } : {}),
-          ...(opts.verification?.length ? { verification: opts.verification } : {}),
+          ...rolloutParams(opts.gate, opts.policy ?? null, opts.verification ?? []),
         },
         steps: appRollbackSteps(groups, { approval: opts.approval, gate: !!opts.gate, verify: !!opts.verification?.length }),
       }),
@@ -399,4 +395,13 @@ export class Engine {
     this.recoveries.close();
     this.checkpoints.close();
   }
+}
+
+/** A run's rollout settings as its params keep them (CONTRACT 4.3), only those it has: health_gate, policy, verification. */
+function rolloutParams(gate: HealthGate | null, policy: RolloutPolicy | null, verification: Verification[]): Record<string, unknown> {
+  return {
+    ...(gate ? { health_gate: gate } : {}),
+    ...(policy ? { policy } : {}),
+    ...(verification.length ? { verification } : {}),
+  };
 }
