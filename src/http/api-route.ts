@@ -198,6 +198,21 @@ export function readRoute<
   });
 }
 
+/**
+ * What a route that creates something states: its audit (the action, the kind of resource, and its
+ * id: the `key` field of the answer) and its 201 with the new record.
+ */
+export const creates = <const K extends string, S extends z.ZodType>(
+  action: string,
+  resource: string,
+  key: K,
+  description: string,
+  schema: S,
+) => ({
+  audit: { action, resource, id: (r: { body: { [k in K]: string } }) => r.body[key] },
+  responses: { 201: { description, schema } },
+});
+
 /** A delete: `remove` runs in the change, then 204 with no body; 404 when there is nothing to remove. */
 export function deleteRoute<const Path extends string>(def: {
   operationId: string;

@@ -1,7 +1,7 @@
 // CONTRACT 4.2 and 4.3: apps, their configs and branches, and branch runs.
 import * as catalog from '../../services/catalog.ts';
 import { planFleetRollbackInTurns, rollBackFleet, startBranchRun } from '../../services/rollback.ts';
-import { defineRoute, readRoute, reply, type RouteArgs } from '../api-route.ts';
+import { creates, defineRoute, readRoute, reply, type RouteArgs } from '../api-route.ts';
 import {
   appConfigListSchema,
   appConfigSchema,
@@ -37,10 +37,9 @@ export const appRoutes = [
     path: '/v1/apps',
     tag,
     scope: 'deploy',
-    audit: { action: 'apps.create', resource: 'app', id: (r) => r.body.app_id },
+    ...creates('apps.create', 'app', 'app_id', 'the app', appSchema),
     summary: 'Create an app',
     body: { schema: createAppSchema },
-    responses: { 201: { description: 'the app', schema: appSchema } },
     errors: [],
     handle: ({ ctx, orgId, body }) => reply.created(catalog.createApp(ctx, orgId, body.name)),
   }),
@@ -67,11 +66,10 @@ export const appRoutes = [
     path: '/v1/apps/{app_id}/configs',
     tag,
     scope: 'deploy',
-    audit: { action: 'configs.create', resource: 'app_config', id: (r) => r.body.app_config_id },
+    ...creates('configs.create', 'app_config', 'app_config_id', 'the app config', appConfigViewSchema),
     summary: 'Create an app config (immutable; versions count 1, 2, 3 per app)',
     before: appExists,
     body: { schema: appConfigSchema },
-    responses: { 201: { description: 'the app config', schema: appConfigViewSchema } },
     errors: [404],
     handle: ({ ctx, orgId, params, body }) => reply.created(catalog.createConfig(ctx, orgId, params.app_id, body)),
   }),
@@ -92,11 +90,10 @@ export const appRoutes = [
     path: '/v1/apps/{app_id}/branches',
     tag,
     scope: 'deploy',
-    audit: { action: 'branches.create', resource: 'app_branch', id: (r) => r.body.app_branch_id },
+    ...creates('branches.create', 'app_branch', 'app_branch_id', 'the app branch', branchSchema),
     summary: 'Create an app branch with ordered install groups',
     before: appExists,
     body: { schema: createBranchSchema },
-    responses: { 201: { description: 'the app branch', schema: branchSchema } },
     errors: [404],
     handle: ({ ctx, orgId, params, body }) => reply.created(catalog.createBranch(ctx, orgId, params.app_id, body)),
   }),
@@ -106,10 +103,9 @@ export const appRoutes = [
     path: '/v1/apps/{app_id}/branches/{app_branch_id}/runs',
     tag,
     scope: 'deploy',
-    audit: { action: 'branch_runs.create', resource: 'run', id: (r) => r.body.run_id },
+    ...creates('branch_runs.create', 'run', 'run_id', 'the run and its workflow', branchRunResultSchema),
     summary: 'Start an app branch run (an app_branch_run workflow over the install groups), health-gated with health_gate',
     body: { schema: branchRunSchema },
-    responses: { 201: { description: 'the run and its workflow', schema: branchRunResultSchema } },
     errors: [404, 409],
     handle: ({ ctx, orgId, params, body }) => reply.created(startBranchRun(ctx, orgId, params.app_id, params.app_branch_id, body)),
   }),

@@ -1,6 +1,6 @@
 // CONTRACT 4.3 "Change windows": an app's allow and deny windows.
 import { createChangeWindow, listAppChangeWindows, removeChangeWindow } from '../../services/change-windows.ts';
-import { defineRoute, deleteRoute, readRoute, reply } from '../api-route.ts';
+import { creates, defineRoute, deleteRoute, readRoute, reply } from '../api-route.ts';
 import { changeWindowListSchema, changeWindowSchema, createChangeWindowSchema } from '../../schemas/change-windows.ts';
 
 const WINDOWS = '/v1/apps/{app_id}/change-windows';
@@ -13,7 +13,7 @@ export const changeWindowRoutes = [
     path: WINDOWS,
     tag,
     scope: 'deploy',
-    audit: { action: 'change_windows.create', resource: 'change_window', id: (r) => r.body.window_id },
+    ...creates('change_windows.create', 'change_window', 'window_id', 'the window', changeWindowSchema),
     summary: "Create a change window: when the app's installs may (allow) or may not (deny) start an update of a run",
     description:
       'An install may start an update of a branch run (or, when applies_to names them, a rollback) ' +
@@ -24,7 +24,6 @@ export const changeWindowRoutes = [
       '(echoed as given). Installs waiting are evaluated afresh at once.',
     before: ({ ctx, orgId, params }) => void listAppChangeWindows(ctx, orgId, params.app_id),
     body: { schema: createChangeWindowSchema },
-    responses: { 201: { description: 'the window', schema: changeWindowSchema } },
     errors: [404],
     handle: ({ ctx, orgId, params, body }) => reply.created(createChangeWindow(ctx, orgId, params.app_id, body)),
   }),

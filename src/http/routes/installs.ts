@@ -2,7 +2,7 @@
 import * as installs from '../../services/installs.ts';
 import type { InstallWorkflowType } from '../../engine/definitions.ts';
 import * as rollback from '../../services/rollback.ts';
-import { defineRoute, readRoute, reply, type ApiRoute, type ErrorStatus, type RouteArgs } from '../api-route.ts';
+import { creates, defineRoute, readRoute, reply, type ApiRoute, type ErrorStatus, type RouteArgs } from '../api-route.ts';
 import {
   actionRunSchema,
   configUpdateSchema,
@@ -21,8 +21,7 @@ const INSTALL = '/v1/installs/{install_id}';
 const startsWorkflow = (action: string, type: InstallWorkflowType) => ({
   tag,
   scope: 'deploy' as const,
-  audit: { action, resource: 'workflow', id: (r: { body: { workflow_id: string } }) => r.body.workflow_id },
-  responses: { 201: { description: `the ${type} workflow`, schema: workflowSchema } },
+  ...creates(action, 'workflow', 'workflow_id', `the ${type} workflow`, workflowSchema),
   errors: [404] as ErrorStatus[],
 });
 
@@ -73,10 +72,9 @@ export const installRoutes = [
     path: '/v1/installs',
     tag,
     scope: 'deploy',
-    audit: { action: 'installs.create', resource: 'install', id: (r) => r.body.install_id },
+    ...creates('installs.create', 'install', 'install_id', 'the install', installSchema),
     summary: 'Create an install and start its provision workflow (latest config when none is named)',
     body: { schema: createInstallSchema },
-    responses: { 201: { description: 'the install', schema: installSchema } },
     errors: [404, 409],
     handle: ({ ctx, orgId, body }) => reply.created(installs.createInstall(ctx, orgId, body)),
   }),

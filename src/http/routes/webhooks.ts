@@ -17,7 +17,7 @@ import {
   webhookListSchema,
   webhookSchema,
 } from '../../schemas/webhooks.ts';
-import { defineRoute, deleteRoute, readRoute, reply, type RouteArgs } from '../api-route.ts';
+import { creates, defineRoute, deleteRoute, readRoute, reply, type RouteArgs } from '../api-route.ts';
 import { checkTarget, TargetLookupError, TargetRefusedError } from '../../delivery/guard.ts';
 import type { z } from 'zod';
 
@@ -54,6 +54,13 @@ async function targetWarning(url: string, allowPrivate: boolean): Promise<string
 }
 const tag = 'webhooks';
 
+/** What a route that acts on one webhook (POST …/{webhook_id}/<verb>) states: its tag and scope, its audit (webhooks.<verb>). */
+const onWebhook = (verb: string) => ({
+  tag,
+  scope: 'webhooks' as const,
+  audit: { action: `webhooks.${verb}`, resource: 'webhook' },
+});
+
 /** What a ping or resend answers until its attempt is made (in settle, after the audit row is committed); never sent. */
 const NOT_SENT_YET = { delivered: false, duration_ms: 0 };
 
@@ -75,10 +82,15 @@ export const webhookRoutes = [
     path: HOOKS,
     tag,
     scope: 'webhooks',
-    audit: { action: 'webhooks.create', resource: 'webhook', id: (r) => r.body.webhook_id },
+    ...creates(
+      'webhooks.create',
+      'webhook',
+      'webhook_id',
+      'the webhook, with `warnings` when its target would be refused',
+      webhookCreatedSchema,
+    ),
     summary: 'Create a webhook',
     body: { schema: createWebhookBodySchema },
-    responses: { 201: { description: 'the webhook, with `warnings` when its target would be refused', schema: webhookCreatedSchema } },
     errors: [409],
     handle: ({ ctx, orgId, body: input }) => reply.created(body(svc.createWebhook(ctx, orgId, input))),
     settle: async ({ ctx }, created) => {
@@ -126,9 +138,7 @@ export const webhookRoutes = [
     operationId: 'pingWebhook',
     method: 'post',
     path: `${HOOKS}/{webhook_id}/ping`,
-    tag,
-    scope: 'webhooks',
-    audit: { action: 'webhooks.ping', resource: 'webhook' },
+    ...onWebhook('ping'),
     summary: 'Send one ping event to this webhook alone',
     responses: { 200: { description: 'the outcome of the delivery', schema: pingResultSchema } },
     errors: [404],
@@ -140,9 +150,7 @@ export const webhookRoutes = [
     operationId: 'disableWebhook',
     method: 'post',
     path: `${HOOKS}/{webhook_id}/disable`,
-    tag,
-    scope: 'webhooks',
-    audit: { action: 'webhooks.disable', resource: 'webhook' },
+    ...onWebhook('disable'),
     summary: 'Stop sending to this webhook',
     description:
       "No attempts from now on (queued ones are dropped); its events are still kept. The org's " +
@@ -158,9 +166,7 @@ export const webhookRoutes = [
     operationId: 'enableWebhook',
     method: 'post',
     path: `${HOOKS}/{webhook_id}/enable`,
-    tag,
-    scope: 'webhooks',
-    audit: { action: 'webhooks.enable', resource: 'webhook' },
+    ...onWebhook('enable'),
     summary: 'Send to this webhook again, after a ping that is delivered',
     description:
       'A ping first: not delivered → 409 conflict with its error, still disabled. Delivered → ' +
@@ -228,9 +234,7 @@ export const webhookRoutes = [
     operationId: 'resendEvent',
     method: 'post',
     path: `${HOOKS}/{webhook_id}/resend`,
-    tag,
-    scope: 'webhooks',
-    audit: { action: 'webhooks.resend', resource: 'webhook' },
+    ...onWebhook('resend'),
     summary: 'Send one kept event to this webhook now, whatever its subscription',
     description:
       "The event's own body and id, a fresh webhook-timestamp and X-Svc-Recovery: resend; counted in delivery_status and the attempt log.",
