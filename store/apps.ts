@@ -1,5 +1,5 @@
 import type { Db } from './db.ts';
-import { fromJson, nowIso, toJson } from './db.ts';
+import { fromJson, insertRow, nowIso, toJson } from './db.ts';
 import type { AppConfigBody } from '../src/domain/app-config.ts';
 
 export interface App {
@@ -42,12 +42,7 @@ export interface AppBranch {
 
 export function insertApp(db: Db, a: Omit<App, 'created_at'>): App {
   const row = { ...a, created_at: nowIso() };
-  db.prepare('INSERT INTO apps (app_id, org_id, name, created_at) VALUES (?, ?, ?, ?)').run(
-    row.app_id,
-    row.org_id,
-    row.name,
-    row.created_at,
-  );
+  insertRow(db, 'apps', { app_id: row.app_id, org_id: row.org_id, name: row.name, created_at: row.created_at });
   return row;
 }
 
@@ -81,14 +76,14 @@ const decodeConfig = ({ vetoed_reason, vetoed_at, ...r }: RawConfig): AppConfig 
 export function insertConfig(db: Db, c: Omit<AppConfig, 'created_at' | 'version' | 'vetoed'>): AppConfig {
   const { v } = db.prepare('SELECT COALESCE(MAX(version), 0) + 1 AS v FROM app_configs WHERE app_id = ?').get(c.app_id) as { v: number };
   const row: AppConfig = { ...c, version: v, created_at: nowIso(), vetoed: null };
-  db.prepare('INSERT INTO app_configs (app_config_id, app_id, org_id, version, body, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
-    row.app_config_id,
-    row.app_id,
-    row.org_id,
-    row.version,
-    JSON.stringify(row.body),
-    row.created_at,
-  );
+  insertRow(db, 'app_configs', {
+    app_config_id: row.app_config_id,
+    app_id: row.app_id,
+    org_id: row.org_id,
+    version: row.version,
+    body: JSON.stringify(row.body),
+    created_at: row.created_at,
+  });
   return row;
 }
 
@@ -120,14 +115,14 @@ const decodeBranch = (r: RawBranch): AppBranch => ({ ...r, install_groups: fromJ
 
 export function insertBranch(db: Db, b: Omit<AppBranch, 'created_at'>): AppBranch {
   const row = { ...b, created_at: nowIso() };
-  db.prepare('INSERT INTO app_branches (app_branch_id, app_id, org_id, name, install_groups, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
-    row.app_branch_id,
-    row.app_id,
-    row.org_id,
-    row.name,
-    toJson(row.install_groups),
-    row.created_at,
-  );
+  insertRow(db, 'app_branches', {
+    app_branch_id: row.app_branch_id,
+    app_id: row.app_id,
+    org_id: row.org_id,
+    name: row.name,
+    install_groups: toJson(row.install_groups),
+    created_at: row.created_at,
+  });
   return row;
 }
 

@@ -1,7 +1,7 @@
 // Change windows (CONTRACT 4.3 "Change windows"): an app's allow and deny windows, and the started
 // wait steps of installs held by them.
 import type { Db } from './db.ts';
-import type { StepRow } from './workflows.ts';
+import { listStepsWhere, type StepRow } from './workflows.ts';
 import { fromJson, toJson } from './db.ts';
 import type { RunKind, ScheduleWindow, Weekday, WindowKind } from '../src/domain/change-windows.ts';
 
@@ -81,12 +81,5 @@ const WAITING_WHERE = `status = 'started' AND json_extract(params, '$.kind') = '
 
 /** Every started wait step (`wait for change window: …`), of one org or of all, in the order they started. */
 export function listWindowWaits(db: Db, orgId?: string): StepRow[] {
-  const rows =
-    orgId === undefined
-      ? db.prepare(`SELECT * FROM steps INDEXED BY steps_window_wait WHERE ${WAITING_WHERE} ORDER BY rowid`).all()
-      : db.prepare(`SELECT * FROM steps WHERE ${WAITING_WHERE} AND org_id = ? ORDER BY rowid`).all(orgId);
-  return rows.map((r) => {
-    const row = r as Record<string, string | null>;
-    return { ...(r as StepRow), plan: fromJson(row.plan, null), approval: fromJson(row.approval, null), params: fromJson(row.params, {}) };
-  });
+  return listStepsWhere(db, 'steps_window_wait', WAITING_WHERE, orgId);
 }

@@ -78,3 +78,12 @@ export function fromJson<T>(s: string | null | undefined, fallback: T): T {
   if (s === null || s === undefined) return fallback;
   return JSON.parse(s) as T;
 }
+
+/**
+ * Insert one row: `values` names the columns, in order, with what goes in them (JSON columns
+ * already encoded): `INSERT INTO <table> (<columns>) VALUES (?, …)`.
+ */
+export function insertRow(db: Db, table: string, values: Record<string, unknown>): void {
+  const columns = Object.keys(values);
+  db.prepare(`INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`).run(...Object.values(values));
+}

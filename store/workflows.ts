@@ -223,10 +223,18 @@ const BAKING_WHERE = `status = 'started' AND json_extract(params, '$.kind') = 'b
 
 /** Every started bake step (of one org, or of all). */
 export function listBakingSteps(db: Db, orgId?: string): StepRow[] {
+  return listStepsWhere(db, 'steps_baking', BAKING_WHERE, orgId);
+}
+
+/**
+ * The steps `where` selects, of one org or of all, in the order they were stored; across orgs
+ * through the partial index `index` (whose WHERE is `where`: as small as what it selects).
+ */
+export function listStepsWhere(db: Db, index: string, where: string, orgId?: string): StepRow[] {
   const rows =
     orgId === undefined
-      ? db.prepare(`SELECT * FROM steps INDEXED BY steps_baking WHERE ${BAKING_WHERE} ORDER BY rowid`).all()
-      : db.prepare(`SELECT * FROM steps WHERE ${BAKING_WHERE} AND org_id = ? ORDER BY rowid`).all(orgId);
+      ? db.prepare(`SELECT * FROM steps INDEXED BY ${index} WHERE ${where} ORDER BY rowid`).all()
+      : db.prepare(`SELECT * FROM steps WHERE ${where} AND org_id = ? ORDER BY rowid`).all(orgId);
   return rows.map(decodeStep);
 }
 
