@@ -112,10 +112,7 @@ export class ResponseReader {
           break;
         }
         case Stage.Length: {
-          const n = Math.min(this.left, chunk.length - at);
-          this.left -= n;
-          if (n) onBody(n, chunk, at);
-          at += n;
+          at = this.readCounted(chunk, at, onBody);
           if (this.left === 0) this.stage = Stage.Done;
           break;
         }
@@ -132,10 +129,7 @@ export class ResponseReader {
           break;
         }
         case Stage.ChunkData: {
-          const n = Math.min(this.left, chunk.length - at);
-          this.left -= n;
-          if (n) onBody(n, chunk, at);
-          at += n;
+          at = this.readCounted(chunk, at, onBody);
           if (this.left === 0) {
             this.stage = Stage.ChunkEnd;
             this.left = 2;
@@ -179,6 +173,17 @@ export class ResponseReader {
       return true;
     }
     return this.stage === Stage.Done;
+  }
+
+  /**
+   * Body bytes whose count is known (a Content-Length body, a chunk's data): hand on those of
+   * `chunk` from `at` still counted in `left`, and take them off. Returns where they end.
+   */
+  private readCounted(chunk: Buffer, at: number, onBody: (bytes: number, chunk: Buffer, start: number) => void): number {
+    const n = Math.min(this.left, chunk.length - at);
+    this.left -= n;
+    if (n) onBody(n, chunk, at);
+    return at + n;
   }
 
   /** With the bytes before: a whole head from `at`? Then parse it and return the index after it, else keep the bytes and return -1. */

@@ -80,6 +80,12 @@ export interface ApprovalFact extends Base, FactScope {
   approval: { status: 'requested' | 'approved' | 'rejected'; plan?: unknown; note?: string; responded_at?: string; responded_by?: Actor };
 }
 
+/**
+ * An answer to an approval step, as the API, the engine and the step's handler take it: approved or
+ * rejected, an optional note, and who answered (absent or null: not known).
+ */
+export type ApprovalAnswer = [response: 'approved' | 'rejected', note?: string, actor?: Actor | null];
+
 export interface DriftFact extends Base, FactScope {
   kind: 'drift_detected';
   transition: 'detected';

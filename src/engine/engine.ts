@@ -34,7 +34,7 @@ import { applyConfig, deployGroup, provisionNewInstall, type NewInstall } from '
 import type { ConfigDiff } from '../domain/config-diff.ts';
 import { appRollbackSteps, branchRunSteps, installSteps, type InstallWorkflowType, type RunGroup } from './definitions.ts';
 import type { HealthGate, RolloutPolicy } from '../domain/rollout.ts';
-import type { Actor } from '../domain/scopes.ts';
+import type { ApprovalAnswer } from '../domain/facts.ts';
 import { reportExternalWorkflow } from './external.ts';
 import { listWindowWaits } from '../../store/change-windows.ts';
 import { reportHealth } from './health-verdicts.ts';
@@ -281,15 +281,8 @@ export class Engine {
   }
 
   /** Answer an approval step; `actor` (who answered) is kept on the step and in the response event (CONTRACT 2). */
-  respondToApproval(
-    orgId: string,
-    workflowId: string,
-    stepId: string,
-    response: 'approved' | 'rejected',
-    note?: string,
-    actor: Actor | null = null,
-  ): StepRow {
-    return this.tx.run((t) => this.runs.steps.approval.respondToApproval(t, orgId, workflowId, stepId, response, note, actor));
+  respondToApproval(orgId: string, workflowId: string, stepId: string, ...answer: ApprovalAnswer): StepRow {
+    return this.tx.run((t) => this.runs.steps.approval.respondToApproval(t, orgId, workflowId, stepId, ...answer));
   }
 
   cancelWorkflow(orgId: string, workflowId: string): WorkflowRow {

@@ -13,7 +13,7 @@ import {
 import { findBranch, getApp } from '../../store/apps.ts';
 import { getInstall } from '../../store/installs.ts';
 import type { OwnerType } from '../domain/status.ts';
-import type { Actor } from '../domain/scopes.ts';
+import type { ApprovalAnswer } from '../domain/facts.ts';
 import type { StepView, WorkflowSummary, WorkflowView } from '../schemas/workflows.ts';
 
 export type { StepView, WorkflowSummary, WorkflowView };
@@ -78,16 +78,8 @@ export function getWorkflowView(ctx: AppContext, orgId: string, workflowId: stri
   return viewOf(ctx, orgWorkflow(ctx, orgId, workflowId));
 }
 
-export function respondToApproval(
-  ctx: AppContext,
-  orgId: string,
-  workflowId: string,
-  stepId: string,
-  response: 'approved' | 'rejected',
-  note: string | undefined,
-  actor: Actor | null,
-) {
-  return stepView(ctx.engine.respondToApproval(orgId, orgWorkflow(ctx, orgId, workflowId).workflow_id, stepId, response, note, actor));
+export function respondToApproval(ctx: AppContext, orgId: string, workflowId: string, stepId: string, ...answer: ApprovalAnswer) {
+  return stepView(ctx.engine.respondToApproval(orgId, orgWorkflow(ctx, orgId, workflowId).workflow_id, stepId, ...answer));
 }
 
 export function cancelWorkflow(ctx: AppContext, orgId: string, workflowId: string) {

@@ -14,7 +14,7 @@ import type { Db } from '../../../store/db.ts';
 import { isFinal } from '../../domain/status.ts';
 import { ConflictError, NotFoundError } from '../../domain/errors.ts';
 import type { WorkflowFacts } from '../workflow-facts.ts';
-import type { Actor } from '../../domain/scopes.ts';
+import type { ApprovalAnswer } from '../../domain/facts.ts';
 import type { Tx } from '../transaction.ts';
 import { groupPlan } from '../rollout-plans.ts';
 import type { StepHandler } from './handlers.ts';
@@ -45,15 +45,7 @@ export class ApprovalsAndCancel implements StepHandler {
     return false;
   }
 
-  respondToApproval(
-    t: Tx,
-    orgId: string,
-    workflowId: string,
-    stepId: string,
-    response: 'approved' | 'rejected',
-    note: string | undefined,
-    actor: Actor | null,
-  ): StepRow {
+  respondToApproval(t: Tx, orgId: string, workflowId: string, stepId: string, ...[response, note, actor]: ApprovalAnswer): StepRow {
     const wf = getWorkflow(this.db, workflowId);
     if (!wf || wf.org_id !== orgId) throw new NotFoundError('workflow', workflowId);
     const step = getStep(this.db, workflowId, stepId);
