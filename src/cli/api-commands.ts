@@ -68,7 +68,8 @@ function versionRef(given: string): VersionRef {
   if (!kind && !/^\d+$/.test(rest)) return { by: 'id', id: given };
   if (!/^[1-9]\d{0,8}$/.test(rest))
     throw new UsageError(
-      `version ${JSON.stringify(given)}: version:N (the install version), config:N (the config version), a bare N (the install version) or a ver_ id`,
+      `version ${JSON.stringify(given)}: version:N (the install version), config:N (the config version), ` +
+        'a bare N (the install version) or a ver_ id',
     );
   return { by: kind === 'config' ? 'config' : 'version', n: Number(rest) };
 }
@@ -358,13 +359,12 @@ export function formatFleetPlan(plan: FleetPlan): string {
       group = i.install_group;
       out.push(`group ${group}:`);
     }
-    out.push(
-      `  install ${i.install_name} (${i.install_id}): ${i.old_app_config_id ?? '(none)'} -> ${i.new_app_config_id}${i.vetoed ? ` VETOED: ${i.vetoed.reason}` : ''}`,
-    );
-    if (i.blocked_by?.length)
-      out.push(
-        `    waits for change window ${i.blocked_by.join(', ')}: starts ${i.scheduled_at ?? 'when a window changes (none opens within two weeks)'}`,
-      );
+    const veto = i.vetoed ? ` VETOED: ${i.vetoed.reason}` : '';
+    out.push(`  install ${i.install_name} (${i.install_id}): ${i.old_app_config_id ?? '(none)'} -> ${i.new_app_config_id}${veto}`);
+    if (i.blocked_by?.length) {
+      const starts = i.scheduled_at ?? 'when a window changes (none opens within two weeks)';
+      out.push(`    waits for change window ${i.blocked_by.join(', ')}: starts ${starts}`);
+    }
     out.push(formatDiff(i.diff, '    '));
   }
   if (!plan.installs.length) out.push('no install to roll back');

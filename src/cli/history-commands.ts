@@ -101,6 +101,16 @@ async function allPages<T>(run: Run, path: string, params: Record<string, string
   return out;
 }
 
+/** A list of records kept for a while (the audit log, events): --since and --until, --oldest-first. */
+function windowLeaf(parent: Command, name: string, description: string, what: string): Command {
+  return timeWindow(leaf(parent, name, description), what).option('--oldest-first', 'oldest first (also with --json)');
+}
+
+/** Every page of such a list (--since, --until and the filters given), in the order asked for. */
+async function windowList<T>(run: Run, path: string, filters: Record<string, string | undefined>): Promise<T[]> {
+  return newestFirst(run, await allPages<T>(run, path, { since: timeOption(run, 'since'), until: timeOption(run, 'until'), ...filters }));
+}
+
 export function registerHistoryCommands(program: Command, webhooks: Command): void {
   registerAuditCommands(program);
   registerEventCommands(program);
@@ -111,22 +121,16 @@ export function registerHistoryCommands(program: Command, webhooks: Command): vo
 function registerAuditCommands(program: Command): void {
   const audit = group(program, 'audit', "the org's audit log: who changed what (an admin token; kept for --audit-retention)");
   handle(
-    timeWindow(leaf(audit, 'list', 'list the changes made, newest first, with their actor'), 'made')
-      .option('--oldest-first', 'oldest first (also with --json)')
+    windowLeaf(audit, 'list', 'list the changes made, newest first, with their actor', 'made')
       .option('--actor <token_id>', 'only the changes made with this token')
       .option('--action <action>', 'only this operation (webhooks.create, rollbacks.create, steps.approve, …)')
       .option('--resource-id <id>', 'only the changes to this resource'),
     async (run) => {
-      const list = newestFirst(
-        run,
-        await allPages<AuditView>(run, '/v1/audit', {
-          since: timeOption(run, 'since'),
-          until: timeOption(run, 'until'),
-          actor: str(run.opts.actor),
-          action: str(run.opts.action),
-          resource_id: str(run.opts.resourceId),
-        }),
-      );
+      const list = await windowList<AuditView>(run, '/v1/audit', {
+        actor: str(run.opts.actor),
+        action: str(run.opts.action),
+        resource_id: str(run.opts.resourceId),
+      });
       if (run.json) return printJson(list);
       printTable(
         ['at', 'actor', 'action', 'resource', 'status'],
@@ -148,20 +152,14 @@ function registerEventCommands(program: Command): void {
   const events = group(program, 'events', "the org's event history (kept for --event-retention)");
 
   handle(
-    timeWindow(leaf(events, 'list', 'list kept events, newest first'), 'emitted')
-      .option('--oldest-first', 'oldest first (also with --json)')
+    windowLeaf(events, 'list', 'list kept events, newest first', 'emitted')
       .option('--type <type>', 'only this CloudEvents type')
       .option('--subject-prefix <prefix>', 'only subjects starting with this'),
     async (run) => {
-      const list = newestFirst(
-        run,
-        await allPages<CloudEvent>(run, '/v1/events', {
-          since: timeOption(run, 'since'),
-          until: timeOption(run, 'until'),
-          type: str(run.opts.type),
-          subject_prefix: str(run.opts.subjectPrefix),
-        }),
-      );
+      const list = await windowList<CloudEvent>(run, '/v1/events', {
+        type: str(run.opts.type),
+        subject_prefix: str(run.opts.subjectPrefix),
+      });
       if (run.json) return printJson(list);
       printTable(
         ['time', 'type', 'subject', 'id'],

@@ -197,7 +197,10 @@ export function deliveryLine(p: LineParts): string {
   return cutEnd(parts.join(SEP), MAX_LINE);
 }
 
-/** `--verbose`: the request's headers as received, one `    name: value` line each (at most MAX_LINE), signatures cut to their first 8 characters. */
+/**
+ * `--verbose`: the request's headers as received, one `    name: value` line each (at most
+ * MAX_LINE), signatures cut to their first 8 characters.
+ */
 export function headerLines(rawHeaders: string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {

@@ -121,7 +121,9 @@ function refusal(c: DeliveryCheck, signature: ReceivedEvent['signature']): { mar
   if (signature === 'unprotected') {
     return {
       mark: `NO REPLAY PROTECTION (${SIGNATURE_HEADER} only)`,
-      message: `${SIGNATURE_HEADER} alone signs no time, so it could be a replay: a valid ${WEBHOOK_SIGNATURE_HEADER} with webhook-id and webhook-timestamp is required`,
+      message:
+        `${SIGNATURE_HEADER} alone signs no time, so it could be a replay: ` +
+        `a valid ${WEBHOOK_SIGNATURE_HEADER} with webhook-id and webhook-timestamp is required`,
     };
   }
   if (signature === 'missing') return { mark: 'BAD SIGNATURE (missing)', message: `no ${SIGNATURE_HEADER} or ${WEBHOOK_SIGNATURE_HEADER}` };
@@ -279,9 +281,8 @@ async function accept(r: Receiver, req: http.IncomingMessage, res: http.ServerRe
     if (verified || verdict)
       r.errOut.write(`${String(rec.event?.id ?? '-')}  ${[verified, verdict ? `answered: ${verdict}` : ''].filter(Boolean).join('  ')}\n`);
   } else {
-    r.out.write(
-      `${deliveryLine({ at, path: requestPath(req.url), event: rec.event, mark, trailer: [verifiedMark(rec.verified), verdict ? `answered: ${verdict}` : ''] })}\n`,
-    );
+    const trailer = [verifiedMark(rec.verified), verdict ? `answered: ${verdict}` : ''];
+    r.out.write(`${deliveryLine({ at, path: requestPath(req.url), event: rec.event, mark, trailer })}\n`);
   }
   printHeaders(r, req);
   const skipped = r.sequences.see(rec.event, mark !== undefined);
@@ -461,13 +462,15 @@ export function registerListenCommand(program: Command): void {
   program
     .command('listen')
     .description(
-      'run a local webhook receiver that prints one line (at most 160 characters) per delivered event (verifies signatures with --secret; forwards with --forward-to)',
+      'run a local webhook receiver that prints one line (at most 160 characters) per delivered event ' +
+        '(verifies signatures with --secret; forwards with --forward-to)',
     )
     .option('--port <port>', 'port to listen on (0 picks a free one)', parsePort, DEFAULT_PORT)
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option(
       '--secret <secret>',
-      'the webhook secret (plain or whsec_…): reject (401) deliveries without a valid webhook-signature and a webhook-timestamp within 5 minutes of now (X-Svc-Signature alone has no replay protection)',
+      'the webhook secret (plain or whsec_…): reject (401) deliveries without a valid webhook-signature ' +
+        'and a webhook-timestamp within 5 minutes of now (X-Svc-Signature alone has no replay protection)',
     )
     .option(
       '--secret-file <path>',

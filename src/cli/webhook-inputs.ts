@@ -41,7 +41,8 @@ export function readSubscriptionDocument(opts: Record<string, unknown>): Record<
   const unknown = Object.keys(doc).filter((k) => k !== 'interests' && k !== 'match');
   if (unknown.length) {
     throw new UsageError(
-      `${where}: unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => JSON.stringify(k)).join(', ')}; the subscription document is {"interests"?: {...}, "match"?: {...} | null}`,
+      `${where}: unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => JSON.stringify(k)).join(', ')}; ` +
+        'the subscription document is {"interests"?: {...}, "match"?: {...} | null}',
     );
   }
   const d = doc as Record<string, unknown>;

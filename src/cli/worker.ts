@@ -110,7 +110,8 @@ function workerKey(natsCreds: string | null): Buffer {
   } catch (err) {
     if (err instanceof DataplaneKeyMissingError) {
       throw new UsageError(
-        'svc worker needs the data plane key: --nats-creds with the worker.creds of `svc nats init`, or SVC_DATAPLANE_KEY (`svc dataplane-key --db <engine database>` prints it)',
+        'svc worker needs the data plane key: --nats-creds with the worker.creds of `svc nats init`, ' +
+          'or SVC_DATAPLANE_KEY (`svc dataplane-key --db <engine database>` prints it)',
       );
     }
     throw new UsageError(`the data plane key: ${(err as Error).message}`);
