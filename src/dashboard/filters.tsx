@@ -2,6 +2,7 @@
 // oldest first): the audit log and the event history.
 import type { Child, FC } from 'hono/jsx';
 import type { DashContext } from './session.ts';
+import { LabeledInput } from './ui.tsx';
 
 /** The listing's order: newest first unless `?order=oldest`. */
 export const oldestFirst = (c: DashContext) => c.req.query('order') === 'oldest';
@@ -31,17 +32,16 @@ export const FilterField: FC<{
   describedBy?: string;
   children?: Child;
 }> = (p) => (
-  <div>
-    <label for={p.id}>{p.label}</label>
-    <input
-      type="text"
-      id={p.id}
-      name={p.name}
-      value={p.value ?? ''}
-      maxlength={p.maxlength}
-      placeholder={p.placeholder}
-      aria-describedby={p.describedBy}
-    />
+  <LabeledInput
+    id={p.id}
+    label={p.label}
+    type="text"
+    name={p.name}
+    value={p.value ?? ''}
+    maxlength={p.maxlength}
+    placeholder={p.placeholder}
+    aria-describedby={p.describedBy}
+  >
     {p.children}
-  </div>
+  </LabeledInput>
 );

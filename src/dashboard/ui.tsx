@@ -185,27 +185,34 @@ export const TimeFact: FC<{ term: Child; iso: string | null | undefined; id?: st
   </FactLine>
 );
 
-/** A field of a form: its label, its input (`input` props: type, name, value, …) and the hint that describes it. */
-export const HintedField = ({
+/** A field of a form: its label, its input (`input` props: type, name, value, …) and what follows it (a hint). */
+export const LabeledInput = ({
   id,
   label,
-  hint,
   type,
+  children,
   ...input
 }: {
   id: string;
   label: string;
-  hint: Child;
   type: string;
+  children?: Child;
   [attr: string]: unknown;
 }) => (
   <div>
     <label for={id}>{label}</label>
-    <input type={type} id={id} {...input} aria-describedby={`${id}-hint`} />
-    <p class="hint" id={`${id}-hint`}>
+    <input type={type} id={id} {...input} />
+    {children}
+  </div>
+);
+
+/** A field of a form with the hint that describes it (`aria-describedby`). */
+export const HintedField = ({ hint, ...field }: { id: string; label: string; hint: Child; type: string; [attr: string]: unknown }) => (
+  <LabeledInput {...field} aria-describedby={`${field.id}-hint`}>
+    <p class="hint" id={`${field.id}-hint`}>
       {hint}
     </p>
-  </div>
+  </LabeledInput>
 );
 
 /** A page's heading: what it shows, then (muted) which one. */

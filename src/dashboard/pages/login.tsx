@@ -28,7 +28,7 @@ import {
   type DashEnv,
 } from '../session.ts';
 import { SignInThrottle } from '../sign-in-throttle.ts';
-import { Csrf } from '../ui.tsx';
+import { Csrf, LabeledInput } from '../ui.tsx';
 
 interface LoginProps {
   action: string;
@@ -51,26 +51,22 @@ const LoginForm = (p: LoginProps) => (
     <form method="post" action={p.action} class="stack card">
       <Csrf token={p.csrf} />
       {p.next ? <input type="hidden" name="next" value={p.next} /> : null}
-      <div>
-        <label for="org_id">Org ID</label>
-        <input
-          type="text"
-          id="org_id"
-          name="org_id"
-          value={p.orgId ?? ''}
-          required
-          autocomplete="username"
-          autocapitalize="none"
-          spellcheck={false}
-        />
-      </div>
-      <div>
-        <label for="api_token">API token</label>
-        <input type="password" id="api_token" name="api_token" required autocomplete="current-password" />
+      <LabeledInput
+        id="org_id"
+        label="Org ID"
+        type="text"
+        name="org_id"
+        value={p.orgId ?? ''}
+        required
+        autocomplete="username"
+        autocapitalize="none"
+        spellcheck={false}
+      />
+      <LabeledInput id="api_token" label="API token" type="password" name="api_token" required autocomplete="current-password">
         <p class="hint">
           Create one with <code>svc tokens create</code> or on the org settings page.
         </p>
-      </div>
+      </LabeledInput>
       <div>
         <button type="submit">Sign in</button>
       </div>

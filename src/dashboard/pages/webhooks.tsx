@@ -33,6 +33,7 @@ import {
   TimeFact,
   Heading,
   DangerForm,
+  LabeledInput,
 } from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
 import { WatchdogSection } from './webhook-watchdog.tsx';
@@ -120,18 +121,16 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
           <span class="hint"> (to change the URL, delete this webhook and create a new one)</span>
         </p>
       ) : (
-        <div>
-          <label for="webhook_url">Webhook URL</label>
-          <input
-            type="url"
-            id="webhook_url"
-            name="webhook_url"
-            value={state.webhook_url}
-            required
-            maxlength={2048}
-            placeholder="https://example.com/hooks/svc"
-          />
-        </div>
+        <LabeledInput
+          id="webhook_url"
+          label="Webhook URL"
+          type="url"
+          name="webhook_url"
+          value={state.webhook_url}
+          required
+          maxlength={2048}
+          placeholder="https://example.com/hooks/svc"
+        />
       )}
       {webhook ? (
         <fieldset>
@@ -150,10 +149,7 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
               (unsigned deliveries)
             </label>
           ) : null}
-          <div>
-            <label for="new_secret">New secret</label>
-            <input type="password" id="new_secret" name="new_secret" maxlength={512} autocomplete="new-password" />
-          </div>
+          <LabeledInput id="new_secret" label="New secret" type="password" name="new_secret" maxlength={512} autocomplete="new-password" />
           {webhook.has_secret ? (
             <div>
               <label for="previous_secret_ttl">With a rotation, the old secret keeps signing for</label>
