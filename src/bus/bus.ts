@@ -93,3 +93,23 @@ export const consoleBusLogger: BusLogger = {
 export function errorInfo(err: unknown): { err: string } {
   return { err: err instanceof Error ? (err.stack ?? err.message) : String(err) };
 }
+
+/**
+ * Hand a message to a subscription's handler: what it throws, or the promise it returns rejects
+ * with, is logged (`bus handler failed`), never passed on to the publisher. Returns that promise,
+ * caught, when the handler returned one.
+ */
+export function runHandler(
+  handler: (msg: BusMessage) => void | Promise<void>,
+  msg: BusMessage,
+  logger: BusLogger,
+): Promise<void> | undefined {
+  const failed = (err: unknown) => logger.warn({ subject: msg.subject, ...errorInfo(err) }, 'bus handler failed');
+  try {
+    const r = handler(msg);
+    if (r && typeof (r as Promise<void>).then === 'function') return (r as Promise<void>).catch(failed);
+  } catch (err) {
+    failed(err);
+  }
+  return undefined;
+}

@@ -10,8 +10,8 @@ import {
   BusRequestError,
   DEFAULT_REQUEST_TIMEOUT_MS,
   consoleBusLogger,
-  errorInfo,
   parseJson,
+  runHandler,
   toBytes,
   type Bus,
   type BusLogger,
@@ -157,18 +157,8 @@ class MemoryBus implements Bus {
         sub.pending.length = 0;
         return;
       }
-      try {
-        const r = sub.handler(msg);
-        if (r && typeof (r as Promise<void>).then === 'function') {
-          this.track(
-            (r as Promise<void>).catch((err: unknown) =>
-              this.logger.warn({ subject: msg.subject, ...errorInfo(err) }, 'bus handler failed'),
-            ),
-          );
-        }
-      } catch (err) {
-        this.logger.warn({ subject: msg.subject, ...errorInfo(err) }, 'bus handler failed');
-      }
+      const running = runHandler(sub.handler, msg, this.logger);
+      if (running) this.track(running);
     }
   }
 

@@ -19,6 +19,7 @@ import {
   consoleBusLogger,
   errorInfo,
   parseJson,
+  runHandler,
   toBytes,
   type Bus,
   type BusLogger,
@@ -171,14 +172,7 @@ export async function createNatsBus(url: string, opts: NatsBusOptions = {}): Pro
             logger.warn({ subject, ...errorInfo(err) }, 'nats subscription error');
             return;
           }
-          try {
-            const r = handler(wrap(m));
-            if (r && typeof (r as Promise<void>).then === 'function') {
-              (r as Promise<void>).catch((e: unknown) => logger.warn({ subject: m.subject, ...errorInfo(e) }, 'bus handler failed'));
-            }
-          } catch (e) {
-            logger.warn({ subject: m.subject, ...errorInfo(e) }, 'bus handler failed');
-          }
+          runHandler(handler, wrap(m), logger);
         },
       });
       return {
