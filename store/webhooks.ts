@@ -1,14 +1,9 @@
 import type { Db } from './db.ts';
 import { fromJson, nowIso, toJson } from './db.ts';
+import type { WebhookTarget } from '../src/domain/webhook-entry.ts';
 
-export interface WebhookRow {
-  webhook_id: string;
-  org_id: string;
-  url: string;
-  secret: string | null;
-  /** a rotated-out secret that still signs beside `secret` until previous_secret_expires_at */
-  previous_secret: string | null;
-  previous_secret_expires_at: string | null;
+/** A webhook as stored: its target and secrets (WebhookTarget), interests, match, watchdog. */
+export interface WebhookRow extends WebhookTarget {
   interests: unknown | null;
   match: unknown | null;
   match_canonical: string;

@@ -3,7 +3,8 @@
 // nothing else about webhooks.
 import type { Interests, Match } from './subscription.ts';
 
-export interface WebhookEntry {
+/** Where a webhook's attempts go and what signs them: what the stored row and the entry share. */
+export interface WebhookTarget {
   webhook_id: string;
   org_id: string;
   url: string;
@@ -11,6 +12,9 @@ export interface WebhookEntry {
   /** a rotated-out secret that still signs beside `secret` until previous_secret_expires_at */
   previous_secret: string | null;
   previous_secret_expires_at: string | null;
+}
+
+export interface WebhookEntry extends WebhookTarget {
   /** effective interests (legacy and empty documents already mean all_events) */
   interests: Interests;
   /**
