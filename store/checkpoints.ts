@@ -20,6 +20,7 @@ import { statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
+import { nextTurnOnce } from '../src/domain/clock.ts';
 import type { Db } from './db.ts';
 
 /** How often the thread checkpoints (a pass with nothing to copy costs microseconds). */
@@ -73,7 +74,10 @@ export class WalCheckpoints {
   private worker: Worker | null = null;
   /** set to 1 by the thread once its connection is closed */
   private readonly stopped = new Int32Array(new SharedArrayBuffer(4));
-  private finishing = false;
+  /** The log is long: copy what the thread has left, at the next turn of the event loop. */
+  private readonly finish = nextTurnOnce(() => {
+    if (!this.closed && this.db.open) this.db.pragma('wal_checkpoint(PASSIVE)');
+  });
   private closed = false;
   /** the log's file, and the size past which `committed` finishes next */
   private readonly walFile: string;
@@ -133,16 +137,6 @@ export class WalCheckpoints {
     if (size < this.finishPast) return;
     this.finishPast = size + FINISH_STEP_BYTES;
     this.finish();
-  }
-
-  /** The log is long: copy what the thread has left, at the next turn of the event loop. */
-  private finish(): void {
-    if (this.finishing) return;
-    this.finishing = true;
-    setImmediate(() => {
-      this.finishing = false;
-      if (!this.closed && this.db.open) this.db.pragma('wal_checkpoint(PASSIVE)');
-    });
   }
 
   /**

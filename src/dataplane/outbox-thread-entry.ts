@@ -9,6 +9,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import pino from 'pino';
 import { openDb } from '../../store/db.ts';
 import { DeliveryLedger } from '../../store/outbox.ts';
+import { nextTurnOnce } from '../domain/clock.ts';
 import { startOutboxDataPlane, type RegistryChange } from './data-plane.ts';
 import type { FromOutboxThread, OutboxThreadConfig, ToOutboxThread } from './outbox-thread.ts';
 
@@ -49,15 +50,9 @@ function main(): void {
   let loaded = false;
   let draining = false;
   // the kicks of every commit that arrived in one turn of this loop: one read of the outbox
-  let kickScheduled = false;
-  const kick = () => {
-    if (kickScheduled) return;
-    kickScheduled = true;
-    setImmediate(() => {
-      kickScheduled = false;
-      if (!draining) source.kick();
-    });
-  };
+  const kick = nextTurnOnce(() => {
+    if (!draining) source.kick();
+  });
   port.on('message', (m: ToOutboxThread) => {
     switch (m.type) {
       case 'registry':

@@ -36,7 +36,7 @@
 // loses its queued attempts at once (dropWebhook, counted `webhook_deleted` or `webhook_disabled`);
 // its attempt in flight finishes. A disabled webhook's matches are dropped at fan-out, counted too.
 import type { Logger } from 'pino';
-import { within, type Clock, type Timer } from '../domain/clock.ts';
+import { nextTurnOnce, within, type Clock, type Timer } from '../domain/clock.ts';
 import type { EventRoute } from '../domain/event-route.ts';
 import type { WebhookRegistry } from '../dispatch/registry.ts';
 import type { WebhookSubscriber } from '../dispatch/subscriber.ts';
@@ -157,8 +157,8 @@ export class DeliveryPipeline {
   private readonly orgHeld = new Map<string, number>();
   private readonly slots: FairSlots<Attempt>;
   private stopped = false;
-  /** a pump is scheduled at the end of this turn (startAfterTurn) */
-  private pumpScheduled = false;
+  /** a pump at the next turn, once however often asked (startAfterTurn) */
+  private readonly pumpAfterTurn = nextTurnOnce(() => this.pump());
   private freeListeners: Array<() => void> = [];
   private readonly progressTimer: Timer | null;
   /** failed attempts in the log: each webhook's first in full, then its count every 10 s (CONTRACT §8) */
@@ -477,15 +477,6 @@ export class DeliveryPipeline {
     if (this.o.startAfterTurn) this.pumpAfterTurn();
     else this.pump();
     this.notify();
-  }
-
-  private pumpAfterTurn(): void {
-    if (this.pumpScheduled) return;
-    this.pumpScheduled = true;
-    setImmediate(() => {
-      this.pumpScheduled = false;
-      this.pump();
-    });
   }
 
   private settle(state: EventState): void {

@@ -111,3 +111,20 @@ export async function retry<T>(clock: Clock, policy: RetryPolicy, fn: (attempt: 
 export function isoNow(clock: Clock): string {
   return new Date(clock.now()).toISOString();
 }
+
+/**
+ * `fn` run at the next turn of the event loop (setImmediate, not a Clock's: a turn, not a time),
+ * once however many times the returned function is called before then; called again once `fn`
+ * has started, it schedules another run.
+ */
+export function nextTurnOnce(fn: () => void): () => void {
+  let scheduled = false;
+  return () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      fn();
+    });
+  };
+}

@@ -30,7 +30,7 @@ import {
 } from '../../store/history.ts';
 import { getWebhook, webhookCreatedSeq } from '../../store/webhooks.ts';
 import { eventSubject } from '../bus/subjects.ts';
-import type { Clock, Timer } from '../domain/clock.ts';
+import { nextTurnOnce, type Clock, type Timer } from '../domain/clock.ts';
 import { ConflictError, LimitExceededError } from '../domain/errors.ts';
 import { decodeRoute, encodeRoute, recoveryItemId } from '../domain/event-route.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
@@ -110,7 +110,17 @@ export function checkRecoveryBounds(db: Db, orgId: string, webhookId: string): v
 export class RecoveryFeeder {
   private readonly live = new Map<string, Live>();
   private readonly timer: Timer;
-  private scheduled = false;
+  /** A round at the next turn, once however often asked; another after it while there is more to do. */
+  private readonly roundSoon: () => void = nextTurnOnce(() => {
+    if (this.closed) return;
+    let more = false;
+    try {
+      more = this.round();
+    } catch (err) {
+      this.deps.logger.warn({ err }, 'feeding recoveries failed; will try again');
+    }
+    if (more) this.kick();
+  });
   private closed = false;
 
   constructor(private readonly deps: { db: Db; clock: Clock; logger: Logger; tx: Transactions; registryRev: () => number }) {
@@ -179,19 +189,8 @@ export class RecoveryFeeder {
 
   /** Run a round soon (once, however often asked). */
   private kick(): void {
-    if (this.scheduled || this.closed || !this.live.size) return;
-    this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      if (this.closed) return;
-      let more = false;
-      try {
-        more = this.round();
-      } catch (err) {
-        this.deps.logger.warn({ err }, 'feeding recoveries failed; will try again');
-      }
-      if (more) this.kick();
-    });
+    if (this.closed || !this.live.size) return;
+    this.roundSoon();
   }
 
   /** One step of every running recovery, oldest first; whether any has more to do now. */
