@@ -206,6 +206,31 @@ export const LabeledInput = ({
   </div>
 );
 
+/** A choice of a form: its label, the select (`select` props: required, …) with its options, and what follows it (a hint). */
+export const LabeledSelect = ({
+  id,
+  label,
+  name,
+  after,
+  children,
+  ...select
+}: {
+  id: string;
+  label: string;
+  name: string;
+  after?: Child;
+  children?: Child;
+  [attr: string]: unknown;
+}) => (
+  <div>
+    <label for={id}>{label}</label>
+    <select id={id} name={name} {...select}>
+      {children}
+    </select>
+    {after}
+  </div>
+);
+
 /** A field of a form with the hint that describes it (`aria-describedby`). */
 export const HintedField = ({ hint, ...field }: { id: string; label: string; hint: Child; type: string; [attr: string]: unknown }) => (
   <LabeledInput {...field} aria-describedby={`${field.id}-hint`}>

@@ -30,6 +30,7 @@ import {
   StackTable,
   Time,
   type DiffShape,
+  LabeledSelect,
 } from '../ui.tsx';
 import { installNamesOf, InstallsTable } from './overview.tsx';
 import { ConfigVersionsChart } from './config-versions-chart.tsx';
@@ -275,12 +276,9 @@ const ToOptions = ({ configs, selected }: { configs: ConfigView[]; selected: str
 
 const FleetRollbackForm = ({ app, configs, c }: { app: App; configs: ConfigView[]; c: DashContext }) => (
   <form method="get" action={c.get('paths').fleetRollback(app.app_id)} class="stack">
-    <div>
-      <label for="fleet-to">Roll back to</label>
-      <select id="fleet-to" name="to">
-        <ToOptions configs={configs} selected="previous" />
-      </select>
-    </div>
+    <LabeledSelect id="fleet-to" label="Roll back to" name="to">
+      <ToOptions configs={configs} selected="previous" />
+    </LabeledSelect>
     <HintedField
       id="fleet-selector"
       label="Only installs with labels (optional)"
@@ -485,12 +483,9 @@ const GateFields = ({ fields }: { fields: RollbackFields }) => (
         </label>
       ))}
     </fieldset>
-    <div>
-      <label for="gate-action">When the gate trips</label>
-      <select id="gate-action" name="action">
-        <HaltOrRollback selected={fields.action} />
-      </select>
-    </div>
+    <LabeledSelect id="gate-action" label="When the gate trips" name="action">
+      <HaltOrRollback selected={fields.action} />
+    </LabeledSelect>
   </fieldset>
 );
 
@@ -518,15 +513,12 @@ const RolloutFields = ({ fields }: { fields: RollbackFields }) => (
       value={fields.failureBudget}
       placeholder="0"
     />
-    <div>
-      <label for="on-failure">When a group fails</label>
-      <select id="on-failure" name="on_failure">
-        <option value="" selected={fields.onFailure === ''}>
-          as the health gate says (halt without one)
-        </option>
-        <HaltOrRollback selected={fields.onFailure} />
-      </select>
-    </div>
+    <LabeledSelect id="on-failure" label="When a group fails" name="on_failure">
+      <option value="" selected={fields.onFailure === ''}>
+        as the health gate says (halt without one)
+      </option>
+      <HaltOrRollback selected={fields.onFailure} />
+    </LabeledSelect>
   </fieldset>
 );
 

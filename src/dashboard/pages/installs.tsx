@@ -25,6 +25,7 @@ import {
   type DiffShape,
   CodeFact,
   Heading,
+  LabeledSelect,
 } from '../ui.tsx';
 import { installNamesOf, InstallsTable, WorkflowsTable } from './overview.tsx';
 
@@ -125,17 +126,19 @@ const RollbackForm = ({ install, choices, c }: { install: InstallView; choices: 
   ) : choices.length ? (
     <form method="post" action={c.get('paths').rollbackPlan(install.install_id)} class="stack">
       <Csrf token={csrfOf(c)} />
-      <div>
-        <label for="rollback-config">Roll back to</label>
-        <select id="rollback-config" name="app_config_id" required>
-          {choices.map((v) => (
-            <option value={v.app_config_id}>
-              {configLabel(v)}, as in version {v.version}
-            </option>
-          ))}
-        </select>
-        <p class="hint">You will see the plan first; nothing changes until you apply it.</p>
-      </div>
+      <LabeledSelect
+        id="rollback-config"
+        label="Roll back to"
+        name="app_config_id"
+        required
+        after={<p class="hint">You will see the plan first; nothing changes until you apply it.</p>}
+      >
+        {choices.map((v) => (
+          <option value={v.app_config_id}>
+            {configLabel(v)}, as in version {v.version}
+          </option>
+        ))}
+      </LabeledSelect>
       <div>
         <button type="submit">Plan rollback</button>
       </div>

@@ -7,7 +7,7 @@ import { createToken, listTokens, revokeToken } from '../../services/api-tokens.
 import { DEFAULT_SCOPE, isScope, SCOPES, type Scope } from '../../domain/scopes.ts';
 import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
-import { Csrf, ScopeNote, Section, StackTable, Time } from '../ui.tsx';
+import { Csrf, ScopeNote, Section, StackTable, Time, LabeledSelect } from '../ui.tsx';
 
 /** What each scope may do (CONTRACT 2), as the token form explains it. */
 export const SCOPE_HINTS: Record<Scope, string> = {
@@ -55,21 +55,25 @@ function settingsPage(
                 <label for="token-name">Name (optional)</label>
                 <input type="text" id="token-name" name="name" maxlength={100} placeholder="ci, cli, laptop…" />
               </div>
-              <div>
-                <label for="token-scope">Scope</label>
-                <select id="token-scope" name="scope" aria-describedby="token-scope-hint">
-                  {SCOPES.map((sc) => (
-                    <option value={sc} selected={sc === DEFAULT_SCOPE}>
-                      {sc}
-                    </option>
-                  ))}
-                </select>
-                <ul id="token-scope-hint" class="hint">
-                  {SCOPES.map((sc) => (
-                    <li>{SCOPE_HINTS[sc]}</li>
-                  ))}
-                </ul>
-              </div>
+              <LabeledSelect
+                id="token-scope"
+                label="Scope"
+                name="scope"
+                aria-describedby="token-scope-hint"
+                after={
+                  <ul id="token-scope-hint" class="hint">
+                    {SCOPES.map((sc) => (
+                      <li>{SCOPE_HINTS[sc]}</li>
+                    ))}
+                  </ul>
+                }
+              >
+                {SCOPES.map((sc) => (
+                  <option value={sc} selected={sc === DEFAULT_SCOPE}>
+                    {sc}
+                  </option>
+                ))}
+              </LabeledSelect>
               <div>
                 <button type="submit">Create token</button>
               </div>

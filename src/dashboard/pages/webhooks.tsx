@@ -34,6 +34,7 @@ import {
   Heading,
   DangerForm,
   LabeledInput,
+  LabeledSelect,
 } from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
 import { WatchdogSection } from './webhook-watchdog.tsx';
@@ -151,20 +152,24 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
           ) : null}
           <LabeledInput id="new_secret" label="New secret" type="password" name="new_secret" maxlength={512} autocomplete="new-password" />
           {webhook.has_secret ? (
-            <div>
-              <label for="previous_secret_ttl">With a rotation, the old secret keeps signing for</label>
-              <select id="previous_secret_ttl" name="previous_secret_ttl" aria-describedby="overlap-hint">
-                {OVERLAP_CHOICES.map((o) => (
-                  <option value={String(o.seconds)} selected={state.previous_secret_ttl === String(o.seconds)}>
-                    {o.label}
-                  </option>
-                ))}
-              </select>
-              <p class="hint" id="overlap-hint">
-                During the overlap, webhook-signature carries a signature with each secret (new first), so receivers can switch over;
-                X-Svc-Signature uses the new secret only.
-              </p>
-            </div>
+            <LabeledSelect
+              id="previous_secret_ttl"
+              label="With a rotation, the old secret keeps signing for"
+              name="previous_secret_ttl"
+              aria-describedby="overlap-hint"
+              after={
+                <p class="hint" id="overlap-hint">
+                  During the overlap, webhook-signature carries a signature with each secret (new first), so receivers can switch over;
+                  X-Svc-Signature uses the new secret only.
+                </p>
+              }
+            >
+              {OVERLAP_CHOICES.map((o) => (
+                <option value={String(o.seconds)} selected={state.previous_secret_ttl === String(o.seconds)}>
+                  {o.label}
+                </option>
+              ))}
+            </LabeledSelect>
           ) : null}
           {webhook.previous_secret_expires_at ? (
             <p class="hint">
