@@ -160,6 +160,14 @@ async function listWebhooks(run: Run): Promise<void> {
   );
 }
 
+/** --disable-after and the secret (--secret or --secret-file) of a create or an update, as fields of its body. */
+async function addDisableAfterAndSecret(opts: Record<string, unknown>, body: Record<string, unknown>): Promise<void> {
+  const disableAfter = str(opts.disableAfter);
+  if (disableAfter !== undefined) body.disable_after = parseDisableAfter(disableAfter);
+  const secret = await readSecret(opts);
+  if (secret !== undefined) body.secret = secret;
+}
+
 /** `svc webhooks create`. */
 function registerCreate(webhooks: Command): void {
   handle(
@@ -177,10 +185,7 @@ function registerCreate(webhooks: Command): void {
       checkSecretOptions(run.opts);
       const sub = readSubscriptionDocument(run.opts);
       const body: Record<string, unknown> = { webhook_url: str(run.opts.url) };
-      const disableAfter = str(run.opts.disableAfter);
-      if (disableAfter !== undefined) body.disable_after = parseDisableAfter(disableAfter);
-      const secret = await readSecret(run.opts);
-      if (secret !== undefined) body.secret = secret;
+      await addDisableAfterAndSecret(run.opts, body);
       if (sub) Object.assign(body, sub);
       const w = await run.api().post<Webhook & { warnings?: string[] }>(WEBHOOKS, body);
       // a target the server would refuse: said on stderr either way (stdout stays the webhook)
@@ -219,9 +224,7 @@ function registerUpdate(webhooks: Command): void {
         );
       }
       const body: Record<string, unknown> = {};
-      if (disableAfter !== undefined) body.disable_after = parseDisableAfter(disableAfter);
-      const secret = await readSecret(run.opts);
-      if (secret !== undefined) body.secret = secret;
+      await addDisableAfterAndSecret(run.opts, body);
       if (ttl !== undefined) body.previous_secret_ttl_s = ttl;
       if (run.opts.removeSecret === true) body.secret = null;
       if (sub) {
