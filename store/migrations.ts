@@ -335,7 +335,8 @@ export const MIGRATIONS: string[] = [
     PRIMARY KEY (recovery_id, event_seq)
   ) WITHOUT ROWID;
   ALTER TABLE webhooks ADD COLUMN created_seq INTEGER NOT NULL DEFAULT 0;
-  UPDATE webhooks SET created_seq = (SELECT COALESCE(MAX(e.seq), 0) FROM events e WHERE e.created_ms < CAST((julianday(webhooks.created_at) - 2440587.5) * 86400000 AS INTEGER));
+  UPDATE webhooks SET created_seq = (SELECT COALESCE(MAX(e.seq), 0) FROM events e
+    WHERE e.created_ms < CAST((julianday(webhooks.created_at) - 2440587.5) * 86400000 AS INTEGER));
   `,
   /* embedded mode's outbox source reads the outbox per org, round robin (CONTRACT 8: one org's backlog
         waits in the outbox while another org's events are handed over): an org's rows in order */ `
@@ -451,7 +452,8 @@ export const MIGRATIONS: string[] = [
         stored under an id of their own (that id was another org's), so that a new workflow writes
         one id index, not two copies of the same key, each a page at its own place (issue 33) */ `
   DROP INDEX IF EXISTS workflows_external_id;
-  CREATE UNIQUE INDEX workflows_external_id_renamed ON workflows(org_id, external_id) WHERE external_id IS NOT NULL AND external_id <> workflow_id;
+  CREATE UNIQUE INDEX workflows_external_id_renamed ON workflows(org_id, external_id)
+    WHERE external_id IS NOT NULL AND external_id <> workflow_id;
   `,
   /* each attempt keeps what it sent and what the receiver answered (CONTRACT 4.5, new in 0.3): one
         JSON text {request: {headers}, response: {status, headers, body, body_truncated, ...}},
