@@ -370,38 +370,7 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
             ) : null}
           </Section>
           {groups.map((g, n) => (
-            <section aria-labelledby={`h-group-${n}`} class="group">
-              <h2 id={`h-group-${n}`}>
-                Group {n + 1}: {g}
-              </h2>
-              {(byGroup.get(g)?.length ?? 0) > shown(g).length ? (
-                <p class="muted">
-                  Showing {shown(g).length} of {byGroup.get(g)!.length} installs of this group; every one of them is in the rollback. The
-                  whole plan: <code>POST /v1/apps/{app.app_id}/rollbacks</code> with <code>plan_only</code>.
-                </p>
-              ) : null}
-              <ul class="plain">
-                {shown(g).map((i) => (
-                  <li class="plan-install">
-                    <p>
-                      <PlanMove
-                        href={paths.install(i.install_id)}
-                        move={i}
-                        configName={configName}
-                        badge={i.vetoed ? <span class="badge s-failed">vetoed</span> : null}
-                      />
-                    </p>
-                    {i.blocked_by?.length ? (
-                      <p class="window-wait">
-                        <span class="badge">waits for a change window</span> {i.blocked_by.join(', ')}: starts{' '}
-                        {i.scheduled_at ? <Time iso={i.scheduled_at} /> : 'when a window changes (none opens within two weeks)'}
-                      </p>
-                    ) : null}
-                    <Diff diff={i.diff as DiffShape} />
-                  </li>
-                ))}
-              </ul>
-            </section>
+            <PlanGroup n={n} name={g} installs={byGroup.get(g) ?? []} shown={shown(g)} app={app} c={c} configName={configName} />
           ))}
           <Section headingId="h-skipped" title={`Skipped (${plan.skipped.length})`}>
             {plan.skipped.length ? (
@@ -431,6 +400,61 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
     status,
   );
 }
+
+/** One group of a fleet rollback plan: its installs (at most `shown` of them), each with its move, its wait and its diff. */
+const PlanGroup = ({
+  n,
+  name,
+  installs,
+  shown,
+  app,
+  c,
+  configName,
+}: {
+  n: number;
+  name: string;
+  installs: FleetPlan['installs'];
+  shown: FleetPlan['installs'];
+  app: App;
+  c: DashContext;
+  configName: (id: string | null | undefined) => string;
+}) => {
+  const paths = c.get('paths');
+  return (
+    <section aria-labelledby={`h-group-${n}`} class="group">
+      <h2 id={`h-group-${n}`}>
+        Group {n + 1}: {name}
+      </h2>
+      {installs.length > shown.length ? (
+        <p class="muted">
+          Showing {shown.length} of {installs.length} installs of this group; every one of them is in the rollback. The whole plan:{' '}
+          <code>POST /v1/apps/{app.app_id}/rollbacks</code> with <code>plan_only</code>.
+        </p>
+      ) : null}
+      <ul class="plain">
+        {shown.map((i) => (
+          <li class="plan-install">
+            <p>
+              <PlanMove
+                href={paths.install(i.install_id)}
+                move={i}
+                configName={configName}
+                badge={i.vetoed ? <span class="badge s-failed">vetoed</span> : null}
+              />
+            </p>
+            {i.blocked_by?.length ? (
+              <p class="window-wait">
+                <span class="badge">waits for a change window</span> {i.blocked_by.join(', ')}: starts{' '}
+                {i.scheduled_at ? <Time iso={i.scheduled_at} /> : 'when a window changes (none opens within two weeks)'}
+              </p>
+            ) : null}
+            <Diff diff={i.diff as DiffShape} />
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+};
 
 const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: DashContext }) => {
   const paths = c.get('paths');
