@@ -18,7 +18,7 @@ import { registerOverview } from './pages/overview.tsx';
 import { registerInstalls } from './pages/installs.tsx';
 import { registerWorkflows } from './pages/workflow.tsx';
 import { registerWebhooks } from './pages/webhooks.tsx';
-import { registerWatchdog } from './pages/webhook-watchdog.tsx';
+import { registerWatchdog } from './pages/watchdog.tsx';
 import { registerHistory } from './pages/history.tsx';
 import { registerSettings } from './pages/settings.tsx';
 import { registerApprovals } from './pages/approvals.tsx';

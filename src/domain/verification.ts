@@ -1,7 +1,7 @@
 // Verification gates (CONTRACT 4.3 "Rollout policy", `verification`): the external checks a run's
 // group must pass after its deploy, as the engine keeps them in the run's params, and how one
 // answer of a verification URL reads. One vocabulary for the API's schema, the machine
-// (machines/verification.ts), the engine and the dashboard.
+// (machines/verification-gate.ts), the engine and the dashboard.
 import { z } from 'zod';
 
 /** CONTRACT 4.3: at most 5 verifications per run. */

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { ApiRoute, ErrorStatus } from './api-route.ts';
 import type { AttemptResult } from '../delivery/client.ts';
-import { apiSchemas, errorSchema, type Same } from '../schemas/shared.ts';
+import { apiSchemas, errorSchema, type Same } from '../schemas/common.ts';
 import type { deliveryStatusSchema, pingResultSchema } from '../schemas/webhooks.ts';
 import type { DeliveryStatusView } from '../services/webhooks.ts';
 

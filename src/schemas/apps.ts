@@ -2,7 +2,7 @@
 // config; the apps' list query. Out: an app, an app config (its components and actions as stored,
 // its veto), a branch.
 import { z } from 'zod';
-import { apiSchemas, described, id, json, labels, name, pageLimit, selectorSchema, storedLabels, timestamp } from './shared.ts';
+import { apiSchemas, described, id, json, labels, name, pageLimit, selectorSchema, storedLabels, timestamp } from './common.ts';
 
 // ------------------------------------------------------------------ In
 

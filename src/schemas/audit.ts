@@ -1,6 +1,6 @@
 // The org's audit log (CONTRACT 2 "Scopes and actors"). In: the list's query. Out: an entry, a page of them.
 import { z } from 'zod';
-import { apiSchemas, described, pagedQuery, pageOf } from './shared.ts';
+import { apiSchemas, described, pagedQuery, pageOf } from './common.ts';
 
 export const auditListQuerySchema = pagedQuery('changes made at or after', 'changes made before', {
   actor: z.string().min(1).max(64).describe('a token id: the changes made with that token').optional(),

@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { durationMs } from '../domain/duration.ts';
 import { isTimeZone, MAX_WINDOW_MS, MIN_WINDOW_MS, RUN_KINDS, startMinutes, WEEKDAYS, WINDOW_KINDS } from '../domain/change-windows.ts';
-import { apiSchemas, described, selectorSchema, unique } from './shared.ts';
+import { apiSchemas, described, selectorSchema, unique } from './common.ts';
 
 // ------------------------------------------------------------------ In
 

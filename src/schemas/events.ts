@@ -1,6 +1,6 @@
 // The org's kept events (CONTRACT 4.5). In: the list's query. Out: a CloudEvent as delivered, a page of them.
 import { z } from 'zod';
-import { apiSchemas, pagedQuery, pageOf } from './shared.ts';
+import { apiSchemas, pagedQuery, pageOf } from './common.ts';
 
 export const eventListQuerySchema = pagedQuery('kept events emitted at or after', 'events emitted before', {
   type: z.string().min(1).max(200).describe('the CloudEvents type').optional(),

@@ -3,7 +3,7 @@
 // health, its actions and its worst verdict.
 import { z } from 'zod';
 import { VERDICTS } from '../domain/status.ts';
-import { apiSchemas, id, labels, name, storedLabels, timestamp } from './shared.ts';
+import { apiSchemas, id, labels, name, storedLabels, timestamp } from './common.ts';
 
 // ------------------------------------------------------------------ In
 

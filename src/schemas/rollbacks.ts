@@ -5,7 +5,7 @@ import { z } from 'zod';
 import type { ConfigDiff, FieldChange } from '../domain/config-diff.ts';
 import { configBodyShape, vetoViewSchema } from './apps.ts';
 import { healthGateInSchema, rolloutPolicyInSchema, verificationListSchema } from './rollouts.ts';
-import { apiSchemas, described, id, type Same, selectorSchema, storedLabels, timestamp } from './shared.ts';
+import { apiSchemas, described, id, type Same, selectorSchema, storedLabels, timestamp } from './common.ts';
 import { statusSchema as status } from './workflows.ts';
 
 // ------------------------------------------------------------------ In

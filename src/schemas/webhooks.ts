@@ -4,7 +4,7 @@
 // a page of attempts, a recovery.
 import { z } from 'zod';
 import { disableAfterSchema, interestsSchema, storedMatchSchema } from '../domain/subscription.ts';
-import { apiSchemas, described, pagedQuery, pageOf, timeBoundSchema, timestamp } from './shared.ts';
+import { apiSchemas, described, pagedQuery, pageOf, timeBoundSchema, timestamp } from './common.ts';
 
 // ------------------------------------------------------------------ In
 

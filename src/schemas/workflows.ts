@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import type { ParentRef } from '../domain/facts.ts';
 import { EXECUTION_TYPES, OWNER_TYPES, STEP_STATUSES } from '../domain/status.ts';
-import { apiSchemas, type Same, timestamp } from './shared.ts';
+import { apiSchemas, type Same, timestamp } from './common.ts';
 
 // ------------------------------------------------------------------ In
 

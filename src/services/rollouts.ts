@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import { gateSnapshotOf, gateSnapshotSchema } from '../../machines/health-gate.ts';
-import { verifySnapshotOf, verifySnapshotSchema } from '../../machines/verification.ts';
+import { verifySnapshotOf, verifySnapshotSchema } from '../../machines/verification-gate.ts';
 import { shownUrl, verificationsOf } from '../domain/verification.ts';
 import { gateTripOf, gateTripSchema, healthGateSchema, rolloutParamsOf, rolloutPolicySchema, rolloutSchema } from '../domain/rollout.ts';
 import { findBranch, getConfig, listBranches } from '../../store/apps.ts';

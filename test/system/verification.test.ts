@@ -15,7 +15,7 @@ import { appWithThreeConfigs, get, installWith, post, waitStep, waitWf } from '.
 import { rid } from '../helpers/ids.ts';
 import { listSteps } from '../../store/workflows.ts';
 import type { Db } from '../../store/db.ts';
-import { verifySnapshotOf, type VerifySnapshot } from '../../machines/verification.ts';
+import { verifySnapshotOf, type VerifySnapshot } from '../../machines/verification-gate.ts';
 
 type Json = any;
 

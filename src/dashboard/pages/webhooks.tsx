@@ -1,5 +1,5 @@
 // Webhooks: list with delivery status, create, a webhook's page (delivery status, test event with its
-// result, the delivery watchdog (webhook-watchdog.tsx: state, disable, enable and catch up, attempts
+// result, the delivery watchdog (watchdog.tsx: state, disable, enable and catch up, attempts
 // per hour), its attempts with "Resend" and "Recover since…" (webhook-history.tsx), edit: secret rotate
 // with an overlap / keep / remove, interests, match), delete.
 import type { Hono } from 'hono';
@@ -37,7 +37,7 @@ import {
   LabeledSelect,
 } from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
-import { WatchdogSection } from './webhook-watchdog.tsx';
+import { WatchdogSection } from './watchdog.tsx';
 import {
   createBodyOf,
   describeInterests,

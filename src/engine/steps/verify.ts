@@ -1,5 +1,5 @@
 // Verification gates, the part inside transactions (CONTRACT 4.3 `verification`): a `verify install
-// group` step feeds its machine (machines/verification.ts) the engine's clock and the answers of
+// group` step feeds its machine (machines/verification-gate.ts) the engine's clock and the answers of
 // its URLs; the machine, typed, is kept in the step's params (`verify`: per URL its attempts,
 // failures in a row, first and next ask, last answer). What it asks is sent by the Verifier
 // (./verify-requests.ts) after the commit, outside any transaction; each answer comes back here in a
@@ -23,7 +23,7 @@ import {
   type VerifyEvent,
   type VerifyFailure,
   type VerifySnapshot,
-} from '../../../machines/verification.ts';
+} from '../../../machines/verification-gate.ts';
 import type { Rollout } from '../../domain/rollout.ts';
 import { shownUrl, verificationsOf, verifyAnswerSchema, type Verification, type VerifyAnswer } from '../../domain/verification.ts';
 import type { VerificationRequest, VerifiedInstall } from '../../events/verification-request.ts';

@@ -1,7 +1,7 @@
 // Every /v1 route, served by src/http/app.ts and documented by src/http/openapi.ts.
 import { defineRoute, reply, type ApiRoute } from '../api-route.ts';
 import { openApiDocument } from '../openapi.ts';
-import { openApiDocumentSchema } from '../../schemas/shared.ts';
+import { openApiDocumentSchema } from '../../schemas/common.ts';
 import { webhookRoutes } from './webhooks.ts';
 import { appRoutes } from './apps.ts';
 import { installRoutes } from './installs.ts';

@@ -1,4 +1,4 @@
-// The verification gate machine (machines/verification.ts): pure, time given in its events (read
+// The verification gate machine (machines/verification-gate.ts): pure, time given in its events (read
 // from a ManualClock that the test moves); readAnswer (src/domain/verification.ts): how an HTTP
 // answer reads.
 import { describe, expect, it } from 'vitest';
@@ -9,7 +9,7 @@ import {
   type VerifyEmit,
   type VerifyEvent,
   type VerifySnapshot,
-} from '../../machines/verification.ts';
+} from '../../machines/verification-gate.ts';
 import { readAnswer, shownUrl } from '../../src/domain/verification.ts';
 import { ManualClock } from '../helpers/clock.ts';
 
