@@ -103,7 +103,7 @@ export function registerWorkerCommand(program: Command): void {
     });
 }
 
-/** The data plane key (src/bus/dataplane-key.ts) without a database: a usage error when it is missing or unreadable. */
+/** The data plane key (src/bus/nats/dataplane-key.ts) without a database: a usage error when it is missing or unreadable. */
 function workerKey(natsCreds: string | null): Buffer {
   try {
     return resolveDataplaneKey(null, natsCreds);

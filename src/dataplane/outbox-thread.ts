@@ -13,7 +13,7 @@ import type { DeliveryLimits, RegistryChange } from './data-plane.ts';
 import { entryBeside, SupervisedThread, type ThreadLifecycle } from './thread-supervisor.ts';
 
 export interface OutboxThreadConfig {
-  /** the database file (its own connection: WAL, busy_timeout, src/store/db.ts) */
+  /** the database file (its own connection: WAL, busy_timeout, store/db.ts) */
   db: string;
   limits: DeliveryLimits;
   logLevel: string;

@@ -1,6 +1,6 @@
 // A first-in first-out queue with O(1) push and shift (Array.prototype.shift copies): a head index
 // into an array that is reset when it empties and compacted when its dead front grows large. The
-// fair queues of ingest (src/ingest/fair-queue.ts) and of the delivery slots
+// fair queues of ingest (src/domain/fair-queue.ts) and of the delivery slots
 // (src/dataplane/slots.ts) are made of it.
 export class Fifo<T> {
   private items: Array<T | undefined> = [];

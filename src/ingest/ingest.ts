@@ -283,7 +283,7 @@ function receiver(deps: IngestDeps, clock: Clock, dropped: RepeatedWarnings, gro
 /**
  * Answer a request, but only on an inbox of the subject's org: NATS does not check a publisher's
  * reply subject against its permissions, so a producer could otherwise have the engine publish on
- * svc.events.… or answer another org's request (src/bus/nats-permissions.ts isProducerReplySubject).
+ * svc.events.… or answer another org's request (src/bus/subjects.ts isProducerReplySubject).
  */
 function respond({ msg, orgId }: Waiting, reply: Reply): void {
   if (msg.reply && orgId && isProducerReplySubject(msg.reply, orgId)) msg.respond(reply === OK ? OK_BYTES : JSON.stringify(reply));
