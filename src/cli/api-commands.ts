@@ -346,6 +346,7 @@ interface FleetPlan {
     vetoed?: { reason: string; at: string };
     scheduled_at?: string | null;
     blocked_by?: string[];
+    blocked_by_names?: string[];
   }>;
   skipped: Array<{ install_id: string; reason: string }>;
 }
@@ -363,7 +364,8 @@ export function formatFleetPlan(plan: FleetPlan): string {
     out.push(`  install ${i.install_name} (${i.install_id}): ${i.old_app_config_id ?? '(none)'} -> ${i.new_app_config_id}${veto}`);
     if (i.blocked_by?.length) {
       const starts = i.scheduled_at ?? 'when a window changes (none opens within two weeks)';
-      out.push(`    waits for change window ${i.blocked_by.join(', ')}: starts ${starts}`);
+      const windows = i.blocked_by.map((id, k) => (i.blocked_by_names?.[k] ? `${i.blocked_by_names[k]} (${id})` : id));
+      out.push(`    waits for change window ${windows.join(', ')}: starts ${starts}`);
     }
     out.push(formatDiff(i.diff, '    '));
   }

@@ -110,6 +110,7 @@ export const fleetRollbackPlanSchema = z
           'when its update may start: now, or when its next change window opens (null: none within two weeks)',
         ),
         blocked_by: described(z.array(z.string()), 'the change windows holding it ([] when none)'),
+        blocked_by_names: described(z.array(z.string()), "those windows' names, in the same order"),
       }),
     ),
     skipped: z.array(z.object({ install_id: z.string(), reason: z.string() })),

@@ -89,10 +89,10 @@ describe('svc apps windows', () => {
       new RegExp(`${id}\\s+freeze\\s+deny\\s+mon,tue,wed,thu,fri,sat,sun\\s+00:00\\s+24h\\s+America/Los_Angeles`),
     );
 
-    // a rollback's plan says it waits for the window
+    // a rollback's plan says it waits for the window, by name and id
     const plan = await cli(['apps', 'rollback', app.app_id, '--plan-only'], env);
     expect(plan.code, plan.stderr).toBe(0);
-    expect(plan.stdout).toContain(`waits for change window ${id}`);
+    expect(plan.stdout).toContain(`waits for change window freeze (${id}): starts `);
 
     for (const bad of [
       ['--kind', 'maybe'],

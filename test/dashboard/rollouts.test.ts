@@ -216,7 +216,7 @@ describe('the app page', () => {
     });
     await page.reload();
     await expect(main.locator('.window-wait').textContent()).resolves.toBe(
-      `waits for a change window ${freeze.window_id}: starts ${new Date(Date.parse('2026-04-02T00:00:00Z')).toISOString().replace('T', ' ').replace('.000Z', 'Z')}`,
+      `waits for a change window freeze: starts ${new Date(Date.parse('2026-04-02T00:00:00Z')).toISOString().replace('T', ' ').replace('.000Z', 'Z')}`,
     );
     await expect(canary.locator('.window-wait').count()).resolves.toBe(0);
     await screenshot(page, 'fleet-rollback-plan-window');

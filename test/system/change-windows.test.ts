@@ -139,7 +139,7 @@ describe('change windows (CONTRACT 4.3)', () => {
     const W = run.workflow_id;
     const plan = (await waitStep(api, W, 'plan install group: g1', 'awaiting_approval')).step.plan;
     const byId = Object.fromEntries(plan.installs.map((i: Json) => [i.install_id, i]));
-    expect(byId[a.install_id]).toMatchObject({ scheduled_at: opens, blocked_by: [deny.window_id] });
+    expect(byId[a.install_id]).toMatchObject({ scheduled_at: opens, blocked_by: [deny.window_id], blocked_by_names: [deny.name] });
     expect(byId[b.install_id]).toMatchObject({ scheduled_at: new Date(clock.now()).toISOString(), blocked_by: [] });
     await approve(W, 'g1');
     const waitName = `wait for change window: ${a.name}`;
@@ -282,6 +282,7 @@ describe('change windows (CONTRACT 4.3)', () => {
       install_id: a.install_id,
       scheduled_at: new Date(clock.now()).toISOString(),
       blocked_by: [],
+      blocked_by_names: [],
     });
     const rb = await post(api, `/v1/apps/${app.app_id}/rollbacks`, { to: 'previous', install_ids: [a.install_id], approval: 'none' });
     expect((await waitWf(api, rb.workflow_id)).status).toBe('succeeded');
@@ -307,7 +308,11 @@ describe('change windows (CONTRACT 4.3)', () => {
       { to: 'previous', install_ids: [a.install_id], plan_only: true },
       200,
     );
-    expect(planned2.plan.installs[0]).toMatchObject({ scheduled_at: null, blocked_by: [named.window_id] });
+    expect(planned2.plan.installs[0]).toMatchObject({
+      scheduled_at: null,
+      blocked_by: [named.window_id],
+      blocked_by_names: ['freeze all'],
+    });
     const rb2 = await post(api, `/v1/apps/${app.app_id}/rollbacks`, { to: 'previous', install_ids: [a.install_id], approval: 'none' });
     await waitStep(api, rb2.workflow_id, `wait for change window: ${a.name}`, 'started');
     expect((await get(api, `/v1/installs/${a.install_id}`)).app_config_id).toBe(v2.app_config_id);

@@ -158,6 +158,7 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
           // no change window holds it: it starts once approved (CONTRACT 4.3 "Change windows")
           scheduled_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
           blocked_by: [],
+          blocked_by_names: [],
         },
       ],
     };
@@ -197,6 +198,7 @@ describe('rolling a fleet back through a branch run (local runner)', () => {
         diff: V2_TO_V1,
         scheduled_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
         blocked_by: [],
+        blocked_by_names: [],
       })),
     };
     expect(plan2.plan).toEqual(expectedPlan2);

@@ -444,7 +444,7 @@ const PlanGroup = ({
             </p>
             {i.blocked_by?.length ? (
               <p class="window-wait">
-                <span class="badge">waits for a change window</span> {i.blocked_by.join(', ')}: starts{' '}
+                <span class="badge">waits for a change window</span> {(i.blocked_by_names ?? i.blocked_by).join(', ')}: starts{' '}
                 {i.scheduled_at ? <Time iso={i.scheduled_at} /> : 'when a window changes (none opens within two weeks)'}
               </p>
             ) : null}

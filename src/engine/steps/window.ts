@@ -234,6 +234,8 @@ export interface WindowSchedule {
   scheduled_at: string | null;
   /** the windows holding it ([] when none) */
   blocked_by: string[];
+  /** their names, in the same order (what a person reads; the ids stay the API's reference) */
+  blocked_by_names: string[];
 }
 
 /**
@@ -249,10 +251,13 @@ export function windowScheduler(
 ): (install: Pick<Install, 'install_id' | 'labels'>) => WindowSchedule {
   const windows = listChangeWindows(db, appId);
   const now = new Date(atMs).toISOString();
-  if (!windows.length) return () => ({ scheduled_at: now, blocked_by: [] });
+  if (!windows.length) return () => ({ scheduled_at: now, blocked_by: [], blocked_by_names: [] });
   const verdict = windowPlanner(windows, kind, atMs);
+  const names = new Map(windows.map((w) => [w.window_id, w.name]));
   return (install) => {
     const v = verdict(install);
-    return v.may_start ? { scheduled_at: now, blocked_by: [] } : { scheduled_at: v.next_window_at, blocked_by: [...v.window_ids] };
+    if (v.may_start) return { scheduled_at: now, blocked_by: [], blocked_by_names: [] };
+    const ids = [...v.window_ids];
+    return { scheduled_at: v.next_window_at, blocked_by: ids, blocked_by_names: ids.map((id) => names.get(id) ?? id) };
   };
 }
