@@ -229,7 +229,7 @@ describe("the overview's recent workflows", () => {
 });
 
 describe('the fleet-rollback form', () => {
-  it("takes a verification (URL, secret, interval) that reaches the run's params; the secret signs the requests and is never shown", {
+  it("takes verifications (URLs, one per line, a secret, an interval) that reach the run's params; the secret signs the requests and is never shown", {
     timeout: 90_000,
   }, async () => {
     const rcv = await startReceiver();
@@ -244,17 +244,19 @@ describe('the fleet-rollback form', () => {
       await expect(page.getByRole('alert').first().textContent()).resolves.toContain('verification.0.url');
       await expect(page.getByLabel('Verification secret (optional)').inputValue()).resolves.toBe(''); // never shown back
       // a bad interval: the API's own message
-      await page.getByLabel('Verification URL').fill(`${rcv.hook('form')}?token=hidden`);
+      await page.getByLabel('Verification URLs, one per line').fill(`${rcv.hook('form')}?token=hidden`);
       await page.getByLabel('Verification secret (optional)').fill('whsec_c2VjcmV0IG9mIHRoZSBmb3JtIHRlc3Q=');
       await page.getByLabel('Ask again every').fill('2s');
       await page.getByRole('button', { name: 'Apply fleet rollback' }).click();
       await expect(page.getByRole('alert').first().textContent()).resolves.toContain('from 10s to 10m');
-      await expect(page.getByLabel('Verification URL').inputValue()).resolves.toBe(`${rcv.hook('form')}?token=hidden`);
+      await expect(page.getByLabel('Verification URLs, one per line').inputValue()).resolves.toBe(`${rcv.hook('form')}?token=hidden`);
       expect(await page.content()).not.toContain('whsec_');
       await expectAccessible(page, 'fleet rollback plan with verification fields');
       await page.screenshot({ path: '/tmp/fleet-rollback-verification.png', fullPage: true });
 
       rcv.set('form', { answer: () => ({ status: 200, body: '{"verdict":"pass"}' }) });
+      rcv.set('form2', { answer: () => ({ status: 200, body: '{"verdict":"pass"}' }) });
+      await page.getByLabel('Verification URLs, one per line').fill(`${rcv.hook('form')}?token=hidden\n${rcv.hook('form2')}`);
       await page.getByLabel('Verification secret (optional)').fill('whsec_c2VjcmV0IG9mIHRoZSBmb3JtIHRlc3Q=');
       await page.getByLabel('Ask again every').fill('20s');
       await page.getByLabel('No approval: deploy group after group').check();
@@ -268,11 +270,13 @@ describe('the fleet-rollback form', () => {
           secret: 'whsec_c2VjcmV0IG9mIHRoZSBmb3JtIHRlc3Q=',
           interval: '20s',
         }),
+        expect.objectContaining({ url: rcv.hook('form2'), secret: 'whsec_c2VjcmV0IG9mIHRoZSBmb3JtIHRlc3Q=', interval: '20s' }),
       ]);
       await expect(page.locator('dl.facts').first().textContent()).resolves.toContain(`${rcv.hook('form')} (every 20s`);
       // asked, signed with the secret
-      await waitFor(() => rcv.at('form').length >= 1, 15_000, 'the verification request');
+      await waitFor(() => rcv.at('form').length >= 1 && rcv.at('form2').length >= 1, 15_000, 'the verification requests');
       expect(rcv.at('form')[0].headers['webhook-signature']).toMatch(/^v1,/);
+      expect(rcv.at('form2')[0].headers['webhook-signature']).toMatch(/^v1,/);
       expect((await waitWf(api, W)).status).toBe('succeeded');
       expect((await get(api, `/v1/installs/${x.install_id}`)).app_config_id).toBe(v1.app_config_id);
       expect(await page.content()).not.toContain('whsec_');

@@ -62,7 +62,7 @@ interface RollbackFields {
   failureBudget: string;
   onFailure: string;
   approval: string;
-  /** one verification (CONTRACT 4.3 `verification`): '' = none; its secret is never shown back */
+  /** the verification URLs (CONTRACT 4.3 `verification`), one per line, with one secret and interval: '' = none; the secret is never shown back */
   verifyUrl: string;
   verifySecret: string;
   verifyInterval: string;
@@ -126,17 +126,16 @@ function rollbackBody(f: RollbackFields, planOnly: boolean): { body?: FleetRollb
     if (f.failureBudget.trim()) rollout.failure_budget = { max_failed_pct: num(f.failureBudget.replace(/%\s*$/, '')) };
     if (f.onFailure) rollout.on_failure = f.onFailure;
     if (Object.keys(rollout).length) raw.rollout = rollout;
-    const url = f.verifyUrl.trim();
-    if (!url && (f.verifySecret || f.verifyInterval.trim()))
+    // one URL per line (the API takes up to 5, and says so past that), each with the secret and interval given
+    const urls = f.verifyUrl.split(/\s+/).filter(Boolean);
+    if (!urls.length && (f.verifySecret || f.verifyInterval.trim()))
       return { errors: [{ path: 'verification.0.url', message: 'a verification URL is needed for its secret or interval' }] };
-    if (url)
-      raw.verification = [
-        {
-          url,
-          ...(f.verifySecret ? { secret: f.verifySecret } : {}),
-          ...(f.verifyInterval.trim() ? { interval: f.verifyInterval.trim() } : {}),
-        },
-      ];
+    if (urls.length)
+      raw.verification = urls.map((url) => ({
+        url,
+        ...(f.verifySecret ? { secret: f.verifySecret } : {}),
+        ...(f.verifyInterval.trim() ? { interval: f.verifyInterval.trim() } : {}),
+      }));
   }
   const parsed = fleetRollbackSchema.safeParse(raw);
   return parsed.success ? { body: parsed.data, errors: [] } : { errors: issuesToDetails(parsed.error.issues) };
@@ -550,19 +549,22 @@ const RolloutFields = ({ fields }: { fields: RollbackFields }) => (
 const VerificationFields = ({ fields }: { fields: RollbackFields }) => (
   <fieldset>
     <legend>Verification</legend>
-    <HintedField
-      id="verify-url"
-      label="Verification URL"
-      hint={
-        'After each group deploys, svc POSTs a com.svc.rollout.verification.v1 event here until it ' +
-        'answers a verdict (pass, fail or pending); the group moves on once it passes. Blank: no ' +
-        'verification.'
-      }
-      type="url"
-      name="verify_url"
-      value={fields.verifyUrl}
-      placeholder="https://checks.example.com/verify"
-    />
+    <div>
+      <label for="verify-url">Verification URLs, one per line</label>
+      <textarea
+        id="verify-url"
+        name="verify_url"
+        rows={2}
+        placeholder="https://checks.example.com/verify"
+        aria-describedby="verify-url-hint"
+      >
+        {fields.verifyUrl}
+      </textarea>
+      <p class="hint" id="verify-url-hint">
+        After each group deploys, svc POSTs a com.svc.rollout.verification.v1 event to each (up to 5) until it answers a verdict (pass, fail
+        or pending); the group moves on once every one passes. Blank: no verification.
+      </p>
+    </div>
     <HintedField
       id="verify-secret"
       label="Verification secret (optional)"
