@@ -24,7 +24,7 @@ import { systemClock } from '../src/domain/clock.ts';
 import { Engine, type ProducerFact } from '../src/engine/engine.ts';
 import { parseIngest } from '../src/ingest/ingest.ts';
 import { createMetrics } from '../src/metrics.ts';
-import { relayEventQueue } from '../src/handoff/relay-queues.ts';
+import { relayEventQueue } from '../src/handoff/relay-event-queue.ts';
 import { factFor } from './harness.ts';
 
 const N = Number(process.argv[2] ?? 20_000);

@@ -1,5 +1,5 @@
 // One SQLite transaction per fact: the new state and the events it emits (queued, each with its
-// route, by the topology's EventQueue: src/topology/event-queue.ts) commit together, or not at all.
+// route, by the topology's EventQueue: src/handoff/event-queue.ts) commit together, or not at all.
 // Under load, facts arriving together share one transaction (group commit), each in its own
 // savepoint so that one that throws rolls back alone.
 import type { Db } from '../../store/db.ts';
@@ -15,9 +15,9 @@ import { encodeRoute } from '../domain/event-route.ts';
 import { emit } from '../events/cloudevent.ts';
 import type { LabelLookup } from '../events/routing.ts';
 import type { Metrics } from '../metrics.ts';
-import type { EventQueue, KeptEvent, QueueItem, QueueWrites } from '../topology/event-queue.ts';
+import type { EventQueue, KeptEvent, QueueItem, QueueWrites } from '../handoff/event-queue.ts';
 
-export type { QueueItem } from '../topology/event-queue.ts';
+export type { QueueItem } from '../handoff/event-queue.ts';
 
 /** A unit of work: facts recorded inside it reach the queue in the same SQLite transaction. */
 export interface Tx {

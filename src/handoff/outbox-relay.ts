@@ -9,7 +9,7 @@
 // batch is published, in the same socket write; no stream keeps those.
 //
 // Batches are made where rows are committed, not here: each outbox row names its batch (`assign`,
-// called by NATS mode's EventQueue, relay-queues.ts relayEventQueue, for every row the engine's
+// called by NATS mode's EventQueue, relay-event-queue.ts, for every row the engine's
 // transaction inserts), and a batch takes rows until the relay takes it, or until it is full.
 // While a publish is under way the rows of later commits gather in the open batch, so under load
 // batches grow by themselves and an idle relay publishes a lone event at once (no timer). Because

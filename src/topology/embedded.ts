@@ -18,7 +18,7 @@ import { OutboxDeliveryThread } from '../dataplane/outbox-thread.ts';
 import { isRecoveryItemId } from '../domain/event-route.ts';
 import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
 import { moveHistoryQueueToOutbox, passEmbeddedEvents } from '../handoff/relay-queues.ts';
-import { type EventQueue, QueueWrites, queuedRow } from './event-queue.ts';
+import { type EventQueue, QueueWrites, queuedRow } from '../handoff/event-queue.ts';
 import type { Topology, TopologyDeps } from './topology.ts';
 
 /**

@@ -12,7 +12,7 @@ import type { RelayFault } from '../handoff/outbox-relay.ts';
 import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Readiness } from '../readiness.ts';
-import type { EventQueue } from './event-queue.ts';
+import type { EventQueue } from '../handoff/event-queue.ts';
 
 export interface Topology {
   /** the bus producers, runners and observers use: NATS, or in process */

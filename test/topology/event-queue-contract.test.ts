@@ -1,4 +1,4 @@
-// One contract for both runtimes' EventQueue (src/topology/event-queue.ts), the port the engine's
+// One contract for both runtimes' EventQueue (src/handoff/event-queue.ts), the port the engine's
 // transaction (src/engine/transaction.ts) queues every emitted event and enqueued item through: the
 // same cases run against embedded mode's (src/topology/embedded.ts outboxEventQueue: outbox rows,
 // history rows beside them) and NATS mode's (src/handoff/relay-queues.ts relayEventQueue: the
@@ -17,9 +17,10 @@ import { Transactions, type Tx } from '../../src/engine/transaction.ts';
 import type { WorkflowFact } from '../../src/domain/facts.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { OutboxRelay } from '../../src/handoff/outbox-relay.ts';
-import { historyQueue, outboxQueue, relayEventQueue } from '../../src/handoff/relay-queues.ts';
+import { historyQueue, outboxQueue } from '../../src/handoff/relay-queues.ts';
+import { relayEventQueue } from '../../src/handoff/relay-event-queue.ts';
 import { outboxEventQueue } from '../../src/topology/embedded.ts';
-import type { EventQueue, QueueItem } from '../../src/topology/event-queue.ts';
+import type { EventQueue, QueueItem } from '../../src/handoff/event-queue.ts';
 import { ManualClock } from '../helpers/clock.ts';
 
 /** Stores on files of their own (a new temporary directory each), closed after each test. */

@@ -62,7 +62,10 @@ interface RollbackFields {
   failureBudget: string;
   onFailure: string;
   approval: string;
-  /** the verification URLs (CONTRACT 4.3 `verification`), one per line, with one secret and interval: '' = none; the secret is never shown back */
+  /**
+   * the verification URLs (CONTRACT 4.3 `verification`), one per line, with one secret and interval:
+   * '' = none; the secret is never shown back
+   */
   verifyUrl: string;
   verifySecret: string;
   verifyInterval: string;

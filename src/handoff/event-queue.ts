@@ -1,9 +1,9 @@
 // The EventQueue port: where the engine's transaction (src/engine/transaction.ts) puts every event
 // it emits and every queue item it enqueues, and what it is told when the transaction commits or
 // rolls back. The topology owns it (src/topology/topology.ts `queue`); each runtime has its own:
-//  - embedded mode (embedded.ts): an outbox row per item (the data plane's queue), and the event's
+//  - embedded mode (src/topology/embedded.ts): an outbox row per item (the data plane's queue), and the event's
 //    history row too when it is kept; handed to the data plane after the commit;
-//  - NATS mode (src/handoff/relay-queues.ts relayEventQueue): each row's hop batch assigned as it is
+//  - NATS mode (src/handoff/relay-event-queue.ts): each row's hop batch assigned as it is
 //    written, an event kept in the history queued in its history row (no outbox row), and the relays'
 //    prune of what JetStream stored riding in the commit; handed to the relays after it.
 // The transaction calls `write` once per event or item and never asks which runtime it writes to.
