@@ -212,7 +212,7 @@ describe('a write route: prepare (I/O first), the change with its row, settle (I
       errors: [409],
       prepare: async ({ body }) => {
         steps.push('prepare');
-        await new Promise((r) => setTimeout(r, 5));
+        await new Promise((r) => setImmediate(r)); // an answer from elsewhere: a later turn of the event loop
         if (body.fail) throw new ConflictError('the other side said no');
         return 41;
       },
