@@ -104,12 +104,16 @@ export function runHandler(
   msg: BusMessage,
   logger: BusLogger,
 ): Promise<void> | undefined {
-  const failed = (err: unknown) => logger.warn({ subject: msg.subject, ...errorInfo(err) }, 'bus handler failed');
   try {
     const r = handler(msg);
-    if (r && typeof (r as Promise<void>).then === 'function') return (r as Promise<void>).catch(failed);
+    if (r && typeof (r as Promise<void>).then === 'function') return (r as Promise<void>).catch((err) => handlerFailed(logger, msg, err));
   } catch (err) {
-    failed(err);
+    handlerFailed(logger, msg, err);
   }
   return undefined;
+}
+
+/** no closure per message: a handler's failure is logged from here, only when it fails */
+function handlerFailed(logger: BusLogger, msg: BusMessage, err: unknown): void {
+  logger.warn({ subject: msg.subject, ...errorInfo(err) }, 'bus handler failed');
 }

@@ -38,23 +38,12 @@ export const systemClock: Clock = realClock(false);
  */
 export const foregroundClock: Clock = realClock(true);
 
-/** A promise and the function that settles it (Promise.withResolvers, which Node 20 lacks). */
-function settleable<T>(): { promise: Promise<T>; resolve: (value: T) => void } {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-}
-
 /**
  * Resolves after `ms` on `clock`: the one sleep of svc (every wait goes through a Clock, so that a
  * test's ManualClock skips it instead of sleeping).
  */
 export function sleep(clock: Clock, ms: number): Promise<void> {
-  const woken = settleable<void>();
-  clock.setTimeout(() => woken.resolve(), ms);
-  return woken.promise;
+  return new Promise((resolve) => clock.setTimeout(resolve, ms));
 }
 
 /**
@@ -62,18 +51,18 @@ export function sleep(clock: Clock, ms: number): Promise<void> {
  * never thrown), 'timeout' otherwise. For bounded waits at shutdown (drains, last flushes).
  */
 export async function within(clock: Clock, p: Promise<unknown>, ms: number): Promise<'done' | 'timeout'> {
-  const timedOut = settleable<'timeout'>();
-  const timer = clock.setTimeout(() => timedOut.resolve('timeout'), ms);
+  let timer: Timer | undefined;
+  const timedOut = new Promise<'timeout'>((resolve) => (timer = clock.setTimeout(() => resolve('timeout'), ms)));
   try {
     return await Promise.race([
       p.then(
         () => 'done' as const,
         () => 'done' as const,
       ),
-      timedOut.promise,
+      timedOut,
     ]);
   } finally {
-    timer.cancel();
+    timer?.cancel();
   }
 }
 
