@@ -100,12 +100,13 @@ export class Engine {
   private closed = false;
   /** orgs seen to exist (orgs are never deleted; another process may add one, so a miss asks the store) */
   private readonly knownOrgs = new Set<string>();
-  /** SVC_TURN_GUARD=1: turns of the thread over 50 ms logged with their causes (./turns.ts) */
+  /** SVC_TURN_GUARD=1: turns of the thread over 50 ms (SVC_TURN_GUARD_MS) logged with their causes (./turns.ts) */
   private readonly turnGuard: { stop(): void } | null;
 
   constructor(private readonly deps: EngineDeps) {
     this.db = deps.db;
-    this.turnGuard = process.env.SVC_TURN_GUARD === '1' ? startTurnGuard(deps.logger) : null;
+    this.turnGuard =
+      process.env.SVC_TURN_GUARD === '1' ? startTurnGuard(deps.logger, { limitMs: Number(process.env.SVC_TURN_GUARD_MS ?? 50) }) : null;
     this.tx = new Transactions({ ...deps, keepEvents: deps.keepEvents ?? true, jobsChanged: () => this.kickJobs() });
     this.wakeups = new Wakeups(deps.clock);
     this.wakeups.listen({

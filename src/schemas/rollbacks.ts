@@ -93,28 +93,29 @@ export const configUpdateAppliedSchema = z
 
 export const configDiffSchema = z.object(configDiffShape).register(apiSchemas, { id: 'AppConfigDiff' });
 
+/** One install of a fleet rollback's plan: its move, its diff, its wait for change windows. */
+export const plannedInstallSchema = z.object({
+  install_id: z.string(),
+  install_name: z.string(),
+  labels: storedLabels,
+  install_group: described(z.string(), "the group the install is rolled back in: its group in the app's branches, else `other`"),
+  old_app_config_id: z.string().nullable(),
+  new_app_config_id: z.string(),
+  diff: configDiffSchema,
+  vetoed: vetoViewSchema.optional(),
+  scheduled_at: described(
+    z.string().nullable(),
+    'when its update may start: now, or when its next change window opens (null: none within two weeks)',
+  ),
+  blocked_by: described(z.array(z.string()), 'the change windows holding it ([] when none)'),
+  blocked_by_names: described(z.array(z.string()), "those windows' names, in the same order"),
+});
+
+/** An install a fleet rollback leaves out, and why. */
+export const skippedInstallSchema = z.object({ install_id: z.string(), reason: z.string() });
+
 export const fleetRollbackPlanSchema = z
-  .object({
-    installs: z.array(
-      z.object({
-        install_id: z.string(),
-        install_name: z.string(),
-        labels: storedLabels,
-        install_group: described(z.string(), "the group the install is rolled back in: its group in the app's branches, else `other`"),
-        old_app_config_id: z.string().nullable(),
-        new_app_config_id: z.string(),
-        diff: configDiffSchema,
-        vetoed: vetoViewSchema.optional(),
-        scheduled_at: described(
-          z.string().nullable(),
-          'when its update may start: now, or when its next change window opens (null: none within two weeks)',
-        ),
-        blocked_by: described(z.array(z.string()), 'the change windows holding it ([] when none)'),
-        blocked_by_names: described(z.array(z.string()), "those windows' names, in the same order"),
-      }),
-    ),
-    skipped: z.array(z.object({ install_id: z.string(), reason: z.string() })),
-  })
+  .object({ installs: z.array(plannedInstallSchema), skipped: z.array(skippedInstallSchema) })
   .register(apiSchemas, { id: 'FleetRollbackPlan' });
 
 export const fleetRollbackPlannedSchema = z

@@ -2,6 +2,8 @@
 // (branch runs and fleet rollbacks) and "Roll back fleet": the plan first, then apply with a health
 // gate and approvals (CONTRACT 4.3). The same service functions and request schemas as the API.
 import type { Hono } from 'hono';
+import { raw } from 'hono/html';
+import { runInTurns, type Sliced } from '../../engine/turns.ts';
 import type { AppContext } from '../../context.ts';
 import { apiOp, change, may, refused } from '../changes.ts';
 import { changedBy, type AuditView } from '../../services/audit.ts';
@@ -313,7 +315,7 @@ interface PlanPageData {
 /** Installs a fleet-rollback plan page shows at most (each with its diff), shared between its groups. */
 const PLAN_INSTALLS_SHOWN = 100;
 
-function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, errors }: PlanPageData, status: 200 | 400 | 409 = 200) {
+async function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, errors }: PlanPageData, status: 200 | 400 | 409 = 200) {
   const orgId = c.req.param('org')!;
   const paths = c.get('paths');
   const configName = configNamer(ctx, orgId);
@@ -334,6 +336,7 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
   const groups = [...byGroup.keys()];
   const perGroup = Math.max(1, Math.floor(PLAN_INSTALLS_SHOWN / Math.max(1, groups.length)));
   const shown = (g: string) => (byGroup.get(g) ?? []).slice(0, perGroup);
+  const items = await runInTurns(planItems(c, groups.flatMap(shown), configName));
   const vetoed = plan.installs.filter((i) => i.vetoed);
   const target =
     fields.to === 'previous' ? 'previous (each install to the config of its version before the current one)' : configName(fields.to);
@@ -372,7 +375,7 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
             ) : null}
           </Section>
           {groups.map((g, n) => (
-            <PlanGroup n={n} name={g} installs={byGroup.get(g) ?? []} shown={shown(g)} app={app} c={c} configName={configName} />
+            <PlanGroup n={n} name={g} installs={byGroup.get(g) ?? []} shown={shown(g)} items={items} app={app} />
           ))}
           <Section headingId="h-skipped" title={`Skipped (${plan.skipped.length})`}>
             {plan.skipped.length ? (
@@ -403,60 +406,73 @@ function renderPlanPage(ctx: AppContext, c: DashContext, { app, fields, plan, er
   );
 }
 
-/** One group of a fleet rollback plan: its installs (at most `shown` of them), each with its move, its wait and its diff. */
+/**
+ * The shown installs' entries of a plan page, each with its move, its wait and its diff, rendered an
+ * install at a time in turns of the engine's thread (CONTRACT §8: a hundred diffs at once held it
+ * for up to 30 ms).
+ */
+function* planItems(
+  c: DashContext,
+  installs: FleetPlan['installs'],
+  configName: (id: string | null | undefined) => string,
+): Sliced<Map<string, string>> {
+  const paths = c.get('paths');
+  const items = new Map<string, string>();
+  for (const i of installs) {
+    const item = (
+      <li class="plan-install">
+        <p>
+          <PlanMove
+            href={paths.install(i.install_id)}
+            move={i}
+            configName={configName}
+            badge={i.vetoed ? <span class="badge s-failed">vetoed</span> : null}
+          />
+        </p>
+        {i.blocked_by?.length ? (
+          <p class="window-wait">
+            <span class="badge">waits for a change window</span> {(i.blocked_by_names ?? i.blocked_by).join(', ')}: starts{' '}
+            {i.scheduled_at ? <Time iso={i.scheduled_at} /> : 'when a window changes (none opens within two weeks)'}
+          </p>
+        ) : null}
+        <Diff diff={i.diff as DiffShape} />
+      </li>
+    );
+    items.set(i.install_id, String(item));
+    yield;
+  }
+  return items;
+}
+
+/** One group of a fleet rollback plan: its installs (at most `shown` of them, rendered in `items`). */
 const PlanGroup = ({
   n,
   name,
   installs,
   shown,
+  items,
   app,
-  c,
-  configName,
 }: {
   n: number;
   name: string;
   installs: FleetPlan['installs'];
   shown: FleetPlan['installs'];
+  items: Map<string, string>;
   app: App;
-  c: DashContext;
-  configName: (id: string | null | undefined) => string;
-}) => {
-  const paths = c.get('paths');
-  return (
-    <section aria-labelledby={`h-group-${n}`} class="group">
-      <h2 id={`h-group-${n}`}>
-        Group {n + 1}: {name}
-      </h2>
-      {installs.length > shown.length ? (
-        <p class="muted">
-          Showing {shown.length} of {installs.length} installs of this group; every one of them is in the rollback. The whole plan:{' '}
-          <code>POST /v1/apps/{app.app_id}/rollbacks</code> with <code>plan_only</code>.
-        </p>
-      ) : null}
-      <ul class="plain">
-        {shown.map((i) => (
-          <li class="plan-install">
-            <p>
-              <PlanMove
-                href={paths.install(i.install_id)}
-                move={i}
-                configName={configName}
-                badge={i.vetoed ? <span class="badge s-failed">vetoed</span> : null}
-              />
-            </p>
-            {i.blocked_by?.length ? (
-              <p class="window-wait">
-                <span class="badge">waits for a change window</span> {(i.blocked_by_names ?? i.blocked_by).join(', ')}: starts{' '}
-                {i.scheduled_at ? <Time iso={i.scheduled_at} /> : 'when a window changes (none opens within two weeks)'}
-              </p>
-            ) : null}
-            <Diff diff={i.diff as DiffShape} />
-          </li>
-        ))}
-      </ul>
-    </section>
-  );
-};
+}) => (
+  <section aria-labelledby={`h-group-${n}`} class="group">
+    <h2 id={`h-group-${n}`}>
+      Group {n + 1}: {name}
+    </h2>
+    {installs.length > shown.length ? (
+      <p class="muted">
+        Showing {shown.length} of {installs.length} installs of this group; every one of them is in the rollback. The whole plan:{' '}
+        <code>POST /v1/apps/{app.app_id}/rollbacks</code> with <code>plan_only</code>.
+      </p>
+    ) : null}
+    <ul class="plain">{shown.map((i) => raw(items.get(i.install_id) ?? ''))}</ul>
+  </section>
+);
 
 const ApplyForm = ({ app, fields, c }: { app: App; fields: RollbackFields; c: DashContext }) => {
   const paths = c.get('paths');
