@@ -17,7 +17,7 @@ export class JobSteps implements StepHandler {
     private readonly facts: WorkflowFacts,
   ) {}
 
-  /** Queue the step's job (once). Returns true only when it failed at once (a required input missing). */
+  /** Queue the step's job (once). Returns true only when it failed at once (a required input missing, no runner to run it). */
   begin(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
     const missing = this.missingActionInput(wf, step);
     if (missing) {
@@ -25,8 +25,7 @@ export class JobSteps implements StepHandler {
       return true;
     }
     if (step.params.job_id) return false; // already sent, waiting for the runner
-    this.queueJob(t, wf, step);
-    return false;
+    return !this.queueJob(t, wf, step);
   }
 
   /** A job has no child workflows. */
@@ -44,12 +43,13 @@ export class JobSteps implements StepHandler {
     return null;
   }
 
-  private queueJob(t: Tx, wf: WorkflowRow, step: StepRow): void {
+  /** Queue the step's job; false when there is no runner to run it (the step has failed). */
+  private queueJob(t: Tx, wf: WorkflowRow, step: StepRow): boolean {
     const install = wf.owner_type === 'installs' ? getInstallById(this.db, wf.owner_id) : undefined;
     const runnerId = step.params.runner === 'org' || !install ? orgRunner(this.db, wf.org_id)?.runner_id : install.runner_id;
     if (!runnerId) {
       this.facts.stepEvent(t, wf, step, { type: 'fail', error: 'no runner for this step' });
-      return;
+      return false;
     }
     const jobId = newId('job');
     const payload: Record<string, unknown> = {
@@ -78,5 +78,6 @@ export class JobSteps implements StepHandler {
     });
     updateStep(this.db, { workflow_id: wf.workflow_id, step_id: step.step_id, params: { ...step.params, job_id: jobId } });
     t.jobsChanged();
+    return true;
   }
 }
