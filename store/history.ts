@@ -406,8 +406,16 @@ export function recoveryById(db: Db, recoveryId: string): RecoveryRow | undefine
   return db.prepare('SELECT * FROM recoveries WHERE recovery_id = ?').get(recoveryId) as RecoveryRow | undefined;
 }
 
-/** The next events of a recovery's window after its cursor (the org's, not set aside as unpublishable), without their bodies. */
-export function recoveryCandidates(db: Db, r: RecoveryRow, limit: number): Array<Pick<StoredEvent, 'seq' | 'event_id' | 'route'>> {
+/**
+ * The next events of a recovery's window after its cursor (the org's, not set aside as
+ * unpublishable), without their bodies unless `withBody` (a filtered webhook's recovery reads them).
+ */
+export function recoveryCandidates(
+  db: Db,
+  r: RecoveryRow,
+  limit: number,
+  withBody = false,
+): Array<Pick<StoredEvent, 'seq' | 'event_id' | 'route'> & { body?: string }> {
   const until = r.until_ms === null ? '' : ' AND e.created_ms < ?';
   const seqs = eventSeqsBetween(db, r.since_ms, r.until_ms);
   const args: unknown[] = [
@@ -420,12 +428,12 @@ export function recoveryCandidates(db: Db, r: RecoveryRow, limit: number): Array
   ];
   return db
     .prepare(
-      `SELECT e.seq, e.event_id, e.route FROM events e
+      `SELECT e.seq, e.event_id, e.route${withBody ? ', e.body' : ''} FROM events e
        WHERE e.org_id = ? AND e.seq > ? AND e.seq <= ? AND e.created_ms >= ?${until}
          AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.id = e.event_id)
        ORDER BY e.seq LIMIT ?`,
     )
-    .all(...args) as Array<Pick<StoredEvent, 'seq' | 'event_id' | 'route'>>;
+    .all(...args) as Array<Pick<StoredEvent, 'seq' | 'event_id' | 'route'> & { body?: string }>;
 }
 
 /** Items found by a step of the cursor (in the caller's transaction): kept, counted, the cursor moved; `last`: the window is done. */

@@ -461,4 +461,7 @@ export const MIGRATIONS: string[] = [
         Pruned with its attempt row */ `
   ALTER TABLE delivery_attempts ADD COLUMN exchange TEXT;
   `,
+  /* a webhook's payload filter (CONTRACT 10.2, issue 54): the JSON document as given, NULL for none */ `
+  ALTER TABLE webhooks ADD COLUMN filter TEXT;
+  `,
 ];

@@ -9,6 +9,8 @@ export interface WebhookRow extends WebhookTarget {
   match_canonical: string;
   /** CONTRACT 4.1 `disable_after` as given ({failures, duration}), null: never disabled automatically */
   disable_after: { failures: number; duration: string } | null;
+  /** CONTRACT 10.2 payload filter as given (a JSON object), null: none */
+  filter: Record<string, unknown> | null;
   /** the delivery watchdog's state and context (see WatchRow; written by setWatch only) */
   watch_state: 'active' | 'failing' | 'disabled';
   watch_ctx: unknown | null;
@@ -17,8 +19,8 @@ export interface WebhookRow extends WebhookTarget {
 }
 
 /** What a create writes: the watchdog starts active; disable_after defaults to null. */
-export type NewWebhook = Omit<WebhookRow, 'created_at' | 'updated_at' | 'watch_state' | 'watch_ctx' | 'disable_after'> &
-  Partial<Pick<WebhookRow, 'disable_after'>>;
+export type NewWebhook = Omit<WebhookRow, 'created_at' | 'updated_at' | 'watch_state' | 'watch_ctx' | 'disable_after' | 'filter'> &
+  Partial<Pick<WebhookRow, 'disable_after' | 'filter'>>;
 
 /** The delivery watchdog of a webhook (machines/webhook-watchdog.ts): written by the engine only. */
 export interface WatchRow {
@@ -31,7 +33,8 @@ export interface WatchRow {
   watch_ctx: unknown | null;
 }
 
-interface RawRow extends Omit<WebhookRow, 'interests' | 'match' | 'disable_after' | 'watch_ctx'> {
+interface RawRow extends Omit<WebhookRow, 'interests' | 'match' | 'disable_after' | 'watch_ctx' | 'filter'> {
+  filter: string | null;
   interests: string | null;
   match: string | null;
   disable_after: string | null;
@@ -41,7 +44,7 @@ interface RawRow extends Omit<WebhookRow, 'interests' | 'match' | 'disable_after
 const INSERT_COLS =
   'webhook_id, org_id, url, secret, previous_secret, previous_secret_expires_at, ' +
   'interests, match, match_canonical, disable_after, created_at, updated_at';
-const COLS = `${INSERT_COLS}, watch_state, watch_ctx`;
+const COLS = `${INSERT_COLS}, watch_state, watch_ctx, filter`;
 
 function decode(r: RawRow): WebhookRow {
   return {
@@ -50,6 +53,7 @@ function decode(r: RawRow): WebhookRow {
     match: fromJson(r.match, null),
     disable_after: fromJson(r.disable_after, null),
     watch_ctx: fromJson(r.watch_ctx, null),
+    filter: fromJson(r.filter, null),
   };
 }
 
@@ -88,7 +92,16 @@ export function insertWebhook(db: Db, w: NewWebhook): WebhookRow {
   );
   // the newest event it was created after: a recovery without backfill starts there (CONTRACT 4.5)
   db.prepare('UPDATE webhooks SET created_seq = (SELECT COALESCE(MAX(seq), 0) FROM events) WHERE webhook_id = ?').run(w.webhook_id);
-  return { ...w, disable_after: w.disable_after ?? null, watch_state: 'active', watch_ctx: null, created_at: now, updated_at: now };
+  if (w.filter) db.prepare('UPDATE webhooks SET filter = ? WHERE webhook_id = ?').run(toJson(w.filter), w.webhook_id);
+  return {
+    ...w,
+    disable_after: w.disable_after ?? null,
+    filter: w.filter ?? null,
+    watch_state: 'active',
+    watch_ctx: null,
+    created_at: now,
+    updated_at: now,
+  };
 }
 
 export function getWebhook(db: Db, orgId: string, id: string): WebhookRow | undefined {
@@ -120,7 +133,7 @@ export function updateWebhook(
   w: Pick<WebhookRow, 'org_id' | 'webhook_id'> &
     SecretAndSubscription &
     /** omitted: unchanged */
-    Partial<Pick<WebhookRow, 'disable_after'>>,
+    Partial<Pick<WebhookRow, 'disable_after' | 'filter'>>,
 ): WebhookRow | undefined {
   writeUnique(() =>
     db
@@ -137,6 +150,10 @@ export function updateWebhook(
         w.webhook_id,
       ),
   );
+  // after the write that may be refused (a 409 changes nothing)
+  if (w.filter !== undefined) {
+    db.prepare('UPDATE webhooks SET filter = ? WHERE org_id = ? AND webhook_id = ?').run(toJson(w.filter), w.org_id, w.webhook_id);
+  }
   return getWebhook(db, w.org_id, w.webhook_id);
 }
 

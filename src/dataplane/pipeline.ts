@@ -398,7 +398,7 @@ export class DeliveryPipeline {
    */
   private targets(state: EventState): WebhookSubscriber[] {
     const route = state.ev.route;
-    if (!route.recovery) return this.o.registry.match(route);
+    if (!route.recovery) return this.o.registry.match(route, state.ev.body);
     const sub = this.o.registry.get(route.org, route.recovery.webhook);
     if (sub && !sub.disabled) return [sub];
     const r = route.recovery;

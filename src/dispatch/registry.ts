@@ -4,7 +4,7 @@
 // so that a data plane never matches an event against a registry older than the event.
 import type { EventRoute } from '../domain/event-route.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
-import { WebhookSubscriber } from './subscriber.ts';
+import { ParsedEvent, WebhookSubscriber } from './subscriber.ts';
 
 export class WebhookRegistry {
   private readonly byOrg = new Map<string, Map<string, WebhookSubscriber>>();
@@ -83,12 +83,16 @@ export class WebhookRegistry {
     return this.byOrg.get(orgId)?.get(webhookId);
   }
 
-  /** The subscribers of the event's org that want it. */
-  match(route: EventRoute): WebhookSubscriber[] {
+  /**
+   * The subscribers of the event's org that want it. `body`: the CloudEvent's bytes, parsed once
+   * (only when a webhook whose interests and match admit it has a filter, CONTRACT 10.2).
+   */
+  match(route: EventRoute, body?: Buffer | string): WebhookSubscriber[] {
     const org = this.byOrg.get(route.org);
     if (!org) return [];
+    const event = body === undefined ? undefined : new ParsedEvent(body);
     const out: WebhookSubscriber[] = [];
-    for (const sub of org.values()) if (sub.wants(route)) out.push(sub);
+    for (const sub of org.values()) if (sub.wants(route, event)) out.push(sub);
     return out;
   }
 

@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { largerPart, LIMITS, labelsSchema, subscriptionBytes } from './limits.ts';
 import { durationMs } from './duration.ts';
+import { checkFilter, FILTER_LIMITS, type EventFilter } from './event-filter.ts';
 
 // ------------------------------------------------------------------ vocabulary
 
@@ -266,6 +267,23 @@ export const disableAfterSchema = z
 
 export type DisableAfter = z.infer<typeof disableAfterSchema>;
 
+/**
+ * A payload filter (CONTRACT 10.2) as a request sets it: its shape and bounds (src/domain/event-filter.ts),
+ * each problem at `filter.<its path>`. The catalog's path check needs the interests: the service's.
+ */
+export const filterSchema = z
+  .record(z.string(), z.unknown(), { error: 'filter must be a JSON object (or null for none)' })
+  .superRefine((doc, ctx) => {
+    for (const i of checkFilter(doc)) ctx.addIssue({ code: 'custom', path: i.path === '' ? [] : [i.path], message: i.message });
+  })
+  .transform((doc) => doc as EventFilter)
+  .meta({
+    description:
+      'a JSON document over the CloudEvent as delivered (CONTRACT 10.2): plain values by equality, objects by keys, operators ' +
+      `$eq $neq $gt $gte $lt $lte $in $nin $startsWith $endsWith $exist $contains $and $or $not; at most ${FILTER_LIMITS.depth} ` +
+      `nested objects, ${FILTER_LIMITS.operators} operators, ${FILTER_LIMITS.bytes} bytes; null: none`,
+  });
+
 export const createWebhookBodySchema = z
   .strictObject({
     webhook_url: webhookUrlSchema,
@@ -273,6 +291,7 @@ export const createWebhookBodySchema = z
     interests: interestsSchema.optional(),
     match: matchSchema.nullable().optional(),
     disable_after: disableAfterSchema.nullable().optional(),
+    filter: filterSchema.nullable().optional(),
   })
   .superRefine(checkSubscriptionSize, onlyIfValid)
   .describe(SUBSCRIPTION_SIZE);
@@ -290,10 +309,19 @@ export const patchWebhookBodySchema = z
       .max(MAX_PREVIOUS_SECRET_TTL_S, { error: `previous_secret_ttl_s must be at most ${MAX_PREVIOUS_SECRET_TTL_S} (7 days)` })
       .optional(),
     disable_after: disableAfterSchema.nullable().optional(),
+    filter: filterSchema.nullable().optional(),
   })
-  .refine((b) => b.interests !== undefined || b.match !== undefined || b.secret !== undefined || b.disable_after !== undefined, {
-    error: 'body must name at least one of: interests, match, secret, disable_after',
-  })
+  .refine(
+    (b) =>
+      b.interests !== undefined ||
+      b.match !== undefined ||
+      b.secret !== undefined ||
+      b.disable_after !== undefined ||
+      b.filter !== undefined,
+    {
+      error: 'body must name at least one of: interests, match, secret, disable_after, filter',
+    },
+  )
   .refine((b) => b.previous_secret_ttl_s === undefined || typeof b.secret === 'string', {
     error: 'previous_secret_ttl_s needs a new secret in the same request',
     path: ['previous_secret_ttl_s'],

@@ -1,6 +1,7 @@
 // A webhook as the data plane knows it: what dispatch matches and delivery signs with. The control
 // plane builds it from the store and replicates it (NATS KV, or in memory); the data plane reads
 // nothing else about webhooks.
+import type { EventFilter } from './event-filter.ts';
 import type { Interests, Match } from './subscription.ts';
 
 /** Where a webhook's attempts go and what signs them: what the stored row and the entry share. */
@@ -24,6 +25,8 @@ export interface WebhookEntry extends WebhookTarget {
    */
   implicit_interests?: true;
   match: Match | null;
+  /** the payload filter (CONTRACT 10.2), applied after interests and match; absent: none */
+  filter?: EventFilter;
   /**
    * Disabled by the delivery watchdog or by hand (CONTRACT 4.1): it gets no attempts, and its
    * queued ones are dropped. Absent when it is not (entries from before 0.2 read the same).

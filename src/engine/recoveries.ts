@@ -34,7 +34,7 @@ import { nextTurnOnce, type Clock, type Timer } from '../domain/clock.ts';
 import { ConflictError, LimitExceededError } from '../domain/errors.ts';
 import { decodeRoute, encodeRoute, recoveryItemId } from '../domain/event-route.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
-import { WebhookSubscriber } from '../dispatch/subscriber.ts';
+import { ParsedEvent, WebhookSubscriber } from '../dispatch/subscriber.ts';
 import type { QueueItem, Transactions } from './transaction.ts';
 
 /**
@@ -72,7 +72,7 @@ export interface RecoveryRequest {
   onlyFailed: boolean;
   backfill: boolean;
   /** the webhook's subscription as it is now */
-  subscription: Pick<WebhookEntry, 'interests' | 'match'>;
+  subscription: Pick<WebhookEntry, 'interests' | 'match' | 'filter'>;
 }
 
 /** Where outcomes of recovery attempts are heard (src/outcomes/status-book.ts). */
@@ -243,7 +243,8 @@ export class RecoveryFeeder {
     const db = this.deps.db;
     const sub = subscriberOf(r);
     this.deps.tx.run(() => {
-      const page = recoveryCandidates(db, r, SCAN_CHUNK);
+      // the bodies only for a filter (CONTRACT 10.2: recover uses the filter as it is now)
+      const page = recoveryCandidates(db, r, SCAN_CHUNK, sub.filter !== null);
       const last = page.length < SCAN_CHUNK;
       const scanned = last ? r.to_seq : page[page.length - 1].seq;
       const delivered = r.only_failed
@@ -257,7 +258,7 @@ export class RecoveryFeeder {
       for (const e of page) {
         if (delivered?.has(e.event_id)) continue;
         const route = decodeRoute(e.route);
-        if (route && sub.wants(route)) found.push(e.seq);
+        if (route && sub.wants(route, e.body === undefined ? undefined : new ParsedEvent(e.body))) found.push(e.seq);
       }
       recoveryFound(db, r.recovery_id, found, scanned, last);
     });
@@ -312,7 +313,7 @@ export class RecoveryFeeder {
 
 /** The webhook as matching needs it: its subscription when the recovery was asked for (nothing else of an entry is kept with it). */
 function subscriberOf(r: RecoveryRow): WebhookSubscriber {
-  const s = JSON.parse(r.subscription ?? '{}') as Partial<Pick<WebhookEntry, 'interests' | 'match'>>;
+  const s = JSON.parse(r.subscription ?? '{}') as Partial<Pick<WebhookEntry, 'interests' | 'match' | 'filter'>>;
   const entry: WebhookEntry = {
     webhook_id: r.webhook_id,
     org_id: r.org_id,
@@ -322,6 +323,7 @@ function subscriberOf(r: RecoveryRow): WebhookSubscriber {
     previous_secret_expires_at: null,
     interests: s.interests ?? { all_events: true },
     match: s.match ?? null,
+    ...(s.filter ? { filter: s.filter } : {}),
   };
   return new WebhookSubscriber(entry);
 }

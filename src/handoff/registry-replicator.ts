@@ -43,6 +43,8 @@ export function entryOf(row: WebhookRow): WebhookEntry {
     interests,
     ...(chosen ? {} : { implicit_interests: true as const }),
     match: (row.match as Match | null) ?? null,
+    // only when there is one (CONTRACT 10.2), so that entries without read as before 0.3
+    ...(row.filter ? { filter: row.filter } : {}),
     // only when disabled, so that the entries of webhooks that never were read as before 0.2
     ...(row.watch_state === 'disabled' ? { disabled: true as const } : {}),
   };

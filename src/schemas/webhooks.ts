@@ -89,6 +89,10 @@ export const webhookSchema = z
     updated_at: timestamp,
     previous_secret_expires_at: described(timestamp.nullable(), 'while a rotated-out secret still signs: when it stops'),
     disable_after: disableAfterSchema.register(apiSchemas, { id: 'DisableAfter' }).nullable(),
+    filter: described(
+      z.record(z.string(), z.unknown()).nullable(),
+      'the payload filter over the CloudEvent as delivered (CONTRACT 10.2); null: none',
+    ),
     delivery_status: deliveryStatusSchema,
   })
   .register(apiSchemas, { id: 'Webhook' });

@@ -326,7 +326,7 @@ export function startRecovery(
     untilMs: until,
     onlyFailed,
     backfill: input.backfill ?? false,
-    subscription: { interests: entry.interests, match: entry.match },
+    subscription: { interests: entry.interests, match: entry.match, ...(entry.filter ? { filter: entry.filter } : {}) },
   });
   return { recovery_id: recoveryId, events: 0 };
 }

@@ -1,10 +1,12 @@
 import type { AppContext } from '../context.ts';
-import { ConflictError, LimitExceededError, NotFoundError } from '../domain/errors.ts';
+import { ConflictError, InvalidError, LimitExceededError, NotFoundError } from '../domain/errors.ts';
+import type { EventFilter } from '../domain/event-filter.ts';
 import { newId } from '../domain/ids.ts';
 import {
   canonicalMatch,
   effectiveInterests,
   normalizeMatch,
+  storedInterests,
   type DisableAfter,
   type Interests,
   type Match,
@@ -24,6 +26,7 @@ import { toCloudEvent } from '../events/cloudevent.ts';
 import type { AttemptResult } from '../delivery/client.ts';
 import { watchContextOf, type WatchState } from '../../machines/webhook-watchdog.ts';
 import { startRecovery } from './history.ts';
+import { filterProblems } from './filter-paths.ts';
 
 /**
  * `delivery_status` as the API returns it (CONTRACT 4.1): the counters, and the delivery watchdog's
@@ -48,6 +51,8 @@ export interface WebhookView {
   previous_secret_expires_at: string | null;
   /** CONTRACT 4.1: null never disables automatically */
   disable_after: DisableAfter | null;
+  /** CONTRACT 10.2: the payload filter, null: none */
+  filter: EventFilter | null;
   delivery_status: DeliveryStatusView;
 }
 
@@ -81,6 +86,7 @@ export function view(w: WebhookRow, status: DeliveryStatus, nowMs: number): Webh
     updated_at: w.updated_at,
     previous_secret_expires_at: previousSecretExpiry(w, nowMs),
     disable_after: w.disable_after,
+    filter: w.filter ?? null,
     delivery_status: statusView(w, status),
   };
 }
@@ -93,6 +99,8 @@ export interface CreateWebhookInput {
   interests?: Interests;
   match?: Match | null;
   disable_after?: DisableAfter | null;
+  /** CONTRACT 10.2; null or {}: none */
+  filter?: EventFilter | null;
 }
 
 export interface PatchWebhookInput {
@@ -103,6 +111,22 @@ export interface PatchWebhookInput {
   match?: Match | null;
   /** omitted: unchanged; null: never disabled automatically */
   disable_after?: DisableAfter | null;
+  /** omitted: unchanged; null or {}: removed (CONTRACT 10.2) */
+  filter?: EventFilter | null;
+}
+
+/** A filter as kept: `{}` admits everything, so it is kept as none (like Outpost's). */
+const keptFilter = (f: EventFilter | null | undefined): EventFilter | null => (f && Object.keys(f).length > 0 ? f : null);
+
+/**
+ * CONTRACT 10.2: a filter whose path no event type the interests admit can have is 400 naming the
+ * path (its shape and bounds were checked with the body). `stored`: the interests as kept (null: none given).
+ */
+function checkFilterPaths(filter: EventFilter | null, stored: unknown): void {
+  if (filter === null) return;
+  const { interests, chosen } = storedInterests(stored);
+  const details = filterProblems(filter, interests, !chosen);
+  if (details.length) throw new InvalidError(`invalid request: ${details[0].path}: ${details[0].message}`, details);
 }
 
 const CONFLICT = 'a webhook with this webhook_url and match already exists in this org';
@@ -130,6 +154,8 @@ function mustGet(ctx: AppContext, orgId: string, id: string): WebhookRow {
  */
 export function createWebhook(ctx: AppContext, orgId: string, input: CreateWebhookInput): WebhookView {
   const match = normalizeMatch(input.match ?? null);
+  const filter = keptFilter(input.filter);
+  checkFilterPaths(filter, input.interests ?? null);
   const max = ctx.config.maxWebhooksPerOrg;
   try {
     const row = ctx.db
@@ -153,6 +179,7 @@ export function createWebhook(ctx: AppContext, orgId: string, input: CreateWebho
           match,
           match_canonical: canonicalMatch(match),
           disable_after: input.disable_after ?? null,
+          filter,
         });
       })
       .immediate();
@@ -171,6 +198,9 @@ export function patchWebhook(ctx: AppContext, orgId: string, id: string, input: 
   const interests = replacesSubscription ? (input.interests ?? null) : current.interests;
   const match = replacesSubscription ? normalizeMatch(input.match ?? null) : (current.match as Match | null);
   const rotation = secretChange(current, input, ctx.clock.now());
+  // a PATCH naming only the filter leaves the subscription as it was (CONTRACT 10.1); a new one is checked against it
+  const filter = 'filter' in input ? keptFilter(input.filter) : current.filter;
+  if ('filter' in input || replacesSubscription) checkFilterPaths(filter, interests);
   try {
     const row = dbUpdate(ctx.db, {
       org_id: orgId,
@@ -180,6 +210,7 @@ export function patchWebhook(ctx: AppContext, orgId: string, id: string, input: 
       match,
       match_canonical: canonicalMatch(match),
       ...(input.disable_after !== undefined ? { disable_after: input.disable_after } : {}),
+      ...('filter' in input ? { filter } : {}),
     });
     ctx.webhookChanged(orgId, id);
     return viewOne(ctx, row!);

@@ -713,6 +713,20 @@ describe('real responses validate against the document', () => {
       200,
     );
     check(await api.get(`${HOOKS}/${ids.hookA}/recoveries/nope`), 'get', `${HOOKS}/{webhook_id}/recoveries/{recovery_id}`, 404);
+    // filters' dry runs and recipients (CONTRACT 10.2)
+    const TEST = `${HOOKS}/test-filter`;
+    const run = check(await api.post(TEST, { filter: { type: { $exist: true } }, since: '1h' }), 'post', TEST, 200);
+    expect(run.examined).toBeGreaterThan(0);
+    check(await api.post(TEST, { filter: { data: { nope: 1 } }, event_id: ev.id }), 'post', TEST, 400);
+    check(await api.post(TEST, { filter: null, event_id: 'nope' }), 'post', TEST, 404);
+    const OWN = `${HOOKS}/{webhook_id}/test-filter`;
+    check(await api.post(`${HOOKS}/${ids.hookA}/test-filter`, { event: ev }), 'post', OWN, 200);
+    check(await api.post(`${HOOKS}/nope/test-filter`, { event_id: ev.id }), 'post', OWN, 404);
+    check(await api.post(`${HOOKS}/${ids.hookA}/test-filter`, {}), 'post', OWN, 400);
+    const RECIPIENTS = '/v1/events/{event_id}/recipients';
+    const rcpt = check(await api.get(`/v1/events/${ev.id}/recipients`), 'get', RECIPIENTS, 200);
+    expect(rcpt.data.length).toBeGreaterThan(0);
+    check(await api.get('/v1/events/nope/recipients'), 'get', RECIPIENTS, 404);
   });
 
   it('every documented operation and success status was exercised and validated; nothing was a 5xx or left out', () => {

@@ -2,6 +2,8 @@
 import * as svc from '../../services/history.ts';
 import { defineRoute, readRoute, reply } from '../api-route.ts';
 import { cloudEventSchema, eventListQuerySchema, eventPageSchema } from '../../schemas/events.ts';
+import { recipientsSchema } from '../../schemas/filters.ts';
+import { eventRecipients } from '../../services/filter-dry-run.ts';
 
 const tag = 'events';
 
@@ -32,5 +34,16 @@ export const eventRoutes = [
       errors: [404],
     },
     ({ ctx, orgId, params }) => svc.getEvent(ctx, orgId, params.event_id),
+  ),
+  readRoute(
+    {
+      operationId: 'getEventRecipients',
+      path: '/v1/events/{event_id}/recipients',
+      tag,
+      summary: 'Which webhooks of the org the event goes to now, and what decided (CONTRACT 10.2)',
+      ok: ['every webhook of the org, newest first', recipientsSchema],
+      errors: [404],
+    },
+    ({ ctx, orgId, params }) => ({ data: eventRecipients(ctx, orgId, params.event_id) }),
   ),
 ];

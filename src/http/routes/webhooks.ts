@@ -2,6 +2,8 @@
 import { createWebhookBodySchema, patchWebhookBodySchema } from '../../domain/subscription.ts';
 import * as svc from '../../services/webhooks.ts';
 import * as history from '../../services/history.ts';
+import * as dryRuns from '../../services/filter-dry-run.ts';
+import { dryRunSchema, testFilterBodySchema, testWebhookFilterBodySchema } from '../../schemas/filters.ts';
 import {
   attemptListQuerySchema,
   attemptPageSchema,
@@ -61,10 +63,33 @@ const onWebhook = (verb: string) => ({
   audit: { action: `webhooks.${verb}`, resource: 'webhook' },
 });
 
+/** A dry run changes nothing (CONTRACT 10.2): a read, not kept in the audit log; its work runs after, outside the engine's transaction. */
+const dryRunAudit = { action: 'webhooks.test_filter', resource: 'webhook', unchanged: () => true };
+const NOT_RUN_YET = { examined: 0, matched: 0, results: [] };
+const DRY_RUN_DESCRIPTION =
+  'What the subscription would receive of a CloudEvent given (`event`), a kept event (`event_id`), or a window of kept ' +
+  'history (`since`, `until`: at most 10,000 events examined, the oldest first), with what decided each: `interests`, ' +
+  '`match`, or the filter clause path. The filter is checked as on write. Nothing is sent or changed.';
+
 /** What a ping or resend answers until its attempt is made (in settle, after the audit row is committed); never sent. */
 const NOT_SENT_YET = { delivered: false, duration_ms: 0 };
 
 export const webhookRoutes = [
+  defineRoute({
+    operationId: 'testFilter',
+    method: 'post',
+    path: `${HOOKS}/test-filter`,
+    tag,
+    scope: 'webhooks',
+    audit: dryRunAudit,
+    summary: 'Dry run of a filter, interests and match over an event or kept history',
+    description: `${DRY_RUN_DESCRIPTION} Omitted interests and match are {"all_events": true} and org-wide.`,
+    body: { schema: testFilterBodySchema },
+    responses: { 200: { description: 'every event examined, with its verdict', schema: dryRunSchema } },
+    errors: [400, 404],
+    handle: ({ ctx, orgId, body: input }) => (dryRuns.checkTestFilter(ctx, orgId, input), reply.ok(NOT_RUN_YET)),
+    settle: async ({ ctx, orgId, body: input }) => reply.ok(dryRuns.testFilter(ctx, orgId, input)),
+  }),
   readRoute(
     {
       operationId: 'listWebhooks',
@@ -183,6 +208,22 @@ export const webhookRoutes = [
       const r = svc.enableAfterPing(ctx, orgId, params.webhook_id, input, prepared);
       return reply.ok({ ...r, webhook: body(r.webhook) });
     },
+  }),
+  defineRoute({
+    operationId: 'testWebhookFilter',
+    method: 'post',
+    path: `${HOOKS}/{webhook_id}/test-filter`,
+    tag,
+    scope: 'webhooks',
+    audit: dryRunAudit,
+    summary: "Dry run of this webhook's subscription over an event or kept history",
+    description: `${DRY_RUN_DESCRIPTION} The webhook's own interests, match and filter; a \`filter\` given is tried in place of its own.`,
+    before: webhookExists,
+    body: { schema: testWebhookFilterBodySchema },
+    responses: { 200: { description: 'every event examined, with its verdict', schema: dryRunSchema } },
+    errors: [400, 404],
+    handle: ({ ctx, orgId, params, body: input }) => (dryRuns.checkTestFilter(ctx, orgId, input, params.webhook_id), reply.ok(NOT_RUN_YET)),
+    settle: async ({ ctx, orgId, params, body: input }) => reply.ok(dryRuns.testWebhookFilter(ctx, orgId, params.webhook_id, input)),
   }),
   readRoute(
     {
