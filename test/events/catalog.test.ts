@@ -9,6 +9,8 @@ import { EVENT_TYPES, cloudEventJsonSchema, eventTypeEntries, schemaDocument } f
 import { KINDS } from '../../src/events/kinds/index.ts';
 import { VERIFICATION_TYPE } from '../../src/events/verification-request.ts';
 import { classify } from '../../src/events/classify.ts';
+import { toCloudEvent } from '../../src/events/cloudevent.ts';
+import type { Rollout } from '../../src/domain/rollout.ts';
 
 const BASE = 'https://svc.example.com:8443/api';
 const URLS = { baseUrl: BASE, source: '//svc.example.com:8443/ctl-api', dashboardUrl: 'https://dash.example.com' };
@@ -65,6 +67,38 @@ describe('event catalog', () => {
     // the optional attributes of CONTRACT 10.1 and 10.3
     const full = { ...ex, svcorderkey: 'inst_example', sequence: '00000000000000000042', svcexample: true };
     expect(jsonValid(ex.type, full)).toBe('valid');
+  });
+
+  it("a change window's wait step (data.rollout without run_id) and a tripped gate's run validate", () => {
+    const step = EVENT_TYPES.get('com.svc.workflow_step.lifecycle.v1')!;
+    const base = { org_id: 'org_1', time: '2026-01-15T09:30:00.000Z' };
+    const wf = { id: 'wf_1', type: 'app_branch_run', owner_id: 'br_1', owner_type: 'app_branches' as const };
+    const wait = toCloudEvent(
+      {
+        ...base,
+        kind: 'workflow_step',
+        transition: 'started',
+        workflow: wf,
+        step: { id: 'st_1', name: 'wait for window: eu-1', idx: 2, execution_type: 'system' },
+        // as the engine makes it (src/engine/workflow-facts.ts): the wait step's params, no run_id
+        rollout: { install_id: 'inst_1', next_window_at: null, window_ids: ['cw_1'] } as Rollout,
+      },
+      URLS,
+    )!;
+    expect(step.schema.safeParse(wait).error).toBeUndefined();
+    expect(jsonValid(wait.type, wait)).toBe('valid');
+    const tripped = toCloudEvent(
+      {
+        ...base,
+        kind: 'workflow',
+        transition: 'failed',
+        workflow: wf,
+        outcome: { status: 'failed', duration_ms: 5, error: 'health gate' },
+        rollout: { run_id: 'run_1', trigger: 'health_gate', install_id: 'i', component_id: 'c', verdict: 'degraded', reason: null },
+      },
+      URLS,
+    )!;
+    expect(jsonValid(tripped.type, tripped)).toBe('valid');
   });
 
   it('the schema document: draft 2020-12, `$id` its own absolute URL, the type as title; an unknown type has none', () => {

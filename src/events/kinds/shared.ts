@@ -139,7 +139,8 @@ export function lifecycleDataShape(step: boolean) {
     ...(step ? { step: stepDataSchema } : {}),
     action: z.strictObject({ id: z.string(), name: z.string() }).optional(),
     outcome: outcomeDataSchema.optional(),
-    rollout: z.strictObject(rolloutSchema.shape).optional(),
+    // a change window's wait step carries install_id, next_window_at and window_ids alone, no run_id (rollout.ts)
+    rollout: z.strictObject({ ...rolloutSchema.shape, run_id: z.string().optional() }).optional(),
   };
 }
 
