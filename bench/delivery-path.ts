@@ -116,7 +116,7 @@ function template(): string[] {
       workflow: { id: SENTINEL, type: 'provision', owner_id: 'inst_bench', owner_type: 'installs' },
       install_id: 'inst_bench',
     },
-    { source: sourceFor('http://127.0.0.1:8080'), dashboardUrl: 'http://127.0.0.1:8080/dashboard' },
+    { source: sourceFor('http://127.0.0.1:8080'), baseUrl: 'http://127.0.0.1:8080', dashboardUrl: 'http://127.0.0.1:8080/dashboard' },
   );
   if (!ev) throw new Error('the template event is not classified');
   return JSON.stringify(ev).split(SENTINEL);

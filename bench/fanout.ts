@@ -31,7 +31,7 @@ export function cloudEventTemplate(orgId: string): string[] {
       workflow: { id: SENTINEL, type: 'provision', owner_id: 'inst_bench', owner_type: 'installs' },
       install_id: 'inst_bench',
     },
-    { source: sourceFor(TEMPLATE_BASE_URL), dashboardUrl: `${TEMPLATE_BASE_URL}/dashboard` },
+    { source: sourceFor(TEMPLATE_BASE_URL), baseUrl: TEMPLATE_BASE_URL, dashboardUrl: `${TEMPLATE_BASE_URL}/dashboard` },
   );
   if (!ev) throw new Error('the template event is not classified');
   return JSON.stringify(ev).split(SENTINEL);

@@ -79,7 +79,7 @@ function setup(): Setup {
   const db = openDb(path.join(dir, 'svc.db'));
   const orgId = createOrg(db, 'bench').org.org_id;
   const logger = pino({ level: 'silent' });
-  const urls = { source: '//127.0.0.1:8080/ctl-api', dashboard: 'http://127.0.0.1:8080/dashboard' };
+  const urls = { base: 'http://127.0.0.1:8080', source: '//127.0.0.1:8080/ctl-api', dashboard: 'http://127.0.0.1:8080/dashboard' };
   // batches as the relay would make them (one per group), no relay
   let batch = '';
   const assign = (eventId: string) => (batch ||= eventId);

@@ -235,7 +235,7 @@ function startEngine(o: {
   status: DeliveryStatusBook;
   topology: Topology;
   replicator: RegistryReplicator;
-  urls: { source: string; dashboard: string };
+  urls: { base: string; source: string; dashboard: string };
   keepEvents: boolean;
 }): Engine {
   const { replicator, logger } = o;

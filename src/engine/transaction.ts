@@ -42,7 +42,8 @@ export interface TransactionDeps {
   db: Db;
   clock: Clock;
   metrics: Metrics;
-  urls: () => { source: string; dashboard: string };
+  /** --base-url (the events' `dataschema` is under it), the events' `source`, the dashboard's URL */
+  urls: () => { base: string; source: string; dashboard: string };
   /** the webhook registry version that events emitted now must be matched against */
   registryRev: () => number;
   /**
@@ -110,7 +111,13 @@ export class Transactions {
    */
   private record(t: OpenTx, fact: Fact): void {
     const urls = this.deps.urls();
-    const ev = emit(fact, { source: urls.source, dashboardUrl: urls.dashboard, labels: this.labels, rev: this.deps.registryRev() });
+    const ev = emit(fact, {
+      source: urls.source,
+      baseUrl: urls.base,
+      dashboardUrl: urls.dashboard,
+      labels: this.labels,
+      rev: this.deps.registryRev(),
+    });
     if (!ev) return;
     const route = encodeRoute(ev.route);
     // CONTRACT 8: an event the bus could not carry is refused with the fact that makes it (the

@@ -16,6 +16,8 @@ export interface CloudEvent {
   time: string;
   subject: string;
   datacontenttype: 'application/json';
+  /** the absolute URL of the JSON Schema of this type's events (CONTRACT 10.3), see dataschemaFor() */
+  dataschema: string;
   svcorgid: string;
   svckind: string;
   svctransition: string;
@@ -26,6 +28,8 @@ export interface CloudEvent {
 export interface EnvelopeOptions {
   /** '//<authority>/ctl-api', see sourceFor() */
   source: string;
+  /** --base-url (without a trailing slash): `dataschema` is the type's schema URL under it */
+  baseUrl: string;
   dashboardUrl: string;
   /** CloudEvents id; a fresh UUID when omitted */
   id?: string;
@@ -78,6 +82,11 @@ export function sourceFor(baseUrl: string): string {
   return `//${new URL(baseUrl).host}/ctl-api`;
 }
 
+/** `<base-url>/v1/event-types/<type>/schema`: the JSON Schema of a type's whole CloudEvent (CONTRACT 10.3) */
+export function dataschemaFor(baseUrl: string, type: string): string {
+  return `${baseUrl.replace(/\/+$/, '')}/v1/event-types/${encodeURIComponent(type)}/schema`;
+}
+
 export function ceType(fact: Fact): string {
   return kindOf(fact).type;
 }
@@ -104,14 +113,16 @@ export function toCloudEvent(fact: Fact, opts: EnvelopeOptions): CloudEvent | nu
 
 function envelope(fact: Fact, cls: Classification | null, opts: EnvelopeOptions): CloudEvent | null {
   if (!cls && !kindOf(fact).direct) return null;
+  const type = ceType(fact);
   return {
     specversion: '1.0',
     id: opts.id ?? eventId(),
-    type: ceType(fact),
+    type,
     source: opts.source,
     time: fact.time,
     subject: ceSubject(fact),
     datacontenttype: 'application/json',
+    dataschema: dataschemaFor(opts.baseUrl, type),
     svcorgid: fact.org_id,
     svckind: fact.kind,
     svctransition: fact.transition,

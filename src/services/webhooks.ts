@@ -22,7 +22,8 @@ import {
   type WebhookRow,
 } from '../../store/webhooks.ts';
 import { NO_DELIVERIES, type DeliveryStatus } from '../../store/delivery-status.ts';
-import { toCloudEvent } from '../events/cloudevent.ts';
+import { eventId, toCloudEvent } from '../events/cloudevent.ts';
+import { EVENT_TYPES, type EventType } from '../events/catalog.ts';
 import type { AttemptResult } from '../delivery/client.ts';
 import { watchContextOf, type WatchState } from '../../machines/webhook-watchdog.ts';
 import { startRecovery } from './history.ts';
@@ -255,9 +256,41 @@ export async function pingWebhook(ctx: AppContext, orgId: string, id: string): P
   const w = mustGet(ctx, orgId, id);
   const ev = toCloudEvent(
     { kind: 'webhook_ping', transition: 'ping', org_id: orgId, webhook_id: id, time: new Date(ctx.clock.now()).toISOString() },
-    { source: ctx.urls.source, dashboardUrl: ctx.urls.dashboard },
+    { source: ctx.urls.source, baseUrl: ctx.urls.base, dashboardUrl: ctx.urls.dashboard },
   )!;
   return ctx.attemptNow(w, ev.id, ev.type, Buffer.from(JSON.stringify(ev), 'utf8'));
+}
+
+/** The catalog's type an example is asked of (CONTRACT 10.3); 400 naming the known types for another. */
+export function exampleType(type: string): EventType {
+  const known = EVENT_TYPES.get(type);
+  if (!known) {
+    const names = [...EVENT_TYPES.keys()].join(', ');
+    throw new InvalidError(`unknown event type ${type}; known types: ${names}`, [{ path: 'type', message: `one of ${names}` }]);
+  }
+  return known;
+}
+
+/**
+ * Send one signed example of a type to this webhook alone (CONTRACT 10.3 `POST …/examples`), as a
+ * ping is sent: whatever its subscription, counted in its delivery status and attempt log, never
+ * kept in the history. The catalog's example of the type, of this org, now, with a fresh id and the
+ * extension `svcexample: true`; without `svcorderkey` and `sequence` (CONTRACT 10.1).
+ */
+export async function sendExample(ctx: AppContext, orgId: string, id: string, type: string): Promise<AttemptResult> {
+  const w = mustGet(ctx, orgId, id);
+  const now = ctx.clock.now();
+  const ev = exampleType(type).example({
+    baseUrl: ctx.urls.base,
+    source: ctx.urls.source,
+    dashboardUrl: ctx.urls.dashboard,
+    orgId,
+    id: eventId(now),
+    time: new Date(now).toISOString(),
+  });
+  const { svcorderkey: _key, sequence: _seq, data, ...attributes } = ev as typeof ev & { svcorderkey?: string; sequence?: string };
+  const example = { ...attributes, svcexample: true, data };
+  return ctx.attemptNow(w, example.id, example.type, Buffer.from(JSON.stringify(example), 'utf8'));
 }
 
 /** POST …/disable (CONTRACT 4.1): no attempts from now on, its events still kept; `disabled` to the org's other webhooks. */

@@ -23,7 +23,7 @@ const ORG = 'org_1';
 const INST = 'inst_1';
 const TIME = '2024-05-06T07:08:09.123Z';
 const DASH = 'https://dash.example.com';
-const OPTS = { source: '//api.example.com:8443/ctl-api', dashboardUrl: DASH };
+const OPTS = { source: '//api.example.com:8443/ctl-api', baseUrl: 'https://api.example.com:8443', dashboardUrl: DASH };
 
 const wfRef = (type: string, extra: Partial<WorkflowRef> = {}): WorkflowRef => ({
   id: 'wf_1',
@@ -161,6 +161,7 @@ const ENVELOPE_KEYS = [
   'time',
   'subject',
   'datacontenttype',
+  'dataschema',
   'svcorgid',
   'svckind',
   'svctransition',

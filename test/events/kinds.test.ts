@@ -162,7 +162,9 @@ describe('event kinds registry', () => {
       expect(kindOf(fact).data.schema.safeParse(data).error).toBeUndefined();
       // strict: a field the schema does not name is refused
       expect(kindOf(fact).data.schema.safeParse({ ...data, extra: 1 }).success).toBe(false);
-      expect(toCloudEvent(fact, { source: '//a/ctl-api', dashboardUrl: 'https://dash.example.com', id: 'e' })?.data).toEqual(data);
+      expect(
+        toCloudEvent(fact, { source: '//a/ctl-api', baseUrl: 'https://a', dashboardUrl: 'https://dash.example.com', id: 'e' })?.data,
+      ).toEqual(data);
     },
   );
 });

@@ -77,7 +77,7 @@ describe.skipIf(findNatsServer() === null)('the history as the queue (NATS mode)
           clock,
           logger,
           metrics: createMetrics({ defaultMetrics: false }),
-          urls: () => ({ source: '//svc', dashboard: 'http://svc/dashboard' }),
+          urls: () => ({ base: 'http://svc', source: '//svc', dashboard: 'http://svc/dashboard' }),
           registryRev: () => 1,
           queue: relayEventQueue(db, outboxRelay, r, () => publish),
         });

@@ -22,6 +22,7 @@ import type { Job } from './fake-runner.ts';
 type Json = any;
 
 export const logger = pino({ level: 'silent' });
+export const BASE_URL = 'http://svc.test';
 export const SOURCE = '//svc.test/ctl-api';
 export const DASHBOARD = 'http://svc.test/dashboard';
 /** the runner health interval of schedule() */
@@ -65,7 +66,7 @@ export class EngineWorld {
       clock: this.clock,
       logger,
       metrics: this.metrics,
-      urls: () => ({ source: SOURCE, dashboard: DASHBOARD }),
+      urls: () => ({ base: BASE_URL, source: SOURCE, dashboard: DASHBOARD }),
       registryRev: () => 0,
       queue: outboxEventQueue(this.db, () => void this.outboxKicks++),
     });

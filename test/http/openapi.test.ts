@@ -197,7 +197,7 @@ describe('the document and the served routes', () => {
           expect(resp.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Error' });
         }
       }
-      if (['getOpenApiDocument', 'getHealth', 'getReadiness'].includes(op.operationId)) {
+      if (['getOpenApiDocument', 'getHealth', 'getReadiness', 'getEventTypeSchema'].includes(op.operationId)) {
         expect(op.security, `${where}: no authentication`).toEqual([]);
       } else {
         expect(codes, `${where}: 401 and 403`).toEqual(expect.arrayContaining(['401', '403']));
@@ -727,6 +727,20 @@ describe('real responses validate against the document', () => {
     const rcpt = check(await api.get(`/v1/events/${ev.id}/recipients`), 'get', RECIPIENTS, 200);
     expect(rcpt.data.length).toBeGreaterThan(0);
     check(await api.get('/v1/events/nope/recipients'), 'get', RECIPIENTS, 404);
+  });
+
+  it('the event catalog and examples (CONTRACT 10.3)', async () => {
+    const types = check(await api.get('/v1/event-types'), 'get', '/v1/event-types', 200);
+    expect(types.length).toBeGreaterThan(10);
+    const SCHEMA = '/v1/event-types/{type}/schema';
+    const doc = check(await api.get(`/v1/event-types/${types[0].type}/schema`), 'get', SCHEMA, 200);
+    expect(doc.$id).toBe(types[0].schema_url);
+    check(await api.get('/v1/event-types/com.svc.nope.v1/schema'), 'get', SCHEMA, 404);
+    const EXAMPLES = `${HOOKS}/{webhook_id}/examples`;
+    const sent = check(await api.post(`${HOOKS}/${ids.hookA}/examples`, { type: types[0].type }), 'post', EXAMPLES, 200);
+    expect(sent.delivered).toBe(true);
+    check(await api.post(`${HOOKS}/${ids.hookA}/examples`, { type: 'nope' }), 'post', EXAMPLES, 400);
+    check(await api.post(`${HOOKS}/wh_nope/examples`, { type: types[0].type }), 'post', EXAMPLES, 404);
   });
 
   it('every documented operation and success status was exercised and validated; nothing was a 5xx or left out', () => {

@@ -224,6 +224,7 @@ describe('com.svc.webhook.delivery.v1 (CONTRACT 6.2)', () => {
   it('type, subject, slugs, data; classification webhooks/delivery', () => {
     const ev = toCloudEvent(fact('recovered', { failed_events: 5, recover_since: '2025-12-31T23:59:59.000Z' }), {
       source: '//svc.example/ctl-api',
+      baseUrl: 'https://svc.example',
       dashboardUrl: 'https://dash.example',
     })!;
     expect(ev.type).toBe('com.svc.webhook.delivery.v1');
@@ -249,7 +250,7 @@ describe('com.svc.webhook.delivery.v1 (CONTRACT 6.2)', () => {
 
   it('the route names the webhook it is about, which the registry never matches; org-wide only', () => {
     const none = { install: () => null, component: () => null, action: () => null };
-    const ev = emit(fact('failing'), { source: '//s/ctl-api', dashboardUrl: 'https://d', labels: none, rev: 0 })!;
+    const ev = emit(fact('failing'), { source: '//s/ctl-api', baseUrl: 'https://s', dashboardUrl: 'https://d', labels: none, rev: 0 })!;
     expect(ev.route).toMatchObject({ resource: 'webhooks', op: 'delivery', event: 'webhook.failing', not_to: 'wh_1', install: null });
     const reg = new WebhookRegistry();
     const entry = (id: string, over: Partial<WebhookEntry> = {}): WebhookEntry => ({

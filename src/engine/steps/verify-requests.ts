@@ -24,7 +24,7 @@ export interface VerifierDeps {
   tx: Transactions;
   steps: () => VerifySteps;
   logger: Logger;
-  urls: () => { source: string; dashboard: string };
+  urls: () => { base: string; source: string; dashboard: string };
   allowPrivateTargets: boolean;
   /** each request's timeout runs on this clock (real time, as deliveries) */
   httpClock?: Clock;
@@ -119,7 +119,7 @@ export class Verifier {
     try {
       const urls = this.d.urls();
       const now = this.d.clock.now();
-      const ev = verificationEvent(ask.request, { source: urls.source, dashboardUrl: urls.dashboard, nowMs: now });
+      const ev = verificationEvent(ask.request, { source: urls.source, baseUrl: urls.base, dashboardUrl: urls.dashboard, nowMs: now });
       const body = Buffer.from(JSON.stringify(ev), 'utf8');
       const v = ask.verification;
       // signed on real time, as deliveries are: the receiver checks webhook-timestamp against its own clock

@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { VERDICTS } from '../../domain/status.ts';
 import type { EventKind, FactOf } from './kind.ts';
-import { c, eventDataSchema, firstPresent, ownInstall } from './shared.ts';
+import { c, EXAMPLE, eventDataSchema, firstPresent, ownInstall } from './shared.ts';
 
 export const component_health: EventKind<FactOf<'component_health'>> = {
   kind: 'component_health',
@@ -29,4 +29,19 @@ export const component_health: EventKind<FactOf<'component_health'>> = {
   classify: () => c('components', 'health'),
   links: (f) => ({ install: ownInstall(f), component: firstPresent(f.component_id) }),
   match: (f) => ({ install: ownInstall(f), component: f.component_id }),
+  catalog: {
+    description:
+      "A component of an install turned bad (`unhealthy`: a health checker's verdict degraded or unhealthy) or good again " +
+      '(`recovered`: healthy), with the verdict before it and the reason the checker gave.',
+    subject_pattern: '<org>/component_health/<install>/<component>/<transition>',
+    example: {
+      kind: 'component_health',
+      transition: 'unhealthy',
+      org_id: EXAMPLE.org,
+      time: EXAMPLE.time,
+      install_id: EXAMPLE.install,
+      component_id: EXAMPLE.component,
+      health: { verdict: 'unhealthy', previous: 'healthy', reason: 'p99 latency 2.4s over 1s for 5m' },
+    },
+  },
 };

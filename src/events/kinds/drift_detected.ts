@@ -1,7 +1,17 @@
 // `com.svc.drift.detected.v1`: a drift scan found changes (spec 6.2).
 import { z } from 'zod';
 import type { EventKind, FactOf } from './kind.ts';
-import { c, eventDataSchema, firstPresent, stepData, stepDataSchema, workflowData, workflowDataSchema, workflowInstall } from './shared.ts';
+import {
+  c,
+  EXAMPLE,
+  eventDataSchema,
+  firstPresent,
+  stepData,
+  stepDataSchema,
+  workflowData,
+  workflowDataSchema,
+  workflowInstall,
+} from './shared.ts';
 
 export const drift_detected: EventKind<FactOf<'drift_detected'>> = {
   kind: 'drift_detected',
@@ -48,4 +58,35 @@ export const drift_detected: EventKind<FactOf<'drift_detected'>> = {
     component: firstPresent(f.drift.component_id, f.step.component_id, f.component_id),
   }),
   match: (f) => ({ install: workflowInstall(f), component: firstPresent(f.step.component_id, f.drift.component_id) }),
+  catalog: {
+    description:
+      "A drift scan's plan of a component or a sandbox has changes: what is deployed is not what svc last applied. " +
+      '`drift.changes` lists each address and its action.',
+    subject_pattern: '<org>/drift_detected/<workflow>/<step>/detected',
+    example: {
+      kind: 'drift_detected',
+      transition: 'detected',
+      org_id: EXAMPLE.org,
+      time: EXAMPLE.time,
+      workflow: { id: 'wf_example_drift', type: 'drift_run', owner_id: EXAMPLE.install, owner_type: 'installs' },
+      step: {
+        id: 'step_example_plan',
+        name: 'plan api',
+        idx: 0,
+        target_type: 'install_deploys',
+        target_id: null,
+        component_id: EXAMPLE.component,
+        sandbox_id: null,
+        execution_type: 'system',
+      },
+      install_id: EXAMPLE.install,
+      drift: {
+        component_id: EXAMPLE.component,
+        changes: [
+          { address: 'kubernetes_deployment.api', action: 'update' },
+          { address: 'kubernetes_config_map.api_env', action: 'replace' },
+        ],
+      },
+    },
+  },
 };

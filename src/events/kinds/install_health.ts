@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { VERDICTS } from '../../domain/status.ts';
 import type { EventKind, FactOf } from './kind.ts';
-import { c, eventDataSchema, ownInstall } from './shared.ts';
+import { c, EXAMPLE, eventDataSchema, ownInstall } from './shared.ts';
 
 export const install_health: EventKind<FactOf<'install_health'>> = {
   kind: 'install_health',
@@ -24,4 +24,18 @@ export const install_health: EventKind<FactOf<'install_health'>> = {
   // its component is the cause, not the subject: no component link, and `match` has none
   links: (f) => ({ install: ownInstall(f) }),
   match: (f) => ({ install: ownInstall(f) }),
+  catalog: {
+    description:
+      "An install's composite verdict (the worst of its components') became degraded or unhealthy (`degraded`), or healthy " +
+      'again (`recovered`); `health.component_id` names the component whose verdict caused it.',
+    subject_pattern: '<org>/install_health/<install>/<transition>',
+    example: {
+      kind: 'install_health',
+      transition: 'degraded',
+      org_id: EXAMPLE.org,
+      time: EXAMPLE.time,
+      install_id: EXAMPLE.install,
+      health: { verdict: 'unhealthy', previous: 'healthy', component_id: EXAMPLE.component },
+    },
+  },
 };

@@ -29,6 +29,16 @@ export interface MatchTargets {
   not_to?: string;
 }
 
+/** What the event catalog says of a kind (CONTRACT 10.3): the type's meaning, its subject's shape, an example. */
+export interface CatalogEntry<F extends Fact = Fact> {
+  /** one or two sentences for a receiver's author */
+  description: string;
+  /** the subject with its variable parts named, e.g. `<org>/workflow/<workflow>/<transition>` (CONTRACT 6.2) */
+  subject_pattern: string;
+  /** a representative fact of the kind, classified (so that it makes an event); its org and time are replaced when sent */
+  example: F;
+}
+
 /** The entry of one kind, `F` its fact (FactOf<'workflow'>, …); EventKind alone takes any fact. */
 export interface EventKind<F extends Fact = Fact> {
   kind: F['kind'];
@@ -53,6 +63,8 @@ export interface EventKind<F extends Fact = Fact> {
   classify(fact: F): Classification | null;
   links(fact: F): LinkTargets;
   match(fact: F): MatchTargets;
+  /** the kind's entry in the event catalog (CONTRACT 10.3, src/events/catalog.ts) */
+  catalog: CatalogEntry<F>;
   /**
    * Sent only to one webhook by its own endpoint (ping), bypassing interests: made into an event
    * without a classification, and its interests are its event slug alone.

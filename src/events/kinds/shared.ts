@@ -26,6 +26,37 @@ export function firstPresent(...vs: Array<string | null | undefined>): string | 
   return undefined;
 }
 
+// ---- examples (the catalog's, CONTRACT 10.3) ----
+
+/** The ids and time of the kinds' example facts: one install with one component, its sandbox, one runner, one webhook. */
+export const EXAMPLE = {
+  org: 'org_example',
+  time: '2026-01-15T09:30:00.000Z',
+  install: 'inst_example',
+  component: 'cmp_example_api',
+  sandbox: 'sbx_example',
+  runner: { id: 'rnr_example', name: 'install runner', group_id: 'rgrp_example', group_type: 'install' },
+  webhook: 'wh_example',
+} as const;
+
+/** The example's deploy workflow of the install, and its step that deploys the component. */
+export const EXAMPLE_WORKFLOW: WorkflowRef = {
+  id: 'wf_example_deploy',
+  type: 'deploy_components',
+  owner_id: EXAMPLE.install,
+  owner_type: 'installs',
+};
+export const EXAMPLE_STEP: StepRef = {
+  id: 'step_example_api',
+  name: 'deploy api',
+  idx: 1,
+  target_type: 'install_deploys',
+  target_id: 'dpl_example',
+  component_id: EXAMPLE.component,
+  sandbox_id: null,
+  execution_type: 'system',
+};
+
 // ---- data ----
 
 /** `data.links` (CONTRACT 6.2), built by links.ts from a kind's link targets. */
@@ -108,7 +139,8 @@ export function lifecycleDataShape(step: boolean) {
     ...(step ? { step: stepDataSchema } : {}),
     action: z.strictObject({ id: z.string(), name: z.string() }).optional(),
     outcome: outcomeDataSchema.optional(),
-    rollout: z.strictObject(rolloutSchema.shape).optional(),
+    // a change window's wait step carries install_id, next_window_at and window_ids alone, no run_id (rollout.ts)
+    rollout: z.strictObject({ ...rolloutSchema.shape, run_id: z.string().optional() }).optional(),
   };
 }
 
@@ -161,7 +193,7 @@ export function lifecycleOutcomes(fact: WorkflowFact | StepFact): string[] {
 export function lifecycleKind<K extends 'workflow' | 'workflow_step'>(
   kind: K,
   type: string,
-  own: Pick<EventKind<FactOf<K>>, 'subject' | 'classify' | 'links'>,
+  own: Pick<EventKind<FactOf<K>>, 'subject' | 'classify' | 'links' | 'catalog'>,
 ): EventKind<FactOf<K>> {
   return {
     kind: kind as FactOf<K>['kind'],
@@ -176,6 +208,7 @@ export function lifecycleKind<K extends 'workflow' | 'workflow_step'>(
     classify: own.classify,
     links: own.links,
     match: lifecycleMatch,
+    catalog: own.catalog,
   };
 }
 
@@ -192,6 +225,7 @@ export function runnerKind<K extends 'runner_inactive' | 'runner_unhealthy'>(
   transition: string,
   reason: 'required' | 'optional',
   outcomes: readonly string[],
+  catalog: EventKind<FactOf<K>>['catalog'],
 ): EventKind<FactOf<K>> {
   return {
     kind: kind as FactOf<K>['kind'],
@@ -203,6 +237,7 @@ export function runnerKind<K extends 'runner_inactive' | 'runner_unhealthy'>(
     classify: () => c('runners', transition),
     links: (f) => ({ install: ownInstall(f) }),
     match: (f) => ({ install: ownInstall(f) }),
+    catalog,
   };
 }
 

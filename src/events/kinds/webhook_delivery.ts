@@ -2,7 +2,7 @@
 // is failing, recovered, disabled or enabled. Never sent to the webhook it is about.
 import { z } from 'zod';
 import type { EventKind, FactOf } from './kind.ts';
-import { c, eventDataSchema } from './shared.ts';
+import { c, EXAMPLE, eventDataSchema } from './shared.ts';
 
 export const webhook_delivery: EventKind<FactOf<'webhook_delivery'>> = {
   kind: 'webhook_delivery',
@@ -42,4 +42,24 @@ export const webhook_delivery: EventKind<FactOf<'webhook_delivery'>> = {
   classify: () => c('webhooks', 'delivery'),
   links: () => ({}),
   match: (f) => ({ not_to: f.webhook.id }),
+  catalog: {
+    description:
+      'The delivery watchdog on another webhook of the org: it is failing (at 5, 20, 50, then every 100 consecutive failures), ' +
+      'recovered (with how many events failed and where a recovery should start), disabled or enabled. Never sent to the ' +
+      'webhook it is about.',
+    subject_pattern: '<org>/webhook_delivery/<webhook>/<transition>',
+    example: {
+      kind: 'webhook_delivery',
+      transition: 'failing',
+      org_id: EXAMPLE.org,
+      time: EXAMPLE.time,
+      webhook: { id: EXAMPLE.webhook, url_host: 'hooks.example.com' },
+      delivery: {
+        consecutive_failures: 5,
+        failing_since: '2026-01-15T09:12:41.000Z',
+        last_error: 'HTTP 503',
+        last_status_code: 503,
+      },
+    },
+  },
 };

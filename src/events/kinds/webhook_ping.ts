@@ -2,7 +2,7 @@
 // interests; never classified.
 import { z } from 'zod';
 import type { EventKind, FactOf } from './kind.ts';
-import { eventDataSchema } from './shared.ts';
+import { EXAMPLE, eventDataSchema } from './shared.ts';
 
 export const webhook_ping: EventKind<FactOf<'webhook_ping'>> = {
   kind: 'webhook_ping',
@@ -15,4 +15,9 @@ export const webhook_ping: EventKind<FactOf<'webhook_ping'>> = {
   links: () => ({}),
   match: () => ({}),
   direct: true,
+  catalog: {
+    description: 'Sent to one webhook by its ping endpoint (and before an enable), whatever it subscribes to: is the receiver there?',
+    subject_pattern: '<org>/webhook_ping/<webhook>/ping',
+    example: { kind: 'webhook_ping', transition: 'ping', org_id: EXAMPLE.org, time: EXAMPLE.time, webhook_id: EXAMPLE.webhook },
+  },
 };

@@ -4,6 +4,9 @@ import type { ApprovalFact } from '../../domain/facts.ts';
 import type { EventKind, FactOf } from './kind.ts';
 import {
   classifyStep,
+  EXAMPLE,
+  EXAMPLE_STEP,
+  EXAMPLE_WORKFLOW,
   eventDataSchema,
   firstPresent,
   stepData,
@@ -80,4 +83,19 @@ export const workflow_step_approval: EventKind<FactOf<'workflow_step_approval'>>
   classify: (f) => classifyStep(f.workflow.type, f.step),
   links: (f) => workflowLinks(f, f.step),
   match: (f) => ({ install: workflowInstall(f), component: firstPresent(f.step.component_id) }),
+  catalog: {
+    description:
+      'An approval step asks for an answer (`requested`, with the plan to approve and the URL of its approve and reject ' +
+      'form), or was answered (`approved`, `rejected`, with the note and who answered).',
+    subject_pattern: '<org>/workflow_step_approval/<workflow>/<step>/<transition>',
+    example: {
+      kind: 'workflow_step_approval',
+      transition: 'requested',
+      org_id: EXAMPLE.org,
+      time: EXAMPLE.time,
+      workflow: EXAMPLE_WORKFLOW,
+      step: { ...EXAMPLE_STEP, id: 'step_example_approve', name: 'approve api', idx: 0, execution_type: 'approval' },
+      approval: { status: 'requested', plan: { changes: [{ address: 'helm_release.api', action: 'update' }] } },
+    },
+  },
 };

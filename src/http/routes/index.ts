@@ -9,6 +9,7 @@ import { workflowRoutes } from './workflows.ts';
 import { eventRoutes } from './events.ts';
 import { auditRoutes } from './audit.ts';
 import { changeWindowRoutes } from './change-windows.ts';
+import { eventTypeRoutes } from './event-types.ts';
 
 const openApiRoute = defineRoute({
   operationId: 'getOpenApiDocument',
@@ -30,5 +31,6 @@ export const API_ROUTES: readonly ApiRoute[] = [
   ...installRoutes,
   ...workflowRoutes,
   ...eventRoutes,
+  ...eventTypeRoutes,
   ...auditRoutes,
 ];

@@ -21,6 +21,7 @@ import {
 } from '../../schemas/webhooks.ts';
 import { creates, defineRoute, deleteRoute, readRoute, reply, type RouteArgs } from '../api-route.ts';
 import { checkTarget, TargetLookupError, TargetRefusedError } from '../../delivery/guard.ts';
+import { exampleBodySchema } from '../../schemas/event-types.ts';
 import type { z } from 'zod';
 
 type WebhookBody = z.input<typeof webhookSchema>;
@@ -170,6 +171,26 @@ export const webhookRoutes = [
     // the request is recorded (the webhook must exist) before the attempt, which changes nothing kept but its outcome
     handle: ({ ctx, orgId, params }) => (svc.getWebhook(ctx, orgId, params.webhook_id), reply.ok(NOT_SENT_YET)),
     settle: async ({ ctx, orgId, params }) => reply.ok(await svc.pingWebhook(ctx, orgId, params.webhook_id)),
+  }),
+  defineRoute({
+    operationId: 'sendWebhookExample',
+    method: 'post',
+    path: `${HOOKS}/{webhook_id}/examples`,
+    ...onWebhook('example'),
+    summary: 'Send one signed example event of a type to this webhook alone',
+    description:
+      "The catalog's example of the type (GET /v1/event-types), of this org, with a fresh id and time and the extension " +
+      '`svcexample: true`; no `svcorderkey` or `sequence`. Whatever the subscription, never kept in the history, counted ' +
+      'like a ping. An unknown type is 400 naming the known ones.',
+    before: webhookExists,
+    body: { schema: exampleBodySchema },
+    responses: { 200: { description: 'the outcome of the delivery', schema: pingResultSchema } },
+    errors: [400, 404],
+    // the request is recorded (the webhook and the type checked) before the attempt, as a ping's
+    handle: ({ ctx, orgId, params, body: input }) => (
+      svc.getWebhook(ctx, orgId, params.webhook_id), svc.exampleType(input.type), reply.ok(NOT_SENT_YET)
+    ),
+    settle: async ({ ctx, orgId, params, body: input }) => reply.ok(await svc.sendExample(ctx, orgId, params.webhook_id, input.type)),
   }),
   defineRoute({
     operationId: 'disableWebhook',
