@@ -35,6 +35,8 @@ const ROUTES_OF_TYPE: Readonly<Record<string, { resources: readonly ResourceName
   },
   // pings and examples go to one webhook by its own endpoint: interests and filters never apply
   'com.svc.webhook.ping.v1': { resources: [], events: [] },
+  // verification requests go to a run's verification URLs only, never to webhooks
+  'com.svc.rollout.verification.v1': { resources: [], events: [] },
 };
 
 /** The types a route table covers (a test holds it to the catalog: a new type must say its routes). */
