@@ -4,7 +4,7 @@
 import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AppContext } from '../context.ts';
-import { ConflictError, ForbiddenError, InvalidError, NotFoundError } from '../domain/errors.ts';
+import { ApprovalRefusedError, ConflictError, ForbiddenError, InvalidError, NotFoundError } from '../domain/errors.ts';
 import { pathsFor, prefixOf } from './paths.ts';
 import { errorPage, notFoundPage } from './render.tsx';
 import { getCookie } from 'hono/cookie';
@@ -109,6 +109,7 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
   r.onError((err, c) => {
     if (err instanceof NotFoundError) return notFoundPage(c);
     if (err instanceof ForbiddenError) return errorPage(c, 403, 'Not allowed', err.message);
+    if (err instanceof ApprovalRefusedError) return errorPage(c, 403, 'Not an approver of this step', err.message);
     if (err instanceof InvalidError || err instanceof ConflictError)
       return errorPage(c, err instanceof InvalidError ? 400 : 409, 'Request refused', err.message);
     ctx.logger.error({ err: err instanceof Error ? err.message : String(err), path: c.req.path }, 'dashboard request failed');

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { ParentRef } from '../domain/facts.ts';
 import { EXECUTION_TYPES, OWNER_TYPES, STEP_STATUSES } from '../domain/status.ts';
 import { apiSchemas, type Same, timestamp } from './common.ts';
+import { approvalPolicyViewShape, respondedBySchema } from './approval-policies.ts';
 
 // ------------------------------------------------------------------ In
 
@@ -22,11 +23,12 @@ export const parentRefSchema = z
 
 export const approvalSchema = z
   .object({
-    status: z.enum(['requested', 'approved', 'rejected']),
+    status: z.enum(['requested', 'approved', 'rejected', 'expired']),
     plan: z.unknown().optional(),
     note: z.string().optional(),
     responded_at: timestamp.optional(),
-    responded_by: z.object({ token_id: z.string().nullable(), token_name: z.string().nullable() }).optional(),
+    responded_by: respondedBySchema.optional(),
+    ...approvalPolicyViewShape,
   })
   .register(apiSchemas, { id: 'Approval' });
 

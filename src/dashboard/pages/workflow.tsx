@@ -22,6 +22,7 @@ import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import {
   ActorName,
+  RespondedByName,
   Csrf,
   Diff,
   ScopeNote,
@@ -188,7 +189,7 @@ const StepCard = ({
         {step.approval.responded_by ? (
           <span class="responded-by">
             {' '}
-            by <ActorName actor={step.approval.responded_by} />
+            by <RespondedByName by={step.approval.responded_by} />
           </span>
         ) : null}{' '}
         {step.approval.note ? `“${step.approval.note}”` : ''} <Time iso={step.approval.responded_at} />

@@ -107,7 +107,8 @@ export const appRoutes = [
     summary: 'Start an app branch run (an app_branch_run workflow over the install groups), health-gated with health_gate',
     body: { schema: branchRunSchema },
     errors: [404, 409],
-    handle: ({ ctx, orgId, params, body }) => reply.created(startBranchRun(ctx, orgId, params.app_id, params.app_branch_id, body)),
+    handle: ({ ctx, orgId, params, body, actor }) =>
+      reply.created(startBranchRun(ctx, orgId, params.app_id, params.app_branch_id, body, actor)),
   }),
   defineRoute({
     operationId: 'rollBackAppFleet',
@@ -139,7 +140,7 @@ export const appRoutes = [
     // plan_only changes nothing: worked out before the change, in turns of the engine's thread (CONTRACT §8)
     prepare: ({ ctx, orgId, params, body }) =>
       body.plan_only ? planFleetRollbackInTurns(ctx, orgId, params.app_id, body) : Promise.resolve(null),
-    handle: ({ ctx, orgId, params, body, prepared }) => prepared ?? rollBackFleet(ctx, orgId, params.app_id, body),
+    handle: ({ ctx, orgId, params, body, prepared, actor }) => prepared ?? rollBackFleet(ctx, orgId, params.app_id, body, actor),
   }),
   defineRoute({
     operationId: 'vetoAppConfig',

@@ -9,6 +9,7 @@ import { workflowRoutes } from './workflows.ts';
 import { eventRoutes } from './events.ts';
 import { auditRoutes } from './audit.ts';
 import { changeWindowRoutes } from './change-windows.ts';
+import { approvalPolicyRoutes } from './approval-policies.ts';
 
 const openApiRoute = defineRoute({
   operationId: 'getOpenApiDocument',
@@ -27,6 +28,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
   ...webhookRoutes,
   ...appRoutes,
   ...changeWindowRoutes,
+  ...approvalPolicyRoutes,
   ...installRoutes,
   ...workflowRoutes,
   ...eventRoutes,
