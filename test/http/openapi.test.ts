@@ -617,6 +617,24 @@ describe('real responses validate against the document', () => {
     check(await api.del(`/v1/apps/${ids.app}/change-windows/${made.window_id}`), 'delete', `${WINDOWS}/{window_id}`, 404);
   });
 
+  it('approval policy: put, get, delete, and the 400 and 404 they answer (CONTRACT 10.4)', async () => {
+    const POLICY = '/v1/apps/{app_id}/approval-policy';
+    const path = `/v1/apps/${ids.app}/approval-policy`;
+    const put = (body: unknown) => api.raw('PUT', path, { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+    check(await api.get(path), 'get', POLICY, 404);
+    check(await put({ rules: [{ name: 'none', required: 1, approvers: {} }] }), 'put', POLICY, 400);
+    const made = check(
+      await put({ rules: [{ name: 'ops', required: 2, approvers: { scopes: ['deploy', 'admin'] } }] }),
+      'put',
+      POLICY,
+      200,
+    );
+    expect(made).toMatchObject({ prevent_self_approval: true, reject: 'any', expires_after: null, auto_approve: null });
+    check(await api.get(path), 'get', POLICY, 200);
+    check(await api.del(path), 'delete', POLICY, 204);
+    check(await api.del(path), 'delete', POLICY, 404);
+  });
+
   it('a workflow that a producer reports (external) reads back through the same schema', async () => {
     const wfId = 'ext_openapi_1';
     const send = async (msg: unknown) => {

@@ -56,6 +56,11 @@ beforeAll(async () => {
       install_groups: [{ name: 'all', selector: { match_labels: { ring: 'a' } } }],
     })
   ).app_branch_id;
+  const policy = await admin.raw('PUT', `/v1/apps/${ids.app_id}/approval-policy`, {
+    body: JSON.stringify({ rules: [{ name: 'ops', required: 1, approvers: { scopes: ['admin'] } }] }),
+    headers: { 'content-type': 'application/json' },
+  });
+  expect(policy.status).toBe(200);
   const install = await post(admin, '/v1/installs', { app_id: ids.app_id, name: 'eu-1', labels: { ring: 'a' } });
   ids.install_id = install.install_id;
   const wfs = await waitFor(

@@ -91,7 +91,7 @@ describe('approval step under a policy', () => {
           expect(err).toMatchObject({ code: 'not_an_approver', message: expect.stringContaining('rules: sre, admin') });
           continue;
         }
-        const t = who === 'dup' ? firstSre! : tok[who];
+        const t: Tok = who === 'dup' ? firstSre! : tok[who];
         if (who === 'dup') {
           // a repeated response by the same token: answered, counted once
           const again = answer(run.workflow_id, 'plan g1', t);
