@@ -14,6 +14,7 @@ import { keepRefused } from '../http/api-route.ts';
 import { STYLESHEET } from './styles.ts';
 import { SCRIPT } from './script.ts';
 import { registerLogin } from './pages/login.tsx';
+import { registerApprovalLinks } from './pages/approval-link.tsx';
 import { registerOverview } from './pages/overview.tsx';
 import { registerInstalls } from './pages/installs.tsx';
 import { registerWorkflows } from './pages/workflow.tsx';
@@ -128,6 +129,8 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
     return c.redirect(s ? pathsFor(prefix, s.org_id).org : c.get('paths').login(), 302);
   });
   registerLogin(r, ctx);
+  // a one-time approval link's page: no sign-in (before the org guard, which would take it for an org)
+  registerApprovalLinks(r, ctx);
 
   const guard = requireOrgSession(ctx);
   r.use('/:org', guard);

@@ -79,5 +79,24 @@ export const workflowSchema = z
   .register(apiSchemas, { id: 'Workflow' });
 export type WorkflowView = z.infer<typeof workflowSchema>;
 
+/** GET /v1/approvals: the steps awaiting approval, each with its workflow and owner. */
+export const pendingApprovalListSchema = z
+  .object({
+    data: z.array(
+      z.object({
+        workflow: workflowSummarySchema.extend({
+          owner: z.object({
+            type: z.enum(OWNER_TYPES),
+            id: z.string(),
+            name: z.string().nullable(),
+            app: z.object({ app_id: z.string(), name: z.string() }).nullable(),
+          }),
+        }),
+        step: stepSchema,
+      }),
+    ),
+  })
+  .register(apiSchemas, { id: 'PendingApprovalList' });
+
 const sameTypes: [Same<z.infer<typeof parentRefSchema>, ParentRef>] = [true];
 void sameTypes;
