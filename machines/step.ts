@@ -22,14 +22,16 @@ export type StepEvent =
   | { type: 'skip' }
   | { type: 'request_approval' }
   | { type: 'approve' }
-  | { type: 'reject'; error?: string };
+  | { type: 'reject'; error?: string }
+  /** an approval policy's expires_after has passed (CONTRACT 10.4): the step fails approval_expired */
+  | { type: 'expire' };
 
 export type StepLifecycleEmit = {
   type: 'lifecycle';
   transition: 'started' | 'succeeded' | 'failed' | 'cancelled';
   error?: string;
 };
-export type StepApprovalEmit = { type: 'approval'; transition: 'requested' | 'approved' | 'rejected' };
+export type StepApprovalEmit = { type: 'approval'; transition: 'requested' | 'approved' | 'rejected' | 'expired' };
 export type StepEmit = StepLifecycleEmit | StepApprovalEmit;
 
 const started: StepEmit = { type: 'lifecycle', transition: 'started' };
@@ -108,6 +110,10 @@ export const stepMachine = setup({
               emits: [{ type: 'approval', transition: 'rejected' }, failed(errorOf(event) ?? 'rejected')],
             }),
           },
+        },
+        expire: {
+          target: 'failed',
+          actions: { type: 'emits', params: { emits: [{ type: 'approval', transition: 'expired' }, failed('approval_expired')] } },
         },
         cancel: { target: 'cancelled', actions: { type: 'emits', params: { emits: [cancelled] } } },
       },

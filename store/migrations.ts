@@ -464,4 +464,25 @@ export const MIGRATIONS: string[] = [
   /* a webhook's payload filter (CONTRACT 10.2, issue 54): the JSON document as given, NULL for none */ `
   ALTER TABLE webhooks ADD COLUMN filter TEXT;
   `,
+  /* approval policies (CONTRACT 10.4, new in 0.3): an app's policy (one JSON document, defaults
+        filled in), and one-time approval links, each bound to a step and a token, of which only a
+        SHA-256 hash of the secret is kept; used_at set once, when its one response is taken */ `
+  CREATE TABLE app_approval_policies (
+    app_id      TEXT PRIMARY KEY REFERENCES apps(app_id) ON DELETE CASCADE,
+    org_id      TEXT NOT NULL,
+    policy      TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+  );
+  CREATE TABLE approval_links (
+    link_id     TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL,
+    workflow_id TEXT NOT NULL,
+    step_id     TEXT NOT NULL,
+    token_id    TEXT NOT NULL,
+    secret_hash TEXT NOT NULL UNIQUE,
+    expires_at  TEXT NOT NULL,
+    used_at     TEXT,
+    created_at  TEXT NOT NULL
+  );
+  `,
 ];

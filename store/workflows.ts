@@ -1,4 +1,4 @@
-import type { Actor } from '../src/domain/scopes.ts';
+import type { RespondedBy } from '../src/domain/approval-policy.ts';
 import type { Db } from './db.ts';
 import { fromJson, nowIso, toJson } from './db.ts';
 import type { ParentRef } from '../src/domain/facts.ts';
@@ -43,7 +43,15 @@ export interface StepRow {
   status: StepStatus;
   error: string | null;
   plan: unknown | null;
-  approval: { status: string; plan?: unknown; note?: string; responded_at?: string; responded_by?: Actor } | null;
+  /** the approval's record and view; under a policy (CONTRACT 10.4) also its rules, rejections and expiry */
+  approval: {
+    status: string;
+    plan?: unknown;
+    note?: string;
+    responded_at?: string;
+    responded_by?: RespondedBy;
+    [k: string]: unknown;
+  } | null;
   params: Record<string, unknown>;
   started_at: string | null;
   finished_at: string | null;

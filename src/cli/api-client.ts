@@ -47,7 +47,7 @@ export function resolveConnection(opts: GlobalApiOptions, env: Env = process.env
   return { baseUrl: url.toString().replace(/\/+$/, ''), token, orgId };
 }
 
-export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'DELETE';
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 export interface ApiClient {
   readonly baseUrl: string;

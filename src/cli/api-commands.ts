@@ -9,6 +9,7 @@ import { group, handle, leaf, parseSelector, str } from './command-kit.ts';
 import { registerHistoryCommands } from './history-commands.ts';
 import { registerWebhookCommands } from './webhook-commands.ts';
 import { registerWindowCommands } from './window-commands.ts';
+import { registerApprovalCommands, registerApprovalPolicyCommands } from './approval-commands.ts';
 import { ApiError, UsageError } from './exit-errors.ts';
 import { bakeMs, MAX_BAKE_MS, MAX_GATE_FOR_MS } from '../domain/rollout.ts';
 import type { AppConfigOut } from '../schemas/apps.ts';
@@ -379,6 +380,7 @@ const collect = (v: string, prev: string[]) => [...prev, v];
 function registerApps(program: Command): void {
   const apps = group(program, 'apps', 'apps: list them, roll a fleet of installs back, their change windows');
   registerWindowCommands(apps);
+  registerApprovalPolicyCommands(apps);
   handle(
     leaf(apps, 'list', "list the org's apps, newest first")
       .option('--limit <n>', 'at most this many (1 to 500, default 100)')
@@ -632,4 +634,5 @@ export function registerApiCommands(program: Command): void {
   registerApps(program);
   registerConfigs(program);
   registerWorkflows(program);
+  registerApprovalCommands(program);
 }

@@ -4,7 +4,7 @@
 import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AppContext } from '../context.ts';
-import { ConflictError, ForbiddenError, InvalidError, NotFoundError } from '../domain/errors.ts';
+import { ApprovalRefusedError, ConflictError, ForbiddenError, InvalidError, NotFoundError } from '../domain/errors.ts';
 import { pathsFor, prefixOf } from './paths.ts';
 import { errorPage, notFoundPage } from './render.tsx';
 import { getCookie } from 'hono/cookie';
@@ -14,6 +14,7 @@ import { keepRefused } from '../http/api-route.ts';
 import { STYLESHEET } from './styles.ts';
 import { SCRIPT } from './script.ts';
 import { registerLogin } from './pages/login.tsx';
+import { registerApprovalLinks } from './pages/approval-link.tsx';
 import { registerOverview } from './pages/overview.tsx';
 import { registerInstalls } from './pages/installs.tsx';
 import { registerWorkflows } from './pages/workflow.tsx';
@@ -109,6 +110,7 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
   r.onError((err, c) => {
     if (err instanceof NotFoundError) return notFoundPage(c);
     if (err instanceof ForbiddenError) return errorPage(c, 403, 'Not allowed', err.message);
+    if (err instanceof ApprovalRefusedError) return errorPage(c, 403, 'Not an approver of this step', err.message);
     if (err instanceof InvalidError || err instanceof ConflictError)
       return errorPage(c, err instanceof InvalidError ? 400 : 409, 'Request refused', err.message);
     ctx.logger.error({ err: err instanceof Error ? err.message : String(err), path: c.req.path }, 'dashboard request failed');
@@ -127,6 +129,8 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
     return c.redirect(s ? pathsFor(prefix, s.org_id).org : c.get('paths').login(), 302);
   });
   registerLogin(r, ctx);
+  // a one-time approval link's page: no sign-in (before the org guard, which would take it for an org)
+  registerApprovalLinks(r, ctx);
 
   const guard = requireOrgSession(ctx);
   r.use('/:org', guard);

@@ -421,6 +421,18 @@ export const Owner: FC<{ owner: OwnerLike; paths: Paths }> = ({ owner, paths }) 
   </>
 );
 
+/** Who answered an approval: a token (as ActorName), or the approval policy itself and why (CONTRACT 10.4 auto_approve). */
+export const RespondedByName: FC<{ by: { token_id: string | null; token_name: string | null } | { type: 'policy'; reason: string } }> = ({
+  by,
+}) =>
+  'type' in by ? (
+    <span class="actor">
+      <strong>the approval policy</strong> <span class="muted">({by.reason})</span>
+    </span>
+  ) : (
+    <ActorName actor={by} />
+  );
+
 /** Who made a change: the token's name (its id beside it), or `local` for a database command (CONTRACT 2). */
 export const ActorName: FC<{ actor: { token_id: string | null; token_name: string | null } }> = ({ actor }) => (
   <span class="actor">

@@ -77,3 +77,17 @@ export class ForbiddenError extends Error {
     super(message);
   }
 }
+
+/**
+ * An approval response the step's policy does not admit (CONTRACT 10.4, 403): `not_an_approver`
+ * (no rule admits the token; the message names the rules) or `self_approval` (the token started the run).
+ */
+export class ApprovalRefusedError extends Error {
+  override readonly name = 'ApprovalRefusedError';
+  constructor(
+    readonly code: 'not_an_approver' | 'self_approval',
+    message: string,
+  ) {
+    super(message);
+  }
+}

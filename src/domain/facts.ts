@@ -3,6 +3,7 @@
 
 import type { Rollout } from './rollout.ts';
 import type { Actor } from './scopes.ts';
+import type { RespondedBy } from './approval-policy.ts';
 import type { ExecutionType, LifecycleTransition, RunOutcome, OwnerType, Verdict } from './status.ts';
 
 export interface ParentRef {
@@ -74,17 +75,30 @@ export interface StepFact extends Base, FactScope {
 
 export interface ApprovalFact extends Base, FactScope {
   kind: 'workflow_step_approval';
-  transition: 'requested' | 'approved' | 'rejected';
+  transition: 'requested' | 'response_recorded' | 'approved' | 'rejected' | 'expired';
   workflow: WorkflowRef;
   step: StepRef;
-  approval: { status: 'requested' | 'approved' | 'rejected'; plan?: unknown; note?: string; responded_at?: string; responded_by?: Actor };
+  approval: {
+    status: 'requested' | 'approved' | 'rejected' | 'expired';
+    plan?: unknown;
+    note?: string;
+    responded_at?: string;
+    responded_by?: RespondedBy;
+    /** under a policy (CONTRACT 10.4): on response_recorded, the answer recorded */
+    response?: 'approved' | 'rejected';
+    /** under a policy: the rule that decided (on approved, rejected) */
+    decided_by_rule?: string;
+    /** under a policy: each rule, as k of n */
+    rules?: Array<{ name: string; required: number; approvals: Array<{ responded_by: RespondedBy; at: string; note?: string }> }>;
+    expires_at?: string | null;
+  };
 }
 
 /**
  * An answer to an approval step, as the API, the engine and the step's handler take it: approved or
  * rejected, an optional note, and who answered (absent or null: not known).
  */
-export type ApprovalAnswer = [response: 'approved' | 'rejected', note?: string, actor?: Actor | null];
+export type ApprovalAnswer = [response: 'approved' | 'rejected', note?: string, actor?: Actor | null, via?: 'link'];
 
 export interface DriftFact extends Base, FactScope {
   kind: 'drift_detected';

@@ -46,6 +46,8 @@ import { RunnerResults, type IngestResult } from './runner-results.ts';
 import { WorkflowFacts } from './workflow-facts.ts';
 import { WorkflowRuns } from './workflow-runs.ts';
 import { Wakeups } from './wakeups.ts';
+import type { ApprovalPolicy } from '../domain/approval-policy.ts';
+import type { Actor } from '../domain/scopes.ts';
 import { waitDueOf } from './steps/window.ts';
 import { WebhookWatchdog } from './watchdog-transitions.ts';
 import { Verifier } from './steps/verify-requests.ts';
@@ -116,6 +118,8 @@ export class Engine {
       windows: () => this.windowTick(),
       // a verify step is looked at when it says, once what it recorded is committed
       verify: (workflowId, stepId, at) => this.tx.afterCommit(() => this.verifier.arm(workflowId, stepId, at)),
+      // an approval policy's expires_after passed (the scheduler also looks every second)
+      approvals: () => this.approvalTick(),
     });
     this.facts = new WorkflowFacts(deps.db);
     this.runs = new WorkflowRuns(
@@ -237,6 +241,7 @@ export class Engine {
     gate: HealthGate | null = null,
     policy: RolloutPolicy | null = null,
     verification: Verification[] = [],
+    approval: RunApproval = {},
   ): WorkflowRow {
     return this.tx.run((t) =>
       this.runs.start(t, {
@@ -249,6 +254,7 @@ export class Engine {
           app_id: appId,
           skip_builds: skipBuilds,
           ...rolloutParams(gate, policy, verification),
+          ...runApprovalParams(approval),
         },
         steps: branchRunSteps(groups, skipBuilds, !!gate, verification.length > 0),
       }),
@@ -261,7 +267,14 @@ export class Engine {
     appId: string,
     groups: RunGroup[],
     targets: Record<string, string>,
-    opts: { to: string; approval: boolean; gate: HealthGate | null; policy?: RolloutPolicy | null; verification?: Verification[] },
+    opts: {
+      to: string;
+      approval: boolean;
+      gate: HealthGate | null;
+      policy?: RolloutPolicy | null;
+      verification?: Verification[];
+      runApproval?: RunApproval;
+    },
   ): WorkflowRow {
     return this.tx.run((t) =>
       this.runs.start(t, {
@@ -275,6 +288,7 @@ export class Engine {
           targets,
           approval: opts.approval ? 'per_group' : 'none',
           ...rolloutParams(opts.gate, opts.policy ?? null, opts.verification ?? []),
+          ...runApprovalParams(opts.runApproval ?? {}),
         },
         steps: appRollbackSteps(groups, { approval: opts.approval, gate: !!opts.gate, verify: !!opts.verification?.length }),
       }),
@@ -337,6 +351,17 @@ export class Engine {
     return this.verifier.resume();
   }
 
+  /** Approval policies (CONTRACT 10.4): steps past their expires_after on the engine's clock fail approval_expired. */
+  approvalTick(): void {
+    if (this.closed || !this.runs.steps.approval.anyDue(this.deps.clock.now())) return;
+    this.tx.run((t) => this.runs.steps.approval.expireDue(t));
+  }
+
+  /** An app's approval policy changed (in the caller's transaction): its runs' waiting approval steps are looked at afresh. */
+  approvalPolicyChanged(orgId: string, appId: string): void {
+    this.tx.run((t) => this.runs.steps.approval.policyChanged(t, orgId, appId));
+  }
+
   /** Change windows: installs whose window opened (or whose wait timed out) on the engine's clock move on (CONTRACT 4.3). */
   windowTick(): void {
     if (this.closed || !listWindowWaits(this.db).some((s) => waitDueOf(s) <= this.deps.clock.now())) return;
@@ -397,5 +422,18 @@ function rolloutParams(gate: HealthGate | null, policy: RolloutPolicy | null, ve
     ...(gate ? { health_gate: gate } : {}),
     ...(policy ? { policy } : {}),
     ...(verification.length ? { verification } : {}),
+  };
+}
+
+/** Who started a run and the stricter approval policy it names (CONTRACT 10.4), as its params keep them. */
+export interface RunApproval {
+  policy?: ApprovalPolicy | null;
+  started_by?: Actor | null;
+}
+
+function runApprovalParams(a: RunApproval): Record<string, unknown> {
+  return {
+    ...(a.policy ? { approval_policy: a.policy } : {}),
+    ...(a.started_by ? { started_by: { token_id: a.started_by.token_id, token_name: a.started_by.token_name } } : {}),
   };
 }

@@ -41,6 +41,7 @@ export class Scheduler {
     every(JOB_SWEEP_MS, 'job re-send', () => this.engine.kickJobs());
     every(BAKE_TICK_MS, 'health gate bakes', () => this.engine.bakeTick());
     every(BAKE_TICK_MS, 'change window waits', () => this.engine.windowTick());
+    every(BAKE_TICK_MS, 'approval expiries', () => this.engine.approvalTick());
     if (s.driftIntervalMs) every(s.driftIntervalMs, 'drift scans', () => this.engine.driftScans());
   }
 

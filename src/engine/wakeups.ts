@@ -2,8 +2,8 @@
 // at a moment asks here, and the engine, the one listener, does the looking (in a transaction of
 // its own). A gate's bad verdict will have lasted its `for` (the bakes' tick), a change window
 // opens or a wait times out (the windows' review), a verify step's next ask is due (the Verifier,
-// once what asked is committed). Nothing here is kept: after a restart the scheduler's ticks and the
-// Verifier's resume pick up from what SQLite holds.
+// once what asked is committed), an approval step's policy expires it. Nothing here is kept: after
+// a restart the scheduler's ticks and the Verifier's resume pick up from what SQLite holds.
 import type { Clock } from '../domain/clock.ts';
 
 /** Who is woken (the engine). */
@@ -14,6 +14,8 @@ export interface WakeupListener {
   windows(): void;
   /** one verify step, to be looked at at `at` (engine clock, ms) */
   verify(workflowId: string, stepId: string, at: number): void;
+  /** approval steps whose policy's expires_after has passed (CONTRACT 10.4) */
+  approvals(): void;
 }
 
 /** The longest a timer can wait (setTimeout's limit); a later moment is looked at then, and again. */
@@ -37,6 +39,11 @@ export class Wakeups {
   /** Review the change-window waits at `at` (engine clock, ms). */
   windowsAt(at: number): void {
     this.timer(at, () => this.listener?.windows());
+  }
+
+  /** Look at the approval steps due to expire at `at` (engine clock, ms). */
+  approvalsAt(at: number): void {
+    this.timer(at, () => this.listener?.approvals());
   }
 
   /** Look at a verify step at `at` (engine clock, ms). */

@@ -16,6 +16,7 @@ import { advanceStep, type StepEvent } from '../../machines/step.ts';
 import { advanceWorkflow, type WorkflowEvent } from '../../machines/workflow.ts';
 import { batchSnapshotOf } from '../../machines/deploy-batch.ts';
 import { isFinal, type WorkflowStatus } from '../domain/status.ts';
+import type { ApprovalFact } from '../domain/facts.ts';
 import { rolloutSchema, type Rollout } from '../domain/rollout.ts';
 import { elapsedMs, lifecycleOutcome, scopeOf, stepRef, workflowRef } from './fact-refs.ts';
 import type { Tx } from './transaction.ts';
@@ -80,7 +81,14 @@ export class WorkflowFacts {
     const now = t.now;
     const status = r.state;
     const startedAt = step.started_at ?? (status !== 'pending' && status !== 'cancelled' && status !== 'skipped' ? now : null);
-    const error = ev.type === 'fail' ? (ev.error ?? 'failed') : ev.type === 'reject' ? (ev.error ?? 'approval rejected') : null;
+    const error =
+      ev.type === 'fail'
+        ? (ev.error ?? 'failed')
+        : ev.type === 'reject'
+          ? (ev.error ?? 'approval rejected')
+          : ev.type === 'expire'
+            ? 'approval_expired'
+            : null;
     const fresh = write({
       status,
       started_at: startedAt ?? undefined,
@@ -104,11 +112,25 @@ export class WorkflowFacts {
           kind: 'workflow_step_approval',
           transition: f.transition,
           ...about,
-          approval: { ...a, status: f.transition },
+          approval: { ...(a as ApprovalFact['approval']), status: f.transition },
         });
       }
     }
     return fresh;
+  }
+
+  /** An approval step's response counted by its policy (CONTRACT 10.4 `response_recorded`): an event, no change of status. */
+  responseRecorded(t: Tx, wf: WorkflowRow, step: StepRow, approval: ApprovalFact['approval']): void {
+    t.emit({
+      kind: 'workflow_step_approval',
+      transition: 'response_recorded',
+      org_id: wf.org_id,
+      time: t.now,
+      workflow: workflowRef(wf),
+      step: stepRef(step),
+      ...scopeOf(this.db, wf, step),
+      approval,
+    });
   }
 
   /** Apply an event to a workflow through the workflow machine; persist; emit. */

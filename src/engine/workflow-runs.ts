@@ -78,7 +78,7 @@ export class WorkflowRuns implements RunControl {
     const window = new WindowWaits(db, facts, wakeups);
     this.steps = {
       job: new JobSteps(db, facts),
-      approval: new ApprovalsAndCancel(db, facts, this),
+      approval: new ApprovalsAndCancel(db, facts, this, wakeups),
       children: new ChildrenSteps(db, facts, startChildren, this.spawning),
       'group-deploy': new DeployBatches(db, facts, this, startChildren, this.spawning, window),
       bake: new HealthGates(db, facts, this, wakeups),

@@ -10,7 +10,7 @@ import type { AuthEnv, Caller } from './auth.ts';
 import { forbidden, HttpError, toHttpError } from './http-error.ts';
 import { invalid, issuesToDetails, readJson } from './validation.ts';
 
-export type Method = 'get' | 'post' | 'patch' | 'delete';
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 export type WriteMethod = Exclude<Method, 'get'>;
 export type SuccessStatus = 200 | 201 | 202 | 204;
 /** The CONTRACT 3 statuses a route may answer with (401 and 403 are added to every authenticated route). */

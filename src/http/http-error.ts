@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import {
+  ApprovalRefusedError,
   ConflictError,
   ForbiddenError,
   InvalidError,
@@ -37,6 +38,7 @@ export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
   if (err instanceof InvalidError) return new HttpError(400, 'invalid_request', err.message, err.details);
   if (err instanceof ForbiddenError) return new HttpError(403, 'forbidden', err.message);
+  if (err instanceof ApprovalRefusedError) return new HttpError(403, err.code, err.message);
   if (err instanceof NotFoundError) return new HttpError(404, 'not_found', err.message);
   if (err instanceof LimitExceededError) return new HttpError(409, 'limit_exceeded', err.message);
   if (err instanceof VetoedError) return new HttpError(409, 'vetoed', err.message);

@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import type { ConfigDiff, FieldChange } from '../domain/config-diff.ts';
 import { configBodyShape, vetoViewSchema } from './apps.ts';
+import { approvalPolicyInSchema } from './approval-policies.ts';
 import { healthGateInSchema, rolloutPolicyInSchema, verificationListSchema } from './rollouts.ts';
 import { apiSchemas, described, id, type Same, selectorSchema, storedLabels, timestamp } from './common.ts';
 import { statusSchema as status } from './workflows.ts';
@@ -15,6 +16,8 @@ const rolloutShape = {
   health_gate: healthGateInSchema.optional(),
   rollout: rolloutPolicyInSchema.optional(),
   verification: verificationListSchema.optional(),
+  /** a stricter approval policy for this run's approval steps (CONTRACT 10.4), on top of the app's */
+  approval_policy: approvalPolicyInSchema.optional(),
 };
 
 export const branchRunSchema = z.strictObject({

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { ParentRef } from '../domain/facts.ts';
 import { EXECUTION_TYPES, OWNER_TYPES, STEP_STATUSES } from '../domain/status.ts';
 import { apiSchemas, type Same, timestamp } from './common.ts';
+import { approvalPolicyViewShape, respondedBySchema } from './approval-policies.ts';
 
 // ------------------------------------------------------------------ In
 
@@ -22,11 +23,12 @@ export const parentRefSchema = z
 
 export const approvalSchema = z
   .object({
-    status: z.enum(['requested', 'approved', 'rejected']),
+    status: z.enum(['requested', 'approved', 'rejected', 'expired']),
     plan: z.unknown().optional(),
     note: z.string().optional(),
     responded_at: timestamp.optional(),
-    responded_by: z.object({ token_id: z.string().nullable(), token_name: z.string().nullable() }).optional(),
+    responded_by: respondedBySchema.optional(),
+    ...approvalPolicyViewShape,
   })
   .register(apiSchemas, { id: 'Approval' });
 
@@ -76,6 +78,25 @@ export const workflowSchema = z
   })
   .register(apiSchemas, { id: 'Workflow' });
 export type WorkflowView = z.infer<typeof workflowSchema>;
+
+/** GET /v1/approvals: the steps awaiting approval, each with its workflow and owner. */
+export const pendingApprovalListSchema = z
+  .object({
+    data: z.array(
+      z.object({
+        workflow: workflowSummarySchema.extend({
+          owner: z.object({
+            type: z.enum(OWNER_TYPES),
+            id: z.string(),
+            name: z.string().nullable(),
+            app: z.object({ app_id: z.string(), name: z.string() }).nullable(),
+          }),
+        }),
+        step: stepSchema,
+      }),
+    ),
+  })
+  .register(apiSchemas, { id: 'PendingApprovalList' });
 
 const sameTypes: [Same<z.infer<typeof parentRefSchema>, ParentRef>] = [true];
 void sameTypes;

@@ -13,6 +13,9 @@ import type { RunGroup } from '../engine/definitions.ts';
 import { diffConfigs } from '../domain/config-diff.ts';
 import { matchAdmits } from '../dispatch/match.ts';
 import { mustGetApp } from './catalog.ts';
+import { checkPolicyTokens } from './approval-policies.ts';
+import type { ApprovalPolicy } from '../domain/approval-policy.ts';
+import type { Actor } from '../domain/scopes.ts';
 import { mustGetInstall } from './installs.ts';
 
 function versionView(ctx: AppContext, v: VersionRow) {
@@ -92,9 +95,18 @@ export function startBranchRun(
   orgId: string,
   appId: string,
   branchId: string,
-  body: { app_config_id: string; skip_builds?: boolean; health_gate?: HealthGate; rollout?: RolloutPolicy; verification?: Verification[] },
+  body: {
+    app_config_id: string;
+    skip_builds?: boolean;
+    health_gate?: HealthGate;
+    rollout?: RolloutPolicy;
+    verification?: Verification[];
+    approval_policy?: ApprovalPolicy;
+  },
+  startedBy: Actor | null = null,
 ) {
   mustGetApp(ctx, orgId, appId);
+  if (body.approval_policy) checkPolicyTokens(ctx, orgId, body.approval_policy, 'approval_policy.');
   const branch = getBranch(ctx.db, orgId, appId, branchId);
   if (!branch) throw new NotFoundError('app branch', branchId);
   const target = configOfApp(ctx, orgId, appId, body.app_config_id);
@@ -114,6 +126,7 @@ export function startBranchRun(
     body.health_gate ?? null,
     body.rollout ?? null,
     body.verification ?? [],
+    { policy: body.approval_policy ?? null, started_by: startedBy },
   );
   // a branch run is its workflow: run_id names the same thing (there is nothing else to look up)
   return {
@@ -141,6 +154,8 @@ export interface FleetRollbackInput {
   rollout?: RolloutPolicy;
   verification?: Verification[];
   approval?: 'per_group' | 'none';
+  /** a stricter approval policy for the run's approval steps (CONTRACT 10.4) */
+  approval_policy?: ApprovalPolicy;
 }
 
 /** The group that installs in no group of the app's branches form, last (CONTRACT 4.3). */
@@ -269,8 +284,9 @@ const PLAN_SLICE = 50;
  * over the selected installs, grouped as the app's branches group them, each group planned
  * (approval unless `approval: "none"`), deployed and, with a health gate, baked.
  */
-export function rollBackFleet(ctx: AppContext, orgId: string, appId: string, body: FleetRollbackInput) {
+export function rollBackFleet(ctx: AppContext, orgId: string, appId: string, body: FleetRollbackInput, startedBy: Actor | null = null) {
   mustGetApp(ctx, orgId, appId);
+  if (body.approval_policy && !body.plan_only) checkPolicyTokens(ctx, orgId, body.approval_policy, 'approval_policy.');
   const { moves, groups, plan } = runAtOnce(fleetRollbackPlan(ctx, orgId, appId, body));
   if (body.plan_only) return { status: 200 as const, body: { plan, applied: false as const } };
   const vetoed = moves.find((m) => m.target.vetoed);
@@ -286,6 +302,7 @@ export function rollBackFleet(ctx: AppContext, orgId: string, appId: string, bod
     gate: body.health_gate ?? null,
     policy: body.rollout ?? null,
     verification: body.verification ?? [],
+    runApproval: { policy: body.approval_policy ?? null, started_by: startedBy },
   });
   // a fleet rollback is its workflow: run_id names the same thing
   return {

@@ -61,7 +61,7 @@ function stepFact(
 }
 function approvalFact(
   type: string,
-  transition: ApprovalFact['transition'],
+  transition: Exclude<ApprovalFact['transition'], 'response_recorded'>,
   step: Partial<StepRef> = {},
   approval: Partial<ApprovalFact['approval']> = {},
   wf: Partial<WorkflowRef> = {},

@@ -617,6 +617,54 @@ describe('real responses validate against the document', () => {
     check(await api.del(`/v1/apps/${ids.app}/change-windows/${made.window_id}`), 'delete', `${WINDOWS}/{window_id}`, 404);
   });
 
+  it('approval policy: put, get, delete, and the 400 and 404 they answer (CONTRACT 10.4)', async () => {
+    const POLICY = '/v1/apps/{app_id}/approval-policy';
+    const path = `/v1/apps/${ids.app}/approval-policy`;
+    const put = (body: unknown) => api.raw('PUT', path, { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+    check(await api.get(path), 'get', POLICY, 404);
+    check(await put({ rules: [{ name: 'none', required: 1, approvers: {} }] }), 'put', POLICY, 400);
+    const made = check(
+      await put({ rules: [{ name: 'ops', required: 2, approvers: { scopes: ['deploy', 'admin'] } }] }),
+      'put',
+      POLICY,
+      200,
+    );
+    expect(made).toMatchObject({ prevent_self_approval: true, reject: 'any', expires_after: null, auto_approve: null });
+    check(await api.get(path), 'get', POLICY, 200);
+    check(await api.del(path), 'delete', POLICY, 204);
+    check(await api.del(path), 'delete', POLICY, 404);
+  });
+
+  it('steps awaiting approval and one-time approval links (CONTRACT 10.4)', async () => {
+    const branch = (
+      await api.post(`/v1/apps/${ids.app}/branches`, { name: 'links', install_groups: [{ name: 'one', install_ids: [ids.inst] }] })
+    ).body;
+    const run = (
+      await api.post(`/v1/apps/${ids.app}/branches/${branch.app_branch_id}/runs`, { app_config_id: ids.cfg1, skip_builds: true })
+    ).body;
+    const waiting = await waitWorkflow(
+      run.workflow_id,
+      (wf) => wf.steps.some((s: Json) => s.status === 'awaiting_approval'),
+      'the plan to await approval',
+    );
+    const step = waiting.steps.find((s: Json) => s.status === 'awaiting_approval');
+    const pending = check(await api.get('/v1/approvals'), 'get', '/v1/approvals', 200);
+    expect(pending.data.map((p: Json) => p.step.step_id)).toContain(step.step_id);
+    const LINKS = '/v1/workflows/{workflow_id}/steps/{step_id}/approval-links';
+    const tokenId = (await api.get('/v1/audit?limit=1')).body.data[0].actor.token_id;
+    const at = `/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval-links`;
+    check(await api.post(at, { token_id: tokenId, expires_in: '30s' }), 'post', LINKS, 400);
+    const link = check(await api.post(at, { token_id: tokenId, expires_in: '1h' }), 'post', LINKS, 201);
+    expect(link.url).toMatch(/approval-links\//);
+    check(
+      await api.post('/v1/workflows/wf_nope/steps/st_nope/approval-links', { token_id: tokenId, expires_in: '1h' }),
+      'post',
+      LINKS,
+      404,
+    );
+    expect((await api.post(`/v1/workflows/${run.workflow_id}/cancel`)).status).toBe(200);
+  });
+
   it('a workflow that a producer reports (external) reads back through the same schema', async () => {
     const wfId = 'ext_openapi_1';
     const send = async (msg: unknown) => {

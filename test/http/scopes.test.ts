@@ -56,6 +56,11 @@ beforeAll(async () => {
       install_groups: [{ name: 'all', selector: { match_labels: { ring: 'a' } } }],
     })
   ).app_branch_id;
+  const policy = await admin.raw('PUT', `/v1/apps/${ids.app_id}/approval-policy`, {
+    body: JSON.stringify({ rules: [{ name: 'ops', required: 1, approvers: { scopes: ['admin'] } }] }),
+    headers: { 'content-type': 'application/json' },
+  });
+  expect(policy.status).toBe(200);
   const install = await post(admin, '/v1/installs', { app_id: ids.app_id, name: 'eu-1', labels: { ring: 'a' } });
   ids.install_id = install.install_id;
   const wfs = await waitFor(
@@ -102,7 +107,8 @@ function storeState() {
 describe('scopes on every route', () => {
   it('the route table has reads and writes of every scope, and every route names its scope', () => {
     expect(reads.length).toBeGreaterThan(10);
-    expect(new Set(writes.map((r) => r.scope))).toEqual(new Set(['webhooks', 'deploy']));
+    // admin: the one-time approval links (CONTRACT 10.4)
+    expect(new Set(writes.map((r) => r.scope))).toEqual(new Set(['webhooks', 'deploy', 'admin']));
     for (const r of authed) expect(SCOPES, r.operationId).toContain(r.scope);
     for (const r of writes) expect(r.audit?.action, r.operationId).toMatch(/^[a-z_]+\.[a-z_]+$/);
   });
@@ -124,7 +130,7 @@ describe('scopes on every route', () => {
       expect([r.operationId, res.status, res.body?.error]).toEqual([r.operationId, 403, 'forbidden']);
       // the route as a caller writes it and the scope it needs, never the internal operation id (CONTRACT 7)
       expect(res.body.message, r.operationId).toBe(
-        `${r.method.toUpperCase()} ${r.path} needs scope ${r.scope} or admin; this token has scope read`,
+        `${r.method.toUpperCase()} ${r.path} needs scope ${r.scope === 'admin' ? 'admin' : `${r.scope} or admin`}; this token has scope read`,
       );
       expect(res.body.message, r.operationId).not.toContain(r.operationId);
     }

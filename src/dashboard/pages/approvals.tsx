@@ -7,9 +7,20 @@ import { render } from '../render.tsx';
 import type { DashContext, DashEnv } from '../session.ts';
 import { duration, FactLine, Owner, StatusBadge, Time } from '../ui.tsx';
 import { configNamer } from '../config-namer.ts';
-import { ApprovalForm, Plan, workflowTitle, type ConfigName } from './workflow.tsx';
+import { ApprovalForm, Plan, PolicyRules, workflowTitle, type ConfigName } from './workflow.tsx';
+import { approvalRefusal } from '../../services/approval-policies.ts';
 
-const ApprovalCard = ({ item, c, configName }: { item: PendingApproval; c: DashContext; configName: ConfigName }) => {
+const ApprovalCard = ({
+  item,
+  c,
+  configName,
+  refusal,
+}: {
+  item: PendingApproval;
+  c: DashContext;
+  configName: ConfigName;
+  refusal: string | null;
+}) => {
   const { workflow: wf } = item;
   const { step } = item;
   const paths = c.get('paths');
@@ -32,12 +43,13 @@ const ApprovalCard = ({ item, c, configName }: { item: PendingApproval; c: DashC
           since <Time iso={step.started_at} /> ({duration(step.started_at, null)})
         </FactLine>
       </dl>
+      {step.approval ? <PolicyRules approval={step.approval} /> : null}
       {step.plan !== undefined && step.plan !== null ? (
         <Plan plan={step.plan} c={c} configName={configName} />
       ) : (
         <p class="muted">No plan.</p>
       )}
-      <ApprovalForm workflowId={wf.workflow_id} step={step} c={c} back="approvals" />
+      <ApprovalForm workflowId={wf.workflow_id} step={step} c={c} back="approvals" refusal={refusal} />
     </section>
   );
 };
@@ -47,6 +59,9 @@ export function registerApprovals(r: Hono<DashEnv>, ctx: AppContext) {
     const orgId = c.req.param('org');
     const items = listPendingApprovals(ctx, orgId);
     const configName = configNamer(ctx, orgId);
+    const s = c.get('session');
+    const refusalOf = (item: PendingApproval) =>
+      s ? approvalRefusal(ctx, item.workflow.workflow_id, item.step.step_id, s.actor, s.scope) : null;
     return render(c, {
       title: items.length ? `Approvals (${items.length})` : 'Approvals',
       current: 'approvals',
@@ -55,7 +70,7 @@ export function registerApprovals(r: Hono<DashEnv>, ctx: AppContext) {
           <h1>Approvals</h1>
           <p class="muted">Steps waiting for an approval response in this org: install workflows and app branch runs, oldest first.</p>
           {items.length ? (
-            items.map((item) => <ApprovalCard item={item} c={c} configName={configName} />)
+            items.map((item) => <ApprovalCard item={item} c={c} configName={configName} refusal={refusalOf(item)} />)
           ) : (
             <section>
               <p>Nothing is waiting for approval.</p>

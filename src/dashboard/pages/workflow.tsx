@@ -4,7 +4,8 @@ import type { Child } from 'hono/jsx';
 import type { AppContext } from '../../context.ts';
 import { apiOp, change, may } from '../changes.ts';
 import { changesOf, type AuditView } from '../../services/audit.ts';
-import { ConflictError, InvalidError } from '../../domain/errors.ts';
+import { ApprovalRefusedError, ConflictError, InvalidError } from '../../domain/errors.ts';
+import { approvalRefusal } from '../../services/approval-policies.ts';
 import { componentNames } from '../../services/names.ts';
 import { rolloutView, type RolloutView } from '../../services/rollouts.ts';
 import {
@@ -22,6 +23,7 @@ import { csrfOf, render } from '../render.tsx';
 import { flash, type DashContext, type DashEnv } from '../session.ts';
 import {
   ActorName,
+  RespondedByName,
   Csrf,
   Diff,
   ScopeNote,
@@ -100,6 +102,56 @@ export const Plan = ({ plan, c, configName }: { plan: unknown; c: DashContext; c
     </details>
   );
 
+type ApprovalView = NonNullable<StepView['approval']>;
+
+/** An approval step under a policy (CONTRACT 10.4): each rule "k of n" with who approved and when, the rejections, the expiry. */
+export const PolicyRules = ({ approval }: { approval: ApprovalView }) =>
+  approval.rules ? (
+    <div class="approval-policy">
+      <ul class="policy-rules">
+        {approval.rules.map((r) => (
+          <li>
+            <strong>{r.name}</strong>: {Math.min(r.approvals.length, r.required)} of {r.required}
+            {r.approvals.length ? (
+              <>
+                {' '}
+                ·{' '}
+                {r.approvals.map((a, i) => (
+                  <>
+                    {i ? ', ' : ''}
+                    <RespondedByName by={a.responded_by} /> <Time iso={a.at} />
+                  </>
+                ))}
+              </>
+            ) : (
+              <span class="muted"> · no approvals yet</span>
+            )}
+          </li>
+        ))}
+      </ul>
+      {approval.rejections?.length ? (
+        <p>
+          Rejected by{' '}
+          {approval.rejections.map((a, i) => (
+            <>
+              {i ? ', ' : ''}
+              <RespondedByName by={a.responded_by} /> <Time iso={a.at} />
+            </>
+          ))}
+        </p>
+      ) : null}
+      {approval.expires_at && approval.status === 'requested' ? (
+        <p class="muted">
+          Expires <Time iso={approval.expires_at} /> (then the step fails approval_expired)
+        </p>
+      ) : null}
+      {approval.decided_by_rule ? <p class="muted">Decided by rule {approval.decided_by_rule}.</p> : null}
+      {typeof (approval as { auto_approve_declined?: unknown }).auto_approve_declined === 'string' ? (
+        <p class="muted">Not approved by the policy: {String((approval as { auto_approve_declined?: string }).auto_approve_declined)}</p>
+      ) : null}
+    </div>
+  ) : null;
+
 /** Where an approval answer returns to: the workflow's page, or the approvals page it was given on. */
 export type ApprovalBack = 'workflow' | 'approvals';
 
@@ -109,14 +161,19 @@ export const ApprovalForm = ({
   step,
   c,
   back = 'workflow',
+  refusal,
 }: {
   workflowId: string;
   step: Pick<StepView, 'step_id'>;
   c: DashContext;
   back?: ApprovalBack;
+  /** why this session's token may not answer under the step's approval policy (CONTRACT 10.4) */
+  refusal?: string | null;
 }) =>
   !may(c, 'deploy') ? (
     <ScopeNote have={c.get('session')?.scope ?? 'read'} need="deploy" what="Approving or rejecting" />
+  ) : refusal ? (
+    <p class="muted scope-note approval-refusal">You may not answer this step: {refusal}.</p>
   ) : (
     <form method="post" action={`${c.get('paths').workflow(workflowId)}/steps/${encodeURIComponent(step.step_id)}/approval`} class="stack">
       <Csrf token={csrfOf(c)} />
@@ -143,6 +200,7 @@ const StepCard = ({
   components,
   configName,
   extra,
+  refusals,
 }: {
   wf: WorkflowView;
   step: StepView;
@@ -150,6 +208,7 @@ const StepCard = ({
   components: Map<string, string>;
   configName: ConfigName;
   extra?: Child;
+  refusals?: Map<string, string>;
 }) => (
   <li class="card" id={`step-${step.step_id}`}>
     <p>
@@ -188,14 +247,17 @@ const StepCard = ({
         {step.approval.responded_by ? (
           <span class="responded-by">
             {' '}
-            by <ActorName actor={step.approval.responded_by} />
+            by <RespondedByName by={step.approval.responded_by} />
           </span>
         ) : null}{' '}
         {step.approval.note ? `“${step.approval.note}”` : ''} <Time iso={step.approval.responded_at} />
       </p>
     ) : null}
+    {step.approval ? <PolicyRules approval={step.approval} /> : null}
     {step.plan !== undefined && step.plan !== null ? <Plan plan={step.plan} c={c} configName={configName} /> : null}
-    {step.status === 'awaiting_approval' ? <ApprovalForm workflowId={wf.workflow_id} step={step} c={c} /> : null}
+    {step.status === 'awaiting_approval' ? (
+      <ApprovalForm workflowId={wf.workflow_id} step={step} c={c} refusal={refusals?.get(step.step_id)} />
+    ) : null}
   </li>
 );
 
@@ -212,6 +274,8 @@ interface PageData {
   rollout: RolloutView | null;
   /** who changed this workflow (started it, cancelled it), from the audit log */
   changes: AuditView[];
+  /** per step awaiting approval: why this session's token may not answer it (its policy) */
+  refusals?: Map<string, string>;
 }
 
 const GROUP_BADGE: Record<string, string> = {
@@ -231,12 +295,23 @@ function RolloutSteps({
   configName,
   c,
   rollout,
+  refusals,
 }: Omit<PageData, 'owner' | 'parent' | 'changes'> & { rollout: RolloutView }) {
   const steps = wf.steps;
   const byId = new Map(steps.map((s) => [s.step_id, s]));
   const card = (id: string) => {
     const s = byId.get(id);
-    return s ? <StepCard wf={wf} step={s} c={c} components={components} configName={configName} extra={stepExtra(c, rollout, id)} /> : null;
+    return s ? (
+      <StepCard
+        wf={wf}
+        step={s}
+        c={c}
+        components={components}
+        configName={configName}
+        extra={stepExtra(c, rollout, id)}
+        refusals={refusals}
+      />
+    ) : null;
   };
   return (
     <>
@@ -262,7 +337,7 @@ function RolloutSteps({
   );
 }
 
-function WorkflowPage({ wf, owner, parent, components, configName, c, rollout, changes }: PageData) {
+function WorkflowPage({ wf, owner, parent, components, configName, c, rollout, changes, refusals }: PageData) {
   const started = changes.find((e) => e.action !== 'workflows.cancel');
   const cancelled = changes.find((e) => e.action === 'workflows.cancel');
   const paths = c.get('paths');
@@ -340,14 +415,14 @@ function WorkflowPage({ wf, owner, parent, components, configName, c, rollout, c
       {rollout ? <TripCause c={c} data={rollout} /> : null}
       {rollout ? <RunPicture data={rollout} /> : null}
       {rollout ? (
-        <RolloutSteps wf={wf} components={components} configName={configName} c={c} rollout={rollout} />
+        <RolloutSteps wf={wf} components={components} configName={configName} c={c} rollout={rollout} refusals={refusals} />
       ) : (
         <>
           <h2>Steps</h2>
           {steps.length ? (
             <ol class="steps">
               {steps.map((s) => (
-                <StepCard wf={wf} step={s} c={c} components={components} configName={configName} />
+                <StepCard wf={wf} step={s} c={c} components={components} configName={configName} refusals={refusals} />
               ))}
             </ol>
           ) : (
@@ -383,6 +458,7 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
           c={c}
           rollout={rolloutView(ctx, orgId, wf.workflow_id)}
           changes={changesOf(ctx, orgId, wf.workflow_id)}
+          refusals={refusalsOf(ctx, c, wf)}
         />
       ),
     });
@@ -407,7 +483,7 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
         );
         flash(c, { kind: 'ok', text: `${String(step.name)}: ${response}.` });
       } catch (err) {
-        if (!(err instanceof ConflictError || err instanceof InvalidError)) throw err;
+        if (!(err instanceof ConflictError || err instanceof InvalidError || err instanceof ApprovalRefusedError)) throw err;
         flash(c, { kind: 'error', text: err.message });
       }
     }
@@ -427,4 +503,17 @@ export function registerWorkflows(r: Hono<DashEnv>, ctx: AppContext) {
     }
     return c.redirect(c.get('paths').workflow(wfId), 303);
   });
+}
+
+/** Per step of `wf` awaiting approval: why the session's token may not answer it under its policy (CONTRACT 10.4). */
+export function refusalsOf(ctx: AppContext, c: DashContext, wf: Pick<WorkflowView, 'workflow_id' | 'steps'>): Map<string, string> {
+  const out = new Map<string, string>();
+  const s = c.get('session');
+  if (!s) return out;
+  for (const step of wf.steps) {
+    if (step.status !== 'awaiting_approval') continue;
+    const why = approvalRefusal(ctx, wf.workflow_id, step.step_id, s.actor, s.scope);
+    if (why) out.set(step.step_id, why);
+  }
+  return out;
 }

@@ -20,7 +20,14 @@ import {
 /** Approval plans whose JSON is larger than this are left out of the event (plan_truncated). */
 export const MAX_PLAN_BYTES = 64 * 1024;
 
-const TRANSITIONS = ['requested', 'approved', 'rejected'] as const;
+const TRANSITIONS = ['requested', 'response_recorded', 'approved', 'rejected', 'expired'] as const;
+/** `approval.status` after each transition (a recorded response leaves the step requested) */
+const STATUSES = ['requested', 'approved', 'rejected', 'expired'] as const;
+
+const respondedBySchema = z.union([
+  z.strictObject({ token_id: z.string().nullable(), token_name: z.string().nullable() }),
+  z.strictObject({ type: z.literal('policy'), reason: z.string() }),
+]);
 
 function jsonBytes(v: unknown): number {
   try {
@@ -39,8 +46,14 @@ function approvalData(a: ApprovalFact['approval']): Record<string, unknown> {
   }
   if (a.note !== undefined && a.note !== null) out.note = a.note;
   if (a.responded_at !== undefined && a.responded_at !== null) out.responded_at = a.responded_at;
-  // who answered (CONTRACT 2): the token's id and name, never the token
-  if (a.responded_by) out.responded_by = { token_id: a.responded_by.token_id, token_name: a.responded_by.token_name };
+  // who answered (CONTRACT 2): the token's id and name, never the token; or the policy (auto_approve, CONTRACT 10.4)
+  const by = a.responded_by;
+  if (by) out.responded_by = 'type' in by ? { type: by.type, reason: by.reason } : { token_id: by.token_id, token_name: by.token_name };
+  // under a policy (CONTRACT 10.4): the answer recorded, the deciding rule, each rule as k of n, the expiry
+  if (a.response) out.response = a.response;
+  if (a.decided_by_rule) out.decided_by_rule = a.decided_by_rule;
+  if (a.rules) out.rules = a.rules.map((r) => ({ name: r.name, required: r.required, approved: r.approvals.length }));
+  if (a.expires_at) out.expires_at = a.expires_at;
   return out;
 }
 
@@ -67,18 +80,33 @@ export const workflow_step_approval: EventKind<FactOf<'workflow_step_approval'>>
       workflow: workflowDataSchema,
       step: stepDataSchema,
       approval: z.strictObject({
-        status: z.enum(TRANSITIONS),
+        status: z.enum(STATUSES),
         plan: z.unknown().optional(),
         plan_truncated: z.literal(true).optional(),
         note: z.string().optional(),
         responded_at: z.string().optional(),
-        responded_by: z.strictObject({ token_id: z.string().nullable(), token_name: z.string().nullable() }).optional(),
+        /** a token (CONTRACT 2), or `{type: "policy", reason}` when the policy's auto_approve decided (CONTRACT 10.4) */
+        responded_by: respondedBySchema.optional(),
         /** on `requested` */
         url: z.string().optional(),
+        /** on `response_recorded`: the answer that was counted */
+        response: z.enum(['approved', 'rejected']).optional(),
+        /** on `approved` or `rejected` decided by a policy: the rule that decided */
+        decided_by_rule: z.string().optional(),
+        /** under a policy: each rule, its required count and how many approved so far */
+        rules: z.array(z.strictObject({ name: z.string(), required: z.number().int(), approved: z.number().int() })).optional(),
+        /** under a policy with expires_after: when the step fails approval_expired */
+        expires_at: z.string().optional(),
       }),
     }),
   },
-  slug: (f) => (f.transition === 'requested' ? 'event:approval.request' : `event:approval.response.${f.transition}`),
+  // a recorded response (and an expiry) goes where approval responses go (CONTRACT 10.4)
+  slug: (f) =>
+    f.transition === 'requested'
+      ? 'event:approval.request'
+      : f.transition === 'response_recorded'
+        ? 'event:approval.response.recorded'
+        : `event:approval.response.${f.transition}`,
   outcomes: () => [],
   classify: (f) => classifyStep(f.workflow.type, f.step),
   links: (f) => workflowLinks(f, f.step),

@@ -133,7 +133,8 @@ export const appRoutes = [
     summary: 'Start an app branch run (an app_branch_run workflow over the install groups), health-gated with health_gate',
     body: { schema: branchRunSchema },
     errors: [404, 409],
-    handle: ({ ctx, orgId, params, body }) => reply.created(startBranchRun(ctx, orgId, params.app_id, params.app_branch_id, body)),
+    handle: ({ ctx, orgId, params, body, actor }) =>
+      reply.created(startBranchRun(ctx, orgId, params.app_id, params.app_branch_id, body, actor)),
   }),
   defineRoute({
     operationId: 'rollBackAppFleet',
@@ -168,7 +169,7 @@ export const appRoutes = [
       const planned = await planFleetRollbackInTurns(ctx, orgId, params.app_id, body);
       return reply.okJsonText<Planned>(await runInTurns(plannedText(ctx, planned.body)));
     },
-    handle: ({ ctx, orgId, params, body, prepared }) => prepared ?? rollBackFleet(ctx, orgId, params.app_id, body),
+    handle: ({ ctx, orgId, params, body, prepared, actor }) => prepared ?? rollBackFleet(ctx, orgId, params.app_id, body, actor),
   }),
   defineRoute({
     operationId: 'vetoAppConfig',

@@ -10,6 +10,7 @@ import { eventRoutes } from './events.ts';
 import { auditRoutes } from './audit.ts';
 import { changeWindowRoutes } from './change-windows.ts';
 import { eventTypeRoutes } from './event-types.ts';
+import { approvalPolicyRoutes } from './approval-policies.ts';
 
 const openApiRoute = defineRoute({
   operationId: 'getOpenApiDocument',
@@ -28,6 +29,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
   ...webhookRoutes,
   ...appRoutes,
   ...changeWindowRoutes,
+  ...approvalPolicyRoutes,
   ...installRoutes,
   ...workflowRoutes,
   ...eventRoutes,

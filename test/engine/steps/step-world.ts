@@ -38,6 +38,7 @@ export class StepWorld {
           for (const id of this.runs.steps['group-deploy'].reviewWaits(t)) this.runs.advance(t, id);
         }),
       verify: (workflowId, stepId, at) => void this.verifyWakes.push(`${workflowId}/${stepId}@${at}`),
+      approvals: () => this.tx((t) => this.runs.steps.approval.expireDue(t)),
     });
   }
 
