@@ -22,7 +22,13 @@ const ROUTES_OF_TYPE: Readonly<Record<string, { resources: readonly ResourceName
   'com.svc.workflow_step.lifecycle.v1': { resources: WORKFLOW_RESOURCES, events: LIFECYCLE },
   'com.svc.workflow_step.approval.v1': {
     resources: WORKFLOW_RESOURCES,
-    events: ['approval.request', 'approval.response.approved', 'approval.response.rejected'],
+    events: [
+      'approval.request',
+      'approval.response.recorded',
+      'approval.response.approved',
+      'approval.response.rejected',
+      'approval.response.expired',
+    ],
   },
   'com.svc.drift.detected.v1': { resources: ['components', 'sandboxes'], events: ['drift.detected'] },
   'com.svc.component.health.v1': { resources: ['components'], events: ['component.unhealthy', 'component.recovered'] },
