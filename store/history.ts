@@ -15,18 +15,16 @@ export interface StoredEvent {
   body: string;
   route: string;
   created_ms: number;
+  /** its ordering key and sequence (CONTRACT 10.1); null for events kept before 0.3 */
+  order_key?: string | null;
+  sequence?: number | null;
 }
 
 export function insertEvent(db: Db, e: Omit<StoredEvent, 'seq'>): void {
-  db.prepare('INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
-    e.event_id,
-    e.org_id,
-    e.type,
-    e.subject,
-    e.body,
-    e.route,
-    e.created_ms,
-  );
+  db.prepare(
+    'INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms, order_key, sequence) ' +
+      'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+  ).run(e.event_id, e.org_id, e.type, e.subject, e.body, e.route, e.created_ms, e.order_key ?? null, e.sequence ?? null);
 }
 
 /**
@@ -36,9 +34,10 @@ export function insertEvent(db: Db, e: Omit<StoredEvent, 'seq'>): void {
 export function insertQueuedEvent(db: Db, e: Omit<StoredEvent, 'seq'>, batch: string): number | null {
   const r = db
     .prepare(
-      'INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms, batch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      'INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms, batch, order_key, sequence) ' +
+        'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
     )
-    .run(e.event_id, e.org_id, e.type, e.subject, e.body, e.route, e.created_ms, batch);
+    .run(e.event_id, e.org_id, e.type, e.subject, e.body, e.route, e.created_ms, batch, e.order_key ?? null, e.sequence ?? null);
   return r.changes > 0 ? Number(r.lastInsertRowid) : null;
 }
 

@@ -461,4 +461,19 @@ export const MIGRATIONS: string[] = [
         Pruned with its attempt row */ `
   ALTER TABLE delivery_attempts ADD COLUMN exchange TEXT;
   `,
+  /* ordering (CONTRACT 10.1, new in 0.3): every event's sequence per (org, ordering key), the last
+        one given in order_sequences (taken in the transaction that emits the event, so a key's
+        sequences follow commit order and survive any restart); the history keeps each event's key
+        and sequence, indexed, for GET /v1/events?order_key= and a recovery of a gap. Events kept
+        before have neither */ `
+  CREATE TABLE order_sequences (
+    org_id    TEXT NOT NULL,
+    order_key TEXT NOT NULL,
+    sequence  INTEGER NOT NULL,
+    PRIMARY KEY (org_id, order_key)
+  ) WITHOUT ROWID;
+  ALTER TABLE events ADD COLUMN order_key TEXT;
+  ALTER TABLE events ADD COLUMN sequence INTEGER;
+  CREATE INDEX events_order_key ON events(org_id, order_key, sequence) WHERE order_key IS NOT NULL;
+  `,
 ];

@@ -29,4 +29,5 @@ export const component_health: EventKind<FactOf<'component_health'>> = {
   classify: () => c('components', 'health'),
   links: (f) => ({ install: ownInstall(f), component: firstPresent(f.component_id) }),
   match: (f) => ({ install: ownInstall(f), component: f.component_id }),
+  orderKey: (f) => f.install_id,
 };

@@ -1,7 +1,17 @@
 // `com.svc.drift.detected.v1`: a drift scan found changes (spec 6.2).
 import { z } from 'zod';
 import type { EventKind, FactOf } from './kind.ts';
-import { c, eventDataSchema, firstPresent, stepData, stepDataSchema, workflowData, workflowDataSchema, workflowInstall } from './shared.ts';
+import {
+  c,
+  eventDataSchema,
+  firstPresent,
+  stepData,
+  stepDataSchema,
+  workflowData,
+  workflowDataSchema,
+  workflowInstall,
+  workflowOrderKey,
+} from './shared.ts';
 
 export const drift_detected: EventKind<FactOf<'drift_detected'>> = {
   kind: 'drift_detected',
@@ -48,4 +58,5 @@ export const drift_detected: EventKind<FactOf<'drift_detected'>> = {
     component: firstPresent(f.drift.component_id, f.step.component_id, f.component_id),
   }),
   match: (f) => ({ install: workflowInstall(f), component: firstPresent(f.step.component_id, f.drift.component_id) }),
+  orderKey: workflowOrderKey,
 };

@@ -24,4 +24,5 @@ export const install_health: EventKind<FactOf<'install_health'>> = {
   // its component is the cause, not the subject: no component link, and `match` has none
   links: (f) => ({ install: ownInstall(f) }),
   match: (f) => ({ install: ownInstall(f) }),
+  orderKey: (f) => f.install_id,
 };

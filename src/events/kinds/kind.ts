@@ -54,6 +54,12 @@ export interface EventKind<F extends Fact = Fact> {
   links(fact: F): LinkTargets;
   match(fact: F): MatchTargets;
   /**
+   * The event's ordering key (CONTRACT 10.1 `svcorderkey`): the install when svc knows it, else the
+   * workflow (workflow and step events), the runner, the webhook (watchdog events); null: the event
+   * carries no key and no sequence (ping).
+   */
+  orderKey(fact: F): string | null;
+  /**
    * Sent only to one webhook by its own endpoint (ping), bypassing interests: made into an event
    * without a classification, and its interests are its event slug alone.
    */

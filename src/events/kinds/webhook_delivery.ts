@@ -42,4 +42,5 @@ export const webhook_delivery: EventKind<FactOf<'webhook_delivery'>> = {
   classify: () => c('webhooks', 'delivery'),
   links: () => ({}),
   match: (f) => ({ not_to: f.webhook.id }),
+  orderKey: (f) => f.webhook.id,
 };

@@ -14,5 +14,6 @@ export const webhook_ping: EventKind<FactOf<'webhook_ping'>> = {
   classify: () => null,
   links: () => ({}),
   match: () => ({}),
+  orderKey: () => null,
   direct: true,
 };

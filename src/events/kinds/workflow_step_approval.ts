@@ -12,6 +12,7 @@ import {
   workflowDataSchema,
   workflowInstall,
   workflowLinks,
+  workflowOrderKey,
 } from './shared.ts';
 
 /** Approval plans whose JSON is larger than this are left out of the event (plan_truncated). */
@@ -80,4 +81,5 @@ export const workflow_step_approval: EventKind<FactOf<'workflow_step_approval'>>
   classify: (f) => classifyStep(f.workflow.type, f.step),
   links: (f) => workflowLinks(f, f.step),
   match: (f) => ({ install: workflowInstall(f), component: firstPresent(f.step.component_id) }),
+  orderKey: workflowOrderKey,
 };
