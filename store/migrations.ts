@@ -465,7 +465,8 @@ export const MIGRATIONS: string[] = [
         one given in order_sequences (taken in the transaction that emits the event, so a key's
         sequences follow commit order and survive any restart); the history keeps each event's key
         and sequence, indexed, for GET /v1/events?order_key= and a recovery of a gap (a
-        recovery of a gap keeps its key and window of sequences). Events kept before have neither */ `
+        recovery of a gap keeps its key and window of sequences). Events kept before have neither.
+        A webhook's opt-in `delivery` ({"ordering": "per_key"}; NULL: no order) */ `
   CREATE TABLE order_sequences (
     org_id    TEXT NOT NULL,
     order_key TEXT NOT NULL,
@@ -478,5 +479,6 @@ export const MIGRATIONS: string[] = [
   ALTER TABLE recoveries ADD COLUMN order_key TEXT;
   ALTER TABLE recoveries ADD COLUMN after_sequence INTEGER;
   ALTER TABLE recoveries ADD COLUMN until_sequence INTEGER;
+  ALTER TABLE webhooks ADD COLUMN delivery TEXT;
   `,
 ];

@@ -266,6 +266,24 @@ export const disableAfterSchema = z
 
 export type DisableAfter = z.infer<typeof disableAfterSchema>;
 
+/**
+ * How a webhook's attempts are made (CONTRACT 10.1): `{ordering: "per_key"}` serialises them per
+ * ordering key; `{}` or null: no order (read as null: deliveryOf).
+ */
+export const deliverySchema = z
+  .strictObject({
+    ordering: z
+      .enum(['per_key'], { error: 'ordering must be "per_key"' })
+      .describe('per_key: the next event of an ordering key is attempted only after the previous one has an outcome')
+      .optional(),
+  })
+  .describe('how its attempts are made; null or {}: no order');
+
+/** The stored form of `delivery`: null unless it asks for something. */
+export function deliveryOf(d: z.infer<typeof deliverySchema> | null | undefined): { ordering: 'per_key' } | null {
+  return d?.ordering === 'per_key' ? { ordering: 'per_key' } : null;
+}
+
 export const createWebhookBodySchema = z
   .strictObject({
     webhook_url: webhookUrlSchema,
@@ -273,6 +291,7 @@ export const createWebhookBodySchema = z
     interests: interestsSchema.optional(),
     match: matchSchema.nullable().optional(),
     disable_after: disableAfterSchema.nullable().optional(),
+    delivery: deliverySchema.nullable().optional(),
   })
   .superRefine(checkSubscriptionSize, onlyIfValid)
   .describe(SUBSCRIPTION_SIZE);
@@ -290,10 +309,17 @@ export const patchWebhookBodySchema = z
       .max(MAX_PREVIOUS_SECRET_TTL_S, { error: `previous_secret_ttl_s must be at most ${MAX_PREVIOUS_SECRET_TTL_S} (7 days)` })
       .optional(),
     disable_after: disableAfterSchema.nullable().optional(),
+    delivery: deliverySchema.nullable().optional(),
   })
-  .refine((b) => b.interests !== undefined || b.match !== undefined || b.secret !== undefined || b.disable_after !== undefined, {
-    error: 'body must name at least one of: interests, match, secret, disable_after',
-  })
+  .refine(
+    (b) =>
+      b.interests !== undefined ||
+      b.match !== undefined ||
+      b.secret !== undefined ||
+      b.disable_after !== undefined ||
+      b.delivery !== undefined,
+    { error: 'body must name at least one of: interests, match, secret, disable_after, delivery' },
+  )
   .refine((b) => b.previous_secret_ttl_s === undefined || typeof b.secret === 'string', {
     error: 'previous_secret_ttl_s needs a new secret in the same request',
     path: ['previous_secret_ttl_s'],

@@ -188,7 +188,7 @@ export function emit(fact: Fact, opts: EmitOptions): EmittedEvent | null {
     type: ev.type,
     subject: ev.subject,
     body: JSON.stringify(ev),
-    route: routeOf(fact, ev.type, cls, opts.labels, opts.rev),
+    route: routeOf(fact, ev.type, cls, opts.labels, opts.rev, ev.svcorderkey ?? null),
     orderKey: ev.svcorderkey ?? null,
     sequence: ev.sequence === undefined ? null : Number(ev.sequence),
   };

@@ -45,6 +45,7 @@ export function entryOf(row: WebhookRow): WebhookEntry {
     match: (row.match as Match | null) ?? null,
     // only when disabled, so that the entries of webhooks that never were read as before 0.2
     ...(row.watch_state === 'disabled' ? { disabled: true as const } : {}),
+    ...(row.delivery?.ordering === 'per_key' ? { ordering: 'per_key' as const } : {}),
   };
 }
 

@@ -3,7 +3,7 @@
 // which dispatch reads too). Out: the webhook, its delivery status, a ping's or a resend's outcome,
 // a page of attempts, a recovery.
 import { z } from 'zod';
-import { disableAfterSchema, interestsSchema, storedMatchSchema } from '../domain/subscription.ts';
+import { deliverySchema, disableAfterSchema, interestsSchema, storedMatchSchema } from '../domain/subscription.ts';
 import { apiSchemas, described, pagedQuery, pageOf, timeBoundSchema, timestamp } from './common.ts';
 
 // ------------------------------------------------------------------ In
@@ -115,6 +115,7 @@ export const webhookSchema = z
     updated_at: timestamp,
     previous_secret_expires_at: described(timestamp.nullable(), 'while a rotated-out secret still signs: when it stops'),
     disable_after: disableAfterSchema.register(apiSchemas, { id: 'DisableAfter' }).nullable(),
+    delivery: deliverySchema.register(apiSchemas, { id: 'WebhookDelivery' }).nullable(),
     delivery_status: deliveryStatusSchema,
   })
   .register(apiSchemas, { id: 'Webhook' });

@@ -3,6 +3,7 @@ import { ConflictError, LimitExceededError, NotFoundError } from '../domain/erro
 import { newId } from '../domain/ids.ts';
 import {
   canonicalMatch,
+  deliveryOf,
   effectiveInterests,
   normalizeMatch,
   type DisableAfter,
@@ -17,6 +18,7 @@ import {
   listWebhooks as dbList,
   updateWebhook as dbUpdate,
   UniqueViolation,
+  type WebhookDelivery,
   type WebhookRow,
 } from '../../store/webhooks.ts';
 import { NO_DELIVERIES, type DeliveryStatus } from '../../store/delivery-status.ts';
@@ -48,6 +50,8 @@ export interface WebhookView {
   previous_secret_expires_at: string | null;
   /** CONTRACT 4.1: null never disables automatically */
   disable_after: DisableAfter | null;
+  /** CONTRACT 10.1: {ordering: 'per_key'}, or null (no order) */
+  delivery: WebhookDelivery | null;
   delivery_status: DeliveryStatusView;
 }
 
@@ -81,6 +85,7 @@ export function view(w: WebhookRow, status: DeliveryStatus, nowMs: number): Webh
     updated_at: w.updated_at,
     previous_secret_expires_at: previousSecretExpiry(w, nowMs),
     disable_after: w.disable_after,
+    delivery: w.delivery,
     delivery_status: statusView(w, status),
   };
 }
@@ -93,6 +98,7 @@ export interface CreateWebhookInput {
   interests?: Interests;
   match?: Match | null;
   disable_after?: DisableAfter | null;
+  delivery?: { ordering?: 'per_key' } | null;
 }
 
 export interface PatchWebhookInput {
@@ -103,6 +109,8 @@ export interface PatchWebhookInput {
   match?: Match | null;
   /** omitted: unchanged; null: never disabled automatically */
   disable_after?: DisableAfter | null;
+  /** omitted: unchanged; null or {}: no order */
+  delivery?: { ordering?: 'per_key' } | null;
 }
 
 const CONFLICT = 'a webhook with this webhook_url and match already exists in this org';
@@ -153,6 +161,7 @@ export function createWebhook(ctx: AppContext, orgId: string, input: CreateWebho
           match,
           match_canonical: canonicalMatch(match),
           disable_after: input.disable_after ?? null,
+          delivery: deliveryOf(input.delivery),
         });
       })
       .immediate();
@@ -180,6 +189,7 @@ export function patchWebhook(ctx: AppContext, orgId: string, id: string, input: 
       match,
       match_canonical: canonicalMatch(match),
       ...(input.disable_after !== undefined ? { disable_after: input.disable_after } : {}),
+      ...(input.delivery !== undefined ? { delivery: deliveryOf(input.delivery) } : {}),
     });
     ctx.webhookChanged(orgId, id);
     return viewOne(ctx, row!);
