@@ -15,18 +15,16 @@ export interface StoredEvent {
   body: string;
   route: string;
   created_ms: number;
+  /** its ordering key and sequence (CONTRACT 10.1); null for events kept before 0.3 */
+  order_key?: string | null;
+  sequence?: number | null;
 }
 
 export function insertEvent(db: Db, e: Omit<StoredEvent, 'seq'>): void {
-  db.prepare('INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
-    e.event_id,
-    e.org_id,
-    e.type,
-    e.subject,
-    e.body,
-    e.route,
-    e.created_ms,
-  );
+  db.prepare(
+    'INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms, order_key, sequence) ' +
+      'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+  ).run(e.event_id, e.org_id, e.type, e.subject, e.body, e.route, e.created_ms, e.order_key ?? null, e.sequence ?? null);
 }
 
 /**
@@ -36,9 +34,10 @@ export function insertEvent(db: Db, e: Omit<StoredEvent, 'seq'>): void {
 export function insertQueuedEvent(db: Db, e: Omit<StoredEvent, 'seq'>, batch: string): number | null {
   const r = db
     .prepare(
-      'INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms, batch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      'INSERT OR IGNORE INTO events (event_id, org_id, type, subject, body, route, created_ms, batch, order_key, sequence) ' +
+        'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
     )
-    .run(e.event_id, e.org_id, e.type, e.subject, e.body, e.route, e.created_ms, batch);
+    .run(e.event_id, e.org_id, e.type, e.subject, e.body, e.route, e.created_ms, batch, e.order_key ?? null, e.sequence ?? null);
   return r.changes > 0 ? Number(r.lastInsertRowid) : null;
 }
 
@@ -330,6 +329,10 @@ export interface RecoveryRow {
   created_ms: number;
   since_ms: number;
   until_ms: number | null;
+  /** a recovery of one ordering key's gap (CONTRACT 10.1): its events with a sequence in (after_sequence, until_sequence] */
+  order_key: string | null;
+  after_sequence: number | null;
+  until_sequence: number | null;
   only_failed: number;
   backfill: number;
   /** events with a seq in (from_seq, to_seq] are in the window */
@@ -353,6 +356,9 @@ export type NewRecovery = Pick<
   | 'created_ms'
   | 'since_ms'
   | 'until_ms'
+  | 'order_key'
+  | 'after_sequence'
+  | 'until_sequence'
   | 'only_failed'
   | 'backfill'
   | 'from_seq'
@@ -364,9 +370,9 @@ export type NewRecovery = Pick<
 /** A recovery that has found nothing yet. */
 export function insertRecovery(db: Db, r: NewRecovery): void {
   db.prepare(
-    `INSERT INTO recoveries (recovery_id, org_id, webhook_id, events, created_ms, since_ms, until_ms, only_failed, backfill,
-       from_seq, to_seq, rev, subscription, scanned_seq)
-     VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO recoveries (recovery_id, org_id, webhook_id, events, created_ms, since_ms, until_ms, order_key, after_sequence,
+       until_sequence, only_failed, backfill, from_seq, to_seq, rev, subscription, scanned_seq)
+     VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
     r.recovery_id,
     r.org_id,
@@ -374,6 +380,9 @@ export function insertRecovery(db: Db, r: NewRecovery): void {
     r.created_ms,
     r.since_ms,
     r.until_ms,
+    r.order_key,
+    r.after_sequence,
+    r.until_sequence,
     r.only_failed,
     r.backfill,
     r.from_seq,
@@ -416,6 +425,7 @@ export function recoveryCandidates(
   limit: number,
   withBody = false,
 ): Array<Pick<StoredEvent, 'seq' | 'event_id' | 'route'> & { body?: string }> {
+  if (r.order_key !== null) return keyRecoveryCandidates(db, r, limit, withBody);
   const until = r.until_ms === null ? '' : ' AND e.created_ms < ?';
   const seqs = eventSeqsBetween(db, r.since_ms, r.until_ms);
   const args: unknown[] = [
@@ -434,6 +444,48 @@ export function recoveryCandidates(
        ORDER BY e.seq LIMIT ?`,
     )
     .all(...args) as Array<Pick<StoredEvent, 'seq' | 'event_id' | 'route'> & { body?: string }>;
+}
+
+/**
+ * The next events of a recovery of one key's gap after its cursor, through the (org, key, sequence)
+ * index: a key's sequences grow with seq (both follow commit order), so the cursor is still a seq.
+ */
+function keyRecoveryCandidates(
+  db: Db,
+  r: RecoveryRow,
+  limit: number,
+  withBody: boolean,
+): Array<Pick<StoredEvent, 'seq' | 'event_id' | 'route'> & { body?: string }> {
+  return db
+    .prepare(
+      `SELECT e.seq, e.event_id, e.route${withBody ? ', e.body' : ''} FROM events e
+       WHERE e.org_id = ? AND e.order_key = ? AND e.sequence > ? AND e.sequence <= ? AND e.seq > ? AND e.seq <= ? AND e.created_ms >= ?
+         AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.id = e.event_id)
+       ORDER BY e.sequence LIMIT ?`,
+    )
+    .all(
+      r.org_id,
+      r.order_key,
+      r.after_sequence ?? 0,
+      r.until_sequence ?? Number.MAX_SAFE_INTEGER,
+      r.scanned_seq,
+      r.to_seq,
+      r.since_ms,
+      limit,
+    ) as Array<Pick<StoredEvent, 'seq' | 'event_id' | 'route'> & { body?: string }>;
+}
+
+/** The kept events of one ordering key (CONTRACT 10.1), in sequence order: above `afterSequence`, after the cursor `afterSeq`. */
+export function listKeyEvents(
+  db: Db,
+  q: { orgId: string; orderKey: string; afterSequence: number; afterSeq: number; keptSinceMs: number; limit: number },
+): StoredEvent[] {
+  return db
+    .prepare(
+      `SELECT * FROM events WHERE org_id = ? AND order_key = ? AND sequence > ? AND seq > ? AND created_ms >= ?
+       ORDER BY sequence LIMIT ?`,
+    )
+    .all(q.orgId, q.orderKey, q.afterSequence, q.afterSeq, q.keptSinceMs, q.limit) as StoredEvent[];
 }
 
 /** Items found by a step of the cursor (in the caller's transaction): kept, counted, the cursor moved; `last`: the window is done. */

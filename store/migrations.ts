@@ -485,4 +485,24 @@ export const MIGRATIONS: string[] = [
     created_at  TEXT NOT NULL
   );
   `,
+  /* ordering (CONTRACT 10.1, new in 0.3): every event's sequence per (org, ordering key), the last
+        one given in order_sequences (taken in the transaction that emits the event, so a key's
+        sequences follow commit order and survive any restart); the history keeps each event's key
+        and sequence, indexed, for GET /v1/events?order_key= and a recovery of a gap (a
+        recovery of a gap keeps its key and window of sequences). Events kept before have neither.
+        A webhook's opt-in `delivery` ({"ordering": "per_key"}; NULL: no order) */ `
+  CREATE TABLE order_sequences (
+    org_id    TEXT NOT NULL,
+    order_key TEXT NOT NULL,
+    sequence  INTEGER NOT NULL,
+    PRIMARY KEY (org_id, order_key)
+  ) WITHOUT ROWID;
+  ALTER TABLE events ADD COLUMN order_key TEXT;
+  ALTER TABLE events ADD COLUMN sequence INTEGER;
+  CREATE INDEX events_order_key ON events(org_id, order_key, sequence) WHERE order_key IS NOT NULL;
+  ALTER TABLE recoveries ADD COLUMN order_key TEXT;
+  ALTER TABLE recoveries ADD COLUMN after_sequence INTEGER;
+  ALTER TABLE recoveries ADD COLUMN until_sequence INTEGER;
+  ALTER TABLE webhooks ADD COLUMN delivery TEXT;
+  `,
 ];

@@ -11,6 +11,8 @@ export interface WebhookRow extends WebhookTarget {
   disable_after: { failures: number; duration: string } | null;
   /** CONTRACT 10.2 payload filter as given (a JSON object), null: none */
   filter: Record<string, unknown> | null;
+  /** CONTRACT 10.1 `delivery`: {ordering: 'per_key'} serialises its attempts per ordering key; null: no order */
+  delivery: WebhookDelivery | null;
   /** the delivery watchdog's state and context (see WatchRow; written by setWatch only) */
   watch_state: 'active' | 'failing' | 'disabled';
   watch_ctx: unknown | null;
@@ -19,8 +21,16 @@ export interface WebhookRow extends WebhookTarget {
 }
 
 /** What a create writes: the watchdog starts active; disable_after defaults to null. */
-export type NewWebhook = Omit<WebhookRow, 'created_at' | 'updated_at' | 'watch_state' | 'watch_ctx' | 'disable_after' | 'filter'> &
-  Partial<Pick<WebhookRow, 'disable_after' | 'filter'>>;
+export type NewWebhook = Omit<
+  WebhookRow,
+  'created_at' | 'updated_at' | 'watch_state' | 'watch_ctx' | 'disable_after' | 'filter' | 'delivery'
+> &
+  Partial<Pick<WebhookRow, 'disable_after' | 'filter' | 'delivery'>>;
+
+/** How a webhook's attempts are made (CONTRACT 10.1). */
+export interface WebhookDelivery {
+  ordering: 'per_key';
+}
 
 /** The delivery watchdog of a webhook (machines/webhook-watchdog.ts): written by the engine only. */
 export interface WatchRow {
@@ -33,8 +43,9 @@ export interface WatchRow {
   watch_ctx: unknown | null;
 }
 
-interface RawRow extends Omit<WebhookRow, 'interests' | 'match' | 'disable_after' | 'watch_ctx' | 'filter'> {
+interface RawRow extends Omit<WebhookRow, 'interests' | 'match' | 'disable_after' | 'watch_ctx' | 'filter' | 'delivery'> {
   filter: string | null;
+  delivery: string | null;
   interests: string | null;
   match: string | null;
   disable_after: string | null;
@@ -43,7 +54,7 @@ interface RawRow extends Omit<WebhookRow, 'interests' | 'match' | 'disable_after
 
 const INSERT_COLS =
   'webhook_id, org_id, url, secret, previous_secret, previous_secret_expires_at, ' +
-  'interests, match, match_canonical, disable_after, created_at, updated_at';
+  'interests, match, match_canonical, disable_after, delivery, created_at, updated_at';
 const COLS = `${INSERT_COLS}, watch_state, watch_ctx, filter`;
 
 function decode(r: RawRow): WebhookRow {
@@ -52,6 +63,7 @@ function decode(r: RawRow): WebhookRow {
     interests: fromJson(r.interests, null),
     match: fromJson(r.match, null),
     disable_after: fromJson(r.disable_after, null),
+    delivery: fromJson(r.delivery, null),
     watch_ctx: fromJson(r.watch_ctx, null),
     filter: fromJson(r.filter, null),
   };
@@ -87,8 +99,17 @@ export function insertWebhook(db: Db, w: NewWebhook): WebhookRow {
   const now = nowIso();
   writeUnique(() =>
     db
-      .prepare(`INSERT INTO webhooks (${INSERT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-      .run(w.webhook_id, w.org_id, w.url, ...secretAndSubscription(w), toJson(w.disable_after ?? null), now, now),
+      .prepare(`INSERT INTO webhooks (${INSERT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+      .run(
+        w.webhook_id,
+        w.org_id,
+        w.url,
+        ...secretAndSubscription(w),
+        toJson(w.disable_after ?? null),
+        toJson(w.delivery ?? null),
+        now,
+        now,
+      ),
   );
   // the newest event it was created after: a recovery without backfill starts there (CONTRACT 4.5)
   db.prepare('UPDATE webhooks SET created_seq = (SELECT COALESCE(MAX(seq), 0) FROM events) WHERE webhook_id = ?').run(w.webhook_id);
@@ -97,6 +118,7 @@ export function insertWebhook(db: Db, w: NewWebhook): WebhookRow {
     ...w,
     disable_after: w.disable_after ?? null,
     filter: w.filter ?? null,
+    delivery: w.delivery ?? null,
     watch_state: 'active',
     watch_ctx: null,
     created_at: now,
@@ -133,18 +155,21 @@ export function updateWebhook(
   w: Pick<WebhookRow, 'org_id' | 'webhook_id'> &
     SecretAndSubscription &
     /** omitted: unchanged */
-    Partial<Pick<WebhookRow, 'disable_after' | 'filter'>>,
+    Partial<Pick<WebhookRow, 'disable_after' | 'filter' | 'delivery'>>,
 ): WebhookRow | undefined {
   writeUnique(() =>
     db
       .prepare(
         `UPDATE webhooks SET secret = ?, previous_secret = ?, previous_secret_expires_at = ?, interests = ?, match = ?, match_canonical = ?,
-       disable_after = CASE WHEN ? THEN ? ELSE disable_after END, updated_at = ? WHERE org_id = ? AND webhook_id = ?`,
+       disable_after = CASE WHEN ? THEN ? ELSE disable_after END, delivery = CASE WHEN ? THEN ? ELSE delivery END,
+       updated_at = ? WHERE org_id = ? AND webhook_id = ?`,
       )
       .run(
         ...secretAndSubscription(w),
         w.disable_after !== undefined ? 1 : 0,
         toJson(w.disable_after ?? null),
+        w.delivery !== undefined ? 1 : 0,
+        toJson(w.delivery ?? null),
         nowIso(),
         w.org_id,
         w.webhook_id,

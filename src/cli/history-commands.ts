@@ -22,6 +22,15 @@ interface CloudEvent {
   type: string;
   subject?: string;
   time?: string;
+  sequence?: string;
+}
+
+/** `--after-sequence`/`--until-sequence`: a whole number; checked before any request (exit 2). */
+function sequenceOption(run: Run, flag: string, name: 'afterSequence' | 'untilSequence'): number | undefined {
+  const v = str(run.opts[name]);
+  if (v === undefined) return undefined;
+  if (/^\d{1,15}$/.test(v.trim())) return Number(v.trim());
+  throw new UsageError(`--${flag} ${JSON.stringify(v)}: a whole number (a sequence of the ordering key)`);
 }
 
 /**
@@ -154,16 +163,29 @@ function registerEventCommands(program: Command): void {
   handle(
     windowLeaf(events, 'list', 'list kept events, newest first', 'emitted')
       .option('--type <type>', 'only this CloudEvents type')
-      .option('--subject-prefix <prefix>', 'only subjects starting with this'),
+      .option('--subject-prefix <prefix>', 'only subjects starting with this')
+      .option('--order-key <key>', "only this ordering key's events (an install, workflow, runner or webhook id), in sequence order")
+      .option('--after-sequence <n>', 'with --order-key: only those whose sequence is above n'),
     async (run) => {
-      const list = await windowList<CloudEvent>(run, '/v1/events', {
-        type: str(run.opts.type),
-        subject_prefix: str(run.opts.subjectPrefix),
-      });
+      const key = str(run.opts.orderKey);
+      const after = sequenceOption(run, 'after-sequence', 'afterSequence');
+      if (after !== undefined && key === undefined) throw new UsageError('--after-sequence goes with --order-key');
+      const filters = { type: str(run.opts.type), subject_prefix: str(run.opts.subjectPrefix) };
+      // one key's events read in sequence order (CONTRACT 10.1), as a receiver applies them
+      const list =
+        key === undefined
+          ? await windowList<CloudEvent>(run, '/v1/events', filters)
+          : await allPages<CloudEvent>(run, '/v1/events', {
+              since: timeOption(run, 'since'),
+              until: timeOption(run, 'until'),
+              ...filters,
+              order_key: key,
+              after_sequence: after === undefined ? undefined : String(after),
+            });
       if (run.json) return printJson(list);
       printTable(
-        ['time', 'type', 'subject', 'id'],
-        list.map((e) => [e.time, e.type, e.subject, e.id]),
+        key === undefined ? ['time', 'type', 'subject', 'id'] : ['sequence', 'time', 'type', 'subject', 'id'],
+        list.map((e) => (key === undefined ? [e.time, e.type, e.subject, e.id] : [Number(e.sequence), e.time, e.type, e.subject, e.id])),
         'no events',
       );
     },
@@ -219,17 +241,31 @@ function registerWebhookHistoryCommands(webhooks: Command): void {
         'attempt again at this webhook the kept events of a window it missed, and follow the recovery to done',
       ),
       'events emitted',
-      { required: true },
     )
+      .option('--order-key <key>', "instead of --since: a gap of this ordering key's events (CONTRACT 10.1), with --after-sequence")
+      .option('--after-sequence <n>', 'with --order-key: the events whose sequence is above n')
+      .option('--until-sequence <n>', 'with --order-key: ... and at most n (inclusive)')
       .option('--all', 'every matching event of the window, not only those that never got through')
       .option('--backfill', 'events emitted before the webhook was created too'),
     async (run) => {
       const [id] = run.args;
       const since = timeOption(run, 'since');
-      if (since === undefined) throw new UsageError('--since is required (e.g. --since 2h)');
       const until = timeOption(run, 'until');
-      const body: Record<string, unknown> = { since };
-      if (until !== undefined) body.until = until;
+      const key = str(run.opts.orderKey);
+      const afterSeq = sequenceOption(run, 'after-sequence', 'afterSequence');
+      const untilSeq = sequenceOption(run, 'until-sequence', 'untilSequence');
+      const body: Record<string, unknown> = {};
+      if (key !== undefined) {
+        if (since !== undefined || until !== undefined) throw new UsageError('--order-key takes --after-sequence, not --since or --until');
+        if (afterSeq === undefined) throw new UsageError('--order-key needs --after-sequence (the last sequence received before the gap)');
+        Object.assign(body, { order_key: key, after_sequence: afterSeq }, untilSeq === undefined ? {} : { until_sequence: untilSeq });
+      } else {
+        if (afterSeq !== undefined || untilSeq !== undefined)
+          throw new UsageError('--after-sequence and --until-sequence go with --order-key');
+        if (since === undefined) throw new UsageError('--since is required (e.g. --since 2h), or --order-key with --after-sequence');
+        body.since = since;
+        if (until !== undefined) body.until = until;
+      }
       if (run.opts.all === true) body.only_failed = false;
       if (run.opts.backfill === true) body.backfill = true;
       const started = await run.api().post<{ recovery_id: string; events: number }>(`${WEBHOOKS}/${seg(id)}/recover`, body);

@@ -222,7 +222,8 @@ export function redact(value: string): string {
 
 /**
  * The highest `sequence` seen per org and ordering key (`svcorderkey`, CONTRACT 10.1), and the
- * warning when a delivery's sequence skips past the next one. A recovery, a resend or an example
+ * notice when a delivery's sequence skips past the next one (two lines: what was missed, and the
+ * `svc webhooks recover` that fills exactly that gap). A recovery, a resend or an example
  * fills or repeats; it never warns (nor does the first event of a key the listener sees).
  */
 export class SequenceWatch {
@@ -243,9 +244,14 @@ export class SequenceWatch {
     if (prev === undefined || seq === prev + 1n) return null;
     const missed = seq - prev - 1n;
     const which = missed === 1n ? `${prev + 1n}` : `${prev + 1n}-${seq - 1n}`;
-    return cutEnd(
-      `warning: ${cutMiddle(oneLine(key), 64)} skipped sequence ${which} (${missed} missed; seq ${seq} after ${prev})`,
-      MAX_LINE,
-    );
+    const k = cutMiddle(oneLine(key), 48);
+    // two lines: what was missed, and the recovery that fills exactly that gap (CONTRACT 10.1)
+    return [
+      cutEnd(`missed ${missed} event${missed === 1n ? '' : 's'} of ${k} (sequence ${which}, then ${seq})`, MAX_LINE),
+      cutEnd(
+        `  recover with: svc webhooks recover <webhook_id> --order-key ${k} --after-sequence ${prev} --until-sequence ${seq - 1n}`,
+        MAX_LINE,
+      ),
+    ].join('\n');
   }
 }

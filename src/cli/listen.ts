@@ -1,7 +1,7 @@
 // `svc listen`: a local webhook receiver for development (like `stripe listen`), on port 9000
 // unless --port says otherwise. Prints one line per delivery of at most 160 characters
 // (src/cli/listen-line.ts: time, path, short type, subject, sequence, a recovery/resend/example
-// mark, what it is about), warns when an ordering key's sequence skips; --json prints each whole
+// mark, what it is about), says when an ordering key's sequence skips, and how to recover the gap; --json prints each whole
 // event, --verbose adds the request headers (signatures cut to 8 characters). With --secret (or
 // --secret-file) it checks X-Svc-Signature and the Standard Webhooks webhook-signature (either
 // secret form; any listed v1 signature may verify), and accepts only a valid webhook-signature
@@ -286,7 +286,7 @@ async function accept(r: Receiver, req: http.IncomingMessage, res: http.ServerRe
   }
   printHeaders(r, req);
   const skipped = r.sequences.see(rec.event, mark !== undefined);
-  if (skipped) note(r, skipped);
+  if (skipped) for (const line of skipped.split('\n')) note(r, line);
   if (verdict) {
     rec.status = 200;
     return answer(res, 200, { verdict });

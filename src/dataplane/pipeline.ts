@@ -32,6 +32,13 @@
 // Webhooks already attempted for an event are recorded (progress) when the event is slow to
 // finish, so a redelivered event repeats only the attempts that were in flight.
 //
+// Ordered webhooks (CONTRACT 10.1, `delivery: {ordering: "per_key"}`): each ordering key of such a
+// webhook is a line (KeyLine): its head attempt is queued in the slots or in flight, the rest wait
+// behind it in the order their events came, and the next goes to the slots only once the head has
+// an outcome (success or failure: still one attempt each). Keys go in parallel within the same
+// slots (8 per webhook, the fair shares); a key whose receiver hangs holds one slot and its own
+// line. Recovery items are not in a line (they fill a gap the receiver asked for).
+//
 // A webhook deleted (the registry no longer has it) or disabled (its entry says so, CONTRACT 4.1)
 // loses its queued attempts at once (dropWebhook, counted `webhook_deleted` or `webhook_disabled`);
 // its attempt in flight finishes. A disabled webhook's matches are dropped at fan-out, counted too.
@@ -148,6 +155,22 @@ interface EventState {
 interface Attempt {
   state: EventState;
   sub: WebhookSubscriber;
+  /** the ordering key's line it is in (a `per_key` webhook, CONTRACT 10.1); null: not ordered */
+  line: KeyLine | null;
+}
+
+/**
+ * One ordering key of one `per_key` webhook (CONTRACT 10.1): its attempt at the head is queued in
+ * the slots or in flight, the rest wait here in order; the next one goes to the slots only once the
+ * head's attempt has an outcome. So each key has at most one attempt in the slots, and a key whose
+ * receiver hangs holds one of its webhook's slots and nothing else.
+ */
+interface KeyLine {
+  webhook: string;
+  key: string;
+  waiting: Fifo<Attempt>;
+  /** the head attempt has started (it is in flight, not queued in the slots) */
+  started: boolean;
 }
 
 export class DeliveryPipeline {
@@ -164,6 +187,8 @@ export class DeliveryPipeline {
   /** failed attempts in the log: each webhook's first in full, then its count every 10 s (CONTRACT §8) */
   private readonly failures: RepeatedWarnings;
   private idle: Array<() => void> = [];
+  /** the ordering keys of `per_key` webhooks with an attempt queued or in flight, by webhook then key */
+  private readonly lines = new Map<string, Map<string, KeyLine>>();
   /** per org, events taken and not yet fanned out (its pressure is at its bound), oldest first; withdrawn ones are skipped */
   private readonly parked = new Map<string, Fifo<EventState>>();
   private parkedCount = 0;
@@ -384,7 +409,9 @@ export class DeliveryPipeline {
         continue;
       }
       state.remaining++;
-      this.enqueue({ state, sub });
+      const key = sub.entry.ordering === 'per_key' && !state.ev.route.recovery ? state.ev.route.key : undefined;
+      if (key === undefined) this.enqueue({ state, sub, line: null });
+      else this.enqueueInLine(state, sub, key);
     }
     if (disabled) this.o.dropped('webhook_disabled', disabled);
     if (state.remaining === 0) this.settle(state);
@@ -418,6 +445,47 @@ export class DeliveryPipeline {
     this.slots.push(a.sub.org, a.sub.id, a);
   }
 
+  /** An attempt of a `per_key` webhook: to the slots when its key has none there or in flight, else behind it. */
+  private enqueueInLine(state: EventState, sub: WebhookSubscriber, key: string): void {
+    let byKey = this.lines.get(sub.id);
+    if (!byKey) this.lines.set(sub.id, (byKey = new Map()));
+    const line = byKey.get(key);
+    if (line) {
+      line.waiting.push({ state, sub, line });
+      return;
+    }
+    const fresh: KeyLine = { webhook: sub.id, key, waiting: new Fifo(), started: false };
+    byKey.set(key, fresh);
+    this.enqueue({ state, sub, line: fresh });
+  }
+
+  /** The head of a key's line has an outcome: its next attempt goes to the slots, or the line ends. */
+  private nextInLine(line: KeyLine): void {
+    const next = line.waiting.shift();
+    if (next) {
+      line.started = false;
+      this.enqueue(next);
+      return;
+    }
+    const byKey = this.lines.get(line.webhook);
+    if (byKey?.get(line.key) !== line) return; // dropped meanwhile
+    byKey.delete(line.key);
+    if (!byKey.size) this.lines.delete(line.webhook);
+  }
+
+  /** A webhook deleted or disabled: its keys' waiting attempts, taken out; lines whose head is not in flight end. */
+  private dropLines(webhookId: string): Attempt[] {
+    const byKey = this.lines.get(webhookId);
+    if (!byKey) return [];
+    const out: Attempt[] = [];
+    for (const [key, line] of byKey) {
+      for (let a = line.waiting.shift(); a; a = line.waiting.shift()) out.push(a);
+      if (!line.started) byKey.delete(key);
+    }
+    if (!byKey.size) this.lines.delete(webhookId);
+    return out;
+  }
+
   /** Start queued attempts while the slots give one (fair across orgs, then webhooks). */
   private pump(): void {
     for (let g = this.slots.next(); g; g = this.slots.next()) {
@@ -427,6 +495,7 @@ export class DeliveryPipeline {
 
   private start(g: Grant<Attempt>): void {
     const sub = g.item.sub;
+    if (g.item.line) g.item.line.started = true;
     const ev = g.item.state.ev;
     const recovery = ev.route.recovery;
     const now = this.o.clock.now();
@@ -473,6 +542,7 @@ export class DeliveryPipeline {
     }
     state.done.push(sub.id);
     if (--state.remaining === 0) this.settle(state);
+    if (g.item.line && !this.stopped) this.nextInLine(g.item.line);
     this.unpark(sub.org);
     if (this.o.startAfterTurn) this.pumpAfterTurn();
     else this.pump();
@@ -492,6 +562,7 @@ export class DeliveryPipeline {
    */
   dropWebhook(webhookId: string, reason: PipelineDropReason = 'webhook_deleted'): number {
     const dropped = this.slots.drop(webhookId);
+    dropped.push(...this.dropLines(webhookId));
     if (!dropped.length) return 0;
     this.o.dropped(reason, dropped.length);
     for (const a of dropped) {
@@ -562,6 +633,7 @@ export class DeliveryPipeline {
     this.stopped = true;
     // queued attempts are dropped: their events stay unfinished (remaining > 0) and are released
     this.slots.clear();
+    this.lines.clear();
     this.parked.clear();
     this.parkedCount = 0;
     if (this.slots.inFlight > 0) await new Promise<void>((r) => this.idle.push(r));

@@ -31,6 +31,8 @@ export interface EventRoute {
   rev: number;
   /** a webhook this event never goes to: the one a `com.svc.webhook.delivery.v1` event is about (CONTRACT 4.1) */
   not_to?: string;
+  /** the event's ordering key (CONTRACT 10.1 svcorderkey): a `per_key` webhook's attempts of it are made one at a time */
+  key?: string;
   /**
    * A recovery (CONTRACT 4.5): this queue item is one attempt of a kept event at one webhook alone
    * (not matched again), carrying the event's own id and `X-Svc-Recovery: <id>`. The item's own id
@@ -82,6 +84,7 @@ export function decodeRoute(text: string): EventRoute | null {
   if (typeof r.op !== 'string' || typeof r.event !== 'string' || typeof r.rev !== 'number') return null;
   if (!isEntity(r.install) || !isEntity(r.component) || !isEntity(r.action)) return null;
   if (r.not_to !== undefined && typeof r.not_to !== 'string') return null;
+  if (r.key !== undefined && typeof r.key !== 'string') return null;
   if (r.recovery !== undefined) {
     const x = r.recovery as Partial<RouteRecovery> | null;
     if (!x || typeof x !== 'object' || typeof x.id !== 'string' || typeof x.webhook !== 'string' || typeof x.event_id !== 'string')

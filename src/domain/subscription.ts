@@ -284,6 +284,24 @@ export const filterSchema = z
       `nested objects, ${FILTER_LIMITS.operators} operators, ${FILTER_LIMITS.bytes} bytes; null: none`,
   });
 
+/**
+ * How a webhook's attempts are made (CONTRACT 10.1): `{ordering: "per_key"}` serialises them per
+ * ordering key; `{}` or null: no order (read as null: deliveryOf).
+ */
+export const deliverySchema = z
+  .strictObject({
+    ordering: z
+      .enum(['per_key'], { error: 'ordering must be "per_key"' })
+      .describe('per_key: the next event of an ordering key is attempted only after the previous one has an outcome')
+      .optional(),
+  })
+  .describe('how its attempts are made; null or {}: no order');
+
+/** The stored form of `delivery`: null unless it asks for something. */
+export function deliveryOf(d: z.infer<typeof deliverySchema> | null | undefined): { ordering: 'per_key' } | null {
+  return d?.ordering === 'per_key' ? { ordering: 'per_key' } : null;
+}
+
 export const createWebhookBodySchema = z
   .strictObject({
     webhook_url: webhookUrlSchema,
@@ -292,6 +310,7 @@ export const createWebhookBodySchema = z
     match: matchSchema.nullable().optional(),
     disable_after: disableAfterSchema.nullable().optional(),
     filter: filterSchema.nullable().optional(),
+    delivery: deliverySchema.nullable().optional(),
   })
   .superRefine(checkSubscriptionSize, onlyIfValid)
   .describe(SUBSCRIPTION_SIZE);
@@ -310,6 +329,7 @@ export const patchWebhookBodySchema = z
       .optional(),
     disable_after: disableAfterSchema.nullable().optional(),
     filter: filterSchema.nullable().optional(),
+    delivery: deliverySchema.nullable().optional(),
   })
   .refine(
     (b) =>
@@ -317,10 +337,9 @@ export const patchWebhookBodySchema = z
       b.match !== undefined ||
       b.secret !== undefined ||
       b.disable_after !== undefined ||
-      b.filter !== undefined,
-    {
-      error: 'body must name at least one of: interests, match, secret, disable_after, filter',
-    },
+      b.filter !== undefined ||
+      b.delivery !== undefined,
+    { error: 'body must name at least one of: interests, match, secret, disable_after, filter, delivery' },
   )
   .refine((b) => b.previous_secret_ttl_s === undefined || typeof b.secret === 'string', {
     error: 'previous_secret_ttl_s needs a new secret in the same request',

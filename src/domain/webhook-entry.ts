@@ -32,4 +32,9 @@ export interface WebhookEntry extends WebhookTarget {
    * queued ones are dropped. Absent when it is not (entries from before 0.2 read the same).
    */
   disabled?: true;
+  /**
+   * `delivery: {ordering: "per_key"}` (CONTRACT 10.1): its attempts are serialised per ordering key.
+   * Absent when it is not (entries from before 0.3 read the same).
+   */
+  ordering?: 'per_key';
 }

@@ -69,6 +69,8 @@ export interface RecoveryRequest {
   webhookId: string;
   sinceMs: number;
   untilMs: number | null;
+  /** instead of a window of time: the events of one ordering key in (after, until] of its sequence (CONTRACT 10.1) */
+  sequences: { key: string; after: number; until: number | null } | null;
   onlyFailed: boolean;
   backfill: boolean;
   /** the webhook's subscription as it is now */
@@ -149,6 +151,9 @@ export class RecoveryFeeder {
         created_ms: this.deps.clock.now(),
         since_ms: req.sinceMs,
         until_ms: req.untilMs,
+        order_key: req.sequences?.key ?? null,
+        after_sequence: req.sequences?.after ?? null,
+        until_sequence: req.sequences?.until ?? null,
         only_failed: req.onlyFailed ? 1 : 0,
         backfill: req.backfill ? 1 : 0,
         // emitted after the webhook was created, unless backfill; kept when it was asked for

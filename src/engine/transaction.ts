@@ -4,6 +4,7 @@
 // savepoint so that one that throws rolls back alone.
 import type { Db } from '../../store/db.ts';
 import { insertAudit } from '../../store/audit.ts';
+import { nextOrderSequence } from '../../store/order-sequences.ts';
 import type { AuditEntry } from '../domain/scopes.ts';
 import { entityLabels } from '../../store/installs.ts';
 import { eventSubject } from '../bus/subjects.ts';
@@ -72,10 +73,13 @@ export class Transactions {
   private current: OpenTx | null = null;
   private readonly labels: LabelLookup;
   private readonly queue: EventQueue;
+  /** the next sequence of an ordering key, in the open transaction (CONTRACT 10.1) */
+  private readonly sequence: (orgId: string, orderKey: string) => number;
 
   constructor(private readonly deps: TransactionDeps) {
     const db = deps.db;
     this.queue = deps.queue;
+    this.sequence = (orgId, orderKey) => nextOrderSequence(db, orgId, orderKey);
     this.labels = {
       install: (org, id) => entityLabels(db, org, 'install', id),
       component: (org, id) => entityLabels(db, org, 'component', id),
@@ -117,6 +121,7 @@ export class Transactions {
       dashboardUrl: urls.dashboard,
       labels: this.labels,
       rev: this.deps.registryRev(),
+      sequence: this.sequence,
     });
     if (!ev) return;
     const route = encodeRoute(ev.route);
@@ -136,6 +141,8 @@ export class Transactions {
           body: ev.body,
           route,
           created_ms: this.deps.clock.now(),
+          order_key: ev.orderKey,
+          sequence: ev.sequence,
         }
       : null;
     this.queue.write(t.writes, item, kept);

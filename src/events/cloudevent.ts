@@ -21,6 +21,10 @@ export interface CloudEvent {
   svcorgid: string;
   svckind: string;
   svctransition: string;
+  /** the ordering key (CONTRACT 10.1); absent on pings */
+  svcorderkey?: string;
+  /** the CloudEvents sequence extension: 20-digit zero-padded, contiguous per org and key from 1; absent on pings */
+  sequence?: string;
   interests: string[];
   data: Record<string, unknown>;
 }
@@ -33,6 +37,16 @@ export interface EnvelopeOptions {
   dashboardUrl: string;
   /** CloudEvents id; a fresh UUID when omitted */
   id?: string;
+  /**
+   * The next sequence of an ordering key (CONTRACT 10.1), taken in the transaction that emits the
+   * event: called once per event made, never for a fact that makes none. Absent: no key, no sequence.
+   */
+  sequence?: (orgId: string, orderKey: string) => number;
+}
+
+/** `sequence` as the CloudEvent carries it: 20 decimal digits, zero-padded (it sorts as text too). */
+export function sequenceText(n: number): string {
+  return String(n).padStart(20, '0');
 }
 
 export { MAX_PLAN_BYTES } from './kinds/workflow_step_approval.ts';
@@ -112,22 +126,47 @@ export function toCloudEvent(fact: Fact, opts: EnvelopeOptions): CloudEvent | nu
 }
 
 function envelope(fact: Fact, cls: Classification | null, opts: EnvelopeOptions): CloudEvent | null {
-  if (!cls && !kindOf(fact).direct) return null;
+  const kind = kindOf(fact);
+  if (!cls && !kind.direct) return null;
+  const key = opts.sequence ? kind.orderKey(fact) : null;
+  const id = opts.id ?? eventId();
   const type = ceType(fact);
+  const subject = ceSubject(fact);
+  const interests = slugsFor(fact, cls);
+  const data = ceData(fact, opts.dashboardUrl);
+  if (key === null) {
+    return {
+      specversion: '1.0',
+      id,
+      type,
+      source: opts.source,
+      time: fact.time,
+      subject,
+      datacontenttype: 'application/json',
+      dataschema: dataschemaFor(opts.baseUrl, type),
+      svcorgid: fact.org_id,
+      svckind: fact.kind,
+      svctransition: fact.transition,
+      interests,
+      data,
+    };
+  }
   return {
     specversion: '1.0',
-    id: opts.id ?? eventId(),
+    id,
     type,
     source: opts.source,
     time: fact.time,
-    subject: ceSubject(fact),
+    subject,
     datacontenttype: 'application/json',
     dataschema: dataschemaFor(opts.baseUrl, type),
     svcorgid: fact.org_id,
     svckind: fact.kind,
     svctransition: fact.transition,
-    interests: slugsFor(fact, cls),
-    data: ceData(fact, opts.dashboardUrl),
+    svcorderkey: key,
+    sequence: sequenceText(opts.sequence!(fact.org_id, key)),
+    interests,
+    data,
   };
 }
 
@@ -139,6 +178,9 @@ export interface EmittedEvent {
   subject: string;
   body: string;
   route: EventRoute;
+  /** its ordering key and sequence (CONTRACT 10.1); null when it has none (EmitOptions without `sequence`) */
+  orderKey: string | null;
+  sequence: number | null;
 }
 
 export interface EmitOptions extends EnvelopeOptions {
@@ -157,6 +199,8 @@ export function emit(fact: Fact, opts: EmitOptions): EmittedEvent | null {
     type: ev.type,
     subject: ev.subject,
     body: JSON.stringify(ev),
-    route: routeOf(fact, ev.type, cls, opts.labels, opts.rev),
+    route: routeOf(fact, ev.type, cls, opts.labels, opts.rev, ev.svcorderkey ?? null),
+    orderKey: ev.svcorderkey ?? null,
+    sequence: ev.sequence === undefined ? null : Number(ev.sequence),
   };
 }

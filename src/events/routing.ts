@@ -11,7 +11,14 @@ export interface LabelLookup {
   action(orgId: string, id: string): Labels | null;
 }
 
-export function routeOf(fact: Fact, type: string, cls: Classification | null, labels: LabelLookup, rev: number): EventRoute {
+export function routeOf(
+  fact: Fact,
+  type: string,
+  cls: Classification | null,
+  labels: LabelLookup,
+  rev: number,
+  key: string | null = null,
+): EventRoute {
   const org = fact.org_id;
   const k = kindOf(fact);
   const m = k.match(fact);
@@ -28,5 +35,6 @@ export function routeOf(fact: Fact, type: string, cls: Classification | null, la
     action: entity(m.action, labels.action),
     rev,
     ...(m.not_to !== undefined ? { not_to: m.not_to } : {}),
+    ...(key !== null ? { key } : {}),
   };
 }

@@ -47,6 +47,7 @@ export function entryOf(row: WebhookRow): WebhookEntry {
     ...(row.filter ? { filter: row.filter } : {}),
     // only when disabled, so that the entries of webhooks that never were read as before 0.2
     ...(row.watch_state === 'disabled' ? { disabled: true as const } : {}),
+    ...(row.delivery?.ordering === 'per_key' ? { ordering: 'per_key' as const } : {}),
   };
 }
 

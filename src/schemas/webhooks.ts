@@ -3,7 +3,7 @@
 // which dispatch reads too). Out: the webhook, its delivery status, a ping's or a resend's outcome,
 // a page of attempts, a recovery.
 import { z } from 'zod';
-import { disableAfterSchema, interestsSchema, storedMatchSchema } from '../domain/subscription.ts';
+import { deliverySchema, disableAfterSchema, interestsSchema, storedMatchSchema } from '../domain/subscription.ts';
 import { apiSchemas, described, pagedQuery, pageOf, timeBoundSchema, timestamp } from './common.ts';
 
 // ------------------------------------------------------------------ In
@@ -21,15 +21,41 @@ export const attemptListQuerySchema = pagedQuery('attempts made at or after', 'a
     .optional(),
 });
 
-export const recoverBodySchema = z.strictObject({
-  since: timeBoundSchema('kept events emitted at or after'),
-  until: timeBoundSchema('events emitted before').optional(),
-  only_failed: z
-    .boolean()
-    .describe('only the events whose attempts at this webhook all failed, or that it never had (default true)')
-    .optional(),
-  backfill: z.boolean().describe('events emitted before the webhook was created too (default false)').optional(),
-});
+/** An ordering key (CONTRACT 10.1): an install, workflow, runner or webhook id. */
+export const orderKeySchema = z
+  .string()
+  .min(1)
+  .max(200)
+  .describe('an ordering key (svcorderkey): an install, workflow, runner or webhook id');
+
+const sequenceSchema = (what: string) => z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).describe(what);
+
+export const recoverBodySchema = z
+  .strictObject({
+    since: timeBoundSchema('kept events emitted at or after (or order_key and after_sequence instead)').optional(),
+    until: timeBoundSchema('events emitted before').optional(),
+    order_key: orderKeySchema.optional(),
+    after_sequence: sequenceSchema('with order_key: the events of the key whose sequence is above this').optional(),
+    until_sequence: sequenceSchema('with order_key: ... and at most this (inclusive; default: no bound)').optional(),
+    only_failed: z
+      .boolean()
+      .describe('only the events whose attempts at this webhook all failed, or that it never had (default true)')
+      .optional(),
+    backfill: z.boolean().describe('events emitted before the webhook was created too (default false)').optional(),
+  })
+  .superRefine((b, ctx) => {
+    const issue = (path: string, message: string) => ctx.addIssue({ code: 'custom', path: [path], message });
+    if (b.order_key === undefined) {
+      if (b.since === undefined) issue('since', 'since is required (or order_key and after_sequence)');
+      if (b.after_sequence !== undefined) issue('after_sequence', 'only with order_key');
+      if (b.until_sequence !== undefined) issue('until_sequence', 'only with order_key');
+      return;
+    }
+    if (b.since !== undefined) issue('since', 'not with order_key (a window of sequences instead)');
+    if (b.until !== undefined) issue('until', 'not with order_key (until_sequence instead)');
+    if (b.after_sequence === undefined) issue('after_sequence', 'after_sequence is required with order_key');
+    else if (b.until_sequence !== undefined && b.until_sequence <= b.after_sequence) issue('until_sequence', 'not above after_sequence');
+  });
 
 export const resendBodySchema = z.strictObject({ event_id: z.string().min(1).max(200) });
 
@@ -93,6 +119,7 @@ export const webhookSchema = z
       z.record(z.string(), z.unknown()).nullable(),
       'the payload filter over the CloudEvent as delivered (CONTRACT 10.2); null: none',
     ),
+    delivery: deliverySchema.register(apiSchemas, { id: 'WebhookDelivery' }).nullable(),
     delivery_status: deliveryStatusSchema,
   })
   .register(apiSchemas, { id: 'Webhook' });

@@ -19,6 +19,7 @@ import {
   attemptsPerHour as dbAttemptsPerHour,
   listAttempts as dbListAttempts,
   listEvents as dbListEvents,
+  listKeyEvents as dbListKeyEvents,
   listEventAttempts as dbListEventAttempts,
   type StoredAttempt,
   type StoredEvent,
@@ -62,6 +63,9 @@ export interface EventListInput {
   until?: string;
   type?: string;
   subject_prefix?: string;
+  /** one ordering key's events, in sequence order (CONTRACT 10.1) */
+  order_key?: string;
+  after_sequence?: number;
   after?: string;
   limit?: number;
   /** the dashboard's newest-first listing (not an API parameter: GET /v1/events is oldest first, CONTRACT 4.5); its cursors are its own */
@@ -80,8 +84,13 @@ export interface AttemptListInput {
 }
 
 export interface RecoverInput {
-  since: string;
+  /** a window of time; or, instead, order_key and after_sequence (CONTRACT 10.1) */
+  since?: string;
   until?: string;
+  order_key?: string;
+  after_sequence?: number;
+  /** inclusive */
+  until_sequence?: number;
   only_failed?: boolean;
   /** events emitted before the webhook was created too */
   backfill?: boolean;
@@ -141,6 +150,11 @@ export function listEventsJsonText(ctx: AppContext, orgId: string, q: EventListI
 }
 
 function eventPage<T>(ctx: AppContext, orgId: string, q: EventListInput, map: (e: StoredEvent) => T): Page<T> {
+  if (q.order_key !== undefined) return keyEventPage(ctx, orgId, q, map);
+  if (q.after_sequence !== undefined)
+    throw new InvalidError('invalid request: after_sequence: only with order_key', [
+      { path: 'after_sequence', message: 'only with order_key' },
+    ]);
   const now = ctx.clock.now();
   const kept = keptSince(ctx);
   const since = q.since !== undefined ? Math.max(kept, timeBound(q.since, now, 'since')) : kept;
@@ -162,6 +176,40 @@ function eventPage<T>(ctx: AppContext, orgId: string, q: EventListInput, map: (e
   return {
     data: page.map(map),
     next_cursor: more ? sealCursor(ctx.db, eventsScope(orgId, q.newest_first), page[page.length - 1].seq) : null,
+  };
+}
+
+const keyScope = (orgId: string, key: string): CursorScope => `events-key:${orgId}:${key}`;
+
+/**
+ * One ordering key's kept events in sequence order, above after_sequence (CONTRACT 10.1); the other
+ * filters apply too (a window of time, a type, a subject prefix), on the page read.
+ */
+function keyEventPage<T>(ctx: AppContext, orgId: string, q: EventListInput, map: (e: StoredEvent) => T): Page<T> {
+  const key = q.order_key!;
+  const now = ctx.clock.now();
+  const kept = keptSince(ctx);
+  if (!Number.isFinite(kept)) return { data: [], next_cursor: null };
+  const since = q.since !== undefined ? Math.max(kept, timeBound(q.since, now, 'since')) : kept;
+  const until = q.until !== undefined ? timeBound(q.until, now, 'until') : null;
+  const limit = q.limit ?? DEFAULT_PAGE;
+  const rows = dbListKeyEvents(ctx.db, {
+    orgId,
+    orderKey: key,
+    afterSequence: q.after_sequence ?? 0,
+    afterSeq: cursor(ctx, keyScope(orgId, key), q.after),
+    keptSinceMs: since,
+    limit: limit + 1,
+  });
+  const more = rows.length > limit;
+  const page = more ? rows.slice(0, limit) : rows;
+  const wanted = (e: StoredEvent) =>
+    (until === null || e.created_ms < until) &&
+    (q.type === undefined || e.type === q.type) &&
+    (q.subject_prefix === undefined || e.subject.startsWith(q.subject_prefix));
+  return {
+    data: page.filter(wanted).map(map),
+    next_cursor: more ? sealCursor(ctx.db, keyScope(orgId, key), page[page.length - 1].seq) : null,
   };
 }
 
@@ -308,8 +356,14 @@ export function startRecovery(
 ): { recovery_id: string; events: number } {
   const w = mustGetWebhook(ctx, orgId, webhookId);
   const now = ctx.clock.now();
-  const asked = timeBound(input.since, now, 'since');
-  const until = input.until !== undefined ? timeBound(input.until, now, 'until') : null;
+  const byKey = input.order_key !== undefined;
+  if (!byKey && input.since === undefined)
+    throw new InvalidError('invalid request: since is required (or order_key and after_sequence)', [
+      { path: 'since', message: 'required' },
+    ]);
+  // a gap of one key (CONTRACT 10.1): every kept event of it, by its sequence
+  const asked = byKey ? Number.NEGATIVE_INFINITY : timeBound(input.since!, now, 'since');
+  const until = !byKey && input.until !== undefined ? timeBound(input.until, now, 'until') : null;
   if (until !== null && until < asked)
     throw new InvalidError('invalid request: until: before since', [{ path: 'until', message: 'before since' }]);
   const onlyFailed = input.only_failed ?? true;
@@ -324,6 +378,7 @@ export function startRecovery(
     // past the retention nothing is kept: an empty window
     sinceMs: Math.max(asked, Math.min(keptSince(ctx), Number.MAX_SAFE_INTEGER)),
     untilMs: until,
+    sequences: byKey ? { key: input.order_key!, after: input.after_sequence ?? 0, until: input.until_sequence ?? null } : null,
     onlyFailed,
     backfill: input.backfill ?? false,
     subscription: { interests: entry.interests, match: entry.match, ...(entry.filter ? { filter: entry.filter } : {}) },

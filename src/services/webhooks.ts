@@ -4,6 +4,7 @@ import type { EventFilter } from '../domain/event-filter.ts';
 import { newId } from '../domain/ids.ts';
 import {
   canonicalMatch,
+  deliveryOf,
   effectiveInterests,
   normalizeMatch,
   storedInterests,
@@ -19,6 +20,7 @@ import {
   listWebhooks as dbList,
   updateWebhook as dbUpdate,
   UniqueViolation,
+  type WebhookDelivery,
   type WebhookRow,
 } from '../../store/webhooks.ts';
 import { NO_DELIVERIES, type DeliveryStatus } from '../../store/delivery-status.ts';
@@ -54,6 +56,8 @@ export interface WebhookView {
   disable_after: DisableAfter | null;
   /** CONTRACT 10.2: the payload filter, null: none */
   filter: EventFilter | null;
+  /** CONTRACT 10.1: {ordering: 'per_key'}, or null (no order) */
+  delivery: WebhookDelivery | null;
   delivery_status: DeliveryStatusView;
 }
 
@@ -88,6 +92,7 @@ export function view(w: WebhookRow, status: DeliveryStatus, nowMs: number): Webh
     previous_secret_expires_at: previousSecretExpiry(w, nowMs),
     disable_after: w.disable_after,
     filter: w.filter ?? null,
+    delivery: w.delivery,
     delivery_status: statusView(w, status),
   };
 }
@@ -102,6 +107,7 @@ export interface CreateWebhookInput {
   disable_after?: DisableAfter | null;
   /** CONTRACT 10.2; null or {}: none */
   filter?: EventFilter | null;
+  delivery?: { ordering?: 'per_key' } | null;
 }
 
 export interface PatchWebhookInput {
@@ -112,6 +118,8 @@ export interface PatchWebhookInput {
   match?: Match | null;
   /** omitted: unchanged; null: never disabled automatically */
   disable_after?: DisableAfter | null;
+  /** omitted: unchanged; null or {}: no order */
+  delivery?: { ordering?: 'per_key' } | null;
   /** omitted: unchanged; null or {}: removed (CONTRACT 10.2) */
   filter?: EventFilter | null;
 }
@@ -181,6 +189,7 @@ export function createWebhook(ctx: AppContext, orgId: string, input: CreateWebho
           match_canonical: canonicalMatch(match),
           disable_after: input.disable_after ?? null,
           filter,
+          delivery: deliveryOf(input.delivery),
         });
       })
       .immediate();
@@ -212,6 +221,7 @@ export function patchWebhook(ctx: AppContext, orgId: string, id: string, input: 
       match_canonical: canonicalMatch(match),
       ...(input.disable_after !== undefined ? { disable_after: input.disable_after } : {}),
       ...('filter' in input ? { filter } : {}),
+      ...(input.delivery !== undefined ? { delivery: deliveryOf(input.delivery) } : {}),
     });
     ctx.webhookChanged(orgId, id);
     return viewOne(ctx, row!);

@@ -119,4 +119,39 @@ describe('svc events and webhook recovery commands', () => {
     const attempts = await runCli(['webhooks', 'attempts', hook, '--since', '1h', '--json'], env);
     expect(attempts.json[0]).toMatchObject({ event_id: missed[0], recovery_id: 'resend', outcome: 'failure' });
   });
+
+  it('events list --order-key in sequence order; recover --order-key --after-sequence --until-sequence fills exactly a gap', async () => {
+    const events = await svc.events(env.SVC_ORG_ID);
+    const key: string = events.find((e) => e.type !== 'com.svc.webhook.delivery.v1').svcorderkey;
+    const ofKey = events.filter((e) => e.svcorderkey === key);
+    expect(ofKey.length).toBeGreaterThan(4);
+    const l = await runCli(['events', 'list', '--order-key', key, '--after-sequence', '1', '--json'], env);
+    expect(l.code, both(l)).toBe(0);
+    expect(l.json.map((e: Json) => Number(e.sequence))).toEqual(ofKey.slice(1).map((_, i) => i + 2));
+    const table = await runCli(['events', 'list', '--order-key', key], env);
+    expect(table.stdout.split('\n')[0]).toMatch(/^SEQUENCE\s+TIME/);
+    expect((await runCli(['events', 'list', '--after-sequence', '1'], env)).code).toBe(2);
+
+    const seen = rx.at('shop').length;
+    const r = await runCli(
+      ['webhooks', 'recover', hook, '--order-key', key, '--after-sequence', '2', '--until-sequence', '4', '--all'],
+      env,
+    );
+    expect(r.code, both(r)).toBe(0);
+    expect(r.stdout).toMatch(/2\/2 attempted, 2 succeeded, 0 failed/);
+    await svc.settled();
+    const arrived = rx.at('shop').slice(seen);
+    expect(arrived.map((x) => [x.json.svcorderkey, Number(x.json.sequence)]).sort()).toEqual([
+      [key, 3],
+      [key, 4],
+    ]);
+    for (const bad of [
+      ['--order-key', key],
+      ['--order-key', key, '--after-sequence', 'x'],
+      ['--order-key', key, '--after-sequence', '2', '--since', '1h'],
+      ['--after-sequence', '2'],
+    ]) {
+      expect((await runCli(['webhooks', 'recover', hook, ...bad], env)).code, bad.join(' ')).toBe(2);
+    }
+  });
 });

@@ -435,12 +435,14 @@ describe('startListener', () => {
     await post(l.url, ev(1, 'inst_1', 'org_2')); // another org's key of the same name
     await post(l.url, ev(7)); // 6 missed
     const lines = out.lines.slice(1);
-    expect(lines.filter((x) => x.startsWith('warning:'))).toEqual([
-      'warning: inst_1 skipped sequence 3-4 (2 missed; seq 5 after 2)',
-      'warning: inst_1 skipped sequence 6 (1 missed; seq 7 after 5)',
+    expect(lines.filter((x) => x.startsWith('missed') || x.startsWith('  recover with:'))).toEqual([
+      'missed 2 events of inst_1 (sequence 3-4, then 5)',
+      '  recover with: svc webhooks recover <webhook_id> --order-key inst_1 --after-sequence 2 --until-sequence 4',
+      'missed 1 event of inst_1 (sequence 6, then 7)',
+      '  recover with: svc webhooks recover <webhook_id> --order-key inst_1 --after-sequence 5 --until-sequence 6',
     ]);
     expect(lines[2]).toMatch(/ {2}seq 5$/);
-    expect(lines[3]).toBe('warning: inst_1 skipped sequence 3-4 (2 missed; seq 5 after 2)');
+    expect(lines[3]).toBe('missed 2 events of inst_1 (sequence 3-4, then 5)');
   });
 
   it(

@@ -942,7 +942,15 @@ describe('GET /v1/openapi.json', () => {
     expect(schema.required).toContain('webhook_url');
     expect(schema.required).not.toContain('secret');
     expect(schema.additionalProperties).toBe(false);
-    expect(Object.keys(schema.properties).sort()).toEqual(['disable_after', 'filter', 'interests', 'match', 'secret', 'webhook_url']);
+    expect(Object.keys(schema.properties).sort()).toEqual([
+      'delivery',
+      'disable_after',
+      'filter',
+      'interests',
+      'match',
+      'secret',
+      'webhook_url',
+    ]);
     expect(schema.properties.secret.minLength).toBe(1);
     expect(schema.properties.secret.maxLength).toBe(512);
     expect(schema.properties.webhook_url.maxLength).toBe(2048);

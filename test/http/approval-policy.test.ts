@@ -127,12 +127,10 @@ describe('an app approval policy', () => {
     );
     expect(step.name).toBe('plan install group: ring-0');
     const answer = (who: OrgCreds, response = 'approved') =>
-      svc
-        .api(who)
-        .post(`/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, {
-          response,
-          note: `from ${who === tok.boss ? 'boss' : 'x'}`,
-        });
+      svc.api(who).post(`/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, {
+        response,
+        note: `from ${who === tok.boss ? 'boss' : 'x'}`,
+      });
 
     // a rule admits the starter by name, yet it may not approve its own run (prevent_self_approval by default)
     const self = await answer(tok.release);

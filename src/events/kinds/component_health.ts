@@ -44,4 +44,5 @@ export const component_health: EventKind<FactOf<'component_health'>> = {
       health: { verdict: 'unhealthy', previous: 'healthy', reason: 'p99 latency 2.4s over 1s for 5m' },
     },
   },
+  orderKey: (f) => f.install_id,
 };

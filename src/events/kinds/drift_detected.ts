@@ -11,6 +11,7 @@ import {
   workflowData,
   workflowDataSchema,
   workflowInstall,
+  workflowOrderKey,
 } from './shared.ts';
 
 export const drift_detected: EventKind<FactOf<'drift_detected'>> = {
@@ -89,4 +90,5 @@ export const drift_detected: EventKind<FactOf<'drift_detected'>> = {
       },
     },
   },
+  orderKey: workflowOrderKey,
 };

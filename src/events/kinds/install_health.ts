@@ -38,4 +38,5 @@ export const install_health: EventKind<FactOf<'install_health'>> = {
       health: { verdict: 'unhealthy', previous: 'healthy', component_id: EXAMPLE.component },
     },
   },
+  orderKey: (f) => f.install_id,
 };

@@ -66,6 +66,12 @@ export interface EventKind<F extends Fact = Fact> {
   /** the kind's entry in the event catalog (CONTRACT 10.3, src/events/catalog.ts) */
   catalog: CatalogEntry<F>;
   /**
+   * The event's ordering key (CONTRACT 10.1 `svcorderkey`): the install when svc knows it, else the
+   * workflow (workflow and step events), the runner, the webhook (watchdog events); null: the event
+   * carries no key and no sequence (ping).
+   */
+  orderKey(fact: F): string | null;
+  /**
    * Sent only to one webhook by its own endpoint (ping), bypassing interests: made into an event
    * without a classification, and its interests are its event slug alone.
    */

@@ -209,6 +209,7 @@ export function lifecycleKind<K extends 'workflow' | 'workflow_step'>(
     links: own.links,
     match: lifecycleMatch,
     catalog: own.catalog,
+    orderKey: workflowOrderKey,
   };
 }
 
@@ -238,6 +239,8 @@ export function runnerKind<K extends 'runner_inactive' | 'runner_unhealthy'>(
     links: (f) => ({ install: ownInstall(f) }),
     match: (f) => ({ install: ownInstall(f) }),
     catalog,
+    // a runner's events are the runner's, whichever install it serves (CONTRACT 10.1)
+    orderKey: (f: RunnerUnhealthyFact | RunnerInactiveFact) => f.runner.id,
   };
 }
 
@@ -338,6 +341,11 @@ export function workflowLinks(fact: AboutAWorkflow, step: StepRef | undefined): 
     sandbox: firstPresent(step?.sandbox_id, fact.sandbox_id),
     component: firstPresent(step?.component_id, fact.component_id),
   };
+}
+
+/** The ordering key of an event about a workflow (CONTRACT 10.1): its install when known, else the workflow. */
+export function workflowOrderKey(fact: AboutAWorkflow): string {
+  return workflowInstall(fact) ?? fact.workflow.id;
 }
 
 /** Match targets of a workflow or step lifecycle event: the install, the step's component, the action run's action. */

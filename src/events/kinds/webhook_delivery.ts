@@ -62,4 +62,5 @@ export const webhook_delivery: EventKind<FactOf<'webhook_delivery'>> = {
       },
     },
   },
+  orderKey: (f) => f.webhook.id,
 };

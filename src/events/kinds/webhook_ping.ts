@@ -14,6 +14,7 @@ export const webhook_ping: EventKind<FactOf<'webhook_ping'>> = {
   classify: () => null,
   links: () => ({}),
   match: () => ({}),
+  orderKey: () => null,
   direct: true,
   catalog: {
     description: 'Sent to one webhook by its ping endpoint (and before an enable), whatever it subscribes to: is the receiver there?',

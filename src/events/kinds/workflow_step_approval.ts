@@ -15,6 +15,7 @@ import {
   workflowDataSchema,
   workflowInstall,
   workflowLinks,
+  workflowOrderKey,
 } from './shared.ts';
 
 /** Approval plans whose JSON is larger than this are left out of the event (plan_truncated). */
@@ -126,4 +127,5 @@ export const workflow_step_approval: EventKind<FactOf<'workflow_step_approval'>>
       approval: { status: 'requested', plan: { changes: [{ address: 'helm_release.api', action: 'update' }] } },
     },
   },
+  orderKey: workflowOrderKey,
 };

@@ -17,7 +17,8 @@ export const eventRoutes = [
     summary: "The org's kept events, oldest first",
     description:
       'Every event the engine emitted (not pings) is kept for --event-retention (default 7 days). ' +
-      'Each CloudEvent is returned exactly as delivered.',
+      "Each CloudEvent is returned exactly as delivered. With order_key: that key's events in sequence order " +
+      '(above after_sequence), CONTRACT 10.1.',
     query: eventListQuerySchema,
     responses: { 200: { description: 'a page of events', schema: eventPageSchema } },
     errors: [400],

@@ -272,7 +272,8 @@ export const webhookRoutes = [
       'at it all failed or that it never had. Durable like any delivery; each attempt carries the ' +
       "event's body and id and X-Svc-Recovery: <recovery_id>. Paced: one running recovery per " +
       'webhook (409 conflict), 4 per org (409 limit_exceeded); answered within 1 s, `events` ' +
-      'possibly still growing.',
+      'possibly still growing. Instead of since/until, order_key with after_sequence (and until_sequence, ' +
+      'inclusive) fills exactly a gap of one ordering key (CONTRACT 10.1).',
     before: webhookExists,
     body: { schema: recoverBodySchema },
     responses: { 202: { description: 'the recovery, started', schema: recoveryStartedSchema } },
