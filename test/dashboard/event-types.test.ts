@@ -6,7 +6,8 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { startService, type OrgCreds, type TestService } from '../helpers/service.ts';
+import { startService, waitFor, type OrgCreds, type TestService } from '../helpers/service.ts';
+import { startReceiver, type Receiver } from '../helpers/receiver.ts';
 import { expectAccessible, launchBrowser, screenshot, signedInPage } from '../helpers/browser.ts';
 import { EVENT_TYPES } from '../../src/events/catalog.ts';
 
@@ -70,6 +71,32 @@ describe('dashboard: event types', () => {
     await page.locator(`section#${TYPES[3].replace(/[^a-z0-9]+/gi, '-')} summary`, { hasText: 'Example' }).click();
     await expectAccessible(page, 'event types');
     await screenshot(page, 'event-types');
+  });
+
+  it("a webhook's page sends an example of the chosen type: delivered, marked svcexample, the result shown like a ping's", async () => {
+    const rx: Receiver = await startReceiver();
+    try {
+      const api = svc.api(org);
+      const hook = (await api.post('/v1/orgs/current/webhooks', { webhook_url: rx.hook('ex') })).body;
+      await page.goto(`${dash}/${org.org_id}/webhooks/${hook.webhook_id}`);
+      await page.getByLabel('Example of').selectOption('com.svc.drift.detected.v1');
+      await Promise.all([
+        page.waitForURL(`${dash}/${org.org_id}/webhooks/${hook.webhook_id}`),
+        page.getByRole('button', { name: 'Send example' }).click(),
+      ]);
+      expect(await page.locator('.flash').innerText()).toMatch(
+        new RegExp(
+          `^Example of com\\.svc\\.drift\\.detected\\.v1 delivered to ${rx.hook('ex').replace(/[.]/g, '\\.')}: HTTP 200 in \\d+ ms\\.`,
+        ),
+      );
+      await waitFor(() => rx.at('ex').length === 1, 5000, 'the example');
+      expect(rx.at('ex')[0].json).toMatchObject({ type: 'com.svc.drift.detected.v1', svcexample: true, svcorgid: org.org_id });
+      expect((await api.get(`/v1/events/${rx.at('ex')[0].json.id}`)).status).toBe(404);
+      await expectAccessible(page, 'webhook page with the example form');
+      await screenshot(page, 'webhook-example');
+    } finally {
+      await rx.close();
+    }
   });
 
   it('signed out: a redirect to the login page', async () => {

@@ -4,10 +4,36 @@
 // service as GET /v1/event-types.
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
+import { EVENT_TYPES } from '../../events/catalog.ts';
 import { eventTypeSchema, listEventTypes } from '../../services/event-types.ts';
-import { render } from '../render.tsx';
-import type { DashEnv } from '../session.ts';
-import { Json, Section, StackTable } from '../ui.tsx';
+import { exampleType, getWebhook, sendExample, type WebhookView } from '../../services/webhooks.ts';
+import { apiOp, change, may } from '../changes.ts';
+import { csrfOf, render } from '../render.tsx';
+import { flashAttempt, type DashContext, type DashEnv } from '../session.ts';
+import { Csrf, Json, LabeledSelect, Section, StackTable } from '../ui.tsx';
+
+/**
+ * A webhook page's "Send example" (CONTRACT 10.3 `POST …/examples`): one signed example of the
+ * chosen type to this webhook alone, marked `svcexample`, never kept; the result shows like a ping's.
+ */
+export const ExampleForm = ({ c, w }: { c: DashContext; w: WebhookView }) =>
+  !may(c, 'webhooks') ? null : (
+    <form method="post" action={`${c.get('paths').webhook(w.webhook_id)}/examples`} class="inline" id="example-form">
+      <Csrf token={csrfOf(c)} />
+      <LabeledSelect id="example-type" label="Example of" name="type">
+        {[...EVENT_TYPES.keys()].map((t) => (
+          <option value={t}>{t}</option>
+        ))}
+      </LabeledSelect>
+      <button type="submit" class="secondary">
+        Send example
+      </button>{' '}
+      <span class="hint">
+        The <a href={c.get('paths').eventTypes}>catalog's example</a> of that type, to this webhook alone, marked <code>svcexample</code>{' '}
+        and never kept.
+      </span>
+    </form>
+  );
 
 /** The anchor of a type's section: its type with the dots made dashes (`com-svc-webhook-ping-v1`). */
 const anchorOf = (type: string) => type.replace(/[^a-z0-9]+/gi, '-');
@@ -16,6 +42,20 @@ const anchorOf = (type: string) => type.replace(/[^a-z0-9]+/gi, '-');
 const Described = ({ text }: { text: string }) => <>{text.split('`').map((part, i) => (i % 2 ? <code>{part}</code> : part))}</>;
 
 export function registerEventTypes(r: Hono<DashEnv>, ctx: AppContext) {
+  r.post('/:org/webhooks/:id/examples', async (c) => {
+    const orgId = c.req.param('org');
+    const w = getWebhook(ctx, orgId, c.req.param('id'));
+    const type = String((await c.req.parseBody()).type ?? '');
+    // recorded before the attempt (the type checked: 400 naming the known ones), as the API does
+    change(c, ctx, apiOp('sendWebhookExample'), { id: w.webhook_id }, () => (exampleType(type), getWebhook(ctx, orgId, w.webhook_id)));
+    const res = await sendExample(ctx, orgId, w.webhook_id, type);
+    flashAttempt(c, res, {
+      ok: (http) => `Example of ${type} delivered to ${w.webhook_url}: ${http} in ${res.duration_ms} ms.`,
+      failed: (why) => `Example of ${type} to ${w.webhook_url} was not delivered: ${why}.`,
+    });
+    return c.redirect(c.get('paths').webhook(w.webhook_id), 303);
+  });
+
   r.get('/:org/event-types', (c) => {
     const s = c.get('session')!;
     const types = listEventTypes(ctx, s.org_id);
