@@ -29,8 +29,7 @@ export const ExampleForm = ({ c, w }: { c: DashContext; w: WebhookView }) =>
         Send example
       </button>{' '}
       <span class="hint">
-        The <a href={c.get('paths').eventTypes}>catalog's example</a> of that type, to this webhook alone, marked <code>svcexample</code>{' '}
-        and never kept.
+        The <a href={c.get('paths').eventTypes}>example</a> of that type, to this webhook alone, marked <code>svcexample</code>, never kept.
       </span>
     </form>
   );
