@@ -3,7 +3,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** Label values of svc_ingest_messages_total{result} and svc_deliveries_total{outcome}. */
-export type IngestResultLabel = 'accepted' | 'duplicate' | 'ignored' | 'invalid';
+export type IngestResultLabel = 'accepted' | 'duplicate' | 'ignored' | 'invalid' | 'unclassified';
 export type DeliveryOutcomeLabel = 'success' | 'failure';
 
 export interface Metrics {
@@ -48,7 +48,7 @@ function labelledCounter<L extends string>(
   return counter;
 }
 
-const INGEST_RESULTS = ['accepted', 'duplicate', 'ignored', 'invalid'] as const satisfies readonly IngestResultLabel[];
+const INGEST_RESULTS = ['accepted', 'duplicate', 'ignored', 'invalid', 'unclassified'] as const satisfies readonly IngestResultLabel[];
 const DELIVERY_OUTCOMES = ['success', 'failure'] as const satisfies readonly DeliveryOutcomeLabel[];
 /** Label values of svc_rate_limited_total{what}. */
 export type RateLimitedLabel = 'api' | 'ingest';

@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import { seg } from './api-client.ts';
 import { group, handle, leaf, parseSelector, str } from './command-kit.ts';
 import { registerHistoryCommands } from './history-commands.ts';
-import { registerWebhookCommands } from './webhook-commands.ts';
+import { registerTrigger, registerWebhookCommands } from './webhook-commands.ts';
 import { registerWindowCommands } from './window-commands.ts';
 import { registerApprovalCommands, registerApprovalPolicyCommands } from './approval-commands.ts';
 import { ApiError, UsageError } from './exit-errors.ts';
@@ -629,6 +629,7 @@ function registerWorkflows(program: Command): void {
 /** Register `svc webhooks|installs|branches|apps|configs|workflows …` on the program. */
 export function registerApiCommands(program: Command): void {
   registerHistoryCommands(program, registerWebhookCommands(program));
+  registerTrigger(program);
   registerInstalls(program);
   registerBranches(program);
   registerApps(program);

@@ -44,7 +44,8 @@ export function handle(cmd: Command, fn: (run: Run) => Promise<void>): Command {
     let client: ApiClient | undefined;
     const run: Run = {
       opts,
-      args: command.processedArgs.map((a) => String(a)),
+      // an optional argument not given is left out (not the string 'undefined'); optional ones come last
+      args: command.processedArgs.filter((a) => a !== undefined).map((a) => String(a)),
       json: opts.json === true,
       api: () => (client ??= createApiClient(resolveConnection(opts))),
     };

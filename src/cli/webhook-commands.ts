@@ -241,6 +241,33 @@ function registerUpdate(webhooks: Command): void {
   );
 }
 
+/**
+ * `svc trigger TYPE --webhook ID` (CONTRACT 10.3): one signed example of an event type to that
+ * webhook alone, marked `svcexample`, never kept; answered like a ping (exit 1 when not delivered).
+ * Without TYPE it lists the types (GET /v1/event-types).
+ */
+export function registerTrigger(program: Command): void {
+  handle(
+    leaf(program, 'trigger [type]', 'send one signed example event of TYPE to a webhook alone (exit 1 when it is not delivered)')
+      .option('--webhook <webhook_id>', 'the webhook it is sent to')
+      .option('--list', 'list the event types (the default without TYPE; --json adds descriptions, schema URLs and examples)'),
+    async (run) => {
+      const [type] = run.args;
+      if (type === undefined || run.opts.list === true) {
+        const types = await run.api().get<Array<{ type: string; description: string; subject_pattern: string }>>('/v1/event-types');
+        if (run.json) return printJson(types);
+        return printTable(
+          ['TYPE', 'SUBJECT'],
+          types.map((t) => [t.type, t.subject_pattern]),
+        );
+      }
+      const id = str(run.opts.webhook);
+      if (!id) throw new UsageError('svc trigger TYPE needs --webhook <webhook_id> (svc webhooks list names them)');
+      reportAttempt(run, await run.api().post<AttemptNow>(`${WEBHOOKS}/${seg(id)}/examples`, { type }), `the example of ${type}`);
+    },
+  );
+}
+
 /** `svc webhooks ping|disable|enable`: whether and when svc sends to a webhook. */
 function registerDeliverySwitches(webhooks: Command): void {
   handle(

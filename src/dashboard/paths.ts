@@ -27,6 +27,8 @@ export interface Paths {
   webhook(id: string): string;
   recovery(webhookId: string, recoveryId: string): string;
   events: string;
+  /** the event catalog (CONTRACT 10.3) */
+  eventTypes: string;
   audit: string;
   event(id: string): string;
   settings: string;
@@ -62,6 +64,7 @@ export function pathsFor(prefix: string, orgId: string): Paths {
     webhook: (id) => `${org}/webhooks/${seg(id)}`,
     recovery: (id, r) => `${org}/webhooks/${seg(id)}/recoveries/${seg(r)}`,
     events: `${org}/events`,
+    eventTypes: `${org}/event-types`,
     audit: `${org}/audit`,
     event: (id) => `${org}/events/${seg(id)}`,
     settings: `${org}/settings`,

@@ -25,6 +25,7 @@ import { registerSettings } from './pages/settings.tsx';
 import { registerApprovals } from './pages/approvals.tsx';
 import { registerApps } from './pages/apps.tsx';
 import { registerAudit } from './pages/audit.tsx';
+import { registerEventTypes } from './pages/event-types.tsx';
 import { countPendingApprovals } from '../services/approvals.ts';
 
 const MAX_FORM_BYTES = 1024 * 1024;
@@ -143,6 +144,7 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
   registerWebhooks(r, ctx);
   registerWatchdog(r, ctx);
   registerHistory(r, ctx);
+  registerEventTypes(r, ctx);
   registerAudit(r, ctx);
   registerSettings(r, ctx);
   return r;

@@ -38,6 +38,7 @@ dl.facts { display:grid; grid-template-columns:max-content 1fr; gap:.3rem 1rem; 
 dl.facts dt { color:var(--muted); } dl.facts dd { margin:0; word-break:break-word; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size:.88rem; }
 pre.json { background:#f0f2f5; padding:.6rem; border-radius:6px; overflow:auto; max-height:24rem; margin:.4rem 0; }
+#event-types code, dl.facts dd code { overflow-wrap:anywhere; }
 details.attempt-exchange[open] { min-width:min(28rem, 70vw); } details.attempt-exchange pre.json { white-space:pre-wrap;
   overflow-wrap:anywhere; max-width:min(40rem, 70vw); max-height:16rem; } details.attempt-exchange h3 { font-size:.9rem;
   margin:.5rem 0 .2rem; }

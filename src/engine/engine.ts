@@ -42,7 +42,7 @@ import { checkRunner, reportRunner } from './runners.ts';
 import { checkRecoveryBounds, RecoveryFeeder, type RecoveryOutcomeSource, type RecoveryRequest } from './recoveries.ts';
 import { WalCheckpoints } from '../../store/checkpoints.ts';
 import { Transactions, type BatchResult, type TransactionDeps, type Tx } from './transaction.ts';
-import { RunnerResults, type IngestResult } from './runner-results.ts';
+import { RunnerResults, type IngestResult, type Unclassified } from './runner-results.ts';
 import { WorkflowFacts } from './workflow-facts.ts';
 import { WorkflowRuns } from './workflow-runs.ts';
 import { Wakeups } from './wakeups.ts';
@@ -54,7 +54,7 @@ import { Verifier } from './steps/verify-requests.ts';
 import { startTurnGuard } from './turns.ts';
 import type { Verification } from '../domain/verification.ts';
 
-export type { IngestResult };
+export type { IngestResult, Unclassified };
 
 /** What the engine is built from: its transactions' needs (src/engine/transaction.ts), and more. */
 export interface EngineDeps extends Omit<TransactionDeps, 'keepEvents' | 'jobsChanged'> {
@@ -153,7 +153,7 @@ export class Engine {
   // ------------------------------------------------------------------ producers (CONTRACT 5.2)
 
   /** Producers' facts, committed together (each in its own savepoint); results in order. */
-  ingest(facts: readonly ProducerFact[]): Array<BatchResult<IngestResult>> {
+  ingest(facts: readonly ProducerFact[]): Array<BatchResult<IngestResult | Unclassified>> {
     const results = this.tx.batch(facts, (t, f) => {
       if (!this.knownOrgs.has(f.orgId)) {
         if (!getOrg(this.db, f.orgId)) throw new InvalidError('unknown org');

@@ -9,9 +9,26 @@ import { InvalidError } from '../domain/errors.ts';
 import type { WorkflowMessage } from '../domain/producer-messages.ts';
 import type { StepStatus } from '../domain/status.ts';
 import type { Tx } from './transaction.ts';
-import type { IngestResult } from './runner-results.ts';
+import type { IngestResult, Unclassified } from './runner-results.ts';
 import type { WorkflowFacts } from './workflow-facts.ts';
+import { CLASSIFIED_WORKFLOW_TYPES, classifyStep, classifyWorkflow, DRIFT_WORKFLOW_TYPES } from '../events/kinds/shared.ts';
 
+/**
+ * Why a producer's workflow or step message can never emit an event (CONTRACT 10.3), or null: a
+ * workflow fact whose type svc does not classify (6.1), a step fact whose classification yields
+ * nothing. Drift scans are known types whose lifecycle is never delivered by design: no warning.
+ */
+export function neverEmits(workflowType: string, msg: WorkflowMessage): string | null {
+  if (DRIFT_WORKFLOW_TYPES.has(workflowType)) return null;
+  const cls = msg.kind === 'workflow' || !msg.step ? classifyWorkflow(workflowType) : classifyStep(workflowType, msg.step);
+  if (cls) return null;
+  return `unknown workflow type ${workflowType}; known types: ${CLASSIFIED_WORKFLOW_TYPES.join(', ')}`;
+}
+
+/**
+ * A producer's workflow or step message (CONTRACT 5.2): recorded (accepted, a duplicate, or
+ * ignored), and `unclassified` with its warning when it can never emit an event (10.3).
+ */
 export function reportExternalWorkflow(
   t: Tx,
   db: Db,
@@ -19,10 +36,25 @@ export function reportExternalWorkflow(
   orgId: string,
   workflowId: string,
   msg: WorkflowMessage,
-): IngestResult {
+): IngestResult | Unclassified {
   if (msg.workflow && msg.workflow.id !== workflowId)
     throw new InvalidError(`workflow.id ${msg.workflow.id} does not match the subject's ${workflowId}`);
   const found = lookupReportedWorkflow(db, orgId, workflowId);
+  const result = recordExternal(t, db, facts, orgId, workflowId, msg, found);
+  // the type as stored (the first message's), else the one this first message carries
+  const warning = neverEmits(found.workflow?.type ?? msg.workflow?.type ?? '', msg);
+  return warning === null ? result : { result: 'unclassified', warning };
+}
+
+function recordExternal(
+  t: Tx,
+  db: Db,
+  facts: WorkflowFacts,
+  orgId: string,
+  workflowId: string,
+  msg: WorkflowMessage,
+  found: ReturnType<typeof lookupReportedWorkflow>,
+): IngestResult {
   let wf = found.workflow;
   if (wf && !wf.external) throw new InvalidError(`workflow ${workflowId} is run by the engine; producers cannot report it`);
   const extra = msg.duration_ms !== undefined ? { duration_ms: msg.duration_ms } : undefined;

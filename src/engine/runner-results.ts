@@ -13,6 +13,15 @@ import type { RunControl } from './steps/run-control.ts';
 /** What a producer's message did (CONTRACT 5.2 svc_ingest_messages_total), invalid ones aside. */
 export type IngestResult = 'accepted' | 'duplicate' | 'ignored';
 
+/**
+ * A producer's fact stored as before but that can never emit an event (CONTRACT 10.3): answered
+ * `{ok: true, warning}` and counted `unclassified`.
+ */
+export interface Unclassified {
+  result: 'unclassified';
+  warning: string;
+}
+
 /** A runner's report on a job (CONTRACT 5.2). */
 export interface JobReport {
   status: 'started' | RunOutcome;

@@ -101,7 +101,7 @@ export function parseIngest(subject: string, data: Uint8Array, where: IngestSubj
   }
 }
 
-type Reply = { ok: true } | { ok: false; error: string; message?: string; retry_after_ms?: number };
+type Reply = { ok: true; warning?: string } | { ok: false; error: string; message?: string; retry_after_ms?: number };
 
 /** A message waiting in its org's queue: parsed only when a group takes it. */
 interface Waiting {
@@ -246,11 +246,14 @@ function commitGroup(deps: IngestDeps, ready: Array<{ w: Waiting; fact: Producer
     return;
   }
   // the group's results counted once each (a labelled inc per message is a hash of its labels)
-  const counts = new Map<IngestResult, number>();
+  const counts = new Map<IngestResult | 'unclassified', number>();
   results.forEach((res, i) => {
     if (res.ok) {
-      counts.set(res.value, (counts.get(res.value) ?? 0) + 1);
-      respond(ready[i].w, OK);
+      const v = res.value;
+      // a fact that can never emit (CONTRACT 10.3): stored, and the producer told why
+      const label = typeof v === 'string' ? v : v.result;
+      counts.set(label, (counts.get(label) ?? 0) + 1);
+      respond(ready[i].w, typeof v === 'string' ? OK : { ok: true, warning: v.warning });
     } else if (res.error instanceof EventTooLargeError)
       answer(ready[i].w, { ok: false, error: res.error.code, message: res.error.message }, 'invalid');
     else answer(ready[i].w, { ok: false, error: errorText(res.error) }, 'invalid');

@@ -105,6 +105,23 @@ describe('svc produce against svc on NATS', () => {
     ]);
   });
 
+  it('a workflow of a type svc does not classify: stored, {"ok":true,"warning":…} naming the known types, exit 0, counted unclassified (NATS)', async () => {
+    const wf = { id: 'wf_external_deploy', type: 'deploy', owner_id: installId, owner_type: 'installs' };
+    const r = await runCliProcess(
+      ['produce', 'workflow', wf.id, '--data', JSON.stringify({ kind: 'workflow', transition: 'started', workflow: wf }), '--json'],
+      env,
+    );
+    expect(r.code, both(r)).toBe(0);
+    expect(r.json).toEqual({
+      ok: true,
+      warning: expect.stringMatching(/^unknown workflow type deploy; known types: provision, .*deploy_components/),
+    });
+    const metrics = await (await fetch(`${svc.url}/metrics`)).text();
+    expect(metrics).toMatch(/^svc_ingest_messages_total\{result="unclassified"\} 1$/m);
+    expect((await svc.api(org).get(`/v1/workflows/${wf.id}`)).body).toMatchObject({ type: 'deploy', status: 'started' });
+    expect((await svc.events(org.org_id)).filter((e) => JSON.stringify(e.data).includes(wf.id))).toEqual([]);
+  });
+
   it('usage errors exit 2 before sending; no server is a clear error, exit 1', async () => {
     const noNats = await runCliProcess(['produce', 'health', installId, '--component', componentId, '--verdict', 'healthy'], {
       SVC_ORG_ID: org.org_id,

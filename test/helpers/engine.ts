@@ -110,11 +110,11 @@ export class EngineWorld {
     return this.sent.filter((j) => !seen.has(j.job_id) && seen.add(j.job_id));
   }
 
-  /** Producers' facts through the engine; each must commit. Resolves the results. */
+  /** Producers' facts through the engine; each must commit. Resolves the results (`unclassified`: one that can never emit). */
   ingest(...facts: ProducerFact[]): string[] {
     return this.engine.ingest(facts).map((r, i) => {
       if (!r.ok) throw new Error(`fact ${i} refused: ${String(r.error)}`);
-      return r.value;
+      return typeof r.value === 'string' ? r.value : r.value.result;
     });
   }
 

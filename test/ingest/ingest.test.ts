@@ -113,8 +113,43 @@ describe('startIngest', () => {
       ok: true,
     });
     expect(await request(`svc.ingest.${O}.workflows.wfx_1`, { kind: 'workflow_step', transition: 'started', step })).toEqual({ ok: true });
-    expect(await counted()).toEqual({ accepted: 2, duplicate: 1, ignored: 1, invalid: 0 });
+    expect(await counted()).toEqual({ accepted: 2, duplicate: 1, ignored: 1, invalid: 0, unclassified: 0 });
     expect(w.events()).toHaveLength(3); // started, and the step's started + succeeded
+  });
+
+  it('a fact that can never emit (CONTRACT 10.3): stored, answered {ok: true, warning} naming the known types, counted unclassified', async () => {
+    const { w, O, request, counted } = setup();
+    const S = `svc.ingest.${O}.workflows.wfx_u`;
+    const known =
+      'known types: provision, deprovision, reprovision, manual_deploy, deploy_components, app_config_update, teardown_component, ' +
+      'reprovision_sandbox, deprovision_sandbox, input_update, sync_secrets, action_workflow_run, provision_runner, ' +
+      'reprovision_runner, app_branch_run, app_rollback';
+    const warned = { ok: true, warning: `unknown workflow type deploy; ${known}` };
+    const wf = {
+      kind: 'workflow',
+      transition: 'started',
+      workflow: { id: 'wfx_u', type: 'deploy', owner_id: 'inst_x', owner_type: 'installs' },
+    };
+    expect(await request(S, wf)).toEqual(warned);
+    expect(getWorkflow(w.db, 'wfx_u')).toMatchObject({ type: 'deploy', status: 'started', external: true }); // stored as before
+    expect(await request(S, wf)).toEqual(warned); // a duplicate of it: still told
+    // a step whose target type classifies it emits (CONTRACT 6.1): no warning; one with none: the workflow's, nothing
+    const deployStep = { id: 'st_1', name: 'deploy api', idx: 0, target_type: 'install_deploys' };
+    expect(await request(S, { kind: 'workflow_step', transition: 'started', step: deployStep })).toEqual({ ok: true });
+    expect(await request(S, { kind: 'workflow_step', transition: 'started', step: { id: 'st_2', name: 'notify', idx: 1 } })).toEqual(
+      warned,
+    );
+    // the workflow's end: still of a type svc does not classify (its type is the stored one)
+    expect(await request(S, { kind: 'workflow', transition: 'succeeded' })).toEqual(warned);
+    // a drift scan is a known type whose lifecycle is never delivered by design: no warning
+    const drift = {
+      kind: 'workflow',
+      transition: 'started',
+      workflow: { id: 'wfx_d', type: 'drift_run', owner_id: 'inst_x', owner_type: 'installs' },
+    };
+    expect(await request(`svc.ingest.${O}.workflows.wfx_d`, drift)).toEqual({ ok: true });
+    expect(await counted()).toEqual({ accepted: 2, duplicate: 0, ignored: 0, invalid: 0, unclassified: 4 });
+    expect(w.events().map((e) => e.subject)).toEqual([`${O}/workflow_step/wfx_u/st_1/started`]);
   });
 
   it('answers {ok: false, error} for what cannot be recorded, records nothing, and counts it invalid', async () => {

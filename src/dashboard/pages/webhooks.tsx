@@ -38,6 +38,7 @@ import {
 } from '../ui.tsx';
 import { WebhookHistory, type RecoverFormState } from './webhook-history.tsx';
 import { WatchdogSection } from './watchdog.tsx';
+import { ExampleForm } from './event-types.tsx';
 import {
   createBodyOf,
   describeInterests,
@@ -353,6 +354,7 @@ export function showForm(
                   <PingButton c={c} w={w} from="webhook" />
                   <span class="hint">Sends one com.svc.webhook.ping.v1 event to this webhook alone and shows the result here.</span>
                 </p>
+                <ExampleForm c={c} w={w} />
               </Section>
               {props.ctx ? <WatchdogSection c={c} ctx={props.ctx} w={w} /> : null}
               {props.ctx ? <WebhookHistory c={c} ctx={props.ctx} w={w} recover={props.recover} /> : null}

@@ -287,6 +287,9 @@ const WORKFLOW_CLASSES: Readonly<Record<string, Classification>> = {
   app_rollback: c('app_branches', 'run'),
 };
 
+/** The workflow types whose own lifecycle events are delivered (CONTRACT 6.1), as a producer's warning names them. */
+export const CLASSIFIED_WORKFLOW_TYPES: readonly string[] = Object.keys(WORKFLOW_CLASSES);
+
 /** Classification of a workflow-level lifecycle event, by workflow type. */
 export function classifyWorkflow(workflowType: string): Classification | null {
   if (DRIFT_WORKFLOW_TYPES.has(workflowType)) return null;
