@@ -13,6 +13,7 @@ let svc: TestService;
 let org: OrgCreds;
 let admin: ApiClient;
 let appId: string;
+let firstConfig: string;
 const installs: string[] = [];
 const tok: Record<string, OrgCreds & { token_id: string }> = {};
 
@@ -29,7 +30,7 @@ beforeAll(async () => {
   tok.intern = svc.createToken(org, 'deploy', 'intern');
   tok.release = svc.createToken(org, 'deploy', 'release');
   appId = (await post(admin, '/v1/apps', { name: 'shop' })).app_id;
-  await post(admin, `/v1/apps/${appId}/configs`, { components: [{ name: 'api' }] });
+  firstConfig = (await post(admin, `/v1/apps/${appId}/configs`, { components: [{ name: 'api' }] })).app_config_id;
   for (const name of ['eu-1', 'eu-2']) {
     const install = await post(admin, '/v1/installs', { app_id: appId, name });
     installs.push(install.install_id);
@@ -127,12 +128,10 @@ describe('an app approval policy', () => {
     );
     expect(step.name).toBe('plan install group: ring-0');
     const answer = (who: OrgCreds, response = 'approved') =>
-      svc
-        .api(who)
-        .post(`/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, {
-          response,
-          note: `from ${who === tok.boss ? 'boss' : 'x'}`,
-        });
+      svc.api(who).post(`/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, {
+        response,
+        note: `from ${who === tok.boss ? 'boss' : 'x'}`,
+      });
 
     // a rule admits the starter by name, yet it may not approve its own run (prevent_self_approval by default)
     const self = await answer(tok.release);
@@ -213,5 +212,26 @@ describe('an app approval policy', () => {
       ],
     });
     expect(events[4].data.approval).toMatchObject({ status: 'approved', decided_by_rule: 'sre', responded_by: { token_name: 'sre-b' } });
+  });
+
+  it("a fleet rollback naming a policy: its starter may not approve, a token the run's rule admits decides", async () => {
+    const release = svc.api(tok.release);
+    const started = await release.post(`/v1/apps/${appId}/rollbacks`, {
+      to: firstConfig,
+      install_ids: [installs[0]],
+      approval_policy: { rules: [{ name: 'ops', required: 1, approvers: { scopes: ['deploy'] } }], expires_after: '1h' },
+    });
+    expect(started.status, started.text).toBe(201);
+    const wfId = started.body.workflow_id;
+    const step = await waitFor(
+      async () => (await get(admin, `/v1/workflows/${wfId}`)).steps.find((s: Json) => s.status === 'awaiting_approval') ?? null,
+      10_000,
+      'the rollback plan to await approval',
+    );
+    expect(step.approval).toMatchObject({ rules: [{ name: 'ops', required: 1, approvals: [] }], expires_at: expect.any(String) });
+    const path = `/v1/workflows/${wfId}/steps/${step.step_id}/approval`;
+    expect((await release.post(path, { response: 'approved' })).body.error).toBe('self_approval');
+    const ok = await svc.api(tok.sreA).post(path, { response: 'approved' });
+    expect(ok.body).toMatchObject({ status: 'succeeded', approval: { decided_by_rule: 'ops' } });
   });
 });

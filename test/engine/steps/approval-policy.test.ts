@@ -56,11 +56,16 @@ describe('approval step under a policy', () => {
       .filter((e) => e.type === 'com.svc.workflow_step.approval.v1' && (e.data as { step: { id: string } }).step.id === stepId)
       .map((e) => e.data as { approval: Record<string, unknown> } & Record<string, unknown>);
 
-  const orders: Array<Array<'sreA' | 'sreB' | 'admin' | 'dup' | 'other'>> = [
-    ['sreA', 'dup', 'other', 'sreB', 'admin'],
-    ['admin', 'sreA', 'other', 'dup', 'sreB'],
-    ['sreB', 'admin', 'dup', 'other', 'sreA'],
-  ];
+  // every order of the three counted responses, with a duplicate (right after the first sre) and an ineligible token between
+  type Who = 'sreA' | 'sreB' | 'admin' | 'dup' | 'other';
+  const perms = (xs: Who[]): Who[][] =>
+    xs.length <= 1 ? [xs] : xs.flatMap((x, i) => perms([...xs.slice(0, i), ...xs.slice(i + 1)]).map((p) => [x, ...p]));
+  const orders: Who[][] = perms(['sreA', 'sreB', 'admin']).map((p) => {
+    const withDup = [...p];
+    withDup.splice(withDup.findIndex((w) => w !== 'admin') + 1, 0, 'dup');
+    withDup.splice(1, 0, 'other');
+    return withDup;
+  });
   for (const order of orders) {
     it(`two rules (2 of sre, 1 admin) across 3 groups: proceeds exactly when both are met (order ${order.join(', ')})`, () => {
       setPolicy(TWO_RULES);
