@@ -19,7 +19,8 @@ const ERROR_DESCRIPTIONS: Record<ErrorStatus | 401 | 403 | 413 | 415, string> = 
   401: 'unauthorized: no or unknown API token',
   403:
     "forbidden: the API token is not valid for this org, X-Svc-Org-ID is missing, or the token's scope " +
-    'does not cover the operation (the message names the scope needed)',
+    'does not cover the operation (the message names the scope needed); not_an_approver or self_approval: an approval ' +
+    "response the step's approval policy does not admit (CONTRACT 10.4)",
   404: 'not_found: no such resource in this org',
   409:
     'conflict: a uniqueness rule or an illegal state change; limit_exceeded: a per-org limit of ' +

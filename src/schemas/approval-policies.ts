@@ -129,7 +129,11 @@ export const approvalPolicyViewShape = {
   ).optional(),
   rejections: z.array(responseViewSchema).optional(),
   expires_at: described(timestamp.nullable(), 'under a policy with expires_after: when the step fails approval_expired').optional(),
-  decided_by_rule: z.string().optional(),
+  decided_by_rule: described(z.string(), 'under a policy: the rule that decided (for an approval, the rule met last)').optional(),
+  auto_approve_declined: described(
+    z.string(),
+    'under a policy with auto_approve: why it did not approve the plan (it waits for people)',
+  ).optional(),
 };
 
 export const approvalLinkSchema = z

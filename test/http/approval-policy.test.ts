@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, waitFor, type ApiClient, type OrgCreds, type TestService } from '../helpers/service.ts';
 import { get, post, waitWf } from '../helpers/workflows.ts';
+import { startReceiver } from '../helpers/receiver.ts';
 
 type Json = any;
 
@@ -13,6 +14,7 @@ let svc: TestService;
 let org: OrgCreds;
 let admin: ApiClient;
 let appId: string;
+let firstConfig: string;
 const installs: string[] = [];
 const tok: Record<string, OrgCreds & { token_id: string }> = {};
 
@@ -29,7 +31,7 @@ beforeAll(async () => {
   tok.intern = svc.createToken(org, 'deploy', 'intern');
   tok.release = svc.createToken(org, 'deploy', 'release');
   appId = (await post(admin, '/v1/apps', { name: 'shop' })).app_id;
-  await post(admin, `/v1/apps/${appId}/configs`, { components: [{ name: 'api' }] });
+  firstConfig = (await post(admin, `/v1/apps/${appId}/configs`, { components: [{ name: 'api' }] })).app_config_id;
   for (const name of ['eu-1', 'eu-2']) {
     const install = await post(admin, '/v1/installs', { app_id: appId, name });
     installs.push(install.install_id);
@@ -211,5 +213,72 @@ describe('an app approval policy', () => {
       ],
     });
     expect(events[4].data.approval).toMatchObject({ status: 'approved', decided_by_rule: 'sre', responded_by: { token_name: 'sre-b' } });
+  });
+
+  it("a fleet rollback naming a policy: its starter may not approve, a token the run's rule admits decides", async () => {
+    const release = svc.api(tok.release);
+    const started = await release.post(`/v1/apps/${appId}/rollbacks`, {
+      to: firstConfig,
+      install_ids: [installs[0]],
+      approval_policy: { rules: [{ name: 'ops', required: 1, approvers: { scopes: ['deploy'] } }], expires_after: '1h' },
+    });
+    expect(started.status, started.text).toBe(201);
+    const wfId = started.body.workflow_id;
+    const step = await waitFor(
+      async () => (await get(admin, `/v1/workflows/${wfId}`)).steps.find((s: Json) => s.status === 'awaiting_approval') ?? null,
+      10_000,
+      'the rollback plan to await approval',
+    );
+    expect(step.approval).toMatchObject({ rules: [{ name: 'ops', required: 1, approvals: [] }], expires_at: expect.any(String) });
+    const path = `/v1/workflows/${wfId}/steps/${step.step_id}/approval`;
+    expect((await release.post(path, { response: 'approved' })).body.error).toBe('self_approval');
+    const ok = await svc.api(tok.sreA).post(path, { response: 'approved' });
+    expect(ok.body).toMatchObject({ status: 'succeeded', approval: { decided_by_rule: 'ops' } });
+  });
+
+  it('response_recorded goes to the webhooks that approval responses go to (event:approval.response.recorded), not to request-only ones', async () => {
+    const receiver = await startReceiver();
+    try {
+      const hook = (name: string, flags: Record<string, boolean>) =>
+        post(admin, '/v1/orgs/current/webhooks', {
+          webhook_url: receiver.hook(name),
+          interests: { resources: { app_branches: { outcome: 'none', ...flags } } },
+        });
+      await hook('responses', { approval_responses: true });
+      await hook('requests', { approval_requests: true });
+      const cfg = await post(admin, `/v1/apps/${appId}/configs`, { components: [{ name: 'api', values: { v: 3 } }] });
+      const branch = await post(admin, `/v1/apps/${appId}/branches`, {
+        name: 'hooks',
+        install_groups: [{ name: 'ring-0', install_ids: [installs[0]] }],
+      });
+      const run = await post(svc.api(tok.release), `/v1/apps/${appId}/branches/${branch.app_branch_id}/runs`, {
+        app_config_id: cfg.app_config_id,
+        skip_builds: true,
+        approval_policy: POLICY,
+      });
+      const step = await waitFor(
+        async () =>
+          (await get(admin, `/v1/workflows/${run.workflow_id}`)).steps.find((s: Json) => s.status === 'awaiting_approval') ?? null,
+        10_000,
+        'the plan to await approval',
+      );
+      for (const who of [tok.sreA, tok.boss, tok.sreB]) {
+        const r = await svc.api(who).post(`/v1/workflows/${run.workflow_id}/steps/${step.step_id}/approval`, { response: 'approved' });
+        expect(r.status, r.text).toBe(200);
+      }
+      const mine = (name: string) => receiver.at(name).filter((r) => r.json.data?.step?.id === step.step_id);
+      await waitFor(async () => mine('responses').length >= 4 || null, 10_000, 'the responses webhook to get 4 events');
+      // delivery to one webhook is not ordered (its attempts run side by side): the set, not the order, is asserted here
+      expect(
+        mine('responses')
+          .map((r) => r.json.subject.split('/').at(-1))
+          .sort(),
+      ).toEqual(['approved', 'response_recorded', 'response_recorded', 'response_recorded']);
+      await waitFor(async () => mine('requests').length >= 1 || null, 10_000, 'the requests webhook to get the request');
+      await svc.settled();
+      expect(mine('requests').map((r) => r.json.subject.split('/').at(-1))).toEqual(['requested']);
+    } finally {
+      await receiver.close();
+    }
   });
 });

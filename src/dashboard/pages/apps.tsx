@@ -837,7 +837,12 @@ function registerAppActions(r: Hono<DashEnv>, ctx: AppContext) {
         ctx,
         apiOp('rollBackAppFleet'),
         { idOf: (x) => x.body.run_id, status: 201 },
-        () => rollBackFleet(ctx, orgId, app.app_id, body) as Extract<ReturnType<typeof rollBackFleet>, { status: 201 }>,
+        // the session's token started it: an approval policy's prevent_self_approval knows it (CONTRACT 10.4)
+        () =>
+          rollBackFleet(ctx, orgId, app.app_id, body, c.get('session')?.actor ?? null) as Extract<
+            ReturnType<typeof rollBackFleet>,
+            { status: 201 }
+          >,
       );
       flash(c, { kind: 'ok', text: `Fleet rollback started: ${res.body.plan.installs.length} install(s).` });
       return c.redirect(pathsOf(c).workflow(res.body.workflow_id), 303);

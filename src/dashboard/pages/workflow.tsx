@@ -146,9 +146,7 @@ export const PolicyRules = ({ approval }: { approval: ApprovalView }) =>
         </p>
       ) : null}
       {approval.decided_by_rule ? <p class="muted">Decided by rule {approval.decided_by_rule}.</p> : null}
-      {typeof (approval as { auto_approve_declined?: unknown }).auto_approve_declined === 'string' ? (
-        <p class="muted">Not approved by the policy: {String((approval as { auto_approve_declined?: string }).auto_approve_declined)}</p>
-      ) : null}
+      {approval.auto_approve_declined ? <p class="muted">Not approved by the policy: {approval.auto_approve_declined}</p> : null}
     </div>
   ) : null;
 

@@ -10,7 +10,11 @@ import { putAppApprovalPolicy } from '../../../store/approval-policies.ts';
 import { createToken } from '../../../store/orgs.ts';
 import { ApprovalRefusedError } from '../../../src/domain/errors.ts';
 import type { Actor } from '../../../src/domain/scopes.ts';
-import { CONFIG, CONFIG_V2 } from '../../helpers/engine.ts';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { CONFIG, CONFIG_V2, EngineWorld } from '../../helpers/engine.ts';
+import { getWorkflow, listSteps } from '../../../store/workflows.ts';
 import { StepWorld } from './step-world.ts';
 
 const plan = (group: string, installIds: string[] = []): StepDef => ({
@@ -56,11 +60,16 @@ describe('approval step under a policy', () => {
       .filter((e) => e.type === 'com.svc.workflow_step.approval.v1' && (e.data as { step: { id: string } }).step.id === stepId)
       .map((e) => e.data as { approval: Record<string, unknown> } & Record<string, unknown>);
 
-  const orders: Array<Array<'sreA' | 'sreB' | 'admin' | 'dup' | 'other'>> = [
-    ['sreA', 'dup', 'other', 'sreB', 'admin'],
-    ['admin', 'sreA', 'other', 'dup', 'sreB'],
-    ['sreB', 'admin', 'dup', 'other', 'sreA'],
-  ];
+  // every order of the three counted responses, with a duplicate (right after the first sre) and an ineligible token between
+  type Who = 'sreA' | 'sreB' | 'admin' | 'dup' | 'other';
+  const perms = (xs: Who[]): Who[][] =>
+    xs.length <= 1 ? [xs] : xs.flatMap((x, i) => perms([...xs.slice(0, i), ...xs.slice(i + 1)]).map((p) => [x, ...p]));
+  const orders: Who[][] = perms(['sreA', 'sreB', 'admin']).map((p) => {
+    const withDup = [...p];
+    withDup.splice(withDup.findIndex((w) => w !== 'admin') + 1, 0, 'dup');
+    withDup.splice(1, 0, 'other');
+    return withDup;
+  });
   for (const order of orders) {
     it(`two rules (2 of sre, 1 admin) across 3 groups: proceeds exactly when both are met (order ${order.join(', ')})`, () => {
       setPolicy(TWO_RULES);
@@ -211,5 +220,40 @@ describe('approval step under a policy', () => {
     answer(run.workflow_id, 'plan g1', tok.other);
     expect(s.step(run, 'plan g1')).toMatchObject({ status: 'succeeded', approval: { status: 'approved', responded_by: tok.other } });
     expect(s.step(run, 'plan g1').approval).not.toHaveProperty('rules');
+  });
+});
+
+describe('approval expiry across a restart', () => {
+  it("a step whose expiry passes while svc is down fails approval_expired on the restarted engine's scheduler tick", () => {
+    const dbFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'svc-approval-')), 'svc.db');
+    const before = new EngineWorld({ dbFile });
+    const org = before.org();
+    const config = before.config(org);
+    putAppApprovalPolicy(
+      before.db,
+      org,
+      config.app_id,
+      approvalPolicyInSchema.parse({ rules: [{ name: 'ops', required: 1, approvers: { scopes: ['admin'] } }], expires_after: '2m' }),
+      new Date().toISOString(),
+    );
+    const install = before.install(org, config);
+    const run = before.engine.startBranchRun(org, config.app_id, 'br_1', config, [{ name: 'g1', install_ids: [install.install_id] }], true);
+    const plan = () => listSteps(after.db, run.workflow_id).find((s) => s.name === 'plan install group: g1')!;
+    let after = before;
+    expect(plan().status).toBe('awaiting_approval');
+    before.close();
+
+    // the new process: no timer armed by the old one; only the scheduler's tick looks
+    after = new EngineWorld({ dbFile });
+    try {
+      after.schedule();
+      after.clock.advance(119_000);
+      expect(plan().status).toBe('awaiting_approval');
+      after.clock.advance(2_000);
+      expect(plan()).toMatchObject({ status: 'failed', error: 'approval_expired' });
+      expect(getWorkflow(after.db, run.workflow_id)!.status).toBe('failed');
+    } finally {
+      after.close();
+    }
   });
 });
