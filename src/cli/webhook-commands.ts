@@ -235,7 +235,8 @@ function registerUpdate(webhooks: Command): void {
       const disableAfter = str(run.opts.disableAfter);
       if (!newSecret && run.opts.removeSecret !== true && !sub && disableAfter === undefined && str(run.opts.ordering) === undefined) {
         throw new UsageError(
-          'nothing to update: pass --secret, --secret-file, --remove-secret, --subscription, --subscription-file, --disable-after or --ordering',
+          'nothing to update: pass --secret, --secret-file, --remove-secret, --subscription, --subscription-file, ' +
+            '--disable-after or --ordering',
         );
       }
       const body: Record<string, unknown> = {};
