@@ -488,6 +488,23 @@ export function listKeyEvents(
     .all(q.orgId, q.orderKey, q.afterSequence, q.afterSeq, q.keptSinceMs, q.limit) as StoredEvent[];
 }
 
+/** The kept events of a key just before and after a sequence (CONTRACT 10.1): their ids, or null when not kept. */
+export function keyNeighbours(
+  db: Db,
+  orgId: string,
+  orderKey: string,
+  sequence: number,
+  keptSinceMs: number,
+): { previous: string | null; next: string | null } {
+  const at = (n: number) =>
+    (
+      db
+        .prepare('SELECT event_id FROM events WHERE org_id = ? AND order_key = ? AND sequence = ? AND created_ms >= ?')
+        .get(orgId, orderKey, n, keptSinceMs) as { event_id: string } | undefined
+    )?.event_id ?? null;
+  return { previous: sequence > 1 ? at(sequence - 1) : null, next: at(sequence + 1) };
+}
+
 /** Items found by a step of the cursor (in the caller's transaction): kept, counted, the cursor moved; `last`: the window is done. */
 export function recoveryFound(db: Db, recoveryId: string, eventSeqs: readonly number[], scannedSeq: number, last: boolean): void {
   if (eventSeqs.length) {

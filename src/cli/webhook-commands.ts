@@ -23,6 +23,7 @@ interface Webhook {
   updated_at?: string;
   previous_secret_expires_at?: string | null;
   disable_after?: { failures: number; duration: string } | null;
+  delivery?: { ordering?: string } | null;
   delivery_status?: Partial<DeliveryStatusView> | null;
 }
 
@@ -87,6 +88,7 @@ function printWebhook(w: Webhook): void {
       ? [['disabled_at', d.disabled_at] as [string, unknown], ['disabled_reason', d.disabled_reason] as [string, unknown]]
       : []),
     ['disable_after', w.disable_after ? `${w.disable_after.failures} failures over ${w.disable_after.duration}` : 'never'],
+    ['ordering', w.delivery?.ordering ?? 'none'],
   ]);
 }
 
@@ -160,10 +162,21 @@ async function listWebhooks(run: Run): Promise<void> {
   );
 }
 
-/** --disable-after and the secret (--secret or --secret-file) of a create or an update, as fields of its body. */
+const ORDERING_HELP = "per_key: each ordering key's events (an install's) one at a time, in sequence order (CONTRACT 10.1); none: no order";
+
+/** `--ordering per_key|none` as the `delivery` field (checked before any request: exit 2). */
+function parseOrdering(text: string): { ordering: 'per_key' } | null {
+  if (text === 'per_key') return { ordering: 'per_key' };
+  if (text === 'none') return null;
+  throw new UsageError(`--ordering ${JSON.stringify(text)}: per_key or none`);
+}
+
+/** --disable-after, --ordering and the secret (--secret or --secret-file) of a create or an update, as fields of its body. */
 async function addDisableAfterAndSecret(opts: Record<string, unknown>, body: Record<string, unknown>): Promise<void> {
   const disableAfter = str(opts.disableAfter);
   if (disableAfter !== undefined) body.disable_after = parseDisableAfter(disableAfter);
+  const ordering = str(opts.ordering);
+  if (ordering !== undefined) body.delivery = parseOrdering(ordering);
   const secret = await readSecret(opts);
   if (secret !== undefined) body.secret = secret;
 }
@@ -180,7 +193,8 @@ function registerCreate(webhooks: Command): void {
       )
       .option('--subscription <json>', 'subscription document {"interests"?, "match"?} as inline JSON')
       .option('--subscription-file <path>', 'subscription document {"interests"?, "match"?} from a JSON file')
-      .option('--disable-after <failures:duration>', DISABLE_AFTER_HELP),
+      .option('--disable-after <failures:duration>', DISABLE_AFTER_HELP)
+      .option('--ordering <per_key|none>', ORDERING_HELP),
     async (run) => {
       checkSecretOptions(run.opts);
       const sub = readSubscriptionDocument(run.opts);
@@ -210,7 +224,8 @@ function registerUpdate(webhooks: Command): void {
       .option('--remove-secret', 'remove the signing secret (deliveries are no longer signed)')
       .option('--subscription <json>', 'new subscription document {"interests"?, "match"?} (replaces both)')
       .option('--subscription-file <path>', 'new subscription document from a JSON file (replaces both)')
-      .option('--disable-after <failures:duration>', `${DISABLE_AFTER_HELP}; off: never`),
+      .option('--disable-after <failures:duration>', `${DISABLE_AFTER_HELP}; off: never`)
+      .option('--ordering <per_key|none>', ORDERING_HELP),
     async (run) => {
       const [id] = run.args;
       const newSecret = checkSecretOptions(run.opts);
@@ -218,9 +233,10 @@ function registerUpdate(webhooks: Command): void {
       const ttl = ttlText === undefined ? undefined : await parseSecretTtl(ttlText);
       const sub = readSubscriptionDocument(run.opts);
       const disableAfter = str(run.opts.disableAfter);
-      if (!newSecret && run.opts.removeSecret !== true && !sub && disableAfter === undefined) {
+      if (!newSecret && run.opts.removeSecret !== true && !sub && disableAfter === undefined && str(run.opts.ordering) === undefined) {
         throw new UsageError(
-          'nothing to update: pass --secret, --secret-file, --remove-secret, --subscription, --subscription-file or --disable-after',
+          'nothing to update: pass --secret, --secret-file, --remove-secret, --subscription, --subscription-file, ' +
+            '--disable-after or --ordering',
         );
       }
       const body: Record<string, unknown> = {};

@@ -1,7 +1,8 @@
 // The webhook form of the dashboard: form fields <-> subscription documents (pure functions).
 // Field names: all_events, res_<resource>_enabled, res_<resource>_ops (repeated),
 // res_<resource>_outcome, res_<resource>_<flag>, match (JSON text), secret / secret_action / new_secret /
-// previous_secret_ttl (seconds the rotated-out secret keeps signing).
+// previous_secret_ttl (seconds the rotated-out secret keeps signing), ordering (none | per_key:
+// CONTRACT 10.1 delivery).
 import type { z } from 'zod';
 import { issuesToDetails } from '../http/validation.ts';
 import { jsonEqual } from '../../machines/advance.ts';
@@ -59,6 +60,8 @@ export interface WebhookFormState {
   secret_action: 'keep' | 'rotate' | 'remove';
   /** with a rotation: seconds the old secret keeps signing beside the new one, as a form value */
   previous_secret_ttl: string;
+  /** CONTRACT 10.1 delivery: per_key serialises attempts per ordering key; none: no order */
+  ordering: 'none' | 'per_key';
 }
 
 /** How long a rotated-out secret may keep signing (CONTRACT 4.1 previous_secret_ttl_s): the form's choices. */
@@ -76,7 +79,12 @@ function stateOf(cfg: ResourceConfig | undefined): ResourceState {
 }
 
 /** The form state of a subscription; all_events shows the baseline underneath the toggle. */
-export function formStateOf(sub: { webhook_url?: string; interests?: Interests; match?: Match | null }): WebhookFormState {
+export function formStateOf(sub: {
+  webhook_url?: string;
+  interests?: Interests;
+  match?: Match | null;
+  delivery?: { ordering?: string } | null;
+}): WebhookFormState {
   const interests = sub.interests ?? { all_events: true };
   const all = interests.all_events === true || !interests.resources;
   const source = all ? BASELINE.resources : interests.resources!;
@@ -88,6 +96,7 @@ export function formStateOf(sub: { webhook_url?: string; interests?: Interests; 
     match_text: sub.match ? JSON.stringify(sub.match, null, 2) : '',
     secret_action: 'keep',
     previous_secret_ttl: '0',
+    ordering: sub.delivery?.ordering === 'per_key' ? 'per_key' : 'none',
   };
 }
 
@@ -117,6 +126,7 @@ export function formStateFromForm(form: FormData): WebhookFormState {
     match_text: one(form.match),
     secret_action: action === 'rotate' || action === 'remove' ? action : 'keep',
     previous_secret_ttl: one(form.previous_secret_ttl) || '0',
+    ordering: one(form.ordering) === 'per_key' ? 'per_key' : 'none',
   };
 }
 
@@ -167,6 +177,7 @@ export function createBodyOf(form: FormData): Parsed<CreateWebhookBody> {
     ...(secret !== '' ? { secret } : {}),
     interests: interestsOf(state),
     match: match.value,
+    ...(state.ordering === 'per_key' ? { delivery: { ordering: 'per_key' } } : {}),
   });
 }
 
@@ -184,12 +195,19 @@ function sameSubscription(interests: Interests, match: unknown, current: { inter
  * is names only the secret: a webhook stored before the limits of CONTRACT 8 keeps its oversized
  * subscription and can still have its secret rotated or removed.
  */
-export function patchBodyOf(form: FormData, current?: { interests: Interests; match: Match | null }): Parsed<PatchWebhookBody> {
+export function patchBodyOf(
+  form: FormData,
+  current?: { interests: Interests; match: Match | null; delivery?: { ordering?: string } | null },
+): Parsed<PatchWebhookBody> {
   const state = formStateFromForm(form);
   const match = matchOf(state.match_text);
   if (!match.ok) return match;
   const interests = interestsOf(state);
   const body: Record<string, unknown> = { interests, match: match.value };
+  // delivery is named only when it changes (or, without the stored webhook, when ordering is asked for)
+  const wasOrdered = current?.delivery?.ordering === 'per_key';
+  if (current ? wasOrdered !== (state.ordering === 'per_key') : state.ordering === 'per_key')
+    body.delivery = state.ordering === 'per_key' ? { ordering: 'per_key' } : null;
   if (state.secret_action === 'remove') body.secret = null;
   if (state.secret_action === 'rotate') {
     const secret = one(form.new_secret);

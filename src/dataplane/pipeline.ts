@@ -473,6 +473,32 @@ export class DeliveryPipeline {
     if (!byKey.size) this.lines.delete(line.webhook);
   }
 
+  /**
+   * The head of a key's line has an outcome and its event is still held for other webhooks: its
+   * progress (this webhook done) is recorded before the key's next attempt starts, so that a
+   * process killed after that next attempt never makes this one again after it (a key never goes
+   * backwards across kill -9, CONTRACT 10.1). A settled event needs nothing more: its end is
+   * recorded before any attempt started after it reaches its webhook (the sources).
+   */
+  private recordThenNext(state: EventState, line: KeyLine): void {
+    const before = state.saved;
+    state.saved = state.done.length;
+    this.o
+      .progress!.save([{ event: state.ev, done: [...state.done] }])
+      .catch((err) => {
+        state.saved = Math.min(state.saved, before);
+        this.o.logger.warn(
+          { err: String(err), event_id: state.ev.id },
+          'could not record delivery progress before the next event of its key',
+        );
+      })
+      .finally(() => {
+        if (this.stopped) return;
+        this.nextInLine(line);
+        this.pump();
+      });
+  }
+
   /** A webhook deleted or disabled: its keys' waiting attempts, taken out; lines whose head is not in flight end. */
   private dropLines(webhookId: string): Attempt[] {
     const byKey = this.lines.get(webhookId);
@@ -542,7 +568,10 @@ export class DeliveryPipeline {
     }
     state.done.push(sub.id);
     if (--state.remaining === 0) this.settle(state);
-    if (g.item.line && !this.stopped) this.nextInLine(g.item.line);
+    if (g.item.line && !this.stopped) {
+      if (state.remaining > 0 && this.o.progress) this.recordThenNext(state, g.item.line);
+      else this.nextInLine(g.item.line);
+    }
     this.unpark(sub.org);
     if (this.o.startAfterTurn) this.pumpAfterTurn();
     else this.pump();

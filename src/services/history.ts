@@ -20,6 +20,7 @@ import {
   listAttempts as dbListAttempts,
   listEvents as dbListEvents,
   listKeyEvents as dbListKeyEvents,
+  keyNeighbours,
   listEventAttempts as dbListEventAttempts,
   type StoredAttempt,
   type StoredEvent,
@@ -283,6 +284,14 @@ function withExchange(v: AttemptView, stored: string | null | undefined, request
   return v;
 }
 
+/** Where an event is in its ordering key (CONTRACT 10.1): its key and sequence, the ids of the kept events before and after it. */
+export interface KeyPlace {
+  order_key: string;
+  sequence: number;
+  previous: string | null;
+  next: string | null;
+}
+
 export interface EventAttempts {
   webhook_id: string;
   webhook_url: string;
@@ -294,7 +303,11 @@ export interface EventAttempts {
  * One kept event and its kept attempts at each webhook of the org (the webhooks it never reached
  * are not listed); the dashboard's event page.
  */
-export function getEventAttempts(ctx: AppContext, orgId: string, eventId: string): { event: CloudEventJson; webhooks: EventAttempts[] } {
+export function getEventAttempts(
+  ctx: AppContext,
+  orgId: string,
+  eventId: string,
+): { event: CloudEventJson; webhooks: EventAttempts[]; key: KeyPlace | null } {
   const kept = keptSince(ctx);
   const e = mustGetEvent(ctx, orgId, eventId);
   ctx.deliveryStatus.flush();
@@ -305,7 +318,11 @@ export function getEventAttempts(ctx: AppContext, orgId: string, eventId: string
     if (!w) byHook.set(a.webhook_id, (w = { webhook_id: a.webhook_id, webhook_url: a.webhook_url, attempts: [] }));
     w.attempts.push(withExchange(attemptView({ ...a, subject }), a.exchange, true, true));
   }
-  return { event: eventJson(e), webhooks: [...byHook.values()] };
+  const key =
+    e.order_key && e.sequence
+      ? { order_key: e.order_key, sequence: e.sequence, ...keyNeighbours(ctx.db, orgId, e.order_key, e.sequence, kept) }
+      : null;
+  return { event: eventJson(e), webhooks: [...byHook.values()], key };
 }
 
 /**

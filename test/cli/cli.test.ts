@@ -464,6 +464,20 @@ describe('requests and error mapping (recording server)', () => {
     },
   );
 
+  it('--ordering per_key|none on create and update sends delivery (CONTRACT 10.1); anything else exits 2 before any request', async () => {
+    const n = rec.requests.length;
+    expect((await cli(['webhooks', 'create', '--url', 'http://example.test/o', '--ordering', 'per_key'], env)).code).toBe(0);
+    expect((await cli(['webhooks', 'update', 'wh_1', '--ordering', 'none'], env)).code).toBe(0);
+    const sent = since(n).map((q) => [q.method, q.url, q.body ? JSON.parse(q.body) : null]);
+    expect(sent).toEqual([
+      ['POST', '/v1/orgs/current/webhooks', { webhook_url: 'http://example.test/o', delivery: { ordering: 'per_key' } }],
+      ['PATCH', '/v1/orgs/current/webhooks/wh_1', { delivery: null }],
+    ]);
+    const m = rec.requests.length;
+    expect((await cli(['webhooks', 'update', 'wh_1', '--ordering', 'fifo'], env)).code).toBe(2);
+    expect(rec.requests.length).toBe(m);
+  });
+
   it('--secret-file (a file or - for stdin) sends its contents without one trailing newline; --previous-secret-ttl ' +
     'sends seconds', async () => {
     const n = rec.requests.length;

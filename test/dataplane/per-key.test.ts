@@ -7,7 +7,7 @@ import { ManualClock } from '../helpers/clock.ts';
 import type { EventRoute } from '../../src/domain/event-route.ts';
 import { WebhookRegistry } from '../../src/dispatch/registry.ts';
 import type { AttemptCallback, Deliverer } from '../../src/delivery/client.ts';
-import { DeliveryPipeline } from '../../src/dataplane/pipeline.ts';
+import { DeliveryPipeline, type ProgressStore } from '../../src/dataplane/pipeline.ts';
 import pino from 'pino';
 import { allEventsEntry } from '../helpers/webhooks.ts';
 
@@ -30,7 +30,7 @@ interface Sent {
   done: AttemptCallback;
 }
 
-function rig() {
+function rig(progress: ProgressStore | null = null) {
   const registry = new WebhookRegistry();
   registry.upsert({ ...allEventsEntry('org_a', 'wh_ordered', 'http://o.test/hook'), ordering: 'per_key' }, 1);
   registry.upsert(allEventsEntry('org_a', 'wh_plain', 'http://p.test/hook'), 2);
@@ -45,7 +45,7 @@ function rig() {
     deliverer,
     sign: (_sub, eventId) => ({ 'webhook-id': eventId }),
     outcomes: { record: () => {}, flush: async () => {} },
-    progress: null,
+    progress,
     logger: pino({ level: 'silent' }),
     clock: new ManualClock(),
     concurrency: 64,
@@ -117,5 +117,30 @@ describe('per_key ordering in the pipeline', () => {
     r.answer(r.at('o.test')[0]);
     expect(r.settled.sort()).toEqual(['a1', 'a2', 'a3', 'a4']);
     expect(r.pipeline.held()).toBe(0);
+  });
+
+  it("an event still held for another webhook has its progress recorded before its key's next attempt starts", async () => {
+    const saves: Array<{ ids: string[]; done: string[][]; resolve: () => void }> = [];
+    const r = rig({
+      save: (events) =>
+        new Promise<void>((resolve) => saves.push({ ids: events.map((e) => e.event.id), done: events.map((e) => [...e.done]), resolve })),
+    });
+    r.accept('a1', 'inst_a');
+    r.accept('a2', 'inst_a');
+    expect(r.at('o.test').map((s) => s.id)).toEqual(['a1']);
+    // a1 answered at the ordered webhook while the plain one still holds it: a2 waits for the record
+    r.answer(r.at('o.test')[0]);
+    expect(saves.map((s) => s.ids)).toEqual([['a1']]);
+    expect(saves[0].done).toEqual([['wh_ordered']]);
+    expect(r.at('o.test').map((s) => s.id)).toEqual(['a1']);
+    saves[0].resolve();
+    await new Promise<void>((res) => setImmediate(res));
+    expect(r.at('o.test').map((s) => s.id)).toEqual(['a1', 'a2']);
+    // an event that settles with its answer needs no record: the next goes at once
+    r.answer(r.at('p.test')[0]);
+    r.answer(r.at('p.test')[1]);
+    r.accept('a3', 'inst_a');
+    r.answer(r.at('o.test')[1]);
+    expect(r.at('o.test').map((s) => s.id)).toEqual(['a1', 'a2', 'a3']);
   });
 });

@@ -181,7 +181,7 @@ function eventsPage(c: DashContext, ctx: AppContext) {
 }
 
 function eventPage(c: DashContext, ctx: AppContext) {
-  const { event, webhooks } = getEventAttempts(ctx, c.req.param('org') ?? '', c.req.param('id') ?? '');
+  const { event, webhooks, key } = getEventAttempts(ctx, c.req.param('org') ?? '', c.req.param('id') ?? '');
   const paths = c.get('paths');
   return render(c, {
     title: `Event ${event.type}`,
@@ -200,6 +200,28 @@ function eventPage(c: DashContext, ctx: AppContext) {
           <TimeFact term="Time" iso={typeof event.time === 'string' ? event.time : null} />
           <dt>Source</dt>
           <dd class="id">{event.source}</dd>
+          {key ? (
+            <>
+              <dt>Ordering key</dt>
+              <dd class="id" id="event-order-key">
+                {key.order_key}
+              </dd>
+              <dt>Sequence</dt>
+              <dd id="event-sequence">
+                {key.sequence}{' '}
+                {key.previous ? (
+                  <a href={paths.event(key.previous)} rel="prev" id="event-previous">
+                    ← previous ({key.sequence - 1})
+                  </a>
+                ) : null}{' '}
+                {key.next ? (
+                  <a href={paths.event(key.next)} rel="next" id="event-next">
+                    next ({key.sequence + 1}) →
+                  </a>
+                ) : null}
+              </dd>
+            </>
+          ) : null}
         </DetailsSection>
         <Section headingId="h-event-attempts" id="event-attempts" title="Attempts per webhook">
           {webhooks.length ? (

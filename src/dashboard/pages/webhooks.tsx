@@ -208,6 +208,21 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
           {LIMITS.labelsPerEntity} labels per selector; the whole subscription at most {LIMITS.subscriptionBytes / 1024} KiB.
         </p>
       </div>
+      <div>
+        <label for="ordering">Ordering</label>
+        <select id="ordering" name="ordering" aria-describedby="ordering-hint">
+          <option value="none" selected={state.ordering === 'none'}>
+            No order (fastest)
+          </option>
+          <option value="per_key" selected={state.ordering === 'per_key'}>
+            In order per install (per_key)
+          </option>
+        </select>
+        <p class="hint" id="ordering-hint">
+          In order per install: the next event of an install (or of a workflow, runner or webhook without one) is sent only after the
+          previous one's attempt has an outcome; installs go in parallel, and one that hangs holds only itself.
+        </p>
+      </div>
       <div class="actions">
         <button type="submit">{webhook ? 'Save webhook' : 'Create webhook'}</button>
         <a class="button secondary" href={paths.webhooks}>
