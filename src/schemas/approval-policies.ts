@@ -3,7 +3,7 @@
 // an approval step's view ("k of n" per rule). What needs the store (token_ids naming tokens of the
 // org) is checked by the service (src/services/approval-policies.ts).
 import { z } from 'zod';
-import { AUTO_APPROVE, POLICY_BOUNDS, REJECT_MODES, type ApprovalPolicy } from '../domain/approval-policy.ts';
+import { approvalRuleSchema, AUTO_APPROVE, POLICY_BOUNDS, REJECT_MODES, type ApprovalPolicy } from '../domain/approval-policy.ts';
 import { durationMs } from '../domain/duration.ts';
 import { SCOPES } from '../domain/scopes.ts';
 import { apiSchemas, described, timestamp } from './common.ts';
@@ -91,19 +91,9 @@ export const approvalLinkInSchema = z.strictObject({
 
 // ------------------------------------------------------------------ Out
 
-const ruleSchema = z.object({
-  name: z.string(),
-  required: z.number().int(),
-  approvers: z.object({
-    token_ids: z.array(z.string()).optional(),
-    token_names: z.array(z.string()).optional(),
-    scopes: z.array(z.enum(SCOPES)).optional(),
-  }),
-});
-
 export const approvalPolicySchema = z
   .object({
-    rules: z.array(ruleSchema),
+    rules: z.array(approvalRuleSchema),
     prevent_self_approval: z.boolean(),
     expires_after: z.string().nullable(),
     reject: z.enum(REJECT_MODES),
