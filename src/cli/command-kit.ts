@@ -44,7 +44,7 @@ export function handle(cmd: Command, fn: (run: Run) => Promise<void>): Command {
     let client: ApiClient | undefined;
     const run: Run = {
       opts,
-      args: command.processedArgs.map((a) => String(a)),
+      args: command.processedArgs.filter((a) => a !== undefined).map((a) => String(a)),
       json: opts.json === true,
       api: () => (client ??= createApiClient(resolveConnection(opts))),
     };
