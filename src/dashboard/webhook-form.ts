@@ -56,6 +56,8 @@ export interface WebhookFormState {
   all_events: boolean;
   resources: Record<ResourceName, ResourceState>;
   match_text: string;
+  /** the payload filter (CONTRACT 10.2) as JSON text; empty: none */
+  filter_text: string;
   secret_action: 'keep' | 'rotate' | 'remove';
   /** with a rotation: seconds the old secret keeps signing beside the new one, as a form value */
   previous_secret_ttl: string;
@@ -76,7 +78,12 @@ function stateOf(cfg: ResourceConfig | undefined): ResourceState {
 }
 
 /** The form state of a subscription; all_events shows the baseline underneath the toggle. */
-export function formStateOf(sub: { webhook_url?: string; interests?: Interests; match?: Match | null }): WebhookFormState {
+export function formStateOf(sub: {
+  webhook_url?: string;
+  interests?: Interests;
+  match?: Match | null;
+  filter?: Record<string, unknown> | null;
+}): WebhookFormState {
   const interests = sub.interests ?? { all_events: true };
   const all = interests.all_events === true || !interests.resources;
   const source = all ? BASELINE.resources : interests.resources!;
@@ -86,6 +93,7 @@ export function formStateOf(sub: { webhook_url?: string; interests?: Interests; 
     all_events: all,
     resources,
     match_text: sub.match ? JSON.stringify(sub.match, null, 2) : '',
+    filter_text: sub.filter ? JSON.stringify(sub.filter, null, 2) : '',
     secret_action: 'keep',
     previous_secret_ttl: '0',
   };
@@ -115,6 +123,7 @@ export function formStateFromForm(form: FormData): WebhookFormState {
     all_events: checked(form.all_events),
     resources,
     match_text: one(form.match),
+    filter_text: one(form.filter),
     secret_action: action === 'rotate' || action === 'remove' ? action : 'keep',
     previous_secret_ttl: one(form.previous_secret_ttl) || '0',
   };
@@ -151,6 +160,16 @@ function matchOf(text: string): Parsed<unknown> {
   }
 }
 
+/** The filter textarea: empty = none (null); otherwise a JSON document (its shape and paths: the API's checks). */
+function filterOf(text: string): Parsed<unknown> {
+  if (text.trim() === '') return { ok: true, value: null };
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false, errors: [{ path: 'filter', message: 'is not valid JSON' }] };
+  }
+}
+
 function validate<S extends z.ZodType>(schema: S, body: unknown): Parsed<z.infer<S>> {
   const r = schema.safeParse(body);
   return r.success ? { ok: true, value: r.data } : { ok: false, errors: issuesToDetails(r.error.issues) };
@@ -161,12 +180,15 @@ export function createBodyOf(form: FormData): Parsed<CreateWebhookBody> {
   const state = formStateFromForm(form);
   const match = matchOf(state.match_text);
   if (!match.ok) return match;
+  const filter = filterOf(state.filter_text);
+  if (!filter.ok) return filter;
   const secret = one(form.secret);
   return validate(createWebhookBodySchema, {
     webhook_url: state.webhook_url,
     ...(secret !== '' ? { secret } : {}),
     interests: interestsOf(state),
     match: match.value,
+    ...(filter.value !== null ? { filter: filter.value } : {}),
   });
 }
 
@@ -184,12 +206,19 @@ function sameSubscription(interests: Interests, match: unknown, current: { inter
  * is names only the secret: a webhook stored before the limits of CONTRACT 8 keeps its oversized
  * subscription and can still have its secret rotated or removed.
  */
-export function patchBodyOf(form: FormData, current?: { interests: Interests; match: Match | null }): Parsed<PatchWebhookBody> {
+export function patchBodyOf(
+  form: FormData,
+  current?: { interests: Interests; match: Match | null; filter?: Record<string, unknown> | null },
+): Parsed<PatchWebhookBody> {
   const state = formStateFromForm(form);
   const match = matchOf(state.match_text);
   if (!match.ok) return match;
+  const filter = filterOf(state.filter_text);
+  if (!filter.ok) return filter;
   const interests = interestsOf(state);
   const body: Record<string, unknown> = { interests, match: match.value };
+  // the filter shown is what is saved: named when it differs from the stored one (CONTRACT 10.2)
+  if (!jsonEqual(filter.value, current?.filter ?? null)) body.filter = filter.value;
   if (state.secret_action === 'remove') body.secret = null;
   if (state.secret_action === 'rotate') {
     const secret = one(form.new_secret);

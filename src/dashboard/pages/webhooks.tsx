@@ -5,7 +5,8 @@
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { apiOp, change, may, refused } from '../changes.ts';
-import { ConflictError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
+import { ConflictError, InvalidError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
+import { FILTER_LIMITS } from '../../domain/event-filter.ts';
 import { LIMITS } from '../../domain/limits.ts';
 import {
   createWebhook,
@@ -207,6 +208,18 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
           {LIMITS.labelsPerEntity} labels per selector; the whole subscription at most {LIMITS.subscriptionBytes / 1024} KiB.
         </p>
       </div>
+      <div>
+        <label for="filter">Filter (JSON over the CloudEvent)</label>
+        <textarea id="filter" name="filter" rows={5} spellcheck={false} aria-describedby="filter-hint">
+          {state.filter_text}
+        </textarea>
+        <p class="hint" id="filter-hint">
+          Empty = none. Sent only when interests, scope and filter all admit an event. Example:{' '}
+          {'{"data": {"transition": "failed", "step": {"name": {"$startsWith": "deploy"}}}}'}. Operators: $eq $neq $gt $gte $lt $lte $in
+          $nin $startsWith $endsWith $exist $contains $and $or $not; at most {FILTER_LIMITS.depth} levels, {FILTER_LIMITS.operators}{' '}
+          operators, {FILTER_LIMITS.bytes / 1024} KiB. Paths are those of the event types these interests admit (GET /v1/event-types).
+        </p>
+      </div>
       <div class="actions">
         <button type="submit">{webhook ? 'Save webhook' : 'Create webhook'}</button>
         <a class="button secondary" href={paths.webhooks}>
@@ -391,6 +404,8 @@ export function showForm(
 }
 
 const conflict = (err: ConflictError): ErrorDetail[] => [{ path: 'match', message: err.message }];
+/** A filter whose path no admitted event type has (CONTRACT 10.2): the service's 400, each detail named. */
+const invalidDetails = (err: InvalidError): ErrorDetail[] => err.details ?? [{ path: '(body)', message: err.message }];
 /** A per-org limit (CONTRACT 8): about the org, not one field, so it names the whole form as the API names the body. */
 const limitExceeded = (err: LimitExceededError): ErrorDetail[] => [{ path: '(body)', message: err.message }];
 
@@ -433,6 +448,10 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
       flash(c, { kind: 'ok', text: `Webhook created for ${w.webhook_url}.` });
     } catch (err) {
       if (err instanceof ConflictError) return showForm(c, { state: formStateFromForm(form), errors: conflict(err) }, 409);
+      if (err instanceof InvalidError) {
+        refused(c, ctx, apiOp('createWebhook'), 400);
+        return showForm(c, { state: formStateFromForm(form), errors: invalidDetails(err) }, 400);
+      }
       if (err instanceof LimitExceededError) return showForm(c, { state: formStateFromForm(form), errors: limitExceeded(err) }, 409);
       throw err;
     }
@@ -459,6 +478,10 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
       change(c, ctx, apiOp('updateWebhook'), { id: w.webhook_id }, () => patchWebhook(ctx, orgId, w.webhook_id, parsed.value));
     } catch (err) {
       if (err instanceof ConflictError) return again(conflict(err), 409);
+      if (err instanceof InvalidError) {
+        refused(c, ctx, apiOp('updateWebhook'), 400, w.webhook_id);
+        return again(invalidDetails(err), 400);
+      }
       throw err;
     }
     flash(c, { kind: 'ok', text: `Webhook for ${w.webhook_url} saved.` });

@@ -1,0 +1,48 @@
+// The dashboard's webhook form takes a filter (CONTRACT 10.2), over plain HTTP with a real svc: a
+// filter whose path no admitted event type has is answered 400 with the form again, its message
+// naming the path, and nothing is created; a valid one is saved and shown in the form.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dashboardSession } from '../helpers/dashboard.ts';
+import { startService, type TestService } from '../helpers/service.ts';
+import { rid } from '../helpers/ids.ts';
+
+describe('dashboard: the webhook form takes a filter', () => {
+  let svc: TestService;
+
+  beforeAll(async () => {
+    svc = await startService({ localRunner: false });
+  });
+  afterAll(async () => {
+    await svc?.stop();
+  });
+
+  it('a filter with an unknown path is shown back with its message; a valid one is saved and shown', async () => {
+    const org = svc.createOrg(rid('dash-filter'));
+    const api = svc.api(org);
+    const s = await dashboardSession(`${svc.url}/dashboard`, org);
+    const page = `/${org.org_id}/webhooks/new`;
+    const bad = await s.submit(page, `/${org.org_id}/webhooks`, {
+      webhook_url: 'https://receiver.example/h',
+      all_events: '1',
+      filter: '{"data": {"stepp": {"name": "x"}}}',
+    });
+    expect(bad.status).toBe(400);
+    const html = await bad.text();
+    expect(html).toContain('filter.data.stepp.name');
+    expect(html).toMatch(/no event type these interests admit has data\.stepp\.name/);
+    // the form keeps what was typed
+    expect(html).toContain('stepp');
+    expect((await api.get('/v1/orgs/current/webhooks')).body).toEqual([]);
+
+    const ok = await s.submit(page, `/${org.org_id}/webhooks`, {
+      webhook_url: 'https://receiver.example/h',
+      all_events: '1',
+      filter: '{"data": {"transition": {"$in": ["failed"]}}}',
+    });
+    expect(ok.status).toBe(303);
+    const [w] = (await api.get('/v1/orgs/current/webhooks')).body;
+    expect(w.filter).toEqual({ data: { transition: { $in: ['failed'] } } });
+    const form = await (await s.get(`/${org.org_id}/webhooks/${w.webhook_id}`)).text();
+    expect(form).toMatch(/<textarea id="filter"[^>]*>[^<]*&quot;\$in&quot;/);
+  });
+});
