@@ -3,7 +3,7 @@
 // naming the path, and nothing is created; a valid one is saved and shown in the form.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dashboardSession } from '../helpers/dashboard.ts';
-import { startService, type TestService } from '../helpers/service.ts';
+import { startService, waitFor, type TestService } from '../helpers/service.ts';
 import { rid } from '../helpers/ids.ts';
 
 describe('dashboard: the webhook form takes a filter', () => {
@@ -42,7 +42,18 @@ describe('dashboard: the webhook form takes a filter', () => {
     expect(ok.status).toBe(303);
     const [w] = (await api.get('/v1/orgs/current/webhooks')).body;
     expect(w.filter).toEqual({ data: { transition: { $in: ['failed'] } } });
+    // two events of the last day: the page says what the filter would have received of them
+    const workflow = { id: rid('wfx'), type: 'manual_deploy', owner_id: 'inst_d', owner_type: 'installs' };
+    for (const msg of [
+      { kind: 'workflow', transition: 'started', workflow },
+      { kind: 'workflow', transition: 'failed', error: 'x' },
+    ]) {
+      const r = await svc.server.bus.request(`svc.ingest.${org.org_id}.workflows.${workflow.id}`, JSON.stringify(msg), { timeoutMs: 5000 });
+      expect(r.json()).toEqual({ ok: true });
+    }
+    await waitFor(async () => (await api.get('/v1/events')).body.data.length === 2, 10_000, 'both events kept');
     const form = await (await s.get(`/${org.org_id}/webhooks/${w.webhook_id}`)).text();
     expect(form).toMatch(/<textarea id="filter"[^>]*>[^<]*&quot;\$in&quot;/);
+    expect(form).toMatch(/would have received 1 of 2 events/);
   });
 });

@@ -7,6 +7,7 @@ import type { AppContext } from '../../context.ts';
 import { apiOp, change, may, refused } from '../changes.ts';
 import { ConflictError, InvalidError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
 import { FILTER_LIMITS } from '../../domain/event-filter.ts';
+import { DRY_RUN_MAX_EVENTS, testWebhookFilter } from '../../services/filter-dry-run.ts';
 import { LIMITS } from '../../domain/limits.ts';
 import {
   createWebhook,
@@ -109,9 +110,11 @@ interface FormProps {
   state: WebhookFormState;
   webhook?: WebhookView;
   errors?: ErrorDetail[];
+  /** a stored filter's dry run over the last 24 h (CONTRACT 10.2) */
+  dryRun?: { examined: number; matched: number };
 }
 
-const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
+const WebhookForm = ({ c, state, webhook, errors, dryRun }: FormProps) => {
   const paths = c.get('paths');
   return (
     <form method="post" action={webhook ? paths.webhook(webhook.webhook_id) : paths.webhooks} class="stack">
@@ -219,6 +222,12 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
           $nin $startsWith $endsWith $exist $contains $and $or $not; at most {FILTER_LIMITS.depth} levels, {FILTER_LIMITS.operators}{' '}
           operators, {FILTER_LIMITS.bytes / 1024} KiB. Paths are those of the event types these interests admit (GET /v1/event-types).
         </p>
+        {dryRun ? (
+          <p class="hint" id="filter-dry-run">
+            Over the last 24 h this webhook would have received {dryRun.matched.toLocaleString('en')} of{' '}
+            {dryRun.examined.toLocaleString('en')} events{dryRun.examined >= DRY_RUN_MAX_EVENTS ? ' (the first 10,000 examined)' : ''}.
+          </p>
+        ) : null}
       </div>
       <div class="actions">
         <button type="submit">{webhook ? 'Save webhook' : 'Create webhook'}</button>
@@ -460,7 +469,10 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
 
   r.get('/:org/webhooks/:id', (c) => {
     const w = getWebhook(ctx, c.req.param('org'), c.req.param('id'));
-    return showForm(c, { state: formStateOf(w), webhook: w, ctx });
+    // with a filter: what it would have received of the last day (the dry run of CONTRACT 10.2)
+    const run = w.filter ? testWebhookFilter(ctx, c.req.param('org'), w.webhook_id, { since: '24h' }) : null;
+    const dryRun = run ? { examined: run.examined, matched: run.matched } : undefined;
+    return showForm(c, { state: formStateOf(w), webhook: w, ctx, dryRun });
   });
 
   r.post('/:org/webhooks/:id', async (c) => {
