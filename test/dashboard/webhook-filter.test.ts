@@ -55,5 +55,11 @@ describe('dashboard: the webhook form takes a filter', () => {
     const form = await (await s.get(`/${org.org_id}/webhooks/${w.webhook_id}`)).text();
     expect(form).toMatch(/<textarea id="filter"[^>]*>[^<]*&quot;\$in&quot;/);
     expect(form).toMatch(/would have received 1 of 2 events/);
+    // the event page says which webhooks it goes to now, and why
+    const [started] = (await api.get('/v1/events')).body.data;
+    expect(started.data.transition).toBe('started');
+    const page2 = await (await s.get(`/${org.org_id}/events/${started.id}`)).text();
+    expect(page2).toMatch(/Recipients now/);
+    expect(page2).toMatch(new RegExp(`data-webhook-id="${w.webhook_id}"[\\s\\S]*?no[\\s\\S]*?data\\.transition\\.\\$in`));
   });
 });
