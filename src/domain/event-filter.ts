@@ -265,26 +265,41 @@ interface Shared {
 }
 
 const SHARED_MAX = 50_000;
-const shared = new Map<string, Test>();
+/** Whether a shared test is used by more than one filter (or twice in one): only then is remembering worth its cost. */
+interface Use {
+  many: boolean;
+}
+const shared = new Map<string, { test: Test; use: Use }>();
+/** The use of the test being made (read by remember as it wraps it). */
+let making: Use = { many: true };
 
 function share(key: string, make: () => Test): Shared {
-  let test = shared.get(key);
-  if (test === undefined) {
-    if (shared.size >= SHARED_MAX) shared.clear(); // filters come and go: start again rather than grow
-    test = make();
-    shared.set(key, test);
+  const known = shared.get(key);
+  if (known) {
+    known.use.many = true;
+    return { key, test: known.test };
   }
+  if (shared.size >= SHARED_MAX) shared.clear(); // filters come and go: start again rather than grow
+  const use: Use = { many: false };
+  making = use;
+  const test = make();
+  making = { many: true };
+  shared.set(key, { test, use });
   return { key, test };
 }
 
-/** The last answer for the last object asked about (primitives are cheaper to test than to look up). */
+/**
+ * The last answer for the last object asked about, once the test is shared (a test of one filter
+ * is asked once per event: remembering would only cost); primitives are cheaper to test than to look up.
+ */
 function remember(t: Test): Test {
+  const use = making;
   let lastV: unknown;
   let lastP = false;
   let lastR = false;
   let primed = false;
   return (v, p) => {
-    if (typeof v !== 'object' || v === null) return t(v, p);
+    if (!use.many || typeof v !== 'object' || v === null) return t(v, p);
     if (primed && v === lastV && p === lastP) return lastR;
     lastR = t(v, p);
     lastV = v;
@@ -311,14 +326,16 @@ function sharedObject(obj: Record<string, unknown>): Shared {
 
 function sharedField(key: string, v: unknown): Shared {
   const inner = isObject(v) ? sharedObject(v) : share(`E${JSON.stringify(v)}`, () => equals(v as Plain));
+  // remembered only over a subtree: a leaf costs no more than the look-up of a remembered answer
+  const keep = isObject(v) ? remember : (t: Test) => t;
   return share(`F${JSON.stringify(key)}:${inner.key}`, () => {
     const test = inner.test;
     if (key in Object.prototype) {
       // `constructor`, `__proto__`, …: only an own property is the event's
-      return remember((obj, p) => (p && isObject(obj) && Object.hasOwn(obj, key) ? test(obj[key], true) : test(undefined, false)));
+      return keep((obj, p) => (p && isObject(obj) && Object.hasOwn(obj, key) ? test(obj[key], true) : test(undefined, false)));
     }
     // one lookup: JSON has no undefined, so undefined is a missing field (an array has no fields)
-    return remember((obj, p) => {
+    return keep((obj, p) => {
       if (!p || typeof obj !== 'object' || obj === null || Array.isArray(obj)) return test(undefined, false);
       const x = (obj as Record<string, unknown>)[key];
       return x === undefined ? test(undefined, false) : test(x, true);
@@ -437,8 +454,10 @@ function leafTest(op: FilterOperator, v: unknown): Test {
     case '$gte':
     case '$lt':
     case '$lte':
-      // JS compares strings by UTF-16 code unit; by code point they differ only past the BMP against \ue000-\uffff
-      return typeof v === 'string' ? codePointCompare(op, v) : compare(op, v as number);
+      // native string order is by UTF-16 code unit; it is code point order whenever the operand has no unit from
+      // \ud800 up (the first unit that differs is then below the surrogates, and both orders agree on it)
+      if (typeof v === 'string') return /[\ud800-\uffff]/.test(v) ? codePointCompare(op, v) : compare(op, v);
+      return compare(op, v as number);
     case '$in': {
       const set = new Set(v as Plain[]);
       return (x, p) => p && isPlain(x) && set.has(x);

@@ -280,6 +280,27 @@ describe('event filters: clauses shared between filters', () => {
   });
 });
 
+describe('event filters: strings compare by code point', () => {
+  it('whatever the operand: ASCII, CJK, private use, past the BMP', () => {
+    const cp = (a: string, b: string): number => {
+      const x = [...a].map((c) => c.codePointAt(0)!);
+      const y = [...b].map((c) => c.codePointAt(0)!);
+      for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i] - y[i];
+      return x.length - y.length;
+    };
+    const words = ['', 'a', 'ab', 'b', 'Z', '東', '東京', '\ue000', '\uffff', '😀', 'a😀', 'a\ue000', 'a\uffff', '\ud7ff'];
+    for (const want of words)
+      for (const got of words)
+        for (const op of ['$gt', '$gte', '$lt', '$lte'] as const) {
+          const c = cp(got, want);
+          const expected = op === '$gt' ? c > 0 : op === '$gte' ? c >= 0 : op === '$lt' ? c < 0 : c <= 0;
+          expect(compileFilter({ s: { [op]: want } }).test({ s: got }), `${JSON.stringify(got)} ${op} ${JSON.stringify(want)}`).toBe(
+            expected,
+          );
+        }
+  });
+});
+
 describe('event filters: checks on write', () => {
   const deep = (n: number): EventFilter => {
     let f: EventFilter = { $eq: 1 };
