@@ -195,6 +195,22 @@ function registerEventCommands(program: Command): void {
     const [id] = run.args;
     printJson(await run.api().get(`/v1/events/${seg(id)}`));
   });
+
+  handle(
+    leaf(events, 'recipients <event_id>', "which of the org's webhooks the event goes to now, and what decided (interests, match, filter)"),
+    async (run) => {
+      const [id] = run.args;
+      const r = await run
+        .api()
+        .get<{ data: Array<{ webhook_id: string; matched: boolean; decided_by: string }> }>(`/v1/events/${seg(id)}/recipients`);
+      if (run.json) return printJson(r);
+      printTable(
+        ['webhook_id', 'matched', 'decided_by'],
+        r.data.map((x) => [x.webhook_id, x.matched ? 'yes' : 'no', x.decided_by]),
+        'no webhooks',
+      );
+    },
+  );
 }
 
 /** On a webhook: `attempts`, `recover` and `resend`. */

@@ -9,7 +9,7 @@ import { seg } from './api-client.ts';
 import { group, handle, leaf, reportAttempt, str, type AttemptNow, type Run } from './command-kit.ts';
 import { UsageError } from './exit-errors.ts';
 import { formatLabels, formatLastDelivery, printFields, printJson, printTable, println } from './output.ts';
-import { checkSecretOptions, parseSecretTtl, readSecret, readSubscriptionDocument } from './webhook-inputs.ts';
+import { checkSecretOptions, parseSecretTtl, readFilterDocument, readSecret, readSubscriptionDocument } from './webhook-inputs.ts';
 
 // ---------------------------------------------------------------- webhooks
 
@@ -24,6 +24,7 @@ interface Webhook {
   previous_secret_expires_at?: string | null;
   disable_after?: { failures: number; duration: string } | null;
   delivery?: { ordering?: string } | null;
+  filter?: Record<string, unknown> | null;
   delivery_status?: Partial<DeliveryStatusView> | null;
 }
 
@@ -75,6 +76,7 @@ function printWebhook(w: Webhook): void {
     ...(w.previous_secret_expires_at ? [['previous_secret_expires_at', w.previous_secret_expires_at] as [string, unknown]] : []),
     ['interests', w.interests],
     ['match', w.match === null ? 'null (org-wide)' : w.match],
+    ['filter', w.filter ? JSON.stringify(w.filter) : 'none'],
     ['created_at', w.created_at],
     ['updated_at', w.updated_at],
     ['last_delivery', formatLastDelivery(d)],
@@ -132,7 +134,59 @@ export function registerWebhookCommands(program: Command): Command {
     println(`deleted webhook ${id}`);
   });
   registerDeliverySwitches(webhooks);
+  registerTestFilter(webhooks);
   return webhooks;
+}
+
+interface DryRun {
+  examined: number;
+  matched: number;
+  results: Array<{ event_id: string; type: string; subject: string; matched: boolean; decided_by: string }>;
+}
+
+/** `svc webhooks test-filter [webhook_id]` (CONTRACT 10.2): what a subscription would have received, nothing sent. */
+function registerTestFilter(webhooks: Command): void {
+  handle(
+    leaf(
+      webhooks,
+      'test-filter [webhook_id]',
+      "dry run: which kept events a filter (with a webhook's subscription, or --subscription) admits, and what decided each",
+    )
+      .option('--filter <json>', 'the filter as inline JSON (with a webhook: tried in place of its own; null: none)')
+      .option('--filter-file <path>', 'the filter from a JSON file')
+      .option('--subscription <json>', 'without a webhook: {"interests"?, "match"?} (default: every event, org-wide)')
+      .option('--subscription-file <path>', 'without a webhook: the subscription document from a JSON file')
+      .option('--event-id <id>', 'one kept event')
+      .option('--since <time>', 'kept events emitted at or after (ISO 8601, or 24h back from now; at most 10,000)')
+      .option('--until <time>', 'with --since: events emitted before')
+      .option('--all', 'list every event examined, not only those admitted'),
+    async (run) => {
+      const [id] = run.args;
+      const filter = readFilterDocument(run.opts);
+      const sub = readSubscriptionDocument(run.opts);
+      if (id !== undefined && sub) throw new UsageError('--subscription is for a dry run without a webhook (a webhook has its own)');
+      const eventId = str(run.opts.eventId);
+      const since = str(run.opts.since);
+      if ((eventId === undefined) === (since === undefined)) throw new UsageError('give one source: --event-id ID or --since TIME');
+      const body: Record<string, unknown> = { ...(sub ?? {}) };
+      if (id === undefined) body.filter = filter ?? null;
+      else if (filter !== undefined) body.filter = filter;
+      if (eventId !== undefined) body.event_id = eventId;
+      if (since !== undefined) body.since = since;
+      const until = str(run.opts.until);
+      if (until !== undefined) body.until = until;
+      const path = id === undefined ? `${WEBHOOKS}/test-filter` : `${WEBHOOKS}/${seg(id)}/test-filter`;
+      const r = await run.api().post<DryRun>(path, body);
+      if (run.json) return printJson(r);
+      println(`would have received ${r.matched} of ${r.examined} events`);
+      const rows = r.results.filter((x) => run.opts.all === true || x.matched);
+      printTable(
+        ['matched', 'decided_by', 'type', 'subject', 'event_id'],
+        rows.map((x) => [x.matched ? 'yes' : 'no', x.decided_by, x.type, x.subject, x.event_id]),
+        'no events',
+      );
+    },
+  );
 }
 
 /** `svc webhooks list`: a table of the org's webhooks with their delivery status. */
@@ -193,6 +247,8 @@ function registerCreate(webhooks: Command): void {
       )
       .option('--subscription <json>', 'subscription document {"interests"?, "match"?} as inline JSON')
       .option('--subscription-file <path>', 'subscription document {"interests"?, "match"?} from a JSON file')
+      .option('--filter <json>', 'payload filter over the CloudEvent as inline JSON (CONTRACT 10.2; null: none)')
+      .option('--filter-file <path>', 'payload filter from a JSON file')
       .option('--disable-after <failures:duration>', DISABLE_AFTER_HELP)
       .option('--ordering <per_key|none>', ORDERING_HELP),
     async (run) => {
@@ -201,6 +257,8 @@ function registerCreate(webhooks: Command): void {
       const body: Record<string, unknown> = { webhook_url: str(run.opts.url) };
       await addDisableAfterAndSecret(run.opts, body);
       if (sub) Object.assign(body, sub);
+      const filter = readFilterDocument(run.opts);
+      if (filter !== undefined) body.filter = filter;
       const w = await run.api().post<Webhook & { warnings?: string[] }>(WEBHOOKS, body);
       // a target the server would refuse: said on stderr either way (stdout stays the webhook)
       for (const warning of w.warnings ?? []) process.stderr.write(`warning: ${warning}\n`);
@@ -224,6 +282,8 @@ function registerUpdate(webhooks: Command): void {
       .option('--remove-secret', 'remove the signing secret (deliveries are no longer signed)')
       .option('--subscription <json>', 'new subscription document {"interests"?, "match"?} (replaces both)')
       .option('--subscription-file <path>', 'new subscription document from a JSON file (replaces both)')
+      .option('--filter <json>', 'new payload filter as inline JSON (null: remove it); the subscription stays as it is')
+      .option('--filter-file <path>', 'new payload filter from a JSON file')
       .option('--disable-after <failures:duration>', `${DISABLE_AFTER_HELP}; off: never`)
       .option('--ordering <per_key|none>', ORDERING_HELP),
     async (run) => {
@@ -233,10 +293,18 @@ function registerUpdate(webhooks: Command): void {
       const ttl = ttlText === undefined ? undefined : await parseSecretTtl(ttlText);
       const sub = readSubscriptionDocument(run.opts);
       const disableAfter = str(run.opts.disableAfter);
-      if (!newSecret && run.opts.removeSecret !== true && !sub && disableAfter === undefined && str(run.opts.ordering) === undefined) {
+      const filter = readFilterDocument(run.opts);
+      if (
+        !newSecret &&
+        run.opts.removeSecret !== true &&
+        !sub &&
+        disableAfter === undefined &&
+        filter === undefined &&
+        str(run.opts.ordering) === undefined
+      ) {
         throw new UsageError(
-          'nothing to update: pass --secret, --secret-file, --remove-secret, --subscription, --subscription-file, ' +
-            '--disable-after or --ordering',
+          'nothing to update: pass --secret, --secret-file, --remove-secret, --subscription, --subscription-file, --filter, ' +
+            '--filter-file, --disable-after or --ordering',
         );
       }
       const body: Record<string, unknown> = {};
@@ -249,6 +317,7 @@ function registerUpdate(webhooks: Command): void {
         // org-wide); naming match makes the body a subscription replacement (CONTRACT 4.1).
         if (!('interests' in sub) && !('match' in sub)) body.match = null;
       }
+      if (filter !== undefined) body.filter = filter;
       const w = await run.api().patch<Webhook>(`${WEBHOOKS}/${seg(id)}`, body);
       if (run.json) return printJson(w);
       println(`updated webhook ${w.webhook_id}`);

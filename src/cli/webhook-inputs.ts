@@ -52,6 +52,44 @@ export function readSubscriptionDocument(opts: Record<string, unknown>): Record<
   return out;
 }
 
+// ---------------------------------------------------------------- filters (CONTRACT 10.2)
+
+/**
+ * The payload filter of --filter / --filter-file: a JSON object, or null (`null`: remove it);
+ * undefined when neither. Its shape and paths are checked by the server (400 naming the path).
+ */
+export function readFilterDocument(opts: Record<string, unknown>): Record<string, unknown> | null | undefined {
+  const inline = str(opts.filter);
+  const file = str(opts.filterFile);
+  if (inline !== undefined && file !== undefined) {
+    throw new UsageError('--filter and --filter-file are mutually exclusive: give the filter one way');
+  }
+  if (inline === undefined && file === undefined) return undefined;
+  let text: string;
+  let where: string;
+  if (file !== undefined) {
+    where = `--filter-file ${file}`;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new UsageError(`cannot read ${where}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  } else {
+    where = '--filter';
+    text = inline as string;
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`${where} is not valid JSON: ${(err as Error).message}`);
+  }
+  if (doc !== null && (typeof doc !== 'object' || Array.isArray(doc))) {
+    throw new UsageError(`${where} must be a JSON object (a filter over the CloudEvent), or null to remove it`);
+  }
+  return doc as Record<string, unknown> | null;
+}
+
 // ---------------------------------------------------------------- secrets (--secret, --secret-file, --previous-secret-ttl)
 
 /**

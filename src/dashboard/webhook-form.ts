@@ -57,6 +57,8 @@ export interface WebhookFormState {
   all_events: boolean;
   resources: Record<ResourceName, ResourceState>;
   match_text: string;
+  /** the payload filter (CONTRACT 10.2) as JSON text; empty: none */
+  filter_text: string;
   secret_action: 'keep' | 'rotate' | 'remove';
   /** with a rotation: seconds the old secret keeps signing beside the new one, as a form value */
   previous_secret_ttl: string;
@@ -84,6 +86,7 @@ export function formStateOf(sub: {
   interests?: Interests;
   match?: Match | null;
   delivery?: { ordering?: string } | null;
+  filter?: Record<string, unknown> | null;
 }): WebhookFormState {
   const interests = sub.interests ?? { all_events: true };
   const all = interests.all_events === true || !interests.resources;
@@ -94,6 +97,7 @@ export function formStateOf(sub: {
     all_events: all,
     resources,
     match_text: sub.match ? JSON.stringify(sub.match, null, 2) : '',
+    filter_text: sub.filter ? JSON.stringify(sub.filter, null, 2) : '',
     secret_action: 'keep',
     previous_secret_ttl: '0',
     ordering: sub.delivery?.ordering === 'per_key' ? 'per_key' : 'none',
@@ -124,6 +128,7 @@ export function formStateFromForm(form: FormData): WebhookFormState {
     all_events: checked(form.all_events),
     resources,
     match_text: one(form.match),
+    filter_text: one(form.filter),
     secret_action: action === 'rotate' || action === 'remove' ? action : 'keep',
     previous_secret_ttl: one(form.previous_secret_ttl) || '0',
     ordering: one(form.ordering) === 'per_key' ? 'per_key' : 'none',
@@ -161,6 +166,16 @@ function matchOf(text: string): Parsed<unknown> {
   }
 }
 
+/** The filter textarea: empty = none (null); otherwise a JSON document (its shape and paths: the API's checks). */
+function filterOf(text: string): Parsed<unknown> {
+  if (text.trim() === '') return { ok: true, value: null };
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false, errors: [{ path: 'filter', message: 'is not valid JSON' }] };
+  }
+}
+
 function validate<S extends z.ZodType>(schema: S, body: unknown): Parsed<z.infer<S>> {
   const r = schema.safeParse(body);
   return r.success ? { ok: true, value: r.data } : { ok: false, errors: issuesToDetails(r.error.issues) };
@@ -171,6 +186,8 @@ export function createBodyOf(form: FormData): Parsed<CreateWebhookBody> {
   const state = formStateFromForm(form);
   const match = matchOf(state.match_text);
   if (!match.ok) return match;
+  const filter = filterOf(state.filter_text);
+  if (!filter.ok) return filter;
   const secret = one(form.secret);
   return validate(createWebhookBodySchema, {
     webhook_url: state.webhook_url,
@@ -178,6 +195,7 @@ export function createBodyOf(form: FormData): Parsed<CreateWebhookBody> {
     interests: interestsOf(state),
     match: match.value,
     ...(state.ordering === 'per_key' ? { delivery: { ordering: 'per_key' } } : {}),
+    ...(filter.value !== null ? { filter: filter.value } : {}),
   });
 }
 
@@ -197,17 +215,21 @@ function sameSubscription(interests: Interests, match: unknown, current: { inter
  */
 export function patchBodyOf(
   form: FormData,
-  current?: { interests: Interests; match: Match | null; delivery?: { ordering?: string } | null },
+  current?: { interests: Interests; match: Match | null; delivery?: { ordering?: string } | null; filter?: Record<string, unknown> | null },
 ): Parsed<PatchWebhookBody> {
   const state = formStateFromForm(form);
   const match = matchOf(state.match_text);
   if (!match.ok) return match;
+  const filter = filterOf(state.filter_text);
+  if (!filter.ok) return filter;
   const interests = interestsOf(state);
   const body: Record<string, unknown> = { interests, match: match.value };
   // delivery is named only when it changes (or, without the stored webhook, when ordering is asked for)
   const wasOrdered = current?.delivery?.ordering === 'per_key';
   if (current ? wasOrdered !== (state.ordering === 'per_key') : state.ordering === 'per_key')
     body.delivery = state.ordering === 'per_key' ? { ordering: 'per_key' } : null;
+  // the filter shown is what is saved: named when it differs from the stored one (CONTRACT 10.2)
+  if (!jsonEqual(filter.value, current?.filter ?? null)) body.filter = filter.value;
   if (state.secret_action === 'remove') body.secret = null;
   if (state.secret_action === 'rotate') {
     const secret = one(form.new_secret);

@@ -245,7 +245,139 @@ export function compileFilter(doc: EventFilter): CompiledFilter {
   const issues = checkFilter(doc);
   if (issues.length) throw new Error(`invalid filter at ${issues[0].path || '(root)'}: ${issues[0].message}`);
   const root = objectNode(doc, '');
-  return { test: (e) => root.test(e, true), explain: (e) => root.explain(e, true) };
+  const test = sharedObject(doc).test;
+  return { test: (e) => test(e, true), explain: (e) => root.explain(e, true) };
+}
+
+// ------------------------------------------------------------------ dispatch's tests, shared
+
+// Dispatch runs every filter of an org against each event. The filters of many webhooks share
+// most of their clauses, so `test` is built from shared pieces: a clause met before (the same
+// field, operator and operand, anywhere in any filter of this process) is the same function, and
+// one that reads an object (a field of it, its clauses, the elements of an array) remembers its
+// last answer for that object, so that an event costs each distinct clause once, whatever the
+// number of filters that have it. The deciding clause of a dry run (`explain`) is built per filter.
+
+/** A shared test and its canonical key (what it tests, not where). */
+interface Shared {
+  key: string;
+  test: Test;
+}
+
+const SHARED_MAX = 50_000;
+/** Whether a shared test is used by more than one filter (or twice in one): only then is remembering worth its cost. */
+interface Use {
+  many: boolean;
+}
+const shared = new Map<string, { test: Test; use: Use }>();
+/** The use of the test being made (read by remember as it wraps it). */
+let making: Use = { many: true };
+
+function share(key: string, make: () => Test): Shared {
+  const known = shared.get(key);
+  if (known) {
+    known.use.many = true;
+    return { key, test: known.test };
+  }
+  if (shared.size >= SHARED_MAX) shared.clear(); // filters come and go: start again rather than grow
+  const use: Use = { many: false };
+  making = use;
+  const test = make();
+  making = { many: true };
+  shared.set(key, { test, use });
+  return { key, test };
+}
+
+/**
+ * The last answer for the last object asked about, once the test is shared (a test of one filter
+ * is asked once per event: remembering would only cost); primitives are cheaper to test than to look up.
+ */
+function remember(t: Test): Test {
+  const use = making;
+  let lastV: unknown;
+  let lastP = false;
+  let lastR = false;
+  let primed = false;
+  return (v, p) => {
+    if (!use.many || typeof v !== 'object' || v === null) return t(v, p);
+    if (primed && v === lastV && p === lastP) return lastR;
+    lastR = t(v, p);
+    lastV = v;
+    lastP = p;
+    primed = true;
+    return lastR;
+  };
+}
+
+function sharedObject(obj: Record<string, unknown>): Shared {
+  const clauses = Object.entries(obj).map(([key, v]) =>
+    key.startsWith('$') ? sharedOperator(key as FilterOperator, v) : sharedField(key, v),
+  );
+  if (clauses.length === 0) return { key: 'O()', test: () => true };
+  if (clauses.length === 1) return clauses[0];
+  return share(`O(${clauses.map((c) => c.key).join(',')})`, () => {
+    const tests = clauses.map((c) => c.test);
+    return remember((v, p) => {
+      for (let i = 0; i < tests.length; i++) if (!tests[i](v, p)) return false;
+      return true;
+    });
+  });
+}
+
+function sharedField(key: string, v: unknown): Shared {
+  const inner = isObject(v) ? sharedObject(v) : share(`E${JSON.stringify(v)}`, () => equals(v as Plain));
+  // remembered only over a subtree: a leaf costs no more than the look-up of a remembered answer
+  const keep = isObject(v) ? remember : (t: Test) => t;
+  return share(`F${JSON.stringify(key)}:${inner.key}`, () => {
+    const test = inner.test;
+    if (key in Object.prototype) {
+      // `constructor`, `__proto__`, …: only an own property is the event's
+      return keep((obj, p) => (p && isObject(obj) && Object.hasOwn(obj, key) ? test(obj[key], true) : test(undefined, false)));
+    }
+    // one lookup: JSON has no undefined, so undefined is a missing field (an array has no fields)
+    return keep((obj, p) => {
+      if (!p || typeof obj !== 'object' || obj === null || Array.isArray(obj)) return test(undefined, false);
+      const x = (obj as Record<string, unknown>)[key];
+      return x === undefined ? test(undefined, false) : test(x, true);
+    });
+  });
+}
+
+function sharedOperator(op: FilterOperator, v: unknown): Shared {
+  switch (op) {
+    case '$contains': {
+      const elem = isObject(v) ? sharedObject(v) : share(`E${JSON.stringify(v)}`, () => equals(v as Plain));
+      return share(`C(${elem.key})`, () => {
+        const test = elem.test;
+        return remember((x, p) => {
+          if (!p || !Array.isArray(x)) return false;
+          for (let i = 0; i < x.length; i++) if (test(x[i], true)) return true;
+          return false;
+        });
+      });
+    }
+    case '$not': {
+      const inner = sharedObject(v as Record<string, unknown>);
+      return share(`N(${inner.key})`, () => {
+        const test = inner.test;
+        return (x, p) => !test(x, p);
+      });
+    }
+    case '$and':
+    case '$or': {
+      const parts = (v as Record<string, unknown>[]).map(sharedObject);
+      return share(`${op}(${parts.map((x) => x.key).join(',')})`, () => {
+        const tests = parts.map((x) => x.test);
+        const decisive = op === '$or';
+        return remember((x, p) => {
+          for (let i = 0; i < tests.length; i++) if (tests[i](x, p) === decisive) return decisive;
+          return !decisive;
+        });
+      });
+    }
+    default:
+      return share(`${op}${JSON.stringify(v)}`, () => leafTest(op, v));
+  }
 }
 
 /** All clauses of an object, in order (AND). */
@@ -309,40 +441,50 @@ function compare(op: '$gt' | '$gte' | '$lt' | '$lte', want: number | string): Te
   }
 }
 
-function operatorNode(op: FilterOperator, v: unknown, at: string): Node {
+/** The test of an operator on a plain operand (every one but $contains, $not, $and, $or). */
+function leafTest(op: FilterOperator, v: unknown): Test {
   switch (op) {
     case '$eq':
-      return leaf(at, equals(v as Plain));
+      return equals(v as Plain);
     case '$neq': {
       const want = v as Plain;
-      return leaf(at, (x, p) => !p || x !== want);
+      return (x, p) => !p || x !== want;
     }
     case '$gt':
     case '$gte':
     case '$lt':
     case '$lte':
-      // JS compares strings by UTF-16 code unit; by code point they differ only past the BMP against \ue000-\uffff
-      return leaf(at, typeof v === 'string' ? codePointCompare(op, v) : compare(op, v as number));
+      // native string order is by UTF-16 code unit; it is code point order whenever the operand has no unit from
+      // \ud800 up (the first unit that differs is then below the surrogates, and both orders agree on it)
+      if (typeof v === 'string') return /[\ud800-\uffff]/.test(v) ? codePointCompare(op, v) : compare(op, v);
+      return compare(op, v as number);
     case '$in': {
       const set = new Set(v as Plain[]);
-      return leaf(at, (x, p) => p && isPlain(x) && set.has(x));
+      return (x, p) => p && isPlain(x) && set.has(x);
     }
     case '$nin': {
       const set = new Set(v as Plain[]);
-      return leaf(at, (x, p) => !p || !isPlain(x) || !set.has(x));
+      return (x, p) => !p || !isPlain(x) || !set.has(x);
     }
     case '$startsWith': {
       const s = v as string;
-      return leaf(at, (x, p) => p && typeof x === 'string' && x.startsWith(s));
+      return (x, p) => p && typeof x === 'string' && x.startsWith(s);
     }
     case '$endsWith': {
       const s = v as string;
-      return leaf(at, (x, p) => p && typeof x === 'string' && x.endsWith(s));
+      return (x, p) => p && typeof x === 'string' && x.endsWith(s);
     }
     case '$exist': {
       const want = v as boolean;
-      return leaf(at, (_x, p) => p === want);
+      return (_x, p) => p === want;
     }
+    default:
+      throw new Error(`${op} is not a leaf operator`);
+  }
+}
+
+function operatorNode(op: FilterOperator, v: unknown, at: string): Node {
+  switch (op) {
     case '$contains':
       return containsNode(v, at);
     case '$not': {
@@ -362,6 +504,8 @@ function operatorNode(op: FilterOperator, v: unknown, at: string): Node {
         (v as Record<string, unknown>[]).map((x, i) => objectNode(x, join(at, i))),
         at,
       );
+    default:
+      return leaf(at, leafTest(op, v));
   }
 }
 

@@ -112,6 +112,25 @@ describe('webhook form', () => {
     expect(changed.ok && changed.value).toEqual({ interests: { all_events: true }, match: { installs: {} }, secret: 's4' });
   });
 
+  it('takes a filter (CONTRACT 10.2): shown as JSON, sent when set or changed, empty = none, bad JSON or shape named', () => {
+    const filter = { data: { transition: { $in: ['failed'] } } };
+    const shown = formStateOf({ interests: { all_events: true }, filter });
+    expect(JSON.parse(shown.filter_text)).toEqual(filter);
+    const created = createBodyOf(form({ webhook_url: 'https://x.example/h', all_events: '1', filter: shown.filter_text }));
+    expect(created.ok && created.value.filter).toEqual(filter);
+    const none = createBodyOf(form({ webhook_url: 'https://x.example/h', all_events: '1', filter: '  ' }));
+    expect(none.ok && 'filter' in none.value).toBe(false);
+    const current = { interests: { all_events: true }, match: null, filter };
+    const same = patchBodyOf(form({ all_events: '1', filter: shown.filter_text }), current);
+    expect(same.ok && same.value).toEqual({ interests: { all_events: true }, match: null });
+    const cleared = patchBodyOf(form({ all_events: '1', filter: '' }), current);
+    expect(cleared.ok && cleared.value).toEqual({ interests: { all_events: true }, match: null, filter: null });
+    const badJson = patchBodyOf(form({ all_events: '1', filter: '{oops' }), current);
+    expect(badJson.ok ? badJson.value : badJson.errors).toEqual([{ path: 'filter', message: 'is not valid JSON' }]);
+    const badOp = createBodyOf(form({ webhook_url: 'https://x.example/h', all_events: '1', filter: '{"data": {"$regex": "x"}}' }));
+    expect(badOp.ok ? badOp.value : badOp.errors.map((e) => e.path)).toEqual(['filter.data.$regex']);
+  });
+
   it('accepts only local next paths under the dashboard', () => {
     expect(safeNext('/dashboard/org_1/webhooks?x=1', '/dashboard')).toBe('/dashboard/org_1/webhooks?x=1');
     for (const bad of ['//evil', '/\\evil', 'https://evil/', '/v1/x', '/dashboardx', '/dashboard/login', undefined, '']) {

@@ -260,6 +260,47 @@ describe('event filters: each case against the expectation and the reference', (
   });
 });
 
+describe('event filters: clauses shared between filters', () => {
+  it('filters sharing clauses answer each event on its own, whatever was asked before', () => {
+    const a = compileFilter({ data: { ring: 'prod', n: { $gt: 1 } } });
+    const b = compileFilter({ data: { ring: 'prod', n: { $gt: 5 } } });
+    const c = compileFilter({ data: { ring: 'prod' } });
+    const e1 = { data: { ring: 'prod', n: 3 } };
+    const e2 = { data: { ring: 'dev', n: 9 } };
+    const e3 = { data: { ring: 'prod', n: 9 } };
+    expect([a.test(e1), b.test(e1), c.test(e1)]).toEqual([true, false, true]);
+    expect([a.test(e2), b.test(e2), c.test(e2)]).toEqual([false, false, false]);
+    expect([a.test(e3), b.test(e3), c.test(e3)]).toEqual([true, true, true]);
+    // the same object again, and a field named like an Object.prototype member
+    expect(c.test(e2)).toBe(false);
+    const proto = compileFilter({ data: { constructor: { $exist: false }, toString: { $exist: true } } });
+    expect(proto.test({ data: {} })).toBe(false);
+    expect(proto.test({ data: { toString: 'x' } })).toBe(true);
+    expect(compileFilter({ data: { length: { $exist: true } } }).test({ data: [1, 2] })).toBe(false);
+  });
+});
+
+describe('event filters: strings compare by code point', () => {
+  it('whatever the operand: ASCII, CJK, private use, past the BMP', () => {
+    const cp = (a: string, b: string): number => {
+      const x = [...a].map((c) => c.codePointAt(0)!);
+      const y = [...b].map((c) => c.codePointAt(0)!);
+      for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i] - y[i];
+      return x.length - y.length;
+    };
+    const words = ['', 'a', 'ab', 'b', 'Z', '東', '東京', '\ue000', '\uffff', '😀', 'a😀', 'a\ue000', 'a\uffff', '\ud7ff'];
+    for (const want of words)
+      for (const got of words)
+        for (const op of ['$gt', '$gte', '$lt', '$lte'] as const) {
+          const c = cp(got, want);
+          const expected = op === '$gt' ? c > 0 : op === '$gte' ? c >= 0 : op === '$lt' ? c < 0 : c <= 0;
+          expect(compileFilter({ s: { [op]: want } }).test({ s: got }), `${JSON.stringify(got)} ${op} ${JSON.stringify(want)}`).toBe(
+            expected,
+          );
+        }
+  });
+});
+
 describe('event filters: checks on write', () => {
   const deep = (n: number): EventFilter => {
     let f: EventFilter = { $eq: 1 };

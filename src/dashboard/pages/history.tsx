@@ -18,7 +18,8 @@ import {
   type CloudEventJson,
   type EventListInput,
 } from '../../services/history.ts';
-import { getWebhook } from '../../services/webhooks.ts';
+import { getWebhook, listWebhooks } from '../../services/webhooks.ts';
+import { eventRecipients } from '../../services/filter-dry-run.ts';
 import { eventListQuerySchema } from '../../schemas/events.ts';
 import { recoverBodySchema, resendBodySchema } from '../../schemas/webhooks.ts';
 import { issuesToDetails } from '../../http/validation.ts';
@@ -181,8 +182,12 @@ function eventsPage(c: DashContext, ctx: AppContext) {
 }
 
 function eventPage(c: DashContext, ctx: AppContext) {
-  const { event, webhooks, key } = getEventAttempts(ctx, c.req.param('org') ?? '', c.req.param('id') ?? '');
+  const orgId = c.req.param('org') ?? '';
+  const { event, webhooks, key } = getEventAttempts(ctx, orgId, c.req.param('id') ?? '');
   const paths = c.get('paths');
+  // which webhooks it goes to now (CONTRACT 10.2 recipients), by URL
+  const urls = new Map(listWebhooks(ctx, orgId).map((w) => [w.webhook_id, w.webhook_url]));
+  const recipients = eventRecipients(ctx, orgId, event.id);
   return render(c, {
     title: `Event ${event.type}`,
     current: 'events',
@@ -254,6 +259,26 @@ function eventPage(c: DashContext, ctx: AppContext) {
           ) : (
             <p class="muted">No webhook has had an attempt of this event.</p>
           )}
+        </Section>
+        <Section headingId="h-event-recipients" id="event-recipients" title="Recipients now">
+          <p class="hint">Whether each webhook's interests, scope and filter admit this event as they are now, and what decided.</p>
+          <StackTable
+            columns={['Webhook', 'Gets it', 'Decided by']}
+            items={recipients}
+            empty="No webhooks."
+            caption="Which webhooks this event goes to now"
+            row={(r) => (
+              <tr class={r.matched ? 'recipient recipient-yes' : 'recipient recipient-no'} data-webhook-id={r.webhook_id}>
+                <td data-label="Webhook">
+                  <a href={paths.webhook(r.webhook_id)}>{urls.get(r.webhook_id) ?? r.webhook_id}</a>
+                </td>
+                <td data-label="Gets it">{r.matched ? 'yes' : 'no'}</td>
+                <td data-label="Decided by">
+                  <code>{r.decided_by}</code>
+                </td>
+              </tr>
+            )}
+          />
         </Section>
         <Section headingId="h-event-json" title="CloudEvent">
           <p class="hint">Exactly as delivered.</p>

@@ -5,7 +5,9 @@
 import type { Hono } from 'hono';
 import type { AppContext } from '../../context.ts';
 import { apiOp, change, may, refused } from '../changes.ts';
-import { ConflictError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
+import { ConflictError, InvalidError, LimitExceededError, type ErrorDetail } from '../../domain/errors.ts';
+import { FILTER_LIMITS } from '../../domain/event-filter.ts';
+import { DRY_RUN_MAX_EVENTS, testWebhookFilter } from '../../services/filter-dry-run.ts';
 import { LIMITS } from '../../domain/limits.ts';
 import {
   createWebhook,
@@ -109,9 +111,11 @@ interface FormProps {
   state: WebhookFormState;
   webhook?: WebhookView;
   errors?: ErrorDetail[];
+  /** a stored filter's dry run over the last 24 h (CONTRACT 10.2) */
+  dryRun?: { examined: number; matched: number };
 }
 
-const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
+const WebhookForm = ({ c, state, webhook, errors, dryRun }: FormProps) => {
   const paths = c.get('paths');
   return (
     <form method="post" action={webhook ? paths.webhook(webhook.webhook_id) : paths.webhooks} class="stack">
@@ -222,6 +226,22 @@ const WebhookForm = ({ c, state, webhook, errors }: FormProps) => {
           In order per install: the next event of an install (or of a workflow, runner or webhook without one) is sent only after the
           previous one's attempt has an outcome; installs go in parallel, and one that hangs holds only itself.
         </p>
+        <label for="filter">Filter (JSON over the CloudEvent)</label>
+        <textarea id="filter" name="filter" rows={5} spellcheck={false} aria-describedby="filter-hint">
+          {state.filter_text}
+        </textarea>
+        <p class="hint" id="filter-hint">
+          Empty = none. Sent only when interests, scope and filter all admit an event. Example:{' '}
+          {'{"data": {"transition": "failed", "step": {"name": {"$startsWith": "deploy"}}}}'}. Operators: $eq $neq $gt $gte $lt $lte $in
+          $nin $startsWith $endsWith $exist $contains $and $or $not; at most {FILTER_LIMITS.depth} levels, {FILTER_LIMITS.operators}{' '}
+          operators, {FILTER_LIMITS.bytes / 1024} KiB. Paths are those of the event types these interests admit (GET /v1/event-types).
+        </p>
+        {dryRun ? (
+          <p class="hint" id="filter-dry-run">
+            Over the last 24 h this webhook would have received {dryRun.matched.toLocaleString('en')} of{' '}
+            {dryRun.examined.toLocaleString('en')} events{dryRun.examined >= DRY_RUN_MAX_EVENTS ? ' (the first 10,000 examined)' : ''}.
+          </p>
+        ) : null}
       </div>
       <div class="actions">
         <button type="submit">{webhook ? 'Save webhook' : 'Create webhook'}</button>
@@ -408,6 +428,8 @@ export function showForm(
 }
 
 const conflict = (err: ConflictError): ErrorDetail[] => [{ path: 'match', message: err.message }];
+/** A filter whose path no admitted event type has (CONTRACT 10.2): the service's 400, each detail named. */
+const invalidDetails = (err: InvalidError): ErrorDetail[] => err.details ?? [{ path: '(body)', message: err.message }];
 /** A per-org limit (CONTRACT 8): about the org, not one field, so it names the whole form as the API names the body. */
 const limitExceeded = (err: LimitExceededError): ErrorDetail[] => [{ path: '(body)', message: err.message }];
 
@@ -450,6 +472,10 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
       flash(c, { kind: 'ok', text: `Webhook created for ${w.webhook_url}.` });
     } catch (err) {
       if (err instanceof ConflictError) return showForm(c, { state: formStateFromForm(form), errors: conflict(err) }, 409);
+      if (err instanceof InvalidError) {
+        refused(c, ctx, apiOp('createWebhook'), 400);
+        return showForm(c, { state: formStateFromForm(form), errors: invalidDetails(err) }, 400);
+      }
       if (err instanceof LimitExceededError) return showForm(c, { state: formStateFromForm(form), errors: limitExceeded(err) }, 409);
       throw err;
     }
@@ -458,7 +484,10 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
 
   r.get('/:org/webhooks/:id', (c) => {
     const w = getWebhook(ctx, c.req.param('org'), c.req.param('id'));
-    return showForm(c, { state: formStateOf(w), webhook: w, ctx });
+    // with a filter: what it would have received of the last day (the dry run of CONTRACT 10.2)
+    const run = w.filter ? testWebhookFilter(ctx, c.req.param('org'), w.webhook_id, { since: '24h' }) : null;
+    const dryRun = run ? { examined: run.examined, matched: run.matched } : undefined;
+    return showForm(c, { state: formStateOf(w), webhook: w, ctx, dryRun });
   });
 
   r.post('/:org/webhooks/:id', async (c) => {
@@ -476,6 +505,10 @@ export function registerWebhooks(r: Hono<DashEnv>, ctx: AppContext) {
       change(c, ctx, apiOp('updateWebhook'), { id: w.webhook_id }, () => patchWebhook(ctx, orgId, w.webhook_id, parsed.value));
     } catch (err) {
       if (err instanceof ConflictError) return again(conflict(err), 409);
+      if (err instanceof InvalidError) {
+        refused(c, ctx, apiOp('updateWebhook'), 400, w.webhook_id);
+        return again(invalidDetails(err), 400);
+      }
       throw err;
     }
     flash(c, { kind: 'ok', text: `Webhook for ${w.webhook_url} saved.` });

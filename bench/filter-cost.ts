@@ -1,0 +1,196 @@
+// What payload filters cost dispatch (issue 54, CONTRACT 10.2): `npx tsx bench/filter-cost.ts`.
+//
+// One org of 1,000 webhooks and events that each go to 100 of them (fan-out x100), decided two ways
+// in the same run, alternating rounds:
+//   match:   no filters; each webhook's `match` names one of 10 installs (100 webhooks per install);
+//   filters: no match; every webhook carries a 20-operator filter whose last clause (the one that
+//            selects) names the install, so all 1,000 filters run in full for every event (the
+//            worst case: nothing short-circuits before the last clause) and 100 admit it.
+// Each event is a real CloudEvent body (toCloudEvent) with its route, decided by WebhookRegistry.match
+// (what the pipeline calls, the body parsed once when a filter needs it). The figure: dispatch's
+// µs per event each way, and what the difference would do to the x100 throughput of
+// bench/results/latest.json (svc's CPU per delivery there × 100 = its CPU per event).
+// Results: stdout, and bench/results/filter-cost.json.
+import fs from 'node:fs';
+import path from 'node:path';
+import { checkFilter, type EventFilter } from '../src/domain/event-filter.ts';
+import type { EventRoute } from '../src/domain/event-route.ts';
+import type { WebhookEntry } from '../src/domain/webhook-entry.ts';
+import { WebhookRegistry } from '../src/dispatch/registry.ts';
+import { sourceFor, toCloudEvent } from '../src/events/cloudevent.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const ORG = 'org_bench';
+const WEBHOOKS = 1000;
+const INSTALLS = 10;
+const EVENTS = Number(process.env.FILTER_BENCH_EVENTS ?? '1000');
+const ROUNDS = Number(process.env.FILTER_BENCH_ROUNDS ?? '5');
+
+const installOf = (i: number) => `inst_${i % INSTALLS}`;
+
+/** 20 operators, the selecting one last (data.workflow.owner_id.$in). */
+function filterFor(install: string): EventFilter {
+  return {
+    type: { $in: ['com.svc.workflow.lifecycle.v1', 'com.svc.workflow_step.lifecycle.v1'] },
+    specversion: { $eq: '1.0' },
+    subject: { $startsWith: `${ORG}/`, $endsWith: '/started' },
+    time: { $gte: '2000-01-01T00:00:00Z', $lt: '2100-01-01T00:00:00Z' },
+    svcorgid: { $neq: 'org_other' },
+    datacontenttype: { $exist: true },
+    interests: { $contains: { $startsWith: 'resource:' } },
+    data: {
+      transition: { $nin: ['cancelled', 'failed'] },
+      org_id: { $eq: ORG },
+      $not: { kind: { $eq: 'drift_detected' } },
+      $or: [{ kind: 'workflow' }, { kind: 'workflow_step' }],
+      links: { org: { $exist: true } },
+      workflow: {
+        type: { $in: ['provision', 'reprovision'] },
+        id: { $startsWith: 'bwf_' },
+        owner_type: { $eq: 'installs' },
+        owner_id: { $in: [install] },
+      },
+    },
+  };
+}
+
+/** 20 operators again, each clause with an operand of this webhook alone: nothing shared between webhooks. */
+function distinctFilterFor(install: string, i: number): EventFilter {
+  const u = `u${i}`;
+  return {
+    type: { $in: ['com.svc.workflow.lifecycle.v1', 'com.svc.workflow_step.lifecycle.v1', u] },
+    specversion: { $neq: u },
+    subject: { $nin: [u], $endsWith: '/started' },
+    time: { $gte: `2000-01-01T00:00:00Z${u}`, $lt: `2100-01-01T00:00:00Z${u}` },
+    svcorgid: { $neq: u },
+    datacontenttype: { $nin: [u] },
+    interests: { $contains: { $nin: [u] } },
+    data: {
+      transition: { $nin: ['cancelled', 'failed', u] },
+      org_id: { $in: [ORG, u] },
+      $not: { kind: { $eq: u } },
+      $or: [{ kind: 'workflow' }, { kind: u }],
+      links: { org: { $neq: u } },
+      workflow: { type: { $in: ['provision', u] }, id: { $neq: u }, owner_type: { $nin: [u] }, owner_id: { $in: [install, u] } },
+    },
+  };
+}
+
+type Arm = 'match' | 'filters' | 'distinct' | 'match+filters';
+
+function entry(i: number, arm: Arm): WebhookEntry {
+  const install = installOf(i);
+  const byMatch = arm === 'match' || arm === 'match+filters';
+  const filter =
+    arm === 'filters' || arm === 'match+filters' ? filterFor(install) : arm === 'distinct' ? distinctFilterFor(install, i) : null;
+  return {
+    webhook_id: `wh_${i}`,
+    org_id: ORG,
+    url: `http://127.0.0.1:1/h/${i}`,
+    secret: null,
+    previous_secret: null,
+    previous_secret_expires_at: null,
+    interests: { all_events: true },
+    match: byMatch ? { installs: { ids: [install] } } : null,
+    ...(filter ? { filter } : {}),
+  };
+}
+
+function registry(arm: Arm): WebhookRegistry {
+  const r = new WebhookRegistry();
+  for (let i = 0; i < WEBHOOKS; i++) r.upsert(entry(i, arm), i + 1);
+  return r;
+}
+
+function events(): Array<{ route: EventRoute; body: Buffer }> {
+  const out: Array<{ route: EventRoute; body: Buffer }> = [];
+  for (let n = 0; n < EVENTS; n++) {
+    const install = installOf(n);
+    const ev = toCloudEvent(
+      {
+        kind: 'workflow',
+        transition: 'started',
+        org_id: ORG,
+        time: new Date(Date.UTC(2026, 11, 7, 12, 0, n % 60)).toISOString(),
+        workflow: { id: `bwf_${n}`, type: 'provision', owner_id: install, owner_type: 'installs' },
+        install_id: install,
+      },
+      { source: sourceFor('http://127.0.0.1:8080'), baseUrl: 'http://127.0.0.1:8080', dashboardUrl: 'http://127.0.0.1:8080/dashboard' },
+    );
+    if (!ev) throw new Error('the bench event is not classified');
+    const route: EventRoute = {
+      org: ORG,
+      type: ev.type,
+      resource: 'installs',
+      op: 'provision',
+      event: 'lifecycle.started',
+      install: { id: install, labels: {} },
+      component: null,
+      action: null,
+      rev: 0,
+    };
+    out.push({ route, body: Buffer.from(JSON.stringify(ev), 'utf8') });
+  }
+  return out;
+}
+
+/** µs per event to decide its webhooks; checks the fan-out is 100. */
+function timeOne(r: WebhookRegistry, evs: Array<{ route: EventRoute; body: Buffer }>): number {
+  let total = 0;
+  // CPU time of this thread, not wall time: other load on the machine does not count
+  const c0 = process.cpuUsage();
+  for (const e of evs) total += r.match(e.route, e.body).length;
+  const c = process.cpuUsage(c0);
+  const us = (c.user + c.system) / evs.length;
+  if (total !== evs.length * (WEBHOOKS / INSTALLS)) throw new Error(`fan-out ${total / evs.length}, not ${WEBHOOKS / INSTALLS}`);
+  return us;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+function main(): void {
+  for (const f of [filterFor('inst_0'), distinctFilterFor('inst_0', 7)]) {
+    const ops = JSON.stringify(f).match(/"\$/g)?.length ?? 0;
+    if (ops !== 20 || checkFilter(f).length) throw new Error(`a filter has ${ops} operators or is invalid`);
+  }
+  const arms: Arm[] = ['match', 'filters', 'distinct', 'match+filters'];
+  const regs = new Map(arms.map((a) => [a, registry(a)]));
+  const evs = events();
+  for (const a of arms) timeOne(regs.get(a)!, evs); // warm-up
+  const rounds = new Map<Arm, number[]>(arms.map((a) => [a, []]));
+  for (let i = 0; i < ROUNDS; i++) for (const a of arms) rounds.get(a)!.push(timeOne(regs.get(a)!, evs));
+  const us = Object.fromEntries(arms.map((a) => [a, round(median(rounds.get(a)!))])) as Record<Arm, number>;
+  const latest = JSON.parse(fs.readFileSync(path.join(ROOT, 'bench/results/latest.json'), 'utf8'));
+  const x100 = latest.summary_median?.x100?.svc;
+  const cpuPerDelivery: number = x100?.sut_cpu_us_per_delivery ?? Number.NaN;
+  const perEvent = cpuPerDelivery * 100;
+  const ratio = (arm: Arm) => round(perEvent / (perEvent + Math.max(0, us[arm] - us.match)), 3);
+  const result = {
+    generated_at: new Date().toISOString(),
+    loadavg: fs.readFileSync('/proc/loadavg', 'utf8').trim(),
+    webhooks: WEBHOOKS,
+    fanout: WEBHOOKS / INSTALLS,
+    operators_per_filter: 20,
+    events: EVENTS,
+    rounds: ROUNDS,
+    dispatch_us_per_event: us,
+    rounds_us: Object.fromEntries(arms.map((a) => [a, rounds.get(a)!.map((x) => round(x))])),
+    x100_from_latest: {
+      deliveries_per_sec: x100?.deliveries_per_sec ?? null,
+      sut_cpu_us_per_delivery: cpuPerDelivery,
+      cpu_us_per_event: perEvent,
+      projected_throughput_ratio: { filters: ratio('filters'), distinct: ratio('distinct'), 'match+filters': ratio('match+filters') },
+    },
+  };
+  console.log(
+    `dispatch µs per event, 1,000 webhooks, fan-out 100: match ${us.match}; 20-operator filters ${us.filters} ` +
+      `(nothing shared: ${us.distinct}); match + filters ${us['match+filters']}. x100 in latest.json costs svc ${perEvent} µs ` +
+      `of CPU per event: throughput with filters ≈ ${ratio('filters')}, nothing shared ≈ ${ratio('distinct')}, ` +
+      `match + filters ≈ ${ratio('match+filters')} of without`,
+  );
+  fs.writeFileSync(path.join(ROOT, 'bench/results/filter-cost.json'), `${JSON.stringify(result, null, 2)}\n`);
+}
+
+const round = (x: number, digits = 1) => Math.round(x * 10 ** digits) / 10 ** digits;
+
+main();
