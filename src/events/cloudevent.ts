@@ -98,8 +98,18 @@ export function sourceFor(baseUrl: string): string {
 
 /** `<base-url>/v1/event-types/<type>/schema`: the JSON Schema of a type's whole CloudEvent (CONTRACT 10.3) */
 export function dataschemaFor(baseUrl: string, type: string): string {
-  return `${baseUrl.replace(/\/+$/, '')}/v1/event-types/${encodeURIComponent(type)}/schema`;
+  let byType = dataschemas.get(baseUrl);
+  if (!byType) dataschemas.set(baseUrl, (byType = new Map()));
+  let url = byType.get(type);
+  if (url === undefined) {
+    url = `${baseUrl.replace(/\/+$/, '')}/v1/event-types/${encodeURIComponent(type)}/schema`;
+    byType.set(type, url);
+  }
+  return url;
 }
+
+/** dataschemaFor's answers, by base URL and type: a few strings, made once instead of once per event. */
+const dataschemas = new Map<string, Map<string, string>>();
 
 export function ceType(fact: Fact): string {
   return kindOf(fact).type;
