@@ -43,7 +43,7 @@ export const FLAGS = [
 export type Flag = (typeof FLAGS)[number];
 
 /** The resources whose events come of workflows (every one but `webhooks`): where approvals happen. */
-const WORKFLOW_RESOURCES = [
+export const WORKFLOW_RESOURCES = [
   'installs',
   'stacks',
   'components',

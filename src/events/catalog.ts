@@ -5,7 +5,7 @@
 // examples, the dashboard's page, the filters' path check and the tests' validation all read it here.
 import { z } from 'zod';
 import { dataschemaFor, toCloudEvent, type CloudEvent } from './cloudevent.ts';
-import { KINDS } from './kinds/index.ts';
+import { KINDS, type EventRoutes } from './kinds/index.ts';
 import { EXAMPLE } from './kinds/shared.ts';
 import { VERIFICATION_CATALOG, VERIFICATION_TYPE, verificationDataSchema, verificationEvent } from './verification-request.ts';
 
@@ -71,6 +71,8 @@ export interface EventType {
   subject_pattern: string;
   /** the zod schema of the whole CloudEvent */
   schema: z.ZodType;
+  /** every resource and `event:` slug its events can have for interests (none: never sent by interests) */
+  routes: EventRoutes;
   /** an event of this type, made by the builder of the real ones from a representative fact (it validates against `schema`) */
   example(o: ExampleOptions): CloudEvent;
 }
@@ -84,6 +86,7 @@ function catalogOf(): ReadonlyMap<string, EventType> {
       description: c.description,
       subject_pattern: c.subject_pattern,
       schema: envelopeSchema(kind.type, kind.data.schema),
+      routes: kind.routes,
       example: (o) => {
         const fact = { ...c.example, org_id: o.orgId ?? c.example.org_id, time: o.time ?? c.example.time };
         const ev = toCloudEvent(fact, { source: o.source, baseUrl: o.baseUrl, dashboardUrl: o.dashboardUrl, id: o.id ?? EXAMPLE_EVENT_ID });
@@ -99,6 +102,8 @@ function catalogOf(): ReadonlyMap<string, EventType> {
     description: v.description,
     subject_pattern: v.subject_pattern,
     schema: envelopeSchema(VERIFICATION_TYPE, verificationDataSchema),
+    // sent to a run's verification URLs only, never to webhooks
+    routes: { resources: [], events: [] },
     example: (o) =>
       verificationEvent(
         { ...v.example, org_id: o.orgId ?? EXAMPLE.org, time: o.time ?? EXAMPLE.time },

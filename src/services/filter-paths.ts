@@ -9,47 +9,12 @@
 // on the workflow's type); a `{}` schema (an approval's `plan`) admits any path below it.
 import { checkFilter, filterFields, type EventFilter } from '../domain/event-filter.ts';
 import type { ErrorDetail } from '../domain/errors.ts';
-import { RESOURCE_OPS, RESOURCE_NAMES, type Interests, type ResourceName } from '../domain/subscription.ts';
+import { RESOURCE_OPS, type Interests } from '../domain/subscription.ts';
 import { interestsAdmit, type RoutedEvent } from '../dispatch/interests.ts';
 import { cloudEventJsonSchema, EVENT_TYPES } from '../events/catalog.ts';
 
-const WORKFLOW_RESOURCES = RESOURCE_NAMES.filter((r) => r !== 'webhooks');
-const LIFECYCLE = ['lifecycle.started', 'lifecycle.succeeded', 'lifecycle.failed', 'lifecycle.cancelled'];
-
-/** Every route (resource, op, event slug) an event of the type can have, for interestsAdmit. */
-const ROUTES_OF_TYPE: Readonly<Record<string, { resources: readonly ResourceName[]; events: readonly string[] }>> = {
-  'com.svc.workflow.lifecycle.v1': { resources: WORKFLOW_RESOURCES, events: LIFECYCLE },
-  'com.svc.workflow_step.lifecycle.v1': { resources: WORKFLOW_RESOURCES, events: LIFECYCLE },
-  'com.svc.workflow_step.approval.v1': {
-    resources: WORKFLOW_RESOURCES,
-    events: [
-      'approval.request',
-      'approval.response.recorded',
-      'approval.response.approved',
-      'approval.response.rejected',
-      'approval.response.expired',
-    ],
-  },
-  'com.svc.drift.detected.v1': { resources: ['components', 'sandboxes'], events: ['drift.detected'] },
-  'com.svc.component.health.v1': { resources: ['components'], events: ['component.unhealthy', 'component.recovered'] },
-  'com.svc.install.health.v1': { resources: ['installs'], events: ['install.degraded', 'install.recovered'] },
-  'com.svc.runner.unhealthy.v1': { resources: ['runners'], events: ['runner.unhealthy'] },
-  'com.svc.runner.inactive.v1': { resources: ['runners'], events: ['runner.inactive'] },
-  'com.svc.webhook.delivery.v1': {
-    resources: ['webhooks'],
-    events: ['webhook.failing', 'webhook.recovered', 'webhook.disabled', 'webhook.enabled'],
-  },
-  // pings and examples go to one webhook by its own endpoint: interests and filters never apply
-  'com.svc.webhook.ping.v1': { resources: [], events: [] },
-  // verification requests go to a run's verification URLs only, never to webhooks
-  'com.svc.rollout.verification.v1': { resources: [], events: [] },
-};
-
-/** The types a route table covers (a test holds it to the catalog: a new type must say its routes). */
-export const ROUTED_TYPES: readonly string[] = Object.keys(ROUTES_OF_TYPE);
-
 function routesOf(type: string): RoutedEvent[] {
-  const r = ROUTES_OF_TYPE[type];
+  const r = EVENT_TYPES.get(type)?.routes;
   if (!r) return [];
   const out: RoutedEvent[] = [];
   for (const resource of r.resources) {

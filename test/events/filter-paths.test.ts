@@ -3,11 +3,23 @@
 // type's JSON Schema has it (an open schema, such as an approval's plan, admits any path below it).
 import { describe, expect, it } from 'vitest';
 import { EVENT_TYPES } from '../../src/events/catalog.ts';
-import { admittedTypes, filterProblems, ROUTED_TYPES } from '../../src/services/filter-paths.ts';
+import { KINDS } from '../../src/events/kinds/index.ts';
+import { admittedTypes, filterProblems } from '../../src/services/filter-paths.ts';
 
 describe('filter paths against the catalog', () => {
-  it('every catalog type says its routes (a new type must)', () => {
-    expect([...ROUTED_TYPES].sort()).toEqual([...EVENT_TYPES.keys()].sort());
+  it("each kind's routes hold the resource and slug of its example's event (a kind's routes are what its events can have)", () => {
+    for (const kind of Object.values(KINDS)) {
+      const fact = kind.catalog.example;
+      const cls = kind.classify(fact as never);
+      if (kind.direct) {
+        expect(kind.routes, kind.type).toEqual({ resources: [], events: [] });
+        continue;
+      }
+      expect(cls, kind.type).not.toBeNull();
+      expect(kind.routes.resources, kind.type).toContain(cls!.resource);
+      expect(kind.routes.events, kind.type).toContain(kind.slug(fact as never).replace(/^event:/, ''));
+    }
+    expect(EVENT_TYPES.get('com.svc.rollout.verification.v1')?.routes).toEqual({ resources: [], events: [] });
   });
 
   it('admitted types follow the interests', () => {

@@ -79,7 +79,7 @@ describe.each(['memory', 'nats'] as const)('ordering keys and sequences on the %
   let rx: Receiver;
   let org: OrgCreds;
   let api: ApiClient;
-  let installs: Array<{ id: string; components: string[] }> = [];
+  const installs: Array<{ id: string; components: string[] }> = [];
 
   beforeAll(async () => {
     if (skip) return;

@@ -25,6 +25,7 @@ export const component_health: EventKind<FactOf<'component_health'>> = {
     }),
   },
   slug: (f) => `event:component.${f.transition}`,
+  routes: { resources: ['components'], events: ['component.unhealthy', 'component.recovered'] },
   outcomes: () => [],
   classify: () => c('components', 'health'),
   links: (f) => ({ install: ownInstall(f), component: firstPresent(f.component_id) }),

@@ -41,6 +41,7 @@ export const drift_detected: EventKind<FactOf<'drift_detected'>> = {
     }),
   },
   slug: () => 'event:drift.detected',
+  routes: { resources: ['components', 'sandboxes'], events: ['drift.detected'] },
   outcomes: () => [],
   classify: (f) => {
     if (f.drift.component_id) return c('components', 'drift');

@@ -14,7 +14,7 @@ import { workflow } from './workflow.ts';
 import { workflow_step } from './workflow_step.ts';
 import { workflow_step_approval } from './workflow_step_approval.ts';
 
-export type { EventKind, FactOf, Classification, LinkTargets, MatchTargets } from './kind.ts';
+export type { EventKind, EventRoutes, FactOf, Classification, LinkTargets, MatchTargets } from './kind.ts';
 
 /** Each kind's entry, typed by its own fact: `Record<Fact['kind'], EventKind>` with every value exact. */
 export type EventKinds = { readonly [K in Fact['kind']]: EventKind<FactOf<K>> };

@@ -19,6 +19,7 @@ export const install_health: EventKind<FactOf<'install_health'>> = {
     }),
   },
   slug: (f) => `event:install.${f.transition}`,
+  routes: { resources: ['installs'], events: ['install.degraded', 'install.recovered'] },
   outcomes: () => [],
   classify: () => c('installs', 'health'),
   // its component is the cause, not the subject: no component link, and `match` has none

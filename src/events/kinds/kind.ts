@@ -3,6 +3,7 @@
 // links.ts and routing.ts read the kind of a fact from there and hold no per-kind code.
 import type { z } from 'zod';
 import type { Fact } from '../../domain/facts.ts';
+import type { ResourceName } from '../../domain/subscription.ts';
 
 /** The fact of one kind. */
 export type FactOf<K extends Fact['kind']> = Extract<Fact, { kind: K }>;
@@ -39,6 +40,16 @@ export interface CatalogEntry<F extends Fact = Fact> {
   example: F;
 }
 
+/**
+ * Every route an event of a kind can have for interests (CONTRACT 6.1): its resources and its
+ * `event:` slugs without the prefix (the filters' path check asks the interests of each, over-
+ * approximating: src/services/filter-paths.ts). None: never sent to webhooks by their interests.
+ */
+export interface EventRoutes {
+  resources: readonly ResourceName[];
+  events: readonly string[];
+}
+
 /** The entry of one kind, `F` its fact (FactOf<'workflow'>, …); EventKind alone takes any fact. */
 export interface EventKind<F extends Fact = Fact> {
   kind: F['kind'];
@@ -57,6 +68,8 @@ export interface EventKind<F extends Fact = Fact> {
   };
   /** the `event:<…>` interest slug (spec 6.4) */
   slug(fact: F): string;
+  /** every resource and slug its events can have (slug() and classify() of any fact of the kind) */
+  routes: EventRoutes;
   /** the `outcome:<…>` interest slugs */
   outcomes(fact: F): string[];
   /** null: never delivered to webhooks (unless `direct`) */

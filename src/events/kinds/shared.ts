@@ -1,6 +1,7 @@
 // What several event kinds share: the workflow, step, outcome and approval parts of `data` with
 // their schemas, the classification of workflow and step events, and the link and match targets of
 // the kinds that are about a workflow; the runner kinds' data.
+import { WORKFLOW_RESOURCES } from '../../domain/subscription.ts';
 import { z } from 'zod';
 import type {
   ApprovalFact,
@@ -204,6 +205,8 @@ export function lifecycleKind<K extends 'workflow' | 'workflow_step'>(
       schema: eventDataSchema(kind, LIFECYCLE, lifecycleDataShape(kind === 'workflow_step')),
     },
     slug: lifecycleSlug,
+    // which resource a workflow's events have depends on the workflow's type: any of them
+    routes: { resources: WORKFLOW_RESOURCES, events: LIFECYCLE.map((t) => `lifecycle.${t}`) },
     outcomes: lifecycleOutcomes,
     classify: own.classify,
     links: own.links,
@@ -234,6 +237,7 @@ export function runnerKind<K extends 'runner_inactive' | 'runner_unhealthy'>(
     subject: (f: RunnerUnhealthyFact | RunnerInactiveFact) => `${f.org_id}/${kind}/${f.runner.id}/${transition}`,
     data: { build: runnerData, schema: runnerDataSchema(kind, transition, reason) },
     slug: () => `event:runner.${transition}`,
+    routes: { resources: ['runners'], events: [`runner.${transition}`] },
     outcomes: () => [...outcomes],
     classify: () => c('runners', transition),
     links: (f) => ({ install: ownInstall(f) }),

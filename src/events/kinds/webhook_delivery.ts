@@ -38,6 +38,7 @@ export const webhook_delivery: EventKind<FactOf<'webhook_delivery'>> = {
     }),
   },
   slug: (f) => `event:webhook.${f.transition}`,
+  routes: { resources: ['webhooks'], events: ['webhook.failing', 'webhook.recovered', 'webhook.disabled', 'webhook.enabled'] },
   outcomes: () => [],
   classify: () => c('webhooks', 'delivery'),
   links: () => ({}),

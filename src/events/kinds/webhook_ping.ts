@@ -10,6 +10,8 @@ export const webhook_ping: EventKind<FactOf<'webhook_ping'>> = {
   subject: (f) => `${f.org_id}/webhook_ping/${f.webhook_id}/ping`,
   data: { build: (f) => ({ webhook_id: f.webhook_id }), schema: eventDataSchema('webhook_ping', ['ping'], { webhook_id: z.string() }) },
   slug: () => 'event:webhook.ping',
+  // sent to one webhook by its own endpoint: interests (and filters) never apply
+  routes: { resources: [], events: [] },
   outcomes: () => [],
   classify: () => null,
   links: () => ({}),

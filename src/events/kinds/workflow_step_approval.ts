@@ -1,4 +1,5 @@
 // `com.svc.workflow_step.approval.v1`: an approval step asks, or was answered (CONTRACT 4.3).
+import { WORKFLOW_RESOURCES } from '../../domain/subscription.ts';
 import { z } from 'zod';
 import type { ApprovalFact } from '../../domain/facts.ts';
 import type { EventKind, FactOf } from './kind.ts';
@@ -108,6 +109,16 @@ export const workflow_step_approval: EventKind<FactOf<'workflow_step_approval'>>
       : f.transition === 'response_recorded'
         ? 'event:approval.response.recorded'
         : `event:approval.response.${f.transition}`,
+  routes: {
+    resources: WORKFLOW_RESOURCES,
+    events: [
+      'approval.request',
+      'approval.response.recorded',
+      'approval.response.approved',
+      'approval.response.rejected',
+      'approval.response.expired',
+    ],
+  },
   outcomes: () => [],
   classify: (f) => classifyStep(f.workflow.type, f.step),
   links: (f) => workflowLinks(f, f.step),
