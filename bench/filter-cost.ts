@@ -5,7 +5,10 @@
 //   match:   no filters; each webhook's `match` names one of 10 installs (100 webhooks per install);
 //   filters: no match; every webhook carries a 20-operator filter whose last clause (the one that
 //            selects) names the install, so all 1,000 filters run in full for every event (the
-//            worst case: nothing short-circuits before the last clause) and 100 admit it.
+//            worst case: nothing short-circuits before the last clause) and 100 admit it;
+//   distinct: the same with no clause shared between webhooks (each operand its webhook's own);
+//   match+filters, match+distinct: `match` selects the 100 and every webhook carries a filter too,
+//            run on the 100 that match admits (the x100 of bench/run.ts with a filter on every webhook).
 // Each event is a real CloudEvent body (toCloudEvent) with its route, decided by WebhookRegistry.match
 // (what the pipeline calls, the body parsed once when a filter needs it). The figure: dispatch's
 // µs per event each way, and what the difference would do to the x100 throughput of
@@ -76,13 +79,17 @@ function distinctFilterFor(install: string, i: number): EventFilter {
   };
 }
 
-type Arm = 'match' | 'filters' | 'distinct' | 'match+filters';
+type Arm = 'match' | 'filters' | 'distinct' | 'match+filters' | 'match+distinct';
 
 function entry(i: number, arm: Arm): WebhookEntry {
   const install = installOf(i);
-  const byMatch = arm === 'match' || arm === 'match+filters';
+  const byMatch = arm === 'match' || arm === 'match+filters' || arm === 'match+distinct';
   const filter =
-    arm === 'filters' || arm === 'match+filters' ? filterFor(install) : arm === 'distinct' ? distinctFilterFor(install, i) : null;
+    arm === 'filters' || arm === 'match+filters'
+      ? filterFor(install)
+      : arm === 'distinct' || arm === 'match+distinct'
+        ? distinctFilterFor(install, i)
+        : null;
   return {
     webhook_id: `wh_${i}`,
     org_id: ORG,
@@ -153,7 +160,7 @@ function main(): void {
     const ops = JSON.stringify(f).match(/"\$/g)?.length ?? 0;
     if (ops !== 20 || checkFilter(f).length) throw new Error(`a filter has ${ops} operators or is invalid`);
   }
-  const arms: Arm[] = ['match', 'filters', 'distinct', 'match+filters'];
+  const arms: Arm[] = ['match', 'filters', 'distinct', 'match+filters', 'match+distinct'];
   const regs = new Map(arms.map((a) => [a, registry(a)]));
   const evs = events();
   for (const a of arms) timeOne(regs.get(a)!, evs); // warm-up
@@ -179,14 +186,19 @@ function main(): void {
       deliveries_per_sec: x100?.deliveries_per_sec ?? null,
       sut_cpu_us_per_delivery: cpuPerDelivery,
       cpu_us_per_event: perEvent,
-      projected_throughput_ratio: { filters: ratio('filters'), distinct: ratio('distinct'), 'match+filters': ratio('match+filters') },
+      projected_throughput_ratio: {
+        filters: ratio('filters'),
+        distinct: ratio('distinct'),
+        'match+filters': ratio('match+filters'),
+        'match+distinct': ratio('match+distinct'),
+      },
     },
   };
   console.log(
     `dispatch µs per event, 1,000 webhooks, fan-out 100: match ${us.match}; 20-operator filters ${us.filters} ` +
-      `(nothing shared: ${us.distinct}); match + filters ${us['match+filters']}. x100 in latest.json costs svc ${perEvent} µs ` +
+      `(nothing shared: ${us.distinct}); match + filters ${us['match+filters']} (nothing shared: ${us['match+distinct']}). x100 in latest.json costs svc ${perEvent} µs ` +
       `of CPU per event: throughput with filters ≈ ${ratio('filters')}, nothing shared ≈ ${ratio('distinct')}, ` +
-      `match + filters ≈ ${ratio('match+filters')} of without`,
+      `match + filters ≈ ${ratio('match+filters')}, match + nothing shared ≈ ${ratio('match+distinct')} of without`,
   );
   fs.writeFileSync(path.join(ROOT, 'bench/results/filter-cost.json'), `${JSON.stringify(result, null, 2)}\n`);
 }
