@@ -196,7 +196,8 @@ function main(): void {
   };
   console.log(
     `dispatch µs per event, 1,000 webhooks, fan-out 100: match ${us.match}; 20-operator filters ${us.filters} ` +
-      `(nothing shared: ${us.distinct}); match + filters ${us['match+filters']} (nothing shared: ${us['match+distinct']}). x100 in latest.json costs svc ${perEvent} µs ` +
+      `(nothing shared: ${us.distinct}); match + filters ${us['match+filters']} (nothing shared: ${us['match+distinct']}). ` +
+      `x100 in latest.json costs svc ${perEvent} µs ` +
       `of CPU per event: throughput with filters ≈ ${ratio('filters')}, nothing shared ≈ ${ratio('distinct')}, ` +
       `match + filters ≈ ${ratio('match+filters')}, match + nothing shared ≈ ${ratio('match+distinct')} of without`,
   );
