@@ -6,35 +6,46 @@ import { parseDuration } from '../config.ts';
 import { str } from './command-kit.ts';
 import { UsageError } from './exit-errors.ts';
 
-// ---------------------------------------------------------------- subscription documents (spec 2.4)
+// ---------------------------------------------------------------- JSON documents
 
-/** The subscription document of --subscription / --subscription-file, or undefined when neither. */
-export function readSubscriptionDocument(opts: Record<string, unknown>): Record<string, unknown> | undefined {
-  const inline = str(opts.subscription);
-  const file = str(opts.subscriptionFile);
+/**
+ * A JSON document given inline (`--x`) or in a file (`--x-file`), one way only: the parsed value and
+ * where it came from (for the caller's messages); undefined when neither is given.
+ */
+function readJsonOption(inlineOpt: unknown, fileOpt: unknown, flag: string, what: string): { doc: unknown; where: string } | undefined {
+  const inline = str(inlineOpt);
+  const file = str(fileOpt);
   if (inline !== undefined && file !== undefined) {
-    throw new UsageError('--subscription and --subscription-file are mutually exclusive: give the subscription document one way');
+    throw new UsageError(`${flag} and ${flag}-file are mutually exclusive: give ${what} one way`);
   }
   if (inline === undefined && file === undefined) return undefined;
   let text: string;
   let where: string;
   if (file !== undefined) {
-    where = `--subscription-file ${file}`;
+    where = `${flag}-file ${file}`;
     try {
       text = fs.readFileSync(file, 'utf8');
     } catch (err) {
       throw new UsageError(`cannot read ${where}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
   } else {
-    where = '--subscription';
+    where = flag;
     text = inline as string;
   }
-  let doc: unknown;
   try {
-    doc = JSON.parse(text);
+    return { doc: JSON.parse(text), where };
   } catch (err) {
     throw new UsageError(`${where} is not valid JSON: ${(err as Error).message}`);
   }
+}
+
+// ---------------------------------------------------------------- subscription documents (spec 2.4)
+
+/** The subscription document of --subscription / --subscription-file, or undefined when neither. */
+export function readSubscriptionDocument(opts: Record<string, unknown>): Record<string, unknown> | undefined {
+  const read = readJsonOption(opts.subscription, opts.subscriptionFile, '--subscription', 'the subscription document');
+  if (read === undefined) return undefined;
+  const { doc, where } = read;
   if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
     throw new UsageError(`${where} must be a JSON object {"interests"?: {...}, "match"?: {...} | null}`);
   }
@@ -59,31 +70,9 @@ export function readSubscriptionDocument(opts: Record<string, unknown>): Record<
  * undefined when neither. Its shape and paths are checked by the server (400 naming the path).
  */
 export function readFilterDocument(opts: Record<string, unknown>): Record<string, unknown> | null | undefined {
-  const inline = str(opts.filter);
-  const file = str(opts.filterFile);
-  if (inline !== undefined && file !== undefined) {
-    throw new UsageError('--filter and --filter-file are mutually exclusive: give the filter one way');
-  }
-  if (inline === undefined && file === undefined) return undefined;
-  let text: string;
-  let where: string;
-  if (file !== undefined) {
-    where = `--filter-file ${file}`;
-    try {
-      text = fs.readFileSync(file, 'utf8');
-    } catch (err) {
-      throw new UsageError(`cannot read ${where}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-    }
-  } else {
-    where = '--filter';
-    text = inline as string;
-  }
-  let doc: unknown;
-  try {
-    doc = JSON.parse(text);
-  } catch (err) {
-    throw new UsageError(`${where} is not valid JSON: ${(err as Error).message}`);
-  }
+  const read = readJsonOption(opts.filter, opts.filterFile, '--filter', 'the filter');
+  if (read === undefined) return undefined;
+  const { doc, where } = read;
   if (doc !== null && (typeof doc !== 'object' || Array.isArray(doc))) {
     throw new UsageError(`${where} must be a JSON object (a filter over the CloudEvent), or null to remove it`);
   }
