@@ -7,6 +7,7 @@
  *   svc.events.<ce subject with / → .>   engine → subscribers (core NATS, one message per event)
  *   svc.hop.events                       engine → data planes (the SVC_EVENTS stream: batches of events)
  *   svc.outcomes.<worker>                data planes → engine (the SVC_OUTCOMES stream: outcome batches)
+ *   svc.facts.<org>.<family>.<id>        ingest gates → engine (the SVC_FACTS stream: producers' facts, CONTRACT 9)
  */
 
 import { ID_RE } from '../domain/ids.ts';
@@ -22,6 +23,26 @@ export const hopSubject = 'svc.hop.events';
 export const hopWildcard = 'svc.hop.>';
 /** Where svc worker data planes send their outcome batches (the SVC_OUTCOMES stream, src/bus/nats/jetstream.ts). */
 export const outcomesWildcard = 'svc.outcomes.>';
+
+/** Where ingest gates store producers' facts (the SVC_FACTS stream, CONTRACT 9 "Durable ingest"). */
+export const factsWildcard = 'svc.facts.>';
+
+/** `svc.facts.<org>.<family>.<id>`: a fact received on `svc.ingest.<org>.<family>.<id>`, as the stream keeps it. */
+export function factSubject(ingestSubject: string): string {
+  return `svc.facts.${ingestSubject.slice('svc.ingest.'.length)}`;
+}
+
+/** `svc.ingest.<org>.<family>.<id>` of a fact the stream keeps on `svc.facts.<org>.<family>.<id>`. */
+export function ingestSubjectOfFact(factSubject: string): string {
+  return `svc.ingest.${factSubject.slice('svc.facts.'.length)}`;
+}
+
+/** The org a fact's subject names (`svc.facts.<org>.…`), or '' when it names none. */
+export function factOrg(factSubject: string): string {
+  const start = 'svc.facts.'.length;
+  const end = factSubject.indexOf('.', start);
+  return end < 0 ? '' : factSubject.slice(start, end);
+}
 
 /** `svc.outcomes.<worker id>`: one worker's outcome batches. */
 export function outcomesSubject(workerId: string): string {

@@ -9,6 +9,11 @@
 //   SVC_OUTCOMES  stream, work queue, subjects svc.outcomes.> — outcome batches from svc worker
 //                 data planes to the engine (durable consumer `svc-engine`); svc serve's own
 //                 delivery threads hand theirs over in process.
+//   SVC_FACTS     stream, limits (kept 7 days; no delete, no purge), subjects svc.facts.> — producers'
+//                 facts (CONTRACT 9 "Durable ingest"): every svc process's ingest gate stores each fact
+//                 here (msg id: one per request received, so a gate's own retry is stored once) before
+//                 it answers; the engine applies the stream in order, its cursor in its own commits.
+//   KV svc_orgs      the orgs that exist, replicated by the engine so that every gate can refuse an unknown one.
 //   KV svc_webhooks  the webhook registry the engine replicates to data planes (encrypted entries).
 //   KV svc_progress  which webhooks a slow event has already had (so a redelivery repeats nothing else).
 //
@@ -32,13 +37,19 @@ import { Kvm } from '@nats-io/kv';
 import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { foregroundClock, sleep, type Clock } from '../../domain/clock.ts';
-import { hopWildcard, ingestWildcard, outcomesWildcard, subjectsOverlap } from '../subjects.ts';
+import { factsWildcard, hopWildcard, ingestWildcard, outcomesWildcard, subjectsOverlap } from '../subjects.ts';
 
 export const EVENTS_STREAM = 'SVC_EVENTS';
 export const DISPATCH_CONSUMER = 'svc-dispatch';
 export const OUTCOMES_STREAM = 'SVC_OUTCOMES';
 export const OUTCOMES_CONSUMER = 'svc-engine';
 export const REGISTRY_BUCKET = 'svc_webhooks';
+export const FACTS_STREAM = 'SVC_FACTS';
+export const ORGS_BUCKET = 'svc_orgs';
+/** How long SVC_FACTS keeps a fact (applied or not): what a standby or an empty disk can replay (CONTRACT 9). */
+export const FACTS_MAX_AGE_MS = 7 * 24 * 3600_000;
+/** A gate's retry of a publish whose answer it lost is stored once within this window. */
+export const FACTS_DEDUPE_WINDOW_MS = 10 * 60_000;
 export const PROGRESS_BUCKET = 'svc_progress';
 
 /**
@@ -113,6 +124,17 @@ const outcomesStream = (): StreamCfg => ({
   duplicate_window: nanos(OUTCOMES_DEDUPE_WINDOW_MS),
 });
 
+const factsStream = (): StreamCfg => ({
+  name: FACTS_STREAM,
+  subjects: [factsWildcard],
+  retention: RetentionPolicy.Limits,
+  storage: StorageType.File,
+  max_age: nanos(FACTS_MAX_AGE_MS),
+  duplicate_window: nanos(FACTS_DEDUPE_WINDOW_MS),
+  deny_delete: true,
+  deny_purge: true,
+});
+
 const outcomesConsumer = (): Partial<ConsumerConfig> => ({
   durable_name: OUTCOMES_CONSUMER,
   description: 'svc engine: delivery outcomes',
@@ -126,7 +148,14 @@ const outcomesConsumer = (): Partial<ConsumerConfig> => ({
 /** The streams behind the layout's KV buckets. */
 export const kvStreamName = (bucket: string) => `KV_${bucket}`;
 /** Every stream svc needs (the buckets' included). */
-export const LAYOUT_STREAMS = [EVENTS_STREAM, OUTCOMES_STREAM, kvStreamName(REGISTRY_BUCKET), kvStreamName(PROGRESS_BUCKET)] as const;
+export const LAYOUT_STREAMS = [
+  EVENTS_STREAM,
+  OUTCOMES_STREAM,
+  FACTS_STREAM,
+  kvStreamName(REGISTRY_BUCKET),
+  kvStreamName(PROGRESS_BUCKET),
+  kvStreamName(ORGS_BUCKET),
+] as const;
 /** The durable consumers svc needs, by stream. */
 export const LAYOUT_CONSUMERS = [
   { stream: EVENTS_STREAM, consumer: DISPATCH_CONSUMER },
@@ -268,7 +297,7 @@ async function ensureStream(jsm: JetStreamManager, base: StreamCfg, plan: Replic
   if (info.config.retention !== cfg.retention) {
     if (info.state.messages > 0) {
       throw new Error(
-        `JetStream stream ${name} has retention ${info.config.retention} and ${info.state.messages} messages; svc needs a work queue. ` +
+        `JetStream stream ${name} has retention ${info.config.retention} and ${info.state.messages} messages; svc needs ${cfg.retention}. ` +
           `Let an older svc deliver them, or remove the stream (nats stream rm ${name}).`,
       );
     }
@@ -391,8 +420,10 @@ export async function ensureLayout(nc: NatsConnection, jsm: JetStreamManager, op
   await layoutStep(`consumer ${OUTCOMES_STREAM}/${outcomes.durable_name}`, async () =>
     ensureConsumer(jsm, OUTCOMES_STREAM, { ...outcomes, num_replicas: await streamReplicas(jsm, OUTCOMES_STREAM) }),
   );
+  await layoutStep(`stream ${FACTS_STREAM}`, () => ensureStream(jsm, factsStream(), plan));
   await layoutStep(`bucket ${REGISTRY_BUCKET}`, () => ensureBucket(nc, jsm, REGISTRY_BUCKET, {}, plan));
   await layoutStep(`bucket ${PROGRESS_BUCKET}`, () => ensureBucket(nc, jsm, PROGRESS_BUCKET, { ttl: PROGRESS_TTL_MS }, plan));
+  await layoutStep(`bucket ${ORGS_BUCKET}`, () => ensureBucket(nc, jsm, ORGS_BUCKET, {}, plan));
   return { replicas: plan.replicas };
 }
 
