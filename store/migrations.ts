@@ -505,4 +505,9 @@ export const MIGRATIONS: string[] = [
   ALTER TABLE recoveries ADD COLUMN until_sequence INTEGER;
   ALTER TABLE webhooks ADD COLUMN delivery TEXT;
   `,
+  /* a webhook matches only events emitted once it exists: the registry version it was created at
+        (the events it is too new for carry an older one, src/dispatch/registry.ts). Webhooks from
+        before have 0: they match whatever is still queued, as they did. */ `
+  ALTER TABLE webhooks ADD COLUMN since_rev INTEGER NOT NULL DEFAULT 0;
+  `,
 ];

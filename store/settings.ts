@@ -14,3 +14,6 @@ export function setSettingOnce(db: Db, key: string, value: string): string {
 export function setSetting(db: Db, key: string, value: string): void {
   db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(key, value);
 }
+
+/** The webhook registry's version (src/handoff/registry-replicator.ts): every webhook change bumps it. */
+export const REGISTRY_VERSION_SETTING = 'registry_version';

@@ -1,5 +1,6 @@
 import type { Db } from './db.ts';
 import { fromJson, nowIso, toJson } from './db.ts';
+import { getSetting, REGISTRY_VERSION_SETTING } from './settings.ts';
 import type { WebhookTarget } from '../src/domain/webhook-entry.ts';
 
 /** A webhook as stored: its target and secrets (WebhookTarget), interests, match, watchdog. */
@@ -18,12 +19,17 @@ export interface WebhookRow extends WebhookTarget {
   watch_ctx: unknown | null;
   created_at: string;
   updated_at: string;
+  /**
+   * The webhook registry's version when it was created (the version its create replicates at,
+   * src/handoff/registry-replicator.ts): events emitted before it, with an older one, are not its.
+   */
+  since_rev: number;
 }
 
 /** What a create writes: the watchdog starts active; disable_after defaults to null. */
 export type NewWebhook = Omit<
   WebhookRow,
-  'created_at' | 'updated_at' | 'watch_state' | 'watch_ctx' | 'disable_after' | 'filter' | 'delivery'
+  'created_at' | 'updated_at' | 'watch_state' | 'watch_ctx' | 'disable_after' | 'filter' | 'delivery' | 'since_rev'
 > &
   Partial<Pick<WebhookRow, 'disable_after' | 'filter' | 'delivery'>>;
 
@@ -55,7 +61,7 @@ interface RawRow extends Omit<WebhookRow, 'interests' | 'match' | 'disable_after
 const INSERT_COLS =
   'webhook_id, org_id, url, secret, previous_secret, previous_secret_expires_at, ' +
   'interests, match, match_canonical, disable_after, delivery, created_at, updated_at';
-const COLS = `${INSERT_COLS}, watch_state, watch_ctx, filter`;
+const COLS = `${INSERT_COLS}, watch_state, watch_ctx, filter, since_rev`;
 
 function decode(r: RawRow): WebhookRow {
   return {
@@ -114,6 +120,9 @@ export function insertWebhook(db: Db, w: NewWebhook): WebhookRow {
   // the newest event it was created after: a recovery without backfill starts there (CONTRACT 4.5)
   db.prepare('UPDATE webhooks SET created_seq = (SELECT COALESCE(MAX(seq), 0) FROM events) WHERE webhook_id = ?').run(w.webhook_id);
   if (w.filter) db.prepare('UPDATE webhooks SET filter = ? WHERE webhook_id = ?').run(toJson(w.filter), w.webhook_id);
+  // the version its create replicates at: the replicator bumps the one it has once this commits
+  const sinceRev = Number(getSetting(db, REGISTRY_VERSION_SETTING) ?? '0') + 1;
+  db.prepare('UPDATE webhooks SET since_rev = ? WHERE webhook_id = ?').run(sinceRev, w.webhook_id);
   return {
     ...w,
     disable_after: w.disable_after ?? null,
@@ -123,6 +132,7 @@ export function insertWebhook(db: Db, w: NewWebhook): WebhookRow {
     watch_ctx: null,
     created_at: now,
     updated_at: now,
+    since_rev: sinceRev,
   };
 }
 

@@ -92,7 +92,10 @@ export class WebhookRegistry {
     if (!org) return [];
     const event = body === undefined ? undefined : new ParsedEvent(body);
     const out: WebhookSubscriber[] = [];
-    for (const sub of org.values()) if (sub.wants(route, event)) out.push(sub);
+    // a webhook created after the event was emitted is not one of its recipients, however late it is
+    // dispatched (rev 0: an event that names no revision)
+    for (const sub of org.values())
+      if ((route.rev === 0 || (sub.entry.since_rev ?? 0) <= route.rev) && sub.wants(route, event)) out.push(sub);
     return out;
   }
 

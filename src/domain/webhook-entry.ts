@@ -37,4 +37,9 @@ export interface WebhookEntry extends WebhookTarget {
    * Absent when it is not (entries from before 0.3 read the same).
    */
   ordering?: 'per_key';
+  /**
+   * The registry version it was created at: an event emitted before (Route.rev older) is not its,
+   * however late it is dispatched. Absent: 0 (webhooks from before it was recorded).
+   */
+  since_rev?: number;
 }

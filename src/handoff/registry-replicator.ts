@@ -13,7 +13,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import { getWebhook, listAllWebhooks, type WebhookRow } from '../../store/webhooks.ts';
-import { getSetting, setSetting } from '../../store/settings.ts';
+import { getSetting, REGISTRY_VERSION_SETTING, setSetting } from '../../store/settings.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { errorText } from '../domain/errors.ts';
 import { sleep, systemClock, within, type Clock } from '../domain/clock.ts';
@@ -48,10 +48,12 @@ export function entryOf(row: WebhookRow): WebhookEntry {
     // only when disabled, so that the entries of webhooks that never were read as before 0.2
     ...(row.watch_state === 'disabled' ? { disabled: true as const } : {}),
     ...(row.delivery?.ordering === 'per_key' ? { ordering: 'per_key' as const } : {}),
+    // only when it has one, so that entries of webhooks from before read as before
+    ...(row.since_rev ? { since_rev: row.since_rev } : {}),
   };
 }
 
-const VERSION_KEY = 'registry_version';
+const VERSION_KEY = REGISTRY_VERSION_SETTING;
 const RETRY_MS = 1000;
 /** How long start() waits for the sync before going on (the sync goes on behind). */
 const START_WAIT_MS = 3000;

@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { WebhookRegistry } from '../../src/dispatch/registry.ts';
 import type { WebhookEntry } from '../../src/domain/webhook-entry.ts';
+import type { EventRoute } from '../../src/domain/event-route.ts';
 import { allEventsEntry } from '../helpers/webhooks.ts';
 
 const entry = (secret: string | null): WebhookEntry => allEventsEntry('org_1', 'wh_1', 'https://example.com/hook', secret);
@@ -29,5 +30,38 @@ describe('WebhookRegistry versions', () => {
     const e = new WebhookRegistry();
     expect(e.upsert(entry('a'))).toBe(true);
     expect(e.remove('org_1', 'wh_1')).toBe(true);
+  });
+});
+
+describe('WebhookRegistry match', () => {
+  const route = (rev: number): EventRoute => ({
+    org: 'org_1',
+    type: 'com.svc.workflow.started.v1',
+    resource: 'installs',
+    op: 'installs.provision',
+    event: 'lifecycle.started',
+    install: null,
+    component: null,
+    action: null,
+    rev,
+  });
+
+  it('leaves out a webhook created after the event was emitted, however late the event is dispatched', () => {
+    const r = new WebhookRegistry();
+    r.upsert({ ...entry(null), since_rev: 5 }, 5);
+    r.upsert({ ...allEventsEntry('org_1', 'wh_old', 'https://example.com/old', null) }, 2);
+    expect(r.match(route(4)).map((s) => s.id)).toEqual(['wh_old']);
+    expect(
+      r
+        .match(route(5))
+        .map((s) => s.id)
+        .sort(),
+    ).toEqual(['wh_1', 'wh_old']);
+    expect(
+      r
+        .match(route(0))
+        .map((s) => s.id)
+        .sort(),
+    ).toEqual(['wh_1', 'wh_old']); // names no revision
   });
 });
