@@ -30,6 +30,10 @@ export interface Metrics {
   hopBatchEvents: Histogram<string>;
   /** where svc_deliveries_in_flight reads its value at each scrape */
   setInFlightSource(fn: () => number): void;
+  /** svc_facts_pending (CONTRACT 9): facts SVC_FACTS acknowledged that the engine has not applied yet (NATS mode) */
+  factsPending: Gauge<string>;
+  /** where svc_facts_pending reads its value at each scrape */
+  setFactsPendingSource(fn: () => number): void;
 }
 
 /** Buckets from 1 ms to 10 s (the delivery timeout is 5 s by default). */
@@ -94,6 +98,16 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
   });
   let inFlight: () => number = () => 0;
 
+  const factsPending = new Gauge({
+    name: 'svc_facts_pending',
+    help: 'Producer facts the SVC_FACTS stream acknowledged that the engine has not applied yet (NATS mode; 0 in embedded mode)',
+    registers: [registry],
+    collect() {
+      this.set(pendingFacts());
+    },
+  });
+  let pendingFacts: () => number = () => 0;
+
   const eventsDropped = labelledCounter(
     registry,
     'svc_events_dropped_total',
@@ -149,6 +163,10 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics 
     hopBatchEvents,
     setInFlightSource: (fn: () => number) => {
       inFlight = fn;
+    },
+    factsPending,
+    setFactsPendingSource: (fn: () => number) => {
+      pendingFacts = fn;
     },
   };
 }

@@ -27,7 +27,6 @@ import { DeliveryStatusBook } from './outcomes/status-book.ts';
 import { AUDIT_LOG, EventQuota, eventHistory, HistoryPruner } from './engine/history-pruner.ts';
 import { LocalRunner } from './runner/local-runner.ts';
 import { Scheduler } from './engine/scheduler.ts';
-import { startIngest } from './ingest/ingest.ts';
 import { sourceFor } from './events/cloudevent.ts';
 import { createHttpApp } from './http/app.ts';
 import { FairAdmission } from './http/fair-admission.ts';
@@ -162,7 +161,7 @@ async function start(
 
   undo.push(() => topology.drain()); // what the start below starts: the data plane (its attempts in flight finish)
   await step(topology.start()); // events: outbox → JetStream (NATS) or → the data plane (embedded), what was left first
-  const work = startWork(config, { bus, db, logger, clock, metrics, engine, status }, undo);
+  const work = await step(startWork(config, { bus, db, logger, clock, metrics, engine, status, topology }, undo));
   // One round trip after the last subscription of this connection (ingest, the local runner's jobs,
   // the relay's acks, the outcome consumer's pull): the server has them all, in order.
   await step(bus.flush());
@@ -327,31 +326,39 @@ function appContext(o: {
 }
 
 /**
- * What takes work once delivery runs: the ingest subscription (a fact of an org whose deliveries
- * queue is held a moment to commit with others, src/ingest/ingest.ts HOLD_MS) and the local runner.
- * Each is in `undo` as it starts; `stop` stops the runner and drains the ingest subscription.
+ * What takes work once delivery runs: producer ingest (the topology's: a fact of an org whose deliveries
+ * queue is held a moment to commit with others, src/ingest/group-commits.ts HOLD_MS) and the local runner.
+ * Each is in `undo` as it starts; `stop` stops the runner and drains ingest.
  */
-function startWork(
+async function startWork(
   config: ServeConfig,
-  o: { bus: Bus; db: Db; logger: pino.Logger; clock: Clock; metrics: Metrics; engine: Engine; status: DeliveryStatusBook },
+  o: {
+    bus: Bus;
+    db: Db;
+    logger: pino.Logger;
+    clock: Clock;
+    metrics: Metrics;
+    engine: Engine;
+    status: DeliveryStatusBook;
+    topology: Topology;
+  },
   undo: Array<() => unknown>,
-): { stop(): Promise<void> } {
-  const { bus, logger, status } = o;
-  const ingestSub = startIngest({
-    bus,
-    logger,
-    metrics: o.metrics,
+): Promise<{ stop(): Promise<void> }> {
+  const { status } = o;
+  const ingest = await o.topology.startIngest({
     engine: o.engine,
+    clock: o.clock,
     backlogged: (orgId) => status.backlogged(orgId),
     ratePerOrg: config.ingestRatePerOrg ?? DEFAULT_INGEST_RATE_PER_ORG,
+    refused: () => {}, // the late refusals' list lands next
   });
-  undo.push(() => ingestSub.drain());
+  undo.push(() => ingest.drain());
   const localRunner = config.localRunner ? startLocalRunner(config, o) : null;
   undo.push(() => localRunner?.stop());
   return {
     async stop() {
       localRunner?.stop();
-      await ingestSub.drain();
+      await ingest.drain();
     },
   };
 }

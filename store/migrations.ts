@@ -510,4 +510,13 @@ export const MIGRATIONS: string[] = [
         before have 0: they match whatever is still queued, as they did. */ `
   ALTER TABLE webhooks ADD COLUMN since_rev INTEGER NOT NULL DEFAULT 0;
   `,
+  /* durable ingest (CONTRACT 9, new in 0.3, NATS mode): how far the engine applied the SVC_FACTS
+        stream, written in the commit that applies the facts. The row of org '' is the watermark: every
+        fact up to its seq is applied. An org's row: its last fact applied, when it is past the
+        watermark (facts are applied fairly between orgs, not in stream order across them). */ `
+  CREATE TABLE fact_cursors (
+    org_id TEXT PRIMARY KEY,
+    seq    INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  `,
 ];

@@ -34,6 +34,14 @@ export class FairQueue<T> {
     return fewest === Infinity ? 0 : fewest;
   }
 
+  /** The oldest item of each key with items. */
+  *oldest(): IterableIterator<T> {
+    for (const q of this.queues.values()) {
+      const first = q.peek();
+      if (first !== undefined) yield first;
+    }
+  }
+
   push(key: string, item: T): void {
     let q = this.queues.get(key);
     if (!q) {

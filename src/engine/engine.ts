@@ -152,27 +152,37 @@ export class Engine {
 
   // ------------------------------------------------------------------ producers (CONTRACT 5.2)
 
-  /** Producers' facts, committed together (each in its own savepoint); results in order. */
-  ingest(facts: readonly ProducerFact[]): Array<BatchResult<IngestResult | Unclassified>> {
-    const results = this.tx.batch(facts, (t, f) => {
-      if (!this.knownOrgs.has(f.orgId)) {
-        if (!getOrg(this.db, f.orgId)) throw new InvalidError('unknown org');
-        this.knownOrgs.add(f.orgId);
-      }
-      switch (f.family) {
-        case 'jobs':
-          return this.results.jobReport(t, f.orgId, f.id, f.body);
-        case 'workflows':
-          return reportExternalWorkflow(t, this.db, this.facts, f.orgId, f.id, f.body);
-        case 'runners':
-          return reportRunner(t, this.db, f.orgId, f.id, f.body);
-        case 'health': {
-          const r = reportHealth(t, this.db, f.orgId, f.id, f.body);
-          if (r === 'accepted') this.runs.steps.bake.installHealthChanged(t, f.orgId, f.id);
-          return r;
+  /**
+   * Producers' facts, committed together (each in its own savepoint); results in order. `last` runs
+   * in the same transaction after them, with their results (the SVC_FACTS cursor and late refusals).
+   */
+  ingest(
+    facts: readonly ProducerFact[],
+    last?: (results: Array<BatchResult<IngestResult | Unclassified>>) => void,
+  ): Array<BatchResult<IngestResult | Unclassified>> {
+    const results = this.tx.batch(
+      facts,
+      (t, f) => {
+        if (!this.knownOrgs.has(f.orgId)) {
+          if (!getOrg(this.db, f.orgId)) throw new InvalidError('unknown org');
+          this.knownOrgs.add(f.orgId);
         }
-      }
-    });
+        switch (f.family) {
+          case 'jobs':
+            return this.results.jobReport(t, f.orgId, f.id, f.body);
+          case 'workflows':
+            return reportExternalWorkflow(t, this.db, this.facts, f.orgId, f.id, f.body);
+          case 'runners':
+            return reportRunner(t, this.db, f.orgId, f.id, f.body);
+          case 'health': {
+            const r = reportHealth(t, this.db, f.orgId, f.id, f.body);
+            if (r === 'accepted') this.runs.steps.bake.installHealthChanged(t, f.orgId, f.id);
+            return r;
+          }
+        }
+      },
+      last,
+    );
     // a flood of facts is what lengthens the log fastest: its file looked at after each group
     this.checkpoints.committed();
     return results;

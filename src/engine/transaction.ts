@@ -198,8 +198,10 @@ export class Transactions {
    * is committed (a caller answers each producer only then). Items that throw are rolled back
    * alone: the group is first tried as it is (the common case, no savepoints); if an item throws,
    * the whole attempt is undone and the group runs again with each item in its own savepoint.
+   * `last`, if given, runs inside the same transaction after every item, with their results (what
+   * records how far a stream of items was applied: src/ingest/fact-stream.ts).
    */
-  batch<I, R>(items: readonly I[], fn: (t: Tx, item: I) => R): Array<BatchResult<R>> {
+  batch<I, R>(items: readonly I[], fn: (t: Tx, item: I) => R, last?: (results: Array<BatchResult<R>>) => void): Array<BatchResult<R>> {
     if (this.current) throw new Error('a group commit inside a transaction');
     const db = this.deps.db;
     const attempt = (isolated: boolean): { t: OpenTx; results: Array<BatchResult<R>> } => {
@@ -223,6 +225,7 @@ export class Transactions {
             results.push({ ok: false, error });
           }
         }
+        last?.(results);
       });
       return { t, results };
     };

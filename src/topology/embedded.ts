@@ -19,6 +19,7 @@ import { isRecoveryItemId } from '../domain/event-route.ts';
 import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
 import { moveHistoryQueueToOutbox, passEmbeddedEvents } from '../handoff/relay-queues.ts';
 import { type EventQueue, QueueWrites, queuedRow } from '../handoff/event-queue.ts';
+import { startIngest } from '../ingest/ingest.ts';
 import type { Topology, TopologyDeps } from './topology.ts';
 
 /**
@@ -91,6 +92,9 @@ export function embeddedTopology(d: TopologyDeps): Topology {
     registry,
     queue,
     delivery: config.deliver ? (useThread ? 'thread' : 'in process') : 'off',
+    // the bus's requests, committed by the engine before they are answered (CONTRACT 5.2)
+    startIngest: async (w) =>
+      startIngest({ bus, logger, metrics: d.metrics, engine: w.engine, backlogged: w.backlogged, ratePerOrg: w.ratePerOrg }),
     async start() {
       started = true;
       await delivery.start(); // hands over what was committed before a stop or a crash

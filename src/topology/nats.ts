@@ -37,6 +37,10 @@ import { consumeOutcomes } from '../outcomes/consumer.ts';
 import { trackNatsConnection } from '../readiness.ts';
 import type { Topology, TopologyDeps } from './topology.ts';
 import { watchStreamLeaders, type StreamLeaderWatch } from './stream-leaders.ts';
+import { INBOX_PREFIX } from '../bus/subjects.ts';
+import { getOrg } from '../../store/orgs.ts';
+import { applyFactStream } from '../ingest/fact-stream.ts';
+import { startGate, type OrgDirectory } from '../ingest/gate.ts';
 
 /** Delivery threads for this machine: one per spare core, at least one. */
 export function defaultDeliveryThreads(): number {
@@ -133,6 +137,40 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
     queue: relayEventQueue(db, relay, historyRelay, () => started),
     historyQueuedFrom: () => historyRelay.unstoredFrom(),
     delivery: delivery.name,
+    async startIngest(w) {
+      // this process's gate, beside every other svc process's (CONTRACT 9); the orgs it knows are the database's
+      const gate = startGate({
+        nc: nats.nc,
+        js,
+        logger,
+        metrics,
+        clock: w.clock,
+        gateId: `serve_${randomUUID().slice(0, 8)}`,
+        inboxPrefix: INBOX_PREFIX.engine,
+        orgs: databaseOrgs(db),
+        ratePerOrg: w.ratePerOrg,
+        readiness,
+      });
+      const facts = await retryDuringElection(d, () =>
+        applyFactStream({
+          js,
+          nc: nats.nc,
+          db,
+          engine: w.engine,
+          logger,
+          metrics,
+          clock: w.clock,
+          refused: w.refused,
+          backlogged: w.backlogged,
+        }),
+      );
+      return {
+        async drain() {
+          await gate.drain();
+          await facts.stop();
+        },
+      };
+    },
     async start() {
       started = true;
       // a stream without a leader (an election on a cluster) is a reason not to be ready (CONTRACT 1);
@@ -218,5 +256,19 @@ function natsDelivery(d: TopologyDeps, natsUrl: string, nc: NatsConnection, key:
     },
     idle: () => !plane || (plane.pipeline.held() === 0 && plane.pipeline.inFlight() === 0),
     drain: async () => plane?.drain(),
+  };
+}
+
+/** The orgs of the engine's own database, for its gate (an org once seen is remembered: orgs are not deleted). */
+function databaseOrgs(db: TopologyDeps['db']): OrgDirectory {
+  const known = new Set<string>();
+  return {
+    synced: true,
+    has(orgId) {
+      if (known.has(orgId)) return true;
+      if (!getOrg(db, orgId)) return false;
+      known.add(orgId);
+      return true;
+    },
   };
 }

@@ -13,6 +13,26 @@ import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Readiness } from '../readiness.ts';
 import type { EventQueue } from '../handoff/event-queue.ts';
+import type { Engine } from '../engine/engine.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { LateRefusal } from '../ingest/fact-stream.ts';
+
+/** What producers' facts are applied with (CONTRACT 5.2, 9), whichever way they come. */
+export interface IngestWiring {
+  engine: Engine;
+  clock: Clock;
+  /** facts per second per org (--ingest-rate-per-org); 0: no limit */
+  ratePerOrg: number;
+  /** whether an org's deliveries queue in a data plane (src/ingest/group-commits.ts HOLD_MS) */
+  backlogged: (orgId: string) => boolean;
+  /** record late refusals, inside the engine's transaction (NATS mode) */
+  refused: (rows: LateRefusal[]) => void;
+}
+
+/** Producer ingest, running: `drain` stops taking requests, answers what was received, stops applying. */
+export interface IngestRunning {
+  drain(): Promise<void>;
+}
 
 export interface Topology {
   /** the bus producers, runners and observers use: NATS, or in process */
@@ -32,6 +52,12 @@ export interface Topology {
    * Resolves once each has confirmed it runs; reports the 'delivery' part of readiness then.
    */
   start(): Promise<void>;
+  /**
+   * Take producers' facts (once the engine runs): embedded mode, the bus's requests committed by
+   * the engine and answered (src/ingest/ingest.ts); NATS mode, this process's ingest gate storing
+   * them in SVC_FACTS (src/ingest/gate.ts) and the engine applying the stream (src/ingest/fact-stream.ts).
+   */
+  startIngest(w: IngestWiring): Promise<IngestRunning>;
   /** nothing held, in flight or queued beyond the outbox (the caller checks the outbox itself) */
   idle(): Promise<boolean>;
   /**

@@ -297,8 +297,8 @@ async function ensureStream(jsm: JetStreamManager, base: StreamCfg, plan: Replic
   if (info.config.retention !== cfg.retention) {
     if (info.state.messages > 0) {
       throw new Error(
-        `JetStream stream ${name} has retention ${info.config.retention} and ${info.state.messages} messages; svc needs ${cfg.retention}. ` +
-          `Let an older svc deliver them, or remove the stream (nats stream rm ${name}).`,
+        `JetStream stream ${name} has retention ${info.config.retention} and ${info.state.messages} messages; ` +
+          `svc needs ${cfg.retention}. Let an older svc deliver them, or remove the stream (nats stream rm ${name}).`,
       );
     }
     await jsm.streams.delete(name);

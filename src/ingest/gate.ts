@@ -1,0 +1,222 @@
+// The ingest gate (CONTRACT 9 "Durable ingest", NATS mode): every svc process connected to NATS
+// (svc serve, svc worker) answers producers' requests on svc.ingest.> in one queue group. It checks
+// what it can alone (the subject, the schema, that the org exists, the org's rate), stores the fact
+// in SVC_FACTS and answers once the stream holds it, so a producer is answered while no engine runs.
+// The engine applies the stream (src/ingest/fact-stream.ts) and sends its verdict on each fact back
+// to the gate that stored it; a gate that gets it within VERDICT_WAIT_MS of the request answers with
+// it (a refusal only the engine can judge, a warning, as before the stream), else `{"ok": true}`:
+// the fact is stored, and the engine's refusal, if any, shows later at GET /v1/ingest/rejections.
+import type { JetStreamClient } from '@nats-io/jetstream';
+import { headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import type { Logger } from 'pino';
+import { factSubject, ingestWildcard, isProducerReplySubject, parseIngestSubject } from '../bus/subjects.ts';
+import { within, type Clock, type Timer } from '../domain/clock.ts';
+import { errorText } from '../domain/errors.ts';
+import { Fifo } from '../domain/fifo.ts';
+import { RepeatedWarnings } from '../log-summary.ts';
+import type { Metrics } from '../metrics.ts';
+import type { Readiness } from '../readiness.ts';
+import { RECEIVED_AT_HEADER, VERDICTS_HEADER } from './fact-stream.ts';
+import { parseIngest, type Reply } from './ingest.ts';
+import { BURST_SECONDS, OrgRateLimit } from './org-rate.ts';
+
+/**
+ * How long after a request its gate waits for the engine's verdict before it answers `{"ok": true}`
+ * (the fact stored). Well under CONTRACT 8's 100 ms for another org's answer, and 9's 250 ms p99
+ * while no engine runs; with an engine that keeps up, its verdict comes in a few ms.
+ */
+export const VERDICT_WAIT_MS = 60;
+/** After a wait that ran out with no verdict since, the gate answers at once for this long (no engine runs?). */
+const NO_ENGINE_MS = 1000;
+/** How long a publish to SVC_FACTS may take (a cluster electing the stream's leader takes seconds). */
+const STORE_TIMEOUT_MS = 5000;
+const DRAIN_BOUND_MS = 3000;
+
+/** The orgs that exist, as this process knows them (src/handoff/org-directory.ts). */
+export interface OrgDirectory {
+  has(orgId: string): boolean;
+  /** false until the directory has caught up: an org is refused as unknown only once it has */
+  readonly synced: boolean;
+}
+
+export interface GateDeps {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  logger: Logger;
+  metrics: Metrics;
+  clock: Clock;
+  /** this gate's id (unique per process) */
+  gateId: string;
+  /** the process's inbox prefix (INBOX_PREFIX.engine or .worker): verdicts come to <prefix>.gate.<gateId> */
+  inboxPrefix: string;
+  orgs: OrgDirectory | null;
+  /** facts per second per org (--ingest-rate-per-org); 0 or absent: no limit */
+  ratePerOrg?: number;
+  /** told whether the gate can store facts (CONTRACT 9: /readyz 503 when it cannot) */
+  readiness?: Readiness;
+}
+
+export interface Gate {
+  /** Later requests find no responder here; every one received is stored and answered (bounded). */
+  drain(): Promise<void>;
+}
+
+/** A request stored, waiting for the engine's verdict until its deadline. */
+interface Waiter {
+  seq: number;
+  msg: Msg;
+  orgId: string;
+  deadline: number;
+  answered: boolean;
+}
+
+export function startGate(deps: GateDeps): Gate {
+  const { clock, logger, metrics } = deps;
+  const dropped = new RepeatedWarnings(logger, clock, 'ingest message dropped');
+  const rate = deps.ratePerOrg ? new OrgRateLimit(deps.ratePerOrg, clock) : null;
+  const overRate = rate
+    ? `over the ingest rate of ${rate.perSecond} facts/s per org (bursts of ${rate.perSecond * BURST_SECONDS}; --ingest-rate-per-org)`
+    : '';
+  const verdictSubject = `${deps.inboxPrefix}.gate.${deps.gateId}`;
+  const waiting = new Map<number, Waiter>();
+  const byDeadline = new Fifo<Waiter>();
+  let timer: Timer | null = null;
+  let lastVerdictAt = 0;
+  let lastTimeoutAt = -Infinity;
+  let sent = 0;
+  let inFlight = 0;
+  let storing = true;
+
+  const refuse = (msg: Msg, orgId: string | null, reply: Reply & { ok: false }, counted: 'invalid' | 'rate') => {
+    if (counted === 'rate') metrics.rateLimited.inc({ what: 'ingest' });
+    else metrics.ingestMessages.inc({ result: 'invalid' });
+    dropped.warn({ org_id: orgId, error: reply.error.replace(msg.subject, '<subject>') }, { subject: msg.subject });
+    respond(msg, orgId, reply);
+  };
+
+  const expire = () => {
+    timer = null;
+    const now = clock.now();
+    for (;;) {
+      const w = byDeadline.peek();
+      if (!w || (!w.answered && w.deadline > now)) break;
+      byDeadline.shift();
+      if (w.answered) continue;
+      w.answered = true;
+      waiting.delete(w.seq);
+      lastTimeoutAt = now;
+      respond(w.msg, w.orgId, OK);
+    }
+    armTimer();
+  };
+  const armTimer = () => {
+    const w = byDeadline.peek();
+    if (w && !timer) timer = clock.setTimeout(expire, Math.max(0, w.deadline - clock.now()));
+  };
+
+  const verdicts = deps.nc.subscribe(verdictSubject, {
+    callback: (err, m) => {
+      if (err) return;
+      let list: Array<[number, Reply]>;
+      try {
+        list = JSON.parse(m.string());
+      } catch {
+        return;
+      }
+      lastVerdictAt = clock.now();
+      for (const [seq, reply] of list) {
+        const w = waiting.get(seq);
+        if (!w) continue;
+        waiting.delete(seq);
+        if (w.answered) continue;
+        w.answered = true;
+        respond(w.msg, w.orgId, reply);
+      }
+    },
+  });
+
+  const store = async (msg: Msg, orgId: string) => {
+    const receivedAt = clock.now();
+    const h = natsHeaders();
+    // no engine seems to run: nobody would send a verdict in time
+    const wait = lastTimeoutAt <= lastVerdictAt || receivedAt - lastTimeoutAt > NO_ENGINE_MS;
+    if (wait) h.set(VERDICTS_HEADER, verdictSubject);
+    h.set(RECEIVED_AT_HEADER, String(receivedAt));
+    inFlight++;
+    try {
+      // one msg id per request received: a retry of this publish is stored once; the same body
+      // sent again by a producer (a heartbeat) is another fact
+      const ack = await deps.js.publish(factSubject(msg.subject), msg.data, {
+        msgID: `${deps.gateId}.${++sent}`,
+        headers: h,
+        timeout: STORE_TIMEOUT_MS,
+        retries: 3,
+      });
+      if (!storing) {
+        storing = true;
+        deps.readiness?.ready('ingest');
+        logger.info('SVC_FACTS stores facts again');
+      }
+      if (!wait) return respond(msg, orgId, OK);
+      const w: Waiter = { seq: ack.seq, msg, orgId, deadline: receivedAt + VERDICT_WAIT_MS, answered: false };
+      if (clock.now() >= w.deadline) return respond(msg, orgId, OK);
+      waiting.set(ack.seq, w);
+      byDeadline.push(w);
+      armTimer();
+    } catch (err) {
+      if (storing) {
+        storing = false;
+        deps.readiness?.notReady('ingest', `SVC_FACTS does not store facts: ${errorText(err)}`);
+      }
+      logger.warn({ org_id: orgId, err: errorText(err) }, 'a fact was not stored in SVC_FACTS');
+      respond(msg, orgId, { ok: false, error: 'not recorded, try again' });
+    } finally {
+      inFlight--;
+    }
+  };
+
+  const sub: Subscription = deps.nc.subscribe(ingestWildcard, {
+    queue: 'svc-ingest',
+    callback: (err, msg) => {
+      if (err) return;
+      const where = parseIngestSubject(msg.subject);
+      const orgId = where?.orgId ?? null;
+      const wait = rate && orgId !== null ? rate.take(orgId) : 0;
+      if (wait > 0) return refuse(msg, orgId, { ok: false, error: 'rate_limited', message: overRate, retry_after_ms: wait }, 'rate');
+      try {
+        parseIngest(msg.subject, msg.data, where);
+      } catch (e) {
+        return refuse(msg, orgId, { ok: false, error: errorText(e) }, 'invalid');
+      }
+      if (deps.orgs?.synced && !deps.orgs.has(orgId!)) return refuse(msg, orgId, { ok: false, error: 'unknown org' }, 'invalid');
+      void store(msg, orgId!);
+    },
+  });
+
+  return {
+    async drain() {
+      await within(clock, sub.drain(), DRAIN_BOUND_MS);
+      const end = clock.now() + DRAIN_BOUND_MS;
+      while ((inFlight > 0 || byDeadline.size > 0) && clock.now() < end) await new Promise<void>((r) => setTimeout(r, 5));
+      verdicts.unsubscribe();
+      timer?.cancel();
+      dropped.close();
+    },
+  };
+}
+
+/**
+ * Answer a request, but only on an inbox of the subject's org: NATS does not check a publisher's
+ * reply subject against its permissions (src/bus/subjects.ts isProducerReplySubject).
+ */
+function respond(msg: Msg, orgId: string | null, reply: Reply): void {
+  if (!msg.reply || !orgId || !isProducerReplySubject(msg.reply, orgId)) return;
+  try {
+    msg.respond(reply === OK ? OK_BYTES : JSON.stringify(reply));
+  } catch {
+    // the connection is closing: the producer's request times out, and it sends again
+  }
+}
+
+const OK: Reply = { ok: true };
+const OK_BYTES = new TextEncoder().encode(JSON.stringify(OK));
