@@ -7,8 +7,6 @@ import { recordIngestRejections } from '../../store/ingest-rejections.ts';
 import { runCli, type CliResult } from '../helpers/cli.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 
-type Json = any;
-
 const both = (r: CliResult) => `stdout: ${r.stdout}\nstderr: ${r.stderr}`;
 
 describe('svc ingest rejections', () => {
