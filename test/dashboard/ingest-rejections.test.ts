@@ -117,4 +117,18 @@ describe('dashboard: ingest rejections', () => {
     expect(await foreign.text()).not.toContain('refused number');
     expect((await theirs.get(`/${org.org_id}/ingest/rejections`)).status).toBe(404);
   });
+
+  it('shows the first 16 KiB of a large fact, and says where the rest is', async () => {
+    const big = svc.createOrg('big-facts');
+    const fact = JSON.stringify({ kind: 'workflow', blob: 'x'.repeat(40_000), tail: 'THE-END' });
+    const db = openDb(svc.db);
+    db.transaction(() =>
+      recordIngestRejections(db, [{ org_id: big.org_id, subject: 'svc.ingest.big', received_at: Date.now(), error: 'too late', fact }]),
+    ).immediate();
+    db.close();
+    const html = await (await (await dashboardSession(dash, big)).get(`/${big.org_id}/ingest/rejections`)).text();
+    expect(html).toContain('svc ingest rejections --json');
+    expect(html).not.toContain('THE-END');
+    expect(html.length).toBeLessThan(30_000);
+  });
 });

@@ -9,32 +9,43 @@ import { ingestRejectionListQuerySchema } from '../../schemas/ingest.ts';
 import { listIngestRejections, type IngestRejectionView } from '../../services/ingest-rejections.ts';
 import { render } from '../render.tsx';
 import type { DashContext, DashEnv } from '../session.ts';
-import { Errors, Json, Section, StackTable, Time } from '../ui.tsx';
+import { Errors, Section, StackTable, Time } from '../ui.tsx';
 
 export const REJECTIONS_PAGE = 50;
 /** The fact's first characters, shown on its <details> summary. */
 const PREVIEW = 48;
+/** The characters of a fact a page shows at most. */
+const FACT_SHOWN = 16 * 1024;
 
 const preview = (fact: unknown) => {
   const text = typeof fact === 'string' ? fact : JSON.stringify(fact);
   return text.length > PREVIEW ? `${text.slice(0, PREVIEW - 1)}…` : text;
 };
 
-/** The fact as received: pretty JSON when it parsed, else its text as it came. */
-const Fact = ({ fact }: { fact: unknown }) => (
-  <details class="fact">
-    <summary>
-      <code>{preview(fact)}</code>
-    </summary>
-    {typeof fact === 'string' ? (
-      <pre class="json" aria-label="the fact as received (not JSON)" tabindex={0}>
-        {fact}
+/**
+ * The fact as received: pretty JSON when it parsed, else its text as it came; its first FACT_SHOWN
+ * characters (a fact may be up to the ingest size limit, and a page shows 50 of them).
+ */
+const Fact = ({ fact }: { fact: unknown }) => {
+  const text = typeof fact === 'string' ? fact : JSON.stringify(fact, null, 2);
+  const cut = text.length > FACT_SHOWN;
+  return (
+    <details class="fact">
+      <summary>
+        <code>{preview(fact)}</code>
+      </summary>
+      <pre class="json" aria-label={typeof fact === 'string' ? 'the fact as received (not JSON)' : 'the fact as received'} tabindex={0}>
+        {cut ? text.slice(0, FACT_SHOWN) : text}
       </pre>
-    ) : (
-      <Json value={fact} label="the fact as received" />
-    )}
-  </details>
-);
+      {cut ? (
+        <p class="hint">
+          Its first {FACT_SHOWN / 1024} KiB of {Math.ceil(text.length / 1024)} KiB; <code>svc ingest rejections --json</code> shows all of
+          it.
+        </p>
+      ) : null}
+    </details>
+  );
+};
 
 const RejectionTable = ({ rows }: { rows: IngestRejectionView[] }) => (
   <StackTable
