@@ -517,6 +517,24 @@ export const MIGRATIONS: string[] = [
   CREATE TABLE fact_cursors (
     org_id TEXT PRIMARY KEY,
     seq    INTEGER NOT NULL
+  /* late refusals of durable ingest (CONTRACT 9, new in 0.3): a fact the gate stored that the engine
+        refused when it applied it, kept per org for GET /v1/ingest/rejections (newest first: by seq),
+        pruned with --event-retention (on received_at) and to the newest 10,000 of each org; each org's
+        row count is kept beside them, in the same transactions, so that the cap costs what it deletes.
+        No foreign key to orgs: a refusal is written in the engine's transaction, which it must not fail */ `
+  CREATE TABLE ingest_rejections (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    org_id      TEXT NOT NULL,
+    subject     TEXT NOT NULL,
+    received_at INTEGER NOT NULL,   -- ms epoch: when the gate received the fact
+    error       TEXT NOT NULL,
+    fact        TEXT NOT NULL       -- the message body as received (UTF-8)
+  );
+  CREATE INDEX ingest_rejections_org ON ingest_rejections(org_id, seq);
+  CREATE INDEX ingest_rejections_received ON ingest_rejections(received_at);
+  CREATE TABLE ingest_rejection_counts (
+    org_id TEXT PRIMARY KEY,
+    n      INTEGER NOT NULL
   ) WITHOUT ROWID;
   `,
 ];

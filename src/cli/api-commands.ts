@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 import { seg } from './api-client.ts';
 import { group, handle, leaf, parseSelector, str } from './command-kit.ts';
 import { registerHistoryCommands } from './history-commands.ts';
+import { registerIngestCommands } from './ingest-commands.ts';
 import { registerTrigger, registerWebhookCommands } from './webhook-commands.ts';
 import { registerWindowCommands } from './window-commands.ts';
 import { registerApprovalCommands, registerApprovalPolicyCommands } from './approval-commands.ts';
@@ -636,4 +637,5 @@ export function registerApiCommands(program: Command): void {
   registerConfigs(program);
   registerWorkflows(program);
   registerApprovalCommands(program);
+  registerIngestCommands(program);
 }

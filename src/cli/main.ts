@@ -13,7 +13,7 @@ const GROUPS: Array<{ commands: string[]; load: () => Promise<Register> }> = [
   { commands: ['serve'], load: async () => (await import('./serve.ts')).registerServeCommand },
   { commands: ['orgs', 'tokens', 'dataplane-key'], load: async () => (await import('./local.ts')).registerLocalCommands },
   {
-    commands: ['webhooks', 'installs', 'branches', 'workflows', 'apps', 'configs', 'events', 'audit', 'approvals', 'trigger'],
+    commands: ['webhooks', 'installs', 'branches', 'workflows', 'apps', 'configs', 'events', 'audit', 'approvals', 'trigger', 'ingest'],
     load: async () => (await import('./api-commands.ts')).registerApiCommands,
   },
   { commands: ['listen'], load: async () => (await import('./listen.ts')).registerListenCommand },

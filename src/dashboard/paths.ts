@@ -30,6 +30,8 @@ export interface Paths {
   /** the event catalog (CONTRACT 10.3) */
   eventTypes: string;
   audit: string;
+  /** durable ingest's late refusals (CONTRACT 9) */
+  rejections: string;
   event(id: string): string;
   settings: string;
 }
@@ -66,6 +68,7 @@ export function pathsFor(prefix: string, orgId: string): Paths {
     events: `${org}/events`,
     eventTypes: `${org}/event-types`,
     audit: `${org}/audit`,
+    rejections: `${org}/ingest/rejections`,
     event: (id) => `${org}/events/${seg(id)}`,
     settings: `${org}/settings`,
   };

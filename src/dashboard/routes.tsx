@@ -25,6 +25,7 @@ import { registerSettings } from './pages/settings.tsx';
 import { registerApprovals } from './pages/approvals.tsx';
 import { registerApps } from './pages/apps.tsx';
 import { registerAudit } from './pages/audit.tsx';
+import { registerIngestRejections } from './pages/ingest-rejections.tsx';
 import { registerEventTypes } from './pages/event-types.tsx';
 import { countPendingApprovals } from '../services/approvals.ts';
 
@@ -146,6 +147,7 @@ export function createDashboardApp(ctx: AppContext, prefix: string): Hono<DashEn
   registerHistory(r, ctx);
   registerEventTypes(r, ctx);
   registerAudit(r, ctx);
+  registerIngestRejections(r, ctx);
   registerSettings(r, ctx);
   return r;
 }

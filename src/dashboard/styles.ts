@@ -42,6 +42,8 @@ pre.json { background:#f0f2f5; padding:.6rem; border-radius:6px; overflow:auto; 
 details.attempt-exchange[open] { min-width:min(28rem, 70vw); } details.attempt-exchange pre.json { white-space:pre-wrap;
   overflow-wrap:anywhere; max-width:min(40rem, 70vw); max-height:16rem; } details.attempt-exchange h3 { font-size:.9rem;
   margin:.5rem 0 .2rem; }
+#rejections-table td[data-label="Subject"] { min-width:12rem; } details.fact pre.json { white-space:pre-wrap; overflow-wrap:anywhere;
+  max-width:min(36rem, 60vw); max-height:16rem; }
 .badge { display:inline-block; padding:.05rem .5rem; border-radius:999px; font-size:.8rem; font-weight:600; background:#e7e9ee;
   white-space:nowrap; }
 .s-succeeded, .s-healthy, .s-ok, .s-approved, .s-success { background:#dcf3e5; color:var(--ok); }

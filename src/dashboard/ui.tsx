@@ -14,7 +14,7 @@ export interface PageProps {
   flash?: Flash;
   /** seconds; set while a workflow is running: the page reloads itself (app.js) unless the reader pauses it */
   refresh?: number;
-  current?: 'overview' | 'installs' | 'apps' | 'approvals' | 'webhooks' | 'events' | 'event-types' | 'audit' | 'settings';
+  current?: 'overview' | 'installs' | 'apps' | 'approvals' | 'webhooks' | 'events' | 'event-types' | 'rejections' | 'audit' | 'settings';
   children?: Child;
 }
 
@@ -112,6 +112,7 @@ const Nav: FC<{ paths: Paths; org: { id: string; csrf: string; admin?: boolean }
         {item('webhooks', paths.webhooks, 'Webhooks')}
         {item('events', paths.events, 'Events')}
         {item('event-types', paths.eventTypes, 'Event types')}
+        {item('rejections', paths.rejections, 'Rejections')}
         {org.admin ? item('audit', paths.audit, 'Audit') : null}
         {item('settings', paths.settings, 'Settings')}
       </ul>

@@ -1,5 +1,5 @@
-// Retention on the engine's clock: of the event history and the attempt log (CONTRACT 4.5
-// --event-retention), and of the audit log (CONTRACT 2 --audit-retention). What is older than the
+// Retention on the engine's clock: of the event history, the attempt log and the late refusals of
+// durable ingest (CONTRACT 4.5 and 9, --event-retention), and of the audit log (CONTRACT 2 --audit-retention). What is older than the
 // retention is deleted, at start and then every 60th of the retention (at most every hour). Reads
 // never return it even before a prune (store/history.ts, src/services/audit.ts filter by the same cut-off).
 import type { Logger } from 'pino';
@@ -14,6 +14,7 @@ import {
   pruneOrgOldest,
 } from '../../store/history.ts';
 import { pruneAudit } from '../../store/audit.ts';
+import { pruneIngestRejections } from '../../store/ingest-rejections.ts';
 import type { Clock, Timer } from '../domain/clock.ts';
 
 const PRUNE_EVERY_MS_MAX = 3_600_000;
@@ -24,10 +25,13 @@ export interface Kept {
   prune(db: Db, beforeMs: number): number;
 }
 
-/** The event history and the attempt log; events from `queuedFrom()` on stay, however old (NATS mode: the relay's queue). */
+/**
+ * The event history and the attempt log; events from `queuedFrom()` on stay, however old (NATS mode:
+ * the relay's queue). The ingest refusals are kept for the same time (CONTRACT 9).
+ */
 export const eventHistory = (queuedFrom?: () => number): Kept => ({
-  what: 'event history and attempts',
-  prune: (db, beforeMs) => pruneHistory(db, beforeMs, queuedFrom?.()),
+  what: 'event history, attempts and ingest rejections',
+  prune: (db, beforeMs) => pruneHistory(db, beforeMs, queuedFrom?.()) + pruneIngestRejections(db, beforeMs),
 });
 export const AUDIT_LOG: Kept = { what: 'audit log', prune: pruneAudit };
 

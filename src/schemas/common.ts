@@ -40,7 +40,7 @@ export const selectorSchema = z.strictObject({
 
 export const timeBoundSchema = (what: string) =>
   z.string().min(1).max(64).describe(`${what}: an ISO 8601 time, or a duration back from now (e.g. 2h, 30m, 7d)`);
-const pageCursor = z.string().min(1).max(32).describe('the next_cursor of the previous page');
+export const pageCursor = z.string().min(1).max(32).describe('the next_cursor of the previous page');
 export const pageLimit = z
   .string()
   .regex(/^\d+$/, 'a whole number from 1 to 500')

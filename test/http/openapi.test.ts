@@ -15,6 +15,8 @@ import { defineRoute, mountRoutes, reply } from '../../src/http/api-route.ts';
 import { errorResponse, toHttpError } from '../../src/http/http-error.ts';
 import type { AuthEnv } from '../../src/http/auth.ts';
 import { TERMINAL } from '../helpers/workflows.ts';
+import { openDb } from '../../store/db.ts';
+import { recordIngestRejections } from '../../store/ingest-rejections.ts';
 
 type Json = any;
 
@@ -740,6 +742,14 @@ describe('real responses validate against the document', () => {
     const audit = check(await api.get('/v1/audit?limit=2'), 'get', '/v1/audit', 200);
     expect(audit.data.length).toBe(2);
     check(await api.get('/v1/audit?limit=0'), 'get', '/v1/audit', 400);
+    // late refusals of durable ingest (CONTRACT 9), kept as the engine keeps them: a JSON fact and one that is not JSON
+    const db = openDb(svc.db);
+    const refused = (fact: string) => ({ org_id: org.org_id, subject: 'svc.ingest.x', received_at: Date.now(), error: 'refused', fact });
+    db.transaction(() => recordIngestRejections(db, [refused('{"a":[1]}'), refused('not json')])).immediate();
+    db.close();
+    const rejections = check(await api.get('/v1/ingest/rejections?limit=1'), 'get', '/v1/ingest/rejections', 200);
+    check(await api.get(`/v1/ingest/rejections?after=${rejections.next_cursor}`), 'get', '/v1/ingest/rejections', 200);
+    check(await api.get('/v1/ingest/rejections?limit=0'), 'get', '/v1/ingest/rejections', 400);
     const ATTEMPTS = `${HOOKS}/{webhook_id}/attempts`;
     check(await api.get(`${HOOKS}/${ids.hookA}/attempts?limit=1`), 'get', ATTEMPTS, 200);
     check(await api.get(`${HOOKS}/${ids.hookA}/attempts?outcome=no`), 'get', ATTEMPTS, 400);

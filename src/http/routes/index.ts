@@ -8,6 +8,7 @@ import { installRoutes } from './installs.ts';
 import { workflowRoutes } from './workflows.ts';
 import { eventRoutes } from './events.ts';
 import { auditRoutes } from './audit.ts';
+import { ingestRoutes } from './ingest.ts';
 import { changeWindowRoutes } from './change-windows.ts';
 import { eventTypeRoutes } from './event-types.ts';
 import { approvalPolicyRoutes } from './approval-policies.ts';
@@ -34,5 +35,6 @@ export const API_ROUTES: readonly ApiRoute[] = [
   ...workflowRoutes,
   ...eventRoutes,
   ...eventTypeRoutes,
+  ...ingestRoutes,
   ...auditRoutes,
 ];
