@@ -11,11 +11,13 @@
 // committed (a recovery's item is not mirrored: its subscribers saw the event already).
 import type { Db } from '../../store/db.ts';
 import { insertEvent } from '../../store/history.ts';
+import { getOrg } from '../../store/orgs.ts';
 import { insertOutbox, type OutboxRow } from '../../store/outbox.ts';
 import { createMemoryBus } from '../bus/memory.ts';
 import { startOutboxDataPlane, type DeliveryLimits, type RegistryChange } from '../dataplane/data-plane.ts';
 import { OutboxDeliveryThread } from '../dataplane/outbox-thread.ts';
 import { isRecoveryItemId } from '../domain/event-route.ts';
+import type { OrgDirectory } from '../domain/org-directory.ts';
 import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
 import { moveHistoryQueueToOutbox, passEmbeddedEvents } from '../handoff/relay-queues.ts';
 import { type EventQueue, QueueWrites, queuedRow } from '../handoff/event-queue.ts';
@@ -86,9 +88,14 @@ export function embeddedTopology(d: TopologyDeps): Topology {
     },
   };
 
+  // one process, one store: it is the directory
+  const orgs: OrgDirectory = { has: (orgId) => getOrg(d.db, orgId) !== undefined, synced: true, whenSynced: async () => {} };
+
   return {
     bus,
     registry,
+    orgs,
+    orgCreated: () => {},
     queue,
     delivery: config.deliver ? (useThread ? 'thread' : 'in process') : 'off',
     async start() {

@@ -1,6 +1,6 @@
 // The seam between svc serve and its two runtimes (ARCHITECTURE: "two runtimes behind one
 // interface"): NATS mode (nats.ts) and embedded mode (embedded.ts) each give a bus, a place to
-// replicate webhooks to, the engine's event queue (event-queue.ts), a data plane, and their start, idle and
+// replicate webhooks to, the org directory, the engine's event queue (event-queue.ts), a data plane, and their start, idle and
 // stop. src/server.ts composes one of them with the engine, the API and the dashboard and never
 // asks which; open.ts is the one place that picks.
 import type { Logger } from 'pino';
@@ -13,6 +13,7 @@ import type { RegistryPublisher } from '../handoff/registry-replicator.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Readiness } from '../readiness.ts';
 import type { EventQueue } from '../handoff/event-queue.ts';
+import type { OrgDirectory } from '../domain/org-directory.ts';
 
 export interface Topology {
   /** the bus producers, runners and observers use: NATS, or in process */
@@ -24,6 +25,17 @@ export interface Topology {
    * hands them on after each commit: to the relays (NATS) or to the data plane (embedded)
    */
   readonly queue: EventQueue;
+  /**
+   * Which orgs exist, for this process's ingest gate (CONTRACT 9 "Durable ingest"): NATS mode, the
+   * svc_orgs directory that every svc process watches (src/bus/nats/org-directory.ts; svc worker
+   * starts its own with startOrgDirectory); embedded mode, the store itself (always synced).
+   */
+  readonly orgs: OrgDirectory;
+  /**
+   * An org was created in this process and committed: NATS mode puts it in the directory now (the
+   * orgs table is also looked at every second, for `svc orgs create --db` beside svc serve).
+   */
+  orgCreated(orgId: string): void;
   /** how this process delivers, for the `listening on` line: 'N threads', 'thread', 'in process', 'off' */
   readonly delivery: string;
   /**
