@@ -24,7 +24,7 @@ import { openDb, type Db } from '../../store/db.ts';
 import { createOrg } from '../../store/orgs.ts';
 import { runCliProcess } from '../helpers/cli.ts';
 import { findNatsServer, freePort, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
-import { newDbWithOrg, startService } from '../helpers/service.ts';
+import { newDbWithOrg, startService, tmpDir } from '../helpers/service.ts';
 import { waitFor, within } from '../helpers/wait.ts';
 
 const logger = pino({ level: 'silent' });
@@ -191,6 +191,40 @@ describe.skipIf(findNatsServer() === null)('org directory: before the bucket exi
       }
     } finally {
       reader.stop();
+    }
+  }, 60_000);
+
+  it('a reader whose NATS server restarts watches again: it keeps what it knew, stays synced, and sees orgs put afterwards', async () => {
+    const storeDir = tmpDir('svc-org-directory-restart-');
+    const port = await freePort();
+    let own = await startNatsServer({ port, storeDir });
+    const opts = { servers: own.url, reconnectTimeWait: 100, maxReconnectAttempts: -1 };
+    const engine = await connect(opts);
+    const gate = await connect(opts);
+    const store = openDb(path.join(storeDir, 'svc.db'));
+    const first = createOrg(store, 'first').org.org_id;
+    await ensureLayout(engine, await jetstreamManager(engine));
+    const writer = new OrgReplicator(store, new KvOrgsPublisher(await new Kvm(jetstream(engine)).open(ORGS_BUCKET)), logger);
+    const reader = startOrgDirectory(gate);
+    try {
+      await writer.start();
+      await within(reader.whenSynced(), 10_000);
+      expect(reader.has(first)).toBe(true);
+      await own.stop();
+      own = await startNatsServer({ port, storeDir });
+      expect(reader.synced).toBe(true);
+      expect(reader.has(first)).toBe(true);
+      // put once both connections are back (the writer tries again at its next look if it is not)
+      const second = createOrg(store, 'second').org.org_id;
+      await waitFor(() => reader.has(second), 15_000, 'the org put after the restart in the directory');
+      expect(reader.has(first)).toBe(true);
+    } finally {
+      reader.stop();
+      await writer.stop();
+      store.close();
+      await Promise.allSettled([engine.close(), gate.close()]);
+      await own.stop();
+      fs.rmSync(storeDir, { recursive: true, force: true });
     }
   }, 60_000);
 });
