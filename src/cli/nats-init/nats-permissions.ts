@@ -51,6 +51,9 @@ export const INGEST_ANSWER_TTL_MS = 60_000;
  *    a request names, and a producer names its own: the gate answers only
  *    isProducerReplySubject() replies (src/bus/subjects.ts), as the engine does;
  *  - the org directory (read only): `kv.status()` and `kv.watch` of svc_orgs, as for webhooks.
+ * (The two `$JS.FC` entries are needed only when the server asks the watcher for flow control:
+ * the test puts 4 MiB ahead of the watch for that, and a 2.9.10 server on a fast machine may still
+ * not ask; kept for large registries and directories.)
  * Every reply comes to `_SVC_WORKER_INBOX.…`, the only inbox it may subscribe to.
  * Not granted: deleting any consumer or stream (an ordered consumer that resets asks to delete its
  * previous consumer and ignores the refusal: the server removes it after 5 min of inactivity; one
