@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { openDb, type Db } from '../store/db.ts';
 import { outboxSize } from '../store/outbox.ts';
+import { recordIngestRejections } from '../store/ingest-rejections.ts';
 import {
   DEFAULT_API_QUEUE_PER_ORG,
   DEFAULT_INGEST_RATE_PER_ORG,
@@ -350,7 +351,7 @@ async function startWork(
     clock: o.clock,
     backlogged: (orgId) => status.backlogged(orgId),
     ratePerOrg: config.ingestRatePerOrg ?? DEFAULT_INGEST_RATE_PER_ORG,
-    refused: () => {}, // the late refusals' list lands next
+    refused: (rows) => recordIngestRejections(o.db, rows),
   });
   undo.push(() => ingest.drain());
   const localRunner = config.localRunner ? startLocalRunner(config, o) : null;

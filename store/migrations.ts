@@ -517,6 +517,8 @@ export const MIGRATIONS: string[] = [
   CREATE TABLE fact_cursors (
     org_id TEXT PRIMARY KEY,
     seq    INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  `,
   /* late refusals of durable ingest (CONTRACT 9, new in 0.3): a fact the gate stored that the engine
         refused when it applied it, kept per org for GET /v1/ingest/rejections (newest first: by seq),
         pruned with --event-retention (on received_at) and to the newest 10,000 of each org; each org's

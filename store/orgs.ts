@@ -52,6 +52,24 @@ export function getOrg(db: Db, orgId: string): Org | undefined {
   return db.prepare('SELECT org_id, name, created_at FROM orgs WHERE org_id = ?').get(orgId) as Org | undefined;
 }
 
+/** How far the orgs table goes: its greatest rowid and its row count (a cheap look for new orgs). */
+export interface OrgsMark {
+  last: number;
+  count: number;
+}
+
+export function orgsMark(db: Db): OrgsMark {
+  const r = db.prepare('SELECT coalesce(max(rowid), 0) AS last, count(*) AS count FROM orgs').get() as OrgsMark;
+  return { last: Number(r.last), count: Number(r.count) };
+}
+
+/** The orgs whose rowid is above `after` (0: every org), oldest first, with their rowid. */
+export function listOrgsAfter(db: Db, after: number): Array<Org & { rowid: number }> {
+  return db.prepare('SELECT rowid, org_id, name, created_at FROM orgs WHERE rowid > ? ORDER BY rowid').all(after) as Array<
+    Org & { rowid: number }
+  >;
+}
+
 export function createToken(
   db: Db,
   orgId: string,

@@ -15,6 +15,8 @@ import { ID_RE } from '../domain/ids.ts';
 export const SUBJECT_PREFIX = 'svc';
 export const jobsWildcard = 'svc.jobs.>';
 export const ingestWildcard = 'svc.ingest.>';
+/** The queue group of every process answering on ingestWildcard (CONTRACT 9: one request, one answer). */
+export const INGEST_QUEUE_GROUP = 'svc-ingest';
 export const eventsWildcard = 'svc.events.>';
 /** What every subject eventsWildcard matches begins with. */
 export const eventsPrefix = 'svc.events.';

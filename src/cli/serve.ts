@@ -165,15 +165,7 @@ function addLimitOptions(serve: Command): void {
         DEFAULT_API_QUEUE_PER_ORG,
       ),
     )
-    .addOption(
-      envOption(
-        '--ingest-rate-per-org <n>',
-        'producer facts per second per org, in bursts of up to 4 times as many (more: rate_limited; 0: no limit)',
-        'SVC_INGEST_RATE_PER_ORG',
-        parseCount,
-        DEFAULT_INGEST_RATE_PER_ORG,
-      ),
-    )
+    .addOption(ingestRateOption())
     .addOption(
       envOption(
         '--max-events-per-org <n>',
@@ -377,4 +369,15 @@ function relayFaultFromEnv(): RelayFault | undefined {
     process.kill(process.pid, 'SIGKILL');
     await new Promise(() => {}); // never resumes
   };
+}
+
+/** --ingest-rate-per-org (CONTRACT 8, 9): svc serve's and svc worker's gates each hold it per org. */
+export function ingestRateOption(): Option {
+  return envOption(
+    '--ingest-rate-per-org <n>',
+    'producer facts per second per org, in bursts of up to 4 times as many (more: rate_limited; 0: no limit)',
+    'SVC_INGEST_RATE_PER_ORG',
+    parseCount,
+    DEFAULT_INGEST_RATE_PER_ORG,
+  );
 }

@@ -17,9 +17,15 @@ import {
   allowPrivateTargetsOption,
   deliveryConcurrencyOption,
   deliveryTimeoutOption,
+  ingestRateOption,
   natsCredsOption,
   natsUrlOption,
 } from './serve.ts';
+import { jetstream } from '@nats-io/jetstream';
+import { INBOX_PREFIX } from '../bus/subjects.ts';
+import { startOrgDirectory } from '../bus/nats/org-directory.ts';
+import { startGate } from '../ingest/gate.ts';
+import { createMetrics } from '../metrics.ts';
 import { collectEagerly } from './heap.ts';
 
 interface WorkerOptions {
@@ -28,6 +34,7 @@ interface WorkerOptions {
   deliveryConcurrency: number;
   deliveryTimeout: number;
   allowPrivateTargets?: boolean;
+  ingestRatePerOrg: number;
 }
 
 export function registerWorkerCommand(program: Command): void {
@@ -39,6 +46,7 @@ export function registerWorkerCommand(program: Command): void {
     .addOption(deliveryConcurrencyOption())
     .addOption(deliveryTimeoutOption())
     .addOption(allowPrivateTargetsOption())
+    .addOption(ingestRateOption())
     .action(async (opts: WorkerOptions) => {
       collectEagerly();
       if (!opts.nats) throw new UsageError('svc worker needs --nats <urls> (or SVC_NATS_URL)');
@@ -73,6 +81,20 @@ export function registerWorkerCommand(program: Command): void {
         clock: systemClock,
         logger,
       });
+      // this process's ingest gate (CONTRACT 9): producers are answered while no engine runs
+      const orgs = startOrgDirectory(nc, { logger });
+      const gate = startGate({
+        nc,
+        js: jetstream(nc, { timeout: 10_000 }),
+        logger,
+        metrics: createMetrics(),
+        clock: systemClock,
+        gateId: workerId,
+        inboxPrefix: INBOX_PREFIX.worker,
+        orgs,
+        ratePerOrg: opts.ingestRatePerOrg,
+      });
+      await nc.flush(); // the gate's subscriptions are the server's
       readiness.ready('consumers');
       await readiness.whenReady();
       // the handlers go in before `worker ready` is printed: a SIGTERM as soon as it is seen drains
@@ -85,6 +107,8 @@ export function registerWorkerCommand(program: Command): void {
         logger.info({ signal }, 'draining');
         systemClock.setTimeout(() => process.exit(1), opts.deliveryTimeout + 15_000); // a drain that hangs
         const t0 = systemClock.now();
+        await gate.drain(); // later requests go to another process; those received are stored and answered
+        orgs.stop();
         await plane.drain();
         await nc.drain().catch(() => nc.close());
         // the final line (issue 56): deliveries in flight finished, nothing left unacknowledged

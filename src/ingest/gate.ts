@@ -19,6 +19,7 @@ import type { Readiness } from '../readiness.ts';
 import { RECEIVED_AT_HEADER, VERDICTS_HEADER } from './fact-stream.ts';
 import { parseIngest, type Reply } from './ingest.ts';
 import { BURST_SECONDS, OrgRateLimit } from './org-rate.ts';
+import type { OrgDirectory } from '../domain/org-directory.ts';
 
 /**
  * How long after a request its gate waits for the engine's verdict before it answers `{"ok": true}`
@@ -31,13 +32,6 @@ const NO_ENGINE_MS = 1000;
 /** How long a publish to SVC_FACTS may take (a cluster electing the stream's leader takes seconds). */
 const STORE_TIMEOUT_MS = 5000;
 const DRAIN_BOUND_MS = 3000;
-
-/** The orgs that exist, as this process knows them (src/handoff/org-directory.ts). */
-export interface OrgDirectory {
-  has(orgId: string): boolean;
-  /** false until the directory has caught up: an org is refused as unknown only once it has */
-  readonly synced: boolean;
-}
 
 export interface GateDeps {
   nc: NatsConnection;

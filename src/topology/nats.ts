@@ -1,6 +1,7 @@
 // NATS mode (`svc serve --nats`): the control plane here, the data plane on JetStream. This process
 // connects (the engine's credentials), makes sure of the JetStream layout (src/bus/nats/jetstream.ts),
-// replicates webhooks into KV (sealed with the data plane key), relays the outbox to SVC_EVENTS
+// replicates webhooks into KV (sealed with the data plane key) and the orgs into the org directory
+// (src/handoff/org-replicator.ts; this process's ingest gate reads it back like any other's), relays the outbox to SVC_EVENTS
 // (src/handoff/outbox-relay.ts: batch assignment and the prune ride in the engine's commits), takes
 // the outcome batches of every data plane back into the status book, and — unless --no-deliver —
 // delivers: on N worker threads (src/dataplane/nats-threads.ts), or on this thread
@@ -20,17 +21,20 @@ import {
   EVENTS_STREAM,
   LAYOUT_CONSUMERS,
   LAYOUT_STREAMS,
+  ORGS_BUCKET,
   REGISTRY_BUCKET,
   undeliveredEvents,
 } from '../bus/nats/jetstream.ts';
 import { JetStreamPublisher } from '../bus/nats/jetstream-publisher.ts';
 import { KvRegistryPublisher } from '../bus/nats/kv-registry.ts';
+import { KvOrgsPublisher } from '../bus/nats/kv-orgs.ts';
 import { natsConnectOptions } from '../bus/nats/nats-auth.ts';
 import { createNatsBus, redactNatsUrl, type NatsBus } from '../bus/nats/nats-connection.ts';
 import { Seal } from '../bus/seal.ts';
 import { startNatsDataPlane, type DataPlane, type DeliveryLimits } from '../dataplane/data-plane.ts';
 import { NatsDeliveryThreads } from '../dataplane/nats-threads.ts';
 import { OutboxRelay } from '../handoff/outbox-relay.ts';
+import { OrgReplicator } from '../handoff/org-replicator.ts';
 import { historyQueue, outboxQueue } from '../handoff/relay-queues.ts';
 import { relayEventQueue } from '../handoff/relay-event-queue.ts';
 import { consumeOutcomes } from '../outcomes/consumer.ts';
@@ -40,7 +44,8 @@ import { watchStreamLeaders, type StreamLeaderWatch } from './stream-leaders.ts'
 import { INBOX_PREFIX } from '../bus/subjects.ts';
 import { getOrg } from '../../store/orgs.ts';
 import { applyFactStream } from '../ingest/fact-stream.ts';
-import { startGate, type OrgDirectory } from '../ingest/gate.ts';
+import { startGate } from '../ingest/gate.ts';
+import type { OrgDirectory } from '../domain/org-directory.ts';
 
 /** Delivery threads for this machine: one per spare core, at least one. */
 export function defaultDeliveryThreads(): number {
@@ -112,6 +117,14 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
   const js = jetstream(nats.nc, { timeout: 10_000 });
   const jsm = await jetstreamManager(nats.nc, { timeout: 10_000, checkAPI: false });
   const registry = new KvRegistryPublisher(await retryDuringElection(d, () => new Kvm(js).open(REGISTRY_BUCKET)), seal);
+  // the org directory every svc worker's gate reads: put from the store (begun now, behind: start()
+  // waits for it a few seconds at most); this process's own gate reads the store itself
+  const orgReplicator = new OrgReplicator(
+    db,
+    new KvOrgsPublisher(await retryDuringElection(d, () => new Kvm(js).open(ORGS_BUCKET))),
+    logger,
+  );
+  const orgsReplicated = orgReplicator.start();
   const publisher = new JetStreamPublisher(nats.nc, natsConnectOptions({ servers: [], name: 'svc', role: 'engine' }).inboxPrefix!);
   // each gives its rows their batch (in the engine's commits, and a recovery's for the outbox) and
   // is done with what JetStream stored inside the engine's next commit: the outbox relay deletes
@@ -173,6 +186,7 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
     },
     async start() {
       started = true;
+      await orgsReplicated; // the first sync, or a few seconds of it (it goes on behind)
       // a stream without a leader (an election on a cluster) is a reason not to be ready (CONTRACT 1);
       // a lone server holds no elections (and a slow answer of its own is no reason to be unready)
       if (nats.nc.info?.cluster) {
@@ -201,6 +215,7 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
     drain: () => delivery.drain(),
     async close() {
       leaders?.stop();
+      await orgReplicator.stop();
       await Promise.all(relays.map((r) => r.close()));
       publisher.close();
       await outcomes.stop();
@@ -264,6 +279,7 @@ function databaseOrgs(db: TopologyDeps['db']): OrgDirectory {
   const known = new Set<string>();
   return {
     synced: true,
+    whenSynced: async () => {},
     has(orgId) {
       if (known.has(orgId)) return true;
       if (!getOrg(db, orgId)) return false;

@@ -1,6 +1,6 @@
 // The seam between svc serve and its two runtimes (ARCHITECTURE: "two runtimes behind one
 // interface"): NATS mode (nats.ts) and embedded mode (embedded.ts) each give a bus, a place to
-// replicate webhooks to, the engine's event queue (event-queue.ts), a data plane, and their start, idle and
+// replicate webhooks to, the org directory, the engine's event queue (event-queue.ts), a data plane, and their start, idle and
 // stop. src/server.ts composes one of them with the engine, the API and the dashboard and never
 // asks which; open.ts is the one place that picks.
 import type { Logger } from 'pino';

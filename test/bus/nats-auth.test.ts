@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/wait.ts';
-import { connect, credsAuthenticator, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
+import { connect, createInbox, credsAuthenticator, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, AckPolicy, RetentionPolicy, type JetStreamManager } from '@nats-io/jetstream';
 import { Kvm, type KvWatchEntry } from '@nats-io/kv';
 import { natsConnectOptions, type NatsRole } from '../../src/bus/nats/nats-auth.ts';
@@ -17,12 +17,16 @@ import {
   DISPATCH_CONSUMER,
   ensureLayout,
   EVENTS_STREAM,
+  FACTS_STREAM,
+  ORGS_BUCKET,
   OUTCOMES_CONSUMER,
   OUTCOMES_STREAM,
   PROGRESS_BUCKET,
   REGISTRY_BUCKET as WEBHOOKS_BUCKET,
 } from '../../src/bus/nats/jetstream.ts';
-import { hopSubject, hopWildcard, ingestWildcard, isProducerReplySubject } from '../../src/bus/subjects.ts';
+import { hopSubject, hopWildcard, INGEST_QUEUE_GROUP, ingestWildcard, isProducerReplySubject } from '../../src/bus/subjects.ts';
+import { COMPLETE_KEY } from '../../src/bus/nats/kv-orgs.ts';
+import { startOrgDirectory } from '../../src/bus/nats/org-directory.ts';
 import { findNatsServer, freePort, startNatsServer, type NatsServerHandle } from '../helpers/nats-server.ts';
 import { BIN, ROOT } from '../helpers/paths.ts';
 import { openDb } from '../../store/db.ts';
@@ -430,6 +434,22 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       await expect(jetstream(producerA.nc).consumers.get(EVENTS_STREAM, DISPATCH_CONSUMER)).rejects.toThrow(/Permissions Violation/);
     });
 
+    it('cannot store facts in SVC_FACTS (plain or JetStream publish on svc.facts.>) nor read the org directory', async () => {
+      const n = producerA.violations().length;
+      producerA.nc.publish('svc.facts.org_a.jobs.job_forged', '{}');
+      await barrier(producerA);
+      await waitFor(() => producerA.violations().length > n, 10_000, 'the plain publish violation');
+      expect(producerA.violations().at(-1)).toMatch(/Publish to "svc.facts.org_a.jobs.job_forged"/);
+      await expect(jetstream(producerA.nc).publish('svc.facts.org_a.jobs.job_forged2', '{}')).rejects.toThrow(/Permissions Violation/);
+      expect(await jsm.streams.getMessage(FACTS_STREAM, { last_by_subj: 'svc.facts.org_a.jobs.job_forged' })).toBeNull();
+      expect(await jsm.streams.getMessage(FACTS_STREAM, { last_by_subj: 'svc.facts.org_a.jobs.job_forged2' })).toBeNull();
+      const kv = await new Kvm(producerA.nc).open(ORGS_BUCKET); // binding makes no request
+      await expect(kv.status()).rejects.toThrow(/Permissions Violation/);
+      await expect(kv.get('org_a')).rejects.toThrow(/Permissions Violation/);
+      await expect(kv.watch()).rejects.toThrow(/Permissions Violation/);
+      await expect(kv.put('org_x', '{}')).rejects.toThrow(/Permissions Violation/);
+    });
+
     it('receives jobs on svc.jobs.A.>, cannot subscribe svc.jobs.B.>, svc.events.> nor the engine inbox', async () => {
       const jobsA: string[] = [];
       const denied: Array<{ subject: string; got: string[]; err: Error | null }> = [];
@@ -596,6 +616,119 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
       expect(m?.subject).toBe('svc.outcomes.org_a.ev_1');
       expect(m!.json()).toEqual({ status: 'delivered' });
       await m!.ackAck();
+    });
+
+    it('answers ingest requests in the svc-ingest queue group: stores the fact in SVC_FACTS, answers on the reply subject', async () => {
+      const n = worker.violations().length;
+      const js = jetstream(worker.nc);
+      // the gate's part (CONTRACT 9): receive in the queue group, store with a fact id, answer the producer
+      const gate = worker.nc.subscribe(ingestWildcard, {
+        queue: INGEST_QUEUE_GROUP,
+        callback: (_e, m) => {
+          if (!m.subject.startsWith('svc.ingest.org_a.gate.')) return;
+          const id = m.subject.split('.').at(-1)!;
+          const h = headers();
+          h.set('Svc-Test', id);
+          void js
+            .publish(`svc.facts.${m.subject.slice('svc.ingest.'.length)}`, m.data, { msgID: `fact_${id}`, headers: h })
+            .then((ack) => m.respond(JSON.stringify({ ok: true, by: 'worker', seq: ack.seq, duplicate: ack.duplicate })));
+        },
+      });
+      await worker.nc.flush();
+      // the suite's engine answers svc.ingest.> too (a plain subscription): the producer reads every answer on its inbox
+      const inbox = createInbox('_INBOX_org_a');
+      const answers: Array<{ by?: string; seq?: number; duplicate?: boolean }> = [];
+      producerA.nc.subscribe(inbox, { callback: (_e, m) => void answers.push(m.json()) });
+      await producerA.nc.flush();
+      producerA.nc.publish('svc.ingest.org_a.gate.f1', '{"status":"running"}', { reply: inbox });
+      await waitFor(() => answers.some((a) => a.by === 'worker'), 10_000, "the worker's answer");
+      await waitFor(() => ingested.includes('svc.ingest.org_a.gate.f1'), 10_000, 'the engine to read the request too');
+      const first = answers.find((a) => a.by === 'worker')!;
+      expect(first.duplicate).toBe(false);
+      const stored = await jsm.streams.getMessage(FACTS_STREAM, { last_by_subj: 'svc.facts.org_a.gate.f1' });
+      expect(stored?.seq).toBe(first.seq);
+      expect(stored?.header.get('Svc-Test')).toBe('f1');
+      expect(stored?.header.get('Nats-Msg-Id')).toBe('fact_f1');
+      expect(stored?.string()).toBe('{"status":"running"}');
+      // the same fact id again (a gate's retry) is stored once
+      const again = await js.publish('svc.facts.org_a.gate.f1', '{"status":"running"}', { msgID: 'fact_f1' });
+      expect(again.duplicate).toBe(true);
+      expect(again.seq).toBe(first.seq);
+      gate.unsubscribe();
+      await worker.nc.flush();
+      expect(worker.violations().slice(n)).toEqual([]);
+    });
+
+    it('may subscribe svc.ingest.> only in the svc-ingest queue group; answers once per request, and nowhere unasked', async () => {
+      const refusals: Error[] = [];
+      for (const queue of [undefined, 'other-group']) {
+        worker.nc.subscribe(ingestWildcard, { queue, callback: (err) => void (err && refusals.push(err)) });
+      }
+      await worker.nc.flush();
+      await waitFor(() => refusals.length === 2, 10_000, 'two subscription violations');
+      for (const e of refusals) expect(e.message).toContain(`Permissions Violation for Subscription to "${ingestWildcard}"`);
+      // the response permission: one answer to a request received, none to an inbox that asked nothing
+      const inbox = createInbox('_INBOX_org_a');
+      const got: string[] = [];
+      producerA.nc.subscribe(inbox, { callback: (_e, m) => void got.push(m.string()) });
+      await producerA.nc.flush();
+      const received: Msg[] = [];
+      const sub = worker.nc.subscribe('svc.ingest.org_a.gate.>', {
+        queue: INGEST_QUEUE_GROUP,
+        callback: (_e, m) => void received.push(m),
+      });
+      await worker.nc.flush();
+      producerA.nc.publish('svc.ingest.org_a.gate.f2', '{}', { reply: inbox });
+      await waitFor(() => received.length === 1, 10_000, 'the request');
+      await waitFor(() => ingested.includes('svc.ingest.org_a.gate.f2'), 10_000, 'the engine to read the request too');
+      const m = worker.violations().length;
+      received[0].respond('first');
+      received[0].respond('second');
+      worker.nc.publish(`${inbox}.unasked`, 'unasked');
+      worker.nc.publish(inbox, 'unasked');
+      await barrier(worker);
+      await waitFor(() => worker.violations().length >= m + 3, 10_000, 'the violations of the second answer and of the unasked ones');
+      await producerA.nc.flush();
+      // the engine of this suite answers too
+      expect(got.filter((g) => !g.startsWith('{"ok":true'))).toEqual(['first']);
+      expect(worker.violations().slice(m)).toEqual([
+        expect.stringContaining(`Publish to "${inbox}"`),
+        expect.stringContaining(`Publish to "${inbox}.unasked"`),
+        expect.stringContaining(`Publish to "${inbox}"`),
+      ]);
+      sub.unsubscribe();
+    });
+
+    it('watches the org directory (read only): synced once the engine marked it complete, then every new org', async () => {
+      const n = worker.violations().length;
+      const ekv = await new Kvm(engine.nc).open(ORGS_BUCKET);
+      // ~4 MiB ahead of the orgs (keys that are no org id): the server asks the watcher for flow control on 2.9
+      const big = new Uint8Array(64 * 1024).fill(0x61);
+      for (let i = 0; i < 64; i++) await ekv.put(`FILL_${i}`, big);
+      await ekv.put('org_a', '{"name":"a","created_at":"2026-01-01T00:00:00.000Z"}');
+      const dir = startOrgDirectory(worker.nc);
+      try {
+        await waitFor(() => dir.has('org_a'), 10_000, 'org_a in the directory');
+        expect(dir.synced).toBe(false); // no engine has said it put every org yet
+        await ekv.put(COMPLETE_KEY, '{}');
+        await waitFor(() => dir.synced, 10_000, 'the directory synced');
+        await ekv.put('org_b', '{"name":"b","created_at":"2026-01-01T00:00:00.000Z"}');
+        await waitFor(() => dir.has('org_b'), 10_000, 'org_b in the directory');
+        expect(dir.has('org_c')).toBe(false);
+        const kv = await new Kvm(jetstream(worker.nc)).open(ORGS_BUCKET);
+        await expect(kv.put('org_c', '{}')).rejects.toThrow(/Permissions Violation/);
+        await expect(kv.delete('org_a')).rejects.toThrow(/Permissions Violation/);
+        expect(
+          worker
+            .violations()
+            .slice(n)
+            .filter((v) => !v.includes(`$KV.${ORGS_BUCKET}`)),
+        ).toEqual([]);
+        // the stream info, the watch's consumer and its flow control (a producer's refusals are in the log too)
+        expect(server.log()).not.toMatch(/nats\.js:worker"[^\n]*Violation[^\n]*KV_svc_orgs/);
+      } finally {
+        dir.stop();
+      }
     });
 
     it('cannot publish svc.events.> (plain or JetStream) nor svc.ingest.>, nor read outcomes or the JetStream API', async () => {

@@ -66,7 +66,12 @@ const UNLIMITED_JETSTREAM: OperatorLimits = {
 };
 
 function toJwtPermissions(p: PermissionLists): Partial<User> {
-  return { pub: { allow: p.pub.allow, deny: [] }, sub: { allow: p.sub.allow, deny: [] } } satisfies Permissions;
+  return {
+    pub: { allow: p.pub.allow, deny: [] },
+    sub: { allow: p.sub.allow, deny: [] },
+    // the JWT's ttl is a Go duration: nanoseconds
+    ...(p.resp ? { resp: { max: p.resp.max, ttl: p.resp.ttlMs * 1e6 } } : {}),
+  } satisfies Permissions;
 }
 
 /** One server of a cluster: its name, where it listens for routes, and the routes to the others. */
