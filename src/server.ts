@@ -348,7 +348,6 @@ async function startWork(
   const { status } = o;
   const ingest = await o.topology.startIngest({
     engine: o.engine,
-    clock: o.clock,
     backlogged: (orgId) => status.backlogged(orgId),
     ratePerOrg: config.ingestRatePerOrg ?? DEFAULT_INGEST_RATE_PER_ORG,
     refused: (rows) => recordIngestRejections(o.db, rows),

@@ -10,7 +10,7 @@ import type { JetStreamClient } from '@nats-io/jetstream';
 import { headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import type { Logger } from 'pino';
 import { factSubject, ingestWildcard, isProducerReplySubject, parseIngestSubject } from '../bus/subjects.ts';
-import { within, type Clock, type Timer } from '../domain/clock.ts';
+import { sleep, within, type Clock, type Timer } from '../domain/clock.ts';
 import { errorText } from '../domain/errors.ts';
 import { Fifo } from '../domain/fifo.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
@@ -38,6 +38,7 @@ export interface GateDeps {
   js: JetStreamClient;
   logger: Logger;
   metrics: Metrics;
+  /** real time: how long an answer waits for a verdict, the per-org rate, the log summaries */
   clock: Clock;
   /** this gate's id (unique per process) */
   gateId: string;
@@ -79,6 +80,8 @@ export function startGate(deps: GateDeps): Gate {
   let lastTimeoutAt = -Infinity;
   let sent = 0;
   let inFlight = 0;
+  /** requests stored and not answered yet */
+  let unanswered = 0;
   let storing = true;
 
   const refuse = (msg: Msg, orgId: string | null, reply: Reply & { ok: false }, counted: 'invalid' | 'rate') => {
@@ -97,6 +100,7 @@ export function startGate(deps: GateDeps): Gate {
       byDeadline.shift();
       if (w.answered) continue;
       w.answered = true;
+      unanswered--;
       waiting.delete(w.seq);
       lastTimeoutAt = now;
       respond(w.msg, w.orgId, OK);
@@ -124,6 +128,7 @@ export function startGate(deps: GateDeps): Gate {
         waiting.delete(seq);
         if (w.answered) continue;
         w.answered = true;
+        unanswered--;
         respond(w.msg, w.orgId, reply);
       }
     },
@@ -156,6 +161,7 @@ export function startGate(deps: GateDeps): Gate {
       if (clock.now() >= w.deadline) return respond(msg, orgId, OK);
       waiting.set(ack.seq, w);
       byDeadline.push(w);
+      unanswered++;
       armTimer();
     } catch (err) {
       if (storing) {
@@ -191,7 +197,7 @@ export function startGate(deps: GateDeps): Gate {
     async drain() {
       await within(clock, sub.drain(), DRAIN_BOUND_MS);
       const end = clock.now() + DRAIN_BOUND_MS;
-      while ((inFlight > 0 || byDeadline.size > 0) && clock.now() < end) await new Promise<void>((r) => setTimeout(r, 5));
+      while ((inFlight > 0 || unanswered > 0) && clock.now() < end) await sleep(clock, 5);
       verdicts.unsubscribe();
       timer?.cancel();
       dropped.close();

@@ -157,7 +157,7 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
         js,
         logger,
         metrics,
-        clock: w.clock,
+        clock: systemClock, // a wait for a verdict is real time, whatever the engine's clock
         gateId: `serve_${randomUUID().slice(0, 8)}`,
         inboxPrefix: INBOX_PREFIX.engine,
         orgs: databaseOrgs(db),
@@ -172,7 +172,7 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
           engine: w.engine,
           logger,
           metrics,
-          clock: w.clock,
+          clock: systemClock,
           refused: w.refused,
           backlogged: w.backlogged,
         }),

@@ -14,13 +14,11 @@ import type { Metrics } from '../metrics.ts';
 import type { Readiness } from '../readiness.ts';
 import type { EventQueue } from '../handoff/event-queue.ts';
 import type { Engine } from '../engine/engine.ts';
-import type { Clock } from '../domain/clock.ts';
 import type { LateRefusal } from '../ingest/fact-stream.ts';
 
 /** What producers' facts are applied with (CONTRACT 5.2, 9), whichever way they come. */
 export interface IngestWiring {
   engine: Engine;
-  clock: Clock;
   /** facts per second per org (--ingest-rate-per-org); 0: no limit */
   ratePerOrg: number;
   /** whether an org's deliveries queue in a data plane (src/ingest/group-commits.ts HOLD_MS) */
