@@ -221,37 +221,92 @@ export function redact(value: string): string {
 }
 
 /**
+ * How long a sequence may be missing before listen says so: past the 5 s an attempt may take
+ * (CONTRACT 6.6), with a margin. An unordered webhook's events of one key may arrive out of
+ * sequence (attempts in parallel), so a skip is only a gap once this has passed.
+ */
+export const GAP_WAIT_MS = 6000;
+
+/** Sequences of one key not seen yet, since a later one arrived. */
+interface Gap {
+  orgKey: string;
+  key: string;
+  /** the sequences not seen yet */
+  unseen: Set<bigint>;
+  /** when the later one arrived */
+  since: number;
+}
+
+/**
  * The highest `sequence` seen per org and ordering key (`svcorderkey`, CONTRACT 10.1), and the
- * notice when a delivery's sequence skips past the next one (two lines: what was missed, and the
- * `svc webhooks recover` that fills exactly that gap). A recovery, a resend or an example
- * fills or repeats; it never warns (nor does the first event of a key the listener sees).
+ * sequences skipped on the way: once one is still not seen GAP_WAIT_MS after a later one came, a
+ * notice (two lines: what was not seen, and the `svc webhooks recover` that fills exactly that
+ * gap). A recovery, a resend or an example fills or repeats; none starts a gap (nor does the first
+ * event of a key the listener sees). A webhook whose interests, match or filter leave some of a
+ * key's events out sees gaps by design: the notice says "not seen", not "lost".
  */
 export class SequenceWatch {
   private readonly last = new Map<string, bigint>();
-  /** Bounded: past this many keys the oldest seen is forgotten. */
-  constructor(private readonly maxKeys = 100_000) {}
+  private readonly gaps: Gap[] = [];
+  /**
+   * `webhookId`: the webhook that delivers here (--webhook), for the recovery line. Bounded: past
+   * `maxKeys` keys the oldest seen is forgotten, past `maxGaps` gaps the oldest is said at once.
+   */
+  constructor(
+    private readonly webhookId: string | null = null,
+    private readonly maxKeys = 100_000,
+    private readonly maxGaps = 10_000,
+  ) {}
 
-  see(ev: Json | undefined, replayed: boolean): string | null {
+  /** A delivery's event arrived at `now`: its sequence noted, a gap it fills filled, one it opens opened. */
+  see(ev: Json | undefined, replayed: boolean, now: number): void {
     const seq = sequenceOf(ev);
     const key = text(ev?.svcorderkey);
-    if (seq === undefined || !key || replayed) return null;
+    if (seq === undefined || !key) return;
     const id = `${text(ev?.svcorgid) ?? ''}\u0000${key}`;
+    for (const g of this.gaps) if (g.orgKey === id) g.unseen.delete(seq);
+    if (replayed) return;
     const prev = this.last.get(id);
-    if (prev !== undefined && seq <= prev) return null;
+    if (prev !== undefined && seq <= prev) return;
     this.last.delete(id);
     this.last.set(id, seq);
     if (this.last.size > this.maxKeys) this.last.delete(this.last.keys().next().value as string);
-    if (prev === undefined || seq === prev + 1n) return null;
-    const missed = seq - prev - 1n;
-    const which = missed === 1n ? `${prev + 1n}` : `${prev + 1n}-${seq - 1n}`;
-    const k = cutMiddle(oneLine(key), 48);
-    // two lines: what was missed, and the recovery that fills exactly that gap (CONTRACT 10.1)
+    if (prev === undefined || seq === prev + 1n) return;
+    const unseen = new Set<bigint>();
+    for (let s = prev + 1n; s < seq; s++) unseen.add(s);
+    this.gaps.push({ orgKey: id, key, unseen, since: now });
+  }
+
+  /** The notices of gaps still open GAP_WAIT_MS after they opened (each said once), in the order they opened. */
+  due(now: number): string[] {
+    const out: string[] = [];
+    while (this.gaps.length && (now - this.gaps[0].since >= GAP_WAIT_MS || this.gaps.length > this.maxGaps)) {
+      const g = this.gaps.shift()!;
+      if (g.unseen.size) out.push(...this.notice(g));
+    }
+    // gaps filled meanwhile are dropped as they come to the front; the rest wait their turn
+    return out;
+  }
+
+  private notice(g: Gap): string[] {
+    const seqs = [...g.unseen].sort((x, y) => (x < y ? -1 : 1));
+    const first = seqs[0];
+    const last = seqs[seqs.length - 1];
+    const n = seqs.length;
+    const which =
+      n === 1 ? `${first}` : last - first + 1n === BigInt(n) ? `${first}-${last}` : `${seqs.slice(0, 4).join(', ')}${n > 4 ? ', …' : ''}`;
+    const k = cutMiddle(oneLine(g.key), 48);
+    const webhook = this.webhookId ? cutMiddle(oneLine(this.webhookId), 40) : '<webhook id> (say it with --webhook)';
+    // two lines: what was not seen, and the recovery that fills exactly that gap (CONTRACT 10.1)
     return [
-      cutEnd(`missed ${missed} event${missed === 1n ? '' : 's'} of ${k} (sequence ${which}, then ${seq})`, MAX_LINE),
       cutEnd(
-        `  recover with: svc webhooks recover <webhook_id> --order-key ${k} --after-sequence ${prev} --until-sequence ${seq - 1n}`,
+        `not seen ${n} event${n === 1 ? '' : 's'} of ${k} (sequence ${which}) within ${GAP_WAIT_MS / 1000} s of a later one`,
         MAX_LINE,
       ),
-    ].join('\n');
+      cutEnd(
+        `  recover with: svc webhooks recover ${webhook} --order-key ${k} --after-sequence ${first - 1n} --until-sequence ${last}`,
+        MAX_LINE,
+      ),
+    ];
   }
 }

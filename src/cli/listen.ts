@@ -57,6 +57,8 @@ export interface ListenerOptions {
   clock?: Clock;
   /** Answer verification requests (not forwarded) with 200 `{"verdict": …}`; null: as any event. */
   verdict?: AnswerableVerdict | null;
+  /** The webhook that delivers here (--webhook): named in the recovery line of a gap notice. */
+  webhookId?: string | null;
 }
 
 /** What `--verdict` may answer: a verification verdict (src/domain/verification.ts) but `error`, which is svc's own. */
@@ -285,8 +287,7 @@ async function accept(r: Receiver, req: http.IncomingMessage, res: http.ServerRe
     r.out.write(`${deliveryLine({ at, path: requestPath(req.url), event: rec.event, mark, trailer })}\n`);
   }
   printHeaders(r, req);
-  const skipped = r.sequences.see(rec.event, mark !== undefined);
-  if (skipped) for (const line of skipped.split('\n')) note(r, line);
+  r.sequences.see(rec.event, mark !== undefined, r.clock.now());
   if (verdict) {
     rec.status = 200;
     return answer(res, 200, { verdict });
@@ -380,7 +381,7 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
     forwardTimeoutMs: opts.forwardTimeoutMs ?? 30_000,
     json: Boolean(opts.json),
     verbose: Boolean(opts.verbose),
-    sequences: new SequenceWatch(),
+    sequences: new SequenceWatch(opts.webhookId ?? null),
     out: opts.out ?? process.stdout,
     errOut: opts.err ?? process.stderr,
     clock: opts.clock ?? systemClock,
@@ -407,6 +408,10 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
     r.verdict ? `answering verification requests: ${r.verdict}` : '',
   ].filter(Boolean);
   (r.json ? r.errOut : r.out).write(`listening on ${url}${what.length ? ` (${what.join('; ')})` : ''}\n`);
+  // sequences still not seen GAP_WAIT_MS after a later one came: said once each
+  const gaps = r.clock.setInterval(() => {
+    for (const line of r.sequences.due(r.clock.now())) note(r, line);
+  }, GAP_CHECK_MS);
 
   let closing: Promise<void> | null = null;
   return {
@@ -415,6 +420,7 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
     port: addr.port,
     received: r.received,
     close() {
+      gaps.cancel();
       closing ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeIdleConnections();
@@ -425,6 +431,9 @@ export async function startListener(opts: ListenerOptions): Promise<Listener> {
     },
   };
 }
+
+/** How often listen looks for gaps that have waited long enough (src/cli/listen-line.ts GAP_WAIT_MS). */
+const GAP_CHECK_MS = 500;
 
 /** `svc listen`'s port when --port is not given (CONTRACT 7, new in 0.3). */
 export const DEFAULT_PORT = 9000;
@@ -482,6 +491,7 @@ export function registerListenCommand(program: Command): void {
       parseForwardUrl,
     )
     .option('--json', 'print each whole event as one JSON line')
+    .option('--webhook <id>', 'the webhook that delivers here: named in the recovery command printed for a gap')
     .option('--verbose', 'print the request headers after each delivery (signature values cut to their first 8 characters)')
     .option(
       '--verdict <verdict>',
@@ -498,6 +508,7 @@ export function registerListenCommand(program: Command): void {
         json?: boolean;
         verbose?: boolean;
         verdict?: AnswerableVerdict;
+        webhook?: string;
       }>();
       const globals = cmd.optsWithGlobals<{ json?: boolean }>();
       if (local.secret !== undefined && local.secretFile !== undefined)
@@ -524,6 +535,7 @@ export function registerListenCommand(program: Command): void {
           json: Boolean(local.json || globals.json),
           verbose: Boolean(local.verbose),
           verdict: local.verdict ?? null,
+          webhookId: local.webhook ?? null,
         });
       } catch (err) {
         stop();

@@ -208,11 +208,11 @@ describe('svc listen with a real svc', () => {
     expect(out.filter((l) => / {2}seq [1-9]\d*( {2}|$)/.test(l)).length).toBeGreaterThan(10);
     // an unordered webhook's events may arrive out of sequence: listen then says what it has not seen yet,
     // two lines each (a notice and the recovery that fills the gap), which are not deliveries
-    const notices = out.filter((l) => l.startsWith('missed '));
+    const notices = out.filter((l) => l.startsWith('not seen '));
     expect(out.filter((l) => l.startsWith('  recover with: svc webhooks recover '))).toHaveLength(notices.length);
     const deliveries = out
       .slice(1)
-      .filter((l) => !l.startsWith('missed ') && !l.startsWith('  recover with: '))
+      .filter((l) => !l.startsWith('not seen ') && !l.startsWith('  recover with: '))
       .map((l) => l.replace(/ {2}seq [1-9]\d*(?= {2}|$)/, ''));
     for (const l of deliveries) expect(l, l).toMatch(/^\d\d:\d\d:\d\d {2}\/hooks\/plain {2}[a-z_.]+ {2}\S/);
     const typeOf = (l: string) => l.split('  ')[2];
