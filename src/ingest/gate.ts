@@ -32,6 +32,8 @@ const NO_ENGINE_MS = 1000;
 /** How long a publish to SVC_FACTS may take (a cluster electing the stream's leader takes seconds). */
 const STORE_TIMEOUT_MS = 5000;
 const DRAIN_BOUND_MS = 3000;
+/** Verdicts kept for a PubAck still to come, at most (the oldest dropped first). */
+const EARLY_KEPT = 4096;
 
 export interface GateDeps {
   nc: NatsConnection;
@@ -74,6 +76,8 @@ export function startGate(deps: GateDeps): Gate {
     : '';
   const verdictSubject = `${deps.inboxPrefix}.gate.${deps.gateId}`;
   const waiting = new Map<number, Waiter>();
+  /** verdicts that came before their fact's PubAck (the engine was quicker than the answer to the publish) */
+  const early = new Map<number, Reply>();
   const byDeadline = new Fifo<Waiter>();
   let timer: Timer | null = null;
   let lastVerdictAt = 0;
@@ -124,7 +128,12 @@ export function startGate(deps: GateDeps): Gate {
       lastVerdictAt = clock.now();
       for (const [seq, reply] of list) {
         const w = waiting.get(seq);
-        if (!w) continue;
+        if (!w) {
+          // before its PubAck: kept a moment for the waiter about to come
+          early.set(seq, reply);
+          if (early.size > EARLY_KEPT) early.delete(early.keys().next().value as number);
+          continue;
+        }
         waiting.delete(seq);
         if (w.answered) continue;
         w.answered = true;
@@ -157,6 +166,11 @@ export function startGate(deps: GateDeps): Gate {
         logger.info('SVC_FACTS stores facts again');
       }
       if (!wait) return respond(msg, orgId, OK);
+      const came = early.get(ack.seq);
+      if (came) {
+        early.delete(ack.seq);
+        return respond(msg, orgId, came);
+      }
       const w: Waiter = { seq: ack.seq, msg, orgId, deadline: receivedAt + VERDICT_WAIT_MS, answered: false };
       if (clock.now() >= w.deadline) return respond(msg, orgId, OK);
       waiting.set(ack.seq, w);
