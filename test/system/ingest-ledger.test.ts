@@ -59,10 +59,11 @@ describe.skipIf(findNatsServer() === null)('durable ingest, NATS mode, one serve
       const m = await ingestRequest(nc, subject, JSON.stringify(body), { timeout: 2000 });
       return { reply: m.json<Json>(), ms: Date.now() - t0 };
     };
-    // what the gate checks alone is still refused at once
+    // what the gate checks alone is still refused at once: no engine runs that could answer it (a
+    // single request's time is no p99; the bound says only that nothing waited for an engine)
     const bad = await ask(`svc.ingest.${O}.workflows.${rid('wfx')}`, { kind: 'workflow', transition: 'exploded' });
     expect(bad.reply.ok, JSON.stringify(bad.reply)).toBe(false);
-    expect(bad.ms).toBeLessThan(250);
+    expect(bad.ms).toBeLessThan(1000);
     const stranger = await ask(`svc.ingest.org_${rid('x')}.workflows.${rid('wfx')}`, {
       kind: 'workflow',
       transition: 'started',
@@ -77,7 +78,10 @@ describe.skipIf(findNatsServer() === null)('durable ingest, NATS mode, one serve
     };
     const stored = await ask(`svc.ingest.${O}.workflows.${W}`, fact);
     expect(stored.reply).toEqual({ ok: true });
-    expect(stored.ms).toBeLessThan(250);
+    expect(stored.ms).toBeLessThan(1000);
+    console.log(
+      `while no engine ran: an invalid fact refused in ${bad.ms} ms, the engine's workflow stored and answered in ${stored.ms} ms`,
+    );
 
     const back = t.track(await spawnService(db, args));
     const api2 = apiClient(back.url, org);
