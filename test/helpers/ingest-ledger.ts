@@ -5,11 +5,14 @@
 // so that what was applied can be counted exactly through the API: the workflow exists, and its
 // `workflow started` event is in GET /v1/events once and reached a real HTTP receiver once.
 //
-// The ledger: acknowledged = applied + missing, missing 0, duplicates 0; every request answered
-// `{"ok": true}`, p99 of the answers within 250 ms.
+// The ledger: acknowledged = applied + missing, missing 0, duplicates 0; every fact answered
+// `{"ok": true}`, p99 of the answers within 250 ms. An external workflow's second `started` emits
+// nothing (CONTRACT 5), so a fact applied twice would not show in the events: the new engine's
+// svc_ingest_messages_total{result="duplicate"} shows it (a cursor behind its effects makes it read
+// applied facts again). And the events are in the order the stream holds the facts.
 import type { ChildProcess } from 'node:child_process';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { expect, type TestContext } from 'vitest';
 import { FACTS_STREAM } from '../../src/bus/nats/jetstream.ts';
 import { childSettled, dataplaneKey, spawnService, spawnWorker, type ChildService, type SvcChild } from './child-service.ts';
@@ -83,6 +86,8 @@ export interface IngestLedger {
    * workflow's second `started` emits nothing and would not show in the events.
    */
   newEngine: { accepted: number; duplicate: number; ignored: number; invalid: number };
+  /** the workflows' started events in the history (GET /v1/events, oldest first) in the order SVC_FACTS holds their facts */
+  inStreamOrder: boolean;
 }
 
 export function ledgerSummary(l: IngestLedger): string {
@@ -92,7 +97,7 @@ export function ledgerSummary(l: IngestLedger): string {
     `${l.deliveryRepeats}); refused ${l.refusals.length}; unanswered requests ${l.unanswered.length}` +
     `${l.unanswered.length ? ` (sent ${l.unanswered.map((u) => `${u.sinceKillMs} ms after the kill: ${u.error}`).join('; ')})` : ''}; ` +
     `answer latency p50 ${l.p50} ms, p99 ${l.p99} ms, max ${l.max} ms; ${l.answeredWhileDown} answered while no engine ran; ` +
-    `engine restart ${l.restartMs} ms; SVC_FACTS holds ${l.stored}; svc_facts_pending ${l.factsPending} at the end; the new engine's facts: ` +
+    `engine restart ${l.restartMs} ms; SVC_FACTS holds ${l.stored}; svc_facts_pending ${l.factsPending} at the end; events in stream order: ${l.inStreamOrder}; the new engine's facts: ` +
     `${Object.entries(l.newEngine)
       .map(([k, v]) => `${k} ${v}`)
       .join(', ')}`
@@ -133,6 +138,8 @@ export function expectIngestLedger(l: IngestLedger): void {
   expect(l.newEngine.ignored).toBe(0);
   expect(l.newEngine.invalid).toBe(0);
   expect(l.newEngine.accepted).toBeGreaterThan(0);
+  // CONTRACT 9: applied in the order the stream holds them (one org: no fairness reorders them)
+  expect(l.inStreamOrder, 'the events in the order of the stream').toBe(true);
   expect(l.factsPending).toBe(0);
 }
 
@@ -280,6 +287,10 @@ export async function runIngestLedger(ctx: TestContext, o: { name: string; natsU
   };
 
   const events = await allEvents(api, prefix);
+  const streamOrder = await workflowsInStream(nc, stored);
+  const historyOrder = events.map((e) => e.subject.split('/')[2]);
+  const inStreamOrder = JSON.stringify(historyOrder) === JSON.stringify(streamOrder);
+  if (!inStreamOrder) console.log(`${o.name}: history order ${historyOrder.slice(0, 20)}…, stream order ${streamOrder.slice(0, 20)}…`);
   const idsBySubject = new Map<string, string[]>();
   for (const e of events) idsBySubject.set(e.subject, [...(idsBySubject.get(e.subject) ?? []), e.id]);
   const duplicateEvents = [...idsBySubject].filter(([, ids]) => ids.length > 1).map(([s, ids]) => `${s}: ${ids.join(', ')}`);
@@ -321,6 +332,7 @@ export async function runIngestLedger(ctx: TestContext, o: { name: string; natsU
     factsPending,
     stored,
     newEngine,
+    inStreamOrder,
   };
   if (ledger.missing.length || ledger.deliveryMissing.length || ledger.refusals.length) {
     console.log(`${o.name}: the engine's log after its restart (warnings):\n${warnings(svc.output())}`);
@@ -329,6 +341,26 @@ export async function runIngestLedger(ctx: TestContext, o: { name: string; natsU
   await sigterm(svc);
   await sigterm(worker);
   return ledger;
+}
+
+/** The workflow ids of the facts SVC_FACTS holds (`count` of them), in stream order, each once (its first fact). */
+async function workflowsInStream(nc: NatsConnection, count: number): Promise<string[]> {
+  const consumer = await jetstream(nc).consumers.get(FACTS_STREAM);
+  const seen = new Set<string>();
+  const order: string[] = [];
+  for (let read = 0; read < count; ) {
+    const batch = await consumer.fetch({ max_messages: Math.min(500, count - read), expires: 5000 });
+    let n = 0;
+    for await (const m of batch) {
+      n++;
+      const id = m.subject.split('.').pop()!; // svc.facts.<org>.workflows.<id>
+      if (!seen.has(id)) order.push(id);
+      seen.add(id);
+    }
+    if (n === 0) throw new Error(`SVC_FACTS gave ${read} of ${count} facts`);
+    read += n;
+  }
+  return order;
 }
 
 /** Which of these workflow ids the engine has (GET /v1/workflows/{id}), a few requests at once. */
