@@ -65,7 +65,7 @@ export interface IngestLedger {
   deliveryUnexpected: string[];
   deliveryIdMismatch: string[];
   refusals: string[];
-  /** requests that got no answer: when they went relative to the kill (ms), and why */
+  /** requests that got no answer: when they went, relative to the moment the engine's exit was seen (ms), and why */
   unanswered: Array<{ sinceKillMs: number; error: string }>;
   p50: number;
   p99: number;
@@ -95,7 +95,7 @@ export function ledgerSummary(l: IngestLedger): string {
     `ingest ledger ${l.name}: sent ${l.sent}, acknowledged ${l.acknowledged} = applied ${l.applied} + missing ${l.missing.length}; ` +
     `duplicate events ${l.duplicateEvents.length}; delivered ${l.delivered} (missing ${l.deliveryMissing.length}, repeats ` +
     `${l.deliveryRepeats}); refused ${l.refusals.length}; unanswered requests ${l.unanswered.length}` +
-    `${l.unanswered.length ? ` (sent ${l.unanswered.map((u) => `${u.sinceKillMs} ms after the kill: ${u.error}`).join('; ')})` : ''}; ` +
+    `${l.unanswered.length ? ` (sent ${l.unanswered.map((u) => `${u.sinceKillMs} ms from the engine's death: ${u.error}`).join('; ')})` : ''}; ` +
     `answer latency p50 ${l.p50} ms, p99 ${l.p99} ms, max ${l.max} ms; ${l.answeredWhileDown} answered while no engine ran; ` +
     `engine restart ${l.restartMs} ms; SVC_FACTS holds ${l.stored}; svc_facts_pending ${l.factsPending} at the end; events in stream order: ${l.inStreamOrder}; the new engine's facts: ` +
     `${Object.entries(l.newEngine)
