@@ -8,9 +8,9 @@ import { defineConfig } from 'vitest/config';
 //   bound of 100 ms or 1 s is about svc, not about another test file sharing the two cores. The
 //   README walkthroughs (test/readme) and the 3-server cluster (test/system/cluster.test.ts) each
 //   run several svc and nats-server processes for minutes: beside other files they would slow those
-//   files' own child processes past their start-up timeouts on 2 cores. The ingest ledger on a
-//   3-server cluster (test/system/ingest-ledger-cluster.test.ts) runs three nats-servers and two svc
-//   processes for a minute and asserts a p99 of 250 ms on the answers (CONTRACT 9). The burst to
+//   files' own child processes past their start-up timeouts on 2 cores. The ingest ledgers,
+//   on one nats-server and on a 3-server cluster (test/system/ingest-ledger*.test.ts), run svc serve,
+//   a worker and nats-servers for a minute and assert a p99 of 250 ms on the answers (CONTRACT 9). The burst to
 //   2 000 webhooks (test/system/burst.test.ts) asserts that none of 20 000 attempts passes its 5 s; beside other
 //   files a wave of new connections once waited that long for the CPU. Two figures the contract
 //   pins are asserted alone too: a dry run over 10,000 kept events within 1 s (CONTRACT 10.2,
@@ -20,6 +20,7 @@ const SERIAL = [
   'test/isolation/**/*.test.ts',
   'test/readme/**/*.test.ts',
   'test/system/cluster.test.ts',
+  'test/system/ingest-ledger.test.ts',
   'test/system/ingest-ledger-cluster.test.ts',
   'test/system/burst.test.ts',
   'test/http/filter-dry-run.test.ts',
