@@ -8,7 +8,8 @@ import { randomBytes } from 'node:crypto';
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ensureLayout } from '../../src/bus/nats/jetstream.ts';
+import { ensureLayout, FACTS_STREAM } from '../../src/bus/nats/jetstream.ts';
+import { Readiness } from '../../src/readiness.ts';
 import { INBOX_PREFIX } from '../../src/bus/subjects.ts';
 import { systemClock } from '../../src/domain/clock.ts';
 import { applyFactStream, ORG_QUEUE, type FactStream } from '../../src/ingest/fact-stream.ts';
@@ -163,5 +164,36 @@ describe.skipIf(findNatsServer() === null)('durable ingest: the gate and the eng
       30_000,
       () => `A's ${pendingA} applied (${workflows(w, a)})`,
     );
+  });
+
+  // last: it takes SVC_FACTS away, and puts it back
+  it('refuses with "not recorded, try again" and says not ready while SVC_FACTS cannot store, then stores again', async () => {
+    const w = world();
+    const org = w.org();
+    const readiness = new Readiness();
+    const g = startGate({
+      nc,
+      js,
+      logger,
+      metrics: w.metrics,
+      clock: systemClock,
+      gateId: `test_${randomBytes(4).toString('hex')}`,
+      inboxPrefix: INBOX_PREFIX.engine,
+      orgs: null,
+      readiness,
+    });
+    running.push(g);
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.delete(FACTS_STREAM);
+    try {
+      const f = startedFact(org);
+      expect((await send(f.natsSubject, f.body)).reply).toEqual({ ok: false, error: 'not recorded, try again' });
+      expect(readiness.state().reasons).toEqual([expect.stringMatching(/^SVC_FACTS does not store facts/)]);
+    } finally {
+      await ensureLayout(nc, jsm, { replicas: 1 });
+    }
+    const f = startedFact(org);
+    expect((await send(f.natsSubject, f.body)).reply).toEqual({ ok: true });
+    expect(readiness.state()).toEqual({ ready: true, reasons: [] });
   });
 });
