@@ -63,15 +63,15 @@ if (which === 'direct') {
   // a stream of this side's own: another side's facts are of another database's org
   await jsm.streams.delete(FACTS_STREAM).catch(() => {});
   await ensureLayout(nc, jsm, { replicas: Number(process.env.BENCH_REPLICAS ?? 1), logger });
+  // the org known at once, as svc serve's gate remembers the orgs it has seen (src/topology/nats.ts databaseOrgs)
   startGate({
     nc,
-    js,
     logger,
     metrics,
     clock: systemClock,
     gateId: 'bench',
     inboxPrefix: INBOX_PREFIX.engine,
-    orgs: { synced: true, whenSynced: async () => {}, has: (org) => getOrg(db, org) !== undefined },
+    orgs: { synced: true, whenSynced: async () => {}, has: (org) => org === orgId || getOrg(db, org) !== undefined },
   });
   await applyFactStream({ js, nc, db, engine, logger, metrics, clock: systemClock, refused: (rows) => recordIngestRejections(db, rows) });
 }

@@ -108,7 +108,6 @@ describe('facts applied fairly beside a backlog in SVC_FACTS', () => {
       await storeBacklog(js, A, A_FACTS);
       gate = startGate({
         nc,
-        js,
         logger,
         metrics: w.metrics,
         clock: systemClock,
