@@ -73,6 +73,7 @@ import {
   type WorkersResult,
 } from './scenarios.ts';
 import { runReplicasScenario, type ReplicasResult } from './replicas.ts';
+import { ingestStreamTable, runIngestStreamScenario, type IngestStreamResult } from './ingest-stream.ts';
 
 const RESULTS = path.join(ROOT, 'bench', 'results');
 const SCALE = Number(process.env.BENCH_SCALE ?? '1') || 1;
@@ -87,6 +88,7 @@ const ALL_SCENARIOS = [
   'workers',
   'burst',
   'ingest',
+  'ingest-stream',
   'tenancy',
   'recovery',
   'replicas',
@@ -748,8 +750,10 @@ function scenarioTables(s: {
   recovery?: RecoveryTenancyResult | null;
   replicas?: ReplicasResult | null;
   history?: HistoryResult | null;
+  ingestStream?: IngestStreamResult | null;
 }): string {
   const out: string[] = [];
+  if (s.ingestStream) out.push(ingestStreamTable(s.ingestStream));
   if (s.replicas) {
     const r = s.replicas;
     const rows = [
@@ -1052,6 +1056,7 @@ async function main(): Promise<void> {
   let recovery: RecoveryTenancyResult | null = null;
   let history: HistoryResult | null = null;
   let replicas: ReplicasResult | null = null;
+  let ingestStream: IngestStreamResult | null = null;
   const errors: string[] = [];
   const attempt = async <T>(name: string, fn: () => Promise<T>): Promise<T | null> => {
     try {
@@ -1089,6 +1094,7 @@ async function main(): Promise<void> {
     if (SCENARIOS.has('workers')) workers = await attempt('workers', () => runWorkersScenario(scenarioEnv));
     if (SCENARIOS.has('burst')) burst = await attempt('burst', () => runBurstScenario(scenarioEnv));
     if (SCENARIOS.has('ingest')) ingest = await attempt('ingest', () => runIngestScenario(scenarioEnv));
+    if (SCENARIOS.has('ingest-stream')) ingestStream = await attempt('ingest-stream', () => runIngestStreamScenario(scenarioEnv));
     if (SCENARIOS.has('tenancy')) tenancy = await attempt('tenancy', () => runTenancyScenario(scenarioEnv));
     if (SCENARIOS.has('recovery')) recovery = await attempt('recovery', () => runRecoveryTenancyScenario(scenarioEnv));
     if (SCENARIOS.has('replicas')) replicas = await attempt('replicas', () => runReplicasScenario(scenarioEnv));
@@ -1147,6 +1153,7 @@ async function main(): Promise<void> {
     workers,
     burst,
     ingest,
+    ingest_stream: ingestStream,
     tenancy,
     recovery,
     replicas,
@@ -1172,7 +1179,7 @@ async function main(): Promise<void> {
         `${table(embeddedSummary, EMBEDDED_CASES, embeddedSystems, embeddedPairs)}\n\n${ratioLines(embeddedPairs, embeddedSummary)}\n`,
     );
   }
-  const more = scenarioTables({ workers, burst, ingest, tenancy, recovery, replicas, history });
+  const more = scenarioTables({ workers, burst, ingest, tenancy, recovery, replicas, history, ingestStream });
   if (more) process.stdout.write(`\n${more}\n`);
   process.stdout.write(
     `\nload average ${result.loadavg_at_start.join(' ')} at the start, ${result.loadavg_at_end.join(' ')} at the ` +

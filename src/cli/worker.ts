@@ -21,7 +21,6 @@ import {
   natsCredsOption,
   natsUrlOption,
 } from './serve.ts';
-import { jetstream } from '@nats-io/jetstream';
 import { INBOX_PREFIX } from '../bus/subjects.ts';
 import { startOrgDirectory } from '../bus/nats/org-directory.ts';
 import { startGate } from '../ingest/gate.ts';
@@ -85,7 +84,6 @@ export function registerWorkerCommand(program: Command): void {
       const orgs = startOrgDirectory(nc, { logger });
       const gate = startGate({
         nc,
-        js: jetstream(nc, { timeout: 10_000 }),
         logger,
         metrics: createMetrics(),
         clock: systemClock,

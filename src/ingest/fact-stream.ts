@@ -11,7 +11,19 @@
 // last it passed), and a reader of that org's subjects alone fills its queue as it empties, from
 // its last fact queued, until it has queued every fact the main reader passed. So an org with
 // 100,000 facts waiting in the stream holds at most ORG_QUEUE of them in memory, and another org's
-// fact, read right after them, waits only for its turn. The watermark written with each group
+// fact, read right after them, waits only for its turn.
+//
+// The main reader still reads every fact it passes over, some 50,000 a second: behind a backlog of
+// 100,000 facts stored while no engine ran, another org's new fact would wait seconds before it was
+// even read (measured: 1.5 s, test/isolation/facts-backlog.test.ts). So an engine that starts with
+// more than ORG_QUEUE facts to read reads them twice over: the main reader up to the stream's last
+// fact at the start (the backlog's end), and a tail reader from there on. The tail reader queues the
+// facts of an org only once every fact of that org up to the backlog's end is queued ("cleared");
+// the first fact it reads of any other org makes that org caught up by a reader of its own, from
+// its last fact queued (finding its next fact is one look-up on the server, however long the
+// backlog). Once the main reader reaches the backlog's end, the tail reader is the main reader.
+//
+// The watermark written with each group
 // (every fact up to it applied) is the oldest fact still queued or not yet read; an org applied
 // past it has its own cursor, and a restart passes over what each org had applied.
 //
@@ -162,6 +174,13 @@ class FactApplier implements FactStream {
   private mainLast = 0;
   private main: StreamReader | null = null;
   private mainPaused = false;
+  /** while a backlog is read: its last fact (the stream's last at the start), where the main reader stops */
+  private backlogEnd: number | null = null;
+  /** ...the reader of the facts after it (paused with the main reader), its last seq taken */
+  private tail: StreamReader | null = null;
+  private tailLast = 0;
+  /** ...and the orgs whose facts it queues (every fact of theirs up to the backlog's end queued) */
+  private readonly cleared = new Set<string>();
   /** each org's last fact queued (or applied before this process started), where past the watermark */
   private readonly lastQueued = new Map<string, number>();
   /** orgs past the watermark: their last fact applied, written with each group */
@@ -191,9 +210,19 @@ class FactApplier implements FactStream {
       this.lastQueued.set(org, seq);
       this.applied.set(org, seq);
     }
+    this.backlogEnd = null;
+    this.tail = null;
+    this.cleared.clear();
+    const last = (await (await this.deps.js.jetstreamManager()).streams.info(FACTS_STREAM)).state.last_seq;
+    if (last - this.watermark > ORG_QUEUE) {
+      this.backlogEnd = last;
+      this.tailLast = last;
+      this.tail = new StreamReader(this.deps.js, null, (m) => this.fromTail(m), this.deps.logger);
+      await this.tail.start(last + 1);
+    }
     this.main = new StreamReader(this.deps.js, null, (m) => this.fromMain(m), this.deps.logger);
     await this.main.start(this.watermark + 1);
-    this.deps.logger.info({ watermark: this.watermark, orgs_ahead: cursors.orgs.size }, 'applying SVC_FACTS');
+    this.deps.logger.info({ watermark: this.watermark, orgs_ahead: cursors.orgs.size, backlog_end: this.backlogEnd }, 'applying SVC_FACTS');
   }
 
   pending(): number {
@@ -205,6 +234,7 @@ class FactApplier implements FactStream {
   async stop(): Promise<void> {
     this.stopped = true;
     this.main?.stop();
+    this.tail?.stop();
     for (const c of this.catchUps.values()) c.reader?.stop();
     this.groups.stopHolding();
     this.dropped.close();
@@ -216,24 +246,53 @@ class FactApplier implements FactStream {
 
   private fromMain(m: JsMsg): void {
     if (m.seq <= this.mainLast) return; // a reader started again delivers from where it was asked
+    if (this.backlogEnd !== null && m.seq > this.backlogEnd) return this.backlogRead(); // the tail reader's
     this.mainLast = m.seq;
+    this.take(m, false);
+    if (this.backlogEnd !== null && m.seq >= this.backlogEnd) this.backlogRead();
+  }
+
+  private fromTail(m: JsMsg): void {
+    if (this.backlogEnd === null) return this.fromMain(m); // the main reader now
+    if (m.seq <= this.tailLast) return;
+    this.tailLast = m.seq;
+    this.take(m, true);
+  }
+
+  /** A fact read by the main or the tail reader: queued, or passed over to its org's catch-up. */
+  private take(m: JsMsg, tail: boolean): void {
     const org = factOrg(m.subject);
     if (m.seq <= this.queuedUntil(org)) return; // applied before a restart, or queued by its catch-up
     const c = this.catchUps.get(org);
     if (c) {
-      c.passedUntil = m.seq;
+      c.passedUntil = Math.max(c.passedUntil, m.seq);
       c.passed++;
       return;
     }
-    if (this.groups.sizeOf(org) >= ORG_QUEUE) {
+    // the tail reader's first fact of an org that may have facts in the backlog still: caught up from its last queued
+    const behind = tail && !this.cleared.has(org);
+    if (behind || this.groups.sizeOf(org) >= ORG_QUEUE) {
       this.catchUps.set(org, { passedUntil: m.seq, passed: 1, reader: null });
+      if (behind) this.refill();
       return;
     }
     this.enqueue(org, m);
     if (this.groups.size >= TOTAL_QUEUE && !this.mainPaused) {
       this.mainPaused = true;
       this.main?.stop();
+      this.tail?.stop();
     }
+  }
+
+  /** The main reader reached the backlog's end: the tail reader reads on as the main reader. */
+  private backlogRead(): void {
+    if (this.backlogEnd === null) return;
+    this.main?.stop();
+    this.main = this.tail;
+    this.mainLast = this.tailLast;
+    this.backlogEnd = null;
+    this.tail = null;
+    this.cleared.clear();
   }
 
   private fromCatchUp(org: string, m: JsMsg): void {
@@ -242,9 +301,11 @@ class FactApplier implements FactStream {
     this.enqueue(org, m);
     c.passed = Math.max(0, c.passed - 1);
     if (this.queuedUntil(org) >= c.passedUntil) {
-      // every fact of the org the main reader passed over is queued: it reads the org again
+      // every fact of the org the main reader passed over is queued: it reads the org again (or the
+      // tail reader, every fact of the org up to the backlog's end being queued)
       c.reader?.stop();
       this.catchUps.delete(org);
+      if (this.backlogEnd !== null && c.passedUntil > this.backlogEnd) this.cleared.add(org);
     } else if (this.groups.sizeOf(org) >= ORG_QUEUE) {
       c.reader?.stop();
       c.reader = null;
@@ -282,6 +343,11 @@ class FactApplier implements FactStream {
       const reader = new StreamReader(this.deps.js, null, (m) => this.fromMain(m), this.deps.logger);
       this.main = reader;
       reader.start(this.mainLast + 1).catch((err) => this.failed('the facts reader did not start again', err));
+      if (this.backlogEnd !== null) {
+        const tail = new StreamReader(this.deps.js, null, (m) => this.fromTail(m), this.deps.logger);
+        this.tail = tail;
+        tail.start(this.tailLast + 1).catch((err) => this.failed('the tail reader did not start again', err));
+      }
     }
   }
 
@@ -365,6 +431,7 @@ class FactApplier implements FactStream {
     this.deps.logger.error({ err: errorText(err) }, `${what}; reading SVC_FACTS again from the cursors in a moment`);
     this.resetting = true;
     this.main?.stop();
+    this.tail?.stop();
     for (const c of this.catchUps.values()) c.reader?.stop();
     this.catchUps.clear();
     this.mainPaused = false;

@@ -154,7 +154,6 @@ export async function natsTopology(d: TopologyDeps, natsUrl: string): Promise<To
       // this process's gate, beside every other svc process's (CONTRACT 9); the orgs it knows are the database's
       const gate = startGate({
         nc: nats.nc,
-        js,
         logger,
         metrics,
         clock: systemClock, // a wait for a verdict is real time, whatever the engine's clock

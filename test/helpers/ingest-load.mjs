@@ -6,8 +6,8 @@
 // until the parent sends 'stop', then reports { done: { sent, ok, refused, failed, errors, ms } };
 // { url, org, mode: 'paced', count, intervalMs? } sends count facts one at a time (each
 // intervalMs after the one before was sent, or as soon as it was answered if that is later;
-// default: back to back) and reports { done: { latencies, answers, sentAt } } (sentAt: the epoch
-// ms of each request, to set beside the engine's timing logs); { url, org, mode: 'rate', perSecond,
+// default: back to back) and reports { done: { latencies, answers, sentAt, ids } } (sentAt: the
+// epoch ms of each request, to set beside the engine's timing logs; ids: each fact's workflow id); { url, org, mode: 'rate', perSecond,
 // seconds } sends perSecond facts a second for that long, whatever the answers (10 ms apart in
 // groups), and reports { done: { sent, ok, limited, retryAfterMs: [min, max], other, ms } }. Each
 // fact is a new external workflow (accepted, one outbox row), answered on _INBOX_<org>.
@@ -24,8 +24,7 @@ let n = 0;
 // real time is the point here: a producer's pace (a rate, an interval between requests)
 const pace = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function send() {
-  const id = `wfx_${tag}_${n++}`;
+function send(id = `wfx_${tag}_${n++}`) {
   const body = JSON.stringify({
     kind: 'workflow',
     transition: 'started',
@@ -98,17 +97,19 @@ if (mode === 'flood') {
   const latencies = [];
   const answers = [];
   const sentAt = [];
+  const ids = [];
   const interval = workerData.intervalMs ?? 0;
   for (let i = 0; i < workerData.count; i++) {
     const t0 = performance.now();
     sentAt.push(performance.timeOrigin + t0);
-    const r = await send();
+    ids.push(`wfx_${tag}_${n++}`);
+    const r = await send(ids[i]);
     latencies.push(performance.now() - t0);
     answers.push(r);
     const rest = interval - (performance.now() - t0);
     if (rest > 0) await pace(rest);
   }
   await nc.close();
-  parentPort.postMessage({ done: { latencies, answers, sentAt } });
+  parentPort.postMessage({ done: { latencies, answers, sentAt, ids } });
   process.disconnect();
 }
