@@ -53,7 +53,6 @@ describe.skipIf(findNatsServer() === null)('durable ingest: the gate and the eng
   const gate = (w: EngineWorld): Gate => {
     const g = startGate({
       nc,
-      js,
       logger,
       metrics: w.metrics,
       clock: systemClock,
@@ -173,7 +172,6 @@ describe.skipIf(findNatsServer() === null)('durable ingest: the gate and the eng
     const readiness = new Readiness();
     const g = startGate({
       nc,
-      js,
       logger,
       metrics: w.metrics,
       clock: systemClock,
