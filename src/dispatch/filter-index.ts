@@ -19,6 +19,26 @@ export interface IndexedSubscriber {
 
 const NONE: ReadonlySet<Plain> = new Set();
 
+/** A key of a filter, ready to count: its path as one string, its values without repeats. */
+interface Key {
+  path: string;
+  fields: string[];
+  values: Plain[];
+}
+
+/** Each subscriber's keys, read once (a subscriber is immutable: a changed webhook is a new one). */
+const keysOf = new WeakMap<WebhookSubscriber, Key[]>();
+
+function keys(sub: WebhookSubscriber): Key[] {
+  let ks = keysOf.get(sub);
+  if (!ks) {
+    const doc = sub.filter !== null ? sub.entry.filter : undefined;
+    ks = doc ? filterKeys(doc).map((k) => ({ path: JSON.stringify(k.fields), fields: k.fields, values: [...new Set(k.values)] })) : [];
+    keysOf.set(sub, ks);
+  }
+  return ks;
+}
+
 export class FilterIndex {
   /** the org's webhooks, in the order of the registry's map (dispatch's order) */
   readonly entries: IndexedSubscriber[];
@@ -27,26 +47,29 @@ export class FilterIndex {
 
   constructor(subs: Iterable<WebhookSubscriber>) {
     const all = [...subs];
-    const keysOf = all.map((s) => (s.filter !== null && s.entry.filter ? filterKeys(s.entry.filter) : []));
+    const subKeys = all.map(keys);
     // how many filters of the org name each value at each path
     const counts = new Map<string, Map<Plain, number>>();
-    for (const keys of keysOf)
-      for (const k of keys) {
-        const path = JSON.stringify(k.fields);
-        let byValue = counts.get(path);
-        if (!byValue) counts.set(path, (byValue = new Map()));
-        for (const v of new Set(k.values)) byValue.set(v, (byValue.get(v) ?? 0) + 1);
+    for (const ks of subKeys)
+      for (const k of ks) {
+        let byValue = counts.get(k.path);
+        if (!byValue) counts.set(k.path, (byValue = new Map()));
+        for (const v of k.values) byValue.set(v, (byValue.get(v) ?? 0) + 1);
       }
     const slots = new Map<string, number>();
     this.paths = [];
     this.entries = all.map((sub, i) => {
-      let best: { path: string; fields: string[]; values: Plain[]; weight: number } | null = null;
-      for (const k of keysOf[i]) {
-        const path = JSON.stringify(k.fields);
-        const values = [...new Set(k.values)];
+      let best: Key | null = null;
+      let bestWeight = 0;
+      for (const k of subKeys[i]) {
         // the filters an event holding one of these values would still run
-        const weight = values.reduce<number>((n, v) => n + (counts.get(path)?.get(v) ?? 0), 0);
-        if (best === null || weight < best.weight) best = { path, fields: k.fields, values, weight };
+        const byValue = counts.get(k.path)!;
+        let weight = 0;
+        for (const v of k.values) weight += byValue.get(v)!;
+        if (best === null || weight < bestWeight) {
+          best = k;
+          bestWeight = weight;
+        }
       }
       if (best === null) return { sub, slot: -1, values: NONE };
       let slot = slots.get(best.path);
