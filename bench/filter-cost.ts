@@ -14,8 +14,14 @@
 // µs per event each way, and what the difference would do to the x100 throughput of
 // bench/results/latest.json (svc's CPU per delivery there × 100 = its CPU per event).
 // Results: stdout, and bench/results/filter-cost.json.
+//
+// FILTER_BENCH_BEFORE=<dir>: the same arms also with the registry of another tree of svc (an earlier
+// commit, e.g. `git archive <commit> src | tar -x -C <dir>`), in the same rounds, alternating with this
+// one's: a change's before and after under the same load.
 import fs from 'node:fs';
 import path from 'node:path';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { checkFilter, type EventFilter } from '../src/domain/event-filter.ts';
 import type { EventRoute } from '../src/domain/event-route.ts';
 import type { WebhookEntry } from '../src/domain/webhook-entry.ts';
@@ -103,8 +109,15 @@ function entry(i: number, arm: Arm): WebhookEntry {
   };
 }
 
-function registry(arm: Arm): WebhookRegistry {
-  const r = new WebhookRegistry();
+/** What the bench needs of a registry (this tree's, or another's). */
+interface Registry {
+  upsert(entry: WebhookEntry, rev?: number): boolean;
+  match(route: EventRoute, body?: Buffer | string): unknown[];
+}
+type RegistryClass = new () => Registry;
+
+function registry(arm: Arm, Class: RegistryClass): Registry {
+  const r = new Class();
   for (let i = 0; i < WEBHOOKS; i++) r.upsert(entry(i, arm), i + 1);
   return r;
 }
@@ -142,7 +155,7 @@ function events(): Array<{ route: EventRoute; body: Buffer }> {
 }
 
 /** µs per event to decide its webhooks; checks the fan-out is 100. */
-function timeOne(r: WebhookRegistry, evs: Array<{ route: EventRoute; body: Buffer }>): number {
+function timeOne(r: Registry, evs: Array<{ route: EventRoute; body: Buffer }>): number {
   let total = 0;
   // CPU time of this thread, not wall time: other load on the machine does not count
   const c0 = process.cpuUsage();
@@ -155,37 +168,16 @@ function timeOne(r: WebhookRegistry, evs: Array<{ route: EventRoute; body: Buffe
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-function main(): void {
-  for (const f of [filterFor('inst_0'), distinctFilterFor('inst_0', 7)]) {
-    const ops = JSON.stringify(f).match(/"\$/g)?.length ?? 0;
-    if (ops !== 20 || checkFilter(f).length) throw new Error(`a filter has ${ops} operators or is invalid`);
-  }
-  const arms: Arm[] = ['match', 'filters', 'distinct', 'match+filters', 'match+distinct'];
-  const regs = new Map(arms.map((a) => [a, registry(a)]));
-  const evs = events();
-  for (const a of arms) timeOne(regs.get(a)!, evs); // warm-up
-  const rounds = new Map<Arm, number[]>(arms.map((a) => [a, []]));
-  for (let i = 0; i < ROUNDS; i++) for (const a of arms) rounds.get(a)!.push(timeOne(regs.get(a)!, evs));
+/** The figures of one registry's arms: medians, rounds, and the projected x100 throughput ratios. */
+function figures(rounds: Map<Arm, number[]>, arms: Arm[], perEvent: number) {
   const us = Object.fromEntries(arms.map((a) => [a, round(median(rounds.get(a)!))])) as Record<Arm, number>;
-  const latest = JSON.parse(fs.readFileSync(path.join(ROOT, 'bench/results/latest.json'), 'utf8'));
-  const x100 = latest.summary_median?.x100?.svc;
-  const cpuPerDelivery: number = x100?.sut_cpu_us_per_delivery ?? Number.NaN;
-  const perEvent = cpuPerDelivery * 100;
   const ratio = (arm: Arm) => round(perEvent / (perEvent + Math.max(0, us[arm] - us.match)), 3);
-  const result = {
-    generated_at: new Date().toISOString(),
-    loadavg: fs.readFileSync('/proc/loadavg', 'utf8').trim(),
-    webhooks: WEBHOOKS,
-    fanout: WEBHOOKS / INSTALLS,
-    operators_per_filter: 20,
-    events: EVENTS,
-    rounds: ROUNDS,
-    dispatch_us_per_event: us,
-    rounds_us: Object.fromEntries(arms.map((a) => [a, rounds.get(a)!.map((x) => round(x))])),
-    x100_from_latest: {
-      deliveries_per_sec: x100?.deliveries_per_sec ?? null,
-      sut_cpu_us_per_delivery: cpuPerDelivery,
-      cpu_us_per_event: perEvent,
+  return {
+    us,
+    ratio,
+    json: {
+      dispatch_us_per_event: us,
+      rounds_us: Object.fromEntries(arms.map((a) => [a, rounds.get(a)!.map((x) => round(x))])),
       projected_throughput_ratio: {
         filters: ratio('filters'),
         distinct: ratio('distinct'),
@@ -194,16 +186,73 @@ function main(): void {
       },
     },
   };
-  console.log(
-    `dispatch µs per event, 1,000 webhooks, fan-out 100: match ${us.match}; 20-operator filters ${us.filters} ` +
-      `(nothing shared: ${us.distinct}); match + filters ${us['match+filters']} (nothing shared: ${us['match+distinct']}). ` +
-      `x100 in latest.json costs svc ${perEvent} µs ` +
-      `of CPU per event: throughput with filters ≈ ${ratio('filters')}, nothing shared ≈ ${ratio('distinct')}, ` +
-      `match + filters ≈ ${ratio('match+filters')}, match + nothing shared ≈ ${ratio('match+distinct')} of without`,
-  );
+}
+
+async function main(): Promise<void> {
+  for (const f of [filterFor('inst_0'), distinctFilterFor('inst_0', 7)]) {
+    const ops = JSON.stringify(f).match(/"\$/g)?.length ?? 0;
+    if (ops !== 20 || checkFilter(f).length) throw new Error(`a filter has ${ops} operators or is invalid`);
+  }
+  const arms: Arm[] = ['match', 'filters', 'distinct', 'match+filters', 'match+distinct'];
+  const trees: Array<{ name: 'after' | 'before'; Class: RegistryClass }> = [{ name: 'after', Class: WebhookRegistry }];
+  const beforeDir = process.env.FILTER_BENCH_BEFORE;
+  if (beforeDir) {
+    const mod = await import(path.resolve(beforeDir, 'src/dispatch/registry.ts'));
+    trees.push({ name: 'before', Class: mod.WebhookRegistry });
+  }
+  const runs = trees.flatMap((t) => arms.map((a) => ({ tree: t.name, arm: a, reg: registry(a, t.Class), rounds: [] as number[] })));
+  const evs = events();
+  for (const r of runs) timeOne(r.reg, evs); // warm-up
+  // a collection before each measurement, so that an arm does not pay for the garbage of the one before it;
+  // arm by arm, the trees in turn, the first one alternating between rounds
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  for (let i = 0; i < ROUNDS; i++)
+    for (const a of arms) {
+      const turn = runs.filter((r) => r.arm === a);
+      for (const r of i % 2 ? turn.reverse() : turn) {
+        gc();
+        r.rounds.push(timeOne(r.reg, evs));
+      }
+    }
+  const latest = JSON.parse(fs.readFileSync(path.join(ROOT, 'bench/results/latest.json'), 'utf8'));
+  const x100 = latest.summary_median?.x100?.svc;
+  const cpuPerDelivery: number = x100?.sut_cpu_us_per_delivery ?? Number.NaN;
+  const perEvent = cpuPerDelivery * 100;
+  const of = (tree: string) => figures(new Map(runs.filter((r) => r.tree === tree).map((r) => [r.arm, r.rounds])), arms, perEvent);
+  const after = of('after');
+  const before = beforeDir ? of('before') : null;
+  const result = {
+    generated_at: new Date().toISOString(),
+    loadavg: fs.readFileSync('/proc/loadavg', 'utf8').trim(),
+    webhooks: WEBHOOKS,
+    fanout: WEBHOOKS / INSTALLS,
+    operators_per_filter: 20,
+    events: EVENTS,
+    rounds: ROUNDS,
+    ...after.json,
+    x100_from_latest: {
+      deliveries_per_sec: x100?.deliveries_per_sec ?? null,
+      sut_cpu_us_per_delivery: cpuPerDelivery,
+      cpu_us_per_event: perEvent,
+      projected_throughput_ratio: after.json.projected_throughput_ratio,
+    },
+    ...(before ? { before: { tree: beforeDir, ...before.json } } : {}),
+  };
+  for (const [name, f] of before ? [['before', before] as const, ['after', after] as const] : [['', after] as const]) {
+    const { us, ratio } = f;
+    console.log(
+      `${name ? `${name}: ` : ''}dispatch µs per event, 1,000 webhooks, fan-out 100: match ${us.match}; ` +
+        `20-operator filters ${us.filters} (nothing shared: ${us.distinct}); ` +
+        `match + filters ${us['match+filters']} (nothing shared: ${us['match+distinct']}).\n` +
+        `  x100 in latest.json costs svc ${perEvent} µs of CPU per event: throughput with filters ≈ ${ratio('filters')}, ` +
+        `nothing shared ≈ ${ratio('distinct')}, match + filters ≈ ${ratio('match+filters')}, ` +
+        `match + nothing shared ≈ ${ratio('match+distinct')} of without`,
+    );
+  }
   fs.writeFileSync(path.join(ROOT, 'bench/results/filter-cost.json'), `${JSON.stringify(result, null, 2)}\n`);
 }
 
 const round = (x: number, digits = 1) => Math.round(x * 10 ** digits) / 10 ** digits;
 
-main();
+await main();

@@ -61,7 +61,12 @@ export class WebhookSubscriber {
     this.filter = compileOptional(entry.filter);
   }
 
-  /** Do its interests and match admit the event (what the route alone tells)? */
+  /** Do its interests and match admit the event (the route alone; the filter aside)? */
+  admitsRoute(route: EventRoute): boolean {
+    return this.routeAdmits(route) === null;
+  }
+
+  /** What of its interests and match refuses the event (what the route alone tells); null: neither. */
   private routeAdmits(route: EventRoute): 'interests' | 'match' | null {
     // a watchdog event never goes to the webhook it is about (CONTRACT 4.1), not even in a recovery
     if (route.not_to === this.id) return 'interests';

@@ -1,8 +1,10 @@
 // Payload filters of webhooks (CONTRACT 10.2, issue 54): a JSON document over the CloudEvent as
-// delivered, with Outpost's operators. Pure: parse and check a document (shape and bounds, each
-// problem with its path), compile it once into closures (what dispatch runs per event: no walk of
-// the document per event), and explain an evaluation (what the dry runs answer: the clause that
-// decided). The catalog's path check (a path no admitted type has) is src/services/filter-paths.ts.
+// delivered, with Outpost's operators. Parse and check a document (shape and bounds, each problem
+// with its path), compile it once into one generated JS function (what dispatch runs per event: no
+// walk of the document per event), explain an evaluation with a walk of closures (what the dry runs
+// answer: the clause that decided), and read off the values an admitted event must hold (what
+// dispatch indexes filters by). The catalog's path check (a path no admitted type has) is
+// src/services/filter-paths.ts.
 //
 // Semantics (CONTRACT 10.2):
 // - an object matches by its keys, all of them (AND): a key starting with `$` is an operator on the
@@ -60,7 +62,7 @@ export interface FilterField {
   at: string;
 }
 
-type Plain = string | number | boolean | null;
+export type Plain = string | number | boolean | null;
 
 const isPlain = (v: unknown): v is Plain => v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -216,6 +218,49 @@ export function filterFields(doc: EventFilter): FilterField[] {
   return out;
 }
 
+/** A value the event must hold at a path for the filter to admit it: one of `values` (compared with ===). */
+export interface FilterKey {
+  /** the field keys from the event's root (at least one) */
+  fields: string[];
+  values: Plain[];
+}
+
+/**
+ * What an event must hold for the filter to admit it, read off the clauses every admitted event
+ * meets (the root's fields, recursively, and the elements of its $and): a plain value, `$eq` or `$in`
+ * at a path. Dispatch indexes webhooks by them (src/dispatch/filter-index.ts): an event whose value at
+ * the path is none of them is refused without running the filter. A valid filter only.
+ */
+export function filterKeys(doc: EventFilter): FilterKey[] {
+  const out: FilterKey[] = [];
+  const walk = (obj: Record<string, unknown>, fields: string[]): void => {
+    for (const [key, v] of Object.entries(obj)) {
+      if (!key.startsWith('$')) {
+        const f = [...fields, key];
+        if (isObject(v)) walk(v, f);
+        else out.push({ fields: f, values: [v as Plain] });
+      } else if (fields.length > 0 && key === '$eq') out.push({ fields, values: [v as Plain] });
+      else if (fields.length > 0 && key === '$in') out.push({ fields, values: v as Plain[] });
+      else if (key === '$and') for (const x of v as Record<string, unknown>[]) walk(x, fields);
+    }
+  };
+  walk(doc, []);
+  return out;
+}
+
+/**
+ * The event's value at a path of field keys, as a filter reads it: an own property of an object (not
+ * of an array) at each step; undefined when missing.
+ */
+export function readFields(event: unknown, fields: readonly string[]): unknown {
+  let v = event;
+  for (const key of fields) {
+    if (!isObject(v) || !Object.hasOwn(v, key)) return undefined;
+    v = v[key];
+  }
+  return v;
+}
+
 // ------------------------------------------------------------------ compiling
 
 /** A value of the event and whether it is there (a missing path: present false, value undefined). */
@@ -244,141 +289,241 @@ export interface CompiledFilter {
 export function compileFilter(doc: EventFilter): CompiledFilter {
   const issues = checkFilter(doc);
   if (issues.length) throw new Error(`invalid filter at ${issues[0].path || '(root)'}: ${issues[0].message}`);
-  const root = objectNode(doc, '');
-  const test = sharedObject(doc).test;
-  return { test: (e) => test(e, true), explain: (e) => root.explain(e, true) };
-}
-
-// ------------------------------------------------------------------ dispatch's tests, shared
-
-// Dispatch runs every filter of an org against each event. The filters of many webhooks share
-// most of their clauses, so `test` is built from shared pieces: a clause met before (the same
-// field, operator and operand, anywhere in any filter of this process) is the same function, and
-// one that reads an object (a field of it, its clauses, the elements of an array) remembers its
-// last answer for that object, so that an event costs each distinct clause once, whatever the
-// number of filters that have it. The deciding clause of a dry run (`explain`) is built per filter.
-
-/** A shared test and its canonical key (what it tests, not where). */
-interface Shared {
-  key: string;
-  test: Test;
-}
-
-const SHARED_MAX = 50_000;
-/** Whether a shared test is used by more than one filter (or twice in one): only then is remembering worth its cost. */
-interface Use {
-  many: boolean;
-}
-const shared = new Map<string, { test: Test; use: Use }>();
-/** The use of the test being made (read by remember as it wraps it). */
-let making: Use = { many: true };
-
-function share(key: string, make: () => Test): Shared {
-  const known = shared.get(key);
-  if (known) {
-    known.use.many = true;
-    return { key, test: known.test };
-  }
-  if (shared.size >= SHARED_MAX) shared.clear(); // filters come and go: start again rather than grow
-  const use: Use = { many: false };
-  making = use;
-  const test = make();
-  making = { many: true };
-  shared.set(key, { test, use });
-  return { key, test };
+  const test = generatedTest(doc) ?? interpretedTest(doc);
+  // the walk that names the deciding clause: built the first time a dry run asks, not for dispatch
+  let root: Node | undefined;
+  return { test, explain: (e) => (root ??= objectNode(doc, '')).explain(e, true) };
 }
 
 /**
- * The last answer for the last object asked about, once the test is shared (a test of one filter
- * is asked once per event: remembering would only cost); primitives are cheaper to test than to look up.
+ * The filter as a walk of closures, one per clause: what `explain` runs, what `test` falls back to
+ * where code cannot be generated, and the reference the generated test is checked against.
  */
-function remember(t: Test): Test {
-  const use = making;
-  let lastV: unknown;
-  let lastP = false;
-  let lastR = false;
-  let primed = false;
-  return (v, p) => {
-    if (!use.many || typeof v !== 'object' || v === null) return t(v, p);
-    if (primed && v === lastV && p === lastP) return lastR;
-    lastR = t(v, p);
-    lastV = v;
-    lastP = p;
-    primed = true;
-    return lastR;
-  };
+export function interpretedTest(doc: EventFilter): (event: unknown) => boolean {
+  const root = objectNode(doc, '');
+  return (e) => root.test(e, true);
 }
 
-function sharedObject(obj: Record<string, unknown>): Shared {
-  const clauses = Object.entries(obj).map(([key, v]) =>
-    key.startsWith('$') ? sharedOperator(key as FilterOperator, v) : sharedField(key, v),
+// ------------------------------------------------------------------ dispatch's test, generated
+
+// Dispatch runs the filter of every webhook whose route admits an event, for each event: its `test`
+// is one JS function per filter, generated from the document (new Function), so that an event costs
+// straight-line comparisons, not a call per clause.
+//
+// The source is the filter's shape: its field keys (written by JSON.stringify) and operators. Its
+// operands are constants `k0`, `k1`, … of the instance, never text of the source: no value of a
+// filter is ever code. Filters of one shape (the same clauses, other values: what an org's webhooks
+// created by one tool have) share one factory, so V8 compiles and optimises their code once, not once
+// per webhook. Identical filters share one instance, which remembers its answer for the last event
+// (dispatch asks each filtered webhook about the same event in turn).
+//
+// In the generated code a missing value is undefined: JSON has no undefined, so an own property of a
+// parsed event never is, and a field's value is present when it is not undefined. The event itself and
+// an array's elements are present whatever they are (an event whose body is not JSON is undefined:
+// present, every path of it missing), so their presence is the constant `true`.
+
+type EventTest = (event: unknown) => boolean;
+type Factory = (codePointCmp: (a: string, b: string) => number, hasOwn: typeof Object.hasOwn, k: unknown[]) => EventTest;
+
+const GENERATED_MAX = 10_000;
+/** per shape (source), its factory and its instances by their constants */
+const shapes = new Map<string, { factory: Factory; instances: Map<string, EventTest> }>();
+let instances = 0;
+
+/** The generated test of a valid filter; null where code generation from strings is disallowed. */
+function generatedTest(doc: EventFilter): EventTest | null {
+  const { source, constants } = generateFilter(doc);
+  let shape = shapes.get(source);
+  const key = constants.map(constantKey).join(',');
+  const known = shape?.instances.get(key);
+  if (known) return known;
+  if (!shape) {
+    let factory: Factory;
+    try {
+      factory = new Function('codePointCmp', 'hasOwn', 'k', source) as Factory;
+    } catch (err) {
+      // node --disallow-code-generation-from-strings: the walk (any other error is a bug of the generator)
+      if (err instanceof EvalError) return null;
+      throw err;
+    }
+    shape = { factory, instances: new Map() };
+  }
+  if (instances >= GENERATED_MAX) {
+    // filters come and go: start again rather than grow
+    shapes.clear();
+    instances = 0;
+  }
+  shapes.set(source, shape);
+  const test = shape.factory(codePointCmp, Object.hasOwn, constants);
+  shape.instances.set(key, test);
+  instances++;
+  return test;
+}
+
+/** A constant's identity: its value as === compares it (0 and -0 alike), its type included. */
+function constantKey(c: unknown): string {
+  if (Array.isArray(c)) return `[${c.map(constantKey).join(',')}]`;
+  return typeof c === 'number' ? `n${c}` : JSON.stringify(c);
+}
+
+/** What a generator writes into: the declarations of the whole filter, its constants, the names used. */
+interface Unit {
+  decls: string[];
+  constants: unknown[];
+  names: number;
+}
+
+/** The body of one generated function: the temporaries its expression assigns. */
+interface Scope {
+  temps: string[];
+}
+
+const fresh = (u: Unit, s: Scope, prefix: string): string => {
+  const name = `${prefix}${u.names++}`;
+  s.temps.push(name);
+  return name;
+};
+
+/** A constant of the instance (an operand): its name in the source. */
+const constant = (u: Unit, x: unknown): string => {
+  u.constants.push(x);
+  return `k${u.constants.length - 1}`;
+};
+
+/**
+ * The source of a factory of (codePointCmp, hasOwn, k) that returns a test of the filter's shape
+ * with the constants k, and the filter's constants.
+ */
+export function generateFilter(doc: EventFilter): { source: string; constants: unknown[] } {
+  const unit: Unit = { decls: [], constants: [], names: 0 };
+  const scope: Scope = { temps: [] };
+  const body = objectExpr(doc, 'e', 'true', unit, scope);
+  const source = [
+    '"use strict";',
+    ...unit.constants.map((_, i) => `const k${i} = k[${i}];`),
+    ...unit.decls,
+    'let lastEvent = lastNone, lastAnswer = false;',
+    'function lastNone() {}',
+    'return function filter(e) {',
+    '  if (e === lastEvent) return lastAnswer;',
+    ...(scope.temps.length ? [`  let ${scope.temps.join(', ')};`] : []),
+    `  lastAnswer = ${body};`,
+    '  lastEvent = e;',
+    '  return lastAnswer;',
+    '};',
+  ].join('\n');
+  return { source, constants: unit.constants };
+}
+
+/**
+ * All clauses of an object on the value `v` (an expression: a name), present when `p` is: AND, in
+ * order. `isObj`: whether `v` is an object, when an enclosing clause on the same value has asked it
+ * already; else, when the clauses name two fields or more, it is asked once, first.
+ */
+function objectExpr(obj: Record<string, unknown>, v: string, p: string, u: Unit, s: Scope, isObj: string | null = null): string {
+  const o = isObj === null && fieldsOf(obj) >= 2 ? fresh(u, s, 'o') : null;
+  const known = isObj ?? o;
+  const parts = Object.entries(obj).map(([key, x]) =>
+    key.startsWith('$') ? operatorExpr(key as FilterOperator, x, v, p, u, s, known) : fieldExpr(key, x, v, known ?? objectTest(v), u, s),
   );
-  if (clauses.length === 0) return { key: 'O()', test: () => true };
-  if (clauses.length === 1) return clauses[0];
-  return share(`O(${clauses.map((c) => c.key).join(',')})`, () => {
-    const tests = clauses.map((c) => c.test);
-    return remember((v, p) => {
-      for (let i = 0; i < tests.length; i++) if (!tests[i](v, p)) return false;
-      return true;
-    });
-  });
+  if (parts.length === 0) return 'true';
+  const all = parts.length === 1 ? parts[0] : `(${parts.join(' && ')})`;
+  return o === null ? all : `((${o} = ${objectTest(v)}), ${all})`;
 }
 
-function sharedField(key: string, v: unknown): Shared {
-  const inner = isObject(v) ? sharedObject(v) : share(`E${JSON.stringify(v)}`, () => equals(v as Plain));
-  // remembered only over a subtree: a leaf costs no more than the look-up of a remembered answer
-  const keep = isObject(v) ? remember : (t: Test) => t;
-  return share(`F${JSON.stringify(key)}:${inner.key}`, () => {
-    const test = inner.test;
-    if (key in Object.prototype) {
-      // `constructor`, `__proto__`, …: only an own property is the event's
-      return keep((obj, p) => (p && isObject(obj) && Object.hasOwn(obj, key) ? test(obj[key], true) : test(undefined, false)));
-    }
-    // one lookup: JSON has no undefined, so undefined is a missing field (an array has no fields)
-    return keep((obj, p) => {
-      if (!p || typeof obj !== 'object' || obj === null || Array.isArray(obj)) return test(undefined, false);
-      const x = (obj as Record<string, unknown>)[key];
-      return x === undefined ? test(undefined, false) : test(x, true);
-    });
-  });
+const objectTest = (v: string): string => `(typeof ${v} === "object" && ${v} !== null && !Array.isArray(${v}))`;
+
+/** The fields an object's clauses read of the value at hand: its own, and those of its $not, $and, $or. */
+function fieldsOf(obj: Record<string, unknown>): number {
+  let n = 0;
+  for (const [key, x] of Object.entries(obj)) {
+    if (!key.startsWith('$')) n++;
+    else if (key === '$not') n += fieldsOf(x as Record<string, unknown>);
+    else if (key === '$and' || key === '$or') for (const b of x as Record<string, unknown>[]) n += fieldsOf(b);
+  }
+  return n;
 }
 
-function sharedOperator(op: FilterOperator, v: unknown): Shared {
+/** A field of `v` (an own property of an object, not of an array), then its own clause. */
+function fieldExpr(key: string, x: unknown, v: string, isObj: string, u: Unit, s: Scope): string {
+  const t = fresh(u, s, 't');
+  const k = JSON.stringify(key);
+  // `constructor`, `__proto__`, …: only an own property is the event's
+  const own = key in Object.prototype ? ` && hasOwn(${v}, ${k})` : '';
+  const inner = isObject(x) ? objectExpr(x, t, `${t} !== undefined`, u, s) : `${t} === ${constant(u, x)}`;
+  return `((${t} = ${isObj}${own} ? ${v}[${k}] : undefined), ${inner})`;
+}
+
+const RELATION = { $gt: '>', $gte: '>=', $lt: '<', $lte: '<=' } as const;
+const IN_CONSTANTS_MAX = 8;
+
+/** An operator on `v`; `isObj` as for objectExpr (what its $not, $and, $or pass on). */
+function operatorExpr(op: FilterOperator, x: unknown, v: string, p: string, u: Unit, s: Scope, isObj: string | null): string {
   switch (op) {
+    case '$eq':
+      return `${v} === ${constant(u, x)}`;
+    case '$neq':
+      return `${v} !== ${constant(u, x)}`;
+    case '$gt':
+    case '$gte':
+    case '$lt':
+    case '$lte': {
+      const rel = RELATION[op];
+      if (typeof x === 'number') return `(typeof ${v} === "number" && ${v} ${rel} ${constant(u, x)})`;
+      // native string order is by UTF-16 code unit; it is code point order whenever the operand has no unit from
+      // \ud800 up (the first unit that differs is then below the surrogates, and both orders agree on it)
+      const want = x as string;
+      if (/[\ud800-\uffff]/.test(want)) return `(typeof ${v} === "string" && codePointCmp(${v}, ${constant(u, want)}) ${rel} 0)`;
+      return `(typeof ${v} === "string" && ${v} ${rel} ${constant(u, want)})`;
+    }
+    case '$in':
+      return inExpr(x as Plain[], v, u);
+    case '$nin':
+      return `!${inExpr(x as Plain[], v, u)}`;
+    case '$startsWith':
+    case '$endsWith':
+      return `(typeof ${v} === "string" && ${v}.${op.slice(1)}(${constant(u, x)}))`;
+    case '$exist':
+      return x === true ? `(${p})` : `!(${p})`;
     case '$contains': {
-      const elem = isObject(v) ? sharedObject(v) : share(`E${JSON.stringify(v)}`, () => equals(v as Plain));
-      return share(`C(${elem.key})`, () => {
-        const test = elem.test;
-        return remember((x, p) => {
-          if (!p || !Array.isArray(x)) return false;
-          for (let i = 0; i < x.length; i++) if (test(x[i], true)) return true;
-          return false;
-        });
-      });
+      // indexOf compares with ===, as equality does
+      if (!isObject(x)) return `(Array.isArray(${v}) && ${v}.indexOf(${constant(u, x)}) !== -1)`;
+      const name = `contains${u.names++}`;
+      const inner: Scope = { temps: [] };
+      const elem = objectExpr(x, 'x', 'true', u, inner);
+      u.decls.push(
+        `function ${name}(a) {`,
+        ...(inner.temps.length ? [`  let ${inner.temps.join(', ')};`] : []),
+        '  for (let i = 0; i < a.length; i++) {',
+        '    const x = a[i];',
+        `    if (${elem}) return true;`,
+        '  }',
+        '  return false;',
+        '}',
+      );
+      return `(Array.isArray(${v}) && ${name}(${v}))`;
     }
-    case '$not': {
-      const inner = sharedObject(v as Record<string, unknown>);
-      return share(`N(${inner.key})`, () => {
-        const test = inner.test;
-        return (x, p) => !test(x, p);
-      });
-    }
+    case '$not':
+      return `!(${objectExpr(x as Record<string, unknown>, v, p, u, s, isObj)})`;
     case '$and':
     case '$or': {
-      const parts = (v as Record<string, unknown>[]).map(sharedObject);
-      return share(`${op}(${parts.map((x) => x.key).join(',')})`, () => {
-        const tests = parts.map((x) => x.test);
-        const decisive = op === '$or';
-        return remember((x, p) => {
-          for (let i = 0; i < tests.length; i++) if (tests[i](x, p) === decisive) return decisive;
-          return !decisive;
-        });
-      });
+      const parts = (x as Record<string, unknown>[]).map((b) => `(${objectExpr(b, v, p, u, s, isObj)})`);
+      return `(${parts.join(op === '$and' ? ' && ' : ' || ')})`;
     }
-    default:
-      return share(`${op}${JSON.stringify(v)}`, () => leafTest(op, v));
   }
 }
+
+/** Whether `v` is one of the values: === each (a few), or a Set's has (more); never an object or array. */
+function inExpr(values: Plain[], v: string, u: Unit): string {
+  const distinct = [...new Set(values)];
+  if (distinct.length === 0) return 'false';
+  if (distinct.length <= IN_CONSTANTS_MAX) return `(${distinct.map((w) => `${v} === ${constant(u, w)}`).join(' || ')})`;
+  const name = `set${u.names++}`;
+  u.decls.push(`const ${name} = new Set(${constant(u, distinct)});`);
+  return `${name}.has(${v})`;
+}
+
+// ------------------------------------------------------------------ the walk (explain, and the reference)
 
 /** All clauses of an object, in order (AND). */
 function objectNode(obj: Record<string, unknown>, path: string): Node {
@@ -549,28 +694,30 @@ function combinator(op: '$and' | '$or', nodes: Node[], at: string): Node {
   };
 }
 
-/** String comparison by code point (CONTRACT 10.2), with a fast path for the usual strings. */
+/** The sign of a - b, strings compared by code point (CONTRACT 10.2). */
+function codePointCmp(a: string, b: string): number {
+  if (a === b) return 0;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.codePointAt(i)!;
+    const y = b.codePointAt(i)!;
+    if (x !== y) return x < y ? -1 : 1;
+    if (x > 0xffff) i++;
+  }
+  return a.length < b.length ? -1 : a.length > b.length ? 1 : 0;
+}
+
+/** String comparison by code point, for an operand with a unit from \ud800 up (the others compare natively). */
 function codePointCompare(op: '$gt' | '$gte' | '$lt' | '$lte', want: string): Test {
-  const cmp = (a: string): number => {
-    if (a === want) return 0;
-    const n = Math.min(a.length, want.length);
-    for (let i = 0; i < n; i++) {
-      const x = a.codePointAt(i)!;
-      const y = want.codePointAt(i)!;
-      if (x !== y) return x < y ? -1 : 1;
-      if (x > 0xffff) i++;
-    }
-    return a.length < want.length ? -1 : a.length > want.length ? 1 : 0;
-  };
   switch (op) {
     case '$gt':
-      return (v, p) => p && typeof v === 'string' && cmp(v) > 0;
+      return (v, p) => p && typeof v === 'string' && codePointCmp(v, want) > 0;
     case '$gte':
-      return (v, p) => p && typeof v === 'string' && cmp(v) >= 0;
+      return (v, p) => p && typeof v === 'string' && codePointCmp(v, want) >= 0;
     case '$lt':
-      return (v, p) => p && typeof v === 'string' && cmp(v) < 0;
+      return (v, p) => p && typeof v === 'string' && codePointCmp(v, want) < 0;
     case '$lte':
-      return (v, p) => p && typeof v === 'string' && cmp(v) <= 0;
+      return (v, p) => p && typeof v === 'string' && codePointCmp(v, want) <= 0;
   }
 }
 
