@@ -1,0 +1,55 @@
+// Ordered delivery tests' parts (CONTRACT 10.1): a receiver that keeps each key's sequences as they
+// arrive, and a producer's fact keyed by an install.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { later } from './wait.ts';
+import { rid } from './ids.ts';
+
+/** Per path, per key: the sequences in the order they arrived; answers after `delayMs()`. */
+export async function keyedReceiver(delayMs: () => number) {
+  const seen = new Map<string, Map<string, number[]>>();
+  const count = new Map<string, number>();
+  const last = new Map<string, number>();
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const path = req.url ?? '';
+      const ev = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      let byKey = seen.get(path);
+      if (!byKey) seen.set(path, (byKey = new Map()));
+      const list = byKey.get(ev.svcorderkey) ?? [];
+      list.push(Number(ev.sequence));
+      byKey.set(ev.svcorderkey, list);
+      count.set(path, (count.get(path) ?? 0) + 1);
+      last.set(path, Date.now());
+      later(delayMs(), () => res.writeHead(200).end(), 'a receiver that answers after a while');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    seen,
+    count: (path: string) => count.get(path) ?? 0,
+    last: (path: string) => last.get(path) ?? 0,
+    /** distinct (key, sequence) pairs seen at a path */
+    distinct: (path: string) => [...(seen.get(path)?.values() ?? [])].reduce((n, l) => n + new Set(l).size, 0),
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+/** An external workflow's `started` of an install: one fact, one event keyed by the install. */
+export function fact(org: string, install: string) {
+  const w = rid('wfx');
+  return {
+    subject: `svc.ingest.${org}.workflows.${w}`,
+    body: {
+      kind: 'workflow',
+      transition: 'started',
+      workflow: { id: w, type: 'manual_deploy', owner_id: install, owner_type: 'installs' },
+    },
+  };
+}
