@@ -198,7 +198,8 @@ export function electionUnderWay(err: unknown): boolean {
 }
 
 /**
- * Events of SVC_EVENTS not yet done: waiting for a worker, or handed to one and not acked; null
+ * Events of SVC_EVENTS not yet done: waiting for a worker, or handed to one and not acked (and
+ * SVC_ORDERED's messages not acked); null
  * while the consumer cannot tell (electionUnderWay: electing its leader after a server's loss).
  * Asked of the consumer, not the stream: on a cluster, nats-server 2.9 can keep messages in a
  * work-queue stream that its consumer has acked (seen after a leader election: 41 messages held, ack
@@ -207,7 +208,16 @@ export function electionUnderWay(err: unknown): boolean {
 export async function undeliveredEvents(jsm: JetStreamManager): Promise<number | null> {
   try {
     const c = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
-    return c.num_pending + c.num_ack_pending;
+    // and the ordered webhooks' copies not yet acked by their partitions' owners (a work queue keeps
+    // exactly those; its consumers are made afresh at each takeover, so the stream is what tells)
+    const ordered = await jsm.streams.info(ORDERED_STREAM).then(
+      (si) => si.state.messages,
+      (err: unknown) => {
+        if (isApiError(err, JetStreamApiCodes.StreamNotFound)) return 0;
+        throw err;
+      },
+    );
+    return c.num_pending + c.num_ack_pending + ordered;
   } catch (err) {
     if (electionUnderWay(err)) return null;
     throw err;
