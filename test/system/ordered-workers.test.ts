@@ -4,7 +4,8 @@
 // 50 installs × 40 events to a `per_key` webhook (and a plain one beside it) whose receiver answers
 // in 0-50 ms at random; each worker is killed with kill -9 once during the run and started again.
 // Per key the ordered receiver sees non-decreasing sequences (a repeat only of the last one seen)
-// and every one of them; the plain webhook gets every event. The throughput of the same setup with
+// and every one of them; the plain webhook gets every event. And a key whose receiver hangs until the
+// 5 s timeout delays the other keys of the webhook by at most 1 s, whichever worker owns them. The throughput of the same setup with
 // 1,000 keys is in test/system/ordered-throughput.test.ts (the serial set).
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -103,4 +104,53 @@ describe.skipIf(!HAVE_NATS)('per_key across kill -9 with two svc workers (NATS m
     svc.proc.kill('SIGTERM');
     await rx.close();
   }, 300_000);
+});
+
+describe.skipIf(!HAVE_NATS)('a hanging key with two svc workers (NATS mode)', () => {
+  it('delays the other keys of the webhook by at most 1 s (5 s timeout)', async () => {
+    const nats = await startNatsServer();
+    const nc = await connect({ servers: nats.url });
+    const stuck = rid('inst');
+    const rx = await keyedReceiver((ev) => (ev.svcorderkey === stuck ? null : 0));
+    try {
+      const { db, org } = newDbWithOrg('ordered-hang');
+      const svc = await spawnService(db, ['--nats', nats.url, '--no-local-runner', '--no-deliver']);
+      const api = apiClient(svc.url, org);
+      expect(
+        (await api.post('/v1/orgs/current/webhooks', { webhook_url: `${rx.url}/ordered`, delivery: { ordering: 'per_key' } })).status,
+      ).toBe(201);
+      const env = { SVC_DATAPLANE_KEY: dataplaneKey(db) };
+      const workers = [
+        await spawnWorker(nats.url, ['--delivery-timeout', '5s'], env),
+        await spawnWorker(nats.url, ['--delivery-timeout', '5s'], env),
+      ];
+      for (let n = 0; n < 2; n++) {
+        const f = fact(org.org_id, stuck);
+        await sendReliably(nc, f.subject, f.body);
+      }
+      await waitFor(() => rx.firstAt.has(stuck), 10_000, 'the hanging attempt');
+      const delays: number[] = [];
+      for (let k = 0; k < 10; k++) {
+        const other = rid('inst');
+        const f = fact(org.org_id, other);
+        const t0 = Date.now();
+        await sendReliably(nc, f.subject, f.body);
+        await waitFor(() => rx.firstAt.has(other), 5000, `${other} delivered`);
+        delays.push(rx.firstAt.get(other)! - t0);
+      }
+      expect(Math.max(...delays), `delays ${delays.join(', ')} ms`).toBeLessThanOrEqual(1000);
+      // the stuck key's second event waits for the first one's outcome (the timeout), then comes
+      expect(rx.seen.get('/ordered')!.get(stuck)).toEqual([1]);
+      await waitFor(() => rx.seen.get('/ordered')!.get(stuck)!.length === 2, 10_000, "the stuck key's next event after the timeout");
+      expect(rx.seen.get('/ordered')!.get(stuck)).toEqual([1, 2]);
+      console.log(`other keys beside a hanging one, 2 workers: delivered after ${delays.join(', ')} ms`);
+      for (const w of workers) w.proc.kill('SIGTERM');
+      svc.proc.kill('SIGTERM');
+    } finally {
+      for (const c of children) c.kill('SIGKILL');
+      await rx.close();
+      await nc.close();
+      await nats.stop();
+    }
+  }, 120_000);
 });
