@@ -27,6 +27,11 @@
 // `ordered.<event id>`) before the next event of the key goes to any of them, so that a new owner
 // repeats none of them; events with one (the common case) need no record.
 //
+// A nats-server restart may forget the last acks it got (src/dataplane/sources/jetstream/reconnect.ts
+// tells the hop path's answer): the plane remembers the messages it settled for SETTLED_MEMORY_MS and
+// acks such a message again at once, not attempting it a second time behind later ones (bounded:
+// SETTLED_MEMORY_MS and SETTLED_MEMORY_MAX; a new owner after the restart has no such memory).
+//
 // Spread. Each plane says it is there (key `plane.<id>`, renewed with its leases) and holds at most
 // its share of the partitions, ceil(partitions / planes): above it, it hands one back each round
 // (no new attempts, the attempts in flight finish and are acked, then the lease is deleted, so the
@@ -78,6 +83,10 @@ const MAX_PULL = 256;
  * holds it already and ignores the copy (a takeover makes the consumer afresh, so nothing waits for it).
  */
 const ORDERED_ACK_WAIT_MS = 10 * 60_000;
+/** How long a plane remembers the messages it settled (acked again if handed out again: a server that forgot the ack), */
+const SETTLED_MEMORY_MS = 2 * 60_000;
+/** ... and how many at most (memory stays bounded whatever the rate). */
+const SETTLED_MEMORY_MAX = 100_000;
 
 export interface OrderedSourceOptions {
   js: JetStreamClient;
@@ -134,6 +143,8 @@ export class OrderedSource {
   private rounds = 0;
   private planes = 1;
   private readonly replayWindowMs: number;
+  /** messages settled here lately, by id, and when (oldest first) */
+  private readonly settled = new Map<string, number>();
   /** takeovers so far (a test's figure) */
   takeovers = 0;
 
@@ -158,6 +169,7 @@ export class OrderedSource {
     this.ticking = true;
     try {
       await this.o.leases.put(`${PLANE_PREFIX}${this.holder}`, '1').catch(() => {});
+      this.forgetSettled();
       if (this.rounds++ % 3 === 0) this.planes = Math.max(1, await this.countPlanes().catch(() => this.planes));
       await Promise.all([...this.owned.values()].map((p) => this.renew(p)));
       const share = Math.ceil(ORDERED_PARTITIONS / this.planes);
@@ -173,6 +185,14 @@ export class OrderedSource {
       this.o.logger.warn({ err: String(err) }, 'ordered partitions: a round of leases failed; trying again');
     } finally {
       this.ticking = false;
+    }
+  }
+
+  private forgetSettled(): void {
+    const before = this.o.clock.now() - SETTLED_MEMORY_MS;
+    for (const [id, at] of this.settled) {
+      if (at >= before) break;
+      this.settled.delete(id);
     }
   }
 
@@ -290,6 +310,10 @@ export class OrderedSource {
     const id = m.headers?.get(EVENT_ID_HEADER) ?? '';
     const seal = m.headers?.get(SEAL_HEADER) ?? '';
     if (p.held.has(id)) return; // a copy after the ack wait: held already
+    if (this.settled.has(id)) {
+      m.ack(); // settled here already: a server that forgot the ack (a restart)
+      return;
+    }
     const sealedAt = id && seal ? this.o.seal.openHop(id, m.data, seal) : null;
     if (sealedAt === null) {
       this.o.dropped('forged');
@@ -326,6 +350,8 @@ export class OrderedSource {
       fenced: () => p.stopped || p.closing || this.o.clock.now() > p.validUntil,
       settle: () => {
         if (p.held.delete(id)) m.ack();
+        this.settled.set(id, this.o.clock.now());
+        if (this.settled.size > SETTLED_MEMORY_MAX) this.settled.delete(this.settled.keys().next().value!);
         if (several) void this.o.progress.delete(progressKey(e.id)).catch(() => {});
         this.afterLetGo(p);
       },
