@@ -98,7 +98,7 @@ describe.skipIf(findNatsServer() === null)('outbox relay: ordered webhooks (CONT
     await nats?.stop();
   });
 
-  it("an org with per_key webhooks: its hop batch names them, its keyed events each go alone on their key's partition, in order", async () => {
+  it("an org with per_key webhooks: its hop batch names them, each keyed event goes alone on its key's partition, in order", async () => {
     db.prepare('INSERT OR IGNORE INTO orgs (org_id, name, created_at) VALUES (?, ?, ?)').run('org_1', 'org_1', new Date().toISOString());
     insertWebhook(db, { ...allEventsEntry('org_1', 'wh_ord', 'http://o.test/'), match_canonical: '', delivery: { ordering: 'per_key' } });
     insertWebhook(db, { ...allEventsEntry('org_1', 'wh_plain', 'http://p.test/'), match_canonical: '' });
