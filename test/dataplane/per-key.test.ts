@@ -144,3 +144,48 @@ describe('per_key ordering in the pipeline', () => {
     expect(r.at('o.test').map((s) => s.id)).toEqual(['a1', 'a2', 'a3']);
   });
 });
+
+describe('the ordered partitions in the pipeline (NATS mode, CONTRACT 10.1)', () => {
+  it("a hop batch's event skips the per_key webhooks it names; an ordered copy goes only to those", () => {
+    const r = rig();
+    const base = { body: Buffer.from('{}'), done: [], release: () => {} };
+    r.pipeline.accept({ ...base, id: 'h1', route: routeOf('inst_a'), skip: ['wh_ordered'], settle: () => void r.settled.push('h1') });
+    expect(r.at('o.test')).toEqual([]);
+    expect(r.at('p.test').map((s) => s.id)).toEqual(['h1']);
+    r.pipeline.accept({ ...base, id: 'o1', route: routeOf('inst_a'), only: ['wh_ordered'], settle: () => void r.settled.push('o1') });
+    expect(r.at('o.test').map((s) => s.id)).toEqual(['o1']);
+    expect(r.at('p.test').map((s) => s.id)).toEqual(['h1']);
+    // a recovery item is never skipped: it fills a gap at its one webhook, on the hop path
+    const recovery = { id: 'rc_1', webhook: 'wh_ordered', event_id: 'h2' };
+    r.pipeline.accept({ ...base, id: 'rc_1', route: { ...routeOf('inst_a'), recovery }, skip: ['wh_ordered'], settle: () => {} });
+    expect(r.at('o.test').map((s) => s.id)).toEqual(['o1', 'h2']);
+  });
+
+  it('a fenced plane (its lease lost) starts no attempt: the key stops, and its events are released, not settled', () => {
+    const r = rig();
+    r.registry.remove('org_a', 'wh_plain', 3);
+    let fenced = false;
+    const released: string[] = [];
+    for (let i = 1; i <= 3; i++) {
+      const id = `a${i}`;
+      r.pipeline.accept({
+        id,
+        route: routeOf('inst_a'),
+        body: Buffer.from('{}'),
+        done: [],
+        only: ['wh_ordered'],
+        fenced: () => fenced,
+        settle: () => void r.settled.push(id),
+        release: () => void released.push(id),
+      });
+    }
+    expect(r.at('o.test').map((s) => s.id)).toEqual(['a1']);
+    fenced = true;
+    // the attempt in flight finishes and is settled; what waited behind it is not attempted
+    r.answer(r.at('o.test')[0]);
+    expect(r.at('o.test').map((s) => s.id)).toEqual(['a1']);
+    expect(r.settled).toEqual(['a1']);
+    expect(released).toEqual(['a2', 'a3']);
+    expect(r.pipeline.held()).toBe(0);
+  });
+});
