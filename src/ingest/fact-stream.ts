@@ -130,7 +130,7 @@ class StreamReader {
     });
     if (this.stopped) return;
     this.messages = await c.consume({
-      max_messages: 1024,
+      max_messages: 256,
       callback: (m) => {
         if (this.stopped) return;
         this.pending = m.info.pending;

@@ -13,6 +13,7 @@ import { factSubject, ingestWildcard, isProducerReplySubject, parseIngestSubject
 import { sleep, within, type Clock, type Timer } from '../domain/clock.ts';
 import { errorText } from '../domain/errors.ts';
 import { Fifo } from '../domain/fifo.ts';
+import { FairQueue } from '../domain/fair-queue.ts';
 import { RepeatedWarnings } from '../log-summary.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Readiness } from '../readiness.ts';
@@ -35,6 +36,8 @@ const STORE_TIMEOUT_MS = 5000;
 const STORE_TRIES = 3;
 const STORE_BACKOFF_MS = 250;
 const DRAIN_BOUND_MS = 3000;
+/** Stores under way at once, at most (the rest wait in their orgs' queues, taken in turns). */
+const STORE_WINDOW = 64;
 /** Verdicts kept for a PubAck still to come, at most (the oldest dropped first). */
 const EARLY_KEPT = 4096;
 
@@ -86,6 +89,8 @@ export function startGate(deps: GateDeps): Gate {
   let lastTimeoutAt = -Infinity;
   let sent = 0;
   let inFlight = 0;
+  /** requests waiting for a store to be under way, by org (taken in turns) */
+  const queued = new FairQueue<{ msg: Msg; orgId: string; receivedAt: number }>();
   /** requests stored and not answered yet */
   let unanswered = 0;
   let storing = true;
@@ -149,8 +154,7 @@ export function startGate(deps: GateDeps): Gate {
     },
   });
 
-  const store = async (msg: Msg, orgId: string) => {
-    const receivedAt = clock.now();
+  const store = async (msg: Msg, orgId: string, receivedAt: number) => {
     const h = natsHeaders();
     // no engine seems to run: nobody would send a verdict in time
     const wait = lastTimeoutAt <= lastVerdictAt || receivedAt - lastTimeoutAt > NO_ENGINE_MS;
@@ -197,7 +201,25 @@ export function startGate(deps: GateDeps): Gate {
       respond(msg, orgId, { ok: false, error: 'not recorded, try again' });
     } finally {
       inFlight--;
+      // the next stores, each org's in turn
+      while (inFlight < STORE_WINDOW) {
+        const next = queued.next();
+        if (!next) break;
+        void store(next.msg, next.orgId, next.receivedAt);
+      }
     }
+  };
+
+  /**
+   * A request to store: at once while fewer than STORE_WINDOW stores are under way, else in its
+   * org's queue. SVC_FACTS stores in the order publishes come, every org's together: an org with
+   * a thousand requests outstanding would otherwise have a thousand stores ahead of another org's
+   * one; taken in turns, another org's fact waits for one turn and the stores under way.
+   */
+  const admit = (msg: Msg, orgId: string) => {
+    const receivedAt = clock.now();
+    if (inFlight < STORE_WINDOW && queued.size === 0) return void store(msg, orgId, receivedAt);
+    queued.push(orgId, { msg, orgId, receivedAt });
   };
 
   const sub: Subscription = deps.nc.subscribe(ingestWildcard, {
@@ -214,7 +236,7 @@ export function startGate(deps: GateDeps): Gate {
         return refuse(msg, orgId, { ok: false, error: errorText(e) }, 'invalid');
       }
       if (deps.orgs?.synced && !deps.orgs.has(orgId!)) return refuse(msg, orgId, { ok: false, error: 'unknown org' }, 'invalid');
-      void store(msg, orgId!);
+      admit(msg, orgId!);
     },
   });
 
@@ -222,7 +244,7 @@ export function startGate(deps: GateDeps): Gate {
     async drain() {
       await within(clock, sub.drain(), DRAIN_BOUND_MS);
       const end = clock.now() + DRAIN_BOUND_MS;
-      while ((inFlight > 0 || unanswered > 0) && clock.now() < end) await sleep(clock, 5);
+      while ((inFlight > 0 || queued.size > 0 || unanswered > 0) && clock.now() < end) await sleep(clock, 5);
       verdicts.unsubscribe();
       facts.close();
       timer?.cancel();
