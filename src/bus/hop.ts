@@ -7,13 +7,7 @@
 //
 // Wire format (the seal covers all of it, src/bus/seal.ts sealHop):
 //
-//   {"v":1,"e":[[<event id>,<encoded route>,<body bytes>],…],"k":[<webhook id>,…]}\n<body 1><body 2>…
-//
-// `k` (optional, CONTRACT 10.1): the org's `per_key` webhooks when the relay published the batch.
-// Their attempts at these events are made by the owners of SVC_ORDERED's partitions, from the copy
-// the relay published there (same events, a message per partition, `k` the same): a hop batch's
-// plane skips them, an ordered message's owner attempts only them. The set is fixed at publish
-// time, so the two sides agree on it whatever either's registry says meanwhile.
+//   {"v":1,"e":[[<event id>,<encoded route>,<body bytes>],…]}\n<body 1><body 2>…
 //
 // Bodies are the exact CloudEvent bytes to POST, back to back, so a data plane takes each one as a
 // slice of the message without copying or parsing it.
@@ -29,24 +23,15 @@ export interface HopEvent {
 const NL = 0x0a;
 const VERSION = 1;
 
-/** Encode events (in order) as one hop message body; `ordered`: the `per_key` webhooks of their org (none: no `k`). */
-export function encodeHopBatch(
-  events: ReadonlyArray<{ id: string; route: string; body: string | Buffer }>,
-  ordered: readonly string[] = [],
-): Buffer {
+/** Encode events (in order) as one hop message body. */
+export function encodeHopBatch(events: ReadonlyArray<{ id: string; route: string; body: string | Buffer }>): Buffer {
   const bodies = events.map((e) => (typeof e.body === 'string' ? Buffer.from(e.body, 'utf8') : e.body));
-  const e = events.map((ev, i) => [ev.id, ev.route, bodies[i].length]);
-  const head = JSON.stringify(ordered.length ? { v: VERSION, e, k: ordered } : { v: VERSION, e });
+  const head = JSON.stringify({ v: VERSION, e: events.map((e, i) => [e.id, e.route, bodies[i].length]) });
   return Buffer.concat([Buffer.from(`${head}\n`, 'utf8'), ...bodies]);
 }
 
 /** The events of a hop message body, or null when it is not one (bodies are slices of `data`). */
 export function decodeHopBatch(data: Uint8Array): HopEvent[] | null {
-  return decodeHopMessage(data)?.events ?? null;
-}
-
-/** A hop message body: its events and its `per_key` webhooks (`k`, empty when absent), or null when it is not one. */
-export function decodeHopMessage(data: Uint8Array): { events: HopEvent[]; ordered: string[] } | null {
   const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   const nl = buf.indexOf(NL);
   if (nl < 0) return null;
@@ -57,9 +42,8 @@ export function decodeHopMessage(data: Uint8Array): { events: HopEvent[]; ordere
     return null;
   }
   if (!head || typeof head !== 'object') return null;
-  const { v, e, k } = head as { v?: unknown; e?: unknown; k?: unknown };
+  const { v, e } = head as { v?: unknown; e?: unknown };
   if (v !== VERSION || !Array.isArray(e) || e.length === 0) return null;
-  if (k !== undefined && (!Array.isArray(k) || !k.every((w) => typeof w === 'string'))) return null;
   const out: HopEvent[] = [];
   let at = nl + 1;
   for (const item of e as unknown[]) {
@@ -71,13 +55,5 @@ export function decodeHopMessage(data: Uint8Array): { events: HopEvent[]; ordere
     out.push({ id, route, body: buf.subarray(at, at + len) });
     at += len;
   }
-  return at === buf.length ? { events: out, ordered: (k as string[] | undefined) ?? [] } : null;
-}
-
-/** The partition of SVC_ORDERED an event of `org` with ordering key `key` goes to (FNV-1a of both). */
-export function orderedPartition(org: string, key: string, partitions: number): number {
-  let h = 0x811c9dc5;
-  const text = `${org}\u0000${key}`;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
-  return h % partitions;
+  return at === buf.length ? out : null;
 }

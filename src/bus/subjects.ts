@@ -7,7 +7,6 @@
  *   svc.events.<ce subject with / → .>   engine → subscribers (core NATS, one message per event)
  *   svc.hop.events                       engine → data planes (the SVC_EVENTS stream: batches of events)
  *   svc.outcomes.<worker>                data planes → engine (the SVC_OUTCOMES stream: outcome batches)
- *   svc.ordered.<partition>              engine → the partition's owner (the SVC_ORDERED stream: per_key webhooks' events)
  *   svc.facts.<org>.<family>.<id>        ingest gates → engine (the SVC_FACTS stream: producers' facts, CONTRACT 9)
  */
 
@@ -24,15 +23,6 @@ export const eventsPrefix = 'svc.events.';
 /** The durable hop (src/bus/hop.ts): where the relay publishes batches of events into SVC_EVENTS. */
 export const hopSubject = 'svc.hop.events';
 export const hopWildcard = 'svc.hop.>';
-/**
- * Ordered delivery (CONTRACT 10.1): the relay publishes the events of orgs with `per_key` webhooks
- * a second time, on `svc.ordered.<partition>` (SVC_ORDERED), the partition a hash of (org, key).
- */
-export const orderedWildcard = 'svc.ordered.>';
-export function orderedSubject(partition: number): string {
-  return `svc.ordered.${partition}`;
-}
-
 /** Where svc worker data planes send their outcome batches (the SVC_OUTCOMES stream, src/bus/nats/jetstream.ts). */
 export const outcomesWildcard = 'svc.outcomes.>';
 

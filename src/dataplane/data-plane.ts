@@ -3,25 +3,24 @@
 // (embedded mode). In NATS mode it reads no SQLite: webhooks arrive replicated, events carry their
 // route, outcomes go back in batches.
 import type { Logger } from 'pino';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstream } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Db } from '../../store/db.ts';
 import type { DeliveryLedger } from '../../store/outbox.ts';
 import { retry, systemClock, type Clock } from '../domain/clock.ts';
 import { encodeOutcomeBatch, type OutcomeBatch } from '../outcomes/outcome.ts';
-import { ORDERED_LEASES_BUCKET, PROGRESS_BUCKET, REGISTRY_BUCKET, sealHeaders } from '../bus/nats/jetstream.ts';
+import { PROGRESS_BUCKET, REGISTRY_BUCKET, sealHeaders } from '../bus/nats/jetstream.ts';
 import { outcomesSubject } from '../bus/subjects.ts';
 import { watchRegistry } from '../bus/nats/kv-registry.ts';
 import type { Seal } from '../bus/seal.ts';
 import type { WebhookEntry } from '../domain/webhook-entry.ts';
 import { WebhookRegistry } from '../dispatch/registry.ts';
 import { Deliverer } from '../delivery/client.ts';
-import { DeliveryPipeline, type PipelineDropReason, type ProgressStore } from './pipeline.ts';
+import { DeliveryPipeline, type ProgressStore } from './pipeline.ts';
 import { BatchingOutcomeSink } from '../outcomes/batching-sink.ts';
 import { JetStreamSource } from './sources/jetstream/source.ts';
 import { KvProgress } from './sources/jetstream/progress.ts';
-import { OrderedSource, orderedProgress } from './sources/jetstream/ordered-source.ts';
 import { OutboxSource } from './sources/outbox-source.ts';
 import { makeSigner } from './signer.ts';
 
@@ -35,8 +34,6 @@ export interface DeliveryLimits {
 export interface DataPlane {
   readonly pipeline: DeliveryPipeline;
   readonly registry: WebhookRegistry;
-  /** NATS mode: the pipeline of the ordered partitions this plane owns, and their source */
-  readonly ordered?: { pipeline: DeliveryPipeline; source: OrderedSource };
   /** SIGTERM: take nothing more, finish attempts in flight, leave the rest queued. */
   drain(): Promise<void>;
 }
@@ -127,17 +124,7 @@ export async function startNatsDataPlane(o: {
     (batchId) => o.logger.warn({ batch_id: batchId }, 'a delivery progress record does not open with the data plane key; ignored'),
     (subject, data) => o.nc.publish(subject, data),
   );
-  const leasesKv = await openBucket(kvm, ORDERED_LEASES_BUCKET, o.clock, o.logger, () => stopping);
-  const parts = assemble({
-    worker: o.workerId,
-    registry,
-    progress,
-    send,
-    limits: o.limits,
-    clock: o.clock,
-    logger: o.logger,
-    orderedProgress: orderedProgress(progressKv),
-  });
+  const parts = assemble({ worker: o.workerId, registry, progress, send, limits: o.limits, clock: o.clock, logger: o.logger });
   counted = (reason) => parts.sink.droppedEvent(reason);
   for (; stale > 0; stale--) counted('stale_registry');
   const source = new JetStreamSource({
@@ -158,32 +145,17 @@ export async function startNatsDataPlane(o: {
       else if (st.type === 'reconnect') void source.reconnected();
     }
   })();
-  const ordered = new OrderedSource({
-    js,
-    jsm: await jetstreamManager(o.nc, { checkAPI: false }),
-    leases: leasesKv,
-    progress: progressKv,
-    workerId: o.workerId,
-    seal: o.seal,
-    pipeline: parts.ordered!,
-    clock: o.clock,
-    logger: o.logger,
-    dropped: (r, events) => parts.sink.droppedEvent(r, events),
-    replayWindowMs: o.replayWindowMs,
-  });
   await source.start();
-  await ordered.start();
   // attached and pulling: the server has this connection's pull request (and every subscription)
   await o.nc.flush();
   return {
     pipeline: parts.pipeline,
     registry,
-    ordered: { pipeline: parts.ordered!, source: ordered },
     async drain() {
       stopping = true;
-      await Promise.all([source.stop(), ordered.stop()]);
+      await source.stop();
       await parts.drain();
-      await Promise.all([source.released(), ordered.released()]);
+      await source.released();
       watch.stop();
     },
   };
@@ -254,42 +226,36 @@ function assemble(o: {
   limits: DeliveryLimits;
   clock: Clock;
   logger: Logger;
-  /** NATS mode: a second pipeline for the ordered partitions' events (SVC_ORDERED), with this progress store */
-  orderedProgress?: ProgressStore;
-}): { pipeline: DeliveryPipeline; ordered: DeliveryPipeline | null; sink: BatchingOutcomeSink; drain(): Promise<void> } {
+}): { pipeline: DeliveryPipeline; sink: BatchingOutcomeSink; drain(): Promise<void> } {
   const deliverer = new Deliverer({ timeoutMs: o.limits.timeoutMs, allowPrivateTargets: o.limits.allowPrivateTargets, clock: o.clock });
   let pipeline: DeliveryPipeline;
-  let ordered: DeliveryPipeline | null = null;
   const sink = new BatchingOutcomeSink(
     o.worker,
     o.send,
-    () => pipeline.inFlight() + (ordered?.inFlight() ?? 0),
+    () => pipeline.inFlight(),
     o.clock,
     o.logger,
     () => pipeline.backlogReport(),
   );
-  const common = {
+  pipeline = new DeliveryPipeline({
     registry: o.registry,
     deliverer,
     sign: makeSigner(),
     outcomes: sink,
+    progress: o.progress,
     clock: o.clock,
     logger: o.logger,
     concurrency: o.limits.concurrency,
-    dropped: (reason: PipelineDropReason, events: number) => sink.droppedEvent(reason, events),
+    dropped: (reason, events) => sink.droppedEvent(reason, events),
     caughtUp: () => sink.caughtUp(),
     startAfterTurn: true,
-  };
-  pipeline = new DeliveryPipeline({ ...common, progress: o.progress });
-  // its own slots: an ordered webhook's lines never wait behind the unordered backlog, nor hold it
-  if (o.orderedProgress) ordered = new DeliveryPipeline({ ...common, progress: o.orderedProgress });
+  });
   return {
     pipeline,
-    ordered,
     sink,
-    /** finish the attempts in flight (the pipelines release the rest), send the last outcomes, close the connections */
+    /** finish the attempts in flight (the pipeline releases the rest), send the last outcomes, close the connections */
     async drain() {
-      await Promise.all([pipeline.drain(), ordered?.drain()]);
+      await pipeline.drain();
       sink.close();
       await sink.flush();
       await deliverer.close(0);

@@ -65,19 +65,6 @@ export interface InboundEvent {
   settle(): void;
   /** the pipeline stops before finishing it: leave it queued for the next process */
   release(): void;
-  /**
-   * `per_key` webhooks whose attempts at this event (when it has an ordering key and is not a
-   * recovery item) the owner of its SVC_ORDERED partition makes (src/bus/hop.ts `k`): skipped here.
-   */
-  skip?: readonly string[];
-  /** the only webhooks to attempt (an event from SVC_ORDERED: its `per_key` webhooks) */
-  only?: readonly string[];
-  /**
-   * True when this plane may no longer attempt the event (it lost its partition's lease, CONTRACT
-   * 10.1): checked as each attempt starts; a fenced attempt is not made, and the event is released
-   * (left for the partition's next owner) once none of its attempts is left.
-   */
-  fenced?(): boolean;
 }
 
 export interface OutcomeSink {
@@ -413,13 +400,10 @@ export class DeliveryPipeline {
       return;
     }
     const done = state.done.length ? new Set(state.done) : null;
-    const route = state.ev.route;
-    const skip = state.ev.skip?.length && !route.recovery && route.key !== undefined ? new Set(state.ev.skip) : null;
-    const only = state.ev.only ? new Set(state.ev.only) : null;
     const subs = this.targets(state);
     let disabled = 0;
     for (const sub of subs) {
-      if (done?.has(sub.id) || skip?.has(sub.id) || (only && !only.has(sub.id))) continue;
+      if (done?.has(sub.id)) continue;
       if (sub.disabled) {
         disabled++;
         continue;
@@ -536,10 +520,6 @@ export class DeliveryPipeline {
   }
 
   private start(g: Grant<Attempt>): void {
-    if (g.item.state.ev.fenced?.()) {
-      this.fence(g);
-      return;
-    }
     const sub = g.item.sub;
     if (g.item.line) g.item.line.started = true;
     const ev = g.item.state.ev;
@@ -595,22 +575,6 @@ export class DeliveryPipeline {
     this.unpark(sub.org);
     if (this.o.startAfterTurn) this.pumpAfterTurn();
     else this.pump();
-    this.notify();
-  }
-
-  /**
-   * An attempt of a plane that lost its partition (fenced): not made, no outcome; its key's next
-   * attempts are fenced in turn, and the event, once nothing of it is left, is released for the
-   * partition's next owner.
-   */
-  private fence(g: Grant<Attempt>): void {
-    this.slots.done(g, true);
-    const state = g.item.state;
-    if (--state.remaining === 0) {
-      this.unhold(state);
-      state.ev.release();
-    }
-    if (g.item.line) this.nextInLine(g.item.line);
     this.notify();
   }
 

@@ -33,25 +33,17 @@
 // wait and the relay tries again. A row the bus cannot carry (over 256 KiB, or refused for its
 // size) is set aside (set-aside.ts) and the rows behind it go on.
 //
-// Ordered webhooks (CONTRACT 10.1). When an org has `per_key` webhooks, its message names them (`k`,
-// src/bus/hop.ts) and its keyed events (not recovery items) are published a second time, on
-// SVC_ORDERED, one message per event on its partition of (org, key) (id `<event id>.o`), in the
-// same round and order: this relay is the one writer, in commit order, so each partition holds its
-// keys' events in sequence order, which the partition's one owner keeps
-// (src/dataplane/sources/jetstream/ordered-source.ts). The hop batch's plane skips those webhooks.
-//
 // The outbox table is the truth; the rows a commit wrote are also handed to the relay in memory,
 // so that once it has caught up with the table (at start, or after a failure) it publishes them
 // without reading them back.
 import type { Logger } from 'pino';
 import type { Db } from '../../store/db.ts';
 import type { OutboxRow, PublishedBatch } from '../../store/outbox.ts';
-import { encodeHopBatch, orderedPartition } from '../bus/hop.ts';
+import { encodeHopBatch } from '../bus/hop.ts';
 import type { JetStreamPublisher } from '../bus/nats/jetstream-publisher.ts';
 import type { Seal } from '../bus/seal.ts';
-import { EVENTS_STREAM, ORDERED_PARTITIONS } from '../bus/nats/jetstream.ts';
-import { hopSubject, orderedSubject } from '../bus/subjects.ts';
-import { decodeRoute } from '../domain/event-route.ts';
+import { EVENTS_STREAM } from '../bus/nats/jetstream.ts';
+import { hopSubject } from '../bus/subjects.ts';
 import { systemClock, type Clock, type Timer } from '../domain/clock.ts';
 import { errorText } from '../domain/errors.ts';
 import { isRecoveryItemId } from '../domain/event-route.ts';
@@ -104,42 +96,6 @@ function groupRows(rows: readonly OutboxRow[], max: number): { batches: Batch[];
   return { batches, rows: n };
 }
 
-/** A copy of a hop message's keyed events on one partition of SVC_ORDERED. */
-interface OrderedCopy {
-  id: string;
-  partition: number;
-  body: Buffer;
-}
-
-/** One org's part of a batch: its hop message and its ordered copies. */
-interface HopMessage {
-  id: string;
-  rows: OutboxRow[];
-  body: Buffer;
-  ordered: OrderedCopy[];
-}
-
-/**
- * The keyed events (not recovery items) of a hop message, each a message of its own on its
- * partition of (org, key), in the message's order: what SVC_ORDERED gets (id `<event id>.o`, the
- * same after a crash). One event a message, so that a partition's owner acks each event once its
- * attempts have outcomes, whatever the events beside it in its batch wait for (a key that hangs).
- */
-function orderedCopies(
-  org: string,
-  events: ReadonlyArray<{ id: string; route: string; body: Buffer }>,
-  perKey: readonly string[],
-): OrderedCopy[] {
-  const out: OrderedCopy[] = [];
-  for (const e of events) {
-    const route = decodeRoute(e.route);
-    if (!route || route.recovery || route.key === undefined) continue;
-    const partition = orderedPartition(org, route.key, ORDERED_PARTITIONS);
-    out.push({ id: `${e.id}.o`, partition, body: encodeHopBatch([e], perKey) });
-  }
-  return out;
-}
-
 export class OutboxRelay {
   private running: Promise<void> | null = null;
   private again = false;
@@ -162,8 +118,6 @@ export class OutboxRelay {
   private pruning: PublishedBatch[] | null = null;
   private pruneTimer: Timer | null = null;
   private readonly aside: SetAside;
-  /** an org's `per_key` webhooks, as the table has them now */
-  private readonly perKeyOf: (org: string) => string[];
 
   constructor(
     private readonly db: Db,
@@ -179,10 +133,6 @@ export class OutboxRelay {
   ) {
     this.aside = new SetAside(db, logger, metrics);
     this.storedUpTo = queue.storedAtStart();
-    const perKey = db.prepare<[string], { webhook_id: string }>(
-      "SELECT webhook_id FROM webhooks WHERE org_id = ? AND delivery LIKE '%per_key%' ORDER BY webhook_id",
-    );
-    this.perKeyOf = (org) => perKey.all(org).map((r) => r.webhook_id);
   }
 
   /**
@@ -280,7 +230,7 @@ export class OutboxRelay {
    * when none is left. Each row's body as UTF-8 goes into `bytes` too: the observers' copy of the
    * event (mirror) is sent from the same bytes as the hop message, not encoded a second time.
    */
-  private messages(b: Batch, bytes: Map<OutboxRow, Buffer>): HopMessage[] {
+  private messages(b: Batch, bytes: Map<OutboxRow, Buffer>): Array<{ id: string; rows: OutboxRow[]; body: Buffer }> {
     const byOrg = new Map<string, OutboxRow[]>();
     for (const r of b.rows) {
       const tooBig = oversized(r);
@@ -291,7 +241,7 @@ export class OutboxRelay {
         else byOrg.set(r.org_id, [r]);
       }
     }
-    const out: HopMessage[] = [];
+    const out: Array<{ id: string; rows: OutboxRow[]; body: Buffer }> = [];
     for (const [org, rows] of byOrg) {
       this.metrics?.hopBatchEvents.observe(rows.length);
       const id = byOrg.size === 1 ? b.id : `${b.id}.${org}`;
@@ -300,14 +250,13 @@ export class OutboxRelay {
         bytes.set(r, body);
         return { id: r.event_id, route: r.route, body };
       });
-      const perKey = this.perKeyOf(org);
-      out.push({ id, rows, body: encodeHopBatch(events, perKey), ordered: perKey.length ? orderedCopies(org, events, perKey) : [] });
+      out.push({ id, rows, body: encodeHopBatch(events) });
     }
     return out;
   }
 
   /** A batch's messages: each stored, or refused for its size and then published event by event. Rejects on any other failure. */
-  private async publishBatch(parts: readonly HopMessage[], now: number): Promise<void> {
+  private async publishBatch(parts: ReadonlyArray<{ id: string; rows: OutboxRow[]; body: Buffer }>, now: number): Promise<void> {
     const acks = await Promise.allSettled(parts.map((m) => this.publish(m, now)));
     for (let i = 0; i < parts.length; i++) {
       const ack = acks[i];
@@ -317,13 +266,8 @@ export class OutboxRelay {
     for (let i = 0; i < parts.length; i++) if (acks[i].status === 'rejected') await this.publishAlone(parts[i].rows);
   }
 
-  /** A hop message and its ordered copies (each on its partition), in this order on the connection. */
-  private publish(msg: { id: string; body: Buffer; ordered?: readonly OrderedCopy[] }, now: number): Promise<void> {
-    const copies = (msg.ordered ?? []).map((c) =>
-      this.publisher.publish(orderedSubject(c.partition), c.body, c.id, this.seal.sealHop(c.id, c.body, now)),
-    );
-    const hop = this.publisher.publish(hopSubject, msg.body, msg.id, this.seal.sealHop(msg.id, msg.body, now));
-    return copies.length ? Promise.all([...copies, hop]).then(() => undefined) : hop;
+  private publish(msg: { id: string; body: Buffer }, now: number): Promise<void> {
+    return this.publisher.publish(hopSubject, msg.body, msg.id, this.seal.sealHop(msg.id, msg.body, now));
   }
 
   /**
@@ -331,14 +275,8 @@ export class OutboxRelay {
    * that makes the batch again splits it the same way), setting aside what is refused even so.
    */
   private async publishAlone(rows: readonly OutboxRow[]): Promise<void> {
-    const perKey = rows.length ? this.perKeyOf(rows[0].org_id) : [];
     for (const r of rows) {
-      const event = { id: r.event_id, route: r.route, body: Buffer.from(r.body, 'utf8') };
-      const single = {
-        id: r.event_id,
-        body: encodeHopBatch([event], perKey),
-        ordered: perKey.length ? orderedCopies(r.org_id, [event], perKey) : [],
-      };
+      const single = { id: r.event_id, body: encodeHopBatch([{ id: r.event_id, route: r.route, body: r.body }]) };
       try {
         await this.publish(single, this.clock.now());
       } catch (err) {

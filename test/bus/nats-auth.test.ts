@@ -21,9 +21,6 @@ import {
   ORGS_BUCKET,
   OUTCOMES_CONSUMER,
   OUTCOMES_STREAM,
-  ORDERED_LEASES_BUCKET,
-  ORDERED_STREAM,
-  orderedConsumer,
   PROGRESS_BUCKET,
   REGISTRY_BUCKET as WEBHOOKS_BUCKET,
 } from '../../src/bus/nats/jetstream.ts';
@@ -609,37 +606,6 @@ describe.skipIf(NATS_BIN === null)('svc nats init / creds (real nats-server, dec
           .slice(n)
           .filter((v) => v.includes('svc_progress')),
       ).toEqual([]);
-    });
-
-    it('owns an ordered partition: takes, renews and gives back its lease, makes its consumer afresh, pulls and acks', async () => {
-      const n = worker.violations().length;
-      // what the relay publishes on a partition (CONTRACT 10.1)
-      for (let i = 0; i < 3; i++) await jetstream(engine.nc).publish('svc.ordered.3', `{"i":${i}}`);
-      const leases = await new Kvm(jetstream(worker.nc)).open(ORDERED_LEASES_BUCKET);
-      const rev = await leases.create('p3', 'worker-1.a');
-      await expect(leases.create('p3', 'worker-2.b')).rejects.toThrow(/wrong last sequence|exists/i);
-      const renewed = await leases.update('p3', 'worker-1.a', rev);
-      await leases.put('plane.worker-1.a', '1');
-      const wjsm = await jetstreamManager(worker.nc, { checkAPI: false });
-      const info = await wjsm.streams.info(`KV_${ORDERED_LEASES_BUCKET}`, { subjects_filter: `$KV.${ORDERED_LEASES_BUCKET}.plane.>` });
-      expect(Object.keys(info.state.subjects ?? {})).toHaveLength(1);
-      const name = orderedConsumer(3);
-      await wjsm.consumers.delete(ORDERED_STREAM, name).catch(() => {}); // none yet: not found, not refused
-      await wjsm.consumers.add(ORDERED_STREAM, { durable_name: name, ack_policy: AckPolicy.Explicit, filter_subject: 'svc.ordered.3' });
-      await wjsm.consumers.delete(ORDERED_STREAM, name);
-      await wjsm.consumers.add(ORDERED_STREAM, { durable_name: name, ack_policy: AckPolicy.Explicit, filter_subject: 'svc.ordered.3' });
-      const consumer = await jetstream(worker.nc).consumers.get(ORDERED_STREAM, name);
-      const got: string[] = [];
-      for await (const m of await consumer.fetch({ max_messages: 3, expires: 2000 })) {
-        got.push(m.string());
-        m.ack();
-      }
-      expect(got).toEqual(['{"i":0}', '{"i":1}', '{"i":2}']);
-      await leases.delete('p3', { previousSeq: renewed });
-      await barrier(worker);
-      expect(worker.violations().slice(n)).toEqual([]);
-      // only SVC_ORDERED's consumers: svc-dispatch stays out of reach
-      await expect(wjsm.consumers.delete(EVENTS_STREAM, DISPATCH_CONSUMER)).rejects.toThrow(/Permissions Violation/);
     });
 
     it('publishes outcomes into SVC_OUTCOMES (with the publish ack), which the engine consumes', async () => {

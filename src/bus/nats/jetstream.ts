@@ -13,14 +13,6 @@
 //                 facts (CONTRACT 9 "Durable ingest"): every svc process's ingest gate stores each fact
 //                 here (msg id: one per request received, so a gate's own retry is stored once) before
 //                 it answers; the engine applies the stream in order, its cursor in its own commits.
-//   SVC_ORDERED   stream, work queue, subjects svc.ordered.<partition> — the events of orgs with `per_key`
-//                 webhooks (CONTRACT 10.1), published by the relay beside their hop batch, one
-//                 message per (batch, partition), the partition a hash of (org, ordering key). Each
-//                 partition has one owner at a time (a lease in KV svc_ordered_leases), which makes
-//                 the partition's consumer `svc-ordered-<p>` afresh when it takes it over (so the
-//                 consumer starts at the oldest message not acked: nothing later comes first).
-//                 src/dataplane/sources/jetstream/ordered-source.ts tells the design.
-//   KV svc_ordered_leases  who owns each partition of SVC_ORDERED (TTL ORDERED_LEASE_TTL_MS).
 //   KV svc_orgs      the orgs that exist, replicated by the engine so that every gate can refuse an unknown one.
 //   KV svc_webhooks  the webhook registry the engine replicates to data planes (encrypted entries).
 //   KV svc_progress  which webhooks a slow event has already had (so a redelivery repeats nothing else).
@@ -45,7 +37,7 @@ import { Kvm } from '@nats-io/kv';
 import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { foregroundClock, sleep, type Clock } from '../../domain/clock.ts';
-import { factsWildcard, hopWildcard, ingestWildcard, orderedWildcard, outcomesWildcard, subjectsOverlap } from '../subjects.ts';
+import { factsWildcard, hopWildcard, ingestWildcard, outcomesWildcard, subjectsOverlap } from '../subjects.ts';
 
 export const EVENTS_STREAM = 'SVC_EVENTS';
 export const DISPATCH_CONSUMER = 'svc-dispatch';
@@ -59,14 +51,6 @@ export const FACTS_MAX_AGE_MS = 7 * 24 * 3600_000;
 /** A gate's retry of a publish whose answer it lost is stored once within this window. */
 export const FACTS_DEDUPE_WINDOW_MS = 10 * 60_000;
 export const PROGRESS_BUCKET = 'svc_progress';
-export const ORDERED_STREAM = 'SVC_ORDERED';
-/** The partitions of SVC_ORDERED: what spreads ordered webhooks' keys over data planes. */
-export const ORDERED_PARTITIONS = 16;
-export const ORDERED_LEASES_BUCKET = 'svc_ordered_leases';
-/** A partition's lease lapses this long after its owner last renewed it (a kill -9 holds its keys that long). */
-export const ORDERED_LEASE_TTL_MS = 4000;
-/** The consumer of a partition (made afresh by each owner). */
-export const orderedConsumer = (partition: number) => `svc-ordered-${partition}`;
 
 /**
  * An event not acked within this long goes to another data plane; a holder signals `working()`
@@ -131,14 +115,6 @@ const dispatchConsumer = (): Partial<ConsumerConfig> => ({
   filter_subject: hopWildcard,
 });
 
-const orderedStream = (): StreamCfg => ({
-  name: ORDERED_STREAM,
-  subjects: [orderedWildcard],
-  retention: RetentionPolicy.Workqueue,
-  storage: StorageType.File,
-  duplicate_window: nanos(EVENT_DEDUPE_WINDOW_MS),
-});
-
 const outcomesStream = (): StreamCfg => ({
   name: OUTCOMES_STREAM,
   subjects: [outcomesWildcard],
@@ -179,8 +155,6 @@ export const LAYOUT_STREAMS = [
   kvStreamName(REGISTRY_BUCKET),
   kvStreamName(PROGRESS_BUCKET),
   kvStreamName(ORGS_BUCKET),
-  ORDERED_STREAM,
-  kvStreamName(ORDERED_LEASES_BUCKET),
 ] as const;
 /** The durable consumers svc needs, by stream. */
 export const LAYOUT_CONSUMERS = [
@@ -198,8 +172,7 @@ export function electionUnderWay(err: unknown): boolean {
 }
 
 /**
- * Events of SVC_EVENTS not yet done: waiting for a worker, or handed to one and not acked (and
- * SVC_ORDERED's messages not acked); null
+ * Events of SVC_EVENTS not yet done: waiting for a worker, or handed to one and not acked; null
  * while the consumer cannot tell (electionUnderWay: electing its leader after a server's loss).
  * Asked of the consumer, not the stream: on a cluster, nats-server 2.9 can keep messages in a
  * work-queue stream that its consumer has acked (seen after a leader election: 41 messages held, ack
@@ -208,16 +181,7 @@ export function electionUnderWay(err: unknown): boolean {
 export async function undeliveredEvents(jsm: JetStreamManager): Promise<number | null> {
   try {
     const c = await jsm.consumers.info(EVENTS_STREAM, DISPATCH_CONSUMER);
-    // and the ordered webhooks' copies not yet acked by their partitions' owners (a work queue keeps
-    // exactly those; its consumers are made afresh at each takeover, so the stream is what tells)
-    const ordered = await jsm.streams.info(ORDERED_STREAM).then(
-      (si) => si.state.messages,
-      (err: unknown) => {
-        if (isApiError(err, JetStreamApiCodes.StreamNotFound)) return 0;
-        throw err;
-      },
-    );
-    return c.num_pending + c.num_ack_pending + ordered;
+    return c.num_pending + c.num_ack_pending;
   } catch (err) {
     if (electionUnderWay(err)) return null;
     throw err;
@@ -460,10 +424,6 @@ export async function ensureLayout(nc: NatsConnection, jsm: JetStreamManager, op
   await layoutStep(`bucket ${REGISTRY_BUCKET}`, () => ensureBucket(nc, jsm, REGISTRY_BUCKET, {}, plan));
   await layoutStep(`bucket ${PROGRESS_BUCKET}`, () => ensureBucket(nc, jsm, PROGRESS_BUCKET, { ttl: PROGRESS_TTL_MS }, plan));
   await layoutStep(`bucket ${ORGS_BUCKET}`, () => ensureBucket(nc, jsm, ORGS_BUCKET, {}, plan));
-  await layoutStep(`stream ${ORDERED_STREAM}`, () => ensureStream(jsm, orderedStream(), plan));
-  await layoutStep(`bucket ${ORDERED_LEASES_BUCKET}`, () =>
-    ensureBucket(nc, jsm, ORDERED_LEASES_BUCKET, { ttl: ORDERED_LEASE_TTL_MS }, plan),
-  );
   return { replicas: plan.replicas };
 }
 

@@ -2,15 +2,7 @@
 // privilege, a producer's org-scoped template, the unrestricted engine (the one check NATS cannot
 // make for the engine, a producer's reply subject, is src/bus/subjects.ts isProducerReplySubject).
 // src/bus/nats/nats-auth.ts tells the design.
-import {
-  DISPATCH_CONSUMER,
-  EVENTS_STREAM,
-  ORDERED_LEASES_BUCKET,
-  ORDERED_STREAM,
-  ORGS_BUCKET,
-  PROGRESS_BUCKET,
-  REGISTRY_BUCKET,
-} from '../../bus/nats/jetstream.ts';
+import { DISPATCH_CONSUMER, EVENTS_STREAM, ORGS_BUCKET, PROGRESS_BUCKET, REGISTRY_BUCKET } from '../../bus/nats/jetstream.ts';
 import {
   factsWildcard,
   INBOX_PREFIX,
@@ -58,14 +50,7 @@ export const INGEST_ANSWER_TTL_MS = 60_000;
  *    INGEST_ANSWER_TTL_MS). The response permission lets the worker answer on *any* reply subject
  *    a request names, and a producer names its own: the gate answers only
  *    isProducerReplySubject() replies (src/bus/subjects.ts), as the engine does;
- *  - the org directory (read only): `kv.status()` and `kv.watch` of svc_orgs, as for webhooks;
- *  - ordered partitions (CONTRACT 10.1, src/dataplane/sources/jetstream/ordered-source.ts): the
- *    leases (`kv.create`/`update`/`put`/`delete`: JetStream publish on `$KV.svc_ordered_leases.…`;
- *    `create` reads the key back when it exists: STREAM.MSG.GET; the planes counted with STREAM.INFO),
- *    and the partition consumers of SVC_ORDERED, which an owner deletes and makes afresh when it takes
- *    a partition over (CONSUMER.DELETE, CONSUMER.CREATE with the ≥2.9 API, CONSUMER.INFO), pulls
- *    (CONSUMER.MSG.NEXT) and acks. Deleting those consumers is granted: a worker holding the lease
- *    is the partition's owner, and only the owner makes them.
+ *  - the org directory (read only): `kv.status()` and `kv.watch` of svc_orgs, as for webhooks.
  * (The two `$JS.FC` entries are needed only when the server asks the watcher for flow control:
  * the test puts 4 MiB ahead of the watch for that, and a 2.9.10 server on a fast machine may still
  * not ask; kept for large registries and directories.)
@@ -81,7 +66,6 @@ export function workerPermissions(): PermissionLists {
   const webhooksStream = `KV_${REGISTRY_BUCKET}`;
   const progressStream = `KV_${PROGRESS_BUCKET}`;
   const orgsStream = `KV_${ORGS_BUCKET}`;
-  const leasesStream = `KV_${ORDERED_LEASES_BUCKET}`;
   return {
     pub: {
       allow: [
@@ -99,14 +83,6 @@ export function workerPermissions(): PermissionLists {
         `$JS.API.STREAM.INFO.${orgsStream}`,
         `$JS.API.CONSUMER.CREATE.${orgsStream}.*.$KV.${ORGS_BUCKET}.>`,
         `$JS.FC.${orgsStream}.>`,
-        `$KV.${ORDERED_LEASES_BUCKET}.>`,
-        `$JS.API.STREAM.MSG.GET.${leasesStream}`,
-        `$JS.API.STREAM.INFO.${leasesStream}`,
-        `$JS.API.CONSUMER.DELETE.${ORDERED_STREAM}.*`,
-        `$JS.API.CONSUMER.CREATE.${ORDERED_STREAM}.*.svc.ordered.*`,
-        `$JS.API.CONSUMER.INFO.${ORDERED_STREAM}.*`,
-        `$JS.API.CONSUMER.MSG.NEXT.${ORDERED_STREAM}.*`,
-        `$JS.ACK.${ORDERED_STREAM}.>`,
       ],
     },
     sub: { allow: [`${INBOX_PREFIX.worker}.>`, `${ingestWildcard} ${INGEST_QUEUE_GROUP}`] },

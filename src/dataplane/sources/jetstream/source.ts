@@ -42,7 +42,7 @@ import {
   SEAL_HEADER,
   storedAtMs,
 } from '../../../bus/nats/jetstream.ts';
-import { decodeHopMessage } from '../../../bus/hop.ts';
+import { decodeHopBatch } from '../../../bus/hop.ts';
 import type { Seal } from '../../../bus/seal.ts';
 import type { DeliveryPipeline, InboundEvent } from '../../pipeline.ts';
 import { RepeatedWarnings } from '../../../log-summary.ts';
@@ -275,13 +275,12 @@ export class JetStreamSource {
       m.term();
       return;
     }
-    const decoded = decodeHopMessage(m.data);
-    if (!decoded) {
+    const events = decodeHopBatch(m.data);
+    if (!events) {
       this.o.dropped('unparseable');
       m.term();
       return;
     }
-    const { events, ordered } = decoded;
     const late = storedAtMs(m) - sealedAt;
     if (late > this.replayWindowMs) {
       this.o.dropped('replayed', events.length);
@@ -309,7 +308,7 @@ export class JetStreamSource {
     }
     this.recentSizes.push(events.length);
     if (this.recentSizes.length > 16) this.recentSizes.shift();
-    this.hold(id, m, events, routes, rec, ordered);
+    this.hold(id, m, events, routes, rec);
   }
 
   /** A batch taken: held here, its events (minus those its record says were settled) to the pipeline. */
@@ -319,7 +318,6 @@ export class JetStreamSource {
     events: readonly HopEvent[],
     routes: ReadonlyArray<EventRoute | null>,
     rec: ProgressRecord | null,
-    ordered: readonly string[],
   ): void {
     const ids: string[] = [];
     const b: HeldBatch = { id, m, done: new Map(), finished: new Set(rec?.finished ?? []), ids, left: 0, released: false };
@@ -341,8 +339,6 @@ export class JetStreamSource {
         route,
         body: e.body,
         done,
-        // the per_key webhooks: their partitions' owners attempt these events (ordered-source.ts)
-        ...(ordered.length ? { skip: ordered } : {}),
         settle: () => {
           b.finished.add(e.id);
           b.done.delete(e.id);
