@@ -36,6 +36,10 @@ const STORE_TIMEOUT_MS = 5000;
 const STORE_TRIES = 3;
 const STORE_BACKOFF_MS = 250;
 const DRAIN_BOUND_MS = 3000;
+/** How long a fact of an org the directory does not have waits for it to appear (it follows the engine's store within ~1 s). */
+const ORG_WAIT_MS = 2500;
+/** Facts waiting so at once, at most (more are refused at once). */
+const ORG_WAITS = 1000;
 /** Stores under way at once, at most (the rest wait in their orgs' queues, taken in turns). */
 const STORE_WINDOW = 64;
 /** Verdicts kept for a PubAck still to come, at most (the oldest dropped first). */
@@ -222,6 +226,27 @@ export function startGate(deps: GateDeps): Gate {
     queued.push(orgId, { msg, orgId, receivedAt });
   };
 
+  /**
+   * An org the directory does not have: it may have been made a moment ago (a worker's directory
+   * follows the engine's store within about a second), so it is looked for again for ORG_WAIT_MS
+   * before the fact is refused; past ORG_WAITS such waits at once, refused at once.
+   */
+  let orgWaits = 0;
+  const unknownOrg = async (msg: Msg, orgId: string) => {
+    if (orgWaits >= ORG_WAITS) return refuse(msg, orgId, { ok: false, error: 'unknown org' }, 'invalid');
+    orgWaits++;
+    try {
+      const end = clock.now() + ORG_WAIT_MS;
+      while (clock.now() < end) {
+        await sleep(clock, 100);
+        if (deps.orgs!.has(orgId)) return admit(msg, orgId);
+      }
+      refuse(msg, orgId, { ok: false, error: 'unknown org' }, 'invalid');
+    } finally {
+      orgWaits--;
+    }
+  };
+
   const sub: Subscription = deps.nc.subscribe(ingestWildcard, {
     queue: 'svc-ingest',
     callback: (err, msg) => {
@@ -235,7 +260,7 @@ export function startGate(deps: GateDeps): Gate {
       } catch (e) {
         return refuse(msg, orgId, { ok: false, error: errorText(e) }, 'invalid');
       }
-      if (deps.orgs?.synced && !deps.orgs.has(orgId!)) return refuse(msg, orgId, { ok: false, error: 'unknown org' }, 'invalid');
+      if (deps.orgs?.synced && !deps.orgs.has(orgId!)) return void unknownOrg(msg, orgId!);
       admit(msg, orgId!);
     },
   });

@@ -56,7 +56,7 @@ describe.skipIf(findNatsServer() === null)('durable ingest, NATS mode, one serve
     t.onEnd(() => nc.close());
     const ask = async (subject: string, body: unknown) => {
       const t0 = Date.now();
-      const m = await ingestRequest(nc, subject, JSON.stringify(body), { timeout: 2000 });
+      const m = await ingestRequest(nc, subject, JSON.stringify(body), { timeout: 5000 });
       return { reply: m.json<Json>(), ms: Date.now() - t0 };
     };
     // what the gate checks alone is still refused at once: no engine runs that could answer it (a
@@ -69,6 +69,7 @@ describe.skipIf(findNatsServer() === null)('durable ingest, NATS mode, one serve
       transition: 'started',
       workflow: { id: 'wf_x', type: 'sync_secrets', owner_id: 'inst_x', owner_type: 'installs' },
     });
+    // an org the worker's directory does not have is looked for again for 2.5 s (it may be a moment old), then refused
     expect(stranger.reply).toEqual({ ok: false, error: 'unknown org' });
     // what only the engine can judge is stored and answered ok
     const fact = {
